@@ -1,0 +1,5 @@
+import sys
+
+from nachtwacht.cli import main
+
+sys.exit(main())

@@ -1,0 +1,49 @@
+"""The `nachtwacht` command. Each subcommand imports its part only when it is used, so an agent host
+never imports the control plane (and needs none of its dependencies)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+# subcommand -> (module, one-line summary); each module has `main(argv: list[str]) -> int`.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "plan": ("nachtwacht.plan_cli", "preview an update schedule's slots and daylight-saving notes"),
+    "control": ("control_plane.cli", "run and administer the control plane"),
+    "agent": ("agent_daemon.cli", "enroll, run and inspect the updater on a customer host"),
+    "release": ("signed_release.cli", "make a release key, sign a build"),
+    "demo": ("nachtwacht.demo", "run one night for a small fleet on a fast clock"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: nachtwacht COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<9} {summary}" for name, (_, summary) in SUBCOMMANDS.items()]
+    lines += ["", "Run `nachtwacht COMMAND --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in {"-h", "--help", "help"}:
+        print(_usage())
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in SUBCOMMANDS:
+        print(f"nachtwacht: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module_name = SUBCOMMANDS[name][0]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        extra = {"control": "control-plane", "agent": "agent", "release": "agent"}.get(name)
+        hint = f" (install it with: pip install 'nachtwacht[{extra}]')" if extra else ""
+        print(f"nachtwacht {name}: missing dependency {exc.name!r}{hint}", file=sys.stderr)
+        return 2
+    entry: Callable[[list[str]], int] = module.main
+    return entry(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
