@@ -1,0 +1,210 @@
+"""`nachtwacht release …`: make a release key, sign an agent build, build a demo agent.
+
+    nachtwacht release keygen --out DIR
+    nachtwacht release sign --key DIR/release.key --version 1.5.0 --channel stable \\
+        --platform linux-x86_64 --expires-in 30d [--manifest-version N] [--allow-downgrade] \\
+        --out OUTDIR ARTIFACT
+    nachtwacht release verify --public-key release.pub [--artifact FILE] MANIFEST SIGNATURE
+    nachtwacht release build-demo-agent --version 1.5.0 [--fault F] [--padding-bytes N] --out FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import NoReturn, cast
+
+from nachtwacht.clock import Clock, clock_from_env
+from signed_release.artifact import describe_artifact
+from signed_release.demo_agent import FAULTS, Fault, build_demo_agent
+from signed_release.errors import ReleaseError
+from signed_release.keys import generate_key_files, load_private_key, load_public_keys
+from signed_release.manifest import Manifest, format_instant, parse_manifest
+from signed_release.signature import check_signature, sign_manifest
+from signed_release.versions import is_valid_version
+
+__all__ = ["main", "parse_duration"]
+
+_DURATION = re.compile(r"([1-9]\d{0,5})([smhd])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+class UsageError(Exception):
+    """Bad command-line input; printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def parse_duration(value: str) -> timedelta:
+    match = _DURATION.fullmatch(value.strip())
+    if match is None:
+        raise UsageError(
+            f"--expires-in: {value!r} is not a duration (expected a number and a unit s, m, h "
+            "or d, e.g. 30d)"
+        )
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def _version(value: str) -> str:
+    if not is_valid_version(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a version (expected MAJOR.MINOR.PATCH, e.g. 1.5.0)"
+        )
+    return value
+
+
+def _positive_int(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive integer")
+    return int(value)
+
+
+def _count(value: str) -> int:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of bytes")
+    return int(value)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="nachtwacht release", description="Make release keys and sign builds.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    keygen = commands.add_parser("keygen", help="write a new release.key (0600) and release.pub")
+    keygen.add_argument("--out", type=Path, required=True, metavar="DIR")
+
+    sign = commands.add_parser("sign", help="write manifest.json and manifest.sig for a build")
+    sign.add_argument("--key", type=Path, required=True, help="the release.key to sign with")
+    sign.add_argument("--version", type=_version, required=True, help="the agent version, 1.5.0")
+    sign.add_argument("--channel", default="stable")
+    sign.add_argument("--platform", required=True, help="e.g. linux-x86_64")
+    sign.add_argument("--expires-in", default="30d", help="e.g. 30d, 12h (default 30d)")
+    sign.add_argument(
+        "--manifest-version",
+        type=_positive_int,
+        help="must exceed every earlier release's; default: the signing time in Unix milliseconds",
+    )
+    sign.add_argument(
+        "--allow-downgrade",
+        action="store_true",
+        help="let agents on a newer version install this one (an intended rollback)",
+    )
+    sign.add_argument("--out", type=Path, required=True, metavar="OUTDIR")
+    sign.add_argument("artifact", type=Path, metavar="ARTIFACT", help="the agent build (.tar.gz)")
+
+    verify = commands.add_parser("verify", help="check a manifest and signature (and artifact)")
+    verify.add_argument("--public-key", type=Path, action="append", required=True)
+    verify.add_argument("--artifact", type=Path)
+    verify.add_argument("manifest", type=Path, metavar="MANIFEST")
+    verify.add_argument("signature", type=Path, metavar="SIGNATURE")
+
+    demo = commands.add_parser("build-demo-agent", help="build a tiny real agent (tar.gz)")
+    demo.add_argument("--version", type=_version, required=True)
+    demo.add_argument("--fault", choices=FAULTS, default="none", help="build a broken agent")
+    demo.add_argument("--padding-bytes", type=_count, default=0, help="incompressible filler")
+    demo.add_argument("--out", type=Path, required=True, metavar="FILE.tar.gz")
+    return parser
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    private_path, public_path, kid = generate_key_files(args.out)
+    print(f"wrote {private_path} (mode 0600, keep it secret) and {public_path}")
+    print(f"key id {kid}")
+    return 0
+
+
+def _sign(args: argparse.Namespace, clock: Clock) -> int:
+    lifetime = parse_duration(args.expires_in)
+    private_key = load_private_key(args.key)
+    facts = describe_artifact(args.artifact)
+    issued_at = clock.now().replace(microsecond=0)
+    manifest = Manifest(
+        manifest_version=args.manifest_version or int(clock.now().timestamp() * 1000),
+        issued_at=issued_at,
+        expires=issued_at + lifetime,
+        channel=args.channel,
+        platform=args.platform,
+        agent_version=args.version,
+        length=facts.length,
+        sha256=facts.sha256,
+        unpacked_size=facts.unpacked_size,
+        allow_downgrade=args.allow_downgrade,
+    )
+    manifest_bytes = manifest.to_bytes()
+    signature_bytes = sign_manifest(manifest_bytes, private_key)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "manifest.json").write_bytes(manifest_bytes)
+    (args.out / "manifest.sig").write_bytes(signature_bytes)
+    print(
+        f"signed {manifest.agent_version} for {manifest.channel}/{manifest.platform}: "
+        f"manifest_version {manifest.manifest_version}, {facts.length} bytes, "
+        f"sha256 {facts.sha256[:16]}…, expires {format_instant(manifest.expires)}"
+    )
+    print(f"wrote {args.out / 'manifest.json'} and {args.out / 'manifest.sig'}")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    trusted = load_public_keys(args.public_key)
+    try:
+        manifest_bytes = args.manifest.read_bytes()
+        signature_bytes = args.signature.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{exc.filename}: cannot be read ({exc.strerror})") from exc
+    signer = check_signature(manifest_bytes, signature_bytes, trusted)
+    manifest = parse_manifest(manifest_bytes)
+    if args.artifact is not None:
+        facts = describe_artifact(args.artifact)
+        if (facts.length, facts.sha256) != (manifest.length, manifest.sha256):
+            raise UsageError(
+                f"{args.artifact}: {facts.length} bytes sha256 {facts.sha256} is not the signed "
+                f"artifact ({manifest.length} bytes sha256 {manifest.sha256})"
+            )
+    print(
+        f"good signature by key {signer}: {manifest.agent_version} for "
+        f"{manifest.channel}/{manifest.platform}, manifest_version {manifest.manifest_version}, "
+        f"expires {format_instant(manifest.expires)}"
+        + (", artifact matches" if args.artifact is not None else "")
+    )
+    return 0
+
+
+def _build_demo(args: argparse.Namespace) -> int:
+    fault = cast(Fault, args.fault)
+    out = build_demo_agent(
+        args.out, version=args.version, fault=fault, padding_bytes=args.padding_bytes
+    )
+    print(f"wrote {out} (provibr-agent {args.version}, fault {args.fault})")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command == "keygen":
+            return _keygen(args)
+        if args.command == "sign":
+            clock = clock_from_env()
+            if clock.is_fake:
+                print(f"nachtwacht release: {clock.describe()}", file=sys.stderr)
+            return _sign(args, clock)
+        if args.command == "verify":
+            return _verify(args)
+        return _build_demo(args)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ReleaseError as exc:
+        print(f"nachtwacht release {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"nachtwacht release: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,85 @@
+"""Errors of the release format.
+
+    ReleaseError
+    ├── ManifestError            the manifest bytes are not a valid manifest
+    │   ├── MalformedManifest    not UTF-8 JSON holding one object
+    │   ├── DuplicateField       a key appears twice in one object
+    │   └── InvalidField         a field is missing, ill-typed or out of range
+    ├── SignatureError           the detached signature does not vouch for the manifest
+    │   ├── MalformedSignature   the .sig file is not the expected JSON
+    │   ├── UnknownKey           signed by a key that is not trusted
+    │   └── BadSignature         the signature does not match the manifest bytes
+    ├── KeyFileError             a key file cannot be read, has the wrong kind or mode
+    └── ArtifactError            an artifact cannot be signed (not a tar.gz agent build)
+
+Every message says which field or file, what was found and what was expected.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArtifactError",
+    "BadSignature",
+    "DuplicateField",
+    "InvalidField",
+    "KeyFileError",
+    "MalformedManifest",
+    "MalformedSignature",
+    "ManifestError",
+    "ReleaseError",
+    "SignatureError",
+    "UnknownKey",
+]
+
+
+class ReleaseError(Exception):
+    """Base of every error of the release format."""
+
+
+class ManifestError(ReleaseError):
+    """The manifest bytes are not a valid manifest."""
+
+
+class MalformedManifest(ManifestError):
+    """Not UTF-8 JSON holding one object."""
+
+
+class DuplicateField(ManifestError):
+    """A key appears twice in one JSON object: two readers could disagree on its value."""
+
+
+class InvalidField(ManifestError):
+    """A field is missing, has the wrong type or an impossible value."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class SignatureError(ReleaseError):
+    """The detached signature does not vouch for the manifest."""
+
+
+class MalformedSignature(SignatureError):
+    """The signature file is not `{"key_id": …, "signature": …}`."""
+
+
+class UnknownKey(SignatureError):
+    """The signature names a key that is not among the trusted keys."""
+
+    def __init__(self, key_id: str, trusted: list[str]) -> None:
+        shown = ", ".join(sorted(trusted)) or "none"
+        super().__init__(f"key_id: {key_id!r} is not a trusted release key (trusted: {shown})")
+        self.key_id = key_id
+
+
+class BadSignature(SignatureError):
+    """The signature does not match the manifest bytes under the named key."""
+
+
+class KeyFileError(ReleaseError):
+    """A key file cannot be read, holds the wrong kind of key or has unsafe permissions."""
+
+
+class ArtifactError(ReleaseError):
+    """The artifact is not an agent build that can be signed."""

@@ -1,0 +1,128 @@
+"""Release key files and key ids.
+
+`release.key` is the Ed25519 private key as unencrypted PKCS#8 PEM, mode 0600; `release.pub` is
+the public key as SubjectPublicKeyInfo PEM. A key id is the hex SHA-256 of the raw 32-byte public
+key, so anyone holding `release.pub` can compute it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from signed_release.errors import KeyFileError
+
+__all__ = [
+    "PRIVATE_KEY_NAME",
+    "PUBLIC_KEY_NAME",
+    "generate_key_files",
+    "key_id",
+    "load_private_key",
+    "load_public_key",
+    "load_public_keys",
+]
+
+PRIVATE_KEY_NAME = "release.key"
+PUBLIC_KEY_NAME = "release.pub"
+_MAX_KEY_FILE_BYTES = 16 * 1024
+
+
+def key_id(public_key: Ed25519PublicKey) -> str:
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    # O_EXCL: a second keygen must never replace a key that releases were signed with.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.fchmod(fd, mode)
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def generate_key_files(directory: Path) -> tuple[Path, Path, str]:
+    """Write a new key pair into `directory`; returns (private path, public path, key id)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    private_path = directory / PRIVATE_KEY_NAME
+    public_path = directory / PUBLIC_KEY_NAME
+    for path in (private_path, public_path):
+        if path.exists():
+            raise KeyFileError(f"{path}: already exists (refusing to replace a release key)")
+    private_key = Ed25519PrivateKey.generate()
+    _write_new(
+        private_path,
+        private_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+        0o600,
+    )
+    public_key = private_key.public_key()
+    _write_new(
+        public_path,
+        public_key.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ),
+        0o644,
+    )
+    return private_path, public_path, key_id(public_key)
+
+
+def _read_key_file(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > _MAX_KEY_FILE_BYTES:
+            raise KeyFileError(f"{path}: {size} bytes is too large for a key file")
+        return path.read_bytes()
+    except OSError as exc:
+        raise KeyFileError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+
+
+def load_private_key(path: Path) -> Ed25519PrivateKey:
+    """The signing key; refused when group or others may read it (as ssh refuses such keys)."""
+    data = _read_key_file(path)
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise KeyFileError(
+            f"{path}: mode {mode:04o} lets others read the private key (expected 0600; "
+            f"run chmod 600 {path})"
+        )
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise KeyFileError(f"{path}: not an unencrypted PKCS#8 PEM private key ({exc})") from exc
+    if not isinstance(key, Ed25519PrivateKey):
+        raise KeyFileError(f"{path}: holds a {type(key).__name__}, expected an Ed25519 key")
+    return key
+
+
+def load_public_key(path: Path) -> Ed25519PublicKey:
+    data = _read_key_file(path)
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError) as exc:
+        raise KeyFileError(
+            f"{path}: not a SubjectPublicKeyInfo PEM public key (expected release.pub)"
+        ) from exc
+    if not isinstance(key, Ed25519PublicKey):
+        raise KeyFileError(f"{path}: holds a {type(key).__name__}, expected an Ed25519 key")
+    return key
+
+
+def load_public_keys(paths: Iterable[Path]) -> dict[str, Ed25519PublicKey]:
+    """Trusted keys by key id. Several keys may be trusted at once (rotation)."""
+    keys: dict[str, Ed25519PublicKey] = {}
+    for path in paths:
+        key = load_public_key(Path(path))
+        keys[key_id(key)] = key
+    return keys

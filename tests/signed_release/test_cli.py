@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from signed_release import check_signature, describe_artifact, load_public_keys, parse_manifest
+from signed_release.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "nachtwacht.cli", "release", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=False,
+    )
+
+
+def test_keygen_build_sign_verify_end_to_end(tmp_path: Path) -> None:
+    assert run_cli("keygen", "--out", str(tmp_path / "keys")).returncode == 0
+    artifact = tmp_path / "agent-1.5.0.tar.gz"
+    assert run_cli("build-demo-agent", "--version", "1.5.0", "--out", str(artifact)).returncode == 0
+    signed = run_cli(
+        "sign", "--key", str(tmp_path / "keys/release.key"), "--version", "1.5.0",
+        "--channel", "stable", "--platform", "linux-x86_64", "--expires-in", "30d",
+        "--manifest-version", "42", "--out", str(tmp_path / "out"), str(artifact),
+    )  # fmt: skip
+    assert signed.returncode == 0, signed.stderr
+    manifest_bytes = (tmp_path / "out/manifest.json").read_bytes()
+    trusted = load_public_keys([tmp_path / "keys/release.pub"])
+    check_signature(manifest_bytes, (tmp_path / "out/manifest.sig").read_bytes(), trusted)
+    manifest = parse_manifest(manifest_bytes)
+    facts = describe_artifact(artifact)
+    assert (manifest.manifest_version, manifest.agent_version) == (42, "1.5.0")
+    assert (manifest.length, manifest.sha256) == (facts.length, facts.sha256)
+    assert manifest.unpacked_size == facts.unpacked_size > 0
+    assert (manifest.expires - manifest.issued_at).days == 30
+    verified = run_cli(
+        "verify", "--public-key", str(tmp_path / "keys/release.pub"), "--artifact", str(artifact),
+        str(tmp_path / "out/manifest.json"), str(tmp_path / "out/manifest.sig"),
+    )  # fmt: skip
+    assert verified.returncode == 0, verified.stderr
+    assert "artifact matches" in verified.stdout
+
+
+def sign_default(tmp_path: Path, out: str, *extra: str, env: dict[str, str] | None = None) -> int:
+    artifact = tmp_path / "a.tar.gz"
+    if not artifact.exists():
+        assert main(["keygen", "--out", str(tmp_path / "keys")]) == 0
+        assert main(["build-demo-agent", "--version", "1.5.0", "--out", str(artifact)]) == 0
+    argv = [
+        "sign", "--key", str(tmp_path / "keys/release.key"), "--version", "1.5.0",
+        "--platform", "linux-x86_64", "--out", str(tmp_path / out), *extra, str(artifact),
+    ]  # fmt: skip
+    return main(argv)
+
+
+def test_a_later_signing_gets_a_greater_manifest_version(tmp_path: Path) -> None:
+    assert sign_default(tmp_path, "first") == 0
+    assert sign_default(tmp_path, "second") == 0
+    first = parse_manifest((tmp_path / "first/manifest.json").read_bytes())
+    second = parse_manifest((tmp_path / "second/manifest.json").read_bytes())
+    assert second.manifest_version > first.manifest_version
+
+
+def test_signing_follows_the_fake_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NACHTWACHT_FAKE_CLOCK", "2026-10-25T00:50:00Z")
+    assert sign_default(tmp_path, "out", "--expires-in", "12h") == 0
+    manifest = json.loads((tmp_path / "out/manifest.json").read_bytes())
+    assert manifest["issued_at"].startswith("2026-10-25T00:5")
+    assert manifest["expires"].startswith("2026-10-25T12:5")
+    assert "FAKE CLOCK" in capsys.readouterr().err
+
+
+def test_allow_downgrade_is_signed_into_the_manifest(tmp_path: Path) -> None:
+    assert sign_default(tmp_path, "out", "--allow-downgrade") == 0
+    assert parse_manifest((tmp_path / "out/manifest.json").read_bytes()).allow_downgrade
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        pytest.param(["--expires-in", "30"], "--expires-in: '30' is not a duration", id="no_unit"),
+        pytest.param(["--expires-in=-1d"], "--expires-in: '-1d'", id="negative"),
+        pytest.param(["--expires-in", "0d"], "--expires-in: '0d'", id="zero"),
+        pytest.param(["--manifest-version", "0"], "'0' is not a positive integer", id="mv_zero"),
+        pytest.param(["--platform", "Linux X86"], "platform: 'Linux X86'", id="bad_platform"),
+    ],
+)
+def test_bad_sign_options_give_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], expected: str
+) -> None:
+    assert sign_default(tmp_path, "out", *extra) == 2
+    err = capsys.readouterr().err
+    assert expected in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out/manifest.json").exists()
+
+
+def test_signing_something_that_is_not_an_agent_build_is_refused(tmp_path: Path) -> None:
+    assert main(["keygen", "--out", str(tmp_path / "keys")]) == 0
+    bogus = tmp_path / "bogus.tar.gz"
+    bogus.write_bytes(b"not a tarball")
+    result = run_cli(
+        "sign", "--key", str(tmp_path / "keys/release.key"), "--version", "1.5.0",
+        "--platform", "linux-x86_64", "--out", str(tmp_path / "out"), str(bogus),
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "bogus.tar.gz: not a tar.gz archive" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_world_readable_signing_key_is_refused_by_the_command(tmp_path: Path) -> None:
+    assert sign_default(tmp_path, "before") == 0
+    os.chmod(tmp_path / "keys/release.key", 0o640)
+    assert sign_default(tmp_path, "after") == 2
+    assert not (tmp_path / "after").exists()
+
+
+def test_verify_refuses_an_artifact_that_was_not_signed(tmp_path: Path) -> None:
+    assert sign_default(tmp_path, "out") == 0
+    other = tmp_path / "other.tar.gz"
+    assert main(["build-demo-agent", "--version", "1.6.0", "--out", str(other)]) == 0
+    result = run_cli(
+        "verify", "--public-key", str(tmp_path / "keys/release.pub"), "--artifact", str(other),
+        str(tmp_path / "out/manifest.json"), str(tmp_path / "out/manifest.sig"),
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "is not the signed artifact" in result.stderr
+
+
+def test_an_unknown_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["publish"]) == 2
+    assert "invalid choice: 'publish'" in capsys.readouterr().err

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
+
+from signed_release import (
+    KeyFileError,
+    generate_key_files,
+    key_id,
+    load_private_key,
+    load_public_key,
+    load_public_keys,
+)
+
+
+def test_keygen_writes_a_private_key_only_its_owner_can_read(tmp_path: Path) -> None:
+    private_path, public_path, kid = generate_key_files(tmp_path / "keys")
+    assert stat.S_IMODE(private_path.stat().st_mode) == 0o600
+    assert private_path.read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")
+    assert public_path.read_bytes().startswith(b"-----BEGIN PUBLIC KEY-----")
+    assert key_id(load_private_key(private_path).public_key()) == kid
+
+
+def test_key_id_is_the_sha256_of_the_raw_public_key(tmp_path: Path) -> None:
+    _, public_path, kid = generate_key_files(tmp_path)
+    raw = load_public_key(public_path).public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
+    assert len(raw) == 32
+    assert kid == hashlib.sha256(raw).hexdigest()
+
+
+def test_keygen_never_replaces_an_existing_key(tmp_path: Path) -> None:
+    private_path, _, _ = generate_key_files(tmp_path)
+    before = private_path.read_bytes()
+    with pytest.raises(KeyFileError, match="already exists"):
+        generate_key_files(tmp_path)
+    assert private_path.read_bytes() == before
+
+
+def test_a_private_key_readable_by_others_is_refused(tmp_path: Path) -> None:
+    private_path, _, _ = generate_key_files(tmp_path)
+    os.chmod(private_path, 0o644)
+    with pytest.raises(KeyFileError, match="mode 0644"):
+        load_private_key(private_path)
+
+
+def test_load_public_keys_maps_each_key_id(tmp_path: Path) -> None:
+    _, first, first_id = generate_key_files(tmp_path / "a")
+    _, second, second_id = generate_key_files(tmp_path / "b")
+    assert set(load_public_keys([first, second])) == {first_id, second_id}
+
+
+def test_a_file_that_is_not_a_public_key_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "release.pub"
+    path.write_text("hello\n")
+    with pytest.raises(KeyFileError, match=r"release\.pub: not a SubjectPublicKeyInfo"):
+        load_public_keys([path])
+
+
+def test_a_key_of_another_algorithm_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "ec.pub"
+    path.write_bytes(
+        generate_private_key(SECP256R1())
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    with pytest.raises(KeyFileError, match="expected an Ed25519 key"):
+        load_public_key(path)
+
+
+def test_a_missing_key_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(KeyFileError, match=r"nowhere\.pub: cannot be read"):
+        load_public_key(tmp_path / "nowhere.pub")
