@@ -1,8 +1,58 @@
 """The pure core both programs share: time strings, wall clock -> instant, which slot is due.
 
-(Placeholder until the planner issue lands; TIME_PATTERN is final.)
+No I/O and no clock reads: every function that needs the present takes it as an aware argument
+(`now`, `after`, `start`/`end`), read once by the calling shell.
 """
 
-from shared_planner.patterns import TIME_PATTERN
+from shared_planner.errors import (
+    InvalidPlanningInput,
+    InvalidSchedule,
+    InvalidTimeZone,
+    PlannerError,
+)
+from shared_planner.patterns import MAX_TIMES, TIME_PATTERN
+from shared_planner.schedule import format_time, parse_times, schedule_error
+from shared_planner.slots import (
+    DEFAULT_CATCH_UP,
+    MAX_CATCH_UP,
+    PlannedSlot,
+    Slot,
+    due_slot,
+    next_slot,
+    plan_slots,
+    slot_key,
+    slots_between,
+)
+from shared_planner.wall_clock import (
+    WallTime,
+    WallTimeKind,
+    describe_wall_time,
+    resolve_wall_time,
+    zone_of,
+)
 
-__all__ = ["TIME_PATTERN"]
+__all__ = [
+    "DEFAULT_CATCH_UP",
+    "MAX_CATCH_UP",
+    "MAX_TIMES",
+    "TIME_PATTERN",
+    "InvalidPlanningInput",
+    "InvalidSchedule",
+    "InvalidTimeZone",
+    "PlannedSlot",
+    "PlannerError",
+    "Slot",
+    "WallTime",
+    "WallTimeKind",
+    "describe_wall_time",
+    "due_slot",
+    "format_time",
+    "next_slot",
+    "parse_times",
+    "plan_slots",
+    "resolve_wall_time",
+    "schedule_error",
+    "slot_key",
+    "slots_between",
+    "zone_of",
+]

@@ -1,0 +1,285 @@
+"""Which slot is due: candidate slots from local calendar days, kept and ordered by instant.
+
+A slot is one scheduled wall time on one local calendar day, resolved to the instant it runs at
+(`wall_clock`). Candidates come from whole local calendar dates on both sides of the dates that
+the instants of interest show (two days back and two ahead, stepped as dates, never by adding 24
+hours), because around a transition at midnight the date a slot is labelled with and the date the
+clock shows when it runs can differ in either direction, by up to a whole day (Pacific/Apia
+skipped 2011-12-30). They are compared and ordered by instant, never by label: in a spring gap
+02:30 runs at 03:30 CEST, after 03:10. Labels that land on one instant are one slot (DESIGN.md
+rule 6), keyed by the wall time the clock really shows then when one of them does.
+
+Each (zone, day) is resolved once into a table of the 288 grid points' instants, so a control plane
+checking thousands of agents at one moment resolves each day once, not once per agent. The cache is
+of a pure function: it changes how fast an answer comes, never the answer.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from shared_planner.errors import InvalidPlanningInput
+from shared_planner.patterns import GRID_MINUTES, MAX_TIMES
+from shared_planner.schedule import grid_index, parse_times
+from shared_planner.wall_clock import WallTime, describe_wall_time, require_aware, zone_of
+
+__all__ = [
+    "DEFAULT_CATCH_UP",
+    "MAX_CATCH_UP",
+    "PlannedSlot",
+    "Slot",
+    "due_slot",
+    "next_slot",
+    "plan_slots",
+    "slot_key",
+    "slots_between",
+]
+
+DEFAULT_CATCH_UP = timedelta(minutes=15)
+MAX_CATCH_UP = timedelta(hours=24)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NAIVE_EPOCH = datetime(1970, 1, 1)
+_SECOND = timedelta(seconds=1)
+_GRID_SECONDS = GRID_MINUTES * 60
+# Dates walked beyond those the range's ends show. One transition moves a clock by at most a day
+# (Apia's 2011 jump, the largest in the zone database), so one day each way suffices; two keeps
+# the rule "at least two days back" with room to spare.
+_MARGIN_DAYS = 2
+# next_slot looks this far ahead at a time; every day that exists holds every scheduled time.
+_LOOKAHEAD_DAYS = 3
+
+
+def slot_key(day: date, wall: time) -> str:
+    """The slot's name: local date and wall time as scheduled, `YYYY-MM-DDTHH:MM`."""
+    return f"{day.isoformat()}T{wall.hour:02d}:{wall.minute:02d}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Slot:
+    """One run of the schedule: `wall` on local `day`, happening at the aware UTC instant `at`."""
+
+    key: str
+    day: date
+    wall: time
+    at: datetime
+
+    def __post_init__(self) -> None:
+        if self.at.tzinfo is None:
+            raise InvalidPlanningInput(f"at: {self.at.isoformat()!r} has no time zone")
+        expected = slot_key(self.day, self.wall)
+        if self.key != expected:
+            raise InvalidPlanningInput(
+                f"key: {self.key!r} does not match day and wall (expected {expected!r})"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedSlot:
+    """A slot with every scheduled wall time that runs at its instant and why (for previews)."""
+
+    slot: Slot
+    merged: tuple[WallTime, ...]
+
+
+@dataclass(frozen=True)
+class _DayTable:
+    instants: tuple[int, ...]  # Unix seconds of each grid point's instant, by grid index
+    earliest: int
+    latest: int
+
+
+@functools.lru_cache(maxsize=1024)
+def _day_table(zone: ZoneInfo, ordinal: int) -> _DayTable:
+    midnight = datetime.combine(date.fromordinal(ordinal), time())
+    base = (midnight - _NAIVE_EPOCH) // _SECOND
+    instants = []
+    for index in range(MAX_TIMES):
+        local = (midnight + timedelta(seconds=index * _GRID_SECONDS)).replace(tzinfo=zone)
+        offset = local.utcoffset()
+        assert offset is not None  # a ZoneInfo always knows its offset
+        # fold=0 (the default): the same rule as resolve_wall_time, by the same mechanism.
+        instants.append(base + index * _GRID_SECONDS - offset // _SECOND)
+    return _DayTable(tuple(instants), min(instants), max(instants))
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_indices(times: tuple[object, ...]) -> tuple[int, ...]:
+    return tuple(grid_index(wall) for wall in parse_times(times))
+
+
+def _indices(times: Iterable[time | str]) -> tuple[int, ...]:
+    if isinstance(times, str | bytes) or not isinstance(times, Iterable):
+        parse_times(times)  # raises "is not a list of times", naming the value
+    entries = tuple(times)
+    try:
+        hash(entries)
+    except TypeError:  # an unhashable entry (a dict from JSON): parse uncached, which names it
+        return tuple(grid_index(wall) for wall in parse_times(entries))
+    return _cached_indices(entries)
+
+
+def _floor_seconds(instant: datetime) -> int:
+    return (instant - _EPOCH) // _SECOND
+
+
+def _ceil_seconds(instant: datetime) -> int:
+    return -((_EPOCH - instant) // _SECOND)
+
+
+def _local_ordinal(seconds: int, zone: ZoneInfo) -> int:
+    return datetime.fromtimestamp(seconds, zone).toordinal()
+
+
+def _at(seconds: int) -> datetime:
+    return _EPOCH + timedelta(seconds=seconds)
+
+
+def _candidates(
+    indices: tuple[int, ...], zone: ZoneInfo, first: int, last: int
+) -> Iterator[tuple[int, int, int]]:
+    """(instant, day ordinal, grid index) of every label with first <= instant <= last (seconds)."""
+    for ordinal in range(
+        _local_ordinal(first, zone) - _MARGIN_DAYS, _local_ordinal(last, zone) + _MARGIN_DAYS + 1
+    ):
+        table = _day_table(zone, ordinal)
+        if table.latest < first or table.earliest > last:
+            continue
+        instants = table.instants
+        for index in indices:
+            at = instants[index]
+            if first <= at <= last:
+                yield at, ordinal, index
+
+
+def _make_slot(at: int, labels: list[tuple[int, int]], zone: ZoneInfo) -> Slot:
+    """One slot for every label on one instant, named by the label the clock shows, if any."""
+    if len(labels) == 1:
+        ordinal, index = labels[0]
+    else:
+        shown = datetime.fromtimestamp(at, zone)
+        showing = (shown.toordinal(), (shown.hour * 60 + shown.minute) // GRID_MINUTES)
+        on_grid = shown.second == 0 and shown.minute % GRID_MINUTES == 0
+        ordinal, index = showing if on_grid and showing in labels else min(labels)
+    wall = _wall(index)
+    day = date.fromordinal(ordinal)
+    return Slot(key=slot_key(day, wall), day=day, wall=wall, at=_at(at))
+
+
+def _check_catch_up(catch_up: object) -> timedelta:
+    if not isinstance(catch_up, timedelta):
+        raise InvalidPlanningInput(
+            f"catch_up: {catch_up!r} is not a timedelta (expected e.g. timedelta(minutes=15))"
+        )
+    if not timedelta(0) < catch_up <= MAX_CATCH_UP:
+        raise InvalidPlanningInput(
+            f"catch_up: {catch_up} is out of range (expected more than 0 and at most 24 hours)"
+        )
+    return catch_up
+
+
+def due_slot(
+    times: Iterable[time | str],
+    *,
+    now: datetime,
+    tz: str | ZoneInfo,
+    last_consumed: datetime | None = None,
+    catch_up: timedelta = DEFAULT_CATCH_UP,
+) -> Slot | None:
+    """The latest slot with `at <= now < at + catch_up` and `at > last_consumed`, or None.
+
+    When several slots are open the latest is due; consuming it supersedes the earlier ones
+    (DESIGN.md rule 8), which `last_consumed` then expresses.
+    """
+    now_utc = require_aware(now, field="now")
+    window = _check_catch_up(catch_up)
+    zone = zone_of(tz)
+    indices = _indices(times)
+    last = _floor_seconds(now_utc)
+    first = _floor_seconds(now_utc - window) + 1
+    if last_consumed is not None:
+        first = max(first, _floor_seconds(require_aware(last_consumed, field="last_consumed")) + 1)
+    if first > last:
+        return None
+    best = -1
+    labels: list[tuple[int, int]] = []
+    for at, ordinal, index in _candidates(indices, zone, first, last):
+        if at > best:
+            best, labels = at, [(ordinal, index)]
+        elif at == best:
+            labels.append((ordinal, index))
+    return _make_slot(best, labels, zone) if labels else None
+
+
+def _grouped(
+    indices: tuple[int, ...], zone: ZoneInfo, first: int, last: int
+) -> list[tuple[int, list[tuple[int, int]]]]:
+    by_instant: dict[int, list[tuple[int, int]]] = {}
+    for at, ordinal, index in _candidates(indices, zone, first, last):
+        by_instant.setdefault(at, []).append((ordinal, index))
+    return sorted(by_instant.items())
+
+
+def _check_range(start: datetime, end: datetime) -> tuple[int, int] | None:
+    start_utc = require_aware(start, field="start")
+    end_utc = require_aware(end, field="end")
+    if end_utc < start_utc:
+        raise InvalidPlanningInput(
+            f"end: {end_utc.isoformat()} is before start {start_utc.isoformat()} "
+            "(expected start <= end)"
+        )
+    first, last = _ceil_seconds(start_utc), _ceil_seconds(end_utc) - 1
+    return (first, last) if first <= last else None
+
+
+def slots_between(
+    times: Iterable[time | str], *, start: datetime, end: datetime, tz: str | ZoneInfo
+) -> list[Slot]:
+    """Every slot with `start <= at < end`, ordered by `at`, one per instant."""
+    return [planned.slot for planned in plan_slots(times, start=start, end=end, tz=tz)]
+
+
+def plan_slots(
+    times: Iterable[time | str], *, start: datetime, end: datetime, tz: str | ZoneInfo
+) -> list[PlannedSlot]:
+    """`slots_between`, with the scheduled wall times behind each slot and what happened to them."""
+    bounds = _check_range(start, end)
+    zone = zone_of(tz)
+    indices = _indices(times)
+    if bounds is None:
+        return []
+    planned = []
+    for at, labels in _grouped(indices, zone, *bounds):
+        slot = _make_slot(at, labels, zone)
+        merged = tuple(
+            describe_wall_time(date.fromordinal(ordinal), _wall(index), zone)
+            for ordinal, index in sorted(labels)
+        )
+        planned.append(PlannedSlot(slot=slot, merged=merged))
+    return planned
+
+
+def _wall(index: int) -> time:
+    minutes = index * GRID_MINUTES
+    return time(minutes // 60, minutes % 60)
+
+
+def next_slot(times: Iterable[time | str], *, after: datetime, tz: str | ZoneInfo) -> Slot:
+    """The first slot with `at > after`."""
+    after_utc = require_aware(after, field="after")
+    zone = zone_of(tz)
+    indices = _indices(times)
+    first = _floor_seconds(after_utc) + 1
+    span = _LOOKAHEAD_DAYS * 86_400
+    # A non-empty schedule runs every day that exists, so the first window nearly always holds
+    # the answer; the loop only guards against a zone skipping more than the window.
+    for _ in range(10):
+        groups = _grouped(indices, zone, first, first + span - 1)
+        if groups:
+            return _make_slot(*groups[0], zone)
+        first += span
+    raise AssertionError(f"no slot within {10 * _LOOKAHEAD_DAYS} days after {after_utc}")
