@@ -7,8 +7,30 @@
           +-- ControlPlaneUnreachable   no answer, a timeout or a 5xx: the agent is offline
           +-- CredentialRefused         401/403: the agent's credential is not accepted
           +-- BadServerAnswer           an answer the agent cannot understand
+     +-- UpdateError             one update was not applied; the running version keeps running
+          +-- ReleaseRefused            verification refused the release (DESIGN.md rule 13)
+          |    +-- MalformedRelease          the manifest bytes are not a valid manifest
+          |    +-- UnknownSigningKey         signed by a key that is not pinned
+          |    +-- BadReleaseSignature       the signature does not match the manifest bytes
+          |    +-- WrongPlatform / WrongChannel   built for another platform or channel
+          |    +-- ManifestExpired           past its `expires`
+          |    +-- ManifestRollback          `manifest_version` at or below the stored floor
+          |    +-- VersionDowngrade          an older agent than installed, not allowed
+          |    +-- ClockBehind               the clock is earlier than the running build's date
+          |    +-- VersionMarkedBad          this version failed its health check before
+          |    +-- ArtifactMismatch          the download is not the signed artifact
+          +-- DownloadFailed            the artifact could not be fetched (a `.part` may resume)
+          |    +-- DownloadTooLong           the server sent, or announced, more than `length`
+          |    +-- DownloadStalled           read timeout or overall deadline
+          |    +-- NotEnoughDisk             free space below artifact + unpacked size + reserve
+          +-- InstallFailed             the build could not be placed into versions/<v>/
+          |    +-- UnsafeArchive             absolute path, `..`, a link leaving the folder, …
+          |    +-- SelfTestFailed            `<build> --version` did not print the version
+          +-- HealthCheckFailed         the restarted agent did not report the version in time
+          +-- UpdateInProgress          another process holds the update lock
 
-Foreign exceptions (httpx, OSError, pydantic) are converted where they happen, with `raise ... from`.
+Foreign exceptions (httpx, OSError, pydantic) are converted where they happen, with
+`raise ... from`.
 Messages say what was expected, what was found, and which field or file.
 """
 
@@ -16,12 +38,34 @@ from __future__ import annotations
 
 __all__ = [
     "AgentError",
+    "ArtifactMismatch",
+    "BadReleaseSignature",
     "BadServerAnswer",
+    "ClockBehind",
     "ConfigError",
     "ControlPlaneError",
     "ControlPlaneUnreachable",
     "CredentialRefused",
     "DaemonStateError",
+    "DownloadFailed",
+    "DownloadStalled",
+    "DownloadTooLong",
+    "HealthCheckFailed",
+    "InstallFailed",
+    "MalformedRelease",
+    "ManifestExpired",
+    "ManifestRollback",
+    "NotEnoughDisk",
+    "ReleaseRefused",
+    "SelfTestFailed",
+    "UnknownSigningKey",
+    "UnsafeArchive",
+    "UpdateError",
+    "UpdateInProgress",
+    "VersionDowngrade",
+    "VersionMarkedBad",
+    "WrongChannel",
+    "WrongPlatform",
 ]
 
 
@@ -51,3 +95,93 @@ class CredentialRefused(ControlPlaneError):
 
 class BadServerAnswer(ControlPlaneError):
     """The control plane answered something the agent cannot understand."""
+
+
+class UpdateError(AgentError):
+    """One update was not applied. In every case the version that ran before keeps running."""
+
+
+class ReleaseRefused(UpdateError):
+    """Verification refused the release: an update that cannot be verified is not installed."""
+
+
+class MalformedRelease(ReleaseRefused):
+    """The manifest bytes are not a valid manifest (bad JSON, duplicate keys, a bad field)."""
+
+
+class UnknownSigningKey(ReleaseRefused):
+    """The release is signed by a key that is not among the pinned, trusted keys."""
+
+
+class BadReleaseSignature(ReleaseRefused):
+    """The signature is malformed or does not match the exact manifest bytes."""
+
+
+class WrongPlatform(ReleaseRefused):
+    """The release is built for another platform than this host's."""
+
+
+class WrongChannel(ReleaseRefused):
+    """The release belongs to another channel than the one this agent follows."""
+
+
+class ManifestExpired(ReleaseRefused):
+    """The manifest's `expires` is in the past: an old, possibly vulnerable release replayed."""
+
+
+class ManifestRollback(ReleaseRefused):
+    """`manifest_version` is at or below the highest one this host already accepted."""
+
+
+class VersionDowngrade(ReleaseRefused):
+    """The release is older than the installed agent and does not say a downgrade is allowed."""
+
+
+class ClockBehind(ReleaseRefused):
+    """The clock reads earlier than the running build was signed: it is wrong, so expiry checks
+    cannot be trusted."""
+
+
+class VersionMarkedBad(ReleaseRefused):
+    """This version failed its self-test or health check on this host before; it is not retried."""
+
+
+class ArtifactMismatch(ReleaseRefused):
+    """The downloaded bytes are not the signed artifact (tampered, or another release's)."""
+
+
+class DownloadFailed(UpdateError):
+    """The artifact could not be fetched; an interrupted download leaves a resumable `.part`."""
+
+
+class DownloadTooLong(DownloadFailed):
+    """The server sent, or announced, more bytes than the manifest's `length`."""
+
+
+class DownloadStalled(DownloadFailed):
+    """No byte within the read timeout, or the whole download ran past its deadline."""
+
+
+class NotEnoughDisk(DownloadFailed):
+    """Free space is below artifact length + unpacked size + the configured reserve."""
+
+
+class InstallFailed(UpdateError):
+    """The build could not be placed into `versions/<v>/`."""
+
+
+class UnsafeArchive(InstallFailed):
+    """The archive holds an absolute path, a `..` component, a link leaving the folder, a device
+    file, or more bytes than the signed `unpacked_size`."""
+
+
+class SelfTestFailed(InstallFailed):
+    """`<build>/bin/provibr-agent --version` failed or printed another version."""
+
+
+class HealthCheckFailed(UpdateError):
+    """The restarted agent did not report the expected version within the deadline."""
+
+
+class UpdateInProgress(UpdateError):
+    """Another process holds the update lock: one update at a time."""
