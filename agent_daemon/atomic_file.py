@@ -1,0 +1,84 @@
+"""Durable small files: versioned JSON written atomically.
+
+A reader sees the old file or the new one, never half of one, even when the power goes: the bytes go
+to a temporary file beside the target, are fsynced, renamed over the target with `os.replace`, and
+the directory is fsynced so the rename itself survives. Every file carries `format_version`; a file
+written by newer code is refused with an explanation instead of being misread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from agent_daemon.errors import DaemonStateError
+
+__all__ = [
+    "fsync_directory",
+    "read_versioned_json",
+    "write_bytes_atomically",
+    "write_versioned_json",
+]
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomically(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new content."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    fsync_directory(path.parent)
+
+
+def write_versioned_json(path: Path, payload: dict[str, Any], *, format_version: int) -> None:
+    document = {"format_version": format_version, **payload}
+    data = json.dumps(document, indent=2, sort_keys=True).encode() + b"\n"
+    write_bytes_atomically(path, data)
+
+
+def read_versioned_json(path: Path, *, format_version: int) -> dict[str, Any] | None:
+    """The file's fields without `format_version`; None when the file does not exist."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DaemonStateError(f"{path}: cannot be read ({exc.strerror})") from exc
+    try:
+        document = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DaemonStateError(f"{path}: is not valid JSON ({exc})") from exc
+    if not isinstance(document, dict):
+        raise DaemonStateError(f"{path}: expected a JSON object, found {type(document).__name__}")
+    found = document.pop("format_version", None)
+    if not isinstance(found, int) or isinstance(found, bool):
+        raise DaemonStateError(f"{path}: format_version: {found!r} is not an integer")
+    if found > format_version:
+        raise DaemonStateError(
+            f"{path}: format_version {found} was written by a newer nachtwacht agent "
+            f"(this one understands up to {format_version}); upgrade the agent or move the file"
+        )
+    if found < format_version:
+        raise DaemonStateError(
+            f"{path}: format_version {found} is older than {format_version} and has no migration"
+        )
+    return document

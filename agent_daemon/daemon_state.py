@@ -1,0 +1,115 @@
+"""The daemon's crash-safe state: the last consumed slot, the claim in progress, recent runs.
+
+Written atomically with a format version (`atomic_file`). The order of writes is the point: a
+granted claim is persisted, together with the consumed slot, before anything else happens, so a
+daemon killed at any moment afterwards resumes that claim and never claims or installs the slot
+twice.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError
+
+from agent_daemon.atomic_file import read_versioned_json, write_versioned_json
+from agent_daemon.errors import DaemonStateError
+
+__all__ = [
+    "STATE_FORMAT_VERSION",
+    "ClaimInProgress",
+    "ConsumedSlot",
+    "DaemonState",
+    "RunRecord",
+    "StateStore",
+]
+
+STATE_FORMAT_VERSION = 1
+KEEP_RUNS = 20
+KEEP_MANUAL_IDS = 50
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ConsumedSlot(_Frozen):
+    key: str
+    at: AwareDatetime
+
+
+class ClaimInProgress(_Frozen):
+    """A granted claim. `phase` says whether the updater may already have started on it."""
+
+    run_id: str
+    trigger: Literal["schedule", "manual"]
+    slot_key: str | None
+    release_version: str
+    manifest_b64: str
+    signature_b64: str
+    artifact_url: str
+    claimed_at: AwareDatetime
+    phase: Literal["claimed", "dispatching"] = "claimed"
+    attempts: int = 0
+
+
+class RunRecord(_Frozen):
+    """One line of `nachtwacht agent status`: what happened to a slot or a manual request."""
+
+    at: AwareDatetime
+    trigger: Literal["schedule", "manual"]
+    slot_key: str | None
+    run_id: str | None
+    status: str
+    version: str | None = None
+    error: str | None = None
+
+
+class DaemonState(_Frozen):
+    last_consumed: ConsumedSlot | None = None
+    claim: ClaimInProgress | None = None
+    handled_manual_runs: tuple[str, ...] = ()
+    recent_runs: tuple[RunRecord, ...] = ()
+
+    def consume(self, slot: ConsumedSlot) -> DaemonState:
+        if self.last_consumed is not None and self.last_consumed.at >= slot.at:
+            return self
+        return self.model_copy(update={"last_consumed": slot})
+
+    def with_run(self, record: RunRecord) -> DaemonState:
+        runs = (*self.recent_runs, record)[-KEEP_RUNS:]
+        return self.model_copy(update={"recent_runs": runs})
+
+    def with_manual_handled(self, run_id: str) -> DaemonState:
+        if run_id in self.handled_manual_runs:
+            return self
+        handled = (*self.handled_manual_runs, run_id)[-KEEP_MANUAL_IDS:]
+        return self.model_copy(update={"handled_manual_runs": handled})
+
+    @property
+    def last_consumed_at(self) -> datetime | None:
+        return None if self.last_consumed is None else self.last_consumed.at
+
+
+class StateStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> DaemonState:
+        document = read_versioned_json(self.path, format_version=STATE_FORMAT_VERSION)
+        if document is None:
+            return DaemonState()
+        try:
+            return DaemonState.model_validate(document)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            raise DaemonStateError(f"{self.path}: not a usable daemon state ({problems})") from exc
+
+    def save(self, state: DaemonState) -> None:
+        write_versioned_json(
+            self.path, state.model_dump(mode="json"), format_version=STATE_FORMAT_VERSION
+        )
