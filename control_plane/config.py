@@ -1,0 +1,122 @@
+"""The control plane's settings for one process, built once from flags and environment.
+
+Platform settings that every replica must share (time zone, catch-up window, caps) live in the
+database (`services.settings`); the values here only say how this process starts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from control_plane.database import DATABASE_URL_ENV
+from control_plane.errors import ConfigurationError
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "DatabaseLocation",
+    "ServeSettings",
+    "default_data_dir",
+    "settings_from_env",
+]
+
+DATA_DIR_ENV = "NACHTWACHT_DATA_DIR"
+
+# `control serve` flags that seed the platform settings, and their environment variables.
+SETTINGS_ENV = {
+    "timezone": "NACHTWACHT_TIMEZONE",
+    "catch_up_minutes": "NACHTWACHT_CATCH_UP_MINUTES",
+    "org_cap": "NACHTWACHT_ORG_CAP",
+    "global_cap": "NACHTWACHT_GLOBAL_CAP",
+}
+
+
+def default_data_dir() -> Path:
+    return platformdirs.user_data_path("nachtwacht") / "control-plane"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatabaseLocation:
+    """Either an external PostgreSQL (`url`) or the embedded one in `data_dir`, never both."""
+
+    url: str | None = None
+    data_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if (self.url is None) == (self.data_dir is None):
+            raise ConfigurationError("give either a database URL or a data directory, not both")
+
+    @classmethod
+    def resolve(
+        cls,
+        *,
+        url: str | None,
+        data_dir: str | None,
+        environ: Mapping[str, str] | None = None,
+    ) -> DatabaseLocation:
+        """Flags, then NACHTWACHT_DATABASE_URL / NACHTWACHT_DATA_DIR, then the user data dir."""
+        env = os.environ if environ is None else environ
+        if url is not None and data_dir is not None:
+            raise ConfigurationError(
+                "--database-url and --data-dir: give one "
+                "(an external PostgreSQL or the embedded one)"
+            )
+        if url is not None:
+            return cls(url=_checked_url("--database-url", url))
+        if data_dir is not None:
+            return cls(data_dir=Path(data_dir).expanduser())
+        if env.get(DATABASE_URL_ENV):
+            return cls(url=_checked_url(DATABASE_URL_ENV, env[DATABASE_URL_ENV]))
+        if env.get(DATA_DIR_ENV):
+            return cls(data_dir=Path(env[DATA_DIR_ENV]).expanduser())
+        return cls(data_dir=default_data_dir())
+
+
+def _checked_url(field_name: str, url: str) -> str:
+    if not url.strip():
+        raise ConfigurationError(f"{field_name}: is empty (expected e.g. postgresql://host/db)")
+    return url.strip()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeSettings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    database: DatabaseLocation
+    migrate: bool = True
+    pool_size: int = 10
+    log_level: str = "warning"
+    # Platform settings to store at start-up (only those given).
+    platform_settings: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ConfigurationError(f"--port: {self.port} is not a TCP port (expected 0-65535)")
+        if self.pool_size < 1:
+            raise ConfigurationError(f"--pool-size: {self.pool_size} must be at least 1")
+
+
+def settings_from_env(
+    flags: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The platform settings named by flags or, failing those, by their environment variables."""
+    env = os.environ if environ is None else environ
+    chosen: dict[str, Any] = {}
+    for name, variable in SETTINGS_ENV.items():
+        if flags.get(name) is not None:
+            chosen[name] = flags[name]
+        elif env.get(variable):
+            raw = env[variable]
+            if name == "timezone":
+                chosen[name] = raw
+                continue
+            try:
+                chosen[name] = int(raw)
+            except ValueError as exc:
+                raise ConfigurationError(f"{variable}: {raw!r} is not a whole number") from exc
+    return chosen

@@ -1,0 +1,111 @@
+"""The control plane's failures, one base class per kind.
+
+    ControlPlaneError
+    ├── ConfigurationError      bad flags, environment or stored settings (CLI: exit 2)
+    ├── DatabaseUnavailable     the database cannot be started, reached or migrated
+    └── RequestRefused          an HTTP request that is answered with an error status
+        ├── Unauthenticated     401: no credential, or one nobody issued
+        ├── Forbidden           403: a credential for another audience
+        ├── NotFound            404: no such object *for this caller* (other organisations' too)
+        ├── InvalidInput        422: a value that breaks a rule; names the field and the value
+        ├── Conflict            409: the request contradicts the stored state
+        └── ClaimRefused        a throttle-token claim that is refused (422/409/429/503)
+
+Foreign exceptions (psycopg, alembic, pgserver) are converted where they are caught, with
+`raise ... from exc`, so a user sees one clear line and never a stack trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ClaimRefused",
+    "ConfigurationError",
+    "Conflict",
+    "ControlPlaneError",
+    "DatabaseUnavailable",
+    "Forbidden",
+    "InvalidInput",
+    "NotFound",
+    "RequestRefused",
+    "Unauthenticated",
+]
+
+
+class ControlPlaneError(Exception):
+    """Base of every failure the control plane reports."""
+
+
+class ConfigurationError(ControlPlaneError):
+    """A flag, environment variable or setting cannot be used."""
+
+
+class DatabaseUnavailable(ControlPlaneError):
+    """The database cannot be started, reached or migrated."""
+
+
+class RequestRefused(ControlPlaneError):
+    """A request answered with `status` and the JSON body `{"detail": detail}`."""
+
+    status = 400
+
+    def __init__(self, message: str, *, code: str | None = None, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.fields = fields
+
+    @property
+    def detail(self) -> Any:
+        if self.code is None and not self.fields:
+            return self.message
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        body.update(self.fields)
+        return body
+
+
+class Unauthenticated(RequestRefused):
+    status = 401
+
+
+class Forbidden(RequestRefused):
+    status = 403
+
+
+class NotFound(RequestRefused):
+    status = 404
+
+
+class InvalidInput(RequestRefused):
+    """A value that breaks a rule. The message names the field, the value and what was expected."""
+
+    status = 422
+
+    def __init__(
+        self,
+        field: str,
+        value: Any,
+        expected: str,
+        *,
+        code: str = "invalid_input",
+        message: str | None = None,
+    ) -> None:
+        super().__init__(
+            message if message is not None else f"{field}: {value!r} {expected}",
+            code=code,
+            field=field,
+            value=value,
+        )
+
+
+class Conflict(RequestRefused):
+    status = 409
+
+
+class ClaimRefused(RequestRefused):
+    """A refused claim; `code` is one of the contract's refusal codes."""
+
+    def __init__(self, status: int, code: str, message: str, **fields: Any) -> None:
+        super().__init__(message, code=code, **fields)
+        self.status = status

@@ -1,0 +1,1 @@
+"""Alembic migrations, written as SQL. Applied by `control_plane.migrate`."""

@@ -1,0 +1,97 @@
+"""`nachtwacht control serve`: one process that owns its database connection pool and HTTP socket.
+
+Start-up order: clock → database (embedded or URL) → migrations → pool → settings → socket →
+"ready" line. SIGTERM and SIGINT stop uvicorn gracefully; then the pool closes and the embedded
+PostgreSQL is let go (stopped, unless another of our processes still uses it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import sys
+from types import FrameType
+
+import uvicorn
+
+from control_plane import migrate
+from control_plane.api import create_app
+from control_plane.config import ServeSettings
+from control_plane.database import open_pool
+from control_plane.services import build_services
+from control_plane.startup import opened_database
+from nachtwacht.clock import Clock, clock_from_env
+
+__all__ = ["serve"]
+
+
+class _Stop(Exception):
+    """Raised from a signal handler after uvicorn has shut down gracefully."""
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    del frame
+    raise _Stop(signal.Signals(signum).name)
+
+
+def _announce_clock(clock: Clock) -> None:
+    if clock.is_fake:
+        banner = "!" * 78
+        print(f"{banner}\n!!! {clock.describe()}\n{banner}", file=sys.stderr, flush=True)
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+async def _run(server: uvicorn.Server, sock: socket.socket) -> None:
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started and not task.done():
+        await asyncio.sleep(0.02)
+    if server.started:
+        print(f"nachtwacht control plane ready at {_url(sock)}", flush=True)
+    await task
+
+
+def serve(settings: ServeSettings) -> int:
+    clock = clock_from_env()
+    _announce_clock(clock)
+    # uvicorn restores these after its graceful shutdown and re-raises the signal it caught.
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
+    try:
+        with opened_database(settings.database, migrate_to_head=settings.migrate) as url:
+            if not settings.migrate:
+                migrate.require_head(url)
+            pool = open_pool(url, min_size=1, max_size=settings.pool_size)
+            try:
+                services = build_services(pool, clock)
+                if settings.platform_settings:
+                    services.settings.update(settings.platform_settings)
+                sock = _listening_socket(settings.host, settings.port)
+                config = uvicorn.Config(
+                    create_app(services, clock),
+                    log_level=settings.log_level,
+                    lifespan="off",
+                    access_log=settings.log_level in {"debug", "info"},
+                )
+                asyncio.run(_run(uvicorn.Server(config), sock))
+            finally:
+                pool.close()
+    except _Stop:
+        pass
+    print("nachtwacht control plane stopped", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,32 @@
+"""Opening the database a command works on: the URL as given, or the embedded server started."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from control_plane import migrate
+from control_plane.config import DatabaseLocation
+from control_plane.database import EmbeddedPostgres
+
+__all__ = ["opened_database"]
+
+
+@contextlib.contextmanager
+def opened_database(location: DatabaseLocation, *, migrate_to_head: bool) -> Iterator[str]:
+    """Yields the database URL, migrated to head when asked. The embedded server is started (or
+    joined, when `serve` already runs it) for the duration and let go afterwards."""
+    embedded = None
+    if location.url is not None:
+        url = location.url
+    else:
+        assert location.data_dir is not None
+        embedded = EmbeddedPostgres(location.data_dir)
+        url = embedded.start()
+    try:
+        if migrate_to_head:
+            migrate.upgrade(url)
+        yield url
+    finally:
+        if embedded is not None:
+            embedded.stop()
