@@ -1,0 +1,355 @@
+"""`nachtwacht agent enroll | run | status`.
+
+Bad input prints one line naming the problem to stderr and exits 2; never a stack trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+
+from agent_daemon.config import (
+    CONFIG_FORMAT_VERSION,
+    DEFAULT_INSTALL_ROOT,
+    DEFAULT_RESTART_COMMAND,
+    AgentPaths,
+    AgentSettings,
+    load_settings,
+    render_config,
+    resolve_paths,
+    write_config,
+)
+from agent_daemon.daemon import Daemon
+from agent_daemon.daemon_state import StateStore
+from agent_daemon.errors import AgentError, BadServerAnswer, ConfigError, DaemonStateError
+from agent_daemon.event_log import EventLog
+from agent_daemon.outbox import Outbox
+from agent_daemon.service import DaemonLock, daemon_running, run_service
+from agent_daemon.status import AgentStatus, render_status
+from agent_daemon.sync import (
+    CachedConfig,
+    ConfigCache,
+    ControlPlaneClient,
+    FreshConfig,
+    ServerClock,
+    build_http_client,
+)
+from agent_daemon.updater import Updater, UpdaterSettings
+from nachtwacht.clock import Clock, ClockConfigError, clock_from_env
+from signed_release import ReleaseError, load_public_keys
+
+__all__ = ["main"]
+
+STATE_FILE_NAME = "daemon-state.json"
+CONFIG_CACHE_NAME = "config-cache.json"
+OUTBOX_DIR_NAME = "outbox"
+UPDATER_DIR_NAME = "updater"
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]  # raise instead of exit
+        raise _UsageError(f"{self.prog}: {message}")
+
+
+def _default_platform() -> str:
+    machine = platform.machine().lower() or "unknown"
+    return f"{sys.platform}-{machine}"
+
+
+def _add_path_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir", help="state directory (default: $STATE_DIRECTORY, else a platform default)"
+    )
+    parser.add_argument("--config", help="config file (default: <state dir>/agent.toml)")
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="nachtwacht agent", description="the updater on a customer host")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    enroll = commands.add_parser("enroll", help="write the agent's config (checks the credential)")
+    _add_path_options(enroll)
+    enroll.add_argument(
+        "--url", required=True, help="the control plane, e.g. https://control.example"
+    )
+    enroll.add_argument(
+        "--credential", required=True, help="the agent credential (nwa_…); '-' reads it from stdin"
+    )
+    enroll.add_argument(
+        "--trusted-key",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="a release.pub to trust (repeat for key rotation)",
+    )
+    enroll.add_argument("--install-root", default=DEFAULT_INSTALL_ROOT)
+    enroll.add_argument("--platform", default=_default_platform())
+    enroll.add_argument("--channel", default="stable")
+    enroll.add_argument(
+        "--restart-command",
+        default=shlex.join(DEFAULT_RESTART_COMMAND),
+        help="restarts the managed agent service (split like a shell would)",
+    )
+    enroll.add_argument(
+        "--health-command",
+        help="must succeed and print the running version "
+        "(default: <install root>/current/bin/provibr-agent --version)",
+    )
+    enroll.add_argument("--health-deadline-seconds", type=float, default=120.0)
+    enroll.add_argument("--request-timeout-seconds", type=float, default=10.0)
+    enroll.add_argument("--force", action="store_true", help="replace an existing config")
+
+    run = commands.add_parser("run", help="run the daemon (what the systemd unit starts)")
+    _add_path_options(run)
+
+    status = commands.add_parser("status", help="schedule, next slot, last runs, daemon state")
+    _add_path_options(status)
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except _UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    paths = resolve_paths(state_dir=args.state_dir, config_file=args.config, environ=os.environ)
+    try:
+        if args.command == "enroll":
+            return _enroll(args, paths)
+        if args.command == "run":
+            return _run(paths)
+        return _status(paths, as_json=args.json)
+    except (AgentError, ReleaseError, ClockConfigError) as exc:
+        print(f"nachtwacht agent {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(
+            f"nachtwacht agent {args.command}: {exc.filename or ''}: {exc.strerror}",
+            file=sys.stderr,
+        )
+        return 2
+
+
+# -- enroll -------------------------------------------------------------------------------------
+
+
+def _enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
+    if paths.config_file.exists() and not args.force:
+        raise ConfigError(f"{paths.config_file}: already exists (use --force to replace it)")
+    credential = sys.stdin.readline().strip() if args.credential == "-" else args.credential
+    install_root = Path(args.install_root)
+    health = args.health_command or shlex.join(
+        [str(install_root / "current" / "bin" / "provibr-agent"), "--version"]
+    )
+    fields: dict[str, str | float | list[str]] = {
+        "control_url": args.url.rstrip("/"),
+        "credential": credential,
+        "agent_id": "pending",
+        "trusted_keys": [str(Path(p).absolute()) for p in args.trusted_key],
+        "install_root": str(install_root),
+        "platform": args.platform,
+        "channel": args.channel,
+        "restart_command": shlex.split(args.restart_command),
+        "health_command": shlex.split(health),
+        "health_deadline_seconds": args.health_deadline_seconds,
+        "request_timeout_seconds": args.request_timeout_seconds,
+    }
+    # Validate everything the file will hold before talking to anyone: the same checks as `run`.
+    staging = paths.config_file.with_name(f".{paths.config_file.name}.enroll")
+    write_config(staging, render_config(fields))
+    try:
+        settings = load_settings(AgentPaths(state_dir=paths.state_dir, config_file=staging))
+        load_public_keys(settings.trusted_key_files)
+        clock = ServerClock(clock_from_env())
+        with _http_client(settings, clock) as http:
+            answer = ControlPlaneClient(http=http, server_clock=clock).fetch_config(etag=None)
+        if not isinstance(answer, FreshConfig):
+            raise BadServerAnswer("GET /v1/agent/config: 304 although no ETag was sent")
+        fields["agent_id"] = answer.config.agent_id
+        write_config(paths.config_file, render_config(fields))
+        ConfigCache(paths.state_dir / CONFIG_CACHE_NAME).save(
+            CachedConfig(
+                config=answer.config,
+                raw=answer.raw,
+                etag=answer.etag,
+                synced_at=clock.now(),
+                offset_seconds=clock.offset.total_seconds(),
+            )
+        )
+    finally:
+        staging.unlink(missing_ok=True)
+    name = answer.config.name or answer.config.agent_id
+    print(f"enrolled agent {name} ({answer.config.agent_id}) with {fields['control_url']}")
+    print(f"config written to {paths.config_file} (mode 0600)")
+    print(f"state directory {paths.state_dir}")
+    return 0
+
+
+# -- run ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Parts:
+    http: httpx.Client
+    daemon: Daemon
+    clock: ServerClock
+    log: EventLog
+
+
+def build_daemon(
+    settings: AgentSettings,
+    *,
+    clock: Clock,
+    stop: threading.Event,
+    transport: httpx.BaseTransport | None = None,
+) -> _Parts:
+    """Every part of a running daemon, built in one place (tests pass a `transport=`)."""
+    server_clock = ServerClock(clock)
+    log = EventLog(now=server_clock.now)
+    http = _http_client(settings, server_clock, transport=transport)
+    daemon = Daemon(
+        control=ControlPlaneClient(http=http, server_clock=server_clock),
+        updater=_build_updater(settings, http=http, clock=server_clock),
+        state_store=StateStore(settings.state_dir / STATE_FILE_NAME),
+        config_cache=ConfigCache(settings.state_dir / CONFIG_CACHE_NAME),
+        outbox=Outbox(settings.state_dir / OUTBOX_DIR_NAME),
+        server_clock=server_clock,
+        log=log,
+        stop_requested=stop.is_set,
+    )
+    return _Parts(http=http, daemon=daemon, clock=server_clock, log=log)
+
+
+def _build_updater(settings: AgentSettings, *, http: httpx.Client, clock: Clock) -> Updater:
+    return Updater(
+        settings=UpdaterSettings(
+            install_root=settings.install_root,
+            state_dir=settings.state_dir / UPDATER_DIR_NAME,
+            trusted_keys=load_public_keys(settings.trusted_key_files),
+            platform=settings.platform,
+            channel=settings.channel,
+            restart_command=settings.restart_command,
+            health_command=settings.health_command,
+            health_deadline_seconds=settings.health_deadline_seconds,
+        ),
+        client=http,
+        clock=clock,
+    )
+
+
+def _http_client(
+    settings: AgentSettings, clock: Clock, *, transport: httpx.BaseTransport | None = None
+) -> httpx.Client:
+    return build_http_client(
+        base_url=settings.control_url,
+        credential=settings.credential,
+        timeout_seconds=clock.real_seconds(settings.request_timeout_seconds),
+        transport=transport,
+    )
+
+
+def _run(paths: AgentPaths, environ: Mapping[str, str] = os.environ) -> int:
+    settings = load_settings(paths)
+    clock = clock_from_env(environ)
+    lock = DaemonLock(settings.state_dir)
+    lock.acquire()
+    stop = threading.Event()
+    try:
+        parts = build_daemon(settings, clock=clock, stop=stop)
+        if clock.is_fake:
+            parts.log.emit("clock.fake", level="warning", clock=clock.describe())
+            print(f"!!! {clock.describe()} !!!", file=sys.stderr, flush=True)
+        parts.log.emit(
+            "daemon.starting",
+            agent_id=settings.agent_id,
+            control_url=settings.control_url,
+            state_dir=str(settings.state_dir),
+            install_root=str(settings.install_root),
+            pid=os.getpid(),
+        )
+        with parts.http:
+            return run_service(
+                daemon=parts.daemon,
+                clock=parts.clock,
+                agent_id=settings.agent_id,
+                log=parts.log,
+                environ=environ,
+                stop=stop,
+            )
+    finally:
+        lock.release()
+
+
+# -- status -------------------------------------------------------------------------------------
+
+
+def _status(paths: AgentPaths, *, as_json: bool) -> int:
+    settings = load_settings(paths)
+    clock = clock_from_env()
+    cache = ConfigCache(settings.state_dir / CONFIG_CACHE_NAME)
+    cached = cache.load()
+    server_clock = ServerClock(clock)
+    if cached is not None:
+        server_clock.learn_offset(timedelta(seconds=cached.offset_seconds))
+    state = StateStore(settings.state_dir / STATE_FILE_NAME).load()
+    try:
+        pending = len(Outbox(settings.state_dir / OUTBOX_DIR_NAME).pending())
+    except DaemonStateError:
+        pending = -1
+    status = AgentStatus(
+        agent_id=settings.agent_id,
+        control_url=settings.control_url,
+        daemon_pid=daemon_running(settings.state_dir),
+        cached=cached,
+        state=state,
+        pending_reports=pending,
+        installed_version=_installed_version(settings, server_clock),
+        now=server_clock.now(),
+    )
+    if as_json:
+        print(json.dumps(_status_json(status), indent=2, default=str))
+    else:
+        print(render_status(status))
+    return 0
+
+
+def _installed_version(settings: AgentSettings, clock: Clock) -> str | None:
+    current = settings.install_root / "current"
+    if not current.exists():
+        return None
+    with _http_client(settings, clock) as http:
+        return _build_updater(settings, http=http, clock=clock).installed_version()
+
+
+def _status_json(status: AgentStatus) -> dict[str, object]:
+    cached = status.cached
+    return {
+        "format_version": CONFIG_FORMAT_VERSION,
+        "agent_id": status.agent_id,
+        "control_url": status.control_url,
+        "daemon_running": status.daemon_pid is not None,
+        "daemon_pid": status.daemon_pid if (status.daemon_pid or 0) > 0 else None,
+        "installed_version": status.installed_version,
+        "config": None if cached is None else cached.raw,
+        "config_synced_at": None if cached is None else cached.synced_at.isoformat(),
+        "clock_offset_seconds": None if cached is None else cached.offset_seconds,
+        "state": status.state.model_dump(mode="json"),
+        "pending_reports": status.pending_reports,
+    }

@@ -1,0 +1,182 @@
+"""The daemon as a service: the one-minute job, signals, systemd notify, one daemon per state dir.
+
+The tick is one APScheduler job (`max_instances=1`, `coalesce=True`): a minute that is still busy
+(a download) is never run twice at once, and minutes missed meanwhile collapse into one run.
+APScheduler waits in real time, but product time can run fast (`NACHTWACHT_FAKE_CLOCK`), so the
+job's trigger is `ServerMinuteTrigger`: it asks the server clock for the next instant at the agent's
+second inside a minute and converts the wait with `clock.real_seconds`. The minute, its offset and
+every timeout therefore follow one clock, and a fleet spreads its requests over the minute.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import signal
+import threading
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.base import BaseTrigger
+
+from agent_daemon.daemon import Daemon
+from agent_daemon.errors import ConfigError
+from agent_daemon.event_log import EventLog
+from agent_daemon.sync import ServerClock
+from agent_daemon.systemd_notify import Notifier
+
+__all__ = [
+    "DaemonLock",
+    "ServerMinuteTrigger",
+    "run_service",
+    "second_in_minute",
+]
+
+LOCK_FILE_NAME = "daemon.lock"
+TICK_JOB_ID = "agent-minute"
+_IDLE_CHECK_SECONDS = 5.0
+
+
+def second_in_minute(agent_id: str) -> int:
+    """A stable second in 0..59 per agent, so a fleet does not hit the control plane at once."""
+    digest = hashlib.sha256(agent_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % 60
+
+
+class ServerMinuteTrigger(BaseTrigger):  # type: ignore[misc]  # apscheduler ships no types
+    """Fires once per minute of `clock` at `second` past the minute, however fast the clock runs."""
+
+    def __init__(self, clock: ServerClock, second: int) -> None:
+        self._clock = clock
+        self._second = second
+        self._last_target: datetime | None = None
+
+    def next_product_instant(self, product_now: datetime) -> datetime:
+        target = product_now.replace(second=self._second, microsecond=0)
+        if target <= product_now:
+            target += timedelta(minutes=1)
+        if self._last_target is not None and target <= self._last_target:
+            target = self._last_target + timedelta(minutes=1)
+        return target
+
+    def get_next_fire_time(
+        self, previous_fire_time: datetime | None, now: datetime
+    ) -> datetime | None:
+        product_now = self._clock.now()
+        target = self.next_product_instant(product_now)
+        self._last_target = target
+        wait = self._clock.real_seconds((target - product_now).total_seconds())
+        return now + timedelta(seconds=wait)
+
+    def __str__(self) -> str:
+        return f"every minute at :{self._second:02d} on the server's clock"
+
+
+class DaemonLock:
+    """One daemon per state directory. `status` asks the same lock whether a daemon is running."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / LOCK_FILE_NAME
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = self.path.open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            handle.close()
+            pid = read_lock_pid(self.path)
+            raise ConfigError(
+                f"{self.path}: another agent daemon (pid {pid or 'unknown'}) already runs "
+                "with this state directory"
+            ) from exc
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._handle = handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def read_lock_pid(path: Path) -> int | None:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def daemon_running(state_dir: Path) -> int | None:
+    """The pid of the daemon holding the state directory's lock, or None when none does."""
+    path = state_dir / LOCK_FILE_NAME
+    try:
+        handle = path.open("r", encoding="utf-8")
+    except OSError:
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return read_lock_pid(path) or -1
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
+def run_service(
+    *,
+    daemon: Daemon,
+    clock: ServerClock,
+    agent_id: str,
+    log: EventLog,
+    environ: Mapping[str, str],
+    stop: threading.Event,
+) -> int:
+    """Run until SIGTERM/SIGINT sets `stop` (which the daemon also watches to park at a step
+    boundary); the current step finishes or parks, then the process exits 0."""
+    # APScheduler's own warnings (e.g. a skipped overlapping run) would be unstructured lines.
+    logging.getLogger("apscheduler").setLevel(logging.CRITICAL)
+
+    def request_stop(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+
+    second = second_in_minute(agent_id)
+    notifier = Notifier(environ)
+    daemon.start()
+    scheduler = BackgroundScheduler(
+        executors={"default": ThreadPoolExecutor(max_workers=1)},
+        job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
+    )
+    scheduler.add_job(daemon.tick, ServerMinuteTrigger(clock, second), id=TICK_JOB_ID)
+    scheduler.start()
+    log.emit(
+        "daemon.ready",
+        second_in_minute=second,
+        clock=clock.describe(),
+        watchdog=notifier.watchdog_interval is not None,
+    )
+    notifier.ready(f"ticking every minute at :{second:02d}")
+    interval = notifier.watchdog_interval or _IDLE_CHECK_SECONDS
+    while not stop.wait(min(interval, _IDLE_CHECK_SECONDS)):
+        if scheduler.running:
+            notifier.watchdog()
+    notifier.stopping()
+    log.emit("daemon.stopping")
+    # Waits for a running minute; the daemon's stop check parks it at the next step boundary.
+    scheduler.shutdown(wait=True)
+    log.emit("daemon.stopped")
+    return 0

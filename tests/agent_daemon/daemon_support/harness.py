@@ -1,0 +1,73 @@
+"""Builds a `Daemon` on real files in a temporary state directory, against a fake control plane."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_daemon.daemon import Daemon
+from agent_daemon.daemon_state import DaemonState, StateStore
+from agent_daemon.event_log import EventLog
+from agent_daemon.outbox import Outbox
+from agent_daemon.sync import ConfigCache, ControlPlaneClient, ServerClock, build_http_client
+from nachtwacht.clock import Clock
+from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane
+from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
+
+CREDENTIAL = "nwa_test_credential"
+
+
+@dataclass
+class Harness:
+    state_dir: Path
+    control_plane: FakeControlPlane
+    updater: StubUpdater
+    host_clock: Clock
+    stop: threading.Event = field(default_factory=threading.Event)
+    log_stream: io.StringIO = field(default_factory=io.StringIO)
+
+    def __post_init__(self) -> None:
+        self.daemon = self.restart()
+
+    def restart(self) -> Daemon:
+        """A fresh daemon on the same state directory, as after a process restart."""
+        server_clock = ServerClock(self.host_clock)
+        http = build_http_client(
+            base_url="http://control.test",
+            credential=CREDENTIAL,
+            timeout_seconds=5,
+            transport=self.control_plane.transport(),
+        )
+        self.daemon = Daemon(
+            control=ControlPlaneClient(http=http, server_clock=server_clock),
+            updater=self.updater,
+            state_store=self.store,
+            config_cache=ConfigCache(self.state_dir / "config-cache.json"),
+            outbox=self.outbox,
+            server_clock=server_clock,
+            log=EventLog(now=server_clock.now, stream=self.log_stream),
+            stop_requested=self.stop.is_set,
+        )
+        self.daemon.start()
+        return self.daemon
+
+    @property
+    def store(self) -> StateStore:
+        return StateStore(self.state_dir / "daemon-state.json")
+
+    @property
+    def outbox(self) -> Outbox:
+        return Outbox(self.state_dir / "outbox")
+
+    def state(self) -> DaemonState:
+        return self.store.load()
+
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log_stream.getvalue().splitlines()]
+
+    def event_names(self) -> list[str]:
+        return [event["event"] for event in self.events()]
