@@ -1,0 +1,289 @@
+"""Repository-wide fixtures: one real PostgreSQL per test session, a fresh database per test, and
+the control plane as a real process.
+
+PostgreSQL
+    The session starts ONE embedded PostgreSQL (`pgserver`, in a temporary directory) — or, when
+    `NACHTWACHT_DATABASE_URL` is set, uses that server (its role needs CREATEDB). It migrates one
+    template database to head once; each test that asks gets its own copy
+    (`CREATE DATABASE … TEMPLATE …`, a file copy, milliseconds) and it is dropped afterwards.
+
+    `database_url`          a fresh database migrated to head; a libpq URL/conninfo string.
+    `empty_database_url`    a fresh database with no tables at all (for migration tests).
+    `postgres_admin_url`    (session) the server's maintenance database, to create your own.
+
+The control plane as a process
+    `control_plane_server(...)` starts `nachtwacht control serve --host 127.0.0.1 --port 0
+    --database-url <the test's database_url>` as a subprocess, waits for its "ready at URL" line
+    and returns a `RunningControlPlane`; every server still running at the end of the test gets
+    SIGTERM. Keyword arguments:
+        fake_clock="2026-11-30T01:55:00Z,anchor=…,speed=60"   sets NACHTWACHT_FAKE_CLOCK
+        env={...}           extra environment (e.g. NACHTWACHT_RELEASE_PUBLIC_KEYS)
+        args=[...]          extra `serve` flags (e.g. ["--org-cap", "2"])
+        database_url=...    another database (default: this test's `database_url`; two calls
+                            share it, which is how two replicas are tested)
+        data_dir=Path       use the embedded PostgreSQL in that directory instead (then
+                            `database_url` is "" and `.admin` passes `--data-dir`)
+    `RunningControlPlane` has `base_url`, `database_url`, `stderr_path` and
+        `.admin("create-org", "Acme")` → the parsed `--json` output of `nachtwacht control …`,
+        `.create_org(name)`, `.enroll_agent(org_id, name)`, `.create_operator_key()`,
+        `.stop()` → the exit code after SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DATABASE_URL_ENV = "NACHTWACHT_DATABASE_URL"
+READY_MARKER = "ready at "
+# How long a child process may take to say it is ready before the test fails. A deadline for a
+# failure, not a speed assertion: a healthy start takes a second or two.
+START_DEADLINE_SECONDS = 90
+
+
+def _with_dbname(url: str, dbname: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(url)
+    params["dbname"] = dbname
+    return make_conninfo("", **params)
+
+
+def _admin_execute(admin_url: str, statement: str) -> None:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as connection:
+        connection.execute(statement)
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> Iterator[str]:
+    """The maintenance database of this session's PostgreSQL server."""
+    external = os.environ.get(DATABASE_URL_ENV)
+    if external:
+        yield external
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # platformdirs: no XDG_RUNTIME_DIR
+        import pgserver
+
+    # Not under pytest's tmp_path: pytest keeps /tmp/pytest-of-<user> at mode 0700 (and re-applies
+    # it when any other session starts), while the server runs as its own system user when the
+    # tests run as root and must be able to reach its data directory.
+    home = Path(tempfile.mkdtemp(prefix="nachtwacht-test-pg-"))
+    home.chmod(0o755)
+    server = pgserver.get_server(home / "pgdata", cleanup_mode="stop")
+    try:
+        yield str(server.get_uri())
+    finally:
+        server.cleanup()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _new_database(admin_url: str, *, template: str | None = None) -> str:
+    name = f"nachtwacht_test_{secrets.token_hex(6)}"
+    clause = f' TEMPLATE "{template}"' if template else ""
+    _admin_execute(admin_url, f'CREATE DATABASE "{name}"{clause}')
+    return name
+
+
+@pytest.fixture(scope="session")
+def _migrated_template(postgres_admin_url: str) -> Iterator[str]:
+    from control_plane import migrate
+
+    name = _new_database(postgres_admin_url)
+    migrate.upgrade(_with_dbname(postgres_admin_url, name))
+    try:
+        yield name
+    finally:
+        _admin_execute(postgres_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def database_url(postgres_admin_url: str, _migrated_template: str) -> Iterator[str]:
+    """A fresh database of this test's own, migrated to head."""
+    name = _new_database(postgres_admin_url, template=_migrated_template)
+    try:
+        yield _with_dbname(postgres_admin_url, name)
+    finally:
+        _admin_execute(postgres_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def empty_database_url(postgres_admin_url: str) -> Iterator[str]:
+    """A fresh database with nothing in it, not even the migrations' version table."""
+    name = _new_database(postgres_admin_url)
+    try:
+        yield _with_dbname(postgres_admin_url, name)
+    finally:
+        _admin_execute(postgres_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def nachtwacht_command(*args: str) -> list[str]:
+    """The `nachtwacht` command line, run from this checkout (the package need not be installed)."""
+    return [sys.executable, "-m", "nachtwacht.cli", *args]
+
+
+def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        part for part in [str(REPO_ROOT), env.get("PYTHONPATH", "")] if part
+    )
+    env.pop("NACHTWACHT_FAKE_CLOCK", None)
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class RunningControlPlane:
+    base_url: str
+    database_url: str
+    process: subprocess.Popen[str]
+    stderr_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+    data_dir: Path | None = None
+
+    def admin(self, *args: str) -> Any:
+        """Run `nachtwacht control ARGS --json --database-url …` and return its parsed output."""
+        location = (
+            ["--data-dir", str(self.data_dir)]
+            if self.data_dir is not None
+            else ["--database-url", self.database_url]
+        )
+        result = subprocess.run(
+            nachtwacht_command("control", *args, "--json", *location),
+            env=self.env,
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise AssertionError(
+                f"nachtwacht control {args}: exit {result.returncode}: {result.stderr}"
+            )
+        return json.loads(result.stdout)
+
+    def create_org(self, name: str) -> dict[str, str]:
+        created: dict[str, str] = self.admin("create-org", name)
+        return created
+
+    def enroll_agent(self, org_id: str, name: str) -> dict[str, str]:
+        enrolled: dict[str, str] = self.admin("enroll-agent", "--org", org_id, "--name", name)
+        return enrolled
+
+    def create_operator_key(self) -> str:
+        key: str = self.admin("create-operator-key")["operator_key"]
+        return key
+
+    def stop(self) -> int:
+        """SIGTERM, then wait; returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=START_DEADLINE_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+
+def _wait_until_ready(process: subprocess.Popen[str], stderr_path: Path) -> str:
+    assert process.stdout is not None
+    found: list[str] = []
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if READY_MARKER in line:
+                found.append(line.split(READY_MARKER, 1)[1].strip())
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(START_DEADLINE_SECONDS)
+    if not found:
+        process.kill()
+        process.wait()
+        stderr = stderr_path.read_text(errors="replace")
+        raise AssertionError(f"control plane did not become ready; stderr:\n{stderr}")
+    return found[0]
+
+
+@pytest.fixture
+def control_plane_server(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[..., RunningControlPlane]]:
+    """A factory that starts `nachtwacht control serve` as a real process (see module docstring)."""
+    started: list[RunningControlPlane] = []
+
+    def start(
+        *,
+        fake_clock: str | None = None,
+        env: Mapping[str, str] | None = None,
+        args: Sequence[str] = (),
+        database_url: str | None = None,
+        data_dir: Path | None = None,
+    ) -> RunningControlPlane:
+        if data_dir is not None:
+            url = ""
+            location = ["--data-dir", str(data_dir)]
+        else:
+            url = database_url or request.getfixturevalue("database_url")
+            location = ["--database-url", url]
+        child_env = child_environment(env)
+        if fake_clock is not None:
+            child_env["NACHTWACHT_FAKE_CLOCK"] = fake_clock
+        stderr_path = tmp_path / f"control-plane-{len(started)}.stderr"
+        with stderr_path.open("w") as stderr:
+            process = subprocess.Popen(
+                nachtwacht_command(
+                    "control",
+                    "serve",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "0",
+                    *location,
+                    *args,
+                ),
+                env=child_env,
+                cwd=REPO_ROOT,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+            )
+        base_url = _wait_until_ready(process, stderr_path)
+        running = RunningControlPlane(
+            base_url=base_url,
+            database_url=url,
+            process=process,
+            stderr_path=stderr_path,
+            env=child_env,
+            data_dir=data_dir,
+        )
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.stop()
+        if running.process.stdout is not None:
+            running.process.stdout.close()

@@ -1,0 +1,142 @@
+"""Fixtures for the control plane's own tests: a pool on the test's database, a clock the test
+sets, the API served over real HTTP on loopback (uvicorn in a thread), and bootstrap helpers."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+import uvicorn
+
+from control_plane.api import create_app
+from control_plane.database import open_pool
+from control_plane.services import Services, build_services
+from control_plane.types import Pool
+
+
+class SetClock:
+    """A clock that shows what the test sets; `advance` moves it."""
+
+    is_fake = True
+    speed = 1.0
+
+    def __init__(self, start: datetime) -> None:
+        self._now = start
+
+    def now(self) -> datetime:
+        return self._now
+
+    def set(self, instant: datetime) -> None:
+        assert instant.tzinfo is not None
+        self._now = instant.astimezone(UTC)
+
+    def advance(self, **delta: float) -> None:
+        self._now += timedelta(**delta)
+
+    def real_seconds(self, product_seconds: float) -> float:
+        return product_seconds
+
+    def sleep(self, product_seconds: float) -> None:
+        self._now += timedelta(seconds=product_seconds)
+
+    def describe(self) -> str:
+        return f"test clock at {self._now.isoformat()}"
+
+
+@pytest.fixture
+def clock() -> SetClock:
+    return SetClock(datetime(2026, 11, 30, 1, 0, tzinfo=UTC))
+
+
+@pytest.fixture
+def pool(database_url: str) -> Iterator[Pool]:
+    opened = open_pool(database_url, min_size=1, max_size=8)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def services(pool: Pool, clock: SetClock) -> Services:
+    return build_services(pool, clock)
+
+
+@dataclass
+class Api:
+    base_url: str
+    services: Services
+
+    def client(self, key: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=30)
+
+
+def _free_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
+
+
+@pytest.fixture
+def api(services: Services, clock: SetClock) -> Iterator[Api]:
+    """The API over real HTTP on 127.0.0.1, backed by the test's database and clock."""
+    sock = _free_socket()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(services, clock), log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started and thread.is_alive():
+        threading.Event().wait(0.01)
+    host, port = sock.getsockname()
+    try:
+        yield Api(base_url=f"http://{host}:{port}", services=services)
+    finally:
+        server.should_exit = True
+        thread.join()
+        sock.close()
+
+
+@dataclass(frozen=True)
+class Org:
+    org_id: str
+    panel_key: str
+
+
+@dataclass(frozen=True)
+class Agent:
+    agent_id: str
+    org_id: str
+    agent_key: str
+
+
+@pytest.fixture
+def make_org(services: Services) -> Callable[[str], Org]:
+    def make(name: str = "Acme") -> Org:
+        issued = services.accounts.create_org(name)
+        return Org(org_id=str(issued.org_id), panel_key=issued.panel_key)
+
+    return make
+
+
+@pytest.fixture
+def make_agent(services: Services) -> Callable[[Org, str], Agent]:
+    def make(org: Org, name: str = "web-01") -> Agent:
+        from uuid import UUID
+
+        issued = services.accounts.enroll_agent(UUID(org.org_id), name)
+        return Agent(agent_id=str(issued.agent_id), org_id=org.org_id, agent_key=issued.agent_key)
+
+    return make
+
+
+@pytest.fixture
+def operator_key(services: Services) -> str:
+    return services.accounts.create_operator_key("tests")
