@@ -1,0 +1,179 @@
+"""The agent's config file: written 0600, read back into one validated settings object, every bad
+field named; paths from systemd first, then the flags, then the platform default."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agent_daemon.config import (
+    AgentPaths,
+    load_settings,
+    render_config,
+    resolve_paths,
+    write_config,
+)
+from agent_daemon.errors import ConfigError
+from signed_release import generate_key_files
+
+
+def fields(key_file: Path, **overrides: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "control_url": "https://control.example",
+        "credential": "nwa_0123456789abcdef",
+        "agent_id": "4b1c9a6e-0000-4000-8000-000000000001",
+        "trusted_keys": [str(key_file)],
+        "install_root": "/opt/provibr-agent",
+        "platform": "linux-x86_64",
+        "channel": "stable",
+        "restart_command": ["systemctl", "restart", "provibr-agent.service"],
+        "health_command": ["/opt/provibr-agent/current/bin/provibr-agent", "--version"],
+    }
+    base.update(overrides)
+    return base
+
+
+@pytest.fixture
+def key_file(tmp_path: Path) -> Path:
+    _, public, _ = generate_key_files(tmp_path / "keys")
+    return public
+
+
+def write(tmp_path: Path, document: dict[str, object]) -> AgentPaths:
+    paths = AgentPaths(state_dir=tmp_path / "state", config_file=tmp_path / "agent.toml")
+    write_config(paths.config_file, render_config(document))  # type: ignore[arg-type]
+    return paths
+
+
+def test_a_written_config_reads_back_into_settings(tmp_path: Path, key_file: Path) -> None:
+    paths = write(tmp_path, fields(key_file, control_url="https://control.example/"))
+    settings = load_settings(paths)
+    assert settings.control_url == "https://control.example"
+    assert settings.trusted_key_files == (key_file,)
+    assert settings.restart_command == ("systemctl", "restart", "provibr-agent.service")
+    assert settings.health_deadline_seconds == 120.0
+    assert os.stat(paths.config_file).st_mode & 0o777 == 0o600
+
+
+def test_the_credential_never_shows_in_a_repr(tmp_path: Path, key_file: Path) -> None:
+    settings = load_settings(write(tmp_path, fields(key_file)))
+    assert "nwa_0123456789abcdef" not in repr(settings)
+
+
+def test_a_config_readable_by_others_is_refused(tmp_path: Path, key_file: Path) -> None:
+    paths = write(tmp_path, fields(key_file))
+    paths.config_file.chmod(0o644)
+    with pytest.raises(ConfigError, match=r"mode 0644 .* expected 0600"):
+        load_settings(paths)
+
+
+def test_a_trusted_key_writable_by_others_is_refused(tmp_path: Path, key_file: Path) -> None:
+    key_file.chmod(0o666)
+    with pytest.raises(ConfigError, match=r"trusted_keys\[0\]: .* not be writable"):
+        load_settings(write(tmp_path, fields(key_file)))
+
+
+def test_a_missing_config_says_to_enroll(tmp_path: Path) -> None:
+    paths = AgentPaths(state_dir=tmp_path, config_file=tmp_path / "agent.toml")
+    with pytest.raises(ConfigError, match="nachtwacht agent enroll"):
+        load_settings(paths)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        pytest.param(
+            {"control_url": "ftp://control.example"},
+            r"control_url: found 'ftp://control.example' — expected an http\(s\) URL",
+            id="url_scheme",
+        ),
+        pytest.param(
+            {"credential": "nwp_panel_key"},
+            r"credential: found 'nwp_panel_key' — expected an agent credential starting with nwa_",
+            id="panel_credential",
+        ),
+        pytest.param(
+            {"install_root": "opt/agent"},
+            r"install_root: found 'opt/agent' — expected an absolute path",
+            id="relative_install_root",
+        ),
+        pytest.param({"trusted_keys": []}, r"trusted_keys: found \(\) — ", id="no_trusted_key"),
+        pytest.param(
+            {"trusted_keys": ["keys/release.pub"]},
+            r"'keys/release.pub': expected an absolute path",
+            id="relative_key_path",
+        ),
+        pytest.param(
+            {"health_deadline_seconds": -1.0},
+            r"health_deadline_seconds: found -1.0 — ",
+            id="negative_deadline",
+        ),
+        pytest.param({"restart_command": []}, r"restart_command: found \(\)", id="empty_restart"),
+        pytest.param({"colour": "blue"}, r"colour: unknown field", id="typo_field"),
+    ],
+)
+def test_a_bad_field_is_named_with_its_value(
+    tmp_path: Path, key_file: Path, override: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(write(tmp_path, fields(key_file, **override)))
+
+
+def test_a_missing_field_is_named(tmp_path: Path, key_file: Path) -> None:
+    document = fields(key_file)
+    del document["credential"]
+    with pytest.raises(ConfigError, match="credential: missing"):
+        load_settings(write(tmp_path, document))
+
+
+def test_a_config_from_a_newer_agent_is_refused(tmp_path: Path, key_file: Path) -> None:
+    paths = write(tmp_path, fields(key_file))
+    text = paths.config_file.read_text().replace("format_version = 1", "format_version = 7")
+    write_config(paths.config_file, text)
+    with pytest.raises(ConfigError, match="format_version 7 was written by a newer agent"):
+        load_settings(paths)
+
+
+def test_not_toml_is_refused(tmp_path: Path) -> None:
+    paths = AgentPaths(state_dir=tmp_path, config_file=tmp_path / "agent.toml")
+    write_config(paths.config_file, "control_url = \n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(paths)
+
+
+@pytest.mark.parametrize(
+    ("environ", "flag", "expected_state", "expected_config"),
+    [
+        pytest.param(
+            {"STATE_DIRECTORY": "/var/lib/nachtwacht-agent"},
+            "/srv/ignored",
+            "/var/lib/nachtwacht-agent",
+            "/var/lib/nachtwacht-agent/agent.toml",
+            id="systemd_state_directory_wins",
+        ),
+        pytest.param(
+            {"STATE_DIRECTORY": "/var/lib/a:/var/lib/b", "CONFIGURATION_DIRECTORY": "/etc/nw"},
+            None,
+            "/var/lib/a",
+            "/etc/nw/agent.toml",
+            id="systemd_first_of_several_and_configuration_directory",
+        ),
+        pytest.param({}, "/srv/agent", "/srv/agent", "/srv/agent/agent.toml", id="flag"),
+    ],
+)
+def test_paths_come_from_systemd_then_flags(
+    environ: dict[str, str],
+    flag: str | None,
+    expected_state: str,
+    expected_config: str,
+) -> None:
+    paths = resolve_paths(state_dir=flag, config_file=None, environ=environ)
+    assert paths.state_dir == Path(expected_state)
+    assert paths.config_file == Path(expected_config)
+
+
+def test_paths_fall_back_to_the_platform_state_directory() -> None:
+    paths = resolve_paths(state_dir=None, config_file=None, environ={})
+    assert "nachtwacht-agent" in str(paths.state_dir)
