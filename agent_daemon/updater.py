@@ -1,22 +1,67 @@
 """The updater of the managed agent: one update on a customer host, from a claimed release to the
-agent running the new build (or the old one again).
+agent running the new build — or the old one again.
 
-Interim: the interface the daemon builds against; the implementation follows in the next commit.
+    apply(request)
+      verify ─► accepted ─► download ─► downloaded ─► install + self-test ─► installed
+        ─► switching (previous := old current, current := new) ─► switched
+        ─► restart + health check ─► commit (floor, build facts)          → succeeded
+                                   └► rolling_back ─► links back, restart,
+                                      old version's health, mark bad      → rolled_back
+
+Each arrow is a state-file write (`agent_daemon.state`) made before the next step starts, so a
+process killed anywhere is finished by `resume()` from the last recorded step; every step is safe to
+run twice. Until `switched` the old version never stopped running; a refusal or failure there is an
+outcome with status `failed`. Only this module reads files, downloads and runs commands; the
+verifying core (`agent_daemon.verify`) is pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import base64
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from agent_daemon.download import (
+    ArtifactSpec,
+    DownloadLimits,
+    download_artifact,
+    final_path,
+    part_path,
+)
+from agent_daemon.errors import (
+    DaemonStateError,
+    SelfTestFailed,
+    UpdateError,
+    UpdateInProgress,
+    VersionMarkedBad,
+)
+from agent_daemon.install import install_build, self_test
+from agent_daemon.layout import InstallLayout
+from agent_daemon.locking import update_lock
+from agent_daemon.state import (
+    Build,
+    InProgress,
+    RecordedOutcome,
+    Step,
+    UpdaterState,
+    UpdaterStateStore,
+)
+from agent_daemon.verify import VerifiedRelease, verify_release
 from nachtwacht.clock import Clock
+from signed_release import Manifest, format_instant, parse_manifest
 
 __all__ = ["UpdateOutcome", "UpdateRequest", "Updater", "UpdaterSettings"]
+
+Status = Literal["succeeded", "failed", "rolled_back"]
+_COMMAND_OUTPUT_LIMIT = 200
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,11 +72,37 @@ class UpdaterSettings:
     platform: str
     channel: str
     restart_command: tuple[str, ...] = ("systemctl", "restart", "provibr-agent.service")
-    health_command: tuple[str, ...] = ()
+    # Must exit 0 and print the version of the agent that is actually running.
+    health_command: tuple[str, ...]
+    # Product seconds: they follow a fast fake clock like every other wait.
     health_deadline_seconds: float = 120.0
     disk_reserve_bytes: int = 50 * 1024 * 1024
     download_read_timeout_seconds: float = 30.0
     download_deadline_seconds: float = 900.0
+    # Product seconds between two health probes.
+    health_poll_seconds: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.health_command:
+            raise ValueError(
+                "health_command: is empty (expected a command that prints the version)"
+            )
+        if not self.restart_command:
+            raise ValueError("restart_command: is empty (expected e.g. systemctl restart …)")
+        for name in (
+            "health_deadline_seconds",
+            "download_read_timeout_seconds",
+            "download_deadline_seconds",
+            "health_poll_seconds",
+        ):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}: {getattr(self, name)!r} must be a positive number")
+        if self.disk_reserve_bytes < 0:
+            raise ValueError(f"disk_reserve_bytes: {self.disk_reserve_bytes!r} must be >= 0")
+        if not self.trusted_keys:
+            raise ValueError(
+                "trusted_keys: is empty (an update that cannot be verified is refused)"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,28 +110,417 @@ class UpdateRequest:
     run_id: str
     manifest: bytes
     signature: bytes
-    artifact_url: str
+    artifact_url: str  # absolute URL
 
 
 @dataclass(frozen=True, kw_only=True)
 class UpdateOutcome:
-    status: Literal["succeeded", "failed", "rolled_back"]
-    version: str | None
+    status: Status
+    version: str | None  # the version running afterwards
     error: str | None
     run_id: str
 
 
+class _RollBack(Exception):
+    """The switched-to build failed after the switch: go back."""
+
+
 class Updater:
-    def __init__(self, *, settings: UpdaterSettings, client: httpx.Client, clock: Clock) -> None:
+    """Applies one update at a time. `on_step` (optional) is called with the name of each step
+    boundary right after it is recorded — the crash tests kill the process there."""
+
+    def __init__(
+        self,
+        *,
+        settings: UpdaterSettings,
+        client: httpx.Client,
+        clock: Clock,
+        on_step: Callable[[str], None] | None = None,
+    ) -> None:
         self._settings = settings
         self._client = client
         self._clock = clock
+        self._on_step = on_step or (lambda _step: None)
+        self._layout = InstallLayout(settings.install_root)
+        self._store = UpdaterStateStore(settings.state_dir)
+        self._staging = settings.state_dir / "staging"
 
-    def apply(self, request: UpdateRequest) -> UpdateOutcome:
-        raise NotImplementedError("interim interface; implementation in progress")
-
-    def resume(self) -> UpdateOutcome | None:
-        raise NotImplementedError("interim interface; implementation in progress")
+    # -- the interface ------------------------------------------------------------------------
 
     def installed_version(self) -> str | None:
-        raise NotImplementedError("interim interface; implementation in progress")
+        """The version `current` names (a complete one), or None before the first install."""
+        return self._layout.link_target("current")
+
+    def apply(self, request: UpdateRequest) -> UpdateOutcome:
+        """Verify, install, switch, restart, health-check, and commit or roll back. Refusals and
+        failures are outcomes; the old version keeps running in every refusal."""
+        try:
+            with update_lock(self._settings.state_dir):
+                return self._apply_locked(request)
+        except (UpdateInProgress, DaemonStateError) as exc:
+            return self._outcome(request.run_id, "failed", error=str(exc))
+
+    def resume(self) -> UpdateOutcome | None:
+        """After a crash: finish (or undo) what the state file says was in progress; None when
+        nothing was. Raises UpdateInProgress while another process updates, DaemonStateError for
+        an unreadable or newer state file."""
+        with update_lock(self._settings.state_dir):
+            state = self._store.load()
+            if state.in_progress is None:
+                return None
+            return self._run(state)
+
+    # -- steps --------------------------------------------------------------------------------
+
+    def _apply_locked(self, request: UpdateRequest) -> UpdateOutcome:
+        state = self._store.load()
+        last = state.last_outcome
+        if last is not None and last.run_id == request.run_id and last.status != "failed":
+            # The same run again (the daemon died before reporting): the same answer, not a
+            # second attempt. A failed run may be tried again.
+            return UpdateOutcome(**last.model_dump())
+        if state.in_progress is not None:
+            if state.in_progress.run_id == request.run_id:
+                return self._run(state)
+            return self._outcome(
+                request.run_id,
+                "failed",
+                error=f"update {state.in_progress.run_id} is unfinished; resume() it first",
+            )
+        installed = self.installed_version()
+        try:
+            verified = self._verify(request, state, installed)
+        except UpdateError as exc:
+            return self._outcome(request.run_id, "failed", error=str(exc))
+        if verified.version == installed:
+            return self._commit_without_change(state, request.run_id, verified.manifest)
+        state = state.model_copy(
+            update={
+                "in_progress": InProgress(
+                    run_id=request.run_id,
+                    step="accepted",
+                    version=verified.version,
+                    manifest_b64=base64.b64encode(request.manifest).decode(),
+                    signature_b64=base64.b64encode(request.signature).decode(),
+                    artifact_url=request.artifact_url,
+                    from_version=installed,
+                    previous_before=self._layout.link_target("previous"),
+                )
+            }
+        )
+        self._record(state, "accepted")
+        return self._run(state)
+
+    def _verify(
+        self, request: UpdateRequest, state: UpdaterState, installed: str | None
+    ) -> VerifiedRelease:
+        running = state.builds.get(installed) if installed else None
+        verified = verify_release(
+            request.manifest,
+            request.signature,
+            self._settings.trusted_keys,
+            installed_version=installed,
+            floor=state.floor,
+            now=self._clock.now(),
+            platform=self._settings.platform,
+            channel=self._settings.channel,
+            running_build_date=running.issued_at if running else None,
+        )
+        reason = state.bad_versions.get(verified.version)
+        if reason is not None:
+            raise VersionMarkedBad(
+                f"release refused: version {verified.version} failed on this host before and is "
+                f"not retried ({reason})"
+            )
+        return verified
+
+    def _run(self, state: UpdaterState) -> UpdateOutcome:
+        """Carry the update in progress on from its recorded step to an outcome."""
+        progress = state.in_progress
+        assert progress is not None
+        manifest = parse_manifest(progress.manifest_bytes)
+        step: Step = progress.step
+        try:
+            if step == "accepted":
+                self._download(progress, manifest)
+                state = self._advance(state, "downloaded")
+                step = "downloaded"
+            if step == "downloaded":
+                self._install(progress, manifest)
+                state = self._advance(state, "installed")
+                step = "installed"
+        except SelfTestFailed as exc:
+            self._layout.remove_version(progress.version)
+            return self._finish_failed(state, str(exc), bad=True)
+        except (UpdateError, OSError) as exc:
+            return self._finish_failed(state, _describe(exc), bad=False)
+        if step == "installed":
+            state = self._advance(state, "switching")
+            step = "switching"
+        if step == "switching":
+            self._switch(previous=progress.from_version, current=progress.version)
+            state = self._advance(state, "switched")
+            step = "switched"
+        if step == "switched":
+            try:
+                self._restart_and_check(progress.version)
+            except _RollBack as failure:
+                if progress.from_version is None:
+                    return self._finish_failed(
+                        state,
+                        f"{failure}; there is no earlier version to roll back to",
+                        bad=True,
+                    )
+                state = self._advance(state, "rolling_back", failure=str(failure))
+                step = "rolling_back"
+            else:
+                return self._commit(state, manifest)
+        return self._roll_back(state, manifest)
+
+    def _download(self, progress: InProgress, manifest: Manifest) -> None:
+        clock = self._clock
+        download_artifact(
+            self._client,
+            ArtifactSpec(
+                url=progress.artifact_url,
+                sha256=manifest.sha256,
+                length=manifest.length,
+                unpacked_size=manifest.unpacked_size,
+            ),
+            staging=self._staging,
+            install_root=self._settings.install_root,
+            limits=DownloadLimits(
+                read_timeout=clock.real_seconds(self._settings.download_read_timeout_seconds),
+                deadline=clock.real_seconds(self._settings.download_deadline_seconds),
+                disk_reserve_bytes=self._settings.disk_reserve_bytes,
+            ),
+        )
+
+    def _install(self, progress: InProgress, manifest: Manifest) -> None:
+        build = install_build(
+            self._layout,
+            final_path(self._staging, manifest.sha256),
+            version=progress.version,
+            sha256=manifest.sha256,
+            unpacked_size=manifest.unpacked_size,
+        )
+        self_test(build, progress.version)
+
+    def _switch(self, *, previous: str | None, current: str | None) -> None:
+        # `previous` first: between the two replacements `current` still names a whole version.
+        self._layout.point("previous", previous)
+        self._on_step("between_links")
+        self._layout.point("current", current)
+
+    def _restart_and_check(self, version: str) -> None:
+        problem = self._restart()
+        if problem is not None:
+            raise _RollBack(problem)
+        problem = self._wait_healthy(version)
+        if problem is not None:
+            raise _RollBack(problem)
+
+    def _roll_back(self, state: UpdaterState, manifest: Manifest) -> UpdateOutcome:
+        progress = state.in_progress
+        assert progress is not None and progress.from_version is not None
+        failure = progress.failure or "the new version failed"
+        self._switch(previous=progress.previous_before, current=progress.from_version)
+        self._on_step("links_restored")
+        error = f"{progress.version}: {failure}; rolled back to {progress.from_version}"
+        old_problem = self._restart() or self._wait_healthy(progress.from_version)
+        if old_problem is not None:
+            error += f"; {progress.from_version} is not healthy either: {old_problem}"
+        return self._finish(state, manifest, status="rolled_back", error=error, bad_reason=failure)
+
+    # -- commands -------------------------------------------------------------------------------
+
+    def _restart(self) -> str | None:
+        """None when the restart command succeeded, else what went wrong."""
+        command = self._settings.restart_command
+        timeout = self._clock.real_seconds(self._settings.health_deadline_seconds)
+        try:
+            result = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"restart command {' '.join(command)!r} failed: {exc}"
+        if result.returncode != 0:
+            return (
+                f"restart command {' '.join(command)!r} exited {result.returncode}: "
+                f"{_tail(result.stderr or result.stdout)}"
+            )
+        return None
+
+    def _wait_healthy(self, version: str) -> str | None:
+        """None once the health command succeeds printing `version`; else, at the deadline, why
+        it never did."""
+        settings = self._settings
+        deadline = self._clock.now() + timedelta(seconds=settings.health_deadline_seconds)
+        last = "the health command never ran"
+        while True:
+            remaining = (deadline - self._clock.now()).total_seconds()
+            if remaining <= 0:
+                return (
+                    f"not healthy within {settings.health_deadline_seconds:g} s "
+                    f"(expected the health command to report {version}; last: {last})"
+                )
+            try:
+                result = subprocess.run(
+                    settings.health_command,
+                    capture_output=True,
+                    text=True,
+                    timeout=max(self._clock.real_seconds(remaining), 0.5),
+                    check=False,
+                    stdin=subprocess.DEVNULL,
+                )
+            except subprocess.TimeoutExpired:
+                last = "the health command did not finish"
+            except OSError as exc:
+                last = f"the health command cannot run: {exc}"
+            else:
+                if result.returncode == 0 and version in result.stdout.split():
+                    return None
+                last = f"exit {result.returncode}, printed {_tail(result.stdout)!r}" + (
+                    f", stderr {_tail(result.stderr)!r}" if result.stderr.strip() else ""
+                )
+            self._clock.sleep(min(settings.health_poll_seconds, max(remaining, 0.0)))
+
+    # -- recording -----------------------------------------------------------------------------
+
+    def _record(self, state: UpdaterState, step_name: str) -> None:
+        self._store.save(state)
+        self._on_step(step_name)
+
+    def _advance(self, state: UpdaterState, step: Step, failure: str | None = None) -> UpdaterState:
+        assert state.in_progress is not None
+        update: dict[str, object] = {"step": step}
+        if failure is not None:
+            update["failure"] = failure
+        state = state.model_copy(
+            update={"in_progress": state.in_progress.model_copy(update=update)}
+        )
+        self._record(state, step)
+        return state
+
+    def _commit(self, state: UpdaterState, manifest: Manifest) -> UpdateOutcome:
+        return self._finish(state, manifest, status="succeeded", error=None, bad_reason=None)
+
+    def _commit_without_change(
+        self, state: UpdaterState, run_id: str, manifest: Manifest
+    ) -> UpdateOutcome:
+        """The release names the version already running (e.g. re-signed with a later expiry)."""
+        state = state.model_copy(
+            update={
+                "floor": max(state.floor or 0, manifest.manifest_version),
+                "builds": {**state.builds, manifest.agent_version: _build_of(manifest)},
+                "last_outcome": RecordedOutcome(
+                    run_id=run_id, status="succeeded", version=manifest.agent_version, error=None
+                ),
+            }
+        )
+        self._record(state, "committed")
+        return UpdateOutcome(
+            status="succeeded", version=manifest.agent_version, error=None, run_id=run_id
+        )
+
+    def _finish(
+        self,
+        state: UpdaterState,
+        manifest: Manifest,
+        *,
+        status: Status,
+        error: str | None,
+        bad_reason: str | None,
+    ) -> UpdateOutcome:
+        progress = state.in_progress
+        assert progress is not None
+        builds = dict(state.builds)
+        bad = dict(state.bad_versions)
+        if bad_reason is None:
+            builds[progress.version] = _build_of(manifest)
+        else:
+            bad[progress.version] = f"{format_instant(self._clock.now())}: {bad_reason}"
+        running = self.installed_version()
+        recorded = RecordedOutcome(
+            run_id=progress.run_id, status=status, version=running, error=error
+        )
+        state = state.model_copy(
+            update={
+                # Accepted releases move the floor even when the build failed: a release can be
+                # fixed only by a newer manifest, never by replaying an older one.
+                "floor": max(state.floor or 0, manifest.manifest_version),
+                "builds": builds,
+                "bad_versions": bad,
+                "in_progress": None,
+                "last_outcome": recorded,
+            }
+        )
+        self._record(state, "committed")
+        self._tidy(state, keep_part=None)
+        return UpdateOutcome(**recorded.model_dump())
+
+    def _finish_failed(self, state: UpdaterState, error: str, *, bad: bool) -> UpdateOutcome:
+        """Nothing switched (or nothing to switch back to): the running version stays."""
+        progress = state.in_progress
+        assert progress is not None
+        bad_versions = dict(state.bad_versions)
+        if bad:
+            bad_versions[progress.version] = f"{format_instant(self._clock.now())}: {error}"
+        running = self.installed_version()
+        recorded = RecordedOutcome(
+            run_id=progress.run_id, status="failed", version=running, error=error
+        )
+        state = state.model_copy(
+            update={"bad_versions": bad_versions, "in_progress": None, "last_outcome": recorded}
+        )
+        self._record(state, "failed")
+        manifest = parse_manifest(progress.manifest_bytes)
+        self._tidy(state, keep_part=None if bad else manifest.sha256)
+        return UpdateOutcome(**recorded.model_dump())
+
+    def _tidy(self, state: UpdaterState, *, keep_part: str | None) -> None:
+        """Retention and staging clean-up; a failure here never changes an outcome."""
+        try:
+            self._layout.clean_temporaries()
+            self._layout.apply_retention(state.protected_versions(), state.bad_versions)
+            if self._staging.is_dir():
+                keep = part_path(self._staging, keep_part).name if keep_part else None
+                for entry in self._staging.iterdir():
+                    if entry.name != keep and not entry.name.endswith(".etag"):
+                        if entry.is_dir():
+                            shutil.rmtree(entry, ignore_errors=True)
+                        else:
+                            entry.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+    def _outcome(self, run_id: str, status: Status, *, error: str | None) -> UpdateOutcome:
+        return UpdateOutcome(
+            status=status, version=self.installed_version(), error=error, run_id=run_id
+        )
+
+
+def _build_of(manifest: Manifest) -> Build:
+    return Build(
+        manifest_version=manifest.manifest_version,
+        issued_at=manifest.issued_at,
+        sha256=manifest.sha256,
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, UpdateError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return f"{exc.filename or 'install'}: {exc.strerror or exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _tail(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= _COMMAND_OUTPUT_LIMIT else "…" + text[-_COMMAND_OUTPUT_LIMIT:]

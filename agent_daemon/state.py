@@ -1,0 +1,125 @@
+"""The updater's crash-safe state file, `updater-state.json` in the state directory.
+
+Every step of an update is recorded before it runs and after it ran (atomically: temp file, fsync,
+`os.replace`, fsync the directory — `atomic_file`), so a process killed at any step boundary can be
+restarted and finish or undo exactly that step. A file written by a newer format is refused with an
+explanation rather than misread.
+
+What it holds:
+- `floor`: the highest `manifest_version` this host accepted; anything at or below is a rollback.
+- `builds`: what the signed manifest said about each installed version (its issue date is the
+  "running build's date" a sane clock cannot be earlier than).
+- `bad_versions`: versions that failed their self-test or health check here; never retried.
+- `in_progress`: the update under way, with the links as they were before it, so it can be undone.
+- `last_outcome`: the outcome of the last finished update, so asking again for the same run gives
+  the same answer instead of a second attempt.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError
+
+from agent_daemon.atomic_file import read_versioned_json, write_versioned_json
+from agent_daemon.errors import DaemonStateError
+
+__all__ = [
+    "STATE_FILE_NAME",
+    "STATE_FORMAT_VERSION",
+    "Build",
+    "InProgress",
+    "RecordedOutcome",
+    "Step",
+    "UpdaterState",
+    "UpdaterStateStore",
+]
+
+STATE_FILE_NAME = "updater-state.json"
+STATE_FORMAT_VERSION = 1
+
+# The steps of one update, in order; each names what has been done (and recorded) so far.
+#   accepted     verified; the download is next
+#   downloaded   the artifact is in staging and matches the signed length and sha256
+#   installed    versions/<v>/ is complete and passed its self-test
+#   switching    the intended links are recorded; `previous` and `current` are being replaced
+#   switched     `current` points at the new version; restart and health check are next
+#   rolling_back the new version failed; the links go back to `from_version`/`previous_before`
+Step = Literal["accepted", "downloaded", "installed", "switching", "switched", "rolling_back"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Build(_Frozen):
+    manifest_version: int
+    issued_at: AwareDatetime
+    sha256: str
+
+
+class InProgress(_Frozen):
+    run_id: str
+    step: Step
+    version: str
+    manifest_b64: str
+    signature_b64: str
+    artifact_url: str
+    from_version: str | None
+    previous_before: str | None
+    failure: str | None = None
+
+    @property
+    def manifest_bytes(self) -> bytes:
+        return base64.b64decode(self.manifest_b64)
+
+    @property
+    def signature_bytes(self) -> bytes:
+        return base64.b64decode(self.signature_b64)
+
+
+class RecordedOutcome(_Frozen):
+    run_id: str
+    status: Literal["succeeded", "failed", "rolled_back"]
+    version: str | None
+    error: str | None
+
+
+class UpdaterState(_Frozen):
+    floor: int | None = None
+    builds: dict[str, Build] = {}
+    bad_versions: dict[str, str] = {}
+    in_progress: InProgress | None = None
+    last_outcome: RecordedOutcome | None = None
+
+    def protected_versions(self) -> set[str]:
+        """Versions the state file points at: retention must never delete them."""
+        if self.in_progress is None:
+            return set()
+        names = {self.in_progress.version, self.in_progress.from_version}
+        names.add(self.in_progress.previous_before)
+        return {name for name in names if name is not None}
+
+
+class UpdaterStateStore:
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / STATE_FILE_NAME
+
+    def load(self) -> UpdaterState:
+        document = read_versioned_json(self.path, format_version=STATE_FORMAT_VERSION)
+        if document is None:
+            return UpdaterState()
+        try:
+            return UpdaterState.model_validate(document)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            raise DaemonStateError(f"{self.path}: not a usable updater state ({problems})") from exc
+
+    def save(self, state: UpdaterState) -> None:
+        write_versioned_json(
+            self.path, state.model_dump(mode="json"), format_version=STATE_FORMAT_VERSION
+        )

@@ -1,0 +1,137 @@
+"""One update on a real host: real loopback server, real files and symlinks, the agent as a real
+program under a supervisor. Every refusal asserts that the old version keeps running."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.agent_daemon.updater_support.host import Host, host_running
+
+
+def assert_still_running_old(host: Host, outcome_version: str | None, old: str = "1.4.1") -> None:
+    assert outcome_version == old
+    assert host.current() == f"versions/{old}"
+    assert host.running_version() == old
+
+
+def test_a_verified_update_switches_restarts_and_reports_the_new_version(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        outcome = host.apply(host.factory.release("1.5.0", 42), "run-1")
+        assert (outcome.status, outcome.version, outcome.error) == ("succeeded", "1.5.0", None)
+        assert host.current() == "versions/1.5.0"
+        assert host.previous() == "versions/1.4.1"
+        assert host.running_version() == "1.5.0"
+        marker = host.install_root / "versions/1.5.0/.complete"
+        assert marker.read_text().strip() == host.factory.release("1.5.0", 42).manifest.sha256
+        assert host.state()["floor"] == 42
+        assert host.state()["in_progress"] is None
+
+
+def test_a_tampered_artifact_is_refused(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        release = host.factory.release("1.5.0", 42)
+        tampered = bytearray(release.artifact)
+        tampered[len(tampered) // 2] ^= 0xFF
+        request = host.request(release, "run-1")
+        host.server.serve("/v1/agent/runs/run-1/artifact", bytes(tampered))
+        outcome = host.updater().apply(request)
+        assert outcome.status == "failed"
+        assert "expected the signed" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
+        assert not (host.install_root / "versions/1.5.0").exists()
+
+
+def test_a_valid_manifest_with_another_releases_artifact_is_refused(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        wanted = host.factory.release("1.5.0", 42)
+        other = host.factory.release("1.6.0", 43)
+        request = host.request(wanted, "run-1")
+        host.server.serve("/v1/agent/runs/run-1/artifact", other.artifact)
+        outcome = host.updater().apply(request)
+        assert outcome.status == "failed"
+        assert "another release's artifact" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
+
+
+def test_a_signature_by_an_unpinned_key_is_refused(tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    with host_running(tmp_path) as host:
+        rogue = Ed25519PrivateKey.generate()
+        release = host.factory.release("1.5.0", 42, key=rogue)
+        outcome = host.apply(release, "run-1")
+        assert outcome.status == "failed"
+        assert "is not a trusted release key" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
+        assert host.server.requests("/v1/agent/runs/run-1/artifact") == []
+
+
+def test_manifest_41_after_42_is_a_rollback_and_refused(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        assert host.apply(host.factory.release("1.5.0", 42), "run-1").status == "succeeded"
+        outcome = host.apply(host.factory.release("1.6.0", 41), "run-2")
+        assert outcome.status == "failed"
+        assert "manifest_version 41 is not above 42" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version, old="1.5.0")
+
+
+def test_an_expired_manifest_is_refused(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    with host_running(tmp_path) as host:
+        release = host.factory.release("1.5.0", 42, expires_in=timedelta(minutes=30))
+        outcome = host.apply(release, "run-1")
+        assert outcome.status == "failed"
+        assert "expired" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
+
+
+def test_a_release_for_another_platform_is_refused(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        outcome = host.apply(host.factory.release("1.5.0", 42, platform="linux-aarch64"), "run-1")
+        assert outcome.status == "failed"
+        assert "'linux-aarch64' is not this host's 'linux-x86_64'" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
+
+
+def test_an_archive_with_dotdot_is_refused_and_writes_nothing_outside(tmp_path: Path) -> None:
+    from tests.agent_daemon.updater_support.releases import evil_archive
+
+    with host_running(tmp_path) as host:
+        artifact = evil_archive("../x")
+        release = host.factory.sign(artifact, version="1.5.0", manifest_version=42)
+        outcome = host.apply(release, "run-1")
+        assert outcome.status == "failed"
+        assert "'../x'" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
+        assert not (host.install_root / "versions/x").exists()
+        assert not (host.install_root / "x").exists()
+        assert sorted(os.listdir(host.install_root / "versions")) == ["1.4.1"]
+
+
+def test_a_build_that_fails_its_self_test_is_never_switched_to(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        release = host.factory.release("1.5.0", 42, "wrong-version")
+        outcome = host.apply(release, "run-1")
+        assert outcome.status == "failed"
+        assert "self-test of 1.5.0 failed" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
+        assert "1.5.0" in host.state()["bad_versions"]
+
+
+def test_a_build_that_never_becomes_healthy_is_rolled_back_within_the_deadline(
+    tmp_path: Path,
+) -> None:
+    with host_running(tmp_path) as host:
+        release = host.factory.release("1.5.0", 42, "never-healthy")
+        outcome = host.updater(health_deadline_seconds=3.0).apply(host.request(release, "run-1"))
+        assert outcome.status == "rolled_back"
+        assert "not healthy within 3 s" in (outcome.error or "")
+        assert "rolled back to 1.4.1" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
+        assert host.previous() is None
+        # Marked bad: the same version is not tried again.
+        again = host.apply(host.factory.release("1.5.0", 43, "never-healthy"), "run-2")
+        assert again.status == "failed"
+        assert "failed on this host before" in (again.error or "")
