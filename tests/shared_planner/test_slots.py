@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from shared_planner import (
     InvalidPlanningInput,
+    InvalidSchedule,
+    InvalidTimeZone,
     Slot,
     due_slot,
     next_slot,
@@ -55,3 +58,152 @@ def test_next_slot_is_strictly_after() -> None:
     slot = next_slot(["03:00"], after=utc(2027, 1, 1, 2, 0), tz=AMS)
     assert slot.key == "2027-01-02T03:00"
     assert slot.at - utc(2027, 1, 1, 2, 0) == timedelta(days=1)
+
+
+AT = utc(2027, 1, 1, 2, 0)  # 03:00 CET on 1 January 2027
+TICK = timedelta(microseconds=1)
+WINDOW = timedelta(minutes=15)
+
+
+@pytest.mark.parametrize(
+    ("now", "due"),
+    [
+        pytest.param(AT - TICK, False, id="just_before_at"),
+        pytest.param(AT, True, id="now_equals_at"),
+        pytest.param(AT + WINDOW - TICK, True, id="last_moment_of_window"),
+        pytest.param(AT + WINDOW, False, id="now_equals_at_plus_catch_up"),
+    ],
+)
+def test_window_boundaries(now: datetime, due: bool) -> None:
+    slot = due_slot(["03:00"], now=now, tz=AMS)
+    assert (slot is not None) is due
+    if slot is not None:
+        assert slot.at == AT
+
+
+@pytest.mark.parametrize(
+    ("now", "due"),
+    [
+        pytest.param(utc(2027, 1, 1, 22, 55), True, id="at_2355"),
+        pytest.param(utc(2027, 1, 1, 23, 5), True, id="at_0005_next_day"),
+        pytest.param(utc(2027, 1, 1, 23, 10) - TICK, True, id="just_before_0010_next_day"),
+        pytest.param(utc(2027, 1, 1, 23, 10), False, id="at_0010_next_day"),
+    ],
+)
+def test_2355_window_runs_past_midnight(now: datetime, due: bool) -> None:
+    slot = due_slot(["23:55"], now=now, tz=AMS)
+    assert (slot.key if slot else None) == ("2027-01-01T23:55" if due else None)
+
+
+@pytest.mark.parametrize(
+    ("last_consumed", "due"),
+    [
+        pytest.param(AT - TICK, True, id="consumed_just_before_at"),
+        pytest.param(AT, False, id="consumed_at_at"),
+        pytest.param(AT + TICK, False, id="consumed_after_at"),
+    ],
+)
+def test_last_consumed_boundary(last_consumed: datetime, due: bool) -> None:
+    slot = due_slot(["03:00"], now=AT + timedelta(minutes=5), tz=AMS, last_consumed=last_consumed)
+    assert (slot is not None) is due
+
+
+def test_the_latest_open_slot_is_due_and_consuming_it_supersedes_the_earlier() -> None:
+    times = ["03:00", "03:05", "03:10"]
+    now = utc(2027, 1, 1, 2, 12)
+    slot = due_slot(times, now=now, tz=AMS)
+    assert slot is not None
+    assert slot.key == "2027-01-01T03:10"
+    assert due_slot(times, now=now, tz=AMS, last_consumed=slot.at) is None
+
+
+def test_a_slot_after_the_last_consumed_one_is_still_due() -> None:
+    # last_consumed is an instant: everything up to it is settled, nothing after it is.
+    times = ["03:00", "03:05"]
+    now = utc(2027, 1, 1, 2, 7)
+    slot = due_slot(times, now=now, tz=AMS, last_consumed=utc(2027, 1, 1, 2, 0))
+    assert slot is not None
+    assert slot.key == "2027-01-01T03:05"
+
+
+@pytest.mark.parametrize(
+    ("catch_up", "message"),
+    [
+        pytest.param(timedelta(0), r"^catch_up: 0:00:00 is out of range", id="zero"),
+        pytest.param(timedelta(minutes=-15), r"^catch_up: -1 day, 23:45:00 is out", id="negative"),
+        pytest.param(timedelta(hours=24, microseconds=1), r"^catch_up: 1 day", id="over_a_day"),
+        pytest.param(15, r"^catch_up: 15 is not a timedelta", id="bare_number"),
+    ],
+)
+def test_catch_up_out_of_range_is_refused(catch_up: timedelta, message: str) -> None:
+    with pytest.raises(InvalidPlanningInput, match=message):
+        due_slot(["03:00"], now=AT, tz=AMS, catch_up=catch_up)
+
+
+def test_a_whole_day_catch_up_is_accepted() -> None:
+    slot = due_slot(["03:00"], now=AT + timedelta(hours=23), tz=AMS, catch_up=timedelta(hours=24))
+    assert slot is not None
+    assert slot.at == AT
+
+
+def test_naive_last_consumed_is_refused() -> None:
+    with pytest.raises(InvalidPlanningInput, match=r"^last_consumed: .* has no time zone"):
+        due_slot(["03:00"], now=AT, tz=AMS, last_consumed=datetime(2027, 1, 1))
+
+
+def test_now_in_another_offset_means_the_same_instant() -> None:
+    tokyo_now = AT.astimezone(ZoneInfo("Asia/Tokyo"))
+    assert due_slot(["03:00"], now=tokyo_now, tz=AMS) == due_slot(["03:00"], now=AT, tz=AMS)
+
+
+def test_bad_schedule_is_refused_by_every_planner_function() -> None:
+    with pytest.raises(InvalidSchedule, match=r"^times\[0\]: '3:00'"):
+        due_slot(["3:00"], now=AT, tz=AMS)
+    with pytest.raises(InvalidSchedule, match=r"^times\[1\]: \{\"a\": 1\}"):
+        slots_between(["03:00", {"a": 1}], start=AT, end=AT, tz=AMS)  # type: ignore[list-item]
+    with pytest.raises(InvalidSchedule, match=r"^times: '03:00' is not a list"):
+        next_slot("03:00", after=AT, tz=AMS)
+
+
+def test_unknown_zone_is_refused_by_every_planner_function() -> None:
+    with pytest.raises(InvalidTimeZone):
+        due_slot(["03:00"], now=AT, tz="Mars/Olympus_Mons")
+    with pytest.raises(InvalidTimeZone):
+        next_slot(["03:00"], after=AT, tz="")
+
+
+def test_slots_between_is_half_open() -> None:
+    assert [s.at for s in slots_between(["03:00"], start=AT, end=AT + TICK, tz=AMS)] == [AT]
+    assert slots_between(["03:00"], start=AT - timedelta(hours=1), end=AT, tz=AMS) == []
+    assert slots_between(["03:00"], start=AT + TICK, end=AT + timedelta(hours=1), tz=AMS) == []
+
+
+def test_slots_between_refuses_a_reversed_range() -> None:
+    with pytest.raises(InvalidPlanningInput, match=r"^end: .* is before start"):
+        slots_between(["03:00"], start=AT, end=AT - TICK, tz=AMS)
+
+
+def test_slots_between_spans_days_one_slot_per_time_per_day() -> None:
+    slots = slots_between(["03:00", "23:55"], start=utc(2027, 1, 1), end=utc(2027, 1, 31), tz=AMS)
+    assert len(slots) == 60
+    assert [s.at for s in slots] == sorted(s.at for s in slots)
+
+
+def test_next_slot_boundaries() -> None:
+    assert next_slot(["03:00"], after=AT - TICK, tz=AMS).at == AT
+    assert next_slot(["03:00"], after=AT, tz=AMS).at == AT + timedelta(days=1)
+
+
+def test_next_slot_across_the_day_that_never_happened() -> None:
+    slot = next_slot(["03:00"], after=utc(2011, 12, 29, 13, 0), tz="Pacific/Apia")
+    assert slot.key == "2011-12-31T03:00"
+    assert slot.at == utc(2011, 12, 30, 13, 0)
+
+
+def test_slot_refuses_a_key_that_does_not_match() -> None:
+    with pytest.raises(InvalidPlanningInput, match=r"^key: '2027-01-01T03:05'"):
+        Slot(key="2027-01-01T03:05", day=date(2027, 1, 1), wall=time(3, 0), at=AT)
+
+
+def test_parsed_times_and_strings_plan_alike() -> None:
+    assert due_slot([time(3, 0)], now=AT, tz=AMS) == due_slot(["03:00"], now=AT, tz=AMS)
