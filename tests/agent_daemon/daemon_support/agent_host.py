@@ -138,7 +138,7 @@ class DaemonProcess:
             self._changed.notify_all()
 
     def wait_for(self, event: str, *, count: int = 1, **fields: object) -> dict[str, Any]:
-        """The `count`-th event named `event` whose fields match; fails after a generous deadline."""
+        """The `count`-th matching event named `event`; fails after a generous deadline."""
         deadline = time.monotonic() + EVENT_DEADLINE_SECONDS
         with self._changed:
             while True:
