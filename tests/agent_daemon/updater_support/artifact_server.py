@@ -16,8 +16,8 @@ Behaviour = Literal[
     "normal",  # 200 / 206 with Range and If-Range honoured
     "ignore_range",  # always the whole body with 200
     "cut_once",  # the first request stops after `cut_after` bytes, later ones are normal
-    "overlong",  # the body carries extra bytes beyond the artifact (honest Content-Length)
-    "overlong_announced",  # announces more than the artifact in Content-Length
+    "overlong_announced",  # extra bytes beyond the artifact, announced in Content-Length
+    "overlong_streamed",  # extra bytes beyond the artifact, no Content-Length (close-delimited)
     "trickle",  # one byte every `trickle_interval` seconds
     "stall",  # headers, then silence
 ]
@@ -60,15 +60,18 @@ class _Handler(BaseHTTPRequestHandler):
         if range_header and honour and (if_range is None or if_range == served.etag):
             start = int(range_header.removeprefix("bytes=").split("-")[0])
         payload = body[start:]
-        if served.behaviour == "overlong":
+        if served.behaviour in ("overlong_announced", "overlong_streamed"):
             payload += b"X" * 4096
         self.send_response(206 if start else 200)
         self.send_header("ETag", served.etag)
         self.send_header("Accept-Ranges", "bytes")
-        announced = len(payload) + (1000 if served.behaviour == "overlong_announced" else 0)
         if start:
             self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-        self.send_header("Content-Length", str(announced))
+        if served.behaviour == "overlong_streamed":
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        else:
+            self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         if served.behaviour == "stall":
             self.server.stop_event.wait(30)
@@ -114,7 +117,7 @@ class ArtifactServer:
 @contextmanager
 def artifact_server() -> Iterator[ArtifactServer]:
     server = _Server()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield ArtifactServer(_server=server)

@@ -1,0 +1,182 @@
+"""Installing a build: hostile archives are refused before a byte is written, a build is whole
+only once `.complete` exists, links are replaced atomically, retention never deletes what runs."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from agent_daemon.errors import InstallFailed, SelfTestFailed, UnsafeArchive
+from agent_daemon.install import install_build, self_test
+from agent_daemon.layout import COMPLETE_MARKER, InstallLayout
+from signed_release.demo_agent import build_demo_agent
+from tests.agent_daemon.updater_support.releases import evil_archive
+
+
+def archive_with(member: tarfile.TarInfo, data: bytes = b"") -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        script = b"#!/bin/sh\necho 1.5.0\n"
+        entry = tarfile.TarInfo("bin/provibr-agent")
+        entry.size, entry.mode = len(script), 0o755
+        archive.addfile(entry, io.BytesIO(script))
+        archive.addfile(member, io.BytesIO(data) if data else None)
+    return buffer.getvalue()
+
+
+def special(name: str, kind: bytes, linkname: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = linkname
+    return info
+
+
+def install(tmp_path: Path, artifact: bytes, *, unpacked_size: int = 10_000) -> Path:
+    path = tmp_path / "artifact.tar.gz"
+    path.write_bytes(artifact)
+    layout = InstallLayout(tmp_path / "root")
+    return install_build(
+        layout,
+        path,
+        version="1.5.0",
+        sha256=hashlib.sha256(artifact).hexdigest(),
+        unpacked_size=unpacked_size,
+    )
+
+
+@pytest.mark.parametrize(
+    ("artifact", "message"),
+    [
+        pytest.param(evil_archive("../x"), "'../x'", id="dotdot"),
+        pytest.param(evil_archive("bin/../../x"), "'bin/../../x'", id="dotdot_inside"),
+        pytest.param(evil_archive("/etc/cron.d/x"), "absolute paths", id="absolute"),
+        pytest.param(evil_archive("lib/escape", link_to="../../../etc/passwd"),
+                     "leaves the build folder", id="symlink_up_and_out"),
+        pytest.param(evil_archive("lib/escape", link_to="/etc/passwd"),
+                     "leaves the build folder", id="symlink_absolute"),
+        pytest.param(archive_with(special("lib/hard", tarfile.LNKTYPE, "../outside")),
+                     "hard link", id="hardlink_out"),
+        pytest.param(archive_with(special("dev/sda", tarfile.BLKTYPE)), "special files",
+                     id="block_device"),
+        pytest.param(archive_with(special("run/fifo", tarfile.FIFOTYPE)), "special files",
+                     id="fifo"),
+    ],
+)  # fmt: skip
+def test_a_hostile_archive_is_refused_and_nothing_is_written(
+    tmp_path: Path, artifact: bytes, message: str
+) -> None:
+    with pytest.raises(UnsafeArchive, match=message):
+        install(tmp_path, artifact)
+    assert os.listdir(tmp_path / "root/versions") == []
+    assert not (tmp_path / "x").exists()
+
+
+def test_an_internal_symlink_is_allowed(tmp_path: Path) -> None:
+    final = install(tmp_path, evil_archive("bin/agent", link_to="provibr-agent"))
+    assert os.readlink(final / "bin/agent") == "provibr-agent"
+
+
+def test_an_archive_larger_than_its_signed_unpacked_size_is_refused(tmp_path: Path) -> None:
+    big = tarfile.TarInfo("share/blob")
+    big.size = 50_000
+    artifact = archive_with(big, b"\0" * 50_000)
+    with pytest.raises(UnsafeArchive, match="more than the signed unpacked_size of 10000"):
+        install(tmp_path, artifact)
+
+
+def test_a_build_is_complete_only_with_its_marker_holding_the_sha256(tmp_path: Path) -> None:
+    artifact = build_demo_agent(tmp_path / "a.tar.gz", version="1.5.0").read_bytes()
+    final = install(tmp_path, artifact)
+    assert (final / COMPLETE_MARKER).read_text().strip() == hashlib.sha256(artifact).hexdigest()
+    assert not list((tmp_path / "root/versions").glob(".*.tmp"))
+
+
+def test_installing_the_same_build_twice_changes_nothing(tmp_path: Path) -> None:
+    artifact = build_demo_agent(tmp_path / "a.tar.gz", version="1.5.0").read_bytes()
+    final = install(tmp_path, artifact)
+    before = (final / COMPLETE_MARKER).stat().st_mtime_ns
+    assert install(tmp_path, artifact) == final
+    assert (final / COMPLETE_MARKER).stat().st_mtime_ns == before
+
+
+def test_a_torn_install_without_marker_is_redone(tmp_path: Path) -> None:
+    artifact = build_demo_agent(tmp_path / "a.tar.gz", version="1.5.0").read_bytes()
+    torn = tmp_path / "root/versions/1.5.0"
+    torn.mkdir(parents=True)
+    (torn / "half-written").write_text("x")
+    final = install(tmp_path, artifact)
+    assert not (final / "half-written").exists()
+    assert (final / COMPLETE_MARKER).exists()
+
+
+def test_another_build_under_an_installed_version_name_is_refused(tmp_path: Path) -> None:
+    first = build_demo_agent(tmp_path / "a.tar.gz", version="1.5.0").read_bytes()
+    install(tmp_path, first)
+    other = build_demo_agent(tmp_path / "b.tar.gz", version="1.5.0", fault="crash").read_bytes()
+    with pytest.raises(InstallFailed, match="already installed from another build"):
+        install(tmp_path, other)
+
+
+def test_the_self_test_needs_the_exact_version(tmp_path: Path) -> None:
+    good = install(tmp_path, build_demo_agent(tmp_path / "g.tar.gz", version="1.5.0").read_bytes())
+    self_test(good, "1.5.0")
+    with pytest.raises(SelfTestFailed, match=r"printed '1\.5\.0', expected '1\.5\.1'"):
+        self_test(good, "1.5.1")
+
+
+def make_versions(layout: InstallLayout, *versions: str) -> None:
+    for version in versions:
+        folder = layout.versions / version
+        folder.mkdir(parents=True)
+        (folder / COMPLETE_MARKER).write_text("ab" * 32)
+
+
+def test_links_are_relative_and_name_complete_versions(tmp_path: Path) -> None:
+    layout = InstallLayout(tmp_path)
+    make_versions(layout, "1.4.1", "1.5.0")
+    layout.point("current", "1.5.0")
+    layout.point("previous", "1.4.1")
+    assert os.readlink(tmp_path / "current") == "versions/1.5.0"
+    assert layout.link_target("current") == "1.5.0"
+    layout.point("current", "1.4.1")
+    assert layout.link_target("current") == "1.4.1"
+    assert not (tmp_path / ".current.tmp").exists()
+
+
+def test_a_link_to_a_torn_version_does_not_count_as_installed(tmp_path: Path) -> None:
+    layout = InstallLayout(tmp_path)
+    (layout.versions / "1.5.0").mkdir(parents=True)
+    os.symlink("versions/1.5.0", tmp_path / "current")
+    assert layout.link_target("current") is None
+
+
+def test_retention_keeps_three_and_never_current_previous_or_protected(tmp_path: Path) -> None:
+    layout = InstallLayout(tmp_path)
+    make_versions(layout, "1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0")
+    layout.point("current", "1.0.0")
+    layout.point("previous", "1.1.0")
+    removed = layout.apply_retention(protected=["1.2.0"], bad=[])
+    assert removed == ["1.3.0", "1.4.0", "1.5.0"]
+    assert layout.installed_versions() == ["1.0.0", "1.1.0", "1.2.0"]
+
+
+def test_retention_removes_bad_and_torn_versions_first(tmp_path: Path) -> None:
+    layout = InstallLayout(tmp_path)
+    make_versions(layout, "1.3.0", "1.4.0", "1.5.0")
+    (layout.versions / "1.6.0").mkdir()
+    layout.point("current", "1.4.0")
+    removed = layout.apply_retention(protected=[], bad=["1.5.0"])
+    assert sorted(removed) == ["1.5.0", "1.6.0"]
+    assert layout.installed_versions() == ["1.3.0", "1.4.0"]
+
+
+def test_retention_never_deletes_a_bad_version_that_is_current(tmp_path: Path) -> None:
+    layout = InstallLayout(tmp_path)
+    make_versions(layout, "1.5.0")
+    layout.point("current", "1.5.0")
+    assert layout.apply_retention(protected=[], bad=["1.5.0"]) == []
