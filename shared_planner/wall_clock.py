@@ -44,6 +44,19 @@ def zone_of(tz: str | ZoneInfo, *, field: str = "tz") -> ZoneInfo:
         raise InvalidTimeZone(tz, field=field) from exc
 
 
+# The years the planner answers for. Beyond them the walk over neighbouring dates would leave the
+# calendar datetime can hold; no schedule is planned that far out.
+FIRST_YEAR, LAST_YEAR = 1900, 8999
+
+
+def _check_year(value: date, *, field: str) -> None:
+    if not FIRST_YEAR <= value.year <= LAST_YEAR:
+        raise InvalidPlanningInput(
+            f"{field}: {value.isoformat()!r} is out of range "
+            f"(expected a date in the years {FIRST_YEAR} to {LAST_YEAR})"
+        )
+
+
 def require_aware(value: object, *, field: str) -> datetime:
     """`value` as an aware UTC datetime; a naive one (or a non-datetime) is refused by name."""
     if not isinstance(value, datetime):
@@ -55,6 +68,7 @@ def require_aware(value: object, *, field: str) -> datetime:
             f"{field}: {value.isoformat()!r} has no time zone "
             "(expected an aware instant, e.g. datetime.now(UTC))"
         )
+    _check_year(value, field=field)
     return value.astimezone(UTC)
 
 
@@ -68,6 +82,7 @@ def _check_wall(day: object, wall: object) -> None:
             f"wall: {wall.isoformat()!r} carries a time zone (expected a wall-clock time; "
             "the zone is given separately)"
         )
+    _check_year(day, field="day")
 
 
 def resolve_wall_time(day: date, wall: time, tz: str | ZoneInfo) -> datetime:
