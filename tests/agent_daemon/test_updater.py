@@ -4,9 +4,15 @@ program under a supervisor. Every refusal asserts that the old version keeps run
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
-from tests.agent_daemon.updater_support.host import Host, host_running
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from agent_daemon.locking import update_lock
+from tests.agent_daemon.updater_support.host import Host, customer_host, host_running
+from tests.agent_daemon.updater_support.releases import evil_archive
 
 
 def assert_still_running_old(host: Host, outcome_version: str | None, old: str = "1.4.1") -> None:
@@ -55,8 +61,6 @@ def test_a_valid_manifest_with_another_releases_artifact_is_refused(tmp_path: Pa
 
 
 def test_a_signature_by_an_unpinned_key_is_refused(tmp_path: Path) -> None:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     with host_running(tmp_path) as host:
         rogue = Ed25519PrivateKey.generate()
         release = host.factory.release("1.5.0", 42, key=rogue)
@@ -77,8 +81,6 @@ def test_manifest_41_after_42_is_a_rollback_and_refused(tmp_path: Path) -> None:
 
 
 def test_an_expired_manifest_is_refused(tmp_path: Path) -> None:
-    from datetime import timedelta
-
     with host_running(tmp_path) as host:
         release = host.factory.release("1.5.0", 42, expires_in=timedelta(minutes=30))
         outcome = host.apply(release, "run-1")
@@ -96,8 +98,6 @@ def test_a_release_for_another_platform_is_refused(tmp_path: Path) -> None:
 
 
 def test_an_archive_with_dotdot_is_refused_and_writes_nothing_outside(tmp_path: Path) -> None:
-    from tests.agent_daemon.updater_support.releases import evil_archive
-
     with host_running(tmp_path) as host:
         artifact = evil_archive("../x")
         release = host.factory.sign(artifact, version="1.5.0", manifest_version=42)
@@ -135,3 +135,106 @@ def test_a_build_that_never_becomes_healthy_is_rolled_back_within_the_deadline(
         again = host.apply(host.factory.release("1.5.0", 43, "never-healthy"), "run-2")
         assert again.status == "failed"
         assert "failed on this host before" in (again.error or "")
+
+
+@pytest.mark.parametrize(
+    ("serving", "expected"),
+    [
+        pytest.param({"behaviour": "overlong_streamed"}, "sent more than the signed length",
+                     id="streams_past_length"),
+        pytest.param({"behaviour": "overlong_announced"}, "the server announces",
+                     id="announces_past_length"),
+        pytest.param({"behaviour": "trickle", "trickle_interval": 0.05}, "ran past its deadline",
+                     id="trickle"),
+    ],
+)  # fmt: skip
+def test_a_misbehaving_server_is_cut_off_and_the_old_version_keeps_running(
+    tmp_path: Path, serving: dict[str, object], expected: str
+) -> None:
+    with host_running(tmp_path) as host:
+        release = host.factory.release("1.5.0", 42)
+        updater = host.updater(download_deadline_seconds=0.5)
+        outcome = updater.apply(host.request(release, "run-1", **serving))
+        assert outcome.status == "failed"
+        assert expected in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
+        assert host.state()["in_progress"] is None
+
+
+def test_not_enough_disk_is_refused_before_downloading(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        release = host.factory.release("1.5.0", 42)
+        outcome = host.updater(disk_reserve_bytes=10**18).apply(host.request(release, "run-1"))
+        assert outcome.status == "failed"
+        assert "not enough disk space" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
+        assert host.server.requests("/v1/agent/runs/run-1/artifact") == []
+
+
+def test_an_interrupted_download_resumes_with_range_on_the_next_attempt(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        release = host.factory.release("1.5.0", 42)
+        request = host.request(release, "run-1", behaviour="cut_once", cut_after=500)
+        first = host.updater().apply(request)
+        assert first.status == "failed"
+        assert "kept to resume" in (first.error or "")
+        assert_still_running_old(host, first.version)
+        second = host.updater().apply(request)
+        assert (second.status, second.version) == ("succeeded", "1.5.0")
+        resumed = host.server.requests("/v1/agent/runs/run-1/artifact")[-1]
+        assert resumed["range"] == "bytes=500-"
+        assert host.running_version() == "1.5.0"
+
+
+def test_a_server_that_ignores_range_is_downloaded_again_from_the_start(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        release = host.factory.release("1.5.0", 42)
+        request = host.request(release, "run-1", behaviour="cut_once", cut_after=500)
+        assert host.updater().apply(request).status == "failed"
+        host.server.serve(
+            "/v1/agent/runs/run-1/artifact", release.artifact, behaviour="ignore_range"
+        )
+        outcome = host.updater().apply(request)
+        assert (outcome.status, outcome.version) == ("succeeded", "1.5.0")
+        assert host.server.requests("/v1/agent/runs/run-1/artifact")[-1]["range"] == "bytes=500-"
+
+
+def test_one_update_at_a_time(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        release = host.factory.release("1.5.0", 42)
+        with update_lock(host.state_dir):
+            # The lock is per open file description, so a second holder in this process conflicts
+            # exactly as another process would.
+            outcome = host.apply(release, "run-1")
+        assert outcome.status == "failed"
+        assert "another update is in progress" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
+
+
+def test_the_same_run_again_gets_the_same_outcome_not_a_second_update(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        request = host.request(host.factory.release("1.5.0", 42), "run-1")
+        first = host.updater().apply(request)
+        again = host.updater().apply(request)
+        assert again == first
+        assert first.status == "succeeded"
+        assert len(host.server.requests("/v1/agent/runs/run-1/artifact")) == 1
+
+
+def test_retention_keeps_at_most_three_versions(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        for number, version in enumerate(["1.5.0", "1.6.0", "1.7.0"], start=42):
+            outcome = host.apply(host.factory.release(version, number), f"run-{version}")
+            assert outcome.status == "succeeded", outcome.error
+        assert host.versions_on_disk() == ["1.5.0", "1.6.0", "1.7.0"]
+        assert (host.current(), host.previous()) == ("versions/1.7.0", "versions/1.6.0")
+        assert not list((host.state_dir / "staging").iterdir())
+
+
+def test_a_first_install_on_an_empty_host(tmp_path: Path) -> None:
+    with customer_host(tmp_path) as host:
+        assert host.updater().installed_version() is None
+        outcome = host.apply(host.factory.release("1.0.0", 1), "run-1")
+        assert (outcome.status, outcome.version) == ("succeeded", "1.0.0")
+        assert host.updater().installed_version() == "1.0.0"
+        assert host.previous() is None

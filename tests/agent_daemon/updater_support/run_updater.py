@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from agent_daemon.updater import Updater, UpdateRequest, UpdaterSettings
+from agent_daemon.updater import UpdateOutcome, Updater, UpdateRequest, UpdaterSettings
 from nachtwacht.clock import SystemClock
 from signed_release import load_public_keys
 
@@ -46,6 +46,7 @@ def main(job_path: str) -> int:
     )
     with httpx.Client() as client:
         updater = Updater(settings=settings, client=client, clock=SystemClock(), on_step=on_step)
+        outcome: UpdateOutcome | None
         if job["mode"] == "apply":
             request = job["request"]
             outcome = updater.apply(
