@@ -34,7 +34,6 @@ from agent_daemon.download import (
     DownloadLimits,
     download_artifact,
     final_path,
-    part_path,
 )
 from agent_daemon.errors import (
     DaemonStateError,
@@ -159,6 +158,12 @@ class Updater:
                 return self._apply_locked(request)
         except (UpdateInProgress, DaemonStateError) as exc:
             return self._outcome(request.run_id, "failed", error=str(exc))
+        except OSError as exc:
+            # E.g. the state directory is full or read-only: whatever step was recorded last is
+            # finished by resume() once the cause is fixed.
+            return self._outcome(
+                request.run_id, "failed", error=f"update interrupted: {_describe(exc)}"
+            )
 
     def resume(self) -> UpdateOutcome | None:
         """After a crash: finish (or undo) what the state file says was in progress; None when
@@ -489,9 +494,10 @@ class Updater:
             self._layout.clean_temporaries()
             self._layout.apply_retention(state.protected_versions(), state.bad_versions)
             if self._staging.is_dir():
-                keep = part_path(self._staging, keep_part).name if keep_part else None
+                # A resumable download keeps its bytes and the ETag they came with.
+                keep = {f"{keep_part}.part", f"{keep_part}.etag"} if keep_part else set()
                 for entry in self._staging.iterdir():
-                    if entry.name != keep and not entry.name.endswith(".etag"):
+                    if entry.name not in keep:
                         if entry.is_dir():
                             shutil.rmtree(entry, ignore_errors=True)
                         else:

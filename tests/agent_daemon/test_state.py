@@ -118,3 +118,31 @@ def test_apply_with_a_newer_state_file_is_a_failed_outcome_that_changes_nothing(
     assert outcome.status == "failed"
     assert "written by a newer nachtwacht agent" in (outcome.error or "")
     assert (state_dir / STATE_FILE_NAME).read_bytes() == newer
+
+
+def test_an_unwritable_state_directory_is_a_failed_outcome_not_an_exception(
+    tmp_path: Path,
+) -> None:
+    factory = ReleaseFactory(workdir=tmp_path)
+    blocked = tmp_path / "state"
+    blocked.write_text("a file where the state directory should be")
+    settings = UpdaterSettings(
+        install_root=tmp_path / "root",
+        state_dir=blocked,
+        trusted_keys=factory.trusted,
+        platform="linux-x86_64",
+        channel="stable",
+        health_command=("true",),
+    )
+    release = factory.sign(b"x", version="1.5.0", manifest_version=42, unpacked_size=1)
+    with httpx.Client() as client:
+        outcome = Updater(settings=settings, client=client, clock=SystemClock()).apply(
+            UpdateRequest(
+                run_id="run-1",
+                manifest=release.manifest_bytes,
+                signature=release.signature,
+                artifact_url="http://127.0.0.1:9/never-fetched",
+            )
+        )
+    assert (outcome.status, outcome.version) == ("failed", None)
+    assert "update interrupted" in (outcome.error or "")
