@@ -13,6 +13,7 @@ Without `anchor` the anchor is the moment the value is read; without `speed` it 
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -38,7 +39,7 @@ class ClockConfigError(ValueError):
 
 
 class Clock(Protocol):
-    """Product time. `sleep` and `real_seconds` take product seconds, so waits follow a fast clock."""
+    """Product time. `sleep` and `real_seconds` take product seconds: waits follow a fast clock."""
 
     @property
     def is_fake(self) -> bool: ...
@@ -87,8 +88,10 @@ class FakeClock:
     def __post_init__(self) -> None:
         if self.start.tzinfo is None:
             raise ClockConfigError(f"start: {self.start.isoformat()!r} has no time zone (use ...Z)")
-        if not self.speed > 0:
-            raise ClockConfigError(f"speed: {self.speed!r} must be a positive number")
+        if not math.isfinite(self.anchor):
+            raise ClockConfigError(f"anchor: {self.anchor!r} must be a finite Unix time")
+        if not (self.speed > 0 and math.isfinite(self.speed)):
+            raise ClockConfigError(f"speed: {self.speed!r} must be a positive, finite number")
 
     def now(self) -> datetime:
         elapsed = (time.time() - self.anchor) * self.speed
@@ -109,7 +112,8 @@ class FakeClock:
 
     def setting(self) -> str:
         """The environment value that reproduces this clock in another process."""
-        start = self.start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        # Full precision: a child process given a rounded start would run behind its parent.
+        start = self.start.astimezone(UTC).isoformat().replace("+00:00", "Z")
         return f"{start},anchor={self.anchor!r},speed={self.speed!r}"
 
 
@@ -128,21 +132,30 @@ def parse_fake_clock(value: str, *, read_at: float) -> FakeClock:
             f"{FAKE_CLOCK_ENV}: {parts[0]!r} has no time zone (expected e.g. 2026-10-25T00:50:00Z)"
         )
     options: dict[str, float] = {"anchor": read_at, "speed": 1.0}
+    given: set[str] = set()
     for part in parts[1:]:
         name, sep, raw = part.partition("=")
+        name = name.strip()
         if not sep or name not in options:
             raise ClockConfigError(
-                f"{FAKE_CLOCK_ENV}: {part!r} is not understood (expected anchor=UNIX_TIME or speed=N)"
+                f"{FAKE_CLOCK_ENV}: {part!r} is not understood "
+                "(expected anchor=UNIX_TIME or speed=N)"
             )
+        if name in given:
+            raise ClockConfigError(f"{FAKE_CLOCK_ENV}: {name} is given twice (expected it once)")
+        given.add(name)
         try:
             options[name] = float(raw)
         except ValueError as exc:
             raise ClockConfigError(f"{FAKE_CLOCK_ENV}: {name}={raw!r} is not a number") from exc
-    return FakeClock(start=start, anchor=options["anchor"], speed=options["speed"])
+    try:
+        return FakeClock(start=start, anchor=options["anchor"], speed=options["speed"])
+    except ClockConfigError as exc:
+        raise ClockConfigError(f"{FAKE_CLOCK_ENV}: {exc}") from exc
 
 
 def clock_from_env(environ: Mapping[str, str] | None = None) -> Clock:
-    """The program's clock: a fake one when `NACHTWACHT_FAKE_CLOCK` is set, else the system clock."""
+    """The program's clock: a fake one when `NACHTWACHT_FAKE_CLOCK` is set, else the host's."""
     env = os.environ if environ is None else environ
     value = env.get(FAKE_CLOCK_ENV, "").strip()
     if not value:

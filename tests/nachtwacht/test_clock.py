@@ -1,0 +1,163 @@
+"""The one clock per program: fake-clock settings that name their errors, agree across processes,
+and make waits follow the fast clock."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from nachtwacht import clock as clock_module
+from nachtwacht.clock import (
+    FAKE_CLOCK_ENV,
+    ClockConfigError,
+    FakeClock,
+    SystemClock,
+    clock_from_env,
+    parse_fake_clock,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+SETTING = "2026-10-25T00:50:00Z,anchor=1764465000.0,speed=60"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        pytest.param(
+            "yesterday",
+            f"{FAKE_CLOCK_ENV}: 'yesterday' is not an ISO 8601 instant "
+            "(expected e.g. 2026-10-25T00:50:00Z)",
+            id="not_an_instant",
+        ),
+        pytest.param(
+            "2026-10-25T00:50:00",
+            f"{FAKE_CLOCK_ENV}: '2026-10-25T00:50:00' has no time zone "
+            "(expected e.g. 2026-10-25T00:50:00Z)",
+            id="naive_instant",
+        ),
+        pytest.param(
+            "2026-10-25T00:50:00Z,speed=fast",
+            f"{FAKE_CLOCK_ENV}: speed='fast' is not a number",
+            id="speed_not_a_number",
+        ),
+        pytest.param(
+            "2026-10-25T00:50:00Z,speed=0",
+            f"{FAKE_CLOCK_ENV}: speed: 0.0 must be a positive, finite number",
+            id="speed_zero",
+        ),
+        pytest.param(
+            "2026-10-25T00:50:00Z,speed=-60",
+            f"{FAKE_CLOCK_ENV}: speed: -60.0 must be a positive, finite number",
+            id="speed_negative",
+        ),
+        pytest.param(
+            "2026-10-25T00:50:00Z,speed=inf",
+            f"{FAKE_CLOCK_ENV}: speed: inf must be a positive, finite number",
+            id="speed_infinite",
+        ),
+        pytest.param(
+            "2026-10-25T00:50:00Z,speed=nan",
+            f"{FAKE_CLOCK_ENV}: speed: nan must be a positive, finite number",
+            id="speed_nan",
+        ),
+        pytest.param(
+            "2026-10-25T00:50:00Z,anchor=nan",
+            f"{FAKE_CLOCK_ENV}: anchor: nan must be a finite Unix time",
+            id="anchor_nan",
+        ),
+        pytest.param(
+            "2026-10-25T00:50:00Z,pace=60",
+            f"{FAKE_CLOCK_ENV}: 'pace=60' is not understood (expected anchor=UNIX_TIME or speed=N)",
+            id="unknown_option",
+        ),
+        pytest.param(
+            "2026-10-25T00:50:00Z,speed=2,speed=60",
+            f"{FAKE_CLOCK_ENV}: speed is given twice (expected it once)",
+            id="option_twice",
+        ),
+    ],
+)
+def test_a_bad_setting_names_the_value_and_what_was_expected(value: str, message: str) -> None:
+    with pytest.raises(ClockConfigError) as caught:
+        parse_fake_clock(value, read_at=0.0)
+    assert str(caught.value) == message
+
+
+def test_two_clocks_built_from_one_setting_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = parse_fake_clock(SETTING, read_at=1_000.0)
+    second = parse_fake_clock(SETTING, read_at=2_000_000_000.0)  # read much later, elsewhere
+    monkeypatch.setattr(clock_module.time, "time", lambda: 1764465000.0 + 10.0)
+    assert first.now() == second.now() == datetime(2026, 10, 25, 1, 0, tzinfo=UTC)
+
+
+def test_the_setting_runs_speed_times_as_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = parse_fake_clock(SETTING, read_at=0.0)
+    monkeypatch.setattr(clock_module.time, "time", lambda: 1764465000.0 + 30.0)
+    assert fake.now() == datetime(2026, 10, 25, 1, 20, tzinfo=UTC)  # 30 s x 60 = 30 min
+
+
+def test_without_anchor_the_moment_of_reading_is_the_anchor() -> None:
+    fake = parse_fake_clock("2026-10-25T00:50:00Z,speed=60", read_at=1234.5)
+    assert fake.anchor == 1234.5
+
+
+def test_a_clocks_setting_reproduces_it_exactly() -> None:
+    original = FakeClock(
+        start=datetime(2026, 10, 25, 0, 50, 0, 123456, tzinfo=UTC), anchor=1764465000.25, speed=60.0
+    )
+    assert parse_fake_clock(original.setting(), read_at=0.0) == original
+
+
+def test_a_child_process_given_the_same_setting_builds_the_same_clock() -> None:
+    # Started later, in another process: equal clocks show equal times at every real instant.
+    script = (
+        "from nachtwacht.clock import clock_from_env\n"
+        "clock = clock_from_env()\n"
+        "print(clock.start.isoformat(), repr(clock.anchor), repr(clock.speed))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO), FAKE_CLOCK_ENV: SETTING}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+    )
+    start, anchor, speed = done.stdout.split()
+    child = FakeClock(start=datetime.fromisoformat(start), anchor=float(anchor), speed=float(speed))
+    assert child == parse_fake_clock(SETTING, read_at=0.0)
+
+
+def test_speed_scales_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(clock_module.time, "sleep", slept.append)
+    fake = parse_fake_clock(SETTING, read_at=0.0)
+    fake.sleep(60.0)
+    fake.sleep(0.0)
+    fake.sleep(-5.0)
+    assert slept == [1.0]
+    assert fake.real_seconds(900.0) == 15.0
+
+
+def test_the_system_clock_sleeps_real_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(clock_module.time, "sleep", slept.append)
+    SystemClock().sleep(2.5)
+    assert slept == [2.5]
+    assert SystemClock().real_seconds(2.5) == 2.5
+
+
+def test_the_environment_chooses_the_clock() -> None:
+    assert isinstance(clock_from_env({}), SystemClock)
+    assert isinstance(clock_from_env({FAKE_CLOCK_ENV: "  "}), SystemClock)
+    fake = clock_from_env({FAKE_CLOCK_ENV: SETTING})
+    assert fake.is_fake
+    assert fake.describe().startswith("FAKE CLOCK: showing 2026-10-25T00:50:00+00:00")
+
+
+def test_now_is_aware_utc_even_for_a_start_given_with_an_offset() -> None:
+    fake = parse_fake_clock("2026-10-25T02:50:00+02:00,anchor=0,speed=1", read_at=0.0)
+    now = fake.now()
+    assert now.tzinfo is UTC
+    assert now >= datetime(2026, 10, 25, 0, 50, tzinfo=UTC)
