@@ -238,8 +238,8 @@ def build_daemon(
 
 
 def _build_updater(settings: AgentSettings, *, http: httpx.Client, clock: Clock) -> Updater:
-    return Updater(
-        settings=UpdaterSettings(
+    try:
+        updater_settings = UpdaterSettings(
             install_root=settings.install_root,
             state_dir=settings.state_dir / UPDATER_DIR_NAME,
             trusted_keys=load_public_keys(settings.trusted_key_files),
@@ -248,10 +248,10 @@ def _build_updater(settings: AgentSettings, *, http: httpx.Client, clock: Clock)
             restart_command=settings.restart_command,
             health_command=settings.health_command,
             health_deadline_seconds=settings.health_deadline_seconds,
-        ),
-        client=http,
-        clock=clock,
-    )
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{settings.config_file}: {exc}") from exc
+    return Updater(settings=updater_settings, client=http, clock=clock)
 
 
 def _http_client(

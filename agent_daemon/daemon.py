@@ -115,6 +115,7 @@ class Daemon:
         self._log = log
         self._stop_requested = stop_requested
         self._cached: CachedConfig | None = None
+        self._synced_once = False
 
     # -- the shell's entry points -------------------------------------------------------------
 
@@ -206,15 +207,17 @@ class Daemon:
             config, raw, etag = cached.config, cached.raw, cached.etag
         else:
             config, raw, etag = answer.config, answer.raw, answer.etag
-            if cached is None or cached.etag != etag:
-                self._log.emit(
-                    "config.changed",
-                    etag=etag,
-                    schedule=list(config.schedule.times) if config.schedule.enabled else "off",
-                    timezone=config.timezone,
-                    release=None if config.release is None else config.release.version,
-                    brake=config.brake.engaged,
-                )
+        if not self._synced_once or cached is None or cached.etag != etag:
+            self._log.emit(
+                "config.synced" if not self._synced_once else "config.changed",
+                etag=etag,
+                schedule=list(config.schedule.times) if config.schedule.enabled else "off",
+                timezone=config.timezone,
+                release=None if config.release is None else config.release.version,
+                brake=config.brake.engaged,
+                clock_offset_seconds=round(self._clock.offset.total_seconds(), 3),
+            )
+            self._synced_once = True
         self._cached = CachedConfig(
             config=config,
             raw=raw,

@@ -93,8 +93,10 @@ class AgentHost:
     ) -> subprocess.CompletedProcess[str]:
         return run_agent("status", "--state-dir", str(self.state_dir), *extra, env=env)
 
-    def start(self, *, fake_clock: str | None = None) -> DaemonProcess:
-        env = agent_environment()
+    def start(
+        self, *, fake_clock: str | None = None, extra_env: dict[str, str] | None = None
+    ) -> DaemonProcess:
+        env = agent_environment(**(extra_env or {}))
         if fake_clock is not None:
             env["NACHTWACHT_FAKE_CLOCK"] = fake_clock
         log_path = self.root / f"daemon-{time.monotonic_ns()}.log"
@@ -181,11 +183,16 @@ class DaemonProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
-        self._reader.join(timeout=10)
+        self._close()
         return code
+
+    def _close(self) -> None:
+        self._reader.join(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
-        self._reader.join(timeout=10)
+        self._close()
