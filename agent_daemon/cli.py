@@ -36,6 +36,7 @@ from agent_daemon.errors import AgentError, BadServerAnswer, ConfigError, Daemon
 from agent_daemon.event_log import EventLog
 from agent_daemon.outbox import Outbox
 from agent_daemon.service import DaemonLock, daemon_running, run_service
+from agent_daemon.state import UpdaterStateStore
 from agent_daemon.status import AgentStatus, render_status
 from agent_daemon.sync import (
     CachedConfig,
@@ -322,6 +323,7 @@ def _status(paths: AgentPaths, *, as_json: bool) -> int:
         pending_reports=pending,
         installed_version=_installed_version(settings, server_clock),
         now=server_clock.now(),
+        updater_step=_updater_step(settings),
     )
     if as_json:
         print(json.dumps(_status_json(status), indent=2, default=str))
@@ -338,6 +340,17 @@ def _installed_version(settings: AgentSettings, clock: Clock) -> str | None:
         return _build_updater(settings, http=http, clock=clock).installed_version()
 
 
+def _updater_step(settings: AgentSettings) -> str | None:
+    try:
+        progress = UpdaterStateStore(settings.state_dir / UPDATER_DIR_NAME).load().in_progress
+    except DaemonStateError as exc:
+        return f"state unreadable ({exc})"
+    if progress is None:
+        return None
+    source = progress.from_version or "nothing"
+    return f"{progress.step}: {source} -> {progress.version} (run {progress.run_id})"
+
+
 def _status_json(status: AgentStatus) -> dict[str, object]:
     cached = status.cached
     return {
@@ -352,4 +365,5 @@ def _status_json(status: AgentStatus) -> dict[str, object]:
         "clock_offset_seconds": None if cached is None else cached.offset_seconds,
         "state": status.state.model_dump(mode="json"),
         "pending_reports": status.pending_reports,
+        "updater_step": status.updater_step,
     }

@@ -38,6 +38,7 @@ class AgentStatus:
     pending_reports: int
     installed_version: str | None
     now: datetime  # server time as this host estimates it
+    updater_step: str | None = None  # e.g. "switched: 1.5.0 (run …)" from the updater's state
 
 
 def describe_run(record: RunRecord, tz: ZoneInfo | None) -> str:
@@ -119,6 +120,8 @@ def render_status(status: AgentStatus) -> str:
             f"in progress:   run {claim.run_id} for {target} -> {claim.release_version} "
             f"({claim.phase}, attempt {max(claim.attempts, 1)})"
         )
+    if status.updater_step is not None:
+        lines.append(f"updater:       {status.updater_step}")
     if status.state.last_consumed is not None:
         lines.append(f"last slot:     {status.state.last_consumed.key.replace('T', ' ')}")
     lines.append(f"outbox:        {status.pending_reports} report(s) waiting to be delivered")
