@@ -1,8 +1,9 @@
 """`nachtwacht control serve`: one process that owns its database connection pool and HTTP socket.
 
-Start-up order: clock → database (embedded or URL) → migrations → pool → settings → socket →
-"ready" line. SIGTERM and SIGINT stop uvicorn gracefully; then the pool closes and the embedded
-PostgreSQL is let go (stopped, unless another of our processes still uses it).
+Start-up order: clock → socket (a taken port fails before anything starts) → database
+(embedded or URL) → migrations → pool → settings → "ready" line. SIGTERM and SIGINT stop uvicorn
+gracefully; then the pool closes and the embedded PostgreSQL is let go (stopped, unless another of
+our processes still uses it).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from control_plane import migrate
 from control_plane.api import create_app
 from control_plane.config import ServeSettings
 from control_plane.database import open_pool
+from control_plane.errors import ConfigurationError
 from control_plane.services import build_services
 from control_plane.startup import opened_database
 from nachtwacht.clock import Clock, clock_from_env
@@ -45,7 +47,13 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigurationError(
+            f"--host/--port: cannot listen on {host}:{port} ({exc.strerror or exc})"
+        ) from exc
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
@@ -72,6 +80,7 @@ def serve(settings: ServeSettings) -> int:
     # uvicorn restores these after its graceful shutdown and re-raises the signal it caught.
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)
+    sock = _listening_socket(settings.host, settings.port)
     try:
         with opened_database(settings.database, migrate_to_head=settings.migrate) as url:
             if not settings.migrate:
@@ -81,7 +90,6 @@ def serve(settings: ServeSettings) -> int:
                 services = build_services(pool, clock)
                 if settings.platform_settings:
                     services.settings.update(settings.platform_settings)
-                sock = _listening_socket(settings.host, settings.port)
                 config = uvicorn.Config(
                     create_app(services, clock),
                     log_level=settings.log_level,
@@ -93,5 +101,7 @@ def serve(settings: ServeSettings) -> int:
                 pool.close()
     except _Stop:
         pass
+    finally:
+        sock.close()
     print("nachtwacht control plane stopped", file=sys.stderr, flush=True)
     return 0

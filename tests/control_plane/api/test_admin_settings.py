@@ -1,0 +1,57 @@
+"""`GET`/`PUT /v1/admin/settings`: the platform's zone, catch-up window and caps, validated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.control_plane.conftest import Api
+
+DEFAULTS = {
+    "timezone": "Europe/Amsterdam",
+    "catch_up_minutes": 15,
+    "org_cap": 5,
+    "global_cap": 25,
+}
+
+
+def test_defaults_are_the_designed_ones(api: Api, operator_key: str) -> None:
+    with api.client(operator_key) as client:
+        assert client.get("/v1/admin/settings").json() == DEFAULTS
+
+
+def test_put_changes_only_the_named_settings(api: Api, operator_key: str) -> None:
+    with api.client(operator_key) as client:
+        response = client.put(
+            "/v1/admin/settings", json={"timezone": "America/New_York", "org_cap": 2}
+        )
+        assert response.status_code == 200
+        expected = {**DEFAULTS, "timezone": "America/New_York", "org_cap": 2}
+        assert response.json() == expected
+        assert client.get("/v1/admin/settings").json() == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        pytest.param({"timezone": "Mars/Olympus"}, "timezone", "not a known time zone", id="zone"),
+        pytest.param({"timezone": ""}, "timezone", "not a known time zone", id="empty_zone"),
+        pytest.param({"catch_up_minutes": 0}, "catch_up_minutes", "between 1 and", id="window_0"),
+        pytest.param({"catch_up_minutes": 600}, "catch_up_minutes", "between 1 and", id="window"),
+        pytest.param({"org_cap": -1}, "org_cap", "at least 0", id="negative_org_cap"),
+        pytest.param({"global_cap": -5}, "global_cap", "at least 0", id="negative_global_cap"),
+        pytest.param({"org_cap": "five"}, "org_cap", "valid integer", id="cap_not_number"),
+        pytest.param({"speed": 2}, "speed", "extra inputs", id="unknown_setting"),
+    ],
+)
+def test_bad_setting_gets_422_naming_the_field(
+    api: Api, operator_key: str, body: dict[str, Any], field: str, words: str
+) -> None:
+    with api.client(operator_key) as client:
+        response = client.put("/v1/admin/settings", json=body)
+        assert response.status_code == 422
+        detail = response.json()["detail"]
+        assert field in detail["message"]
+        assert words in detail["message"].lower()
+        assert client.get("/v1/admin/settings").json() == DEFAULTS

@@ -1,0 +1,247 @@
+"""`nachtwacht control …` as real processes: serve, the admin commands, bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+from tests.conftest import REPO_ROOT, RunningControlPlane, child_environment, nachtwacht_command
+
+pytestmark = pytest.mark.slow
+
+
+def run_control(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        nachtwacht_command("control", *args),
+        env=child_environment(env),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    # Outside pytest's 0700 tmp tree: the embedded server runs as its own user under root.
+    home = Path(tempfile.mkdtemp(prefix="nachtwacht-test-cp-"))
+    home.chmod(0o755)
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_serve_on_a_data_dir_runs_everything_and_stops_its_postgres_on_sigterm(
+    control_plane_server: Callable[..., RunningControlPlane], data_dir: Path
+) -> None:
+    server = control_plane_server(data_dir=data_dir)
+    # The admin commands join the embedded server that `serve` runs.
+    org = server.create_org("Acme")
+    agent = server.enroll_agent(org["org_id"], "web-01")
+    with httpx.Client(base_url=server.base_url) as client:
+        config = client.get(
+            "/v1/agent/config", headers={"Authorization": f"Bearer {agent['agent_key']}"}
+        )
+        refused = client.put(
+            f"/v1/agents/{agent['agent_id']}/schedule",
+            headers={"Authorization": f"Bearer {org['panel_key']}"},
+            json={"enabled": True, "times": ["03:07"]},
+        )
+    assert config.status_code == 200
+    assert config.json()["schedule"] == {"enabled": True, "times": ["03:00"]}
+    assert refused.status_code == 422
+    assert "times[0]: '03:07' is not on the five-minute grid" in refused.json()["detail"]["message"]
+    assert (data_dir / "postgres" / "postmaster.pid").exists()
+
+    assert server.stop() == 0
+    assert "stopped" in server.stderr()
+    assert "Traceback" not in server.stderr()
+    assert not (data_dir / "postgres" / "postmaster.pid").exists()
+
+
+def test_fake_clock_is_announced_loudly_and_drives_server_time(
+    control_plane_server: Callable[..., RunningControlPlane],
+) -> None:
+    server = control_plane_server(fake_clock="2026-10-25T00:50:00Z,speed=1")
+    assert "!!! FAKE CLOCK" in server.stderr()
+    agent_key = server.enroll_agent(server.create_org("Acme")["org_id"], "web-01")["agent_key"]
+    with httpx.Client(base_url=server.base_url) as client:
+        response = client.get("/v1/agent/config", headers={"Authorization": f"Bearer {agent_key}"})
+    shown = datetime.fromisoformat(response.headers["X-Nachtwacht-Server-Time"])
+    start = datetime(2026, 10, 25, 0, 50, tzinfo=UTC)
+    # At speed 1 the fake clock is near its start, more than a year away from the real clock.
+    assert start <= shown < start + timedelta(hours=1)
+    assert response.json()["server_time"] == response.headers["X-Nachtwacht-Server-Time"]
+
+
+def test_serve_flags_store_the_platform_settings(
+    control_plane_server: Callable[..., RunningControlPlane],
+) -> None:
+    server = control_plane_server(args=["--org-cap", "2", "--timezone", "UTC"])
+    operator_key = server.create_operator_key()
+    with httpx.Client(base_url=server.base_url) as client:
+        settings = client.get(
+            "/v1/admin/settings", headers={"Authorization": f"Bearer {operator_key}"}
+        ).json()
+    assert settings == {
+        "timezone": "UTC",
+        "catch_up_minutes": 15,
+        "org_cap": 2,
+        "global_cap": 25,
+    }
+
+
+def test_keys_are_printed_once_and_stored_only_hashed(database_url: str) -> None:
+    created = run_control("create-org", "Acme", "--json", "--database-url", database_url)
+    assert created.returncode == 0, created.stderr
+    org = json.loads(created.stdout)
+    enrolled = run_control(
+        "enroll-agent", "--org", org["org_id"], "--name", "web-01", "--json",
+        "--database-url", database_url,
+    )  # fmt: skip
+    agent = json.loads(enrolled.stdout)
+    operator = json.loads(
+        run_control("create-operator-key", "--json", "--database-url", database_url).stdout
+    )
+    keys = [org["panel_key"], agent["agent_key"], operator["operator_key"]]
+    assert [key[:4] for key in keys] == ["nwp_", "nwa_", "nwo_"]
+    with psycopg.connect(database_url) as conn:
+        stored = conn.execute("SELECT row_to_json(c)::text FROM credentials c").fetchall()
+        hashes = {row[0] for row in conn.execute("SELECT secret_sha256 FROM credentials")}
+    dump = " ".join(row[0] for row in stored)
+    for key in keys:
+        assert key not in dump
+        assert hashlib.sha256(key.encode()).hexdigest() in hashes
+
+
+def test_human_output_names_the_key_once(database_url: str) -> None:
+    created = run_control("create-org", "Acme", "--database-url", database_url)
+    assert created.returncode == 0
+    assert "shown once" in created.stdout
+    assert created.stdout.count("nwp_") == 1
+
+
+def test_migrate_check_applies_every_migration_to_an_empty_database(
+    postgres_admin_url: str,
+) -> None:
+    result = run_control("migrate", "--check", "--database-url", postgres_admin_url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ok: ")
+
+
+def test_migrate_brings_an_empty_database_to_head(empty_database_url: str) -> None:
+    result = run_control("migrate", "--database-url", empty_database_url)
+    assert result.returncode == 0, result.stderr
+    assert "database at revision" in result.stdout
+
+
+def test_serve_no_migrate_refuses_an_unmigrated_database(empty_database_url: str) -> None:
+    result = run_control(
+        "serve", "--port", "0", "--no-migrate", "--database-url", empty_database_url
+    )
+    assert result.returncode == 1
+    assert "run `nachtwacht control migrate` first" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_admin_command_refuses_an_unmigrated_external_database(empty_database_url: str) -> None:
+    result = run_control("create-org", "Acme", "--database-url", empty_database_url)
+    assert result.returncode == 1
+    assert "nachtwacht control migrate" in result.stderr
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        yield sock.getsockname()[1]
+
+
+BAD_INPUT = [
+    pytest.param(
+        ["enroll-agent", "--org", "not-a-uuid", "--name", "x"],
+        {},
+        "--org: 'not-a-uuid' is not an id (expected a UUID)",
+        id="org_not_uuid",
+    ),
+    pytest.param(
+        ["enroll-agent", "--org", str(uuid.UUID(int=7)), "--name", "x"],
+        {},
+        f"organisation {uuid.UUID(int=7)} does not exist",
+        id="org_unknown",
+    ),
+    pytest.param(
+        ["create-org", "   "], {}, "name: '   ' must be a non-empty name", id="blank_name"
+    ),
+    pytest.param(
+        ["serve", "--port", "70000"], {}, "--port: 70000 is not a TCP port", id="port_range"
+    ),
+    pytest.param(
+        ["serve", "--port", "0", "--data-dir", "{data_dir}"],
+        {},
+        "--database-url and --data-dir: give one",
+        id="both_locations",
+    ),
+    pytest.param(
+        ["serve", "--port", "0", "--timezone", "Mars/Olympus"],
+        {},
+        "timezone: 'Mars/Olympus' is not a known time zone",
+        id="bad_timezone_flag",
+    ),
+    pytest.param(
+        ["serve", "--port", "0"],
+        {"NACHTWACHT_ORG_CAP": "five"},
+        "NACHTWACHT_ORG_CAP: 'five' is not a whole number",
+        id="bad_cap_env",
+    ),
+    pytest.param(
+        ["serve", "--port", "0"],
+        {"NACHTWACHT_FAKE_CLOCK": "yesterday"},
+        "'yesterday' is not an ISO 8601 instant",
+        id="bad_fake_clock",
+    ),
+    pytest.param(["frobnicate"], {}, "invalid choice: 'frobnicate'", id="unknown_command"),
+]
+
+
+@pytest.mark.parametrize(("args", "env", "message"), BAD_INPUT)
+def test_bad_input_prints_one_line_and_exits_2(
+    database_url: str, data_dir: Path, args: list[str], env: dict[str, str], message: str
+) -> None:
+    # Always name this test's database, so a command that wrongly went ahead touches nothing else.
+    args = [arg.replace("{data_dir}", str(data_dir)) for arg in args]
+    location = [] if args == ["frobnicate"] else ["--database-url", database_url]
+    result = run_control(*args, *location, env=env)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_port_in_use_is_one_clear_line(database_url: str, taken_port: int) -> None:
+    result = run_control("serve", "--port", str(taken_port), "--database-url", database_url)
+    assert result.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{taken_port}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unreachable_database_is_one_clear_line(taken_port: int) -> None:
+    url = f"host=127.0.0.1 port={taken_port} dbname=nachtwacht user=x connect_timeout=5"
+    result = run_control("create-org", "Acme", "--database-url", url)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) >= 1
