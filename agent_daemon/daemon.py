@@ -39,13 +39,13 @@ from agent_daemon.errors import (
     DaemonStateError,
 )
 from agent_daemon.event_log import EventLog
-from agent_daemon.outbox import Outbox, Report
+from agent_daemon.outbox import Outbox
+from agent_daemon.reporting import ReportSender
 from agent_daemon.sync import (
     CachedConfig,
     ClaimGranted,
     ConfigCache,
     ControlPlaneClient,
-    Delivery,
     NotModified,
     RemoteConfig,
     ServerClock,
@@ -110,7 +110,7 @@ class Daemon:
         self._updater = updater
         self._store = state_store
         self._cache = config_cache
-        self._outbox = outbox
+        self._reports = ReportSender(outbox=outbox, control=control, log=log)
         self._clock = server_clock
         self._log = log
         self._stop_requested = stop_requested
@@ -166,7 +166,7 @@ class Daemon:
         except BadServerAnswer as exc:
             self._log.emit("config.invalid", level="error", error=str(exc))
             return "bad_config"
-        self._flush_outbox()
+        self._reports.flush()
 
         if state.claim is not None:
             return self._dispatch(state, state.claim)
@@ -234,14 +234,7 @@ class Daemon:
         return config
 
     def _nothing_to_do(self, state: DaemonState, slot: Slot, installed: str | None) -> TickResult:
-        self._outbox.put(
-            Report(
-                method="POST",
-                path="/v1/agent/runs",
-                body={"slot_key": slot.key, "status": "up_to_date", "version": installed},
-                slot_key=slot.key,
-            )
-        )
+        self._reports.queue_up_to_date(slot_key=slot.key, installed=installed)
         record = RunRecord(
             at=self._clock.now(),
             trigger="schedule",
@@ -252,7 +245,7 @@ class Daemon:
         )
         self._store.save(state.consume(_consumed(slot)).with_run(record))
         self._log.emit("slot.up_to_date", slot_key=slot.key, version=installed)
-        self._flush_outbox()
+        self._reports.flush()
         return "up_to_date"
 
     def _claim_slot(self, state: DaemonState, slot: Slot, installed: str | None) -> TickResult:
@@ -390,15 +383,7 @@ class Daemon:
         return "dispatched"
 
     def _finish(self, state: DaemonState, claim: ClaimInProgress, outcome: UpdateOutcome) -> None:
-        self._outbox.put(
-            Report(
-                method="PATCH",
-                path=f"/v1/agent/runs/{claim.run_id}",
-                body={"status": outcome.status, "version": outcome.version, "error": outcome.error},
-                slot_key=claim.slot_key,
-                run_id=claim.run_id,
-            )
-        )
+        self._reports.queue_outcome(slot_key=claim.slot_key, outcome=outcome)
         record = RunRecord(
             at=self._clock.now(),
             trigger=claim.trigger,
@@ -417,38 +402,7 @@ class Daemon:
             version=outcome.version,
             error=outcome.error,
         )
-        self._flush_outbox()
-
-    def _flush_outbox(self) -> None:
-        result = self._outbox.flush(self._deliver)
-        for report in result.delivered:
-            self._log.emit(
-                "report.delivered",
-                slot_key=report.slot_key,
-                run_id=report.run_id,
-                status=report.body.get("status"),
-            )
-        for report, delivery in result.rejected:
-            self._log.emit(
-                "report.rejected",
-                level="warning",
-                slot_key=report.slot_key,
-                run_id=report.run_id,
-                http_status=delivery.status,
-                detail=delivery.detail,
-            )
-        for path, problem in result.unreadable:
-            self._log.emit("report.unreadable", level="error", path=str(path), error=problem)
-        if result.offline is not None:
-            self._log.emit(
-                "report.waiting",
-                level="warning",
-                pending=len(self._outbox.pending()),
-                error=str(result.offline),
-            )
-
-    def _deliver(self, report: Report) -> Delivery:
-        return self._control.deliver(report.method, report.path, report.body)
+        self._reports.flush()
 
 
 def is_current(installed: str | None, release: str) -> bool:

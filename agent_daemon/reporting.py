@@ -1,0 +1,74 @@
+"""Reports to the control plane, always through the on-disk outbox.
+
+A report is queued durably first and sent second, so a crash or an outage between the two loses
+nothing; the outbox sends in order and the control plane's endpoints are idempotent, so a report
+queued twice after a restart is harmless. Each delivery, wait or refusal is one log line.
+"""
+
+from __future__ import annotations
+
+from agent_daemon.event_log import EventLog
+from agent_daemon.outbox import Outbox, Report
+from agent_daemon.sync import ControlPlaneClient, Delivery
+from agent_daemon.updater import UpdateOutcome
+
+__all__ = ["ReportSender"]
+
+
+class ReportSender:
+    def __init__(self, *, outbox: Outbox, control: ControlPlaneClient, log: EventLog) -> None:
+        self._outbox = outbox
+        self._control = control
+        self._log = log
+
+    def queue_up_to_date(self, *, slot_key: str, installed: str | None) -> None:
+        self._outbox.put(
+            Report(
+                method="POST",
+                path="/v1/agent/runs",
+                body={"slot_key": slot_key, "status": "up_to_date", "version": installed},
+                slot_key=slot_key,
+            )
+        )
+
+    def queue_outcome(self, *, slot_key: str | None, outcome: UpdateOutcome) -> None:
+        self._outbox.put(
+            Report(
+                method="PATCH",
+                path=f"/v1/agent/runs/{outcome.run_id}",
+                body={"status": outcome.status, "version": outcome.version, "error": outcome.error},
+                slot_key=slot_key,
+                run_id=outcome.run_id,
+            )
+        )
+
+    def flush(self) -> None:
+        result = self._outbox.flush(self._deliver)
+        for report in result.delivered:
+            self._log.emit(
+                "report.delivered",
+                slot_key=report.slot_key,
+                run_id=report.run_id,
+                status=report.body.get("status"),
+            )
+        for report, delivery in result.rejected:
+            self._log.emit(
+                "report.rejected",
+                level="warning",
+                slot_key=report.slot_key,
+                run_id=report.run_id,
+                http_status=delivery.status,
+                detail=delivery.detail,
+            )
+        for path, problem in result.unreadable:
+            self._log.emit("report.unreadable", level="error", path=str(path), error=problem)
+        if result.offline is not None:
+            self._log.emit(
+                "report.waiting",
+                level="warning",
+                pending=len(self._outbox.pending()),
+                error=str(result.offline),
+            )
+
+    def _deliver(self, report: Report) -> Delivery:
+        return self._control.deliver(report.method, report.path, report.body)
