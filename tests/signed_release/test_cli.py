@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from signed_release import check_signature, describe_artifact, load_public_keys, parse_manifest
+from signed_release import (
+    check_signature,
+    describe_artifact,
+    load_public_keys,
+    parse_manifest,
+)
 from signed_release.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
