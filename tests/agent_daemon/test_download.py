@@ -164,3 +164,35 @@ def test_an_http_error_is_a_download_failure_naming_the_status(
         download_artifact(
             client, spec, staging=tmp_path / "staging", install_root=tmp_path, limits=LIMITS
         )
+
+
+def test_a_206_for_another_range_is_never_stitched_on(
+    server: ArtifactServer, tmp_path: Path
+) -> None:
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    part_path(staging, SHA).write_bytes(ARTIFACT[:50_000])
+    with pytest.raises(DownloadFailed, match="the next attempt starts over"):
+        fetch(server, tmp_path, behaviour="wrong_range")
+    assert not part_path(staging, SHA).exists()
+    assert fetch(server, tmp_path).read_bytes() == ARTIFACT
+
+
+def test_a_part_longer_than_the_artifact_is_discarded(
+    server: ArtifactServer, tmp_path: Path
+) -> None:
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    part_path(staging, SHA).write_bytes(ARTIFACT + b"junk")
+    assert fetch(server, tmp_path).read_bytes() == ARTIFACT
+    assert "range" not in server.requests("/artifact")[-1]
+
+
+def test_a_complete_part_is_checked_without_fetching(
+    server: ArtifactServer, tmp_path: Path
+) -> None:
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    part_path(staging, SHA).write_bytes(ARTIFACT)
+    assert fetch(server, tmp_path).read_bytes() == ARTIFACT
+    assert server.requests("/artifact") == []

@@ -180,3 +180,30 @@ def test_retention_never_deletes_a_bad_version_that_is_current(tmp_path: Path) -
     make_versions(layout, "1.5.0")
     layout.point("current", "1.5.0")
     assert layout.apply_retention(protected=[], bad=["1.5.0"]) == []
+
+
+def test_an_archive_without_the_agent_entry_point_is_refused(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        readme = tarfile.TarInfo("README")
+        readme.size = 2
+        archive.addfile(readme, io.BytesIO(b"hi"))
+    with pytest.raises(InstallFailed, match="holds no executable bin/provibr-agent"):
+        install(tmp_path, buffer.getvalue())
+    assert os.listdir(tmp_path / "root/versions") == []
+
+
+def test_a_corrupt_archive_is_an_install_failure(tmp_path: Path) -> None:
+    with pytest.raises(InstallFailed, match="cannot unpack"):
+        install(tmp_path, b"\x1f\x8b not really gzip")
+    assert os.listdir(tmp_path / "root/versions") == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param("../etc", id="dotdot"), pytest.param("1.5", id="not_a_version"),
+     pytest.param("current", id="word")],
+)  # fmt: skip
+def test_a_folder_name_must_be_a_version(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ValueError, match="cannot name an install folder"):
+        InstallLayout(tmp_path).version_dir(name)

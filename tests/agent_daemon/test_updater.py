@@ -3,6 +3,8 @@ program under a supervisor. Every refusal asserts that the old version keeps run
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -238,3 +240,58 @@ def test_a_first_install_on_an_empty_host(tmp_path: Path) -> None:
         assert (outcome.status, outcome.version) == ("succeeded", "1.0.0")
         assert host.updater().installed_version() == "1.0.0"
         assert host.previous() is None
+
+
+def test_a_release_of_the_running_version_is_a_no_op_that_moves_the_floor(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        outcome = host.apply(host.factory.release("1.4.1", 50), "run-1")
+        assert (outcome.status, outcome.version) == ("succeeded", "1.4.1")
+        assert host.server.requests("/v1/agent/runs/run-1/artifact") == []
+        assert host.state()["floor"] == 50
+        assert host.running_version() == "1.4.1"
+
+
+def test_a_failing_restart_command_rolls_back(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        updater = host.updater(restart_command=("false",))
+        outcome = updater.apply(host.request(host.factory.release("1.5.0", 42), "run-1"))
+        assert outcome.status == "rolled_back"
+        assert "restart command 'false' exited 1" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
+
+
+def test_another_unfinished_update_blocks_a_new_one(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        unfinished = host.request(host.factory.release("1.5.0", 42), "run-old")
+        # The state an updater leaves when it dies right after accepting run-old.
+        state_file = host.state_dir / "updater-state.json"
+        document = json.loads(state_file.read_text())
+        document["in_progress"] = {
+            "run_id": "run-old", "step": "accepted", "version": "1.5.0",
+            "manifest_b64": base64.b64encode(unfinished.manifest).decode(),
+            "signature_b64": base64.b64encode(unfinished.signature).decode(),
+            "artifact_url": unfinished.artifact_url, "from_version": "1.4.1",
+            "previous_before": None,
+        }  # fmt: skip
+        state_file.write_text(json.dumps(document))
+        outcome = host.apply(host.factory.release("1.6.0", 43), "run-new")
+        assert outcome.status == "failed"
+        assert "update run-old is unfinished; resume() it first" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
+        resumed = host.updater().resume()
+        assert resumed is not None
+        assert (resumed.run_id, resumed.status, resumed.version) == (
+            "run-old",
+            "succeeded",
+            "1.5.0",
+        )
+
+
+def test_a_first_install_that_never_becomes_healthy_has_nothing_to_roll_back_to(
+    tmp_path: Path,
+) -> None:
+    with customer_host(tmp_path, health_deadline_seconds=2.0) as host:
+        outcome = host.apply(host.factory.release("1.0.0", 1, "never-healthy"), "run-1")
+        assert outcome.status == "failed"
+        assert "no earlier version to roll back to" in (outcome.error or "")
+        assert "1.0.0" in host.state()["bad_versions"]

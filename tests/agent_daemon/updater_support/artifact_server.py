@@ -20,6 +20,7 @@ Behaviour = Literal[
     "overlong_streamed",  # extra bytes beyond the artifact, no Content-Length (close-delimited)
     "trickle",  # one byte every `trickle_interval` seconds
     "stall",  # headers, then silence
+    "wrong_range",  # answers a Range request with 206 for a range starting elsewhere
 ]
 
 
@@ -59,6 +60,8 @@ class _Handler(BaseHTTPRequestHandler):
         honour = served.behaviour != "ignore_range"
         if range_header and honour and (if_range is None or if_range == served.etag):
             start = int(range_header.removeprefix("bytes=").split("-")[0])
+        if served.behaviour == "wrong_range" and start:
+            start += 1
         payload = body[start:]
         if served.behaviour in ("overlong_announced", "overlong_streamed"):
             payload += b"X" * 4096
