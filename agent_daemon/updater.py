@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -193,6 +194,13 @@ class Updater:
                 error=f"update {state.in_progress.run_id} is unfinished; resume() it first",
             )
         installed = self.installed_version()
+        url = urlsplit(request.artifact_url)
+        if url.scheme not in ("http", "https") or not url.netloc:
+            return self._outcome(
+                request.run_id,
+                "failed",
+                error=f"artifact_url: {request.artifact_url!r} is not an absolute http(s) URL",
+            )
         try:
             verified = self._verify(request, state, installed)
         except UpdateError as exc:
@@ -260,6 +268,15 @@ class Updater:
         except (UpdateError, OSError) as exc:
             return self._finish_failed(state, _describe(exc), bad=False)
         if step == "installed":
+            if self._layout.complete_sha256(progress.version) != manifest.sha256:
+                # Only something outside the updater can do this (retention protects the
+                # version): never point `current` at a folder that is not this whole build.
+                return self._finish_failed(
+                    state,
+                    f"versions/{progress.version} vanished or changed after its install; "
+                    "not switching to it",
+                    bad=False,
+                )
             state = self._advance(state, "switching")
             step = "switching"
         if step == "switching":

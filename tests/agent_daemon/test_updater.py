@@ -6,13 +6,18 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent_daemon.locking import update_lock
+from agent_daemon.updater import Updater
+from nachtwacht.clock import SystemClock
 from tests.agent_daemon.updater_support.host import Host, customer_host, host_running
 from tests.agent_daemon.updater_support.releases import evil_archive
 
@@ -295,3 +300,37 @@ def test_a_first_install_that_never_becomes_healthy_has_nothing_to_roll_back_to(
         assert outcome.status == "failed"
         assert "no earlier version to roll back to" in (outcome.error or "")
         assert "1.0.0" in host.state()["bad_versions"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("/v1/agent/runs/run-1/artifact", id="relative"),
+        pytest.param("file:///etc/passwd", id="file_scheme"),
+    ],
+)
+def test_an_artifact_url_that_is_not_absolute_http_is_refused(tmp_path: Path, url: str) -> None:
+    with host_running(tmp_path) as host:
+        request = replace(
+            host.request(host.factory.release("1.5.0", 42), "run-1"), artifact_url=url
+        )
+        outcome = host.updater().apply(request)
+        assert outcome.status == "failed"
+        assert f"artifact_url: {url!r} is not an absolute http(s) URL" == outcome.error
+        assert_still_running_old(host, outcome.version)
+
+
+def test_a_build_removed_behind_the_updaters_back_is_never_switched_to(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+
+        def tamper(step: str) -> None:
+            if step == "installed":
+                shutil.rmtree(host.install_root / "versions/1.5.0")
+
+        updater = Updater(
+            settings=host.settings, client=httpx.Client(), clock=SystemClock(), on_step=tamper
+        )
+        outcome = updater.apply(host.request(host.factory.release("1.5.0", 42), "run-1"))
+        assert outcome.status == "failed"
+        assert "vanished or changed after its install" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
