@@ -51,27 +51,36 @@ def second_in_minute(agent_id: str) -> int:
 
 
 class ServerMinuteTrigger(BaseTrigger):  # type: ignore[misc]  # apscheduler ships no types
-    """Fires once per minute of `clock` at `second` past the minute, however fast the clock runs."""
+    """Fires once per minute of `clock` at `second` past the minute, however fast the clock runs.
+
+    A pure function of its arguments: APScheduler asks more than once for the same fire time.
+    """
 
     def __init__(self, clock: ServerClock, second: int) -> None:
         self._clock = clock
         self._second = second
-        self._last_target: datetime | None = None
 
-    def next_product_instant(self, product_now: datetime) -> datetime:
+    def next_product_instant(
+        self, product_now: datetime, *, previous: datetime | None = None
+    ) -> datetime:
+        """The next instant at `:second` after `product_now`, never in `previous`'s minute."""
         target = product_now.replace(second=self._second, microsecond=0)
         if target <= product_now:
             target += timedelta(minutes=1)
-        if self._last_target is not None and target <= self._last_target:
-            target = self._last_target + timedelta(minutes=1)
+        if previous is not None and target <= previous + timedelta(seconds=30):
+            # A run that started a hair early by the product clock must not run again at once.
+            target += timedelta(minutes=1)
         return target
 
     def get_next_fire_time(
         self, previous_fire_time: datetime | None, now: datetime
     ) -> datetime | None:
         product_now = self._clock.now()
-        target = self.next_product_instant(product_now)
-        self._last_target = target
+        previous = None
+        if previous_fire_time is not None:
+            real_since = (now - previous_fire_time).total_seconds()
+            previous = product_now - timedelta(seconds=real_since * self._clock.speed)
+        target = self.next_product_instant(product_now, previous=previous)
         wait = self._clock.real_seconds((target - product_now).total_seconds())
         return now + timedelta(seconds=wait)
 

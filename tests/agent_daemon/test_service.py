@@ -33,16 +33,26 @@ def test_the_trigger_fires_at_the_agents_second_of_each_server_minute() -> None:
 
 
 def test_the_trigger_never_fires_twice_in_one_minute() -> None:
-    host = ManualClock(datetime(2026, 11, 30, 2, 0, 0, tzinfo=UTC))
+    host = ManualClock(datetime(2026, 11, 30, 2, 0, 16, 999000, tzinfo=UTC))
     trigger = ServerMinuteTrigger(ServerClock(host), 17)
-    real_now = datetime(2026, 1, 1, tzinfo=UTC)
-    trigger.get_next_fire_time(None, real_now)  # aims at 02:00:17
-    # The job runs a hair early by the product clock (rounding between real and product time);
-    # the next fire must be the next minute, not 02:00:17 again.
-    host.set(datetime(2026, 11, 30, 2, 0, 16, 999000, tzinfo=UTC))
-    fire = trigger.get_next_fire_time(None, real_now)
+    fired_at = datetime(2026, 1, 1, tzinfo=UTC)
+    # The job ran for 02:00:17 a hair early by the product clock (rounding between real and
+    # product time): the next fire is the next minute, not 02:00:17 again.
+    fire = trigger.get_next_fire_time(fired_at, fired_at)
     assert fire is not None
-    assert fire - real_now > timedelta(seconds=60)
+    assert fire - fired_at > timedelta(seconds=60)
+
+
+def test_the_trigger_fires_every_minute_when_asked_twice_for_one_fire_time() -> None:
+    # APScheduler asks for the next fire time twice after each run (once while collecting run
+    # times, once to store); a trigger with hidden state would skip every other minute.
+    host = ManualClock(datetime(2026, 11, 30, 2, 0, 17, 300000, tzinfo=UTC))
+    trigger = ServerMinuteTrigger(ServerClock(host), 17)
+    fired_at = datetime(2026, 1, 1, 0, 0, 0, tzinfo=UTC)
+    now = fired_at + timedelta(seconds=0.3)
+    first = trigger.get_next_fire_time(fired_at, now)
+    second = trigger.get_next_fire_time(fired_at, now)
+    assert first == second == now + timedelta(seconds=59.7)
 
 
 def test_the_trigger_waits_in_real_seconds_of_a_fast_clock() -> None:

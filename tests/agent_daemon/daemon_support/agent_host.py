@@ -51,21 +51,20 @@ def run_agent(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
 @dataclass
 class AgentHost:
     root: Path
+    keys_dir: Path | None = None  # shared release keys; default: a new pair under root/keys
 
     def __post_init__(self) -> None:
         self.state_dir = self.root / "state"
         self.install_root = self.root / "install"
-        self.keys_dir = self.root / "keys"
+        if self.keys_dir is None:
+            self.keys_dir = self.root / "keys"
         if not (self.keys_dir / "release.pub").exists():
             generate_key_files(self.keys_dir)
 
     @property
     def public_key(self) -> Path:
+        assert self.keys_dir is not None
         return self.keys_dir / "release.pub"
-
-    @property
-    def private_key(self) -> Path:
-        return self.keys_dir / "release.key"
 
     def enroll(
         self, url: str, credential: str, *extra: str, env: dict[str, str] | None = None

@@ -1,0 +1,237 @@
+"""Issue 6 end to end: rule 8's five steps with a real control plane on the embedded PostgreSQL,
+real daemon processes on one fast fake clock, real signed builds, real install roots.
+
+Every wait is for a product instant or an event, bounded by a generous deadline for failures;
+nothing asserts how long anything took.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agent_daemon.daemon_support.night import Night, NightClock, local
+
+pytestmark = pytest.mark.slow
+
+SLOT = "2026-11-30T03:00"
+
+
+@pytest.fixture
+def new_night(
+    tmp_path: Path, control_plane_server: Callable[..., Any]
+) -> Iterator[Callable[..., Night]]:
+    opened: list[Night] = []
+
+    def open_night(start: str = "2026-11-30T02:57", *args: str, speed: float = 30.0) -> Night:
+        clock = NightClock.starting(local(start), speed=speed)
+        scenario = Night(
+            root=tmp_path / f"night-{len(opened)}",
+            clock=clock,
+            start_control_plane=control_plane_server,
+            control_plane_args=args,
+        )
+        opened.append(scenario)
+        return scenario
+
+    yield open_night
+    for scenario in opened:
+        scenario.close()
+
+
+def runs_for(scenario: Night, host: Any, slot_key: str) -> list[dict[str, Any]]:
+    return [run for run in scenario.runs(host) if run.get("slot_key") == slot_key]
+
+
+def daemon_state(host: Any) -> dict[str, Any]:
+    state: dict[str, Any] = json.loads((host.agent.state_dir / "daemon-state.json").read_text())
+    return state
+
+
+def test_nothing_to_do_consumes_the_slot_and_shows_on_the_agent_page(
+    new_night: Callable[..., Night],
+) -> None:
+    scenario = new_night()
+    scenario.publish("1.5.0", 42)
+    host = scenario.add_host("web-01", installed=("1.5.0", 42))
+    daemon = host.start()
+    done = daemon.wait_for("slot.up_to_date", slot_key=SLOT)
+    assert done["version"] == "1.5.0"
+    daemon.wait_for("report.delivered", slot_key=SLOT)
+    page = scenario.agent_page(host)
+    assert [(r["slot_key"], r["status"]) for r in page["latest_runs"]] == [(SLOT, "up_to_date")]
+    scenario.clock.wait_until(local("2026-11-30T03:06"))
+    assert len(scenario.runs(host)) == 1
+    assert daemon.named("claim.granted") == []
+    assert "already up to date" in host.agent.status().stdout
+
+
+def test_offline_consumes_nothing_and_updates_when_the_control_plane_returns_in_the_window(
+    new_night: Callable[..., Night],
+) -> None:
+    scenario = new_night()
+    scenario.publish("1.5.0", 42)
+    host = scenario.add_host("web-01")
+    daemon = host.start()
+    daemon.wait_for("config.synced")
+    port = scenario.plane.base_url.rsplit(":", 1)[1].strip("/")
+    scenario.plane.stop()
+    scenario.clock.wait_until(local("2026-11-30T03:02"))
+    offline = daemon.wait_for("control_plane.offline", count=2)
+    assert offline["level"] == "warning"
+    assert daemon_state(host)["last_consumed"] is None
+    scenario.control_plane_args = ("--port", port)
+    scenario.restart_control_plane()
+    succeeded = daemon.wait_for("update.succeeded", slot_key=SLOT)
+    assert succeeded["version"] == "1.5.0"
+    daemon.wait_for("report.delivered", run_id=succeeded["run_id"])
+    assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
+    assert host.current_version() == "1.5.0"
+    assert host.running_version() == "1.5.0"
+
+
+def test_back_after_the_window_does_nothing_that_night_and_takes_the_next_slot(
+    new_night: Callable[..., Night],
+) -> None:
+    scenario = new_night()
+    scenario.publish("1.5.0", 42)
+    host = scenario.add_host("web-01")
+    scenario.set_schedule(host, ["03:00", "04:00"])
+    daemon = host.start()
+    daemon.wait_for("config.synced")
+    port = scenario.plane.base_url.rsplit(":", 1)[1].strip("/")
+    scenario.plane.stop()
+    scenario.clock.wait_until(local("2026-11-30T03:20"))
+    scenario.control_plane_args = ("--port", port)
+    scenario.restart_control_plane()
+    succeeded = daemon.wait_for("update.succeeded")
+    assert succeeded["slot_key"] == "2026-11-30T04:00"
+    assert daemon.named("claim.granted", slot_key=SLOT) == []
+    assert [r["status"] for r in runs_for(scenario, host, "2026-11-30T04:00")] == ["succeeded"]
+    assert all(r.get("status") != "succeeded" for r in runs_for(scenario, host, SLOT))
+
+
+def test_throttled_with_cap_1_the_second_agent_updates_next_round(
+    new_night: Callable[..., Night],
+) -> None:
+    scenario = new_night("2026-11-30T02:57", "--org-cap", "1")
+    scenario.publish("1.5.0", 42)
+    first = scenario.add_host("web-01")
+    second = scenario.add_host("web-02")
+    daemons = [first.start(), second.start()]
+    outcomes = [d.wait_for("update.succeeded", slot_key=SLOT) for d in daemons]
+    assert [o["version"] for o in outcomes] == ["1.5.0", "1.5.0"]
+    refused = [e for d in daemons for e in d.named("claim.refused", slot_key=SLOT)]
+    assert refused, "one of the two must have been told to wait for the next round"
+    assert {e["code"] for e in refused} == {"org_cap"}
+    granted = sorted(d.wait_for("claim.granted", slot_key=SLOT)["ts"] for d in daemons)
+    assert granted[0][:16] != granted[1][:16]  # two different rounds (minutes)
+    for host in (first, second):
+        assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
+
+
+def test_brake_nobody_updates_nothing_consumed_and_release_in_the_window_lets_them_through(
+    new_night: Callable[..., Night],
+) -> None:
+    scenario = new_night()
+    scenario.publish("1.5.0", 42)
+    hosts = [scenario.add_host("web-01"), scenario.add_host("web-02")]
+    scenario.set_brake(True)
+    daemons = [host.start() for host in hosts]
+    scenario.clock.wait_until(local("2026-11-30T03:05"))
+    for daemon in daemons:
+        daemon.wait_for("claim.braked", slot_key=SLOT)
+        assert daemon.named("claim.granted") == []
+    for host in hosts:
+        assert daemon_state(host)["last_consumed"] is None
+        assert host.current_version() == "1.4.1"
+        assert runs_for(scenario, host, SLOT) == []
+    scenario.set_brake(False)
+    for daemon in daemons:
+        assert daemon.wait_for("update.succeeded", slot_key=SLOT)["version"] == "1.5.0"
+    for host in hosts:
+        assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
+
+
+def test_killed_after_the_claim_and_before_the_report_installs_once_and_reports_once(
+    new_night: Callable[..., Night],
+) -> None:
+    scenario = new_night()
+    scenario.publish("1.5.0", 42)
+    host = scenario.add_host("web-01")
+    daemon = host.start()
+    granted = daemon.wait_for("claim.granted", slot_key=SLOT)
+    daemon.process.send_signal(signal.SIGKILL)
+    daemon.kill()
+    assert daemon.named("report.delivered", run_id=granted["run_id"]) == []
+    restarted = host.start()
+    finished = restarted.wait_for("report.delivered", run_id=granted["run_id"])
+    assert finished["status"] == "succeeded"
+    assert restarted.named("claim.granted") == []
+    assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
+    assert len(scenario.runs(host)) == 1
+    assert host.installed_versions().count("1.5.0") == 1
+    assert host.current_version() == "1.5.0"
+    assert host.running_version() == "1.5.0"
+
+
+@pytest.mark.parametrize(
+    ("start", "slot_key", "first", "last"),
+    [
+        pytest.param(
+            "2026-10-25T01:50",
+            "2026-10-25T02:30",
+            "2026-10-25T00:30:00+00:00",  # the first 02:30 (CEST), never the second
+            "2026-10-25T00:45:00+00:00",
+            id="autumn_repeat_0230_runs_once",
+        ),
+        pytest.param(
+            "2027-03-28T01:50",
+            "2027-03-28T02:30",
+            "2027-03-28T01:30:00+00:00",  # 03:30 CEST: shifted by the gap, not skipped
+            "2027-03-28T01:45:00+00:00",
+            id="spring_gap_0230_runs_at_0330",
+        ),
+    ],
+)
+def test_dst_nights_in_amsterdam(
+    new_night: Callable[..., Night], start: str, slot_key: str, first: str, last: str
+) -> None:
+    scenario = new_night(start, speed=60.0)
+    scenario.publish("1.5.0", 42)
+    host = scenario.add_host("web-01", installed=("1.5.0", 42))
+    scenario.set_schedule(host, ["02:30"])
+    daemon = host.start()
+    done = daemon.wait_for("slot.up_to_date", slot_key=slot_key)
+    ts = done["ts"].replace("Z", "+00:00")
+    assert first <= ts < last
+    # Past the second 02:30 in autumn and its window: still one run for the night.
+    scenario.clock.wait_until(datetime.fromisoformat(first) + timedelta(hours=1, minutes=20))
+    assert [r["slot_key"] for r in scenario.runs(host)] == [slot_key]
+    assert len(daemon.named("slot.up_to_date")) == 1
+
+
+def test_a_host_clock_hours_off_still_updates_at_0300_server_time(
+    new_night: Callable[..., Night],
+) -> None:
+    scenario = new_night()
+    scenario.publish("1.5.0", 42)
+    host = scenario.add_host("web-01")
+    wrong = NightClock(
+        start=scenario.clock.start + timedelta(hours=5),
+        anchor=scenario.clock.anchor,
+        speed=scenario.clock.speed,
+    )
+    daemon = host.start(clock_setting=wrong.setting)
+    synced = daemon.wait_for("config.synced")
+    assert abs(synced["clock_offset_seconds"] + 5 * 3600) < 120
+    succeeded = daemon.wait_for("update.succeeded", slot_key=SLOT)
+    ts = succeeded["ts"].replace("Z", "+00:00")
+    assert "2026-11-30T02:00:00+00:00" <= ts < "2026-11-30T02:15:00+00:00"
+    assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
