@@ -6,6 +6,7 @@
     create-panel-key      another panel key for an organisation (shown once)
     enroll-agent          a new agent and its credential (shown once)
     create-operator-key   an operator key (shown once)
+    publish-release       check a signed release against the trusted keys and store it
 
 Every command takes --database-url (or NACHTWACHT_DATABASE_URL) or --data-dir (the embedded
 PostgreSQL; default: the user's data directory). Bad input prints one line and exits 2.
@@ -18,14 +19,26 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, NoReturn
 from uuid import UUID
 
 from control_plane import migrate
-from control_plane.config import DatabaseLocation, ServeSettings, settings_from_env
+from control_plane.config import (
+    DatabaseLocation,
+    ServeSettings,
+    load_trusted_keys,
+    release_key_paths,
+    settings_from_env,
+)
 from control_plane.database import open_pool
-from control_plane.errors import ControlPlaneError, DatabaseUnavailable, RequestRefused
-from control_plane.services import AccountService
+from control_plane.errors import (
+    ConfigurationError,
+    ControlPlaneError,
+    DatabaseUnavailable,
+    RequestRefused,
+)
+from control_plane.services import AccountService, ReleaseService
 from control_plane.startup import opened_database
 from control_plane.types import Pool
 from nachtwacht.clock import ClockConfigError, clock_from_env
@@ -74,6 +87,26 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--global-cap", type=int, help="store the global cap ($NACHTWACHT_GLOBAL_CAP)"
     )
+
+    serve.add_argument(
+        "--release-public-key",
+        action="append",
+        metavar="PATH",
+        help="a trusted release key (repeatable; default $NACHTWACHT_RELEASE_PUBLIC_KEYS)",
+    )
+
+    publish = commands.add_parser("publish-release", help="check and store a signed release")
+    publish.add_argument("manifest", help="manifest.json")
+    publish.add_argument("signature", help="manifest.sig")
+    publish.add_argument("artifact", help="the build (.tar.gz)")
+    publish.add_argument(
+        "--release-public-key",
+        action="append",
+        metavar="PATH",
+        help="a trusted release key (repeatable; default $NACHTWACHT_RELEASE_PUBLIC_KEYS)",
+    )
+    _add_database_flags(publish)
+    _add_json_flag(publish)
 
     migrate_cmd = commands.add_parser("migrate", help="apply the database migrations")
     _add_database_flags(migrate_cmd)
@@ -193,6 +226,41 @@ def _create_operator_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_file(field_name: str, path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigurationError(f"{field_name}: cannot read {path!r} ({exc.strerror})") from exc
+
+
+def _publish_release(args: argparse.Namespace) -> int:
+    keys = load_trusted_keys(release_key_paths(args.release_public_key))
+    manifest = _read_file("MANIFEST", args.manifest)
+    signature = _read_file("SIGNATURE", args.signature)
+    artifact = _read_file("ARTIFACT", args.artifact)
+    with _admin_pool(args) as pool:
+        release = ReleaseService(pool, clock_from_env(), keys).publish(
+            manifest, signature, artifact
+        )
+    payload = {
+        "release_id": str(release["id"]),
+        "version": release["version"],
+        "manifest_version": release["manifest_version"],
+        "channel": release["channel"],
+        "platform": release["platform"],
+        "key_id": release["key_id"],
+    }
+    _emit(
+        args,
+        payload,
+        [
+            f"published {release['version']} (manifest_version {release['manifest_version']}, "
+            f"{release['channel']}/{release['platform']}), signed by key {release['key_id'][:16]}…"
+        ],
+    )
+    return 0
+
+
 def _migrate(args: argparse.Namespace) -> int:
     with opened_database(_location(args), migrate_to_head=False) as url:
         if args.check:
@@ -215,6 +283,7 @@ def _serve(args: argparse.Namespace) -> int:
         pool_size=args.pool_size,
         log_level=args.log_level,
         platform_settings=settings_from_env(vars(args)),
+        release_public_keys=release_key_paths(args.release_public_key),
     )
     return serve(settings)
 
@@ -226,6 +295,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "create-panel-key": _create_panel_key,
     "enroll-agent": _enroll_agent,
     "create-operator-key": _create_operator_key,
+    "publish-release": _publish_release,
 }
 
 

@@ -13,19 +13,25 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane.database import DATABASE_URL_ENV
 from control_plane.errors import ConfigurationError
+from signed_release import ReleaseError, load_public_keys
 
 __all__ = [
     "DATA_DIR_ENV",
+    "RELEASE_KEYS_ENV",
     "DatabaseLocation",
     "ServeSettings",
     "default_data_dir",
+    "load_trusted_keys",
+    "release_key_paths",
     "settings_from_env",
 ]
 
 DATA_DIR_ENV = "NACHTWACHT_DATA_DIR"
+RELEASE_KEYS_ENV = "NACHTWACHT_RELEASE_PUBLIC_KEYS"
 
 # `control serve` flags that seed the platform settings, and their environment variables.
 SETTINGS_ENV = {
@@ -93,12 +99,32 @@ class ServeSettings:
     log_level: str = "warning"
     # Platform settings to store at start-up (only those given).
     platform_settings: dict[str, Any] = field(default_factory=dict)
+    release_public_keys: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ConfigurationError(f"--port: {self.port} is not a TCP port (expected 0-65535)")
         if self.pool_size < 1:
             raise ConfigurationError(f"--pool-size: {self.pool_size} must be at least 1")
+
+
+def release_key_paths(
+    flags: list[str] | None, environ: Mapping[str, str] | None = None
+) -> tuple[Path, ...]:
+    """`--release-public-key` (repeatable), else NACHTWACHT_RELEASE_PUBLIC_KEYS (comma list)."""
+    env = os.environ if environ is None else environ
+    if flags:
+        return tuple(Path(path).expanduser() for path in flags)
+    raw = env.get(RELEASE_KEYS_ENV, "")
+    return tuple(Path(part.strip()).expanduser() for part in raw.split(",") if part.strip())
+
+
+def load_trusted_keys(paths: tuple[Path, ...]) -> dict[str, Ed25519PublicKey]:
+    """The release public keys by key id; a key file that cannot be used stops start-up."""
+    try:
+        return load_public_keys(paths)
+    except ReleaseError as exc:
+        raise ConfigurationError(f"--release-public-key: {exc}") from exc
 
 
 def settings_from_env(

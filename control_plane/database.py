@@ -102,7 +102,9 @@ def open_pool(database_url: str, *, min_size: int = 1, max_size: int = 10) -> Co
         database_url,
         min_size=min_size,
         max_size=max_size,
-        kwargs={"row_factory": dict_row},
+        # Autocommit: a lone read is its own statement, and every write names its
+        # transaction explicitly with `conn.transaction()`.
+        kwargs={"row_factory": dict_row, "autocommit": True},
         open=False,
         name="nachtwacht",
     )

@@ -18,7 +18,7 @@ import uvicorn
 
 from control_plane import migrate
 from control_plane.api import create_app
-from control_plane.config import ServeSettings
+from control_plane.config import ServeSettings, load_trusted_keys
 from control_plane.database import open_pool
 from control_plane.errors import ConfigurationError
 from control_plane.services import build_services
@@ -77,6 +77,7 @@ async def _run(server: uvicorn.Server, sock: socket.socket) -> None:
 def serve(settings: ServeSettings) -> int:
     clock = clock_from_env()
     _announce_clock(clock)
+    trusted_keys = load_trusted_keys(settings.release_public_keys)
     # uvicorn restores these after its graceful shutdown and re-raises the signal it caught.
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)
@@ -87,7 +88,7 @@ def serve(settings: ServeSettings) -> int:
                 migrate.require_head(url)
             pool = open_pool(url, min_size=1, max_size=settings.pool_size)
             try:
-                services = build_services(pool, clock)
+                services = build_services(pool, clock, trusted_keys)
                 if settings.platform_settings:
                     services.settings.update(settings.platform_settings)
                 config = uvicorn.Config(

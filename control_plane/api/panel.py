@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from control_plane.api.deps import PanelCaller, services_of
@@ -57,3 +59,34 @@ def set_schedule(
         caller.org_id, agent_id, enabled=body.enabled, times=body.times
     )
     return page
+
+
+@router.get("/agents/{agent_id}/runs")
+def agent_runs(agent_id: UUID, request: Request, caller: PanelCaller) -> dict[str, Any]:
+    """The agent's update runs, newest first: scheduled ones and those a person started."""
+    assert caller.org_id is not None
+    return {"runs": services_of(request).runs.agent_runs(caller.org_id, agent_id)}
+
+
+@router.get("/agents/{agent_id}/events")
+def agent_events(agent_id: UUID, request: Request, caller: PanelCaller) -> dict[str, Any]:
+    """The agent's timeline. A scheduled update's events name the schedule as the actor."""
+    assert caller.org_id is not None
+    return {"events": services_of(request).runs.agent_events(caller.org_id, agent_id)}
+
+
+@router.post("/agents/{agent_id}/update", response_model=None)
+def request_update(agent_id: UUID, request: Request, caller: PanelCaller) -> Response:
+    """Update this agent now (a manual update: no slot, no caps). 202 new, 200 already pending."""
+    assert caller.org_id is not None
+    created, run = services_of(request).runs.request_manual_update(
+        caller.org_id, agent_id, caller.credential_id
+    )
+    return JSONResponse(jsonable_encoder(run), status_code=202 if created else 200)
+
+
+@router.get("/operations")
+def operations(request: Request, caller: PanelCaller) -> dict[str, Any]:
+    """The task tray: operations people in this organisation started. No scheduled updates."""
+    assert caller.org_id is not None
+    return {"operations": services_of(request).runs.operations(caller.org_id)}

@@ -13,6 +13,8 @@ from typing import Any
 from uuid import UUID
 
 from control_plane.errors import NotFound
+from control_plane.services.brake import brake_state
+from control_plane.services.releases import current_release, release_view
 from control_plane.services.settings import read_settings
 from control_plane.types import Connection, Pool
 from nachtwacht.clock import Clock
@@ -86,18 +88,22 @@ def _etag(body: dict[str, Any]) -> str:
 
 
 def brake_view(conn: Connection) -> dict[str, Any]:
-    """The operators' brake (issue 4); off until it exists."""
-    del conn
-    return {"engaged": False, "reason": None}
+    state = brake_state(conn)
+    return {"engaged": state["engaged"], "reason": state["reason"]}
 
 
 def current_release_view(conn: Connection) -> dict[str, Any] | None:
-    """The newest published release (issue 4); none until releases exist."""
-    del conn
-    return None
+    release = current_release(conn)
+    return None if release is None else release_view(release)
 
 
 def pending_manual_update(conn: Connection, agent_id: UUID) -> dict[str, Any] | None:
-    """A manual update requested in the panel and not yet run (issue 4)."""
-    del conn, agent_id
-    return None
+    """A manual update requested in the panel and not yet finished."""
+    row = conn.execute(
+        "SELECT id, created_at FROM runs WHERE agent_id = %s AND trigger = 'manual'"
+        " AND status IN ('requested', 'claimed') ORDER BY created_at DESC LIMIT 1",
+        [agent_id],
+    ).fetchone()
+    if row is None:
+        return None
+    return {"run_id": str(row["id"]), "requested_at": format_utc(row["created_at"])}

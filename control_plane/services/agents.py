@@ -10,6 +10,7 @@ from psycopg.types.json import Jsonb
 
 from control_plane.errors import NotFound
 from control_plane.schedule import Schedule, validated_schedule
+from control_plane.services.run_views import latest_runs
 from control_plane.services.settings import PlatformSettings, read_settings
 from control_plane.types import Connection, Pool
 from nachtwacht.clock import Clock
@@ -105,9 +106,3 @@ def _agent_row(conn: Connection, org_id: UUID, agent_id: UUID) -> dict[str, Any]
     if row is None:
         raise agent_not_found(agent_id)
     return row
-
-
-def latest_runs(conn: Connection, agent_id: UUID, limit: int) -> list[dict[str, Any]]:
-    """The agent's most recent update runs (none before the runs table exists: issue 4)."""
-    del conn, agent_id, limit
-    return []

@@ -1,0 +1,52 @@
+"""How a run row reads in the API (the agent page, the run lists, the task tray)."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from control_plane.types import Connection
+
+__all__ = ["RUN_COLUMNS", "latest_runs", "read_run", "run_view"]
+
+RUN_COLUMNS = (
+    "r.id, r.agent_id, r.trigger, r.slot_key, r.slot_at, r.status, r.from_version, r.version,"
+    " r.error, r.created_at, r.claimed_at, r.finished_at, rel.agent_version AS release_version"
+)
+
+
+def run_view(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "run_id": row["id"],
+        "agent_id": row["agent_id"],
+        "trigger": row["trigger"],
+        "slot_key": row["slot_key"],
+        "slot_at": row["slot_at"],
+        "status": row["status"],
+        "from_version": row["from_version"],
+        "release_version": row["release_version"],
+        "version": row["version"],
+        "error": row["error"],
+        "created_at": row["created_at"],
+        "claimed_at": row["claimed_at"],
+        "finished_at": row["finished_at"],
+    }
+
+
+def read_run(conn: Connection, run_id: UUID) -> dict[str, Any]:
+    row: dict[str, Any] | None = conn.execute(
+        f"SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN releases rel ON rel.id = r.release_id"  # noqa: S608 - constant columns
+        " WHERE r.id = %s",
+        [run_id],
+    ).fetchone()
+    assert row is not None
+    return row
+
+
+def latest_runs(conn: Connection, agent_id: UUID, limit: int) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        f"SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN releases rel ON rel.id = r.release_id"  # noqa: S608 - constant columns
+        " WHERE r.agent_id = %s ORDER BY r.created_at DESC, r.id LIMIT %s",
+        [agent_id, limit],
+    ).fetchall()
+    return [run_view(row) for row in rows]
