@@ -31,6 +31,7 @@ __all__ = [
     "ArtifactSpec",
     "DownloadLimits",
     "check_free_space",
+    "clean_staging",
     "download_artifact",
     "final_path",
     "part_path",
@@ -78,6 +79,21 @@ def part_path(staging: Path, sha256: str) -> Path:
 
 def _etag_path(staging: Path, sha256: str) -> Path:
     return staging / f"{sha256}.etag"
+
+
+def clean_staging(staging: Path, *, keep_part: str | None) -> None:
+    """Remove everything but the resumable download of `keep_part` (a sha256): its bytes and the
+    ETag they came with."""
+    if not staging.is_dir():
+        return
+    keep = {f"{keep_part}.part", f"{keep_part}.etag"} if keep_part else set()
+    for entry in staging.iterdir():
+        if entry.name in keep:
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def check_free_space(

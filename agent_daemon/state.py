@@ -18,6 +18,7 @@ What it holds:
 from __future__ import annotations
 
 import base64
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -93,6 +94,35 @@ class UpdaterState(_Frozen):
     bad_versions: dict[str, str] = {}
     in_progress: InProgress | None = None
     last_outcome: RecordedOutcome | None = None
+
+    def with_step(self, step: Step, *, failure: str | None = None) -> UpdaterState:
+        """The update in progress, advanced to `step` (and, when rolling back, why)."""
+        assert self.in_progress is not None
+        update: dict[str, object] = {"step": step}
+        if failure is not None:
+            update["failure"] = failure
+        return self.model_copy(update={"in_progress": self.in_progress.model_copy(update=update)})
+
+    def finished(
+        self,
+        outcome: RecordedOutcome,
+        *,
+        floor: int | None = None,
+        build: tuple[str, Build] | None = None,
+        bad: tuple[str, str] | None = None,
+        at: datetime,
+    ) -> UpdaterState:
+        """Nothing in progress any more. `floor` raises the rollback floor, `build` (version,
+        facts) records an installed build, `bad` (version, reason) marks one never to retry."""
+        changes: dict[str, object] = {"in_progress": None, "last_outcome": outcome}
+        if floor is not None:
+            changes["floor"] = max(self.floor or 0, floor)
+        if build is not None:
+            changes["builds"] = {**self.builds, build[0]: build[1]}
+        if bad is not None:
+            stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+            changes["bad_versions"] = {**self.bad_versions, bad[0]: f"{stamp}: {bad[1]}"}
+        return self.model_copy(update=changes)
 
     def protected_versions(self) -> set[str]:
         """Versions the state file points at: retention must never delete them."""

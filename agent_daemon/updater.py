@@ -18,11 +18,8 @@ verifying core (`agent_daemon.verify`) is pure.
 from __future__ import annotations
 
 import base64
-import shutil
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -33,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from agent_daemon.download import (
     ArtifactSpec,
     DownloadLimits,
+    clean_staging,
     download_artifact,
     final_path,
 )
@@ -43,6 +41,7 @@ from agent_daemon.errors import (
     UpdateInProgress,
     VersionMarkedBad,
 )
+from agent_daemon.health import AgentService
 from agent_daemon.install import install_build, self_test
 from agent_daemon.layout import InstallLayout
 from agent_daemon.locking import update_lock
@@ -56,12 +55,11 @@ from agent_daemon.state import (
 )
 from agent_daemon.verify import VerifiedRelease, verify_release
 from nachtwacht.clock import Clock
-from signed_release import Manifest, format_instant, parse_manifest
+from signed_release import Manifest, parse_manifest
 
 __all__ = ["UpdateOutcome", "UpdateRequest", "Updater", "UpdaterSettings"]
 
 Status = Literal["succeeded", "failed", "rolled_back"]
-_COMMAND_OUTPUT_LIMIT = 200
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,6 +142,13 @@ class Updater:
         self._layout = InstallLayout(settings.install_root)
         self._store = UpdaterStateStore(settings.state_dir)
         self._staging = settings.state_dir / "staging"
+        self._service = AgentService(
+            restart_command=settings.restart_command,
+            health_command=settings.health_command,
+            deadline_seconds=settings.health_deadline_seconds,
+            poll_seconds=settings.health_poll_seconds,
+            clock=clock,
+        )
 
     # -- the interface ------------------------------------------------------------------------
 
@@ -335,10 +340,10 @@ class Updater:
         self._layout.point("current", current)
 
     def _restart_and_check(self, version: str) -> None:
-        problem = self._restart()
+        problem = self._service.restart()
         if problem is not None:
             raise _RollBack(problem)
-        problem = self._wait_healthy(version)
+        problem = self._service.wait_healthy(version)
         if problem is not None:
             raise _RollBack(problem)
 
@@ -349,68 +354,10 @@ class Updater:
         self._switch(previous=progress.previous_before, current=progress.from_version)
         self._on_step("links_restored")
         error = f"{progress.version}: {failure}; rolled back to {progress.from_version}"
-        old_problem = self._restart() or self._wait_healthy(progress.from_version)
+        old_problem = self._service.restart() or self._service.wait_healthy(progress.from_version)
         if old_problem is not None:
             error += f"; {progress.from_version} is not healthy either: {old_problem}"
         return self._finish(state, manifest, status="rolled_back", error=error, bad_reason=failure)
-
-    # -- commands -------------------------------------------------------------------------------
-
-    def _restart(self) -> str | None:
-        """None when the restart command succeeded, else what went wrong."""
-        command = self._settings.restart_command
-        timeout = self._clock.real_seconds(self._settings.health_deadline_seconds)
-        try:
-            result = subprocess.run(
-                command,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"restart command {' '.join(command)!r} failed: {exc}"
-        if result.returncode != 0:
-            return (
-                f"restart command {' '.join(command)!r} exited {result.returncode}: "
-                f"{_tail(result.stderr or result.stdout)}"
-            )
-        return None
-
-    def _wait_healthy(self, version: str) -> str | None:
-        """None once the health command succeeds printing `version`; else, at the deadline, why
-        it never did."""
-        settings = self._settings
-        deadline = self._clock.now() + timedelta(seconds=settings.health_deadline_seconds)
-        last = "the health command never ran"
-        while True:
-            remaining = (deadline - self._clock.now()).total_seconds()
-            if remaining <= 0:
-                return (
-                    f"not healthy within {settings.health_deadline_seconds:g} s "
-                    f"(expected the health command to report {version}; last: {last})"
-                )
-            try:
-                result = subprocess.run(
-                    settings.health_command,
-                    capture_output=True,
-                    text=True,
-                    timeout=max(self._clock.real_seconds(remaining), 0.5),
-                    check=False,
-                    stdin=subprocess.DEVNULL,
-                )
-            except subprocess.TimeoutExpired:
-                last = "the health command did not finish"
-            except OSError as exc:
-                last = f"the health command cannot run: {exc}"
-            else:
-                if result.returncode == 0 and version in result.stdout.split():
-                    return None
-                last = f"exit {result.returncode}, printed {_tail(result.stdout)!r}" + (
-                    f", stderr {_tail(result.stderr)!r}" if result.stderr.strip() else ""
-                )
-            self._clock.sleep(min(settings.health_poll_seconds, max(remaining, 0.0)))
 
     # -- recording -----------------------------------------------------------------------------
 
@@ -419,13 +366,7 @@ class Updater:
         self._on_step(step_name)
 
     def _advance(self, state: UpdaterState, step: Step, failure: str | None = None) -> UpdaterState:
-        assert state.in_progress is not None
-        update: dict[str, object] = {"step": step}
-        if failure is not None:
-            update["failure"] = failure
-        state = state.model_copy(
-            update={"in_progress": state.in_progress.model_copy(update=update)}
-        )
+        state = state.with_step(step, failure=failure)
         self._record(state, step)
         return state
 
@@ -436,19 +377,17 @@ class Updater:
         self, state: UpdaterState, run_id: str, manifest: Manifest
     ) -> UpdateOutcome:
         """The release names the version already running (e.g. re-signed with a later expiry)."""
-        state = state.model_copy(
-            update={
-                "floor": max(state.floor or 0, manifest.manifest_version),
-                "builds": {**state.builds, manifest.agent_version: _build_of(manifest)},
-                "last_outcome": RecordedOutcome(
-                    run_id=run_id, status="succeeded", version=manifest.agent_version, error=None
-                ),
-            }
+        recorded = RecordedOutcome(
+            run_id=run_id, status="succeeded", version=manifest.agent_version, error=None
+        )
+        state = state.finished(
+            recorded,
+            floor=manifest.manifest_version,
+            build=(manifest.agent_version, _build_of(manifest)),
+            at=self._clock.now(),
         )
         self._record(state, "committed")
-        return UpdateOutcome(
-            status="succeeded", version=manifest.agent_version, error=None, run_id=run_id
-        )
+        return UpdateOutcome(**recorded.model_dump())
 
     def _finish(
         self,
@@ -459,28 +398,20 @@ class Updater:
         error: str | None,
         bad_reason: str | None,
     ) -> UpdateOutcome:
+        """The release was accepted: whatever became of its build, the floor moves past it — a
+        release can be fixed only by a newer manifest, never by replaying an older one."""
         progress = state.in_progress
         assert progress is not None
-        builds = dict(state.builds)
-        bad = dict(state.bad_versions)
-        if bad_reason is None:
-            builds[progress.version] = _build_of(manifest)
-        else:
-            bad[progress.version] = f"{format_instant(self._clock.now())}: {bad_reason}"
-        running = self.installed_version()
         recorded = RecordedOutcome(
-            run_id=progress.run_id, status=status, version=running, error=error
+            run_id=progress.run_id, status=status, version=self.installed_version(), error=error
         )
-        state = state.model_copy(
-            update={
-                # Accepted releases move the floor even when the build failed: a release can be
-                # fixed only by a newer manifest, never by replaying an older one.
-                "floor": max(state.floor or 0, manifest.manifest_version),
-                "builds": builds,
-                "bad_versions": bad,
-                "in_progress": None,
-                "last_outcome": recorded,
-            }
+        good = bad_reason is None
+        state = state.finished(
+            recorded,
+            floor=manifest.manifest_version,
+            build=(progress.version, _build_of(manifest)) if good else None,
+            bad=None if bad_reason is None else (progress.version, bad_reason),
+            at=self._clock.now(),
         )
         self._record(state, "committed")
         self._tidy(state, keep_part=None)
@@ -490,15 +421,11 @@ class Updater:
         """Nothing switched (or nothing to switch back to): the running version stays."""
         progress = state.in_progress
         assert progress is not None
-        bad_versions = dict(state.bad_versions)
-        if bad:
-            bad_versions[progress.version] = f"{format_instant(self._clock.now())}: {error}"
-        running = self.installed_version()
         recorded = RecordedOutcome(
-            run_id=progress.run_id, status="failed", version=running, error=error
+            run_id=progress.run_id, status="failed", version=self.installed_version(), error=error
         )
-        state = state.model_copy(
-            update={"bad_versions": bad_versions, "in_progress": None, "last_outcome": recorded}
+        state = state.finished(
+            recorded, bad=(progress.version, error) if bad else None, at=self._clock.now()
         )
         self._record(state, "failed")
         manifest = parse_manifest(progress.manifest_bytes)
@@ -510,15 +437,7 @@ class Updater:
         try:
             self._layout.clean_temporaries()
             self._layout.apply_retention(state.protected_versions(), state.bad_versions)
-            if self._staging.is_dir():
-                # A resumable download keeps its bytes and the ETag they came with.
-                keep = {f"{keep_part}.part", f"{keep_part}.etag"} if keep_part else set()
-                for entry in self._staging.iterdir():
-                    if entry.name not in keep:
-                        if entry.is_dir():
-                            shutil.rmtree(entry, ignore_errors=True)
-                        else:
-                            entry.unlink(missing_ok=True)
+            clean_staging(self._staging, keep_part=keep_part)
         except OSError:
             pass
 
@@ -542,8 +461,3 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return f"{exc.filename or 'install'}: {exc.strerror or exc}"
     return f"{type(exc).__name__}: {exc}"
-
-
-def _tail(text: str) -> str:
-    text = text.strip()
-    return text if len(text) <= _COMMAND_OUTPUT_LIMIT else "…" + text[-_COMMAND_OUTPUT_LIMIT:]
