@@ -156,7 +156,11 @@ def download_artifact(
     staging.mkdir(parents=True, exist_ok=True)
     done = final_path(staging, spec.sha256)
     if done.exists():
-        return done
+        # Checked again: it may be what a crash left, and it is about to be installed.
+        kept = _read_part(done)
+        if (kept.size, kept.digest.hexdigest()) == (spec.length, spec.sha256):
+            return done
+        done.unlink()
     part = part_path(staging, spec.sha256)
     progress = _read_part(part)
     if progress.size > spec.length:

@@ -196,3 +196,13 @@ def test_a_complete_part_is_checked_without_fetching(
     part_path(staging, SHA).write_bytes(ARTIFACT)
     assert fetch(server, tmp_path).read_bytes() == ARTIFACT
     assert server.requests("/artifact") == []
+
+
+def test_a_finished_download_is_checked_again_before_it_is_used(
+    server: ArtifactServer, tmp_path: Path
+) -> None:
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    final_path(staging, SHA).write_bytes(b"bit rot")
+    assert fetch(server, tmp_path).read_bytes() == ARTIFACT
+    assert len(server.requests("/artifact")) == 1

@@ -7,8 +7,9 @@ import base64
 import json
 import os
 import shutil
+import time
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -17,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent_daemon.locking import update_lock
 from agent_daemon.updater import Updater
-from nachtwacht.clock import SystemClock
+from nachtwacht.clock import FakeClock, SystemClock
 from tests.agent_daemon.updater_support.host import Host, customer_host, host_running
 from tests.agent_daemon.updater_support.releases import evil_archive
 
@@ -333,4 +334,14 @@ def test_a_build_removed_behind_the_updaters_back_is_never_switched_to(tmp_path:
         outcome = updater.apply(host.request(host.factory.release("1.5.0", 42), "run-1"))
         assert outcome.status == "failed"
         assert "vanished or changed after its install" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version)
+
+
+def test_a_clock_earlier_than_the_running_build_is_refused(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        stuck_in_2020 = FakeClock(start=datetime(2020, 1, 1, tzinfo=UTC), anchor=time.time())
+        updater = Updater(settings=host.settings, client=httpx.Client(), clock=stuck_in_2020)
+        outcome = updater.apply(host.request(host.factory.release("1.5.0", 42), "run-1"))
+        assert outcome.status == "failed"
+        assert "the clock is wrong" in (outcome.error or "")
         assert_still_running_old(host, outcome.version)
