@@ -3,6 +3,7 @@ sets, the API served over real HTTP on loopback (uvicorn in a thread), and boots
 
 from __future__ import annotations
 
+import hashlib
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -12,11 +13,13 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 import uvicorn
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane.api import create_app
 from control_plane.database import open_pool
 from control_plane.services import Services, build_services
 from control_plane.types import Pool
+from signed_release import Manifest, key_id, sign_manifest
 
 
 class SetClock:
@@ -63,8 +66,61 @@ def pool(database_url: str) -> Iterator[Pool]:
 
 
 @pytest.fixture
-def services(pool: Pool, clock: SetClock) -> Services:
-    return build_services(pool, clock)
+def release_key() -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.generate()
+
+
+@pytest.fixture
+def services(pool: Pool, clock: SetClock, release_key: Ed25519PrivateKey) -> Services:
+    public = release_key.public_key()
+    return build_services(pool, clock, {key_id(public): public})
+
+
+@dataclass(frozen=True)
+class SignedRelease:
+    manifest: bytes
+    signature: bytes
+    artifact: bytes
+    version: str
+    manifest_version: int
+
+
+def sign_release(
+    key: Ed25519PrivateKey,
+    *,
+    version: str = "1.5.0",
+    manifest_version: int = 42,
+    artifact: bytes | None = None,
+    issued_at: datetime = datetime(2026, 11, 1, tzinfo=UTC),
+    expires: datetime = datetime(2027, 11, 1, tzinfo=UTC),
+) -> SignedRelease:
+    content = artifact if artifact is not None else bytes(range(256)) * 40
+    manifest = Manifest(
+        manifest_version=manifest_version,
+        issued_at=issued_at,
+        expires=expires,
+        channel="stable",
+        platform="linux-x86_64",
+        agent_version=version,
+        length=len(content),
+        sha256=hashlib.sha256(content).hexdigest(),
+        unpacked_size=len(content) * 2,
+    ).to_bytes()
+    return SignedRelease(
+        manifest=manifest,
+        signature=sign_manifest(manifest, key),
+        artifact=content,
+        version=version,
+        manifest_version=manifest_version,
+    )
+
+
+@pytest.fixture
+def published(services: Services, release_key: Ed25519PrivateKey) -> SignedRelease:
+    """Release 1.5.0 (manifest_version 42), signed with the trusted key and published."""
+    release = sign_release(release_key)
+    services.releases.publish(release.manifest, release.signature, release.artifact)
+    return release
 
 
 @dataclass
