@@ -8,9 +8,12 @@ import re
 
 __all__ = ["VERSION_PATTERN", "is_valid_version", "version_key"]
 
+# A prerelease identifier is a number without leading zeros or a word with a non-digit, so that
+# two different strings never compare equal.
+_IDENTIFIER = r"(?:0|[1-9]\d{0,8}|\d{0,31}[A-Za-z-][0-9A-Za-z-]{0,31})"
 VERSION_PATTERN = re.compile(
     r"(0|[1-9]\d{0,8})\.(0|[1-9]\d{0,8})\.(0|[1-9]\d{0,8})"
-    r"(?:-([0-9A-Za-z-]{1,32}(?:\.[0-9A-Za-z-]{1,32}){0,7}))?"
+    rf"(?:-({_IDENTIFIER}(?:\.{_IDENTIFIER}){{0,7}}))?"
 )
 
 # A release sorts after every prerelease of the same MAJOR.MINOR.PATCH.

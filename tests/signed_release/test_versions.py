@@ -28,6 +28,9 @@ def test_versions_order_as_semver(older: str, newer: str) -> None:
         pytest.param("1.5.0/..", id="path"),
         pytest.param("1.5.0+build", id="build_metadata"),
         pytest.param(" 1.5.0", id="space"),
+        pytest.param("1.5.0-rc.01", id="prerelease_leading_zero"),
+        pytest.param("1.5.0-", id="empty_prerelease"),
+        pytest.param("1.5.0-rc..1", id="empty_identifier"),
     ],
 )
 def test_non_versions_are_refused(value: str) -> None:
