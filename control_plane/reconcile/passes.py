@@ -1,0 +1,102 @@
+"""One reconcile pass: missed slots, notification decisions, webhook deliveries.
+
+A pass takes `now` from its caller (the worker loop reads the clock) and is idempotent: it works
+from the stored progress, each step is safe to repeat, and a pass interrupted half-way is finished
+by the next one. Windows are reconciled a `settle` margin after they close, so a claim that a
+replica with a slightly slower clock still accepted is on record first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from control_plane.reconcile.missed import record_missed_slots
+from control_plane.reconcile.progress import FIRST_LOOKBACK, advance, read_progress, record_pass
+from control_plane.reconcile.review import ReviewResult, review_closed_slots
+from control_plane.reconcile.webhook import AttemptOutcome, WebhookSender
+from control_plane.services.settings import read_settings
+from control_plane.types import Pool
+
+__all__ = ["PassReport", "PassSettings", "ReconcilePass"]
+
+# One transaction reconciles at most this much time, so catching up after a long outage is a
+# series of bounded steps, each recorded in the progress row.
+CATCH_UP_STEP = timedelta(hours=6)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassSettings:
+    settle: timedelta = timedelta(minutes=1)
+    outcome_grace: timedelta = timedelta(minutes=60)
+
+    def __post_init__(self) -> None:
+        for name in ("settle", "outcome_grace"):
+            value = getattr(self, name)
+            if not isinstance(value, timedelta) or value < timedelta(0):
+                raise ValueError(f"{name}: {value!r} must be a non-negative timedelta")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassReport:
+    reconciled_until: datetime
+    missed: int
+    review: ReviewResult
+    deliveries: list[AttemptOutcome] = field(default_factory=list)
+
+
+class ReconcilePass:
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        sender: WebhookSender,
+        settings: PassSettings | None = None,
+        identity: str = "reconcile",
+    ) -> None:
+        self._pool = pool
+        self._sender = sender
+        self._settings = settings or PassSettings()
+        self._identity = identity
+
+    def run(self, now: datetime) -> PassReport:
+        until = now - self._settings.settle
+        missed = 0
+        with self._pool.connection() as conn:
+            platform = read_settings(conn)
+            window = timedelta(minutes=platform.catch_up_minutes)
+            start = read_progress(conn).reconciled_until
+            if start is None:
+                start = until - FIRST_LOOKBACK
+            while start < until:
+                step_end = min(until, start + CATCH_UP_STEP)
+                with conn.transaction():
+                    missed += len(
+                        record_missed_slots(
+                            conn,
+                            timezone=platform.timezone,
+                            window=window,
+                            after=start,
+                            until=step_end,
+                            now=now,
+                        )
+                    )
+                    advance(conn, step_end)
+                start = step_end
+            review = review_closed_slots(
+                conn,
+                zone=platform.zone,
+                window=window,
+                until=until,
+                outcome_grace=self._settings.outcome_grace,
+                now=now,
+            )
+        deliveries = self._sender.deliver_due(now)
+        with self._pool.connection() as conn, conn.transaction():
+            record_pass(conn, at=now, by=self._identity)
+        return PassReport(
+            reconciled_until=max(start, until),
+            missed=missed,
+            review=review,
+            deliveries=deliveries,
+        )

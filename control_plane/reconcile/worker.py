@@ -1,0 +1,100 @@
+"""The reconcile loop that runs in every replica; the advisory lock makes one of them work.
+
+Every `interval` product seconds (the clock object decides how long that is in real time) the
+loop tries to be the worker and, if it is, runs one pass with `now` read from the clock once.
+It is never on the claim or dispatch path: it only reads what those wrote and adds its own rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from datetime import timedelta
+
+import psycopg
+
+from control_plane.reconcile.leader import LeaderLock
+from control_plane.reconcile.passes import PassReport, PassSettings, ReconcilePass
+from control_plane.reconcile.webhook import DeliveryPolicy, WebhookSender
+from control_plane.types import Pool
+from nachtwacht.clock import Clock
+
+__all__ = ["ReconcileWorker", "replica_identity"]
+
+DEFAULT_INTERVAL = timedelta(seconds=30)
+
+logger = logging.getLogger(__name__)
+
+
+def replica_identity() -> str:
+    """Names this replica in the progress row: host, process and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class ReconcileWorker:
+    def __init__(
+        self,
+        pool: Pool,
+        clock: Clock,
+        database_url: str,
+        *,
+        interval: timedelta = DEFAULT_INTERVAL,
+        pass_settings: PassSettings | None = None,
+        delivery: DeliveryPolicy | None = None,
+        sender: WebhookSender | None = None,
+        identity: str | None = None,
+    ) -> None:
+        self._clock = clock
+        self._interval = interval
+        self.identity = identity or replica_identity()
+        self._lock = LeaderLock(database_url)
+        self._sender = sender or WebhookSender(pool, delivery)
+        self._pass = ReconcilePass(
+            pool, sender=self._sender, settings=pass_settings, identity=self.identity
+        )
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_report: PassReport | None = None
+
+    @property
+    def is_leader(self) -> bool:
+        return self._lock.held
+
+    def tick(self) -> PassReport | None:
+        """Be the worker if possible and run one pass; None when another replica is the worker."""
+        if not self._lock.try_acquire():
+            return None
+        try:
+            report = self._pass.run(self._clock.now())
+        except psycopg.Error as exc:
+            # The next tick retries; the pass is idempotent. A broken lock connection shows there.
+            logger.warning("reconcile pass failed, retrying on the next tick: %s", exc)
+            return None
+        self.last_report = report
+        return report
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="nachtwacht-reconcile", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._lock.release()
+        self._sender.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # the loop must outlive any one pass; the error is logged
+                logger.exception("reconcile pass failed unexpectedly")
+            self._stop.wait(self._clock.real_seconds(self._interval.total_seconds()))
