@@ -103,6 +103,10 @@ def install_build(
             check_members(members, unpacked_size=unpacked_size)
             # The data filter repeats the checks above inside the standard library.
             archive.extractall(staging, members=members, filter="data")
+    except tarfile.FilterError as exc:
+        # Link chains (`a -> .`, `a/b -> ..`) are only visible on disk, where the filter sees them.
+        shutil.rmtree(staging, ignore_errors=True)
+        raise UnsafeArchive(f"archive refused for {version}: {exc}") from exc
     except (tarfile.TarError, EOFError, OSError) as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise InstallFailed(f"cannot unpack {artifact.name} for {version}: {exc}") from exc

@@ -36,6 +36,22 @@ def special(name: str, kind: bytes, linkname: str = "") -> tarfile.TarInfo:
     return info
 
 
+def chained_links_archive() -> bytes:
+    """`l1 -> .` and `l1/l2 -> ..`: each link looks inside, together they lead out."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        script = b"#!/bin/sh\necho 1.5.0\n"
+        entry = tarfile.TarInfo("bin/provibr-agent")
+        entry.size, entry.mode = len(script), 0o755
+        archive.addfile(entry, io.BytesIO(script))
+        archive.addfile(special("l1", tarfile.SYMTYPE, "."))
+        archive.addfile(special("l1/l2", tarfile.SYMTYPE, ".."))
+        escaped = tarfile.TarInfo("l1/l2/escaped")
+        escaped.size = 3
+        archive.addfile(escaped, io.BytesIO(b"pwn"))
+    return buffer.getvalue()
+
+
 def install(tmp_path: Path, artifact: bytes, *, unpacked_size: int = 10_000) -> Path:
     path = tmp_path / "artifact.tar.gz"
     path.write_bytes(artifact)
@@ -61,6 +77,7 @@ def install(tmp_path: Path, artifact: bytes, *, unpacked_size: int = 10_000) -> 
                      "leaves the build folder", id="symlink_absolute"),
         pytest.param(archive_with(special("lib/hard", tarfile.LNKTYPE, "../outside")),
                      "hard link", id="hardlink_out"),
+        pytest.param(chained_links_archive(), "outside the destination", id="symlink_chain"),
         pytest.param(archive_with(special("dev/sda", tarfile.BLKTYPE)), "special files",
                      id="block_device"),
         pytest.param(archive_with(special("run/fifo", tarfile.FIFOTYPE)), "special files",
@@ -74,6 +91,8 @@ def test_a_hostile_archive_is_refused_and_nothing_is_written(
         install(tmp_path, artifact)
     assert os.listdir(tmp_path / "root/versions") == []
     assert not (tmp_path / "x").exists()
+    assert not (tmp_path / "root/escaped").exists()
+    assert not (tmp_path / "root/versions/escaped").exists()
 
 
 def test_an_internal_symlink_is_allowed(tmp_path: Path) -> None:
