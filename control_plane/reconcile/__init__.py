@@ -15,19 +15,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from control_plane.reconcile.forecast import SlotForecast, fair_shares, forecast_slot
 from control_plane.reconcile.forecast_service import ForecastService
 from control_plane.reconcile.inbox import NotificationService, WebhookSettingsService
+from control_plane.reconcile.metrics import MetricsService
 from control_plane.reconcile.refusals import RefusalRecorder
+from control_plane.reconcile.services import ReconcileServices, build_reconcile_services
 from control_plane.reconcile.webhook import sign_body, verify_signature
 from control_plane.reconcile.worker import ReconcileWorker, replica_identity
-from control_plane.types import Pool
-from nachtwacht.clock import Clock
 
 __all__ = [
     "ForecastService",
+    "MetricsService",
     "NotificationService",
     "ReconcileServices",
     "ReconcileWorker",
@@ -41,24 +40,3 @@ __all__ = [
     "sign_body",
     "verify_signature",
 ]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReconcileServices:
-    """What the routes of this package need; built once per process with the other services."""
-
-    refusals: RefusalRecorder
-    notifications: NotificationService
-    webhooks: WebhookSettingsService
-    forecast: ForecastService
-    replica: str
-
-
-def build_reconcile_services(pool: Pool, clock: Clock) -> ReconcileServices:
-    return ReconcileServices(
-        refusals=RefusalRecorder(pool),
-        notifications=NotificationService(pool, clock),
-        webhooks=WebhookSettingsService(pool, clock),
-        forecast=ForecastService(pool),
-        replica=replica_identity(),
-    )

@@ -13,7 +13,7 @@ from control_plane.reconcile.progress import read_progress
 from control_plane.reconcile.refusals import RefusalRecorder
 from control_plane.types import Pool
 
-__all__ = ["CONTENT_TYPE", "render_metrics"]
+__all__ = ["CONTENT_TYPE", "MetricsService", "render_metrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -134,3 +134,13 @@ def render_metrics(pool: Pool, refusals: RefusalRecorder, *, now: datetime, repl
         [({"replica": replica}, refusals.dropped)],
     )
     return "\n".join(lines) + "\n"
+
+
+class MetricsService:
+    def __init__(self, pool: Pool, refusals: RefusalRecorder, replica: str) -> None:
+        self._pool = pool
+        self._refusals = refusals
+        self._replica = replica
+
+    def render(self, now: datetime) -> str:
+        return render_metrics(self._pool, self._refusals, now=now, replica=self._replica)

@@ -1,4 +1,4 @@
-"""Missed slots with their reason, claim refusals, notifications, webhooks and the worker's progress.
+"""Missed slots and their reason, claim refusals, notifications, webhooks, the worker's progress.
 
 Revision ID: 0005_reconcile_notifications
 Revises: 0004_releases_runs_events
