@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from control_plane.reconcile.services import ReconcileServices
+
 __all__ = [
     "AccountService",
     "AgentConfigService",
@@ -52,12 +54,16 @@ class Services:
     runs: RunService
     releases: ReleaseService
     brake: BrakeService
+    reconcile: ReconcileServices
 
 
 def build_services(
     pool: Pool, clock: Clock, trusted_keys: Mapping[str, Ed25519PublicKey] | None = None
 ) -> Services:
     """Every service, built once; `trusted_keys` are the release keys publishing checks against."""
+    # Imported here: the reconcile package reads the settings through this package.
+    from control_plane.reconcile.services import build_reconcile_services
+
     return Services(
         accounts=AccountService(pool, clock),
         agents=AgentService(pool, clock),
@@ -67,4 +73,5 @@ def build_services(
         runs=RunService(pool, clock),
         releases=ReleaseService(pool, clock, trusted_keys or {}),
         brake=BrakeService(pool, clock),
+        reconcile=build_reconcile_services(pool, clock),
     )
