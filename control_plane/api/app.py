@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from control_plane.api import admin, agent, panel
+from control_plane.api import admin, agent, forecast, metrics, notifications, panel, webhook
 from control_plane.errors import RequestRefused
 from control_plane.services import Services
 from control_plane.services.agent_config import format_utc
@@ -113,6 +113,10 @@ def create_app(services: Services, clock: Clock) -> FastAPI:
     app.include_router(panel.router)
     app.include_router(agent.router)
     app.include_router(admin.router)
+    app.include_router(notifications.router)
+    app.include_router(webhook.router)
+    app.include_router(forecast.router)
+    app.include_router(metrics.router)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:
