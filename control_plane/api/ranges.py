@@ -46,9 +46,9 @@ def requested_range(
             raise Unsatisfiable
         return ByteRange(start=max(0, size - suffix), end=size - 1)
     start = int(match[1])
+    if start >= size:
+        raise Unsatisfiable
     end = int(match[2]) if match[2] else size - 1
     if start > end:
         return None
-    if start >= size:
-        raise Unsatisfiable
     return ByteRange(start=start, end=min(end, size - 1))

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 import psycopg
 import pytest
 
 from control_plane.credentials import Audience
-from tests.control_plane.conftest import Agent, Api, Org
+from control_plane.services import Services
+from tests.control_plane.conftest import Agent, Api, Org, SetClock, SignedRelease
 
 
 @dataclass(frozen=True)
@@ -31,9 +34,31 @@ ENDPOINTS = [
         Audience.PANEL,
         {"enabled": False, "times": []},
     ),
+    Endpoint("GET", "/v1/agents/{agent_id}/runs", Audience.PANEL),
+    Endpoint("GET", "/v1/agents/{agent_id}/events", Audience.PANEL),
+    Endpoint("POST", "/v1/agents/{agent_id}/update", Audience.PANEL),
+    Endpoint("GET", "/v1/operations", Audience.PANEL),
     Endpoint("GET", "/v1/agent/config", Audience.AGENT),
+    Endpoint("POST", "/v1/agent/claims", Audience.AGENT, {"slot_key": "2026-11-30T03:00"}),
+    Endpoint(
+        "POST",
+        "/v1/agent/runs",
+        Audience.AGENT,
+        {"slot_key": "2026-11-30T03:00", "status": "up_to_date"},
+    ),
+    Endpoint("PATCH", "/v1/agent/runs/{run_id}", Audience.AGENT, {"status": "succeeded"}),
+    Endpoint("GET", "/v1/agent/runs/{run_id}/artifact", Audience.AGENT),
     Endpoint("GET", "/v1/admin/settings", Audience.OPERATOR),
     Endpoint("PUT", "/v1/admin/settings", Audience.OPERATOR, {"org_cap": 0}),
+    Endpoint("GET", "/v1/admin/brake", Audience.OPERATOR),
+    Endpoint("PUT", "/v1/admin/brake", Audience.OPERATOR, {"engaged": True}),
+    Endpoint("POST", "/v1/admin/tokens/{token_id}/revoke", Audience.OPERATOR),
+    Endpoint(
+        "POST",
+        "/v1/admin/releases",
+        Audience.OPERATOR,
+        {"manifest_b64": "", "signature_b64": "", "artifact_b64": ""},
+    ),
 ]
 ENDPOINT_PARAMS = [
     pytest.param(endpoint, id=f"{endpoint.method}_{endpoint.path}") for endpoint in ENDPOINTS
@@ -47,6 +72,8 @@ class World:
     other: Org
     other_agent: Agent
     operator_key: str
+    run_id: str
+    token_id: str
 
     def key_for(self, audience: Audience) -> str:
         return {
@@ -58,31 +85,51 @@ class World:
 
 @pytest.fixture
 def world(
-    make_org: Callable[..., Org], make_agent: Callable[..., Agent], operator_key: str
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+    operator_key: str,
+    services: Services,
+    clock: SetClock,
+    published: SignedRelease,
 ) -> World:
     victim = make_org("Victim")
     other = make_org("Other")
+    victim_agent = make_agent(victim, "victim-01")
+    # The victim agent holds a claimed run with a token.
+    clock.set(datetime(2026, 11, 30, 2, 1, tzinfo=UTC))
+    claim = services.claims.claim_slot(
+        UUID(victim_agent.agent_id), "2026-11-30T03:00", "1.4.1", clock.now()
+    )
     return World(
         victim=victim,
-        victim_agent=make_agent(victim, "victim-01"),
+        victim_agent=victim_agent,
         other=other,
         other_agent=make_agent(other, "other-01"),
         operator_key=operator_key,
+        run_id=claim.body["run_id"],
+        token_id=claim.body["token"]["id"],
     )
 
 
 def _call(api: Api, endpoint: Endpoint, world: World, headers: dict[str, str]) -> Any:
-    path = endpoint.path.format(agent_id=world.victim_agent.agent_id)
+    path = endpoint.path.format(
+        agent_id=world.victim_agent.agent_id, run_id=world.run_id, token_id=world.token_id
+    )
     with api.client() as client:
         return client.request(endpoint.method, path, json=endpoint.body, headers=headers)
 
 
 def _state(database_url: str) -> Any:
+    """Everything a request could change (agents' last_seen_at aside: being seen is not data)."""
     with psycopg.connect(database_url) as conn:
         return conn.execute(
             "SELECT (SELECT json_agg(a ORDER BY id) FROM (SELECT id, update_schedule_enabled,"
-            " update_schedule_times FROM agents) a),"
-            " (SELECT row_to_json(s) FROM platform_settings s)"
+            " update_schedule_times, current_version FROM agents) a),"
+            " (SELECT row_to_json(s) FROM platform_settings s),"
+            " (SELECT row_to_json(b) FROM platform_brake b),"
+            " (SELECT json_agg(r ORDER BY id) FROM runs r),"
+            " (SELECT json_agg(t ORDER BY id) FROM tokens t),"
+            " (SELECT count(*) FROM releases), (SELECT count(*) FROM events)"
         ).fetchone()
 
 
@@ -153,6 +200,25 @@ def test_another_organisations_agent_gets_404(
     assert response.status_code == 404
     assert world.victim_agent.agent_id in response.json()["detail"]["message"]
     assert "victim" not in response.text
+    assert _state(database_url) == before
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        pytest.param(endpoint, id=f"{endpoint.method}_{endpoint.path}")
+        for endpoint in ENDPOINTS
+        if "{run_id}" in endpoint.path
+    ],
+)
+def test_another_agents_run_gets_404(
+    api: Api, world: World, database_url: str, endpoint: Endpoint
+) -> None:
+    before = _state(database_url)
+    response = _call(
+        api, endpoint, world, {"Authorization": f"Bearer {world.other_agent.agent_key}"}
+    )
+    assert response.status_code == 404
     assert _state(database_url) == before
 
 
