@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from control_plane.api.deps import AgentCaller, RequestNow, services_of
 from control_plane.api.ranges import Unsatisfiable, requested_range
-from control_plane.errors import InvalidInput
+from control_plane.errors import ClaimRefused, InvalidInput
 
 __all__ = ["router"]
 
@@ -68,7 +68,13 @@ def claim(body: ClaimBody, request: Request, caller: AgentCaller, now: RequestNo
         result = claims.claim_manual(caller.agent_id, body.manual_run_id, body.from_version, now)
     else:
         assert body.slot_key is not None
-        result = claims.claim_slot(caller.agent_id, body.slot_key, body.from_version, now)
+        try:
+            result = claims.claim_slot(caller.agent_id, body.slot_key, body.from_version, now)
+        except ClaimRefused as refused:
+            # The fact behind a miss reason, buffered in memory: the refusal path writes nothing.
+            refusals = services_of(request).reconcile.refusals
+            refusals.record(caller.agent_id, body.slot_key, refused.code or "refused", now)
+            raise
     return JSONResponse(result.body, status_code=201 if result.created else 200)
 
 
