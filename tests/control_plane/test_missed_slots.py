@@ -1,0 +1,211 @@
+"""Missed slots (issue 7): every enabled agent's slot whose window closed without a run row gets
+one, status `missed`, with the reason as a fact — offline, throttled, brake or unknown."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from control_plane.services import Services
+from control_plane.types import Pool
+from tests.control_plane.conftest import Api, SetClock
+from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
+
+
+@pytest.fixture
+def fleet(pool: Pool, services: Services, clock: SetClock) -> Iterator[Fleet]:
+    made = Fleet(pool, services, clock)
+    yield made
+    made.close()
+
+
+def _claim(api: Api, agent_key: str, slot_key: str = NIGHT_KEY) -> int:
+    with api.client(agent_key) as client:
+        return client.post("/v1/agent/claims", json={"slot_key": slot_key}).status_code
+
+
+def test_agent_never_seen_misses_as_offline(fleet: Fleet) -> None:
+    fleet.agent(fleet.org(), "web-01")
+    report = fleet.reconcile(AFTER_NIGHT)
+    assert report.missed == 1
+    assert fleet.missed() == {"web-01": "offline"}
+
+
+def test_agent_last_seen_before_the_slot_opened_misses_as_offline(fleet: Fleet) -> None:
+    agent = fleet.agent(fleet.org(), "web-01")
+    fleet.seen(agent, NIGHT - timedelta(minutes=1))
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "offline"}
+
+
+def test_agent_seen_in_the_window_without_a_refusal_misses_as_unknown(fleet: Fleet) -> None:
+    agent = fleet.agent(fleet.org(), "web-01")
+    fleet.seen(agent, NIGHT + timedelta(minutes=3))
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "unknown"}
+
+
+def test_agent_refused_by_a_full_cap_misses_as_throttled(
+    api: Api, fleet: Fleet, services: Services, make_org, make_agent
+) -> None:
+    org = make_org("Acme")
+    agent = make_agent(org, "web-01")
+    services.settings.update({"org_cap": 0})
+    fleet.clock.set(NIGHT + timedelta(minutes=2))
+    assert _claim(api, agent.agent_key) == 429
+    fleet.clock.set(NIGHT + timedelta(minutes=3))
+    assert _claim(api, agent.agent_key) == 429
+    assert services.reconcile.refusals.flush() == 1  # two refusals, one fact
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "throttled"}
+
+
+def test_agent_refused_by_the_brake_misses_as_brake(
+    api: Api, fleet: Fleet, services: Services, make_org, make_agent
+) -> None:
+    agent = make_agent(make_org("Acme"), "web-01")
+    fleet.sql("UPDATE platform_brake SET engaged = true, reason = 'incident 42'")
+    fleet.clock.set(NIGHT + timedelta(minutes=2))
+    assert _claim(api, agent.agent_key) == 503
+    services.reconcile.refusals.flush()
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "brake"}
+
+
+def test_the_refusal_that_came_last_names_the_reason(
+    api: Api, fleet: Fleet, services: Services, make_org, make_agent
+) -> None:
+    agent = make_agent(make_org("Acme"), "web-01")
+    fleet.sql("UPDATE platform_brake SET engaged = true")
+    fleet.clock.set(NIGHT + timedelta(minutes=1))
+    assert _claim(api, agent.agent_key) == 503
+    fleet.sql("UPDATE platform_brake SET engaged = false")
+    services.settings.update({"global_cap": 0})
+    fleet.clock.set(NIGHT + timedelta(minutes=6))
+    assert _claim(api, agent.agent_key) == 429
+    services.reconcile.refusals.flush()
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "throttled"}
+
+
+@pytest.mark.parametrize("status", ["up_to_date", "succeeded", "failed", "rolled_back", "claimed"])
+def test_a_consumed_slot_is_not_missed(fleet: Fleet, status: str) -> None:
+    fleet.run(fleet.agent(fleet.org(), "web-01"), status)
+    assert fleet.reconcile(AFTER_NIGHT).missed == 0
+    assert fleet.missed() == {}
+
+
+def test_consuming_a_later_open_slot_supersedes_the_earlier_one(fleet: Fleet) -> None:
+    agent = fleet.agent(fleet.org(), "web-01", times=["03:00", "03:05"])
+    fleet.run(agent, "succeeded", slot_key="2026-11-30T03:05", slot_at=NIGHT + timedelta(minutes=5))
+    fleet.reconcile(AFTER_NIGHT + timedelta(minutes=5))
+    assert fleet.missed() == {}
+
+
+def test_a_disabled_agent_misses_nothing(fleet: Fleet) -> None:
+    fleet.disable(fleet.agent(fleet.org(), "web-01"))
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {}
+
+
+def test_a_slot_before_the_agent_was_enrolled_is_not_missed(fleet: Fleet) -> None:
+    fleet.clock.set(NIGHT + timedelta(minutes=1))  # enrolled inside the window, after it opened
+    fleet.agent(fleet.org(), "web-01")
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {}
+
+
+def test_a_window_still_open_is_not_missed_yet(fleet: Fleet) -> None:
+    fleet.agent(fleet.org(), "web-01")
+    assert fleet.reconcile(NIGHT + timedelta(minutes=14)).missed == 0
+    assert fleet.reconcile(NIGHT + timedelta(minutes=15, seconds=30)).missed == 0  # settling
+    assert fleet.reconcile(NIGHT + timedelta(minutes=16)).missed == 1
+
+
+def test_passes_are_idempotent(fleet: Fleet) -> None:
+    fleet.agent(fleet.org(), "web-01")
+    fleet.reconcile(AFTER_NIGHT)
+    fleet.sql("UPDATE reconcile_progress SET reconciled_until = NULL")  # as if it never ran
+    fleet.reconcile(AFTER_NIGHT)
+    fleet.reconcile(AFTER_NIGHT + timedelta(minutes=1))
+    count = fleet.one("SELECT count(*) AS n FROM runs WHERE status = 'missed'")
+    events = fleet.one("SELECT count(*) AS n FROM events WHERE kind = 'update.missed'")
+    assert (count["n"], events["n"]) == (1, 1)
+
+
+def test_the_worker_catches_up_after_downtime(fleet: Fleet) -> None:
+    agent = fleet.agent(fleet.org(), "web-01")
+    fleet.reconcile(NIGHT - timedelta(hours=1))
+    fleet.reconcile(AFTER_NIGHT + timedelta(days=3))  # down for three nights
+    keys = [
+        row["slot_key"]
+        for row in fleet.rows(
+            "SELECT slot_key FROM runs WHERE agent_id = %s AND status = 'missed' ORDER BY slot_at",
+            [agent.id],
+        )
+    ]
+    assert keys == [
+        "2026-11-30T03:00",
+        "2026-12-01T03:00",
+        "2026-12-02T03:00",
+        "2026-12-03T03:00",
+    ]
+
+
+def test_a_miss_is_on_the_timeline_as_the_schedules_own_event(fleet: Fleet) -> None:
+    agent = fleet.agent(fleet.org(), "web-01")
+    fleet.reconcile(AFTER_NIGHT)
+    event = fleet.one(
+        "SELECT kind, actor_kind, data FROM events WHERE agent_id = %s AND kind LIKE 'update.%%'",
+        [agent.id],
+    )
+    assert event == {
+        "kind": "update.missed",
+        "actor_kind": "schedule",
+        "data": {"slot_key": NIGHT_KEY, "reason": "offline"},
+    }
+
+
+def test_the_agent_page_shows_the_miss_and_its_reason(
+    api: Api, fleet: Fleet, make_org, make_agent
+) -> None:
+    org = make_org("Acme")
+    agent = make_agent(org, "web-01")
+    fleet.reconcile(AFTER_NIGHT)
+    with api.client(org.panel_key) as client:
+        runs = client.get(f"/v1/agents/{agent.agent_id}/runs").json()
+    text = str(runs)
+    assert "missed" in text and NIGHT_KEY in text
+
+
+@pytest.mark.parametrize(
+    ("columns", "values"),
+    [
+        pytest.param("status, miss_reason", "'missed', NULL", id="missed_without_reason"),
+        pytest.param("status, miss_reason", "'succeeded', 'offline'", id="reason_without_miss"),
+        pytest.param("status, miss_reason", "'missed', 'bored'", id="unknown_reason"),
+    ],
+)
+def test_the_database_refuses_a_miss_that_does_not_say_why(
+    fleet: Fleet, columns: str, values: str
+) -> None:
+    agent = fleet.agent(fleet.org(), "web-01")
+    with pytest.raises(psycopg.errors.CheckViolation):
+        fleet.sql(
+            f"INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, created_at, {columns})"
+            f" VALUES (%s, %s, 'schedule', %s, %s, now(), {values})",
+            [agent.id, agent.org_id, NIGHT_KEY, NIGHT],
+        )
+
+
+def test_the_database_refuses_a_missed_manual_run(fleet: Fleet) -> None:
+    agent = fleet.agent(fleet.org(), "web-01")
+    with pytest.raises(psycopg.errors.CheckViolation):
+        fleet.sql(
+            "INSERT INTO runs (agent_id, org_id, trigger, status, miss_reason, created_at)"
+            " VALUES (%s, %s, 'manual', 'missed', 'offline', now())",
+            [agent.id, agent.org_id],
+        )
