@@ -122,9 +122,10 @@ def _sign(args: argparse.Namespace, clock: Clock) -> int:
     lifetime = parse_duration(args.expires_in)
     private_key = load_private_key(args.key)
     facts = describe_artifact(args.artifact)
-    issued_at = clock.now().replace(microsecond=0)
+    now = clock.now()
+    issued_at = now.replace(microsecond=0)
     manifest = Manifest(
-        manifest_version=args.manifest_version or int(clock.now().timestamp() * 1000),
+        manifest_version=args.manifest_version or int(now.timestamp() * 1000),
         issued_at=issued_at,
         expires=issued_at + lifetime,
         channel=args.channel,

@@ -9,23 +9,27 @@ import time
 import pytest
 
 from agent_daemon.health import AgentService
-from nachtwacht.clock import FakeClock, SystemClock
+from nachtwacht.clock import Clock, FakeClock, SystemClock
 
 FAST = FakeClock(start=SystemClock().now(), anchor=time.time(), speed=100.0)
 
 
-def service(health: tuple[str, ...], restart: tuple[str, ...] = ("true",)) -> AgentService:
+def service(
+    health: tuple[str, ...], restart: tuple[str, ...] = ("true",), clock: Clock = FAST
+) -> AgentService:
     return AgentService(
         restart_command=restart,
         health_command=health,
         deadline_seconds=30.0,
         poll_seconds=2.0,
-        clock=FAST,
+        clock=clock,
     )
 
 
 def test_health_is_the_version_printed_as_a_word() -> None:
-    assert service(("echo", "provibr-agent 1.5.0 ok")).wait_healthy("1.5.0") is None
+    # Real seconds here: a success must never race a deadline on a busy machine.
+    healthy = service(("echo", "provibr-agent 1.5.0 ok"), clock=SystemClock())
+    assert healthy.wait_healthy("1.5.0") is None
 
 
 @pytest.mark.parametrize(
