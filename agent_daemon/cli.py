@@ -109,7 +109,8 @@ def _parser() -> _Parser:
     enroll.add_argument(
         "--health-command",
         help="must succeed and print the running version "
-        "(default: <install root>/current/bin/provibr-agent --version)",
+        "(default: <install root>/current/bin/provibr-agent health; not --version, which "
+        "prints the installed build's version even while the old process still runs)",
     )
     enroll.add_argument("--health-deadline-seconds", type=float, default=120.0)
     enroll.add_argument("--request-timeout-seconds", type=float, default=10.0)
@@ -157,7 +158,7 @@ def _enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
     credential = sys.stdin.readline().strip() if args.credential == "-" else args.credential
     install_root = Path(args.install_root)
     health = args.health_command or shlex.join(
-        [str(install_root / "current" / "bin" / "provibr-agent"), "--version"]
+        [str(install_root / "current" / "bin" / "provibr-agent"), "health"]
     )
     fields: dict[str, str | float | list[str]] = {
         "control_url": args.url.rstrip("/"),
