@@ -245,3 +245,66 @@ def test_unreachable_database_is_one_clear_line(taken_port: int) -> None:
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) >= 1
+
+
+@pytest.fixture
+def release_files(tmp_path: Path) -> dict[str, Path]:
+    from signed_release import generate_key_files, load_private_key
+    from tests.control_plane.conftest import sign_release
+
+    private_path, public_path, _ = generate_key_files(tmp_path / "keys")
+    release = sign_release(load_private_key(private_path))
+    files = {"public": public_path}
+    for name, content in [
+        ("manifest", release.manifest),
+        ("signature", release.signature),
+        ("artifact", release.artifact),
+    ]:
+        files[name] = tmp_path / name
+        files[name].write_bytes(content)
+    return files
+
+
+def test_publish_release_checks_the_signature_against_the_given_key(
+    database_url: str, release_files: dict[str, Path]
+) -> None:
+    files = [str(release_files[name]) for name in ("manifest", "signature", "artifact")]
+    published = run_control(
+        "publish-release", *files, "--json", "--database-url", database_url,
+        "--release-public-key", str(release_files["public"]),
+    )  # fmt: skip
+    assert published.returncode == 0, published.stderr
+    assert json.loads(published.stdout)["version"] == "1.5.0"
+
+    again = run_control(
+        "publish-release", *files, "--database-url", database_url,
+        env={"NACHTWACHT_RELEASE_PUBLIC_KEYS": str(release_files["public"])},
+    )  # fmt: skip
+    assert again.returncode == 2
+    assert "is not newer than the current release" in again.stderr
+
+
+def test_publish_release_refuses_a_tampered_manifest(
+    database_url: str, release_files: dict[str, Path]
+) -> None:
+    manifest = release_files["manifest"]
+    manifest.write_bytes(manifest.read_bytes().replace(b'"1.5.0"', b'"6.6.6"'))
+    result = run_control(
+        "publish-release", str(manifest), str(release_files["signature"]),
+        str(release_files["artifact"]), "--database-url", database_url,
+        "--release-public-key", str(release_files["public"]),
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "does not match the manifest bytes" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM releases").fetchone() == (0,)
+
+
+def test_publish_release_without_any_trusted_key_is_refused(
+    database_url: str, release_files: dict[str, Path]
+) -> None:
+    files = [str(release_files[name]) for name in ("manifest", "signature", "artifact")]
+    result = run_control("publish-release", *files, "--database-url", database_url)
+    assert result.returncode == 2
+    assert "no release public key is configured" in result.stderr

@@ -1,0 +1,116 @@
+"""Two `nachtwacht control serve` processes over one database hold the caps exactly (rule 9)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from uuid import UUID
+
+import httpx
+import psycopg
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from control_plane.database import open_pool
+from control_plane.services import build_services
+from control_plane.types import Pool
+from nachtwacht.clock import SystemClock
+from signed_release import key_id
+from tests.conftest import RunningControlPlane
+from tests.control_plane.conftest import sign_release
+
+pytestmark = pytest.mark.slow
+
+ORGS = 6
+AGENTS_PER_ORG = 5
+ORG_CAP = 3
+GLOBAL_CAP = 10
+
+
+@pytest.fixture
+def pool(database_url: str) -> Iterator[Pool]:
+    opened = open_pool(database_url, min_size=1, max_size=2)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _body(response: httpx.Response) -> dict[str, object]:
+    try:
+        body: dict[str, object] = response.json()
+    except ValueError:
+        return {"text": response.text}
+    return body
+
+
+def test_two_replicas_grant_exactly_the_caps(
+    control_plane_server: Callable[..., RunningControlPlane], pool: Pool, database_url: str
+) -> None:
+    key = Ed25519PrivateKey.generate()
+    services = build_services(pool, SystemClock(), {key_id(key.public_key()): key.public_key()})
+    release = sign_release(key)
+    services.releases.publish(release.manifest, release.signature, release.artifact)
+    agents: list[tuple[str, str]] = []  # (org id, agent key)
+    for o in range(ORGS):
+        org = services.accounts.create_org(f"Org {o}")
+        for n in range(AGENTS_PER_ORG):
+            issued = services.accounts.enroll_agent(org.org_id, f"web-{n}")
+            agents.append((str(org.org_id), issued.agent_key))
+
+    # Both replicas show the same product time, almost frozen at 03:01 CET: one round.
+    fake_clock = f"2026-11-30T02:01:00Z,anchor={time.time()!r},speed=0.001"
+    flags = ["--org-cap", str(ORG_CAP), "--global-cap", str(GLOBAL_CAP)]
+    replicas = [control_plane_server(fake_clock=fake_clock, args=flags) for _ in range(2)]
+
+    start = threading.Barrier(len(agents))
+    answers: list[tuple[str, str, int, dict[str, object]]] = []
+    lock = threading.Lock()
+
+    def claim(index: int, org_id: str, agent_key: str) -> None:
+        replica = replicas[index % 2]
+        with httpx.Client(base_url=replica.base_url, timeout=60) as client:
+            start.wait()
+            response = client.post(
+                "/v1/agent/claims",
+                headers={"Authorization": f"Bearer {agent_key}"},
+                json={"slot_key": "2026-11-30T03:00", "from_version": "1.4.1"},
+            )
+        with lock:
+            answers.append((org_id, agent_key, response.status_code, _body(response)))
+
+    threads = [
+        threading.Thread(target=claim, args=(index, org_id, agent_key))
+        for index, (org_id, agent_key) in enumerate(agents)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    for replica in replicas:
+        assert "Traceback" not in replica.stderr(), replica.stderr()
+    granted = [answer for answer in answers if answer[2] == 201]
+    refused = [answer for answer in answers if answer[2] != 201]
+    assert len(granted) == GLOBAL_CAP
+    assert max(Counter(org_id for org_id, *_ in granted).values()) <= ORG_CAP
+    assert {answer[2] for answer in refused} == {429}
+    assert {str(answer[3]["detail"]) for answer in refused} != set()
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM tokens").fetchone() == (GLOBAL_CAP,)
+        per_org = conn.execute("SELECT max(granted) FROM claim_rounds_org").fetchone()
+        assert per_org is not None and per_org[0] <= ORG_CAP
+
+    # A granted agent that asks the other replica gets its own claim back, not a second one.
+    _, agent_key, _, first = granted[0]
+    with httpx.Client(base_url=replicas[1].base_url) as client:
+        again = client.post(
+            "/v1/agent/claims",
+            headers={"Authorization": f"Bearer {agent_key}"},
+            json={"slot_key": "2026-11-30T03:00", "from_version": "1.4.1"},
+        )
+    assert again.status_code == 200
+    assert again.json()["run_id"] == first["run_id"]
+    assert UUID(again.json()["token"]["id"])
