@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -23,6 +24,12 @@ def fleet(pool: Pool, services: Services, clock: SetClock) -> Iterator[Fleet]:
     made = Fleet(pool, services, clock)
     yield made
     made.close()
+
+
+def _notification_body(fleet: Fleet, org: UUID, slot_key: str) -> dict[str, Any]:
+    [notification] = [n for n in fleet.notifications(org) if n["slot_key"] == slot_key]
+    body: dict[str, Any] = notification["body"]
+    return body
 
 
 def _considered(fleet: Fleet) -> list[bool]:
@@ -138,7 +145,7 @@ def test_a_failure_is_named_once_per_agent_per_calendar_day(fleet: Fleet) -> Non
         fleet.run(flaky, "failed", slot_key=key, slot_at=at, error="health check failed")
         fleet.run(steady, "succeeded", slot_key=key, slot_at=at, version="1.5.0")
         fleet.reconcile(at + timedelta(minutes=20))
-        body = [n for n in fleet.notifications(org) if n["slot_key"] == key][0]["body"]
+        body = _notification_body(fleet, org, key)
         named.append(([f["name"] for f in body["failed"]], body["failures_already_reported_today"]))
     assert named == [(["flaky"], 0), ([], 1), (["flaky"], 0)]
 
@@ -161,7 +168,7 @@ def test_an_agent_silent_for_three_days_is_named_once_a_day(fleet: Fleet) -> Non
     for day, hour in [(32, 3), (33, 3), (33, 15), (34, 3)]:
         key, at = _slot(day, hour)
         fleet.reconcile(at + timedelta(minutes=20))
-        body = [n for n in fleet.notifications(org) if n["slot_key"] == key][0]["body"]
+        body = _notification_body(fleet, org, key)
         named[key] = [agent["name"] for agent in body["not_updated_for_three_days"]]
     assert named == {
         "2026-12-02T03:00": [],  # two days and a bit: not yet
@@ -178,7 +185,7 @@ def test_an_agent_that_consumes_a_slot_is_no_longer_silent(fleet: Fleet) -> None
     fleet.run(agent, "up_to_date", slot_key=key, slot_at=at, version="1.5.0")
     key, at = _slot(34, 3)
     fleet.reconcile(at + timedelta(minutes=20))
-    body = [n for n in fleet.notifications(org) if n["slot_key"] == key][0]["body"]
+    body = _notification_body(fleet, org, key)
     assert body["not_updated_for_three_days"] == []
 
 
