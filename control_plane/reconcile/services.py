@@ -24,14 +24,17 @@ class ReconcileServices:
     webhooks: WebhookSettingsService
     forecast: ForecastService
     metrics: MetricsService
+    replica: str  # names this process in the worker's progress row and in the metrics
 
 
 def build_reconcile_services(pool: Pool, clock: Clock) -> ReconcileServices:
     refusals = RefusalRecorder(pool)
+    replica = replica_identity()
     return ReconcileServices(
         refusals=refusals,
         notifications=NotificationService(pool, clock),
         webhooks=WebhookSettingsService(pool, clock),
         forecast=ForecastService(pool),
-        metrics=MetricsService(pool, refusals, replica_identity()),
+        metrics=MetricsService(pool, refusals, replica),
+        replica=replica,
     )

@@ -1,0 +1,29 @@
+"""What every replica runs beside its HTTP server: the refusal flusher and the reconcile loop."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from control_plane.reconcile.services import ReconcileServices
+from control_plane.reconcile.worker import ReconcileWorker
+from control_plane.types import Pool
+from nachtwacht.clock import Clock
+
+__all__ = ["reconcile_running"]
+
+
+@contextlib.contextmanager
+def reconcile_running(
+    pool: Pool, clock: Clock, database_url: str, services: ReconcileServices
+) -> Iterator[ReconcileWorker]:
+    """Start the flusher and the worker loop; on exit stop both, writing the buffered refusals
+    and giving up the worker's lock so another replica takes over at once."""
+    services.refusals.start()
+    worker = ReconcileWorker(pool, clock, database_url, identity=services.replica)
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        services.refusals.stop()

@@ -1,0 +1,177 @@
+"""The reconcile worker (issue 7): one active replica through a PostgreSQL advisory lock; the
+others wait and take over when it dies; the loop runs passes on the clock object."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from control_plane.reconcile import ReconcileWorker
+from control_plane.reconcile.leader import RECONCILE_LOCK_KEY, LeaderLock
+from control_plane.services import Services
+from control_plane.types import Pool
+from tests.conftest import REPO_ROOT, RunningControlPlane, child_environment
+from tests.control_plane.conftest import SetClock
+from tests.control_plane.reconcile_fleet import AFTER_NIGHT, Fleet
+
+# A deadline for a failure, never a speed assertion: hand-over normally takes milliseconds.
+DEADLINE_SECONDS = 60
+
+
+def _eventually(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {DEADLINE_SECONDS} s: {what}")
+        threading.Event().wait(0.05)
+
+
+@pytest.fixture
+def workers(pool: Pool, clock: SetClock, database_url: str) -> Iterator[list[ReconcileWorker]]:
+    made = [
+        ReconcileWorker(pool, clock, database_url, identity=name) for name in ("first", "second")
+    ]
+    yield made
+    for worker in made:
+        worker.stop()
+
+
+def _progress(pool: Pool) -> dict[str, object]:
+    with pool.connection() as conn:
+        row = conn.execute("SELECT last_pass_by, passes FROM reconcile_progress").fetchone()
+    assert row is not None
+    return row
+
+
+def test_one_worker_works_while_the_other_waits(
+    workers: list[ReconcileWorker], pool: Pool, clock: SetClock
+) -> None:
+    first, second = workers
+    clock.set(AFTER_NIGHT)
+    assert first.tick() is not None
+    assert second.tick() is None
+    assert first.tick() is not None
+    assert (first.is_leader, second.is_leader) == (True, False)
+    assert _progress(pool) == {"last_pass_by": "first", "passes": 2}
+
+
+def test_the_waiting_worker_takes_over_when_the_first_loses_its_session(
+    workers: list[ReconcileWorker], pool: Pool, clock: SetClock, database_url: str
+) -> None:
+    first, second = workers
+    clock.set(AFTER_NIGHT)
+    assert first.tick() is not None
+    # The first replica's database session dies (crash, network cut): PostgreSQL frees the lock.
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks"
+            " WHERE locktype = 'advisory' AND granted"
+            " AND ((classid::bigint << 32) | objid::bigint) = %s",
+            [RECONCILE_LOCK_KEY],
+        )
+    _eventually(lambda: second.tick() is not None, "the second worker takes the lock")
+    assert first.tick() is None  # it noticed, and now it waits
+    assert _progress(pool)["last_pass_by"] == "second"
+
+
+def test_a_stopped_worker_hands_over_at_once(
+    workers: list[ReconcileWorker], clock: SetClock
+) -> None:
+    first, second = workers
+    clock.set(AFTER_NIGHT)
+    assert first.tick() is not None
+    first.stop()
+    assert second.tick() is not None
+
+
+def test_the_lock_outlives_nothing_but_its_process(database_url: str) -> None:
+    """A replica killed with SIGKILL never says goodbye; its session ends and the lock with it."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from control_plane.reconcile.leader import LeaderLock\n"
+            "lock = LeaderLock(sys.argv[1])\n"
+            "assert lock.try_acquire()\n"
+            "print('holding', flush=True)\n"
+            "time.sleep(600)\n",
+            database_url,
+        ],
+        cwd=REPO_ROOT,
+        env=child_environment(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "holding"
+        waiting = LeaderLock(database_url)
+        assert waiting.try_acquire() is False
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        _eventually(waiting.try_acquire, "the lock is free after the holder was killed")
+        waiting.release()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+
+def test_the_loop_runs_passes_until_stopped(pool: Pool, database_url: str) -> None:
+    from tests.control_plane.conftest import SetClock as Clock
+
+    clock = Clock(AFTER_NIGHT)
+    worker = ReconcileWorker(
+        pool, clock, database_url, identity="looping", interval=timedelta(milliseconds=20)
+    )
+    worker.start()
+    try:
+        _eventually(lambda: int(str(_progress(pool)["passes"])) >= 3, "three passes")
+    finally:
+        worker.stop()
+    assert worker.is_leader is False
+
+
+def _replica_pid(replica: RunningControlPlane) -> int:
+    return replica.process.pid
+
+
+def test_two_serving_replicas_one_works_and_the_other_takes_over_when_it_is_killed(
+    control_plane_server: Callable[..., RunningControlPlane],
+    database_url: str,
+    services: Services,
+    pool: Pool,
+    clock: SetClock,
+) -> None:
+    fleet = Fleet(pool, services, clock)
+    try:
+        fleet.agent(fleet.org(), "web-01")
+    finally:
+        fleet.close()
+    fake = f"2026-11-30T02:30:00Z,anchor={time.time()!r},speed=60"
+    first = control_plane_server(fake_clock=fake)
+    _eventually(lambda: _progress(pool)["last_pass_by"] is not None, "the first replica works")
+    assert str(_replica_pid(first)) in str(_progress(pool)["last_pass_by"])
+    second = control_plane_server(fake_clock=fake)
+    passes = int(str(_progress(pool)["passes"]))
+    _eventually(lambda: int(str(_progress(pool)["passes"])) >= passes + 3, "more passes")
+    assert str(_replica_pid(first)) in str(_progress(pool)["last_pass_by"])  # the second waits
+    first.process.send_signal(signal.SIGKILL)
+    first.process.wait()
+    _eventually(
+        lambda: str(_replica_pid(second)) in str(_progress(pool)["last_pass_by"]),
+        "the second replica takes over",
+    )
+    missed = fleet.rows("SELECT count(*) AS n FROM runs WHERE status = 'missed'")
+    assert missed == [{"n": 1}]  # the 03:00 slot, recorded once whoever did it
