@@ -21,6 +21,7 @@ from control_plane.api import create_app
 from control_plane.config import ServeSettings, load_trusted_keys
 from control_plane.database import open_pool
 from control_plane.errors import ConfigurationError
+from control_plane.reconcile.background import reconcile_running
 from control_plane.services import build_services
 from control_plane.startup import opened_database
 from nachtwacht.clock import Clock, clock_from_env
@@ -97,7 +98,8 @@ def serve(settings: ServeSettings) -> int:
                     lifespan="off",
                     access_log=settings.log_level in {"debug", "info"},
                 )
-                asyncio.run(_run(uvicorn.Server(config), sock))
+                with reconcile_running(pool, clock, url, services.reconcile):
+                    asyncio.run(_run(uvicorn.Server(config), sock))
             finally:
                 pool.close()
     except _Stop:
