@@ -9,9 +9,9 @@ skipped 2011-12-30). They are compared and ordered by instant, never by label: i
 02:30 runs at 03:30 CEST, after 03:10. Labels that land on one instant are one slot (DESIGN.md
 rule 6), keyed by the wall time the clock really shows then when one of them does.
 
-Each (zone, day) is resolved once into a table of the 288 grid points' instants, so a control plane
-checking thousands of agents at one moment resolves each day once, not once per agent. The cache is
-of a pure function: it changes how fast an answer comes, never the answer.
+Each (zone, day, grid point) is resolved once and kept, so a control plane checking thousands of
+agents at one moment resolves each wall time once, not once per agent. The cache is of a pure
+function: it changes how fast an answer comes, never the answer.
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAIVE_EPOCH = datetime(1970, 1, 1)
 _SECOND = timedelta(seconds=1)
 _GRID_SECONDS = GRID_MINUTES * 60
+# Minus the lowest UTC offset any zone has used since 1900 (-12:00, Kwajalein until 1993): no
+# wall time runs later than this after the same reading taken as UTC.
+_LOWEST_OFFSET_SECONDS = 12 * 3600
 # Dates walked beyond those the range's ends show. One transition moves a clock by at most a day
 # (Apia's 2011 jump, the largest in the zone database), so one day each way suffices; two keeps
 # the rule "at least two days back" with room to spare.
@@ -86,25 +89,39 @@ class PlannedSlot:
     merged: tuple[WallTime, ...]
 
 
-@dataclass(frozen=True)
-class _DayTable:
-    instants: tuple[int, ...]  # Unix seconds of each grid point's instant, by grid index
-    earliest: int
-    latest: int
+class _Day:
+    """The instants of one local day's grid points in one zone, resolved as they are first asked
+    for and then kept (Unix seconds, by grid index).
 
+    `earliest` is exact: with the fold=0 rule, instants rise through the day except for a drop at
+    the end of a gap, which lands on a value already reached, so the day's 00:00 comes first.
+    `latest_bound` is only a bound, from the fact that no UTC offset since 1900 is below -12:00.
+    Filling an entry twice from two threads is harmless: both write the same number.
+    """
 
-@functools.lru_cache(maxsize=1024)
-def _day_table(zone: ZoneInfo, ordinal: int) -> _DayTable:
-    midnight = datetime.combine(date.fromordinal(ordinal), time())
-    base = (midnight - _NAIVE_EPOCH) // _SECOND
-    instants = []
-    for index in range(MAX_TIMES):
-        local = (midnight + timedelta(seconds=index * _GRID_SECONDS)).replace(tzinfo=zone)
-        offset = local.utcoffset()
-        assert offset is not None  # a ZoneInfo always knows its offset
+    __slots__ = ("_midnight", "_zone", "earliest", "instants", "latest_bound")
+
+    def __init__(self, zone: ZoneInfo, ordinal: int) -> None:
+        self._zone = zone
+        self._midnight = datetime.combine(date.fromordinal(ordinal), time())
+        self.instants: list[int | None] = [None] * MAX_TIMES
+        self.earliest = self.fill(0)
+        naive_last = (self._midnight - _NAIVE_EPOCH) // _SECOND + (MAX_TIMES - 1) * _GRID_SECONDS
+        self.latest_bound = naive_last + _LOWEST_OFFSET_SECONDS
+
+    def fill(self, index: int) -> int:
         # fold=0 (the default): the same rule as resolve_wall_time, by the same mechanism.
-        instants.append(base + index * _GRID_SECONDS - offset // _SECOND)
-    return _DayTable(tuple(instants), min(instants), max(instants))
+        local = (self._midnight + timedelta(seconds=index * _GRID_SECONDS)).replace(
+            tzinfo=self._zone
+        )
+        at = (local - _EPOCH) // _SECOND
+        self.instants[index] = at
+        return at
+
+
+@functools.lru_cache(maxsize=2048)
+def _day(zone: ZoneInfo, ordinal: int) -> _Day:
+    return _Day(zone, ordinal)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -146,12 +163,14 @@ def _candidates(
     for ordinal in range(
         _local_ordinal(first, zone) - _MARGIN_DAYS, _local_ordinal(last, zone) + _MARGIN_DAYS + 1
     ):
-        table = _day_table(zone, ordinal)
-        if table.latest < first or table.earliest > last:
+        day = _day(zone, ordinal)
+        if day.earliest > last or day.latest_bound < first:
             continue
-        instants = table.instants
+        instants = day.instants
         for index in indices:
             at = instants[index]
+            if at is None:
+                at = day.fill(index)
             if first <= at <= last:
                 yield at, ordinal, index
 
