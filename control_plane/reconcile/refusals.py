@@ -28,7 +28,10 @@ logger = logging.getLogger(__name__)
 
 _FLUSH = """
 INSERT INTO claim_refusals (agent_id, slot_key, reason, first_at)
-SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::timestamptz[])
+SELECT f.* FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::timestamptz[])
+    AS f(agent_id, slot_key, reason, first_at)
+ -- An agent deleted since it was refused has nothing left to explain.
+ WHERE EXISTS (SELECT 1 FROM agents a WHERE a.id = f.agent_id)
 ON CONFLICT DO NOTHING
 """
 
@@ -89,8 +92,8 @@ class RefusalRecorder:
             return len(self._pending)
 
     def flush(self) -> int:
-        """Write the buffered facts in one statement; returns how many were sent. On a database
-        error the facts go back into the buffer and the error is raised."""
+        """Write the buffered facts in one statement; returns how many were sent. When the
+        database is unreachable the facts go back into the buffer and the error is raised."""
         with self._lock:
             batch, self._pending = self._pending, {}
         if not batch:
@@ -107,7 +110,7 @@ class RefusalRecorder:
                         [batch[fact] for fact in facts],
                     ],
                 )
-        except psycopg.Error:
+        except psycopg.OperationalError:
             with self._lock:
                 for fact in facts:
                     self._pending.setdefault(fact, batch[fact])
