@@ -207,3 +207,22 @@ def test_slot_refuses_a_key_that_does_not_match() -> None:
 
 def test_parsed_times_and_strings_plan_alike() -> None:
     assert due_slot([time(3, 0)], now=AT, tz=AMS) == due_slot(["03:00"], now=AT, tz=AMS)
+
+
+@pytest.mark.parametrize(
+    "now",
+    [
+        pytest.param(datetime(1899, 12, 31, 23, 0, tzinfo=UTC), id="before_1900"),
+        pytest.param(datetime(9000, 1, 1, tzinfo=UTC), id="from_9000"),
+        pytest.param(datetime.min.replace(tzinfo=UTC), id="start_of_the_calendar"),
+        pytest.param(datetime.max.replace(tzinfo=UTC), id="end_of_the_calendar"),
+    ],
+)
+def test_instants_outside_the_planners_years_are_refused_not_crashed_on(now: datetime) -> None:
+    with pytest.raises(InvalidPlanningInput, match=r"^now: .* is out of range"):
+        due_slot(["03:00"], now=now, tz=AMS)
+
+
+def test_an_unhashable_entry_is_refused_naming_its_index() -> None:
+    with pytest.raises(InvalidSchedule, match=r"^times\[1\]: \[\"03:00\"\] is not a string"):
+        due_slot(["03:00", ["03:00"]], now=AT, tz=AMS)  # type: ignore[list-item]
