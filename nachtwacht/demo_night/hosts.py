@@ -8,9 +8,10 @@
 The managed "agent service" (`current/bin/provibr-agent run`) is supervised by `ServiceSupervisor`,
 the demo's stand-in for systemd's `Restart=always` unit: the agent's restart command is
 `touch run/restart-requested`, and the supervisor restarts that host's service (from whatever
-`current` names now) when the file appears, or when the service exits. The health command is the
-build's own `provibr-agent health`, which reads the heartbeat the *running* service writes — so it
-proves which build really runs.
+`current` names now) when the file appears, or when the service exits. The health command is a
+small shell script (`HEALTH_SCRIPT`) that reads the heartbeat the *running* service writes — so it
+proves which build really runs. It does what `provibr-agent health` does, without starting a
+Python interpreter for every probe: on a fast clock the updater probes many times a real second.
 """
 
 from __future__ import annotations
@@ -41,7 +42,13 @@ from nachtwacht.demo_night.platform import (
 )
 from signed_release import load_public_keys
 
-__all__ = ["RealHost", "ServiceSupervisor", "artifact_server", "preinstall"]
+__all__ = [
+    "RealHost",
+    "ServiceSupervisor",
+    "artifact_server",
+    "preinstall",
+    "write_health_script",
+]
 
 PLATFORM = "linux-x86_64"
 CHANNEL = "stable"
@@ -49,6 +56,26 @@ STOP_DEADLINE_SECONDS = 60.0
 # Product-second limits (they follow the fast clock). The daemon's config allows at most these.
 MAX_REQUEST_TIMEOUT = 300.0
 MAX_HEALTH_DEADLINE = 3600.0
+HEARTBEAT_MAX_AGE_SECONDS = 5
+
+HEALTH_SCRIPT = f"""#!/bin/sh
+# nachtwacht demo: the managed agent is healthy when the heartbeat its running process writes is
+# fresh and that process is alive. Prints the version the running process reported.
+beat=$(cat "$1" 2>/dev/null) || {{ echo "unhealthy: no heartbeat at $1" >&2; exit 1; }}
+version=$(printf '%s' "$beat" | sed -n 's/.*"version": *"\\([^"]*\\)".*/\\1/p')
+pid=$(printf '%s' "$beat" | sed -n 's/.*"pid": *\\([0-9]*\\).*/\\1/p')
+[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || {{ echo "unhealthy: $1: writer gone" >&2; exit 1; }}
+age=$(( $(date +%s) - $(stat -c %Y "$1") ))
+[ "$age" -le {HEARTBEAT_MAX_AGE_SECONDS} ] || {{ echo "unhealthy: beat $age s old" >&2; exit 1; }}
+echo "$version"
+"""
+
+
+def write_health_script(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(HEALTH_SCRIPT)
+    path.chmod(0o755)
+    return path
 
 
 @dataclass
@@ -56,7 +83,9 @@ class RealHost:
     account: AgentAccount
     org_name: str
     root: Path
+    health_script: Path
     service: subprocess.Popen[bytes] | None = None
+    stopping: subprocess.Popen[bytes] | None = None
     daemon: subprocess.Popen[bytes] | None = None
 
     @property
@@ -85,8 +114,7 @@ class RealHost:
 
     @property
     def health_command(self) -> list[str]:
-        program = self.install_root / "current" / "bin" / "provibr-agent"
-        return [str(program), "health", "--heartbeat", str(self.heartbeat)]
+        return [str(self.health_script), str(self.heartbeat)]
 
     def prepare(self) -> None:
         for folder in (self.state_dir, self.install_root, self.heartbeat.parent):
@@ -125,6 +153,13 @@ class RealHost:
                 stderr=errors,
                 stdin=subprocess.DEVNULL,
             )
+
+    def is_ready(self) -> bool:
+        """The daemon has logged `daemon.ready` (its scheduler runs)."""
+        try:
+            return b'"event": "daemon.ready"' in self.daemon_log.read_bytes()
+        except OSError:
+            return False
 
     def stop_daemon(self) -> None:
         _stop(self.daemon)
@@ -168,11 +203,17 @@ class ServiceSupervisor:
             self._stop.wait(self.poll_seconds)
 
     def _supervise(self, host: RealHost) -> None:
-        requested = host.restart_request.exists()
-        if requested:
+        if host.restart_request.exists():
             host.restart_request.unlink(missing_ok=True)
-            _stop(host.service)
+            if host.service is not None and host.service.poll() is None:
+                # Never wait here: one slow stop must not hold up the other hosts' services.
+                host.service.terminate()
+                host.stopping = host.service
             host.service = None
+        if host.stopping is not None:
+            if host.stopping.poll() is None:
+                return
+            host.stopping = None
         if host.service is not None and host.service.poll() is not None:
             host.service = None  # it exited: start it again, like Restart=always
         program = host.install_root / "current" / "bin" / "provibr-agent"
@@ -190,9 +231,14 @@ class ServiceSupervisor:
         if self._thread is not None:
             self._thread.join(timeout=STOP_DEADLINE_SECONDS)
         with self._lock:
+            running = [p for h in self.hosts for p in (h.stopping, h.service) if p is not None]
+            for process in running:
+                if process.poll() is None:
+                    process.terminate()
+            for process in running:
+                _stop(process)
             for host in self.hosts:
-                _stop(host.service)
-                host.service = None
+                host.service = host.stopping = None
 
 
 class _ArtifactHandler(BaseHTTPRequestHandler):

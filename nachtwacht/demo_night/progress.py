@@ -24,6 +24,7 @@ __all__ = [
     "render_line",
     "render_table",
     "take_snapshot",
+    "unfinished_runs",
 ]
 
 COLUMNS = ("updated", "updating", "waiting", "up_to_date", "missed", "failed", "not_due")
@@ -184,3 +185,17 @@ def latest_served_agent(pool: Pool, night: Night) -> str | None:
             {"start": night.start, "end": night.end},
         ).fetchone()
     return None if row is None else str(row["agent_id"])
+
+
+def unfinished_runs(pool: Pool, night: Night) -> list[tuple[str, str, str | None]]:
+    """(agent name, status, error) of every agent that neither updated nor was up to date."""
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT a.name, coalesce(r.status, 'no run') AS status, r.error FROM agents a"
+            " LEFT JOIN runs r ON r.agent_id = a.id AND r.trigger = 'schedule'"
+            " AND r.slot_at >= %(start)s AND r.slot_at < %(end)s"
+            " WHERE coalesce(r.status, '') NOT IN ('succeeded', 'up_to_date')"
+            " ORDER BY a.name",
+            {"start": night.start, "end": night.end},
+        ).fetchall()
+    return [(row["name"], row["status"], row["error"]) for row in rows]

@@ -146,6 +146,11 @@ def notification_lines(base_url: str, orgs: list[OrgAccount], night: Night) -> l
             when = night.label(_parse_instant(at)) if isinstance(at, str) else ""
             text = item.get("summary") or item.get("title") or item.get("message") or item
             lines.append(f"    {when}  {text}")
+    if lines and all(line.endswith(": 0 notification(s)") for line in lines):
+        lines.append(
+            "  (none: the reconcile worker writes one per organisation once the slot's window has "
+            "closed — this control plane's worker did not, or has not yet)"
+        )
     return lines
 
 

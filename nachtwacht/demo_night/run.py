@@ -27,7 +27,13 @@ from typing import TextIO
 
 from control_plane.services import SettingsService
 from nachtwacht.clock import FakeClock
-from nachtwacht.demo_night.hosts import RealHost, ServiceSupervisor, artifact_server, preinstall
+from nachtwacht.demo_night.hosts import (
+    RealHost,
+    ServiceSupervisor,
+    artifact_server,
+    preinstall,
+    write_health_script,
+)
 from nachtwacht.demo_night.night import Night, night_of
 from nachtwacht.demo_night.options import DemoOptions
 from nachtwacht.demo_night.platform import ControlPlane, OrgAccount
@@ -37,6 +43,7 @@ from nachtwacht.demo_night.progress import (
     render_line,
     render_table,
     take_snapshot,
+    unfinished_runs,
 )
 from nachtwacht.demo_night.release import SignedBuild, make_release_key, publish, sign_build
 from nachtwacht.demo_night.report import (
@@ -67,6 +74,13 @@ ORG_NAMES = (
 BUDGET_SECONDS = 120.0
 REFRESH_SECONDS = 0.5
 INSTALL_WORKERS = 4
+
+
+def _start_up_lead(daemons: int) -> float:
+    """Real seconds until the clock shows the night's start: enough to start the control plane
+    and every daemon (a few tenths of a CPU second each). A machine slower than that still has
+    the ten platform minutes before the 03:00 slot; later than that, the demo says so."""
+    return 2.0 + 0.3 * daemons
 
 
 def _org_names(count: int) -> tuple[str, ...]:
@@ -110,6 +124,7 @@ class _LiveTable:
         self._tty = out.stream.isatty()
         self._drawn = 0
         self._last_minute: str | None = None
+        self._last_state: str | None = None
 
     def show(self, snapshot: Snapshot) -> None:
         if self._tty:
@@ -121,9 +136,15 @@ class _LiveTable:
             self._drawn = len(lines)
             return
         minute = self._night.label(snapshot.at)
-        if minute != self._last_minute and snapshot.at >= self._night.start:
-            self._last_minute = minute
-            self._out.line(render_line(snapshot, self._night))
+        if minute == self._last_minute or snapshot.at < self._night.start:
+            return
+        self._last_minute = minute
+        line = render_line(snapshot, self._night)
+        # A line when something changed, and every ten minutes to show the clock moving.
+        state = line.split(" | ", 1)[1]
+        if state != self._last_state or snapshot.at.minute % 10 == 0:
+            self._last_state = state
+            self._out.line(line)
 
 
 @contextmanager
@@ -241,10 +262,14 @@ class _Demo:
             json.dump(document, stream, indent=2)
 
     def _install_first_version(self, old: SignedBuild, public_key: Path, before: datetime) -> None:
+        health_script = write_health_script(self.root / "bin" / "agent-health")
         for org in self.orgs:
             for account in org.agents:
                 host = RealHost(
-                    account=account, org_name=org.name, root=self.root / "hosts" / account.name
+                    account=account,
+                    org_name=org.name,
+                    root=self.root / "hosts" / account.name,
+                    health_script=health_script,
                 )
                 host.prepare()
                 self.hosts.append(host)
@@ -280,17 +305,16 @@ class _Demo:
         settings = SettingsService(self.platform.pool).get()
         caps = (settings.org_cap, settings.global_cap)
         catch_up = timedelta(minutes=settings.catch_up_minutes)
-        # Real seconds until the clock shows the night's start: enough to start the control plane
-        # and the daemons, so they are all up when the night begins.
-        lead = 3.0 + 0.15 * len(self.hosts)
+        lead = _start_up_lead(len(self.hosts))
         clock = FakeClock(start=night.start, anchor=time.time() + lead, speed=options.speed)
         url = self.platform.serve(clock_setting=clock.setting(), public_key=public_key)
         out.step(f"control plane serving at {url} (pid {self.platform.pid}) on the fast clock")
         fleet_done = self._start_agents(url, clock, public_key)
-        if clock.now() > night.slot_at:
+        ready_at = self._wait_until_ready(clock)
+        if ready_at > night.slot_at:
             out.line(
-                f"  this machine is slow: setting up ran until {night.label(clock.now())} on the "
-                "fast clock, past the 03:00 slot; try a lower --speed or fewer agents"
+                f"  this machine is slow: the agents were ready only at {night.label(ready_at)} "
+                "on the fast clock, after the 03:00 slot; try a lower --speed or fewer agents"
             )
         out.line(
             f"the night runs from {night.label(night.start)} to {night.label(night.end)}: "
@@ -350,6 +374,18 @@ class _Demo:
         self.out.step(f"{len(self.simulated)} simulated agents live in this process")
         return done
 
+    def _wait_until_ready(self, clock: FakeClock) -> datetime:
+        """The platform time at which every daemon has said `daemon.ready` (or the night ended)."""
+        waiting = list(self.hosts)
+        while waiting and clock.now() < self.night.end:
+            waiting = [host for host in waiting if not host.is_ready()]
+            if waiting:
+                time.sleep(REFRESH_SECONDS)
+        ready_at = clock.now()
+        if self.hosts:
+            self.out.step(f"all daemons ready at {self.night.label(ready_at)} platform time")
+        return ready_at
+
     def _stop_agents(self) -> None:
         for host in self.hosts:
             if host.daemon is not None and host.daemon.poll() is None:
@@ -385,8 +421,17 @@ class _Demo:
         if settled < final.agents:
             out.line(
                 f"{final.agents - settled} of {final.agents} agents did not reach {new.version} "
-                "or up to date tonight (see the table above)"
+                "or up to date tonight:"
             )
+            unfinished = unfinished_runs(self.platform.pool, night)
+            for name, status, error in unfinished:
+                out.line(f"  {name}: {status}" + (f" — {error}" if error else ""))
+            if any("stalled" in (error or "") for _, _, error in unfinished):
+                out.line(
+                    f"this machine was too slow for {self.options.speed:g}x: the control plane "
+                    "did not answer a download within the daemon's read timeout (30 platform "
+                    "seconds, a fraction of a real second at this speed); try --speed 30"
+                )
             return 1
         return 0
 
