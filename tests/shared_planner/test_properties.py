@@ -21,6 +21,7 @@ from shared_planner import (
     describe_wall_time,
     due_slot,
     next_slot,
+    plan_slots,
     resolve_wall_time,
     slot_key,
     slots_between,
@@ -77,16 +78,43 @@ def oracle_slots(times: list[str], zone: str, start: datetime, end: datetime) ->
     return slots
 
 
+last_consumed_choices = st.none() | st.timedeltas(timedelta(0), timedelta(hours=30))
+
+
+def _last_consumed(now: datetime, back: timedelta | None) -> datetime | None:
+    return None if back is None else now - back
+
+
 @properties
-@given(place=zones_and_instants, times=schedules, catch_up=catch_ups, data=st.data())
-def test_due_slot_is_the_latest_open_unconsumed_slot_found_by_brute_force(
-    place: tuple[str, datetime], times: list[str], catch_up: timedelta, data: st.DataObject
+@given(place=zones_and_instants, times=schedules, catch_up=catch_ups, back=last_consumed_choices)
+def test_a_due_slot_is_always_inside_its_window(
+    place: tuple[str, datetime], times: list[str], catch_up: timedelta, back: timedelta | None
 ) -> None:
     zone, now = place
-    last_consumed = data.draw(
-        st.none() | st.timedeltas(timedelta(0), timedelta(hours=30)).map(lambda back: now - back),
-        label="last_consumed",
-    )
+    last_consumed = _last_consumed(now, back)
+    slot = due_slot(times, now=now, tz=zone, catch_up=catch_up, last_consumed=last_consumed)
+    if slot is not None:
+        assert slot.at <= now < slot.at + catch_up
+
+
+@properties
+@given(place=zones_and_instants, times=schedules, catch_up=catch_ups, back=last_consumed_choices)
+def test_due_slot_never_returns_a_slot_at_or_before_last_consumed(
+    place: tuple[str, datetime], times: list[str], catch_up: timedelta, back: timedelta | None
+) -> None:
+    zone, now = place
+    last_consumed = now - (back or timedelta(0))
+    slot = due_slot(times, now=now, tz=zone, catch_up=catch_up, last_consumed=last_consumed)
+    assert slot is None or slot.at > last_consumed
+
+
+@properties
+@given(place=zones_and_instants, times=schedules, catch_up=catch_ups, back=last_consumed_choices)
+def test_due_slot_is_the_latest_open_unconsumed_slot_found_by_brute_force(
+    place: tuple[str, datetime], times: list[str], catch_up: timedelta, back: timedelta | None
+) -> None:
+    zone, now = place
+    last_consumed = _last_consumed(now, back)
     slot = due_slot(times, now=now, tz=zone, catch_up=catch_up, last_consumed=last_consumed)
     open_slots = [
         candidate
@@ -94,10 +122,32 @@ def test_due_slot_is_the_latest_open_unconsumed_slot_found_by_brute_force(
         if candidate.at > now - catch_up and (last_consumed is None or candidate.at > last_consumed)
     ]
     assert slot == (open_slots[-1] if open_slots else None)
-    if slot is not None:
-        assert slot.at <= now < slot.at + catch_up
-        if last_consumed is not None:
-            assert slot.at > last_consumed
+
+
+@properties
+@given(place=zones_and_instants, times=schedules, days=st.integers(1, 9))
+def test_every_scheduled_wall_time_of_every_day_is_in_exactly_one_slot(
+    place: tuple[str, datetime], times: list[str], days: int
+) -> None:
+    # Never skipped, never twice: each (day, wall time) whose instant falls in the range is
+    # behind exactly one slot, and each slot's key is one of its own wall times.
+    zone, start = place
+    end = start + timedelta(days=days)
+    planned = plan_slots(times, start=start, end=end, tz=zone)
+    behind = [(wall.day, wall.wall) for entry in planned for wall in entry.merged]
+    expected = set()
+    day = start.date() - timedelta(days=3)
+    while day <= end.date() + timedelta(days=3):
+        for value in times:
+            wall = time.fromisoformat(value)
+            if start <= resolve_wall_time(day, wall, zone) < end:
+                expected.add((day, wall))
+        day += timedelta(days=1)
+    assert len(behind) == len(set(behind))
+    assert set(behind) == expected
+    for entry in planned:
+        assert (entry.slot.day, entry.slot.wall) in {(w.day, w.wall) for w in entry.merged}
+        assert all(w.at == entry.slot.at for w in entry.merged)
 
 
 @properties
@@ -163,7 +213,7 @@ def test_a_wall_time_that_shows_runs_at_its_first_showing_and_one_that_does_not_
         assert after - before == shift
 
 
-@settings(deadline=None, max_examples=6, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=10, suppress_health_check=[HealthCheck.too_slow])
 @given(
     zone=zones,
     times=st.lists(st.sampled_from(GRID), min_size=1, max_size=4, unique=True).map(
