@@ -7,6 +7,7 @@
     enroll-agent          a new agent and its credential (shown once)
     create-operator-key   an operator key (shown once)
     publish-release       check a signed release against the trusted keys and store it
+    forecast --date D     the capacity forecast of a local day (which slots will not fit)
 
 Every command takes --database-url (or NACHTWACHT_DATABASE_URL) or --data-dir (the embedded
 PostgreSQL; default: the user's data directory). Bad input prints one line and exits 2.
@@ -138,6 +139,11 @@ def _parser() -> argparse.ArgumentParser:
     operator.add_argument("--label", help="whose key it is")
     _add_database_flags(operator)
     _add_json_flag(operator)
+
+    forecast = commands.add_parser("forecast", help="the capacity forecast of a local day")
+    forecast.add_argument("--date", required=True, help="YYYY-MM-DD in the platform's zone")
+    _add_database_flags(forecast)
+    _add_json_flag(forecast)
     return parser
 
 
@@ -288,6 +294,17 @@ def _serve(args: argparse.Namespace) -> int:
     return serve(settings)
 
 
+def _forecast(args: argparse.Namespace) -> int:
+    from control_plane.reconcile.forecast_service import ForecastService, parse_day
+    from control_plane.reconcile.forecast_text import render_forecast
+
+    day = parse_day("--date", args.date)
+    with _admin_pool(args) as pool:
+        view = ForecastService(pool).day(day)
+    print(json.dumps(view) if args.json else render_forecast(view))
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _serve,
     "migrate": _migrate,
@@ -296,6 +313,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "enroll-agent": _enroll_agent,
     "create-operator-key": _create_operator_key,
     "publish-release": _publish_release,
+    "forecast": _forecast,
 }
 
 
