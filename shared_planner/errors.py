@@ -26,13 +26,14 @@ _MAX_SHOWN = 40
 
 
 def describe_value(value: object) -> str:
-    """A short, readable rendering of a rejected value: strings quoted, anything else as JSON."""
+    """A short, readable rendering of a rejected value: strings quoted, JSON values as JSON (what
+    an API client sent), anything else by its repr."""
     if isinstance(value, str):
         text = repr(value)
     else:
         try:
-            text = json.dumps(value, ensure_ascii=False, default=repr)
-        except ValueError:  # a circular structure; its repr still names the type
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):  # not JSON (a set, a circular list): its repr names it
             text = repr(value)
     if len(text) > _MAX_SHOWN:
         text = text[: _MAX_SHOWN - 1] + "…"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from datetime import time
 
 from shared_planner.errors import InvalidSchedule
@@ -36,7 +36,7 @@ def _parse_one(index: int, value: object) -> time:
                 value=value.isoformat(),
                 problem=f"is not on the five-minute grid ({_EXAMPLE})",
             )
-        return value
+        return value.replace(fold=0)
     if not isinstance(value, str):
         raise InvalidSchedule(index=index, value=value, problem=f"is not a string ({_EXAMPLE})")
     if TIME_RE.fullmatch(value):
@@ -50,19 +50,20 @@ def _parse_one(index: int, value: object) -> time:
     )
 
 
-def parse_times(values: Iterable[object]) -> tuple[time, ...]:
+def parse_times(values: Sequence[object]) -> tuple[time, ...]:
     """Parse a schedule's times, keeping their order.
 
     Raises `InvalidSchedule` naming the index and the value for a non-string, a string that is not
     `HH:MM` on the five-minute grid, a duplicate, an empty list or more than `MAX_TIMES` entries.
-    A single string is refused rather than read as a list of characters. Already parsed `time`
-    values are accepted and held to the same rules.
+    A single string, a mapping or a set is refused rather than read as a list of its characters,
+    keys or members in no particular order. Already parsed `time` values are accepted and held to
+    the same rules.
     """
     return _parse(values)
 
 
 def _parse(values: object) -> tuple[time, ...]:
-    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
         raise InvalidSchedule(
             index=None, value=values, problem='is not a list of times (expected e.g. ["03:00"])'
         )

@@ -17,7 +17,7 @@ function: it changes how fast an answer comes, never the answer.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -129,8 +129,8 @@ def _cached_indices(times: tuple[object, ...]) -> tuple[int, ...]:
     return tuple(grid_index(wall) for wall in parse_times(times))
 
 
-def _indices(times: Iterable[time | str]) -> tuple[int, ...]:
-    if isinstance(times, str | bytes) or not isinstance(times, Iterable):
+def _indices(times: Sequence[time | str]) -> tuple[int, ...]:
+    if isinstance(times, str | bytes) or not isinstance(times, Sequence):
         parse_times(times)  # raises "is not a list of times", naming the value
     entries = tuple(times)
     try:
@@ -202,7 +202,7 @@ def _check_catch_up(catch_up: object) -> timedelta:
 
 
 def due_slot(
-    times: Iterable[time | str],
+    times: Sequence[time | str],
     *,
     now: datetime,
     tz: str | ZoneInfo,
@@ -256,14 +256,14 @@ def _check_range(start: datetime, end: datetime) -> tuple[int, int] | None:
 
 
 def slots_between(
-    times: Iterable[time | str], *, start: datetime, end: datetime, tz: str | ZoneInfo
+    times: Sequence[time | str], *, start: datetime, end: datetime, tz: str | ZoneInfo
 ) -> list[Slot]:
     """Every slot with `start <= at < end`, ordered by `at`, one per instant."""
     return [planned.slot for planned in plan_slots(times, start=start, end=end, tz=tz)]
 
 
 def plan_slots(
-    times: Iterable[time | str], *, start: datetime, end: datetime, tz: str | ZoneInfo
+    times: Sequence[time | str], *, start: datetime, end: datetime, tz: str | ZoneInfo
 ) -> list[PlannedSlot]:
     """`slots_between`, with the scheduled wall times behind each slot and what happened to them."""
     bounds = _check_range(start, end)
@@ -287,7 +287,7 @@ def _wall(index: int) -> time:
     return time(minutes // 60, minutes % 60)
 
 
-def next_slot(times: Iterable[time | str], *, after: datetime, tz: str | ZoneInfo) -> Slot:
+def next_slot(times: Sequence[time | str], *, after: datetime, tz: str | ZoneInfo) -> Slot:
     """The first slot with `at > after`."""
     after_utc = require_aware(after, field="after")
     zone = zone_of(tz)

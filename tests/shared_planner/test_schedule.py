@@ -93,6 +93,16 @@ def test_every_grid_point_of_the_day_is_accepted_and_nothing_else_matches() -> N
         pytest.param(
             None, 'times: null is not a list of times (expected e.g. ["03:00"])', id="none"
         ),
+        pytest.param(
+            {"03:00": True},
+            'times: {"03:00": true} is not a list of times (expected e.g. ["03:00"])',
+            id="json_object_whose_keys_look_like_times",
+        ),
+        pytest.param(
+            {"03:00"},
+            "times: {'03:00'} is not a list of times (expected e.g. [\"03:00\"])",
+            id="unordered_set",
+        ),
     ],
 )
 def test_bad_values_are_refused_naming_index_value_and_rule(values: object, message: str) -> None:
