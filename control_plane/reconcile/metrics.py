@@ -6,6 +6,7 @@ in memory (refused claim requests) are this replica's, labelled with `replica`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
@@ -22,13 +23,21 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
+def _number(value: float) -> str:
+    # Full precision: `:g` would print a Unix time as 1.79601e+09.
+    if math.isnan(value):
+        return "NaN"
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
 def _family(
     name: str, kind: str, help_text: str, samples: Iterable[tuple[Mapping[str, str], float]]
 ) -> list[str]:
     lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
     for labels, value in samples:
         rendered = ",".join(f'{key}="{_escape(val)}"' for key, val in sorted(labels.items()))
-        lines.append(f"{name}{{{rendered}}} {value:g}" if rendered else f"{name} {value:g}")
+        sample = f"{name}{{{rendered}}}" if rendered else name
+        lines.append(f"{sample} {_number(value)}")
     return lines
 
 

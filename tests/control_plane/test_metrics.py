@@ -1,0 +1,82 @@
+"""`GET /metrics` (issue 7 "Observability"): Prometheus text for operators only — claims granted
+and refused by reason, runs by status and trigger, worker lag, notifications and deliveries."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from control_plane.services import Services
+from control_plane.types import Pool
+from tests.control_plane.conftest import Api, SetClock
+from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
+
+SAMPLE = re.compile(r'^[a-z_]+(\{([a-z_]+="[^"]*",?)*\})? (-?[0-9.e+]+|NaN)$')
+
+
+@pytest.fixture
+def fleet(pool: Pool, services: Services, clock: SetClock) -> Iterator[Fleet]:
+    made = Fleet(pool, services, clock)
+    yield made
+    made.close()
+
+
+def _samples(text: str) -> dict[str, float]:
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        assert SAMPLE.match(line), line
+        name, value = line.rsplit(" ", 1)
+        samples[re.sub(r',?replica="[^"]*"', "", name).replace("{}", "")] = float(value)
+    return samples
+
+
+def test_metrics_count_claims_runs_lag_and_notifications(
+    api: Api, fleet: Fleet, services: Services, operator_key: str, make_org, make_agent
+) -> None:
+    org = make_org("Acme")
+    agent = make_agent(org, "web-01")
+    services.settings.update({"org_cap": 0})
+    fleet.clock.set(NIGHT + timedelta(minutes=2))
+    with api.client(agent.agent_key) as client:
+        for _ in range(3):
+            client.post("/v1/agent/claims", json={"slot_key": NIGHT_KEY})
+        client.post("/v1/agent/claims", json={"slot_key": "2026-11-30T03:07"})
+    services.reconcile.refusals.flush()
+    fleet.reconcile(AFTER_NIGHT)
+    fleet.clock.set(AFTER_NIGHT + timedelta(minutes=1))
+    with api.client(operator_key) as client:
+        response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    samples = _samples(response.text)
+    assert samples['nachtwacht_claims_refused_total{reason="org_cap"}'] == 3
+    assert samples['nachtwacht_claims_refused_total{reason="not_a_slot"}'] == 1
+    assert samples['nachtwacht_claim_refusal_facts{reason="org_cap"}'] == 1
+    assert samples["nachtwacht_claims_granted_total"] == 0
+    assert samples['nachtwacht_runs{status="missed",trigger="schedule"}'] == 1
+    assert samples['nachtwacht_missed_slots{reason="throttled"}'] == 1
+    assert samples["nachtwacht_notifications_total"] == 1
+    # Reconciled up to AFTER_NIGHT minus the one-minute settle margin; asked a minute later.
+    assert samples["nachtwacht_reconcile_lag_seconds"] == 120
+    assert samples["nachtwacht_reconcile_last_pass_timestamp_seconds"] == AFTER_NIGHT.timestamp()
+
+
+def test_metrics_before_the_first_pass_say_not_a_number(api: Api, operator_key: str) -> None:
+    with api.client(operator_key) as client:
+        samples = _samples(client.get("/metrics").text)
+    assert str(samples["nachtwacht_reconcile_lag_seconds"]) == "nan"
+
+
+@pytest.mark.parametrize("who", ["nobody", "panel", "agent"])
+def test_metrics_are_for_operators_only(api: Api, make_org, make_agent, who: str) -> None:
+    org = make_org("Acme")
+    keys = {"nobody": None, "panel": org.panel_key, "agent": make_agent(org, "w").agent_key}
+    with api.client(keys[who]) as client:
+        response = client.get("/metrics")
+    assert response.status_code == (401 if who == "nobody" else 403)
+    assert "nachtwacht_" not in response.text
