@@ -1,0 +1,266 @@
+"""The thundering herd at 03:00: N agents in M organisations claim the same slot, round after round.
+
+The control plane runs as a real process (`nachtwacht control serve`) on the embedded PostgreSQL,
+on a fake clock running `--speed` times real time, so a 15-minute window passes in minutes. At the
+start of every round (one minute of the server's clock) each agent still waiting posts its claim
+once; a 201 is a grant, a 429 waits for the next round, a 409 `window_closed` is a miss. Printed:
+
+- grants per round, per organisation (max) and in total (max): the caps, held exactly;
+- the refusal path: requests per second and p50/p99 latency of the 429s;
+- the baseline: requests per second of a bare endpoint (`/healthz`) on the same server, in the
+  same run, with the same concurrency, and the ratio;
+- how many agents missed the window and why. With the default caps the answer is not zero:
+  `global cap x window` (25 x 15 = 375) bounds one slot, which is DESIGN.md "Scale".
+
+    PYTHONPATH=. .venv/bin/python bench/herd.py [--agents 4000] [--orgs 100] [--speed 4]
+        [--concurrency 64]
+
+Choose `--speed` so one round (60/speed real seconds) is longer than one burst of claims; the
+bench prints each burst's duration so an overrun is visible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import psycopg
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from control_plane import migrate
+from control_plane.database import EmbeddedPostgres, open_pool
+from control_plane.services import build_services
+from nachtwacht.clock import FakeClock, SystemClock
+from signed_release import Manifest, key_id, sign_manifest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SLOT_KEY = "2026-11-30T03:00"
+SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)  # 03:00 CET
+WINDOW = timedelta(minutes=15)
+
+
+@dataclass
+class Herd:
+    pending: dict[str, str]  # agent key -> org id
+    granted: dict[str, str] = field(default_factory=dict)
+    missed: dict[str, str] = field(default_factory=dict)  # agent key -> last refusal
+    last_refusal: dict[str, str] = field(default_factory=dict)
+    refusal_latencies: list[float] = field(default_factory=list)
+    refusal_seconds: float = 0.0
+    refusals: int = 0
+    other_answers: Counter[int] = field(default_factory=Counter)
+    transport_errors: Counter[str] = field(default_factory=Counter)
+
+
+def seed(database_url: str, agents: int, orgs: int) -> dict[str, str]:
+    """Organisations, agents (all on the default schedule) and one published release."""
+    key = Ed25519PrivateKey.generate()
+    pool = open_pool(database_url, min_size=1, max_size=2)
+    try:
+        services = build_services(pool, SystemClock(), {key_id(key.public_key()): key.public_key()})
+        artifact = os.urandom(64 * 1024)
+        manifest = Manifest(
+            manifest_version=1,
+            issued_at=datetime(2026, 11, 1, tzinfo=UTC),
+            expires=datetime(2027, 11, 1, tzinfo=UTC),
+            channel="stable",
+            platform="linux-x86_64",
+            agent_version="1.5.0",
+            length=len(artifact),
+            sha256=hashlib.sha256(artifact).hexdigest(),
+            unpacked_size=len(artifact),
+        ).to_bytes()
+        services.releases.publish(manifest, sign_manifest(manifest, key), artifact)
+        fleet: dict[str, str] = {}
+        org_ids = [services.accounts.create_org(f"org-{n:03d}").org_id for n in range(orgs)]
+        for n in range(agents):
+            org_id = org_ids[n % orgs]
+            issued = services.accounts.enroll_agent(org_id, f"agent-{n:05d}")
+            fleet[issued.agent_key] = str(org_id)
+        return fleet
+    finally:
+        pool.close()
+
+
+@contextlib.contextmanager
+def control_plane(database_url: str, fake_clock: str, log: Path) -> Iterator[str]:
+    env = {**os.environ, "NACHTWACHT_FAKE_CLOCK": fake_clock}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nachtwacht.cli", "control", "serve", "--port", "0",
+         "--database-url", database_url, "--no-migrate", "--pool-size", "10"],
+        env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if "ready at " not in line:
+            raise SystemExit(f"the control plane did not start: {line!r}")
+        yield line.split("ready at ", 1)[1].strip()
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+async def burst(client: httpx.AsyncClient, herd: Herd, concurrency: int) -> float:
+    """Every waiting agent claims once; returns the burst's duration in real seconds."""
+    limit = asyncio.Semaphore(concurrency)
+
+    async def claim(agent_key: str) -> None:
+        async with limit:
+            started = time.perf_counter()
+            try:
+                response = await client.post(
+                    "/v1/agent/claims",
+                    headers={"Authorization": f"Bearer {agent_key}"},
+                    json={"slot_key": SLOT_KEY, "from_version": "1.4.1"},
+                )
+            except httpx.TransportError as exc:
+                # Like an offline agent: nothing consumed, it tries again next round.
+                herd.transport_errors[type(exc).__name__] += 1
+                return
+            elapsed = time.perf_counter() - started
+        code = (
+            response.json().get("detail", {}).get("code") if response.status_code >= 400 else None
+        )
+        if response.status_code in {200, 201}:
+            herd.granted[agent_key] = herd.pending.pop(agent_key)
+        elif response.status_code == 429:
+            herd.refusal_latencies.append(elapsed)
+            herd.refusals += 1
+            herd.last_refusal[agent_key] = str(code)
+        elif code == "window_closed":
+            herd.pending.pop(agent_key)
+            herd.missed[agent_key] = herd.last_refusal.get(agent_key, "never answered in time")
+        else:
+            herd.other_answers[response.status_code] += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(claim(agent_key) for agent_key in list(herd.pending)))
+    return time.perf_counter() - started
+
+
+async def bare_baseline(client: httpx.AsyncClient, requests: int, concurrency: int) -> float:
+    limit = asyncio.Semaphore(concurrency)
+
+    async def hit() -> None:
+        async with limit:
+            response = await client.get("/healthz")
+            response.raise_for_status()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(hit() for _ in range(requests)))
+    return requests / (time.perf_counter() - started)
+
+
+async def run_herd(base_url: str, clock: FakeClock, herd: Herd, concurrency: int) -> float:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=120) as client:
+        round_number = 0
+        while herd.pending:
+            round_at = SLOT_AT + timedelta(minutes=round_number)
+            wait = (round_at - clock.now()).total_seconds() / clock.speed
+            if wait > 0:
+                await asyncio.sleep(wait)
+            waiting = len(herd.pending)
+            seconds = await burst(client, herd, concurrency)
+            if round_at < SLOT_AT + WINDOW:
+                herd.refusal_seconds += seconds
+            print(
+                f"  round {round_number:2d} ({round_at:%H:%M}Z): {waiting:5d} claims in "
+                f"{seconds:5.2f} s (a round is {60 / clock.speed:.1f} s), "
+                f"{len(herd.granted):5d} granted so far"
+            )
+            round_number += 1
+        return await bare_baseline(client, max(1000, herd.refusals // 10), concurrency)
+
+
+def grants_per_round(database_url: str) -> tuple[int, int, int]:
+    with psycopg.connect(database_url) as conn:
+        total = conn.execute(
+            "SELECT coalesce(max(n), 0), count(*) FROM"
+            " (SELECT round_start, count(*) AS n FROM tokens GROUP BY round_start) r"
+        ).fetchone()
+        per_org = conn.execute(
+            "SELECT coalesce(max(n), 0) FROM (SELECT t.round_start, r.org_id, count(*) AS n"
+            " FROM tokens t JOIN runs r ON r.id = t.run_id GROUP BY 1, 2) g"
+        ).fetchone()
+    assert total is not None and per_org is not None
+    return int(per_org[0]), int(total[0]), int(total[1])
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=4000)
+    parser.add_argument("--orgs", type=int, default=100)
+    parser.add_argument("--speed", type=float, default=4.0, help="fake clock speed (4)")
+    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight (64)")
+    args = parser.parse_args()
+
+    home = Path(tempfile.mkdtemp(prefix="nachtwacht-herd-"))
+    home.chmod(0o755)  # the embedded server runs as its own user when the bench runs as root
+    embedded = EmbeddedPostgres(home)
+    try:
+        database_url = embedded.start()
+        migrate.upgrade(database_url)
+        print(f"seeding {args.agents} agents in {args.orgs} organisations …")
+        fleet = seed(database_url, args.agents, args.orgs)
+        # Ten product seconds before 03:00, so every agent's first claim is in the slot's round.
+        clock = FakeClock(
+            start=SLOT_AT - timedelta(seconds=10), anchor=time.time() + 2, speed=args.speed
+        )
+        herd = Herd(pending=dict(fleet))
+        log = Path(tempfile.gettempdir()) / "nachtwacht-herd-control-plane.log"
+        with control_plane(database_url, clock.setting(), log) as base_url:
+            print(f"control plane log: {log}")
+            print(f"control plane at {base_url}, {clock.describe()}")
+            bare_rps = asyncio.run(run_herd(base_url, clock, herd, args.concurrency))
+        max_org, max_total, rounds = grants_per_round(database_url)
+    finally:
+        embedded.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+    refusal_rps = herd.refusals / herd.refusal_seconds if herd.refusal_seconds else 0.0
+    reasons = Counter(herd.missed.values())
+    print()
+    print(f"agents {args.agents} in {args.orgs} orgs; caps: 5 per org per round, 25 per round")
+    print(f"grants per round: per org max {max_org}, total max {max_total} ({rounds} rounds)")
+    print(f"granted {len(herd.granted)}, missed {len(herd.missed)}")
+    for reason, count in reasons.most_common():
+        print(f"  missed because the last answer was {reason}: {count}")
+    print(f"forecast: global cap x window = 25 x 15 = {25 * 15} agents per slot at most")
+    if herd.refusal_latencies:
+        p50 = percentile(herd.refusal_latencies, 0.50) * 1000
+        p99 = percentile(herd.refusal_latencies, 0.99) * 1000
+        print(f"refusal path: {refusal_rps:8.0f} requests/s, p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    print(f"bare /healthz: {bare_rps:8.0f} requests/s (same server, same concurrency)")
+    if bare_rps:
+        print(f"ratio refusal / bare: {refusal_rps / bare_rps:.2f}")
+    if herd.other_answers:
+        print(f"unexpected answers: {dict(herd.other_answers)}")
+    if herd.transport_errors:
+        print(f"transport errors (retried next round): {dict(herd.transport_errors)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
