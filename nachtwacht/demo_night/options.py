@@ -52,10 +52,6 @@ class DemoOptions:
                 f"--speed: {self.speed!r} is not a speed-up the demo can run "
                 f"(expected a number above 0 and at most {MAX_SPEED:g}, e.g. 60)"
             )
-        if self.process_limit < 0:
-            raise DemoUsageError(
-                f"--process-limit: {self.process_limit} must be 0 or more (0 simulates every agent)"
-            )
 
     @property
     def agent_count(self) -> int:

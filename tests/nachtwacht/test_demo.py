@@ -1,0 +1,304 @@
+"""`nachtwacht demo`: a small night end to end as a real process (real control plane, real
+daemons, real PostgreSQL), what it prints, and that it leaves nothing running and nothing behind
+— also when it is stopped half-way. Bad options are one line, never a stack trace."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from nachtwacht.demo_night.errors import DemoUsageError
+from nachtwacht.demo_night.night import local_label, night_of
+from nachtwacht.demo_night.options import DEFAULT_SIZES, parse_options
+from tests.conftest import REPO_ROOT, child_environment
+
+# A deadline for a failure, never a speed assertion: the demo plays a 40-minute night.
+DEMO_DEADLINE_SECONDS = 280
+AMSTERDAM = "Europe/Amsterdam"
+
+
+def demo_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "nachtwacht.cli", "demo", *args]
+
+
+def run_demo(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        demo_command(*args),
+        env=child_environment(),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=DEMO_DEADLINE_SECONDS,
+    )
+
+
+def demo_folder(output: str) -> Path:
+    match = re.search(r"everything lives in (\S+)", output)
+    assert match, output
+    return Path(match.group(1))
+
+
+def processes_using(folder: Path) -> list[str]:
+    """Command lines of every process on this machine that names the demo's folder."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(folder) in command:
+            found.append(f"{entry.name}: {command}")
+    return found
+
+
+def final_row(output: str, org: str) -> list[str]:
+    """The numbers of an organisation's row in the table printed after the night."""
+    report = output.split("as the control plane recorded it:", 1)[1]
+    line = next(line for line in report.splitlines() if line.strip().startswith(org))
+    return line.strip()[len(org) :].split()
+
+
+# -- the whole night, real processes --------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_small_night_updates_every_agent_and_leaves_nothing_behind() -> None:
+    result = run_demo("--orgs", "2", "--agents", "2", "--speed", "60", "--date", "2026-12-01")
+    output = result.stdout
+    assert result.returncode == 0, output + result.stderr
+    assert "4 real agent processes in 2 organisation(s)" in output
+    assert "the night runs from 02:50 CET to 03:30 CET" in output
+    # The live lines: nothing due before 03:00, then tokens and updates.
+    assert re.search(r"^02:5\d CET \| Acme Logistics: 2 not due yet", output, re.MULTILINE)
+    # agents, updated, updating, waiting, up to date, missed, not due yet
+    assert final_row(output, "Acme Logistics") == ["2", "2", "0", "0", "0", "0", "0"]
+    assert final_row(output, "Borealis Bakery") == ["2", "2", "0", "0", "0", "0", "0"]
+    assert "most tokens in one round: 4 of the global cap 25 — held" in output
+    # One agent's own log, and the control plane's record of it: the schedule is the actor.
+    timeline = output.split("one agent's night", 1)[1]
+    assert "claim.granted" in timeline
+    assert "update.succeeded" in timeline
+    assert "update.scheduled       by schedule" in timeline
+    assert "notifications:" in output
+    folder = demo_folder(output)
+    assert not folder.exists(), f"{folder} was left behind"
+    assert processes_using(folder) == []
+    assert "Traceback" not in result.stderr
+
+
+# -- simulated agents, --keep ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_above_the_process_limit_agents_are_simulated_and_keep_leaves_the_plane_running() -> None:
+    result = run_demo(
+        "--agents",
+        "3,1",
+        "--process-limit",
+        "2",
+        "--speed",
+        "240",
+        "--date",
+        "2026-12-01",
+        "--keep",
+    )
+    output = result.stdout
+    folder = demo_folder(output)
+    pid_match = re.search(r"stop it with: kill (\d+)", output)
+    try:
+        assert result.returncode == 0, output + result.stderr
+        assert "4 simulated agents in 2 organisation(s)" in output
+        assert final_row(output, "Acme Logistics")[:2] == ["3", "3"]
+        assert "as the simulated agent saw it:" in output
+        assert pid_match, output
+        pid = int(pid_match.group(1))
+        os.kill(pid, 0)  # the control plane still runs
+        assert (folder / "credentials.json").stat().st_mode & 0o777 == 0o600
+    finally:
+        if pid_match:
+            os.kill(int(pid_match.group(1)), signal.SIGTERM)
+            _wait_until_gone(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+    assert processes_using(folder) == []
+
+
+def _wait_until_gone(folder: Path) -> None:
+    deadline = time.monotonic() + 60
+    while processes_using(folder) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+# -- stopped half-way -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_sigterm_during_the_night_stops_everything_it_started() -> None:
+    process = subprocess.Popen(
+        demo_command("--agents", "2", "--speed", "60", "--date", "2026-12-01"),
+        env=child_environment(),
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if "daemons started" in line:
+            break
+    folder = demo_folder("".join(lines))
+    assert processes_using(folder), "the daemons should be running now"
+    process.send_signal(signal.SIGTERM)
+    rest, errors = process.communicate(timeout=DEMO_DEADLINE_SECONDS)
+    assert process.returncode == 130, "".join(lines) + rest + errors
+    assert "interrupted; stopping everything it started" in rest
+    assert "Traceback" not in errors
+    assert not folder.exists()
+    assert processes_using(folder) == []
+
+
+# -- bad input ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        pytest.param(["--speed", "0"], "--speed: 0.0 is not a speed-up", id="speed_zero"),
+        pytest.param(["--speed", "fast"], "--speed: 'fast' is not a number", id="speed_word"),
+        pytest.param(["--speed", "nan"], "--speed: nan is not a speed-up", id="speed_nan"),
+        pytest.param(["--speed", "100000"], "at most 600", id="speed_too_high"),
+        pytest.param(["--agents", "4,x"], "--agents: '4,x' is not a list", id="agents_word"),
+        pytest.param(["--agents", "0"], "--agents: '0' is not a list", id="agents_zero"),
+        pytest.param(["--agents", "3000,3000"], "more than the demo's 5000", id="agents_too_many"),
+        pytest.param(["--orgs", "0"], "--orgs: 0 must be at least 1", id="orgs_zero"),
+        pytest.param(
+            ["--orgs", "2", "--agents", "1,2,3"],
+            "gives 3 organisation sizes but --orgs is 2",
+            id="orgs_mismatch",
+        ),
+        pytest.param(
+            ["--date", "2026-13-01"], "--date: '2026-13-01' is not a date", id="date_month_13"
+        ),
+        pytest.param(
+            ["--date", "0100-10-25"],
+            "--date: '0100-10-25' cannot be planned",
+            id="date_outside_planner",
+        ),
+        pytest.param(
+            ["--process-limit", "-1"],
+            "--process-limit: '-1' is not a whole number",
+            id="limit_negative",
+        ),
+        pytest.param(["--colour"], "unrecognized arguments: --colour", id="unknown_option"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_option(args: list[str], expected: str) -> None:
+    result = run_demo(*args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("nachtwacht demo: ")
+    assert expected in lines[0]
+
+
+# -- options and the night, in-process ------------------------------------------------------------
+
+
+def _options(*args: str) -> tuple[int, ...]:
+    from datetime import UTC, datetime
+
+    return parse_options(list(args), now=datetime(2026, 11, 30, 12, tzinfo=UTC)).org_sizes
+
+
+@pytest.mark.parametrize(
+    ("args", "sizes"),
+    [
+        pytest.param([], DEFAULT_SIZES, id="default_40_8_1"),
+        pytest.param(["--agents", "2", "--orgs", "3"], (2, 2, 2), id="one_size_for_every_org"),
+        pytest.param(["--agents", "5,1"], (5, 1), id="one_size_per_org"),
+        pytest.param(["--orgs", "4"], (40, 8, 1, 40), id="orgs_cycle_the_default_sizes"),
+    ],
+)
+def test_agents_and_orgs_make_the_fleet(args: list[str], sizes: tuple[int, ...]) -> None:
+    assert _options(*args) == sizes
+
+
+def test_the_default_night_is_the_coming_one_in_the_platform_zone() -> None:
+    from datetime import UTC, datetime
+
+    # 23:30 UTC on the 30th is already 00:30 on 1 December in Amsterdam: the night after that.
+    late = parse_options([], now=datetime(2026, 11, 30, 23, 30, tzinfo=UTC))
+    assert late.night_of == date(2026, 12, 2)
+
+
+def test_a_fleet_within_the_process_limit_is_real_processes() -> None:
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    assert parse_options(["--agents", "5", "--process-limit", "5"], now=now).real_processes
+    assert not parse_options(["--agents", "6", "--process-limit", "5"], now=now).real_processes
+
+
+def test_a_bad_option_raises_a_usage_error_naming_it() -> None:
+    from datetime import UTC, datetime
+
+    with pytest.raises(DemoUsageError, match=re.escape("--speed: -3.0")):
+        parse_options(["--speed", "-3"], now=datetime(2026, 11, 30, tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
+    ("day", "start", "slot", "end", "minutes", "note"),
+    [
+        pytest.param(
+            "2026-12-01", "02:50 CET", "03:00 CET", "03:30 CET", 40, None, id="winter_night"
+        ),
+        pytest.param(
+            "2027-06-15", "02:50 CEST", "03:00 CEST", "03:30 CEST", 40, None, id="summer_night"
+        ),
+        pytest.param(
+            "2026-10-25",
+            "02:50 CEST",
+            "03:00 CET",
+            "03:30 CET",
+            100,
+            "ends",
+            id="autumn_repeat_hour",
+        ),
+        pytest.param(
+            "2027-03-28",
+            "01:50 CET",
+            "03:00 CEST",
+            "03:30 CEST",
+            40,
+            "starts",
+            id="spring_gap_0250_missing",
+        ),
+    ],
+)
+def test_the_night_spans_0250_to_0330_with_daylight_saving(
+    day: str, start: str, slot: str, end: str, minutes: int, note: str | None
+) -> None:
+    night = night_of(date.fromisoformat(day), AMSTERDAM)
+    assert local_label(night.start, AMSTERDAM) == start
+    assert local_label(night.slot_at, AMSTERDAM) == slot
+    assert local_label(night.end, AMSTERDAM) == end
+    assert night.minutes == minutes
+    described = night.daylight_saving_note()
+    if note is None:
+        assert described is None
+    else:
+        assert described is not None and f"daylight saving {note} tonight" in described
