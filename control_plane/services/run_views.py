@@ -11,7 +11,8 @@ __all__ = ["RUN_COLUMNS", "latest_runs", "read_run", "run_view"]
 
 RUN_COLUMNS = (
     "r.id, r.agent_id, r.trigger, r.slot_key, r.slot_at, r.status, r.from_version, r.version,"
-    " r.error, r.created_at, r.claimed_at, r.finished_at, rel.agent_version AS release_version"
+    " r.error, r.created_at, r.claimed_at, r.finished_at, rel.agent_version AS release_version,"
+    " r.miss_reason"
 )
 
 
@@ -27,6 +28,7 @@ def run_view(row: dict[str, Any]) -> dict[str, Any]:
         "release_version": row["release_version"],
         "version": row["version"],
         "error": row["error"],
+        "miss_reason": row["miss_reason"],
         "created_at": row["created_at"],
         "claimed_at": row["claimed_at"],
         "finished_at": row["finished_at"],
