@@ -176,9 +176,9 @@ def test_the_agent_page_shows_the_miss_and_its_reason(
     agent = make_agent(org, "web-01")
     fleet.reconcile(AFTER_NIGHT)
     with api.client(org.panel_key) as client:
-        runs = client.get(f"/v1/agents/{agent.agent_id}/runs").json()
-    text = str(runs)
-    assert "missed" in text and NIGHT_KEY in text
+        page = client.get(f"/v1/agents/{agent.agent_id}").json()
+    [run] = page["latest_runs"]
+    assert (run["slot_key"], run["status"], run["miss_reason"]) == (NIGHT_KEY, "missed", "offline")
 
 
 @pytest.mark.parametrize(
