@@ -270,11 +270,5 @@ def main(argv: list[str]) -> int:
     except (UsageError, PlannerError) as exc:
         print(f"nachtwacht plan: {exc}", file=sys.stderr)
         return 2
-    except OverflowError:
-        print(
-            f"nachtwacht plan: --from: {args.first_day!r} is too close to the end of the calendar",
-            file=sys.stderr,
-        )
-        return 2
     print("\n".join(lines))
     return 0
