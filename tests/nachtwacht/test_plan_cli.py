@@ -177,6 +177,17 @@ def test_without_from_the_day_comes_from_the_programs_clock(
             "--catch-up: '1441' is not a whole number of minutes from 1 to 1440",
             id="catch_up_over_a_day",
         ),
+        pytest.param(
+            ["--from", "8998-12-30", "--days", "5"],
+            "--days: 5 days from 8998-12-30 run past 8998-12-31 (the last day planned)",
+            id="days_past_the_last_planned_day",
+        ),
+        pytest.param(
+            ["--from", "2027-01-01", "--now", "0001-01-01T00:00Z"],
+            "--now: '0001-01-01T00:00Z' is out of range "
+            "(expected a date in the years 1900 to 8998)",
+            id="now_at_the_start_of_the_calendar",
+        ),
         pytest.param(["--bogus"], "unrecognized arguments: --bogus", id="unknown_option"),
     ],
 )
