@@ -8,7 +8,7 @@ import re
 from datetime import UTC, date, datetime, time, timedelta
 
 from control_plane.errors import ClaimRefused
-from shared_planner import Slot, slots_between
+from shared_planner import PlannerError, Slot, slots_between
 
 __all__ = ["checked_slot", "retry_after_seconds", "round_start"]
 
@@ -39,9 +39,13 @@ def checked_slot(
         raise _not_a_slot(slot_key, "is not a real date and time") from exc
     if not enabled or not times:
         raise _not_a_slot(slot_key, "is not a slot: scheduled updates are off for this agent")
-    # The slot of a local date lies within a day of that date's UTC midnight in any zone.
-    start = datetime.combine(day - timedelta(days=2), time(), tzinfo=UTC)
-    candidates = slots_between(times, start=start, end=start + timedelta(days=5), tz=timezone)
+    try:
+        # The slot of a local date lies within a day of that date's UTC midnight in any zone.
+        start = datetime.combine(day - timedelta(days=2), time(), tzinfo=UTC)
+        candidates = slots_between(times, start=start, end=start + timedelta(days=5), tz=timezone)
+    except (PlannerError, OverflowError) as exc:
+        # A date the planner cannot place (e.g. year 0001) is no slot; never a 500.
+        raise _not_a_slot(slot_key, "is not a date the schedule can have a slot on") from exc
     slot = next((candidate for candidate in candidates if candidate.key == slot_key), None)
     if slot is None:
         raise _not_a_slot(slot_key, f"is not one of this agent's slots (times {times})")
