@@ -122,10 +122,13 @@ class RefusalRecorder:
                 self._written.popitem(last=False)
         return len(facts)
 
-    def start(self) -> None:
-        """Flush every `flush_interval_seconds` (real seconds) in a daemon thread until `stop`."""
+    def start(self, *, interval_seconds: float | None = None) -> None:
+        """Flush every `interval_seconds` (real seconds; default: the constructor's) in a daemon
+        thread until `stop`."""
         if self._thread is not None:
             return
+        if interval_seconds is not None:
+            self._interval = interval_seconds
         self._stop.clear()
         self._thread = threading.Thread(
             target=self._flush_until_stopped, name="nachtwacht-refusal-flusher", daemon=True
