@@ -1,13 +1,14 @@
 """The body of one organisation's notification for one slot: pure, from the slot's run rows.
 
-Forty agents on release day are one message: updated agents are grouped by version, up-to-date
-agents are counted and not listed, failures are named only when this is their first mention of the
-day, missed agents are named with their reason.
+Forty agents on release day are one message: updated agents are counted per version and
+up-to-date agents counted, neither listed; an agent is named only where a person may have to act —
+a failure (only at its first mention of the calendar day), a miss with its reason, a run without
+an outcome, an agent silent for three days.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -59,10 +60,7 @@ def notification_body(
     """The summary: counts for everything, names where a person has something to do."""
     named = set(newly_named_failures)
     counts: Counter[str] = Counter(outcome.status for outcome in outcomes)
-    updated: dict[str, list[SlotOutcome]] = defaultdict(list)
-    for outcome in outcomes:
-        if outcome.status == "succeeded":
-            updated[outcome.version or "unknown"].append(outcome)
+    updated = Counter(o.version or "unknown" for o in outcomes if o.status == "succeeded")
     failures = [o for o in outcomes if o.status in FAILED_STATUSES and o.agent_id in named]
     repeated = sum(1 for o in outcomes if o.status in FAILED_STATUSES and o.agent_id not in named)
     missed = [o for o in outcomes if o.status == "missed"]
@@ -85,12 +83,7 @@ def notification_body(
             "no_outcome": counts["claimed"],
         },
         "updated": [
-            {
-                "version": version,
-                "count": len(agents),
-                "agents": [_agent(o) for o in sorted(agents, key=lambda o: o.agent_name)],
-            }
-            for version, agents in sorted(updated.items())
+            {"version": version, "count": count} for version, count in sorted(updated.items())
         ],
         "failed": [
             {**_agent(o), "status": o.status, "version": o.version, "error": o.error}
