@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
@@ -34,6 +34,8 @@ from control_plane.types import Connection
 __all__ = ["STALE_AFTER", "ReviewResult", "review_closed_slots"]
 
 STALE_AFTER = timedelta(days=3)
+
+Decision = Literal["waiting", "late", "silent", "notified"]
 
 _PENDING_SLOTS = """
 SELECT org_id, slot_key, min(slot_at) AS slot_at
@@ -129,7 +131,7 @@ def _review_one(
     zone: ZoneInfo,
     waiting_until: datetime,
     now: datetime,
-) -> str:
+) -> Decision:
     already = conn.execute(
         "SELECT 1 FROM slot_reviews WHERE org_id = %s AND slot_key = %s FOR UPDATE",
         [org_id, slot_key],
