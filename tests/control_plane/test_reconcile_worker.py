@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 
+import httpx
 import psycopg
 import pytest
 
@@ -175,3 +176,31 @@ def test_two_serving_replicas_one_works_and_the_other_takes_over_when_it_is_kill
     )
     missed = fleet.rows("SELECT count(*) AS n FROM runs WHERE status = 'missed'")
     assert missed == [{"n": 1}]  # the 03:00 slot, recorded once whoever did it
+
+
+def test_a_serving_replica_records_a_throttled_night_end_to_end(
+    control_plane_server: Callable[..., RunningControlPlane],
+    services: Services,
+    pool: Pool,
+) -> None:
+    """A real `serve` process on a fast fake clock: the refusal goes through the buffer and the
+    flusher, and the worker turns it into a missed run with reason `throttled`."""
+    org = services.accounts.create_org("Acme")
+    agent = services.accounts.enroll_agent(org.org_id, "web-01")
+    fake = f"2026-11-30T02:05:00Z,anchor={time.time()!r},speed=60"
+    replica = control_plane_server(fake_clock=fake, args=["--org-cap", "0"])
+    with httpx.Client(base_url=replica.base_url, timeout=30) as client:
+        refused = client.post(
+            "/v1/agent/claims",
+            json={"slot_key": "2026-11-30T03:00"},
+            headers={"Authorization": f"Bearer {agent.agent_key}"},
+        )
+    assert refused.status_code == 429
+
+    def missed_reason() -> object:
+        with pool.connection() as conn:
+            row = conn.execute("SELECT miss_reason FROM runs WHERE status = 'missed'").fetchone()
+        return None if row is None else row["miss_reason"]
+
+    _eventually(lambda: missed_reason() is not None, "the worker records the missed night")
+    assert missed_reason() == "throttled"
