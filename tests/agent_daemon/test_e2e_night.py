@@ -49,9 +49,17 @@ def runs_for(scenario: Night, host: Any, slot_key: str) -> list[dict[str, Any]]:
     return [run for run in scenario.runs(host) if run.get("slot_key") == slot_key]
 
 
-def daemon_state(host: Any) -> dict[str, Any]:
-    state: dict[str, Any] = json.loads((host.agent.state_dir / "daemon-state.json").read_text())
-    return state
+def updated(daemon: Any, slot_key: str) -> dict[str, Any]:
+    """The `update.succeeded` event for the slot, once its report reached the control plane."""
+    succeeded: dict[str, Any] = daemon.wait_for("update.succeeded", slot_key=slot_key)
+    daemon.wait_for("report.delivered", run_id=succeeded["run_id"])
+    return succeeded
+
+
+def last_consumed(host: Any) -> object:
+    """The daemon's last consumed slot; None also when no state was ever written."""
+    path = host.agent.state_dir / "daemon-state.json"
+    return json.loads(path.read_text()).get("last_consumed") if path.exists() else None
 
 
 def test_nothing_to_do_consumes_the_slot_and_shows_on_the_agent_page(
@@ -85,12 +93,11 @@ def test_offline_consumes_nothing_and_updates_when_the_control_plane_returns_in_
     scenario.clock.wait_until(local("2026-11-30T03:02"))
     offline = daemon.wait_for("control_plane.offline", count=2)
     assert offline["level"] == "warning"
-    assert daemon_state(host)["last_consumed"] is None
+    assert last_consumed(host) is None
     scenario.control_plane_args = ("--port", port)
     scenario.restart_control_plane()
-    succeeded = daemon.wait_for("update.succeeded", slot_key=SLOT)
+    succeeded = updated(daemon, SLOT)
     assert succeeded["version"] == "1.5.0"
-    daemon.wait_for("report.delivered", run_id=succeeded["run_id"])
     assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
     assert host.current_version() == "1.5.0"
     assert host.running_version() == "1.5.0"
@@ -110,8 +117,7 @@ def test_back_after_the_window_does_nothing_that_night_and_takes_the_next_slot(
     scenario.clock.wait_until(local("2026-11-30T03:20"))
     scenario.control_plane_args = ("--port", port)
     scenario.restart_control_plane()
-    succeeded = daemon.wait_for("update.succeeded")
-    assert succeeded["slot_key"] == "2026-11-30T04:00"
+    assert updated(daemon, "2026-11-30T04:00")["version"] == "1.5.0"
     assert daemon.named("claim.granted", slot_key=SLOT) == []
     assert [r["status"] for r in runs_for(scenario, host, "2026-11-30T04:00")] == ["succeeded"]
     assert all(r.get("status") != "succeeded" for r in runs_for(scenario, host, SLOT))
@@ -125,7 +131,7 @@ def test_throttled_with_cap_1_the_second_agent_updates_next_round(
     first = scenario.add_host("web-01")
     second = scenario.add_host("web-02")
     daemons = [first.start(), second.start()]
-    outcomes = [d.wait_for("update.succeeded", slot_key=SLOT) for d in daemons]
+    outcomes = [updated(d, SLOT) for d in daemons]
     assert [o["version"] for o in outcomes] == ["1.5.0", "1.5.0"]
     refused = [e for d in daemons for e in d.named("claim.refused", slot_key=SLOT)]
     assert refused, "one of the two must have been told to wait for the next round"
@@ -149,12 +155,12 @@ def test_brake_nobody_updates_nothing_consumed_and_release_in_the_window_lets_th
         daemon.wait_for("claim.braked", slot_key=SLOT)
         assert daemon.named("claim.granted") == []
     for host in hosts:
-        assert daemon_state(host)["last_consumed"] is None
+        assert last_consumed(host) is None
         assert host.current_version() == "1.4.1"
         assert runs_for(scenario, host, SLOT) == []
     scenario.set_brake(False)
     for daemon in daemons:
-        assert daemon.wait_for("update.succeeded", slot_key=SLOT)["version"] == "1.5.0"
+        assert updated(daemon, SLOT)["version"] == "1.5.0"
     for host in hosts:
         assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
 
@@ -231,7 +237,7 @@ def test_a_host_clock_hours_off_still_updates_at_0300_server_time(
     daemon = host.start(clock_setting=wrong.setting)
     synced = daemon.wait_for("config.synced")
     assert abs(synced["clock_offset_seconds"] + 5 * 3600) < 120
-    succeeded = daemon.wait_for("update.succeeded", slot_key=SLOT)
+    succeeded = updated(daemon, SLOT)
     ts = succeeded["ts"].replace("Z", "+00:00")
     assert "2026-11-30T02:00:00+00:00" <= ts < "2026-11-30T02:15:00+00:00"
     assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
