@@ -69,6 +69,9 @@ class FleetStats:
     latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     statuses: dict[str, Counter[int]] = field(default_factory=lambda: defaultdict(Counter))
     failures: Counter[str] = field(default_factory=Counter)
+    # Platform seconds between the minute an agent meant to act and the moment it did: a
+    # simulator that cannot keep up with its fleet shows it here.
+    tick_lag: list[float] = field(default_factory=list)
 
     def record(self, endpoint: str, seconds: float, status: int) -> None:
         self.latencies[endpoint].append(seconds)
@@ -135,6 +138,7 @@ class SimulatedFleet:
             if tick >= until or (stop is not None and stop.is_set()):
                 return
             await asyncio.sleep(self.clock.real_seconds((tick - now).total_seconds()))
+            self.stats.tick_lag.append((self.clock.now() - tick).total_seconds())
             try:
                 await self._tick(agent)
             except httpx.HTTPError as exc:
