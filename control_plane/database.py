@@ -27,6 +27,7 @@ __all__ = [
     "DATABASE_URL_ENV",
     "EmbeddedPostgres",
     "database_url_with_name",
+    "first_line",
     "open_pool",
 ]
 
@@ -34,6 +35,12 @@ DATABASE_URL_ENV = "NACHTWACHT_DATABASE_URL"
 EMBEDDED_DATABASE = "nachtwacht"
 
 logger = logging.getLogger(__name__)
+
+
+def first_line(exc: BaseException | None) -> str:
+    """A foreign error as one line for a person (libpq and SQLAlchemy messages run to several)."""
+    text = str(exc).strip() if exc is not None else ""
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def database_url_with_name(database_url: str, dbname: str) -> str:
@@ -112,7 +119,7 @@ def open_pool(database_url: str, *, min_size: int = 1, max_size: int = 10) -> Co
         pool.open(wait=True, timeout=15)
     except PoolTimeout as exc:
         pool.close()
-        raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
+        raise DatabaseUnavailable(f"cannot connect to the database: {first_line(exc)}") from exc
     return pool
 
 
@@ -122,6 +129,6 @@ def connect(database_url: str) -> Iterator[psycopg.Connection[DictRow]]:
     try:
         connection = psycopg.connect(database_url, row_factory=dict_row)
     except psycopg.OperationalError as exc:
-        raise DatabaseUnavailable(f"cannot connect to the database: {exc}") from exc
+        raise DatabaseUnavailable(f"cannot connect to the database: {first_line(exc)}") from exc
     with connection:
         yield connection

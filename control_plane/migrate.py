@@ -16,7 +16,7 @@ from sqlalchemy import Connection, create_engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from control_plane.database import database_url_with_name
+from control_plane.database import database_url_with_name, first_line
 from control_plane.errors import DatabaseUnavailable
 
 __all__ = [
@@ -49,7 +49,9 @@ def _alembic_connection(database_url: str) -> Iterator[Connection]:
         with engine.begin() as connection:
             yield connection
     except (SQLAlchemyError, psycopg.Error) as exc:
-        raise DatabaseUnavailable(f"migration failed: {exc}") from exc
+        raise DatabaseUnavailable(
+            f"migration failed: {first_line(getattr(exc, 'orig', exc))}"
+        ) from exc
     finally:
         engine.dispose()
 
@@ -102,7 +104,9 @@ def check_migrations(database_url: str) -> list[str]:
         with psycopg.connect(database_url, autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{scratch}"')
     except psycopg.Error as exc:
-        raise DatabaseUnavailable(f"cannot create a scratch database to check: {exc}") from exc
+        raise DatabaseUnavailable(
+            f"cannot create a scratch database to check: {first_line(exc)}"
+        ) from exc
     try:
         scratch_url = database_url_with_name(database_url, scratch)
         upgrade(scratch_url)

@@ -244,7 +244,8 @@ def test_unreachable_database_is_one_clear_line(taken_port: int) -> None:
     result = run_control("create-org", "Acme", "--database-url", url)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
-    assert len(result.stderr.strip().splitlines()) >= 1
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "nachtwacht control create-org:" in result.stderr
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import subprocess
 from collections.abc import Iterator
 
 import psycopg
@@ -12,6 +13,7 @@ from psycopg.types.json import Jsonb
 
 from control_plane import migrate
 from shared_planner import MAX_TIMES, TIME_PATTERN
+from tests.conftest import REPO_ROOT, child_environment, nachtwacht_command
 
 BEFORE_SCHEDULE = "0001_orgs_agents_credentials"
 SCHEDULE = "0002_agent_update_schedule"
@@ -233,3 +235,21 @@ def test_every_migration_applies_to_an_empty_database(postgres_admin_url: str) -
     applied = migrate.check_migrations(postgres_admin_url)
     assert applied[:2] == [BEFORE_SCHEDULE, SCHEDULE]
     assert applied[-1] == migrate.head_revision()
+
+
+def test_replicas_migrating_at_once_take_turns(empty_database_url: str) -> None:
+    # Separate processes, as replicas are (Alembic itself is not for threads).
+    processes = [
+        subprocess.Popen(
+            nachtwacht_command("control", "migrate", "--database-url", empty_database_url),
+            env=child_environment(),
+            cwd=REPO_ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    results = [(process.wait(), process.communicate()[1]) for process in processes]
+    assert results == [(0, "")] * 3
+    assert migrate.current_revision(empty_database_url) == migrate.head_revision()
