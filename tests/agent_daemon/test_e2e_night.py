@@ -241,3 +241,24 @@ def test_a_host_clock_hours_off_still_updates_at_0300_server_time(
     ts = succeeded["ts"].replace("Z", "+00:00")
     assert "2026-11-30T02:00:00+00:00" <= ts < "2026-11-30T02:15:00+00:00"
     assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
+
+
+def test_a_manual_update_skips_the_planner_and_runs_once(new_night: Callable[..., Night]) -> None:
+    scenario = new_night("2026-11-30T10:00")
+    scenario.publish("1.5.0", 42)
+    host = scenario.add_host("web-01")
+    daemon = host.start()
+    daemon.wait_for("config.synced")
+    requested = scenario.panel.post(f"/v1/agents/{host.agent_id}/update")
+    assert requested.status_code == 202, requested.text
+    run_id = requested.json()["run_id"]
+    done = daemon.wait_for("update.succeeded", run_id=run_id)
+    assert done["version"] == "1.5.0"
+    assert done.get("slot_key") is None
+    daemon.wait_for("report.delivered", run_id=run_id)
+    (run,) = scenario.runs(host)
+    assert run["status"] == "succeeded"
+    assert run.get("trigger") == "manual"
+    scenario.clock.wait_until(scenario.clock.now() + timedelta(minutes=3))
+    assert len(daemon.named("manual.granted")) == 1
+    assert host.running_version() == "1.5.0"
