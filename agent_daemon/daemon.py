@@ -120,7 +120,14 @@ class Daemon:
     # -- the shell's entry points -------------------------------------------------------------
 
     def start(self) -> None:
-        """Before the first minute: let the updater finish or undo what a crash interrupted."""
+        """Before the first minute: let the updater finish or undo what a crash interrupted.
+        Never raises: what cannot be done now is one log line, and the minutes try again."""
+        try:
+            self._start()
+        except (OSError, AgentError) as exc:
+            self._log.emit("daemon.start_incomplete", level="error", **_error_fields(exc))
+
+    def _start(self) -> None:
         try:
             self._cached = self._cache.load()
             if self._cached is not None:

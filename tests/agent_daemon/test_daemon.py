@@ -437,3 +437,17 @@ def test_dst_nights_in_amsterdam_minute_by_minute(
         clock.advance(minutes=1)
     assert [run.slot_key for run in h.control_plane.runs.values()] == expected_keys
     assert consumed_at == expected_at
+
+
+def test_a_corrupt_state_file_costs_log_lines_never_the_daemon_or_a_second_claim(
+    tmp_path: Path,
+) -> None:
+    h, _ = make(tmp_path)
+    (tmp_path / "daemon-state.json").write_text("{half a file")
+    h.updater.pending_resume = UpdateOutcome(
+        status="succeeded", version="1.5.0", error=None, run_id="r-before"
+    )
+    h.restart()
+    assert "daemon.start_incomplete" in h.event_names()
+    assert h.daemon.tick() == "error"
+    assert h.control_plane.claims() == []
