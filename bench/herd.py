@@ -12,11 +12,11 @@ once; a 201 is a grant, a 429 waits for the next round, a 409 `window_closed` is
 - how many agents missed the window and why. With the default caps the answer is not zero:
   `global cap x window` (25 x 15 = 375) bounds one slot, which is DESIGN.md "Scale".
 
-    PYTHONPATH=. .venv/bin/python bench/herd.py [--agents 4000] [--orgs 100] [--speed 4]
+    PYTHONPATH=. .venv/bin/python bench/herd.py [--agents 4000] [--orgs 100] [--speed S]
         [--concurrency 64]
 
-Choose `--speed` so one round (60/speed real seconds) is longer than one burst of claims; the
-bench prints each burst's duration so an overrun is visible.
+`--speed` must leave one round (60/speed real seconds) longer than one burst of claims; by default
+it allows a real second per 100 agents. Each burst's duration is printed, so an overrun shows.
 """
 
 from __future__ import annotations
@@ -212,9 +212,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=4000)
     parser.add_argument("--orgs", type=int, default=100)
-    parser.add_argument("--speed", type=float, default=4.0, help="fake clock speed (4)")
+    parser.add_argument(
+        "--speed",
+        type=float,
+        default=None,
+        help="fake clock speed (default: a round of about one real second per 100 agents)",
+    )
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight (64)")
     args = parser.parse_args()
+    speed = args.speed or 60 / max(5.0, args.agents / 100)
 
     home = Path(tempfile.mkdtemp(prefix="nachtwacht-herd-"))
     home.chmod(0o755)  # the embedded server runs as its own user when the bench runs as root
@@ -226,7 +232,7 @@ def main() -> int:
         fleet = seed(database_url, args.agents, args.orgs)
         # Ten product seconds before 03:00, so every agent's first claim is in the slot's round.
         clock = FakeClock(
-            start=SLOT_AT - timedelta(seconds=10), anchor=time.time() + 2, speed=args.speed
+            start=SLOT_AT - timedelta(seconds=10), anchor=time.time() + 2, speed=speed
         )
         herd = Herd(pending=dict(fleet))
         log = Path(tempfile.gettempdir()) / "nachtwacht-herd-control-plane.log"
