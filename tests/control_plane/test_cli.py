@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -309,3 +310,13 @@ def test_publish_release_without_any_trusted_key_is_refused(
     result = run_control("publish-release", *files, "--database-url", database_url)
     assert result.returncode == 2
     assert "no release public key is configured" in result.stderr
+
+
+def test_ctrl_c_stops_serve_cleanly(
+    control_plane_server: Callable[..., RunningControlPlane],
+) -> None:
+    server = control_plane_server()
+    server.process.send_signal(signal.SIGINT)
+    assert server.process.wait(timeout=120) == 0
+    assert "stopped" in server.stderr()
+    assert "Traceback" not in server.stderr()
