@@ -22,7 +22,9 @@ The control plane as a process
         database_url=...    another database (default: this test's `database_url`; two calls
                             share it, which is how two replicas are tested)
         data_dir=Path       use the embedded PostgreSQL in that directory instead (then
-                            `database_url` is "" and `.admin` passes `--data-dir`)
+                            `database_url` is "" and `.admin` passes `--data-dir`); take it from
+                            the `embedded_data_dir` fixture: pytest's tmp_path is mode 0700, and
+                            as root the embedded server runs as its own system user
     `RunningControlPlane` has `base_url`, `database_url`, `stderr_path` and
         `.admin("create-org", "Acme")` → the parsed `--json` output of `nachtwacht control …`,
         `.create_org(name)`, `.enroll_agent(org_id, name)`, `.create_operator_key()`,
@@ -132,6 +134,17 @@ def empty_database_url(postgres_admin_url: str) -> Iterator[str]:
         yield _with_dbname(postgres_admin_url, name)
     finally:
         _admin_execute(postgres_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def embedded_data_dir() -> Iterator[Path]:
+    """An empty directory the embedded PostgreSQL's system user can reach; removed afterwards."""
+    home = Path(tempfile.mkdtemp(prefix="nachtwacht-test-data-"))
+    home.chmod(0o755)
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def nachtwacht_command(*args: str) -> list[str]:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -35,14 +33,8 @@ def run_control(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
 
 
 @pytest.fixture
-def data_dir() -> Iterator[Path]:
-    # Outside pytest's 0700 tmp tree: the embedded server runs as its own user under root.
-    home = Path(tempfile.mkdtemp(prefix="nachtwacht-test-cp-"))
-    home.chmod(0o755)
-    try:
-        yield home
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+def data_dir(embedded_data_dir: Path) -> Path:
+    return embedded_data_dir
 
 
 def test_serve_on_a_data_dir_runs_everything_and_stops_its_postgres_on_sigterm(
