@@ -337,8 +337,12 @@ def _installed_version(settings: AgentSettings, clock: Clock) -> str | None:
     current = settings.install_root / "current"
     if not current.exists():
         return None
-    with _http_client(settings, clock) as http:
-        return _build_updater(settings, http=http, clock=clock).installed_version()
+    try:
+        with _http_client(settings, clock) as http:
+            return _build_updater(settings, http=http, clock=clock).installed_version()
+    except (AgentError, ReleaseError) as exc:
+        # Status still has much to say when, say, a trusted key file went missing.
+        return f"unknown ({exc})"
 
 
 def _updater_step(settings: AgentSettings) -> str | None:
