@@ -103,7 +103,9 @@ class EmbeddedPostgres:
         self.stop()
 
 
-def open_pool(database_url: str, *, min_size: int = 1, max_size: int = 10) -> ConnectionPool[Any]:
+def open_pool(
+    database_url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 30.0
+) -> ConnectionPool[Any]:
     """A psycopg 3 pool whose rows are dicts; fails with DatabaseUnavailable if nothing answers."""
     pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
         database_url,
@@ -114,6 +116,7 @@ def open_pool(database_url: str, *, min_size: int = 1, max_size: int = 10) -> Co
         kwargs={"row_factory": dict_row, "autocommit": True},
         open=False,
         name="nachtwacht",
+        timeout=timeout,
     )
     try:
         pool.open(wait=True, timeout=15)

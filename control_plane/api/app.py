@@ -109,6 +109,7 @@ def create_app(services: Services, clock: Clock) -> FastAPI:
     app.state.services = services
     app.add_exception_handler(RequestRefused, _refused)
     app.add_exception_handler(RequestValidationError, _invalid_request)
+    # Also psycopg_pool.PoolTimeout (every connection busy): agents retry later.
     app.add_exception_handler(psycopg.OperationalError, _database_unavailable)
     app.include_router(panel.router)
     app.include_router(agent.router)

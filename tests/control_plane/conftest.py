@@ -140,24 +140,41 @@ def _free_socket() -> socket.socket:
     return sock
 
 
+class ThreadedServer:
+    """The app served by uvicorn in a thread on 127.0.0.1 (real HTTP), for a `with` block."""
+
+    def __init__(self, services: Services, clock: SetClock) -> None:
+        self._sock = _free_socket()
+        self._server = uvicorn.Server(
+            uvicorn.Config(create_app(services, clock), log_level="warning", lifespan="off")
+        )
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
+        )
+        host, port = self._sock.getsockname()
+        self.base_url = f"http://{host}:{port}"
+
+    def __enter__(self) -> ThreadedServer:
+        self._thread.start()
+        while not self._server.started and self._thread.is_alive():
+            threading.Event().wait(0.01)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._server.should_exit = True
+        self._thread.join()
+        self._sock.close()
+
+
+def serve_in_thread(services: Services, clock: SetClock) -> ThreadedServer:
+    return ThreadedServer(services, clock)
+
+
 @pytest.fixture
 def api(services: Services, clock: SetClock) -> Iterator[Api]:
     """The API over real HTTP on 127.0.0.1, backed by the test's database and clock."""
-    sock = _free_socket()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(services, clock), log_level="warning", lifespan="off")
-    )
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started and thread.is_alive():
-        threading.Event().wait(0.01)
-    host, port = sock.getsockname()
-    try:
-        yield Api(base_url=f"http://{host}:{port}", services=services)
-    finally:
-        server.should_exit = True
-        thread.join()
-        sock.close()
+    with serve_in_thread(services, clock) as server:
+        yield Api(base_url=server.base_url, services=services)
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
-from tests.control_plane.conftest import Api
+from control_plane.database import open_pool
+from control_plane.services import build_services
+from tests.control_plane.conftest import Api, SetClock, serve_in_thread
 
 DEFAULTS = {
     "timezone": "Europe/Amsterdam",
@@ -55,3 +58,21 @@ def test_bad_setting_gets_422_naming_the_field(
         assert field in detail["message"]
         assert words in detail["message"].lower()
         assert client.get("/v1/admin/settings").json() == DEFAULTS
+
+
+def test_busy_database_gets_503_not_a_stack_trace(
+    database_url: str, clock: SetClock, operator_key: str
+) -> None:
+    # A pool whose only connection is held: a request waits its (short) turn, then gets a 503.
+    pool = open_pool(database_url, min_size=1, max_size=1, timeout=0.5)
+    try:
+        with pool.connection():
+            server = serve_in_thread(build_services(pool, clock), clock)
+            with server, httpx.Client(base_url=server.base_url) as client:
+                response = client.get(
+                    "/v1/admin/settings", headers={"Authorization": f"Bearer {operator_key}"}
+                )
+    finally:
+        pool.close()
+    assert response.status_code == 503
+    assert response.json()["detail"]["code"] == "database_unavailable"
