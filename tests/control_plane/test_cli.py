@@ -208,6 +208,19 @@ BAD_INPUT = [
         id="bad_fake_clock",
     ),
     pytest.param(["frobnicate"], {}, "invalid choice: 'frobnicate'", id="unknown_command"),
+    pytest.param(["create-org", "x" * 201], {}, "is longer than 200 characters", id="long_name"),
+    pytest.param(
+        ["serve", "--port", "0", "--pool-size", "0"],
+        {},
+        "--pool-size: 0 must be at least 1",
+        id="pool_size_0",
+    ),
+    pytest.param(
+        ["serve", "--port", "0", "--release-public-key", "{data_dir}/missing.pub"],
+        {},
+        "--release-public-key:",
+        id="missing_release_key",
+    ),
 ]
 
 
@@ -312,3 +325,14 @@ def test_ctrl_c_stops_serve_cleanly(
     assert server.process.wait(timeout=120) == 0
     assert "stopped" in server.stderr()
     assert "Traceback" not in server.stderr()
+
+
+def test_enrolling_the_same_name_twice_is_refused(database_url: str) -> None:
+    org = json.loads(
+        run_control("create-org", "Acme", "--json", "--database-url", database_url).stdout
+    )
+    args = ["enroll-agent", "--org", org["org_id"], "--name", "web-01"]
+    assert run_control(*args, "--database-url", database_url).returncode == 0
+    again = run_control(*args, "--database-url", database_url)
+    assert again.returncode == 2
+    assert "name: 'web-01' is already an agent of organisation" in again.stderr

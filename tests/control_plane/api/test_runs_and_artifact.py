@@ -250,3 +250,38 @@ def test_brake_without_revocation_leaves_tokens_usable(
         )
     assert engaged.json()["revoked_tokens"] == 0
     assert _download(api, agent, claimed["run_id"]).status_code == 200
+
+
+def test_nothing_to_do_after_a_claim_is_refused(
+    api: Api, agent: Agent, claimed: dict[str, Any]
+) -> None:
+    with api.client(agent.agent_key) as client:
+        response = client.post(
+            "/v1/agent/runs", json={"slot_key": SLOT, "status": "up_to_date", "version": "1.4.1"}
+        )
+    assert response.status_code == 409
+    assert response.json()["detail"]["code"] == "slot_consumed"
+
+
+def test_manual_claim_of_an_unknown_or_finished_run_is_refused(
+    api: Api,
+    clock: SetClock,
+    published: SignedRelease,
+    org: Org,
+    agent: Agent,
+    make_agent: Callable[..., Agent],
+) -> None:
+    clock.set(datetime(2026, 11, 30, 14, 0, tzinfo=UTC))
+    with api.client(org.panel_key) as panel:
+        run_id = panel.post(f"/v1/agents/{agent.agent_id}/update").json()["run_id"]
+    other = make_agent(org, "web-02")
+    with api.client(other.agent_key) as client:
+        stolen = client.post("/v1/agent/claims", json={"manual_run_id": run_id})
+    assert stolen.status_code == 404
+    assert stolen.json()["detail"]["code"] == "run_not_found"
+    with api.client(agent.agent_key) as client:
+        assert client.post("/v1/agent/claims", json={"manual_run_id": run_id}).status_code == 201
+        client.patch(f"/v1/agent/runs/{run_id}", json={"status": "failed", "error": "disk"})
+        finished = client.post("/v1/agent/claims", json={"manual_run_id": run_id})
+    assert finished.status_code == 409
+    assert finished.json()["detail"]["code"] == "run_finished"
