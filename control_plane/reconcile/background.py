@@ -20,7 +20,7 @@ def reconcile_running(
     """Start the flusher and the worker loop; on exit stop both, writing the buffered refusals
     and giving up the worker's lock so another replica takes over at once."""
     # Flushed well inside the worker's settle margin, also on a fast fake clock.
-    services.refusals.start(interval_seconds=min(1.0, clock.real_seconds(5)))
+    services.refusals.start(interval_seconds=min(1.0, max(0.05, clock.real_seconds(5))))
     worker = ReconcileWorker(pool, clock, database_url, identity=services.replica)
     worker.start()
     try:

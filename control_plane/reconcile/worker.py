@@ -25,6 +25,8 @@ from nachtwacht.clock import Clock
 __all__ = ["ReconcileWorker", "replica_identity"]
 
 DEFAULT_INTERVAL = timedelta(seconds=30)
+# However fast a fake clock runs, the loop does not poll the database more often than this.
+MIN_REAL_WAIT_SECONDS = 0.1
 
 logger = logging.getLogger(__name__)
 
@@ -97,4 +99,5 @@ class ReconcileWorker:
                 self.tick()
             except Exception:  # the loop must outlive any one pass; the error is logged
                 logger.exception("reconcile pass failed unexpectedly")
-            self._stop.wait(self._clock.real_seconds(self._interval.total_seconds()))
+            wait = self._clock.real_seconds(self._interval.total_seconds())
+            self._stop.wait(max(MIN_REAL_WAIT_SECONDS, wait))
