@@ -108,6 +108,7 @@ class SimulatedFleet:
         self.stats = FleetStats()
         self._max_connections = max_connections
         self._clients: dict[str, httpx.AsyncClient] = {}
+        self._in_flight: asyncio.Semaphore | None = None
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -115,6 +116,9 @@ class SimulatedFleet:
         limits = httpx.Limits(
             max_connections=self._max_connections, max_keepalive_connections=self._max_connections
         )
+        # Requests wait here, not in httpx's connection pool: the pool rescans its whole queue on
+        # every change, which costs quadratic time with thousands of agents waiting in it.
+        self._in_flight = asyncio.Semaphore(self._max_connections)
         for url in {agent.base_url for agent in self.agents}:
             self._clients[url] = httpx.AsyncClient(
                 base_url=url, timeout=REQUEST_TIMEOUT_SECONDS, limits=limits
@@ -149,11 +153,13 @@ class SimulatedFleet:
         self, agent: SimulatedAgent, endpoint: str, method: str, path: str, **kwargs: Any
     ) -> httpx.Response:
         headers = {"Authorization": f"Bearer {agent.agent_key}", **kwargs.pop("headers", {})}
-        started = time.perf_counter()
-        response = await self._clients[agent.base_url].request(
-            method, path, headers=headers, **kwargs
-        )
-        self.stats.record(endpoint, time.perf_counter() - started, response.status_code)
+        assert self._in_flight is not None, "requests are made while the fleet runs"
+        async with self._in_flight:
+            started = time.perf_counter()
+            response = await self._clients[agent.base_url].request(
+                method, path, headers=headers, **kwargs
+            )
+            self.stats.record(endpoint, time.perf_counter() - started, response.status_code)
         return response
 
     # -- one minute of one agent (DESIGN.md rule 8, in its order) -------------------------------
