@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
+from datetime import timedelta
 from uuid import UUID
 
 import pytest
@@ -16,8 +17,8 @@ from control_plane.reconcile import fair_shares, forecast_slot
 from control_plane.services import Services
 from control_plane.types import Pool
 from tests.conftest import REPO_ROOT, child_environment, nachtwacht_command
-from tests.control_plane.conftest import Api, SetClock
-from tests.control_plane.reconcile_fleet import Fleet
+from tests.control_plane.conftest import Api, SetClock, SignedRelease
+from tests.control_plane.reconcile_fleet import NIGHT, NIGHT_KEY, Fleet
 
 
 @pytest.fixture
@@ -208,4 +209,41 @@ def test_control_forecast_refuses_a_bad_date_in_one_line(database_url: str) -> N
     assert result.stderr == (
         "nachtwacht control forecast: --date: 'tomorrow' is not a date"
         " (expected YYYY-MM-DD, e.g. 2026-11-30)\n"
+    )
+
+
+def test_the_forecast_agrees_with_a_herd_claiming_through_the_real_caps(
+    api: Api, fleet: Fleet, services: Services, published: SignedRelease, operator_key: str
+) -> None:
+    """Four organisations of six agents, caps 2 per organisation and 5 in total, a 4-minute
+    window: the forecast says 20 can update and 4 will miss; the claim endpoint, asked by every
+    waiting agent every round, grants exactly 20, and the worker records the 4 misses as
+    throttled."""
+    del published
+    services.settings.update({"org_cap": 2, "global_cap": 5, "catch_up_minutes": 4})
+    keys = {}
+    for org_name in ("a", "b", "c", "d"):
+        org = services.accounts.create_org(org_name)
+        for n in range(6):
+            keys[(n, org_name)] = services.accounts.enroll_agent(org.org_id, f"{org_name}{n}")
+    with api.client(operator_key) as client:
+        [slot] = client.get("/v1/admin/forecast", params={"date": "2026-11-30"}).json()["slots"]
+    assert (slot["capacity"], slot["can_update"], slot["will_miss"]) == (20, 20, 4)
+
+    waiting = sorted(keys)  # a0 b0 c0 d0 a1 …: every organisation asks in every round
+    for minute in range(4):
+        fleet.clock.set(NIGHT + timedelta(minutes=minute, seconds=10))
+        for agent in list(waiting):
+            with api.client(keys[agent].agent_key) as client:
+                answer = client.post("/v1/agent/claims", json={"slot_key": NIGHT_KEY})
+            assert answer.status_code in {201, 429}, answer.text
+            if answer.status_code == 201:
+                waiting.remove(agent)
+    assert len(keys) - len(waiting) == slot["can_update"]
+    assert len(waiting) == slot["will_miss"]
+
+    services.reconcile.refusals.flush()
+    fleet.reconcile(NIGHT + timedelta(minutes=4 + 2))
+    assert sorted(fleet.missed().items()) == sorted(
+        (f"{org}{n}", "throttled") for n, org in waiting
     )
