@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from control_plane.errors import ConfigurationError
 from control_plane.reconcile.missed import record_missed_slots
 from control_plane.reconcile.progress import FIRST_LOOKBACK, advance, read_progress, record_pass
 from control_plane.reconcile.review import ReviewResult, review_closed_slots
@@ -34,7 +35,7 @@ class PassSettings:
         for name in ("settle", "outcome_grace"):
             value = getattr(self, name)
             if not isinstance(value, timedelta) or value < timedelta(0):
-                raise ValueError(f"{name}: {value!r} must be a non-negative timedelta")
+                raise ConfigurationError(f"{name}: {value!r} must be a non-negative timedelta")
 
 
 @dataclass(frozen=True, kw_only=True)

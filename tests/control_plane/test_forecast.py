@@ -154,6 +154,8 @@ def test_overlapping_windows_are_named(api: Api, fleet: Fleet, operator_key: str
         pytest.param("30-11-2026", id="wrong_order"),
         pytest.param("2026-11-30T03:00", id="a_slot_key"),
         pytest.param("", id="empty"),
+        pytest.param("20261130", id="basic_format"),
+        pytest.param("0999-01-01", id="before_1900"),
     ],
 )
 def test_a_bad_date_is_named(api: Api, operator_key: str, date: str) -> None:
@@ -247,3 +249,8 @@ def test_the_forecast_agrees_with_a_herd_claiming_through_the_real_caps(
     assert sorted(fleet.missed().items()) == sorted(
         (f"{org}{n}", "throttled") for n, org in waiting
     )
+
+
+def test_a_negative_fleet_is_refused_naming_the_organisation() -> None:
+    with pytest.raises(ValueError, match=r"^agents_per_org\['acme'\]: -1 is negative"):
+        forecast_slot({"acme": -1}, org_cap=5, global_cap=25, window_minutes=15)

@@ -4,6 +4,7 @@ others wait and take over when it dies; the loop runs passes on the clock object
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -15,8 +16,11 @@ import httpx
 import psycopg
 import pytest
 
+from control_plane.database import open_pool
+from control_plane.errors import ConfigurationError
 from control_plane.reconcile import ReconcileWorker
 from control_plane.reconcile.leader import RECONCILE_LOCK_KEY, LeaderLock
+from control_plane.reconcile.passes import PassSettings
 from control_plane.services import Services
 from control_plane.types import Pool
 from tests.conftest import REPO_ROOT, RunningControlPlane, child_environment
@@ -204,3 +208,39 @@ def test_a_serving_replica_records_a_throttled_night_end_to_end(
 
     _eventually(lambda: missed_reason() is not None, "the worker records the missed night")
     assert missed_reason() == "throttled"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        pytest.param("settle", timedelta(seconds=-1), id="negative_settle"),
+        pytest.param("outcome_grace", 60, id="grace_not_a_timedelta"),
+    ],
+)
+def test_pass_settings_refuse_a_bad_value_naming_it(field: str, value: object) -> None:
+    with pytest.raises(ConfigurationError, match=f"^{field}: "):
+        PassSettings(**{field: value})  # type: ignore[arg-type]
+
+
+def test_an_unreachable_database_means_not_the_worker() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    lock = LeaderLock(f"postgresql://nachtwacht@127.0.0.1:{port}/nachtwacht?connect_timeout=5")
+    assert lock.try_acquire() is False
+    assert lock.held is False
+
+
+def test_a_failed_pass_is_retried_on_the_next_tick(
+    database_url: str, clock: SetClock, pool: Pool
+) -> None:
+    broken = open_pool(database_url, min_size=1, max_size=1)
+    broken.close()  # the pass cannot get a connection; the lock (its own connection) can
+    worker = ReconcileWorker(broken, clock, database_url, identity="unlucky")
+    try:
+        clock.set(AFTER_NIGHT)
+        assert worker.tick() is None
+        assert worker.is_leader  # it stays the worker and tries again
+    finally:
+        worker.stop()
+    assert _progress(pool)["passes"] == 0

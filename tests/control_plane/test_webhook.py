@@ -253,6 +253,12 @@ def test_put_webhook_with_a_secret_does_not_echo_it(api: Api, make_org) -> None:
             " (leave it out and one is generated)",
             id="short_secret",
         ),
+        pytest.param(
+            {"url": "https://h.example/x", "secret": 12345678901234567},
+            "secret: 12345678901234567 must be a string of 16 to 200 characters"
+            " (leave it out and one is generated)",
+            id="secret_not_text",
+        ),
     ],
 )
 def test_put_webhook_refuses_bad_input_naming_it(
