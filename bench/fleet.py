@@ -294,6 +294,11 @@ def forecast(base_url: str, operator_key: str) -> dict[str, Any] | None:
 # -- the run --------------------------------------------------------------------------------------
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    del signum, frame
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=10_000)
@@ -306,6 +311,7 @@ def main() -> int:
     if not (0 < args.orgs <= args.agents and args.speed > 0 and 0 <= args.need_update <= 1):
         parser.error("need 0 < --orgs <= --agents, --speed > 0 and 0 <= --need-update <= 1")
 
+    signal.signal(signal.SIGTERM, _interrupt)  # unwind like Ctrl-C: replicas and database stop
     home = Path(tempfile.mkdtemp(prefix="nachtwacht-fleet-"))
     home.chmod(0o755)  # the embedded PostgreSQL runs as its own user when this runs as root
     embedded = EmbeddedPostgres(home / "control-plane")
