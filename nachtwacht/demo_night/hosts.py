@@ -9,8 +9,8 @@ The managed "agent service" (`current/bin/provibr-agent run`) is supervised by `
 the demo's stand-in for systemd's `Restart=always` unit: the agent's restart command is
 `touch run/restart-requested`, and the supervisor restarts that host's service (from whatever
 `current` names now) when the file appears, or when the service exits. The health command is a
-small shell script (`HEALTH_SCRIPT`) that reads the heartbeat the *running* service writes — so it
-proves which build really runs. It does what `provibr-agent health` does, without starting a
+small bash script (`HEALTH_SCRIPT`) that reads the heartbeat the *running* service writes — so
+it proves which build really runs. It does what `provibr-agent health` does, without starting a
 Python interpreter for every probe: on a fast clock the updater probes many times a real second.
 """
 
@@ -56,17 +56,18 @@ STOP_DEADLINE_SECONDS = 60.0
 # Product-second limits (they follow the fast clock). The daemon's config allows at most these.
 MAX_REQUEST_TIMEOUT = 300.0
 MAX_HEALTH_DEADLINE = 3600.0
-HEARTBEAT_MAX_AGE_SECONDS = 5
 
-HEALTH_SCRIPT = f"""#!/bin/sh
+# The heartbeat may be at most 5 s old. Builtins only: the updater probes many times a second.
+HEALTH_SCRIPT = r"""#!/usr/bin/env bash
 # nachtwacht demo: the managed agent is healthy when the heartbeat its running process writes is
 # fresh and that process is alive. Prints the version the running process reported.
-beat=$(cat "$1" 2>/dev/null) || {{ echo "unhealthy: no heartbeat at $1" >&2; exit 1; }}
-version=$(printf '%s' "$beat" | sed -n 's/.*"version": *"\\([^"]*\\)".*/\\1/p')
-pid=$(printf '%s' "$beat" | sed -n 's/.*"pid": *\\([0-9]*\\).*/\\1/p')
-[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || {{ echo "unhealthy: $1: writer gone" >&2; exit 1; }}
-age=$(( $(date +%s) - $(stat -c %Y "$1") ))
-[ "$age" -le {HEARTBEAT_MAX_AGE_SECONDS} ] || {{ echo "unhealthy: beat $age s old" >&2; exit 1; }}
+{ read -r beat < "$1" || [ -n "$beat" ]; } 2>/dev/null || {
+    echo "unhealthy: no heartbeat at $1" >&2; exit 1; }
+field() { local rest=${beat#*\"$1\": }; rest=${rest%%[,\}]*}; echo "${rest//\"/}"; }
+version=$(field version) pid=$(field pid) written=$(field time)
+kill -0 "$pid" 2>/dev/null || { echo "unhealthy: the writer of $1 is gone" >&2; exit 1; }
+age=$(( EPOCHSECONDS - ${written%.*} ))
+(( age <= 5 )) || { echo "unhealthy: the heartbeat is $age s old" >&2; exit 1; }
 echo "$version"
 """
 

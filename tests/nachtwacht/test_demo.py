@@ -4,6 +4,7 @@ daemons, real PostgreSQL), what it prints, and that it leaves nothing running an
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from nachtwacht.demo_night.errors import DemoUsageError
+from nachtwacht.demo_night.hosts import write_health_script
 from nachtwacht.demo_night.night import local_label, night_of
 from nachtwacht.demo_night.options import DEFAULT_SIZES, parse_options
 from tests.conftest import REPO_ROOT, child_environment
@@ -302,3 +304,49 @@ def test_the_night_spans_0250_to_0330_with_daylight_saving(
         assert described is None
     else:
         assert described is not None and f"daylight saving {note} tonight" in described
+
+
+# -- the managed agent's health command -----------------------------------------------------------
+
+
+def _heartbeat(path: Path, *, pid: int, age: float) -> Path:
+    path.write_text(json.dumps({"version": "1.1.0", "pid": pid, "time": time.time() - age}))
+    return path
+
+
+@pytest.fixture
+def health(tmp_path: Path) -> Path:
+    return write_health_script(tmp_path / "agent-health")
+
+
+def _probe(script: Path, heartbeat: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(script), str(heartbeat)], capture_output=True, text=True, check=False, timeout=30
+    )
+
+
+def test_health_prints_the_version_the_running_agent_reported(health: Path, tmp_path: Path) -> None:
+    result = _probe(health, _heartbeat(tmp_path / "beat.json", pid=os.getpid(), age=0))
+    assert (result.returncode, result.stdout.strip()) == (0, "1.1.0")
+
+
+@pytest.mark.parametrize(
+    ("pid", "age", "reason"),
+    [
+        pytest.param(None, 60, "is 60 s old", id="stale_heartbeat_of_a_hung_agent"),
+        pytest.param(2**22 + 1, 0, "is gone", id="writer_no_longer_running"),
+    ],
+)
+def test_health_refuses_an_agent_that_is_not_really_running(
+    health: Path, tmp_path: Path, pid: int | None, age: float, reason: str
+) -> None:
+    beat = _heartbeat(tmp_path / "beat.json", pid=pid or os.getpid(), age=age)
+    result = _probe(health, beat)
+    assert result.returncode == 1
+    assert reason in result.stderr
+
+
+def test_health_refuses_when_there_is_no_heartbeat(health: Path, tmp_path: Path) -> None:
+    result = _probe(health, tmp_path / "missing.json")
+    assert result.returncode == 1
+    assert "no heartbeat" in result.stderr
