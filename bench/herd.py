@@ -43,6 +43,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane import migrate
 from control_plane.database import EmbeddedPostgres, open_pool
+from control_plane.reconcile import forecast_slot
 from control_plane.services import build_services
 from nachtwacht.clock import FakeClock, SystemClock
 from signed_release import Manifest, key_id, sign_manifest
@@ -253,7 +254,17 @@ def main() -> int:
     print(f"granted {len(herd.granted)}, missed {len(herd.missed)}")
     for reason, count in reasons.most_common():
         print(f"  missed because the last answer was {reason}: {count}")
-    print(f"forecast: global cap x window = 25 x 15 = {25 * 15} agents per slot at most")
+    forecast = forecast_slot(
+        Counter(fleet.values()), org_cap=5, global_cap=25, window_minutes=int(WINDOW.seconds // 60)
+    )
+    print(
+        f"forecast (control_plane.reconcile.forecast_slot, as GET /v1/admin/forecast): "
+        f"capacity {forecast.capacity}, can update {forecast.can_update}, "
+        f"will miss {forecast.will_miss}"
+    )
+    difference = len(herd.granted) - forecast.can_update
+    verdict = "agrees with the forecast" if difference == 0 else f"DIFFERS by {difference:+d}"
+    print(f"observed: updated {len(herd.granted)}, missed {len(herd.missed)} -> {verdict}")
     if herd.refusal_latencies:
         p50 = percentile(herd.refusal_latencies, 0.50) * 1000
         p99 = percentile(herd.refusal_latencies, 0.99) * 1000
