@@ -19,7 +19,7 @@ __all__ = [
 ]
 
 DEFAULT_SIZES = (40, 8, 1)
-DEFAULT_SPEED = 60.0
+DEFAULT_SPEED = 30.0
 MAX_SPEED = 600.0
 DEFAULT_PROCESS_LIMIT = 60
 # The platform's default zone (DESIGN.md rule 2); the demo keeps the default.

@@ -430,7 +430,8 @@ class _Demo:
                 out.line(
                     f"this machine was too slow for {self.options.speed:g}x: the control plane "
                     "did not answer a download within the daemon's read timeout (30 platform "
-                    "seconds, a fraction of a real second at this speed); try --speed 30"
+                    f"seconds, {30 / self.options.speed:.2g} real seconds at this speed); try "
+                    f"--speed {max(1, self.options.speed // 2):g}"
                 )
             return 1
         return 0

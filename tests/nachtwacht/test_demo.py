@@ -77,7 +77,7 @@ def final_row(output: str, org: str) -> list[str]:
 
 @pytest.mark.slow
 def test_a_small_night_updates_every_agent_and_leaves_nothing_behind() -> None:
-    result = run_demo("--orgs", "2", "--agents", "2", "--speed", "60", "--date", "2026-12-01")
+    result = run_demo("--orgs", "2", "--agents", "2", "--speed", "30", "--date", "2026-12-01")
     output = result.stdout
     assert result.returncode == 0, output + result.stderr
     assert "4 real agent processes in 2 organisation(s)" in output
@@ -148,7 +148,7 @@ def _wait_until_gone(folder: Path) -> None:
 @pytest.mark.slow
 def test_sigterm_during_the_night_stops_everything_it_started() -> None:
     process = subprocess.Popen(
-        demo_command("--agents", "2", "--speed", "60", "--date", "2026-12-01"),
+        demo_command("--agents", "2", "--speed", "30", "--date", "2026-12-01"),
         env=child_environment(),
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
