@@ -50,7 +50,7 @@ class DemoOptions:
         if not (math.isfinite(self.speed) and 0 < self.speed <= MAX_SPEED):
             raise DemoUsageError(
                 f"--speed: {self.speed!r} is not a speed-up the demo can run "
-                f"(expected a number above 0 and at most {MAX_SPEED:g}, e.g. 60)"
+                f"(expected a number above 0 and at most {MAX_SPEED:g}, e.g. 30)"
             )
 
     @property
@@ -143,7 +143,7 @@ def _speed(raw: str) -> float:
     try:
         return float(raw)
     except ValueError as exc:
-        raise DemoUsageError(f"--speed: {raw!r} is not a number (expected e.g. 60)") from exc
+        raise DemoUsageError(f"--speed: {raw!r} is not a number (expected e.g. 30)") from exc
 
 
 def _night_of(raw: str | None, *, today: date) -> date:
