@@ -40,3 +40,12 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("nachtwacht demo: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        # A person runs this: one line, never a stack trace. Everything the demo started has been
+        # stopped by then (run_demo unwinds its ExitStack on the way out).
+        print(
+            f"nachtwacht demo: stopped by an unexpected {type(exc).__name__}: {exc} "
+            "(run with --keep to inspect the logs it leaves)",
+            file=sys.stderr,
+        )
+        return 1

@@ -350,3 +350,21 @@ def test_health_refuses_when_there_is_no_heartbeat(health: Path, tmp_path: Path)
     result = _probe(health, tmp_path / "missing.json")
     assert result.returncode == 1
     assert "no heartbeat" in result.stderr
+
+
+def test_an_unexpected_failure_is_one_line_not_a_stack_trace(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import nachtwacht.demo_night.run
+    from nachtwacht import demo
+
+    def broken(options: object) -> int:
+        raise RuntimeError("the disk went away")
+
+    monkeypatch.setattr(nachtwacht.demo_night.run, "run_demo", broken)
+    assert demo.main(["--agents", "1"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "nachtwacht demo: stopped by an unexpected RuntimeError: the disk went away "
+        "(run with --keep to inspect the logs it leaves)\n"
+    )
