@@ -3,9 +3,12 @@ the fleet benchmark (`bench/fleet.py`) shares with it.
 
     options.py    the command line, validated into `DemoOptions`
     night.py      which instants the night spans on a given date (pure)
-    platform.py   the control plane: embedded PostgreSQL, accounts, releases, `control serve`
+    run.py        the demo from start to end, and its clean-up
+    platform.py   the control plane: embedded PostgreSQL, accounts, `control serve`
+    release.py    the release key and the two signed builds, made and published with the CLIs
     hosts.py      real hosts: `nachtwacht agent run` processes and their managed agent service
     simulated.py  agents in one process speaking the same HTTP API (asyncio + httpx)
-    progress.py   what the database says about the night, and the live table
-    report.py     the end: one agent's timeline, notifications, where to look next
+    progress.py   what the database says about the night
+    terminal.py   timed steps and the live table
+    report.py     the end: caps held, one agent's timeline, notifications
 """

@@ -16,7 +16,6 @@ Python interpreter for every probe: on a fast clock the updater probes many time
 
 from __future__ import annotations
 
-import shlex
 import signal
 import subprocess
 import threading
@@ -309,7 +308,3 @@ def preinstall(
         raise DemoFailed(
             f"installing the first version on {host.account.name} failed: {outcome.error}"
         )
-
-
-def describe_command(command: list[str]) -> str:
-    return shlex.join(command)

@@ -17,7 +17,6 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from uuid import UUID
 
 from control_plane import migrate
 from control_plane.database import EmbeddedPostgres, open_pool
@@ -129,10 +128,6 @@ class ControlPlane:
 
     def create_operator_key(self, clock: Clock) -> str:
         return AccountService(self.pool, clock).create_operator_key("nachtwacht demo")
-
-    def agent_ids(self) -> list[UUID]:
-        with self.pool.connection() as conn:
-            return [row["id"] for row in conn.execute("SELECT id FROM agents ORDER BY name")]
 
     # -- the server -----------------------------------------------------------------------------
 

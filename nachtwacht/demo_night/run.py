@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import FrameType
@@ -40,7 +39,6 @@ from nachtwacht.demo_night.platform import ControlPlane, OrgAccount
 from nachtwacht.demo_night.progress import (
     Snapshot,
     latest_served_agent,
-    render_line,
     render_table,
     take_snapshot,
     unfinished_runs,
@@ -55,6 +53,7 @@ from nachtwacht.demo_night.report import (
     timeline_lines,
 )
 from nachtwacht.demo_night.simulated import SimulatedAgent, SimulatedFleet
+from nachtwacht.demo_night.terminal import LiveTable, Output
 from signed_release import load_public_keys
 
 __all__ = ["run_demo"]
@@ -100,53 +99,6 @@ def _raise_stopped(signum: int, frame: FrameType | None) -> None:
     raise _Stopped(signal.Signals(signum).name)
 
 
-@dataclass
-class _Output:
-    stream: TextIO
-    started: float
-
-    def step(self, text: str) -> None:
-        self.stream.write(f"[{time.monotonic() - self.started:5.1f}s] {text}\n")
-        self.stream.flush()
-
-    def line(self, text: str = "") -> None:
-        self.stream.write(text + "\n")
-        self.stream.flush()
-
-
-class _LiveTable:
-    """Redraws the table in place on a terminal; one line per platform minute otherwise."""
-
-    def __init__(self, out: _Output, night: Night, caps: tuple[int, int]) -> None:
-        self._out = out
-        self._night = night
-        self._caps = caps
-        self._tty = out.stream.isatty()
-        self._drawn = 0
-        self._last_minute: str | None = None
-        self._last_state: str | None = None
-
-    def show(self, snapshot: Snapshot) -> None:
-        if self._tty:
-            lines = render_table(snapshot, self._night, self._caps)
-            if self._drawn:
-                self._out.stream.write(f"\x1b[{self._drawn}F\x1b[J")
-            self._out.stream.write("\n".join(lines) + "\n")
-            self._out.stream.flush()
-            self._drawn = len(lines)
-            return
-        minute = self._night.label(snapshot.at)
-        if minute == self._last_minute or snapshot.at < self._night.start:
-            return
-        self._last_minute = minute
-        line = render_line(snapshot, self._night)
-        # A line when something changed, and every ten minutes to show the clock moving.
-        state = line.split(" | ", 1)[1]
-        if state != self._last_state or snapshot.at.minute % 10 == 0:
-            self._last_state = state
-            self._out.line(line)
-
-
 @contextmanager
 def _signals_unwind() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
@@ -160,7 +112,7 @@ def _signals_unwind() -> Iterator[None]:
 
 
 def run_demo(options: DemoOptions, stream: TextIO = sys.stdout) -> int:
-    out = _Output(stream, time.monotonic())
+    out = Output(stream, time.monotonic())
     night = night_of(options.night_of, options.timezone)
     with _signals_unwind(), ExitStack() as cleanup:
         root = Path(tempfile.mkdtemp(prefix="nachtwacht-demo-"))
@@ -178,7 +130,7 @@ def run_demo(options: DemoOptions, stream: TextIO = sys.stdout) -> int:
 
 class _Demo:
     def __init__(
-        self, options: DemoOptions, night: Night, root: Path, out: _Output, cleanup: ExitStack
+        self, options: DemoOptions, night: Night, root: Path, out: Output, cleanup: ExitStack
     ) -> None:
         self.options = options
         self.night = night
@@ -320,7 +272,7 @@ class _Demo:
             f"the night runs from {night.label(night.start)} to {night.label(night.end)}: "
             f"{night.minutes:g} platform minutes, about {night.minutes * 60 / options.speed:.0f} s"
         )
-        table = _LiveTable(out, night, caps)
+        table = LiveTable(out, night, caps)
         while clock.now() < night.end:
             table.show(take_snapshot(self.platform.pool, night, clock.now(), catch_up))
             time.sleep(REFRESH_SECONDS)
