@@ -170,9 +170,14 @@ def render_line(snapshot: Snapshot, night: Night) -> str:
     for org in snapshot.orgs:
         counts = ", ".join(f"{org.counts[c]} {HEADINGS[c]}" for c in COLUMNS if org.counts[c])
         parts.append(f"{org.name}: {counts}")
-    this_round = snapshot.at.replace(second=0, microsecond=0)
-    latest = sum(n for at, n in snapshot.grants_per_round if at == this_round)
-    return f"{night.label(snapshot.at)} | " + " | ".join(parts) + f" | grants this round: {latest}"
+    # The round that just ended: the current one has only begun when its first line is printed.
+    last_round = snapshot.at.replace(second=0, microsecond=0) - timedelta(minutes=1)
+    granted = sum(n for at, n in snapshot.grants_per_round if at == last_round)
+    return (
+        f"{night.label(snapshot.at)} | "
+        + " | ".join(parts)
+        + f" | tokens in the {night.label(last_round)[:5]} round: {granted}"
+    )
 
 
 def latest_served_agent(pool: Pool, night: Night) -> str | None:

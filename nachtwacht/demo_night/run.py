@@ -143,6 +143,7 @@ class _Demo:
         self.hosts: list[RealHost] = []
         self.simulated: list[SimulatedAgent] = []
         self.orgs: list[OrgAccount] = []
+        self.supervisor: ServiceSupervisor | None = None
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -225,7 +226,7 @@ class _Demo:
                 )
                 host.prepare()
                 self.hosts.append(host)
-        supervisor = ServiceSupervisor(self.hosts)
+        supervisor = self.supervisor = ServiceSupervisor(self.hosts)
         supervisor.start()
         self.cleanup.callback(supervisor.close)
         with (
@@ -356,6 +357,12 @@ class _Demo:
         out.line("caps:")
         for line in caps_lines(final, caps):
             out.line(line)
+        if self.supervisor is not None:
+            out.line(
+                f"agent services: started {self.supervisor.restarts} times by the demo's "
+                f"supervisor for {len(self.hosts)} hosts (first starts, every update's "
+                "restart or rollback, and any service that had exited)"
+            )
         self._timeline(url)
         out.line("notifications:")
         for line in notification_lines(url, self.orgs, night):
