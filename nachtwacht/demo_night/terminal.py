@@ -53,8 +53,10 @@ class LiveTable:
             return
         self._last_minute = minute
         line = render_line(snapshot, self._night)
-        # A line when something changed, and every ten minutes to show the clock moving.
-        state = line.split(" | ", 1)[1]
+        # A line when the counts changed or tokens were granted, and every ten minutes to show the
+        # clock moving.
+        counts, tokens = line.split(" | ", 1)[1].rsplit(" | ", 1)
+        state = counts if tokens.endswith(": 0") else line
         if state != self._last_state or snapshot.at.minute % 10 == 0:
             self._last_state = state
             self._out.line(line)
