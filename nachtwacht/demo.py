@@ -22,9 +22,9 @@ __all__ = ["main"]
 
 def main(argv: list[str]) -> int:
     if any(arg in {"-h", "--help"} for arg in argv):
-        from nachtwacht.demo_night.options import _parser
+        from nachtwacht.demo_night.options import build_parser
 
-        _parser().print_help()
+        build_parser().print_help()
         return 0
     try:
         options = parse_options(argv, now=SystemClock().now())

@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_SIZES",
     "DEFAULT_TIMEZONE",
     "DemoOptions",
+    "build_parser",
     "parse_options",
 ]
 
@@ -68,7 +69,7 @@ class _Parser(argparse.ArgumentParser):
         raise DemoUsageError(f"{message} (see nachtwacht demo --help)")
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="nachtwacht demo",
         description=(
@@ -159,7 +160,7 @@ def _night_of(raw: str | None, *, today: date) -> date:
 
 def parse_options(argv: list[str], *, now: datetime) -> DemoOptions:
     """`now` (aware) decides the default night: the coming one in the platform's zone."""
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     today = now.astimezone(ZoneInfo(DEFAULT_TIMEZONE)).date()
     return DemoOptions(
         org_sizes=_sizes(args.agents, args.orgs),
