@@ -42,6 +42,10 @@ def test_enroll_writes_a_private_config_and_learns_the_agent_id(
     assert document["credential"] == agent["agent_key"]
     assert document["control_url"] == plane.base_url.rstrip("/")
     assert document["trusted_keys"] == [str(host.public_key)]
+    # The default health check asks the running agent; `--version` would name the installed
+    # build even while the old process runs, and a broken build would never be rolled back.
+    entry = str(host.install_root / "current" / "bin" / "provibr-agent")
+    assert document["health_command"] == [entry, "health"]
     assert (host.state_dir / "config-cache.json").exists()
 
 
