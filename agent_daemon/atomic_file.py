@@ -12,11 +12,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from agent_daemon.errors import DaemonStateError
 
 __all__ = [
+    "VersionedModelFile",
     "fsync_directory",
     "read_versioned_json",
     "write_bytes_atomically",
@@ -82,3 +85,33 @@ def read_versioned_json(path: Path, *, format_version: int) -> dict[str, Any] | 
             f"{path}: format_version {found} is older than {format_version} and has no migration"
         )
     return document
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+class VersionedModelFile(Generic[ModelT]):
+    """One pydantic model kept in a versioned JSON file; a missing file is the model's defaults."""
+
+    def __init__(self, path: Path, model: type[ModelT], *, format_version: int, what: str) -> None:
+        self.path = path
+        self._model = model
+        self._format_version = format_version
+        self._what = what
+
+    def load(self) -> ModelT:
+        document = read_versioned_json(self.path, format_version=self._format_version)
+        if document is None:
+            return self._model()
+        try:
+            return self._model.model_validate(document)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            raise DaemonStateError(f"{self.path}: not a usable {self._what} ({problems})") from exc
+
+    def save(self, state: ModelT) -> None:
+        write_versioned_json(
+            self.path, state.model_dump(mode="json"), format_version=self._format_version
+        )

@@ -12,10 +12,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict
 
-from agent_daemon.atomic_file import read_versioned_json, write_versioned_json
-from agent_daemon.errors import DaemonStateError
+from agent_daemon.atomic_file import VersionedModelFile
 
 __all__ = [
     "STATE_FORMAT_VERSION",
@@ -93,23 +92,8 @@ class DaemonState(_Frozen):
         return None if self.last_consumed is None else self.last_consumed.at
 
 
-class StateStore:
+class StateStore(VersionedModelFile[DaemonState]):
     def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def load(self) -> DaemonState:
-        document = read_versioned_json(self.path, format_version=STATE_FORMAT_VERSION)
-        if document is None:
-            return DaemonState()
-        try:
-            return DaemonState.model_validate(document)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-            )
-            raise DaemonStateError(f"{self.path}: not a usable daemon state ({problems})") from exc
-
-    def save(self, state: DaemonState) -> None:
-        write_versioned_json(
-            self.path, state.model_dump(mode="json"), format_version=STATE_FORMAT_VERSION
+        super().__init__(
+            path, DaemonState, format_version=STATE_FORMAT_VERSION, what="daemon state"
         )

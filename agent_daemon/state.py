@@ -22,10 +22,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict
 
-from agent_daemon.atomic_file import read_versioned_json, write_versioned_json
-from agent_daemon.errors import DaemonStateError
+from agent_daemon.atomic_file import VersionedModelFile
 
 __all__ = [
     "STATE_FILE_NAME",
@@ -133,23 +132,11 @@ class UpdaterState(_Frozen):
         return {name for name in names if name is not None}
 
 
-class UpdaterStateStore:
+class UpdaterStateStore(VersionedModelFile[UpdaterState]):
     def __init__(self, state_dir: Path) -> None:
-        self.path = state_dir / STATE_FILE_NAME
-
-    def load(self) -> UpdaterState:
-        document = read_versioned_json(self.path, format_version=STATE_FORMAT_VERSION)
-        if document is None:
-            return UpdaterState()
-        try:
-            return UpdaterState.model_validate(document)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-            )
-            raise DaemonStateError(f"{self.path}: not a usable updater state ({problems})") from exc
-
-    def save(self, state: UpdaterState) -> None:
-        write_versioned_json(
-            self.path, state.model_dump(mode="json"), format_version=STATE_FORMAT_VERSION
+        super().__init__(
+            state_dir / STATE_FILE_NAME,
+            UpdaterState,
+            format_version=STATE_FORMAT_VERSION,
+            what="updater state",
         )
