@@ -191,13 +191,7 @@ class RunService:
         """A person asked for an update now: a manual run the agent learns of from its config."""
         now = self._clock.now()
         with self._pool.connection() as conn:
-            if (
-                conn.execute(
-                    "SELECT 1 FROM agents WHERE id = %s AND org_id = %s", [agent_id, org_id]
-                ).fetchone()
-                is None
-            ):
-                raise agent_not_found(agent_id)
+            self._require_agent(conn, org_id, agent_id)
             try:
                 with conn.transaction():
                     row = conn.execute(
