@@ -250,6 +250,9 @@ def _build_updater(settings: AgentSettings, *, http: httpx.Client, clock: Clock)
             restart_command=settings.restart_command,
             health_command=settings.health_command,
             health_deadline_seconds=settings.health_deadline_seconds,
+            health_poll_seconds=settings.health_poll_seconds,
+            download_read_timeout_seconds=settings.download_read_timeout_seconds,
+            download_deadline_seconds=settings.download_deadline_seconds,
         )
     except ValueError as exc:
         raise ConfigError(f"{settings.config_file}: {exc}") from exc

@@ -94,6 +94,10 @@ class _ConfigFile(BaseModel):
     health_command: tuple[str, ...] = Field(min_length=1)
     health_deadline_seconds: float = Field(default=120.0, gt=0, le=3600)
     request_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    # The download's limits: a slow customer uplink may need more than the defaults.
+    download_read_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
+    download_deadline_seconds: float = Field(default=900.0, gt=0, le=86400)
+    health_poll_seconds: float = Field(default=2.0, gt=0, le=60)
 
     @field_validator("control_url")
     @classmethod
@@ -145,6 +149,9 @@ class AgentSettings:
     health_command: tuple[str, ...]
     health_deadline_seconds: float = 120.0
     request_timeout_seconds: float = 10.0
+    download_read_timeout_seconds: float = 30.0
+    download_deadline_seconds: float = 900.0
+    health_poll_seconds: float = 2.0
 
     def __repr__(self) -> str:
         # The credential must never reach a log line through a repr.
@@ -248,6 +255,9 @@ def load_settings(paths: AgentPaths) -> AgentSettings:
         health_command=parsed.health_command,
         health_deadline_seconds=parsed.health_deadline_seconds,
         request_timeout_seconds=parsed.request_timeout_seconds,
+        download_read_timeout_seconds=parsed.download_read_timeout_seconds,
+        download_deadline_seconds=parsed.download_deadline_seconds,
+        health_poll_seconds=parsed.health_poll_seconds,
     )
 
 

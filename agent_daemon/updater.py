@@ -152,6 +152,10 @@ class Updater:
 
     # -- the interface ------------------------------------------------------------------------
 
+    @property
+    def settings(self) -> UpdaterSettings:
+        return self._settings
+
     def installed_version(self) -> str | None:
         """The version `current` names (a complete one), or None before the first install."""
         return self._layout.link_target("current")

@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import httpx
 import pytest
 
+from agent_daemon.cli import _build_updater
 from agent_daemon.config import (
     AgentPaths,
     load_settings,
@@ -16,6 +18,7 @@ from agent_daemon.config import (
     write_config,
 )
 from agent_daemon.errors import ConfigError
+from nachtwacht.clock import SystemClock
 from signed_release import generate_key_files
 
 
@@ -54,7 +57,24 @@ def test_a_written_config_reads_back_into_settings(tmp_path: Path, key_file: Pat
     assert settings.trusted_key_files == (key_file,)
     assert settings.restart_command == ("systemctl", "restart", "provibr-agent.service")
     assert settings.health_deadline_seconds == 120.0
+    assert (settings.download_read_timeout_seconds, settings.download_deadline_seconds) == (30, 900)
+    assert settings.health_poll_seconds == 2.0
     assert os.stat(paths.config_file).st_mode & 0o777 == 0o600
+
+
+def test_download_limits_from_the_config_reach_the_updater(tmp_path: Path, key_file: Path) -> None:
+    limits = {
+        "download_read_timeout_seconds": 90.0,
+        "download_deadline_seconds": 3600.0,
+        "health_poll_seconds": 5.0,
+    }
+    settings = load_settings(write(tmp_path, fields(key_file, **limits)))
+    with httpx.Client() as http:
+        updater = _build_updater(settings, http=http, clock=SystemClock())
+    built = updater.settings
+    assert built.download_read_timeout_seconds == 90.0
+    assert built.download_deadline_seconds == 3600.0
+    assert built.health_poll_seconds == 5.0
 
 
 def test_the_credential_never_shows_in_a_repr(tmp_path: Path, key_file: Path) -> None:
@@ -109,6 +129,21 @@ def test_a_missing_config_says_to_enroll(tmp_path: Path) -> None:
             {"health_deadline_seconds": -1.0},
             r"health_deadline_seconds: found -1.0 — ",
             id="negative_deadline",
+        ),
+        pytest.param(
+            {"download_read_timeout_seconds": 0.0},
+            r"download_read_timeout_seconds: found 0.0 — ",
+            id="zero_read_timeout",
+        ),
+        pytest.param(
+            {"download_deadline_seconds": 100000.0},
+            r"download_deadline_seconds: found 100000.0 — ",
+            id="deadline_over_a_day",
+        ),
+        pytest.param(
+            {"health_poll_seconds": -2.0},
+            r"health_poll_seconds: found -2.0 — ",
+            id="negative_health_poll",
         ),
         pytest.param({"restart_command": []}, r"restart_command: found \(\)", id="empty_restart"),
         pytest.param({"colour": "blue"}, r"colour: unknown field", id="typo_field"),
