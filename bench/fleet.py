@@ -55,6 +55,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane import migrate
 from control_plane.database import EmbeddedPostgres, open_pool
+from control_plane.ready_line import wait_for_ready_url
 from control_plane.services import build_services
 from control_plane.types import Pool
 from nachtwacht.clock import FakeClock
@@ -208,10 +209,10 @@ def replicas(count: int, database_url: str, clock: FakeClock, logs: Path) -> Ite
                 text=True,
             )  # fmt: skip
             assert process.stdout is not None
-            line = process.stdout.readline()
-            if "ready at " not in line:
+            url = wait_for_ready_url(process.stdout, timeout_seconds=120)
+            if url is None:
                 raise SystemExit(f"replica {number} did not start; see {logs}")
-            started.append((process, line.split("ready at ", 1)[1].strip()))
+            started.append((process, url))
         yield started
     finally:
         for process, _ in started:

@@ -43,6 +43,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane import migrate
 from control_plane.database import EmbeddedPostgres, open_pool
+from control_plane.ready_line import wait_for_ready_url
 from control_plane.reconcile import forecast_slot
 from control_plane.services import build_services
 from nachtwacht.clock import FakeClock, SystemClock
@@ -108,10 +109,10 @@ def control_plane(database_url: str, fake_clock: str, log: Path) -> Iterator[str
     )  # fmt: skip
     try:
         assert process.stdout is not None
-        line = process.stdout.readline()
-        if "ready at " not in line:
-            raise SystemExit(f"the control plane did not start: {line!r}")
-        yield line.split("ready at ", 1)[1].strip()
+        url = wait_for_ready_url(process.stdout, timeout_seconds=120)
+        if url is None:
+            raise SystemExit(f"the control plane did not start; see {log}")
+        yield url
     finally:
         process.terminate()
         process.wait(timeout=60)

@@ -21,6 +21,7 @@ from control_plane.api import create_app
 from control_plane.config import ServeSettings, load_trusted_keys
 from control_plane.database import open_pool
 from control_plane.errors import ConfigurationError
+from control_plane.ready_line import ready_line
 from control_plane.reconcile.background import reconcile_running
 from control_plane.services import build_services
 from control_plane.startup import opened_database
@@ -71,7 +72,7 @@ async def _run(server: uvicorn.Server, sock: socket.socket) -> None:
     while not server.started and not task.done():
         await asyncio.sleep(0.02)
     if server.started:
-        print(f"nachtwacht control plane ready at {_url(sock)}", flush=True)
+        print(ready_line(_url(sock)), flush=True)
     await task
 
 

@@ -41,7 +41,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,9 +49,10 @@ from typing import Any
 
 import pytest
 
+from control_plane.ready_line import wait_for_ready_url
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATABASE_URL_ENV = "NACHTWACHT_DATABASE_URL"
-READY_MARKER = "ready at "
 # How long a child process may take to say it is ready before the test fails. A deadline for a
 # failure, not a speed assertion: a healthy start takes a second or two.
 START_DEADLINE_SECONDS = 90
@@ -220,24 +220,13 @@ class RunningControlPlane:
 
 def _wait_until_ready(process: subprocess.Popen[str], stderr_path: Path) -> str:
     assert process.stdout is not None
-    found: list[str] = []
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            if READY_MARKER in line:
-                found.append(line.split(READY_MARKER, 1)[1].strip())
-                return
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(START_DEADLINE_SECONDS)
-    if not found:
+    url = wait_for_ready_url(process.stdout, timeout_seconds=START_DEADLINE_SECONDS)
+    if url is None:
         process.kill()
         process.wait()
         stderr = stderr_path.read_text(errors="replace")
         raise AssertionError(f"control plane did not become ready; stderr:\n{stderr}")
-    return found[0]
+    return url
 
 
 @pytest.fixture

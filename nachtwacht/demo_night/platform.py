@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 from control_plane import migrate
 from control_plane.database import EmbeddedPostgres, open_pool
 from control_plane.errors import ControlPlaneError
+from control_plane.ready_line import wait_for_ready_url
 from control_plane.services import AccountService
 from control_plane.types import Pool
 from nachtwacht.clock import Clock
@@ -34,7 +34,6 @@ __all__ = [
     "repository_environment",
 ]
 
-READY_MARKER = "ready at "
 # A deadline for a failure to start, not a speed expectation: a healthy start takes seconds.
 START_DEADLINE_SECONDS = 120.0
 STOP_DEADLINE_SECONDS = 60.0
@@ -162,19 +161,9 @@ class ControlPlane:
         return self.url
 
     def _wait_until_ready(self, process: subprocess.Popen[str]) -> str:
-        found: list[str] = []
-
-        def read() -> None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                if READY_MARKER in line:
-                    found.append(line.split(READY_MARKER, 1)[1].strip())
-                    return
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        reader.join(START_DEADLINE_SECONDS)
-        if not found:
+        assert process.stdout is not None
+        url = wait_for_ready_url(process.stdout, timeout_seconds=START_DEADLINE_SECONDS)
+        if url is None:
             self._terminate()
             tail = self.log_path.read_text(errors="replace").strip().splitlines()[-1:]
             raise DemoFailed(
@@ -182,7 +171,7 @@ class ControlPlane:
                 + (f": {tail[0]}" if tail else "")
                 + f" (log: {self.log_path})"
             )
-        return found[0]
+        return url
 
     @property
     def pid(self) -> int | None:
