@@ -47,7 +47,7 @@ from agent_daemon.sync import (
     build_http_client,
 )
 from agent_daemon.updater import Updater, UpdaterSettings
-from nachtwacht.clock import Clock, ClockConfigError, clock_from_env
+from ground.clock import Clock, ClockConfigError, clock_from_env
 from signed_release import ReleaseError, load_public_keys
 
 __all__ = ["main"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 from datetime import timedelta
 
-from nachtwacht.clock import Clock
+from ground.clock import Clock
 
 __all__ = ["AgentService"]
 

@@ -27,11 +27,11 @@ from agent_daemon.errors import (
     CredentialRefused,
     DaemonStateError,
 )
-from nachtwacht.clock import Clock
+from ground.clock import Clock
+from ground.contract import SERVER_TIME_HEADER, InstantError, RefusalCode, parse_instant
 from shared_planner import parse_times
 
 __all__ = [
-    "SERVER_TIME_HEADER",
     "ClaimGranted",
     "ClaimRefused",
     "ConfigCache",
@@ -44,14 +44,13 @@ __all__ = [
     "build_http_client",
 ]
 
-SERVER_TIME_HEADER = "X-Nachtwacht-Server-Time"
 USER_AGENT = "nachtwacht-agent"
 
 
 class ServerClock:
     """The control plane's clock as this host sees it: the program's clock plus a learned offset.
 
-    It satisfies `nachtwacht.clock.Clock`, so the updater's expiry checks follow server time too.
+    It satisfies `ground.clock.Clock`, so the updater's expiry checks follow server time too.
     """
 
     def __init__(self, base: Clock, *, offset: timedelta = timedelta(0)) -> None:
@@ -219,8 +218,11 @@ class ClaimRefused:
 
     @property
     def consumes_slot(self) -> bool:
-        """The server says the slot is gone (already consumed, window closed, or no such slot)."""
-        return self.code in {"slot_consumed", "window_closed", "not_a_slot"}
+        """The server says the slot is gone (the contract's answer; an unknown code keeps it)."""
+        try:
+            return RefusalCode(self.code).consumes_slot
+        except ValueError:
+            return False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -271,10 +273,8 @@ class ControlPlaneClient:
         if value is None:
             return
         try:
-            server_time = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return
-        if server_time.tzinfo is None:
+            server_time = parse_instant(value, field=SERVER_TIME_HEADER)
+        except InstantError:
             return
         self._server_clock.learn(server_time, local_time=self._server_clock.host_now())
 

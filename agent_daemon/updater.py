@@ -54,7 +54,7 @@ from agent_daemon.state import (
     UpdaterStateStore,
 )
 from agent_daemon.verify import VerifiedRelease, verify_release
-from nachtwacht.clock import Clock
+from ground.clock import Clock
 from signed_release import Manifest, parse_manifest
 
 __all__ = ["UpdateOutcome", "UpdateRequest", "Updater", "UpdaterSettings"]

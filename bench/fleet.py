@@ -58,7 +58,7 @@ from control_plane.database import EmbeddedPostgres, open_pool
 from control_plane.ready_line import wait_for_ready_url
 from control_plane.services import build_services
 from control_plane.types import Pool
-from nachtwacht.clock import FakeClock
+from ground.clock import FakeClock
 from nachtwacht.demo_night.platform import nachtwacht_command, repository_environment
 from nachtwacht.demo_night.simulated import SimulatedAgent, SimulatedFleet
 from shared_planner import resolve_wall_time, slots_between

@@ -46,7 +46,7 @@ from control_plane.database import EmbeddedPostgres, open_pool
 from control_plane.ready_line import wait_for_ready_url
 from control_plane.reconcile import forecast_slot
 from control_plane.services import build_services
-from nachtwacht.clock import FakeClock, SystemClock
+from ground.clock import FakeClock, SystemClock
 from signed_release import Manifest, key_id, sign_manifest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -42,7 +42,7 @@ from control_plane.errors import (
 from control_plane.services import AccountService, ReleaseService
 from control_plane.startup import opened_database
 from control_plane.types import Pool
-from nachtwacht.clock import ClockConfigError, clock_from_env
+from ground.clock import ClockConfigError, clock_from_env
 
 __all__ = ["main"]
 

@@ -25,7 +25,7 @@ from control_plane.ready_line import ready_line
 from control_plane.reconcile.background import reconcile_running
 from control_plane.services import build_services
 from control_plane.startup import opened_database
-from nachtwacht.clock import Clock, clock_from_env
+from ground.clock import Clock, clock_from_env
 
 __all__ = ["serve"]
 

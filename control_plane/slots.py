@@ -4,19 +4,18 @@ control plane's clock, never taken on the agent's word."""
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, datetime, timedelta
 
 from control_plane.errors import ClaimRefused
-from shared_planner import PlannerError, Slot, slots_between
+from ground.contract import RefusalCode
+from shared_planner import InvalidPlanningInput, PlannerError, Slot, parse_slot_key, slot_for_key
 
 __all__ = ["checked_slot", "retry_after_seconds", "round_start"]
 
-_SLOT_KEY = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})")
-
 
 def _not_a_slot(slot_key: object, why: str) -> ClaimRefused:
-    return ClaimRefused(422, "not_a_slot", f"slot_key: {slot_key!r} {why}", slot_key=slot_key)
+    code = RefusalCode.NOT_A_SLOT
+    return ClaimRefused(code.status, code, f"slot_key: {slot_key!r} {why}", slot_key=slot_key)
 
 
 def checked_slot(
@@ -29,32 +28,28 @@ def checked_slot(
     now: datetime,
 ) -> Slot:
     """The agent's slot with this key whose window is open at `now`, or the refusal saying why."""
-    match = _SLOT_KEY.fullmatch(slot_key) if isinstance(slot_key, str) else None
-    if match is None:
-        raise _not_a_slot(slot_key, "is not a slot key (expected YYYY-MM-DDTHH:MM)")
     try:
-        day = date(int(match[1]), int(match[2]), int(match[3]))
-        time(int(match[4]), int(match[5]))
-    except ValueError as exc:
-        raise _not_a_slot(slot_key, "is not a real date and time") from exc
+        parse_slot_key(slot_key)
+    except InvalidPlanningInput as exc:
+        # The planner's message already names the field, the value and what was expected.
+        raise ClaimRefused(
+            RefusalCode.NOT_A_SLOT.status, RefusalCode.NOT_A_SLOT, str(exc), slot_key=slot_key
+        ) from exc
     if not enabled or not times:
         raise _not_a_slot(slot_key, "is not a slot: scheduled updates are off for this agent")
     try:
-        # The slot of a local date lies within a day of that date's UTC midnight in any zone.
-        start = datetime.combine(day - timedelta(days=2), time(), tzinfo=UTC)
-        candidates = slots_between(times, start=start, end=start + timedelta(days=5), tz=timezone)
+        slot = slot_for_key(times, slot_key, tz=timezone)
     except (PlannerError, OverflowError) as exc:
-        # A date the planner cannot place (e.g. year 0001) is no slot; never a 500.
+        # A date the planner cannot place is no slot; never a 500.
         raise _not_a_slot(slot_key, "is not a date the schedule can have a slot on") from exc
-    slot = next((candidate for candidate in candidates if candidate.key == slot_key), None)
     if slot is None:
         raise _not_a_slot(slot_key, f"is not one of this agent's slots (times {times})")
     if now < slot.at:
         raise _not_a_slot(slot_key, f"has not started yet (it opens at {slot.at.isoformat()})")
     if now >= slot.at + catch_up:
         raise ClaimRefused(
-            409,
-            "window_closed",
+            RefusalCode.WINDOW_CLOSED.status,
+            RefusalCode.WINDOW_CLOSED,
             f"slot_key: {slot_key!r} closed at {(slot.at + catch_up).isoformat()} "
             f"(catch-up window {int(catch_up.total_seconds() // 60)} minutes)",
             slot_key=slot_key,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from nachtwacht.clock import SystemClock
+from ground.clock import SystemClock
 from nachtwacht.demo_night.errors import DemoError, DemoUsageError
 from nachtwacht.demo_night.options import parse_options
 

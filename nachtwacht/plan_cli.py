@@ -15,7 +15,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import NoReturn
 from zoneinfo import ZoneInfo
 
-from nachtwacht.clock import clock_from_env
+from ground.clock import clock_from_env
 from shared_planner import (
     DEFAULT_CATCH_UP,
     MAX_CATCH_UP,

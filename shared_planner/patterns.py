@@ -1,16 +1,13 @@
-"""The one definition of a schedule time: used by the planner, the API validator, the database."""
+"""The one definition of a schedule time: used by the planner, the API validator, the database.
+
+The numbers are the contract's (`ground.limits`); this module adds the compiled forms.
+"""
 
 import re
 
-# HH:MM, 00:00-23:55, minutes on the five-minute grid. Anchored; plain enough for both Python's `re`
-# and PostgreSQL's jsonpath `like_regex` (which has no \d), so one string serves every layer.
-TIME_PATTERN = "^([01][0-9]|2[0-3]):[0-5][05]$"
+from ground.limits import GRID_MINUTES, MAX_TIMES, TIME_PATTERN
 
-# A day holds 24 * 12 grid points, so no valid schedule has more times than this.
-MAX_TIMES = 288
-
-# Minutes between two neighbouring grid points.
-GRID_MINUTES = 5
+__all__ = ["CLOCK_TIME_RE", "GRID_MINUTES", "MAX_TIMES", "TIME_PATTERN", "TIME_RE"]
 
 # Python's `$` also matches before a trailing newline, so the pattern is only ever applied with
 # `fullmatch`, which "03:00\n" cannot pass (PostgreSQL's `$` has no such exception).

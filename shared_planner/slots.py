@@ -22,10 +22,19 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from ground.limits import DEFAULT_CATCH_UP_MINUTES, MAX_CATCH_UP_MINUTES
 from shared_planner.errors import InvalidPlanningInput
 from shared_planner.patterns import GRID_MINUTES, MAX_TIMES
 from shared_planner.schedule import grid_index, parse_times
-from shared_planner.wall_clock import WallTime, describe_wall_time, require_aware, zone_of
+from shared_planner.wall_clock import (
+    FIRST_YEAR,
+    LAST_YEAR,
+    WallTime,
+    describe_wall_time,
+    local_instant,
+    require_aware,
+    zone_of,
+)
 
 __all__ = [
     "DEFAULT_CATCH_UP",
@@ -34,13 +43,16 @@ __all__ = [
     "Slot",
     "due_slot",
     "next_slot",
+    "parse_slot_key",
     "plan_slots",
+    "slot_for_key",
     "slot_key",
     "slots_between",
+    "slots_on_day",
 ]
 
-DEFAULT_CATCH_UP = timedelta(minutes=15)
-MAX_CATCH_UP = timedelta(hours=24)
+DEFAULT_CATCH_UP = timedelta(minutes=DEFAULT_CATCH_UP_MINUTES)
+MAX_CATCH_UP = timedelta(minutes=MAX_CATCH_UP_MINUTES)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAIVE_EPOCH = datetime(1970, 1, 1)
@@ -60,6 +72,42 @@ _LOOKAHEAD_DAYS = 3
 def slot_key(day: date, wall: time) -> str:
     """The slot's name: local date and wall time as scheduled, `YYYY-MM-DDTHH:MM`."""
     return f"{day.isoformat()}T{wall.hour:02d}:{wall.minute:02d}"
+
+
+_SLOT_KEY_LENGTH = len("2026-11-30T03:00")
+
+
+def parse_slot_key(key: object, *, field: str = "slot_key") -> tuple[date, time]:
+    """The local date and wall time a slot key names, or `InvalidPlanningInput` saying why.
+
+    Strict: exactly `YYYY-MM-DDTHH:MM` as `slot_key` writes it (ASCII digits, zero-padded), a real
+    date in the planner's years and a real time; any other spelling of the same moment is not a key.
+    """
+    if not isinstance(key, str) or len(key) != _SLOT_KEY_LENGTH or not key.isascii():
+        raise InvalidPlanningInput(
+            f"{field}: {_shown(key)} is not a slot key (expected YYYY-MM-DDTHH:MM)"
+        )
+    digits = key[0:4] + key[5:7] + key[8:10] + key[11:13] + key[14:16]
+    if (key[4], key[7], key[10], key[13]) != ("-", "-", "T", ":") or not digits.isdigit():
+        raise InvalidPlanningInput(
+            f"{field}: {key!r} is not a slot key (expected YYYY-MM-DDTHH:MM)"
+        )
+    try:
+        day = date(int(key[0:4]), int(key[5:7]), int(key[8:10]))
+        wall = time(int(key[11:13]), int(key[14:16]))
+    except ValueError as exc:
+        raise InvalidPlanningInput(f"{field}: {key!r} is not a real date and time") from exc
+    if not FIRST_YEAR <= day.year <= LAST_YEAR:
+        raise InvalidPlanningInput(
+            f"{field}: {key!r} is out of range "
+            f"(expected a date in the years {FIRST_YEAR} to {LAST_YEAR})"
+        )
+    return day, wall
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,11 +158,8 @@ class _Day:
         self.latest_bound = naive_last + _LOWEST_OFFSET_SECONDS
 
     def fill(self, index: int) -> int:
-        # fold=0 (the default): the same rule as resolve_wall_time, by the same mechanism.
-        local = (self._midnight + timedelta(seconds=index * _GRID_SECONDS)).replace(
-            tzinfo=self._zone
-        )
-        at = (local - _EPOCH) // _SECOND
+        local = self._midnight + timedelta(seconds=index * _GRID_SECONDS)
+        at = (local_instant(local, self._zone) - _EPOCH) // _SECOND
         self.instants[index] = at
         return at
 
@@ -196,7 +241,8 @@ def _check_catch_up(catch_up: object) -> timedelta:
         )
     if not timedelta(0) < catch_up <= MAX_CATCH_UP:
         raise InvalidPlanningInput(
-            f"catch_up: {catch_up} is out of range (expected more than 0 and at most 24 hours)"
+            f"catch_up: {catch_up} is out of range "
+            f"(expected more than 0 and at most {MAX_CATCH_UP_MINUTES} minutes)"
         )
     return catch_up
 
@@ -280,6 +326,42 @@ def plan_slots(
         )
         planned.append(PlannedSlot(slot=slot, merged=merged))
     return planned
+
+
+def _day_span(day: date) -> tuple[datetime, datetime]:
+    """UTC instants that surely hold every slot labelled with local `day`, in any zone.
+
+    A label runs within a day of its date's UTC midnight (offsets stay within ±14 h, and one
+    transition moves a clock by at most a day), so the margin of `_MARGIN_DAYS` on each side is
+    more than enough; the slots are then chosen by their label, never by this range.
+    """
+    midnight = datetime.combine(day, time(), tzinfo=UTC)
+    return (
+        midnight - timedelta(days=_MARGIN_DAYS),
+        midnight + timedelta(days=_MARGIN_DAYS + 1),
+    )
+
+
+def slots_on_day(times: Sequence[time | str], day: date, *, tz: str | ZoneInfo) -> list[Slot]:
+    """The slots named with local date `day` (their key's date), ordered by instant.
+
+    Two wall times that land on one instant are one slot (DESIGN.md rule 6), so a day may have
+    fewer slots than times; a slot merged across midnight belongs to the day its key names.
+    """
+    if not isinstance(day, date) or isinstance(day, datetime):
+        raise InvalidPlanningInput(f"day: {day!r} is not a date (expected e.g. date(2027, 3, 28))")
+    start, end = _day_span(day)
+    return [slot for slot in slots_between(times, start=start, end=end, tz=tz) if slot.day == day]
+
+
+def slot_for_key(times: Sequence[time | str], key: object, *, tz: str | ZoneInfo) -> Slot | None:
+    """The slot of this schedule that `key` names, or None when the schedule has no such slot.
+
+    A malformed key raises `InvalidPlanningInput` (`parse_slot_key`). A wall time merged into
+    another slot on its instant has no slot of its own: its key finds nothing.
+    """
+    day, _ = parse_slot_key(key)
+    return next((slot for slot in slots_on_day(times, day, tz=tz) if slot.key == key), None)
 
 
 def _wall(index: int) -> time:

@@ -25,6 +25,7 @@ __all__ = [
     "WallTime",
     "WallTimeKind",
     "describe_wall_time",
+    "local_instant",
     "require_aware",
     "resolve_wall_time",
     "zone_of",
@@ -85,17 +86,25 @@ def _check_wall(day: object, wall: object) -> None:
     _check_year(day, field="day")
 
 
+def local_instant(local: datetime, zone: ZoneInfo) -> datetime:
+    """The rule itself, unchecked: the naive local reading `local` in `zone` -> aware UTC.
+
+    fold=0 picks the offset in force before a transition, which is "first instant" for a repeated
+    time and "shifted forward by the gap" for a skipped one; a caller's fold=1 must not leak in.
+    `resolve_wall_time` checks its arguments and calls this; the planner's cached fast path calls
+    it directly for every grid point it resolves. Nothing else turns wall-clock time into instants.
+    """
+    return local.replace(tzinfo=zone, fold=0).astimezone(UTC)
+
+
 def resolve_wall_time(day: date, wall: time, tz: str | ZoneInfo) -> datetime:
     """The aware UTC instant at which `wall` on `day` happens in `tz`.
 
     Ambiguous (shows twice) -> the first instant; non-existent (skipped) -> shifted forward by the
-    gap. Nothing else in the repository turns wall-clock time into instants.
+    gap (`local_instant`).
     """
     _check_wall(day, wall)
-    zone = zone_of(tz)
-    # fold=0 picks the offset in force before a transition; a caller's fold=1 must not leak in.
-    local = datetime.combine(day, wall.replace(fold=0), tzinfo=zone)
-    return local.astimezone(UTC)
+    return local_instant(datetime.combine(day, wall), zone_of(tz))
 
 
 class WallTimeKind(enum.Enum):

@@ -17,7 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import NoReturn, cast
 
-from nachtwacht.clock import Clock, clock_from_env
+from ground.clock import Clock, clock_from_env
 from signed_release.artifact import describe_artifact
 from signed_release.demo_agent import FAULTS, Fault, build_demo_agent
 from signed_release.errors import ReleaseError

@@ -14,13 +14,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from control_plane.api import admin, agent, forecast, metrics, notifications, panel, webhook
 from control_plane.errors import RequestRefused
 from control_plane.services import Services
-from control_plane.services.agent_config import format_utc
-from nachtwacht.clock import Clock
+from ground.clock import Clock
+from ground.contract import SERVER_TIME_HEADER, format_instant
 from shared_planner.errors import describe_value
 
-__all__ = ["SERVER_TIME_HEADER", "create_app"]
-
-SERVER_TIME_HEADER = "X-Nachtwacht-Server-Time"
+__all__ = ["create_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +37,7 @@ class ServerTime:
             return
         now = self._clock.now()
         scope.setdefault("state", {})["now"] = now
-        stamp = format_utc(now).encode("ascii")
+        stamp = format_instant(now).encode("ascii")
 
         async def send_with_time(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from control_plane.reconcile.services import ReconcileServices
 from control_plane.reconcile.worker import ReconcileWorker
 from control_plane.types import Pool
-from nachtwacht.clock import Clock
+from ground.clock import Clock
 
 __all__ = ["reconcile_running"]
 

@@ -25,6 +25,7 @@ from zoneinfo import ZoneInfo
 
 from control_plane.services.settings import PlatformSettings
 from control_plane.types import Connection
+from ground.contract import format_instant
 from shared_planner import parse_times, slots_between
 
 __all__ = [
@@ -129,10 +130,6 @@ class _SlotDemand:
     per_org: dict[Any, int] = field(default_factory=lambda: defaultdict(int))
 
 
-def _utc(instant: datetime) -> str:
-    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def day_demand(
     counts: Mapping[tuple[str, ...], Mapping[Any, int]], *, day: date, zone: ZoneInfo
 ) -> list[_SlotDemand]:
@@ -172,7 +169,7 @@ def day_forecast(
         ]
         view: dict[str, Any] = {
             "key": demand.key,
-            "at": _utc(demand.at),
+            "at": format_instant(demand.at),
             "local_time": demand.at.astimezone(zone).isoformat(),
             "overlaps": overlaps,
         }

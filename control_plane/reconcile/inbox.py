@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 from uuid import UUID
 
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.types import Pool
-from nachtwacht.clock import Clock
+from ground.clock import Clock
+from ground.contract import format_instant
 
 __all__ = ["NotificationService", "WebhookSettingsService", "checked_webhook"]
 
@@ -19,18 +19,14 @@ MIN_SECRET = 16
 MAX_SECRET = 200
 
 
-def _utc(instant: datetime | None) -> str | None:
-    return None if instant is None else instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _notification_view(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": str(row["id"]),
         "slot_key": row["slot_key"],
-        "slot_at": _utc(row["slot_at"]),
-        "created_at": _utc(row["created_at"]),
+        "slot_at": format_instant(row["slot_at"]),
+        "created_at": format_instant(row["created_at"]),
         "read": row["read_at"] is not None,
-        "read_at": _utc(row["read_at"]),
+        "read_at": None if row["read_at"] is None else format_instant(row["read_at"]),
         "summary": row["body"].get("summary"),
         "body": row["body"],
     }
@@ -121,7 +117,7 @@ class WebhookSettingsService:
                 " secret = EXCLUDED.secret, updated_at = EXCLUDED.updated_at",
                 [org_id, checked_url, chosen, now],
             )
-        view = {"url": checked_url, "updated_at": _utc(now)}
+        view = {"url": checked_url, "updated_at": format_instant(now)}
         if given is None:
             view["secret"] = chosen
         return view
@@ -140,7 +136,7 @@ class WebhookSettingsService:
             raise NotFound("this organisation has no webhook", code="webhook_not_found")
         return {
             "url": row["url"],
-            "updated_at": _utc(row["updated_at"]),
+            "updated_at": format_instant(row["updated_at"]),
             "deliveries": {d["state"]: d["n"] for d in deliveries},
         }
 

@@ -10,7 +10,7 @@ from control_plane.reconcile.metrics import MetricsService
 from control_plane.reconcile.refusals import RefusalRecorder
 from control_plane.reconcile.worker import replica_identity
 from control_plane.types import Pool
-from nachtwacht.clock import Clock
+from ground.clock import Clock
 
 __all__ = ["ReconcileServices", "build_reconcile_services"]
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
+
+from ground.contract import format_instant
 
 __all__ = ["SlotOutcome", "StaleAgent", "is_worth_telling", "notification_body"]
 
@@ -38,10 +40,6 @@ class StaleAgent:
     agent_id: UUID
     agent_name: str
     last_consumed_at: datetime | None
-
-
-def _utc(instant: datetime) -> str:
-    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _agent(outcome: SlotOutcome) -> dict[str, Any]:
@@ -69,7 +67,7 @@ def notification_body(
         "kind": "scheduled_updates",
         "slot": {
             "key": slot_key,
-            "at": _utc(slot_at),
+            "at": format_instant(slot_at),
             "local_time": slot_at.astimezone(zone).isoformat(),
             "timezone": zone.key,
         },
@@ -101,7 +99,9 @@ def notification_body(
                 "agent_id": str(agent.agent_id),
                 "name": agent.agent_name,
                 "last_consumed_at": (
-                    None if agent.last_consumed_at is None else _utc(agent.last_consumed_at)
+                    None
+                    if agent.last_consumed_at is None
+                    else format_instant(agent.last_consumed_at)
                 ),
             }
             for agent in sorted(stale, key=lambda a: a.agent_name)

@@ -21,13 +21,14 @@ import hmac
 import json
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 import httpx
 
 from control_plane.types import Connection, Pool
+from ground.contract import format_instant
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
@@ -98,7 +99,7 @@ def delivery_body(row: dict[str, Any]) -> bytes:
         "id": str(row["notification_id"]),
         "org_id": str(row["org_id"]),
         "slot_key": row["slot_key"],
-        "created_at": row["created_at"].astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created_at": format_instant(row["created_at"]),
         "notification": row["body"],
     }
     return json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")

@@ -20,7 +20,7 @@ from control_plane.reconcile.leader import LeaderLock
 from control_plane.reconcile.passes import PassReport, PassSettings, ReconcilePass
 from control_plane.reconcile.webhook import DeliveryPolicy, WebhookSender
 from control_plane.types import Pool
-from nachtwacht.clock import Clock
+from ground.clock import Clock
 
 __all__ = ["ReconcileWorker", "replica_identity"]
 

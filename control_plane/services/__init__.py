@@ -17,7 +17,7 @@ from control_plane.services.releases import ReleaseService
 from control_plane.services.runs import RunService
 from control_plane.services.settings import PlatformSettings, SettingsService
 from control_plane.types import Pool
-from nachtwacht.clock import Clock
+from ground.clock import Clock
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

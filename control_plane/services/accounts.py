@@ -10,7 +10,7 @@ import psycopg
 from control_plane.credentials import Audience, new_secret, secret_sha256, secrets_match
 from control_plane.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
 from control_plane.types import Connection, Pool
-from nachtwacht.clock import Clock
+from ground.clock import Clock
 
 __all__ = ["AccountService", "IssuedAgent", "IssuedOrg", "Principal"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -17,9 +17,10 @@ from control_plane.services.brake import brake_state
 from control_plane.services.releases import current_release, release_view
 from control_plane.services.settings import read_settings
 from control_plane.types import Connection, Pool
-from nachtwacht.clock import Clock
+from ground.clock import Clock
+from ground.contract import format_instant
 
-__all__ = ["AgentConfig", "AgentConfigService", "format_utc"]
+__all__ = ["AgentConfig", "AgentConfigService"]
 
 # `last_seen_at` is refreshed at most this often, so a fleet polling every minute does not write a
 # row per request.
@@ -49,7 +50,7 @@ class AgentConfigService:
                 )
             body = self._body(conn, agent_id)
         etag = _etag(body)
-        body["server_time"] = format_utc(now)
+        body["server_time"] = format_instant(now)
         return AgentConfig(body=body, etag=etag)
 
     def _body(self, conn: Connection, agent_id: UUID) -> dict[str, Any]:
@@ -77,11 +78,6 @@ class AgentConfigService:
         }
 
 
-def format_utc(instant: datetime) -> str:
-    """RFC 3339 in UTC with a `Z`, to the second: the form every agent-facing time takes."""
-    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _etag(body: dict[str, Any]) -> str:
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
     return '"' + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32] + '"'
@@ -106,4 +102,4 @@ def pending_manual_update(conn: Connection, agent_id: UUID) -> dict[str, Any] | 
     ).fetchone()
     if row is None:
         return None
-    return {"run_id": str(row["id"]), "requested_at": format_utc(row["created_at"])}
+    return {"run_id": str(row["id"]), "requested_at": format_instant(row["created_at"])}

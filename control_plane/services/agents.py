@@ -13,7 +13,7 @@ from control_plane.schedule import Schedule, validated_schedule
 from control_plane.services.run_views import latest_runs
 from control_plane.services.settings import PlatformSettings, read_settings
 from control_plane.types import Connection, Pool
-from nachtwacht.clock import Clock
+from ground.clock import Clock
 from shared_planner import next_slot, parse_times
 
 __all__ = ["AgentService", "agent_not_found", "next_slot_view"]

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from control_plane.errors import NotFound
 from control_plane.types import Connection, Pool
-from nachtwacht.clock import Clock
+from ground.clock import Clock
 
 __all__ = ["BrakeService", "brake_state"]
 

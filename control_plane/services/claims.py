@@ -18,12 +18,12 @@ from uuid import UUID
 import psycopg
 
 from control_plane.errors import ClaimRefused, NotFound
-from control_plane.services.agent_config import format_utc
 from control_plane.services.events import record_event
 from control_plane.services.releases import claim_release_view, current_release
 from control_plane.slots import checked_slot, retry_after_seconds, round_start
 from control_plane.types import Connection, Pool
-from nachtwacht.clock import Clock
+from ground.clock import Clock
+from ground.contract import format_instant
 
 __all__ = ["TOKEN_LIFETIME", "Claim", "ClaimService"]
 
@@ -92,7 +92,7 @@ def claim_body(conn: Connection, run_id: UUID) -> dict[str, Any]:
     return {
         "run_id": str(row["run_id"]),
         "slot_key": row["slot_key"],
-        "token": {"id": str(row["token_id"]), "expires_at": format_utc(row["expires_at"])},
+        "token": {"id": str(row["token_id"]), "expires_at": format_instant(row["expires_at"])},
         "release": claim_release_view(row, row["run_id"]),
     }
 

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.types import Connection, Pool
-from nachtwacht.clock import Clock
+from ground.clock import Clock
 from signed_release import ReleaseError, check_signature, parse_manifest
 
 __all__ = [

@@ -15,7 +15,7 @@ from control_plane.services.releases import ArtifactInfo
 from control_plane.services.run_views import RUN_COLUMNS, latest_runs, read_run, run_view
 from control_plane.slots import checked_slot
 from control_plane.types import Connection, Pool
-from nachtwacht.clock import Clock
+from ground.clock import Clock
 
 __all__ = ["OUTCOMES", "RunService"]
 

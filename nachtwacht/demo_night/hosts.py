@@ -32,7 +32,7 @@ import httpx
 
 from agent_daemon.config import render_config, write_config
 from agent_daemon.updater import Updater, UpdateRequest, UpdaterSettings
-from nachtwacht.clock import FakeClock
+from ground.clock import FakeClock
 from nachtwacht.demo_night.errors import DemoFailed
 from nachtwacht.demo_night.platform import (
     AgentAccount,

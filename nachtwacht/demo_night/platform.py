@@ -23,7 +23,7 @@ from control_plane.errors import ControlPlaneError
 from control_plane.ready_line import wait_for_ready_url
 from control_plane.services import AccountService
 from control_plane.types import Pool
-from nachtwacht.clock import Clock
+from ground.clock import Clock
 from nachtwacht.demo_night.errors import DemoFailed
 
 __all__ = [

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from nachtwacht.clock import FakeClock
+from ground.clock import FakeClock
 from nachtwacht.demo_night.errors import DemoFailed
 from nachtwacht.demo_night.platform import nachtwacht_command, repository_environment
 

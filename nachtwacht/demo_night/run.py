@@ -25,7 +25,7 @@ from types import FrameType
 from typing import TextIO
 
 from control_plane.services import SettingsService
-from nachtwacht.clock import FakeClock
+from ground.clock import FakeClock
 from nachtwacht.demo_night.hosts import (
     RealHost,
     ServiceSupervisor,

@@ -27,13 +27,13 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from agent_daemon.service import second_in_minute
-from nachtwacht.clock import FakeClock
+from ground.clock import FakeClock
+from ground.contract import SERVER_TIME_HEADER, InstantError, parse_instant
 from shared_planner import due_slot
 from signed_release import ReleaseError, check_signature, parse_manifest, version_key
 
 __all__ = ["FleetStats", "JournalEntry", "SimulatedAgent", "SimulatedFleet"]
 
-SERVER_TIME_HEADER = "X-Nachtwacht-Server-Time"
 REQUEST_TIMEOUT_SECONDS = 30.0
 
 
@@ -88,7 +88,10 @@ def _server_now(response: httpx.Response, fallback: datetime) -> datetime:
     stamp = response.headers.get(SERVER_TIME_HEADER)
     if not stamp:
         return fallback
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    try:
+        return parse_instant(stamp, field=SERVER_TIME_HEADER)
+    except InstantError:
+        return fallback
 
 
 class SimulatedFleet:

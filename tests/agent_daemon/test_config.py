@@ -18,7 +18,7 @@ from agent_daemon.config import (
     write_config,
 )
 from agent_daemon.errors import ConfigError
-from nachtwacht.clock import SystemClock
+from ground.clock import SystemClock
 from signed_release import generate_key_files
 
 

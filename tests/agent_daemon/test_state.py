@@ -19,7 +19,7 @@ from agent_daemon.state import (
     UpdaterStateStore,
 )
 from agent_daemon.updater import Updater, UpdateRequest, UpdaterSettings
-from nachtwacht.clock import SystemClock
+from ground.clock import SystemClock
 from tests.agent_daemon.updater_support.releases import ReleaseFactory
 
 

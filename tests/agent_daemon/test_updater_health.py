@@ -9,7 +9,7 @@ import time
 import pytest
 
 from agent_daemon.health import AgentService
-from nachtwacht.clock import Clock, FakeClock, SystemClock
+from ground.clock import Clock, FakeClock, SystemClock
 
 FAST = FakeClock(start=SystemClock().now(), anchor=time.time(), speed=100.0)
 

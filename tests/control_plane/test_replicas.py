@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from control_plane.database import open_pool
 from control_plane.services import build_services
 from control_plane.types import Pool
-from nachtwacht.clock import SystemClock
+from ground.clock import SystemClock
 from signed_release import key_id
 from tests.conftest import RunningControlPlane
 from tests.control_plane.conftest import sign_release

@@ -173,9 +173,9 @@ def test_without_from_the_day_comes_from_the_programs_clock(
             id="naive_now",
         ),
         pytest.param(
-            ["--from", "2027-01-01", "--catch-up", "1441"],
-            "--catch-up: '1441' is not a whole number of minutes from 1 to 1440",
-            id="catch_up_over_a_day",
+            ["--from", "2027-01-01", "--catch-up", "121"],
+            "--catch-up: '121' is not a whole number of minutes from 1 to 120",
+            id="catch_up_over_the_contract_bound",
         ),
         pytest.param(
             ["--from", "8998-12-30", "--days", "5"],

@@ -53,7 +53,7 @@ TRANSITIONS = [
 zones_and_instants = st.tuples(zones, instants) | st.tuples(
     st.sampled_from(TRANSITIONS), st.integers(-36 * 60, 36 * 60)
 ).map(lambda case: (case[0][0], case[0][1] + timedelta(minutes=case[1])))
-catch_ups = st.sampled_from([5, 15, 60, 24 * 60]).map(lambda minutes: timedelta(minutes=minutes))
+catch_ups = st.sampled_from([5, 15, 60, 120]).map(lambda minutes: timedelta(minutes=minutes))
 
 properties = settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 

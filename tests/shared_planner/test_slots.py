@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from shared_planner import (
+    MAX_CATCH_UP,
     InvalidPlanningInput,
     InvalidSchedule,
     InvalidTimeZone,
@@ -131,7 +132,10 @@ def test_a_slot_after_the_last_consumed_one_is_still_due() -> None:
     [
         pytest.param(timedelta(0), r"^catch_up: 0:00:00 is out of range", id="zero"),
         pytest.param(timedelta(minutes=-15), r"^catch_up: -1 day, 23:45:00 is out", id="negative"),
-        pytest.param(timedelta(hours=24, microseconds=1), r"^catch_up: 1 day", id="over_a_day"),
+        pytest.param(
+            timedelta(minutes=120, microseconds=1), r"^catch_up: 2:00:00.000001", id="over_2h"
+        ),
+        pytest.param(timedelta(hours=24), r"^catch_up: 1 day, 0:00:00 is out", id="a_whole_day"),
         pytest.param(15, r"^catch_up: 15 is not a timedelta", id="bare_number"),
     ],
 )
@@ -140,8 +144,9 @@ def test_catch_up_out_of_range_is_refused(catch_up: timedelta, message: str) -> 
         due_slot(["03:00"], now=AT, tz=AMS, catch_up=catch_up)
 
 
-def test_a_whole_day_catch_up_is_accepted() -> None:
-    slot = due_slot(["03:00"], now=AT + timedelta(hours=23), tz=AMS, catch_up=timedelta(hours=24))
+def test_the_longest_catch_up_the_contract_allows_is_accepted() -> None:
+    # ground.limits.MAX_CATCH_UP_MINUTES: the same bound the control plane and the agent hold.
+    slot = due_slot(["03:00"], now=AT + timedelta(minutes=119), tz=AMS, catch_up=MAX_CATCH_UP)
     assert slot is not None
     assert slot.at == AT
 

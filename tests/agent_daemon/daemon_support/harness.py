@@ -14,7 +14,7 @@ from agent_daemon.daemon_state import DaemonState, StateStore
 from agent_daemon.event_log import EventLog
 from agent_daemon.outbox import Outbox
 from agent_daemon.sync import ConfigCache, ControlPlaneClient, ServerClock, build_http_client
-from nachtwacht.clock import Clock
+from ground.clock import Clock
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane
 from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
 

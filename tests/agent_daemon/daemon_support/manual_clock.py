@@ -1,4 +1,4 @@
-"""A clock the test moves by hand (it satisfies `nachtwacht.clock.Clock`)."""
+"""A clock the test moves by hand (it satisfies `ground.clock.Clock`)."""
 
 from __future__ import annotations
 

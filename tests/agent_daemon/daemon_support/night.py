@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo
 import httpx
 
 from agent_daemon.updater import Updater, UpdateRequest, UpdaterSettings
-from nachtwacht.clock import FakeClock
+from ground.clock import FakeClock
 from signed_release import generate_key_files, load_private_key
 from tests.agent_daemon.daemon_support.agent_host import (
     AgentHost,

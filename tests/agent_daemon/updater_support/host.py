@@ -19,7 +19,7 @@ import httpx
 from cryptography.hazmat.primitives import serialization
 
 from agent_daemon.updater import UpdateOutcome, Updater, UpdateRequest, UpdaterSettings
-from nachtwacht.clock import Clock, SystemClock
+from ground.clock import Clock, SystemClock
 from tests.agent_daemon.updater_support.artifact_server import ArtifactServer, artifact_server
 from tests.agent_daemon.updater_support.releases import Release, ReleaseFactory
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from agent_daemon.updater import UpdateOutcome, Updater, UpdateRequest, UpdaterSettings
-from nachtwacht.clock import SystemClock
+from ground.clock import SystemClock
 from signed_release import load_public_keys
 
 

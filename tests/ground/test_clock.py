@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from nachtwacht import clock as clock_module
-from nachtwacht.clock import (
+from ground import clock as clock_module
+from ground.clock import (
     FAKE_CLOCK_ENV,
     ClockConfigError,
     FakeClock,
@@ -116,7 +116,7 @@ def test_a_clocks_setting_reproduces_it_exactly() -> None:
 def test_a_child_process_given_the_same_setting_builds_the_same_clock() -> None:
     # Started later, in another process: equal clocks show equal times at every real instant.
     script = (
-        "from nachtwacht.clock import clock_from_env\n"
+        "from ground.clock import clock_from_env\n"
         "clock = clock_from_env()\n"
         "print(clock.start.isoformat(), repr(clock.anchor), repr(clock.speed))\n"
     )

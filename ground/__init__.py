@@ -1,0 +1,14 @@
+"""The ground floor: what every part of nachtwacht shares and nothing else builds on.
+
+    clock       the one clock object per program, real or fast fake (DESIGN.md "Time")
+    limits      numbers more than one program enforces (stdlib only: the planner imports them)
+    contract    the agent <-> control-plane messages, codes, instants, paths and headers
+
+The layers, each importing only those below it (docs/architecture.md):
+
+    roof        nachtwacht: the command, `plan`, `demo`, and `nachtwacht.worlds` (the kit that
+                builds worlds for the demo, the end-to-end tests and the benchmarks)
+    programs    agent_daemon, control_plane
+    core        shared_planner (pure), signed_release (the release format)
+    ground      ground.clock, ground.limits, ground.contract
+"""

@@ -1,0 +1,83 @@
+"""The contract between the agent and the control plane, written once (docs/architecture.md).
+
+Pure: no I/O. Both programs, the simulated fleet and the test fakes import it; a string that is
+part of the contract is written here and nowhere else. Its numbers are `ground.limits` (stdlib
+only, so the planner can import them too).
+
+    instants    the one instant format on the wire, and `Instant`, its field type
+    codes       every refusal code, with `consumes_slot` (DESIGN.md rule 8) and its status
+    messages    the request and answer models of every agent endpoint
+    (here)      the API version, the paths and the headers
+"""
+
+from ground.contract.codes import AnswerCode, RefusalCode
+from ground.contract.instants import Instant, InstantError, format_instant, parse_instant
+from ground.contract.messages import (
+    AgentConfig,
+    BrakeView,
+    ClaimedRelease,
+    ClaimGrant,
+    ClaimRequest,
+    ErrorAnswer,
+    ErrorDetail,
+    ManualUpdateView,
+    NothingToDoReport,
+    OutcomeReport,
+    OutcomeStatus,
+    ReleaseView,
+    ScheduleView,
+    TokenView,
+)
+
+__all__ = [
+    "API_PREFIX",
+    "API_VERSION",
+    "CLAIMS_PATH",
+    "CONFIG_PATH",
+    "RUNS_PATH",
+    "SERVER_TIME_HEADER",
+    "AgentConfig",
+    "AnswerCode",
+    "BrakeView",
+    "ClaimGrant",
+    "ClaimRequest",
+    "ClaimedRelease",
+    "ErrorAnswer",
+    "ErrorDetail",
+    "Instant",
+    "InstantError",
+    "ManualUpdateView",
+    "NothingToDoReport",
+    "OutcomeReport",
+    "OutcomeStatus",
+    "RefusalCode",
+    "ReleaseView",
+    "ScheduleView",
+    "TokenView",
+    "artifact_path",
+    "format_instant",
+    "parse_instant",
+    "run_path",
+]
+
+# The API's major version: in every path, and the OpenAPI document's version.
+API_VERSION = "1"
+API_PREFIX = f"/v{API_VERSION}"
+
+# Every answer the control plane gives (304s and errors included) carries its clock's reading at
+# the moment it read the request, in `format_instant`'s form; the agent plans on that clock.
+SERVER_TIME_HEADER = "X-Nachtwacht-Server-Time"
+
+CONFIG_PATH = f"{API_PREFIX}/agent/config"
+CLAIMS_PATH = f"{API_PREFIX}/agent/claims"
+RUNS_PATH = f"{API_PREFIX}/agent/runs"
+
+
+def run_path(run_id: object) -> str:
+    """PATCH here with an `OutcomeReport`."""
+    return f"{RUNS_PATH}/{run_id}"
+
+
+def artifact_path(run_id: object) -> str:
+    """GET here for the build of a claimed run, while its token is good."""
+    return f"{RUNS_PATH}/{run_id}/artifact"

@@ -1,0 +1,233 @@
+"""The messages between an agent and the control plane, as the one set of models both use.
+
+The control plane declares them as its routes' request bodies and `response_model`s, so
+`/openapi.json` describes exactly what goes over the wire; the agent parses every answer with them
+(as untrusted input: a value outside its bounds is a `ValidationError`, never a crash further in);
+the simulated fleet and the test fake answer with them.
+
+Answers ignore fields they do not know, so an older agent keeps working against a newer control
+plane; requests forbid them, so a typo in a request is a 422 naming the field, not a silent no-op.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from uuid import UUID
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+from ground.contract.codes import RefusalCode
+from ground.contract.instants import Instant
+from ground.limits import (
+    MAX_CATCH_UP_MINUTES,
+    MAX_TIMES,
+    MAX_VERSION_LENGTH,
+    MIN_CATCH_UP_MINUTES,
+    TIME_PATTERN,
+)
+
+__all__ = [
+    "AgentConfig",
+    "BrakeView",
+    "ClaimGrant",
+    "ClaimRequest",
+    "ClaimedRelease",
+    "ErrorAnswer",
+    "ErrorDetail",
+    "ManualUpdateView",
+    "NothingToDoReport",
+    "OutcomeReport",
+    "OutcomeStatus",
+    "ReleaseView",
+    "ScheduleView",
+    "TokenView",
+]
+
+# The longest text any message carries in one field (an error message, a brake's reason); a
+# longer one is refused, not truncated, so nothing is silently lost.
+MAX_MESSAGE_LENGTH = 2000
+# A slot key is `YYYY-MM-DDTHH:MM`; the bound only keeps absurd values out of the server's parser,
+# which answers a malformed key with `not_a_slot`.
+MAX_SLOT_KEY_LENGTH = 32
+
+ScheduleTime = Annotated[str, StringConstraints(pattern=TIME_PATTERN)]
+Version = Annotated[str, StringConstraints(min_length=1, max_length=MAX_VERSION_LENGTH)]
+Message = Annotated[str, StringConstraints(max_length=MAX_MESSAGE_LENGTH)]
+SlotKeyText = Annotated[str, StringConstraints(max_length=MAX_SLOT_KEY_LENGTH)]
+
+# `succeeded`, `failed` or `rolled_back`: the end of a claimed run as the agent reports it.
+OutcomeStatus = Literal["succeeded", "failed", "rolled_back"]
+
+
+def _known_zone(name: str) -> str:
+    # "localtime" and its kin name whatever zone the reading host has: not one platform zone.
+    if name.lower() in {"localtime", "posixrules", "factory"}:
+        raise ValueError("expected an IANA time zone such as Europe/Amsterdam, not a host alias")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise ValueError("expected an IANA time zone such as Europe/Amsterdam") from exc
+    return name
+
+
+ZoneName = Annotated[
+    str, StringConstraints(min_length=1, max_length=64), AfterValidator(_known_zone)
+]
+
+
+class _Answer(BaseModel):
+    # A newer control plane may add fields; an older agent must not die on them.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# Numbers and switches are strict: `true` is not the number 1 and `1` is not true, so a value of
+# the wrong type is refused by name instead of quietly meaning something else.
+
+
+# -- GET /v1/agent/config -------------------------------------------------------------------------
+
+
+class ScheduleView(_Answer):
+    enabled: bool = Field(strict=True)
+    times: tuple[ScheduleTime, ...] = Field(max_length=MAX_TIMES, examples=[["03:00"]])
+
+    @model_validator(mode="after")
+    def _usable(self) -> ScheduleView:
+        # The same rule as the database's CHECK (DESIGN.md rule 4): no duplicates, and an enabled
+        # schedule has at least one time. Switched off, it may hold none.
+        if len(set(self.times)) != len(self.times):
+            raise ValueError("times: expected each time once")
+        if self.enabled and not self.times:
+            raise ValueError("times: an enabled schedule needs at least one time")
+        return self
+
+
+class BrakeView(_Answer):
+    engaged: bool = Field(strict=True)
+    reason: Message | None = None
+
+
+class ReleaseView(_Answer):
+    """The release an agent following `channel` on `platform` is offered now."""
+
+    version: Version
+    manifest_version: int = Field(strict=True, ge=1, le=2**63 - 1)
+    channel: str | None = Field(default=None, max_length=64)
+    platform: str | None = Field(default=None, max_length=64)
+
+
+class ManualUpdateView(_Answer):
+    run_id: UUID
+    requested_at: Instant | None = None
+
+
+class AgentConfig(_Answer):
+    """Everything an agent plans with. The ETag covers all of it but `server_time`."""
+
+    agent_id: UUID
+    org_id: UUID | None = None
+    name: str | None = Field(default=None, max_length=200)
+    schedule: ScheduleView
+    timezone: ZoneName
+    catch_up_minutes: int = Field(strict=True, ge=MIN_CATCH_UP_MINUTES, le=MAX_CATCH_UP_MINUTES)
+    brake: BrakeView
+    release: ReleaseView | None = None
+    manual_update: ManualUpdateView | None = None
+    server_time: Instant | None = None
+
+
+# -- POST /v1/agent/claims ------------------------------------------------------------------------
+
+
+class ClaimRequest(_Request):
+    """A scheduled slot (`slot_key`) or a manual update (`manual_run_id`): exactly one."""
+
+    slot_key: SlotKeyText | None = Field(default=None, examples=["2026-11-30T03:00"])
+    manual_run_id: UUID | None = None
+    from_version: Version | None = Field(default=None, examples=["1.4.1"])
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ClaimRequest:
+        if (self.slot_key is None) == (self.manual_run_id is None):
+            raise ValueError("expected exactly one of slot_key and manual_run_id")
+        return self
+
+
+class TokenView(_Answer):
+    id: UUID
+    expires_at: Instant
+
+
+class ClaimedRelease(_Answer):
+    """The signed release a granted claim may install. Only what the release key signed is
+    trusted; the rest says where to fetch it."""
+
+    version: Version
+    manifest_version: int = Field(strict=True, ge=1, le=2**63 - 1)
+    manifest_b64: str = Field(max_length=1_000_000)
+    signature_b64: str = Field(max_length=10_000)
+    artifact_url: str = Field(max_length=2048, examples=["/v1/agent/runs/<run_id>/artifact"])
+
+
+class ClaimGrant(_Answer):
+    """201 for a new claim, 200 for the same claim asked again (the same answer every time)."""
+
+    run_id: UUID
+    slot_key: SlotKeyText | None = None
+    token: TokenView
+    release: ClaimedRelease
+
+
+# -- POST /v1/agent/runs, PATCH /v1/agent/runs/{run_id} -------------------------------------------
+
+
+class NothingToDoReport(_Request):
+    """Already on the offered release: the slot is consumed and recorded as such."""
+
+    slot_key: SlotKeyText = Field(examples=["2026-11-30T03:00"])
+    status: Literal["up_to_date"]
+    version: Version | None = None
+
+
+class OutcomeReport(_Request):
+    status: OutcomeStatus
+    version: Version | None = None
+    error: Message | None = None
+
+
+# -- every error ----------------------------------------------------------------------------------
+
+
+class ErrorDetail(_Answer):
+    """`{"detail": {...}}` of every refusal. `code` is a `RefusalCode` for claims, an `AnswerCode`
+    or a domain code elsewhere; `message` names the field, the value and what was expected."""
+
+    code: str = Field(max_length=64)
+    message: Message
+    retry_after_seconds: float | None = Field(default=None, ge=0, le=3600)
+    reason: Message | None = None
+    slot_key: SlotKeyText | None = None
+
+    @property
+    def refusal(self) -> RefusalCode | None:
+        """The claim refusal this names, or None for a code this agent does not know."""
+        try:
+            return RefusalCode(self.code)
+        except ValueError:
+            return None
+
+
+class ErrorAnswer(_Answer):
+    detail: ErrorDetail

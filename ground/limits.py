@@ -1,0 +1,56 @@
+"""Limits that more than one program enforces, each defined once.
+
+The API validator, the database CHECK constraints, the agent's parser and the planner all import
+these; none writes its own number. A limit here is part of the contract: changing it changes what
+every program accepts.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_CATCH_UP_MINUTES",
+    "DEFAULT_GLOBAL_CAP",
+    "DEFAULT_ORG_CAP",
+    "DEFAULT_TIMES",
+    "DEFAULT_TIMEZONE",
+    "GRID_MINUTES",
+    "MAX_CAP",
+    "MAX_CATCH_UP_MINUTES",
+    "MAX_TIMES",
+    "MAX_VERSION_LENGTH",
+    "MIN_CAP",
+    "MIN_CATCH_UP_MINUTES",
+    "TIME_PATTERN",
+]
+
+# HH:MM, 00:00-23:55, minutes on the five-minute grid. Anchored; plain enough for both Python's `re`
+# and PostgreSQL's jsonpath `like_regex` (which has no \d), so one string serves every layer.
+TIME_PATTERN = "^([01][0-9]|2[0-3]):[0-5][05]$"
+
+# Minutes between two neighbouring grid points.
+GRID_MINUTES = 5
+
+# A day holds 24 * 12 grid points, so no valid schedule has more times than this.
+MAX_TIMES = 24 * 60 // GRID_MINUTES
+
+# "On for everyone" (DESIGN.md rule 1): the column default of every agent's schedule.
+DEFAULT_TIMES = ("03:00",)
+
+# DESIGN.md rule 2: the platform's one zone, a setting.
+DEFAULT_TIMEZONE = "Europe/Amsterdam"
+
+# DESIGN.md rule 7: a promise about interruption. The upper bound keeps a 03:00 update out of the
+# working day whatever an operator sets: two hours, so a 03:00 slot never starts after 05:00.
+DEFAULT_CATCH_UP_MINUTES = 15
+MIN_CATCH_UP_MINUTES = 1
+MAX_CATCH_UP_MINUTES = 120
+
+# DESIGN.md rule 9: tokens per round (one minute of the control plane's clock). The upper bound is
+# the database column's range (`integer`), so a larger number is a readable 422, never a 500.
+DEFAULT_ORG_CAP = 5
+DEFAULT_GLOBAL_CAP = 25
+MIN_CAP = 0
+MAX_CAP = 2**31 - 1
+
+# An agent version string as it crosses the network (a run row's column holds no more).
+MAX_VERSION_LENGTH = 100
