@@ -6,6 +6,9 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+from ground.clock import ClockConfigError
 
 # subcommand -> (module, one-line summary); each module has `main(argv: list[str]) -> int`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -18,7 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _usage() -> str:
-    lines = ["usage: nachtwacht COMMAND [ARGS...]", "", "commands:"]
+    lines = ["usage: nachtwacht [--version] COMMAND [ARGS...]", "", "commands:"]
     lines += [f"  {name:<9} {summary}" for name, (_, summary) in SUBCOMMANDS.items()]
     lines += ["", "Run `nachtwacht COMMAND --help` for a command's options."]
     return "\n".join(lines)
@@ -26,8 +29,16 @@ def _usage() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in {"-h", "--help", "help"}:
+    if not args:
+        # A command line without a command is a mistake, not a request for help: exit 2, so a
+        # script that lost its argument fails instead of "succeeding" with a usage text.
+        print(f"nachtwacht: a command is required\n\n{_usage()}", file=sys.stderr)
+        return 2
+    if args[0] in {"-h", "--help", "help"}:
         print(_usage())
+        return 0
+    if args[0] in {"-V", "--version"}:
+        print(f"nachtwacht {_installed_version()}")
         return 0
     name, rest = args[0], args[1:]
     if name not in SUBCOMMANDS:
@@ -42,7 +53,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"nachtwacht {name}: missing dependency {exc.name!r}{hint}", file=sys.stderr)
         return 2
     entry: Callable[[list[str]], int] = module.main
-    return entry(rest)
+    try:
+        return entry(rest)
+    except ClockConfigError as exc:
+        # Every program reads the clock setting once at start-up, wherever its shell does; a bad
+        # value is the same one-line error for all of them, never a traceback.
+        print(f"nachtwacht {name}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _installed_version() -> str:
+    try:
+        return version("nachtwacht")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
 
 
 if __name__ == "__main__":
