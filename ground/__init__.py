@@ -2,7 +2,8 @@
 
     clock       the one clock object per program, real or fast fake (DESIGN.md "Time")
     limits      numbers more than one program enforces (stdlib only: the planner imports them)
-    contract    the agent <-> control-plane messages, codes, instants, paths and headers
+    instants    the one way an instant is written and read between programs (stdlib only)
+    contract    the agent <-> control-plane messages, codes, paths and headers (pydantic)
 
 The layers, each importing only those below it (docs/architecture.md):
 
@@ -10,5 +11,5 @@ The layers, each importing only those below it (docs/architecture.md):
                 builds worlds for the demo, the end-to-end tests and the benchmarks)
     programs    agent_daemon, control_plane
     core        shared_planner (pure), signed_release (the release format)
-    ground      ground.clock, ground.limits, ground.contract
+    ground      ground.clock, ground.limits, ground.instants, ground.contract
 """

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, Literal
 
+from ground.instants import InstantError, format_instant
+from ground.instants import parse_instant as ground_parse_instant
 from signed_release.errors import DuplicateField, InvalidField, MalformedManifest
 from signed_release.versions import is_valid_version
 
@@ -43,13 +45,9 @@ def parse_instant(field: str, value: object) -> datetime:
             field, f"{value!r} is not an RFC 3339 UTC instant (expected e.g. 2026-11-30T02:00:00Z)"
         )
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
-    except ValueError as exc:
+        return ground_parse_instant(value, field=field)
+    except InstantError as exc:
         raise InvalidField(field, f"{value!r} is not a real date and time") from exc
-
-
-def format_instant(value: datetime) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, kw_only=True)

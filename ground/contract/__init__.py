@@ -4,14 +4,14 @@ Pure: no I/O. Both programs, the simulated fleet and the test fakes import it; a
 part of the contract is written here and nowhere else. Its numbers are `ground.limits` (stdlib
 only, so the planner can import them too).
 
-    instants    the one instant format on the wire, and `Instant`, its field type
+    fields      `Instant`, the field type of every instant (its format: `ground.instants`)
     codes       every refusal code, with `consumes_slot` (DESIGN.md rule 8) and its status
     messages    the request and answer models of every agent endpoint
     (here)      the API version, the paths and the headers
 """
 
 from ground.contract.codes import AnswerCode, RefusalCode
-from ground.contract.instants import Instant, InstantError, format_instant, parse_instant
+from ground.contract.fields import Instant
 from ground.contract.messages import (
     AgentConfig,
     BrakeView,
@@ -28,6 +28,7 @@ from ground.contract.messages import (
     ScheduleView,
     TokenView,
 )
+from ground.instants import InstantError, format_instant, parse_instant
 
 __all__ = [
     "API_PREFIX",

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from ground.contract.codes import RefusalCode
-from ground.contract.instants import Instant
+from ground.contract.fields import Instant
 from ground.limits import (
     MAX_CATCH_UP_MINUTES,
     MAX_TIMES,

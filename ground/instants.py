@@ -1,6 +1,7 @@
 """The one way an instant crosses the network: RFC 3339 in UTC with a `Z`, to the second.
 
-`2026-11-30T02:00:00Z`. Every time the control plane sends (the server-time header, the config's
+`2026-11-30T02:00:00Z`. Standard library only: the release format and the planner's shells use
+it as well as the contract. Every time the control plane sends (the server-time header, the config's
 `server_time`, token expiries, run and event times) is written by `format_instant`, and every time
 a program reads from the other is read by `parse_instant`, which accepts any RFC 3339 offset and
 refuses a reading without one (a naive time means a different instant on every host).
@@ -9,11 +10,8 @@ refuses a reading without one (a naive time means a different instant on every h
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
 
-from pydantic import AfterValidator, PlainSerializer
-
-__all__ = ["Instant", "InstantError", "format_instant", "parse_instant"]
+__all__ = ["InstantError", "format_instant", "parse_instant"]
 
 # The longest RFC 3339 reading worth parsing: "2026-11-30T02:00:00.123456+14:00" and a little room.
 _MAX_LENGTH = 40
@@ -55,18 +53,3 @@ def parse_instant(text: object, *, field: str = "instant") -> datetime:
 def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _aware_utc(value: datetime) -> datetime:
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError("expected an instant with an offset, e.g. 2026-11-30T02:00:00Z")
-    return value.astimezone(UTC)
-
-
-# The field type of every instant in the contract's messages: parsed with an offset required,
-# kept in UTC, and written back by `format_instant`.
-Instant = Annotated[
-    datetime,
-    AfterValidator(_aware_utc),
-    PlainSerializer(format_instant, return_type=str, when_used="json"),
-]

@@ -1,0 +1,28 @@
+"""`Instant`: the field type of every instant in the contract's messages.
+
+Parsed with an offset required, kept in UTC, and written back by `ground.instants.format_instant`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import AfterValidator, PlainSerializer
+
+from ground.instants import format_instant
+
+__all__ = ["Instant"]
+
+
+def _aware_utc(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("expected an instant with an offset, e.g. 2026-11-30T02:00:00Z")
+    return value.astimezone(UTC)
+
+
+Instant = Annotated[
+    datetime,
+    AfterValidator(_aware_utc),
+    PlainSerializer(format_instant, return_type=str, when_used="json"),
+]
