@@ -5,6 +5,13 @@ of verifying an update). Import from here; the modules behind it are free to mov
 """
 
 from signed_release.artifact import AGENT_ENTRY_POINT, ArtifactFacts, describe_artifact
+from signed_release.build_archive import (
+    MAX_MEMBERS,
+    BuildEntry,
+    BuildRefused,
+    lint_build,
+    unpack_build,
+)
 from signed_release.errors import (
     ArtifactError,
     BadSignature,
@@ -40,11 +47,14 @@ from signed_release.versions import is_valid_version, version_key
 __all__ = [
     "AGENT_ENTRY_POINT",
     "ARTIFACT_FORMAT",
+    "MAX_MEMBERS",
     "PRIVATE_KEY_NAME",
     "PUBLIC_KEY_NAME",
     "ArtifactError",
     "ArtifactFacts",
     "BadSignature",
+    "BuildEntry",
+    "BuildRefused",
     "DuplicateField",
     "InvalidField",
     "KeyFileError",
@@ -61,11 +71,13 @@ __all__ = [
     "generate_key_files",
     "is_valid_version",
     "key_id",
+    "lint_build",
     "load_private_key",
     "load_public_key",
     "load_public_keys",
     "parse_instant",
     "parse_manifest",
     "sign_manifest",
+    "unpack_build",
     "version_key",
 ]

@@ -1,5 +1,7 @@
 """What the signer learns from an agent build: its length, SHA-256 and unpacked size, after checking
-that it is a tar.gz whose root holds an executable `bin/provibr-agent`."""
+that it is a tar.gz whose root holds an executable `bin/provibr-agent` and that every member passes
+the rules the agent unpacks with (`build_archive.lint_build`): a build a host would refuse is
+refused here, once, before it is signed."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from signed_release.build_archive import BuildRefused, lint_build, read_members
 from signed_release.errors import ArtifactError
 
 __all__ = ["AGENT_ENTRY_POINT", "ArtifactFacts", "describe_artifact"]
@@ -31,20 +34,25 @@ def describe_artifact(path: Path) -> ArtifactFacts:
                 digest.update(chunk)
                 length += len(chunk)
         with tarfile.open(path, mode="r:gz") as archive:
-            members = archive.getmembers()
+            entries = lint_build(read_members(archive))
     except OSError as exc:
         raise ArtifactError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    except BuildRefused as exc:
+        raise BuildRefused(f"{path}: {exc}") from exc
     except (tarfile.TarError, EOFError) as exc:
         raise ArtifactError(f"{path}: not a tar.gz archive ({exc})") from exc
     entry = next(
-        (m for m in members if m.name.removeprefix("./") == AGENT_ENTRY_POINT and m.isfile()),
+        (e for e in entries if str(e.path) == AGENT_ENTRY_POINT and e.kind == "file"),
         None,
     )
     if entry is None:
         raise ArtifactError(
             f"{path}: holds no regular file {AGENT_ENTRY_POINT} (expected an agent build)"
         )
-    if not entry.mode & 0o100:
-        raise ArtifactError(f"{path}: {AGENT_ENTRY_POINT} is not executable (mode {entry.mode:o})")
-    unpacked = sum(member.size for member in members if member.isfile())
+    if not entry.executable:
+        assert entry.member is not None
+        raise ArtifactError(
+            f"{path}: {AGENT_ENTRY_POINT} is not executable (mode {entry.member.mode:o})"
+        )
+    unpacked = sum(e.size for e in entries)
     return ArtifactFacts(length=length, sha256=digest.hexdigest(), unpacked_size=unpacked)

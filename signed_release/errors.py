@@ -11,6 +11,7 @@
     │   └── BadSignature         the signature does not match the manifest bytes
     ├── KeyFileError             a key file cannot be read, has the wrong kind or mode
     └── ArtifactError            an artifact cannot be signed (not a tar.gz agent build)
+        └── BuildRefused         a member is not provably safe to unpack (build_archive)
 
 Every message says which field or file, what was found and what was expected.
 """
