@@ -149,18 +149,68 @@ def _refuse_constant(name: str) -> Any:
     raise MalformedManifest(f"{name} is not valid JSON (expected a finite number)")
 
 
+# Release documents are flat; the bounds keep a hostile one from reaching the parser's own limits
+# (a RecursionError, or Python's 4,300-digit integer guard) and failing as something else.
+MAX_JSON_DEPTH = 16
+MAX_NUMBER_CHARACTERS = 32
+
+
+def _nesting_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects, strings skipped, without recursing."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for character in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif character == "\\":
+                escaped = True
+            elif character == '"':
+                in_string = False
+        elif character == '"':
+            in_string = True
+        elif character in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif character in "]}":
+            depth -= 1
+    return deepest
+
+
+def _bounded_number(what: str, convert: Any) -> Any:
+    def parse(text: str) -> Any:
+        if len(text) > MAX_NUMBER_CHARACTERS:
+            raise MalformedManifest(
+                f"{what}: a number of {len(text)} characters "
+                f"(expected at most {MAX_NUMBER_CHARACTERS})"
+            )
+        return convert(text)
+
+    return parse
+
+
 def strict_json_object(data: bytes, *, what: str, limit: int) -> dict[str, Any]:
-    """Parse bytes as one UTF-8 JSON object, refusing duplicate keys, NaN and oversized input.
-    Raises MalformedManifest / DuplicateField; callers re-map for other documents."""
+    """Parse bytes as one UTF-8 JSON object, refusing duplicate keys, NaN, oversized input, deep
+    nesting and absurdly long numbers. Raises MalformedManifest / DuplicateField; callers re-map
+    for other documents."""
     if len(data) > limit:
         raise MalformedManifest(f"{what}: {len(data)} bytes is larger than the limit of {limit}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise MalformedManifest(f"{what}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    depth = _nesting_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise MalformedManifest(
+            f"{what}: nested {depth} levels deep (expected at most {MAX_JSON_DEPTH})"
+        )
     try:
         value = json.loads(
-            text, object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant
+            text,
+            object_pairs_hook=_refuse_duplicates,
+            parse_constant=_refuse_constant,
+            parse_int=_bounded_number(what, int),
+            parse_float=_bounded_number(what, float),
         )
     except json.JSONDecodeError as exc:
         raise MalformedManifest(

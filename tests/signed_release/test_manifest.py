@@ -126,3 +126,30 @@ def test_a_naive_datetime_is_refused_when_building() -> None:
             sha256="ab" * 32,
             unpacked_size=1,
         )
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        pytest.param(
+            b'{"manifest_version": ' + b"9" * 5000 + b"}",
+            "a number of 5000 characters",
+            id="five_thousand_digit_number",
+        ),
+        pytest.param(
+            b'{"length": 1' + b"0" * 400 + b".5}", "a number of 403 characters", id="huge_float"
+        ),
+        pytest.param(b'{"a":' * 3000 + b"1" + b"}" * 3000, "levels deep", id="deep_objects"),
+        pytest.param(b'{"a":' + b"[" * 40 + b"]" * 40 + b"}", "41 levels deep", id="deep_arrays"),
+    ],
+)
+def test_a_manifest_built_to_break_the_parser_is_refused_as_malformed(
+    data: bytes, match: str
+) -> None:
+    with pytest.raises(MalformedManifest, match=match):
+        parse_manifest(data)
+
+
+def test_brackets_inside_strings_are_not_nesting() -> None:
+    with pytest.raises(InvalidField, match="is missing"):
+        parse_manifest(json.dumps({"channel": "[" * 100 + '\\"{' * 50}).encode())

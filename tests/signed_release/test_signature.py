@@ -105,6 +105,8 @@ def test_a_signature_from_another_manifest_is_refused(
         pytest.param(
             b'{"key_id": "1", "key_id": "2", "signature": ""}', "key_id: appears", id="duplicate"
         ),
+        pytest.param(b"[" * 2000 + b"]" * 2000, "levels deep", id="deeply_nested"),
+        pytest.param(b'{"key_id": ' + b"7" * 4000 + b"}", "a number of 4000", id="long_number"),
     ],
 )
 def test_a_malformed_signature_file_is_refused(
