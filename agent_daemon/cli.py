@@ -30,22 +30,18 @@ from agent_daemon.config import (
     resolve_paths,
     write_config,
 )
+from agent_daemon.config_cache import CachedConfig, ConfigCache
+from agent_daemon.control_plane_client import ControlPlaneClient, FreshConfig
 from agent_daemon.daemon import Daemon
 from agent_daemon.daemon_state import StateStore
 from agent_daemon.errors import AgentError, BadServerAnswer, ConfigError, DaemonStateError
 from agent_daemon.event_log import EventLog
+from agent_daemon.http_client import build_http_client
 from agent_daemon.outbox import Outbox
+from agent_daemon.server_clock import ServerClock
 from agent_daemon.service import DaemonLock, daemon_running, run_service
 from agent_daemon.state import UpdaterStateStore
 from agent_daemon.status import AgentStatus, render_status
-from agent_daemon.sync import (
-    CachedConfig,
-    ConfigCache,
-    ControlPlaneClient,
-    FreshConfig,
-    ServerClock,
-    build_http_client,
-)
 from agent_daemon.updater import Updater, UpdaterSettings
 from ground.clock import Clock, ClockConfigError, clock_from_env
 from signed_release import ReleaseError, load_public_keys
@@ -184,7 +180,7 @@ def _enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
             answer = ControlPlaneClient(http=http, server_clock=clock).fetch_config(etag=None)
         if not isinstance(answer, FreshConfig):
             raise BadServerAnswer("GET /v1/agent/config: 304 although no ETag was sent")
-        fields["agent_id"] = answer.config.agent_id
+        fields["agent_id"] = str(answer.config.agent_id)
         write_config(paths.config_file, render_config(fields))
         ConfigCache(paths.state_dir / CONFIG_CACHE_NAME).save(
             CachedConfig(
@@ -197,7 +193,7 @@ def _enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
         )
     finally:
         staging.unlink(missing_ok=True)
-    name = answer.config.name or answer.config.agent_id
+    name = answer.config.name or str(answer.config.agent_id)
     print(f"enrolled agent {name} ({answer.config.agent_id}) with {fields['control_url']}")
     print(f"config written to {paths.config_file} (mode 0600)")
     print(f"state directory {paths.state_dir}")

@@ -27,14 +27,13 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent_daemon.atomic_file import write_bytes_atomically
-from agent_daemon.errors import ConfigError
+from agent_daemon.errors import ConfigError, describe_validation_error
 
 __all__ = [
     "CONFIG_FILE_NAME",
     "CONFIG_FORMAT_VERSION",
     "AgentPaths",
     "AgentSettings",
-    "describe_validation_error",
     "load_settings",
     "render_config",
     "resolve_paths",
@@ -156,28 +155,6 @@ class AgentSettings:
     def __repr__(self) -> str:
         # The credential must never reach a log line through a repr.
         return f"AgentSettings(agent_id={self.agent_id!r}, control_url={self.control_url!r}, …)"
-
-
-def describe_validation_error(exc: ValidationError, source: str) -> str:
-    """One line per problem: `source: field: found 'x' — expected …`."""
-    lines = []
-    for error in exc.errors():
-        field = ".".join(str(part) for part in error["loc"]) or "(document)"
-        if error["type"] == "missing":
-            lines.append(f"{source}: {field}: missing (required)")
-            continue
-        if error["type"] == "extra_forbidden":
-            lines.append(f"{source}: {field}: unknown field (check the spelling)")
-            continue
-        found = error.get("input")
-        message = str(error["msg"]).removeprefix("Value error, ")
-        lines.append(f"{source}: {field}: found {_shown(found)} — {message}")
-    return "\n".join(lines)
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _check_file_is_private(path: Path) -> None:

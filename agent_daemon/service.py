@@ -29,7 +29,7 @@ from apscheduler.triggers.base import BaseTrigger
 from agent_daemon.daemon import Daemon
 from agent_daemon.errors import ConfigError
 from agent_daemon.event_log import EventLog
-from agent_daemon.sync import ServerClock
+from agent_daemon.server_clock import ServerClock
 from agent_daemon.systemd_notify import Notifier
 
 __all__ = [
