@@ -33,13 +33,13 @@ from agent_daemon.config import (
 from agent_daemon.config_cache import CachedConfig, ConfigCache
 from agent_daemon.control_plane_client import ControlPlaneClient, FreshConfig
 from agent_daemon.daemon import Daemon
+from agent_daemon.daemon_loop import DaemonLock, daemon_running, run_service
 from agent_daemon.daemon_state import StateStore
 from agent_daemon.errors import AgentError, BadServerAnswer, ConfigError, DaemonStateError
 from agent_daemon.event_log import EventLog
 from agent_daemon.http_client import build_http_client
 from agent_daemon.outbox import Outbox
 from agent_daemon.server_clock import ServerClock
-from agent_daemon.service import DaemonLock, daemon_running, run_service
 from agent_daemon.state import UpdaterStateStore
 from agent_daemon.status import AgentStatus, render_status
 from agent_daemon.updater import Updater, UpdaterSettings
