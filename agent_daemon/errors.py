@@ -192,20 +192,23 @@ class UpdateInProgress(UpdateError):
     """Another process holds the update lock: one update at a time."""
 
 
-def describe_validation_error(exc: ValidationError, source: str) -> str:
-    """One line per problem: `source: field: found 'x' — expected …`."""
+def describe_validation_error(exc: ValidationError, source: str | None) -> str:
+    """One line per problem: `source: field: found 'x' — expected …` (without `source: ` when
+    there is no file or endpoint to name)."""
     lines = []
     for error in exc.errors():
         field = ".".join(str(part) for part in error["loc"]) or "(document)"
+        if source is not None:
+            field = f"{source}: {field}"
         if error["type"] == "missing":
-            lines.append(f"{source}: {field}: missing (required)")
+            lines.append(f"{field}: missing (required)")
             continue
         if error["type"] == "extra_forbidden":
-            lines.append(f"{source}: {field}: unknown field (check the spelling)")
+            lines.append(f"{field}: unknown field (check the spelling)")
             continue
         found = error.get("input")
         message = str(error["msg"]).removeprefix("Value error, ")
-        lines.append(f"{source}: {field}: found {_shown(found)} — {message}")
+        lines.append(f"{field}: found {_shown(found)} — {message}")
     return "\n".join(lines)
 
 
