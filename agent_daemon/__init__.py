@@ -1,0 +1,38 @@
+"""The agent daemon: the updater on a customer host (`nachtwacht agent …`, docs/agent_daemon.md).
+
+Read `decision` first: it is the whole of DESIGN.md rule 8, pure. Everything else is I/O around it.
+
+    the minute
+      decision          pure `decide(state, config, answer, now) -> action`: the five steps and
+                        which consumes the slot (asks `RefusalCode.consumes_slot`, nothing else)
+      daemon            `Daemon`: the executor — reads the clock once per tick, does each action's
+                        I/O (sync, claim, updater, reports, state saves, log lines), feeds back
+      daemon_loop       the service around it: APScheduler's one-minute job, signals, systemd
+                        notify, one daemon per state directory
+    talking to the control plane (outbound only)
+      wire              pure: what an answer means, read with `ground.contract`'s models (shared
+                        with the demo's simulated fleet)
+      control_plane_client  the calls: config (ETag/304), claims, reports; foreign errors mapped
+      http_client       the one `httpx.Client` (a `transport=` seam for tests)
+      server_clock      the control plane's clock as this host sees it (offset from every answer)
+      config_cache      the last config on disk, for offline minutes and `status`
+    on disk (atomic, versioned)
+      daemon_state      last consumed slot, the claim in progress, recent runs
+      outbox            reports not delivered yet, sent in order
+      reporting         reports go through the outbox, one log line each
+      atomic_file       temp file, fsync, rename, fsync the directory; format versions
+      pid_lock          one process at a time on a file (daemon.lock, update.lock)
+    the host
+      settings          the one `AgentSettings` (updater section nested): flags, agent.toml, env
+      cli               `nachtwacht agent enroll | run | status`, every part built in one place
+      status            what `status` says, from the files alone
+      event_log         one JSON line per event on stdout (journald)
+      systemd_notify    READY / WATCHDOG / STOPPING datagrams
+      errors            the agent's exception tree
+    updater/            applies one update: verify, download, install, switch, restart,
+                        health-check, roll back (its own map in `updater/__init__.py`)
+
+Layers: this package imports `ground`, `shared_planner` and `signed_release`, never `nachtwacht`
+or `control_plane`. `updater/` uses only `errors`, `atomic_file` and `pid_lock` from here; the
+daemon's modules import the updater, never the other way round.
+"""

@@ -19,10 +19,21 @@ from pathlib import Path
 
 import httpx
 
-from agent_daemon.config import (
+from agent_daemon.config_cache import CachedConfig, ConfigCache
+from agent_daemon.control_plane_client import ControlPlaneClient, FreshConfig
+from agent_daemon.daemon import Daemon
+from agent_daemon.daemon_loop import DaemonLock, daemon_running, run_service
+from agent_daemon.daemon_state import StateStore
+from agent_daemon.errors import AgentError, BadServerAnswer, ConfigError, DaemonStateError
+from agent_daemon.event_log import EventLog
+from agent_daemon.http_client import build_http_client
+from agent_daemon.outbox import Outbox
+from agent_daemon.server_clock import ServerClock
+from agent_daemon.settings import (
     CONFIG_FORMAT_VERSION,
     DEFAULT_INSTALL_ROOT,
     DEFAULT_RESTART_COMMAND,
+    UPDATER_DIR_NAME,
     AgentPaths,
     AgentSettings,
     load_settings,
@@ -30,32 +41,18 @@ from agent_daemon.config import (
     resolve_paths,
     write_config,
 )
-from agent_daemon.daemon import Daemon
-from agent_daemon.daemon_state import StateStore
-from agent_daemon.errors import AgentError, BadServerAnswer, ConfigError, DaemonStateError
-from agent_daemon.event_log import EventLog
-from agent_daemon.outbox import Outbox
-from agent_daemon.service import DaemonLock, daemon_running, run_service
-from agent_daemon.state import UpdaterStateStore
 from agent_daemon.status import AgentStatus, render_status
-from agent_daemon.sync import (
-    CachedConfig,
-    ConfigCache,
-    ControlPlaneClient,
-    FreshConfig,
-    ServerClock,
-    build_http_client,
-)
-from agent_daemon.updater import Updater, UpdaterSettings
+from agent_daemon.updater import Updater
+from agent_daemon.updater.updater_settings import FIELD_INFO
+from agent_daemon.updater.updater_state import UpdaterStateStore
 from ground.clock import Clock, ClockConfigError, clock_from_env
-from signed_release import ReleaseError, load_public_keys
+from signed_release import ReleaseError
 
 __all__ = ["main"]
 
 STATE_FILE_NAME = "daemon-state.json"
 CONFIG_CACHE_NAME = "config-cache.json"
 OUTBOX_DIR_NAME = "outbox"
-UPDATER_DIR_NAME = "updater"
 
 
 class _UsageError(Exception):
@@ -112,8 +109,17 @@ def _parser() -> _Parser:
         "(default: <install root>/current/bin/provibr-agent health; not --version, which "
         "prints the installed build's version even while the old process still runs)",
     )
-    enroll.add_argument("--health-deadline-seconds", type=float, default=120.0)
-    enroll.add_argument("--request-timeout-seconds", type=float, default=10.0)
+    # The defaults are the settings model's own, so `enroll` and `run` cannot disagree.
+    enroll.add_argument(
+        "--health-deadline-seconds",
+        type=float,
+        default=FIELD_INFO["health_deadline_seconds"].default,
+    )
+    enroll.add_argument(
+        "--request-timeout-seconds",
+        type=float,
+        default=AgentSettings.model_fields["request_timeout_seconds"].default,
+    )
     enroll.add_argument("--force", action="store_true", help="replace an existing config")
 
     run = commands.add_parser("run", help="run the daemon (what the systemd unit starts)")
@@ -178,13 +184,12 @@ def _enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
     write_config(staging, render_config(fields))
     try:
         settings = load_settings(AgentPaths(state_dir=paths.state_dir, config_file=staging))
-        load_public_keys(settings.trusted_key_files)
         clock = ServerClock(clock_from_env())
         with _http_client(settings, clock) as http:
             answer = ControlPlaneClient(http=http, server_clock=clock).fetch_config(etag=None)
         if not isinstance(answer, FreshConfig):
             raise BadServerAnswer("GET /v1/agent/config: 304 although no ETag was sent")
-        fields["agent_id"] = answer.config.agent_id
+        fields["agent_id"] = str(answer.config.agent_id)
         write_config(paths.config_file, render_config(fields))
         ConfigCache(paths.state_dir / CONFIG_CACHE_NAME).save(
             CachedConfig(
@@ -197,7 +202,7 @@ def _enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
         )
     finally:
         staging.unlink(missing_ok=True)
-    name = answer.config.name or answer.config.agent_id
+    name = answer.config.name or str(answer.config.agent_id)
     print(f"enrolled agent {name} ({answer.config.agent_id}) with {fields['control_url']}")
     print(f"config written to {paths.config_file} (mode 0600)")
     print(f"state directory {paths.state_dir}")
@@ -240,23 +245,7 @@ def build_daemon(
 
 
 def _build_updater(settings: AgentSettings, *, http: httpx.Client, clock: Clock) -> Updater:
-    try:
-        updater_settings = UpdaterSettings(
-            install_root=settings.install_root,
-            state_dir=settings.state_dir / UPDATER_DIR_NAME,
-            trusted_keys=load_public_keys(settings.trusted_key_files),
-            platform=settings.platform,
-            channel=settings.channel,
-            restart_command=settings.restart_command,
-            health_command=settings.health_command,
-            health_deadline_seconds=settings.health_deadline_seconds,
-            health_poll_seconds=settings.health_poll_seconds,
-            download_read_timeout_seconds=settings.download_read_timeout_seconds,
-            download_deadline_seconds=settings.download_deadline_seconds,
-        )
-    except ValueError as exc:
-        raise ConfigError(f"{settings.config_file}: {exc}") from exc
-    return Updater(settings=updater_settings, client=http, clock=clock)
+    return Updater(settings=settings.updater, client=http, clock=clock)
 
 
 def _http_client(
@@ -286,7 +275,7 @@ def _run(paths: AgentPaths, environ: Mapping[str, str] = os.environ) -> int:
             agent_id=settings.agent_id,
             control_url=settings.control_url,
             state_dir=str(settings.state_dir),
-            install_root=str(settings.install_root),
+            install_root=str(settings.updater.install_root),
             pid=os.getpid(),
         )
         with parts.http:
@@ -337,7 +326,7 @@ def _status(paths: AgentPaths, *, as_json: bool) -> int:
 
 
 def _installed_version(settings: AgentSettings, clock: Clock) -> str | None:
-    current = settings.install_root / "current"
+    current = settings.updater.install_root / "current"
     if not current.exists():
         return None
     try:

@@ -1,18 +1,14 @@
-"""One minute of the agent: reach, plan, nothing to do, token, dispatch (DESIGN.md rule 8).
+"""One minute of the agent, carried out: the executor of `agent_daemon.decision.decide`.
 
-Whether a step consumes the slot is decided per step, in this order:
+`decide` holds DESIGN.md rule 8 (which step consumes the slot); this module does what each of its
+actions asks — the config sync, the claim, the updater, the reports through the outbox, the state
+saves and the log lines — and feeds what it found back, until the action is final.
 
-1. reach — sync config. Offline (no answer, timeout, 5xx) consumes nothing: retry next minute.
-2. plan — `shared_planner.due_slot` on the server's clock, after the last consumed slot. A manual
-   update request in the config skips the planner and the caps.
-3. nothing to do — installed is the current release: report `up_to_date`, consume the slot.
-4. token — a refusal (cap full, brake) consumes nothing; `slot_consumed`/`window_closed`/
-   `not_a_slot` means the slot is gone, so it is consumed locally; a grant is the claim: the slot
-   is consumed and the claim persisted before anything else.
-5. dispatch — the updater applies the claimed release; the outcome is reported.
+The clock is read once per minute, right after the reach: that answer is what teaches the
+`ServerClock` the control plane's time, so the instant a slot is planned on is the one recorded.
 
-Every report goes through the on-disk outbox first, so none is lost to a crash or an outage.
-A claim in the state file is finished before anything new is planned: a daemon restarted in the
+Every report goes through the on-disk outbox first, so none is lost to a crash or an outage. A
+claim in the state file is finished before anything new is planned: a daemon restarted in the
 middle of any step continues from there and never claims or installs the same slot twice.
 """
 
@@ -21,15 +17,41 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Literal, Protocol
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
+from agent_daemon import wire
+from agent_daemon.config_cache import CachedConfig, ConfigCache
+from agent_daemon.control_plane_client import ControlPlaneClient, NotModified
 from agent_daemon.daemon_state import (
     ClaimInProgress,
     ConsumedSlot,
     DaemonState,
     RunRecord,
     StateStore,
+)
+from agent_daemon.decision import (
+    Action,
+    AgentFacts,
+    Answer,
+    ClaimAnswer,
+    ClaimManual,
+    ClaimRequestAction,
+    ClaimSlot,
+    ConfigRejected,
+    CredentialRejected,
+    EndManual,
+    GiveUpSlot,
+    Granted,
+    NothingToDo,
+    Refused,
+    ResumeClaim,
+    StartUpdate,
+    TickResult,
+    Unreachable,
+    Wait,
+    decide,
+    is_current,
 )
 from agent_daemon.errors import (
     AgentError,
@@ -38,21 +60,13 @@ from agent_daemon.errors import (
     CredentialRefused,
     DaemonStateError,
 )
-from agent_daemon.event_log import EventLog
+from agent_daemon.event_log import EventLog, Level
 from agent_daemon.outbox import Outbox
 from agent_daemon.reporting import ReportSender
-from agent_daemon.sync import (
-    CachedConfig,
-    ClaimGranted,
-    ConfigCache,
-    ControlPlaneClient,
-    NotModified,
-    RemoteConfig,
-    ServerClock,
-)
+from agent_daemon.server_clock import ServerClock
 from agent_daemon.updater import UpdateOutcome, UpdateRequest
-from shared_planner import Slot, due_slot
-from signed_release import version_key
+from ground.contract import AgentConfig, ClaimGrant, ClaimRequest
+from shared_planner import Slot
 
 __all__ = ["MAX_DISPATCH_ATTEMPTS", "Daemon", "TickResult", "UpdaterPort", "is_current"]
 
@@ -60,21 +74,22 @@ __all__ = ["MAX_DISPATCH_ATTEMPTS", "Daemon", "TickResult", "UpdaterPort", "is_c
 # then reported as failed, so one broken update cannot hold the agent forever.
 MAX_DISPATCH_ATTEMPTS = 3
 
-TickResult = Literal[
-    "offline",
-    "credential_refused",
-    "bad_config",
-    "schedule_off",
-    "no_slot",
-    "up_to_date",
-    "braked",
-    "throttled",
-    "slot_gone",
-    "parked",
-    "dispatched",
-    "manual_refused",
-    "error",
-]
+# The log line of a minute whose reach failed, by reason; a refused or unanswered claim is logged
+# with its code or error instead (see `_wait`).
+_WAIT_EVENTS: dict[str, tuple[str, Level]] = {
+    "offline": ("control_plane.offline", "warning"),
+    "credential_refused": ("control_plane.credential_refused", "error"),
+    "bad_config": ("config.invalid", "error"),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Reached:
+    """What the reach brought: a fresh config, or the cached one confirmed by a 304."""
+
+    config: AgentConfig
+    raw: dict[str, Any]
+    etag: str | None
 
 
 class UpdaterPort(Protocol):
@@ -85,12 +100,6 @@ class UpdaterPort(Protocol):
     def resume(self) -> UpdateOutcome | None: ...
 
     def installed_version(self) -> str | None: ...
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Due:
-    slot: Slot
-    config: RemoteConfig
 
 
 class Daemon:
@@ -145,7 +154,7 @@ class Daemon:
         claim = state.claim
         self._log.emit("update.resumed", run_id=outcome.run_id, status=outcome.status)
         if claim is not None and claim.run_id == outcome.run_id:
-            self._finish(state, claim, outcome)
+            self._finish(state, claim, outcome, now=self._clock.now())
 
     def tick(self) -> TickResult:
         """One minute's work. Never raises: a failure is one log line and a retry next minute."""
@@ -158,66 +167,75 @@ class Daemon:
             self._log.emit("tick.crashed", level="error", **_error_fields(exc))
         return "error"
 
-    # -- the five steps -----------------------------------------------------------------------
+    # -- the minute: decide, do, feed back ----------------------------------------------------
 
     def _tick(self) -> TickResult:
         state = self._store.load()
-        try:
-            config = self._reach()
-        except ControlPlaneUnreachable as exc:
-            self._log.emit("control_plane.offline", level="warning", error=str(exc))
-            return "offline"
-        except CredentialRefused as exc:
-            self._log.emit("control_plane.credential_refused", level="error", error=str(exc))
-            return "credential_refused"
-        except BadServerAnswer as exc:
-            self._log.emit("config.invalid", level="error", error=str(exc))
-            return "bad_config"
-        self._reports.flush()
-
-        if state.claim is not None:
-            return self._dispatch(state, state.claim)
-        manual = config.manual_update
-        if manual is not None and manual.run_id not in state.handled_manual_runs:
-            return self._manual_update(state, manual.run_id)
-
-        if not config.schedule.enabled:
-            return "schedule_off"
-        slot = due_slot(
-            config.schedule.times,
-            now=self._clock.now(),
-            tz=config.timezone,
-            last_consumed=state.last_consumed_at,
-            catch_up=timedelta(minutes=config.catch_up_minutes),
+        reached = self._reach()
+        now = self._clock.now()
+        config: AgentConfig | None = None
+        answer: Answer = None
+        if isinstance(reached, _Reached):
+            self._remember(reached, now)
+            self._reports.flush()
+            config = reached.config
+        else:
+            answer = reached
+        facts = AgentFacts(
+            last_consumed_at=state.last_consumed_at,
+            installed_version=self._updater.installed_version(),
+            claim_in_progress=state.claim is not None,
+            handled_manual_runs=frozenset(state.handled_manual_runs),
         )
-        if slot is None:
-            return "no_slot"
+        action = decide(facts, config, answer, now)
+        while isinstance(action, ClaimSlot | ClaimManual):
+            if self._stop_requested():
+                return "parked"
+            action = decide(facts, config, self._claim(action), now)
+        return self._carry_out(action, state, now)
 
-        installed = self._updater.installed_version()
-        if config.release is None or is_current(installed, config.release.version):
-            return self._nothing_to_do(state, slot, installed)
-        if config.brake.engaged:
-            self._log.emit(
-                "claim.braked", level="warning", slot_key=slot.key, reason=config.brake.reason
-            )
-            return "braked"
-        if self._stop_requested():
-            return "parked"
-        return self._claim_slot(state, slot, installed)
+    def _carry_out(self, action: Action, state: DaemonState, now: datetime) -> TickResult:
+        if isinstance(action, Wait):
+            return self._wait(action)
+        if isinstance(action, ResumeClaim):
+            assert state.claim is not None, "decide resumes only a claim the state holds"
+            return self._dispatch(state, state.claim, now)
+        if isinstance(action, NothingToDo):
+            return self._nothing_to_do(state, action, now)
+        if isinstance(action, GiveUpSlot):
+            return self._give_up_slot(state, action, now)
+        if isinstance(action, EndManual):
+            return self._end_manual(state, action, now)
+        if isinstance(action, StartUpdate):
+            return self._start_update(state, action, now)
+        raise AssertionError(f"decide returned {action!r}, which is not final")
 
-    def _reach(self) -> RemoteConfig:
+    def _reach(self) -> _Reached | Unreachable | CredentialRejected | ConfigRejected:
+        """Step 1: the config, fresh or confirmed unchanged (304), or why there is none."""
         cached = self._cached
-        answer = self._control.fetch_config(etag=None if cached is None else cached.etag)
+        try:
+            answer = self._control.fetch_config(etag=None if cached is None else cached.etag)
+        except ControlPlaneUnreachable as exc:
+            return Unreachable(error=str(exc))
+        except CredentialRefused as exc:
+            return CredentialRejected(error=str(exc))
+        except BadServerAnswer as exc:
+            return ConfigRejected(error=str(exc))
         if isinstance(answer, NotModified):
             if cached is None:
-                raise BadServerAnswer("GET /v1/agent/config: 304 without a cached config to reuse")
-            config, raw, etag = cached.config, cached.raw, cached.etag
-        else:
-            config, raw, etag = answer.config, answer.raw, answer.etag
-        if not self._synced_once or cached is None or cached.etag != etag:
+                return ConfigRejected(
+                    error=f"{wire.CONFIG_SOURCE}: 304 without a cached config to reuse"
+                )
+            return _Reached(config=cached.config, raw=cached.raw, etag=cached.etag)
+        return _Reached(config=answer.config, raw=answer.raw, etag=answer.etag)
+
+    def _remember(self, reached: _Reached, now: datetime) -> None:
+        previous = self._cached
+        config = reached.config
+        if not self._synced_once or previous is None or previous.etag != reached.etag:
             self._log.emit(
                 "config.synced" if not self._synced_once else "config.changed",
-                etag=etag,
+                etag=reached.etag,
                 schedule=list(config.schedule.times) if config.schedule.enabled else "off",
                 timezone=config.timezone,
                 release=None if config.release is None else config.release.version,
@@ -227,9 +245,9 @@ class Daemon:
             self._synced_once = True
         self._cached = CachedConfig(
             config=config,
-            raw=raw,
-            etag=etag,
-            synced_at=self._clock.now(),
+            raw=reached.raw,
+            etag=reached.etag,
+            synced_at=now,
             offset_seconds=self._clock.offset.total_seconds(),
         )
         try:
@@ -238,104 +256,130 @@ class Daemon:
             # The cache is a convenience for offline minutes and `status`; a full disk must not
             # stop an update that needs no disk of its own before the claim.
             self._log.emit("config_cache.write_failed", level="warning", **_error_fields(exc))
-        return config
 
-    def _nothing_to_do(self, state: DaemonState, slot: Slot, installed: str | None) -> TickResult:
-        self._reports.queue_up_to_date(slot_key=slot.key, installed=installed)
+    def _claim(self, action: ClaimRequestAction) -> ClaimAnswer:
+        if isinstance(action, ClaimSlot):
+            request = ClaimRequest(slot_key=action.slot.key, from_version=action.from_version)
+        else:
+            request = ClaimRequest(
+                manual_run_id=action.run_id,  # type: ignore[arg-type]  # pydantic parses the UUID
+                from_version=action.from_version,
+            )
+        try:
+            answer = self._control.claim(request)
+        except ControlPlaneUnreachable as exc:
+            return Unreachable(error=str(exc), request=action)
+        if isinstance(answer, ClaimGrant):
+            return Granted(request=action, grant=answer)
+        return Refused(request=action, detail=answer)
+
+    # -- the final actions --------------------------------------------------------------------
+
+    def _wait(self, action: Wait) -> TickResult:
+        about = {} if action.request is None else _about(action.request)
+        if action.detail is not None:
+            self._log.emit(
+                "claim.refused",
+                level="warning",
+                **about,
+                code=action.detail.code,
+                retry_after_seconds=action.detail.retry_after_seconds,
+                detail=action.detail.message,
+            )
+        elif action.request is not None:
+            self._log.emit("claim.offline", level="warning", **about, error=action.error)
+        elif action.reason == "braked":
+            slot_key = None if action.slot is None else action.slot.key
+            self._log.emit("claim.braked", level="warning", slot_key=slot_key, reason=action.error)
+        elif action.reason in _WAIT_EVENTS and action.error is not None:
+            event, level = _WAIT_EVENTS[action.reason]
+            self._log.emit(event, level=level, error=action.error)
+        return action.reason
+
+    def _nothing_to_do(self, state: DaemonState, action: NothingToDo, now: datetime) -> TickResult:
+        slot = action.slot
+        self._reports.queue_up_to_date(slot_key=slot.key, installed=action.version)
         record = RunRecord(
-            at=self._clock.now(),
+            at=now,
             trigger="schedule",
             slot_key=slot.key,
             run_id=None,
             status="up_to_date",
-            version=installed,
+            version=action.version,
         )
         self._store.save(state.consume(_consumed(slot)).with_run(record))
-        self._log.emit("slot.up_to_date", slot_key=slot.key, version=installed)
+        self._log.emit("slot.up_to_date", slot_key=slot.key, version=action.version)
         self._reports.flush()
         return "up_to_date"
 
-    def _claim_slot(self, state: DaemonState, slot: Slot, installed: str | None) -> TickResult:
-        try:
-            answer = self._control.claim(
-                slot_key=slot.key, manual_run_id=None, from_version=installed
-            )
-        except ControlPlaneUnreachable as exc:
-            self._log.emit("claim.offline", level="warning", slot_key=slot.key, error=str(exc))
-            return "offline"
-        if not isinstance(answer, ClaimGranted):
-            if answer.consumes_slot:
-                record = RunRecord(
-                    at=self._clock.now(),
-                    trigger="schedule",
-                    slot_key=slot.key,
-                    run_id=None,
-                    status=answer.code,
-                    version=installed,
-                    error=answer.message,
-                )
-                self._store.save(state.consume(_consumed(slot)).with_run(record))
-                self._log.emit(
-                    "claim.slot_gone", slot_key=slot.key, code=answer.code, detail=answer.message
-                )
-                return "slot_gone"
-            self._log.emit(
-                "claim.refused",
-                level="warning",
-                slot_key=slot.key,
-                code=answer.code,
-                retry_after_seconds=answer.retry_after_seconds,
-                detail=answer.message,
-            )
-            return "braked" if answer.code == "brake" else "throttled"
-        claim = _claim_from(answer, trigger="schedule", slot_key=slot.key, at=self._clock)
-        state = state.consume(_consumed(slot)).model_copy(update={"claim": claim})
-        self._store.save(state)
-        self._log.emit(
-            "claim.granted", slot_key=slot.key, run_id=claim.run_id, version=claim.release_version
+    def _give_up_slot(self, state: DaemonState, action: GiveUpSlot, now: datetime) -> TickResult:
+        slot = action.slot
+        record = RunRecord(
+            at=now,
+            trigger="schedule",
+            slot_key=slot.key,
+            run_id=None,
+            status=action.refusal.value,
+            version=action.from_version,
+            error=action.detail.message,
         )
-        if self._stop_requested():
-            self._log.emit("daemon.parked", slot_key=slot.key, run_id=claim.run_id)
-            return "parked"
-        return self._dispatch(state, claim)
+        self._store.save(state.consume(_consumed(slot)).with_run(record))
+        self._log.emit(
+            "claim.slot_gone",
+            slot_key=slot.key,
+            code=action.refusal.value,
+            detail=action.detail.message,
+        )
+        return "slot_gone"
 
-    def _manual_update(self, state: DaemonState, manual_run_id: str) -> TickResult:
-        installed = self._updater.installed_version()
-        try:
-            answer = self._control.claim(
-                slot_key=None, manual_run_id=manual_run_id, from_version=installed
-            )
-        except ControlPlaneUnreachable as exc:
-            self._log.emit("claim.offline", level="warning", run_id=manual_run_id, error=str(exc))
-            return "offline"
-        if not isinstance(answer, ClaimGranted):
-            record = RunRecord(
-                at=self._clock.now(),
-                trigger="manual",
-                slot_key=None,
-                run_id=manual_run_id,
-                status=answer.code,
-                error=answer.message,
-            )
-            self._store.save(state.with_manual_handled(manual_run_id).with_run(record))
-            self._log.emit(
-                "manual.refused",
-                level="warning",
-                run_id=manual_run_id,
-                code=answer.code,
-                detail=answer.message,
-            )
-            return "manual_refused"
-        claim = _claim_from(answer, trigger="manual", slot_key=None, at=self._clock)
-        state = state.with_manual_handled(manual_run_id).model_copy(update={"claim": claim})
+    def _end_manual(self, state: DaemonState, action: EndManual, now: datetime) -> TickResult:
+        record = RunRecord(
+            at=now,
+            trigger="manual",
+            slot_key=None,
+            run_id=action.run_id,
+            status=action.detail.code,
+            error=action.detail.message,
+        )
+        self._store.save(state.with_manual_handled(action.run_id).with_run(record))
+        self._log.emit(
+            "manual.refused",
+            level="warning",
+            run_id=action.run_id,
+            code=action.detail.code,
+            detail=action.detail.message,
+        )
+        return "manual_refused"
+
+    def _start_update(self, state: DaemonState, action: StartUpdate, now: datetime) -> TickResult:
+        request, grant = action.request, action.grant
+        release = grant.release
+        claim = ClaimInProgress(
+            run_id=str(grant.run_id),
+            trigger="schedule" if isinstance(request, ClaimSlot) else "manual",
+            slot_key=request.slot.key if isinstance(request, ClaimSlot) else None,
+            release_version=release.version,
+            manifest_b64=release.manifest_b64,
+            signature_b64=release.signature_b64,
+            artifact_url=self._control.absolute_url(release.artifact_url),
+            claimed_at=now,
+        )
+        if isinstance(request, ClaimSlot):
+            state = state.consume(_consumed(request.slot))
+            event = "claim.granted"
+        else:
+            state = state.with_manual_handled(request.run_id)
+            event = "manual.granted"
+        # The grant is the claim: it is on disk, with the consumed slot, before anything else.
+        state = state.model_copy(update={"claim": claim})
         self._store.save(state)
-        self._log.emit("manual.granted", run_id=claim.run_id, version=claim.release_version)
+        self._log.emit(event, slot_key=claim.slot_key, run_id=claim.run_id, version=release.version)
         if self._stop_requested():
-            self._log.emit("daemon.parked", run_id=claim.run_id)
+            self._log.emit("daemon.parked", slot_key=claim.slot_key, run_id=claim.run_id)
             return "parked"
-        return self._dispatch(state, claim)
+        return self._dispatch(state, claim, now)
 
-    def _dispatch(self, state: DaemonState, claim: ClaimInProgress) -> TickResult:
+    def _dispatch(self, state: DaemonState, claim: ClaimInProgress, now: datetime) -> TickResult:
         if self._stop_requested():
             self._log.emit("daemon.parked", slot_key=claim.slot_key, run_id=claim.run_id)
             return "parked"
@@ -352,7 +396,7 @@ class Daemon:
                 error=f"the update could not be carried out in {claim.attempts} attempts",
                 run_id=claim.run_id,
             )
-            self._finish(state, claim, given_up)
+            self._finish(state, claim, given_up, now=now)
             return "dispatched"
         resuming = claim.phase == "dispatching"
         claim = claim.model_copy(update={"phase": "dispatching", "attempts": claim.attempts + 1})
@@ -386,13 +430,15 @@ class Daemon:
                 )
         if outcome is None:
             outcome = self._updater.apply(request)
-        self._finish(state, claim, outcome)
+        self._finish(state, claim, outcome, now=now)
         return "dispatched"
 
-    def _finish(self, state: DaemonState, claim: ClaimInProgress, outcome: UpdateOutcome) -> None:
+    def _finish(
+        self, state: DaemonState, claim: ClaimInProgress, outcome: UpdateOutcome, *, now: datetime
+    ) -> None:
         self._reports.queue_outcome(slot_key=claim.slot_key, outcome=outcome)
         record = RunRecord(
-            at=self._clock.now(),
+            at=now,
             trigger=claim.trigger,
             slot_key=claim.slot_key,
             run_id=claim.run_id,
@@ -412,39 +458,15 @@ class Daemon:
         self._reports.flush()
 
 
-def is_current(installed: str | None, release: str) -> bool:
-    """Nothing to do: installed is the release, or newer (a downgrade is never planned)."""
-    if installed is None:
-        return False
-    if installed == release:
-        return True
-    try:
-        return version_key(installed) >= version_key(release)
-    except ValueError:
-        return False
-
-
 def _consumed(slot: Slot) -> ConsumedSlot:
     return ConsumedSlot(key=slot.key, at=slot.at)
 
 
-def _claim_from(
-    answer: ClaimGranted,
-    *,
-    trigger: Literal["schedule", "manual"],
-    slot_key: str | None,
-    at: ServerClock,
-) -> ClaimInProgress:
-    return ClaimInProgress(
-        run_id=answer.run_id,
-        trigger=trigger,
-        slot_key=slot_key,
-        release_version=answer.release.version,
-        manifest_b64=answer.release.manifest_b64,
-        signature_b64=answer.release.signature_b64,
-        artifact_url=answer.artifact_url,
-        claimed_at=at.now(),
-    )
+def _about(action: ClaimRequestAction) -> dict[str, str]:
+    """The log fields naming what a claim was for."""
+    if isinstance(action, ClaimSlot):
+        return {"slot_key": action.slot.key}
+    return {"run_id": action.run_id}
 
 
 def _error_fields(exc: BaseException) -> dict[str, object]:

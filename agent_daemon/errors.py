@@ -36,6 +36,10 @@ Messages say what was expected, what was found, and which field or file.
 
 from __future__ import annotations
 
+from typing import Any
+
+from pydantic import ValidationError
+
 __all__ = [
     "AgentError",
     "ArtifactMismatch",
@@ -66,6 +70,7 @@ __all__ = [
     "VersionMarkedBad",
     "WrongChannel",
     "WrongPlatform",
+    "describe_validation_error",
 ]
 
 
@@ -185,3 +190,28 @@ class HealthCheckFailed(UpdateError):
 
 class UpdateInProgress(UpdateError):
     """Another process holds the update lock: one update at a time."""
+
+
+def describe_validation_error(exc: ValidationError, source: str | None) -> str:
+    """One line per problem: `source: field: found 'x' — expected …` (without `source: ` when
+    there is no file or endpoint to name)."""
+    lines = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"]) or "(document)"
+        if source is not None:
+            field = f"{source}: {field}"
+        if error["type"] == "missing":
+            lines.append(f"{field}: missing (required)")
+            continue
+        if error["type"] == "extra_forbidden":
+            lines.append(f"{field}: unknown field (check the spelling)")
+            continue
+        found = error.get("input")
+        message = str(error["msg"]).removeprefix("Value error, ")
+        lines.append(f"{field}: found {_shown(found)} — {message}")
+    return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

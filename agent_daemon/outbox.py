@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent_daemon.atomic_file import read_versioned_json, write_versioned_json
+from agent_daemon.control_plane_client import Delivery
 from agent_daemon.errors import ControlPlaneUnreachable, DaemonStateError
-from agent_daemon.sync import Delivery
 
 __all__ = ["FlushResult", "Outbox", "Report"]
 

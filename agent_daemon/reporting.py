@@ -2,15 +2,17 @@
 
 A report is queued durably first and sent second, so a crash or an outage between the two loses
 nothing; the outbox sends in order and the control plane's endpoints are idempotent, so a report
-queued twice after a restart is harmless. Each delivery, wait or refusal is one log line.
+queued twice after a restart is harmless. Each delivery, wait or refusal is one log line. The
+bodies are the contract's `NothingToDoReport` and `OutcomeReport`.
 """
 
 from __future__ import annotations
 
+from agent_daemon.control_plane_client import ControlPlaneClient, Delivery
 from agent_daemon.event_log import EventLog
 from agent_daemon.outbox import Outbox, Report
-from agent_daemon.sync import ControlPlaneClient, Delivery
 from agent_daemon.updater import UpdateOutcome
+from ground.contract import RUNS_PATH, NothingToDoReport, OutcomeReport, run_path
 
 __all__ = ["ReportSender"]
 
@@ -22,21 +24,23 @@ class ReportSender:
         self._log = log
 
     def queue_up_to_date(self, *, slot_key: str, installed: str | None) -> None:
+        body = NothingToDoReport(slot_key=slot_key, status="up_to_date", version=installed)
         self._outbox.put(
             Report(
                 method="POST",
-                path="/v1/agent/runs",
-                body={"slot_key": slot_key, "status": "up_to_date", "version": installed},
+                path=RUNS_PATH,
+                body=body.model_dump(mode="json"),
                 slot_key=slot_key,
             )
         )
 
     def queue_outcome(self, *, slot_key: str | None, outcome: UpdateOutcome) -> None:
+        body = OutcomeReport(status=outcome.status, version=outcome.version, error=outcome.error)
         self._outbox.put(
             Report(
                 method="PATCH",
-                path=f"/v1/agent/runs/{outcome.run_id}",
-                body={"status": outcome.status, "version": outcome.version, "error": outcome.error},
+                path=run_path(outcome.run_id),
+                body=body.model_dump(mode="json"),
                 slot_key=slot_key,
                 run_id=outcome.run_id,
             )

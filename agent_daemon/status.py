@@ -11,20 +11,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from agent_daemon.config_cache import CachedConfig
 from agent_daemon.daemon_state import DaemonState, RunRecord
-from agent_daemon.sync import CachedConfig
+from ground.contract import RefusalCode
 from shared_planner import next_slot
 
 __all__ = ["AgentStatus", "describe_run", "render_status"]
 
-_OUTCOME_WORDS = {
+_OUTCOME_WORDS: dict[str, str] = {
     "up_to_date": "already up to date",
     "succeeded": "updated",
     "failed": "update failed",
     "rolled_back": "update failed and was rolled back",
-    "slot_consumed": "already handled (control plane)",
-    "window_closed": "window closed before the claim",
-    "not_a_slot": "not a slot on the control plane's schedule",
+    RefusalCode.SLOT_CONSUMED: "already handled (control plane)",
+    RefusalCode.WINDOW_CLOSED: "window closed before the claim",
+    RefusalCode.NOT_A_SLOT: "not a slot on the control plane's schedule",
 }
 
 

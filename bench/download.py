@@ -26,10 +26,10 @@ from pathlib import Path
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from agent_daemon.download import ArtifactSpec, DownloadLimits, download_artifact
-from agent_daemon.install import install_build, self_test
-from agent_daemon.layout import InstallLayout
-from agent_daemon.verify import verify_release
+from agent_daemon.updater.download import ArtifactSpec, DownloadLimits, download_artifact
+from agent_daemon.updater.install import install_build, self_test
+from agent_daemon.updater.layout import InstallLayout
+from agent_daemon.updater.verify import verify_release
 from signed_release import Manifest, describe_artifact, key_id, sign_manifest
 from signed_release.demo_agent import build_demo_agent
 

@@ -30,7 +30,7 @@ from typing import ClassVar
 
 import httpx
 
-from agent_daemon.config import render_config, write_config
+from agent_daemon.settings import render_config, write_config
 from agent_daemon.updater import Updater, UpdateRequest, UpdaterSettings
 from ground.clock import FakeClock
 from nachtwacht.demo_night.errors import DemoFailed

@@ -1,13 +1,13 @@
-"""Agents simulated in one process, speaking the agents' HTTP API exactly as the daemon does
-(docs/architecture.md "Agent ↔ control plane"), for a fleet too large for one process per agent:
-the demo above `--process-limit`, and `bench/fleet.py`.
+"""Agents simulated in one process, for a fleet too large for one process per agent: the demo above
+`--process-limit`, and `bench/fleet.py`.
 
-Each simulated agent, once a minute of the shared fake clock at its own second (the daemon's
-`second_in_minute`): syncs its config (`If-None-Match`), plans with `shared_planner.due_slot` on
-the server's time (the `X-Nachtwacht-Server-Time` header), and takes the steps of DESIGN.md rule 8
-— up to date → `POST /v1/agent/runs`; else `POST /v1/agent/claims`; a grant downloads the artifact,
-checks it against the signed manifest (signature, length, sha256) and reports `succeeded`.
-Nothing is installed: that is what the real daemons of the demo show.
+Each simulated agent runs the real daemon's decision, `agent_daemon.decision.decide` (DESIGN.md
+rule 8: which step consumes the slot), reads every answer with the same `agent_daemon.wire`
+functions and the contract's models, and ticks once a minute of the shared clock at the daemon's
+own second (`second_in_minute`). Only the I/O is its own: asyncio and one `httpx.AsyncClient` per
+control plane instead of a process per agent, reports kept in memory instead of an on-disk outbox,
+and an update that downloads the artifact and checks it against the signed manifest (signature,
+length, sha256) but installs nothing: that is what the real daemons of the demo show.
 """
 
 from __future__ import annotations
@@ -18,23 +18,78 @@ import hashlib
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from http import HTTPStatus
 from typing import Any
 
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import BaseModel
 
-from agent_daemon.service import second_in_minute
-from ground.clock import FakeClock
-from ground.contract import SERVER_TIME_HEADER, InstantError, parse_instant
-from shared_planner import due_slot
-from signed_release import ReleaseError, check_signature, parse_manifest, version_key
+from agent_daemon import wire
+from agent_daemon.daemon_loop import second_in_minute
+from agent_daemon.decision import (
+    Action,
+    AgentFacts,
+    Answer,
+    ClaimAnswer,
+    ClaimManual,
+    ClaimRequestAction,
+    ClaimSlot,
+    ConfigRejected,
+    CredentialRejected,
+    EndManual,
+    GiveUpSlot,
+    Granted,
+    NothingToDo,
+    Refused,
+    StartUpdate,
+    TickResult,
+    Unreachable,
+    Wait,
+    decide,
+)
+from agent_daemon.errors import BadServerAnswer
+from ground.clock import Clock
+from ground.contract import (
+    CLAIMS_PATH,
+    CONFIG_PATH,
+    RUNS_PATH,
+    SERVER_TIME_HEADER,
+    AgentConfig,
+    ClaimGrant,
+    ClaimRequest,
+    NothingToDoReport,
+    OutcomeReport,
+    OutcomeStatus,
+    artifact_path,
+    run_path,
+)
+from signed_release import ReleaseError, check_signature, parse_manifest
 
 __all__ = ["FleetStats", "JournalEntry", "SimulatedAgent", "SimulatedFleet"]
 
 REQUEST_TIMEOUT_SECONDS = 30.0
+
+# The endpoints as `FleetStats` names them: one label per route, not per run.
+CONFIG_ENDPOINT = f"GET {CONFIG_PATH}"
+CLAIMS_ENDPOINT = f"POST {CLAIMS_PATH}"
+RUNS_ENDPOINT = f"POST {RUNS_PATH}"
+OUTCOME_ENDPOINT = f"PATCH {run_path('{id}')}"
+ARTIFACT_ENDPOINT = f"GET {artifact_path('{id}')}"
+
+# The journal's words for a minute that ended in `Wait`, the daemon's log events.
+_WAIT_EVENTS = {
+    "offline": "control_plane.offline",
+    "credential_refused": "control_plane.credential_refused",
+    "bad_config": "config.refused",
+    "braked": "claim.braked",
+    "throttled": "claim.refused",
+    "refused": "claim.refused",
+}
 
 
 @dataclass(frozen=True)
@@ -42,6 +97,14 @@ class JournalEntry:
     at: datetime
     event: str
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class _Report:
+    method: str
+    path: str
+    endpoint: str
+    body: BaseModel
 
 
 @dataclass
@@ -53,13 +116,28 @@ class SimulatedAgent:
     installed: str
     base_url: str
     etag: str | None = None
-    config: dict[str, Any] | None = None
+    config: AgentConfig | None = None
     last_consumed: datetime | None = None
+    handled_manual_runs: set[str] = field(default_factory=set)
     minutes_since_sync: int = 10**6
     journal: list[JournalEntry] = field(default_factory=list)
+    # Reports not delivered yet, oldest first: the daemon's outbox, in memory.
+    outbox: list[_Report] = field(default_factory=list)
 
     def note(self, at: datetime, event: str, detail: str = "") -> None:
         self.journal.append(JournalEntry(at, event, detail))
+
+    def facts(self) -> AgentFacts:
+        return AgentFacts(
+            last_consumed_at=self.last_consumed,
+            installed_version=self.installed,
+            handled_manual_runs=frozenset(self.handled_manual_runs),
+        )
+
+    def consume(self, at: datetime) -> None:
+        # As the daemon's state: consuming an earlier slot never moves the mark back.
+        if self.last_consumed is None or at > self.last_consumed:
+            self.last_consumed = at
 
 
 @dataclass
@@ -84,14 +162,8 @@ class FleetStats:
         return values[min(len(values) - 1, int(fraction * len(values)))]
 
 
-def _server_now(response: httpx.Response, fallback: datetime) -> datetime:
-    stamp = response.headers.get(SERVER_TIME_HEADER)
-    if not stamp:
-        return fallback
-    try:
-        return parse_instant(stamp, field=SERVER_TIME_HEADER)
-    except InstantError:
-        return fallback
+class _Offline(Exception):
+    """A request that got no answer (connection refused, timeout)."""
 
 
 class SimulatedFleet:
@@ -99,10 +171,11 @@ class SimulatedFleet:
         self,
         agents: Sequence[SimulatedAgent],
         *,
-        clock: FakeClock,
+        clock: Clock,
         trusted_keys: Mapping[str, Ed25519PublicKey],
         config_every_minutes: int = 1,
         max_connections: int = 64,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.agents = list(agents)
         self.clock = clock
@@ -110,12 +183,19 @@ class SimulatedFleet:
         self.config_every_minutes = config_every_minutes
         self.stats = FleetStats()
         self._max_connections = max_connections
+        self._transport = transport
         self._clients: dict[str, httpx.AsyncClient] = {}
         self._in_flight: asyncio.Semaphore | None = None
 
     # -- the loop -------------------------------------------------------------------------------
 
     async def run(self, until: datetime, stop: threading.Event | None = None) -> None:
+        async with self.connected():
+            await asyncio.gather(*(self._live(agent, until, stop) for agent in self.agents))
+
+    @asynccontextmanager
+    async def connected(self) -> AsyncIterator[None]:
+        """The fleet's HTTP clients, open; `tick` may be called inside."""
         limits = httpx.Limits(
             max_connections=self._max_connections, max_keepalive_connections=self._max_connections
         )
@@ -124,13 +204,17 @@ class SimulatedFleet:
         self._in_flight = asyncio.Semaphore(self._max_connections)
         for url in {agent.base_url for agent in self.agents}:
             self._clients[url] = httpx.AsyncClient(
-                base_url=url, timeout=REQUEST_TIMEOUT_SECONDS, limits=limits
+                base_url=url,
+                timeout=REQUEST_TIMEOUT_SECONDS,
+                limits=limits,
+                transport=self._transport,
             )
         try:
-            await asyncio.gather(*(self._live(agent, until, stop) for agent in self.agents))
+            yield
         finally:
             for client in self._clients.values():
                 await client.aclose()
+            self._clients.clear()
 
     async def _live(
         self, agent: SimulatedAgent, until: datetime, stop: threading.Event | None
@@ -146,167 +230,228 @@ class SimulatedFleet:
                 return
             await asyncio.sleep(self.clock.real_seconds((tick - now).total_seconds()))
             self.stats.tick_lag.append((self.clock.now() - tick).total_seconds())
-            try:
-                await self._tick(agent)
-            except httpx.HTTPError as exc:
-                agent.note(self.clock.now(), "control_plane.offline", type(exc).__name__)
-                self.stats.failures[type(exc).__name__] += 1
+            await self.tick(agent)
 
     async def _request(
         self, agent: SimulatedAgent, endpoint: str, method: str, path: str, **kwargs: Any
     ) -> httpx.Response:
         headers = {"Authorization": f"Bearer {agent.agent_key}", **kwargs.pop("headers", {})}
-        assert self._in_flight is not None, "requests are made while the fleet runs"
+        assert self._in_flight is not None, "requests are made while the fleet is connected"
         async with self._in_flight:
             started = time.perf_counter()
-            response = await self._clients[agent.base_url].request(
-                method, path, headers=headers, **kwargs
-            )
+            try:
+                response = await self._clients[agent.base_url].request(
+                    method, path, headers=headers, **kwargs
+                )
+            except httpx.TransportError as exc:
+                self.stats.failures[type(exc).__name__] += 1
+                raise _Offline(f"{method} {path}: {type(exc).__name__}") from exc
             self.stats.record(endpoint, time.perf_counter() - started, response.status_code)
         return response
 
-    # -- one minute of one agent (DESIGN.md rule 8, in its order) -------------------------------
+    # -- one minute of one agent: the daemon's decide, this fleet's I/O ---------------------------
 
-    async def _tick(self, agent: SimulatedAgent) -> None:
-        now = self.clock.now()
+    async def tick(self, agent: SimulatedAgent) -> TickResult:
+        """One minute of `agent`, as the daemon's `tick` would spend it; the same result names."""
+        answer: Answer = None
+        now: datetime | None = None
         if agent.config is None or agent.minutes_since_sync + 1 >= self.config_every_minutes:
-            answer = await self._request(
-                agent,
-                "GET /v1/agent/config",
-                "GET",
-                "/v1/agent/config",
-                headers={"If-None-Match": agent.etag} if agent.etag else {},
-            )
-            now = _server_now(answer, now)
-            if answer.status_code >= 500:
-                agent.note(now, "control_plane.offline", f"HTTP {answer.status_code}")
-                return
-            if answer.status_code == 200:
-                first = agent.config is None
-                agent.config, agent.etag = answer.json(), answer.headers.get("ETag")
-                release = (agent.config or {}).get("release") or {}
-                agent.note(
-                    now,
-                    "config.synced" if first else "config.changed",
-                    f"release {release.get('version', 'none')}",
-                )
-            elif answer.status_code != 304:
-                agent.note(now, "config.refused", f"HTTP {answer.status_code}")
-                return
-            agent.minutes_since_sync = 0
+            answer, now = await self._reach(agent)
         else:
             agent.minutes_since_sync += 1
-        config = agent.config
-        assert config is not None
-        schedule = config["schedule"]
-        if not schedule["enabled"]:
-            return
-        slot = due_slot(
-            schedule["times"],
-            now=now,
-            tz=config["timezone"],
-            last_consumed=agent.last_consumed,
-            catch_up=timedelta(minutes=config["catch_up_minutes"]),
-        )
-        if slot is None:
-            return
-        release = config.get("release")
-        if release is None or version_key(agent.installed) >= version_key(release["version"]):
-            await self._up_to_date(agent, slot.key, slot.at, now)
-            return
-        await self._claim(agent, slot.key, slot.at, now)
+        # The clock is read once: the reach's answer carries the control plane's own.
+        now = now or self.clock.now()
+        config = None if answer is not None else agent.config
+        if config is not None:
+            await self._flush_reports(agent, now)
+        try:
+            action = decide(agent.facts(), config, answer, now)
+            while isinstance(action, ClaimSlot | ClaimManual):
+                action = decide(agent.facts(), config, await self._claim(agent, action), now)
+            return await self._carry_out(agent, action, now)
+        except BadServerAnswer as exc:
+            agent.note(now, "tick.failed", str(exc))
+            return "error"
 
-    async def _up_to_date(
-        self, agent: SimulatedAgent, slot_key: str, slot_at: datetime, now: datetime
-    ) -> None:
-        answer = await self._request(
-            agent,
-            "POST /v1/agent/runs",
-            "POST",
-            "/v1/agent/runs",
-            json={"slot_key": slot_key, "status": "up_to_date", "version": agent.installed},
+    async def _reach(self, agent: SimulatedAgent) -> tuple[Answer, datetime | None]:
+        try:
+            response = await self._request(
+                agent,
+                CONFIG_ENDPOINT,
+                "GET",
+                CONFIG_PATH,
+                headers={"If-None-Match": agent.etag} if agent.etag else {},
+            )
+        except _Offline as exc:
+            return Unreachable(error=str(exc)), None
+        now = wire.server_time(response.headers.get(SERVER_TIME_HEADER))
+        status, body = response.status_code, response.content
+        if wire.is_offline(status, body):
+            return Unreachable(error=f"HTTP {status}"), now
+        if wire.is_credential_refused(status):
+            return CredentialRejected(error=f"HTTP {status}"), now
+        if status == HTTPStatus.NOT_MODIFIED and agent.config is not None:
+            agent.minutes_since_sync = 0
+            return None, now
+        if status != HTTPStatus.OK:
+            return ConfigRejected(error=f"HTTP {status}"), now
+        try:
+            config = wire.parse_config(wire.read_json(body, source=wire.CONFIG_SOURCE))
+        except BadServerAnswer as exc:
+            return ConfigRejected(error=str(exc)), now
+        first = agent.config is None
+        agent.config, agent.etag = config, response.headers.get("ETag")
+        agent.minutes_since_sync = 0
+        release = "none" if config.release is None else config.release.version
+        agent.note(
+            now or self.clock.now(),
+            "config.synced" if first else "config.changed",
+            f"release {release}",
         )
-        if answer.status_code in {200, 201, 409, 422}:
-            agent.last_consumed = slot_at
-            agent.note(now, "slot.up_to_date", f"{slot_key} on {agent.installed}")
+        return None, now
+
+    async def _claim(self, agent: SimulatedAgent, action: ClaimRequestAction) -> ClaimAnswer:
+        if isinstance(action, ClaimSlot):
+            request = ClaimRequest(slot_key=action.slot.key, from_version=action.from_version)
         else:
-            agent.note(now, "report.waiting", f"HTTP {answer.status_code}")
+            request = ClaimRequest.model_validate(
+                {"manual_run_id": action.run_id, "from_version": action.from_version}
+            )
+        try:
+            response = await self._request(
+                agent,
+                CLAIMS_ENDPOINT,
+                "POST",
+                CLAIMS_PATH,
+                json=request.model_dump(mode="json", exclude_none=True),
+            )
+        except _Offline as exc:
+            return Unreachable(error=str(exc), request=action)
+        status, body = response.status_code, response.content
+        if wire.is_offline(status, body):
+            return Unreachable(error=f"HTTP {status}", request=action)
+        if wire.is_credential_refused(status):
+            raise BadServerAnswer(f"{wire.CLAIM_SOURCE}: the credential was refused ({status})")
+        answer = wire.claim_answer(status, body)
+        if isinstance(answer, ClaimGrant):
+            return Granted(request=action, grant=answer)
+        return Refused(request=action, detail=answer)
 
-    async def _claim(
-        self, agent: SimulatedAgent, slot_key: str, slot_at: datetime, now: datetime
-    ) -> None:
-        answer = await self._request(
-            agent,
-            "POST /v1/agent/claims",
-            "POST",
-            "/v1/agent/claims",
-            json={"slot_key": slot_key, "from_version": agent.installed},
-        )
-        now = _server_now(answer, now)
-        detail = _detail(answer)
-        if answer.status_code in {429, 503}:
-            event = "claim.braked" if answer.status_code == 503 else "claim.refused"
-            agent.note(now, event, f"{slot_key}: {detail.get('code', answer.status_code)}")
-            return
-        if answer.status_code in {409, 422}:
-            agent.last_consumed = slot_at
-            agent.note(now, "claim.slot_gone", f"{slot_key}: {detail.get('code')}")
-            return
-        if answer.status_code not in {200, 201}:
-            agent.note(now, "claim.failed", f"{slot_key}: HTTP {answer.status_code}")
-            return
-        agent.last_consumed = slot_at
-        claim = answer.json()
-        version = claim["release"]["version"]
-        agent.note(now, "claim.granted", f"{slot_key}: {agent.installed} -> {version}")
-        status, error = await self._download(agent, claim)
-        report = await self._request(
-            agent,
-            "PATCH /v1/agent/runs/{id}",
-            "PATCH",
-            f"/v1/agent/runs/{claim['run_id']}",
-            json={
-                "status": status,
-                "version": version if status == "succeeded" else agent.installed,
-                "error": error,
-            },
-        )
+    async def _carry_out(self, agent: SimulatedAgent, action: Action, now: datetime) -> TickResult:
+        if isinstance(action, Wait):
+            about = action.slot or (
+                action.request.slot if isinstance(action.request, ClaimSlot) else None
+            )
+            code = action.detail.code if action.detail is not None else action.error or ""
+            where = f"{about.key}: " if about is not None else ""
+            agent.note(now, _WAIT_EVENTS.get(action.reason, action.reason), f"{where}{code}")
+            return action.reason
+        if isinstance(action, NothingToDo):
+            agent.consume(action.slot.at)
+            agent.outbox.append(
+                _Report(
+                    "POST",
+                    RUNS_PATH,
+                    RUNS_ENDPOINT,
+                    NothingToDoReport(
+                        slot_key=action.slot.key, status="up_to_date", version=action.version
+                    ),
+                )
+            )
+            agent.note(now, "slot.up_to_date", f"{action.slot.key} on {agent.installed}")
+            await self._flush_reports(agent, now)
+            return "up_to_date"
+        if isinstance(action, GiveUpSlot):
+            agent.consume(action.slot.at)
+            agent.note(now, "claim.slot_gone", f"{action.slot.key}: {action.refusal.value}")
+            return "slot_gone"
+        if isinstance(action, EndManual):
+            agent.handled_manual_runs.add(action.run_id)
+            agent.note(now, "manual.refused", f"{action.run_id}: {action.detail.code}")
+            return "manual_refused"
+        if isinstance(action, StartUpdate):
+            await self._update(agent, action, now)
+            return "dispatched"
+        # ResumeClaim: a simulated agent holds no claim across minutes (it never crashes).
+        raise AssertionError(f"decide returned {action!r} to an agent without a stored claim")
+
+    async def _update(self, agent: SimulatedAgent, action: StartUpdate, now: datetime) -> None:
+        request, grant = action.request, action.grant
+        if isinstance(request, ClaimSlot):
+            agent.consume(request.slot.at)
+            what = request.slot.key
+        else:
+            agent.handled_manual_runs.add(request.run_id)
+            what = f"manual {request.run_id}"
+        version = grant.release.version
+        agent.note(now, "claim.granted", f"{what}: {agent.installed} -> {version}")
+        status, error = await self._download(agent, grant)
         if status == "succeeded":
             agent.installed = version
-        agent.note(
-            _server_now(report, now),
-            f"update.{status}",
-            f"{slot_key}: now on {agent.installed}" + (f" ({error})" if error else ""),
+        agent.outbox.append(
+            _Report(
+                "PATCH",
+                run_path(grant.run_id),
+                OUTCOME_ENDPOINT,
+                OutcomeReport(status=status, version=agent.installed, error=error),
+            )
         )
+        agent.note(
+            now,
+            f"update.{status}",
+            f"{what}: now on {agent.installed}" + (f" ({error})" if error else ""),
+        )
+        await self._flush_reports(agent, now)
+
+    async def _flush_reports(self, agent: SimulatedAgent, now: datetime) -> None:
+        """Oldest first; stop at the first the control plane cannot take now (the outbox's rule);
+        one refused for good is dropped so it blocks nothing."""
+        while agent.outbox:
+            report = agent.outbox[0]
+            try:
+                response = await self._request(
+                    agent,
+                    report.endpoint,
+                    report.method,
+                    report.path,
+                    json=report.body.model_dump(mode="json"),
+                )
+            except _Offline:
+                agent.note(now, "report.waiting", report.path)
+                return
+            status = response.status_code
+            if (
+                status in {HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.TOO_MANY_REQUESTS}
+                or status >= 500
+            ):
+                agent.note(now, "report.waiting", f"HTTP {status}")
+                return
+            agent.outbox.pop(0)
+            if status >= HTTPStatus.MULTIPLE_CHOICES:
+                agent.note(
+                    now, "report.rejected", f"HTTP {status}: {wire.detail_text(response.content)}"
+                )
 
     async def _download(
-        self, agent: SimulatedAgent, claim: dict[str, Any]
-    ) -> tuple[str, str | None]:
+        self, agent: SimulatedAgent, grant: ClaimGrant
+    ) -> tuple[OutcomeStatus, str | None]:
         """Fetch the run's artifact and check it against the signed manifest."""
-        release = claim["release"]
-        manifest_bytes = base64.b64decode(release["manifest_b64"])
+        release = grant.release
+        manifest_bytes = base64.b64decode(release.manifest_b64)
         try:
             check_signature(
-                manifest_bytes, base64.b64decode(release["signature_b64"]), self.trusted_keys
+                manifest_bytes, base64.b64decode(release.signature_b64), self.trusted_keys
             )
             manifest = parse_manifest(manifest_bytes)
-        except ReleaseError as exc:
+        except (ReleaseError, ValueError) as exc:
             return "failed", f"release refused: {exc}"
-        answer = await self._request(
-            agent, "GET /v1/agent/runs/{id}/artifact", "GET", release["artifact_url"]
-        )
-        if answer.status_code != 200:
+        try:
+            answer = await self._request(agent, ARTIFACT_ENDPOINT, "GET", release.artifact_url)
+        except _Offline as exc:
+            return "failed", f"artifact download: {exc}"
+        if answer.status_code != HTTPStatus.OK:
             return "failed", f"artifact download: HTTP {answer.status_code}"
         body = answer.content
         if len(body) != manifest.length or hashlib.sha256(body).hexdigest() != manifest.sha256:
             return "failed", "the artifact is not the signed one"
         return "succeeded", None
-
-
-def _detail(answer: httpx.Response) -> dict[str, Any]:
-    try:
-        body = answer.json()
-    except ValueError:
-        return {}
-    detail = body.get("detail") if isinstance(body, dict) else None
-    return detail if isinstance(detail, dict) else {}

@@ -10,16 +10,16 @@ import httpx
 import pytest
 
 from agent_daemon.cli import _build_updater
-from agent_daemon.config import (
+from agent_daemon.errors import ConfigError
+from agent_daemon.settings import (
     AgentPaths,
     load_settings,
     render_config,
     resolve_paths,
     write_config,
 )
-from agent_daemon.errors import ConfigError
 from ground.clock import SystemClock
-from signed_release import generate_key_files
+from signed_release import generate_key_files, key_id, load_public_key
 
 
 def fields(key_file: Path, **overrides: object) -> dict[str, object]:
@@ -55,10 +55,13 @@ def test_a_written_config_reads_back_into_settings(tmp_path: Path, key_file: Pat
     settings = load_settings(paths)
     assert settings.control_url == "https://control.example"
     assert settings.trusted_key_files == (key_file,)
-    assert settings.restart_command == ("systemctl", "restart", "provibr-agent.service")
-    assert settings.health_deadline_seconds == 120.0
-    assert (settings.download_read_timeout_seconds, settings.download_deadline_seconds) == (30, 900)
-    assert settings.health_poll_seconds == 2.0
+    updater = settings.updater
+    assert updater.restart_command == ("systemctl", "restart", "provibr-agent.service")
+    assert updater.health_deadline_seconds == 120.0
+    assert (updater.download_read_timeout_seconds, updater.download_deadline_seconds) == (30, 900)
+    assert updater.health_poll_seconds == 2.0
+    assert updater.state_dir == paths.state_dir / "updater"
+    assert list(updater.trusted_keys) == [key_id(load_public_key(key_file))]
     assert os.stat(paths.config_file).st_mode & 0o777 == 0o600
 
 

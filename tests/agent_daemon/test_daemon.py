@@ -23,6 +23,8 @@ from tests.agent_daemon.daemon_support.stub_updater import SimulatedCrash, StubU
 # 03:00 in Amsterdam on 2026-11-30 (CET, UTC+1) is 02:00Z.
 SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 SLOT_KEY = "2026-11-30T03:00"
+# The contract names runs by UUID.
+MANUAL_RUN_ID = "0d7a0000-0000-4000-8000-00000000000a"
 
 
 def make(tmp_path: Path, *, at: datetime = SLOT_AT, **plane: object) -> tuple[Harness, ManualClock]:
@@ -308,7 +310,8 @@ def test_reports_wait_in_the_outbox_and_are_sent_in_order_when_answered(
 def test_a_bad_config_from_the_server_consumes_nothing_and_is_one_line(tmp_path: Path) -> None:
     h, _ = make(tmp_path)
     h.control_plane.config_body = (
-        b'{"agent_id": "a", "schedule": {"enabled": true, "times": ["03:07"]}, '
+        b'{"agent_id": "4b1c9a6e-0000-4000-8000-000000000001", '
+        b'"schedule": {"enabled": true, "times": ["03:07"]}, '
         b'"timezone": "Europe/Amsterdam", "catch_up_minutes": 15, '
         b'"brake": {"engaged": false}}'
     )
@@ -372,9 +375,9 @@ def test_schedule_switched_off_does_nothing(tmp_path: Path) -> None:
 
 
 def test_manual_update_skips_the_planner_and_runs_once(tmp_path: Path) -> None:
-    h, clock = make(tmp_path, at=SLOT_AT + timedelta(hours=8), manual_run_id="manual-1")
+    h, clock = make(tmp_path, at=SLOT_AT + timedelta(hours=8), manual_run_id=MANUAL_RUN_ID)
     assert h.daemon.tick() == "dispatched"
-    assert h.control_plane.runs["manual-1"].status == "succeeded"
+    assert h.control_plane.runs[MANUAL_RUN_ID].status == "succeeded"
     assert h.state().last_consumed is None
     clock.advance(minutes=1)
     assert h.daemon.tick() == "no_slot"
@@ -384,18 +387,18 @@ def test_manual_update_skips_the_planner_and_runs_once(tmp_path: Path) -> None:
 def test_manual_update_while_already_current_reports_success_without_installing(
     tmp_path: Path,
 ) -> None:
-    h, _ = make(tmp_path, at=SLOT_AT + timedelta(hours=8), manual_run_id="manual-1")
+    h, _ = make(tmp_path, at=SLOT_AT + timedelta(hours=8), manual_run_id=MANUAL_RUN_ID)
     h.updater.installed = "1.5.0"
     assert h.daemon.tick() == "dispatched"
     assert h.updater.applied == []
-    assert h.control_plane.runs["manual-1"].status == "succeeded"
+    assert h.control_plane.runs[MANUAL_RUN_ID].status == "succeeded"
 
 
 def test_a_refused_manual_update_is_not_retried(tmp_path: Path) -> None:
-    h, clock = make(tmp_path, at=SLOT_AT + timedelta(hours=8), manual_run_id="manual-1")
-    h.control_plane.manual_run_id = "manual-1"
-    h.control_plane.runs["manual-1"] = Run(
-        run_id="manual-1", trigger="manual", slot_key=None, status="succeeded"
+    h, clock = make(tmp_path, at=SLOT_AT + timedelta(hours=8), manual_run_id=MANUAL_RUN_ID)
+    h.control_plane.manual_run_id = MANUAL_RUN_ID
+    h.control_plane.runs[MANUAL_RUN_ID] = Run(
+        run_id=MANUAL_RUN_ID, trigger="manual", slot_key=None, status="succeeded"
     )
     assert h.daemon.tick() == "manual_refused"
     clock.advance(minutes=1)

@@ -11,19 +11,19 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent_daemon.download import (
-    ArtifactSpec,
-    DownloadLimits,
-    download_artifact,
-    final_path,
-    part_path,
-)
 from agent_daemon.errors import (
     ArtifactMismatch,
     DownloadFailed,
     DownloadStalled,
     DownloadTooLong,
     NotEnoughDisk,
+)
+from agent_daemon.updater.download import (
+    ArtifactSpec,
+    DownloadLimits,
+    download_artifact,
+    final_path,
+    part_path,
 )
 from tests.agent_daemon.updater_support.artifact_server import ArtifactServer, artifact_server
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from agent_daemon.errors import InstallFailed, SelfTestFailed, UnsafeArchive
-from agent_daemon.install import install_build, self_test
-from agent_daemon.layout import COMPLETE_MARKER, InstallLayout
+from agent_daemon.updater.install import install_build, self_test
+from agent_daemon.updater.layout import COMPLETE_MARKER, InstallLayout
 from signed_release.demo_agent import build_demo_agent
 from tests.agent_daemon.updater_support.releases import evil_archive
 

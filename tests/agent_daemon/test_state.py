@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from agent_daemon.errors import DaemonStateError
-from agent_daemon.state import (
+from agent_daemon.updater import Updater, UpdateRequest, UpdaterSettings
+from agent_daemon.updater.updater_state import (
     STATE_FILE_NAME,
     STATE_FORMAT_VERSION,
     Build,
@@ -18,7 +19,6 @@ from agent_daemon.state import (
     UpdaterState,
     UpdaterStateStore,
 )
-from agent_daemon.updater import Updater, UpdateRequest, UpdaterSettings
 from ground.clock import SystemClock
 from tests.agent_daemon.updater_support.releases import ReleaseFactory
 

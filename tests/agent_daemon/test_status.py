@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from agent_daemon.config_cache import CachedConfig
 from agent_daemon.daemon_state import ClaimInProgress, ConsumedSlot, DaemonState, RunRecord
 from agent_daemon.status import AgentStatus, render_status
-from agent_daemon.sync import CachedConfig, parse_remote_config
+from agent_daemon.wire import parse_config
 
 NOW = datetime(2026, 11, 30, 2, 5, tzinfo=UTC)
 CONFIG = {
-    "agent_id": "a1",
+    "agent_id": "4b1c9a6e-0000-4000-8000-000000000001",
     "schedule": {"enabled": True, "times": ["03:00", "15:00"]},
     "timezone": "Europe/Amsterdam",
     "catch_up_minutes": 15,
@@ -22,7 +23,7 @@ CONFIG = {
 
 def status(state: DaemonState, *, cached: bool = True, pid: int | None = 4242) -> str:
     cache = CachedConfig(
-        config=parse_remote_config(CONFIG),
+        config=parse_config(CONFIG),
         raw=CONFIG,
         etag='"e"',
         synced_at=datetime(2026, 11, 30, 2, 4, tzinfo=UTC),

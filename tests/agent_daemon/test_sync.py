@@ -13,27 +13,22 @@ import httpx
 import pytest
 
 from agent_daemon.atomic_file import write_versioned_json
+from agent_daemon.config_cache import CachedConfig, ConfigCache
+from agent_daemon.control_plane_client import ControlPlaneClient, FreshConfig, NotModified
 from agent_daemon.errors import (
     BadServerAnswer,
     ControlPlaneUnreachable,
     CredentialRefused,
     DaemonStateError,
 )
-from agent_daemon.sync import (
-    CachedConfig,
-    ClaimGranted,
-    ClaimRefused,
-    ConfigCache,
-    ControlPlaneClient,
-    FreshConfig,
-    NotModified,
-    ServerClock,
-    build_http_client,
-)
+from agent_daemon.http_client import build_http_client
+from agent_daemon.server_clock import ServerClock
+from ground.contract import ClaimGrant, ClaimRequest, ErrorDetail
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane
 from tests.agent_daemon.daemon_support.manual_clock import ManualClock, SkewedClock
 
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+AGENT_ID = "4b1c9a6e-0000-4000-8000-000000000001"
 
 
 def client_for(
@@ -117,7 +112,7 @@ def test_a_refused_credential_says_so(status: int) -> None:
         pytest.param(
             json.dumps(
                 {
-                    "agent_id": "a",
+                    "agent_id": AGENT_ID,
                     "schedule": {"enabled": True, "times": ["03:00", "03:00"]},
                     "timezone": "Europe/Amsterdam",
                     "catch_up_minutes": 15,
@@ -130,7 +125,7 @@ def test_a_refused_credential_says_so(status: int) -> None:
         pytest.param(
             json.dumps(
                 {
-                    "agent_id": "a",
+                    "agent_id": AGENT_ID,
                     "schedule": {"enabled": True, "times": ["03:00"]},
                     "timezone": "Mars/Olympus",
                     "catch_up_minutes": 15,
@@ -143,7 +138,7 @@ def test_a_refused_credential_says_so(status: int) -> None:
         pytest.param(
             json.dumps(
                 {
-                    "agent_id": "a",
+                    "agent_id": AGENT_ID,
                     "schedule": {"enabled": True, "times": ["03:00"]},
                     "timezone": "Europe/Amsterdam",
                     "catch_up_minutes": 0,
@@ -163,7 +158,7 @@ def test_a_config_the_agent_cannot_use_is_a_bad_answer(body: bytes, message: str
 
 def test_a_switched_off_schedule_may_hold_no_times() -> None:
     body = {
-        "agent_id": "a",
+        "agent_id": AGENT_ID,
         "schedule": {"enabled": False, "times": []},
         "timezone": "Europe/Amsterdam",
         "catch_up_minutes": 15,
@@ -180,19 +175,37 @@ def test_a_switched_off_schedule_may_hold_no_times() -> None:
     ("status", "detail", "code", "consumes"),
     [
         pytest.param(
-            429, {"code": "org_cap", "retry_after_seconds": 30}, "org_cap", False, id="org_cap"
+            429,
+            {"code": "org_cap", "message": "full", "retry_after_seconds": 30},
+            "org_cap",
+            False,
+            id="org_cap",
         ),
         pytest.param(
             429,
-            {"code": "global_cap", "retry_after_seconds": 5},
+            {"code": "global_cap", "message": "full", "retry_after_seconds": 5},
             "global_cap",
             False,
             id="global_cap",
         ),
         pytest.param(503, {"code": "brake", "message": "maintenance"}, "brake", False, id="brake"),
-        pytest.param(409, {"code": "slot_consumed"}, "slot_consumed", True, id="slot_consumed"),
-        pytest.param(409, {"code": "window_closed"}, "window_closed", True, id="window_closed"),
-        pytest.param(422, {"code": "not_a_slot"}, "not_a_slot", True, id="not_a_slot"),
+        pytest.param(
+            409,
+            {"code": "slot_consumed", "message": "taken"},
+            "slot_consumed",
+            True,
+            id="slot_consumed",
+        ),
+        pytest.param(
+            409,
+            {"code": "window_closed", "message": "late"},
+            "window_closed",
+            True,
+            id="window_closed",
+        ),
+        pytest.param(
+            422, {"code": "not_a_slot", "message": "no"}, "not_a_slot", True, id="not_a_slot"
+        ),
     ],
 )
 def test_claim_refusals_say_whether_the_slot_is_gone(
@@ -201,31 +214,34 @@ def test_claim_refusals_say_whether_the_slot_is_gone(
     client, _ = client_for(
         httpx.MockTransport(lambda r: httpx.Response(status, json={"detail": detail}))
     )
-    answer = client.claim(slot_key="2026-11-30T03:00", manual_run_id=None, from_version="1.4.1")
-    assert isinstance(answer, ClaimRefused)
-    assert (answer.code, answer.consumes_slot) == (code, consumes)
+    answer = client.claim(ClaimRequest(slot_key="2026-11-30T03:00", from_version="1.4.1"))
+    assert isinstance(answer, ErrorDetail)
+    assert answer.refusal is not None
+    assert (answer.code, answer.refusal.consumes_slot) == (code, consumes)
 
 
 def test_a_grant_carries_an_absolute_artifact_url() -> None:
     plane = FakeControlPlane(now=ManualClock(NOW).now)
     client, _ = client_for(plane.transport(), base_url="https://control.example/")
-    answer = client.claim(slot_key="2026-11-30T03:00", manual_run_id=None, from_version="1.4.1")
-    assert isinstance(answer, ClaimGranted)
-    assert answer.artifact_url.startswith("https://control.example/v1/agent/runs/")
+    answer = client.claim(ClaimRequest(slot_key="2026-11-30T03:00", from_version="1.4.1"))
+    assert isinstance(answer, ClaimGrant)
+    assert client.absolute_url(answer.release.artifact_url).startswith(
+        "https://control.example/v1/agent/runs/"
+    )
 
 
 def test_a_grant_without_a_release_is_a_bad_answer() -> None:
     client, _ = client_for(
-        httpx.MockTransport(lambda r: httpx.Response(201, json={"run_id": "r1"}))
+        httpx.MockTransport(lambda r: httpx.Response(201, json={"run_id": AGENT_ID}))
     )
     with pytest.raises(BadServerAnswer, match="release: missing"):
-        client.claim(slot_key="2026-11-30T03:00", manual_run_id=None, from_version=None)
+        client.claim(ClaimRequest(slot_key="2026-11-30T03:00"))
 
 
 def test_a_refusal_without_a_code_is_a_bad_answer() -> None:
     client, _ = client_for(httpx.MockTransport(lambda r: httpx.Response(418, text="teapot")))
     with pytest.raises(BadServerAnswer, match="418"):
-        client.claim(slot_key="2026-11-30T03:00", manual_run_id=None, from_version=None)
+        client.claim(ClaimRequest(slot_key="2026-11-30T03:00"))
 
 
 def test_the_config_cache_round_trips_and_refuses_a_newer_format(tmp_path: Path) -> None:
@@ -253,7 +269,7 @@ class _ConfigHandler(BaseHTTPRequestHandler):
         assert self.headers["Authorization"] == "Bearer nwa_test_credential"
         body = json.dumps(
             {
-                "agent_id": "a1",
+                "agent_id": AGENT_ID,
                 "schedule": {"enabled": True, "times": ["03:00"]},
                 "timezone": "Europe/Amsterdam",
                 "catch_up_minutes": 15,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent_daemon.layout import InstallLayout
+from agent_daemon.updater.layout import InstallLayout
 from tests.agent_daemon.updater_support.host import REPO, SUPPORT, Host, host_running
 from tests.agent_daemon.updater_support.releases import Release
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agent_daemon.health import AgentService
+from agent_daemon.updater.managed_service import AgentService
 from ground.clock import Clock, FakeClock, SystemClock
 
 FAST = FakeClock(start=SystemClock().now(), anchor=time.time(), speed=100.0)

@@ -22,7 +22,7 @@ from agent_daemon.errors import (
     WrongChannel,
     WrongPlatform,
 )
-from agent_daemon.verify import verify_release
+from agent_daemon.updater.verify import verify_release
 from signed_release import sign_manifest
 from tests.agent_daemon.updater_support.releases import Release, ReleaseFactory
 

@@ -1,9 +1,11 @@
 """An in-memory control plane behind `httpx.MockTransport`, for the daemon's unit tests.
 
-It follows the agent contract in docs/architecture.md closely enough to test the agent's side of
-each answer: ETag/304, `X-Nachtwacht-Server-Time` on every answer, claims re-checked with the
-planner on the server's clock (not_a_slot, window_closed, slot_consumed), the brake (503), a full
-cap (429), idempotent claims and run reports. The end-to-end tests use the real control plane.
+It answers with the contract's models and codes (`ground.contract`), never with its own spelling:
+ETag/304, `SERVER_TIME_HEADER` on every answer, claims re-checked against the server's clock with
+the planner's own slot lookup (`slot_for_key`), the brake (503), a full cap (429), idempotent claims
+and run reports. `refuse_claims_with` makes every claim answer one code (a `RefusalCode`, an
+unknown one, or `database_unavailable`), so a test can show each code's effect on the slot. The
+end-to-end tests use the real control plane.
 """
 
 from __future__ import annotations
@@ -15,14 +17,42 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from http import HTTPStatus
 from typing import Any
 
 import httpx
+from pydantic import BaseModel
 
-from shared_planner import slots_between
+from ground.contract import (
+    CLAIMS_PATH,
+    CONFIG_PATH,
+    RUNS_PATH,
+    SERVER_TIME_HEADER,
+    AgentConfig,
+    AnswerCode,
+    BrakeView,
+    ClaimedRelease,
+    ClaimGrant,
+    ClaimRequest,
+    ErrorAnswer,
+    ErrorDetail,
+    ManualUpdateView,
+    NothingToDoReport,
+    OutcomeReport,
+    RefusalCode,
+    ReleaseView,
+    ScheduleView,
+    TokenView,
+    artifact_path,
+    format_instant,
+)
+from shared_planner import InvalidPlanningInput, slot_for_key
 
 MANIFEST = b'{"agent_version": "1.5.0", "manifest_version": 42}'
 SIGNATURE = b'{"key_id": "k", "signature": "s"}'
+CREDENTIAL = "nwa_test_credential"
+ORG_ID = "6f1c0000-0000-4000-8000-000000000001"
+TOKEN_LIFETIME = timedelta(hours=1)
 
 
 @dataclass
@@ -33,6 +63,18 @@ class Run:
     status: str
     version: str | None = None
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class ClaimRefusal:
+    """How every claim is answered while set: a code and the status it goes with."""
+
+    code: str
+    status: int
+
+    @classmethod
+    def of(cls, code: RefusalCode) -> ClaimRefusal:
+        return cls(code=code.value, status=code.status)
 
 
 @dataclass
@@ -51,8 +93,9 @@ class FakeControlPlane:
     reports_fail: bool = False
     manual_run_id: str | None = None
     config_body: bytes | None = None  # answered verbatim instead of the real config
-    config_status: int = 200
+    config_status: int = HTTPStatus.OK
     server_catch_up_minutes: int | None = None  # the server's own window, when it differs
+    refuse_claims_with: ClaimRefusal | None = None
     runs: dict[str, Run] = field(default_factory=dict)
     consumed_at: datetime | None = None
     requests: list[str] = field(default_factory=list)
@@ -63,103 +106,118 @@ class FakeControlPlane:
     # -- what a test asserts on ------------------------------------------------------------------
 
     def claims(self) -> list[str]:
-        return [r for r in self.requests if r.startswith("POST /v1/agent/claims")]
+        return [r for r in self.requests if r.startswith(f"POST {CLAIMS_PATH}")]
 
     def runs_with(self, status: str) -> list[Run]:
         return [run for run in self.runs.values() if run.status == status]
 
     # -- the contract ----------------------------------------------------------------------------
 
-    def _config(self) -> dict[str, Any]:
-        return {
-            "agent_id": self.agent_id,
-            "org_id": "org-1",
-            "name": "web-01",
-            "schedule": {"enabled": self.enabled, "times": list(self.times)},
-            "timezone": self.timezone,
-            "catch_up_minutes": self.catch_up_minutes,
-            "brake": {
-                "engaged": self.brake_in_config,
-                "reason": "test" if self.brake_in_config else None,
-            },
-            "release": None
+    def config(self) -> AgentConfig:
+        return AgentConfig(
+            agent_id=uuid.UUID(self.agent_id),
+            org_id=uuid.UUID(ORG_ID),
+            name="web-01",
+            schedule=ScheduleView(enabled=self.enabled, times=self.times),
+            timezone=self.timezone,
+            catch_up_minutes=self.catch_up_minutes,
+            brake=BrakeView(
+                engaged=self.brake_in_config, reason="test" if self.brake_in_config else None
+            ),
+            release=None
             if self.release_version is None
-            else {
-                "version": self.release_version,
-                "manifest_version": 42,
-                "channel": "stable",
-                "platform": "linux-x86_64",
-            },
-            "manual_update": None
+            else ReleaseView(
+                version=self.release_version,
+                manifest_version=42,
+                channel="stable",
+                platform="linux-x86_64",
+            ),
+            manual_update=None
             if self.manual_run_id is None
-            else {"run_id": self.manual_run_id, "requested_at": "2026-11-30T01:00:00Z"},
-        }
+            else ManualUpdateView(run_id=uuid.UUID(self.manual_run_id)),
+        )
 
-    def _answer(self, status: int, body: Any = None, **headers: str) -> httpx.Response:
-        stamp = self.now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        all_headers = {"X-Nachtwacht-Server-Time": stamp, **headers}
+    def _answer(self, status: int, body: BaseModel | None = None, **headers: str) -> httpx.Response:
+        all_headers = {SERVER_TIME_HEADER: format_instant(self.now()), **headers}
         if body is None:
             return httpx.Response(status, headers=all_headers)
-        return httpx.Response(status, json=body, headers=all_headers)
+        return httpx.Response(status, json=body.model_dump(mode="json"), headers=all_headers)
+
+    def _refuse(self, status: int, code: str, **extra: Any) -> httpx.Response:
+        detail = ErrorDetail(code=code, message=f"refused: {code}", **extra)
+        return self._answer(status, ErrorAnswer(detail=detail))
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         line = f"{request.method} {request.url.path}"
         self.requests.append(line)
         if not self.online:
             raise httpx.ConnectError("connection refused", request=request)
-        if request.headers.get("Authorization") != "Bearer nwa_test_credential":
-            return self._answer(401, {"detail": "unknown credential"})
-        if line == "GET /v1/agent/config":
+        if request.headers.get("Authorization") != f"Bearer {CREDENTIAL}":
+            # The control plane's 401 carries a plain message, no code (control_plane/errors.py).
+            return httpx.Response(
+                HTTPStatus.UNAUTHORIZED,
+                json={"detail": "unknown credential"},
+                headers={SERVER_TIME_HEADER: format_instant(self.now())},
+            )
+        if line == f"GET {CONFIG_PATH}":
             return self._get_config(request)
         body = json.loads(request.content or b"{}")
-        if line == "POST /v1/agent/claims":
-            return self._claim(body)
+        if line == f"POST {CLAIMS_PATH}":
+            return self._claim(ClaimRequest.model_validate(body))
         if self.reports_fail:
-            return self._answer(503, {"detail": "database unavailable"})
-        if line == "POST /v1/agent/runs":
-            return self._up_to_date(body)
-        if request.method == "PATCH" and request.url.path.startswith("/v1/agent/runs/"):
-            return self._outcome(request.url.path.rsplit("/", 1)[1], body)
-        return self._answer(404, {"detail": "no such endpoint"})
+            return self._refuse(
+                HTTPStatus.SERVICE_UNAVAILABLE, AnswerCode.DATABASE_UNAVAILABLE.value
+            )
+        if line == f"POST {RUNS_PATH}":
+            return self._up_to_date(NothingToDoReport.model_validate(body))
+        if request.method == "PATCH" and request.url.path.startswith(f"{RUNS_PATH}/"):
+            run_id = request.url.path.rsplit("/", 1)[1]
+            return self._outcome(run_id, OutcomeReport.model_validate(body))
+        return self._answer(HTTPStatus.NOT_FOUND)
 
     def _get_config(self, request: httpx.Request) -> httpx.Response:
         if self.config_body is not None:
             return httpx.Response(
                 self.config_status, content=self.config_body, headers={"ETag": '"raw"'}
             )
-        config = self._config()
-        etag = '"' + hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest() + '"'
+        config = self.config()
+        document = json.dumps(config.model_dump(mode="json"), sort_keys=True).encode()
+        etag = '"' + hashlib.sha256(document).hexdigest() + '"'
         if request.headers.get("If-None-Match") == etag:
-            return self._answer(304, ETag=etag)
-        config["server_time"] = self.now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        return self._answer(200, config, ETag=etag)
+            return self._answer(HTTPStatus.NOT_MODIFIED, ETag=etag)
+        fresh = config.model_copy(update={"server_time": self.now()})
+        return self._answer(HTTPStatus.OK, fresh, ETag=etag)
 
-    def _slot_check(self, key: str) -> tuple[int, str] | None:
+    def _slot_at(self, key: str) -> datetime | None:
+        try:
+            slot = slot_for_key(self.times, key, tz=self.timezone)
+        except InvalidPlanningInput:
+            return None
+        return None if slot is None else slot.at
+
+    def _slot_check(self, key: str) -> RefusalCode | None:
         now = self.now()
         window = timedelta(minutes=self.server_catch_up_minutes or self.catch_up_minutes)
-        nearby = slots_between(
-            self.times, start=now - timedelta(days=2), end=now + timedelta(days=2), tz=self.timezone
-        )
-        slot = next((s for s in nearby if s.key == key), None)
-        if slot is None:
-            return 422, "not_a_slot"
-        if self.consumed_at is not None and slot.at <= self.consumed_at:
-            return 409, "slot_consumed"
-        if not slot.at <= now < slot.at + window:
-            return 409, "window_closed"
+        at = self._slot_at(key)
+        if at is None:
+            return RefusalCode.NOT_A_SLOT
+        if self.consumed_at is not None and at <= self.consumed_at:
+            return RefusalCode.SLOT_CONSUMED
+        if not at <= now < at + window:
+            return RefusalCode.WINDOW_CLOSED
         return None
 
     def _consume(self, key: str) -> None:
-        now = self.now()
-        nearby = slots_between(
-            self.times, start=now - timedelta(days=2), end=now + timedelta(days=1), tz=self.timezone
-        )
-        at = next(s.at for s in nearby if s.key == key)
+        at = self._slot_at(key)
+        assert at is not None, "only a checked slot is consumed"
         self.consumed_at = at if self.consumed_at is None else max(self.consumed_at, at)
 
-    def _claim(self, body: dict[str, Any]) -> httpx.Response:
-        manual = body.get("manual_run_id")
-        key = body.get("slot_key")
+    def _claim(self, body: ClaimRequest) -> httpx.Response:
+        if self.refuse_claims_with is not None:
+            refusal = self.refuse_claims_with
+            return self._refuse(refusal.status, refusal.code)
+        manual = None if body.manual_run_id is None else str(body.manual_run_id)
+        key = body.slot_key
         existing = next(
             (
                 r
@@ -169,70 +227,81 @@ class FakeControlPlane:
             None,
         )
         if existing is not None and existing.status == "claimed":
-            return self._answer(200, self._grant(existing))
+            return self._answer(HTTPStatus.OK, self._grant(existing))
         if manual:
-            if manual != self.manual_run_id or existing is not None:
-                return self._refuse(409, "not_requested")
+            if existing is not None:
+                return self._refuse_code(RefusalCode.RUN_FINISHED)
+            if manual != self.manual_run_id:
+                return self._refuse_code(RefusalCode.RUN_NOT_FOUND)
             run = Run(run_id=manual, trigger="manual", slot_key=None, status="claimed")
             self.runs[run.run_id] = run
-            return self._answer(201, self._grant(run))
+            return self._answer(HTTPStatus.CREATED, self._grant(run))
         problem = self._slot_check(str(key))
         if problem is not None:
-            return self._refuse(*problem)
+            return self._refuse_code(problem)
         if self.brake:
-            return self._refuse(503, "brake")
+            return self._refuse_code(RefusalCode.BRAKE)
         if self.cap_full:
-            return self._refuse(429, "org_cap", retry_after_seconds=42)
+            return self._refuse_code(RefusalCode.ORG_CAP, retry_after_seconds=42)
         run = Run(run_id=str(uuid.uuid4()), trigger="schedule", slot_key=key, status="claimed")
         self.runs[run.run_id] = run
         self._consume(str(key))
-        return self._answer(201, self._grant(run))
+        return self._answer(HTTPStatus.CREATED, self._grant(run))
 
-    def _grant(self, run: Run) -> dict[str, Any]:
-        return {
-            "run_id": run.run_id,
-            "slot_key": run.slot_key,
-            "token": {"id": "token-" + run.run_id, "expires_at": "2099-01-01T00:00:00Z"},
-            "release": {
-                "version": self.release_version,
-                "manifest_version": 42,
-                "manifest_b64": base64.b64encode(MANIFEST).decode(),
-                "signature_b64": base64.b64encode(SIGNATURE).decode(),
-                "artifact_url": f"/v1/agent/runs/{run.run_id}/artifact",
-            },
-        }
+    def _refuse_code(self, code: RefusalCode, **extra: Any) -> httpx.Response:
+        return self._refuse(code.status, code.value, **extra)
 
-    def _refuse(self, status: int, code: str, **extra: Any) -> httpx.Response:
-        return self._answer(
-            status, {"detail": {"code": code, "message": f"refused: {code}", **extra}}
+    def _grant(self, run: Run) -> ClaimGrant:
+        assert self.release_version is not None, "a claim is granted only with a release"
+        return ClaimGrant(
+            run_id=uuid.UUID(run.run_id),
+            slot_key=run.slot_key,
+            token=TokenView(
+                id=uuid.uuid5(uuid.NAMESPACE_URL, run.run_id),
+                expires_at=self.now() + TOKEN_LIFETIME,
+            ),
+            release=ClaimedRelease(
+                version=self.release_version,
+                manifest_version=42,
+                manifest_b64=base64.b64encode(MANIFEST).decode(),
+                signature_b64=base64.b64encode(SIGNATURE).decode(),
+                artifact_url=artifact_path(run.run_id),
+            ),
         )
 
-    def _up_to_date(self, body: dict[str, Any]) -> httpx.Response:
-        key = str(body["slot_key"])
+    def _up_to_date(self, body: NothingToDoReport) -> httpx.Response:
+        key = body.slot_key
         existing = next((r for r in self.runs.values() if r.slot_key == key), None)
         if existing is not None:
-            return self._answer(200, {"run_id": existing.run_id})
+            return self._answer(HTTPStatus.OK, _RunAnswer(run_id=existing.run_id))
         problem = self._slot_check(key)
         if problem is not None:
-            return self._refuse(*problem)
+            return self._refuse_code(problem)
         run = Run(
             run_id=str(uuid.uuid4()),
             trigger="schedule",
             slot_key=key,
             status="up_to_date",
-            version=body.get("version"),
+            version=body.version,
         )
         self.runs[run.run_id] = run
         self._consume(key)
-        return self._answer(201, {"run_id": run.run_id})
+        return self._answer(HTTPStatus.CREATED, _RunAnswer(run_id=run.run_id))
 
-    def _outcome(self, run_id: str, body: dict[str, Any]) -> httpx.Response:
+    def _outcome(self, run_id: str, body: OutcomeReport) -> httpx.Response:
         run = self.runs.get(run_id)
         if run is None:
-            return self._answer(404, {"detail": "no such run"})
-        if run.status not in {"claimed", body["status"]}:
-            return self._refuse(409, "not_claimed")
-        run.status = body["status"]
-        run.version = body.get("version")
-        run.error = body.get("error")
-        return self._answer(200, {"run_id": run_id, "status": run.status})
+            return self._refuse(HTTPStatus.NOT_FOUND, AnswerCode.RUN_NOT_FOUND.value)
+        if run.status not in {"claimed", body.status}:
+            return self._refuse(HTTPStatus.CONFLICT, AnswerCode.RUN_NOT_CLAIMED.value)
+        run.status = body.status
+        run.version = body.version
+        run.error = body.error
+        return self._answer(HTTPStatus.OK, _RunAnswer(run_id=run_id, status=run.status))
+
+
+class _RunAnswer(BaseModel):
+    # The run endpoints' answer: the contract names no model for it, and the agent reads only
+    # the status code.
+    run_id: str
+    status: str | None = None

@@ -9,11 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_daemon.config_cache import ConfigCache
+from agent_daemon.control_plane_client import ControlPlaneClient
 from agent_daemon.daemon import Daemon
 from agent_daemon.daemon_state import DaemonState, StateStore
 from agent_daemon.event_log import EventLog
+from agent_daemon.http_client import build_http_client
 from agent_daemon.outbox import Outbox
-from agent_daemon.sync import ConfigCache, ControlPlaneClient, ServerClock, build_http_client
+from agent_daemon.server_clock import ServerClock
 from ground.clock import Clock
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane
 from tests.agent_daemon.daemon_support.stub_updater import StubUpdater

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from agent_daemon.atomic_file import fsync_directory, write_bytes_atomically
 from agent_daemon.errors import InstallFailed, SelfTestFailed, UnsafeArchive
-from agent_daemon.layout import COMPLETE_MARKER, InstallLayout
+from agent_daemon.updater.layout import COMPLETE_MARKER, InstallLayout
 from signed_release import AGENT_ENTRY_POINT
 
 __all__ = ["SELF_TEST_TIMEOUT_SECONDS", "check_members", "install_build", "self_test"]

@@ -8,32 +8,25 @@ agent running the new build — or the old one again.
                                    └► rolling_back ─► links back, restart,
                                       old version's health, mark bad      → rolled_back
 
-Each arrow is a state-file write (`agent_daemon.state`) made before the next step starts, so a
+Each arrow is a state-file write (`updater_state`) made before the next step starts, so a
 process killed anywhere is finished by `resume()` from the last recorded step; every step is safe to
 run twice. Until `switched` the old version never stopped running; a refusal or failure there is an
 outcome with status `failed`. Only this module reads files, downloads and runs commands; the
-verifying core (`agent_daemon.verify`) is pure.
+verifying core (`agent_daemon.updater.verify`) is pure.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
 import httpx
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from agent_daemon.download import (
-    ArtifactSpec,
-    DownloadLimits,
-    clean_staging,
-    download_artifact,
-    final_path,
-)
 from agent_daemon.errors import (
     DaemonStateError,
     SelfTestFailed,
@@ -41,11 +34,19 @@ from agent_daemon.errors import (
     UpdateInProgress,
     VersionMarkedBad,
 )
-from agent_daemon.health import AgentService
-from agent_daemon.install import install_build, self_test
-from agent_daemon.layout import InstallLayout
-from agent_daemon.locking import update_lock
-from agent_daemon.state import (
+from agent_daemon.pid_lock import LockHeld, PidLock
+from agent_daemon.updater.download import (
+    ArtifactSpec,
+    DownloadLimits,
+    clean_staging,
+    download_artifact,
+    final_path,
+)
+from agent_daemon.updater.install import install_build, self_test
+from agent_daemon.updater.layout import InstallLayout
+from agent_daemon.updater.managed_service import AgentService
+from agent_daemon.updater.updater_settings import UpdaterSettings
+from agent_daemon.updater.updater_state import (
     Build,
     InProgress,
     RecordedOutcome,
@@ -53,54 +54,21 @@ from agent_daemon.state import (
     UpdaterState,
     UpdaterStateStore,
 )
-from agent_daemon.verify import VerifiedRelease, verify_release
+from agent_daemon.updater.verify import VerifiedRelease, verify_release
 from ground.clock import Clock
 from signed_release import Manifest, parse_manifest
 
-__all__ = ["UpdateOutcome", "UpdateRequest", "Updater", "UpdaterSettings"]
+__all__ = [
+    "UPDATE_LOCK_NAME",
+    "UpdateOutcome",
+    "UpdateRequest",
+    "Updater",
+    "update_lock",
+]
+
+UPDATE_LOCK_NAME = "update.lock"
 
 Status = Literal["succeeded", "failed", "rolled_back"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class UpdaterSettings:
-    install_root: Path
-    state_dir: Path
-    trusted_keys: Mapping[str, Ed25519PublicKey]
-    platform: str
-    channel: str
-    restart_command: tuple[str, ...] = ("systemctl", "restart", "provibr-agent.service")
-    # Must exit 0 and print the version of the agent that is actually running.
-    health_command: tuple[str, ...]
-    # Product seconds: they follow a fast fake clock like every other wait.
-    health_deadline_seconds: float = 120.0
-    disk_reserve_bytes: int = 50 * 1024 * 1024
-    download_read_timeout_seconds: float = 30.0
-    download_deadline_seconds: float = 900.0
-    # Product seconds between two health probes.
-    health_poll_seconds: float = 2.0
-
-    def __post_init__(self) -> None:
-        if not self.health_command:
-            raise ValueError(
-                "health_command: is empty (expected a command that prints the version)"
-            )
-        if not self.restart_command:
-            raise ValueError("restart_command: is empty (expected e.g. systemctl restart …)")
-        for name in (
-            "health_deadline_seconds",
-            "download_read_timeout_seconds",
-            "download_deadline_seconds",
-            "health_poll_seconds",
-        ):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name}: {getattr(self, name)!r} must be a positive number")
-        if self.disk_reserve_bytes < 0:
-            raise ValueError(f"disk_reserve_bytes: {self.disk_reserve_bytes!r} must be >= 0")
-        if not self.trusted_keys:
-            raise ValueError(
-                "trusted_keys: is empty (an update that cannot be verified is refused)"
-            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +85,23 @@ class UpdateOutcome:
     version: str | None  # the version running afterwards
     error: str | None
     run_id: str
+
+
+@contextmanager
+def update_lock(state_dir: Path) -> Iterator[None]:
+    """One update at a time (`UpdateInProgress` otherwise), across processes and threads."""
+    lock = PidLock(state_dir / UPDATE_LOCK_NAME)
+    try:
+        lock.acquire()
+    except LockHeld as exc:
+        raise UpdateInProgress(
+            f"another update is in progress (lock {exc.path} held by pid {exc.pid or 'unknown'});"
+            " one update at a time"
+        ) from exc
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 class _RollBack(Exception):

@@ -10,17 +10,14 @@ every timeout therefore follow one clock, and a fleet spreads its requests over 
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import logging
-import os
 import signal
 import threading
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import FrameType
-from typing import IO
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -29,7 +26,8 @@ from apscheduler.triggers.base import BaseTrigger
 from agent_daemon.daemon import Daemon
 from agent_daemon.errors import ConfigError
 from agent_daemon.event_log import EventLog
-from agent_daemon.sync import ServerClock
+from agent_daemon.pid_lock import LockHeld, PidLock, lock_holder
+from agent_daemon.server_clock import ServerClock
 from agent_daemon.systemd_notify import Notifier
 
 __all__ = [
@@ -93,54 +91,24 @@ class DaemonLock:
 
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / LOCK_FILE_NAME
-        self._handle: IO[str] | None = None
+        self._lock = PidLock(self.path)
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = self.path.open("a+", encoding="utf-8")
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            handle.close()
-            pid = read_lock_pid(self.path)
+            self._lock.acquire()
+        except LockHeld as exc:
             raise ConfigError(
-                f"{self.path}: another agent daemon (pid {pid or 'unknown'}) already runs "
+                f"{self.path}: another agent daemon (pid {exc.pid or 'unknown'}) already runs "
                 "with this state directory"
             ) from exc
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        self._handle = handle
 
     def release(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-
-
-def read_lock_pid(path: Path) -> int | None:
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
+        self._lock.release()
 
 
 def daemon_running(state_dir: Path) -> int | None:
     """The pid of the daemon holding the state directory's lock, or None when none does."""
-    path = state_dir / LOCK_FILE_NAME
-    try:
-        handle = path.open("r", encoding="utf-8")
-    except OSError:
-        return None
-    with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return read_lock_pid(path) or -1
-        fcntl.flock(handle, fcntl.LOCK_UN)
-    return None
+    return lock_holder(state_dir / LOCK_FILE_NAME)
 
 
 def run_service(

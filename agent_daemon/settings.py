@@ -1,10 +1,14 @@
-"""The agent's configuration: where it lives, what it holds, and how it is validated.
+"""The agent's one settings model: where it lives, what it holds, and how it is validated.
 
-`nachtwacht agent enroll` writes one TOML file; `nachtwacht agent run` and `status` read it into one
-frozen `AgentSettings`, validated at once, naming the bad field. The file holds the agent's
-credential and the paths of the trusted release keys, so it must be owned by the user the daemon
-runs as (root on a customer host) and readable by nobody else (mode 0600): trusted keys come from
-root-owned configuration, never from a writable cache.
+`nachtwacht agent enroll` turns its flags into one TOML file (`agent.toml`); `nachtwacht agent run`
+and `status` read it, with the paths from systemd's environment and the flags, into one frozen
+`AgentSettings` with the updater's section (`UpdaterSettings`) nested in it — validated at once,
+every bad field named with its value and what was expected. Each bound is declared once: the
+updater's in `UpdaterSettings`, the agent's here; the file's model is assembled from both.
+
+The file holds the agent's credential and the paths of the trusted release keys, so it must be
+owned by the user the daemon runs as (root on a customer host) and readable by nobody else (mode
+0600): trusted keys come from root-owned configuration, never from a writable cache.
 
 Paths: the state directory is `$STATE_DIRECTORY` when systemd sets it, else `--state-dir`, else
 the platform's state directory. The config file is `--config`, else
@@ -20,21 +24,38 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    InstanceOf,
+    ValidationError,
+    create_model,
+)
 
 from agent_daemon.atomic_file import write_bytes_atomically
-from agent_daemon.errors import ConfigError
+from agent_daemon.errors import ConfigError, describe_validation_error
+from agent_daemon.updater import UpdaterSettings
+from agent_daemon.updater.updater_settings import (
+    DEFAULT_RESTART_COMMAND,
+    FIELD_INFO,
+    FILE_FIELDS,
+)
+from signed_release import ReleaseError, load_public_keys
 
 __all__ = [
     "CONFIG_FILE_NAME",
     "CONFIG_FORMAT_VERSION",
+    "DEFAULT_INSTALL_ROOT",
+    "DEFAULT_RESTART_COMMAND",
+    "UPDATER_DIR_NAME",
     "AgentPaths",
     "AgentSettings",
-    "describe_validation_error",
     "load_settings",
     "render_config",
     "resolve_paths",
@@ -44,7 +65,8 @@ __all__ = [
 CONFIG_FILE_NAME = "agent.toml"
 CONFIG_FORMAT_VERSION = 1
 APP_NAME = "nachtwacht-agent"
-DEFAULT_RESTART_COMMAND = ("systemctl", "restart", "provibr-agent.service")
+# Inside the state directory: the updater's own state file, staging area and update lock.
+UPDATER_DIR_NAME = "updater"
 DEFAULT_INSTALL_ROOT = "/opt/provibr-agent"
 
 
@@ -77,107 +99,77 @@ def resolve_paths(
     return AgentPaths(state_dir=chosen_state.absolute(), config_file=chosen_config.absolute())
 
 
-class _ConfigFile(BaseModel):
-    """The TOML document, field by field; unknown fields are refused (a typo must not pass)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    format_version: Literal[1]
-    control_url: str
-    credential: str
-    agent_id: str = Field(min_length=1)
-    trusted_keys: tuple[str, ...] = Field(min_length=1)
-    install_root: str
-    platform: str = Field(min_length=1)
-    channel: str = Field(min_length=1)
-    restart_command: tuple[str, ...] = Field(min_length=1)
-    health_command: tuple[str, ...] = Field(min_length=1)
-    health_deadline_seconds: float = Field(default=120.0, gt=0, le=3600)
-    request_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
-    # The download's limits: a slow customer uplink may need more than the defaults.
-    download_read_timeout_seconds: float = Field(default=30.0, gt=0, le=600)
-    download_deadline_seconds: float = Field(default=900.0, gt=0, le=86400)
-    health_poll_seconds: float = Field(default=2.0, gt=0, le=60)
-
-    @field_validator("control_url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in {"http", "https"} or not parts.netloc:
-            raise ValueError("expected an http(s) URL such as https://control.example")
-        if parts.query or parts.fragment:
-            raise ValueError("expected a base URL without ?query or #fragment")
-        return value.rstrip("/")
-
-    @field_validator("credential")
-    @classmethod
-    def _agent_credential(cls, value: str) -> str:
-        if not value.startswith("nwa_") or len(value) < 8 or any(c.isspace() for c in value):
-            raise ValueError("expected an agent credential starting with nwa_")
-        return value
-
-    @field_validator("install_root")
-    @classmethod
-    def _absolute_dir(cls, value: str) -> str:
-        if not Path(value).is_absolute():
-            raise ValueError("expected an absolute path")
-        return value
-
-    @field_validator("trusted_keys")
-    @classmethod
-    def _absolute_paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for index, item in enumerate(value):
-            if not Path(item).is_absolute():
-                raise ValueError(f"[{index}] {item!r}: expected an absolute path to a release.pub")
-        return value
+def _http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in {"http", "https"} or not parts.netloc:
+        raise ValueError("expected an http(s) URL such as https://control.example")
+    if parts.query or parts.fragment:
+        raise ValueError("expected a base URL without ?query or #fragment")
+    return value.rstrip("/")
 
 
-@dataclass(frozen=True, kw_only=True)
-class AgentSettings:
-    """Everything the daemon is configured with, validated; passed to constructors, never global."""
+def _agent_credential(value: str) -> str:
+    if not value.startswith("nwa_") or len(value) < 8 or any(c.isspace() for c in value):
+        raise ValueError("expected an agent credential starting with nwa_")
+    return value
+
+
+def _absolute_key_paths(value: tuple[Path, ...]) -> tuple[Path, ...]:
+    for index, item in enumerate(value):
+        if not item.is_absolute():
+            raise ValueError(f"[{index}] {str(item)!r}: expected an absolute path to a release.pub")
+    return value
+
+
+ControlUrl = Annotated[str, AfterValidator(_http_url)]
+AgentCredential = Annotated[str, AfterValidator(_agent_credential)]
+TrustedKeyFiles = Annotated[
+    tuple[Path, ...], Field(min_length=1), AfterValidator(_absolute_key_paths)
+]
+
+
+class AgentSettings(BaseModel):
+    """Everything the agent is configured with, validated at once; passed to constructors, never
+    global. `updater` is the updater's section, taken by `Updater` as it is."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     config_file: Path
     state_dir: Path
-    control_url: str
-    credential: str
-    agent_id: str
-    trusted_key_files: tuple[Path, ...]
-    install_root: Path
-    platform: str
-    channel: str
-    restart_command: tuple[str, ...]
-    health_command: tuple[str, ...]
-    health_deadline_seconds: float = 120.0
-    request_timeout_seconds: float = 10.0
-    download_read_timeout_seconds: float = 30.0
-    download_deadline_seconds: float = 900.0
-    health_poll_seconds: float = 2.0
-
-    def __repr__(self) -> str:
-        # The credential must never reach a log line through a repr.
-        return f"AgentSettings(agent_id={self.agent_id!r}, control_url={self.control_url!r}, …)"
+    control_url: ControlUrl
+    # Never in a repr: the credential must not reach a log line.
+    credential: AgentCredential = Field(repr=False)
+    agent_id: str = Field(min_length=1)
+    trusted_key_files: TrustedKeyFiles
+    request_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=300, strict=True, allow_inf_nan=False
+    )
+    # Validated when it was built (`UpdaterSettings.__init__`); here it is taken as it is.
+    updater: InstanceOf[UpdaterSettings]
 
 
-def describe_validation_error(exc: ValidationError, source: str) -> str:
-    """One line per problem: `source: field: found 'x' — expected …`."""
-    lines = []
-    for error in exc.errors():
-        field = ".".join(str(part) for part in error["loc"]) or "(document)"
-        if error["type"] == "missing":
-            lines.append(f"{source}: {field}: missing (required)")
-            continue
-        if error["type"] == "extra_forbidden":
-            lines.append(f"{source}: {field}: unknown field (check the spelling)")
-            continue
-        found = error.get("input")
-        message = str(error["msg"]).removeprefix("Value error, ")
-        lines.append(f"{source}: {field}: found {_shown(found)} — {message}")
-    return "\n".join(lines)
+# The agent's own fields in the file; the updater's (`FILE_FIELDS`) are declared by
+# `UpdaterSettings` and reused as they are, so a bound is written once.
+_AGENT_FILE_FIELDS = {"control_url", "credential", "agent_id", "request_timeout_seconds"}
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+def _file_fields() -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "format_version": (Literal[1], ...),
+        # The file names the key files; the settings hold both the files and the loaded keys.
+        "trusted_keys": (TrustedKeyFiles, ...),
+    }
+    declared = ((AgentSettings.model_fields, _AGENT_FILE_FIELDS), (FIELD_INFO, FILE_FIELDS))
+    for infos, names in declared:
+        for name in names:
+            fields[name] = (infos[name].annotation, infos[name])
+    return fields
+
+
+# The TOML document, field by field: unknown fields are refused (a typo must not pass silently).
+_ConfigFile = create_model(
+    "_ConfigFile", __config__=ConfigDict(extra="forbid", frozen=True), **_file_fields()
+)
 
 
 def _check_file_is_private(path: Path) -> None:
@@ -235,30 +227,31 @@ def load_settings(paths: AgentPaths) -> AgentSettings:
             f"(this one understands {CONFIG_FORMAT_VERSION})"
         )
     try:
-        parsed = _ConfigFile.model_validate(_lists_as_tuples(document))
+        parsed = _ConfigFile.model_validate(_lists_as_tuples(document)).model_dump()
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, str(path))) from exc
-    key_files = tuple(Path(item) for item in parsed.trusted_keys)
+    key_files: tuple[Path, ...] = parsed["trusted_keys"]
     for index, key_file in enumerate(key_files):
         _check_key_file_is_protected(f"trusted_keys[{index}]", key_file)
-    return AgentSettings(
-        config_file=path,
-        state_dir=paths.state_dir,
-        control_url=parsed.control_url,
-        credential=parsed.credential,
-        agent_id=parsed.agent_id,
-        trusted_key_files=key_files,
-        install_root=Path(parsed.install_root),
-        platform=parsed.platform,
-        channel=parsed.channel,
-        restart_command=parsed.restart_command,
-        health_command=parsed.health_command,
-        health_deadline_seconds=parsed.health_deadline_seconds,
-        request_timeout_seconds=parsed.request_timeout_seconds,
-        download_read_timeout_seconds=parsed.download_read_timeout_seconds,
-        download_deadline_seconds=parsed.download_deadline_seconds,
-        health_poll_seconds=parsed.health_poll_seconds,
-    )
+    try:
+        trusted_keys = load_public_keys(key_files)
+    except ReleaseError as exc:
+        raise ConfigError(f"{path}: trusted_keys: {exc}") from exc
+    try:
+        return AgentSettings(
+            config_file=path,
+            state_dir=paths.state_dir,
+            trusted_key_files=key_files,
+            updater=UpdaterSettings(
+                state_dir=paths.state_dir / UPDATER_DIR_NAME,
+                trusted_keys=trusted_keys,
+                **{name: parsed[name] for name in FILE_FIELDS},
+            ),
+            **{name: parsed[name] for name in _AGENT_FILE_FIELDS},
+        )
+    except (ValidationError, ConfigError) as exc:
+        # Everything was validated above; this only guards against the two models drifting.
+        raise ConfigError(f"{path}: {exc}") from exc
 
 
 def _lists_as_tuples(document: dict[str, Any]) -> dict[str, Any]:

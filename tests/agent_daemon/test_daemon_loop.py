@@ -10,9 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from agent_daemon.daemon_loop import (
+    DaemonLock,
+    ServerMinuteTrigger,
+    daemon_running,
+    second_in_minute,
+)
 from agent_daemon.errors import ConfigError
-from agent_daemon.service import DaemonLock, ServerMinuteTrigger, daemon_running, second_in_minute
-from agent_daemon.sync import ServerClock
+from agent_daemon.server_clock import ServerClock
 from agent_daemon.systemd_notify import Notifier
 from ground.clock import FakeClock
 from tests.agent_daemon.daemon_support.manual_clock import ManualClock

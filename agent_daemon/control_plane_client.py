@@ -1,0 +1,115 @@
+"""The agent's calls to the control plane: config sync (ETag/304), claims, reports.
+
+Foreign errors become the agent's own here (`raise … from exc`): no answer, a timeout or a 5xx that
+is not a refusal is `ControlPlaneUnreachable` (offline: consume nothing); 401/403 is
+`CredentialRefused`. Every answer teaches the `ServerClock` the control plane's time. What an
+answer means is read by `agent_daemon.wire`, shared with the simulated fleet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any, Literal
+from urllib.parse import urljoin
+
+import httpx
+
+from agent_daemon import wire
+from agent_daemon.errors import BadServerAnswer, ControlPlaneUnreachable, CredentialRefused
+from agent_daemon.server_clock import ServerClock
+from ground.contract import (
+    CLAIMS_PATH,
+    CONFIG_PATH,
+    SERVER_TIME_HEADER,
+    AgentConfig,
+    ClaimGrant,
+    ClaimRequest,
+    ErrorDetail,
+)
+
+__all__ = ["ControlPlaneClient", "Delivery", "FreshConfig", "NotModified"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FreshConfig:
+    config: AgentConfig
+    raw: dict[str, Any]  # the document as sent, for the cache and `status --json`
+    etag: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NotModified:
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class Delivery:
+    outcome: Literal["delivered", "rejected"]
+    status: int
+    detail: str = ""
+
+
+class ControlPlaneClient:
+    def __init__(self, *, http: httpx.Client, server_clock: ServerClock) -> None:
+        self._http = http
+        self._server_clock = server_clock
+
+    def absolute_url(self, path: str) -> str:
+        return urljoin(str(self._http.base_url), path)
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise ControlPlaneUnreachable(f"{method} {path}: no answer in time ({exc})") from exc
+        except httpx.TransportError as exc:
+            raise ControlPlaneUnreachable(f"{method} {path}: cannot connect ({exc})") from exc
+        server_time = wire.server_time(response.headers.get(SERVER_TIME_HEADER))
+        if server_time is not None:
+            self._server_clock.learn(server_time, local_time=self._server_clock.host_now())
+        if wire.is_offline(response.status_code, response.content):
+            raise ControlPlaneUnreachable(
+                f"{method} {path}: the control plane answered {response.status_code} "
+                f"({wire.detail_text(response.content)})"
+            )
+        if wire.is_credential_refused(response.status_code):
+            raise CredentialRefused(
+                f"{method} {path}: the control plane refused the agent's credential "
+                f"({response.status_code} {wire.detail_text(response.content)}); "
+                "re-enroll the agent"
+            )
+        return response
+
+    def fetch_config(self, *, etag: str | None) -> FreshConfig | NotModified:
+        headers = {"If-None-Match": etag} if etag else {}
+        response = self._request("GET", CONFIG_PATH, headers=headers)
+        if response.status_code == HTTPStatus.NOT_MODIFIED:
+            return NotModified()
+        if response.status_code != HTTPStatus.OK:
+            raise BadServerAnswer(
+                f"{wire.CONFIG_SOURCE}: expected 200 or 304, found {response.status_code} "
+                f"({wire.detail_text(response.content)})"
+            )
+        document = wire.read_json(response.content, source=wire.CONFIG_SOURCE)
+        config = wire.parse_config(document)
+        return FreshConfig(config=config, raw=document, etag=response.headers.get("ETag"))
+
+    def claim(self, request: ClaimRequest) -> ClaimGrant | ErrorDetail:
+        """A grant, or the refusal's detail (its `.refusal` says what it means for the slot)."""
+        response = self._request(
+            "POST", CLAIMS_PATH, json=request.model_dump(mode="json", exclude_none=True)
+        )
+        return wire.claim_answer(response.status_code, response.content)
+
+    def deliver(self, method: str, path: str, body: dict[str, Any]) -> Delivery:
+        """Send one report; raises `ControlPlaneUnreachable` when it should be tried again later."""
+        response = self._request(method, path, json=body)
+        status = response.status_code
+        if HTTPStatus.OK <= status < HTTPStatus.MULTIPLE_CHOICES:
+            return Delivery(outcome="delivered", status=status)
+        if status in {HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.TOO_MANY_REQUESTS} or status >= 500:
+            raise ControlPlaneUnreachable(f"{method} {path}: busy ({status})")
+        return Delivery(
+            outcome="rejected", status=status, detail=wire.detail_text(response.content)
+        )

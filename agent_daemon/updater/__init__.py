@@ -1,0 +1,27 @@
+"""The updater of the managed agent: one update on a customer host, from a claimed release to the
+agent running the new build — or the old one again (docs/agent_updater.md).
+
+It knows nothing of schedules, slots or the control plane's API: the daemon hands it an
+`UpdateRequest` and reports the `UpdateOutcome`. From its parent package it uses only the shared
+ground of the agent (`errors`, `atomic_file`, `pid_lock`); nothing here imports the daemon.
+
+    updater             `Updater`: apply / resume / installed_version, the step machine; the one
+                        module here that downloads, writes and runs commands (through the others)
+    updater_settings    `UpdaterSettings`, the updater's section of the agent's settings
+    updater_state       the updater's crash-safe state file: floor, builds, the step in progress
+    verify              pure: is this signed manifest acceptable here and now?
+    download            the artifact, resumable, bounded by the signed length
+    install             unpack into versions/<v>/ safely, self-test the build
+    layout              versions/, current, previous: the install root on disk
+    managed_service     restart the managed agent and health-check it within a deadline
+"""
+
+from agent_daemon.updater.updater import (
+    UpdateOutcome,
+    Updater,
+    UpdateRequest,
+    update_lock,
+)
+from agent_daemon.updater.updater_settings import UpdaterSettings
+
+__all__ = ["UpdateOutcome", "UpdateRequest", "Updater", "UpdaterSettings", "update_lock"]

@@ -1,0 +1,137 @@
+"""What an answer of the control plane means to an agent, read with the contract's models.
+
+Pure: a status code and a body in, a typed value (or `BadServerAnswer`) out. The daemon's client
+and the demo's simulated fleet both read answers here, so the two cannot drift apart. Everything
+from the network is untrusted input: a value outside the contract's bounds is a `BadServerAnswer`
+naming the field, never a crash further in.
+
+    is_offline          a 5xx that is not a contract refusal: consume nothing, retry next minute
+    is_credential_refused   401/403: the agent must be enrolled again
+    parse_config        GET config → `AgentConfig`
+    claim_answer        POST claims → `ClaimGrant` or the refusal's `ErrorDetail`
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from http import HTTPStatus
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent_daemon.errors import BadServerAnswer, describe_validation_error
+from ground.contract import (
+    CLAIMS_PATH,
+    CONFIG_PATH,
+    AgentConfig,
+    ClaimGrant,
+    ErrorAnswer,
+    ErrorDetail,
+    InstantError,
+    parse_instant,
+)
+
+__all__ = [
+    "CLAIM_SOURCE",
+    "CONFIG_SOURCE",
+    "claim_answer",
+    "detail_text",
+    "error_detail",
+    "is_credential_refused",
+    "is_offline",
+    "parse_config",
+    "parse_grant",
+    "read_json",
+    "server_time",
+]
+
+CONFIG_SOURCE = f"GET {CONFIG_PATH}"
+CLAIM_SOURCE = f"POST {CLAIMS_PATH}"
+_GRANTED = frozenset({HTTPStatus.OK, HTTPStatus.CREATED})
+_SHOWN_TEXT = 200
+
+
+def read_json(body: bytes, *, source: str) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise BadServerAnswer(f"{source}: the answer is not JSON ({exc})") from exc
+
+
+def _json_or_none(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def error_detail(body: bytes) -> ErrorDetail | None:
+    """The contract's `{"detail": {"code": …, "message": …}}`, or None for any other body."""
+    try:
+        return ErrorAnswer.model_validate(_json_or_none(body)).detail
+    except ValidationError:
+        return None
+
+
+def detail_text(body: bytes) -> str:
+    """A short, readable account of an error answer for a log line or an exception."""
+    detail = error_detail(body)
+    if detail is not None:
+        return detail.message or detail.code
+    document = _json_or_none(body)
+    if isinstance(document, dict) and "detail" in document:
+        return str(document["detail"])[:_SHOWN_TEXT]
+    return body[:_SHOWN_TEXT].decode("utf-8", errors="replace")
+
+
+def is_offline(status: int, body: bytes) -> bool:
+    """A 5xx is the platform being unavailable (a dead proxy, the database down) unless it is a
+    contract refusal (the brake's 503), which has its own meaning for the slot."""
+    if status < HTTPStatus.INTERNAL_SERVER_ERROR:
+        return False
+    detail = error_detail(body)
+    return detail is None or detail.refusal is None
+
+
+def is_credential_refused(status: int) -> bool:
+    return status in {HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN}
+
+
+def parse_config(document: Any, *, source: str = CONFIG_SOURCE) -> AgentConfig:
+    try:
+        return AgentConfig.model_validate(document)
+    except ValidationError as exc:
+        raise BadServerAnswer(describe_validation_error(exc, source)) from exc
+
+
+def parse_grant(document: Any, *, source: str = CLAIM_SOURCE) -> ClaimGrant:
+    try:
+        return ClaimGrant.model_validate(document)
+    except ValidationError as exc:
+        raise BadServerAnswer(describe_validation_error(exc, source)) from exc
+
+
+def claim_answer(status: int, body: bytes) -> ClaimGrant | ErrorDetail:
+    """A grant (201 new, 200 the same claim again) or a refusal with its code. Call it only when
+    the answer is not offline (`is_offline`) and the credential was accepted."""
+    if status in _GRANTED:
+        return parse_grant(read_json(body, source=CLAIM_SOURCE))
+    detail = error_detail(body)
+    if detail is None:
+        raise BadServerAnswer(
+            f"{CLAIM_SOURCE}: expected 201/200 or a refusal with a code, found {status} "
+            f"({detail_text(body)})"
+        )
+    return detail
+
+
+def server_time(header: str | None) -> datetime | None:
+    """The control plane's clock from its header; None when absent or unreadable (then the
+    offset learned before stays)."""
+    if header is None:
+        return None
+    try:
+        return parse_instant(header)
+    except InstantError:
+        return None
