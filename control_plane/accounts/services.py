@@ -17,6 +17,7 @@ from control_plane.accounts.credentials import (
     secrets_match,
 )
 from control_plane.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
+from control_plane.inputs import stored_text
 from control_plane.types import Connection, Pool
 
 __all__ = ["AccountService", "IssuedAgent", "IssuedOrg", "Principal"]
@@ -52,8 +53,7 @@ class IssuedAgent:
 def _checked_name(field: str, name: object) -> str:
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput(field, name, "must be a non-empty name")
-    if len(name) > MAX_NAME_LENGTH:
-        raise InvalidInput(field, name, f"is longer than {MAX_NAME_LENGTH} characters")
+    stored_text(field, name, MAX_NAME_LENGTH)
     return name.strip()
 
 
@@ -65,6 +65,7 @@ def _store_secret(
     agent_id: UUID | None = None,
     label: str | None = None,
 ) -> str:
+    label = stored_text("label", label, MAX_NAME_LENGTH)
     secret = new_secret(audience)
     conn.execute(
         "INSERT INTO credentials (audience, secret_sha256, org_id, agent_id, label)"

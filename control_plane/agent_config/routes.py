@@ -27,7 +27,7 @@ def _etag_matches(if_none_match: str | None, etag: str) -> bool:
     response_model=AgentConfig,
     responses={
         304: {"description": "unchanged since the ETag in `If-None-Match` (no body)"},
-        **errors(*AUTHENTICATED, 404),
+        **errors(*AUTHENTICATED, 404, 422),
     },
 )
 def agent_config(

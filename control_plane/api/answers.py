@@ -51,14 +51,27 @@ _WHY = {
 AUTHENTICATED = (401, 403, 503)
 
 
-def errors(*statuses: int, models: dict[int, Any] | None = None) -> dict[int | str, Any]:
-    """`responses=` for these statuses; `models` overrides a status's body schema."""
+def errors(
+    *statuses: int, models: dict[int, Any] | None = None, by_reference: bool = False
+) -> dict[int | str, Any]:
+    """`responses=` for these statuses; `models` overrides a status's body schema.
+
+    `by_reference` names the schemas as JSON bodies explicitly, for a route whose own answer is
+    not JSON (FastAPI would otherwise declare its errors in the route's media type); the schemas
+    themselves are registered by the routes that name them as models."""
     chosen = models or {}
     answers: dict[int | str, Any] = {}
     for status in sorted(set(statuses)):
         if status == 416:
             answers[status] = {"description": _WHY[status]}
             continue
-        default = CredentialRefusal if status in (401, 403) else ErrorAnswer
-        answers[status] = {"model": chosen.get(status, default), "description": _WHY[status]}
+        model = chosen.get(status, CredentialRefusal if status in (401, 403) else ErrorAnswer)
+        if by_reference:
+            schema = {"$ref": f"#/components/schemas/{model.__name__}"}
+            answers[status] = {
+                "content": {"application/json": {"schema": schema}},
+                "description": _WHY[status],
+            }
+        else:
+            answers[status] = {"model": model, "description": _WHY[status]}
     return answers

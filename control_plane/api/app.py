@@ -8,9 +8,11 @@ from typing import Any
 
 import psycopg
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.agent_config import routes as agent_config
@@ -110,6 +112,23 @@ async def _invalid_request(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _unreadable_body(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code != 400:
+        return await http_exception_handler(request, exc)
+    # FastAPI's 400 is a body it could not decode at all (not UTF-8, say); malformed JSON is
+    # already a 422 `invalid_request`, and so is this.
+    return JSONResponse(
+        {
+            "detail": {
+                "code": AnswerCode.INVALID_REQUEST.value,
+                "message": f"body: cannot be read as JSON ({exc.detail})",
+            }
+        },
+        status_code=422,
+    )
+
+
 async def _database_unavailable(_: Request, exc: Exception) -> JSONResponse:
     logger.error("database error: %s", exc)
     return JSONResponse(
@@ -140,6 +159,7 @@ def create_app(services: Services, clock: Clock) -> FastAPI:
     app.state.services = services
     app.add_exception_handler(RequestRefused, _refused)
     app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(StarletteHTTPException, _unreadable_body)
     # Also psycopg_pool.PoolTimeout (every connection busy): agents retry later.
     app.add_exception_handler(psycopg.OperationalError, _database_unavailable)
     for module in (

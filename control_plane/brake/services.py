@@ -8,10 +8,14 @@ from datetime import datetime
 from uuid import UUID
 
 from control_plane.errors import NotFound
+from control_plane.inputs import stored_text
 from control_plane.types import Connection, Pool
 from ground.contract import Instant
 
 __all__ = ["BrakeChange", "BrakeService", "BrakeState", "RevokedToken", "brake_state"]
+
+# The reason agents are shown in their config while the brake is on.
+MAX_REASON_LENGTH = 500
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +63,7 @@ class BrakeService:
         by: UUID,
         now: datetime,
     ) -> BrakeChange:
+        reason = stored_text("reason", reason, MAX_REASON_LENGTH)
         revoked = 0
         with self._pool.connection() as conn, conn.transaction():
             # The UPDATE's row lock waits for grants in flight (they hold it FOR SHARE), so the

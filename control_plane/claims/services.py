@@ -23,9 +23,11 @@ from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.slots import checked_slot, retry_after_seconds, round_start
 from control_plane.errors import ClaimRefused, NotFound
 from control_plane.events.services import record_event
+from control_plane.inputs import stored_text
 from control_plane.releases.services import claim_release_view, current_release
 from control_plane.types import Connection, Pool
 from ground.contract import AnswerCode, ClaimGrant, ClaimRequest, RefusalCode, TokenView
+from ground.limits import MAX_VERSION_LENGTH
 
 __all__ = ["TOKEN_LIFETIME", "Claim", "ClaimService"]
 
@@ -116,10 +118,11 @@ class ClaimService:
 
     def claim(self, agent_id: UUID, request: ClaimRequest, now: datetime) -> Claim:
         """A scheduled slot's or a manual update's token (the request names exactly one)."""
+        from_version = stored_text("from_version", request.from_version, MAX_VERSION_LENGTH)
         if request.manual_run_id is not None:
-            return self.claim_manual(agent_id, request.manual_run_id, request.from_version, now)
+            return self.claim_manual(agent_id, request.manual_run_id, from_version, now)
         assert request.slot_key is not None, "ClaimRequest names exactly one"
-        return self.claim_slot(agent_id, request.slot_key, request.from_version, now)
+        return self.claim_slot(agent_id, request.slot_key, from_version, now)
 
     def claim_slot(
         self, agent_id: UUID, slot_key: str, from_version: str | None, now: datetime

@@ -22,7 +22,7 @@ router = APIRouter(tags=["operator"])
             "content": {CONTENT_TYPE: {"schema": {"type": "string"}}},
             "description": "Prometheus text exposition, format 0.0.4",
         },
-        **errors(*AUTHENTICATED),
+        **errors(*AUTHENTICATED, by_reference=True),
     },
 )
 def metrics(request: Request, caller: OperatorCaller, now: RequestNow) -> PlainTextResponse:

@@ -149,7 +149,7 @@ class NotificationService:
 
 def checked_webhook(url: object, secret: object) -> tuple[str, str | None]:
     """The URL and (optional) secret, or a 422 naming the field, the value and what is expected."""
-    if not isinstance(url, str) or not url.strip():
+    if not isinstance(url, str) or not url.strip() or "\x00" in url:
         raise InvalidInput("url", url, "must be an http:// or https:// URL")
     url = url.strip()
     parts = urlsplit(url)
@@ -161,12 +161,16 @@ def checked_webhook(url: object, secret: object) -> tuple[str, str | None]:
         raise InvalidInput("url", url, "must not carry a user name or password")
     if secret is None:
         return url, None
-    if not isinstance(secret, str) or not MIN_SECRET <= len(secret) <= MAX_SECRET:
+    if (
+        not isinstance(secret, str)
+        or not MIN_SECRET <= len(secret) <= MAX_SECRET
+        or "\x00" in secret
+    ):
         shown = "(hidden)" if isinstance(secret, str) else secret
         raise InvalidInput(
             "secret",
             shown,
-            f"must be a string of {MIN_SECRET} to {MAX_SECRET} characters"
+            f"must be a string of {MIN_SECRET} to {MAX_SECRET} characters without NUL"
             " (leave it out and one is generated)",
         )
     return url, secret

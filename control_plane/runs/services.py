@@ -14,6 +14,7 @@ from control_plane.agents.services import require_agent
 from control_plane.claims.slots import checked_slot
 from control_plane.errors import ClaimRefused, Conflict, Forbidden, InvalidInput, NotFound
 from control_plane.events.services import ActorKind, record_event
+from control_plane.inputs import stored_text
 from control_plane.releases.services import ArtifactInfo
 from control_plane.runs.views import (
     RUN_COLUMNS,
@@ -53,16 +54,6 @@ class Operations:
     operations: tuple[Operation, ...]
 
 
-def _checked_text(field: str, value: object, limit: int) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidInput(field, value, "is not a string")
-    if len(value) > limit:
-        raise InvalidInput(field, value[:40] + "…", f"is longer than {limit} characters")
-    return value
-
-
 class RunService:
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
@@ -71,7 +62,7 @@ class RunService:
         self, agent_id: UUID, slot_key: str, version: object, now: datetime
     ) -> RecordedRun:
         """Nothing to do: a run row that consumes the slot (idempotent)."""
-        version_text = _checked_text("version", version, MAX_VERSION_LENGTH)
+        version_text = stored_text("version", version, MAX_VERSION_LENGTH)
         with self._pool.connection() as conn:
             agent = conn.execute(
                 "SELECT a.org_id, a.update_schedule_enabled AS enabled,"
@@ -169,8 +160,8 @@ class RunService:
         """The outcome of a claimed run: only its agent, only from `claimed`, idempotent."""
         if status not in OUTCOMES:
             raise InvalidInput("status", status, f"is not an outcome (expected one of {OUTCOMES})")
-        version_text = _checked_text("version", version, MAX_VERSION_LENGTH)
-        error_text = _checked_text("error", error, MAX_ERROR_LENGTH)
+        version_text = stored_text("version", version, MAX_VERSION_LENGTH)
+        error_text = stored_text("error", error, MAX_ERROR_LENGTH)
         with self._pool.connection() as conn, conn.transaction():
             run = conn.execute(
                 "SELECT id, org_id, trigger, status, slot_key, requested_by FROM runs"
