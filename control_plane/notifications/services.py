@@ -161,16 +161,14 @@ def checked_webhook(url: object, secret: object) -> tuple[str, str | None]:
         raise InvalidInput("url", url, "must not carry a user name or password")
     if secret is None:
         return url, None
-    if (
-        not isinstance(secret, str)
-        or not MIN_SECRET <= len(secret) <= MAX_SECRET
-        or "\x00" in secret
-    ):
+    if isinstance(secret, str) and "\x00" in secret:
+        raise InvalidInput("secret", "(hidden)", "contains a NUL character (not storable text)")
+    if not isinstance(secret, str) or not MIN_SECRET <= len(secret) <= MAX_SECRET:
         shown = "(hidden)" if isinstance(secret, str) else secret
         raise InvalidInput(
             "secret",
             shown,
-            f"must be a string of {MIN_SECRET} to {MAX_SECRET} characters without NUL"
+            f"must be a string of {MIN_SECRET} to {MAX_SECRET} characters"
             " (leave it out and one is generated)",
         )
     return url, secret
