@@ -56,7 +56,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from control_plane import migrate
 from control_plane.database import EmbeddedPostgres, open_pool
 from control_plane.ready_line import wait_for_ready_url
-from control_plane.services import build_services
+from control_plane.registry import build_services
 from control_plane.types import Pool
 from ground.clock import FakeClock
 from nachtwacht.demo_night.platform import nachtwacht_command, repository_environment
@@ -136,17 +136,19 @@ def seed(
     operator key."""
     before = datetime.combine(NIGHT - timedelta(days=1), wall_time(), tzinfo=UTC)
     clock = FakeClock(start=before, anchor=time.time(), speed=1.0)
-    services = build_services(pool, clock, {key_id(key.public_key()): key.public_key()})
-    services.releases.publish(*_release(workdir, key))
+    services = build_services(pool, {key_id(key.public_key()): key.public_key()})
+    services.releases.publish(*_release(workdir, key), now=clock.now())
     operator_key = services.accounts.create_operator_key("bench/fleet.py")
     rng = random.Random(1)
     fleet: list[tuple[str, str, str, str, str]] = []
 
     def enroll_org(plan: OrgPlan) -> list[tuple[str, str, str, str, str]]:
-        org = services.accounts.create_org(plan.name)
+        org = services.accounts.create_org(plan.name, now=clock.now())
         enrolled = []
         for number in range(plan.size):
-            issued = services.accounts.enroll_agent(org.org_id, f"{plan.name}-{number:04d}")
+            issued = services.accounts.enroll_agent(
+                org.org_id, f"{plan.name}-{number:04d}", now=clock.now()
+            )
             enrolled.append((str(issued.agent_id), issued.name, plan.name, issued.agent_key))
         if plan.times is not None:
             with pool.connection() as conn:

@@ -43,9 +43,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane import migrate
 from control_plane.database import EmbeddedPostgres, open_pool
+from control_plane.forecast.model import forecast_slot
 from control_plane.ready_line import wait_for_ready_url
-from control_plane.reconcile import forecast_slot
-from control_plane.services import build_services
+from control_plane.registry import build_services
 from ground.clock import FakeClock, SystemClock
 from signed_release import Manifest, key_id, sign_manifest
 
@@ -73,7 +73,8 @@ def seed(database_url: str, agents: int, orgs: int) -> dict[str, str]:
     key = Ed25519PrivateKey.generate()
     pool = open_pool(database_url, min_size=1, max_size=2)
     try:
-        services = build_services(pool, SystemClock(), {key_id(key.public_key()): key.public_key()})
+        services = build_services(pool, {key_id(key.public_key()): key.public_key()})
+        now = SystemClock().now()
         artifact = os.urandom(64 * 1024)
         manifest = Manifest(
             manifest_version=1,
@@ -86,12 +87,14 @@ def seed(database_url: str, agents: int, orgs: int) -> dict[str, str]:
             sha256=hashlib.sha256(artifact).hexdigest(),
             unpacked_size=len(artifact),
         ).to_bytes()
-        services.releases.publish(manifest, sign_manifest(manifest, key), artifact)
+        services.releases.publish(manifest, sign_manifest(manifest, key), artifact, now=now)
         fleet: dict[str, str] = {}
-        org_ids = [services.accounts.create_org(f"org-{n:03d}").org_id for n in range(orgs)]
+        org_ids = [
+            services.accounts.create_org(f"org-{n:03d}", now=now).org_id for n in range(orgs)
+        ]
         for n in range(agents):
             org_id = org_ids[n % orgs]
-            issued = services.accounts.enroll_agent(org_id, f"agent-{n:05d}")
+            issued = services.accounts.enroll_agent(org_id, f"agent-{n:05d}", now=now)
             fleet[issued.agent_key] = str(org_id)
         return fleet
     finally:
@@ -259,7 +262,7 @@ def main() -> int:
         Counter(fleet.values()), org_cap=5, global_cap=25, window_minutes=int(WINDOW.seconds // 60)
     )
     print(
-        f"forecast (control_plane.reconcile.forecast_slot, as GET /v1/admin/forecast): "
+        f"forecast (control_plane.forecast.model.forecast_slot, as GET /v1/admin/forecast): "
         f"capacity {forecast.capacity}, can update {forecast.can_update}, "
         f"will miss {forecast.will_miss}"
     )

@@ -1,14 +1,41 @@
 """The control plane: schedules, throttle tokens within the caps, runs, events, releases, the brake.
 
+One folder per domain (Warehouse's shape). Each domain's `services.py` holds all its SQL, takes
+`now` as an argument (no service holds a clock) and returns frozen typed results or the
+contract's models, raising the errors of `errors.py`; its `routes.py` holds no SQL, declares
+`response_model` and every error answer, and leaves the status to the exception handlers.
+
+    accounts/       organisations, enrolment, the three audiences' credentials, authentication
+    agents/         the panel's agent list, agent page and schedule (the API's rule-3 validator)
+    agent_config/   GET /v1/agent/config: the contract's AgentConfig with its ETag
+    settings/       the platform settings (zone, catch-up window, caps; bounds from ground.limits)
+    brake/          the operators' emergency brake and token revocation
+    releases/       publishing a signed release, the current release, the artifact's bytes
+    claims/         throttle tokens: the slot check, the caps, the grant, refusals recorded
+    runs/           nothing to do, outcomes, manual updates, the artifact download, run lists
+    events/         the timeline (rule 12)
+    notifications/  the per-slot body, the inbox, webhook settings and signed delivery
+    forecast/       the capacity forecast per slot (pure model, service, terminal table)
+    metrics/        GET /metrics: the figures and their Prometheus text
+    reconcile/      the worker only: leader lock, passes, missed slots, reviews, its own SQL
+
+    api/            create_app: the routers, the server-time middleware (the request's one
+                    clock reading), domain errors → status; callers per bearer scheme
+    registry.py     Services: every domain's service, built once by build_services
+    inputs.py       free text checked before it is stored (a NUL is a 422, not a 500)
+    errors.py       one exception tree
     cli.py          `nachtwacht control …` (serve, migrate, create-org, enroll-agent, …)
-    server.py       the serving process: clock, database, pool, uvicorn, clean stop
+    server.py       the serving process: clock, database, pool, uvicorn, worker, clean stop
     config.py       the process's settings from flags and environment
     database.py     the embedded PostgreSQL (pgserver) or a URL; the psycopg pool
     migrate.py      Alembic, written as SQL (migrations/versions/)
-    services/       the data layer: every SQL statement, each service built with pool and clock
-    api/            FastAPI routes (no SQL), credentials per audience, errors as {"detail": …}
-    slots.py        the server's own check of a claimed slot, with shared_planner
-    errors.py       one exception tree
+    startup.py      opening the database a command works on; ready_line.py: the "ready" line
+    types.py        the pool and connection type names
 
-The HTTP contract with the agent is docs/architecture.md; how to run it is docs/control_plane.md.
+Layers: ground (clock, contract, limits) → shared_planner, signed_release → this package. The
+domains import each other only downward (e.g. runs → claims.slots, agents; events → agents →
+runs.views); nothing here imports `reconcile`, and `reconcile` imports the domains.
+
+The HTTP contract with the agent is ground.contract and docs/architecture.md; how to run it is
+docs/control_plane.md; the worker is docs/reconcile.md.
 """

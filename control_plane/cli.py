@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 from uuid import UUID
 
+from pydantic import TypeAdapter
+
 from control_plane import migrate
+from control_plane.accounts.services import AccountService
 from control_plane.config import (
     DatabaseLocation,
     ServeSettings,
@@ -39,7 +42,10 @@ from control_plane.errors import (
     DatabaseUnavailable,
     RequestRefused,
 )
-from control_plane.services import AccountService, ReleaseService
+from control_plane.forecast.model import PlatformDayForecast
+from control_plane.forecast.services import ForecastService, parse_day
+from control_plane.forecast.text import render_forecast
+from control_plane.releases.services import ReleaseService
 from control_plane.startup import opened_database
 from control_plane.types import Pool
 from ground.clock import ClockConfigError, clock_from_env
@@ -180,8 +186,9 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -
 
 
 def _create_org(args: argparse.Namespace) -> int:
+    clock = clock_from_env()
     with _admin_pool(args) as pool:
-        issued = AccountService(pool, clock_from_env()).create_org(args.name)
+        issued = AccountService(pool).create_org(args.name, now=clock.now())
     _emit(
         args,
         {"org_id": str(issued.org_id), "name": issued.name, "panel_key": issued.panel_key},
@@ -196,7 +203,7 @@ def _create_org(args: argparse.Namespace) -> int:
 def _create_panel_key(args: argparse.Namespace) -> int:
     org_id = _uuid("--org", args.org)
     with _admin_pool(args) as pool:
-        key = AccountService(pool, clock_from_env()).create_panel_key(org_id, args.label)
+        key = AccountService(pool).create_panel_key(org_id, args.label)
     _emit(
         args,
         {"org_id": str(org_id), "panel_key": key},
@@ -206,9 +213,10 @@ def _create_panel_key(args: argparse.Namespace) -> int:
 
 
 def _enroll_agent(args: argparse.Namespace) -> int:
+    clock = clock_from_env()
     org_id = _uuid("--org", args.org)
     with _admin_pool(args) as pool:
-        issued = AccountService(pool, clock_from_env()).enroll_agent(org_id, args.name)
+        issued = AccountService(pool).enroll_agent(org_id, args.name, now=clock.now())
     _emit(
         args,
         {
@@ -227,7 +235,7 @@ def _enroll_agent(args: argparse.Namespace) -> int:
 
 def _create_operator_key(args: argparse.Namespace) -> int:
     with _admin_pool(args) as pool:
-        key = AccountService(pool, clock_from_env()).create_operator_key(args.label)
+        key = AccountService(pool).create_operator_key(args.label)
     _emit(args, {"operator_key": key}, [f"operator key (shown once, store it now): {key}"])
     return 0
 
@@ -245,23 +253,23 @@ def _publish_release(args: argparse.Namespace) -> int:
     signature = _read_file("SIGNATURE", args.signature)
     artifact = _read_file("ARTIFACT", args.artifact)
     with _admin_pool(args) as pool:
-        release = ReleaseService(pool, clock_from_env(), keys).publish(
-            manifest, signature, artifact
+        release = ReleaseService(pool, keys).publish(
+            manifest, signature, artifact, now=clock_from_env().now()
         )
     payload = {
-        "release_id": str(release["id"]),
-        "version": release["version"],
-        "manifest_version": release["manifest_version"],
-        "channel": release["channel"],
-        "platform": release["platform"],
-        "key_id": release["key_id"],
+        "release_id": str(release.id),
+        "version": release.version,
+        "manifest_version": release.manifest_version,
+        "channel": release.channel,
+        "platform": release.platform,
+        "key_id": release.key_id,
     }
     _emit(
         args,
         payload,
         [
-            f"published {release['version']} (manifest_version {release['manifest_version']}, "
-            f"{release['channel']}/{release['platform']}), signed by key {release['key_id'][:16]}…"
+            f"published {release.version} (manifest_version {release.manifest_version}, "
+            f"{release.channel}/{release.platform}), signed by key {release.key_id[:16]}…"
         ],
     )
     return 0
@@ -295,13 +303,13 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _forecast(args: argparse.Namespace) -> int:
-    from control_plane.reconcile.forecast_service import ForecastService, parse_day
-    from control_plane.reconcile.forecast_text import render_forecast
-
     day = parse_day("--date", args.date)
     with _admin_pool(args) as pool:
-        view = ForecastService(pool).day(day)
-    print(json.dumps(view) if args.json else render_forecast(view))
+        view = ForecastService(pool).platform_day(day)
+    if args.json:
+        print(TypeAdapter(PlatformDayForecast).dump_json(view).decode("utf-8"))
+    else:
+        print(render_forecast(view))
     return 0
 
 

@@ -9,7 +9,7 @@
         ├── NotFound            404: no such object *for this caller* (other organisations' too)
         ├── InvalidInput        422: a value that breaks a rule; names the field and the value
         ├── Conflict            409: the request contradicts the stored state
-        └── ClaimRefused        a throttle-token claim that is refused (422/409/429/503)
+        └── ClaimRefused        a refused claim: a contract `RefusalCode`, which fixes the status
 
 Foreign exceptions (psycopg, alembic, pgserver) are converted where they are caught, with
 `raise ... from exc`, so a user sees one clear line and never a stack trace.
@@ -18,6 +18,8 @@ Foreign exceptions (psycopg, alembic, pgserver) are converted where they are cau
 from __future__ import annotations
 
 from typing import Any
+
+from ground.contract import RefusalCode
 
 __all__ = [
     "ClaimRefused",
@@ -104,8 +106,10 @@ class Conflict(RequestRefused):
 
 
 class ClaimRefused(RequestRefused):
-    """A refused claim; `code` is one of the contract's refusal codes."""
+    """A refused claim. The contract's `refusal` decides the status and whether the slot is
+    consumed; nothing here re-derives either."""
 
-    def __init__(self, status: int, code: str, message: str, **fields: Any) -> None:
-        super().__init__(message, code=code, **fields)
-        self.status = status
+    def __init__(self, refusal: RefusalCode, message: str, **fields: Any) -> None:
+        super().__init__(message, code=refusal.value, **fields)
+        self.refusal = refusal
+        self.status = refusal.status

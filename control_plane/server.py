@@ -22,8 +22,8 @@ from control_plane.config import ServeSettings, load_trusted_keys
 from control_plane.database import open_pool
 from control_plane.errors import ConfigurationError
 from control_plane.ready_line import ready_line
-from control_plane.reconcile.background import reconcile_running
-from control_plane.services import build_services
+from control_plane.reconcile import reconcile_running
+from control_plane.registry import build_services
 from control_plane.startup import opened_database
 from ground.clock import Clock, clock_from_env
 
@@ -90,7 +90,7 @@ def serve(settings: ServeSettings) -> int:
                 migrate.require_head(url)
             pool = open_pool(url, min_size=1, max_size=settings.pool_size)
             try:
-                services = build_services(pool, clock, trusted_keys)
+                services = build_services(pool, trusted_keys)
                 if settings.platform_settings:
                     services.settings.update(settings.platform_settings)
                 config = uvicorn.Config(
@@ -99,7 +99,7 @@ def serve(settings: ServeSettings) -> int:
                     lifespan="off",
                     access_log=settings.log_level in {"debug", "info"},
                 )
-                with reconcile_running(pool, clock, url, services.reconcile):
+                with reconcile_running(pool, clock, url, services):
                     asyncio.run(_run(uvicorn.Server(config), sock))
             finally:
                 pool.close()

@@ -1,4 +1,9 @@
-"""The HTTP API: panel (`/v1/agents…`), agent (`/v1/agent/…`) and operator (`/v1/admin/…`)."""
+"""The HTTP application: `create_app` puts every domain's router together.
+
+app         create_app, the server-time middleware, domain errors → status and body
+deps        the caller per audience (bearer schemes), the services, the request's `now`
+answers     how routes declare their error answers in OpenAPI
+"""
 
 from control_plane.api.app import create_app
 

@@ -1,4 +1,5 @@
-"""The FastAPI application: routers, the server-time stamp, and errors as `{"detail": …}`."""
+"""The FastAPI application: every domain's router, the server-time stamp, and the mapping of
+domain errors to `{"detail": …}` answers with their status."""
 
 from __future__ import annotations
 
@@ -7,15 +8,29 @@ from typing import Any
 
 import psycopg
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from control_plane.api import admin, agent, forecast, metrics, notifications, panel, webhook
+from control_plane.agent_config import routes as agent_config
+from control_plane.agents import routes as agents
+from control_plane.brake import routes as brake
+from control_plane.claims import routes as claims
 from control_plane.errors import RequestRefused
-from control_plane.services import Services
+from control_plane.events import routes as events
+from control_plane.forecast import routes as forecast
+from control_plane.metrics import routes as metrics
+from control_plane.notifications import routes as notifications
+from control_plane.registry import Services
+from control_plane.releases import routes as releases
+from control_plane.runs import routes as runs
+from control_plane.settings import routes as settings
 from ground.clock import Clock
-from ground.contract import SERVER_TIME_HEADER, format_instant
+from ground.contract import API_VERSION, SERVER_TIME_HEADER, AnswerCode, format_instant
+from ground.contract.messages import MAX_MESSAGE_LENGTH
 from shared_planner.errors import describe_value
 
 __all__ = ["create_app"]
@@ -57,9 +72,20 @@ def _field_path(location: tuple[Any, ...]) -> str:
     return path or "body"
 
 
+def _bounded(message: str) -> str:
+    # An answer echoes the value it refuses; a huge value must not make the message itself break
+    # the contract's bound.
+    if len(message) <= MAX_MESSAGE_LENGTH:
+        return message
+    return message[: MAX_MESSAGE_LENGTH - 1] + "…"
+
+
 async def _refused(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestRefused)
-    return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+    detail = exc.detail
+    if isinstance(detail, dict):
+        detail = {**detail, "message": _bounded(detail["message"])}
+    return JSONResponse({"detail": detail}, status_code=exc.status)
 
 
 async def _invalid_request(_: Request, exc: Exception) -> JSONResponse:
@@ -77,9 +103,26 @@ async def _invalid_request(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(
         {
             "detail": {
-                "code": "invalid_request",
-                "message": "; ".join(problem["message"] for problem in problems),
+                "code": AnswerCode.INVALID_REQUEST.value,
+                "message": _bounded("; ".join(problem["message"] for problem in problems)),
                 "errors": problems,
+            }
+        },
+        status_code=422,
+    )
+
+
+async def _unreadable_body(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code != 400:
+        return await http_exception_handler(request, exc)
+    # FastAPI's 400 is a body it could not decode at all (not UTF-8, say); malformed JSON is
+    # already a 422 `invalid_request`, and so is this.
+    return JSONResponse(
+        {
+            "detail": {
+                "code": AnswerCode.INVALID_REQUEST.value,
+                "message": f"body: cannot be read as JSON ({exc.detail})",
             }
         },
         status_code=422,
@@ -89,15 +132,24 @@ async def _invalid_request(_: Request, exc: Exception) -> JSONResponse:
 async def _database_unavailable(_: Request, exc: Exception) -> JSONResponse:
     logger.error("database error: %s", exc)
     return JSONResponse(
-        {"detail": {"code": "database_unavailable", "message": "the database is not reachable"}},
+        {
+            "detail": {
+                "code": AnswerCode.DATABASE_UNAVAILABLE.value,
+                "message": "the database is not reachable",
+            }
+        },
         status_code=503,
     )
+
+
+class Health(BaseModel):
+    status: str
 
 
 def create_app(services: Services, clock: Clock) -> FastAPI:
     app = FastAPI(
         title="nachtwacht control plane",
-        version="1",
+        version=API_VERSION,
         description=(
             "Scheduled, throttled, signed self-updates. Panel endpoints take a panel key "
             "(`nwp_…`), agent endpoints an agent key (`nwa_…`), admin endpoints an operator key "
@@ -107,20 +159,28 @@ def create_app(services: Services, clock: Clock) -> FastAPI:
     app.state.services = services
     app.add_exception_handler(RequestRefused, _refused)
     app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(StarletteHTTPException, _unreadable_body)
     # Also psycopg_pool.PoolTimeout (every connection busy): agents retry later.
     app.add_exception_handler(psycopg.OperationalError, _database_unavailable)
-    app.include_router(panel.router)
-    app.include_router(agent.router)
-    app.include_router(admin.router)
-    app.include_router(notifications.router)
-    app.include_router(webhook.router)
-    app.include_router(forecast.router)
-    app.include_router(metrics.router)
+    for module in (
+        agents,
+        runs,
+        events,
+        agent_config,
+        claims,
+        settings,
+        brake,
+        releases,
+        notifications,
+        forecast,
+        metrics,
+    ):
+        app.include_router(module.router)
 
-    @app.get("/healthz", tags=["health"])
-    def healthz() -> dict[str, str]:
+    @app.get("/healthz", tags=["health"], response_model=Health)
+    def healthz() -> Health:
         """Liveness, without the database: also the benchmark's bare baseline endpoint."""
-        return {"status": "ok"}
+        return Health(status="ok")
 
     app.add_middleware(ServerTime, clock=clock)
     return app

@@ -1,16 +1,29 @@
-"""Request-scoped inputs for the routes: the caller, the services, the request's instant."""
+"""Request-scoped inputs for the routes: the caller, the services, the request's instant.
+
+Each audience has its own bearer scheme in OpenAPI (`panel`, `agent`, `operator`), so a generated
+client knows which key an operation takes. The schemes never answer by themselves
+(`auto_error=False`): a missing, unknown or wrong-audience key is the accounts service's 401/403.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, cast
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from control_plane.credentials import Audience, bearer_secret
-from control_plane.services import Principal, Services
+from control_plane.accounts.credentials import Audience
+from control_plane.accounts.services import Principal
+from control_plane.registry import Services
 
-__all__ = ["AgentCaller", "OperatorCaller", "PanelCaller", "RequestNow", "services_of"]
+__all__ = [
+    "AgentCaller",
+    "OperatorCaller",
+    "PanelCaller",
+    "RequestNow",
+    "services_of",
+]
 
 
 def services_of(request: Request) -> Services:
@@ -25,26 +38,36 @@ async def request_now(request: Request) -> datetime:
     return cast(datetime, request.state.now)
 
 
-def _caller(request: Request, authorization: str | None, audience: Audience) -> Principal:
-    return services_of(request).accounts.authenticate(bearer_secret(authorization), audience)
+def _scheme(audience: Audience, prefix: str) -> HTTPBearer:
+    return HTTPBearer(
+        scheme_name=audience.value,
+        description=f"a {audience.value} key (`{prefix}…`) as `Authorization: Bearer …`",
+        auto_error=False,
+    )
 
 
-def panel_caller(
-    request: Request, authorization: Annotated[str | None, Header()] = None
-) -> Principal:
-    return _caller(request, authorization, Audience.PANEL)
+_PANEL = _scheme(Audience.PANEL, "nwp_")
+_AGENT = _scheme(Audience.AGENT, "nwa_")
+_OPERATOR = _scheme(Audience.OPERATOR, "nwo_")
+
+Bearer = HTTPAuthorizationCredentials | None
 
 
-def agent_caller(
-    request: Request, authorization: Annotated[str | None, Header()] = None
-) -> Principal:
-    return _caller(request, authorization, Audience.AGENT)
+def _caller(request: Request, bearer: Bearer, audience: Audience) -> Principal:
+    secret = None if bearer is None else bearer.credentials
+    return services_of(request).accounts.authenticate(secret, audience)
 
 
-def operator_caller(
-    request: Request, authorization: Annotated[str | None, Header()] = None
-) -> Principal:
-    return _caller(request, authorization, Audience.OPERATOR)
+def panel_caller(request: Request, bearer: Annotated[Bearer, Security(_PANEL)]) -> Principal:
+    return _caller(request, bearer, Audience.PANEL)
+
+
+def agent_caller(request: Request, bearer: Annotated[Bearer, Security(_AGENT)]) -> Principal:
+    return _caller(request, bearer, Audience.AGENT)
+
+
+def operator_caller(request: Request, bearer: Annotated[Bearer, Security(_OPERATOR)]) -> Principal:
+    return _caller(request, bearer, Audience.OPERATOR)
 
 
 PanelCaller = Annotated[Principal, Depends(panel_caller)]

@@ -1,42 +1,23 @@
-"""The reconcile worker and what it feeds: missed slots with their reason, the notifications
-(grouped per organisation per slot, inbox and signed webhook), the capacity forecast, the metrics.
+"""The reconcile worker: one replica at a time (an advisory lock) turns what the request side
+wrote into missed-slot rows with their reason and one notification decision per organisation per
+slot, and sends the due webhook deliveries. It is never on the claim or dispatch path.
 
-    refusals   RefusalRecorder: claim refusals buffered in memory, flushed in batches
-    missed     missed run rows with offline | throttled | brake | unknown
-    review     the per-organisation, per-slot notification decision (silence included)
-    summary    the notification body
-    webhook    signing, verification and delivery with retries
-    passes     one idempotent pass; progress: where the last one stopped
-    leader     the advisory lock; worker: the loop every replica runs
-    forecast   the per-slot capacity forecast (pure) and its service
-    inbox      the organisation's notifications and webhook settings
-    metrics    Prometheus text
+    worker      the loop every replica runs; `now` read once per pass
+    leader      the advisory lock that makes one replica the worker
+    passes      one idempotent pass: missed slots, reviews, deliveries
+    missed      which closed slots have no run (planner days) and why they were missed
+    review      the per-organisation, per-slot notification decision (silence included)
+    data        the worker's SQL: its progress, missed rows, the review's reads and writes
+    background  the refusal flusher and the worker, started and stopped beside the server
+
+The request-side services it works with live in their domains: claim refusals in `claims`, the
+notification body, inbox and webhook delivery in `notifications`, the settings in `settings`.
 """
 
 from __future__ import annotations
 
-from control_plane.reconcile.forecast import SlotForecast, fair_shares, forecast_slot
-from control_plane.reconcile.forecast_service import ForecastService
-from control_plane.reconcile.inbox import NotificationService, WebhookSettingsService
-from control_plane.reconcile.metrics import MetricsService
-from control_plane.reconcile.refusals import RefusalRecorder
-from control_plane.reconcile.services import ReconcileServices, build_reconcile_services
-from control_plane.reconcile.webhook import sign_body, verify_signature
-from control_plane.reconcile.worker import ReconcileWorker, replica_identity
+from control_plane.reconcile.background import reconcile_running
+from control_plane.reconcile.passes import PassReport, PassSettings, ReconcilePass
+from control_plane.reconcile.worker import ReconcileWorker
 
-__all__ = [
-    "ForecastService",
-    "MetricsService",
-    "NotificationService",
-    "ReconcileServices",
-    "ReconcileWorker",
-    "RefusalRecorder",
-    "SlotForecast",
-    "WebhookSettingsService",
-    "build_reconcile_services",
-    "fair_shares",
-    "forecast_slot",
-    "replica_identity",
-    "sign_body",
-    "verify_signature",
-]
+__all__ = ["PassReport", "PassSettings", "ReconcilePass", "ReconcileWorker", "reconcile_running"]

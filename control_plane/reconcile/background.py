@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from control_plane.reconcile.services import ReconcileServices
 from control_plane.reconcile.worker import ReconcileWorker
+from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.clock import Clock
 
@@ -15,7 +15,7 @@ __all__ = ["reconcile_running"]
 
 @contextlib.contextmanager
 def reconcile_running(
-    pool: Pool, clock: Clock, database_url: str, services: ReconcileServices
+    pool: Pool, clock: Clock, database_url: str, services: Services
 ) -> Iterator[ReconcileWorker]:
     """Start the flusher and the worker loop; on exit stop both, writing the buffered refusals
     and giving up the worker's lock so another replica takes over at once."""

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from control_plane.errors import ConfigurationError
+from control_plane.notifications.delivery import AttemptOutcome, WebhookSender
+from control_plane.reconcile.data import FIRST_LOOKBACK, advance, read_progress, record_pass
 from control_plane.reconcile.missed import record_missed_slots
-from control_plane.reconcile.progress import FIRST_LOOKBACK, advance, read_progress, record_pass
 from control_plane.reconcile.review import ReviewResult, review_closed_slots
-from control_plane.reconcile.webhook import AttemptOutcome, WebhookSender
-from control_plane.services.settings import read_settings
+from control_plane.settings.services import read_settings
 from control_plane.types import Pool
 
 __all__ = ["PassReport", "PassSettings", "ReconcilePass"]

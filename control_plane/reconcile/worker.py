@@ -8,32 +8,25 @@ It is never on the claim or dispatch path: it only reads what those wrote and ad
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
-import uuid
 from datetime import timedelta
 
 import psycopg
 
+from control_plane.notifications.delivery import DeliveryPolicy, WebhookSender
 from control_plane.reconcile.leader import LeaderLock
 from control_plane.reconcile.passes import PassReport, PassSettings, ReconcilePass
-from control_plane.reconcile.webhook import DeliveryPolicy, WebhookSender
+from control_plane.registry import replica_identity
 from control_plane.types import Pool
 from ground.clock import Clock
 
-__all__ = ["ReconcileWorker", "replica_identity"]
+__all__ = ["ReconcileWorker"]
 
 DEFAULT_INTERVAL = timedelta(seconds=30)
 # However fast a fake clock runs, the loop does not poll the database more often than this.
 MIN_REAL_WAIT_SECONDS = 0.1
 
 logger = logging.getLogger(__name__)
-
-
-def replica_identity() -> str:
-    """Names this replica in the progress row: host, process and a random suffix."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class ReconcileWorker:

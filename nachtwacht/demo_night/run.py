@@ -24,7 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
-from control_plane.services import SettingsService
+from control_plane.settings.services import SettingsService
 from ground.clock import FakeClock
 from nachtwacht.demo_night.hosts import (
     RealHost,

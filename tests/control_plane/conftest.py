@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane.api import create_app
 from control_plane.database import open_pool
-from control_plane.services import Services, build_services
+from control_plane.registry import Services, build_services
 from control_plane.types import Pool
 from signed_release import Manifest, key_id, sign_manifest
 
@@ -73,7 +73,7 @@ def release_key() -> Ed25519PrivateKey:
 @pytest.fixture
 def services(pool: Pool, clock: SetClock, release_key: Ed25519PrivateKey) -> Services:
     public = release_key.public_key()
-    return build_services(pool, clock, {key_id(public): public})
+    return build_services(pool, {key_id(public): public})
 
 
 @dataclass(frozen=True)
@@ -116,10 +116,12 @@ def sign_release(
 
 
 @pytest.fixture
-def published(services: Services, release_key: Ed25519PrivateKey) -> SignedRelease:
+def published(services: Services, release_key: Ed25519PrivateKey, clock: SetClock) -> SignedRelease:
     """Release 1.5.0 (manifest_version 42), signed with the trusted key and published."""
     release = sign_release(release_key)
-    services.releases.publish(release.manifest, release.signature, release.artifact)
+    services.releases.publish(
+        release.manifest, release.signature, release.artifact, now=clock.now()
+    )
     return release
 
 
@@ -191,20 +193,20 @@ class Agent:
 
 
 @pytest.fixture
-def make_org(services: Services) -> Callable[[str], Org]:
+def make_org(services: Services, clock: SetClock) -> Callable[[str], Org]:
     def make(name: str = "Acme") -> Org:
-        issued = services.accounts.create_org(name)
+        issued = services.accounts.create_org(name, now=clock.now())
         return Org(org_id=str(issued.org_id), panel_key=issued.panel_key)
 
     return make
 
 
 @pytest.fixture
-def make_agent(services: Services) -> Callable[[Org, str], Agent]:
+def make_agent(services: Services, clock: SetClock) -> Callable[[Org, str], Agent]:
     def make(org: Org, name: str = "web-01") -> Agent:
         from uuid import UUID
 
-        issued = services.accounts.enroll_agent(UUID(org.org_id), name)
+        issued = services.accounts.enroll_agent(UUID(org.org_id), name, now=clock.now())
         return Agent(agent_id=str(issued.agent_id), org_id=org.org_id, agent_key=issued.agent_key)
 
     return make

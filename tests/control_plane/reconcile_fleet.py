@@ -14,9 +14,9 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
+from control_plane.notifications.delivery import DeliveryPolicy, WebhookSender
 from control_plane.reconcile.passes import PassReport, PassSettings, ReconcilePass
-from control_plane.reconcile.webhook import DeliveryPolicy, WebhookSender
-from control_plane.services import Services
+from control_plane.registry import Services
 from control_plane.types import Pool
 from tests.control_plane.conftest import SetClock
 
@@ -48,10 +48,10 @@ class Fleet:
         self.sender.close()
 
     def org(self, name: str = "Acme") -> UUID:
-        return self.services.accounts.create_org(name).org_id
+        return self.services.accounts.create_org(name, now=self.clock.now()).org_id
 
     def agent(self, org_id: UUID, name: str, *, times: list[str] | None = None) -> FleetAgent:
-        issued = self.services.accounts.enroll_agent(org_id, name)
+        issued = self.services.accounts.enroll_agent(org_id, name, now=self.clock.now())
         if times is not None:
             self.sql(
                 "UPDATE agents SET update_schedule_times = %s WHERE id = %s",

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from control_plane.reconcile import fair_shares, forecast_slot
-from control_plane.services import Services
+from control_plane.forecast.model import fair_shares, forecast_slot
+from control_plane.registry import Services
 from control_plane.types import Pool
 from tests.conftest import REPO_ROOT, child_environment, nachtwacht_command
 from tests.control_plane.conftest import Api, SetClock, SignedRelease
@@ -225,9 +225,11 @@ def test_the_forecast_agrees_with_a_herd_claiming_through_the_real_caps(
     services.settings.update({"org_cap": 2, "global_cap": 5, "catch_up_minutes": 4})
     keys = {}
     for org_name in ("a", "b", "c", "d"):
-        org = services.accounts.create_org(org_name)
+        org = services.accounts.create_org(org_name, now=fleet.clock.now())
         for n in range(6):
-            keys[(n, org_name)] = services.accounts.enroll_agent(org.org_id, f"{org_name}{n}")
+            keys[(n, org_name)] = services.accounts.enroll_agent(
+                org.org_id, f"{org_name}{n}", now=fleet.clock.now()
+            )
     with api.client(operator_key) as client:
         [slot] = client.get("/v1/admin/forecast", params={"date": "2026-11-30"}).json()["slots"]
     assert (slot["capacity"], slot["can_update"], slot["will_miss"]) == (20, 20, 4)
@@ -244,7 +246,7 @@ def test_the_forecast_agrees_with_a_herd_claiming_through_the_real_caps(
     assert len(keys) - len(waiting) == slot["can_update"]
     assert len(waiting) == slot["will_miss"]
 
-    services.reconcile.refusals.flush()
+    services.refusals.flush()
     fleet.reconcile(NIGHT + timedelta(minutes=4 + 2))
     assert sorted(fleet.missed().items()) == sorted(
         (f"{org}{n}", "throttled") for n, org in waiting

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from control_plane.services import Services
+from control_plane.registry import Services
 from control_plane.types import Pool
 from tests.control_plane.conftest import Api, SetClock
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
@@ -46,7 +46,7 @@ def test_metrics_count_claims_runs_lag_and_notifications(
         for _ in range(3):
             client.post("/v1/agent/claims", json={"slot_key": NIGHT_KEY})
         client.post("/v1/agent/claims", json={"slot_key": "2026-11-30T03:07"})
-    services.reconcile.refusals.flush()
+    services.refusals.flush()
     fleet.reconcile(AFTER_NIGHT)
     fleet.clock.set(AFTER_NIGHT + timedelta(minutes=1))
     with api.client(operator_key) as client:

@@ -9,7 +9,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from control_plane.services import Services
+from control_plane.registry import Services
 from control_plane.types import Pool
 from tests.control_plane.conftest import Api, SetClock
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
@@ -58,7 +58,7 @@ def test_agent_refused_by_a_full_cap_misses_as_throttled(
     assert _claim(api, agent.agent_key) == 429
     fleet.clock.set(NIGHT + timedelta(minutes=3))
     assert _claim(api, agent.agent_key) == 429
-    assert services.reconcile.refusals.flush() == 1  # two refusals, one fact
+    assert services.refusals.flush() == 1  # two refusals, one fact
     fleet.reconcile(AFTER_NIGHT)
     assert fleet.missed() == {"web-01": "throttled"}
 
@@ -70,7 +70,7 @@ def test_agent_refused_by_the_brake_misses_as_brake(
     fleet.sql("UPDATE platform_brake SET engaged = true, reason = 'incident 42'")
     fleet.clock.set(NIGHT + timedelta(minutes=2))
     assert _claim(api, agent.agent_key) == 503
-    services.reconcile.refusals.flush()
+    services.refusals.flush()
     fleet.reconcile(AFTER_NIGHT)
     assert fleet.missed() == {"web-01": "brake"}
 
@@ -86,7 +86,7 @@ def test_the_refusal_that_came_last_names_the_reason(
     services.settings.update({"global_cap": 0})
     fleet.clock.set(NIGHT + timedelta(minutes=6))
     assert _claim(api, agent.agent_key) == 429
-    services.reconcile.refusals.flush()
+    services.refusals.flush()
     fleet.reconcile(AFTER_NIGHT)
     assert fleet.missed() == {"web-01": "throttled"}
 

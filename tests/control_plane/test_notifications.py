@@ -13,7 +13,7 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from control_plane.services import Services
+from control_plane.registry import Services
 from control_plane.types import Pool
 from tests.control_plane.conftest import Api, SetClock
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet, FleetAgent

@@ -9,8 +9,8 @@ from uuid import UUID, uuid4
 import psycopg
 import pytest
 
+from control_plane.claims.refusals import RefusalRecorder
 from control_plane.database import open_pool
-from control_plane.reconcile import RefusalRecorder
 from control_plane.types import Pool
 from tests.control_plane.reconcile_fleet import NIGHT_KEY
 

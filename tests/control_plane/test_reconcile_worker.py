@@ -21,7 +21,7 @@ from control_plane.errors import ConfigurationError
 from control_plane.reconcile import ReconcileWorker
 from control_plane.reconcile.leader import RECONCILE_LOCK_KEY, LeaderLock
 from control_plane.reconcile.passes import PassSettings
-from control_plane.services import Services
+from control_plane.registry import Services
 from control_plane.types import Pool
 from tests.conftest import REPO_ROOT, RunningControlPlane, child_environment
 from tests.control_plane.conftest import SetClock
@@ -186,11 +186,12 @@ def test_a_serving_replica_records_a_throttled_night_end_to_end(
     control_plane_server: Callable[..., RunningControlPlane],
     services: Services,
     pool: Pool,
+    clock: SetClock,
 ) -> None:
     """A real `serve` process on a fast fake clock: the refusal goes through the buffer and the
     flusher, and the worker turns it into a missed run with reason `throttled`."""
-    org = services.accounts.create_org("Acme")
-    agent = services.accounts.enroll_agent(org.org_id, "web-01")
+    org = services.accounts.create_org("Acme", now=clock.now())
+    agent = services.accounts.enroll_agent(org.org_id, "web-01", now=clock.now())
     fake = f"2026-11-30T02:05:00Z,anchor={time.time()!r},speed=60"
     replica = control_plane_server(fake_clock=fake, args=["--org-cap", "0"])
     with httpx.Client(base_url=replica.base_url, timeout=30) as client:

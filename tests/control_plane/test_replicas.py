@@ -14,7 +14,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane.database import open_pool
-from control_plane.services import build_services
+from control_plane.registry import build_services
 from control_plane.types import Pool
 from ground.clock import SystemClock
 from signed_release import key_id
@@ -50,14 +50,15 @@ def test_two_replicas_grant_exactly_the_caps(
     control_plane_server: Callable[..., RunningControlPlane], pool: Pool, database_url: str
 ) -> None:
     key = Ed25519PrivateKey.generate()
-    services = build_services(pool, SystemClock(), {key_id(key.public_key()): key.public_key()})
+    services = build_services(pool, {key_id(key.public_key()): key.public_key()})
+    now = SystemClock().now()
     release = sign_release(key)
-    services.releases.publish(release.manifest, release.signature, release.artifact)
+    services.releases.publish(release.manifest, release.signature, release.artifact, now=now)
     agents: list[tuple[str, str]] = []  # (org id, agent key)
     for o in range(ORGS):
-        org = services.accounts.create_org(f"Org {o}")
+        org = services.accounts.create_org(f"Org {o}", now=now)
         for n in range(AGENTS_PER_ORG):
-            issued = services.accounts.enroll_agent(org.org_id, f"web-{n}")
+            issued = services.accounts.enroll_agent(org.org_id, f"web-{n}", now=now)
             agents.append((str(org.org_id), issued.agent_key))
 
     # Both replicas show the same product time, almost frozen at 03:01 CET: one round.

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from control_plane.claims.slots import checked_slot
 from control_plane.errors import ClaimRefused
-from control_plane.slots import checked_slot
 
 NOW = datetime(2026, 11, 30, 2, 5, tzinfo=UTC)  # 03:05 in Amsterdam
 

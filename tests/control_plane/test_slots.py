@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from control_plane.claims.slots import checked_slot, retry_after_seconds, round_start
 from control_plane.errors import ClaimRefused
-from control_plane.slots import checked_slot, retry_after_seconds, round_start
 from shared_planner import due_slot
 
 ZONES = ["Europe/Amsterdam", "America/New_York", "Australia/Lord_Howe", "America/Santiago", "UTC"]

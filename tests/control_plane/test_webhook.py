@@ -17,8 +17,8 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from control_plane.reconcile import sign_body, verify_signature
-from control_plane.services import Services
+from control_plane.notifications.delivery import sign_body, verify_signature
+from control_plane.registry import Services
 from control_plane.types import Pool
 from tests.control_plane.conftest import Api, SetClock
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, Fleet
@@ -79,7 +79,7 @@ def fleet(pool: Pool, services: Services, clock: SetClock) -> Iterator[Fleet]:
 def _notify_with_webhook(fleet: Fleet, services: Services, url: str) -> UUID:
     """An organisation with a webhook and one missed agent: one notification after the pass."""
     org = fleet.org()
-    services.reconcile.webhooks.put(org, url=url, secret=SECRET)
+    services.webhooks.put(org, url=url, secret=SECRET, now=fleet.clock.now())
     fleet.agent(org, "web-01")
     return org
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from control_plane.database import open_pool
-from control_plane.services import build_services
+from control_plane.registry import build_services
 from tests.control_plane.conftest import Api, SetClock, serve_in_thread
 
 DEFAULTS = {
@@ -67,7 +67,7 @@ def test_busy_database_gets_503_not_a_stack_trace(
     pool = open_pool(database_url, min_size=1, max_size=1, timeout=0.5)
     try:
         with pool.connection():
-            server = serve_in_thread(build_services(pool, clock), clock)
+            server = serve_in_thread(build_services(pool), clock)
             with server, httpx.Client(base_url=server.base_url) as client:
                 response = client.get(
                     "/v1/admin/settings", headers={"Authorization": f"Bearer {operator_key}"}

@@ -12,8 +12,8 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from control_plane.credentials import Audience
-from control_plane.services import Services
+from control_plane.accounts.credentials import Audience
+from control_plane.registry import Services
 from tests.control_plane.conftest import Agent, Api, Org, SetClock, SignedRelease
 
 
@@ -106,8 +106,8 @@ def world(
         other=other,
         other_agent=make_agent(other, "other-01"),
         operator_key=operator_key,
-        run_id=claim.body["run_id"],
-        token_id=claim.body["token"]["id"],
+        run_id=str(claim.grant.run_id),
+        token_id=str(claim.grant.token.id),
     )
 
 

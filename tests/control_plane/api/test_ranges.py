@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from control_plane.api.ranges import ByteRange, Unsatisfiable, requested_range
+from control_plane.runs.ranges import ByteRange, Unsatisfiable, requested_range
 
 ETAG = '"abc"'
 SIZE = 100

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from control_plane.services import build_services
+from control_plane.registry import build_services
 from control_plane.types import Pool
 from tests.control_plane.conftest import Agent, Api, Org, SetClock, SignedRelease, sign_release
 
@@ -117,10 +117,12 @@ def test_a_manifest_not_newer_than_the_current_is_refused(
 def test_without_trusted_keys_nothing_is_published(pool: Pool, clock: SetClock) -> None:
     from control_plane.errors import InvalidInput
 
-    services = build_services(pool, clock)
+    services = build_services(pool)
     release = sign_release(Ed25519PrivateKey.generate())
     with pytest.raises(InvalidInput, match="no release public key is configured"):
-        services.releases.publish(release.manifest, release.signature, release.artifact)
+        services.releases.publish(
+            release.manifest, release.signature, release.artifact, now=clock.now()
+        )
 
 
 def test_bad_base64_is_named(api: Api, operator_key: str) -> None:

@@ -1,0 +1,154 @@
+"""Organisations, agents' enrolment and the credentials of the three audiences: all their SQL.
+
+Every method that stamps a row takes `now` from its caller (a request, a CLI command)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+import psycopg
+
+from control_plane.accounts.credentials import (
+    Audience,
+    new_secret,
+    secret_sha256,
+    secrets_match,
+)
+from control_plane.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
+from control_plane.inputs import stored_text
+from control_plane.types import Connection, Pool
+
+__all__ = ["AccountService", "IssuedAgent", "IssuedOrg", "Principal"]
+
+MAX_NAME_LENGTH = 200
+
+
+@dataclass(frozen=True, kw_only=True)
+class Principal:
+    """Who is calling: the audience and the scope its credential grants."""
+
+    audience: Audience
+    credential_id: UUID
+    org_id: UUID | None = None
+    agent_id: UUID | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class IssuedOrg:
+    org_id: UUID
+    name: str
+    panel_key: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class IssuedAgent:
+    agent_id: UUID
+    org_id: UUID
+    name: str
+    agent_key: str
+
+
+def _checked_name(field: str, name: object) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInput(field, name, "must be a non-empty name")
+    stored_text(field, name, MAX_NAME_LENGTH)
+    return name.strip()
+
+
+def _store_secret(
+    conn: Connection,
+    audience: Audience,
+    *,
+    org_id: UUID | None = None,
+    agent_id: UUID | None = None,
+    label: str | None = None,
+) -> str:
+    label = stored_text("label", label, MAX_NAME_LENGTH)
+    secret = new_secret(audience)
+    conn.execute(
+        "INSERT INTO credentials (audience, secret_sha256, org_id, agent_id, label)"
+        " VALUES (%s, %s, %s, %s, %s)",
+        [audience.value, secret_sha256(secret), org_id, agent_id, label],
+    )
+    return secret
+
+
+def _require_org(conn: Connection, org_id: UUID) -> None:
+    if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
+        raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+
+
+class AccountService:
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    def create_org(self, name: str, *, now: datetime) -> IssuedOrg:
+        """A new organisation and its first panel key (shown once)."""
+        clean = _checked_name("name", name)
+        with self._pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "INSERT INTO orgs (name, created_at) VALUES (%s, %s) RETURNING id",
+                [clean, now],
+            ).fetchone()
+            assert row is not None
+            key = _store_secret(conn, Audience.PANEL, org_id=row["id"], label="created with org")
+        return IssuedOrg(org_id=row["id"], name=clean, panel_key=key)
+
+    def create_panel_key(self, org_id: UUID, label: str | None = None) -> str:
+        with self._pool.connection() as conn, conn.transaction():
+            _require_org(conn, org_id)
+            return _store_secret(conn, Audience.PANEL, org_id=org_id, label=label)
+
+    def enroll_agent(self, org_id: UUID, name: str, *, now: datetime) -> IssuedAgent:
+        """A new agent in `org_id` and its credential (shown once). Its schedule is the default."""
+        clean = _checked_name("name", name)
+        with self._pool.connection() as conn:
+            try:
+                with conn.transaction():
+                    _require_org(conn, org_id)
+                    row = conn.execute(
+                        "INSERT INTO agents (org_id, name, created_at) VALUES (%s, %s, %s)"
+                        " RETURNING id",
+                        [org_id, clean, now],
+                    ).fetchone()
+                    assert row is not None
+                    key = _store_secret(conn, Audience.AGENT, org_id=org_id, agent_id=row["id"])
+            except psycopg.errors.UniqueViolation as exc:
+                raise Conflict(
+                    f"name: {clean!r} is already an agent of organisation {org_id}",
+                    code="agent_exists",
+                ) from exc
+        return IssuedAgent(agent_id=row["id"], org_id=org_id, name=clean, agent_key=key)
+
+    def create_operator_key(self, label: str | None = None) -> str:
+        with self._pool.connection() as conn, conn.transaction():
+            return _store_secret(conn, Audience.OPERATOR, label=label)
+
+    def authenticate(self, secret: str | None, audience: Audience) -> Principal:
+        """The caller behind `secret`, if it was issued to `audience`.
+
+        Unknown or revoked → 401; issued to another audience → 403.
+        """
+        if secret is None:
+            raise Unauthenticated("a bearer credential is required (Authorization: Bearer …)")
+        presented = secret_sha256(secret)
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT id, audience, secret_sha256, org_id, agent_id FROM credentials"
+                " WHERE secret_sha256 = %s AND revoked_at IS NULL",
+                [presented],
+            ).fetchone()
+        if row is None or not secrets_match(row["secret_sha256"], presented):
+            raise Unauthenticated("the credential is not known (or was revoked)")
+        if row["audience"] != audience.value:
+            raise Forbidden(
+                f"this endpoint is for {audience.value} credentials, not {row['audience']} ones"
+            )
+        return Principal(
+            audience=audience,
+            credential_id=row["id"],
+            org_id=row["org_id"],
+            agent_id=row["agent_id"],
+        )

@@ -1,0 +1,6 @@
+"""What an agent pulls every minute (`GET /v1/agent/config`): the contract's `AgentConfig`
+with an ETag over everything but `server_time`.
+
+    services     the SQL and the ETag
+    routes       the 200 / 304 answer
+"""

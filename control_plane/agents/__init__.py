@@ -1,0 +1,6 @@
+"""The panel's agents: the list, the agent page (next slot, latest runs) and the schedule.
+
+services     the SQL, `require_agent` (another organisation's agent is not found)
+schedule     the API layer of DESIGN.md rule 3: the planner's rules as a 422
+routes       /v1/agents, /v1/agents/{id}, /v1/agents/{id}/schedule
+"""

@@ -1,0 +1,162 @@
+"""The panel's view of an organisation's agents, and their schedules: all their SQL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from control_plane.agents.schedule import Schedule, validated_schedule
+from control_plane.errors import NotFound
+from control_plane.runs.views import RunView, latest_runs
+from control_plane.settings.services import PlatformSettings, read_settings
+from control_plane.types import Connection, Pool
+from ground.contract import AnswerCode, Instant
+from shared_planner import next_slot, parse_times
+
+__all__ = [
+    "AgentList",
+    "AgentPage",
+    "AgentService",
+    "AgentSummary",
+    "NextSlot",
+    "agent_not_found",
+    "require_agent",
+]
+
+LATEST_RUNS = 10
+
+_SELECT_AGENTS = (
+    "SELECT id, org_id, name, created_at, current_version, last_seen_at,"
+    " update_schedule_enabled, update_schedule_times FROM agents"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentSummary:
+    id: UUID
+    org_id: UUID
+    name: str
+    created_at: Instant
+    version: str | None
+    last_seen_at: Instant | None
+    schedule: Schedule
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentList:
+    agents: tuple[AgentSummary, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class NextSlot:
+    """The next slot in the platform's zone: its key, its local time and its instant."""
+
+    key: str
+    local_time: str
+    timezone: str
+    at: Instant
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentPage(AgentSummary):
+    next_slot: NextSlot | None
+    latest_runs: tuple[RunView, ...]
+
+
+def agent_not_found(agent_id: UUID) -> NotFound:
+    # Another organisation's agent is reported exactly like one that does not exist.
+    return NotFound(
+        f"agent {agent_id} does not exist in this organisation", code=AnswerCode.AGENT_NOT_FOUND
+    )
+
+
+def require_agent(conn: Connection, org_id: UUID, agent_id: UUID) -> None:
+    """Raise `agent_not_found` unless the agent belongs to the organisation."""
+    found = conn.execute(
+        "SELECT 1 FROM agents WHERE id = %s AND org_id = %s", [agent_id, org_id]
+    ).fetchone()
+    if found is None:
+        raise agent_not_found(agent_id)
+
+
+def _summary_fields(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "org_id": row["org_id"],
+        "name": row["name"],
+        "created_at": row["created_at"],
+        "version": row["current_version"],
+        "last_seen_at": row["last_seen_at"],
+        "schedule": Schedule(
+            enabled=row["update_schedule_enabled"], times=tuple(row["update_schedule_times"])
+        ),
+    }
+
+
+def next_slot_view(
+    schedule: Schedule, settings: PlatformSettings, now: datetime
+) -> NextSlot | None:
+    """The next slot after `now` in the platform's zone, local and as an instant; None when off."""
+    if not schedule.enabled or not schedule.times:
+        return None
+    slot = next_slot(parse_times(schedule.times), after=now, tz=settings.zone)
+    return NextSlot(
+        key=slot.key,
+        local_time=slot.at.astimezone(settings.zone).isoformat(),
+        timezone=settings.timezone,
+        at=slot.at,
+    )
+
+
+class AgentService:
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    def list_agents(self, org_id: UUID) -> AgentList:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                _SELECT_AGENTS + " WHERE org_id = %s ORDER BY name, id",
+                [org_id],
+            ).fetchall()
+        return AgentList(agents=tuple(AgentSummary(**_summary_fields(row)) for row in rows))
+
+    def agent_page(self, org_id: UUID, agent_id: UUID, *, now: datetime) -> AgentPage:
+        """The agent page at `now`: its summary, its next slot and its latest runs."""
+        with self._pool.connection() as conn:
+            row = _agent_row(conn, org_id, agent_id)
+            settings = read_settings(conn)
+            runs = latest_runs(conn, agent_id, LATEST_RUNS)
+        fields = _summary_fields(row)
+        return AgentPage(
+            **fields,
+            next_slot=next_slot_view(fields["schedule"], settings, now),
+            latest_runs=runs,
+        )
+
+    def set_schedule(
+        self, org_id: UUID, agent_id: UUID, *, enabled: object, times: object, now: datetime
+    ) -> AgentPage:
+        """Validate with the planner's rules (422 naming the bad value) and store, times sorted."""
+        schedule = validated_schedule(enabled=enabled, times=times)
+        with self._pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "UPDATE agents SET update_schedule_enabled = %s, update_schedule_times = %s"
+                " WHERE id = %s AND org_id = %s RETURNING id",
+                [schedule.enabled, Jsonb(list(schedule.times)), agent_id, org_id],
+            ).fetchone()
+        if row is None:
+            raise agent_not_found(agent_id)
+        return self.agent_page(org_id, agent_id, now=now)
+
+
+def _agent_row(conn: Connection, org_id: UUID, agent_id: UUID) -> dict[str, Any]:
+    row = conn.execute(
+        _SELECT_AGENTS + " WHERE id = %s AND org_id = %s", [agent_id, org_id]
+    ).fetchone()
+    if row is None:
+        raise agent_not_found(agent_id)
+    return row

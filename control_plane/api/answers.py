@@ -1,0 +1,77 @@
+"""How a route declares its answers in OpenAPI: every error status it can give, with the schema
+of its body, so a panel team can generate a client from `/openapi.json`.
+
+    401, 403    `{"detail": "…"}`: the credential's refusal, a message alone (`CredentialRefusal`)
+    others      `{"detail": {"code": …, "message": …}}`: the contract's `ErrorAnswer`
+
+`errors(...)` builds a route's `responses=`; the statuses a route names are the ones its
+dependencies and its service can raise (every credentialed route: 401, 403 and 503).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ground.contract import ErrorAnswer, ErrorDetail
+
+__all__ = ["AUTHENTICATED", "CredentialRefusal", "DownloadRefusal", "errors"]
+
+
+class CredentialRefusal(BaseModel):
+    """No credential, one nobody issued (401), or one for another audience (403)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    detail: str
+
+
+class DownloadRefusal(BaseModel):
+    """403 of the artifact download: a credential's refusal, or the run's token refused with
+    `token_revoked` / `token_expired`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    detail: ErrorDetail | str
+
+
+_WHY = {
+    401: "no bearer credential, or one that was never issued (or was revoked)",
+    403: "a credential for another audience",
+    404: "no such object for this caller (another organisation's objects included)",
+    409: "the request contradicts the stored state",
+    416: "the range lies outside the artifact (no body; `Content-Range: bytes */<length>`)",
+    422: "a value breaks a rule; the message names the field, the value and what was expected",
+    429: "a cap's round is full: retry after `retry_after_seconds`",
+    503: "the database is unavailable, or the operators' brake is engaged: retry later",
+}
+
+# Every route that takes a credential and reads the database can answer these.
+AUTHENTICATED = (401, 403, 503)
+
+
+def errors(
+    *statuses: int, models: dict[int, Any] | None = None, by_reference: bool = False
+) -> dict[int | str, Any]:
+    """`responses=` for these statuses; `models` overrides a status's body schema.
+
+    `by_reference` names the schemas as JSON bodies explicitly, for a route whose own answer is
+    not JSON (FastAPI would otherwise declare its errors in the route's media type); the schemas
+    themselves are registered by the routes that name them as models."""
+    chosen = models or {}
+    answers: dict[int | str, Any] = {}
+    for status in sorted(set(statuses)):
+        if status == 416:
+            answers[status] = {"description": _WHY[status]}
+            continue
+        model = chosen.get(status, CredentialRefusal if status in (401, 403) else ErrorAnswer)
+        if by_reference:
+            schema = {"$ref": f"#/components/schemas/{model.__name__}"}
+            answers[status] = {
+                "content": {"application/json": {"schema": schema}},
+                "description": _WHY[status],
+            }
+        else:
+            answers[status] = {"model": model, "description": _WHY[status]}
+    return answers

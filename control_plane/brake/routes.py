@@ -1,0 +1,62 @@
+"""The operators' emergency brake and token revocation."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+from control_plane.api.answers import AUTHENTICATED, errors
+from control_plane.api.deps import OperatorCaller, RequestNow, services_of
+from control_plane.brake.services import BrakeChange, BrakeState, RevokedToken
+from ground.contract import API_PREFIX
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=API_PREFIX + "/admin", tags=["operator"])
+
+
+class BrakeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    engaged: StrictBool
+    reason: str | None = Field(default=None, max_length=500, examples=["bad build 1.5.0"])
+    revoke_outstanding: StrictBool = Field(
+        default=True, description="also revoke tokens granted but not yet used"
+    )
+
+
+@router.get("/brake", response_model=BrakeState, responses=errors(*AUTHENTICATED))
+def get_brake(request: Request, caller: OperatorCaller) -> BrakeState:
+    """Whether the emergency brake is engaged, why, and since when."""
+    del caller
+    return services_of(request).brake.get()
+
+
+@router.put("/brake", response_model=BrakeChange, responses=errors(*AUTHENTICATED, 422))
+def put_brake(
+    body: BrakeBody, request: Request, caller: OperatorCaller, now: RequestNow
+) -> BrakeChange:
+    """Engage the brake (claims refused, outstanding tokens revoked) or release it. No customer
+    setting changes."""
+    return services_of(request).brake.set(
+        engaged=body.engaged,
+        reason=body.reason,
+        revoke_outstanding=body.revoke_outstanding,
+        by=caller.credential_id,
+        now=now,
+    )
+
+
+@router.post(
+    "/tokens/{token_id}/revoke",
+    response_model=RevokedToken,
+    responses=errors(*AUTHENTICATED, 404, 422),
+)
+def revoke_token(
+    token_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow
+) -> RevokedToken:
+    """Revoke one throttle token: its run's download is refused from now on."""
+    del caller
+    return services_of(request).brake.revoke_token(token_id, now=now)

@@ -1,0 +1,106 @@
+"""The operators' emergency brake (DESIGN.md rule 10): stops every scheduled update without
+touching a customer's setting. Engaging it refuses new claims and can revoke outstanding tokens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from control_plane.errors import NotFound
+from control_plane.inputs import stored_text
+from control_plane.types import Connection, Pool
+from ground.contract import Instant
+
+__all__ = ["BrakeChange", "BrakeService", "BrakeState", "RevokedToken", "brake_state"]
+
+# The reason agents are shown in their config while the brake is on.
+MAX_REASON_LENGTH = 500
+
+
+@dataclass(frozen=True, kw_only=True)
+class BrakeState:
+    engaged: bool
+    reason: str | None
+    changed_at: Instant | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BrakeChange(BrakeState):
+    """The brake after a change, and how many outstanding tokens the change revoked."""
+
+    revoked_tokens: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RevokedToken:
+    token_id: UUID
+    run_id: UUID
+    revoked_at: Instant
+    reason: str | None
+
+
+def brake_state(conn: Connection) -> BrakeState:
+    row = conn.execute("SELECT engaged, reason, changed_at FROM platform_brake").fetchone()
+    assert row is not None, "migration 0004 inserts the brake row"
+    return BrakeState(engaged=row["engaged"], reason=row["reason"], changed_at=row["changed_at"])
+
+
+class BrakeService:
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    def get(self) -> BrakeState:
+        with self._pool.connection() as conn:
+            return brake_state(conn)
+
+    def set(
+        self,
+        *,
+        engaged: bool,
+        reason: str | None,
+        revoke_outstanding: bool,
+        by: UUID,
+        now: datetime,
+    ) -> BrakeChange:
+        reason = stored_text("reason", reason, MAX_REASON_LENGTH)
+        revoked = 0
+        with self._pool.connection() as conn, conn.transaction():
+            # The UPDATE's row lock waits for grants in flight (they hold it FOR SHARE), so the
+            # revocation below sees every token granted before the brake.
+            conn.execute(
+                "UPDATE platform_brake SET engaged = %s, reason = %s, changed_at = %s,"
+                " changed_by = %s",
+                [engaged, reason if engaged else None, now, by],
+            )
+            if engaged and revoke_outstanding:
+                revoked = conn.execute(
+                    "UPDATE tokens t SET revoked_at = %s, revoked_reason = 'brake'"
+                    " FROM runs r WHERE r.id = t.run_id AND r.trigger = 'schedule'"
+                    " AND r.status = 'claimed' AND t.revoked_at IS NULL AND t.expires_at > %s",
+                    [now, now],
+                ).rowcount
+            state = brake_state(conn)
+        return BrakeChange(
+            engaged=state.engaged,
+            reason=state.reason,
+            changed_at=state.changed_at,
+            revoked_tokens=revoked,
+        )
+
+    def revoke_token(self, token_id: UUID, *, now: datetime) -> RevokedToken:
+        with self._pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "UPDATE tokens SET revoked_at = coalesce(revoked_at, %s),"
+                " revoked_reason = coalesce(revoked_reason, 'operator')"
+                " WHERE id = %s RETURNING id, run_id, revoked_at, revoked_reason",
+                [now, token_id],
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"token {token_id} does not exist", code="token_not_found")
+        return RevokedToken(
+            token_id=row["id"],
+            run_id=row["run_id"],
+            revoked_at=row["revoked_at"],
+            reason=row["revoked_reason"],
+        )

@@ -1,0 +1,372 @@
+"""Throttle tokens: the claim of a slot, within the caps (DESIGN.md rules 8-10 and "Scale").
+
+The refusal is the hot path — nearly every agent is at 03:00 and 25 a minute get through — so it
+is one read-only statement: the agent, its schedule, the settings, the brake, its runs for the slot
+and this round's two counters. Nothing is locked and nothing is written. Only a request that saw
+room in both counters opens the grant transaction, where the counters are incremented under their
+row locks with `granted < cap` in the UPDATE itself: whatever number of requests and replicas race,
+a round never grants more than its caps.
+
+Every refusal of a scheduled claim is handed to the `RefusalRecorder` here, whoever the caller:
+the facts behind the miss reasons must not depend on which route asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from uuid import UUID
+
+import psycopg
+
+from control_plane.claims.refusals import RefusalRecorder
+from control_plane.claims.slots import checked_slot, retry_after_seconds, round_start
+from control_plane.errors import ClaimRefused, NotFound
+from control_plane.events.services import record_event
+from control_plane.inputs import stored_text
+from control_plane.releases.services import claim_release_view, current_release
+from control_plane.types import Connection, Pool
+from ground.contract import AnswerCode, ClaimGrant, ClaimRequest, RefusalCode, TokenView
+from ground.limits import MAX_VERSION_LENGTH
+
+__all__ = ["TOKEN_LIFETIME", "Claim", "ClaimService"]
+
+# How long a granted token lets its run download: long enough for a slow uplink, short enough
+# that a lost agent does not hold a lease for the night.
+TOKEN_LIFETIME = timedelta(minutes=60)
+
+_HOT_PATH = """
+SELECT a.org_id, a.update_schedule_enabled AS enabled, a.update_schedule_times AS times,
+       s.timezone, s.catch_up_minutes, s.org_cap, s.global_cap,
+       b.engaged AS brake_engaged, b.reason AS brake_reason,
+       (SELECT max(r.slot_at) FROM runs r
+         WHERE r.agent_id = a.id AND r.trigger = 'schedule') AS last_consumed_at,
+       existing.id AS existing_run_id, existing.status AS existing_status,
+       existing.token_usable AS existing_token_usable,
+       (SELECT g.granted FROM claim_rounds_global g
+         WHERE g.round_start = %(round)s) AS global_granted,
+       (SELECT o.granted FROM claim_rounds_org o
+         WHERE o.round_start = %(round)s AND o.org_id = a.org_id) AS org_granted
+  FROM agents a
+ CROSS JOIN platform_settings s
+ CROSS JOIN platform_brake b
+  LEFT JOIN LATERAL (
+        SELECT r.id, r.status,
+               (t.revoked_at IS NULL AND t.expires_at > %(now)s) AS token_usable
+          FROM runs r LEFT JOIN tokens t ON t.run_id = r.id
+         WHERE r.agent_id = a.id AND r.trigger = 'schedule' AND r.slot_key = %(slot_key)s
+       ) existing ON true
+ WHERE a.id = %(agent_id)s
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """A granted claim: `created` is false when the same claim was asked again."""
+
+    created: bool
+    grant: ClaimGrant
+
+
+def _cap_full(code: RefusalCode, now: datetime, message: str) -> ClaimRefused:
+    return ClaimRefused(
+        code, message, reason=code.value, retry_after_seconds=retry_after_seconds(now)
+    )
+
+
+def _brake(reason: str | None) -> ClaimRefused:
+    why = f": {reason}" if reason else ""
+    return ClaimRefused(
+        RefusalCode.BRAKE,
+        f"scheduled updates are stopped by the operators' brake{why}",
+        reason=reason,
+    )
+
+
+def _slot_consumed(slot_key: str, why: str) -> ClaimRefused:
+    return ClaimRefused(
+        RefusalCode.SLOT_CONSUMED, f"slot_key: {slot_key!r} {why}", slot_key=slot_key
+    )
+
+
+def _no_release() -> ClaimRefused:
+    return ClaimRefused(RefusalCode.NO_RELEASE, "no release has been published yet")
+
+
+def claim_grant(conn: Connection, run_id: UUID) -> ClaimGrant:
+    """The claim response for a run that holds a token (the same answer every time it is asked)."""
+    row = conn.execute(
+        "SELECT r.id AS run_id, r.slot_key, t.id AS token_id, t.expires_at,"
+        " rel.agent_version, rel.manifest_version, rel.manifest, rel.signature"
+        " FROM runs r JOIN tokens t ON t.run_id = r.id JOIN releases rel ON rel.id = t.release_id"
+        " WHERE r.id = %s",
+        [run_id],
+    ).fetchone()
+    assert row is not None, "a claimed run has its token"
+    return ClaimGrant(
+        run_id=row["run_id"],
+        slot_key=row["slot_key"],
+        token=TokenView(id=row["token_id"], expires_at=row["expires_at"]),
+        release=claim_release_view(row, row["run_id"]),
+    )
+
+
+class ClaimService:
+    def __init__(self, pool: Pool, refusals: RefusalRecorder) -> None:
+        self._pool = pool
+        self._refusals = refusals
+
+    def claim(self, agent_id: UUID, request: ClaimRequest, now: datetime) -> Claim:
+        """A scheduled slot's or a manual update's token (the request names exactly one)."""
+        from_version = stored_text("from_version", request.from_version, MAX_VERSION_LENGTH)
+        if request.manual_run_id is not None:
+            return self.claim_manual(agent_id, request.manual_run_id, from_version, now)
+        assert request.slot_key is not None, "ClaimRequest names exactly one"
+        return self.claim_slot(agent_id, request.slot_key, from_version, now)
+
+    def claim_slot(
+        self, agent_id: UUID, slot_key: str, from_version: str | None, now: datetime
+    ) -> Claim:
+        """Grant a token for a scheduled slot, or raise the refusal (and record it as a fact)."""
+        try:
+            return self._claim_slot(agent_id, slot_key, from_version, now)
+        except ClaimRefused as refused:
+            # Buffered in memory: the refusal path itself writes nothing.
+            self._refusals.record(agent_id, slot_key, refused.refusal, now)
+            raise
+
+    def _claim_slot(
+        self, agent_id: UUID, slot_key: str, from_version: str | None, now: datetime
+    ) -> Claim:
+        current_round = round_start(now)
+        with self._pool.connection() as conn:
+            # One autocommit SELECT: no transaction to open, no row lock, no write.
+            seen = conn.execute(
+                _HOT_PATH,
+                {
+                    "agent_id": agent_id,
+                    "slot_key": slot_key,
+                    "round": current_round,
+                    "now": now,
+                },
+            ).fetchone()
+            if seen is None:
+                raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+            slot = checked_slot(
+                slot_key,
+                enabled=seen["enabled"],
+                times=seen["times"],
+                timezone=seen["timezone"],
+                catch_up=timedelta(minutes=seen["catch_up_minutes"]),
+                now=now,
+            )
+            existing_run: UUID | None = seen["existing_run_id"]
+            if existing_run is not None:
+                if seen["existing_status"] != "claimed":
+                    raise _slot_consumed(
+                        slot_key, f"was already consumed ({seen['existing_status']})"
+                    )
+                if seen["existing_token_usable"]:
+                    return Claim(created=False, grant=claim_grant(conn, existing_run))
+                # Its token was revoked (the brake) or ran out: a new lease, through the caps.
+            elif seen["last_consumed_at"] is not None and slot.at <= seen["last_consumed_at"]:
+                raise _slot_consumed(
+                    slot_key, "is at or before a slot this agent has already consumed"
+                )
+            if seen["brake_engaged"]:
+                raise _brake(seen["brake_reason"])
+            org_cap, global_cap = seen["org_cap"], seen["global_cap"]
+            if (seen["org_granted"] or 0) >= org_cap:
+                raise _cap_full(
+                    RefusalCode.ORG_CAP,
+                    now,
+                    f"this organisation's {org_cap} updates for this minute are taken",
+                )
+            if (seen["global_granted"] or 0) >= global_cap:
+                raise _cap_full(
+                    RefusalCode.GLOBAL_CAP,
+                    now,
+                    f"the platform's {global_cap} updates for this minute are taken",
+                )
+            try:
+                run_id = self._grant(
+                    conn,
+                    agent_id=agent_id,
+                    org_id=seen["org_id"],
+                    slot_key=slot_key,
+                    slot_at=slot.at,
+                    from_version=from_version,
+                    existing_run=existing_run,
+                    caps=(org_cap, global_cap),
+                    now=now,
+                )
+            except psycopg.errors.UniqueViolation:
+                # The same agent raced itself for this slot; the other request won. Its answer.
+                return self._existing_claim(conn, agent_id, slot_key)
+            return Claim(created=existing_run is None, grant=claim_grant(conn, run_id))
+
+    def _existing_claim(self, conn: Connection, agent_id: UUID, slot_key: str) -> Claim:
+        row = conn.execute(
+            "SELECT id, status FROM runs WHERE agent_id = %s AND trigger = 'schedule'"
+            " AND slot_key = %s",
+            [agent_id, slot_key],
+        ).fetchone()
+        if row is None or row["status"] != "claimed":
+            raise _slot_consumed(slot_key, "was already consumed")
+        return Claim(created=False, grant=claim_grant(conn, row["id"]))
+
+    def _grant(
+        self,
+        conn: Connection,
+        *,
+        agent_id: UUID,
+        org_id: UUID,
+        slot_key: str,
+        slot_at: datetime,
+        from_version: str | None,
+        existing_run: UUID | None,
+        caps: tuple[int, int],
+        now: datetime,
+    ) -> UUID:
+        org_cap, global_cap = caps
+        current_round = round_start(now)
+        with conn.transaction():
+            # Shared lock: grants do not wait for each other, but the brake's UPDATE waits for
+            # grants in flight, and a grant after the brake sees it engaged.
+            brake = conn.execute("SELECT engaged, reason FROM platform_brake FOR SHARE").fetchone()
+            assert brake is not None
+            if brake["engaged"]:
+                raise _brake(brake["reason"])
+            release = current_release(conn)
+            if release is None:
+                raise _no_release()
+            conn.execute(
+                "INSERT INTO claim_rounds_org (round_start, org_id) VALUES (%s, %s)"
+                " ON CONFLICT DO NOTHING",
+                [current_round, org_id],
+            )
+            if (
+                conn.execute(
+                    "UPDATE claim_rounds_org SET granted = granted + 1"
+                    " WHERE round_start = %s AND org_id = %s AND granted < %s RETURNING granted",
+                    [current_round, org_id, org_cap],
+                ).fetchone()
+                is None
+            ):
+                raise _cap_full(
+                    RefusalCode.ORG_CAP,
+                    now,
+                    f"this organisation's {org_cap} updates for this minute are taken",
+                )
+            conn.execute(
+                "INSERT INTO claim_rounds_global (round_start) VALUES (%s) ON CONFLICT DO NOTHING",
+                [current_round],
+            )
+            if (
+                conn.execute(
+                    "UPDATE claim_rounds_global SET granted = granted + 1"
+                    " WHERE round_start = %s AND granted < %s RETURNING granted",
+                    [current_round, global_cap],
+                ).fetchone()
+                is None
+            ):
+                raise _cap_full(
+                    RefusalCode.GLOBAL_CAP,
+                    now,
+                    f"the platform's {global_cap} updates for this minute are taken",
+                )
+            if existing_run is None:
+                run = conn.execute(
+                    "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status,"
+                    " release_id, from_version, created_at, claimed_at)"
+                    " VALUES (%s, %s, 'schedule', %s, %s, 'claimed', %s, %s, %s, %s) RETURNING id",
+                    [agent_id, org_id, slot_key, slot_at, release["id"], from_version, now, now],
+                ).fetchone()
+                assert run is not None
+                run_id: UUID = run["id"]
+                conn.execute(
+                    "INSERT INTO tokens (run_id, agent_id, release_id, round_start, granted_at,"
+                    " expires_at) VALUES (%s, %s, %s, %s, %s, %s)",
+                    [run_id, agent_id, release["id"], current_round, now, now + TOKEN_LIFETIME],
+                )
+            else:
+                run_id = existing_run
+                conn.execute(
+                    "UPDATE runs SET release_id = %s, claimed_at = %s WHERE id = %s",
+                    [release["id"], now, run_id],
+                )
+                conn.execute(
+                    "UPDATE tokens SET id = gen_random_uuid(), release_id = %s, round_start = %s,"
+                    " granted_at = %s, expires_at = %s, revoked_at = NULL, revoked_reason = NULL"
+                    " WHERE run_id = %s",
+                    [release["id"], current_round, now, now + TOKEN_LIFETIME, run_id],
+                )
+            record_event(
+                conn,
+                org_id=org_id,
+                agent_id=agent_id,
+                run_id=run_id,
+                kind="update.scheduled",
+                actor_kind="schedule",
+                at=now,
+                data={
+                    "slot_key": slot_key,
+                    "from_version": from_version,
+                    "to_version": release["agent_version"],
+                    "renewed": existing_run is not None,
+                },
+            )
+        return run_id
+
+    def claim_manual(
+        self, agent_id: UUID, manual_run_id: UUID, from_version: str | None, now: datetime
+    ) -> Claim:
+        """The token for a manual update requested in the panel: no slot, no caps, no brake."""
+        with self._pool.connection() as conn, conn.transaction():
+            run = conn.execute(
+                "SELECT r.id, r.org_id, r.status, r.requested_by,"
+                " (t.revoked_at IS NULL AND t.expires_at > %s) AS token_usable"
+                " FROM runs r LEFT JOIN tokens t ON t.run_id = r.id"
+                " WHERE r.id = %s AND r.agent_id = %s AND r.trigger = 'manual' FOR UPDATE OF r",
+                [now, manual_run_id, agent_id],
+            ).fetchone()
+            if run is None:
+                raise ClaimRefused(
+                    RefusalCode.RUN_NOT_FOUND,
+                    f"manual_run_id: {str(manual_run_id)!r} is not a manual update of this agent",
+                )
+            if run["status"] == "claimed" and run["token_usable"]:
+                return Claim(created=False, grant=claim_grant(conn, run["id"]))
+            if run["status"] not in {"requested", "claimed"}:
+                raise ClaimRefused(
+                    RefusalCode.RUN_FINISHED,
+                    f"manual update {manual_run_id} already ended ({run['status']})",
+                )
+            release = current_release(conn)
+            if release is None:
+                raise _no_release()
+            conn.execute(
+                "UPDATE runs SET status = 'claimed', claimed_at = %s, release_id = %s,"
+                " from_version = %s WHERE id = %s",
+                [now, release["id"], from_version, run["id"]],
+            )
+            conn.execute(
+                "INSERT INTO tokens (run_id, agent_id, release_id, granted_at, expires_at)"
+                " VALUES (%s, %s, %s, %s, %s)"
+                " ON CONFLICT (run_id) DO UPDATE SET id = gen_random_uuid(),"
+                " release_id = EXCLUDED.release_id, granted_at = EXCLUDED.granted_at,"
+                " expires_at = EXCLUDED.expires_at, revoked_at = NULL, revoked_reason = NULL",
+                [run["id"], agent_id, release["id"], now, now + TOKEN_LIFETIME],
+            )
+            record_event(
+                conn,
+                org_id=run["org_id"],
+                agent_id=agent_id,
+                run_id=run["id"],
+                kind="update.started",
+                actor_kind="user",
+                actor_id=run["requested_by"],
+                at=now,
+                data={"from_version": from_version, "to_version": release["agent_version"]},
+            )
+            return Claim(created=run["status"] == "requested", grant=claim_grant(conn, run["id"]))

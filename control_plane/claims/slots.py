@@ -1,0 +1,64 @@
+"""The server's own check of a slot an agent names (DESIGN.md rule 8, "Plans on the control
+plane's clock"): recomputed with `shared_planner` from the agent's stored schedule and the
+control plane's clock, never taken on the agent's word."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from control_plane.errors import ClaimRefused
+from ground.contract import RefusalCode, format_instant
+from shared_planner import InvalidPlanningInput, PlannerError, Slot, parse_slot_key, slot_for_key
+
+__all__ = ["checked_slot", "retry_after_seconds", "round_start"]
+
+
+def _not_a_slot(slot_key: object, why: str) -> ClaimRefused:
+    return ClaimRefused(RefusalCode.NOT_A_SLOT, f"slot_key: {slot_key!r} {why}", slot_key=slot_key)
+
+
+def checked_slot(
+    slot_key: object,
+    *,
+    enabled: bool,
+    times: list[str],
+    timezone: str,
+    catch_up: timedelta,
+    now: datetime,
+) -> Slot:
+    """The agent's slot with this key whose window is open at `now`, or the refusal saying why."""
+    try:
+        parse_slot_key(slot_key)
+    except InvalidPlanningInput as exc:
+        # The planner's message already names the field, the value and what was expected.
+        raise ClaimRefused(RefusalCode.NOT_A_SLOT, str(exc), slot_key=slot_key) from exc
+    if not enabled or not times:
+        raise _not_a_slot(slot_key, "is not a slot: scheduled updates are off for this agent")
+    try:
+        slot = slot_for_key(times, slot_key, tz=timezone)
+    except (PlannerError, OverflowError) as exc:
+        # A date the planner cannot place is no slot; never a 500.
+        raise _not_a_slot(slot_key, "is not a date the schedule can have a slot on") from exc
+    if slot is None:
+        raise _not_a_slot(slot_key, f"is not one of this agent's slots (times {times})")
+    if now < slot.at:
+        raise _not_a_slot(slot_key, f"has not started yet (it opens at {format_instant(slot.at)})")
+    if now >= slot.at + catch_up:
+        raise ClaimRefused(
+            RefusalCode.WINDOW_CLOSED,
+            f"slot_key: {slot_key!r} closed at {format_instant(slot.at + catch_up)} "
+            f"(catch-up window {int(catch_up.total_seconds() // 60)} minutes)",
+            slot_key=slot_key,
+        )
+    return slot
+
+
+def round_start(now: datetime) -> datetime:
+    """A round is one minute of the control plane's clock."""
+    return now.astimezone(UTC).replace(second=0, microsecond=0)
+
+
+def retry_after_seconds(now: datetime) -> int:
+    """Whole seconds until the next round begins (at least 1)."""
+    remaining = (round_start(now) + timedelta(minutes=1) - now).total_seconds()
+    return max(1, int(-(-remaining // 1)))

@@ -1,0 +1,5 @@
+"""The timeline (DESIGN.md rule 12): one event per step of a run, with its actor.
+
+services     `record_event` (used inside other domains' transactions), the agent's timeline
+routes       /v1/agents/{id}/events
+"""

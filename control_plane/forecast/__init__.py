@@ -1,0 +1,7 @@
+"""The capacity forecast (DESIGN.md "Scale"): which slots of a local day will not fit the caps.
+
+model        the arithmetic and the day's views (pure; the herd benchmark uses it)
+services     the SQL, `parse_day`
+text         the terminal table of `nachtwacht control forecast`
+routes       /v1/admin/forecast, /v1/forecast
+"""

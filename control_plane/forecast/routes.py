@@ -1,0 +1,38 @@
+"""The capacity forecast: the operators' view of every slot, an organisation's view of its own."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query, Request
+
+from control_plane.api.answers import AUTHENTICATED, errors
+from control_plane.api.deps import OperatorCaller, PanelCaller, services_of
+from control_plane.forecast.model import OrgDayForecast, PlatformDayForecast
+from control_plane.forecast.services import parse_day
+from ground.contract import API_PREFIX
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=API_PREFIX, tags=["forecast"])
+
+_DATE = Query(description="a local calendar date in the platform's zone, YYYY-MM-DD")
+
+
+@router.get(
+    "/admin/forecast",
+    response_model=PlatformDayForecast,
+    responses=errors(*AUTHENTICATED, 422),
+)
+def platform_forecast(
+    request: Request, caller: OperatorCaller, date: str = _DATE
+) -> PlatformDayForecast:
+    """For each slot instant of the day: enabled agents, organisations, the capacity the caps
+    allow inside the window, and how many agents will miss it if all need an update."""
+    del caller
+    return services_of(request).forecast.platform_day(parse_day("date", date))
+
+
+@router.get("/forecast", response_model=OrgDayForecast, responses=errors(*AUTHENTICATED, 422))
+def org_forecast(request: Request, caller: PanelCaller, date: str = _DATE) -> OrgDayForecast:
+    """The same for the caller's organisation: its agents per slot and its estimated share."""
+    assert caller.org_id is not None
+    return services_of(request).forecast.org_day(parse_day("date", date), org_id=caller.org_id)

@@ -1,0 +1,64 @@
+"""The forecast read from the database: the platform's view and one organisation's."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date
+from typing import Any
+from uuid import UUID
+
+from control_plane.errors import InvalidInput
+from control_plane.forecast.model import (
+    OrgDayForecast,
+    PlatformDayForecast,
+    org_day_forecast,
+    platform_day_forecast,
+)
+from control_plane.settings.services import read_settings
+from control_plane.types import Connection, Pool
+from shared_planner.wall_clock import FIRST_YEAR, LAST_YEAR
+
+__all__ = ["ForecastService", "parse_day", "read_scheduled_agents"]
+
+
+def parse_day(field: str, value: object) -> date:
+    """A local calendar date `YYYY-MM-DD`, or a 422 naming the field and the value."""
+    if isinstance(value, str):
+        try:
+            day = date.fromisoformat(value)
+        except ValueError:
+            pass
+        else:
+            if len(value) == 10 and FIRST_YEAR <= day.year <= LAST_YEAR:
+                return day
+    raise InvalidInput(field, value, "is not a date (expected YYYY-MM-DD, e.g. 2026-11-30)")
+
+
+def read_scheduled_agents(conn: Connection) -> dict[tuple[str, ...], dict[Any, int]]:
+    """Enabled agents counted per schedule and organisation (most share the default 03:00)."""
+    rows = conn.execute(
+        "SELECT update_schedule_times AS times, org_id, count(*) AS agents FROM agents"
+        " WHERE update_schedule_enabled AND jsonb_array_length(update_schedule_times) > 0"
+        " GROUP BY update_schedule_times, org_id"
+    ).fetchall()
+    counts: dict[tuple[str, ...], dict[Any, int]] = defaultdict(dict)
+    for row in rows:
+        counts[tuple(row["times"])][row["org_id"]] = row["agents"]
+    return counts
+
+
+class ForecastService:
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    def platform_day(self, day: date) -> PlatformDayForecast:
+        with self._pool.connection() as conn:
+            settings = read_settings(conn)
+            counts = read_scheduled_agents(conn)
+        return platform_day_forecast(counts, day=day, settings=settings)
+
+    def org_day(self, day: date, *, org_id: UUID) -> OrgDayForecast:
+        with self._pool.connection() as conn:
+            settings = read_settings(conn)
+            counts = read_scheduled_agents(conn)
+        return org_day_forecast(counts, day=day, settings=settings, org_id=org_id)

@@ -1,0 +1,25 @@
+"""Free text from a request, checked before any service stores it.
+
+PostgreSQL's text cannot hold a NUL character: unchecked, such a value would fail inside the
+database as a 500. Every service that stores caller-given text passes it through `stored_text`,
+which refuses it as a 422 naming the field.
+"""
+
+from __future__ import annotations
+
+from control_plane.errors import InvalidInput
+
+__all__ = ["stored_text"]
+
+
+def stored_text(field: str, value: object, limit: int) -> str | None:
+    """`value` as it may be stored: None, or a string of at most `limit` characters without NUL."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(field, value, "is not a string")
+    if len(value) > limit:
+        raise InvalidInput(field, value[:40] + "…", f"is longer than {limit} characters")
+    if "\x00" in value:
+        raise InvalidInput(field, value[:40], "contains a NUL character (not storable text)")
+    return value

@@ -1,0 +1,118 @@
+"""`GET /metrics` as Prometheus text exposition (format 0.0.4): pure, from a `MetricsSnapshot`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from control_plane.metrics.services import MetricsSnapshot
+
+__all__ = ["CONTENT_TYPE", "render_metrics"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: float) -> str:
+    # Full precision: `:g` would print a Unix time as 1.79601e+09.
+    if math.isnan(value):
+        return "NaN"
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _family(
+    name: str, kind: str, help_text: str, samples: Iterable[tuple[Mapping[str, str], float]]
+) -> list[str]:
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+    for labels, value in samples:
+        rendered = ",".join(f'{key}="{_escape(val)}"' for key, val in sorted(labels.items()))
+        sample = f"{name}{{{rendered}}}" if rendered else name
+        lines.append(f"{sample} {_number(value)}")
+    return lines
+
+
+def render_metrics(snapshot: MetricsSnapshot) -> str:
+    """The snapshot as Prometheus text; this replica's figures carry a `replica` label."""
+    replica = snapshot.replica
+    lines: list[str] = []
+    lines += _family(
+        "nachtwacht_claims_granted_total",
+        "counter",
+        "Throttle tokens granted (scheduled and manual), all replicas.",
+        [({}, snapshot.granted)],
+    )
+    lines += _family(
+        "nachtwacht_claims_refused_total",
+        "counter",
+        "Claim requests refused by this replica since it started, by refusal code.",
+        [
+            ({"reason": reason, "replica": replica}, count)
+            for reason, count in sorted(snapshot.refused_here.items())
+        ],
+    )
+    lines += _family(
+        "nachtwacht_claim_refusal_facts",
+        "gauge",
+        "Distinct (agent, slot, reason) refusals on record, the facts behind miss reasons.",
+        [({"reason": reason}, n) for (reason,), n in snapshot.refusal_facts],
+    )
+    lines += _family(
+        "nachtwacht_runs",
+        "gauge",
+        "Update runs by trigger and status.",
+        [({"trigger": trigger, "status": status}, n) for (trigger, status), n in snapshot.runs],
+    )
+    lines += _family(
+        "nachtwacht_missed_slots",
+        "gauge",
+        "Missed scheduled slots by reason.",
+        [({"reason": reason}, n) for (reason,), n in snapshot.missed],
+    )
+    behind = (
+        (snapshot.now - snapshot.reconciled_until).total_seconds()
+        if snapshot.reconciled_until is not None
+        else float("nan")
+    )
+    lines += _family(
+        "nachtwacht_reconcile_lag_seconds",
+        "gauge",
+        "Product seconds between now and the last closed window the worker has reconciled.",
+        [({}, behind)],
+    )
+    last_pass = (
+        snapshot.last_pass_at.timestamp() if snapshot.last_pass_at is not None else float("nan")
+    )
+    lines += _family(
+        "nachtwacht_reconcile_last_pass_timestamp_seconds",
+        "gauge",
+        "When the worker last finished a pass (Unix seconds, product clock).",
+        [({}, last_pass)],
+    )
+    lines += _family(
+        "nachtwacht_notifications_total",
+        "counter",
+        "Notifications written (one per organisation per slot at most).",
+        [({}, snapshot.notifications)],
+    )
+    lines += _family(
+        "nachtwacht_webhook_deliveries",
+        "gauge",
+        "Webhook deliveries by state (pending, delivered, failed).",
+        [({"state": state}, n) for (state,), n in snapshot.deliveries],
+    )
+    lines += _family(
+        "nachtwacht_webhook_attempts_total",
+        "counter",
+        "Webhook delivery attempts by outcome (delivered, retry, failed).",
+        [({"outcome": outcome}, n) for (outcome,), n in snapshot.attempts],
+    )
+    lines += _family(
+        "nachtwacht_refusal_facts_dropped_total",
+        "counter",
+        "Refusal facts this replica could not buffer (database away too long).",
+        [({"replica": replica}, snapshot.dropped_here)],
+    )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,292 @@
+"""The worker's own SQL: its progress, the missed-slot rows and the per-slot review's reads and
+writes. The passes (`missed`, `review`) decide; this module only reads and writes.
+
+How far the worker has reconciled: windows closed up to `reconciled_until` are done. A pass
+continues from there, so a worker that was down for a night (or a replica that takes over)
+catches up on every window it did not see; the first pass ever looks back `FIRST_LOOKBACK`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from control_plane.types import Connection
+from ground.contract import RefusalCode
+
+__all__ = [
+    "FIRST_LOOKBACK",
+    "MissedSlot",
+    "Progress",
+    "SlotCandidate",
+    "advance",
+    "enabled_schedules",
+    "failures_named_on",
+    "insert_missed",
+    "mark_considered",
+    "mention",
+    "pending_slots",
+    "read_progress",
+    "record_pass",
+    "record_review",
+    "review_exists",
+    "slot_runs",
+    "stale_agents",
+]
+
+FIRST_LOOKBACK = timedelta(days=1)
+
+
+# -- progress --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Progress:
+    reconciled_until: datetime | None
+    last_pass_at: datetime | None
+    last_pass_by: str | None
+    passes: int
+
+
+def read_progress(conn: Connection) -> Progress:
+    row = conn.execute(
+        "SELECT reconciled_until, last_pass_at, last_pass_by, passes FROM reconcile_progress"
+    ).fetchone()
+    assert row is not None, "migration 0005 inserts the progress row"
+    return Progress(**row)
+
+
+def advance(conn: Connection, until: datetime) -> None:
+    conn.execute(
+        "UPDATE reconcile_progress SET reconciled_until = %s"
+        " WHERE reconciled_until IS NULL OR reconciled_until < %s",
+        [until, until],
+    )
+
+
+def record_pass(conn: Connection, *, at: datetime, by: str) -> None:
+    conn.execute(
+        "UPDATE reconcile_progress SET last_pass_at = %s, last_pass_by = %s, passes = passes + 1",
+        [at, by],
+    )
+
+
+# -- missed slots ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlotCandidate:
+    agent_id: UUID
+    org_id: UUID
+    slot_key: str
+    slot_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class MissedSlot:
+    agent_id: UUID
+    slot_key: str
+    slot_at: datetime
+    reason: str
+
+
+def enabled_schedules(conn: Connection) -> list[tuple[UUID, UUID, datetime, tuple[str, ...]]]:
+    """(agent, org, enrolled at, times) of every agent whose schedule is on."""
+    rows = conn.execute(
+        "SELECT id, org_id, created_at, update_schedule_times AS times FROM agents"
+        " WHERE update_schedule_enabled AND jsonb_array_length(update_schedule_times) > 0"
+    ).fetchall()
+    return [(row["id"], row["org_id"], row["created_at"], tuple(row["times"])) for row in rows]
+
+
+# The reason is the refusal that kept the agent out at the end of the window, else what its last
+# sighting says; a slot consumed (or superseded by a later slot inside its window) is no miss.
+_INSERT_MISSED = """
+WITH candidate AS (
+    SELECT * FROM unnest(%(agent_ids)s::uuid[], %(org_ids)s::uuid[], %(keys)s::text[],
+                         %(ats)s::timestamptz[]) AS c(agent_id, org_id, slot_key, slot_at)
+), reasoned AS (
+    SELECT c.agent_id, c.org_id, c.slot_key, c.slot_at,
+           CASE
+               WHEN latest.reason = %(brake_refusal)s THEN 'brake'
+               WHEN latest.reason IS NOT NULL THEN 'throttled'
+               WHEN a.last_seen_at IS NULL OR a.last_seen_at < c.slot_at THEN 'offline'
+               ELSE 'unknown'
+           END AS miss_reason
+      FROM candidate c
+      JOIN agents a ON a.id = c.agent_id
+      LEFT JOIN LATERAL (
+            SELECT f.reason FROM claim_refusals f
+             WHERE f.agent_id = c.agent_id AND f.slot_key = c.slot_key
+             ORDER BY f.first_at DESC, f.reason LIMIT 1
+           ) latest ON true
+     WHERE NOT EXISTS (
+            SELECT 1 FROM runs r
+             WHERE r.agent_id = c.agent_id AND r.trigger = 'schedule'
+               AND (r.slot_key = c.slot_key
+                    OR (r.status <> 'missed' AND r.slot_at > c.slot_at
+                        AND r.slot_at < c.slot_at + %(window)s)))
+), inserted AS (
+    INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, miss_reason,
+                      created_at, finished_at)
+    SELECT agent_id, org_id, 'schedule', slot_key, slot_at, 'missed', miss_reason,
+           %(now)s, slot_at + %(window)s
+      FROM reasoned
+    ON CONFLICT (agent_id, slot_key) WHERE trigger = 'schedule' DO NOTHING
+    RETURNING id, agent_id, org_id, slot_key, slot_at, miss_reason
+), timeline AS (
+    INSERT INTO events (org_id, agent_id, run_id, kind, actor_kind, at, data)
+    SELECT org_id, agent_id, id, 'update.missed', 'schedule', slot_at + %(window)s,
+           jsonb_build_object('slot_key', slot_key, 'reason', miss_reason)
+      FROM inserted
+)
+SELECT agent_id, slot_key, slot_at, miss_reason FROM inserted
+"""
+
+
+def insert_missed(
+    conn: Connection, candidates: Sequence[SlotCandidate], *, window: timedelta, now: datetime
+) -> list[MissedSlot]:
+    """Missed runs (and their `update.missed` events) for the candidates that have no run."""
+    if not candidates:
+        return []
+    rows = conn.execute(
+        _INSERT_MISSED,
+        {
+            "agent_ids": [c.agent_id for c in candidates],
+            "org_ids": [c.org_id for c in candidates],
+            "keys": [c.slot_key for c in candidates],
+            "ats": [c.slot_at for c in candidates],
+            "window": window,
+            "now": now,
+            "brake_refusal": RefusalCode.BRAKE.value,
+        },
+    ).fetchall()
+    return [
+        MissedSlot(
+            agent_id=row["agent_id"],
+            slot_key=row["slot_key"],
+            slot_at=row["slot_at"],
+            reason=row["miss_reason"],
+        )
+        for row in rows
+    ]
+
+
+# -- the per-slot review ---------------------------------------------------------------------------
+
+_PENDING_SLOTS = """
+SELECT org_id, slot_key, min(slot_at) AS slot_at
+  FROM runs
+ WHERE trigger = 'schedule' AND notify_considered_at IS NULL
+   AND slot_at <= %(opened_before)s
+   AND (status NOT IN ('requested', 'claimed')
+        -- A run that never reports holds its slot's review only until the grace has passed.
+        OR (status = 'claimed' AND slot_at <= %(stuck_before)s
+            AND NOT EXISTS (SELECT 1 FROM slot_reviews v
+                             WHERE v.org_id = runs.org_id AND v.slot_key = runs.slot_key)))
+ GROUP BY org_id, slot_key
+ ORDER BY min(slot_at), org_id
+"""
+
+_SLOT_RUNS = """
+SELECT r.agent_id, a.name AS agent_name, r.status, r.version, r.error, r.miss_reason
+  FROM runs r JOIN agents a ON a.id = r.agent_id
+ WHERE r.org_id = %s AND r.slot_key = %s AND r.trigger = 'schedule'
+"""
+
+_STALE = """
+SELECT a.id, a.name, consumed.last_at
+  FROM agents a
+  LEFT JOIN LATERAL (
+        SELECT max(r.slot_at) AS last_at FROM runs r
+         WHERE r.agent_id = a.id AND r.trigger = 'schedule' AND r.status <> 'missed'
+       ) consumed ON true
+ WHERE a.org_id = %(org_id)s AND a.update_schedule_enabled
+   AND coalesce(consumed.last_at, a.created_at) <= %(stale_since)s
+   AND NOT EXISTS (SELECT 1 FROM agent_mentions m WHERE m.agent_id = a.id
+                     AND m.local_day = %(day)s AND m.kind = 'stale')
+"""
+
+
+def pending_slots(
+    conn: Connection, *, opened_before: datetime, stuck_before: datetime
+) -> list[dict[str, Any]]:
+    """(org_id, slot_key, slot_at) of every organisation's slot with runs not yet considered."""
+    return conn.execute(
+        _PENDING_SLOTS, {"opened_before": opened_before, "stuck_before": stuck_before}
+    ).fetchall()
+
+
+def review_exists(conn: Connection, org_id: UUID, slot_key: str) -> bool:
+    """Whether the slot was reviewed already; locks the review row until the transaction ends."""
+    row = conn.execute(
+        "SELECT 1 FROM slot_reviews WHERE org_id = %s AND slot_key = %s FOR UPDATE",
+        [org_id, slot_key],
+    ).fetchone()
+    return row is not None
+
+
+def slot_runs(conn: Connection, org_id: UUID, slot_key: str) -> list[dict[str, Any]]:
+    return conn.execute(_SLOT_RUNS, [org_id, slot_key]).fetchall()
+
+
+def failures_named_on(conn: Connection, day: date, agent_ids: Sequence[UUID]) -> set[UUID]:
+    """Which of these agents a notification already named for a failure on local `day`."""
+    return {
+        row["agent_id"]
+        for row in conn.execute(
+            "SELECT agent_id FROM agent_mentions WHERE kind = 'failure' AND local_day = %s"
+            " AND agent_id = ANY(%s)",
+            [day, list(agent_ids)],
+        )
+    }
+
+
+def stale_agents(
+    conn: Connection, org_id: UUID, *, stale_since: datetime, day: date
+) -> list[dict[str, Any]]:
+    """(id, name, last_at) of the organisation's enabled agents that consumed no slot since
+    `stale_since` and were not named for it on local `day`."""
+    return conn.execute(
+        _STALE, {"org_id": org_id, "stale_since": stale_since, "day": day}
+    ).fetchall()
+
+
+def mark_considered(conn: Connection, org_id: UUID, slot_key: str, now: datetime) -> int:
+    return conn.execute(
+        "UPDATE runs SET notify_considered_at = %s WHERE org_id = %s AND slot_key = %s"
+        " AND trigger = 'schedule' AND notify_considered_at IS NULL"
+        " AND status NOT IN ('requested', 'claimed')",
+        [now, org_id, slot_key],
+    ).rowcount
+
+
+def mention(
+    conn: Connection, agent_ids: Sequence[UUID], day: date, kind: str, notification_id: UUID
+) -> None:
+    if agent_ids:
+        conn.execute(
+            "INSERT INTO agent_mentions (agent_id, local_day, kind, notification_id)"
+            " SELECT unnest(%s::uuid[]), %s, %s, %s ON CONFLICT DO NOTHING",
+            [list(agent_ids), day, kind, notification_id],
+        )
+
+
+def record_review(
+    conn: Connection,
+    *,
+    org_id: UUID,
+    slot_key: str,
+    slot_at: datetime,
+    now: datetime,
+    notification_id: UUID | None,
+) -> None:
+    conn.execute(
+        "INSERT INTO slot_reviews (org_id, slot_key, slot_at, decided_at, notification_id)"
+        " VALUES (%s, %s, %s, %s, %s)",
+        [org_id, slot_key, slot_at, now, notification_id],
+    )

@@ -1,0 +1,86 @@
+"""Every domain's service, built once per process by `build_services`.
+
+Each service takes its pool (and what it needs besides: the trusted release keys, the refusal
+recorder) in its constructor, and `now` as an argument: none holds a clock. Routes reach them
+through `request.app.state.services` and never build one.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from control_plane.accounts.services import AccountService
+from control_plane.agent_config.services import AgentConfigService
+from control_plane.agents.services import AgentService
+from control_plane.brake.services import BrakeService
+from control_plane.claims.refusals import RefusalRecorder
+from control_plane.claims.services import ClaimService
+from control_plane.events.services import EventService
+from control_plane.forecast.services import ForecastService
+from control_plane.metrics.services import MetricsService
+from control_plane.notifications.services import NotificationService, WebhookSettingsService
+from control_plane.releases.services import ReleaseService
+from control_plane.runs.services import RunService
+from control_plane.settings.services import SettingsService
+from control_plane.types import Pool
+
+__all__ = ["Services", "build_services", "replica_identity"]
+
+
+def replica_identity() -> str:
+    """Names this replica in the worker's progress row and the metrics: host, process and a
+    random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Services:
+    accounts: AccountService
+    agents: AgentService
+    agent_config: AgentConfigService
+    settings: SettingsService
+    claims: ClaimService
+    refusals: RefusalRecorder
+    runs: RunService
+    events: EventService
+    releases: ReleaseService
+    brake: BrakeService
+    notifications: NotificationService
+    webhooks: WebhookSettingsService
+    forecast: ForecastService
+    metrics: MetricsService
+    replica: str  # names this process in the worker's progress row and in the metrics
+
+
+def build_services(
+    pool: Pool,
+    trusted_keys: Mapping[str, Ed25519PublicKey] | None = None,
+    *,
+    replica: str | None = None,
+) -> Services:
+    """Every service, built once; `trusted_keys` are the release keys publishing checks against."""
+    refusals = RefusalRecorder(pool)
+    identity = replica or replica_identity()
+    return Services(
+        accounts=AccountService(pool),
+        agents=AgentService(pool),
+        agent_config=AgentConfigService(pool),
+        settings=SettingsService(pool),
+        claims=ClaimService(pool, refusals),
+        refusals=refusals,
+        runs=RunService(pool),
+        events=EventService(pool),
+        releases=ReleaseService(pool, trusted_keys or {}),
+        brake=BrakeService(pool),
+        notifications=NotificationService(pool),
+        webhooks=WebhookSettingsService(pool),
+        forecast=ForecastService(pool),
+        metrics=MetricsService(pool, refusals, identity),
+        replica=identity,
+    )

@@ -1,0 +1,54 @@
+"""Publishing a signed release: `POST /v1/admin/releases`."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from control_plane.api.answers import AUTHENTICATED, errors
+from control_plane.api.deps import OperatorCaller, RequestNow, services_of
+from control_plane.errors import InvalidInput
+from control_plane.releases.services import PublishedRelease
+from ground.contract import API_PREFIX
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=API_PREFIX + "/admin", tags=["operator"])
+
+
+class ReleaseBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    manifest_b64: str = Field(description="the exact bytes of manifest.json, base64")
+    signature_b64: str = Field(description="the exact bytes of manifest.sig, base64")
+    artifact_b64: str = Field(description="the build (.tar.gz), base64")
+
+
+def _decoded(field: str, value: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidInput(field, value[:20] + "…", "is not valid base64") from exc
+
+
+@router.post(
+    "/releases",
+    status_code=201,
+    response_model=PublishedRelease,
+    responses=errors(*AUTHENTICATED, 409, 422),
+)
+def publish_release(
+    body: ReleaseBody, request: Request, caller: OperatorCaller, now: RequestNow
+) -> PublishedRelease:
+    """Store a release after checking its signature against the pinned keys, its artifact against
+    the manifest, its expiry, and that it is newer than the current one."""
+    del caller
+    return services_of(request).releases.publish(
+        _decoded("manifest_b64", body.manifest_b64),
+        _decoded("signature_b64", body.signature_b64),
+        _decoded("artifact_b64", body.artifact_b64),
+        now=now,
+    )

@@ -1,0 +1,192 @@
+"""Publishing a signed release and serving its artifact (DESIGN.md rule 13, "The signed release").
+
+A release is stored only after its signature checks out against the operator-pinned public keys,
+its artifact matches the manifest's length and sha256, it has not expired and it is newer than the
+current one. The artifact lives in the database, so every replica serves the same bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from control_plane.errors import Conflict, InvalidInput
+from control_plane.types import Connection, Pool
+from ground.contract import ClaimedRelease, ReleaseView, artifact_path, format_instant
+from signed_release import ReleaseError, check_signature, parse_manifest
+
+__all__ = [
+    "ArtifactInfo",
+    "PublishedRelease",
+    "ReleaseService",
+    "claim_release_view",
+    "current_release",
+    "release_view",
+]
+
+# Read in slices so a large build never sits whole in a worker's memory.
+CHUNK_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArtifactInfo:
+    release_id: UUID
+    length: int
+    sha256: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishedRelease:
+    id: UUID
+    version: str
+    manifest_version: int
+    channel: str | None
+    platform: str | None
+    key_id: str
+    sha256: str
+
+
+def release_view(row: Mapping[str, Any]) -> ReleaseView:
+    """The release as an agent's config offers it."""
+    return ReleaseView(
+        version=row["agent_version"],
+        manifest_version=row["manifest_version"],
+        channel=row["channel"],
+        platform=row["platform"],
+    )
+
+
+def current_release(conn: Connection) -> dict[str, Any] | None:
+    """The newest published release (highest manifest_version), without its bytes."""
+    row: dict[str, Any] | None = conn.execute(
+        "SELECT id, manifest_version, agent_version, channel, platform, length, sha256,"
+        " manifest, signature FROM releases ORDER BY manifest_version DESC LIMIT 1"
+    ).fetchone()
+    return row
+
+
+class ReleaseService:
+    def __init__(self, pool: Pool, trusted_keys: Mapping[str, Ed25519PublicKey]) -> None:
+        self._pool = pool
+        self._trusted_keys = dict(trusted_keys)
+
+    def publish(
+        self, manifest: bytes, signature: bytes, artifact: bytes, *, now: datetime
+    ) -> PublishedRelease:
+        """Check and store a release at `now`. Refuses anything it cannot verify."""
+        if not self._trusted_keys:
+            raise InvalidInput(
+                "signature",
+                "(not checked)",
+                "cannot be checked: no release public key is configured "
+                "(--release-public-key or NACHTWACHT_RELEASE_PUBLIC_KEYS)",
+                code="release_rejected",
+            )
+        try:
+            signer = check_signature(manifest, signature, self._trusted_keys)
+            parsed = parse_manifest(manifest)
+        except ReleaseError as exc:
+            raise InvalidInput(
+                "manifest", "(refused)", str(exc), code="release_rejected", message=str(exc)
+            ) from exc
+        if len(artifact) != parsed.length:
+            raise InvalidInput(
+                "artifact",
+                f"{len(artifact)} bytes",
+                f"does not match the manifest's length of {parsed.length} bytes",
+                code="release_rejected",
+            )
+        digest = hashlib.sha256(artifact).hexdigest()
+        if digest != parsed.sha256:
+            raise InvalidInput(
+                "artifact",
+                f"sha256 {digest[:16]}…",
+                f"does not match the manifest's sha256 {parsed.sha256[:16]}…",
+                code="release_rejected",
+            )
+        if parsed.expires <= now:
+            raise InvalidInput(
+                "manifest.expires",
+                format_instant(parsed.expires),
+                f"is not after now ({format_instant(now)}): the manifest has expired",
+                code="release_rejected",
+            )
+        with self._pool.connection() as conn, conn.transaction():
+            # One publisher at a time, so "newer than the current one" holds across replicas.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('nachtwacht.publish_release'))")
+            current = current_release(conn)
+            if current is not None and parsed.manifest_version <= current["manifest_version"]:
+                raise Conflict(
+                    f"manifest_version: {parsed.manifest_version} is not newer than the current "
+                    f"release's {current['manifest_version']} ({current['agent_version']})",
+                    code="release_not_newer",
+                )
+            row = conn.execute(
+                "INSERT INTO releases (manifest_version, agent_version, channel, platform,"
+                " issued_at, expires, length, sha256, key_id, manifest, signature, published_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " RETURNING id, manifest_version, agent_version, channel, platform",
+                [
+                    parsed.manifest_version,
+                    parsed.agent_version,
+                    parsed.channel,
+                    parsed.platform,
+                    parsed.issued_at,
+                    parsed.expires,
+                    parsed.length,
+                    parsed.sha256,
+                    signer,
+                    manifest,
+                    signature,
+                    now,
+                ],
+            ).fetchone()
+            assert row is not None
+            conn.execute(
+                "INSERT INTO release_artifacts (release_id, content) VALUES (%s, %s)",
+                [row["id"], artifact],
+            )
+        return PublishedRelease(
+            id=row["id"],
+            version=row["agent_version"],
+            manifest_version=row["manifest_version"],
+            channel=row["channel"],
+            platform=row["platform"],
+            key_id=signer,
+            sha256=parsed.sha256,
+        )
+
+    def read_artifact(self, release_id: UUID, start: int, end: int) -> Iterator[bytes]:
+        """The bytes `start..end` (inclusive) of a release's artifact, in slices."""
+        position = start
+        while position <= end:
+            size = min(CHUNK_BYTES, end - position + 1)
+            with self._pool.connection() as conn:
+                row = conn.execute(
+                    "SELECT substring(content FROM %s FOR %s) AS part FROM release_artifacts"
+                    " WHERE release_id = %s",
+                    [position + 1, size, release_id],
+                ).fetchone()
+            if row is None or not row["part"]:
+                return
+            part = bytes(row["part"])
+            yield part
+            position += len(part)
+
+
+def claim_release_view(row: Mapping[str, Any], run_id: UUID) -> ClaimedRelease:
+    """The release as a claim response carries it: exact manifest and signature bytes, base64."""
+    return ClaimedRelease(
+        version=row["agent_version"],
+        manifest_version=row["manifest_version"],
+        manifest_b64=base64.b64encode(bytes(row["manifest"])).decode("ascii"),
+        signature_b64=base64.b64encode(bytes(row["signature"])).decode("ascii"),
+        artifact_url=artifact_path(run_id),
+    )

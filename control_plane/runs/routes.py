@@ -1,0 +1,161 @@
+"""Runs: what an agent reports after (or instead of) a claim, the artifact a claimed run
+downloads, and the panel's run lists, manual updates and task tray."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from fastapi import APIRouter, Header, Request, Response
+from fastapi.responses import StreamingResponse
+
+from control_plane.api.answers import AUTHENTICATED, DownloadRefusal, errors
+from control_plane.api.deps import AgentCaller, PanelCaller, RequestNow, services_of
+from control_plane.runs.ranges import Unsatisfiable, requested_range
+from control_plane.runs.services import Operations, RunList
+from control_plane.runs.views import RunView
+from ground.contract import API_PREFIX, RUNS_PATH, NothingToDoReport, OutcomeReport
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+# -- the agent's reports and download -------------------------------------------------------------
+
+
+@router.post(
+    RUNS_PATH,
+    tags=["agent"],
+    response_model=RunView,
+    status_code=201,
+    responses={
+        200: {"model": RunView, "description": "the same report again: the same run"},
+        **errors(*AUTHENTICATED, 404, 409, 422),
+    },
+)
+def nothing_to_do(
+    body: NothingToDoReport,
+    request: Request,
+    response: Response,
+    caller: AgentCaller,
+    now: RequestNow,
+) -> RunView:
+    """Already on the newest release: a run row that consumes the slot (201, or 200 again)."""
+    assert caller.agent_id is not None
+    recorded = services_of(request).runs.record_up_to_date(
+        caller.agent_id, body.slot_key, body.version, now
+    )
+    if not recorded.created:
+        response.status_code = 200
+    return recorded.run
+
+
+@router.patch(
+    RUNS_PATH + "/{run_id}",
+    tags=["agent"],
+    response_model=RunView,
+    responses=errors(*AUTHENTICATED, 404, 409, 422),
+)
+def report_outcome(
+    run_id: UUID, body: OutcomeReport, request: Request, caller: AgentCaller, now: RequestNow
+) -> RunView:
+    """The outcome of a claimed run; the same outcome again is a 200 with the same run."""
+    assert caller.agent_id is not None
+    return services_of(request).runs.report_outcome(
+        caller.agent_id, run_id, body.status, body.version, body.error, now=now
+    )
+
+
+@router.get(
+    RUNS_PATH + "/{run_id}/artifact",
+    tags=["agent"],
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
+            "description": "the whole build",
+        },
+        206: {
+            "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
+            "description": "the requested range (`Range`, `If-Range` with the ETag)",
+        },
+        **errors(*AUTHENTICATED, 404, 416, 422, models={403: DownloadRefusal}),
+    },
+)
+def download_artifact(
+    run_id: UUID,
+    request: Request,
+    caller: AgentCaller,
+    now: RequestNow,
+    range_header: str | None = Header(default=None, alias="Range"),
+    if_range: str | None = Header(default=None),
+) -> Response:
+    """The release build for this run, while its token is valid. `Range` + `If-Range` resume."""
+    assert caller.agent_id is not None
+    services = services_of(request)
+    artifact = services.runs.artifact_for_download(caller.agent_id, run_id, now)
+    etag = f'"{artifact.sha256}"'
+    headers = {"ETag": etag, "Accept-Ranges": "bytes", "Content-Type": "application/gzip"}
+    try:
+        chosen = requested_range(range_header, if_range, etag=etag, size=artifact.length)
+    except Unsatisfiable:
+        headers["Content-Range"] = f"bytes */{artifact.length}"
+        return Response(status_code=416, headers=headers)
+    if chosen is None:
+        start, end, status = 0, artifact.length - 1, 200
+    else:
+        start, end, status = chosen.start, chosen.end, 206
+        headers["Content-Range"] = f"bytes {start}-{end}/{artifact.length}"
+    headers["Content-Length"] = str(max(0, end - start + 1))
+    body = services.releases.read_artifact(artifact.release_id, start, end)
+    return StreamingResponse(body, status_code=status, headers=headers)
+
+
+# -- the panel ------------------------------------------------------------------------------------
+
+
+@router.get(
+    API_PREFIX + "/agents/{agent_id}/runs",
+    tags=["panel"],
+    response_model=RunList,
+    responses=errors(*AUTHENTICATED, 404, 422),
+)
+def agent_runs(agent_id: UUID, request: Request, caller: PanelCaller) -> RunList:
+    """The agent's update runs, newest first: scheduled ones and those a person started."""
+    assert caller.org_id is not None
+    return services_of(request).runs.agent_runs(caller.org_id, agent_id)
+
+
+@router.post(
+    API_PREFIX + "/agents/{agent_id}/update",
+    tags=["panel"],
+    response_model=RunView,
+    status_code=202,
+    responses={
+        200: {"model": RunView, "description": "an update is already pending: that run"},
+        **errors(*AUTHENTICATED, 404, 422),
+    },
+)
+def request_update(
+    agent_id: UUID, request: Request, response: Response, caller: PanelCaller, now: RequestNow
+) -> RunView:
+    """Update this agent now (a manual update: no slot, no caps). 202 new, 200 already pending."""
+    assert caller.org_id is not None
+    recorded = services_of(request).runs.request_manual_update(
+        caller.org_id, agent_id, caller.credential_id, now=now
+    )
+    if not recorded.created:
+        response.status_code = 200
+    return recorded.run
+
+
+@router.get(
+    API_PREFIX + "/operations",
+    tags=["panel"],
+    response_model=Operations,
+    responses=errors(*AUTHENTICATED),
+)
+def operations(request: Request, caller: PanelCaller) -> Operations:
+    """The task tray: operations people in this organisation started. No scheduled updates."""
+    assert caller.org_id is not None
+    return services_of(request).runs.operations(caller.org_id)

@@ -1,0 +1,291 @@
+"""Run rows after the claim: "nothing to do", outcomes, manual updates, the artifact a run may
+download, and the panel's lists. All their SQL; every write takes `now` from its caller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, get_args
+from uuid import UUID
+
+import psycopg
+
+from control_plane.agents.services import require_agent
+from control_plane.claims.slots import checked_slot
+from control_plane.errors import ClaimRefused, Conflict, Forbidden, InvalidInput, NotFound
+from control_plane.events.services import ActorKind, record_event
+from control_plane.inputs import stored_text
+from control_plane.releases.services import ArtifactInfo
+from control_plane.runs.views import (
+    RUN_COLUMNS,
+    Operation,
+    RunView,
+    latest_runs,
+    operation_view,
+    read_run,
+    run_view,
+)
+from control_plane.types import Connection, Pool
+from ground.contract import AnswerCode, OutcomeStatus, RefusalCode, format_instant
+from ground.contract.messages import MAX_MESSAGE_LENGTH
+from ground.limits import MAX_VERSION_LENGTH
+
+__all__ = ["OUTCOMES", "Operations", "RecordedRun", "RunList", "RunService"]
+
+OUTCOMES: tuple[str, ...] = get_args(OutcomeStatus)
+MAX_ERROR_LENGTH = MAX_MESSAGE_LENGTH
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedRun:
+    """A run a request wrote, or found already written by the same request asked before."""
+
+    created: bool
+    run: RunView
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunList:
+    runs: tuple[RunView, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Operations:
+    operations: tuple[Operation, ...]
+
+
+class RunService:
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    def record_up_to_date(
+        self, agent_id: UUID, slot_key: str, version: object, now: datetime
+    ) -> RecordedRun:
+        """Nothing to do: a run row that consumes the slot (idempotent)."""
+        version_text = stored_text("version", version, MAX_VERSION_LENGTH)
+        with self._pool.connection() as conn:
+            agent = conn.execute(
+                "SELECT a.org_id, a.update_schedule_enabled AS enabled,"
+                " a.update_schedule_times AS times, s.timezone, s.catch_up_minutes,"
+                " (SELECT max(slot_at) FROM runs WHERE agent_id = a.id AND trigger = 'schedule')"
+                " AS last_consumed_at"
+                " FROM agents a CROSS JOIN platform_settings s WHERE a.id = %s",
+                [agent_id],
+            ).fetchone()
+            if agent is None:
+                raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+            slot = checked_slot(
+                slot_key,
+                enabled=agent["enabled"],
+                times=agent["times"],
+                timezone=agent["timezone"],
+                catch_up=timedelta(minutes=agent["catch_up_minutes"]),
+                now=now,
+            )
+            existing = self._scheduled_run(conn, agent_id, slot_key)
+            if existing is not None:
+                return RecordedRun(created=False, run=self._same_up_to_date(existing, slot_key))
+            if agent["last_consumed_at"] is not None and slot.at <= agent["last_consumed_at"]:
+                raise ClaimRefused(
+                    RefusalCode.SLOT_CONSUMED,
+                    f"slot_key: {slot_key!r} is at or before a slot this agent already consumed",
+                )
+            try:
+                with conn.transaction():
+                    row = conn.execute(
+                        "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status,"
+                        " from_version, version, created_at, finished_at)"
+                        " VALUES (%(agent)s, %(org)s, 'schedule', %(key)s, %(at)s, 'up_to_date',"
+                        " %(version)s, %(version)s, %(now)s, %(now)s)"
+                        " RETURNING id",
+                        {
+                            "agent": agent_id,
+                            "org": agent["org_id"],
+                            "key": slot_key,
+                            "at": slot.at,
+                            "version": version_text,
+                            "now": now,
+                        },
+                    ).fetchone()
+                    assert row is not None
+                    if version_text is not None:
+                        conn.execute(
+                            "UPDATE agents SET current_version = %s WHERE id = %s",
+                            [version_text, agent_id],
+                        )
+                    record_event(
+                        conn,
+                        org_id=agent["org_id"],
+                        agent_id=agent_id,
+                        run_id=row["id"],
+                        kind="update.up_to_date",
+                        actor_kind="schedule",
+                        at=now,
+                        data={"slot_key": slot_key, "version": version_text},
+                    )
+            except psycopg.errors.UniqueViolation:
+                existing = self._scheduled_run(conn, agent_id, slot_key)
+                assert existing is not None
+                return RecordedRun(created=False, run=self._same_up_to_date(existing, slot_key))
+            return RecordedRun(created=True, run=run_view(read_run(conn, row["id"])))
+
+    @staticmethod
+    def _scheduled_run(conn: Connection, agent_id: UUID, slot_key: str) -> dict[str, Any] | None:
+        row: dict[str, Any] | None = conn.execute(
+            f"SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN releases rel ON rel.id = r.release_id"  # noqa: S608 - constant columns
+            " WHERE r.agent_id = %s AND r.trigger = 'schedule' AND r.slot_key = %s",
+            [agent_id, slot_key],
+        ).fetchone()
+        return row
+
+    @staticmethod
+    def _same_up_to_date(existing: dict[str, Any], slot_key: str) -> RunView:
+        if existing["status"] != "up_to_date":
+            raise ClaimRefused(
+                RefusalCode.SLOT_CONSUMED,
+                f"slot_key: {slot_key!r} was already consumed ({existing['status']})",
+            )
+        return run_view(existing)
+
+    def report_outcome(
+        self,
+        agent_id: UUID,
+        run_id: UUID,
+        status: str,
+        version: object,
+        error: object,
+        *,
+        now: datetime,
+    ) -> RunView:
+        """The outcome of a claimed run: only its agent, only from `claimed`, idempotent."""
+        if status not in OUTCOMES:
+            raise InvalidInput("status", status, f"is not an outcome (expected one of {OUTCOMES})")
+        version_text = stored_text("version", version, MAX_VERSION_LENGTH)
+        error_text = stored_text("error", error, MAX_ERROR_LENGTH)
+        with self._pool.connection() as conn, conn.transaction():
+            run = conn.execute(
+                "SELECT id, org_id, trigger, status, slot_key, requested_by FROM runs"
+                " WHERE id = %s AND agent_id = %s FOR UPDATE",
+                [run_id, agent_id],
+            ).fetchone()
+            if run is None:
+                raise NotFound(
+                    f"run {run_id} is not a run of this agent", code=AnswerCode.RUN_NOT_FOUND
+                )
+            if run["status"] == status:
+                return run_view(read_run(conn, run_id))
+            if run["status"] != "claimed":
+                raise Conflict(
+                    f"status: run {run_id} is {run['status']}; an outcome is reported once, "
+                    "for a claimed run",
+                    code=AnswerCode.RUN_NOT_CLAIMED,
+                )
+            conn.execute(
+                "UPDATE runs SET status = %s, version = %s, error = %s, finished_at = %s"
+                " WHERE id = %s",
+                [status, version_text, error_text, now, run_id],
+            )
+            conn.execute(
+                "UPDATE tokens SET revoked_at = %s, revoked_reason = 'finished'"
+                " WHERE run_id = %s AND revoked_at IS NULL",
+                [now, run_id],
+            )
+            if version_text is not None:
+                conn.execute(
+                    "UPDATE agents SET current_version = %s WHERE id = %s",
+                    [version_text, agent_id],
+                )
+            scheduled = run["trigger"] == "schedule"
+            actor: ActorKind = "schedule" if scheduled else "user"
+            record_event(
+                conn,
+                org_id=run["org_id"],
+                agent_id=agent_id,
+                run_id=run_id,
+                kind=f"update.{status}",
+                actor_kind=actor,
+                actor_id=None if scheduled else run["requested_by"],
+                at=now,
+                data={"slot_key": run["slot_key"], "version": version_text, "error": error_text},
+            )
+            return run_view(read_run(conn, run_id))
+
+    def request_manual_update(
+        self, org_id: UUID, agent_id: UUID, requested_by: UUID, *, now: datetime
+    ) -> RecordedRun:
+        """A person asked for an update now: a manual run the agent learns of from its config."""
+        with self._pool.connection() as conn:
+            require_agent(conn, org_id, agent_id)
+            try:
+                with conn.transaction():
+                    row = conn.execute(
+                        "INSERT INTO runs (agent_id, org_id, trigger, status, requested_by,"
+                        " created_at) VALUES (%s, %s, 'manual', 'requested', %s, %s) RETURNING id",
+                        [agent_id, org_id, requested_by, now],
+                    ).fetchone()
+                    assert row is not None
+                    record_event(
+                        conn,
+                        org_id=org_id,
+                        agent_id=agent_id,
+                        run_id=row["id"],
+                        kind="update.requested",
+                        actor_kind="user",
+                        actor_id=requested_by,
+                        at=now,
+                    )
+            except psycopg.errors.UniqueViolation:
+                pending = conn.execute(
+                    "SELECT id FROM runs WHERE agent_id = %s AND trigger = 'manual'"
+                    " AND status = 'requested'",
+                    [agent_id],
+                ).fetchone()
+                assert pending is not None
+                return RecordedRun(created=False, run=run_view(read_run(conn, pending["id"])))
+            return RecordedRun(created=True, run=run_view(read_run(conn, row["id"])))
+
+    def agent_runs(self, org_id: UUID, agent_id: UUID, limit: int = 50) -> RunList:
+        with self._pool.connection() as conn:
+            require_agent(conn, org_id, agent_id)
+            return RunList(runs=latest_runs(conn, agent_id, limit))
+
+    def operations(self, org_id: UUID, limit: int = 100) -> Operations:
+        """The panel's task tray: operations a person started. Scheduled updates are not there."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                f"SELECT {RUN_COLUMNS}, a.name AS agent_name, r.requested_by"  # noqa: S608 - constant columns
+                " FROM runs r JOIN agents a ON a.id = r.agent_id"
+                " LEFT JOIN releases rel ON rel.id = r.release_id"
+                " WHERE r.org_id = %s AND r.trigger = 'manual'"
+                " ORDER BY r.created_at DESC, r.id LIMIT %s",
+                [org_id, limit],
+            ).fetchall()
+        return Operations(operations=tuple(operation_view(row) for row in rows))
+
+    def artifact_for_download(self, agent_id: UUID, run_id: UUID, now: datetime) -> ArtifactInfo:
+        """The artifact a run may download: only with its valid, unrevoked, unexpired token."""
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT t.revoked_at, t.revoked_reason, t.expires_at, rel.id AS release_id,"
+                " rel.length, rel.sha256"
+                " FROM runs r JOIN tokens t ON t.run_id = r.id JOIN releases rel"
+                " ON rel.id = t.release_id WHERE r.id = %s AND r.agent_id = %s",
+                [run_id, agent_id],
+            ).fetchone()
+        if row is None:
+            raise NotFound(
+                f"run {run_id} has no download for this agent", code=AnswerCode.RUN_NOT_FOUND
+            )
+        if row["revoked_at"] is not None:
+            raise Forbidden(
+                f"the token of run {run_id} was revoked ({row['revoked_reason'] or 'operator'})",
+                code=AnswerCode.TOKEN_REVOKED,
+            )
+        if row["expires_at"] <= now:
+            raise Forbidden(
+                f"the token of run {run_id} expired at {format_instant(row['expires_at'])}",
+                code=AnswerCode.TOKEN_EXPIRED,
+            )
+        return ArtifactInfo(
+            release_id=row["release_id"], length=row["length"], sha256=row["sha256"]
+        )

@@ -1,0 +1,105 @@
+"""How a run row reads in the API (the agent page, the run lists, the task tray, the agent's
+reports), and the queries that read it that way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from control_plane.types import Connection
+from ground.contract import Instant
+
+__all__ = [
+    "RUN_COLUMNS",
+    "Operation",
+    "RunView",
+    "latest_runs",
+    "operation_view",
+    "read_run",
+    "run_view",
+]
+
+RUN_COLUMNS = (
+    "r.id, r.agent_id, r.trigger, r.slot_key, r.slot_at, r.status, r.from_version, r.version,"
+    " r.error, r.created_at, r.claimed_at, r.finished_at, rel.agent_version AS release_version,"
+    " r.miss_reason"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunView:
+    run_id: UUID
+    agent_id: UUID
+    trigger: str
+    slot_key: str | None
+    slot_at: Instant | None
+    status: str
+    from_version: str | None
+    release_version: str | None
+    version: str | None
+    error: str | None
+    miss_reason: str | None
+    created_at: Instant
+    claimed_at: Instant | None
+    finished_at: Instant | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Operation(RunView):
+    """A run in the panel's task tray: one a person started."""
+
+    operation: str
+    agent_name: str
+    requested_by: UUID | None
+
+
+def _run_fields(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "run_id": row["id"],
+        "agent_id": row["agent_id"],
+        "trigger": row["trigger"],
+        "slot_key": row["slot_key"],
+        "slot_at": row["slot_at"],
+        "status": row["status"],
+        "from_version": row["from_version"],
+        "release_version": row["release_version"],
+        "version": row["version"],
+        "error": row["error"],
+        "miss_reason": row["miss_reason"],
+        "created_at": row["created_at"],
+        "claimed_at": row["claimed_at"],
+        "finished_at": row["finished_at"],
+    }
+
+
+def run_view(row: dict[str, Any]) -> RunView:
+    return RunView(**_run_fields(row))
+
+
+def operation_view(row: dict[str, Any]) -> Operation:
+    return Operation(
+        **_run_fields(row),
+        operation="update",
+        agent_name=row["agent_name"],
+        requested_by=row["requested_by"],
+    )
+
+
+def read_run(conn: Connection, run_id: UUID) -> dict[str, Any]:
+    row: dict[str, Any] | None = conn.execute(
+        f"SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN releases rel ON rel.id = r.release_id"  # noqa: S608 - constant columns
+        " WHERE r.id = %s",
+        [run_id],
+    ).fetchone()
+    assert row is not None
+    return row
+
+
+def latest_runs(conn: Connection, agent_id: UUID, limit: int) -> tuple[RunView, ...]:
+    rows = conn.execute(
+        f"SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN releases rel ON rel.id = r.release_id"  # noqa: S608 - constant columns
+        " WHERE r.agent_id = %s ORDER BY r.created_at DESC, r.id LIMIT %s",
+        [agent_id, limit],
+    ).fetchall()
+    return tuple(run_view(row) for row in rows)

@@ -1,0 +1,5 @@
+"""The platform settings (zone, catch-up window, caps): one row, bounds from `ground.limits`.
+
+services     `PlatformSettings` (validated when built), `read_settings`, the update
+routes       /v1/admin/settings
+"""

@@ -1,0 +1,156 @@
+"""`/openapi.json` is a contract a panel team generates a client from: every operation declares
+the schema of its success and of every error it can answer, and its bearer scheme; and the
+running API keeps that promise for generated requests (schemathesis, response checks on)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+
+# Answers without a body: 304 (config unchanged), 204 (webhook deleted), 416 (range).
+BODILESS = {"204", "304", "416"}
+UNAUTHENTICATED = {("GET", "/healthz")}
+SCHEMES = {"panel", "agent", "operator"}
+# Valid requests, and requests that break the document's rules: a 500 for either is a defect.
+MODES = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+
+
+def _document(api: Api) -> dict[str, Any]:
+    with api.client() as client:
+        document: dict[str, Any] = client.get("/openapi.json").json()
+    return document
+
+
+def _operations(document: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (method.upper(), path, operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+    ]
+
+
+def test_every_answer_of_every_operation_has_a_schema(api: Api) -> None:
+    document = _document(api)
+    missing = []
+    for method, path, operation in _operations(document):
+        responses = operation["responses"]
+        successes = [status for status in responses if status.startswith("2")]
+        if not successes:
+            missing.append(f"{method} {path}: no success answer")
+        for status, answer in responses.items():
+            if status in BODILESS:
+                continue
+            schemas = [media.get("schema") for media in answer.get("content", {}).values()]
+            if not schemas or not all(schemas):
+                missing.append(f"{method} {path} {status}: no schema")
+        if (method, path) in UNAUTHENTICATED:
+            continue
+        for status in ("401", "403", "503"):
+            if status not in responses:
+                missing.append(f"{method} {path}: {status} not declared")
+        if "422" in responses and "HTTPValidationError" in str(responses["422"]):
+            missing.append(f"{method} {path}: 422 is FastAPI's default, not the ErrorAnswer")
+    assert missing == []
+
+
+def test_every_credentialed_operation_names_its_bearer_scheme(api: Api) -> None:
+    document = _document(api)
+    schemes = document["components"]["securitySchemes"]
+    assert set(schemes) == SCHEMES
+    assert {(s["type"], s["scheme"]) for s in schemes.values()} == {("http", "bearer")}
+    unnamed = [
+        f"{method} {path}"
+        for method, path, operation in _operations(document)
+        if (method, path) not in UNAUTHENTICATED
+        and [name for entry in operation.get("security", []) for name in entry] == []
+    ]
+    assert unnamed == []
+    assert document["paths"]["/v1/agent/claims"]["post"]["security"] == [{"agent": []}]
+
+
+def test_generated_requests_get_the_answers_the_document_promises(
+    api: Api,
+    operator_key: str,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    del published
+    org = make_org()
+    agent = make_agent(org)
+    keys = {"panel": org.panel_key, "agent": agent.agent_key, "operator": operator_key}
+    document = _document(api)
+    schema = schemathesis.openapi.from_dict(document)
+    failures: list[str] = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        declared = document["paths"][operation.path][operation.method.lower()]
+        security = declared.get("security", [])
+        # An operation that takes no input has no invalid request to make.
+        takes_input = bool(declared.get("parameters") or declared.get("requestBody"))
+        names = [name for entry in security for name in entry]
+        headers = {"Authorization": f"Bearer {keys[names[0]]}"} if names else {}
+
+        for mode in MODES if takes_input else MODES[:1]:
+            try:
+                _exchange(operation, api.base_url, headers, mode)
+            except Exception as exc:  # every operation is tried; the failures are listed together
+                name = f"{operation.method.upper()} {operation.path} ({mode.value})"
+                failures.append(f"{name}: {exc}"[:3000])
+    assert failures == [], "\n\n".join(failures)
+
+
+def _exchange(operation: Any, base_url: str, headers: dict[str, str], mode: GenerationMode) -> None:
+    """At most 20 generated requests, the same ones every run, each answer checked."""
+
+    @settings(
+        max_examples=20,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=operation.as_strategy(generation_mode=mode))
+    def exchange(case: schemathesis.Case) -> None:
+        response = case.call(base_url=base_url, headers=headers, timeout=30)
+        case.validate_response(response, checks=CHECKS)
+
+    exchange()
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        pytest.param("GET", "/v1/agents", id="panel_list"),
+        pytest.param("GET", "/v1/agent/config", id="agent_config"),
+        pytest.param("GET", "/v1/admin/settings", id="operator_settings"),
+    ],
+)
+def test_a_missing_credential_is_still_a_401_with_a_message(
+    api: Api, method: str, path: str
+) -> None:
+    with httpx.Client(base_url=api.base_url) as client:
+        response = client.request(method, path)
+    assert response.status_code == 401
+    assert "bearer credential is required" in response.json()["detail"]
