@@ -17,7 +17,7 @@ from types import FrameType
 import uvicorn
 
 from control_plane import migrate
-from control_plane.api import create_app
+from control_plane.api.app import create_app
 from control_plane.config import ServeSettings, load_trusted_keys
 from control_plane.database import open_pool
 from control_plane.errors import ConfigurationError

@@ -144,11 +144,6 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="control_plane.services and control_plane.reconcile import each other until the "
-    "control plane is reshaped by domain (issue 11, item 4); strict: fails once the loop is gone",
-)
 def test_no_modules_import_each_other_in_a_circle() -> None:
     assert _cycles(_graph()) == []
 

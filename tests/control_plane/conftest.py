@@ -15,7 +15,7 @@ import pytest
 import uvicorn
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from control_plane.api import create_app
+from control_plane.api.app import create_app
 from control_plane.database import open_pool
 from control_plane.registry import Services, build_services
 from control_plane.types import Pool
