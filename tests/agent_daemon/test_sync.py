@@ -30,8 +30,8 @@ from agent_daemon.sync import (
     ServerClock,
     build_http_client,
 )
+from nachtwacht.worlds.clocks import ManualClock, SkewedClock
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane
-from tests.agent_daemon.daemon_support.manual_clock import ManualClock, SkewedClock
 
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 
