@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from nachtwacht.worlds.processes import (
-    COMMAND_DEADLINE_SECONDS,
     REPO_ROOT,
     child_environment,
     nachtwacht_command,
+    run_child,
     stop_process,
 )
 
@@ -43,19 +43,11 @@ def agent_environment(**extra: str) -> dict[str, str]:
 
 def run_agent(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`nachtwacht agent ARGS` to completion; the caller checks the exit status."""
-    return subprocess.run(
-        nachtwacht_command("agent", *args),
-        env=child_environment(env),
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=COMMAND_DEADLINE_SECONDS,
-    )
+    return run_child("agent", *args, env=env)
 
 
 def launch_daemon(
-    state_dir: Path, *, env: dict[str, str], stdout: IO[bytes] | int, stderr: IO[bytes]
+    state_dir: Path, *, env: dict[str, str], stdout: IO[bytes] | int, stderr: IO[bytes] | int
 ) -> subprocess.Popen[bytes]:
     """Start `nachtwacht agent run --state-dir STATE_DIR` (its events go to `stdout`)."""
     return subprocess.Popen(

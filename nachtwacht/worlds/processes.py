@@ -23,6 +23,7 @@ __all__ = [
     "STOP_DEADLINE_SECONDS",
     "child_environment",
     "nachtwacht_command",
+    "run_child",
     "run_nachtwacht",
     "stop_process",
 ]
@@ -50,19 +51,24 @@ def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def run_child(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`nachtwacht ARGS` to completion, output captured; the caller judges the exit status."""
+    return subprocess.run(
+        nachtwacht_command(*args),
+        env=child_environment(env),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=COMMAND_DEADLINE_SECONDS,
+    )
+
+
 def run_nachtwacht(*args: str, env: Mapping[str, str] | None = None) -> str:
     """Run `nachtwacht ARGS` to completion; its stdout, or WorldError with its last stderr line."""
     name = f"nachtwacht {' '.join(args[:2])}"
     try:
-        result = subprocess.run(
-            nachtwacht_command(*args),
-            env=child_environment(env),
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=COMMAND_DEADLINE_SECONDS,
-        )
+        result = run_child(*args, env=env)
     except subprocess.TimeoutExpired as exc:
         raise WorldError(f"{name} did not finish") from exc
     if result.returncode != 0:
