@@ -12,7 +12,6 @@ the ratio says what the daemon costs beyond an idle interpreter.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -21,20 +20,12 @@ import threading
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from nachtwacht.worlds.control_planes import RunningControlPlane, start_control_plane
+from nachtwacht.worlds.daemons import launch_daemon
+from nachtwacht.worlds.hosts import AgentHost
+from nachtwacht.worlds.processes import child_environment
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "nachtwacht.cli", *args]
-
-
-def environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NACHTWACHT_")}
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")] if p
-    )
-    return env
 
 
 def footprint(pid: int) -> tuple[float, int]:
@@ -48,44 +39,11 @@ def footprint(pid: int) -> tuple[float, int]:
     return cpu, peak
 
 
-def measure(process: subprocess.Popen[str], seconds: float) -> tuple[float, int]:
+def measure(process: subprocess.Popen[bytes], seconds: float) -> tuple[float, int]:
     start_cpu, _ = footprint(process.pid)
     time.sleep(seconds)
     end_cpu, peak = footprint(process.pid)
     return end_cpu - start_cpu, peak
-
-
-def start_control_plane(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        command(
-            "control", "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir)
-        ),
-        env=environment(),
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert process.stdout is not None
-    for line in process.stdout:
-        if "ready at " in line:
-            url = line.split("ready at ", 1)[1].strip()
-            threading.Thread(target=process.stdout.read, daemon=True).start()
-            return process, url
-    raise SystemExit("the control plane did not start")
-
-
-def admin(data_dir: Path, *args: str) -> dict[str, str]:
-    result = subprocess.run(
-        command("control", *args, "--json", "--data-dir", str(data_dir)),
-        env=environment(),
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    answer: dict[str, str] = json.loads(result.stdout)
-    return answer
 
 
 def main() -> int:
@@ -93,52 +51,28 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=120.0, help="idle time to measure")
     args = parser.parse_args()
 
-    from signed_release import generate_key_files
-
     with tempfile.TemporaryDirectory(prefix="nachtwacht-footprint-") as temp:
         root = Path(temp)
-        data_dir = root / "pg"
-        plane, url = start_control_plane(data_dir)
-        daemon: subprocess.Popen[str] | None = None
-        baseline: subprocess.Popen[str] | None = None
+        plane: RunningControlPlane | None = None
+        daemon: subprocess.Popen[bytes] | None = None
+        baseline: subprocess.Popen[bytes] | None = None
         try:
-            org = admin(data_dir, "create-org", "Bench")
-            agent = admin(data_dir, "enroll-agent", "--org", org["org_id"], "--name", "idle")
-            _, public_key, _ = generate_key_files(root / "keys")
-            state_dir = root / "state"
-            subprocess.run(
-                command(
-                    "agent",
-                    "enroll",
-                    "--state-dir",
-                    str(state_dir),
-                    "--url",
-                    url,
-                    "--credential",
-                    agent["agent_key"],
-                    "--trusted-key",
-                    str(public_key),
-                    "--install-root",
-                    str(root / "install"),
-                    "--restart-command",
-                    "true",
-                ),
-                env=environment(),
-                cwd=REPO_ROOT,
-                check=True,
-                capture_output=True,
+            plane = start_control_plane(
+                stderr_path=root / "control-plane.log", data_dir=root / "pg"
             )
-            daemon = subprocess.Popen(
-                command("agent", "run", "--state-dir", str(state_dir)),
-                env=environment(),
-                cwd=REPO_ROOT,
+            org = plane.create_org("Bench")
+            agent = plane.enroll_agent(org["org_id"], "idle")
+            host = AgentHost(root / "host")
+            enrolled = host.enroll(plane.base_url, agent["agent_key"])
+            if enrolled.returncode != 0:
+                raise SystemExit(f"nachtwacht agent enroll failed: {enrolled.stderr}")
+            daemon = launch_daemon(
+                host.state_dir,
+                env=child_environment(),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                text=True,
             )
-            baseline = subprocess.Popen(
-                [sys.executable, "-c", "import time; time.sleep(1e9)"], text=True
-            )
+            baseline = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1e9)"])
             time.sleep(5)  # both past their start-up before the measured window
             results: dict[str, tuple[float, int]] = {}
             threads = [
@@ -153,10 +87,12 @@ def main() -> int:
             for thread in threads:
                 thread.join()
         finally:
-            for process in (daemon, baseline, plane):
+            for process in (daemon, baseline):
                 if process is not None and process.poll() is None:
                     process.terminate()
                     process.wait(timeout=60)
+            if plane is not None:
+                plane.stop()
 
     hour = 3600.0 / args.seconds
     print(f"agent daemon idle footprint over {args.seconds:g} s (same run, same machine)")

@@ -1,11 +1,11 @@
 """The updater's download path against a plain download, same artifact, same run.
 
-A 22 MB agent build (the size DESIGN.md rule 9 assumes) is served over loopback by a threaded
-HTTP server. The baseline streams it to a file with plain httpx. The measured path is what an
-update does before the switch: verify the signed manifest, download with hashing, the length limit
-and the free-space check, unpack into versions/<v>/ with member checks and fsyncs, write
-`.complete`, run the self-test. Each is repeated `--rounds` times; the medians and their ratio are
-printed.
+A 22 MB agent build (the size DESIGN.md rule 9 assumes) is served over loopback by the world kit's
+threaded artifact server. The baseline streams it to a file with plain httpx. The measured path is
+what an update does before the switch: verify the signed manifest, download with hashing, the
+length limit and the free-space check, unpack into versions/<v>/ with member checks and fsyncs,
+write `.complete`, run the self-test. Each is repeated `--rounds` times; the medians and their
+ratio are printed.
 
     PYTHONPATH=. .venv/bin/python bench/download.py [--rounds 5] [--megabytes 22]
 """
@@ -13,44 +13,24 @@ printed.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import shutil
 import statistics
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from agent_daemon.updater.download import ArtifactSpec, DownloadLimits, download_artifact
 from agent_daemon.updater.install import install_build, self_test
 from agent_daemon.updater.layout import InstallLayout
 from agent_daemon.updater.verify import verify_release
-from signed_release import Manifest, describe_artifact, key_id, sign_manifest
-from signed_release.demo_agent import build_demo_agent
+from nachtwacht.worlds.artifact_server import artifact_server
+from nachtwacht.worlds.releases import ReleaseFactory
 
 VERSION = "1.5.0"
-
-
-def serve(body: bytes) -> tuple[ThreadingHTTPServer, str]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    host, port = server.server_address[:2]
-    return server, f"http://{host!s}:{port}/artifact"
 
 
 def plain_download(client: httpx.Client, url: str, target: Path) -> None:
@@ -105,26 +85,22 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="nachtwacht-bench-") as temp:
         base = Path(temp)
-        artifact_path = build_demo_agent(
-            base / "agent.tar.gz", version=VERSION, padding_bytes=int(args.megabytes * 1e6)
+        factory = ReleaseFactory(
+            workdir=base / "builds",
+            issued_at=datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1),
         )
-        body = artifact_path.read_bytes()
-        facts = describe_artifact(artifact_path)
-        key = Ed25519PrivateKey.generate()
-        issued = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
-        manifest_bytes = Manifest(
-            manifest_version=42, issued_at=issued, expires=issued + timedelta(days=30),
-            channel="stable", platform="linux-x86_64", agent_version=VERSION,
-            length=facts.length, sha256=facts.sha256, unpacked_size=facts.unpacked_size,
-        ).to_bytes()  # fmt: skip
-        signature = sign_manifest(manifest_bytes, key)
-        trusted = {key_id(key.public_key()): key.public_key()}
-        assert hashlib.sha256(body).hexdigest() == facts.sha256
-        server, url = serve(body)
+        body = factory.artifact(VERSION, padding_bytes=int(args.megabytes * 1e6))
+        release = factory.sign(body, version=VERSION, manifest_version=42)
+        manifest_bytes, signature, trusted = (
+            release.manifest_bytes,
+            release.signature,
+            factory.trusted,
+        )
         baseline: list[float] = []
         measured: list[float] = []
         download_only: list[float] = []
-        try:
+        with artifact_server() as server:
+            url = server.serve("/artifact", body)
             with httpx.Client() as client:
                 for round_number in range(args.rounds):
                     work = base / f"round-{round_number}"
@@ -138,9 +114,6 @@ def main() -> int:
                     )
                     measured.append(time.perf_counter() - started)
                     shutil.rmtree(work)
-        finally:
-            server.shutdown()
-            server.server_close()
     plain, full = statistics.median(baseline), statistics.median(measured)
     megabytes = len(body) / 1e6
     print(f"artifact: {megabytes:.1f} MB over loopback, {args.rounds} rounds (medians)")

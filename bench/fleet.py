@@ -31,13 +31,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,19 +49,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from control_plane import migrate
-from control_plane.database import EmbeddedPostgres, open_pool
-from control_plane.ready_line import wait_for_ready_url
+from control_plane.database import open_pool
 from control_plane.registry import build_services
 from control_plane.types import Pool
 from ground.clock import FakeClock
-from nachtwacht.demo_night.platform import nachtwacht_command, repository_environment
 from nachtwacht.demo_night.simulated import SimulatedAgent, SimulatedFleet
+from nachtwacht.worlds.clocks import NightClock, showing_now
+from nachtwacht.worlds.control_planes import RunningControlPlane, start_control_plane
+from nachtwacht.worlds.databases import EmbeddedDatabase
+from nachtwacht.worlds.releases import ReleaseFactory
 from shared_planner import resolve_wall_time, slots_between
-from signed_release import Manifest, describe_artifact, key_id, sign_manifest
-from signed_release.demo_agent import build_demo_agent
 
 ZONE = "Europe/Amsterdam"
 NIGHT = date(2026, 12, 1)
@@ -79,7 +75,6 @@ SCHEDULE_MIX: tuple[tuple[float, list[str] | None], ...] = (
 )
 NIGHT_START = wall_time(2, 54)
 NIGHT_END = wall_time(3, 27)  # the latest slot (03:10) + its window + two minutes for the worker
-START_DEADLINE_SECONDS = 120
 
 
 @dataclass(frozen=True)
@@ -110,34 +105,18 @@ def plan_fleet(agents: int, orgs: int, seed: int = 8) -> list[OrgPlan]:
     return plans
 
 
-def _release(workdir: Path, key: Ed25519PrivateKey) -> tuple[bytes, bytes, bytes]:
-    artifact_path = build_demo_agent(workdir / f"provibr-agent-{NEW}.tar.gz", version=NEW)
-    artifact = artifact_path.read_bytes()
-    facts = describe_artifact(artifact_path)
-    issued = datetime.combine(NIGHT - timedelta(days=2), wall_time(), tzinfo=UTC)
-    manifest = Manifest(
-        manifest_version=2,
-        issued_at=issued,
-        expires=issued + timedelta(days=30),
-        channel="stable",
-        platform="linux-x86_64",
-        agent_version=NEW,
-        length=facts.length,
-        sha256=hashlib.sha256(artifact).hexdigest(),
-        unpacked_size=facts.unpacked_size,
-    ).to_bytes()
-    return manifest, sign_manifest(manifest, key), artifact
-
-
 def seed(
-    pool: Pool, plans: list[OrgPlan], key: Ed25519PrivateKey, workdir: Path, need_update: float
+    pool: Pool, plans: list[OrgPlan], factory: ReleaseFactory, need_update: float
 ) -> tuple[list[tuple[str, str, str, str, str]], str]:
-    """Enroll the fleet; returns (agent id, name, org name, key, installed version) and an
-    operator key."""
+    """Enroll the fleet and publish `NEW`; returns (agent id, name, org name, key, installed
+    version) and an operator key."""
     before = datetime.combine(NIGHT - timedelta(days=1), wall_time(), tzinfo=UTC)
-    clock = FakeClock(start=before, anchor=time.time(), speed=1.0)
-    services = build_services(pool, {key_id(key.public_key()): key.public_key()})
-    services.releases.publish(*_release(workdir, key), now=clock.now())
+    clock = showing_now(before)
+    services = build_services(pool, factory.trusted)
+    release = factory.release(NEW, 2)
+    services.releases.publish(
+        release.manifest_bytes, release.signature, release.artifact, now=clock.now()
+    )
     operator_key = services.accounts.create_operator_key("bench/fleet.py")
     rng = random.Random(1)
     fleet: list[tuple[str, str, str, str, str]] = []
@@ -197,34 +176,24 @@ def _postgres_cpu_seconds(pgdata: Path) -> float:
 
 
 @contextlib.contextmanager
-def replicas(count: int, database_url: str, clock: FakeClock, logs: Path) -> Iterator[list[Any]]:
-    env = repository_environment({"NACHTWACHT_FAKE_CLOCK": clock.setting()})
-    started: list[tuple[subprocess.Popen[str], str]] = []
+def replicas(
+    count: int, database_url: str, clock: FakeClock, logs: Path
+) -> Iterator[list[RunningControlPlane]]:
+    started: list[RunningControlPlane] = []
     try:
         for number in range(count):
-            process = subprocess.Popen(
-                nachtwacht_command(
-                    "control", "serve", "--port", "0", "--database-url", database_url,
-                    "--no-migrate", "--pool-size", "10",
-                ),
-                env=env, stdout=subprocess.PIPE, stderr=(logs / f"replica-{number}.log").open("w"),
-                text=True,
-            )  # fmt: skip
-            assert process.stdout is not None
-            url = wait_for_ready_url(process.stdout, timeout_seconds=120)
-            if url is None:
-                raise SystemExit(f"replica {number} did not start; see {logs}")
-            started.append((process, url))
+            started.append(
+                start_control_plane(
+                    stderr_path=logs / f"replica-{number}.log",
+                    database_url=database_url,
+                    fake_clock=clock.setting(),
+                    args=["--no-migrate", "--pool-size", "10"],
+                )
+            )
         yield started
     finally:
-        for process, _ in started:
-            process.send_signal(signal.SIGTERM)
-        for process, _ in started:
-            try:
-                process.wait(timeout=START_DEADLINE_SECONDS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        for replica in started:
+            replica.stop()
 
 
 # -- after the night: what the database and the forecast say --------------------------------------
@@ -317,7 +286,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # unwind like Ctrl-C: replicas and database stop
     home = Path(tempfile.mkdtemp(prefix="nachtwacht-fleet-"))
     home.chmod(0o755)  # the embedded PostgreSQL runs as its own user when this runs as root
-    embedded = EmbeddedPostgres(home / "control-plane")
+    embedded = EmbeddedDatabase(home / "control-plane")
     try:
         return run(args, home, embedded)
     finally:
@@ -325,14 +294,15 @@ def main() -> int:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def run(args: argparse.Namespace, home: Path, embedded: EmbeddedPostgres) -> int:
+def run(args: argparse.Namespace, home: Path, embedded: EmbeddedDatabase) -> int:
     began = time.monotonic()
     database_url = embedded.start()
-    migrate.upgrade(database_url)
     pool = open_pool(database_url, min_size=1, max_size=6)
-    key = Ed25519PrivateKey.generate()
+    factory = ReleaseFactory(
+        workdir=home, issued_at=datetime.combine(NIGHT - timedelta(days=2), wall_time(), tzinfo=UTC)
+    )
     plans = plan_fleet(args.agents, args.orgs)
-    enrolled, operator_key = seed(pool, plans, key, home, args.need_update)
+    enrolled, operator_key = seed(pool, plans, factory, args.need_update)
     sizes = sorted((p.size for p in plans), reverse=True)
     mix = Counter(json.dumps(p.times or ["03:00 (default)"]) for p in plans)
     print(
@@ -346,7 +316,7 @@ def run(args: argparse.Namespace, home: Path, embedded: EmbeddedPostgres) -> int
 
     start = resolve_wall_time(NIGHT, NIGHT_START, ZONE)
     end = resolve_wall_time(NIGHT, NIGHT_END, ZONE)
-    clock = FakeClock(start=start, anchor=time.time() + 5, speed=args.speed)
+    clock = NightClock.starting(start, speed=args.speed, lead_seconds=5).fake()
     night_minutes = (end - start).total_seconds() / 60
     print(
         f"night: {NIGHT_START:%H:%M}-{NIGHT_END:%H:%M} {ZONE} on {NIGHT}, {night_minutes:.0f} "
@@ -354,7 +324,7 @@ def run(args: argparse.Namespace, home: Path, embedded: EmbeddedPostgres) -> int
         f"{args.replicas} replicas, config sync every {args.config_every} min"
     )
     with replicas(args.replicas, database_url, clock, home) as running:
-        urls = [url for _, url in running]
+        urls = [replica.base_url for replica in running]
         agents = [
             SimulatedAgent(
                 agent_id=agent_id, name=name, org_name=org, agent_key=agent_key,
@@ -365,7 +335,7 @@ def run(args: argparse.Namespace, home: Path, embedded: EmbeddedPostgres) -> int
         fleet = SimulatedFleet(
             agents,
             clock=clock,
-            trusted_keys={key_id(key.public_key()): key.public_key()},
+            trusted_keys=factory.trusted,
             config_every_minutes=args.config_every,
             max_connections=100,
         )
@@ -374,7 +344,7 @@ def run(args: argparse.Namespace, home: Path, embedded: EmbeddedPostgres) -> int
         night_seconds = time.monotonic() - night_began
         rows = wait_for_the_worker(pool, start, end, expected_slots(plans, start, end))
         predicted = forecast(urls[0], operator_key)
-        costs = [(_cpu_seconds(process.pid), _peak_rss_mib(process.pid)) for process, _ in running]
+        costs = [(_cpu_seconds(replica.pid), _peak_rss_mib(replica.pid)) for replica in running]
         postgres_cpu = _postgres_cpu_seconds(embedded.pgdata)
     observed = outcomes(pool, start, end)
     pool.close()

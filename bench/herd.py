@@ -23,33 +23,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import psycopg
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from control_plane import migrate
-from control_plane.database import EmbeddedPostgres, open_pool
+from control_plane.database import open_pool
 from control_plane.forecast.model import forecast_slot
-from control_plane.ready_line import wait_for_ready_url
 from control_plane.registry import build_services
 from ground.clock import FakeClock, SystemClock
-from signed_release import Manifest, key_id, sign_manifest
+from nachtwacht.worlds.clocks import NightClock
+from nachtwacht.worlds.control_planes import start_control_plane
+from nachtwacht.worlds.databases import EmbeddedDatabase
+from nachtwacht.worlds.releases import ReleaseFactory
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 SLOT_KEY = "2026-11-30T03:00"
 SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)  # 03:00 CET
 WINDOW = timedelta(minutes=15)
@@ -68,26 +63,25 @@ class Herd:
     transport_errors: Counter[str] = field(default_factory=Counter)
 
 
-def seed(database_url: str, agents: int, orgs: int) -> dict[str, str]:
+def seed(database_url: str, agents: int, orgs: int, workdir: Path) -> dict[str, str]:
     """Organisations, agents (all on the default schedule) and one published release."""
-    key = Ed25519PrivateKey.generate()
+    factory = ReleaseFactory(workdir=workdir, issued_at=datetime(2026, 11, 1, tzinfo=UTC))
     pool = open_pool(database_url, min_size=1, max_size=2)
     try:
-        services = build_services(pool, {key_id(key.public_key()): key.public_key()})
+        services = build_services(pool, factory.trusted)
         now = SystemClock().now()
+        # Nobody downloads it: the herd measures claims. Random bytes, so no unpacking to measure.
         artifact = os.urandom(64 * 1024)
-        manifest = Manifest(
+        release = factory.sign(
+            artifact,
+            version="1.5.0",
             manifest_version=1,
-            issued_at=datetime(2026, 11, 1, tzinfo=UTC),
-            expires=datetime(2027, 11, 1, tzinfo=UTC),
-            channel="stable",
-            platform="linux-x86_64",
-            agent_version="1.5.0",
-            length=len(artifact),
-            sha256=hashlib.sha256(artifact).hexdigest(),
+            expires_in=timedelta(days=365),
             unpacked_size=len(artifact),
-        ).to_bytes()
-        services.releases.publish(manifest, sign_manifest(manifest, key), artifact, now=now)
+        )
+        services.releases.publish(
+            release.manifest_bytes, release.signature, release.artifact, now=now
+        )
         fleet: dict[str, str] = {}
         org_ids = [
             services.accounts.create_org(f"org-{n:03d}", now=now).org_id for n in range(orgs)
@@ -99,26 +93,6 @@ def seed(database_url: str, agents: int, orgs: int) -> dict[str, str]:
         return fleet
     finally:
         pool.close()
-
-
-@contextlib.contextmanager
-def control_plane(database_url: str, fake_clock: str, log: Path) -> Iterator[str]:
-    env = {**os.environ, "NACHTWACHT_FAKE_CLOCK": fake_clock}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nachtwacht.cli", "control", "serve", "--port", "0",
-         "--database-url", database_url, "--no-migrate", "--pool-size", "10"],
-        env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
-    )  # fmt: skip
-    try:
-        assert process.stdout is not None
-        url = wait_for_ready_url(process.stdout, timeout_seconds=120)
-        if url is None:
-            raise SystemExit(f"the control plane did not start; see {log}")
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
 
 
 async def burst(client: httpx.AsyncClient, herd: Herd, concurrency: int) -> float:
@@ -229,22 +203,30 @@ def main() -> int:
 
     home = Path(tempfile.mkdtemp(prefix="nachtwacht-herd-"))
     home.chmod(0o755)  # the embedded server runs as its own user when the bench runs as root
-    embedded = EmbeddedPostgres(home)
+    embedded = EmbeddedDatabase(home)
     try:
         database_url = embedded.start()
-        migrate.upgrade(database_url)
         print(f"seeding {args.agents} agents in {args.orgs} organisations …")
-        fleet = seed(database_url, args.agents, args.orgs)
+        fleet = seed(database_url, args.agents, args.orgs, home)
         # Ten product seconds before 03:00, so every agent's first claim is in the slot's round.
-        clock = FakeClock(
-            start=SLOT_AT - timedelta(seconds=10), anchor=time.time() + 2, speed=speed
-        )
+        clock = NightClock.starting(
+            SLOT_AT - timedelta(seconds=10), speed=speed, lead_seconds=2
+        ).fake()
         herd = Herd(pending=dict(fleet))
         log = Path(tempfile.gettempdir()) / "nachtwacht-herd-control-plane.log"
-        with control_plane(database_url, clock.setting(), log) as base_url:
+        log.unlink(missing_ok=True)
+        plane = start_control_plane(
+            stderr_path=log,
+            database_url=database_url,
+            fake_clock=clock.setting(),
+            args=["--no-migrate", "--pool-size", "10"],
+        )
+        try:
             print(f"control plane log: {log}")
-            print(f"control plane at {base_url}, {clock.describe()}")
-            bare_rps = asyncio.run(run_herd(base_url, clock, herd, args.concurrency))
+            print(f"control plane at {plane.base_url}, {clock.describe()}")
+            bare_rps = asyncio.run(run_herd(plane.base_url, clock, herd, args.concurrency))
+        finally:
+            plane.stop()
         max_org, max_total, rounds = grants_per_round(database_url)
     finally:
         embedded.stop()

@@ -16,6 +16,7 @@ import sys
 from ground.clock import SystemClock
 from nachtwacht.demo_night.errors import DemoError, DemoUsageError
 from nachtwacht.demo_night.options import parse_options
+from nachtwacht.worlds.errors import WorldError
 
 __all__ = ["main"]
 
@@ -34,7 +35,7 @@ def main(argv: list[str]) -> int:
     except DemoUsageError as exc:
         print(f"nachtwacht demo: {exc}", file=sys.stderr)
         return 2
-    except DemoError as exc:
+    except (DemoError, WorldError) as exc:
         print(f"nachtwacht demo: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -1,11 +1,14 @@
-"""`nachtwacht release …`: make a release key, sign an agent build, build a demo agent.
+"""`nachtwacht release …`: make a release key, sign an agent build, check a signature.
 
     nachtwacht release keygen --out DIR
     nachtwacht release sign --key DIR/release.key --version 1.5.0 --channel stable \\
         --platform linux-x86_64 --expires-in 30d [--manifest-version N] [--allow-downgrade] \\
         --out OUTDIR ARTIFACT
     nachtwacht release verify --public-key release.pub [--artifact FILE] MANIFEST SIGNATURE
-    nachtwacht release build-demo-agent --version 1.5.0 [--fault F] [--padding-bytes N] --out FILE
+
+A package above this one may add subcommands (`ExtraCommand`): the `nachtwacht` command adds
+`build-demo-agent`, whose demo agent lives in the roof (`nachtwacht.worlds`), not in the release
+format.
 """
 
 from __future__ import annotations
@@ -13,20 +16,21 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import NoReturn, cast
+from typing import NoReturn
 
 from ground.clock import Clock, clock_from_env
 from signed_release.artifact import describe_artifact
-from signed_release.demo_agent import FAULTS, Fault, build_demo_agent
 from signed_release.errors import ReleaseError
 from signed_release.keys import generate_key_files, load_private_key, load_public_keys
 from signed_release.manifest import Manifest, format_instant, parse_manifest
 from signed_release.signature import check_signature, sign_manifest
 from signed_release.versions import is_valid_version
 
-__all__ = ["main", "parse_duration"]
+__all__ = ["ExtraCommand", "main", "parse_duration", "version_argument"]
 
 _DURATION = re.compile(r"([1-9]\d{0,5})([smhd])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -41,6 +45,16 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+@dataclass(frozen=True, kw_only=True)
+class ExtraCommand:
+    """A subcommand that a package above this one adds to `nachtwacht release`."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
 def parse_duration(value: str) -> timedelta:
     match = _DURATION.fullmatch(value.strip())
     if match is None:
@@ -51,7 +65,7 @@ def parse_duration(value: str) -> timedelta:
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
 
 
-def _version(value: str) -> str:
+def version_argument(value: str) -> str:
     if not is_valid_version(value):
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a version (expected MAJOR.MINOR.PATCH, e.g. 1.5.0)"
@@ -65,13 +79,7 @@ def _positive_int(value: str) -> int:
     return int(value)
 
 
-def _count(value: str) -> int:
-    if not value.isdigit():
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of bytes")
-    return int(value)
-
-
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser(extra: Sequence[ExtraCommand]) -> argparse.ArgumentParser:
     parser = _Parser(prog="nachtwacht release", description="Make release keys and sign builds.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -80,7 +88,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
     sign = commands.add_parser("sign", help="write manifest.json and manifest.sig for a build")
     sign.add_argument("--key", type=Path, required=True, help="the release.key to sign with")
-    sign.add_argument("--version", type=_version, required=True, help="the agent version, 1.5.0")
+    sign.add_argument(
+        "--version", type=version_argument, required=True, help="the agent version, 1.5.0"
+    )
     sign.add_argument("--channel", default="stable")
     sign.add_argument("--platform", required=True, help="e.g. linux-x86_64")
     sign.add_argument("--expires-in", default="30d", help="e.g. 30d, 12h (default 30d)")
@@ -103,11 +113,8 @@ def _build_parser() -> argparse.ArgumentParser:
     verify.add_argument("manifest", type=Path, metavar="MANIFEST")
     verify.add_argument("signature", type=Path, metavar="SIGNATURE")
 
-    demo = commands.add_parser("build-demo-agent", help="build a tiny real agent (tar.gz)")
-    demo.add_argument("--version", type=_version, required=True)
-    demo.add_argument("--fault", choices=FAULTS, default="none", help="build a broken agent")
-    demo.add_argument("--padding-bytes", type=_count, default=0, help="incompressible filler")
-    demo.add_argument("--out", type=Path, required=True, metavar="FILE.tar.gz")
+    for command in extra:
+        command.add_arguments(commands.add_parser(command.name, help=command.help))
     return parser
 
 
@@ -175,17 +182,8 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build_demo(args: argparse.Namespace) -> int:
-    fault = cast(Fault, args.fault)
-    out = build_demo_agent(
-        args.out, version=args.version, fault=fault, padding_bytes=args.padding_bytes
-    )
-    print(f"wrote {out} (provibr-agent {args.version}, fault {args.fault})")
-    return 0
-
-
-def main(argv: list[str]) -> int:
-    parser = _build_parser()
+def main(argv: list[str], *, extra_commands: Sequence[ExtraCommand] = ()) -> int:
+    parser = _build_parser(extra_commands)
     try:
         args = parser.parse_args(argv)
         if args.command == "keygen":
@@ -197,7 +195,8 @@ def main(argv: list[str]) -> int:
             return _sign(args, clock)
         if args.command == "verify":
             return _verify(args)
-        return _build_demo(args)
+        (command,) = (c for c in extra_commands if c.name == args.command)
+        return command.run(args)
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
     except UsageError as exc:

@@ -13,9 +13,10 @@ PostgreSQL
 
 The control plane as a process
     `control_plane_server(...)` starts `nachtwacht control serve --host 127.0.0.1 --port 0
-    --database-url <the test's database_url>` as a subprocess, waits for its "ready at URL" line
-    and returns a `RunningControlPlane`; every server still running at the end of the test gets
-    SIGTERM. Keyword arguments:
+    --database-url <the test's database_url>` as a subprocess with the world kit
+    (`nachtwacht.worlds.control_planes`), waits for its "ready at URL" line and returns a
+    `RunningControlPlane`; every server still running at the end of the test gets SIGTERM.
+    Keyword arguments:
         fake_clock="2026-11-30T01:55:00Z,anchor=…,speed=60"   sets NACHTWACHT_FAKE_CLOCK
         env={...}           extra environment (e.g. NACHTWACHT_RELEASE_PUBLIC_KEYS)
         args=[...]          extra `serve` flags (e.g. ["--org-cap", "2"])
@@ -33,29 +34,25 @@ The control plane as a process
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from control_plane.ready_line import wait_for_ready_url
+from nachtwacht.worlds.control_planes import RunningControlPlane, start_control_plane
+from nachtwacht.worlds.errors import WorldError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# The tests of the control plane's CLI import these from here; they live in the world kit.
+from nachtwacht.worlds.processes import REPO_ROOT, child_environment, nachtwacht_command
+
+__all__ = ["REPO_ROOT", "RunningControlPlane", "child_environment", "nachtwacht_command"]
+
 DATABASE_URL_ENV = "NACHTWACHT_DATABASE_URL"
-# How long a child process may take to say it is ready before the test fails. A deadline for a
-# failure, not a speed assertion: a healthy start takes a second or two.
-START_DEADLINE_SECONDS = 90
 
 
 def _with_dbname(url: str, dbname: str) -> str:
@@ -147,88 +144,6 @@ def embedded_data_dir() -> Iterator[Path]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def nachtwacht_command(*args: str) -> list[str]:
-    """The `nachtwacht` command line, run from this checkout (the package need not be installed)."""
-    return [sys.executable, "-m", "nachtwacht.cli", *args]
-
-
-def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        part for part in [str(REPO_ROOT), env.get("PYTHONPATH", "")] if part
-    )
-    env.pop("NACHTWACHT_FAKE_CLOCK", None)
-    env.update(extra or {})
-    return env
-
-
-@dataclass
-class RunningControlPlane:
-    base_url: str
-    database_url: str
-    process: subprocess.Popen[str]
-    stderr_path: Path
-    env: dict[str, str] = field(default_factory=dict)
-    data_dir: Path | None = None
-
-    def admin(self, *args: str) -> Any:
-        """Run `nachtwacht control ARGS --json --database-url …` and return its parsed output."""
-        location = (
-            ["--data-dir", str(self.data_dir)]
-            if self.data_dir is not None
-            else ["--database-url", self.database_url]
-        )
-        result = subprocess.run(
-            nachtwacht_command("control", *args, "--json", *location),
-            env=self.env,
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if result.returncode != 0:
-            raise AssertionError(
-                f"nachtwacht control {args}: exit {result.returncode}: {result.stderr}"
-            )
-        return json.loads(result.stdout)
-
-    def create_org(self, name: str) -> dict[str, str]:
-        created: dict[str, str] = self.admin("create-org", name)
-        return created
-
-    def enroll_agent(self, org_id: str, name: str) -> dict[str, str]:
-        enrolled: dict[str, str] = self.admin("enroll-agent", "--org", org_id, "--name", name)
-        return enrolled
-
-    def create_operator_key(self) -> str:
-        key: str = self.admin("create-operator-key")["operator_key"]
-        return key
-
-    def stop(self) -> int:
-        """SIGTERM, then wait; returns the exit code."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=START_DEADLINE_SECONDS)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-
-def _wait_until_ready(process: subprocess.Popen[str], stderr_path: Path) -> str:
-    assert process.stdout is not None
-    url = wait_for_ready_url(process.stdout, timeout_seconds=START_DEADLINE_SECONDS)
-    if url is None:
-        process.kill()
-        process.wait()
-        stderr = stderr_path.read_text(errors="replace")
-        raise AssertionError(f"control plane did not become ready; stderr:\n{stderr}")
-    return url
-
-
 @pytest.fixture
 def control_plane_server(
     request: pytest.FixtureRequest, tmp_path: Path
@@ -244,48 +159,24 @@ def control_plane_server(
         database_url: str | None = None,
         data_dir: Path | None = None,
     ) -> RunningControlPlane:
-        if data_dir is not None:
-            url = ""
-            location = ["--data-dir", str(data_dir)]
-        else:
-            url = database_url or request.getfixturevalue("database_url")
-            location = ["--database-url", url]
-        child_env = child_environment(env)
-        if fake_clock is not None:
-            child_env["NACHTWACHT_FAKE_CLOCK"] = fake_clock
+        if data_dir is None and database_url is None:
+            database_url = request.getfixturevalue("database_url")
         stderr_path = tmp_path / f"control-plane-{len(started)}.stderr"
-        with stderr_path.open("w") as stderr:
-            process = subprocess.Popen(
-                nachtwacht_command(
-                    "control",
-                    "serve",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    "0",
-                    *location,
-                    *args,
-                ),
-                env=child_env,
-                cwd=REPO_ROOT,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                text=True,
+        try:
+            running = start_control_plane(
+                stderr_path=stderr_path,
+                database_url=database_url if data_dir is None else None,
+                data_dir=data_dir,
+                fake_clock=fake_clock,
+                env=env,
+                args=args,
             )
-        base_url = _wait_until_ready(process, stderr_path)
-        running = RunningControlPlane(
-            base_url=base_url,
-            database_url=url,
-            process=process,
-            stderr_path=stderr_path,
-            env=child_env,
-            data_dir=data_dir,
-        )
+        except WorldError as exc:
+            stderr = stderr_path.read_text(errors="replace")
+            raise AssertionError(f"{exc}; stderr:\n{stderr}") from exc
         started.append(running)
         return running
 
     yield start
     for running in started:
         running.stop()
-        if running.process.stdout is not None:
-            running.process.stdout.close()

@@ -9,50 +9,18 @@ of them lets go — so `--keep` leaves it running with `serve` alone.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from control_plane import migrate
 from control_plane.accounts.services import AccountService
-from control_plane.database import EmbeddedPostgres, open_pool
-from control_plane.errors import ControlPlaneError
-from control_plane.ready_line import wait_for_ready_url
+from control_plane.database import open_pool
 from control_plane.types import Pool
 from ground.clock import Clock
 from nachtwacht.demo_night.errors import DemoFailed
+from nachtwacht.worlds.control_planes import RunningControlPlane, start_control_plane
+from nachtwacht.worlds.databases import EmbeddedDatabase
 
-__all__ = [
-    "AgentAccount",
-    "ControlPlane",
-    "OrgAccount",
-    "nachtwacht_command",
-    "repository_environment",
-]
-
-# A deadline for a failure to start, not a speed expectation: a healthy start takes seconds.
-START_DEADLINE_SECONDS = 120.0
-STOP_DEADLINE_SECONDS = 60.0
-
-
-def nachtwacht_command(*args: str) -> list[str]:
-    """The `nachtwacht` command as a child process of this same interpreter and checkout."""
-    return [sys.executable, "-m", "nachtwacht.cli", *args]
-
-
-def repository_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for a child: this checkout importable, no inherited nachtwacht settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NACHTWACHT_")}
-    for name in ("STATE_DIRECTORY", "NOTIFY_SOCKET", "CONFIGURATION_DIRECTORY"):
-        env.pop(name, None)
-    checkout = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [checkout, os.environ.get("PYTHONPATH")] if p)
-    env.update(extra or {})
-    return env
+__all__ = ["AgentAccount", "ControlPlane", "OrgAccount"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,23 +44,16 @@ class ControlPlane:
 
     data_dir: Path
     log_path: Path
-    url: str = ""
-    database_url: str = ""
-    process: subprocess.Popen[str] | None = None
-    _embedded: EmbeddedPostgres | None = None
+    server: RunningControlPlane | None = None
+    _database: EmbeddedDatabase | None = None
     _pool: Pool | None = None
     _stopped: bool = field(default=False)
 
     # -- the database ---------------------------------------------------------------------------
 
     def start_database(self) -> None:
-        try:
-            self._embedded = EmbeddedPostgres(self.data_dir)
-            self.database_url = self._embedded.start()
-            migrate.upgrade(self.database_url)
-            self._pool = open_pool(self.database_url, min_size=1, max_size=2)
-        except ControlPlaneError as exc:
-            raise DemoFailed(f"the embedded PostgreSQL did not start: {exc}") from exc
+        self._database = EmbeddedDatabase(self.data_dir)
+        self._pool = open_pool(self._database.start(), min_size=1, max_size=2)
 
     @property
     def pool(self) -> Pool:
@@ -133,76 +94,32 @@ class ControlPlane:
 
     def serve(self, *, clock_setting: str, public_key: Path) -> str:
         """Start `nachtwacht control serve` on the fast clock; returns its URL when it is ready."""
-        env = repository_environment(
-            {
-                "NACHTWACHT_FAKE_CLOCK": clock_setting,
-                "NACHTWACHT_RELEASE_PUBLIC_KEYS": str(public_key),
-            }
+        self.server = start_control_plane(
+            stderr_path=self.log_path,
+            data_dir=self.data_dir,
+            fake_clock=clock_setting,
+            env={"NACHTWACHT_RELEASE_PUBLIC_KEYS": str(public_key)},
+            args=["--pool-size", "8"],
         )
-        with self.log_path.open("a") as log:
-            self.process = subprocess.Popen(
-                nachtwacht_command(
-                    "control",
-                    "serve",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    "0",
-                    "--data-dir",
-                    str(self.data_dir),
-                    "--pool-size",
-                    "8",
-                ),
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-            )
-        self.url = self._wait_until_ready(self.process)
-        return self.url
-
-    def _wait_until_ready(self, process: subprocess.Popen[str]) -> str:
-        assert process.stdout is not None
-        url = wait_for_ready_url(process.stdout, timeout_seconds=START_DEADLINE_SECONDS)
-        if url is None:
-            self._terminate()
-            tail = self.log_path.read_text(errors="replace").strip().splitlines()[-1:]
-            raise DemoFailed(
-                "the control plane did not start"
-                + (f": {tail[0]}" if tail else "")
-                + f" (log: {self.log_path})"
-            )
-        return url
+        return self.server.base_url
 
     @property
     def pid(self) -> int | None:
-        return None if self.process is None else self.process.pid
-
-    def _terminate(self) -> None:
-        process = self.process
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=STOP_DEADLINE_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+        return None if self.server is None else self.server.pid
 
     def close(self, *, keep_serving: bool) -> None:
         """Let go of everything; with `keep_serving`, `serve` (and so the database) stays up."""
         if self._stopped:
             return
         self._stopped = True
-        if not keep_serving:
-            self._terminate()
-        elif self.process is not None and self.process.stdout is not None:
-            self.process.stdout.close()
+        if self.server is not None:
+            if keep_serving:
+                self.server.detach()
+            else:
+                self.server.stop()
         if self._pool is not None:
             self._pool.close()
             self._pool = None
-        if self._embedded is not None:
-            self._embedded.stop()
-            self._embedded = None
+        if self._database is not None:
+            self._database.stop()
+            self._database = None

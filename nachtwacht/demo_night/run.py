@@ -25,14 +25,8 @@ from types import FrameType
 from typing import TextIO
 
 from control_plane.settings.services import SettingsService
-from ground.clock import FakeClock
-from nachtwacht.demo_night.hosts import (
-    RealHost,
-    ServiceSupervisor,
-    artifact_server,
-    preinstall,
-    write_health_script,
-)
+from ground.clock import FAKE_CLOCK_ENV, FakeClock
+from nachtwacht.demo_night.hosts import RealHost
 from nachtwacht.demo_night.night import Night, night_of
 from nachtwacht.demo_night.options import DemoOptions
 from nachtwacht.demo_night.platform import ControlPlane, OrgAccount
@@ -43,7 +37,6 @@ from nachtwacht.demo_night.progress import (
     take_snapshot,
     unfinished_runs,
 )
-from nachtwacht.demo_night.release import SignedBuild, make_release_key, publish, sign_build
 from nachtwacht.demo_night.report import (
     caps_lines,
     control_plane_timeline,
@@ -54,6 +47,11 @@ from nachtwacht.demo_night.report import (
 )
 from nachtwacht.demo_night.simulated import SimulatedAgent, SimulatedFleet
 from nachtwacht.demo_night.terminal import LiveTable, Output
+from nachtwacht.worlds.artifact_server import artifact_server
+from nachtwacht.worlds.clocks import NightClock, showing_now
+from nachtwacht.worlds.hosts import AgentHost, preinstall, write_health_script
+from nachtwacht.worlds.release_tooling import SignedBuild, make_release_key, publish, sign_build
+from nachtwacht.worlds.supervisor import ServiceSupervisor
 from signed_release import load_public_keys
 
 __all__ = ["run_demo"]
@@ -172,19 +170,19 @@ class _Demo:
             manifest_version=1,
             keys_dir=keys_dir,
             workdir=builds,
-            signed_at=signed_at,
+            clock_setting=showing_now(signed_at).setting(),
         )
         new = sign_build(
             version=NEW_VERSION,
             manifest_version=2,
             keys_dir=keys_dir,
             workdir=builds,
-            signed_at=signed_at + timedelta(hours=1),
+            clock_setting=showing_now(signed_at + timedelta(hours=1)).setting(),
         )
         out.step(f"release key made; provibr-agent {OLD_VERSION} and {NEW_VERSION} built, signed")
 
         before_night = night.start - timedelta(hours=1)
-        setup_clock = FakeClock(start=before_night, anchor=time.time(), speed=1.0)
+        setup_clock = showing_now(before_night)
         self.orgs = self.platform.enroll_fleet(
             options.org_sizes, _org_names(len(options.org_sizes)), setup_clock
         )
@@ -192,14 +190,24 @@ class _Demo:
         self._write_credentials(operator_key)
         out.step(f"{len(self.orgs)} organisation(s) and {options.agent_count} agents enrolled")
 
-        publish(old, data_dir=self.platform.data_dir, public_key=public_key, at=before_night)
+        self._publish(old, public_key, before_night)
         if options.real_processes:
             self._install_first_version(old, public_key, before_night)
         else:
             out.step(f"{options.agent_count} simulated agents start on {OLD_VERSION}")
-        publish(new, data_dir=self.platform.data_dir, public_key=public_key, at=before_night)
+        self._publish(new, public_key, before_night)
         out.step(f"published {NEW_VERSION} (signature checked by the control plane)")
         return self._night(public_key, new)
+
+    def _publish(self, build: SignedBuild, public_key: Path, at: datetime) -> None:
+        """`nachtwacht control publish-release`: the control plane checks the signature first."""
+        publish(
+            build,
+            location=[
+                "--data-dir", str(self.platform.data_dir), "--release-public-key", str(public_key)
+            ],
+            env={FAKE_CLOCK_ENV: showing_now(at).setting()},
+        )  # fmt: skip
 
     def _write_credentials(self, operator_key: str) -> None:
         path = self.root / "credentials.json"
@@ -216,31 +224,32 @@ class _Demo:
 
     def _install_first_version(self, old: SignedBuild, public_key: Path, before: datetime) -> None:
         health_script = write_health_script(self.root / "bin" / "agent-health")
+        supervisor = self.supervisor = ServiceSupervisor()
         for org in self.orgs:
             for account in org.agents:
-                host = RealHost(
-                    account=account,
-                    org_name=org.name,
-                    root=self.root / "hosts" / account.name,
+                host = AgentHost(
+                    self.root / "hosts" / account.name,
+                    keys_dir=public_key.parent,
                     health_script=health_script,
                 )
                 host.prepare()
-                self.hosts.append(host)
-        supervisor = self.supervisor = ServiceSupervisor(self.hosts)
+                supervisor.add(host)
+                self.hosts.append(RealHost(account=account, org_name=org.name, host=host))
         supervisor.start()
         self.cleanup.callback(supervisor.close)
-        with (
-            artifact_server({"/old.tar.gz": old.artifact.read_bytes()}) as base,
-            ThreadPoolExecutor(INSTALL_WORKERS) as pool,
-        ):
+        trusted = load_public_keys([public_key])
+        with artifact_server() as server, ThreadPoolExecutor(INSTALL_WORKERS) as pool:
+            url = server.serve("/old.tar.gz", old.artifact.read_bytes())
             jobs = [
                 pool.submit(
                     preinstall,
-                    host,
-                    release_dir=old.release_dir,
-                    artifact_url=f"{base}/old.tar.gz",
-                    public_key=public_key,
+                    host.host,
+                    manifest=old.manifest.read_bytes(),
+                    signature=old.signature.read_bytes(),
+                    artifact_url=url,
+                    trusted_keys=trusted,
                     before_night=before,
+                    health_poll_seconds=0.1,
                 )
                 for host in self.hosts
             ]
@@ -259,7 +268,7 @@ class _Demo:
         caps = (settings.org_cap, settings.global_cap)
         catch_up = timedelta(minutes=settings.catch_up_minutes)
         lead = _start_up_lead(len(self.hosts))
-        clock = FakeClock(start=night.start, anchor=time.time() + lead, speed=options.speed)
+        clock = NightClock.starting(night.start, speed=options.speed, lead_seconds=lead).fake()
         url = self.platform.serve(clock_setting=clock.setting(), public_key=public_key)
         out.step(f"control plane serving at {url} (pid {self.platform.pid}) on the fast clock")
         fleet_done = self._start_agents(url, clock, public_key)
@@ -288,9 +297,7 @@ class _Demo:
         done = threading.Event()
         if self.options.real_processes:
             for host in self.hosts:
-                host.write_agent_config(
-                    control_url=url, public_key=public_key, speed=self.options.speed
-                )
+                host.write_agent_config(control_url=url, speed=self.options.speed)
             self.cleanup.callback(self._stop_agents)
             for host in self.hosts:
                 host.start_daemon(clock.setting())
@@ -331,7 +338,7 @@ class _Demo:
         """The platform time at which every daemon has said `daemon.ready` (or the night ended)."""
         waiting = list(self.hosts)
         while waiting and clock.now() < self.night.end:
-            waiting = [host for host in waiting if not host.is_ready()]
+            waiting = [host for host in waiting if not host.host.is_ready()]
             if waiting:
                 time.sleep(REFRESH_SECONDS)
         ready_at = clock.now()
@@ -407,7 +414,7 @@ class _Demo:
         host = next((h for h in self.hosts if h.account.agent_id == agent_id), None)
         if host is not None:
             out.line("  as its daemon logged it:")
-            entries = daemon_timeline(host.daemon_log, night)
+            entries = daemon_timeline(host.host.daemon_log, night)
         else:
             out.line("  as the simulated agent saw it:")
             agent = next(a for a in self.simulated if a.agent_id == agent_id)

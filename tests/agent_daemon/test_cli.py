@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.agent_daemon.daemon_support.agent_host import AgentHost, agent_environment, run_agent
+from nachtwacht.worlds.daemons import agent_environment, run_agent
+from nachtwacht.worlds.hosts import AgentHost
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ import pytest
 from agent_daemon.daemon import MAX_DISPATCH_ATTEMPTS, is_current
 from agent_daemon.daemon_state import StateStore
 from agent_daemon.updater import UpdateOutcome, UpdateRequest
+from nachtwacht.worlds.clocks import ManualClock, SkewedClock
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane, Run
 from tests.agent_daemon.daemon_support.harness import Harness
-from tests.agent_daemon.daemon_support.manual_clock import ManualClock, SkewedClock
 from tests.agent_daemon.daemon_support.stub_updater import SimulatedCrash, StubUpdater
 
 # 03:00 in Amsterdam on 2026-11-30 (CET, UTC+1) is 02:00Z.

@@ -45,6 +45,7 @@ from ground.contract import (
     TokenView,
 )
 from nachtwacht.demo_night.simulated import SimulatedAgent, SimulatedFleet
+from nachtwacht.worlds.clocks import ManualClock
 from shared_planner import Slot, due_slot
 from tests.agent_daemon.daemon_support.fake_control_plane import (
     CREDENTIAL,
@@ -52,7 +53,6 @@ from tests.agent_daemon.daemon_support.fake_control_plane import (
     FakeControlPlane,
 )
 from tests.agent_daemon.daemon_support.harness import Harness
-from tests.agent_daemon.daemon_support.manual_clock import ManualClock
 from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
 
 # 03:00 in Amsterdam on 2026-11-30 (CET) is 02:00Z; the tick comes a minute into the window.

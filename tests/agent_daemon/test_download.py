@@ -25,7 +25,7 @@ from agent_daemon.updater.download import (
     final_path,
     part_path,
 )
-from tests.agent_daemon.updater_support.artifact_server import ArtifactServer, artifact_server
+from nachtwacht.worlds.artifact_server import ArtifactServer, artifact_server
 
 ARTIFACT = os.urandom(300_000)
 SHA = hashlib.sha256(ARTIFACT).hexdigest()

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.agent_daemon.daemon_support.agent_host import AgentHost, run_agent
+from nachtwacht.worlds.daemons import run_agent
+from nachtwacht.worlds.hosts import AgentHost
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import pytest
 from agent_daemon.errors import InstallFailed, SelfTestFailed, UnsafeArchive
 from agent_daemon.updater.install import install_build, self_test
 from agent_daemon.updater.layout import COMPLETE_MARKER, InstallLayout
-from signed_release.demo_agent import build_demo_agent
+from nachtwacht.worlds.demo_agent import build_demo_agent
 from tests.agent_daemon.updater_support.releases import evil_archive
 
 

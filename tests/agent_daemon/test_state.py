@@ -20,7 +20,7 @@ from agent_daemon.updater.updater_state import (
     UpdaterStateStore,
 )
 from ground.clock import SystemClock
-from tests.agent_daemon.updater_support.releases import ReleaseFactory
+from nachtwacht.worlds.releases import ReleaseFactory
 
 
 def sample_state() -> UpdaterState:

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from nachtwacht.demo_night.errors import DemoUsageError
-from nachtwacht.demo_night.hosts import write_health_script
 from nachtwacht.demo_night.night import local_label, night_of
 from nachtwacht.demo_night.options import DEFAULT_SIZES, parse_options
-from tests.conftest import REPO_ROOT, child_environment
+from nachtwacht.worlds.hosts import write_health_script
+from nachtwacht.worlds.processes import REPO_ROOT, child_environment
 
 # A deadline for a failure, never a speed assertion: the demo plays a 40-minute night.
 DEMO_DEADLINE_SECONDS = 280

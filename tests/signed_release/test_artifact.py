@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from nachtwacht.worlds.demo_agent import build_demo_agent
 from signed_release import ArtifactError, describe_artifact
-from signed_release.demo_agent import build_demo_agent
 
 
 def test_an_agent_build_is_described_by_length_hash_and_unpacked_size(tmp_path: Path) -> None:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from nachtwacht.release_cli import main
 from signed_release import (
     check_signature,
     describe_artifact,
     load_public_keys,
     parse_manifest,
 )
-from signed_release.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """One night for a small fleet, end to end: a real control plane process on the embedded
 PostgreSQL, real `nachtwacht agent run` processes, real signed builds made with
-`nachtwacht release`, real install roots with the managed agent under a supervisor process — all on
-one fast fake clock.
+`nachtwacht release`, real install roots with the managed agent under a supervisor — all on one
+fast fake clock. Every part comes from the world kit (`nachtwacht.worlds`).
 
 Time: every process gets the same `NACHTWACHT_FAKE_CLOCK` (start, anchor, speed). The anchor lies a
 little in the real future so that setting up (starting processes, enrolling) happens while the
@@ -11,10 +11,6 @@ clock still shows the evening; tests then wait for *product* instants, never for
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -25,21 +21,18 @@ from zoneinfo import ZoneInfo
 
 import httpx
 
-from agent_daemon.updater import Updater, UpdateRequest, UpdaterSettings
-from ground.clock import FakeClock
+from nachtwacht.worlds.artifact_server import artifact_server
+from nachtwacht.worlds.clocks import NightClock
+from nachtwacht.worlds.daemons import DaemonProcess
+from nachtwacht.worlds.hosts import AgentHost, preinstall
+from nachtwacht.worlds.release_tooling import sign_build
+from nachtwacht.worlds.releases import ReleaseFactory
+from nachtwacht.worlds.supervisor import ServiceSupervisor
 from signed_release import generate_key_files, load_private_key
-from tests.agent_daemon.daemon_support.agent_host import (
-    AgentHost,
-    DaemonProcess,
-    agent_environment,
-)
-from tests.agent_daemon.updater_support.artifact_server import artifact_server
-from tests.agent_daemon.updater_support.releases import ReleaseFactory
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-SUPERVISOR = REPO_ROOT / "tests/agent_daemon/updater_support/supervisor.py"
+__all__ = ["Host", "Night", "NightClock", "events_json", "local"]
+
 AMSTERDAM = ZoneInfo("Europe/Amsterdam")
-SPEED = 30.0
 # Product seconds: generous, because a product minute is two real seconds on a shared machine.
 HEALTH_DEADLINE_SECONDS = "1800"
 REQUEST_TIMEOUT_SECONDS = "300"
@@ -50,58 +43,13 @@ def local(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=AMSTERDAM).astimezone(UTC)
 
 
-@dataclass(frozen=True)
-class NightClock:
-    start: datetime
-    anchor: float
-    speed: float = SPEED
-
-    @classmethod
-    def starting(
-        cls, start: datetime, *, speed: float = SPEED, lead_seconds: float = 25.0
-    ) -> NightClock:
-        return cls(start=start, anchor=time.time() + lead_seconds, speed=speed)
-
-    @property
-    def setting(self) -> str:
-        return FakeClock(start=self.start, anchor=self.anchor, speed=self.speed).setting()
-
-    def now(self) -> datetime:
-        return self.start + timedelta(seconds=(time.time() - self.anchor) * self.speed)
-
-    def wait_until(self, instant: datetime) -> None:
-        remaining = (instant - self.now()).total_seconds() / self.speed
-        if remaining > 0:
-            time.sleep(remaining)
-
-    def fake(self) -> FakeClock:
-        return FakeClock(start=self.start, anchor=self.anchor, speed=self.speed)
-
-
-def run_cli(*args: str, env: dict[str, str]) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "nachtwacht.cli", *args],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    if result.returncode != 0:
-        raise AssertionError(f"nachtwacht {args}: exit {result.returncode}: {result.stderr}")
-    return result.stdout
-
-
 @dataclass
 class Host:
-    """One customer host: its agent in the control plane, install root, supervisor and daemon."""
+    """One customer host: its agent in the control plane, its folders and its daemons."""
 
     name: str
     agent_id: str
     agent: AgentHost
-    supervisor: subprocess.Popen[bytes]
-    heartbeat: Path
     clock_setting: str
     daemons: list[DaemonProcess] = field(default_factory=list)
 
@@ -114,20 +62,13 @@ class Host:
         return self.daemon
 
     def current_version(self) -> str | None:
-        link = self.agent.install_root / "current"
-        return Path(link.readlink()).name if link.is_symlink() else None
+        return self.agent.current_version()
 
     def installed_versions(self) -> list[str]:
-        versions = self.agent.install_root / "versions"
-        return sorted(p.name for p in versions.iterdir() if not p.name.startswith("."))
+        return self.agent.installed_versions()
 
     def running_version(self) -> str | None:
-        result = subprocess.run(
-            [str(self.agent.install_root / "current/bin/provibr-agent"), "health",
-             "--heartbeat", str(self.heartbeat)],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        return result.stdout.strip() if result.returncode == 0 else None
+        return self.agent.running_version()
 
 
 @dataclass
@@ -144,8 +85,7 @@ class Night:
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True)
         self.keys_dir = self.root / "release-keys"
-        generate_key_files(self.keys_dir)
-        self.public_key = self.keys_dir / "release.pub"
+        _, self.public_key, _ = generate_key_files(self.keys_dir)
         self.env = {"NACHTWACHT_RELEASE_PUBLIC_KEYS": str(self.public_key)}
         self.plane = self.start_control_plane(
             fake_clock=self.clock.setting, env=self.env, args=list(self.control_plane_args)
@@ -167,7 +107,9 @@ class Night:
             key=load_private_key(self.keys_dir / "release.key"),
             issued_at=self.clock.start - timedelta(days=2),
         )
-        self.factory.workdir.mkdir()
+        self.supervisor = ServiceSupervisor()
+        self.supervisor.start()
+        self.exits.callback(self.supervisor.close)
 
     # -- the control plane --------------------------------------------------------------------
 
@@ -180,19 +122,14 @@ class Night:
 
     def publish(self, version: str, manifest_version: int) -> None:
         """Build, sign and publish with the real release tooling and the control plane's CLI."""
-        env = agent_environment(NACHTWACHT_FAKE_CLOCK=self.clock.setting)
-        build = self.root / f"provibr-agent-{version}.tar.gz"
-        out = self.root / f"release-{version}"
-        run_cli("release", "build-demo-agent", "--version", version, "--out", str(build), env=env)
-        run_cli(
-            "release", "sign", "--key", str(self.keys_dir / "release.key"), "--version", version,
-            "--channel", "stable", "--platform", "linux-x86_64", "--expires-in", "30d",
-            "--manifest-version", str(manifest_version), "--out", str(out), str(build),
-            env=env,
-        )  # fmt: skip
-        self.plane.admin(
-            "publish-release", str(out / "manifest.json"), str(out / "manifest.sig"), str(build)
+        build = sign_build(
+            version=version,
+            manifest_version=manifest_version,
+            keys_dir=self.keys_dir,
+            workdir=self.root,
+            clock_setting=self.clock.setting,
         )
+        self.plane.publish_release(build)
 
     def set_brake(self, engaged: bool) -> None:
         answer = self.operator.put(
@@ -224,75 +161,40 @@ class Night:
 
     def add_host(self, name: str, *, installed: tuple[str, int] | None = ("1.4.1", 41)) -> Host:
         enrolled = self.plane.enroll_agent(self.org_id, name)
-        base = self.root / name
-        agent = AgentHost(base, keys_dir=self.keys_dir)
-        agent.install_root.mkdir(parents=True)
-        heartbeat = base / "run" / "heartbeat.json"
-        heartbeat.parent.mkdir(parents=True)
-        pidfile = base / "supervisor.pid"
-        supervisor = subprocess.Popen(
-            [sys.executable, str(SUPERVISOR), str(agent.install_root), str(heartbeat), str(pidfile)]
-        )
-        self.exits.callback(_stop, supervisor)
-        while not pidfile.exists() or not pidfile.read_text().strip():
-            time.sleep(0.05)
-        health = [str(agent.install_root / "current/bin/provibr-agent"), "health",
-                  "--heartbeat", str(heartbeat)]  # fmt: skip
+        agent = AgentHost(self.root / name, keys_dir=self.keys_dir)
+        agent.prepare()
+        self.supervisor.add(agent)
         if installed is not None:
-            self._preinstall(agent, supervisor.pid, health, *installed)
+            self._preinstall(agent, *installed)
         result = agent.enroll(
             self.plane.base_url,
             enrolled["agent_key"],
-            "--restart-command", f"kill -HUP {supervisor.pid}",
-            "--health-command", " ".join(health),
+            "--restart-command", " ".join(agent.restart_command),
+            "--health-command", " ".join(agent.health_command),
             "--health-deadline-seconds", HEALTH_DEADLINE_SECONDS,
             "--request-timeout-seconds", REQUEST_TIMEOUT_SECONDS,
-            env=agent_environment(NACHTWACHT_FAKE_CLOCK=self.clock.setting),
+            env={"NACHTWACHT_FAKE_CLOCK": self.clock.setting},
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
         host = Host(
-            name=name,
-            agent_id=enrolled["agent_id"],
-            agent=agent,
-            supervisor=supervisor,
-            heartbeat=heartbeat,
-            clock_setting=self.clock.setting,
+            name=name, agent_id=enrolled["agent_id"], agent=agent, clock_setting=self.clock.setting
         )
         self.hosts.append(host)
         return host
 
-    def _preinstall(
-        self, agent: AgentHost, supervisor_pid: int, health: list[str], version: str, mv: int
-    ) -> None:
+    def _preinstall(self, agent: AgentHost, version: str, manifest_version: int) -> None:
         """The version the host runs before the night, installed by the updater itself."""
-        release = self.factory.release(version, mv)
-        with artifact_server() as server, httpx.Client() as client:
-            url = server.serve("/preinstall", release.artifact)
-            updater = Updater(
-                settings=UpdaterSettings(
-                    install_root=agent.install_root,
-                    state_dir=agent.state_dir / "updater",
-                    trusted_keys=self.factory.trusted,
-                    platform="linux-x86_64",
-                    channel="stable",
-                    restart_command=("kill", "-HUP", str(supervisor_pid)),
-                    health_command=tuple(health),
-                    health_deadline_seconds=60,
-                    health_poll_seconds=0.2,
-                ),
-                client=client,
-                # Before the night, at real speed: the pre-install is not part of the test.
-                clock=FakeClock(start=self.clock.start, anchor=time.time(), speed=1.0),
+        release = self.factory.release(version, manifest_version)
+        with artifact_server() as server:
+            preinstall(
+                agent,
+                manifest=release.manifest_bytes,
+                signature=release.signature,
+                artifact_url=server.serve("/preinstall", release.artifact),
+                trusted_keys=self.factory.trusted,
+                # At real speed: the pre-install is not part of the test.
+                before_night=self.clock.start,
             )
-            outcome = updater.apply(
-                UpdateRequest(
-                    run_id="preinstall",
-                    manifest=release.manifest_bytes,
-                    signature=release.signature,
-                    artifact_url=url,
-                )
-            )
-        assert outcome.status == "succeeded", outcome.error
 
     def close(self) -> None:
         for host in self.hosts:
@@ -301,16 +203,6 @@ class Night:
         self.panel.close()
         self.operator.close()
         self.exits.close()
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def events_json(daemon: DaemonProcess) -> str:

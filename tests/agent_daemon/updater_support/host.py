@@ -1,13 +1,11 @@
-"""A customer host in a temporary directory: an install root, the updater's state directory, the
-managed agent under a real supervisor process, a real loopback artifact server and a release key."""
+"""A customer host in a temporary directory for the updater's tests: the world kit's host
+(`nachtwacht.worlds.hosts.AgentHost`) with its managed agent under the kit's supervisor, a real
+loopback artifact server and a release factory with its own key."""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from cryptography.hazmat.primitives import serialization
 
 from agent_daemon.updater import UpdateOutcome, Updater, UpdateRequest, UpdaterSettings
 from ground.clock import Clock, SystemClock
-from tests.agent_daemon.updater_support.artifact_server import ArtifactServer, artifact_server
-from tests.agent_daemon.updater_support.releases import Release, ReleaseFactory
+from nachtwacht.worlds.artifact_server import ArtifactServer, artifact_server
+from nachtwacht.worlds.hosts import AgentHost
+from nachtwacht.worlds.releases import Release, ReleaseFactory
+from nachtwacht.worlds.supervisor import ServiceSupervisor
 
 SUPPORT = Path(__file__).resolve().parent
 REPO = SUPPORT.parents[2]
@@ -30,9 +29,9 @@ REPO = SUPPORT.parents[2]
 @dataclass(kw_only=True)
 class Host:
     base: Path
+    agent: AgentHost
     factory: ReleaseFactory
     server: ArtifactServer
-    supervisor: subprocess.Popen[bytes]
     settings: UpdaterSettings
 
     @property
@@ -45,7 +44,7 @@ class Host:
 
     @property
     def heartbeat(self) -> Path:
-        return self.base / "run/heartbeat.json"
+        return self.agent.heartbeat
 
     def updater(self, *, clock: Clock | None = None, **overrides: Any) -> Updater:
         settings = replace(self.settings, **overrides) if overrides else self.settings
@@ -78,27 +77,15 @@ class Host:
     def running_version(self) -> str:
         """The version the supervised agent reports, waiting until it reports one (the test's
         timeout bounds the wait)."""
-        while True:
-            result = subprocess.run(
-                [self.install_root / "current/bin/provibr-agent", "health",
-                 "--heartbeat", str(self.heartbeat)],
-                capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            if result.returncode == 0:
-                return result.stdout.strip()
+        while (version := self.agent.running_version()) is None:
             time.sleep(0.1)
+        return version
 
     def versions_on_disk(self) -> list[str]:
         return sorted(p.name for p in (self.install_root / "versions").iterdir())
 
     def write_trusted_key(self) -> Path:
-        path = self.base / "release.pub"
-        path.write_bytes(
-            self.factory.key.public_key().public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            )
-        )
-        return path
+        return self.factory.write_public_key(self.base / "release.pub")
 
     def state(self) -> dict[str, Any]:
         data: dict[str, Any] = json.loads((self.state_dir / "updater-state.json").read_text())
@@ -108,42 +95,20 @@ class Host:
 @contextmanager
 def customer_host(base: Path, *, health_deadline_seconds: float = 60.0) -> Iterator[Host]:
     """A host with nothing installed yet and the supervisor waiting for a `current` build."""
-    install_root = base / "opt/provibr-agent"
-    install_root.mkdir(parents=True)
-    (base / "run").mkdir()
-    pidfile = base / "supervisor.pid"
-    supervisor = subprocess.Popen(
-        [sys.executable, str(SUPPORT / "supervisor.py"), str(install_root),
-         str(base / "run/heartbeat.json"), str(pidfile)],
-    )  # fmt: skip
+    factory = ReleaseFactory(workdir=base / "builds")
+    agent = AgentHost(base)
+    agent.prepare()
+    supervisor = ServiceSupervisor()
+    supervisor.add(agent)
+    supervisor.start()
     try:
-        while not pidfile.exists() or not pidfile.read_text().strip():
-            time.sleep(0.02)
-        factory = ReleaseFactory(workdir=base / "builds")
-        factory.workdir.mkdir()
-        settings = UpdaterSettings(
-            install_root=install_root,
-            state_dir=base / "var/lib/nachtwacht-agent",
-            trusted_keys=factory.trusted,
-            platform="linux-x86_64",
-            channel="stable",
-            restart_command=("kill", "-HUP", str(supervisor.pid)),
-            health_command=(
-                str(install_root / "current/bin/provibr-agent"),
-                "health",
-                "--heartbeat",
-                str(base / "run/heartbeat.json"),
-            ),
-            health_deadline_seconds=health_deadline_seconds,
-            health_poll_seconds=0.2,
+        settings = agent.updater_settings(
+            factory.trusted, health_deadline_seconds=health_deadline_seconds
         )
         with artifact_server() as server:
-            yield Host(
-                base=base, factory=factory, server=server, supervisor=supervisor, settings=settings
-            )
+            yield Host(base=base, agent=agent, factory=factory, server=server, settings=settings)
     finally:
-        supervisor.send_signal(signal.SIGTERM)
-        supervisor.wait()
+        supervisor.close()
 
 
 @contextmanager

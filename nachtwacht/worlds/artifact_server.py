@@ -1,5 +1,13 @@
 """A real HTTP server on 127.0.0.1 serving artifacts the way the control plane does (Range,
-If-Range, ETag = quoted sha256) — and, on request, the ways a hostile or broken server does not."""
+If-Range, ETag = quoted sha256) — and, on request, the ways a hostile or broken server does not.
+
+    with artifact_server() as server:
+        url = server.serve("/v1/agent/runs/r1/artifact", body, behaviour="cut_once", cut_after=500)
+        server.requests("/v1/agent/runs/r1/artifact")     # the headers of every request
+
+The updater's tests use the behaviours; the demo installs its first version from it, and the
+download benchmark measures the updater against it.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal
+
+__all__ = ["ArtifactServer", "Behaviour", "artifact_server"]
 
 Behaviour = Literal[
     "normal",  # 200 / 206 with Range and If-Range honoured
@@ -108,8 +118,19 @@ class _Server(ThreadingHTTPServer):
 class ArtifactServer:
     _server: _Server
 
-    def serve(self, path: str, body: bytes, **options: object) -> str:
-        self._server.files[path] = Served(body=body, **options)  # type: ignore[arg-type]
+    def serve(
+        self,
+        path: str,
+        body: bytes,
+        *,
+        behaviour: Behaviour = "normal",
+        cut_after: int = 0,
+        trickle_interval: float = 0.05,
+    ) -> str:
+        """Serve `body` at `path`; returns its URL."""
+        self._server.files[path] = Served(
+            body=body, behaviour=behaviour, cut_after=cut_after, trickle_interval=trickle_interval
+        )
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}{path}"
 

@@ -1,4 +1,4 @@
-"""A tiny but real agent build for tests and the demo.
+"""A tiny but real agent build for the demo, the tests and the benchmarks.
 
 `bin/provibr-agent` is a Python script. `provibr-agent --version` prints its version;
 `provibr-agent [run] [--heartbeat FILE]` runs as a service and rewrites FILE every half second with

@@ -1,0 +1,55 @@
+"""`nachtwacht release …`: the release-format package's commands (`signed_release.cli`) plus
+`build-demo-agent`, which builds the tiny real agent of the demo and the tests. The demo agent
+lives in the roof (`nachtwacht.worlds.demo_agent`): an agent host verifying releases needs none
+of it.
+
+    nachtwacht release build-demo-agent --version 1.5.0 [--fault F] [--padding-bytes N] --out FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import cast
+
+from nachtwacht.worlds.demo_agent import FAULTS, Fault, build_demo_agent
+from signed_release.cli import ExtraCommand, version_argument
+from signed_release.cli import main as release_main
+
+__all__ = ["main"]
+
+
+def _byte_count(value: str) -> int:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of bytes")
+    return int(value)
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", type=version_argument, required=True)
+    parser.add_argument("--fault", choices=FAULTS, default="none", help="build a broken agent")
+    parser.add_argument(
+        "--padding-bytes", type=_byte_count, default=0, help="incompressible filler"
+    )
+    parser.add_argument("--out", type=Path, required=True, metavar="FILE.tar.gz")
+
+
+def _build(args: argparse.Namespace) -> int:
+    fault = cast(Fault, args.fault)
+    out = build_demo_agent(
+        args.out, version=args.version, fault=fault, padding_bytes=args.padding_bytes
+    )
+    print(f"wrote {out} (provibr-agent {args.version}, fault {args.fault})")
+    return 0
+
+
+BUILD_DEMO_AGENT = ExtraCommand(
+    name="build-demo-agent",
+    help="build a tiny real agent (tar.gz)",
+    add_arguments=_arguments,
+    run=_build,
+)
+
+
+def main(argv: list[str]) -> int:
+    return release_main(argv, extra_commands=(BUILD_DEMO_AGENT,))

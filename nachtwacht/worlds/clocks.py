@@ -1,0 +1,111 @@
+"""Clocks for worlds. All satisfy `ground.clock.Clock`; none re-implements the product's time.
+
+ManualClock   a test moves it by hand (`set`, `advance`); `sleep` advances it
+SkewedClock   another host's wrong view of a ManualClock's moment
+NightClock    one fast fake clock shared by many processes through `NACHTWACHT_FAKE_CLOCK`;
+              its anchor may lie in the real future, so setting up a world happens while
+              the clock still shows the evening
+showing_now   a real-speed clock showing a given instant now (signing a release "before the
+              night", installing the first version)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from ground.clock import FakeClock
+
+__all__ = ["ManualClock", "NightClock", "SkewedClock", "showing_now"]
+
+
+class ManualClock:
+    """A clock the test moves by hand."""
+
+    is_fake = True
+    speed = 1.0
+
+    def __init__(self, start: datetime) -> None:
+        self._now = start.astimezone(UTC)
+
+    def now(self) -> datetime:
+        return self._now
+
+    def set(self, instant: datetime) -> None:
+        self._now = instant.astimezone(UTC)
+
+    def advance(self, **delta: float) -> datetime:
+        self._now += timedelta(**delta)
+        return self._now
+
+    def real_seconds(self, product_seconds: float) -> float:
+        return product_seconds
+
+    def sleep(self, product_seconds: float) -> None:
+        self._now += timedelta(seconds=product_seconds)
+
+    def describe(self) -> str:
+        return f"manual test clock at {self._now.isoformat()}"
+
+
+class SkewedClock:
+    """Another host's view of the same moment: `base` plus a fixed error."""
+
+    is_fake = True
+    speed = 1.0
+
+    def __init__(self, base: ManualClock, skew: timedelta) -> None:
+        self._base = base
+        self._skew = skew
+
+    def now(self) -> datetime:
+        return self._base.now() + self._skew
+
+    def real_seconds(self, product_seconds: float) -> float:
+        return product_seconds
+
+    def sleep(self, product_seconds: float) -> None:
+        self._base.sleep(product_seconds)
+
+    def describe(self) -> str:
+        return f"skewed test clock ({self._skew})"
+
+
+def showing_now(instant: datetime) -> FakeClock:
+    """A real-speed fake clock that shows `instant` at this moment."""
+    return FakeClock(start=instant, anchor=time.time(), speed=1.0)
+
+
+@dataclass(frozen=True)
+class NightClock:
+    """`start` at real Unix time `anchor`, `speed` times as fast, for every process of a world."""
+
+    start: datetime
+    anchor: float
+    speed: float = 30.0
+
+    @classmethod
+    def starting(
+        cls, start: datetime, *, speed: float = 30.0, lead_seconds: float = 25.0
+    ) -> NightClock:
+        """A clock that shows `start` `lead_seconds` real seconds from now (by default enough
+        for a test to start a control plane and a few hosts before the night begins)."""
+        return cls(start=start, anchor=time.time() + lead_seconds, speed=speed)
+
+    def fake(self) -> FakeClock:
+        return FakeClock(start=self.start, anchor=self.anchor, speed=self.speed)
+
+    @property
+    def setting(self) -> str:
+        """The `NACHTWACHT_FAKE_CLOCK` value that gives a child process this clock."""
+        return self.fake().setting()
+
+    def now(self) -> datetime:
+        return self.fake().now()
+
+    def wait_until(self, instant: datetime) -> None:
+        """Sleep (real time) until the clock shows `instant`."""
+        remaining = (instant - self.now()).total_seconds() / self.speed
+        if remaining > 0:
+            time.sleep(remaining)

@@ -1,0 +1,144 @@
+"""`nachtwacht control serve` as a real process on loopback, and its admin commands.
+
+    plane = start_control_plane(data_dir=…, stderr_path=…, fake_clock=…)   # or database_url=…
+    org = plane.create_org("Acme")          # `nachtwacht control create-org Acme --json …`
+    plane.publish_release(build)            # a SignedBuild (release_tooling)
+    plane.stop()                            # SIGTERM, the exit code
+
+The server listens on an ephemeral port; its URL comes from the ready line it prints
+(`control_plane.ready_line`). Several starts over one database are several replicas.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from control_plane.ready_line import wait_for_ready_url
+from ground.clock import FAKE_CLOCK_ENV
+from nachtwacht.worlds.errors import WorldError
+from nachtwacht.worlds.processes import (
+    REPO_ROOT,
+    child_environment,
+    nachtwacht_command,
+    run_nachtwacht,
+    stop_process,
+)
+from nachtwacht.worlds.release_tooling import SignedBuild, publish
+
+__all__ = ["START_DEADLINE_SECONDS", "RunningControlPlane", "start_control_plane"]
+
+# A deadline for a failure to start, not a speed expectation: a healthy start takes seconds.
+START_DEADLINE_SECONDS = 120.0
+
+
+@dataclass
+class RunningControlPlane:
+    """One `control serve` process; `database_url` is "" when it runs on `data_dir`'s server."""
+
+    base_url: str
+    database_url: str
+    process: subprocess.Popen[str]
+    stderr_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+    data_dir: Path | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def location(self) -> list[str]:
+        """The flags that point an admin command at this server's database."""
+        if self.data_dir is not None:
+            return ["--data-dir", str(self.data_dir)]
+        return ["--database-url", self.database_url]
+
+    def admin(self, *args: str) -> Any:
+        """Run `nachtwacht control ARGS --json <location>` and return its parsed output."""
+        output = run_nachtwacht("control", *args, "--json", *self.location(), env=self.env)
+        return json.loads(output)
+
+    def create_org(self, name: str) -> dict[str, str]:
+        created: dict[str, str] = self.admin("create-org", name)
+        return created
+
+    def enroll_agent(self, org_id: str, name: str) -> dict[str, str]:
+        enrolled: dict[str, str] = self.admin("enroll-agent", "--org", org_id, "--name", name)
+        return enrolled
+
+    def create_operator_key(self) -> str:
+        key: str = self.admin("create-operator-key")["operator_key"]
+        return key
+
+    def publish_release(self, build: SignedBuild) -> None:
+        """`publish-release`: the control plane checks the signature before it stores anything."""
+        publish(build, location=self.location(), env=self.env)
+
+    def stop(self) -> int:
+        """SIGTERM, then wait; returns the exit code."""
+        code = stop_process(self.process, deadline_seconds=START_DEADLINE_SECONDS)
+        assert code is not None
+        self.detach()
+        return code
+
+    def detach(self) -> None:
+        """Stop reading from it; the server keeps running (the demo's `--keep`)."""
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+
+def start_control_plane(
+    *,
+    stderr_path: Path,
+    database_url: str | None = None,
+    data_dir: Path | None = None,
+    fake_clock: str | None = None,
+    env: Mapping[str, str] | None = None,
+    args: Sequence[str] = (),
+) -> RunningControlPlane:
+    """Start `serve` on 127.0.0.1 and an ephemeral port; returns once its ready line came."""
+    if (database_url is None) == (data_dir is None):
+        raise ValueError("give exactly one of database_url and data_dir")
+    location = ["--data-dir", str(data_dir)] if data_dir else ["--database-url", str(database_url)]
+    extra = dict(env or {})
+    if fake_clock is not None:
+        extra[FAKE_CLOCK_ENV] = fake_clock
+    child_env = child_environment(extra)
+    with stderr_path.open("a") as stderr:
+        process = subprocess.Popen(
+            nachtwacht_command(
+                "control", "serve", "--host", "127.0.0.1", "--port", "0", *location, *args
+            ),
+            env=child_env,
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    assert process.stdout is not None
+    url = wait_for_ready_url(process.stdout, timeout_seconds=START_DEADLINE_SECONDS)
+    if url is None:
+        process.kill()
+        process.wait()
+        process.stdout.close()
+        tail = stderr_path.read_text(errors="replace").strip().splitlines()[-1:]
+        raise WorldError(
+            "the control plane did not start"
+            + (f": {tail[0]}" if tail else "")
+            + f" (log: {stderr_path})"
+        )
+    return RunningControlPlane(
+        base_url=url,
+        database_url=database_url or "",
+        process=process,
+        stderr_path=stderr_path,
+        env=child_env,
+        data_dir=data_dir,
+    )

@@ -1,0 +1,81 @@
+"""Signed releases made with the real tooling, each step a child process as a release engineer runs
+it: `nachtwacht release keygen`, `release build-demo-agent`, `release sign`, and
+`nachtwacht control publish-release` (which checks the signature before storing anything).
+
+The demo and the end-to-end tests use this path on purpose: it proves the commands, not only the
+functions behind them. `releases.ReleaseFactory` makes the same things in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ground.clock import FAKE_CLOCK_ENV
+from nachtwacht.worlds.processes import run_nachtwacht
+
+__all__ = ["CHANNEL", "PLATFORM", "SignedBuild", "make_release_key", "publish", "sign_build"]
+
+PLATFORM = "linux-x86_64"
+CHANNEL = "stable"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SignedBuild:
+    version: str
+    manifest_version: int
+    artifact: Path
+    release_dir: Path
+
+    @property
+    def manifest(self) -> Path:
+        return self.release_dir / "manifest.json"
+
+    @property
+    def signature(self) -> Path:
+        return self.release_dir / "manifest.sig"
+
+
+def make_release_key(keys_dir: Path) -> Path:
+    """`release keygen`; returns the public key's path (the private one is beside it)."""
+    run_nachtwacht("release", "keygen", "--out", str(keys_dir))
+    return keys_dir / "release.pub"
+
+
+def sign_build(
+    *, version: str, manifest_version: int, keys_dir: Path, workdir: Path, clock_setting: str
+) -> SignedBuild:
+    """Build `provibr-agent VERSION` and sign it, on the clock `clock_setting` describes (the
+    manifest's `issued_at` is that clock's now)."""
+    artifact = workdir / f"provibr-agent-{version}.tar.gz"
+    release_dir = workdir / f"release-{version}"
+    run_nachtwacht("release", "build-demo-agent", "--version", version, "--out", str(artifact))
+    run_nachtwacht(
+        "release", "sign", "--key", str(keys_dir / "release.key"), "--version", version,
+        "--channel", CHANNEL, "--platform", PLATFORM, "--expires-in", "30d",
+        "--manifest-version", str(manifest_version), "--out", str(release_dir), str(artifact),
+        env={FAKE_CLOCK_ENV: clock_setting},
+    )  # fmt: skip
+    return SignedBuild(
+        version=version,
+        manifest_version=manifest_version,
+        artifact=artifact,
+        release_dir=release_dir,
+    )
+
+
+def publish(
+    build: SignedBuild, *, location: Sequence[str], env: Mapping[str, str] | None = None
+) -> None:
+    """`control publish-release` against the database `location` names (`--data-dir DIR` or
+    `--database-url URL`, plus `--release-public-key` when the environment names no key)."""
+    run_nachtwacht(
+        "control",
+        "publish-release",
+        *location,
+        str(build.manifest),
+        str(build.signature),
+        str(build.artifact),
+        env=env,
+    )
