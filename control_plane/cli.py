@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -83,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080, help="TCP port; 0 picks a free one (8080)")
     serve.add_argument("--no-migrate", action="store_true", help="do not migrate at start-up")
     serve.add_argument("--pool-size", type=int, default=10, help="database connections (10)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="worker processes, each with its own pool (the machine's cores)",
+    )
     serve.add_argument("--log-level", default="warning", help="uvicorn's log level (warning)")
     serve.add_argument("--timezone", help="store the platform time zone ($NACHTWACHT_TIMEZONE)")
     serve.add_argument(
@@ -295,6 +302,7 @@ def _serve(args: argparse.Namespace) -> int:
         database=_location(args),
         migrate=not args.no_migrate,
         pool_size=args.pool_size,
+        workers=args.workers,
         log_level=args.log_level,
         platform_settings=settings_from_env(vars(args)),
         release_public_keys=release_key_paths(args.release_public_key),

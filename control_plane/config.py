@@ -96,6 +96,8 @@ class ServeSettings:
     database: DatabaseLocation
     migrate: bool = True
     pool_size: int = 10
+    # Worker processes over one socket; each has its own pool of `pool_size` connections.
+    workers: int = 1
     log_level: str = "warning"
     # Platform settings to store at start-up (only those given).
     platform_settings: dict[str, Any] = field(default_factory=dict)
@@ -104,6 +106,8 @@ class ServeSettings:
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ConfigurationError(f"--port: {self.port} is not a TCP port (expected 0-65535)")
+        if self.workers < 1:
+            raise ConfigurationError(f"--workers: {self.workers} must be at least 1")
         if self.pool_size < 1:
             raise ConfigurationError(f"--pool-size: {self.pool_size} must be at least 1")
 

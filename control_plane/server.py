@@ -1,33 +1,51 @@
-"""`nachtwacht control serve`: one process that owns its database connection pool and HTTP socket.
+"""`nachtwacht control serve`: one process, or a supervisor and N forked workers, sharing one
+listening socket.
 
 Start-up order: clock → socket (a taken port fails before anything starts) → database
-(embedded or URL) → migrations → pool → settings → "ready" line. SIGTERM and SIGINT stop uvicorn
-gracefully; then the pool closes and the embedded PostgreSQL is let go (stopped, unless another of
-our processes still uses it).
+(embedded or URL) → migrations → settings → workers. Each worker owns its connection pool, its
+services, the refusal flusher and the reconcile loop (the advisory lock makes one worker of all
+replicas the reconcile leader), and runs uvicorn on uvloop with httptools over the inherited
+socket; the kernel spreads connections between them. The caps hold across workers as they do
+across replicas: the database enforces them. The "ready" line comes once every worker accepts.
+
+SIGTERM and SIGINT stop uvicorn gracefully (in every worker: the supervisor forwards them); then
+each pool closes and the embedded PostgreSQL is let go (stopped, unless another of our processes
+still uses it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import select
 import signal
 import socket
 import sys
+import time
+from collections.abc import Callable, Mapping
 from types import FrameType
+from typing import Any
 
 import uvicorn
+import uvloop
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane import migrate
 from control_plane.api.app import create_app
 from control_plane.config import ServeSettings, load_trusted_keys
 from control_plane.database import open_pool
-from control_plane.errors import ConfigurationError
+from control_plane.errors import ConfigurationError, ControlPlaneError, DatabaseUnavailable
 from control_plane.ready_line import ready_line
 from control_plane.reconcile import reconcile_running
 from control_plane.registry import build_services
 from control_plane.startup import opened_database
 from ground.clock import Clock, clock_from_env
 
-__all__ = ["serve"]
+__all__ = ["serve", "uvicorn_options"]
+
+# A deadline for a worker that hangs while starting, not a speed expectation.
+WORKER_START_DEADLINE_SECONDS = 120.0
 
 
 class _Stop(Exception):
@@ -67,13 +85,148 @@ def _url(sock: socket.socket) -> str:
     return f"http://{shown}:{port}"
 
 
-async def _run(server: uvicorn.Server, sock: socket.socket) -> None:
+def uvicorn_options(log_level: str) -> dict[str, Any]:
+    """uvicorn's server options, shared with the benchmark's bare baseline app.
+
+    httptools parses HTTP/1.1 in C (h11 is pure Python); the access log is one formatted line
+    and a logging call per request, so it is on only when asked for (`--log-level info`)."""
+    return {
+        "http": "httptools",
+        "log_level": log_level,
+        "access_log": log_level in {"debug", "info"},
+    }
+
+
+async def _run(server: uvicorn.Server, sock: socket.socket, ready: Callable[[], None]) -> None:
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.02)
     if server.started:
-        print(ready_line(_url(sock)), flush=True)
+        ready()
     await task
+
+
+def _serve_worker(
+    url: str,
+    settings: ServeSettings,
+    clock: Clock,
+    trusted_keys: Mapping[str, Ed25519PublicKey],
+    sock: socket.socket,
+    ready: Callable[[], None],
+) -> None:
+    """One worker: its pool, services and reconcile loop, uvicorn until a signal stops it."""
+    pool = open_pool(url, min_size=1, max_size=settings.pool_size)
+    try:
+        services = build_services(pool, trusted_keys)
+        config = uvicorn.Config(
+            create_app(services, clock), lifespan="off", **uvicorn_options(settings.log_level)
+        )
+        # uvloop: the event loop's own overhead per request is a fraction of asyncio's.
+        with (
+            reconcile_running(pool, clock, url, services),
+            asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
+        ):
+            runner.run(_run(uvicorn.Server(config), sock, ready))
+    finally:
+        pool.close()
+
+
+def _store_platform_settings(url: str, settings: ServeSettings) -> None:
+    if not settings.platform_settings:
+        return
+    pool = open_pool(url, min_size=1, max_size=1)
+    try:
+        build_services(pool).settings.update(settings.platform_settings)
+    finally:
+        pool.close()
+
+
+def _fork_worker(start: Callable[[Callable[[], None]], None]) -> tuple[int, int]:
+    """A child process running `start`; returns its pid and the pipe it reports ready on."""
+    readable, writable = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(readable)
+
+        def ready() -> None:
+            os.write(writable, b"r")
+
+        code = 0
+        try:
+            start(ready)
+        except _Stop:
+            pass
+        except ControlPlaneError as exc:
+            print(f"nachtwacht control serve: worker {os.getpid()}: {exc}", file=sys.stderr)
+            code = 1
+        except BaseException as exc:  # a worker must never fall back into the supervisor's code
+            print(f"nachtwacht control serve: worker {os.getpid()}: {exc!r}", file=sys.stderr)
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+    os.close(writable)
+    return pid, readable
+
+
+def _await_ready(pipes: list[int]) -> bool:
+    """True once every worker wrote its ready byte; False when one closed its pipe first."""
+    waiting = set(pipes)
+    deadline = time.monotonic() + WORKER_START_DEADLINE_SECONDS
+    while waiting:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        readable, _, _ = select.select(list(waiting), [], [], left)
+        for fd in readable:
+            if not os.read(fd, 1):
+                return False
+            waiting.discard(fd)
+    return True
+
+
+def _stop_workers(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def _supervise(workers: int, start: Callable[[Callable[[], None]], None], url: str) -> int:
+    """Fork `workers` workers, print the ready line once all accept, wait; a worker that dies
+    stops the others (a half-sized server would hide its failure behind the survivors)."""
+    pids: list[int] = []
+    pipes: list[int] = []
+    try:
+        for _ in range(workers):
+            pid, pipe = _fork_worker(start)
+            pids.append(pid)
+            pipes.append(pipe)
+        if not _await_ready(pipes):
+            raise DatabaseUnavailable("a worker failed to start (its reason is above)")
+        print(ready_line(url), flush=True)
+        _, status = os.wait()
+        pids = [pid for pid in pids if _still_running(pid)]
+        print(
+            f"nachtwacht control serve: a worker exited ({status:#x}); stopping the others",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
+    finally:
+        _stop_workers(pids)
+        for pipe in pipes:
+            os.close(pipe)
+
+
+def _still_running(pid: int) -> bool:
+    try:
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:
+        return False
 
 
 def serve(settings: ServeSettings) -> int:
@@ -84,28 +237,23 @@ def serve(settings: ServeSettings) -> int:
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)
     sock = _listening_socket(settings.host, settings.port)
+    code = 0
     try:
         with opened_database(settings.database, migrate_to_head=settings.migrate) as url:
             if not settings.migrate:
                 migrate.require_head(url)
-            pool = open_pool(url, min_size=1, max_size=settings.pool_size)
-            try:
-                services = build_services(pool, trusted_keys)
-                if settings.platform_settings:
-                    services.settings.update(settings.platform_settings)
-                config = uvicorn.Config(
-                    create_app(services, clock),
-                    log_level=settings.log_level,
-                    lifespan="off",
-                    access_log=settings.log_level in {"debug", "info"},
-                )
-                with reconcile_running(pool, clock, url, services):
-                    asyncio.run(_run(uvicorn.Server(config), sock))
-            finally:
-                pool.close()
+            _store_platform_settings(url, settings)
+
+            def start(ready: Callable[[], None]) -> None:
+                _serve_worker(url, settings, clock, trusted_keys, sock, ready)
+
+            if settings.workers == 1:
+                start(lambda: print(ready_line(_url(sock)), flush=True))
+            else:
+                code = _supervise(settings.workers, start, _url(sock))
     except _Stop:
         pass
     finally:
         sock.close()
     print("nachtwacht control plane stopped", file=sys.stderr, flush=True)
-    return 0
+    return code

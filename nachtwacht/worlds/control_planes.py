@@ -102,8 +102,12 @@ def start_control_plane(
     fake_clock: str | None = None,
     env: Mapping[str, str] | None = None,
     args: Sequence[str] = (),
+    workers: int = 1,
 ) -> RunningControlPlane:
-    """Start `serve` on 127.0.0.1 and an ephemeral port; returns once its ready line came."""
+    """Start `serve` on 127.0.0.1 and an ephemeral port; returns once its ready line came.
+
+    One worker unless asked: the tests and the demo start many servers at once, and each worker
+    is a process with its own pool and reconcile loop (`serve`'s own default is the cores)."""
     if (database_url is None) == (data_dir is None):
         raise ValueError("give exactly one of database_url and data_dir")
     location = ["--data-dir", str(data_dir)] if data_dir else ["--database-url", str(database_url)]
@@ -114,7 +118,16 @@ def start_control_plane(
     with stderr_path.open("a") as stderr:
         process = subprocess.Popen(
             nachtwacht_command(
-                "control", "serve", "--host", "127.0.0.1", "--port", "0", *location, *args
+                "control",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--workers",
+                str(workers),
+                *location,
+                *args,
             ),
             env=child_env,
             cwd=REPO_ROOT,
