@@ -119,7 +119,9 @@ def _serve_worker(
     try:
         services = build_services(pool, trusted_keys)
         config = uvicorn.Config(
-            create_app(services, clock), lifespan="off", **uvicorn_options(settings.log_level)
+            create_app(services, clock, database_threads=settings.pool_size),
+            lifespan="off",
+            **uvicorn_options(settings.log_level),
         )
         # uvloop: the event loop's own overhead per request is a fraction of asyncio's.
         with (

@@ -20,9 +20,19 @@ from control_plane.errors import Conflict, Forbidden, InvalidInput, NotFound, Un
 from control_plane.inputs import stored_text
 from control_plane.types import Connection, Pool
 
-__all__ = ["AccountService", "IssuedAgent", "IssuedOrg", "Principal"]
+__all__ = ["AGENT_OF_CREDENTIAL", "AccountService", "IssuedAgent", "IssuedOrg", "Principal"]
 
 MAX_NAME_LENGTH = 200
+
+# The agent a presented agent credential belongs to, as a subquery: the agents' two calls of
+# every minute (the config poll and the claim) read it in the same statement as their data, so
+# the hot path is one round trip and a revoked credential (`revoked_at`) is refused at once —
+# there is no cache to outlive it. Nothing found is not an answer: the caller then asks
+# `authenticate`, which tells 401 from 403.
+AGENT_OF_CREDENTIAL = (
+    "SELECT c.agent_id FROM credentials c WHERE c.secret_sha256 = %(secret_sha256)s"
+    " AND c.audience = 'agent' AND c.revoked_at IS NULL"
+)
 
 
 @dataclass(frozen=True, kw_only=True)

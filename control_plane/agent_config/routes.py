@@ -3,11 +3,21 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import JSONResponse
 
+from control_plane.agent_config.services import VersionedConfig
 from control_plane.api.answers import AUTHENTICATED, errors
-from control_plane.api.deps import AgentCaller, RequestNow, services_of
+from control_plane.api.deps import (
+    AgentCredential,
+    PresentedAgentKey,
+    RequestNow,
+    in_database_thread,
+    services_of,
+)
+from control_plane.registry import Services
 from ground.contract import CONFIG_PATH, AgentConfig
 
 __all__ = ["router"]
@@ -30,17 +40,26 @@ def _etag_matches(if_none_match: str | None, etag: str) -> bool:
         **errors(*AUTHENTICATED, 404, 422),
     },
 )
-def agent_config(
+async def agent_config(
     request: Request,
-    caller: AgentCaller,
+    credential: AgentCredential,
     now: RequestNow,
     if_none_match: str | None = Header(default=None),
 ) -> Response:
     """The agent's schedule, time zone, catch-up window, brake, release and the server's time.
     `If-None-Match` with the last ETag gets a 304 when nothing but the time changed."""
-    assert caller.agent_id is not None
-    versioned = services_of(request).agent_config.config(caller.agent_id, now)
+    services = services_of(request)
+    versioned = await in_database_thread(request, lambda: _config(services, credential, now))
     headers = {"ETag": versioned.etag, "Cache-Control": "no-cache"}
     if _etag_matches(if_none_match, versioned.etag):
         return Response(status_code=304, headers=headers)
     return JSONResponse(versioned.config.model_dump(mode="json"), headers=headers)
+
+
+def _config(services: Services, credential: PresentedAgentKey, now: datetime) -> VersionedConfig:
+    found = services.agent_config.config_as(credential.secret_sha256, now)
+    if found is not None:
+        return found
+    caller = credential.principal(services)  # the 401 or 403, when that is why nothing was found
+    assert caller.agent_id is not None
+    return services.agent_config.config(caller.agent_id, now)

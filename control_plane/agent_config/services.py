@@ -6,23 +6,22 @@ agent whose config did not change gets a 304.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from control_plane.brake.services import brake_state
+from control_plane.accounts.services import AGENT_OF_CREDENTIAL
 from control_plane.errors import NotFound
-from control_plane.releases.services import current_release, release_view
-from control_plane.settings.services import read_settings
-from control_plane.types import Connection, Pool
+from control_plane.releases.services import release_view
+from control_plane.types import Pool
 from ground.contract import (
     AgentConfig,
     AnswerCode,
     BrakeView,
     ManualUpdateView,
-    ReleaseView,
     ScheduleView,
 )
 
@@ -39,69 +38,131 @@ class VersionedConfig:
     etag: str
 
 
+# One statement: the `last_seen_at` stamp (a data-modifying CTE, its own autocommit transaction)
+# and everything the config is made of — the agent, the platform's settings and brake, the newest
+# release, a pending manual update. The poll every agent sends every minute is one round trip.
+# The settings, brake, releases and runs are other domains' tables, read here as the claims' hot
+# path reads them: for the hot path, one statement beats one call per domain.
+_CONFIG = """
+WITH seen AS (
+    UPDATE agents SET last_seen_at = %(now)s
+     WHERE id = {agent}
+       AND (last_seen_at IS NULL OR last_seen_at <= %(stale)s OR last_seen_at > %(now)s)
+)
+SELECT a.id, a.org_id, a.name, a.update_schedule_enabled, a.update_schedule_times,
+       s.timezone, s.catch_up_minutes, b.engaged AS brake_engaged, b.reason AS brake_reason,
+       rel.agent_version, rel.manifest_version, rel.channel, rel.platform,
+       manual.id AS manual_run_id, manual.created_at AS manual_requested_at
+  FROM agents a
+ CROSS JOIN platform_settings s
+ CROSS JOIN platform_brake b
+  LEFT JOIN LATERAL (
+        SELECT agent_version, manifest_version, channel, platform FROM releases
+         ORDER BY manifest_version DESC LIMIT 1
+       ) rel ON true
+  LEFT JOIN LATERAL (
+        SELECT r.id, r.created_at FROM runs r
+         WHERE r.agent_id = a.id AND r.trigger = 'manual' AND r.status IN ('requested', 'claimed')
+         ORDER BY r.created_at DESC LIMIT 1
+       ) manual ON true
+ WHERE a.id = {agent}
+"""
+_CONFIG_BY_ID = _CONFIG.format(agent="%(agent_id)s")
+_CONFIG_BY_CREDENTIAL = _CONFIG.format(agent=f"({AGENT_OF_CREDENTIAL})")
+
+
 class AgentConfigService:
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
 
     def config(self, agent_id: UUID, now: datetime) -> VersionedConfig:
         """The agent's config at `now` (the server's clock), and records that the agent was seen."""
+        found = self._config(_CONFIG_BY_ID, {"agent_id": agent_id}, now)
+        if found is None:
+            raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+        return found
+
+    def config_as(self, secret_sha256: str, now: datetime) -> VersionedConfig | None:
+        """`config` for the agent behind a presented credential, found in the same statement;
+        None when no agent has that valid credential."""
+        return self._config(_CONFIG_BY_CREDENTIAL, {"secret_sha256": secret_sha256}, now)
+
+    def _config(
+        self, statement: str, agent: dict[str, object], now: datetime
+    ) -> VersionedConfig | None:
         with self._pool.connection() as conn:
-            with conn.transaction():
-                conn.execute(
-                    "UPDATE agents SET last_seen_at = %(now)s WHERE id = %(id)s"
-                    " AND (last_seen_at IS NULL OR last_seen_at <= %(stale)s"
-                    "      OR last_seen_at > %(now)s)",
-                    {"id": agent_id, "now": now, "stale": now - LAST_SEEN_RESOLUTION},
-                )
-            timeless = _config(conn, agent_id)
-        return VersionedConfig(
-            config=timeless.model_copy(update={"server_time": now}), etag=_etag(timeless)
+            row = conn.execute(
+                statement, {**agent, "now": now, "stale": now - LAST_SEEN_RESOLUTION}
+            ).fetchone()
+        if row is None:
+            return None
+        timeless, etag = _timeless_config(
+            row["id"],
+            row["org_id"],
+            row["name"],
+            row["update_schedule_enabled"],
+            tuple(row["update_schedule_times"]),
+            row["timezone"],
+            row["catch_up_minutes"],
+            row["brake_engaged"],
+            row["brake_reason"],
+            row["agent_version"],
+            row["manifest_version"],
+            row["channel"],
+            row["platform"],
+            row["manual_run_id"],
+            row["manual_requested_at"],
         )
+        return VersionedConfig(config=timeless.model_copy(update={"server_time": now}), etag=etag)
 
 
-def _config(conn: Connection, agent_id: UUID) -> AgentConfig:
-    row = conn.execute(
-        "SELECT id, org_id, name, update_schedule_enabled, update_schedule_times"
-        " FROM agents WHERE id = %s",
-        [agent_id],
-    ).fetchone()
-    if row is None:
-        raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
-    settings = read_settings(conn)
-    brake = brake_state(conn)
-    return AgentConfig(
-        agent_id=row["id"],
-        org_id=row["org_id"],
-        name=row["name"],
-        schedule=ScheduleView(
-            enabled=row["update_schedule_enabled"], times=tuple(row["update_schedule_times"])
+# A pure function of the row, remembered: a fleet polls an unchanged config every minute, and
+# building, dumping and hashing it was most of a 304's own work. Any changed value is another
+# key, so nothing stale can come back; the size covers a large fleet's distinct configs.
+@functools.lru_cache(maxsize=65_536)
+def _timeless_config(
+    agent_id: UUID,
+    org_id: UUID,
+    name: str,
+    enabled: bool,
+    times: tuple[str, ...],
+    timezone: str,
+    catch_up_minutes: int,
+    brake_engaged: bool,
+    brake_reason: str | None,
+    release_version: str | None,
+    manifest_version: int | None,
+    channel: str | None,
+    platform: str | None,
+    manual_run_id: UUID | None,
+    manual_requested_at: datetime | None,
+) -> tuple[AgentConfig, str]:
+    timeless = AgentConfig(
+        agent_id=agent_id,
+        org_id=org_id,
+        name=name,
+        schedule=ScheduleView(enabled=enabled, times=times),
+        timezone=timezone,
+        catch_up_minutes=catch_up_minutes,
+        brake=BrakeView(engaged=brake_engaged, reason=brake_reason),
+        release=None
+        if release_version is None
+        else release_view(
+            {
+                "agent_version": release_version,
+                "manifest_version": manifest_version,
+                "channel": channel,
+                "platform": platform,
+            }
         ),
-        timezone=settings.timezone,
-        catch_up_minutes=settings.catch_up_minutes,
-        brake=BrakeView(engaged=brake.engaged, reason=brake.reason),
-        release=current_release_view(conn),
-        manual_update=pending_manual_update(conn, agent_id),
+        manual_update=None
+        if manual_run_id is None
+        else ManualUpdateView(run_id=manual_run_id, requested_at=manual_requested_at),
     )
+    return timeless, _etag(timeless)
 
 
 def _etag(timeless: AgentConfig) -> str:
     body = timeless.model_dump(mode="json", exclude={"server_time"})
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return '"' + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32] + '"'
-
-
-def current_release_view(conn: Connection) -> ReleaseView | None:
-    release = current_release(conn)
-    return None if release is None else release_view(release)
-
-
-def pending_manual_update(conn: Connection, agent_id: UUID) -> ManualUpdateView | None:
-    """A manual update requested in the panel and not yet finished."""
-    row = conn.execute(
-        "SELECT id, created_at FROM runs WHERE agent_id = %s AND trigger = 'manual'"
-        " AND status IN ('requested', 'claimed') ORDER BY created_at DESC LIMIT 1",
-        [agent_id],
-    ).fetchone()
-    if row is None:
-        return None
-    return ManualUpdateView(run_id=row["id"], requested_at=row["created_at"])

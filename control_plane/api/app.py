@@ -146,7 +146,9 @@ class Health(BaseModel):
     status: str
 
 
-def create_app(services: Services, clock: Clock) -> FastAPI:
+def create_app(services: Services, clock: Clock, *, database_threads: int = 10) -> FastAPI:
+    """The API over `services`; `database_threads` bounds the hot routes' worker threads (give
+    the pool's size)."""
     app = FastAPI(
         title="nachtwacht control plane",
         version=API_VERSION,
@@ -157,17 +159,26 @@ def create_app(services: Services, clock: Clock) -> FastAPI:
         ),
     )
     app.state.services = services
+    app.state.database_threads = database_threads
     app.add_exception_handler(RequestRefused, _refused)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _unreadable_body)
     # Also psycopg_pool.PoolTimeout (every connection busy): agents retry later.
     app.add_exception_handler(psycopg.OperationalError, _database_unavailable)
+
+    # Routes are matched in order: the liveness probe first, ahead of every domain's routes.
+    @app.get("/healthz", tags=["health"], response_model=Health)
+    async def healthz() -> Health:
+        """Liveness, without the database. `async`: a `def` route costs a worker-thread hop."""
+        return Health(status="ok")
+
+    # The agents' two calls of every minute next, then the rest.
     for module in (
+        agent_config,
+        claims,
         agents,
         runs,
         events,
-        agent_config,
-        claims,
         settings,
         brake,
         releases,
@@ -176,11 +187,6 @@ def create_app(services: Services, clock: Clock) -> FastAPI:
         metrics,
     ):
         app.include_router(module.router)
-
-    @app.get("/healthz", tags=["health"], response_model=Health)
-    async def healthz() -> Health:
-        """Liveness, without the database. `async`: a `def` route costs a worker-thread hop."""
-        return Health(status="ok")
 
     app.add_middleware(ServerTime, clock=clock)
     return app

@@ -7,23 +7,33 @@ client knows which key an operation takes. The schemes never answer by themselve
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, cast
+from typing import Annotated, TypeVar, cast
 
+import anyio.to_thread
+from anyio import CapacityLimiter
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from control_plane.accounts.credentials import Audience
+from control_plane.accounts.credentials import Audience, secret_sha256
 from control_plane.accounts.services import Principal
+from control_plane.errors import Unauthenticated
 from control_plane.registry import Services
 
 __all__ = [
     "AgentCaller",
+    "AgentCredential",
     "OperatorCaller",
     "PanelCaller",
+    "PresentedAgentKey",
     "RequestNow",
+    "in_database_thread",
     "services_of",
 ]
+
+_Result = TypeVar("_Result")
 
 
 def services_of(request: Request) -> Services:
@@ -70,6 +80,46 @@ def operator_caller(request: Request, bearer: Annotated[Bearer, Security(_OPERAT
     return _caller(request, bearer, Audience.OPERATOR)
 
 
+@dataclass(frozen=True, kw_only=True)
+class PresentedAgentKey:
+    """An agent key as presented, not yet checked: the hot routes check it in the same statement
+    that reads their data (`accounts.services.AGENT_OF_CREDENTIAL`), and fall back to
+    `authenticate` for the 401/403 when that statement finds no agent."""
+
+    secret: str
+    secret_sha256: str
+
+    def principal(self, services: Services) -> Principal:
+        return services.accounts.authenticate(self.secret, Audience.AGENT)
+
+
+async def agent_credential(
+    bearer: Annotated[Bearer, Security(_AGENT)],
+) -> PresentedAgentKey:
+    """No I/O, so `async`: a missing key is a 401 at once, before the body is looked at."""
+    if bearer is None:
+        raise Unauthenticated("a bearer credential is required (Authorization: Bearer …)")
+    return PresentedAgentKey(
+        secret=bearer.credentials, secret_sha256=secret_sha256(bearer.credentials)
+    )
+
+
+async def in_database_thread(request: Request, work: Callable[[], _Result]) -> _Result:
+    """Run blocking database work in a worker thread, at most as many at once as the pool has
+    connections: more threads would only queue for a connection, each wake-up costing the GIL.
+
+    The hot routes are `async` and make exactly this one thread hop; a `def` route with `def`
+    dependencies makes one hop per dependency and one for the route."""
+    state = request.app.state
+    limiter: CapacityLimiter | None = getattr(state, "database_limiter", None)
+    if limiter is None:
+        # Created on first use, inside the serving event loop, which anyio requires.
+        limiter = CapacityLimiter(state.database_threads)
+        state.database_limiter = limiter
+    return await anyio.to_thread.run_sync(work, limiter=limiter)
+
+
+AgentCredential = Annotated[PresentedAgentKey, Depends(agent_credential)]
 PanelCaller = Annotated[Principal, Depends(panel_caller)]
 AgentCaller = Annotated[Principal, Depends(agent_caller)]
 OperatorCaller = Annotated[Principal, Depends(operator_caller)]

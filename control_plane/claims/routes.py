@@ -6,11 +6,22 @@ exception handler answers with; the claims service records it, so this route onl
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from fastapi import APIRouter, Request, Response
 
 from control_plane.api.answers import AUTHENTICATED, errors
-from control_plane.api.deps import AgentCaller, RequestNow, services_of
-from ground.contract import CLAIMS_PATH, ClaimGrant, ClaimRequest, RefusalCode
+from control_plane.api.deps import (
+    AgentCredential,
+    PresentedAgentKey,
+    RequestNow,
+    in_database_thread,
+    services_of,
+)
+from control_plane.claims.services import Claim
+from control_plane.errors import NotFound
+from control_plane.registry import Services
+from ground.contract import CLAIMS_PATH, AnswerCode, ClaimGrant, ClaimRequest, RefusalCode
 
 __all__ = ["router"]
 
@@ -28,15 +39,36 @@ _REFUSAL_STATUSES = sorted({code.status for code in RefusalCode})
         **errors(*AUTHENTICATED, *_REFUSAL_STATUSES),
     },
 )
-def claim(
-    body: ClaimRequest, request: Request, response: Response, caller: AgentCaller, now: RequestNow
+async def claim(
+    body: ClaimRequest,
+    request: Request,
+    response: Response,
+    credential: AgentCredential,
+    now: RequestNow,
 ) -> ClaimGrant:
     """The throttle token for a slot (or a manual update): 201 new, 200 the same claim again.
     Refusals carry a `code` (`RefusalCode`): 422 `not_a_slot`; 409 `window_closed`,
     `slot_consumed`, `no_release`, `run_finished`; 503 `brake`; 429 `org_cap`/`global_cap` with
     `retry_after_seconds`; 404 `run_not_found`."""
-    assert caller.agent_id is not None
-    granted = services_of(request).claims.claim(caller.agent_id, body, now)
+    services = services_of(request)
+    granted = await in_database_thread(request, lambda: _claim(services, credential, body, now))
     if not granted.created:
         response.status_code = 200
     return granted.grant
+
+
+def _claim(
+    services: Services, credential: PresentedAgentKey, body: ClaimRequest, now: datetime
+) -> Claim:
+    # The scheduled claim (the 03:00 herd's refusal) checks the credential in its own statement.
+    if body.slot_key is not None:
+        found = services.claims.claim_slot_as(
+            credential.secret_sha256, body.slot_key, body.from_version, now
+        )
+        if found is not None:
+            return found
+    caller = credential.principal(services)  # the 401 or 403, when that is why nothing was found
+    assert caller.agent_id is not None
+    if body.slot_key is not None:
+        raise NotFound(f"agent {caller.agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+    return services.claims.claim(caller.agent_id, body, now)

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 import psycopg
 
+from control_plane.accounts.services import AGENT_OF_CREDENTIAL
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.slots import checked_slot, retry_after_seconds, round_start
 from control_plane.errors import ClaimRefused, NotFound
@@ -36,7 +38,8 @@ __all__ = ["TOKEN_LIFETIME", "Claim", "ClaimService"]
 TOKEN_LIFETIME = timedelta(minutes=60)
 
 _HOT_PATH = """
-SELECT a.org_id, a.update_schedule_enabled AS enabled, a.update_schedule_times AS times,
+SELECT a.id AS agent_id, a.org_id,
+       a.update_schedule_enabled AS enabled, a.update_schedule_times AS times,
        s.timezone, s.catch_up_minutes, s.org_cap, s.global_cap,
        b.engaged AS brake_engaged, b.reason AS brake_reason,
        (SELECT max(r.slot_at) FROM runs r
@@ -56,8 +59,10 @@ SELECT a.org_id, a.update_schedule_enabled AS enabled, a.update_schedule_times A
           FROM runs r LEFT JOIN tokens t ON t.run_id = r.id
          WHERE r.agent_id = a.id AND r.trigger = 'schedule' AND r.slot_key = %(slot_key)s
        ) existing ON true
- WHERE a.id = %(agent_id)s
+ WHERE a.id = {agent}
 """
+_HOT_PATH_BY_ID = _HOT_PATH.format(agent="%(agent_id)s")
+_HOT_PATH_BY_CREDENTIAL = _HOT_PATH.format(agent=f"({AGENT_OF_CREDENTIAL})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,82 +133,106 @@ class ClaimService:
         self, agent_id: UUID, slot_key: str, from_version: str | None, now: datetime
     ) -> Claim:
         """Grant a token for a scheduled slot, or raise the refusal (and record it as a fact)."""
-        try:
-            return self._claim_slot(agent_id, slot_key, from_version, now)
-        except ClaimRefused as refused:
-            # Buffered in memory: the refusal path itself writes nothing.
-            self._refusals.record(agent_id, slot_key, refused.refusal, now)
-            raise
+        claim = self._claim_slot(
+            _HOT_PATH_BY_ID, {"agent_id": agent_id}, slot_key, from_version, now
+        )
+        if claim is None:
+            raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+        return claim
+
+    def claim_slot_as(
+        self, secret_sha256: str, slot_key: str, from_version: str | None, now: datetime
+    ) -> Claim | None:
+        """`claim_slot` for the agent behind a presented credential, found in the same statement
+        (the refusal's one round trip); None when no agent has that valid credential."""
+        checked = stored_text("from_version", from_version, MAX_VERSION_LENGTH)
+        return self._claim_slot(
+            _HOT_PATH_BY_CREDENTIAL, {"secret_sha256": secret_sha256}, slot_key, checked, now
+        )
 
     def _claim_slot(
-        self, agent_id: UUID, slot_key: str, from_version: str | None, now: datetime
-    ) -> Claim:
+        self,
+        statement: str,
+        agent: dict[str, object],
+        slot_key: str,
+        from_version: str | None,
+        now: datetime,
+    ) -> Claim | None:
         current_round = round_start(now)
         with self._pool.connection() as conn:
             # One autocommit SELECT: no transaction to open, no row lock, no write.
             seen = conn.execute(
-                _HOT_PATH,
-                {
-                    "agent_id": agent_id,
-                    "slot_key": slot_key,
-                    "round": current_round,
-                    "now": now,
-                },
+                statement,
+                {**agent, "slot_key": slot_key, "round": current_round, "now": now},
             ).fetchone()
             if seen is None:
-                raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
-            slot = checked_slot(
-                slot_key,
-                enabled=seen["enabled"],
-                times=seen["times"],
-                timezone=seen["timezone"],
-                catch_up=timedelta(minutes=seen["catch_up_minutes"]),
+                return None
+            agent_id: UUID = seen["agent_id"]
+            try:
+                return self._decide(conn, seen, agent_id, slot_key, from_version, now)
+            except ClaimRefused as refused:
+                # Buffered in memory: the refusal path itself writes nothing.
+                self._refusals.record(agent_id, slot_key, refused.refusal, now)
+                raise
+
+    def _decide(
+        self,
+        conn: Connection,
+        seen: dict[str, Any],
+        agent_id: UUID,
+        slot_key: str,
+        from_version: str | None,
+        now: datetime,
+    ) -> Claim:
+        """The hot path's row → a refusal (raised), the same claim again, or a grant."""
+        slot = checked_slot(
+            slot_key,
+            enabled=seen["enabled"],
+            times=seen["times"],
+            timezone=seen["timezone"],
+            catch_up=timedelta(minutes=seen["catch_up_minutes"]),
+            now=now,
+        )
+        existing_run: UUID | None = seen["existing_run_id"]
+        if existing_run is not None:
+            if seen["existing_status"] != "claimed":
+                raise _slot_consumed(slot_key, f"was already consumed ({seen['existing_status']})")
+            if seen["existing_token_usable"]:
+                return Claim(created=False, grant=claim_grant(conn, existing_run))
+            # Its token was revoked (the brake) or ran out: a new lease, through the caps.
+        elif seen["last_consumed_at"] is not None and slot.at <= seen["last_consumed_at"]:
+            raise _slot_consumed(slot_key, "is at or before a slot this agent has already consumed")
+        if seen["brake_engaged"]:
+            raise _brake(seen["brake_reason"])
+        org_cap, global_cap = seen["org_cap"], seen["global_cap"]
+        if (seen["org_granted"] or 0) >= org_cap:
+            raise _cap_full(
+                RefusalCode.ORG_CAP,
+                now,
+                f"this organisation's {org_cap} updates for this minute are taken",
+            )
+        if (seen["global_granted"] or 0) >= global_cap:
+            raise _cap_full(
+                RefusalCode.GLOBAL_CAP,
+                now,
+                f"the platform's {global_cap} updates for this minute are taken",
+            )
+        try:
+            run_id = self._grant(
+                conn,
+                agent_id=agent_id,
+                org_id=seen["org_id"],
+                slot_key=slot_key,
+                slot_at=slot.at,
+                from_version=from_version,
+                existing_run=existing_run,
+                caps=(org_cap, global_cap),
                 now=now,
             )
-            existing_run: UUID | None = seen["existing_run_id"]
-            if existing_run is not None:
-                if seen["existing_status"] != "claimed":
-                    raise _slot_consumed(
-                        slot_key, f"was already consumed ({seen['existing_status']})"
-                    )
-                if seen["existing_token_usable"]:
-                    return Claim(created=False, grant=claim_grant(conn, existing_run))
-                # Its token was revoked (the brake) or ran out: a new lease, through the caps.
-            elif seen["last_consumed_at"] is not None and slot.at <= seen["last_consumed_at"]:
-                raise _slot_consumed(
-                    slot_key, "is at or before a slot this agent has already consumed"
-                )
-            if seen["brake_engaged"]:
-                raise _brake(seen["brake_reason"])
-            org_cap, global_cap = seen["org_cap"], seen["global_cap"]
-            if (seen["org_granted"] or 0) >= org_cap:
-                raise _cap_full(
-                    RefusalCode.ORG_CAP,
-                    now,
-                    f"this organisation's {org_cap} updates for this minute are taken",
-                )
-            if (seen["global_granted"] or 0) >= global_cap:
-                raise _cap_full(
-                    RefusalCode.GLOBAL_CAP,
-                    now,
-                    f"the platform's {global_cap} updates for this minute are taken",
-                )
-            try:
-                run_id = self._grant(
-                    conn,
-                    agent_id=agent_id,
-                    org_id=seen["org_id"],
-                    slot_key=slot_key,
-                    slot_at=slot.at,
-                    from_version=from_version,
-                    existing_run=existing_run,
-                    caps=(org_cap, global_cap),
-                    now=now,
-                )
-            except psycopg.errors.UniqueViolation:
-                # The same agent raced itself for this slot; the other request won. Its answer.
-                return self._existing_claim(conn, agent_id, slot_key)
-            return Claim(created=existing_run is None, grant=claim_grant(conn, run_id))
+        except psycopg.errors.UniqueViolation:
+            # The same agent raced itself for this slot; the other request won. Its answer.
+            return self._existing_claim(conn, agent_id, slot_key)
+        return Claim(created=existing_run is None, grant=claim_grant(conn, run_id))
 
     def _existing_claim(self, conn: Connection, agent_id: UUID, slot_key: str) -> Claim:
         row = conn.execute(
