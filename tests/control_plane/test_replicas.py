@@ -1,4 +1,5 @@
-"""Two `nachtwacht control serve` processes over one database hold the caps exactly (rule 9)."""
+"""Two `nachtwacht control serve` processes over one database hold the caps exactly (rule 9),
+with one worker each and with several workers each (`--workers`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable, Iterator
 from uuid import UUID
 
 import httpx
+import psutil
 import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -46,8 +48,14 @@ def _body(response: httpx.Response) -> dict[str, object]:
     return body
 
 
+@pytest.mark.parametrize(
+    "workers", [pytest.param(1, id="one_worker_each"), pytest.param(2, id="two_workers_each")]
+)
 def test_two_replicas_grant_exactly_the_caps(
-    control_plane_server: Callable[..., RunningControlPlane], pool: Pool, database_url: str
+    control_plane_server: Callable[..., RunningControlPlane],
+    pool: Pool,
+    database_url: str,
+    workers: int,
 ) -> None:
     key = Ed25519PrivateKey.generate()
     services = build_services(pool, {key_id(key.public_key()): key.public_key()})
@@ -63,8 +71,12 @@ def test_two_replicas_grant_exactly_the_caps(
 
     # Both replicas show the same product time, almost frozen at 03:01 CET: one round.
     fake_clock = f"2026-11-30T02:01:00Z,anchor={time.time()!r},speed=0.001"
-    flags = ["--org-cap", str(ORG_CAP), "--global-cap", str(GLOBAL_CAP)]
+    flags = ["--org-cap", str(ORG_CAP), "--global-cap", str(GLOBAL_CAP), "--workers", str(workers)]
     replicas = [control_plane_server(fake_clock=fake_clock, args=flags) for _ in range(2)]
+    for replica in replicas:
+        # `--workers 1` serves in the process itself; more are its children, one pool each.
+        expected_children = 0 if workers == 1 else workers
+        assert len(_serving_children(replica.pid)) == expected_children
 
     start = threading.Barrier(len(agents))
     answers: list[tuple[str, str, int, dict[str, object]]] = []
@@ -115,3 +127,18 @@ def test_two_replicas_grant_exactly_the_caps(
     assert again.status_code == 200
     assert again.json()["run_id"] == first["run_id"]
     assert UUID(again.json()["token"]["id"])
+
+    # A clean stop takes every worker with it.
+    for replica in replicas:
+        children = _serving_children(replica.pid)
+        assert replica.stop() == 0
+        assert not [
+            child for child in children if child.is_running() and child.status() != "zombie"
+        ]
+
+
+def _serving_children(pid: int) -> list[psutil.Process]:
+    """The server's worker processes (the embedded PostgreSQL is not its child here)."""
+    return [
+        child for child in psutil.Process(pid).children() if "nachtwacht.cli" in child.cmdline()
+    ]
