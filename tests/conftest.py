@@ -2,6 +2,8 @@
 the control plane as a real process.
 
 PostgreSQL
+    With pytest-xdist (the default: `-n auto` in pyproject) every worker is its own session, so
+    each worker starts its own server and template: workers share nothing but the machine.
     The session starts ONE embedded PostgreSQL (`pgserver`, in a temporary directory) — or, when
     `NACHTWACHT_DATABASE_URL` is set, uses that server (its role needs CREATEDB). It migrates one
     template database to head once; each test that asks gets its own copy

@@ -38,6 +38,8 @@ __all__ = ["HEALTH_SCRIPT", "AgentHost", "preinstall", "write_health_script"]
 # Product-second limits (they follow the fast clock). The daemon's config allows at most these.
 MAX_REQUEST_TIMEOUT = 300.0
 MAX_HEALTH_DEADLINE = 3600.0
+MAX_DOWNLOAD_READ_TIMEOUT = 600.0
+MAX_DOWNLOAD_DEADLINE = 86400.0
 
 # The heartbeat may be at most 5 s old. Builtins only: the updater probes many times a second.
 HEALTH_SCRIPT = r"""#!/usr/bin/env bash
@@ -152,6 +154,12 @@ class AgentHost:
             # Product seconds on a clock `speed` times as fast: keep a few real seconds of each.
             "health_deadline_seconds": min(MAX_HEALTH_DEADLINE, 30 * speed),
             "request_timeout_seconds": min(MAX_REQUEST_TIMEOUT, 5 * speed),
+            # The download's defaults (30 s without data, 900 s in all) were left to shrink with
+            # the clock: 1 real second at 30x, a quarter at 120x. On a loaded machine (the suite
+            # in parallel) a server that paused that long failed the night as a stalled
+            # download. Stalls are a property of the network, measured in real seconds.
+            "download_read_timeout_seconds": min(MAX_DOWNLOAD_READ_TIMEOUT, 5 * speed),
+            "download_deadline_seconds": min(MAX_DOWNLOAD_DEADLINE, 60 * speed),
         }
         write_config(self.state_dir / "agent.toml", render_config(fields))
 

@@ -11,6 +11,7 @@ clock still shows the evening; tests then wait for *product* instants, never for
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from zoneinfo import ZoneInfo
 
 import httpx
 
+from agent_daemon.settings import render_config, write_config
 from nachtwacht.worlds.artifact_server import artifact_server
 from nachtwacht.worlds.clocks import NightClock
 from nachtwacht.worlds.daemons import DaemonProcess
@@ -36,6 +38,11 @@ AMSTERDAM = ZoneInfo("Europe/Amsterdam")
 # Product seconds: generous, because a product minute is two real seconds on a shared machine.
 HEALTH_DEADLINE_SECONDS = "1800"
 REQUEST_TIMEOUT_SECONDS = "300"
+# The download's own limits, also product seconds, were left at their defaults (30 s without
+# data): one real second at 30x, a quarter at 120x. With the suite running in parallel the
+# control plane sometimes paused longer than that and the night failed as a stalled download.
+# A stall is a property of the network, in real seconds: these keep 20 s (30x) and 5 s (120x).
+DOWNLOAD_LIMITS = {"download_read_timeout_seconds": 600.0, "download_deadline_seconds": 86400.0}
 
 
 def local(text: str) -> datetime:
@@ -176,6 +183,7 @@ class Night:
             env={"NACHTWACHT_FAKE_CLOCK": self.clock.setting},
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
+        _add_to_config(agent.state_dir / "agent.toml", DOWNLOAD_LIMITS)
         host = Host(
             name=name, agent_id=enrolled["agent_id"], agent=agent, clock_setting=self.clock.setting
         )
@@ -207,3 +215,10 @@ class Night:
 
 def events_json(daemon: DaemonProcess) -> str:
     return "\n".join(json.dumps(e) for e in daemon.events)
+
+
+def _add_to_config(path: Path, fields: dict[str, float]) -> None:
+    """`agent enroll` has no flags for these; the file it wrote gets them, as an admin would."""
+    document = tomllib.loads(path.read_text())
+    document.pop("format_version", None)  # render_config writes its own
+    write_config(path, render_config({**document, **fields}))
