@@ -20,7 +20,7 @@ from uuid import UUID
 import psycopg
 
 from control_plane.claims.refusals import RefusalRecorder
-from control_plane.claims.slots import checked_slot, retry_after_seconds, round_start
+from control_plane.claims.slots import checked_slot_of, retry_after_seconds, round_start
 from control_plane.errors import ClaimRefused, NotFound
 from control_plane.events.services import record_event
 from control_plane.inputs import stored_text
@@ -152,14 +152,7 @@ class ClaimService:
             ).fetchone()
             if seen is None:
                 raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
-            slot = checked_slot(
-                slot_key,
-                enabled=seen["enabled"],
-                times=seen["times"],
-                timezone=seen["timezone"],
-                catch_up=timedelta(minutes=seen["catch_up_minutes"]),
-                now=now,
-            )
+            slot = checked_slot_of(seen, slot_key, now)
             existing_run: UUID | None = seen["existing_run_id"]
             if existing_run is not None:
                 if seen["existing_status"] != "claimed":

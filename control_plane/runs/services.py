@@ -4,14 +4,14 @@ download, and the panel's lists. All their SQL; every write takes `now` from its
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, get_args
 from uuid import UUID
 
 import psycopg
 
 from control_plane.agents.services import require_agent
-from control_plane.claims.slots import checked_slot
+from control_plane.claims.slots import checked_slot_of
 from control_plane.errors import ClaimRefused, Conflict, Forbidden, InvalidInput, NotFound
 from control_plane.events.services import ActorKind, record_event
 from control_plane.inputs import stored_text
@@ -74,14 +74,7 @@ class RunService:
             ).fetchone()
             if agent is None:
                 raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
-            slot = checked_slot(
-                slot_key,
-                enabled=agent["enabled"],
-                times=agent["times"],
-                timezone=agent["timezone"],
-                catch_up=timedelta(minutes=agent["catch_up_minutes"]),
-                now=now,
-            )
+            slot = checked_slot_of(agent, slot_key, now)
             existing = self._scheduled_run(conn, agent_id, slot_key)
             if existing is not None:
                 return RecordedRun(created=False, run=self._same_up_to_date(existing, slot_key))
