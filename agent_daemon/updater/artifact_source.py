@@ -79,6 +79,10 @@ def _origin(text: str, *, what: str) -> tuple[Origin, httpx.URL]:
         raise UntrustedArtifactSource(f"{what}: {_shown(text)} is not a URL ({exc})") from exc
     if url.scheme not in _DEFAULT_PORTS or not url.host:
         raise UntrustedArtifactSource(f"{what}: {_shown(text)} is not an absolute http(s) URL")
+    if port is not None and not 0 < port < 65536:
+        raise UntrustedArtifactSource(
+            f"{what}: {_shown(text)} names port {port} (expected 1-65535)"
+        )
     if url.userinfo:
         raise UntrustedArtifactSource(
             f"{what}: {_shown(text)} carries user-info (expected no credentials in a URL)"

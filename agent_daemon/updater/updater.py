@@ -193,7 +193,7 @@ class Updater:
         with _umask(UPDATER_UMASK):
             try:
                 with update_lock(self._settings.state_dir):
-                    return self._apply_locked(request)
+                    return self._apply_guarded(request)
             except (UpdateInProgress, DaemonStateError) as exc:
                 return self._outcome(request.run_id, "failed", error=str(exc))
             except OSError as exc:
@@ -201,12 +201,6 @@ class Updater:
                 # is finished by resume() once the cause is fixed (at most MAX_RUN_ATTEMPTS).
                 return self._outcome(
                     request.run_id, "failed", error=f"update interrupted: {_describe(exc)}"
-                )
-            except Exception as exc:
-                # Only a defect gets here (`_run` ends every failure of the steps itself): it
-                # costs this run, never the host.
-                return self._outcome(
-                    request.run_id, "failed", error=f"update failed: {_describe(exc)}"
                 )
 
     def resume(self) -> UpdateOutcome | None:
@@ -222,6 +216,19 @@ class Updater:
             return self._run(state)
 
     # -- steps --------------------------------------------------------------------------------
+
+    def _apply_guarded(self, request: UpdateRequest) -> UpdateOutcome:
+        try:
+            return self._apply_locked(request)
+        except (OSError, UpdateInProgress, DaemonStateError):
+            raise
+        except Exception as exc:
+            # Only a defect gets here (`_run` ends every failure of the steps itself). It costs
+            # this run, never the host: an update it left recorded is ended too.
+            in_progress = self._store.load().in_progress
+            if in_progress is not None and in_progress.run_id == request.run_id:
+                return self._end_unexpected(_describe(exc))
+            return self._outcome(request.run_id, "failed", error=f"update failed: {_describe(exc)}")
 
     def _apply_locked(self, request: UpdateRequest) -> UpdateOutcome:
         state = self._store.load()
