@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agent_daemon import wire
 from agent_daemon.control_plane_client import ControlPlaneClient
 from agent_daemon.errors import AgentError
 from agent_daemon.http_client import build_http_client
@@ -191,3 +192,36 @@ def test_a_cached_offset_that_is_not_a_sane_number_is_bounded_or_ignored(seconds
     clock = ServerClock(ManualClock(SLOT_AT))
     clock.learn_offset_seconds(seconds)
     assert abs(clock.offset) <= MAX_SERVER_CLOCK_OFFSET
+
+
+# -- item 7: the control plane's answers are bounded before parsing --------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b"[" * 100_000 + b"]" * 100_000, id="nested_a_hundred_thousand_deep"),
+        pytest.param(b'{"agent_id": ' + b"9" * 5000 + b"}", id="five_thousand_digit_number"),
+        pytest.param(b" " * (2 * 1024 * 1024) + b"{}", id="two_megabytes"),
+    ],
+)
+def test_a_hostile_config_answer_is_a_bad_config_that_consumes_nothing(
+    tmp_path: Path, body: bytes
+) -> None:
+    h, _ = make(tmp_path, config_body=body)
+    assert h.daemon.tick() == "bad_config"
+    assert h.state().last_consumed is None
+    assert "tick.crashed" not in h.event_names()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b'{"detail": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", id="nested"),
+        pytest.param(b'{"detail": {"code": ' + b"1" * 5000 + b"}}", id="huge_number"),
+    ],
+)
+def test_a_hostile_error_body_is_read_as_no_detail(body: bytes) -> None:
+    assert wire.error_detail(body) is None
+    assert wire.is_offline(503, body)
+    assert isinstance(wire.detail_text(body), str)
