@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.api import admin, agent, forecast, metrics, notifications, panel, webhook
 from control_plane.errors import RequestRefused
+from control_plane.panel import mount_panel
 from control_plane.services import Services
 from ground.clock import Clock
 from ground.contract import SERVER_TIME_HEADER, format_instant
@@ -116,6 +117,9 @@ def create_app(services: Services, clock: Clock) -> FastAPI:
     app.include_router(webhook.router)
     app.include_router(forecast.router)
     app.include_router(metrics.router)
+
+    # The panel (issue 15): server-rendered pages under /panel/ over the same services.
+    mount_panel(app)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:
