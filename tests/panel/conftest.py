@@ -121,7 +121,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             name = "".join(c if c.isalnum() or c in "-_." else "_" for c in item.nodeid)
             try:
                 page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-            except Exception as exc:  # noqa: BLE001 - a failed screenshot must not hide the failure
+            except Exception as exc:
                 report.sections.append(("screenshot", f"could not take one: {exc}"))
             else:
                 report.sections.append(("screenshot", str(SCREENSHOTS / f"{name}.png")))

@@ -92,7 +92,9 @@ def test_an_expired_session_sends_the_reader_to_sign_in(panel_world: PanelWorld)
     with sign_in_client(panel_world, panel_world.panel_key) as client:
         assert client.get("/panel/agents").status_code == 200
         with psycopg.connect(panel_world.server.database_url) as conn:
-            conn.execute("UPDATE panel_sessions SET expires_at = created_at + interval '1 microsecond'")
+            conn.execute(
+                "UPDATE panel_sessions SET expires_at = created_at + interval '1 microsecond'"
+            )
         answer = client.get("/panel/agents")
     assert answer.status_code == 303
     assert answer.headers["location"] == "/panel/sign-in?ended=1"
@@ -159,7 +161,8 @@ def test_an_operator_signs_in_to_the_operator_screens(panel_world: PanelWorld) -
         assert page.status_code == 200
         assert client.get("/panel/agents").status_code == 404
         refused = client.post(
-            "/panel/operator/brake", data={"engaged": "1", "reason": " ", "csrf": csrf_of(page.text)}
+            "/panel/operator/brake",
+            data={"engaged": "1", "reason": " ", "csrf": csrf_of(page.text)},
         )
         assert refused.status_code == 422
         engaged = client.post(
