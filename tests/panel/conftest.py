@@ -92,6 +92,40 @@ def csrf_of(html: str) -> str:
     return html.split('name="csrf" value="', 1)[1].split('"', 1)[0]
 
 
+AXE = Path(
+    os.environ.get(
+        "NACHTWACHT_AXE",
+        str(
+            Path(__file__).resolve().parents[2]
+            / ".venv/panel-browser/node_modules/axe-core/axe.min.js"
+        ),
+    )
+)
+DOC_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "panel"
+
+
+def check_accessibility(page: Any) -> None:
+    """axe-core on the page as it is: no serious or critical violation."""
+    if not AXE.exists():
+        pytest.fail(f"axe-core is missing at {AXE}: run bin/install-browser", pytrace=False)
+    page.wait_for_load_state()
+    page.add_script_tag(path=str(AXE))
+    result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+    serious = [
+        (v["id"], v["impact"], [node["target"] for node in v["nodes"]][:3])
+        for v in result["violations"]
+        if v["impact"] in {"serious", "critical"}
+    ]
+    assert serious == [], f"{page.url}: {serious}"
+
+
+def doc_screenshot(page: Any, name: str) -> None:
+    """With NACHTWACHT_DOC_SCREENSHOTS=1, keep this screen as docs/panel/<name>.png."""
+    if os.environ.get("NACHTWACHT_DOC_SCREENSHOTS") == "1":
+        DOC_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(DOC_SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
@@ -133,7 +167,10 @@ def new_page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Callable[
     contexts: list[Any] = []
 
     def open_page(locale: str = "en-GB") -> Any:
-        context = browser.new_context(locale=locale, viewport={"width": 1200, "height": 900})
+        # bypass_csp: axe-core is injected as a script the panel's own policy would refuse.
+        context = browser.new_context(
+            locale=locale, viewport={"width": 1200, "height": 900}, bypass_csp=True
+        )
         contexts.append(context)
         page = context.new_page()
         page.set_default_timeout(15_000)
