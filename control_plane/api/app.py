@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from control_plane.api import admin, agent, forecast, metrics, notifications, panel, webhook
 from control_plane.errors import RequestRefused
 from control_plane.panel import mount_panel
+from control_plane.panel.offline_docs import mount_offline_docs
 from control_plane.services import Services
 from ground.clock import Clock
 from ground.contract import SERVER_TIME_HEADER, format_instant
@@ -104,6 +105,9 @@ def create_app(services: Services, clock: Clock) -> FastAPI:
             "(`nwp_…`), agent endpoints an agent key (`nwa_…`), admin endpoints an operator key "
             "(`nwo_…`), as `Authorization: Bearer …`."
         ),
+        # /docs is served from local files (mount_offline_docs below); ReDoc would need a CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.services = services
     app.add_exception_handler(RequestRefused, _refused)
@@ -118,8 +122,10 @@ def create_app(services: Services, clock: Clock) -> FastAPI:
     app.include_router(forecast.router)
     app.include_router(metrics.router)
 
-    # The panel (issue 15): server-rendered pages under /panel/ over the same services.
+    # The panel (issue 15): server-rendered pages under /panel/ over the same services, and
+    # /docs without a CDN.
     mount_panel(app)
+    mount_offline_docs(app)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -163,8 +164,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.fixture
 def new_page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
-    """Opens a page in a fresh browser context (its own cookies) with the given languages."""
+    """Opens a page in a fresh browser context (its own cookies) with the given languages.
+
+    Every request that leaves loopback is refused and, at the end, fails the test: the panel
+    must work on a control plane without internet access."""
     contexts: list[Any] = []
+    outside: list[str] = []
+
+    def only_loopback(route: Any) -> None:
+        host = urlsplit(route.request.url).hostname
+        if host in {"127.0.0.1", "localhost"}:
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
 
     def open_page(locale: str = "en-GB") -> Any:
         # bypass_csp: axe-core is injected as a script the panel's own policy would refuse.
@@ -172,6 +185,7 @@ def new_page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Callable[
             locale=locale, viewport={"width": 1200, "height": 900}, bypass_csp=True
         )
         contexts.append(context)
+        context.route("**/*", only_loopback)
         page = context.new_page()
         page.set_default_timeout(15_000)
         request.node.panel_page = page
@@ -180,3 +194,4 @@ def new_page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Callable[
     yield open_page
     for context in contexts:
         context.close()
+    assert outside == [], f"the page asked for something outside: {outside}"

@@ -206,3 +206,12 @@ def test_the_schedule_editor_with_the_keyboard_alone(
     page.get_by_text(lang.gettext("The schedule is saved.")).wait_for()
     assert page.locator("#time-0").input_value() == "04:00"
     assert page.locator("#time-1").input_value() == "05:30"
+
+
+def test_the_api_docs_render_without_the_internet(
+    panel_world: PanelWorld, new_page: Callable[..., Any]
+) -> None:
+    page = new_page("en-GB")
+    page.goto(panel_world.server.base_url + "/docs")
+    page.locator(".swagger-ui .info .title").wait_for()
+    assert "nachtwacht control plane" in page.locator(".swagger-ui .info .title").inner_text()

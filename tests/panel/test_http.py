@@ -205,3 +205,19 @@ def test_pages_load_nothing_from_elsewhere(panel_world: PanelWorld) -> None:
     assert "http://" not in page.text.replace(panel_world.server.base_url, "")
     assert "https://" not in page.text.replace("https://…", "")
     assert css.status_code == 200
+
+
+def test_docs_load_nothing_from_elsewhere(panel_world: PanelWorld) -> None:
+    with panel_world.client() as client:
+        docs = client.get("/docs")
+        script = client.get("/docs-assets/swagger-ui-bundle.js")
+        css = client.get("/docs-assets/swagger-ui.css")
+        schema = client.get("/openapi.json")
+    assert docs.status_code == 200
+    assert "/docs-assets/swagger-ui-bundle.js" in docs.text
+    assert "cdn." not in docs.text
+    assert "https://" not in docs.text
+    assert script.status_code == 200
+    assert len(script.content) > 100_000
+    assert css.status_code == 200
+    assert not any(path.startswith("/panel") for path in schema.json()["paths"])
