@@ -1,0 +1,142 @@
+"""The operators' screens: the brake (with a required reason), the settings, the nights."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response
+from markupsafe import Markup
+
+from control_plane.panel import backend
+from control_plane.panel.charts import Bar, bar_chart
+from control_plane.panel.web import PREFIX, PanelContext, context_of, csrf_ok, page, redirect
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=PREFIX + "/operator", include_in_schema=False)
+
+FORECAST_NIGHTS = 3
+MAX_REASON = 500
+
+
+def _operator(request: Request) -> PanelContext | Response:
+    ctx = context_of(request)
+    if ctx.session is None:
+        return redirect(f"{PREFIX}/sign-in")
+    if ctx.session.audience != "operator":
+        return page(ctx, "not_found.html", status_code=404)
+    return ctx
+
+
+def _night_charts(ctx: PanelContext) -> list[Markup]:
+    zone = backend.platform(ctx.services).zone
+    first = ctx.now.astimezone(zone).date()
+    charts = []
+    for offset in range(FORECAST_NIGHTS):
+        day = first + timedelta(days=offset)
+        slots = backend.platform_forecast(ctx.services, day)
+        charts.append(
+            bar_chart(
+                [
+                    Bar(
+                        label=ctx.lang.time_with_zone(s.at, zone),
+                        total=s.agents,
+                        part=s.can_update,
+                        limit=s.capacity,
+                    )
+                    for s in slots
+                ],
+                title=ctx.lang.gettext("Agents per slot on %(day)s", day=ctx.lang.day(day)),
+                total_legend=ctx.lang.gettext("agents scheduled"),
+                part_legend=ctx.lang.gettext("can update in the window"),
+                limit_legend=ctx.lang.gettext("what the limits allow"),
+                empty_text=ctx.lang.gettext("No agents are scheduled that night."),
+                number=lambda n: ctx.lang.number(n),
+            )
+        )
+    return charts
+
+
+def _overview(
+    ctx: PanelContext,
+    *,
+    status_code: int = 200,
+    brake_error: bool = False,
+    settings_error: str | None = None,
+    saved: str | None = None,
+) -> Response:
+    return page(
+        ctx,
+        "operator.html",
+        status_code=status_code,
+        brake=backend.brake(ctx.services),
+        platform=backend.platform(ctx.services),
+        charts=_night_charts(ctx),
+        brake_error=brake_error,
+        settings_error=settings_error,
+        saved=saved,
+    )
+
+
+@router.get("")
+def overview(request: Request, saved: str | None = None) -> Response:
+    ctx = _operator(request)
+    if isinstance(ctx, Response):
+        return ctx
+    return _overview(ctx, saved=saved if saved in {"brake", "settings"} else None)
+
+
+@router.post("/brake")
+def set_brake(
+    request: Request,
+    csrf: Annotated[str, Form(max_length=200)] = "",
+    engaged: Annotated[str, Form()] = "0",
+    reason: Annotated[str, Form(max_length=2000)] = "",
+) -> Response:
+    ctx = _operator(request)
+    if isinstance(ctx, Response):
+        return ctx
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    assert ctx.session is not None
+    engage = engaged == "1"
+    reason = reason.strip()
+    if (engage and not reason) or len(reason) > MAX_REASON:
+        return _overview(ctx, status_code=422, brake_error=True)
+    backend.set_brake(
+        ctx.services, engaged=engage, reason=reason or None, by=ctx.session.credential_id
+    )
+    return redirect(f"{PREFIX}/operator?saved=brake")
+
+
+@router.post("/settings")
+def save_settings(
+    request: Request,
+    csrf: Annotated[str, Form(max_length=200)] = "",
+    timezone: Annotated[str, Form(max_length=100)] = "",
+    catch_up_minutes: Annotated[str, Form(max_length=10)] = "",
+    org_cap: Annotated[str, Form(max_length=10)] = "",
+    global_cap: Annotated[str, Form(max_length=10)] = "",
+) -> Response:
+    ctx = _operator(request)
+    if isinstance(ctx, Response):
+        return ctx
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    changes: dict[str, object] = {"timezone": timezone.strip()}
+    for name, text in (
+        ("catch_up_minutes", catch_up_minutes),
+        ("org_cap", org_cap),
+        ("global_cap", global_cap),
+    ):
+        try:
+            changes[name] = int(text.strip())
+        except ValueError:
+            return _overview(ctx, status_code=422, settings_error=name)
+    try:
+        backend.update_platform(ctx.services, changes)
+    except backend.Refused as exc:
+        return _overview(ctx, status_code=422, settings_error=exc.field)
+    return redirect(f"{PREFIX}/operator?saved=settings")
