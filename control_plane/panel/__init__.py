@@ -1,7 +1,8 @@
 """The panel: the customer's and the operator's screens, server-rendered, in nine languages.
 
-    backend.py          the one door into the control plane's services (only this file calls them)
-    sessions.py         sign-in sessions in PostgreSQL (migration 0006), CSRF tokens
+    backend.py          the one door into the control plane's services (only this file calls them);
+                        the sign-in sessions are the accounts domain's `SessionService`
+    csrf.py             the forms' CSRF tokens (derived from the session's secret)
     i18n.py             the nine languages: catalogs compiled at start, choice, CLDR formatting
     wording.py          the core's facts (problems, DST kinds, run states, events) said per language
     schedule_editor.py  the editor's rows, the problem next to its row, the preview of the nights

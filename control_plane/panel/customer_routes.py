@@ -10,6 +10,7 @@ from uuid import UUID
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
+from control_plane.accounts.credentials import Audience
 from control_plane.panel import backend, wording
 from control_plane.panel.charts import Bar, bar_chart
 from control_plane.panel.schedule_editor import EditorState, check_rows, preview
@@ -35,7 +36,7 @@ def _customer(request: Request) -> tuple[PanelContext, UUID] | Response:
     if ctx.session is None:
         ended = 1 if request.cookies.get("nw_panel_session") else 0
         return redirect(f"{PREFIX}/sign-in" + ("?ended=1" if ended else ""))
-    if ctx.session.audience != "panel" or ctx.session.org_id is None:
+    if ctx.session.audience is not Audience.PANEL or ctx.session.org_id is None:
         return page(ctx, "not_found.html", status_code=404)
     return ctx, ctx.session.org_id
 
@@ -54,8 +55,8 @@ def agents(request: Request) -> Response:
         return who
     ctx, org_id = who
     zone = backend.platform(ctx.services).zone
-    rows = backend.list_agents(ctx.services, org_id, ctx.now)
-    return page(ctx, "agents.html", agents=rows, zone=zone, wording=wording)
+    overview = backend.list_agents(ctx.services, org_id, now=ctx.now)
+    return page(ctx, "agents.html", agents=overview.agents, zone=zone, now=ctx.now, wording=wording)
 
 
 def _agent_page(
@@ -69,12 +70,13 @@ def _agent_page(
     requested: bool = False,
 ) -> Response:
     try:
-        detail = backend.agent_detail(ctx.services, org_id, agent_id, ctx.now)
+        detail = backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
     platform = backend.platform(ctx.services)
     if editor is None:
-        editor = check_rows(ctx.lang, enabled=detail.agent.enabled, rows=list(detail.agent.times))
+        schedule = detail.page.schedule
+        editor = check_rows(ctx.lang, enabled=schedule.enabled, rows=list(schedule.times))
     nights = (
         preview(ctx.lang, editor.times, zone=platform.zone, now=ctx.now)
         if editor.enabled and not editor.has_errors and editor.times
@@ -84,8 +86,10 @@ def _agent_page(
         ctx,
         "agent.html",
         status_code=status_code,
-        detail=detail,
-        agent=detail.agent,
+        agent=detail.page,
+        runs=detail.page.latest_runs,
+        events=detail.events,
+        now=ctx.now,
         editor=editor,
         nights=nights,
         zone=platform.zone,
@@ -141,7 +145,7 @@ def save_schedule(
         return _agent_page(ctx, org_id, parsed, editor, status_code=422)
     try:
         backend.save_schedule(
-            ctx.services, org_id, parsed, enabled=editor.enabled, times=editor.times
+            ctx.services, org_id, parsed, enabled=editor.enabled, times=editor.times, now=ctx.now
         )
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
@@ -192,7 +196,7 @@ def update_now(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
         return page(ctx, "refused.html", status_code=403)
     assert ctx.session is not None
     try:
-        backend.request_update(ctx.services, org_id, parsed, ctx.session.credential_id)
+        backend.request_update(ctx.services, org_id, parsed, ctx.session.credential_id, now=ctx.now)
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
     return redirect(f"{PREFIX}/agents/{parsed}?requested=1#runs")
@@ -204,9 +208,16 @@ def notifications(request: Request) -> Response:
     if isinstance(who, Response):
         return who
     ctx, org_id = who
-    unread, items = backend.notifications(ctx.services, org_id)
+    inbox = backend.notifications(ctx.services, org_id)
     zone = backend.platform(ctx.services).zone
-    return page(ctx, "notifications.html", unread=unread, items=items, zone=zone, wording=wording)
+    return page(
+        ctx,
+        "notifications.html",
+        unread=inbox.unread,
+        items=inbox.notifications,
+        zone=zone,
+        wording=wording,
+    )
 
 
 @router.post("/notifications/{notification_id}/read")
@@ -226,7 +237,7 @@ def mark_notification(
     if not csrf_ok(ctx, csrf):
         return page(ctx, "refused.html", status_code=403)
     try:
-        backend.mark_notification(ctx.services, org_id, parsed, read == "1")
+        backend.mark_notification(ctx.services, org_id, parsed, read == "1", now=ctx.now)
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
     return redirect(f"{PREFIX}/notifications")
@@ -282,7 +293,7 @@ def save_webhook(
         backend.delete_webhook(ctx.services, org_id)
         return redirect(f"{PREFIX}/webhook")
     try:
-        generated = backend.save_webhook(ctx.services, org_id, url, secret or None)
+        generated = backend.save_webhook(ctx.services, org_id, url, secret or None, now=ctx.now)
     except backend.Refused as exc:
         return _webhook_page(ctx, org_id, error_field=exc.field, url=url, status_code=422)
     return _webhook_page(ctx, org_id, secret_shown=generated, saved=True)
@@ -298,14 +309,15 @@ def forecast(request: Request) -> Response:
     today = ctx.now.astimezone(zone).date()
     # "Tonight": the slots of the coming local night, which belong to tomorrow's date after noon.
     night: date = today + timedelta(days=1) if ctx.now.astimezone(zone).hour >= 12 else today
-    slots = backend.org_forecast(ctx.services, org_id, night)
+    slots = backend.org_forecast(ctx.services, org_id, night).slots
     chart = bar_chart(
         [
             Bar(
                 label=ctx.lang.time_with_zone(slot.at, zone),
                 total=slot.agents,
                 part=slot.can_update,
-                limit=slot.capacity,
+                # The organisation's own cap over the window: what it can be served at most.
+                limit=slot.org_capacity,
             )
             for slot in slots
         ],

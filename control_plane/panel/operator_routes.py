@@ -9,6 +9,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 from markupsafe import Markup
 
+from control_plane.accounts.credentials import Audience
 from control_plane.panel import backend
 from control_plane.panel.charts import Bar, bar_chart
 from control_plane.panel.web import PREFIX, PanelContext, context_of, csrf_ok, page, redirect
@@ -25,7 +26,7 @@ def _operator(request: Request) -> PanelContext | Response:
     ctx = context_of(request)
     if ctx.session is None:
         return redirect(f"{PREFIX}/sign-in")
-    if ctx.session.audience != "operator":
+    if ctx.session.audience is not Audience.OPERATOR:
         return page(ctx, "not_found.html", status_code=404)
     return ctx
 
@@ -36,7 +37,7 @@ def _night_charts(ctx: PanelContext) -> list[Markup]:
     charts = []
     for offset in range(FORECAST_NIGHTS):
         day = first + timedelta(days=offset)
-        slots = backend.platform_forecast(ctx.services, day)
+        slots = backend.platform_forecast(ctx.services, day).slots
         charts.append(
             bar_chart(
                 [
@@ -106,7 +107,11 @@ def set_brake(
     if (engage and not reason) or len(reason) > MAX_REASON:
         return _overview(ctx, status_code=422, brake_error=True)
     backend.set_brake(
-        ctx.services, engaged=engage, reason=reason or None, by=ctx.session.credential_id
+        ctx.services,
+        engaged=engage,
+        reason=reason or None,
+        by=ctx.session.credential_id,
+        now=ctx.now,
     )
     return redirect(f"{PREFIX}/operator?saved=brake")
 

@@ -7,9 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
+from control_plane.accounts.credentials import Audience
 from control_plane.panel import backend
+from control_plane.panel.csrf import new_signin_token, tokens_match
 from control_plane.panel.i18n import LANGUAGES
-from control_plane.panel.sessions import new_signin_token, tokens_match
 from control_plane.panel.web import (
     LANGUAGE_COOKIE,
     PREFIX,
@@ -21,7 +22,6 @@ from control_plane.panel.web import (
     page,
     redirect,
     safe_next,
-    store_of,
 )
 
 __all__ = ["router"]
@@ -35,7 +35,7 @@ ONE_YEAR = 365 * 24 * 3600
 def home_of(ctx: PanelContext) -> str:
     if ctx.session is None:
         return f"{PREFIX}/sign-in"
-    return f"{PREFIX}/operator" if ctx.session.audience == "operator" else f"{PREFIX}/agents"
+    return f"{PREFIX}/operator" if ctx.session.audience is Audience.OPERATOR else f"{PREFIX}/agents"
 
 
 @router.get("/")
@@ -97,11 +97,18 @@ def sign_in(
                 "This key is not a panel or operator key we know, or it was revoked."
             ),
         )
-    secret = store_of(request).open(who.credential_id, now=ctx.now)
-    response = redirect(f"{PREFIX}/operator" if who.audience == "operator" else f"{PREFIX}/agents")
+    opened = backend.open_session(ctx.services, who, now=ctx.now)
+    response = redirect(
+        f"{PREFIX}/operator" if who.audience is Audience.OPERATOR else f"{PREFIX}/agents"
+    )
     # The cookie lives as long as the browser runs; the server decides when the session ends.
     response.set_cookie(
-        SESSION_COOKIE, secret, path=PREFIX, httponly=True, secure=ctx.secure, samesite="strict"
+        SESSION_COOKIE,
+        opened.secret,
+        path=PREFIX,
+        httponly=True,
+        secure=ctx.secure,
+        samesite="strict",
     )
     response.delete_cookie(SIGNIN_COOKIE, path=PREFIX)
     return response
@@ -114,7 +121,7 @@ def sign_out(request: Request, csrf: Annotated[str, Form(max_length=200)] = "") 
         return redirect(f"{PREFIX}/sign-in")
     if not csrf_ok(ctx, csrf):
         return page(ctx, "refused.html", status_code=403)
-    store_of(request).close(ctx.session_secret)
+    backend.close_session(ctx.services, ctx.session_secret)
     response = redirect(f"{PREFIX}/sign-in?signed_out=1")
     response.delete_cookie(SESSION_COOKIE, path=PREFIX)
     return response

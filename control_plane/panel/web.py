@@ -16,10 +16,11 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from control_plane.accounts.services import PanelSession
 from control_plane.panel import backend
+from control_plane.panel.csrf import csrf_token_for, tokens_match
 from control_plane.panel.i18n import LANGUAGES, Language, choose_language, language_names
-from control_plane.panel.sessions import PanelSession, SessionStore, tokens_match
-from control_plane.services import Services
+from control_plane.registry import Services
 
 __all__ = [
     "LANGUAGE_COOKIE",
@@ -75,16 +76,9 @@ def services_of(request: Request) -> Services:
 
 
 def request_now(request: Request) -> datetime:
-    """The request's instant, read once by the app's clock middleware."""
+    """The request's instant, read once by the app's clock middleware (`ServerTime`): every
+    service call of one page sees the same moment."""
     return cast(datetime, request.state.now)
-
-
-def store_of(request: Request) -> SessionStore:
-    store = getattr(request.app.state, "panel_sessions", None)
-    if store is None:
-        store = SessionStore(backend.pool_of(services_of(request)))
-        request.app.state.panel_sessions = store
-    return cast(SessionStore, store)
 
 
 def safe_next(target: str | None) -> str:
@@ -110,6 +104,11 @@ class PanelContext:
     session_secret: str | None
 
     @property
+    def csrf_token(self) -> str:
+        """The token this session's forms carry; empty when nobody is signed in."""
+        return csrf_token_for(self.session_secret) if self.session_secret else ""
+
+    @property
     def services(self) -> Services:
         return services_of(self.request)
 
@@ -121,7 +120,7 @@ class PanelContext:
 def context_of(request: Request) -> PanelContext:
     now = request_now(request)
     secret = request.cookies.get(SESSION_COOKIE)
-    session = store_of(request).find(secret, now=now) if secret else None
+    session = backend.find_session(services_of(request), secret, now=now) if secret else None
     code = choose_language(
         request.cookies.get(LANGUAGE_COOKIE), request.headers.get("accept-language")
     )
@@ -135,7 +134,7 @@ def context_of(request: Request) -> PanelContext:
 
 
 def csrf_ok(ctx: PanelContext, presented: str | None) -> bool:
-    return ctx.session is not None and tokens_match(ctx.session.csrf_token, presented)
+    return ctx.session is not None and tokens_match(ctx.csrf_token, presented)
 
 
 def _with_headers(response: Response) -> Response:
@@ -151,7 +150,7 @@ def page(ctx: PanelContext, template: str, status_code: int = 200, **values: Any
         languages=language_names(),
         language_codes=LANGUAGES,
         session=ctx.session,
-        csrf_token=ctx.session.csrf_token if ctx.session else "",
+        csrf_token=ctx.csrf_token,
         current_path=ctx.request.url.path
         + (("?" + ctx.request.url.query) if ctx.request.url.query else ""),
         prefix=PREFIX,

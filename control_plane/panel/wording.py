@@ -12,14 +12,17 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from control_plane.panel.backend import Event, Run
+from control_plane.events.services import EventView
 from control_plane.panel.i18n import Language
+from control_plane.runs.views import RunView
 from shared_planner import PlannedSlot, WallTime, WallTimeKind
 from shared_planner.schedule_problems import ScheduleProblem, ScheduleProblemKind
 
 __all__ = [
+    "ONLINE_WITHIN",
     "PreviewNight",
     "event_line",
+    "is_online",
     "miss_reason",
     "run_line",
     "schedule_problem_text",
@@ -27,6 +30,11 @@ __all__ = [
     "slot_notes",
     "status_text",
 ]
+
+
+# An agent syncs every minute and records its visit at most every 30 seconds: three quiet minutes
+# mean it is not reaching us.
+ONLINE_WITHIN = timedelta(minutes=3)
 
 
 def _shown_value(value: object) -> str:
@@ -111,7 +119,7 @@ def miss_reason(lang: Language, reason: str | None) -> str:
     return lang.gettext("reason unknown")
 
 
-def status_text(lang: Language, run: Run) -> str:
+def status_text(lang: Language, run: RunView) -> str:
     """What became of a run, in a few words."""
     status = run.status
     version = run.version or run.release_version or "?"
@@ -132,7 +140,7 @@ def status_text(lang: Language, run: Run) -> str:
     return lang.gettext("unknown state")
 
 
-def run_line(lang: Language, run: Run, zone: ZoneInfo) -> str:
+def run_line(lang: Language, run: RunView, zone: ZoneInfo) -> str:
     if run.trigger == "schedule" and run.slot_at is not None:
         return lang.gettext(
             "%(when)s (scheduled) — %(outcome)s",
@@ -146,10 +154,10 @@ def run_line(lang: Language, run: Run, zone: ZoneInfo) -> str:
     )
 
 
-def event_line(lang: Language, event: Event) -> str:
+def event_line(lang: Language, event: EventView) -> str:
     """One step on the timeline. A scheduled update's steps name the schedule, never a person."""
     version = event.data.get("version") or "?"
-    by_schedule = event.actor_kind == "schedule"
+    by_schedule = event.actor.kind == "schedule"
     if event.kind == "update.requested":
         return lang.gettext("Someone in your organisation asked for an update now.")
     if event.kind == "update.started":
@@ -173,8 +181,13 @@ def event_line(lang: Language, event: Event) -> str:
     return lang.gettext("Other event (%(kind)s).", kind=event.kind)
 
 
-def seen_text(lang: Language, last_seen_at: datetime | None, online: bool, zone: ZoneInfo) -> str:
-    if online:
+def is_online(last_seen_at: datetime | None, now: datetime) -> bool:
+    return last_seen_at is not None and now - last_seen_at <= ONLINE_WITHIN
+
+
+def seen_text(lang: Language, last_seen_at: datetime | None, now: datetime, zone: ZoneInfo) -> str:
+    """ "online", or since when not, judged at the request's instant."""
+    if is_online(last_seen_at, now):
         return lang.gettext("online")
     if last_seen_at is None:
         return lang.gettext("never seen")

@@ -8,10 +8,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from control_plane.panel.backend import Event, Run
+from control_plane.events.services import Actor, EventView
 from control_plane.panel.i18n import Language, choose_language
 from control_plane.panel.schedule_editor import check_rows, preview
 from control_plane.panel.wording import event_line, run_line, wall_time_note
+from control_plane.runs.views import RunView
 from shared_planner import describe_wall_time
 from shared_planner.schedule_problems import ScheduleProblemKind, schedule_problem
 
@@ -113,22 +114,36 @@ def test_the_preview_walks_the_spring_night() -> None:
     assert any("en gång" in note for note in notes)
 
 
-def _run(**changes: object) -> Run:
+def _run(**changes: object) -> RunView:
     values: dict[str, object] = {
         "run_id": uuid4(),
+        "agent_id": uuid4(),
         "trigger": "schedule",
         "slot_key": "2027-03-29T03:00",
         "slot_at": datetime(2027, 3, 29, 1, 0, tzinfo=UTC),
         "status": "up_to_date",
+        "from_version": "1.4.0",
         "miss_reason": None,
         "version": "1.5.0",
         "release_version": None,
         "error": None,
         "created_at": datetime(2027, 3, 29, 1, 0, tzinfo=UTC),
+        "claimed_at": None,
         "finished_at": None,
     }
     values.update(changes)
-    return Run(**values)  # type: ignore[arg-type]
+    return RunView(**values)  # type: ignore[arg-type]
+
+
+def _event(kind: str, actor: str, at: datetime, **data: object) -> EventView:
+    return EventView(
+        id=1,
+        kind=kind,
+        actor=Actor(kind=actor, id=None),  # type: ignore[arg-type]
+        run_id=None,
+        at=at,
+        data=dict(data),
+    )
 
 
 def test_runs_read_as_the_issue_asks() -> None:
@@ -142,11 +157,9 @@ def test_runs_read_as_the_issue_asks() -> None:
 def test_the_timeline_never_says_a_person_started_a_scheduled_update() -> None:
     en = Language("en")
     at = datetime(2027, 3, 29, 1, 0, tzinfo=UTC)
-    scheduled = event_line(en, Event(kind="update.scheduled", actor_kind="schedule", at=at))
-    succeeded = event_line(
-        en, Event(kind="update.succeeded", actor_kind="schedule", at=at, data={"version": "2"})
-    )
-    asked = event_line(en, Event(kind="update.requested", actor_kind="user", at=at))
+    scheduled = event_line(en, _event("update.scheduled", "schedule", at))
+    succeeded = event_line(en, _event("update.succeeded", "schedule", at, version="2"))
+    asked = event_line(en, _event("update.requested", "user", at))
     assert scheduled == "The schedule started an update."
     assert succeeded.startswith("Scheduled update")
     assert "asked" in asked
