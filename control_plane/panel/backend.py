@@ -21,12 +21,13 @@ from control_plane.accounts.credentials import Audience
 from control_plane.accounts.services import OpenedSession, PanelSession, Principal
 from control_plane.agents.services import AgentOverview, AgentPage
 from control_plane.brake.services import BrakeChange, BrakeState
+from control_plane.claims.services import GrantHistory
 from control_plane.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
 from control_plane.events.services import EventView
 from control_plane.forecast.model import OrgDayForecast, PlatformDayForecast
 from control_plane.notifications.services import NotificationPage, WebhookView
 from control_plane.registry import Services
-from control_plane.runs.services import RecordedRun
+from control_plane.runs.services import NightOutcomes, RecordedRun
 from control_plane.settings.services import PlatformSettings
 
 __all__ = [
@@ -39,11 +40,13 @@ __all__ = [
     "close_session",
     "delete_webhook",
     "find_session",
+    "grants_per_round",
     "list_agents",
     "mark_notification",
     "notifications",
     "open_session",
     "org_forecast",
+    "outcomes_per_slot",
     "platform",
     "platform_forecast",
     "request_update",
@@ -218,6 +221,14 @@ def org_forecast(services: Services, org_id: UUID, day: date) -> OrgDayForecast:
 
 def platform_forecast(services: Services, day: date) -> PlatformDayForecast:
     return services.forecast.platform_day(day)
+
+
+def grants_per_round(services: Services, *, since: datetime, until: datetime) -> GrantHistory:
+    return services.claims.grants_per_round(since=since, until=until)
+
+
+def outcomes_per_slot(services: Services, *, since: datetime, until: datetime) -> NightOutcomes:
+    return services.runs.outcomes_per_slot(since=since, until=until)
 
 
 # The brake

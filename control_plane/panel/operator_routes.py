@@ -10,8 +10,8 @@ from fastapi.responses import Response
 from markupsafe import Markup
 
 from control_plane.accounts.credentials import Audience
-from control_plane.panel import backend
-from control_plane.panel.charts import Bar, bar_chart
+from control_plane.panel import backend, wording
+from control_plane.panel.charts import Bar, Series, Stack, bar_chart, stacked_chart
 from control_plane.panel.web import PREFIX, PanelContext, context_of, csrf_ok, page, redirect
 
 __all__ = ["router"]
@@ -19,6 +19,11 @@ __all__ = ["router"]
 router = APIRouter(prefix=PREFIX + "/operator", include_in_schema=False)
 
 FORECAST_NIGHTS = 3
+# The pictures of what happened look back this far: the night just past, whatever the hour.
+LOOK_BACK = timedelta(hours=24)
+# How a slot's runs stack, bottom up: what went well, what is still going, what went wrong.
+OUTCOME_ORDER = ("succeeded", "up_to_date", "claimed", "failed", "rolled_back", "missed")
+MISS_REASONS = ("offline", "throttled", "brake", "unknown")
 MAX_REASON = 500
 
 
@@ -60,6 +65,76 @@ def _night_charts(ctx: PanelContext) -> list[Markup]:
     return charts
 
 
+def _outcome_series(ctx: PanelContext) -> list[Series]:
+    legends = {
+        "succeeded": ctx.lang.gettext("updated"),
+        "up_to_date": ctx.lang.gettext("already up to date"),
+        "claimed": ctx.lang.gettext("in progress"),
+        "failed": ctx.lang.gettext("failed"),
+        "rolled_back": ctx.lang.gettext("rolled back"),
+        "missed": ctx.lang.gettext("missed"),
+    }
+    return [
+        Series(legend=legends[status], css="chart-" + status.replace("_", "-"))
+        for status in OUTCOME_ORDER
+    ]
+
+
+def _past_charts(ctx: PanelContext) -> list[Markup]:
+    """The last 24 hours: grants per round against the cap, outcomes per slot, misses by reason."""
+    zone = backend.platform(ctx.services).zone
+    since, until = ctx.now - LOOK_BACK, ctx.now
+    grants = backend.grants_per_round(ctx.services, since=since, until=until)
+    outcomes = backend.outcomes_per_slot(ctx.services, since=since, until=until).slots
+
+    def number(n: int) -> str:
+        return ctx.lang.number(n)
+
+    grant_chart = stacked_chart(
+        [
+            Stack(label=ctx.lang.time_with_zone(r.round_start, zone), parts=(r.granted,))
+            for r in grants.rounds
+        ],
+        series=[Series(legend=ctx.lang.gettext("updates granted"), css="chart-part")],
+        limit=grants.global_cap,
+        limit_legend=ctx.lang.gettext("the platform's cap per minute"),
+        title=ctx.lang.gettext("Updates granted per minute in the last 24 hours"),
+        empty_text=ctx.lang.gettext("No update was granted in the last 24 hours."),
+        number=number,
+    )
+    outcome_chart = stacked_chart(
+        [
+            Stack(
+                label=ctx.lang.time_with_zone(slot.slot_at, zone),
+                parts=tuple(slot.counts.get(status, 0) for status in OUTCOME_ORDER),
+            )
+            for slot in outcomes
+        ],
+        series=_outcome_series(ctx),
+        title=ctx.lang.gettext("Outcomes per slot in the last 24 hours"),
+        empty_text=ctx.lang.gettext("No update slot in the last 24 hours."),
+        number=number,
+    )
+    missed = [slot for slot in outcomes if slot.missed_by_reason]
+    miss_chart = stacked_chart(
+        [
+            Stack(
+                label=ctx.lang.time_with_zone(slot.slot_at, zone),
+                parts=tuple(slot.missed_by_reason.get(reason, 0) for reason in MISS_REASONS),
+            )
+            for slot in missed
+        ],
+        series=[
+            Series(legend=wording.miss_reason(ctx.lang, reason), css=f"chart-miss-{reason}")
+            for reason in MISS_REASONS
+        ],
+        title=ctx.lang.gettext("Missed updates by reason in the last 24 hours"),
+        empty_text=ctx.lang.gettext("No update was missed in the last 24 hours."),
+        number=number,
+    )
+    return [grant_chart, outcome_chart, miss_chart]
+
+
 def _overview(
     ctx: PanelContext,
     *,
@@ -75,6 +150,7 @@ def _overview(
         brake=backend.brake(ctx.services),
         platform=backend.platform(ctx.services),
         charts=_night_charts(ctx),
+        past_charts=_past_charts(ctx),
         brake_error=brake_error,
         settings_error=settings_error,
         saved=saved,
