@@ -95,7 +95,7 @@ def _past_charts(ctx: PanelContext) -> list[Markup]:
             Stack(label=ctx.lang.time_with_zone(r.round_start, zone), parts=(r.granted,))
             for r in grants.rounds
         ],
-        series=[Series(legend=ctx.lang.gettext("updates granted"), css="chart-part")],
+        series=[Series(legend=ctx.lang.gettext("updates granted"), css="chart-granted")],
         limit=grants.global_cap,
         limit_legend=ctx.lang.gettext("the platform's cap per minute"),
         title=ctx.lang.gettext("Updates granted per minute in the last 24 hours"),

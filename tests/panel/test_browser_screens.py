@@ -156,7 +156,9 @@ def test_operator_screens_and_the_brakes_required_reason(
     )
     page.get_by_role("button", name=lang.gettext("Engage the brake")).click()
     assert "1.5.0 breaks TLS" in page.locator(".warning").inner_text()
-    assert page.locator("svg.chart").count() == 3
+    # Three nights ahead (the forecast) and three pictures of the last 24 hours.
+    assert page.locator('section[aria-labelledby="night-heading"] svg.chart').count() == 3
+    assert page.locator('section[aria-labelledby="past-heading"] svg.chart').count() == 3
     check_accessibility(page)
     doc_screenshot(page, "operator-en")
     page.get_by_role("button", name=lang.gettext("Release the brake")).click()

@@ -173,6 +173,33 @@ def test_an_operator_signs_in_to_the_operator_screens(panel_world: PanelWorld) -
         assert "1.5.0 breaks TLS" in client.get("/panel/operator").text
 
 
+def test_the_operator_sees_the_last_24_hours_as_pictures(panel_world: PanelWorld) -> None:
+    # The panel's clock shows 2027-03-26 11:00 UTC: a round and a slot two hours before it.
+    earlier = "2027-03-26T09:00:00Z"
+    with psycopg.connect(panel_world.server.database_url) as conn:
+        conn.execute(
+            "INSERT INTO claim_rounds_global (round_start, granted) VALUES (%s, 7)", [earlier]
+        )
+        conn.execute(
+            "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, miss_reason,"
+            " created_at) VALUES (%s, %s, 'schedule', '2027-03-26T10:00', %s, 'missed',"
+            " 'offline', %s)",
+            [panel_world.agent_id, panel_world.org_id, earlier, earlier],
+        )
+    key = panel_world.server.create_operator_key()
+    with sign_in_client(panel_world, key) as client:
+        page = client.get("/panel/operator").text
+    assert "Updates granted per minute in the last 24 hours" in page
+    assert "Outcomes per slot in the last 24 hours" in page
+    assert "Missed updates by reason in the last 24 hours" in page
+    # One bar of grants, one slot's missed run, and that miss under its reason: each class is
+    # on that one bar and on its legend's mark.
+    assert page.count('class="chart-granted"') == 2
+    assert page.count('class="chart-missed"') == 2
+    assert page.count('class="chart-miss-offline"') == 2
+    assert "No update was granted in the last 24 hours." not in page
+
+
 def test_the_language_link_only_leads_inside_the_panel(panel_world: PanelWorld) -> None:
     with panel_world.client() as client:
         away = client.get("/panel/language/de", params={"next": "https://evil.example/"})
