@@ -14,7 +14,6 @@ import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -215,6 +214,9 @@ def _enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
 @dataclass(frozen=True, kw_only=True)
 class _Parts:
     http: httpx.Client
+    # The updater's own client (same settings): a download then never reuses a connection the
+    # config sync left open, so its deadline's watchdog sees the connection it must bound.
+    download_http: httpx.Client
     daemon: Daemon
     clock: ServerClock
     log: EventLog
@@ -231,9 +233,10 @@ def build_daemon(
     server_clock = ServerClock(clock)
     log = EventLog(now=server_clock.now)
     http = _http_client(settings, server_clock, transport=transport)
+    download_http = _http_client(settings, server_clock, transport=transport)
     daemon = Daemon(
         control=ControlPlaneClient(http=http, server_clock=server_clock),
-        updater=_build_updater(settings, http=http, clock=server_clock),
+        updater=_build_updater(settings, http=download_http, clock=server_clock.expiry_clock()),
         state_store=StateStore(settings.state_dir / STATE_FILE_NAME),
         config_cache=ConfigCache(settings.state_dir / CONFIG_CACHE_NAME),
         outbox=Outbox(settings.state_dir / OUTBOX_DIR_NAME),
@@ -241,7 +244,9 @@ def build_daemon(
         log=log,
         stop_requested=stop.is_set,
     )
-    return _Parts(http=http, daemon=daemon, clock=server_clock, log=log)
+    return _Parts(
+        http=http, download_http=download_http, daemon=daemon, clock=server_clock, log=log
+    )
 
 
 def _build_updater(settings: AgentSettings, *, http: httpx.Client, clock: Clock) -> Updater:
@@ -278,7 +283,7 @@ def _run(paths: AgentPaths, environ: Mapping[str, str] = os.environ) -> int:
             install_root=str(settings.updater.install_root),
             pid=os.getpid(),
         )
-        with parts.http:
+        with parts.http, parts.download_http:
             return run_service(
                 daemon=parts.daemon,
                 clock=parts.clock,
@@ -301,7 +306,7 @@ def _status(paths: AgentPaths, *, as_json: bool) -> int:
     cached = cache.load()
     server_clock = ServerClock(clock)
     if cached is not None:
-        server_clock.learn_offset(timedelta(seconds=cached.offset_seconds))
+        server_clock.learn_offset_seconds(cached.offset_seconds)
     state = StateStore(settings.state_dir / STATE_FILE_NAME).load()
     try:
         pending = len(Outbox(settings.state_dir / OUTBOX_DIR_NAME).pending())

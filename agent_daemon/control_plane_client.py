@@ -2,7 +2,9 @@
 
 Foreign errors become the agent's own here (`raise … from exc`): no answer, a timeout or a 5xx that
 is not a refusal is `ControlPlaneUnreachable` (offline: consume nothing); 401/403 is
-`CredentialRefused`. Every answer teaches the `ServerClock` the control plane's time. What an
+`CredentialRefused`. Every successful answer (2xx, 304) teaches the `ServerClock` the control
+plane's time; an error answer never does (it may come from anything on the way: a proxy, a
+half-broken replica). What an
 answer means is read by `agent_daemon.wire`, shared with the simulated fleet.
 """
 
@@ -56,7 +58,12 @@ class ControlPlaneClient:
         self._server_clock = server_clock
 
     def absolute_url(self, path: str) -> str:
-        return urljoin(str(self._http.base_url), path)
+        """`path` resolved against the control plane's URL. Never raises: a value that cannot be
+        joined is returned as it came, for the updater to refuse as an outcome."""
+        try:
+            return urljoin(str(self._http.base_url), path)
+        except ValueError:
+            return path
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
@@ -66,7 +73,7 @@ class ControlPlaneClient:
         except httpx.TransportError as exc:
             raise ControlPlaneUnreachable(f"{method} {path}: cannot connect ({exc})") from exc
         server_time = wire.server_time(response.headers.get(SERVER_TIME_HEADER))
-        if server_time is not None:
+        if server_time is not None and response.status_code < HTTPStatus.BAD_REQUEST:
             self._server_clock.learn(server_time, local_time=self._server_clock.host_now())
         if wire.is_offline(response.status_code, response.content):
             raise ControlPlaneUnreachable(

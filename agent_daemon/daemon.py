@@ -15,6 +15,7 @@ middle of any step continues from there and never claims or installs the same sl
 from __future__ import annotations
 
 import base64
+import binascii
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -63,7 +64,7 @@ from agent_daemon.errors import (
 from agent_daemon.event_log import EventLog, Level
 from agent_daemon.outbox import Outbox
 from agent_daemon.reporting import ReportSender
-from agent_daemon.server_clock import ServerClock
+from agent_daemon.server_clock import MAX_SERVER_CLOCK_OFFSET, ServerClock
 from agent_daemon.updater import UpdateOutcome, UpdateRequest
 from ground.contract import AgentConfig, ClaimGrant, ClaimRequest
 from shared_planner import Slot
@@ -73,6 +74,8 @@ __all__ = ["MAX_DISPATCH_ATTEMPTS", "Daemon", "TickResult", "UpdaterPort", "is_c
 # A claim whose dispatch raised (not a refusal: e.g. a full disk) is retried on later minutes,
 # then reported as failed, so one broken update cannot hold the agent forever.
 MAX_DISPATCH_ATTEMPTS = 3
+# While host and server disagree beyond the offset bound, the warning is repeated this often.
+CLOCK_WARNING_INTERVAL = timedelta(hours=1)
 
 # The log line of a minute whose reach failed, by reason; a refused or unanswered claim is logged
 # with its code or error instead (see `_wait`).
@@ -125,6 +128,7 @@ class Daemon:
         self._stop_requested = stop_requested
         self._cached: CachedConfig | None = None
         self._synced_once = False
+        self._clock_warned_at: datetime | None = None
 
     # -- the shell's entry points -------------------------------------------------------------
 
@@ -140,21 +144,31 @@ class Daemon:
         try:
             self._cached = self._cache.load()
             if self._cached is not None:
-                self._clock.learn_offset(timedelta(seconds=self._cached.offset_seconds))
+                self._clock.learn_offset_seconds(self._cached.offset_seconds)
         except DaemonStateError as exc:
             self._log.emit("config_cache.unusable", level="warning", error=str(exc))
-        try:
-            outcome = self._updater.resume()
-        except Exception as exc:
-            self._log.emit("update.resume_failed", level="error", **_error_fields(exc))
-            return
+        outcome = self._resume_updater()
         if outcome is None:
             return
         state = self._store.load()
         claim = state.claim
-        self._log.emit("update.resumed", run_id=outcome.run_id, status=outcome.status)
         if claim is not None and claim.run_id == outcome.run_id:
             self._finish(state, claim, outcome, now=self._clock.now())
+        else:
+            self._reports.queue_outcome(slot_key=None, outcome=outcome)
+            self._reports.flush()
+
+    def _resume_updater(self) -> UpdateOutcome | None:
+        """Let the updater carry an interrupted update to its end (it gives up after a bounded
+        number of attempts); None when nothing was in progress or it cannot be done this minute."""
+        try:
+            outcome = self._updater.resume()
+        except Exception as exc:
+            self._log.emit("update.resume_failed", level="error", **_error_fields(exc))
+            return None
+        if outcome is not None:
+            self._log.emit("update.resumed", run_id=outcome.run_id, status=outcome.status)
+        return outcome
 
     def tick(self) -> TickResult:
         """One minute's work. Never raises: a failure is one log line and a retry next minute."""
@@ -173,6 +187,14 @@ class Daemon:
         state = self._store.load()
         reached = self._reach()
         now = self._clock.now()
+        self._check_clock(now)
+        if state.claim is None:
+            # An update the updater still holds with no claim of ours behind it (its claim was
+            # given up, or the daemon restarted in between): finish it now, not only at start-up,
+            # so it never blocks the next release.
+            orphan = self._resume_updater()
+            if orphan is not None:
+                self._reports.queue_outcome(slot_key=None, outcome=orphan)
         config: AgentConfig | None = None
         answer: Answer = None
         if isinstance(reached, _Reached):
@@ -228,6 +250,29 @@ class Daemon:
                 )
             return _Reached(config=cached.config, raw=cached.raw, etag=cached.etag)
         return _Reached(config=answer.config, raw=answer.raw, etag=answer.etag)
+
+    def _check_clock(self, now: datetime) -> None:
+        """Say loudly when the host's clock and the control plane's disagree beyond the bound the
+        offset is kept within: plans then run on the host clock plus the bound, not on the
+        server's word."""
+        disagreement = self._clock.disagreement
+        if disagreement is None:
+            if self._clock_warned_at is not None:
+                self._log.emit("clock.agrees", offset_seconds=self._clock.offset.total_seconds())
+            self._clock_warned_at = None
+            return
+        warned = self._clock_warned_at
+        if warned is not None and abs(now - warned) < CLOCK_WARNING_INTERVAL:
+            return
+        self._clock_warned_at = now
+        self._log.emit(
+            "clock.disagrees",
+            level="warning",
+            measured_offset_seconds=disagreement.total_seconds(),
+            bound_seconds=MAX_SERVER_CLOCK_OFFSET.total_seconds(),
+            detail="the host's clock and the control plane's differ beyond the bound; the "
+            "offset is kept at the bound — fix the host's clock (NTP) or the control plane's",
+        )
 
     def _remember(self, reached: _Reached, now: datetime) -> None:
         previous = self._cached
@@ -383,12 +428,23 @@ class Daemon:
         if self._stop_requested():
             self._log.emit("daemon.parked", slot_key=claim.slot_key, run_id=claim.run_id)
             return "parked"
-        request = UpdateRequest(
-            run_id=claim.run_id,
-            manifest=base64.b64decode(claim.manifest_b64),
-            signature=base64.b64decode(claim.signature_b64),
-            artifact_url=claim.artifact_url,
-        )
+        try:
+            request = UpdateRequest(
+                run_id=claim.run_id,
+                manifest=_decode(claim.manifest_b64, "manifest_b64"),
+                signature=_decode(claim.signature_b64, "signature_b64"),
+                artifact_url=claim.artifact_url,
+            )
+        except ValueError as exc:
+            # The grant is the claim, so this is an update that failed, reported like any other.
+            unusable = UpdateOutcome(
+                status="failed",
+                version=self._updater.installed_version(),
+                error=f"release refused: {exc}",
+                run_id=claim.run_id,
+            )
+            self._finish(state, claim, unusable, now=now)
+            return "dispatched"
         if claim.attempts >= MAX_DISPATCH_ATTEMPTS:
             given_up = UpdateOutcome(
                 status="failed",
@@ -456,6 +512,14 @@ class Daemon:
             error=outcome.error,
         )
         self._reports.flush()
+
+
+def _decode(text: str, field: str) -> bytes:
+    """Strict base64 of the control plane's answer (untrusted): `ValueError` naming the field."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"{field}: {text[:40]!r}… is not valid base64 ({exc})") from exc
 
 
 def _consumed(slot: Slot) -> ConsumedSlot:

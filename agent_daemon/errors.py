@@ -17,8 +17,10 @@
           |    +-- ManifestRollback          `manifest_version` at or below the stored floor
           |    +-- VersionDowngrade          an older agent than installed, not allowed
           |    +-- ClockBehind               the clock is earlier than the running build's date
+          |    +-- IssuedInFuture            `issued_at` beyond the allowed skew ahead of now
           |    +-- VersionMarkedBad          this version failed its health check before
           |    +-- ArtifactMismatch          the download is not the signed artifact
+          +-- UntrustedArtifactSource   the artifact URL is malformed or on an origin not allowed
           +-- DownloadFailed            the artifact could not be fetched (a `.part` may resume)
           |    +-- DownloadTooLong           the server sent, or announced, more than `length`
           |    +-- DownloadStalled           read timeout or overall deadline
@@ -56,6 +58,7 @@ __all__ = [
     "DownloadTooLong",
     "HealthCheckFailed",
     "InstallFailed",
+    "IssuedInFuture",
     "MalformedRelease",
     "ManifestExpired",
     "ManifestRollback",
@@ -64,6 +67,7 @@ __all__ = [
     "SelfTestFailed",
     "UnknownSigningKey",
     "UnsafeArchive",
+    "UntrustedArtifactSource",
     "UpdateError",
     "UpdateInProgress",
     "VersionDowngrade",
@@ -147,12 +151,23 @@ class ClockBehind(ReleaseRefused):
     cannot be trusted."""
 
 
+class IssuedInFuture(ReleaseRefused):
+    """`issued_at` lies further ahead of the clock than the allowed skew: a signer with a wrong
+    clock. Accepted, it would become the running build's date that every correctly dated release
+    is refused against (`ClockBehind`) for as long as that date is ahead."""
+
+
 class VersionMarkedBad(ReleaseRefused):
     """This version failed its self-test or health check on this host before; it is not retried."""
 
 
 class ArtifactMismatch(ReleaseRefused):
     """The downloaded bytes are not the signed artifact (tampered, or another release's)."""
+
+
+class UntrustedArtifactSource(UpdateError):
+    """The artifact URL does not parse, is not absolute http(s), or names an origin that is
+    neither the control plane's nor one the operator allowed (`artifact_origins`)."""
 
 
 class DownloadFailed(UpdateError):

@@ -13,6 +13,7 @@ from agent_daemon.event_log import EventLog
 from agent_daemon.outbox import Outbox, Report
 from agent_daemon.updater import UpdateOutcome
 from ground.contract import RUNS_PATH, NothingToDoReport, OutcomeReport, run_path
+from ground.contract.messages import MAX_MESSAGE_LENGTH
 
 __all__ = ["ReportSender"]
 
@@ -35,7 +36,11 @@ class ReportSender:
         )
 
     def queue_outcome(self, *, slot_key: str | None, outcome: UpdateOutcome) -> None:
-        body = OutcomeReport(status=outcome.status, version=outcome.version, error=outcome.error)
+        error = outcome.error
+        if error is not None and len(error) > MAX_MESSAGE_LENGTH:
+            # The contract refuses a longer message; a report must never fail to be built.
+            error = error[: MAX_MESSAGE_LENGTH - 1] + "…"
+        body = OutcomeReport(status=outcome.status, version=outcome.version, error=error)
         self._outbox.put(
             Report(
                 method="PATCH",

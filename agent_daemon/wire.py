@@ -52,17 +52,30 @@ _GRANTED = frozenset({HTTPStatus.OK, HTTPStatus.CREATED})
 _SHOWN_TEXT = 200
 
 
+# A config or a grant is a few KiB (a grant carries the manifest: at most 64 KiB, in base64).
+# A larger answer is refused before it is parsed.
+MAX_ANSWER_BYTES = 1024 * 1024
+
+
 def read_json(body: bytes, *, source: str) -> Any:
+    if len(body) > MAX_ANSWER_BYTES:
+        raise BadServerAnswer(
+            f"{source}: the answer is {len(body)} bytes (at most {MAX_ANSWER_BYTES})"
+        )
     try:
         return json.loads(body)
-    except ValueError as exc:
-        raise BadServerAnswer(f"{source}: the answer is not JSON ({exc})") from exc
+    # RecursionError: a document nested thousands deep; ValueError: not JSON, or a number past
+    # Python's 4,300-digit guard. Either is a bad answer, never an exception further in.
+    except (ValueError, RecursionError) as exc:
+        raise BadServerAnswer(f"{source}: the answer is not JSON ({str(exc)[:200]})") from exc
 
 
 def _json_or_none(body: bytes) -> Any:
+    if len(body) > MAX_ANSWER_BYTES:
+        return None
     try:
         return json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 

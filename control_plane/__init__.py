@@ -5,7 +5,8 @@ One folder per domain (Warehouse's shape). Each domain's `services.py` holds all
 contract's models, raising the errors of `errors.py`; its `routes.py` holds no SQL, declares
 `response_model` and every error answer, and leaves the status to the exception handlers.
 
-    accounts/       organisations, enrolment, the three audiences' credentials, authentication
+    accounts/       organisations, enrolment, the three audiences' credentials, authentication,
+                    the panel's sign-in sessions (ended with their key)
     agents/         the panel's agent list, agent page and schedule (the API's rule-3 validator)
     agent_config/   GET /v1/agent/config: the contract's AgentConfig with its ETag
     settings/       the platform settings (zone, catch-up window, caps; bounds from ground.limits)
@@ -19,6 +20,8 @@ contract's models, raising the errors of `errors.py`; its `routes.py` holds no S
     metrics/        GET /metrics: the figures and their Prometheus text
     reconcile/      the worker only: leader lock, passes, missed slots, reviews, its own SQL
 
+    panel/          the server-rendered panel under /panel/ (Jinja2, nine languages) and /docs
+                    from local files; it reaches the domains only through panel/backend.py
     api/            create_app: the routers, the server-time middleware (the request's one
                     clock reading), domain errors → status; callers per bearer scheme
     registry.py     Services: every domain's service, built once by build_services

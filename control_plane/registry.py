@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from control_plane.accounts.services import AccountService
+from control_plane.accounts.services import AccountService, SessionService
 from control_plane.agent_config.services import AgentConfigService
 from control_plane.agents.services import AgentService
 from control_plane.brake.services import BrakeService
@@ -42,6 +42,7 @@ def replica_identity() -> str:
 @dataclass(frozen=True, kw_only=True)
 class Services:
     accounts: AccountService
+    sessions: SessionService  # the panel's sign-in sessions, ended with their key
     agents: AgentService
     agent_config: AgentConfigService
     settings: SettingsService
@@ -69,6 +70,7 @@ def build_services(
     identity = replica or replica_identity()
     return Services(
         accounts=AccountService(pool),
+        sessions=SessionService(pool),
         agents=AgentService(pool),
         agent_config=AgentConfigService(pool),
         settings=SettingsService(pool),

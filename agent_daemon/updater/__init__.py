@@ -10,8 +10,10 @@ ground of the agent (`errors`, `atomic_file`, `pid_lock`); nothing here imports 
     updater_settings    `UpdaterSettings`, the updater's section of the agent's settings
     updater_state       the updater's crash-safe state file: floor, builds, the step in progress
     verify              pure: is this signed manifest acceptable here and now?
-    download            the artifact, resumable, bounded by the signed length
-    install             unpack into versions/<v>/ safely, self-test the build
+    artifact_source     where the artifact may come from and whether the credential goes along
+    download            the artifact, resumable, bounded by the signed length and one deadline
+    install             unpack into versions/<v>/ with `signed_release.build_archive`, self-test
+    build_command       run the build's own code: bounded time and output, as the agent's user
     layout              versions/, current, previous: the install root on disk
     managed_service     restart the managed agent and health-check it within a deadline
 """

@@ -1,6 +1,15 @@
 """Fetching the artifact: streamed to `staging/<sha256>.part`, hashed while it arrives, cut off
-hard at the signed `length`, bounded by a read timeout and an overall deadline, resumed with
+hard at the signed `length`, bounded by a read timeout and one overall deadline, resumed with
 `Range` + `If-Range` after an interruption, started over when the server ignores the range.
+
+The deadline bounds the whole exchange — connect, response head and body — not only the gaps
+between body chunks: a watchdog shuts the connection's socket down when it passes, which wakes a
+read blocked anywhere, so a server that never finishes its head cannot hold the worker.
+
+Everything the server sends is untrusted: `Content-Length`, `Content-Range` and `ETag` are read with
+strict, bounded ASCII grammars (an absurd value is a `DownloadFailed`, never a `ValueError`), the
+body is taken as the raw stored bytes (no content decoding, so a "gzip" answer cannot inflate), and
+an ETag is kept for `If-Range` only when it is a plain strong validator.
 
 A failure leaves at most a resumable `.part` (bytes proven wrong are deleted). Success leaves
 `staging/<sha256>.tar.gz` whose length and SHA-256 are the signed ones.
@@ -12,9 +21,13 @@ import hashlib
 import os
 import re
 import shutil
+import socket
+import threading
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any, BinaryIO
 
 import httpx
@@ -37,7 +50,12 @@ __all__ = [
     "part_path",
 ]
 
-_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+# Bounded ASCII digits: a 5,000-digit number must be a refusal, not Python's int() limit.
+_DIGITS = "[0-9]{1,19}"
+_CONTENT_RANGE = re.compile(rf"bytes ({_DIGITS})-({_DIGITS})/({_DIGITS}|\*)")
+_CONTENT_LENGTH = re.compile(_DIGITS)
+# A strong entity tag (RFC 9110 8.8.3) of printable ASCII; a weak one cannot serve If-Range.
+_ETAG = re.compile(r'"[\x21\x23-\x7e]{0,200}"')
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,6 +141,70 @@ def _read_part(part: Path) -> _Progress:
     return progress
 
 
+def _shown_url(url: str) -> str:
+    return url if len(url) <= 120 else url[:117] + "..."
+
+
+def _stored_etag(staging: Path, sha256: str) -> str:
+    """The ETag the `.part` came with, when it is one we would have stored; else our own."""
+    try:
+        kept = _etag_path(staging, sha256).read_bytes()[:256].decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        kept = ""
+    return kept if _ETAG.fullmatch(kept) else f'"{sha256}"'
+
+
+class _Watchdog:
+    """One deadline over the whole exchange. httpx times each socket operation on its own, so a
+    server that sends its head one byte per read timeout is never cut off by them; at the deadline
+    this shuts down every socket the request connected (learned from httpcore's trace events),
+    which wakes a read blocked in any phase with an end of stream."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._timer.cancel()
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if event != "connection.connect_tcp.complete":
+            return
+        stream = info.get("return_value")
+        try:
+            connected = stream.get_extra_info("socket") if stream is not None else None
+        except Exception:  # a backend without sockets: nothing to watch
+            connected = None
+        if isinstance(connected, socket.socket):
+            with self._lock:
+                self._sockets.append(connected)
+                if self.expired:
+                    _shut(connected)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for connected in self._sockets:
+                _shut(connected)
+
+
+def _shut(connected: socket.socket) -> None:
+    with suppress(OSError):  # already closed
+        connected.shutdown(socket.SHUT_RDWR)
+
+
 def _discard(staging: Path, sha256: str) -> None:
     part_path(staging, sha256).unlink(missing_ok=True)
     _etag_path(staging, sha256).unlink(missing_ok=True)
@@ -133,7 +215,8 @@ def _finish(spec: ArtifactSpec, staging: Path, progress: _Progress) -> Path:
     if progress.size != spec.length or found != spec.sha256:
         _discard(staging, spec.sha256)
         raise ArtifactMismatch(
-            f"release refused: the artifact from {spec.url} is {progress.size} bytes with sha256 "
+            f"release refused: the artifact from {_shown_url(spec.url)} is {progress.size} bytes "
+            f"with sha256 "
             f"{found}, expected the signed {spec.length} bytes with sha256 {spec.sha256} "
             "(tampered, or another release's artifact)"
         )
@@ -150,9 +233,11 @@ def download_artifact(
     staging: Path,
     install_root: Path,
     limits: DownloadLimits,
+    send_credential: bool = True,
 ) -> Path:
     """`staging/<sha256>.tar.gz`, holding exactly the signed bytes; raises a DownloadFailed or
-    ArtifactMismatch otherwise."""
+    ArtifactMismatch otherwise. Without `send_credential` the client's Authorization header is
+    left off the request (`artifact_source` decides)."""
     staging.mkdir(parents=True, exist_ok=True)
     done = final_path(staging, spec.sha256)
     if done.exists():
@@ -176,36 +261,56 @@ def download_artifact(
         reserve=limits.disk_reserve_bytes,
     )
     # identity: byte ranges and the signed length refer to the bytes as stored, not re-encoded.
-    headers = {"Accept-Encoding": "identity"}
+    # close: a connection of its own, which the deadline's watchdog can see and shut.
+    headers = {"Accept-Encoding": "identity", "Connection": "close"}
     if progress.size:
-        etag_file = _etag_path(staging, spec.sha256)
-        etag = etag_file.read_text().strip() if etag_file.exists() else f'"{spec.sha256}"'
         # If-Range: the server sends the rest only while it is the same artifact, else all of it.
-        headers |= {"Range": f"bytes={progress.size}-", "If-Range": etag}
+        headers |= {
+            "Range": f"bytes={progress.size}-",
+            "If-Range": _stored_etag(staging, spec.sha256),
+        }
     timeout = httpx.Timeout(limits.read_timeout, connect=min(limits.read_timeout, limits.deadline))
+    shown = _shown_url(spec.url)
     started = time.monotonic()
-    try:
-        with client.stream("GET", spec.url, headers=headers, timeout=timeout) as response:
-            progress = _accept(response, spec, staging, progress)
-            with part.open("ab" if progress.size else "wb") as sink:
-                try:
-                    _copy_body(response, sink, spec, progress, started, limits)
-                finally:
-                    sink.flush()
-                    os.fsync(sink.fileno())
-    except DownloadTooLong:
-        _discard(staging, spec.sha256)
-        raise
-    except httpx.TimeoutException as exc:
-        raise DownloadStalled(
-            f"download of {spec.url} stalled: no data within {limits.read_timeout:g} s "
-            f"({type(exc).__name__}); the partial download is kept to resume"
-        ) from exc
-    except httpx.HTTPError as exc:
-        raise DownloadFailed(
-            f"download of {spec.url} failed ({type(exc).__name__}: {exc}); "
-            "the partial download is kept to resume"
-        ) from exc
+    with _Watchdog(limits.deadline) as watchdog:
+        try:
+            request = client.build_request(
+                "GET", spec.url, headers=headers, timeout=timeout,
+                extensions={"trace": watchdog.trace},
+            )  # fmt: skip
+            if not send_credential:
+                request.headers.pop("Authorization", None)
+            response = client.send(request, stream=True)
+            try:
+                progress = _accept(response, spec, staging, progress)
+                with part.open("ab" if progress.size else "wb") as sink:
+                    try:
+                        _copy_body(response, sink, spec, progress, started, limits)
+                    finally:
+                        sink.flush()
+                        os.fsync(sink.fileno())
+            finally:
+                response.close()
+        except DownloadTooLong:
+            _discard(staging, spec.sha256)
+            raise
+        except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, ValueError) as exc:
+            # ValueError: what the HTTP stack raises for an answer it cannot read at all.
+            if watchdog.expired:
+                raise DownloadStalled(
+                    f"download of {shown} ran past its deadline of {limits.deadline:g} s "
+                    f"({progress.size} of {spec.length} bytes); the partial download is kept to "
+                    "resume"
+                ) from exc
+            if isinstance(exc, httpx.TimeoutException):
+                raise DownloadStalled(
+                    f"download of {shown} stalled: no data within {limits.read_timeout:g} s "
+                    f"({type(exc).__name__}); the partial download is kept to resume"
+                ) from exc
+            raise DownloadFailed(
+                f"download of {shown} failed ({type(exc).__name__}: {str(exc)[:200]}); "
+                "the partial download is kept to resume"
+            ) from exc
     return _finish(spec, staging, progress)
 
 
@@ -214,13 +319,19 @@ def _accept(
 ) -> _Progress:
     """Where the body continues: our bytes for a matching 206, nothing when Range was ignored."""
     if response.status_code == 206 and progress.size:
-        match = _CONTENT_RANGE.fullmatch(response.headers.get("content-range", ""))
-        if match is None or int(match.group(1)) != progress.size:
+        content_range = response.headers.get("content-range", "")
+        match = _CONTENT_RANGE.fullmatch(content_range)
+        if (
+            match is None
+            or int(match.group(1)) != progress.size
+            or int(match.group(2)) != spec.length - 1
+            or match.group(3) not in {"*", str(spec.length)}
+        ):
             # A range we did not ask for cannot be stitched onto our bytes.
             _discard(staging, spec.sha256)
             raise DownloadFailed(
-                f"download of {spec.url} failed: asked for bytes={progress.size}-, the server "
-                f"sent Content-Range {response.headers.get('content-range')!r}; "
+                f"download of {_shown_url(spec.url)} failed: asked for bytes={progress.size}-, "
+                f"the server sent Content-Range {content_range[:80]!r}; "
                 "the next attempt starts over"
             )
         _check_announced(response, spec, spec.length - progress.size)
@@ -228,24 +339,34 @@ def _accept(
     if response.status_code == 200:
         # The server ignored Range, or If-Range did not match: this body is the whole artifact.
         _check_announced(response, spec, spec.length)
-        etag = response.headers.get("etag")
-        if etag:
+        etag = response.headers.get("etag", "")
+        if _ETAG.fullmatch(etag):
             _etag_path(staging, spec.sha256).write_text(etag)
+        else:
+            # No validator worth sending back: a resume then asks If-Range with our own.
+            _etag_path(staging, spec.sha256).unlink(missing_ok=True)
         return _Progress()
     if response.status_code == 416:
         _discard(staging, spec.sha256)
     raise DownloadFailed(
-        f"download of {spec.url} failed: HTTP {response.status_code} "
+        f"download of {_shown_url(spec.url)} failed: HTTP {response.status_code} "
         "(expected 200, or 206 when resuming)"
     )
 
 
 def _check_announced(response: httpx.Response, spec: ArtifactSpec, expected: int) -> None:
-    announced = response.headers.get("content-length", "")
-    if announced.isdigit() and int(announced) > expected:
+    announced = response.headers.get("content-length")
+    if announced is None:
+        return
+    if not _CONTENT_LENGTH.fullmatch(announced):
+        raise DownloadFailed(
+            f"download of {_shown_url(spec.url)} failed: Content-Length {announced[:40]!r} is not "
+            "a byte count"
+        )
+    if int(announced) > expected:
         raise DownloadTooLong(
-            f"download of {spec.url} refused: the server announces {announced} bytes, more than "
-            f"the {expected} still expected of the signed length {spec.length}"
+            f"download of {_shown_url(spec.url)} refused: the server announces {announced} bytes, "
+            f"more than the {expected} still expected of the signed length {spec.length}"
         )
 
 
@@ -257,17 +378,19 @@ def _copy_body(
     started: float,
     limits: DownloadLimits,
 ) -> None:
+    # Raw: the signed bytes are the stored ones, never decoded (a gzip "encoding" cannot inflate).
     # Unsized iteration yields bytes as they arrive, so a trickle meets the deadline check.
-    for chunk in response.iter_bytes():
+    for chunk in response.iter_raw():
         if progress.size + len(chunk) > spec.length:
             raise DownloadTooLong(
-                f"download of {spec.url} refused: the server sent more than the signed length "
-                f"of {spec.length} bytes"
+                f"download of {_shown_url(spec.url)} refused: the server sent more than the "
+                f"signed length of {spec.length} bytes"
             )
         sink.write(chunk)
         progress.add(chunk)
         if time.monotonic() - started > limits.deadline:
             raise DownloadStalled(
-                f"download of {spec.url} ran past its deadline of {limits.deadline:g} s "
-                f"({progress.size} of {spec.length} bytes); the partial download is kept to resume"
+                f"download of {_shown_url(spec.url)} ran past its deadline of "
+                f"{limits.deadline:g} s ({progress.size} of {spec.length} bytes); the partial "
+                "download is kept to resume"
             )

@@ -1,68 +1,31 @@
 """Placing a verified artifact into `versions/<v>/` and proving the build runs.
 
-The archive is unpacked into `versions/.<v>.tmp` after every member has been checked (no absolute
-paths, no `..`, no link that leaves the folder, no devices, no more bytes than the signed
-`unpacked_size`), then fsynced, renamed into place, and `.complete` (the artifact's sha256) is
-written last: a folder without it is a torn install, never used.
+The archive is unpacked by `signed_release.build_archive.unpack_build` — the one definition of a
+safe build, shared with `nachtwacht release sign`, which lints every build with the same rules
+before it is signed. It is safe by construction (no tar filter): only plain relative paths,
+folders, regular files and symlinks that stay inside the build, at most `MAX_MEMBERS` members and
+no more bytes than the signed `unpacked_size`, with modes it chooses itself. It unpacks into
+`versions/.<v>.tmp`, which is then fsynced and renamed into place; `.complete` (the artifact's
+sha256) is written last: a folder without it is a torn install, never used.
 """
 
 from __future__ import annotations
 
 import os
-import posixpath
 import shutil
-import subprocess
-import tarfile
 from pathlib import Path
 
 from agent_daemon.atomic_file import fsync_directory, write_bytes_atomically
 from agent_daemon.errors import InstallFailed, SelfTestFailed, UnsafeArchive
+from agent_daemon.updater.build_command import CommandFailed, run_bounded
 from agent_daemon.updater.layout import COMPLETE_MARKER, InstallLayout
 from signed_release import AGENT_ENTRY_POINT
+from signed_release.build_archive import BuildRefused, unpack_build
+from signed_release.errors import ArtifactError
 
-__all__ = ["SELF_TEST_TIMEOUT_SECONDS", "check_members", "install_build", "self_test"]
+__all__ = ["SELF_TEST_TIMEOUT_SECONDS", "install_build", "self_test"]
 
 SELF_TEST_TIMEOUT_SECONDS = 30.0
-
-
-def _inside(name: str) -> bool:
-    normal = posixpath.normpath(name)
-    return not (posixpath.isabs(name) or normal == ".." or normal.startswith("../"))
-
-
-def check_members(members: list[tarfile.TarInfo], *, unpacked_size: int) -> None:
-    """Refuse an archive that could write outside its folder or beyond its signed size."""
-    total = 0
-    for member in members:
-        name = member.name
-        if posixpath.isabs(name) or ".." in name.split("/"):
-            raise UnsafeArchive(
-                f"archive member {name!r}: absolute paths and '..' are refused "
-                "(expected paths inside the build folder)"
-            )
-        if member.issym():
-            target = posixpath.join(posixpath.dirname(name), member.linkname)
-            if posixpath.isabs(member.linkname) or not _inside(target):
-                raise UnsafeArchive(
-                    f"archive member {name!r}: a link to {member.linkname!r} leaves the build "
-                    "folder (expected links inside it)"
-                )
-        elif member.islnk():
-            if not _inside(member.linkname) or ".." in member.linkname.split("/"):
-                raise UnsafeArchive(
-                    f"archive member {name!r}: a hard link to {member.linkname!r} leaves the "
-                    "build folder"
-                )
-        elif not (member.isfile() or member.isdir()):
-            raise UnsafeArchive(
-                f"archive member {name!r}: device, fifo and other special files are refused"
-            )
-        total += member.size if member.isfile() else 0
-        if total > unpacked_size:
-            raise UnsafeArchive(
-                f"archive unpacks to more than the signed unpacked_size of {unpacked_size} bytes "
-                f"(at member {name!r})"
-            )
 
 
 def _fsync_tree(root: Path) -> None:
@@ -96,25 +59,15 @@ def install_build(
     shutil.rmtree(final, ignore_errors=True)
     staging = layout.versions / f".{version}.tmp"
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
     try:
-        with tarfile.open(artifact, mode="r:gz") as archive:
-            members = archive.getmembers()
-            check_members(members, unpacked_size=unpacked_size)
-            # The data filter repeats the checks above inside the standard library.
-            archive.extractall(staging, members=members, filter="data")
-    except tarfile.FilterError as exc:
-        # Link chains (`a -> .`, `a/b -> ..`) are only visible on disk, where the filter sees them.
-        shutil.rmtree(staging, ignore_errors=True)
+        # Removes `staging` again on any failure.
+        unpack_build(artifact, staging, unpacked_size=unpacked_size)
+    except BuildRefused as exc:
         raise UnsafeArchive(f"archive refused for {version}: {exc}") from exc
-    except (tarfile.TarError, EOFError, OSError) as exc:
-        shutil.rmtree(staging, ignore_errors=True)
+    except ArtifactError as exc:
         raise InstallFailed(f"cannot unpack {artifact.name} for {version}: {exc}") from exc
-    except UnsafeArchive:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     entry = staging / AGENT_ENTRY_POINT
-    if not (entry.is_file() and os.access(entry, os.X_OK)):
+    if not (entry.is_file() and not entry.is_symlink() and os.access(entry, os.X_OK)):
         shutil.rmtree(staging, ignore_errors=True)
         raise InstallFailed(f"build {version} holds no executable {AGENT_ENTRY_POINT}")
     _fsync_tree(staging)
@@ -124,20 +77,14 @@ def install_build(
     return final
 
 
-def self_test(build: Path, version: str) -> None:
-    """`<build>/bin/provibr-agent --version` must print exactly `version`."""
+def self_test(build: Path, version: str, *, user: str | None = None) -> None:
+    """`<build>/bin/provibr-agent --version` must print exactly `version`; it runs as `user`
+    (the managed agent's) when given, since it is the build's own code."""
     command = [str(build / AGENT_ENTRY_POINT), "--version"]
     try:
-        result = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=SELF_TEST_TIMEOUT_SECONDS,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SelfTestFailed(f"self-test of {version} failed: {' '.join(command)}: {exc}") from exc
+        result = run_bounded(command, timeout=SELF_TEST_TIMEOUT_SECONDS, user=user)
+    except CommandFailed as exc:
+        raise SelfTestFailed(f"self-test of {version} failed: {exc}") from exc
     printed = result.stdout.strip()
     if result.returncode != 0 or printed != version:
         raise SelfTestFailed(

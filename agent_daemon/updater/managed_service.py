@@ -2,14 +2,16 @@
 
 Both are plain argument lists from the settings (never a shell). Health is asked until it succeeds
 and prints the expected version or the deadline passes; the deadline and the pause between probes
-are product seconds, so they follow a fast fake clock like every other wait.
+are product seconds, so they follow a fast fake clock like every other wait. The health command
+is the managed agent's own code: it runs as the agent's user when one is configured, and its output
+is bounded and decoded leniently (`build_command`) — whatever it prints is an answer, not a crash.
 """
 
 from __future__ import annotations
 
-import subprocess
 from datetime import timedelta
 
+from agent_daemon.updater.build_command import CommandFailed, run_bounded
 from ground.clock import Clock
 
 __all__ = ["AgentService"]
@@ -31,7 +33,9 @@ class AgentService:
         deadline_seconds: float,
         poll_seconds: float,
         clock: Clock,
+        agent_user: str | None = None,
     ) -> None:
+        self._agent_user = agent_user
         self._restart_command = restart_command
         self._health_command = health_command
         self._deadline_seconds = deadline_seconds
@@ -42,16 +46,10 @@ class AgentService:
         """None when the restart command succeeded, else what went wrong."""
         command = self._restart_command
         try:
-            result = subprocess.run(
-                command,
-                capture_output=True,
-                text=True,
-                timeout=self._clock.real_seconds(self._deadline_seconds),
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"restart command {' '.join(command)!r} failed: {exc}"
+            # The service manager's command, not the build's: it runs as the updater's user.
+            result = run_bounded(command, timeout=self._clock.real_seconds(self._deadline_seconds))
+        except CommandFailed as exc:
+            return f"restart command failed: {exc}"
         if result.returncode != 0:
             return (
                 f"restart command {' '.join(command)!r} exited {result.returncode}: "
@@ -72,18 +70,13 @@ class AgentService:
                     f"(expected the health command to report {version}; last: {last})"
                 )
             try:
-                result = subprocess.run(
+                result = run_bounded(
                     self._health_command,
-                    capture_output=True,
-                    text=True,
                     timeout=max(self._clock.real_seconds(remaining), 0.5),
-                    check=False,
-                    stdin=subprocess.DEVNULL,
+                    user=self._agent_user,
                 )
-            except subprocess.TimeoutExpired:
-                last = "the health command did not finish"
-            except OSError as exc:
-                last = f"the health command cannot run: {exc}"
+            except CommandFailed as exc:
+                last = f"the health command failed: {exc}"
             else:
                 if result.returncode == 0 and version in result.stdout.split():
                     return None

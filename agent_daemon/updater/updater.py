@@ -13,17 +13,28 @@ process killed anywhere is finished by `resume()` from the last recorded step; e
 run twice. Until `switched` the old version never stopped running; a refusal or failure there is an
 outcome with status `failed`. Only this module reads files, downloads and runs commands; the
 verifying core (`agent_daemon.updater.verify`) is pure.
+
+What ends each failure of an accepted update (docs/agent_updater.md "The state machine"):
+
+* an `UpdateError` or `OSError` before the switch → `failed`, the running version untouched;
+* after the switch (restart, health) → rolled back → `rolled_back` (`failed` on a first install);
+* any other exception — a defect, or an input nobody imagined — is ended the same way at once by
+  `_end_unexpected`: it never leaves `in_progress` behind to block the next release;
+* an interruption (the process killed, the state directory not writable, a link not replaceable)
+  keeps the recorded step for `resume()`, but each carry-on counts an attempt: past
+  `MAX_RUN_ATTEMPTS` the update is given up — links restored, outcome recorded — instead of tried
+  forever.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -35,6 +46,12 @@ from agent_daemon.errors import (
     VersionMarkedBad,
 )
 from agent_daemon.pid_lock import LockHeld, PidLock
+from agent_daemon.updater.artifact_source import (
+    ArtifactSource,
+    control_origin,
+    parse_origin,
+    resolve_source,
+)
 from agent_daemon.updater.download import (
     ArtifactSpec,
     DownloadLimits,
@@ -59,6 +76,8 @@ from ground.clock import Clock
 from signed_release import Manifest, parse_manifest
 
 __all__ = [
+    "MAX_RUN_ATTEMPTS",
+    "UPDATER_UMASK",
     "UPDATE_LOCK_NAME",
     "UpdateOutcome",
     "UpdateRequest",
@@ -67,6 +86,16 @@ __all__ = [
 ]
 
 UPDATE_LOCK_NAME = "update.lock"
+# How often one accepted update is carried on (its apply, then each resume) before it is given up:
+# an update interrupted again and again (a crash loop, a state directory that stays read-only)
+# must end as an outcome, not block every later release.
+MAX_RUN_ATTEMPTS = 3
+# Folders and files the updater creates are readable by the managed agent's user and writable only
+# by the updater, whatever umask the caller (a shell, systemd's UMask=) happened to have.
+UPDATER_UMASK = 0o022
+# An outcome's error travels in a report whose field holds at most 2,000 characters
+# (ground.contract.MAX_MESSAGE_LENGTH); messages quoting hostile input are cut well before.
+MAX_ERROR_CHARACTERS = 1000
 
 Status = Literal["succeeded", "failed", "rolled_back"]
 
@@ -104,6 +133,15 @@ def update_lock(state_dir: Path) -> Iterator[None]:
         lock.release()
 
 
+@contextmanager
+def _umask(mask: int) -> Iterator[None]:
+    previous = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
 class _RollBack(Exception):
     """The switched-to build failed after the switch: go back."""
 
@@ -133,7 +171,11 @@ class Updater:
             deadline_seconds=settings.health_deadline_seconds,
             poll_seconds=settings.health_poll_seconds,
             clock=clock,
+            agent_user=settings.agent_user,
         )
+        # The control plane's origin is the client's base URL (the daemon's client has one).
+        self._control_origin = control_origin(client)
+        self._artifact_origins = tuple(parse_origin(o) for o in settings.artifact_origins)
 
     # -- the interface ------------------------------------------------------------------------
 
@@ -148,29 +190,45 @@ class Updater:
     def apply(self, request: UpdateRequest) -> UpdateOutcome:
         """Verify, install, switch, restart, health-check, and commit or roll back. Refusals and
         failures are outcomes; the old version keeps running in every refusal."""
-        try:
-            with update_lock(self._settings.state_dir):
-                return self._apply_locked(request)
-        except (UpdateInProgress, DaemonStateError) as exc:
-            return self._outcome(request.run_id, "failed", error=str(exc))
-        except OSError as exc:
-            # E.g. the state directory is full or read-only: whatever step was recorded last is
-            # finished by resume() once the cause is fixed.
-            return self._outcome(
-                request.run_id, "failed", error=f"update interrupted: {_describe(exc)}"
-            )
+        with _umask(UPDATER_UMASK):
+            try:
+                with update_lock(self._settings.state_dir):
+                    return self._apply_guarded(request)
+            except (UpdateInProgress, DaemonStateError) as exc:
+                return self._outcome(request.run_id, "failed", error=str(exc))
+            except OSError as exc:
+                # E.g. the state directory is full or read-only: whatever step was recorded last
+                # is finished by resume() once the cause is fixed (at most MAX_RUN_ATTEMPTS).
+                return self._outcome(
+                    request.run_id, "failed", error=f"update interrupted: {_describe(exc)}"
+                )
 
     def resume(self) -> UpdateOutcome | None:
         """After a crash: finish (or undo) what the state file says was in progress; None when
-        nothing was. Raises UpdateInProgress while another process updates, DaemonStateError for
-        an unreadable or newer state file."""
-        with update_lock(self._settings.state_dir):
+        nothing was. Each call counts an attempt; past MAX_RUN_ATTEMPTS the update is given up
+        (links restored, outcome recorded). Raises UpdateInProgress while another process
+        updates, DaemonStateError for an unreadable or newer state file, OSError when the state
+        cannot be written."""
+        with _umask(UPDATER_UMASK), update_lock(self._settings.state_dir):
             state = self._store.load()
             if state.in_progress is None:
                 return None
             return self._run(state)
 
     # -- steps --------------------------------------------------------------------------------
+
+    def _apply_guarded(self, request: UpdateRequest) -> UpdateOutcome:
+        try:
+            return self._apply_locked(request)
+        except (OSError, UpdateInProgress, DaemonStateError):
+            raise
+        except Exception as exc:
+            # Only a defect gets here (`_run` ends every failure of the steps itself). It costs
+            # this run, never the host: an update it left recorded is ended too.
+            in_progress = self._store.load().in_progress
+            if in_progress is not None and in_progress.run_id == request.run_id:
+                return self._end_unexpected(_describe(exc))
+            return self._outcome(request.run_id, "failed", error=f"update failed: {_describe(exc)}")
 
     def _apply_locked(self, request: UpdateRequest) -> UpdateOutcome:
         state = self._store.load()
@@ -188,14 +246,9 @@ class Updater:
                 error=f"update {state.in_progress.run_id} is unfinished; resume() it first",
             )
         installed = self.installed_version()
-        url = urlsplit(request.artifact_url)
-        if url.scheme not in ("http", "https") or not url.netloc:
-            return self._outcome(
-                request.run_id,
-                "failed",
-                error=f"artifact_url: {request.artifact_url!r} is not an absolute http(s) URL",
-            )
         try:
+            # Checked before anything is stored: the URL is the control plane's word, untrusted.
+            self._source(request.artifact_url)
             verified = self._verify(request, state, installed)
         except UpdateError as exc:
             return self._outcome(request.run_id, "failed", error=str(exc))
@@ -241,8 +294,30 @@ class Updater:
             )
         return verified
 
+    def _source(self, url: str) -> ArtifactSource:
+        return resolve_source(url, control=self._control_origin, allowed=self._artifact_origins)
+
     def _run(self, state: UpdaterState) -> UpdateOutcome:
-        """Carry the update in progress on from its recorded step to an outcome."""
+        """Carry the update in progress on from its recorded step to an outcome — or, past
+        MAX_RUN_ATTEMPTS, give it up. Nothing but an OSError (an interruption: the state stays for
+        `resume()`) leaves here without an outcome."""
+        progress = state.in_progress
+        assert progress is not None
+        if progress.attempts >= MAX_RUN_ATTEMPTS:
+            return self._end_unexpected(
+                f"given up after {progress.attempts} attempts (interrupted at step "
+                f"{progress.step!r} each time)"
+            )
+        state = state.with_attempt()
+        self._store.save(state)
+        try:
+            return self._steps(state)
+        except OSError:
+            raise
+        except Exception as exc:
+            return self._end_unexpected(_describe(exc))
+
+    def _steps(self, state: UpdaterState) -> UpdateOutcome:
         progress = state.in_progress
         assert progress is not None
         manifest = parse_manifest(progress.manifest_bytes)
@@ -280,7 +355,7 @@ class Updater:
         if step == "switched":
             try:
                 self._restart_and_check(progress.version)
-            except _RollBack as failure:
+            except (_RollBack, UpdateError) as failure:
                 if progress.from_version is None:
                     return self._finish_failed(
                         state,
@@ -295,6 +370,7 @@ class Updater:
 
     def _download(self, progress: InProgress, manifest: Manifest) -> None:
         clock = self._clock
+        source = self._source(progress.artifact_url)
         download_artifact(
             self._client,
             ArtifactSpec(
@@ -310,6 +386,7 @@ class Updater:
                 deadline=clock.real_seconds(self._settings.download_deadline_seconds),
                 disk_reserve_bytes=self._settings.disk_reserve_bytes,
             ),
+            send_credential=source.send_credential,
         )
 
     def _install(self, progress: InProgress, manifest: Manifest) -> None:
@@ -320,7 +397,7 @@ class Updater:
             sha256=manifest.sha256,
             unpacked_size=manifest.unpacked_size,
         )
-        self_test(build, progress.version)
+        self_test(build, progress.version, user=self._settings.agent_user)
 
     def _switch(self, *, previous: str | None, current: str | None) -> None:
         # `previous` first: between the two replacements `current` still names a whole version.
@@ -347,6 +424,48 @@ class Updater:
         if old_problem is not None:
             error += f"; {progress.from_version} is not healthy either: {old_problem}"
         return self._finish(state, manifest, status="rolled_back", error=error, bad_reason=failure)
+
+    def _end_unexpected(self, error: str) -> UpdateOutcome:
+        """End the update in progress now, from whatever step was recorded last: before the switch
+        it failed and the old version runs on; after it, the links go back to the old version."""
+        state = self._store.load()
+        progress = state.in_progress
+        if progress is None:
+            # It ended after all (the failure came after the commit).
+            last = state.last_outcome
+            assert last is not None
+            return UpdateOutcome(**last.model_dump())
+        error = _clip(error)
+        if progress.step in ("accepted", "downloaded", "installed"):
+            return self._finish_failed(state, error, bad=False)
+        if progress.step in ("switching", "switched") and progress.from_version is not None:
+            state = self._advance(state, "rolling_back", failure=error)
+            try:
+                return self._roll_back(state, parse_manifest(progress.manifest_bytes))
+            except Exception as exc:
+                error = f"{error}; the rollback failed too: {_describe(exc)}"
+        return self._abandon(state, error)
+
+    def _abandon(self, state: UpdaterState, error: str) -> UpdateOutcome:
+        """Last resort after the switch: put the links back as well as possible, record the end,
+        mark the version bad. The next release finds nothing in progress."""
+        progress = state.in_progress
+        assert progress is not None
+        if progress.from_version is not None:
+            try:
+                self._switch(previous=progress.previous_before, current=progress.from_version)
+            except OSError as exc:
+                error += f"; the links could not be restored: {_describe(exc)}"
+        back = progress.from_version is not None and self.installed_version() == (
+            progress.from_version
+        )
+        return self._finish(
+            state,
+            parse_manifest(progress.manifest_bytes),
+            status="rolled_back" if back else "failed",
+            error=_clip(f"{progress.version}: {error}"),
+            bad_reason=_clip(error),
+        )
 
     # -- recording -----------------------------------------------------------------------------
 
@@ -392,7 +511,10 @@ class Updater:
         progress = state.in_progress
         assert progress is not None
         recorded = RecordedOutcome(
-            run_id=progress.run_id, status=status, version=self.installed_version(), error=error
+            run_id=progress.run_id,
+            status=status,
+            version=self.installed_version(),
+            error=None if error is None else _clip(error),
         )
         good = bad_reason is None
         state = state.finished(
@@ -410,6 +532,7 @@ class Updater:
         """Nothing switched (or nothing to switch back to): the running version stays."""
         progress = state.in_progress
         assert progress is not None
+        error = _clip(error)
         recorded = RecordedOutcome(
             run_id=progress.run_id, status="failed", version=self.installed_version(), error=error
         )
@@ -427,12 +550,15 @@ class Updater:
             self._layout.clean_temporaries()
             self._layout.apply_retention(state.protected_versions(), state.bad_versions)
             clean_staging(self._staging, keep_part=keep_part)
-        except OSError:
+        except Exception:  # noqa: S110  # tidying is best effort; the outcome is recorded
             pass
 
     def _outcome(self, run_id: str, status: Status, *, error: str | None) -> UpdateOutcome:
         return UpdateOutcome(
-            status=status, version=self.installed_version(), error=error, run_id=run_id
+            status=status,
+            version=self.installed_version(),
+            error=None if error is None else _clip(error),
+            run_id=run_id,
         )
 
 
@@ -442,6 +568,10 @@ def _build_of(manifest: Manifest) -> Build:
         issued_at=manifest.issued_at,
         sha256=manifest.sha256,
     )
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_ERROR_CHARACTERS else text[: MAX_ERROR_CHARACTERS - 1] + "…"
 
 
 def _describe(exc: BaseException) -> str:

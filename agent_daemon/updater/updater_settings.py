@@ -8,6 +8,7 @@ message starts with the field, then the value found and what was expected.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,7 +18,8 @@ from pydantic import AfterValidator, ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 from pydantic.fields import FieldInfo
 
-from agent_daemon.errors import ConfigError, describe_validation_error
+from agent_daemon.errors import ConfigError, UntrustedArtifactSource, describe_validation_error
+from agent_daemon.updater.artifact_source import parse_origin
 
 __all__ = [
     "DEFAULT_RESTART_COMMAND",
@@ -37,7 +39,24 @@ def absolute_path(path: Path) -> Path:
     return path
 
 
+def artifact_origin(text: str) -> str:
+    try:
+        parse_origin(text)
+    except UntrustedArtifactSource as exc:
+        raise ValueError(str(exc).removeprefix("artifact_origins: ")) from exc
+    return text
+
+
+def user_name(text: str) -> str:
+    # A login name or a numeric uid; resolved when a build's command runs (it may be created later).
+    if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}\$?|[0-9]{1,10}", text):
+        raise ValueError("expected a user name such as provibr (or a numeric uid)")
+    return text
+
+
 AbsolutePath = Annotated[Path, AfterValidator(absolute_path)]
+ArtifactOrigin = Annotated[str, AfterValidator(artifact_origin)]
+UserName = Annotated[str, AfterValidator(user_name)]
 Command = Annotated[tuple[str, ...], Field(min_length=1)]
 
 
@@ -69,6 +88,12 @@ class _UpdaterFields:
     download_deadline_seconds: float = _seconds(900.0, 86400)
     # Between two health probes.
     health_poll_seconds: float = _seconds(2.0, 60)
+    # Origins (`https://mirror.example[:port]`) the artifact may come from besides the control
+    # plane's own; they are fetched without the agent's credential (`artifact_source`).
+    artifact_origins: tuple[ArtifactOrigin, ...] = Field(default=(), max_length=16)
+    # The managed agent's user (systemd's `User=` of its unit): the build's own code — its
+    # self-test and the health command — runs as this user, not as the updater's.
+    agent_user: UserName | None = None
 
 
 class UpdaterSettings(_UpdaterFields):
@@ -97,4 +122,6 @@ FILE_FIELDS = (
     "download_read_timeout_seconds",
     "download_deadline_seconds",
     "health_poll_seconds",
+    "artifact_origins",
+    "agent_user",
 )

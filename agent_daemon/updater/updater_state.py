@@ -70,6 +70,9 @@ class InProgress(_Frozen):
     from_version: str | None
     previous_before: str | None
     failure: str | None = None
+    # How often the update was carried on (apply, then each resume); bounded by the updater's
+    # MAX_RUN_ATTEMPTS so an update that keeps being interrupted ends as an outcome.
+    attempts: int = 0
 
     @property
     def manifest_bytes(self) -> bytes:
@@ -101,6 +104,14 @@ class UpdaterState(_Frozen):
         if failure is not None:
             update["failure"] = failure
         return self.model_copy(update={"in_progress": self.in_progress.model_copy(update=update)})
+
+    def with_attempt(self) -> UpdaterState:
+        """The update in progress, counted once more."""
+        assert self.in_progress is not None
+        attempts = self.in_progress.attempts + 1
+        return self.model_copy(
+            update={"in_progress": self.in_progress.model_copy(update={"attempts": attempts})}
+        )
 
     def finished(
         self,

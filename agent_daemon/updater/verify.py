@@ -3,20 +3,25 @@
 
 The order follows python-tuf: first the signature over the exact bytes (nothing unsigned is even
 parsed for meaning), then the fields, then the policy of this host (platform, channel, the clock's
-sanity, expiry, the rollback floor, downgrades).
+sanity, an issue date in the future, expiry, the rollback floor, downgrades).
+
+`now` is the reference time the updater passes in. On a customer host it is
+`ServerClock.expiry_clock()`: never earlier than the host's own clock, so the control plane cannot
+move it back to make an expired manifest look fresh (docs/agent_updater.md "Time").
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from agent_daemon.errors import (
     BadReleaseSignature,
     ClockBehind,
+    IssuedInFuture,
     MalformedRelease,
     ManifestExpired,
     ManifestRollback,
@@ -37,7 +42,13 @@ from signed_release import (
 )
 from signed_release.errors import SignatureError
 
-__all__ = ["VerifiedRelease", "verify_release"]
+__all__ = ["MAX_ISSUED_AT_SKEW", "VerifiedRelease", "verify_release"]
+
+# How far ahead of `now` a manifest's `issued_at` may be. A signer's clock a few minutes fast is
+# normal; beyond this it is wrong, and the manifest would become the running build's date that
+# every correctly dated release is refused against (ClockBehind) for as long as it is ahead. The
+# skew bounds that harm to ten minutes.
+MAX_ISSUED_AT_SKEW = timedelta(minutes=10)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +110,13 @@ def verify_release(
             f"release refused: the clock reads {format_instant(now)}, earlier than the running "
             f"build's manifest was issued ({format_instant(running_build_date)}): the clock is "
             "wrong, so expiry cannot be judged"
+        )
+    if manifest.issued_at > now + MAX_ISSUED_AT_SKEW:
+        raise IssuedInFuture(
+            f"release refused: manifest {manifest.manifest_version} was issued at "
+            f"{format_instant(manifest.issued_at)}, more than "
+            f"{MAX_ISSUED_AT_SKEW.total_seconds() / 60:g} minutes after now "
+            f"({format_instant(now)}): the signing machine's clock is wrong"
         )
     if now >= manifest.expires:
         raise ManifestExpired(

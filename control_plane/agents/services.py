@@ -11,7 +11,7 @@ from psycopg.types.json import Jsonb
 
 from control_plane.agents.schedule import Schedule, validated_schedule
 from control_plane.errors import NotFound
-from control_plane.runs.views import RunView, latest_runs
+from control_plane.runs.views import RunView, latest_run_per_agent, latest_runs
 from control_plane.settings.services import PlatformSettings, read_settings
 from control_plane.types import Connection, Pool
 from ground.contract import AnswerCode, Instant
@@ -19,6 +19,8 @@ from shared_planner import next_slot, parse_times
 
 __all__ = [
     "AgentList",
+    "AgentOverview",
+    "AgentOverviewRow",
     "AgentPage",
     "AgentService",
     "AgentSummary",
@@ -65,6 +67,19 @@ class NextSlot:
 class AgentPage(AgentSummary):
     next_slot: NextSlot | None
     latest_runs: tuple[RunView, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentOverviewRow(AgentSummary):
+    """An agent as the panel's list shows it: its next slot and its newest run beside it."""
+
+    next_slot: NextSlot | None
+    last_run: RunView | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentOverview:
+    agents: tuple[AgentOverviewRow, ...]
 
 
 def agent_not_found(agent_id: UUID) -> NotFound:
@@ -123,6 +138,28 @@ class AgentService:
                 [org_id],
             ).fetchall()
         return AgentList(agents=tuple(AgentSummary(**_summary_fields(row)) for row in rows))
+
+    def overview(self, org_id: UUID, *, now: datetime) -> AgentOverview:
+        """Every agent of the organisation at `now` with its next slot and newest run: three
+        queries for the whole list, however many agents it has."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                _SELECT_AGENTS + " WHERE org_id = %s ORDER BY name, id",
+                [org_id],
+            ).fetchall()
+            settings = read_settings(conn)
+            last_runs = latest_run_per_agent(conn, org_id)
+        agents = []
+        for row in rows:
+            fields = _summary_fields(row)
+            agents.append(
+                AgentOverviewRow(
+                    **fields,
+                    next_slot=next_slot_view(fields["schedule"], settings, now),
+                    last_run=last_runs.get(row["id"]),
+                )
+            )
+        return AgentOverview(agents=tuple(agents))
 
     def agent_page(self, org_id: UUID, agent_id: UUID, *, now: datetime) -> AgentPage:
         """The agent page at `now`: its summary, its next slot and its latest runs."""

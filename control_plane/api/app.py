@@ -24,6 +24,8 @@ from control_plane.events import routes as events
 from control_plane.forecast import routes as forecast
 from control_plane.metrics import routes as metrics
 from control_plane.notifications import routes as notifications
+from control_plane.panel import mount_panel
+from control_plane.panel.offline_docs import mount_offline_docs
 from control_plane.registry import Services
 from control_plane.releases import routes as releases
 from control_plane.runs import routes as runs
@@ -157,6 +159,9 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
             "(`nwp_…`), agent endpoints an agent key (`nwa_…`), admin endpoints an operator key "
             "(`nwo_…`), as `Authorization: Bearer …`."
         ),
+        # /docs is served from local files (mount_offline_docs below); ReDoc would need a CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.services = services
     app.state.database_threads = database_threads
@@ -187,6 +192,11 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
         metrics,
     ):
         app.include_router(module.router)
+
+    # The panel (issue 15): server-rendered pages under /panel/ over the same services, and
+    # /docs without a CDN.
+    mount_panel(app)
+    mount_offline_docs(app)
 
     app.add_middleware(ServerTime, clock=clock)
     return app

@@ -22,16 +22,24 @@ import psycopg
 
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL
 from control_plane.claims.refusals import RefusalRecorder
-from control_plane.claims.slots import checked_slot, retry_after_seconds, round_start
+from control_plane.claims.slots import checked_slot_of, retry_after_seconds, round_start
 from control_plane.errors import ClaimRefused, NotFound
 from control_plane.events.services import record_event
 from control_plane.inputs import stored_text
 from control_plane.releases.services import claim_release_view, current_release
+from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
-from ground.contract import AnswerCode, ClaimGrant, ClaimRequest, RefusalCode, TokenView
+from ground.contract import (
+    AnswerCode,
+    ClaimGrant,
+    ClaimRequest,
+    Instant,
+    RefusalCode,
+    TokenView,
+)
 from ground.limits import MAX_VERSION_LENGTH
 
-__all__ = ["TOKEN_LIFETIME", "Claim", "ClaimService"]
+__all__ = ["TOKEN_LIFETIME", "Claim", "ClaimService", "GrantHistory", "RoundGrants"]
 
 # How long a granted token lets its run download: long enough for a slow uplink, short enough
 # that a lost agent does not hold a lease for the night.
@@ -116,10 +124,42 @@ def claim_grant(conn: Connection, run_id: UUID) -> ClaimGrant:
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class RoundGrants:
+    round_start: Instant
+    granted: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class GrantHistory:
+    rounds: tuple[RoundGrants, ...]
+    # Today's cap: the caps in force at each past round are not kept, so a picture of an old
+    # night compares it with the cap as it is now.
+    global_cap: int
+
+
 class ClaimService:
     def __init__(self, pool: Pool, refusals: RefusalRecorder) -> None:
         self._pool = pool
         self._refusals = refusals
+
+    def grants_per_round(self, *, since: datetime, until: datetime) -> GrantHistory:
+        """The platform's grants in each round that began in [since, until), oldest first (a
+        round without a grant has no row), beside the platform's cap per round."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT round_start, granted FROM claim_rounds_global"
+                " WHERE round_start >= %s AND round_start < %s AND granted > 0"
+                " ORDER BY round_start",
+                [since, until],
+            ).fetchall()
+            settings = read_settings(conn)
+        return GrantHistory(
+            rounds=tuple(
+                RoundGrants(round_start=row["round_start"], granted=row["granted"]) for row in rows
+            ),
+            global_cap=settings.global_cap,
+        )
 
     def claim(self, agent_id: UUID, request: ClaimRequest, now: datetime) -> Claim:
         """A scheduled slot's or a manual update's token (the request names exactly one)."""
@@ -185,14 +225,7 @@ class ClaimService:
         now: datetime,
     ) -> Claim:
         """The hot path's row → a refusal (raised), the same claim again, or a grant."""
-        slot = checked_slot(
-            slot_key,
-            enabled=seen["enabled"],
-            times=seen["times"],
-            timezone=seen["timezone"],
-            catch_up=timedelta(minutes=seen["catch_up_minutes"]),
-            now=now,
-        )
+        slot = checked_slot_of(seen, slot_key, now)
         existing_run: UUID | None = seen["existing_run_id"]
         if existing_run is not None:
             if seen["existing_status"] != "claimed":

@@ -5,13 +5,15 @@ control plane's clock, never taken on the agent's word."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from control_plane.errors import ClaimRefused
 from ground.contract import RefusalCode, format_instant
 from shared_planner import InvalidPlanningInput, PlannerError, Slot, parse_slot_key, slot_for_key
 
-__all__ = ["checked_slot", "retry_after_seconds", "round_start"]
+__all__ = ["checked_slot", "checked_slot_of", "retry_after_seconds", "round_start"]
 
 
 def _not_a_slot(slot_key: object, why: str) -> ClaimRefused:
@@ -60,6 +62,20 @@ def checked_slot(
             slot_key=slot_key,
         )
     return slot
+
+
+def checked_slot_of(row: Mapping[str, Any], slot_key: object, now: datetime) -> Slot:
+    """`checked_slot` for an agent row read with its schedule and the platform's settings
+    (`enabled`, `times`, `timezone`, `catch_up_minutes`): the claim and the nothing-to-do report
+    check a slot the same way."""
+    return checked_slot(
+        slot_key,
+        enabled=row["enabled"],
+        times=row["times"],
+        timezone=row["timezone"],
+        catch_up=timedelta(minutes=row["catch_up_minutes"]),
+        now=now,
+    )
 
 
 def round_start(now: datetime) -> datetime:

@@ -4,14 +4,14 @@ download, and the panel's lists. All their SQL; every write takes `now` from its
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, get_args
 from uuid import UUID
 
 import psycopg
 
 from control_plane.agents.services import require_agent
-from control_plane.claims.slots import checked_slot
+from control_plane.claims.slots import checked_slot_of
 from control_plane.errors import ClaimRefused, Conflict, Forbidden, InvalidInput, NotFound
 from control_plane.events.services import ActorKind, record_event
 from control_plane.inputs import stored_text
@@ -26,11 +26,19 @@ from control_plane.runs.views import (
     run_view,
 )
 from control_plane.types import Connection, Pool
-from ground.contract import AnswerCode, OutcomeStatus, RefusalCode, format_instant
+from ground.contract import AnswerCode, Instant, OutcomeStatus, RefusalCode, format_instant
 from ground.contract.messages import MAX_MESSAGE_LENGTH
 from ground.limits import MAX_VERSION_LENGTH
 
-__all__ = ["OUTCOMES", "Operations", "RecordedRun", "RunList", "RunService"]
+__all__ = [
+    "OUTCOMES",
+    "NightOutcomes",
+    "Operations",
+    "RecordedRun",
+    "RunList",
+    "RunService",
+    "SlotOutcomes",
+]
 
 OUTCOMES: tuple[str, ...] = get_args(OutcomeStatus)
 MAX_ERROR_LENGTH = MAX_MESSAGE_LENGTH
@@ -54,6 +62,21 @@ class Operations:
     operations: tuple[Operation, ...]
 
 
+@dataclass(frozen=True, kw_only=True)
+class SlotOutcomes:
+    """One slot's scheduled runs counted per status (`missed` included once the worker has
+    recorded the slot's misses), and its missed runs per reason."""
+
+    slot_at: Instant
+    counts: dict[str, int]
+    missed_by_reason: dict[str, int]
+
+
+@dataclass(frozen=True, kw_only=True)
+class NightOutcomes:
+    slots: tuple[SlotOutcomes, ...]
+
+
 class RunService:
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
@@ -74,14 +97,7 @@ class RunService:
             ).fetchone()
             if agent is None:
                 raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
-            slot = checked_slot(
-                slot_key,
-                enabled=agent["enabled"],
-                times=agent["times"],
-                timezone=agent["timezone"],
-                catch_up=timedelta(minutes=agent["catch_up_minutes"]),
-                now=now,
-            )
+            slot = checked_slot_of(agent, slot_key, now)
             existing = self._scheduled_run(conn, agent_id, slot_key)
             if existing is not None:
                 return RecordedRun(created=False, run=self._same_up_to_date(existing, slot_key))
@@ -248,6 +264,32 @@ class RunService:
         with self._pool.connection() as conn:
             require_agent(conn, org_id, agent_id)
             return RunList(runs=latest_runs(conn, agent_id, limit))
+
+    def outcomes_per_slot(self, *, since: datetime, until: datetime) -> NightOutcomes:
+        """The platform's scheduled runs of the slots in [since, until), oldest slot first: per
+        slot and status, and the missed ones per reason."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT slot_at, status, miss_reason, count(*) AS n FROM runs"
+                " WHERE trigger = 'schedule' AND slot_at >= %s AND slot_at < %s"
+                " GROUP BY slot_at, status, miss_reason ORDER BY slot_at, status, miss_reason",
+                [since, until],
+            ).fetchall()
+        counts: dict[datetime, dict[str, int]] = {}
+        missed: dict[datetime, dict[str, int]] = {}
+        for row in rows:
+            at = row["slot_at"]
+            per_status = counts.setdefault(at, {})
+            per_status[row["status"]] = per_status.get(row["status"], 0) + row["n"]
+            per_reason = missed.setdefault(at, {})
+            if row["miss_reason"] is not None:
+                per_reason[row["miss_reason"]] = row["n"]
+        return NightOutcomes(
+            slots=tuple(
+                SlotOutcomes(slot_at=at, counts=counts[at], missed_by_reason=missed[at])
+                for at in counts
+            )
+        )
 
     def operations(self, org_id: UUID, limit: int = 100) -> Operations:
         """The panel's task tray: operations a person started. Scheduled updates are not there."""

@@ -399,8 +399,17 @@ class _Demo:
                     f"seconds, {30 / self.options.speed:.2g} real seconds at this speed); try "
                     f"--speed {max(1, self.options.speed // 2):g}"
                 )
-            return 1
-        return 0
+        self._panel_door(url)
+        return 1 if settled < final.agents else 0
+
+    def _panel_door(self, url: str) -> None:
+        """With --keep, the last lines: where to look at this night in the panel, and a key to
+        sign in with, so a newcomer need not open credentials.json first."""
+        if not self.options.keep or not self.orgs:
+            return
+        org = self.orgs[0]
+        self.out.line(f"the panel: {url}/panel/")
+        self.out.line(f"  sign in with {org.name}'s panel key: {org.panel_key}")
 
     def _timeline(self, url: str) -> None:
         out, night = self.out, self.night

@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from nachtwacht.worlds.demo_agent import Fault, build_demo_agent
+from nachtwacht.worlds.errors import WorldError
 from signed_release import Manifest, describe_artifact, key_id, sign_manifest
 
 __all__ = ["Release", "ReleaseFactory"]
@@ -40,13 +41,19 @@ class Release:
 
 @dataclass(kw_only=True)
 class ReleaseFactory:
-    """Builds and signs releases with one pinned key."""
+    """Builds and signs releases with one pinned key. `workdir` holds built and measured
+    archives; a factory that only signs given bytes with a given `unpacked_size` needs none."""
 
-    workdir: Path
+    workdir: Path | None = None
     key: Ed25519PrivateKey = field(default_factory=Ed25519PrivateKey.generate)
     issued_at: datetime = field(
         default_factory=lambda: datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
     )
+
+    def _workdir(self) -> Path:
+        if self.workdir is None:
+            raise WorldError("this release factory has no workdir to build or measure archives in")
+        return self.workdir
 
     @property
     def trusted(self) -> dict[str, Ed25519PublicKey]:
@@ -64,7 +71,7 @@ class ReleaseFactory:
 
     def artifact(self, version: str, fault: Fault = "none", *, padding_bytes: int = 0) -> bytes:
         """A demo-agent build (cached in `workdir`); `padding_bytes` make it realistically big."""
-        path = self.workdir / f"build-{version}-{fault}-{padding_bytes}.tar.gz"
+        path = self._workdir() / f"build-{version}-{fault}-{padding_bytes}.tar.gz"
         if not path.exists():
             build_demo_agent(path, version=version, fault=fault, padding_bytes=padding_bytes)
         return path.read_bytes()
@@ -86,8 +93,9 @@ class ReleaseFactory:
         """A manifest for `artifact`, signed; `unpacked_size` is measured unless given (a build that
         is not a tar.gz, for the attack tests and the benchmarks, needs it given)."""
         if unpacked_size is None:
-            self.workdir.mkdir(parents=True, exist_ok=True)
-            path = self.workdir / f"sign-{hashlib.sha256(artifact).hexdigest()}.tar.gz"
+            workdir = self._workdir()
+            workdir.mkdir(parents=True, exist_ok=True)
+            path = workdir / f"sign-{hashlib.sha256(artifact).hexdigest()}.tar.gz"
             path.write_bytes(artifact)
             unpacked_size = describe_artifact(path).unpacked_size
         issued = issued_at or self.issued_at

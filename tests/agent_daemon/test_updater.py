@@ -107,7 +107,11 @@ def test_a_release_for_another_platform_is_refused(tmp_path: Path) -> None:
 def test_an_archive_with_dotdot_is_refused_and_writes_nothing_outside(tmp_path: Path) -> None:
     with host_running(tmp_path) as host:
         artifact = evil_archive("../x")
-        release = host.factory.sign(artifact, version="1.5.0", manifest_version=42)
+        # Signed without `release sign`'s lint (an old or careless signer): the agent must still
+        # refuse it on its own.
+        release = host.factory.sign(
+            artifact, version="1.5.0", manifest_version=42, unpacked_size=10_000
+        )
         outcome = host.apply(release, "run-1")
         assert outcome.status == "failed"
         assert "'../x'" in (outcome.error or "")

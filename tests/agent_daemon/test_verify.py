@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from agent_daemon.errors import (
     BadReleaseSignature,
     ClockBehind,
+    IssuedInFuture,
     MalformedRelease,
     ManifestExpired,
     ManifestRollback,
@@ -22,7 +23,7 @@ from agent_daemon.errors import (
     WrongChannel,
     WrongPlatform,
 )
-from agent_daemon.updater.verify import verify_release
+from agent_daemon.updater.verify import MAX_ISSUED_AT_SKEW, verify_release
 from nachtwacht.worlds.releases import Release, ReleaseFactory
 from signed_release import sign_manifest
 
@@ -147,3 +148,37 @@ def test_a_naive_now_is_a_programming_error(factory: ReleaseFactory) -> None:
     candidate = release(factory)
     with pytest.raises(ValueError, match="naive"):
         verify(factory, candidate.manifest_bytes, candidate.signature, now=datetime(2026, 11, 30))
+
+
+def test_a_manifest_issued_beyond_the_skew_in_the_future(factory: ReleaseFactory) -> None:
+    ahead = release(factory, issued_at=NOW + MAX_ISSUED_AT_SKEW + timedelta(seconds=1))
+    with pytest.raises(IssuedInFuture, match="the signing machine's clock is wrong"):
+        verify(factory, ahead.manifest_bytes, ahead.signature)
+
+
+def test_a_manifest_issued_within_the_skew_is_accepted(factory: ReleaseFactory) -> None:
+    slightly_ahead = release(factory, issued_at=NOW + MAX_ISSUED_AT_SKEW)
+    assert verify(factory, slightly_ahead.manifest_bytes, slightly_ahead.signature).version
+
+
+@pytest.mark.parametrize(
+    ("manifest", "signature", "message"),
+    [
+        pytest.param(b"[" * 5000 + b"]" * 5000, None, "nested 5000 levels deep",
+                     id="manifest_nested_5000_deep"),
+        pytest.param(b'{"manifest_version": ' + b"4" * 5000 + b"}", None,
+                     "a number of 5000 characters", id="manifest_5000_digit_number"),
+        pytest.param(None, b'{"key_id": ' + b"[" * 1000 + b"]" * 1000 + b"}",
+                     "nested 1001 levels deep", id="signature_nested_1000_deep"),
+        pytest.param(None, b'{"key_id": "ab", "signature": ' + b"7" * 4000 + b"}",
+                     "a number of 4000 characters", id="signature_4000_digit_number"),
+    ],
+)  # fmt: skip
+def test_a_hostile_release_document_is_refused_not_an_exception(
+    factory: ReleaseFactory, manifest: bytes | None, signature: bytes | None, message: str
+) -> None:
+    good = release(factory)
+    data = manifest if manifest is not None else good.manifest_bytes
+    sig = signature if signature is not None else sign_manifest(data, factory.key)
+    with pytest.raises(ReleaseRefused, match=message):
+        verify(factory, data, sig)

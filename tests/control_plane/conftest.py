@@ -3,12 +3,11 @@ sets, the API served over real HTTP on loopback (uvicorn in a thread), and boots
 
 from __future__ import annotations
 
-import hashlib
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -19,41 +18,14 @@ from control_plane.api.app import create_app
 from control_plane.database import open_pool
 from control_plane.registry import Services, build_services
 from control_plane.types import Pool
-from signed_release import Manifest, key_id, sign_manifest
-
-
-class SetClock:
-    """A clock that shows what the test sets; `advance` moves it."""
-
-    is_fake = True
-    speed = 1.0
-
-    def __init__(self, start: datetime) -> None:
-        self._now = start
-
-    def now(self) -> datetime:
-        return self._now
-
-    def set(self, instant: datetime) -> None:
-        assert instant.tzinfo is not None
-        self._now = instant.astimezone(UTC)
-
-    def advance(self, **delta: float) -> None:
-        self._now += timedelta(**delta)
-
-    def real_seconds(self, product_seconds: float) -> float:
-        return product_seconds
-
-    def sleep(self, product_seconds: float) -> None:
-        self._now += timedelta(seconds=product_seconds)
-
-    def describe(self) -> str:
-        return f"test clock at {self._now.isoformat()}"
+from nachtwacht.worlds.clocks import ManualClock
+from nachtwacht.worlds.releases import ReleaseFactory
+from signed_release import key_id
 
 
 @pytest.fixture
-def clock() -> SetClock:
-    return SetClock(datetime(2026, 11, 30, 1, 0, tzinfo=UTC))
+def clock() -> ManualClock:
+    return ManualClock(datetime(2026, 11, 30, 1, 0, tzinfo=UTC))
 
 
 @pytest.fixture
@@ -71,7 +43,7 @@ def release_key() -> Ed25519PrivateKey:
 
 
 @pytest.fixture
-def services(pool: Pool, clock: SetClock, release_key: Ed25519PrivateKey) -> Services:
+def services(pool: Pool, clock: ManualClock, release_key: Ed25519PrivateKey) -> Services:
     public = release_key.public_key()
     return build_services(pool, {key_id(public): public})
 
@@ -95,20 +67,17 @@ def sign_release(
     expires: datetime = datetime(2027, 11, 1, tzinfo=UTC),
 ) -> SignedRelease:
     content = artifact if artifact is not None else bytes(range(256)) * 40
-    manifest = Manifest(
+    release = ReleaseFactory(key=key).sign(
+        content,
+        version=version,
         manifest_version=manifest_version,
         issued_at=issued_at,
-        expires=expires,
-        channel="stable",
-        platform="linux-x86_64",
-        agent_version=version,
-        length=len(content),
-        sha256=hashlib.sha256(content).hexdigest(),
+        expires_in=expires - issued_at,
         unpacked_size=len(content) * 2,
-    ).to_bytes()
+    )
     return SignedRelease(
-        manifest=manifest,
-        signature=sign_manifest(manifest, key),
+        manifest=release.manifest_bytes,
+        signature=release.signature,
         artifact=content,
         version=version,
         manifest_version=manifest_version,
@@ -116,7 +85,9 @@ def sign_release(
 
 
 @pytest.fixture
-def published(services: Services, release_key: Ed25519PrivateKey, clock: SetClock) -> SignedRelease:
+def published(
+    services: Services, release_key: Ed25519PrivateKey, clock: ManualClock
+) -> SignedRelease:
     """Release 1.5.0 (manifest_version 42), signed with the trusted key and published."""
     release = sign_release(release_key)
     services.releases.publish(
@@ -145,7 +116,7 @@ def _free_socket() -> socket.socket:
 class ThreadedServer:
     """The app served by uvicorn in a thread on 127.0.0.1 (real HTTP), for a `with` block."""
 
-    def __init__(self, services: Services, clock: SetClock) -> None:
+    def __init__(self, services: Services, clock: ManualClock) -> None:
         self._sock = _free_socket()
         self._server = uvicorn.Server(
             uvicorn.Config(create_app(services, clock), log_level="warning", lifespan="off")
@@ -168,12 +139,12 @@ class ThreadedServer:
         self._sock.close()
 
 
-def serve_in_thread(services: Services, clock: SetClock) -> ThreadedServer:
+def serve_in_thread(services: Services, clock: ManualClock) -> ThreadedServer:
     return ThreadedServer(services, clock)
 
 
 @pytest.fixture
-def api(services: Services, clock: SetClock) -> Iterator[Api]:
+def api(services: Services, clock: ManualClock) -> Iterator[Api]:
     """The API over real HTTP on 127.0.0.1, backed by the test's database and clock."""
     with serve_in_thread(services, clock) as server:
         yield Api(base_url=server.base_url, services=services)
@@ -193,7 +164,7 @@ class Agent:
 
 
 @pytest.fixture
-def make_org(services: Services, clock: SetClock) -> Callable[[str], Org]:
+def make_org(services: Services, clock: ManualClock) -> Callable[[str], Org]:
     def make(name: str = "Acme") -> Org:
         issued = services.accounts.create_org(name, now=clock.now())
         return Org(org_id=str(issued.org_id), panel_key=issued.panel_key)
@@ -202,7 +173,7 @@ def make_org(services: Services, clock: SetClock) -> Callable[[str], Org]:
 
 
 @pytest.fixture
-def make_agent(services: Services, clock: SetClock) -> Callable[[Org, str], Agent]:
+def make_agent(services: Services, clock: ManualClock) -> Callable[[Org, str], Agent]:
     def make(org: Org, name: str = "web-01") -> Agent:
         from uuid import UUID
 

@@ -11,12 +11,13 @@ import pytest
 
 from control_plane.registry import Services
 from control_plane.types import Pool
-from tests.control_plane.conftest import Api, SetClock
+from nachtwacht.worlds.clocks import ManualClock
+from tests.control_plane.conftest import Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
 
 
 @pytest.fixture
-def fleet(pool: Pool, services: Services, clock: SetClock) -> Iterator[Fleet]:
+def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]:
     made = Fleet(pool, services, clock)
     yield made
     made.close()

@@ -23,8 +23,8 @@ from control_plane.reconcile.leader import RECONCILE_LOCK_KEY, LeaderLock
 from control_plane.reconcile.passes import PassSettings
 from control_plane.registry import Services
 from control_plane.types import Pool
+from nachtwacht.worlds.clocks import ManualClock
 from tests.conftest import REPO_ROOT, RunningControlPlane, child_environment
-from tests.control_plane.conftest import SetClock
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, Fleet
 
 # A deadline for a failure, never a speed assertion: hand-over normally takes milliseconds.
@@ -40,7 +40,7 @@ def _eventually(condition: Callable[[], bool], what: str) -> None:
 
 
 @pytest.fixture
-def workers(pool: Pool, clock: SetClock, database_url: str) -> Iterator[list[ReconcileWorker]]:
+def workers(pool: Pool, clock: ManualClock, database_url: str) -> Iterator[list[ReconcileWorker]]:
     made = [
         ReconcileWorker(pool, clock, database_url, identity=name) for name in ("first", "second")
     ]
@@ -57,7 +57,7 @@ def _progress(pool: Pool) -> dict[str, object]:
 
 
 def test_one_worker_works_while_the_other_waits(
-    workers: list[ReconcileWorker], pool: Pool, clock: SetClock
+    workers: list[ReconcileWorker], pool: Pool, clock: ManualClock
 ) -> None:
     first, second = workers
     clock.set(AFTER_NIGHT)
@@ -69,7 +69,7 @@ def test_one_worker_works_while_the_other_waits(
 
 
 def test_the_waiting_worker_takes_over_when_the_first_loses_its_session(
-    workers: list[ReconcileWorker], pool: Pool, clock: SetClock, database_url: str
+    workers: list[ReconcileWorker], pool: Pool, clock: ManualClock, database_url: str
 ) -> None:
     first, second = workers
     clock.set(AFTER_NIGHT)
@@ -88,7 +88,7 @@ def test_the_waiting_worker_takes_over_when_the_first_loses_its_session(
 
 
 def test_a_stopped_worker_hands_over_at_once(
-    workers: list[ReconcileWorker], clock: SetClock
+    workers: list[ReconcileWorker], clock: ManualClock
 ) -> None:
     first, second = workers
     clock.set(AFTER_NIGHT)
@@ -134,9 +134,7 @@ def test_the_lock_outlives_nothing_but_its_process(database_url: str) -> None:
 
 
 def test_the_loop_runs_passes_until_stopped(pool: Pool, database_url: str) -> None:
-    from tests.control_plane.conftest import SetClock as Clock
-
-    clock = Clock(AFTER_NIGHT)
+    clock = ManualClock(AFTER_NIGHT)
     worker = ReconcileWorker(
         pool, clock, database_url, identity="looping", interval=timedelta(milliseconds=20)
     )
@@ -157,7 +155,7 @@ def test_two_serving_replicas_one_works_and_the_other_takes_over_when_it_is_kill
     database_url: str,
     services: Services,
     pool: Pool,
-    clock: SetClock,
+    clock: ManualClock,
 ) -> None:
     fleet = Fleet(pool, services, clock)
     try:
@@ -186,7 +184,7 @@ def test_a_serving_replica_records_a_throttled_night_end_to_end(
     control_plane_server: Callable[..., RunningControlPlane],
     services: Services,
     pool: Pool,
-    clock: SetClock,
+    clock: ManualClock,
 ) -> None:
     """A real `serve` process on a fast fake clock: the refusal goes through the buffer and the
     flusher, and the worker turns it into a missed run with reason `throttled`."""
@@ -233,7 +231,7 @@ def test_an_unreachable_database_means_not_the_worker() -> None:
 
 
 def test_a_failed_pass_is_retried_on_the_next_tick(
-    database_url: str, clock: SetClock, pool: Pool
+    database_url: str, clock: ManualClock, pool: Pool
 ) -> None:
     broken = open_pool(database_url, min_size=1, max_size=1)
     broken.close()  # the pass cannot get a connection; the lock (its own connection) can

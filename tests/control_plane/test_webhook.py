@@ -20,7 +20,8 @@ import pytest
 from control_plane.notifications.delivery import sign_body, verify_signature
 from control_plane.registry import Services
 from control_plane.types import Pool
-from tests.control_plane.conftest import Api, SetClock
+from nachtwacht.worlds.clocks import ManualClock
+from tests.control_plane.conftest import Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, Fleet
 
 SECRET = "a-shared-secret-of-enough-length"
@@ -70,7 +71,7 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture
-def fleet(pool: Pool, services: Services, clock: SetClock) -> Iterator[Fleet]:
+def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]:
     made = Fleet(pool, services, clock)
     yield made
     made.close()

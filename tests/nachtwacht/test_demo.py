@@ -15,6 +15,7 @@ import time
 from datetime import date
 from pathlib import Path
 
+import httpx
 import pytest
 
 from nachtwacht.demo_night.errors import DemoUsageError
@@ -128,6 +129,19 @@ def test_above_the_process_limit_agents_are_simulated_and_keep_leaves_the_plane_
         pid = int(pid_match.group(1))
         os.kill(pid, 0)  # the control plane still runs
         assert (folder / "credentials.json").stat().st_mode & 0o777 == 0o600
+        # It ends with the panel's door: its URL and a key that signs in there.
+        door, key_line = output.rstrip("\n").splitlines()[-2:]
+        panel_url = re.fullmatch(r"the panel: (http://127\.0\.0\.1:\d+/panel/)", door)
+        key = re.fullmatch(r"  sign in with Acme Logistics's panel key: (nwp_\S+)", key_line)
+        assert panel_url and key, output
+        with httpx.Client(timeout=30) as client:
+            form = client.get(panel_url.group(1) + "sign-in")
+            token = form.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+            signed_in = client.post(
+                panel_url.group(1) + "sign-in", data={"key": key.group(1), "csrf": token}
+            )
+        assert signed_in.status_code == 303, signed_in.text
+        assert signed_in.headers["location"] == "/panel/agents"
     finally:
         if pid_match:
             os.kill(int(pid_match.group(1)), signal.SIGTERM)

@@ -1,1 +1,3 @@
-"""The revisions, in order: 0001 orgs, agents, credentials; 0002 the update schedule (alone)."""
+"""The revisions, in order: 0001 orgs, agents, credentials; 0002 the update schedule (alone);
+0003 the platform settings; 0004 releases, runs, events; 0005 the worker's reconcile and the
+notifications; 0006 the panel's sign-in sessions."""

@@ -9,7 +9,8 @@ import pytest
 
 from control_plane.database import open_pool
 from control_plane.registry import build_services
-from tests.control_plane.conftest import Api, SetClock, serve_in_thread
+from nachtwacht.worlds.clocks import ManualClock
+from tests.control_plane.conftest import Api, serve_in_thread
 
 DEFAULTS = {
     "timezone": "Europe/Amsterdam",
@@ -61,7 +62,7 @@ def test_bad_setting_gets_422_naming_the_field(
 
 
 def test_busy_database_gets_503_not_a_stack_trace(
-    database_url: str, clock: SetClock, operator_key: str
+    database_url: str, clock: ManualClock, operator_key: str
 ) -> None:
     # A pool whose only connection is held: a request waits its (short) turn, then gets a 503.
     pool = open_pool(database_url, min_size=1, max_size=1, timeout=0.5)

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from tests.control_plane.conftest import Agent, Api, Org, SetClock
+from nachtwacht.worlds.clocks import ManualClock
+from tests.control_plane.conftest import Agent, Api, Org
 
 SERVER_TIME = "X-Nachtwacht-Server-Time"
 
 
 def test_config_carries_schedule_zone_window_brake_and_server_time(
-    api: Api, clock: SetClock, make_org: Callable[..., Org], make_agent: Callable[..., Agent]
+    api: Api, clock: ManualClock, make_org: Callable[..., Org], make_agent: Callable[..., Agent]
 ) -> None:
     clock.set(datetime(2026, 10, 25, 0, 50, tzinfo=UTC))
     org = make_org()
@@ -36,7 +37,7 @@ def test_config_carries_schedule_zone_window_brake_and_server_time(
 
 
 def test_unchanged_config_gets_304_with_server_time(
-    api: Api, clock: SetClock, make_org: Callable[..., Org], make_agent: Callable[..., Agent]
+    api: Api, clock: ManualClock, make_org: Callable[..., Org], make_agent: Callable[..., Agent]
 ) -> None:
     agent = make_agent(make_org())
     with api.client(agent.agent_key) as client:
@@ -81,7 +82,7 @@ def test_changed_platform_settings_change_the_etag(
 
 
 def test_config_request_records_last_seen_on_the_server_clock(
-    api: Api, clock: SetClock, make_org: Callable[..., Org], make_agent: Callable[..., Agent]
+    api: Api, clock: ManualClock, make_org: Callable[..., Org], make_agent: Callable[..., Agent]
 ) -> None:
     org = make_org()
     agent = make_agent(org)

@@ -16,14 +16,15 @@ import httpx
 import psycopg
 import pytest
 
-from tests.control_plane.conftest import Agent, Api, Org, SetClock, SignedRelease
+from nachtwacht.worlds.clocks import ManualClock
+from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
 
 SLOT = "2026-11-30T03:00"
 SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def at_0301(clock: SetClock) -> SetClock:
+def at_0301(clock: ManualClock) -> ManualClock:
     clock.set(datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC))
     return clock
 
@@ -42,7 +43,7 @@ def _set_caps(api: Api, operator_key: str, **caps: int) -> None:
 
 def test_claim_grants_a_token_with_the_exact_release_bytes(
     api: Api,
-    at_0301: SetClock,
+    at_0301: ManualClock,
     published: SignedRelease,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
@@ -63,7 +64,7 @@ def test_claim_grants_a_token_with_the_exact_release_bytes(
 
 def test_the_same_claim_again_gets_the_same_run_and_token(
     api: Api,
-    at_0301: SetClock,
+    at_0301: ManualClock,
     published: SignedRelease,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
@@ -88,7 +89,7 @@ def test_the_same_claim_again_gets_the_same_run_and_token(
 )
 def test_a_key_that_is_not_a_due_slot_gets_422(
     api: Api,
-    at_0301: SetClock,
+    at_0301: ManualClock,
     published: SignedRelease,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
@@ -103,7 +104,7 @@ def test_a_key_that_is_not_a_due_slot_gets_422(
 
 def test_a_schedule_switched_off_has_no_slots(
     api: Api,
-    at_0301: SetClock,
+    at_0301: ManualClock,
     published: SignedRelease,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
@@ -129,7 +130,7 @@ def test_a_schedule_switched_off_has_no_slots(
 )
 def test_window_is_checked_on_the_servers_clock(
     api: Api,
-    clock: SetClock,
+    clock: ManualClock,
     published: SignedRelease,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
@@ -146,7 +147,7 @@ def test_window_is_checked_on_the_servers_clock(
 
 def test_nothing_to_do_consumes_the_slot(
     api: Api,
-    at_0301: SetClock,
+    at_0301: ManualClock,
     published: SignedRelease,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
@@ -168,7 +169,7 @@ def test_nothing_to_do_consumes_the_slot(
 
 def test_a_slot_before_a_consumed_one_is_consumed_too(
     api: Api,
-    clock: SetClock,
+    clock: ManualClock,
     published: SignedRelease,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
@@ -189,7 +190,7 @@ def test_a_slot_before_a_consumed_one_is_consumed_too(
 
 def test_brake_refuses_with_503_and_consumes_nothing(
     api: Api,
-    at_0301: SetClock,
+    at_0301: ManualClock,
     published: SignedRelease,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
@@ -208,7 +209,7 @@ def test_brake_refuses_with_503_and_consumes_nothing(
 
 def test_full_org_cap_gets_429_with_seconds_to_the_next_round(
     api: Api,
-    at_0301: SetClock,
+    at_0301: ManualClock,
     published: SignedRelease,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
@@ -232,7 +233,7 @@ def test_full_org_cap_gets_429_with_seconds_to_the_next_round(
 
 def test_full_global_cap_gets_429_global_cap(
     api: Api,
-    at_0301: SetClock,
+    at_0301: ManualClock,
     published: SignedRelease,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
@@ -250,7 +251,7 @@ def test_full_global_cap_gets_429_global_cap(
 @pytest.fixture
 def full_round(
     api: Api,
-    at_0301: SetClock,
+    at_0301: ManualClock,
     published: SignedRelease,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
@@ -297,7 +298,7 @@ def test_refusal_writes_nothing(api: Api, full_round: Agent, database_url: str) 
 
 def test_concurrent_claims_never_exceed_the_caps(
     api: Api,
-    at_0301: SetClock,
+    at_0301: ManualClock,
     published: SignedRelease,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
@@ -329,7 +330,7 @@ def test_concurrent_claims_never_exceed_the_caps(
 
 
 def test_no_release_means_nothing_to_claim(
-    api: Api, at_0301: SetClock, make_org: Callable[..., Org], make_agent: Callable[..., Agent]
+    api: Api, at_0301: ManualClock, make_org: Callable[..., Org], make_agent: Callable[..., Agent]
 ) -> None:
     refused = _claim(api, make_agent(make_org()))
     assert refused.status_code == 409
@@ -338,7 +339,7 @@ def test_no_release_means_nothing_to_claim(
 
 def test_slot_key_or_manual_run_id_exactly_one(
     api: Api,
-    at_0301: SetClock,
+    at_0301: ManualClock,
     published: SignedRelease,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],

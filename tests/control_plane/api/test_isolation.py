@@ -14,7 +14,8 @@ import pytest
 
 from control_plane.accounts.credentials import Audience
 from control_plane.registry import Services
-from tests.control_plane.conftest import Agent, Api, Org, SetClock, SignedRelease
+from nachtwacht.worlds.clocks import ManualClock
+from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def world(
     make_agent: Callable[..., Agent],
     operator_key: str,
     services: Services,
-    clock: SetClock,
+    clock: ManualClock,
     published: SignedRelease,
 ) -> World:
     victim = make_org("Victim")

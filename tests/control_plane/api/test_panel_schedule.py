@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.control_plane.conftest import Agent, Api, Org, SetClock
+from nachtwacht.worlds.clocks import ManualClock
+from tests.control_plane.conftest import Agent, Api, Org
 
 ALL_GRID_TIMES = [f"{h:02d}:{m:02d}" for h in range(24) for m in range(0, 60, 5)]
 
@@ -165,7 +166,7 @@ def test_schedule_can_be_switched_off_with_no_times(
 )
 def test_agent_page_shows_next_slot_in_the_platform_zone(
     api: Api,
-    clock: SetClock,
+    clock: ManualClock,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
     now: datetime,

@@ -12,7 +12,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane.registry import build_services
 from control_plane.types import Pool
-from tests.control_plane.conftest import Agent, Api, Org, SetClock, SignedRelease, sign_release
+from nachtwacht.worlds.clocks import ManualClock
+from tests.control_plane.conftest import Agent, Api, Org, SignedRelease, sign_release
 
 
 def _publish(api: Api, operator_key: str, release: SignedRelease) -> tuple[int, dict[str, object]]:
@@ -90,7 +91,7 @@ def test_a_release_that_cannot_be_verified_is_refused(
 
 
 def test_an_expired_manifest_is_refused(
-    api: Api, clock: SetClock, operator_key: str, release_key: Ed25519PrivateKey
+    api: Api, clock: ManualClock, operator_key: str, release_key: Ed25519PrivateKey
 ) -> None:
     clock.set(datetime(2027, 11, 1, tzinfo=UTC))
     status, body = _publish(api, operator_key, sign_release(release_key))
@@ -114,7 +115,7 @@ def test_a_manifest_not_newer_than_the_current_is_refused(
     assert "is not newer" in str(body["detail"])
 
 
-def test_without_trusted_keys_nothing_is_published(pool: Pool, clock: SetClock) -> None:
+def test_without_trusted_keys_nothing_is_published(pool: Pool, clock: ManualClock) -> None:
     from control_plane.errors import InvalidInput
 
     services = build_services(pool)

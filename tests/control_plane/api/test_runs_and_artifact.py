@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.control_plane.conftest import Agent, Api, Org, SetClock, SignedRelease
+from nachtwacht.worlds.clocks import ManualClock
+from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
 
 SLOT = "2026-11-30T03:00"
 
@@ -26,7 +27,7 @@ def agent(org: Org, make_agent: Callable[..., Agent]) -> Agent:
 
 
 @pytest.fixture
-def claimed(api: Api, clock: SetClock, published: SignedRelease, agent: Agent) -> dict[str, Any]:
+def claimed(api: Api, clock: ManualClock, published: SignedRelease, agent: Agent) -> dict[str, Any]:
     clock.set(datetime(2026, 11, 30, 2, 1, tzinfo=UTC))
     with api.client(agent.agent_key) as client:
         response = client.post("/v1/agent/claims", json={"slot_key": SLOT, "from_version": "1.4.1"})
@@ -94,7 +95,7 @@ def test_range_past_the_end_gets_416(
 
 
 def test_download_is_refused_after_the_token_expires(
-    api: Api, clock: SetClock, agent: Agent, claimed: dict[str, Any]
+    api: Api, clock: ManualClock, agent: Agent, claimed: dict[str, Any]
 ) -> None:
     clock.set(datetime(2026, 11, 30, 3, 1, tzinfo=UTC))
     response = _download(api, agent, claimed["run_id"])
@@ -164,7 +165,7 @@ def test_scheduled_update_events_name_the_schedule_not_a_user(
 
 def test_manual_update_runs_without_slot_caps_or_brake(
     api: Api,
-    clock: SetClock,
+    clock: ManualClock,
     published: SignedRelease,
     org: Org,
     agent: Agent,
@@ -265,7 +266,7 @@ def test_nothing_to_do_after_a_claim_is_refused(
 
 def test_manual_claim_of_an_unknown_or_finished_run_is_refused(
     api: Api,
-    clock: SetClock,
+    clock: ManualClock,
     published: SignedRelease,
     org: Org,
     agent: Agent,

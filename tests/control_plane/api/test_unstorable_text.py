@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.control_plane.conftest import Agent, Api, Org, SetClock, SignedRelease
+from nachtwacht.worlds.clocks import ManualClock
+from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
 
 
 @pytest.mark.parametrize(
@@ -58,7 +59,7 @@ from tests.control_plane.conftest import Agent, Api, Org, SetClock, SignedReleas
 )
 def test_a_nul_character_is_a_422_naming_the_field(
     api: Api,
-    clock: SetClock,
+    clock: ManualClock,
     operator_key: str,
     published: SignedRelease,
     make_org: Callable[..., Org],

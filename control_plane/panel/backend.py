@@ -1,0 +1,248 @@
+"""The panel's one door into the control plane's domain services.
+
+Every page asks this module, never a service directly, so the panel calls exactly the services
+the JSON API calls (no second copy of any rule) and a change in them shows up in this one file.
+The services' typed results go to the pages as they are; what this module adds is the translation
+of their refusals into the panel's two errors, so a page words the problem itself.
+
+Every function that reads or writes at an instant takes `now`: the request's one clock reading
+(`request.state.now`, set by the app's ServerTime middleware), passed down by the route.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+from uuid import UUID
+
+from control_plane.accounts.credentials import Audience
+from control_plane.accounts.services import OpenedSession, PanelSession, Principal
+from control_plane.agents.services import AgentOverview, AgentPage
+from control_plane.brake.services import BrakeChange, BrakeState
+from control_plane.claims.services import GrantHistory
+from control_plane.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
+from control_plane.events.services import EventView
+from control_plane.forecast.model import OrgDayForecast, PlatformDayForecast
+from control_plane.notifications.services import NotificationPage, WebhookView
+from control_plane.registry import Services
+from control_plane.runs.services import NightOutcomes, RecordedRun
+from control_plane.settings.services import PlatformSettings
+
+__all__ = [
+    "AgentDetail",
+    "Missing",
+    "Refused",
+    "agent_detail",
+    "authenticate",
+    "brake",
+    "close_session",
+    "delete_webhook",
+    "find_session",
+    "grants_per_round",
+    "list_agents",
+    "mark_notification",
+    "notifications",
+    "open_session",
+    "org_forecast",
+    "outcomes_per_slot",
+    "platform",
+    "platform_forecast",
+    "request_update",
+    "save_schedule",
+    "save_webhook",
+    "set_brake",
+    "update_platform",
+    "webhook",
+]
+
+# The timeline shows this many of the agent's newest events.
+TIMELINE_EVENTS = 50
+# The inbox shows this many of the newest notifications.
+INBOX_SIZE = 100
+
+
+class Missing(Exception):
+    """The object does not exist for this caller (another organisation's is missing too)."""
+
+
+class Refused(Exception):
+    """A value the service refused; `field` names it (the panel words the message itself)."""
+
+    def __init__(self, field: str, value: object) -> None:
+        super().__init__(field)
+        self.field = field
+        self.value = value
+
+
+def _refused(exc: InvalidInput) -> Refused:
+    return Refused(str(exc.fields.get("field")), exc.fields.get("value"))
+
+
+# Signing in
+
+
+def authenticate(services: Services, secret: str) -> Principal | None:
+    """Who this key is, when it is a live panel or operator key; None for anything else."""
+    for audience in (Audience.PANEL, Audience.OPERATOR):
+        try:
+            return services.accounts.authenticate(secret, audience)
+        except Forbidden:
+            continue  # issued to another audience: try the next, refuse an agent's key
+        except Unauthenticated:
+            return None
+    return None
+
+
+def open_session(services: Services, who: Principal, *, now: datetime) -> OpenedSession:
+    return services.sessions.open(who.credential_id, now=now)
+
+
+def find_session(services: Services, secret: str | None, *, now: datetime) -> PanelSession | None:
+    return services.sessions.find(secret, now=now)
+
+
+def close_session(services: Services, secret: str | None) -> None:
+    services.sessions.close(secret)
+
+
+# The platform's settings
+
+
+def platform(services: Services) -> PlatformSettings:
+    return services.settings.get()
+
+
+def update_platform(services: Services, changes: dict[str, Any]) -> PlatformSettings:
+    try:
+        return services.settings.update(changes)
+    except InvalidInput as exc:
+        raise _refused(exc) from exc
+
+
+# Agents
+
+
+def list_agents(services: Services, org_id: UUID, *, now: datetime) -> AgentOverview:
+    return services.agents.overview(org_id, now=now)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentDetail:
+    """The agent page (summary, next slot, newest runs) and its timeline."""
+
+    page: AgentPage
+    events: tuple[EventView, ...]
+
+
+def agent_detail(services: Services, org_id: UUID, agent_id: UUID, *, now: datetime) -> AgentDetail:
+    try:
+        page = services.agents.agent_page(org_id, agent_id, now=now)
+        timeline = services.events.agent_events(org_id, agent_id, limit=TIMELINE_EVENTS)
+    except NotFound as exc:
+        raise Missing(str(agent_id)) from exc
+    return AgentDetail(page=page, events=timeline.events)
+
+
+def save_schedule(
+    services: Services,
+    org_id: UUID,
+    agent_id: UUID,
+    *,
+    enabled: bool,
+    times: Sequence[str],
+    now: datetime,
+) -> None:
+    """Store a schedule the panel already checked with `schedule_problem`; the service checks
+    again (the API's rules) and the database a third time."""
+    try:
+        services.agents.set_schedule(org_id, agent_id, enabled=enabled, times=list(times), now=now)
+    except NotFound as exc:
+        raise Missing(str(agent_id)) from exc
+    except InvalidInput as exc:
+        raise _refused(exc) from exc
+
+
+def request_update(
+    services: Services, org_id: UUID, agent_id: UUID, by: UUID, *, now: datetime
+) -> RecordedRun:
+    try:
+        return services.runs.request_manual_update(org_id, agent_id, by, now=now)
+    except NotFound as exc:
+        raise Missing(str(agent_id)) from exc
+
+
+# Notifications and the webhook
+
+
+def notifications(services: Services, org_id: UUID) -> NotificationPage:
+    """The unread count and the newest notifications."""
+    return services.notifications.list(org_id, unread_only=False, limit=INBOX_SIZE)
+
+
+def mark_notification(
+    services: Services, org_id: UUID, notification_id: UUID, read: bool, *, now: datetime
+) -> None:
+    try:
+        services.notifications.mark_read(org_id, notification_id, read=read, now=now)
+    except NotFound as exc:
+        raise Missing(str(notification_id)) from exc
+
+
+def webhook(services: Services, org_id: UUID) -> WebhookView | None:
+    try:
+        return services.webhooks.get(org_id)
+    except NotFound:
+        return None
+
+
+def save_webhook(
+    services: Services, org_id: UUID, url: str, secret: str | None, *, now: datetime
+) -> str | None:
+    """Store the webhook; returns the generated secret (shown once) when none was given."""
+    try:
+        saved = services.webhooks.put(org_id, url=url, secret=secret, now=now)
+    except InvalidInput as exc:
+        raise _refused(exc) from exc
+    return saved.secret
+
+
+def delete_webhook(services: Services, org_id: UUID) -> None:
+    services.webhooks.delete(org_id)
+
+
+# The forecast and the nights
+
+
+def org_forecast(services: Services, org_id: UUID, day: date) -> OrgDayForecast:
+    return services.forecast.org_day(day, org_id=org_id)
+
+
+def platform_forecast(services: Services, day: date) -> PlatformDayForecast:
+    return services.forecast.platform_day(day)
+
+
+def grants_per_round(services: Services, *, since: datetime, until: datetime) -> GrantHistory:
+    return services.claims.grants_per_round(since=since, until=until)
+
+
+def outcomes_per_slot(services: Services, *, since: datetime, until: datetime) -> NightOutcomes:
+    return services.runs.outcomes_per_slot(since=since, until=until)
+
+
+# The brake
+
+
+def brake(services: Services) -> BrakeState:
+    return services.brake.get()
+
+
+def set_brake(
+    services: Services, *, engaged: bool, reason: str | None, by: UUID, now: datetime
+) -> BrakeChange:
+    # The panel's brake also revokes the tokens already granted: an operator who pulls it in an
+    # emergency means "stop", not "stop after the ones already downloading".
+    return services.brake.set(
+        engaged=engaged, reason=reason, revoke_outstanding=True, by=by, now=now
+    )

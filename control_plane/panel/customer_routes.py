@@ -1,0 +1,331 @@
+"""The customer's screens: agents, one agent (schedule, preview, runs, timeline, update now),
+notifications, the webhook, the forecast."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response
+
+from control_plane.accounts.credentials import Audience
+from control_plane.panel import backend, wording
+from control_plane.panel.charts import Bar, bar_chart
+from control_plane.panel.schedule_editor import EditorState, check_rows, preview
+from control_plane.panel.web import (
+    PREFIX,
+    PanelContext,
+    context_of,
+    csrf_ok,
+    page,
+    redirect,
+)
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+
+Csrf = Annotated[str, Form(max_length=200)]
+
+
+def _customer(request: Request) -> tuple[PanelContext, UUID] | Response:
+    """The request's context and organisation, or the answer for a reader who may not be here."""
+    ctx = context_of(request)
+    if ctx.session is None:
+        ended = 1 if request.cookies.get("nw_panel_session") else 0
+        return redirect(f"{PREFIX}/sign-in" + ("?ended=1" if ended else ""))
+    if ctx.session.audience is not Audience.PANEL or ctx.session.org_id is None:
+        return page(ctx, "not_found.html", status_code=404)
+    return ctx, ctx.session.org_id
+
+
+def _agent_id(text: str) -> UUID | None:
+    try:
+        return UUID(text)
+    except ValueError:
+        return None
+
+
+@router.get("/agents")
+def agents(request: Request) -> Response:
+    who = _customer(request)
+    if isinstance(who, Response):
+        return who
+    ctx, org_id = who
+    zone = backend.platform(ctx.services).zone
+    overview = backend.list_agents(ctx.services, org_id, now=ctx.now)
+    return page(ctx, "agents.html", agents=overview.agents, zone=zone, now=ctx.now, wording=wording)
+
+
+def _agent_page(
+    ctx: PanelContext,
+    org_id: UUID,
+    agent_id: UUID,
+    editor: EditorState | None = None,
+    *,
+    status_code: int = 200,
+    saved: bool = False,
+    requested: bool = False,
+) -> Response:
+    try:
+        detail = backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    platform = backend.platform(ctx.services)
+    if editor is None:
+        schedule = detail.page.schedule
+        editor = check_rows(ctx.lang, enabled=schedule.enabled, rows=list(schedule.times))
+    nights = (
+        preview(ctx.lang, editor.times, zone=platform.zone, now=ctx.now)
+        if editor.enabled and not editor.has_errors and editor.times
+        else []
+    )
+    return page(
+        ctx,
+        "agent.html",
+        status_code=status_code,
+        agent=detail.page,
+        runs=detail.page.latest_runs,
+        events=detail.events,
+        now=ctx.now,
+        editor=editor,
+        nights=nights,
+        zone=platform.zone,
+        catch_up=wording.catch_up_text(ctx.lang, platform.catch_up_minutes),
+        wording=wording,
+        saved=saved,
+        requested=requested,
+    )
+
+
+@router.get("/agents/{agent_id}")
+def agent(request: Request, agent_id: str, saved: int = 0, requested: int = 0) -> Response:
+    who = _customer(request)
+    if isinstance(who, Response):
+        return who
+    ctx, org_id = who
+    parsed = _agent_id(agent_id)
+    if parsed is None:
+        return page(ctx, "not_found.html", status_code=404)
+    return _agent_page(ctx, org_id, parsed, saved=bool(saved), requested=bool(requested))
+
+
+@router.post("/agents/{agent_id}/schedule")
+def save_schedule(
+    request: Request,
+    agent_id: str,
+    csrf: Csrf = "",
+    enabled: Annotated[str | None, Form()] = None,
+    times: Annotated[list[str] | None, Form()] = None,
+    action: Annotated[str, Form()] = "save",
+    remove: Annotated[int | None, Form()] = None,
+) -> Response:
+    who = _customer(request)
+    if isinstance(who, Response):
+        return who
+    ctx, org_id = who
+    parsed = _agent_id(agent_id)
+    if parsed is None:
+        return page(ctx, "not_found.html", status_code=404)
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    rows = [row[:20] for row in (times or [])]
+    if remove is not None and 0 <= remove < len(rows):
+        del rows[remove]
+        action = "edit"
+    if action == "add":
+        rows.append("")
+    editor = check_rows(ctx.lang, enabled=enabled is not None, rows=rows)
+    if action != "save":
+        # Adding or removing a row is not saving: the reader sees the edit and saves when done.
+        return _agent_page(ctx, org_id, parsed, editor)
+    if editor.has_errors:
+        return _agent_page(ctx, org_id, parsed, editor, status_code=422)
+    try:
+        backend.save_schedule(
+            ctx.services, org_id, parsed, enabled=editor.enabled, times=editor.times, now=ctx.now
+        )
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    except backend.Refused:
+        failed = EditorState(
+            enabled=editor.enabled,
+            rows=editor.rows,
+            row_errors={},
+            list_error=ctx.lang.gettext("The list of times could not be read."),
+        )
+        return _agent_page(ctx, org_id, parsed, failed, status_code=422)
+    return redirect(f"{PREFIX}/agents/{parsed}?saved=1")
+
+
+@router.get("/agents/{agent_id}/preview")
+def schedule_preview(
+    request: Request,
+    agent_id: str,
+    enabled: str | None = None,
+) -> Response:
+    """The preview alone, for the editor's live update while typing (read-only, so a GET)."""
+    who = _customer(request)
+    if isinstance(who, Response):
+        return who
+    ctx, _ = who
+    raw = request.query_params.getlist("times")[:289]
+    editor = check_rows(ctx.lang, enabled=enabled is not None, rows=[r[:20] for r in raw])
+    platform = backend.platform(ctx.services)
+    nights = (
+        preview(ctx.lang, editor.times, zone=platform.zone, now=ctx.now)
+        if editor.enabled and not editor.has_errors and editor.times
+        else []
+    )
+    del agent_id  # the preview depends only on the times; the URL keeps it beside its agent
+    return page(ctx, "_preview.html", editor=editor, nights=nights)
+
+
+@router.post("/agents/{agent_id}/update")
+def update_now(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
+    who = _customer(request)
+    if isinstance(who, Response):
+        return who
+    ctx, org_id = who
+    parsed = _agent_id(agent_id)
+    if parsed is None:
+        return page(ctx, "not_found.html", status_code=404)
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    assert ctx.session is not None
+    try:
+        backend.request_update(ctx.services, org_id, parsed, ctx.session.credential_id, now=ctx.now)
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    return redirect(f"{PREFIX}/agents/{parsed}?requested=1#runs")
+
+
+@router.get("/notifications")
+def notifications(request: Request) -> Response:
+    who = _customer(request)
+    if isinstance(who, Response):
+        return who
+    ctx, org_id = who
+    inbox = backend.notifications(ctx.services, org_id)
+    zone = backend.platform(ctx.services).zone
+    return page(
+        ctx,
+        "notifications.html",
+        unread=inbox.unread,
+        items=inbox.notifications,
+        zone=zone,
+        wording=wording,
+    )
+
+
+@router.post("/notifications/{notification_id}/read")
+def mark_notification(
+    request: Request,
+    notification_id: str,
+    csrf: Csrf = "",
+    read: Annotated[str, Form()] = "1",
+) -> Response:
+    who = _customer(request)
+    if isinstance(who, Response):
+        return who
+    ctx, org_id = who
+    parsed = _agent_id(notification_id)
+    if parsed is None:
+        return page(ctx, "not_found.html", status_code=404)
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    try:
+        backend.mark_notification(ctx.services, org_id, parsed, read == "1", now=ctx.now)
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    return redirect(f"{PREFIX}/notifications")
+
+
+def _webhook_page(
+    ctx: PanelContext,
+    org_id: UUID,
+    *,
+    error_field: str | None = None,
+    url: str = "",
+    secret_shown: str | None = None,
+    status_code: int = 200,
+    saved: bool = False,
+) -> Response:
+    current = backend.webhook(ctx.services, org_id)
+    return page(
+        ctx,
+        "webhook.html",
+        status_code=status_code,
+        webhook=current,
+        url=url or (current.url if current else ""),
+        error_field=error_field,
+        secret_shown=secret_shown,
+        saved=saved,
+    )
+
+
+@router.get("/webhook")
+def webhook(request: Request) -> Response:
+    who = _customer(request)
+    if isinstance(who, Response):
+        return who
+    ctx, org_id = who
+    return _webhook_page(ctx, org_id)
+
+
+@router.post("/webhook")
+def save_webhook(
+    request: Request,
+    csrf: Csrf = "",
+    url: Annotated[str, Form(max_length=2100)] = "",
+    secret: Annotated[str, Form(max_length=300)] = "",
+    action: Annotated[str, Form()] = "save",
+) -> Response:
+    who = _customer(request)
+    if isinstance(who, Response):
+        return who
+    ctx, org_id = who
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    if action == "delete":
+        backend.delete_webhook(ctx.services, org_id)
+        return redirect(f"{PREFIX}/webhook")
+    try:
+        generated = backend.save_webhook(ctx.services, org_id, url, secret or None, now=ctx.now)
+    except backend.Refused as exc:
+        return _webhook_page(ctx, org_id, error_field=exc.field, url=url, status_code=422)
+    return _webhook_page(ctx, org_id, secret_shown=generated, saved=True)
+
+
+@router.get("/forecast")
+def forecast(request: Request) -> Response:
+    who = _customer(request)
+    if isinstance(who, Response):
+        return who
+    ctx, org_id = who
+    zone = backend.platform(ctx.services).zone
+    today = ctx.now.astimezone(zone).date()
+    # "Tonight": the slots of the coming local night, which belong to tomorrow's date after noon.
+    night: date = today + timedelta(days=1) if ctx.now.astimezone(zone).hour >= 12 else today
+    slots = backend.org_forecast(ctx.services, org_id, night).slots
+    chart = bar_chart(
+        [
+            Bar(
+                label=ctx.lang.time_with_zone(slot.at, zone),
+                total=slot.agents,
+                part=slot.can_update,
+                # The organisation's own cap over the window: what it can be served at most.
+                limit=slot.org_capacity,
+            )
+            for slot in slots
+        ],
+        title=ctx.lang.gettext("Agents per slot on %(day)s", day=ctx.lang.day(night)),
+        total_legend=ctx.lang.gettext("agents scheduled"),
+        part_legend=ctx.lang.gettext("can update in the window"),
+        limit_legend=ctx.lang.gettext("what the limits allow"),
+        empty_text=ctx.lang.gettext("No agents are scheduled that night."),
+        number=lambda n: ctx.lang.number(n),
+    )
+    return page(ctx, "forecast.html", chart=chart, slots=slots, zone=zone, night=night)

@@ -1,0 +1,128 @@
+"""The panel's nine languages: catalogs, the reader's choice, and CLDR formatting.
+
+The `.po` files under `locales/` are the source; they are compiled in memory when the panel is
+built (no `.mo` files to forget to rebuild). A language is chosen by the reader (a cookie that
+outlives the session), else by the browser's `Accept-Language`, else English.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from datetime import date, datetime, tzinfo
+from functools import cache
+from pathlib import Path
+
+from babel import Locale, dates, numbers
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po
+from babel.support import Translations
+
+__all__ = [
+    "DEFAULT_LANGUAGE",
+    "LANGUAGES",
+    "LOCALES_DIR",
+    "Language",
+    "choose_language",
+    "language_names",
+    "translations_for",
+]
+
+LOCALES_DIR = Path(__file__).resolve().parent / "locales"
+DOMAIN = "messages"
+DEFAULT_LANGUAGE = "en"
+# The order of the language menu: each language named in itself.
+LANGUAGES = ("nl", "en", "de", "fr", "es", "it", "pt", "pl", "sv")
+
+
+def language_names() -> dict[str, str]:
+    names = {}
+    for code in LANGUAGES:
+        name = Locale.parse(code).get_display_name(code) or code
+        names[code] = name[:1].upper() + name[1:]
+    return names
+
+
+@cache
+def translations_for(code: str) -> Translations:
+    """The compiled catalog of `code` (English too: its catalog is the reviewed wording)."""
+    if code not in LANGUAGES:
+        raise ValueError(f"language: {code!r} is not one of {LANGUAGES}")
+    with (LOCALES_DIR / code / "LC_MESSAGES" / f"{DOMAIN}.po").open("rb") as po:
+        catalog = read_po(po, locale=code, domain=DOMAIN)
+    compiled = io.BytesIO()
+    write_mo(compiled, catalog)
+    compiled.seek(0)
+    return Translations(compiled, domain=DOMAIN)
+
+
+def _accepted(header: str) -> list[str]:
+    """`Accept-Language` as language codes, most preferred first (q=0 means "not this")."""
+    ranked: list[tuple[float, int, str]] = []
+    for position, part in enumerate(header.split(",")[:30]):
+        tag, _, params = part.strip().partition(";")
+        quality = 1.0
+        params = params.strip()
+        if params.startswith("q="):
+            try:
+                quality = float(params[2:])
+            except ValueError:
+                continue
+        if tag and quality > 0:
+            ranked.append((-quality, position, tag.strip().lower()))
+    return [tag for _, _, tag in sorted(ranked)]
+
+
+def choose_language(chosen: str | None, accept_language: str | None) -> str:
+    if chosen in LANGUAGES:
+        return chosen
+    for tag in _accepted(accept_language or ""):
+        primary = tag.split("-")[0]
+        if primary in LANGUAGES:
+            return primary
+    return DEFAULT_LANGUAGE
+
+
+@dataclass(frozen=True)
+class Language:
+    """One reader's language: translated messages and CLDR formatting of dates, times, numbers."""
+
+    code: str
+
+    @property
+    def translations(self) -> Translations:
+        return translations_for(self.code)
+
+    def gettext(self, message: str, **values: object) -> str:
+        text = self.translations.gettext(message)
+        return text % values if values else text
+
+    def ngettext(self, singular: str, plural: str, n: int, **values: object) -> str:
+        text = self.translations.ngettext(singular, plural, n)
+        return text % {"num": n, **values}
+
+    def time(self, instant: datetime, zone: tzinfo) -> str:
+        """The local clock reading, CLDR's short form: "3:00 AM" in English, "03:00" in Dutch."""
+        return dates.format_time(instant, "short", tzinfo=zone, locale=self.code)
+
+    def time_with_zone(self, instant: datetime, zone: tzinfo) -> str:
+        """ "03:00 CET": the zone's abbreviation at that instant, as the clock on the wall says."""
+        local = instant.astimezone(zone)
+        return f"{self.time(instant, zone)} {local.tzname()}"
+
+    def day(self, day: date) -> str:
+        """ "28 March", "28. März": the day and month, for notes inside a sentence."""
+        return dates.format_skeleton("MMMMd", day, locale=self.code)
+
+    def weekday_day(self, day: date) -> str:
+        """ "Sunday, 28 March": a night in the preview."""
+        return dates.format_skeleton("MMMMEEEEd", day, locale=self.code)
+
+    def moment(self, instant: datetime, zone: tzinfo) -> str:
+        """A date and time with the zone's abbreviation, CLDR's medium form."""
+        local = instant.astimezone(zone)
+        shown = dates.format_datetime(local, "medium", tzinfo=zone, locale=self.code)
+        return f"{shown} {local.tzname()}"
+
+    def number(self, value: float) -> str:
+        return numbers.format_decimal(value, locale=self.code)

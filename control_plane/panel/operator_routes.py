@@ -1,0 +1,223 @@
+"""The operators' screens: the brake (with a required reason), the settings, the nights."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response
+from markupsafe import Markup
+
+from control_plane.accounts.credentials import Audience
+from control_plane.panel import backend, wording
+from control_plane.panel.charts import Bar, Series, Stack, bar_chart, stacked_chart
+from control_plane.panel.web import PREFIX, PanelContext, context_of, csrf_ok, page, redirect
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=PREFIX + "/operator", include_in_schema=False)
+
+FORECAST_NIGHTS = 3
+# The pictures of what happened look back this far: the night just past, whatever the hour.
+LOOK_BACK = timedelta(hours=24)
+# How a slot's runs stack, bottom up: what went well, what is still going, what went wrong.
+OUTCOME_ORDER = ("succeeded", "up_to_date", "claimed", "failed", "rolled_back", "missed")
+MISS_REASONS = ("offline", "throttled", "brake", "unknown")
+MAX_REASON = 500
+
+
+def _operator(request: Request) -> PanelContext | Response:
+    ctx = context_of(request)
+    if ctx.session is None:
+        return redirect(f"{PREFIX}/sign-in")
+    if ctx.session.audience is not Audience.OPERATOR:
+        return page(ctx, "not_found.html", status_code=404)
+    return ctx
+
+
+def _night_charts(ctx: PanelContext) -> list[Markup]:
+    zone = backend.platform(ctx.services).zone
+    first = ctx.now.astimezone(zone).date()
+    charts = []
+    for offset in range(FORECAST_NIGHTS):
+        day = first + timedelta(days=offset)
+        slots = backend.platform_forecast(ctx.services, day).slots
+        charts.append(
+            bar_chart(
+                [
+                    Bar(
+                        label=ctx.lang.time_with_zone(s.at, zone),
+                        total=s.agents,
+                        part=s.can_update,
+                        limit=s.capacity,
+                    )
+                    for s in slots
+                ],
+                title=ctx.lang.gettext("Agents per slot on %(day)s", day=ctx.lang.day(day)),
+                total_legend=ctx.lang.gettext("agents scheduled"),
+                part_legend=ctx.lang.gettext("can update in the window"),
+                limit_legend=ctx.lang.gettext("what the limits allow"),
+                empty_text=ctx.lang.gettext("No agents are scheduled that night."),
+                number=lambda n: ctx.lang.number(n),
+            )
+        )
+    return charts
+
+
+def _outcome_series(ctx: PanelContext) -> list[Series]:
+    legends = {
+        "succeeded": ctx.lang.gettext("updated"),
+        "up_to_date": ctx.lang.gettext("already up to date"),
+        "claimed": ctx.lang.gettext("in progress"),
+        "failed": ctx.lang.gettext("failed"),
+        "rolled_back": ctx.lang.gettext("rolled back"),
+        "missed": ctx.lang.gettext("missed"),
+    }
+    return [
+        Series(legend=legends[status], css="chart-" + status.replace("_", "-"))
+        for status in OUTCOME_ORDER
+    ]
+
+
+def _past_charts(ctx: PanelContext) -> list[Markup]:
+    """The last 24 hours: grants per round against the cap, outcomes per slot, misses by reason."""
+    zone = backend.platform(ctx.services).zone
+    since, until = ctx.now - LOOK_BACK, ctx.now
+    grants = backend.grants_per_round(ctx.services, since=since, until=until)
+    outcomes = backend.outcomes_per_slot(ctx.services, since=since, until=until).slots
+
+    def number(n: int) -> str:
+        return ctx.lang.number(n)
+
+    grant_chart = stacked_chart(
+        [
+            Stack(label=ctx.lang.time_with_zone(r.round_start, zone), parts=(r.granted,))
+            for r in grants.rounds
+        ],
+        series=[Series(legend=ctx.lang.gettext("updates granted"), css="chart-granted")],
+        limit=grants.global_cap,
+        limit_legend=ctx.lang.gettext("the platform's cap per minute"),
+        title=ctx.lang.gettext("Updates granted per minute in the last 24 hours"),
+        empty_text=ctx.lang.gettext("No update was granted in the last 24 hours."),
+        number=number,
+    )
+    outcome_chart = stacked_chart(
+        [
+            Stack(
+                label=ctx.lang.time_with_zone(slot.slot_at, zone),
+                parts=tuple(slot.counts.get(status, 0) for status in OUTCOME_ORDER),
+            )
+            for slot in outcomes
+        ],
+        series=_outcome_series(ctx),
+        title=ctx.lang.gettext("Outcomes per slot in the last 24 hours"),
+        empty_text=ctx.lang.gettext("No update slot in the last 24 hours."),
+        number=number,
+    )
+    missed = [slot for slot in outcomes if slot.missed_by_reason]
+    miss_chart = stacked_chart(
+        [
+            Stack(
+                label=ctx.lang.time_with_zone(slot.slot_at, zone),
+                parts=tuple(slot.missed_by_reason.get(reason, 0) for reason in MISS_REASONS),
+            )
+            for slot in missed
+        ],
+        series=[
+            Series(legend=wording.miss_reason(ctx.lang, reason), css=f"chart-miss-{reason}")
+            for reason in MISS_REASONS
+        ],
+        title=ctx.lang.gettext("Missed updates by reason in the last 24 hours"),
+        empty_text=ctx.lang.gettext("No update was missed in the last 24 hours."),
+        number=number,
+    )
+    return [grant_chart, outcome_chart, miss_chart]
+
+
+def _overview(
+    ctx: PanelContext,
+    *,
+    status_code: int = 200,
+    brake_error: bool = False,
+    settings_error: str | None = None,
+    saved: str | None = None,
+) -> Response:
+    return page(
+        ctx,
+        "operator.html",
+        status_code=status_code,
+        brake=backend.brake(ctx.services),
+        platform=backend.platform(ctx.services),
+        charts=_night_charts(ctx),
+        past_charts=_past_charts(ctx),
+        brake_error=brake_error,
+        settings_error=settings_error,
+        saved=saved,
+    )
+
+
+@router.get("")
+def overview(request: Request, saved: str | None = None) -> Response:
+    ctx = _operator(request)
+    if isinstance(ctx, Response):
+        return ctx
+    return _overview(ctx, saved=saved if saved in {"brake", "settings"} else None)
+
+
+@router.post("/brake")
+def set_brake(
+    request: Request,
+    csrf: Annotated[str, Form(max_length=200)] = "",
+    engaged: Annotated[str, Form()] = "0",
+    reason: Annotated[str, Form(max_length=2000)] = "",
+) -> Response:
+    ctx = _operator(request)
+    if isinstance(ctx, Response):
+        return ctx
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    assert ctx.session is not None
+    engage = engaged == "1"
+    reason = reason.strip()
+    if (engage and not reason) or len(reason) > MAX_REASON:
+        return _overview(ctx, status_code=422, brake_error=True)
+    backend.set_brake(
+        ctx.services,
+        engaged=engage,
+        reason=reason or None,
+        by=ctx.session.credential_id,
+        now=ctx.now,
+    )
+    return redirect(f"{PREFIX}/operator?saved=brake")
+
+
+@router.post("/settings")
+def save_settings(
+    request: Request,
+    csrf: Annotated[str, Form(max_length=200)] = "",
+    timezone: Annotated[str, Form(max_length=100)] = "",
+    catch_up_minutes: Annotated[str, Form(max_length=10)] = "",
+    org_cap: Annotated[str, Form(max_length=10)] = "",
+    global_cap: Annotated[str, Form(max_length=10)] = "",
+) -> Response:
+    ctx = _operator(request)
+    if isinstance(ctx, Response):
+        return ctx
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    changes: dict[str, object] = {"timezone": timezone.strip()}
+    for name, text in (
+        ("catch_up_minutes", catch_up_minutes),
+        ("org_cap", org_cap),
+        ("global_cap", global_cap),
+    ):
+        try:
+            changes[name] = int(text.strip())
+        except ValueError:
+            return _overview(ctx, status_code=422, settings_error=name)
+    try:
+        backend.update_platform(ctx.services, changes)
+    except backend.Refused as exc:
+        return _overview(ctx, status_code=422, settings_error=exc.field)
+    return redirect(f"{PREFIX}/operator?saved=settings")

@@ -1,0 +1,148 @@
+"""Signing in and out, the language menu, and the panel's front door."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response
+
+from control_plane.accounts.credentials import Audience
+from control_plane.panel import backend
+from control_plane.panel.csrf import new_signin_token, tokens_match
+from control_plane.panel.i18n import LANGUAGES
+from control_plane.panel.web import (
+    LANGUAGE_COOKIE,
+    PREFIX,
+    SESSION_COOKIE,
+    SIGNIN_COOKIE,
+    PanelContext,
+    context_of,
+    csrf_ok,
+    page,
+    redirect,
+    safe_next,
+)
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+
+MAX_KEY_LENGTH = 200
+ONE_YEAR = 365 * 24 * 3600
+
+
+def home_of(ctx: PanelContext) -> str:
+    if ctx.session is None:
+        return f"{PREFIX}/sign-in"
+    return f"{PREFIX}/operator" if ctx.session.audience is Audience.OPERATOR else f"{PREFIX}/agents"
+
+
+@router.get("/")
+def front_door(request: Request) -> Response:
+    return redirect(home_of(context_of(request)))
+
+
+def _signin_page(
+    ctx: PanelContext, *, error: str | None = None, notice: str | None = None
+) -> Response:
+    token = new_signin_token()
+    response = page(
+        ctx,
+        "sign_in.html",
+        status_code=401 if error else 200,
+        signin_token=token,
+        error=error,
+        notice=notice,
+    )
+    response.set_cookie(
+        SIGNIN_COOKIE,
+        token,
+        max_age=3600,
+        path=PREFIX,
+        httponly=True,
+        secure=ctx.secure,
+        samesite="strict",
+    )
+    return response
+
+
+@router.get("/sign-in")
+def sign_in_form(request: Request, signed_out: int = 0, ended: int = 0) -> Response:
+    ctx = context_of(request)
+    if ctx.session is not None:
+        return redirect(home_of(ctx))
+    notice = None
+    if signed_out:
+        notice = ctx.lang.gettext("You are signed out.")
+    elif ended:
+        notice = ctx.lang.gettext("Your session has ended. Please sign in again.")
+    return _signin_page(ctx, notice=notice)
+
+
+@router.post("/sign-in")
+def sign_in(
+    request: Request,
+    key: Annotated[str, Form(max_length=MAX_KEY_LENGTH)] = "",
+    csrf: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
+    ctx = context_of(request)
+    if not tokens_match(request.cookies.get(SIGNIN_COOKIE), csrf):
+        return _signin_page(ctx, error=ctx.lang.gettext("This form had expired. Please try again."))
+    who = backend.authenticate(ctx.services, key.strip()) if key.strip() else None
+    if who is None:
+        return _signin_page(
+            ctx,
+            error=ctx.lang.gettext(
+                "This key is not a panel or operator key we know, or it was revoked."
+            ),
+        )
+    opened = backend.open_session(ctx.services, who, now=ctx.now)
+    response = redirect(
+        f"{PREFIX}/operator" if who.audience is Audience.OPERATOR else f"{PREFIX}/agents"
+    )
+    # The cookie lives as long as the browser runs; the server decides when the session ends.
+    response.set_cookie(
+        SESSION_COOKIE,
+        opened.secret,
+        path=PREFIX,
+        httponly=True,
+        secure=ctx.secure,
+        samesite="strict",
+    )
+    response.delete_cookie(SIGNIN_COOKIE, path=PREFIX)
+    return response
+
+
+@router.post("/sign-out")
+def sign_out(request: Request, csrf: Annotated[str, Form(max_length=200)] = "") -> Response:
+    ctx = context_of(request)
+    if ctx.session is None:
+        return redirect(f"{PREFIX}/sign-in")
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    backend.close_session(ctx.services, ctx.session_secret)
+    response = redirect(f"{PREFIX}/sign-in?signed_out=1")
+    response.delete_cookie(SESSION_COOKIE, path=PREFIX)
+    return response
+
+
+@router.get("/language/{code}")
+def choose_language(request: Request, code: str, next: str | None = None) -> Response:
+    """Remember the reader's language (a year, across sign-outs) and go back where they were.
+
+    A link, not a form: it changes only how the pages read, never anything stored for the
+    organisation, so there is nothing for a forged request to gain."""
+    target = safe_next(next)
+    response = redirect(target)
+    if code in LANGUAGES:
+        response.set_cookie(
+            LANGUAGE_COOKIE,
+            code,
+            max_age=ONE_YEAR,
+            path=PREFIX,
+            httponly=True,
+            secure=request.url.scheme == "https",
+            samesite="lax",
+        )
+    return response

@@ -1,0 +1,166 @@
+"""What every panel page shares: the reader's language, the session, CSRF, and rendering.
+
+Each page is rendered by the Jinja2 environment of the reader's language (one per language, each
+with its catalog installed), so a template's `_()` always speaks the right language.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from control_plane.accounts.services import PanelSession
+from control_plane.panel import backend
+from control_plane.panel.csrf import csrf_token_for, tokens_match
+from control_plane.panel.i18n import LANGUAGES, Language, choose_language, language_names
+from control_plane.registry import Services
+
+__all__ = [
+    "LANGUAGE_COOKIE",
+    "SESSION_COOKIE",
+    "SIGNIN_COOKIE",
+    "PanelContext",
+    "csrf_ok",
+    "page",
+    "redirect",
+    "safe_next",
+]
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+SESSION_COOKIE = "nw_panel_session"
+SIGNIN_COOKIE = "nw_panel_signin"
+LANGUAGE_COOKIE = "nw_panel_language"
+PREFIX = "/panel"
+
+# The panel loads nothing from elsewhere and runs no inline script: a page that is injected into
+# still cannot call out, and no other site may frame it.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+
+_environments: dict[str, Environment] = {}
+
+
+def environment(code: str) -> Environment:
+    env = _environments.get(code)
+    if env is None:
+        env = Environment(
+            loader=FileSystemLoader(TEMPLATES),
+            autoescape=select_autoescape(["html", "svg"]),
+            extensions=["jinja2.ext.i18n"],
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        lang = Language(code)
+        env.install_gettext_translations(lang.translations, newstyle=True)  # type: ignore[attr-defined]
+        _environments[code] = env
+    return env
+
+
+def services_of(request: Request) -> Services:
+    return cast(Services, request.app.state.services)
+
+
+def request_now(request: Request) -> datetime:
+    """The request's instant, read once by the app's clock middleware (`ServerTime`): every
+    service call of one page sees the same moment."""
+    return cast(datetime, request.state.now)
+
+
+def safe_next(target: str | None) -> str:
+    """Only a path inside the panel: a link may not send a reader to another site."""
+    if not target:
+        return PREFIX + "/"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith(PREFIX + "/"):
+        return PREFIX + "/"
+    if "\\" in target or target.startswith("//"):
+        return PREFIX + "/"
+    return target
+
+
+@dataclass(frozen=True, kw_only=True)
+class PanelContext:
+    """One request as the panel sees it."""
+
+    request: Request
+    lang: Language
+    now: datetime
+    session: PanelSession | None
+    session_secret: str | None
+
+    @property
+    def csrf_token(self) -> str:
+        """The token this session's forms carry; empty when nobody is signed in."""
+        return csrf_token_for(self.session_secret) if self.session_secret else ""
+
+    @property
+    def services(self) -> Services:
+        return services_of(self.request)
+
+    @property
+    def secure(self) -> bool:
+        return self.request.url.scheme == "https"
+
+
+def context_of(request: Request) -> PanelContext:
+    now = request_now(request)
+    secret = request.cookies.get(SESSION_COOKIE)
+    session = backend.find_session(services_of(request), secret, now=now) if secret else None
+    code = choose_language(
+        request.cookies.get(LANGUAGE_COOKIE), request.headers.get("accept-language")
+    )
+    return PanelContext(
+        request=request,
+        lang=Language(code),
+        now=now,
+        session=session,
+        session_secret=secret if session else None,
+    )
+
+
+def csrf_ok(ctx: PanelContext, presented: str | None) -> bool:
+    return ctx.session is not None and tokens_match(ctx.csrf_token, presented)
+
+
+def _with_headers(response: Response) -> Response:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+def page(ctx: PanelContext, template: str, status_code: int = 200, **values: Any) -> HTMLResponse:
+    env = environment(ctx.lang.code)
+    html = env.get_template(template).render(
+        lang=ctx.lang,
+        languages=language_names(),
+        language_codes=LANGUAGES,
+        session=ctx.session,
+        csrf_token=ctx.csrf_token,
+        current_path=ctx.request.url.path
+        + (("?" + ctx.request.url.query) if ctx.request.url.query else ""),
+        prefix=PREFIX,
+        **values,
+    )
+    response = HTMLResponse(html, status_code=status_code)
+    response.headers["Content-Language"] = ctx.lang.code
+    return cast(HTMLResponse, _with_headers(response))
+
+
+def redirect(target: str) -> Response:
+    # 303: after a form's POST the browser follows with a GET, so a reload does not post again.
+    return _with_headers(RedirectResponse(target, status_code=303))

@@ -1,0 +1,283 @@
+"""The core's facts, said in the reader's language.
+
+The planner and the services return kinds, fields, values and instants; every sentence a customer
+reads is made here (or in a template) from a catalog message, so no English string from the core
+reaches a Dutch page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from control_plane.events.services import EventView
+from control_plane.panel.i18n import Language
+from control_plane.runs.views import RunView
+from shared_planner import PlannedSlot, WallTime, WallTimeKind
+from shared_planner.schedule_problems import ScheduleProblem, ScheduleProblemKind
+
+__all__ = [
+    "ONLINE_WITHIN",
+    "PreviewNight",
+    "event_line",
+    "is_online",
+    "miss_reason",
+    "run_line",
+    "schedule_problem_text",
+    "seen_text",
+    "slot_notes",
+    "status_text",
+]
+
+
+# An agent syncs every minute and records its visit at most every 30 seconds: three quiet minutes
+# mean it is not reaching us.
+ONLINE_WITHIN = timedelta(minutes=3)
+
+
+def _shown_value(value: object) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def schedule_problem_text(lang: Language, problem: ScheduleProblem) -> str:
+    kind = problem.kind
+    value = _shown_value(problem.value)
+    if kind is ScheduleProblemKind.OFF_GRID:
+        return lang.gettext(
+            "%(value)s is not on the five-minute grid (for example 03:05 or 03:10).", value=value
+        )
+    if kind is ScheduleProblemKind.NOT_A_TIME or kind is ScheduleProblemKind.NOT_A_STRING:
+        return lang.gettext(
+            "%(value)s is not a time of day. Write it as HH:MM on the 24-hour clock, "
+            "for example 03:05.",
+            value=value,
+        )
+    if kind is ScheduleProblemKind.DUPLICATE:
+        return lang.gettext(
+            "%(value)s is already in the list; each time may appear once.", value=value
+        )
+    if kind is ScheduleProblemKind.EMPTY:
+        return lang.gettext("Add at least one time, or switch scheduled updates off.")
+    if kind is ScheduleProblemKind.TOO_MANY:
+        return lang.gettext(
+            "A day has at most %(limit)s five-minute slots; remove some times.",
+            limit=lang.number(problem.limit),
+        )
+    return lang.gettext("The list of times could not be read.")
+
+
+def wall_time_note(lang: Language, wall: WallTime, zone: ZoneInfo) -> str | None:
+    """The daylight saving note for one scheduled time on one day, or None when it is ordinary."""
+    label = f"{wall.wall.hour:02d}:{wall.wall.minute:02d}"
+    if wall.kind is WallTimeKind.SKIPPED:
+        return lang.gettext(
+            "%(time)s does not exist on %(day)s (the clocks go forward); it runs at %(shown)s.",
+            time=label,
+            day=lang.day(wall.day),
+            shown=lang.time_with_zone(wall.at, zone),
+        )
+    if wall.kind is WallTimeKind.REPEATED:
+        return lang.gettext(
+            "%(time)s happens twice on %(day)s (the clocks go back); it runs once, "
+            "at the first: %(shown)s.",
+            time=label,
+            day=lang.day(wall.day),
+            shown=lang.time_with_zone(wall.at, zone),
+        )
+    return None
+
+
+def slot_notes(lang: Language, planned: PlannedSlot, zone: ZoneInfo) -> list[str]:
+    notes = [note for wall in planned.merged if (note := wall_time_note(lang, wall, zone))]
+    if len(planned.merged) > 1:
+        labels = ", ".join(f"{w.wall.hour:02d}:{w.wall.minute:02d}" for w in planned.merged)
+        notes.append(
+            lang.gettext(
+                "%(times)s fall on the same moment and run once.",
+                times=labels,
+            )
+        )
+    return notes
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreviewNight:
+    heading: str
+    slots: list[tuple[str, list[str]]]  # (the local time with its zone, its notes)
+
+
+def miss_reason(lang: Language, reason: str | None) -> str:
+    if reason == "offline":
+        return lang.gettext("offline")
+    if reason == "throttled":
+        return lang.gettext("no room within the update limits")
+    if reason == "brake":
+        return lang.gettext("updates were paused by our operators")
+    return lang.gettext("reason unknown")
+
+
+def status_text(lang: Language, run: RunView) -> str:
+    """What became of a run, in a few words."""
+    status = run.status
+    version = run.version or run.release_version or "?"
+    if status == "up_to_date":
+        return lang.gettext("already up to date")
+    if status == "succeeded":
+        return lang.gettext("updated to %(version)s", version=version)
+    if status == "failed":
+        return lang.gettext("failed; the previous version keeps running")
+    if status == "rolled_back":
+        return lang.gettext("rolled back; the previous version keeps running")
+    if status == "missed":
+        return lang.gettext("missed: %(reason)s", reason=miss_reason(lang, run.miss_reason))
+    if status == "claimed":
+        return lang.gettext("in progress")
+    if status == "requested":
+        return lang.gettext("waiting for the agent")
+    return lang.gettext("unknown state")
+
+
+def run_line(lang: Language, run: RunView, zone: ZoneInfo) -> str:
+    if run.trigger == "schedule" and run.slot_at is not None:
+        return lang.gettext(
+            "%(when)s (scheduled) — %(outcome)s",
+            when=lang.moment(run.slot_at, zone),
+            outcome=status_text(lang, run),
+        )
+    return lang.gettext(
+        "%(when)s (update now) — %(outcome)s",
+        when=lang.moment(run.created_at, zone),
+        outcome=status_text(lang, run),
+    )
+
+
+def event_line(lang: Language, event: EventView) -> str:
+    """One step on the timeline. A scheduled update's steps name the schedule, never a person."""
+    version = event.data.get("version") or "?"
+    by_schedule = event.actor.kind == "schedule"
+    if event.kind == "update.requested":
+        return lang.gettext("Someone in your organisation asked for an update now.")
+    if event.kind == "update.started":
+        return lang.gettext("The agent started the update you asked for.")
+    if event.kind == "update.scheduled":
+        return lang.gettext("The schedule started an update.")
+    if event.kind == "update.up_to_date":
+        return lang.gettext("The schedule found the agent already up to date.")
+    if event.kind == "update.succeeded":
+        if by_schedule:
+            return lang.gettext("Scheduled update to %(version)s succeeded.", version=version)
+        return lang.gettext("Requested update to %(version)s succeeded.", version=version)
+    if event.kind == "update.failed":
+        if by_schedule:
+            return lang.gettext("Scheduled update failed.")
+        return lang.gettext("Requested update failed.")
+    if event.kind == "update.rolled_back":
+        if by_schedule:
+            return lang.gettext("Scheduled update was rolled back.")
+        return lang.gettext("Requested update was rolled back.")
+    return lang.gettext("Other event (%(kind)s).", kind=event.kind)
+
+
+def is_online(last_seen_at: datetime | None, now: datetime) -> bool:
+    return last_seen_at is not None and now - last_seen_at <= ONLINE_WITHIN
+
+
+def seen_text(lang: Language, last_seen_at: datetime | None, now: datetime, zone: ZoneInfo) -> str:
+    """ "online", or since when not, judged at the request's instant."""
+    if is_online(last_seen_at, now):
+        return lang.gettext("online")
+    if last_seen_at is None:
+        return lang.gettext("never seen")
+    return lang.gettext("offline since %(when)s", when=lang.moment(last_seen_at, zone))
+
+
+def notification_lines(lang: Language, body: dict[str, Any]) -> list[str]:
+    """A notification's summary from its counts (the stored English summary is not shown)."""
+    counts = body.get("counts", {})
+    lines = [
+        lang.ngettext(
+            "%(count)s agent had this slot.",
+            "%(count)s agents had this slot.",
+            int(counts.get("agents", 0)),
+            count=lang.number(int(counts.get("agents", 0))),
+        )
+    ]
+    for group in body.get("updated", []):
+        lines.append(
+            lang.ngettext(
+                "%(count)s updated to %(version)s.",
+                "%(count)s updated to %(version)s.",
+                int(group["count"]),
+                count=lang.number(int(group["count"])),
+                version=group["version"],
+            )
+        )
+    n = int(counts.get("up_to_date", 0))
+    if n:
+        lines.append(
+            lang.ngettext(
+                "%(count)s already up to date.",
+                "%(count)s already up to date.",
+                n,
+                count=lang.number(n),
+            )
+        )
+    n = int(counts.get("failed", 0))
+    if n:
+        lines.append(
+            lang.ngettext("%(count)s failed.", "%(count)s failed.", n, count=lang.number(n))
+        )
+    n = int(counts.get("rolled_back", 0))
+    if n:
+        lines.append(
+            lang.ngettext(
+                "%(count)s rolled back.", "%(count)s rolled back.", n, count=lang.number(n)
+            )
+        )
+    n = int(counts.get("no_outcome", 0))
+    if n:
+        lines.append(
+            lang.ngettext(
+                "%(count)s without an outcome yet.",
+                "%(count)s without an outcome yet.",
+                n,
+                count=lang.number(n),
+            )
+        )
+    for reason, n in body.get("missed_by_reason", {}).items():
+        lines.append(
+            lang.ngettext(
+                "%(count)s missed: %(reason)s.",
+                "%(count)s missed: %(reason)s.",
+                int(n),
+                count=lang.number(int(n)),
+                reason=miss_reason(lang, reason),
+            )
+        )
+    stale = len(body.get("not_updated_for_three_days", []))
+    if stale:
+        lines.append(
+            lang.ngettext(
+                "%(count)s agent has not updated for three days.",
+                "%(count)s agents have not updated for three days.",
+                stale,
+                count=lang.number(stale),
+            )
+        )
+    return lines
+
+
+def catch_up_text(lang: Language, minutes: int) -> str:
+    return lang.ngettext(
+        "An update may start up to %(count)s minute after its time.",
+        "An update may start up to %(count)s minutes after its time.",
+        minutes,
+        count=lang.number(minutes),
+    )
+
+
+def duration_minutes(delta: timedelta) -> int:
+    return int(delta.total_seconds() // 60)

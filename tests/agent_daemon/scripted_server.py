@@ -1,0 +1,95 @@
+"""A loopback HTTP server that answers each connection with a script of raw bytes: the answers no
+well-behaved server library would send (absurd headers, a head that never ends, a body that is not
+what its headers claim). The artifact server in `updater_support` serves the well-formed cases."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+
+Script = Callable[[socket.socket, "ScriptedServer"], None]
+
+
+@dataclass(kw_only=True)
+class ScriptedServer:
+    listener: socket.socket
+    scripts: list[Script] = field(default_factory=list)
+    requests: list[bytes] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def origin(self) -> str:
+        host, port = self.listener.getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    def url(self, path: str = "/artifact") -> str:
+        return self.origin + path
+
+    def serve_forever(self) -> None:
+        self.listener.settimeout(0.05)
+        while not self.stop.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection: socket.socket) -> None:
+        with connection, suppress(OSError):
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = connection.recv(4096)
+                if not chunk:
+                    return
+                head += chunk
+            self.requests.append(head)
+            script = self.scripts.pop(0) if self.scripts else not_found
+            script(connection, self)
+
+
+def not_found(connection: socket.socket, server: ScriptedServer) -> None:
+    connection.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+
+def raw(answer: bytes) -> Script:
+    def send(connection: socket.socket, server: ScriptedServer) -> None:
+        connection.sendall(answer)
+
+    return send
+
+
+def head_then(head: bytes, body: bytes) -> Script:
+    return raw(head + b"\r\n" + body)
+
+
+def head_never_ends(interval: float = 0.1) -> Script:
+    """A status line, then one header byte per `interval` until the server stops: every single
+    read is fast, the head never completes."""
+
+    def send(connection: socket.socket, server: ScriptedServer) -> None:
+        connection.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+        while not server.stop.is_set():
+            connection.sendall(b"a")
+            time.sleep(interval)
+
+    return send
+
+
+@contextmanager
+def scripted_server(*scripts: Script) -> Iterator[ScriptedServer]:
+    listener = socket.create_server(("127.0.0.1", 0))
+    server = ScriptedServer(listener=listener, scripts=list(scripts))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.stop.set()
+        thread.join()
+        listener.close()

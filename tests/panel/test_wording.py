@@ -1,0 +1,180 @@
+"""The core's facts worded per language: schedule problems, daylight saving notes, runs, events."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time
+from uuid import uuid4
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from control_plane.events.services import Actor, EventView
+from control_plane.panel.i18n import Language, choose_language
+from control_plane.panel.schedule_editor import check_rows, preview
+from control_plane.panel.wording import event_line, run_line, wall_time_note
+from control_plane.runs.views import RunView
+from shared_planner import describe_wall_time
+from shared_planner.schedule_problems import ScheduleProblemKind, schedule_problem
+
+AMSTERDAM = ZoneInfo("Europe/Amsterdam")
+
+
+@pytest.mark.parametrize(
+    ("values", "kind", "index"),
+    [
+        pytest.param(["03:07"], ScheduleProblemKind.OFF_GRID, 0, id="off_grid"),
+        pytest.param(["03:00", "25:00"], ScheduleProblemKind.NOT_A_TIME, 1, id="not_a_time"),
+        pytest.param(["3:00"], ScheduleProblemKind.NOT_A_TIME, 0, id="one_digit_hour"),
+        pytest.param(["03:00", 3], ScheduleProblemKind.NOT_A_STRING, 1, id="number"),
+        pytest.param(["03:00", "03:00"], ScheduleProblemKind.DUPLICATE, 1, id="duplicate"),
+        pytest.param([], ScheduleProblemKind.EMPTY, None, id="empty"),
+        pytest.param("03:00", ScheduleProblemKind.NOT_A_LIST, None, id="a_string"),
+        pytest.param(
+            [f"{m // 60:02d}:{m % 60:02d}" for m in range(0, 1440, 5)] * 2,
+            ScheduleProblemKind.TOO_MANY,
+            None,
+            id="too_many",
+        ),
+    ],
+)
+def test_schedule_problem_names_kind_and_index(
+    values: object, kind: ScheduleProblemKind, index: int | None
+) -> None:
+    problem = schedule_problem(values)
+    assert problem is not None
+    assert (problem.kind, problem.index) == (kind, index)
+
+
+def test_a_valid_schedule_has_no_problem() -> None:
+    assert schedule_problem(["03:00", "13:30"]) is None
+
+
+def test_the_problem_is_placed_on_the_row_the_reader_sees() -> None:
+    state = check_rows(Language("de"), enabled=True, rows=["03:00", "", "03:07"])
+    assert list(state.row_errors) == [2]
+    assert "Fünf-Minuten-Raster" in state.row_errors[2]
+
+
+def test_an_enabled_schedule_without_times_is_a_list_problem() -> None:
+    state = check_rows(Language("nl"), enabled=True, rows=["", " "])
+    assert state.row_errors == {}
+    assert state.list_error is not None
+    assert "minstens één tijd" in state.list_error
+
+
+def test_a_schedule_switched_off_may_be_empty() -> None:
+    assert not check_rows(Language("en"), enabled=False, rows=[""]).has_errors
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        pytest.param(
+            "nl",
+            "02:30 bestaat niet op 28 maart (de klok gaat een uur vooruit); "
+            "de update draait om 03:30 CEST.",
+            id="nl_spring_gap",
+        ),
+        pytest.param(
+            "de",
+            "02:30 gibt es am 28. März nicht (die Uhren werden vorgestellt); "
+            "das Update läuft um 03:30 CEST.",
+            id="de_spring_gap",
+        ),
+    ],
+)
+def test_the_spring_note_in_words(code: str, expected: str) -> None:
+    wall = describe_wall_time(date(2027, 3, 28), time(2, 30), AMSTERDAM)
+    assert wall_time_note(Language(code), wall, AMSTERDAM) == expected
+
+
+def test_the_autumn_note_names_the_first_instant() -> None:
+    wall = describe_wall_time(date(2026, 10, 25), time(2, 30), AMSTERDAM)
+    note = wall_time_note(Language("fr"), wall, AMSTERDAM)
+    assert note is not None
+    assert "deux fois le 25 octobre" in note
+    assert "02:30 CEST" in note
+
+
+def test_an_ordinary_time_has_no_note() -> None:
+    wall = describe_wall_time(date(2027, 3, 29), time(2, 30), AMSTERDAM)
+    assert wall_time_note(Language("en"), wall, AMSTERDAM) is None
+
+
+def test_the_preview_walks_the_spring_night() -> None:
+    now = datetime(2027, 3, 26, 11, 0, tzinfo=UTC)
+    nights = preview(Language("sv"), ["02:30", "03:30"], zone=AMSTERDAM, now=now)
+    assert len(nights) == 7
+    spring = next(n for n in nights if "28 mars" in n.heading)
+    # 02:30 does not exist that night and runs at 03:30: one slot with two notes.
+    assert len(spring.slots) == 1
+    shown, notes = spring.slots[0]
+    assert shown == "03:30 CEST"
+    assert any("finns inte den 28 mars" in note for note in notes)
+    assert any("en gång" in note for note in notes)
+
+
+def _run(**changes: object) -> RunView:
+    values: dict[str, object] = {
+        "run_id": uuid4(),
+        "agent_id": uuid4(),
+        "trigger": "schedule",
+        "slot_key": "2027-03-29T03:00",
+        "slot_at": datetime(2027, 3, 29, 1, 0, tzinfo=UTC),
+        "status": "up_to_date",
+        "from_version": "1.4.0",
+        "miss_reason": None,
+        "version": "1.5.0",
+        "release_version": None,
+        "error": None,
+        "created_at": datetime(2027, 3, 29, 1, 0, tzinfo=UTC),
+        "claimed_at": None,
+        "finished_at": None,
+    }
+    values.update(changes)
+    return RunView(**values)  # type: ignore[arg-type]
+
+
+def _event(kind: str, actor: str, at: datetime, **data: object) -> EventView:
+    return EventView(
+        id=1,
+        kind=kind,
+        actor=Actor(kind=actor, id=None),  # type: ignore[arg-type]
+        run_id=None,
+        at=at,
+        data=dict(data),
+    )
+
+
+def test_runs_read_as_the_issue_asks() -> None:
+    en = Language("en")
+    assert run_line(en, _run(), AMSTERDAM).endswith("(scheduled) — already up to date")
+    missed = run_line(en, _run(status="missed", miss_reason="offline"), AMSTERDAM)
+    assert missed.endswith("missed: offline")
+    assert "rolled back" in run_line(en, _run(status="rolled_back"), AMSTERDAM)
+
+
+def test_the_timeline_never_says_a_person_started_a_scheduled_update() -> None:
+    en = Language("en")
+    at = datetime(2027, 3, 29, 1, 0, tzinfo=UTC)
+    scheduled = event_line(en, _event("update.scheduled", "schedule", at))
+    succeeded = event_line(en, _event("update.succeeded", "schedule", at, version="2"))
+    asked = event_line(en, _event("update.requested", "user", at))
+    assert scheduled == "The schedule started an update."
+    assert succeeded.startswith("Scheduled update")
+    assert "asked" in asked
+
+
+@pytest.mark.parametrize(
+    ("chosen", "header", "expected"),
+    [
+        pytest.param(None, None, "en", id="nothing_is_english"),
+        pytest.param(None, "de-CH, fr;q=0.8", "de", id="region_falls_back_to_language"),
+        pytest.param(None, "ja, it;q=0.3", "it", id="first_we_speak"),
+        pytest.param(None, "pl;q=0, sv;q=0.5", "sv", id="q_zero_is_refused"),
+        pytest.param("nl", "de", "nl", id="the_choice_wins"),
+        pytest.param("xx", "fr", "fr", id="an_unknown_choice_is_ignored"),
+    ],
+)
+def test_language_choice(chosen: str | None, header: str | None, expected: str) -> None:
+    assert choose_language(chosen, header) == expected
