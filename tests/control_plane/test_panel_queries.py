@@ -11,7 +11,8 @@ from control_plane.accounts.credentials import Audience
 from control_plane.accounts.services import ABSOLUTE_LIFETIME, IDLE_LIMIT
 from control_plane.registry import Services
 from control_plane.types import Pool
-from tests.control_plane.conftest import Agent, Org, SetClock
+from nachtwacht.worlds.clocks import ManualClock
+from tests.control_plane.conftest import Agent, Org
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 
@@ -53,7 +54,7 @@ def test_a_session_ends_with_its_key_and_when_signed_out(
 def test_the_overview_gives_each_agent_its_next_slot_and_newest_run(
     services: Services,
     pool: Pool,
-    clock: SetClock,
+    clock: ManualClock,
     make_org: Callable[[str], Org],
     make_agent: Callable[[Org, str], Agent],
 ) -> None:
