@@ -9,6 +9,7 @@ our processes still uses it).
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import socket
 import sys
@@ -21,6 +22,7 @@ from control_plane.api.app import create_app
 from control_plane.config import ServeSettings, load_trusted_keys
 from control_plane.database import open_pool
 from control_plane.errors import ConfigurationError
+from control_plane.events.trail import Actor
 from control_plane.ready_line import ready_line
 from control_plane.reconcile import reconcile_running
 from control_plane.registry import build_services
@@ -76,9 +78,21 @@ async def _run(server: uvicorn.Server, sock: socket.socket) -> None:
     await task
 
 
+def _show_the_trail() -> None:
+    # The operators' trail is one line per action on stderr whatever --log-level says: it is
+    # the record of who stopped or changed what, not diagnostics.
+    trail = logging.getLogger("control_plane.trail")
+    if not trail.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s nachtwacht trail: %(message)s"))
+        trail.addHandler(handler)
+    trail.setLevel(logging.INFO)
+
+
 def serve(settings: ServeSettings) -> int:
     clock = clock_from_env()
     _announce_clock(clock)
+    _show_the_trail()
     trusted_keys = load_trusted_keys(settings.release_public_keys)
     # uvicorn restores these after its graceful shutdown and re-raises the signal it caught.
     signal.signal(signal.SIGTERM, _raise_stop)
@@ -90,9 +104,15 @@ def serve(settings: ServeSettings) -> int:
                 migrate.require_head(url)
             pool = open_pool(url, min_size=1, max_size=settings.pool_size)
             try:
-                services = build_services(pool, trusted_keys)
+                services = build_services(
+                    pool, trusted_keys, webhook_policy=settings.webhook_policy
+                )
                 if settings.platform_settings:
-                    services.settings.update(settings.platform_settings)
+                    services.settings.update(
+                        settings.platform_settings,
+                        now=clock.now(),
+                        actor=Actor(kind="operator", name="serve flags"),
+                    )
                 config = uvicorn.Config(
                     create_app(services, clock),
                     log_level=settings.log_level,

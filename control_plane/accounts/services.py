@@ -44,8 +44,9 @@ __all__ = [
 MAX_NAME_LENGTH = 200
 # What an agent sends as its host id (`ground.contract.HOST_ID_HEADER`); the database's CHECK too.
 HOST_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{8,64}")
-# A host's sighting is written again at most this often, so the poll path stays a read.
-HOST_SEEN_EVERY = timedelta(minutes=5)
+# A host's sighting is written again at most this often (once an hour per host: the poll path
+# stays a read nearly always; a shared identity is judged over a day).
+HOST_SEEN_EVERY = timedelta(hours=1)
 
 _ACTOR_KINDS: dict[str, ActorKind] = {
     Audience.AGENT.value: "agent",

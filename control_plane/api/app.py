@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from control_plane.accounts import routes as accounts
 from control_plane.agent_config import routes as agent_config
 from control_plane.agents import routes as agents
 from control_plane.api.answers import shown_value
@@ -181,6 +182,7 @@ def create_app(services: Services, clock: Clock) -> FastAPI:
         notifications,
         forecast,
         metrics,
+        accounts,
     ):
         app.include_router(module.router)
 

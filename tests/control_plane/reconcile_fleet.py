@@ -38,7 +38,9 @@ class Fleet:
         self.services = services
         self.clock = clock
         self.sender = WebhookSender(
-            pool, DeliveryPolicy(max_attempts=3, first_backoff=timedelta(minutes=1))
+            pool,
+            DeliveryPolicy(max_attempts=3, first_backoff=timedelta(minutes=1)),
+            addresses=services.webhook_policy,
         )
         self._pass = ReconcilePass(
             pool, sender=self.sender, settings=PassSettings(), identity="tests"

@@ -51,9 +51,7 @@ ENDPOINTS = [
     Endpoint("GET", "/v1/admin/settings", Audience.OPERATOR),
     Endpoint("PUT", "/v1/admin/settings", Audience.OPERATOR, {"org_cap": 1}),
     Endpoint("GET", "/v1/admin/brake", Audience.OPERATOR),
-    Endpoint(
-        "PUT", "/v1/admin/brake", Audience.OPERATOR, {"engaged": True, "reason": "incident"}
-    ),
+    Endpoint("PUT", "/v1/admin/brake", Audience.OPERATOR, {"engaged": True, "reason": "incident"}),
     Endpoint("POST", "/v1/admin/tokens/{token_id}/revoke", Audience.OPERATOR),
     Endpoint(
         "POST",

@@ -11,7 +11,6 @@ import httpx
 import pytest
 
 from control_plane.types import Pool
-
 from tests.control_plane.conftest import Agent, Api, Org, SetClock, SignedRelease
 
 SLOT = "2026-11-30T03:00"
