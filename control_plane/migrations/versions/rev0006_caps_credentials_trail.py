@@ -46,9 +46,10 @@ ALTER TABLE platform_settings
 
 UPDATE platform_brake SET reason = 'no reason was recorded'
  WHERE engaged AND (reason IS NULL OR btrim(reason) = '');
+-- coalesce: a NULL reason makes the length unknown, and a CHECK lets unknown through.
 ALTER TABLE platform_brake
     ADD CONSTRAINT platform_brake_engaged_has_reason
-        CHECK (NOT engaged OR length(btrim(reason)) > 0);
+        CHECK (NOT engaged OR coalesce(length(btrim(reason)), 0) > 0);
 
 ALTER TABLE credentials
     ADD COLUMN name        text,
