@@ -6,6 +6,11 @@
     create-panel-key      another panel key for an organisation (shown once)
     enroll-agent          a new agent and its credential (shown once)
     create-operator-key   an operator key (shown once)
+    list-credentials      the credentials of the three audiences (never their secrets)
+    revoke-credential ID  refuse a credential from now on
+    rotate-credential ID  a new secret for the same holder and scope; the old one revoked
+    delete-agent ID       take an agent out (credentials revoked; runs and events stay)
+    events                the operators' trail: operator actions and schedule changes
     publish-release       check a signed release against the trusted keys and store it
     forecast --date D     the capacity forecast of a local day (which slots will not fit)
 
@@ -16,27 +21,34 @@ PostgreSQL; default: the user's data directory). Bad input prints one line and e
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
-from uuid import UUID
 
 from pydantic import TypeAdapter
 
 from control_plane import migrate
+from control_plane.accounts.credentials import Audience
 from control_plane.accounts.services import AccountService
+from control_plane.cli_common import (
+    Parser,
+    add_database_flags,
+    add_json_flag,
+    admin_pool,
+    cli_actor,
+    emit,
+    location,
+    parse_id,
+)
+from control_plane.cli_credentials import CREDENTIAL_COMMANDS, add_credential_commands
 from control_plane.config import (
-    DatabaseLocation,
     ServeSettings,
     load_trusted_keys,
     release_key_paths,
     settings_from_env,
+    webhook_policy,
 )
-from control_plane.database import open_pool
 from control_plane.errors import (
     ConfigurationError,
     ControlPlaneError,
@@ -48,38 +60,17 @@ from control_plane.forecast.services import ForecastService, parse_day
 from control_plane.forecast.text import render_forecast
 from control_plane.releases.services import ReleaseService
 from control_plane.startup import opened_database
-from control_plane.types import Pool
 from ground.clock import ClockConfigError, clock_from_env
 
 __all__ = ["main"]
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message}\n")
-
-
-def _add_database_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--database-url",
-        help="an external PostgreSQL 15+ (default: $NACHTWACHT_DATABASE_URL, else embedded)",
-    )
-    parser.add_argument(
-        "--data-dir",
-        help="the embedded PostgreSQL's home (default: $NACHTWACHT_DATA_DIR, else user data dir)",
-    )
-
-
-def _add_json_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="nachtwacht control", description="Run and administer the control plane.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = Parser(prog="nachtwacht control", description="Run and administer the control plane.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     serve = commands.add_parser("serve", help="run the HTTP API")
-    _add_database_flags(serve)
+    add_database_flags(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     serve.add_argument("--port", type=int, default=8080, help="TCP port; 0 picks a free one (8080)")
     serve.add_argument("--no-migrate", action="store_true", help="do not migrate at start-up")
@@ -103,6 +94,13 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     serve.add_argument(
+        "--webhook-allow-network",
+        action="append",
+        metavar="CIDR",
+        help="a network webhooks may reach besides public addresses, e.g. 127.0.0.0/8 "
+        "(repeatable; default $NACHTWACHT_WEBHOOK_ALLOW_NETWORKS)",
+    )
+    serve.add_argument(
         "--release-public-key",
         action="append",
         metavar="PATH",
@@ -119,11 +117,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="a trusted release key (repeatable; default $NACHTWACHT_RELEASE_PUBLIC_KEYS)",
     )
-    _add_database_flags(publish)
-    _add_json_flag(publish)
+    add_database_flags(publish)
+    add_json_flag(publish)
 
     migrate_cmd = commands.add_parser("migrate", help="apply the database migrations")
-    _add_database_flags(migrate_cmd)
+    add_database_flags(migrate_cmd)
     migrate_cmd.add_argument(
         "--check",
         action="store_true",
@@ -133,70 +131,44 @@ def _parser() -> argparse.ArgumentParser:
 
     org = commands.add_parser("create-org", help="a new organisation and its panel key")
     org.add_argument("name")
-    _add_database_flags(org)
-    _add_json_flag(org)
+    add_database_flags(org)
+    add_json_flag(org)
 
     panel_key = commands.add_parser("create-panel-key", help="another panel key for an org")
     panel_key.add_argument("--org", required=True, help="organisation id")
-    panel_key.add_argument("--label", help="what the key is for")
-    _add_database_flags(panel_key)
-    _add_json_flag(panel_key)
+    panel_key.add_argument(
+        "--name", "--label", dest="name", help="who holds the key (a person or a system)"
+    )
+    add_database_flags(panel_key)
+    add_json_flag(panel_key)
 
     enroll = commands.add_parser("enroll-agent", help="a new agent and its credential")
     enroll.add_argument("--org", required=True, help="organisation id")
     enroll.add_argument("--name", required=True, help="the agent's name, unique in its org")
-    _add_database_flags(enroll)
-    _add_json_flag(enroll)
+    add_database_flags(enroll)
+    add_json_flag(enroll)
 
     operator = commands.add_parser("create-operator-key", help="an operator (admin) key")
-    operator.add_argument("--label", help="whose key it is")
-    _add_database_flags(operator)
-    _add_json_flag(operator)
+    operator.add_argument(
+        "--name", "--label", dest="name", help="who holds the key (a person or a system)"
+    )
+    add_database_flags(operator)
+    add_json_flag(operator)
+
+    add_credential_commands(commands)
 
     forecast = commands.add_parser("forecast", help="the capacity forecast of a local day")
     forecast.add_argument("--date", required=True, help="YYYY-MM-DD in the platform's zone")
-    _add_database_flags(forecast)
-    _add_json_flag(forecast)
+    add_database_flags(forecast)
+    add_json_flag(forecast)
     return parser
-
-
-def _location(args: argparse.Namespace) -> DatabaseLocation:
-    return DatabaseLocation.resolve(url=args.database_url, data_dir=args.data_dir)
-
-
-@contextlib.contextmanager
-def _admin_pool(args: argparse.Namespace) -> Iterator[Pool]:
-    location = _location(args)
-    # The embedded database is this machine's own: bring it up to date. An external one is
-    # migrated deliberately, with `nachtwacht control migrate`.
-    with opened_database(location, migrate_to_head=location.url is None) as url:
-        migrate.require_head(url)
-        pool = open_pool(url, min_size=1, max_size=1)
-        try:
-            yield pool
-        finally:
-            pool.close()
-
-
-def _uuid(field_name: str, value: str) -> UUID:
-    try:
-        return UUID(value)
-    except ValueError as exc:
-        raise ControlPlaneError(f"{field_name}: {value!r} is not an id (expected a UUID)") from exc
-
-
-def _emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -> None:
-    if args.json:
-        print(json.dumps(payload))
-    else:
-        print("\n".join(lines))
 
 
 def _create_org(args: argparse.Namespace) -> int:
     clock = clock_from_env()
-    with _admin_pool(args) as pool:
-        issued = AccountService(pool).create_org(args.name, now=clock.now())
-    _emit(
+    with admin_pool(args) as pool:
+        issued = AccountService(pool).create_org(args.name, now=clock.now(), actor=cli_actor())
+    emit(
         args,
         {"org_id": str(issued.org_id), "name": issued.name, "panel_key": issued.panel_key},
         [
@@ -208,23 +180,36 @@ def _create_org(args: argparse.Namespace) -> int:
 
 
 def _create_panel_key(args: argparse.Namespace) -> int:
-    org_id = _uuid("--org", args.org)
-    with _admin_pool(args) as pool:
-        key = AccountService(pool).create_panel_key(org_id, args.label)
-    _emit(
+    org_id = parse_id("--org", args.org)
+    with admin_pool(args) as pool:
+        issued = AccountService(pool).issue(
+            Audience.PANEL,
+            name=args.name or "panel key",
+            org_id=org_id,
+            now=clock_from_env().now(),
+            actor=cli_actor(),
+        )
+    emit(
         args,
-        {"org_id": str(org_id), "panel_key": key},
-        [f"panel key for {org_id} (shown once, store it now): {key}"],
+        {
+            "org_id": str(org_id),
+            "credential_id": str(issued.credential.id),
+            "name": issued.credential.name,
+            "panel_key": issued.secret,
+        },
+        [f"panel key for {org_id} (shown once, store it now): {issued.secret}"],
     )
     return 0
 
 
 def _enroll_agent(args: argparse.Namespace) -> int:
     clock = clock_from_env()
-    org_id = _uuid("--org", args.org)
-    with _admin_pool(args) as pool:
-        issued = AccountService(pool).enroll_agent(org_id, args.name, now=clock.now())
-    _emit(
+    org_id = parse_id("--org", args.org)
+    with admin_pool(args) as pool:
+        issued = AccountService(pool).enroll_agent(
+            org_id, args.name, now=clock.now(), actor=cli_actor()
+        )
+    emit(
         args,
         {
             "agent_id": str(issued.agent_id),
@@ -241,9 +226,22 @@ def _enroll_agent(args: argparse.Namespace) -> int:
 
 
 def _create_operator_key(args: argparse.Namespace) -> int:
-    with _admin_pool(args) as pool:
-        key = AccountService(pool).create_operator_key(args.label)
-    _emit(args, {"operator_key": key}, [f"operator key (shown once, store it now): {key}"])
+    with admin_pool(args) as pool:
+        issued = AccountService(pool).issue(
+            Audience.OPERATOR,
+            name=args.name or "operator key",
+            now=clock_from_env().now(),
+            actor=cli_actor(),
+        )
+    emit(
+        args,
+        {
+            "credential_id": str(issued.credential.id),
+            "name": issued.credential.name,
+            "operator_key": issued.secret,
+        },
+        [f"operator key (shown once, store it now): {issued.secret}"],
+    )
     return 0
 
 
@@ -259,9 +257,9 @@ def _publish_release(args: argparse.Namespace) -> int:
     manifest = _read_file("MANIFEST", args.manifest)
     signature = _read_file("SIGNATURE", args.signature)
     artifact = _read_file("ARTIFACT", args.artifact)
-    with _admin_pool(args) as pool:
+    with admin_pool(args) as pool:
         release = ReleaseService(pool, keys).publish(
-            manifest, signature, artifact, now=clock_from_env().now()
+            manifest, signature, artifact, now=clock_from_env().now(), actor=cli_actor()
         )
     payload = {
         "release_id": str(release.id),
@@ -271,7 +269,7 @@ def _publish_release(args: argparse.Namespace) -> int:
         "platform": release.platform,
         "key_id": release.key_id,
     }
-    _emit(
+    emit(
         args,
         payload,
         [
@@ -283,7 +281,7 @@ def _publish_release(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    with opened_database(_location(args), migrate_to_head=False) as url:
+    with opened_database(location(args), migrate_to_head=False) as url:
         if args.check:
             applied = migrate.check_migrations(url)
             print(f"ok: {len(applied)} migrations apply to an empty database, undo and re-apply")
@@ -299,20 +297,21 @@ def _serve(args: argparse.Namespace) -> int:
     settings = ServeSettings(
         host=args.host,
         port=args.port,
-        database=_location(args),
+        database=location(args),
         migrate=not args.no_migrate,
         pool_size=args.pool_size,
         workers=args.workers,
         log_level=args.log_level,
         platform_settings=settings_from_env(vars(args)),
         release_public_keys=release_key_paths(args.release_public_key),
+        webhook_policy=webhook_policy(args.webhook_allow_network),
     )
     return serve(settings)
 
 
 def _forecast(args: argparse.Namespace) -> int:
     day = parse_day("--date", args.date)
-    with _admin_pool(args) as pool:
+    with admin_pool(args) as pool:
         view = ForecastService(pool).platform_day(day)
     if args.json:
         print(TypeAdapter(PlatformDayForecast).dump_json(view).decode("utf-8"))
@@ -330,6 +329,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "create-operator-key": _create_operator_key,
     "publish-release": _publish_release,
     "forecast": _forecast,
+    **CREDENTIAL_COMMANDS,
 }
 
 

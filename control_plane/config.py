@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane.database import DATABASE_URL_ENV
 from control_plane.errors import ConfigurationError
+from control_plane.notifications.addresses import WebhookAddressPolicy
 from signed_release import ReleaseError, load_public_keys
 
 __all__ = [
@@ -28,10 +29,12 @@ __all__ = [
     "load_trusted_keys",
     "release_key_paths",
     "settings_from_env",
+    "webhook_policy",
 ]
 
 DATA_DIR_ENV = "NACHTWACHT_DATA_DIR"
 RELEASE_KEYS_ENV = "NACHTWACHT_RELEASE_PUBLIC_KEYS"
+WEBHOOK_NETWORKS_ENV = "NACHTWACHT_WEBHOOK_ALLOW_NETWORKS"
 
 # `control serve` flags that seed the platform settings, and their environment variables.
 SETTINGS_ENV = {
@@ -102,6 +105,8 @@ class ServeSettings:
     # Platform settings to store at start-up (only those given).
     platform_settings: dict[str, Any] = field(default_factory=dict)
     release_public_keys: tuple[Path, ...] = ()
+    # Networks webhooks may reach besides public addresses (notifications.addresses).
+    webhook_policy: WebhookAddressPolicy = field(default_factory=WebhookAddressPolicy)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -121,6 +126,18 @@ def release_key_paths(
         return tuple(Path(path).expanduser() for path in flags)
     raw = env.get(RELEASE_KEYS_ENV, "")
     return tuple(Path(part.strip()).expanduser() for part in raw.split(",") if part.strip())
+
+
+def webhook_policy(
+    flags: list[str] | None, environ: Mapping[str, str] | None = None
+) -> WebhookAddressPolicy:
+    """`--webhook-allow-network` (repeatable), else NACHTWACHT_WEBHOOK_ALLOW_NETWORKS (commas)."""
+    env = os.environ if environ is None else environ
+    texts = flags or [part for part in env.get(WEBHOOK_NETWORKS_ENV, "").split(",") if part.strip()]
+    try:
+        return WebhookAddressPolicy.allowing(texts)
+    except ValueError as exc:
+        raise ConfigurationError(f"--webhook-allow-network: {exc}") from exc
 
 
 def load_trusted_keys(paths: tuple[Path, ...]) -> dict[str, Ed25519PublicKey]:

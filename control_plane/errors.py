@@ -32,6 +32,7 @@ __all__ = [
     "NotFound",
     "RequestRefused",
     "Unauthenticated",
+    "quoted",
 ]
 
 
@@ -79,6 +80,17 @@ class NotFound(RequestRefused):
     status = 404
 
 
+# A message quotes the value it refuses up to this many characters (the answer's `value` field is
+# shortened by the exception handler, `control_plane.api.answers.shown_value`).
+MAX_QUOTED = 100
+
+
+def quoted(value: Any) -> str:
+    """`repr(value)`, shortened: a refusal never echoes an unbounded value."""
+    text = repr(value)
+    return text if len(text) <= MAX_QUOTED else f"{text[: MAX_QUOTED - 1]}…"
+
+
 class InvalidInput(RequestRefused):
     """A value that breaks a rule. The message names the field, the value and what was expected."""
 
@@ -94,7 +106,7 @@ class InvalidInput(RequestRefused):
         message: str | None = None,
     ) -> None:
         super().__init__(
-            message if message is not None else f"{field}: {value!r} {expected}",
+            message if message is not None else f"{field}: {quoted(value)} {expected}",
             code=code,
             field=field,
             value=value,

@@ -1,8 +1,10 @@
 """Free text from a request, checked before any service stores it.
 
-PostgreSQL's text cannot hold a NUL character: unchecked, such a value would fail inside the
-database as a 500. Every service that stores caller-given text passes it through `stored_text`,
-which refuses it as a 422 naming the field.
+PostgreSQL's text cannot hold a NUL character, and a lone UTF-16 surrogate cannot even be encoded
+for it: unchecked, either would fail inside the database as a 500. The API refuses both at the
+door for every request (`control_plane.api.limits`); every service that stores or looks up
+caller-given text passes it through `stored_text` as well, so the CLI and the panel's own calls
+are held to the same rule, as a 422 naming the field.
 """
 
 from __future__ import annotations
@@ -22,4 +24,10 @@ def stored_text(field: str, value: object, limit: int) -> str | None:
         raise InvalidInput(field, value[:40] + "…", f"is longer than {limit} characters")
     if "\x00" in value:
         raise InvalidInput(field, value[:40], "contains a NUL character (not storable text)")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            field, value[:40], "contains a lone UTF-16 surrogate (not storable text)"
+        ) from exc
     return value

@@ -24,6 +24,7 @@ from control_plane.claims.services import ClaimService
 from control_plane.events.services import EventService
 from control_plane.forecast.services import ForecastService
 from control_plane.metrics.services import MetricsService
+from control_plane.notifications.addresses import WebhookAddressPolicy
 from control_plane.notifications.services import NotificationService, WebhookSettingsService
 from control_plane.releases.services import ReleaseService
 from control_plane.runs.services import RunService
@@ -56,6 +57,7 @@ class Services:
     webhooks: WebhookSettingsService
     forecast: ForecastService
     metrics: MetricsService
+    webhook_policy: WebhookAddressPolicy  # where webhooks may point; the worker's sender too
     replica: str  # names this process in the worker's progress row and in the metrics
 
 
@@ -64,10 +66,12 @@ def build_services(
     trusted_keys: Mapping[str, Ed25519PublicKey] | None = None,
     *,
     replica: str | None = None,
+    webhook_policy: WebhookAddressPolicy | None = None,
 ) -> Services:
     """Every service, built once; `trusted_keys` are the release keys publishing checks against."""
     refusals = RefusalRecorder(pool)
     identity = replica or replica_identity()
+    addresses = webhook_policy or WebhookAddressPolicy()
     return Services(
         accounts=AccountService(pool),
         sessions=SessionService(pool),
@@ -81,8 +85,9 @@ def build_services(
         releases=ReleaseService(pool, trusted_keys or {}),
         brake=BrakeService(pool),
         notifications=NotificationService(pool),
-        webhooks=WebhookSettingsService(pool),
+        webhooks=WebhookSettingsService(pool, addresses),
         forecast=ForecastService(pool),
         metrics=MetricsService(pool, refusals, identity),
+        webhook_policy=addresses,
         replica=identity,
     )

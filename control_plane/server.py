@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import select
 import signal
@@ -36,6 +37,7 @@ from control_plane.api.app import create_app
 from control_plane.config import ServeSettings, load_trusted_keys
 from control_plane.database import open_pool
 from control_plane.errors import ConfigurationError, ControlPlaneError, DatabaseUnavailable
+from control_plane.events.trail import Actor
 from control_plane.ready_line import ready_line
 from control_plane.reconcile import reconcile_running
 from control_plane.registry import build_services
@@ -117,7 +119,7 @@ def _serve_worker(
     """One worker: its pool, services and reconcile loop, uvicorn until a signal stops it."""
     pool = open_pool(url, min_size=1, max_size=settings.pool_size)
     try:
-        services = build_services(pool, trusted_keys)
+        services = build_services(pool, trusted_keys, webhook_policy=settings.webhook_policy)
         config = uvicorn.Config(
             create_app(services, clock, database_threads=settings.pool_size),
             lifespan="off",
@@ -133,12 +135,16 @@ def _serve_worker(
         pool.close()
 
 
-def _store_platform_settings(url: str, settings: ServeSettings) -> None:
+def _store_platform_settings(url: str, settings: ServeSettings, clock: Clock) -> None:
     if not settings.platform_settings:
         return
     pool = open_pool(url, min_size=1, max_size=1)
     try:
-        build_services(pool).settings.update(settings.platform_settings)
+        build_services(pool).settings.update(
+            settings.platform_settings,
+            now=clock.now(),
+            actor=Actor(kind="operator", name="serve flags"),
+        )
     finally:
         pool.close()
 
@@ -231,9 +237,21 @@ def _still_running(pid: int) -> bool:
         return False
 
 
+def _show_the_trail() -> None:
+    # The operators' trail is one line per action on stderr whatever --log-level says: it is
+    # the record of who stopped or changed what, not diagnostics.
+    trail = logging.getLogger("control_plane.trail")
+    if not trail.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s nachtwacht trail: %(message)s"))
+        trail.addHandler(handler)
+    trail.setLevel(logging.INFO)
+
+
 def serve(settings: ServeSettings) -> int:
     clock = clock_from_env()
     _announce_clock(clock)
+    _show_the_trail()
     trusted_keys = load_trusted_keys(settings.release_public_keys)
     # uvicorn restores these after its graceful shutdown and re-raises the signal it caught.
     signal.signal(signal.SIGTERM, _raise_stop)
@@ -244,7 +262,7 @@ def serve(settings: ServeSettings) -> int:
         with opened_database(settings.database, migrate_to_head=settings.migrate) as url:
             if not settings.migrate:
                 migrate.require_head(url)
-            _store_platform_settings(url, settings)
+            _store_platform_settings(url, settings, clock)
 
             def start(ready: Callable[[], None]) -> None:
                 _serve_worker(url, settings, clock, trusted_keys, sock, ready)

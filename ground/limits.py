@@ -46,10 +46,12 @@ MIN_CATCH_UP_MINUTES = 1
 MAX_CATCH_UP_MINUTES = 120
 
 # DESIGN.md rule 9: tokens per round (one minute of the control plane's clock). The upper bound is
-# the database column's range (`integer`), so a larger number is a readable 422, never a 500.
+# the database column's range (`integer`), so a larger number is a readable 422, never a 500. The
+# lower bound is 1: a cap of 0 halts every update without saying why, which is the brake's job
+# (it carries a reason and shows it to every agent).
 DEFAULT_ORG_CAP = 5
 DEFAULT_GLOBAL_CAP = 25
-MIN_CAP = 0
+MIN_CAP = 1
 MAX_CAP = 2**31 - 1
 
 # An agent version string as it crosses the network (a run row's column holds no more).

@@ -9,6 +9,7 @@ from uuid import UUID
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from control_plane.accounts.services import actor_of
 from control_plane.agents.services import AgentList, AgentPage
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import PanelCaller, RequestNow, services_of
@@ -64,5 +65,10 @@ def set_schedule(
     """Replace the agent's schedule. A bad time gets a 422 naming the index and the value."""
     assert caller.org_id is not None
     return services_of(request).agents.set_schedule(
-        caller.org_id, agent_id, enabled=body.enabled, times=body.times, now=now
+        caller.org_id,
+        agent_id,
+        enabled=body.enabled,
+        times=body.times,
+        now=now,
+        actor=actor_of(caller),
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -11,6 +11,7 @@ from psycopg.types.json import Jsonb
 
 from control_plane.agents.schedule import Schedule, validated_schedule
 from control_plane.errors import NotFound
+from control_plane.events.trail import Actor, record_action
 from control_plane.runs.views import RunView, latest_run_per_agent, latest_runs
 from control_plane.settings.services import PlatformSettings, read_settings
 from control_plane.types import Connection, Pool
@@ -24,6 +25,7 @@ __all__ = [
     "AgentPage",
     "AgentService",
     "AgentSummary",
+    "HostSighting",
     "NextSlot",
     "agent_not_found",
     "require_agent",
@@ -33,8 +35,11 @@ LATEST_RUNS = 10
 
 _SELECT_AGENTS = (
     "SELECT id, org_id, name, created_at, current_version, last_seen_at,"
-    " update_schedule_enabled, update_schedule_times FROM agents"
+    " update_schedule_enabled, update_schedule_times FROM agents WHERE deleted_at IS NULL"
 )
+# Two hosts seen within this span answered for one agent credential: a copy of the credential
+# (or a cloned machine), shown on the agent's page rather than silently alternating.
+SHARED_IDENTITY_SPAN = timedelta(hours=24)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,9 +69,38 @@ class NextSlot:
 
 
 @dataclass(frozen=True, kw_only=True)
+class HostSighting:
+    """A host that presented this agent's credential (its `X-Nachtwacht-Host-Id`)."""
+
+    host_id: str
+    first_seen_at: Instant
+    last_seen_at: Instant
+
+
+@dataclass(frozen=True, kw_only=True)
 class AgentPage(AgentSummary):
     next_slot: NextSlot | None
     latest_runs: tuple[RunView, ...]
+    hosts: tuple[HostSighting, ...] = ()
+    # More than one host answered for this agent within `SHARED_IDENTITY_SPAN` of the latest
+    # sighting: the credential is in two places (re-enrolled on a second host, or copied).
+    shared_identity: bool = False
+
+
+def host_sightings(conn: Connection, agent_id: UUID) -> tuple[HostSighting, ...]:
+    rows = conn.execute(
+        "SELECT host_id, first_seen_at, last_seen_at FROM agent_hosts WHERE agent_id = %s"
+        " ORDER BY last_seen_at DESC, host_id",
+        [agent_id],
+    ).fetchall()
+    return tuple(HostSighting(**row) for row in rows)
+
+
+def shared_identity(hosts: tuple[HostSighting, ...]) -> bool:
+    if len(hosts) < 2:
+        return False
+    latest = hosts[0].last_seen_at
+    return hosts[1].last_seen_at >= latest - SHARED_IDENTITY_SPAN
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,7 +126,8 @@ def agent_not_found(agent_id: UUID) -> NotFound:
 def require_agent(conn: Connection, org_id: UUID, agent_id: UUID) -> None:
     """Raise `agent_not_found` unless the agent belongs to the organisation."""
     found = conn.execute(
-        "SELECT 1 FROM agents WHERE id = %s AND org_id = %s", [agent_id, org_id]
+        "SELECT 1 FROM agents WHERE id = %s AND org_id = %s AND deleted_at IS NULL",
+        [agent_id, org_id],
     ).fetchone()
     if found is None:
         raise agent_not_found(agent_id)
@@ -134,7 +169,7 @@ class AgentService:
     def list_agents(self, org_id: UUID) -> AgentList:
         with self._pool.connection() as conn:
             rows = conn.execute(
-                _SELECT_AGENTS + " WHERE org_id = %s ORDER BY name, id",
+                _SELECT_AGENTS + " AND org_id = %s ORDER BY name, id",
                 [org_id],
             ).fetchall()
         return AgentList(agents=tuple(AgentSummary(**_summary_fields(row)) for row in rows))
@@ -167,32 +202,59 @@ class AgentService:
             row = _agent_row(conn, org_id, agent_id)
             settings = read_settings(conn)
             runs = latest_runs(conn, agent_id, LATEST_RUNS)
+            hosts = host_sightings(conn, agent_id)
         fields = _summary_fields(row)
         return AgentPage(
             **fields,
             next_slot=next_slot_view(fields["schedule"], settings, now),
             latest_runs=runs,
+            hosts=hosts,
+            shared_identity=shared_identity(hosts),
         )
 
     def set_schedule(
-        self, org_id: UUID, agent_id: UUID, *, enabled: object, times: object, now: datetime
+        self,
+        org_id: UUID,
+        agent_id: UUID,
+        *,
+        enabled: object,
+        times: object,
+        now: datetime,
+        actor: Actor | None = None,
     ) -> AgentPage:
-        """Validate with the planner's rules (422 naming the bad value) and store, times sorted."""
+        """Validate with the planner's rules (422 naming the bad value) and store, times sorted;
+        the change is on the trail with its actor (a panel user, or an operator's command)."""
         schedule = validated_schedule(enabled=enabled, times=times)
         with self._pool.connection() as conn, conn.transaction():
-            row = conn.execute(
-                "UPDATE agents SET update_schedule_enabled = %s, update_schedule_times = %s"
-                " WHERE id = %s AND org_id = %s RETURNING id",
-                [schedule.enabled, Jsonb(list(schedule.times)), agent_id, org_id],
+            before = conn.execute(
+                "SELECT update_schedule_enabled AS enabled, update_schedule_times AS times"
+                " FROM agents WHERE id = %s AND org_id = %s AND deleted_at IS NULL FOR UPDATE",
+                [agent_id, org_id],
             ).fetchone()
-        if row is None:
-            raise agent_not_found(agent_id)
+            if before is None:
+                raise agent_not_found(agent_id)
+            conn.execute(
+                "UPDATE agents SET update_schedule_enabled = %s, update_schedule_times = %s"
+                " WHERE id = %s",
+                [schedule.enabled, Jsonb(list(schedule.times)), agent_id],
+            )
+            after = {"enabled": schedule.enabled, "times": list(schedule.times)}
+            if before != after:
+                record_action(
+                    conn,
+                    kind="schedule.changed",
+                    actor=actor or Actor(kind="operator"),
+                    at=now,
+                    org_id=org_id,
+                    agent_id=agent_id,
+                    data={"before": before, "after": after},
+                )
         return self.agent_page(org_id, agent_id, now=now)
 
 
 def _agent_row(conn: Connection, org_id: UUID, agent_id: UUID) -> dict[str, Any]:
     row = conn.execute(
-        _SELECT_AGENTS + " WHERE id = %s AND org_id = %s", [agent_id, org_id]
+        _SELECT_AGENTS + " AND id = %s AND org_id = %s", [agent_id, org_id]
     ).fetchone()
     if row is None:
         raise agent_not_found(agent_id)

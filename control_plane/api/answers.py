@@ -10,13 +10,46 @@ dependencies and its service can raise (every credentialed route: 401, 403 and 5
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from ground.contract import ErrorAnswer, ErrorDetail
 
-__all__ = ["AUTHENTICATED", "CredentialRefusal", "DownloadRefusal", "errors"]
+__all__ = [
+    "AUTHENTICATED",
+    "MAX_SHOWN_VALUE",
+    "CredentialRefusal",
+    "DownloadRefusal",
+    "errors",
+    "shown_value",
+]
+
+# A refusal names the value it refuses, shortened to this many characters: enough to recognise
+# it, never an echo of whatever size the caller sent (a 10 MB value came back whole once).
+MAX_SHOWN_VALUE = 100
+
+
+def _shortened(text: str) -> str:
+    if len(text) <= MAX_SHOWN_VALUE:
+        return text
+    return f"{text[: MAX_SHOWN_VALUE - 1]}… ({len(text)} characters)"
+
+
+def shown_value(value: Any) -> Any:
+    """`value` as a refusal may show it: unchanged when short, else its shortened text."""
+    if value is None or isinstance(value, bool | float):
+        return value
+    if isinstance(value, str):
+        return _shortened(value)
+    if isinstance(value, int):
+        return value if value.bit_length() <= 64 else _shortened(str(value))
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return value if len(text) <= MAX_SHOWN_VALUE else _shortened(text)
 
 
 class CredentialRefusal(BaseModel):

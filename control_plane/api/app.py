@@ -15,8 +15,11 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from control_plane.accounts import routes as accounts
 from control_plane.agent_config import routes as agent_config
 from control_plane.agents import routes as agents
+from control_plane.api.answers import shown_value
+from control_plane.api.limits import RequestLimits
 from control_plane.brake import routes as brake
 from control_plane.claims import routes as claims
 from control_plane.errors import RequestRefused
@@ -38,6 +41,8 @@ from shared_planner.errors import describe_value
 __all__ = ["create_app"]
 
 logger = logging.getLogger(__name__)
+
+MAX_PROBLEMS_SHOWN = 10
 
 
 class ServerTime:
@@ -87,13 +92,16 @@ async def _refused(_: Request, exc: Exception) -> JSONResponse:
     detail = exc.detail
     if isinstance(detail, dict):
         detail = {**detail, "message": _bounded(detail["message"])}
+        if "value" in detail:
+            detail["value"] = shown_value(detail["value"])
     return JSONResponse({"detail": detail}, status_code=exc.status)
 
 
 async def _invalid_request(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     problems = []
-    for error in exc.errors():
+    # A body can break a rule in thousands of places; the first few name the problem.
+    for error in exc.errors()[:MAX_PROBLEMS_SHOWN]:
         field = _field_path(tuple(error.get("loc", ())))
         if error.get("type") == "missing":
             problems.append({"field": field, "message": f"{field}: is required"})
@@ -190,6 +198,7 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
         notifications,
         forecast,
         metrics,
+        accounts,
     ):
         app.include_router(module.router)
 
@@ -198,5 +207,6 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
     mount_panel(app)
     mount_offline_docs(app)
 
+    app.add_middleware(RequestLimits)
     app.add_middleware(ServerTime, clock=clock)
     return app

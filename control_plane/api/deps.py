@@ -21,6 +21,7 @@ from control_plane.accounts.credentials import Audience, secret_sha256
 from control_plane.accounts.services import Principal
 from control_plane.errors import Unauthenticated
 from control_plane.registry import Services
+from ground.contract import HOST_ID_HEADER
 
 __all__ = [
     "AgentCaller",
@@ -68,12 +69,20 @@ def _caller(request: Request, bearer: Bearer, audience: Audience) -> Principal:
     return services_of(request).accounts.authenticate(secret, audience)
 
 
+# The agent's host id is read from the request rather than declared as a parameter: it is an
+# optional, internal signal of the contract, and every agent endpoint takes it.
+def agent_caller(request: Request, bearer: Annotated[Bearer, Security(_AGENT)]) -> Principal:
+    secret = None if bearer is None else bearer.credentials
+    return services_of(request).accounts.authenticate(
+        secret,
+        Audience.AGENT,
+        host_id=request.headers.get(HOST_ID_HEADER),
+        now=cast(datetime, request.state.now),
+    )
+
+
 def panel_caller(request: Request, bearer: Annotated[Bearer, Security(_PANEL)]) -> Principal:
     return _caller(request, bearer, Audience.PANEL)
-
-
-def agent_caller(request: Request, bearer: Annotated[Bearer, Security(_AGENT)]) -> Principal:
-    return _caller(request, bearer, Audience.AGENT)
 
 
 def operator_caller(request: Request, bearer: Annotated[Bearer, Security(_OPERATOR)]) -> Principal:

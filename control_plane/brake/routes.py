@@ -7,6 +7,7 @@ from uuid import UUID
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from control_plane.accounts.services import actor_of
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, RequestNow, services_of
 from control_plane.brake.services import BrakeChange, BrakeState, RevokedToken
@@ -21,7 +22,12 @@ class BrakeBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     engaged: StrictBool
-    reason: str | None = Field(default=None, max_length=500, examples=["bad build 1.5.0"])
+    reason: str | None = Field(
+        default=None,
+        max_length=500,
+        examples=["bad build 1.5.0"],
+        description="required to engage: every agent is shown why updates stopped",
+    )
     revoke_outstanding: StrictBool = Field(
         default=True, description="also revoke tokens granted but not yet used"
     )
@@ -44,7 +50,7 @@ def put_brake(
         engaged=body.engaged,
         reason=body.reason,
         revoke_outstanding=body.revoke_outstanding,
-        by=caller.credential_id,
+        actor=actor_of(caller),
         now=now,
     )
 
@@ -58,5 +64,4 @@ def revoke_token(
     token_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow
 ) -> RevokedToken:
     """Revoke one throttle token: its run's download is refused from now on."""
-    del caller
-    return services_of(request).brake.revoke_token(token_id, now=now)
+    return services_of(request).brake.revoke_token(token_id, now=now, actor=actor_of(caller))

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from control_plane.errors import NotFound
+from control_plane.errors import InvalidInput, NotFound
+from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
 from control_plane.types import Connection, Pool
 from ground.contract import Instant
@@ -60,10 +61,16 @@ class BrakeService:
         engaged: bool,
         reason: str | None,
         revoke_outstanding: bool,
-        by: UUID,
+        actor: Actor,
         now: datetime,
     ) -> BrakeChange:
         reason = stored_text("reason", reason, MAX_REASON_LENGTH)
+        if engaged and (reason is None or not reason.strip()):
+            # Every agent shows the reason while the brake holds, and the trail keeps it: a stop
+            # nobody can explain is the silent halt the brake exists to replace.
+            raise InvalidInput(
+                "reason", reason, "is required to engage the brake (say why updates stop)"
+            )
         revoked = 0
         with self._pool.connection() as conn, conn.transaction():
             # The UPDATE's row lock waits for grants in flight (they hold it FOR SHARE), so the
@@ -71,7 +78,7 @@ class BrakeService:
             conn.execute(
                 "UPDATE platform_brake SET engaged = %s, reason = %s, changed_at = %s,"
                 " changed_by = %s",
-                [engaged, reason if engaged else None, now, by],
+                [engaged, reason if engaged else None, now, actor.id],
             )
             if engaged and revoke_outstanding:
                 revoked = conn.execute(
@@ -81,6 +88,13 @@ class BrakeService:
                     [now, now],
                 ).rowcount
             state = brake_state(conn)
+            record_action(
+                conn,
+                kind="brake.engaged" if engaged else "brake.released",
+                actor=actor,
+                at=now,
+                data={"reason": state.reason, "revoked_tokens": revoked},
+            )
         return BrakeChange(
             engaged=state.engaged,
             reason=state.reason,
@@ -88,7 +102,9 @@ class BrakeService:
             revoked_tokens=revoked,
         )
 
-    def revoke_token(self, token_id: UUID, *, now: datetime) -> RevokedToken:
+    def revoke_token(
+        self, token_id: UUID, *, now: datetime, actor: Actor | None = None
+    ) -> RevokedToken:
         with self._pool.connection() as conn, conn.transaction():
             row = conn.execute(
                 "UPDATE tokens SET revoked_at = coalesce(revoked_at, %s),"
@@ -96,8 +112,15 @@ class BrakeService:
                 " WHERE id = %s RETURNING id, run_id, revoked_at, revoked_reason",
                 [now, token_id],
             ).fetchone()
-        if row is None:
-            raise NotFound(f"token {token_id} does not exist", code="token_not_found")
+            if row is None:
+                raise NotFound(f"token {token_id} does not exist", code="token_not_found")
+            record_action(
+                conn,
+                kind="token.revoked",
+                actor=actor or Actor(kind="operator"),
+                at=now,
+                data={"token_id": str(token_id), "run_id": str(row["run_id"])},
+            )
         return RevokedToken(
             token_id=row["id"],
             run_id=row["run_id"],

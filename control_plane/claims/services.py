@@ -37,6 +37,7 @@ from ground.contract import (
     RefusalCode,
     TokenView,
 )
+from ground.contract.messages import MAX_SLOT_KEY_LENGTH
 from ground.limits import MAX_VERSION_LENGTH
 
 __all__ = ["TOKEN_LIFETIME", "Claim", "ClaimService", "GrantHistory", "RoundGrants"]
@@ -166,8 +167,11 @@ class ClaimService:
         from_version = stored_text("from_version", request.from_version, MAX_VERSION_LENGTH)
         if request.manual_run_id is not None:
             return self.claim_manual(agent_id, request.manual_run_id, from_version, now)
-        assert request.slot_key is not None, "ClaimRequest names exactly one"
-        return self.claim_slot(agent_id, request.slot_key, from_version, now)
+        # Checked here too, not only at the API's door: the hot path's SELECT takes the key
+        # before the planner has judged it.
+        slot_key = stored_text("slot_key", request.slot_key, MAX_SLOT_KEY_LENGTH)
+        assert slot_key is not None, "ClaimRequest names exactly one"
+        return self.claim_slot(agent_id, slot_key, from_version, now)
 
     def claim_slot(
         self, agent_id: UUID, slot_key: str, from_version: str | None, now: datetime

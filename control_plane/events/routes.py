@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Annotated, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 
 from control_plane.api.answers import AUTHENTICATED, errors
-from control_plane.api.deps import PanelCaller, services_of
-from control_plane.events.services import Timeline
-from ground.contract import API_PREFIX
+from control_plane.api.deps import OperatorCaller, PanelCaller, services_of
+from control_plane.errors import InvalidInput
+from control_plane.events.services import MAX_EVENTS_PAGE, EventFilter, Timeline, TrailPage
+from ground.contract import API_PREFIX, InstantError, parse_instant
 
 __all__ = ["router"]
 
@@ -25,3 +28,47 @@ def agent_events(agent_id: UUID, request: Request, caller: PanelCaller) -> Timel
     """The agent's timeline. A scheduled update's events name the schedule as the actor."""
     assert caller.org_id is not None
     return services_of(request).events.agent_events(caller.org_id, agent_id)
+
+
+def _instant(field: str, text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_instant(text, field=field)
+    except InstantError as exc:
+        raise InvalidInput(field, text, "is not an RFC 3339 instant", message=str(exc)) from exc
+
+
+@router.get("/admin/events", response_model=TrailPage, responses=errors(*AUTHENTICATED, 422))
+def trail(
+    request: Request,
+    caller: OperatorCaller,
+    org_id: Annotated[UUID | None, Query()] = None,
+    agent_id: Annotated[UUID | None, Query()] = None,
+    kind: Annotated[
+        str | None, Query(max_length=100, description='a kind, or a family ending in "."')
+    ] = None,
+    actor_kind: Annotated[Literal["schedule", "user", "agent", "operator"] | None, Query()] = None,
+    actor_id: Annotated[UUID | None, Query()] = None,
+    since: Annotated[str | None, Query(description="RFC 3339 instant, inclusive")] = None,
+    until: Annotated[str | None, Query(description="RFC 3339 instant, exclusive")] = None,
+    before_id: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_EVENTS_PAGE)] = 100,
+) -> TrailPage:
+    """The trail, newest first: every operator action (brake, settings, releases, credentials,
+    deleted agents), every schedule change and every update step, with its actor. Deleted
+    agents' events included."""
+    del caller
+    return services_of(request).events.trail(
+        EventFilter(
+            org_id=org_id,
+            agent_id=agent_id,
+            kind=kind,
+            actor_kind=actor_kind,
+            actor_id=actor_id,
+            since=_instant("since", since),
+            until=_instant("until", until),
+            before_id=before_id,
+            limit=limit,
+        )
+    )

@@ -248,11 +248,13 @@ def org_day_forecast(
     window = settings.catch_up_minutes
     org_capacity = settings.org_cap * window
     demands = day_demand(counts, day=day, zone=settings.zone)
+    # Only this organisation's slots are placed (and named in `overlaps`): another
+    # organisation's schedule is not this one's to see. Its agents weigh only in the estimated
+    # share below, as the platform's total per slot.
+    own = [demand for demand in demands if demand.per_org.get(org_id, 0) > 0]
     slots = []
-    for demand, place in zip(demands, _places(demands, settings.zone, window), strict=True):
-        mine = demand.per_org.get(org_id, 0)
-        if mine == 0:
-            continue
+    for demand, place in zip(own, _places(own, settings.zone, window), strict=True):
+        mine = demand.per_org[org_id]
         share = fair_shares(
             demand.per_org,
             window_minutes=window,

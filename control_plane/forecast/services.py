@@ -39,7 +39,7 @@ def read_scheduled_agents(conn: Connection) -> dict[tuple[str, ...], dict[Any, i
     rows = conn.execute(
         "SELECT update_schedule_times AS times, org_id, count(*) AS agents FROM agents"
         " WHERE update_schedule_enabled AND jsonb_array_length(update_schedule_times) > 0"
-        " GROUP BY update_schedule_times, org_id"
+        " AND deleted_at IS NULL GROUP BY update_schedule_times, org_id"
     ).fetchall()
     counts: dict[tuple[str, ...], dict[Any, int]] = defaultdict(dict)
     for row in rows:

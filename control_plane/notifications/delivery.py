@@ -12,6 +12,10 @@ and refuses timestamps too far from its own clock (`verify_signature`). A 2xx an
 anything else, or no answer, is retried with exponential backoff in product time, and every attempt
 is recorded in `webhook_attempts`. After `max_attempts` the delivery is `failed`; the notification
 stays in the inbox either way.
+
+Every failure of an attempt — an HTTP status, a refused or unresolvable address (`addresses`), a
+URL the client cannot use, or anything unexpected — is that delivery's recorded error and is
+retried by the same policy: one organisation's bad URL never stops another's delivery in the pass.
 """
 
 from __future__ import annotations
@@ -27,6 +31,12 @@ from uuid import UUID
 
 import httpx
 
+from control_plane.notifications.addresses import (
+    Resolver,
+    WebhookAddressPolicy,
+    WebhookAddressRefused,
+    resolve_host,
+)
 from control_plane.types import Connection, Pool
 from ground.contract import format_instant
 
@@ -121,10 +131,14 @@ class WebhookSender:
         *,
         transport: httpx.BaseTransport | None = None,
         batch: int = 50,
+        addresses: WebhookAddressPolicy | None = None,
+        resolve: Resolver = resolve_host,
     ) -> None:
         self._pool = pool
         self._policy = policy or DeliveryPolicy()
         self._batch = batch
+        self._addresses = addresses or WebhookAddressPolicy()
+        self._resolve = resolve
         self._client = httpx.Client(
             timeout=self._policy.timeout_seconds, follow_redirects=False, transport=transport
         )
@@ -136,7 +150,31 @@ class WebhookSender:
         """One attempt for every delivery due at `now` (product time)."""
         with self._pool.connection() as conn:
             due = conn.execute(_DUE, [now, self._batch]).fetchall()
-        return [self._attempt(row, now) for row in due]
+        outcomes = []
+        for row in due:
+            try:
+                outcomes.append(self._attempt(row, now))
+            except Exception:  # recording this one failed; the others still get their turn
+                logger.exception(
+                    "webhook for notification %s: the attempt could not be recorded",
+                    row["notification_id"],
+                )
+        return outcomes
+
+    def _post(self, url: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
+        """POST to the address that was checked, with the URL's own Host header and TLS name."""
+        target = httpx.URL(url)
+        port = target.port or (443 if target.scheme == "https" else 80)
+        address = self._addresses.connect_address(target.host, port, self._resolve)
+        pinned = target.copy_with(host=str(address))
+        extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+        host_header = target.host if target.port is None else f"{target.host}:{target.port}"
+        return self._client.post(
+            pinned,
+            content=body,
+            headers={**headers, "Host": host_header},
+            extensions=extensions,
+        )
 
     def _attempt(self, row: dict[str, Any], now: datetime) -> AttemptOutcome:
         body = delivery_body(row)
@@ -152,11 +190,14 @@ class WebhookSender:
         status_code: int | None = None
         error: str | None = None
         try:
-            response = self._client.post(row["url"], content=body, headers=headers)
+            response = self._post(row["url"], body, headers)
             status_code = response.status_code
             if not response.is_success:
                 error = f"HTTP {status_code}"
-        except httpx.HTTPError as exc:
+        except WebhookAddressRefused as exc:
+            error = f"address refused: {exc}"[:500]
+        except Exception as exc:  # a name that does not resolve, a bad URL, anything at all:
+            # this delivery's error, retried by the policy, never the pass's
             error = f"{type(exc).__name__}: {exc}"[:500]
         attempt = row["attempts"] + 1
         if error is None:

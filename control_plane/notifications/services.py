@@ -7,12 +7,17 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
 from control_plane.errors import InvalidInput, NotFound
+from control_plane.inputs import stored_text
+from control_plane.notifications.addresses import (
+    MAX_URL_LENGTH,
+    WebhookAddressPolicy,
+    WebhookAddressRefused,
+)
 from control_plane.types import Connection, Pool
 from ground.contract import Instant
 
@@ -147,18 +152,19 @@ class NotificationService:
         return _notification_view(row)
 
 
-def checked_webhook(url: object, secret: object) -> tuple[str, str | None]:
-    """The URL and (optional) secret, or a 422 naming the field, the value and what is expected."""
+def checked_webhook(
+    url: object, secret: object, policy: WebhookAddressPolicy | None = None
+) -> tuple[str, str | None]:
+    """The URL and (optional) secret, or a 422 naming the field, the value and what is expected.
+    The URL's address is held to `policy` (`addresses`): public addresses unless allowed."""
     if not isinstance(url, str) or not url.strip() or "\x00" in url:
         raise InvalidInput("url", url, "must be an http:// or https:// URL")
     url = url.strip()
-    parts = urlsplit(url)
-    if parts.scheme not in {"http", "https"} or not parts.hostname or len(url) > 2000:
-        raise InvalidInput(
-            "url", url, "must be an http:// or https:// URL with a host (at most 2000 characters)"
-        )
-    if parts.username or parts.password:
-        raise InvalidInput("url", url, "must not carry a user name or password")
+    try:
+        (policy or WebhookAddressPolicy()).check_url(url)
+    except WebhookAddressRefused as exc:
+        raise InvalidInput("url", url, str(exc)) from exc
+    stored_text("url", url, MAX_URL_LENGTH)
     if secret is None:
         return url, None
     if isinstance(secret, str) and "\x00" in secret:
@@ -175,12 +181,13 @@ def checked_webhook(url: object, secret: object) -> tuple[str, str | None]:
 
 
 class WebhookSettingsService:
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, policy: WebhookAddressPolicy | None = None) -> None:
         self._pool = pool
+        self._policy = policy or WebhookAddressPolicy()
 
     def put(self, org_id: UUID, *, url: object, secret: object, now: datetime) -> SavedWebhook:
         """Store the organisation's webhook. A generated secret is returned this once only."""
-        checked_url, given = checked_webhook(url, secret)
+        checked_url, given = checked_webhook(url, secret, self._policy)
         chosen = given if given is not None else "nwh_" + secrets.token_urlsafe(32)
         with self._pool.connection() as conn:
             conn.execute(

@@ -18,12 +18,13 @@ from typing import Any
 from uuid import UUID
 
 from control_plane.accounts.credentials import Audience
-from control_plane.accounts.services import OpenedSession, PanelSession, Principal
+from control_plane.accounts.services import OpenedSession, PanelSession, Principal, actor_of
 from control_plane.agents.services import AgentOverview, AgentPage
 from control_plane.brake.services import BrakeChange, BrakeState
 from control_plane.claims.services import GrantHistory
 from control_plane.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
 from control_plane.events.services import EventView
+from control_plane.events.trail import Actor
 from control_plane.forecast.model import OrgDayForecast, PlatformDayForecast
 from control_plane.notifications.services import NotificationPage, WebhookView
 from control_plane.registry import Services
@@ -52,6 +53,7 @@ __all__ = [
     "request_update",
     "save_schedule",
     "save_webhook",
+    "session_actor",
     "set_brake",
     "update_platform",
     "webhook",
@@ -114,9 +116,22 @@ def platform(services: Services) -> PlatformSettings:
     return services.settings.get()
 
 
-def update_platform(services: Services, changes: dict[str, Any]) -> PlatformSettings:
+def session_actor(session: PanelSession) -> Actor:
+    """Who the trail names for a panel action: the signed-in credential (names are on it)."""
+    return actor_of(
+        Principal(
+            audience=session.audience,
+            credential_id=session.credential_id,
+            org_id=session.org_id,
+        )
+    )
+
+
+def update_platform(
+    services: Services, changes: dict[str, Any], *, actor: Actor, now: datetime
+) -> PlatformSettings:
     try:
-        return services.settings.update(changes)
+        return services.settings.update(changes, now=now, actor=actor)
     except InvalidInput as exc:
         raise _refused(exc) from exc
 
@@ -153,11 +168,14 @@ def save_schedule(
     enabled: bool,
     times: Sequence[str],
     now: datetime,
+    actor: Actor,
 ) -> None:
     """Store a schedule the panel already checked with `schedule_problem`; the service checks
     again (the API's rules) and the database a third time."""
     try:
-        services.agents.set_schedule(org_id, agent_id, enabled=enabled, times=list(times), now=now)
+        services.agents.set_schedule(
+            org_id, agent_id, enabled=enabled, times=list(times), now=now, actor=actor
+        )
     except NotFound as exc:
         raise Missing(str(agent_id)) from exc
     except InvalidInput as exc:
@@ -239,10 +257,10 @@ def brake(services: Services) -> BrakeState:
 
 
 def set_brake(
-    services: Services, *, engaged: bool, reason: str | None, by: UUID, now: datetime
+    services: Services, *, engaged: bool, reason: str | None, actor: Actor, now: datetime
 ) -> BrakeChange:
     # The panel's brake also revokes the tokens already granted: an operator who pulls it in an
     # emergency means "stop", not "stop after the ones already downloading".
     return services.brake.set(
-        engaged=engaged, reason=reason, revoke_outstanding=True, by=by, now=now
+        engaged=engaged, reason=reason, revoke_outstanding=True, actor=actor, now=now
     )

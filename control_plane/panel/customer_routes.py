@@ -144,8 +144,15 @@ def save_schedule(
     if editor.has_errors:
         return _agent_page(ctx, org_id, parsed, editor, status_code=422)
     try:
+        assert ctx.session is not None
         backend.save_schedule(
-            ctx.services, org_id, parsed, enabled=editor.enabled, times=editor.times, now=ctx.now
+            ctx.services,
+            org_id,
+            parsed,
+            enabled=editor.enabled,
+            times=editor.times,
+            now=ctx.now,
+            actor=backend.session_actor(ctx.session),
         )
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)

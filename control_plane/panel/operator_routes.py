@@ -186,7 +186,7 @@ def set_brake(
         ctx.services,
         engaged=engage,
         reason=reason or None,
-        by=ctx.session.credential_id,
+        actor=backend.session_actor(ctx.session),
         now=ctx.now,
     )
     return redirect(f"{PREFIX}/operator?saved=brake")
@@ -217,7 +217,10 @@ def save_settings(
         except ValueError:
             return _overview(ctx, status_code=422, settings_error=name)
     try:
-        backend.update_platform(ctx.services, changes)
+        assert ctx.session is not None
+        backend.update_platform(
+            ctx.services, changes, actor=backend.session_actor(ctx.session), now=ctx.now
+        )
     except backend.Refused as exc:
         return _overview(ctx, status_code=422, settings_error=exc.field)
     return redirect(f"{PREFIX}/operator?saved=settings")

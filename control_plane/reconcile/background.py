@@ -21,7 +21,9 @@ def reconcile_running(
     and giving up the worker's lock so another replica takes over at once."""
     # Flushed well inside the worker's settle margin, also on a fast fake clock.
     services.refusals.start(interval_seconds=min(1.0, max(0.05, clock.real_seconds(5))))
-    worker = ReconcileWorker(pool, clock, database_url, identity=services.replica)
+    worker = ReconcileWorker(
+        pool, clock, database_url, identity=services.replica, addresses=services.webhook_policy
+    )
     worker.start()
     try:
         yield worker

@@ -98,6 +98,7 @@ def enabled_schedules(conn: Connection) -> list[tuple[UUID, UUID, datetime, tupl
     rows = conn.execute(
         "SELECT id, org_id, created_at, update_schedule_times AS times FROM agents"
         " WHERE update_schedule_enabled AND jsonb_array_length(update_schedule_times) > 0"
+        " AND deleted_at IS NULL"
     ).fetchall()
     return [(row["id"], row["org_id"], row["created_at"], tuple(row["times"])) for row in rows]
 
@@ -205,7 +206,7 @@ SELECT a.id, a.name, consumed.last_at
         SELECT max(r.slot_at) AS last_at FROM runs r
          WHERE r.agent_id = a.id AND r.trigger = 'schedule' AND r.status <> 'missed'
        ) consumed ON true
- WHERE a.org_id = %(org_id)s AND a.update_schedule_enabled
+ WHERE a.org_id = %(org_id)s AND a.update_schedule_enabled AND a.deleted_at IS NULL
    AND coalesce(consumed.last_at, a.created_at) <= %(stale_since)s
    AND NOT EXISTS (SELECT 1 FROM agent_mentions m WHERE m.agent_id = a.id
                      AND m.local_day = %(day)s AND m.kind = 'stale')

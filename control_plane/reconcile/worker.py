@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import psycopg
 
+from control_plane.notifications.addresses import WebhookAddressPolicy
 from control_plane.notifications.delivery import DeliveryPolicy, WebhookSender
 from control_plane.reconcile.leader import LeaderLock
 from control_plane.reconcile.passes import PassReport, PassSettings, ReconcilePass
@@ -41,12 +42,13 @@ class ReconcileWorker:
         delivery: DeliveryPolicy | None = None,
         sender: WebhookSender | None = None,
         identity: str | None = None,
+        addresses: WebhookAddressPolicy | None = None,
     ) -> None:
         self._clock = clock
         self._interval = interval
         self.identity = identity or replica_identity()
         self._lock = LeaderLock(database_url)
-        self._sender = sender or WebhookSender(pool, delivery)
+        self._sender = sender or WebhookSender(pool, delivery, addresses=addresses)
         self._pass = ReconcilePass(
             pool, sender=self._sender, settings=pass_settings, identity=self.identity
         )

@@ -8,6 +8,7 @@ import binascii
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from control_plane.accounts.services import actor_of
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, RequestNow, services_of
 from control_plane.errors import InvalidInput
@@ -45,10 +46,10 @@ def publish_release(
 ) -> PublishedRelease:
     """Store a release after checking its signature against the pinned keys, its artifact against
     the manifest, its expiry, and that it is newer than the current one."""
-    del caller
     return services_of(request).releases.publish(
         _decoded("manifest_b64", body.manifest_b64),
         _decoded("signature_b64", body.signature_b64),
         _decoded("artifact_b64", body.artifact_b64),
         now=now,
+        actor=actor_of(caller),
     )

@@ -18,6 +18,7 @@ from uuid import UUID
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane.errors import Conflict, InvalidInput
+from control_plane.events.trail import Actor, record_action
 from control_plane.types import Connection, Pool
 from ground.contract import ClaimedRelease, ReleaseView, artifact_path, format_instant
 from signed_release import ReleaseError, check_signature, parse_manifest
@@ -78,7 +79,13 @@ class ReleaseService:
         self._trusted_keys = dict(trusted_keys)
 
     def publish(
-        self, manifest: bytes, signature: bytes, artifact: bytes, *, now: datetime
+        self,
+        manifest: bytes,
+        signature: bytes,
+        artifact: bytes,
+        *,
+        now: datetime,
+        actor: Actor | None = None,
     ) -> PublishedRelease:
         """Check and store a release at `now`. Refuses anything it cannot verify."""
         if not self._trusted_keys:
@@ -152,6 +159,20 @@ class ReleaseService:
             conn.execute(
                 "INSERT INTO release_artifacts (release_id, content) VALUES (%s, %s)",
                 [row["id"], artifact],
+            )
+            record_action(
+                conn,
+                kind="release.published",
+                actor=actor or Actor(kind="operator"),
+                at=now,
+                data={
+                    "release_id": str(row["id"]),
+                    "version": row["agent_version"],
+                    "manifest_version": row["manifest_version"],
+                    "channel": row["channel"],
+                    "platform": row["platform"],
+                    "key_id": signer,
+                },
             )
         return PublishedRelease(
             id=row["id"],

@@ -8,6 +8,11 @@ from dataclasses import dataclass
 __all__ = ["ByteRange", "Unsatisfiable", "requested_range"]
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+# Offsets past this many digits are beyond any artifact (and would make `int()` slow or refuse):
+# they are read as "beyond the end", never parsed.
+_MAX_DIGITS = 18
+# A header longer than this is no single byte range this server could mean.
+_MAX_HEADER = 200
 
 
 class Unsatisfiable(Exception):
@@ -33,7 +38,7 @@ def requested_range(
     partial copy is of other bytes), as is a header this server does not understand (multiple
     ranges, other units): both get the full body, which is always a correct answer.
     """
-    if not range_header:
+    if not range_header or len(range_header) > _MAX_HEADER:
         return None
     if if_range is not None and if_range.strip() != etag:
         return None
@@ -41,14 +46,20 @@ def requested_range(
     if match is None or (not match[1] and not match[2]):
         return None
     if not match[1]:
-        suffix = int(match[2])
+        suffix = _offset(match[2], size)
         if suffix == 0:
             raise Unsatisfiable
         return ByteRange(start=max(0, size - suffix), end=size - 1)
-    start = int(match[1])
+    start = _offset(match[1], size)
     if start >= size:
         raise Unsatisfiable
-    end = int(match[2]) if match[2] else size - 1
+    end = _offset(match[2], size) if match[2] else size - 1
     if start > end:
         return None
     return ByteRange(start=start, end=min(end, size - 1))
+
+
+def _offset(digits: str, size: int) -> int:
+    """A byte offset from the header; anything too long to be inside the artifact is its size."""
+    stripped = digits.lstrip("0") or "0"
+    return size if len(stripped) > _MAX_DIGITS else int(stripped)

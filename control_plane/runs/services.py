@@ -291,6 +291,13 @@ class RunService:
             )
         )
 
+    def any_agent_runs(self, agent_id: UUID, limit: int = 50) -> RunList:
+        """An operator's view of an agent's runs, a deleted agent's included (its history)."""
+        with self._pool.connection() as conn:
+            if conn.execute("SELECT 1 FROM agents WHERE id = %s", [agent_id]).fetchone() is None:
+                raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+            return RunList(runs=latest_runs(conn, agent_id, limit))
+
     def operations(self, org_id: UUID, limit: int = 100) -> Operations:
         """The panel's task tray: operations a person started. Scheduled updates are not there."""
         with self._pool.connection() as conn:

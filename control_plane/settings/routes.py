@@ -5,10 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from control_plane.accounts.services import actor_of
 from control_plane.api.answers import AUTHENTICATED, errors
-from control_plane.api.deps import OperatorCaller, services_of
+from control_plane.api.deps import OperatorCaller, RequestNow, services_of
 from control_plane.settings.services import PlatformSettings
 from ground.contract import API_PREFIX
+from ground.limits import MAX_CAP, MAX_CATCH_UP_MINUTES, MIN_CAP, MIN_CATCH_UP_MINUTES
 
 __all__ = ["router"]
 
@@ -20,10 +22,30 @@ class SettingsBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    timezone: str | None = Field(default=None, examples=["Europe/Amsterdam"])
-    catch_up_minutes: int | None = Field(default=None, examples=[15])
-    org_cap: int | None = Field(default=None, description="grants per organisation per round")
-    global_cap: int | None = Field(default=None, description="grants in total per round")
+    # Strict: `false` is not the number 0 (it once set a cap to 0 and halted every update) and
+    # `"5"` is not 5. The bounds are checked by `PlatformSettings`, whose messages name them; the
+    # schema states them for generated clients.
+    timezone: str | None = Field(
+        default=None, strict=True, max_length=64, examples=["Europe/Amsterdam"]
+    )
+    catch_up_minutes: int | None = Field(
+        default=None,
+        strict=True,
+        examples=[15],
+        json_schema_extra={"minimum": MIN_CATCH_UP_MINUTES, "maximum": MAX_CATCH_UP_MINUTES},
+    )
+    org_cap: int | None = Field(
+        default=None,
+        strict=True,
+        description="grants per organisation per round (at most global_cap)",
+        json_schema_extra={"minimum": MIN_CAP, "maximum": MAX_CAP},
+    )
+    global_cap: int | None = Field(
+        default=None,
+        strict=True,
+        description="grants in total per round",
+        json_schema_extra={"minimum": MIN_CAP, "maximum": MAX_CAP},
+    )
 
 
 @router.get("/settings", response_model=PlatformSettings, responses=errors(*AUTHENTICATED))
@@ -34,7 +56,11 @@ def get_settings(request: Request, caller: OperatorCaller) -> PlatformSettings:
 
 
 @router.put("/settings", response_model=PlatformSettings, responses=errors(*AUTHENTICATED, 422))
-def put_settings(body: SettingsBody, request: Request, caller: OperatorCaller) -> PlatformSettings:
-    """Change any of the settings; each value is validated and a bad one named in a 422."""
-    del caller
-    return services_of(request).settings.update(body.model_dump(exclude_none=True))
+def put_settings(
+    body: SettingsBody, request: Request, caller: OperatorCaller, now: RequestNow
+) -> PlatformSettings:
+    """Change any of the settings; each value is validated and a bad one named in a 422. Caps are
+    at least 1 (stop updates with the brake) and `org_cap` is at most `global_cap`."""
+    return services_of(request).settings.update(
+        body.model_dump(exclude_none=True), now=now, actor=actor_of(caller)
+    )

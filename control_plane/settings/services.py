@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
+
+from pydantic import TypeAdapter, ValidationError
 
 from control_plane.errors import InvalidInput
+from control_plane.events.trail import Actor, record_action
 from control_plane.types import Connection, Pool
+from ground.contract.messages import ZoneName
 from ground.limits import (
     DEFAULT_CATCH_UP_MINUTES,
     DEFAULT_GLOBAL_CAP,
@@ -44,6 +49,15 @@ class PlatformSettings:
         )
         _require_cap("org_cap", self.org_cap)
         _require_cap("global_cap", self.global_cap)
+        if self.org_cap > self.global_cap:
+            # Refused rather than warned: such an org cap can never be reached, and a number
+            # that does nothing misleads whoever reads the settings.
+            raise InvalidInput(
+                "org_cap",
+                self.org_cap,
+                f"is above global_cap ({self.global_cap}): an organisation cannot get more than "
+                "the platform's total (lower org_cap or raise global_cap in the same request)",
+            )
 
     @property
     def zone(self) -> ZoneInfo:
@@ -56,17 +70,32 @@ class PlatformSettings:
                 raise InvalidInput(
                     name, changes[name], f"is not a setting (known: {sorted(known)})"
                 )
-        return dataclasses.replace(self, **changes)
+        try:
+            return dataclasses.replace(self, **changes)
+        except InvalidInput as refused:
+            if refused.fields.get("field") == "org_cap" and set(changes) == {"global_cap"}:
+                # Only the global cap was asked to change: name the value the caller sent.
+                raise InvalidInput(
+                    "global_cap",
+                    changes["global_cap"],
+                    f"is below org_cap ({self.org_cap}): lower org_cap first, or both at once",
+                ) from refused
+            raise
 
     def as_dict(self) -> dict[str, Any]:
         """The four stored fields, as the settings row's columns."""
         return dataclasses.asdict(self)
 
 
+_ZONE_NAME: TypeAdapter[str] = TypeAdapter(ZoneName)
+
+
 def _is_zone(name: str) -> bool:
+    # The contract's rule: an IANA name, never a host alias such as `localtime` whose meaning
+    # depends on the machine that reads it.
     try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+        _ZONE_NAME.validate_python(name, strict=True)
+    except ValidationError:
         return False
     return True
 
@@ -96,21 +125,44 @@ class SettingsService:
         with self._pool.connection() as conn:
             return read_settings(conn)
 
-    def update(self, changes: dict[str, Any]) -> PlatformSettings:
-        """Apply `changes` (any subset of the fields), validated together, and return the result."""
+    def update(
+        self,
+        changes: dict[str, Any],
+        *,
+        now: datetime | None = None,
+        actor: Actor | None = None,
+    ) -> PlatformSettings:
+        """Apply `changes` (any subset of the fields), validated together, and return the result.
+        A change that changes something is on the trail (`settings.changed`) with its actor."""
         with self._pool.connection() as conn, conn.transaction():
             row = conn.execute(
-                "SELECT timezone, catch_up_minutes, org_cap, global_cap"
+                "SELECT timezone, catch_up_minutes, org_cap, global_cap, now() AS db_now"
                 " FROM platform_settings FOR UPDATE"
             ).fetchone()
             assert row is not None, "migration 0003 inserts the settings row"
-            updated = PlatformSettings(**row).with_changes(changes)
+            at = now or row.pop("db_now")
+            row.pop("db_now", None)
+            current = PlatformSettings(**row)
+            updated = current.with_changes(changes)
             conn.execute(
                 "UPDATE platform_settings SET timezone = %(timezone)s,"
                 " catch_up_minutes = %(catch_up_minutes)s, org_cap = %(org_cap)s,"
                 " global_cap = %(global_cap)s, updated_at = now()",
                 updated.as_dict(),
             )
+            before, after = current.as_dict(), updated.as_dict()
+            changed = sorted(name for name in after if before[name] != after[name])
+            if changed:
+                record_action(
+                    conn,
+                    kind="settings.changed",
+                    actor=actor or Actor(kind="operator"),
+                    at=at,
+                    data={
+                        "before": {name: before[name] for name in changed},
+                        "after": {name: after[name] for name in changed},
+                    },
+                )
         return updated
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "API_VERSION",
     "CLAIMS_PATH",
     "CONFIG_PATH",
+    "HOST_ID_HEADER",
     "RUNS_PATH",
     "SERVER_TIME_HEADER",
     "AgentConfig",
@@ -68,6 +69,11 @@ API_PREFIX = f"/v{API_VERSION}"
 # Every answer the control plane gives (304s and errors included) carries its clock's reading at
 # the moment it read the request, in `format_instant`'s form; the agent plans on that clock.
 SERVER_TIME_HEADER = "X-Nachtwacht-Server-Time"
+
+# Optional, sent by an agent with every request: a stable id of the host it runs on (8-64 of
+# `A-Za-z0-9_-`). Two hosts answering for one agent credential (a copied credential, a cloned
+# machine) show on the agent's page; the credential alone cannot tell them apart.
+HOST_ID_HEADER = "X-Nachtwacht-Host-Id"
 
 CONFIG_PATH = f"{API_PREFIX}/agent/config"
 CLAIMS_PATH = f"{API_PREFIX}/agent/claims"

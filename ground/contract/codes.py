@@ -84,4 +84,6 @@ class AnswerCode(enum.StrEnum):
     # Any request: the body broke a rule (422), or the database is down (503: retry later; it is
     # the platform that is unavailable, never the agent that is offline).
     INVALID_REQUEST = "invalid_request"
+    # Any request: a body larger than the control plane accepts (413), refused before parsing.
+    REQUEST_TOO_LARGE = "request_too_large"
     DATABASE_UNAVAILABLE = "database_unavailable"

@@ -38,7 +38,9 @@ class Fleet:
         self.services = services
         self.clock = clock
         self.sender = WebhookSender(
-            pool, DeliveryPolicy(max_attempts=3, first_backoff=timedelta(minutes=1))
+            pool,
+            DeliveryPolicy(max_attempts=3, first_backoff=timedelta(minutes=1)),
+            addresses=services.webhook_policy,
         )
         self._pass = ReconcilePass(
             pool, sender=self.sender, settings=PassSettings(), identity="tests"
@@ -110,6 +112,28 @@ class Fleet:
         if at is not None:
             self.clock.set(at)
         return self._pass.run(self.clock.now())
+
+    def rounds_full(
+        self, start: datetime, minutes: int, *, org_id: UUID | str | None = None
+    ) -> None:
+        """Fill the rounds of `minutes` minutes from `start` at a cap of 1 (caps are at least 1
+        since issue 12): the organisation's when `org_id` is given, else the platform's."""
+        if org_id is None:
+            self.services.settings.update({"org_cap": 1, "global_cap": 1})
+        else:
+            self.services.settings.update({"org_cap": 1})
+        for minute in range(minutes):
+            at = start.replace(second=0, microsecond=0) + timedelta(minutes=minute)
+            if org_id is None:
+                self.sql(
+                    "INSERT INTO claim_rounds_global (round_start, granted) VALUES (%s, 1)", [at]
+                )
+            else:
+                self.sql(
+                    "INSERT INTO claim_rounds_org (round_start, org_id, granted)"
+                    " VALUES (%s, %s, 1)",
+                    [at, org_id],
+                )
 
     def sql(self, statement: str, params: Any = None) -> None:
         with self.pool.connection() as conn:

@@ -41,7 +41,7 @@ def test_metrics_count_claims_runs_lag_and_notifications(
 ) -> None:
     org = make_org("Acme")
     agent = make_agent(org, "web-01")
-    services.settings.update({"org_cap": 0})
+    fleet.rounds_full(NIGHT, 15, org_id=org.org_id)
     fleet.clock.set(NIGHT + timedelta(minutes=2))
     with api.client(agent.agent_key) as client:
         for _ in range(3):

@@ -54,7 +54,7 @@ def test_agent_refused_by_a_full_cap_misses_as_throttled(
 ) -> None:
     org = make_org("Acme")
     agent = make_agent(org, "web-01")
-    services.settings.update({"org_cap": 0})
+    fleet.rounds_full(NIGHT, 15, org_id=org.org_id)
     fleet.clock.set(NIGHT + timedelta(minutes=2))
     assert _claim(api, agent.agent_key) == 429
     fleet.clock.set(NIGHT + timedelta(minutes=3))
@@ -80,11 +80,11 @@ def test_the_refusal_that_came_last_names_the_reason(
     api: Api, fleet: Fleet, services: Services, make_org, make_agent
 ) -> None:
     agent = make_agent(make_org("Acme"), "web-01")
-    fleet.sql("UPDATE platform_brake SET engaged = true")
+    fleet.sql("UPDATE platform_brake SET engaged = true, reason = 'incident 43'")
     fleet.clock.set(NIGHT + timedelta(minutes=1))
     assert _claim(api, agent.agent_key) == 503
     fleet.sql("UPDATE platform_brake SET engaged = false")
-    services.settings.update({"global_cap": 0})
+    fleet.rounds_full(NIGHT, 15)
     fleet.clock.set(NIGHT + timedelta(minutes=6))
     assert _claim(api, agent.agent_key) == 429
     services.refusals.flush()

@@ -190,8 +190,16 @@ def test_a_serving_replica_records_a_throttled_night_end_to_end(
     flusher, and the worker turns it into a missed run with reason `throttled`."""
     org = services.accounts.create_org("Acme", now=clock.now())
     agent = services.accounts.enroll_agent(org.org_id, "web-01", now=clock.now())
+    # Caps are at least 1 (issue 12): the organisation's rounds of the window are full instead.
+    with pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO claim_rounds_org (round_start, org_id, granted)"
+            " SELECT g, %s, 1 FROM generate_series("
+            " '2026-11-30T02:00Z'::timestamptz, '2026-11-30T02:30Z', interval '1 minute') g",
+            [org.org_id],
+        )
     fake = f"2026-11-30T02:05:00Z,anchor={time.time()!r},speed=60"
-    replica = control_plane_server(fake_clock=fake, args=["--org-cap", "0"])
+    replica = control_plane_server(fake_clock=fake, args=["--org-cap", "1"])
     with httpx.Client(base_url=replica.base_url, timeout=30) as client:
         refused = client.post(
             "/v1/agent/claims",

@@ -16,15 +16,28 @@ from uuid import UUID
 
 import psycopg
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from control_plane.notifications.addresses import WebhookAddressPolicy
 from control_plane.notifications.delivery import sign_body, verify_signature
-from control_plane.registry import Services
+from control_plane.registry import Services, build_services
 from control_plane.types import Pool
 from nachtwacht.worlds.clocks import ManualClock
+from signed_release import key_id
 from tests.control_plane.conftest import Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, Fleet
 
 SECRET = "a-shared-secret-of-enough-length"
+# The receivers here listen on 127.0.0.1: the operator setting that lets webhooks reach loopback
+# (`serve --webhook-allow-network 127.0.0.0/8`). Without it, loopback is refused (see
+# tests/control_plane/api/test_attacks_webhooks.py).
+LOOPBACK_ALLOWED = WebhookAddressPolicy.allowing(["127.0.0.0/8"])
+
+
+@pytest.fixture
+def services(pool: Pool, release_key: Ed25519PrivateKey) -> Services:
+    public = release_key.public_key()
+    return build_services(pool, {key_id(public): public}, webhook_policy=LOOPBACK_ALLOWED)
 
 
 @dataclass

@@ -239,7 +239,7 @@ def test_full_global_cap_gets_429_global_cap(
     make_agent: Callable[..., Agent],
     operator_key: str,
 ) -> None:
-    _set_caps(api, operator_key, global_cap=2)
+    _set_caps(api, operator_key, org_cap=2, global_cap=2)  # an org cap is at most the global
     first, second, third = (make_agent(make_org(f"Org {n}"), "web-01") for n in range(3))
     assert _claim(api, first).status_code == 201
     assert _claim(api, second).status_code == 201
@@ -258,7 +258,7 @@ def full_round(
     operator_key: str,
 ) -> Agent:
     """A round whose global cap (1) is taken; returns an agent still waiting."""
-    _set_caps(api, operator_key, global_cap=1)
+    _set_caps(api, operator_key, org_cap=1, global_cap=1)  # an org cap is at most the global
     assert _claim(api, make_agent(make_org("First"), "web-01")).status_code == 201
     return make_agent(make_org("Waiting"), "web-01")
 

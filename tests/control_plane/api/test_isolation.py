@@ -50,9 +50,9 @@ ENDPOINTS = [
     Endpoint("PATCH", "/v1/agent/runs/{run_id}", Audience.AGENT, {"status": "succeeded"}),
     Endpoint("GET", "/v1/agent/runs/{run_id}/artifact", Audience.AGENT),
     Endpoint("GET", "/v1/admin/settings", Audience.OPERATOR),
-    Endpoint("PUT", "/v1/admin/settings", Audience.OPERATOR, {"org_cap": 0}),
+    Endpoint("PUT", "/v1/admin/settings", Audience.OPERATOR, {"org_cap": 1}),
     Endpoint("GET", "/v1/admin/brake", Audience.OPERATOR),
-    Endpoint("PUT", "/v1/admin/brake", Audience.OPERATOR, {"engaged": True}),
+    Endpoint("PUT", "/v1/admin/brake", Audience.OPERATOR, {"engaged": True, "reason": "incident"}),
     Endpoint("POST", "/v1/admin/tokens/{token_id}/revoke", Audience.OPERATOR),
     Endpoint(
         "POST",

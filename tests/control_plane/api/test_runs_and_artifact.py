@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from control_plane.types import Pool
 from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
 
@@ -170,11 +171,18 @@ def test_manual_update_runs_without_slot_caps_or_brake(
     org: Org,
     agent: Agent,
     operator_key: str,
+    pool: Pool,
 ) -> None:
     clock.set(datetime(2026, 11, 30, 14, 7, tzinfo=UTC))
     with api.client(operator_key) as operator:
-        operator.put("/v1/admin/settings", json={"org_cap": 0, "global_cap": 0})
-        operator.put("/v1/admin/brake", json={"engaged": True, "reason": "night freeze"})
+        caps = operator.put("/v1/admin/settings", json={"org_cap": 1, "global_cap": 1})
+        brake = operator.put("/v1/admin/brake", json={"engaged": True, "reason": "night freeze"})
+    assert (caps.status_code, brake.status_code) == (200, 200)
+    with pool.connection() as conn:  # this round's caps are full (a cap is at least 1)
+        conn.execute("INSERT INTO claim_rounds_global VALUES ('2026-11-30T14:07Z', 1)")
+        conn.execute(
+            "INSERT INTO claim_rounds_org VALUES ('2026-11-30T14:07Z', %s, 1)", [org.org_id]
+        )
     with api.client(org.panel_key) as panel:
         requested = panel.post(f"/v1/agents/{agent.agent_id}/update")
         requested_again = panel.post(f"/v1/agents/{agent.agent_id}/update")
@@ -247,7 +255,8 @@ def test_brake_without_revocation_leaves_tokens_usable(
 ) -> None:
     with api.client(operator_key) as operator:
         engaged = operator.put(
-            "/v1/admin/brake", json={"engaged": True, "revoke_outstanding": False}
+            "/v1/admin/brake",
+            json={"engaged": True, "reason": "incident 7", "revoke_outstanding": False},
         )
     assert engaged.json()["revoked_tokens"] == 0
     assert _download(api, agent, claimed["run_id"]).status_code == 200

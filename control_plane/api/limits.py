@@ -1,0 +1,201 @@
+"""What every request must satisfy before any route parses it: a bounded body, and no text the
+database cannot store.
+
+    body size   at most `MAX_BODY_BYTES` (64 KiB), or `MAX_RELEASE_BODY_BYTES` for the release
+                upload (the build travels base64 in the body). A `Content-Length` above the limit
+                is refused before one byte is read; a body without one (chunked) is counted as it
+                arrives and refused the moment it passes the limit. Both: 413 `request_too_large`,
+                whatever the credential (none is checked yet: an unauthenticated sender must not be
+                able to make a replica buffer a large body either).
+    text        a JSON string (key or value) with a NUL character or a lone UTF-16 surrogate,
+                or a NUL in the path or query, is a 422 `invalid_request` naming where it is.
+                PostgreSQL's text holds neither (a NUL fails inside the database, a surrogate
+                cannot even be encoded), so a rule at the door covers every field that reaches
+                SQL, including those read before their validator (the claim's `slot_key`).
+
+Cheap on the hot path: a claim's body is one small message, and the JSON is parsed a second time
+only when its bytes hold a `\\u` escape — the one way such a character can arrive, since a raw NUL
+byte is not valid JSON and a raw surrogate is not valid UTF-8.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ground.contract import API_PREFIX, AnswerCode
+
+__all__ = ["MAX_BODY_BYTES", "MAX_RELEASE_BODY_BYTES", "RequestLimits", "unstorable_text"]
+
+# Every request of the API fits easily: the largest legitimate body besides a release is a
+# schedule of 288 times (about 2.6 KB).
+MAX_BODY_BYTES = 64 * 1024
+# A release carries its build base64-encoded (4/3 of its size): room for a build of ~190 MiB.
+MAX_RELEASE_BODY_BYTES = 256 * 1024 * 1024
+RELEASE_UPLOAD = ("POST", f"{API_PREFIX}/admin/releases")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _problem(field: str, why: str) -> str:
+    return f"{field}: {why}"
+
+
+def _bad_character(text: str) -> str | None:
+    if "\x00" in text:
+        return "contains a NUL character (\\u0000), which cannot be stored"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone UTF-16 surrogate (not a Unicode character), which cannot be stored"
+    return None
+
+
+def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """Every string of a parsed JSON document with its field path (`times[1]`, `a.b`), keys too."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            yield where, item
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                inner_path = f"{where}.{key}" if where else str(key)
+                yield where or "body", str(key)
+                stack.append((inner, inner_path))
+        elif isinstance(item, list):
+            stack.extend((inner, f"{where}[{index}]") for index, inner in enumerate(item))
+
+
+def unstorable_text(body: bytes) -> str | None:
+    """The first problem of a JSON body holding text the database cannot store, or None.
+
+    A body that is not JSON is left to the route (its parser names the problem)."""
+    if b"\\u" not in body:
+        return None
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    for field, text in _strings(document, ""):
+        why = _bad_character(text)
+        if why is not None:
+            return _problem(field or "body", why)
+    return None
+
+
+def _refusal(status: int, code: str, message: str, field: str | None = None) -> bytes:
+    detail: dict[str, Any] = {"code": code, "message": message}
+    if field is not None:
+        detail["errors"] = [{"field": field, "message": message}]
+    return json.dumps({"detail": detail}).encode("utf-8")
+
+
+class RequestLimits:
+    """The ASGI middleware that enforces the module's rules before the application runs."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        where = _nul_in_address(scope)
+        if where is not None:
+            message = _problem(where, "contains a NUL character (\\u0000)")
+            await _answer(send, 422, _refusal(422, AnswerCode.INVALID_REQUEST, message, where))
+            return
+        limit = (
+            MAX_RELEASE_BODY_BYTES
+            if (scope["method"], scope["path"]) == RELEASE_UPLOAD
+            else MAX_BODY_BYTES
+        )
+        declared = _content_length(scope)
+        if declared is not None and declared > limit:
+            await _too_large(send, limit)
+            return
+        try:
+            body, last = await _read_body(receive, limit)
+        except _TooLarge:
+            await _too_large(send, limit)
+            return
+        problem = unstorable_text(body)
+        if problem is not None:
+            field = problem.split(":", 1)[0]
+            await _answer(send, 422, _refusal(422, AnswerCode.INVALID_REQUEST, problem, field))
+            return
+        await self._app(scope, _replay(body, last, receive), send)
+
+
+def _nul_in_address(scope: Scope) -> str | None:
+    if "\x00" in scope["path"]:
+        return "path"
+    query: bytes = scope.get("query_string", b"")
+    if b"%00" in query or b"\x00" in query:
+        return "query"
+    return None
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Message | None]:
+    """The whole body, counted as it arrives; the last message if it was not a body chunk."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), message
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), None
+
+
+def _replay(body: bytes, last: Message | None, receive: Receive) -> Receive:
+    """A `receive` that hands the application the body already read, then the real channel
+    (which later says when the client disconnects)."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+    if last is not None:
+        pending = [last]
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    message = f"body: is larger than {limit} bytes (the limit for this request)"
+    await _answer(send, 413, _refusal(413, AnswerCode.REQUEST_TOO_LARGE, message))
+
+
+async def _answer(send: Send, status: int, body: bytes) -> None:
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode("ascii")),
+    ]
+    if status == 413:
+        # The body was not read to its end: the connection cannot carry another request.
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,93 @@
+"""What every `nachtwacht control` admin command shares: the parser that exits 2 on bad flags,
+the database flags, `--json`, the admin pool, id parsing and printing, and the actor the trail
+names for a command-line action."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import getpass
+import json
+from collections.abc import Iterator
+from typing import Any, NoReturn
+from uuid import UUID
+
+from control_plane import migrate
+from control_plane.config import DatabaseLocation
+from control_plane.database import open_pool
+from control_plane.errors import ControlPlaneError
+from control_plane.events.trail import Actor
+from control_plane.startup import opened_database
+from control_plane.types import Pool
+
+__all__ = [
+    "Parser",
+    "add_database_flags",
+    "add_json_flag",
+    "admin_pool",
+    "cli_actor",
+    "emit",
+    "location",
+    "parse_id",
+]
+
+
+def cli_actor() -> Actor:
+    """An operator at this machine's command line: the trail names the login."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container, say)
+        user = "unknown"
+    return Actor(kind="operator", name=f"cli:{user}")
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def add_database_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database-url",
+        help="an external PostgreSQL 15+ (default: $NACHTWACHT_DATABASE_URL, else embedded)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        help="the embedded PostgreSQL's home (default: $NACHTWACHT_DATA_DIR, else user data dir)",
+    )
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def location(args: argparse.Namespace) -> DatabaseLocation:
+    return DatabaseLocation.resolve(url=args.database_url, data_dir=args.data_dir)
+
+
+@contextlib.contextmanager
+def admin_pool(args: argparse.Namespace) -> Iterator[Pool]:
+    where = location(args)
+    # The embedded database is this machine's own: bring it up to date. An external one is
+    # migrated deliberately, with `nachtwacht control migrate`.
+    with opened_database(where, migrate_to_head=where.url is None) as url:
+        migrate.require_head(url)
+        pool = open_pool(url, min_size=1, max_size=1)
+        try:
+            yield pool
+        finally:
+            pool.close()
+
+
+def parse_id(field_name: str, value: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError as exc:
+        raise ControlPlaneError(f"{field_name}: {value!r} is not an id (expected a UUID)") from exc
+
+
+def emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -> None:
+    if args.json:
+        print(json.dumps(payload))
+    else:
+        print("\n".join(lines))

@@ -1,0 +1,165 @@
+"""`nachtwacht control` commands for credentials' lifecycle, deleting an agent, and the trail.
+
+    list-credentials [--audience A] [--org ID] [--agent ID] [--all]
+    revoke-credential ID        refused from the next request on
+    rotate-credential ID        a new secret (shown once) for the same holder; the old revoked
+    delete-agent ID             credentials revoked; runs and events stay for the operators
+    events [--org ID] [--agent ID] [--kind K] [--actor-kind K] [--limit N]
+
+Each prints one JSON object with `--json`; the actions are on the trail as `cli:<login>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from control_plane.accounts.credentials import Audience
+from control_plane.accounts.services import (
+    AccountService,
+    CredentialList,
+    CredentialView,
+    DeletedAgent,
+    IssuedCredential,
+)
+from control_plane.cli_common import (
+    add_database_flags,
+    add_json_flag,
+    admin_pool,
+    cli_actor,
+    emit,
+    parse_id,
+)
+from control_plane.errors import ConfigurationError
+from control_plane.events.services import EventFilter, EventService, TrailPage
+from ground.clock import clock_from_env
+
+__all__ = ["CREDENTIAL_COMMANDS", "add_credential_commands"]
+
+
+def add_credential_commands(commands: Any) -> None:
+    listing = commands.add_parser("list-credentials", help="credentials (never their secrets)")
+    listing.add_argument("--audience", choices=[audience.value for audience in Audience])
+    listing.add_argument("--org", help="only this organisation's")
+    listing.add_argument("--agent", help="only this agent's")
+    listing.add_argument("--all", action="store_true", help="revoked ones too")
+    for name, words in (
+        ("revoke-credential", "refuse a credential from now on"),
+        ("rotate-credential", "a new secret for the same holder; the old one revoked"),
+        ("delete-agent", "delete an agent (its runs and events stay)"),
+    ):
+        command = commands.add_parser(name, help=words)
+        command.add_argument("id")
+        add_database_flags(command)
+        add_json_flag(command)
+    events = commands.add_parser("events", help="the operators' trail, newest first")
+    events.add_argument("--org")
+    events.add_argument("--agent")
+    events.add_argument("--kind", help='an event kind, or a family ending in "." (credential.)')
+    events.add_argument("--actor-kind", choices=["schedule", "user", "agent", "operator"])
+    events.add_argument("--limit", type=int, default=50)
+    for command in (listing, events):
+        add_database_flags(command)
+        add_json_flag(command)
+
+
+def _line(view: CredentialView) -> str:
+    scope = view.agent_id or view.org_id or "platform"
+    state = f"revoked {view.revoked_at.isoformat()}" if view.revoked_at else "active"
+    return f"{view.id}  {view.audience.value:<8}  {view.name}  ({scope}; {state})"
+
+
+def _dump(value: object, kind: Any) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(TypeAdapter(kind).dump_json(value))
+    return loaded
+
+
+def _list(args: argparse.Namespace) -> int:
+    with admin_pool(args) as pool:
+        found = AccountService(pool).list_credentials(
+            audience=None if args.audience is None else Audience(args.audience),
+            org_id=None if args.org is None else parse_id("--org", args.org),
+            agent_id=None if args.agent is None else parse_id("--agent", args.agent),
+            include_revoked=args.all,
+        )
+    lines = [_line(view) for view in found.credentials] or ["no credentials"]
+    emit(args, _dump(found, CredentialList), lines)
+    return 0
+
+
+def _revoke(args: argparse.Namespace) -> int:
+    credential_id = parse_id("ID", args.id)
+    with admin_pool(args) as pool:
+        view = AccountService(pool).revoke(
+            credential_id, now=clock_from_env().now(), actor=cli_actor()
+        )
+    emit(args, _dump(view, CredentialView), [f"revoked: {_line(view)}"])
+    return 0
+
+
+def _rotate(args: argparse.Namespace) -> int:
+    credential_id = parse_id("ID", args.id)
+    with admin_pool(args) as pool:
+        issued = AccountService(pool).rotate(
+            credential_id, now=clock_from_env().now(), actor=cli_actor()
+        )
+    emit(
+        args,
+        _dump(issued, IssuedCredential),
+        [
+            f"rotated {credential_id}: {_line(issued.credential)}",
+            f"new secret (shown once, store it now): {issued.secret}",
+        ],
+    )
+    return 0
+
+
+def _delete_agent(args: argparse.Namespace) -> int:
+    agent_id = parse_id("ID", args.id)
+    with admin_pool(args) as pool:
+        deleted = AccountService(pool).delete_agent(
+            agent_id, now=clock_from_env().now(), actor=cli_actor()
+        )
+    emit(
+        args,
+        _dump(deleted, DeletedAgent),
+        [
+            f"deleted agent {deleted.agent_id} ({deleted.name}); "
+            f"{deleted.revoked_credentials} credential(s) revoked, its history kept"
+        ],
+    )
+    return 0
+
+
+def _events(args: argparse.Namespace) -> int:
+    if not 1 <= args.limit <= 500:
+        raise ConfigurationError(f"--limit: {args.limit} is out of range (expected 1 to 500)")
+    query = EventFilter(
+        org_id=None if args.org is None else parse_id("--org", args.org),
+        agent_id=None if args.agent is None else parse_id("--agent", args.agent),
+        kind=args.kind,
+        actor_kind=args.actor_kind,
+        limit=args.limit,
+    )
+    with admin_pool(args) as pool:
+        page = EventService(pool).trail(query)
+    lines = [
+        f"{event.at.isoformat()}  {event.kind}  by {event.actor.kind} "
+        f"{event.actor.name or event.actor.id or '-'}  {json.dumps(event.data, default=str)}"
+        for event in page.events
+    ] or ["no events"]
+    emit(args, _dump(page, TrailPage), lines)
+    return 0
+
+
+CREDENTIAL_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "list-credentials": _list,
+    "revoke-credential": _revoke,
+    "rotate-credential": _rotate,
+    "delete-agent": _delete_agent,
+    "events": _events,
+}

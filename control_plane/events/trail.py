@@ -1,0 +1,102 @@
+"""The operators' trail: every operator action and every schedule change is an event with its
+actor, written in the action's own transaction, and one log line of the server.
+
+Kinds (the `data` of each says what changed):
+
+    brake.engaged, brake.released           the reason; how many tokens were revoked
+    settings.changed                        `before` and `after` of the fields that changed
+    release.published                       version, manifest_version, channel, platform, key id
+    credential.issued, credential.revoked,  audience, name, scope; a rotation names both
+    credential.rotated                      credentials
+    agent.deleted                           the agent's name; its credentials revoked
+    schedule.changed                        `before` and `after` of the agent's schedule
+
+The actor is a credential (its kind, id and name as it was when it acted), or the command line
+(`operator`, no id, named `cli:<user>`), so the trail says who even after a key is revoked.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from control_plane.types import Connection
+
+__all__ = ["Actor", "ActorKind", "record_action", "record_event"]
+
+ActorKind = Literal["schedule", "user", "agent", "operator"]
+
+# Its own logger, so a deployment can route the trail apart from the rest (`serve` shows it at
+# INFO whatever `--log-level` says).
+trail_log = logging.getLogger("control_plane.trail")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Actor:
+    kind: ActorKind
+    id: UUID | None = None
+    name: str | None = None
+
+
+def record_event(
+    conn: Connection,
+    *,
+    org_id: UUID | None,
+    agent_id: UUID | None,
+    run_id: UUID | None,
+    kind: str,
+    actor_kind: ActorKind,
+    actor_id: UUID | None = None,
+    actor_name: str | None = None,
+    at: datetime,
+    data: dict[str, Any] | None = None,
+) -> None:
+    conn.execute(
+        "INSERT INTO events (org_id, agent_id, run_id, kind, actor_kind, actor_id, actor_name,"
+        " at, data) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        [org_id, agent_id, run_id, kind, actor_kind, actor_id, actor_name, at, Jsonb(data or {})],
+    )
+
+
+def record_action(
+    conn: Connection,
+    *,
+    kind: str,
+    actor: Actor,
+    at: datetime,
+    org_id: UUID | None = None,
+    agent_id: UUID | None = None,
+    data: dict[str, Any] | None = None,
+) -> None:
+    """An operator action or a schedule change: its event, and the server's log line.
+
+    Logged as the event is written, inside the action's transaction: a line for an action whose
+    commit then failed is possible, an action without its line is not."""
+    record_event(
+        conn,
+        org_id=org_id,
+        agent_id=agent_id,
+        run_id=None,
+        kind=kind,
+        actor_kind=actor.kind,
+        actor_id=actor.id,
+        actor_name=actor.name,
+        at=at,
+        data=data,
+    )
+    trail_log.info(
+        "%s by %s %s (%s) org=%s agent=%s %s",
+        kind,
+        actor.kind,
+        actor.name or "-",
+        actor.id or "-",
+        org_id or "-",
+        agent_id or "-",
+        json.dumps(data or {}, sort_keys=True, default=str, ensure_ascii=True),
+    )
