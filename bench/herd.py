@@ -40,6 +40,7 @@ from control_plane.database import open_pool
 from control_plane.forecast.model import forecast_slot
 from control_plane.registry import build_services
 from ground.clock import FakeClock, SystemClock
+from ground.contract import RefusalCode
 from nachtwacht.worlds.clocks import NightClock
 from nachtwacht.worlds.control_planes import start_control_plane
 from nachtwacht.worlds.databases import EmbeddedDatabase
@@ -122,7 +123,7 @@ async def burst(client: httpx.AsyncClient, herd: Herd, concurrency: int) -> floa
             herd.refusal_latencies.append(elapsed)
             herd.refusals += 1
             herd.last_refusal[agent_key] = str(code)
-        elif code == "window_closed":
+        elif code == RefusalCode.WINDOW_CLOSED:
             herd.pending.pop(agent_key)
             herd.missed[agent_key] = herd.last_refusal.get(agent_key, "never answered in time")
         else:
