@@ -28,7 +28,7 @@ from control_plane.errors import Conflict, Forbidden, InvalidInput, NotFound, Un
 from control_plane.events.trail import Actor, ActorKind, record_action
 from control_plane.inputs import stored_text
 from control_plane.types import Connection, Pool
-from ground.contract import Instant
+from ground.contract import HOST_ID_HEADER, Instant
 
 __all__ = [
     "ABSOLUTE_LIFETIME",
@@ -446,13 +446,8 @@ class AccountService:
         """
         if secret is None:
             raise Unauthenticated("a bearer credential is required (Authorization: Bearer …)")
-        if host_id is not None and HOST_ID_PATTERN.fullmatch(host_id) is None:
-            raise InvalidInput(
-                "X-Nachtwacht-Host-Id",
-                host_id,
-                "is not a host id (8 to 64 letters, digits, '-' or '_')",
-                code="invalid_request",
-            )
+        if host_id is not None:
+            check_host_id(host_id)
         presented = secret_sha256(secret)
         with self._pool.connection() as conn:
             # One read, as before: the host's last sighting rides along (a primary-key lookup).
@@ -488,6 +483,17 @@ class AccountService:
             org_id=row["org_id"],
             agent_id=row["agent_id"],
             name=row["name"],
+        )
+
+
+def check_host_id(host_id: str) -> None:
+    """The 422 for a host id an agent's host cannot have sent (`HOST_ID_HEADER`)."""
+    if HOST_ID_PATTERN.fullmatch(host_id) is None:
+        raise InvalidInput(
+            HOST_ID_HEADER,
+            host_id,
+            "is not a host id (8 to 64 letters, digits, '-' or '_')",
+            code="invalid_request",
         )
 
 

@@ -57,9 +57,11 @@ async def agent_config(
 
 
 def _config(services: Services, credential: PresentedAgentKey, now: datetime) -> VersionedConfig:
-    found = services.agent_config.config_as(credential.secret_sha256, now)
+    found = services.agent_config.config_as(
+        credential.secret_sha256, now, host_id=credential.host_id
+    )
     if found is not None:
         return found
     caller = credential.principal(services)  # the 401 or 403, when that is why nothing was found
     assert caller.agent_id is not None
-    return services.agent_config.config(caller.agent_id, now)
+    return services.agent_config.config(caller.agent_id, now, host_id=credential.host_id)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from control_plane.accounts.services import AGENT_OF_CREDENTIAL
+from control_plane.accounts.services import AGENT_OF_CREDENTIAL, HOST_SEEN_EVERY
 from control_plane.errors import NotFound
 from control_plane.releases.services import release_view
 from control_plane.types import Pool
@@ -48,6 +48,18 @@ WITH seen AS (
     UPDATE agents SET last_seen_at = %(now)s
      WHERE id = {agent}
        AND (last_seen_at IS NULL OR last_seen_at <= %(stale)s OR last_seen_at > %(now)s)
+), host AS (
+    -- The host that answers for this identity, at most once an hour per host: one credential
+    -- answered by two hosts shows on the agent page (an agent enrolled twice).
+    INSERT INTO agent_hosts (agent_id, host_id, first_seen_at, last_seen_at)
+    SELECT {agent}, %(host_id)s::text, %(now)s, %(now)s
+     WHERE %(host_id)s::text IS NOT NULL AND {agent} IS NOT NULL
+       AND NOT EXISTS (
+           SELECT 1 FROM agent_hosts h
+            WHERE h.agent_id = {agent} AND h.host_id = %(host_id)s::text
+              AND h.last_seen_at > %(host_stale)s AND h.last_seen_at <= %(now)s)
+    ON CONFLICT (agent_id, host_id)
+    DO UPDATE SET last_seen_at = greatest(agent_hosts.last_seen_at, EXCLUDED.last_seen_at)
 )
 SELECT a.id, a.org_id, a.name, a.update_schedule_enabled, a.update_schedule_times,
        s.timezone, s.catch_up_minutes, b.engaged AS brake_engaged, b.reason AS brake_reason,
@@ -75,24 +87,36 @@ class AgentConfigService:
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
 
-    def config(self, agent_id: UUID, now: datetime) -> VersionedConfig:
-        """The agent's config at `now` (the server's clock), and records that the agent was seen."""
-        found = self._config(_CONFIG_BY_ID, {"agent_id": agent_id}, now)
+    def config(
+        self, agent_id: UUID, now: datetime, *, host_id: str | None = None
+    ) -> VersionedConfig:
+        """The agent's config at `now` (the server's clock), and records that the agent (and the
+        host answering for it) was seen."""
+        found = self._config(_CONFIG_BY_ID, {"agent_id": agent_id}, now, host_id)
         if found is None:
             raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
         return found
 
-    def config_as(self, secret_sha256: str, now: datetime) -> VersionedConfig | None:
+    def config_as(
+        self, secret_sha256: str, now: datetime, *, host_id: str | None = None
+    ) -> VersionedConfig | None:
         """`config` for the agent behind a presented credential, found in the same statement;
         None when no agent has that valid credential."""
-        return self._config(_CONFIG_BY_CREDENTIAL, {"secret_sha256": secret_sha256}, now)
+        return self._config(_CONFIG_BY_CREDENTIAL, {"secret_sha256": secret_sha256}, now, host_id)
 
     def _config(
-        self, statement: str, agent: dict[str, object], now: datetime
+        self, statement: str, agent: dict[str, object], now: datetime, host_id: str | None
     ) -> VersionedConfig | None:
         with self._pool.connection() as conn:
             row = conn.execute(
-                statement, {**agent, "now": now, "stale": now - LAST_SEEN_RESOLUTION}
+                statement,
+                {
+                    **agent,
+                    "now": now,
+                    "stale": now - LAST_SEEN_RESOLUTION,
+                    "host_id": host_id,
+                    "host_stale": now - HOST_SEEN_EVERY,
+                },
             ).fetchone()
         if row is None:
             return None

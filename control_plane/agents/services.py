@@ -179,7 +179,7 @@ class AgentService:
         queries for the whole list, however many agents it has."""
         with self._pool.connection() as conn:
             rows = conn.execute(
-                _SELECT_AGENTS + " WHERE org_id = %s ORDER BY name, id",
+                _SELECT_AGENTS + " AND org_id = %s ORDER BY name, id",
                 [org_id],
             ).fetchall()
             settings = read_settings(conn)

@@ -18,7 +18,7 @@ from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from control_plane.accounts.credentials import Audience, secret_sha256
-from control_plane.accounts.services import Principal
+from control_plane.accounts.services import Principal, check_host_id
 from control_plane.errors import Unauthenticated
 from control_plane.registry import Services
 from ground.contract import HOST_ID_HEADER
@@ -97,19 +97,25 @@ class PresentedAgentKey:
 
     secret: str
     secret_sha256: str
+    host_id: str | None = None  # checked against HOST_ID_PATTERN
 
     def principal(self, services: Services) -> Principal:
         return services.accounts.authenticate(self.secret, Audience.AGENT)
 
 
 async def agent_credential(
+    request: Request,
     bearer: Annotated[Bearer, Security(_AGENT)],
 ) -> PresentedAgentKey:
-    """No I/O, so `async`: a missing key is a 401 at once, before the body is looked at."""
+    """No I/O, so `async`: a missing key is a 401 at once, before the body is looked at; a
+    malformed host id is a 422 before anything is read or recorded."""
     if bearer is None:
         raise Unauthenticated("a bearer credential is required (Authorization: Bearer …)")
+    host_id = request.headers.get(HOST_ID_HEADER)
+    if host_id is not None:
+        check_host_id(host_id)
     return PresentedAgentKey(
-        secret=bearer.credentials, secret_sha256=secret_sha256(bearer.credentials)
+        secret=bearer.credentials, secret_sha256=secret_sha256(bearer.credentials), host_id=host_id
     )
 
 
