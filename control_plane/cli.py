@@ -268,12 +268,14 @@ def _publish_release(args: argparse.Namespace) -> int:
         "channel": release.channel,
         "platform": release.platform,
         "key_id": release.key_id,
+        "already_published": release.already_published,
     }
+    verb = "already published" if release.already_published else "published"
     emit(
         args,
         payload,
         [
-            f"published {release.version} (manifest_version {release.manifest_version}, "
+            f"{verb} {release.version} (manifest_version {release.manifest_version}, "
             f"{release.channel}/{release.platform}), signed by key {release.key_id[:16]}…"
         ],
     )

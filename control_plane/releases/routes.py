@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from control_plane.accounts.services import actor_of
@@ -39,17 +39,32 @@ def _decoded(field: str, value: str) -> bytes:
     "/releases",
     status_code=201,
     response_model=PublishedRelease,
-    responses=errors(*AUTHENTICATED, 409, 422),
+    responses={
+        200: {
+            "model": PublishedRelease,
+            "description": "this exact manifest was already published (`already_published`)",
+        },
+        **errors(*AUTHENTICATED, 409, 422),
+    },
 )
 def publish_release(
-    body: ReleaseBody, request: Request, caller: OperatorCaller, now: RequestNow
+    body: ReleaseBody,
+    request: Request,
+    response: Response,
+    caller: OperatorCaller,
+    now: RequestNow,
 ) -> PublishedRelease:
     """Store a release after checking its signature against the pinned keys, its artifact against
-    the manifest, its expiry, and that it is newer than the current one."""
-    return services_of(request).releases.publish(
+    the manifest, its expiry, and that it is newer than every release of its (channel, platform);
+    it becomes that pair's current release. The exact same manifest again is a 200, not an
+    error."""
+    published = services_of(request).releases.publish(
         _decoded("manifest_b64", body.manifest_b64),
         _decoded("signature_b64", body.signature_b64),
         _decoded("artifact_b64", body.artifact_b64),
         now=now,
         actor=actor_of(caller),
     )
+    if published.already_published:
+        response.status_code = 200
+    return published
