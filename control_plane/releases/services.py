@@ -23,6 +23,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
+from control_plane.releases.withdrawal import (
+    ReleaseList,
+    WithdrawnRelease,
+    list_releases,
+    withdraw_release,
+)
 from control_plane.types import Connection, Pool
 from ground.contract import ClaimedRelease, ReleaseView, artifact_path, format_instant
 from signed_release import ReleaseError, check_signature, parse_manifest
@@ -212,6 +218,33 @@ class ReleaseService:
                 },
             )
         return _published(row, already=False)
+
+    def withdraw(
+        self,
+        release_id: UUID,
+        *,
+        reason: object,
+        replacement: object = None,
+        now: datetime,
+        actor: Actor | None = None,
+    ) -> WithdrawnRelease:
+        """Withdraw a release at `now`: claims stop offering it, its outstanding tokens are
+        revoked, and its pair is offered `replacement` (a version of the same pair) or else the
+        newest release of the pair that is not withdrawn."""
+        with self._pool.connection() as conn, conn.transaction():
+            return withdraw_release(
+                conn,
+                release_id,
+                reason=reason,
+                replacement=replacement,
+                now=now,
+                actor=actor or Actor(kind="operator"),
+            )
+
+    def list(self) -> ReleaseList:
+        """Every release per (channel, platform), withdrawn ones with the agents that run them."""
+        with self._pool.connection() as conn:
+            return list_releases(conn)
 
     def read_artifact(self, release_id: UUID, start: int, end: int) -> Iterator[bytes]:
         """The bytes `start..end` (inclusive) of a release's artifact, in slices."""
