@@ -45,6 +45,7 @@ from agent_daemon.updater import Updater
 from agent_daemon.updater.updater_settings import FIELD_INFO
 from agent_daemon.updater.updater_state import UpdaterStateStore
 from ground.clock import Clock, ClockConfigError, clock_from_env
+from ground.contract import ReleaseTrack
 from signed_release import ReleaseError
 
 __all__ = ["main"]
@@ -185,7 +186,9 @@ def _enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
         settings = load_settings(AgentPaths(state_dir=paths.state_dir, config_file=staging))
         clock = ServerClock(clock_from_env())
         with _http_client(settings, clock) as http:
-            answer = ControlPlaneClient(http=http, server_clock=clock).fetch_config(etag=None)
+            answer = ControlPlaneClient(
+                http=http, server_clock=clock, track=_track_of(settings)
+            ).fetch_config(etag=None)
         if not isinstance(answer, FreshConfig):
             raise BadServerAnswer("GET /v1/agent/config: 304 although no ETag was sent")
         fields["agent_id"] = str(answer.config.agent_id)
@@ -235,7 +238,7 @@ def build_daemon(
     http = _http_client(settings, server_clock, transport=transport)
     download_http = _http_client(settings, server_clock, transport=transport)
     daemon = Daemon(
-        control=ControlPlaneClient(http=http, server_clock=server_clock),
+        control=ControlPlaneClient(http=http, server_clock=server_clock, track=_track_of(settings)),
         updater=_build_updater(settings, http=download_http, clock=server_clock.expiry_clock()),
         state_store=StateStore(settings.state_dir / STATE_FILE_NAME),
         config_cache=ConfigCache(settings.state_dir / CONFIG_CACHE_NAME),
@@ -247,6 +250,11 @@ def build_daemon(
     return _Parts(
         http=http, download_http=download_http, daemon=daemon, clock=server_clock, log=log
     )
+
+
+def _track_of(settings: AgentSettings) -> ReleaseTrack:
+    """The (channel, platform) this agent follows, as the config poll and the claim name it."""
+    return ReleaseTrack(channel=settings.updater.channel, platform=settings.updater.platform)
 
 
 def _build_updater(settings: AgentSettings, *, http: httpx.Client, clock: Clock) -> Updater:

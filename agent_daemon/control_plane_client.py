@@ -21,13 +21,17 @@ from agent_daemon import wire
 from agent_daemon.errors import BadServerAnswer, ControlPlaneUnreachable, CredentialRefused
 from agent_daemon.server_clock import ServerClock
 from ground.contract import (
+    CHANNEL_PARAM,
     CLAIMS_PATH,
     CONFIG_PATH,
+    DEFAULT_TRACK,
+    PLATFORM_PARAM,
     SERVER_TIME_HEADER,
     AgentConfig,
     ClaimGrant,
     ClaimRequest,
     ErrorDetail,
+    ReleaseTrack,
 )
 
 __all__ = ["ControlPlaneClient", "Delivery", "FreshConfig", "NotModified"]
@@ -53,9 +57,18 @@ class Delivery:
 
 
 class ControlPlaneClient:
-    def __init__(self, *, http: httpx.Client, server_clock: ServerClock) -> None:
+    def __init__(
+        self,
+        *,
+        http: httpx.Client,
+        server_clock: ServerClock,
+        track: ReleaseTrack = DEFAULT_TRACK,
+    ) -> None:
         self._http = http
         self._server_clock = server_clock
+        # The (channel, platform) this agent follows: named in every config poll and claim, so
+        # the control plane offers only that pair's release.
+        self._track = track
 
     def absolute_url(self, path: str) -> str:
         """`path` resolved against the control plane's URL. Never raises: a value that cannot be
@@ -90,7 +103,8 @@ class ControlPlaneClient:
 
     def fetch_config(self, *, etag: str | None) -> FreshConfig | NotModified:
         headers = {"If-None-Match": etag} if etag else {}
-        response = self._request("GET", CONFIG_PATH, headers=headers)
+        params = {CHANNEL_PARAM: self._track.channel, PLATFORM_PARAM: self._track.platform}
+        response = self._request("GET", CONFIG_PATH, headers=headers, params=params)
         if response.status_code == HTTPStatus.NOT_MODIFIED:
             return NotModified()
         if response.status_code != HTTPStatus.OK:
@@ -104,8 +118,11 @@ class ControlPlaneClient:
 
     def claim(self, request: ClaimRequest) -> ClaimGrant | ErrorDetail:
         """A grant, or the refusal's detail (its `.refusal` says what it means for the slot)."""
+        named = request.model_copy(
+            update={"channel": self._track.channel, "platform": self._track.platform}
+        )
         response = self._request(
-            "POST", CLAIMS_PATH, json=request.model_dump(mode="json", exclude_none=True)
+            "POST", CLAIMS_PATH, json=named.model_dump(mode="json", exclude_none=True)
         )
         return wire.claim_answer(response.status_code, response.content)
 

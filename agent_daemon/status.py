@@ -107,6 +107,9 @@ def render_status(status: AgentStatus) -> str:
             )
         else:
             lines.append("schedule:      off (updates only when requested in the panel)")
+        track = config.track
+        if track is not None:
+            lines.append(f"follows:       channel {track.channel}, platform {track.platform}")
         release = config.release
         lines.append(f"release:       {release.version if release else 'none published'}")
         brake = config.brake

@@ -12,6 +12,7 @@
     delete-agent ID       take an agent out (credentials revoked; runs and events stay)
     events                the operators' trail: operator actions and schedule changes
     publish-release       check a signed release against the trusted keys and store it
+    withdraw-release ID   withdraw a release (--reason required; --replacement VERSION)
     forecast --date D     the capacity forecast of a local day (which slots will not fit)
 
 Every command takes --database-url (or NACHTWACHT_DATABASE_URL) or --data-dir (the embedded
@@ -119,6 +120,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_database_flags(publish)
     add_json_flag(publish)
+
+    withdraw = commands.add_parser(
+        "withdraw-release", help="withdraw a release: no longer offered, its tokens revoked"
+    )
+    withdraw.add_argument("release_id", help="the release's id (GET /v1/admin/releases)")
+    withdraw.add_argument("--reason", required=True, help="why it is withdrawn (kept with it)")
+    withdraw.add_argument(
+        "--replacement",
+        metavar="VERSION",
+        help="the version of the same channel and platform to offer instead "
+        "(default: the newest release of the pair that is not withdrawn)",
+    )
+    add_database_flags(withdraw)
+    add_json_flag(withdraw)
 
     migrate_cmd = commands.add_parser("migrate", help="apply the database migrations")
     add_database_flags(migrate_cmd)
@@ -268,13 +283,48 @@ def _publish_release(args: argparse.Namespace) -> int:
         "channel": release.channel,
         "platform": release.platform,
         "key_id": release.key_id,
+        "already_published": release.already_published,
     }
+    verb = "already published" if release.already_published else "published"
     emit(
         args,
         payload,
         [
-            f"published {release.version} (manifest_version {release.manifest_version}, "
+            f"{verb} {release.version} (manifest_version {release.manifest_version}, "
             f"{release.channel}/{release.platform}), signed by key {release.key_id[:16]}…"
+        ],
+    )
+    return 0
+
+
+def _withdraw_release(args: argparse.Namespace) -> int:
+    release_id = parse_id("RELEASE_ID", args.release_id)
+    with admin_pool(args) as pool:
+        # Withdrawing checks no signature: no trusted keys needed.
+        withdrawn = ReleaseService(pool, {}).withdraw(
+            release_id,
+            reason=args.reason,
+            replacement=args.replacement,
+            now=clock_from_env().now(),
+            actor=cli_actor(),
+        )
+    payload = {
+        "release_id": str(withdrawn.id),
+        "version": withdrawn.version,
+        "channel": withdrawn.channel,
+        "platform": withdrawn.platform,
+        "reason": withdrawn.reason,
+        "current_version": withdrawn.current_version,
+        "revoked_tokens": withdrawn.revoked_tokens,
+    }
+    now_offered = withdrawn.current_version or "nothing"
+    emit(
+        args,
+        payload,
+        [
+            f"withdrew {withdrawn.version} ({withdrawn.channel}/{withdrawn.platform}); "
+            f"{withdrawn.revoked_tokens} outstanding token(s) revoked; the pair now offers "
+            f"{now_offered}"
         ],
     )
     return 0
@@ -328,6 +378,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "enroll-agent": _enroll_agent,
     "create-operator-key": _create_operator_key,
     "publish-release": _publish_release,
+    "withdraw-release": _withdraw_release,
     "forecast": _forecast,
     **CREDENTIAL_COMMANDS,
 }

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 __all__ = [
     "DEFAULT_CATCH_UP_MINUTES",
+    "DEFAULT_CHANNEL",
     "DEFAULT_GLOBAL_CAP",
     "DEFAULT_ORG_CAP",
+    "DEFAULT_PLATFORM",
     "DEFAULT_TIMES",
     "DEFAULT_TIMEZONE",
     "GRID_MINUTES",
@@ -20,6 +22,7 @@ __all__ = [
     "MAX_VERSION_LENGTH",
     "MIN_CAP",
     "MIN_CATCH_UP_MINUTES",
+    "RELEASE_NAME_PATTERN",
     "TIME_PATTERN",
 ]
 
@@ -56,3 +59,13 @@ MAX_CAP = 2**31 - 1
 
 # An agent version string as it crosses the network (a run row's column holds no more).
 MAX_VERSION_LENGTH = 100
+
+# A release's channel and platform (the manifest's names, what an agent follows): lower-case
+# letters, digits, `_` and `-`, 1-63 long. Anchored and plain, for Python's `re`, pydantic and a
+# PostgreSQL CHECK alike.
+RELEASE_NAME_PATTERN = "^[a-z0-9][a-z0-9_-]{0,62}$"
+
+# The pair an agent follows when it does not say (an agent older than channels): the one track
+# there was before them.
+DEFAULT_CHANNEL = "stable"
+DEFAULT_PLATFORM = "linux-x86_64"

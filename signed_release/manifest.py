@@ -16,6 +16,7 @@ from typing import Any, Final, Literal
 
 from ground.instants import InstantError, format_instant
 from ground.instants import parse_instant as ground_parse_instant
+from ground.limits import RELEASE_NAME_PATTERN
 from signed_release.errors import DuplicateField, InvalidField, MalformedManifest
 from signed_release.versions import is_valid_version
 
@@ -34,7 +35,7 @@ MAX_MANIFEST_BYTES = 64 * 1024
 # JSON integers beyond 2**53 are not exact in every reader.
 _MAX_JSON_INT = 2**53 - 1
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
-_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+_NAME = re.compile(RELEASE_NAME_PATTERN)
 _INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
 
 

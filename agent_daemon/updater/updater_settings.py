@@ -20,6 +20,7 @@ from pydantic.fields import FieldInfo
 
 from agent_daemon.errors import ConfigError, UntrustedArtifactSource, describe_validation_error
 from agent_daemon.updater.artifact_source import parse_origin
+from ground.limits import RELEASE_NAME_PATTERN
 
 __all__ = [
     "DEFAULT_RESTART_COMMAND",
@@ -76,8 +77,9 @@ class _UpdaterFields:
     install_root: AbsolutePath
     state_dir: Path
     trusted_keys: Mapping[str, Ed25519PublicKey] = Field(min_length=1)
-    platform: str = Field(min_length=1)
-    channel: str = Field(min_length=1)
+    # The manifest's names (`stable`, `linux-x86_64`): the pair this agent follows.
+    platform: str = Field(pattern=RELEASE_NAME_PATTERN)
+    channel: str = Field(pattern=RELEASE_NAME_PATTERN)
     restart_command: Command = DEFAULT_RESTART_COMMAND
     # Must exit 0 and print the version of the agent that is actually running.
     health_command: Command

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from control_plane.agent_config.services import VersionedConfig
@@ -18,7 +18,14 @@ from control_plane.api.deps import (
     services_of,
 )
 from control_plane.registry import Services
-from ground.contract import CONFIG_PATH, AgentConfig
+from ground.contract import (
+    CHANNEL_PARAM,
+    CONFIG_PATH,
+    PLATFORM_PARAM,
+    AgentConfig,
+    ReleaseTrack,
+)
+from ground.limits import DEFAULT_CHANNEL, DEFAULT_PLATFORM, RELEASE_NAME_PATTERN
 
 __all__ = ["router"]
 
@@ -45,23 +52,39 @@ async def agent_config(
     credential: AgentCredential,
     now: RequestNow,
     if_none_match: str | None = Header(default=None),
+    channel: str = Query(
+        default=DEFAULT_CHANNEL,
+        alias=CHANNEL_PARAM,
+        pattern=RELEASE_NAME_PATTERN,
+        description="the channel the agent follows",
+    ),
+    platform: str = Query(
+        default=DEFAULT_PLATFORM,
+        alias=PLATFORM_PARAM,
+        pattern=RELEASE_NAME_PATTERN,
+        description="the platform the agent runs on",
+    ),
 ) -> Response:
-    """The agent's schedule, time zone, catch-up window, brake, release and the server's time.
-    `If-None-Match` with the last ETag gets a 304 when nothing but the time changed."""
+    """The agent's schedule, time zone, catch-up window, brake, the current release of the
+    (channel, platform) it follows and the server's time. `If-None-Match` with the last ETag gets
+    a 304 when nothing but the time changed (each pair has its own ETag)."""
     services = services_of(request)
-    versioned = await in_database_thread(request, lambda: _config(services, credential, now))
+    track = ReleaseTrack(channel=channel, platform=platform)
+    versioned = await in_database_thread(request, lambda: _config(services, credential, track, now))
     headers = {"ETag": versioned.etag, "Cache-Control": "no-cache"}
     if _etag_matches(if_none_match, versioned.etag):
         return Response(status_code=304, headers=headers)
     return JSONResponse(versioned.config.model_dump(mode="json"), headers=headers)
 
 
-def _config(services: Services, credential: PresentedAgentKey, now: datetime) -> VersionedConfig:
+def _config(
+    services: Services, credential: PresentedAgentKey, track: ReleaseTrack, now: datetime
+) -> VersionedConfig:
     found = services.agent_config.config_as(
-        credential.secret_sha256, now, host_id=credential.host_id
+        credential.secret_sha256, track, now, host_id=credential.host_id
     )
     if found is not None:
         return found
     caller = credential.principal(services)  # the 401 or 403, when that is why nothing was found
     assert caller.agent_id is not None
-    return services.agent_config.config(caller.agent_id, now, host_id=credential.host_id)
+    return services.agent_config.config(caller.agent_id, track, now, host_id=credential.host_id)

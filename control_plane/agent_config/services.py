@@ -22,6 +22,7 @@ from ground.contract import (
     AnswerCode,
     BrakeView,
     ManualUpdateView,
+    ReleaseTrack,
     ScheduleView,
 )
 
@@ -39,8 +40,9 @@ class VersionedConfig:
 
 
 # One statement: the `last_seen_at` stamp (a data-modifying CTE, its own autocommit transaction)
-# and everything the config is made of — the agent, the platform's settings and brake, the newest
-# release, a pending manual update. The poll every agent sends every minute is one round trip.
+# and everything the config is made of — the agent, the platform's settings and brake, the current
+# release of the (channel, platform) it follows, a pending manual update. The poll every agent
+# sends every minute is one round trip.
 # The settings, brake, releases and runs are other domains' tables, read here as the claims' hot
 # path reads them: for the hot path, one statement beats one call per domain.
 _CONFIG = """
@@ -68,10 +70,9 @@ SELECT a.id, a.org_id, a.name, a.update_schedule_enabled, a.update_schedule_time
   FROM agents a
  CROSS JOIN platform_settings s
  CROSS JOIN platform_brake b
-  LEFT JOIN LATERAL (
-        SELECT agent_version, manifest_version, channel, platform FROM releases
-         ORDER BY manifest_version DESC LIMIT 1
-       ) rel ON true
+  LEFT JOIN current_releases cur
+         ON cur.channel = %(channel)s AND cur.platform = %(platform)s
+  LEFT JOIN releases rel ON rel.id = cur.release_id
   LEFT JOIN LATERAL (
         SELECT r.id, r.created_at FROM runs r
          WHERE r.agent_id = a.id AND r.trigger = 'manual' AND r.status IN ('requested', 'claimed')
@@ -88,36 +89,48 @@ class AgentConfigService:
         self._pool = pool
 
     def config(
-        self, agent_id: UUID, now: datetime, *, host_id: str | None = None
+        self, agent_id: UUID, track: ReleaseTrack, now: datetime, *, host_id: str | None = None
     ) -> VersionedConfig:
-        """The agent's config at `now` (the server's clock), and records that the agent (and the
-        host answering for it) was seen."""
-        found = self._config(_CONFIG_BY_ID, {"agent_id": agent_id}, now, host_id)
+        """The agent's config at `now` (the server's clock) with the release of `track`, and
+        records that the agent (and the host answering for it) was seen."""
+        found = self._config(_CONFIG_BY_ID, {"agent_id": agent_id}, track, now, host_id)
         if found is None:
             raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
         return found
 
     def config_as(
-        self, secret_sha256: str, now: datetime, *, host_id: str | None = None
+        self,
+        secret_sha256: str,
+        track: ReleaseTrack,
+        now: datetime,
+        *,
+        host_id: str | None = None,
     ) -> VersionedConfig | None:
         """`config` for the agent behind a presented credential, found in the same statement;
         None when no agent has that valid credential."""
-        return self._config(_CONFIG_BY_CREDENTIAL, {"secret_sha256": secret_sha256}, now, host_id)
+        return self._config(
+            _CONFIG_BY_CREDENTIAL, {"secret_sha256": secret_sha256}, track, now, host_id
+        )
 
     def _config(
-        self, statement: str, agent: dict[str, object], now: datetime, host_id: str | None
+        self,
+        statement: str,
+        agent: dict[str, object],
+        track: ReleaseTrack,
+        now: datetime,
+        host_id: str | None,
     ) -> VersionedConfig | None:
+        parameters = {
+            **agent,
+            "channel": track.channel,
+            "platform": track.platform,
+            "now": now,
+            "stale": now - LAST_SEEN_RESOLUTION,
+            "host_id": host_id,
+            "host_stale": now - HOST_SEEN_EVERY,
+        }
         with self._pool.connection() as conn:
-            row = conn.execute(
-                statement,
-                {
-                    **agent,
-                    "now": now,
-                    "stale": now - LAST_SEEN_RESOLUTION,
-                    "host_id": host_id,
-                    "host_stale": now - HOST_SEEN_EVERY,
-                },
-            ).fetchone()
+            row = conn.execute(statement, parameters).fetchone()
         if row is None:
             return None
         timeless, etag = _timeless_config(
@@ -130,6 +143,7 @@ class AgentConfigService:
             row["catch_up_minutes"],
             row["brake_engaged"],
             row["brake_reason"],
+            track,
             row["agent_version"],
             row["manifest_version"],
             row["channel"],
@@ -141,8 +155,9 @@ class AgentConfigService:
 
 
 # A pure function of the row, remembered: a fleet polls an unchanged config every minute, and
-# building, dumping and hashing it was most of a 304's own work. Any changed value is another
-# key, so nothing stale can come back; the size covers a large fleet's distinct configs.
+# building, dumping and hashing it was most of a 304's own work. Any changed value (the pair
+# included, so each pair has its own ETag) is another key, so nothing stale can come back; the
+# size covers a large fleet's distinct configs.
 @functools.lru_cache(maxsize=65_536)
 def _timeless_config(
     agent_id: UUID,
@@ -154,6 +169,7 @@ def _timeless_config(
     catch_up_minutes: int,
     brake_engaged: bool,
     brake_reason: str | None,
+    track: ReleaseTrack,
     release_version: str | None,
     manifest_version: int | None,
     channel: str | None,
@@ -169,6 +185,7 @@ def _timeless_config(
         timezone=timezone,
         catch_up_minutes=catch_up_minutes,
         brake=BrakeView(engaged=brake_engaged, reason=brake_reason),
+        track=track,
         release=None
         if release_version is None
         else release_view(

@@ -63,7 +63,7 @@ def _claim(
     # The scheduled claim (the 03:00 herd's refusal) checks the credential in its own statement.
     if body.slot_key is not None:
         found = services.claims.claim_slot_as(
-            credential.secret_sha256, body.slot_key, body.from_version, now
+            credential.secret_sha256, body.slot_key, body.from_version, now, track=body.track
         )
         if found is not None:
             return found

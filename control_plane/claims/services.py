@@ -30,11 +30,13 @@ from control_plane.releases.services import claim_release_view, current_release
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
 from ground.contract import (
+    DEFAULT_TRACK,
     AnswerCode,
     ClaimGrant,
     ClaimRequest,
     Instant,
     RefusalCode,
+    ReleaseTrack,
     TokenView,
 )
 from ground.contract.messages import MAX_SLOT_KEY_LENGTH
@@ -103,8 +105,11 @@ def _slot_consumed(slot_key: str, why: str) -> ClaimRefused:
     )
 
 
-def _no_release() -> ClaimRefused:
-    return ClaimRefused(RefusalCode.NO_RELEASE, "no release has been published yet")
+def _no_release(track: ReleaseTrack) -> ClaimRefused:
+    return ClaimRefused(
+        RefusalCode.NO_RELEASE,
+        f"no release is current for channel {track.channel!r} on platform {track.platform!r}",
+    )
 
 
 def claim_grant(conn: Connection, run_id: UUID) -> ClaimGrant:
@@ -166,32 +171,52 @@ class ClaimService:
         """A scheduled slot's or a manual update's token (the request names exactly one)."""
         from_version = stored_text("from_version", request.from_version, MAX_VERSION_LENGTH)
         if request.manual_run_id is not None:
-            return self.claim_manual(agent_id, request.manual_run_id, from_version, now)
+            return self.claim_manual(
+                agent_id, request.manual_run_id, from_version, now, track=request.track
+            )
         # Checked here too, not only at the API's door: the hot path's SELECT takes the key
         # before the planner has judged it.
         slot_key = stored_text("slot_key", request.slot_key, MAX_SLOT_KEY_LENGTH)
         assert slot_key is not None, "ClaimRequest names exactly one"
-        return self.claim_slot(agent_id, slot_key, from_version, now)
+        return self.claim_slot(agent_id, slot_key, from_version, now, track=request.track)
 
     def claim_slot(
-        self, agent_id: UUID, slot_key: str, from_version: str | None, now: datetime
+        self,
+        agent_id: UUID,
+        slot_key: str,
+        from_version: str | None,
+        now: datetime,
+        *,
+        track: ReleaseTrack = DEFAULT_TRACK,
     ) -> Claim:
-        """Grant a token for a scheduled slot, or raise the refusal (and record it as a fact)."""
+        """Grant a token for a scheduled slot with the current release of `track`, or raise the
+        refusal (and record it as a fact)."""
         claim = self._claim_slot(
-            _HOT_PATH_BY_ID, {"agent_id": agent_id}, slot_key, from_version, now
+            _HOT_PATH_BY_ID, {"agent_id": agent_id}, slot_key, from_version, now, track
         )
         if claim is None:
             raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
         return claim
 
     def claim_slot_as(
-        self, secret_sha256: str, slot_key: str, from_version: str | None, now: datetime
+        self,
+        secret_sha256: str,
+        slot_key: str,
+        from_version: str | None,
+        now: datetime,
+        *,
+        track: ReleaseTrack,
     ) -> Claim | None:
         """`claim_slot` for the agent behind a presented credential, found in the same statement
         (the refusal's one round trip); None when no agent has that valid credential."""
         checked = stored_text("from_version", from_version, MAX_VERSION_LENGTH)
         return self._claim_slot(
-            _HOT_PATH_BY_CREDENTIAL, {"secret_sha256": secret_sha256}, slot_key, checked, now
+            _HOT_PATH_BY_CREDENTIAL,
+            {"secret_sha256": secret_sha256},
+            slot_key,
+            checked,
+            now,
+            track,
         )
 
     def _claim_slot(
@@ -201,6 +226,7 @@ class ClaimService:
         slot_key: str,
         from_version: str | None,
         now: datetime,
+        track: ReleaseTrack,
     ) -> Claim | None:
         current_round = round_start(now)
         with self._pool.connection() as conn:
@@ -213,7 +239,7 @@ class ClaimService:
                 return None
             agent_id: UUID = seen["agent_id"]
             try:
-                return self._decide(conn, seen, agent_id, slot_key, from_version, now)
+                return self._decide(conn, seen, agent_id, slot_key, from_version, now, track)
             except ClaimRefused as refused:
                 # Buffered in memory: the refusal path itself writes nothing.
                 self._refusals.record(agent_id, slot_key, refused.refusal, now)
@@ -227,6 +253,7 @@ class ClaimService:
         slot_key: str,
         from_version: str | None,
         now: datetime,
+        track: ReleaseTrack,
     ) -> Claim:
         """The hot path's row → a refusal (raised), the same claim again, or a grant."""
         slot = checked_slot_of(seen, slot_key, now)
@@ -264,6 +291,7 @@ class ClaimService:
                 from_version=from_version,
                 existing_run=existing_run,
                 caps=(org_cap, global_cap),
+                track=track,
                 now=now,
             )
         except psycopg.errors.UniqueViolation:
@@ -292,6 +320,7 @@ class ClaimService:
         from_version: str | None,
         existing_run: UUID | None,
         caps: tuple[int, int],
+        track: ReleaseTrack,
         now: datetime,
     ) -> UUID:
         org_cap, global_cap = caps
@@ -303,9 +332,11 @@ class ClaimService:
             assert brake is not None
             if brake["engaged"]:
                 raise _brake(brake["reason"])
-            release = current_release(conn)
+            # FOR SHARE of the pair's pointer: a withdrawal waits for this grant, then revokes
+            # its token with the others.
+            release = current_release(conn, track.channel, track.platform, for_grant=True)
             if release is None:
-                raise _no_release()
+                raise _no_release(track)
             conn.execute(
                 "INSERT INTO claim_rounds_org (round_start, org_id) VALUES (%s, %s)"
                 " ON CONFLICT DO NOTHING",
@@ -385,7 +416,13 @@ class ClaimService:
         return run_id
 
     def claim_manual(
-        self, agent_id: UUID, manual_run_id: UUID, from_version: str | None, now: datetime
+        self,
+        agent_id: UUID,
+        manual_run_id: UUID,
+        from_version: str | None,
+        now: datetime,
+        *,
+        track: ReleaseTrack = DEFAULT_TRACK,
     ) -> Claim:
         """The token for a manual update requested in the panel: no slot, no caps, no brake."""
         with self._pool.connection() as conn, conn.transaction():
@@ -408,9 +445,9 @@ class ClaimService:
                     RefusalCode.RUN_FINISHED,
                     f"manual update {manual_run_id} already ended ({run['status']})",
                 )
-            release = current_release(conn)
+            release = current_release(conn, track.channel, track.platform, for_grant=True)
             if release is None:
-                raise _no_release()
+                raise _no_release(track)
             conn.execute(
                 "UPDATE runs SET status = 'claimed', claimed_at = %s, release_id = %s,"
                 " from_version = %s WHERE id = %s",

@@ -1,5 +1,7 @@
 """Signed releases: publishing (verified against the pinned keys) and serving the artifact.
 
-services     publish, the current release, the artifact in slices, contract views
-routes       POST /v1/admin/releases
+services     publish, the current release of a (channel, platform), the artifact in slices,
+             contract views
+withdrawal   withdrawing a release (pointer moved, tokens revoked), the list per pair
+routes       POST/GET /v1/admin/releases, POST /v1/admin/releases/{id}/withdraw
 """

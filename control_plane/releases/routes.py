@@ -1,11 +1,13 @@
-"""Publishing a signed release: `POST /v1/admin/releases`."""
+"""Releases for the operators: publish (`POST /v1/admin/releases`), list per (channel, platform)
+(`GET`), withdraw (`POST /v1/admin/releases/{release_id}/withdraw`)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+from uuid import UUID
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from control_plane.accounts.services import actor_of
@@ -13,7 +15,13 @@ from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, RequestNow, services_of
 from control_plane.errors import InvalidInput
 from control_plane.releases.services import PublishedRelease
+from control_plane.releases.withdrawal import (
+    MAX_WITHDRAW_REASON_LENGTH,
+    ReleaseList,
+    WithdrawnRelease,
+)
 from ground.contract import API_PREFIX
+from ground.limits import MAX_VERSION_LENGTH
 
 __all__ = ["router"]
 
@@ -39,17 +47,83 @@ def _decoded(field: str, value: str) -> bytes:
     "/releases",
     status_code=201,
     response_model=PublishedRelease,
-    responses=errors(*AUTHENTICATED, 409, 422),
+    responses={
+        200: {
+            "model": PublishedRelease,
+            "description": "this exact manifest was already published (`already_published`)",
+        },
+        **errors(*AUTHENTICATED, 409, 422),
+    },
 )
 def publish_release(
-    body: ReleaseBody, request: Request, caller: OperatorCaller, now: RequestNow
+    body: ReleaseBody,
+    request: Request,
+    response: Response,
+    caller: OperatorCaller,
+    now: RequestNow,
 ) -> PublishedRelease:
     """Store a release after checking its signature against the pinned keys, its artifact against
-    the manifest, its expiry, and that it is newer than the current one."""
-    return services_of(request).releases.publish(
+    the manifest, its expiry, and that it is newer than every release of its (channel, platform);
+    it becomes that pair's current release. The exact same manifest again is a 200, not an
+    error."""
+    published = services_of(request).releases.publish(
         _decoded("manifest_b64", body.manifest_b64),
         _decoded("signature_b64", body.signature_b64),
         _decoded("artifact_b64", body.artifact_b64),
+        now=now,
+        actor=actor_of(caller),
+    )
+    if published.already_published:
+        response.status_code = 200
+    return published
+
+
+class WithdrawBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(
+        min_length=1,
+        max_length=MAX_WITHDRAW_REASON_LENGTH,
+        examples=["1.6.0 corrupts the cache on upgrade"],
+        description="required: why the release is withdrawn (kept with it, shown in the list)",
+    )
+    replacement: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_VERSION_LENGTH,
+        examples=["1.5.0"],
+        description="the version of the same (channel, platform) to offer instead; "
+        "default: the newest release of the pair that is not withdrawn",
+    )
+
+
+@router.get("/releases", response_model=ReleaseList, responses=errors(*AUTHENTICATED))
+def list_releases(request: Request, caller: OperatorCaller) -> ReleaseList:
+    """Every release per (channel, platform), newest first: which one is current, which are
+    withdrawn (when, why, by whom) and which agents still run a withdrawn version."""
+    del caller
+    return services_of(request).releases.list()
+
+
+@router.post(
+    "/releases/{release_id}/withdraw",
+    response_model=WithdrawnRelease,
+    responses=errors(*AUTHENTICATED, 404, 409, 422),
+)
+def withdraw_release(
+    release_id: UUID,
+    body: WithdrawBody,
+    request: Request,
+    caller: OperatorCaller,
+    now: RequestNow,
+) -> WithdrawnRelease:
+    """Withdraw a release at once: claims stop offering it, its outstanding tokens are revoked
+    (downloads answer 403 `token_revoked`), and its pair is offered `replacement` or the newest
+    release that is not withdrawn. Agents already on it keep it."""
+    return services_of(request).releases.withdraw(
+        release_id,
+        reason=body.reason,
+        replacement=body.replacement,
         now=now,
         actor=actor_of(caller),
     )

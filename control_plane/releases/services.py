@@ -2,7 +2,11 @@
 
 A release is stored only after its signature checks out against the operator-pinned public keys,
 its artifact matches the manifest's length and sha256, it has not expired and it is newer than the
-current one. The artifact lives in the database, so every replica serves the same bytes.
+current one of its (channel, platform). The artifact lives in the database, so every replica
+serves the same bytes.
+
+Each pair has its own current release (`current_releases`): publishing for one pair never changes
+what another pair is offered.
 """
 
 from __future__ import annotations
@@ -19,6 +23,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
+from control_plane.releases.withdrawal import (
+    ReleaseList,
+    WithdrawnRelease,
+    list_releases,
+    withdraw_release,
+)
 from control_plane.types import Connection, Pool
 from ground.contract import ClaimedRelease, ReleaseView, artifact_path, format_instant
 from signed_release import ReleaseError, check_signature, parse_manifest
@@ -52,6 +62,8 @@ class PublishedRelease:
     platform: str | None
     key_id: str
     sha256: str
+    # True when this exact manifest was already stored: publishing it again changes nothing.
+    already_published: bool = False
 
 
 def release_view(row: Mapping[str, Any]) -> ReleaseView:
@@ -64,12 +76,24 @@ def release_view(row: Mapping[str, Any]) -> ReleaseView:
     )
 
 
-def current_release(conn: Connection) -> dict[str, Any] | None:
-    """The newest published release (highest manifest_version), without its bytes."""
-    row: dict[str, Any] | None = conn.execute(
-        "SELECT id, manifest_version, agent_version, channel, platform, length, sha256,"
-        " manifest, signature FROM releases ORDER BY manifest_version DESC LIMIT 1"
-    ).fetchone()
+_CURRENT = (
+    "SELECT rel.id, rel.manifest_version, rel.agent_version, rel.channel, rel.platform,"
+    " rel.length, rel.sha256, rel.manifest, rel.signature"
+    " FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id"
+    " WHERE cur.channel = %s AND cur.platform = %s"
+)
+_CURRENT_FOR_GRANT = _CURRENT + " FOR SHARE OF cur"
+
+
+def current_release(
+    conn: Connection, channel: str, platform: str, *, for_grant: bool = False
+) -> dict[str, Any] | None:
+    """The release the pair is offered now, without its bytes; None when it has none.
+
+    `for_grant` holds the pair's row FOR SHARE until the transaction ends: grants do not wait for
+    each other, but a withdrawal waits for the grants in flight and then revokes their tokens."""
+    statement = _CURRENT_FOR_GRANT if for_grant else _CURRENT
+    row: dict[str, Any] | None = conn.execute(statement, [channel, platform]).fetchone()
     return row
 
 
@@ -126,20 +150,33 @@ class ReleaseService:
                 code="release_rejected",
             )
         with self._pool.connection() as conn, conn.transaction():
-            # One publisher at a time, so "newer than the current one" holds across replicas.
+            # One publisher at a time, so "newer than the pair's newest" holds across replicas.
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('nachtwacht.publish_release'))")
-            current = current_release(conn)
-            if current is not None and parsed.manifest_version <= current["manifest_version"]:
+            same = conn.execute(
+                "SELECT id, manifest_version, agent_version, channel, platform, key_id, sha256,"
+                " manifest FROM releases"
+                " WHERE channel = %s AND platform = %s AND manifest_version = %s",
+                [parsed.channel, parsed.platform, parsed.manifest_version],
+            ).fetchone()
+            if same is not None and bytes(same["manifest"]) == manifest:
+                return _published(same, already=True)
+            newest = conn.execute(
+                "SELECT manifest_version, agent_version FROM releases"
+                " WHERE channel = %s AND platform = %s ORDER BY manifest_version DESC LIMIT 1",
+                [parsed.channel, parsed.platform],
+            ).fetchone()
+            if newest is not None and parsed.manifest_version <= newest["manifest_version"]:
                 raise Conflict(
-                    f"manifest_version: {parsed.manifest_version} is not newer than the current "
-                    f"release's {current['manifest_version']} ({current['agent_version']})",
+                    f"manifest_version: {parsed.manifest_version} is not newer than the newest "
+                    f"release of {parsed.channel}/{parsed.platform}, "
+                    f"{newest['manifest_version']} ({newest['agent_version']})",
                     code="release_not_newer",
                 )
             row = conn.execute(
                 "INSERT INTO releases (manifest_version, agent_version, channel, platform,"
                 " issued_at, expires, length, sha256, key_id, manifest, signature, published_at)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                " RETURNING id, manifest_version, agent_version, channel, platform",
+                " RETURNING id, manifest_version, agent_version, channel, platform, key_id, sha256",
                 [
                     parsed.manifest_version,
                     parsed.agent_version,
@@ -160,6 +197,12 @@ class ReleaseService:
                 "INSERT INTO release_artifacts (release_id, content) VALUES (%s, %s)",
                 [row["id"], artifact],
             )
+            conn.execute(
+                "INSERT INTO current_releases (channel, platform, release_id, changed_at)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT (channel, platform)"
+                " DO UPDATE SET release_id = EXCLUDED.release_id, changed_at = EXCLUDED.changed_at",
+                [row["channel"], row["platform"], row["id"], now],
+            )
             record_action(
                 conn,
                 kind="release.published",
@@ -174,15 +217,34 @@ class ReleaseService:
                     "key_id": signer,
                 },
             )
-        return PublishedRelease(
-            id=row["id"],
-            version=row["agent_version"],
-            manifest_version=row["manifest_version"],
-            channel=row["channel"],
-            platform=row["platform"],
-            key_id=signer,
-            sha256=parsed.sha256,
-        )
+        return _published(row, already=False)
+
+    def withdraw(
+        self,
+        release_id: UUID,
+        *,
+        reason: object,
+        replacement: object = None,
+        now: datetime,
+        actor: Actor | None = None,
+    ) -> WithdrawnRelease:
+        """Withdraw a release at `now`: claims stop offering it, its outstanding tokens are
+        revoked, and its pair is offered `replacement` (a version of the same pair) or else the
+        newest release of the pair that is not withdrawn."""
+        with self._pool.connection() as conn, conn.transaction():
+            return withdraw_release(
+                conn,
+                release_id,
+                reason=reason,
+                replacement=replacement,
+                now=now,
+                actor=actor or Actor(kind="operator"),
+            )
+
+    def list(self) -> ReleaseList:
+        """Every release per (channel, platform), withdrawn ones with the agents that run them."""
+        with self._pool.connection() as conn:
+            return list_releases(conn)
 
     def read_artifact(self, release_id: UUID, start: int, end: int) -> Iterator[bytes]:
         """The bytes `start..end` (inclusive) of a release's artifact, in slices."""
@@ -200,6 +262,19 @@ class ReleaseService:
             part = bytes(row["part"])
             yield part
             position += len(part)
+
+
+def _published(row: Mapping[str, Any], *, already: bool) -> PublishedRelease:
+    return PublishedRelease(
+        id=row["id"],
+        version=row["agent_version"],
+        manifest_version=row["manifest_version"],
+        channel=row["channel"],
+        platform=row["platform"],
+        key_id=row["key_id"],
+        sha256=row["sha256"],
+        already_published=already,
+    )
 
 
 def claim_release_view(row: Mapping[str, Any], run_id: UUID) -> ClaimedRelease:

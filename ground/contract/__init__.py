@@ -13,6 +13,7 @@ only, so the planner can import them too).
 from ground.contract.codes import AnswerCode, RefusalCode
 from ground.contract.fields import Instant
 from ground.contract.messages import (
+    DEFAULT_TRACK,
     AgentConfig,
     BrakeView,
     ClaimedRelease,
@@ -24,6 +25,8 @@ from ground.contract.messages import (
     NothingToDoReport,
     OutcomeReport,
     OutcomeStatus,
+    ReleaseName,
+    ReleaseTrack,
     ReleaseView,
     ScheduleView,
     TokenView,
@@ -33,9 +36,12 @@ from ground.instants import InstantError, format_instant, parse_instant
 __all__ = [
     "API_PREFIX",
     "API_VERSION",
+    "CHANNEL_PARAM",
     "CLAIMS_PATH",
     "CONFIG_PATH",
+    "DEFAULT_TRACK",
     "HOST_ID_HEADER",
+    "PLATFORM_PARAM",
     "RUNS_PATH",
     "SERVER_TIME_HEADER",
     "AgentConfig",
@@ -53,6 +59,8 @@ __all__ = [
     "OutcomeReport",
     "OutcomeStatus",
     "RefusalCode",
+    "ReleaseName",
+    "ReleaseTrack",
     "ReleaseView",
     "ScheduleView",
     "TokenView",
@@ -78,6 +86,12 @@ HOST_ID_HEADER = "X-Nachtwacht-Host-Id"
 CONFIG_PATH = f"{API_PREFIX}/agent/config"
 CLAIMS_PATH = f"{API_PREFIX}/agent/claims"
 RUNS_PATH = f"{API_PREFIX}/agent/runs"
+
+# The query parameters of a config poll naming the pair the agent follows (`ReleaseName`s); a
+# missing one is `ground.limits`' DEFAULT_CHANNEL / DEFAULT_PLATFORM. The claim carries the same
+# pair in its body (`ClaimRequest.channel`, `.platform`).
+CHANNEL_PARAM = "channel"
+PLATFORM_PARAM = "platform"
 
 
 def run_path(run_id: object) -> str:

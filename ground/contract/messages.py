@@ -27,14 +27,18 @@ from pydantic import (
 from ground.contract.codes import RefusalCode
 from ground.contract.fields import Instant
 from ground.limits import (
+    DEFAULT_CHANNEL,
+    DEFAULT_PLATFORM,
     MAX_CATCH_UP_MINUTES,
     MAX_TIMES,
     MAX_VERSION_LENGTH,
     MIN_CATCH_UP_MINUTES,
+    RELEASE_NAME_PATTERN,
     TIME_PATTERN,
 )
 
 __all__ = [
+    "DEFAULT_TRACK",
     "AgentConfig",
     "BrakeView",
     "ClaimGrant",
@@ -46,6 +50,8 @@ __all__ = [
     "NothingToDoReport",
     "OutcomeReport",
     "OutcomeStatus",
+    "ReleaseName",
+    "ReleaseTrack",
     "ReleaseView",
     "ScheduleView",
     "TokenView",
@@ -62,6 +68,8 @@ ScheduleTime = Annotated[str, StringConstraints(pattern=TIME_PATTERN)]
 Version = Annotated[str, StringConstraints(min_length=1, max_length=MAX_VERSION_LENGTH)]
 Message = Annotated[str, StringConstraints(max_length=MAX_MESSAGE_LENGTH)]
 SlotKeyText = Annotated[str, StringConstraints(max_length=MAX_SLOT_KEY_LENGTH)]
+# A channel or a platform, as the manifest names them (`stable`, `linux-x86_64`).
+ReleaseName = Annotated[str, StringConstraints(pattern=RELEASE_NAME_PATTERN)]
 
 # `succeeded`, `failed` or `rolled_back`: the end of a claimed run as the agent reports it.
 OutcomeStatus = Literal["succeeded", "failed", "rolled_back"]
@@ -128,6 +136,22 @@ class ReleaseView(_Answer):
     platform: str | None = Field(default=None, max_length=64)
 
 
+class ReleaseTrack(_Answer):
+    """The (channel, platform) pair a config was answered for: its `release` is that pair's."""
+
+    channel: ReleaseName = Field(examples=["stable"])
+    platform: ReleaseName = Field(examples=["linux-x86_64"])
+
+    @classmethod
+    def of(cls, channel: str | None, platform: str | None) -> ReleaseTrack:
+        """The pair named, a missing name being the default (an agent older than channels)."""
+        return cls(channel=channel or DEFAULT_CHANNEL, platform=platform or DEFAULT_PLATFORM)
+
+
+# The pair of an agent that names none: an agent older than channels had this one track.
+DEFAULT_TRACK = ReleaseTrack.of(None, None)
+
+
 class ManualUpdateView(_Answer):
     run_id: UUID
     requested_at: Instant | None = None
@@ -143,6 +167,9 @@ class AgentConfig(_Answer):
     timezone: ZoneName
     catch_up_minutes: int = Field(strict=True, ge=MIN_CATCH_UP_MINUTES, le=MAX_CATCH_UP_MINUTES)
     brake: BrakeView
+    # The pair the agent asked for (`?channel=&platform=`, else the defaults); absent from an
+    # older control plane, which had one release for everyone.
+    track: ReleaseTrack | None = None
     release: ReleaseView | None = None
     manual_update: ManualUpdateView | None = None
     server_time: Instant | None = None
@@ -157,12 +184,21 @@ class ClaimRequest(_Request):
     slot_key: SlotKeyText | None = Field(default=None, examples=["2026-11-30T03:00"])
     manual_run_id: UUID | None = None
     from_version: Version | None = Field(default=None, examples=["1.4.1"])
+    # The pair whose current release the agent wants; absent means `ground.limits`'
+    # DEFAULT_CHANNEL and DEFAULT_PLATFORM, so an agent older than channels keeps working.
+    channel: ReleaseName | None = Field(default=None, examples=["stable"])
+    platform: ReleaseName | None = Field(default=None, examples=["linux-x86_64"])
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ClaimRequest:
         if (self.slot_key is None) == (self.manual_run_id is None):
             raise ValueError("expected exactly one of slot_key and manual_run_id")
         return self
+
+    @property
+    def track(self) -> ReleaseTrack:
+        """The pair whose release this claim is for."""
+        return ReleaseTrack.of(self.channel, self.platform)
 
 
 class TokenView(_Answer):

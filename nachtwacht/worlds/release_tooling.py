@@ -44,16 +44,23 @@ def make_release_key(keys_dir: Path) -> Path:
 
 
 def sign_build(
-    *, version: str, manifest_version: int, keys_dir: Path, workdir: Path, clock_setting: str
+    *,
+    version: str,
+    manifest_version: int,
+    keys_dir: Path,
+    workdir: Path,
+    clock_setting: str,
+    channel: str = CHANNEL,
+    platform: str = PLATFORM,
 ) -> SignedBuild:
-    """Build `provibr-agent VERSION` and sign it, on the clock `clock_setting` describes (the
-    manifest's `issued_at` is that clock's now)."""
+    """Build `provibr-agent VERSION` and sign it for (`channel`, `platform`), on the clock
+    `clock_setting` describes (the manifest's `issued_at` is that clock's now)."""
     artifact = workdir / f"provibr-agent-{version}.tar.gz"
-    release_dir = workdir / f"release-{version}"
+    release_dir = workdir / f"release-{channel}-{platform}-{version}"
     run_nachtwacht("release", "build-demo-agent", "--version", version, "--out", str(artifact))
     run_nachtwacht(
         "release", "sign", "--key", str(keys_dir / "release.key"), "--version", version,
-        "--channel", CHANNEL, "--platform", PLATFORM, "--expires-in", "30d",
+        "--channel", channel, "--platform", platform, "--expires-in", "30d",
         "--manifest-version", str(manifest_version), "--out", str(release_dir), str(artifact),
         env={FAKE_CLOCK_ENV: clock_setting},
     )  # fmt: skip

@@ -266,3 +266,25 @@ def test_a_manual_update_skips_the_planner_and_runs_once(new_night: Callable[...
     scenario.clock.wait_until(scenario.clock.now() + timedelta(minutes=3))
     assert len(daemon.named("manual.granted")) == 1
     assert host.running_version() == "1.5.0"
+
+
+def test_two_channels_each_agent_gets_its_pairs_release_and_beta_changes_nothing_for_stable(
+    new_night: Callable[..., Night],
+) -> None:
+    scenario = new_night()
+    scenario.publish("1.5.0", 42)
+    scenario.publish("1.6.0-beta.1", 43, channel="beta")
+    stable = scenario.add_host("web-01")
+    beta = scenario.add_host("web-02", channel="beta")
+    stable_daemon, beta_daemon = stable.start(), beta.start()
+    assert updated(stable_daemon, SLOT)["version"] == "1.5.0"
+    assert updated(beta_daemon, SLOT)["version"] == "1.6.0-beta.1"
+    # A newer beta mid-night: the stable host is not offered it, at this slot or after.
+    scenario.publish("1.6.0-beta.2", 44, channel="beta")
+    scenario.clock.wait_until(local("2026-11-30T03:06"))
+    assert stable.agent.current_version() == "1.5.0"
+    assert [r["status"] for r in runs_for(scenario, stable, SLOT)] == ["succeeded"]
+    assert "channel stable, platform linux-x86_64" in stable.agent.status().stdout
+    for daemon in (stable_daemon, beta_daemon):
+        assert daemon.named("update.failed") == []
+        assert daemon.named("update.rolled_back") == []

@@ -65,6 +65,8 @@ def sign_release(
     artifact: bytes | None = None,
     issued_at: datetime = datetime(2026, 11, 1, tzinfo=UTC),
     expires: datetime = datetime(2027, 11, 1, tzinfo=UTC),
+    channel: str = "stable",
+    platform: str = "linux-x86_64",
 ) -> SignedRelease:
     content = artifact if artifact is not None else bytes(range(256)) * 40
     release = ReleaseFactory(key=key).sign(
@@ -74,6 +76,8 @@ def sign_release(
         issued_at=issued_at,
         expires_in=expires - issued_at,
         unpacked_size=len(content) * 2,
+        channel=channel,
+        platform=platform,
     )
     return SignedRelease(
         manifest=release.manifest_bytes,

@@ -287,8 +287,8 @@ def test_publish_release_checks_the_signature_against_the_given_key(
         "publish-release", *files, "--database-url", database_url,
         env={"NACHTWACHT_RELEASE_PUBLIC_KEYS": str(release_files["public"])},
     )  # fmt: skip
-    assert again.returncode == 2
-    assert "is not newer than the current release" in again.stderr
+    assert again.returncode == 0, again.stderr
+    assert "already published 1.5.0" in again.stdout
 
 
 def test_publish_release_refuses_a_tampered_manifest(

@@ -127,7 +127,7 @@ class Night:
             args=list(self.control_plane_args),
         )
 
-    def publish(self, version: str, manifest_version: int) -> None:
+    def publish(self, version: str, manifest_version: int, *, channel: str = "stable") -> None:
         """Build, sign and publish with the real release tooling and the control plane's CLI."""
         build = sign_build(
             version=version,
@@ -135,6 +135,7 @@ class Night:
             keys_dir=self.keys_dir,
             workdir=self.root,
             clock_setting=self.clock.setting,
+            channel=channel,
         )
         self.plane.publish_release(build)
 
@@ -166,7 +167,13 @@ class Night:
 
     # -- hosts --------------------------------------------------------------------------------
 
-    def add_host(self, name: str, *, installed: tuple[str, int] | None = ("1.4.1", 41)) -> Host:
+    def add_host(
+        self,
+        name: str,
+        *,
+        installed: tuple[str, int] | None = ("1.4.1", 41),
+        channel: str = "stable",
+    ) -> Host:
         enrolled = self.plane.enroll_agent(self.org_id, name)
         agent = AgentHost(self.root / name, keys_dir=self.keys_dir)
         agent.prepare()
@@ -180,6 +187,7 @@ class Night:
             "--health-command", " ".join(agent.health_command),
             "--health-deadline-seconds", HEALTH_DEADLINE_SECONDS,
             "--request-timeout-seconds", REQUEST_TIMEOUT_SECONDS,
+            "--channel", channel,
             env={"NACHTWACHT_FAKE_CLOCK": self.clock.setting},
         )  # fmt: skip
         assert result.returncode == 0, result.stderr

@@ -28,6 +28,7 @@ def test_config_carries_schedule_zone_window_brake_and_server_time(
         "timezone": "Europe/Amsterdam",
         "catch_up_minutes": 15,
         "brake": {"engaged": False, "reason": None},
+        "track": {"channel": "stable", "platform": "linux-x86_64"},
         "release": None,
         "manual_update": None,
         "server_time": "2026-10-25T00:50:00Z",

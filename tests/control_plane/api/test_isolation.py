@@ -60,6 +60,10 @@ ENDPOINTS = [
         Audience.OPERATOR,
         {"manifest_b64": "", "signature_b64": "", "artifact_b64": ""},
     ),
+    Endpoint("GET", "/v1/admin/releases", Audience.OPERATOR),
+    Endpoint(
+        "POST", "/v1/admin/releases/{release_id}/withdraw", Audience.OPERATOR, {"reason": "bad"}
+    ),
 ]
 ENDPOINT_PARAMS = [
     pytest.param(endpoint, id=f"{endpoint.method}_{endpoint.path}") for endpoint in ENDPOINTS
@@ -114,7 +118,10 @@ def world(
 
 def _call(api: Api, endpoint: Endpoint, world: World, headers: dict[str, str]) -> Any:
     path = endpoint.path.format(
-        agent_id=world.victim_agent.agent_id, run_id=world.run_id, token_id=world.token_id
+        agent_id=world.victim_agent.agent_id,
+        run_id=world.run_id,
+        token_id=world.token_id,
+        release_id="00000000-0000-0000-0000-000000000000",
     )
     with api.client() as client:
         return client.request(endpoint.method, path, json=endpoint.body, headers=headers)

@@ -1,0 +1,258 @@
+"""Withdrawing a release, and the operators' list of releases per (channel, platform).
+
+A withdrawal is immediate: the pair's pointer moves (to the release the operator names, else to
+the newest release of the pair that is not withdrawn, else to none) and the release's outstanding
+tokens are revoked, so its downloads are refused (`token_revoked`) and the next claim gets the
+pointer's release. Agents that already run it keep it: nothing is rolled back without a newer
+release, and the list says which agents run a withdrawn version (their latest run's version).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from control_plane.errors import Conflict, InvalidInput, NotFound
+from control_plane.events.trail import Actor, record_action
+from control_plane.inputs import stored_text
+from control_plane.types import Connection
+from ground.contract import Instant
+from ground.limits import MAX_VERSION_LENGTH
+
+__all__ = [
+    "AgentOnRelease",
+    "ReleaseEntry",
+    "ReleaseList",
+    "ReleaseTrackView",
+    "WithdrawnRelease",
+    "list_releases",
+    "withdraw_release",
+]
+
+MAX_WITHDRAW_REASON_LENGTH = 500
+
+
+@dataclass(frozen=True, kw_only=True)
+class WithdrawnRelease:
+    id: UUID
+    version: str
+    manifest_version: int
+    channel: str
+    platform: str
+    reason: str
+    # The pair's current release after the withdrawal (None: the pair offers nothing).
+    current_version: str | None
+    current_manifest_version: int | None
+    revoked_tokens: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentOnRelease:
+    agent_id: UUID
+    org_id: UUID
+    name: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseEntry:
+    id: UUID
+    version: str
+    manifest_version: int
+    published_at: Instant
+    current: bool
+    withdrawn_at: Instant | None = None
+    withdrawn_reason: str | None = None
+    withdrawn_by: str | None = None
+    # Only for a withdrawn release: the agents whose latest reported version is its version.
+    agents_running: tuple[AgentOnRelease, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseTrackView:
+    channel: str
+    platform: str
+    releases: tuple[ReleaseEntry, ...]  # newest first
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseList:
+    tracks: tuple[ReleaseTrackView, ...]
+
+
+def withdraw_release(
+    conn: Connection,
+    release_id: UUID,
+    *,
+    reason: object,
+    replacement: object,
+    now: datetime,
+    actor: Actor,
+) -> WithdrawnRelease:
+    """Withdraw a release inside the caller's transaction (see the module's docstring)."""
+    reason_text = stored_text("reason", reason, MAX_WITHDRAW_REASON_LENGTH)
+    if reason_text is None or not reason_text.strip():
+        raise InvalidInput(
+            "reason", reason, "is required to withdraw a release (say why it is withdrawn)"
+        )
+    replacement_text = stored_text("replacement", replacement, MAX_VERSION_LENGTH)
+    release = conn.execute(
+        "SELECT id, agent_version, manifest_version, channel, platform, withdrawn_at"
+        " FROM releases WHERE id = %s",
+        [release_id],
+    ).fetchone()
+    if release is None:
+        raise NotFound(f"release {release_id} does not exist", code="release_not_found")
+    # The pair's row FOR UPDATE waits for the grants in flight (they hold it FOR SHARE): the
+    # revocation below then sees their tokens, and later grants see the new pointer.
+    pointer = conn.execute(
+        "SELECT release_id FROM current_releases WHERE channel = %s AND platform = %s FOR UPDATE",
+        [release["channel"], release["platform"]],
+    ).fetchone()
+    if release["withdrawn_at"] is not None:
+        raise Conflict(
+            f"release {release_id} ({release['agent_version']}) is already withdrawn",
+            code="release_withdrawn",
+        )
+    successor = _successor(conn, release, replacement_text)
+    conn.execute(
+        "UPDATE releases SET withdrawn_at = %s, withdrawn_reason = %s, withdrawn_by = %s"
+        " WHERE id = %s",
+        [now, reason_text, actor.name or actor.kind, release_id],
+    )
+    if replacement_text is not None or (
+        pointer is not None and pointer["release_id"] == release_id
+    ):
+        conn.execute(
+            "UPDATE current_releases SET release_id = %s, changed_at = %s"
+            " WHERE channel = %s AND platform = %s",
+            [
+                None if successor is None else successor["id"],
+                now,
+                release["channel"],
+                release["platform"],
+            ],
+        )
+    revoked = conn.execute(
+        "UPDATE tokens SET revoked_at = %s, revoked_reason = 'withdrawn'"
+        " WHERE release_id = %s AND revoked_at IS NULL AND expires_at > %s",
+        [now, release_id, now],
+    ).rowcount
+    current = conn.execute(
+        "SELECT rel.agent_version, rel.manifest_version FROM current_releases cur"
+        " JOIN releases rel ON rel.id = cur.release_id"
+        " WHERE cur.channel = %s AND cur.platform = %s",
+        [release["channel"], release["platform"]],
+    ).fetchone()
+    withdrawn = WithdrawnRelease(
+        id=release_id,
+        version=release["agent_version"],
+        manifest_version=release["manifest_version"],
+        channel=release["channel"],
+        platform=release["platform"],
+        reason=reason_text,
+        current_version=None if current is None else current["agent_version"],
+        current_manifest_version=None if current is None else current["manifest_version"],
+        revoked_tokens=revoked,
+    )
+    record_action(
+        conn,
+        kind="release.withdrawn",
+        actor=actor,
+        at=now,
+        data={
+            "release_id": str(release_id),
+            "version": withdrawn.version,
+            "manifest_version": withdrawn.manifest_version,
+            "channel": withdrawn.channel,
+            "platform": withdrawn.platform,
+            "reason": reason_text,
+            "replacement": replacement_text,
+            "current_version": withdrawn.current_version,
+            "revoked_tokens": revoked,
+        },
+    )
+    return withdrawn
+
+
+def _successor(
+    conn: Connection, release: dict[str, Any], replacement: str | None
+) -> dict[str, Any] | None:
+    """The release the pair is offered next: the named version of the same pair, else the newest
+    release of the pair that is not withdrawn."""
+    if replacement is None:
+        found: dict[str, Any] | None = conn.execute(
+            "SELECT id FROM releases WHERE channel = %s AND platform = %s AND id <> %s"
+            " AND withdrawn_at IS NULL ORDER BY manifest_version DESC LIMIT 1",
+            [release["channel"], release["platform"], release["id"]],
+        ).fetchone()
+        return found
+    found = conn.execute(
+        "SELECT id FROM releases WHERE channel = %s AND platform = %s AND id <> %s"
+        " AND withdrawn_at IS NULL AND agent_version = %s ORDER BY manifest_version DESC LIMIT 1",
+        [release["channel"], release["platform"], release["id"], replacement],
+    ).fetchone()
+    if found is None:
+        raise InvalidInput(
+            "replacement",
+            replacement,
+            f"is not a release of {release['channel']}/{release['platform']} that is not "
+            "withdrawn (expected the version of another release of the same pair)",
+        )
+    return found
+
+
+_RELEASES = """
+SELECT rel.id, rel.agent_version, rel.manifest_version, rel.channel, rel.platform,
+       rel.published_at, rel.withdrawn_at, rel.withdrawn_reason, rel.withdrawn_by,
+       (cur.release_id IS NOT NULL) AS current
+  FROM releases rel
+  LEFT JOIN current_releases cur ON cur.release_id = rel.id
+ ORDER BY rel.channel, rel.platform, rel.manifest_version DESC
+"""
+
+# Each live agent's latest reported version, matched against the withdrawn versions.
+_AGENTS_ON_WITHDRAWN = """
+SELECT w.id AS release_id, a.id AS agent_id, a.org_id, a.name
+  FROM releases w
+  JOIN agents a ON a.deleted_at IS NULL
+  JOIN LATERAL (
+        SELECT r.version FROM runs r
+         WHERE r.agent_id = a.id AND r.version IS NOT NULL
+         ORDER BY r.created_at DESC LIMIT 1
+       ) latest ON latest.version = w.agent_version
+ WHERE w.withdrawn_at IS NOT NULL
+ ORDER BY a.name, a.id
+"""
+
+
+def list_releases(conn: Connection) -> ReleaseList:
+    """Every release per (channel, platform), newest first, withdrawn ones marked with the agents
+    that still run them."""
+    running: dict[UUID, list[AgentOnRelease]] = {}
+    for row in conn.execute(_AGENTS_ON_WITHDRAWN).fetchall():
+        running.setdefault(row["release_id"], []).append(
+            AgentOnRelease(agent_id=row["agent_id"], org_id=row["org_id"], name=row["name"])
+        )
+    tracks: dict[tuple[str, str], list[ReleaseEntry]] = {}
+    for row in conn.execute(_RELEASES).fetchall():
+        tracks.setdefault((row["channel"], row["platform"]), []).append(
+            ReleaseEntry(
+                id=row["id"],
+                version=row["agent_version"],
+                manifest_version=row["manifest_version"],
+                published_at=row["published_at"],
+                current=row["current"],
+                withdrawn_at=row["withdrawn_at"],
+                withdrawn_reason=row["withdrawn_reason"],
+                withdrawn_by=row["withdrawn_by"],
+                agents_running=tuple(running.get(row["id"], ())),
+            )
+        )
+    return ReleaseList(
+        tracks=tuple(
+            ReleaseTrackView(channel=channel, platform=platform, releases=tuple(entries))
+            for (channel, platform), entries in tracks.items()
+        )
+    )
