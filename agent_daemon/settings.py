@@ -17,7 +17,6 @@ the platform's state directory. The config file is `--config`, else
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import tomllib
@@ -28,6 +27,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import platformdirs
+import tomli_w
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -260,24 +260,24 @@ def _lists_as_tuples(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def render_config(fields: Mapping[str, str | float | Sequence[str]]) -> str:
-    """The TOML text for the config fields (strings, numbers and lists of strings only)."""
-    lines = [
-        "# nachtwacht agent configuration, written by `nachtwacht agent enroll`.",
-        "# Holds the agent's credential: keep it mode 0600, owned by the daemon's user.",
-        f"format_version = {CONFIG_FORMAT_VERSION}",
-    ]
+    """The TOML text for the config fields (strings, numbers and lists of strings only).
+
+    Written by `tomli_w`, not by hand: a hand-made writer once produced invalid TOML for
+    characters outside the Basic Multilingual Plane (JSON's surrogate-pair escapes)."""
+    document: dict[str, object] = {"format_version": CONFIG_FORMAT_VERSION}
     for name, value in fields.items():
-        lines.append(f"{name} = {_toml_value(value)}")
-    return "\n".join(lines) + "\n"
-
-
-def _toml_value(value: str | float | Sequence[str]) -> str:
-    # A JSON string is a valid TOML basic string: the same escapes, \uXXXX included.
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, int | float):
-        return repr(float(value))
-    return "[" + ", ".join(json.dumps(item) for item in value) + "]"
+        if isinstance(value, str):
+            document[name] = value
+        elif isinstance(value, int | float):
+            # Durations are floats in the settings model: 120 is written as 120.0.
+            document[name] = float(value)
+        else:
+            document[name] = list(value)
+    header = (
+        "# nachtwacht agent configuration, written by `nachtwacht agent enroll`.\n"
+        "# Holds the agent's credential: keep it mode 0600, owned by the daemon's user.\n"
+    )
+    return header + tomli_w.dumps(document)
 
 
 def write_config(path: Path, text: str) -> None:

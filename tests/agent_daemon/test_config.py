@@ -50,6 +50,21 @@ def write(tmp_path: Path, document: dict[str, object]) -> AgentPaths:
     return paths
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("systemctl restart agent-\U0001f680.service", id="outside_the_bmp"),
+        pytest.param('quote " backslash \\ tab \t', id="escapes"),
+        pytest.param("ü\u00e9\u4e2d", id="accents_and_cjk"),
+    ],
+)
+def test_any_text_is_written_as_valid_toml_and_read_back_unchanged(
+    tmp_path: Path, key_file: Path, text: str
+) -> None:
+    paths = write(tmp_path, fields(key_file, restart_command=["/bin/sh", "-c", text]))
+    assert load_settings(paths).updater.restart_command == ("/bin/sh", "-c", text)
+
+
 def test_a_written_config_reads_back_into_settings(tmp_path: Path, key_file: Path) -> None:
     paths = write(tmp_path, fields(key_file, control_url="https://control.example/"))
     settings = load_settings(paths)
