@@ -12,13 +12,15 @@ from fastapi.responses import Response
 
 from control_plane.accounts.credentials import Audience
 from control_plane.panel import backend, wording
-from control_plane.panel.charts import Bar, bar_chart
+from control_plane.panel.charts import Bar
 from control_plane.panel.schedule_editor import EditorState, check_rows, preview
 from control_plane.panel.web import (
     PREFIX,
+    SESSION_COOKIE,
     PanelContext,
     context_of,
     csrf_ok,
+    forecast_chart,
     page,
     redirect,
 )
@@ -34,7 +36,7 @@ def _customer(request: Request) -> tuple[PanelContext, UUID] | Response:
     """The request's context and organisation, or the answer for a reader who may not be here."""
     ctx = context_of(request)
     if ctx.session is None:
-        ended = 1 if request.cookies.get("nw_panel_session") else 0
+        ended = bool(request.cookies.get(SESSION_COOKIE))  # there was a session, and it ended
         return redirect(f"{PREFIX}/sign-in" + ("?ended=1" if ended else ""))
     if ctx.session.audience is not Audience.PANEL or ctx.session.org_id is None:
         return page(ctx, "not_found.html", status_code=404)
@@ -317,7 +319,9 @@ def forecast(request: Request) -> Response:
     # "Tonight": the slots of the coming local night, which belong to tomorrow's date after noon.
     night: date = today + timedelta(days=1) if ctx.now.astimezone(zone).hour >= 12 else today
     slots = backend.org_forecast(ctx.services, org_id, night).slots
-    chart = bar_chart(
+    chart = forecast_chart(
+        ctx,
+        night,
         [
             Bar(
                 label=ctx.lang.time_with_zone(slot.at, zone),
@@ -328,11 +332,5 @@ def forecast(request: Request) -> Response:
             )
             for slot in slots
         ],
-        title=ctx.lang.gettext("Agents per slot on %(day)s", day=ctx.lang.day(night)),
-        total_legend=ctx.lang.gettext("agents scheduled"),
-        part_legend=ctx.lang.gettext("can update in the window"),
-        limit_legend=ctx.lang.gettext("what the limits allow"),
-        empty_text=ctx.lang.gettext("No agents are scheduled that night."),
-        number=lambda n: ctx.lang.number(n),
     )
     return page(ctx, "forecast.html", chart=chart, slots=slots, zone=zone, night=night)

@@ -11,8 +11,16 @@ from markupsafe import Markup
 
 from control_plane.accounts.credentials import Audience
 from control_plane.panel import backend, wording
-from control_plane.panel.charts import Bar, Series, Stack, bar_chart, stacked_chart
-from control_plane.panel.web import PREFIX, PanelContext, context_of, csrf_ok, page, redirect
+from control_plane.panel.charts import Bar, Series, Stack, stacked_chart
+from control_plane.panel.web import (
+    PREFIX,
+    PanelContext,
+    context_of,
+    csrf_ok,
+    forecast_chart,
+    page,
+    redirect,
+)
 
 __all__ = ["router"]
 
@@ -44,7 +52,9 @@ def _night_charts(ctx: PanelContext) -> list[Markup]:
         day = first + timedelta(days=offset)
         slots = backend.platform_forecast(ctx.services, day).slots
         charts.append(
-            bar_chart(
+            forecast_chart(
+                ctx,
+                day,
                 [
                     Bar(
                         label=ctx.lang.time_with_zone(s.at, zone),
@@ -54,12 +64,6 @@ def _night_charts(ctx: PanelContext) -> list[Markup]:
                     )
                     for s in slots
                 ],
-                title=ctx.lang.gettext("Agents per slot on %(day)s", day=ctx.lang.day(day)),
-                total_legend=ctx.lang.gettext("agents scheduled"),
-                part_legend=ctx.lang.gettext("can update in the window"),
-                limit_legend=ctx.lang.gettext("what the limits allow"),
-                empty_text=ctx.lang.gettext("No agents are scheduled that night."),
-                number=lambda n: ctx.lang.number(n),
             )
         )
     return charts

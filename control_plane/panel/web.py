@@ -7,7 +7,7 @@ with its catalog installed), so a template's `_()` always speaks the right langu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -15,9 +15,11 @@ from urllib.parse import urlsplit
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 
 from control_plane.accounts.services import PanelSession
 from control_plane.panel import backend
+from control_plane.panel.charts import Bar, bar_chart
 from control_plane.panel.csrf import csrf_token_for, tokens_match
 from control_plane.panel.i18n import LANGUAGES, Language, choose_language, language_names
 from control_plane.registry import Services
@@ -28,6 +30,7 @@ __all__ = [
     "SIGNIN_COOKIE",
     "PanelContext",
     "csrf_ok",
+    "forecast_chart",
     "page",
     "redirect",
     "safe_next",
@@ -164,3 +167,17 @@ def page(ctx: PanelContext, template: str, status_code: int = 200, **values: Any
 def redirect(target: str) -> Response:
     # 303: after a form's POST the browser follows with a GET, so a reload does not post again.
     return _with_headers(RedirectResponse(target, status_code=303))
+
+
+def forecast_chart(ctx: PanelContext, night: date, bars: list[Bar]) -> Markup:
+    """A night's demand per slot against what the limits allow, worded in the reader's language:
+    the customer's forecast and the operator's nights are the same picture."""
+    return bar_chart(
+        bars,
+        title=ctx.lang.gettext("Agents per slot on %(day)s", day=ctx.lang.day(night)),
+        total_legend=ctx.lang.gettext("agents scheduled"),
+        part_legend=ctx.lang.gettext("can update in the window"),
+        limit_legend=ctx.lang.gettext("what the limits allow"),
+        empty_text=ctx.lang.gettext("No agents are scheduled that night."),
+        number=lambda n: ctx.lang.number(n),
+    )
