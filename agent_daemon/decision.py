@@ -301,7 +301,7 @@ def _refused(answer: Refused) -> Action:
         return GiveUpSlot(
             slot=request.slot, refusal=refusal, detail=detail, from_version=request.from_version
         )
-    if refusal is RefusalCode.BRAKE:
+    if refusal is not None and refusal.is_brake:
         return Wait(reason="braked", request=request, detail=detail)
     if refusal is not None and refusal.is_cap:
         return Wait(reason="throttled", request=request, detail=detail)

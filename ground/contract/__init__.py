@@ -10,7 +10,7 @@ only, so the planner can import them too).
     (here)      the API version, the paths and the headers
 """
 
-from ground.contract.codes import AnswerCode, RefusalCode
+from ground.contract.codes import AnswerCode, OutcomeReason, RefusalCode
 from ground.contract.fields import Instant
 from ground.contract.messages import (
     DEFAULT_TRACK,
@@ -21,6 +21,8 @@ from ground.contract.messages import (
     ClaimRequest,
     ErrorAnswer,
     ErrorDetail,
+    HoldRequest,
+    HoldView,
     ManualUpdateView,
     NothingToDoReport,
     OutcomeReport,
@@ -29,6 +31,7 @@ from ground.contract.messages import (
     ReleaseTrack,
     ReleaseView,
     ScheduleView,
+    SwapPermit,
     TokenView,
 )
 from ground.instants import InstantError, format_instant, parse_instant
@@ -40,7 +43,9 @@ __all__ = [
     "CLAIMS_PATH",
     "CONFIG_PATH",
     "DEFAULT_TRACK",
+    "HOLD_PATH",
     "HOST_ID_HEADER",
+    "MANUAL_UPDATES_PATH",
     "PLATFORM_PARAM",
     "RUNS_PATH",
     "SERVER_TIME_HEADER",
@@ -52,10 +57,13 @@ __all__ = [
     "ClaimedRelease",
     "ErrorAnswer",
     "ErrorDetail",
+    "HoldRequest",
+    "HoldView",
     "Instant",
     "InstantError",
     "ManualUpdateView",
     "NothingToDoReport",
+    "OutcomeReason",
     "OutcomeReport",
     "OutcomeStatus",
     "RefusalCode",
@@ -63,8 +71,10 @@ __all__ = [
     "ReleaseTrack",
     "ReleaseView",
     "ScheduleView",
+    "SwapPermit",
     "TokenView",
     "artifact_path",
+    "confirm_path",
     "format_instant",
     "parse_instant",
     "run_path",
@@ -86,6 +96,10 @@ HOST_ID_HEADER = "X-Nachtwacht-Host-Id"
 CONFIG_PATH = f"{API_PREFIX}/agent/config"
 CLAIMS_PATH = f"{API_PREFIX}/agent/claims"
 RUNS_PATH = f"{API_PREFIX}/agent/runs"
+# PUT a `HoldRequest` (→ `HoldView`), DELETE to release the hold (→ 204).
+HOLD_PATH = f"{API_PREFIX}/agent/hold"
+# POST (no body) → 201 `ManualUpdateView`: the host asks for an update now (`agent update-now`).
+MANUAL_UPDATES_PATH = f"{API_PREFIX}/agent/manual-updates"
 
 # The query parameters of a config poll naming the pair the agent follows (`ReleaseName`s); a
 # missing one is `ground.limits`' DEFAULT_CHANNEL / DEFAULT_PLATFORM. The claim carries the same
@@ -102,3 +116,8 @@ def run_path(run_id: object) -> str:
 def artifact_path(run_id: object) -> str:
     """GET here for the build of a claimed run, while its token is good."""
     return f"{RUNS_PATH}/{run_id}/artifact"
+
+
+def confirm_path(run_id: object) -> str:
+    """POST here (no body) immediately before the swap → 200 `SwapPermit`, else do not switch."""
+    return f"{RUNS_PATH}/{run_id}/confirm"

@@ -12,6 +12,12 @@ control plane's routes all ask it and never re-derive it from a status code.
     org_cap         429     no                  this organisation's round is full
     global_cap      429     no                  the platform's round is full
     no_release      409     no                  nothing published yet: nothing to do, nothing lost
+    held            409     yes                 the agent is held (its customer, an operator or
+                                                the host's `agent hold`): skipped, reason `held`
+    release_rolled_back 409 yes                 this host rolled the offered release back: nothing
+                                                to do until a newer one or an operator's retry
+    release_halted  503     no                  the offered release is halted (automatically on
+                                                errors, or by an operator): a brake per release
     run_not_found   404     (manual)            the manual update is not this agent's
     run_finished    409     (manual)            the manual update already ended
 
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["AnswerCode", "RefusalCode"]
+__all__ = ["AnswerCode", "OutcomeReason", "RefusalCode"]
 
 
 class RefusalCode(enum.StrEnum):
@@ -35,6 +41,9 @@ class RefusalCode(enum.StrEnum):
     ORG_CAP = "org_cap"
     GLOBAL_CAP = "global_cap"
     NO_RELEASE = "no_release"
+    HELD = "held"
+    RELEASE_ROLLED_BACK = "release_rolled_back"
+    RELEASE_HALTED = "release_halted"
     RUN_NOT_FOUND = "run_not_found"
     RUN_FINISHED = "run_finished"
 
@@ -47,6 +56,11 @@ class RefusalCode(enum.StrEnum):
     def consumes_slot(self) -> bool:
         """The slot is gone for good: record it locally and stop asking (DESIGN.md rule 8)."""
         return self in _CONSUMES_SLOT
+
+    @property
+    def is_brake(self) -> bool:
+        """An operator's stop (the brake, or a halt of this release): retry next minute."""
+        return self in {RefusalCode.BRAKE, RefusalCode.RELEASE_HALTED}
 
     @property
     def is_cap(self) -> bool:
@@ -62,12 +76,21 @@ _STATUS = {
     RefusalCode.ORG_CAP: 429,
     RefusalCode.GLOBAL_CAP: 429,
     RefusalCode.NO_RELEASE: 409,
+    RefusalCode.HELD: 409,
+    RefusalCode.RELEASE_ROLLED_BACK: 409,
+    RefusalCode.RELEASE_HALTED: 503,
     RefusalCode.RUN_NOT_FOUND: 404,
     RefusalCode.RUN_FINISHED: 409,
 }
 
 _CONSUMES_SLOT = frozenset(
-    {RefusalCode.NOT_A_SLOT, RefusalCode.WINDOW_CLOSED, RefusalCode.SLOT_CONSUMED}
+    {
+        RefusalCode.NOT_A_SLOT,
+        RefusalCode.WINDOW_CLOSED,
+        RefusalCode.SLOT_CONSUMED,
+        RefusalCode.HELD,
+        RefusalCode.RELEASE_ROLLED_BACK,
+    }
 )
 
 
@@ -79,6 +102,10 @@ class AnswerCode(enum.StrEnum):
     TOKEN_EXPIRED = "token_expired"  # noqa: S105 (a code naming a token, not a secret)
     # PATCH /v1/agent/runs/{id}: an outcome for a run this agent does not hold (409).
     RUN_NOT_CLAIMED = "run_not_claimed"
+    # PATCH /v1/agent/runs/{id} (409): a switch the control plane did not authorise — its token was
+    # revoked or had expired, or the window had closed, before the switch. The run is recorded as
+    # what it is (`unauthorised`), never as a normal success; the agent stops reporting it.
+    OUTCOME_NOT_AUTHORISED = "outcome_not_authorised"
     RUN_NOT_FOUND = "run_not_found"
     AGENT_NOT_FOUND = "agent_not_found"
     # Any request: the body broke a rule (422), or the database is down (503: retry later; it is
@@ -87,3 +114,30 @@ class AnswerCode(enum.StrEnum):
     # Any request: a body larger than the control plane accepts (413), refused before parsing.
     REQUEST_TOO_LARGE = "request_too_large"
     DATABASE_UNAVAILABLE = "database_unavailable"
+
+
+class OutcomeReason(enum.StrEnum):
+    """Why a claimed run ended as it did (`OutcomeReport.reason`), in words the panel translates.
+
+    The agent names the reason; the control plane stores it beside the status, so a customer reads
+    "failed: the control plane was unavailable until the window closed", never "offline".
+    """
+
+    # The control plane (or its database) answered 5xx / not at all until the window closed.
+    PLATFORM_UNAVAILABLE = "platform_unavailable"
+    # The update was interrupted (daemon stopped, host down) and its window closed before it could
+    # go on: rolled back to a safe state, never switched outside the window.
+    INTERRUPTED = "interrupted"
+    # The token was revoked (the brake, a halt, a withdrawal) or expired before the switch.
+    TOKEN_REVOKED = "token_revoked"  # noqa: S105 (a code naming a token, not a secret)
+    TOKEN_EXPIRED = "token_expired"  # noqa: S105 (a code naming a token, not a secret)
+    # The state directory or the install root had no room.
+    DISK_FULL = "disk_full"
+    # Transient download failures until the window closed.
+    DOWNLOAD_FAILED = "download_failed"
+    # The signature, hash, length, channel, platform or age check refused the build.
+    VERIFICATION_FAILED = "verification_failed"
+    # Unpacking, the self-test or the swap failed; the running version kept running.
+    INSTALL_FAILED = "install_failed"
+    # The new version was not healthy within its deadline: rolled back.
+    HEALTH_CHECK_FAILED = "health_check_failed"

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from ground.contract.codes import RefusalCode
+from ground.contract.codes import OutcomeReason, RefusalCode
 from ground.contract.fields import Instant
 from ground.limits import (
     DEFAULT_CHANNEL,
@@ -46,6 +46,8 @@ __all__ = [
     "ClaimedRelease",
     "ErrorAnswer",
     "ErrorDetail",
+    "HoldRequest",
+    "HoldView",
     "ManualUpdateView",
     "NothingToDoReport",
     "OutcomeReport",
@@ -54,6 +56,7 @@ __all__ = [
     "ReleaseTrack",
     "ReleaseView",
     "ScheduleView",
+    "SwapPermit",
     "TokenView",
 ]
 
@@ -157,6 +160,15 @@ class ManualUpdateView(_Answer):
     requested_at: Instant | None = None
 
 
+class HoldView(_Answer):
+    """The agent is held: its scheduled slots are skipped (reason `held`) until `until`."""
+
+    until: Instant
+    reason: Message | None = None
+    # Who set it: the host (`nachtwacht agent hold`), its customer (the panel) or an operator.
+    set_by: Literal["agent", "customer", "operator"]
+
+
 class AgentConfig(_Answer):
     """Everything an agent plans with. The ETag covers all of it but `server_time`."""
 
@@ -172,6 +184,8 @@ class AgentConfig(_Answer):
     track: ReleaseTrack | None = None
     release: ReleaseView | None = None
     manual_update: ManualUpdateView | None = None
+    # Absent when the agent is not held, and from a control plane older than holds.
+    hold: HoldView | None = None
     server_time: Instant | None = None
 
 
@@ -241,6 +255,36 @@ class OutcomeReport(_Request):
     status: OutcomeStatus
     version: Version | None = None
     error: Message | None = None
+    # Why it ended so (absent for a plain success); the panel words it per language.
+    reason: OutcomeReason | None = None
+    # The control plane's time (as the agent learned it) of the switch to the new version, for a
+    # run that switched; the control plane refuses a switch outside the window or after its token
+    # was revoked (`AnswerCode.OUTCOME_NOT_AUTHORISED`).
+    switched_at: Instant | None = None
+
+
+# -- POST /v1/agent/runs/{run_id}/confirm ---------------------------------------------------------
+
+
+class SwapPermit(_Answer):
+    """The token is still good and the window still open: the agent may switch now. Asked
+    immediately before the swap (DESIGN.md: revocation is honoured up to the swap); any other
+    answer, or none, means: do not switch (retry within the window)."""
+
+    run_id: UUID
+    token: TokenView
+    # The end of the slot's catch-up window on the control plane's clock; None for a manual run.
+    window_closes_at: Instant | None = None
+
+
+# -- PUT / DELETE /v1/agent/hold ------------------------------------------------------------------
+
+
+class HoldRequest(_Request):
+    """The host asks to be held (`nachtwacht agent hold --until`)."""
+
+    until: Instant
+    reason: Message | None = None
 
 
 # -- every error ----------------------------------------------------------------------------------

@@ -262,7 +262,7 @@ def expected_step(answer: ClaimRefusal) -> tuple[str, bool]:
         return "refused", False
     if code.consumes_slot:
         return "slot_gone", True
-    if code is RefusalCode.BRAKE:
+    if code.is_brake:
         return "braked", False
     return ("throttled" if code.is_cap else "refused"), False
 
