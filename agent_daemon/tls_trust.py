@@ -20,6 +20,7 @@ import hashlib
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import truststore
 from cryptography import x509
@@ -47,6 +48,9 @@ _CLIENT_CERT_ALERTS = {
     "TLSV1_ALERT_UNKNOWN_CA",
     "TLSV1_ALERT_ACCESS_DENIED",
 }
+
+# OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH, _EMAIL_MISMATCH and _IP_ADDRESS_MISMATCH.
+_NAME_MISMATCH = {62, 63, 64}
 
 
 class PublicKeyPinMismatch(Exception):
@@ -99,9 +103,12 @@ def spki_sha256(certificate_der: bytes) -> bytes:
     return hashlib.sha256(spki).digest()
 
 
-def check_pin(ssl_object: ssl.SSLObject | ssl.SSLSocket, *, pin: str, host: str) -> None:
-    """Raise `PublicKeyPinMismatch` unless the peer's public key is the pinned one."""
-    der = ssl_object.getpeercert(binary_form=True)
+def check_pin(ssl_object: Any, *, pin: str, host: str) -> None:
+    """Raise `PublicKeyPinMismatch` unless the peer's public key is the pinned one.
+
+    `ssl_object` is what the connection's `get_extra_info("ssl_object")` gives: an `SSLObject`,
+    an `SSLSocket`, or the C object behind one — `getpeercert(True)` positionally suits all."""
+    der = ssl_object.getpeercert(True)
     found = spki_sha256(der) if der else b""
     if found != parse_pin(pin):
         raise PublicKeyPinMismatch(host, found)
@@ -130,7 +137,7 @@ def explain_failure(
             return str(cause)
         if isinstance(cause, ssl.SSLCertVerificationError):
             detail = cause.verify_message or cause.reason or "verification failed"
-            if cause.verify_code == 62:  # X509_V_ERR_HOSTNAME_MISMATCH
+            if cause.verify_code in _NAME_MISMATCH:
                 return (
                     f"{whose} is not valid for {tls_host or control_host} ({detail}): the URL "
                     "must name a host the certificate was issued for"
