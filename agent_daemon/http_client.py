@@ -95,7 +95,11 @@ class _AgentTransport(httpx.BaseTransport):
                 self._proxied[choice.url] = httpx.HTTPTransport(
                     verify=context,
                     trust_env=False,
-                    proxy=httpx.Proxy(choice.url, ssl_context=context),
+                    # An https:// proxy's own certificate is checked with the same trust.
+                    proxy=httpx.Proxy(
+                        choice.url,
+                        ssl_context=context if choice.url.lower().startswith("https:") else None,
+                    ),
                 )
             except (ImportError, ValueError, httpx.InvalidURL) as exc:
                 raise ConfigError(

@@ -57,11 +57,11 @@ def check_proxy_url(value: str) -> str:
     try:
         port = parts.port
     except ValueError as exc:
-        raise ValueError(f"the port is not a number from 1 to 65535 ({exc})") from exc
+        raise ValueError(f"expected a port from 1 to 65535 ({exc})") from exc
     if not parts.hostname:
         raise ValueError("expected a host, e.g. http://proxy.example:3128")
     if port == 0:
-        raise ValueError("the port is not a number from 1 to 65535")
+        raise ValueError("expected a port from 1 to 65535")
     if parts.path not in {"", "/"} or parts.query or parts.fragment:
         raise ValueError("expected scheme://[user:password@]host:port without a path or ?query")
     return value
