@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent_daemon.errors import ConfigError
+from agent_daemon.errors import ConfigError, DownloadStalled
 from agent_daemon.http_client import build_http_client, network_facts
 from agent_daemon.network_settings import NetworkSettings
 from agent_daemon.proxy_route import resolve_route
@@ -20,6 +20,7 @@ from ground.contract import CONFIG_PATH
 from tests.agent_daemon.network_support.pki import Pki, make_pki
 from tests.agent_daemon.network_support.proxies import http_proxy, socks5_proxy
 from tests.agent_daemon.network_support.servers import ARTIFACT_PATH, control_plane
+from tests.agent_daemon.scripted_server import head_never_ends, scripted_server
 
 CREDENTIAL = "nwa_the_agents_credential"
 DEAD_PROXY = "http://127.0.0.1:9"  # nothing listens on the discard port
@@ -145,6 +146,25 @@ def test_the_artifact_download_refuses_a_wrong_pin(pki: Pki, tmp_path: Path) -> 
                 limits=DownloadLimits(read_timeout=10, deadline=30, disk_reserve_bytes=0),
             )
         assert plane.requests == []
+
+
+def test_the_download_deadline_holds_through_a_socks_proxy(tmp_path: Path) -> None:
+    """The deadline's watchdog shuts the socket it saw connect; through SOCKS that connect is
+    traced under another name, and a server trickling its head was never cut off."""
+    limits = DownloadLimits(read_timeout=5.0, deadline=1.0, disk_reserve_bytes=0)
+    with (
+        scripted_server(head_never_ends(interval=0.05)) as hostile,
+        socks5_proxy({"mirror.example": int(httpx.URL(hostile.url()).port or 0)}) as proxy,
+        client("http://mirror.example", proxy=proxy.url, insecure_http=True) as http,
+    ):
+        spec = ArtifactSpec(
+            url="http://mirror.example/artifact", sha256="0" * 64, length=10, unpacked_size=1
+        )
+        with pytest.raises(DownloadStalled, match=r"ran past its deadline of 1 s"):
+            download_artifact(
+                http, spec, staging=tmp_path / "staging", install_root=tmp_path, limits=limits
+            )
+        assert proxy.destinations == ["mirror.example:80"]
 
 
 # -- which proxy: agent.toml, the environment, no_proxy --------------------------------------------
