@@ -199,10 +199,8 @@ def main(argv: list[str]) -> int:
             print(f"nachtwacht agent {args.command}: {line}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(
-            f"nachtwacht agent {args.command}: {exc.filename or ''}: {exc.strerror}",
-            file=sys.stderr,
-        )
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"nachtwacht agent {args.command}: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
 
 

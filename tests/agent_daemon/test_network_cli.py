@@ -225,3 +225,23 @@ def test_a_socks_proxy_in_the_environment_without_socks_support_is_one_line(
         "but SOCKS support is not installed: pip install 'httpx[socks]' (it comes with "
         "'nachtwacht[agent]')"
     )
+
+
+def test_every_line_of_a_config_with_several_bad_fields_has_the_one_format(tmp_path: Path) -> None:
+    host = AgentHost(tmp_path / "host")
+    config = write_enrolled_config(host, proxy="ftp://x:1", no_proxy=["bad host!"])
+    for command in ("run", "status"):
+        result = run_agent(command, "--state-dir", str(host.state_dir))
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert [line.split(": ")[2] for line in lines] == ["proxy", "no_proxy.0"], lines
+        for line in lines:
+            assert line.startswith(f"nachtwacht agent {command}: {config}: ")
+
+
+def test_a_usage_error_has_the_one_format(tmp_path: Path) -> None:
+    result = run_agent("enroll", "--state-dir", str(tmp_path / "host"))
+    assert result.returncode == 2
+    assert one_line(result.stderr, "enroll").endswith(
+        "the following arguments are required: --url, --credential, --trusted-key"
+    )
