@@ -5,6 +5,7 @@ and the artifact download over the same route."""
 from __future__ import annotations
 
 import hashlib
+import ssl
 import sys
 from pathlib import Path
 
@@ -70,6 +71,37 @@ def test_the_control_plane_is_reached_through_the_proxy_with_tls_and_pin(
         assert proxy.destinations == [f"control.example:{plane.port}"]
         (request,) = plane.requests
         assert request["headers"]["Authorization"] == f"Bearer {CREDENTIAL}"
+
+
+def server_context(pki: Pki) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pki.server_cert, pki.server_key)
+    return context
+
+
+def test_an_https_proxy_is_trusted_like_the_control_plane(pki: Pki) -> None:
+    """TLS to the proxy, and TLS to the control plane inside it; the pin on the inner one."""
+    with (
+        control_plane(pki) as plane,
+        http_proxy({"control.example": plane.port}, tls=server_context(pki)) as proxy,
+    ):
+        url = plane.url_for("control.example")
+        answer = fetch(
+            url, proxy=proxy.url, ca_file=pki.ca, pinned_public_key_sha256=pki.server_pin
+        )
+        assert answer.status_code == 200
+        assert proxy.destinations == [f"control.example:{plane.port}"]
+
+
+def test_an_untrusted_https_proxy_is_named_not_the_control_plane(pki: Pki) -> None:
+    with (
+        control_plane(pki) as plane,
+        http_proxy({"control.example": plane.port}, tls=server_context(pki)) as proxy,
+        pytest.raises(httpx.ConnectError) as caught,
+    ):
+        fetch(plane.url_for("control.example"), proxy=proxy.url)
+    assert str(caught.value).startswith("the certificate of localhost is not trusted (")
+    assert proxy.destinations == []
 
 
 def test_a_wrong_pin_is_refused_through_the_proxy_too(pki: Pki) -> None:

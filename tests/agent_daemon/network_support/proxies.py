@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import struct
 import threading
 from collections.abc import Callable, Iterator
@@ -18,10 +19,11 @@ class Proxy:
     scheme: str
     hosts: dict[str, int]
     destinations: list[str] = field(default_factory=list)
+    host: str = "127.0.0.1"
 
     @property
     def url(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     def connect(self, host: str, port: int) -> socket.socket:
         self.destinations.append(f"{host}:{port}")
@@ -119,16 +121,22 @@ def _socks5_proxy(proxy: Proxy, client: socket.socket) -> None:
 
 
 @contextlib.contextmanager
-def _serving(scheme: str, hosts: dict[str, int], handle: Callable[[Proxy, socket.socket], None]
-             ) -> Iterator[Proxy]:  # fmt: skip
+def _serving(scheme: str, hosts: dict[str, int], handle: Callable[[Proxy, socket.socket], None],
+             tls: ssl.SSLContext | None = None) -> Iterator[Proxy]:  # fmt: skip
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.2)
     proxy = Proxy(port=listener.getsockname()[1], scheme=scheme, hosts=hosts)
+    if tls is not None:
+        proxy.host = "localhost"  # the name its certificate was issued for
     stop = threading.Event()
     workers: list[threading.Thread] = []
 
     def serve(client: socket.socket) -> None:
         with client, contextlib.suppress(OSError, ValueError):
+            if tls is not None:
+                with tls.wrap_socket(client, server_side=True) as wrapped:
+                    handle(proxy, wrapped)
+                return
             handle(proxy, client)
 
     def accept() -> None:
@@ -156,8 +164,11 @@ def _serving(scheme: str, hosts: dict[str, int], handle: Callable[[Proxy, socket
             worker.join(timeout=10)
 
 
-def http_proxy(hosts: dict[str, int] | None = None) -> contextlib.AbstractContextManager[Proxy]:
-    return _serving("http", hosts or {}, _http_proxy)
+def http_proxy(
+    hosts: dict[str, int] | None = None, tls: ssl.SSLContext | None = None
+) -> contextlib.AbstractContextManager[Proxy]:
+    """An HTTP proxy; with `tls`, an https:// one (TLS between the agent and the proxy)."""
+    return _serving("https" if tls else "http", hosts or {}, _http_proxy, tls)
 
 
 def socks5_proxy(
