@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -244,4 +245,26 @@ def test_a_usage_error_has_the_one_format(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert one_line(result.stderr, "enroll").endswith(
         "the following arguments are required: --url, --credential, --trusted-key"
+    )
+
+
+def test_the_daemon_logs_a_pin_mismatch_as_offline_with_the_fix(pki: Pki, tmp_path: Path) -> None:
+    """Under systemd nobody reads stderr: the minute's log line carries the sentence."""
+    host = AgentHost(tmp_path / "host")
+    with control_plane(pki) as plane:
+        write_enrolled_config(
+            host,
+            control_url=plane.url,
+            ca_file=str(pki.ca),
+            pinned_public_key_sha256="22" * 32,
+        )
+        daemon = host.start(fake_clock=f"2026-11-30T01:00:00Z,anchor={time.time()},speed=60")
+        try:
+            offline = daemon.wait_for("control_plane.offline")
+        finally:
+            daemon.terminate()
+        assert plane.requests == []
+    assert (
+        "the control plane's public key does not match pinned_public_key_sha256"
+        in (offline["error"])
     )
