@@ -247,6 +247,13 @@ def _check_network_files(network: NetworkSettings) -> None:
                 pass
         except OSError as exc:
             raise ConfigError(f"{field}: {str(path)!r} cannot be read ({exc.strerror})") from exc
+        if field == "ca_file" and (info.st_mode & 0o022 or info.st_uid not in {0, os.geteuid()}):
+            # Whoever can write the CA file can make the agent trust their own control plane.
+            raise ConfigError(
+                f"ca_file: {str(path)!r} has mode {stat.S_IMODE(info.st_mode):04o} and owner uid "
+                f"{info.st_uid}; a trusted CA must be owned by root (or the daemon's user) and "
+                "not writable by group or others (expected e.g. 0644)"
+            )
         if field == "client_key" and info.st_mode & 0o077:
             raise ConfigError(
                 f"client_key: {str(path)!r} has mode {stat.S_IMODE(info.st_mode):04o}, so other "

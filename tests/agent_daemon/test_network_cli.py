@@ -201,6 +201,17 @@ def test_a_client_key_others_can_read_is_refused(pki: Pki, tmp_path: Path) -> No
     assert "mode 0644, so other users can read the agent's private key" in result.stderr
 
 
+def test_a_ca_file_others_can_write_is_refused(pki: Pki, tmp_path: Path) -> None:
+    host = AgentHost(tmp_path / "host")
+    os.chmod(pki.ca, 0o666)  # noqa: S103  # the permissive mode is the attack
+    write_enrolled_config(host, ca_file=str(pki.ca))
+    result = run_agent("status", "--state-dir", str(host.state_dir))
+    assert result.returncode == 2
+    assert "ca_file: " in one_line(result.stderr, "status")
+    assert "has mode 0666" in result.stderr
+    assert "not writable by group or others" in result.stderr
+
+
 def test_a_socks_proxy_in_the_environment_without_socks_support_is_one_line(
     tmp_path: Path,
 ) -> None:
