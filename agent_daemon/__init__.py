@@ -28,6 +28,7 @@ Read `decision` first: it is the whole of DESIGN.md rule 8, pure. Everything els
     the host
       settings          the one `AgentSettings` (updater section nested): flags, agent.toml, env
       cli               `nachtwacht agent enroll | run | status`, every part built in one place
+      network_cli       enroll's proxy and trust flags, the start-up network lines, status's lines
       status            what `status` says, from the files alone
       event_log         one JSON line per event on stdout (journald)
       systemd_notify    READY / WATCHDOG / STOPPING datagrams

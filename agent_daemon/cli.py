@@ -26,6 +26,12 @@ from agent_daemon.daemon_state import StateStore
 from agent_daemon.errors import AgentError, BadServerAnswer, ConfigError, DaemonStateError
 from agent_daemon.event_log import EventLog
 from agent_daemon.http_client import build_http_client, network_facts
+from agent_daemon.network_cli import (
+    add_network_options,
+    log_network,
+    network_fields,
+    network_status_lines,
+)
 from agent_daemon.outbox import Outbox
 from agent_daemon.server_clock import ServerClock
 from agent_daemon.settings import (
@@ -121,7 +127,7 @@ def _parser() -> _Parser:
         default=AgentSettings.model_fields["request_timeout_seconds"].default,
     )
     enroll.add_argument("--force", action="store_true", help="replace an existing config")
-    _add_network_options(enroll)
+    add_network_options(enroll)
 
     run = commands.add_parser("run", help="run the daemon (what the systemd unit starts)")
     _add_path_options(run)
@@ -130,54 +136,6 @@ def _parser() -> _Parser:
     _add_path_options(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
     return parser
-
-
-def _add_network_options(enroll: argparse.ArgumentParser) -> None:
-    """`enroll`'s proxy and trust flags; each becomes the `agent.toml` field of the same name."""
-    network = enroll.add_argument_group("network and trust (docs/agent_daemon.md)")
-    network.add_argument(
-        "--proxy",
-        help="http://, https://, socks5:// or socks5h:// proxy (wins over HTTPS_PROXY etc.)",
-    )
-    network.add_argument(
-        "--no-proxy",
-        action="append",
-        metavar="HOSTS",
-        help="hosts, IP addresses or CIDR networks reached directly (comma-separated, repeatable)",
-    )
-    network.add_argument(
-        "--ca-file", metavar="PEM", help="a CA bundle trusted in addition to the OS trust store"
-    )
-    network.add_argument(
-        "--pinned-public-key-sha256",
-        metavar="DIGEST",
-        help="sha256 of the control plane's SubjectPublicKeyInfo (base64 or hex)",
-    )
-    network.add_argument("--client-cert", metavar="PEM", help="client certificate for mTLS")
-    network.add_argument("--client-key", metavar="PEM", help="its private key (mode 0600)")
-    network.add_argument(
-        "--insecure-http",
-        action="store_true",
-        help="allow a plain http:// control URL to a host other than loopback (warned at start)",
-    )
-
-
-def _network_fields(args: argparse.Namespace) -> dict[str, str | bool | list[str]]:
-    fields: dict[str, str | bool | list[str]] = {}
-    if args.proxy:
-        fields["proxy"] = args.proxy
-    if args.no_proxy:
-        fields["no_proxy"] = [
-            item.strip() for value in args.no_proxy for item in value.split(",") if item.strip()
-        ]
-    for name in ("ca_file", "client_cert", "client_key"):
-        if getattr(args, name):
-            fields[name] = str(Path(getattr(args, name)).absolute())
-    if args.pinned_public_key_sha256:
-        fields["pinned_public_key_sha256"] = args.pinned_public_key_sha256
-    if args.insecure_http:
-        fields["insecure_http"] = True
-    return fields
 
 
 def main(argv: list[str]) -> int:
@@ -227,7 +185,7 @@ def _enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
         "health_command": shlex.split(health),
         "health_deadline_seconds": args.health_deadline_seconds,
         "request_timeout_seconds": args.request_timeout_seconds,
-        **_network_fields(args),
+        **network_fields(args),
     }
     # Validate everything the file will hold before talking to anyone: the same checks as `run`.
     staging = paths.config_file.with_name(f".{paths.config_file.name}.enroll")
@@ -344,7 +302,7 @@ def _run(paths: AgentPaths, environ: Mapping[str, str] = os.environ) -> int:
             install_root=str(settings.updater.install_root),
             pid=os.getpid(),
         )
-        _log_network(parts.log, settings, environ)
+        log_network(parts.log, settings, environ)
         with parts.http, parts.download_http:
             return run_service(
                 daemon=parts.daemon,
@@ -356,27 +314,6 @@ def _run(paths: AgentPaths, environ: Mapping[str, str] = os.environ) -> int:
             )
     finally:
         lock.release()
-
-
-def _log_network(log: EventLog, settings: AgentSettings, environ: Mapping[str, str]) -> None:
-    """The proxy and trust in use, at every start; plain http to a non-loopback host warned."""
-    facts = network_facts(settings.control_url, settings.network, environ)
-    log.emit(
-        "network.configured",
-        control_url=settings.control_url,
-        route=facts["route"],
-        no_proxy=facts["no_proxy"],
-        trust=facts["trust"],
-        pinned_public_key_sha256=facts["pinned_public_key_sha256"],
-        client_cert=facts["client_cert"],
-    )
-    if settings.control_url.startswith("http://") and settings.network.insecure_http:
-        log.emit(
-            "network.insecure_http",
-            level="warning",
-            control_url=settings.control_url,
-            message="plain http allowed by insecure_http: the agent's credential travels in clear",
-        )
 
 
 # -- status -------------------------------------------------------------------------------------
@@ -413,24 +350,8 @@ def _status(paths: AgentPaths, *, as_json: bool) -> int:
         print(json.dumps(document, indent=2, default=str))
     else:
         print(render_status(status))
-        print(_network_lines(network))
+        print(network_status_lines(network))
     return 0
-
-
-def _network_lines(facts: Mapping[str, str | None]) -> str:
-    """The status lines about networking (the proxy as this shell's environment sees it)."""
-    lines = [f"{'network:':<15}control plane reached {facts['route']}"]
-    if facts["no_proxy"]:
-        lines.append(f"{'no proxy for:':<15}{facts['no_proxy']}")
-    trust = str(facts["trust"])
-    if facts["pinned_public_key_sha256"]:
-        trust += f"; public key pinned (sha256 {facts['pinned_public_key_sha256']})"
-    if facts["client_cert"]:
-        trust += f"; client certificate {facts['client_cert']}"
-    lines.append(f"{'trust:':<15}{trust}")
-    if facts["insecure_http"]:
-        lines.append(f"{'plain http:':<15}{facts['insecure_http']}")
-    return "\n".join(lines)
 
 
 def _installed_version(settings: AgentSettings, clock: Clock) -> str | None:
