@@ -45,7 +45,7 @@ def shown_proxy(url: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class ProxyChoice:
-    url: str = ""  # as configured (it may hold a password: show `shown`)
+    url: str  # as configured (it may hold a password: show `shown`)
     source: str  # "agent.toml proxy", "environment HTTPS_PROXY", …
 
     @property

@@ -6,6 +6,11 @@ and `status` read it, with the paths from systemd's environment and the flags, i
 every bad field named with its value and what was expected. Each bound is declared once: the
 updater's in `UpdaterSettings`, the agent's here; the file's model is assembled from both.
 
+The agent's proxy and trust fields (`proxy`, `no_proxy`, `ca_file`, `pinned_public_key_sha256`,
+`client_cert`, `client_key`, `insecure_http`) are declared in `agent_daemon.network_settings` and
+held as `AgentSettings.network`; the files they name are checked here, and a plain http control
+URL to a host that is not loopback is refused unless `insecure_http` allows it.
+
 The file holds the agent's credential and the paths of the trusted release keys, so it must be
 owned by the user the daemon runs as (root on a customer host) and readable by nobody else (mode
 0600): trusted keys come from root-owned configuration, never from a writable cache.
