@@ -13,7 +13,10 @@ Read `decision` first: it is the whole of DESIGN.md rule 8, pure. Everything els
       wire              pure: what an answer means, read with `ground.contract`'s models (shared
                         with the demo's simulated fleet)
       control_plane_client  the calls: config (ETag/304), claims, reports; foreign errors mapped
-      http_client       the one `httpx.Client` (a `transport=` seam for tests)
+      http_client       the one `httpx.Client` for every connection (a `transport=` seam for tests)
+      network_settings  proxy, no_proxy, ca_file, pin, client certificate, insecure_http
+      proxy_route       which proxy a request takes: agent.toml, then HTTPS_PROXY & co., no_proxy
+      tls_trust         the OS trust store plus ca_file, the public-key pin, mTLS; failures in words
       server_clock      the control plane's clock as this host sees it (offset from every answer)
       config_cache      the last config on disk, for offline minutes and `status`
     on disk (atomic, versioned)
@@ -25,6 +28,7 @@ Read `decision` first: it is the whole of DESIGN.md rule 8, pure. Everything els
     the host
       settings          the one `AgentSettings` (updater section nested): flags, agent.toml, env
       cli               `nachtwacht agent enroll | run | status`, every part built in one place
+      network_cli       enroll's proxy and trust flags, the start-up network lines, status's lines
       status            what `status` says, from the files alone
       event_log         one JSON line per event on stdout (journald)
       systemd_notify    READY / WATCHDOG / STOPPING datagrams

@@ -25,7 +25,13 @@ from agent_daemon.daemon_loop import DaemonLock, daemon_running, run_service
 from agent_daemon.daemon_state import StateStore
 from agent_daemon.errors import AgentError, BadServerAnswer, ConfigError, DaemonStateError
 from agent_daemon.event_log import EventLog
-from agent_daemon.http_client import build_http_client
+from agent_daemon.http_client import build_http_client, network_facts
+from agent_daemon.network_cli import (
+    add_network_options,
+    log_network,
+    network_fields,
+    network_status_lines,
+)
 from agent_daemon.outbox import Outbox
 from agent_daemon.server_clock import ServerClock
 from agent_daemon.settings import (
@@ -121,6 +127,7 @@ def _parser() -> _Parser:
         default=AgentSettings.model_fields["request_timeout_seconds"].default,
     )
     enroll.add_argument("--force", action="store_true", help="replace an existing config")
+    add_network_options(enroll)
 
     run = commands.add_parser("run", help="run the daemon (what the systemd unit starts)")
     _add_path_options(run)
@@ -145,13 +152,13 @@ def main(argv: list[str]) -> int:
             return _run(paths)
         return _status(paths, as_json=args.json)
     except (AgentError, ReleaseError, ClockConfigError) as exc:
-        print(f"nachtwacht agent {args.command}: {exc}", file=sys.stderr)
+        # One format for every line (a bad config file may name several fields).
+        for line in str(exc).splitlines() or [type(exc).__name__]:
+            print(f"nachtwacht agent {args.command}: {line}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(
-            f"nachtwacht agent {args.command}: {exc.filename or ''}: {exc.strerror}",
-            file=sys.stderr,
-        )
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"nachtwacht agent {args.command}: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
 
 
@@ -166,7 +173,7 @@ def _enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
     health = args.health_command or shlex.join(
         [str(install_root / "current" / "bin" / "provibr-agent"), "health"]
     )
-    fields: dict[str, str | float | list[str]] = {
+    fields: dict[str, str | float | bool | list[str]] = {
         "control_url": args.url.rstrip("/"),
         "credential": credential,
         "agent_id": "pending",
@@ -178,6 +185,7 @@ def _enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
         "health_command": shlex.split(health),
         "health_deadline_seconds": args.health_deadline_seconds,
         "request_timeout_seconds": args.request_timeout_seconds,
+        **network_fields(args),
     }
     # Validate everything the file will hold before talking to anyone: the same checks as `run`.
     staging = paths.config_file.with_name(f".{paths.config_file.name}.enroll")
@@ -208,6 +216,8 @@ def _enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
     print(f"enrolled agent {name} ({answer.config.agent_id}) with {fields['control_url']}")
     print(f"config written to {paths.config_file} (mode 0600)")
     print(f"state directory {paths.state_dir}")
+    route = network_facts(settings.control_url, settings.network, os.environ)["route"]
+    print(f"control plane reached {route}")
     return 0
 
 
@@ -269,6 +279,7 @@ def _http_client(
         credential=settings.credential,
         timeout_seconds=clock.real_seconds(settings.request_timeout_seconds),
         transport=transport,
+        network=settings.network,
     )
 
 
@@ -291,6 +302,7 @@ def _run(paths: AgentPaths, environ: Mapping[str, str] = os.environ) -> int:
             install_root=str(settings.updater.install_root),
             pid=os.getpid(),
         )
+        log_network(parts.log, settings, environ)
         with parts.http, parts.download_http:
             return run_service(
                 daemon=parts.daemon,
@@ -331,10 +343,14 @@ def _status(paths: AgentPaths, *, as_json: bool) -> int:
         now=server_clock.now(),
         updater_step=_updater_step(settings),
     )
+    network = network_facts(settings.control_url, settings.network, os.environ)
     if as_json:
-        print(json.dumps(_status_json(status), indent=2, default=str))
+        document = _status_json(status)
+        document["network"] = network
+        print(json.dumps(document, indent=2, default=str))
     else:
         print(render_status(status))
+        print(network_status_lines(network))
     return 0
 
 

@@ -6,13 +6,20 @@ and `status` read it, with the paths from systemd's environment and the flags, i
 every bad field named with its value and what was expected. Each bound is declared once: the
 updater's in `UpdaterSettings`, the agent's here; the file's model is assembled from both.
 
+The agent's proxy and trust fields (`proxy`, `no_proxy`, `ca_file`, `pinned_public_key_sha256`,
+`client_cert`, `client_key`, `insecure_http`) are declared in `agent_daemon.network_settings` and
+held as `AgentSettings.network`; the files they name are checked here, and a plain http control
+URL to a host that is not loopback is refused unless `insecure_http` allows it.
+
 The file holds the agent's credential and the paths of the trusted release keys, so it must be
 owned by the user the daemon runs as (root on a customer host) and readable by nobody else (mode
 0600): trusted keys come from root-owned configuration, never from a writable cache.
 
 Paths: the state directory is `$STATE_DIRECTORY` when systemd sets it, else `--state-dir`, else
-the platform's state directory. The config file is `--config`, else
-`$CONFIGURATION_DIRECTORY/agent.toml`, else `<state dir>/agent.toml`.
+(as root) the shipped unit's `/var/lib/nachtwacht-agent`, else the platform's state directory. The
+config file is `--config`, else `$CONFIGURATION_DIRECTORY/agent.toml`, else (as root, when no state
+directory was named either) the unit's `/etc/nachtwacht-agent/agent.toml`, else
+`<state dir>/agent.toml` — so `agent enroll` run by hand as root writes where the unit reads.
 """
 
 from __future__ import annotations
@@ -40,6 +47,11 @@ from pydantic import (
 
 from agent_daemon.atomic_file import write_bytes_atomically
 from agent_daemon.errors import ConfigError, describe_validation_error
+from agent_daemon.network_settings import (
+    NETWORK_FILE_FIELDS,
+    NetworkSettings,
+    check_control_url_transport,
+)
 from agent_daemon.updater import UpdaterSettings
 from agent_daemon.updater.updater_settings import (
     DEFAULT_RESTART_COMMAND,
@@ -53,6 +65,8 @@ __all__ = [
     "CONFIG_FORMAT_VERSION",
     "DEFAULT_INSTALL_ROOT",
     "DEFAULT_RESTART_COMMAND",
+    "SYSTEM_CONFIG_DIR",
+    "SYSTEM_STATE_DIR",
     "UPDATER_DIR_NAME",
     "AgentPaths",
     "AgentSettings",
@@ -68,6 +82,10 @@ APP_NAME = "nachtwacht-agent"
 # Inside the state directory: the updater's own state file, staging area and update lock.
 UPDATER_DIR_NAME = "updater"
 DEFAULT_INSTALL_ROOT = "/opt/provibr-agent"
+# Where the shipped unit (packaging/systemd/nachtwacht-agent.service) keeps them: systemd's
+# StateDirectory= and ConfigurationDirectory= roots with the unit's directory name.
+SYSTEM_STATE_DIR = Path("/var/lib") / APP_NAME
+SYSTEM_CONFIG_DIR = Path("/etc") / APP_NAME
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,19 +99,26 @@ def resolve_paths(
     state_dir: str | None,
     config_file: str | None,
     environ: Mapping[str, str],
+    euid: int | None = None,
 ) -> AgentPaths:
-    """systemd's directories first, then the flags, then the platform's defaults."""
+    """systemd's directories first, then the flags, then (as root) the unit's, then the
+    platform's defaults. `euid` defaults to this process's."""
+    as_root = (os.geteuid() if euid is None else euid) == 0
     systemd_state = environ.get("STATE_DIRECTORY", "").split(":")[0]
     if systemd_state:
         chosen_state = Path(systemd_state)
     elif state_dir:
         chosen_state = Path(state_dir)
+    elif as_root:
+        chosen_state = SYSTEM_STATE_DIR
     else:
         chosen_state = platformdirs.user_state_path(APP_NAME)
     if config_file:
         chosen_config = Path(config_file)
     elif systemd_config := environ.get("CONFIGURATION_DIRECTORY", "").split(":")[0]:
         chosen_config = Path(systemd_config) / CONFIG_FILE_NAME
+    elif as_root and not systemd_state and not state_dir:
+        chosen_config = SYSTEM_CONFIG_DIR / CONFIG_FILE_NAME
     else:
         chosen_config = chosen_state / CONFIG_FILE_NAME
     return AgentPaths(state_dir=chosen_state.absolute(), config_file=chosen_config.absolute())
@@ -146,6 +171,8 @@ class AgentSettings(BaseModel):
     )
     # Validated when it was built (`UpdaterSettings.__init__`); here it is taken as it is.
     updater: InstanceOf[UpdaterSettings]
+    # Proxy and trust (`agent_daemon.network_settings`); flat fields in the file.
+    network: NetworkSettings = NetworkSettings()
 
 
 # The agent's own fields in the file; the updater's (`FILE_FIELDS`) are declared by
@@ -159,7 +186,11 @@ def _file_fields() -> dict[str, Any]:
         # The file names the key files; the settings hold both the files and the loaded keys.
         "trusted_keys": (TrustedKeyFiles, ...),
     }
-    declared = ((AgentSettings.model_fields, _AGENT_FILE_FIELDS), (FIELD_INFO, FILE_FIELDS))
+    declared = (
+        (AgentSettings.model_fields, _AGENT_FILE_FIELDS),
+        (FIELD_INFO, FILE_FIELDS),
+        (NetworkSettings.model_fields, NETWORK_FILE_FIELDS),
+    )
     for infos, names in declared:
         for name in names:
             fields[name] = (infos[name].annotation, infos[name])
@@ -210,6 +241,31 @@ def _check_key_file_is_protected(field: str, path: Path) -> None:
         )
 
 
+def _check_network_files(network: NetworkSettings) -> None:
+    for field in ("ca_file", "client_cert", "client_key"):
+        path: Path | None = getattr(network, field)
+        if path is None:
+            continue
+        try:
+            info = path.stat()
+            with path.open("rb"):
+                pass
+        except OSError as exc:
+            raise ConfigError(f"{field}: {str(path)!r} cannot be read ({exc.strerror})") from exc
+        if field == "ca_file" and (info.st_mode & 0o022 or info.st_uid not in {0, os.geteuid()}):
+            # Whoever can write the CA file can make the agent trust their own control plane.
+            raise ConfigError(
+                f"ca_file: {str(path)!r} has mode {stat.S_IMODE(info.st_mode):04o} and owner uid "
+                f"{info.st_uid}; a trusted CA must be owned by root (or the daemon's user) and "
+                "not writable by group or others (expected e.g. 0644)"
+            )
+        if field == "client_key" and info.st_mode & 0o077:
+            raise ConfigError(
+                f"client_key: {str(path)!r} has mode {stat.S_IMODE(info.st_mode):04o}, so other "
+                "users can read the agent's private key; expected 0600 (chmod 600 it)"
+            )
+
+
 def load_settings(paths: AgentPaths) -> AgentSettings:
     """Read, check and validate the config file; a problem is a `ConfigError` naming the field."""
     path = paths.config_file
@@ -230,6 +286,15 @@ def load_settings(paths: AgentPaths) -> AgentSettings:
         parsed = _ConfigFile.model_validate(_lists_as_tuples(document)).model_dump()
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, str(path))) from exc
+    try:
+        network = NetworkSettings.model_validate({n: parsed[n] for n in NETWORK_FILE_FIELDS})
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, str(path))) from exc
+    try:
+        check_control_url_transport(parsed["control_url"], insecure_http=network.insecure_http)
+        _check_network_files(network)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
     key_files: tuple[Path, ...] = parsed["trusted_keys"]
     for index, key_file in enumerate(key_files):
         _check_key_file_is_protected(f"trusted_keys[{index}]", key_file)
@@ -242,6 +307,7 @@ def load_settings(paths: AgentPaths) -> AgentSettings:
             config_file=path,
             state_dir=paths.state_dir,
             trusted_key_files=key_files,
+            network=network,
             updater=UpdaterSettings(
                 state_dir=paths.state_dir / UPDATER_DIR_NAME,
                 trusted_keys=trusted_keys,
@@ -259,14 +325,14 @@ def _lists_as_tuples(document: dict[str, Any]) -> dict[str, Any]:
     return {k: tuple(v) if isinstance(v, list) else v for k, v in document.items()}
 
 
-def render_config(fields: Mapping[str, str | float | Sequence[str]]) -> str:
-    """The TOML text for the config fields (strings, numbers and lists of strings only).
+def render_config(fields: Mapping[str, str | float | bool | Sequence[str]]) -> str:
+    """The TOML text for the config fields (strings, numbers, booleans, lists of strings).
 
     Written by `tomli_w`, not by hand: a hand-made writer once produced invalid TOML for
     characters outside the Basic Multilingual Plane (JSON's surrogate-pair escapes)."""
     document: dict[str, object] = {"format_version": CONFIG_FORMAT_VERSION}
     for name, value in fields.items():
-        if isinstance(value, str):
+        if isinstance(value, str | bool):
             document[name] = value
         elif isinstance(value, int | float):
             # Durations are floats in the settings model: 120 is written as 120.0.

@@ -223,7 +223,8 @@ class _Watchdog:
         self._timer.cancel()
 
     def trace(self, event: str, info: dict[str, Any]) -> None:
-        if event != "connection.connect_tcp.complete":
+        # "connection.…" directly or through an HTTP proxy, "socks_proxy.…" through a SOCKS one.
+        if not event.endswith("connect_tcp.complete"):
             return
         stream = info.get("return_value")
         try:
