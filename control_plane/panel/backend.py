@@ -23,18 +23,22 @@ from control_plane.agents.services import AgentOverview, AgentPage
 from control_plane.brake.services import BrakeChange, BrakeState
 from control_plane.claims.services import GrantHistory
 from control_plane.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
-from control_plane.events.services import EventView
+from control_plane.events.services import EventFilter, EventView
 from control_plane.events.trail import Actor
 from control_plane.forecast.model import OrgDayForecast, PlatformDayForecast
 from control_plane.notifications.services import NotificationPage, WebhookView
+from control_plane.notifications.test_delivery import TEST_EVENT
 from control_plane.registry import Services
 from control_plane.runs.services import NightOutcomes, RecordedRun
+from control_plane.runs.views import RunView
 from control_plane.settings.services import PlatformSettings
 
 __all__ = [
     "AgentDetail",
+    "ManualRun",
     "Missing",
     "Refused",
+    "WebhookTest",
     "agent_detail",
     "authenticate",
     "brake",
@@ -42,7 +46,9 @@ __all__ = [
     "delete_webhook",
     "find_session",
     "grants_per_round",
+    "last_webhook_test",
     "list_agents",
+    "manual_run",
     "mark_notification",
     "notifications",
     "open_session",
@@ -53,6 +59,7 @@ __all__ = [
     "request_update",
     "save_schedule",
     "save_webhook",
+    "send_webhook_test",
     "session_actor",
     "set_brake",
     "update_platform",
@@ -182,6 +189,33 @@ def save_schedule(
         raise _refused(exc) from exc
 
 
+@dataclass(frozen=True, kw_only=True)
+class ManualRun:
+    """A manual update of one agent, as its progress page shows it."""
+
+    agent_name: str
+    run: RunView
+
+
+# A manual run is looked for among the agent's newest runs: the one a reader follows is recent.
+PROGRESS_RUNS = 50
+
+
+def manual_run(
+    services: Services, org_id: UUID, agent_id: UUID, run_id: UUID, *, now: datetime
+) -> ManualRun:
+    """The agent's manual run `run_id`; another organisation's, or a scheduled one, is missing."""
+    try:
+        page = services.agents.agent_page(org_id, agent_id, now=now)
+        runs = services.runs.agent_runs(org_id, agent_id, limit=PROGRESS_RUNS).runs
+    except NotFound as exc:
+        raise Missing(str(agent_id)) from exc
+    for run in runs:
+        if run.run_id == run_id and run.trigger == "manual":
+            return ManualRun(agent_name=page.name, run=run)
+    raise Missing(str(run_id))
+
+
 def request_update(
     services: Services, org_id: UUID, agent_id: UUID, by: UUID, *, now: datetime
 ) -> RecordedRun:
@@ -228,6 +262,49 @@ def save_webhook(
 
 def delete_webhook(services: Services, org_id: UUID) -> None:
     services.webhooks.delete(org_id)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WebhookTest:
+    """A test delivery as the webhook page shows it (sent now, or the last one recorded)."""
+
+    at: datetime
+    delivered: bool
+    status_code: int | None
+    failure: str | None
+    detail: str | None
+
+
+def send_webhook_test(
+    services: Services, org_id: UUID, *, actor: Actor, now: datetime
+) -> WebhookTest:
+    """A signed test POST to the organisation's webhook, by the real deliveries' rules."""
+    try:
+        sent = services.webhook_tests.send(org_id, now=now, actor=actor)
+    except NotFound as exc:
+        raise Missing("webhook") from exc
+    return WebhookTest(
+        at=sent.sent_at,
+        delivered=sent.delivered,
+        status_code=sent.status_code,
+        failure=sent.failure,
+        detail=sent.detail,
+    )
+
+
+def last_webhook_test(services: Services, org_id: UUID) -> WebhookTest | None:
+    """The organisation's newest test delivery, from the trail (`webhook.tested`)."""
+    found = services.events.trail(EventFilter(org_id=org_id, kind=TEST_EVENT, limit=1)).events
+    if not found:
+        return None
+    data = found[0].data
+    return WebhookTest(
+        at=found[0].at,
+        delivered=bool(data.get("delivered")),
+        status_code=data.get("status_code"),
+        failure=data.get("failure"),
+        detail=data.get("detail"),
+    )
 
 
 # The forecast and the nights
