@@ -12,6 +12,8 @@
     web.py              shared by every page: context, rendering, security headers
     signin_routes.py    sign in/out, the language menu;  customer_routes.py, operator_routes.py
     progress_routes.py  a manual update's progress page and its JSON (polled by static/progress.js)
+    release_routes.py, credential_routes.py    the operators' releases and credentials
+    fleet.py            the fleet by version (agents per version per pair) as a picture
     templates/ static/ locales/    Jinja2 pages, CSS and the one small script, the .po catalogs
 
 `mount_panel(app)` adds the routes under /panel/ and the static files; docs/panel.md tells more.
@@ -25,9 +27,11 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from control_plane.panel import (
+    credential_routes,
     customer_routes,
     operator_routes,
     progress_routes,
+    release_routes,
     signin_routes,
 )
 from control_plane.panel.web import SESSION_CLOCK_STATE
@@ -48,4 +52,6 @@ def mount_panel(app: FastAPI) -> None:
     app.include_router(customer_routes.router)
     app.include_router(progress_routes.router)
     app.include_router(operator_routes.router)
+    app.include_router(release_routes.router)
+    app.include_router(credential_routes.router)
     app.mount("/panel/static", StaticFiles(directory=STATIC_DIR), name="panel-static")

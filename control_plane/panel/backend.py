@@ -18,17 +18,25 @@ from typing import Any
 from uuid import UUID
 
 from control_plane.accounts.credentials import Audience
-from control_plane.accounts.services import OpenedSession, PanelSession, Principal, actor_of
+from control_plane.accounts.services import (
+    CredentialView,
+    IssuedCredential,
+    OpenedSession,
+    PanelSession,
+    Principal,
+    actor_of,
+)
 from control_plane.agents.services import AgentOverview, AgentPage
 from control_plane.brake.services import BrakeChange, BrakeState
 from control_plane.claims.services import GrantHistory
-from control_plane.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
+from control_plane.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
 from control_plane.events.services import EventFilter, EventView
 from control_plane.events.trail import Actor
 from control_plane.forecast.model import OrgDayForecast, PlatformDayForecast
 from control_plane.notifications.services import NotificationPage, WebhookView
 from control_plane.notifications.test_delivery import TEST_EVENT
 from control_plane.registry import Services
+from control_plane.releases.withdrawal import ReleaseList, WithdrawnRelease
 from control_plane.runs.services import NightOutcomes, RecordedRun
 from control_plane.runs.views import RunView
 from control_plane.settings.services import PlatformSettings
@@ -43,9 +51,13 @@ __all__ = [
     "authenticate",
     "brake",
     "close_session",
+    "credential",
+    "credentials",
     "delete_webhook",
     "find_session",
+    "fleet_versions",
     "grants_per_round",
+    "issue_credential",
     "last_webhook_test",
     "list_agents",
     "manual_run",
@@ -56,7 +68,10 @@ __all__ = [
     "outcomes_per_slot",
     "platform",
     "platform_forecast",
+    "releases",
     "request_update",
+    "revoke_credential",
+    "rotate_credential",
     "save_schedule",
     "save_webhook",
     "send_webhook_test",
@@ -64,6 +79,7 @@ __all__ = [
     "set_brake",
     "update_platform",
     "webhook",
+    "withdraw_release",
 ]
 
 # The timeline shows this many of the agent's newest events.
@@ -324,6 +340,104 @@ def grants_per_round(services: Services, *, since: datetime, until: datetime) ->
 
 def outcomes_per_slot(services: Services, *, since: datetime, until: datetime) -> NightOutcomes:
     return services.runs.outcomes_per_slot(since=since, until=until)
+
+
+# The fleet
+
+
+def fleet_versions(services: Services) -> tuple[list[str | None], dict[str, set[str]]]:
+    """Every live agent's reported version, and the pairs ("channel/platform") each version was
+    published for. One query per organisation: an operator's page, loaded now and then."""
+    orgs = {
+        c.org_id
+        for c in services.accounts.list_credentials(
+            audience=Audience.PANEL, include_revoked=True
+        ).credentials
+        if c.org_id is not None
+    }
+    versions: list[str | None] = []
+    for org_id in sorted(orgs):
+        versions.extend(agent.version for agent in services.agents.list_agents(org_id).agents)
+    pairs: dict[str, set[str]] = {}
+    for track in services.releases.list().tracks:
+        for entry in track.releases:
+            pairs.setdefault(entry.version, set()).add(f"{track.channel}/{track.platform}")
+    return versions, pairs
+
+
+# Releases
+
+
+def releases(services: Services) -> ReleaseList:
+    return services.releases.list()
+
+
+def withdraw_release(
+    services: Services, release_id: UUID, *, reason: str, actor: Actor, now: datetime
+) -> WithdrawnRelease:
+    try:
+        return services.releases.withdraw(release_id, reason=reason, now=now, actor=actor)
+    except NotFound as exc:
+        raise Missing(str(release_id)) from exc
+    except InvalidInput as exc:
+        raise _refused(exc) from exc
+    except Conflict as exc:
+        raise Refused("release", str(release_id)) from exc
+
+
+# Credentials
+
+
+def credentials(services: Services, *, include_revoked: bool) -> tuple[CredentialView, ...]:
+    """The panel and operator keys (an agent's key is its agent's business: rotated there)."""
+    listed = services.accounts.list_credentials(include_revoked=include_revoked).credentials
+    return tuple(c for c in listed if c.audience is not Audience.AGENT)
+
+
+def credential(services: Services, credential_id: UUID) -> CredentialView:
+    for found in credentials(services, include_revoked=True):
+        if found.id == credential_id:
+            return found
+    raise Missing(str(credential_id))
+
+
+def issue_credential(
+    services: Services,
+    *,
+    audience: Audience,
+    name: str,
+    org_id: UUID | None,
+    actor: Actor,
+    now: datetime,
+) -> IssuedCredential:
+    try:
+        return services.accounts.issue(audience, name=name, org_id=org_id, now=now, actor=actor)
+    except NotFound as exc:
+        raise Refused("org_id", str(org_id)) from exc
+    except InvalidInput as exc:
+        raise _refused(exc) from exc
+
+
+def rotate_credential(
+    services: Services, credential_id: UUID, *, actor: Actor, now: datetime
+) -> IssuedCredential:
+    credential(services, credential_id)  # an agent's key, or none, is missing here
+    try:
+        return services.accounts.rotate(credential_id, now=now, actor=actor)
+    except NotFound as exc:
+        raise Missing(str(credential_id)) from exc
+    except Conflict as exc:
+        raise Refused("credential", str(credential_id)) from exc
+
+
+def revoke_credential(
+    services: Services, credential_id: UUID, *, actor: Actor, now: datetime
+) -> CredentialView:
+    credential(services, credential_id)
+    try:
+        return services.accounts.revoke(credential_id, now=now, actor=actor)
+    except NotFound as exc:
+        raise Missing(str(credential_id)) from exc
 
 
 # The brake

@@ -12,6 +12,7 @@ from markupsafe import Markup
 from control_plane.accounts.credentials import Audience
 from control_plane.panel import backend, wording
 from control_plane.panel.charts import Bar, Series, Stack, stacked_chart
+from control_plane.panel.fleet import fleet_chart, fleet_counts
 from control_plane.panel.web import (
     PREFIX,
     PanelContext,
@@ -21,8 +22,9 @@ from control_plane.panel.web import (
     page,
     redirect,
 )
+from control_plane.runs.services import SlotOutcomes
 
-__all__ = ["router"]
+__all__ = ["operator_of", "router"]
 
 router = APIRouter(prefix=PREFIX + "/operator", include_in_schema=False)
 
@@ -31,11 +33,22 @@ FORECAST_NIGHTS = 3
 LOOK_BACK = timedelta(hours=24)
 # How a slot's runs stack, bottom up: what went well, what is still going, what went wrong.
 OUTCOME_ORDER = ("succeeded", "up_to_date", "claimed", "failed", "rolled_back", "missed")
-MISS_REASONS = ("offline", "throttled", "brake", "unknown")
+MISS_REASONS = (
+    "offline",
+    "throttled",
+    "brake",
+    "platform_unavailable",
+    "held",
+    "release_rolled_back",
+    "release_halted",
+    "unknown",
+)
+# Shown in the legend even when no slot missed for them: the reasons of every night.
+ALWAYS_SHOWN = frozenset({"offline", "throttled", "brake", "unknown"})
 MAX_REASON = 500
 
 
-def _operator(request: Request) -> PanelContext | Response:
+def operator_of(request: Request) -> PanelContext | Response:
     ctx = context_of(request)
     if ctx.session is None:
         return redirect(f"{PREFIX}/sign-in")
@@ -120,23 +133,35 @@ def _past_charts(ctx: PanelContext) -> list[Markup]:
         number=number,
     )
     missed = [slot for slot in outcomes if slot.missed_by_reason]
+    reasons = _miss_reasons(outcomes)
     miss_chart = stacked_chart(
         [
             Stack(
                 label=ctx.lang.time_with_zone(slot.slot_at, zone),
-                parts=tuple(slot.missed_by_reason.get(reason, 0) for reason in MISS_REASONS),
+                parts=tuple(slot.missed_by_reason.get(reason, 0) for reason in reasons),
             )
             for slot in missed
         ],
         series=[
-            Series(legend=wording.miss_reason(ctx.lang, reason), css=f"chart-miss-{reason}")
-            for reason in MISS_REASONS
+            Series(
+                legend=wording.miss_reason(ctx.lang, reason),
+                css="chart-miss-" + reason.replace("_", "-"),
+            )
+            for reason in reasons
         ],
         title=ctx.lang.gettext("Missed updates by reason in the last 24 hours"),
         empty_text=ctx.lang.gettext("No update was missed in the last 24 hours."),
         number=number,
     )
     return [grant_chart, outcome_chart, miss_chart]
+
+
+def _miss_reasons(outcomes: tuple[SlotOutcomes, ...]) -> tuple[str, ...]:
+    """The first milestone's reasons always, a newer one when the data holds it, then any reason
+    the panel does not know (worded "reason unknown" rather than left out of the picture)."""
+    found = {reason for slot in outcomes for reason in slot.missed_by_reason}
+    known = tuple(r for r in MISS_REASONS if r in ALWAYS_SHOWN or r in found)
+    return known + tuple(sorted(found - set(MISS_REASONS)))
 
 
 def _overview(
@@ -155,6 +180,7 @@ def _overview(
         platform=backend.platform(ctx.services),
         charts=_night_charts(ctx),
         past_charts=_past_charts(ctx),
+        fleet_chart=fleet_chart(ctx.lang, fleet_counts(*backend.fleet_versions(ctx.services))),
         brake_error=brake_error,
         settings_error=settings_error,
         saved=saved,
@@ -163,7 +189,7 @@ def _overview(
 
 @router.get("")
 def overview(request: Request, saved: str | None = None) -> Response:
-    ctx = _operator(request)
+    ctx = operator_of(request)
     if isinstance(ctx, Response):
         return ctx
     return _overview(ctx, saved=saved if saved in {"brake", "settings"} else None)
@@ -176,7 +202,7 @@ def set_brake(
     engaged: Annotated[str, Form()] = "0",
     reason: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
-    ctx = _operator(request)
+    ctx = operator_of(request)
     if isinstance(ctx, Response):
         return ctx
     if not csrf_ok(ctx, csrf):
@@ -205,7 +231,7 @@ def save_settings(
     org_cap: Annotated[str, Form(max_length=10)] = "",
     global_cap: Annotated[str, Form(max_length=10)] = "",
 ) -> Response:
-    ctx = _operator(request)
+    ctx = operator_of(request)
     if isinstance(ctx, Response):
         return ctx
     if not csrf_ok(ctx, csrf):

@@ -27,6 +27,7 @@ __all__ = [
     "is_online",
     "miss_reason",
     "outcome_reason",
+    "release_stage",
     "run_line",
     "schedule_problem_text",
     "seen_text",
@@ -355,6 +356,19 @@ def webhook_test_text(lang: Language, test: WebhookTest) -> str:
     if test.failure == "timeout":
         return lang.gettext("The test did not arrive: your address did not answer in time.")
     return lang.gettext("The test did not arrive: no connection could be made to your address.")
+
+
+def release_stage(lang: Language, stage: str | None, halted_reason: str | None = None) -> str:
+    """A release's stage (canary → everyone) and halt, from the releases domain's fields."""
+    if halted_reason:
+        return lang.gettext("halted: %(reason)s", reason=halted_reason)
+    if stage == "canary":
+        return lang.gettext("canary (a first few agents)")
+    if stage == "everyone":
+        return lang.gettext("everyone")
+    if stage == "halted":
+        return lang.gettext("halted")
+    return "—"
 
 
 def catch_up_text(lang: Language, minutes: int) -> str:
