@@ -9,6 +9,7 @@ words ready (`wording.release_stage`); the template shows them from the release 
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlencode
 from uuid import UUID
 
 from fastapi import APIRouter, Form, Request
@@ -101,4 +102,4 @@ def withdraw(
         return page(ctx, "not_found.html", status_code=404)
     except backend.Refused:
         return _releases_page(ctx, status_code=409, error_release=parsed)
-    return redirect(f"{PREFIX}/operator/releases?withdrawn={done.version}")
+    return redirect(f"{PREFIX}/operator/releases?" + urlencode({"withdrawn": done.version}))

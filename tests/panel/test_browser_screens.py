@@ -87,10 +87,9 @@ def test_every_customer_screen(
     runs = page.locator(".runs").inner_text()
     assert lang.gettext("missed: %(reason)s", reason=lang.gettext("offline")) in runs
     page.get_by_role("button", name=lang.gettext("Update now")).click()
-    requested = (
-        "The update is requested. The agent starts it at its next check-in, within a minute or two."
-    )
-    page.get_by_text(lang.gettext(requested)).wait_for()
+    # The click leads to the update's own page, which follows it to its outcome.
+    page.get_by_role("heading", name=lang.gettext("Update of %(name)s", name="web-01")).wait_for()
+    page.get_by_role("link", name=lang.gettext("Back to %(name)s", name="web-01")).click()
     assert lang.gettext("waiting for the agent") in page.locator(".runs").inner_text()
     assert lang.gettext("Someone in your organisation asked for an update now.") in (
         page.locator(".timeline").inner_text()

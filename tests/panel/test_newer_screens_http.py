@@ -11,10 +11,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import psycopg
-import pytest
 
 from tests.conftest import RunningControlPlane
-from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client, spring_clock
+from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
 from tests.panel.operator_support import (
     agent_reports,
     publish_releases,
@@ -23,23 +22,6 @@ from tests.panel.operator_support import (
 )
 
 SPRING = datetime(2027, 3, 26, 11, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def loopback_world(control_plane_server: Callable[..., RunningControlPlane]) -> PanelWorld:
-    """A world whose operator allowed webhooks to 127.0.0.0/8 (the receiver runs here)."""
-    server = control_plane_server(
-        fake_clock=spring_clock(), args=["--webhook-allow-network", "127.0.0.0/8"]
-    )
-    org = server.create_org("Acme")
-    agent = server.enroll_agent(org["org_id"], "web-01")
-    return PanelWorld(
-        server=server,
-        org_id=org["org_id"],
-        panel_key=org["panel_key"],
-        agent_id=agent["agent_id"],
-        agent_key=agent["agent_key"],
-    )
 
 
 def test_a_test_delivery_arrives_signed_and_is_recorded(loopback_world: PanelWorld) -> None:
