@@ -115,7 +115,7 @@ def agent_reports(world: PanelWorld, version: str) -> None:
         )
         conn.execute(
             "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, version,"
-            " created_at, finished_at) VALUES (%s, %s, 'schedule', '2027-03-26T03:00',"
-            " '2027-03-26T02:00Z', 'succeeded', %s, '2027-03-26T02:00Z', '2027-03-26T02:05Z')",
+            " created_at, finished_at) VALUES (%s, %s, 'schedule', '2027-03-23T03:00',"
+            " '2027-03-23T02:00Z', 'succeeded', %s, '2027-03-26T10:00Z', '2027-03-26T10:05Z')",
             [world.agent_id, world.org_id, version],
         )

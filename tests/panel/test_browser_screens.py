@@ -12,6 +12,7 @@ import pytest
 
 from control_plane.panel.i18n import Language
 from tests.panel.conftest import PanelWorld, check_accessibility, doc_screenshot
+from tests.panel.operator_support import agent_reports, publish_releases
 
 
 def _seed_history(world: PanelWorld) -> None:
@@ -143,10 +144,21 @@ def test_operator_screens_and_the_brakes_required_reason(
     panel_world: PanelWorld, new_page: Callable[..., Any]
 ) -> None:
     lang = Language("en")
+    _seed_history(panel_world)
+    # A small fleet on two versions, for the fleet-by-version picture.
+    publish_releases(panel_world, ("1.5.0", 42), ("1.6.0", 43))
+    agent_reports(panel_world, "1.6.0")
+    for number in range(2, 5):
+        panel_world.server.enroll_agent(panel_world.org_id, f"web-0{number}")
+    with psycopg.connect(panel_world.server.database_url) as conn:
+        conn.execute(
+            "UPDATE agents SET current_version = '1.5.0' WHERE name IN ('web-02', 'web-03')"
+        )
     key = panel_world.server.create_operator_key()
     page = new_page("en-GB")
     _sign_in(page, panel_world, lang, key)
     page.get_by_role("heading", name=lang.gettext("Operations")).wait_for()
+    assert page.locator('section[aria-labelledby="fleet-heading"] svg.chart').count() == 1
     check_accessibility(page)
     page.get_by_role("button", name=lang.gettext("Engage the brake")).click()
     assert page.locator("#reason").get_attribute("aria-invalid") == "true"
