@@ -390,8 +390,15 @@ def withdraw_release(
 
 def credentials(services: Services, *, include_revoked: bool) -> tuple[CredentialView, ...]:
     """The panel and operator keys (an agent's key is its agent's business: rotated there)."""
-    listed = services.accounts.list_credentials(include_revoked=include_revoked).credentials
-    return tuple(c for c in listed if c.audience is not Audience.AGENT)
+    # Asked per audience: the agents' keys (one per agent, tens of thousands) are never read.
+    listed: list[CredentialView] = []
+    for audience in (Audience.OPERATOR, Audience.PANEL):
+        listed.extend(
+            services.accounts.list_credentials(
+                audience=audience, include_revoked=include_revoked
+            ).credentials
+        )
+    return tuple(sorted(listed, key=lambda c: (c.created_at, str(c.id))))
 
 
 def credential(services: Services, credential_id: UUID) -> CredentialView:

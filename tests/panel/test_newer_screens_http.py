@@ -272,3 +272,63 @@ def test_a_session_runs_on_real_time_on_a_fast_clock(
         time.sleep(1.0)  # one real second: an hour on this clock, twice the idle limit
         still = client.get("/panel/agents")
     assert still.status_code == 200, still.headers.get("location")
+
+
+def _post_forms(html: str) -> list[str]:
+    return re.findall(r'<form method="post"[^>]*>.*?</form>', html, flags=re.DOTALL)
+
+
+def test_every_form_of_the_newer_screens_carries_its_csrf_token(panel_world: PanelWorld) -> None:
+    publish_releases(panel_world, ("1.5.0", 42))
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        set_webhook(panel_world, "https://example.test/hook")
+        agent = f"/panel/agents/{panel_world.agent_id}"
+        token = csrf_of(client.get(agent).text)
+        progress = client.post(f"{agent}/update", data={"csrf": token}).headers["location"]
+        customer_pages = [client.get(path).text for path in (agent, progress, "/panel/webhook")]
+    key = panel_world.server.create_operator_key()
+    with sign_in_client(panel_world, key) as client:
+        credentials = client.get("/panel/operator/credentials").text
+        revoke = re.search(
+            r'href="(/panel/operator/credentials/[0-9a-f-]{36}/revoke)"', credentials
+        )
+        assert revoke is not None
+        operator_pages = [
+            client.get("/panel/operator").text,
+            client.get("/panel/operator/releases").text,
+            credentials,
+            client.get(revoke.group(1)).text,
+        ]
+    forms = [form for html in customer_pages + operator_pages for form in _post_forms(html)]
+    assert len(forms) >= 10
+    for form in forms:
+        assert re.search(r'<input type="hidden" name="csrf" value="[^"]+">', form), form[:200]
+
+
+def test_issuing_and_rotating_a_key_refuse_a_forged_form(panel_world: PanelWorld) -> None:
+    key = panel_world.server.create_operator_key()
+    with sign_in_client(panel_world, key) as client:
+        page = client.get("/panel/operator/credentials").text
+        rotate = re.search(r'action="(/panel/operator/credentials/[0-9a-f-]{36}/rotate)"', page)
+        assert rotate is not None
+        issued = client.post(
+            "/panel/operator/credentials",
+            data={"csrf": "forged", "audience": "operator", "name": "mallory"},
+        )
+        rotated = client.post(rotate.group(1), data={"csrf": "forged"})
+        after = client.get("/panel/operator/credentials").text
+    assert issued.status_code == 403 and rotated.status_code == 403
+    assert "mallory" not in after and "nwo_" not in rotated.text
+
+
+def test_the_progress_poll_of_a_signed_out_reader_is_a_status_not_a_page(
+    panel_world: PanelWorld,
+) -> None:
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        agent = f"/panel/agents/{panel_world.agent_id}"
+        token = csrf_of(client.get(agent).text)
+        run = _run_id(client.post(f"{agent}/update", data={"csrf": token}).headers["location"])
+    with panel_world.client() as stranger:
+        answer = stranger.get(f"{agent}/updates/{run}.json")
+    assert answer.status_code == 401
+    assert answer.headers["content-type"] == "application/json"
