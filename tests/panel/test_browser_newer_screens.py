@@ -161,7 +161,15 @@ def _tab_to(page: Any, element_id: str, limit: int = 80) -> None:
     raise AssertionError(f"Tab never reached #{element_id}")
 
 
-def test_withdraw_and_issue_a_key_with_the_keyboard_alone(
+def _tab_to_text(page: Any, text: str, limit: int = 120) -> None:
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement && document.activeElement.innerText") == text:
+            return
+    raise AssertionError(f"Tab never reached {text!r}")
+
+
+def test_withdraw_issue_and_revoke_a_key_with_the_keyboard_alone(
     panel_world: PanelWorld, new_page: Callable[..., Any]
 ) -> None:
     lang = Language("en")
@@ -185,3 +193,32 @@ def test_withdraw_and_issue_a_key_with_the_keyboard_alone(
     page.keyboard.type("night shift")
     page.keyboard.press("Enter")
     assert page.locator("#new-secret code").inner_text().startswith("nwo_")
+    _tab_to_text(page, lang.gettext("Revoke %(name)s…", name="night shift"))
+    page.keyboard.press("Enter")
+    page.get_by_role(
+        "heading", name=lang.gettext("Revoke %(name)s?", name="night shift")
+    ).wait_for()
+    _tab_to_text(page, lang.gettext("Yes, revoke %(name)s", name="night shift"))
+    page.keyboard.press("Enter")
+    page.get_by_role("status").filter(
+        has_text=lang.gettext("The key is revoked: it is refused from now on.")
+    ).wait_for()
+
+
+def test_a_test_delivery_with_the_keyboard_alone(
+    loopback_world: PanelWorld, new_page: Callable[..., Any]
+) -> None:
+    lang = Language("en")
+    page = new_page("en-GB")
+    page.goto(loopback_world.url)
+    _tab_to(page, "key")
+    page.keyboard.type(loopback_world.panel_key)
+    page.keyboard.press("Enter")
+    page.get_by_role("heading", name=lang.gettext("Agents")).wait_for()
+    with webhook_receiver(204, now=SPRING) as receiver:
+        set_webhook(loopback_world, receiver.url)
+        page.goto(loopback_world.url + "webhook")
+        _tab_to_text(page, lang.gettext("Send a test delivery"))
+        page.keyboard.press("Enter")
+        page.locator("#test-result").wait_for()
+        assert len(receiver.received) == 1
