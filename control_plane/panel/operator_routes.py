@@ -82,7 +82,15 @@ def _night_charts(ctx: PanelContext) -> list[Markup]:
     return charts
 
 
-def _outcome_series(ctx: PanelContext) -> list[Series]:
+def _outcome_statuses(outcomes: tuple[SlotOutcomes, ...]) -> tuple[str, ...]:
+    """The usual statuses always; `unauthorised` (a switch after its permission ended) and any
+    status the panel does not know only when a slot holds them."""
+    found = {status for slot in outcomes for status in slot.counts}
+    extra = tuple(sorted(found - set(OUTCOME_ORDER) - {"unauthorised"}))
+    return OUTCOME_ORDER + (("unauthorised",) if "unauthorised" in found else ()) + extra
+
+
+def _outcome_series(ctx: PanelContext, statuses: tuple[str, ...]) -> list[Series]:
     legends = {
         "succeeded": ctx.lang.gettext("updated"),
         "up_to_date": ctx.lang.gettext("already up to date"),
@@ -90,10 +98,14 @@ def _outcome_series(ctx: PanelContext) -> list[Series]:
         "failed": ctx.lang.gettext("failed"),
         "rolled_back": ctx.lang.gettext("rolled back"),
         "missed": ctx.lang.gettext("missed"),
+        "unauthorised": ctx.lang.gettext("switched without permission"),
     }
     return [
-        Series(legend=legends[status], css="chart-" + status.replace("_", "-"))
-        for status in OUTCOME_ORDER
+        Series(
+            legend=legends.get(status) or ctx.lang.gettext("unknown state"),
+            css="chart-" + status.replace("_", "-"),
+        )
+        for status in statuses
     ]
 
 
@@ -119,15 +131,16 @@ def _past_charts(ctx: PanelContext) -> list[Markup]:
         empty_text=ctx.lang.gettext("No update was granted in the last 24 hours."),
         number=number,
     )
+    statuses = _outcome_statuses(outcomes)
     outcome_chart = stacked_chart(
         [
             Stack(
                 label=ctx.lang.time_with_zone(slot.slot_at, zone),
-                parts=tuple(slot.counts.get(status, 0) for status in OUTCOME_ORDER),
+                parts=tuple(slot.counts.get(status, 0) for status in statuses),
             )
             for slot in outcomes
         ],
-        series=_outcome_series(ctx),
+        series=_outcome_series(ctx, statuses),
         title=ctx.lang.gettext("Outcomes per slot in the last 24 hours"),
         empty_text=ctx.lang.gettext("No update slot in the last 24 hours."),
         number=number,
