@@ -37,6 +37,8 @@ def update_progress_json(request: Request, agent_id: str, run_id: str) -> Respon
     who = customer_of(request)
     if isinstance(who, Response):
         # A script's poll gets a status, not a page: it stops and leaves the page as it is.
+        if who.status_code == 404:  # signed in, but not as a customer
+            return with_headers(JSONResponse({"detail": "not found"}, status_code=404))
         return with_headers(JSONResponse({"detail": "signed out"}, status_code=401))
     ctx, org_id = who
     found = _found(ctx, org_id, agent_id, run_id)
