@@ -26,6 +26,7 @@ from control_plane.forecast.services import ForecastService
 from control_plane.metrics.services import MetricsService
 from control_plane.notifications.addresses import WebhookAddressPolicy
 from control_plane.notifications.services import NotificationService, WebhookSettingsService
+from control_plane.notifications.test_delivery import WebhookTestService
 from control_plane.releases.services import ReleaseService
 from control_plane.runs.services import RunService
 from control_plane.settings.services import SettingsService
@@ -59,6 +60,7 @@ class Services:
     metrics: MetricsService
     webhook_policy: WebhookAddressPolicy  # where webhooks may point; the worker's sender too
     replica: str  # names this process in the worker's progress row and in the metrics
+    webhook_tests: WebhookTestService  # the panel's "send a test delivery", by the same policy
 
 
 def build_services(
@@ -90,4 +92,5 @@ def build_services(
         metrics=MetricsService(pool, refusals, identity),
         webhook_policy=addresses,
         replica=identity,
+        webhook_tests=WebhookTestService(pool, addresses),
     )

@@ -4,11 +4,16 @@
                         the sign-in sessions are the accounts domain's `SessionService`
     csrf.py             the forms' CSRF tokens (derived from the session's secret)
     i18n.py             the nine languages: catalogs compiled at start, choice, CLDR formatting
-    wording.py          the core's facts (problems, DST kinds, run states, events) said per language
+    wording.py          the core's facts (problems, DST kinds, run states, reasons, events) said
+                        per language
+    progress.py         a manual update's steps, from the click to the outcome
     schedule_editor.py  the editor's rows, the problem next to its row, the preview of the nights
     charts.py           SVG pictures drawn on the server
     web.py              shared by every page: context, rendering, security headers
     signin_routes.py    sign in/out, the language menu;  customer_routes.py, operator_routes.py
+    progress_routes.py  a manual update's progress page and its JSON (polled by static/progress.js)
+    release_routes.py, credential_routes.py    the operators' releases and credentials
+    fleet.py            the fleet by version (agents per version per pair) as a picture
     templates/ static/ locales/    Jinja2 pages, CSS and the one small script, the .po catalogs
 
 `mount_panel(app)` adds the routes under /panel/ and the static files; docs/panel.md tells more.
@@ -21,7 +26,16 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from control_plane.panel import customer_routes, operator_routes, signin_routes
+from control_plane.panel import (
+    credential_routes,
+    customer_routes,
+    operator_routes,
+    progress_routes,
+    release_routes,
+    signin_routes,
+)
+from control_plane.panel.web import SESSION_CLOCK_STATE
+from ground.clock import SystemClock
 
 __all__ = ["STATIC_DIR", "mount_panel"]
 
@@ -29,7 +43,15 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
 def mount_panel(app: FastAPI) -> None:
+    # Sessions measure a person's attention, which runs on real time: on the demo's fast clock
+    # (60x) thirty idle product minutes would pass in thirty seconds, so `demo --keep` would sign
+    # its reader out while they read. Only the sessions read this clock; every page still shows
+    # and acts at the product's instant (`request.state.now`).
+    setattr(app.state, SESSION_CLOCK_STATE, SystemClock())
     app.include_router(signin_routes.router)
     app.include_router(customer_routes.router)
+    app.include_router(progress_routes.router)
     app.include_router(operator_routes.router)
+    app.include_router(release_routes.router)
+    app.include_router(credential_routes.router)
     app.mount("/panel/static", StaticFiles(directory=STATIC_DIR), name="panel-static")

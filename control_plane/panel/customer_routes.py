@@ -25,14 +25,14 @@ from control_plane.panel.web import (
     redirect,
 )
 
-__all__ = ["router"]
+__all__ = ["customer_of", "parse_id", "router"]
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
 Csrf = Annotated[str, Form(max_length=200)]
 
 
-def _customer(request: Request) -> tuple[PanelContext, UUID] | Response:
+def customer_of(request: Request) -> tuple[PanelContext, UUID] | Response:
     """The request's context and organisation, or the answer for a reader who may not be here."""
     ctx = context_of(request)
     if ctx.session is None:
@@ -43,7 +43,7 @@ def _customer(request: Request) -> tuple[PanelContext, UUID] | Response:
     return ctx, ctx.session.org_id
 
 
-def _agent_id(text: str) -> UUID | None:
+def parse_id(text: str) -> UUID | None:
     try:
         return UUID(text)
     except ValueError:
@@ -52,7 +52,7 @@ def _agent_id(text: str) -> UUID | None:
 
 @router.get("/agents")
 def agents(request: Request) -> Response:
-    who = _customer(request)
+    who = customer_of(request)
     if isinstance(who, Response):
         return who
     ctx, org_id = who
@@ -104,11 +104,11 @@ def _agent_page(
 
 @router.get("/agents/{agent_id}")
 def agent(request: Request, agent_id: str, saved: int = 0, requested: int = 0) -> Response:
-    who = _customer(request)
+    who = customer_of(request)
     if isinstance(who, Response):
         return who
     ctx, org_id = who
-    parsed = _agent_id(agent_id)
+    parsed = parse_id(agent_id)
     if parsed is None:
         return page(ctx, "not_found.html", status_code=404)
     return _agent_page(ctx, org_id, parsed, saved=bool(saved), requested=bool(requested))
@@ -124,11 +124,11 @@ def save_schedule(
     action: Annotated[str, Form()] = "save",
     remove: Annotated[int | None, Form()] = None,
 ) -> Response:
-    who = _customer(request)
+    who = customer_of(request)
     if isinstance(who, Response):
         return who
     ctx, org_id = who
-    parsed = _agent_id(agent_id)
+    parsed = parse_id(agent_id)
     if parsed is None:
         return page(ctx, "not_found.html", status_code=404)
     if not csrf_ok(ctx, csrf):
@@ -176,7 +176,7 @@ def schedule_preview(
     enabled: str | None = None,
 ) -> Response:
     """The preview alone, for the editor's live update while typing (read-only, so a GET)."""
-    who = _customer(request)
+    who = customer_of(request)
     if isinstance(who, Response):
         return who
     ctx, _ = who
@@ -194,26 +194,29 @@ def schedule_preview(
 
 @router.post("/agents/{agent_id}/update")
 def update_now(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
-    who = _customer(request)
+    who = customer_of(request)
     if isinstance(who, Response):
         return who
     ctx, org_id = who
-    parsed = _agent_id(agent_id)
+    parsed = parse_id(agent_id)
     if parsed is None:
         return page(ctx, "not_found.html", status_code=404)
     if not csrf_ok(ctx, csrf):
         return page(ctx, "refused.html", status_code=403)
     assert ctx.session is not None
     try:
-        backend.request_update(ctx.services, org_id, parsed, ctx.session.credential_id, now=ctx.now)
+        recorded = backend.request_update(
+            ctx.services, org_id, parsed, ctx.session.credential_id, now=ctx.now
+        )
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
-    return redirect(f"{PREFIX}/agents/{parsed}?requested=1#runs")
+    # The reader follows the update on its own page (a second click joins the same request).
+    return redirect(f"{PREFIX}/agents/{parsed}/updates/{recorded.run.run_id}")
 
 
 @router.get("/notifications")
 def notifications(request: Request) -> Response:
-    who = _customer(request)
+    who = customer_of(request)
     if isinstance(who, Response):
         return who
     ctx, org_id = who
@@ -236,11 +239,11 @@ def mark_notification(
     csrf: Csrf = "",
     read: Annotated[str, Form()] = "1",
 ) -> Response:
-    who = _customer(request)
+    who = customer_of(request)
     if isinstance(who, Response):
         return who
     ctx, org_id = who
-    parsed = _agent_id(notification_id)
+    parsed = parse_id(notification_id)
     if parsed is None:
         return page(ctx, "not_found.html", status_code=404)
     if not csrf_ok(ctx, csrf):
@@ -261,8 +264,10 @@ def _webhook_page(
     secret_shown: str | None = None,
     status_code: int = 200,
     saved: bool = False,
+    tested: backend.WebhookTest | None = None,
 ) -> Response:
     current = backend.webhook(ctx.services, org_id)
+    last_test = tested or (backend.last_webhook_test(ctx.services, org_id) if current else None)
     return page(
         ctx,
         "webhook.html",
@@ -272,12 +277,15 @@ def _webhook_page(
         error_field=error_field,
         secret_shown=secret_shown,
         saved=saved,
+        last_test=last_test,
+        test_text=wording.webhook_test_text(ctx.lang, last_test) if last_test else None,
+        zone=backend.platform(ctx.services).zone,
     )
 
 
 @router.get("/webhook")
 def webhook(request: Request) -> Response:
-    who = _customer(request)
+    who = customer_of(request)
     if isinstance(who, Response):
         return who
     ctx, org_id = who
@@ -292,7 +300,7 @@ def save_webhook(
     secret: Annotated[str, Form(max_length=300)] = "",
     action: Annotated[str, Form()] = "save",
 ) -> Response:
-    who = _customer(request)
+    who = customer_of(request)
     if isinstance(who, Response):
         return who
     ctx, org_id = who
@@ -308,9 +316,28 @@ def save_webhook(
     return _webhook_page(ctx, org_id, secret_shown=generated, saved=True)
 
 
+@router.post("/webhook/test")
+def test_webhook(request: Request, csrf: Csrf = "") -> Response:
+    """Send a signed test delivery now and show what came of it (also recorded in the trail)."""
+    who = customer_of(request)
+    if isinstance(who, Response):
+        return who
+    ctx, org_id = who
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    assert ctx.session is not None
+    try:
+        tested = backend.send_webhook_test(
+            ctx.services, org_id, actor=backend.session_actor(ctx.session), now=ctx.now
+        )
+    except backend.Missing:
+        return _webhook_page(ctx, org_id, status_code=409)
+    return _webhook_page(ctx, org_id, tested=tested)
+
+
 @router.get("/forecast")
 def forecast(request: Request) -> Response:
-    who = _customer(request)
+    who = customer_of(request)
     if isinstance(who, Response):
         return who
     ctx, org_id = who

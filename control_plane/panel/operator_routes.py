@@ -12,6 +12,7 @@ from markupsafe import Markup
 from control_plane.accounts.credentials import Audience
 from control_plane.panel import backend, wording
 from control_plane.panel.charts import Bar, Series, Stack, stacked_chart
+from control_plane.panel.fleet import fleet_chart, fleet_counts
 from control_plane.panel.web import (
     PREFIX,
     PanelContext,
@@ -21,8 +22,9 @@ from control_plane.panel.web import (
     page,
     redirect,
 )
+from control_plane.runs.services import SlotOutcomes
 
-__all__ = ["router"]
+__all__ = ["operator_of", "router"]
 
 router = APIRouter(prefix=PREFIX + "/operator", include_in_schema=False)
 
@@ -31,11 +33,22 @@ FORECAST_NIGHTS = 3
 LOOK_BACK = timedelta(hours=24)
 # How a slot's runs stack, bottom up: what went well, what is still going, what went wrong.
 OUTCOME_ORDER = ("succeeded", "up_to_date", "claimed", "failed", "rolled_back", "missed")
-MISS_REASONS = ("offline", "throttled", "brake", "unknown")
+MISS_REASONS = (
+    "offline",
+    "throttled",
+    "brake",
+    "platform_unavailable",
+    "held",
+    "release_rolled_back",
+    "release_halted",
+    "unknown",
+)
+# Shown in the legend even when no slot missed for them: the reasons of every night.
+ALWAYS_SHOWN = frozenset({"offline", "throttled", "brake", "unknown"})
 MAX_REASON = 500
 
 
-def _operator(request: Request) -> PanelContext | Response:
+def operator_of(request: Request) -> PanelContext | Response:
     ctx = context_of(request)
     if ctx.session is None:
         return redirect(f"{PREFIX}/sign-in")
@@ -69,7 +82,15 @@ def _night_charts(ctx: PanelContext) -> list[Markup]:
     return charts
 
 
-def _outcome_series(ctx: PanelContext) -> list[Series]:
+def _outcome_statuses(outcomes: tuple[SlotOutcomes, ...]) -> tuple[str, ...]:
+    """The usual statuses always; `unauthorised` (a switch after its permission ended) and any
+    status the panel does not know only when a slot holds them."""
+    found = {status for slot in outcomes for status in slot.counts}
+    extra = tuple(sorted(found - set(OUTCOME_ORDER) - {"unauthorised"}))
+    return OUTCOME_ORDER + (("unauthorised",) if "unauthorised" in found else ()) + extra
+
+
+def _outcome_series(ctx: PanelContext, statuses: tuple[str, ...]) -> list[Series]:
     legends = {
         "succeeded": ctx.lang.gettext("updated"),
         "up_to_date": ctx.lang.gettext("already up to date"),
@@ -77,10 +98,14 @@ def _outcome_series(ctx: PanelContext) -> list[Series]:
         "failed": ctx.lang.gettext("failed"),
         "rolled_back": ctx.lang.gettext("rolled back"),
         "missed": ctx.lang.gettext("missed"),
+        "unauthorised": ctx.lang.gettext("switched without permission"),
     }
     return [
-        Series(legend=legends[status], css="chart-" + status.replace("_", "-"))
-        for status in OUTCOME_ORDER
+        Series(
+            legend=legends.get(status) or ctx.lang.gettext("unknown state"),
+            css="chart-" + status.replace("_", "-"),
+        )
+        for status in statuses
     ]
 
 
@@ -106,37 +131,50 @@ def _past_charts(ctx: PanelContext) -> list[Markup]:
         empty_text=ctx.lang.gettext("No update was granted in the last 24 hours."),
         number=number,
     )
+    statuses = _outcome_statuses(outcomes)
     outcome_chart = stacked_chart(
         [
             Stack(
                 label=ctx.lang.time_with_zone(slot.slot_at, zone),
-                parts=tuple(slot.counts.get(status, 0) for status in OUTCOME_ORDER),
+                parts=tuple(slot.counts.get(status, 0) for status in statuses),
             )
             for slot in outcomes
         ],
-        series=_outcome_series(ctx),
+        series=_outcome_series(ctx, statuses),
         title=ctx.lang.gettext("Outcomes per slot in the last 24 hours"),
         empty_text=ctx.lang.gettext("No update slot in the last 24 hours."),
         number=number,
     )
     missed = [slot for slot in outcomes if slot.missed_by_reason]
+    reasons = _miss_reasons(outcomes)
     miss_chart = stacked_chart(
         [
             Stack(
                 label=ctx.lang.time_with_zone(slot.slot_at, zone),
-                parts=tuple(slot.missed_by_reason.get(reason, 0) for reason in MISS_REASONS),
+                parts=tuple(slot.missed_by_reason.get(reason, 0) for reason in reasons),
             )
             for slot in missed
         ],
         series=[
-            Series(legend=wording.miss_reason(ctx.lang, reason), css=f"chart-miss-{reason}")
-            for reason in MISS_REASONS
+            Series(
+                legend=wording.miss_reason(ctx.lang, reason),
+                css="chart-miss-" + reason.replace("_", "-"),
+            )
+            for reason in reasons
         ],
         title=ctx.lang.gettext("Missed updates by reason in the last 24 hours"),
         empty_text=ctx.lang.gettext("No update was missed in the last 24 hours."),
         number=number,
     )
     return [grant_chart, outcome_chart, miss_chart]
+
+
+def _miss_reasons(outcomes: tuple[SlotOutcomes, ...]) -> tuple[str, ...]:
+    """The first milestone's reasons always, a newer one when the data holds it, then any reason
+    the panel does not know (worded "reason unknown" rather than left out of the picture)."""
+    found = {reason for slot in outcomes for reason in slot.missed_by_reason}
+    known = tuple(r for r in MISS_REASONS if r in ALWAYS_SHOWN or r in found)
+    return known + tuple(sorted(found - set(MISS_REASONS)))
 
 
 def _overview(
@@ -155,6 +193,7 @@ def _overview(
         platform=backend.platform(ctx.services),
         charts=_night_charts(ctx),
         past_charts=_past_charts(ctx),
+        fleet_chart=fleet_chart(ctx.lang, fleet_counts(*backend.fleet_versions(ctx.services))),
         brake_error=brake_error,
         settings_error=settings_error,
         saved=saved,
@@ -163,7 +202,7 @@ def _overview(
 
 @router.get("")
 def overview(request: Request, saved: str | None = None) -> Response:
-    ctx = _operator(request)
+    ctx = operator_of(request)
     if isinstance(ctx, Response):
         return ctx
     return _overview(ctx, saved=saved if saved in {"brake", "settings"} else None)
@@ -176,7 +215,7 @@ def set_brake(
     engaged: Annotated[str, Form()] = "0",
     reason: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
-    ctx = _operator(request)
+    ctx = operator_of(request)
     if isinstance(ctx, Response):
         return ctx
     if not csrf_ok(ctx, csrf):
@@ -205,7 +244,7 @@ def save_settings(
     org_cap: Annotated[str, Form(max_length=10)] = "",
     global_cap: Annotated[str, Form(max_length=10)] = "",
 ) -> Response:
-    ctx = _operator(request)
+    ctx = operator_of(request)
     if isinstance(ctx, Response):
         return ctx
     if not csrf_ok(ctx, csrf):

@@ -97,7 +97,7 @@ def sign_in(
                 "This key is not a panel or operator key we know, or it was revoked."
             ),
         )
-    opened = backend.open_session(ctx.services, who, now=ctx.now)
+    opened = backend.open_session(ctx.services, who, now=ctx.session_now)
     response = redirect(
         f"{PREFIX}/operator" if who.audience is Audience.OPERATOR else f"{PREFIX}/agents"
     )

@@ -23,9 +23,11 @@ from control_plane.panel.charts import Bar, bar_chart
 from control_plane.panel.csrf import csrf_token_for, tokens_match
 from control_plane.panel.i18n import LANGUAGES, Language, choose_language, language_names
 from control_plane.registry import Services
+from ground.clock import Clock
 
 __all__ = [
     "LANGUAGE_COOKIE",
+    "SESSION_CLOCK_STATE",
     "SESSION_COOKIE",
     "SIGNIN_COOKIE",
     "PanelContext",
@@ -34,6 +36,7 @@ __all__ = [
     "page",
     "redirect",
     "safe_next",
+    "with_headers",
 ]
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -41,6 +44,8 @@ SESSION_COOKIE = "nw_panel_session"
 SIGNIN_COOKIE = "nw_panel_signin"
 LANGUAGE_COOKIE = "nw_panel_language"
 PREFIX = "/panel"
+# Where `mount_panel` keeps the clock the sign-in sessions run on (real time; see there).
+SESSION_CLOCK_STATE = "panel_session_clock"
 
 # The panel loads nothing from elsewhere and runs no inline script: a page that is injected into
 # still cannot call out, and no other site may frame it.
@@ -84,6 +89,13 @@ def request_now(request: Request) -> datetime:
     return cast(datetime, request.state.now)
 
 
+def session_now(request: Request) -> datetime:
+    """The instant a session's idle and absolute limits are measured at: real time, whatever
+    speed the product's clock runs at (an app without the panel's clock falls back to it)."""
+    clock = getattr(request.app.state, SESSION_CLOCK_STATE, None)
+    return request_now(request) if clock is None else cast(Clock, clock).now()
+
+
 def safe_next(target: str | None) -> str:
     """Only a path inside the panel: a link may not send a reader to another site."""
     if not target:
@@ -103,6 +115,7 @@ class PanelContext:
     request: Request
     lang: Language
     now: datetime
+    session_now: datetime  # the sessions' own instant (real time): see `session_now`
     session: PanelSession | None
     session_secret: str | None
 
@@ -122,8 +135,9 @@ class PanelContext:
 
 def context_of(request: Request) -> PanelContext:
     now = request_now(request)
+    at = session_now(request)
     secret = request.cookies.get(SESSION_COOKIE)
-    session = backend.find_session(services_of(request), secret, now=now) if secret else None
+    session = backend.find_session(services_of(request), secret, now=at) if secret else None
     code = choose_language(
         request.cookies.get(LANGUAGE_COOKIE), request.headers.get("accept-language")
     )
@@ -131,6 +145,7 @@ def context_of(request: Request) -> PanelContext:
         request=request,
         lang=Language(code),
         now=now,
+        session_now=at,
         session=session,
         session_secret=secret if session else None,
     )
@@ -140,7 +155,7 @@ def csrf_ok(ctx: PanelContext, presented: str | None) -> bool:
     return ctx.session is not None and tokens_match(ctx.csrf_token, presented)
 
 
-def _with_headers(response: Response) -> Response:
+def with_headers(response: Response) -> Response:
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
     return response
@@ -161,12 +176,12 @@ def page(ctx: PanelContext, template: str, status_code: int = 200, **values: Any
     )
     response = HTMLResponse(html, status_code=status_code)
     response.headers["Content-Language"] = ctx.lang.code
-    return cast(HTMLResponse, _with_headers(response))
+    return cast(HTMLResponse, with_headers(response))
 
 
 def redirect(target: str) -> Response:
     # 303: after a form's POST the browser follows with a GET, so a reload does not post again.
-    return _with_headers(RedirectResponse(target, status_code=303))
+    return with_headers(RedirectResponse(target, status_code=303))
 
 
 def forecast_chart(ctx: PanelContext, night: date, bars: list[Bar]) -> Markup:

@@ -13,8 +13,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from control_plane.events.services import EventView
+from control_plane.panel.backend import WebhookTest
 from control_plane.panel.i18n import Language
 from control_plane.runs.views import RunView
+from ground.contract import OutcomeReason
 from shared_planner import PlannedSlot, WallTime, WallTimeKind
 from shared_planner.schedule_problems import ScheduleProblem, ScheduleProblemKind
 
@@ -24,11 +26,14 @@ __all__ = [
     "event_line",
     "is_online",
     "miss_reason",
+    "outcome_reason",
+    "release_stage",
     "run_line",
     "schedule_problem_text",
     "seen_text",
     "slot_notes",
     "status_text",
+    "webhook_test_text",
 ]
 
 
@@ -110,29 +115,89 @@ class PreviewNight:
 
 
 def miss_reason(lang: Language, reason: str | None) -> str:
+    """Why a slot was missed or skipped (a run's `miss_reason`, a refusal's code)."""
     if reason == "offline":
         return lang.gettext("offline")
     if reason == "throttled":
         return lang.gettext("no room within the update limits")
     if reason == "brake":
         return lang.gettext("updates were paused by our operators")
+    if reason == "platform_unavailable":
+        return lang.gettext("our control plane was unavailable")
+    if reason == "held":
+        return lang.gettext("the agent is on hold")
+    if reason == "release_rolled_back":
+        return lang.gettext("this agent rolled the release back before; it waits for a newer one")
+    if reason == "release_halted":
+        return lang.gettext("the release is halted by our operators")
     return lang.gettext("reason unknown")
+
+
+def outcome_reason(lang: Language, reason: str | None) -> str | None:
+    """Why a claimed run ended as it did (`ground.contract.OutcomeReason`), or None for none."""
+    if reason is None:
+        return None
+    if reason == OutcomeReason.PLATFORM_UNAVAILABLE:
+        return lang.gettext("our control plane was unavailable until the window closed")
+    if reason == OutcomeReason.INTERRUPTED:
+        return lang.gettext("the update was interrupted and its window closed")
+    if reason == OutcomeReason.TOKEN_REVOKED:
+        return lang.gettext("its permission to update was withdrawn before the switch")
+    if reason == OutcomeReason.TOKEN_EXPIRED:
+        return lang.gettext("its permission to update expired before the switch")
+    if reason == OutcomeReason.DISK_FULL:
+        return lang.gettext("the disk was full")
+    if reason == OutcomeReason.DOWNLOAD_FAILED:
+        return lang.gettext("the download kept failing until the window closed")
+    if reason == OutcomeReason.VERIFICATION_FAILED:
+        return lang.gettext("the new version did not pass the signature checks")
+    if reason == OutcomeReason.INSTALL_FAILED:
+        return lang.gettext("the new version could not be installed")
+    if reason == OutcomeReason.HEALTH_CHECK_FAILED:
+        return lang.gettext("the new version was not healthy in time")
+    return lang.gettext("reason unknown")
+
+
+def run_reason(run: RunView) -> str | None:
+    """The run's outcome reason when the services report one (issue 13 adds it to the run)."""
+    reason = getattr(run, "reason", None)
+    return reason if isinstance(reason, str) else None
 
 
 def status_text(lang: Language, run: RunView) -> str:
     """What became of a run, in a few words."""
     status = run.status
     version = run.version or run.release_version or "?"
+    why = outcome_reason(lang, run_reason(run))
     if status == "up_to_date":
         return lang.gettext("already up to date")
     if status == "succeeded":
         return lang.gettext("updated to %(version)s", version=version)
     if status == "failed":
+        if why is not None:
+            return lang.gettext(
+                "failed: %(reason)s; the previous version keeps running", reason=why
+            )
         return lang.gettext("failed; the previous version keeps running")
     if status == "rolled_back":
+        if why is not None:
+            return lang.gettext(
+                "rolled back: %(reason)s; the previous version keeps running", reason=why
+            )
         return lang.gettext("rolled back; the previous version keeps running")
+    if status == "unauthorised":
+        if why is not None:
+            return lang.gettext(
+                "switched without permission: %(reason)s; recorded, not counted as an update",
+                reason=why,
+            )
+        return lang.gettext(
+            "switched after its permission ended; recorded, not counted as an update"
+        )
     if status == "missed":
         return lang.gettext("missed: %(reason)s", reason=miss_reason(lang, run.miss_reason))
+    if status == "skipped":
+        return lang.gettext("skipped: %(reason)s", reason=miss_reason(lang, run.miss_reason))
     if status == "claimed":
         return lang.gettext("in progress")
     if status == "requested":
@@ -268,6 +333,42 @@ def notification_lines(lang: Language, body: dict[str, Any]) -> list[str]:
             )
         )
     return lines
+
+
+def webhook_test_text(lang: Language, test: WebhookTest) -> str:
+    """What came of a test delivery (`backend.WebhookTest`): delivered, or why not, in words."""
+    if test.delivered:
+        return lang.gettext(
+            "The test arrived: your address answered HTTP %(status)s.",
+            status=test.status_code,
+        )
+    if test.failure == "http_status":
+        return lang.gettext(
+            "The test did not arrive: your address answered HTTP %(status)s; "
+            "an answer from 200 to 299 counts as delivered.",
+            status=test.status_code,
+        )
+    if test.failure == "address_refused":
+        return lang.gettext(
+            "The test was not sent: the address is not one we may send to (it is not public, "
+            "and our operators have not allowed its network)."
+        )
+    if test.failure == "timeout":
+        return lang.gettext("The test did not arrive: your address did not answer in time.")
+    return lang.gettext("The test did not arrive: no connection could be made to your address.")
+
+
+def release_stage(lang: Language, stage: str | None, halted_reason: str | None = None) -> str:
+    """A release's stage (canary → everyone) and halt, from the releases domain's fields."""
+    if halted_reason:
+        return lang.gettext("halted: %(reason)s", reason=halted_reason)
+    if stage == "canary":
+        return lang.gettext("canary (a first few agents)")
+    if stage == "everyone":
+        return lang.gettext("everyone")
+    if stage == "halted":
+        return lang.gettext("halted")
+    return "—"
 
 
 def catch_up_text(lang: Language, minutes: int) -> str:

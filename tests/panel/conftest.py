@@ -79,6 +79,23 @@ def panel_world(control_plane_server: Callable[..., RunningControlPlane]) -> Pan
     )
 
 
+@pytest.fixture
+def loopback_world(control_plane_server: Callable[..., RunningControlPlane]) -> PanelWorld:
+    """A world whose operator allowed webhooks to 127.0.0.0/8 (the receiver runs here)."""
+    server = control_plane_server(
+        fake_clock=spring_clock(), args=["--webhook-allow-network", "127.0.0.0/8"]
+    )
+    org = server.create_org("Acme")
+    agent = server.enroll_agent(org["org_id"], "web-01")
+    return PanelWorld(
+        server=server,
+        org_id=org["org_id"],
+        panel_key=org["panel_key"],
+        agent_id=agent["agent_id"],
+        agent_key=agent["agent_key"],
+    )
+
+
 @contextlib.contextmanager
 def sign_in_client(world: PanelWorld, key: str, **kwargs: Any) -> Iterator[httpx.Client]:
     """An HTTP client signed in with `key` (the sign-in form's cookie and token included)."""

@@ -12,6 +12,7 @@ import pytest
 
 from control_plane.panel.i18n import Language
 from tests.panel.conftest import PanelWorld, check_accessibility, doc_screenshot
+from tests.panel.operator_support import agent_reports, publish_releases
 
 
 def _seed_history(world: PanelWorld) -> None:
@@ -87,10 +88,9 @@ def test_every_customer_screen(
     runs = page.locator(".runs").inner_text()
     assert lang.gettext("missed: %(reason)s", reason=lang.gettext("offline")) in runs
     page.get_by_role("button", name=lang.gettext("Update now")).click()
-    requested = (
-        "The update is requested. The agent starts it at its next check-in, within a minute or two."
-    )
-    page.get_by_text(lang.gettext(requested)).wait_for()
+    # The click leads to the update's own page, which follows it to its outcome.
+    page.get_by_role("heading", name=lang.gettext("Update of %(name)s", name="web-01")).wait_for()
+    page.get_by_role("link", name=lang.gettext("Back to %(name)s", name="web-01")).click()
     assert lang.gettext("waiting for the agent") in page.locator(".runs").inner_text()
     assert lang.gettext("Someone in your organisation asked for an update now.") in (
         page.locator(".timeline").inner_text()
@@ -144,10 +144,21 @@ def test_operator_screens_and_the_brakes_required_reason(
     panel_world: PanelWorld, new_page: Callable[..., Any]
 ) -> None:
     lang = Language("en")
+    _seed_history(panel_world)
+    # A small fleet on two versions, for the fleet-by-version picture.
+    publish_releases(panel_world, ("1.5.0", 42), ("1.6.0", 43))
+    agent_reports(panel_world, "1.6.0")
+    for number in range(2, 5):
+        panel_world.server.enroll_agent(panel_world.org_id, f"web-0{number}")
+    with psycopg.connect(panel_world.server.database_url) as conn:
+        conn.execute(
+            "UPDATE agents SET current_version = '1.5.0' WHERE name IN ('web-02', 'web-03')"
+        )
     key = panel_world.server.create_operator_key()
     page = new_page("en-GB")
     _sign_in(page, panel_world, lang, key)
     page.get_by_role("heading", name=lang.gettext("Operations")).wait_for()
+    assert page.locator('section[aria-labelledby="fleet-heading"] svg.chart').count() == 1
     check_accessibility(page)
     page.get_by_role("button", name=lang.gettext("Engage the brake")).click()
     assert page.locator("#reason").get_attribute("aria-invalid") == "true"

@@ -11,8 +11,16 @@ import pytest
 from control_plane.events.services import Actor, EventView
 from control_plane.panel.i18n import Language, choose_language
 from control_plane.panel.schedule_editor import check_rows, preview
-from control_plane.panel.wording import event_line, run_line, wall_time_note
+from control_plane.panel.wording import (
+    event_line,
+    miss_reason,
+    outcome_reason,
+    run_line,
+    status_text,
+    wall_time_note,
+)
 from control_plane.runs.views import RunView
+from ground.contract import OutcomeReason
 from shared_planner import describe_wall_time
 from shared_planner.schedule_problems import ScheduleProblemKind, schedule_problem
 
@@ -178,3 +186,36 @@ def test_the_timeline_never_says_a_person_started_a_scheduled_update() -> None:
 )
 def test_language_choice(chosen: str | None, header: str | None, expected: str) -> None:
     assert choose_language(chosen, header) == expected
+
+
+@pytest.mark.parametrize("code", ["nl", "en", "de", "fr", "es", "it", "pt", "pl", "sv"])
+def test_every_outcome_reason_has_its_own_words(code: str) -> None:
+    """Each `OutcomeReason` reads as itself in each language, never the fallback."""
+    lang = Language(code)
+    fallback = lang.gettext("reason unknown")
+    said = {reason: outcome_reason(lang, reason.value) for reason in OutcomeReason}
+    assert fallback not in said.values()
+    assert len(set(said.values())) == len(OutcomeReason)
+    assert outcome_reason(lang, None) is None
+
+
+@pytest.mark.parametrize(
+    "reason", ["platform_unavailable", "held", "release_rolled_back", "release_halted"]
+)
+def test_the_newer_refusals_and_misses_have_words(reason: str) -> None:
+    lang = Language("de")
+    assert miss_reason(lang, reason) != lang.gettext("reason unknown")
+
+
+def test_a_run_with_a_reason_says_why_and_unauthorised_is_not_a_success() -> None:
+    lang = Language("en")
+    failed = _run(status="rolled_back")
+    object.__setattr__(failed, "reason", "health_check_failed")  # as issue 13's runs carry it
+    assert status_text(lang, failed) == (
+        "rolled back: the new version was not healthy in time; the previous version keeps running"
+    )
+    unauthorised = _run(status="unauthorised")
+    assert "not counted as an update" in status_text(lang, unauthorised)
+    assert status_text(lang, _run(status="missed", miss_reason="held")) == (
+        "missed: the agent is on hold"
+    )

@@ -1,0 +1,158 @@
+"""The operators' credentials: the panel and operator keys listed by name, a new key issued with a
+name, a key rotated (the new secret shown once, the old one refused at once) or revoked after a
+confirmation page. The accounts domain's lifecycle services do the work; an agent's key is rotated
+with its agent, not here."""
+
+from __future__ import annotations
+
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response
+
+from control_plane.accounts.credentials import Audience
+from control_plane.accounts.services import IssuedCredential
+from control_plane.panel import backend
+from control_plane.panel.customer_routes import parse_id
+from control_plane.panel.operator_routes import operator_of
+from control_plane.panel.web import PREFIX, PanelContext, csrf_ok, page, redirect
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=PREFIX + "/operator", include_in_schema=False)
+
+Csrf = Annotated[str, Form(max_length=200)]
+
+
+def _credentials_page(
+    ctx: PanelContext,
+    *,
+    status_code: int = 200,
+    issued: IssuedCredential | None = None,
+    error_field: str | None = None,
+    form: dict[str, str] | None = None,
+    show_revoked: bool = False,
+    revoked: bool = False,
+) -> Response:
+    listed = backend.credentials(ctx.services, include_revoked=show_revoked)
+    return page(
+        ctx,
+        "credentials.html",
+        status_code=status_code,
+        credentials=listed,
+        issued=issued,
+        error_field=error_field,
+        form=form or {"audience": "operator", "name": "", "org_id": ""},
+        show_revoked=show_revoked,
+        revoked=revoked,
+        own_credential=ctx.session.credential_id if ctx.session else None,
+        zone=backend.platform(ctx.services).zone,
+    )
+
+
+@router.get("/credentials")
+def credentials(request: Request, all: int = 0, revoked: int = 0) -> Response:
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    return _credentials_page(ctx, show_revoked=bool(all), revoked=bool(revoked))
+
+
+@router.post("/credentials")
+def issue(
+    request: Request,
+    csrf: Csrf = "",
+    audience: Annotated[str, Form(max_length=20)] = "operator",
+    name: Annotated[str, Form(max_length=300)] = "",
+    org_id: Annotated[str, Form(max_length=100)] = "",
+) -> Response:
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    assert ctx.session is not None
+    form = {"audience": audience, "name": name, "org_id": org_id}
+    kind = Audience.PANEL if audience == "panel" else Audience.OPERATOR
+    org: UUID | None = None
+    if kind is Audience.PANEL:
+        org = parse_id(org_id.strip())
+        if org is None:
+            return _credentials_page(ctx, status_code=422, error_field="org_id", form=form)
+    try:
+        issued = backend.issue_credential(
+            ctx.services,
+            audience=kind,
+            name=name,
+            org_id=org,
+            actor=backend.session_actor(ctx.session),
+            now=ctx.now,
+        )
+    except backend.Refused as exc:
+        field = exc.field if exc.field in {"name", "org_id"} else "name"
+        return _credentials_page(ctx, status_code=422, error_field=field, form=form)
+    return _credentials_page(ctx, issued=issued)
+
+
+@router.post("/credentials/{credential_id}/rotate")
+def rotate(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    parsed = parse_id(credential_id)
+    if parsed is None:
+        return page(ctx, "not_found.html", status_code=404)
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    assert ctx.session is not None
+    try:
+        issued = backend.rotate_credential(
+            ctx.services, parsed, actor=backend.session_actor(ctx.session), now=ctx.now
+        )
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    except backend.Refused:
+        return _credentials_page(ctx, status_code=409, error_field="credential")
+    return _credentials_page(ctx, issued=issued)
+
+
+@router.get("/credentials/{credential_id}/revoke")
+def confirm_revoke(request: Request, credential_id: str) -> Response:
+    """The confirmation: a revoked key is refused from the next request on, for good."""
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    parsed = parse_id(credential_id)
+    if parsed is None:
+        return page(ctx, "not_found.html", status_code=404)
+    try:
+        found = backend.credential(ctx.services, parsed)
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    return page(
+        ctx,
+        "revoke_credential.html",
+        credential=found,
+        own=ctx.session is not None and ctx.session.credential_id == found.id,
+    )
+
+
+@router.post("/credentials/{credential_id}/revoke")
+def revoke(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    parsed = parse_id(credential_id)
+    if parsed is None:
+        return page(ctx, "not_found.html", status_code=404)
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    assert ctx.session is not None
+    try:
+        backend.revoke_credential(
+            ctx.services, parsed, actor=backend.session_actor(ctx.session), now=ctx.now
+        )
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    return redirect(f"{PREFIX}/operator/credentials?revoked=1")

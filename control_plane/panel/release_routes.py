@@ -1,0 +1,105 @@
+"""The operators' releases: per (channel, platform) the current and previous release, withdrawn
+ones with their reason and the agents still running them, and withdrawing (a reason required).
+
+The stage and halt of a release (canary → everyone, halted on failures) have their column and
+words ready (`wording.release_stage`); the template shows them from the release entry's optional
+`stage` / `halted_reason` fields once the releases domain reports them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import urlencode
+from uuid import UUID
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response
+
+from control_plane.panel import backend, wording
+from control_plane.panel.customer_routes import parse_id
+from control_plane.panel.operator_routes import operator_of
+from control_plane.panel.web import PREFIX, PanelContext, csrf_ok, page, redirect
+from control_plane.releases.withdrawal import MAX_WITHDRAW_REASON_LENGTH, ReleaseTrackView
+
+__all__ = ["previous_release_ids", "router"]
+
+router = APIRouter(prefix=PREFIX + "/operator", include_in_schema=False)
+
+
+def previous_release_ids(track: ReleaseTrackView) -> set[UUID]:
+    """The release a pair falls back to when its current one is withdrawn: the newest release
+    below the current one that is not withdrawn."""
+    seen_current = False
+    for entry in track.releases:  # newest first
+        if entry.current:
+            seen_current = True
+        elif seen_current and entry.withdrawn_at is None:
+            return {entry.id}
+    return set()
+
+
+def _releases_page(
+    ctx: PanelContext,
+    *,
+    status_code: int = 200,
+    error_release: UUID | None = None,
+    withdrawn: str | None = None,
+) -> Response:
+    listed = backend.releases(ctx.services)
+    previous: set[UUID] = set()
+    for track in listed.tracks:
+        previous |= previous_release_ids(track)
+    return page(
+        ctx,
+        "releases.html",
+        status_code=status_code,
+        tracks=listed.tracks,
+        previous=previous,
+        error_release=error_release,
+        withdrawn=withdrawn,
+        zone=backend.platform(ctx.services).zone,
+        max_reason=MAX_WITHDRAW_REASON_LENGTH,
+        wording=wording,
+    )
+
+
+@router.get("/releases")
+def releases(request: Request, withdrawn: str | None = None) -> Response:
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    return _releases_page(ctx, withdrawn=(withdrawn or "")[:100] or None)
+
+
+@router.post("/releases/{release_id}/withdraw")
+def withdraw(
+    request: Request,
+    release_id: str,
+    csrf: Annotated[str, Form(max_length=200)] = "",
+    reason: Annotated[str, Form(max_length=2000)] = "",
+) -> Response:
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    parsed = parse_id(release_id)
+    if parsed is None:
+        return page(ctx, "not_found.html", status_code=404)
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    reason = reason.strip()
+    if not reason or len(reason) > MAX_WITHDRAW_REASON_LENGTH:
+        return _releases_page(ctx, status_code=422, error_release=parsed)
+    assert ctx.session is not None
+    try:
+        done = backend.withdraw_release(
+            ctx.services,
+            parsed,
+            reason=reason,
+            actor=backend.session_actor(ctx.session),
+            now=ctx.now,
+        )
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    except backend.Refused:
+        return _releases_page(ctx, status_code=409, error_release=parsed)
+    return redirect(f"{PREFIX}/operator/releases?" + urlencode({"withdrawn": done.version}))

@@ -1,0 +1,48 @@
+"""The operators' pictures from data: the newer statuses and reasons appear when the data holds
+them (never dropped, never a blank legend); the fleet by version places each agent in its pair."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from control_plane.panel.fleet import UNKNOWN_PAIR, FleetCount, fleet_chart, fleet_counts
+from control_plane.panel.i18n import Language
+from control_plane.panel.operator_routes import _miss_reasons, _outcome_statuses
+from control_plane.runs.services import SlotOutcomes
+
+AT = datetime(2027, 3, 26, 2, 0, tzinfo=UTC)
+
+
+def _slot(counts: dict[str, int], missed: dict[str, int] | None = None) -> SlotOutcomes:
+    return SlotOutcomes(slot_at=AT, counts=counts, missed_by_reason=missed or {})
+
+
+def test_an_unauthorised_switch_gets_its_own_column_only_when_it_happened() -> None:
+    assert "unauthorised" not in _outcome_statuses((_slot({"succeeded": 3}),))
+    statuses = _outcome_statuses((_slot({"succeeded": 3, "unauthorised": 1, "odd": 2}),))
+    assert statuses[-2:] == ("unauthorised", "odd")
+
+
+def test_the_newer_miss_reasons_appear_when_a_slot_missed_for_them() -> None:
+    plain = _miss_reasons((_slot({"missed": 1}, {"offline": 1}),))
+    assert plain == ("offline", "throttled", "brake", "unknown")
+    newer = _miss_reasons((_slot({"missed": 3}, {"held": 2, "release_halted": 1, "new": 1}),))
+    assert "held" in newer and "release_halted" in newer and newer[-1] == "new"
+    assert "platform_unavailable" not in newer
+
+
+def test_a_version_published_for_two_pairs_is_not_guessed_into_one() -> None:
+    pairs = {"1.5.0": {"stable/linux-x86_64"}, "2.0.0": {"beta/linux-x86_64", "beta/linux-arm64"}}
+    counts = fleet_counts(["1.5.0", "1.5.0", "2.0.0", None], pairs)
+    assert FleetCount(pair="stable/linux-x86_64", version="1.5.0", agents=2) in counts
+    assert FleetCount(pair=UNKNOWN_PAIR, version="2.0.0", agents=1) in counts
+    assert FleetCount(pair=UNKNOWN_PAIR, version=None, agents=1) in counts
+    assert counts[-1].pair == UNKNOWN_PAIR  # the known pairs first
+
+
+def test_the_fleet_picture_groups_rare_versions_and_words_them() -> None:
+    versions = [f"1.{n}.0" for n in range(8)]
+    counts = fleet_counts(versions, {v: {"stable/linux-x86_64"} for v in versions})
+    svg = str(fleet_chart(Language("nl"), counts))
+    assert "andere versies" in svg  # eight versions: six colours and "other versions"
+    assert "stable/linux-x86_64" in svg
