@@ -73,14 +73,20 @@ def sign_build(
 
 
 def publish(
-    build: SignedBuild, *, location: Sequence[str], env: Mapping[str, str] | None = None
+    build: SignedBuild,
+    *,
+    location: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    stage: str | None = None,
 ) -> None:
     """`control publish-release` against the database `location` names (`--data-dir DIR` or
-    `--database-url URL`, plus `--release-public-key` when the environment names no key)."""
+    `--database-url URL`, plus `--release-public-key` when the environment names no key);
+    `stage` is its `--stage` (default: the control plane's, canary after a pair's first)."""
     run_nachtwacht(
         "control",
         "publish-release",
         *location,
+        *(["--stage", stage] if stage else []),
         str(build.manifest),
         str(build.signature),
         str(build.artifact),
