@@ -52,12 +52,17 @@ def sign_build(
     clock_setting: str,
     channel: str = CHANNEL,
     platform: str = PLATFORM,
+    fault: str = "none",
 ) -> SignedBuild:
     """Build `provibr-agent VERSION` and sign it for (`channel`, `platform`), on the clock
-    `clock_setting` describes (the manifest's `issued_at` is that clock's now)."""
+    `clock_setting` describes (the manifest's `issued_at` is that clock's now); `fault` builds a
+    deliberately broken agent (`demo_agent.FAULTS`)."""
     artifact = workdir / f"provibr-agent-{version}.tar.gz"
     release_dir = workdir / f"release-{channel}-{platform}-{version}"
-    run_nachtwacht("release", "build-demo-agent", "--version", version, "--out", str(artifact))
+    run_nachtwacht(
+        "release", "build-demo-agent", "--version", version, "--fault", fault,
+        "--out", str(artifact),
+    )  # fmt: skip
     run_nachtwacht(
         "release", "sign", "--key", str(keys_dir / "release.key"), "--version", version,
         "--channel", channel, "--platform", platform, "--expires-in", "30d",
