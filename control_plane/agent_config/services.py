@@ -18,6 +18,7 @@ from control_plane.errors import NotFound
 from control_plane.releases.services import release_view
 from control_plane.rollout.config import (
     PERSONAL_OFFER_COLUMNS,
+    TRACK_CTE,
     needs_personal_offer,
     with_personal_offer,
 )
@@ -68,7 +69,7 @@ WITH seen AS (
               AND h.last_seen_at > %(host_stale)s AND h.last_seen_at <= %(now)s)
     ON CONFLICT (agent_id, host_id)
     DO UPDATE SET last_seen_at = greatest(agent_hosts.last_seen_at, EXCLUDED.last_seen_at)
-)
+){track}
 SELECT a.id, a.org_id, a.name, a.update_schedule_enabled, a.update_schedule_times,
        s.timezone, s.catch_up_minutes, b.engaged AS brake_engaged, b.reason AS brake_reason,
        rel.agent_version, rel.manifest_version, rel.channel, rel.platform,
@@ -87,9 +88,15 @@ SELECT a.id, a.org_id, a.name, a.update_schedule_enabled, a.update_schedule_time
        ) manual ON true
  WHERE a.id = {agent}
 """
-_CONFIG_BY_ID = _CONFIG.format(agent="%(agent_id)s", offer=PERSONAL_OFFER_COLUMNS)
+_CONFIG_BY_ID = _CONFIG.format(
+    agent="%(agent_id)s",
+    offer=PERSONAL_OFFER_COLUMNS,
+    track=TRACK_CTE.format(agent="%(agent_id)s"),
+)
 _CONFIG_BY_CREDENTIAL = _CONFIG.format(
-    agent=f"({AGENT_OF_CREDENTIAL})", offer=PERSONAL_OFFER_COLUMNS
+    agent=f"({AGENT_OF_CREDENTIAL})",
+    offer=PERSONAL_OFFER_COLUMNS,
+    track=TRACK_CTE.format(agent=f"({AGENT_OF_CREDENTIAL})"),
 )
 
 

@@ -15,7 +15,27 @@ from control_plane.rollout.offer import offered_release
 from control_plane.types import Connection
 from ground.contract import ReleaseTrack
 
-__all__ = ["PERSONAL_OFFER_COLUMNS", "needs_personal_offer", "with_personal_offer"]
+__all__ = [
+    "PERSONAL_OFFER_COLUMNS",
+    "TRACK_CTE",
+    "needs_personal_offer",
+    "with_personal_offer",
+]
+
+# Appended to the config statement's CTEs (`{agent}` is its agent expression): the pair the agent
+# polls for, written only when it changed, so the panel's API and the forecast per stage know
+# every agent's pair, also of agents that never claim.
+TRACK_CTE = """, track AS (
+    INSERT INTO agent_tracks (agent_id, channel, platform, seen_at)
+    SELECT {agent}, %(channel)s, %(platform)s, %(now)s
+     WHERE EXISTS (SELECT 1 FROM agents a WHERE a.id = {agent})
+       AND NOT EXISTS (
+           SELECT 1 FROM agent_tracks t
+            WHERE t.agent_id = {agent} AND t.channel = %(channel)s
+              AND t.platform = %(platform)s)
+    ON CONFLICT (agent_id) DO UPDATE SET channel = EXCLUDED.channel,
+        platform = EXCLUDED.platform, seen_at = EXCLUDED.seen_at
+)"""
 
 # Added to the config statement's SELECT (the agent is `a`, the pair's current release `rel`).
 PERSONAL_OFFER_COLUMNS = """rel.stage AS release_stage,
