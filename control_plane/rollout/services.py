@@ -73,7 +73,7 @@ class AgentRelease:
 
     agent_id: UUID
     track: ReleaseTrack
-    # False: the agent has not claimed yet; the pair shown is the default one.
+    # False: the agent has not polled or claimed yet; the pair shown is the default one.
     track_seen: bool
     offered: OfferedRelease | None
     basis: OfferBasis | None
@@ -115,7 +115,8 @@ class RolloutStep:
 
 @dataclass(frozen=True, kw_only=True)
 class PairRollout:
-    """One pair's current release and, among the agents last seen on the pair, how many get it
+    """One pair's current release and, among the agents last seen on the pair (polling or
+    claiming), how many get it
     tonight at its stage (their schedule on, not held, not on it yet) and how many wait."""
 
     channel: str
