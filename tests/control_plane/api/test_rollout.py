@@ -222,6 +222,10 @@ def test_a_failing_canary_halts_the_release_with_its_evidence_and_one_notice(
         in metrics
     )
 
+    trail = _operator(api, operator_key, "GET", "/v1/admin/events?actor_kind=control_plane")
+    assert trail.status_code == 200, trail.text
+    assert [event["kind"] for event in trail.json()["events"]] == ["release.halted"]
+
     no_reason = _operator(api, operator_key, "POST", f"/v1/admin/releases/{release_id}/resume")
     assert no_reason.status_code == 422
     resumed = _operator(
