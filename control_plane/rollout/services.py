@@ -265,21 +265,26 @@ class RolloutService:
             raise InvalidInput("reason", reason, "is required to force an update (say why)")
         with self._pool.connection() as conn, conn.transaction():
             owner = _owner(conn, agent_id, None)
-            conn.execute(
-                "UPDATE runs SET status = 'failed', error = 'replaced by a forced update',"
-                " finished_at = %s WHERE agent_id = %s AND trigger = 'manual'"
-                " AND status = 'requested'",
-                [now, agent_id],
+            # The update a person already asked for (refused under the brake) is the one
+            # forced; else a new manual update. At most one is pending (runs_one_pending_manual).
+            run = (
+                conn.execute(
+                    "SELECT id FROM runs WHERE agent_id = %s AND trigger = 'manual'"
+                    " AND status = 'requested' FOR UPDATE",
+                    [agent_id],
+                ).fetchone()
+                or conn.execute(
+                    "INSERT INTO runs (agent_id, org_id, trigger, status, created_at)"
+                    " VALUES (%s, %s, 'manual', 'requested', %s) RETURNING id",
+                    [agent_id, owner, now],
+                ).fetchone()
             )
-            run = conn.execute(
-                "INSERT INTO runs (agent_id, org_id, trigger, status, created_at)"
-                " VALUES (%s, %s, 'manual', 'requested', %s) RETURNING id",
-                [agent_id, owner, now],
-            ).fetchone()
             assert run is not None
             conn.execute(
                 "INSERT INTO forced_updates (run_id, reason, forced_at, forced_by)"
-                " VALUES (%s, %s, %s, %s)",
+                " VALUES (%s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE SET"
+                " reason = EXCLUDED.reason, forced_at = EXCLUDED.forced_at,"
+                " forced_by = EXCLUDED.forced_by",
                 [run["id"], reason_text, now, actor.name or actor.kind],
             )
             record_action(

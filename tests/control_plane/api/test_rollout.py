@@ -451,6 +451,7 @@ def test_a_manual_update_under_the_brake_or_a_halt_needs_an_operator_to_force_it
         reason="the customer's support case 4711",
     )
     assert forced.status_code == 201
+    assert forced.json()["run_id"] == requested["run_id"]  # the refused request, now forced
     with api.client(agent.agent_key) as client:
         assert (
             client.get("/v1/agent/config").json()["manual_update"]["run_id"]
@@ -481,6 +482,7 @@ def test_a_release_brake_stops_that_release_only(
     clock: ManualClock,
     release_key: Ed25519PrivateKey,
     two_releases: tuple[SignedRelease, SignedRelease],
+    no_share: None,
     operator_key: str,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
