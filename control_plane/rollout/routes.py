@@ -14,6 +14,7 @@ from control_plane.api.deps import OperatorCaller, PanelCaller, RequestNow, serv
 from control_plane.rollout.halts import MAX_HALT_REASON_LENGTH, HaltView
 from control_plane.rollout.services import (
     AgentRelease,
+    AgentReleaseList,
     CanaryMark,
     ForcedUpdate,
     HaltList,
@@ -73,6 +74,33 @@ def agent_release(
     `canary`, `previous`), what it runs, whether that is up to date, and its hold."""
     assert caller.org_id is not None
     return services_of(request).rollout.agent_release(agent_id, org_id=caller.org_id, now=now)
+
+
+@router.get(
+    "/agent-releases",
+    response_model=AgentReleaseList,
+    tags=["panel"],
+    responses=errors(*AUTHENTICATED),
+)
+def org_agent_releases(request: Request, caller: PanelCaller, now: RequestNow) -> AgentReleaseList:
+    """Every agent of the organisation with its pair, offered release and why, what it runs,
+    whether that is up to date, its pin and its hold — by name."""
+    assert caller.org_id is not None
+    return services_of(request).rollout.org_agent_releases(caller.org_id, now=now)
+
+
+@router.get(
+    "/admin/orgs/{org_id}/agent-releases",
+    response_model=AgentReleaseList,
+    tags=["operator"],
+    responses=errors(*AUTHENTICATED, 404, 422),
+)
+def operator_org_agent_releases(
+    org_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow
+) -> AgentReleaseList:
+    """An organisation's agents with their pairs and offers."""
+    del caller
+    return services_of(request).rollout.org_agent_releases(org_id, now=now)
 
 
 @router.get(

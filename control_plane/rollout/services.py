@@ -43,6 +43,7 @@ from ground.contract import DEFAULT_TRACK, HoldView, ReleaseTrack
 
 __all__ = [
     "AgentRelease",
+    "AgentReleaseList",
     "CanaryMark",
     "ForcedUpdate",
     "HaltList",
@@ -82,6 +83,11 @@ class AgentRelease:
     pinned: bool
     canary: bool
     hold: HoldView | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentReleaseList:
+    agents: tuple[AgentRelease, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -254,6 +260,19 @@ class RolloutService:
         with self._pool.connection() as conn:
             owner = _owner(conn, agent_id, org_id)
             return agent_release(conn, agent_id, owner, now)
+
+    def org_agent_releases(self, org_id: UUID, *, now: datetime) -> AgentReleaseList:
+        """Every live agent of the organisation with its pair and offer, by name."""
+        with self._pool.connection() as conn:
+            if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
+                raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+            agents = conn.execute(
+                "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL ORDER BY name, id",
+                [org_id],
+            ).fetchall()
+            return AgentReleaseList(
+                agents=tuple(agent_release(conn, row["id"], org_id, now) for row in agents)
+            )
 
     def force_update(
         self, agent_id: UUID, *, reason: object, actor: Actor, now: datetime

@@ -130,6 +130,15 @@ def test_canaries_get_the_canary_release_and_everyone_else_the_previous(
     assert shown["offered"]["version"] == "1.5.0"
     assert shown["basis"] == "previous"
     assert shown["canary"] is False
+    with api.client(org.panel_key) as panel:
+        listed = panel.get("/v1/agent-releases").json()["agents"]
+    assert [(a["agent_id"], a["offered"]["version"], a["basis"]) for a in listed] == [
+        (canary.agent_id, "1.6.0", "canary"),
+        (other.agent_id, "1.5.0", "previous"),
+    ]
+    with api.client(operator_key) as operator:
+        same = operator.get(f"/v1/admin/orgs/{org.org_id}/agent-releases").json()["agents"]
+    assert same == listed
 
 
 def test_the_canary_share_is_deterministic_and_spread_over_organisations(
@@ -323,7 +332,16 @@ def test_a_held_agent_skips_its_slot_without_a_token(
 
     with api.client(stranger.panel_key) as panel:
         foreign = panel.put(f"/v1/agents/{agent.agent_id}/hold", json={"until": until})
-    assert foreign.status_code == 404
+        foreign_release = panel.get(f"/v1/agents/{agent.agent_id}/release")
+        foreign_end = panel.delete(f"/v1/agents/{agent.agent_id}/hold")
+        foreign_list = panel.get("/v1/agent-releases").json()["agents"]
+    assert (foreign.status_code, foreign_release.status_code, foreign_end.status_code) == (
+        404,
+        404,
+        404,
+    )
+    assert foreign_list == []
+    assert _config(api, agent)["hold"] == held.json()  # the stranger changed nothing
 
 
 @pytest.mark.parametrize(
