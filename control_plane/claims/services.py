@@ -442,7 +442,8 @@ class ClaimService:
         *,
         track: ReleaseTrack = DEFAULT_TRACK,
     ) -> Claim:
-        """The token for a manual update requested in the panel: no slot, no caps, no brake."""
+        """The token for a manual update requested in the panel: no slot, no caps; the brake or a
+        halt of its release refuses it unless an operator forced it (`rollout.gate`)."""
         with self._pool.connection() as conn, conn.transaction():
             run = conn.execute(
                 "SELECT r.id, r.org_id, r.status, r.requested_by,"
