@@ -9,6 +9,8 @@ once; a 201 is a grant, a 429 waits for the next round, a 409 `window_closed` is
 - the refusal path: requests per second and p50/p99 latency of the 429s;
 - the baseline: requests per second of a bare endpoint (`/healthz`) on the same server, in the
   same run, with the same concurrency, and the ratio;
+- each agent follows one of two channels on one of two platforms (four pairs, each with its own
+  release): grants per pair, and how many grants carried another pair's release (must be 0);
 - how many agents missed the window and why. With the default caps the answer is not zero:
   `global cap x window` (25 x 15 = 375) bounds one slot, which is DESIGN.md "Scale".
 
@@ -49,6 +51,14 @@ from nachtwacht.worlds.releases import ReleaseFactory
 SLOT_KEY = "2026-11-30T03:00"
 SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)  # 03:00 CET
 WINDOW = timedelta(minutes=15)
+# Two channels on two platforms: every agent follows one pair, and each pair has its own release.
+PAIRS = [
+    (channel, platform)
+    for channel in ("stable", "beta")
+    for platform in ("linux-x86_64", "linux-aarch64")
+]
+# The version each pair's release carries, so a grant shows which pair's release it was.
+PAIR_VERSIONS = {pair: f"1.5.{n}" for n, pair in enumerate(PAIRS)}
 
 
 @dataclass
@@ -62,10 +72,16 @@ class Herd:
     refusals: int = 0
     other_answers: Counter[int] = field(default_factory=Counter)
     transport_errors: Counter[str] = field(default_factory=Counter)
+    tracks: dict[str, tuple[str, str]] = field(default_factory=dict)  # agent key -> its pair
+    grants_per_pair: Counter[tuple[str, str]] = field(default_factory=Counter)
+    wrong_pair: int = 0
 
 
-def seed(database_url: str, agents: int, orgs: int, workdir: Path) -> dict[str, str]:
-    """Organisations, agents (all on the default schedule) and one published release."""
+def seed(
+    database_url: str, agents: int, orgs: int, workdir: Path
+) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+    """Organisations, agents (all on the default schedule, each following one pair, round
+    robin) and one published release per pair."""
     factory = ReleaseFactory(workdir=workdir, issued_at=datetime(2026, 11, 1, tzinfo=UTC))
     pool = open_pool(database_url, min_size=1, max_size=2)
     try:
@@ -73,17 +89,21 @@ def seed(database_url: str, agents: int, orgs: int, workdir: Path) -> dict[str, 
         now = SystemClock().now()
         # Nobody downloads it: the herd measures claims. Random bytes, so no unpacking to measure.
         artifact = os.urandom(64 * 1024)
-        release = factory.sign(
-            artifact,
-            version="1.5.0",
-            manifest_version=1,
-            expires_in=timedelta(days=365),
-            unpacked_size=len(artifact),
-        )
-        services.releases.publish(
-            release.manifest_bytes, release.signature, release.artifact, now=now
-        )
+        for (channel, platform), version in PAIR_VERSIONS.items():
+            release = factory.sign(
+                artifact,
+                version=version,
+                manifest_version=1,
+                expires_in=timedelta(days=365),
+                unpacked_size=len(artifact),
+                channel=channel,
+                platform=platform,
+            )
+            services.releases.publish(
+                release.manifest_bytes, release.signature, release.artifact, now=now
+            )
         fleet: dict[str, str] = {}
+        tracks: dict[str, tuple[str, str]] = {}
         org_ids = [
             services.accounts.create_org(f"org-{n:03d}", now=now).org_id for n in range(orgs)
         ]
@@ -91,7 +111,8 @@ def seed(database_url: str, agents: int, orgs: int, workdir: Path) -> dict[str, 
             org_id = org_ids[n % orgs]
             issued = services.accounts.enroll_agent(org_id, f"agent-{n:05d}", now=now)
             fleet[issued.agent_key] = str(org_id)
-        return fleet
+            tracks[issued.agent_key] = PAIRS[(n // orgs) % len(PAIRS)]
+        return fleet, tracks
     finally:
         pool.close()
 
@@ -107,7 +128,12 @@ async def burst(client: httpx.AsyncClient, herd: Herd, concurrency: int) -> floa
                 response = await client.post(
                     "/v1/agent/claims",
                     headers={"Authorization": f"Bearer {agent_key}"},
-                    json={"slot_key": SLOT_KEY, "from_version": "1.4.1"},
+                    json={
+                        "slot_key": SLOT_KEY,
+                        "from_version": "1.4.1",
+                        "channel": herd.tracks[agent_key][0],
+                        "platform": herd.tracks[agent_key][1],
+                    },
                 )
             except httpx.TransportError as exc:
                 # Like an offline agent: nothing consumed, it tries again next round.
@@ -119,6 +145,9 @@ async def burst(client: httpx.AsyncClient, herd: Herd, concurrency: int) -> floa
         )
         if response.status_code in {200, 201}:
             herd.granted[agent_key] = herd.pending.pop(agent_key)
+            pair = herd.tracks[agent_key]
+            herd.grants_per_pair[pair] += 1
+            herd.wrong_pair += response.json()["release"]["version"] != PAIR_VERSIONS[pair]
         elif response.status_code == 429:
             herd.refusal_latencies.append(elapsed)
             herd.refusals += 1
@@ -208,12 +237,12 @@ def main() -> int:
     try:
         database_url = embedded.start()
         print(f"seeding {args.agents} agents in {args.orgs} organisations …")
-        fleet = seed(database_url, args.agents, args.orgs, home)
+        fleet, tracks = seed(database_url, args.agents, args.orgs, home)
         # Ten product seconds before 03:00, so every agent's first claim is in the slot's round.
         clock = NightClock.starting(
             SLOT_AT - timedelta(seconds=10), speed=speed, lead_seconds=2
         ).fake()
-        herd = Herd(pending=dict(fleet))
+        herd = Herd(pending=dict(fleet), tracks=tracks)
         log = Path(tempfile.gettempdir()) / "nachtwacht-herd-control-plane.log"
         log.unlink(missing_ok=True)
         plane = start_control_plane(
@@ -239,6 +268,9 @@ def main() -> int:
     print(f"agents {args.agents} in {args.orgs} orgs; caps: 5 per org per round, 25 per round")
     print(f"grants per round: per org max {max_org}, total max {max_total} ({rounds} rounds)")
     print(f"granted {len(herd.granted)}, missed {len(herd.missed)}")
+    for (channel, platform), count in sorted(herd.grants_per_pair.items()):
+        print(f"  granted on {channel}/{platform}: {count}")
+    print(f"grants that carried another pair's release: {herd.wrong_pair}")
     for reason, count in reasons.most_common():
         print(f"  missed because the last answer was {reason}: {count}")
     forecast = forecast_slot(

@@ -10,8 +10,13 @@ contract's models, raising the errors of `errors.py`; its `routes.py` holds no S
     agents/         the panel's agent list, agent page and schedule (the API's rule-3 validator)
     agent_config/   GET /v1/agent/config: the contract's AgentConfig with its ETag
     settings/       the platform settings (zone, catch-up window, caps; bounds from ground.limits)
-    brake/          the operators' emergency brake and token revocation
+    brake/          the operators' emergency brake (the platform, or one release) and token
+                    revocation
     releases/       publishing a signed release, the current release, the artifact's bytes
+    rollout/        which release each agent is offered (pin, stage, canary, previous), canary →
+                    everyone, halts on errors with their evidence, the operators' inbox, forced
+                    updates
+    pins/           pins (an organisation or agent at a version) and holds (until a date)
     claims/         throttle tokens: the slot check, the caps, the grant, refusals recorded
     runs/           nothing to do, outcomes, manual updates, the artifact download, run lists
     events/         the timeline (rule 12)

@@ -118,6 +118,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="a trusted release key (repeatable; default $NACHTWACHT_RELEASE_PUBLIC_KEYS)",
     )
+    publish.add_argument(
+        "--stage",
+        choices=["canary", "everyone"],
+        help="the stage it starts in (default: canary when its pair already has a release)",
+    )
     add_database_flags(publish)
     add_json_flag(publish)
 
@@ -274,7 +279,12 @@ def _publish_release(args: argparse.Namespace) -> int:
     artifact = _read_file("ARTIFACT", args.artifact)
     with admin_pool(args) as pool:
         release = ReleaseService(pool, keys).publish(
-            manifest, signature, artifact, now=clock_from_env().now(), actor=cli_actor()
+            manifest,
+            signature,
+            artifact,
+            now=clock_from_env().now(),
+            actor=cli_actor(),
+            stage=args.stage,
         )
     payload = {
         "release_id": str(release.id),
@@ -284,6 +294,7 @@ def _publish_release(args: argparse.Namespace) -> int:
         "platform": release.platform,
         "key_id": release.key_id,
         "already_published": release.already_published,
+        "stage": release.stage,
     }
     verb = "already published" if release.already_published else "published"
     emit(

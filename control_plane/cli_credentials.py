@@ -60,7 +60,9 @@ def add_credential_commands(commands: Any) -> None:
     events.add_argument("--org")
     events.add_argument("--agent")
     events.add_argument("--kind", help='an event kind, or a family ending in "." (credential.)')
-    events.add_argument("--actor-kind", choices=["schedule", "user", "agent", "operator"])
+    events.add_argument(
+        "--actor-kind", choices=["schedule", "user", "agent", "operator", "control_plane"]
+    )
     events.add_argument("--limit", type=int, default=50)
     for command in (listing, events):
         add_database_flags(command)

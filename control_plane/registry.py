@@ -27,7 +27,9 @@ from control_plane.metrics.services import MetricsService
 from control_plane.notifications.addresses import WebhookAddressPolicy
 from control_plane.notifications.services import NotificationService, WebhookSettingsService
 from control_plane.notifications.test_delivery import WebhookTestService
+from control_plane.pins.services import PinService
 from control_plane.releases.services import ReleaseService
+from control_plane.rollout.services import RolloutService
 from control_plane.runs.services import RunService
 from control_plane.settings.services import SettingsService
 from control_plane.types import Pool
@@ -58,6 +60,8 @@ class Services:
     webhooks: WebhookSettingsService
     forecast: ForecastService
     metrics: MetricsService
+    rollout: RolloutService  # stages, canaries, halts, the operators' inbox (issue 14)
+    pins: PinService  # pins and holds (issue 14)
     webhook_policy: WebhookAddressPolicy  # where webhooks may point; the worker's sender too
     replica: str  # names this process in the worker's progress row and in the metrics
     webhook_tests: WebhookTestService  # the panel's "send a test delivery", by the same policy
@@ -90,6 +94,8 @@ def build_services(
         webhooks=WebhookSettingsService(pool, addresses),
         forecast=ForecastService(pool),
         metrics=MetricsService(pool, refusals, identity),
+        rollout=RolloutService(pool),
+        pins=PinService(pool),
         webhook_policy=addresses,
         replica=identity,
         webhook_tests=WebhookTestService(pool, addresses),

@@ -16,11 +16,18 @@ from uuid import UUID
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL, HOST_SEEN_EVERY
 from control_plane.errors import NotFound
 from control_plane.releases.services import release_view
+from control_plane.rollout.config import (
+    PERSONAL_OFFER_COLUMNS,
+    TRACK_CTE,
+    needs_personal_offer,
+    with_personal_offer,
+)
 from control_plane.types import Pool
 from ground.contract import (
     AgentConfig,
     AnswerCode,
     BrakeView,
+    HoldView,
     ManualUpdateView,
     ReleaseTrack,
     ScheduleView,
@@ -62,11 +69,12 @@ WITH seen AS (
               AND h.last_seen_at > %(host_stale)s AND h.last_seen_at <= %(now)s)
     ON CONFLICT (agent_id, host_id)
     DO UPDATE SET last_seen_at = greatest(agent_hosts.last_seen_at, EXCLUDED.last_seen_at)
-)
+){track}
 SELECT a.id, a.org_id, a.name, a.update_schedule_enabled, a.update_schedule_times,
        s.timezone, s.catch_up_minutes, b.engaged AS brake_engaged, b.reason AS brake_reason,
        rel.agent_version, rel.manifest_version, rel.channel, rel.platform,
-       manual.id AS manual_run_id, manual.created_at AS manual_requested_at
+       manual.id AS manual_run_id, manual.created_at AS manual_requested_at,
+       {offer}
   FROM agents a
  CROSS JOIN platform_settings s
  CROSS JOIN platform_brake b
@@ -80,8 +88,16 @@ SELECT a.id, a.org_id, a.name, a.update_schedule_enabled, a.update_schedule_time
        ) manual ON true
  WHERE a.id = {agent}
 """
-_CONFIG_BY_ID = _CONFIG.format(agent="%(agent_id)s")
-_CONFIG_BY_CREDENTIAL = _CONFIG.format(agent=f"({AGENT_OF_CREDENTIAL})")
+_CONFIG_BY_ID = _CONFIG.format(
+    agent="%(agent_id)s",
+    offer=PERSONAL_OFFER_COLUMNS,
+    track=TRACK_CTE.format(agent="%(agent_id)s"),
+)
+_CONFIG_BY_CREDENTIAL = _CONFIG.format(
+    agent=f"({AGENT_OF_CREDENTIAL})",
+    offer=PERSONAL_OFFER_COLUMNS,
+    track=TRACK_CTE.format(agent=f"({AGENT_OF_CREDENTIAL})"),
+)
 
 
 class AgentConfigService:
@@ -131,6 +147,9 @@ class AgentConfigService:
         }
         with self._pool.connection() as conn:
             row = conn.execute(statement, parameters).fetchone()
+            if row is not None and needs_personal_offer(row):
+                # A pin, a hold or a canary stage: the agent's own offer (issue 14).
+                row = with_personal_offer(conn, row, track, now)
         if row is None:
             return None
         timeless, etag = _timeless_config(
@@ -150,6 +169,9 @@ class AgentConfigService:
             row["platform"],
             row["manual_run_id"],
             row["manual_requested_at"],
+            row.get("hold_until"),
+            row.get("hold_reason"),
+            row.get("hold_set_by"),
         )
         return VersionedConfig(config=timeless.model_copy(update={"server_time": now}), etag=etag)
 
@@ -176,6 +198,9 @@ def _timeless_config(
     platform: str | None,
     manual_run_id: UUID | None,
     manual_requested_at: datetime | None,
+    hold_until: datetime | None = None,
+    hold_reason: str | None = None,
+    hold_set_by: str | None = None,
 ) -> tuple[AgentConfig, str]:
     timeless = AgentConfig(
         agent_id=agent_id,
@@ -199,6 +224,11 @@ def _timeless_config(
         manual_update=None
         if manual_run_id is None
         else ManualUpdateView(run_id=manual_run_id, requested_at=manual_requested_at),
+        hold=None
+        if hold_until is None
+        else HoldView.model_validate(
+            {"until": hold_until, "reason": hold_reason, "set_by": hold_set_by}
+        ),
     )
     return timeless, _etag(timeless)
 

@@ -29,8 +29,10 @@ from control_plane.metrics import routes as metrics
 from control_plane.notifications import routes as notifications
 from control_plane.panel import mount_panel
 from control_plane.panel.offline_docs import mount_offline_docs
+from control_plane.pins import routes as pins_routes
 from control_plane.registry import Services
 from control_plane.releases import routes as releases
+from control_plane.rollout import routes as rollout_routes
 from control_plane.runs import routes as runs
 from control_plane.settings import routes as settings
 from ground.clock import Clock
@@ -195,6 +197,8 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
         settings,
         brake,
         releases,
+        rollout_routes,
+        pins_routes,
         notifications,
         forecast,
         metrics,

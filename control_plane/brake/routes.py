@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from control_plane.accounts.services import actor_of
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, RequestNow, services_of
-from control_plane.brake.services import BrakeChange, BrakeState, RevokedToken
+from control_plane.brake.services import BrakeChange, BrakeState, ReleaseBrake, RevokedToken
 from ground.contract import API_PREFIX
 
 __all__ = ["router"]
@@ -52,6 +52,38 @@ def put_brake(
         revoke_outstanding=body.revoke_outstanding,
         actor=actor_of(caller),
         now=now,
+    )
+
+
+class ReleaseBrakeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    engaged: StrictBool
+    reason: str | None = Field(
+        default=None,
+        max_length=500,
+        examples=["1.6.0 fills the disk"],
+        description="required to engage: why this release stops",
+    )
+
+
+@router.put(
+    "/releases/{release_id}/brake",
+    response_model=ReleaseBrake,
+    responses=errors(*AUTHENTICATED, 404, 422),
+)
+def put_release_brake(
+    release_id: UUID,
+    body: ReleaseBrakeBody,
+    request: Request,
+    caller: OperatorCaller,
+    now: RequestNow,
+) -> ReleaseBrake:
+    """The brake scoped to one release: its claims are refused (`release_halted`), its
+    outstanding tokens revoked, and manual updates to it refused unless an operator forces
+    them. Other releases go on."""
+    return services_of(request).brake.set_release(
+        release_id, engaged=body.engaged, reason=body.reason, actor=actor_of(caller), now=now
     )
 
 

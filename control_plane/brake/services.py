@@ -7,13 +7,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
+from control_plane.brake.release_brake import ReleaseBrake, set_release_brake
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
 from control_plane.types import Connection, Pool
 from ground.contract import Instant
 
-__all__ = ["BrakeChange", "BrakeService", "BrakeState", "RevokedToken", "brake_state"]
+__all__ = [
+    "BrakeChange",
+    "BrakeService",
+    "BrakeState",
+    "ReleaseBrake",
+    "RevokedToken",
+    "brake_state",
+]
 
 # The reason agents are shown in their config while the brake is on.
 MAX_REASON_LENGTH = 500
@@ -101,6 +109,27 @@ class BrakeService:
             changed_at=state.changed_at,
             revoked_tokens=revoked,
         )
+
+    def set_release(
+        self,
+        release_id: UUID,
+        *,
+        engaged: bool,
+        reason: str | None,
+        actor: Actor,
+        now: datetime,
+    ) -> ReleaseBrake:
+        """The brake of one release (`brake.release_brake`)."""
+        with self._pool.connection() as conn, conn.transaction():
+            return set_release_brake(
+                conn,
+                release_id,
+                engaged=engaged,
+                reason=reason,
+                limit=MAX_REASON_LENGTH,
+                actor=actor,
+                now=now,
+            )
 
     def revoke_token(
         self, token_id: UUID, *, now: datetime, actor: Actor | None = None

@@ -27,6 +27,11 @@ from control_plane.errors import ClaimRefused, NotFound
 from control_plane.events.services import record_event
 from control_plane.inputs import stored_text
 from control_plane.releases.services import claim_release_view, current_release
+from control_plane.rollout.gate import (
+    check_manual_claim,
+    check_scheduled_claim,
+    release_for_grant,
+)
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
 from ground.contract import (
@@ -281,6 +286,16 @@ class ClaimService:
                 now,
                 f"the platform's {global_cap} updates for this minute are taken",
             )
+        # Holds, halts and the release brake (issue 14), only for a request that saw room.
+        check_scheduled_claim(
+            conn,
+            agent_id=agent_id,
+            org_id=seen["org_id"],
+            slot_key=slot_key,
+            slot_at=slot.at,
+            track=track,
+            now=now,
+        )
         try:
             run_id = self._grant(
                 conn,
@@ -335,6 +350,9 @@ class ClaimService:
             # FOR SHARE of the pair's pointer: a withdrawal waits for this grant, then revokes
             # its token with the others.
             release = current_release(conn, track.channel, track.platform, for_grant=True)
+            # The pair's pointer stays locked; the agent's offer (its pin, or the release at the
+            # stage the agent is in) is what it is granted, its row locked against a halt.
+            release = release_for_grant(conn, agent_id=agent_id, org_id=org_id, track=track)
             if release is None:
                 raise _no_release(track)
             conn.execute(
@@ -424,7 +442,8 @@ class ClaimService:
         *,
         track: ReleaseTrack = DEFAULT_TRACK,
     ) -> Claim:
-        """The token for a manual update requested in the panel: no slot, no caps, no brake."""
+        """The token for a manual update requested in the panel: no slot, no caps; the brake or a
+        halt of its release refuses it unless an operator forced it (`rollout.gate`)."""
         with self._pool.connection() as conn, conn.transaction():
             run = conn.execute(
                 "SELECT r.id, r.org_id, r.status, r.requested_by,"
@@ -448,6 +467,7 @@ class ClaimService:
             release = current_release(conn, track.channel, track.platform, for_grant=True)
             if release is None:
                 raise _no_release(track)
+            check_manual_claim(conn, run_id=run["id"], release=release, track=track)
             conn.execute(
                 "UPDATE runs SET status = 'claimed', claimed_at = %s, release_id = %s,"
                 " from_version = %s WHERE id = %s",

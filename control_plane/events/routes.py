@@ -48,7 +48,9 @@ def trail(
     kind: Annotated[
         str | None, Query(max_length=100, description='a kind, or a family ending in "."')
     ] = None,
-    actor_kind: Annotated[Literal["schedule", "user", "agent", "operator"] | None, Query()] = None,
+    actor_kind: Annotated[
+        Literal["schedule", "user", "agent", "operator", "control_plane"] | None, Query()
+    ] = None,
     actor_id: Annotated[UUID | None, Query()] = None,
     since: Annotated[str | None, Query(description="RFC 3339 instant, inclusive")] = None,
     until: Annotated[str | None, Query(description="RFC 3339 instant, exclusive")] = None,

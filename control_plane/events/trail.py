@@ -30,7 +30,7 @@ from control_plane.types import Connection
 
 __all__ = ["Actor", "ActorKind", "record_action", "record_event"]
 
-ActorKind = Literal["schedule", "user", "agent", "operator"]
+ActorKind = Literal["schedule", "user", "agent", "operator", "control_plane"]
 
 # Its own logger, so a deployment can route the trail apart from the rest (`serve` shows it at
 # INFO whatever `--log-level` says).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from control_plane.metrics.services import MetricsSnapshot
+from control_plane.metrics.services import MetricsSnapshot, ReleaseState
 
 __all__ = ["CONTENT_TYPE", "render_metrics"]
 
@@ -115,4 +115,46 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
         "Refusal facts this replica could not buffer (database away too long).",
         [({"replica": replica}, snapshot.dropped_here)],
     )
+    lines += _release_families(snapshot)
     return "\n".join(lines) + "\n"
+
+
+def _release_families(snapshot: MetricsSnapshot) -> list[str]:
+    """Stage, halt and brake per release (issue 14), and the platform's brake."""
+    lines = _family(
+        "nachtwacht_brake_engaged",
+        "gauge",
+        "1 while the operators' brake of the whole platform is engaged.",
+        [({}, int(snapshot.brake_engaged))],
+    )
+
+    def labels(release: ReleaseState) -> dict[str, str]:
+        return {
+            "channel": release.channel,
+            "platform": release.platform,
+            "version": release.version,
+        }
+
+    lines += _family(
+        "nachtwacht_release_stage",
+        "gauge",
+        "1 for the stage (canary, everyone) of each pair's current release and of every halted"
+        " or braked release; `current` says which is the pair's current one.",
+        [
+            ({**labels(r), "stage": r.stage, "current": str(r.current).lower()}, 1)
+            for r in snapshot.releases
+        ],
+    )
+    lines += _family(
+        "nachtwacht_release_halted",
+        "gauge",
+        "1 while the release is halted (on errors or by an operator) until a person resumes it.",
+        [(labels(r), int(r.halted)) for r in snapshot.releases],
+    )
+    lines += _family(
+        "nachtwacht_release_brake",
+        "gauge",
+        "1 while a brake covers the release: its own, or the platform's.",
+        [(labels(r), int(r.braked or snapshot.brake_engaged)) for r in snapshot.releases],
+    )
+    return lines

@@ -13,9 +13,39 @@ from typing import Any
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.types import Pool
 
-__all__ = ["MetricsService", "MetricsSnapshot"]
+__all__ = ["MetricsService", "MetricsSnapshot", "ReleaseState"]
 
 Counts = tuple[tuple[tuple[str, ...], int], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseState:
+    """A release `/metrics` shows: each pair's current one, and any halted or under its brake."""
+
+    channel: str
+    platform: str
+    version: str
+    stage: str
+    current: bool
+    halted: bool
+    braked: bool
+
+
+# Each pair's current release and every release that is halted or braked (withdrawn ones aside).
+_RELEASE_STATES = """
+SELECT rel.channel, rel.platform, rel.agent_version, rel.stage,
+       EXISTS (SELECT 1 FROM current_releases cur WHERE cur.release_id = rel.id) AS current,
+       EXISTS (SELECT 1 FROM release_halts h
+                WHERE h.release_id = rel.id AND h.resumed_at IS NULL) AS halted,
+       rel.braked_at IS NOT NULL AS braked
+  FROM releases rel
+ WHERE rel.withdrawn_at IS NULL
+   AND (rel.braked_at IS NOT NULL
+        OR EXISTS (SELECT 1 FROM current_releases cur WHERE cur.release_id = rel.id)
+        OR EXISTS (SELECT 1 FROM release_halts h
+                    WHERE h.release_id = rel.id AND h.resumed_at IS NULL))
+ ORDER BY rel.channel, rel.platform, rel.manifest_version
+"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +65,8 @@ class MetricsSnapshot:
     attempts: Counts  # (outcome,)
     reconciled_until: datetime | None
     last_pass_at: datetime | None
+    brake_engaged: bool = False
+    releases: tuple[ReleaseState, ...] = ()
 
 
 def _counts(rows: list[dict[str, Any]], *labels: str) -> Counts:
@@ -72,6 +104,8 @@ class MetricsService:
             progress = conn.execute(
                 "SELECT reconciled_until, last_pass_at FROM reconcile_progress"
             ).fetchone()
+            brake = conn.execute("SELECT engaged FROM platform_brake").fetchone()
+            releases = conn.execute(_RELEASE_STATES).fetchall()
         assert granted is not None and notifications is not None
         assert progress is not None, "migration 0005 inserts the progress row"
         return MetricsSnapshot(
@@ -88,4 +122,17 @@ class MetricsService:
             attempts=_counts(attempts, "outcome"),
             reconciled_until=progress["reconciled_until"],
             last_pass_at=progress["last_pass_at"],
+            brake_engaged=brake is not None and brake["engaged"],
+            releases=tuple(
+                ReleaseState(
+                    channel=row["channel"],
+                    platform=row["platform"],
+                    version=row["agent_version"],
+                    stage=row["stage"],
+                    current=row["current"],
+                    halted=row["halted"],
+                    braked=row["braked"],
+                )
+                for row in releases
+            ),
         )

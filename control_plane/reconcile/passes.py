@@ -16,6 +16,7 @@ from control_plane.notifications.delivery import AttemptOutcome, WebhookSender
 from control_plane.reconcile.data import FIRST_LOOKBACK, advance, read_progress, record_pass
 from control_plane.reconcile.missed import record_missed_slots
 from control_plane.reconcile.review import ReviewResult, review_closed_slots
+from control_plane.rollout.services import RolloutService
 from control_plane.settings.services import read_settings
 from control_plane.types import Pool
 
@@ -92,6 +93,8 @@ class ReconcilePass:
                 outcome_grace=self._settings.outcome_grace,
                 now=now,
             )
+        # Halt releases that fail too often, promote the soaked ones (issue 14).
+        RolloutService(self._pool).advance(now)
         deliveries = self._sender.deliver_due(now)
         with self._pool.connection() as conn, conn.transaction():
             record_pass(conn, at=now, by=self._identity)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from typing import Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Request, Response
@@ -34,6 +35,11 @@ class ReleaseBody(BaseModel):
     manifest_b64: str = Field(description="the exact bytes of manifest.json, base64")
     signature_b64: str = Field(description="the exact bytes of manifest.sig, base64")
     artifact_b64: str = Field(description="the build (.tar.gz), base64")
+    stage: Literal["canary", "everyone"] | None = Field(
+        default=None,
+        description="the stage it starts in; default: `canary` when its pair already has a"
+        " release, `everyone` for the pair's first",
+    )
 
 
 def _decoded(field: str, value: str) -> bytes:
@@ -72,6 +78,7 @@ def publish_release(
         _decoded("artifact_b64", body.artifact_b64),
         now=now,
         actor=actor_of(caller),
+        stage=body.stage,
     )
     if published.already_published:
         response.status_code = 200

@@ -64,6 +64,8 @@ class PublishedRelease:
     sha256: str
     # True when this exact manifest was already stored: publishing it again changes nothing.
     already_published: bool = False
+    # `canary` or `everyone` (control_plane.rollout.stages).
+    stage: str = "everyone"
 
 
 def release_view(row: Mapping[str, Any]) -> ReleaseView:
@@ -110,8 +112,15 @@ class ReleaseService:
         *,
         now: datetime,
         actor: Actor | None = None,
+        stage: object = None,
     ) -> PublishedRelease:
-        """Check and store a release at `now`. Refuses anything it cannot verify."""
+        """Check and store a release at `now`. Refuses anything it cannot verify.
+
+        It starts in the `canary` stage when its pair already has a release that is not
+        withdrawn, else at `everyone` (`control_plane.rollout.stages`); `stage="everyone"` skips
+        the canary stage (the operator's choice, recorded with the publication)."""
+        if stage not in (None, "canary", "everyone"):
+            raise InvalidInput("stage", stage, "is not 'canary' or 'everyone'")
         if not self._trusted_keys:
             raise InvalidInput(
                 "signature",
@@ -154,7 +163,7 @@ class ReleaseService:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('nachtwacht.publish_release'))")
             same = conn.execute(
                 "SELECT id, manifest_version, agent_version, channel, platform, key_id, sha256,"
-                " manifest FROM releases"
+                " manifest, stage FROM releases"
                 " WHERE channel = %s AND platform = %s AND manifest_version = %s",
                 [parsed.channel, parsed.platform, parsed.manifest_version],
             ).fetchone()
@@ -172,11 +181,20 @@ class ReleaseService:
                     f"{newest['manifest_version']} ({newest['agent_version']})",
                     code="release_not_newer",
                 )
+            if stage is None:
+                earlier = conn.execute(
+                    "SELECT 1 FROM releases WHERE channel = %s AND platform = %s"
+                    " AND withdrawn_at IS NULL LIMIT 1",
+                    [parsed.channel, parsed.platform],
+                ).fetchone()
+                stage = "everyone" if earlier is None else "canary"
             row = conn.execute(
                 "INSERT INTO releases (manifest_version, agent_version, channel, platform,"
-                " issued_at, expires, length, sha256, key_id, manifest, signature, published_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                " RETURNING id, manifest_version, agent_version, channel, platform, key_id, sha256",
+                " issued_at, expires, length, sha256, key_id, manifest, signature, published_at,"
+                " stage, stage_changed_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " RETURNING id, manifest_version, agent_version, channel, platform, key_id, sha256,"
+                " stage",
                 [
                     parsed.manifest_version,
                     parsed.agent_version,
@@ -189,6 +207,8 @@ class ReleaseService:
                     signer,
                     manifest,
                     signature,
+                    now,
+                    stage,
                     now,
                 ],
             ).fetchone()
@@ -215,6 +235,7 @@ class ReleaseService:
                     "channel": row["channel"],
                     "platform": row["platform"],
                     "key_id": signer,
+                    "stage": row["stage"],
                 },
             )
         return _published(row, already=False)
@@ -274,6 +295,7 @@ def _published(row: Mapping[str, Any], *, already: bool) -> PublishedRelease:
         key_id=row["key_id"],
         sha256=row["sha256"],
         already_published=already,
+        stage=row["stage"],
     )
 
 

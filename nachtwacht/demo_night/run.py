@@ -195,14 +195,19 @@ class _Demo:
             self._install_first_version(old, public_key, before_night)
         else:
             out.step(f"{options.agent_count} simulated agents start on {OLD_VERSION}")
-        self._publish(new, public_key, before_night)
+        # Straight to everyone: the demo shows one night of the whole fleet updating; the canary
+        # stage is issue 14's (tests/control_plane/api/test_rollout.py).
+        self._publish(new, public_key, before_night, stage="everyone")
         out.step(f"published {NEW_VERSION} (signature checked by the control plane)")
         return self._night(public_key, new)
 
-    def _publish(self, build: SignedBuild, public_key: Path, at: datetime) -> None:
+    def _publish(
+        self, build: SignedBuild, public_key: Path, at: datetime, stage: str | None = None
+    ) -> None:
         """`nachtwacht control publish-release`: the control plane checks the signature first."""
         publish(
             build,
+            stage=stage,
             location=[
                 "--data-dir", str(self.platform.data_dir), "--release-public-key", str(public_key)
             ],

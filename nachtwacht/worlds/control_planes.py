@@ -74,9 +74,10 @@ class RunningControlPlane:
         key: str = self.admin("create-operator-key")["operator_key"]
         return key
 
-    def publish_release(self, build: SignedBuild) -> None:
-        """`publish-release`: the control plane checks the signature before it stores anything."""
-        publish(build, location=self.location(), env=self.env)
+    def publish_release(self, build: SignedBuild, *, stage: str | None = None) -> None:
+        """`publish-release`: the control plane checks the signature before it stores anything;
+        `stage` is its `--stage` (default: canary after a pair's first release)."""
+        publish(build, location=self.location(), env=self.env, stage=stage)
 
     def stop(self) -> int:
         """SIGTERM, then wait; returns the exit code."""

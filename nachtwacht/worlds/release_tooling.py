@@ -52,12 +52,17 @@ def sign_build(
     clock_setting: str,
     channel: str = CHANNEL,
     platform: str = PLATFORM,
+    fault: str = "none",
 ) -> SignedBuild:
     """Build `provibr-agent VERSION` and sign it for (`channel`, `platform`), on the clock
-    `clock_setting` describes (the manifest's `issued_at` is that clock's now)."""
+    `clock_setting` describes (the manifest's `issued_at` is that clock's now); `fault` builds a
+    deliberately broken agent (`demo_agent.FAULTS`)."""
     artifact = workdir / f"provibr-agent-{version}.tar.gz"
     release_dir = workdir / f"release-{channel}-{platform}-{version}"
-    run_nachtwacht("release", "build-demo-agent", "--version", version, "--out", str(artifact))
+    run_nachtwacht(
+        "release", "build-demo-agent", "--version", version, "--fault", fault,
+        "--out", str(artifact),
+    )  # fmt: skip
     run_nachtwacht(
         "release", "sign", "--key", str(keys_dir / "release.key"), "--version", version,
         "--channel", channel, "--platform", platform, "--expires-in", "30d",
@@ -73,14 +78,20 @@ def sign_build(
 
 
 def publish(
-    build: SignedBuild, *, location: Sequence[str], env: Mapping[str, str] | None = None
+    build: SignedBuild,
+    *,
+    location: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    stage: str | None = None,
 ) -> None:
     """`control publish-release` against the database `location` names (`--data-dir DIR` or
-    `--database-url URL`, plus `--release-public-key` when the environment names no key)."""
+    `--database-url URL`, plus `--release-public-key` when the environment names no key);
+    `stage` is its `--stage` (default: the control plane's, canary after a pair's first)."""
     run_nachtwacht(
         "control",
         "publish-release",
         *location,
+        *(["--stage", stage] if stage else []),
         str(build.manifest),
         str(build.signature),
         str(build.artifact),

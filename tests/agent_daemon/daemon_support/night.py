@@ -127,8 +127,17 @@ class Night:
             args=list(self.control_plane_args),
         )
 
-    def publish(self, version: str, manifest_version: int, *, channel: str = "stable") -> None:
-        """Build, sign and publish with the real release tooling and the control plane's CLI."""
+    def publish(
+        self,
+        version: str,
+        manifest_version: int,
+        *,
+        channel: str = "stable",
+        fault: str = "none",
+        stage: str | None = None,
+    ) -> None:
+        """Build, sign and publish with the real release tooling and the control plane's CLI
+        (`fault`: a deliberately broken build; `stage`: `publish-release --stage`)."""
         build = sign_build(
             version=version,
             manifest_version=manifest_version,
@@ -136,8 +145,9 @@ class Night:
             workdir=self.root,
             clock_setting=self.clock.setting,
             channel=channel,
+            fault=fault,
         )
-        self.plane.publish_release(build)
+        self.plane.publish_release(build, stage=stage)
 
     def set_brake(self, engaged: bool) -> None:
         answer = self.operator.put(
@@ -197,6 +207,10 @@ class Night:
         )
         self.hosts.append(host)
         return host
+
+    def configure(self, host: Host, **fields: float) -> None:
+        """Set `agent.toml` fields of a host (before its daemon starts), as an admin would."""
+        _add_to_config(host.agent.state_dir / "agent.toml", fields)
 
     def _preinstall(self, agent: AgentHost, version: str, manifest_version: int) -> None:
         """The version the host runs before the night, installed by the updater itself."""

@@ -31,6 +31,7 @@ def test_config_carries_schedule_zone_window_brake_and_server_time(
         "track": {"channel": "stable", "platform": "linux-x86_64"},
         "release": None,
         "manual_update": None,
+        "hold": None,
         "server_time": "2026-10-25T00:50:00Z",
     }
     assert response.headers[SERVER_TIME] == "2026-10-25T00:50:00Z"

@@ -36,10 +36,11 @@ def newer(
     clock: ManualClock,
     published: SignedRelease,
 ) -> SignedRelease:
-    """Stable 1.5.0 (42), then stable 1.6.0 (43), current."""
+    """Stable 1.5.0 (42), then stable 1.6.0 (43), current and offered to everyone (published
+    past the canary stage: these tests are about withdrawing, not staging)."""
     release = sign_release(release_key, version="1.6.0", manifest_version=43)
     services.releases.publish(
-        release.manifest, release.signature, release.artifact, now=clock.now()
+        release.manifest, release.signature, release.artifact, now=clock.now(), stage="everyone"
     )
     return release
 

@@ -1,0 +1,93 @@
+"""The brake's second scope: one release. Claims of it are refused (`RefusalCode.RELEASE_HALTED`,
+the brake per release), its outstanding tokens revoked, and a manual update to it refused unless
+an operator forces it — the platform's brake (`platform_brake`) covers every release the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from control_plane.errors import InvalidInput, NotFound
+from control_plane.events.trail import Actor, record_action
+from control_plane.inputs import stored_text
+from control_plane.types import Connection
+from ground.contract import Instant
+
+__all__ = ["ReleaseBrake", "set_release_brake"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseBrake:
+    release_id: UUID
+    version: str
+    channel: str
+    platform: str
+    engaged: bool
+    reason: str | None
+    changed_at: Instant
+    revoked_tokens: int
+
+
+def set_release_brake(
+    conn: Connection,
+    release_id: UUID,
+    *,
+    engaged: bool,
+    reason: object,
+    limit: int,
+    actor: Actor,
+    now: datetime,
+) -> ReleaseBrake:
+    """Engage (reason required) or release one release's brake, inside the caller's transaction."""
+    reason_text = stored_text("reason", reason, limit)
+    if engaged and (reason_text is None or not reason_text.strip()):
+        raise InvalidInput(
+            "reason", reason, "is required to engage a release's brake (say why it stops)"
+        )
+    # The row lock waits for grants in flight (they hold the release FOR SHARE).
+    row = conn.execute(
+        "UPDATE releases SET braked_at = %s, brake_reason = %s, braked_by = %s WHERE id = %s"
+        " RETURNING agent_version, channel, platform",
+        [
+            now if engaged else None,
+            reason_text if engaged else None,
+            (actor.name or actor.kind) if engaged else None,
+            release_id,
+        ],
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"release {release_id} does not exist", code="release_not_found")
+    revoked = 0
+    if engaged:
+        revoked = conn.execute(
+            "UPDATE tokens SET revoked_at = %s, revoked_reason = 'brake'"
+            " WHERE release_id = %s AND revoked_at IS NULL AND expires_at > %s",
+            [now, release_id, now],
+        ).rowcount
+    record_action(
+        conn,
+        kind="brake.engaged" if engaged else "brake.released",
+        actor=actor,
+        at=now,
+        data={
+            "scope": "release",
+            "release_id": str(release_id),
+            "version": row["agent_version"],
+            "channel": row["channel"],
+            "platform": row["platform"],
+            "reason": reason_text if engaged else None,
+            "revoked_tokens": revoked,
+        },
+    )
+    return ReleaseBrake(
+        release_id=release_id,
+        version=row["agent_version"],
+        channel=row["channel"],
+        platform=row["platform"],
+        engaged=engaged,
+        reason=reason_text if engaged else None,
+        changed_at=now,
+        revoked_tokens=revoked,
+    )

@@ -1,0 +1,114 @@
+"""Holds: one agent's scheduled updates skipped until a date, set by its host, its customer or an
+operator (the latest setter wins; one hold per agent).
+
+Bounds: `until` must be in the future and at most `MAX_HOLD` ahead — a hold is a pause ("not
+during the audit next week"), not a way to switch updates off for good; that is the schedule's
+`enabled`, which the customer sees on the agent page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+from uuid import UUID
+
+from control_plane.errors import InvalidInput
+from control_plane.events.trail import Actor, record_action
+from control_plane.inputs import stored_text
+from control_plane.types import Connection
+from ground.contract import HoldView, format_instant
+
+__all__ = [
+    "MAX_HOLD",
+    "MAX_HOLD_REASON_LENGTH",
+    "ActiveHold",
+    "HoldSetter",
+    "active_hold",
+    "clear_hold",
+    "hold_view",
+    "set_hold",
+]
+
+MAX_HOLD = timedelta(days=90)
+MAX_HOLD_REASON_LENGTH = 500
+
+HoldSetter = Literal["agent", "customer", "operator"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActiveHold:
+    until: datetime
+    reason: str | None
+    set_by: HoldSetter
+
+
+def active_hold(conn: Connection, agent_id: UUID, now: datetime) -> ActiveHold | None:
+    row = conn.execute(
+        "SELECT until, reason, set_by FROM holds WHERE agent_id = %s AND until > %s",
+        [agent_id, now],
+    ).fetchone()
+    if row is None:
+        return None
+    return ActiveHold(until=row["until"], reason=row["reason"], set_by=row["set_by"])
+
+
+def hold_view(hold: ActiveHold) -> HoldView:
+    return HoldView(until=hold.until, reason=hold.reason, set_by=hold.set_by)
+
+
+def set_hold(
+    conn: Connection,
+    *,
+    org_id: UUID,
+    agent_id: UUID,
+    until: object,
+    reason: object,
+    set_by: HoldSetter,
+    actor: Actor,
+    now: datetime,
+) -> HoldView:
+    """Hold the agent until `until` (inside the caller's transaction; the agent is checked)."""
+    if not isinstance(until, datetime) or until.tzinfo is None:
+        raise InvalidInput("until", until, "is not an aware instant (RFC 3339 with Z or offset)")
+    if until <= now:
+        raise InvalidInput(
+            "until", format_instant(until), f"is not after now ({format_instant(now)})"
+        )
+    if until > now + MAX_HOLD:
+        raise InvalidInput(
+            "until",
+            format_instant(until),
+            f"is more than {MAX_HOLD.days} days ahead (at most {format_instant(now + MAX_HOLD)};"
+            " to stop updates for good, switch the schedule off)",
+        )
+    reason_text = stored_text("reason", reason, MAX_HOLD_REASON_LENGTH)
+    conn.execute(
+        "INSERT INTO holds (agent_id, until, reason, set_by, set_by_id, set_at)"
+        " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (agent_id) DO UPDATE SET"
+        " until = EXCLUDED.until, reason = EXCLUDED.reason, set_by = EXCLUDED.set_by,"
+        " set_by_id = EXCLUDED.set_by_id, set_at = EXCLUDED.set_at",
+        [agent_id, until, reason_text, set_by, actor.id, now],
+    )
+    record_action(
+        conn,
+        kind="hold.set",
+        actor=actor,
+        at=now,
+        org_id=org_id,
+        agent_id=agent_id,
+        data={"until": format_instant(until), "reason": reason_text, "set_by": set_by},
+    )
+    return HoldView(until=until, reason=reason_text, set_by=set_by)
+
+
+def clear_hold(
+    conn: Connection, *, org_id: UUID, agent_id: UUID, actor: Actor, now: datetime
+) -> bool:
+    """End the agent's hold; False when it had none (still a success: the agent is not held)."""
+    removed = conn.execute("DELETE FROM holds WHERE agent_id = %s", [agent_id]).rowcount
+    if removed:
+        record_action(
+            conn, kind="hold.released", actor=actor, at=now, org_id=org_id, agent_id=agent_id
+        )
+    return bool(removed)

@@ -1,0 +1,279 @@
+"""Halting a release — by the control plane on errors, or by an operator — and resuming it.
+
+A halt refuses every claim of the release (`RefusalCode.RELEASE_HALTED`, as the brake does), revokes
+its outstanding tokens (`revoked_reason` `halted`) and stays until a person resumes it with a
+reason. An automatic halt keeps its evidence — the failed and rolled-back runs that tripped it —
+in `release_halt_runs`, and leaves exactly one notice in the operators' inbox (`operator_notices`,
+one per halt: the database refuses a second).
+
+The threshold (`rollout_settings`): at least `halt_failures` failed + rolled-back runs of the
+release finished within the last `halt_window_minutes` (and after its last resume), and they are
+at least `halt_rate_percent` of its finished runs in that time. Both, so one failure among the
+first three canaries does not halt a release, and fifty failures among ten thousand successes do
+not either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from control_plane.errors import Conflict, InvalidInput, NotFound
+from control_plane.events.trail import Actor, record_action
+from control_plane.inputs import stored_text
+from control_plane.types import Connection
+from ground.contract import Instant, format_instant
+
+__all__ = [
+    "AUTOMATIC",
+    "MAX_HALT_REASON_LENGTH",
+    "HaltCause",
+    "HaltView",
+    "OperatorNotice",
+    "halt_on_errors",
+    "halt_release",
+    "halts_of",
+    "resume_release",
+]
+
+MAX_HALT_REASON_LENGTH = 500
+
+# The actor of what the control plane does by itself.
+AUTOMATIC = Actor(kind="control_plane", name="rollout")
+
+HaltCause = Literal["errors", "operator"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class HaltView:
+    id: UUID
+    release_id: UUID
+    halted_at: Instant
+    cause: HaltCause
+    reason: str
+    halted_by: str
+    failures: int | None
+    finished: int | None
+    # The evidence of an automatic halt: the runs that tripped it.
+    runs: tuple[UUID, ...]
+    resumed_at: Instant | None
+    resumed_by: str | None
+    resume_reason: str | None
+    revoked_tokens: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperatorNotice:
+    id: UUID
+    kind: str
+    created_at: Instant
+    body: dict[str, Any]
+    read_at: Instant | None
+
+
+def _required_reason(field: str, value: object, what: str) -> str:
+    text = stored_text(field, value, MAX_HALT_REASON_LENGTH)
+    if text is None or not text.strip():
+        raise InvalidInput(field, value, f"is required to {what} (say why)")
+    return text
+
+
+def _release_for_update(conn: Connection, release_id: UUID) -> dict[str, Any]:
+    # FOR UPDATE waits for the grants in flight (they hold the row FOR SHARE): the revocation
+    # then sees their tokens, and later grants see the halt.
+    row: dict[str, Any] | None = conn.execute(
+        "SELECT id, agent_version, manifest_version, channel, platform FROM releases"
+        " WHERE id = %s FOR UPDATE",
+        [release_id],
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"release {release_id} does not exist", code="release_not_found")
+    return row
+
+
+def halt_release(
+    conn: Connection,
+    release_id: UUID,
+    *,
+    cause: HaltCause,
+    reason: object,
+    actor: Actor,
+    now: datetime,
+    evidence: tuple[tuple[UUID, str], ...] = (),
+    failures: int | None = None,
+    finished: int | None = None,
+) -> HaltView:
+    """Halt the release inside the caller's transaction (see the module's docstring)."""
+    reason_text = _required_reason("reason", reason, "halt a release")
+    release = _release_for_update(conn, release_id)
+    if conn.execute(
+        "SELECT 1 FROM release_halts WHERE release_id = %s AND resumed_at IS NULL", [release_id]
+    ).fetchone():
+        raise Conflict(
+            f"release {release_id} ({release['agent_version']}) is already halted",
+            code="release_halted",
+        )
+    halt = conn.execute(
+        "INSERT INTO release_halts (release_id, halted_at, cause, reason, halted_by, failures,"
+        " finished) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        [release_id, now, cause, reason_text, actor.name or actor.kind, failures, finished],
+    ).fetchone()
+    assert halt is not None
+    halt_id: UUID = halt["id"]
+    for run_id, status in evidence:
+        conn.execute(
+            "INSERT INTO release_halt_runs (halt_id, run_id, status) VALUES (%s, %s, %s)",
+            [halt_id, run_id, status],
+        )
+    revoked = conn.execute(
+        "UPDATE tokens SET revoked_at = %s, revoked_reason = 'halted'"
+        " WHERE release_id = %s AND revoked_at IS NULL AND expires_at > %s",
+        [now, release_id, now],
+    ).rowcount
+    facts = {
+        "release_id": str(release_id),
+        "version": release["agent_version"],
+        "manifest_version": release["manifest_version"],
+        "channel": release["channel"],
+        "platform": release["platform"],
+        "cause": cause,
+        "reason": reason_text,
+        "failures": failures,
+        "finished": finished,
+        "runs": [str(run_id) for run_id, _ in evidence],
+        "revoked_tokens": revoked,
+    }
+    if cause == "errors":
+        # The operators are told once per halt; a person resumes it.
+        conn.execute(
+            "INSERT INTO operator_notices (kind, halt_id, created_at, body)"
+            " VALUES ('release.halted', %s, %s, %s) ON CONFLICT (halt_id) DO NOTHING",
+            [halt_id, now, Jsonb({**facts, "halt_id": str(halt_id)})],
+        )
+    record_action(conn, kind="release.halted", actor=actor, at=now, data=facts)
+    view = halts_of(conn, release_id, halt_id=halt_id)[0]
+    return HaltView(**{**view.__dict__, "revoked_tokens": revoked})
+
+
+def resume_release(
+    conn: Connection, release_id: UUID, *, reason: object, actor: Actor, now: datetime
+) -> HaltView:
+    """A person ends the release's halt (reason required); claims of it are granted again."""
+    reason_text = _required_reason("reason", reason, "resume a halted release")
+    release = _release_for_update(conn, release_id)
+    row = conn.execute(
+        "UPDATE release_halts SET resumed_at = %s, resumed_by = %s, resume_reason = %s"
+        " WHERE release_id = %s AND resumed_at IS NULL RETURNING id",
+        [now, actor.name or actor.kind, reason_text, release_id],
+    ).fetchone()
+    if row is None:
+        raise Conflict(
+            f"release {release_id} ({release['agent_version']}) is not halted",
+            code="release_not_halted",
+        )
+    record_action(
+        conn,
+        kind="release.resumed",
+        actor=actor,
+        at=now,
+        data={
+            "release_id": str(release_id),
+            "version": release["agent_version"],
+            "channel": release["channel"],
+            "platform": release["platform"],
+            "reason": reason_text,
+        },
+    )
+    return halts_of(conn, release_id, halt_id=row["id"])[0]
+
+
+def halts_of(conn: Connection, release_id: UUID, *, halt_id: UUID | None = None) -> list[HaltView]:
+    """The release's halts, newest first, each with its evidence."""
+    rows = conn.execute(
+        "SELECT h.*, coalesce(array_agg(e.run_id ORDER BY e.run_id)"
+        "   FILTER (WHERE e.run_id IS NOT NULL), '{}') AS runs"
+        " FROM release_halts h LEFT JOIN release_halt_runs e ON e.halt_id = h.id"
+        " WHERE h.release_id = %s AND (%s::uuid IS NULL OR h.id = %s::uuid)"
+        " GROUP BY h.id ORDER BY h.halted_at DESC, h.id",
+        [release_id, halt_id, halt_id],
+    ).fetchall()
+    return [
+        HaltView(
+            id=row["id"],
+            release_id=row["release_id"],
+            halted_at=row["halted_at"],
+            cause=row["cause"],
+            reason=row["reason"],
+            halted_by=row["halted_by"],
+            failures=row["failures"],
+            finished=row["finished"],
+            runs=tuple(row["runs"]),
+            resumed_at=row["resumed_at"],
+            resumed_by=row["resumed_by"],
+            resume_reason=row["resume_reason"],
+        )
+        for row in rows
+    ]
+
+
+# Per release that is not halted nor withdrawn: its runs finished in the window (after its last
+# resume), the failures among them, and those failures' ids.
+_OVER_THRESHOLD = """
+WITH s AS (SELECT * FROM rollout_settings),
+candidates AS (
+    SELECT rel.id,
+           greatest(%(now)s - make_interval(mins => s.halt_window_minutes),
+                    coalesce((SELECT max(h.resumed_at) FROM release_halts h
+                               WHERE h.release_id = rel.id), '-infinity')) AS since
+      FROM releases rel CROSS JOIN s
+     WHERE rel.withdrawn_at IS NULL
+       AND NOT EXISTS (SELECT 1 FROM release_halts h
+                        WHERE h.release_id = rel.id AND h.resumed_at IS NULL)
+)
+SELECT c.id,
+       count(*) FILTER (WHERE r.status IN ('failed', 'rolled_back')) AS failures,
+       count(*) AS finished,
+       array_agg(r.id ORDER BY r.finished_at, r.id)
+           FILTER (WHERE r.status IN ('failed', 'rolled_back')) AS failed_runs,
+       array_agg(r.status ORDER BY r.finished_at, r.id)
+           FILTER (WHERE r.status IN ('failed', 'rolled_back')) AS failed_statuses,
+       min(s.halt_failures) AS halt_failures, min(s.halt_rate_percent) AS halt_rate_percent
+  FROM candidates c
+  JOIN runs r ON r.release_id = c.id AND r.finished_at > c.since AND r.finished_at <= %(now)s
+             AND r.status IN ('succeeded', 'failed', 'rolled_back')
+ CROSS JOIN s
+ GROUP BY c.id
+HAVING count(*) FILTER (WHERE r.status IN ('failed', 'rolled_back')) >= min(s.halt_failures)
+   AND 100 * count(*) FILTER (WHERE r.status IN ('failed', 'rolled_back'))
+       >= min(s.halt_rate_percent) * count(*)
+"""
+
+
+def halt_on_errors(conn: Connection, now: datetime) -> list[HaltView]:
+    """Halt every release whose failures passed the threshold (inside the caller's
+    transaction); the halts made."""
+    made = []
+    for row in conn.execute(_OVER_THRESHOLD, {"now": now}).fetchall():
+        evidence = tuple(zip(row["failed_runs"], row["failed_statuses"], strict=True))
+        made.append(
+            halt_release(
+                conn,
+                row["id"],
+                cause="errors",
+                reason=(
+                    f"{row['failures']} of {row['finished']} finished runs failed or rolled back"
+                    f" (threshold: {row['halt_failures']} and {row['halt_rate_percent']}%)"
+                    f" by {format_instant(now)}"
+                ),
+                actor=AUTOMATIC,
+                now=now,
+                evidence=evidence,
+                failures=row["failures"],
+                finished=row["finished"],
+            )
+        )
+    return made

@@ -1,0 +1,383 @@
+"""The rollout of each release: stages, canaries, halts, the operators' inbox, forced updates,
+each agent's offer, and the step the reconcile pass runs.
+
+Every change is an event with its actor (`release.promoted`, `release.halted`, `release.resumed`,
+`canary.marked`, `rollout.settings_changed`, `update.forced`); what the control plane does by
+itself names the actor `control_plane` (`rollout`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from control_plane.agents.services import require_agent
+from control_plane.errors import InvalidInput, NotFound
+from control_plane.events.trail import Actor, record_action
+from control_plane.inputs import stored_text
+from control_plane.pins.holds import active_hold, hold_view
+from control_plane.rollout.halts import (
+    MAX_HALT_REASON_LENGTH,
+    HaltView,
+    OperatorNotice,
+    halt_on_errors,
+    halt_release,
+    halts_of,
+    resume_release,
+)
+from control_plane.rollout.offer import OfferBasis, offered_release, running_version
+from control_plane.rollout.stages import (
+    RolloutSettings,
+    Stage,
+    StageChange,
+    mark_canary,
+    promote_release,
+    promote_soaked,
+    read_rollout_settings,
+    update_rollout_settings,
+)
+from control_plane.types import Connection, Pool
+from ground.contract import DEFAULT_TRACK, HoldView, ReleaseTrack
+
+__all__ = [
+    "AgentRelease",
+    "AgentReleaseList",
+    "CanaryMark",
+    "ForcedUpdate",
+    "HaltList",
+    "NoticeList",
+    "OfferedRelease",
+    "PairRollout",
+    "RolloutOverview",
+    "RolloutService",
+    "RolloutStep",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OfferedRelease:
+    release_id: UUID
+    version: str
+    manifest_version: int
+    stage: Stage
+    # Claims of it are refused until a person resumes it (a halt) or releases its brake.
+    halted: bool
+    braked: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentRelease:
+    """What the panel's API shows of one agent's release: its pair, what it is offered and why,
+    what it runs, whether that is up to date, its pin and its hold."""
+
+    agent_id: UUID
+    track: ReleaseTrack
+    # False: the agent has not polled or claimed yet; the pair shown is the default one.
+    track_seen: bool
+    offered: OfferedRelease | None
+    basis: OfferBasis | None
+    running_version: str | None
+    up_to_date: bool
+    pinned: bool
+    canary: bool
+    hold: HoldView | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentReleaseList:
+    agents: tuple[AgentRelease, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CanaryMark:
+    agent_id: UUID
+    canary: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForcedUpdate:
+    run_id: UUID
+    agent_id: UUID
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class HaltList:
+    halts: tuple[HaltView, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoticeList:
+    notices: tuple[OperatorNotice, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutStep:
+    halts: tuple[HaltView, ...]
+    promotions: tuple[StageChange, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairRollout:
+    """One pair's current release and, among the agents last seen on the pair (polling or
+    claiming), how many get it
+    tonight at its stage (their schedule on, not held, not on it yet) and how many wait."""
+
+    channel: str
+    platform: str
+    release_id: UUID
+    version: str
+    stage: Stage
+    halted: bool
+    agents: int
+    # Offered this release now and not running it: they update at their next slot.
+    updating_at_this_stage: int
+    # Waiting for the promotion (offered the previous release meanwhile).
+    waiting_for_everyone: int
+    # Running what they are offered (a pinned agent at its pin included).
+    up_to_date: int
+    pinned: int
+    held: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutOverview:
+    settings: RolloutSettings
+    pairs: tuple[PairRollout, ...]
+
+
+def _offered_view(release: dict[str, Any]) -> OfferedRelease:
+    return OfferedRelease(
+        release_id=release["id"],
+        version=release["agent_version"],
+        manifest_version=release["manifest_version"],
+        stage=release["stage"],
+        halted=release["halted"],
+        braked=release["braked"],
+    )
+
+
+def agent_release(conn: Connection, agent_id: UUID, org_id: UUID, now: datetime) -> AgentRelease:
+    seen = conn.execute(
+        "SELECT channel, platform FROM agent_tracks WHERE agent_id = %s", [agent_id]
+    ).fetchone()
+    track = (
+        DEFAULT_TRACK
+        if seen is None
+        else ReleaseTrack(channel=seen["channel"], platform=seen["platform"])
+    )
+    offer = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track)
+    running = running_version(conn, agent_id)
+    marked = conn.execute("SELECT 1 FROM canary_agents WHERE agent_id = %s", [agent_id]).fetchone()
+    hold = active_hold(conn, agent_id, now)
+    return AgentRelease(
+        agent_id=agent_id,
+        track=track,
+        track_seen=seen is not None,
+        offered=None if offer.release is None else _offered_view(offer.release),
+        basis=offer.basis,
+        running_version=running,
+        up_to_date=offer.release is None or offer.release["agent_version"] == running,
+        pinned=offer.basis == "pinned",
+        canary=marked is not None or offer.basis == "canary",
+        hold=None if hold is None else hold_view(hold),
+    )
+
+
+class RolloutService:
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    # -- settings and canaries ----------------------------------------------------------------
+
+    def settings(self) -> RolloutSettings:
+        with self._pool.connection() as conn:
+            return read_rollout_settings(conn)
+
+    def update_settings(
+        self, changes: dict[str, Any], *, actor: Actor, now: datetime
+    ) -> RolloutSettings:
+        with self._pool.connection() as conn, conn.transaction():
+            return update_rollout_settings(conn, changes, actor=actor, now=now)
+
+    def mark_canary(
+        self, agent_id: UUID, *, canary: bool, actor: Actor, now: datetime
+    ) -> CanaryMark:
+        with self._pool.connection() as conn, conn.transaction():
+            state = mark_canary(conn, agent_id, canary=canary, actor=actor, now=now)
+        return CanaryMark(agent_id=agent_id, canary=state)
+
+    # -- stages and halts ---------------------------------------------------------------------
+
+    def promote(self, release_id: UUID, *, actor: Actor, now: datetime) -> StageChange:
+        with self._pool.connection() as conn, conn.transaction():
+            return promote_release(conn, release_id, actor=actor, now=now)
+
+    def halt(self, release_id: UUID, *, reason: object, actor: Actor, now: datetime) -> HaltView:
+        with self._pool.connection() as conn, conn.transaction():
+            return halt_release(
+                conn, release_id, cause="operator", reason=reason, actor=actor, now=now
+            )
+
+    def resume(self, release_id: UUID, *, reason: object, actor: Actor, now: datetime) -> HaltView:
+        with self._pool.connection() as conn, conn.transaction():
+            return resume_release(conn, release_id, reason=reason, actor=actor, now=now)
+
+    def halts(self, release_id: UUID) -> HaltList:
+        with self._pool.connection() as conn:
+            if (
+                conn.execute("SELECT 1 FROM releases WHERE id = %s", [release_id]).fetchone()
+                is None
+            ):
+                raise NotFound(f"release {release_id} does not exist", code="release_not_found")
+            return HaltList(halts=tuple(halts_of(conn, release_id)))
+
+    def notices(self) -> NoticeList:
+        """The operators' inbox, newest first."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, kind, created_at, body, read_at FROM operator_notices"
+                " ORDER BY created_at DESC, id LIMIT 200"
+            ).fetchall()
+        return NoticeList(notices=tuple(OperatorNotice(**row) for row in rows))
+
+    def advance(self, now: datetime) -> RolloutStep:
+        """The reconcile pass's step: halt what failed too often, then promote what soaked."""
+        with self._pool.connection() as conn, conn.transaction():
+            # One pass at a time across replicas (the worker's leader lock covers the pass; this
+            # covers a direct call too).
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('nachtwacht.rollout_step'))")
+            halts = halt_on_errors(conn, now)
+            promotions = promote_soaked(conn, now)
+        return RolloutStep(halts=tuple(halts), promotions=tuple(promotions))
+
+    # -- agents ---------------------------------------------------------------------------------
+
+    def agent_release(self, agent_id: UUID, *, org_id: UUID | None, now: datetime) -> AgentRelease:
+        """The agent's pair and offer; `org_id` scopes a customer's call (else a 404)."""
+        with self._pool.connection() as conn:
+            owner = _owner(conn, agent_id, org_id)
+            return agent_release(conn, agent_id, owner, now)
+
+    def org_agent_releases(self, org_id: UUID, *, now: datetime) -> AgentReleaseList:
+        """Every live agent of the organisation with its pair and offer, by name."""
+        with self._pool.connection() as conn:
+            if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
+                raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+            agents = conn.execute(
+                "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL ORDER BY name, id",
+                [org_id],
+            ).fetchall()
+            return AgentReleaseList(
+                agents=tuple(agent_release(conn, row["id"], org_id, now) for row in agents)
+            )
+
+    def force_update(
+        self, agent_id: UUID, *, reason: object, actor: Actor, now: datetime
+    ) -> ForcedUpdate:
+        """An operator's manual update that goes through the brake and any halt (recorded as
+        forced, with the reason)."""
+        reason_text = stored_text("reason", reason, MAX_HALT_REASON_LENGTH)
+        if reason_text is None or not reason_text.strip():
+            raise InvalidInput("reason", reason, "is required to force an update (say why)")
+        with self._pool.connection() as conn, conn.transaction():
+            owner = _owner(conn, agent_id, None)
+            # The update a person already asked for (refused under the brake) is the one
+            # forced; else a new manual update. At most one is pending (runs_one_pending_manual).
+            run = (
+                conn.execute(
+                    "SELECT id FROM runs WHERE agent_id = %s AND trigger = 'manual'"
+                    " AND status = 'requested' FOR UPDATE",
+                    [agent_id],
+                ).fetchone()
+                or conn.execute(
+                    "INSERT INTO runs (agent_id, org_id, trigger, status, created_at)"
+                    " VALUES (%s, %s, 'manual', 'requested', %s) RETURNING id",
+                    [agent_id, owner, now],
+                ).fetchone()
+            )
+            assert run is not None
+            conn.execute(
+                "INSERT INTO forced_updates (run_id, reason, forced_at, forced_by)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT (run_id) DO UPDATE SET"
+                " reason = EXCLUDED.reason, forced_at = EXCLUDED.forced_at,"
+                " forced_by = EXCLUDED.forced_by",
+                [run["id"], reason_text, now, actor.name or actor.kind],
+            )
+            record_action(
+                conn,
+                kind="update.forced",
+                actor=actor,
+                at=now,
+                org_id=owner,
+                agent_id=agent_id,
+                data={"run_id": str(run["id"]), "reason": reason_text},
+            )
+        return ForcedUpdate(run_id=run["id"], agent_id=agent_id, reason=reason_text)
+
+    # -- the forecast ---------------------------------------------------------------------------
+
+    def overview(self, now: datetime) -> RolloutOverview:
+        """Per pair's current release: how many of the pair's agents get it tonight at its stage,
+        how many wait for `everyone`, how many are up to date, pinned or held."""
+        with self._pool.connection() as conn:
+            settings = read_rollout_settings(conn)
+            pairs = conn.execute(
+                "SELECT cur.channel, cur.platform, rel.id, rel.agent_version, rel.stage,"
+                " EXISTS (SELECT 1 FROM release_halts h WHERE h.release_id = rel.id"
+                "   AND h.resumed_at IS NULL) AS halted"
+                " FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id"
+                " ORDER BY cur.channel, cur.platform"
+            ).fetchall()
+            result = []
+            for pair in pairs:
+                agents = conn.execute(
+                    "SELECT a.id, a.org_id, a.update_schedule_enabled AS enabled"
+                    " FROM agent_tracks t JOIN agents a ON a.id = t.agent_id"
+                    " WHERE t.channel = %s AND t.platform = %s AND a.deleted_at IS NULL",
+                    [pair["channel"], pair["platform"]],
+                ).fetchall()
+                counts = dict.fromkeys(("updating", "waiting", "up_to_date", "pinned", "held"), 0)
+                for agent in agents:
+                    view = agent_release(conn, agent["id"], agent["org_id"], now)
+                    counts["pinned"] += view.pinned
+                    if view.up_to_date:
+                        counts["up_to_date"] += 1
+                    elif view.hold is not None:
+                        counts["held"] += 1
+                    elif view.offered is not None and view.offered.release_id == pair["id"]:
+                        counts["updating"] += agent["enabled"] and not pair["halted"]
+                    elif view.basis == "previous" or view.offered is not None:
+                        counts["waiting"] += 1
+                result.append(
+                    PairRollout(
+                        channel=pair["channel"],
+                        platform=pair["platform"],
+                        release_id=pair["id"],
+                        version=pair["agent_version"],
+                        stage=pair["stage"],
+                        halted=pair["halted"],
+                        agents=len(agents),
+                        updating_at_this_stage=counts["updating"],
+                        waiting_for_everyone=counts["waiting"] if pair["stage"] == "canary" else 0,
+                        up_to_date=counts["up_to_date"],
+                        pinned=counts["pinned"],
+                        held=counts["held"],
+                    )
+                )
+        return RolloutOverview(settings=settings, pairs=tuple(result))
+
+
+def _owner(conn: Connection, agent_id: UUID, org_id: UUID | None) -> UUID:
+    if org_id is not None:
+        require_agent(conn, org_id, agent_id)
+        return org_id
+    row = conn.execute(
+        "SELECT org_id FROM agents WHERE id = %s AND deleted_at IS NULL", [agent_id]
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"agent {agent_id} does not exist", code="agent_not_found")
+    owner: UUID = row["org_id"]
+    return owner
