@@ -29,6 +29,7 @@ Read `decision` first: it is the whole of DESIGN.md rule 8, pure. Everything els
       event_log         one JSON line per event on stdout (journald)
       systemd_notify    READY / WATCHDOG / STOPPING datagrams
       errors            the agent's exception tree
+      lean_imports      keeps httpx's unused command-line tool out of the daemon's memory
     updater/            applies one update: verify, download, install, switch, restart,
                         health-check, roll back (its own map in `updater/__init__.py`)
 
@@ -36,3 +37,8 @@ Layers: this package imports `ground`, `shared_planner` and `signed_release`, ne
 or `control_plane`. `updater/` uses only `errors`, `atomic_file` and `pid_lock` from here; the
 daemon's modules import the updater, never the other way round.
 """
+
+from agent_daemon.lean_imports import keep_httpx_cli_out
+
+# Before any module of the agent imports httpx (see lean_imports).
+keep_httpx_cli_out()

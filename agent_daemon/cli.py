@@ -12,16 +12,23 @@ import platform
 import shlex
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
+from agent_daemon.activity import Activity, ActivityFile
 from agent_daemon.config_cache import CachedConfig, ConfigCache
 from agent_daemon.control_plane_client import ControlPlaneClient, FreshConfig
 from agent_daemon.daemon import Daemon
-from agent_daemon.daemon_loop import DaemonLock, daemon_running, run_service
+from agent_daemon.daemon_loop import (
+    IDLE_AFTER_SECONDS,
+    STUCK_AFTER_SECONDS,
+    DaemonLock,
+    daemon_running,
+    run_service,
+)
 from agent_daemon.daemon_state import StateStore
 from agent_daemon.errors import AgentError, BadServerAnswer, ConfigError, DaemonStateError
 from agent_daemon.event_log import EventLog
@@ -45,7 +52,7 @@ from agent_daemon.updater import Updater
 from agent_daemon.updater.updater_settings import FIELD_INFO
 from agent_daemon.updater.updater_state import UpdaterStateStore
 from ground.clock import Clock, ClockConfigError, clock_from_env
-from ground.contract import ReleaseTrack
+from ground.contract import AgentConfig, ReleaseTrack
 from signed_release import ReleaseError
 
 __all__ = ["main"]
@@ -53,6 +60,9 @@ __all__ = ["main"]
 STATE_FILE_NAME = "daemon-state.json"
 CONFIG_CACHE_NAME = "config-cache.json"
 OUTBOX_DIR_NAME = "outbox"
+# On a fast fake clock the watchdog's bounds shrink with it, but never below what an unpack or a
+# slow request takes in real time.
+MIN_WATCHDOG_BOUND_SECONDS = 30.0
 
 
 class _UsageError(Exception):
@@ -223,6 +233,7 @@ class _Parts:
     daemon: Daemon
     clock: ServerClock
     log: EventLog
+    activity: Activity
 
 
 def build_daemon(
@@ -235,11 +246,24 @@ def build_daemon(
     """Every part of a running daemon, built in one place (tests pass a `transport=`)."""
     server_clock = ServerClock(clock)
     log = EventLog(now=server_clock.now)
+    activity = Activity(
+        now=server_clock.now,
+        log=log,
+        file=ActivityFile(settings.state_dir),
+        stuck_after=max(clock.real_seconds(STUCK_AFTER_SECONDS), MIN_WATCHDOG_BOUND_SECONDS),
+        idle_after=max(clock.real_seconds(IDLE_AFTER_SECONDS), MIN_WATCHDOG_BOUND_SECONDS),
+        pid=os.getpid(),
+    )
     http = _http_client(settings, server_clock, transport=transport)
     download_http = _http_client(settings, server_clock, transport=transport)
     daemon = Daemon(
         control=ControlPlaneClient(http=http, server_clock=server_clock, track=_track_of(settings)),
-        updater=_build_updater(settings, http=download_http, clock=server_clock.expiry_clock()),
+        updater=_build_updater(
+            settings,
+            http=download_http,
+            clock=server_clock.expiry_clock(),
+            on_progress=activity.progress,
+        ),
         state_store=StateStore(settings.state_dir / STATE_FILE_NAME),
         config_cache=ConfigCache(settings.state_dir / CONFIG_CACHE_NAME),
         outbox=Outbox(settings.state_dir / OUTBOX_DIR_NAME),
@@ -248,7 +272,12 @@ def build_daemon(
         stop_requested=stop.is_set,
     )
     return _Parts(
-        http=http, download_http=download_http, daemon=daemon, clock=server_clock, log=log
+        http=http,
+        download_http=download_http,
+        daemon=daemon,
+        clock=server_clock,
+        log=log,
+        activity=activity,
     )
 
 
@@ -257,8 +286,14 @@ def _track_of(settings: AgentSettings) -> ReleaseTrack:
     return ReleaseTrack(channel=settings.updater.channel, platform=settings.updater.platform)
 
 
-def _build_updater(settings: AgentSettings, *, http: httpx.Client, clock: Clock) -> Updater:
-    return Updater(settings=settings.updater, client=http, clock=clock)
+def _build_updater(
+    settings: AgentSettings,
+    *,
+    http: httpx.Client,
+    clock: Clock,
+    on_progress: Callable[[str, float, float], None] | None = None,
+) -> Updater:
+    return Updater(settings=settings.updater, client=http, clock=clock, on_progress=on_progress)
 
 
 def _http_client(
@@ -299,9 +334,19 @@ def _run(paths: AgentPaths, environ: Mapping[str, str] = os.environ) -> int:
                 log=parts.log,
                 environ=environ,
                 stop=stop,
+                activity=parts.activity,
+                read_config=lambda: _cached_config(settings),
             )
     finally:
         lock.release()
+
+
+def _cached_config(settings: AgentSettings) -> AgentConfig | None:
+    try:
+        cached = ConfigCache(settings.state_dir / CONFIG_CACHE_NAME).load()
+    except DaemonStateError:
+        return None
+    return None if cached is None else cached.config
 
 
 # -- status -------------------------------------------------------------------------------------

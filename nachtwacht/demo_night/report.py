@@ -3,7 +3,6 @@ it, the notifications each organisation received, and where to look next."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -13,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 import httpx
 
+from agent_daemon.event_log import parse_line
 from nachtwacht.demo_night.night import Night
 from nachtwacht.demo_night.platform import OrgAccount
 from nachtwacht.demo_night.progress import Snapshot
@@ -49,8 +49,8 @@ def daemon_timeline(log: Path, night: Night) -> list[TimelineEntry]:
     entries = []
     for line in log.read_text(errors="replace").splitlines():
         try:
-            event = json.loads(line)
-            at = _parse_instant(event["ts"])
+            event = parse_line(line)
+            at = _parse_instant(str(event["server_time"]))
         except (ValueError, KeyError, TypeError):
             continue
         if not (night.start <= at <= night.end) or event.get("event") in _QUIET_EVENTS:

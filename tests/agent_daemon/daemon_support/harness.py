@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +12,7 @@ from agent_daemon.config_cache import ConfigCache
 from agent_daemon.control_plane_client import ControlPlaneClient
 from agent_daemon.daemon import Daemon
 from agent_daemon.daemon_state import DaemonState, StateStore
-from agent_daemon.event_log import EventLog
+from agent_daemon.event_log import EventLog, parse_line
 from agent_daemon.http_client import build_http_client
 from agent_daemon.outbox import Outbox
 from agent_daemon.server_clock import ServerClock
@@ -70,7 +69,7 @@ class Harness:
         return self.store.load()
 
     def events(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.log_stream.getvalue().splitlines()]
+        return [parse_line(line) for line in self.log_stream.getvalue().splitlines()]
 
     def event_names(self) -> list[str]:
         return [event["event"] for event in self.events()]
