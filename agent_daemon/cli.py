@@ -1,4 +1,4 @@
-"""`nachtwacht agent enroll | run | status`.
+"""`nachtwacht agent enroll | run | status | hold | release-hold | update-now`.
 
 Bad input prints one line naming the problem to stderr and exits 2; never a stack trace.
 """
@@ -12,9 +12,11 @@ import platform
 import shlex
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import httpx
 
@@ -32,6 +34,7 @@ from agent_daemon.daemon_loop import (
 from agent_daemon.daemon_state import StateStore
 from agent_daemon.errors import AgentError, BadServerAnswer, ConfigError, DaemonStateError
 from agent_daemon.event_log import EventLog
+from agent_daemon.host_commands import follow_manual_update, parse_until
 from agent_daemon.http_client import build_http_client
 from agent_daemon.outbox import Outbox
 from agent_daemon.server_clock import ServerClock
@@ -47,12 +50,12 @@ from agent_daemon.settings import (
     resolve_paths,
     write_config,
 )
-from agent_daemon.status import AgentStatus, render_status
+from agent_daemon.status import AgentStatus, describe_run, render_status
 from agent_daemon.updater import Updater
 from agent_daemon.updater.updater_settings import FIELD_INFO
 from agent_daemon.updater.updater_state import UpdaterStateStore
 from ground.clock import Clock, ClockConfigError, clock_from_env
-from ground.contract import AgentConfig, ReleaseTrack
+from ground.contract import AgentConfig, HoldRequest, ReleaseTrack
 from signed_release import ReleaseError
 
 __all__ = ["main"]
@@ -60,6 +63,9 @@ __all__ = ["main"]
 STATE_FILE_NAME = "daemon-state.json"
 CONFIG_CACHE_NAME = "config-cache.json"
 OUTBOX_DIR_NAME = "outbox"
+# `update-now` follows the run this long (real seconds): a download and a health check fit.
+DEFAULT_FOLLOW_SECONDS = 1800.0
+FOLLOW_POLL_SECONDS = 1.0
 # On a fast fake clock the watchdog's bounds shrink with it, but never below what an unpack or a
 # slow request takes in real time.
 MIN_WATCHDOG_BOUND_SECONDS = 30.0
@@ -138,7 +144,37 @@ def _parser() -> _Parser:
     status = commands.add_parser("status", help="schedule, next slot, last runs, daemon state")
     _add_path_options(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_host_commands(commands)
     return parser
+
+
+def _add_host_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
+    hold = commands.add_parser(
+        "hold", help="skip scheduled updates until a date or time (the control plane records it)"
+    )
+    _add_path_options(hold)
+    hold.add_argument(
+        "--until",
+        required=True,
+        help="YYYY-MM-DD (that day's 00:00), 'YYYY-MM-DD HH:MM' or HH:MM (the next one), in the "
+        "platform's time zone; or an instant with an offset (…Z)",
+    )
+    hold.add_argument("--reason", help="shown in the panel, e.g. 'database maintenance'")
+
+    release = commands.add_parser("release-hold", help="end a hold: scheduled updates run again")
+    _add_path_options(release)
+
+    now = commands.add_parser(
+        "update-now", help="ask for an update now and follow it to its outcome (exit 0 or 1)"
+    )
+    _add_path_options(now)
+    now.add_argument(
+        "--timeout-seconds",
+        type=float,
+        default=DEFAULT_FOLLOW_SECONDS,
+        help=f"stop following after this long (default {DEFAULT_FOLLOW_SECONDS:g}); the update "
+        "goes on",
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -153,6 +189,12 @@ def main(argv: list[str]) -> int:
             return _enroll(args, paths)
         if args.command == "run":
             return _run(paths)
+        if args.command == "hold":
+            return _hold(paths, until=args.until, reason=args.reason)
+        if args.command == "release-hold":
+            return _release_hold(paths)
+        if args.command == "update-now":
+            return _update_now(paths, timeout_seconds=args.timeout_seconds)
         return _status(paths, as_json=args.json)
     except (AgentError, ReleaseError, ClockConfigError) as exc:
         print(f"nachtwacht agent {args.command}: {exc}", file=sys.stderr)
@@ -347,6 +389,82 @@ def _cached_config(settings: AgentSettings) -> AgentConfig | None:
     except DaemonStateError:
         return None
     return None if cached is None else cached.config
+
+
+# -- hold, release-hold, update-now --------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class _HostSession:
+    settings: AgentSettings
+    clock: ServerClock
+    cached: CachedConfig | None
+
+
+def _host_session(paths: AgentPaths) -> _HostSession:
+    settings = load_settings(paths)
+    clock = ServerClock(clock_from_env())
+    cached = ConfigCache(settings.state_dir / CONFIG_CACHE_NAME).load()
+    if cached is not None:
+        clock.learn_offset_seconds(cached.offset_seconds)
+    return _HostSession(settings=settings, clock=clock, cached=cached)
+
+
+def _zone_of(session: _HostSession) -> ZoneInfo:
+    # The platform's zone, which the schedule and the panel use; UTC before the first sync.
+    return ZoneInfo(session.cached.config.timezone if session.cached else "UTC")
+
+
+def _host_client(session: _HostSession, http: httpx.Client) -> ControlPlaneClient:
+    return ControlPlaneClient(
+        http=http, server_clock=session.clock, track=_track_of(session.settings)
+    )
+
+
+def _hold(paths: AgentPaths, *, until: str, reason: str | None) -> int:
+    session = _host_session(paths)
+    zone = _zone_of(session)
+    at = parse_until(until, now=session.clock.now(), zone=zone)
+    request = HoldRequest(until=at, reason=reason)
+    with _http_client(session.settings, session.clock) as http:
+        held = _host_client(session, http).set_hold(request)
+    local = held.until.astimezone(zone)
+    print(f"held until {local:%Y-%m-%d %H:%M} {zone} ({held.until:%Y-%m-%dT%H:%M:%SZ})")
+    print("scheduled updates until then are skipped and recorded with the reason 'held';")
+    print("the daemon learns of it at its next minute. End it early: nachtwacht agent release-hold")
+    return 0
+
+
+def _release_hold(paths: AgentPaths) -> int:
+    session = _host_session(paths)
+    with _http_client(session.settings, session.clock) as http:
+        _host_client(session, http).release_hold()
+    print("hold released: scheduled updates run again from the next slot")
+    return 0
+
+
+def _update_now(paths: AgentPaths, *, timeout_seconds: float) -> int:
+    session = _host_session(paths)
+    state_dir = session.settings.state_dir
+    with _http_client(session.settings, session.clock) as http:
+        requested = _host_client(session, http).request_manual_update()
+    run_id = str(requested.run_id)
+    print(f"update requested (run {run_id}); following it", flush=True)
+    result = follow_manual_update(
+        run_id,
+        state=StateStore(state_dir / STATE_FILE_NAME),
+        activity=ActivityFile(state_dir),
+        daemon_running=lambda: daemon_running(state_dir) is not None,
+        say=lambda words: print(f"  {words}", flush=True),
+        sleep=time.sleep,
+        poll_seconds=FOLLOW_POLL_SECONDS,
+        timeout_seconds=timeout_seconds,
+        monotonic=time.monotonic,
+    )
+    if result.record is None:
+        return 1
+    print(describe_run(result.record, _zone_of(session)))
+    return 0 if result.succeeded else 1
 
 
 # -- status -------------------------------------------------------------------------------------

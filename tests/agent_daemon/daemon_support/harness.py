@@ -44,6 +44,8 @@ class Harness:
             timeout_seconds=5,
             transport=self.control_plane.transport(),
         )
+        # Its own attribute, so a test can observe the lines (an `Activity`, say).
+        self.log = EventLog(now=server_clock.now, stream=self.log_stream)
         self.daemon = Daemon(
             control=ControlPlaneClient(http=http, server_clock=server_clock),
             updater=self.updater,
@@ -51,7 +53,7 @@ class Harness:
             config_cache=ConfigCache(self.state_dir / "config-cache.json"),
             outbox=self.outbox,
             server_clock=server_clock,
-            log=EventLog(now=server_clock.now, stream=self.log_stream),
+            log=self.log,
             stop_requested=self.stop.is_set,
         )
         self.daemon.start()
