@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 import httpx
 
-from agent_daemon.activity import Activity, ActivityFile
+from agent_daemon.activity import Activity, ActivityFile, ActivityRecord
 from agent_daemon.config_cache import CachedConfig, ConfigCache
 from agent_daemon.control_plane_client import ControlPlaneClient, FreshConfig
 from agent_daemon.daemon import Daemon
@@ -50,7 +50,7 @@ from agent_daemon.settings import (
     resolve_paths,
     write_config,
 )
-from agent_daemon.status import AgentStatus, describe_run, render_status
+from agent_daemon.status import AgentStatus, describe_run, problems, render_status
 from agent_daemon.updater import Updater
 from agent_daemon.updater.updater_settings import FIELD_INFO
 from agent_daemon.updater.updater_state import UpdaterStateStore
@@ -493,12 +493,21 @@ def _status(paths: AgentPaths, *, as_json: bool) -> int:
         installed_version=_installed_version(settings, server_clock),
         now=server_clock.now(),
         updater_step=_updater_step(settings),
+        activity=_activity_of(settings),
+        track=_track_of(settings),
     )
     if as_json:
         print(json.dumps(_status_json(status), indent=2, default=str))
     else:
         print(render_status(status))
     return 0
+
+
+def _activity_of(settings: AgentSettings) -> ActivityRecord | None:
+    try:
+        return ActivityFile(settings.state_dir).load()
+    except DaemonStateError:
+        return None  # status still has the rest to say
 
 
 def _installed_version(settings: AgentSettings, clock: Clock) -> str | None:
@@ -539,4 +548,6 @@ def _status_json(status: AgentStatus) -> dict[str, object]:
         "state": status.state.model_dump(mode="json"),
         "pending_reports": status.pending_reports,
         "updater_step": status.updater_step,
+        "activity": None if status.activity is None else status.activity.model_dump(mode="json"),
+        "problems": problems(status),
     }
