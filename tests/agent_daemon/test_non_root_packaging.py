@@ -41,6 +41,7 @@ console.log(JSON.stringify(answers));
 """
 
 MANAGE = "org.freedesktop.systemd1.manage-units"
+UNIT_FILES = "org.freedesktop.systemd1.manage-unit-files"
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs a JavaScript engine (node)")
