@@ -31,7 +31,17 @@ __all__ = [
 
 # Daemon events that repeat every minute without saying anything new about the night.
 _QUIET_EVENTS = {"report.delivered"}
-_DETAIL_FIELDS = ("slot_key", "code", "version", "status", "retry_after_seconds", "error")
+_DETAIL_FIELDS = (
+    "slot_key",
+    "code",
+    "version",
+    "status",
+    "retry_after_seconds",
+    "step",
+    "percent",
+    "waited_seconds",
+    "error",
+)
 REQUEST_TIMEOUT_SECONDS = 30.0
 
 

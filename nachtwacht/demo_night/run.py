@@ -297,8 +297,10 @@ class _Demo:
             # Every minute that has ended since the last line gets its own, as of its end.
             while shown_until + timedelta(minutes=1) <= now:
                 shown_until += timedelta(minutes=1)
-                as_of = take_snapshot(self.platform.pool, night, now, catch_up, as_of=shown_until)
-                table.minute_ended(as_of, window_closes=window_closes)
+                # Its last instant: at 03:00:00 the 02:59 minute's agents were not due yet.
+                last_instant = shown_until - timedelta(microseconds=1)
+                ended = take_snapshot(self.platform.pool, night, now, catch_up, as_of=last_instant)
+                table.minute_ended(ended, window_closes=window_closes)
             if now >= night.end:
                 break
             time.sleep(REFRESH_SECONDS)
