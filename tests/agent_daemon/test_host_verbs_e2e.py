@@ -33,14 +33,14 @@ HOLD_OFFERED = HOLD_PATH in _offered_paths()
 @pytest.fixture
 def enrolled(
     control_plane_server: Callable[..., Any], tmp_path: Path
-) -> tuple[AgentHost, dict[str, str], Any]:
+) -> tuple[AgentHost, dict[str, str], Any, dict[str, str]]:
     plane = control_plane_server()
     org = plane.create_org("Acme")
     agent = plane.enroll_agent(org["org_id"], "web-01")
     host = AgentHost(tmp_path / "host")
     result = host.enroll(plane.base_url, agent["agent_key"])
     assert result.returncode == 0, result.stderr
-    return host, agent, plane
+    return host, agent, plane, org
 
 
 def _config(plane: Any, agent: dict[str, str]) -> dict[str, Any]:
@@ -54,9 +54,9 @@ def _config(plane: Any, agent: dict[str, str]) -> dict[str, Any]:
 
 
 def test_update_now_files_a_manual_run_the_agent_learns_from_its_config(
-    enrolled: tuple[AgentHost, dict[str, str], Any],
+    enrolled: tuple[AgentHost, dict[str, str], Any, dict[str, str]],
 ) -> None:
-    host, agent, plane = enrolled
+    host, agent, plane, org = enrolled
     state = ("--state-dir", str(host.state_dir))
     first = run_agent("update-now", *state, "--timeout-seconds", "0")
     # No daemon runs here: the request is filed, and the command says it cannot follow it.
@@ -69,12 +69,20 @@ def test_update_now_files_a_manual_run_the_agent_learns_from_its_config(
     # Asked again while it is pending: the same run, not a second one.
     again = run_agent("update-now", *state, "--timeout-seconds", "0")
     assert f"(run {run_id})" in again.stdout
+    # The trail says who asked: the agent (on its host), not a user of the panel.
+    events = httpx.get(
+        f"{plane.base_url.rstrip('/')}/v1/agents/{agent['agent_id']}/events",
+        headers={"Authorization": f"Bearer {org['panel_key']}"},
+    )
+    assert events.status_code == 200, events.text
+    requested = [e for e in events.json()["events"] if e["kind"] == "update.requested"]
+    assert [(e["run_id"], e["actor"]["kind"]) for e in requested] == [(run_id, "agent")]
 
 
 def test_a_bad_until_is_one_line_on_stderr_and_exit_2(
-    enrolled: tuple[AgentHost, dict[str, str], Any],
+    enrolled: tuple[AgentHost, dict[str, str], Any, dict[str, str]],
 ) -> None:
-    host, _, _ = enrolled
+    host, _, _, _ = enrolled
     result = run_agent("hold", "--state-dir", str(host.state_dir), "--until", "next week")
     assert result.returncode == 2
     assert result.stdout == ""
@@ -86,9 +94,9 @@ def test_a_bad_until_is_one_line_on_stderr_and_exit_2(
 
 @pytest.mark.skipif(not HOLD_OFFERED, reason=f"the control plane does not offer {HOLD_PATH} yet")
 def test_hold_and_release_reach_the_agents_config(
-    enrolled: tuple[AgentHost, dict[str, str], Any],
+    enrolled: tuple[AgentHost, dict[str, str], Any, dict[str, str]],
 ) -> None:
-    host, agent, plane = enrolled
+    host, agent, plane, _ = enrolled
     state = ("--state-dir", str(host.state_dir))
     held = run_agent("hold", *state, "--until", "2099-01-01", "--reason", "maintenance")
     assert held.returncode == 0, held.stderr

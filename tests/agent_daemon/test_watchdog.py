@@ -20,7 +20,9 @@ from agent_daemon.daemon import Daemon
 from agent_daemon.daemon_loop import run_service
 from agent_daemon.event_log import EventLog
 from agent_daemon.server_clock import ServerClock
+from agent_daemon.wire import parse_config
 from ground.clock import FakeClock
+from ground.contract import AgentConfig
 
 # Real seconds: the loop checks every half watchdog interval (0.05 s here).
 WATCHDOG_USEC = "100000"
@@ -183,3 +185,54 @@ def test_status_says_what_the_daemon_is_doing() -> None:
     lines = [line for line in stream.getvalue().splitlines() if "update.progress" in line]
     assert len(lines) == 2
     assert all(line.startswith("<6>") for line in lines)
+
+
+def _config(**fields: Any) -> AgentConfig:
+    return parse_config(
+        {
+            "agent_id": "4b1c9a6e-0000-4000-8000-000000000001",
+            "schedule": {"enabled": True, "times": ["03:00"]},
+            "timezone": "Europe/Amsterdam",
+            "catch_up_minutes": 15,
+            "brake": {"engaged": False},
+            **fields,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        pytest.param({}, "waiting for 03:00", id="next_slot_today"),
+        pytest.param(
+            {"schedule": {"enabled": True, "times": ["02:30"]}},
+            "waiting for 02:30 on 2026-12-01",
+            id="next_slot_tomorrow",
+        ),
+        pytest.param(
+            {"hold": {"until": "2026-12-05T05:00:00Z", "reason": "maintenance", "set_by": "agent"}},
+            "held until 2026-12-05 06:00 (maintenance)",
+            id="held",
+        ),
+        pytest.param(
+            {"brake": {"engaged": True, "reason": "1.5.0 pulled"}},
+            "brake engaged (1.5.0 pulled); waiting",
+            id="brake",
+        ),
+        pytest.param(
+            {"schedule": {"enabled": False, "times": ["03:00"]}},
+            "schedule off; waiting for a manual update",
+            id="schedule_off",
+        ),
+    ],
+)
+def test_after_a_minute_status_says_what_the_daemon_waits_for(
+    fields: dict[str, Any], words: str
+) -> None:
+    # 02:58 in Amsterdam on 2026-11-30.
+    now = datetime(2026, 11, 30, 1, 58, tzinfo=UTC)
+    log = EventLog(now=lambda: now, stream=io.StringIO())
+    activity = Activity(now=lambda: now, log=log, file=None, stuck_after=10, idle_after=100)
+    activity.tick_started()
+    activity.tick_finished("no_slot", _config(**fields))
+    assert activity.status_line() == words
