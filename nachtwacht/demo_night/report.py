@@ -18,7 +18,7 @@ from nachtwacht.demo_night.night import Night
 from nachtwacht.demo_night.platform import OrgAccount
 from nachtwacht.demo_night.progress import Snapshot
 from nachtwacht.demo_night.simulated import JournalEntry
-from nachtwacht.worlds.supervisor import START_AFTER_EXIT, START_REQUESTED
+from nachtwacht.worlds.supervisor import START_AFTER_EXIT, START_REQUESTED_AFTER_FIRST
 
 __all__ = [
     "TimelineEntry",
@@ -199,11 +199,12 @@ def service_start_lines(setup: Counter[str], total: Counter[str], *, hosts: int)
             continue
         parts = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
         lines.append(f"  {phase}: {parts}")
-    raced = setup.get(START_REQUESTED, 0)
+    raced = total.get(START_REQUESTED_AFTER_FIRST, 0)
     if raced:
         lines.append(
-            f"  ({raced} set-up restart(s): the supervisor had started the service from the "
-            "just-switched `current` before the installer's restart request arrived)"
+            f"  ({raced} restart(s) just after a first start: the supervisor, which polls like "
+            "systemd's Restart=always, had started the service from the `current` the installer "
+            "had just switched, before the installer's restart request arrived)"
         )
     exits = sum(n for reason, n in total.items() if reason.startswith(START_AFTER_EXIT))
     if exits:

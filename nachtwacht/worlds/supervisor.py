@@ -24,6 +24,7 @@ __all__ = [
     "START_AFTER_EXIT",
     "START_FIRST",
     "START_REQUESTED",
+    "START_REQUESTED_AFTER_FIRST",
     "ManagedService",
     "ServiceSupervisor",
 ]
@@ -32,6 +33,9 @@ __all__ = [
 START_FIRST = "first start"
 # The updater's restart command while the service ran: the old process stopped, the new started.
 START_REQUESTED = "restart requested"
+# The first restart request of a service the supervisor had already started from the `current`
+# the installer had just switched, before its request arrived (it polls, like Restart=always).
+START_REQUESTED_AFTER_FIRST = "restart requested just after its first start"
 START_AFTER_EXIT = "started again after it exited on its own"
 
 
@@ -54,6 +58,7 @@ class _Unit:
     running: subprocess.Popen[bytes] | None = None
     stopping: subprocess.Popen[bytes] | None = None
     next_reason: str = START_FIRST
+    requests: int = 0
     exit_codes: list[int] = field(default_factory=list)
 
 
@@ -92,7 +97,10 @@ class ServiceSupervisor:
                 # Never wait here: one slow stop must not hold up the other hosts' services.
                 unit.running.terminate()
                 unit.stopping = unit.running
-                unit.next_reason = START_REQUESTED
+                unit.next_reason = (
+                    START_REQUESTED_AFTER_FIRST if unit.requests == 0 else START_REQUESTED
+                )
+            unit.requests += 1
             unit.running = None
         if unit.stopping is not None:
             if unit.stopping.poll() is None:
