@@ -45,6 +45,8 @@ ACTIVITY_FORMAT_VERSION = 1
 # A progress line (and a new STATUS=) at most this often, in real seconds.
 PROGRESS_LOG_SECONDS = 5.0
 _MIB = 1024 * 1024
+# The tick results of a minute whose claim is asked for again next minute.
+_RETRIED = frozenset({"throttled", "refused", "braked"})
 
 
 class Refusal(BaseModel):
@@ -141,7 +143,7 @@ class Activity:
                 )
             self._record = self._record.model_copy(
                 update={
-                    "doing": self._waiting_for(config, now),
+                    "doing": self._retrying(result) or self._waiting_for(config, now),
                     "update_run_id": None,
                     "update_version": None,
                     "progress": None,
@@ -271,6 +273,21 @@ class Activity:
                 }
             )
         return update
+
+    def _retrying(self, result: str) -> str | None:
+        """A minute whose claim was refused for now (a cap, the brake): the same slot is asked
+        for again next minute, which "waiting for" the next slot would hide."""
+        refusal = self._record.last_refusal
+        if result not in _RETRIED or refusal is None:
+            return None
+        target = (
+            f"the {refusal.slot_key[-5:]} slot"
+            if refusal.slot_key
+            else f"manual run {refusal.run_id}"
+            if refusal.run_id
+            else "the slot"
+        )
+        return f"no token for {target} yet ({refusal.code}); asking again next minute"
 
     def _waiting_for(self, config: AgentConfig | None, now: datetime) -> str:
         record = self._record

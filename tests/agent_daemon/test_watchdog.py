@@ -236,3 +236,17 @@ def test_after_a_minute_status_says_what_the_daemon_waits_for(
     activity.tick_started()
     activity.tick_finished("no_slot", _config(**fields))
     assert activity.status_line() == words
+
+
+def test_a_refused_claim_says_it_asks_again_rather_than_waiting_for_tomorrow() -> None:
+    now = datetime(2026, 11, 30, 2, 1, tzinfo=UTC)  # 03:01 in Amsterdam, the slot still open
+    log = EventLog(now=lambda: now, stream=io.StringIO())
+    activity = Activity(now=lambda: now, log=log, file=None, stuck_after=10, idle_after=100)
+    activity.tick_started()
+    log.emit(
+        "claim.refused", level="warning", slot_key="2026-11-30T03:00", code="org_cap", detail="x"
+    )
+    activity.tick_finished("throttled", _config())
+    assert activity.status_line() == (
+        "no token for the 03:00 slot yet (org_cap); asking again next minute"
+    )
