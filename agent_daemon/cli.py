@@ -34,7 +34,7 @@ from agent_daemon.daemon_loop import (
 from agent_daemon.daemon_state import StateStore
 from agent_daemon.errors import AgentError, BadServerAnswer, ConfigError, DaemonStateError
 from agent_daemon.event_log import EventLog
-from agent_daemon.host_commands import follow_manual_update, parse_until
+from agent_daemon.host_commands import FollowResult, follow_manual_update, parse_until
 from agent_daemon.http_client import build_http_client
 from agent_daemon.outbox import Outbox
 from agent_daemon.server_clock import ServerClock
@@ -445,12 +445,25 @@ def _release_hold(paths: AgentPaths) -> int:
 
 def _update_now(paths: AgentPaths, *, timeout_seconds: float) -> int:
     session = _host_session(paths)
-    state_dir = session.settings.state_dir
     with _http_client(session.settings, session.clock) as http:
         requested = _host_client(session, http).request_manual_update()
     run_id = str(requested.run_id)
     print(f"update requested (run {run_id}); following it", flush=True)
-    result = follow_manual_update(
+    try:
+        result = _follow(session, run_id, timeout_seconds=timeout_seconds)
+    except KeyboardInterrupt:
+        # Ctrl-C stops the following, not the update: the daemon carries on with the run.
+        print(f"stopped following run {run_id}; the update goes on (see `nachtwacht agent status`)")
+        return 130
+    if result.record is None:
+        return 1
+    print(describe_run(result.record, _zone_of(session)))
+    return 0 if result.succeeded else 1
+
+
+def _follow(session: _HostSession, run_id: str, *, timeout_seconds: float) -> FollowResult:
+    state_dir = session.settings.state_dir
+    return follow_manual_update(
         run_id,
         state=StateStore(state_dir / STATE_FILE_NAME),
         activity=ActivityFile(state_dir),
@@ -461,10 +474,6 @@ def _update_now(paths: AgentPaths, *, timeout_seconds: float) -> int:
         timeout_seconds=timeout_seconds,
         monotonic=time.monotonic,
     )
-    if result.record is None:
-        return 1
-    print(describe_run(result.record, _zone_of(session)))
-    return 0 if result.succeeded else 1
 
 
 # -- status -------------------------------------------------------------------------------------
