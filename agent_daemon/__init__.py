@@ -27,12 +27,17 @@ Read `decision` first: it is the whole of DESIGN.md rule 8, pure. Everything els
       pid_lock          one process at a time on a file (daemon.lock, update.lock)
     the host
       settings          the one `AgentSettings` (updater section nested): flags, agent.toml, env
-      cli               `nachtwacht agent enroll | run | status`, every part built in one place
+      cli               `nachtwacht agent enroll | run | status | hold | release-hold |
+                        update-now`, every part built in one place
       network_cli       enroll's proxy and trust flags, the start-up network lines, status's lines
-      status            what `status` says, from the files alone
-      event_log         one JSON line per event on stdout (journald)
-      systemd_notify    READY / WATCHDOG / STOPPING datagrams
+      status            what `status` says, from the files alone; what is wrong first
+      host_commands     `hold --until` as a person types it; `update-now` following its run
+      event_log         one `<N>`-prefixed JSON line per event on stdout (journald priorities)
+      activity          what the daemon is doing: STATUS=, the watchdog's verdict, progress
+                        lines, and the activity file `status` reads
+      systemd_notify    READY / STATUS / WATCHDOG / STOPPING datagrams
       errors            the agent's exception tree
+      lean_imports      keeps httpx's unused command-line tool out of the daemon's memory
     updater/            applies one update: verify, download, install, switch, restart,
                         health-check, roll back (its own map in `updater/__init__.py`)
 
@@ -40,3 +45,8 @@ Layers: this package imports `ground`, `shared_planner` and `signed_release`, ne
 or `control_plane`. `updater/` uses only `errors`, `atomic_file` and `pid_lock` from here; the
 daemon's modules import the updater, never the other way round.
 """
+
+from agent_daemon.lean_imports import keep_httpx_cli_out
+
+# Before any module of the agent imports httpx (see lean_imports).
+keep_httpx_cli_out()

@@ -1,4 +1,4 @@
-"""`nachtwacht agent enroll | run | status`.
+"""`nachtwacht agent enroll | run | status | hold | release-hold | update-now`.
 
 Bad input prints one line naming the problem to stderr and exits 2; never a stack trace.
 """
@@ -12,19 +12,29 @@ import platform
 import shlex
 import sys
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import httpx
 
+from agent_daemon.activity import Activity, ActivityFile, ActivityRecord
 from agent_daemon.config_cache import CachedConfig, ConfigCache
 from agent_daemon.control_plane_client import ControlPlaneClient, FreshConfig
 from agent_daemon.daemon import Daemon
-from agent_daemon.daemon_loop import DaemonLock, daemon_running, run_service
+from agent_daemon.daemon_loop import (
+    IDLE_AFTER_SECONDS,
+    STUCK_AFTER_SECONDS,
+    DaemonLock,
+    daemon_running,
+    run_service,
+)
 from agent_daemon.daemon_state import StateStore
 from agent_daemon.errors import AgentError, BadServerAnswer, ConfigError, DaemonStateError
 from agent_daemon.event_log import EventLog
+from agent_daemon.host_commands import FollowResult, follow_manual_update, parse_until
 from agent_daemon.http_client import build_http_client, network_facts
 from agent_daemon.network_cli import (
     add_network_options,
@@ -46,12 +56,12 @@ from agent_daemon.settings import (
     resolve_paths,
     write_config,
 )
-from agent_daemon.status import AgentStatus, render_status
+from agent_daemon.status import AgentStatus, describe_run, problems, render_status
 from agent_daemon.updater import Updater
 from agent_daemon.updater.updater_settings import FIELD_INFO
 from agent_daemon.updater.updater_state import UpdaterStateStore
 from ground.clock import Clock, ClockConfigError, clock_from_env
-from ground.contract import ReleaseTrack
+from ground.contract import AgentConfig, HoldRequest, ReleaseTrack
 from signed_release import ReleaseError
 
 __all__ = ["main"]
@@ -59,6 +69,12 @@ __all__ = ["main"]
 STATE_FILE_NAME = "daemon-state.json"
 CONFIG_CACHE_NAME = "config-cache.json"
 OUTBOX_DIR_NAME = "outbox"
+# `update-now` follows the run this long (real seconds): a download and a health check fit.
+DEFAULT_FOLLOW_SECONDS = 1800.0
+FOLLOW_POLL_SECONDS = 1.0
+# On a fast fake clock the watchdog's bounds shrink with it, but never below what an unpack or a
+# slow request takes in real time.
+MIN_WATCHDOG_BOUND_SECONDS = 30.0
 
 
 class _UsageError(Exception):
@@ -135,7 +151,37 @@ def _parser() -> _Parser:
     status = commands.add_parser("status", help="schedule, next slot, last runs, daemon state")
     _add_path_options(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_host_commands(commands)
     return parser
+
+
+def _add_host_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
+    hold = commands.add_parser(
+        "hold", help="skip scheduled updates until a date or time (the control plane records it)"
+    )
+    _add_path_options(hold)
+    hold.add_argument(
+        "--until",
+        required=True,
+        help="YYYY-MM-DD (that day's 00:00), 'YYYY-MM-DD HH:MM' or HH:MM (the next one), in the "
+        "platform's time zone; or an instant with an offset (…Z)",
+    )
+    hold.add_argument("--reason", help="shown in the panel, e.g. 'database maintenance'")
+
+    release = commands.add_parser("release-hold", help="end a hold: scheduled updates run again")
+    _add_path_options(release)
+
+    now = commands.add_parser(
+        "update-now", help="ask for an update now and follow it to its outcome (exit 0 or 1)"
+    )
+    _add_path_options(now)
+    now.add_argument(
+        "--timeout-seconds",
+        type=float,
+        default=DEFAULT_FOLLOW_SECONDS,
+        help=f"stop following after this long (default {DEFAULT_FOLLOW_SECONDS:g}); the update "
+        "goes on",
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -150,6 +196,12 @@ def main(argv: list[str]) -> int:
             return _enroll(args, paths)
         if args.command == "run":
             return _run(paths)
+        if args.command == "hold":
+            return _hold(paths, until=args.until, reason=args.reason)
+        if args.command == "release-hold":
+            return _release_hold(paths)
+        if args.command == "update-now":
+            return _update_now(paths, timeout_seconds=args.timeout_seconds)
         return _status(paths, as_json=args.json)
     except (AgentError, ReleaseError, ClockConfigError) as exc:
         # One format for every line (a bad config file may name several fields).
@@ -233,6 +285,7 @@ class _Parts:
     daemon: Daemon
     clock: ServerClock
     log: EventLog
+    activity: Activity
 
 
 def build_daemon(
@@ -245,11 +298,24 @@ def build_daemon(
     """Every part of a running daemon, built in one place (tests pass a `transport=`)."""
     server_clock = ServerClock(clock)
     log = EventLog(now=server_clock.now)
+    activity = Activity(
+        now=server_clock.now,
+        log=log,
+        file=ActivityFile(settings.state_dir),
+        stuck_after=max(clock.real_seconds(STUCK_AFTER_SECONDS), MIN_WATCHDOG_BOUND_SECONDS),
+        idle_after=max(clock.real_seconds(IDLE_AFTER_SECONDS), MIN_WATCHDOG_BOUND_SECONDS),
+        pid=os.getpid(),
+    )
     http = _http_client(settings, server_clock, transport=transport)
     download_http = _http_client(settings, server_clock, transport=transport)
     daemon = Daemon(
         control=ControlPlaneClient(http=http, server_clock=server_clock, track=_track_of(settings)),
-        updater=_build_updater(settings, http=download_http, clock=server_clock.expiry_clock()),
+        updater=_build_updater(
+            settings,
+            http=download_http,
+            clock=server_clock.expiry_clock(),
+            on_progress=activity.progress,
+        ),
         state_store=StateStore(settings.state_dir / STATE_FILE_NAME),
         config_cache=ConfigCache(settings.state_dir / CONFIG_CACHE_NAME),
         outbox=Outbox(settings.state_dir / OUTBOX_DIR_NAME),
@@ -258,7 +324,12 @@ def build_daemon(
         stop_requested=stop.is_set,
     )
     return _Parts(
-        http=http, download_http=download_http, daemon=daemon, clock=server_clock, log=log
+        http=http,
+        download_http=download_http,
+        daemon=daemon,
+        clock=server_clock,
+        log=log,
+        activity=activity,
     )
 
 
@@ -267,8 +338,14 @@ def _track_of(settings: AgentSettings) -> ReleaseTrack:
     return ReleaseTrack(channel=settings.updater.channel, platform=settings.updater.platform)
 
 
-def _build_updater(settings: AgentSettings, *, http: httpx.Client, clock: Clock) -> Updater:
-    return Updater(settings=settings.updater, client=http, clock=clock)
+def _build_updater(
+    settings: AgentSettings,
+    *,
+    http: httpx.Client,
+    clock: Clock,
+    on_progress: Callable[[str, float, float], None] | None = None,
+) -> Updater:
+    return Updater(settings=settings.updater, client=http, clock=clock, on_progress=on_progress)
 
 
 def _http_client(
@@ -311,9 +388,104 @@ def _run(paths: AgentPaths, environ: Mapping[str, str] = os.environ) -> int:
                 log=parts.log,
                 environ=environ,
                 stop=stop,
+                activity=parts.activity,
+                read_config=lambda: _cached_config(settings),
             )
     finally:
         lock.release()
+
+
+def _cached_config(settings: AgentSettings) -> AgentConfig | None:
+    try:
+        cached = ConfigCache(settings.state_dir / CONFIG_CACHE_NAME).load()
+    except DaemonStateError:
+        return None
+    return None if cached is None else cached.config
+
+
+# -- hold, release-hold, update-now --------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class _HostSession:
+    settings: AgentSettings
+    clock: ServerClock
+    cached: CachedConfig | None
+
+
+def _host_session(paths: AgentPaths) -> _HostSession:
+    settings = load_settings(paths)
+    clock = ServerClock(clock_from_env())
+    cached = ConfigCache(settings.state_dir / CONFIG_CACHE_NAME).load()
+    if cached is not None:
+        clock.learn_offset_seconds(cached.offset_seconds)
+    return _HostSession(settings=settings, clock=clock, cached=cached)
+
+
+def _zone_of(session: _HostSession) -> ZoneInfo:
+    # The platform's zone, which the schedule and the panel use; UTC before the first sync.
+    return ZoneInfo(session.cached.config.timezone if session.cached else "UTC")
+
+
+def _host_client(session: _HostSession, http: httpx.Client) -> ControlPlaneClient:
+    return ControlPlaneClient(
+        http=http, server_clock=session.clock, track=_track_of(session.settings)
+    )
+
+
+def _hold(paths: AgentPaths, *, until: str, reason: str | None) -> int:
+    session = _host_session(paths)
+    zone = _zone_of(session)
+    at = parse_until(until, now=session.clock.now(), zone=zone)
+    request = HoldRequest(until=at, reason=reason)
+    with _http_client(session.settings, session.clock) as http:
+        held = _host_client(session, http).set_hold(request)
+    local = held.until.astimezone(zone)
+    print(f"held until {local:%Y-%m-%d %H:%M} {zone} ({held.until:%Y-%m-%dT%H:%M:%SZ})")
+    print("scheduled updates until then are skipped and recorded with the reason 'held';")
+    print("the daemon learns of it at its next minute. End it early: nachtwacht agent release-hold")
+    return 0
+
+
+def _release_hold(paths: AgentPaths) -> int:
+    session = _host_session(paths)
+    with _http_client(session.settings, session.clock) as http:
+        _host_client(session, http).release_hold()
+    print("hold released: scheduled updates run again from the next slot")
+    return 0
+
+
+def _update_now(paths: AgentPaths, *, timeout_seconds: float) -> int:
+    session = _host_session(paths)
+    with _http_client(session.settings, session.clock) as http:
+        requested = _host_client(session, http).request_manual_update()
+    run_id = str(requested.run_id)
+    print(f"update requested (run {run_id}); following it", flush=True)
+    try:
+        result = _follow(session, run_id, timeout_seconds=timeout_seconds)
+    except KeyboardInterrupt:
+        # Ctrl-C stops the following, not the update: the daemon carries on with the run.
+        print(f"stopped following run {run_id}; the update goes on (see `nachtwacht agent status`)")
+        return 130
+    if result.record is None:
+        return 1
+    print(describe_run(result.record, _zone_of(session)))
+    return 0 if result.succeeded else 1
+
+
+def _follow(session: _HostSession, run_id: str, *, timeout_seconds: float) -> FollowResult:
+    state_dir = session.settings.state_dir
+    return follow_manual_update(
+        run_id,
+        state=StateStore(state_dir / STATE_FILE_NAME),
+        activity=ActivityFile(state_dir),
+        daemon_running=lambda: daemon_running(state_dir) is not None,
+        say=lambda words: print(f"  {words}", flush=True),
+        sleep=time.sleep,
+        poll_seconds=FOLLOW_POLL_SECONDS,
+        timeout_seconds=timeout_seconds,
+        monotonic=time.monotonic,
+    )
 
 
 # -- status -------------------------------------------------------------------------------------
@@ -342,6 +514,8 @@ def _status(paths: AgentPaths, *, as_json: bool) -> int:
         installed_version=_installed_version(settings, server_clock),
         now=server_clock.now(),
         updater_step=_updater_step(settings),
+        activity=_activity_of(settings),
+        track=_track_of(settings),
     )
     network = network_facts(settings.control_url, settings.network, os.environ)
     if as_json:
@@ -352,6 +526,13 @@ def _status(paths: AgentPaths, *, as_json: bool) -> int:
         print(render_status(status))
         print(network_status_lines(network))
     return 0
+
+
+def _activity_of(settings: AgentSettings) -> ActivityRecord | None:
+    try:
+        return ActivityFile(settings.state_dir).load()
+    except DaemonStateError:
+        return None  # status still has the rest to say
 
 
 def _installed_version(settings: AgentSettings, clock: Clock) -> str | None:
@@ -392,4 +573,6 @@ def _status_json(status: AgentStatus) -> dict[str, object]:
         "state": status.state.model_dump(mode="json"),
         "pending_reports": status.pending_reports,
         "updater_step": status.updater_step,
+        "activity": None if status.activity is None else status.activity.model_dump(mode="json"),
+        "problems": problems(status),
     }

@@ -12,29 +12,42 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import urljoin
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from agent_daemon import wire
-from agent_daemon.errors import BadServerAnswer, ControlPlaneUnreachable, CredentialRefused
+from agent_daemon.errors import (
+    BadServerAnswer,
+    ControlPlaneUnreachable,
+    CredentialRefused,
+    describe_validation_error,
+)
 from agent_daemon.server_clock import ServerClock
 from ground.contract import (
     CHANNEL_PARAM,
     CLAIMS_PATH,
     CONFIG_PATH,
     DEFAULT_TRACK,
+    HOLD_PATH,
+    MANUAL_UPDATES_PATH,
     PLATFORM_PARAM,
     SERVER_TIME_HEADER,
     AgentConfig,
     ClaimGrant,
     ClaimRequest,
     ErrorDetail,
+    HoldRequest,
+    HoldView,
+    ManualUpdateView,
     ReleaseTrack,
 )
 
 __all__ = ["ControlPlaneClient", "Delivery", "FreshConfig", "NotModified"]
+
+_ModelT = TypeVar("_ModelT", bound=BaseModel)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,3 +150,52 @@ class ControlPlaneClient:
         return Delivery(
             outcome="rejected", status=status, detail=wire.detail_text(response.content)
         )
+
+    # -- what the person on the host asks for (`nachtwacht agent hold | release-hold | update-now`)
+
+    def set_hold(self, request: HoldRequest) -> HoldView:
+        response = self._request("PUT", HOLD_PATH, json=request.model_dump(mode="json"))
+        document = _answer_document(response, "PUT", HOLD_PATH, expected=(HTTPStatus.OK,))
+        return _parsed(HoldView, document, source=f"PUT {HOLD_PATH}")
+
+    def release_hold(self) -> None:
+        response = self._request("DELETE", HOLD_PATH)
+        # 404: nothing was held (or the control plane predates holds, which the message says).
+        if response.status_code != HTTPStatus.NO_CONTENT:
+            _answer_document(response, "DELETE", HOLD_PATH, expected=(HTTPStatus.NO_CONTENT,))
+
+    def request_manual_update(self) -> ManualUpdateView:
+        """201 a new manual run, 200 the one already pending: either way, the run to follow."""
+        response = self._request("POST", MANUAL_UPDATES_PATH)
+        expected = (HTTPStatus.CREATED, HTTPStatus.OK)
+        document = _answer_document(response, "POST", MANUAL_UPDATES_PATH, expected=expected)
+        return _parsed(ManualUpdateView, document, source=f"POST {MANUAL_UPDATES_PATH}")
+
+
+def _answer_document(
+    response: httpx.Response, method: str, path: str, *, expected: tuple[int, ...]
+) -> Any:
+    """The answer's JSON when its status is one of `expected`, else `BadServerAnswer` saying the
+    status and the control plane's own words (a 404 from a control plane without the route
+    says so)."""
+    source = f"{method} {path}"
+    if response.status_code not in expected:
+        if (
+            response.status_code == HTTPStatus.NOT_FOUND
+            and wire.error_detail(response.content) is None
+        ):
+            raise BadServerAnswer(
+                f"{source}: the control plane does not offer this (404); it may be older than "
+                "this agent — upgrade the control plane"
+            )
+        raise BadServerAnswer(
+            f"{source}: refused ({response.status_code} {wire.detail_text(response.content)})"
+        )
+    return wire.read_json(response.content, source=source)
+
+
+def _parsed(model: type[_ModelT], document: Any, *, source: str) -> _ModelT:
+    try:
+        return model.model_validate(document)
+    except ValidationError as exc:
+        raise BadServerAnswer(describe_validation_error(exc, source)) from exc

@@ -6,6 +6,12 @@ APScheduler waits in real time, but product time can run fast (`NACHTWACHT_FAKE_
 job's trigger is `ServerMinuteTrigger`: it asks the server clock for the next instant at the agent's
 second inside a minute and converts the wait with `clock.real_seconds`. The minute, its offset and
 every timeout therefore follow one clock, and a fleet spreads its requests over the minute.
+
+The watchdog means the minutes complete, not merely that the main thread is alive: the main
+thread pings `WATCHDOG=1` only while `Activity.alive()` — a minute stuck in its worker thread
+without a sign of life (a log line, a progress callback) past `stuck_after`, or no minute starting
+for `idle_after`, stops the pings and systemd restarts the daemon (`WatchdogSec=`). `STATUS=`
+says what the daemon is doing, whenever that changes.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import hashlib
 import logging
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import FrameType
@@ -23,14 +29,18 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.base import BaseTrigger
 
+from agent_daemon.activity import Activity
 from agent_daemon.daemon import Daemon
 from agent_daemon.errors import ConfigError
 from agent_daemon.event_log import EventLog
 from agent_daemon.pid_lock import LockHeld, PidLock, lock_holder
 from agent_daemon.server_clock import ServerClock
 from agent_daemon.systemd_notify import Notifier
+from ground.contract import AgentConfig
 
 __all__ = [
+    "IDLE_AFTER_SECONDS",
+    "STUCK_AFTER_SECONDS",
     "DaemonLock",
     "ServerMinuteTrigger",
     "run_service",
@@ -40,6 +50,12 @@ __all__ = [
 LOCK_FILE_NAME = "daemon.lock"
 TICK_JOB_ID = "agent-minute"
 _IDLE_CHECK_SECONDS = 5.0
+# The watchdog's bounds, in product seconds (the caller converts them with its clock). A running
+# minute shows a sign of life at least every chunk of a download, every health poll and every
+# request (each bounded by its own timeout); ten minutes of silence is a stuck minute. An idle
+# daemon starts a minute every minute; three without one is a dead scheduler.
+STUCK_AFTER_SECONDS = 600.0
+IDLE_AFTER_SECONDS = 180.0
 
 
 def second_in_minute(agent_id: str) -> int:
@@ -119,9 +135,12 @@ def run_service(
     log: EventLog,
     environ: Mapping[str, str],
     stop: threading.Event,
+    activity: Activity,
+    read_config: Callable[[], AgentConfig | None] = lambda: None,
 ) -> int:
     """Run until SIGTERM/SIGINT sets `stop` (which the daemon also watches to park at a step
-    boundary); the current step finishes or parks, then the process exits 0."""
+    boundary); the current step finishes or parks, then the process exits 0. `read_config` is
+    the config a minute planned with (the cache), for `STATUS=`'s "waiting for 03:00"."""
     # APScheduler's own warnings (e.g. a skipped overlapping run) would be unstructured lines.
     logging.getLogger("apscheduler").setLevel(logging.CRITICAL)
 
@@ -138,7 +157,16 @@ def run_service(
         executors={"default": ThreadPoolExecutor(max_workers=1)},
         job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
     )
-    scheduler.add_job(daemon.tick, ServerMinuteTrigger(clock, second), id=TICK_JOB_ID)
+
+    def minute() -> None:
+        activity.tick_started()
+        result = "error"
+        try:
+            result = daemon.tick()
+        finally:
+            activity.tick_finished(result, read_config())
+
+    scheduler.add_job(minute, ServerMinuteTrigger(clock, second), id=TICK_JOB_ID)
     scheduler.start()
     log.emit(
         "daemon.ready",
@@ -148,8 +176,16 @@ def run_service(
     )
     notifier.ready(f"ticking every minute at :{second:02d}")
     interval = notifier.watchdog_interval or _IDLE_CHECK_SECONDS
+    shown = ""
     while not stop.wait(min(interval, _IDLE_CHECK_SECONDS)):
-        if scheduler.running:
+        status = activity.status_line()
+        if status != shown:
+            # Before the watchdog verdict: a stuck daemon says so before the pings stop.
+            notifier.status(status)
+            if status.startswith("stuck") and not shown.startswith("stuck"):
+                log.emit("daemon.stuck", level="error", status=status)
+            shown = status
+        if scheduler.running and activity.alive():
             notifier.watchdog()
     notifier.stopping()
     log.emit("daemon.stopping")

@@ -1,8 +1,10 @@
 """`nachtwacht agent status`: what a person on the host wants to know, from the files on disk.
 
-It reads, never writes: the cached config (schedule, zone, release, brake, when it was synced), the
-daemon's state file (last runs, the update in progress), the outbox, and the daemon's lock (is it
-running). It works while the daemon runs, while it is stopped, and while the host is offline.
+It reads, never writes: the cached config (schedule, zone, release, brake, hold, when it was
+synced), the daemon's state file (last runs, the update in progress), its activity file (what it is
+doing, since when the control plane is unreachable and why, the last refusal), the outbox, and the
+daemon's lock (is it running). It works while the daemon runs, while it is stopped, and while the
+host is offline. What is wrong comes first, in words (`problems`).
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from agent_daemon.activity import ActivityRecord
 from agent_daemon.config_cache import CachedConfig
 from agent_daemon.daemon_state import DaemonState, RunRecord
-from ground.contract import RefusalCode
+from ground.contract import RefusalCode, ReleaseTrack
 from shared_planner import next_slot
 
-__all__ = ["AgentStatus", "describe_run", "render_status"]
+__all__ = ["AgentStatus", "describe_run", "problems", "render_status"]
 
 _OUTCOME_WORDS: dict[str, str] = {
     "up_to_date": "already up to date",
@@ -40,6 +43,8 @@ class AgentStatus:
     installed_version: str | None
     now: datetime  # server time as this host estimates it
     updater_step: str | None = None  # e.g. "switched: 1.5.0 (run …)" from the updater's state
+    activity: ActivityRecord | None = None  # the running (or last) daemon's activity file
+    track: ReleaseTrack | None = None  # the (channel, platform) this agent follows
 
 
 def describe_run(record: RunRecord, tz: ZoneInfo | None) -> str:
@@ -72,14 +77,77 @@ def _ago(then: datetime, now: datetime) -> str:
     return f"{seconds // 86400} days ago"
 
 
+def _local(at: datetime, tz: ZoneInfo | None) -> str:
+    return f"{at.astimezone(tz):%Y-%m-%d %H:%M}" if tz else f"{at:%Y-%m-%d %H:%M} UTC"
+
+
+def problems(status: AgentStatus) -> list[str]:
+    """What is wrong, one sentence each: what a person on the host should look at first."""
+    found: list[str] = []
+    cached = status.cached
+    tz = ZoneInfo(cached.config.timezone) if cached is not None else None
+    activity = status.activity
+    if activity is not None and activity.unreachable_since is not None:
+        since = activity.unreachable_since
+        found.append(
+            f"control plane unreachable since {_local(since, tz)} ({_ago(since, status.now)}): "
+            f"{activity.unreachable_error or 'no answer'}"
+        )
+    if activity is not None and activity.last_refusal is not None:
+        refusal = activity.last_refusal
+        about = refusal.slot_key or (f"run {refusal.run_id}" if refusal.run_id else "a claim")
+        found.append(
+            f"last refusal {_local(refusal.at, tz)} ({_ago(refusal.at, status.now)}), for "
+            f"{about.replace('T', ' ')}: {refusal.code} — {refusal.message}"
+        )
+    if cached is None:
+        return found
+    config = cached.config
+    hold = config.hold
+    if hold is not None and hold.until > status.now:
+        reason = f" ({hold.reason})" if hold.reason else ""
+        found.append(
+            f"held until {_local(hold.until, tz)}{reason}, set by the {hold.set_by}: scheduled "
+            "slots until then are skipped"
+        )
+    if config.brake.engaged:
+        found.append(
+            f"the operators' brake is engaged ({config.brake.reason or 'no reason given'}): "
+            "no scheduled update is granted"
+        )
+    release, track = config.release, status.track
+    if release is not None and track is not None:
+        other = [
+            f"{name} {offered!r}"
+            for name, offered, own in (
+                ("channel", release.channel, track.channel),
+                ("platform", release.platform, track.platform),
+            )
+            if offered is not None and offered != own
+        ]
+        if other:
+            found.append(
+                f"the offered release {release.version} is for {' and '.join(other)}, not this "
+                f"agent's (channel {track.channel!r}, platform {track.platform!r}): check "
+                "`channel` and `platform` in agent.toml"
+            )
+    return found
+
+
 def render_status(status: AgentStatus) -> str:
     lines = [f"agent:         {status.agent_id} at {status.control_url}"]
+    wrong = problems(status)
+    if wrong:
+        lines.append("attention:")
+        lines.extend(f"  ! {sentence}" for sentence in wrong)
     if status.daemon_pid is None:
         lines.append("daemon:        not running")
     elif status.daemon_pid < 0:
         lines.append("daemon:        running")
     else:
         lines.append(f"daemon:        running (pid {status.daemon_pid})")
+    if status.daemon_pid is not None and status.activity is not None:
+        lines.append(f"doing:         {status.activity.doing}")
     lines.append(f"installed:     {status.installed_version or 'nothing installed yet'}")
     cached = status.cached
     tz: ZoneInfo | None = None

@@ -1,7 +1,9 @@
 """systemd's notify protocol (`Type=notify`, `WatchdogSec=`) without a dependency: one datagram.
 
-`READY=1` once the daemon is ready, `WATCHDOG=1` at half the interval systemd asks for, and
-`STOPPING=1` on the way out. Outside systemd (`NOTIFY_SOCKET` unset) every call does nothing.
+`READY=1` once the daemon is ready, `STATUS=` whenever what it is doing changes, `WATCHDOG=1`
+at most every half of the interval systemd asks for — and only while the daemon's minutes complete
+(`daemon_loop` asks `Activity.alive()`) — and `STOPPING=1` on the way out. Outside systemd
+(`NOTIFY_SOCKET` unset) every call does nothing.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ class Notifier:
 
     def ready(self, status: str) -> bool:
         return self.notify(f"READY=1\nSTATUS={status}")
+
+    def status(self, text: str) -> bool:
+        # One line: systemd shows STATUS= in `systemctl status`, and a newline would end it.
+        return self.notify("STATUS=" + " ".join(text.split()))
 
     def watchdog(self) -> bool:
         return self.notify("WATCHDOG=1")

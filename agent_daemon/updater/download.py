@@ -25,6 +25,7 @@ import shutil
 import socket
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,6 +279,7 @@ def download_artifact(
     install_root: Path,
     limits: DownloadLimits,
     send_credential: bool = True,
+    on_progress: Callable[[str, float, float], None] | None = None,
 ) -> Path:
     """`staging/<sha256>.tar.gz`, holding exactly the signed bytes; raises a DownloadFailed or
     ArtifactMismatch otherwise. Without `send_credential` the client's Authorization header is
@@ -329,7 +331,7 @@ def download_artifact(
                 progress = _accept(response, spec, staging, progress)
                 with part.open("ab" if progress.size else "wb") as sink:
                     try:
-                        _copy_body(response, sink, spec, progress, started, limits)
+                        _copy_body(response, sink, spec, progress, started, limits, on_progress)
                     finally:
                         sink.flush()
                         os.fsync(sink.fileno())
@@ -421,6 +423,7 @@ def _copy_body(
     progress: _Progress,
     started: float,
     limits: DownloadLimits,
+    on_progress: Callable[[str, float, float], None] | None = None,
 ) -> None:
     # Raw: the signed bytes are the stored ones, never decoded (a gzip "encoding" cannot inflate).
     # Unsized iteration yields bytes as they arrive, so a trickle meets the deadline check.
@@ -434,6 +437,9 @@ def _copy_body(
                 )
             writer.put(chunk)
             progress.size += len(chunk)
+            if on_progress is not None:
+                # ("download", bytes so far, signed length): the daemon's progress lines.
+                on_progress("download", progress.size, spec.length)
             if time.monotonic() - started > limits.deadline:
                 raise DownloadStalled(
                     f"download of {_shown_url(spec.url)} ran past its deadline of "

@@ -9,6 +9,7 @@ is bounded and decoded leniently (`build_command`) — whatever it prints is an 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from agent_daemon.updater.build_command import CommandFailed, run_bounded
@@ -34,8 +35,11 @@ class AgentService:
         poll_seconds: float,
         clock: Clock,
         agent_user: str | None = None,
+        on_progress: Callable[[str, float, float], None] | None = None,
     ) -> None:
         self._agent_user = agent_user
+        # ("health", product seconds waited, deadline): the daemon's progress lines.
+        self._on_progress = on_progress
         self._restart_command = restart_command
         self._health_command = health_command
         self._deadline_seconds = deadline_seconds
@@ -83,4 +87,7 @@ class AgentService:
                 last = f"exit {result.returncode}, printed {_tail(result.stdout)!r}" + (
                     f", stderr {_tail(result.stderr)!r}" if result.stderr.strip() else ""
                 )
+            if self._on_progress is not None:
+                waited = self._deadline_seconds - remaining
+                self._on_progress("health", waited, self._deadline_seconds)
             self._clock.sleep(min(self._poll_seconds, remaining))

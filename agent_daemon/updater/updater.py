@@ -157,8 +157,11 @@ class Updater:
         client: httpx.Client,
         clock: Clock,
         on_step: Callable[[str], None] | None = None,
+        on_progress: Callable[[str, float, float], None] | None = None,
     ) -> None:
         self._settings = settings
+        # (step, done, total) during long steps: "download" in bytes, "health" in seconds.
+        self._on_progress = on_progress
         self._client = client
         self._clock = clock
         self._on_step = on_step or (lambda _step: None)
@@ -172,6 +175,7 @@ class Updater:
             poll_seconds=settings.health_poll_seconds,
             clock=clock,
             agent_user=settings.agent_user,
+            on_progress=on_progress,
         )
         # The control plane's origin is the client's base URL (the daemon's client has one).
         self._control_origin = control_origin(client)
@@ -387,6 +391,7 @@ class Updater:
                 disk_reserve_bytes=self._settings.disk_reserve_bytes,
             ),
             send_credential=source.send_credential,
+            on_progress=self._on_progress,
         )
 
     def _install(self, progress: InProgress, manifest: Manifest) -> None:

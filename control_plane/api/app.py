@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.accounts import routes as accounts
 from control_plane.agent_config import routes as agent_config
+from control_plane.agents import host_routes as agent_host
 from control_plane.agents import routes as agents
 from control_plane.api.answers import shown_value
 from control_plane.api.limits import RequestLimits
@@ -191,6 +192,7 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
     for module in (
         agent_config,
         claims,
+        agent_host,
         agents,
         runs,
         events,

@@ -227,9 +227,16 @@ class RunService:
             return run_view(read_run(conn, run_id))
 
     def request_manual_update(
-        self, org_id: UUID, agent_id: UUID, requested_by: UUID, *, now: datetime
+        self,
+        org_id: UUID,
+        agent_id: UUID,
+        requested_by: UUID,
+        *,
+        now: datetime,
+        actor_kind: ActorKind = "user",
     ) -> RecordedRun:
-        """A person asked for an update now: a manual run the agent learns of from its config."""
+        """A person asked for an update now: a manual run the agent learns of from its config.
+        `actor_kind` "agent" when the person asked on the host (`nachtwacht agent update-now`)."""
         with self._pool.connection() as conn:
             require_agent(conn, org_id, agent_id)
             try:
@@ -246,7 +253,7 @@ class RunService:
                         agent_id=agent_id,
                         run_id=row["id"],
                         kind="update.requested",
-                        actor_kind="user",
+                        actor_kind=actor_kind,
                         actor_id=requested_by,
                         at=now,
                     )

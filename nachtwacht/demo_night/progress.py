@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import psycopg
 
@@ -39,7 +40,7 @@ HEADINGS = {
 }
 
 _RUNS = """
-SELECT o.name AS org_name, a.id AS agent_id, r.status
+SELECT o.name AS org_name, a.id AS agent_id, r.status, r.created_at, r.finished_at
   FROM orgs o
   JOIN agents a ON a.org_id = o.id
   LEFT JOIN runs r ON r.agent_id = a.id AND r.trigger = 'schedule'
@@ -109,7 +110,32 @@ def _category(status: str | None, *, now: datetime, night: Night, catch_up: time
     return "missed"
 
 
-def take_snapshot(pool: Pool, night: Night, now: datetime, catch_up: timedelta) -> Snapshot:
+def _status_as_of(row: dict[str, Any], as_of: datetime | None) -> str | None:
+    """The run's status at `as_of`, from its timestamps: not there yet, still claimed (its
+    outcome came later), or as it is now."""
+    status: str | None = row["status"]
+    if as_of is None or status is None:
+        return status
+    if row["created_at"] > as_of:
+        return None
+    finished = row["finished_at"]
+    if status != "claimed" and finished is not None and finished > as_of:
+        return "claimed"
+    return status
+
+
+def take_snapshot(
+    pool: Pool,
+    night: Night,
+    now: datetime,
+    catch_up: timedelta,
+    *,
+    as_of: datetime | None = None,
+) -> Snapshot:
+    """The night so far. With `as_of`, every count as it stood at that instant (a minute's end),
+    so one line's counts and its round's tokens belong to the same minute."""
+    if as_of is not None:
+        now = as_of
     window = {"start": night.start, "end": night.end}
     try:
         with pool.connection() as conn:
@@ -125,7 +151,8 @@ def take_snapshot(pool: Pool, night: Night, now: datetime, catch_up: timedelta) 
     for row in rows:
         org = orgs.setdefault(row["org_name"], OrgProgress(row["org_name"]))
         org.agents += 1
-        org.counts[_category(row["status"], now=now, night=night, catch_up=catch_up)] += 1
+        status = _status_as_of(row, as_of)
+        org.counts[_category(status, now=now, night=night, catch_up=catch_up)] += 1
     per_org: dict[str, list[tuple[datetime, int]]] = {}
     for row in org_rounds:
         per_org.setdefault(row["org_name"], []).append((row["round_start"], row["granted"]))
@@ -164,19 +191,33 @@ def render_table(snapshot: Snapshot, night: Night, caps: tuple[int, int]) -> lis
     return lines
 
 
+# What each count means, said once before the lines (a newcomer reads the demo's log).
+LEGEND = (
+    "each line is one platform minute that has just ended: every organisation's agents as they "
+    "stood at its last second, and the tokens the caps granted in that minute's round",
+    "  not due yet — before the 03:00 slot; waiting for a token — due, and refused by a cap or "
+    "not yet asked (each daemon asks once a minute, at its own second); updating — holds a "
+    "token: downloading, verifying, installing, restarting, health-checking; updated — runs the "
+    "new version; up to date — already had it; missed — the 15-minute window closed without a "
+    "token; failed — failed or rolled back",
+)
+
+
 def render_line(snapshot: Snapshot, night: Night) -> str:
-    """One line per minute when the output is not a terminal (a log, a test)."""
+    """One line per ended minute when the output is not a terminal (a log, a test): `snapshot`
+    is taken as of the minute's end (`take_snapshot(as_of=)`), and the line names that minute."""
     parts = []
     for org in snapshot.orgs:
         counts = ", ".join(f"{org.counts[c]} {HEADINGS[c]}" for c in COLUMNS if org.counts[c])
         parts.append(f"{org.name}: {counts}")
-    # The round that just ended: the current one has only begun when its first line is printed.
-    last_round = snapshot.at.replace(second=0, microsecond=0) - timedelta(minutes=1)
-    granted = sum(n for at, n in snapshot.grants_per_round if at == last_round)
+    minute = snapshot.at.replace(second=0, microsecond=0)
+    if minute == snapshot.at:
+        minute -= timedelta(minutes=1)  # exactly at a minute's end: the minute that ended
+    granted = sum(n for at, n in snapshot.grants_per_round if at == minute)
     return (
-        f"{night.label(snapshot.at)} | "
+        f"{night.label(minute)} | "
         + " | ".join(parts)
-        + f" | tokens in the {night.label(last_round)[:5]} round: {granted}"
+        + f" | tokens granted in this minute's round: {granted}"
     )
 
 

@@ -3,7 +3,7 @@ it, the notifications each organisation received, and where to look next."""
 
 from __future__ import annotations
 
-import json
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -13,10 +13,12 @@ from zoneinfo import ZoneInfo
 
 import httpx
 
+from agent_daemon.event_log import parse_line
 from nachtwacht.demo_night.night import Night
 from nachtwacht.demo_night.platform import OrgAccount
 from nachtwacht.demo_night.progress import Snapshot
 from nachtwacht.demo_night.simulated import JournalEntry
+from nachtwacht.worlds.supervisor import START_AFTER_EXIT, START_REQUESTED_AFTER_FIRST
 
 __all__ = [
     "TimelineEntry",
@@ -29,7 +31,17 @@ __all__ = [
 
 # Daemon events that repeat every minute without saying anything new about the night.
 _QUIET_EVENTS = {"report.delivered"}
-_DETAIL_FIELDS = ("slot_key", "code", "version", "status", "retry_after_seconds", "error")
+_DETAIL_FIELDS = (
+    "slot_key",
+    "code",
+    "version",
+    "status",
+    "retry_after_seconds",
+    "step",
+    "percent",
+    "waited_seconds",
+    "error",
+)
 REQUEST_TIMEOUT_SECONDS = 30.0
 
 
@@ -49,8 +61,8 @@ def daemon_timeline(log: Path, night: Night) -> list[TimelineEntry]:
     entries = []
     for line in log.read_text(errors="replace").splitlines():
         try:
-            event = json.loads(line)
-            at = _parse_instant(event["ts"])
+            event = parse_line(line)
+            at = _parse_instant(str(event["server_time"]))
         except (ValueError, KeyError, TypeError):
             continue
         if not (night.start <= at <= night.end) or event.get("event") in _QUIET_EVENTS:
@@ -169,4 +181,32 @@ def caps_lines(snapshot: Snapshot, caps: tuple[int, int]) -> list[str]:
             f"  {org.name}: at most {top} per round (cap {org_cap}, {verdict}), "
             f"tokens spread over {rounds} round(s)"
         )
+    return lines
+
+
+def service_start_lines(setup: Counter[str], total: Counter[str], *, hosts: int) -> list[str]:
+    """Every start of the agent services, explained: set-up (installing 1.0.0) and the night.
+
+    A first start comes when `current` first exists; the installer's restart command restarts a
+    service the supervisor had already started from the just-switched `current` (it polls, like
+    systemd's Restart=always would) — or starts it, when the request came first. Tonight each
+    update restarts its service once, and a rollback once more. A service that exited on its own
+    is a defect until shown otherwise, so its exit codes are named."""
+    night = total - setup
+    lines = [f"agent services: started {sum(total.values())} times for {hosts} hosts"]
+    for phase, counts in (("set-up (installing 1.0.0)", setup), ("tonight", night)):
+        if not counts:
+            continue
+        parts = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
+        lines.append(f"  {phase}: {parts}")
+    raced = total.get(START_REQUESTED_AFTER_FIRST, 0)
+    if raced:
+        lines.append(
+            f"  ({raced} restart(s) just after a first start: the supervisor, which polls like "
+            "systemd's Restart=always, had started the service from the `current` the installer "
+            "had just switched, before the installer's restart request arrived)"
+        )
+    exits = sum(n for reason, n in total.items() if reason.startswith(START_AFTER_EXIT))
+    if exits:
+        lines.append(f"  {exits} start(s) after a service exited on its own: a defect to look into")
     return lines

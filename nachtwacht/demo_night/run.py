@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -43,6 +44,7 @@ from nachtwacht.demo_night.report import (
     daemon_timeline,
     journal_timeline,
     notification_lines,
+    service_start_lines,
     timeline_lines,
 )
 from nachtwacht.demo_night.simulated import SimulatedAgent, SimulatedFleet
@@ -142,6 +144,8 @@ class _Demo:
         self.simulated: list[SimulatedAgent] = []
         self.orgs: list[OrgAccount] = []
         self.supervisor: ServiceSupervisor | None = None
+        # The supervisor's starts by reason once 1.0.0 was installed everywhere, before the night.
+        self.setup_starts: Counter[str] = Counter()
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -260,6 +264,7 @@ class _Demo:
             ]
             for job in jobs:
                 job.result()
+        self.setup_starts = Counter(supervisor.starts)
         self.out.step(
             f"{OLD_VERSION} installed on {len(self.hosts)} hosts by the updater, "
             "each agent service running under the demo's supervisor"
@@ -288,11 +293,23 @@ class _Demo:
             f"{night.minutes:g} platform minutes, about {night.minutes * 60 / options.speed:.0f} s"
         )
         table = LiveTable(out, night, caps)
-        while clock.now() < night.end:
-            table.show(take_snapshot(self.platform.pool, night, clock.now(), catch_up))
+        table.legend()
+        shown_until = night.start
+        window_closes = night.slot_at + catch_up
+        while True:
+            now = min(clock.now(), night.end)
+            table.show(take_snapshot(self.platform.pool, night, now, catch_up))
+            # Every minute that has ended since the last line gets its own, as of its end.
+            while shown_until + timedelta(minutes=1) <= now:
+                shown_until += timedelta(minutes=1)
+                # Its last instant: at 03:00:00 the 02:59 minute's agents were not due yet.
+                last_instant = shown_until - timedelta(microseconds=1)
+                ended = take_snapshot(self.platform.pool, night, now, catch_up, as_of=last_instant)
+                table.minute_ended(ended, window_closes=window_closes)
+            if now >= night.end:
+                break
             time.sleep(REFRESH_SECONDS)
         final = take_snapshot(self.platform.pool, night, night.end, catch_up)
-        table.show(final)
         self._stop_agents()
         fleet_done.wait()
         return self._report(final, caps, url, new)
@@ -370,11 +387,10 @@ class _Demo:
         for line in caps_lines(final, caps):
             out.line(line)
         if self.supervisor is not None:
-            out.line(
-                f"agent services: started {self.supervisor.restarts} times by the demo's "
-                f"supervisor for {len(self.hosts)} hosts (first starts, every update's "
-                "restart or rollback, and any service that had exited)"
-            )
+            for line in service_start_lines(
+                self.setup_starts, Counter(self.supervisor.starts), hosts=len(self.hosts)
+            ):
+                out.line(line)
         self._timeline(url)
         out.line("notifications:")
         for line in notification_lines(url, self.orgs, night):

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import threading
 import time
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from agent_daemon.event_log import parse_line
 from nachtwacht.worlds.processes import (
     REPO_ROOT,
     child_environment,
@@ -86,7 +86,7 @@ class DaemonProcess:
             line = raw.decode(errors="replace")
             with self._changed:
                 try:
-                    self.events.append(json.loads(line))
+                    self.events.append(parse_line(line))
                 except ValueError:
                     self.other_lines.append(line)
                 self._changed.notify_all()

@@ -4,20 +4,39 @@ One thread keeps every registered service running as `<install_root>/current/bin
 run --heartbeat <heartbeat>`, resolving `current` at every start, so a restart runs whatever the
 updater switched to. The updater's restart command is `touch <restart_request>` (any process may
 run it, the updater's own crash-test child included): the supervisor then stops the service and
-starts it again; it also starts it again whenever it exits.
+starts it again; it also starts it again whenever it exits. Every start is counted with its
+reason (`starts`), so a report can explain each one: a service that exits on its own is a defect
+until shown otherwise.
 """
 
 from __future__ import annotations
 
 import subprocess
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from nachtwacht.worlds.processes import STOP_DEADLINE_SECONDS, stop_process
 
-__all__ = ["ManagedService", "ServiceSupervisor"]
+__all__ = [
+    "START_AFTER_EXIT",
+    "START_FIRST",
+    "START_REQUESTED",
+    "START_REQUESTED_AFTER_FIRST",
+    "ManagedService",
+    "ServiceSupervisor",
+]
+
+# Why a service was started (`ServiceSupervisor.starts`).
+START_FIRST = "first start"
+# The updater's restart command while the service ran: the old process stopped, the new started.
+START_REQUESTED = "restart requested"
+# The first restart request of a service the supervisor had already started from the `current`
+# the installer had just switched, before its request arrived (it polls, like Restart=always).
+START_REQUESTED_AFTER_FIRST = "restart requested just after its first start"
+START_AFTER_EXIT = "started again after it exited on its own"
 
 
 class ManagedService(Protocol):
@@ -38,6 +57,9 @@ class _Unit:
     service: ManagedService
     running: subprocess.Popen[bytes] | None = None
     stopping: subprocess.Popen[bytes] | None = None
+    next_reason: str = START_FIRST
+    requests: int = 0
+    exit_codes: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -46,6 +68,7 @@ class ServiceSupervisor:
 
     poll_seconds: float = 0.05
     restarts: int = 0
+    starts: Counter[str] = field(default_factory=Counter)
     _units: list[_Unit] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -74,13 +97,19 @@ class ServiceSupervisor:
                 # Never wait here: one slow stop must not hold up the other hosts' services.
                 unit.running.terminate()
                 unit.stopping = unit.running
+                unit.next_reason = (
+                    START_REQUESTED_AFTER_FIRST if unit.requests == 0 else START_REQUESTED
+                )
+            unit.requests += 1
             unit.running = None
         if unit.stopping is not None:
             if unit.stopping.poll() is None:
                 return
             unit.stopping = None
-        if unit.running is not None and unit.running.poll() is not None:
+        if unit.running is not None and (code := unit.running.poll()) is not None:
             unit.running = None  # it exited: start it again, like Restart=always
+            unit.exit_codes.append(code)
+            unit.next_reason = f"{START_AFTER_EXIT} (exit {code})"
         program = service.install_root / "current" / "bin" / "provibr-agent"
         if unit.running is None and program.exists():
             unit.running = subprocess.Popen(
@@ -90,6 +119,8 @@ class ServiceSupervisor:
                 stdin=subprocess.DEVNULL,
             )
             self.restarts += 1
+            self.starts[unit.next_reason] += 1
+            unit.next_reason = START_AFTER_EXIT
 
     def close(self) -> None:
         """Stop supervising, then stop every service (all signalled first, then each waited)."""

@@ -139,8 +139,8 @@ def test_throttled_with_cap_1_the_second_agent_updates_next_round(
     waited = [d for d in daemons if d.named("claim.refused", slot_key=SLOT)]
     assert len(waited) == 1, "with a cap of 1 exactly one of the two waits for the next round"
     (told_to_wait,) = waited
-    refused_at = told_to_wait.named("claim.refused", slot_key=SLOT)[0]["ts"]
-    assert told_to_wait.wait_for("claim.granted", slot_key=SLOT)["ts"] > refused_at
+    refused_at = told_to_wait.named("claim.refused", slot_key=SLOT)[0]["server_time"]
+    assert told_to_wait.wait_for("claim.granted", slot_key=SLOT)["server_time"] > refused_at
     for host in (first, second):
         assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
 
@@ -219,7 +219,7 @@ def test_dst_nights_in_amsterdam(
     scenario.set_schedule(host, ["02:30"])
     daemon = host.start()
     done = daemon.wait_for("slot.up_to_date", slot_key=slot_key)
-    ts = done["ts"].replace("Z", "+00:00")
+    ts = done["server_time"].replace("Z", "+00:00")
     assert first <= ts < last
     # Past the second 02:30 in autumn and its window: still one run for the night.
     scenario.clock.wait_until(datetime.fromisoformat(first) + timedelta(hours=1, minutes=20))
@@ -242,7 +242,7 @@ def test_a_host_clock_hours_off_still_updates_at_0300_server_time(
     synced = daemon.wait_for("config.synced")
     assert abs(synced["clock_offset_seconds"] + 5 * 3600) < 120
     succeeded = updated(daemon, SLOT)
-    ts = succeeded["ts"].replace("Z", "+00:00")
+    ts = succeeded["server_time"].replace("Z", "+00:00")
     assert "2026-11-30T02:00:00+00:00" <= ts < "2026-11-30T02:15:00+00:00"
     assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
 

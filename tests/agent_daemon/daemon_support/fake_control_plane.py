@@ -26,6 +26,8 @@ from pydantic import BaseModel
 from ground.contract import (
     CLAIMS_PATH,
     CONFIG_PATH,
+    HOLD_PATH,
+    MANUAL_UPDATES_PATH,
     RUNS_PATH,
     SERVER_TIME_HEADER,
     AgentConfig,
@@ -36,6 +38,8 @@ from ground.contract import (
     ClaimRequest,
     ErrorAnswer,
     ErrorDetail,
+    HoldRequest,
+    HoldView,
     ManualUpdateView,
     NothingToDoReport,
     OutcomeReport,
@@ -92,6 +96,7 @@ class FakeControlPlane:
     cap_full: bool = False
     reports_fail: bool = False
     manual_run_id: str | None = None
+    hold: HoldView | None = None
     config_body: bytes | None = None  # answered verbatim instead of the real config
     config_status: int = HTTPStatus.OK
     server_catch_up_minutes: int | None = None  # the server's own window, when it differs
@@ -135,6 +140,7 @@ class FakeControlPlane:
             manual_update=None
             if self.manual_run_id is None
             else ManualUpdateView(run_id=uuid.UUID(self.manual_run_id)),
+            hold=self.hold,
         )
 
     def _answer(self, status: int, body: BaseModel | None = None, **headers: str) -> httpx.Response:
@@ -164,6 +170,8 @@ class FakeControlPlane:
         body = json.loads(request.content or b"{}")
         if line == f"POST {CLAIMS_PATH}":
             return self._claim(ClaimRequest.model_validate(body))
+        if request.url.path in {HOLD_PATH, MANUAL_UPDATES_PATH}:
+            return self._host_request(request.method, request.url.path, body)
         if self.reports_fail:
             return self._refuse(
                 HTTPStatus.SERVICE_UNAVAILABLE, AnswerCode.DATABASE_UNAVAILABLE.value
@@ -174,6 +182,28 @@ class FakeControlPlane:
             run_id = request.url.path.rsplit("/", 1)[1]
             return self._outcome(run_id, OutcomeReport.model_validate(body))
         return self._answer(HTTPStatus.NOT_FOUND)
+
+    def _host_request(self, method: str, path: str, body: Any) -> httpx.Response:
+        """What `nachtwacht agent hold | release-hold | update-now` ask (the contract's
+        HOLD_PATH and MANUAL_UPDATES_PATH)."""
+        if (method, path) == ("PUT", HOLD_PATH):
+            held = HoldRequest.model_validate(body)
+            if held.until <= self.now():
+                return self._refuse(HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_request")
+            self.hold = HoldView(until=held.until, reason=held.reason, set_by="agent")
+            return self._answer(HTTPStatus.OK, self.hold)
+        if (method, path) == ("DELETE", HOLD_PATH):
+            if self.hold is None:
+                return self._refuse(HTTPStatus.NOT_FOUND, "not_held")
+            self.hold = None
+            return self._answer(HTTPStatus.NO_CONTENT)
+        if (method, path) == ("POST", MANUAL_UPDATES_PATH):
+            pending = self.manual_run_id is not None and self.manual_run_id not in self.runs
+            if not pending:
+                self.manual_run_id = str(uuid.uuid4())
+            view = ManualUpdateView(run_id=uuid.UUID(str(self.manual_run_id)))
+            return self._answer(HTTPStatus.OK if pending else HTTPStatus.CREATED, view)
+        return self._answer(HTTPStatus.METHOD_NOT_ALLOWED)
 
     def _get_config(self, request: httpx.Request) -> httpx.Response:
         if self.config_body is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +12,7 @@ from agent_daemon.config_cache import ConfigCache
 from agent_daemon.control_plane_client import ControlPlaneClient
 from agent_daemon.daemon import Daemon
 from agent_daemon.daemon_state import DaemonState, StateStore
-from agent_daemon.event_log import EventLog
+from agent_daemon.event_log import EventLog, parse_line
 from agent_daemon.http_client import build_http_client
 from agent_daemon.outbox import Outbox
 from agent_daemon.server_clock import ServerClock
@@ -45,6 +44,8 @@ class Harness:
             timeout_seconds=5,
             transport=self.control_plane.transport(),
         )
+        # Its own attribute, so a test can observe the lines (an `Activity`, say).
+        self.log = EventLog(now=server_clock.now, stream=self.log_stream)
         self.daemon = Daemon(
             control=ControlPlaneClient(http=http, server_clock=server_clock),
             updater=self.updater,
@@ -52,7 +53,7 @@ class Harness:
             config_cache=ConfigCache(self.state_dir / "config-cache.json"),
             outbox=self.outbox,
             server_clock=server_clock,
-            log=EventLog(now=server_clock.now, stream=self.log_stream),
+            log=self.log,
             stop_requested=self.stop.is_set,
         )
         self.daemon.start()
@@ -70,7 +71,7 @@ class Harness:
         return self.store.load()
 
     def events(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.log_stream.getvalue().splitlines()]
+        return [parse_line(line) for line in self.log_stream.getvalue().splitlines()]
 
     def event_names(self) -> list[str]:
         return [event["event"] for event in self.events()]
