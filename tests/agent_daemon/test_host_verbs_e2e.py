@@ -5,6 +5,7 @@ once the app offers it."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -98,9 +99,11 @@ def test_hold_and_release_reach_the_agents_config(
 ) -> None:
     host, agent, plane, _ = enrolled
     state = ("--state-dir", str(host.state_dir))
-    held = run_agent("hold", *state, "--until", "2099-01-01", "--reason", "maintenance")
+    # Within the control plane's 90-day bound on a hold.
+    until = (datetime.now(UTC) + timedelta(days=10)).date().isoformat()
+    held = run_agent("hold", *state, "--until", until, "--reason", "maintenance")
     assert held.returncode == 0, held.stderr
-    assert "held until 2099-01-01 00:00 Europe/Amsterdam" in held.stdout
+    assert f"held until {until} 00:00 Europe/Amsterdam" in held.stdout
     hold = _config(plane, agent)["hold"]
     assert hold["reason"] == "maintenance"
     assert hold["set_by"] == "agent"
