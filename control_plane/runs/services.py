@@ -16,6 +16,13 @@ from control_plane.errors import ClaimRefused, Conflict, Forbidden, InvalidInput
 from control_plane.events.services import ActorKind, record_event
 from control_plane.inputs import stored_text
 from control_plane.releases.services import ArtifactInfo
+from control_plane.runs.authority import (
+    SWITCH_OUTCOMES,
+    lease_refusal,
+    read_lease,
+    swap_permit,
+    unauthorised_switch,
+)
 from control_plane.runs.views import (
     RUN_COLUMNS,
     Operation,
@@ -26,7 +33,15 @@ from control_plane.runs.views import (
     run_view,
 )
 from control_plane.types import Connection, Pool
-from ground.contract import AnswerCode, Instant, OutcomeStatus, RefusalCode, format_instant
+from ground.contract import (
+    AnswerCode,
+    Instant,
+    OutcomeReason,
+    OutcomeStatus,
+    RefusalCode,
+    SwapPermit,
+    format_instant,
+)
 from ground.contract.messages import MAX_MESSAGE_LENGTH
 from ground.limits import MAX_VERSION_LENGTH
 
@@ -50,6 +65,17 @@ class RecordedRun:
 
     created: bool
     run: RunView
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """An agent's report of how a claimed run ended, checked and ready to store."""
+
+    status: str
+    version: str | None
+    error: str | None
+    reason: str | None
+    switched_at: datetime | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,59 +198,138 @@ class RunService:
         error: object,
         *,
         now: datetime,
+        reason: OutcomeReason | None = None,
+        switched_at: datetime | None = None,
     ) -> RunView:
-        """The outcome of a claimed run: only its agent, only from `claimed`, idempotent."""
+        """The outcome of a claimed run: only its agent, only from `claimed`, idempotent.
+
+        A switch (`succeeded`, `rolled_back`) at `switched_at` (else now) after the run's token
+        was revoked or expired, or after its window closed, is stored as `unauthorised` and
+        refused with 409 `outcome_not_authorised`. A run the reconcile ended for want of a report
+        (`outcome_inferred`) takes the report that comes late, judged the same way."""
         if status not in OUTCOMES:
             raise InvalidInput("status", status, f"is not an outcome (expected one of {OUTCOMES})")
         version_text = stored_text("version", version, MAX_VERSION_LENGTH)
         error_text = stored_text("error", error, MAX_ERROR_LENGTH)
-        with self._pool.connection() as conn, conn.transaction():
-            run = conn.execute(
-                "SELECT id, org_id, trigger, status, slot_key, requested_by FROM runs"
-                " WHERE id = %s AND agent_id = %s FOR UPDATE",
-                [run_id, agent_id],
-            ).fetchone()
-            if run is None:
-                raise NotFound(
-                    f"run {run_id} is not a run of this agent", code=AnswerCode.RUN_NOT_FOUND
-                )
-            if run["status"] == status:
-                return run_view(read_run(conn, run_id))
-            if run["status"] != "claimed":
+        reported = Outcome(
+            status=status,
+            version=version_text,
+            error=error_text,
+            reason=None if reason is None else OutcomeReason(reason).value,
+            # A switch cannot have happened after the report arrived.
+            switched_at=None if switched_at is None else min(switched_at, now),
+        )
+        with self._pool.connection() as conn:
+            with conn.transaction():
+                lease = read_lease(conn, agent_id, run_id, for_update=True)
+                refusal = self._refused_switch(lease, reported, now)
+                if refusal is None and not self._is_open(lease, reported):
+                    return run_view(read_run(conn, run_id))
+                if refusal is None or lease["status"] != "unauthorised":
+                    self._finish(conn, agent_id, lease, reported, refusal, now)
+            if refusal is not None:
+                # Committed first: the record says what happened, then the agent is told no.
                 raise Conflict(
-                    f"status: run {run_id} is {run['status']}; an outcome is reported once, "
-                    "for a claimed run",
-                    code=AnswerCode.RUN_NOT_CLAIMED,
+                    f"status: {status!r} is not recorded as an outcome: {refusal}; "
+                    f"run {run_id} is recorded as unauthorised",
+                    code=AnswerCode.OUTCOME_NOT_AUTHORISED,
                 )
-            conn.execute(
-                "UPDATE runs SET status = %s, version = %s, error = %s, finished_at = %s"
-                " WHERE id = %s",
-                [status, version_text, error_text, now, run_id],
-            )
-            conn.execute(
-                "UPDATE tokens SET revoked_at = %s, revoked_reason = 'finished'"
-                " WHERE run_id = %s AND revoked_at IS NULL",
-                [now, run_id],
-            )
-            if version_text is not None:
-                conn.execute(
-                    "UPDATE agents SET current_version = %s WHERE id = %s",
-                    [version_text, agent_id],
-                )
-            scheduled = run["trigger"] == "schedule"
-            actor: ActorKind = "schedule" if scheduled else "user"
-            record_event(
-                conn,
-                org_id=run["org_id"],
-                agent_id=agent_id,
-                run_id=run_id,
-                kind=f"update.{status}",
-                actor_kind=actor,
-                actor_id=None if scheduled else run["requested_by"],
-                at=now,
-                data={"slot_key": run["slot_key"], "version": version_text, "error": error_text},
-            )
             return run_view(read_run(conn, run_id))
+
+    @staticmethod
+    def _refused_switch(lease: dict[str, Any], reported: Outcome, now: datetime) -> str | None:
+        """The refusal's words when the report is a switch the lease did not cover."""
+        if reported.status not in SWITCH_OUTCOMES:
+            return None
+        if lease["status"] == "unauthorised":
+            return "it was already refused"
+        if lease["status"] != "claimed" and not lease["outcome_inferred"]:
+            return None
+        at = reported.switched_at or now
+        if unauthorised_switch(lease, at) is None:
+            return None
+        return lease_refusal(lease, at)
+
+    @staticmethod
+    def _is_open(lease: dict[str, Any], reported: Outcome) -> bool:
+        """True when the report is to be recorded; False when it is the same one again. Raises
+        `run_not_claimed` for an outcome that contradicts the recorded one."""
+        if lease["status"] == "claimed" or lease["outcome_inferred"]:
+            return True
+        if lease["status"] == reported.status:
+            return False
+        raise Conflict(
+            f"status: run {lease['id']} is {lease['status']}; an outcome is reported once, "
+            "for a claimed run",
+            code=AnswerCode.RUN_NOT_CLAIMED,
+        )
+
+    @staticmethod
+    def _finish(
+        conn: Connection,
+        agent_id: UUID,
+        lease: dict[str, Any],
+        reported: Outcome,
+        refusal: str | None,
+        now: datetime,
+    ) -> None:
+        run_id = lease["id"]
+        stored = "unauthorised" if refusal is not None else reported.status
+        conn.execute(
+            "UPDATE runs SET status = %s, version = %s, error = %s, outcome_reason = %s,"
+            " switched_at = %s, outcome_inferred = false, finished_at = %s WHERE id = %s",
+            [
+                stored,
+                reported.version,
+                reported.error,
+                reported.reason,
+                reported.switched_at,
+                now,
+                run_id,
+            ],
+        )
+        conn.execute(
+            "UPDATE tokens SET revoked_at = %s, revoked_reason = 'finished'"
+            " WHERE run_id = %s AND revoked_at IS NULL",
+            [now, run_id],
+        )
+        if reported.version is not None:
+            # What the host runs, authorised or not.
+            conn.execute(
+                "UPDATE agents SET current_version = %s WHERE id = %s",
+                [reported.version, agent_id],
+            )
+        scheduled = lease["trigger"] == "schedule"
+        actor: ActorKind = "schedule" if scheduled else "user"
+        data: dict[str, Any] = {
+            "slot_key": lease["slot_key"],
+            "version": reported.version,
+            "error": reported.error,
+            "reason": reported.reason,
+        }
+        if reported.switched_at is not None:
+            data["switched_at"] = format_instant(reported.switched_at)
+        if refusal is not None:
+            data.update(reported_status=reported.status, refused=refusal)
+        if lease["outcome_inferred"]:
+            data["replaces_inferred"] = True
+        record_event(
+            conn,
+            org_id=lease["org_id"],
+            agent_id=agent_id,
+            run_id=run_id,
+            kind=f"update.{stored}",
+            actor_kind=actor,
+            actor_id=None if scheduled else lease["requested_by"],
+            at=now,
+            data=data,
+        )
+
+    def confirm_swap(self, agent_id: UUID, run_id: UUID, now: datetime) -> SwapPermit:
+        """The permit to switch now (asked immediately before the swap), or why not. Reads only:
+        the one cheap call between a verified download and the switch."""
+        with self._pool.connection() as conn:
+            return swap_permit(read_lease(conn, agent_id, run_id), now)
 
     def request_manual_update(
         self, org_id: UUID, agent_id: UUID, requested_by: UUID, *, now: datetime
