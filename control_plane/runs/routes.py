@@ -8,10 +8,17 @@ from uuid import UUID
 from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import StreamingResponse
 
+from control_plane.accounts.services import actor_of
 from control_plane.api.answers import AUTHENTICATED, DownloadRefusal, errors
-from control_plane.api.deps import AgentCaller, PanelCaller, RequestNow, services_of
+from control_plane.api.deps import (
+    AgentCaller,
+    OperatorCaller,
+    PanelCaller,
+    RequestNow,
+    services_of,
+)
 from control_plane.runs.ranges import Unsatisfiable, requested_range
-from control_plane.runs.services import Operations, RunList
+from control_plane.runs.services import Operations, ReleaseRetry, RunList
 from control_plane.runs.views import RunView
 from ground.contract import (
     API_PREFIX,
@@ -143,6 +150,25 @@ def download_artifact(
     headers["Content-Length"] = str(max(0, end - start + 1))
     body = services.releases.read_artifact(artifact.release_id, start, end)
     return StreamingResponse(body, status_code=status, headers=headers)
+
+
+# -- the operators ------------------------------------------------------------------------------
+
+
+@router.post(
+    API_PREFIX + "/admin/agents/{agent_id}/retry-release",
+    tags=["operator"],
+    response_model=ReleaseRetry,
+    responses=errors(*AUTHENTICATED, 404, 422),
+)
+def retry_release(
+    agent_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow
+) -> ReleaseRetry:
+    """Offer this agent again the release it rolled back: its next slot claims a token for it
+    instead of being skipped with `release_rolled_back`. Recorded with the operator."""
+    return services_of(request).runs.request_release_retry(
+        agent_id, actor=actor_of(caller), now=now
+    )
 
 
 # -- the panel ------------------------------------------------------------------------------------

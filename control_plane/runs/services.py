@@ -14,6 +14,7 @@ from control_plane.agents.services import require_agent
 from control_plane.claims.slots import checked_slot_of
 from control_plane.errors import ClaimRefused, Conflict, Forbidden, InvalidInput, NotFound
 from control_plane.events.services import ActorKind, record_event
+from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
 from control_plane.releases.services import ArtifactInfo
 from control_plane.runs.authority import (
@@ -50,6 +51,7 @@ __all__ = [
     "NightOutcomes",
     "Operations",
     "RecordedRun",
+    "ReleaseRetry",
     "RunList",
     "RunService",
     "SlotOutcomes",
@@ -76,6 +78,14 @@ class Outcome:
     error: str | None
     reason: str | None
     switched_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseRetry:
+    """An operator asked that this agent be offered again a release it rolled back."""
+
+    agent_id: UUID
+    requested_at: Instant
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -324,6 +334,27 @@ class RunService:
             at=now,
             data=data,
         )
+
+    def request_release_retry(self, agent_id: UUID, *, actor: Actor, now: datetime) -> ReleaseRetry:
+        """From now on the agent's earlier rollbacks no longer make the pair's current release
+        "nothing to do" for it (`claims.rolled_back`); recorded with its actor."""
+        with self._pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "UPDATE agents SET release_retry_at = %s WHERE id = %s AND deleted_at IS NULL"
+                " RETURNING org_id",
+                [now, agent_id],
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+            record_action(
+                conn,
+                kind="agent.release_retry_requested",
+                actor=actor,
+                at=now,
+                org_id=row["org_id"],
+                agent_id=agent_id,
+            )
+        return ReleaseRetry(agent_id=agent_id, requested_at=now)
 
     def confirm_swap(self, agent_id: UUID, run_id: UUID, now: datetime) -> SwapPermit:
         """The permit to switch now (asked immediately before the swap), or why not. Reads only:
