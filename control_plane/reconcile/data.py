@@ -179,8 +179,10 @@ def insert_missed(
 
 # -- the per-slot review ---------------------------------------------------------------------------
 
+# One review per organisation per slot INSTANT, not per label: on the spring night 02:00 and 03:00
+# in Amsterdam are one instant, and agents scheduled at either are one moment to tell about.
 _PENDING_SLOTS = """
-SELECT org_id, slot_key, min(slot_at) AS slot_at
+SELECT org_id, slot_at
   FROM runs
  WHERE trigger = 'schedule' AND notify_considered_at IS NULL
    AND slot_at <= %(opened_before)s
@@ -188,15 +190,15 @@ SELECT org_id, slot_key, min(slot_at) AS slot_at
         -- A run that never reports holds its slot's review only until the grace has passed.
         OR (status = 'claimed' AND slot_at <= %(stuck_before)s
             AND NOT EXISTS (SELECT 1 FROM slot_reviews v
-                             WHERE v.org_id = runs.org_id AND v.slot_key = runs.slot_key)))
- GROUP BY org_id, slot_key
- ORDER BY min(slot_at), org_id
+                             WHERE v.org_id = runs.org_id AND v.slot_at = runs.slot_at)))
+ GROUP BY org_id, slot_at
+ ORDER BY slot_at, org_id
 """
 
 _SLOT_RUNS = """
 SELECT r.agent_id, a.name AS agent_name, r.status, r.version, r.error, r.miss_reason
   FROM runs r JOIN agents a ON a.id = r.agent_id
- WHERE r.org_id = %s AND r.slot_key = %s AND r.trigger = 'schedule'
+ WHERE r.org_id = %s AND r.slot_at = %s AND r.trigger = 'schedule'
 """
 
 _STALE = """
@@ -216,23 +218,25 @@ SELECT a.id, a.name, consumed.last_at
 def pending_slots(
     conn: Connection, *, opened_before: datetime, stuck_before: datetime
 ) -> list[dict[str, Any]]:
-    """(org_id, slot_key, slot_at) of every organisation's slot with runs not yet considered."""
+    """(org_id, slot_at) of every organisation's slot instant with runs not yet considered."""
     return conn.execute(
         _PENDING_SLOTS, {"opened_before": opened_before, "stuck_before": stuck_before}
     ).fetchall()
 
 
-def review_exists(conn: Connection, org_id: UUID, slot_key: str) -> bool:
-    """Whether the slot was reviewed already; locks the review row until the transaction ends."""
+def review_exists(conn: Connection, org_id: UUID, slot_at: datetime) -> bool:
+    """Whether the slot instant was reviewed already; locks the review row until the transaction
+    ends."""
     row = conn.execute(
-        "SELECT 1 FROM slot_reviews WHERE org_id = %s AND slot_key = %s FOR UPDATE",
-        [org_id, slot_key],
+        "SELECT 1 FROM slot_reviews WHERE org_id = %s AND slot_at = %s FOR UPDATE",
+        [org_id, slot_at],
     ).fetchone()
     return row is not None
 
 
-def slot_runs(conn: Connection, org_id: UUID, slot_key: str) -> list[dict[str, Any]]:
-    return conn.execute(_SLOT_RUNS, [org_id, slot_key]).fetchall()
+def slot_runs(conn: Connection, org_id: UUID, slot_at: datetime) -> list[dict[str, Any]]:
+    """The organisation's scheduled runs of one slot instant, whatever label each agent gave it."""
+    return conn.execute(_SLOT_RUNS, [org_id, slot_at]).fetchall()
 
 
 def failures_named_on(conn: Connection, day: date, agent_ids: Sequence[UUID]) -> set[UUID]:
@@ -257,12 +261,12 @@ def stale_agents(
     ).fetchall()
 
 
-def mark_considered(conn: Connection, org_id: UUID, slot_key: str, now: datetime) -> int:
+def mark_considered(conn: Connection, org_id: UUID, slot_at: datetime, now: datetime) -> int:
     return conn.execute(
-        "UPDATE runs SET notify_considered_at = %s WHERE org_id = %s AND slot_key = %s"
+        "UPDATE runs SET notify_considered_at = %s WHERE org_id = %s AND slot_at = %s"
         " AND trigger = 'schedule' AND notify_considered_at IS NULL"
         " AND status NOT IN ('requested', 'claimed')",
-        [now, org_id, slot_key],
+        [now, org_id, slot_at],
     ).rowcount
 
 
