@@ -8,7 +8,7 @@ catches up on every window it did not see; the first pass ever looks back `FIRST
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -103,19 +103,30 @@ def enabled_schedules(conn: Connection) -> list[tuple[UUID, UUID, datetime, tupl
     return [(row["id"], row["org_id"], row["created_at"], tuple(row["times"])) for row in rows]
 
 
-# The reason is the refusal that kept the agent out at the end of the window, else what its last
-# sighting says; a slot consumed (or superseded by a later slot inside its window) is no miss.
+# The reason is the refusal that kept the agent out at the end of the window; else our own outage
+# during the window; else whether the agent was seen WITHIN the window (its current and previous
+# stretch of polls), never whether it was seen by the time of the pass. A slot consumed (or
+# superseded by a later slot inside its window) is no miss.
 _INSERT_MISSED = """
 WITH candidate AS (
     SELECT * FROM unnest(%(agent_ids)s::uuid[], %(org_ids)s::uuid[], %(keys)s::text[],
-                         %(ats)s::timestamptz[]) AS c(agent_id, org_id, slot_key, slot_at)
+                         %(ats)s::timestamptz[], %(platform_down)s::boolean[])
+        AS c(agent_id, org_id, slot_key, slot_at, platform_down)
 ), reasoned AS (
     SELECT c.agent_id, c.org_id, c.slot_key, c.slot_at,
            CASE
                WHEN latest.reason = %(brake_refusal)s THEN 'brake'
                WHEN latest.reason IS NOT NULL THEN 'throttled'
+               WHEN c.platform_down THEN 'platform_unavailable'
                WHEN a.last_seen_at IS NULL OR a.last_seen_at < c.slot_at THEN 'offline'
-               ELSE 'unknown'
+               -- No stretches recorded (before migration 0009): seen since, but when is unknown.
+               WHEN a.online_since IS NULL THEN 'unknown'
+               -- The current stretch reaches into the window: seen in it, no refusal known.
+               WHEN a.online_since < c.slot_at + %(window)s THEN 'unknown'
+               -- The previous stretch ended inside or after the window: seen, or cannot tell.
+               WHEN a.previous_seen_at >= c.slot_at THEN 'unknown'
+               -- Not seen from before the window opened until after it closed.
+               ELSE 'offline'
            END AS miss_reason
       FROM candidate c
       JOIN agents a ON a.id = c.agent_id
@@ -149,9 +160,15 @@ SELECT agent_id, slot_key, slot_at, miss_reason FROM inserted
 
 
 def insert_missed(
-    conn: Connection, candidates: Sequence[SlotCandidate], *, window: timedelta, now: datetime
+    conn: Connection,
+    candidates: Sequence[SlotCandidate],
+    *,
+    window: timedelta,
+    now: datetime,
+    platform_down: Callable[[datetime], bool] = lambda _slot_at: False,
 ) -> list[MissedSlot]:
-    """Missed runs (and their `update.missed` events) for the candidates that have no run."""
+    """Missed runs (and their `update.missed` events) for the candidates that have no run;
+    `platform_down(slot_at)` says whether the control plane was down during that window."""
     if not candidates:
         return []
     rows = conn.execute(
@@ -161,6 +178,7 @@ def insert_missed(
             "org_ids": [c.org_id for c in candidates],
             "keys": [c.slot_key for c in candidates],
             "ats": [c.slot_at for c in candidates],
+            "platform_down": [platform_down(c.slot_at) for c in candidates],
             "window": window,
             "now": now,
             "brake_refusal": RefusalCode.BRAKE.value,
