@@ -81,3 +81,19 @@ def test_each_organisation_still_gets_its_own(fleet: Fleet) -> None:
 )
 def test_an_instant_is_named_by_its_wall_time(instant: datetime, key: str) -> None:
     assert instant_key(instant, AMSTERDAM) == key
+
+
+def test_an_unauthorised_switch_is_named_like_a_failure_and_never_counted_as_updated(
+    fleet: Fleet,
+) -> None:
+    org = fleet.org()
+    agent = fleet.agent(org, "web-01", times=["03:00"])
+    fleet.run(
+        agent, "unauthorised", slot_key="2027-03-28T03:00", slot_at=SPRING_INSTANT, version="1.5.0"
+    )
+    fleet.reconcile(AFTER)
+    [notification] = fleet.notifications(org)
+    body = notification["body"]
+    assert (body["counts"]["unauthorised"], body["counts"]["updated"]) == (1, 0)
+    assert [entry["name"] for entry in body["failed"]] == ["web-01"]
+    assert "1 switched without authorisation" in body["summary"]
