@@ -16,7 +16,7 @@ import psycopg
 from control_plane.notifications.addresses import WebhookAddressPolicy
 from control_plane.notifications.delivery import DeliveryPolicy, WebhookSender
 from control_plane.reconcile.leader import LeaderLock
-from control_plane.reconcile.liveness import mark_alive
+from control_plane.reconcile.liveness import liveness_gap, mark_alive
 from control_plane.reconcile.passes import PassReport, PassSettings, ReconcilePass
 from control_plane.registry import replica_identity
 from control_plane.types import Pool
@@ -74,6 +74,7 @@ class ReconcileWorker:
                     replica=self.identity,
                     stretch_started=self._alive_since,
                     now=self._clock.now(),
+                    gap=liveness_gap(self._clock.speed),
                 )
         except psycopg.Error as exc:
             # The hole this leaves is the record of the outage.

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from control_plane.reconcile.liveness import LIVENESS_GAP, mark_alive
+from control_plane.reconcile.liveness import LIVENESS_GAP, liveness_gap, mark_alive
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import CONFIG_PATH
@@ -157,3 +157,34 @@ def test_the_database_refuses_a_miss_reason_it_does_not_know(fleet: Fleet, pool:
             " 'platform_down', %s)",
             [agent.id, agent.org_id, NIGHT, NIGHT],
         )
+
+
+@pytest.mark.parametrize(
+    ("speed", "gap"),
+    [
+        pytest.param(1.0, LIVENESS_GAP, id="real_clock"),
+        pytest.param(60.0, LIVENESS_GAP, id="speed_60_five_real_seconds"),
+        pytest.param(600.0, timedelta(minutes=50), id="speed_600_a_slow_pass_is_no_outage"),
+    ],
+)
+def test_the_liveness_gap_is_at_least_a_few_real_seconds(speed: float, gap: timedelta) -> None:
+    assert liveness_gap(speed) == gap
+
+
+def test_marks_of_a_fast_clock_stay_one_stretch_across_a_slow_pass(
+    api: Api, fleet: Fleet, agent: Agent, clock: ManualClock, pool: Pool
+) -> None:
+    _poll_at(api, agent, clock, -1)
+    gap = liveness_gap(600.0)
+    with pool.connection() as conn:
+        started = mark_alive(
+            conn, replica="fast", stretch_started=None, now=NIGHT - timedelta(hours=1), gap=gap
+        )
+        # One pass took four real seconds: 40 product minutes at speed 600.
+        for at in (NIGHT - timedelta(minutes=20), NIGHT + timedelta(minutes=20)):
+            assert (
+                mark_alive(conn, replica="fast", stretch_started=started, now=at, gap=gap)
+                == started
+            )
+    fleet.reconcile(NIGHT + timedelta(minutes=21))
+    assert _reason(fleet) == "offline"

@@ -70,10 +70,13 @@ ALTER TABLE agents
     ADD COLUMN release_retry_at timestamptz;
 UPDATE agents SET online_since = last_seen_at;
 
+-- `allowed_gap`: how far apart this replica's marks may be and still be one stretch (longer on a
+-- fast fake clock, where a slow pass is many product minutes).
 CREATE TABLE platform_liveness (
     replica      text        NOT NULL,
     started_at   timestamptz NOT NULL,
     last_mark_at timestamptz NOT NULL,
+    allowed_gap  interval    NOT NULL CHECK (allowed_gap > interval '0'),
     PRIMARY KEY (replica, started_at),
     CHECK (last_mark_at >= started_at)
 );
