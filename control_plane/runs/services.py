@@ -13,17 +13,15 @@ import psycopg
 from control_plane.agents.services import require_agent
 from control_plane.claims.slots import checked_slot_of
 from control_plane.errors import ClaimRefused, Conflict, Forbidden, InvalidInput, NotFound
-from control_plane.events.services import ActorKind, record_event
+from control_plane.events.services import record_event
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
 from control_plane.releases.services import ArtifactInfo
 from control_plane.runs.authority import (
-    SWITCH_OUTCOMES,
-    lease_refusal,
     read_lease,
     swap_permit,
-    unauthorised_switch,
 )
+from control_plane.runs.outcomes import Outcome, record_outcome
 from control_plane.runs.views import (
     RUN_COLUMNS,
     Operation,
@@ -67,17 +65,6 @@ class RecordedRun:
 
     created: bool
     run: RunView
-
-
-@dataclass(frozen=True, kw_only=True)
-class Outcome:
-    """An agent's report of how a claimed run ended, checked and ready to store."""
-
-    status: str
-    version: str | None
-    error: str | None
-    reason: str | None
-    switched_at: datetime | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,12 +218,7 @@ class RunService:
         )
         with self._pool.connection() as conn:
             with conn.transaction():
-                lease = read_lease(conn, agent_id, run_id, for_update=True)
-                refusal = self._refused_switch(lease, reported, now)
-                if refusal is None and not self._is_open(lease, reported):
-                    return run_view(read_run(conn, run_id))
-                if refusal is None or lease["status"] != "unauthorised":
-                    self._finish(conn, agent_id, lease, reported, refusal, now)
+                refusal = record_outcome(conn, agent_id, run_id, reported, now)
             if refusal is not None:
                 # Committed first: the record says what happened, then the agent is told no.
                 raise Conflict(
@@ -245,95 +227,6 @@ class RunService:
                     code=AnswerCode.OUTCOME_NOT_AUTHORISED,
                 )
             return run_view(read_run(conn, run_id))
-
-    @staticmethod
-    def _refused_switch(lease: dict[str, Any], reported: Outcome, now: datetime) -> str | None:
-        """The refusal's words when the report is a switch the lease did not cover."""
-        if reported.status not in SWITCH_OUTCOMES:
-            return None
-        if lease["status"] == "unauthorised":
-            return "it was already refused"
-        if lease["status"] != "claimed" and not lease["outcome_inferred"]:
-            return None
-        at = reported.switched_at or now
-        if unauthorised_switch(lease, at) is None:
-            return None
-        return lease_refusal(lease, at)
-
-    @staticmethod
-    def _is_open(lease: dict[str, Any], reported: Outcome) -> bool:
-        """True when the report is to be recorded; False when it is the same one again. Raises
-        `run_not_claimed` for an outcome that contradicts the recorded one."""
-        if lease["status"] == "claimed" or lease["outcome_inferred"]:
-            return True
-        if lease["status"] == reported.status:
-            return False
-        raise Conflict(
-            f"status: run {lease['id']} is {lease['status']}; an outcome is reported once, "
-            "for a claimed run",
-            code=AnswerCode.RUN_NOT_CLAIMED,
-        )
-
-    @staticmethod
-    def _finish(
-        conn: Connection,
-        agent_id: UUID,
-        lease: dict[str, Any],
-        reported: Outcome,
-        refusal: str | None,
-        now: datetime,
-    ) -> None:
-        run_id = lease["id"]
-        stored = "unauthorised" if refusal is not None else reported.status
-        conn.execute(
-            "UPDATE runs SET status = %s, version = %s, error = %s, outcome_reason = %s,"
-            " switched_at = %s, outcome_inferred = false, finished_at = %s WHERE id = %s",
-            [
-                stored,
-                reported.version,
-                reported.error,
-                reported.reason,
-                reported.switched_at,
-                now,
-                run_id,
-            ],
-        )
-        conn.execute(
-            "UPDATE tokens SET revoked_at = %s, revoked_reason = 'finished'"
-            " WHERE run_id = %s AND revoked_at IS NULL",
-            [now, run_id],
-        )
-        if reported.version is not None:
-            # What the host runs, authorised or not.
-            conn.execute(
-                "UPDATE agents SET current_version = %s WHERE id = %s",
-                [reported.version, agent_id],
-            )
-        scheduled = lease["trigger"] == "schedule"
-        actor: ActorKind = "schedule" if scheduled else "user"
-        data: dict[str, Any] = {
-            "slot_key": lease["slot_key"],
-            "version": reported.version,
-            "error": reported.error,
-            "reason": reported.reason,
-        }
-        if reported.switched_at is not None:
-            data["switched_at"] = format_instant(reported.switched_at)
-        if refusal is not None:
-            data.update(reported_status=reported.status, refused=refusal)
-        if lease["outcome_inferred"]:
-            data["replaces_inferred"] = True
-        record_event(
-            conn,
-            org_id=lease["org_id"],
-            agent_id=agent_id,
-            run_id=run_id,
-            kind=f"update.{stored}",
-            actor_kind=actor,
-            actor_id=None if scheduled else lease["requested_by"],
-            at=now,
-            data=data,
-        )
 
     def request_release_retry(self, agent_id: UUID, *, actor: Actor, now: datetime) -> ReleaseRetry:
         """From now on the agent's earlier rollbacks no longer make the pair's current release
