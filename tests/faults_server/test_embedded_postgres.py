@@ -145,3 +145,21 @@ def test_the_pool_wait_is_a_few_seconds_by_default() -> None:
 def test_a_pool_wait_out_of_range_is_refused_naming_the_flag(seconds: float) -> None:
     with pytest.raises(ConfigurationError, match="--pool-wait-seconds"):
         ServeSettings(database=DatabaseLocation(url="postgresql:///x"), pool_wait_seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param("not json", id="garbage"),
+        pytest.param('{"pid": 1}', id="not_a_list"),
+    ],
+)
+def test_an_unreadable_handle_list_is_left_as_it_is(tmp_path: Path, content: str) -> None:
+    handles = tmp_path / ".handle_pids.json"
+    handles.write_text(content)
+    assert forget_dead_handles(tmp_path) == []
+    assert handles.read_text() == content
+
+
+def test_no_handle_list_is_nothing_to_forget(tmp_path: Path) -> None:
+    assert forget_dead_handles(tmp_path) == []

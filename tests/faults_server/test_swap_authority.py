@@ -297,3 +297,30 @@ def test_a_renewed_lease_after_the_brake_authorises_the_switch(
         switched_at="2026-11-30T02:08:00Z",
     )
     assert response.status_code == 200
+
+
+def test_a_manual_update_has_a_permit_without_a_window(
+    api: Api,
+    agent: Agent,
+    org: Org,
+    clock: ManualClock,
+    services: Services,
+    published: object,
+) -> None:
+    clock.set(NIGHT + timedelta(hours=10))  # midday: no window for a person's click
+    requested = services.runs.request_manual_update(
+        UUID(org.org_id), UUID(agent.agent_id), _panel_credential(services, org), now=clock.now()
+    )
+    with api.client(agent.agent_key) as client:
+        granted = client.post("/v1/agent/claims", json={"manual_run_id": str(requested.run.run_id)})
+    assert granted.status_code == 201, granted.text
+    response = _confirm(api, agent, granted.json()["run_id"])
+    assert response.status_code == 200, response.text
+    assert response.json()["window_closes_at"] is None
+
+
+def _panel_credential(services: Services, org: Org) -> UUID:
+    from control_plane.accounts.credentials import Audience
+
+    principal = services.accounts.authenticate(org.panel_key, Audience.PANEL)
+    return principal.credential_id
