@@ -46,6 +46,7 @@ from control_plane.cli_credentials import CREDENTIAL_COMMANDS, add_credential_co
 from control_plane.config import (
     ServeSettings,
     load_trusted_keys,
+    pool_wait_seconds,
     release_key_paths,
     settings_from_env,
     webhook_policy,
@@ -76,6 +77,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080, help="TCP port; 0 picks a free one (8080)")
     serve.add_argument("--no-migrate", action="store_true", help="do not migrate at start-up")
     serve.add_argument("--pool-size", type=int, default=10, help="database connections (10)")
+    serve.add_argument(
+        "--pool-wait-seconds",
+        type=float,
+        help="how long a request waits for a database connection before answering 503 "
+        "database_unavailable (3; $NACHTWACHT_POOL_WAIT_SECONDS)",
+    )
     serve.add_argument(
         "--workers",
         type=int,
@@ -361,6 +368,7 @@ def _serve(args: argparse.Namespace) -> int:
         database=location(args),
         migrate=not args.no_migrate,
         pool_size=args.pool_size,
+        pool_wait_seconds=pool_wait_seconds(args.pool_wait_seconds),
         workers=args.workers,
         log_level=args.log_level,
         platform_settings=settings_from_env(vars(args)),

@@ -15,18 +15,20 @@ from typing import Any
 import platformdirs
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from control_plane.database import DATABASE_URL_ENV
+from control_plane.database import DATABASE_URL_ENV, MAX_POOL_WAIT_SECONDS, POOL_WAIT_SECONDS
 from control_plane.errors import ConfigurationError
 from control_plane.notifications.addresses import WebhookAddressPolicy
 from signed_release import ReleaseError, load_public_keys
 
 __all__ = [
     "DATA_DIR_ENV",
+    "POOL_WAIT_ENV",
     "RELEASE_KEYS_ENV",
     "DatabaseLocation",
     "ServeSettings",
     "default_data_dir",
     "load_trusted_keys",
+    "pool_wait_seconds",
     "release_key_paths",
     "settings_from_env",
     "webhook_policy",
@@ -35,6 +37,7 @@ __all__ = [
 DATA_DIR_ENV = "NACHTWACHT_DATA_DIR"
 RELEASE_KEYS_ENV = "NACHTWACHT_RELEASE_PUBLIC_KEYS"
 WEBHOOK_NETWORKS_ENV = "NACHTWACHT_WEBHOOK_ALLOW_NETWORKS"
+POOL_WAIT_ENV = "NACHTWACHT_POOL_WAIT_SECONDS"
 
 # `control serve` flags that seed the platform settings, and their environment variables.
 SETTINGS_ENV = {
@@ -99,6 +102,8 @@ class ServeSettings:
     database: DatabaseLocation
     migrate: bool = True
     pool_size: int = 10
+    # How long a request waits for a pooled connection before it is a 503 (database down).
+    pool_wait_seconds: float = POOL_WAIT_SECONDS
     # Worker processes over one socket; each has its own pool of `pool_size` connections.
     workers: int = 1
     log_level: str = "warning"
@@ -115,6 +120,27 @@ class ServeSettings:
             raise ConfigurationError(f"--workers: {self.workers} must be at least 1")
         if self.pool_size < 1:
             raise ConfigurationError(f"--pool-size: {self.pool_size} must be at least 1")
+        if not 0 < self.pool_wait_seconds <= MAX_POOL_WAIT_SECONDS:
+            raise ConfigurationError(
+                f"--pool-wait-seconds: {self.pool_wait_seconds} is out of range "
+                f"(expected more than 0 and at most {MAX_POOL_WAIT_SECONDS:g})"
+            )
+
+
+def pool_wait_seconds(flag: float | None, environ: Mapping[str, str] | None = None) -> float:
+    """`--pool-wait-seconds`, else NACHTWACHT_POOL_WAIT_SECONDS, else `POOL_WAIT_SECONDS`."""
+    env = os.environ if environ is None else environ
+    if flag is not None:
+        return flag
+    raw = env.get(POOL_WAIT_ENV, "").strip()
+    if not raw:
+        return POOL_WAIT_SECONDS
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ConfigurationError(
+            f"{POOL_WAIT_ENV}: {raw!r} is not a number of seconds (e.g. 3)"
+        ) from exc
 
 
 def release_key_paths(

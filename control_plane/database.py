@@ -4,17 +4,27 @@ The embedded server (`pgserver`) is started in `<data dir>/postgres`. Several pr
 data directory at once — `nachtwacht control serve` and the admin commands run beside it: pgserver
 serialises start-up with a file lock, attaches to a server that is already running, and only the
 last process to let go stops it.
+
+pgserver counts those processes in `<pgdata>/.handle_pids.json`. A process killed with SIGKILL
+never takes its pid out, so after `serve` was killed and restarted the list still named the dead
+process, and a clean stop left PostgreSQL running "for it". Before attaching, the pids of processes
+that no longer exist are forgotten (under pgserver's own lock).
+
+A pool waits at most `POOL_WAIT_SECONDS` for a connection: while the database is down a request is
+answered 503 `database_unavailable` within seconds instead of hanging for the driver's 30.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import os
 import subprocess
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -25,6 +35,8 @@ from control_plane.errors import DatabaseUnavailable
 
 __all__ = [
     "DATABASE_URL_ENV",
+    "MAX_POOL_WAIT_SECONDS",
+    "POOL_WAIT_SECONDS",
     "EmbeddedPostgres",
     "database_url_with_name",
     "first_line",
@@ -33,6 +45,12 @@ __all__ = [
 
 DATABASE_URL_ENV = "NACHTWACHT_DATABASE_URL"
 EMBEDDED_DATABASE = "nachtwacht"
+# How long a request waits for a pooled connection before it is answered 503: an agent retries
+# next minute anyway, and a request that hangs holds a worker thread the healthy ones need.
+POOL_WAIT_SECONDS = 3.0
+MAX_POOL_WAIT_SECONDS = 60.0
+# pgserver's list of the processes using one data directory.
+_HANDLES_FILE = ".handle_pids.json"
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +89,7 @@ class EmbeddedPostgres:
 
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True)
+            forget_dead_handles(self.pgdata)
             self._server = pgserver.postgres_server.get_server(self.pgdata, cleanup_mode="stop")
             admin_url = str(self._server.get_uri())
         except (OSError, subprocess.SubprocessError, AssertionError) as exc:
@@ -93,8 +112,9 @@ class EmbeddedPostgres:
     def stop(self) -> None:
         """Let go of the server; it stops when no other process of ours still uses it."""
         if self._server is not None:
-            self._server.cleanup()
-            self._server = None
+            server, self._server = self._server, None
+            server.cleanup()
+            stop_unclaimed_server(self.pgdata, user=server.system_user)
 
     def __enter__(self) -> str:
         return self.start()
@@ -103,10 +123,106 @@ class EmbeddedPostgres:
         self.stop()
 
 
+def process_exists(pid: int) -> bool:
+    """Whether `pid` names a live process (a zombie, killed and not yet reaped, is not one)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: it exists
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return True  # no /proc: the signal said it exists
+    # The state follows the parenthesised command name, which may itself hold spaces.
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def forget_dead_handles(pgdata: Path) -> list[int]:
+    """Take the pids of processes that no longer exist out of pgserver's handle list, so the last
+    live process to let go stops the server. Returns the pids forgotten."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # as in `EmbeddedPostgres.start`
+        from pgserver.postgres_server import PostgresServer
+
+    handles = pgdata / _HANDLES_FILE
+    # pgserver's own inter-process lock (it has no public name): the one it takes to add and
+    # remove handles.
+    with PostgresServer._lock:
+        try:
+            pids = json.loads(handles.read_text())
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:
+            logger.warning("cannot read %s (left as it is): %s", handles, exc)
+            return []
+        if not isinstance(pids, list):
+            return []
+        alive = [pid for pid in pids if isinstance(pid, int) and process_exists(pid)]
+        dead = [pid for pid in pids if pid not in alive]
+        if dead:
+            handles.write_text(json.dumps(alive))
+            logger.warning(
+                "embedded PostgreSQL in %s: forgot processes that ended without letting go: %s",
+                pgdata,
+                dead,
+            )
+        return dead
+
+
+def stop_unclaimed_server(pgdata: Path, *, user: str | None) -> bool:
+    """Stop the PostgreSQL running in `pgdata` when no live process of ours holds it any more.
+
+    pgserver stops only the postmaster it saw at start-up: when PostgreSQL was stopped under a
+    running `serve` and started again by another command, the last one to let go left the new
+    server running. Returns whether a server was stopped."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # as in `EmbeddedPostgres.start`
+        from pgserver import _commands
+        from pgserver.postgres_server import PostgresServer
+
+    # pgserver makes its command functions at import time, so a type checker cannot see them.
+    pg_ctl = cast(Callable[..., str], getattr(_commands, "pg_ctl"))  # noqa: B009
+    forget_dead_handles(pgdata)
+    with PostgresServer._lock:
+        if _handles(pgdata):
+            return False
+        postmaster = _postmaster_pid(pgdata)
+        if postmaster is None or not process_exists(postmaster):
+            return False
+        try:
+            pg_ctl(["-w", "stop"], pgdata=pgdata, user=user)
+        except (OSError, subprocess.SubprocessError) as exc:
+            logger.warning("could not stop the embedded PostgreSQL in %s: %s", pgdata, exc)
+            return False
+        return True
+
+
+def _handles(pgdata: Path) -> list[int]:
+    try:
+        pids = json.loads((pgdata / _HANDLES_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    return [pid for pid in pids if isinstance(pid, int)] if isinstance(pids, list) else []
+
+
+def _postmaster_pid(pgdata: Path) -> int | None:
+    try:
+        return int((pgdata / "postmaster.pid").read_text().splitlines()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def open_pool(
-    database_url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 30.0
+    database_url: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    timeout: float = POOL_WAIT_SECONDS,
 ) -> ConnectionPool[Any]:
-    """A psycopg 3 pool whose rows are dicts; fails with DatabaseUnavailable if nothing answers."""
+    """A psycopg 3 pool whose rows are dicts; fails with DatabaseUnavailable if nothing answers.
+    A request waits at most `timeout` seconds for a connection (then `PoolTimeout`: a 503)."""
     pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
         database_url,
         min_size=min_size,

@@ -117,7 +117,9 @@ def _serve_worker(
     ready: Callable[[], None],
 ) -> None:
     """One worker: its pool, services and reconcile loop, uvicorn until a signal stops it."""
-    pool = open_pool(url, min_size=1, max_size=settings.pool_size)
+    pool = open_pool(
+        url, min_size=1, max_size=settings.pool_size, timeout=settings.pool_wait_seconds
+    )
     try:
         services = build_services(pool, trusted_keys, webhook_policy=settings.webhook_policy)
         config = uvicorn.Config(

@@ -33,11 +33,14 @@ from ground.contract import (
     ScheduleView,
 )
 
-__all__ = ["AgentConfigService", "VersionedConfig"]
+__all__ = ["STRETCH_GAP", "AgentConfigService", "VersionedConfig"]
 
 # `last_seen_at` is refreshed at most this often, so a fleet polling every minute does not write a
 # row per request.
 LAST_SEEN_RESOLUTION = timedelta(seconds=30)
+# Polls further apart than this end a stretch of sightings (an agent polls every minute, and
+# `last_seen_at` lags by up to LAST_SEEN_RESOLUTION).
+STRETCH_GAP = timedelta(minutes=3)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,7 +57,14 @@ class VersionedConfig:
 # path reads them: for the hot path, one statement beats one call per domain.
 _CONFIG = """
 WITH seen AS (
-    UPDATE agents SET last_seen_at = %(now)s
+    -- `online_since` / `previous_seen_at`: the current and the previous stretch of polls, so the
+    -- worker judges whether the agent was reachable within a window (issue 13), not at pass time.
+    UPDATE agents SET last_seen_at = %(now)s,
+           online_since = CASE WHEN last_seen_at IS NULL OR last_seen_at < %(stretch_gap)s
+                                    OR last_seen_at > %(now)s OR online_since IS NULL
+                               THEN %(now)s ELSE online_since END,
+           previous_seen_at = CASE WHEN last_seen_at < %(stretch_gap)s
+                                   THEN last_seen_at ELSE previous_seen_at END
      WHERE id = {agent}
        AND (last_seen_at IS NULL OR last_seen_at <= %(stale)s OR last_seen_at > %(now)s)
 ), host AS (
@@ -142,6 +152,7 @@ class AgentConfigService:
             "platform": track.platform,
             "now": now,
             "stale": now - LAST_SEEN_RESOLUTION,
+            "stretch_gap": now - STRETCH_GAP,
             "host_id": host_id,
             "host_stale": now - HOST_SEEN_EVERY,
         }

@@ -22,6 +22,7 @@ import psycopg
 
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL
 from control_plane.claims.refusals import RefusalRecorder
+from control_plane.claims.rolled_back import refuse_rolled_back_release
 from control_plane.claims.slots import checked_slot_of, retry_after_seconds, round_start
 from control_plane.errors import ClaimRefused, NotFound
 from control_plane.events.services import record_event
@@ -296,6 +297,18 @@ class ClaimService:
             track=track,
             now=now,
         )
+        if existing_run is None:
+            # Only with room to grant: the herd's cap-full refusals above never pay for it.
+            refuse_rolled_back_release(
+                conn,
+                agent_id=agent_id,
+                org_id=seen["org_id"],
+                slot_key=slot_key,
+                slot_at=slot.at,
+                from_version=from_version,
+                track=track,
+                now=now,
+            )
         try:
             run_id = self._grant(
                 conn,

@@ -20,7 +20,9 @@ from ground.contract import format_instant
 
 __all__ = ["SlotOutcome", "StaleAgent", "is_worth_telling", "notification_body"]
 
-FAILED_STATUSES = frozenset({"failed", "rolled_back"})
+# `unauthorised`: a switch the control plane had not authorised (after revocation, expiry or the
+# window) — someone should look at that host as at a failure.
+FAILED_STATUSES = frozenset({"failed", "rolled_back", "unauthorised"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +81,9 @@ def notification_body(
             "rolled_back": counts["rolled_back"],
             "missed": counts["missed"],
             "no_outcome": counts["claimed"],
+            "unauthorised": counts["unauthorised"],
+            # Consumed without a token: nothing to do for them (a release they rolled back).
+            "skipped": counts["skipped"],
         },
         "updated": [
             {"version": version, "count": count} for version, count in sorted(updated.items())
@@ -132,6 +137,10 @@ def _summary_line(body: Mapping[str, Any]) -> str:
         parts.append(f"{counts['failed']} failed")
     if counts["rolled_back"]:
         parts.append(f"{counts['rolled_back']} rolled back")
+    if counts["unauthorised"]:
+        parts.append(f"{counts['unauthorised']} switched without authorisation")
+    if counts["skipped"]:
+        parts.append(f"{counts['skipped']} skipped (a release they rolled back)")
     if counts["missed"]:
         reasons = ", ".join(f"{n} {why}" for why, n in body["missed_by_reason"].items())
         parts.append(f"{counts['missed']} missed ({reasons})")

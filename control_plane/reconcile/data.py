@@ -8,7 +8,7 @@ catches up on every window it did not see; the first pass ever looks back `FIRST
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -103,19 +103,30 @@ def enabled_schedules(conn: Connection) -> list[tuple[UUID, UUID, datetime, tupl
     return [(row["id"], row["org_id"], row["created_at"], tuple(row["times"])) for row in rows]
 
 
-# The reason is the refusal that kept the agent out at the end of the window, else what its last
-# sighting says; a slot consumed (or superseded by a later slot inside its window) is no miss.
+# The reason is the refusal that kept the agent out at the end of the window; else our own outage
+# during the window; else whether the agent was seen WITHIN the window (its current and previous
+# stretch of polls), never whether it was seen by the time of the pass. A slot consumed (or
+# superseded by a later slot inside its window) is no miss.
 _INSERT_MISSED = """
 WITH candidate AS (
     SELECT * FROM unnest(%(agent_ids)s::uuid[], %(org_ids)s::uuid[], %(keys)s::text[],
-                         %(ats)s::timestamptz[]) AS c(agent_id, org_id, slot_key, slot_at)
+                         %(ats)s::timestamptz[], %(platform_down)s::boolean[])
+        AS c(agent_id, org_id, slot_key, slot_at, platform_down)
 ), reasoned AS (
     SELECT c.agent_id, c.org_id, c.slot_key, c.slot_at,
            CASE
                WHEN latest.reason = %(brake_refusal)s THEN 'brake'
                WHEN latest.reason IS NOT NULL THEN 'throttled'
+               WHEN c.platform_down THEN 'platform_unavailable'
                WHEN a.last_seen_at IS NULL OR a.last_seen_at < c.slot_at THEN 'offline'
-               ELSE 'unknown'
+               -- No stretches recorded (before migration 0009): seen since, but when is unknown.
+               WHEN a.online_since IS NULL THEN 'unknown'
+               -- The current stretch reaches into the window: seen in it, no refusal known.
+               WHEN a.online_since < c.slot_at + %(window)s THEN 'unknown'
+               -- The previous stretch ended inside or after the window: seen, or cannot tell.
+               WHEN a.previous_seen_at >= c.slot_at THEN 'unknown'
+               -- Not seen from before the window opened until after it closed.
+               ELSE 'offline'
            END AS miss_reason
       FROM candidate c
       JOIN agents a ON a.id = c.agent_id
@@ -149,9 +160,15 @@ SELECT agent_id, slot_key, slot_at, miss_reason FROM inserted
 
 
 def insert_missed(
-    conn: Connection, candidates: Sequence[SlotCandidate], *, window: timedelta, now: datetime
+    conn: Connection,
+    candidates: Sequence[SlotCandidate],
+    *,
+    window: timedelta,
+    now: datetime,
+    platform_down: Callable[[datetime], bool] = lambda _slot_at: False,
 ) -> list[MissedSlot]:
-    """Missed runs (and their `update.missed` events) for the candidates that have no run."""
+    """Missed runs (and their `update.missed` events) for the candidates that have no run;
+    `platform_down(slot_at)` says whether the control plane was down during that window."""
     if not candidates:
         return []
     rows = conn.execute(
@@ -161,6 +178,7 @@ def insert_missed(
             "org_ids": [c.org_id for c in candidates],
             "keys": [c.slot_key for c in candidates],
             "ats": [c.slot_at for c in candidates],
+            "platform_down": [platform_down(c.slot_at) for c in candidates],
             "window": window,
             "now": now,
             "brake_refusal": RefusalCode.BRAKE.value,
@@ -179,8 +197,10 @@ def insert_missed(
 
 # -- the per-slot review ---------------------------------------------------------------------------
 
+# One review per organisation per slot INSTANT, not per label: on the spring night 02:00 and 03:00
+# in Amsterdam are one instant, and agents scheduled at either are one moment to tell about.
 _PENDING_SLOTS = """
-SELECT org_id, slot_key, min(slot_at) AS slot_at
+SELECT org_id, slot_at
   FROM runs
  WHERE trigger = 'schedule' AND notify_considered_at IS NULL
    AND slot_at <= %(opened_before)s
@@ -188,15 +208,15 @@ SELECT org_id, slot_key, min(slot_at) AS slot_at
         -- A run that never reports holds its slot's review only until the grace has passed.
         OR (status = 'claimed' AND slot_at <= %(stuck_before)s
             AND NOT EXISTS (SELECT 1 FROM slot_reviews v
-                             WHERE v.org_id = runs.org_id AND v.slot_key = runs.slot_key)))
- GROUP BY org_id, slot_key
- ORDER BY min(slot_at), org_id
+                             WHERE v.org_id = runs.org_id AND v.slot_at = runs.slot_at)))
+ GROUP BY org_id, slot_at
+ ORDER BY slot_at, org_id
 """
 
 _SLOT_RUNS = """
 SELECT r.agent_id, a.name AS agent_name, r.status, r.version, r.error, r.miss_reason
   FROM runs r JOIN agents a ON a.id = r.agent_id
- WHERE r.org_id = %s AND r.slot_key = %s AND r.trigger = 'schedule'
+ WHERE r.org_id = %s AND r.slot_at = %s AND r.trigger = 'schedule'
 """
 
 _STALE = """
@@ -216,23 +236,25 @@ SELECT a.id, a.name, consumed.last_at
 def pending_slots(
     conn: Connection, *, opened_before: datetime, stuck_before: datetime
 ) -> list[dict[str, Any]]:
-    """(org_id, slot_key, slot_at) of every organisation's slot with runs not yet considered."""
+    """(org_id, slot_at) of every organisation's slot instant with runs not yet considered."""
     return conn.execute(
         _PENDING_SLOTS, {"opened_before": opened_before, "stuck_before": stuck_before}
     ).fetchall()
 
 
-def review_exists(conn: Connection, org_id: UUID, slot_key: str) -> bool:
-    """Whether the slot was reviewed already; locks the review row until the transaction ends."""
+def review_exists(conn: Connection, org_id: UUID, slot_at: datetime) -> bool:
+    """Whether the slot instant was reviewed already; locks the review row until the transaction
+    ends."""
     row = conn.execute(
-        "SELECT 1 FROM slot_reviews WHERE org_id = %s AND slot_key = %s FOR UPDATE",
-        [org_id, slot_key],
+        "SELECT 1 FROM slot_reviews WHERE org_id = %s AND slot_at = %s FOR UPDATE",
+        [org_id, slot_at],
     ).fetchone()
     return row is not None
 
 
-def slot_runs(conn: Connection, org_id: UUID, slot_key: str) -> list[dict[str, Any]]:
-    return conn.execute(_SLOT_RUNS, [org_id, slot_key]).fetchall()
+def slot_runs(conn: Connection, org_id: UUID, slot_at: datetime) -> list[dict[str, Any]]:
+    """The organisation's scheduled runs of one slot instant, whatever label each agent gave it."""
+    return conn.execute(_SLOT_RUNS, [org_id, slot_at]).fetchall()
 
 
 def failures_named_on(conn: Connection, day: date, agent_ids: Sequence[UUID]) -> set[UUID]:
@@ -257,12 +279,12 @@ def stale_agents(
     ).fetchall()
 
 
-def mark_considered(conn: Connection, org_id: UUID, slot_key: str, now: datetime) -> int:
+def mark_considered(conn: Connection, org_id: UUID, slot_at: datetime, now: datetime) -> int:
     return conn.execute(
-        "UPDATE runs SET notify_considered_at = %s WHERE org_id = %s AND slot_key = %s"
+        "UPDATE runs SET notify_considered_at = %s WHERE org_id = %s AND slot_at = %s"
         " AND trigger = 'schedule' AND notify_considered_at IS NULL"
         " AND status NOT IN ('requested', 'claimed')",
-        [now, org_id, slot_key],
+        [now, org_id, slot_at],
     ).rowcount
 
 

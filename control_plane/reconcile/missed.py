@@ -8,8 +8,12 @@ earlier ones, rule 8). The reason is a fact where one exists:
 
     brake      the claim endpoint refused this agent this slot because of the brake
     throttled  … because a cap was full (org_cap or global_cap)
-    offline    no refusal, and the agent was not seen since the slot opened
-    unknown    seen, but no refusal is on record (e.g. lost in a crash before it was written)
+    platform_unavailable  no refusal, and the control plane itself was down during the window
+               (no replica's liveness mark covers it: `liveness`)
+    offline    no refusal, and the agent was not seen within the window (judged from its stretches
+               of polls, so an agent that polls just after the window closed is still offline)
+    unknown    seen within the window, but no refusal is on record (e.g. lost in a crash before
+               it was written)
 
 When both a cap and the brake refused it, the reason refused first most recently wins: that is what
 kept the agent out at the end of the window.
@@ -28,6 +32,7 @@ from control_plane.reconcile.data import (
     enabled_schedules,
     insert_missed,
 )
+from control_plane.reconcile.liveness import read_coverage
 from control_plane.types import Connection
 from shared_planner import parse_times, slots_on_day
 
@@ -80,4 +85,14 @@ def record_missed_slots(
     candidates = closed_slot_candidates(
         conn, timezone=timezone, window=window, after=after, until=until
     )
-    return insert_missed(conn, candidates, window=window, now=now)
+    if not candidates:
+        return []
+    coverage = read_coverage(conn, since=min(c.slot_at for c in candidates), until=until)
+    down: dict[datetime, bool] = {}
+
+    def platform_down(slot_at: datetime) -> bool:
+        if slot_at not in down:
+            down[slot_at] = coverage.was_down(slot_at, slot_at + window)
+        return down[slot_at]
+
+    return insert_missed(conn, candidates, window=window, now=now, platform_down=platform_down)

@@ -15,6 +15,7 @@ from control_plane.errors import ConfigurationError
 from control_plane.notifications.delivery import AttemptOutcome, WebhookSender
 from control_plane.reconcile.data import FIRST_LOOKBACK, advance, read_progress, record_pass
 from control_plane.reconcile.missed import record_missed_slots
+from control_plane.reconcile.outlived import end_outlived_claims
 from control_plane.reconcile.review import ReviewResult, review_closed_slots
 from control_plane.rollout.services import RolloutService
 from control_plane.settings.services import read_settings
@@ -44,6 +45,8 @@ class PassReport:
     reconciled_until: datetime
     missed: int
     review: ReviewResult
+    # Claims still open after their window and their token's lifetime, ended as interrupted.
+    claims_ended: int = 0
     deliveries: list[AttemptOutcome] = field(default_factory=list)
 
 
@@ -85,6 +88,8 @@ class ReconcilePass:
                     )
                     advance(conn, step_end)
                 start = step_end
+            with conn.transaction():
+                claims_ended = end_outlived_claims(conn, window=window, until=until, now=now)
             review = review_closed_slots(
                 conn,
                 zone=platform.zone,
@@ -103,4 +108,5 @@ class ReconcilePass:
             missed=missed,
             review=review,
             deliveries=deliveries,
+            claims_ended=claims_ended,
         )

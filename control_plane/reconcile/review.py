@@ -1,5 +1,9 @@
 """The notification decision, once per organisation per slot (DESIGN.md rule 11).
 
+A slot is an instant: runs are grouped by `slot_at`, never by their label, so agents scheduled at
+02:00 and at 03:00 on the spring night (one instant in Amsterdam) make one notification, named by
+the instant's wall time (`instant_key`).
+
 A slot of an organisation is reviewed after its window has closed and every claimed run of it has
 finished — or, for a run that never reports, once `outcome_grace` has passed after the window.
 The review writes the decision (`slot_reviews`) even when it is silence, stamps
@@ -30,8 +34,9 @@ from control_plane.notifications.summary import (
 )
 from control_plane.reconcile import data
 from control_plane.types import Connection
+from shared_planner import slot_key
 
-__all__ = ["STALE_AFTER", "ReviewResult", "review_closed_slots"]
+__all__ = ["STALE_AFTER", "ReviewResult", "instant_key", "review_closed_slots"]
 
 STALE_AFTER = timedelta(days=3)
 
@@ -65,7 +70,7 @@ def review_closed_slots(
             outcome = _review_one(
                 conn,
                 org_id=slot["org_id"],
-                slot_key=slot["slot_key"],
+                slot_key=instant_key(slot["slot_at"], zone),
                 slot_at=slot["slot_at"],
                 zone=zone,
                 waiting_until=slot["slot_at"] + window + outcome_grace,
@@ -89,10 +94,10 @@ def _review_one(
     waiting_until: datetime,
     now: datetime,
 ) -> Decision:
-    if data.review_exists(conn, org_id, slot_key):
-        data.mark_considered(conn, org_id, slot_key, now)
+    if data.review_exists(conn, org_id, slot_at):
+        data.mark_considered(conn, org_id, slot_at, now)
         return "late"
-    outcomes = [SlotOutcome(**row) for row in data.slot_runs(conn, org_id, slot_key)]
+    outcomes = [SlotOutcome(**row) for row in data.slot_runs(conn, org_id, slot_at)]
     if any(o.status == "claimed" for o in outcomes) and now < waiting_until:
         return "waiting"
     day = date.fromisoformat(slot_key[:10])
@@ -126,5 +131,13 @@ def _review_one(
         now=now,
         notification_id=notification_id,
     )
-    data.mark_considered(conn, org_id, slot_key, now)
+    data.mark_considered(conn, org_id, slot_at, now)
     return "silent" if notification_id is None else "notified"
+
+
+def instant_key(slot_at: datetime, zone: ZoneInfo) -> str:
+    """The name of a slot instant: its wall time in the platform zone. Two schedule labels on one
+    instant (02:00 and 03:00 on the spring night, 02:00 moved forward by the gap) share it, and it
+    says the time it really was."""
+    local = slot_at.astimezone(zone)
+    return slot_key(local.date(), local.time())

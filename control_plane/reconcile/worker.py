@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import psycopg
 
 from control_plane.notifications.addresses import WebhookAddressPolicy
 from control_plane.notifications.delivery import DeliveryPolicy, WebhookSender
 from control_plane.reconcile.leader import LeaderLock
+from control_plane.reconcile.liveness import liveness_gap, mark_alive
 from control_plane.reconcile.passes import PassReport, PassSettings, ReconcilePass
 from control_plane.registry import replica_identity
 from control_plane.types import Pool
@@ -45,7 +46,10 @@ class ReconcileWorker:
         addresses: WebhookAddressPolicy | None = None,
     ) -> None:
         self._clock = clock
+        self._pool = pool
         self._interval = interval
+        # The start of this process's current stretch of liveness marks.
+        self._alive_since: datetime | None = None
         self.identity = identity or replica_identity()
         self._lock = LeaderLock(database_url)
         self._sender = sender or WebhookSender(pool, delivery, addresses=addresses)
@@ -60,8 +64,26 @@ class ReconcileWorker:
     def is_leader(self) -> bool:
         return self._lock.held
 
+    def mark_alive(self) -> None:
+        """Record that this process is up (every replica, leader or not): a window no replica
+        marked was our outage, never the customer's agent being offline."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                self._alive_since = mark_alive(
+                    conn,
+                    replica=self.identity,
+                    stretch_started=self._alive_since,
+                    now=self._clock.now(),
+                    gap=liveness_gap(self._clock.speed),
+                )
+        except psycopg.Error as exc:
+            # The hole this leaves is the record of the outage.
+            logger.warning("liveness mark not written: %s", exc)
+
     def tick(self) -> PassReport | None:
-        """Be the worker if possible and run one pass; None when another replica is the worker."""
+        """Mark this process alive, be the worker if possible and run one pass; None when another
+        replica is the worker."""
+        self.mark_alive()
         if not self._lock.try_acquire():
             return None
         try:

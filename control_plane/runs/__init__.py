@@ -2,7 +2,10 @@
 the panel's run lists and task tray.
 
     services     the SQL
+    authority    what a claimed run's lease authorises: the swap permit, switches judged
+    outcomes     an agent's report of how a run ended, recorded as what it is (`unauthorised`)
     views        how a run reads (`RunView`) and the queries that read it so
     ranges       `Range` / `If-Range` for the download
-    routes       /v1/agent/runs…, /v1/agents/{id}/runs, /v1/agents/{id}/update, /v1/operations
+    routes       /v1/agent/runs… (…/confirm too), /v1/agents/{id}/runs, /v1/agents/{id}/update,
+                 /v1/operations, /v1/admin/agents/{id}/retry-release
 """

@@ -8,12 +8,26 @@ from uuid import UUID
 from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import StreamingResponse
 
+from control_plane.accounts.services import actor_of
 from control_plane.api.answers import AUTHENTICATED, DownloadRefusal, errors
-from control_plane.api.deps import AgentCaller, PanelCaller, RequestNow, services_of
+from control_plane.api.deps import (
+    AgentCaller,
+    OperatorCaller,
+    PanelCaller,
+    RequestNow,
+    services_of,
+)
 from control_plane.runs.ranges import Unsatisfiable, requested_range
-from control_plane.runs.services import Operations, RunList
+from control_plane.runs.services import Operations, ReleaseRetry, RunList
 from control_plane.runs.views import RunView
-from ground.contract import API_PREFIX, RUNS_PATH, NothingToDoReport, OutcomeReport
+from ground.contract import (
+    API_PREFIX,
+    RUNS_PATH,
+    NothingToDoReport,
+    OutcomeReport,
+    SwapPermit,
+    confirm_path,
+)
 
 __all__ = ["router"]
 
@@ -59,11 +73,38 @@ def nothing_to_do(
 def report_outcome(
     run_id: UUID, body: OutcomeReport, request: Request, caller: AgentCaller, now: RequestNow
 ) -> RunView:
-    """The outcome of a claimed run; the same outcome again is a 200 with the same run."""
+    """The outcome of a claimed run; the same outcome again is a 200 with the same run. A switch
+    (`succeeded`, `rolled_back`) at `switched_at` (else now) after the token was revoked or
+    expired, or after the window closed, is recorded as `unauthorised` and answered 409
+    `outcome_not_authorised`; another outcome than the recorded one is 409 `run_not_claimed`."""
     assert caller.agent_id is not None
     return services_of(request).runs.report_outcome(
-        caller.agent_id, run_id, body.status, body.version, body.error, now=now
+        caller.agent_id,
+        run_id,
+        body.status,
+        body.version,
+        body.error,
+        now=now,
+        reason=body.reason,
+        switched_at=body.switched_at,
     )
+
+
+@router.post(
+    confirm_path("{run_id}"),
+    tags=["agent"],
+    response_model=SwapPermit,
+    responses=errors(*AUTHENTICATED, 404, 409, 422, models={403: DownloadRefusal}),
+)
+def confirm_swap(
+    run_id: UUID, request: Request, caller: AgentCaller, now: RequestNow
+) -> SwapPermit:
+    """Asked immediately before the swap: 200 with the token and the window's end while the run
+    is this agent's, still claimed, its token neither revoked nor expired and its window open.
+    Else 403 `token_revoked` / `token_expired`, 409 `window_closed` / `run_finished`, 404
+    `run_not_found`: do not switch."""
+    assert caller.agent_id is not None
+    return services_of(request).runs.confirm_swap(caller.agent_id, run_id, now)
 
 
 @router.get(
@@ -109,6 +150,25 @@ def download_artifact(
     headers["Content-Length"] = str(max(0, end - start + 1))
     body = services.releases.read_artifact(artifact.release_id, start, end)
     return StreamingResponse(body, status_code=status, headers=headers)
+
+
+# -- the operators ------------------------------------------------------------------------------
+
+
+@router.post(
+    API_PREFIX + "/admin/agents/{agent_id}/retry-release",
+    tags=["operator"],
+    response_model=ReleaseRetry,
+    responses=errors(*AUTHENTICATED, 404, 422),
+)
+def retry_release(
+    agent_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow
+) -> ReleaseRetry:
+    """Offer this agent again the release it rolled back: its next slot claims a token for it
+    instead of being skipped with `release_rolled_back`. Recorded with the operator."""
+    return services_of(request).runs.request_release_retry(
+        agent_id, actor=actor_of(caller), now=now
+    )
 
 
 # -- the panel ------------------------------------------------------------------------------------

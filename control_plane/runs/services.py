@@ -13,9 +13,15 @@ import psycopg
 from control_plane.agents.services import require_agent
 from control_plane.claims.slots import checked_slot_of
 from control_plane.errors import ClaimRefused, Conflict, Forbidden, InvalidInput, NotFound
-from control_plane.events.services import ActorKind, record_event
+from control_plane.events.services import record_event
+from control_plane.events.trail import Actor, ActorKind, record_action
 from control_plane.inputs import stored_text
 from control_plane.releases.services import ArtifactInfo
+from control_plane.runs.authority import (
+    read_lease,
+    swap_permit,
+)
+from control_plane.runs.outcomes import Outcome, record_outcome
 from control_plane.runs.views import (
     RUN_COLUMNS,
     Operation,
@@ -26,7 +32,15 @@ from control_plane.runs.views import (
     run_view,
 )
 from control_plane.types import Connection, Pool
-from ground.contract import AnswerCode, Instant, OutcomeStatus, RefusalCode, format_instant
+from ground.contract import (
+    AnswerCode,
+    Instant,
+    OutcomeReason,
+    OutcomeStatus,
+    RefusalCode,
+    SwapPermit,
+    format_instant,
+)
 from ground.contract.messages import MAX_MESSAGE_LENGTH
 from ground.limits import MAX_VERSION_LENGTH
 
@@ -35,6 +49,7 @@ __all__ = [
     "NightOutcomes",
     "Operations",
     "RecordedRun",
+    "ReleaseRetry",
     "RunList",
     "RunService",
     "SlotOutcomes",
@@ -50,6 +65,14 @@ class RecordedRun:
 
     created: bool
     run: RunView
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseRetry:
+    """An operator asked that this agent be offered again a release it rolled back."""
+
+    agent_id: UUID
+    requested_at: Instant
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,59 +195,65 @@ class RunService:
         error: object,
         *,
         now: datetime,
+        reason: OutcomeReason | None = None,
+        switched_at: datetime | None = None,
     ) -> RunView:
-        """The outcome of a claimed run: only its agent, only from `claimed`, idempotent."""
+        """The outcome of a claimed run: only its agent, only from `claimed`, idempotent.
+
+        A switch (`succeeded`, `rolled_back`) at `switched_at` (else now) after the run's token
+        was revoked or expired, or after its window closed, is stored as `unauthorised` and
+        refused with 409 `outcome_not_authorised`. A run the reconcile ended for want of a report
+        (`outcome_inferred`) takes the report that comes late, judged the same way."""
         if status not in OUTCOMES:
             raise InvalidInput("status", status, f"is not an outcome (expected one of {OUTCOMES})")
         version_text = stored_text("version", version, MAX_VERSION_LENGTH)
         error_text = stored_text("error", error, MAX_ERROR_LENGTH)
-        with self._pool.connection() as conn, conn.transaction():
-            run = conn.execute(
-                "SELECT id, org_id, trigger, status, slot_key, requested_by FROM runs"
-                " WHERE id = %s AND agent_id = %s FOR UPDATE",
-                [run_id, agent_id],
-            ).fetchone()
-            if run is None:
-                raise NotFound(
-                    f"run {run_id} is not a run of this agent", code=AnswerCode.RUN_NOT_FOUND
-                )
-            if run["status"] == status:
-                return run_view(read_run(conn, run_id))
-            if run["status"] != "claimed":
+        reported = Outcome(
+            status=status,
+            version=version_text,
+            error=error_text,
+            reason=None if reason is None else OutcomeReason(reason).value,
+            # A switch cannot have happened after the report arrived.
+            switched_at=None if switched_at is None else min(switched_at, now),
+        )
+        with self._pool.connection() as conn:
+            with conn.transaction():
+                refusal = record_outcome(conn, agent_id, run_id, reported, now)
+            if refusal is not None:
+                # Committed first: the record says what happened, then the agent is told no.
                 raise Conflict(
-                    f"status: run {run_id} is {run['status']}; an outcome is reported once, "
-                    "for a claimed run",
-                    code=AnswerCode.RUN_NOT_CLAIMED,
+                    f"status: {status!r} is not recorded as an outcome: {refusal}; "
+                    f"run {run_id} is recorded as unauthorised",
+                    code=AnswerCode.OUTCOME_NOT_AUTHORISED,
                 )
-            conn.execute(
-                "UPDATE runs SET status = %s, version = %s, error = %s, finished_at = %s"
-                " WHERE id = %s",
-                [status, version_text, error_text, now, run_id],
-            )
-            conn.execute(
-                "UPDATE tokens SET revoked_at = %s, revoked_reason = 'finished'"
-                " WHERE run_id = %s AND revoked_at IS NULL",
-                [now, run_id],
-            )
-            if version_text is not None:
-                conn.execute(
-                    "UPDATE agents SET current_version = %s WHERE id = %s",
-                    [version_text, agent_id],
-                )
-            scheduled = run["trigger"] == "schedule"
-            actor: ActorKind = "schedule" if scheduled else "user"
-            record_event(
-                conn,
-                org_id=run["org_id"],
-                agent_id=agent_id,
-                run_id=run_id,
-                kind=f"update.{status}",
-                actor_kind=actor,
-                actor_id=None if scheduled else run["requested_by"],
-                at=now,
-                data={"slot_key": run["slot_key"], "version": version_text, "error": error_text},
-            )
             return run_view(read_run(conn, run_id))
+
+    def request_release_retry(self, agent_id: UUID, *, actor: Actor, now: datetime) -> ReleaseRetry:
+        """From now on the agent's earlier rollbacks no longer make the pair's current release
+        "nothing to do" for it (`claims.rolled_back`); recorded with its actor."""
+        with self._pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "UPDATE agents SET release_retry_at = %s WHERE id = %s AND deleted_at IS NULL"
+                " RETURNING org_id",
+                [now, agent_id],
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+            record_action(
+                conn,
+                kind="agent.release_retry_requested",
+                actor=actor,
+                at=now,
+                org_id=row["org_id"],
+                agent_id=agent_id,
+            )
+        return ReleaseRetry(agent_id=agent_id, requested_at=now)
+
+    def confirm_swap(self, agent_id: UUID, run_id: UUID, now: datetime) -> SwapPermit:
+        """The permit to switch now (asked immediately before the swap), or why not. Reads only:
+        the one cheap call between a verified download and the switch."""
+        with self._pool.connection() as conn:
+            return swap_permit(read_lease(conn, agent_id, run_id), now)
 
     def request_manual_update(
         self,

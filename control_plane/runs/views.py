@@ -24,7 +24,7 @@ __all__ = [
 RUN_COLUMNS = (
     "r.id, r.agent_id, r.trigger, r.slot_key, r.slot_at, r.status, r.from_version, r.version,"
     " r.error, r.created_at, r.claimed_at, r.finished_at, rel.agent_version AS release_version,"
-    " r.miss_reason"
+    " r.miss_reason, r.outcome_reason, r.switched_at, r.skip_reason, r.outcome_inferred"
 )
 
 
@@ -41,6 +41,14 @@ class RunView:
     version: str | None
     error: str | None
     miss_reason: str | None
+    # Why it ended so (`OutcomeReason`), as the agent reported it or the reconcile inferred it.
+    reason: str | None = None
+    # When the agent says it switched to the new version (the control plane's time).
+    switched_at: Instant | None = None
+    # Why a slot was consumed without a token (`release_rolled_back`, `held`).
+    skip_reason: str | None = None
+    # True when no report came and the reconcile ended the claim after its window.
+    outcome_inferred: bool = False
     created_at: Instant
     claimed_at: Instant | None
     finished_at: Instant | None
@@ -68,6 +76,10 @@ def _run_fields(row: dict[str, Any]) -> dict[str, Any]:
         "version": row["version"],
         "error": row["error"],
         "miss_reason": row["miss_reason"],
+        "reason": row["outcome_reason"],
+        "switched_at": row["switched_at"],
+        "skip_reason": row["skip_reason"],
+        "outcome_inferred": row["outcome_inferred"],
         "created_at": row["created_at"],
         "claimed_at": row["claimed_at"],
         "finished_at": row["finished_at"],

@@ -59,6 +59,8 @@ def test_forty_results_of_one_organisation_are_one_notification(fleet: Fleet) ->
         "rolled_back": 1,
         "missed": 0,
         "no_outcome": 0,
+        "unauthorised": 0,
+        "skipped": 0,
     }
     assert body["updated"] == [{"version": "1.5.0", "count": 37}]  # counted, not listed
     assert [(entry["name"], entry["status"]) for entry in body["failed"]] == [

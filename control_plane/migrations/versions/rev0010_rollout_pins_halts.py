@@ -1,7 +1,7 @@
 """Releases for a real fleet: stages, halts with their evidence, pins, holds, the brake per release.
 
 Revision ID: 0010_rollout_pins_halts
-Revises: 0009 (see PREVIOUS_REVISION)
+Revises: 0009_faults_record
 
 - `releases.stage`: `canary` → `everyone`. Releases already published are `everyone` (they are
   out there); the column default then becomes `canary`, so a release inserted without naming its
@@ -26,9 +26,7 @@ from __future__ import annotations
 
 from alembic import op
 
-# The lead chains this after 0009 at merge time (written in parallel); until then it follows 0008
-# so the branch migrates and tests on its own.
-PREVIOUS_REVISION = "0008_release_tracks_withdraw"
+PREVIOUS_REVISION = "0009_faults_record"
 
 revision = "0010_rollout_pins_halts"
 down_revision: str | None = PREVIOUS_REVISION
@@ -145,7 +143,8 @@ CREATE INDEX runs_release_finished ON runs (release_id, finished_at)
 
 ALTER TABLE runs DROP CONSTRAINT runs_miss_reason_known;
 ALTER TABLE runs ADD CONSTRAINT runs_miss_reason_known
-    CHECK (miss_reason IN ('offline', 'throttled', 'brake', 'unknown', 'held'));
+    CHECK (miss_reason IN (
+        'offline', 'throttled', 'brake', 'unknown', 'platform_unavailable', 'held'));
 
 ALTER TABLE events DROP CONSTRAINT events_actor_kind_check;
 ALTER TABLE events ADD CONSTRAINT events_actor_kind_check
@@ -160,7 +159,7 @@ ALTER TABLE events ADD CONSTRAINT events_actor_kind_check
 DELETE FROM runs WHERE miss_reason = 'held';
 ALTER TABLE runs DROP CONSTRAINT runs_miss_reason_known;
 ALTER TABLE runs ADD CONSTRAINT runs_miss_reason_known
-    CHECK (miss_reason IN ('offline', 'throttled', 'brake', 'unknown'));
+    CHECK (miss_reason IN ('offline', 'throttled', 'brake', 'unknown', 'platform_unavailable'));
 DROP INDEX runs_release_finished;
 DROP TABLE agent_tracks;
 DROP TABLE forced_updates;

@@ -1,0 +1,142 @@
+"""An agent's report of how a claimed run ended, judged against its lease (issue 13).
+
+A switch (`succeeded`, `rolled_back`) at `switched_at` (else the receipt time) after the run's
+token was revoked or expired, or after its window closed, is stored as `unauthorised`; the caller
+then refuses it with 409 `outcome_not_authorised`. The same outcome again changes nothing; a run
+the worker ended for want of a report (`outcome_inferred`) takes the report that comes late.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from control_plane.errors import Conflict
+from control_plane.events.services import ActorKind, record_event
+from control_plane.runs.authority import (
+    SWITCH_OUTCOMES,
+    lease_refusal,
+    read_lease,
+    unauthorised_switch,
+)
+from control_plane.types import Connection
+from ground.contract import AnswerCode, format_instant
+
+__all__ = ["Outcome", "record_outcome"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """An agent's report of how a claimed run ended, checked and ready to store."""
+
+    status: str
+    version: str | None
+    error: str | None
+    reason: str | None
+    switched_at: datetime | None
+
+
+def record_outcome(
+    conn: Connection, agent_id: UUID, run_id: UUID, reported: Outcome, now: datetime
+) -> str | None:
+    """Record the report in the caller's transaction. Returns None when it was recorded (or was
+    the same report again), else why the switch was not authorised (recorded as
+    `unauthorised`). Raises `run_not_found`, or `run_not_claimed` for a contradicting outcome."""
+    lease = read_lease(conn, agent_id, run_id, for_update=True)
+    refusal = _refused_switch(lease, reported, now)
+    if refusal is None and not _is_open(lease, reported):
+        return None
+    if refusal is None or lease["status"] != "unauthorised":
+        _finish(conn, agent_id, lease, reported, refusal, now)
+    return refusal
+
+
+def _refused_switch(lease: dict[str, Any], reported: Outcome, now: datetime) -> str | None:
+    """The refusal's words when the report is a switch the lease did not cover."""
+    if reported.status not in SWITCH_OUTCOMES:
+        return None
+    if lease["status"] == "unauthorised":
+        return "it was already refused"
+    if lease["status"] != "claimed" and not lease["outcome_inferred"]:
+        return None
+    at = reported.switched_at or now
+    if unauthorised_switch(lease, at) is None:
+        return None
+    return lease_refusal(lease, at)
+
+
+def _is_open(lease: dict[str, Any], reported: Outcome) -> bool:
+    """True when the report is to be recorded; False when it is the same one again. Raises
+    `run_not_claimed` for an outcome that contradicts the recorded one."""
+    if lease["status"] == "claimed" or lease["outcome_inferred"]:
+        return True
+    if lease["status"] == reported.status:
+        return False
+    raise Conflict(
+        f"status: run {lease['id']} is {lease['status']}; an outcome is reported once, "
+        "for a claimed run",
+        code=AnswerCode.RUN_NOT_CLAIMED,
+    )
+
+
+def _finish(
+    conn: Connection,
+    agent_id: UUID,
+    lease: dict[str, Any],
+    reported: Outcome,
+    refusal: str | None,
+    now: datetime,
+) -> None:
+    run_id = lease["id"]
+    stored = "unauthorised" if refusal is not None else reported.status
+    conn.execute(
+        "UPDATE runs SET status = %s, version = %s, error = %s, outcome_reason = %s,"
+        " switched_at = %s, outcome_inferred = false, finished_at = %s WHERE id = %s",
+        [
+            stored,
+            reported.version,
+            reported.error,
+            reported.reason,
+            reported.switched_at,
+            now,
+            run_id,
+        ],
+    )
+    conn.execute(
+        "UPDATE tokens SET revoked_at = %s, revoked_reason = 'finished'"
+        " WHERE run_id = %s AND revoked_at IS NULL",
+        [now, run_id],
+    )
+    if reported.version is not None:
+        # What the host runs, authorised or not.
+        conn.execute(
+            "UPDATE agents SET current_version = %s WHERE id = %s",
+            [reported.version, agent_id],
+        )
+    scheduled = lease["trigger"] == "schedule"
+    actor: ActorKind = "schedule" if scheduled else "user"
+    data: dict[str, Any] = {
+        "slot_key": lease["slot_key"],
+        "version": reported.version,
+        "error": reported.error,
+        "reason": reported.reason,
+    }
+    if reported.switched_at is not None:
+        data["switched_at"] = format_instant(reported.switched_at)
+    if refusal is not None:
+        data.update(reported_status=reported.status, refused=refusal)
+    if lease["outcome_inferred"]:
+        data["replaces_inferred"] = True
+    record_event(
+        conn,
+        org_id=lease["org_id"],
+        agent_id=agent_id,
+        run_id=run_id,
+        kind=f"update.{stored}",
+        actor_kind=actor,
+        actor_id=None if scheduled else lease["requested_by"],
+        at=now,
+        data=data,
+    )

@@ -1,0 +1,165 @@
+"""The embedded PostgreSQL under faults (issue 13 §8), with real processes: `control serve`
+SIGKILLed and restarted, PostgreSQL stopped under a running server.
+
+No timed assertions: the loops below wait for a state with a generous deadline, and the HTTP
+client's timeout is a deadline for a request that hangs (the defect: ~30 s), not a speed claim.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from control_plane.config import DatabaseLocation, ServeSettings
+from control_plane.database import (
+    MAX_POOL_WAIT_SECONDS,
+    POOL_WAIT_SECONDS,
+    forget_dead_handles,
+    process_exists,
+)
+from control_plane.errors import ConfigurationError
+from ground.contract import CONFIG_PATH, AnswerCode
+from tests.conftest import RunningControlPlane
+
+# A deadline for a state to be reached, not a speed expectation.
+DEADLINE_SECONDS = 60.0
+# Well under the pool's old 30 s wait, well over the bounded one.
+REQUEST_DEADLINE_SECONDS = 20.0
+
+
+def _postmaster_pid(pgdata: Path) -> int | None:
+    try:
+        return int((pgdata / "postmaster.pid").read_text().splitlines()[0])
+    except (FileNotFoundError, IndexError, ValueError):
+        return None
+
+
+def _wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting: {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def pgdata(embedded_data_dir: Path) -> Iterator[Path]:
+    """The embedded server's data directory; whatever PostgreSQL a failed test leaves is ended."""
+    path = embedded_data_dir / "postgres"
+    yield path
+    pid = _postmaster_pid(path)
+    if pid is not None and process_exists(pid):
+        os.kill(pid, signal.SIGINT)
+        _wait_until(lambda: not process_exists(pid), "the left-over PostgreSQL to stop")
+
+
+def test_a_clean_stop_after_a_sigkill_and_restart_leaves_no_postgres_running(
+    control_plane_server: Callable[..., RunningControlPlane],
+    embedded_data_dir: Path,
+    pgdata: Path,
+) -> None:
+    first = control_plane_server(data_dir=embedded_data_dir)
+    postgres = _postmaster_pid(pgdata)
+    assert postgres is not None and process_exists(postgres)
+    first.process.send_signal(signal.SIGKILL)
+    first.process.wait()
+    first.detach()
+    assert process_exists(postgres)  # killed: it could not let go
+    second = control_plane_server(data_dir=embedded_data_dir)
+    assert _postmaster_pid(pgdata) == postgres  # attached to the server left running
+    assert json.loads((pgdata / ".handle_pids.json").read_text()) == [second.pid]
+    assert second.stop() == 0
+    assert not process_exists(postgres)
+    assert _postmaster_pid(pgdata) is None
+
+
+def test_forgetting_dead_handles_keeps_the_living_ones(tmp_path: Path) -> None:
+    handles = tmp_path / ".handle_pids.json"
+    gone = os.fork()
+    if gone == 0:
+        os._exit(0)
+    os.waitpid(gone, 0)
+    handles.write_text(json.dumps([os.getpid(), gone]))
+    assert forget_dead_handles(tmp_path) == [gone]
+    assert json.loads(handles.read_text()) == [os.getpid()]
+
+
+def test_a_zombie_is_no_live_process() -> None:
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    try:
+        _wait_until(lambda: not process_exists(child), "the child to become a zombie")
+    finally:
+        os.waitpid(child, 0)
+
+
+def test_requests_answer_database_unavailable_while_postgres_is_down(
+    control_plane_server: Callable[..., RunningControlPlane],
+    embedded_data_dir: Path,
+    pgdata: Path,
+) -> None:
+    server = control_plane_server(data_dir=embedded_data_dir)
+    org = server.create_org("Acme")
+    agent = server.enroll_agent(org["org_id"], "web-01")
+    headers = {"Authorization": f"Bearer {agent['agent_key']}"}
+    with httpx.Client(
+        base_url=server.base_url, headers=headers, timeout=REQUEST_DEADLINE_SECONDS
+    ) as client:
+        assert client.get(CONFIG_PATH).status_code == 200
+        postgres = _postmaster_pid(pgdata)
+        assert postgres is not None
+        os.kill(postgres, signal.SIGINT)  # PostgreSQL's fast shutdown
+        _wait_until(lambda: not process_exists(postgres), "PostgreSQL to stop")
+        # The first request may meet a broken pooled connection; the later ones wait for the
+        # pool to give them one, which is the wait that must be bounded.
+        for _ in range(4):
+            response = client.get(CONFIG_PATH)
+            assert response.status_code == 503, response.text
+            assert response.json()["detail"]["code"] == AnswerCode.DATABASE_UNAVAILABLE.value
+        # Back again (an admin command starts it), the same server answers without a restart.
+        server.create_org("Beta")
+
+        def answers() -> bool:
+            return client.get(CONFIG_PATH).status_code == 200
+
+        _wait_until(answers, "the control plane to answer again")
+    assert server.stop() == 0
+    pid = _postmaster_pid(pgdata)
+    assert pid is None or not process_exists(pid)
+
+
+def test_the_pool_wait_is_a_few_seconds_by_default() -> None:
+    settings = ServeSettings(database=DatabaseLocation(url="postgresql:///x"))
+    assert settings.pool_wait_seconds == POOL_WAIT_SECONDS <= 5
+
+
+@pytest.mark.parametrize("seconds", [0, -1, MAX_POOL_WAIT_SECONDS + 1])
+def test_a_pool_wait_out_of_range_is_refused_naming_the_flag(seconds: float) -> None:
+    with pytest.raises(ConfigurationError, match="--pool-wait-seconds"):
+        ServeSettings(database=DatabaseLocation(url="postgresql:///x"), pool_wait_seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param("not json", id="garbage"),
+        pytest.param('{"pid": 1}', id="not_a_list"),
+    ],
+)
+def test_an_unreadable_handle_list_is_left_as_it_is(tmp_path: Path, content: str) -> None:
+    handles = tmp_path / ".handle_pids.json"
+    handles.write_text(content)
+    assert forget_dead_handles(tmp_path) == []
+    assert handles.read_text() == content
+
+
+def test_no_handle_list_is_nothing_to_forget(tmp_path: Path) -> None:
+    assert forget_dead_handles(tmp_path) == []
