@@ -126,6 +126,8 @@ _SLOT_GONE_WORDS: dict[RefusalCode, str] = {
     RefusalCode.SLOT_CONSUMED: "the control plane had already recorded this slot",
     RefusalCode.NOT_A_SLOT: "the control plane does not know this slot in the schedule",
 }
+# The facts of a minute whose only use is the log line of an unreachable control plane.
+_NO_FACTS = AgentFacts(last_consumed_at=None, installed_version=None)
 # Failures that may pass and do not count against MAX_DISPATCH_ATTEMPTS (a full disk does).
 _UNCOUNTED = frozenset(
     {
@@ -276,6 +278,13 @@ class Daemon:
             config = reached.config
         else:
             answer = reached
+            if claim is not None and isinstance(reached, Unreachable):
+                # The claim already holds the slot: carry it on while the control plane is down
+                # (its partial download resumes as soon as it can, and its window still ends it).
+                waited = decide(_NO_FACTS, None, reached, now)
+                assert isinstance(waited, Wait), "an unreachable control plane is a wait"
+                self._wait(waited)
+                return self._dispatch(state, claim, now)
         facts = AgentFacts(
             last_consumed_at=state.last_consumed_at,
             installed_version=self._updater.installed_version(),
@@ -669,6 +678,10 @@ class Daemon:
             return SwapUnanswered(reason=OutcomeReason.PLATFORM_UNAVAILABLE, error=str(exc))
         if isinstance(answer, ErrorDetail):
             reason = wire.swap_refusal_reason(answer)
+            if reason == OutcomeReason.INTERRUPTED:
+                # The window closed on the control plane's clock: why the run could not finish
+                # in it is the last failure that might have passed, when there was one.
+                reason = end_reason(claim)
             self._log.emit(
                 "swap.refused",
                 level="warning",

@@ -233,6 +233,28 @@ def test_a_failure_that_lasts_past_the_window_ends_the_run_with_its_reason(
     assert "update.window_closed" in h.event_names()
 
 
+def test_a_claim_outlives_no_window_even_while_the_control_plane_is_down(tmp_path: Path) -> None:
+    h, clock = make(tmp_path)
+    h.updater.on_apply = failing(OutcomeReason.PLATFORM_UNAVAILABLE)  # type: ignore[assignment]
+    assert h.daemon.tick() == "retrying"
+    h.control_plane.online = False
+    results = []
+    for _ in range(16):
+        clock.advance(minutes=1)
+        results.append(h.daemon.tick())
+    assert results.count("dispatched") == 1  # the minute its window closed
+    assert results[-1] == "offline"
+    assert h.state().claim is None
+    assert "update.window_closed" in h.event_names()
+    assert len(h.outbox.pending()) == 1
+    h.control_plane.online = True
+    clock.advance(minutes=1)
+    h.daemon.tick()
+    (run,) = h.control_plane.runs.values()
+    assert (run.status, run.reason) == ("failed", "platform_unavailable")
+    assert h.updater.installed == "1.4.1"
+
+
 # -- item 3: after its window an interrupted update is never switched ----------------------------
 
 

@@ -159,7 +159,7 @@ def test_a_cut_download_may_pass_and_the_next_apply_resumes_it(tmp_path: Path) -
     with host_running(tmp_path) as host:
         release = host.factory.release("1.5.0", 42)
         path = "/v1/agent/runs/run-1/artifact"
-        request = host.request(release, "run-1", behaviour="cut_once", cut_after=4096)
+        request = host.request(release, "run-1", behaviour="cut_once", cut_after=500)
         first = host.updater().apply(request)
         assert (first.status, first.reason, first.retry) == (
             "failed",
@@ -168,4 +168,4 @@ def test_a_cut_download_may_pass_and_the_next_apply_resumes_it(tmp_path: Path) -
         )
         second = host.updater().apply(request)
         assert second.status == "succeeded"
-        assert host.server.requests(path)[1]["range"] == "bytes=4096-"
+        assert host.server.requests(path)[1]["range"] == "bytes=500-"
