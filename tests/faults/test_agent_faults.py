@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.agent_daemon.daemon_support.features import needs_confirm_route
 from tests.faults.world import (
     CONFIRM_ROUTE_MISSING,
     SLOT,
@@ -30,11 +31,7 @@ from tests.faults.world import (
 
 pytestmark = pytest.mark.slow
 
-NEEDS_CONFIRM = pytest.mark.skipif(
-    CONFIRM_ROUTE_MISSING,
-    reason="the control plane in this checkout has no POST /v1/agent/runs/{run_id}/confirm yet "
-    "(issue 13's control-plane side); without it no swap is ever permitted",
-)
+NEEDS_CONFIRM = needs_confirm_route
 
 
 @pytest.fixture

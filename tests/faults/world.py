@@ -18,9 +18,8 @@ from typing import Any
 
 from agent_daemon.settings import render_config, write_config
 from agent_daemon.updater.layout import InstallLayout
-from control_plane.api.app import create_app
-from ground.clock import SystemClock
-from ground.contract import confirm_path, parse_instant
+from ground.contract import parse_instant
+from tests.agent_daemon.daemon_support.features import CONFIRM_ROUTE_MISSING
 from tests.agent_daemon.daemon_support.night import Host, Night, NightClock, local
 from tests.faults.throttling_proxy import ThrottlingProxy, throttling_proxy
 
@@ -38,16 +37,6 @@ SLOT = "2026-11-30T03:00"
 WINDOW_CLOSES = local("2026-11-30T03:15")
 # Product minutes run this many times as fast: a 15-minute window is 15 real seconds.
 SPEED = 60.0
-
-
-def _confirm_route_missing() -> bool:
-    """The feature probe: does this checkout's control plane serve the swap's confirmation? Its
-    OpenAPI, built without a database, lists every route."""
-    paths = create_app(None, SystemClock()).openapi()["paths"]  # type: ignore[arg-type]
-    return confirm_path("{run_id}") not in paths
-
-
-CONFIRM_ROUTE_MISSING = _confirm_route_missing()
 
 
 class FaultNight:
