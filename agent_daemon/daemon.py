@@ -564,15 +564,12 @@ class Daemon:
             self._finish(state, claim, unusable, now=now)
             return "dispatched"
         if claim.attempts >= MAX_DISPATCH_ATTEMPTS:
-            given_up = UpdateOutcome(
-                status="failed",
-                version=self._updater.installed_version(),
-                error=f"the update could not be carried out in {claim.attempts} attempts"
-                + (f" (last: {claim.last_error})" if claim.last_error else ""),
-                run_id=claim.run_id,
-                reason=end_reason(claim),
+            self._end_unfinished(
+                state,
+                claim,
+                now,
+                why=f"the update could not be carried out in {claim.attempts} attempts",
             )
-            self._finish(state, claim, given_up, now=now)
             return "dispatched"
         resuming = claim.phase == "dispatching"
         claim = claim.model_copy(update={"phase": "dispatching", "attempts": claim.attempts + 1})
@@ -629,11 +626,30 @@ class Daemon:
         return "retrying"
 
     def _end_after_window(self, state: DaemonState, claim: ClaimInProgress, now: datetime) -> None:
-        """The run's window (or token) ended before it finished: it is never switched now. An
-        update the updater holds for it ends without a switch — or, when the switch had already
-        happened inside the window, is finished as before (health check, roll back)."""
-        reason = end_reason(claim)
+        """The run's window (or token) ended before it finished: it is never switched now."""
         deadline = claim_deadline(claim)
+        self._log.emit(
+            "update.window_closed",
+            level="warning",
+            slot_key=claim.slot_key,
+            run_id=claim.run_id,
+            window_closes_at=format_instant(deadline),
+            reason=end_reason(claim),
+        )
+        self._end_unfinished(
+            state,
+            claim,
+            now,
+            why=f"the window closed at {format_instant(deadline)} before the update could finish",
+        )
+
+    def _end_unfinished(
+        self, state: DaemonState, claim: ClaimInProgress, now: datetime, *, why: str
+    ) -> None:
+        """End a run that will not be carried on: an update the updater holds for it ends without
+        a switch — or, when the switch had already happened inside the window, is finished as
+        before (health check, roll back) and reported as such."""
+        reason = end_reason(claim)
         settled = self._settle_updater(reason)
         if settled is not None and settled.run_id == claim.run_id:
             outcome = settled
@@ -643,22 +659,12 @@ class Daemon:
             outcome = UpdateOutcome(
                 status="failed",
                 version=self._updater.installed_version(),
-                error=f"the window closed at {deadline.isoformat()} before the update could "
-                f"finish ({reason.value})"
+                error=f"{why} ({reason.value})"
                 + (f"; last failure: {claim.last_error}" if claim.last_error else "")
                 + "; nothing was switched",
                 run_id=claim.run_id,
                 reason=reason,
             )
-        self._log.emit(
-            "update.window_closed",
-            level="warning",
-            slot_key=claim.slot_key,
-            run_id=claim.run_id,
-            window_closes_at=format_instant(deadline),
-            reason=reason,
-            status=outcome.status,
-        )
         self._finish(state, claim, outcome, now=now)
 
     def _confirmer(self, claim: ClaimInProgress) -> ConfirmSwap:
