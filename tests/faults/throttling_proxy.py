@@ -110,16 +110,15 @@ class _Handler(BaseHTTPRequestHandler):
             if record is not None:
                 limit = controls.hold_after
                 if limit is not None and record.sent + len(chunk) > limit:
-                    chunk = chunk[: max(0, limit - record.sent)]
-                    self._send(chunk, record)
+                    cut_at = max(0, limit - record.sent)
+                    self._send(chunk[:cut_at], record)
                     controls.held.set()
                     while not (controls.released.is_set() or controls.cut.is_set()):
                         if controls.closing.wait(0.05):
                             return
                     if controls.cut.is_set():
                         return  # the connection drops mid-body
-                    rest = answer.read()
-                    self._send(rest, record)
+                    self._send(chunk[cut_at:] + answer.read(), record)
                     return
             self._send(chunk, record)
 
