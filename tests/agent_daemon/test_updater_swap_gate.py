@@ -4,14 +4,25 @@ whose window closed is settled without a new switch, and failures name their rea
 
 from __future__ import annotations
 
+import errno
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from agent_daemon.updater import UpdateRequest
+from agent_daemon.errors import (
+    ArtifactMismatch,
+    DownloadRefused,
+    DownloadStalled,
+    DownloadTooLong,
+    DownloadUnavailable,
+    NotEnoughDisk,
+    SelfTestFailed,
+)
+from agent_daemon.updater import UpdateRequest, download
 from agent_daemon.updater.swap_gate import SwapAllowed, SwapRefused, SwapUnanswered, SwapVerdict
+from agent_daemon.updater.updater import failure_reason
 from ground.contract import OutcomeReason
 from tests.agent_daemon.updater_support.host import Host, host_running
 
@@ -169,3 +180,65 @@ def test_a_cut_download_may_pass_and_the_next_apply_resumes_it(tmp_path: Path) -
         second = host.updater().apply(request)
         assert second.status == "succeeded"
         assert host.server.requests(path)[1]["range"] == "bytes=500-"
+
+
+def test_a_full_disk_while_downloading_is_disk_full_and_may_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with host_running(tmp_path) as host:
+        request = host.request(host.factory.release("1.5.0", 42), "run-1")
+
+        def disk_full(self: download._WrittenBehind, chunk: bytes) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device", "staging")
+
+        # The writer of the download's bytes meets a full disk (the injected seam).
+        monkeypatch.setattr(download._WrittenBehind, "put", disk_full)
+        outcome = host.updater().apply(request)
+        assert (outcome.status, outcome.reason, outcome.retry) == (
+            "failed",
+            OutcomeReason.DISK_FULL,
+            True,
+        )
+        assert "No space left on device" in (outcome.error or "")
+        assert_untouched(host)
+        monkeypatch.undo()
+        assert host.updater().apply(request).status == "succeeded"
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        pytest.param(
+            DownloadRefused("403", status=403, code="token_revoked"),
+            (OutcomeReason.TOKEN_REVOKED, False),
+            id="download_token_revoked",
+        ),
+        pytest.param(
+            DownloadRefused("404", status=404, code="run_not_found"),
+            (OutcomeReason.DOWNLOAD_FAILED, False),
+            id="download_refused_otherwise",
+        ),
+        pytest.param(
+            DownloadUnavailable("503"), (OutcomeReason.PLATFORM_UNAVAILABLE, True), id="5xx"
+        ),
+        pytest.param(DownloadStalled("slow"), (OutcomeReason.DOWNLOAD_FAILED, True), id="stall"),
+        pytest.param(
+            DownloadTooLong("more"), (OutcomeReason.DOWNLOAD_FAILED, False), id="overlong"
+        ),
+        pytest.param(NotEnoughDisk("full"), (OutcomeReason.DISK_FULL, True), id="no_room"),
+        pytest.param(OSError(errno.EDQUOT, "quota"), (OutcomeReason.DISK_FULL, True), id="quota"),
+        pytest.param(
+            ArtifactMismatch("tampered"),
+            (OutcomeReason.VERIFICATION_FAILED, False),
+            id="tampered",
+        ),
+        pytest.param(SelfTestFailed("no"), (OutcomeReason.INSTALL_FAILED, False), id="self_test"),
+        pytest.param(
+            OSError(errno.EROFS, "read-only"), (OutcomeReason.INTERRUPTED, True), id="read_only"
+        ),
+    ],
+)
+def test_every_failure_names_its_reason_and_whether_it_may_pass(
+    failure: BaseException, expected: tuple[OutcomeReason, bool]
+) -> None:
+    assert failure_reason(failure) == expected
