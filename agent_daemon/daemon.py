@@ -79,19 +79,13 @@ from agent_daemon.event_log import EventLog, Level
 from agent_daemon.outbox import Outbox
 from agent_daemon.reporting import ReportSender
 from agent_daemon.server_clock import MAX_SERVER_CLOCK_OFFSET, ServerClock
+from agent_daemon.swap_confirmation import SwapConfirmation
 from agent_daemon.updater import UpdateOutcome, UpdateRequest
-from agent_daemon.updater.swap_gate import (
-    ConfirmSwap,
-    SwapAllowed,
-    SwapRefused,
-    SwapUnanswered,
-    SwapVerdict,
-)
+from agent_daemon.updater.swap_gate import ConfirmSwap
 from ground.contract import (
     AgentConfig,
     ClaimGrant,
     ClaimRequest,
-    ErrorDetail,
     OutcomeReason,
     RefusalCode,
     format_instant,
@@ -668,45 +662,10 @@ class Daemon:
         self._finish(state, claim, outcome, now=now)
 
     def _confirmer(self, claim: ClaimInProgress) -> ConfirmSwap:
-        """The question the updater asks right before it switches (`swap_gate`)."""
-
-        def confirm() -> SwapVerdict:
-            return self._confirm_swap(claim)
-
-        return confirm
-
-    def _confirm_swap(self, claim: ClaimInProgress) -> SwapVerdict:
-        about: dict[str, object] = {"slot_key": claim.slot_key, "run_id": claim.run_id}
-        try:
-            answer = self._control.confirm_swap(claim.run_id)
-        except (ControlPlaneUnreachable, CredentialRefused, BadServerAnswer) as exc:
-            self._log.emit("swap.unconfirmed", level="warning", **about, error=str(exc))
-            return SwapUnanswered(reason=OutcomeReason.PLATFORM_UNAVAILABLE, error=str(exc))
-        if isinstance(answer, ErrorDetail):
-            reason = wire.swap_refusal_reason(answer)
-            if reason == OutcomeReason.INTERRUPTED:
-                # The window closed on the control plane's clock: why the run could not finish
-                # in it is the last failure that might have passed, when there was one.
-                reason = end_reason(claim)
-            self._log.emit(
-                "swap.refused",
-                level="warning",
-                **about,
-                code=answer.code,
-                reason=reason,
-                detail=answer.message,
-            )
-            return SwapRefused(
-                reason=reason,
-                error=f"the control plane refused the switch: {answer.code} ({answer.message})",
-            )
-        if str(answer.run_id) != claim.run_id:
-            error = f"the swap permit names run {answer.run_id}, not {claim.run_id}"
-            self._log.emit("swap.unconfirmed", level="warning", **about, error=error)
-            return SwapUnanswered(reason=OutcomeReason.PLATFORM_UNAVAILABLE, error=error)
-        at = self._clock.now()
-        self._log.emit("swap.permitted", level="info", **about, at=format_instant(at))
-        return SwapAllowed(at=at)
+        """The question the updater asks right before it switches (`swap_confirmation`)."""
+        return SwapConfirmation(
+            control=self._control, clock=self._clock, log=self._log, claim=claim
+        )
 
     def _finish(
         self, state: DaemonState, claim: ClaimInProgress, outcome: UpdateOutcome, *, now: datetime

@@ -3,6 +3,7 @@ allows the switch; every other answer is a refusal with its reason, or no answer
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
 from datetime import UTC, datetime
@@ -11,9 +12,13 @@ import httpx
 import pytest
 
 from agent_daemon.control_plane_client import ControlPlaneClient
+from agent_daemon.daemon_state import ClaimInProgress
 from agent_daemon.errors import BadServerAnswer, ControlPlaneUnreachable, CredentialRefused
+from agent_daemon.event_log import EventLog
 from agent_daemon.http_client import build_http_client
 from agent_daemon.server_clock import ServerClock
+from agent_daemon.swap_confirmation import SwapConfirmation
+from agent_daemon.updater.swap_gate import SwapAllowed, SwapRefused, SwapUnanswered
 from agent_daemon.wire import swap_refusal_reason
 from ground.contract import (
     SERVER_TIME_HEADER,
@@ -131,3 +136,55 @@ def test_other_refusals_end_the_run_without_switching(code: str, reason: Outcome
     answer = client.confirm_swap(RUN_ID)
     assert isinstance(answer, ErrorDetail)
     assert swap_refusal_reason(answer) == reason
+
+
+def confirmation(status: int, body: object, **claim_fields: object) -> SwapConfirmation:
+    client, _ = client_answering(status, body)
+    claim = ClaimInProgress(
+        run_id=RUN_ID,
+        trigger="schedule",
+        slot_key="2026-11-30T03:00",
+        release_version="1.5.0",
+        manifest_b64="",
+        signature_b64="",
+        artifact_url="http://control.test/a",
+        claimed_at=NOW,
+        **claim_fields,  # type: ignore[arg-type]
+    )
+    return SwapConfirmation(
+        control=client,
+        clock=ServerClock(ManualClock(NOW)),
+        log=EventLog(now=lambda: NOW, stream=io.StringIO()),
+        claim=claim,
+    )
+
+
+def test_a_permit_for_another_run_permits_nothing() -> None:
+    other = {
+        "run_id": str(uuid.uuid4()),
+        "token": {"id": str(uuid.uuid4()), "expires_at": "2026-11-30T03:00:00Z"},
+    }
+    verdict = confirmation(200, other)()
+    assert isinstance(verdict, SwapUnanswered)
+
+
+def test_the_permit_is_the_switch_at_the_control_planes_time() -> None:
+    permit = {
+        "run_id": RUN_ID,
+        "token": {"id": str(uuid.uuid4()), "expires_at": "2026-11-30T03:00:00Z"},
+    }
+    assert confirmation(200, permit)() == SwapAllowed(at=NOW)
+
+
+def test_a_closed_window_at_the_swap_ends_the_run_with_its_last_failure() -> None:
+    verdict = confirmation(
+        409, refusal("window_closed"), last_reason=OutcomeReason.DOWNLOAD_FAILED
+    )()
+    assert isinstance(verdict, SwapRefused)
+    assert verdict.reason == OutcomeReason.DOWNLOAD_FAILED
+
+
+def test_a_revoked_token_at_the_swap_is_refused_with_its_code() -> None:
+    verdict = confirmation(403, refusal("token_revoked"))()
+    assert isinstance(verdict, SwapRefused)
+    assert verdict.reason == OutcomeReason.TOKEN_REVOKED
