@@ -9,6 +9,8 @@ Read `decision` first: it is the whole of DESIGN.md rule 8, pure. Everything els
                         I/O (sync, claim, updater, reports, state saves, log lines), feeds back
       daemon_loop       the service around it: APScheduler's one-minute job, signals, systemd
                         notify, one daemon per state directory
+      claim_window      pure: until when a claimed run may still switch (its window, its token)
+      swap_confirmation the updater's last question before a switch, asked of the control plane
     talking to the control plane (outbound only)
       wire              pure: what an answer means, read with `ground.contract`'s models (shared
                         with the demo's simulated fleet)

@@ -1,10 +1,14 @@
-"""The agent's calls to the control plane: config sync (ETag/304), claims, reports.
+"""The agent's calls to the control plane: config sync (ETag/304), claims, the swap's confirmation,
+reports.
 
 Foreign errors become the agent's own here (`raise … from exc`): no answer, a timeout or a 5xx that
 is not a refusal is `ControlPlaneUnreachable` (offline: consume nothing); 401/403 is
-`CredentialRefused`. Every successful answer (2xx, 304) teaches the `ServerClock` the control
-plane's time; an error answer never does (it may come from anything on the way: a proxy, a
-half-broken replica). What an
+`CredentialRefused` — except a 403 that names a contract code (`token_revoked`, `token_expired`
+on the confirmation): that is the run's answer, not the credential's. A 5xx in the contract's words
+(`database_unavailable`) keeps its status on the `ControlPlaneUnreachable`: the platform is
+unavailable, this host is not offline. Every
+successful answer (2xx, 304) teaches the `ServerClock` the control plane's time; an error answer
+never does (it may come from anything on the way: a proxy, a half-broken replica). What an
 answer means is read by `agent_daemon.wire`, shared with the simulated fleet.
 """
 
@@ -43,6 +47,8 @@ from ground.contract import (
     HoldView,
     ManualUpdateView,
     ReleaseTrack,
+    SwapPermit,
+    confirm_path,
 )
 
 __all__ = ["ControlPlaneClient", "Delivery", "FreshConfig", "NotModified"]
@@ -67,6 +73,8 @@ class Delivery:
     outcome: Literal["delivered", "rejected"]
     status: int
     detail: str = ""
+    # The contract's code of a refusal (e.g. `outcome_not_authorised`), when it named one.
+    code: str | None = None
 
 
 class ControlPlaneClient:
@@ -91,7 +99,9 @@ class ControlPlaneClient:
         except ValueError:
             return path
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _request(
+        self, method: str, path: str, *, coded_refusals: bool = False, **kwargs: Any
+    ) -> httpx.Response:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TimeoutException as exc:
@@ -102,10 +112,16 @@ class ControlPlaneClient:
         if server_time is not None and response.status_code < HTTPStatus.BAD_REQUEST:
             self._server_clock.learn(server_time, local_time=self._server_clock.host_now())
         if wire.is_offline(response.status_code, response.content):
+            # The control plane's own words (a contract error, e.g. `database_unavailable`): the
+            # platform is unavailable. Anything else (a proxy's 502 page) may be on the way.
+            answered = wire.error_detail(response.content) is not None
             raise ControlPlaneUnreachable(
                 f"{method} {path}: the control plane answered {response.status_code} "
-                f"({wire.detail_text(response.content)})"
+                f"({wire.detail_text(response.content)})",
+                status=response.status_code if answered else None,
             )
+        if coded_refusals and wire.error_detail(response.content) is not None:
+            return response
         if wire.is_credential_refused(response.status_code):
             raise CredentialRefused(
                 f"{method} {path}: the control plane refused the agent's credential "
@@ -139,6 +155,13 @@ class ControlPlaneClient:
         )
         return wire.claim_answer(response.status_code, response.content)
 
+    def confirm_swap(self, run_id: str) -> SwapPermit | ErrorDetail:
+        """Immediately before the swap: the permit, or the refusal with its code. Raises
+        `ControlPlaneUnreachable` (no answer, a 5xx, `database_unavailable`), `CredentialRefused`
+        or `BadServerAnswer`; none of them allows the switch."""
+        response = self._request("POST", confirm_path(run_id), coded_refusals=True)
+        return wire.confirm_answer(response.status_code, response.content)
+
     def deliver(self, method: str, path: str, body: dict[str, Any]) -> Delivery:
         """Send one report; raises `ControlPlaneUnreachable` when it should be tried again later."""
         response = self._request(method, path, json=body)
@@ -147,8 +170,12 @@ class ControlPlaneClient:
             return Delivery(outcome="delivered", status=status)
         if status in {HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.TOO_MANY_REQUESTS} or status >= 500:
             raise ControlPlaneUnreachable(f"{method} {path}: busy ({status})")
+        detail = wire.error_detail(response.content)
         return Delivery(
-            outcome="rejected", status=status, detail=wire.detail_text(response.content)
+            outcome="rejected",
+            status=status,
+            detail=wire.detail_text(response.content),
+            code=None if detail is None else detail.code,
         )
 
     # -- what the person on the host asks for (`nachtwacht agent hold | release-hold | update-now`)

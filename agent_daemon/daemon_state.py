@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
 from agent_daemon.atomic_file import VersionedModelFile
+from ground.contract import OutcomeReason
 
 __all__ = [
     "STATE_FORMAT_VERSION",
@@ -52,6 +53,15 @@ class ClaimInProgress(_Frozen):
     claimed_at: AwareDatetime
     phase: Literal["claimed", "dispatching"] = "claimed"
     attempts: int = 0
+    # The end of the slot's catch-up window (None for a manual run) and of the token, on the
+    # control plane's clock: after the earlier of the two the run is never switched
+    # (`claim_window`). Absent from a state file written before issue 13.
+    window_closes_at: AwareDatetime | None = None
+    token_expires_at: AwareDatetime | None = None
+    # The last failure that may pass (the platform unavailable, a cut download, a full disk):
+    # the reason the run ends with when its window closes before it could finish.
+    last_reason: OutcomeReason | None = None
+    last_error: str | None = None
 
 
 class RunRecord(_Frozen):
@@ -64,6 +74,7 @@ class RunRecord(_Frozen):
     status: str
     version: str | None = None
     error: str | None = None
+    reason: str | None = None
 
 
 class DaemonState(_Frozen):

@@ -6,6 +6,7 @@ I/O each action asks for and feeds the result back as the next `answer`:
 
     reach the control plane (the executor's first act, every minute)
         Unreachable / CredentialRejected / ConfigRejected ─► Wait          consumes nothing
+          (a 5xx answer — the database down — is `platform_unavailable`, not `offline`)
         None (the config is this minute's `config`)
             a claim in the state file ──────────────────────► ResumeClaim
             a manual update not handled yet ────────────────► ClaimManual
@@ -61,10 +62,12 @@ __all__ = [
 ]
 
 # How a minute ended, as `Daemon.tick` returns it and the simulated agent records it. The
-# executor adds `dispatched` (an update was carried out), `parked` (stopping at a step boundary)
-# and `error` (an I/O failure cost the minute).
+# executor adds `dispatched` (an update was carried out), `retrying` (an update met a failure
+# that may pass and is tried again next minute, inside its window), `parked` (stopping at a step
+# boundary) and `error` (an I/O failure cost the minute).
 WaitReason = Literal[
     "offline",
+    "platform_unavailable",
     "credential_refused",
     "bad_config",
     "schedule_off",
@@ -75,6 +78,7 @@ WaitReason = Literal[
 ]
 TickResult = Literal[
     "offline",
+    "platform_unavailable",
     "credential_refused",
     "bad_config",
     "schedule_off",
@@ -87,6 +91,7 @@ TickResult = Literal[
     "manual_refused",
     "parked",
     "dispatched",
+    "retrying",
     "error",
 ]
 
@@ -107,10 +112,13 @@ class AgentFacts:
 @dataclass(frozen=True, kw_only=True)
 class Unreachable:
     """No answer, a timeout, or a 5xx that is not a refusal (the database is down): offline.
-    `request` is the claim that went unanswered, None when the reach itself did."""
+    `request` is the claim that went unanswered, None when the reach itself did. `platform`: the
+    control plane did answer, with a 5xx (`database_unavailable`): it is unavailable, this host
+    is not offline — logged so, and never counted as throttled."""
 
     error: str
     request: ClaimSlot | ClaimManual | None = None
+    platform: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -253,7 +261,8 @@ Action = (
 def decide(state: AgentFacts, config: AgentConfig | None, answer: Answer, now: datetime) -> Action:
     """The next action of this minute (see the module's docstring for the whole table)."""
     if isinstance(answer, Unreachable):
-        return Wait(reason="offline", request=answer.request, error=answer.error)
+        reason: WaitReason = "platform_unavailable" if answer.platform else "offline"
+        return Wait(reason=reason, request=answer.request, error=answer.error)
     if isinstance(answer, CredentialRejected):
         return Wait(reason="credential_refused", error=answer.error)
     if isinstance(answer, ConfigRejected):

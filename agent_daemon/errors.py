@@ -25,6 +25,9 @@
           |    +-- DownloadTooLong           the server sent, or announced, more than `length`
           |    +-- DownloadStalled           read timeout or overall deadline
           |    +-- NotEnoughDisk             free space below artifact + unpacked size + reserve
+          |    +-- DownloadRefused           the server refused it with a code (403 token_revoked,
+          |    |                             token_expired): final, the code kept as the reason
+          |    +-- DownloadUnavailable       no connection, or a 5xx: the platform is unavailable
           +-- InstallFailed             the build could not be placed into versions/<v>/
           |    +-- UnsafeArchive             absolute path, `..`, a link leaving the folder, …
           |    +-- SelfTestFailed            `<build> --version` did not print the version
@@ -54,8 +57,10 @@ __all__ = [
     "CredentialRefused",
     "DaemonStateError",
     "DownloadFailed",
+    "DownloadRefused",
     "DownloadStalled",
     "DownloadTooLong",
+    "DownloadUnavailable",
     "HealthCheckFailed",
     "InstallFailed",
     "IssuedInFuture",
@@ -95,7 +100,13 @@ class ControlPlaneError(AgentError):
 
 
 class ControlPlaneUnreachable(ControlPlaneError):
-    """No usable answer (connection refused, timeout, 5xx): the agent is offline this minute."""
+    """No usable answer (connection refused, timeout, 5xx): the agent is offline this minute.
+    `status` is the 5xx the control plane answered in the contract's words (it is unavailable:
+    its database down), None when nothing answered, or something on the way did."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class CredentialRefused(ControlPlaneError):
@@ -184,6 +195,21 @@ class DownloadStalled(DownloadFailed):
 
 class NotEnoughDisk(DownloadFailed):
     """Free space is below artifact length + unpacked size + the configured reserve."""
+
+
+class DownloadRefused(DownloadFailed):
+    """The artifact's server refused the download with a 4xx; `code` is the contract's code of the
+    answer when it named one (`token_revoked`, `token_expired`), so the outcome can keep it."""
+
+    def __init__(self, message: str, *, status: int, code: str | None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+class DownloadUnavailable(DownloadFailed):
+    """The artifact's server could not be reached or answered 5xx: the platform is unavailable,
+    the partial download is kept, and the run is tried again while its window is open."""
 
 
 class InstallFailed(UpdateError):

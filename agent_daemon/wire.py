@@ -9,6 +9,8 @@ naming the field, never a crash further in.
     is_credential_refused   401/403: the agent must be enrolled again
     parse_config        GET config → `AgentConfig`
     claim_answer        POST claims → `ClaimGrant` or the refusal's `ErrorDetail`
+    confirm_answer      POST confirm → `SwapPermit` or the refusal's `ErrorDetail`
+    swap_refusal_reason what a refused confirmation ends the run with
 """
 
 from __future__ import annotations
@@ -25,10 +27,14 @@ from ground.contract import (
     CLAIMS_PATH,
     CONFIG_PATH,
     AgentConfig,
+    AnswerCode,
     ClaimGrant,
     ErrorAnswer,
     ErrorDetail,
     InstantError,
+    OutcomeReason,
+    RefusalCode,
+    SwapPermit,
     parse_instant,
 )
 
@@ -36,6 +42,7 @@ __all__ = [
     "CLAIM_SOURCE",
     "CONFIG_SOURCE",
     "claim_answer",
+    "confirm_answer",
     "detail_text",
     "error_detail",
     "is_credential_refused",
@@ -44,10 +51,12 @@ __all__ = [
     "parse_grant",
     "read_json",
     "server_time",
+    "swap_refusal_reason",
 ]
 
 CONFIG_SOURCE = f"GET {CONFIG_PATH}"
 CLAIM_SOURCE = f"POST {CLAIMS_PATH}"
+CONFIRM_SOURCE = "POST confirm"
 _GRANTED = frozenset({HTTPStatus.OK, HTTPStatus.CREATED})
 _SHOWN_TEXT = 200
 
@@ -137,6 +146,37 @@ def claim_answer(status: int, body: bytes) -> ClaimGrant | ErrorDetail:
             f"({detail_text(body)})"
         )
     return detail
+
+
+def confirm_answer(status: int, body: bytes) -> SwapPermit | ErrorDetail:
+    """200 with a `SwapPermit` (the only answer that allows the switch), or a refusal with its
+    code. Call it only when the answer is not offline (`is_offline`)."""
+    if status == HTTPStatus.OK:
+        try:
+            return SwapPermit.model_validate(read_json(body, source=CONFIRM_SOURCE))
+        except ValidationError as exc:
+            raise BadServerAnswer(describe_validation_error(exc, CONFIRM_SOURCE)) from exc
+    detail = error_detail(body)
+    if detail is None:
+        raise BadServerAnswer(
+            f"{CONFIRM_SOURCE}: expected 200 with a swap permit or a refusal with a code, found "
+            f"{status} ({detail_text(body)})"
+        )
+    return detail
+
+
+_SWAP_REFUSALS = {
+    AnswerCode.TOKEN_REVOKED.value: OutcomeReason.TOKEN_REVOKED,
+    AnswerCode.TOKEN_EXPIRED.value: OutcomeReason.TOKEN_EXPIRED,
+    RefusalCode.WINDOW_CLOSED.value: OutcomeReason.INTERRUPTED,
+}
+
+
+def swap_refusal_reason(detail: ErrorDetail) -> OutcomeReason:
+    """What a refused confirmation ends the run with: the token's code kept; a closed window is
+    an interruption; any other code (the run unknown or finished) means this run may no longer
+    switch, as a revoked token does."""
+    return _SWAP_REFUSALS.get(detail.code, OutcomeReason.TOKEN_REVOKED)
 
 
 def server_time(header: str | None) -> datetime | None:

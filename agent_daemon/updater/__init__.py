@@ -9,6 +9,7 @@ ground of the agent (`errors`, `atomic_file`, `pid_lock`); nothing here imports 
                         module here that downloads, writes and runs commands (through the others)
     updater_settings    `UpdaterSettings`, the updater's section of the agent's settings
     updater_state       the updater's crash-safe state file: floor, builds, the step in progress
+    swap_gate           the question asked right before the switch, and its three verdicts
     verify              pure: is this signed manifest acceptable here and now?
     artifact_source     where the artifact may come from and whether the credential goes along
     download            the artifact, resumable, bounded by the signed length and one deadline

@@ -33,14 +33,18 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 import httpx
+from pydantic import ValidationError
 
 from agent_daemon.errors import (
     ArtifactMismatch,
     DownloadFailed,
+    DownloadRefused,
     DownloadStalled,
     DownloadTooLong,
+    DownloadUnavailable,
     NotEnoughDisk,
 )
+from ground.contract import ErrorAnswer
 
 __all__ = [
     "ArtifactSpec",
@@ -58,6 +62,8 @@ _CONTENT_RANGE = re.compile(rf"bytes ({_DIGITS})-({_DIGITS})/({_DIGITS}|\*)")
 _CONTENT_LENGTH = re.compile(_DIGITS)
 # A strong entity tag (RFC 9110 8.8.3) of printable ASCII; a weak one cannot serve If-Range.
 _ETAG = re.compile(r'"[\x21\x23-\x7e]{0,200}"')
+# An error answer is read only this far: enough for the contract's `{"detail": {"code": …}}`.
+_ERROR_BODY_BYTES = 8192
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -348,6 +354,11 @@ def download_artifact(
                     f"({progress.size} of {spec.length} bytes); the partial download is kept to "
                     "resume"
                 ) from exc
+            if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+                raise DownloadUnavailable(
+                    f"download of {shown} failed: cannot connect ({type(exc).__name__}: "
+                    f"{str(exc)[:200]}); the partial download is kept to resume"
+                ) from exc
             if isinstance(exc, httpx.TimeoutException):
                 raise DownloadStalled(
                     f"download of {shown} stalled: no data within {limits.read_timeout:g} s "
@@ -394,10 +405,38 @@ def _accept(
         return _Progress()
     if response.status_code == 416:
         _discard(staging, spec.sha256)
+    status = response.status_code
+    code = _error_code(response)
+    named = f"HTTP {status}" + (f" {code}" if code else "")
+    if status >= 500:
+        raise DownloadUnavailable(
+            f"download of {_shown_url(spec.url)} failed: {named} (the server is unavailable); "
+            "the partial download is kept to resume"
+        )
+    if 400 <= status < 500 and status != 416:
+        raise DownloadRefused(
+            f"download of {_shown_url(spec.url)} refused: {named}", status=status, code=code
+        )
     raise DownloadFailed(
-        f"download of {_shown_url(spec.url)} failed: HTTP {response.status_code} "
-        "(expected 200, or 206 when resuming)"
+        f"download of {_shown_url(spec.url)} failed: {named} (expected 200, or 206 when resuming)"
     )
+
+
+def _error_code(response: httpx.Response) -> str | None:
+    """The contract's code of an error answer (`token_revoked`, `database_unavailable`, …), read
+    from at most `_ERROR_BODY_BYTES` of it; None for any other body."""
+    body = b""
+    try:
+        for chunk in response.iter_raw():
+            body += chunk
+            if len(body) >= _ERROR_BODY_BYTES:
+                return None
+    except (httpx.HTTPError, httpx.StreamError):
+        return None
+    try:
+        return ErrorAnswer.model_validate_json(body).detail.code
+    except (ValidationError, ValueError):
+        return None
 
 
 def _check_announced(response: httpx.Response, spec: ArtifactSpec, expected: int) -> None:

@@ -24,15 +24,28 @@ What ends each failure of an accepted update (docs/agent_updater.md "The state m
   keeps the recorded step for `resume()`, but each carry-on counts an attempt: past
   `MAX_RUN_ATTEMPTS` the update is given up — links restored, outcome recorded — instead of tried
   forever.
+
+Revocation is honoured up to the swap (`swap_gate`): with the request comes a `ConfirmSwap`, asked
+right before `switching` is recorded. Refused → `failed` (the staged build removed); unanswered →
+`failed` with `retry`, the step stays `installed` (not counted as an attempt) and the same run,
+applied again, asks again. `settle(reason)` ends an update whose window has closed without a new
+switch: before the swap it ends as `failed` with that reason; after it (health check, roll back)
+it is finished as `resume()` would — that switch happened inside the window.
+
+Every outcome names its `reason` (`ground.contract.OutcomeReason`) when it is not a plain success,
+and `retry` when the failure may pass (the platform unavailable, a cut download, a full disk):
+nothing switched, and the daemon applies the same run again while its window is open.
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -40,7 +53,16 @@ import httpx
 
 from agent_daemon.errors import (
     DaemonStateError,
+    DownloadFailed,
+    DownloadRefused,
+    DownloadTooLong,
+    DownloadUnavailable,
+    HealthCheckFailed,
+    InstallFailed,
+    NotEnoughDisk,
+    ReleaseRefused,
     SelfTestFailed,
+    UntrustedArtifactSource,
     UpdateError,
     UpdateInProgress,
     VersionMarkedBad,
@@ -62,6 +84,12 @@ from agent_daemon.updater.download import (
 from agent_daemon.updater.install import install_build, self_test
 from agent_daemon.updater.layout import InstallLayout
 from agent_daemon.updater.managed_service import AgentService
+from agent_daemon.updater.swap_gate import (
+    ConfirmSwap,
+    SwapAllowed,
+    SwapRefused,
+    SwapUnanswered,
+)
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from agent_daemon.updater.updater_state import (
     Build,
@@ -73,6 +101,7 @@ from agent_daemon.updater.updater_state import (
 )
 from agent_daemon.updater.verify import VerifiedRelease, verify_release
 from ground.clock import Clock
+from ground.contract import AnswerCode, OutcomeReason
 from signed_release import Manifest, parse_manifest
 
 __all__ = [
@@ -82,6 +111,7 @@ __all__ = [
     "UpdateOutcome",
     "UpdateRequest",
     "Updater",
+    "failure_reason",
     "update_lock",
 ]
 
@@ -106,6 +136,9 @@ class UpdateRequest:
     manifest: bytes
     signature: bytes
     artifact_url: str  # absolute URL
+    # Asked immediately before the switch; only `SwapAllowed` lets it happen (`swap_gate`).
+    # None: no control plane to ask (a first install, a tool run by hand).
+    confirm_swap: ConfirmSwap | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +147,14 @@ class UpdateOutcome:
     version: str | None  # the version running afterwards
     error: str | None
     run_id: str
+    # Why it ended so; None for a plain success.
+    reason: OutcomeReason | None = None
+    # When the switch was allowed (the control plane's time as this host knew it), for a run that
+    # switched; None when nothing switched.
+    switched_at: datetime | None = None
+    # The failure may pass: nothing switched, and the same run may be applied again (its partial
+    # download or staged build kept) while its window is open.
+    retry: bool = False
 
 
 @contextmanager
@@ -198,13 +239,26 @@ class Updater:
             try:
                 with update_lock(self._settings.state_dir):
                     return self._apply_guarded(request)
-            except (UpdateInProgress, DaemonStateError) as exc:
+            except UpdateInProgress as exc:
+                return self._outcome(
+                    request.run_id,
+                    "failed",
+                    error=str(exc),
+                    reason=OutcomeReason.INTERRUPTED,
+                    retry=True,
+                )
+            except DaemonStateError as exc:
                 return self._outcome(request.run_id, "failed", error=str(exc))
             except OSError as exc:
                 # E.g. the state directory is full or read-only: whatever step was recorded last
-                # is finished by resume() once the cause is fixed (at most MAX_RUN_ATTEMPTS).
+                # is carried on by the same run applied again (at most MAX_RUN_ATTEMPTS).
+                reason, retry = failure_reason(exc)
                 return self._outcome(
-                    request.run_id, "failed", error=f"update interrupted: {_describe(exc)}"
+                    request.run_id,
+                    "failed",
+                    error=f"update interrupted: {_describe(exc)}",
+                    reason=reason,
+                    retry=retry,
                 )
 
     def resume(self) -> UpdateOutcome | None:
@@ -217,7 +271,28 @@ class Updater:
             state = self._store.load()
             if state.in_progress is None:
                 return None
-            return self._run(state)
+            return self._run(state, confirm=None)
+
+    def settle(self, reason: OutcomeReason) -> UpdateOutcome | None:
+        """End the update in progress without a new switch (its window closed, or no claim is
+        behind it any more); None when nothing was in progress.
+
+        Before the swap it ends `failed` with `reason` — nothing switched, the staged build
+        removed, so the next slot starts fresh. After it (the switch was allowed inside the
+        window; the health check or a roll back was pending) it is finished as `resume()` does,
+        which is not a new switch. Raises as `resume()` does."""
+        with _umask(UPDATER_UMASK), update_lock(self._settings.state_dir):
+            state = self._store.load()
+            progress = state.in_progress
+            if progress is None:
+                return None
+            if progress.step in _BEFORE_THE_SWAP:
+                error = (
+                    f"update to {progress.version} ended at step {progress.step!r} without "
+                    f"switching ({reason.value})"
+                )
+                return self._finish_failed(state, error, bad=False, reason=reason, keep=False)
+            return self._run(state, confirm=None)
 
     # -- steps --------------------------------------------------------------------------------
 
@@ -243,7 +318,7 @@ class Updater:
             return UpdateOutcome(**last.model_dump())
         if state.in_progress is not None:
             if state.in_progress.run_id == request.run_id:
-                return self._run(state)
+                return self._run(state, confirm=request.confirm_swap)
             return self._outcome(
                 request.run_id,
                 "failed",
@@ -255,7 +330,10 @@ class Updater:
             self._source(request.artifact_url)
             verified = self._verify(request, state, installed)
         except UpdateError as exc:
-            return self._outcome(request.run_id, "failed", error=str(exc))
+            reason, retry = failure_reason(exc)
+            return self._outcome(
+                request.run_id, "failed", error=str(exc), reason=reason, retry=retry
+            )
         if verified.version == installed:
             return self._commit_without_change(state, request.run_id, verified.manifest)
         state = state.model_copy(
@@ -273,7 +351,7 @@ class Updater:
             }
         )
         self._record(state, "accepted")
-        return self._run(state)
+        return self._run(state, confirm=request.confirm_swap)
 
     def _verify(
         self, request: UpdateRequest, state: UpdaterState, installed: str | None
@@ -301,7 +379,7 @@ class Updater:
     def _source(self, url: str) -> ArtifactSource:
         return resolve_source(url, control=self._control_origin, allowed=self._artifact_origins)
 
-    def _run(self, state: UpdaterState) -> UpdateOutcome:
+    def _run(self, state: UpdaterState, *, confirm: ConfirmSwap | None) -> UpdateOutcome:
         """Carry the update in progress on from its recorded step to an outcome — or, past
         MAX_RUN_ATTEMPTS, give it up. Nothing but an OSError (an interruption: the state stays for
         `resume()`) leaves here without an outcome."""
@@ -315,13 +393,13 @@ class Updater:
         state = state.with_attempt()
         self._store.save(state)
         try:
-            return self._steps(state)
+            return self._steps(state, confirm)
         except OSError:
             raise
         except Exception as exc:
             return self._end_unexpected(_describe(exc))
 
-    def _steps(self, state: UpdaterState) -> UpdateOutcome:
+    def _steps(self, state: UpdaterState, confirm: ConfirmSwap | None) -> UpdateOutcome:
         progress = state.in_progress
         assert progress is not None
         manifest = parse_manifest(progress.manifest_bytes)
@@ -337,9 +415,14 @@ class Updater:
                 step = "installed"
         except SelfTestFailed as exc:
             self._layout.remove_version(progress.version)
-            return self._finish_failed(state, str(exc), bad=True)
+            return self._finish_failed(
+                state, str(exc), bad=True, reason=OutcomeReason.INSTALL_FAILED
+            )
         except (UpdateError, OSError) as exc:
-            return self._finish_failed(state, _describe(exc), bad=False)
+            reason, retry = failure_reason(exc)
+            return self._finish_failed(
+                state, _describe(exc), bad=False, reason=reason, retry=retry, keep=retry
+            )
         if step == "installed":
             if self._layout.complete_sha256(progress.version) != manifest.sha256:
                 # Only something outside the updater can do this (retention protects the
@@ -349,7 +432,20 @@ class Updater:
                     f"versions/{progress.version} vanished or changed after its install; "
                     "not switching to it",
                     bad=False,
+                    reason=OutcomeReason.INSTALL_FAILED,
                 )
+            verdict = SwapAllowed(at=self._clock.now()) if confirm is None else confirm()
+            if isinstance(verdict, SwapUnanswered):
+                return self._defer(state, verdict)
+            if isinstance(verdict, SwapRefused):
+                # Revoked up to the swap: the build never runs here, and is not kept for later.
+                self._layout.remove_version(progress.version)
+                return self._finish_failed(
+                    state, verdict.error, bad=False, reason=verdict.reason, keep=False
+                )
+            state = state.model_copy(
+                update={"in_progress": progress.model_copy(update={"switched_at": verdict.at})}
+            )
             state = self._advance(state, "switching")
             step = "switching"
         if step == "switching":
@@ -365,6 +461,7 @@ class Updater:
                         state,
                         f"{failure}; there is no earlier version to roll back to",
                         bad=True,
+                        reason=OutcomeReason.HEALTH_CHECK_FAILED,
                     )
                 state = self._advance(state, "rolling_back", failure=str(failure))
                 step = "rolling_back"
@@ -428,7 +525,14 @@ class Updater:
         old_problem = self._service.restart() or self._service.wait_healthy(progress.from_version)
         if old_problem is not None:
             error += f"; {progress.from_version} is not healthy either: {old_problem}"
-        return self._finish(state, manifest, status="rolled_back", error=error, bad_reason=failure)
+        return self._finish(
+            state,
+            manifest,
+            status="rolled_back",
+            error=error,
+            bad_reason=failure,
+            reason=OutcomeReason.HEALTH_CHECK_FAILED,
+        )
 
     def _end_unexpected(self, error: str) -> UpdateOutcome:
         """End the update in progress now, from whatever step was recorded last: before the switch
@@ -441,8 +545,8 @@ class Updater:
             assert last is not None
             return UpdateOutcome(**last.model_dump())
         error = _clip(error)
-        if progress.step in ("accepted", "downloaded", "installed"):
-            return self._finish_failed(state, error, bad=False)
+        if progress.step in _BEFORE_THE_SWAP:
+            return self._finish_failed(state, error, bad=False, reason=OutcomeReason.INTERRUPTED)
         if progress.step in ("switching", "switched") and progress.from_version is not None:
             state = self._advance(state, "rolling_back", failure=error)
             try:
@@ -470,6 +574,7 @@ class Updater:
             status="rolled_back" if back else "failed",
             error=_clip(f"{progress.version}: {error}"),
             bad_reason=_clip(error),
+            reason=OutcomeReason.INTERRUPTED,
         )
 
     # -- recording -----------------------------------------------------------------------------
@@ -484,7 +589,25 @@ class Updater:
         return state
 
     def _commit(self, state: UpdaterState, manifest: Manifest) -> UpdateOutcome:
-        return self._finish(state, manifest, status="succeeded", error=None, bad_reason=None)
+        return self._finish(
+            state, manifest, status="succeeded", error=None, bad_reason=None, reason=None
+        )
+
+    def _defer(self, state: UpdaterState, verdict: SwapUnanswered) -> UpdateOutcome:
+        """The swap was not confirmed (no answer): stay at `installed` — the staged build kept,
+        this carry-on not counted as an attempt — so the same run asks again later."""
+        progress = state.in_progress
+        assert progress is not None
+        kept = progress.model_copy(update={"attempts": max(0, progress.attempts - 1)})
+        self._store.save(state.model_copy(update={"in_progress": kept}))
+        self._on_step("swap_deferred")
+        return self._outcome(
+            progress.run_id,
+            "failed",
+            error=f"not switching to {progress.version} yet: {verdict.error}",
+            reason=verdict.reason,
+            retry=True,
+        )
 
     def _commit_without_change(
         self, state: UpdaterState, run_id: str, manifest: Manifest
@@ -510,6 +633,7 @@ class Updater:
         status: Status,
         error: str | None,
         bad_reason: str | None,
+        reason: OutcomeReason | None,
     ) -> UpdateOutcome:
         """The release was accepted: whatever became of its build, the floor moves past it — a
         release can be fixed only by a newer manifest, never by replaying an older one."""
@@ -520,6 +644,8 @@ class Updater:
             status=status,
             version=self.installed_version(),
             error=None if error is None else _clip(error),
+            reason=reason,
+            switched_at=progress.switched_at,
         )
         good = bad_reason is None
         state = state.finished(
@@ -533,20 +659,36 @@ class Updater:
         self._tidy(state, keep_part=None)
         return UpdateOutcome(**recorded.model_dump())
 
-    def _finish_failed(self, state: UpdaterState, error: str, *, bad: bool) -> UpdateOutcome:
-        """Nothing switched (or nothing to switch back to): the running version stays."""
+    def _finish_failed(
+        self,
+        state: UpdaterState,
+        error: str,
+        *,
+        bad: bool,
+        reason: OutcomeReason | None,
+        retry: bool = False,
+        keep: bool = True,
+    ) -> UpdateOutcome:
+        """Nothing switched (or nothing to switch back to): the running version stays. `keep`:
+        the partial download stays to resume (a version marked bad never keeps one)."""
         progress = state.in_progress
         assert progress is not None
         error = _clip(error)
         recorded = RecordedOutcome(
-            run_id=progress.run_id, status="failed", version=self.installed_version(), error=error
+            run_id=progress.run_id,
+            status="failed",
+            version=self.installed_version(),
+            error=error,
+            reason=reason,
+            switched_at=progress.switched_at,
+            retry=retry,
         )
         state = state.finished(
             recorded, bad=(progress.version, error) if bad else None, at=self._clock.now()
         )
         self._record(state, "failed")
         manifest = parse_manifest(progress.manifest_bytes)
-        self._tidy(state, keep_part=None if bad else manifest.sha256)
+        self._tidy(state, keep_part=manifest.sha256 if keep and not bad else None)
         return UpdateOutcome(**recorded.model_dump())
 
     def _tidy(self, state: UpdaterState, *, keep_part: str | None) -> None:
@@ -558,13 +700,59 @@ class Updater:
         except Exception:  # noqa: S110  # tidying is best effort; the outcome is recorded
             pass
 
-    def _outcome(self, run_id: str, status: Status, *, error: str | None) -> UpdateOutcome:
+    def _outcome(
+        self,
+        run_id: str,
+        status: Status,
+        *,
+        error: str | None,
+        reason: OutcomeReason | None = None,
+        retry: bool = False,
+    ) -> UpdateOutcome:
         return UpdateOutcome(
             status=status,
             version=self.installed_version(),
             error=None if error is None else _clip(error),
             run_id=run_id,
+            reason=reason,
+            retry=retry,
         )
+
+
+_BEFORE_THE_SWAP = ("accepted", "downloaded", "installed")
+_TOKEN_REASONS = {
+    AnswerCode.TOKEN_REVOKED.value: OutcomeReason.TOKEN_REVOKED,
+    AnswerCode.TOKEN_EXPIRED.value: OutcomeReason.TOKEN_EXPIRED,
+}
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def failure_reason(exc: BaseException) -> tuple[OutcomeReason | None, bool]:
+    """Why an update failed (`OutcomeReason`), and whether it may pass within the window:
+    the platform unavailable, a cut or stalled download, a full disk, an interruption."""
+    if isinstance(exc, DownloadRefused):
+        return _TOKEN_REASONS.get(exc.code or "", OutcomeReason.DOWNLOAD_FAILED), False
+    if isinstance(exc, DownloadUnavailable):
+        return OutcomeReason.PLATFORM_UNAVAILABLE, True
+    if isinstance(exc, NotEnoughDisk):
+        return OutcomeReason.DISK_FULL, True
+    if isinstance(exc, DownloadTooLong):
+        return OutcomeReason.DOWNLOAD_FAILED, False
+    if isinstance(exc, DownloadFailed):
+        return OutcomeReason.DOWNLOAD_FAILED, True
+    if isinstance(exc, ReleaseRefused | UntrustedArtifactSource):
+        return OutcomeReason.VERIFICATION_FAILED, False
+    if isinstance(exc, InstallFailed):
+        return OutcomeReason.INSTALL_FAILED, False
+    if isinstance(exc, HealthCheckFailed):
+        return OutcomeReason.HEALTH_CHECK_FAILED, False
+    if isinstance(exc, UpdateInProgress):
+        return OutcomeReason.INTERRUPTED, True
+    if isinstance(exc, OSError):
+        if exc.errno in _DISK_FULL_ERRNOS:
+            return OutcomeReason.DISK_FULL, True
+        return OutcomeReason.INTERRUPTED, True
+    return None, False
 
 
 def _build_of(manifest: Manifest) -> Build:

@@ -25,6 +25,7 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
 from agent_daemon.atomic_file import VersionedModelFile
+from ground.contract import OutcomeReason
 
 __all__ = [
     "STATE_FILE_NAME",
@@ -73,6 +74,9 @@ class InProgress(_Frozen):
     # How often the update was carried on (apply, then each resume); bounded by the updater's
     # MAX_RUN_ATTEMPTS so an update that keeps being interrupted ends as an outcome.
     attempts: int = 0
+    # When the switch was allowed (the control plane's time, as this host knew it): set just
+    # before `switching` is recorded, reported as the run's `switched_at`.
+    switched_at: AwareDatetime | None = None
 
     @property
     def manifest_bytes(self) -> bytes:
@@ -88,6 +92,9 @@ class RecordedOutcome(_Frozen):
     status: Literal["succeeded", "failed", "rolled_back"]
     version: str | None
     error: str | None
+    reason: OutcomeReason | None = None
+    switched_at: AwareDatetime | None = None
+    retry: bool = False
 
 
 class UpdaterState(_Frozen):

@@ -84,6 +84,7 @@ ARTIFACT_ENDPOINT = f"GET {artifact_path('{id}')}"
 # The journal's words for a minute that ended in `Wait`, the daemon's log events.
 _WAIT_EVENTS = {
     "offline": "control_plane.offline",
+    "platform_unavailable": "platform.unavailable",
     "credential_refused": "control_plane.credential_refused",
     "bad_config": "config.refused",
     "braked": "claim.braked",
@@ -287,7 +288,8 @@ class SimulatedFleet:
         now = wire.server_time(response.headers.get(SERVER_TIME_HEADER))
         status, body = response.status_code, response.content
         if wire.is_offline(status, body):
-            return Unreachable(error=f"HTTP {status}"), now
+            platform = wire.error_detail(body) is not None
+            return Unreachable(error=f"HTTP {status}", platform=platform), now
         if wire.is_credential_refused(status):
             return CredentialRejected(error=f"HTTP {status}"), now
         if status == HTTPStatus.NOT_MODIFIED and agent.config is not None:
@@ -329,7 +331,8 @@ class SimulatedFleet:
             return Unreachable(error=str(exc), request=action)
         status, body = response.status_code, response.content
         if wire.is_offline(status, body):
-            return Unreachable(error=f"HTTP {status}", request=action)
+            platform = wire.error_detail(body) is not None
+            return Unreachable(error=f"HTTP {status}", request=action, platform=platform)
         if wire.is_credential_refused(status):
             raise BadServerAnswer(f"{wire.CLAIM_SOURCE}: the credential was refused ({status})")
         answer = wire.claim_answer(status, body)

@@ -12,6 +12,7 @@ download benchmark measures the updater against it.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ Behaviour = Literal[
     "trickle",  # one byte every `trickle_interval` seconds
     "stall",  # headers, then silence
     "wrong_range",  # answers a Range request with 206 for a range starting elsewhere
+    "refuse",  # an error answer in the contract's words: `status` with {"detail": {"code"}}
 ]
 
 
@@ -40,6 +42,8 @@ class Served:
     behaviour: Behaviour = "normal"
     cut_after: int = 0
     trickle_interval: float = 0.05
+    status: int = 200
+    code: str = ""
     requests: list[dict[str, str]] = field(default_factory=list)
 
     @property
@@ -63,6 +67,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._serve(served, first=len(served.requests) == 1)
 
     def _serve(self, served: Served, *, first: bool) -> None:
+        if served.behaviour == "refuse":
+            answer = json.dumps({"detail": {"code": served.code, "message": served.code}})
+            self.send_response(served.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer.encode())
+            return
         body = served.body
         start = 0
         range_header = self.headers.get("Range")
@@ -130,6 +142,16 @@ class ArtifactServer:
         """Serve `body` at `path`; returns its URL."""
         self._server.files[path] = Served(
             body=body, behaviour=behaviour, cut_after=cut_after, trickle_interval=trickle_interval
+        )
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}{path}"
+
+    def refuse(self, path: str, *, status: int, code: str) -> str:
+        """Answer every request for `path` with `status` and the contract's error `code` (a 403
+        `token_revoked`, a 503 `database_unavailable`), keeping the requests seen so far."""
+        seen = self._server.files[path].requests if path in self._server.files else []
+        self._server.files[path] = Served(
+            body=b"", behaviour="refuse", status=status, code=code, requests=seen
         )
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}{path}"

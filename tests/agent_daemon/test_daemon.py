@@ -15,6 +15,7 @@ import pytest
 from agent_daemon.daemon import MAX_DISPATCH_ATTEMPTS, is_current
 from agent_daemon.daemon_state import StateStore
 from agent_daemon.updater import UpdateOutcome, UpdateRequest
+from ground.contract import OutcomeReason
 from nachtwacht.worlds.clocks import ManualClock, SkewedClock
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane, Run
 from tests.agent_daemon.daemon_support.harness import Harness
@@ -213,10 +214,10 @@ def test_crash_after_install_before_the_report_reports_without_installing_again(
     assert [run.status for run in h.control_plane.runs.values()] == ["succeeded"]
 
 
-def test_an_outcome_the_updater_resumes_after_a_crash_is_reported_at_start(
+def test_an_update_found_after_its_window_is_settled_at_start_and_reported_interrupted(
     tmp_path: Path,
 ) -> None:
-    h, _ = make(tmp_path)
+    h, clock = make(tmp_path)
 
     def crash(request: UpdateRequest) -> None:
         raise SimulatedCrash
@@ -226,12 +227,41 @@ def test_an_outcome_the_updater_resumes_after_a_crash_is_reported_at_start(
         h.daemon.tick()
     run_id = next(iter(h.control_plane.runs))
     h.updater.pending_resume = UpdateOutcome(
-        status="rolled_back", version="1.4.1", error="health check failed", run_id=run_id
+        status="failed",
+        version="1.4.1",
+        error="ended without switching",
+        run_id=run_id,
+        reason=OutcomeReason.INTERRUPTED,
     )
+    clock.advance(hours=6)
+    h.updater.settled_with.clear()
     h.restart()
+    assert h.updater.settled_with == [OutcomeReason.INTERRUPTED]
     assert h.state().claim is None
-    assert h.control_plane.runs[run_id].status == "rolled_back"
+    assert h.control_plane.runs[run_id].status == "failed"
+    assert h.control_plane.runs[run_id].reason == "interrupted"
     assert len(h.updater.applied) == 1
+
+
+def test_an_update_interrupted_inside_its_window_is_carried_on_by_the_next_minute(
+    tmp_path: Path,
+) -> None:
+    h, clock = make(tmp_path)
+
+    def crash(request: UpdateRequest) -> None:
+        raise SimulatedCrash
+
+    h.updater.on_apply = crash
+    with pytest.raises(SimulatedCrash):
+        h.daemon.tick()
+    h.updater.on_apply = None
+    h.updater.settled_with.clear()
+    h.restart()
+    assert h.updater.settled_with == []
+    assert "update.pending" in h.event_names()
+    clock.advance(minutes=1)
+    assert h.daemon.tick() == "dispatched"
+    assert [run.status for run in h.control_plane.runs.values()] == ["succeeded"]
 
 
 def test_sigterm_after_the_claim_parks_and_the_restart_dispatches(tmp_path: Path) -> None:

@@ -99,10 +99,10 @@ def test_the_daemon_finishes_an_interrupted_update_on_a_later_tick_not_only_at_s
 def test_a_resume_that_raises_costs_a_log_line_not_the_minute(tmp_path: Path) -> None:
     h, _ = make(tmp_path, release_version="1.4.1")
 
-    def broken() -> UpdateOutcome | None:
-        raise RecursionError("a defect in resume")
+    def broken(reason: object) -> UpdateOutcome | None:
+        raise RecursionError("a defect in settle")
 
-    h.updater.resume = broken  # type: ignore[method-assign]
+    h.updater.settle = broken  # type: ignore[method-assign,assignment]
     assert h.daemon.tick() == "up_to_date"
     assert "update.resume_failed" in h.event_names()
 

@@ -255,7 +255,8 @@ def expected_step(answer: ClaimRefusal) -> tuple[str, bool]:
     answer: a slot-consuming code gives the slot up, the brake and the caps wait, anything
     else that is not a platform outage keeps the slot and waits too."""
     if answer.code == AnswerCode.DATABASE_UNAVAILABLE:
-        return "offline", False
+        # The control plane said it cannot serve: our outage, never throttled, never a refusal.
+        return "platform_unavailable", False
     try:
         code = RefusalCode(answer.code)
     except ValueError:

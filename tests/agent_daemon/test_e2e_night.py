@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.agent_daemon.daemon_support.features import needs_confirm_route
 from tests.agent_daemon.daemon_support.night import Night, NightClock, local
 
 pytestmark = pytest.mark.slow
@@ -80,6 +81,7 @@ def test_nothing_to_do_consumes_the_slot_and_shows_on_the_agent_page(
     assert "already up to date" in host.agent.status().stdout
 
 
+@needs_confirm_route
 def test_offline_consumes_nothing_and_updates_when_the_control_plane_returns_in_the_window(
     new_night: Callable[..., Night],
 ) -> None:
@@ -103,6 +105,7 @@ def test_offline_consumes_nothing_and_updates_when_the_control_plane_returns_in_
     assert host.running_version() == "1.5.0"
 
 
+@needs_confirm_route
 def test_back_after_the_window_does_nothing_that_night_and_takes_the_next_slot(
     new_night: Callable[..., Night],
 ) -> None:
@@ -123,6 +126,7 @@ def test_back_after_the_window_does_nothing_that_night_and_takes_the_next_slot(
     assert all(r.get("status") != "succeeded" for r in runs_for(scenario, host, SLOT))
 
 
+@needs_confirm_route
 def test_throttled_with_cap_1_the_second_agent_updates_next_round(
     new_night: Callable[..., Night],
 ) -> None:
@@ -145,6 +149,7 @@ def test_throttled_with_cap_1_the_second_agent_updates_next_round(
         assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
 
 
+@needs_confirm_route
 def test_brake_nobody_updates_nothing_consumed_and_release_in_the_window_lets_them_through(
     new_night: Callable[..., Night],
 ) -> None:
@@ -168,6 +173,7 @@ def test_brake_nobody_updates_nothing_consumed_and_release_in_the_window_lets_th
         assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
 
 
+@needs_confirm_route
 def test_killed_after_the_claim_and_before_the_report_installs_once_and_reports_once(
     new_night: Callable[..., Night],
 ) -> None:
@@ -227,6 +233,7 @@ def test_dst_nights_in_amsterdam(
     assert len(daemon.named("slot.up_to_date")) == 1
 
 
+@needs_confirm_route
 def test_a_host_clock_hours_off_still_updates_at_0300_server_time(
     new_night: Callable[..., Night],
 ) -> None:
@@ -247,6 +254,7 @@ def test_a_host_clock_hours_off_still_updates_at_0300_server_time(
     assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
 
 
+@needs_confirm_route
 def test_a_manual_update_skips_the_planner_and_runs_once(new_night: Callable[..., Night]) -> None:
     scenario = new_night("2026-11-30T10:00")
     scenario.publish("1.5.0", 42)
@@ -268,6 +276,7 @@ def test_a_manual_update_skips_the_planner_and_runs_once(new_night: Callable[...
     assert host.running_version() == "1.5.0"
 
 
+@needs_confirm_route
 def test_two_channels_each_agent_gets_its_pairs_release_and_beta_changes_nothing_for_stable(
     new_night: Callable[..., Night],
 ) -> None:

@@ -6,6 +6,12 @@ the planner's own slot lookup (`slot_for_key`), the brake (503), a full cap (429
 and run reports. `refuse_claims_with` makes every claim answer one code (a `RefusalCode`, an
 unknown one, or `database_unavailable`), so a test can show each code's effect on the slot. The
 end-to-end tests use the real control plane.
+
+The swap's confirmation (issue 13): `POST confirm_path(run_id)` answers a `SwapPermit` while the
+run's token is good and its window open; `revoke(run_id)` makes it (and the artifact) answer 403
+`token_revoked`; `confirm_unavailable` answers 503 `database_unavailable`. An outcome that
+reports a switch the fake did not permit is refused 409 `outcome_not_authorised` and recorded as
+`unauthorised`, as the real control plane does.
 """
 
 from __future__ import annotations
@@ -46,8 +52,10 @@ from ground.contract import (
     RefusalCode,
     ReleaseView,
     ScheduleView,
+    SwapPermit,
     TokenView,
     artifact_path,
+    confirm_path,
     format_instant,
 )
 from shared_planner import InvalidPlanningInput, slot_for_key
@@ -67,6 +75,12 @@ class Run:
     status: str
     version: str | None = None
     error: str | None = None
+    reason: str | None = None
+    switched_at: datetime | None = None
+    # None while the token is good; else the code its requests are refused with.
+    revoked: str | None = None
+    permitted: bool = False
+    confirms: int = 0
 
 
 @dataclass(frozen=True)
@@ -101,6 +115,7 @@ class FakeControlPlane:
     config_status: int = HTTPStatus.OK
     server_catch_up_minutes: int | None = None  # the server's own window, when it differs
     refuse_claims_with: ClaimRefusal | None = None
+    confirm_unavailable: bool = False
     runs: dict[str, Run] = field(default_factory=dict)
     consumed_at: datetime | None = None
     requests: list[str] = field(default_factory=list)
@@ -115,6 +130,13 @@ class FakeControlPlane:
 
     def runs_with(self, status: str) -> list[Run]:
         return [run for run in self.runs.values() if run.status == status]
+
+    def confirms(self) -> list[str]:
+        return [r for r in self.requests if r.startswith("POST ") and r.endswith("/confirm")]
+
+    def revoke(self, run_id: str, code: AnswerCode = AnswerCode.TOKEN_REVOKED) -> None:
+        """The brake's `revoke_outstanding`, a halt or a withdrawal: the token is no good now."""
+        self.runs[run_id].revoked = code.value
 
     # -- the contract ----------------------------------------------------------------------------
 
@@ -172,6 +194,8 @@ class FakeControlPlane:
             return self._claim(ClaimRequest.model_validate(body))
         if request.url.path in {HOLD_PATH, MANUAL_UPDATES_PATH}:
             return self._host_request(request.method, request.url.path, body)
+        if request.method == "POST" and request.url.path.endswith("/confirm"):
+            return self._confirm(request.url.path.split("/")[-2])
         if self.reports_fail:
             return self._refuse(
                 HTTPStatus.SERVICE_UNAVAILABLE, AnswerCode.DATABASE_UNAVAILABLE.value
@@ -318,15 +342,54 @@ class FakeControlPlane:
         self._consume(key)
         return self._answer(HTTPStatus.CREATED, _RunAnswer(run_id=run.run_id))
 
+    def _window_closes_at(self, run: Run) -> datetime | None:
+        if run.slot_key is None:
+            return None
+        at = self._slot_at(run.slot_key)
+        assert at is not None, "a scheduled run has a slot"
+        return at + timedelta(minutes=self.server_catch_up_minutes or self.catch_up_minutes)
+
+    def _confirm(self, run_id: str) -> httpx.Response:
+        assert confirm_path(run_id).endswith(f"{run_id}/confirm")
+        run = self.runs.get(run_id)
+        if run is None:
+            return self._refuse(HTTPStatus.NOT_FOUND, AnswerCode.RUN_NOT_FOUND.value)
+        run.confirms += 1
+        if self.confirm_unavailable:
+            return self._refuse(
+                HTTPStatus.SERVICE_UNAVAILABLE, AnswerCode.DATABASE_UNAVAILABLE.value
+            )
+        if run.revoked is not None:
+            return self._refuse(HTTPStatus.FORBIDDEN, run.revoked)
+        closes = self._window_closes_at(run)
+        if closes is not None and self.now() >= closes:
+            return self._refuse_code(RefusalCode.WINDOW_CLOSED)
+        run.permitted = True
+        permit = SwapPermit(
+            run_id=uuid.UUID(run_id),
+            token=TokenView(
+                id=uuid.uuid5(uuid.NAMESPACE_URL, run_id),
+                expires_at=self.now() + TOKEN_LIFETIME,
+            ),
+            window_closes_at=closes,
+        )
+        return self._answer(HTTPStatus.OK, permit)
+
     def _outcome(self, run_id: str, body: OutcomeReport) -> httpx.Response:
         run = self.runs.get(run_id)
         if run is None:
             return self._refuse(HTTPStatus.NOT_FOUND, AnswerCode.RUN_NOT_FOUND.value)
         if run.status not in {"claimed", body.status}:
             return self._refuse(HTTPStatus.CONFLICT, AnswerCode.RUN_NOT_CLAIMED.value)
+        if body.switched_at is not None and not run.permitted:
+            run.status = "unauthorised"
+            run.switched_at = body.switched_at
+            return self._refuse(HTTPStatus.CONFLICT, AnswerCode.OUTCOME_NOT_AUTHORISED.value)
         run.status = body.status
         run.version = body.version
         run.error = body.error
+        run.reason = None if body.reason is None else body.reason.value
+        run.switched_at = body.switched_at
         return self._answer(HTTPStatus.OK, _RunAnswer(run_id=run_id, status=run.status))
 
 

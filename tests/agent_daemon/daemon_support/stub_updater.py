@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agent_daemon.updater import UpdateOutcome, UpdateRequest
+from ground.contract import OutcomeReason
 
 
 class SimulatedCrash(BaseException):
@@ -21,8 +22,16 @@ class StubUpdater:
     on_apply: Callable[[UpdateRequest], UpdateOutcome | None] | None = None
     pending_resume: UpdateOutcome | None = None
     version_of_run: dict[str, str] = field(default_factory=dict)
+    settled_with: list[OutcomeReason] = field(default_factory=list)
 
     def apply(self, request: UpdateRequest) -> UpdateOutcome:
+        target = self.version_of_run.get(request.run_id, "1.5.0")
+        if self.installed == target and self.on_apply is None:
+            # As the real updater: the version already runs (a crash after the switch), so the
+            # same run again changes nothing and is not a second install.
+            return UpdateOutcome(
+                status="succeeded", version=target, error=None, run_id=request.run_id
+            )
         self.applied.append(request)
         if self.on_apply is not None:
             outcome = self.on_apply(request)
@@ -33,8 +42,9 @@ class StubUpdater:
             status="succeeded", version=self.installed, error=None, run_id=request.run_id
         )
 
-    def resume(self) -> UpdateOutcome | None:
+    def settle(self, reason: OutcomeReason) -> UpdateOutcome | None:
         self.resumes += 1
+        self.settled_with.append(reason)
         outcome, self.pending_resume = self.pending_resume, None
         return outcome
 

@@ -59,7 +59,7 @@ def main(job_path: str) -> int:
             )
         else:
             outcome = updater.resume()
-    print(json.dumps(asdict(outcome) if outcome is not None else None))
+    print(json.dumps(asdict(outcome) if outcome is not None else None, default=str))
     return 0
 
 
