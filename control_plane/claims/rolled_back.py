@@ -2,7 +2,8 @@
 
 Without this a host that rolled release N back claimed a token for N at every later slot and
 failed again — each time one of its organisation's tokens of the minute. Now a scheduled claim
-whose offered release (the pair's current one) this agent has a `rolled_back` run for is refused
+whose offered release (its pin, or the pair's release at the stage this agent is in —
+`rollout.offer`) this agent has a `rolled_back` run for is refused
 with `RefusalCode.RELEASE_ROLLED_BACK`: the slot is consumed by a `skipped` run (reason
 `release_rolled_back`, so the agent page says so) and no token is taken. It ends by itself when a
 newer release is current for the pair, or when an operator asks for a retry
@@ -19,35 +20,37 @@ from uuid import UUID
 
 from control_plane.errors import ClaimRefused
 from control_plane.events.services import record_event
+from control_plane.rollout.offer import offered_release
 from control_plane.types import Connection
 from ground.contract import RefusalCode, ReleaseTrack
 
 __all__ = ["refuse_rolled_back_release", "rolled_back_release"]
 
 _ROLLED_BACK = """
-SELECT rel.id, rel.agent_version, back.id AS rolled_back_run
-  FROM current_releases cur
-  JOIN releases rel ON rel.id = cur.release_id
-  JOIN agents a ON a.id = %(agent)s
-  JOIN LATERAL (
-        SELECT r.id FROM runs r
-         WHERE r.agent_id = a.id AND r.release_id = rel.id AND r.status = 'rolled_back'
-           AND (a.release_retry_at IS NULL OR r.finished_at > a.release_retry_at)
-         ORDER BY r.finished_at DESC LIMIT 1
-       ) back ON true
- WHERE cur.channel = %(channel)s AND cur.platform = %(platform)s
+SELECT r.id AS rolled_back_run
+  FROM runs r JOIN agents a ON a.id = r.agent_id
+ WHERE r.agent_id = %(agent)s AND r.release_id = %(release)s AND r.status = 'rolled_back'
+   AND (a.release_retry_at IS NULL OR r.finished_at > a.release_retry_at)
+ ORDER BY r.finished_at DESC LIMIT 1
 """
 
 
 def rolled_back_release(
-    conn: Connection, agent_id: UUID, track: ReleaseTrack
+    conn: Connection, agent_id: UUID, org_id: UUID, track: ReleaseTrack
 ) -> dict[str, Any] | None:
-    """The pair's current release when this agent rolled it back since the last retry, else
-    None."""
-    row: dict[str, Any] | None = conn.execute(
-        _ROLLED_BACK, {"agent": agent_id, "channel": track.channel, "platform": track.platform}
-    ).fetchone()
-    return row
+    """The release this agent is offered when it rolled that release back since the last retry
+    (its id, `agent_version` and `rolled_back_run`), else None."""
+    offered = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track).release
+    if offered is None:
+        return None
+    back = conn.execute(_ROLLED_BACK, {"agent": agent_id, "release": offered["id"]}).fetchone()
+    if back is None:
+        return None
+    return {
+        "id": offered["id"],
+        "agent_version": offered["agent_version"],
+        "rolled_back_run": back["rolled_back_run"],
+    }
 
 
 def refuse_rolled_back_release(
@@ -63,7 +66,7 @@ def refuse_rolled_back_release(
 ) -> None:
     """Raise `RELEASE_ROLLED_BACK` (after consuming the slot with a `skipped` run and its
     event) when the offered release is one this agent rolled back; else return."""
-    release = rolled_back_release(conn, agent_id, track)
+    release = rolled_back_release(conn, agent_id, org_id, track)
     if release is None:
         return
     reason = RefusalCode.RELEASE_ROLLED_BACK

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import CLAIMS_PATH, RefusalCode, run_path
@@ -110,11 +111,35 @@ def test_a_newer_release_is_offered_again(
     release_key: Ed25519PrivateKey,
 ) -> None:
     newer = sign_release(release_key, version="1.5.1", manifest_version=43)
-    services.releases.publish(newer.manifest, newer.signature, newer.artifact, now=clock.now())
+    services.releases.publish(
+        newer.manifest, newer.signature, newer.artifact, now=clock.now(), stage="everyone"
+    )
     clock.set(NEXT_NIGHT + timedelta(minutes=1))
     response = _claim(api, agent, NEXT_SLOT)
     assert response.status_code == 201, response.text
     assert response.json()["release"]["version"] == "1.5.1"
+
+
+def test_a_newer_release_still_in_its_canary_stage_leaves_a_non_canary_on_nothing_to_do(
+    api: Api,
+    agent: Agent,
+    rolled_back: dict[str, Any],
+    clock: ManualClock,
+    services: Services,
+    release_key: Ed25519PrivateKey,
+) -> None:
+    # 1.5.1 starts as a canary release; this agent is not a canary (no share), so its offer is
+    # still the pair's previous release — the very one it rolled back: nothing to do, no token.
+    services.rollout.update_settings(
+        {"canary_share_percent": 0}, actor=Actor(kind="operator", name="tests"), now=clock.now()
+    )
+    newer = sign_release(release_key, version="1.5.1", manifest_version=43)
+    services.releases.publish(newer.manifest, newer.signature, newer.artifact, now=clock.now())
+    clock.set(NEXT_NIGHT + timedelta(minutes=1))
+    response = _claim(api, agent, NEXT_SLOT)
+    assert response.status_code == 409, response.text
+    assert response.json()["detail"]["code"] == "release_rolled_back"
+    assert "1.5.0" in response.json()["detail"]["message"]
 
 
 def test_an_operators_retry_offers_the_same_release_again_and_is_on_the_trail(
