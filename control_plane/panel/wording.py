@@ -476,12 +476,9 @@ def offered_text(lang: Language, release: Any) -> str:
     offered = release.offered
     if offered is None:
         return lang.gettext("nothing is offered")
-    text = lang.gettext(
-        "%(version)s (%(stage)s; %(why)s)",
-        version=offered.version,
-        stage=release_stage(lang, offered.stage),
-        why=offer_basis(lang, release.basis),
-    )
+    # Only punctuation around the worded parts: nothing here to translate.
+    stage, why = release_stage(lang, offered.stage), offer_basis(lang, release.basis)
+    text = f"{offered.version} ({stage}; {why})"
     if offered.halted:
         text += " — " + lang.gettext("halted")
     if offered.braked:
