@@ -108,7 +108,7 @@ def halt_by_errors(world: PanelWorld, release_id: str) -> None:
     """Three failed runs of the release in the window, then the reconcile step (the real
     `RolloutService.advance`) halts it by itself and leaves one notice."""
     with psycopg.connect(world.server.database_url) as conn:
-        for day in (21, 22, 23):
+        for day in (18, 19, 20):
             conn.execute(
                 "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, version,"
                 " release_id, created_at, finished_at) VALUES (%s, %s, 'schedule', %s, %s,"
