@@ -243,7 +243,32 @@ def event_line(lang: Language, event: EventView) -> str:
         if by_schedule:
             return lang.gettext("Scheduled update was rolled back.")
         return lang.gettext("Requested update was rolled back.")
+    rollout = _rollout_event_line(lang, event)
+    if rollout is not None:
+        return rollout
     return lang.gettext("Other event (%(kind)s).", kind=event.kind)
+
+
+def _rollout_event_line(lang: Language, event: EventView) -> str | None:
+    """The steps of holds, pins, canary marking and forced updates on an agent's timeline."""
+    if event.kind == "hold.set":
+        who = hold_setter(lang, str(event.data.get("set_by") or ""))
+        return lang.gettext("Scheduled updates were held (%(who)s).", who=who)
+    if event.kind == "hold.released":
+        return lang.gettext("The hold ended: scheduled updates run again.")
+    if event.kind == "pin.set":
+        if event.data.get("version"):
+            return lang.gettext(
+                "The operators pinned it to %(version)s.", version=event.data["version"]
+            )
+        return lang.gettext("The operators held it at the version it runs.")
+    if event.kind == "pin.removed":
+        return lang.gettext("The operators removed its pin.")
+    if event.kind == "canary.marked":
+        return lang.gettext("The operators changed its canary marking.")
+    if event.kind == "update.forced":
+        return lang.gettext("The operators forced an update.")
+    return None
 
 
 def is_online(last_seen_at: datetime | None, now: datetime) -> bool:
