@@ -313,3 +313,55 @@ def test_a_customer_holds_an_agent_until_a_day_and_ends_the_hold(panel_world: Pa
         ]
     assert holds == (0,)
     assert kinds == ["hold.set", "hold.released"]
+
+
+def _forms_without_token(html: str) -> list[str]:
+    forms = re.findall(r'<form method="post"[^>]*>.*?</form>', html, flags=re.S)
+    assert forms, "the page has no form"
+    return [form[:80] for form in forms if 'name="csrf" value="' not in form]
+
+
+def test_every_form_of_the_rollout_screens_carries_its_token(panel_world: PanelWorld) -> None:
+    publish_releases(panel_world, ("1.4.0", 1), ("1.5.0", 2))
+    org, agent = panel_world.org_id, panel_world.agent_id
+    with sign_in_client(panel_world, panel_world.server.create_operator_key()) as client:
+        for path in (
+            "/panel/operator/releases",
+            f"/panel/operator/orgs/{org}",
+            f"/panel/operator/orgs/{org}/agents/{agent}",
+        ):
+            assert _forms_without_token(client.get(path).text) == [], path
+        # A forged token on the agent page's forms changes nothing.
+        url = f"/panel/operator/orgs/{org}/agents/{agent}"
+        for data in (
+            {"action": "canary", "canary": "1"},
+            {"action": "force", "reason": "hotfix"},
+            {"action": "pin", "version": "1.4.0", "reason": "audit"},
+        ):
+            assert client.post(url, data={**data, "csrf": "forged"}).status_code == 403
+        page = client.get(url).text
+        assert 'value="1" checked' not in page and "Not pinned" in page
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        html = client.get(f"/panel/agents/{agent}").text
+        assert _forms_without_token(html) == []
+    with psycopg.connect(panel_world.server.database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM forced_updates").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM canary_agents").fetchone() == (0,)
+
+
+def test_a_customer_cannot_open_the_operators_rollout_screens(panel_world: PanelWorld) -> None:
+    org, agent = panel_world.org_id, panel_world.agent_id
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        token = csrf_of(client.get("/panel/agents").text)
+        for path in (
+            "/panel/operator/notices",
+            "/panel/operator/orgs",
+            f"/panel/operator/orgs/{org}",
+            f"/panel/operator/orgs/{org}/agents/{agent}",
+        ):
+            assert client.get(path).status_code == 404, path
+        forced = client.post(
+            f"/panel/operator/orgs/{org}/agents/{agent}",
+            data={"csrf": token, "action": "force", "reason": "mine"},
+        )
+        assert forced.status_code == 404
