@@ -12,7 +12,10 @@
     web.py              shared by every page: context, rendering, security headers
     signin_routes.py    sign in/out, the language menu;  customer_routes.py, operator_routes.py
     progress_routes.py  a manual update's progress page and its JSON (polled by static/progress.js)
-    release_routes.py, credential_routes.py    the operators' releases and credentials
+    release_routes.py, credential_routes.py    the operators' releases (stages, halts, the brake
+                        of one release) and credentials
+    rollout_routes.py   the operators' notices, organisations (their pin), one agent (canary, pin,
+                        forced update);  hold_routes.py  a customer's hold of one agent
     fleet.py            the fleet by version (agents per version per pair) as a picture
     templates/ static/ locales/    Jinja2 pages, CSS and the one small script, the .po catalogs
 
@@ -29,9 +32,11 @@ from fastapi.staticfiles import StaticFiles
 from control_plane.panel import (
     credential_routes,
     customer_routes,
+    hold_routes,
     operator_routes,
     progress_routes,
     release_routes,
+    rollout_routes,
     signin_routes,
 )
 from control_plane.panel.web import SESSION_CLOCK_STATE
@@ -53,5 +58,7 @@ def mount_panel(app: FastAPI) -> None:
     app.include_router(progress_routes.router)
     app.include_router(operator_routes.router)
     app.include_router(release_routes.router)
+    app.include_router(rollout_routes.router)
+    app.include_router(hold_routes.router)
     app.include_router(credential_routes.router)
     app.mount("/panel/static", StaticFiles(directory=STATIC_DIR), name="panel-static")

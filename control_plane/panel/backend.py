@@ -35,48 +35,71 @@ from control_plane.events.trail import Actor
 from control_plane.forecast.model import OrgDayForecast, PlatformDayForecast
 from control_plane.notifications.services import NotificationPage, WebhookView
 from control_plane.notifications.test_delivery import TEST_EVENT
+from control_plane.pins.services import PinView
 from control_plane.registry import Services
 from control_plane.releases.withdrawal import ReleaseList, WithdrawnRelease
+from control_plane.rollout.halts import HaltView, OperatorNotice
+from control_plane.rollout.services import AgentRelease, RolloutOverview
 from control_plane.runs.services import NightOutcomes, RecordedRun
 from control_plane.runs.views import RunView
 from control_plane.settings.services import PlatformSettings
+from ground.contract import HoldView
 
 __all__ = [
     "AgentDetail",
     "ManualRun",
     "Missing",
     "Refused",
+    "ReleaseState",
     "WebhookTest",
     "agent_detail",
+    "agent_release",
+    "agent_releases",
     "authenticate",
     "brake",
     "close_session",
     "credential",
     "credentials",
     "delete_webhook",
+    "end_hold",
     "find_session",
     "fleet_versions",
+    "force_update",
     "grants_per_round",
+    "halt_release",
+    "hold_agent",
     "issue_credential",
     "last_webhook_test",
     "list_agents",
     "manual_run",
+    "mark_canary",
     "mark_notification",
+    "notices",
     "notifications",
     "open_session",
+    "operator_orgs",
     "org_forecast",
     "outcomes_per_slot",
+    "pin",
+    "pins",
     "platform",
     "platform_forecast",
+    "promote_release",
+    "release_states",
     "releases",
     "request_update",
+    "resume_release",
     "revoke_credential",
+    "rollout_overview",
     "rotate_credential",
     "save_schedule",
     "save_webhook",
     "send_webhook_test",
     "session_actor",
     "set_brake",
+    "set_release_brake",
+    "unpin",
+    "unread_notices",
     "update_platform",
     "webhook",
     "withdraw_release",
@@ -462,3 +485,242 @@ def set_brake(
     return services.brake.set(
         engaged=engaged, reason=reason, revoke_outstanding=True, actor=actor, now=now
     )
+
+
+# The rollout: stages, halts, the brake of one release, pins, holds, the operators' notices
+
+
+def _domain_error(exc: Exception, subject: str) -> Exception:
+    """A service's refusal as the panel's error: missing, a value refused at its field, or a
+    state that does not allow it (the subject is the field)."""
+    if isinstance(exc, NotFound):
+        return Missing(subject)
+    if isinstance(exc, InvalidInput):
+        return _refused(exc)
+    return Refused(subject, None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseState:
+    """What the releases screen shows beside a release: its stage, its halt (the one in force,
+    with its evidence) and its own brake (with why and by whom, from the trail)."""
+
+    stage: str | None
+    halt: HaltView | None
+    braked: bool
+    brake_reason: str | None
+    braked_by: str | None
+
+
+def release_states(
+    services: Services, listed: ReleaseList, *, now: datetime
+) -> dict[UUID, ReleaseState]:
+    """Per release of the list: its stage and halt (`/metrics`' states: each pair's current
+    release and every halted or braked one) and its brake's reason from the trail."""
+    states = {
+        (s.channel, s.platform, s.version): s for s in services.metrics.snapshot(now).releases
+    }
+    # The trail is newest first: the first brake event of a release is its brake's last change.
+    brakes: dict[str, EventView] = {}
+    for change in services.events.trail(EventFilter(kind="brake.", limit=500)).events:
+        release_id = change.data.get("release_id")
+        if release_id and release_id not in brakes:
+            brakes[release_id] = change
+    result: dict[UUID, ReleaseState] = {}
+    for track in listed.tracks:
+        for entry in track.releases:
+            state = states.get((track.channel, track.platform, entry.version))
+            halt = None
+            if state is not None and state.halted:
+                halt = next(
+                    (h for h in services.rollout.halts(entry.id).halts if h.resumed_at is None),
+                    None,
+                )
+            braked = state is not None and state.braked
+            last = brakes.get(str(entry.id))
+            engaged = braked and last is not None and last.kind == "brake.engaged"
+            result[entry.id] = ReleaseState(
+                stage=None if state is None else state.stage,
+                halt=halt,
+                braked=braked,
+                brake_reason=last.data.get("reason") if engaged and last else None,
+                braked_by=last.actor.name if engaged and last else None,
+            )
+    return result
+
+
+def promote_release(services: Services, release_id: UUID, *, actor: Actor, now: datetime) -> None:
+    try:
+        services.rollout.promote(release_id, actor=actor, now=now)
+    except (NotFound, InvalidInput, Conflict) as exc:
+        raise _domain_error(exc, "release") from exc
+
+
+def halt_release(
+    services: Services, release_id: UUID, *, reason: str, actor: Actor, now: datetime
+) -> HaltView:
+    try:
+        return services.rollout.halt(release_id, reason=reason, actor=actor, now=now)
+    except (NotFound, InvalidInput, Conflict) as exc:
+        raise _domain_error(exc, "release") from exc
+
+
+def resume_release(
+    services: Services, release_id: UUID, *, reason: str, actor: Actor, now: datetime
+) -> HaltView:
+    try:
+        return services.rollout.resume(release_id, reason=reason, actor=actor, now=now)
+    except (NotFound, InvalidInput, Conflict) as exc:
+        raise _domain_error(exc, "release") from exc
+
+
+def set_release_brake(
+    services: Services,
+    release_id: UUID,
+    *,
+    engaged: bool,
+    reason: str | None,
+    actor: Actor,
+    now: datetime,
+) -> None:
+    try:
+        services.brake.set_release(release_id, engaged=engaged, reason=reason, actor=actor, now=now)
+    except (NotFound, InvalidInput, Conflict) as exc:
+        raise _domain_error(exc, "release") from exc
+
+
+def notices(services: Services) -> tuple[OperatorNotice, ...]:
+    return services.rollout.notices().notices
+
+
+def unread_notices(services: Services) -> int:
+    return sum(1 for notice in notices(services) if notice.read_at is None)
+
+
+def rollout_overview(services: Services, *, now: datetime) -> RolloutOverview:
+    return services.rollout.overview(now)
+
+
+def operator_orgs(services: Services) -> tuple[UUID, ...]:
+    """The organisations an operator can open: those with a panel key (every organisation is
+    created with one)."""
+    return tuple(
+        sorted(
+            {
+                c.org_id
+                for c in services.accounts.list_credentials(
+                    audience=Audience.PANEL, include_revoked=True
+                ).credentials
+                if c.org_id is not None
+            },
+            key=str,
+        )
+    )
+
+
+def agent_release(
+    services: Services, agent_id: UUID, *, org_id: UUID, now: datetime
+) -> AgentRelease:
+    try:
+        return services.rollout.agent_release(agent_id, org_id=org_id, now=now)
+    except NotFound as exc:
+        raise Missing(str(agent_id)) from exc
+
+
+def agent_releases(services: Services, org_id: UUID, *, now: datetime) -> dict[UUID, AgentRelease]:
+    """Every agent of the organisation with its pair, offer, pin and hold, by agent id."""
+    try:
+        listed = services.rollout.org_agent_releases(org_id, now=now)
+    except NotFound as exc:
+        raise Missing(str(org_id)) from exc
+    return {agent.agent_id: agent for agent in listed.agents}
+
+
+def mark_canary(
+    services: Services, agent_id: UUID, *, canary: bool, actor: Actor, now: datetime
+) -> None:
+    try:
+        services.rollout.mark_canary(agent_id, canary=canary, actor=actor, now=now)
+    except NotFound as exc:
+        raise Missing(str(agent_id)) from exc
+
+
+def force_update(
+    services: Services, agent_id: UUID, *, reason: str, actor: Actor, now: datetime
+) -> UUID:
+    try:
+        return services.rollout.force_update(agent_id, reason=reason, actor=actor, now=now).run_id
+    except (NotFound, InvalidInput, Conflict) as exc:
+        raise _domain_error(exc, "agent") from exc
+
+
+def pins(services: Services) -> tuple[PinView, ...]:
+    return services.pins.pins().pins
+
+
+def pin(
+    services: Services,
+    *,
+    org_id: UUID | None = None,
+    agent_id: UUID | None = None,
+    version: str | None,
+    reason: str | None,
+    actor: Actor,
+    now: datetime,
+) -> PinView:
+    try:
+        return services.pins.pin(
+            org_id=org_id, agent_id=agent_id, version=version, reason=reason, actor=actor, now=now
+        )
+    except (NotFound, InvalidInput, Conflict) as exc:
+        raise _domain_error(exc, "pin") from exc
+
+
+def unpin(
+    services: Services,
+    *,
+    org_id: UUID | None = None,
+    agent_id: UUID | None = None,
+    actor: Actor,
+    now: datetime,
+) -> None:
+    try:
+        services.pins.unpin(org_id=org_id, agent_id=agent_id, actor=actor, now=now)
+    except NotFound as exc:
+        raise Missing("pin") from exc
+
+
+def hold_agent(
+    services: Services,
+    org_id: UUID,
+    agent_id: UUID,
+    *,
+    until: datetime,
+    reason: str,
+    actor: Actor,
+    now: datetime,
+) -> HoldView:
+    """The customer's hold of one of its agents (another organisation's agent is missing)."""
+    try:
+        return services.pins.hold(
+            agent_id,
+            org_id=org_id,
+            until=until,
+            reason=reason,
+            set_by="customer",
+            actor=actor,
+            now=now,
+        )
+    except NotFound as exc:
+        raise Missing(str(agent_id)) from exc
+    except InvalidInput as exc:
+        raise _refused(exc) from exc
+
+
+def end_hold(
+    services: Services, org_id: UUID, agent_id: UUID, *, actor: Actor, now: datetime
+) -> None:
+    try:
+        services.pins.release_hold(agent_id, org_id=org_id, actor=actor, now=now)
+    except NotFound as exc:
+        raise Missing(str(agent_id)) from exc

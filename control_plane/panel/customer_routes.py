@@ -24,8 +24,9 @@ from control_plane.panel.web import (
     page,
     redirect,
 )
+from control_plane.pins.holds import MAX_HOLD
 
-__all__ = ["customer_of", "parse_id", "router"]
+__all__ = ["agent_page", "customer_of", "parse_id", "router"]
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
@@ -58,7 +59,15 @@ def agents(request: Request) -> Response:
     ctx, org_id = who
     zone = backend.platform(ctx.services).zone
     overview = backend.list_agents(ctx.services, org_id, now=ctx.now)
-    return page(ctx, "agents.html", agents=overview.agents, zone=zone, now=ctx.now, wording=wording)
+    return page(
+        ctx,
+        "agents.html",
+        agents=overview.agents,
+        releases=backend.agent_releases(ctx.services, org_id, now=ctx.now),
+        zone=zone,
+        now=ctx.now,
+        wording=wording,
+    )
 
 
 def _agent_page(
@@ -70,9 +79,13 @@ def _agent_page(
     status_code: int = 200,
     saved: bool = False,
     requested: bool = False,
+    hold_error: str | None = None,
+    hold_form: dict[str, str] | None = None,
+    held: str | None = None,
 ) -> Response:
     try:
         detail = backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
+        release = backend.agent_release(ctx.services, agent_id, org_id=org_id, now=ctx.now)
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
     platform = backend.platform(ctx.services)
@@ -99,11 +112,28 @@ def _agent_page(
         wording=wording,
         saved=saved,
         requested=requested,
+        release=release,
+        hold_error=hold_error,
+        hold_form=hold_form or {},
+        held=held,
+        max_hold_days=MAX_HOLD_DAYS,
     )
 
 
+# The agent page, for the hold's routes (`hold_routes`).
+agent_page = _agent_page
+# A hold is a pause of at most this many days (the pins domain's bound).
+MAX_HOLD_DAYS = MAX_HOLD.days
+
+
 @router.get("/agents/{agent_id}")
-def agent(request: Request, agent_id: str, saved: int = 0, requested: int = 0) -> Response:
+def agent(
+    request: Request,
+    agent_id: str,
+    saved: int = 0,
+    requested: int = 0,
+    held: str | None = None,
+) -> Response:
     who = customer_of(request)
     if isinstance(who, Response):
         return who
@@ -111,7 +141,14 @@ def agent(request: Request, agent_id: str, saved: int = 0, requested: int = 0) -
     parsed = parse_id(agent_id)
     if parsed is None:
         return page(ctx, "not_found.html", status_code=404)
-    return _agent_page(ctx, org_id, parsed, saved=bool(saved), requested=bool(requested))
+    return _agent_page(
+        ctx,
+        org_id,
+        parsed,
+        saved=bool(saved),
+        requested=bool(requested),
+        held=held if held in {"set", "ended"} else None,
+    )
 
 
 @router.post("/agents/{agent_id}/schedule")

@@ -194,6 +194,8 @@ def _overview(
         charts=_night_charts(ctx),
         past_charts=_past_charts(ctx),
         fleet_chart=fleet_chart(ctx.lang, fleet_counts(*backend.fleet_versions(ctx.services))),
+        rollout=backend.rollout_overview(ctx.services, now=ctx.now),
+        wording=wording,
         brake_error=brake_error,
         settings_error=settings_error,
         saved=saved,

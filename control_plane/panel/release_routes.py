@@ -1,9 +1,10 @@
 """The operators' releases: per (channel, platform) the current and previous release, withdrawn
 ones with their reason and the agents still running them, and withdrawing (a reason required).
 
-The stage and halt of a release (canary → everyone, halted on failures) have their column and
-words ready (`wording.release_stage`); the template shows them from the release entry's optional
-`stage` / `halted_reason` fields once the releases domain reports them.
+Beside each release its rollout (`backend.release_states`): the stage (canary → everyone), the
+halt in force (by whom or by the control plane itself, why, the runs that tripped it) and its own
+brake; one form per release, a reason required, promotes, halts, resumes, or engages or releases
+its brake.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ from control_plane.panel.operator_routes import operator_of
 from control_plane.panel.web import PREFIX, PanelContext, csrf_ok, page, redirect
 from control_plane.releases.withdrawal import MAX_WITHDRAW_REASON_LENGTH, ReleaseTrackView
 
-__all__ = ["previous_release_ids", "router"]
+__all__ = ["ROLLOUT_ACTIONS", "previous_release_ids", "router"]
+
+# The rollout form's buttons; each needs a reason (the trail keeps it).
+ROLLOUT_ACTIONS = ("promote", "halt", "resume", "brake", "unbrake")
+MAX_ROLLOUT_REASON = 500
 
 router = APIRouter(prefix=PREFIX + "/operator", include_in_schema=False)
 
@@ -44,6 +49,8 @@ def _releases_page(
     status_code: int = 200,
     error_release: UUID | None = None,
     withdrawn: str | None = None,
+    rollout_error: tuple[UUID, str] | None = None,
+    done: str | None = None,
 ) -> Response:
     listed = backend.releases(ctx.services)
     previous: set[UUID] = set()
@@ -59,16 +66,24 @@ def _releases_page(
         withdrawn=withdrawn,
         zone=backend.platform(ctx.services).zone,
         max_reason=MAX_WITHDRAW_REASON_LENGTH,
+        max_rollout_reason=MAX_ROLLOUT_REASON,
+        states=backend.release_states(ctx.services, listed, now=ctx.now),
+        rollout_error=rollout_error,
+        done=done,
         wording=wording,
     )
 
 
 @router.get("/releases")
-def releases(request: Request, withdrawn: str | None = None) -> Response:
+def releases(request: Request, withdrawn: str | None = None, done: str | None = None) -> Response:
     ctx = operator_of(request)
     if isinstance(ctx, Response):
         return ctx
-    return _releases_page(ctx, withdrawn=(withdrawn or "")[:100] or None)
+    return _releases_page(
+        ctx,
+        withdrawn=(withdrawn or "")[:100] or None,
+        done=done if done in ROLLOUT_ACTIONS else None,
+    )
 
 
 @router.post("/releases/{release_id}/withdraw")
@@ -103,3 +118,52 @@ def withdraw(
     except backend.Refused:
         return _releases_page(ctx, status_code=409, error_release=parsed)
     return redirect(f"{PREFIX}/operator/releases?" + urlencode({"withdrawn": done.version}))
+
+
+@router.post("/releases/{release_id}/rollout")
+def rollout(
+    request: Request,
+    release_id: str,
+    csrf: Annotated[str, Form(max_length=200)] = "",
+    action: Annotated[str, Form(max_length=20)] = "",
+    reason: Annotated[str, Form(max_length=2000)] = "",
+) -> Response:
+    """Promote, halt, resume, brake or release the brake of one release; a reason required."""
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    parsed = parse_id(release_id)
+    if parsed is None or action not in ROLLOUT_ACTIONS:
+        return page(ctx, "not_found.html", status_code=404)
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    reason = reason.strip()
+    if not reason or len(reason) > MAX_ROLLOUT_REASON:
+        return _releases_page(ctx, status_code=422, rollout_error=(parsed, "reason"))
+    assert ctx.session is not None
+    actor = backend.session_actor(ctx.session)
+    try:
+        if action == "promote":
+            backend.promote_release(ctx.services, parsed, actor=actor, now=ctx.now)
+        elif action == "halt":
+            backend.halt_release(ctx.services, parsed, reason=reason, actor=actor, now=ctx.now)
+        elif action == "resume":
+            backend.resume_release(ctx.services, parsed, reason=reason, actor=actor, now=ctx.now)
+        else:
+            backend.set_release_brake(
+                ctx.services,
+                parsed,
+                engaged=action == "brake",
+                reason=reason,
+                actor=actor,
+                now=ctx.now,
+            )
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    except backend.Refused:
+        # The release's state does not allow it (promote a release that is not a canary, resume
+        # one that is not halted, halt one already halted).
+        return _releases_page(ctx, status_code=409, rollout_error=(parsed, action))
+    return redirect(
+        f"{PREFIX}/operator/releases?" + urlencode({"done": action}) + f"#release-{parsed}"
+    )

@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
+from control_plane.accounts.credentials import Audience
 from control_plane.accounts.services import PanelSession
 from control_plane.panel import backend
 from control_plane.panel.charts import Bar, bar_chart
@@ -163,7 +164,14 @@ def with_headers(response: Response) -> Response:
 
 def page(ctx: PanelContext, template: str, status_code: int = 200, **values: Any) -> HTMLResponse:
     env = environment(ctx.lang.code)
+    # The operators' navigation counts their unread notices (halts) on every page.
+    unread = (
+        backend.unread_notices(ctx.services)
+        if ctx.session is not None and ctx.session.audience is Audience.OPERATOR
+        else 0
+    )
     html = env.get_template(template).render(
+        unread_notices=unread,
         lang=ctx.lang,
         languages=language_names(),
         language_codes=LANGUAGES,

@@ -16,7 +16,7 @@ from control_plane.events.services import EventView
 from control_plane.panel.backend import WebhookTest
 from control_plane.panel.i18n import Language
 from control_plane.runs.views import RunView
-from ground.contract import OutcomeReason
+from ground.contract import HoldView, OutcomeReason
 from shared_planner import PlannedSlot, WallTime, WallTimeKind
 from shared_planner.schedule_problems import ScheduleProblem, ScheduleProblemKind
 
@@ -243,7 +243,32 @@ def event_line(lang: Language, event: EventView) -> str:
         if by_schedule:
             return lang.gettext("Scheduled update was rolled back.")
         return lang.gettext("Requested update was rolled back.")
+    rollout = _rollout_event_line(lang, event)
+    if rollout is not None:
+        return rollout
     return lang.gettext("Other event (%(kind)s).", kind=event.kind)
+
+
+def _rollout_event_line(lang: Language, event: EventView) -> str | None:
+    """The steps of holds, pins, canary marking and forced updates on an agent's timeline."""
+    if event.kind == "hold.set":
+        who = hold_setter(lang, str(event.data.get("set_by") or ""))
+        return lang.gettext("Scheduled updates were held (%(who)s).", who=who)
+    if event.kind == "hold.released":
+        return lang.gettext("The hold ended: scheduled updates run again.")
+    if event.kind == "pin.set":
+        if event.data.get("version"):
+            return lang.gettext(
+                "The operators pinned it to %(version)s.", version=event.data["version"]
+            )
+        return lang.gettext("The operators held it at the version it runs.")
+    if event.kind == "pin.removed":
+        return lang.gettext("The operators removed its pin.")
+    if event.kind == "canary.marked":
+        return lang.gettext("The operators changed its canary marking.")
+    if event.kind == "update.forced":
+        return lang.gettext("The operators forced an update.")
+    return None
 
 
 def is_online(last_seen_at: datetime | None, now: datetime) -> bool:
@@ -382,3 +407,148 @@ def catch_up_text(lang: Language, minutes: int) -> str:
 
 def duration_minutes(delta: timedelta) -> int:
     return int(delta.total_seconds() // 60)
+
+
+def rollout_action(lang: Language, action: str) -> str:
+    """An operator's action on a release, as its button and its refusal name it."""
+    names = {
+        "promote": lang.gettext("promote to everyone"),
+        "halt": lang.gettext("halt"),
+        "resume": lang.gettext("resume"),
+        "brake": lang.gettext("brake this release"),
+        "unbrake": lang.gettext("release its brake"),
+    }
+    return names.get(action, action)
+
+
+def rollout_done(lang: Language, action: str) -> str:
+    done = {
+        "promote": lang.gettext("The release is promoted: every agent of its pair is offered it."),
+        "halt": lang.gettext("The release is halted: no agent starts it until it is resumed."),
+        "resume": lang.gettext("The release is resumed: its agents may claim it again."),
+        "brake": lang.gettext("The release's brake is on: no agent starts it."),
+        "unbrake": lang.gettext("The release's brake is released."),
+    }
+    return done.get(action, "")
+
+
+def offer_basis(lang: Language, basis: str | None) -> str:
+    """Why an agent is offered the release it is offered (`rollout.offer`)."""
+    if basis == "pinned":
+        return lang.gettext("its pin")
+    if basis == "current":
+        return lang.gettext("the current release")
+    if basis == "canary":
+        return lang.gettext("a canary of the new release")
+    if basis == "previous":
+        return lang.gettext("the previous release, until the new one reaches everyone")
+    return "—"
+
+
+def hold_setter(lang: Language, set_by: str) -> str:
+    """Who set a hold: the host itself, the customer, or an operator."""
+    if set_by == "agent":
+        return lang.gettext("set on the host")
+    if set_by == "customer":
+        return lang.gettext("set in the panel")
+    if set_by == "operator":
+        return lang.gettext("set by the operators")
+    return set_by
+
+
+def hold_text(lang: Language, hold: HoldView, zone: ZoneInfo) -> str:
+    """'held until …' with who set it."""
+    return lang.gettext(
+        "held until %(when)s (%(who)s)",
+        when=lang.moment(hold.until, zone),
+        who=hold_setter(lang, hold.set_by),
+    )
+
+
+def notice_text(lang: Language, kind: str, body: dict[str, Any]) -> str:
+    """An operators' notice, worded from its facts (the halt's release and counts)."""
+    if kind == "release.halted":
+        return lang.gettext(
+            "Release %(version)s (%(channel)s / %(platform)s) was halted automatically:"
+            " %(failures)s of %(finished)s finished updates failed or were rolled back.",
+            version=body.get("version", "—"),
+            channel=body.get("channel", "—"),
+            platform=body.get("platform", "—"),
+            failures=lang.number(int(body.get("failures") or 0)),
+            finished=lang.number(int(body.get("finished") or 0)),
+        )
+    return lang.gettext("A notice of a kind this panel does not know (%(kind)s).", kind=kind)
+
+
+def pin_text(lang: Language, pin: Any, zone: ZoneInfo) -> str:
+    """A pin (`PinView`): to which version, or held at what it runs; by whom, when and why."""
+    target = (
+        lang.gettext("pinned to %(version)s", version=pin.version)
+        if pin.version
+        else lang.gettext("held at the version it runs")
+    )
+    return lang.gettext(
+        "%(target)s — by %(who)s on %(when)s: %(reason)s",
+        target=target,
+        who=pin.set_by,
+        when=lang.moment(pin.set_at, zone),
+        reason=pin.reason or "—",
+    )
+
+
+def offered_text(lang: Language, release: Any) -> str:
+    """An agent's offer (`AgentRelease`): the version, its stage and why, or nothing."""
+    offered = release.offered
+    if offered is None:
+        return lang.gettext("nothing is offered")
+    # Only punctuation around the worded parts: nothing here to translate.
+    stage, why = release_stage(lang, offered.stage), offer_basis(lang, release.basis)
+    text = f"{offered.version} ({stage}; {why})"
+    if offered.halted:
+        text += " — " + lang.gettext("halted")
+    if offered.braked:
+        text += " — " + lang.gettext("its brake is on")
+    return text
+
+
+def agent_flags(lang: Language, release: Any, pin: Any, zone: ZoneInfo) -> str:
+    """The short line of an agent's pin, hold and canary marking on an operator's list."""
+    parts = []
+    if pin is not None:
+        parts.append(
+            lang.gettext("pinned to %(version)s", version=pin.version)
+            if pin.version
+            else lang.gettext("held at the version it runs")
+        )
+    elif release.pinned:
+        parts.append(lang.gettext("the organisation's pin"))
+    if release.hold is not None:
+        parts.append(hold_text(lang, release.hold, zone))
+    if release.canary:
+        parts.append(lang.gettext("canary"))
+    return "; ".join(parts) or "—"
+
+
+def operator_agent_saved(lang: Language, saved: str) -> str:
+    done = {
+        "canary": lang.gettext("The canary marking is saved."),
+        "pin": lang.gettext("The pin is set."),
+        "unpin": lang.gettext("The pin is removed."),
+        "forced": lang.gettext(
+            "A forced update is asked for: the agent starts it at its next poll."
+        ),
+    }
+    return done.get(saved, "")
+
+
+def operator_agent_error(lang: Language, field: str) -> str:
+    if field == "version":
+        return lang.gettext(
+            "Give the version of a published release that is not withdrawn, or choose to hold"
+            " at the version it runs."
+        )
+    if field in ("reason", "force_reason"):
+        return lang.gettext(
+            "Give a reason of at most %(count)s characters.", count=lang.number(500)
+        )
+    return lang.gettext("That could not be done: the agent has no pin to remove.")

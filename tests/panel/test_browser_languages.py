@@ -1,18 +1,21 @@
 """In a real browser, in each of the nine languages: sign in, change a schedule, see a bad time
-refused in that language next to its field, see the spring night's daylight saving note, sign out.
+refused in that language next to its field, see the spring night's daylight saving note, hold the
+agent until a day (a day in the past refused next to its field; the hold's end in CLDR's words),
+end the hold, sign out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import date, time
+from datetime import date, datetime, time
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from control_plane.panel.i18n import LANGUAGES, Language
-from control_plane.panel.wording import wall_time_note
+from control_plane.panel.wording import hold_text, wall_time_note
+from ground.contract import HoldView
 from shared_planner import describe_wall_time
 from tests.panel.conftest import PanelWorld
 
@@ -80,6 +83,8 @@ def test_schedule_in_each_language(
     if code != "en":
         assert ENGLISH_SPRING not in page.content()
 
+    _hold_and_end(page, lang)
+
     page.get_by_role("button", name=lang.gettext("Sign out")).click()
     page.get_by_role("status").filter(has_text=lang.gettext("You are signed out.")).wait_for()
     page.goto(panel_world.url + f"agents/{panel_world.agent_id}")
@@ -99,3 +104,29 @@ def test_the_chosen_language_is_remembered_after_signing_out(
     page.get_by_role("button", name=sv.gettext("Sign out")).click()
     page.goto(panel_world.url)
     assert page.locator("html").get_attribute("lang") == "sv"
+
+
+def _hold_and_end(page: Any, lang: Language) -> None:
+    """On the agent page: a day in the past refused next to its field, then a hold until
+    2 April (shown by CLDR in the reader's language, with who set it), then ended."""
+    until = page.get_by_label(lang.gettext("Hold until (updates run again from this day)"))
+    until.fill("2027-03-20")
+    page.get_by_label(lang.gettext("Why? (required)")).fill("audit")
+    page.get_by_role("button", name=lang.gettext("Hold the updates")).click()
+    refused = lang.gettext("Choose a day after today, at most %(count)s days ahead.", count=90)
+    assert page.locator("#hold-until-error").inner_text() == refused
+    assert page.locator("#hold-until").get_attribute("aria-invalid") == "true"
+
+    page.locator("#hold-until").fill("2027-04-02")
+    page.get_by_role("button", name=lang.gettext("Hold the updates")).click()
+    page.get_by_role("status").filter(has_text=lang.gettext("The agent is held.")).wait_for()
+    held = hold_text(
+        lang,
+        HoldView(until=datetime(2027, 4, 2, tzinfo=AMSTERDAM), reason="audit", set_by="customer"),
+        AMSTERDAM,
+    )
+    assert held in page.locator("#hold").inner_text()
+    page.get_by_role("button", name=lang.gettext("End the hold")).click()
+    page.get_by_role("status").filter(
+        has_text=lang.gettext("The hold is ended: scheduled updates run again.")
+    ).wait_for()

@@ -13,14 +13,16 @@ from control_plane.panel.i18n import Language, choose_language
 from control_plane.panel.schedule_editor import check_rows, preview
 from control_plane.panel.wording import (
     event_line,
+    hold_text,
     miss_reason,
+    offer_basis,
     outcome_reason,
     run_line,
     status_text,
     wall_time_note,
 )
 from control_plane.runs.views import RunView
-from ground.contract import OutcomeReason
+from ground.contract import HoldView, OutcomeReason
 from shared_planner import describe_wall_time
 from shared_planner.schedule_problems import ScheduleProblemKind, schedule_problem
 
@@ -219,3 +221,52 @@ def test_a_run_with_a_reason_says_why_and_unauthorised_is_not_a_success() -> Non
     assert status_text(lang, _run(status="missed", miss_reason="held")) == (
         "missed: the agent is on hold"
     )
+
+
+ROLLOUT_EVENTS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("hold.set", {"set_by": "customer", "until": "2027-04-02T00:00:00Z"}),
+    ("hold.released", {}),
+    ("pin.set", {"version": "1.4.0", "scope": "agent"}),
+    ("pin.set", {"version": None, "scope": "org"}),
+    ("pin.removed", {"version": "1.4.0"}),
+    ("canary.marked", {"canary": True}),
+    ("update.forced", {"reason": "hotfix"}),
+)
+
+
+@pytest.mark.parametrize("code", ["en", "nl", "de", "fr", "es", "it", "pt", "pl", "sv"])
+def test_the_rollout_steps_on_a_timeline_have_their_own_words(code: str) -> None:
+    lang = Language(code)
+    other = lang.gettext("Other event (%(kind)s).", kind="x").replace("x", "")
+    lines = [
+        event_line(
+            lang,
+            EventView(
+                id=n,
+                kind=kind,
+                actor=Actor(kind="operator", name="ops"),
+                run_id=None,
+                at=datetime(2027, 3, 26, tzinfo=UTC),
+                data=data,
+            ),
+        )
+        for n, (kind, data) in enumerate(ROLLOUT_EVENTS)
+    ]
+    assert not [line for line in lines if line.startswith(other.split("(")[0])]
+    assert len(set(lines)) == len(lines)
+    assert "1.4.0" in lines[2]
+
+
+@pytest.mark.parametrize("code", ["en", "nl", "de", "fr", "es", "it", "pt", "pl", "sv"])
+def test_a_hold_says_until_when_and_who_set_it(code: str) -> None:
+    lang = Language(code)
+    zone = ZoneInfo("Europe/Amsterdam")
+    until = datetime(2027, 4, 2, tzinfo=zone)
+    texts = {
+        setter: hold_text(lang, HoldView(until=until, reason=None, set_by=setter), zone)
+        for setter in ("agent", "customer", "operator")
+    }
+    assert len(set(texts.values())) == 3
+    assert all(lang.moment(until, zone) in text for text in texts.values())
+    assert offer_basis(lang, None) == "—"
+    assert len({offer_basis(lang, b) for b in ("pinned", "current", "canary", "previous")}) == 4

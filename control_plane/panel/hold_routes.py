@@ -1,0 +1,105 @@
+"""A customer's hold of one agent: its scheduled updates skipped until a date (with a reason),
+and ending it. The date is a day in the platform's time zone: the hold ends as that day begins,
+so "until 5 December" means the night into 5 December runs again.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time
+from typing import Annotated
+from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response
+
+from control_plane.panel import backend
+from control_plane.panel.customer_routes import Csrf, agent_page, customer_of, parse_id
+from control_plane.panel.web import PREFIX, csrf_ok, page, redirect
+from control_plane.pins.holds import MAX_HOLD_REASON_LENGTH
+
+__all__ = ["hold_start", "router"]
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+
+
+def hold_start(text: str, zone: ZoneInfo) -> datetime | None:
+    """The instant a hold "until <day>" ends: the day's first moment in the zone; None when the
+    text is not a day (YYYY-MM-DD, as the date field sends it)."""
+    try:
+        day = date.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    return datetime.combine(day, time(0, 0), tzinfo=zone)
+
+
+@router.post("/agents/{agent_id}/hold")
+def hold(
+    request: Request,
+    agent_id: str,
+    csrf: Csrf = "",
+    until: Annotated[str, Form(max_length=40)] = "",
+    reason: Annotated[str, Form(max_length=2000)] = "",
+) -> Response:
+    who = customer_of(request)
+    if isinstance(who, Response):
+        return who
+    ctx, org_id = who
+    parsed = parse_id(agent_id)
+    if parsed is None:
+        return page(ctx, "not_found.html", status_code=404)
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    form = {"until": until[:40], "reason": reason[:MAX_HOLD_REASON_LENGTH]}
+    zone = backend.platform(ctx.services).zone
+    ends = hold_start(until, zone)
+    reason = reason.strip()
+    error = None
+    if ends is None:
+        error = "until"
+    elif not reason or len(reason) > MAX_HOLD_REASON_LENGTH:
+        error = "reason"
+    if error is None and ends is not None:
+        assert ctx.session is not None
+        try:
+            backend.hold_agent(
+                ctx.services,
+                org_id,
+                parsed,
+                until=ends,
+                reason=reason,
+                actor=backend.session_actor(ctx.session),
+                now=ctx.now,
+            )
+        except backend.Missing:
+            return page(ctx, "not_found.html", status_code=404)
+        except backend.Refused as exc:
+            error = exc.field if exc.field in {"until", "reason"} else "until"
+    if error is not None:
+        return agent_page(ctx, org_id, parsed, status_code=422, hold_error=error, hold_form=form)
+    return redirect(f"{PREFIX}/agents/{parsed}?" + urlencode({"held": "set"}) + "#hold")
+
+
+@router.post("/agents/{agent_id}/hold/end")
+def end_hold(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
+    who = customer_of(request)
+    if isinstance(who, Response):
+        return who
+    ctx, org_id = who
+    parsed = parse_id(agent_id)
+    if parsed is None:
+        return page(ctx, "not_found.html", status_code=404)
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    assert ctx.session is not None
+    try:
+        backend.end_hold(
+            ctx.services,
+            org_id,
+            parsed,
+            actor=backend.session_actor(ctx.session),
+            now=ctx.now,
+        )
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    return redirect(f"{PREFIX}/agents/{parsed}?" + urlencode({"held": "ended"}) + "#hold")

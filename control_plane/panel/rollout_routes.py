@@ -1,0 +1,242 @@
+"""The operators' rollout screens beyond the releases list: the notices inbox (halts), the
+organisations, one organisation's agents with their pair, offer, pin and hold (and the
+organisation's pin), and one agent (canary marking, its pin, a forced update with a reason).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+from urllib.parse import urlencode
+from uuid import UUID
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response
+
+from control_plane.panel import backend, wording
+from control_plane.panel.customer_routes import parse_id
+from control_plane.panel.operator_routes import operator_of
+from control_plane.panel.web import PREFIX, PanelContext, csrf_ok, page, redirect
+from control_plane.pins.services import MAX_PIN_REASON_LENGTH
+from ground.limits import MAX_VERSION_LENGTH
+
+__all__ = ["MAX_FORCE_REASON", "router"]
+
+router = APIRouter(prefix=PREFIX + "/operator", include_in_schema=False)
+
+MAX_FORCE_REASON = 500
+Csrf = Annotated[str, Form(max_length=200)]
+Reason = Annotated[str, Form(max_length=2000)]
+
+
+@router.get("/notices")
+def notices(request: Request) -> Response:
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    return page(
+        ctx,
+        "notices.html",
+        notices=backend.notices(ctx.services),
+        zone=backend.platform(ctx.services).zone,
+        wording=wording,
+    )
+
+
+@router.get("/orgs")
+def orgs(request: Request) -> Response:
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    return page(ctx, "orgs.html", orgs=backend.operator_orgs(ctx.services))
+
+
+def _org_page(
+    ctx: PanelContext,
+    org_id: UUID,
+    *,
+    status_code: int = 200,
+    pin_error: str | None = None,
+    saved: str | None = None,
+) -> Response:
+    try:
+        releases = backend.agent_releases(ctx.services, org_id, now=ctx.now)
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    agents = backend.list_agents(ctx.services, org_id, now=ctx.now).agents
+    pins = backend.pins(ctx.services)
+    return page(
+        ctx,
+        "org.html",
+        status_code=status_code,
+        org_id=org_id,
+        agents=agents,
+        releases=releases,
+        org_pin=next((p for p in pins if p.org_id == org_id), None),
+        agent_pins={p.agent_id: p for p in pins if p.agent_id is not None},
+        pin_error=pin_error,
+        saved=saved,
+        zone=backend.platform(ctx.services).zone,
+        max_reason=MAX_PIN_REASON_LENGTH,
+        max_version=MAX_VERSION_LENGTH,
+        wording=wording,
+    )
+
+
+@router.get("/orgs/{org_id}")
+def org(request: Request, org_id: str, saved: str | None = None) -> Response:
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    parsed = parse_id(org_id)
+    if parsed is None:
+        return page(ctx, "not_found.html", status_code=404)
+    return _org_page(ctx, parsed, saved=saved if saved in {"pin", "unpin"} else None)
+
+
+def _pin_fields(version: str, reason: str, hold_at_running: str | None) -> tuple[str | None, str]:
+    """The pin form's version (None: hold at what it runs) and its reason; `field` errors raise
+    `backend.Refused` naming the field, the way the service does."""
+    version = version.strip()
+    reason = reason.strip()
+    if hold_at_running is None and not version:
+        raise backend.Refused("version", version)
+    if len(version) > MAX_VERSION_LENGTH:
+        raise backend.Refused("version", version)
+    if not reason or len(reason) > MAX_PIN_REASON_LENGTH:
+        raise backend.Refused("reason", reason)
+    return (None if hold_at_running is not None else version), reason
+
+
+@router.post("/orgs/{org_id}/pin")
+def pin_org(
+    request: Request,
+    org_id: str,
+    csrf: Csrf = "",
+    action: Annotated[str, Form(max_length=20)] = "pin",
+    version: Annotated[str, Form(max_length=200)] = "",
+    hold_at_running: Annotated[str | None, Form(max_length=10)] = None,
+    reason: Reason = "",
+) -> Response:
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    parsed = parse_id(org_id)
+    if parsed is None:
+        return page(ctx, "not_found.html", status_code=404)
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    assert ctx.session is not None
+    actor = backend.session_actor(ctx.session)
+    try:
+        if action == "unpin":
+            backend.unpin(ctx.services, org_id=parsed, actor=actor, now=ctx.now)
+        else:
+            pinned, why = _pin_fields(version, reason, hold_at_running)
+            backend.pin(
+                ctx.services, org_id=parsed, version=pinned, reason=why, actor=actor, now=ctx.now
+            )
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    except backend.Refused as exc:
+        return _org_page(ctx, parsed, status_code=422, pin_error=exc.field)
+    done = "unpin" if action == "unpin" else "pin"
+    return redirect(f"{PREFIX}/operator/orgs/{parsed}?" + urlencode({"saved": done}))
+
+
+def _agent_page(
+    ctx: PanelContext,
+    org_id: UUID,
+    agent_id: UUID,
+    *,
+    status_code: int = 200,
+    error: str | None = None,
+    saved: str | None = None,
+) -> Response:
+    try:
+        detail = backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
+        release = backend.agent_release(ctx.services, agent_id, org_id=org_id, now=ctx.now)
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    pins = backend.pins(ctx.services)
+    return page(
+        ctx,
+        "operator_agent.html",
+        status_code=status_code,
+        org_id=org_id,
+        agent=detail.page,
+        release=release,
+        agent_pin=next((p for p in pins if p.agent_id == agent_id), None),
+        org_pin=next((p for p in pins if p.org_id == org_id), None),
+        error=error,
+        saved=saved,
+        zone=backend.platform(ctx.services).zone,
+        max_reason=MAX_PIN_REASON_LENGTH,
+        max_force_reason=MAX_FORCE_REASON,
+        max_version=MAX_VERSION_LENGTH,
+        wording=wording,
+    )
+
+
+AGENT_SAVED = frozenset({"canary", "pin", "unpin", "forced"})
+
+
+@router.get("/orgs/{org_id}/agents/{agent_id}")
+def agent(request: Request, org_id: str, agent_id: str, saved: str | None = None) -> Response:
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    org, found = parse_id(org_id), parse_id(agent_id)
+    if org is None or found is None:
+        return page(ctx, "not_found.html", status_code=404)
+    return _agent_page(ctx, org, found, saved=saved if saved in AGENT_SAVED else None)
+
+
+@router.post("/orgs/{org_id}/agents/{agent_id}")
+def agent_action(
+    request: Request,
+    org_id: str,
+    agent_id: str,
+    csrf: Csrf = "",
+    action: Annotated[str, Form(max_length=20)] = "",
+    canary: Annotated[str | None, Form(max_length=10)] = None,
+    version: Annotated[str, Form(max_length=200)] = "",
+    hold_at_running: Annotated[str | None, Form(max_length=10)] = None,
+    reason: Reason = "",
+) -> Response:
+    """The operator agent page's forms: `canary`, `pin`, `unpin`, `force`."""
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    org, found = parse_id(org_id), parse_id(agent_id)
+    if org is None or found is None or action not in {"canary", "pin", "unpin", "force"}:
+        return page(ctx, "not_found.html", status_code=404)
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    assert ctx.session is not None
+    actor = backend.session_actor(ctx.session)
+    try:
+        # Scoped to the organisation in the URL: another organisation's agent is not found.
+        backend.agent_release(ctx.services, found, org_id=org, now=ctx.now)
+        if action == "canary":
+            backend.mark_canary(
+                ctx.services, found, canary=canary is not None, actor=actor, now=ctx.now
+            )
+        elif action == "pin":
+            pinned, why = _pin_fields(version, reason, hold_at_running)
+            backend.pin(
+                ctx.services, agent_id=found, version=pinned, reason=why, actor=actor, now=ctx.now
+            )
+        elif action == "unpin":
+            backend.unpin(ctx.services, agent_id=found, actor=actor, now=ctx.now)
+        else:
+            why = reason.strip()
+            if not why or len(why) > MAX_FORCE_REASON:
+                raise backend.Refused("force_reason", why)
+            backend.force_update(ctx.services, found, reason=why, actor=actor, now=ctx.now)
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    except backend.Refused as exc:
+        field = {"pin": exc.field, "force": "force_reason"}.get(action, action)
+        return _agent_page(ctx, org, found, status_code=422, error=field)
+    done = "forced" if action == "force" else action
+    return redirect(f"{PREFIX}/operator/orgs/{org}/agents/{found}?" + urlencode({"saved": done}))
