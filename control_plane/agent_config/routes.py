@@ -27,12 +27,12 @@ from ground.contract import (
 )
 from ground.limits import DEFAULT_CHANNEL, DEFAULT_PLATFORM, RELEASE_NAME_PATTERN
 
-__all__ = ["router"]
+__all__ = ["etag_matches", "router"]
 
 router = APIRouter(tags=["agent"])
 
 
-def _etag_matches(if_none_match: str | None, etag: str) -> bool:
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
     if not if_none_match:
         return False
     candidates = {tag.strip().removeprefix("W/") for tag in if_none_match.split(",")}
@@ -79,7 +79,7 @@ async def agent_config(
             request, lambda: _config(services, credential, track, now)
         )
     headers = {"ETag": versioned.etag, "Cache-Control": "no-cache"}
-    if _etag_matches(if_none_match, versioned.etag):
+    if etag_matches(if_none_match, versioned.etag):
         return Response(status_code=304, headers=headers)
     return JSONResponse(versioned.at(now).model_dump(mode="json"), headers=headers)
 
