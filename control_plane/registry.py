@@ -72,10 +72,11 @@ def build_services(
     *,
     replica: str | None = None,
     webhook_policy: WebhookAddressPolicy | None = None,
+    answers: AnswerMemory | None = None,
 ) -> Services:
     """Every service, built once; `trusted_keys` are the release keys publishing checks against."""
     refusals = RefusalRecorder(pool)
-    answers = AnswerMemory()
+    answers = answers or AnswerMemory()
     seen = seen_recorder()
     identity = replica or replica_identity()
     addresses = webhook_policy or WebhookAddressPolicy()

@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from uuid import UUID
 
 import psycopg
@@ -78,8 +78,10 @@ class ChangeFeed:
         seen: SeenRecorder,
         *,
         interval_seconds: float = POLL_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._url = database_url
+        self._monotonic = monotonic
         self._memory = memory
         self._seen = seen
         self._interval = interval_seconds
@@ -89,7 +91,7 @@ class ChangeFeed:
         self._horizon: str | None = None
         self._horizons: deque[tuple[float, str]] = deque()
         self._prune_below: str | None = None
-        self._last_prune = time.monotonic()
+        self._last_prune = monotonic()
 
     def start(self) -> None:
         self._stop.clear()
@@ -114,7 +116,7 @@ class ChangeFeed:
         """One read: forget what changed, write the sightings, prune now and then."""
         try:
             conn = self._connection()
-            started = time.monotonic()
+            started = self._monotonic()
             horizon, changes = read_changes(conn, self._horizon)
             self._memory.apply(changes, read_started=started)
             self._horizon = horizon

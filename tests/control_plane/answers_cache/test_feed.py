@@ -1,0 +1,145 @@
+"""The change feed on a real PostgreSQL: every write that changes an answer is in it, nothing
+that does not, and a transaction that commits late is never skipped."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from uuid import UUID
+
+import psycopg
+import pytest
+
+from control_plane.answers_cache import AnswerMemory, Changes
+from control_plane.answers_cache.feed import ChangeFeed, read_changes
+from control_plane.registry import Services
+from tests.control_plane.answers_cache.conftest import Ticks
+from tests.control_plane.conftest import Agent, Org
+
+
+@pytest.fixture
+def agent(make_org: Callable[..., Org], make_agent: Callable[..., Agent]) -> Agent:
+    return make_agent(make_org())
+
+
+def _changes_after(database_url: str, statement: str, agent: Agent) -> Changes:
+    with psycopg.connect(database_url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+        horizon, _ = read_changes(conn, None)
+        conn.execute(statement, {"agent": agent.agent_id})
+        _, changes = read_changes(conn, horizon)
+    return changes
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        pytest.param(
+            "UPDATE credentials SET revoked_at = now() WHERE agent_id = %(agent)s",
+            id="credential_revoked",
+        ),
+        pytest.param(
+            "UPDATE agents SET update_schedule_times = '[\"04:00\"]' WHERE id = %(agent)s",
+            id="schedule_changed",
+        ),
+        pytest.param(
+            "UPDATE agents SET update_schedule_enabled = false, update_schedule_times = '[]'"
+            " WHERE id = %(agent)s",
+            id="schedule_off",
+        ),
+        pytest.param("UPDATE agents SET deleted_at = now() WHERE id = %(agent)s", id="deleted"),
+        pytest.param(
+            "INSERT INTO runs (agent_id, org_id, trigger, status, created_at)"
+            " SELECT id, org_id, 'manual', 'requested', now() FROM agents WHERE id = %(agent)s",
+            id="manual_update_requested",
+        ),
+    ],
+)
+def test_a_write_about_one_agent_names_that_agent(
+    database_url: str, agent: Agent, statement: str
+) -> None:
+    changes = _changes_after(database_url, statement, agent)
+    assert {str(changed) for changed in changes.agents} == {agent.agent_id}
+    assert not changes.everything
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        pytest.param("UPDATE platform_settings SET org_cap = 2", id="settings"),
+        pytest.param(
+            "UPDATE platform_brake SET engaged = true, reason = 'tests'", id="brake_engaged"
+        ),
+        pytest.param("UPDATE current_releases SET changed_at = now()", id="current_release"),
+        pytest.param("UPDATE releases SET withdrawn_by = withdrawn_by", id="release"),
+    ],
+)
+def test_a_platform_write_changes_everything(
+    database_url: str, agent: Agent, statement: str
+) -> None:
+    assert _changes_after(database_url, statement, agent).everything
+
+
+def test_the_polls_own_last_seen_stamp_is_no_change(database_url: str, agent: Agent) -> None:
+    changes = _changes_after(
+        database_url, "UPDATE agents SET last_seen_at = now() WHERE id = %(agent)s", agent
+    )
+    assert changes.empty
+
+
+def test_a_transaction_that_commits_after_a_later_one_is_not_skipped(
+    database_url: str,
+    services: Services,
+    ticks: Ticks,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    org = make_org()
+    slow_agent, fast_agent = make_agent(org, "slow"), make_agent(org, "fast")
+    memory = AnswerMemory(monotonic=ticks)
+    feed = ChangeFeed(database_url, memory, services.seen, monotonic=ticks)
+    feed.read_once()
+    with psycopg.connect(database_url) as slow, psycopg.connect(database_url) as fast:
+        # The slow transaction writes first (its change row gets the lower id) ...
+        slow.execute(
+            "UPDATE credentials SET revoked_at = now() WHERE agent_id = %s", [slow_agent.agent_id]
+        )
+        for agent in (slow_agent, fast_agent):
+            memory.remember(
+                agent.agent_id,
+                "answer",
+                agent_id=UUID(agent.agent_id),
+                org_id=UUID(org.org_id),
+                stamp=memory.stamp(),
+            )
+        # ... a later one commits first and is read ...
+        fast.execute(
+            "UPDATE credentials SET revoked_at = now() WHERE agent_id = %s", [fast_agent.agent_id]
+        )
+        fast.commit()
+        feed.read_once()
+        assert memory.recall(fast_agent.agent_id) is None
+        assert memory.recall(slow_agent.agent_id) == "answer"
+        # ... and the slow one commits after that read: a reader that went by row ids (or by
+        # commit order of the ids it had seen) would never look at its row again.
+        slow.commit()
+    feed.read_once()
+    assert memory.recall(slow_agent.agent_id) is None
+    feed.stop()
+
+
+def test_rows_every_worker_has_read_are_pruned(
+    database_url: str, services: Services, ticks: Ticks, agent: Agent
+) -> None:
+    feed = ChangeFeed(database_url, AnswerMemory(monotonic=ticks), services.seen, monotonic=ticks)
+    feed.read_once()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("UPDATE platform_settings SET org_cap = 2")
+        for _ in range(3):  # each read within the freshness bound, until the prune age passes
+            ticks.now += 1.0
+            feed.read_once()
+        assert conn.execute("SELECT count(*) FROM answer_changes").fetchone() != (0,)
+        # Pruned below a horizon at least a minute old, at most once a minute: within two.
+        for _ in range(2 * 60 + 5):
+            ticks.now += 1.0
+            feed.read_once()
+        assert conn.execute("SELECT count(*) FROM answer_changes").fetchone() == (0,)
+    feed.stop()
