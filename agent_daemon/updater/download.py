@@ -99,12 +99,17 @@ class _WrittenBehind:
     """
 
     _AHEAD = 64  # chunks of up to 64 KiB: 4 MiB in flight at most
+    # The bytes are made durable as they arrive, a few MiB at a time, so the fsync that ends the
+    # download finds little left to write: the disk's work overlaps the network's instead of
+    # following it (22 MB flushed at the end was a third of the download on this machine).
+    _SYNC_EVERY = 4 * 1024 * 1024
 
     def __init__(self, sink: BinaryIO, progress: _Progress) -> None:
         self._sink = sink
         self._digest = progress.digest
         self._chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=self._AHEAD)
         self._error: BaseException | None = None
+        self._unsynced = 0
         self._thread = threading.Thread(target=self._drain, name="download-writer", daemon=True)
         self._thread.start()
 
@@ -115,6 +120,11 @@ class _WrittenBehind:
             try:
                 self._sink.write(chunk)
                 self._digest.update(chunk)
+                self._unsynced += len(chunk)
+                if self._unsynced >= self._SYNC_EVERY:
+                    self._sink.flush()
+                    os.fdatasync(self._sink.fileno())
+                    self._unsynced = 0
             except BaseException as exc:  # handed to the reading side, which raises it
                 self._error = exc
 
