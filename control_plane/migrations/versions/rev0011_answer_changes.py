@@ -13,6 +13,9 @@ Revises: 0010 (see `down_revision`)
   column but `last_seen_at`, which the poll itself writes), `runs` and `tokens` (a claim, an
   outcome, a manual update, a revoked token).
 - Everything: `platform_settings`, `platform_brake`, `releases`, `current_releases`.
+- Revision 0010's tables, when they exist (this revision follows 0010 once merged): `holds`,
+  `canary_agents` and `pins` (agent, and organisation for an organisation's pin) per row;
+  `release_halts` and `rollout_settings` for everything.
 - A table added later whose rows change an answer gets a trigger of its own:
   `EXECUTE FUNCTION note_answer_change('agent', 'agent_id')` (the scope and the column naming
   the subject) per row, or `note_answer_change_for_all()` per statement.
@@ -96,9 +99,56 @@ CREATE TRIGGER releases_answer_change AFTER INSERT OR UPDATE OR DELETE ON releas
 CREATE TRIGGER current_releases_answer_change
     AFTER INSERT OR UPDATE OR DELETE ON current_releases
     FOR EACH STATEMENT EXECUTE FUNCTION note_answer_change_for_all();
+
+-- Issue 14's tables (revision 0010), when this revision follows it: holds, pins and canaries
+-- change one agent's (or one organisation's) offer; halts and the rollout settings everyone's.
+DO $$
+DECLARE
+    followed record;
+BEGIN
+    FOR followed IN
+        SELECT * FROM (VALUES
+            ('holds', 'agent', 'agent_id', 'agent'),
+            ('canary_agents', 'agent', 'agent_id', 'agent'),
+            ('pins', 'agent', 'agent_id', 'agent'),
+            ('pins', 'org', 'org_id', 'org'),
+            ('release_halts', 'all', NULL, 'all'),
+            ('rollout_settings', 'all', NULL, 'all')
+        ) AS t(tbl, scope, subject, suffix)
+    LOOP
+        CONTINUE WHEN to_regclass(followed.tbl) IS NULL;
+        IF followed.scope = 'all' THEN
+            EXECUTE format(
+                'CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %I'
+                ' FOR EACH STATEMENT EXECUTE FUNCTION note_answer_change_for_all()',
+                followed.tbl || '_answer_change_' || followed.suffix, followed.tbl);
+        ELSE
+            EXECUTE format(
+                'CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %I'
+                ' FOR EACH ROW EXECUTE FUNCTION note_answer_change(%L, %L)',
+                followed.tbl || '_answer_change_' || followed.suffix, followed.tbl,
+                followed.scope, followed.subject);
+        END IF;
+    END LOOP;
+END
+$$;
 """
 
 DOWNGRADE = """
+DO $$
+DECLARE
+    found record;
+BEGIN
+    FOR found IN
+        SELECT tgname, tgrelid::regclass AS tbl FROM pg_trigger
+         WHERE tgname IN ('holds_answer_change_agent', 'canary_agents_answer_change_agent',
+                          'pins_answer_change_agent', 'pins_answer_change_org',
+                          'release_halts_answer_change_all', 'rollout_settings_answer_change_all')
+    LOOP
+        EXECUTE format('DROP TRIGGER %I ON %s', found.tgname, found.tbl);
+    END LOOP;
+END
+$$;
 DROP TRIGGER current_releases_answer_change ON current_releases;
 DROP TRIGGER releases_answer_change ON releases;
 DROP TRIGGER platform_brake_answer_change ON platform_brake;

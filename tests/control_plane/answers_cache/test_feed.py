@@ -3,6 +3,7 @@ that does not, and a transaction that commits late is never skipped."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from uuid import UUID
 
@@ -22,11 +23,27 @@ def agent(make_org: Callable[..., Org], make_agent: Callable[..., Agent]) -> Age
 
 
 def _changes_after(database_url: str, statement: str, agent: Agent) -> Changes:
+    """The change rows `statement` itself appended (a reader may see more: it re-reads every
+    transaction still running at its previous read, which other sessions can hold back)."""
+    with psycopg.connect(database_url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
+        last = conn.execute("SELECT coalesce(max(id), 0) AS id FROM answer_changes").fetchone()
+        conn.execute(statement, {"agent": agent.agent_id})
+        rows = conn.execute(
+            "SELECT scope, subject FROM answer_changes WHERE id > %s", [last["id"] if last else 0]
+        ).fetchall()
+    return Changes(
+        agents=frozenset(row["subject"] for row in rows if row["scope"] == "agent"),
+        orgs=frozenset(row["subject"] for row in rows if row["scope"] == "org"),
+        everything=any(row["scope"] == "all" for row in rows),
+    )
+
+
+def test_the_reader_finds_what_a_committed_write_appended(database_url: str, agent: Agent) -> None:
     with psycopg.connect(database_url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
         horizon, _ = read_changes(conn, None)
-        conn.execute(statement, {"agent": agent.agent_id})
+        conn.execute("UPDATE platform_settings SET org_cap = 2")
         _, changes = read_changes(conn, horizon)
-    return changes
+    assert changes.everything
 
 
 @pytest.mark.parametrize(
@@ -117,6 +134,15 @@ def test_a_transaction_that_commits_after_a_later_one_is_not_skipped(
         fast.commit()
         feed.read_once()
         assert memory.recall(fast_agent.agent_id) is None
+        # (A read may forget more than what changed, never less: remembered again, to be sure
+        # the slow transaction's own row is what forgets it below.)
+        memory.remember(
+            slow_agent.agent_id,
+            "answer",
+            agent_id=UUID(slow_agent.agent_id),
+            org_id=UUID(org.org_id),
+            stamp=memory.stamp(),
+        )
         assert memory.recall(slow_agent.agent_id) == "answer"
         # ... and the slow one commits after that read: a reader that went by row ids (or by
         # commit order of the ids it had seen) would never look at its row again.
@@ -133,6 +159,13 @@ def test_rows_every_worker_has_read_are_pruned(
     feed.read_once()
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("UPDATE platform_settings SET org_cap = 2")
+        # Until every transaction older than the change has ended (another session's, such as
+        # a `CREATE DATABASE` of the test suite), no horizon is above it: wait, with a deadline.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and conn.execute(
+            "SELECT pg_snapshot_xmin(pg_current_snapshot()) <= max(xid) FROM answer_changes"
+        ).fetchone() != (False,):
+            time.sleep(0.05)
         for _ in range(3):  # each read within the freshness bound, until the prune age passes
             ticks.now += 1.0
             feed.read_once()
