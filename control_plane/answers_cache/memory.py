@@ -60,6 +60,7 @@ class _Entry:
     value: object
     agent_id: UUID
     org_id: UUID
+    until: datetime | None  # product time: an answer that turns with the clock (a hold's end)
 
 
 class AnswerMemory:
@@ -97,13 +98,18 @@ class AnswerMemory:
             and self._monotonic() - self._fresh_since < self._freshness
         )
 
-    def recall(self, key: Hashable) -> object | None:
-        """The value remembered under `key`, or None (unknown, or the memory is not live)."""
+    def recall(self, key: Hashable, *, now: datetime | None = None) -> object | None:
+        """The value remembered under `key`, or None (unknown, the memory is not live, or the
+        value was remembered `until` an instant that `now` has reached)."""
         with self._lock:
             if not self._live():
                 return None
             entry = self._entries.get(key)
-            return None if entry is None else entry.value
+            if entry is None:
+                return None
+            if entry.until is not None and (now is None or now >= entry.until):
+                return None
+            return entry.value
 
     def granted(self, round_start: datetime, org_id: UUID | None) -> int | None:
         """The highest grant count seen for the round (an organisation's, or the total for
@@ -121,15 +127,24 @@ class AnswerMemory:
             return self._version if self._live() else None
 
     def remember(
-        self, key: Hashable, value: object, *, agent_id: UUID, org_id: UUID, stamp: int | None
+        self,
+        key: Hashable,
+        value: object,
+        *,
+        agent_id: UUID,
+        org_id: UUID,
+        stamp: int | None,
+        until: datetime | None = None,
     ) -> bool:
-        """Keep `value` under `key` unless a change was applied since `stamp` was taken."""
+        """Keep `value` under `key` unless a change was applied since `stamp` was taken; with
+        `until`, only while the request's `now` is before it (an answer that changes when the
+        clock passes an instant, not when something is written: a hold that ends)."""
         with self._lock:
             if stamp is None or stamp != self._version or not self._live():
                 return False
             if len(self._entries) >= self._max_entries and key not in self._entries:
                 self._forget_answers()
-            self._entries[key] = _Entry(value, agent_id, org_id)
+            self._entries[key] = _Entry(value, agent_id, org_id, until)
             self._by_agent.setdefault(agent_id, set()).add(key)
             self._by_org.setdefault(org_id, set()).add(key)
             return True
