@@ -124,7 +124,9 @@ class AgentConfigService:
     ) -> VersionedConfig | None:
         """`config_as` from memory, without the database (None: not remembered, or the memory
         is not live); the sighting is noted for the feed's thread to write."""
-        found = self._memory.recall(("config", secret_sha256, track.channel, track.platform))
+        found = self._memory.recall(
+            ("config", secret_sha256, track.channel, track.platform), now=now
+        )
         if not isinstance(found, VersionedConfig):
             return None
         self._seen.saw(found.agent_id, host_id, now)

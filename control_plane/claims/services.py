@@ -271,7 +271,7 @@ class ClaimService:
         `_decide` itself on the remembered row; return when they give none (nothing remembered,
         the memory not live, or the decision needs the database): then ask `claim_slot_as`."""
         stored_text("from_version", from_version, MAX_VERSION_LENGTH)
-        remembered = self._memory.recall(_facts_key(secret_sha256, slot_key, track))
+        remembered = self._memory.recall(_facts_key(secret_sha256, slot_key, track), now=now)
         if not isinstance(remembered, dict):
             return
         current_round = round_start(now)
