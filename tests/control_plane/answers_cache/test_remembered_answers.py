@@ -7,6 +7,7 @@ Each test drives the feed by hand (`feed.read_once()`) and the memory's clock (`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -220,3 +221,85 @@ def test_the_same_claim_again_is_the_databases_answer(
     first, _ = org_full
     again = _claim(api, first)
     assert again.status_code == 200  # not a refusal from a full round it holds a token in
+
+
+# -- what the hot-answer middleware leaves to the routes -------------------------------------
+
+
+def test_a_config_from_memory_is_the_databases_answer_but_for_the_time(
+    api: Api,
+    services: Services,
+    feed: ChangeFeed,
+    clock: ManualClock,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    agent = make_agent(make_org())
+    first = _poll(api, agent)
+    clock.set(clock.now() + timedelta(seconds=5))
+    again = _poll(api, agent)  # from memory, no If-None-Match: the whole config
+    assert again.status_code == 200
+    assert again.headers["etag"] == first.headers["etag"]
+    assert again.json() == {**first.json(), "server_time": "2026-11-30T01:00:05Z"}
+    assert again.headers["x-nachtwacht-server-time"] == "2026-11-30T01:00:05Z"
+
+
+@pytest.mark.parametrize(
+    ("request_headers", "query", "status"),
+    [
+        pytest.param({"X-Nachtwacht-Host-Id": "no"}, "", 422, id="malformed_host_id"),
+        pytest.param({}, "?channel=Not-A-Name", 422, id="bad_channel"),
+        pytest.param({"Authorization": "Basic abc"}, "", 401, id="not_a_bearer"),
+    ],
+)
+def test_a_request_the_route_would_refuse_is_left_to_the_route(
+    api: Api,
+    services: Services,
+    feed: ChangeFeed,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+    request_headers: dict[str, str],
+    query: str,
+    status: int,
+) -> None:
+    agent = make_agent(make_org())
+    etag = _remembered_poll(api, agent, services)
+    with api.client(agent.agent_key) as client:
+        refused = client.get(
+            CONFIG_PATH + query, headers={"If-None-Match": etag, **request_headers}
+        )
+    assert refused.status_code == status
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        pytest.param(
+            {"slot_key": SLOT, "manual_run_id": "4f1c2a77-0000-4000-8000-000000000000"},
+            "application/json",
+            id="slot_and_manual_run",
+        ),
+        pytest.param({"slot_key": SLOT}, "text/plain", id="not_declared_json"),
+        pytest.param({"slot_key": SLOT, "from_version": 1}, "application/json", id="bad_version"),
+    ],
+)
+def test_a_claim_body_the_route_would_refuse_is_answered_as_the_route_does(
+    api: Api,
+    services: Services,
+    org_full: tuple[Agent, Agent],
+    body: dict[str, object],
+    content_type: str,
+) -> None:
+    _, waiting = org_full
+
+    def ask() -> httpx.Response:
+        with api.client(waiting.agent_key) as client:
+            return client.post(
+                CLAIMS_PATH, content=json.dumps(body), headers={"Content-Type": content_type}
+            )
+
+    with_memory = ask()
+    services.answers.lapse()  # now only the route can answer
+    by_the_route = ask()
+    assert with_memory.status_code == by_the_route.status_code
+    assert with_memory.json() == by_the_route.json()
