@@ -27,10 +27,12 @@ from __future__ import annotations
 
 from alembic import op
 
+# The lead chains this after 0010 (`0010_rollout_pins_halts`) at merge time (written in
+# parallel); until then it follows 0008 so the branch migrates and tests on its own.
+PREVIOUS_REVISION = "0008_release_tracks_withdraw"
+
 revision = "0011_answer_changes"
-# The chain at merge: 0011 follows 0010. This worktree has no 0010 yet, so the revision it
-# follows here is 0008; the lead sets the 0010 id when merging (docs/control_plane.md).
-down_revision: str | None = "0008_release_tracks_withdraw"
+down_revision: str | None = PREVIOUS_REVISION
 branch_labels = None
 depends_on = None
 
