@@ -74,7 +74,7 @@ def _track(query_string: bytes) -> ReleaseTrack | None:
     values = {CHANNEL_PARAM: DEFAULT_CHANNEL, PLATFORM_PARAM: DEFAULT_PLATFORM}
     named: set[str] = set()
     for name, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
-        if name not in values or name in named or _RELEASE_NAME.match(value) is None:
+        if name not in values or name in named or _RELEASE_NAME.fullmatch(value) is None:
             return None
         named.add(name)
         values[name] = value
