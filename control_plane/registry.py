@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane.accounts.services import AccountService, SessionService
-from control_plane.agent_config.services import AgentConfigService
+from control_plane.agent_config.services import AgentConfigService, seen_recorder
 from control_plane.agents.services import AgentService
+from control_plane.answers_cache import AnswerMemory, SeenRecorder
 from control_plane.brake.services import BrakeService
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.services import ClaimService
@@ -65,6 +66,10 @@ class Services:
     webhook_policy: WebhookAddressPolicy  # where webhooks may point; the worker's sender too
     replica: str  # names this process in the worker's progress row and in the metrics
     webhook_tests: WebhookTestService  # the panel's "send a test delivery", by the same policy
+    # The agents' answers remembered; live only while a change feed reads into it
+    # (`answers_cache.feed.feed_running`, started by each serving worker).
+    answers: AnswerMemory
+    seen: SeenRecorder
 
 
 def build_services(
@@ -73,18 +78,21 @@ def build_services(
     *,
     replica: str | None = None,
     webhook_policy: WebhookAddressPolicy | None = None,
+    answers: AnswerMemory | None = None,
 ) -> Services:
     """Every service, built once; `trusted_keys` are the release keys publishing checks against."""
     refusals = RefusalRecorder(pool)
+    answers = answers or AnswerMemory()
+    seen = seen_recorder()
     identity = replica or replica_identity()
     addresses = webhook_policy or WebhookAddressPolicy()
     return Services(
         accounts=AccountService(pool),
         sessions=SessionService(pool),
         agents=AgentService(pool),
-        agent_config=AgentConfigService(pool),
+        agent_config=AgentConfigService(pool, memory=answers, seen=seen),
         settings=SettingsService(pool),
-        claims=ClaimService(pool, refusals),
+        claims=ClaimService(pool, refusals, memory=answers),
         refusals=refusals,
         runs=RunService(pool),
         events=EventService(pool),
@@ -99,4 +107,6 @@ def build_services(
         webhook_policy=addresses,
         replica=identity,
         webhook_tests=WebhookTestService(pool, addresses),
+        answers=answers,
+        seen=seen,
     )

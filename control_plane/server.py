@@ -33,6 +33,7 @@ import uvloop
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane import migrate
+from control_plane.answers_cache.feed import feed_running
 from control_plane.api.app import create_app
 from control_plane.config import ServeSettings, load_trusted_keys
 from control_plane.database import open_pool
@@ -130,6 +131,8 @@ def _serve_worker(
         # uvloop: the event loop's own overhead per request is a fraction of asyncio's.
         with (
             reconcile_running(pool, clock, url, services),
+            # The agents' answers from memory, kept exact by the change feed (issue 17).
+            feed_running(url, services.answers, services.seen),
             asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
         ):
             runner.run(_run(uvicorn.Server(config), sock, ready))

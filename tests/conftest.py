@@ -7,7 +7,10 @@ PostgreSQL
     The session starts ONE embedded PostgreSQL (`pgserver`, in a temporary directory) — or, when
     `NACHTWACHT_DATABASE_URL` is set, uses that server (its role needs CREATEDB). It migrates one
     template database to head once; each test that asks gets its own copy
-    (`CREATE DATABASE … TEMPLATE …`, a file copy, milliseconds) and it is dropped afterwards.
+    (`CREATE DATABASE … TEMPLATE …`), made ahead and dropped afterwards by a thread of the session
+    (`_DatabaseSupply`), so no test waits for either.
+    The embedded server runs without fsync (`_without_durability`): a test server needs no crash
+    safety, and each `DROP DATABASE`'s checkpoint cost a second with it.
 
     `database_url`          a fresh database migrated to head; a libpq URL/conninfo string.
     `empty_database_url`    a fresh database with no tables at all (for migration tests).
@@ -37,9 +40,11 @@ The control plane as a process
 from __future__ import annotations
 
 import os
+import queue
 import secrets
 import shutil
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -55,6 +60,14 @@ from nachtwacht.worlds.processes import REPO_ROOT, child_environment, nachtwacht
 __all__ = ["REPO_ROOT", "RunningControlPlane", "child_environment", "nachtwacht_command"]
 
 DATABASE_URL_ENV = "NACHTWACHT_DATABASE_URL"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one and a half workers per core. The end-to-end nights spend most of their
+    minute waiting for the fake clock (a daemon's next product minute, a catch-up window), not
+    computing; with one worker per core a core idled whenever a worker sat in a night."""
+    del config
+    return max(2, (3 * (os.cpu_count() or 1)) // 2)
 
 
 def _with_dbname(url: str, dbname: str) -> str:
@@ -90,10 +103,25 @@ def postgres_admin_url() -> Iterator[str]:
     home.chmod(0o755)
     server = pgserver.get_server(home / "pgdata", cleanup_mode="stop")
     try:
-        yield str(server.get_uri())
+        admin_url = str(server.get_uri())
+        _without_durability(admin_url)
+        yield admin_url
     finally:
         server.cleanup()
         shutil.rmtree(home, ignore_errors=True)
+
+
+# A throw-away server needs no crash safety: every commit's fsync and every `DROP DATABASE`'s
+# checkpoint is disk work the tests only wait for. Only the session's own embedded server; an
+# external `NACHTWACHT_DATABASE_URL` keeps its settings. No test depends on surviving an
+# operating-system crash.
+_NO_DURABILITY = ("fsync", "synchronous_commit", "full_page_writes")
+
+
+def _without_durability(admin_url: str) -> None:
+    for setting in _NO_DURABILITY:
+        _admin_execute(admin_url, f"ALTER SYSTEM SET {setting} = off")
+    _admin_execute(admin_url, "SELECT pg_reload_conf()")
 
 
 def _new_database(admin_url: str, *, template: str | None = None) -> str:
@@ -101,6 +129,69 @@ def _new_database(admin_url: str, *, template: str | None = None) -> str:
     clause = f' TEMPLATE "{template}"' if template else ""
     _admin_execute(admin_url, f'CREATE DATABASE "{name}"{clause}')
     return name
+
+
+def _drop_database(admin_url: str, name: str) -> None:
+    _admin_execute(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class _DatabaseSupply:
+    """Copies of the migrated template made ahead of the tests that ask for one, and dropped
+    behind them, by one thread: a test neither waits for its `CREATE DATABASE` nor for the
+    `DROP` of the one before (each about half a second on the 2-core machine under load).
+
+    Only this thread runs `CREATE DATABASE … TEMPLATE`, so the template is never copied twice at
+    once (PostgreSQL refuses a template with another session on it). A copy made ahead is the
+    same as one made on demand: the template does not change during the session."""
+
+    def __init__(self, admin_url: str, template: str, *, ahead: int = 2) -> None:
+        self._admin_url = admin_url
+        self._template = template
+        self._ready: queue.Queue[str | BaseException] = queue.Queue(maxsize=ahead)
+        self._used: queue.Queue[str] = queue.Queue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="test-databases", daemon=True)
+        self._thread.start()
+
+    def take(self) -> str:
+        ready = self._ready.get(timeout=120)
+        if isinstance(ready, BaseException):
+            raise ready
+        return ready
+
+    def give_back(self, name: str) -> None:
+        self._used.put(name)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        leftovers = []
+        while not self._ready.empty():
+            ready = self._ready.get()
+            if isinstance(ready, str):
+                leftovers.append(ready)
+        while not self._used.empty():
+            leftovers.append(self._used.get())
+        for name in leftovers:
+            _drop_database(self._admin_url, name)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                name = self._used.get_nowait()
+            except queue.Empty:
+                pass
+            else:
+                _drop_database(self._admin_url, name)
+                continue
+            if self._ready.full():
+                self._stop.wait(0.02)
+                continue
+            try:
+                made: str | BaseException = _new_database(self._admin_url, template=self._template)
+            except Exception as exc:  # handed to the test that takes it
+                made = exc
+            self._ready.put(made)
 
 
 @pytest.fixture(scope="session")
@@ -112,17 +203,26 @@ def _migrated_template(postgres_admin_url: str) -> Iterator[str]:
     try:
         yield name
     finally:
-        _admin_execute(postgres_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        _drop_database(postgres_admin_url, name)
+
+
+@pytest.fixture(scope="session")
+def _database_supply(postgres_admin_url: str, _migrated_template: str) -> Iterator[_DatabaseSupply]:
+    supply = _DatabaseSupply(postgres_admin_url, _migrated_template)
+    try:
+        yield supply
+    finally:
+        supply.close()
 
 
 @pytest.fixture
-def database_url(postgres_admin_url: str, _migrated_template: str) -> Iterator[str]:
+def database_url(postgres_admin_url: str, _database_supply: _DatabaseSupply) -> Iterator[str]:
     """A fresh database of this test's own, migrated to head."""
-    name = _new_database(postgres_admin_url, template=_migrated_template)
+    name = _database_supply.take()
     try:
         yield _with_dbname(postgres_admin_url, name)
     finally:
-        _admin_execute(postgres_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        _database_supply.give_back(name)
 
 
 @pytest.fixture

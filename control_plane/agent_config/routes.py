@@ -27,12 +27,12 @@ from ground.contract import (
 )
 from ground.limits import DEFAULT_CHANNEL, DEFAULT_PLATFORM, RELEASE_NAME_PATTERN
 
-__all__ = ["router"]
+__all__ = ["etag_matches", "router"]
 
 router = APIRouter(tags=["agent"])
 
 
-def _etag_matches(if_none_match: str | None, etag: str) -> bool:
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
     if not if_none_match:
         return False
     candidates = {tag.strip().removeprefix("W/") for tag in if_none_match.split(",")}
@@ -70,11 +70,18 @@ async def agent_config(
     a 304 when nothing but the time changed (each pair has its own ETag)."""
     services = services_of(request)
     track = ReleaseTrack(channel=channel, platform=platform)
-    versioned = await in_database_thread(request, lambda: _config(services, credential, track, now))
+    # From memory when the change feed keeps it exact: no thread hop, no database.
+    versioned = services.agent_config.remembered(
+        credential.secret_sha256, track, now, host_id=credential.host_id
+    )
+    if versioned is None:
+        versioned = await in_database_thread(
+            request, lambda: _config(services, credential, track, now)
+        )
     headers = {"ETag": versioned.etag, "Cache-Control": "no-cache"}
-    if _etag_matches(if_none_match, versioned.etag):
+    if etag_matches(if_none_match, versioned.etag):
         return Response(status_code=304, headers=headers)
-    return JSONResponse(versioned.config.model_dump(mode="json"), headers=headers)
+    return JSONResponse(versioned.at(now).model_dump(mode="json"), headers=headers)
 
 
 def _config(

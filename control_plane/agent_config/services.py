@@ -2,6 +2,10 @@
 
 The answer is the contract's `AgentConfig`. Its ETag covers everything but `server_time`, so an
 agent whose config did not change gets a 304.
+
+With an `AnswerMemory` fed by the change feed (a serving worker's), the answer read through a
+credential is remembered under (credential hash, channel, platform): `remembered` gives it back
+without the database, and the sighting it would have stamped is noted in the `SeenRecorder`.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL, HOST_SEEN_EVERY
+from control_plane.answers_cache import AnswerMemory, SeenRecorder
 from control_plane.errors import NotFound
 from control_plane.releases.services import release_view
 from control_plane.rollout.config import (
@@ -45,8 +50,16 @@ STRETCH_GAP = timedelta(minutes=3)
 
 @dataclass(frozen=True, kw_only=True)
 class VersionedConfig:
-    config: AgentConfig
+    """The config without its `server_time`, its ETag, and whose it is."""
+
+    timeless: AgentConfig
     etag: str
+    agent_id: UUID
+    org_id: UUID
+
+    def at(self, now: datetime) -> AgentConfig:
+        """The answer as sent at `now`."""
+        return self.timeless.model_copy(update={"server_time": now})
 
 
 # One statement: the `last_seen_at` stamp (a data-modifying CTE, its own autocommit transaction)
@@ -110,9 +123,40 @@ _CONFIG_BY_CREDENTIAL = _CONFIG.format(
 )
 
 
+def seen_recorder() -> SeenRecorder:
+    """The recorder for sightings answered from memory, at this service's resolutions."""
+    return SeenRecorder(resolution=LAST_SEEN_RESOLUTION, host_every=HOST_SEEN_EVERY)
+
+
 class AgentConfigService:
-    def __init__(self, pool: Pool) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        memory: AnswerMemory | None = None,
+        seen: SeenRecorder | None = None,
+    ) -> None:
         self._pool = pool
+        self._memory = memory or AnswerMemory()
+        self._seen = seen or seen_recorder()
+
+    def remembered(
+        self,
+        secret_sha256: str,
+        track: ReleaseTrack,
+        now: datetime,
+        *,
+        host_id: str | None = None,
+    ) -> VersionedConfig | None:
+        """`config_as` from memory, without the database (None: not remembered, or the memory
+        is not live); the sighting is noted for the feed's thread to write."""
+        found = self._memory.recall(
+            ("config", secret_sha256, track.channel, track.platform), now=now
+        )
+        if not isinstance(found, VersionedConfig):
+            return None
+        self._seen.saw(found.agent_id, host_id, now)
+        return found
 
     def config(
         self, agent_id: UUID, track: ReleaseTrack, now: datetime, *, host_id: str | None = None
@@ -133,10 +177,21 @@ class AgentConfigService:
         host_id: str | None = None,
     ) -> VersionedConfig | None:
         """`config` for the agent behind a presented credential, found in the same statement;
-        None when no agent has that valid credential."""
-        return self._config(
+        None when no agent has that valid credential. Remembered when the memory is live."""
+        stamp = self._memory.stamp()  # before the read: a change applied meanwhile wins
+        found = self._config(
             _CONFIG_BY_CREDENTIAL, {"secret_sha256": secret_sha256}, track, now, host_id
         )
+        if found is not None and stamp is not None:
+            self._seen.stamped(found.agent_id, host_id, now)
+            self._memory.remember(
+                ("config", secret_sha256, track.channel, track.platform),
+                found,
+                agent_id=found.agent_id,
+                org_id=found.org_id,
+                stamp=stamp,
+            )
+        return found
 
     def _config(
         self,
@@ -184,7 +239,9 @@ class AgentConfigService:
             row.get("hold_reason"),
             row.get("hold_set_by"),
         )
-        return VersionedConfig(config=timeless.model_copy(update={"server_time": now}), etag=etag)
+        return VersionedConfig(
+            timeless=timeless, etag=etag, agent_id=row["id"], org_id=row["org_id"]
+        )
 
 
 # A pure function of the row, remembered: a fleet polls an unchanged config every minute, and

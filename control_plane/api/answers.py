@@ -14,15 +14,20 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+from starlette.responses import JSONResponse
 
+from control_plane.errors import RequestRefused
 from ground.contract import ErrorAnswer, ErrorDetail
+from ground.contract.messages import MAX_MESSAGE_LENGTH
 
 __all__ = [
     "AUTHENTICATED",
     "MAX_SHOWN_VALUE",
     "CredentialRefusal",
     "DownloadRefusal",
+    "bounded_message",
     "errors",
+    "refusal_response",
     "shown_value",
 ]
 
@@ -108,3 +113,21 @@ def errors(
         else:
             answers[status] = {"model": model, "description": _WHY[status]}
     return answers
+
+
+def bounded_message(message: str) -> str:
+    """A message within the contract's bound: an answer echoes the value it refuses, and a huge
+    value must not make the message itself break the bound."""
+    if len(message) <= MAX_MESSAGE_LENGTH:
+        return message
+    return message[: MAX_MESSAGE_LENGTH - 1] + "…"
+
+
+def refusal_response(exc: RequestRefused) -> JSONResponse:
+    """The answer to a refused request: `{"detail": …}` with its status, the value shortened."""
+    detail = exc.detail
+    if isinstance(detail, dict):
+        detail = {**detail, "message": bounded_message(detail["message"])}
+        if "value" in detail:
+            detail["value"] = shown_value(detail["value"])
+    return JSONResponse({"detail": detail}, status_code=exc.status)

@@ -19,7 +19,8 @@ from control_plane.accounts import routes as accounts
 from control_plane.agent_config import routes as agent_config
 from control_plane.agents import host_routes as agent_host
 from control_plane.agents import routes as agents
-from control_plane.api.answers import shown_value
+from control_plane.api.answers import bounded_message, refusal_response
+from control_plane.api.hot_answers import HotAnswers
 from control_plane.api.limits import RequestLimits
 from control_plane.brake import routes as brake
 from control_plane.claims import routes as claims
@@ -38,7 +39,6 @@ from control_plane.runs import routes as runs
 from control_plane.settings import routes as settings
 from ground.clock import Clock
 from ground.contract import API_VERSION, SERVER_TIME_HEADER, AnswerCode, format_instant
-from ground.contract.messages import MAX_MESSAGE_LENGTH
 from shared_planner.errors import describe_value
 
 __all__ = ["create_app"]
@@ -82,22 +82,9 @@ def _field_path(location: tuple[Any, ...]) -> str:
     return path or "body"
 
 
-def _bounded(message: str) -> str:
-    # An answer echoes the value it refuses; a huge value must not make the message itself break
-    # the contract's bound.
-    if len(message) <= MAX_MESSAGE_LENGTH:
-        return message
-    return message[: MAX_MESSAGE_LENGTH - 1] + "…"
-
-
 async def _refused(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestRefused)
-    detail = exc.detail
-    if isinstance(detail, dict):
-        detail = {**detail, "message": _bounded(detail["message"])}
-        if "value" in detail:
-            detail["value"] = shown_value(detail["value"])
-    return JSONResponse({"detail": detail}, status_code=exc.status)
+    return refusal_response(exc)
 
 
 async def _invalid_request(_: Request, exc: Exception) -> JSONResponse:
@@ -117,7 +104,7 @@ async def _invalid_request(_: Request, exc: Exception) -> JSONResponse:
         {
             "detail": {
                 "code": AnswerCode.INVALID_REQUEST.value,
-                "message": _bounded("; ".join(problem["message"] for problem in problems)),
+                "message": bounded_message("; ".join(problem["message"] for problem in problems)),
                 "errors": problems,
             }
         },
@@ -213,6 +200,8 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
     mount_panel(app)
     mount_offline_docs(app)
 
+    # Innermost of the three: the limits and the server time hold for answers from memory too.
+    app.add_middleware(HotAnswers, services=services)
     app.add_middleware(RequestLimits)
     app.add_middleware(ServerTime, clock=clock)
     return app

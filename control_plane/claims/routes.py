@@ -51,6 +51,12 @@ async def claim(
     `slot_consumed`, `no_release`, `run_finished`; 503 `brake`; 429 `org_cap`/`global_cap` with
     `retry_after_seconds`; 404 `run_not_found`."""
     services = services_of(request)
+    if body.slot_key is not None:
+        # The 03:00 herd's refusal from memory when the change feed keeps it exact: no thread
+        # hop, no database. Anything else (a grant, the same claim again) goes on below.
+        services.claims.refuse_from_memory(
+            credential.secret_sha256, body.slot_key, body.from_version, now, track=body.track
+        )
     granted = await in_database_thread(request, lambda: _claim(services, credential, body, now))
     if not granted.created:
         response.status_code = 200

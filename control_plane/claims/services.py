@@ -21,6 +21,7 @@ from uuid import UUID
 import psycopg
 
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL
+from control_plane.answers_cache import FACTS_ONLY, AnswerMemory, Changes, DatabaseNeeded
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.rolled_back import refuse_rolled_back_release
 from control_plane.claims.slots import checked_slot_of, retry_after_seconds, round_start
@@ -80,6 +81,10 @@ SELECT a.id AS agent_id, a.org_id,
 """
 _HOT_PATH_BY_ID = _HOT_PATH.format(agent="%(agent_id)s")
 _HOT_PATH_BY_CREDENTIAL = _HOT_PATH.format(agent=f"({AGENT_OF_CREDENTIAL})")
+
+
+def _facts_key(secret_sha256: str, slot_key: str, track: ReleaseTrack) -> tuple[str, ...]:
+    return ("claim", secret_sha256, slot_key, track.channel, track.platform)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,9 +156,12 @@ class GrantHistory:
 
 
 class ClaimService:
-    def __init__(self, pool: Pool, refusals: RefusalRecorder) -> None:
+    def __init__(
+        self, pool: Pool, refusals: RefusalRecorder, *, memory: AnswerMemory | None = None
+    ) -> None:
         self._pool = pool
         self._refusals = refusals
+        self._memory = memory or AnswerMemory()
 
     def grants_per_round(self, *, since: datetime, until: datetime) -> GrantHistory:
         """The platform's grants in each round that began in [since, until), oldest first (a
@@ -235,6 +243,7 @@ class ClaimService:
         track: ReleaseTrack,
     ) -> Claim | None:
         current_round = round_start(now)
+        stamp = self._memory.stamp()  # before the read: a change applied meanwhile wins
         with self._pool.connection() as conn:
             # One autocommit SELECT: no transaction to open, no row lock, no write.
             seen = conn.execute(
@@ -244,12 +253,79 @@ class ClaimService:
             if seen is None:
                 return None
             agent_id: UUID = seen["agent_id"]
+            self._remember_facts(agent, slot_key, track, current_round, seen, stamp)
             try:
-                return self._decide(conn, seen, agent_id, slot_key, from_version, now, track)
+                claim = self._decide(conn, seen, agent_id, slot_key, from_version, now, track)
             except ClaimRefused as refused:
                 # Buffered in memory: the refusal path itself writes nothing.
                 self._refusals.record(agent_id, slot_key, refused.refusal, now)
                 raise
+            # This worker's own grant is honoured by its memory at once (others: the feed).
+            self._memory.apply(Changes(agents=frozenset({agent_id})))
+            return claim
+
+    def refuse_from_memory(
+        self,
+        secret_sha256: str,
+        slot_key: str,
+        from_version: str | None,
+        now: datetime,
+        *,
+        track: ReleaseTrack,
+    ) -> None:
+        """Raise (and record) the refusal that the remembered facts of this claim give, with
+        `_decide` itself on the remembered row; return when they give none (nothing remembered,
+        the memory not live, or the decision needs the database): then ask `claim_slot_as`."""
+        stored_text("from_version", from_version, MAX_VERSION_LENGTH)
+        remembered = self._memory.recall(_facts_key(secret_sha256, slot_key, track), now=now)
+        if not isinstance(remembered, dict):
+            return
+        current_round = round_start(now)
+        seen = {
+            **remembered,
+            "org_granted": self._memory.granted(current_round, remembered["org_id"]),
+            "global_granted": self._memory.granted(current_round, None),
+        }
+        agent_id: UUID = seen["agent_id"]
+        try:
+            self._decide(FACTS_ONLY, seen, agent_id, slot_key, from_version, now, track)
+        except ClaimRefused as refused:
+            self._refusals.record(agent_id, slot_key, refused.refusal, now)
+            raise
+        except DatabaseNeeded:
+            return
+
+    def _remember_facts(
+        self,
+        agent: dict[str, object],
+        slot_key: str,
+        track: ReleaseTrack,
+        current_round: datetime,
+        seen: dict[str, Any],
+        stamp: int | None,
+    ) -> None:
+        """Keep the hot statement's row for `refuse_from_memory`: the round's counters apart
+        (they only grow inside a round, whoever reads them), the rest under the credential.
+        A row with a run for the slot is not kept: its token's validity depends on `now`."""
+        if stamp is None:
+            return
+        self._memory.note_granted(
+            current_round, seen["org_id"], seen["org_granted"] or 0, stamp=stamp
+        )
+        self._memory.note_granted(current_round, None, seen["global_granted"] or 0, stamp=stamp)
+        secret_sha256 = agent.get("secret_sha256")
+        if isinstance(secret_sha256, str) and seen["existing_run_id"] is None:
+            self._memory.remember(
+                _facts_key(secret_sha256, slot_key, track),
+                {
+                    column: value
+                    for column, value in seen.items()
+                    if column not in {"org_granted", "global_granted"}
+                },
+                agent_id=seen["agent_id"],
+                org_id=seen["org_id"],
+                stamp=stamp,
+            )
 
     def _decide(
         self,

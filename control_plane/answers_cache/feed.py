@@ -1,0 +1,169 @@
+"""The thread that keeps one worker's `AnswerMemory` exact: it reads the change feed.
+
+Each read is one statement on the feed's own connection (not the pool's: a busy pool must not
+delay it): the snapshot's `xmin` (the oldest transaction still running) and every change row
+written by a transaction at or after the previous read's `xmin`. A transaction below that
+`xmin` had ended before the previous read began, so its rows were visible to that read; any
+other may have committed since, in whatever order its id was handed out. Rows are read again
+while their transaction's id stays at or above the horizon: forgetting twice is harmless.
+
+A failed read (the database is away, a statement timeout) makes the memory lapse: nothing is
+answered from memory until a read succeeds again, and that read starts a new horizon over an
+empty memory.
+
+Rows are pruned once every worker has had time to read them: below a horizon this thread saw at
+least `PRUNE_AFTER_SECONDS` ago (a live worker reads at least every `FRESHNESS_SECONDS`; one
+that paused longer forgets everything when it resumes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import dict_row
+
+from control_plane.answers_cache.memory import POLL_SECONDS, AnswerMemory, Changes
+from control_plane.answers_cache.seen import SeenRecorder
+from control_plane.types import Connection
+
+__all__ = ["PRUNE_AFTER_SECONDS", "ChangeFeed", "feed_running", "read_changes"]
+
+logger = logging.getLogger(__name__)
+
+PRUNE_AFTER_SECONDS = 60.0
+_STATEMENT_TIMEOUT_MS = 1000
+
+_READ = """
+SELECT one.horizon, c.scope, c.subject
+  FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon) one
+  LEFT JOIN LATERAL (
+        SELECT DISTINCT scope, subject FROM answer_changes
+         WHERE xid >= %(since)s::text::xid8
+       ) c ON true
+"""
+_PRUNE = "DELETE FROM answer_changes WHERE xid < %(below)s::text::xid8"
+
+
+def read_changes(conn: Connection, since: str | None) -> tuple[str, Changes]:
+    """The new horizon and the changes of every transaction at or after `since` (None: none)."""
+    rows = conn.execute(_READ, {"since": since}).fetchall()
+    agents: set[UUID] = set()
+    orgs: set[UUID] = set()
+    everything = False
+    for row in rows:
+        if row["scope"] == "agent":
+            agents.add(row["subject"])
+        elif row["scope"] == "org":
+            orgs.add(row["subject"])
+        elif row["scope"] == "all":
+            everything = True
+    horizon: str = rows[0]["horizon"]
+    return horizon, Changes(agents=frozenset(agents), orgs=frozenset(orgs), everything=everything)
+
+
+class ChangeFeed:
+    """Reads the feed every `interval_seconds` into `memory`, writing `seen`'s batches."""
+
+    def __init__(
+        self,
+        database_url: str,
+        memory: AnswerMemory,
+        seen: SeenRecorder,
+        *,
+        interval_seconds: float = POLL_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._url = database_url
+        self._monotonic = monotonic
+        self._memory = memory
+        self._seen = seen
+        self._interval = interval_seconds
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._conn: Connection | None = None
+        self._horizon: str | None = None
+        self._horizons: deque[tuple[float, str]] = deque()
+        self._prune_below: str | None = None
+        self._last_prune = monotonic()
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._run, name="nachtwacht-answer-feed", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._memory.lapse()
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._seen.write(self._conn)
+            self._conn.close()
+            self._conn = None
+
+    def read_once(self) -> None:
+        """One read: forget what changed, write the sightings, prune now and then."""
+        try:
+            conn = self._connection()
+            started = self._monotonic()
+            horizon, changes = read_changes(conn, self._horizon)
+            self._memory.apply(changes, read_started=started)
+            self._horizon = horizon
+            self._horizons.append((started, horizon))
+            self._seen.write(conn)
+            self._prune(conn, started)
+        except psycopg.Error as exc:
+            self._memory.lapse()
+            self._horizon = None
+            self._horizons.clear()
+            self._prune_below = None
+            if self._conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    self._conn.close()
+                self._conn = None
+            logger.warning("answer feed not read (answers come from the database): %s", exc)
+
+    def _connection(self) -> Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(
+                self._url,
+                autocommit=True,
+                row_factory=dict_row,
+                connect_timeout=2,
+                options=f"-c statement_timeout={_STATEMENT_TIMEOUT_MS}",
+            )
+        return self._conn
+
+    def _prune(self, conn: Connection, now: float) -> None:
+        while self._horizons and now - self._horizons[0][0] >= PRUNE_AFTER_SECONDS:
+            self._prune_below = self._horizons.popleft()[1]
+        if self._prune_below is not None and now - self._last_prune >= PRUNE_AFTER_SECONDS:
+            conn.execute(_PRUNE, {"below": self._prune_below})
+            self._last_prune = now
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.read_once()
+            self._stop.wait(self._interval)
+
+
+@contextlib.contextmanager
+def feed_running(database_url: str, memory: AnswerMemory, seen: SeenRecorder) -> Iterator[None]:
+    """The feed's thread for a `with` block (one per serving worker)."""
+    feed = ChangeFeed(database_url, memory, seen)
+    feed.start()
+    try:
+        yield
+    finally:
+        feed.stop()

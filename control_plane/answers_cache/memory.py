@@ -1,0 +1,225 @@
+"""What a worker remembers of the agents' answers, and when it may use it.
+
+Three kinds of facts, each keyed so that a change can find it:
+
+- an answer row (a config, a claim's facts) under its key, with the agent and organisation it
+  belongs to: a change of that agent, that organisation or everything forgets it;
+- the highest count of grants seen per round (per organisation, and in total): inside a round a
+  counter only grows, so "this round's cap is full" stays true on every replica until the round
+  ends; only a change of everything (the caps are settings) forgets it.
+
+Freshness: the memory answers only while its last successful read of the change feed started
+less than `FRESHNESS_SECONDS` ago; that read applied every change committed before it began. So
+a change committed more than `FRESHNESS_SECONDS` before a request is honoured by that request.
+A feed that cannot be read (the database is away) stops the memory answering within that bound:
+the request then goes to the database, and is a 503 if the database is away too.
+
+A row read from the database is remembered only if no change was applied since the reader took
+its `stamp` (before its read): a change that committed after the read began must not be covered
+up by a remembered row that predates it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from uuid import UUID
+
+__all__ = ["FRESHNESS_SECONDS", "POLL_SECONDS", "AnswerMemory", "Changes"]
+
+# How often each worker reads the change feed, and how old its last read may be before the
+# memory stops answering (real seconds: the bound is about the database, not the product clock).
+POLL_SECONDS = 0.5
+FRESHNESS_SECONDS = 2.0
+# A worker's memory of a large fleet: every agent's config for one pair and its claim facts for
+# one slot. Past this the memory starts again empty rather than grow.
+MAX_ENTRIES = 200_000
+# Round counters are kept for the current round and a few before it (requests straddle a
+# round's end).
+_ROUNDS_KEPT = timedelta(minutes=3)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Changes:
+    """What one read of the feed found changed."""
+
+    agents: frozenset[UUID] = field(default_factory=frozenset)
+    orgs: frozenset[UUID] = field(default_factory=frozenset)
+    everything: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not (self.agents or self.orgs or self.everything)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    value: object
+    agent_id: UUID
+    org_id: UUID
+    until: datetime | None  # product time: an answer that turns with the clock (a hold's end)
+
+
+class AnswerMemory:
+    """Thread-safe; `recall` and `granted` are dictionary reads under one lock."""
+
+    def __init__(
+        self,
+        *,
+        freshness_seconds: float = FRESHNESS_SECONDS,
+        max_entries: int = MAX_ENTRIES,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._freshness = freshness_seconds
+        self._max_entries = max_entries
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._entries: dict[Hashable, _Entry] = {}
+        self._by_agent: dict[UUID, set[Hashable]] = {}
+        self._by_org: dict[UUID, set[Hashable]] = {}
+        self._granted: dict[tuple[datetime, UUID | None], int] = {}
+        self._version = 0
+        self._fresh_since: float | None = None
+
+    # -- answering --------------------------------------------------------------------------
+
+    @property
+    def live(self) -> bool:
+        """Whether the memory may answer now (its last read of the feed is recent enough)."""
+        with self._lock:
+            return self._live()
+
+    def _live(self) -> bool:
+        return (
+            self._fresh_since is not None
+            and self._monotonic() - self._fresh_since < self._freshness
+        )
+
+    def recall(self, key: Hashable, *, now: datetime | None = None) -> object | None:
+        """The value remembered under `key`, or None (unknown, the memory is not live, or the
+        value was remembered `until` an instant that `now` has reached)."""
+        with self._lock:
+            if not self._live():
+                return None
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            if entry.until is not None and (now is None or now >= entry.until):
+                return None
+            return entry.value
+
+    def granted(self, round_start: datetime, org_id: UUID | None) -> int | None:
+        """The highest grant count seen for the round (an organisation's, or the total for
+        None); None when nothing is known or the memory is not live."""
+        with self._lock:
+            if not self._live():
+                return None
+            return self._granted.get((round_start, org_id))
+
+    # -- learning ---------------------------------------------------------------------------
+
+    def stamp(self) -> int | None:
+        """Taken before a database read whose row may be remembered; None: do not remember."""
+        with self._lock:
+            return self._version if self._live() else None
+
+    def remember(
+        self,
+        key: Hashable,
+        value: object,
+        *,
+        agent_id: UUID,
+        org_id: UUID,
+        stamp: int | None,
+        until: datetime | None = None,
+    ) -> bool:
+        """Keep `value` under `key` unless a change was applied since `stamp` was taken; with
+        `until`, only while the request's `now` is before it (an answer that changes when the
+        clock passes an instant, not when something is written: a hold that ends)."""
+        with self._lock:
+            if stamp is None or stamp != self._version or not self._live():
+                return False
+            if len(self._entries) >= self._max_entries and key not in self._entries:
+                self._forget_answers()
+            self._entries[key] = _Entry(value, agent_id, org_id, until)
+            self._by_agent.setdefault(agent_id, set()).add(key)
+            self._by_org.setdefault(org_id, set()).add(key)
+            return True
+
+    def note_granted(
+        self, round_start: datetime, org_id: UUID | None, granted: int, *, stamp: int | None
+    ) -> None:
+        """A grant count read from the database for the round (kept as a maximum)."""
+        with self._lock:
+            if stamp is None or stamp != self._version or not self._live():
+                return
+            key = (round_start, org_id)
+            if granted > self._granted.get(key, -1):
+                if key not in self._granted:
+                    self._drop_rounds_before(round_start - _ROUNDS_KEPT)
+                self._granted[key] = granted
+
+    # -- forgetting -------------------------------------------------------------------------
+
+    def apply(self, changes: Changes, *, read_started: float | None = None) -> None:
+        """Forget what `changes` touch. From the feed, `read_started` is when the read that
+        found them began (monotonic), now the memory's freshness; a gap since the previous read
+        longer than the freshness bound forgets everything (the feed may have been pruned
+        meanwhile). Without it: this worker's own write, forgotten at once."""
+        with self._lock:
+            gap = read_started is not None and (
+                self._fresh_since is None or read_started - self._fresh_since >= self._freshness
+            )
+            if changes.everything or gap:
+                self._forget_everything()
+            elif not changes.empty:
+                self._forget(self._keys_of(self._by_agent, changes.agents))
+                self._forget(self._keys_of(self._by_org, changes.orgs))
+                self._version += 1
+            if read_started is not None:
+                self._fresh_since = read_started
+
+    def lapse(self) -> None:
+        """The feed could not be read: answer nothing from memory until it can again."""
+        with self._lock:
+            self._forget_everything()
+            self._fresh_since = None
+
+    def size(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def _keys_of(self, index: dict[UUID, set[Hashable]], ids: Iterable[UUID]) -> set[Hashable]:
+        keys: set[Hashable] = set()
+        for subject in ids:
+            keys |= index.get(subject, set())
+        return keys
+
+    def _forget(self, keys: set[Hashable]) -> None:
+        for key in keys:
+            entry = self._entries.pop(key, None)
+            if entry is None:
+                continue
+            for index, subject in ((self._by_agent, entry.agent_id), (self._by_org, entry.org_id)):
+                held = index.get(subject)
+                if held is not None:
+                    held.discard(key)
+                    if not held:
+                        del index[subject]
+
+    def _forget_answers(self) -> None:
+        self._entries.clear()
+        self._by_agent.clear()
+        self._by_org.clear()
+
+    def _forget_everything(self) -> None:
+        self._forget_answers()
+        self._granted.clear()
+        self._version += 1
+
+    def _drop_rounds_before(self, oldest: datetime) -> None:
+        for key in [key for key in self._granted if key[0] < oldest]:
+            del self._granted[key]

@@ -1,0 +1,111 @@
+"""`last_seen_at` and the answering host for answers given from memory, written in batches.
+
+The poll read from the database stamps both in its own statement (`agent_config.services`).
+Answered from memory it writes nothing itself: the sighting is noted here (at most once per
+`LAST_SEEN_RESOLUTION` per agent and `HOST_SEEN_EVERY` per host, as the statement does) and the
+feed's thread writes the batch with its next read, a fraction of a second later.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from control_plane.types import Connection
+
+__all__ = ["SeenRecorder"]
+
+_STAMP_AGENTS = """
+UPDATE agents a SET last_seen_at = v.at
+  FROM unnest(%(ids)s::uuid[], %(ats)s::timestamptz[]) AS v(id, at)
+ WHERE a.id = v.id
+   AND (a.last_seen_at IS NULL OR a.last_seen_at <= v.at - %(resolution)s::interval
+        OR a.last_seen_at > v.at)
+"""
+_STAMP_HOSTS = """
+INSERT INTO agent_hosts (agent_id, host_id, first_seen_at, last_seen_at)
+SELECT v.agent_id, v.host_id, v.at, v.at
+  FROM unnest(%(agents)s::uuid[], %(hosts)s::text[], %(ats)s::timestamptz[])
+       AS v(agent_id, host_id, at)
+ WHERE EXISTS (SELECT 1 FROM agents a WHERE a.id = v.agent_id)
+ON CONFLICT (agent_id, host_id)
+DO UPDATE SET last_seen_at = greatest(agent_hosts.last_seen_at, EXCLUDED.last_seen_at)
+"""
+
+
+class SeenRecorder:
+    """`saw` is a few dictionary operations under a lock; `write` sends the batch."""
+
+    def __init__(self, *, resolution: timedelta, host_every: timedelta) -> None:
+        self._resolution = resolution
+        self._host_every = host_every
+        self._lock = threading.Lock()
+        self._agents: dict[UUID, datetime] = {}
+        self._hosts: dict[tuple[UUID, str], datetime] = {}
+        self._stamped: dict[UUID, datetime] = {}
+        self._host_stamped: dict[tuple[UUID, str], datetime] = {}
+
+    def saw(self, agent_id: UUID, host_id: str | None, now: datetime) -> None:
+        with self._lock:
+            last = self._stamped.get(agent_id)
+            if last is None or now - last >= self._resolution or last > now:
+                self._stamped[agent_id] = now
+                self._agents[agent_id] = now
+            if host_id is not None:
+                key = (agent_id, host_id)
+                last_host = self._host_stamped.get(key)
+                if last_host is None or now - last_host >= self._host_every or last_host > now:
+                    self._host_stamped[key] = now
+                    self._hosts[key] = now
+
+    def stamped(self, agent_id: UUID, host_id: str | None, now: datetime) -> None:
+        """The database read stamped this sighting itself: nothing to write for a while."""
+        with self._lock:
+            self._stamped[agent_id] = now
+            if host_id is not None:
+                self._host_stamped[(agent_id, host_id)] = now
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._agents) + len(self._hosts)
+
+    def write(self, conn: Connection) -> int:
+        """Write the noted sightings (autocommit); on an error they are noted again."""
+        with self._lock:
+            agents, self._agents = self._agents, {}
+            hosts, self._hosts = self._hosts, {}
+        if not agents and not hosts:
+            return 0
+        try:
+            if agents:
+                conn.execute(
+                    _STAMP_AGENTS,
+                    {
+                        "ids": list(agents),
+                        "ats": list(agents.values()),
+                        "resolution": self._resolution,
+                    },
+                )
+            if hosts:
+                conn.execute(
+                    _STAMP_HOSTS,
+                    {
+                        "agents": [key[0] for key in hosts],
+                        "hosts": [key[1] for key in hosts],
+                        "ats": list(hosts.values()),
+                    },
+                )
+        except Exception:
+            with self._lock:
+                for agent_id, at in agents.items():
+                    self._agents.setdefault(agent_id, at)
+                for key, at in hosts.items():
+                    self._hosts.setdefault(key, at)
+            raise
+        with self._lock:
+            # Bounded: an agent not heard from for a while is noted again when it returns.
+            if len(self._stamped) > 500_000:
+                self._stamped.clear()
+                self._host_stamped.clear()
+        return len(agents) + len(hosts)

@@ -1,0 +1,164 @@
+"""The agents' two calls of every minute answered from memory, before FastAPI routes them.
+
+`GET /v1/agent/config` and the refusal of `POST /v1/agent/claims` are what a whole fleet sends:
+the poll every minute all day, the refusal all through 03:00. When the `AnswerMemory` (kept exact
+by the change feed) knows the answer, this middleware gives it here, inside the server-time and
+request-limit middleware, without FastAPI's routing, dependency solving and exception handling —
+most of what such a request still cost once the database was out of the way. The answer is made
+by the same service methods and the same response classes as the routes', and only for a request
+the routes would read the same way: a bearer credential, a well-formed host id, the query or body
+the route takes. Anything else, and anything the memory does not decide, goes on to the routes
+unchanged (the body replayed), which answer it as they always did.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import parse_qsl
+
+from pydantic import ValidationError
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from control_plane.accounts.credentials import secret_sha256
+from control_plane.accounts.services import HOST_ID_PATTERN
+from control_plane.agent_config.routes import etag_matches
+from control_plane.api.answers import refusal_response
+from control_plane.errors import RequestRefused
+from control_plane.registry import Services
+from ground.contract import (
+    CHANNEL_PARAM,
+    CLAIMS_PATH,
+    CONFIG_PATH,
+    HOST_ID_HEADER,
+    PLATFORM_PARAM,
+    ClaimRequest,
+    ReleaseTrack,
+)
+from ground.limits import DEFAULT_CHANNEL, DEFAULT_PLATFORM, RELEASE_NAME_PATTERN
+
+__all__ = ["HotAnswers"]
+
+_RELEASE_NAME = re.compile(RELEASE_NAME_PATTERN)
+_HOST_ID = HOST_ID_HEADER.lower().encode("ascii")
+_READ_HEADERS = {b"authorization", b"if-none-match", b"content-type", _HOST_ID}
+
+
+def _headers(scope: Scope) -> dict[bytes, str] | None:
+    """The headers the hot calls read; None when one of them is sent twice (the routes judge)."""
+    found: dict[bytes, str] = {}
+    for name, value in scope["headers"]:
+        if name in _READ_HEADERS:
+            if name in found:
+                return None
+            found[name] = value.decode("latin-1")
+    return found
+
+
+def _bearer(headers: dict[bytes, str]) -> str | None:
+    scheme, _, secret = headers.get(b"authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not secret:
+        return None
+    return secret
+
+
+def _host_id(headers: dict[bytes, str]) -> tuple[bool, str | None]:
+    """(usable, host id): a malformed host id is the routes' 422."""
+    host_id = headers.get(_HOST_ID)
+    return host_id is None or HOST_ID_PATTERN.fullmatch(host_id) is not None, host_id
+
+
+def _track(query_string: bytes) -> ReleaseTrack | None:
+    """The pair named in the query as the config route reads it; None for anything else."""
+    values = {CHANNEL_PARAM: DEFAULT_CHANNEL, PLATFORM_PARAM: DEFAULT_PLATFORM}
+    named: set[str] = set()
+    for name, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        if name not in values or name in named or _RELEASE_NAME.fullmatch(value) is None:
+            return None
+        named.add(name)
+        values[name] = value
+    return ReleaseTrack(channel=values[CHANNEL_PARAM], platform=values[PLATFORM_PARAM])
+
+
+def _replayed(message: Message, receive: Receive) -> Receive:
+    pending = [message]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+class HotAnswers:
+    """ASGI middleware over the application; `services` are the application's."""
+
+    def __init__(self, app: ASGIApp, services: Services) -> None:
+        self._app = app
+        self._services = services
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            method, path = scope["method"], scope["path"]
+            if method == "GET" and path == CONFIG_PATH:
+                answer = self._config(scope)
+                if answer is not None:
+                    await answer(scope, receive, send)
+                    return
+            elif method == "POST" and path == CLAIMS_PATH:
+                message = await receive()
+                answer = self._claim_refusal(scope, message)
+                if answer is not None:
+                    await answer(scope, receive, send)
+                    return
+                receive = _replayed(message, receive)
+        await self._app(scope, receive, send)
+
+    def _config(self, scope: Scope) -> Response | None:
+        headers = _headers(scope)
+        if headers is None:
+            return None
+        secret = _bearer(headers)
+        usable, host_id = _host_id(headers)
+        track = _track(scope.get("query_string", b""))
+        if secret is None or not usable or track is None:
+            return None
+        now = scope["state"]["now"]
+        versioned = self._services.agent_config.remembered(
+            secret_sha256(secret), track, now, host_id=host_id
+        )
+        if versioned is None:
+            return None
+        answer_headers = {"ETag": versioned.etag, "Cache-Control": "no-cache"}
+        if etag_matches(headers.get(b"if-none-match"), versioned.etag):
+            return Response(status_code=304, headers=answer_headers)
+        return JSONResponse(versioned.at(now).model_dump(mode="json"), headers=answer_headers)
+
+    def _claim_refusal(self, scope: Scope, message: Message) -> Response | None:
+        if message["type"] != "http.request" or message.get("more_body", False):
+            return None
+        headers = _headers(scope)
+        if headers is None or not headers.get(b"content-type", "").startswith("application/json"):
+            return None
+        secret = _bearer(headers)
+        usable, _ = _host_id(headers)
+        if secret is None or not usable:
+            return None
+        try:
+            # As FastAPI reads a body: parsed JSON, then the model in Python mode.
+            body = ClaimRequest.model_validate(json.loads(message.get("body", b"")))
+        except (ValueError, ValidationError):
+            return None
+        if body.slot_key is None:
+            return None
+        try:
+            self._services.claims.refuse_from_memory(
+                secret_sha256(secret),
+                body.slot_key,
+                body.from_version,
+                scope["state"]["now"],
+                track=body.track,
+            )
+        except RequestRefused as refused:
+            return refusal_response(refused)
+        return None
