@@ -1,5 +1,5 @@
 """Migration 0011 follows revision 0010's tables (holds, pins, canaries, halts, rollout
-settings) when it runs after them, and its downgrade takes every trigger it made away."""
+settings), and its downgrade takes every trigger it made away."""
 
 from __future__ import annotations
 
@@ -7,16 +7,15 @@ import psycopg
 
 from control_plane import migrate
 
-# Stand-ins with the columns the triggers name, as revision 0010 creates them before 0011 runs.
-ISSUE_14_TABLES = """
-CREATE TABLE holds (agent_id uuid, until timestamptz);
-CREATE TABLE canary_agents (agent_id uuid);
-CREATE TABLE pins (org_id uuid, agent_id uuid);
-CREATE TABLE release_halts (id uuid);
-CREATE TABLE rollout_settings (canary_share_percent integer);
-"""
-AGENT = "0b1c2d3e-0000-4000-8000-000000000001"
-ORG = "0b1c2d3e-0000-4000-8000-000000000002"
+# Revision 0010's tables (issue 14) and the triggers 0011 puts on them: (table, trigger).
+FOLLOWED = {
+    ("holds", "holds_answer_change_agent"),
+    ("canary_agents", "canary_agents_answer_change_agent"),
+    ("pins", "pins_answer_change_agent"),
+    ("pins", "pins_answer_change_org"),
+    ("release_halts", "release_halts_answer_change_all"),
+    ("rollout_settings", "rollout_settings_answer_change_all"),
+}
 
 
 def _changes(
@@ -30,23 +29,25 @@ def _changes(
     return set(rows)
 
 
-def test_revision_0010s_tables_are_followed_when_they_exist(empty_database_url: str) -> None:
-    with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        conn.execute(ISSUE_14_TABLES)
+def _followed(conn: psycopg.Connection[tuple[object, ...]]) -> set[tuple[object, ...]]:
+    rows = conn.execute(
+        "SELECT c.relname, t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid"
+        " WHERE t.tgname LIKE '%%answer_change%%'"
+        " AND c.relname IN ('holds', 'canary_agents', 'pins', 'release_halts', 'rollout_settings')"
+    ).fetchall()
+    return {tuple(row) for row in rows}
+
+
+def test_revision_0010s_tables_are_followed(empty_database_url: str) -> None:
     migrate.upgrade(empty_database_url)
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        held = _changes(conn, "INSERT INTO holds VALUES (%s, now())", AGENT)
-        assert held == {("agent", AGENT)}
-        canary = _changes(conn, "INSERT INTO canary_agents VALUES (%s)", AGENT)
-        assert canary == {("agent", AGENT)}
-        assert _changes(conn, "INSERT INTO pins VALUES (%s, NULL)", ORG) == {("org", ORG)}
-        assert _changes(conn, "INSERT INTO pins VALUES (NULL, %s)", AGENT) == {("agent", AGENT)}
-        assert _changes(conn, "INSERT INTO release_halts VALUES (NULL)") == {("all", None)}
+        assert _followed(conn) == FOLLOWED
         settings = _changes(conn, "UPDATE rollout_settings SET canary_share_percent = 1")
         assert settings == {("all", None)}
-    migrate.downgrade(empty_database_url, "0008_release_tracks_withdraw")
+    migrate.downgrade(empty_database_url, "0010_rollout_pins_halts")
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
         left = conn.execute(
             "SELECT tgname FROM pg_trigger WHERE tgname LIKE '%answer_change%'"
         ).fetchall()
-    assert left == []
+        assert left == []
+        assert conn.execute("SELECT to_regclass('answer_changes')").fetchone() == (None,)
