@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from ground.instants import parse_instant
 from tests.agent_daemon.daemon_support.features import needs_confirm_route
 from tests.agent_daemon.daemon_support.night import Night, NightClock, local
 
@@ -137,14 +138,24 @@ def test_throttled_with_cap_1_the_second_agent_updates_next_round(
     daemons = [first.start(), second.start()]
     outcomes = [updated(d, SLOT) for d in daemons]
     assert [o["version"] for o in outcomes] == ["1.5.0", "1.5.0"]
+    # The cap's proof is the control plane's record: the two grants fell in different rounds.
+    claimed = sorted(
+        parse_instant(run["claimed_at"])
+        for host in (first, second)
+        for run in runs_for(scenario, host, SLOT)
+    )
+    assert len(claimed) == 2
+    assert claimed[0].replace(second=0, microsecond=0) < claimed[1].replace(
+        second=0, microsecond=0
+    ), f"two grants in one round with a cap of 1: {claimed}"
+    # Who was told to wait heard it as the organisation's cap, and was granted after. (On a
+    # loaded machine a daemon's first tick of the slot can fall in the next round already; then
+    # nobody is refused, and the rounds above still prove the cap.)
     refused = [e for d in daemons for e in d.named("claim.refused", slot_key=SLOT)]
-    assert refused, "one of the two must have been told to wait for the next round"
-    assert {e["code"] for e in refused} == {"org_cap"}
-    waited = [d for d in daemons if d.named("claim.refused", slot_key=SLOT)]
-    assert len(waited) == 1, "with a cap of 1 exactly one of the two waits for the next round"
-    (told_to_wait,) = waited
-    refused_at = told_to_wait.named("claim.refused", slot_key=SLOT)[0]["server_time"]
-    assert told_to_wait.wait_for("claim.granted", slot_key=SLOT)["server_time"] > refused_at
+    assert {e["code"] for e in refused} <= {"org_cap"}
+    for told_to_wait in [d for d in daemons if d.named("claim.refused", slot_key=SLOT)]:
+        refused_at = told_to_wait.named("claim.refused", slot_key=SLOT)[0]["server_time"]
+        assert told_to_wait.wait_for("claim.granted", slot_key=SLOT)["server_time"] > refused_at
     for host in (first, second):
         assert [r["status"] for r in runs_for(scenario, host, SLOT)] == ["succeeded"]
 
