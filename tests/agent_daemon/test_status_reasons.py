@@ -4,13 +4,15 @@ slot was given up (`held`, `release_rolled_back`), and whether the control plane
 
 from __future__ import annotations
 
+import io
 from datetime import UTC, datetime
 
 import pytest
 
-from agent_daemon.activity import ActivityRecord
+from agent_daemon.activity import Activity, ActivityRecord
 from agent_daemon.config_cache import CachedConfig
 from agent_daemon.daemon_state import ClaimInProgress, DaemonState, RunRecord
+from agent_daemon.event_log import EventLog
 from agent_daemon.status import (
     REASON_WORDS,
     AgentStatus,
@@ -222,3 +224,38 @@ def test_an_update_waiting_out_a_failure_says_which(reason: OutcomeReason, words
         f"the update to 1.5.0 for 2026-11-30 03:00 is waiting: {words}; tried again next minute "
         "while its window is open"
     ]
+
+
+# -- where the words come from: the activity file learns the platform's outage ------------------
+
+
+def _listening_activity() -> tuple[Activity, EventLog]:
+    log = EventLog(now=lambda: NOW, stream=io.StringIO())
+    activity = Activity(now=lambda: NOW, log=log, file=None, stuck_after=10, idle_after=100)
+    return activity, log
+
+
+def test_the_activity_learns_that_the_platform_is_unavailable_until_a_minute_ends_otherwise() -> (
+    None
+):
+    activity, log = _listening_activity()
+    activity.tick_started()
+    log.emit("platform.unavailable", level="warning", step="config", error="503 unavailable")
+    activity.tick_finished("platform_unavailable", None)
+    record = activity.record
+    assert (record.platform_unavailable_since, record.platform_unavailable_error) == (
+        NOW,
+        "503 unavailable",
+    )
+    assert record.unreachable_since is None, "our outage is not an unreachable control plane"
+    activity.tick_started()
+    activity.tick_finished("no_slot", None)
+    assert activity.record.platform_unavailable_since is None
+
+
+def test_an_unreachable_control_plane_is_not_learned_as_unavailable() -> None:
+    activity, log = _listening_activity()
+    log.emit("control_plane.offline", level="warning", error="cannot connect")
+    activity.tick_finished("offline", None)
+    assert activity.record.platform_unavailable_since is None
+    assert activity.record.unreachable_since == NOW
