@@ -51,9 +51,12 @@ def wait_for_run(night: FaultNight, host: Host, status: str) -> dict[str, Any]:
         time.sleep(0.2)
 
 
-def run_events(night: FaultNight, host: Host, run_id: str) -> list[str]:
-    """The kinds of the timeline's events about one run, oldest first."""
+def run_events(night: FaultNight, host: Host, run_id: str) -> list[tuple[str, str | None]]:
+    """The timeline's events about one run, oldest first: each its kind and its reason."""
     answer = night.night.panel.get(f"/v1/agents/{host.agent_id}/events")
     assert answer.status_code == 200, answer.text
     events = [e for e in answer.json()["events"] if e.get("run_id") == run_id]
-    return [str(e["kind"]) for e in sorted(events, key=lambda e: (e["at"], e["id"]))]
+    return [
+        (str(e["kind"]), e["data"].get("reason"))
+        for e in sorted(events, key=lambda e: (e["at"], e["id"]))
+    ]

@@ -36,6 +36,8 @@ pytestmark = [pytest.mark.slow, needs_confirm_route]
 
 # A deadline for a failure, not a speed expectation.
 _DEADLINE_SECONDS = 60.0
+# The timeline of a run that switched inside its window: the claim, then its one outcome.
+SUCCEEDED_EVENTS = [("update.scheduled", None), ("update.succeeded", None)]
 
 
 def _wait_until(condition: Callable[[], bool], what: str) -> None:
@@ -105,7 +107,7 @@ def test_postgres_stopped_mid_download_and_started_inside_the_window_resumes_and
     assert (run["status"], run["version"], run["reason"]) == ("succeeded", "1.5.0", None)
     assert run["switched_at"] == succeeded["switched_at"] is not None
     assert host.current_version() == host.running_version() == "1.5.0"
-    assert "update.succeeded" in run_events(night, host, granted["run_id"])
+    assert run_events(night, host, granted["run_id"]) == SUCCEEDED_EVENTS
     assert_safe(host, window_closes=WIDE_WINDOW_CLOSES)
 
 
@@ -132,7 +134,7 @@ def test_control_plane_killed_mid_download_and_restarted_inside_the_window_switc
     assert (run["status"], run["version"]) == ("succeeded", "1.5.0")
     assert run["switched_at"] == succeeded["switched_at"] is not None
     assert host.current_version() == host.running_version() == "1.5.0"
-    assert "update.succeeded" in run_events(night, host, granted["run_id"])
+    assert run_events(night, host, granted["run_id"]) == SUCCEEDED_EVENTS
     assert_safe(host, window_closes=WIDE_WINDOW_CLOSES)
 
 
@@ -160,6 +162,10 @@ def test_control_plane_killed_mid_download_and_back_only_after_the_window_never_
     assert run["reason"] == ended["reason"]
     assert run["miss_reason"] != "offline" and run["reason"] != "offline"
     assert run["switched_at"] is None
+    assert run_events(night, host, granted["run_id"]) == [
+        ("update.scheduled", None),
+        ("update.failed", "download_failed"),
+    ]
     assert len(daemon.named("claim.granted")) == 1
     assert host.current_version() == host.running_version() == "1.4.1"
     assert not (host.agent.install_root / "versions" / "1.5.0" / ".complete").exists()
@@ -188,6 +194,10 @@ def test_a_daemon_stopped_mid_download_and_continued_after_its_window_never_swit
     run = wait_for_run(night, host, "failed")
     assert run["reason"] == "interrupted"
     assert run["switched_at"] is None
+    assert run_events(night, host, granted["run_id"]) == [
+        ("update.scheduled", None),
+        ("update.failed", "interrupted"),
+    ]
     assert len(daemon.named("claim.granted")) == 1
     assert host.current_version() == host.running_version() == "1.4.1"
     # `agent status` says it in words, first among what is wrong.

@@ -99,7 +99,10 @@ def test_a_release_withdrawn_mid_download_is_never_installed_and_the_next_claim_
         run = wait_for_run(night, host, "failed")
         assert (run["reason"], run["switched_at"]) == ("token_revoked", None)
         assert run["release_version"] == "1.5.0"
-        assert "update.failed" in run_events(night, host, grant["run_id"])
+        assert run_events(night, host, grant["run_id"]) == [
+            ("update.scheduled", None),
+            ("update.failed", "token_revoked"),
+        ]
         # Nothing installed half: no 1.5.0 beside the complete 1.4.1 that stays current.
         assert not (host.agent.install_root / "versions" / "1.5.0").exists()
         assert host.current_version() == host.running_version() == "1.4.1"
@@ -117,5 +120,9 @@ def test_a_release_withdrawn_mid_download_is_never_installed_and_the_next_claim_
         "1.4.1",
         "1.4.1",
     )
+    assert run_events(night, newcomer, granted["run_id"]) == [
+        ("update.scheduled", None),
+        ("update.succeeded", None),
+    ]
     assert newcomer.current_version() == newcomer.running_version() == "1.4.1"
     assert_safe(newcomer, window_closes=WIDE_WINDOW_CLOSES)
