@@ -70,6 +70,11 @@ class ActivityRecord(BaseModel):
     # The first minute the control plane could not be reached, and why, until it answers again.
     unreachable_since: AwareDatetime | None = None
     unreachable_error: str | None = None
+    # The first minute the control plane answered that it cannot serve (`platform.unavailable`:
+    # its database is down), and its words, until a minute ends otherwise: our outage, which
+    # `agent status` must not word as this host being offline.
+    platform_unavailable_since: AwareDatetime | None = None
+    platform_unavailable_error: str | None = None
     last_refusal: Refusal | None = None
     # The update being carried out: its run and version, and the last progress shown.
     update_run_id: str | None = None
@@ -140,6 +145,10 @@ class Activity:
             if result != "offline":
                 self._record = self._record.model_copy(
                     update={"unreachable_since": None, "unreachable_error": None}
+                )
+            if result != "platform_unavailable":
+                self._record = self._record.model_copy(
+                    update={"platform_unavailable_since": None, "platform_unavailable_error": None}
                 )
             self._record = self._record.model_copy(
                 update={
@@ -243,6 +252,11 @@ class Activity:
                 "unreachable_since": since,
                 "unreachable_error": _short(error),
                 "doing": f"control plane unreachable since {self._local(since)}: {_short(error)}",
+            }
+        if event == "platform.unavailable":
+            return {
+                "platform_unavailable_since": self._record.platform_unavailable_since or now,
+                "platform_unavailable_error": _short(error),
             }
         if event == "control_plane.credential_refused":
             return {"doing": f"the control plane refuses the credential: {_short(error)}"}

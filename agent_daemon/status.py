@@ -16,10 +16,17 @@ from zoneinfo import ZoneInfo
 from agent_daemon.activity import ActivityRecord
 from agent_daemon.config_cache import CachedConfig
 from agent_daemon.daemon_state import DaemonState, RunRecord
-from ground.contract import RefusalCode, ReleaseTrack
+from ground.contract import OutcomeReason, RefusalCode, ReleaseTrack
 from shared_planner import next_slot
 
-__all__ = ["AgentStatus", "describe_run", "problems", "render_status"]
+__all__ = [
+    "REASON_WORDS",
+    "AgentStatus",
+    "describe_reason",
+    "describe_run",
+    "problems",
+    "render_status",
+]
 
 _OUTCOME_WORDS: dict[str, str] = {
     "up_to_date": "already up to date",
@@ -29,7 +36,33 @@ _OUTCOME_WORDS: dict[str, str] = {
     RefusalCode.SLOT_CONSUMED: "already handled (control plane)",
     RefusalCode.WINDOW_CLOSED: "window closed before the claim",
     RefusalCode.NOT_A_SLOT: "not a slot on the control plane's schedule",
+    # Slots given up on the control plane's word (`claim.slot_gone`): consumed, nothing claimed.
+    RefusalCode.HELD: "skipped: the agent is held",
+    RefusalCode.RELEASE_ROLLED_BACK: "skipped: this host rolled the offered release back, so "
+    "there is nothing to do until a newer release is published or an operator asks for a retry",
 }
+
+# Why a claimed run ended as it did, in words: the reason a customer reads beside "failed". A
+# control plane that was down is said to be ours, never this host being offline.
+REASON_WORDS: dict[OutcomeReason, str] = {
+    OutcomeReason.PLATFORM_UNAVAILABLE: "the control plane was unavailable (an outage on the "
+    "platform's side, not this host's network) until the window closed",
+    OutcomeReason.INTERRUPTED: "the update was interrupted (the daemon or the host was stopped) "
+    "and its window closed before it could go on; nothing was switched",
+    OutcomeReason.TOKEN_REVOKED: "the control plane revoked the update's token (the brake, a "
+    "halted or a withdrawn release) before the switch; nothing was switched",
+    OutcomeReason.TOKEN_EXPIRED: "the update's token expired before the switch; nothing was "
+    "switched",
+    OutcomeReason.DISK_FULL: "the disk was full (the state directory or the install root)",
+    OutcomeReason.DOWNLOAD_FAILED: "the download kept failing until the window closed",
+    OutcomeReason.VERIFICATION_FAILED: "the build was refused by verification (signature, hash, "
+    "length, channel, platform or age)",
+    OutcomeReason.INSTALL_FAILED: "installing the build failed; the running version kept running",
+    OutcomeReason.HEALTH_CHECK_FAILED: "the new version was not healthy within its deadline and "
+    "was rolled back",
+}
+# The outcomes worth a line under "attention".
+_FAILED = frozenset({"failed", "rolled_back"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,8 +80,17 @@ class AgentStatus:
     track: ReleaseTrack | None = None  # the (channel, platform) this agent follows
 
 
+def describe_reason(reason: str) -> str:
+    """The words for an `OutcomeReason`; a reason this agent does not know is named as it is."""
+    try:
+        return REASON_WORDS[OutcomeReason(reason)]
+    except ValueError:
+        return f"reason {reason!r}"
+
+
 def describe_run(record: RunRecord, tz: ZoneInfo | None) -> str:
-    """`2026-11-30 03:00 — already up to date (1.4.1)`."""
+    """`2026-11-30 03:00 — already up to date (1.4.1)`; a run that ended with a reason says it:
+    `… — update failed (1.4.1), because the download kept failing …: <error> [run …]`."""
     if record.slot_key is not None:
         when = record.slot_key.replace("T", " ")
     else:
@@ -59,6 +101,8 @@ def describe_run(record: RunRecord, tz: ZoneInfo | None) -> str:
         words = f"updated to {record.version}"
     elif record.version and record.status != "succeeded":
         words = f"{words} ({record.version})"
+    if record.reason is not None:
+        words = f"{words}, because {describe_reason(record.reason)}"
     if record.error and record.status not in {"up_to_date"}:
         words = f"{words}: {record.error}"
     if record.run_id:
@@ -93,6 +137,14 @@ def problems(status: AgentStatus) -> list[str]:
             f"control plane unreachable since {_local(since, tz)} ({_ago(since, status.now)}): "
             f"{activity.unreachable_error or 'no answer'}"
         )
+    if activity is not None and activity.platform_unavailable_since is not None:
+        since = activity.platform_unavailable_since
+        found.append(
+            f"the control plane is unavailable since {_local(since, tz)} "
+            f"({_ago(since, status.now)}): it answers, but cannot serve "
+            f"({activity.platform_unavailable_error or 'no reason given'}) — an outage on the "
+            "platform's side, not this host's network; updates are tried again inside their window"
+        )
     if activity is not None and activity.last_refusal is not None:
         refusal = activity.last_refusal
         about = refusal.slot_key or (f"run {refusal.run_id}" if refusal.run_id else "a claim")
@@ -100,6 +152,7 @@ def problems(status: AgentStatus) -> list[str]:
             f"last refusal {_local(refusal.at, tz)} ({_ago(refusal.at, status.now)}), for "
             f"{about.replace('T', ' ')}: {refusal.code} — {refusal.message}"
         )
+    found.extend(_last_run_problems(status.state, tz))
     if cached is None:
         return found
     config = cached.config
@@ -132,6 +185,36 @@ def problems(status: AgentStatus) -> list[str]:
                 "`channel` and `platform` in agent.toml"
             )
     return found
+
+
+def _last_run_problems(state: DaemonState, tz: ZoneInfo | None) -> list[str]:
+    """The update in progress that is waiting out a failure, and the last run when it failed."""
+    found: list[str] = []
+    claim = state.claim
+    if claim is not None and claim.last_reason is not None:
+        target = (claim.slot_key or "a manual request").replace("T", " ")
+        found.append(
+            f"the update to {claim.release_version} for {target} is waiting: "
+            f"{_RETRY_WORDS[claim.last_reason]}; tried again next minute while its window is open"
+        )
+    if state.recent_runs and state.recent_runs[-1].status in _FAILED:
+        found.append(f"the last run did not update: {describe_run(state.recent_runs[-1], tz)}")
+    return found
+
+
+# Why an update in progress is waiting (`ClaimInProgress.last_reason`), in the present tense.
+_RETRY_WORDS: dict[OutcomeReason, str] = {
+    OutcomeReason.PLATFORM_UNAVAILABLE: "the control plane is unavailable (an outage on the "
+    "platform's side, not this host's network)",
+    OutcomeReason.INTERRUPTED: "it was interrupted",
+    OutcomeReason.TOKEN_REVOKED: "its token was revoked",
+    OutcomeReason.TOKEN_EXPIRED: "its token expired",
+    OutcomeReason.DISK_FULL: "the disk is full",
+    OutcomeReason.DOWNLOAD_FAILED: "the download was cut and resumes where it stopped",
+    OutcomeReason.VERIFICATION_FAILED: "the build was refused by verification",
+    OutcomeReason.INSTALL_FAILED: "installing the build failed",
+    OutcomeReason.HEALTH_CHECK_FAILED: "the new version was not healthy",
+}
 
 
 def render_status(status: AgentStatus) -> str:
