@@ -193,7 +193,7 @@ def _overview(
         platform=backend.platform(ctx.services),
         charts=_night_charts(ctx),
         past_charts=_past_charts(ctx),
-        fleet_chart=fleet_chart(ctx.lang, fleet_counts(*backend.fleet_versions(ctx.services))),
+        fleet_chart=fleet_chart(ctx.lang, fleet_counts(backend.fleet_versions(ctx.services))),
         rollout=backend.rollout_overview(ctx.services, now=ctx.now),
         wording=wording,
         brake_error=brake_error,

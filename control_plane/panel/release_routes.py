@@ -144,7 +144,7 @@ def rollout(
     actor = backend.session_actor(ctx.session)
     try:
         if action == "promote":
-            backend.promote_release(ctx.services, parsed, actor=actor, now=ctx.now)
+            backend.promote_release(ctx.services, parsed, reason=reason, actor=actor, now=ctx.now)
         elif action == "halt":
             backend.halt_release(ctx.services, parsed, reason=reason, actor=actor, now=ctx.now)
         elif action == "resume":

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 from control_plane.events.services import EventView
 from control_plane.panel.backend import WebhookTest
 from control_plane.panel.i18n import Language
+from control_plane.pins.holds import MAX_HOLD
 from control_plane.runs.views import RunView
 from ground.contract import HoldView, OutcomeReason
 from shared_planner import PlannedSlot, WallTime, WallTimeKind
@@ -537,6 +538,8 @@ def operator_agent_saved(lang: Language, saved: str) -> str:
         "forced": lang.gettext(
             "A forced update is asked for: the agent starts it at its next poll."
         ),
+        "hold": lang.gettext("The agent is held."),
+        "unhold": lang.gettext("The hold is ended: scheduled updates run again."),
     }
     return done.get(saved, "")
 
@@ -547,7 +550,12 @@ def operator_agent_error(lang: Language, field: str) -> str:
             "Give the version of a published release that is not withdrawn, or choose to hold"
             " at the version it runs."
         )
-    if field in ("reason", "force_reason"):
+    if field == "hold_until":
+        return lang.gettext(
+            "Choose a day after today, at most %(count)s days ahead.",
+            count=lang.number(MAX_HOLD.days),
+        )
+    if field in ("reason", "force_reason", "hold_reason"):
         return lang.gettext(
             "Give a reason of at most %(count)s characters.", count=lang.number(500)
         )
