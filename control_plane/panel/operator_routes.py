@@ -11,6 +11,7 @@ from markupsafe import Markup
 
 from control_plane.accounts.credentials import Audience
 from control_plane.panel import backend, wording
+from control_plane.forecast.model import ReleaseNight
 from control_plane.panel.charts import Bar, Series, Stack, stacked_chart
 from control_plane.panel.fleet import fleet_chart, fleet_counts
 from control_plane.panel.web import (
@@ -57,28 +58,29 @@ def operator_of(request: Request) -> PanelContext | Response:
     return ctx
 
 
-def _night_charts(ctx: PanelContext) -> list[Markup]:
+def _night_charts(ctx: PanelContext) -> list[tuple[Markup, tuple[ReleaseNight, ...]]]:
+    """Each coming night: its demand per slot against the caps, and who gets each pair's
+    current release that night at each stage."""
     zone = backend.platform(ctx.services).zone
     first = ctx.now.astimezone(zone).date()
     charts = []
     for offset in range(FORECAST_NIGHTS):
         day = first + timedelta(days=offset)
-        slots = backend.platform_forecast(ctx.services, day).slots
-        charts.append(
-            forecast_chart(
-                ctx,
-                day,
-                [
-                    Bar(
-                        label=ctx.lang.time_with_zone(s.at, zone),
-                        total=s.agents,
-                        part=s.can_update,
-                        limit=s.capacity,
-                    )
-                    for s in slots
-                ],
-            )
+        forecast = backend.platform_forecast(ctx.services, day, now=ctx.now)
+        chart = forecast_chart(
+            ctx,
+            day,
+            [
+                Bar(
+                    label=ctx.lang.time_with_zone(s.at, zone),
+                    total=s.agents,
+                    part=s.can_update,
+                    limit=s.capacity,
+                )
+                for s in forecast.slots
+            ],
         )
+        charts.append((chart, forecast.releases))
     return charts
 
 
