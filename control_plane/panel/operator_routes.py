@@ -10,8 +10,8 @@ from fastapi.responses import Response
 from markupsafe import Markup
 
 from control_plane.accounts.credentials import Audience
-from control_plane.panel import backend, wording
 from control_plane.forecast.model import ReleaseNight
+from control_plane.panel import backend, wording
 from control_plane.panel.charts import Bar, Series, Stack, stacked_chart
 from control_plane.panel.fleet import fleet_chart, fleet_counts
 from control_plane.panel.web import (
