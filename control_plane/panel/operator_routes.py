@@ -59,14 +59,17 @@ def operator_of(request: Request) -> PanelContext | Response:
 
 
 def _night_charts(ctx: PanelContext) -> list[tuple[Markup, tuple[ReleaseNight, ...]]]:
-    """Each coming night: its demand per slot against the caps, and who gets each pair's
-    current release that night at each stage."""
+    """Each coming night: its demand per slot against the caps; and for tonight, who gets each
+    pair's current release at each stage (the offers as they stand now; reading them costs one
+    offer lookup per scheduled agent, so only once)."""
     zone = backend.platform(ctx.services).zone
     first = ctx.now.astimezone(zone).date()
     charts = []
     for offset in range(FORECAST_NIGHTS):
         day = first + timedelta(days=offset)
-        forecast = backend.platform_forecast(ctx.services, day, now=ctx.now)
+        forecast = backend.platform_forecast(
+            ctx.services, day, now=ctx.now if offset == 0 else None
+        )
         chart = forecast_chart(
             ctx,
             day,
