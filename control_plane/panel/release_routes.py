@@ -71,6 +71,7 @@ def _releases_page(
         rollout_error=rollout_error,
         done=done,
         wording=wording,
+        org_names=backend.org_names(ctx.services),
     )
 
 
