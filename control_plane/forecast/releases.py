@@ -9,7 +9,8 @@ the release is the rollout's own rule (`control_plane.rollout.services.agent_rel
 the request's `now`.
 
 The caps are shared by every release asking at one slot: per slot, each organisation's demand is
-its agents needing any release (every other release at its current stage), its part of what the
+its agents needing any release (every other release at its current stage, and the previous
+release a non-canary takes while the new one is a canary), its part of what the
 caps serve is `fair_shares`, and that part is split among the releases in proportion to their
 agents (rounded down; the remainder goes to the release with the most agents in the
 organisation). The split is an estimate — the caps serve whoever asks first — but the total per
@@ -47,7 +48,8 @@ class AgentNeed:
     slot_at: datetime
     at_canary: UUID | None
     at_everyone: UUID | None
-    # The release it takes with every release at its current stage.
+    # The release it takes with every release at its current stage (its pair's current one, or
+    # the previous one while the current is in its canary stage), if any.
     tonight: UUID | None
 
 
@@ -90,18 +92,26 @@ def read_release_needs(
             continue
         view = agent_release(conn, agent["id"], agent["org_id"], now)
         release = by_pair.get((view.track.channel, view.track.platform))
-        if release is None or view.hold is not None or view.pinned:
+        if release is None or view.hold is not None:
             continue
         runs_it = view.running_version == release.version
-        offered_now = view.offered is not None and view.offered.release_id == release.id
+        offered = view.offered
+        # What it takes tonight, whichever release that is (the previous one for a non-canary
+        # while the new one is in its canary stage): it asks within the same caps.
+        takes_tonight = (
+            offered is not None
+            and not (offered.halted or offered.braked)
+            and offered.version != view.running_version
+        )
         canary = view.canary or view.basis == "canary"
         needs.append(
             AgentNeed(
                 org_id=agent["org_id"],
                 slot_at=slots[0].at,
-                at_canary=None if runs_it or not canary else release.id,
-                at_everyone=None if runs_it else release.id,
-                tonight=None if runs_it or not offered_now else release.id,
+                # A pinned agent takes its pin at any stage (and still asks within the caps).
+                at_canary=None if runs_it or view.pinned or not canary else release.id,
+                at_everyone=None if runs_it or view.pinned else release.id,
+                tonight=offered.release_id if offered is not None and takes_tonight else None,
             )
         )
     return releases, needs

@@ -18,6 +18,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane.registry import Services
+from control_plane.types import Pool
 from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease, sign_release
 
@@ -90,10 +91,29 @@ def test_the_forecast_says_how_many_get_the_release_at_each_stage_within_the_cap
 ) -> None:
     [release] = _releases(api, operator_key)
     assert (release["version"], release["stage"], release["halted"]) == ("1.6.0", "canary", False)
-    # Tonight at its canary stage: the two canaries, well within the caps.
-    assert release["canary"] == {"agents": 2, "can_update": 2, "will_miss": 0}
+    # Tonight at its canary stage: the two canaries. The large organisation's other 18 agents
+    # run nothing yet and take 1.5.0 in the same slot: its cap serves 15 of its 20, and the
+    # canaries' part of that is 15 * 2 / 20, rounded down.
+    assert release["canary"] == {"agents": 2, "can_update": 1, "will_miss": 1}
     # Promoted before the night: the large organisation's 20 meet its cap of 15 in the window,
     # the small one's 5 all fit.
+    assert release["everyone"] == {"agents": 25, "can_update": 20, "will_miss": 5}
+
+
+def test_canaries_alone_in_their_slot_all_fit(
+    api: Api, pool: Pool, operator_key: str, night: dict[str, list[Agent]]
+) -> None:
+    """Once the others run 1.5.0 they ask for nothing tonight: the canaries have the cap."""
+    with pool.connection() as conn:
+        for agent in night["large"][2:] + night["small"]:
+            conn.execute(
+                "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, version,"
+                " created_at, finished_at) SELECT id, org_id, 'schedule', '2026-11-28T03:00',"
+                " %(at)s, 'succeeded', '1.5.0', %(at)s, %(at)s FROM agents WHERE id = %(id)s",
+                {"id": agent.agent_id, "at": datetime(2026, 11, 28, 2, 5, tzinfo=UTC)},
+            )
+    [release] = _releases(api, operator_key)
+    assert release["canary"] == {"agents": 2, "can_update": 2, "will_miss": 0}
     assert release["everyone"] == {"agents": 25, "can_update": 20, "will_miss": 5}
 
 
