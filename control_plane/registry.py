@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane.accounts.services import AccountService, SessionService
 from control_plane.agent_config.services import AgentConfigService, seen_recorder
+from control_plane.agents.fleet import FleetService
 from control_plane.agents.services import AgentService
 from control_plane.answers_cache import AnswerMemory, SeenRecorder
 from control_plane.brake.services import BrakeService
@@ -70,6 +71,7 @@ class Services:
     # (`answers_cache.feed.feed_running`, started by each serving worker).
     answers: AnswerMemory
     seen: SeenRecorder
+    fleet: FleetService  # the fleet by version and the organisations' names, one query each
 
 
 def build_services(
@@ -109,4 +111,5 @@ def build_services(
         webhook_tests=WebhookTestService(pool, addresses),
         answers=answers,
         seen=seen,
+        fleet=FleetService(pool),
     )

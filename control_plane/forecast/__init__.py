@@ -2,6 +2,8 @@
 
 model        the arithmetic and the day's views (pure; the herd benchmark uses it)
 services     the SQL, `parse_day`
+releases     how many agents get each pair's current release on a night at each stage, within
+             the caps (the offers are the rollout's own rule)
 text         the terminal table of `nachtwacht control forecast`
 routes       /v1/admin/forecast, /v1/forecast
 """

@@ -20,7 +20,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
+from uuid import UUID
 from zoneinfo import ZoneInfo
 
 from control_plane.settings.services import PlatformSettings
@@ -33,7 +34,10 @@ __all__ = [
     "OrgSlotView",
     "PlatformDayForecast",
     "PlatformSlotView",
+    "ReleaseNight",
     "SlotForecast",
+    "StageName",
+    "StageNight",
     "day_demand",
     "fair_shares",
     "forecast_slot",
@@ -171,9 +175,39 @@ class _DayHeader:
     global_cap: int
 
 
+StageName = Literal["canary", "everyone"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageNight:
+    """At one stage: the agents that would take the release that night, how many of them the
+    caps serve inside their slot's window, and how many miss it."""
+
+    agents: int
+    can_update: int
+    will_miss: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseNight:
+    release_id: UUID
+    channel: str
+    platform: str
+    version: str
+    stage: StageName
+    # Claims of a halted release are refused: nobody gets it that night, whatever the stage.
+    halted: bool
+    # None once the release is at `everyone` (its canary stage is over).
+    canary: StageNight | None
+    everyone: StageNight
+
+
 @dataclass(frozen=True, kw_only=True)
 class PlatformDayForecast(_DayHeader):
     slots: tuple[PlatformSlotView, ...]
+    # Per pair's current release: how many agents get it that night at each stage, within the
+    # caps (`control_plane.forecast.releases`); empty when the forecast was asked without `now`.
+    releases: tuple[ReleaseNight, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 
 from control_plane.api.answers import AUTHENTICATED, errors
-from control_plane.api.deps import OperatorCaller, PanelCaller, services_of
+from control_plane.api.deps import OperatorCaller, PanelCaller, RequestNow, services_of
 from control_plane.forecast.model import OrgDayForecast, PlatformDayForecast
 from control_plane.forecast.services import parse_day
 from ground.contract import API_PREFIX
@@ -23,12 +23,15 @@ _DATE = Query(description="a local calendar date in the platform's zone, YYYY-MM
     responses=errors(*AUTHENTICATED, 422),
 )
 def platform_forecast(
-    request: Request, caller: OperatorCaller, date: str = _DATE
+    request: Request, caller: OperatorCaller, now: RequestNow, date: str = _DATE
 ) -> PlatformDayForecast:
     """For each slot instant of the day: enabled agents, organisations, the capacity the caps
-    allow inside the window, and how many agents will miss it if all need an update."""
+    allow inside the window, and how many agents will miss it if all need an update. And for
+    each pair's current release (`releases`): how many agents get it that night at its
+    `canary` stage and at `everyone`, within the caps (offers as they stand now; `canary` is
+    null once the release is at `everyone`; a halted release reaches nobody)."""
     del caller
-    return services_of(request).forecast.platform_day(parse_day("date", date))
+    return services_of(request).forecast.platform_day(parse_day("date", date), now=now)
 
 
 @router.get("/forecast", response_model=OrgDayForecast, responses=errors(*AUTHENTICATED, 422))

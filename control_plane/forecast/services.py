@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import date
+from dataclasses import replace
+from datetime import date, datetime
 from typing import Any
 from uuid import UUID
 
@@ -14,6 +15,7 @@ from control_plane.forecast.model import (
     org_day_forecast,
     platform_day_forecast,
 )
+from control_plane.forecast.releases import read_release_needs, release_nights
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
 from shared_planner.wall_clock import FIRST_YEAR, LAST_YEAR
@@ -51,11 +53,21 @@ class ForecastService:
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
 
-    def platform_day(self, day: date) -> PlatformDayForecast:
+    def platform_day(self, day: date, *, now: datetime | None = None) -> PlatformDayForecast:
+        """Every slot of local `day`; with `now`, also how many agents get each pair's current
+        release that night at each stage, within the caps (the offers as they stand at `now`)."""
         with self._pool.connection() as conn:
             settings = read_settings(conn)
             counts = read_scheduled_agents(conn)
-        return platform_day_forecast(counts, day=day, settings=settings)
+            needs = (
+                None
+                if now is None
+                else read_release_needs(conn, day=day, settings=settings, now=now)
+            )
+        forecast = platform_day_forecast(counts, day=day, settings=settings)
+        if needs is None:
+            return forecast
+        return replace(forecast, releases=release_nights(*needs, settings))
 
     def org_day(self, day: date, *, org_id: UUID) -> OrgDayForecast:
         with self._pool.connection() as conn:

@@ -26,6 +26,7 @@ from control_plane.accounts.services import (
     Principal,
     actor_of,
 )
+from control_plane.agents.fleet import FleetVersions, OrgName
 from control_plane.agents.services import AgentOverview, AgentPage
 from control_plane.brake.services import BrakeChange, BrakeState
 from control_plane.claims.services import GrantHistory
@@ -35,6 +36,7 @@ from control_plane.events.trail import Actor
 from control_plane.forecast.model import OrgDayForecast, PlatformDayForecast
 from control_plane.notifications.services import NotificationPage, WebhookView
 from control_plane.notifications.test_delivery import TEST_EVENT
+from control_plane.pins.holds import HoldSetter
 from control_plane.pins.services import PinView
 from control_plane.registry import Services
 from control_plane.releases.withdrawal import ReleaseList, WithdrawnRelease
@@ -73,12 +75,14 @@ __all__ = [
     "list_agents",
     "manual_run",
     "mark_canary",
+    "mark_notice_read",
     "mark_notification",
     "notices",
     "notifications",
     "open_session",
     "operator_orgs",
     "org_forecast",
+    "org_names",
     "outcomes_per_slot",
     "pin",
     "pins",
@@ -353,8 +357,10 @@ def org_forecast(services: Services, org_id: UUID, day: date) -> OrgDayForecast:
     return services.forecast.org_day(day, org_id=org_id)
 
 
-def platform_forecast(services: Services, day: date) -> PlatformDayForecast:
-    return services.forecast.platform_day(day)
+def platform_forecast(
+    services: Services, day: date, *, now: datetime | None = None
+) -> PlatformDayForecast:
+    return services.forecast.platform_day(day, now=now)
 
 
 def grants_per_round(services: Services, *, since: datetime, until: datetime) -> GrantHistory:
@@ -368,24 +374,9 @@ def outcomes_per_slot(services: Services, *, since: datetime, until: datetime) -
 # The fleet
 
 
-def fleet_versions(services: Services) -> tuple[list[str | None], dict[str, set[str]]]:
-    """Every live agent's reported version, and the pairs ("channel/platform") each version was
-    published for. One query per organisation: an operator's page, loaded now and then."""
-    orgs = {
-        c.org_id
-        for c in services.accounts.list_credentials(
-            audience=Audience.PANEL, include_revoked=True
-        ).credentials
-        if c.org_id is not None
-    }
-    versions: list[str | None] = []
-    for org_id in sorted(orgs):
-        versions.extend(agent.version for agent in services.agents.list_agents(org_id).agents)
-    pairs: dict[str, set[str]] = {}
-    for track in services.releases.list().tracks:
-        for entry in track.releases:
-            pairs.setdefault(entry.version, set()).add(f"{track.channel}/{track.platform}")
-    return versions, pairs
+def fleet_versions(services: Services) -> FleetVersions:
+    """Live agents per (channel, platform, version), in one query."""
+    return services.fleet.versions()
 
 
 # Releases
@@ -549,9 +540,11 @@ def release_states(
     return result
 
 
-def promote_release(services: Services, release_id: UUID, *, actor: Actor, now: datetime) -> None:
+def promote_release(
+    services: Services, release_id: UUID, *, reason: str, actor: Actor, now: datetime
+) -> None:
     try:
-        services.rollout.promote(release_id, actor=actor, now=now)
+        services.rollout.promote(release_id, reason=reason, actor=actor, now=now)
     except (NotFound, InvalidInput, Conflict) as exc:
         raise _domain_error(exc, "release") from exc
 
@@ -593,6 +586,13 @@ def notices(services: Services) -> tuple[OperatorNotice, ...]:
     return services.rollout.notices().notices
 
 
+def mark_notice_read(services: Services, notice_id: UUID, *, actor: Actor, now: datetime) -> None:
+    try:
+        services.rollout.mark_notice_read(notice_id, actor=actor, now=now)
+    except NotFound as exc:
+        raise Missing("notice") from exc
+
+
 def unread_notices(services: Services) -> int:
     return sum(1 for notice in notices(services) if notice.read_at is None)
 
@@ -601,21 +601,14 @@ def rollout_overview(services: Services, *, now: datetime) -> RolloutOverview:
     return services.rollout.overview(now)
 
 
-def operator_orgs(services: Services) -> tuple[UUID, ...]:
-    """The organisations an operator can open: those with a panel key (every organisation is
-    created with one)."""
-    return tuple(
-        sorted(
-            {
-                c.org_id
-                for c in services.accounts.list_credentials(
-                    audience=Audience.PANEL, include_revoked=True
-                ).credentials
-                if c.org_id is not None
-            },
-            key=str,
-        )
-    )
+def operator_orgs(services: Services) -> tuple[OrgName, ...]:
+    """Every organisation an operator can open, by name."""
+    return services.fleet.org_names().orgs
+
+
+def org_names(services: Services) -> dict[UUID, str]:
+    """Each organisation's name by its id (the screens show names where they held ids)."""
+    return {org.org_id: org.name for org in operator_orgs(services)}
 
 
 def agent_release(
@@ -699,15 +692,17 @@ def hold_agent(
     reason: str,
     actor: Actor,
     now: datetime,
+    set_by: HoldSetter = "customer",
 ) -> HoldView:
-    """The customer's hold of one of its agents (another organisation's agent is missing)."""
+    """A hold of one of the organisation's agents, by its customer or an operator (another
+    organisation's agent is missing)."""
     try:
         return services.pins.hold(
             agent_id,
             org_id=org_id,
             until=until,
             reason=reason,
-            set_by="customer",
+            set_by=set_by,
             actor=actor,
             now=now,
         )

@@ -47,6 +47,7 @@ def _credentials_page(
         show_revoked=show_revoked,
         revoked=revoked,
         own_credential=ctx.session.credential_id if ctx.session else None,
+        org_names=backend.org_names(ctx.services),
         zone=backend.platform(ctx.services).zone,
     )
 

@@ -1,10 +1,8 @@
 """The fleet by version: how many agents run each version, per (channel, platform), as a picture.
 
-Read through the services only (the panel holds no SQL): every organisation's agents with the
-version each reported (`AgentService.list_agents`, one query per organisation), and the releases
-per pair (`ReleaseService.list`) to place a version in its pair. A version published for exactly
-one pair is counted there; an agent whose version no pair published (a build from before the
-platform knew it, or none reported yet) is counted under "pair not known".
+The counts come from one query (`control_plane.agents.fleet.FleetService.versions`): each live
+agent on the pair it follows, else on the one pair its version was published for, else under
+"pair not known".
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
+from control_plane.agents.fleet import FleetVersions
 from control_plane.panel.charts import Series, Stack, stacked_chart
 from control_plane.panel.i18n import Language
 
@@ -31,21 +30,17 @@ class FleetCount:
     agents: int
 
 
-def fleet_counts(
-    versions: list[str | None], pairs_of_version: dict[str, set[str]]
-) -> tuple[FleetCount, ...]:
-    """Agents per (pair, version) from each agent's reported version."""
-    counted: Counter[tuple[str, str | None]] = Counter()
-    for version in versions:
-        pairs = pairs_of_version.get(version or "", set())
-        pair = next(iter(pairs)) if len(pairs) == 1 else UNKNOWN_PAIR
-        counted[(pair, version)] += 1
-    return tuple(
-        FleetCount(pair=pair, version=version, agents=n)
-        for (pair, version), n in sorted(
-            counted.items(), key=lambda item: (item[0][0] == UNKNOWN_PAIR, item[0][0])
+def fleet_counts(versions: FleetVersions) -> tuple[FleetCount, ...]:
+    """The picture's columns from the service's counts, the known pairs first."""
+    counts = [
+        FleetCount(
+            pair=UNKNOWN_PAIR if c.channel is None else f"{c.channel}/{c.platform}",
+            version=c.version,
+            agents=c.agents,
         )
-    )
+        for c in versions.counts
+    ]
+    return tuple(sorted(counts, key=lambda count: (count.pair == UNKNOWN_PAIR, count.pair)))
 
 
 def fleet_chart(lang: Language, counts: tuple[FleetCount, ...]) -> Markup:

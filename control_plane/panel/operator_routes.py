@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from markupsafe import Markup
 
 from control_plane.accounts.credentials import Audience
+from control_plane.forecast.model import ReleaseNight
 from control_plane.panel import backend, wording
 from control_plane.panel.charts import Bar, Series, Stack, stacked_chart
 from control_plane.panel.fleet import fleet_chart, fleet_counts
@@ -57,28 +58,32 @@ def operator_of(request: Request) -> PanelContext | Response:
     return ctx
 
 
-def _night_charts(ctx: PanelContext) -> list[Markup]:
+def _night_charts(ctx: PanelContext) -> list[tuple[Markup, tuple[ReleaseNight, ...]]]:
+    """Each coming night: its demand per slot against the caps; and for tonight, who gets each
+    pair's current release at each stage (the offers as they stand now; reading them costs one
+    offer lookup per scheduled agent, so only once)."""
     zone = backend.platform(ctx.services).zone
     first = ctx.now.astimezone(zone).date()
     charts = []
     for offset in range(FORECAST_NIGHTS):
         day = first + timedelta(days=offset)
-        slots = backend.platform_forecast(ctx.services, day).slots
-        charts.append(
-            forecast_chart(
-                ctx,
-                day,
-                [
-                    Bar(
-                        label=ctx.lang.time_with_zone(s.at, zone),
-                        total=s.agents,
-                        part=s.can_update,
-                        limit=s.capacity,
-                    )
-                    for s in slots
-                ],
-            )
+        forecast = backend.platform_forecast(
+            ctx.services, day, now=ctx.now if offset == 0 else None
         )
+        chart = forecast_chart(
+            ctx,
+            day,
+            [
+                Bar(
+                    label=ctx.lang.time_with_zone(s.at, zone),
+                    total=s.agents,
+                    part=s.can_update,
+                    limit=s.capacity,
+                )
+                for s in forecast.slots
+            ],
+        )
+        charts.append((chart, forecast.releases))
     return charts
 
 
@@ -193,7 +198,7 @@ def _overview(
         platform=backend.platform(ctx.services),
         charts=_night_charts(ctx),
         past_charts=_past_charts(ctx),
-        fleet_chart=fleet_chart(ctx.lang, fleet_counts(*backend.fleet_versions(ctx.services))),
+        fleet_chart=fleet_chart(ctx.lang, fleet_counts(backend.fleet_versions(ctx.services))),
         rollout=backend.rollout_overview(ctx.services, now=ctx.now),
         wording=wording,
         brake_error=brake_error,

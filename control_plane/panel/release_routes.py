@@ -71,6 +71,7 @@ def _releases_page(
         rollout_error=rollout_error,
         done=done,
         wording=wording,
+        org_names=backend.org_names(ctx.services),
     )
 
 
@@ -144,7 +145,7 @@ def rollout(
     actor = backend.session_actor(ctx.session)
     try:
         if action == "promote":
-            backend.promote_release(ctx.services, parsed, actor=actor, now=ctx.now)
+            backend.promote_release(ctx.services, parsed, reason=reason, actor=actor, now=ctx.now)
         elif action == "halt":
             backend.halt_release(ctx.services, parsed, reason=reason, actor=actor, now=ctx.now)
         elif action == "resume":

@@ -5,17 +5,21 @@ organisation's pin), and one agent (canary marking, its pin, a forced update wit
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 from urllib.parse import urlencode
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
 from control_plane.panel import backend, wording
 from control_plane.panel.customer_routes import parse_id
+from control_plane.panel.hold_routes import hold_start
 from control_plane.panel.operator_routes import operator_of
 from control_plane.panel.web import PREFIX, PanelContext, csrf_ok, page, redirect
+from control_plane.pins.holds import MAX_HOLD, MAX_HOLD_REASON_LENGTH
 from control_plane.pins.services import MAX_PIN_REASON_LENGTH
 from ground.limits import MAX_VERSION_LENGTH
 
@@ -40,6 +44,27 @@ def notices(request: Request) -> Response:
         zone=backend.platform(ctx.services).zone,
         wording=wording,
     )
+
+
+@router.post("/notices/{notice_id}/read")
+def mark_notice_read(request: Request, notice_id: str, csrf: Csrf = "") -> Response:
+    """Mark one notice read: the navigation's count of new notices goes down."""
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    parsed = parse_id(notice_id)
+    if parsed is None:
+        return page(ctx, "not_found.html", status_code=404)
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    assert ctx.session is not None
+    try:
+        backend.mark_notice_read(
+            ctx.services, parsed, actor=backend.session_actor(ctx.session), now=ctx.now
+        )
+    except backend.Missing:
+        return page(ctx, "not_found.html", status_code=404)
+    return redirect(f"{PREFIX}/operator/notices#notice-{parsed}")
 
 
 @router.get("/orgs")
@@ -69,6 +94,7 @@ def _org_page(
         "org.html",
         status_code=status_code,
         org_id=org_id,
+        org_name=backend.org_names(ctx.services).get(org_id, str(org_id)),
         agents=agents,
         releases=releases,
         org_pin=next((p for p in pins if p.org_id == org_id), None),
@@ -151,6 +177,7 @@ def _agent_page(
     status_code: int = 200,
     error: str | None = None,
     saved: str | None = None,
+    hold_form: dict[str, str] | None = None,
 ) -> Response:
     try:
         detail = backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
@@ -172,12 +199,16 @@ def _agent_page(
         zone=backend.platform(ctx.services).zone,
         max_reason=MAX_PIN_REASON_LENGTH,
         max_force_reason=MAX_FORCE_REASON,
+        max_hold_days=MAX_HOLD.days,
+        max_hold_reason=MAX_HOLD_REASON_LENGTH,
+        hold_form=hold_form or {},
         max_version=MAX_VERSION_LENGTH,
         wording=wording,
     )
 
 
-AGENT_SAVED = frozenset({"canary", "pin", "unpin", "forced"})
+AGENT_SAVED = frozenset({"canary", "pin", "unpin", "forced", "hold", "unhold"})
+AGENT_ACTIONS = frozenset({"canary", "pin", "unpin", "force", "hold", "unhold"})
 
 
 @router.get("/orgs/{org_id}/agents/{agent_id}")
@@ -191,6 +222,18 @@ def agent(request: Request, org_id: str, agent_id: str, saved: str | None = None
     return _agent_page(ctx, org, found, saved=saved if saved in AGENT_SAVED else None)
 
 
+def _hold_fields(until: str, reason: str, zone: ZoneInfo) -> tuple[datetime, str]:
+    """The hold form's end (the chosen day's first moment in the platform's zone, as for a
+    customer's hold) and its reason; the service checks the day's bounds."""
+    ends = hold_start(until, zone)
+    if ends is None:
+        raise backend.Refused("until", until)
+    why = reason.strip()
+    if not why or len(why) > MAX_HOLD_REASON_LENGTH:
+        raise backend.Refused("reason", why)
+    return ends, why
+
+
 @router.post("/orgs/{org_id}/agents/{agent_id}")
 def agent_action(
     request: Request,
@@ -202,13 +245,14 @@ def agent_action(
     version: Annotated[str, Form(max_length=200)] = "",
     hold_at_running: Annotated[str | None, Form(max_length=10)] = None,
     reason: Reason = "",
+    until: Annotated[str, Form(max_length=40)] = "",
 ) -> Response:
-    """The operator agent page's forms: `canary`, `pin`, `unpin`, `force`."""
+    """The operator agent page's forms: `canary`, `pin`, `unpin`, `force`, `hold`, `unhold`."""
     ctx = operator_of(request)
     if isinstance(ctx, Response):
         return ctx
     org, found = parse_id(org_id), parse_id(agent_id)
-    if org is None or found is None or action not in {"canary", "pin", "unpin", "force"}:
+    if org is None or found is None or action not in AGENT_ACTIONS:
         return page(ctx, "not_found.html", status_code=404)
     if not csrf_ok(ctx, csrf):
         return page(ctx, "refused.html", status_code=403)
@@ -228,6 +272,20 @@ def agent_action(
             )
         elif action == "unpin":
             backend.unpin(ctx.services, agent_id=found, actor=actor, now=ctx.now)
+        elif action == "hold":
+            ends, why = _hold_fields(until, reason, backend.platform(ctx.services).zone)
+            backend.hold_agent(
+                ctx.services,
+                org,
+                found,
+                until=ends,
+                reason=why,
+                actor=actor,
+                now=ctx.now,
+                set_by="operator",
+            )
+        elif action == "unhold":
+            backend.end_hold(ctx.services, org, found, actor=actor, now=ctx.now)
         else:
             why = reason.strip()
             if not why or len(why) > MAX_FORCE_REASON:
@@ -236,7 +294,18 @@ def agent_action(
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
     except backend.Refused as exc:
-        field = {"pin": exc.field, "force": "force_reason"}.get(action, action)
-        return _agent_page(ctx, org, found, status_code=422, error=field)
+        field = {
+            "pin": exc.field,
+            "force": "force_reason",
+            "hold": "hold_reason" if exc.field == "reason" else "hold_until",
+        }.get(action, action)
+        return _agent_page(
+            ctx,
+            org,
+            found,
+            status_code=422,
+            error=field,
+            hold_form={"until": until[:40], "reason": reason[:MAX_HOLD_REASON_LENGTH]},
+        )
     done = "forced" if action == "force" else action
     return redirect(f"{PREFIX}/operator/orgs/{org}/agents/{found}?" + urlencode({"saved": done}))

@@ -13,8 +13,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from control_plane.events.services import EventView
+from control_plane.forecast.model import StageNight
 from control_plane.panel.backend import WebhookTest
 from control_plane.panel.i18n import Language
+from control_plane.pins.holds import MAX_HOLD
 from control_plane.runs.views import RunView
 from ground.contract import HoldView, OutcomeReason
 from shared_planner import PlannedSlot, WallTime, WallTimeKind
@@ -197,7 +199,9 @@ def status_text(lang: Language, run: RunView) -> str:
     if status == "missed":
         return lang.gettext("missed: %(reason)s", reason=miss_reason(lang, run.miss_reason))
     if status == "skipped":
-        return lang.gettext("skipped: %(reason)s", reason=miss_reason(lang, run.miss_reason))
+        # A skipped run keeps its reason in `skip_reason` (a missed one in `miss_reason`).
+        reason = run.skip_reason or run.miss_reason
+        return lang.gettext("skipped: %(reason)s", reason=miss_reason(lang, reason))
     if status == "claimed":
         return lang.gettext("in progress")
     if status == "requested":
@@ -243,9 +247,19 @@ def event_line(lang: Language, event: EventView) -> str:
         if by_schedule:
             return lang.gettext("Scheduled update was rolled back.")
         return lang.gettext("Requested update was rolled back.")
-    rollout = _rollout_event_line(lang, event)
-    if rollout is not None:
-        return rollout
+    if event.kind == "update.skipped":
+        reason = miss_reason(lang, str(event.data.get("reason") or ""))
+        return lang.gettext("The schedule skipped its slot: %(reason)s.", reason=reason)
+    if event.kind == "update.missed":
+        return lang.gettext("The slot was missed.")
+    if event.kind == "update.unauthorised":
+        return lang.gettext(
+            "The agent switched after its permission ended; recorded, not counted as an update."
+        )
+    for line in (_rollout_event_line, _operator_event_line):
+        worded = line(lang, event)
+        if worded is not None:
+            return worded
     return lang.gettext("Other event (%(kind)s).", kind=event.kind)
 
 
@@ -264,11 +278,50 @@ def _rollout_event_line(lang: Language, event: EventView) -> str | None:
         return lang.gettext("The operators held it at the version it runs.")
     if event.kind == "pin.removed":
         return lang.gettext("The operators removed its pin.")
-    if event.kind == "canary.marked":
+    if event.kind in ("canary.marked", "canary.unmarked"):
         return lang.gettext("The operators changed its canary marking.")
     if event.kind == "update.forced":
         return lang.gettext("The operators forced an update.")
     return None
+
+
+def _operator_event_line(lang: Language, event: EventView) -> str | None:
+    """The steps of the schedule, the agent's own record and the operators' actions."""
+    version = event.data.get("version") or "?"
+    lines = {
+        "schedule.changed": lambda: lang.gettext("The update schedule was changed."),
+        "agent.deleted": lambda: lang.gettext("The agent was removed."),
+        "agent.release_retry_requested": lambda: lang.gettext(
+            "The operators asked it to try the release it rolled back again."
+        ),
+        "token.revoked": lambda: lang.gettext("The operators withdrew a permission to update."),
+        "brake.engaged": lambda: lang.gettext("The operators paused updates."),
+        "brake.released": lambda: lang.gettext("The operators resumed updates."),
+        "settings.changed": lambda: lang.gettext("The operators changed the platform settings."),
+        "rollout.settings_changed": lambda: lang.gettext(
+            "The operators changed the rollout settings."
+        ),
+        "release.published": lambda: lang.gettext(
+            "Release %(version)s was published.", version=version
+        ),
+        "release.withdrawn": lambda: lang.gettext(
+            "Release %(version)s was withdrawn.", version=version
+        ),
+        "release.promoted": lambda: lang.gettext(
+            "Release %(version)s is now for everyone.", version=version
+        ),
+        "release.halted": lambda: lang.gettext("Release %(version)s was halted.", version=version),
+        "release.resumed": lambda: lang.gettext(
+            "Release %(version)s was resumed.", version=version
+        ),
+        "credential.issued": lambda: lang.gettext("A key was issued."),
+        "credential.revoked": lambda: lang.gettext("A key was revoked."),
+        "credential.rotated": lambda: lang.gettext("A key was replaced by a new one."),
+        "notice.read": lambda: lang.gettext("An operator read a notice."),
+        "webhook.tested": lambda: lang.gettext("A test delivery of the webhook was sent."),
+    }
+    worded = lines.get(event.kind)
+    return None if worded is None else worded()
 
 
 def is_online(last_seen_at: datetime | None, now: datetime) -> bool:
@@ -537,6 +590,8 @@ def operator_agent_saved(lang: Language, saved: str) -> str:
         "forced": lang.gettext(
             "A forced update is asked for: the agent starts it at its next poll."
         ),
+        "hold": lang.gettext("The agent is held."),
+        "unhold": lang.gettext("The hold is ended: scheduled updates run again."),
     }
     return done.get(saved, "")
 
@@ -547,8 +602,27 @@ def operator_agent_error(lang: Language, field: str) -> str:
             "Give the version of a published release that is not withdrawn, or choose to hold"
             " at the version it runs."
         )
-    if field in ("reason", "force_reason"):
+    if field == "hold_until":
+        return lang.gettext(
+            "Choose a day after today, at most %(count)s days ahead.",
+            count=lang.number(MAX_HOLD.days),
+        )
+    if field in ("reason", "force_reason", "hold_reason"):
         return lang.gettext(
             "Give a reason of at most %(count)s characters.", count=lang.number(500)
         )
     return lang.gettext("That could not be done: the agent has no pin to remove.")
+
+
+def stage_night_text(lang: Language, night: StageNight) -> str:
+    """How many agents get a release on a night at one stage, within the caps."""
+    if night.agents == 0:
+        return lang.gettext("no agent needs it")
+    return lang.ngettext(
+        "%(can)s of %(count)s agent gets it, %(miss)s misses its window",
+        "%(can)s of %(count)s agents get it, %(miss)s miss their window",
+        night.agents,
+        can=lang.number(night.can_update),
+        count=lang.number(night.agents),
+        miss=lang.number(night.will_miss),
+    )

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from control_plane.accounts.services import actor_of
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, PanelCaller, RequestNow, services_of
-from control_plane.rollout.halts import MAX_HALT_REASON_LENGTH, HaltView
+from control_plane.rollout.halts import MAX_HALT_REASON_LENGTH, HaltView, OperatorNotice
 from control_plane.rollout.services import (
     AgentRelease,
     AgentReleaseList,
@@ -195,10 +195,13 @@ def overview(request: Request, caller: OperatorCaller, now: RequestNow) -> Rollo
     responses=errors(*AUTHENTICATED, 404, 409, 422),
 )
 def promote(
-    release_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow
+    release_id: UUID, body: ReasonBody, request: Request, caller: OperatorCaller, now: RequestNow
 ) -> StageChange:
-    """Promote a canary release to `everyone` now (without waiting for the soak)."""
-    return services_of(request).rollout.promote(release_id, actor=actor_of(caller), now=now)
+    """Promote a canary release to `everyone` now (without waiting for the soak); the reason
+    is required and kept in the `release.promoted` event."""
+    return services_of(request).rollout.promote(
+        release_id, reason=body.reason, actor=actor_of(caller), now=now
+    )
 
 
 @router.post(
@@ -251,3 +254,17 @@ def notices(request: Request, caller: OperatorCaller) -> NoticeList:
     """The operators' inbox, newest first: one notice per automatic halt, with its evidence."""
     del caller
     return services_of(request).rollout.notices()
+
+
+@router.post(
+    "/admin/notices/{notice_id}/read",
+    response_model=OperatorNotice,
+    tags=["operator"],
+    responses=errors(*AUTHENTICATED, 404, 422),
+)
+def mark_notice_read(
+    notice_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow
+) -> OperatorNotice:
+    """Mark one notice read (the inbox's "N new" goes down); recorded as `notice.read` with its
+    actor. A notice already read keeps the instant it was first read."""
+    return services_of(request).rollout.mark_notice_read(notice_id, actor=actor_of(caller), now=now)

@@ -211,9 +211,16 @@ class RolloutService:
 
     # -- stages and halts ---------------------------------------------------------------------
 
-    def promote(self, release_id: UUID, *, actor: Actor, now: datetime) -> StageChange:
+    def promote(
+        self, release_id: UUID, *, reason: object, actor: Actor, now: datetime
+    ) -> StageChange:
+        """A person promotes a canary release to `everyone` now; the reason is required and
+        kept in the `release.promoted` event, as for a halt or a resume."""
+        reason_text = stored_text("reason", reason, MAX_HALT_REASON_LENGTH)
+        if reason_text is None or not reason_text.strip():
+            raise InvalidInput("reason", reason, "is required to promote a release (say why)")
         with self._pool.connection() as conn, conn.transaction():
-            return promote_release(conn, release_id, actor=actor, now=now)
+            return promote_release(conn, release_id, reason=reason_text, actor=actor, now=now)
 
     def halt(self, release_id: UUID, *, reason: object, actor: Actor, now: datetime) -> HaltView:
         with self._pool.connection() as conn, conn.transaction():
@@ -242,6 +249,33 @@ class RolloutService:
                 " ORDER BY created_at DESC, id LIMIT 200"
             ).fetchall()
         return NoticeList(notices=tuple(OperatorNotice(**row) for row in rows))
+
+    def mark_notice_read(self, notice_id: UUID, *, actor: Actor, now: datetime) -> OperatorNotice:
+        """Mark one notice read, so the inbox's "N new" goes down; an event (`notice.read`)
+        with its actor. Marking a notice read twice keeps the first instant and records
+        nothing more."""
+        with self._pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "UPDATE operator_notices SET read_at = %s WHERE id = %s AND read_at IS NULL"
+                " RETURNING id, kind, created_at, body, read_at",
+                [now, notice_id],
+            ).fetchone()
+            if row is not None:
+                record_action(
+                    conn,
+                    kind="notice.read",
+                    actor=actor,
+                    at=now,
+                    data={"notice_id": str(notice_id), "notice_kind": row["kind"]},
+                )
+                return OperatorNotice(**row)
+            row = conn.execute(
+                "SELECT id, kind, created_at, body, read_at FROM operator_notices WHERE id = %s",
+                [notice_id],
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"notice {notice_id} does not exist", code="notice_not_found")
+            return OperatorNotice(**row)
 
     def advance(self, now: datetime) -> RolloutStep:
         """The reconcile pass's step: halt what failed too often, then promote what soaked."""

@@ -63,6 +63,8 @@ class StageChange:
     platform: str
     stage: Stage
     changed_at: datetime
+    # The person's reason; None when the control plane promoted it after the soak.
+    reason: str | None = None
 
 
 def read_rollout_settings(conn: Connection) -> RolloutSettings:
@@ -135,9 +137,16 @@ def mark_canary(
 
 
 def promote_release(
-    conn: Connection, release_id: UUID, *, actor: Actor, now: datetime, soaked: bool = False
+    conn: Connection,
+    release_id: UUID,
+    *,
+    actor: Actor,
+    now: datetime,
+    reason: str | None = None,
+    soaked: bool = False,
 ) -> StageChange:
-    """Move a canary release to `everyone` (inside the caller's transaction)."""
+    """Move a canary release to `everyone` (inside the caller's transaction). A person's
+    promotion carries their reason (the service requires one); the soak's carries none."""
     row = conn.execute(
         "SELECT id, agent_version, channel, platform, stage, withdrawn_at,"
         " EXISTS (SELECT 1 FROM release_halts h WHERE h.release_id = releases.id"
@@ -174,6 +183,7 @@ def promote_release(
             "platform": row["platform"],
             "stage": "everyone",
             "after_soak": soaked,
+            "reason": reason,
         },
     )
     return StageChange(
@@ -183,6 +193,7 @@ def promote_release(
         platform=row["platform"],
         stage="everyone",
         changed_at=now,
+        reason=reason,
     )
 
 

@@ -1,9 +1,10 @@
 """The rollout screens in a real browser. In each of the nine languages: the releases' stages, a
 halt refused without a reason (the message next to its field) and then made, the automatic halt's
-notice and the count in the navigation, an organisation and an operator's agent page (a pin
-refused at its field, then set), the customer's agent list and page with a hold — each checked
-with axe-core and left without an English sentence. With the keyboard alone: halting a release,
-forcing an update, holding an agent."""
+notice and the count in the navigation (gone once it is marked read), an organisation and an
+operator's agent page (a pin refused at its field, then set; a hold refused at its field, set and
+ended), the customer's agent list and page with a hold — each checked with axe-core and left
+without an English sentence. With the keyboard alone: halting a release, an operator's hold,
+marking a notice read, forcing an update, a customer's hold."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.panel.test_browser_newer_screens import (
     _no_english,
     _sign_in,
     _tab_to,
+    _tab_to_text,
 )
 from tests.panel.test_rollout_http import _release_ids, halt_by_errors
 
@@ -57,6 +59,13 @@ def test_rollout_screens_in_each_language(
     page.get_by_role("heading", name=lang.gettext("Notices")).wait_for()
     assert "1.5.0" in page.locator("ul.inbox").inner_text()
     _checked(page, code, english, "notices")
+    # Marked read: the count of new notices is gone.
+    page.get_by_role("button", name=lang.gettext("Mark as read")).click()
+    page.get_by_role("heading", name=lang.gettext("Notices")).wait_for()
+    assert lang.gettext("Mark as read") not in page.locator("ul.inbox").inner_text()
+    notices = page.get_by_role("link", name=lang.gettext("Notices"))
+    assert lang.gettext("(%(count)s new)", count=lang.number(1)) not in notices.inner_text()
+    _checked(page, code, english)
 
     page.get_by_role("link", name=lang.gettext("Releases"), exact=True).click()
     row = page.locator(f"#release-{ids['1.6.0']}")
@@ -81,22 +90,49 @@ def test_rollout_screens_in_each_language(
     _checked(page, code, english, "releases-rollout")
 
     page.get_by_role("link", name=lang.gettext("Organisations"), exact=True).click()
-    page.get_by_role("link", name=panel_world.org_id).click()
+    page.get_by_role("link", name="Acme").click()
     page.get_by_role("heading", name=lang.gettext("The organisation's pin")).wait_for()
     _checked(page, code, english, "org")
     page.get_by_role("link", name="web-01").click()
-    page.get_by_label(lang.gettext("Version to pin to")).fill("9.9.9")
-    page.get_by_label(lang.gettext("Why? (required)")).fill("audit")
-    page.get_by_role("button", name=lang.gettext("Pin"), exact=True).click()
+    pin = page.locator('section[aria-labelledby="pin-heading"]')
+    pin.get_by_label(lang.gettext("Version to pin to")).fill("9.9.9")
+    pin.get_by_label(lang.gettext("Why? (required)")).fill("audit")
+    pin.get_by_role("button", name=lang.gettext("Pin"), exact=True).click()
     assert page.locator("#agent-pin-version-error").inner_text() == lang.gettext(
         "Give the version of a published release that is not withdrawn, or choose to hold at"
         " the version it runs."
     )
-    page.get_by_label(lang.gettext("Version to pin to")).fill("1.5.0")
-    page.get_by_label(lang.gettext("Why? (required)")).fill("audit")
-    page.get_by_role("button", name=lang.gettext("Pin"), exact=True).click()
+    pin = page.locator('section[aria-labelledby="pin-heading"]')
+    pin.get_by_label(lang.gettext("Version to pin to")).fill("1.5.0")
+    pin.get_by_label(lang.gettext("Why? (required)")).fill("audit")
+    pin.get_by_role("button", name=lang.gettext("Pin"), exact=True).click()
     page.get_by_role("status").filter(has_text=lang.gettext("The pin is set.")).wait_for()
     _checked(page, code, english, "operator-agent")
+
+    # The operator's hold of the agent: a day in the past refused at its field, then set.
+    hold = page.locator("#hold")
+    hold.get_by_label(lang.gettext("Hold until (updates run again from this day)")).fill(
+        "2027-03-20"
+    )
+    hold.get_by_label(lang.gettext("Why? (required)")).fill("incident 12")
+    hold.get_by_role("button", name=lang.gettext("Hold the updates")).click()
+    assert page.locator("#hold-until-error").inner_text() == lang.gettext(
+        "Choose a day after today, at most %(count)s days ahead.", count=lang.number(90)
+    )
+    _checked(page, code, english)
+    hold = page.locator("#hold")
+    hold.get_by_label(lang.gettext("Hold until (updates run again from this day)")).fill(
+        "2027-04-02"
+    )
+    hold.get_by_label(lang.gettext("Why? (required)")).fill("incident 12")
+    hold.get_by_role("button", name=lang.gettext("Hold the updates")).click()
+    page.get_by_role("status").filter(has_text=lang.gettext("The agent is held.")).wait_for()
+    assert "incident 12" in page.locator("#hold").inner_text()
+    _checked(page, code, english, "operator-agent-held")
+    page.get_by_role("button", name=lang.gettext("End the hold")).click()
+    page.get_by_role("status").filter(
+        has_text=lang.gettext("The hold is ended: scheduled updates run again.")
+    ).wait_for()
 
     page.get_by_role("button", name=lang.gettext("Sign out")).click()
     _sign_in(page, panel_world, lang, panel_world.panel_key)
@@ -141,6 +177,24 @@ def test_halt_force_and_hold_with_the_keyboard_alone(
         has_text=lang.gettext("The release is halted: no agent starts it until it is resumed.")
     ).wait_for()
     assert "bad build" in page.locator(f"#release-{ids['1.6.0']}").inner_text()
+
+    # An operator's hold: the day (typed into the date field), the reason, Enter.
+    page.goto(panel_world.url + f"operator/orgs/{panel_world.org_id}/agents/{panel_world.agent_id}")
+    _tab_to(page, "hold-until")
+    page.keyboard.type("04022027")  # en-GB's date field: day, month, year
+    _tab_to(page, "hold-reason")
+    page.keyboard.type("incident 12")
+    page.keyboard.press("Enter")
+    page.get_by_role("status").filter(has_text=lang.gettext("The agent is held.")).wait_for()
+    assert "incident 12" in page.locator("#hold").inner_text()
+
+    # A notice marked read: Tab to its button, Enter.
+    halt_by_errors(panel_world, ids["1.5.0"])
+    page.goto(panel_world.url + "operator/notices")
+    _tab_to_text(page, lang.gettext("Mark as read"))
+    page.keyboard.press("Enter")
+    page.get_by_role("heading", name=lang.gettext("Notices")).wait_for()
+    assert lang.gettext("Mark as read") not in page.locator("ul.inbox").inner_text()
 
     # A forced update: the reason and Enter.
     page.goto(panel_world.url + f"operator/orgs/{panel_world.org_id}/agents/{panel_world.agent_id}")

@@ -170,6 +170,8 @@ def test_withdrawing_a_release_needs_a_reason_and_names_who_runs_it(
         listed = client.get(done.headers["location"]).text
     assert "breaks TLS" in listed
     assert "1 agent still runs it:" in listed and "web-01" in listed
+    # The agent's organisation by its name, not its id.
+    assert 'web-01 <span class="hint">(Acme)</span>' in listed
 
 
 def test_a_customer_cannot_open_the_operators_screens(panel_world: PanelWorld) -> None:

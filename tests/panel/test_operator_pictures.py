@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from control_plane.agents.fleet import FleetVersionCount, FleetVersions
 from control_plane.panel.fleet import UNKNOWN_PAIR, FleetCount, fleet_chart, fleet_counts
 from control_plane.panel.i18n import Language
 from control_plane.panel.operator_routes import _miss_reasons, _outcome_statuses
@@ -31,18 +32,31 @@ def test_the_newer_miss_reasons_appear_when_a_slot_missed_for_them() -> None:
     assert "platform_unavailable" not in newer
 
 
-def test_a_version_published_for_two_pairs_is_not_guessed_into_one() -> None:
-    pairs = {"1.5.0": {"stable/linux-x86_64"}, "2.0.0": {"beta/linux-x86_64", "beta/linux-arm64"}}
-    counts = fleet_counts(["1.5.0", "1.5.0", "2.0.0", None], pairs)
-    assert FleetCount(pair="stable/linux-x86_64", version="1.5.0", agents=2) in counts
+def _versions(*rows: tuple[str | None, str | None, int]) -> FleetVersions:
+    return FleetVersions(
+        counts=tuple(
+            FleetVersionCount(
+                channel=None if pair is None else pair.split("/")[0],
+                platform=None if pair is None else pair.split("/")[1],
+                version=version,
+                agents=n,
+            )
+            for pair, version, n in rows
+        )
+    )
+
+
+def test_the_pictures_columns_put_the_pairs_not_known_last() -> None:
+    counts = fleet_counts(
+        _versions((None, "2.0.0", 1), ("stable/linux-x86_64", "1.5.0", 2), (None, None, 1))
+    )
+    assert counts[0] == FleetCount(pair="stable/linux-x86_64", version="1.5.0", agents=2)
     assert FleetCount(pair=UNKNOWN_PAIR, version="2.0.0", agents=1) in counts
     assert FleetCount(pair=UNKNOWN_PAIR, version=None, agents=1) in counts
-    assert counts[-1].pair == UNKNOWN_PAIR  # the known pairs first
 
 
 def test_the_fleet_picture_groups_rare_versions_and_words_them() -> None:
-    versions = [f"1.{n}.0" for n in range(8)]
-    counts = fleet_counts(versions, {v: {"stable/linux-x86_64"} for v in versions})
+    counts = fleet_counts(_versions(*((("stable/linux-x86_64", f"1.{n}.0", 1)) for n in range(8))))
     svg = str(fleet_chart(Language("nl"), counts))
     assert "andere versies" in svg  # eight versions: six colours and "other versions"
     assert "stable/linux-x86_64" in svg

@@ -392,7 +392,13 @@ def test_a_pinned_agent_is_offered_its_pin_and_is_up_to_date_there(
 ) -> None:
     release_id = _release_id(services, "1.6.0")
     assert (
-        _operator(api, operator_key, "POST", f"/v1/admin/releases/{release_id}/promote").status_code
+        _operator(
+            api,
+            operator_key,
+            "POST",
+            f"/v1/admin/releases/{release_id}/promote",
+            reason="canaries fine",
+        ).status_code
         == 200
     )
     org = make_org()

@@ -89,7 +89,13 @@ def test_failures_below_the_rate_do_not_halt_a_release(
 ) -> None:
     """Three failures pass the count, but three of twelve is 25 %: below a 50 % rate."""
     release_id = _release_id(services, "1.6.0")
-    _operator(api, operator_key, "POST", f"/v1/admin/releases/{release_id}/promote")
+    _operator(
+        api,
+        operator_key,
+        "POST",
+        f"/v1/admin/releases/{release_id}/promote",
+        reason="canaries fine",
+    )
     _operator(
         api, operator_key, "PATCH", "/v1/admin/rollout/settings",
         halt_failures=3, halt_rate_percent=50,
@@ -117,7 +123,9 @@ def test_promoting_or_halting_the_wrong_release_is_a_conflict(
     operator_key: str,
 ) -> None:
     everyone, canary = _release_id(services, "1.5.0"), _release_id(services, "1.6.0")
-    already = _operator(api, operator_key, "POST", f"/v1/admin/releases/{everyone}/promote")
+    already = _operator(
+        api, operator_key, "POST", f"/v1/admin/releases/{everyone}/promote", reason="canaries fine"
+    )
     assert already.status_code == 409
     assert already.json()["detail"]["code"] == "release_not_canary"
     halted = _operator(
@@ -129,7 +137,9 @@ def test_promoting_or_halting_the_wrong_release_is_a_conflict(
         api, operator_key, "POST", f"/v1/admin/releases/{canary}/halt", reason="again"
     )
     assert twice.json()["detail"]["code"] == "release_halted"
-    promote_halted = _operator(api, operator_key, "POST", f"/v1/admin/releases/{canary}/promote")
+    promote_halted = _operator(
+        api, operator_key, "POST", f"/v1/admin/releases/{canary}/promote", reason="canaries fine"
+    )
     assert promote_halted.status_code == 409
     # A halt by hand leaves no notice: the operator knows.
     assert _operator(api, operator_key, "GET", "/v1/admin/notices").json() == {"notices": []}
@@ -168,7 +178,11 @@ def test_an_agents_own_pin_wins_over_its_organisations_and_none_holds_it_where_i
     make_agent: Callable[..., Agent],
 ) -> None:
     _operator(
-        api, operator_key, "POST", f"/v1/admin/releases/{_release_id(services, '1.6.0')}/promote"
+        api,
+        operator_key,
+        "POST",
+        f"/v1/admin/releases/{_release_id(services, '1.6.0')}/promote",
+        reason="canaries fine",
     )
     org = make_org()
     agent, neighbour = make_agent(org, "db-01"), make_agent(org, "db-02")
