@@ -8,7 +8,9 @@ ground of the agent (`errors`, `atomic_file`, `pid_lock`); nothing here imports 
     update_records      `UpdateRequest`, `UpdateOutcome`: what the daemon hands over and gets back
     updater             `Updater`: apply / resume / installed_version, the step machine; the one
                         module here that downloads, writes and runs commands (through the others)
+    on_demand           `UpdaterOnDemand`: the daemon's updater, built on the first update
     updater_settings    `UpdaterSettings`, the updater's section of the agent's settings
+    trusted_keys        the trusted release keys: read at start, key objects built on first use
     updater_state       the updater's crash-safe state file: floor, builds, the step in progress
     swap_gate           the question asked right before the switch, and its three verdicts
     verify              pure: is this signed manifest acceptable here and now?
