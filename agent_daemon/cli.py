@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -57,12 +58,15 @@ from agent_daemon.settings import (
     write_config,
 )
 from agent_daemon.status import AgentStatus, describe_run, problems, render_status
-from agent_daemon.updater import Updater
+from agent_daemon.updater.on_demand import UpdaterOnDemand
 from agent_daemon.updater.updater_settings import FIELD_INFO
 from agent_daemon.updater.updater_state import UpdaterStateStore
 from ground.clock import Clock, ClockConfigError, clock_from_env
 from ground.contract import AgentConfig, HoldRequest, ReleaseTrack
 from signed_release import ReleaseError
+
+if TYPE_CHECKING:
+    from agent_daemon.updater.updater import Updater
 
 __all__ = ["main"]
 
@@ -344,8 +348,14 @@ def _build_updater(
     http: httpx.Client,
     clock: Clock,
     on_progress: Callable[[str, float, float], None] | None = None,
-) -> Updater:
-    return Updater(settings=settings.updater, client=http, clock=clock, on_progress=on_progress)
+) -> UpdaterOnDemand:
+    def build() -> Updater:
+        # Imported on the first update: an idle daemon never loads the updater (issue 16).
+        from agent_daemon.updater.updater import Updater
+
+        return Updater(settings=settings.updater, client=http, clock=clock, on_progress=on_progress)
+
+    return UpdaterOnDemand(settings=settings.updater, build=build)
 
 
 def _http_client(

@@ -53,12 +53,13 @@ from agent_daemon.network_settings import (
     check_control_url_transport,
 )
 from agent_daemon.updater import UpdaterSettings
+from agent_daemon.updater.trusted_keys import read_trusted_keys
 from agent_daemon.updater.updater_settings import (
     DEFAULT_RESTART_COMMAND,
     FIELD_INFO,
     FILE_FIELDS,
 )
-from signed_release import ReleaseError, load_public_keys
+from signed_release import ReleaseError
 
 __all__ = [
     "CONFIG_FILE_NAME",
@@ -299,7 +300,7 @@ def load_settings(paths: AgentPaths) -> AgentSettings:
     for index, key_file in enumerate(key_files):
         _check_key_file_is_protected(f"trusted_keys[{index}]", key_file)
     try:
-        trusted_keys = load_public_keys(key_files)
+        trusted_keys = read_trusted_keys(key_files)
     except ReleaseError as exc:
         raise ConfigError(f"{path}: trusted_keys: {exc}") from exc
     try:

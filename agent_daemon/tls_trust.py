@@ -23,8 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import truststore
-from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from agent_daemon.errors import ConfigError
 from agent_daemon.network_settings import NetworkSettings, parse_pin
@@ -98,6 +96,11 @@ def build_ssl_context(network: NetworkSettings) -> ssl.SSLContext:
 
 def spki_sha256(certificate_der: bytes) -> bytes:
     """The sha256 of a certificate's SubjectPublicKeyInfo (what a public-key pin names)."""
+    # Imported here, not at the top: only an agent with a pin reads certificates, and an idle
+    # daemon without one must not hold `cryptography` in memory (issue 16, footprint).
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
     certificate = x509.load_der_x509_certificate(certificate_der)
     spki = certificate.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
     return hashlib.sha256(spki).digest()

@@ -5,9 +5,12 @@ It knows nothing of schedules, slots or the control plane's API: the daemon hand
 `UpdateRequest` and reports the `UpdateOutcome`. From its parent package it uses only the shared
 ground of the agent (`errors`, `atomic_file`, `pid_lock`); nothing here imports the daemon.
 
+    update_records      `UpdateRequest`, `UpdateOutcome`: what the daemon hands over and gets back
     updater             `Updater`: apply / resume / installed_version, the step machine; the one
                         module here that downloads, writes and runs commands (through the others)
+    on_demand           `UpdaterOnDemand`: the daemon's updater, built on the first update
     updater_settings    `UpdaterSettings`, the updater's section of the agent's settings
+    trusted_keys        the trusted release keys: read at start, key objects built on first use
     updater_state       the updater's crash-safe state file: floor, builds, the step in progress
     swap_gate           the question asked right before the switch, and its three verdicts
     verify              pure: is this signed manifest acceptable here and now?
@@ -19,12 +22,33 @@ ground of the agent (`errors`, `atomic_file`, `pid_lock`); nothing here imports 
     managed_service     restart the managed agent and health-check it within a deadline
 """
 
-from agent_daemon.updater.updater import (
-    UpdateOutcome,
-    Updater,
-    UpdateRequest,
-    update_lock,
-)
-from agent_daemon.updater.updater_settings import UpdaterSettings
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
+    from agent_daemon.updater.updater import Updater, update_lock
+    from agent_daemon.updater.updater_settings import UpdaterSettings
 
 __all__ = ["UpdateOutcome", "UpdateRequest", "Updater", "UpdaterSettings", "update_lock"]
+
+# Each name is loaded from its module on first use (PEP 562): the daemon names the request and
+# the outcome every minute, but an idle daemon must not load the updater itself (issue 16).
+_HOME = {
+    "UpdateOutcome": "update_records",
+    "UpdateRequest": "update_records",
+    "Updater": "updater",
+    "update_lock": "updater",
+    "UpdaterSettings": "updater_settings",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

@@ -44,10 +44,7 @@ import errno
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Literal
 
 import httpx
 
@@ -90,6 +87,7 @@ from agent_daemon.updater.swap_gate import (
     SwapRefused,
     SwapUnanswered,
 )
+from agent_daemon.updater.update_records import Status, UpdateOutcome, UpdateRequest
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from agent_daemon.updater.updater_state import (
     Build,
@@ -126,35 +124,6 @@ UPDATER_UMASK = 0o022
 # An outcome's error travels in a report whose field holds at most 2,000 characters
 # (ground.contract.MAX_MESSAGE_LENGTH); messages quoting hostile input are cut well before.
 MAX_ERROR_CHARACTERS = 1000
-
-Status = Literal["succeeded", "failed", "rolled_back"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class UpdateRequest:
-    run_id: str
-    manifest: bytes
-    signature: bytes
-    artifact_url: str  # absolute URL
-    # Asked immediately before the switch; only `SwapAllowed` lets it happen (`swap_gate`).
-    # None: no control plane to ask (a first install, a tool run by hand).
-    confirm_swap: ConfirmSwap | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class UpdateOutcome:
-    status: Status
-    version: str | None  # the version running afterwards
-    error: str | None
-    run_id: str
-    # Why it ended so; None for a plain success.
-    reason: OutcomeReason | None = None
-    # When the switch was allowed (the control plane's time as this host knew it), for a run that
-    # switched; None when nothing switched.
-    switched_at: datetime | None = None
-    # The failure may pass: nothing switched, and the same run may be applied again (its partial
-    # download or staged build kept) while its window is open.
-    retry: bool = False
 
 
 @contextmanager

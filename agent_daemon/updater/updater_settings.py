@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from pydantic import AfterValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 from pydantic.fields import FieldInfo
 
 from agent_daemon.errors import ConfigError, UntrustedArtifactSource, describe_validation_error
 from agent_daemon.updater.artifact_source import parse_origin
+from agent_daemon.updater.trusted_keys import TrustedKeys
 from ground.limits import RELEASE_NAME_PATTERN
 
 __all__ = [
@@ -55,9 +55,23 @@ def user_name(text: str) -> str:
     return text
 
 
+def trusted_keys(value: object) -> TrustedKeys:
+    # Key objects a caller built itself are taken too; the agent's own loader reads the files
+    # without `cryptography` (`trusted_keys.read_trusted_keys`).
+    keys = value if isinstance(value, TrustedKeys) else None
+    if keys is None and isinstance(value, Mapping):
+        keys = TrustedKeys.of(value)
+    if keys is None:
+        raise ValueError("expected the trusted release keys by key id")
+    if not keys:
+        raise ValueError("expected at least one trusted release key")
+    return keys
+
+
 AbsolutePath = Annotated[Path, AfterValidator(absolute_path)]
 ArtifactOrigin = Annotated[str, AfterValidator(artifact_origin)]
 UserName = Annotated[str, AfterValidator(user_name)]
+TrustedKeysField = Annotated[TrustedKeys, BeforeValidator(trusted_keys)]
 Command = Annotated[tuple[str, ...], Field(min_length=1)]
 
 
@@ -76,7 +90,8 @@ def _seconds(default: float, most: float) -> Any:
 class _UpdaterFields:
     install_root: AbsolutePath
     state_dir: Path
-    trusted_keys: Mapping[str, Ed25519PublicKey] = Field(min_length=1)
+    # Key id → key; each key object is built when an update first verifies with it.
+    trusted_keys: TrustedKeysField
     # The manifest's names (`stable`, `linux-x86_64`): the pair this agent follows.
     platform: str = Field(pattern=RELEASE_NAME_PATTERN)
     channel: str = Field(pattern=RELEASE_NAME_PATTERN)

@@ -1,0 +1,45 @@
+"""What the daemon hands the updater (`UpdateRequest`) and what it gets back (`UpdateOutcome`).
+
+Kept apart from `updater.py` so the daemon can name them without loading the updater itself:
+an idle daemon never imports the download, install and verification code (issue 16, footprint).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from agent_daemon.updater.swap_gate import ConfirmSwap
+from ground.contract import OutcomeReason
+
+__all__ = ["Status", "UpdateOutcome", "UpdateRequest"]
+
+Status = Literal["succeeded", "failed", "rolled_back"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateRequest:
+    run_id: str
+    manifest: bytes
+    signature: bytes
+    artifact_url: str  # absolute URL
+    # Asked immediately before the switch; only `SwapAllowed` lets it happen (`swap_gate`).
+    # None: no control plane to ask (a first install, a tool run by hand).
+    confirm_swap: ConfirmSwap | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateOutcome:
+    status: Status
+    version: str | None  # the version running afterwards
+    error: str | None
+    run_id: str
+    # Why it ended so; None for a plain success.
+    reason: OutcomeReason | None = None
+    # When the switch was allowed (the control plane's time as this host knew it), for a run that
+    # switched; None when nothing switched.
+    switched_at: datetime | None = None
+    # The failure may pass: nothing switched, and the same run may be applied again (its partial
+    # download or staged build kept) while its window is open.
+    retry: bool = False
