@@ -78,7 +78,7 @@ def final_row(output: str, org: str) -> list[str]:
 
 @pytest.mark.slow
 def test_a_small_night_updates_every_agent_and_leaves_nothing_behind() -> None:
-    result = run_demo("--orgs", "2", "--agents", "2", "--speed", "30", "--date", "2026-12-01")
+    result = run_demo("--orgs", "2", "--agents", "2", "--speed", "60", "--date", "2026-12-01")
     output = result.stdout
     assert result.returncode == 0, output + result.stderr
     assert "4 real agent processes in 2 organisation(s)" in output
