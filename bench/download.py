@@ -173,6 +173,16 @@ def main() -> int:
         f"speed of the updater's download / plain:       {plain / fetch:6.2f}x "
         "(the plain one leaves its bytes in the page cache)"
     )
+    # The same ratio round by round (each round ran both, in alternating order): its spread shows
+    # how much of a single figure is the machine's noise rather than the code.
+    per_round = [
+        base / ours for base, ours in zip(timings.plain_durable, timings.fetch, strict=True)
+    ]
+    print(
+        "per round, updater / plain+fsync:             "
+        + " ".join(f"{ratio:.2f}" for ratio in per_round)
+        + f"  (median {median(per_round):.2f}, {min(per_round):.2f}-{max(per_round):.2f})"
+    )
     return 0
 
 

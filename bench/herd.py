@@ -1,30 +1,39 @@
 """The thundering herd at 03:00: N agents in M organisations claim the same slot, round after round.
 
-The control plane runs as a real process (`nachtwacht control serve`) on the embedded PostgreSQL,
-on a fake clock running `--speed` times real time, so a 15-minute window passes in minutes. At the
-start of every round (one minute of the server's clock) each agent still waiting posts its claim
-once; a 201 is a grant, a 429 waits for the next round, a 409 `window_closed` is a miss. Printed:
+The control plane runs as a real process (`nachtwacht control serve`, `--workers` processes) on
+the embedded PostgreSQL, on a fake clock running `--speed` times real time, so a 15-minute window
+passes in minutes. At the start of every round (one minute of the server's clock) each agent still
+waiting posts its claim once; a 201 is a grant, a 429 waits for the next round, a 409
+`window_closed` is a miss. The claims are sent by wrk, a compiled load generator
+(`bench/wrk_burst.py`: every waiting agent's own credential and body, each sent once), so the
+client is not what is measured; its CPU share is printed. Printed:
 
 - grants per round, per organisation (max) and in total (max): the caps, held exactly;
-- the refusal path: requests per second and p50/p99 latency of the 429s;
-- the baseline: requests per second of a bare endpoint (`/healthz`) on the same server, in the
-  same run, with the same concurrency, and the ratio;
+- each round's burst: claims, seconds, the answers by status and refusal code, wrk's CPU;
+- the refusal path: claims per second within the window's bursts, and p50/p99 latency;
+- the baseline: the same number of `/healthz` requests sent the same way (one burst, same
+  connections) to the same server in the same run, and the ratio;
 - each agent follows one of two channels on one of two platforms (four pairs, each with its own
   release): grants per pair, and how many grants carried another pair's release (must be 0);
-- how many agents missed the window and why. With the default caps the answer is not zero:
-  `global cap x window` (25 x 15 = 375) bounds one slot, which is DESIGN.md "Scale".
+- how many agents missed the window and why, beside the forecast. With the default caps the
+  answer is not zero: `global cap x window` (25 x 15 = 375) bounds one slot, which is DESIGN.md
+  "Scale".
+
+Who was granted is read from the database after each round (the tokens and their runs), not from
+the answers: a claim whose answer was lost is still counted if the server granted it.
 
     PYTHONPATH=. .venv/bin/python bench/herd.py [--agents 4000] [--orgs 100] [--speed S]
-        [--concurrency 64]
+        [--concurrency 64] [--workers N]
 
 `--speed` must leave one round (60/speed real seconds) longer than one burst of claims; by default
-it allows a real second per 100 agents. Each burst's duration is printed, so an overrun shows.
+it allows a real second per 250 agents (at least 4 s). Each burst's duration is printed, so an
+overrun shows.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import json
 import os
 import shutil
 import sys
@@ -35,9 +44,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
 import psycopg
 
+from bench.wrk_burst import Burst, machine_cores, run_burst
+from bench.wrk_load import Request, require_wrk
 from control_plane.database import open_pool
 from control_plane.forecast.model import forecast_slot
 from control_plane.registry import build_services
@@ -61,25 +71,45 @@ PAIRS = [
 PAIR_VERSIONS = {pair: f"1.5.{n}" for n, pair in enumerate(PAIRS)}
 
 
+@dataclass(frozen=True, kw_only=True)
+class Agent:
+    agent_id: str
+    key: str
+    org_id: str
+    pair: tuple[str, str]
+
+    def claim(self) -> Request:
+        channel, platform = self.pair
+        return Request(
+            method="POST",
+            path="/v1/agent/claims",
+            headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
+            body=json.dumps(
+                {
+                    "slot_key": SLOT_KEY,
+                    "from_version": "1.4.1",
+                    "channel": channel,
+                    "platform": platform,
+                }
+            ),
+        )
+
+
 @dataclass
 class Herd:
-    pending: dict[str, str]  # agent key -> org id
-    granted: dict[str, str] = field(default_factory=dict)
-    missed: dict[str, str] = field(default_factory=dict)  # agent key -> last refusal
-    last_refusal: dict[str, str] = field(default_factory=dict)
-    refusal_latencies: list[float] = field(default_factory=list)
-    refusal_seconds: float = 0.0
-    refusals: int = 0
-    other_answers: Counter[int] = field(default_factory=Counter)
-    transport_errors: Counter[str] = field(default_factory=Counter)
-    tracks: dict[str, tuple[str, str]] = field(default_factory=dict)  # agent key -> its pair
+    pending: dict[str, Agent]  # agent id -> agent
+    granted: dict[str, str] = field(default_factory=dict)  # agent id -> version granted
+    missed: int = 0
+    missed_because: Counter[str] = field(default_factory=Counter)
+    window_bursts: list[Burst] = field(default_factory=list)
+    bursts: list[Burst] = field(default_factory=list)
+    unexpected: Counter[int] = field(default_factory=Counter)
     grants_per_pair: Counter[tuple[str, str]] = field(default_factory=Counter)
     wrong_pair: int = 0
+    closed_answers: int = 0  # the 409 window_closed answers of the round after the window
 
 
-def seed(
-    database_url: str, agents: int, orgs: int, workdir: Path
-) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+def seed(database_url: str, agents: int, orgs: int, workdir: Path) -> list[Agent]:
     """Organisations, agents (all on the default schedule, each following one pair, round
     robin) and one published release per pair."""
     factory = ReleaseFactory(workdir=workdir, issued_at=datetime(2026, 11, 1, tzinfo=UTC))
@@ -102,100 +132,97 @@ def seed(
             services.releases.publish(
                 release.manifest_bytes, release.signature, release.artifact, now=now
             )
-        fleet: dict[str, str] = {}
-        tracks: dict[str, tuple[str, str]] = {}
         org_ids = [
             services.accounts.create_org(f"org-{n:03d}", now=now).org_id for n in range(orgs)
         ]
+        fleet = []
         for n in range(agents):
             org_id = org_ids[n % orgs]
             issued = services.accounts.enroll_agent(org_id, f"agent-{n:05d}", now=now)
-            fleet[issued.agent_key] = str(org_id)
-            tracks[issued.agent_key] = PAIRS[(n // orgs) % len(PAIRS)]
-        return fleet, tracks
+            fleet.append(
+                Agent(
+                    agent_id=str(issued.agent_id),
+                    key=issued.agent_key,
+                    org_id=str(org_id),
+                    pair=PAIRS[(n // orgs) % len(PAIRS)],
+                )
+            )
+        return fleet
     finally:
         pool.close()
 
 
-async def burst(client: httpx.AsyncClient, herd: Herd, concurrency: int) -> float:
-    """Every waiting agent claims once; returns the burst's duration in real seconds."""
-    limit = asyncio.Semaphore(concurrency)
+def grants(database_url: str) -> dict[str, str]:
+    """Agent id -> the version of the release its token is for, for every grant of the slot."""
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(
+            "SELECT r.agent_id::text, rel.agent_version FROM tokens t"
+            " JOIN runs r ON r.id = t.run_id JOIN releases rel ON rel.id = r.release_id"
+            " WHERE r.slot_key = %s",
+            (SLOT_KEY,),
+        ).fetchall()
+    return {agent_id: version for agent_id, version in rows}
 
-    async def claim(agent_key: str) -> None:
-        async with limit:
-            started = time.perf_counter()
-            try:
-                response = await client.post(
-                    "/v1/agent/claims",
-                    headers={"Authorization": f"Bearer {agent_key}"},
-                    json={
-                        "slot_key": SLOT_KEY,
-                        "from_version": "1.4.1",
-                        "channel": herd.tracks[agent_key][0],
-                        "platform": herd.tracks[agent_key][1],
-                    },
-                )
-            except httpx.TransportError as exc:
-                # Like an offline agent: nothing consumed, it tries again next round.
-                herd.transport_errors[type(exc).__name__] += 1
-                return
-            elapsed = time.perf_counter() - started
-        code = (
-            response.json().get("detail", {}).get("code") if response.status_code >= 400 else None
+
+def describe(burst: Burst) -> str:
+    statuses = ", ".join(f"{status}: {n}" for status, n in sorted(burst.statuses.items()))
+    codes = ", ".join(f"{code}: {n}" for code, n in burst.codes.most_common())
+    unanswered = f", {burst.unanswered} unanswered" if burst.unanswered else ""
+    errors = f", socket errors {burst.socket_errors}" if burst.socket_errors else ""
+    return (
+        f"[{statuses}] ({codes}){unanswered}{errors}, "
+        f"wrk CPU {burst.client_cpu_seconds / burst.seconds if burst.seconds else 0:.2f} cores"
+    )
+
+
+def run_herd(
+    base_url: str, clock: FakeClock, herd: Herd, database_url: str, concurrency: int
+) -> None:
+    round_seconds = 60 / clock.speed
+    round_number = 0
+    while herd.pending:
+        round_at = SLOT_AT + timedelta(minutes=round_number)
+        wait = (round_at - clock.now()).total_seconds() / clock.speed
+        if wait > 0:
+            time.sleep(wait)
+        waiting = list(herd.pending.values())
+        burst = run_burst(
+            base_url,
+            [agent.claim() for agent in waiting],
+            deadline_seconds=round_seconds,
+            connections=concurrency,
         )
-        if response.status_code in {200, 201}:
-            herd.granted[agent_key] = herd.pending.pop(agent_key)
-            pair = herd.tracks[agent_key]
-            herd.grants_per_pair[pair] += 1
-            herd.wrong_pair += response.json()["release"]["version"] != PAIR_VERSIONS[pair]
-        elif response.status_code == 429:
-            herd.refusal_latencies.append(elapsed)
-            herd.refusals += 1
-            herd.last_refusal[agent_key] = str(code)
-        elif code == RefusalCode.WINDOW_CLOSED:
-            herd.pending.pop(agent_key)
-            herd.missed[agent_key] = herd.last_refusal.get(agent_key, "never answered in time")
-        else:
-            herd.other_answers[response.status_code] += 1
-
-    started = time.perf_counter()
-    await asyncio.gather(*(claim(agent_key) for agent_key in list(herd.pending)))
-    return time.perf_counter() - started
-
-
-async def bare_baseline(client: httpx.AsyncClient, requests: int, concurrency: int) -> float:
-    limit = asyncio.Semaphore(concurrency)
-
-    async def hit() -> None:
-        async with limit:
-            response = await client.get("/healthz")
-            response.raise_for_status()
-
-    started = time.perf_counter()
-    await asyncio.gather(*(hit() for _ in range(requests)))
-    return requests / (time.perf_counter() - started)
-
-
-async def run_herd(base_url: str, clock: FakeClock, herd: Herd, concurrency: int) -> float:
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=120) as client:
-        round_number = 0
-        while herd.pending:
-            round_at = SLOT_AT + timedelta(minutes=round_number)
-            wait = (round_at - clock.now()).total_seconds() / clock.speed
-            if wait > 0:
-                await asyncio.sleep(wait)
-            waiting = len(herd.pending)
-            seconds = await burst(client, herd, concurrency)
-            if round_at < SLOT_AT + WINDOW:
-                herd.refusal_seconds += seconds
-            print(
-                f"  round {round_number:2d} ({round_at:%H:%M}Z): {waiting:5d} claims in "
-                f"{seconds:5.2f} s (a round is {60 / clock.speed:.1f} s), "
-                f"{len(herd.granted):5d} granted so far"
-            )
-            round_number += 1
-        return await bare_baseline(client, max(1000, herd.refusals // 10), concurrency)
+        herd.bursts.append(burst)
+        in_window = round_at < SLOT_AT + WINDOW
+        if in_window:
+            herd.window_bursts.append(burst)
+        granted = grants(database_url)
+        for agent in waiting:
+            version = granted.get(agent.agent_id)
+            if version is not None:
+                del herd.pending[agent.agent_id]
+                herd.granted[agent.agent_id] = version
+                herd.grants_per_pair[agent.pair] += 1
+                herd.wrong_pair += version != PAIR_VERSIONS[agent.pair]
+        herd.unexpected.update(
+            {s: n for s, n in burst.statuses.items() if s not in {200, 201, 409, 429}}
+        )
+        print(
+            f"  round {round_number:2d} ({round_at:%H:%M}Z): {len(waiting):5d} claims in "
+            f"{burst.seconds:5.2f} s (a round is {round_seconds:.1f} s), "
+            f"{len(herd.granted):5d} granted so far {describe(burst)}"
+        )
+        if not in_window and not burst.statuses.get(201):
+            # Every agent still waiting was told its window closed (or had no answer): each
+            # missed it, and the reason is the answer it had last, in the window's last round.
+            herd.missed = len(herd.pending)
+            herd.missed_because = Counter(herd.window_bursts[-1].codes)
+            unexplained = herd.missed - sum(herd.missed_because.values())
+            if unexplained > 0:
+                herd.missed_because["never answered in time"] += unexplained
+            herd.closed_answers = burst.codes.get(RefusalCode.WINDOW_CLOSED, 0)
+            herd.pending.clear()
+        round_number += 1
 
 
 def grants_per_round(database_url: str) -> tuple[int, int, int]:
@@ -212,11 +239,6 @@ def grants_per_round(database_url: str) -> tuple[int, int, int]:
     return int(per_org[0]), int(total[0]), int(total[1])
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=4000)
@@ -225,11 +247,17 @@ def main() -> int:
         "--speed",
         type=float,
         default=None,
-        help="fake clock speed (default: a round of about one real second per 100 agents)",
+        help="fake clock speed (default: a round of a real second per 250 agents, at least 4 s)",
     )
-    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight (64)")
+    parser.add_argument("--concurrency", type=int, default=64, help="wrk's connections (64)")
+    parser.add_argument(
+        "--workers", type=int, default=machine_cores(), help="server processes (the cores)"
+    )
     args = parser.parse_args()
-    speed = args.speed or 60 / max(5.0, args.agents / 100)
+    require_wrk()
+    speed = args.speed or 60 / max(4.0, args.agents / 250)
+    cores = machine_cores()
+    began = time.perf_counter()
 
     home = Path(tempfile.mkdtemp(prefix="nachtwacht-herd-"))
     home.chmod(0o755)  # the embedded server runs as its own user when the bench runs as root
@@ -237,12 +265,13 @@ def main() -> int:
     try:
         database_url = embedded.start()
         print(f"seeding {args.agents} agents in {args.orgs} organisations …")
-        fleet, tracks = seed(database_url, args.agents, args.orgs, home)
+        fleet = seed(database_url, args.agents, args.orgs, home)
+        print(f"seeded in {time.perf_counter() - began:.0f} s")
         # Ten product seconds before 03:00, so every agent's first claim is in the slot's round.
         clock = NightClock.starting(
             SLOT_AT - timedelta(seconds=10), speed=speed, lead_seconds=2
         ).fake()
-        herd = Herd(pending=dict(fleet), tracks=tracks)
+        herd = Herd(pending={agent.agent_id: agent for agent in fleet})
         log = Path(tempfile.gettempdir()) / "nachtwacht-herd-control-plane.log"
         log.unlink(missing_ok=True)
         plane = start_control_plane(
@@ -250,11 +279,21 @@ def main() -> int:
             database_url=database_url,
             fake_clock=clock.setting(),
             args=["--no-migrate", "--pool-size", "10"],
+            workers=args.workers,
         )
         try:
             print(f"control plane log: {log}")
-            print(f"control plane at {plane.base_url}, {clock.describe()}")
-            bare_rps = asyncio.run(run_herd(plane.base_url, clock, herd, args.concurrency))
+            print(f"control plane at {plane.base_url} ({args.workers} workers), {clock.describe()}")
+            run_herd(plane.base_url, clock, herd, database_url, args.concurrency)
+            # The baseline: as many /healthz as the window's refusals, sent the same way.
+            refusals = sum(b.statuses.get(429, 0) for b in herd.window_bursts)
+            health = Request(method="GET", path="/healthz", headers={})
+            bare = run_burst(
+                plane.base_url,
+                [health] * max(1000, refusals // max(1, len(herd.window_bursts))),
+                deadline_seconds=60,
+                connections=args.concurrency,
+            )
         finally:
             plane.stop()
         max_org, max_total, rounds = grants_per_round(database_url)
@@ -262,19 +301,27 @@ def main() -> int:
         embedded.stop()
         shutil.rmtree(home, ignore_errors=True)
 
-    refusal_rps = herd.refusals / herd.refusal_seconds if herd.refusal_seconds else 0.0
-    reasons = Counter(herd.missed.values())
+    window_claims = sum(b.answered for b in herd.window_bursts)
+    window_seconds = sum(b.seconds for b in herd.window_bursts)
+    window_cpu = sum(b.client_cpu_seconds for b in herd.window_bursts)
+    claims_rps = window_claims / window_seconds if window_seconds else 0.0
     print()
     print(f"agents {args.agents} in {args.orgs} orgs; caps: 5 per org per round, 25 per round")
     print(f"grants per round: per org max {max_org}, total max {max_total} ({rounds} rounds)")
-    print(f"granted {len(herd.granted)}, missed {len(herd.missed)}")
+    print(
+        f"granted {len(herd.granted)}, missed {herd.missed} "
+        f"({herd.closed_answers} answered {RefusalCode.WINDOW_CLOSED} after the window)"
+    )
     for (channel, platform), count in sorted(herd.grants_per_pair.items()):
         print(f"  granted on {channel}/{platform}: {count}")
     print(f"grants that carried another pair's release: {herd.wrong_pair}")
-    for reason, count in reasons.most_common():
+    for reason, count in herd.missed_because.most_common():
         print(f"  missed because the last answer was {reason}: {count}")
     forecast = forecast_slot(
-        Counter(fleet.values()), org_cap=5, global_cap=25, window_minutes=int(WINDOW.seconds // 60)
+        Counter(agent.org_id for agent in fleet),
+        org_cap=5,
+        global_cap=25,
+        window_minutes=int(WINDOW.seconds // 60),
     )
     print(
         f"forecast (control_plane.forecast.model.forecast_slot, as GET /v1/admin/forecast): "
@@ -283,18 +330,28 @@ def main() -> int:
     )
     difference = len(herd.granted) - forecast.can_update
     verdict = "agrees with the forecast" if difference == 0 else f"DIFFERS by {difference:+d}"
-    print(f"observed: updated {len(herd.granted)}, missed {len(herd.missed)} -> {verdict}")
-    if herd.refusal_latencies:
-        p50 = percentile(herd.refusal_latencies, 0.50) * 1000
-        p99 = percentile(herd.refusal_latencies, 0.99) * 1000
-        print(f"refusal path: {refusal_rps:8.0f} requests/s, p50 {p50:.1f} ms, p99 {p99:.1f} ms")
-    print(f"bare /healthz: {bare_rps:8.0f} requests/s (same server, same concurrency)")
-    if bare_rps:
-        print(f"ratio refusal / bare: {refusal_rps / bare_rps:.2f}")
-    if herd.other_answers:
-        print(f"unexpected answers: {dict(herd.other_answers)}")
-    if herd.transport_errors:
-        print(f"transport errors (retried next round): {dict(herd.transport_errors)}")
+    print(f"observed: updated {len(herd.granted)}, missed {herd.missed} -> {verdict}")
+    p50 = sorted(b.p50_ms for b in herd.window_bursts)[len(herd.window_bursts) // 2]
+    p99 = max(b.p99_ms for b in herd.window_bursts)
+    print(
+        f"claims in the window's bursts: {claims_rps:8.0f} requests/s "
+        f"(median burst p50 {p50:.1f} ms, worst burst p99 {p99:.1f} ms)"
+    )
+    print(
+        f"bare /healthz, one burst of {bare.answered}: {bare.per_second:8.0f} requests/s "
+        f"(same server, same connections, same client)"
+    )
+    if bare.per_second:
+        print(f"ratio claims / bare: {claims_rps / bare.per_second:.2f}")
+    client = window_cpu / window_seconds if window_seconds else 0.0
+    print(
+        f"client (wrk) CPU during the window's bursts: {client:.2f} cores "
+        f"({100 * client / cores:.0f} % of {cores}); during the baseline: "
+        f"{bare.client_cpu_seconds / bare.seconds:.2f} cores"
+    )
+    if herd.unexpected:
+        print(f"unexpected answers: {dict(herd.unexpected)}")
+    print(f"the whole run took {time.perf_counter() - began:.0f} s")
     return 0
 
 
