@@ -23,6 +23,8 @@ contract's models, raising the errors of `errors.py`; its `routes.py` holds no S
     notifications/  the per-slot body, the inbox, webhook settings and signed delivery
     forecast/       the capacity forecast per slot (pure model, service, terminal table)
     metrics/        GET /metrics: the figures and their Prometheus text
+    liveness/       every serving process's marks that it is up: a window none covers was our
+                    outage (`platform_unavailable`, never the agent `offline`)
     reconcile/      the worker only: leader lock, passes, missed slots, reviews, its own SQL
     answers_cache/  the config poll and the claim's refusal remembered per worker, exact within
                     two seconds: the change feed (migration 0011) every worker reads

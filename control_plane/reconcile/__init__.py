@@ -6,7 +6,7 @@ slot, and sends the due webhook deliveries. It is never on the claim or dispatch
     leader      the advisory lock that makes one replica the worker
     passes      one idempotent pass: missed slots, reviews, deliveries
     missed      which closed slots have no run (planner days) and why they were missed
-    liveness    every replica's marks that it is up: a window none covers was our outage
+    (liveness)  every replica's marks that it is up: `control_plane.liveness`
     outlived    scheduled claims still open long after their window, ended as interrupted
     review      the per-organisation, per-slot notification decision (silence included)
     data        the worker's SQL: its progress, missed rows, the review's reads and writes

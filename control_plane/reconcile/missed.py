@@ -26,13 +26,13 @@ from datetime import datetime, timedelta
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
+from control_plane.liveness.marks import read_coverage
 from control_plane.reconcile.data import (
     MissedSlot,
     SlotCandidate,
     enabled_schedules,
     insert_missed,
 )
-from control_plane.reconcile.liveness import read_coverage
 from control_plane.types import Connection
 from shared_planner import parse_times, slots_on_day
 

@@ -13,10 +13,10 @@ from datetime import datetime, timedelta
 
 import psycopg
 
+from control_plane.liveness.marks import liveness_gap, mark_alive
 from control_plane.notifications.addresses import WebhookAddressPolicy
 from control_plane.notifications.delivery import DeliveryPolicy, WebhookSender
 from control_plane.reconcile.leader import LeaderLock
-from control_plane.reconcile.liveness import liveness_gap, mark_alive
 from control_plane.reconcile.passes import PassReport, PassSettings, ReconcilePass
 from control_plane.registry import replica_identity
 from control_plane.types import Pool

@@ -4,6 +4,11 @@ A switch (`succeeded`, `rolled_back`) at `switched_at` (else the receipt time) a
 token was revoked or expired, or after its window closed, is stored as `unauthorised`; the caller
 then refuses it with 409 `outcome_not_authorised`. The same outcome again changes nothing; a run
 the worker ended for want of a report (`outcome_inferred`) takes the report that comes late.
+
+An agent whose download failed until its window closed cannot tell our outage from its own
+network (nothing answered either way): when the control plane itself was down between the grant
+and the window's end (`control_plane.liveness`), the run's reason is `platform_unavailable` — the
+agent's own reason kept in the event — so a customer is never told it was their side.
 """
 
 from __future__ import annotations
@@ -15,14 +20,16 @@ from uuid import UUID
 
 from control_plane.errors import Conflict
 from control_plane.events.services import ActorKind, record_event
+from control_plane.liveness.marks import read_coverage
 from control_plane.runs.authority import (
     SWITCH_OUTCOMES,
     lease_refusal,
     read_lease,
     unauthorised_switch,
+    window_closes_at,
 )
 from control_plane.types import Connection
-from ground.contract import AnswerCode, format_instant
+from ground.contract import AnswerCode, OutcomeReason, format_instant
 
 __all__ = ["Outcome", "record_outcome"]
 
@@ -91,6 +98,7 @@ def _finish(
 ) -> None:
     run_id = lease["id"]
     stored = "unauthorised" if refusal is not None else reported.status
+    reason = _true_reason(conn, lease, reported)
     conn.execute(
         "UPDATE runs SET status = %s, version = %s, error = %s, outcome_reason = %s,"
         " switched_at = %s, outcome_inferred = false, finished_at = %s WHERE id = %s",
@@ -98,7 +106,7 @@ def _finish(
             stored,
             reported.version,
             reported.error,
-            reported.reason,
+            reason,
             reported.switched_at,
             now,
             run_id,
@@ -121,8 +129,10 @@ def _finish(
         "slot_key": lease["slot_key"],
         "version": reported.version,
         "error": reported.error,
-        "reason": reported.reason,
+        "reason": reason,
     }
+    if reason != reported.reason:
+        data["agent_reason"] = reported.reason
     if reported.switched_at is not None:
         data["switched_at"] = format_instant(reported.switched_at)
     if refusal is not None:
@@ -140,3 +150,17 @@ def _finish(
         at=now,
         data=data,
     )
+
+
+def _true_reason(conn: Connection, lease: dict[str, Any], reported: Outcome) -> str | None:
+    """The reported reason, or `platform_unavailable` for a download that failed through the
+    window while the control plane itself was down at some time between the grant and the
+    window's end (see the module's docstring)."""
+    if reported.status != "failed" or reported.reason != OutcomeReason.DOWNLOAD_FAILED:
+        return reported.reason
+    closes, granted = window_closes_at(lease), lease["granted_at"]
+    if closes is None or granted is None or granted >= closes:
+        return reported.reason
+    if read_coverage(conn, since=granted, until=closes).was_down(granted, closes):
+        return OutcomeReason.PLATFORM_UNAVAILABLE.value
+    return reported.reason

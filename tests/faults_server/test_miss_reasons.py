@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from control_plane.reconcile.liveness import LIVENESS_GAP, liveness_gap, mark_alive
+from control_plane.liveness.marks import LIVENESS_GAP, liveness_gap, mark_alive
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import CONFIG_PATH
