@@ -81,7 +81,10 @@ class AgentRelease:
     running_version: str | None
     up_to_date: bool
     pinned: bool
+    # In the canary group of its pair's current release: marked, or in the release's share.
     canary: bool
+    # Marked a canary by an operator (what the operator's checkbox shows and changes).
+    canary_marked: bool
     hold: HoldView | None
 
 
@@ -182,6 +185,7 @@ def agent_release(conn: Connection, agent_id: UUID, org_id: UUID, now: datetime)
         up_to_date=offer.release is None or offer.release["agent_version"] == running,
         pinned=offer.basis == "pinned",
         canary=marked is not None or offer.basis == "canary",
+        canary_marked=marked is not None,
         hold=None if hold is None else hold_view(hold),
     )
 

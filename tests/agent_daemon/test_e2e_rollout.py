@@ -141,6 +141,8 @@ def test_good_canaries_are_promoted_after_the_soak_and_the_fleet_follows_within_
     for daemon in fleet_daemons:
         done = daemon.wait_for("update.succeeded", slot_key=LATER_SLOT)
         assert done["version"] == "1.6.0"
+        # The success is logged before its report reaches the control plane; count after it.
+        daemon.wait_for("report.delivered", run_id=done["run_id"])
     stage = _ok(scenario.operator.get("/v1/admin/rollout"))["pairs"][0]
     assert (stage["version"], stage["stage"]) == ("1.6.0", "everyone")
     assert stage["up_to_date"] == 4

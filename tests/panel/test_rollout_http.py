@@ -365,3 +365,32 @@ def test_a_customer_cannot_open_the_operators_rollout_screens(panel_world: Panel
             data={"csrf": token, "action": "force", "reason": "mine"},
         )
         assert forced.status_code == 404
+
+
+def test_the_canary_checkbox_shows_the_operators_marking_not_the_share(
+    panel_world: PanelWorld,
+) -> None:
+    # With a share of 100 % every agent is in the canary group of a release in its canary stage;
+    # the checkbox must still show (and change) only what an operator marked, or unticking it
+    # would look like it did nothing.
+    publish_releases(panel_world, ("1.4.0", 1), ("1.5.0", 2))
+    org, agent = panel_world.org_id, panel_world.agent_id
+    url = f"/panel/operator/orgs/{org}/agents/{agent}"
+    operator_key = panel_world.server.create_operator_key()
+    api = f"{panel_world.server.base_url}/v1/admin"
+    bearer = {"Authorization": f"Bearer {operator_key}"}
+    share = httpx.patch(
+        f"{api}/rollout/settings", json={"canary_share_percent": 100}, headers=bearer
+    )
+    assert share.status_code == 200, share.text
+    before = httpx.get(f"{api}/agents/{agent}/release", headers=bearer).json()
+    assert (before["canary"], before["canary_marked"]) == (True, False)
+    with sign_in_client(panel_world, operator_key) as client:
+        page = client.get(url).text
+        assert 'name="canary" value="1">' in page and 'value="1" checked' not in page
+        token = csrf_of(page)
+        marked = client.post(url, data={"csrf": token, "action": "canary", "canary": "1"})
+        assert marked.status_code == 303
+        assert 'name="canary" value="1" checked' in client.get(url).text
+    after = httpx.get(f"{api}/agents/{agent}/release", headers=bearer).json()
+    assert (after["canary"], after["canary_marked"]) == (True, True)
