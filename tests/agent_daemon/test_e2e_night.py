@@ -32,7 +32,8 @@ def new_night(
     opened: list[Night] = []
 
     def open_night(start: str = "2026-11-30T02:57", *args: str, speed: float = 30.0) -> Night:
-        clock = NightClock.starting(local(start), speed=speed)
+        # Held at `start` while the world is set up; it runs from the first daemon's start.
+        clock = NightClock.held(local(start), begins=tmp_path / f"clock-{len(opened)}", speed=speed)
         scenario = Night(
             root=tmp_path / f"night-{len(opened)}",
             clock=clock,
@@ -251,11 +252,7 @@ def test_a_host_clock_hours_off_still_updates_at_0300_server_time(
     scenario = new_night()
     scenario.publish("1.5.0", 42)
     host = scenario.add_host("web-01")
-    wrong = NightClock(
-        start=scenario.clock.start + timedelta(hours=5),
-        anchor=scenario.clock.anchor,
-        speed=scenario.clock.speed,
-    )
+    wrong = scenario.clock.shifted(timedelta(hours=5))
     daemon = host.start(clock_setting=wrong.setting)
     synced = daemon.wait_for("config.synced")
     assert abs(synced["clock_offset_seconds"] + 5 * 3600) < 120

@@ -31,8 +31,10 @@ def new_night(
     opened: list[Night] = []
 
     def open_night(*args: str) -> Night:
-        # A long lead: these nights set up two builds and several pre-installed hosts first.
-        clock = NightClock.starting(local("2026-11-30T02:57"), speed=30.0, lead_seconds=90.0)
+        # Held at 02:57 while two builds and several pre-installed hosts are set up.
+        clock = NightClock.held(
+            local("2026-11-30T02:57"), begins=tmp_path / f"clock-{len(opened)}", speed=30.0
+        )
         scenario = Night(
             root=tmp_path / f"night-{len(opened)}",
             clock=clock,

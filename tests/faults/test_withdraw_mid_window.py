@@ -38,8 +38,8 @@ def night(tmp_path: Path, control_plane_server: Callable[..., Any]) -> Iterator[
     withdrawal of 1.5.0 has a previous release to fall back to."""
     plain = Night(
         root=tmp_path / "night",
-        # A longer lead: three hosts, one of them on an older build, are set up first.
-        clock=NightClock.starting(local("2026-11-30T02:58"), speed=SPEED, lead_seconds=60.0),
+        # Held at 02:58 while three hosts, one of them on an older build, are set up.
+        clock=NightClock.held(local("2026-11-30T02:58"), begins=tmp_path / "clock", speed=SPEED),
         start_control_plane=control_plane_server,
     )
     try:

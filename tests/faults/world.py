@@ -70,7 +70,7 @@ def fault_night(
 ) -> Iterator[FaultNight]:
     night = Night(
         root=root,
-        clock=NightClock.starting(local(start), speed=SPEED, lead_seconds=30.0),
+        clock=NightClock.held(local(start), begins=root / "clock-begins", speed=SPEED),
         start_control_plane=start_control_plane,
     )
     try:

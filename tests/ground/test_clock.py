@@ -72,13 +72,24 @@ SETTING = "2026-10-25T00:50:00Z,anchor=1764465000.0,speed=60"
         ),
         pytest.param(
             "2026-10-25T00:50:00Z,pace=60",
-            f"{FAKE_CLOCK_ENV}: 'pace=60' is not understood (expected anchor=UNIX_TIME or speed=N)",
+            f"{FAKE_CLOCK_ENV}: 'pace=60' is not understood "
+            "(expected anchor=UNIX_TIME, begins=FILE or speed=N)",
             id="unknown_option",
         ),
         pytest.param(
             "2026-10-25T00:50:00Z,speed=2,speed=60",
             f"{FAKE_CLOCK_ENV}: speed is given twice (expected it once)",
             id="option_twice",
+        ),
+        pytest.param(
+            "2026-10-25T00:50:00Z,anchor=5,begins=/tmp/night/clock",
+            f"{FAKE_CLOCK_ENV}: anchor and begins are both given (expected one of them)",
+            id="anchor_and_begins",
+        ),
+        pytest.param(
+            "2026-10-25T00:50:00Z,begins=night/clock",
+            f"{FAKE_CLOCK_ENV}: begins: 'night/clock' must be an absolute file path without a comma",
+            id="begins_relative",
         ),
     ],
 )
@@ -161,3 +172,31 @@ def test_now_is_aware_utc_even_for_a_start_given_with_an_offset() -> None:
     now = fake.now()
     assert now.tzinfo is UTC
     assert now >= datetime(2026, 10, 25, 0, 50, tzinfo=UTC)
+
+
+def test_a_held_clock_stands_at_its_start_until_its_file_names_the_anchor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    begins = tmp_path / "begins"
+    held = parse_fake_clock(f"2026-11-30T01:57:00Z,begins={begins},speed=60", read_at=0.0)
+    assert parse_fake_clock(held.setting(), read_at=5.0) == held
+    monkeypatch.setattr(clock_module.time, "time", lambda: 1764465000.0)
+    start = datetime(2026, 11, 30, 1, 57, tzinfo=UTC)
+    assert held.now() == start
+    monkeypatch.setattr(clock_module.time, "time", lambda: 1764465100.0)
+    assert held.now() == start  # a hundred real seconds later: still standing
+    assert held.running_since() is None
+    begins.write_text("1764465100.0")
+    monkeypatch.setattr(clock_module.time, "time", lambda: 1764465102.0)
+    assert held.now() == datetime(2026, 11, 30, 1, 59, tzinfo=UTC)  # 2 s x 60 = 2 min
+    begins.write_text("1764465000.0")  # the anchor, once read, never changes
+    assert held.now() == datetime(2026, 11, 30, 1, 59, tzinfo=UTC)
+
+
+def test_a_held_clocks_file_that_holds_no_unix_time_is_named(tmp_path: Path) -> None:
+    begins = tmp_path / "begins"
+    begins.write_text("soon")
+    held = parse_fake_clock(f"2026-11-30T01:57:00Z,begins={begins}", read_at=0.0)
+    with pytest.raises(ClockConfigError) as caught:
+        held.now()
+    assert str(caught.value) == f"begins: {str(begins)!r} holds 'soon', expected a Unix time"

@@ -3,9 +3,11 @@ PostgreSQL, real `nachtwacht agent run` processes, real signed builds made with
 `nachtwacht release`, real install roots with the managed agent under a supervisor — all on one
 fast fake clock. Every part comes from the world kit (`nachtwacht.worlds`).
 
-Time: every process gets the same `NACHTWACHT_FAKE_CLOCK` (start, anchor, speed). The anchor lies a
-little in the real future so that setting up (starting processes, enrolling) happens while the
-clock still shows the evening; tests then wait for *product* instants, never for real durations.
+Time: every process gets the same `NACHTWACHT_FAKE_CLOCK`. A held clock (`NightClock.held`)
+stands at its start while the test sets the world up (control plane, builds, hosts) and runs from
+the moment the first daemon starts (or the test first waits for an instant); a clock made with
+`NightClock.starting` runs from an anchor a fixed lead in the real future instead. Tests wait for
+*product* instants, never for real durations.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class Host:
     agent_id: str
     agent: AgentHost
     clock_setting: str
+    # Lets a held night clock run; the first daemon started begins the night.
+    begin: Callable[[], None] = lambda: None
     daemons: list[DaemonProcess] = field(default_factory=list)
 
     @property
@@ -65,6 +69,7 @@ class Host:
         return self.daemons[-1]
 
     def start(self, *, clock_setting: str | None = None) -> DaemonProcess:
+        self.begin()
         self.daemons.append(self.agent.start(fake_clock=clock_setting or self.clock_setting))
         return self.daemon
 
@@ -203,7 +208,11 @@ class Night:
         assert result.returncode == 0, result.stderr
         _add_to_config(agent.state_dir / "agent.toml", DOWNLOAD_LIMITS)
         host = Host(
-            name=name, agent_id=enrolled["agent_id"], agent=agent, clock_setting=self.clock.setting
+            name=name,
+            agent_id=enrolled["agent_id"],
+            agent=agent,
+            clock_setting=self.clock.setting,
+            begin=self.clock.begin,
         )
         self.hosts.append(host)
         return host
