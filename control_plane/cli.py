@@ -29,7 +29,6 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from control_plane import migrate
 from control_plane.accounts.credentials import Audience
 from control_plane.accounts.services import AccountService
 from control_plane.cli_common import (
@@ -349,6 +348,8 @@ def _withdraw_release(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
+    from control_plane import migrate  # only here: Alembic is heavy for the other commands
+
     with opened_database(location(args), migrate_to_head=False) as url:
         if args.check:
             applied = migrate.check_migrations(url)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from control_plane import migrate
 from control_plane.config import DatabaseLocation
 from control_plane.database import EmbeddedPostgres
 
@@ -25,6 +24,9 @@ def opened_database(location: DatabaseLocation, *, migrate_to_head: bool) -> Ite
         url = embedded.start()
     try:
         if migrate_to_head:
+            # Alembic and SQLAlchemy cost a command that is given a URL half a second of start.
+            from control_plane import migrate
+
             migrate.upgrade(url)
         yield url
     finally:

@@ -14,15 +14,12 @@ from fastapi.responses import Response
 from control_plane.accounts.credentials import Audience
 from control_plane.accounts.services import IssuedCredential
 from control_plane.panel import backend
-from control_plane.panel.customer_routes import parse_id
-from control_plane.panel.operator_routes import operator_of
-from control_plane.panel.web import PREFIX, PanelContext, csrf_ok, page, redirect
+from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
+from control_plane.panel.web import PREFIX, PanelContext, page, redirect
 
 __all__ = ["router"]
 
 router = APIRouter(prefix=PREFIX + "/operator", include_in_schema=False)
-
-Csrf = Annotated[str, Form(max_length=200)]
 
 
 def _credentials_page(
@@ -68,12 +65,10 @@ def issue(
     name: Annotated[str, Form(max_length=300)] = "",
     org_id: Annotated[str, Form(max_length=100)] = "",
 ) -> Response:
-    ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
-    assert ctx.session is not None
+    post = operator_post(request, csrf)
+    if isinstance(post, Response):
+        return post
+    ctx = post.ctx
     form = {"audience": audience, "name": name, "org_id": org_id}
     kind = Audience.PANEL if audience == "panel" else Audience.OPERATOR
     org: UUID | None = None
@@ -87,7 +82,7 @@ def issue(
             audience=kind,
             name=name,
             org_id=org,
-            actor=backend.session_actor(ctx.session),
+            actor=backend.session_actor(post.session),
             now=ctx.now,
         )
     except backend.Refused as exc:
@@ -98,18 +93,13 @@ def issue(
 
 @router.post("/credentials/{credential_id}/rotate")
 def rotate(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
-    ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
-    parsed = parse_id(credential_id)
-    if parsed is None:
-        return page(ctx, "not_found.html", status_code=404)
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
-    assert ctx.session is not None
+    post = operator_post(request, csrf, credential_id)
+    if isinstance(post, Response):
+        return post
+    ctx, (parsed,) = post.ctx, post.ids
     try:
         issued = backend.rotate_credential(
-            ctx.services, parsed, actor=backend.session_actor(ctx.session), now=ctx.now
+            ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
         )
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
@@ -141,18 +131,13 @@ def confirm_revoke(request: Request, credential_id: str) -> Response:
 
 @router.post("/credentials/{credential_id}/revoke")
 def revoke(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
-    ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
-    parsed = parse_id(credential_id)
-    if parsed is None:
-        return page(ctx, "not_found.html", status_code=404)
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
-    assert ctx.session is not None
+    post = operator_post(request, csrf, credential_id)
+    if isinstance(post, Response):
+        return post
+    ctx, (parsed,) = post.ctx, post.ids
     try:
         backend.revoke_credential(
-            ctx.services, parsed, actor=backend.session_actor(ctx.session), now=ctx.now
+            ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
         )
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)

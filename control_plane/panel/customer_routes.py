@@ -10,45 +10,22 @@ from uuid import UUID
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from control_plane.accounts.credentials import Audience
 from control_plane.panel import backend, wording
 from control_plane.panel.charts import Bar
+from control_plane.panel.readers import Csrf, customer_of, customer_post, parse_id
 from control_plane.panel.schedule_editor import EditorState, check_rows, preview
 from control_plane.panel.web import (
     PREFIX,
-    SESSION_COOKIE,
     PanelContext,
-    context_of,
-    csrf_ok,
     forecast_chart,
     page,
     redirect,
 )
 from control_plane.pins.holds import MAX_HOLD
 
-__all__ = ["agent_page", "customer_of", "parse_id", "router"]
+__all__ = ["agent_page", "router"]
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
-
-Csrf = Annotated[str, Form(max_length=200)]
-
-
-def customer_of(request: Request) -> tuple[PanelContext, UUID] | Response:
-    """The request's context and organisation, or the answer for a reader who may not be here."""
-    ctx = context_of(request)
-    if ctx.session is None:
-        ended = bool(request.cookies.get(SESSION_COOKIE))  # there was a session, and it ended
-        return redirect(f"{PREFIX}/sign-in" + ("?ended=1" if ended else ""))
-    if ctx.session.audience is not Audience.PANEL or ctx.session.org_id is None:
-        return page(ctx, "not_found.html", status_code=404)
-    return ctx, ctx.session.org_id
-
-
-def parse_id(text: str) -> UUID | None:
-    try:
-        return UUID(text)
-    except ValueError:
-        return None
 
 
 @router.get("/agents")
@@ -161,15 +138,10 @@ def save_schedule(
     action: Annotated[str, Form()] = "save",
     remove: Annotated[int | None, Form()] = None,
 ) -> Response:
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, org_id = who
-    parsed = parse_id(agent_id)
-    if parsed is None:
-        return page(ctx, "not_found.html", status_code=404)
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
+    post = customer_post(request, csrf, agent_id)
+    if isinstance(post, Response):
+        return post
+    ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     rows = [row[:20] for row in (times or [])]
     if remove is not None and 0 <= remove < len(rows):
         del rows[remove]
@@ -183,7 +155,6 @@ def save_schedule(
     if editor.has_errors:
         return _agent_page(ctx, org_id, parsed, editor, status_code=422)
     try:
-        assert ctx.session is not None
         backend.save_schedule(
             ctx.services,
             org_id,
@@ -191,7 +162,7 @@ def save_schedule(
             enabled=editor.enabled,
             times=editor.times,
             now=ctx.now,
-            actor=backend.session_actor(ctx.session),
+            actor=backend.session_actor(post.session),
         )
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
@@ -231,19 +202,13 @@ def schedule_preview(
 
 @router.post("/agents/{agent_id}/update")
 def update_now(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, org_id = who
-    parsed = parse_id(agent_id)
-    if parsed is None:
-        return page(ctx, "not_found.html", status_code=404)
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
-    assert ctx.session is not None
+    post = customer_post(request, csrf, agent_id)
+    if isinstance(post, Response):
+        return post
+    ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     try:
         recorded = backend.request_update(
-            ctx.services, org_id, parsed, ctx.session.credential_id, now=ctx.now
+            ctx.services, org_id, parsed, post.session.credential_id, now=ctx.now
         )
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
@@ -276,15 +241,10 @@ def mark_notification(
     csrf: Csrf = "",
     read: Annotated[str, Form()] = "1",
 ) -> Response:
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, org_id = who
-    parsed = parse_id(notification_id)
-    if parsed is None:
-        return page(ctx, "not_found.html", status_code=404)
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
+    post = customer_post(request, csrf, notification_id)
+    if isinstance(post, Response):
+        return post
+    ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     try:
         backend.mark_notification(ctx.services, org_id, parsed, read == "1", now=ctx.now)
     except backend.Missing:
@@ -337,12 +297,10 @@ def save_webhook(
     secret: Annotated[str, Form(max_length=300)] = "",
     action: Annotated[str, Form()] = "save",
 ) -> Response:
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, org_id = who
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
+    post = customer_post(request, csrf)
+    if isinstance(post, Response):
+        return post
+    ctx, org_id = post.ctx, post.org_id
     if action == "delete":
         backend.delete_webhook(ctx.services, org_id)
         return redirect(f"{PREFIX}/webhook")
@@ -356,16 +314,13 @@ def save_webhook(
 @router.post("/webhook/test")
 def test_webhook(request: Request, csrf: Csrf = "") -> Response:
     """Send a signed test delivery now and show what came of it (also recorded in the trail)."""
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, org_id = who
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
-    assert ctx.session is not None
+    post = customer_post(request, csrf)
+    if isinstance(post, Response):
+        return post
+    ctx, org_id = post.ctx, post.org_id
     try:
         tested = backend.send_webhook_test(
-            ctx.services, org_id, actor=backend.session_actor(ctx.session), now=ctx.now
+            ctx.services, org_id, actor=backend.session_actor(post.session), now=ctx.now
         )
     except backend.Missing:
         return _webhook_page(ctx, org_id, status_code=409)

@@ -14,8 +14,9 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
 from control_plane.panel import backend
-from control_plane.panel.customer_routes import Csrf, agent_page, customer_of, parse_id
-from control_plane.panel.web import PREFIX, csrf_ok, page, redirect
+from control_plane.panel.customer_routes import agent_page
+from control_plane.panel.readers import Csrf, customer_post
+from control_plane.panel.web import PREFIX, page, redirect
 from control_plane.pins.holds import MAX_HOLD_REASON_LENGTH
 
 __all__ = ["hold_start", "router"]
@@ -41,15 +42,10 @@ def hold(
     until: Annotated[str, Form(max_length=40)] = "",
     reason: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, org_id = who
-    parsed = parse_id(agent_id)
-    if parsed is None:
-        return page(ctx, "not_found.html", status_code=404)
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
+    post = customer_post(request, csrf, agent_id)
+    if isinstance(post, Response):
+        return post
+    ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     form = {"until": until[:40], "reason": reason[:MAX_HOLD_REASON_LENGTH]}
     zone = backend.platform(ctx.services).zone
     ends = hold_start(until, zone)
@@ -60,7 +56,6 @@ def hold(
     elif not reason or len(reason) > MAX_HOLD_REASON_LENGTH:
         error = "reason"
     if error is None and ends is not None:
-        assert ctx.session is not None
         try:
             backend.hold_agent(
                 ctx.services,
@@ -68,7 +63,7 @@ def hold(
                 parsed,
                 until=ends,
                 reason=reason,
-                actor=backend.session_actor(ctx.session),
+                actor=backend.session_actor(post.session),
                 now=ctx.now,
             )
         except backend.Missing:
@@ -82,22 +77,16 @@ def hold(
 
 @router.post("/agents/{agent_id}/hold/end")
 def end_hold(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, org_id = who
-    parsed = parse_id(agent_id)
-    if parsed is None:
-        return page(ctx, "not_found.html", status_code=404)
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
-    assert ctx.session is not None
+    post = customer_post(request, csrf, agent_id)
+    if isinstance(post, Response):
+        return post
+    ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     try:
         backend.end_hold(
             ctx.services,
             org_id,
             parsed,
-            actor=backend.session_actor(ctx.session),
+            actor=backend.session_actor(post.session),
             now=ctx.now,
         )
     except backend.Missing:

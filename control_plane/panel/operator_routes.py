@@ -9,16 +9,14 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 from markupsafe import Markup
 
-from control_plane.accounts.credentials import Audience
 from control_plane.forecast.model import ReleaseNight
 from control_plane.panel import backend, wording
 from control_plane.panel.charts import Bar, Series, Stack, stacked_chart
 from control_plane.panel.fleet import fleet_chart, fleet_counts
+from control_plane.panel.readers import Csrf, operator_of, operator_post
 from control_plane.panel.web import (
     PREFIX,
     PanelContext,
-    context_of,
-    csrf_ok,
     forecast_chart,
     page,
     redirect,
@@ -47,15 +45,6 @@ MISS_REASONS = (
 # Shown in the legend even when no slot missed for them: the reasons of every night.
 ALWAYS_SHOWN = frozenset({"offline", "throttled", "brake", "unknown"})
 MAX_REASON = 500
-
-
-def operator_of(request: Request) -> PanelContext | Response:
-    ctx = context_of(request)
-    if ctx.session is None:
-        return redirect(f"{PREFIX}/sign-in")
-    if ctx.session.audience is not Audience.OPERATOR:
-        return page(ctx, "not_found.html", status_code=404)
-    return ctx
 
 
 def _night_charts(ctx: PanelContext) -> list[tuple[Markup, tuple[ReleaseNight, ...]]]:
@@ -218,16 +207,14 @@ def overview(request: Request, saved: str | None = None) -> Response:
 @router.post("/brake")
 def set_brake(
     request: Request,
-    csrf: Annotated[str, Form(max_length=200)] = "",
+    csrf: Csrf = "",
     engaged: Annotated[str, Form()] = "0",
     reason: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
-    ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
-    assert ctx.session is not None
+    post = operator_post(request, csrf)
+    if isinstance(post, Response):
+        return post
+    ctx = post.ctx
     engage = engaged == "1"
     reason = reason.strip()
     if (engage and not reason) or len(reason) > MAX_REASON:
@@ -236,7 +223,7 @@ def set_brake(
         ctx.services,
         engaged=engage,
         reason=reason or None,
-        actor=backend.session_actor(ctx.session),
+        actor=backend.session_actor(post.session),
         now=ctx.now,
     )
     return redirect(f"{PREFIX}/operator?saved=brake")
@@ -245,17 +232,16 @@ def set_brake(
 @router.post("/settings")
 def save_settings(
     request: Request,
-    csrf: Annotated[str, Form(max_length=200)] = "",
+    csrf: Csrf = "",
     timezone: Annotated[str, Form(max_length=100)] = "",
     catch_up_minutes: Annotated[str, Form(max_length=10)] = "",
     org_cap: Annotated[str, Form(max_length=10)] = "",
     global_cap: Annotated[str, Form(max_length=10)] = "",
 ) -> Response:
-    ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
+    post = operator_post(request, csrf)
+    if isinstance(post, Response):
+        return post
+    ctx = post.ctx
     changes: dict[str, object] = {"timezone": timezone.strip()}
     for name, text in (
         ("catch_up_minutes", catch_up_minutes),
@@ -267,9 +253,8 @@ def save_settings(
         except ValueError:
             return _overview(ctx, status_code=422, settings_error=name)
     try:
-        assert ctx.session is not None
         backend.update_platform(
-            ctx.services, changes, actor=backend.session_actor(ctx.session), now=ctx.now
+            ctx.services, changes, actor=backend.session_actor(post.session), now=ctx.now
         )
     except backend.Refused as exc:
         return _overview(ctx, status_code=422, settings_error=exc.field)

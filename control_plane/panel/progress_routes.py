@@ -10,8 +10,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from control_plane.panel import backend
-from control_plane.panel.customer_routes import customer_of, parse_id
 from control_plane.panel.progress import progress_of
+from control_plane.panel.readers import customer_of, parse_id
 from control_plane.panel.web import PREFIX, PanelContext, page, with_headers
 
 __all__ = ["router"]

@@ -17,9 +17,8 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
 from control_plane.panel import backend, wording
-from control_plane.panel.customer_routes import parse_id
-from control_plane.panel.operator_routes import operator_of
-from control_plane.panel.web import PREFIX, PanelContext, csrf_ok, page, redirect
+from control_plane.panel.readers import Csrf, operator_of, operator_post
+from control_plane.panel.web import PREFIX, PanelContext, page, redirect
 from control_plane.releases.withdrawal import MAX_WITHDRAW_REASON_LENGTH, ReleaseTrackView
 
 __all__ = ["ROLLOUT_ACTIONS", "previous_release_ids", "router"]
@@ -91,27 +90,22 @@ def releases(request: Request, withdrawn: str | None = None, done: str | None = 
 def withdraw(
     request: Request,
     release_id: str,
-    csrf: Annotated[str, Form(max_length=200)] = "",
+    csrf: Csrf = "",
     reason: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
-    ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
-    parsed = parse_id(release_id)
-    if parsed is None:
-        return page(ctx, "not_found.html", status_code=404)
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
+    post = operator_post(request, csrf, release_id)
+    if isinstance(post, Response):
+        return post
+    ctx, (parsed,) = post.ctx, post.ids
     reason = reason.strip()
     if not reason or len(reason) > MAX_WITHDRAW_REASON_LENGTH:
         return _releases_page(ctx, status_code=422, error_release=parsed)
-    assert ctx.session is not None
     try:
         done = backend.withdraw_release(
             ctx.services,
             parsed,
             reason=reason,
-            actor=backend.session_actor(ctx.session),
+            actor=backend.session_actor(post.session),
             now=ctx.now,
         )
     except backend.Missing:
@@ -125,24 +119,19 @@ def withdraw(
 def rollout(
     request: Request,
     release_id: str,
-    csrf: Annotated[str, Form(max_length=200)] = "",
+    csrf: Csrf = "",
     action: Annotated[str, Form(max_length=20)] = "",
     reason: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
     """Promote, halt, resume, brake or release the brake of one release; a reason required."""
-    ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
-    parsed = parse_id(release_id)
-    if parsed is None or action not in ROLLOUT_ACTIONS:
-        return page(ctx, "not_found.html", status_code=404)
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
+    post = operator_post(request, csrf, release_id, known=action in ROLLOUT_ACTIONS)
+    if isinstance(post, Response):
+        return post
+    ctx, (parsed,) = post.ctx, post.ids
     reason = reason.strip()
     if not reason or len(reason) > MAX_ROLLOUT_REASON:
         return _releases_page(ctx, status_code=422, rollout_error=(parsed, "reason"))
-    assert ctx.session is not None
-    actor = backend.session_actor(ctx.session)
+    actor = backend.session_actor(post.session)
     try:
         if action == "promote":
             backend.promote_release(ctx.services, parsed, reason=reason, actor=actor, now=ctx.now)

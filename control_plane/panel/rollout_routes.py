@@ -15,10 +15,9 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
 from control_plane.panel import backend, wording
-from control_plane.panel.customer_routes import parse_id
 from control_plane.panel.hold_routes import hold_start
-from control_plane.panel.operator_routes import operator_of
-from control_plane.panel.web import PREFIX, PanelContext, csrf_ok, page, redirect
+from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
+from control_plane.panel.web import PREFIX, PanelContext, page, redirect
 from control_plane.pins.holds import MAX_HOLD, MAX_HOLD_REASON_LENGTH
 from control_plane.pins.services import MAX_PIN_REASON_LENGTH
 from ground.limits import MAX_VERSION_LENGTH
@@ -28,7 +27,6 @@ __all__ = ["MAX_FORCE_REASON", "router"]
 router = APIRouter(prefix=PREFIX + "/operator", include_in_schema=False)
 
 MAX_FORCE_REASON = 500
-Csrf = Annotated[str, Form(max_length=200)]
 Reason = Annotated[str, Form(max_length=2000)]
 
 
@@ -49,18 +47,13 @@ def notices(request: Request) -> Response:
 @router.post("/notices/{notice_id}/read")
 def mark_notice_read(request: Request, notice_id: str, csrf: Csrf = "") -> Response:
     """Mark one notice read: the navigation's count of new notices goes down."""
-    ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
-    parsed = parse_id(notice_id)
-    if parsed is None:
-        return page(ctx, "not_found.html", status_code=404)
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
-    assert ctx.session is not None
+    post = operator_post(request, csrf, notice_id)
+    if isinstance(post, Response):
+        return post
+    ctx, (parsed,) = post.ctx, post.ids
     try:
         backend.mark_notice_read(
-            ctx.services, parsed, actor=backend.session_actor(ctx.session), now=ctx.now
+            ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
         )
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
@@ -143,16 +136,11 @@ def pin_org(
     hold_at_running: Annotated[str | None, Form(max_length=10)] = None,
     reason: Reason = "",
 ) -> Response:
-    ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
-    parsed = parse_id(org_id)
-    if parsed is None:
-        return page(ctx, "not_found.html", status_code=404)
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
-    assert ctx.session is not None
-    actor = backend.session_actor(ctx.session)
+    post = operator_post(request, csrf, org_id)
+    if isinstance(post, Response):
+        return post
+    ctx, (parsed,) = post.ctx, post.ids
+    actor = backend.session_actor(post.session)
     try:
         if action == "unpin":
             backend.unpin(ctx.services, org_id=parsed, actor=actor, now=ctx.now)
@@ -248,16 +236,11 @@ def agent_action(
     until: Annotated[str, Form(max_length=40)] = "",
 ) -> Response:
     """The operator agent page's forms: `canary`, `pin`, `unpin`, `force`, `hold`, `unhold`."""
-    ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
-    org, found = parse_id(org_id), parse_id(agent_id)
-    if org is None or found is None or action not in AGENT_ACTIONS:
-        return page(ctx, "not_found.html", status_code=404)
-    if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
-    assert ctx.session is not None
-    actor = backend.session_actor(ctx.session)
+    post = operator_post(request, csrf, org_id, agent_id, known=action in AGENT_ACTIONS)
+    if isinstance(post, Response):
+        return post
+    ctx, (org, found) = post.ctx, post.ids
+    actor = backend.session_actor(post.session)
     try:
         # Scoped to the organisation in the URL: another organisation's agent is not found.
         backend.agent_release(ctx.services, found, org_id=org, now=ctx.now)

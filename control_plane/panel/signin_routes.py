@@ -11,6 +11,7 @@ from control_plane.accounts.credentials import Audience
 from control_plane.panel import backend
 from control_plane.panel.csrf import new_signin_token, tokens_match
 from control_plane.panel.i18n import LANGUAGES
+from control_plane.panel.readers import Csrf
 from control_plane.panel.web import (
     LANGUAGE_COOKIE,
     PREFIX,
@@ -84,7 +85,7 @@ def sign_in_form(request: Request, signed_out: int = 0, ended: int = 0) -> Respo
 def sign_in(
     request: Request,
     key: Annotated[str, Form(max_length=MAX_KEY_LENGTH)] = "",
-    csrf: Annotated[str, Form(max_length=200)] = "",
+    csrf: Csrf = "",
 ) -> Response:
     ctx = context_of(request)
     if not tokens_match(request.cookies.get(SIGNIN_COOKIE), csrf):
@@ -115,7 +116,7 @@ def sign_in(
 
 
 @router.post("/sign-out")
-def sign_out(request: Request, csrf: Annotated[str, Form(max_length=200)] = "") -> Response:
+def sign_out(request: Request, csrf: Csrf = "") -> Response:
     ctx = context_of(request)
     if ctx.session is None:
         return redirect(f"{PREFIX}/sign-in")

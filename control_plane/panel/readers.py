@@ -1,0 +1,124 @@
+"""Who reads a panel page, and the checks every form post makes before it changes anything.
+
+`customer_of` / `operator_of`: the request's context for a signed-in customer (with its
+organisation) or operator, else the answer for a reader who may not be here (sign in again, or
+"not found" for the other audience). `customer_post` / `operator_post` add what every form does
+next, in this order: the ids in the path (a malformed one is "not found"), then the CSRF token
+(a wrong one is "refused") — one place, so no form can forget a step or take them in another order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import Form, Request
+from fastapi.responses import Response
+
+from control_plane.accounts.credentials import Audience
+from control_plane.accounts.services import PanelSession
+from control_plane.panel.web import (
+    PREFIX,
+    SESSION_COOKIE,
+    PanelContext,
+    context_of,
+    csrf_ok,
+    page,
+    redirect,
+)
+
+__all__ = [
+    "Csrf",
+    "CustomerPost",
+    "OperatorPost",
+    "customer_of",
+    "customer_post",
+    "operator_of",
+    "operator_post",
+    "parse_id",
+]
+
+# Every form's hidden CSRF field.
+Csrf = Annotated[str, Form(max_length=200)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperatorPost:
+    """A form post that passed the checks: its reader, the ids from its path in the order given,
+    and the session that signs what it changes."""
+
+    ctx: PanelContext
+    ids: tuple[UUID, ...]
+    session: PanelSession
+
+
+@dataclass(frozen=True, kw_only=True)
+class CustomerPost(OperatorPost):
+    """The same for a customer, with their organisation."""
+
+    org_id: UUID
+
+
+def parse_id(text: str) -> UUID | None:
+    try:
+        return UUID(text)
+    except ValueError:
+        return None
+
+
+def customer_of(request: Request) -> tuple[PanelContext, UUID] | Response:
+    """The request's context and organisation, or the answer for a reader who may not be here."""
+    ctx = context_of(request)
+    if ctx.session is None:
+        ended = bool(request.cookies.get(SESSION_COOKIE))  # there was a session, and it ended
+        return redirect(f"{PREFIX}/sign-in" + ("?ended=1" if ended else ""))
+    if ctx.session.audience is not Audience.PANEL or ctx.session.org_id is None:
+        return page(ctx, "not_found.html", status_code=404)
+    return ctx, ctx.session.org_id
+
+
+def operator_of(request: Request) -> PanelContext | Response:
+    ctx = context_of(request)
+    if ctx.session is None:
+        return redirect(f"{PREFIX}/sign-in")
+    if ctx.session.audience is not Audience.OPERATOR:
+        return page(ctx, "not_found.html", status_code=404)
+    return ctx
+
+
+def customer_post(request: Request, csrf: str, *ids: str) -> CustomerPost | Response:
+    who = customer_of(request)
+    if isinstance(who, Response):
+        return who
+    ctx, org_id = who
+    checked = _checked(ctx, csrf, ids, known=True)
+    if isinstance(checked, Response):
+        return checked
+    return CustomerPost(ctx=ctx, ids=checked[0], session=checked[1], org_id=org_id)
+
+
+def operator_post(
+    request: Request, csrf: str, *ids: str, known: bool = True
+) -> OperatorPost | Response:
+    """`known`: False for an action the form does not offer — not found, like a bad id."""
+    ctx = operator_of(request)
+    if isinstance(ctx, Response):
+        return ctx
+    checked = _checked(ctx, csrf, ids, known=known)
+    if isinstance(checked, Response):
+        return checked
+    return OperatorPost(ctx=ctx, ids=checked[0], session=checked[1])
+
+
+def _checked(
+    ctx: PanelContext, csrf: str, ids: tuple[str, ...], *, known: bool
+) -> tuple[tuple[UUID, ...], PanelSession] | Response:
+    parsed = [parse_id(text) for text in ids]
+    found = tuple(uuid for uuid in parsed if uuid is not None)
+    if len(found) != len(parsed) or not known:
+        return page(ctx, "not_found.html", status_code=404)
+    if not csrf_ok(ctx, csrf):
+        return page(ctx, "refused.html", status_code=403)
+    assert ctx.session is not None  # csrf_ok holds only with a session
+    return found, ctx.session
