@@ -10,6 +10,8 @@
     schedule_editor.py  the editor's rows, the problem next to its row, the preview of the nights
     charts.py           SVG pictures drawn on the server
     web.py              shared by every page: context, rendering, security headers
+    readers.py          who reads a page (customer with its organisation, operator) and the checks
+                        every form post makes first: ids in the path, then the CSRF token
     signin_routes.py    sign in/out, the language menu;  customer_routes.py, operator_routes.py
     progress_routes.py  a manual update's progress page and its JSON (polled by static/progress.js)
     release_routes.py, credential_routes.py    the operators' releases (stages, halts, the brake
