@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any, NoReturn
 from uuid import UUID
 
-from control_plane import migrate
+from control_plane import schema_version
 from control_plane.config import DatabaseLocation
 from control_plane.database import open_pool
 from control_plane.errors import ControlPlaneError
@@ -71,7 +71,7 @@ def admin_pool(args: argparse.Namespace) -> Iterator[Pool]:
     # The embedded database is this machine's own: bring it up to date. An external one is
     # migrated deliberately, with `nachtwacht control migrate`.
     with opened_database(where, migrate_to_head=where.url is None) as url:
-        migrate.require_head(url)
+        schema_version.require_head(url)
         pool = open_pool(url, min_size=1, max_size=1)
         try:
             yield pool

@@ -24,7 +24,6 @@ __all__ = [
     "current_revision",
     "downgrade",
     "head_revision",
-    "require_head",
     "upgrade",
 ]
 
@@ -81,16 +80,6 @@ def downgrade(database_url: str, revision: str) -> None:
 def current_revision(database_url: str) -> str | None:
     with _alembic_connection(database_url) as connection:
         return MigrationContext.configure(connection).get_current_revision()
-
-
-def require_head(database_url: str) -> None:
-    """Refuse to work on a database that is not at the newest revision."""
-    current = current_revision(database_url)
-    if current != head_revision():
-        raise DatabaseUnavailable(
-            f"the database is at revision {current or '(none)'}, not {head_revision()}: "
-            "run `nachtwacht control migrate` first"
-        )
 
 
 def check_migrations(database_url: str) -> list[str]:

@@ -32,7 +32,7 @@ import uvicorn
 import uvloop
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from control_plane import migrate
+from control_plane import schema_version
 from control_plane.answers_cache.feed import feed_running
 from control_plane.api.app import create_app
 from control_plane.config import ServeSettings, load_trusted_keys
@@ -266,7 +266,7 @@ def serve(settings: ServeSettings) -> int:
     try:
         with opened_database(settings.database, migrate_to_head=settings.migrate) as url:
             if not settings.migrate:
-                migrate.require_head(url)
+                schema_version.require_head(url)
             _store_platform_settings(url, settings, clock)
 
             def start(ready: Callable[[], None]) -> None:

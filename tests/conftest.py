@@ -18,7 +18,8 @@ PostgreSQL
 
 The control plane as a process
     `control_plane_server(...)` starts `nachtwacht control serve --host 127.0.0.1 --port 0
-    --database-url <the test's database_url>` as a subprocess with the world kit
+    --database-url <the test's database_url> --no-migrate` (a copy of the migrated template;
+    with a `database_url` of the test's own, `serve` migrates it) as a subprocess with the world kit
     (`nachtwacht.worlds.control_planes`), waits for its "ready at URL" line and returns a
     `RunningControlPlane`; every server still running at the end of the test gets SIGTERM.
     Keyword arguments:
@@ -263,6 +264,9 @@ def control_plane_server(
     ) -> RunningControlPlane:
         if data_dir is None and database_url is None:
             database_url = request.getfixturevalue("database_url")
+            # A copy of the migrated template: `serve` need not load Alembic to migrate it again
+            # (it still refuses a database behind the head, which this is not).
+            args = ["--no-migrate", *args]
         stderr_path = tmp_path / f"control-plane-{len(started)}.stderr"
         try:
             running = start_control_plane(
