@@ -209,26 +209,35 @@ def test_killed_after_the_claim_and_before_the_report_installs_once_and_reports_
 
 
 @pytest.mark.parametrize(
-    ("start", "slot_key", "first", "last"),
+    ("start", "slot_key", "first", "last", "watched"),
     [
         pytest.param(
-            "2026-10-25T01:50",
+            "2026-10-25T02:20",
             "2026-10-25T02:30",
             "2026-10-25T00:30:00+00:00",  # the first 02:30 (CEST), never the second
             "2026-10-25T00:45:00+00:00",
+            # Past the second 02:30 (CET, 01:30Z) and its window.
+            timedelta(hours=1, minutes=20),
             id="autumn_repeat_0230_runs_once",
         ),
         pytest.param(
-            "2027-03-28T01:50",
+            "2027-03-28T01:50",  # before the gap (02:00 CET), so the daemon lives through it
             "2027-03-28T02:30",
             "2027-03-28T01:30:00+00:00",  # 03:30 CEST: shifted by the gap, not skipped
             "2027-03-28T01:45:00+00:00",
+            # Past the shifted slot's window: nothing more that night.
+            timedelta(minutes=20),
             id="spring_gap_0230_runs_at_0330",
         ),
     ],
 )
 def test_dst_nights_in_amsterdam(
-    new_night: Callable[..., Night], start: str, slot_key: str, first: str, last: str
+    new_night: Callable[..., Night],
+    start: str,
+    slot_key: str,
+    first: str,
+    last: str,
+    watched: timedelta,
 ) -> None:
     # Nothing is downloaded on these nights (already up to date), so a faster clock is safe.
     scenario = new_night(start, speed=120.0)
@@ -239,8 +248,8 @@ def test_dst_nights_in_amsterdam(
     done = daemon.wait_for("slot.up_to_date", slot_key=slot_key)
     ts = done["server_time"].replace("Z", "+00:00")
     assert first <= ts < last
-    # Past the second 02:30 in autumn and its window: still one run for the night.
-    scenario.clock.wait_until(datetime.fromisoformat(first) + timedelta(hours=1, minutes=20))
+    # Still one run for the night once the night's last 02:30 and its window have passed.
+    scenario.clock.wait_until(datetime.fromisoformat(first) + watched)
     assert [r["slot_key"] for r in scenario.runs(host)] == [slot_key]
     assert len(daemon.named("slot.up_to_date")) == 1
 

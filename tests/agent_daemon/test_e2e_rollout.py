@@ -21,7 +21,7 @@ from tests.agent_daemon.daemon_support.night import Night, NightClock, local
 pytestmark = pytest.mark.slow
 
 SLOT = "2026-11-30T03:00"
-LATER_SLOT = "2026-11-30T03:30"
+LATER_SLOT = "2026-11-30T03:20"
 
 
 @pytest.fixture
@@ -124,13 +124,13 @@ def test_good_canaries_are_promoted_after_the_soak_and_the_fleet_follows_within_
     fleet = [scenario.add_host(f"web-0{n}", installed=("1.5.0", 42)) for n in (1, 2, 3)]
     _ok(
         scenario.operator.patch(
-            "/v1/admin/rollout/settings", json={"canary_share_percent": 0, "soak_minutes": 10}
+            "/v1/admin/rollout/settings", json={"canary_share_percent": 0, "soak_minutes": 5}
         )
     )
     _ok(scenario.operator.put(f"/v1/admin/agents/{canary.agent_id}/canary", json={"canary": True}))
     # The fleet's next slot after the soak stands for "the next night".
     for host in fleet:
-        scenario.set_schedule(host, ["03:00", "03:30"])
+        scenario.set_schedule(host, ["03:00", "03:20"])
     scenario.publish("1.6.0", 43)
 
     canary_daemon = canary.start()
