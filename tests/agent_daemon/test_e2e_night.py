@@ -114,17 +114,17 @@ def test_back_after_the_window_does_nothing_that_night_and_takes_the_next_slot(
     scenario = new_night()
     scenario.publish("1.5.0", 42)
     host = scenario.add_host("web-01")
-    scenario.set_schedule(host, ["03:00", "03:30"])
+    scenario.set_schedule(host, ["03:00", "03:20"])
     daemon = host.start()
     daemon.wait_for("config.synced")
     port = scenario.plane.base_url.rsplit(":", 1)[1].strip("/")
     scenario.plane.stop()
-    scenario.clock.wait_until(local("2026-11-30T03:20"))
+    scenario.clock.wait_until(local("2026-11-30T03:16"))  # the 03:00 window closed at 03:15
     scenario.control_plane_args = ("--port", port)
     scenario.restart_control_plane()
-    assert updated(daemon, "2026-11-30T03:30")["version"] == "1.5.0"
+    assert updated(daemon, "2026-11-30T03:20")["version"] == "1.5.0"
     assert daemon.named("claim.granted", slot_key=SLOT) == []
-    assert [r["status"] for r in runs_for(scenario, host, "2026-11-30T03:30")] == ["succeeded"]
+    assert [r["status"] for r in runs_for(scenario, host, "2026-11-30T03:20")] == ["succeeded"]
     assert all(r.get("status") != "succeeded" for r in runs_for(scenario, host, SLOT))
 
 
