@@ -98,6 +98,24 @@ def _cap_full(code: RefusalCode, now: datetime, message: str) -> ClaimRefused:
     )
 
 
+def _refuse_when_full(
+    now: datetime, org_cap: int, global_cap: int, org_granted: int | None, granted: int | None
+) -> None:
+    """The caps' refusals, the organisation's first, for counts known to be at least these."""
+    if (org_granted or 0) >= org_cap:
+        raise _cap_full(
+            RefusalCode.ORG_CAP,
+            now,
+            f"this organisation's {org_cap} updates for this minute are taken",
+        )
+    if (granted or 0) >= global_cap:
+        raise _cap_full(
+            RefusalCode.GLOBAL_CAP,
+            now,
+            f"the platform's {global_cap} updates for this minute are taken",
+        )
+
+
 def _brake(reason: str | None) -> ClaimRefused:
     why = f": {reason}" if reason else ""
     return ClaimRefused(
@@ -367,18 +385,7 @@ class ClaimService:
         if seen["brake_engaged"]:
             raise _brake(seen["brake_reason"])
         org_cap, global_cap = seen["org_cap"], seen["global_cap"]
-        if (seen["org_granted"] or 0) >= org_cap:
-            raise _cap_full(
-                RefusalCode.ORG_CAP,
-                now,
-                f"this organisation's {org_cap} updates for this minute are taken",
-            )
-        if (seen["global_granted"] or 0) >= global_cap:
-            raise _cap_full(
-                RefusalCode.GLOBAL_CAP,
-                now,
-                f"the platform's {global_cap} updates for this minute are taken",
-            )
+        _refuse_when_full(now, org_cap, global_cap, seen["org_granted"], seen["global_granted"])
         # Holds, halts and the release brake (issue 14), only for a request that saw room.
         check_scheduled_claim(
             conn,
@@ -401,6 +408,16 @@ class ClaimService:
                 track=track,
                 now=now,
             )
+        # The checks above took round trips, in which other grants may have filled the round:
+        # what this worker learnt meanwhile spares a grant transaction bound to fail.
+        current_round = round_start(now)
+        _refuse_when_full(
+            now,
+            org_cap,
+            global_cap,
+            self._memory.granted(current_round, seen["org_id"]),
+            self._memory.granted(current_round, None),
+        )
         try:
             run_id = self._grant(
                 conn,

@@ -10,6 +10,7 @@ would answer otherwise.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
@@ -19,8 +20,10 @@ import psycopg
 import pytest
 
 from control_plane.accounts.credentials import secret_sha256
-from control_plane.answers_cache import Changes
+from control_plane.answers_cache import AnswerMemory, Changes
 from control_plane.answers_cache.feed import ChangeFeed
+from control_plane.claims.refusals import RefusalRecorder
+from control_plane.claims.services import ClaimService
 from control_plane.claims.slots import round_start
 from control_plane.claims.warm_up import SlotWarmUp, facts_key
 from control_plane.errors import ClaimRefused
@@ -276,3 +279,35 @@ def _claim_refused_by_database(
     except ClaimRefused as refused:
         return str(refused.refusal) == "global_cap"
     return False
+
+
+class _FullOnceAsked(AnswerMemory):
+    """Knows no count when the claim's read is merged, and the round full when asked again:
+    as if another request's grant filled it while this one ran its checks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    def granted(self, round_start: datetime, org_id: UUID | None) -> int | None:
+        if org_id is not None:
+            return None
+        self.asked += 1
+        return None if self.asked == 1 else 1
+
+
+def test_a_round_filled_during_the_claims_checks_is_refused_before_its_grant(
+    pool: Pool, database_url: str, clock: ManualClock, herd: tuple[Agent, Agent, Agent]
+) -> None:
+    _, second, _ = herd
+    memory = _FullOnceAsked()
+    memory.apply(Changes(), read_started=time.monotonic())
+    claims = ClaimService(pool, RefusalRecorder(pool), memory=memory)
+    with pytest.raises(ClaimRefused) as refused:
+        claims.claim_slot(UUID(second.agent_id), SLOT, "1.4.1", clock.now())
+    assert str(refused.value.refusal) == "global_cap"
+    assert memory.asked == 2
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        # The database would have granted it: no grant transaction was even begun.
+        assert conn.execute("SELECT count(*) FROM claim_rounds_global").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM runs").fetchone() == (0,)
