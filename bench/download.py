@@ -52,6 +52,10 @@ class Timings:
     plain: list[float] = field(default_factory=list)
     plain_durable: list[float] = field(default_factory=list)
     fetch: list[float] = field(default_factory=list)  # verify + download + hash + limit + fsync
+    # The process's CPU time for the same two (the in-process server's share included on both
+    # sides): on a loaded machine a steadier figure of each path's own work than the wall clock.
+    plain_durable_cpu: list[float] = field(default_factory=list)
+    fetch_cpu: list[float] = field(default_factory=list)
     install: list[float] = field(default_factory=list)  # unpack + fsyncs + .complete
     self_test: list[float] = field(default_factory=list)
 
@@ -61,7 +65,7 @@ def updater_path(
     trusted: dict[str, Ed25519PublicKey], timings: Timings,
 ) -> None:  # fmt: skip
     """The updater's steps before the switch, each timed on its own."""
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     verified = verify_release(
         manifest_bytes,
         signature,
@@ -84,6 +88,7 @@ def updater_path(
         limits=DownloadLimits(read_timeout=30.0, deadline=900.0, disk_reserve_bytes=0),
     )  # fmt: skip
     timings.fetch.append(time.perf_counter() - started)
+    timings.fetch_cpu.append(time.process_time() - cpu)
     started = time.perf_counter()
     build = install_build(
         InstallLayout(install_root),
@@ -114,9 +119,11 @@ def one_round(
         timings.plain.append(
             _timed(lambda: plain_download(client, url, work / "plain", durable=False))
         )
+        cpu = time.process_time()
         timings.plain_durable.append(
             _timed(lambda: plain_download(client, url, work / "durable", durable=True))
         )
+        timings.plain_durable_cpu.append(time.process_time() - cpu)
 
     def updater() -> None:
         updater_path(client, url, work, release.manifest_bytes, release.signature, trusted, timings)
@@ -172,6 +179,11 @@ def main() -> int:
     print(
         f"speed of the updater's download / plain:       {plain / fetch:6.2f}x "
         "(the plain one leaves its bytes in the page cache)"
+    )
+    plain_cpu, fetch_cpu = median(timings.plain_durable_cpu), median(timings.fetch_cpu)
+    print(
+        f"CPU time (process), plain+fsync {plain_cpu:.3f} s, updater {fetch_cpu:.3f} s: "
+        f"{plain_cpu / fetch_cpu:.2f}x"
     )
     # The same ratio round by round (each round ran both, in alternating order): its spread shows
     # how much of a single figure is the machine's noise rather than the code.

@@ -11,8 +11,8 @@ client is not what is measured; its CPU share is printed. Printed:
 - grants per round, per organisation (max) and in total (max): the caps, held exactly;
 - each round's burst: claims, seconds, the answers by status and refusal code, wrk's CPU;
 - the refusal path: claims per second within the window's bursts, and p50/p99 latency;
-- the baseline: the same number of `/healthz` requests sent the same way (one burst, same
-  connections) to the same server in the same run, and the ratio;
+- the baseline: right after each round's burst, as many `/healthz` requests sent the same way
+  (same connections) to the same server, and the ratio, per round and for the window;
 - each agent follows one of two channels on one of two platforms (four pairs, each with its own
   release): grants per pair, and how many grants carried another pair's release (must be 0);
 - how many agents missed the window and why, beside the forecast. With the default caps the
@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -52,7 +53,7 @@ from control_plane.database import open_pool
 from control_plane.forecast.model import forecast_slot
 from control_plane.registry import build_services
 from ground.clock import FakeClock, SystemClock
-from ground.contract import RefusalCode
+from ground.contract import CHANNEL_PARAM, CONFIG_PATH, PLATFORM_PARAM, RefusalCode
 from nachtwacht.worlds.clocks import NightClock
 from nachtwacht.worlds.control_planes import start_control_plane
 from nachtwacht.worlds.databases import EmbeddedDatabase
@@ -78,6 +79,15 @@ class Agent:
     org_id: str
     pair: tuple[str, str]
 
+    def poll(self) -> Request:
+        """The config poll every agent sends every minute, all day."""
+        channel, platform = self.pair
+        return Request(
+            method="GET",
+            path=f"{CONFIG_PATH}?{CHANNEL_PARAM}={channel}&{PLATFORM_PARAM}={platform}",
+            headers={"Authorization": f"Bearer {self.key}"},
+        )
+
     def claim(self) -> Request:
         channel, platform = self.pair
         return Request(
@@ -102,6 +112,7 @@ class Herd:
     missed: int = 0
     missed_because: Counter[str] = field(default_factory=Counter)
     window_bursts: list[Burst] = field(default_factory=list)
+    bare_bursts: list[Burst] = field(default_factory=list)  # beside each window burst
     bursts: list[Burst] = field(default_factory=list)
     unexpected: Counter[int] = field(default_factory=Counter)
     grants_per_pair: Counter[tuple[str, str]] = field(default_factory=Counter)
@@ -194,8 +205,19 @@ def run_herd(
         )
         herd.bursts.append(burst)
         in_window = round_at < SLOT_AT + WINDOW
+        bare = ""
         if in_window:
             herd.window_bursts.append(burst)
+            # The baseline beside it: as many /healthz, sent the same way, right after (this
+            # machine's load moves between minutes; one baseline burst at the end moved the
+            # ratio by a factor of three between runs).
+            health = Request(method="GET", path="/healthz", headers={})
+            beside = run_burst(
+                base_url, [health] * len(waiting), deadline_seconds=60, connections=concurrency
+            )
+            herd.bare_bursts.append(beside)
+            ratio = burst.per_second / beside.per_second if beside.per_second else 0.0
+            bare = f"; bare /healthz {beside.seconds:5.2f} s, ratio {ratio:4.2f}"
         granted = grants(database_url)
         for agent in waiting:
             version = granted.get(agent.agent_id)
@@ -210,7 +232,7 @@ def run_herd(
         print(
             f"  round {round_number:2d} ({round_at:%H:%M}Z): {len(waiting):5d} claims in "
             f"{burst.seconds:5.2f} s (a round is {round_seconds:.1f} s), "
-            f"{len(herd.granted):5d} granted so far {describe(burst)}"
+            f"{len(herd.granted):5d} granted so far {describe(burst)}{bare}"
         )
         if not in_window and not burst.statuses.get(201):
             # Every agent still waiting was told its window closed (or had no answer): each
@@ -267,9 +289,12 @@ def main() -> int:
         print(f"seeding {args.agents} agents in {args.orgs} organisations …")
         fleet = seed(database_url, args.agents, args.orgs, home)
         print(f"seeded in {time.perf_counter() - began:.0f} s")
-        # Ten product seconds before 03:00, so every agent's first claim is in the slot's round.
+        # Before 03:00 every agent polls its config once, as it does every minute all day: the
+        # workers have served before the herd comes (a fresh worker's first requests pay for
+        # its lazy set-up, which a control plane at 03:00 has long done). The claims' facts are
+        # not warmed by it.
         clock = NightClock.starting(
-            SLOT_AT - timedelta(seconds=10), speed=speed, lead_seconds=2
+            SLOT_AT - timedelta(seconds=40), speed=speed, lead_seconds=2
         ).fake()
         herd = Herd(pending={agent.agent_id: agent for agent in fleet})
         log = Path(tempfile.gettempdir()) / "nachtwacht-herd-control-plane.log"
@@ -284,16 +309,17 @@ def main() -> int:
         try:
             print(f"control plane log: {log}")
             print(f"control plane at {plane.base_url} ({args.workers} workers), {clock.describe()}")
-            run_herd(plane.base_url, clock, herd, database_url, args.concurrency)
-            # The baseline: as many /healthz as the window's refusals, sent the same way.
-            refusals = sum(b.statuses.get(429, 0) for b in herd.window_bursts)
-            health = Request(method="GET", path="/healthz", headers={})
-            bare = run_burst(
+            polls = run_burst(
                 plane.base_url,
-                [health] * max(1000, refusals // max(1, len(herd.window_bursts))),
+                [agent.poll() for agent in fleet],
                 deadline_seconds=60,
                 connections=args.concurrency,
             )
+            print(
+                f"  before 03:00: {polls.answered} config polls in {polls.seconds:.2f} s "
+                f"{dict(sorted(polls.statuses.items()))}"
+            )
+            run_herd(plane.base_url, clock, herd, database_url, args.concurrency)
         finally:
             plane.stop()
         max_org, max_total, rounds = grants_per_round(database_url)
@@ -337,17 +363,31 @@ def main() -> int:
         f"claims in the window's bursts: {claims_rps:8.0f} requests/s "
         f"(median burst p50 {p50:.1f} ms, worst burst p99 {p99:.1f} ms)"
     )
+    bare_answered = sum(b.answered for b in herd.bare_bursts)
+    bare_seconds = sum(b.seconds for b in herd.bare_bursts)
+    bare_rps = bare_answered / bare_seconds if bare_seconds else 0.0
     print(
-        f"bare /healthz, one burst of {bare.answered}: {bare.per_second:8.0f} requests/s "
-        f"(same server, same connections, same client)"
+        f"bare /healthz beside each burst: {bare_rps:8.0f} requests/s "
+        f"({bare_answered} in {len(herd.bare_bursts)} bursts; same server, connections, client)"
     )
-    if bare.per_second:
-        print(f"ratio claims / bare: {claims_rps / bare.per_second:.2f}")
+    if bare_rps:
+        print(f"ratio claims / bare: {claims_rps / bare_rps:.2f}")
+        ratios = [
+            burst.per_second / beside.per_second
+            for burst, beside in zip(herd.window_bursts, herd.bare_bursts, strict=True)
+            if beside.per_second
+        ]
+        print(
+            "per round, claims/s / bare:  "
+            + " ".join(f"{ratio:.2f}" for ratio in ratios)
+            + f"  (median {statistics.median(ratios):.2f}, {min(ratios):.2f}-{max(ratios):.2f})"
+        )
     client = window_cpu / window_seconds if window_seconds else 0.0
+    bare_cpu = sum(b.client_cpu_seconds for b in herd.bare_bursts)
     print(
         f"client (wrk) CPU during the window's bursts: {client:.2f} cores "
         f"({100 * client / cores:.0f} % of {cores}); during the baseline: "
-        f"{bare.client_cpu_seconds / bare.seconds:.2f} cores"
+        f"{bare_cpu / bare_seconds if bare_seconds else 0:.2f} cores"
     )
     if herd.unexpected:
         print(f"unexpected answers: {dict(herd.unexpected)}")

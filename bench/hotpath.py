@@ -198,7 +198,7 @@ def main() -> int:
         print(f"seeding {args.agents} agents in {args.orgs} organisations …", flush=True)
         fleet = seed(database_url, args.agents, args.orgs, home)
         fill_org_counters(database_url)
-        keys = list(fleet)
+        keys = [agent.key for agent in fleet]
         print(f"machine: {os.cpu_count()} cores; control plane log: {log}", flush=True)
         for workers in worker_counts:
             bare = measure_bare(workers, args.seconds, args.connections)

@@ -32,6 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
+import httpcore
 import httpx
 from pydantic import ValidationError
 
@@ -64,6 +65,11 @@ _CONTENT_LENGTH = re.compile(_DIGITS)
 _ETAG = re.compile(r'"[\x21\x23-\x7e]{0,200}"')
 # An error answer is read only this far: enough for the contract's `{"detail": {"code": …}}`.
 _ERROR_BODY_BYTES = 8192
+# What the download's own connection reads from its socket at once (httpcore's default is 64
+# KiB): every read is a `settimeout`, a `recv`, an h11 event and a chunk through the loop below,
+# so a 22 MB build took ~340 of them. A read returns what has arrived, up to this: a trickle
+# still comes in small chunks and meets the deadline check.
+_READ_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,9 +112,9 @@ class _WrittenBehind:
     every batch is written and hashed.
     """
 
-    # Chunks (the 64 KiB httpcore reads) are handed over in batches of about 1 MiB: a hand-over
-    # per chunk woke a thread 340 times for a 22 MB build, each wake-up a GIL hand-off that cost
-    # more than the write it carried.
+    # Chunks (the connection's reads, up to `_READ_BYTES`; 64 KiB before) are handed over in
+    # batches of about 1 MiB: a hand-over per 64 KiB chunk woke a thread 340 times for a 22 MB
+    # build, each wake-up a GIL hand-off that cost more than the write it carried.
     _BATCH = 1024 * 1024
     _AHEAD = 4
     # The bytes are made durable as they arrive, a few MiB at a time, so the fsync that ends the
@@ -500,6 +506,17 @@ def _check_announced(response: httpx.Response, spec: ArtifactSpec, expected: int
         )
 
 
+def _read_bigger(response: httpx.Response) -> None:
+    """Let the response's own HTTP/1.1 connection read up to `_READ_BYTES` at once. httpx and
+    httpcore do not offer it, so this reaches into their streams; on any other shape (another
+    version, a proxy's connection, a test transport) the default reads stay. The download has
+    the connection to itself (`Connection: close`), so no other request reads with it."""
+    stream = getattr(getattr(response.stream, "_stream", None), "_httpcore_stream", None)
+    connection = getattr(getattr(stream, "_stream", None), "_connection", None)
+    if isinstance(connection, httpcore.HTTP11Connection):
+        connection.READ_NUM_BYTES = _READ_BYTES
+
+
 def _copy_body(
     response: httpx.Response,
     sink: BinaryIO,
@@ -511,6 +528,7 @@ def _copy_body(
 ) -> None:
     # Raw: the signed bytes are the stored ones, never decoded (a gzip "encoding" cannot inflate).
     # Unsized iteration yields bytes as they arrive, so a trickle meets the deadline check.
+    _read_bigger(response)
     writer = _WrittenBehind(sink, progress)
     try:
         for chunk in response.iter_raw():

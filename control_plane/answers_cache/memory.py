@@ -14,9 +14,16 @@ a change committed more than `FRESHNESS_SECONDS` before a request is honoured by
 A feed that cannot be read (the database is away) stops the memory answering within that bound:
 the request then goes to the database, and is a 503 if the database is away too.
 
-A row read from the database is remembered only if no change was applied since the reader took
-its `stamp` (before its read): a change that committed after the read began must not be covered
-up by a remembered row that predates it.
+A row read from the database is remembered only if no change *of its agent, its organisation or
+everything* was applied since the reader took its `stamp` (before its read): a change that
+committed after the read began must not be covered up by a remembered row that predates it. A
+change of another agent does not spoil the read (at 03:00 each grant is a change: with one
+version for all, a burst's reads were mostly thrown away).
+
+A round's grant count needs no stamp: nothing lowers a round's counter (grants only add to it,
+nothing deletes it, a revoked or expired token leaves it), so a count read at any moment of the
+round is a lower bound for the rest of it, whatever changed since. That is what lets "this
+round is full" be remembered from a grant that found it full (`note_granted`).
 """
 
 from __future__ import annotations
@@ -82,6 +89,10 @@ class AnswerMemory:
         self._by_org: dict[UUID, set[Hashable]] = {}
         self._granted: dict[tuple[datetime, UUID | None], int] = {}
         self._version = 0
+        # The version at which each agent or organisation last changed, and below which every
+        # stamp is spoilt (a change of everything, or `_changed` grown past its bound).
+        self._changed: dict[UUID, int] = {}
+        self._floor = 0
         self._fresh_since: float | None = None
 
     # -- answering --------------------------------------------------------------------------
@@ -97,6 +108,12 @@ class AnswerMemory:
             self._fresh_since is not None
             and self._monotonic() - self._fresh_since < self._freshness
         )
+
+    @property
+    def epoch(self) -> int | None:
+        """Changes whenever every remembered answer is forgotten; None when not live."""
+        with self._lock:
+            return self._floor if self._live() else None
 
     def recall(self, key: Hashable, *, now: datetime | None = None) -> object | None:
         """The value remembered under `key`, or None (unknown, the memory is not live, or the
@@ -136,25 +153,54 @@ class AnswerMemory:
         stamp: int | None,
         until: datetime | None = None,
     ) -> bool:
-        """Keep `value` under `key` unless a change was applied since `stamp` was taken; with
-        `until`, only while the request's `now` is before it (an answer that changes when the
-        clock passes an instant, not when something is written: a hold that ends)."""
+        """Keep `value` under `key` unless a change of its agent, its organisation or everything
+        was applied since `stamp` was taken; with `until`, only while the request's `now` is
+        before it (an answer that changes when the clock passes an instant, not when something
+        is written: a hold that ends)."""
         with self._lock:
-            if stamp is None or stamp != self._version or not self._live():
+            if not self._unspoilt(stamp, agent_id, org_id):
                 return False
             if len(self._entries) >= self._max_entries and key not in self._entries:
                 self._forget_answers()
-            self._entries[key] = _Entry(value, agent_id, org_id, until)
-            self._by_agent.setdefault(agent_id, set()).add(key)
-            self._by_org.setdefault(org_id, set()).add(key)
+            self._keep(key, _Entry(value, agent_id, org_id, until))
             return True
 
-    def note_granted(
-        self, round_start: datetime, org_id: UUID | None, granted: int, *, stamp: int | None
-    ) -> None:
-        """A grant count read from the database for the round (kept as a maximum)."""
+    def _unspoilt(self, stamp: int | None, agent_id: UUID, org_id: UUID) -> bool:
+        return (
+            stamp is not None
+            and stamp >= self._floor
+            and self._changed.get(agent_id, -1) <= stamp
+            and self._changed.get(org_id, -1) <= stamp
+            and self._live()
+        )
+
+    def _keep(self, key: Hashable, entry: _Entry) -> None:
+        self._entries[key] = entry
+        self._by_agent.setdefault(entry.agent_id, set()).add(key)
+        self._by_org.setdefault(entry.org_id, set()).add(key)
+
+    def remember_many(
+        self, rows: Iterable[tuple[Hashable, object, UUID, UUID]], *, stamp: int | None
+    ) -> int:
+        """`remember` for (key, value, agent, organisation) rows read in one statement, under
+        one lock; returns how many were kept."""
+        kept = 0
         with self._lock:
-            if stamp is None or stamp != self._version or not self._live():
+            for key, value, agent_id, org_id in rows:
+                if not self._unspoilt(stamp, agent_id, org_id):
+                    continue
+                if len(self._entries) >= self._max_entries and key not in self._entries:
+                    break  # a warm-up never pushes out what requests themselves read
+                self._keep(key, _Entry(value, agent_id, org_id, None))
+                kept += 1
+        return kept
+
+    def note_granted(self, round_start: datetime, org_id: UUID | None, granted: int) -> None:
+        """A lower bound of the round's grant count (an organisation's, or the total for None),
+        read from the database or learnt from a grant that found the round full; kept as a
+        maximum. No stamp: a round's counter never goes down (see the module's docstring)."""
+        with self._lock:
+            if not self._live():
                 return
             key = (round_start, org_id)
             if granted > self._granted.get(key, -1):
@@ -179,6 +225,12 @@ class AnswerMemory:
                 self._forget(self._keys_of(self._by_agent, changes.agents))
                 self._forget(self._keys_of(self._by_org, changes.orgs))
                 self._version += 1
+                if len(self._changed) + len(changes.agents) + len(changes.orgs) > self._max_entries:
+                    self._changed.clear()
+                    self._floor = self._version  # bounded: every read in flight is spoilt
+                else:
+                    for subject in changes.agents | changes.orgs:
+                        self._changed[subject] = self._version
             if read_started is not None:
                 self._fresh_since = read_started
 
@@ -219,6 +271,8 @@ class AnswerMemory:
         self._forget_answers()
         self._granted.clear()
         self._version += 1
+        self._changed.clear()
+        self._floor = self._version
 
     def _drop_rounds_before(self, oldest: datetime) -> None:
         for key in [key for key in self._granted if key[0] < oldest]:

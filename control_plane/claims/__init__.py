@@ -1,6 +1,7 @@
 """Throttle tokens: the claim of a slot within the caps, or of a manual update (rules 8-10).
 
 services     the hot refusal path and the grant; records every refusal
+warm_up      a slot's claim facts for every agent due, read in one statement into the memory
 slots        the server's own check of a claimed slot, with shared_planner; rounds
 refusals     RefusalRecorder: refusals buffered in memory, flushed in batches
 routes       POST /v1/agent/claims

@@ -25,6 +25,7 @@ from control_plane.answers_cache import FACTS_ONLY, AnswerMemory, Changes, Datab
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.rolled_back import refuse_rolled_back_release
 from control_plane.claims.slots import checked_slot_of, retry_after_seconds, round_start
+from control_plane.claims.warm_up import SlotWarmUp, facts_key
 from control_plane.errors import ClaimRefused, NotFound
 from control_plane.events.services import record_event
 from control_plane.inputs import stored_text
@@ -83,10 +84,6 @@ _HOT_PATH_BY_ID = _HOT_PATH.format(agent="%(agent_id)s")
 _HOT_PATH_BY_CREDENTIAL = _HOT_PATH.format(agent=f"({AGENT_OF_CREDENTIAL})")
 
 
-def _facts_key(secret_sha256: str, slot_key: str, track: ReleaseTrack) -> tuple[str, ...]:
-    return ("claim", secret_sha256, slot_key, track.channel, track.platform)
-
-
 @dataclass(frozen=True, kw_only=True)
 class Claim:
     """A granted claim: `created` is false when the same claim was asked again."""
@@ -99,6 +96,24 @@ def _cap_full(code: RefusalCode, now: datetime, message: str) -> ClaimRefused:
     return ClaimRefused(
         code, message, reason=code.value, retry_after_seconds=retry_after_seconds(now)
     )
+
+
+def _refuse_when_full(
+    now: datetime, org_cap: int, global_cap: int, org_granted: int | None, granted: int | None
+) -> None:
+    """The caps' refusals, the organisation's first, for counts known to be at least these."""
+    if (org_granted or 0) >= org_cap:
+        raise _cap_full(
+            RefusalCode.ORG_CAP,
+            now,
+            f"this organisation's {org_cap} updates for this minute are taken",
+        )
+    if (granted or 0) >= global_cap:
+        raise _cap_full(
+            RefusalCode.GLOBAL_CAP,
+            now,
+            f"the platform's {global_cap} updates for this minute are taken",
+        )
 
 
 def _brake(reason: str | None) -> ClaimRefused:
@@ -121,6 +136,15 @@ def _no_release(track: ReleaseTrack) -> ClaimRefused:
         RefusalCode.NO_RELEASE,
         f"no release is current for channel {track.channel!r} on platform {track.platform!r}",
     )
+
+
+def _is_open(seen: dict[str, Any], slot_key: str, now: datetime) -> bool:
+    """Whether `slot_key` is an open slot of the agent read (the slot check is memoized)."""
+    try:
+        checked_slot_of(seen, slot_key, now)
+    except ClaimRefused:
+        return False
+    return True
 
 
 def claim_grant(conn: Connection, run_id: UUID) -> ClaimGrant:
@@ -162,6 +186,7 @@ class ClaimService:
         self._pool = pool
         self._refusals = refusals
         self._memory = memory or AnswerMemory()
+        self._warm_up = SlotWarmUp(self._memory)
 
     def grants_per_round(self, *, since: datetime, until: datetime) -> GrantHistory:
         """The platform's grants in each round that began in [since, until), oldest first (a
@@ -253,7 +278,17 @@ class ClaimService:
             if seen is None:
                 return None
             agent_id: UUID = seen["agent_id"]
-            self._remember_facts(agent, slot_key, track, current_round, seen, stamp)
+            self._remember_facts(agent, slot_key, current_round, seen, stamp)
+            if _is_open(seen, slot_key, now):
+                # A real agent's open slot: the rest of the herd is about to ask about it too.
+                self._warm_up.ask(conn, slot_key)
+            # What this worker learnt since the read began (another request's grant that found
+            # the round full): a round's count only grows, so the higher one is as true.
+            seen = {
+                **seen,
+                "org_granted": self._at_least(current_round, seen["org_id"], seen["org_granted"]),
+                "global_granted": self._at_least(current_round, None, seen["global_granted"]),
+            }
             try:
                 claim = self._decide(conn, seen, agent_id, slot_key, from_version, now, track)
             except ClaimRefused as refused:
@@ -277,7 +312,7 @@ class ClaimService:
         `_decide` itself on the remembered row; return when they give none (nothing remembered,
         the memory not live, or the decision needs the database): then ask `claim_slot_as`."""
         stored_text("from_version", from_version, MAX_VERSION_LENGTH)
-        remembered = self._memory.recall(_facts_key(secret_sha256, slot_key, track), now=now)
+        remembered = self._memory.recall(facts_key(secret_sha256, slot_key), now=now)
         if not isinstance(remembered, dict):
             return
         current_round = round_start(now)
@@ -295,11 +330,14 @@ class ClaimService:
         except DatabaseNeeded:
             return
 
+    def _at_least(self, current_round: datetime, org_id: UUID | None, read: int | None) -> int:
+        known = self._memory.granted(current_round, org_id)
+        return max(read or 0, known or 0)
+
     def _remember_facts(
         self,
         agent: dict[str, object],
         slot_key: str,
-        track: ReleaseTrack,
         current_round: datetime,
         seen: dict[str, Any],
         stamp: int | None,
@@ -307,16 +345,12 @@ class ClaimService:
         """Keep the hot statement's row for `refuse_from_memory`: the round's counters apart
         (they only grow inside a round, whoever reads them), the rest under the credential.
         A row with a run for the slot is not kept: its token's validity depends on `now`."""
-        if stamp is None:
-            return
-        self._memory.note_granted(
-            current_round, seen["org_id"], seen["org_granted"] or 0, stamp=stamp
-        )
-        self._memory.note_granted(current_round, None, seen["global_granted"] or 0, stamp=stamp)
+        self._memory.note_granted(current_round, seen["org_id"], seen["org_granted"] or 0)
+        self._memory.note_granted(current_round, None, seen["global_granted"] or 0)
         secret_sha256 = agent.get("secret_sha256")
         if isinstance(secret_sha256, str) and seen["existing_run_id"] is None:
             self._memory.remember(
-                _facts_key(secret_sha256, slot_key, track),
+                facts_key(secret_sha256, slot_key),
                 {
                     column: value
                     for column, value in seen.items()
@@ -351,18 +385,7 @@ class ClaimService:
         if seen["brake_engaged"]:
             raise _brake(seen["brake_reason"])
         org_cap, global_cap = seen["org_cap"], seen["global_cap"]
-        if (seen["org_granted"] or 0) >= org_cap:
-            raise _cap_full(
-                RefusalCode.ORG_CAP,
-                now,
-                f"this organisation's {org_cap} updates for this minute are taken",
-            )
-        if (seen["global_granted"] or 0) >= global_cap:
-            raise _cap_full(
-                RefusalCode.GLOBAL_CAP,
-                now,
-                f"the platform's {global_cap} updates for this minute are taken",
-            )
+        _refuse_when_full(now, org_cap, global_cap, seen["org_granted"], seen["global_granted"])
         # Holds, halts and the release brake (issue 14), only for a request that saw room.
         check_scheduled_claim(
             conn,
@@ -385,6 +408,16 @@ class ClaimService:
                 track=track,
                 now=now,
             )
+        # The checks above took round trips, in which other grants may have filled the round:
+        # what this worker learnt meanwhile spares a grant transaction bound to fail.
+        current_round = round_start(now)
+        _refuse_when_full(
+            now,
+            org_cap,
+            global_cap,
+            self._memory.granted(current_round, seen["org_id"]),
+            self._memory.granted(current_round, None),
+        )
         try:
             run_id = self._grant(
                 conn,
@@ -444,41 +477,18 @@ class ClaimService:
             release = release_for_grant(conn, agent_id=agent_id, org_id=org_id, track=track)
             if release is None:
                 raise _no_release(track)
+            # The round's counter rows exist before anything else is written; their row locks
+            # are taken last (below), so the grants of a round queue behind each other only for
+            # the two UPDATEs and the commit, not for every insert of the grant.
             conn.execute(
                 "INSERT INTO claim_rounds_org (round_start, org_id) VALUES (%s, %s)"
                 " ON CONFLICT DO NOTHING",
                 [current_round, org_id],
             )
-            if (
-                conn.execute(
-                    "UPDATE claim_rounds_org SET granted = granted + 1"
-                    " WHERE round_start = %s AND org_id = %s AND granted < %s RETURNING granted",
-                    [current_round, org_id, org_cap],
-                ).fetchone()
-                is None
-            ):
-                raise _cap_full(
-                    RefusalCode.ORG_CAP,
-                    now,
-                    f"this organisation's {org_cap} updates for this minute are taken",
-                )
             conn.execute(
                 "INSERT INTO claim_rounds_global (round_start) VALUES (%s) ON CONFLICT DO NOTHING",
                 [current_round],
             )
-            if (
-                conn.execute(
-                    "UPDATE claim_rounds_global SET granted = granted + 1"
-                    " WHERE round_start = %s AND granted < %s RETURNING granted",
-                    [current_round, global_cap],
-                ).fetchone()
-                is None
-            ):
-                raise _cap_full(
-                    RefusalCode.GLOBAL_CAP,
-                    now,
-                    f"the platform's {global_cap} updates for this minute are taken",
-                )
             if existing_run is None:
                 run = conn.execute(
                     "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status,"
@@ -520,6 +530,37 @@ class ClaimService:
                     "renewed": existing_run is not None,
                 },
             )
+            # The caps, exactly: `granted < cap` in the UPDATE, under the counter's row lock. A
+            # refusal here rolls back everything above.
+            org_counted = conn.execute(
+                "UPDATE claim_rounds_org SET granted = granted + 1"
+                " WHERE round_start = %s AND org_id = %s AND granted < %s RETURNING granted",
+                [current_round, org_id, org_cap],
+            ).fetchone()
+            if org_counted is None:
+                # Full, as committed by other grants: full until the round ends (it never
+                # un-fills), so this worker refuses the rest of the round from memory.
+                self._memory.note_granted(current_round, org_id, org_cap)
+                raise _cap_full(
+                    RefusalCode.ORG_CAP,
+                    now,
+                    f"this organisation's {org_cap} updates for this minute are taken",
+                )
+            global_counted = conn.execute(
+                "UPDATE claim_rounds_global SET granted = granted + 1"
+                " WHERE round_start = %s AND granted < %s RETURNING granted",
+                [current_round, global_cap],
+            ).fetchone()
+            if global_counted is None:
+                self._memory.note_granted(current_round, None, global_cap)
+                raise _cap_full(
+                    RefusalCode.GLOBAL_CAP,
+                    now,
+                    f"the platform's {global_cap} updates for this minute are taken",
+                )
+        # Committed: the counts this grant left are true for the rest of the round.
+        self._memory.note_granted(current_round, org_id, org_counted["granted"])
+        self._memory.note_granted(current_round, None, global_counted["granted"])
         return run_id
 
     def claim_manual(
