@@ -88,7 +88,8 @@ SETTING = "2026-10-25T00:50:00Z,anchor=1764465000.0,speed=60"
         ),
         pytest.param(
             "2026-10-25T00:50:00Z,begins=night/clock",
-            f"{FAKE_CLOCK_ENV}: begins: 'night/clock' must be an absolute file path without a comma",
+            f"{FAKE_CLOCK_ENV}: begins: 'night/clock' must be an absolute file path "
+            "without a comma",
             id="begins_relative",
         ),
     ],
