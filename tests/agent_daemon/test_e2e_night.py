@@ -238,6 +238,8 @@ def test_dst_nights_in_amsterdam(
     done = daemon.wait_for("slot.up_to_date", slot_key=slot_key)
     ts = done["server_time"].replace("Z", "+00:00")
     assert first <= ts < last
+    # Logged before its report reaches the control plane: the record is read after the delivery.
+    daemon.wait_for("report.delivered", slot_key=slot_key, status="up_to_date")
     # Past the second 02:30 in autumn and its window: still one run for the night.
     scenario.clock.wait_until(datetime.fromisoformat(first) + timedelta(hours=1, minutes=20))
     assert [r["slot_key"] for r in scenario.runs(host)] == [slot_key]
