@@ -248,6 +248,8 @@ def test_dst_nights_in_amsterdam(
     done = daemon.wait_for("slot.up_to_date", slot_key=slot_key)
     ts = done["server_time"].replace("Z", "+00:00")
     assert first <= ts < last
+    # Logged before its report reaches the control plane: the record is read after the delivery.
+    daemon.wait_for("report.delivered", slot_key=slot_key, status="up_to_date")
     # Still one run for the night once the night's last 02:30 and its window have passed.
     scenario.clock.wait_until(datetime.fromisoformat(first) + watched)
     assert [r["slot_key"] for r in scenario.runs(host)] == [slot_key]

@@ -105,7 +105,9 @@ def test_a_canary_that_fails_its_health_check_halts_the_release_for_everyone(
 
     # The other hosts were offered the previous release, which they run: nothing to do.
     for host, daemon in zip(others, other_daemons, strict=True):
-        daemon.wait_for("slot.up_to_date")
+        daemon.wait_for("slot.up_to_date", slot_key=SLOT)
+        # "Nothing to do" is logged before its report reaches the control plane; read after it.
+        daemon.wait_for("report.delivered", slot_key=SLOT, status="up_to_date")
         assert daemon.named("claim.granted") == []
         assert [run["status"] for run in scenario.runs(host)] == ["up_to_date"]
         assert host.current_version() == "1.5.0"

@@ -185,13 +185,12 @@ def test_a_server_that_never_finishes_its_head_is_cut_off_at_the_deadline(tmp_pa
         spec = ArtifactSpec(
             url=hostile.url(), sha256=SPEC_SHA, length=len(ARTIFACT), unpacked_size=1
         )
-        started = time.monotonic()
+        # The head never ends, so without the deadline this would not return at all: the error
+        # naming the deadline is the proof (a bound on the elapsed time only measures the machine).
         with pytest.raises(DownloadStalled, match=r"ran past its deadline of 1 s"):
             download_artifact(
                 client, spec, staging=tmp_path / "staging", install_root=tmp_path, limits=limits
             )
-        elapsed = time.monotonic() - started
-    assert elapsed < 3.0
 
 
 def test_the_deadline_watchdog_does_not_cut_a_download_that_finishes_in_time(
@@ -220,9 +219,9 @@ def test_an_update_whose_server_never_finishes_its_head_fails_and_the_next_insta
             signature=request.signature,
             artifact_url=hostile.url(),
         )
-        started = time.monotonic()
+        # Without the deadline the never-ending head would never return: the outcome naming it
+        # is the proof, not the elapsed time.
         outcome = host.updater(download_deadline_seconds=1.0).apply(stalled)
-        assert time.monotonic() - started < 5.0
         assert outcome.status == "failed"
         assert "ran past its deadline" in (outcome.error or "")
         assert_untouched(host, outcome.version)

@@ -230,12 +230,14 @@ def test_pass_settings_refuse_a_bad_value_naming_it(field: str, value: object) -
 
 
 def test_an_unreachable_database_means_not_the_worker() -> None:
-    with socket.socket() as probe:  # a port nobody listens on
+    # A port held by this socket, bound but never listening: a connection there is refused, and
+    # no other process can take the port meanwhile (one merely free a moment ago could be).
+    with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    lock = LeaderLock(f"postgresql://nachtwacht@127.0.0.1:{port}/nachtwacht?connect_timeout=5")
-    assert lock.try_acquire() is False
-    assert lock.held is False
+        lock = LeaderLock(f"postgresql://nachtwacht@127.0.0.1:{port}/nachtwacht?connect_timeout=5")
+        assert lock.try_acquire() is False
+        assert lock.held is False
 
 
 def test_a_failed_pass_is_retried_on_the_next_tick(

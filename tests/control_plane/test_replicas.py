@@ -7,6 +7,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from uuid import UUID
 
 import httpx
@@ -18,7 +19,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from control_plane.database import open_pool
 from control_plane.registry import build_services
 from control_plane.types import Pool
-from ground.clock import SystemClock
 from signed_release import key_id
 from tests.conftest import RunningControlPlane
 from tests.control_plane.conftest import sign_release
@@ -59,7 +59,9 @@ def test_two_replicas_grant_exactly_the_caps(
 ) -> None:
     key = Ed25519PrivateKey.generate()
     services = build_services(pool, {key_id(key.public_key()): key.public_key()})
-    now = SystemClock().now()
+    # The product time the replicas show, not the machine's date: the release is valid until
+    # 2027-11-01, and publishing at a real `now` would refuse it as expired from then on.
+    now = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
     release = sign_release(key)
     services.releases.publish(release.manifest, release.signature, release.artifact, now=now)
     agents: list[tuple[str, str]] = []  # (org id, agent key)

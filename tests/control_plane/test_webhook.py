@@ -164,11 +164,13 @@ def test_delivery_gives_up_after_the_last_attempt(
 def test_an_unreachable_receiver_is_an_attempt_with_its_error(
     fleet: Fleet, services: Services
 ) -> None:
-    with socket.socket() as probe:  # a port that was free a moment ago: nobody listens there
+    # A port held by this socket, bound but never listening: a connection there is refused, and
+    # no other process can take the port meanwhile (one merely free a moment ago could be).
+    with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    _notify_with_webhook(fleet, services, f"http://127.0.0.1:{port}/nowhere")
-    fleet.reconcile(AFTER_NIGHT)
+        _notify_with_webhook(fleet, services, f"http://127.0.0.1:{port}/nowhere")
+        fleet.reconcile(AFTER_NIGHT)
     assert _attempts(fleet) == [(1, "retry", None)]
     error = fleet.one("SELECT last_error FROM webhook_deliveries")["last_error"]
     assert error.startswith("ConnectError")

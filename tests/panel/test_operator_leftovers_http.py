@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+import httpx
 import psycopg
 
 from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
@@ -139,8 +140,22 @@ def test_the_coming_nights_say_who_gets_each_release_at_each_stage(
     panel_world: PanelWorld,
 ) -> None:
     publish_releases(panel_world, ("1.4.0", 1), ("1.5.0", 2))
-    with sign_in_client(panel_world, panel_world.server.create_operator_key()) as client:
-        page = _text(client.get("/panel/operator").text)
-    assert "Who gets each release that night, within the caps" in page
-    # One agent on the pair, not a canary (the share picks none of one), running nothing yet.
-    assert "1 of 1 agent gets it, 0 misses its window" in page
+    key = panel_world.server.create_operator_key()
+    # Whether the one agent is in 1.5.0's canary share is a hash of two random ids (one run in
+    # twenty at the default 5 %): the share is set, so the canary stage counts nobody.
+    share = httpx.patch(
+        f"{panel_world.server.base_url}/v1/admin/rollout/settings",
+        json={"canary_share_percent": 0},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert share.status_code == 200, share.text
+    with sign_in_client(panel_world, key) as client:
+        html = client.get("/panel/operator").text
+    assert "Who gets each release that night, within the caps" in _text(html)
+    # One agent on the pair, not a canary, running nothing yet: each night's row says so.
+    nights = html.split('id="night-heading"', 1)[1].split("</section>", 1)[0]
+    rows = re.findall(r'<th scope="row">stable / linux-x86_64</th>(.*?)</tr>', nights, re.S)
+    assert rows
+    for row in rows:
+        cells = [_text(cell).strip() for cell in re.findall(r"<td>(.*?)</td>", row, re.S)]
+        assert cells[1:] == ["no agent needs it", "1 of 1 agent gets it, 0 misses its window"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from signed_release import Manifest, is_valid_version, parse_manifest, version_key
@@ -40,7 +40,12 @@ manifests = st.builds(
     allow_downgrade=st.booleans(),
 )
 
+# No deadline and no generation-speed check: both time the machine (a loaded one pauses the
+# process past hypothesis's 200 ms), not the release format.
+properties = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
+
+@properties
 @given(manifests)
 def test_every_valid_manifest_reads_back_from_its_bytes(manifest: Manifest) -> None:
     assert parse_manifest(manifest.to_bytes()) == manifest
@@ -49,6 +54,7 @@ def test_every_valid_manifest_reads_back_from_its_bytes(manifest: Manifest) -> N
 valid_versions = versions.filter(is_valid_version)
 
 
+@properties
 @given(valid_versions)
 def test_a_prerelease_sorts_before_its_release(version: str) -> None:
     release = version.split("-", 1)[0]
@@ -58,6 +64,7 @@ def test_a_prerelease_sorts_before_its_release(version: str) -> None:
         assert version_key(version) == version_key(release)
 
 
+@properties
 @given(valid_versions, valid_versions)
 def test_version_order_is_total_and_antisymmetric(first: str, second: str) -> None:
     a, b = version_key(first), version_key(second)
