@@ -1,6 +1,8 @@
 """Issue 16, footprint: an idle daemon holds only what its minute needs. What only an update needs
 (the updater, its download, install and verification code, the manifest parser, the build archive
-code, `cryptography`) is loaded when an update runs, never at start or by an idle minute.
+code, `cryptography`) is loaded when an update runs, never at start or by an idle minute; what
+APScheduler imports for executors the daemon never uses (asyncio, process pools, tzlocal) is never
+loaded at all.
 
 The real daemon runs against a real control plane on a fast fake clock, through a 03:00 slot with
 nothing to install; Python itself lists every module the process imported
@@ -33,6 +35,8 @@ UPDATE_ONLY_MODULES = (
     "signed_release.manifest",
     "signed_release.signature",
 )
+# What APScheduler imports for executors and checks the daemon never uses (lean_imports).
+NEVER_USED_MODULES = ("asyncio", "concurrent.futures.process", "multiprocessing", "tzlocal")
 # What every idle minute does need: proof that the import list is complete enough to judge by.
 IDLE_MODULES = ("httpx", "pydantic", "apscheduler", "agent_daemon.daemon", "agent_daemon.wire")
 
@@ -87,4 +91,6 @@ def test_an_idle_daemon_imports_nothing_only_an_update_needs(
     for needed in IDLE_MODULES:
         assert loaded(modules, needed), f"{needed} missing from the import list"
     for package in UPDATE_ONLY_MODULES:
+        assert loaded(modules, package) == [], f"an idle daemon imported {package}"
+    for package in NEVER_USED_MODULES:
         assert loaded(modules, package) == [], f"an idle daemon imported {package}"
