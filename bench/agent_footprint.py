@@ -22,6 +22,12 @@ beside READY=1, and the RSS at the end (steady) beside the peak (a transient at 
 `--tls` puts the control plane behind TLS on loopback, with a private CA that the agent adds to
 the OS trust store (`--ca-file`), as a customer's agent talks to an https control plane.
 
+`--venv DIR` runs the daemon (and the baseline) from another venv, e.g. one made as a customer
+host makes it — only the `agent` extra, not editable, so none of the developer's packages:
+
+    python3 -m venv /tmp/agent-venv && /tmp/agent-venv/bin/pip install '.[agent]'
+    PYTHONPATH=. .venv/bin/python bench/agent_footprint.py --venv /tmp/agent-venv
+
     PYTHONPATH=. .venv/bin/python bench/agent_footprint.py [--seconds 120] [--tls] [--smaps]
 """
 
@@ -74,7 +80,7 @@ def unit_environment(unit_file: Path = UNIT_FILE) -> dict[str, str]:
     return found
 
 
-def launch_as_unit(state_dir: Path, notify_socket: str) -> subprocess.Popen[bytes]:
+def launch_as_unit(state_dir: Path, notify_socket: str, venv: Path) -> subprocess.Popen[bytes]:
     """`ExecStart=…/venv/bin/nachtwacht agent run` with the environment systemd would give it."""
     env = {
         name: value
@@ -90,7 +96,7 @@ def launch_as_unit(state_dir: Path, notify_socket: str) -> subprocess.Popen[byte
         NOTIFY_SOCKET=notify_socket,
         WATCHDOG_USEC=WATCHDOG_USEC,
     )
-    script = Path(sys.executable).parent / "nachtwacht"
+    script = venv / "bin" / "nachtwacht"
     return subprocess.Popen(
         [str(script), "agent", "run"],
         env=env,
@@ -251,9 +257,16 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=120.0, help="idle time to measure")
     parser.add_argument("--tls", action="store_true", help="the control plane behind TLS")
     parser.add_argument("--smaps", action="store_true", help="print the daemon's RSS by mapping")
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        default=Path(sys.executable).parent.parent,
+        help="the venv whose `nachtwacht` runs (default: this one; see the module docstring)",
+    )
     args = parser.parse_args()
     mappings: list[tuple[str, int]] = []
-    compile_like_pip()
+    if args.venv.resolve() == Path(sys.executable).parent.parent.resolve():
+        compile_like_pip()
 
     with tempfile.TemporaryDirectory(prefix="nachtwacht-footprint-") as temp:
         root = Path(temp)
@@ -282,13 +295,15 @@ def main() -> int:
                 notify.bind(str(root / "notify.sock"))
                 notifications = Notifications(launched=time.monotonic())
                 threading.Thread(target=notifications.drain, args=(notify,), daemon=True).start()
-                daemon = launch_as_unit(host.state_dir, str(root / "notify.sock"))
+                daemon = launch_as_unit(host.state_dir, str(root / "notify.sock"), args.venv)
                 samples = Samples(launched=notifications.launched)
                 sampler = threading.Thread(
                     target=samples.follow, args=(daemon.pid, stop_sampling), daemon=True
                 )
                 sampler.start()
-                baseline = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1e9)"])
+                baseline = subprocess.Popen(
+                    [str(args.venv / "bin" / "python"), "-c", "import time; time.sleep(1e9)"]
+                )
                 time.sleep(5)  # both past their start-up before the measured window
                 results: dict[str, tuple[float, int]] = {}
                 threads = [
