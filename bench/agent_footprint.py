@@ -22,6 +22,9 @@ beside READY=1, and the RSS at the end (steady) beside the peak (a transient at 
 `--tls` puts the control plane behind TLS on loopback, with a private CA that the agent adds to
 the OS trust store (`--ca-file`), as a customer's agent talks to an https control plane.
 
+`--env NAME=VALUE` adds a variable to the daemon's environment, to measure a setting before the
+unit gets it (e.g. `--env MALLOC_ARENA_MAX=1`).
+
 `--venv DIR` runs the daemon (and the baseline) from another venv, e.g. one made as a customer
 host makes it — only the `agent` extra, not editable, so none of the developer's packages:
 
@@ -80,7 +83,9 @@ def unit_environment(unit_file: Path = UNIT_FILE) -> dict[str, str]:
     return found
 
 
-def launch_as_unit(state_dir: Path, notify_socket: str, venv: Path) -> subprocess.Popen[bytes]:
+def launch_as_unit(
+    state_dir: Path, notify_socket: str, venv: Path, extra_env: dict[str, str]
+) -> subprocess.Popen[bytes]:
     """`ExecStart=…/venv/bin/nachtwacht agent run` with the environment systemd would give it."""
     env = {
         name: value
@@ -90,6 +95,7 @@ def launch_as_unit(state_dir: Path, notify_socket: str, venv: Path) -> subproces
         if not name.startswith("PYTHON")
     }
     env.update(unit_environment())
+    env.update(extra_env)
     env.update(
         STATE_DIRECTORY=str(state_dir),
         CONFIGURATION_DIRECTORY=str(state_dir),
@@ -258,6 +264,13 @@ def main() -> int:
     parser.add_argument("--tls", action="store_true", help="the control plane behind TLS")
     parser.add_argument("--smaps", action="store_true", help="print the daemon's RSS by mapping")
     parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the daemon beyond the unit's (to measure a setting)",
+    )
+    parser.add_argument(
         "--venv",
         type=Path,
         default=Path(sys.executable).parent.parent,
@@ -295,7 +308,12 @@ def main() -> int:
                 notify.bind(str(root / "notify.sock"))
                 notifications = Notifications(launched=time.monotonic())
                 threading.Thread(target=notifications.drain, args=(notify,), daemon=True).start()
-                daemon = launch_as_unit(host.state_dir, str(root / "notify.sock"), args.venv)
+                daemon = launch_as_unit(
+                    host.state_dir,
+                    str(root / "notify.sock"),
+                    args.venv,
+                    dict(item.split("=", 1) for item in args.env),
+                )
                 samples = Samples(launched=notifications.launched)
                 sampler = threading.Thread(
                     target=samples.follow, args=(daemon.pid, stop_sampling), daemon=True
