@@ -37,7 +37,8 @@ UPDATE_ONLY_MODULES = (
 )
 # What the daemon never uses: APScheduler's imports for executors and checks it does not run
 # (lean_imports), truststore (on Linux the OS store is read by os_trust), the platform's default
-# directories (a service has its state directory) and the config writer (only `enroll` writes).
+# directories (a service has its state directory), the config writer (only `enroll` writes) and
+# the modules of `status` and the host verbs.
 NEVER_USED_MODULES = (
     "asyncio",
     "concurrent.futures.process",
@@ -46,6 +47,8 @@ NEVER_USED_MODULES = (
     "truststore",
     "platformdirs",
     "tomli_w",
+    "agent_daemon.status",
+    "agent_daemon.host_commands",
 )
 # What every idle minute does need: proof that the import list is complete enough to judge by.
 IDLE_MODULES = ("httpx", "pydantic", "apscheduler", "agent_daemon.daemon", "agent_daemon.wire")
