@@ -251,6 +251,13 @@ def print_timeline(samples: Samples, ready_after: float | None) -> None:
     print(f"daemon peak over time (READY=1 at {ready} after launch):")
     for after, rss, peak in samples.peak_steps():
         print(f"  {after:7.2f} s   peak {peak / 2**20:5.1f} MiB   RSS {rss / 2**20:5.1f} MiB")
+    minutes = [
+        next(rss for after, rss, _ in reversed(samples.rows) if after <= minute * 60)
+        for minute in range(1, int(samples.rows[-1][0] // 60) + 1)
+    ]
+    if minutes:
+        shown = " ".join(f"{rss / 2**20:.1f}" for rss in minutes)
+        print(f"RSS at the end of each minute (MiB): {shown}")
     _, end_rss, end_peak = samples.rows[-1]
     print(
         f"steady RSS at the end {end_rss / 2**20:.1f} MiB, peak {end_peak / 2**20:.1f} MiB "
