@@ -60,21 +60,23 @@ def _real_module(name: str, stand_in: types.ModuleType) -> types.ModuleType:
     return importlib.import_module(name)
 
 
-def _deferred_function(module: str, name: str) -> Callable[..., Any]:
-    """A function that imports `module` on its first call and calls `module.name`."""
+def _deferred_function(stand_in: DeferredModule, name: str) -> Callable[..., Any]:
+    """A function that imports the real module on its first call and calls its `name`."""
+    module = stand_in.__name__
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+        return getattr(_real_module(module, stand_in), name)(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f"`{module}.{name}`, imported on first use (agent_daemon.lean_imports)."
+    setattr(stand_in, name, call)
     return call
 
 
 def _scheduler_stand_ins() -> dict[str, DeferredModule]:
     asyncio = DeferredModule("asyncio")
     # apscheduler.util: `from asyncio import iscoroutinefunction`.
-    asyncio.iscoroutinefunction = _deferred_function("asyncio", "iscoroutinefunction")  # type: ignore[attr-defined]
+    _deferred_function(asyncio, "iscoroutinefunction")
     process = DeferredModule("concurrent.futures.process")
     # apscheduler.executors.pool: `from concurrent.futures.process import BrokenProcessPool`,
     # caught only around its process pool (which the agent never builds). BrokenProcessPool's
@@ -83,7 +85,7 @@ def _scheduler_stand_ins() -> dict[str, DeferredModule]:
     tzlocal = DeferredModule("tzlocal")
     # apscheduler.schedulers.base: `from tzlocal import get_localzone`, called only for a
     # scheduler given no time zone.
-    tzlocal.get_localzone = _deferred_function("tzlocal", "get_localzone")  # type: ignore[attr-defined]
+    _deferred_function(tzlocal, "get_localzone")
     return {
         "asyncio": asyncio,
         "concurrent.futures.process": process,

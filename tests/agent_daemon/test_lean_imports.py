@@ -117,3 +117,23 @@ def test_a_module_already_imported_is_left_alone() -> None:
         """
     )
     assert found == {"inside": True, "after": True, "real_function": True}
+
+
+def test_a_deferred_name_used_inside_the_block_imports_the_real_module() -> None:
+    # Whatever asks while APScheduler is still being imported gets the real answer, not the
+    # stand-in again.
+    found = run_fresh(
+        """
+        import json, sys
+        from agent_daemon.lean_imports import apscheduler_without_unused_imports
+
+        async def coroutine() -> None: ...
+
+        with apscheduler_without_unused_imports():
+            import asyncio as stand_in
+            answer = stand_in.iscoroutinefunction(coroutine)
+            replaced = sys.modules["asyncio"] is not stand_in
+        print(json.dumps({"answer": answer, "replaced": replaced}))
+        """
+    )
+    assert found == {"answer": True, "replaced": True}
