@@ -17,7 +17,8 @@ module from source), and the project's modules are byte-compiled first, as `pip 
 
 When the peak happens: the daemon's VmRSS and VmHWM are sampled from its launch (every 50 ms for
 the first 15 s, then every half second); the bench prints each step of the peak with its moment
-beside READY=1, and the RSS at the end (steady) beside the peak (a transient at start).
+beside READY=1, the RSS at the end of each minute, and the RSS at the end (steady) beside the peak
+(the difference is a transient).
 
 `--tls` puts the control plane behind TLS on loopback, with a private CA that the agent adds to
 the OS trust store (`--ca-file`), as a customer's agent talks to an https control plane.
@@ -31,7 +32,10 @@ host makes it — only the `agent` extra, not editable, so none of the developer
     python3 -m venv /tmp/agent-venv && /tmp/agent-venv/bin/pip install '.[agent]'
     PYTHONPATH=. .venv/bin/python bench/agent_footprint.py --venv /tmp/agent-venv
 
+Usage (docs/agent_daemon.md, "Footprint", has the latest figures):
+
     PYTHONPATH=. .venv/bin/python bench/agent_footprint.py [--seconds 120] [--tls] [--smaps]
+        [--venv DIR] [--env NAME=VALUE]
 """
 
 from __future__ import annotations
