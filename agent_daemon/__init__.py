@@ -39,7 +39,10 @@ Read `decision` first: it is the whole of DESIGN.md rule 8, pure. Everything els
                         lines, and the activity file `status` reads
       systemd_notify    READY / STATUS / WATCHDOG / STOPPING datagrams
       errors            the agent's exception tree
-      lean_imports      keeps httpx's unused command-line tool out of the daemon's memory
+      lean_imports      keeps what the daemon never runs out of its memory: httpx's command-line
+                        tool, APScheduler's asyncio, process-pool and tzlocal imports
+      os_trust          the OS trust store on Linux, read once per context (macOS, Windows:
+                        truststore)
     updater/            applies one update: verify, download, install, switch, restart,
                         health-check, roll back (its own map in `updater/__init__.py`)
 

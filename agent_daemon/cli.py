@@ -35,7 +35,6 @@ from agent_daemon.daemon_loop import (
 from agent_daemon.daemon_state import StateStore
 from agent_daemon.errors import AgentError, BadServerAnswer, ConfigError, DaemonStateError
 from agent_daemon.event_log import EventLog
-from agent_daemon.host_commands import FollowResult, follow_manual_update, parse_until
 from agent_daemon.http_client import build_http_client, network_facts
 from agent_daemon.network_cli import (
     add_network_options,
@@ -57,7 +56,6 @@ from agent_daemon.settings import (
     resolve_paths,
     write_config,
 )
-from agent_daemon.status import AgentStatus, describe_run, problems, render_status
 from agent_daemon.updater.on_demand import UpdaterOnDemand
 from agent_daemon.updater.updater_settings import FIELD_INFO
 from agent_daemon.updater.updater_state import UpdaterStateStore
@@ -66,6 +64,8 @@ from ground.contract import AgentConfig, HoldRequest, ReleaseTrack
 from signed_release import ReleaseError
 
 if TYPE_CHECKING:
+    from agent_daemon.host_commands import FollowResult
+    from agent_daemon.status import AgentStatus
     from agent_daemon.updater.updater import Updater
 
 __all__ = ["main"]
@@ -446,6 +446,10 @@ def _host_client(session: _HostSession, http: httpx.Client) -> ControlPlaneClien
 def _hold(paths: AgentPaths, *, until: str, reason: str | None) -> int:
     session = _host_session(paths)
     zone = _zone_of(session)
+    # The host verbs' and status's modules are imported by those verbs only: the daemon, which
+    # shares this module, never holds them (issue 16, footprint).
+    from agent_daemon.host_commands import parse_until
+
     at = parse_until(until, now=session.clock.now(), zone=zone)
     request = HoldRequest(until=at, reason=reason)
     with _http_client(session.settings, session.clock) as http:
@@ -479,11 +483,15 @@ def _update_now(paths: AgentPaths, *, timeout_seconds: float) -> int:
         return 130
     if result.record is None:
         return 1
+    from agent_daemon.status import describe_run
+
     print(describe_run(result.record, _zone_of(session)))
     return 0 if result.succeeded else 1
 
 
 def _follow(session: _HostSession, run_id: str, *, timeout_seconds: float) -> FollowResult:
+    from agent_daemon.host_commands import follow_manual_update
+
     state_dir = session.settings.state_dir
     return follow_manual_update(
         run_id,
@@ -502,6 +510,8 @@ def _follow(session: _HostSession, run_id: str, *, timeout_seconds: float) -> Fo
 
 
 def _status(paths: AgentPaths, *, as_json: bool) -> int:
+    from agent_daemon.status import AgentStatus, render_status
+
     settings = load_settings(paths)
     clock = clock_from_env()
     cache = ConfigCache(settings.state_dir / CONFIG_CACHE_NAME)
@@ -569,6 +579,8 @@ def _updater_step(settings: AgentSettings) -> str | None:
 
 
 def _status_json(status: AgentStatus) -> dict[str, object]:
+    from agent_daemon.status import problems
+
     cached = status.cached
     return {
         "format_version": CONFIG_FORMAT_VERSION,

@@ -5,14 +5,28 @@ be installed — on a developer's machine, or a host where another program broug
 tool alone holds ~10 MiB of the daemon's memory for a lifetime of never being called. A stand-in
 module takes its place before httpx is first imported; httpx's own fallback for a missing tool is
 the same shape (a `main` that cannot run the tool). Nothing else of httpx changes.
+
+APScheduler 3 imports, for executors and checks the agent never uses, `asyncio` (for
+`iscoroutinefunction`, asked only by its asyncio and tornado executors), `concurrent.futures
+.process` with `multiprocessing` (for its process-pool executor) and `tzlocal` (for the local
+zone of a scheduler given none): ~3 MiB together, none of it touched by the daemon's thread-pool
+minute. `apscheduler_without_unused_imports` imports APScheduler with deferred stand-ins for
+those modules: each stand-in carries the names APScheduler takes from it at import, and hands
+every other attribute to the real module, imported on first use. When the block ends the
+stand-ins leave `sys.modules`, so whoever imports one of those modules later gets the real one.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
+from collections.abc import Callable, Iterator
+from concurrent.futures import BrokenExecutor
+from contextlib import contextmanager
+from typing import Any
 
-__all__ = ["keep_httpx_cli_out"]
+__all__ = ["DeferredModule", "apscheduler_without_unused_imports", "keep_httpx_cli_out"]
 
 
 def _httpx_cli_not_installed() -> None:
@@ -27,3 +41,72 @@ def keep_httpx_cli_out() -> None:
     stand_in = types.ModuleType("httpx._main", "httpx's command-line tool, left out by nachtwacht")
     stand_in.main = _httpx_cli_not_installed  # type: ignore[attr-defined]
     sys.modules["httpx._main"] = stand_in
+
+
+class DeferredModule(types.ModuleType):
+    """Stands in for module `name` until something uses it: an attribute not set on the stand-in
+    is read from the real module, which is imported then (with the stand-in out of the way)."""
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("__"):
+            # Asked by the import machinery and by introspection; answering them would import.
+            raise AttributeError(attribute)
+        return getattr(_real_module(self.__name__, self), attribute)
+
+
+def _real_module(name: str, stand_in: types.ModuleType) -> types.ModuleType:
+    if sys.modules.get(name) is stand_in:
+        del sys.modules[name]
+    return importlib.import_module(name)
+
+
+def _deferred_function(stand_in: DeferredModule, name: str) -> Callable[..., Any]:
+    """A function that imports the real module on its first call and calls its `name`."""
+    module = stand_in.__name__
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(_real_module(module, stand_in), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"`{module}.{name}`, imported on first use (agent_daemon.lean_imports)."
+    setattr(stand_in, name, call)
+    return call
+
+
+def _scheduler_stand_ins() -> dict[str, DeferredModule]:
+    asyncio = DeferredModule("asyncio")
+    # apscheduler.util: `from asyncio import iscoroutinefunction`.
+    _deferred_function(asyncio, "iscoroutinefunction")
+    process = DeferredModule("concurrent.futures.process")
+    # apscheduler.executors.pool: `from concurrent.futures.process import BrokenProcessPool`,
+    # caught only around its process pool (which the agent never builds). BrokenProcessPool's
+    # base class: every failure the real one names is caught the same.
+    process.BrokenProcessPool = BrokenExecutor  # type: ignore[attr-defined]
+    tzlocal = DeferredModule("tzlocal")
+    # apscheduler.schedulers.base: `from tzlocal import get_localzone`, called only for a
+    # scheduler given no time zone.
+    _deferred_function(tzlocal, "get_localzone")
+    return {
+        "asyncio": asyncio,
+        "concurrent.futures.process": process,
+        "multiprocessing": DeferredModule("multiprocessing"),
+        "tzlocal": tzlocal,
+    }
+
+
+@contextmanager
+def apscheduler_without_unused_imports() -> Iterator[None]:
+    """APScheduler's imports inside the block find the deferred stand-ins; a module already
+    imported is left as it is (then there is nothing to save)."""
+    installed = {
+        name: stand_in
+        for name, stand_in in _scheduler_stand_ins().items()
+        if name not in sys.modules
+    }
+    sys.modules.update(installed)
+    try:
+        yield
+    finally:
+        for name, stand_in in installed.items():
+            if sys.modules.get(name) is stand_in:
+                del sys.modules[name]

@@ -33,8 +33,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-import platformdirs
-import tomli_w
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -113,6 +111,9 @@ def resolve_paths(
     elif as_root:
         chosen_state = SYSTEM_STATE_DIR
     else:
+        # Imported here: the service always has a state directory (issue 16, footprint).
+        import platformdirs
+
         chosen_state = platformdirs.user_state_path(APP_NAME)
     if config_file:
         chosen_config = Path(config_file)
@@ -344,6 +345,9 @@ def render_config(fields: Mapping[str, str | float | bool | Sequence[str]]) -> s
         "# nachtwacht agent configuration, written by `nachtwacht agent enroll`.\n"
         "# Holds the agent's credential: keep it mode 0600, owned by the daemon's user.\n"
     )
+    # Imported here: only `enroll` writes a config; the daemon never does (issue 16, footprint).
+    import tomli_w
+
     return header + tomli_w.dumps(document)
 
 

@@ -1,8 +1,8 @@
 """Whom the agent trusts over TLS, and what it says when trust fails.
 
-- The OS trust store (`truststore`: OpenSSL's system bundle on Linux, the platform verifier
-  elsewhere), with `ca_file` *added* to it — a private CA never replaces the public ones, unlike
-  `SSL_CERT_FILE`.
+- The OS trust store (`agent_daemon.os_trust`: OpenSSL's system bundle on Linux, read once;
+  the platform verifier through `truststore` elsewhere), with `ca_file` *added* to it — a
+  private CA never replaces the public ones, unlike `SSL_CERT_FILE`.
 - `pinned_public_key_sha256`: after the handshake with the control plane's host, and before a
   byte of the request (the credential) is sent, the sha256 of the certificate's
   SubjectPublicKeyInfo must equal the pin. Checked on the control plane's host only: a proxy's or
@@ -22,10 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import truststore
-
 from agent_daemon.errors import ConfigError
 from agent_daemon.network_settings import NetworkSettings, parse_pin
+from agent_daemon.os_trust import os_trust_context
 
 __all__ = [
     "PublicKeyPinMismatch",
@@ -73,7 +72,7 @@ def _load_error(field: str, path: Path, exc: Exception) -> ConfigError:
 
 def build_ssl_context(network: NetworkSettings) -> ssl.SSLContext:
     """The OS trust store, plus `ca_file`, plus the client certificate; TLS 1.2 at least."""
-    context = truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context = os_trust_context()
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if network.ca_file is not None:
         try:

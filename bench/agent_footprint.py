@@ -11,30 +11,69 @@ measured in the same run for the same time, is a bare `python -c` sleeping proce
 says what the daemon costs beyond an idle interpreter. At the end `--smaps` prints where the
 daemon's memory is (/proc/PID/smaps, by mapping).
 
-    PYTHONPATH=. .venv/bin/python bench/agent_footprint.py [--seconds 120]
+Systemd gives a service none of the caller's environment, so no `PYTHON*` variable of whoever runs
+the bench reaches the daemon (a developer's PYTHONDONTWRITEBYTECODE would make it compile every
+module from source), and the project's modules are byte-compiled first, as `pip install` does.
+
+When the peak happens: the daemon's VmRSS and VmHWM are sampled from its launch (every 50 ms for
+the first 15 s, then every half second); the bench prints each step of the peak with its moment
+beside READY=1, the RSS at the end of each minute, and the RSS at the end (steady) beside the peak
+(the difference is a transient).
+
+`--tls` puts the control plane behind TLS on loopback, with a private CA that the agent adds to
+the OS trust store (`--ca-file`), as a customer's agent talks to an https control plane.
+
+`--env NAME=VALUE` adds a variable to the daemon's environment, to measure a setting before the
+unit gets it (e.g. `--env MALLOC_ARENA_MAX=1`).
+
+`--venv DIR` runs the daemon (and the baseline) from another venv, e.g. one made as a customer
+host makes it — only the `agent` extra, not editable, so none of the developer's packages:
+
+    python3 -m venv /tmp/agent-venv && /tmp/agent-venv/bin/pip install '.[agent]'
+    PYTHONPATH=. .venv/bin/python bench/agent_footprint.py --venv /tmp/agent-venv
+
+Usage (docs/agent_daemon.md, "Footprint", has the latest figures):
+
+    PYTHONPATH=. .venv/bin/python bench/agent_footprint.py [--seconds 120] [--tls] [--smaps]
+        [--venv DIR] [--env NAME=VALUE]
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import compileall
+import contextlib
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nachtwacht.worlds.control_planes import RunningControlPlane, start_control_plane
 from nachtwacht.worlds.hosts import AgentHost
 from nachtwacht.worlds.processes import REPO_ROOT, child_environment
+from tests.agent_daemon.network_support.pki import make_pki
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 UNIT_FILE = REPO_ROOT / "packaging" / "systemd" / "nachtwacht-agent.service"
 # The unit's WatchdogSec=3min, as systemd passes it.
 WATCHDOG_USEC = "180000000"
+# What `pip install` byte-compiles of this project (pyproject's packages.find).
+PACKAGES = (
+    "ground",
+    "shared_planner",
+    "agent_daemon",
+    "control_plane",
+    "signed_release",
+    "nachtwacht",
+)
 
 
 def unit_environment(unit_file: Path = UNIT_FILE) -> dict[str, str]:
@@ -48,18 +87,26 @@ def unit_environment(unit_file: Path = UNIT_FILE) -> dict[str, str]:
     return found
 
 
-def launch_as_unit(state_dir: Path, notify_socket: str) -> subprocess.Popen[bytes]:
+def launch_as_unit(
+    state_dir: Path, notify_socket: str, venv: Path, extra_env: dict[str, str]
+) -> subprocess.Popen[bytes]:
     """`ExecStart=…/venv/bin/nachtwacht agent run` with the environment systemd would give it."""
-    env = child_environment()
-    env.pop("PYTHONPATH", None)  # the unit has none: the venv's own packages are imported
+    env = {
+        name: value
+        for name, value in child_environment().items()
+        # The unit has no PYTHONPATH (the venv's own packages are imported) and systemd passes
+        # none of the caller's PYTHON* settings.
+        if not name.startswith("PYTHON")
+    }
     env.update(unit_environment())
+    env.update(extra_env)
     env.update(
         STATE_DIRECTORY=str(state_dir),
         CONFIGURATION_DIRECTORY=str(state_dir),
         NOTIFY_SOCKET=notify_socket,
         WATCHDOG_USEC=WATCHDOG_USEC,
     )
-    script = Path(sys.executable).parent / "nachtwacht"
+    script = venv / "bin" / "nachtwacht"
     return subprocess.Popen(
         [str(script), "agent", "run"],
         env=env,
@@ -70,13 +117,105 @@ def launch_as_unit(state_dir: Path, notify_socket: str) -> subprocess.Popen[byte
     )
 
 
-def drain(sock: socket.socket) -> None:
-    """Read the daemon's sd_notify datagrams as systemd would (their content is not needed)."""
-    while True:
-        try:
-            sock.recv(4096)
-        except OSError:
-            return
+def compile_like_pip() -> None:
+    """The project's modules byte-compiled, as a wheel installed by pip has them (into the
+    checkout's `__pycache__` folders, which git ignores)."""
+    for package in PACKAGES:
+        compileall.compile_dir(REPO_ROOT / package, quiet=1)
+
+
+@dataclass
+class Notifications:
+    """The daemon's sd_notify datagrams, read as systemd would; when READY=1 came."""
+
+    launched: float = 0.0
+    ready_after: float | None = None
+
+    def drain(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                message = sock.recv(4096)
+            except OSError:
+                return
+            if self.ready_after is None and b"READY=1" in message.split(b"\n"):
+                self.ready_after = time.monotonic() - self.launched
+
+
+@dataclass
+class Samples:
+    """(seconds since launch, VmRSS, VmHWM) of one process, from its launch to the end."""
+
+    launched: float
+    rows: list[tuple[float, int, int]] = field(default_factory=list)
+
+    def follow(self, pid: int, stop: threading.Event) -> None:
+        while not stop.is_set():
+            after = time.monotonic() - self.launched
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                return
+            sizes = {
+                line.split(":")[0]: int(line.split()[1]) * 1024
+                for line in status.splitlines()
+                if line.startswith(("VmRSS:", "VmHWM:"))
+            }
+            if "VmRSS" in sizes:
+                self.rows.append((after, sizes["VmRSS"], sizes["VmHWM"]))
+            stop.wait(0.05 if after < 15 else 0.5)
+
+    def peak_steps(self, step: int = 2**20) -> list[tuple[float, int, int]]:
+        """The samples where the peak had grown by `step` since the last one shown, and the
+        sample where it reached its final value."""
+        shown: list[tuple[float, int, int]] = []
+        for row in self.rows:
+            if not shown or row[2] >= shown[-1][2] + step:
+                shown.append(row)
+        final = next(row for row in self.rows if row[2] == self.rows[-1][2])
+        if final not in shown:
+            shown.append(final)
+        return sorted(shown)
+
+
+def _forward(source: socket.socket, sink: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            sink.sendall(data)
+    with contextlib.suppress(OSError):
+        sink.shutdown(socket.SHUT_WR)
+
+
+@contextlib.contextmanager
+def tls_front(plain_port: int, folder: Path) -> Iterator[tuple[int, Path]]:
+    """A TLS terminator on loopback in front of the plain control plane: yields its port and the
+    private CA file that signed its certificate (for `localhost`)."""
+    pki = make_pki(folder)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pki.server_cert, pki.server_key)
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve(raw: socket.socket) -> None:
+        with (
+            contextlib.suppress(OSError),
+            context.wrap_socket(raw, server_side=True) as outer,
+            socket.create_connection(("127.0.0.1", plain_port)) as inner,
+        ):
+            back = threading.Thread(target=_forward, args=(inner, outer), daemon=True)
+            back.start()
+            _forward(outer, inner)
+            back.join(timeout=30)
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                raw, _ = listener.accept()
+                threading.Thread(target=serve, args=(raw,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield listener.getsockname()[1], pki.ca
+    finally:
+        listener.close()
 
 
 def memory_by_mapping(pid: int) -> list[tuple[str, int]]:
@@ -110,58 +249,119 @@ def measure(process: subprocess.Popen[bytes], seconds: float) -> tuple[float, in
     return end_cpu - start_cpu, peak
 
 
+def print_timeline(samples: Samples, ready_after: float | None) -> None:
+    """When the peak grew, beside READY=1; the end's RSS (steady) beside the peak."""
+    ready = "never" if ready_after is None else f"{ready_after:.2f} s"
+    print(f"daemon peak over time (READY=1 at {ready} after launch):")
+    for after, rss, peak in samples.peak_steps():
+        print(f"  {after:7.2f} s   peak {peak / 2**20:5.1f} MiB   RSS {rss / 2**20:5.1f} MiB")
+    minutes = [
+        next(rss for after, rss, _ in reversed(samples.rows) if after <= minute * 60)
+        for minute in range(1, int(samples.rows[-1][0] // 60) + 1)
+    ]
+    if minutes:
+        shown = " ".join(f"{rss / 2**20:.1f}" for rss in minutes)
+        print(f"RSS at the end of each minute (MiB): {shown}")
+    _, end_rss, end_peak = samples.rows[-1]
+    print(
+        f"steady RSS at the end {end_rss / 2**20:.1f} MiB, peak {end_peak / 2**20:.1f} MiB "
+        f"(a start-up transient of {(end_peak - end_rss) / 2**20:.1f} MiB)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=120.0, help="idle time to measure")
+    parser.add_argument("--tls", action="store_true", help="the control plane behind TLS")
     parser.add_argument("--smaps", action="store_true", help="print the daemon's RSS by mapping")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the daemon beyond the unit's (to measure a setting)",
+    )
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        default=Path(sys.executable).parent.parent,
+        help="the venv whose `nachtwacht` runs (default: this one; see the module docstring)",
+    )
     args = parser.parse_args()
     mappings: list[tuple[str, int]] = []
+    if args.venv.resolve() == Path(sys.executable).parent.parent.resolve():
+        compile_like_pip()
 
     with tempfile.TemporaryDirectory(prefix="nachtwacht-footprint-") as temp:
         root = Path(temp)
         plane: RunningControlPlane | None = None
         daemon: subprocess.Popen[bytes] | None = None
         baseline: subprocess.Popen[bytes] | None = None
-        try:
-            plane = start_control_plane(
-                stderr_path=root / "control-plane.log", data_dir=root / "pg"
-            )
-            org = plane.create_org("Bench")
-            agent = plane.enroll_agent(org["org_id"], "idle")
-            host = AgentHost(root / "host")
-            enrolled = host.enroll(plane.base_url, agent["agent_key"])
-            if enrolled.returncode != 0:
-                raise SystemExit(f"nachtwacht agent enroll failed: {enrolled.stderr}")
-            notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            notify.bind(str(root / "notify.sock"))
-            threading.Thread(target=drain, args=(notify,), daemon=True).start()
-            daemon = launch_as_unit(host.state_dir, str(root / "notify.sock"))
-            baseline = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1e9)"])
-            time.sleep(5)  # both past their start-up before the measured window
-            results: dict[str, tuple[float, int]] = {}
-            threads = [
-                threading.Thread(
-                    target=lambda n, p: results.__setitem__(n, measure(p, args.seconds)),
-                    args=(name, process),
+        stop_sampling = threading.Event()
+        with contextlib.ExitStack() as stack:
+            try:
+                plane = start_control_plane(
+                    stderr_path=root / "control-plane.log", data_dir=root / "pg"
                 )
-                for name, process in (("daemon", daemon), ("baseline", baseline))
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            if args.smaps:
-                mappings = memory_by_mapping(daemon.pid)
-        finally:
-            for process in (daemon, baseline):
-                if process is not None and process.poll() is None:
-                    process.terminate()
-                    process.wait(timeout=60)
-            if plane is not None:
-                plane.stop()
+                org = plane.create_org("Bench")
+                agent = plane.enroll_agent(org["org_id"], "idle")
+                url, trust = plane.base_url, []
+                if args.tls:
+                    port, ca_file = stack.enter_context(
+                        tls_front(int(plane.base_url.rsplit(":", 1)[1]), root / "pki")
+                    )
+                    url, trust = f"https://localhost:{port}", ["--ca-file", str(ca_file)]
+                host = AgentHost(root / "host")
+                enrolled = host.enroll(url, agent["agent_key"], *trust)
+                if enrolled.returncode != 0:
+                    raise SystemExit(f"nachtwacht agent enroll failed: {enrolled.stderr}")
+                notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                notify.bind(str(root / "notify.sock"))
+                notifications = Notifications(launched=time.monotonic())
+                threading.Thread(target=notifications.drain, args=(notify,), daemon=True).start()
+                daemon = launch_as_unit(
+                    host.state_dir,
+                    str(root / "notify.sock"),
+                    args.venv,
+                    dict(item.split("=", 1) for item in args.env),
+                )
+                samples = Samples(launched=notifications.launched)
+                sampler = threading.Thread(
+                    target=samples.follow, args=(daemon.pid, stop_sampling), daemon=True
+                )
+                sampler.start()
+                baseline = subprocess.Popen(
+                    [str(args.venv / "bin" / "python"), "-c", "import time; time.sleep(1e9)"]
+                )
+                time.sleep(5)  # both past their start-up before the measured window
+                results: dict[str, tuple[float, int]] = {}
+                threads = [
+                    threading.Thread(
+                        target=lambda n, p: results.__setitem__(n, measure(p, args.seconds)),
+                        args=(name, process),
+                    )
+                    for name, process in (("daemon", daemon), ("baseline", baseline))
+                ]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                stop_sampling.set()
+                sampler.join()
+                if args.smaps:
+                    mappings = memory_by_mapping(daemon.pid)
+            finally:
+                stop_sampling.set()
+                for process in (daemon, baseline):
+                    if process is not None and process.poll() is None:
+                        process.terminate()
+                        process.wait(timeout=60)
+                if plane is not None:
+                    plane.stop()
 
     hour = 3600.0 / args.seconds
-    print(f"agent daemon idle footprint over {args.seconds:g} s (same run, same machine)")
+    wire = "TLS with a private CA" if args.tls else "plain HTTP"
+    print(f"agent daemon idle footprint over {args.seconds:g} s (same run, same machine, {wire})")
     print(f"{'process':<26} {'peak RSS (MiB)':>15} {'CPU s / hour':>13}")
     for name, label in (
         ("daemon", "nachtwacht agent run"),
@@ -175,6 +375,7 @@ def main() -> int:
         f"ratio daemon/baseline: RSS {d_peak / b_peak:.1f}x, CPU {d_cpu * hour:.3f} s/h vs "
         f"{b_cpu * hour:.3f} s/h" + (f" ({d_cpu / b_cpu:.0f}x)" if b_cpu > 0 else "")
     )
+    print_timeline(samples, notifications.ready_after)
     for name, size in mappings[:12]:
         print(f"  {size / 2**20:6.1f} MiB  {name}")
     return 0

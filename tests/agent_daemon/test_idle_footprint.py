@@ -1,6 +1,8 @@
 """Issue 16, footprint: an idle daemon holds only what its minute needs. What only an update needs
 (the updater, its download, install and verification code, the manifest parser, the build archive
-code, `cryptography`) is loaded when an update runs, never at start or by an idle minute.
+code, `cryptography`) is loaded when an update runs, never at start or by an idle minute; what the
+daemon never uses (APScheduler's asyncio, process pools and tzlocal, truststore on Linux, the
+platform's default directories, the config writer) is never loaded at all.
 
 The real daemon runs against a real control plane on a fast fake clock, through a 03:00 slot with
 nothing to install; Python itself lists every module the process imported
@@ -32,6 +34,21 @@ UPDATE_ONLY_MODULES = (
     "signed_release.keys",
     "signed_release.manifest",
     "signed_release.signature",
+)
+# What the daemon never uses: APScheduler's imports for executors and checks it does not run
+# (lean_imports), truststore (on Linux the OS store is read by os_trust), the platform's default
+# directories (a service has its state directory), the config writer (only `enroll` writes) and
+# the modules of `status` and the host verbs.
+NEVER_USED_MODULES = (
+    "asyncio",
+    "concurrent.futures.process",
+    "multiprocessing",
+    "tzlocal",
+    "truststore",
+    "platformdirs",
+    "tomli_w",
+    "agent_daemon.status",
+    "agent_daemon.host_commands",
 )
 # What every idle minute does need: proof that the import list is complete enough to judge by.
 IDLE_MODULES = ("httpx", "pydantic", "apscheduler", "agent_daemon.daemon", "agent_daemon.wire")
@@ -87,4 +104,6 @@ def test_an_idle_daemon_imports_nothing_only_an_update_needs(
     for needed in IDLE_MODULES:
         assert loaded(modules, needed), f"{needed} missing from the import list"
     for package in UPDATE_ONLY_MODULES:
+        assert loaded(modules, package) == [], f"an idle daemon imported {package}"
+    for package in NEVER_USED_MODULES:
         assert loaded(modules, package) == [], f"an idle daemon imported {package}"

@@ -80,14 +80,14 @@ def test_ca_file_is_added_to_the_os_trust_store_not_in_its_place(pki: Pki) -> No
     if not os_roots:
         pytest.skip("this host's OS trust store is empty")
     context = build_ssl_context(NetworkSettings(ca_file=pki.ca))
-    # truststore loads the system store at each handshake: the inner context shows it then.
+    # The OS store is read at the first handshake (agent_daemon.os_trust): shown after it.
     with (
         control_plane(pki) as plane,
         socket.create_connection(("127.0.0.1", plane.port)) as raw,
         context.wrap_socket(raw, server_hostname="localhost") as tls,
     ):
         assert tls.version() is not None
-    trusted = set(context._ctx.get_ca_certs(binary_form=True))  # type: ignore[attr-defined]
+    trusted = set(context.get_ca_certs(binary_form=True))
     assert set(os_roots) <= trusted
     assert any(b"nachtwacht test CA" in root for root in trusted)
 

@@ -1,0 +1,102 @@
+"""The operating system's trust store, read once per context (issue 16: footprint and CPU).
+
+On macOS and Windows the OS verifies a server's chain itself (`truststore` hands each handshake to
+Security.framework or CryptoAPI), and that is what the agent uses there. On Linux there is no such
+service: the trust store *is* OpenSSL's CA bundle, and `truststore` re-reads the whole bundle
+(~140 certificates) into its context at every connection — every minute for the config poll, as
+keep-alive ends between minutes. The duplicates are dropped, but each reading costs CPU and
+leaves its allocations behind: ~1 MiB more of the daemon's peak after the second poll, for the same
+roots.
+
+`OsTrustContext` reads the same roots, by the same rule, once: at the first handshake (so a
+context that never connects — the update client of an idle daemon — holds none), then never again.
+A CA added to the host's store later is trusted after the daemon restarts.
+
+Which roots: OpenSSL's default locations (`SSL_CERT_FILE` / `SSL_CERT_DIR`, else the paths it was
+built with) when they hold certificates; otherwise the first bundle found where Linux
+distributions keep theirs (an OpenSSL built elsewhere, e.g. a Python from a foreign build).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import ssl
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["DISTRIBUTION_BUNDLES", "OsTrustContext", "load_os_roots", "os_trust_context"]
+
+# Where distributions keep their CA bundle, most common first.
+DISTRIBUTION_BUNDLES = (
+    "/etc/ssl/certs/ca-certificates.crt",  # Debian, Ubuntu
+    "/etc/pki/tls/certs/ca-bundle.crt",  # Fedora, RHEL, CentOS
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",  # Fedora, RHEL (the extracted store)
+    "/etc/ssl/ca-bundle.pem",  # openSUSE, SLES
+    "/etc/ssl/cert.pem",  # Alpine, Arch
+)
+# How OpenSSL names the files of a hashed certificate directory (`c_rehash`): hash.N
+_HASHED_NAME = re.compile(r"^[0-9a-f]{8}\.\d+$", re.IGNORECASE)
+
+
+def _holds_hashed_certificates(directory: str) -> bool:
+    try:
+        return any(_HASHED_NAME.match(name) for name in os.listdir(directory))
+    except OSError:
+        return False
+
+
+def load_os_roots(
+    context: ssl.SSLContext,
+    *,
+    defaults: ssl.DefaultVerifyPaths | None = None,
+    bundles: Sequence[str] = DISTRIBUTION_BUNDLES,
+) -> None:
+    """Add the OS's trusted roots to `context` (the rule in the module docstring). `defaults`
+    is what OpenSSL reports of its locations and `bundles` where distributions keep theirs,
+    unless a test names others."""
+    found = ssl.get_default_verify_paths() if defaults is None else defaults
+    if found.cafile or (found.capath and _holds_hashed_certificates(found.capath)):
+        context.set_default_verify_paths()
+        return
+    for bundle in bundles:
+        if os.path.isfile(bundle):
+            context.load_verify_locations(cafile=bundle)
+            return
+
+
+class OsTrustContext(ssl.SSLContext):
+    """A client context that adds the OS's roots at its first handshake, once."""
+
+    def __init__(self, protocol: int) -> None:
+        # ssl.SSLContext.__new__ has already taken `protocol`.
+        self._roots_lock = threading.Lock()
+        self._roots_loaded = False
+
+    def _load_roots_once(self) -> None:
+        with self._roots_lock:
+            if not self._roots_loaded:
+                load_os_roots(self)
+                self._roots_loaded = True
+
+    def wrap_socket(self, sock: socket.socket, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
+        self._load_roots_once()
+        return super().wrap_socket(sock, *args, **kwargs)
+
+    def wrap_bio(
+        self, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO, *args: Any, **kwargs: Any
+    ) -> ssl.SSLObject:
+        self._load_roots_once()
+        return super().wrap_bio(incoming, outgoing, *args, **kwargs)
+
+
+def os_trust_context() -> ssl.SSLContext:
+    """A TLS client context (hostname checked, certificate required) trusting the OS's store."""
+    if sys.platform in {"darwin", "win32"}:
+        import truststore
+
+        return truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return OsTrustContext(ssl.PROTOCOL_TLS_CLIENT)
