@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from nachtwacht.worlds.clocks import NightClock
 from nachtwacht.worlds.hosts import AgentHost
 
 pytestmark = pytest.mark.slow
@@ -82,7 +84,12 @@ def test_an_idle_daemon_imports_nothing_only_an_update_needs(
 ) -> None:
     # 02:58 in Amsterdam (UTC+1 in November): the default 03:00 slot opens two minutes in, and
     # with no release published it is "already up to date" — the slot is handled, nothing updated.
-    fake_clock = f"2026-11-30T01:58:00Z,anchor={time.time()},speed=60"
+    # Held at 02:58 while the world is set up (on a loaded machine that takes longer than the
+    # slot's whole window at 60x); it runs from the daemon's start.
+    clock = NightClock.held(
+        datetime(2026, 11, 30, 1, 58, tzinfo=UTC), begins=tmp_path / "clock", speed=60.0
+    )
+    fake_clock = clock.setting
     plane = control_plane_server(fake_clock=fake_clock)
     org = plane.create_org("Acme")
     agent = plane.enroll_agent(org["org_id"], "idle-01")
@@ -90,6 +97,7 @@ def test_an_idle_daemon_imports_nothing_only_an_update_needs(
     enrolled = host.enroll(plane.base_url, agent["agent_key"], "--request-timeout-seconds", "300")
     assert enrolled.returncode == 0, enrolled.stderr
 
+    clock.begin()
     daemon = host.start(fake_clock=fake_clock, extra_env={"PYTHONPROFILEIMPORTTIME": "1"})
     try:
         daemon.wait_for("daemon.ready")

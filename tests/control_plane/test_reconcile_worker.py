@@ -10,7 +10,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 import psycopg
@@ -23,7 +24,7 @@ from control_plane.reconcile.leader import RECONCILE_LOCK_KEY, LeaderLock
 from control_plane.reconcile.passes import PassSettings
 from control_plane.registry import Services
 from control_plane.types import Pool
-from nachtwacht.worlds.clocks import ManualClock
+from nachtwacht.worlds.clocks import ManualClock, NightClock
 from tests.conftest import REPO_ROOT, RunningControlPlane, child_environment
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, Fleet
 
@@ -185,6 +186,7 @@ def test_a_serving_replica_records_a_throttled_night_end_to_end(
     services: Services,
     pool: Pool,
     clock: ManualClock,
+    tmp_path: Path,
 ) -> None:
     """A real `serve` process on a fast fake clock: the refusal goes through the buffer and the
     flusher, and the worker turns it into a missed run with reason `throttled`."""
@@ -198,8 +200,12 @@ def test_a_serving_replica_records_a_throttled_night_end_to_end(
             " '2026-11-30T02:00Z'::timestamptz, '2026-11-30T02:30Z', interval '1 minute') g",
             [org.org_id],
         )
-    fake = f"2026-11-30T02:05:00Z,anchor={time.time()!r},speed=60"
-    replica = control_plane_server(fake_clock=fake, args=["--org-cap", "1"])
+    # Held at 03:05 (inside the window) until the claim was refused, however long the replica
+    # takes to start on a loaded machine; then it runs, and the window closes 10 s later.
+    night = NightClock.held(
+        datetime(2026, 11, 30, 2, 5, tzinfo=UTC), begins=tmp_path / "clock", speed=60.0
+    )
+    replica = control_plane_server(fake_clock=night.setting, args=["--org-cap", "1"])
     with httpx.Client(base_url=replica.base_url, timeout=30) as client:
         refused = client.post(
             "/v1/agent/claims",
@@ -207,6 +213,7 @@ def test_a_serving_replica_records_a_throttled_night_end_to_end(
             headers={"Authorization": f"Bearer {agent.agent_key}"},
         )
     assert refused.status_code == 429
+    night.begin()
 
     def missed_reason() -> object:
         with pool.connection() as conn:
