@@ -122,6 +122,11 @@ class FakeClock:
                     text = file.read().strip()
             except FileNotFoundError:
                 return None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ClockConfigError(
+                    f"begins: {self.begins!r} cannot be read ({exc.__class__.__name__}), "
+                    "expected a file holding a Unix time"
+                ) from exc
             try:
                 anchor = float(text)
             except ValueError:

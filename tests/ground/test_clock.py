@@ -201,3 +201,14 @@ def test_a_held_clocks_file_that_holds_no_unix_time_is_named(tmp_path: Path) -> 
     with pytest.raises(ClockConfigError) as caught:
         held.now()
     assert str(caught.value) == f"begins: {str(begins)!r} holds 'soon', expected a Unix time"
+
+
+def test_a_held_clocks_file_that_cannot_be_read_is_named(tmp_path: Path) -> None:
+    (tmp_path / "begins").mkdir()  # a directory where the file should be
+    held = parse_fake_clock(f"2026-11-30T01:57:00Z,begins={tmp_path / 'begins'}", read_at=0.0)
+    with pytest.raises(ClockConfigError, match="cannot be read \\(IsADirectoryError\\)"):
+        held.now()
+    (tmp_path / "binary").write_bytes(b"\xff\xfe")
+    held = parse_fake_clock(f"2026-11-30T01:57:00Z,begins={tmp_path / 'binary'}", read_at=0.0)
+    with pytest.raises(ClockConfigError, match="cannot be read \\(UnicodeDecodeError\\)"):
+        held.now()
