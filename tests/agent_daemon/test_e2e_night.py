@@ -31,7 +31,7 @@ def new_night(
 ) -> Iterator[Callable[..., Night]]:
     opened: list[Night] = []
 
-    def open_night(start: str = "2026-11-30T02:57", *args: str, speed: float = 30.0) -> Night:
+    def open_night(start: str = "2026-11-30T02:57", *args: str, speed: float = 60.0) -> Night:
         # Held at `start` while the world is set up; it runs from the first daemon's start.
         clock = NightClock.held(local(start), begins=tmp_path / f"clock-{len(opened)}", speed=speed)
         scenario = Night(

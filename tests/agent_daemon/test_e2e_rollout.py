@@ -33,7 +33,7 @@ def new_night(
     def open_night(*args: str) -> Night:
         # Held at 02:57 while two builds and several pre-installed hosts are set up.
         clock = NightClock.held(
-            local("2026-11-30T02:57"), begins=tmp_path / f"clock-{len(opened)}", speed=30.0
+            local("2026-11-30T02:57"), begins=tmp_path / f"clock-{len(opened)}", speed=60.0
         )
         scenario = Night(
             root=tmp_path / f"night-{len(opened)}",
