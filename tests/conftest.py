@@ -64,12 +64,12 @@ DATABASE_URL_ENV = "NACHTWACHT_DATABASE_URL"
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: five workers per two cores. The end-to-end nights spend most of their minute
-    waiting for the fake clock (a daemon's next product minute, a catch-up window), not
-    computing: at one and a half per core the whole run kept only 1.1 of 2 cores busy (pytest's
-    processes: 821 CPU seconds in 747 s), at two per core 1.2."""
+    """`-n auto`: two workers per core. The end-to-end nights spend most of their minute waiting
+    for the fake clock (a daemon's next product minute, a catch-up window), not computing: at one
+    and a half per core the whole run kept only 1.1 of 2 cores busy (pytest's processes: 821 CPU
+    seconds in 747 s)."""
     del config
-    return max(2, (5 * (os.cpu_count() or 1)) // 2)
+    return max(2, 2 * (os.cpu_count() or 1))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
