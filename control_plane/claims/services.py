@@ -98,22 +98,24 @@ def _cap_full(code: RefusalCode, now: datetime, message: str) -> ClaimRefused:
     )
 
 
+def _org_cap_full(now: datetime, org_cap: int) -> ClaimRefused:
+    message = f"this organisation's {org_cap} updates for this minute are taken"
+    return _cap_full(RefusalCode.ORG_CAP, now, message)
+
+
+def _global_cap_full(now: datetime, global_cap: int) -> ClaimRefused:
+    message = f"the platform's {global_cap} updates for this minute are taken"
+    return _cap_full(RefusalCode.GLOBAL_CAP, now, message)
+
+
 def _refuse_when_full(
     now: datetime, org_cap: int, global_cap: int, org_granted: int | None, granted: int | None
 ) -> None:
     """The caps' refusals, the organisation's first, for counts known to be at least these."""
     if (org_granted or 0) >= org_cap:
-        raise _cap_full(
-            RefusalCode.ORG_CAP,
-            now,
-            f"this organisation's {org_cap} updates for this minute are taken",
-        )
+        raise _org_cap_full(now, org_cap)
     if (granted or 0) >= global_cap:
-        raise _cap_full(
-            RefusalCode.GLOBAL_CAP,
-            now,
-            f"the platform's {global_cap} updates for this minute are taken",
-        )
+        raise _global_cap_full(now, global_cap)
 
 
 def _brake(reason: str | None) -> ClaimRefused:
@@ -541,11 +543,7 @@ class ClaimService:
                 # Full, as committed by other grants: full until the round ends (it never
                 # un-fills), so this worker refuses the rest of the round from memory.
                 self._memory.note_granted(current_round, org_id, org_cap)
-                raise _cap_full(
-                    RefusalCode.ORG_CAP,
-                    now,
-                    f"this organisation's {org_cap} updates for this minute are taken",
-                )
+                raise _org_cap_full(now, org_cap)
             global_counted = conn.execute(
                 "UPDATE claim_rounds_global SET granted = granted + 1"
                 " WHERE round_start = %s AND granted < %s RETURNING granted",
@@ -553,11 +551,7 @@ class ClaimService:
             ).fetchone()
             if global_counted is None:
                 self._memory.note_granted(current_round, None, global_cap)
-                raise _cap_full(
-                    RefusalCode.GLOBAL_CAP,
-                    now,
-                    f"the platform's {global_cap} updates for this minute are taken",
-                )
+                raise _global_cap_full(now, global_cap)
         # Committed: the counts this grant left are true for the rest of the round.
         self._memory.note_granted(current_round, org_id, org_counted["granted"])
         self._memory.note_granted(current_round, None, global_counted["granted"])
