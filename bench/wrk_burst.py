@@ -164,6 +164,22 @@ end
     )
 
 
+def _stopped(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """SIGINT until wrk ends and prints its summary. wrk ignores SIGINT until its threads are
+    started, and a small burst can be answered before that: one SIGINT then is lost and wrk ran
+    on for its whole duration. Killed, with a clear error, if it never stops."""
+    deadline = time.monotonic() + 30
+    while True:
+        process.send_signal(signal.SIGINT)
+        try:
+            return process.communicate(timeout=1)
+        except subprocess.TimeoutExpired:
+            if time.monotonic() > deadline:
+                process.kill()
+                process.communicate()
+                raise RuntimeError("wrk did not stop within 30 s of SIGINT") from None
+
+
 def run_burst(
     base_url: str,
     requests: Sequence[Request],
@@ -211,8 +227,7 @@ def run_burst(
                     break
                 received += chunk
         seconds = time.perf_counter() - started
-        process.send_signal(signal.SIGINT)
-        rest, errors = process.communicate(timeout=30)
+        rest, errors = _stopped(process)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     finally:
         Path(script.name).unlink(missing_ok=True)

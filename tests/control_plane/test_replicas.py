@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from control_plane.answers_cache import FRESHNESS_SECONDS
 from control_plane.database import open_pool
 from control_plane.registry import build_services
 from control_plane.types import Pool
@@ -118,7 +119,10 @@ def test_two_replicas_grant_exactly_the_caps(
         per_org = conn.execute("SELECT max(granted) FROM claim_rounds_org").fetchone()
         assert per_org is not None and per_org[0] <= ORG_CAP
 
-    # A granted agent that asks the other replica gets its own claim back, not a second one.
+    # A granted agent that asks the other replica gets its own claim back, not a second one —
+    # once the grant is older than the answer memory's bound: within it, the other replica may
+    # still answer from what it read before the grant (the round full: a 429 to retry).
+    time.sleep(FRESHNESS_SECONDS)
     _, agent_key, _, first = granted[0]
     with httpx.Client(base_url=replicas[1].base_url) as client:
         again = client.post(
