@@ -361,7 +361,10 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from control_plane.server import serve  # imports uvicorn and FastAPI only when serving
+    from ground.start_up import start_up_imports
+
+    with start_up_imports():
+        from control_plane.server import serve  # imports uvicorn and FastAPI only when serving
 
     settings = ServeSettings(
         host=args.host,

@@ -44,6 +44,7 @@ from control_plane.reconcile import reconcile_running
 from control_plane.registry import build_services
 from control_plane.startup import opened_database
 from ground.clock import Clock, clock_from_env
+from ground.start_up import set_aside_start_up_objects
 
 __all__ = ["serve", "uvicorn_options"]
 
@@ -128,6 +129,8 @@ def _serve_worker(
             lifespan="off",
             **uvicorn_options(settings.log_level),
         )
+        # The app and its routes live as long as the worker: out of the collector's way too.
+        set_aside_start_up_objects()
         # uvloop: the event loop's own overhead per request is a fraction of asyncio's.
         with (
             reconcile_running(pool, clock, url, services),
@@ -271,6 +274,10 @@ def serve(settings: ServeSettings) -> int:
 
             def start(ready: Callable[[], None]) -> None:
                 _serve_worker(url, settings, clock, trusted_keys, sock, ready)
+
+            # Before the fork: the workers inherit the start-up heap frozen, so their own
+            # collections never walk (and copy) its pages (ground/start_up.py).
+            set_aside_start_up_objects()
 
             if settings.workers == 1:
                 start(lambda: print(ready_line(_url(sock)), flush=True))

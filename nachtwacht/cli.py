@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from ground.clock import ClockConfigError
+from ground.start_up import start_up_imports
 
 # subcommand -> (module, one-line summary); each module has `main(argv: list[str]) -> int`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -46,7 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     module_name = SUBCOMMANDS[name][0]
     try:
-        module = importlib.import_module(module_name)
+        with start_up_imports():
+            module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         extra = {"control": "control-plane", "agent": "agent", "release": "agent"}.get(name)
         hint = f" (install it with: pip install 'nachtwacht[{extra}]')" if extra else ""
