@@ -20,6 +20,7 @@ from control_plane.agent_config import routes as agent_config
 from control_plane.agents import host_routes as agent_host
 from control_plane.agents import routes as agents
 from control_plane.api.answers import bounded_message, refusal_response
+from control_plane.api.credential_first import credential_refusal
 from control_plane.api.hot_answers import HotAnswers
 from control_plane.api.limits import RequestLimits
 from control_plane.brake import routes as brake
@@ -87,8 +88,20 @@ async def _refused(_: Request, exc: Exception) -> JSONResponse:
     return refusal_response(exc)
 
 
-async def _invalid_request(_: Request, exc: Exception) -> JSONResponse:
+async def _credential_first(request: Request) -> JSONResponse | None:
+    """The 401/403 (or the database's 503) that comes before a 422 (`credential_first`)."""
+    try:
+        refused = await credential_refusal(request)
+    except psycopg.OperationalError as exc:
+        return await _database_unavailable(request, exc)
+    return None if refused is None else refusal_response(refused)
+
+
+async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    refused = await _credential_first(request)
+    if refused is not None:
+        return refused
     problems = []
     # A body can break a rule in thousands of places; the first few name the problem.
     for error in exc.errors()[:MAX_PROBLEMS_SHOWN]:
@@ -117,7 +130,10 @@ async def _unreadable_body(request: Request, exc: Exception) -> Response:
     if exc.status_code != 400:
         return await http_exception_handler(request, exc)
     # FastAPI's 400 is a body it could not decode at all (not UTF-8, say); malformed JSON is
-    # already a 422 `invalid_request`, and so is this.
+    # already a 422 `invalid_request`, and so is this — after the credential, as that one.
+    refused = await _credential_first(request)
+    if refused is not None:
+        return refused
     return JSONResponse(
         {
             "detail": {
