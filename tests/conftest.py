@@ -46,6 +46,7 @@ import secrets
 import shutil
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -160,6 +161,7 @@ class _DatabaseSupply:
         self._ready: queue.Queue[str | BaseException] = queue.Queue(maxsize=ahead)
         self._used: queue.Queue[str] = queue.Queue()
         self._stop = threading.Event()
+        self._working = False  # set before the thread looks for work, cleared when it has none
         self._thread = threading.Thread(target=self._run, name="test-databases", daemon=True)
         self._thread.start()
 
@@ -171,6 +173,16 @@ class _DatabaseSupply:
 
     def give_back(self, name: str) -> None:
         self._used.put(name)
+
+    def wait_until_idle(self, timeout: float = 120.0) -> None:
+        """Return once the thread has nothing left to make or drop: from then on this server
+        assigns no transaction id but the calling test's (a CREATE or DROP DATABASE takes one,
+        and transaction ids are the whole server's)."""
+        deadline = time.monotonic() + timeout
+        while not (self._ready.full() and self._used.empty() and not self._working):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the test databases' thread was still busy after {timeout} s")
+            time.sleep(0.01)
 
     def close(self) -> None:
         self._stop.set()
@@ -187,6 +199,7 @@ class _DatabaseSupply:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            self._working = True
             try:
                 name = self._used.get_nowait()
             except queue.Empty:
@@ -195,6 +208,7 @@ class _DatabaseSupply:
                 _drop_database(self._admin_url, name)
                 continue
             if self._ready.full():
+                self._working = False
                 self._stop.wait(0.02)
                 continue
             try:
@@ -233,6 +247,17 @@ def database_url(postgres_admin_url: str, _database_supply: _DatabaseSupply) -> 
         yield _with_dbname(postgres_admin_url, name)
     finally:
         _database_supply.give_back(name)
+
+
+@pytest.fixture
+def own_transaction_ids(_database_supply: _DatabaseSupply) -> bool:
+    """Whether, from now on, every transaction id this test's server assigns is the test's own:
+    true on the session's embedded server once its database thread is idle; false on an external
+    `NACHTWACHT_DATABASE_URL`, which other workers (and anyone) share."""
+    if os.environ.get(DATABASE_URL_ENV):
+        return False
+    _database_supply.wait_until_idle()
+    return True
 
 
 @pytest.fixture
