@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from control_plane.accounts.services import AccountService, SessionService
+from control_plane.accounts.services import AccountService
+from control_plane.accounts.sessions import SessionService
 from control_plane.agent_config.services import AgentConfigService, seen_recorder
 from control_plane.agents.fleet import FleetService
 from control_plane.agents.services import AgentService

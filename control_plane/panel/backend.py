@@ -21,11 +21,10 @@ from control_plane.accounts.credentials import Audience
 from control_plane.accounts.services import (
     CredentialView,
     IssuedCredential,
-    OpenedSession,
-    PanelSession,
     Principal,
     actor_of,
 )
+from control_plane.accounts.sessions import OpenedSession, PanelSession
 from control_plane.agents.fleet import FleetVersions, OrgName
 from control_plane.agents.services import AgentOverview, AgentPage
 from control_plane.brake.services import BrakeChange, BrakeState

@@ -17,7 +17,7 @@ from fastapi import Form, Request
 from fastapi.responses import Response
 
 from control_plane.accounts.credentials import Audience
-from control_plane.accounts.services import PanelSession
+from control_plane.accounts.sessions import PanelSession
 from control_plane.panel.web import (
     PREFIX,
     SESSION_COOKIE,

@@ -18,7 +18,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
 from control_plane.accounts.credentials import Audience
-from control_plane.accounts.services import PanelSession
+from control_plane.accounts.sessions import PanelSession
 from control_plane.panel import backend
 from control_plane.panel.charts import Bar, bar_chart
 from control_plane.panel.csrf import csrf_token_for, tokens_match

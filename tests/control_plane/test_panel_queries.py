@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from control_plane.accounts.credentials import Audience
-from control_plane.accounts.services import ABSOLUTE_LIFETIME, IDLE_LIMIT
+from control_plane.accounts.sessions import ABSOLUTE_LIFETIME, IDLE_LIMIT
 from control_plane.registry import Services
 from control_plane.types import Pool
 from nachtwacht.worlds.clocks import ManualClock

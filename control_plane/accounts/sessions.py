@@ -1,0 +1,112 @@
+"""The panel's sign-in sessions (migration 0006), held server-side: opened at sign-in, found on
+every page, closed at sign-out — and ended by their credential's revocation on every replica."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from control_plane.accounts.credentials import Audience, secret_sha256
+from control_plane.types import Pool
+
+__all__ = [
+    "ABSOLUTE_LIFETIME",
+    "IDLE_LIMIT",
+    "OpenedSession",
+    "PanelSession",
+    "SessionService",
+]
+
+# A working day at most, and half an hour without a request ends a panel session: a panel left
+# open on a shared screen does not stay signed in overnight.
+ABSOLUTE_LIFETIME = timedelta(hours=12)
+IDLE_LIMIT = timedelta(minutes=30)
+# last_seen_at is written at most this often, so browsing does not write on every page.
+TOUCH_EVERY = timedelta(minutes=1)
+# A session secret is 43 characters; anything far longer is not one, and is not hashed.
+MAX_SESSION_SECRET = 200
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenedSession:
+    """A new sign-in session: `secret` goes into the browser's cookie and is never stored."""
+
+    secret: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class PanelSession:
+    """A live sign-in session: the credential it was opened with, its audience and scope."""
+
+    credential_id: UUID
+    audience: Audience
+    org_id: UUID | None
+    expires_at: datetime
+
+
+class SessionService:
+    """The panel's sign-in sessions (migration 0006), held server-side.
+
+    The row holds only the secret's sha256. A session is live while its row exists, it is neither
+    past its absolute end nor idle too long, and its credential is not revoked: `find` joins the
+    credential, so revoking a key ends its sessions at once, on every replica.
+    """
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    def open(self, credential_id: UUID, *, now: datetime) -> OpenedSession:
+        secret = secrets.token_urlsafe(32)
+        expires_at = now + ABSOLUTE_LIFETIME
+        with self._pool.connection() as conn, conn.transaction():
+            # Ended sessions are removed as new ones open, so the table never grows unbounded.
+            conn.execute(
+                "DELETE FROM panel_sessions WHERE expires_at <= %s OR last_seen_at <= %s",
+                [now, now - IDLE_LIMIT],
+            )
+            conn.execute(
+                "INSERT INTO panel_sessions (secret_sha256, credential_id, created_at,"
+                " last_seen_at, expires_at) VALUES (%s, %s, %s, %s, %s)",
+                [secret_sha256(secret), credential_id, now, now, expires_at],
+            )
+        return OpenedSession(secret=secret, expires_at=expires_at)
+
+    def find(self, secret: str | None, *, now: datetime) -> PanelSession | None:
+        """The live session behind `secret`, or None (unknown, ended, idle, or key revoked)."""
+        if not secret or len(secret) > MAX_SESSION_SECRET:
+            return None
+        digest = secret_sha256(secret)
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT s.credential_id, s.last_seen_at, s.expires_at, c.audience, c.org_id"
+                " FROM panel_sessions s JOIN credentials c ON c.id = s.credential_id"
+                " WHERE s.secret_sha256 = %s AND c.revoked_at IS NULL"
+                " AND s.expires_at > %s AND s.last_seen_at > %s",
+                [digest, now, now - IDLE_LIMIT],
+            ).fetchone()
+            if row is None:
+                return None
+            if now - row["last_seen_at"] >= TOUCH_EVERY:
+                conn.execute(
+                    "UPDATE panel_sessions SET last_seen_at = %s WHERE secret_sha256 = %s"
+                    " AND last_seen_at < %s",
+                    [now, digest, now],
+                )
+        return PanelSession(
+            credential_id=row["credential_id"],
+            audience=Audience(row["audience"]),
+            org_id=row["org_id"],
+            expires_at=row["expires_at"],
+        )
+
+    def close(self, secret: str | None) -> None:
+        """Sign out: the session ends on every replica at once."""
+        if not secret or len(secret) > MAX_SESSION_SECRET:
+            return
+        with self._pool.connection() as conn:
+            conn.execute(
+                "DELETE FROM panel_sessions WHERE secret_sha256 = %s", [secret_sha256(secret)]
+            )
