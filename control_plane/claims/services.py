@@ -22,6 +22,7 @@ import psycopg
 
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL
 from control_plane.answers_cache import FACTS_ONLY, AnswerMemory, Changes, DatabaseNeeded
+from control_plane.claims.in_flight import GrantsInFlight, KnownRoom
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.rolled_back import refuse_rolled_back_release
 from control_plane.claims.slots import checked_slot_of, retry_after_seconds, round_start
@@ -79,6 +80,33 @@ SELECT a.id AS agent_id, a.org_id,
          WHERE r.agent_id = a.id AND r.trigger = 'schedule' AND r.slot_key = %(slot_key)s
        ) existing ON true
  WHERE a.id = {agent}
+"""
+# A round's two counter rows, created when missing, in one statement. Only when missing: an
+# INSERT … ON CONFLICT that meets a row another grant has updated waits for that grant's commit
+# (the row might be gone by then), which queued every grant of a round from here on.
+_COUNTER_ROWS = """
+WITH org AS (
+  INSERT INTO claim_rounds_org (round_start, org_id)
+  SELECT %(round)s, %(org)s WHERE NOT EXISTS (
+    SELECT FROM claim_rounds_org WHERE round_start = %(round)s AND org_id = %(org)s)
+  ON CONFLICT DO NOTHING)
+INSERT INTO claim_rounds_global (round_start)
+SELECT %(round)s WHERE NOT EXISTS (SELECT FROM claim_rounds_global WHERE round_start = %(round)s)
+ON CONFLICT DO NOTHING
+"""
+# A grant counted in both caps in one statement. The organisation's UPDATE runs first (the outer
+# SELECT reads it first, and the platform's reads its result), so the row locks are taken in the
+# same order as ever; the platform's counter is only updated when the organisation's was.
+_COUNT_GRANT = """
+WITH org AS (
+  UPDATE claim_rounds_org SET granted = granted + 1
+   WHERE round_start = %(round)s AND org_id = %(org)s AND granted < %(org_cap)s
+  RETURNING granted),
+platform AS (
+  UPDATE claim_rounds_global SET granted = granted + 1
+   WHERE round_start = %(round)s AND granted < %(cap)s AND EXISTS (SELECT FROM org)
+  RETURNING granted)
+SELECT (SELECT granted FROM org) AS org_granted, (SELECT granted FROM platform) AS global_granted
 """
 _HOT_PATH_BY_ID = _HOT_PATH.format(agent="%(agent_id)s")
 _HOT_PATH_BY_CREDENTIAL = _HOT_PATH.format(agent=f"({AGENT_OF_CREDENTIAL})")
@@ -189,6 +217,8 @@ class ClaimService:
         self._refusals = refusals
         self._memory = memory or AnswerMemory()
         self._warm_up = SlotWarmUp(self._memory)
+        # Used by the route, in the event loop: the claims let through to the database.
+        self.grants_in_flight = GrantsInFlight()
 
     def grants_per_round(self, *, since: datetime, until: datetime) -> GrantHistory:
         """The platform's grants in each round that began in [since, until), oldest first (a
@@ -332,6 +362,21 @@ class ClaimService:
         except DatabaseNeeded:
             return
 
+    def known_room(self, secret_sha256: str, slot_key: str, now: datetime) -> KnownRoom | None:
+        """The room this worker knows of in the round of a claim whose facts it remembers (the
+        caps less the highest counts seen), or None when it does not know the claim's facts."""
+        remembered = self._memory.recall(facts_key(secret_sha256, slot_key), now=now)
+        if not isinstance(remembered, dict):
+            return None
+        current_round = round_start(now)
+        org_id: UUID = remembered["org_id"]
+        return KnownRoom(
+            round_start=current_round,
+            org_id=org_id,
+            org_room=remembered["org_cap"] - (self._memory.granted(current_round, org_id) or 0),
+            global_room=remembered["global_cap"] - (self._memory.granted(current_round, None) or 0),
+        )
+
     def _at_least(self, current_round: datetime, org_id: UUID | None, read: int | None) -> int:
         known = self._memory.granted(current_round, org_id)
         return max(read or 0, known or 0)
@@ -389,7 +434,7 @@ class ClaimService:
         org_cap, global_cap = seen["org_cap"], seen["global_cap"]
         _refuse_when_full(now, org_cap, global_cap, seen["org_granted"], seen["global_granted"])
         # Holds, halts and the release brake (issue 14), only for a request that saw room.
-        check_scheduled_claim(
+        offer = check_scheduled_claim(
             conn,
             agent_id=agent_id,
             org_id=seen["org_id"],
@@ -409,6 +454,7 @@ class ClaimService:
                 from_version=from_version,
                 track=track,
                 now=now,
+                offer=offer,
             )
         # The checks above took round trips, in which other grants may have filled the round:
         # what this worker learnt meanwhile spares a grant transaction bound to fail.
@@ -464,16 +510,20 @@ class ClaimService:
     ) -> UUID:
         org_cap, global_cap = caps
         current_round = round_start(now)
-        with conn.transaction():
+        # Pipeline mode: a statement whose answer the grant does not need before the next one
+        # is sent with it, so the grant's ~14 statements cost ~8 round trips. The statements,
+        # their order and their locks are those of one transaction as before.
+        with conn.pipeline(), conn.transaction():
             # Shared lock: grants do not wait for each other, but the brake's UPDATE waits for
             # grants in flight, and a grant after the brake sees it engaged.
-            brake = conn.execute("SELECT engaged, reason FROM platform_brake FOR SHARE").fetchone()
-            assert brake is not None
-            if brake["engaged"]:
-                raise _brake(brake["reason"])
+            brake_read = conn.execute("SELECT engaged, reason FROM platform_brake FOR SHARE")
             # FOR SHARE of the pair's pointer: a withdrawal waits for this grant, then revokes
             # its token with the others.
             release = current_release(conn, track.channel, track.platform, for_grant=True)
+            brake = brake_read.fetchone()
+            assert brake is not None
+            if brake["engaged"]:
+                raise _brake(brake["reason"])
             # The pair's pointer stays locked; the agent's offer (its pin, or the release at the
             # stage the agent is in) is what it is granted, its row locked against a halt.
             release = release_for_grant(conn, agent_id=agent_id, org_id=org_id, track=track)
@@ -481,16 +531,8 @@ class ClaimService:
                 raise _no_release(track)
             # The round's counter rows exist before anything else is written; their row locks
             # are taken last (below), so the grants of a round queue behind each other only for
-            # the two UPDATEs and the commit, not for every insert of the grant.
-            conn.execute(
-                "INSERT INTO claim_rounds_org (round_start, org_id) VALUES (%s, %s)"
-                " ON CONFLICT DO NOTHING",
-                [current_round, org_id],
-            )
-            conn.execute(
-                "INSERT INTO claim_rounds_global (round_start) VALUES (%s) ON CONFLICT DO NOTHING",
-                [current_round],
-            )
+            # the counters' UPDATE and the commit, not for every insert of the grant.
+            conn.execute(_COUNTER_ROWS, {"round": current_round, "org": org_id})
             if existing_run is None:
                 run = conn.execute(
                     "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status,"
@@ -532,29 +574,25 @@ class ClaimService:
                     "renewed": existing_run is not None,
                 },
             )
-            # The caps, exactly: `granted < cap` in the UPDATE, under the counter's row lock. A
-            # refusal here rolls back everything above.
-            org_counted = conn.execute(
-                "UPDATE claim_rounds_org SET granted = granted + 1"
-                " WHERE round_start = %s AND org_id = %s AND granted < %s RETURNING granted",
-                [current_round, org_id, org_cap],
+            # The caps, exactly: `granted < cap` in each UPDATE, under the counter's row lock
+            # (the organisation's first, then the platform's, which is not touched when the
+            # organisation's found no room). A refusal here rolls back everything above.
+            counted = conn.execute(
+                _COUNT_GRANT,
+                {"round": current_round, "org": org_id, "org_cap": org_cap, "cap": global_cap},
             ).fetchone()
-            if org_counted is None:
+            assert counted is not None
+            if counted["org_granted"] is None:
                 # Full, as committed by other grants: full until the round ends (it never
                 # un-fills), so this worker refuses the rest of the round from memory.
                 self._memory.note_granted(current_round, org_id, org_cap)
                 raise _org_cap_full(now, org_cap)
-            global_counted = conn.execute(
-                "UPDATE claim_rounds_global SET granted = granted + 1"
-                " WHERE round_start = %s AND granted < %s RETURNING granted",
-                [current_round, global_cap],
-            ).fetchone()
-            if global_counted is None:
+            if counted["global_granted"] is None:
                 self._memory.note_granted(current_round, None, global_cap)
                 raise _global_cap_full(now, global_cap)
         # Committed: the counts this grant left are true for the rest of the round.
-        self._memory.note_granted(current_round, org_id, org_counted["granted"])
-        self._memory.note_granted(current_round, None, global_counted["granted"])
+        self._memory.note_granted(current_round, org_id, counted["org_granted"])
+        self._memory.note_granted(current_round, None, counted["global_granted"])
         return run_id
 
     def claim_manual(
