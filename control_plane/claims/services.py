@@ -177,15 +177,20 @@ def _is_open(seen: dict[str, Any], slot_key: str, now: datetime) -> bool:
     return True
 
 
+_GRANT_VIEW = (
+    "SELECT r.id AS run_id, r.slot_key, t.id AS token_id, t.expires_at,"
+    " rel.agent_version, rel.manifest_version, rel.manifest, rel.signature"
+    " FROM runs r JOIN tokens t ON t.run_id = r.id JOIN releases rel ON rel.id = t.release_id"
+    " WHERE r.id = %s"
+)
+
+
 def claim_grant(conn: Connection, run_id: UUID) -> ClaimGrant:
     """The claim response for a run that holds a token (the same answer every time it is asked)."""
-    row = conn.execute(
-        "SELECT r.id AS run_id, r.slot_key, t.id AS token_id, t.expires_at,"
-        " rel.agent_version, rel.manifest_version, rel.manifest, rel.signature"
-        " FROM runs r JOIN tokens t ON t.run_id = r.id JOIN releases rel ON rel.id = t.release_id"
-        " WHERE r.id = %s",
-        [run_id],
-    ).fetchone()
+    return _grant_view(conn.execute(_GRANT_VIEW, [run_id]).fetchone())
+
+
+def _grant_view(row: dict[str, Any] | None) -> ClaimGrant:
     assert row is not None, "a claimed run has its token"
     return ClaimGrant(
         run_id=row["run_id"],
@@ -467,7 +472,7 @@ class ClaimService:
             self._memory.granted(current_round, None),
         )
         try:
-            run_id = self._grant(
+            grant = self._grant(
                 conn,
                 agent_id=agent_id,
                 org_id=seen["org_id"],
@@ -482,7 +487,7 @@ class ClaimService:
         except psycopg.errors.UniqueViolation:
             # The same agent raced itself for this slot; the other request won. Its answer.
             return self._existing_claim(conn, agent_id, slot_key)
-        return Claim(created=existing_run is None, grant=claim_grant(conn, run_id))
+        return Claim(created=existing_run is None, grant=grant)
 
     def _existing_claim(self, conn: Connection, agent_id: UUID, slot_key: str) -> Claim:
         row = conn.execute(
@@ -507,7 +512,7 @@ class ClaimService:
         caps: tuple[int, int],
         track: ReleaseTrack,
         now: datetime,
-    ) -> UUID:
+    ) -> ClaimGrant:
         org_cap, global_cap = caps
         current_round = round_start(now)
         # Pipeline mode: a statement whose answer the grant does not need before the next one
@@ -577,10 +582,15 @@ class ClaimService:
             # The caps, exactly: `granted < cap` in each UPDATE, under the counter's row lock
             # (the organisation's first, then the platform's, which is not touched when the
             # organisation's found no room). A refusal here rolls back everything above.
-            counted = conn.execute(
+            counting = conn.execute(
                 _COUNT_GRANT,
                 {"round": current_round, "org": org_id, "org_cap": org_cap, "cap": global_cap},
-            ).fetchone()
+            )
+            # The answer is read in the transaction, sent with the UPDATE: after the commit the
+            # grant's thread has nothing left to wait for (each wait for the database is a wait
+            # for the GIL too, while the event loop refuses the rest of the round).
+            answer = conn.execute(_GRANT_VIEW, [run_id])
+            counted = counting.fetchone()
             assert counted is not None
             if counted["org_granted"] is None:
                 # Full, as committed by other grants: full until the round ends (it never
@@ -590,10 +600,11 @@ class ClaimService:
             if counted["global_granted"] is None:
                 self._memory.note_granted(current_round, None, global_cap)
                 raise _global_cap_full(now, global_cap)
+            grant = _grant_view(answer.fetchone())
         # Committed: the counts this grant left are true for the rest of the round.
         self._memory.note_granted(current_round, org_id, counted["org_granted"])
         self._memory.note_granted(current_round, None, counted["global_granted"])
-        return run_id
+        return grant
 
     def claim_manual(
         self,
