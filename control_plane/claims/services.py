@@ -94,20 +94,15 @@ INSERT INTO claim_rounds_global (round_start)
 SELECT %(round)s WHERE NOT EXISTS (SELECT FROM claim_rounds_global WHERE round_start = %(round)s)
 ON CONFLICT DO NOTHING
 """
-# A grant counted in both caps in one statement. The organisation's UPDATE runs first (the outer
-# SELECT reads it first, and the platform's reads its result), so the row locks are taken in the
-# same order as ever; the platform's counter is only updated when the organisation's was.
-_COUNT_GRANT = """
-WITH org AS (
-  UPDATE claim_rounds_org SET granted = granted + 1
-   WHERE round_start = %(round)s AND org_id = %(org)s AND granted < %(org_cap)s
-  RETURNING granted),
-platform AS (
-  UPDATE claim_rounds_global SET granted = granted + 1
-   WHERE round_start = %(round)s AND granted < %(cap)s AND EXISTS (SELECT FROM org)
-  RETURNING granted)
-SELECT (SELECT granted FROM org) AS org_granted, (SELECT granted FROM platform) AS global_granted
-"""
+# A grant counted in both caps (migration 0012): the organisation's counter, then the platform's,
+# each `granted < cap` under its row lock; a full cap fails the statement with NW429 and the
+# message naming it, so the COMMIT sent with it becomes a rollback.
+_COUNT_GRANT = (
+    "SELECT org_granted, global_granted"
+    " FROM count_claim_grant(%(round)s, %(org)s, %(org_cap)s, %(cap)s)"
+)
+_CAP_FULL = "NW429"
+
 _HOT_PATH_BY_ID = _HOT_PATH.format(agent="%(agent_id)s")
 _HOT_PATH_BY_CREDENTIAL = _HOT_PATH.format(agent=f"({AGENT_OF_CREDENTIAL})")
 
@@ -515,13 +510,16 @@ class ClaimService:
     ) -> ClaimGrant:
         org_cap, global_cap = caps
         current_round = round_start(now)
-        # Pipeline mode up to the counters: a statement whose answer the grant does not need
-        # before the next one is sent with it (~12 statements in ~6 round trips). The counters'
-        # UPDATE and the COMMIT come after it, one round trip each: the row locks that queue a
-        # round's grants are held for those two only (a pipeline's own Sync would be a third).
+        # One transaction in pipeline mode: a statement whose answer the grant does not need
+        # before the next one is sent with it (~14 statements in ~6 round trips), and the
+        # COMMIT goes out with the counters' statement: the round's counter rows, which queue
+        # the round's grants behind each other, are held for no round trip of this client's.
         # The statements, their order and their locks are those of one transaction as ever.
-        with conn.transaction():
+        # BEGIN and COMMIT are sent as statements (the pool's connections are in autocommit
+        # mode): `conn.transaction()` would sync the pipeline before its COMMIT.
+        try:
             with conn.pipeline():
+                conn.execute("BEGIN")
                 # Shared lock: grants do not wait for each other, but the brake's UPDATE waits for
                 # grants in flight, and a grant after the brake sees it engaged.
                 brake_read = conn.execute("SELECT engaged, reason FROM platform_brake FOR SHARE")
@@ -595,23 +593,31 @@ class ClaimService:
                 # nothing left to wait for (each wait for the database is a wait for the GIL too,
                 # while the event loop refuses the rest of the round).
                 answer = conn.execute(_GRANT_VIEW, [run_id])
-            # The caps, exactly: `granted < cap` in each UPDATE, under the counter's row lock
-            # (the organisation's first, then the platform's, which is not touched when the
-            # organisation's found no room). A refusal here rolls back everything above.
-            counted = conn.execute(
-                _COUNT_GRANT,
-                {"round": current_round, "org": org_id, "org_cap": org_cap, "cap": global_cap},
-            ).fetchone()
-            assert counted is not None
-            if counted["org_granted"] is None:
+
+                # The caps, exactly: `granted < cap` in each UPDATE, under the counter's row
+                # lock, the organisation's first (the platform's is not touched when the
+                # organisation's found no room). A full cap fails the statement, and the COMMIT
+                # after it is a rollback of everything above.
+                counting = conn.execute(
+                    _COUNT_GRANT,
+                    {"round": current_round, "org": org_id, "org_cap": org_cap, "cap": global_cap},
+                )
+                conn.execute("COMMIT")
+                counted = counting.fetchone()
+                assert counted is not None
+                grant = _grant_view(answer.fetchone())
+        except BaseException as failed:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                conn.execute("ROLLBACK")
+            if isinstance(failed, psycopg.Error) and failed.sqlstate == _CAP_FULL:
                 # Full, as committed by other grants: full until the round ends (it never
                 # un-fills), so this worker refuses the rest of the round from memory.
-                self._memory.note_granted(current_round, org_id, org_cap)
-                raise _org_cap_full(now, org_cap)
-            if counted["global_granted"] is None:
+                if failed.diag.message_primary == "org_cap":
+                    self._memory.note_granted(current_round, org_id, org_cap)
+                    raise _org_cap_full(now, org_cap) from None
                 self._memory.note_granted(current_round, None, global_cap)
-                raise _global_cap_full(now, global_cap)
-            grant = _grant_view(answer.fetchone())
+                raise _global_cap_full(now, global_cap) from None
+            raise
         # Committed: the counts this grant left are true for the rest of the round.
         self._memory.note_granted(current_round, org_id, counted["org_granted"])
         self._memory.note_granted(current_round, None, counted["global_granted"])

@@ -1,6 +1,7 @@
-"""The grant's two counter UPDATEs in one statement, and its other statements sent together
-(pipeline mode): the caps stay exact, a cap found full rolls the whole grant back, and the
-platform's counter is not touched when the organisation's found no room.
+"""The grant's two counter UPDATEs in one call (`count_claim_grant`, migration 0012, sent with
+the COMMIT), and its other statements sent together (pipeline mode): the caps stay exact, a cap
+found full rolls the whole grant back, and the platform's counter is not touched when the
+organisation's found no room.
 
 Each case holds a counter row in another transaction — another replica's grant in flight — so
 that the claim's read sees room and only its counter UPDATE, after that grant commits, finds the
@@ -180,7 +181,75 @@ def test_a_grant_queues_at_the_counters_update_not_at_their_creation(
         ).fetchall()
     counters.commit()
     claiming.join()
-    assert [row[0].split("SET")[0].split()[-2:] for row in waiting] == [
-        ["UPDATE", "claim_rounds_org"]
-    ]
+    assert ["count_claim_grant(" in query for (query,) in waiting] == [True]
     assert [claim.created for claim in answers] == [True]
+
+
+def _idle_in_transaction(database_url: str) -> int:
+    with psycopg.connect(database_url, autocommit=True) as watch:
+        row = watch.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND state LIKE 'idle in transaction%'"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_brake_engaged_during_the_checks_refuses_the_grant_and_leaves_no_transaction_open(
+    services: Services,
+    database_url: str,
+    agent: Agent,
+    counters: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    # The operators' brake, committed while the claim waits for its row (FOR SHARE): the grant
+    # sees it engaged, sends ROLLBACK itself, and the pool gets its connection back idle.
+    counters.execute("UPDATE platform_brake SET engaged = true, reason = 'tests'")
+    answers, _ = _claim_behind(services, database_url, agent, counters)
+    assert [str(a.refusal) for a in answers if isinstance(a, ClaimRefused)] == ["brake"]
+    assert _counts(database_url) == (4, 24, 0, 0)
+    assert _idle_in_transaction(database_url) == 0
+
+
+def test_a_cap_found_full_leaves_no_transaction_open(
+    services: Services,
+    database_url: str,
+    agent: Agent,
+    counters: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    counters.execute("UPDATE claim_rounds_global SET granted = 25")
+    _claim_behind(services, database_url, agent, counters)
+    assert _idle_in_transaction(database_url) == 0
+
+
+def test_the_same_agent_racing_itself_gets_one_claim_twice(
+    services: Services,
+    database_url: str,
+    agent: Agent,
+    counters: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    # The first claim waits at the counters (another grant holds the organisation's row), the
+    # second for the first's run (the slot's unique key): the second's insert fails once the
+    # first commits, and it answers with the first's claim.
+    counters.execute("UPDATE claim_rounds_org SET granted = granted")
+    answers: list[Claim] = []
+
+    def claim() -> None:
+        answers.append(
+            services.claims.claim_slot(UUID(agent.agent_id), SLOT, "1.4.1", IN_THE_WINDOW)
+        )
+
+    first = threading.Thread(target=claim)
+    first.start()
+    while _lock_waits(database_url) < 1:
+        time.sleep(0.01)
+    second = threading.Thread(target=claim)
+    second.start()
+    while _lock_waits(database_url) < 2:
+        time.sleep(0.01)
+    counters.commit()
+    first.join()
+    second.join()
+    assert sorted(claim.created for claim in answers) == [False, True]
+    assert len({claim.grant.run_id for claim in answers}) == 1
+    assert _counts(database_url) == (5, 25, 1, 1)
+    assert _idle_in_transaction(database_url) == 0
