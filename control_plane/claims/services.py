@@ -13,6 +13,7 @@ the facts behind the miss reasons must not depend on which route asked.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -517,6 +518,9 @@ class ClaimService:
         # The statements, their order and their locks are those of one transaction as ever.
         # BEGIN and COMMIT are sent as statements (the pool's connections are in autocommit
         # mode): `conn.transaction()` would sync the pipeline before its COMMIT.
+        # Nothing is prepared in this pipeline: a failed statement aborts the statements after
+        # it, and the driver would take one of them, prepared there, for prepared on the server.
+        prepare_threshold, conn.prepare_threshold = conn.prepare_threshold, None
         try:
             with conn.pipeline():
                 conn.execute("BEGIN")
@@ -608,7 +612,10 @@ class ClaimService:
                 grant = _grant_view(answer.fetchone())
         except BaseException as failed:
             if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                conn.execute("ROLLBACK")
+                # A broken connection cannot roll back (the pool discards it): the error that
+                # broke the grant is the one to raise.
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
             if isinstance(failed, psycopg.Error) and failed.sqlstate == _CAP_FULL:
                 # Full, as committed by other grants: full until the round ends (it never
                 # un-fills), so this worker refuses the rest of the round from memory.
@@ -618,6 +625,8 @@ class ClaimService:
                 self._memory.note_granted(current_round, None, global_cap)
                 raise _global_cap_full(now, global_cap) from None
             raise
+        finally:
+            conn.prepare_threshold = prepare_threshold
         # Committed: the counts this grant left are true for the rest of the round.
         self._memory.note_granted(current_round, org_id, counted["org_granted"])
         self._memory.note_granted(current_round, None, counted["global_granted"])

@@ -23,11 +23,14 @@ from control_plane.claims.services import Claim
 from control_plane.claims.slots import round_start
 from control_plane.errors import ClaimRefused
 from control_plane.registry import Services
+from control_plane.types import Connection, Pool
+from ground.contract import DEFAULT_TRACK
 from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Org, SignedRelease
 
 SLOT = "2026-11-30T03:00"
 IN_THE_WINDOW = datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC)
+SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)  # 03:00 CET
 
 
 @pytest.fixture
@@ -253,3 +256,31 @@ def test_the_same_agent_racing_itself_gets_one_claim_twice(
     assert len({claim.grant.run_id for claim in answers}) == 1
     assert _counts(database_url) == (5, 25, 1, 1)
     assert _idle_in_transaction(database_url) == 0
+
+
+def test_a_connection_keeps_granting_after_grants_that_found_a_cap_full(
+    services: Services, pool: Pool, agent: Agent, database_url: str
+) -> None:
+    # A failed statement aborts the rest of the grant's pipeline, the COMMIT included: a
+    # statement the driver prepared there (it prepares one after five uses) was never prepared,
+    # and the connection's next grant asked for a prepared statement that did not exist (a 500).
+    def grant(conn: Connection, slot_key: str, cap: int) -> object:
+        return services.claims._grant(  # one connection, again and again: the seam itself
+            conn,
+            agent_id=UUID(agent.agent_id),
+            org_id=UUID(agent.org_id),
+            slot_key=slot_key,
+            slot_at=SLOT_AT,
+            from_version="1.4.1",
+            existing_run=None,
+            caps=(cap, 100),
+            track=DEFAULT_TRACK,
+            now=IN_THE_WINDOW,
+        )
+
+    with pool.connection() as conn:
+        for n in range(8):
+            grant(conn, f"{SLOT}#{n}", cap=100)
+            with pytest.raises(ClaimRefused):
+                grant(conn, f"{SLOT}#{n}-full", cap=0)  # the organisation's cap 0: full
+    assert _counts(database_url)[2:] == (8, 8)
