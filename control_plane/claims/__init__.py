@@ -2,6 +2,8 @@
 
 services     the hot refusal path and the grant; records every refusal
 warm_up      a slot's claim facts for every agent due, read in one statement into the memory
+in_flight    GrantsInFlight: a claim the memory cannot refuse waits in the event loop while the
+             grants in flight in its worker fill the room it knows of
 slots        the server's own check of a claimed slot, with shared_planner; rounds
 refusals     RefusalRecorder: refusals buffered in memory, flushed in batches
 routes       POST /v1/agent/claims

@@ -20,7 +20,7 @@ from uuid import UUID
 
 from control_plane.errors import ClaimRefused
 from control_plane.events.services import record_event
-from control_plane.rollout.offer import offered_release
+from control_plane.rollout.offer import Offer, offered_release
 from control_plane.types import Connection
 from ground.contract import RefusalCode, ReleaseTrack
 
@@ -36,11 +36,19 @@ SELECT r.id AS rolled_back_run
 
 
 def rolled_back_release(
-    conn: Connection, agent_id: UUID, org_id: UUID, track: ReleaseTrack
+    conn: Connection,
+    agent_id: UUID,
+    org_id: UUID,
+    track: ReleaseTrack,
+    *,
+    offer: Offer | None = None,
 ) -> dict[str, Any] | None:
-    """The release this agent is offered when it rolled that release back since the last retry
-    (its id, `agent_version` and `rolled_back_run`), else None."""
-    offered = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track).release
+    """The release this agent is offered (`offer` when the caller has just read it) when it
+    rolled that release back since the last retry (its id, `agent_version` and
+    `rolled_back_run`), else None."""
+    if offer is None:
+        offer = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track)
+    offered = offer.release
     if offered is None:
         return None
     back = conn.execute(_ROLLED_BACK, {"agent": agent_id, "release": offered["id"]}).fetchone()
@@ -63,10 +71,11 @@ def refuse_rolled_back_release(
     from_version: str | None,
     track: ReleaseTrack,
     now: datetime,
+    offer: Offer | None = None,
 ) -> None:
     """Raise `RELEASE_ROLLED_BACK` (after consuming the slot with a `skipped` run and its
     event) when the offered release is one this agent rolled back; else return."""
-    release = rolled_back_release(conn, agent_id, org_id, track)
+    release = rolled_back_release(conn, agent_id, org_id, track, offer=offer)
     if release is None:
         return
     reason = RefusalCode.RELEASE_ROLLED_BACK

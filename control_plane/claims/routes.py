@@ -18,6 +18,7 @@ from control_plane.api.deps import (
     in_database_thread,
     services_of,
 )
+from control_plane.claims.in_flight import KnownRoom
 from control_plane.claims.services import Claim
 from control_plane.errors import NotFound
 from control_plane.registry import Services
@@ -51,13 +52,26 @@ async def claim(
     `slot_consumed`, `no_release`, `run_finished`; 503 `brake`; 429 `org_cap`/`global_cap` with
     `retry_after_seconds`; 404 `run_not_found`."""
     services = services_of(request)
+    admission = None
     if body.slot_key is not None:
-        # The 03:00 herd's refusal from memory when the change feed keeps it exact: no thread
-        # hop, no database. Anything else (a grant, the same claim again) goes on below.
-        services.claims.refuse_from_memory(
-            credential.secret_sha256, body.slot_key, body.from_version, now, track=body.track
-        )
-    granted = await in_database_thread(request, lambda: _claim(services, credential, body, now))
+        slot_key = body.slot_key
+
+        def known_room() -> KnownRoom | None:
+            # The 03:00 herd's refusal from memory when the change feed keeps it exact: no
+            # thread hop, no database. Anything else (a grant, the same claim again) goes on.
+            services.claims.refuse_from_memory(
+                credential.secret_sha256, slot_key, body.from_version, now, track=body.track
+            )
+            return services.claims.known_room(credential.secret_sha256, slot_key, now)
+
+        # A claim the memory cannot refuse waits here while the grants in flight in this worker
+        # fill the room it knows of, and is asked again when one of them finishes.
+        admission = await services.claims.grants_in_flight.admit(known_room)
+    try:
+        granted = await in_database_thread(request, lambda: _claim(services, credential, body, now))
+    finally:
+        if admission is not None:
+            admission.finish()
     if not granted.created:
         response.status_code = 200
     return granted.grant
@@ -68,6 +82,11 @@ def _claim(
 ) -> Claim:
     # The scheduled claim (the 03:00 herd's refusal) checks the credential in its own statement.
     if body.slot_key is not None:
+        # Asked again: the memory may have learnt the round full while this claim queued for a
+        # database thread.
+        services.claims.refuse_from_memory(
+            credential.secret_sha256, body.slot_key, body.from_version, now, track=body.track
+        )
         found = services.claims.claim_slot_as(
             credential.secret_sha256, body.slot_key, body.from_version, now, track=body.track
         )

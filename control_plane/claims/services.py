@@ -13,6 +13,7 @@ the facts behind the miss reasons must not depend on which route asked.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,6 +23,7 @@ import psycopg
 
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL
 from control_plane.answers_cache import FACTS_ONLY, AnswerMemory, Changes, DatabaseNeeded
+from control_plane.claims.in_flight import GrantsInFlight, KnownRoom
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.rolled_back import refuse_rolled_back_release
 from control_plane.claims.slots import checked_slot_of, retry_after_seconds, round_start
@@ -80,6 +82,28 @@ SELECT a.id AS agent_id, a.org_id,
        ) existing ON true
  WHERE a.id = {agent}
 """
+# A round's two counter rows, created when missing, in one statement. Only when missing: an
+# INSERT … ON CONFLICT that meets a row another grant has updated waits for that grant's commit
+# (the row might be gone by then), which queued every grant of a round from here on.
+_COUNTER_ROWS = """
+WITH org AS (
+  INSERT INTO claim_rounds_org (round_start, org_id)
+  SELECT %(round)s, %(org)s WHERE NOT EXISTS (
+    SELECT FROM claim_rounds_org WHERE round_start = %(round)s AND org_id = %(org)s)
+  ON CONFLICT DO NOTHING)
+INSERT INTO claim_rounds_global (round_start)
+SELECT %(round)s WHERE NOT EXISTS (SELECT FROM claim_rounds_global WHERE round_start = %(round)s)
+ON CONFLICT DO NOTHING
+"""
+# A grant counted in both caps (migration 0012): the organisation's counter, then the platform's,
+# each `granted < cap` under its row lock; a full cap fails the statement with NW429 and the
+# message naming it, so the COMMIT sent with it becomes a rollback.
+_COUNT_GRANT = (
+    "SELECT org_granted, global_granted"
+    " FROM count_claim_grant(%(round)s, %(org)s, %(org_cap)s, %(cap)s)"
+)
+_CAP_FULL = "NW429"
+
 _HOT_PATH_BY_ID = _HOT_PATH.format(agent="%(agent_id)s")
 _HOT_PATH_BY_CREDENTIAL = _HOT_PATH.format(agent=f"({AGENT_OF_CREDENTIAL})")
 
@@ -149,15 +173,20 @@ def _is_open(seen: dict[str, Any], slot_key: str, now: datetime) -> bool:
     return True
 
 
+_GRANT_VIEW = (
+    "SELECT r.id AS run_id, r.slot_key, t.id AS token_id, t.expires_at,"
+    " rel.agent_version, rel.manifest_version, rel.manifest, rel.signature"
+    " FROM runs r JOIN tokens t ON t.run_id = r.id JOIN releases rel ON rel.id = t.release_id"
+    " WHERE r.id = %s"
+)
+
+
 def claim_grant(conn: Connection, run_id: UUID) -> ClaimGrant:
     """The claim response for a run that holds a token (the same answer every time it is asked)."""
-    row = conn.execute(
-        "SELECT r.id AS run_id, r.slot_key, t.id AS token_id, t.expires_at,"
-        " rel.agent_version, rel.manifest_version, rel.manifest, rel.signature"
-        " FROM runs r JOIN tokens t ON t.run_id = r.id JOIN releases rel ON rel.id = t.release_id"
-        " WHERE r.id = %s",
-        [run_id],
-    ).fetchone()
+    return _grant_view(conn.execute(_GRANT_VIEW, [run_id]).fetchone())
+
+
+def _grant_view(row: dict[str, Any] | None) -> ClaimGrant:
     assert row is not None, "a claimed run has its token"
     return ClaimGrant(
         run_id=row["run_id"],
@@ -189,6 +218,8 @@ class ClaimService:
         self._refusals = refusals
         self._memory = memory or AnswerMemory()
         self._warm_up = SlotWarmUp(self._memory)
+        # Used by the route, in the event loop: the claims let through to the database.
+        self.grants_in_flight = GrantsInFlight()
 
     def grants_per_round(self, *, since: datetime, until: datetime) -> GrantHistory:
         """The platform's grants in each round that began in [since, until), oldest first (a
@@ -332,6 +363,21 @@ class ClaimService:
         except DatabaseNeeded:
             return
 
+    def known_room(self, secret_sha256: str, slot_key: str, now: datetime) -> KnownRoom | None:
+        """The room this worker knows of in the round of a claim whose facts it remembers (the
+        caps less the highest counts seen), or None when it does not know the claim's facts."""
+        remembered = self._memory.recall(facts_key(secret_sha256, slot_key), now=now)
+        if not isinstance(remembered, dict):
+            return None
+        current_round = round_start(now)
+        org_id: UUID = remembered["org_id"]
+        return KnownRoom(
+            round_start=current_round,
+            org_id=org_id,
+            org_room=remembered["org_cap"] - (self._memory.granted(current_round, org_id) or 0),
+            global_room=remembered["global_cap"] - (self._memory.granted(current_round, None) or 0),
+        )
+
     def _at_least(self, current_round: datetime, org_id: UUID | None, read: int | None) -> int:
         known = self._memory.granted(current_round, org_id)
         return max(read or 0, known or 0)
@@ -389,7 +435,7 @@ class ClaimService:
         org_cap, global_cap = seen["org_cap"], seen["global_cap"]
         _refuse_when_full(now, org_cap, global_cap, seen["org_granted"], seen["global_granted"])
         # Holds, halts and the release brake (issue 14), only for a request that saw room.
-        check_scheduled_claim(
+        offer = check_scheduled_claim(
             conn,
             agent_id=agent_id,
             org_id=seen["org_id"],
@@ -409,6 +455,7 @@ class ClaimService:
                 from_version=from_version,
                 track=track,
                 now=now,
+                offer=offer,
             )
         # The checks above took round trips, in which other grants may have filled the round:
         # what this worker learnt meanwhile spares a grant transaction bound to fail.
@@ -421,7 +468,7 @@ class ClaimService:
             self._memory.granted(current_round, None),
         )
         try:
-            run_id = self._grant(
+            grant = self._grant(
                 conn,
                 agent_id=agent_id,
                 org_id=seen["org_id"],
@@ -436,7 +483,7 @@ class ClaimService:
         except psycopg.errors.UniqueViolation:
             # The same agent raced itself for this slot; the other request won. Its answer.
             return self._existing_claim(conn, agent_id, slot_key)
-        return Claim(created=existing_run is None, grant=claim_grant(conn, run_id))
+        return Claim(created=existing_run is None, grant=grant)
 
     def _existing_claim(self, conn: Connection, agent_id: UUID, slot_key: str) -> Claim:
         row = conn.execute(
@@ -461,101 +508,129 @@ class ClaimService:
         caps: tuple[int, int],
         track: ReleaseTrack,
         now: datetime,
-    ) -> UUID:
+    ) -> ClaimGrant:
         org_cap, global_cap = caps
         current_round = round_start(now)
-        with conn.transaction():
-            # Shared lock: grants do not wait for each other, but the brake's UPDATE waits for
-            # grants in flight, and a grant after the brake sees it engaged.
-            brake = conn.execute("SELECT engaged, reason FROM platform_brake FOR SHARE").fetchone()
-            assert brake is not None
-            if brake["engaged"]:
-                raise _brake(brake["reason"])
-            # FOR SHARE of the pair's pointer: a withdrawal waits for this grant, then revokes
-            # its token with the others.
-            release = current_release(conn, track.channel, track.platform, for_grant=True)
-            # The pair's pointer stays locked; the agent's offer (its pin, or the release at the
-            # stage the agent is in) is what it is granted, its row locked against a halt.
-            release = release_for_grant(conn, agent_id=agent_id, org_id=org_id, track=track)
-            if release is None:
-                raise _no_release(track)
-            # The round's counter rows exist before anything else is written; their row locks
-            # are taken last (below), so the grants of a round queue behind each other only for
-            # the two UPDATEs and the commit, not for every insert of the grant.
-            conn.execute(
-                "INSERT INTO claim_rounds_org (round_start, org_id) VALUES (%s, %s)"
-                " ON CONFLICT DO NOTHING",
-                [current_round, org_id],
-            )
-            conn.execute(
-                "INSERT INTO claim_rounds_global (round_start) VALUES (%s) ON CONFLICT DO NOTHING",
-                [current_round],
-            )
-            if existing_run is None:
-                run = conn.execute(
-                    "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status,"
-                    " release_id, from_version, created_at, claimed_at)"
-                    " VALUES (%s, %s, 'schedule', %s, %s, 'claimed', %s, %s, %s, %s) RETURNING id",
-                    [agent_id, org_id, slot_key, slot_at, release["id"], from_version, now, now],
-                ).fetchone()
-                assert run is not None
-                run_id: UUID = run["id"]
-                conn.execute(
-                    "INSERT INTO tokens (run_id, agent_id, release_id, round_start, granted_at,"
-                    " expires_at) VALUES (%s, %s, %s, %s, %s, %s)",
-                    [run_id, agent_id, release["id"], current_round, now, now + TOKEN_LIFETIME],
+        # One transaction in pipeline mode: a statement whose answer the grant does not need
+        # before the next one is sent with it (~14 statements in ~6 round trips), and the
+        # COMMIT goes out with the counters' statement: the round's counter rows, which queue
+        # the round's grants behind each other, are held for no round trip of this client's.
+        # The statements, their order and their locks are those of one transaction as ever.
+        # BEGIN and COMMIT are sent as statements (the pool's connections are in autocommit
+        # mode): `conn.transaction()` would sync the pipeline before its COMMIT.
+        # Nothing is prepared in this pipeline: a failed statement aborts the statements after
+        # it, and the driver would take one of them, prepared there, for prepared on the server.
+        prepare_threshold, conn.prepare_threshold = conn.prepare_threshold, None
+        try:
+            with conn.pipeline():
+                conn.execute("BEGIN")
+                # Shared lock: grants do not wait for each other, but the brake's UPDATE waits for
+                # grants in flight, and a grant after the brake sees it engaged.
+                brake_read = conn.execute("SELECT engaged, reason FROM platform_brake FOR SHARE")
+                # FOR SHARE of the pair's pointer: a withdrawal waits for this grant, then revokes
+                # its token with the others.
+                release = current_release(conn, track.channel, track.platform, for_grant=True)
+                brake = brake_read.fetchone()
+                assert brake is not None
+                if brake["engaged"]:
+                    raise _brake(brake["reason"])
+                # The pair's pointer stays locked; the agent's offer (its pin, or the release at the
+                # stage the agent is in) is what it is granted, its row locked against a halt.
+                release = release_for_grant(conn, agent_id=agent_id, org_id=org_id, track=track)
+                if release is None:
+                    raise _no_release(track)
+                # The round's counter rows exist before anything else is written; their row locks
+                # are taken last (below), so the grants of a round queue behind each other only for
+                # the counters' UPDATE and the commit, not for every insert of the grant.
+                conn.execute(_COUNTER_ROWS, {"round": current_round, "org": org_id})
+                if existing_run is None:
+                    run = conn.execute(
+                        "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status,"
+                        " release_id, from_version, created_at, claimed_at) VALUES"
+                        " (%s, %s, 'schedule', %s, %s, 'claimed', %s, %s, %s, %s) RETURNING id",
+                        [
+                            agent_id,
+                            org_id,
+                            slot_key,
+                            slot_at,
+                            release["id"],
+                            from_version,
+                            now,
+                            now,
+                        ],
+                    ).fetchone()
+                    assert run is not None
+                    run_id: UUID = run["id"]
+                    conn.execute(
+                        "INSERT INTO tokens (run_id, agent_id, release_id, round_start, granted_at,"
+                        " expires_at) VALUES (%s, %s, %s, %s, %s, %s)",
+                        [run_id, agent_id, release["id"], current_round, now, now + TOKEN_LIFETIME],
+                    )
+                else:
+                    run_id = existing_run
+                    conn.execute(
+                        "UPDATE runs SET release_id = %s, claimed_at = %s WHERE id = %s",
+                        [release["id"], now, run_id],
+                    )
+                    conn.execute(
+                        "UPDATE tokens SET id = gen_random_uuid(), release_id = %s,"
+                        " round_start = %s, granted_at = %s, expires_at = %s, revoked_at = NULL,"
+                        " revoked_reason = NULL WHERE run_id = %s",
+                        [release["id"], current_round, now, now + TOKEN_LIFETIME, run_id],
+                    )
+                record_event(
+                    conn,
+                    org_id=org_id,
+                    agent_id=agent_id,
+                    run_id=run_id,
+                    kind="update.scheduled",
+                    actor_kind="schedule",
+                    at=now,
+                    data={
+                        "slot_key": slot_key,
+                        "from_version": from_version,
+                        "to_version": release["agent_version"],
+                        "renewed": existing_run is not None,
+                    },
                 )
-            else:
-                run_id = existing_run
-                conn.execute(
-                    "UPDATE runs SET release_id = %s, claimed_at = %s WHERE id = %s",
-                    [release["id"], now, run_id],
+                # The answer, read in the transaction: after the commit the grant's thread has
+                # nothing left to wait for (each wait for the database is a wait for the GIL too,
+                # while the event loop refuses the rest of the round).
+                answer = conn.execute(_GRANT_VIEW, [run_id])
+
+                # The caps, exactly: `granted < cap` in each UPDATE, under the counter's row
+                # lock, the organisation's first (the platform's is not touched when the
+                # organisation's found no room). A full cap fails the statement, and the COMMIT
+                # after it is a rollback of everything above.
+                counting = conn.execute(
+                    _COUNT_GRANT,
+                    {"round": current_round, "org": org_id, "org_cap": org_cap, "cap": global_cap},
                 )
-                conn.execute(
-                    "UPDATE tokens SET id = gen_random_uuid(), release_id = %s, round_start = %s,"
-                    " granted_at = %s, expires_at = %s, revoked_at = NULL, revoked_reason = NULL"
-                    " WHERE run_id = %s",
-                    [release["id"], current_round, now, now + TOKEN_LIFETIME, run_id],
-                )
-            record_event(
-                conn,
-                org_id=org_id,
-                agent_id=agent_id,
-                run_id=run_id,
-                kind="update.scheduled",
-                actor_kind="schedule",
-                at=now,
-                data={
-                    "slot_key": slot_key,
-                    "from_version": from_version,
-                    "to_version": release["agent_version"],
-                    "renewed": existing_run is not None,
-                },
-            )
-            # The caps, exactly: `granted < cap` in the UPDATE, under the counter's row lock. A
-            # refusal here rolls back everything above.
-            org_counted = conn.execute(
-                "UPDATE claim_rounds_org SET granted = granted + 1"
-                " WHERE round_start = %s AND org_id = %s AND granted < %s RETURNING granted",
-                [current_round, org_id, org_cap],
-            ).fetchone()
-            if org_counted is None:
+                conn.execute("COMMIT")
+                counted = counting.fetchone()
+                assert counted is not None
+                grant = _grant_view(answer.fetchone())
+        except BaseException as failed:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                # A broken connection cannot roll back (the pool discards it): the error that
+                # broke the grant is the one to raise.
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
+            if isinstance(failed, psycopg.Error) and failed.sqlstate == _CAP_FULL:
                 # Full, as committed by other grants: full until the round ends (it never
                 # un-fills), so this worker refuses the rest of the round from memory.
-                self._memory.note_granted(current_round, org_id, org_cap)
-                raise _org_cap_full(now, org_cap)
-            global_counted = conn.execute(
-                "UPDATE claim_rounds_global SET granted = granted + 1"
-                " WHERE round_start = %s AND granted < %s RETURNING granted",
-                [current_round, global_cap],
-            ).fetchone()
-            if global_counted is None:
+                if failed.diag.message_primary == "org_cap":
+                    self._memory.note_granted(current_round, org_id, org_cap)
+                    raise _org_cap_full(now, org_cap) from None
                 self._memory.note_granted(current_round, None, global_cap)
-                raise _global_cap_full(now, global_cap)
+                raise _global_cap_full(now, global_cap) from None
+            raise
+        finally:
+            conn.prepare_threshold = prepare_threshold
         # Committed: the counts this grant left are true for the rest of the round.
-        self._memory.note_granted(current_round, org_id, org_counted["granted"])
-        self._memory.note_granted(current_round, None, global_counted["granted"])
-        return run_id
+        self._memory.note_granted(current_round, org_id, counted["org_granted"])
+        self._memory.note_granted(current_round, None, counted["global_granted"])
+        return grant
 
     def claim_manual(
         self,

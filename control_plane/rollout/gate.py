@@ -18,7 +18,7 @@ from uuid import UUID
 
 from control_plane.errors import ClaimRefused
 from control_plane.pins.holds import active_hold
-from control_plane.rollout.offer import offered_release
+from control_plane.rollout.offer import Offer, offered_release
 from control_plane.types import Connection
 from ground.contract import RefusalCode, ReleaseTrack, format_instant
 
@@ -56,8 +56,9 @@ def check_scheduled_claim(
     slot_at: datetime,
     track: ReleaseTrack,
     now: datetime,
-) -> None:
-    """Raise HELD or RELEASE_HALTED for a scheduled claim that saw room in the caps."""
+) -> Offer:
+    """Raise HELD or RELEASE_HALTED for a scheduled claim that saw room in the caps; else the
+    offer it was judged by (the claim's next check asks about the same release)."""
     note_track(conn, agent_id, track, now)
     hold = active_hold(conn, agent_id, now)
     if hold is not None:
@@ -79,6 +80,7 @@ def check_scheduled_claim(
     if why is not None:
         assert offer.release is not None
         raise _halted(track, offer.release, why)
+    return offer
 
 
 def release_for_grant(

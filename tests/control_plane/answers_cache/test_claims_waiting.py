@@ -1,0 +1,151 @@
+"""A claim that waits for the grant already in flight in its worker, over the real routes and
+database (`claims.in_flight`): granted when that grant fails with room left, refused when it
+filled the round — never refused while the caps would grant it.
+
+The grant ahead is held up inside the database: another transaction holds the row its first
+check writes (the agent's pair, `agent_tracks`), and decides, by committing a hold of that agent
+or by rolling back, whether it then fails or is granted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+
+import httpx
+import psycopg
+import pytest
+
+from control_plane.answers_cache.feed import ChangeFeed
+from control_plane.events.trail import Actor
+from control_plane.registry import Services
+from ground.contract import CLAIMS_PATH
+from nachtwacht.worlds.clocks import ManualClock
+from tests.control_plane.answers_cache.test_full_rounds import IN_THE_WINDOW, SLOT
+from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+
+OPERATOR = Actor(kind="operator", name="tests")
+
+
+def _claim(api: Api, agent: Agent) -> httpx.Response:
+    with api.client(agent.agent_key) as client:
+        return client.post(CLAIMS_PATH, json={"slot_key": SLOT, "from_version": "1.4.1"})
+
+
+def _hold(conn: psycopg.Connection[tuple[object, ...]], agent: Agent) -> None:
+    conn.execute(
+        "INSERT INTO holds (agent_id, until, reason, set_by, set_at)"
+        " VALUES (%s, %s, 'tests', 'operator', %s)",
+        [agent.agent_id, IN_THE_WINDOW + timedelta(days=1), IN_THE_WINDOW - timedelta(hours=1)],
+    )
+
+
+@pytest.fixture
+def agents(
+    services: Services,
+    feed: ChangeFeed,
+    clock: ManualClock,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+    api: Api,
+    database_url: str,
+) -> tuple[Agent, Agent]:
+    """Room for one grant a round; two agents whose facts this worker remembers (a third, held,
+    agent's claim warmed the slot up)."""
+    services.settings.update({"org_cap": 1, "global_cap": 1}, now=clock.now(), actor=OPERATOR)
+    clock.set(IN_THE_WINDOW)
+    feed.read_once()
+    warmer, ahead, behind = (make_agent(make_org(name)) for name in ("Zero", "First", "Second"))
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        _hold(conn, warmer)
+    assert _claim(api, warmer).json()["detail"]["code"] == "held"
+    return ahead, behind
+
+
+class Claiming:
+    """A claim sent from its own thread; its answer once `join`ed."""
+
+    def __init__(self, api: Api, agent: Agent) -> None:
+        self.answer: httpx.Response | None = None
+        self._thread = threading.Thread(target=self._send, args=(api, agent))
+        self._thread.start()
+
+    def _send(self, api: Api, agent: Agent) -> None:
+        self.answer = _claim(api, agent)
+
+    def join(self) -> httpx.Response:
+        self._thread.join()
+        assert self.answer is not None
+        return self.answer
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def held_up(database_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    with psycopg.connect(database_url) as conn:
+        yield conn
+
+
+def _waits_for_a_lock(database_url: str) -> bool:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
+    assert row is not None
+    return bool(row[0])
+
+
+def _one_behind_the_other(
+    api: Api,
+    services: Services,
+    database_url: str,
+    agents: tuple[Agent, Agent],
+    held_up: psycopg.Connection[tuple[object, ...]],
+) -> tuple[Claiming, Claiming]:
+    ahead, behind = agents
+    held_up.execute(
+        "INSERT INTO agent_tracks (agent_id, channel, platform, seen_at)"
+        " VALUES (%s, 'stable', 'linux-x86_64', %s)",
+        [ahead.agent_id, IN_THE_WINDOW],
+    )
+    first = Claiming(api, ahead)
+    _until(lambda: _waits_for_a_lock(database_url))
+    second = Claiming(api, behind)
+    grants = services.claims.grants_in_flight
+    _until(lambda: grants.waiting() == 1)
+    return first, second
+
+
+def test_a_waiting_claim_is_granted_when_the_grant_ahead_of_it_fails(
+    api: Api,
+    services: Services,
+    database_url: str,
+    agents: tuple[Agent, Agent],
+    held_up: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    first, second = _one_behind_the_other(api, services, database_url, agents, held_up)
+    _hold(held_up, agents[0])
+    held_up.commit()  # the claim ahead now finds its agent held: no grant, the room is left
+    assert first.join().json()["detail"]["code"] == "held"
+    assert second.join().status_code == 201
+
+
+def test_a_waiting_claim_is_refused_when_the_grant_ahead_of_it_filled_the_round(
+    api: Api,
+    services: Services,
+    database_url: str,
+    agents: tuple[Agent, Agent],
+    held_up: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    first, second = _one_behind_the_other(api, services, database_url, agents, held_up)
+    held_up.rollback()  # the claim ahead goes on and takes the round's one place
+    assert first.join().status_code == 201
+    refused = second.join()
+    assert (refused.status_code, refused.json()["detail"]["code"]) == (429, "global_cap")
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM tokens").fetchone() == (1,)
