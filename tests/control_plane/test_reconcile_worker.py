@@ -181,6 +181,7 @@ def test_two_serving_replicas_one_works_and_the_other_takes_over_when_it_is_kill
     assert missed == [{"n": 1}]  # the 03:00 slot, recorded once whoever did it
 
 
+@pytest.mark.slow
 def test_a_serving_replica_records_a_throttled_night_end_to_end(
     control_plane_server: Callable[..., RunningControlPlane],
     services: Services,

@@ -102,6 +102,7 @@ def test_a_zombie_is_no_live_process() -> None:
         os.waitpid(child, 0)
 
 
+@pytest.mark.slow
 def test_requests_answer_database_unavailable_while_postgres_is_down(
     control_plane_server: Callable[..., RunningControlPlane],
     embedded_data_dir: Path,

@@ -17,12 +17,16 @@ from zoneinfo import ZoneInfo
 
 import httpx
 import psycopg
+import pytest
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from ground.clock import FakeClock
 from ground.contract import SERVER_TIME_HEADER, parse_instant
 from tests.conftest import RunningControlPlane
+
+# A control plane killed and started again through a window: ~30 s, started first.
+pytestmark = pytest.mark.slow
 
 SPEED = 60.0  # a product minute is a real second
 DEADLINE_SECONDS = 120.0

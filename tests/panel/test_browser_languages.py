@@ -19,6 +19,9 @@ from ground.contract import HoldView
 from shared_planner import describe_wall_time
 from tests.panel.conftest import PanelWorld
 
+# A real browser through many screens, 6-13 s a test: started first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 AMSTERDAM = ZoneInfo("Europe/Amsterdam")
 # What the browser sends as Accept-Language; the panel must pick the language from it.
 BROWSER_LOCALES = {

@@ -23,6 +23,9 @@ from tests.panel.operator_support import (
 from tests.panel.test_browser_languages import BROWSER_LOCALES
 from tests.panel.test_newer_screens_http import SPRING
 
+# A real browser through many screens, 6-13 s a test: started first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 
 def _english_sentences() -> set[str]:
     with (LOCALES_DIR / "en" / "LC_MESSAGES" / "messages.po").open("rb") as po:

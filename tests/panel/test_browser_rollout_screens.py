@@ -27,6 +27,9 @@ from tests.panel.test_browser_newer_screens import (
 )
 from tests.panel.test_rollout_http import _release_ids, halt_by_errors
 
+# A real browser through many screens, 6-13 s a test: started first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 
 def _checked(page: Any, code: str, english: set[str], name: str | None = None) -> None:
     check_accessibility(page)

@@ -14,6 +14,9 @@ from control_plane.panel.i18n import Language
 from tests.panel.conftest import PanelWorld, check_accessibility, doc_screenshot
 from tests.panel.operator_support import agent_reports, publish_releases
 
+# A real browser through many screens, 6-13 s a test: started first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 
 def _seed_history(world: PanelWorld) -> None:
     """A few nights of history as the claim path and the reconcile worker would leave it."""

@@ -88,6 +88,7 @@ def test_every_credentialed_operation_names_its_bearer_scheme(api: Api) -> None:
     assert document["paths"]["/v1/agent/claims"]["post"]["security"] == [{"agent": []}]
 
 
+@pytest.mark.slow
 def test_generated_requests_get_the_answers_the_document_promises(
     api: Api,
     operator_key: str,
