@@ -50,6 +50,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,11 +75,42 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The `slow` tests (real processes, nights on a fast clock: up to a minute and a half each)
-    first, in their order: started last, one of them ran alone while the other workers were idle;
-    started first, the short tests fill the workers around them."""
-    del config
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The `slow` tests (real processes, nights on a fast clock, a browser through many screens:
+    up to a minute and a half each) first: started last, one of them ran alone while the other
+    workers were idle; started first, the short tests fill the workers around them.
+
+    Under xdist's `worksteal` "first" means first in *each worker's* share: it hands every worker
+    one contiguous slice of this order at the start, and a worker that runs dry steals the second
+    half of the longest queue. Slow tests sorted merely to the front all landed in the first
+    worker's slice, which ran them one after another while the others stole its short tests; the
+    last of them started late and ran alone. So the order is cut into the slices xdist will cut,
+    and each slice gets its round-robin share of the slow tests at its head."""
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    fast = [item for item in items if item.get_closest_marker("slow") is None]
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    items[:] = _dealt(slow, fast, workers)
+
+
+def _dealt(slow: list[Any], fast: list[Any], workers: int) -> list[Any]:
+    """`slow` dealt round-robin over `workers` slices, each filled up with `fast` to the size
+    worksteal's first distribution gives it (the pending list split evenly over the idle
+    workers, in order: len // workers, then the rest // (workers - 1), …)."""
+    total = len(slow) + len(fast)
+    sizes = []
+    left = total
+    for remaining in range(workers, 0, -1):
+        sizes.append(left // remaining)
+        left -= sizes[-1]
+    dealt: list[Any] = []
+    fast_left = iter(fast)
+    for index, size in enumerate(sizes):
+        share = slow[index::workers]
+        dealt += share
+        dealt += [
+            item for _, item in zip(range(max(0, size - len(share))), fast_left, strict=False)
+        ]
+    dealt += list(fast_left)  # only when the slow tests outnumber a slice: nothing is lost
+    return dealt
 
 
 def _with_dbname(url: str, dbname: str) -> str:
