@@ -144,8 +144,12 @@ def doc_screenshot(page: Any, name: str) -> None:
         page.screenshot(path=str(DOC_SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium under Playwright's sync API, for one test module: that API keeps an event loop
+    running in the main thread for as long as it is open, and every later test of the worker that
+    called `asyncio.run()` failed ("cannot be called from a running event loop") once the browser
+    tests no longer came last in it (`tests/conftest.py::_dealt`)."""
     if not CHROMIUM.exists():
         pytest.fail(
             f"the panel's browser tests need chromium at {CHROMIUM}: run bin/install-browser "
