@@ -58,11 +58,11 @@ async def claim(
 
         def known_room() -> KnownRoom | None:
             # The 03:00 herd's refusal from memory when the change feed keeps it exact: no
-            # thread hop, no database. Anything else (a grant, the same claim again) goes on.
-            services.claims.refuse_from_memory(
+            # thread hop, no database. Anything else (a grant, the same claim again) goes on,
+            # with the room this worker knows of in the claim's round.
+            return services.claims.refuse_from_memory(
                 credential.secret_sha256, slot_key, body.from_version, now, track=body.track
             )
-            return services.claims.known_room(credential.secret_sha256, slot_key, now)
 
         # A claim the memory cannot refuse waits here while the grants in flight in this worker
         # fill the room it knows of, and is asked again when one of them finishes.

@@ -340,14 +340,16 @@ class ClaimService:
         now: datetime,
         *,
         track: ReleaseTrack,
-    ) -> None:
+    ) -> KnownRoom | None:
         """Raise (and record) the refusal that the remembered facts of this claim give, with
-        `_decide` itself on the remembered row; return when they give none (nothing remembered,
-        the memory not live, or the decision needs the database): then ask `claim_slot_as`."""
+        `_decide` itself on the remembered row; when they give none (the memory not live, or the
+        decision needs the database: then ask `claim_slot_as`), return the room this worker
+        knows of in the claim's round — the caps less the highest counts seen — or None when it
+        remembers nothing of the claim."""
         stored_text("from_version", from_version, MAX_VERSION_LENGTH)
         remembered = self._memory.recall(facts_key(secret_sha256, slot_key), now=now)
         if not isinstance(remembered, dict):
-            return
+            return None
         current_round = round_start(now)
         seen = {
             **remembered,
@@ -361,21 +363,12 @@ class ClaimService:
             self._refusals.record(agent_id, slot_key, refused.refusal, now)
             raise
         except DatabaseNeeded:
-            return
-
-    def known_room(self, secret_sha256: str, slot_key: str, now: datetime) -> KnownRoom | None:
-        """The room this worker knows of in the round of a claim whose facts it remembers (the
-        caps less the highest counts seen), or None when it does not know the claim's facts."""
-        remembered = self._memory.recall(facts_key(secret_sha256, slot_key), now=now)
-        if not isinstance(remembered, dict):
-            return None
-        current_round = round_start(now)
-        org_id: UUID = remembered["org_id"]
+            pass
         return KnownRoom(
             round_start=current_round,
-            org_id=org_id,
-            org_room=remembered["org_cap"] - (self._memory.granted(current_round, org_id) or 0),
-            global_room=remembered["global_cap"] - (self._memory.granted(current_round, None) or 0),
+            org_id=seen["org_id"],
+            org_room=seen["org_cap"] - (seen["org_granted"] or 0),
+            global_room=seen["global_cap"] - (seen["global_granted"] or 0),
         )
 
     def _at_least(self, current_round: datetime, org_id: UUID | None, read: int | None) -> int:
