@@ -7,62 +7,58 @@ with no key, another audience's key or a made-up one learnt the rules of the bod
 names, their limits and the values it sent back — from the 422. The check runs only on that
 error path: a request that validates is authenticated by its route as before, at no extra cost.
 
-Which credential a route takes is read from its dependencies (the callables of
-`control_plane.api.deps`), so a new route is covered by declaring its caller as every route does;
+Which credential a route takes, and how its key is read, is the route's own bearer scheme among
+its dependencies (one per audience, named after it: `control_plane.api.deps`), so a new route is
+covered by declaring its caller as every route does;
 `tests/control_plane/api/test_credential_first.py` walks every route to hold that.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from fastapi import Request
 from fastapi.routing import APIRoute
+from fastapi.security import HTTPBearer
 
 from control_plane.accounts.credentials import Audience
 from control_plane.api import deps
 from control_plane.errors import RequestRefused
 
-__all__ = ["credential_refusal", "route_audience"]
+__all__ = ["credential_refusal"]
 
-_AUDIENCE_OF: dict[Callable[..., Any], Audience] = {
-    deps.agent_credential: Audience.AGENT,
-    deps.agent_caller: Audience.AGENT,
-    deps.panel_caller: Audience.PANEL,
-    deps.operator_caller: Audience.OPERATOR,
-}
+_AUDIENCES = {audience.value: audience for audience in Audience}
 
 
-def _audience_in(dependant: Any) -> Audience | None:
+def _scheme_in(dependant: Any) -> HTTPBearer | None:
+    """The bearer scheme among a route's dependencies (each audience has its own, named after it:
+    `control_plane.api.deps`)."""
     for dependency in dependant.dependencies:
-        audience = _AUDIENCE_OF.get(dependency.call) or _audience_in(dependency)
-        if audience is not None:
-            return audience
+        call = dependency.call
+        if isinstance(call, HTTPBearer) and call.scheme_name in _AUDIENCES:
+            return call
+        found = _scheme_in(dependency)
+        if found is not None:
+            return found
     return None
 
 
-def route_audience(route: object) -> Audience | None:
-    """The audience whose key `route` takes; None for a route without a credential. Walked each
-    time: only the error path asks, and a route's dependencies are a few levels deep."""
-    if not isinstance(route, APIRoute):
-        return None
-    return _audience_in(route.dependant)
-
-
-def _bearer_secret(request: Request) -> str | None:
-    scheme, _, secret = request.headers.get("authorization", "").partition(" ")
-    return secret if scheme.lower() == "bearer" and secret else None
+def _route_scheme(route: object) -> HTTPBearer | None:
+    # Walked each time: only the error path asks, and a route's dependencies are a few deep.
+    return _scheme_in(route.dependant) if isinstance(route, APIRoute) else None
 
 
 async def credential_refusal(request: Request) -> RequestRefused | None:
     """The 401/403 the route would give this request's credential, or None when it is good (or
-    the route takes none). A database that cannot be asked raises `psycopg.OperationalError`."""
-    audience = route_audience(request.scope.get("route"))
-    if audience is None:
+    the route takes none). The key is read by the route's own bearer scheme. A database that
+    cannot be asked raises `psycopg.OperationalError`."""
+    scheme = _route_scheme(request.scope.get("route"))
+    if scheme is None:
         return None
+    audience = _AUDIENCES[scheme.scheme_name]
+    bearer = await scheme(request)
+    secret = None if bearer is None else bearer.credentials
     accounts = deps.services_of(request).accounts
-    secret = _bearer_secret(request)
     try:
         await deps.in_database_thread(request, lambda: accounts.authenticate(secret, audience))
     except RequestRefused as refused:
