@@ -40,6 +40,7 @@ The control plane as a process
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import secrets
@@ -106,9 +107,7 @@ def _dealt(slow: list[Any], fast: list[Any], workers: int) -> list[Any]:
     for index, size in enumerate(sizes):
         share = slow[index::workers]
         dealt += share
-        dealt += [
-            item for _, item in zip(range(max(0, size - len(share))), fast_left, strict=False)
-        ]
+        dealt += itertools.islice(fast_left, max(0, size - len(share)))
     dealt += list(fast_left)  # only when the slow tests outnumber a slice: nothing is lost
     return dealt
 
