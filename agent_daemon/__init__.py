@@ -6,7 +6,13 @@ Read `decision` first: it is the whole of DESIGN.md rule 8, pure. Everything els
       decision          pure `decide(state, config, answer, now) -> action`: the five steps and
                         which consumes the slot (asks `RefusalCode.consumes_slot`, nothing else)
       daemon            `Daemon`: the executor — reads the clock once per tick, does each action's
-                        I/O (sync, claim, updater, reports, state saves, log lines), feeds back
+                        I/O through the modules below, feeds back
+      config_sync       step 1, the reach: config with ETag/304, the cache, the clock's warning
+      dispatch          step 5: a granted claim through the updater to its recorded, reported
+                        outcome; retries inside the window; settles what no claim stands behind
+      claim_keeper      the daemon's state saves when the disk may be full: claims and ended
+                        runs kept in memory
+      daemon_lines      the log lines that need words: a waiting minute, a slot gone
       daemon_loop       the service around it: APScheduler's one-minute job, signals, systemd
                         notify, one daemon per state directory
       claim_window      pure: until when a claimed run may still switch (its window, its token)

@@ -6,8 +6,16 @@ It knows nothing of schedules, slots or the control plane's API: the daemon hand
 ground of the agent (`errors`, `atomic_file`, `pid_lock`); nothing here imports the daemon.
 
     update_records      `UpdateRequest`, `UpdateOutcome`: what the daemon hands over and gets back
-    updater             `Updater`: apply / resume / installed_version, the step machine; the one
-                        module here that downloads, writes and runs commands (through the others)
+    updater             `Updater`: apply / resume / settle / installed_version — the lock, the
+                        acceptance of a request, the entry points; it downloads, writes and runs
+                        commands through the modules below, the one way into them
+    step_machine        the steps of an accepted update, from the recorded one to an outcome;
+                        the attempt bound (`MAX_RUN_ATTEMPTS`)
+    switching           swap `current`/`previous`, restart and health-check, roll back; the end
+                        of an update after an unexpected failure
+    step_recorder       the state-file write at each step boundary; commit, fail, defer; tidying
+    update_locking      one update at a time (`update.lock`), the updater's umask
+    failure_reasons     pure: an exception's `OutcomeReason`, whether it may pass, its words
     on_demand           `UpdaterOnDemand`: the daemon's updater, built on the first update
     updater_settings    `UpdaterSettings`, the updater's section of the agent's settings
     trusted_keys        the trusted release keys: read at start, key objects built on first use
@@ -28,8 +36,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agent_daemon.updater.update_locking import update_lock
     from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
-    from agent_daemon.updater.updater import Updater, update_lock
+    from agent_daemon.updater.updater import Updater
     from agent_daemon.updater.updater_settings import UpdaterSettings
 
 __all__ = ["UpdateOutcome", "UpdateRequest", "Updater", "UpdaterSettings", "update_lock"]
@@ -40,7 +49,7 @@ _HOME = {
     "UpdateOutcome": "update_records",
     "UpdateRequest": "update_records",
     "Updater": "updater",
-    "update_lock": "updater",
+    "update_lock": "update_locking",
     "UpdaterSettings": "updater_settings",
 }
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_daemon.daemon import MAX_DISPATCH_ATTEMPTS, is_current
 from agent_daemon.daemon_state import StateStore
+from agent_daemon.decision import is_current
+from agent_daemon.dispatch import MAX_DISPATCH_ATTEMPTS
 from agent_daemon.updater import UpdateOutcome, UpdateRequest
 from ground.contract import OutcomeReason
 from nachtwacht.worlds.clocks import ManualClock, SkewedClock

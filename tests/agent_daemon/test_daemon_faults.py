@@ -16,8 +16,8 @@ from typing import get_args
 import httpx
 import pytest
 
-from agent_daemon.daemon import MAX_DISPATCH_ATTEMPTS
 from agent_daemon.daemon_state import StateStore
+from agent_daemon.dispatch import MAX_DISPATCH_ATTEMPTS
 from agent_daemon.outbox import Outbox
 from agent_daemon.updater import UpdateOutcome, UpdateRequest
 from agent_daemon.updater.swap_gate import SwapAllowed, SwapRefused, SwapUnanswered, SwapVerdict

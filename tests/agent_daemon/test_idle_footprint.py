@@ -26,6 +26,9 @@ pytestmark = pytest.mark.slow
 UPDATE_ONLY_MODULES = (
     "cryptography",
     "agent_daemon.updater.updater",
+    "agent_daemon.updater.step_machine",
+    "agent_daemon.updater.switching",
+    "agent_daemon.updater.step_recorder",
     "agent_daemon.updater.download",
     "agent_daemon.updater.install",
     "agent_daemon.updater.verify",

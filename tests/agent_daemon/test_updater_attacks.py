@@ -21,7 +21,7 @@ import pytest
 
 from agent_daemon.server_clock import ServerClock
 from agent_daemon.updater import Updater, UpdateRequest
-from agent_daemon.updater.updater import MAX_RUN_ATTEMPTS
+from agent_daemon.updater.step_machine import MAX_RUN_ATTEMPTS
 from ground.clock import SystemClock
 from nachtwacht.worlds.releases import Release
 from signed_release import sign_manifest

@@ -21,8 +21,8 @@ from agent_daemon.errors import (
     SelfTestFailed,
 )
 from agent_daemon.updater import UpdateRequest, download
+from agent_daemon.updater.failure_reasons import failure_reason
 from agent_daemon.updater.swap_gate import SwapAllowed, SwapRefused, SwapUnanswered, SwapVerdict
-from agent_daemon.updater.updater import failure_reason
 from ground.contract import OutcomeReason
 from tests.agent_daemon.updater_support.host import Host, host_running
 

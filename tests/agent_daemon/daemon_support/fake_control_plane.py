@@ -193,7 +193,7 @@ class FakeControlPlane:
         if line == f"POST {CLAIMS_PATH}":
             return self._claim(ClaimRequest.model_validate(body))
         if request.url.path in {HOLD_PATH, MANUAL_UPDATES_PATH}:
-            return self._host_request(request.method, request.url.path, body)
+            return self._host_request(request.method, request.url.path, body, request.content)
         if request.method == "POST" and request.url.path.endswith("/confirm"):
             return self._confirm(request.url.path.split("/")[-2])
         if self.reports_fail:
@@ -207,9 +207,10 @@ class FakeControlPlane:
             return self._outcome(run_id, OutcomeReport.model_validate(body))
         return self._answer(HTTPStatus.NOT_FOUND)
 
-    def _host_request(self, method: str, path: str, body: Any) -> httpx.Response:
+    def _host_request(self, method: str, path: str, body: Any, content: bytes) -> httpx.Response:
         """What `nachtwacht agent hold | release-hold | update-now` ask (the contract's
-        HOLD_PATH and MANUAL_UPDATES_PATH)."""
+        HOLD_PATH and MANUAL_UPDATES_PATH, which takes no body: one is a 422, as on the real
+        control plane)."""
         if (method, path) == ("PUT", HOLD_PATH):
             held = HoldRequest.model_validate(body)
             if held.until <= self.now():
@@ -222,6 +223,8 @@ class FakeControlPlane:
             self.hold = None
             return self._answer(HTTPStatus.NO_CONTENT)
         if (method, path) == ("POST", MANUAL_UPDATES_PATH):
+            if content:
+                return self._refuse(HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_request")
             pending = self.manual_run_id is not None and self.manual_run_id not in self.runs
             if not pending:
                 self.manual_run_id = str(uuid.uuid4())

@@ -1,0 +1,78 @@
+"""Why an update failed, as a reason and in words: pure functions of the exception.
+
+`failure_reason` maps the updater's exceptions (and an `OSError`) to the contract's
+`OutcomeReason` and says whether the failure may pass within the window (the platform
+unavailable, a cut or stalled download, a full disk, an interruption); `describe` words an
+exception for an outcome's error, and `clip` keeps that error short enough for a report.
+"""
+
+from __future__ import annotations
+
+import errno
+
+from agent_daemon.errors import (
+    DownloadFailed,
+    DownloadRefused,
+    DownloadTooLong,
+    DownloadUnavailable,
+    HealthCheckFailed,
+    InstallFailed,
+    NotEnoughDisk,
+    ReleaseRefused,
+    UntrustedArtifactSource,
+    UpdateError,
+    UpdateInProgress,
+)
+from ground.contract import AnswerCode, OutcomeReason
+
+__all__ = ["MAX_ERROR_CHARACTERS", "clip", "describe", "failure_reason"]
+
+# An outcome's error travels in a report whose field holds at most 2,000 characters
+# (ground.contract.MAX_MESSAGE_LENGTH); messages quoting hostile input are cut well before.
+MAX_ERROR_CHARACTERS = 1000
+
+_TOKEN_REASONS = {
+    AnswerCode.TOKEN_REVOKED.value: OutcomeReason.TOKEN_REVOKED,
+    AnswerCode.TOKEN_EXPIRED.value: OutcomeReason.TOKEN_EXPIRED,
+}
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def failure_reason(exc: BaseException) -> tuple[OutcomeReason | None, bool]:
+    """Why an update failed (`OutcomeReason`), and whether it may pass within the window:
+    the platform unavailable, a cut or stalled download, a full disk, an interruption."""
+    if isinstance(exc, DownloadRefused):
+        return _TOKEN_REASONS.get(exc.code or "", OutcomeReason.DOWNLOAD_FAILED), False
+    if isinstance(exc, DownloadUnavailable):
+        return OutcomeReason.PLATFORM_UNAVAILABLE, True
+    if isinstance(exc, NotEnoughDisk):
+        return OutcomeReason.DISK_FULL, True
+    if isinstance(exc, DownloadTooLong):
+        return OutcomeReason.DOWNLOAD_FAILED, False
+    if isinstance(exc, DownloadFailed):
+        return OutcomeReason.DOWNLOAD_FAILED, True
+    if isinstance(exc, ReleaseRefused | UntrustedArtifactSource):
+        return OutcomeReason.VERIFICATION_FAILED, False
+    if isinstance(exc, InstallFailed):
+        return OutcomeReason.INSTALL_FAILED, False
+    if isinstance(exc, HealthCheckFailed):
+        return OutcomeReason.HEALTH_CHECK_FAILED, False
+    if isinstance(exc, UpdateInProgress):
+        return OutcomeReason.INTERRUPTED, True
+    if isinstance(exc, OSError):
+        if exc.errno in _DISK_FULL_ERRNOS:
+            return OutcomeReason.DISK_FULL, True
+        return OutcomeReason.INTERRUPTED, True
+    return None, False
+
+
+def clip(text: str) -> str:
+    return text if len(text) <= MAX_ERROR_CHARACTERS else text[: MAX_ERROR_CHARACTERS - 1] + "…"
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, UpdateError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return f"{exc.filename or 'install'}: {exc.strerror or exc}"
+    return f"{type(exc).__name__}: {exc}"
