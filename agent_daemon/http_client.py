@@ -20,10 +20,12 @@ import httpx
 
 from agent_daemon.errors import ConfigError
 from agent_daemon.network_settings import NetworkSettings
+from agent_daemon.os_trust import RootsWidened
 from agent_daemon.proxy_route import ProxyChoice, ProxyRoute, resolve_route
 from agent_daemon.tls_trust import (
     PublicKeyPinMismatch,
     build_ssl_context,
+    causes,
     check_pin,
     explain_failure,
 )
@@ -119,7 +121,14 @@ class _AgentTransport(httpx.BaseTransport):
         )
         request.extensions = {**request.extensions, "trace": watch.trace}
         try:
-            return transport.handle_request(request)
+            try:
+                return transport.handle_request(request)
+            except httpx.TransportError as exc:
+                if not any(isinstance(cause, RootsWidened) for cause in causes(exc)):
+                    raise
+                # The OS's bundle is trusted now, beside its hashed directory; the handshake
+                # failed before anything of the request was sent (`agent_daemon.os_trust`).
+                return transport.handle_request(request)
         except PublicKeyPinMismatch as exc:
             raise httpx.ConnectError(str(exc), request=request) from exc
         except httpx.TransportError as exc:

@@ -15,6 +15,14 @@ A CA added to the host's store later is trusted after the daemon restarts.
 Which roots: OpenSSL's default locations (`SSL_CERT_FILE` / `SSL_CERT_DIR`, else the paths it was
 built with) when they hold certificates; otherwise the first bundle found where Linux
 distributions keep theirs (an OpenSSL built elsewhere, e.g. a Python from a foreign build).
+
+How they are read: where OpenSSL's defaults name both a bundle and a hashed directory (Debian and
+Ubuntu: `/etc/ssl/certs/ca-certificates.crt` and `/etc/ssl/certs`), the directory is consulted
+first — OpenSSL reads a root from it only when a chain names that root, so a daemon that talks to
+one control plane holds one root, not ~140. The bundle is read too, once, the first time a chain
+does not verify with the directory (a host whose directory lacks a root its bundle has), and the
+connection is made again (`RootsWidened`; no request has been sent when a handshake fails). So
+what verifies is exactly what OpenSSL's own default — the bundle *and* the directory — verifies.
 """
 
 from __future__ import annotations
@@ -28,7 +36,13 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["DISTRIBUTION_BUNDLES", "OsTrustContext", "load_os_roots", "os_trust_context"]
+__all__ = [
+    "DISTRIBUTION_BUNDLES",
+    "OsTrustContext",
+    "RootsWidened",
+    "load_os_roots",
+    "os_trust_context",
+]
 
 # Where distributions keep their CA bundle, most common first.
 DISTRIBUTION_BUNDLES = (
@@ -55,17 +69,41 @@ def load_os_roots(
     defaults: ssl.DefaultVerifyPaths | None = None,
     bundles: Sequence[str] = DISTRIBUTION_BUNDLES,
 ) -> None:
-    """Add the OS's trusted roots to `context` (the rule in the module docstring). `defaults`
-    is what OpenSSL reports of its locations and `bundles` where distributions keep theirs,
-    unless a test names others."""
+    """Add the OS's trusted roots to `context` (the rule in the module docstring), all of them.
+    `defaults` is what OpenSSL reports of its locations and `bundles` where distributions keep
+    theirs, unless a test names others."""
+    deferred = load_os_directory_first(context, defaults=defaults, bundles=bundles)
+    if deferred is not None:
+        context.load_verify_locations(cafile=deferred)
+
+
+def load_os_directory_first(
+    context: ssl.SSLContext,
+    *,
+    defaults: ssl.DefaultVerifyPaths | None = None,
+    bundles: Sequence[str] = DISTRIBUTION_BUNDLES,
+) -> str | None:
+    """Add the OS's trusted roots to `context`, the hashed directory alone where OpenSSL's
+    defaults name a bundle beside it: then return that bundle, for the caller to add when a
+    chain does not verify without it; None when everything is added."""
     found = ssl.get_default_verify_paths() if defaults is None else defaults
-    if found.cafile or (found.capath and _holds_hashed_certificates(found.capath)):
+    hashed = bool(found.capath) and _holds_hashed_certificates(found.capath)
+    if found.cafile and hashed:
+        context.load_verify_locations(capath=found.capath)
+        return found.cafile
+    if found.cafile or hashed:
         context.set_default_verify_paths()
-        return
+        return None
     for bundle in bundles:
         if os.path.isfile(bundle):
             context.load_verify_locations(cafile=bundle)
-            return
+            return None
+    return None
+
+
+class RootsWidened(ssl.SSLCertVerificationError):
+    """A chain did not verify with the OS's hashed directory alone; the bundle beside it is now
+    trusted too, so the same connection, made again, is judged as OpenSSL's default would."""
 
 
 class OsTrustContext(ssl.SSLContext):
@@ -75,21 +113,46 @@ class OsTrustContext(ssl.SSLContext):
         # ssl.SSLContext.__new__ has already taken `protocol`.
         self._roots_lock = threading.Lock()
         self._roots_loaded = False
+        self._bundle_deferred: str | None = None
 
     def _load_roots_once(self) -> None:
         with self._roots_lock:
             if not self._roots_loaded:
-                load_os_roots(self)
+                self._bundle_deferred = load_os_directory_first(self)
                 self._roots_loaded = True
+
+    def _add_deferred_bundle(self) -> bool:
+        """Trust the bundle held back so far; False when there was none left to add."""
+        with self._roots_lock:
+            bundle, self._bundle_deferred = self._bundle_deferred, None
+            if bundle is None:
+                return False
+            self.load_verify_locations(cafile=bundle)
+            return True
 
     def wrap_socket(self, sock: socket.socket, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
         self._load_roots_once()
-        return super().wrap_socket(sock, *args, **kwargs)
+        handshake_now = args[1] if len(args) > 1 else kwargs.get("do_handshake_on_connect", True)
+        if not handshake_now:
+            # The handshake comes later, where its failure does not come back here.
+            self._add_deferred_bundle()
+        try:
+            return super().wrap_socket(sock, *args, **kwargs)
+        except ssl.SSLCertVerificationError as failed:
+            if not self._add_deferred_bundle():
+                raise
+            widened = RootsWidened(*failed.args)
+            widened.verify_code = failed.verify_code
+            widened.verify_message = failed.verify_message
+            raise widened from failed
 
     def wrap_bio(
         self, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO, *args: Any, **kwargs: Any
     ) -> ssl.SSLObject:
+        # The handshake of a memory BIO (TLS through an https:// proxy) happens after this
+        # returns, where no failure comes back here: such a context trusts the bundle at once.
         self._load_roots_once()
+        self._add_deferred_bundle()
         return super().wrap_bio(incoming, outgoing, *args, **kwargs)
 
 

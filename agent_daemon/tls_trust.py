@@ -29,6 +29,7 @@ from agent_daemon.os_trust import os_trust_context
 __all__ = [
     "PublicKeyPinMismatch",
     "build_ssl_context",
+    "causes",
     "check_pin",
     "explain_failure",
     "spki_sha256",
@@ -116,7 +117,8 @@ def check_pin(ssl_object: Any, *, pin: str, host: str) -> None:
         raise PublicKeyPinMismatch(host, found)
 
 
-def _causes(exc: BaseException) -> Iterator[BaseException]:
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and what caused it, outermost first (each once)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -134,7 +136,7 @@ def explain_failure(
         if tls_host in {None, control_host}
         else f"the certificate of {tls_host}"
     )
-    for cause in _causes(exc):
+    for cause in causes(exc):
         if isinstance(cause, PublicKeyPinMismatch):
             return str(cause)
         if isinstance(cause, ssl.SSLCertVerificationError):

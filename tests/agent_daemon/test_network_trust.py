@@ -7,7 +7,6 @@ import base64
 import hashlib
 import os
 import socket
-import ssl
 from pathlib import Path
 
 import httpx
@@ -20,7 +19,7 @@ from agent_daemon.http_client import build_http_client
 from agent_daemon.network_settings import NetworkSettings
 from agent_daemon.tls_trust import build_ssl_context, spki_sha256
 from ground.contract import CONFIG_PATH
-from tests.agent_daemon.network_support.pki import Pki, make_pki
+from tests.agent_daemon.network_support.pki import Pki, hashed_directory, make_pki
 from tests.agent_daemon.network_support.servers import control_plane
 
 CREDENTIAL = "nwa_the_agents_credential"
@@ -72,24 +71,26 @@ def test_ca_file_makes_the_private_ca_trusted(pki: Pki) -> None:
         assert request["headers"]["Authorization"] == f"Bearer {CREDENTIAL}"
 
 
-def test_ca_file_is_added_to_the_os_trust_store_not_in_its_place(pki: Pki) -> None:
-    """SSL_CERT_FILE replaced the whole bundle; ca_file must keep every public CA trusted."""
-    plain = ssl.create_default_context()
-    plain.load_default_certs()
-    os_roots = plain.get_ca_certs(binary_form=True)
-    if not os_roots:
-        pytest.skip("this host's OS trust store is empty")
-    context = build_ssl_context(NetworkSettings(ca_file=pki.ca))
-    # The OS store is read at the first handshake (agent_daemon.os_trust): shown after it.
-    with (
-        control_plane(pki) as plane,
-        socket.create_connection(("127.0.0.1", plane.port)) as raw,
-        context.wrap_socket(raw, server_hostname="localhost") as tls,
-    ):
-        assert tls.version() is not None
-    trusted = set(context.get_ca_certs(binary_form=True))
-    assert set(os_roots) <= trusted
-    assert any(b"nachtwacht test CA" in root for root in trusted)
+def test_ca_file_is_added_to_the_os_trust_store_not_in_its_place(
+    pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SSL_CERT_FILE replaced the whole bundle; ca_file must keep every public CA trusted —
+    whether the OS store is read from its bundle or, root by root, from its hashed directory."""
+    public = make_pki(tmp_path / "public", ca_name="a public CA")
+    bundle, directory = tmp_path / "os-bundle.pem", tmp_path / "os-certs"
+    bundle.write_bytes(public.ca.read_bytes())
+    hashed_directory(directory, public.ca)
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    for os_directory in (directory, tmp_path / "no-directory"):
+        monkeypatch.setenv("SSL_CERT_DIR", str(os_directory))
+        context = build_ssl_context(NetworkSettings(ca_file=pki.ca))
+        for server in (public, pki):
+            with (
+                control_plane(server) as plane,
+                socket.create_connection(("127.0.0.1", plane.port)) as raw,
+                context.wrap_socket(raw, server_hostname="localhost") as tls,
+            ):
+                assert tls.version() is not None
 
 
 def test_a_certificate_for_another_name_is_refused_naming_the_host(pki: Pki) -> None:

@@ -1,18 +1,25 @@
 """The OS trust store on Linux, read once per context (`agent_daemon.os_trust`; issue 16,
 footprint): not before the first handshake, never again after it, and from the distributions'
-bundle when OpenSSL's own locations hold nothing. Real handshakes with a TLS server on loopback;
-the "OS store" is a bundle file named by SSL_CERT_FILE, as OpenSSL reads it."""
+bundle when OpenSSL's own locations hold nothing; where a hashed directory sits beside the bundle,
+the directory first and the bundle only when a chain needs it — trusting exactly what OpenSSL's
+default trusts. Real handshakes with a TLS server on loopback; the "OS store" is a bundle file
+named by SSL_CERT_FILE and a directory named by SSL_CERT_DIR, as OpenSSL reads them."""
 
 from __future__ import annotations
 
 import socket
 import ssl
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
-from agent_daemon.os_trust import OsTrustContext, load_os_roots, os_trust_context
-from tests.agent_daemon.network_support.pki import Pki, make_pki
+from agent_daemon.http_client import build_http_client
+from agent_daemon.network_settings import NetworkSettings
+from agent_daemon.os_trust import OsTrustContext, RootsWidened, load_os_roots, os_trust_context
+from ground.contract import CONFIG_PATH
+from tests.agent_daemon.network_support.pki import Pki, hashed_directory, make_pki
 from tests.agent_daemon.network_support.servers import control_plane
 
 NOTHING_FOUND = ssl.DefaultVerifyPaths("", "", "SSL_CERT_FILE", "", "SSL_CERT_DIR", "")
@@ -86,3 +93,112 @@ def test_a_host_without_any_roots_trusts_nothing(tmp_path: Path) -> None:
     assert context.cert_store_stats()["x509_ca"] == 0
     with pytest.raises(ssl.SSLCertVerificationError):
         handshake(context, make_pki(tmp_path / "pki"))
+
+
+# -- a hashed directory beside the bundle (Debian's /etc/ssl/certs) --------------------------------
+
+
+@dataclass(frozen=True)
+class OsStore:
+    bundle: Path
+    directory: Path
+
+
+@pytest.fixture
+def os_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> OsStore:
+    """An OS store of this test's own with both parts: SSL_CERT_FILE and SSL_CERT_DIR."""
+    store = OsStore(bundle=tmp_path / "os-bundle.pem", directory=tmp_path / "os-certs")
+    store.bundle.write_text("")
+    store.directory.mkdir()
+    monkeypatch.setenv("SSL_CERT_FILE", str(store.bundle))
+    monkeypatch.setenv("SSL_CERT_DIR", str(store.directory))
+    return store
+
+
+def agent_client(url: str) -> httpx.Client:
+    return build_http_client(
+        base_url=url,
+        credential="nwa_the_agents_credential",
+        timeout_seconds=10,
+        network=NetworkSettings(),
+        environ={},
+    )
+
+
+def test_a_root_in_the_hashed_directory_is_the_only_root_read(
+    tmp_path: Path, os_store: OsStore
+) -> None:
+    # The daemon's footprint: one control plane's chain needs one root, not the whole bundle.
+    pki = make_pki(tmp_path / "pki")
+    others = [make_pki(tmp_path / f"o{n}", ca_name=f"other CA {n}").ca for n in range(3)]
+    os_store.bundle.write_bytes(b"".join(ca.read_bytes() for ca in [pki.ca, *others]))
+    hashed_directory(os_store.directory, pki.ca, *others)
+    context = os_trust_context()
+    assert handshake(context, pki) is not None
+    assert handshake(context, pki) is not None
+    assert context.cert_store_stats()["x509_ca"] == 1
+
+
+def test_a_root_only_in_the_bundle_is_trusted_on_the_same_request(
+    tmp_path: Path, os_store: OsStore
+) -> None:
+    pki, other = make_pki(tmp_path / "pki"), make_pki(tmp_path / "other", ca_name="other CA")
+    os_store.bundle.write_bytes(pki.ca.read_bytes())
+    hashed_directory(os_store.directory, other.ca)
+    with control_plane(pki) as plane, agent_client(plane.url) as http:
+        statuses = [http.get(CONFIG_PATH).status_code, http.get(CONFIG_PATH).status_code]
+    assert statuses == [200, 200]
+    # The directory's attempt was refused, the same request made again with the bundle.
+    assert len(plane.refused_handshakes) == 1
+    assert [request["path"] for request in plane.requests] == [CONFIG_PATH, CONFIG_PATH]
+
+
+def test_a_socket_is_told_the_roots_widened_and_trusts_them_next(
+    tmp_path: Path, os_store: OsStore
+) -> None:
+    pki, other = make_pki(tmp_path / "pki"), make_pki(tmp_path / "other", ca_name="other CA")
+    os_store.bundle.write_bytes(pki.ca.read_bytes())
+    hashed_directory(os_store.directory, other.ca)
+    context = os_trust_context()
+    with pytest.raises(RootsWidened) as widened:
+        handshake(context, pki)
+    assert widened.value.verify_code == 20  # unable to get local issuer certificate
+    assert handshake(context, pki) is not None
+
+
+def test_a_root_in_neither_is_refused_after_one_attempt_with_the_bundle(
+    tmp_path: Path, os_store: OsStore
+) -> None:
+    pki, other = make_pki(tmp_path / "pki"), make_pki(tmp_path / "other", ca_name="other CA")
+    os_store.bundle.write_bytes(other.ca.read_bytes())
+    hashed_directory(os_store.directory, other.ca)
+    with control_plane(pki) as plane, agent_client(plane.url) as http:
+        with pytest.raises(httpx.ConnectError) as caught:
+            http.get(CONFIG_PATH)
+        assert "certificate is not trusted" in str(caught.value)
+        assert "--ca-file" in str(caught.value)
+        with pytest.raises(httpx.ConnectError):
+            http.get(CONFIG_PATH)
+    # The directory's attempt and the bundle's, then one per request: no loop of attempts.
+    assert len(plane.refused_handshakes) == 3
+    assert plane.requests == []
+
+
+def test_a_handshake_made_later_trusts_the_bundle_from_the_start(
+    tmp_path: Path, os_store: OsStore
+) -> None:
+    # Its failure would not pass through the context: nothing could widen the roots then.
+    pki, other = make_pki(tmp_path / "pki"), make_pki(tmp_path / "other", ca_name="other CA")
+    os_store.bundle.write_bytes(pki.ca.read_bytes())
+    hashed_directory(os_store.directory, other.ca)
+    context = os_trust_context()
+    with (
+        control_plane(pki) as plane,
+        socket.create_connection(("127.0.0.1", plane.port)) as raw,
+        context.wrap_socket(raw, server_hostname="localhost", do_handshake_on_connect=False) as tls,
+    ):
+        tls.do_handshake()
+        assert tls.version() is not None
+    memory = os_trust_context()
+    memory.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="localhost")
+    assert memory.cert_store_stats()["x509_ca"] == 1

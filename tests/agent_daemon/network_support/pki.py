@@ -98,10 +98,10 @@ def _pem(path: Path, certificate: x509.Certificate) -> None:
     path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
 
 
-def make_pki(folder: Path) -> Pki:
+def make_pki(folder: Path, *, ca_name: str = "nachtwacht test CA") -> Pki:
     folder.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _issue(subject="nachtwacht test CA", key=ca_key, issuer=None, issuer_key=ca_key,
+    ca = _issue(subject=ca_name, key=ca_key, issuer=None, issuer_key=ca_key,
                 usage=None)  # fmt: skip
     server_key = ec.generate_private_key(ec.SECP256R1())
     server = _issue(subject="control.example", key=server_key, issuer=ca, issuer_key=ca_key,
@@ -145,3 +145,52 @@ def make_pki(folder: Path) -> Pki:
     _pem(pki.stranger_cert, stranger)
     _write_key(pki.stranger_key, stranger_key)
     return pki
+
+
+def _der(tag: int, content: bytes) -> bytes:
+    size = len(content)
+    if size < 0x80:
+        return bytes([tag, size]) + content
+    length = size.to_bytes((size.bit_length() + 7) // 8, "big")
+    return bytes([tag, 0x80 | len(length)]) + length + content
+
+
+def _der_oid(dotted: str) -> bytes:
+    first, second, *rest = (int(part) for part in dotted.split("."))
+    body = bytearray([first * 40 + second])
+    for arc in rest:
+        chunk = [arc & 0x7F]
+        while arc := arc >> 7:
+            chunk.append(0x80 | (arc & 0x7F))
+        body.extend(reversed(chunk))
+    return _der(0x06, bytes(body))
+
+
+def openssl_subject_hash(certificate: Path) -> str:
+    """The name OpenSSL looks a CA up by in a hashed directory (`openssl x509 -hash`): the
+    first four bytes, little-endian, of the SHA-1 of the subject's canonical encoding — each
+    RDN's values as UTF8String, trimmed, inner whitespace collapsed, lower-cased, the RDN sets
+    concatenated without the outer SEQUENCE."""
+    subject = x509.load_pem_x509_certificate(certificate.read_bytes()).subject
+    canonical = b""
+    for rdn in subject.rdns:
+        entries = []
+        for attribute in rdn:
+            text = " ".join(str(attribute.value).split()).lower()
+            value = _der(0x0C, text.encode())
+            entries.append(_der(0x30, _der_oid(attribute.oid.dotted_string) + value))
+        canonical += _der(0x31, b"".join(sorted(entries)))
+    digest = hashlib.sha1(canonical, usedforsecurity=False).digest()
+    return f"{int.from_bytes(digest[:4], 'little'):08x}"
+
+
+def hashed_directory(directory: Path, *certificates: Path) -> Path:
+    """A CA directory as OpenSSL's `c_rehash` lays one out: each certificate as `<hash>.N`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for certificate in certificates:
+        stem = openssl_subject_hash(certificate)
+        index = 0
+        while (directory / f"{stem}.{index}").exists():
+            index += 1
+        (directory / f"{stem}.{index}").write_bytes(certificate.read_bytes())
+    return directory
