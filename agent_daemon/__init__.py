@@ -46,7 +46,8 @@ Read `decision` first: it is the whole of DESIGN.md rule 8, pure. Everything els
       systemd_notify    READY / STATUS / WATCHDOG / STOPPING datagrams
       errors            the agent's exception tree
       lean_imports      keeps what the daemon never runs out of its memory: httpx's command-line
-                        tool, APScheduler's asyncio, process-pool and tzlocal imports
+                        tool and its `idna` (until a host is not ASCII), APScheduler's asyncio,
+                        process-pool and tzlocal imports
       os_trust          the OS trust store on Linux, read once per context (macOS, Windows:
                         truststore)
     updater/            applies one update: verify, download, install, switch, restart,
@@ -57,7 +58,7 @@ or `control_plane`. `updater/` uses only `errors`, `atomic_file` and `pid_lock` 
 daemon's modules import the updater, never the other way round.
 """
 
-from agent_daemon.lean_imports import keep_httpx_cli_out
+from agent_daemon.lean_imports import import_httpx
 
 # Before any module of the agent imports httpx (see lean_imports).
-keep_httpx_cli_out()
+import_httpx()

@@ -6,6 +6,12 @@ tool alone holds ~10 MiB of the daemon's memory for a lifetime of never being ca
 module takes its place before httpx is first imported; httpx's own fallback for a missing tool is
 the same shape (a `main` that cannot run the tool). Nothing else of httpx changes.
 
+httpx imports the `idna` package at import (its tables are ~0.45 MiB of the daemon's memory), for
+host names outside ASCII — a URL's host when encoding it, and a `xn--` host when showing it. The
+agent's control plane and artifact hosts are ASCII names or addresses, for which httpx never asks
+it. `import_httpx` imports httpx with a deferred stand-in for `idna` (below), which imports the
+real package the first time httpx uses it; `idna` itself is never replaced for anyone else.
+
 APScheduler 3 imports, for executors and checks the agent never uses, `asyncio` (for
 `iscoroutinefunction`, asked only by its asyncio and tornado executors), `concurrent.futures
 .process` with `multiprocessing` (for its process-pool executor) and `tzlocal` (for the local
@@ -26,7 +32,12 @@ from concurrent.futures import BrokenExecutor
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["DeferredModule", "apscheduler_without_unused_imports", "keep_httpx_cli_out"]
+__all__ = [
+    "DeferredModule",
+    "apscheduler_without_unused_imports",
+    "import_httpx",
+    "keep_httpx_cli_out",
+]
 
 
 def _httpx_cli_not_installed() -> None:
@@ -73,6 +84,32 @@ def _deferred_function(stand_in: DeferredModule, name: str) -> Callable[..., Any
     return call
 
 
+@contextmanager
+def _standing_in(stand_ins: dict[str, DeferredModule]) -> Iterator[None]:
+    """Imports inside the block find the stand-ins; a module already imported is left as it is
+    (then there is nothing to save). The stand-ins leave `sys.modules` when the block ends."""
+    installed = {name: stand_in for name, stand_in in stand_ins.items() if name not in sys.modules}
+    sys.modules.update(installed)
+    try:
+        yield
+    finally:
+        for name, stand_in in installed.items():
+            if sys.modules.get(name) is stand_in:
+                del sys.modules[name]
+
+
+def import_httpx() -> None:
+    """Import httpx without its command-line tool and with `idna` deferred, unless httpx is
+    already imported (then it is too late to save anything)."""
+    if "httpx" in sys.modules:
+        return
+    keep_httpx_cli_out()
+    # httpx: `import idna` in `_urlparse` and `_urls`; it reads `idna.encode`, `idna.decode` and
+    # `idna.IDNAError` only when a host is not ASCII (or is punycode), each from the real package.
+    with _standing_in({"idna": DeferredModule("idna")}):
+        importlib.import_module("httpx")
+
+
 def _scheduler_stand_ins() -> dict[str, DeferredModule]:
     asyncio = DeferredModule("asyncio")
     # apscheduler.util: `from asyncio import iscoroutinefunction`.
@@ -98,15 +135,5 @@ def _scheduler_stand_ins() -> dict[str, DeferredModule]:
 def apscheduler_without_unused_imports() -> Iterator[None]:
     """APScheduler's imports inside the block find the deferred stand-ins; a module already
     imported is left as it is (then there is nothing to save)."""
-    installed = {
-        name: stand_in
-        for name, stand_in in _scheduler_stand_ins().items()
-        if name not in sys.modules
-    }
-    sys.modules.update(installed)
-    try:
+    with _standing_in(_scheduler_stand_ins()):
         yield
-    finally:
-        for name, stand_in in installed.items():
-            if sys.modules.get(name) is stand_in:
-                del sys.modules[name]

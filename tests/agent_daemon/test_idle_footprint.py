@@ -41,14 +41,15 @@ UPDATE_ONLY_MODULES = (
     "signed_release.signature",
 )
 # What the daemon never uses: APScheduler's imports for executors and checks it does not run
-# (lean_imports), truststore (on Linux the OS store is read by os_trust), the platform's default
-# directories (a service has its state directory), the config writer (only `enroll` writes) and
-# the modules of `status` and the host verbs.
+# and httpx's `idna` for hosts outside ASCII (lean_imports), truststore (on Linux the OS store
+# is read by os_trust), the platform's default directories (a service has its state directory),
+# the config writer (only `enroll` writes) and the modules of `status` and the host verbs.
 NEVER_USED_MODULES = (
     "asyncio",
     "concurrent.futures.process",
     "multiprocessing",
     "tzlocal",
+    "idna",
     "truststore",
     "platformdirs",
     "tomli_w",

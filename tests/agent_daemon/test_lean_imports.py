@@ -137,3 +137,58 @@ def test_a_deferred_name_used_inside_the_block_imports_the_real_module() -> None
         """
     )
     assert found == {"answer": True, "replaced": True}
+
+
+def test_httpx_comes_without_idna_for_ascii_hosts() -> None:
+    found = run_fresh(
+        """
+        import json, sys
+        import agent_daemon.http_client
+        import httpx
+        url = httpx.URL("https://Control.Example:8443/v1/agent/config")
+        print(json.dumps({"host": url.host, "idna": "idna" in sys.modules}))
+        """
+    )
+    assert found == {"host": "control.example", "idna": False}
+
+
+def test_a_host_outside_ascii_is_encoded_and_a_bad_one_refused_by_the_real_idna() -> None:
+    found = run_fresh(
+        """
+        import json, sys
+        import agent_daemon
+        import httpx
+        url = httpx.URL("https://bücher.example/")
+        try:
+            httpx.URL("https://a\\u0080\\u0300b.example/")
+            refused = None
+        except httpx.InvalidURL as exc:
+            refused = str(exc)
+        import idna
+        print(json.dumps({
+            "raw_host": url.raw_host.decode(),
+            "host": url.host,
+            "refused": refused,
+            "real": idna.__spec__ is not None and sys.modules["idna"] is idna,
+        }))
+        """
+    )
+    assert found == {
+        "raw_host": "xn--bcher-kva.example",
+        "host": "bücher.example",
+        "refused": "Invalid IDNA hostname: 'a\\x80\u0300b.example'",
+        "real": True,
+    }
+
+
+def test_idna_imported_before_the_agent_is_the_one_httpx_uses() -> None:
+    found = run_fresh(
+        """
+        import json, sys
+        import idna
+        import agent_daemon
+        import httpx._urlparse
+        print(json.dumps({"same": httpx._urlparse.idna is idna}))
+        """
+    )
+    assert found == {"same": True}
