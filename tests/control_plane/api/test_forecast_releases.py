@@ -15,28 +15,12 @@ from typing import Any
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from control_plane.registry import Services
 from control_plane.types import Pool
 from nachtwacht.worlds.clocks import ManualClock
-from tests.control_plane.conftest import Agent, Api, Org, SignedRelease, sign_release
+from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
 
 NOON_BEFORE = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def two_releases(
-    services: Services, release_key: Ed25519PrivateKey, clock: ManualClock
-) -> tuple[SignedRelease, SignedRelease]:
-    """Stable 1.5.0 (everyone), then 1.6.0 (canary, the pair's current release)."""
-    old = sign_release(release_key, version="1.5.0", manifest_version=42)
-    new = sign_release(release_key, version="1.6.0", manifest_version=43)
-    for release in (old, new):
-        services.releases.publish(
-            release.manifest, release.signature, release.artifact, now=clock.now()
-        )
-    return old, new
 
 
 def _operator(api: Api, key: str, method: str, path: str, **body: Any) -> httpx.Response:
