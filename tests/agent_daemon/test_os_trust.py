@@ -115,6 +115,16 @@ def os_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> OsStore:
     return store
 
 
+@pytest.fixture
+def ca_apart(tmp_path: Path, os_store: OsStore) -> tuple[Pki, Pki]:
+    """The control plane's CA, and another one; the store holds the first only in its bundle,
+    the second only in its directory (each test rewrites what it needs otherwise)."""
+    pki, other = make_pki(tmp_path / "pki"), make_pki(tmp_path / "other", ca_name="other CA")
+    os_store.bundle.write_bytes(pki.ca.read_bytes())
+    hashed_directory(os_store.directory, other.ca)
+    return pki, other
+
+
 def agent_client(url: str) -> httpx.Client:
     return build_http_client(
         base_url=url,
@@ -140,11 +150,9 @@ def test_a_root_in_the_hashed_directory_is_the_only_root_read(
 
 
 def test_a_root_only_in_the_bundle_is_trusted_on_the_same_request(
-    tmp_path: Path, os_store: OsStore
+    ca_apart: tuple[Pki, Pki],
 ) -> None:
-    pki, other = make_pki(tmp_path / "pki"), make_pki(tmp_path / "other", ca_name="other CA")
-    os_store.bundle.write_bytes(pki.ca.read_bytes())
-    hashed_directory(os_store.directory, other.ca)
+    pki, _ = ca_apart
     with control_plane(pki) as plane, agent_client(plane.url) as http:
         statuses = [http.get(CONFIG_PATH).status_code, http.get(CONFIG_PATH).status_code]
     assert statuses == [200, 200]
@@ -153,12 +161,8 @@ def test_a_root_only_in_the_bundle_is_trusted_on_the_same_request(
     assert [request["path"] for request in plane.requests] == [CONFIG_PATH, CONFIG_PATH]
 
 
-def test_a_socket_is_told_the_roots_widened_and_trusts_them_next(
-    tmp_path: Path, os_store: OsStore
-) -> None:
-    pki, other = make_pki(tmp_path / "pki"), make_pki(tmp_path / "other", ca_name="other CA")
-    os_store.bundle.write_bytes(pki.ca.read_bytes())
-    hashed_directory(os_store.directory, other.ca)
+def test_a_socket_is_told_the_roots_widened_and_trusts_them_next(ca_apart: tuple[Pki, Pki]) -> None:
+    pki, _ = ca_apart
     context = os_trust_context()
     with pytest.raises(RootsWidened) as widened:
         handshake(context, pki)
@@ -167,11 +171,10 @@ def test_a_socket_is_told_the_roots_widened_and_trusts_them_next(
 
 
 def test_a_root_in_neither_is_refused_after_one_attempt_with_the_bundle(
-    tmp_path: Path, os_store: OsStore
+    os_store: OsStore, ca_apart: tuple[Pki, Pki]
 ) -> None:
-    pki, other = make_pki(tmp_path / "pki"), make_pki(tmp_path / "other", ca_name="other CA")
+    pki, other = ca_apart
     os_store.bundle.write_bytes(other.ca.read_bytes())
-    hashed_directory(os_store.directory, other.ca)
     with control_plane(pki) as plane, agent_client(plane.url) as http:
         with pytest.raises(httpx.ConnectError) as caught:
             http.get(CONFIG_PATH)
@@ -184,13 +187,9 @@ def test_a_root_in_neither_is_refused_after_one_attempt_with_the_bundle(
     assert plane.requests == []
 
 
-def test_a_handshake_made_later_trusts_the_bundle_from_the_start(
-    tmp_path: Path, os_store: OsStore
-) -> None:
+def test_a_handshake_made_later_trusts_the_bundle_from_the_start(ca_apart: tuple[Pki, Pki]) -> None:
     # Its failure would not pass through the context: nothing could widen the roots then.
-    pki, other = make_pki(tmp_path / "pki"), make_pki(tmp_path / "other", ca_name="other CA")
-    os_store.bundle.write_bytes(pki.ca.read_bytes())
-    hashed_directory(os_store.directory, other.ca)
+    pki, _ = ca_apart
     context = os_trust_context()
     with (
         control_plane(pki) as plane,
