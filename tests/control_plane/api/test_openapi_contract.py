@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -121,6 +121,11 @@ def test_generated_requests_get_the_answers_the_document_promises(
     assert failures == [], "\n\n".join(failures)
 
 
+_FRAMING_HEADERS = frozenset(
+    {"content-length", "transfer-encoding", "host", "connection", "expect", "upgrade", "te"}
+)
+
+
 def _exchange(operation: Any, base_url: str, headers: dict[str, str], mode: GenerationMode) -> None:
     """At most 20 generated requests, the same ones every run, each answer checked."""
 
@@ -134,6 +139,10 @@ def _exchange(operation: Any, base_url: str, headers: dict[str, str], mode: Gene
     )
     @given(case=operation.as_strategy(generation_mode=mode))
     def exchange(case: schemathesis.Case) -> None:
+        # A generated header that frames the message itself (`Content-Length: attempt`) makes a
+        # request the HTTP server refuses before any route sees it (uvicorn's 400): a test of
+        # the server's parser, not of the document's answers.
+        assume(not any(name.lower() in _FRAMING_HEADERS for name in case.headers or {}))
         response = case.call(base_url=base_url, headers=headers, timeout=30)
         case.validate_response(response, checks=CHECKS)
 
