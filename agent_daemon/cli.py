@@ -152,7 +152,7 @@ def main(argv: list[str]) -> int:
         return 2
     paths = resolve_paths(state_dir=args.state_dir, config_file=args.config, environ=os.environ)
     try:
-        return _run_command(args, paths)
+        return _call_verb(args, paths)
     except (AgentError, ReleaseError, ClockConfigError) as exc:
         # One format for every line (a bad config file may name several fields).
         for line in str(exc).splitlines() or [type(exc).__name__]:
@@ -164,7 +164,7 @@ def main(argv: list[str]) -> int:
         return 2
 
 
-def _run_command(args: argparse.Namespace, paths: AgentPaths) -> int:
+def _call_verb(args: argparse.Namespace, paths: AgentPaths) -> int:
     if args.command == "run":
         return run_daemon(paths)
     if args.command == "enroll":
