@@ -23,7 +23,12 @@ ground of the agent (`errors`, `atomic_file`, `pid_lock`); nothing here imports 
     swap_gate           the question asked right before the switch, and its three verdicts
     verify              pure: is this signed manifest acceptable here and now?
     artifact_source     where the artifact may come from and whether the credential goes along
-    download            the artifact, resumable, bounded by the signed length and one deadline
+    download            the artifact, resumable, bounded by the signed length and one deadline:
+                        the exchange, where the body continues, the copy, the final check
+    download_staging    staging/: the `.part`, its ETag, the finished artifact; free space
+    download_answer     the server's headers read with strict, bounded grammars; an error's code
+    download_watchdog   one deadline over the whole exchange (shuts the socket down)
+    download_writer     the body written and hashed in threads of their own as it arrives
     install             unpack into versions/<v>/ with `signed_release.build_archive`, self-test
     build_command       run the build's own code: bounded time and output, as the agent's user
     layout              versions/, current, previous: the install root on disk

@@ -25,12 +25,8 @@ from agent_daemon.updater.artifact_source import (
     parse_origin,
     resolve_source,
 )
-from agent_daemon.updater.download import (
-    ArtifactSpec,
-    DownloadLimits,
-    download_artifact,
-    final_path,
-)
+from agent_daemon.updater.download import ArtifactSpec, DownloadLimits, download_artifact
+from agent_daemon.updater.download_staging import final_path
 from agent_daemon.updater.failure_reasons import describe, failure_reason
 from agent_daemon.updater.install import install_build, self_test
 from agent_daemon.updater.layout import InstallLayout

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent_daemon.cli import _build_updater
+from agent_daemon.agent_parts import build_updater
 from agent_daemon.errors import ConfigError
 from agent_daemon.settings import (
     AgentPaths,
@@ -88,7 +88,7 @@ def test_download_limits_from_the_config_reach_the_updater(tmp_path: Path, key_f
     }
     settings = load_settings(write(tmp_path, fields(key_file, **limits)))
     with httpx.Client() as http:
-        updater = _build_updater(settings, http=http, clock=SystemClock())
+        updater = build_updater(settings, http=http, clock=SystemClock())
     built = updater.settings
     assert built.download_read_timeout_seconds == 90.0
     assert built.download_deadline_seconds == 3600.0

@@ -25,8 +25,8 @@ from agent_daemon.updater.download import (
     DownloadLimits,
     _read_bigger,
     download_artifact,
-    part_path,
 )
+from agent_daemon.updater.download_staging import part_path
 from nachtwacht.worlds.artifact_server import ArtifactServer, artifact_server
 
 # Several reads of the larger size, and not a multiple of it.

@@ -30,6 +30,10 @@ UPDATE_ONLY_MODULES = (
     "agent_daemon.updater.switching",
     "agent_daemon.updater.step_recorder",
     "agent_daemon.updater.download",
+    "agent_daemon.updater.download_answer",
+    "agent_daemon.updater.download_staging",
+    "agent_daemon.updater.download_watchdog",
+    "agent_daemon.updater.download_writer",
     "agent_daemon.updater.install",
     "agent_daemon.updater.verify",
     "agent_daemon.updater.build_command",
@@ -43,7 +47,8 @@ UPDATE_ONLY_MODULES = (
 # What the daemon never uses: APScheduler's imports for executors and checks it does not run
 # and httpx's `idna` for hosts outside ASCII (lean_imports), truststore (on Linux the OS store
 # is read by os_trust), the platform's default directories (a service has its state directory),
-# the config writer (only `enroll` writes) and the modules of `status` and the host verbs.
+# the config writer (only `enroll` writes) and the modules of `enroll`, `status` and the host
+# verbs (`agent_daemon.cli` imports each with its verb).
 NEVER_USED_MODULES = (
     "asyncio",
     "concurrent.futures.process",
@@ -55,6 +60,9 @@ NEVER_USED_MODULES = (
     "tomli_w",
     "agent_daemon.status",
     "agent_daemon.host_commands",
+    "agent_daemon.enroll_cli",
+    "agent_daemon.status_cli",
+    "agent_daemon.host_verbs_cli",
 )
 # What every idle minute does need: proof that the import list is complete enough to judge by.
 IDLE_MODULES = ("httpx", "pydantic", "apscheduler", "agent_daemon.daemon", "agent_daemon.wire")

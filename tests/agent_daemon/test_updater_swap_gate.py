@@ -20,7 +20,7 @@ from agent_daemon.errors import (
     NotEnoughDisk,
     SelfTestFailed,
 )
-from agent_daemon.updater import UpdateRequest, download
+from agent_daemon.updater import UpdateRequest, download_writer
 from agent_daemon.updater.failure_reasons import failure_reason
 from agent_daemon.updater.swap_gate import SwapAllowed, SwapRefused, SwapUnanswered, SwapVerdict
 from ground.contract import OutcomeReason
@@ -188,11 +188,11 @@ def test_a_full_disk_while_downloading_is_disk_full_and_may_pass(
     with host_running(tmp_path) as host:
         request = host.request(host.factory.release("1.5.0", 42), "run-1")
 
-        def disk_full(self: download._WrittenBehind, chunk: bytes) -> None:
+        def disk_full(self: download_writer.WrittenBehind, chunk: bytes) -> None:
             raise OSError(errno.ENOSPC, "No space left on device", "staging")
 
         # The writer of the download's bytes meets a full disk (the injected seam).
-        monkeypatch.setattr(download._WrittenBehind, "put", disk_full)
+        monkeypatch.setattr(download_writer.WrittenBehind, "put", disk_full)
         outcome = host.updater().apply(request)
         assert (outcome.status, outcome.reason, outcome.retry) == (
             "failed",
