@@ -20,6 +20,7 @@ from control_plane.accounts.services import (
 )
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, RequestNow, services_of
+from control_plane.api.no_body import NoBody
 from control_plane.runs.services import RunList
 from ground.contract import API_PREFIX
 
@@ -80,7 +81,7 @@ def issue_credential(
     responses=errors(*AUTHENTICATED, 404, 422),
 )
 def revoke_credential(
-    credential_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow
+    credential_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow, _body: NoBody
 ) -> CredentialView:
     """Refuse the credential from the next request on (revoking it again changes nothing)."""
     return services_of(request).accounts.revoke(credential_id, now=now, actor=actor_of(caller))
@@ -93,7 +94,7 @@ def revoke_credential(
     responses=errors(*AUTHENTICATED, 404, 409, 422),
 )
 def rotate_credential(
-    credential_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow
+    credential_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow, _body: NoBody
 ) -> IssuedCredential:
     """A new secret for the same holder and scope (shown once); the old one is revoked at once."""
     return services_of(request).accounts.rotate(credential_id, now=now, actor=actor_of(caller))
@@ -105,7 +106,7 @@ def rotate_credential(
     responses=errors(*AUTHENTICATED, 404, 422),
 )
 def delete_agent(
-    agent_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow
+    agent_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow, _body: NoBody
 ) -> DeletedAgent:
     """Delete an agent: its credentials are revoked and it leaves the panel; its runs and events
     stay (`GET /v1/admin/agents/{id}/runs`, `GET /v1/admin/events?agent_id=…`)."""

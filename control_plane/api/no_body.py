@@ -28,7 +28,7 @@ async def refuse_a_body(request: Request) -> None:
         "body",
         body.decode("utf-8", errors="replace"),
         f"({len(body)} bytes) — expected no body: {request.method} {request.url.path} takes "
-        "none (the agent is the one its credential names)",
+        "none (what it acts on is in its path and credential)",
         code=AnswerCode.INVALID_REQUEST.value,
     )
 

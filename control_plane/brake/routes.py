@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from control_plane.accounts.services import actor_of
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, RequestNow, services_of
+from control_plane.api.no_body import NoBody
 from control_plane.brake.services import BrakeChange, BrakeState, ReleaseBrake, RevokedToken
 from ground.contract import API_PREFIX
 
@@ -93,7 +94,7 @@ def put_release_brake(
     responses=errors(*AUTHENTICATED, 404, 422),
 )
 def revoke_token(
-    token_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow
+    token_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow, _body: NoBody
 ) -> RevokedToken:
     """Revoke one throttle token: its run's download is refused from now on."""
     return services_of(request).brake.revoke_token(token_id, now=now, actor=actor_of(caller))

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import PanelCaller, RequestNow, services_of
+from control_plane.api.no_body import NoBody
 from control_plane.notifications.services import (
     NotificationPage,
     NotificationView,
@@ -101,9 +102,9 @@ def get_webhook(request: Request, caller: PanelCaller) -> WebhookView:
 
 
 @router.delete(
-    "/webhook", status_code=204, response_class=Response, responses=errors(*AUTHENTICATED)
+    "/webhook", status_code=204, response_class=Response, responses=errors(*AUTHENTICATED, 422)
 )
-def delete_webhook(request: Request, caller: PanelCaller) -> Response:
+def delete_webhook(request: Request, caller: PanelCaller, _body: NoBody) -> Response:
     """Stop sending notifications to the webhook (the inbox keeps them)."""
     assert caller.org_id is not None
     services_of(request).webhooks.delete(caller.org_id)

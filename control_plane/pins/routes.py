@@ -17,6 +17,7 @@ from control_plane.api.deps import (
     RequestNow,
     services_of,
 )
+from control_plane.api.no_body import NoBody
 from control_plane.pins.holds import MAX_HOLD_REASON_LENGTH
 from control_plane.pins.services import MAX_PIN_REASON_LENGTH, PinList, PinView
 from ground.contract import API_PREFIX, HOLD_PATH, HoldRequest, HoldView
@@ -56,9 +57,9 @@ def hold_self(
     status_code=204,
     response_class=Response,
     tags=["agent"],
-    responses=errors(*AUTHENTICATED, 404),
+    responses=errors(*AUTHENTICATED, 404, 422),
 )
-def release_self(request: Request, caller: AgentCaller, now: RequestNow) -> Response:
+def release_self(request: Request, caller: AgentCaller, now: RequestNow, _body: NoBody) -> Response:
     """The host ends its hold (whoever set it); 204 also when it was not held."""
     assert caller.agent_id is not None
     services_of(request).pins.release_hold(
@@ -111,7 +112,7 @@ def hold_agent(
     responses=errors(*AUTHENTICATED, 404, 422),
 )
 def release_agent(
-    agent_id: UUID, request: Request, caller: PanelCaller, now: RequestNow
+    agent_id: UUID, request: Request, caller: PanelCaller, now: RequestNow, _body: NoBody
 ) -> Response:
     """The customer ends its agent's hold (whoever set it); 204 also when it was not held."""
     assert caller.org_id is not None
@@ -194,7 +195,7 @@ def pin_agent(
     responses=errors(*AUTHENTICATED, 404, 422),
 )
 def unpin_agent(
-    agent_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow
+    agent_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow, _body: NoBody
 ) -> Response:
     """Remove the agent's own pin (404 when it has none)."""
     services_of(request).pins.unpin(agent_id=agent_id, actor=actor_of(caller), now=now)
@@ -223,7 +224,9 @@ def pin_org(
     tags=["operator"],
     responses=errors(*AUTHENTICATED, 404, 422),
 )
-def unpin_org(org_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow) -> Response:
+def unpin_org(
+    org_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow, _body: NoBody
+) -> Response:
     """Remove the organisation's pin (404 when it has none)."""
     services_of(request).pins.unpin(org_id=org_id, actor=actor_of(caller), now=now)
     return Response(status_code=204)

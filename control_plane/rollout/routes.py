@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from control_plane.accounts.services import actor_of
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, PanelCaller, RequestNow, services_of
+from control_plane.api.no_body import NoBody
 from control_plane.rollout.halts import MAX_HALT_REASON_LENGTH, HaltView, OperatorNotice
 from control_plane.rollout.services import (
     AgentRelease,
@@ -263,7 +264,7 @@ def notices(request: Request, caller: OperatorCaller) -> NoticeList:
     responses=errors(*AUTHENTICATED, 404, 422),
 )
 def mark_notice_read(
-    notice_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow
+    notice_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow, _body: NoBody
 ) -> OperatorNotice:
     """Mark one notice read (the inbox's "N new" goes down); recorded as `notice.read` with its
     actor. A notice already read keeps the instant it was first read."""

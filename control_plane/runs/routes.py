@@ -17,6 +17,7 @@ from control_plane.api.deps import (
     RequestNow,
     services_of,
 )
+from control_plane.api.no_body import NoBody
 from control_plane.runs.ranges import Unsatisfiable, requested_range
 from control_plane.runs.services import Operations, ReleaseRetry, RunList
 from control_plane.runs.views import RunView
@@ -97,7 +98,7 @@ def report_outcome(
     responses=errors(*AUTHENTICATED, 404, 409, 422, models={403: DownloadRefusal}),
 )
 def confirm_swap(
-    run_id: UUID, request: Request, caller: AgentCaller, now: RequestNow
+    run_id: UUID, request: Request, caller: AgentCaller, now: RequestNow, _body: NoBody
 ) -> SwapPermit:
     """Asked immediately before the swap: 200 with the token and the window's end while the run
     is this agent's, still claimed, its token neither revoked nor expired and its window open.
@@ -162,7 +163,7 @@ def download_artifact(
     responses=errors(*AUTHENTICATED, 404, 422),
 )
 def retry_release(
-    agent_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow
+    agent_id: UUID, request: Request, caller: OperatorCaller, now: RequestNow, _body: NoBody
 ) -> ReleaseRetry:
     """Offer this agent again the release it rolled back: its next slot claims a token for it
     instead of being skipped with `release_rolled_back`. Recorded with the operator."""
@@ -197,7 +198,12 @@ def agent_runs(agent_id: UUID, request: Request, caller: PanelCaller) -> RunList
     },
 )
 def request_update(
-    agent_id: UUID, request: Request, response: Response, caller: PanelCaller, now: RequestNow
+    agent_id: UUID,
+    request: Request,
+    response: Response,
+    caller: PanelCaller,
+    now: RequestNow,
+    _body: NoBody,
 ) -> RunView:
     """Update this agent now (a manual update: no slot, no caps). 202 new, 200 already pending."""
     assert caller.org_id is not None
