@@ -284,3 +284,39 @@ def test_a_connection_keeps_granting_after_grants_that_found_a_cap_full(
             with pytest.raises(ClaimRefused):
                 grant(conn, f"{SLOT}#{n}-full", cap=0)  # the organisation's cap 0: full
     assert _counts(database_url)[2:] == (8, 8)
+
+
+def test_a_grant_that_failed_for_another_reason_leaves_its_connection_to_be_replaced(
+    services: Services,
+    pool: Pool,
+    agent: Agent,
+    counters: psycopg.Connection[tuple[object, ...]],
+    database_url: str,
+) -> None:
+    # Any failure but a full cap may have skipped a statement the driver prepared behind it: the
+    # connection is closed, and the pool hands the next grant another one.
+    counters.execute(
+        "UPDATE claim_rounds_global SET granted = granted WHERE round_start = %s",
+        [round_start(IN_THE_WINDOW)],
+    )  # the platform's counter row locked by another grant's transaction, left open
+    with pool.connection() as conn:
+        conn.execute("SET lock_timeout = '100ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            services.claims._grant(
+                conn,
+                agent_id=UUID(agent.agent_id),
+                org_id=UUID(agent.org_id),
+                slot_key=SLOT,
+                slot_at=SLOT_AT,
+                from_version="1.4.1",
+                existing_run=None,
+                caps=(5, 25),
+                track=DEFAULT_TRACK,
+                now=IN_THE_WINDOW,
+            )
+        assert conn.closed
+    counters.rollback()
+    claim = services.claims.claim_slot(UUID(agent.agent_id), SLOT, "1.4.1", IN_THE_WINDOW)
+    assert claim.created
+    assert _counts(database_url) == (5, 25, 1, 1)
+    assert _idle_in_transaction(database_url) == 0
