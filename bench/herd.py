@@ -382,6 +382,16 @@ def main() -> int:
             + " ".join(f"{ratio:.2f}" for ratio in ratios)
             + f"  (median {statistics.median(ratios):.2f}, {min(ratios):.2f}-{max(ratios):.2f})"
         )
+        # What a round costs beyond a bare burst of the same size: less moved by the machine's
+        # load than a ratio (a loaded baseline flatters every ratio).
+        excess = [
+            burst.seconds - beside.seconds
+            for burst, beside in zip(herd.window_bursts, herd.bare_bursts, strict=True)
+        ]
+        print(
+            f"per round, burst - bare: median {statistics.median(excess) * 1000:.0f} ms "
+            f"({min(excess) * 1000:.0f}-{max(excess) * 1000:.0f} ms)"
+        )
     client = window_cpu / window_seconds if window_seconds else 0.0
     bare_cpu = sum(b.client_cpu_seconds for b in herd.bare_bursts)
     print(
