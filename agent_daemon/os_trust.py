@@ -121,14 +121,12 @@ class OsTrustContext(ssl.SSLContext):
                 self._bundle_deferred = load_os_directory_first(self)
                 self._roots_loaded = True
 
-    def _add_deferred_bundle(self) -> bool:
-        """Trust the bundle held back so far; False when there was none left to add."""
+    def _add_deferred_bundle(self) -> None:
+        """Trust the bundle held back so far (once; later calls find nothing left to add)."""
         with self._roots_lock:
             bundle, self._bundle_deferred = self._bundle_deferred, None
-            if bundle is None:
-                return False
-            self.load_verify_locations(cafile=bundle)
-            return True
+            if bundle is not None:
+                self.load_verify_locations(cafile=bundle)
 
     def wrap_socket(self, sock: socket.socket, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
         self._load_roots_once()
@@ -136,11 +134,15 @@ class OsTrustContext(ssl.SSLContext):
         if not handshake_now:
             # The handshake comes later, where its failure does not come back here.
             self._add_deferred_bundle()
+        # Judged by what this handshake was made with: another one's failure may have added the
+        # bundle meanwhile, and then this connection, made again, is judged with it too.
+        without_bundle = self._bundle_deferred is not None
         try:
             return super().wrap_socket(sock, *args, **kwargs)
         except ssl.SSLCertVerificationError as failed:
-            if not self._add_deferred_bundle():
+            if not without_bundle:
                 raise
+            self._add_deferred_bundle()
             widened = RootsWidened(*failed.args)
             widened.verify_code = failed.verify_code
             widened.verify_message = failed.verify_message

@@ -201,3 +201,28 @@ def test_a_handshake_made_later_trusts_the_bundle_from_the_start(ca_apart: tuple
     memory = os_trust_context()
     memory.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="localhost")
     assert memory.cert_store_stats()["x509_ca"] == 1
+
+
+def test_a_handshake_begun_before_another_widened_the_roots_is_told_so(
+    ca_apart: tuple[Pki, Pki], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two connections of one context at once: the other's failure adds the bundle while this
+    # handshake, made without it, is under way. Its failure must also send its request again.
+    # One seam stands in: the handshake that fails after the other one widened the roots.
+    pki, _ = ca_apart
+    context = os_trust_context()
+    real = ssl.SSLContext.wrap_socket
+
+    def failed_after_another_widened(
+        self: OsTrustContext, sock: socket.socket, *args: object, **kwargs: object
+    ) -> ssl.SSLSocket:
+        monkeypatch.setattr(ssl.SSLContext, "wrap_socket", real)
+        self._add_deferred_bundle()
+        failed = ssl.SSLCertVerificationError(1, "certificate verify failed")
+        failed.verify_code, failed.verify_message = 20, "unable to get local issuer certificate"
+        raise failed
+
+    monkeypatch.setattr(ssl.SSLContext, "wrap_socket", failed_after_another_widened)
+    with pytest.raises(RootsWidened):
+        handshake(context, pki)
+    assert handshake(context, pki) is not None
