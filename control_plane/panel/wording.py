@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 from control_plane.events.services import EventView
 from control_plane.forecast.model import StageNight
-from control_plane.panel.backend import WebhookTest
+from control_plane.panel.customer_backend import WebhookTest
 from control_plane.panel.i18n import Language
 from control_plane.pins.holds import MAX_HOLD
 from control_plane.runs.views import RunView
@@ -414,7 +414,8 @@ def notification_lines(lang: Language, body: dict[str, Any]) -> list[str]:
 
 
 def webhook_test_text(lang: Language, test: WebhookTest) -> str:
-    """What came of a test delivery (`backend.WebhookTest`): delivered, or why not, in words."""
+    """What came of a test delivery (`customer_backend.WebhookTest`): delivered, or why not, in
+    words."""
     if test.delivered:
         return lang.gettext(
             "The test arrived: your address answered HTTP %(status)s.",
