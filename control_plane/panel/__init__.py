@@ -8,8 +8,9 @@
     rollout_backend.py    stages, halts, a release's brake, notices, canaries, pins, holds
     csrf.py             the forms' CSRF tokens (derived from the session's secret)
     i18n.py             the nine languages: catalogs compiled at start, choice, CLDR formatting
-    wording.py          the core's facts (problems, DST kinds, run states, reasons, events) said
-                        per language
+    wording.py          the core's facts (problems, DST kinds, run states, reasons) said per
+                        language;  event_wording.py  the trail's events, the notifications, a
+                        webhook test;  rollout_wording.py  stages, halts, pins, holds, notices
     progress.py         a manual update's steps, from the click to the outcome
     schedule_editor.py  the editor's rows, the problem next to its row, the preview of the nights
     charts.py           SVG pictures drawn on the server

@@ -13,8 +13,10 @@ from fastapi.responses import Response
 from control_plane.panel import (
     backend,
     customer_backend,
+    event_wording,
     operator_backend,
     rollout_backend,
+    rollout_wording,
     wording,
 )
 from control_plane.panel.charts import Bar
@@ -50,6 +52,7 @@ def agents(request: Request) -> Response:
         zone=zone,
         now=ctx.now,
         wording=wording,
+        rollout_wording=rollout_wording,
     )
 
 
@@ -93,6 +96,8 @@ def _agent_page(
         zone=platform.zone,
         catch_up=wording.catch_up_text(ctx.lang, platform.catch_up_minutes),
         wording=wording,
+        event_wording=event_wording,
+        rollout_wording=rollout_wording,
         saved=saved,
         requested=requested,
         release=release,
@@ -236,7 +241,7 @@ def notifications(request: Request) -> Response:
         unread=inbox.unread,
         items=inbox.notifications,
         zone=zone,
-        wording=wording,
+        event_wording=event_wording,
     )
 
 
@@ -283,7 +288,7 @@ def _webhook_page(
         secret_shown=secret_shown,
         saved=saved,
         last_test=last_test,
-        test_text=wording.webhook_test_text(ctx.lang, last_test) if last_test else None,
+        test_text=event_wording.webhook_test_text(ctx.lang, last_test) if last_test else None,
         zone=backend.platform(ctx.services).zone,
     )
 

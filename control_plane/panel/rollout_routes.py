@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from control_plane.panel import backend, customer_backend, rollout_backend, wording
+from control_plane.panel import backend, customer_backend, rollout_backend, rollout_wording
 from control_plane.panel.hold_routes import hold_start
 from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
 from control_plane.panel.web import PREFIX, PanelContext, page, redirect
@@ -40,7 +40,7 @@ def notices(request: Request) -> Response:
         "notices.html",
         notices=rollout_backend.notices(ctx.services),
         zone=backend.platform(ctx.services).zone,
-        wording=wording,
+        rollout_wording=rollout_wording,
     )
 
 
@@ -97,7 +97,7 @@ def _org_page(
         zone=backend.platform(ctx.services).zone,
         max_reason=MAX_PIN_REASON_LENGTH,
         max_version=MAX_VERSION_LENGTH,
-        wording=wording,
+        rollout_wording=rollout_wording,
     )
 
 
@@ -191,7 +191,7 @@ def _agent_page(
         max_hold_reason=MAX_HOLD_REASON_LENGTH,
         hold_form=hold_form or {},
         max_version=MAX_VERSION_LENGTH,
-        wording=wording,
+        rollout_wording=rollout_wording,
     )
 
 
