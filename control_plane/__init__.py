@@ -30,7 +30,7 @@ contract's models, raising the errors of `errors.py`; its `routes.py` holds no S
                     two seconds: the change feed (migration 0011) every worker reads
 
     panel/          the server-rendered panel under /panel/ (Jinja2, nine languages) and /docs
-                    from local files; it reaches the domains only through panel/backend.py
+                    from local files; it reaches the domains only through panel/*backend.py
     api/            create_app: the routers, the server-time middleware (the request's one
                     clock reading), domain errors → status; callers per bearer scheme
     registry.py     Services: every domain's service, built once by build_services

@@ -1,11 +1,16 @@
 """The panel: the customer's and the operator's screens, server-rendered, in nine languages.
 
-    backend.py          the one door into the control plane's services (only this file calls them);
-                        the sign-in sessions are the accounts domain's `SessionService`
+    backend.py          the door into the control plane's services (only it and the three
+                        below call them): the panel's errors, the sign-in sessions (the accounts
+                        domain's `SessionService`), the platform's settings
+    customer_backend.py   agents, schedules, manual runs, notifications, the webhook
+    operator_backend.py   the forecast and nights, the fleet, releases, credentials, the brake
+    rollout_backend.py    stages, halts, a release's brake, notices, canaries, pins, holds
     csrf.py             the forms' CSRF tokens (derived from the session's secret)
     i18n.py             the nine languages: catalogs compiled at start, choice, CLDR formatting
-    wording.py          the core's facts (problems, DST kinds, run states, reasons, events) said
-                        per language
+    wording.py          the core's facts (problems, DST kinds, run states, reasons) said per
+                        language;  event_wording.py  the trail's events, the notifications, a
+                        webhook test;  rollout_wording.py  stages, halts, pins, holds, notices
     progress.py         a manual update's steps, from the click to the outcome
     schedule_editor.py  the editor's rows, the problem next to its row, the preview of the nights
     charts.py           SVG pictures drawn on the server

@@ -13,7 +13,7 @@ from fastapi.responses import Response
 
 from control_plane.accounts.credentials import Audience
 from control_plane.accounts.services import IssuedCredential
-from control_plane.panel import backend
+from control_plane.panel import backend, operator_backend, rollout_backend
 from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
 from control_plane.panel.web import PREFIX, PanelContext, page, redirect
 
@@ -32,7 +32,7 @@ def _credentials_page(
     show_revoked: bool = False,
     revoked: bool = False,
 ) -> Response:
-    listed = backend.credentials(ctx.services, include_revoked=show_revoked)
+    listed = operator_backend.credentials(ctx.services, include_revoked=show_revoked)
     return page(
         ctx,
         "credentials.html",
@@ -44,7 +44,7 @@ def _credentials_page(
         show_revoked=show_revoked,
         revoked=revoked,
         own_credential=ctx.session.credential_id if ctx.session else None,
-        org_names=backend.org_names(ctx.services),
+        org_names=rollout_backend.org_names(ctx.services),
         zone=backend.platform(ctx.services).zone,
     )
 
@@ -77,7 +77,7 @@ def issue(
         if org is None:
             return _credentials_page(ctx, status_code=422, error_field="org_id", form=form)
     try:
-        issued = backend.issue_credential(
+        issued = operator_backend.issue_credential(
             ctx.services,
             audience=kind,
             name=name,
@@ -98,7 +98,7 @@ def rotate(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
         return post
     ctx, (parsed,) = post.ctx, post.ids
     try:
-        issued = backend.rotate_credential(
+        issued = operator_backend.rotate_credential(
             ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
         )
     except backend.Missing:
@@ -118,7 +118,7 @@ def confirm_revoke(request: Request, credential_id: str) -> Response:
     if parsed is None:
         return page(ctx, "not_found.html", status_code=404)
     try:
-        found = backend.credential(ctx.services, parsed)
+        found = operator_backend.credential(ctx.services, parsed)
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
     return page(
@@ -136,7 +136,7 @@ def revoke(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
         return post
     ctx, (parsed,) = post.ctx, post.ids
     try:
-        backend.revoke_credential(
+        operator_backend.revoke_credential(
             ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
         )
     except backend.Missing:

@@ -10,7 +10,15 @@ from uuid import UUID
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from control_plane.panel import backend, wording
+from control_plane.panel import (
+    backend,
+    customer_backend,
+    event_wording,
+    operator_backend,
+    rollout_backend,
+    rollout_wording,
+    wording,
+)
 from control_plane.panel.charts import Bar
 from control_plane.panel.readers import Csrf, customer_of, customer_post, parse_id
 from control_plane.panel.schedule_editor import EditorState, check_rows, preview
@@ -35,15 +43,16 @@ def agents(request: Request) -> Response:
         return who
     ctx, org_id = who
     zone = backend.platform(ctx.services).zone
-    overview = backend.list_agents(ctx.services, org_id, now=ctx.now)
+    overview = customer_backend.list_agents(ctx.services, org_id, now=ctx.now)
     return page(
         ctx,
         "agents.html",
         agents=overview.agents,
-        releases=backend.agent_releases(ctx.services, org_id, now=ctx.now),
+        releases=rollout_backend.agent_releases(ctx.services, org_id, now=ctx.now),
         zone=zone,
         now=ctx.now,
         wording=wording,
+        rollout_wording=rollout_wording,
     )
 
 
@@ -61,8 +70,8 @@ def _agent_page(
     held: str | None = None,
 ) -> Response:
     try:
-        detail = backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
-        release = backend.agent_release(ctx.services, agent_id, org_id=org_id, now=ctx.now)
+        detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
+        release = rollout_backend.agent_release(ctx.services, agent_id, org_id=org_id, now=ctx.now)
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
     platform = backend.platform(ctx.services)
@@ -87,6 +96,8 @@ def _agent_page(
         zone=platform.zone,
         catch_up=wording.catch_up_text(ctx.lang, platform.catch_up_minutes),
         wording=wording,
+        event_wording=event_wording,
+        rollout_wording=rollout_wording,
         saved=saved,
         requested=requested,
         release=release,
@@ -155,7 +166,7 @@ def save_schedule(
     if editor.has_errors:
         return _agent_page(ctx, org_id, parsed, editor, status_code=422)
     try:
-        backend.save_schedule(
+        customer_backend.save_schedule(
             ctx.services,
             org_id,
             parsed,
@@ -207,7 +218,7 @@ def update_now(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
         return post
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     try:
-        recorded = backend.request_update(
+        recorded = customer_backend.request_update(
             ctx.services, org_id, parsed, post.session.credential_id, now=ctx.now
         )
     except backend.Missing:
@@ -222,7 +233,7 @@ def notifications(request: Request) -> Response:
     if isinstance(who, Response):
         return who
     ctx, org_id = who
-    inbox = backend.notifications(ctx.services, org_id)
+    inbox = customer_backend.notifications(ctx.services, org_id)
     zone = backend.platform(ctx.services).zone
     return page(
         ctx,
@@ -230,7 +241,7 @@ def notifications(request: Request) -> Response:
         unread=inbox.unread,
         items=inbox.notifications,
         zone=zone,
-        wording=wording,
+        event_wording=event_wording,
     )
 
 
@@ -246,7 +257,7 @@ def mark_notification(
         return post
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     try:
-        backend.mark_notification(ctx.services, org_id, parsed, read == "1", now=ctx.now)
+        customer_backend.mark_notification(ctx.services, org_id, parsed, read == "1", now=ctx.now)
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
     return redirect(f"{PREFIX}/notifications")
@@ -261,10 +272,12 @@ def _webhook_page(
     secret_shown: str | None = None,
     status_code: int = 200,
     saved: bool = False,
-    tested: backend.WebhookTest | None = None,
+    tested: customer_backend.WebhookTest | None = None,
 ) -> Response:
-    current = backend.webhook(ctx.services, org_id)
-    last_test = tested or (backend.last_webhook_test(ctx.services, org_id) if current else None)
+    current = customer_backend.webhook(ctx.services, org_id)
+    last_test = tested or (
+        customer_backend.last_webhook_test(ctx.services, org_id) if current else None
+    )
     return page(
         ctx,
         "webhook.html",
@@ -275,7 +288,7 @@ def _webhook_page(
         secret_shown=secret_shown,
         saved=saved,
         last_test=last_test,
-        test_text=wording.webhook_test_text(ctx.lang, last_test) if last_test else None,
+        test_text=event_wording.webhook_test_text(ctx.lang, last_test) if last_test else None,
         zone=backend.platform(ctx.services).zone,
     )
 
@@ -302,10 +315,12 @@ def save_webhook(
         return post
     ctx, org_id = post.ctx, post.org_id
     if action == "delete":
-        backend.delete_webhook(ctx.services, org_id)
+        customer_backend.delete_webhook(ctx.services, org_id)
         return redirect(f"{PREFIX}/webhook")
     try:
-        generated = backend.save_webhook(ctx.services, org_id, url, secret or None, now=ctx.now)
+        generated = customer_backend.save_webhook(
+            ctx.services, org_id, url, secret or None, now=ctx.now
+        )
     except backend.Refused as exc:
         return _webhook_page(ctx, org_id, error_field=exc.field, url=url, status_code=422)
     return _webhook_page(ctx, org_id, secret_shown=generated, saved=True)
@@ -319,7 +334,7 @@ def test_webhook(request: Request, csrf: Csrf = "") -> Response:
         return post
     ctx, org_id = post.ctx, post.org_id
     try:
-        tested = backend.send_webhook_test(
+        tested = customer_backend.send_webhook_test(
             ctx.services, org_id, actor=backend.session_actor(post.session), now=ctx.now
         )
     except backend.Missing:
@@ -337,7 +352,7 @@ def forecast(request: Request) -> Response:
     today = ctx.now.astimezone(zone).date()
     # "Tonight": the slots of the coming local night, which belong to tomorrow's date after noon.
     night: date = today + timedelta(days=1) if ctx.now.astimezone(zone).hour >= 12 else today
-    slots = backend.org_forecast(ctx.services, org_id, night).slots
+    slots = operator_backend.org_forecast(ctx.services, org_id, night).slots
     chart = forecast_chart(
         ctx,
         night,

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from control_plane.panel import backend
+from control_plane.panel import backend, rollout_backend
 from control_plane.panel.customer_routes import agent_page
 from control_plane.panel.readers import Csrf, customer_post
 from control_plane.panel.web import PREFIX, page, redirect
@@ -57,7 +57,7 @@ def hold(
         error = "reason"
     if error is None and ends is not None:
         try:
-            backend.hold_agent(
+            rollout_backend.hold_agent(
                 ctx.services,
                 org_id,
                 parsed,
@@ -82,7 +82,7 @@ def end_hold(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
         return post
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     try:
-        backend.end_hold(
+        rollout_backend.end_hold(
             ctx.services,
             org_id,
             parsed,

@@ -10,7 +10,13 @@ from fastapi.responses import Response
 from markupsafe import Markup
 
 from control_plane.forecast.model import ReleaseNight
-from control_plane.panel import backend, wording
+from control_plane.panel import (
+    backend,
+    operator_backend,
+    rollout_backend,
+    rollout_wording,
+    wording,
+)
 from control_plane.panel.charts import Bar, Series, Stack, stacked_chart
 from control_plane.panel.fleet import fleet_chart, fleet_counts
 from control_plane.panel.readers import Csrf, operator_of, operator_post
@@ -56,7 +62,7 @@ def _night_charts(ctx: PanelContext) -> list[tuple[Markup, tuple[ReleaseNight, .
     charts = []
     for offset in range(FORECAST_NIGHTS):
         day = first + timedelta(days=offset)
-        forecast = backend.platform_forecast(
+        forecast = operator_backend.platform_forecast(
             ctx.services, day, now=ctx.now if offset == 0 else None
         )
         chart = forecast_chart(
@@ -107,8 +113,8 @@ def _past_charts(ctx: PanelContext) -> list[Markup]:
     """The last 24 hours: grants per round against the cap, outcomes per slot, misses by reason."""
     zone = backend.platform(ctx.services).zone
     since, until = ctx.now - LOOK_BACK, ctx.now
-    grants = backend.grants_per_round(ctx.services, since=since, until=until)
-    outcomes = backend.outcomes_per_slot(ctx.services, since=since, until=until).slots
+    grants = operator_backend.grants_per_round(ctx.services, since=since, until=until)
+    outcomes = operator_backend.outcomes_per_slot(ctx.services, since=since, until=until).slots
 
     def number(n: int) -> str:
         return ctx.lang.number(n)
@@ -183,13 +189,15 @@ def _overview(
         ctx,
         "operator.html",
         status_code=status_code,
-        brake=backend.brake(ctx.services),
+        brake=operator_backend.brake(ctx.services),
         platform=backend.platform(ctx.services),
         charts=_night_charts(ctx),
         past_charts=_past_charts(ctx),
-        fleet_chart=fleet_chart(ctx.lang, fleet_counts(backend.fleet_versions(ctx.services))),
-        rollout=backend.rollout_overview(ctx.services, now=ctx.now),
-        wording=wording,
+        fleet_chart=fleet_chart(
+            ctx.lang, fleet_counts(operator_backend.fleet_versions(ctx.services))
+        ),
+        rollout=rollout_backend.rollout_overview(ctx.services, now=ctx.now),
+        rollout_wording=rollout_wording,
         brake_error=brake_error,
         settings_error=settings_error,
         saved=saved,
@@ -219,7 +227,7 @@ def set_brake(
     reason = reason.strip()
     if (engage and not reason) or len(reason) > MAX_REASON:
         return _overview(ctx, status_code=422, brake_error=True)
-    backend.set_brake(
+    operator_backend.set_brake(
         ctx.services,
         engaged=engage,
         reason=reason or None,

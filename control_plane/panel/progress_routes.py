@@ -9,7 +9,7 @@ from uuid import UUID
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from control_plane.panel import backend
+from control_plane.panel import backend, customer_backend
 from control_plane.panel.progress import progress_of
 from control_plane.panel.readers import customer_of, parse_id
 from control_plane.panel.web import PREFIX, PanelContext, page, with_headers
@@ -22,12 +22,14 @@ router = APIRouter(prefix=PREFIX, include_in_schema=False)
 REFRESH_SECONDS = 5
 
 
-def _found(ctx: PanelContext, org_id: UUID, agent_id: str, run_id: str) -> backend.ManualRun | None:
+def _found(
+    ctx: PanelContext, org_id: UUID, agent_id: str, run_id: str
+) -> customer_backend.ManualRun | None:
     agent, run = parse_id(agent_id), parse_id(run_id)
     if agent is None or run is None:
         return None
     try:
-        return backend.manual_run(ctx.services, org_id, agent, run, now=ctx.now)
+        return customer_backend.manual_run(ctx.services, org_id, agent, run, now=ctx.now)
     except backend.Missing:
         return None
 

@@ -1,10 +1,10 @@
 """The operators' releases: per (channel, platform) the current and previous release, withdrawn
 ones with their reason and the agents still running them, and withdrawing (a reason required).
 
-Beside each release its rollout (`backend.release_states`): the stage (canary → everyone), the
-halt in force (by whom or by the control plane itself, why, the runs that tripped it) and its own
-brake; one form per release, a reason required, promotes, halts, resumes, or engages or releases
-its brake.
+Beside each release its rollout (`rollout_backend.release_states`): the stage (canary →
+everyone), the halt in force (by whom or by the control plane itself, why, the runs that tripped
+it) and its own brake; one form per release, a reason required, promotes, halts, resumes, or
+engages or releases its brake.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from uuid import UUID
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from control_plane.panel import backend, wording
+from control_plane.panel import backend, operator_backend, rollout_backend, rollout_wording
 from control_plane.panel.readers import Csrf, operator_of, operator_post
 from control_plane.panel.web import PREFIX, PanelContext, page, redirect
 from control_plane.releases.withdrawal import MAX_WITHDRAW_REASON_LENGTH, ReleaseTrackView
@@ -51,7 +51,7 @@ def _releases_page(
     rollout_error: tuple[UUID, str] | None = None,
     done: str | None = None,
 ) -> Response:
-    listed = backend.releases(ctx.services)
+    listed = operator_backend.releases(ctx.services)
     previous: set[UUID] = set()
     for track in listed.tracks:
         previous |= previous_release_ids(track)
@@ -66,11 +66,11 @@ def _releases_page(
         zone=backend.platform(ctx.services).zone,
         max_reason=MAX_WITHDRAW_REASON_LENGTH,
         max_rollout_reason=MAX_ROLLOUT_REASON,
-        states=backend.release_states(ctx.services, listed, now=ctx.now),
+        states=rollout_backend.release_states(ctx.services, listed, now=ctx.now),
         rollout_error=rollout_error,
         done=done,
-        wording=wording,
-        org_names=backend.org_names(ctx.services),
+        rollout_wording=rollout_wording,
+        org_names=rollout_backend.org_names(ctx.services),
     )
 
 
@@ -101,7 +101,7 @@ def withdraw(
     if not reason or len(reason) > MAX_WITHDRAW_REASON_LENGTH:
         return _releases_page(ctx, status_code=422, error_release=parsed)
     try:
-        done = backend.withdraw_release(
+        done = operator_backend.withdraw_release(
             ctx.services,
             parsed,
             reason=reason,
@@ -134,13 +134,19 @@ def rollout(
     actor = backend.session_actor(post.session)
     try:
         if action == "promote":
-            backend.promote_release(ctx.services, parsed, reason=reason, actor=actor, now=ctx.now)
+            rollout_backend.promote_release(
+                ctx.services, parsed, reason=reason, actor=actor, now=ctx.now
+            )
         elif action == "halt":
-            backend.halt_release(ctx.services, parsed, reason=reason, actor=actor, now=ctx.now)
+            rollout_backend.halt_release(
+                ctx.services, parsed, reason=reason, actor=actor, now=ctx.now
+            )
         elif action == "resume":
-            backend.resume_release(ctx.services, parsed, reason=reason, actor=actor, now=ctx.now)
+            rollout_backend.resume_release(
+                ctx.services, parsed, reason=reason, actor=actor, now=ctx.now
+            )
         else:
-            backend.set_release_brake(
+            rollout_backend.set_release_brake(
                 ctx.services,
                 parsed,
                 engaged=action == "brake",

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from control_plane.panel import backend, wording
+from control_plane.panel import backend, customer_backend, rollout_backend, rollout_wording
 from control_plane.panel.hold_routes import hold_start
 from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
 from control_plane.panel.web import PREFIX, PanelContext, page, redirect
@@ -38,9 +38,9 @@ def notices(request: Request) -> Response:
     return page(
         ctx,
         "notices.html",
-        notices=backend.notices(ctx.services),
+        notices=rollout_backend.notices(ctx.services),
         zone=backend.platform(ctx.services).zone,
-        wording=wording,
+        rollout_wording=rollout_wording,
     )
 
 
@@ -52,7 +52,7 @@ def mark_notice_read(request: Request, notice_id: str, csrf: Csrf = "") -> Respo
         return post
     ctx, (parsed,) = post.ctx, post.ids
     try:
-        backend.mark_notice_read(
+        rollout_backend.mark_notice_read(
             ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
         )
     except backend.Missing:
@@ -65,7 +65,7 @@ def orgs(request: Request) -> Response:
     ctx = operator_of(request)
     if isinstance(ctx, Response):
         return ctx
-    return page(ctx, "orgs.html", orgs=backend.operator_orgs(ctx.services))
+    return page(ctx, "orgs.html", orgs=rollout_backend.operator_orgs(ctx.services))
 
 
 def _org_page(
@@ -77,17 +77,17 @@ def _org_page(
     saved: str | None = None,
 ) -> Response:
     try:
-        releases = backend.agent_releases(ctx.services, org_id, now=ctx.now)
+        releases = rollout_backend.agent_releases(ctx.services, org_id, now=ctx.now)
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
-    agents = backend.list_agents(ctx.services, org_id, now=ctx.now).agents
-    pins = backend.pins(ctx.services)
+    agents = customer_backend.list_agents(ctx.services, org_id, now=ctx.now).agents
+    pins = rollout_backend.pins(ctx.services)
     return page(
         ctx,
         "org.html",
         status_code=status_code,
         org_id=org_id,
-        org_name=backend.org_names(ctx.services).get(org_id, str(org_id)),
+        org_name=rollout_backend.org_names(ctx.services).get(org_id, str(org_id)),
         agents=agents,
         releases=releases,
         org_pin=next((p for p in pins if p.org_id == org_id), None),
@@ -97,7 +97,7 @@ def _org_page(
         zone=backend.platform(ctx.services).zone,
         max_reason=MAX_PIN_REASON_LENGTH,
         max_version=MAX_VERSION_LENGTH,
-        wording=wording,
+        rollout_wording=rollout_wording,
     )
 
 
@@ -143,10 +143,10 @@ def pin_org(
     actor = backend.session_actor(post.session)
     try:
         if action == "unpin":
-            backend.unpin(ctx.services, org_id=parsed, actor=actor, now=ctx.now)
+            rollout_backend.unpin(ctx.services, org_id=parsed, actor=actor, now=ctx.now)
         else:
             pinned, why = _pin_fields(version, reason, hold_at_running)
-            backend.pin(
+            rollout_backend.pin(
                 ctx.services, org_id=parsed, version=pinned, reason=why, actor=actor, now=ctx.now
             )
     except backend.Missing:
@@ -168,11 +168,11 @@ def _agent_page(
     hold_form: dict[str, str] | None = None,
 ) -> Response:
     try:
-        detail = backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
-        release = backend.agent_release(ctx.services, agent_id, org_id=org_id, now=ctx.now)
+        detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
+        release = rollout_backend.agent_release(ctx.services, agent_id, org_id=org_id, now=ctx.now)
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
-    pins = backend.pins(ctx.services)
+    pins = rollout_backend.pins(ctx.services)
     return page(
         ctx,
         "operator_agent.html",
@@ -191,7 +191,7 @@ def _agent_page(
         max_hold_reason=MAX_HOLD_REASON_LENGTH,
         hold_form=hold_form or {},
         max_version=MAX_VERSION_LENGTH,
-        wording=wording,
+        rollout_wording=rollout_wording,
     )
 
 
@@ -243,21 +243,21 @@ def agent_action(
     actor = backend.session_actor(post.session)
     try:
         # Scoped to the organisation in the URL: another organisation's agent is not found.
-        backend.agent_release(ctx.services, found, org_id=org, now=ctx.now)
+        rollout_backend.agent_release(ctx.services, found, org_id=org, now=ctx.now)
         if action == "canary":
-            backend.mark_canary(
+            rollout_backend.mark_canary(
                 ctx.services, found, canary=canary is not None, actor=actor, now=ctx.now
             )
         elif action == "pin":
             pinned, why = _pin_fields(version, reason, hold_at_running)
-            backend.pin(
+            rollout_backend.pin(
                 ctx.services, agent_id=found, version=pinned, reason=why, actor=actor, now=ctx.now
             )
         elif action == "unpin":
-            backend.unpin(ctx.services, agent_id=found, actor=actor, now=ctx.now)
+            rollout_backend.unpin(ctx.services, agent_id=found, actor=actor, now=ctx.now)
         elif action == "hold":
             ends, why = _hold_fields(until, reason, backend.platform(ctx.services).zone)
-            backend.hold_agent(
+            rollout_backend.hold_agent(
                 ctx.services,
                 org,
                 found,
@@ -268,12 +268,12 @@ def agent_action(
                 set_by="operator",
             )
         elif action == "unhold":
-            backend.end_hold(ctx.services, org, found, actor=actor, now=ctx.now)
+            rollout_backend.end_hold(ctx.services, org, found, actor=actor, now=ctx.now)
         else:
             why = reason.strip()
             if not why or len(why) > MAX_FORCE_REASON:
                 raise backend.Refused("force_reason", why)
-            backend.force_update(ctx.services, found, reason=why, actor=actor, now=ctx.now)
+            rollout_backend.force_update(ctx.services, found, reason=why, actor=actor, now=ctx.now)
     except backend.Missing:
         return page(ctx, "not_found.html", status_code=404)
     except backend.Refused as exc:

@@ -19,7 +19,7 @@ from markupsafe import Markup
 
 from control_plane.accounts.credentials import Audience
 from control_plane.accounts.sessions import PanelSession
-from control_plane.panel import backend
+from control_plane.panel import backend, rollout_backend
 from control_plane.panel.charts import Bar, bar_chart
 from control_plane.panel.csrf import csrf_token_for, tokens_match
 from control_plane.panel.i18n import LANGUAGES, Language, choose_language, language_names
@@ -166,7 +166,7 @@ def page(ctx: PanelContext, template: str, status_code: int = 200, **values: Any
     env = environment(ctx.lang.code)
     # The operators' navigation counts their unread notices (halts) on every page.
     unread = (
-        backend.unread_notices(ctx.services)
+        rollout_backend.unread_notices(ctx.services)
         if ctx.session is not None and ctx.session.audience is Audience.OPERATOR
         else 0
     )

@@ -14,7 +14,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from control_plane.panel.i18n import LANGUAGES, Language
-from control_plane.panel.wording import hold_text, wall_time_note
+from control_plane.panel.rollout_wording import hold_text
+from control_plane.panel.wording import wall_time_note
 from ground.contract import HoldView
 from shared_planner import describe_wall_time
 from tests.panel.conftest import PanelWorld

@@ -9,13 +9,12 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from control_plane.events.services import Actor, EventView
+from control_plane.panel.event_wording import event_line
 from control_plane.panel.i18n import Language, choose_language
+from control_plane.panel.rollout_wording import hold_text, offer_basis
 from control_plane.panel.schedule_editor import check_rows, preview
 from control_plane.panel.wording import (
-    event_line,
-    hold_text,
     miss_reason,
-    offer_basis,
     outcome_reason,
     run_line,
     status_text,

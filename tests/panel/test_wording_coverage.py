@@ -15,8 +15,9 @@ from uuid import uuid4
 import pytest
 
 from control_plane.events.services import Actor, EventView
+from control_plane.panel.event_wording import event_line
 from control_plane.panel.i18n import LANGUAGES, Language
-from control_plane.panel.wording import event_line, status_text
+from control_plane.panel.wording import status_text
 from control_plane.runs.views import RunView
 from ground.contract.messages import OutcomeStatus
 

@@ -1,0 +1,212 @@
+"""The panel's door to a customer's own things: agents, schedules, manual runs, notifications and
+the webhook (its test deliveries too).
+
+One of the four backend modules (see `backend`): it calls the domain services and turns their
+refusals into the panel's `Missing` and `Refused`. Every function at an instant takes `now`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from control_plane.agents.services import AgentOverview, AgentPage
+from control_plane.errors import InvalidInput, NotFound
+from control_plane.events.services import EventFilter, EventView
+from control_plane.events.trail import Actor
+from control_plane.notifications.services import NotificationPage, WebhookView
+from control_plane.notifications.test_delivery import TEST_EVENT
+from control_plane.panel.backend import Missing, refused
+from control_plane.registry import Services
+from control_plane.runs.services import RecordedRun
+from control_plane.runs.views import RunView
+
+__all__ = [
+    "AgentDetail",
+    "ManualRun",
+    "WebhookTest",
+    "agent_detail",
+    "delete_webhook",
+    "last_webhook_test",
+    "list_agents",
+    "manual_run",
+    "mark_notification",
+    "notifications",
+    "request_update",
+    "save_schedule",
+    "save_webhook",
+    "send_webhook_test",
+    "webhook",
+]
+
+
+# The timeline shows this many of the agent's newest events.
+TIMELINE_EVENTS = 50
+# The inbox shows this many of the newest notifications.
+INBOX_SIZE = 100
+
+
+# Agents
+
+
+def list_agents(services: Services, org_id: UUID, *, now: datetime) -> AgentOverview:
+    return services.agents.overview(org_id, now=now)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentDetail:
+    """The agent page (summary, next slot, newest runs) and its timeline."""
+
+    page: AgentPage
+    events: tuple[EventView, ...]
+
+
+def agent_detail(services: Services, org_id: UUID, agent_id: UUID, *, now: datetime) -> AgentDetail:
+    try:
+        page = services.agents.agent_page(org_id, agent_id, now=now)
+        timeline = services.events.agent_events(org_id, agent_id, limit=TIMELINE_EVENTS)
+    except NotFound as exc:
+        raise Missing(str(agent_id)) from exc
+    return AgentDetail(page=page, events=timeline.events)
+
+
+def save_schedule(
+    services: Services,
+    org_id: UUID,
+    agent_id: UUID,
+    *,
+    enabled: bool,
+    times: Sequence[str],
+    now: datetime,
+    actor: Actor,
+) -> None:
+    """Store a schedule the panel already checked with `schedule_problem`; the service checks
+    again (the API's rules) and the database a third time."""
+    try:
+        services.agents.set_schedule(
+            org_id, agent_id, enabled=enabled, times=list(times), now=now, actor=actor
+        )
+    except NotFound as exc:
+        raise Missing(str(agent_id)) from exc
+    except InvalidInput as exc:
+        raise refused(exc) from exc
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManualRun:
+    """A manual update of one agent, as its progress page shows it."""
+
+    agent_name: str
+    run: RunView
+
+
+# A manual run is looked for among the agent's newest runs: the one a reader follows is recent.
+PROGRESS_RUNS = 50
+
+
+def manual_run(
+    services: Services, org_id: UUID, agent_id: UUID, run_id: UUID, *, now: datetime
+) -> ManualRun:
+    """The agent's manual run `run_id`; another organisation's, or a scheduled one, is missing."""
+    try:
+        page = services.agents.agent_page(org_id, agent_id, now=now)
+        runs = services.runs.agent_runs(org_id, agent_id, limit=PROGRESS_RUNS).runs
+    except NotFound as exc:
+        raise Missing(str(agent_id)) from exc
+    for run in runs:
+        if run.run_id == run_id and run.trigger == "manual":
+            return ManualRun(agent_name=page.name, run=run)
+    raise Missing(str(run_id))
+
+
+def request_update(
+    services: Services, org_id: UUID, agent_id: UUID, by: UUID, *, now: datetime
+) -> RecordedRun:
+    try:
+        return services.runs.request_manual_update(org_id, agent_id, by, now=now)
+    except NotFound as exc:
+        raise Missing(str(agent_id)) from exc
+
+
+# Notifications and the webhook
+
+
+def notifications(services: Services, org_id: UUID) -> NotificationPage:
+    """The unread count and the newest notifications."""
+    return services.notifications.list(org_id, unread_only=False, limit=INBOX_SIZE)
+
+
+def mark_notification(
+    services: Services, org_id: UUID, notification_id: UUID, read: bool, *, now: datetime
+) -> None:
+    try:
+        services.notifications.mark_read(org_id, notification_id, read=read, now=now)
+    except NotFound as exc:
+        raise Missing(str(notification_id)) from exc
+
+
+def webhook(services: Services, org_id: UUID) -> WebhookView | None:
+    try:
+        return services.webhooks.get(org_id)
+    except NotFound:
+        return None
+
+
+def save_webhook(
+    services: Services, org_id: UUID, url: str, secret: str | None, *, now: datetime
+) -> str | None:
+    """Store the webhook; returns the generated secret (shown once) when none was given."""
+    try:
+        saved = services.webhooks.put(org_id, url=url, secret=secret, now=now)
+    except InvalidInput as exc:
+        raise refused(exc) from exc
+    return saved.secret
+
+
+def delete_webhook(services: Services, org_id: UUID) -> None:
+    services.webhooks.delete(org_id)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WebhookTest:
+    """A test delivery as the webhook page shows it (sent now, or the last one recorded)."""
+
+    at: datetime
+    delivered: bool
+    status_code: int | None
+    failure: str | None
+    detail: str | None
+
+
+def send_webhook_test(
+    services: Services, org_id: UUID, *, actor: Actor, now: datetime
+) -> WebhookTest:
+    """A signed test POST to the organisation's webhook, by the real deliveries' rules."""
+    try:
+        sent = services.webhook_tests.send(org_id, now=now, actor=actor)
+    except NotFound as exc:
+        raise Missing("webhook") from exc
+    return WebhookTest(
+        at=sent.sent_at,
+        delivered=sent.delivered,
+        status_code=sent.status_code,
+        failure=sent.failure,
+        detail=sent.detail,
+    )
+
+
+def last_webhook_test(services: Services, org_id: UUID) -> WebhookTest | None:
+    """The organisation's newest test delivery, from the trail (`webhook.tested`)."""
+    found = services.events.trail(EventFilter(org_id=org_id, kind=TEST_EVENT, limit=1)).events
+    if not found:
+        return None
+    data = found[0].data
+    return WebhookTest(
+        at=found[0].at,
+        delivered=bool(data.get("delivered")),
+        status_code=data.get("status_code"),
+        failure=data.get("failure"),
+        detail=data.get("detail"),
+    )

@@ -1,0 +1,222 @@
+"""The trail's events, the notifications and a webhook's test delivery, in the reader's language.
+
+Like `wording` (whose run reasons it reuses): every sentence is made from a catalog message from
+the events' kinds and data, so no English string stored in the trail reaches a Dutch page.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from control_plane.events.services import EventView
+from control_plane.panel.customer_backend import WebhookTest
+from control_plane.panel.i18n import Language
+from control_plane.panel.rollout_wording import hold_setter
+from control_plane.panel.wording import miss_reason
+
+__all__ = [
+    "event_line",
+    "notification_lines",
+    "webhook_test_text",
+]
+
+
+def event_line(lang: Language, event: EventView) -> str:
+    """One step on the timeline. A scheduled update's steps name the schedule, never a person."""
+    version = event.data.get("version") or "?"
+    by_schedule = event.actor.kind == "schedule"
+    if event.kind == "update.requested":
+        return lang.gettext("Someone in your organisation asked for an update now.")
+    if event.kind == "update.started":
+        return lang.gettext("The agent started the update you asked for.")
+    if event.kind == "update.scheduled":
+        return lang.gettext("The schedule started an update.")
+    if event.kind == "update.up_to_date":
+        return lang.gettext("The schedule found the agent already up to date.")
+    if event.kind == "update.succeeded":
+        if by_schedule:
+            return lang.gettext("Scheduled update to %(version)s succeeded.", version=version)
+        return lang.gettext("Requested update to %(version)s succeeded.", version=version)
+    if event.kind == "update.failed":
+        if by_schedule:
+            return lang.gettext("Scheduled update failed.")
+        return lang.gettext("Requested update failed.")
+    if event.kind == "update.rolled_back":
+        if by_schedule:
+            return lang.gettext("Scheduled update was rolled back.")
+        return lang.gettext("Requested update was rolled back.")
+    if event.kind == "update.skipped":
+        reason = miss_reason(lang, str(event.data.get("reason") or ""))
+        return lang.gettext("The schedule skipped its slot: %(reason)s.", reason=reason)
+    if event.kind == "update.missed":
+        return lang.gettext("The slot was missed.")
+    if event.kind == "update.unauthorised":
+        return lang.gettext(
+            "The agent switched after its permission ended; recorded, not counted as an update."
+        )
+    for line in (_rollout_event_line, _operator_event_line):
+        worded = line(lang, event)
+        if worded is not None:
+            return worded
+    return lang.gettext("Other event (%(kind)s).", kind=event.kind)
+
+
+def _rollout_event_line(lang: Language, event: EventView) -> str | None:
+    """The steps of holds, pins, canary marking and forced updates on an agent's timeline."""
+    if event.kind == "hold.set":
+        who = hold_setter(lang, str(event.data.get("set_by") or ""))
+        return lang.gettext("Scheduled updates were held (%(who)s).", who=who)
+    if event.kind == "hold.released":
+        return lang.gettext("The hold ended: scheduled updates run again.")
+    if event.kind == "pin.set":
+        if event.data.get("version"):
+            return lang.gettext(
+                "The operators pinned it to %(version)s.", version=event.data["version"]
+            )
+        return lang.gettext("The operators held it at the version it runs.")
+    if event.kind == "pin.removed":
+        return lang.gettext("The operators removed its pin.")
+    if event.kind in ("canary.marked", "canary.unmarked"):
+        return lang.gettext("The operators changed its canary marking.")
+    if event.kind == "update.forced":
+        return lang.gettext("The operators forced an update.")
+    return None
+
+
+def _operator_event_line(lang: Language, event: EventView) -> str | None:
+    """The steps of the schedule, the agent's own record and the operators' actions."""
+    version = event.data.get("version") or "?"
+    lines = {
+        "schedule.changed": lambda: lang.gettext("The update schedule was changed."),
+        "agent.deleted": lambda: lang.gettext("The agent was removed."),
+        "agent.release_retry_requested": lambda: lang.gettext(
+            "The operators asked it to try the release it rolled back again."
+        ),
+        "token.revoked": lambda: lang.gettext("The operators withdrew a permission to update."),
+        "brake.engaged": lambda: lang.gettext("The operators paused updates."),
+        "brake.released": lambda: lang.gettext("The operators resumed updates."),
+        "settings.changed": lambda: lang.gettext("The operators changed the platform settings."),
+        "rollout.settings_changed": lambda: lang.gettext(
+            "The operators changed the rollout settings."
+        ),
+        "release.published": lambda: lang.gettext(
+            "Release %(version)s was published.", version=version
+        ),
+        "release.withdrawn": lambda: lang.gettext(
+            "Release %(version)s was withdrawn.", version=version
+        ),
+        "release.promoted": lambda: lang.gettext(
+            "Release %(version)s is now for everyone.", version=version
+        ),
+        "release.halted": lambda: lang.gettext("Release %(version)s was halted.", version=version),
+        "release.resumed": lambda: lang.gettext(
+            "Release %(version)s was resumed.", version=version
+        ),
+        "credential.issued": lambda: lang.gettext("A key was issued."),
+        "credential.revoked": lambda: lang.gettext("A key was revoked."),
+        "credential.rotated": lambda: lang.gettext("A key was replaced by a new one."),
+        "notice.read": lambda: lang.gettext("An operator read a notice."),
+        "webhook.tested": lambda: lang.gettext("A test delivery of the webhook was sent."),
+    }
+    worded = lines.get(event.kind)
+    return None if worded is None else worded()
+
+
+def notification_lines(lang: Language, body: dict[str, Any]) -> list[str]:
+    """A notification's summary from its counts (the stored English summary is not shown)."""
+    counts = body.get("counts", {})
+    lines = [
+        lang.ngettext(
+            "%(count)s agent had this slot.",
+            "%(count)s agents had this slot.",
+            int(counts.get("agents", 0)),
+            count=lang.number(int(counts.get("agents", 0))),
+        )
+    ]
+    for group in body.get("updated", []):
+        lines.append(
+            lang.ngettext(
+                "%(count)s updated to %(version)s.",
+                "%(count)s updated to %(version)s.",
+                int(group["count"]),
+                count=lang.number(int(group["count"])),
+                version=group["version"],
+            )
+        )
+    n = int(counts.get("up_to_date", 0))
+    if n:
+        lines.append(
+            lang.ngettext(
+                "%(count)s already up to date.",
+                "%(count)s already up to date.",
+                n,
+                count=lang.number(n),
+            )
+        )
+    n = int(counts.get("failed", 0))
+    if n:
+        lines.append(
+            lang.ngettext("%(count)s failed.", "%(count)s failed.", n, count=lang.number(n))
+        )
+    n = int(counts.get("rolled_back", 0))
+    if n:
+        lines.append(
+            lang.ngettext(
+                "%(count)s rolled back.", "%(count)s rolled back.", n, count=lang.number(n)
+            )
+        )
+    n = int(counts.get("no_outcome", 0))
+    if n:
+        lines.append(
+            lang.ngettext(
+                "%(count)s without an outcome yet.",
+                "%(count)s without an outcome yet.",
+                n,
+                count=lang.number(n),
+            )
+        )
+    for reason, n in body.get("missed_by_reason", {}).items():
+        lines.append(
+            lang.ngettext(
+                "%(count)s missed: %(reason)s.",
+                "%(count)s missed: %(reason)s.",
+                int(n),
+                count=lang.number(int(n)),
+                reason=miss_reason(lang, reason),
+            )
+        )
+    stale = len(body.get("not_updated_for_three_days", []))
+    if stale:
+        lines.append(
+            lang.ngettext(
+                "%(count)s agent has not updated for three days.",
+                "%(count)s agents have not updated for three days.",
+                stale,
+                count=lang.number(stale),
+            )
+        )
+    return lines
+
+
+def webhook_test_text(lang: Language, test: WebhookTest) -> str:
+    """What came of a test delivery (`customer_backend.WebhookTest`): delivered, or why not, in
+    words."""
+    if test.delivered:
+        return lang.gettext(
+            "The test arrived: your address answered HTTP %(status)s.",
+            status=test.status_code,
+        )
+    if test.failure == "http_status":
+        return lang.gettext(
+            "The test did not arrive: your address answered HTTP %(status)s; "
+            "an answer from 200 to 299 counts as delivered.",
+            status=test.status_code,
+        )
+    if test.failure == "address_refused":
+        return lang.gettext(
+            "The test was not sent: the address is not one we may send to (it is not public, "
+            "and our operators have not allowed its network)."
+        )
+    if test.failure == "timeout":
+        return lang.gettext("The test did not arrive: your address did not answer in time.")
+    return lang.gettext("The test did not arrive: no connection could be made to your address.")

@@ -1,0 +1,210 @@
+"""The releases' rollout said in the reader's language: stages and halts, the operators' actions
+and notices, what an agent is offered and why, pins, holds and the operator's agent page's answers.
+
+Like `wording`: every sentence is made from a catalog message, from the rollout's kinds and fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from control_plane.forecast.model import StageNight
+from control_plane.panel.i18n import Language
+from control_plane.pins.holds import MAX_HOLD
+from ground.contract import HoldView
+
+__all__ = [
+    "agent_flags",
+    "hold_setter",
+    "hold_text",
+    "notice_text",
+    "offer_basis",
+    "offered_text",
+    "operator_agent_error",
+    "operator_agent_saved",
+    "pin_text",
+    "release_stage",
+    "rollout_action",
+    "rollout_done",
+    "stage_night_text",
+]
+
+
+def release_stage(lang: Language, stage: str | None, halted_reason: str | None = None) -> str:
+    """A release's stage (canary → everyone) and halt, from the releases domain's fields."""
+    if halted_reason:
+        return lang.gettext("halted: %(reason)s", reason=halted_reason)
+    if stage == "canary":
+        return lang.gettext("canary (a first few agents)")
+    if stage == "everyone":
+        return lang.gettext("everyone")
+    if stage == "halted":
+        return lang.gettext("halted")
+    return "—"
+
+
+def rollout_action(lang: Language, action: str) -> str:
+    """An operator's action on a release, as its button and its refusal name it."""
+    names = {
+        "promote": lang.gettext("promote to everyone"),
+        "halt": lang.gettext("halt"),
+        "resume": lang.gettext("resume"),
+        "brake": lang.gettext("brake this release"),
+        "unbrake": lang.gettext("release its brake"),
+    }
+    return names.get(action, action)
+
+
+def rollout_done(lang: Language, action: str) -> str:
+    done = {
+        "promote": lang.gettext("The release is promoted: every agent of its pair is offered it."),
+        "halt": lang.gettext("The release is halted: no agent starts it until it is resumed."),
+        "resume": lang.gettext("The release is resumed: its agents may claim it again."),
+        "brake": lang.gettext("The release's brake is on: no agent starts it."),
+        "unbrake": lang.gettext("The release's brake is released."),
+    }
+    return done.get(action, "")
+
+
+def offer_basis(lang: Language, basis: str | None) -> str:
+    """Why an agent is offered the release it is offered (`rollout.offer`)."""
+    if basis == "pinned":
+        return lang.gettext("its pin")
+    if basis == "current":
+        return lang.gettext("the current release")
+    if basis == "canary":
+        return lang.gettext("a canary of the new release")
+    if basis == "previous":
+        return lang.gettext("the previous release, until the new one reaches everyone")
+    return "—"
+
+
+def hold_setter(lang: Language, set_by: str) -> str:
+    """Who set a hold: the host itself, the customer, or an operator."""
+    if set_by == "agent":
+        return lang.gettext("set on the host")
+    if set_by == "customer":
+        return lang.gettext("set in the panel")
+    if set_by == "operator":
+        return lang.gettext("set by the operators")
+    return set_by
+
+
+def hold_text(lang: Language, hold: HoldView, zone: ZoneInfo) -> str:
+    """'held until …' with who set it."""
+    return lang.gettext(
+        "held until %(when)s (%(who)s)",
+        when=lang.moment(hold.until, zone),
+        who=hold_setter(lang, hold.set_by),
+    )
+
+
+def notice_text(lang: Language, kind: str, body: dict[str, Any]) -> str:
+    """An operators' notice, worded from its facts (the halt's release and counts)."""
+    if kind == "release.halted":
+        return lang.gettext(
+            "Release %(version)s (%(channel)s / %(platform)s) was halted automatically:"
+            " %(failures)s of %(finished)s finished updates failed or were rolled back.",
+            version=body.get("version", "—"),
+            channel=body.get("channel", "—"),
+            platform=body.get("platform", "—"),
+            failures=lang.number(int(body.get("failures") or 0)),
+            finished=lang.number(int(body.get("finished") or 0)),
+        )
+    return lang.gettext("A notice of a kind this panel does not know (%(kind)s).", kind=kind)
+
+
+def pin_text(lang: Language, pin: Any, zone: ZoneInfo) -> str:
+    """A pin (`PinView`): to which version, or held at what it runs; by whom, when and why."""
+    target = (
+        lang.gettext("pinned to %(version)s", version=pin.version)
+        if pin.version
+        else lang.gettext("held at the version it runs")
+    )
+    return lang.gettext(
+        "%(target)s — by %(who)s on %(when)s: %(reason)s",
+        target=target,
+        who=pin.set_by,
+        when=lang.moment(pin.set_at, zone),
+        reason=pin.reason or "—",
+    )
+
+
+def offered_text(lang: Language, release: Any) -> str:
+    """An agent's offer (`AgentRelease`): the version, its stage and why, or nothing."""
+    offered = release.offered
+    if offered is None:
+        return lang.gettext("nothing is offered")
+    # Only punctuation around the worded parts: nothing here to translate.
+    stage, why = release_stage(lang, offered.stage), offer_basis(lang, release.basis)
+    text = f"{offered.version} ({stage}; {why})"
+    if offered.halted:
+        text += " — " + lang.gettext("halted")
+    if offered.braked:
+        text += " — " + lang.gettext("its brake is on")
+    return text
+
+
+def agent_flags(lang: Language, release: Any, pin: Any, zone: ZoneInfo) -> str:
+    """The short line of an agent's pin, hold and canary marking on an operator's list."""
+    parts = []
+    if pin is not None:
+        parts.append(
+            lang.gettext("pinned to %(version)s", version=pin.version)
+            if pin.version
+            else lang.gettext("held at the version it runs")
+        )
+    elif release.pinned:
+        parts.append(lang.gettext("the organisation's pin"))
+    if release.hold is not None:
+        parts.append(hold_text(lang, release.hold, zone))
+    if release.canary:
+        parts.append(lang.gettext("canary"))
+    return "; ".join(parts) or "—"
+
+
+def operator_agent_saved(lang: Language, saved: str) -> str:
+    done = {
+        "canary": lang.gettext("The canary marking is saved."),
+        "pin": lang.gettext("The pin is set."),
+        "unpin": lang.gettext("The pin is removed."),
+        "forced": lang.gettext(
+            "A forced update is asked for: the agent starts it at its next poll."
+        ),
+        "hold": lang.gettext("The agent is held."),
+        "unhold": lang.gettext("The hold is ended: scheduled updates run again."),
+    }
+    return done.get(saved, "")
+
+
+def operator_agent_error(lang: Language, field: str) -> str:
+    if field == "version":
+        return lang.gettext(
+            "Give the version of a published release that is not withdrawn, or choose to hold"
+            " at the version it runs."
+        )
+    if field == "hold_until":
+        return lang.gettext(
+            "Choose a day after today, at most %(count)s days ahead.",
+            count=lang.number(MAX_HOLD.days),
+        )
+    if field in ("reason", "force_reason", "hold_reason"):
+        return lang.gettext(
+            "Give a reason of at most %(count)s characters.", count=lang.number(500)
+        )
+    return lang.gettext("That could not be done: the agent has no pin to remove.")
+
+
+def stage_night_text(lang: Language, night: StageNight) -> str:
+    """How many agents get a release on a night at one stage, within the caps."""
+    if night.agents == 0:
+        return lang.gettext("no agent needs it")
+    return lang.ngettext(
+        "%(can)s of %(count)s agent gets it, %(miss)s misses its window",
+        "%(can)s of %(count)s agents get it, %(miss)s miss their window",
+        night.agents,
+        can=lang.number(night.can_update),
+        count=lang.number(night.agents),
+        miss=lang.number(night.will_miss),
+    )
