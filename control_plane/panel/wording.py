@@ -236,7 +236,3 @@ def catch_up_text(lang: Language, minutes: int) -> str:
         minutes,
         count=lang.number(minutes),
     )
-
-
-def duration_minutes(delta: timedelta) -> int:
-    return int(delta.total_seconds() // 60)
