@@ -11,6 +11,7 @@ import socket
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -213,10 +214,15 @@ def test_a_handshake_begun_before_another_widened_the_roots_is_told_so(
     context = os_trust_context()
     real = ssl.SSLContext.wrap_socket
 
+    stood_in: list[OsTrustContext] = []
+
     def failed_after_another_widened(
-        self: OsTrustContext, sock: socket.socket, *args: object, **kwargs: object
+        self: ssl.SSLContext, sock: socket.socket, *args: Any, **kwargs: Any
     ) -> ssl.SSLSocket:
-        monkeypatch.setattr(ssl.SSLContext, "wrap_socket", real)
+        # Only the agent's first handshake: the test server's own contexts are ssl's.
+        if not isinstance(self, OsTrustContext) or stood_in:
+            return real(self, sock, *args, **kwargs)
+        stood_in.append(self)
         self._add_deferred_bundle()
         failed = ssl.SSLCertVerificationError(1, "certificate verify failed")
         failed.verify_code, failed.verify_message = 20, "unable to get local issuer certificate"
@@ -225,4 +231,5 @@ def test_a_handshake_begun_before_another_widened_the_roots_is_told_so(
     monkeypatch.setattr(ssl.SSLContext, "wrap_socket", failed_after_another_widened)
     with pytest.raises(RootsWidened):
         handshake(context, pki)
+    assert stood_in == [context]
     assert handshake(context, pki) is not None
