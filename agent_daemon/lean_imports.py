@@ -36,7 +36,6 @@ __all__ = [
     "DeferredModule",
     "apscheduler_without_unused_imports",
     "import_httpx",
-    "keep_httpx_cli_out",
 ]
 
 
@@ -44,10 +43,10 @@ def _httpx_cli_not_installed() -> None:
     raise SystemExit("the httpx command-line tool is not available inside the nachtwacht agent")
 
 
-def keep_httpx_cli_out() -> None:
-    """Install the stand-in unless httpx (or its tool) is already imported: then it is too late
-    to save anything, and a module already in use is never replaced."""
-    if "httpx" in sys.modules or "httpx._main" in sys.modules:
+def _keep_httpx_cli_out() -> None:
+    """Install the stand-in before httpx is imported, unless its tool already is: a module
+    already in use is never replaced."""
+    if "httpx._main" in sys.modules:
         return
     stand_in = types.ModuleType("httpx._main", "httpx's command-line tool, left out by nachtwacht")
     stand_in.main = _httpx_cli_not_installed  # type: ignore[attr-defined]
@@ -103,7 +102,7 @@ def import_httpx() -> None:
     already imported (then it is too late to save anything)."""
     if "httpx" in sys.modules:
         return
-    keep_httpx_cli_out()
+    _keep_httpx_cli_out()
     # httpx: `import idna` in `_urlparse` and `_urls`; it reads `idna.encode`, `idna.decode` and
     # `idna.IDNAError` only when a host is not ASCII (or is punycode), each from the real package.
     with _standing_in({"idna": DeferredModule("idna")}):

@@ -40,7 +40,7 @@ __all__ = [
     "DISTRIBUTION_BUNDLES",
     "OsTrustContext",
     "RootsWidened",
-    "load_os_roots",
+    "load_os_directory_first",
     "os_trust_context",
 ]
 
@@ -61,20 +61,6 @@ def _holds_hashed_certificates(directory: str) -> bool:
         return any(_HASHED_NAME.match(name) for name in os.listdir(directory))
     except OSError:
         return False
-
-
-def load_os_roots(
-    context: ssl.SSLContext,
-    *,
-    defaults: ssl.DefaultVerifyPaths | None = None,
-    bundles: Sequence[str] = DISTRIBUTION_BUNDLES,
-) -> None:
-    """Add the OS's trusted roots to `context` (the rule in the module docstring), all of them.
-    `defaults` is what OpenSSL reports of its locations and `bundles` where distributions keep
-    theirs, unless a test names others."""
-    deferred = load_os_directory_first(context, defaults=defaults, bundles=bundles)
-    if deferred is not None:
-        context.load_verify_locations(cafile=deferred)
 
 
 def load_os_directory_first(

@@ -18,7 +18,12 @@ import pytest
 
 from agent_daemon.http_client import build_http_client
 from agent_daemon.network_settings import NetworkSettings
-from agent_daemon.os_trust import OsTrustContext, RootsWidened, load_os_roots, os_trust_context
+from agent_daemon.os_trust import (
+    OsTrustContext,
+    RootsWidened,
+    load_os_directory_first,
+    os_trust_context,
+)
 from ground.contract import CONFIG_PATH
 from tests.agent_daemon.network_support.pki import Pki, hashed_directory, make_pki
 from tests.agent_daemon.network_support.servers import control_plane
@@ -83,14 +88,20 @@ def test_openssl_finding_nothing_falls_back_to_the_distributions_bundle(tmp_path
     pki = make_pki(tmp_path / "pki")
     context = OsTrustContext(ssl.PROTOCOL_TLS_CLIENT)
     missing = str(tmp_path / "missing.pem")
-    load_os_roots(context, defaults=NOTHING_FOUND, bundles=(missing, str(pki.ca)))
+    deferred = load_os_directory_first(
+        context, defaults=NOTHING_FOUND, bundles=(missing, str(pki.ca))
+    )
+    assert deferred is None
     assert context.cert_store_stats()["x509_ca"] == 1
     assert handshake(context, pki) is not None
 
 
 def test_a_host_without_any_roots_trusts_nothing(tmp_path: Path) -> None:
     context = OsTrustContext(ssl.PROTOCOL_TLS_CLIENT)
-    load_os_roots(context, defaults=NOTHING_FOUND, bundles=(str(tmp_path / "missing.pem"),))
+    deferred = load_os_directory_first(
+        context, defaults=NOTHING_FOUND, bundles=(str(tmp_path / "missing.pem"),)
+    )
+    assert deferred is None
     assert context.cert_store_stats()["x509_ca"] == 0
     with pytest.raises(ssl.SSLCertVerificationError):
         handshake(context, make_pki(tmp_path / "pki"))
