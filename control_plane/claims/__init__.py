@@ -1,6 +1,9 @@
 """Throttle tokens: the claim of a slot within the caps, or of a manual update (rules 8-10).
 
-services     the hot refusal path and the grant; records every refusal
+services     the hot refusal path and the decision to grant; records every refusal
+grant        the grant transaction (the caps held exactly) and a claimed run's answer
+manual       the token for a manual update: no slot, no caps
+refused      the refusals a claim is answered with
 warm_up      a slot's claim facts for every agent due, read in one statement into the memory
 in_flight    GrantsInFlight: a claim the memory cannot refuse waits in the event loop while the
              grants in flight in its worker fill the room it knows of

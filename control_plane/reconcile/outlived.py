@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from control_plane.claims.services import TOKEN_LIFETIME
+from control_plane.claims.grant import TOKEN_LIFETIME
 from control_plane.types import Connection
 from ground.contract import OutcomeReason
 

@@ -19,6 +19,8 @@ from uuid import UUID
 import psycopg
 import pytest
 
+from control_plane.answers_cache import AnswerMemory
+from control_plane.claims.grant import grant_token
 from control_plane.claims.services import Claim
 from control_plane.claims.slots import round_start
 from control_plane.errors import ClaimRefused
@@ -265,8 +267,9 @@ def test_a_connection_keeps_granting_after_grants_that_found_a_cap_full(
     # statement the driver prepared there (it prepares one after five uses) was never prepared,
     # and the connection's next grant asked for a prepared statement that did not exist (a 500).
     def grant(conn: Connection, slot_key: str, cap: int) -> object:
-        return services.claims._grant(  # one connection, again and again: the seam itself
+        return grant_token(  # one connection, again and again: the seam itself
             conn,
+            AnswerMemory(),
             agent_id=UUID(agent.agent_id),
             org_id=UUID(agent.org_id),
             slot_key=slot_key,
@@ -302,8 +305,9 @@ def test_a_grant_that_failed_for_another_reason_leaves_its_connection_to_be_repl
     with pool.connection() as conn:
         conn.execute("SET lock_timeout = '100ms'")
         with pytest.raises(psycopg.errors.LockNotAvailable):
-            services.claims._grant(
+            grant_token(
                 conn,
+                AnswerMemory(),
                 agent_id=UUID(agent.agent_id),
                 org_id=UUID(agent.org_id),
                 slot_key=SLOT,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from control_plane.claims.services import TOKEN_LIFETIME
+from control_plane.claims.grant import TOKEN_LIFETIME
 from control_plane.reconcile.outlived import OUTLIVED_MARGIN
 from control_plane.registry import Services
 from control_plane.types import Pool
