@@ -133,8 +133,8 @@ class ClaimService:
         """A scheduled slot's or a manual update's token (the request names exactly one)."""
         from_version = stored_text("from_version", request.from_version, MAX_VERSION_LENGTH)
         if request.manual_run_id is not None:
-            return self.claim_manual(
-                agent_id, request.manual_run_id, from_version, now, track=request.track
+            return claim_manual(
+                self._pool, agent_id, request.manual_run_id, from_version, now, track=request.track
             )
         # Checked here too, not only at the API's door: the hot path's SELECT takes the key
         # before the planner has judged it.
@@ -378,15 +378,3 @@ class ClaimService:
         if row is None or row["status"] != "claimed":
             raise slot_consumed(slot_key, "was already consumed")
         return Claim(created=False, grant=claim_grant(conn, row["id"]))
-
-    def claim_manual(
-        self,
-        agent_id: UUID,
-        manual_run_id: UUID,
-        from_version: str | None,
-        now: datetime,
-        *,
-        track: ReleaseTrack = DEFAULT_TRACK,
-    ) -> Claim:
-        """The token for a manual update requested in the panel (`claims.manual`)."""
-        return claim_manual(self._pool, agent_id, manual_run_id, from_version, now, track=track)
