@@ -13,6 +13,9 @@ client is not what is measured; its CPU share is printed. Printed:
 - the refusal path: claims per second within the window's bursts, and p50/p99 latency;
 - the baseline: right after each round's burst, as many `/healthz` requests sent the same way
   (same connections) to the same server, and the ratio, per round and for the window;
+- the server's CPU over each burst (`bench/process_cpu.py`): the control plane's processes, the
+  database's, and how busy the machine's cores were — a machine near 100 % busy is CPU-bound, and
+  the split says where the time went — per round, and for the window's bursts and the baseline;
 - each agent follows one of two channels on one of two platforms (four pairs, each with its own
   release): grants per pair, and how many grants carried another pair's release (must be 0);
 - how many agents missed the window and why, beside the forecast. With the default caps the
@@ -47,6 +50,7 @@ from pathlib import Path
 
 import psycopg
 
+from bench.process_cpu import CpuUse, snapshot
 from bench.wrk_burst import Burst, machine_cores, run_burst
 from bench.wrk_load import Request, require_wrk
 from control_plane.database import open_pool
@@ -113,6 +117,9 @@ class Herd:
     missed_because: Counter[str] = field(default_factory=Counter)
     window_bursts: list[Burst] = field(default_factory=list)
     bare_bursts: list[Burst] = field(default_factory=list)  # beside each window burst
+    # The server's and the database's CPU over each window burst and each bare one.
+    window_cpu: list[CpuUse] = field(default_factory=list)
+    bare_cpu: list[CpuUse] = field(default_factory=list)
     bursts: list[Burst] = field(default_factory=list)
     unexpected: Counter[int] = field(default_factory=Counter)
     grants_per_pair: Counter[tuple[str, str]] = field(default_factory=Counter)
@@ -187,8 +194,15 @@ def describe(burst: Burst) -> str:
 
 
 def run_herd(
-    base_url: str, clock: FakeClock, herd: Herd, database_url: str, concurrency: int
+    base_url: str,
+    clock: FakeClock,
+    herd: Herd,
+    database_url: str,
+    concurrency: int,
+    servers: dict[str, int],
 ) -> None:
+    """The rounds of the slot until every agent is through or its window closed; `servers`
+    names the process trees whose CPU each window burst and its baseline are printed with."""
     round_seconds = 60 / clock.speed
     round_number = 0
     while herd.pending:
@@ -197,12 +211,10 @@ def run_herd(
         if wait > 0:
             time.sleep(wait)
         waiting = list(herd.pending.values())
-        burst = run_burst(
-            base_url,
-            [agent.claim() for agent in waiting],
-            deadline_seconds=round_seconds,
-            connections=concurrency,
-        )
+        claims = [agent.claim() for agent in waiting]
+        before = snapshot(servers)
+        burst = run_burst(base_url, claims, deadline_seconds=round_seconds, connections=concurrency)
+        used = CpuUse.between(before, snapshot(servers))
         herd.bursts.append(burst)
         in_window = round_at < SLOT_AT + WINDOW
         bare = ""
@@ -212,12 +224,18 @@ def run_herd(
             # machine's load moves between minutes; one baseline burst at the end moved the
             # ratio by a factor of three between runs).
             health = Request(method="GET", path="/healthz", headers={})
+            before = snapshot(servers)
             beside = run_burst(
                 base_url, [health] * len(waiting), deadline_seconds=60, connections=concurrency
             )
+            herd.bare_cpu.append(CpuUse.between(before, snapshot(servers)))
             herd.bare_bursts.append(beside)
+            herd.window_cpu.append(used)
             ratio = burst.per_second / beside.per_second if beside.per_second else 0.0
-            bare = f"; bare /healthz {beside.seconds:5.2f} s, ratio {ratio:4.2f}"
+            bare = (
+                f"; bare /healthz {beside.seconds:5.2f} s, ratio {ratio:4.2f}"
+                f"\n      CPU over the burst: {used.describe()}"
+            )
         granted = grants(database_url)
         for agent in waiting:
             version = granted.get(agent.agent_id)
@@ -319,7 +337,11 @@ def main() -> int:
                 f"  before 03:00: {polls.answered} config polls in {polls.seconds:.2f} s "
                 f"{dict(sorted(polls.statuses.items()))}"
             )
-            run_herd(plane.base_url, clock, herd, database_url, args.concurrency)
+            # The postmaster's pid is the first line of its pid file; its backends are its
+            # children. The control plane's workers are children of its process.
+            postmaster = int((embedded.pgdata / "postmaster.pid").read_text().split()[0])
+            servers = {"control plane": plane.pid, "PostgreSQL": postmaster}
+            run_herd(plane.base_url, clock, herd, database_url, args.concurrency, servers)
         finally:
             plane.stop()
         max_org, max_total, rounds = grants_per_round(database_url)
@@ -398,6 +420,12 @@ def main() -> int:
         f"client (wrk) CPU during the window's bursts: {client:.2f} cores "
         f"({100 * client / cores:.0f} % of {cores}); during the baseline: "
         f"{bare_cpu / bare_seconds if bare_seconds else 0:.2f} cores"
+    )
+    # Whether the server, not the code, set the pace: a machine near 100 % busy during the
+    # bursts is CPU-bound, and what each tree took of it says where the time went.
+    print(
+        f"server CPU over the window's bursts: {CpuUse.over(herd.window_cpu).describe()}; "
+        f"over the baseline: {CpuUse.over(herd.bare_cpu).describe()}"
     )
     if herd.unexpected:
         print(f"unexpected answers: {dict(herd.unexpected)}")
