@@ -22,7 +22,7 @@ import psycopg
 
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL
 from control_plane.answers_cache import FACTS_ONLY, AnswerMemory, Changes, DatabaseNeeded
-from control_plane.claims.grant import TOKEN_LIFETIME, Claim, claim_grant, grant_token
+from control_plane.claims.grant import Claim, claim_grant, grant_token
 from control_plane.claims.in_flight import GrantsInFlight, KnownRoom
 from control_plane.claims.manual import claim_manual
 from control_plane.claims.refusals import RefusalRecorder
@@ -45,8 +45,8 @@ from ground.contract import (
 from ground.contract.messages import MAX_SLOT_KEY_LENGTH
 from ground.limits import MAX_VERSION_LENGTH
 
-# TOKEN_LIFETIME and Claim are the grant's (`claims.grant`), named here for the callers.
-__all__ = ["TOKEN_LIFETIME", "Claim", "ClaimService", "GrantHistory", "RoundGrants"]
+# `Claim` is the grant's (`claims.grant`), named here for the callers of the service.
+__all__ = ["Claim", "ClaimService", "GrantHistory", "RoundGrants"]
 
 _HOT_PATH = """
 SELECT a.id AS agent_id, a.org_id,
