@@ -88,7 +88,15 @@ def test_a_small_night_updates_every_agent_and_leaves_nothing_behind() -> None:
     # agents, updated, updating, waiting, up to date, missed, not due yet
     assert final_row(output, "Acme Logistics") == ["2", "2", "0", "0", "0", "0", "0"]
     assert final_row(output, "Borealis Bakery") == ["2", "2", "0", "0", "0", "0", "0"]
-    assert "most tokens in one round: 4 of the global cap 25 — held" in output
+    # Every agent took one token, within the caps. Usually all four in the 03:00 round, but each
+    # daemon asks at its own second of the minute, and one whose second is late in it, held up
+    # by a busy machine for a fraction of a real second (a platform minute is 2 s here), asks in
+    # the 03:01 round instead — as right (seen once in CI).
+    per_round = re.search(r"grants per round: (.*?)  \(caps", output)
+    assert per_round, output
+    counts = [int(n) for n in re.findall(r"\d\d:\d\d (\d+)", per_round.group(1))]
+    assert sum(counts) == 4, output
+    assert f"most tokens in one round: {max(counts)} of the global cap 25 — held" in output
     # One agent's own log, and the control plane's record of it: the schedule is the actor.
     timeline = output.split("one agent's night", 1)[1]
     assert "claim.granted" in timeline
