@@ -26,7 +26,7 @@ from control_plane.claims.slots import round_start
 from control_plane.errors import ClaimRefused
 from control_plane.registry import Services
 from control_plane.types import Connection, Pool
-from ground.contract import DEFAULT_TRACK
+from ground.contract import DEFAULT_TRACK, ClaimGrant
 from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Org, SignedRelease
 
@@ -260,32 +260,36 @@ def test_the_same_agent_racing_itself_gets_one_claim_twice(
     assert _idle_in_transaction(database_url) == 0
 
 
+def _grant_alone(
+    conn: Connection, agent: Agent, slot_key: str, *, caps: tuple[int, int]
+) -> ClaimGrant:
+    """The grant transaction itself on `conn` (the seam: one connection, again and again)."""
+    return grant_token(
+        conn,
+        AnswerMemory(),
+        agent_id=UUID(agent.agent_id),
+        org_id=UUID(agent.org_id),
+        slot_key=slot_key,
+        slot_at=SLOT_AT,
+        from_version="1.4.1",
+        existing_run=None,
+        caps=caps,
+        track=DEFAULT_TRACK,
+        now=IN_THE_WINDOW,
+    )
+
+
 def test_a_connection_keeps_granting_after_grants_that_found_a_cap_full(
     services: Services, pool: Pool, agent: Agent, database_url: str
 ) -> None:
     # A failed statement aborts the rest of the grant's pipeline, the COMMIT included: a
     # statement the driver prepared there (it prepares one after five uses) was never prepared,
     # and the connection's next grant asked for a prepared statement that did not exist (a 500).
-    def grant(conn: Connection, slot_key: str, cap: int) -> object:
-        return grant_token(  # one connection, again and again: the seam itself
-            conn,
-            AnswerMemory(),
-            agent_id=UUID(agent.agent_id),
-            org_id=UUID(agent.org_id),
-            slot_key=slot_key,
-            slot_at=SLOT_AT,
-            from_version="1.4.1",
-            existing_run=None,
-            caps=(cap, 100),
-            track=DEFAULT_TRACK,
-            now=IN_THE_WINDOW,
-        )
-
     with pool.connection() as conn:
         for n in range(8):
-            grant(conn, f"{SLOT}#{n}", cap=100)
-            with pytest.raises(ClaimRefused):
-                grant(conn, f"{SLOT}#{n}-full", cap=0)  # the organisation's cap 0: full
+            _grant_alone(conn, agent, f"{SLOT}#{n}", caps=(100, 100))
+            with pytest.raises(ClaimRefused):  # the organisation's cap 0: full
+                _grant_alone(conn, agent, f"{SLOT}#{n}-full", caps=(0, 100))
     assert _counts(database_url)[2:] == (8, 8)
 
 
@@ -305,19 +309,7 @@ def test_a_grant_that_failed_for_another_reason_leaves_its_connection_to_be_repl
     with pool.connection() as conn:
         conn.execute("SET lock_timeout = '100ms'")
         with pytest.raises(psycopg.errors.LockNotAvailable):
-            grant_token(
-                conn,
-                AnswerMemory(),
-                agent_id=UUID(agent.agent_id),
-                org_id=UUID(agent.org_id),
-                slot_key=SLOT,
-                slot_at=SLOT_AT,
-                from_version="1.4.1",
-                existing_run=None,
-                caps=(5, 25),
-                track=DEFAULT_TRACK,
-                now=IN_THE_WINDOW,
-            )
+            _grant_alone(conn, agent, SLOT, caps=(5, 25))
         assert conn.closed
     counters.rollback()
     claim = services.claims.claim_slot(UUID(agent.agent_id), SLOT, "1.4.1", IN_THE_WINDOW)
