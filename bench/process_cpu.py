@@ -30,9 +30,9 @@ def _stat_fields(pid: str) -> list[str] | None:
     return text.rpartition(")")[2].split()
 
 
-def tree_cpu_seconds(root: int) -> float:
-    """User and system CPU seconds of `root` and every live descendant, with what each has
-    collected from its reaped children (0.0 when `root` is gone)."""
+def _process_table() -> tuple[dict[int, int], dict[int, int]]:
+    """Every live process's parent and its CPU ticks (its own, and what it has collected from its
+    reaped children), read from /proc once."""
     parents: dict[int, int] = {}
     ticks: dict[int, int] = {}
     for entry in _PROC.iterdir():
@@ -45,6 +45,10 @@ def tree_cpu_seconds(root: int) -> float:
         pid = int(entry.name)
         parents[pid] = int(fields[1])
         ticks[pid] = sum(int(value) for value in fields[11:15])
+    return parents, ticks
+
+
+def _tree_seconds(root: int, parents: dict[int, int], ticks: dict[int, int]) -> float:
     tree = {root} if root in ticks else set()
     grew = True
     while grew:
@@ -52,6 +56,12 @@ def tree_cpu_seconds(root: int) -> float:
         tree |= found
         grew = bool(found)
     return sum(ticks[pid] for pid in tree) / _TICKS_PER_SECOND
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """User and system CPU seconds of `root` and every live descendant, with what each has
+    collected from its reaped children (0.0 when `root` is gone)."""
+    return _tree_seconds(root, *_process_table())
 
 
 def _machine_ticks() -> tuple[int, int]:
@@ -74,9 +84,10 @@ class CpuSnapshot:
 def snapshot(roots: Mapping[str, int]) -> CpuSnapshot:
     """The CPU seconds of each named tree (name -> root pid) and the machine's, now."""
     busy, total = _machine_ticks()
+    parents, ticks = _process_table()  # one walk of /proc for all the trees
     return CpuSnapshot(
         at=time.monotonic(),
-        trees={name: tree_cpu_seconds(pid) for name, pid in roots.items()},
+        trees={name: _tree_seconds(pid, parents, ticks) for name, pid in roots.items()},
         busy_ticks=busy,
         total_ticks=total,
     )
