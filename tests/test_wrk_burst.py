@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from bench import wrk_burst
 from bench.wrk_burst import run_burst
 from bench.wrk_load import Request
 
@@ -95,3 +96,27 @@ def test_each_request_is_sent_once_and_answered(server: _Counting, count: int) -
     refused = sum(path.endswith("/refused") for path in paths)
     assert burst.statuses == Counter({201: count - refused, 429: refused}) - Counter()
     assert burst.codes == Counter({"org_cap": refused}) - Counter()
+    # wrk's own clock, inside the wall time from its launch (which also holds the script's
+    # loading): a burst is never timed longer than it took, nor as nothing.
+    assert 0 < burst.seconds <= burst.wall_seconds
+
+
+def test_a_bursts_time_leaves_out_the_clients_set_up(
+    server: _Counting, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The time is wrk's own, from its threads' start: a script that takes long to load (here it
+    sleeps half a second wherever wrk loads it) is client work, not the server's."""
+    loaded = wrk_burst._script
+
+    def slow_to_load(requests: list[Request], threads: int) -> str:
+        return 'os.execute("sleep 0.5")\n' + loaded(requests, threads)
+
+    monkeypatch.setattr(wrk_burst, "_script", slow_to_load)
+    burst = run_burst(
+        f"http://127.0.0.1:{server.server_address[1]}",
+        [Request(method="POST", path="/claim/1", headers={}, body="{}")],
+        deadline_seconds=60,
+        connections=2,
+    )
+    assert burst.answered == 1
+    assert burst.wall_seconds - burst.seconds >= 0.5, burst
