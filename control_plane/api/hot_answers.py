@@ -9,6 +9,12 @@ by the same service methods and the same response classes as the routes', and on
 the routes would read the same way: a bearer credential, a well-formed host id, the query or body
 the route takes. Anything else, and anything the memory does not decide, goes on to the routes
 unchanged (the body replayed), which answer it as they always did.
+
+A slot's claim the memory cannot refuse — its facts say it may be granted, and this worker does
+not know yet whether the round is full — waits here for the grants in flight in this worker
+(`claims.in_flight`), is decided again each time one of them finishes, and goes on to the route
+only when it is let through: the claims of a round's start that end refused never pay for
+FastAPI.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from control_plane.accounts.credentials import secret_sha256
 from control_plane.accounts.services import HOST_ID_PATTERN
 from control_plane.agent_config.routes import etag_matches
 from control_plane.api.answers import refusal_response
+from control_plane.claims.in_flight import KnownRoom
 from control_plane.errors import RequestRefused
 from control_plane.registry import Services
 from ground.contract import (
@@ -106,13 +113,36 @@ class HotAnswers:
                     await answer(scope, receive, send)
                     return
             elif method == "POST" and path == CLAIMS_PATH:
-                message = await receive()
-                answer = self._claim_refusal(scope, message)
-                if answer is not None:
-                    await answer(scope, receive, send)
-                    return
-                receive = _replayed(message, receive)
+                await self._claim(scope, receive, send)
+                return
         await self._app(scope, receive, send)
+
+    async def _claim(self, scope: Scope, receive: Receive, send: Send) -> None:
+        message = await receive()
+        replayed = _replayed(message, receive)
+        claim = self._slot_claim(scope, message)
+        if claim is None:
+            await self._app(scope, replayed, send)
+            return
+        secret, slot_key, body = claim
+        now = scope["state"]["now"]
+        claims = self._services.claims
+
+        def known_room() -> KnownRoom | None:
+            # Raises the refusal from memory; else the room this worker knows of in the round.
+            return claims.refuse_from_memory(
+                secret, slot_key, body.from_version, now, track=body.track
+            )
+
+        try:
+            admission = await claims.grants_in_flight.admit(known_room)
+        except RequestRefused as refused:
+            await refusal_response(refused)(scope, replayed, send)
+            return
+        try:
+            await self._app(scope, replayed, send)
+        finally:
+            admission.finish()
 
     def _config(self, scope: Scope) -> Response | None:
         headers = _headers(scope)
@@ -134,7 +164,8 @@ class HotAnswers:
             return Response(status_code=304, headers=answer_headers)
         return JSONResponse(versioned.at(now).model_dump(mode="json"), headers=answer_headers)
 
-    def _claim_refusal(self, scope: Scope, message: Message) -> Response | None:
+    def _slot_claim(self, scope: Scope, message: Message) -> tuple[str, str, ClaimRequest] | None:
+        """(credential hash, slot key, body) of a slot's claim read as the route reads it."""
         if message["type"] != "http.request" or message.get("more_body", False):
             return None
         headers = _headers(scope)
@@ -151,14 +182,4 @@ class HotAnswers:
             return None
         if body.slot_key is None:
             return None
-        try:
-            self._services.claims.refuse_from_memory(
-                secret_sha256(secret),
-                body.slot_key,
-                body.from_version,
-                scope["state"]["now"],
-                track=body.track,
-            )
-        except RequestRefused as refused:
-            return refusal_response(refused)
-        return None
+        return secret_sha256(secret), body.slot_key, body

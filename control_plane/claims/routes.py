@@ -1,7 +1,9 @@
 """`POST /v1/agent/claims`: the throttle token for a slot or a manual update.
 
 Every refusal is a `ClaimRefused` carrying the contract's `RefusalCode`, whose `status` the
-exception handler answers with; the claims service records it, so this route only maps.
+exception handler answers with; the claims service records it, so this route only maps. A slot's
+claim gets here after the hot-answer middleware (`api.hot_answers`) let it through: refused from
+memory there, or admitted among the grants in flight in this worker.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from control_plane.api.deps import (
     in_database_thread,
     services_of,
 )
-from control_plane.claims.in_flight import KnownRoom
 from control_plane.claims.services import Claim
 from control_plane.errors import NotFound
 from control_plane.registry import Services
@@ -52,26 +53,7 @@ async def claim(
     `slot_consumed`, `no_release`, `run_finished`; 503 `brake`; 429 `org_cap`/`global_cap` with
     `retry_after_seconds`; 404 `run_not_found`."""
     services = services_of(request)
-    admission = None
-    if body.slot_key is not None:
-        slot_key = body.slot_key
-
-        def known_room() -> KnownRoom | None:
-            # The 03:00 herd's refusal from memory when the change feed keeps it exact: no
-            # thread hop, no database. Anything else (a grant, the same claim again) goes on,
-            # with the room this worker knows of in the claim's round.
-            return services.claims.refuse_from_memory(
-                credential.secret_sha256, slot_key, body.from_version, now, track=body.track
-            )
-
-        # A claim the memory cannot refuse waits here while the grants in flight in this worker
-        # fill the room it knows of, and is asked again when one of them finishes.
-        admission = await services.claims.grants_in_flight.admit(known_room)
-    try:
-        granted = await in_database_thread(request, lambda: _claim(services, credential, body, now))
-    finally:
-        if admission is not None:
-            admission.finish()
+    granted = await in_database_thread(request, lambda: _claim(services, credential, body, now))
     if not granted.created:
         response.status_code = 200
     return granted.grant

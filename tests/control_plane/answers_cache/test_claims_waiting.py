@@ -9,6 +9,8 @@ or by rolling back, whether it then fails or is granted.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,8 +19,11 @@ from datetime import timedelta
 import httpx
 import psycopg
 import pytest
+from starlette.types import Message, Receive, Scope, Send
 
 from control_plane.answers_cache.feed import ChangeFeed
+from control_plane.api.hot_answers import HotAnswers
+from control_plane.claims.slots import round_start
 from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from ground.contract import CLAIMS_PATH
@@ -149,3 +154,69 @@ def test_a_waiting_claim_is_refused_when_the_grant_ahead_of_it_filled_the_round(
     assert (refused.status_code, refused.json()["detail"]["code"]) == (429, "global_cap")
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT count(*) FROM tokens").fetchone() == (1,)
+
+
+def test_a_claim_that_waits_and_is_refused_never_reaches_the_routes(
+    services: Services, clock: ManualClock, agents: tuple[Agent, Agent]
+) -> None:
+    """The wait is in the hot-answer middleware, before FastAPI: a claim that waited for the
+    grant ahead of it and is then refused from memory costs no routing, no dependencies and no
+    database thread. (The application behind the middleware here stands in for the routes, to
+    count what reaches them; the test above runs the same through the real ones.)"""
+    ahead, behind = agents
+    now = clock.now()
+    routed: list[bytes] = []
+
+    async def scenario() -> list[Message]:
+        granting = asyncio.Event()
+
+        async def routes(scope: Scope, receive: Receive, send: Send) -> None:
+            routed.append((await receive())["body"])
+            await granting.wait()
+            # What the grant ahead leaves in this worker's memory: the round's one place taken.
+            services.answers.note_granted(round_start(now), None, 1)
+            await send({"type": "http.response.start", "status": 201, "headers": []})
+            await send({"type": "http.response.body", "body": b"{}"})
+
+        middleware = HotAnswers(routes, services)
+
+        async def claim(agent: Agent) -> list[Message]:
+            body = json.dumps({"slot_key": SLOT, "from_version": "1.4.1"}).encode()
+            sent: list[Message] = []
+
+            async def receive() -> Message:
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            async def send(message: Message) -> None:
+                sent.append(message)
+
+            scope = {
+                "type": "http",
+                "method": "POST",
+                "path": CLAIMS_PATH,
+                "query_string": b"",
+                "headers": [
+                    (b"authorization", f"Bearer {agent.agent_key}".encode()),
+                    (b"content-type", b"application/json"),
+                ],
+                "state": {"now": now},
+            }
+            await middleware(scope, receive, send)
+            return sent
+
+        first = asyncio.create_task(claim(ahead))
+        while not routed:
+            await asyncio.sleep(0)
+        second = asyncio.create_task(claim(behind))
+        while services.claims.grants_in_flight.waiting() != 1:
+            await asyncio.sleep(0)
+        granting.set()
+        assert (await first)[0]["status"] == 201
+        return await second
+
+    # Bounded: a claim that did not wait here would leave the loops above spinning.
+    refused = asyncio.run(asyncio.wait_for(scenario(), timeout=30))
+    assert refused[0]["status"] == 429
+    assert json.loads(refused[1]["body"])["detail"]["code"] == "global_cap"
+    assert len(routed) == 1  # only the claim let through
+    assert services.claims.grants_in_flight.waiting() == 0
