@@ -13,6 +13,11 @@ client is not what is measured; its CPU share is printed. Printed:
 - the refusal path: claims per second within the window's bursts, and p50/p99 latency;
 - the baseline: right after each round's burst, as many `/healthz` requests sent the same way
   (same connections) to the same server, and the ratio, per round and for the window;
+- each round split at its last grant's answer (`bench/wrk_burst.py`, "the cut"): until then the
+  round's count is unknown and its claims wait for its grants; after it every claim is refused
+  from memory — the refusal path, whose rate is printed beside the bare burst's after its first
+  answer (each connection's request in flight at the cut not counted), per round and for the
+  window, with how long the grants took;
 - the server's CPU over each burst (`bench/process_cpu.py`): the control plane's processes, the
   database's, and how busy the machine's cores were — a machine near 100 % busy is CPU-bound, and
   the split says where the time went — per round, and for the window's bursts and the baseline;
@@ -194,6 +199,18 @@ def describe(burst: Burst) -> str:
     )
 
 
+def describe_cut(burst: Burst, beside: Burst) -> str:
+    """A round's two parts: until its last grant (the claims wait for the grants while the
+    round's count is unknown), then the refusals, against the bare burst's steady part."""
+    refusals, bare = burst.rate_after_cut, beside.rate_after_cut
+    if burst.cut_seconds is None or refusals is None or not bare:
+        return "no grant in this burst, or too few answers after it to split it"
+    return (
+        f"the round's grants answered by {burst.cut_seconds * 1000:.0f} ms; after them the refusals"
+        f" at {refusals:6.0f}/s, bare /healthz at {bare:6.0f}/s: ratio {refusals / bare:4.2f}"
+    )
+
+
 def run_herd(
     base_url: str,
     clock: FakeClock,
@@ -214,7 +231,14 @@ def run_herd(
         waiting = list(herd.pending.values())
         claims = [agent.claim() for agent in waiting]
         before = snapshot(servers)
-        burst = run_burst(base_url, claims, deadline_seconds=round_seconds, connections=concurrency)
+        # Cut at the round's last grant (201): the claims after it are the refusal path.
+        burst = run_burst(
+            base_url,
+            claims,
+            deadline_seconds=round_seconds,
+            connections=concurrency,
+            fill_status=201,
+        )
         used = CpuUse.between(before, snapshot(servers))
         herd.bursts.append(burst)
         in_window = round_at < SLOT_AT + WINDOW
@@ -235,6 +259,7 @@ def run_herd(
             ratio = burst.per_second / beside.per_second if beside.per_second else 0.0
             bare = (
                 f"; bare /healthz {beside.seconds:5.2f} s, ratio {ratio:4.2f}"
+                f"\n      {describe_cut(burst, beside)}"
                 f"\n      CPU over the burst: {used.describe()}"
             )
         granted = grants(database_url)
@@ -405,6 +430,33 @@ def main() -> int:
             + " ".join(f"{ratio:.2f}" for ratio in ratios)
             + f"  (median {statistics.median(ratios):.2f}, {min(ratios):.2f}-{max(ratios):.2f})"
         )
+        # The round split at its last grant: the refusal path is what comes after it (each
+        # connection's request in flight at the cut left out), the grants' part is before it.
+        pairs = [
+            (burst, beside)
+            for burst, beside in zip(herd.window_bursts, herd.bare_bursts, strict=True)
+            if burst.rate_after_cut and beside.rate_after_cut
+        ]
+        if pairs:
+            refused = sum(b.answers_after_cut - b.connections for b, _ in pairs)
+            refused_seconds = sum(b.seconds_after_cut or 0.0 for b, _ in pairs)
+            steady = sum(b.answers_after_cut - b.connections for _, b in pairs)
+            steady_seconds = sum(b.seconds_after_cut or 0.0 for _, b in pairs)
+            refusals_rps, steady_rps = refused / refused_seconds, steady / steady_seconds
+            cut_ratios = [(b.rate_after_cut or 0.0) / (s.rate_after_cut or 1.0) for b, s in pairs]
+            low, high = min(cut_ratios), max(cut_ratios)
+            fills = [b.cut_seconds * 1000 for b, _ in pairs if b.cut_seconds is not None]
+            print(
+                f"the refusal path after each round's last grant: {refusals_rps:8.0f} requests/s,"
+                f" bare /healthz after its first answer {steady_rps:8.0f} requests/s: ratio"
+                f" {refusals_rps / steady_rps:.2f} (per round median"
+                f" {statistics.median(cut_ratios):.2f}, {low:.2f}-{high:.2f};"
+                f" {len(pairs)} of {len(herd.window_bursts)} rounds)"
+            )
+            print(
+                f"per round, the grants answered by: median {statistics.median(fills):.0f} ms"
+                f" ({min(fills):.0f}-{max(fills):.0f} ms) from the burst's first claim"
+            )
         # What a round costs beyond a bare burst of the same size: less moved by the machine's
         # load than a ratio (a loaded baseline flatters every ratio).
         excess = [

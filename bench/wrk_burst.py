@@ -22,6 +22,16 @@ answer. wrk has no "N requests" option, so the Lua script here does it:
   which the wall time from the launch counted as the server's (~11 ms for 4,000 claims beside
   4,000 `/healthz`, measured against one bare app).
 
+A burst can also be cut in two at a moment read inside wrk (its monotonic clock, through
+LuaJIT's ffi): with `fill_status`, the last answer of that status (a herd round's last grant, 201:
+until then the round's count is unknown and its claims wait for the grants); without, the first
+answer of any status (a bare burst's connections are open and its first request served). What
+comes after the cut is the burst's steady part: `rate_after_cut` counts the answers that came
+after it, less one per connection (at the cut each connection may have a request in flight, and
+a claim that waited for the grants is answered at once when they end: those are not counted),
+over the time from the cut to the last answer. So it never counts more than the requests sent
+after the cut.
+
 A burst whose answers do not all come (a dropped connection) ends at `deadline_seconds`; the
 requests without an answer are reported as `unanswered`.
 """
@@ -64,6 +74,12 @@ class Burst:
     p50_ms: float  # over every request of the burst (the few fillers included)
     p99_ms: float
     client_cpu_seconds: float
+    connections: int
+    # The cut (module docstring): from the first request sent to it, the answers after it and the
+    # time from it to the last answer; None when it was not seen (no answer of `fill_status`).
+    cut_seconds: float | None = None
+    answers_after_cut: int = 0
+    seconds_after_cut: float | None = None
 
     @property
     def unanswered(self) -> int:
@@ -73,8 +89,17 @@ class Burst:
     def per_second(self) -> float:
         return self.answered / self.seconds if self.seconds else 0.0
 
+    @property
+    def rate_after_cut(self) -> float | None:
+        """Answers per second after the cut, the requests in flight at it left out; None when
+        there was no cut, or too few answers after it to say."""
+        counted = self.answers_after_cut - self.connections
+        if self.seconds_after_cut is None or self.seconds_after_cut <= 0 or counted <= 0:
+            return None
+        return counted / self.seconds_after_cut
 
-def _script(requests: Sequence[Request], threads: int) -> str:
+
+def _script(requests: Sequence[Request], threads: int, fill_status: int | None = None) -> str:
     specs = []
     for request in requests:
         headers = ", ".join(
@@ -85,8 +110,24 @@ def _script(requests: Sequence[Request], threads: int) -> str:
         specs.append(f"  {{{method}, {path}, {{{headers}}}, {body}}},")
     return (
         f"local thread_count = {threads}\n"
+        f"local fill_status = {'nil' if fill_status is None else int(fill_status)}\n"
         "local specs = {\n" + "\n".join(specs) + "\n}\n"
         """
+-- The monotonic clock (CLOCK_MONOTONIC, 1 on Linux) through LuaJIT's ffi; -1 without it.
+local has_ffi, ffi = pcall(require, "ffi")
+local timespec = nil
+if has_ffi then
+  ffi.cdef[[
+    typedef struct { long tv_sec; long tv_nsec; } nachtwacht_timespec;
+    int clock_gettime(int clock_id, nachtwacht_timespec *tp);
+  ]]
+  timespec = ffi.new("nachtwacht_timespec")
+end
+local function now_us()
+  if timespec == nil then return -1 end
+  ffi.C.clock_gettime(1, timespec)
+  return tonumber(timespec.tv_sec) * 1000000 + math.floor(tonumber(timespec.tv_nsec) / 1000)
+end
 local threads = {}
 function setup(thread)
   thread:set("index", #threads)
@@ -102,6 +143,10 @@ function init(args)
     prepared[#prepared + 1] = wrk.format(s[1], s[2], s[3], s[4])
   end
   sent = 0
+  first_sent = -1
+  first_answer = -1
+  last_fill = -1
+  answer_times = {}
   filler = wrk.format("DELETE", "/healthz")
   finished = false
   -- wrk calls the first thread's request() once before the run, to check the script, and
@@ -115,6 +160,7 @@ function request()
   end
   if sent < #prepared then
     sent = sent + 1
+    if sent == 1 then first_sent = now_us() end
     return prepared[sent]
   end
   if not finished and #prepared == 0 then
@@ -133,6 +179,10 @@ function delay()
 end
 function response(status, headers, body)
   if status == 405 then return end
+  local at = now_us()
+  answer_times[#answer_times + 1] = at
+  if first_answer < 0 then first_answer = at end
+  if status == fill_status then last_fill = at end
   counts[status] = (counts[status] or 0) + 1
   if status >= 400 then
     local code = string.match(body, '"code"%s*:%s*"([^"]+)"') or "none"
@@ -158,16 +208,40 @@ function done(summary, latency, requests)
     end
     for code, n in pairs(thread:get("codes")) do refusals[code] = (refusals[code] or 0) + n end
   end
+  -- The cut: the last answer of fill_status, or (without one) the first answer of any status.
+  local start, cut, last, after = -1, -1, -1, 0
+  for _, thread in ipairs(threads) do
+    local sent_at, answered_at = thread:get("first_sent"), thread:get("first_answer")
+    if sent_at >= 0 and (start < 0 or sent_at < start) then start = sent_at end
+    if fill_status == nil then
+      if answered_at >= 0 and (cut < 0 or answered_at < cut) then cut = answered_at end
+    else
+      local filled_at = thread:get("last_fill")
+      if filled_at > cut then cut = filled_at end
+    end
+  end
+  if cut >= 0 and start >= 0 then
+    for _, thread in ipairs(threads) do
+      for _, at in ipairs(thread:get("answer_times")) do
+        if at > cut then after = after + 1 end
+        if at > last then last = at end
+      end
+    end
+  end
+  local cut_us, after_us = -1, -1
+  if cut >= 0 and start >= 0 then cut_us, after_us = cut - start, last - cut end
   local parts, code_parts = {}, {}
   for status, n in pairs(statuses) do table.insert(parts, string.format('"%d": %d', status, n)) end
   for code, n in pairs(refusals) do table.insert(code_parts, string.format('"%s": %d', code, n)) end
   io.write(string.format("""
         + json.dumps(SUMMARY)
         + """ .. '{"answered": %d, "p50_us": %d, "p99_us": %d, "connect": %d, "read": %d, '
-      .. '"write": %d, "timeout": %d, "duration_us": %d, "statuses": {%s}, "codes": {%s}}\\n',
+      .. '"write": %d, "timeout": %d, "duration_us": %d, "cut_us": %d, "after_cut": %d, '
+      .. '"after_cut_us": %d, "statuses": {%s}, "codes": {%s}}\\n',
     answered_total, latency:percentile(50), latency:percentile(99),
     summary.errors.connect, summary.errors.read, summary.errors.write, summary.errors.timeout,
-    summary.duration, table.concat(parts, ", "), table.concat(code_parts, ", ")))
+    summary.duration, cut_us, after, after_us,
+    table.concat(parts, ", "), table.concat(code_parts, ", ")))
   io.flush()
 end
 """
@@ -197,13 +271,15 @@ def run_burst(
     deadline_seconds: float,
     connections: int = 64,
     threads: int = 2,
+    fill_status: int | None = None,
 ) -> Burst:
-    """Send each of `requests` once with wrk; returns when every answer came or at the deadline."""
+    """Send each of `requests` once with wrk; returns when every answer came or at the deadline.
+    `fill_status`: the status whose last answer cuts the burst (module docstring)."""
     wrk = require_wrk()
     threads = max(1, min(threads, len(requests)))
     connections = max(threads, connections)
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(_script(requests, threads))
+        script.write(_script(requests, threads, fill_status))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     try:
@@ -262,6 +338,10 @@ def run_burst(
         p50_ms=summary["p50_us"] / 1000,
         p99_ms=summary["p99_us"] / 1000,
         client_cpu_seconds=(after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+        connections=connections,
+        cut_seconds=summary["cut_us"] / 1e6 if summary["cut_us"] >= 0 else None,
+        answers_after_cut=summary["after_cut"],
+        seconds_after_cut=summary["after_cut_us"] / 1e6 if summary["after_cut_us"] >= 0 else None,
     )
 
 
