@@ -9,7 +9,11 @@ while their transaction's id stays at or above the horizon: forgetting twice is 
 
 A failed read (the database is away, a statement timeout) makes the memory lapse: nothing is
 answered from memory until a read succeeds again, and that read starts a new horizon over an
-empty memory.
+empty memory. The writes that follow a read — the sightings of answers given from memory, the
+pruning — are bookkeeping: once the read's changes are applied the memory is exact, so when one
+of them fails it is logged and tried again with the next read (the sightings are kept), and the
+memory keeps answering. (It used to lapse: a sightings batch that waited for another worker's
+lock emptied the memory, and every request went to the database until it filled again.)
 
 Rows are pruned once every worker has had time to read them: below a horizon this thread saw at
 least `PRUNE_AFTER_SECONDS` ago (a live worker reads at least every `FRESHNESS_SECONDS`; one
@@ -121,18 +125,30 @@ class ChangeFeed:
             self._memory.apply(changes, read_started=started)
             self._horizon = horizon
             self._horizons.append((started, horizon))
-            self._seen.write(conn)
-            self._prune(conn, started)
         except psycopg.Error as exc:
             self._memory.lapse()
             self._horizon = None
             self._horizons.clear()
             self._prune_below = None
-            if self._conn is not None:
-                with contextlib.suppress(psycopg.Error):
-                    self._conn.close()
-                self._conn = None
+            self._close()
             logger.warning("answer feed not read (answers come from the database): %s", exc)
+            return
+        try:
+            self._seen.write(conn)
+            self._prune(conn, started)
+        except psycopg.Error as exc:
+            if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                self._close()  # the next read opens another (and lapses if it cannot)
+            logger.warning(
+                "sightings of answers from memory not written yet (kept for the next read): %s",
+                exc,
+            )
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = None
 
     def _connection(self) -> Connection:
         if self._conn is None or self._conn.closed:

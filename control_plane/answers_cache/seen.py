@@ -16,12 +16,22 @@ from control_plane.types import Connection
 
 __all__ = ["SeenRecorder"]
 
+# Every worker of every replica writes its own batch, and at a fleet's pace their batches name
+# the same agents (an agent's polls reach every worker). Rows are locked in one order — the
+# agents by id, the hosts by (agent, host) — so two batches never wait for each other in a
+# circle: in the order each worker had noted them, two workers deadlocked, and each waited a
+# second (`deadlock_timeout`) before one of them failed.
 _STAMP_AGENTS = """
-UPDATE agents a SET last_seen_at = v.at
-  FROM unnest(%(ids)s::uuid[], %(ats)s::timestamptz[]) AS v(id, at)
- WHERE a.id = v.id
-   AND (a.last_seen_at IS NULL OR a.last_seen_at <= v.at - %(resolution)s::interval
-        OR a.last_seen_at > v.at)
+WITH due AS (
+  SELECT a.id, v.at
+    FROM unnest(%(ids)s::uuid[], %(ats)s::timestamptz[]) AS v(id, at)
+    JOIN agents a ON a.id = v.id
+   WHERE a.last_seen_at IS NULL OR a.last_seen_at <= v.at - %(resolution)s::interval
+      OR a.last_seen_at > v.at
+   ORDER BY a.id
+     FOR UPDATE OF a
+)
+UPDATE agents a SET last_seen_at = due.at FROM due WHERE a.id = due.id
 """
 _STAMP_HOSTS = """
 INSERT INTO agent_hosts (agent_id, host_id, first_seen_at, last_seen_at)
@@ -29,6 +39,7 @@ SELECT v.agent_id, v.host_id, v.at, v.at
   FROM unnest(%(agents)s::uuid[], %(hosts)s::text[], %(ats)s::timestamptz[])
        AS v(agent_id, host_id, at)
  WHERE EXISTS (SELECT 1 FROM agents a WHERE a.id = v.agent_id)
+ ORDER BY v.agent_id, v.host_id
 ON CONFLICT (agent_id, host_id)
 DO UPDATE SET last_seen_at = greatest(agent_hosts.last_seen_at, EXCLUDED.last_seen_at)
 """

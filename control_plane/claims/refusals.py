@@ -28,12 +28,17 @@ FACT_REASONS = frozenset({RefusalCode.ORG_CAP, RefusalCode.GLOBAL_CAP, RefusalCo
 
 logger = logging.getLogger(__name__)
 
+# Inserted in the key's order: every worker flushes its own batch, and an agent that asks again
+# every round is refused by more than one worker, so two batches hold the same facts. In the
+# order each worker had noted them, two flushes deadlocked on the key's index (one waited a
+# second, `deadlock_timeout`, and failed); in one order, the second waits for the first.
 _FLUSH = """
 INSERT INTO claim_refusals (agent_id, slot_key, reason, first_at)
 SELECT f.* FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::timestamptz[])
     AS f(agent_id, slot_key, reason, first_at)
  -- An agent deleted since it was refused has nothing left to explain.
  WHERE EXISTS (SELECT 1 FROM agents a WHERE a.id = f.agent_id)
+ ORDER BY f.agent_id, f.slot_key, f.reason
 ON CONFLICT DO NOTHING
 """
 
