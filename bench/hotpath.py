@@ -1,6 +1,7 @@
 """The 03:00 hot path under a compiled load generator (wrk), beside a bare baseline, in one run.
 
-Measured, each for `--seconds` at `--connections` connections, for every `--workers` count:
+Measured with wrk at `--connections` connections, for every `--workers` count, with both servers
+up side by side: `--rounds` rounds of four runs of `--seconds` each, in turn —
 
 1. `bare /healthz`: a bare FastAPI app (`bench/bare_app.py`) on the same uvicorn with the same
    server options and worker count: what a Python ASGI server does without our stack;
@@ -19,8 +20,13 @@ would be (the counters are filled for every round of the window). Every run chec
 a run whose answers were not (almost all) the expected status stops the benchmark. wrk's own CPU
 is printed beside each figure so a client-bound run shows itself.
 
-    PYTHONPATH=. .venv/bin/python bench/hotpath.py [--agents 1000] [--orgs 50] [--seconds 10]
-        [--workers 1,2] [--connections 64]
+The runs take turns because the baseline must see the same machine: on a shared VM the speed
+moves by a tenth or more within a minute, and a bare app measured 20 s before `/healthz` gave
+ratios from 0.69 to 0.90 in one day's runs. The table gives each kind's requests/s over all its
+runs, the ratios of those sums, and the range of the per-round ratios.
+
+    PYTHONPATH=. .venv/bin/python bench/hotpath.py [--agents 1000] [--orgs 50] [--seconds 5]
+        [--rounds 3] [--workers 1,2] [--connections 64]
 """
 
 from __future__ import annotations
@@ -53,13 +59,30 @@ WINDOW = timedelta(minutes=15)
 ORG_CAP = 5
 
 
+KINDS = ("bare", "healthz", "refusal", "config_304")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Figures:
+    """One worker count's runs, `rounds` of each kind, measured in turn (bare, `/healthz`, the
+    refusal, the 304, then again), so a machine that slows down or speeds up mid-run (a shared
+    VM) moves every kind alike instead of the one measured at that moment."""
+
     workers: int
-    bare: WrkRun
-    healthz: WrkRun
-    refusal: WrkRun
-    config_304: WrkRun
+    runs: dict[str, list[WrkRun]]
+
+    def per_second(self, kind: str) -> float:
+        runs = self.runs[kind]
+        return sum(run.requests for run in runs) / sum(run.seconds for run in runs)
+
+    def ratio(self, kind: str, baseline: str) -> float:
+        return self.per_second(kind) / self.per_second(baseline)
+
+    def round_ratios(self, kind: str, baseline: str) -> list[float]:
+        return [
+            run.per_second / base.per_second
+            for run, base in zip(self.runs[kind], self.runs[baseline], strict=True)
+        ]
 
 
 def fill_org_counters(database_url: str) -> None:
@@ -94,22 +117,20 @@ def wait_until_answering(url: str, process: subprocess.Popen[bytes]) -> None:
     raise RuntimeError(f"{url} did not answer within 60 s")
 
 
-def measure_bare(workers: int, seconds: float, connections: int) -> WrkRun:
+def start_bare(workers: int) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, str(REPO_ROOT / "bench" / "bare_app.py"), str(port), str(workers)],
         env=child_environment(),
         cwd=REPO_ROOT,
     )
+    base = f"http://127.0.0.1:{port}"
     try:
-        base = f"http://127.0.0.1:{port}"
         wait_until_answering(f"{base}/healthz", process)
-        healthz = [Request(method="GET", path="/healthz", headers={})]
-        return run_wrk(
-            f"bare /healthz ({workers}w)", base, healthz, seconds=seconds, connections=connections
-        ).expect(200)
-    finally:
+    except BaseException:
         stop_process(process)
+        raise
+    return process, base
 
 
 def agent_etags(plane: RunningControlPlane, keys: list[str]) -> list[str]:
@@ -122,23 +143,26 @@ def agent_etags(plane: RunningControlPlane, keys: list[str]) -> list[str]:
     return etags
 
 
-def measure_plane(
+def measure(
     database_url: str,
     keys: list[str],
     workers: int,
-    seconds: float,
-    connections: int,
+    options: argparse.Namespace,
     log: Path,
-) -> tuple[WrkRun, WrkRun, WrkRun]:
+) -> Figures:
+    """The bare app and the control plane side by side, each kind measured `options.rounds`
+    times in turn."""
     clock = NightClock.starting(SLOT_AT + timedelta(seconds=30), speed=1.0, lead_seconds=0)
     worker_args = ["--workers", str(workers)] if workers != 1 else []
-    plane = start_control_plane(
-        stderr_path=log,
-        database_url=database_url,
-        fake_clock=clock.setting,
-        args=["--no-migrate", *worker_args],
-    )
+    bare, bare_base = start_bare(workers)
+    plane: RunningControlPlane | None = None
     try:
+        plane = start_control_plane(
+            stderr_path=log,
+            database_url=database_url,
+            fake_clock=clock.setting,
+            args=["--no-migrate", *worker_args],
+        )
         base = plane.base_url
         etags = agent_etags(plane, keys)
         healthz = [Request(method="GET", path="/healthz", headers={})]
@@ -160,27 +184,49 @@ def measure_plane(
             for key, etag in zip(keys, etags, strict=True)
         ]
         tag = f"({workers}w)"
-        options = {"seconds": seconds, "connections": connections}
         # Warm-up, not counted: every agent asks once per worker, as in a slot's second minute
         # (the first ask of each agent for a slot, and the first of each organisation in each
         # round, is answered by the database; see docs/control_plane.md, "Hot path").
         for label, requests in (("claims", claims), ("polls", polls)):
             warm = run_wrk(f"warm-up {label} {tag}", base, requests, seconds=2.0, connections=8)
             print(f"  ({warm.line().strip()})", flush=True)
-        return (
-            run_wrk(f"control plane /healthz {tag}", base, healthz, **options).expect(200),
-            run_wrk(f"refusal 429 org_cap {tag}", base, claims, **options).expect(429),
-            run_wrk(f"config poll 304 {tag}", base, polls, **options).expect(304),
-        )
+        plan = {
+            "bare": (f"bare /healthz {tag}", bare_base, healthz, 200),
+            "healthz": (f"control plane /healthz {tag}", base, healthz, 200),
+            "refusal": (f"refusal 429 org_cap {tag}", base, claims, 429),
+            "config_304": (f"config poll 304 {tag}", base, polls, 304),
+        }
+        runs: dict[str, list[WrkRun]] = {kind: [] for kind in KINDS}
+        for round_number in range(1, options.rounds + 1):
+            for kind in KINDS:
+                label, url, requests, status = plan[kind]
+                run = run_wrk(
+                    f"{label} #{round_number}",
+                    url,
+                    requests,
+                    seconds=options.seconds,
+                    connections=options.connections,
+                ).expect(status)
+                runs[kind].append(run)
+                print(run.line(), flush=True)
+        return Figures(workers=workers, runs=runs)
     finally:
-        plane.stop()
+        if plane is not None:
+            plane.stop()
+        stop_process(bare)
+
+
+def _spread(ratios: list[float]) -> str:
+    ordered = sorted(ratios)
+    return f"{ordered[0]:.2f}-{ordered[-1]:.2f}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--orgs", type=int, default=50)
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=5.0, help="per run (5)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each kind, in turn (3)")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--workers", default="1,2", help="worker counts to measure (1,2)")
     args = parser.parse_args()
@@ -201,35 +247,30 @@ def main() -> int:
         keys = [agent.key for agent in fleet]
         print(f"machine: {os.cpu_count()} cores; control plane log: {log}", flush=True)
         for workers in worker_counts:
-            bare = measure_bare(workers, args.seconds, args.connections)
-            print(bare.line(), flush=True)
-            healthz, refusal, config_304 = measure_plane(
-                database_url, keys, workers, args.seconds, args.connections, log
-            )
-            for run in (healthz, refusal, config_304):
-                print(run.line(), flush=True)
-            figures.append(
-                Figures(
-                    workers=workers,
-                    bare=bare,
-                    healthz=healthz,
-                    refusal=refusal,
-                    config_304=config_304,
-                )
-            )
+            figures.append(measure(database_url, keys, workers, args, log))
     finally:
         embedded.stop()
         shutil.rmtree(home, ignore_errors=True)
 
     print()
+    print(
+        f"requests/s over the {args.rounds} runs of each kind; ratios of the sums, and (per round)"
+        " their range"
+    )
     print("workers  bare/s  healthz/s  429/s  304/s   healthz/bare  429/healthz  304/healthz")
     for f in figures:
         print(
-            f"{f.workers:7d} {f.bare.per_second:7.0f} {f.healthz.per_second:10.0f} "
-            f"{f.refusal.per_second:6.0f} {f.config_304.per_second:6.0f} "
-            f"{f.healthz.per_second / f.bare.per_second:14.2f} "
-            f"{f.refusal.per_second / f.healthz.per_second:12.2f} "
-            f"{f.config_304.per_second / f.healthz.per_second:12.2f}"
+            f"{f.workers:7d} {f.per_second('bare'):7.0f} {f.per_second('healthz'):10.0f} "
+            f"{f.per_second('refusal'):6.0f} {f.per_second('config_304'):6.0f} "
+            f"{f.ratio('healthz', 'bare'):14.2f} "
+            f"{f.ratio('refusal', 'healthz'):12.2f} "
+            f"{f.ratio('config_304', 'healthz'):12.2f}"
+        )
+        print(
+            f"{'':7} {'':7} {'':10} {'':6} {'':6} "
+            f"{_spread(f.round_ratios('healthz', 'bare')):>14} "
+            f"{_spread(f.round_ratios('refusal', 'healthz')):>12} "
+            f"{_spread(f.round_ratios('config_304', 'healthz')):>12}"
         )
     return 0
 

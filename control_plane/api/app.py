@@ -4,6 +4,8 @@ domain errors to `{"detail": …}` answers with their status."""
 from __future__ import annotations
 
 import logging
+import math
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -47,6 +49,7 @@ __all__ = ["create_app"]
 logger = logging.getLogger(__name__)
 
 MAX_PROBLEMS_SHOWN = 10
+_SERVER_TIME = SERVER_TIME_HEADER.lower().encode("ascii")
 
 
 class ServerTime:
@@ -56,6 +59,17 @@ class ServerTime:
     def __init__(self, app: ASGIApp, clock: Clock) -> None:
         self._app = app
         self._clock = clock
+        # The header names whole seconds: formatted once per second, not once per request
+        # (`strftime` was the largest cost this middleware added to a `/healthz`).
+        self._stamp: tuple[int, bytes] = (-1, b"")
+
+    def _stamp_of(self, now: datetime) -> bytes:
+        second = math.floor(now.timestamp())
+        cached_second, stamp = self._stamp
+        if second != cached_second:
+            stamp = format_instant(now).encode("ascii")
+            self._stamp = (second, stamp)
+        return stamp
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -63,12 +77,12 @@ class ServerTime:
             return
         now = self._clock.now()
         scope.setdefault("state", {})["now"] = now
-        stamp = format_instant(now).encode("ascii")
+        stamp = self._stamp_of(now)
 
         async def send_with_time(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
-                headers.append((SERVER_TIME_HEADER.lower().encode("ascii"), stamp))
+                headers.append((_SERVER_TIME, stamp))
                 message = {**message, "headers": headers}
             await send(message)
 

@@ -16,6 +16,8 @@ database cannot store.
 Cheap on the hot path: a claim's body is one small message, and the JSON is parsed a second time
 only when its bytes hold a `\\u` escape — the one way such a character can arrive, since a raw NUL
 byte is not valid JSON and a raw surrogate is not valid UTF-8.
+A request whose headers frame no body (no Transfer-Encoding, no Content-Length or `0`: the poll,
+`/healthz`) is passed on as it came, with nothing read or replayed.
 """
 
 from __future__ import annotations
@@ -116,9 +118,14 @@ class RequestLimits:
             if (scope["method"], scope["path"]) == RELEASE_UPLOAD
             else MAX_BODY_BYTES
         )
-        declared = _content_length(scope)
+        declared, framed = _declared_body(scope)
         if declared is not None and declared > limit:
             await _too_large(send, limit)
+            return
+        if not framed:
+            # No Content-Length (or 0) and no Transfer-Encoding: by HTTP/1.1's framing the request
+            # has no body, so there is nothing to count, check or replay (every poll, `/healthz`).
+            await self._app(scope, receive, send)
             return
         try:
             body, last = await _read_body(receive, limit)
@@ -142,14 +149,23 @@ def _nul_in_address(scope: Scope) -> str | None:
     return None
 
 
-def _content_length(scope: Scope) -> int | None:
+def _declared_body(scope: Scope) -> tuple[int | None, bool]:
+    """(the Content-Length as a number if it is one, whether the headers frame a body at all).
+
+    A body is framed by a Transfer-Encoding or a Content-Length other than 0 — an unreadable
+    Content-Length too, to be safe: its body is then read and counted like a chunked one."""
+    declared: int | None = None
+    framed = False
     for name, value in scope["headers"]:
         if name == b"content-length":
             try:
-                return int(value)
+                declared = int(value)
             except ValueError:
-                return None
-    return None
+                declared = None
+            framed = framed or value != b"0"
+        elif name == b"transfer-encoding":
+            framed = True
+    return declared, framed
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Message | None]:

@@ -106,3 +106,29 @@ def test_error_responses_carry_the_server_time_too(api: Api) -> None:
         response = client.get("/v1/agent/config")
     assert response.status_code == 401
     assert response.headers[SERVER_TIME] == "2026-11-30T01:00:00Z"
+
+
+def test_server_time_follows_the_clock_second_by_second_either_way(
+    api: Api, clock: ManualClock
+) -> None:
+    """The header is formatted once per second and kept (`ServerTime`): it must still change
+    with every second the clock shows, forwards and backwards, and only then."""
+    instants = [
+        datetime(2026, 11, 30, 1, 0, 0, 100_000, tzinfo=UTC),
+        datetime(2026, 11, 30, 1, 0, 0, 999_999, tzinfo=UTC),
+        datetime(2026, 11, 30, 1, 0, 1, tzinfo=UTC),
+        datetime(2026, 11, 30, 0, 59, 59, 999_999, tzinfo=UTC),
+        datetime(2026, 12, 1, 0, 59, 59, tzinfo=UTC),
+    ]
+    shown = []
+    with api.client() as client:
+        for instant in instants:
+            clock.set(instant)
+            shown.append(client.get("/healthz").headers[SERVER_TIME])
+    assert shown == [
+        "2026-11-30T01:00:00Z",
+        "2026-11-30T01:00:00Z",
+        "2026-11-30T01:00:01Z",
+        "2026-11-30T00:59:59Z",
+        "2026-12-01T00:59:59Z",
+    ]

@@ -3,6 +3,7 @@ shows a shortened value, and nothing stored changes."""
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -372,6 +373,30 @@ def test_a_chunked_body_is_counted_as_it_arrives(
     status, _ = _chunked(api, world["keys"]["operator"], "/v1/admin/settings", endless())
     assert status == 413
     assert _stored(pool) == before
+
+
+def test_a_chunked_body_is_checked_for_unstorable_text_too(
+    api: Api, pool: Pool, world: dict[str, Any]
+) -> None:
+    """A body without a Content-Length is still a body: the check at the door reads it (requests
+    with no body at all skip the reading, and chunked ones must not be taken for them)."""
+    before = _stored(pool)
+    body = b'{"timezone": "Europe/Amsterdam\\u0000"}'
+    status, answer = _chunked(api, world["keys"]["operator"], "/v1/admin/settings", iter([body]))
+    assert status == 422
+    message = json.loads(answer)["detail"]["message"]
+    assert message.startswith("timezone: contains a NUL character"), message
+    assert _stored(pool) == before
+
+
+def test_a_request_without_a_body_passes_the_door_unread(api: Api, world: dict[str, Any]) -> None:
+    """No Content-Length and no Transfer-Encoding: nothing to count, and the route still answers
+    (the poll and `/healthz` take this way); `Content-Length: 0` likewise."""
+    with api.client(world["keys"]["panel"]) as client:
+        plain = client.get("/healthz")
+        empty = client.get("/healthz", headers={"Content-Length": "0"})
+    assert plain.status_code == empty.status_code == 200
+    assert "X-Nachtwacht-Server-Time" in plain.headers
 
 
 @pytest.mark.parametrize(
