@@ -5,6 +5,7 @@ control plane's clock, never taken on the agent's word."""
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +29,14 @@ def _slot_for_key(times: tuple[str, ...], slot_key: str, timezone: str) -> Slot 
     return slot_for_key(times, slot_key, tz=timezone)
 
 
+# A valid key, remembered as such: the fleet names the same few keys all night. Only a string
+# that parsed is kept (`lru_cache` keeps no exception), so hostile keys cannot fill it and are
+# judged afresh each time.
+@functools.lru_cache(maxsize=1024)
+def _valid_slot_key(slot_key: str) -> None:
+    parse_slot_key(slot_key)
+
+
 def checked_slot(
     slot_key: object,
     *,
@@ -39,7 +48,10 @@ def checked_slot(
 ) -> Slot:
     """The agent's slot with this key whose window is open at `now`, or the refusal saying why."""
     try:
-        parse_slot_key(slot_key)
+        if isinstance(slot_key, str):
+            _valid_slot_key(slot_key)
+        else:
+            parse_slot_key(slot_key)
     except InvalidPlanningInput as exc:
         # The planner's message already names the field, the value and what was expected.
         raise ClaimRefused(RefusalCode.NOT_A_SLOT, str(exc), slot_key=slot_key) from exc
@@ -85,5 +97,6 @@ def round_start(now: datetime) -> datetime:
 
 def retry_after_seconds(now: datetime) -> int:
     """Whole seconds until the next round begins (at least 1)."""
-    remaining = (round_start(now) + timedelta(minutes=1) - now).total_seconds()
-    return max(1, int(-(-remaining // 1)))
+    into_round = now.astimezone(UTC)
+    remaining = 60 - into_round.second - into_round.microsecond / 1_000_000
+    return max(1, math.ceil(remaining))

@@ -3,13 +3,18 @@ window is judged on the server's clock."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from control_plane.claims.slots import checked_slot, retry_after_seconds, round_start
+from control_plane.claims.slots import (
+    _valid_slot_key,
+    checked_slot,
+    retry_after_seconds,
+    round_start,
+)
 from control_plane.errors import ClaimRefused
 from shared_planner import due_slot
 
@@ -82,8 +87,43 @@ def test_daylight_saving_keys_follow_the_planner(
         pytest.param(datetime(2026, 11, 30, 2, 1, 0, tzinfo=UTC), 60, id="round_start"),
         pytest.param(datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC), 45, id="quarter"),
         pytest.param(datetime(2026, 11, 30, 2, 1, 59, 500000, tzinfo=UTC), 1, id="last_half"),
+        pytest.param(datetime(2026, 11, 30, 2, 1, 15, 1, tzinfo=UTC), 45, id="a_microsecond_in"),
+        pytest.param(
+            datetime(2026, 11, 30, 3, 1, 15, tzinfo=timezone(timedelta(hours=1))),
+            45,
+            id="another_offset",
+        ),
     ],
 )
 def test_retry_after_counts_to_the_next_round(now: datetime, seconds: int) -> None:
     assert retry_after_seconds(now) == seconds
     assert round_start(now) == datetime(2026, 11, 30, 2, 1, tzinfo=UTC)
+
+
+def test_hostile_slot_keys_are_judged_each_time_and_never_remembered() -> None:
+    """Valid keys are remembered as valid (the fleet sends the same few); a refused one must be
+    refused again and leave nothing behind, however many different ones are sent."""
+    _valid_slot_key.cache_clear()
+    for number in range(2000):
+        for hostile in (f"2026-11-30T03:{number:03d}", f"2026-02-30T{number % 100:02d}:00"):
+            with pytest.raises(ClaimRefused) as refused:
+                checked_slot(
+                    hostile,
+                    enabled=True,
+                    times=["03:00"],
+                    timezone="Europe/Amsterdam",
+                    catch_up=timedelta(minutes=15),
+                    now=datetime(2026, 11, 30, 2, 5, tzinfo=UTC),
+                )
+            assert refused.value.code == "not_a_slot"
+    assert _valid_slot_key.cache_info().currsize == 0
+    slot = checked_slot(
+        "2026-11-30T03:00",
+        enabled=True,
+        times=["03:00"],
+        timezone="Europe/Amsterdam",
+        catch_up=timedelta(minutes=15),
+        now=datetime(2026, 11, 30, 2, 5, tzinfo=UTC),
+    )
+    assert slot.at == datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+    assert _valid_slot_key.cache_info().currsize == 1
