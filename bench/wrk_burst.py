@@ -15,12 +15,14 @@ answer. wrk has no "N requests" option, so the Lua script here does it:
   prints its summary as at the end of `--duration`), so a burst lasts as long as its answers take;
 - the answers are counted by status and, for a refusal, by its `detail.code`, inside wrk;
 - wrk's own CPU time (its rusage as a reaped child) is returned beside the burst's wall time;
-- a burst's time is wrk's own (`summary.duration`: from its threads' start to its stop, which
-  follows the last answer by the bench's reaction to the threads' lines, as for every burst).
-  wrk's launch, the script's loading and the formatting of every request in `init` come before
-  it: client work, and more of it for a claim (its credential and body) than for a `/healthz`,
-  which the wall time from the launch counted as the server's (~11 ms for 4,000 claims beside
-  4,000 `/healthz`, measured against one bare app).
+- a burst's time is read inside wrk, on its monotonic clock (through LuaJIT's ffi): from the
+  first request sent to the last answer. wrk's launch, the script's loading and the formatting of
+  every request in `init` come before it: client work, and more of it for a claim (its
+  credential and body) than for a `/healthz`, which the wall time from the launch counted as the
+  server's (~11 ms for 4,000 claims beside 4,000 `/healthz`, measured against one bare app).
+  (wrk's own `summary.duration` is not it: wrk reads its start after it has started its threads,
+  which may have sent requests and had answers by then — a one-request burst was once timed
+  1.0 ms with its answer 1.9 ms after its request — and its end waits for the bench's signal.)
 
 A burst can also be cut in two at a moment read inside wrk (its monotonic clock, through
 LuaJIT's ffi): with `fill_status`, the last answer of that status (a herd round's last grant, 201:
@@ -63,9 +65,9 @@ SUMMARY = "NACHTWACHT-BURST "
 class Burst:
     requests: int
     answered: int
-    # wrk's own clock, from its threads' start to its stop after the last answer: the client's
-    # set-up before the first request (loading the script, formatting every request) is not in
-    # it; a burst that ended at the deadline is timed by the wall clock.
+    # Inside wrk, from the first request sent to the last answer: the client's set-up before the
+    # first request (loading the script, formatting every request) is not in it; a burst that
+    # ended at the deadline is timed by the wall clock.
     seconds: float
     wall_seconds: float  # from wrk's launch to its exit
     statuses: Counter[int]
@@ -220,27 +222,26 @@ function done(summary, latency, requests)
       if filled_at > cut then cut = filled_at end
     end
   end
-  if cut >= 0 and start >= 0 then
-    for _, thread in ipairs(threads) do
-      for _, at in ipairs(thread:get("answer_times")) do
-        if at > cut then after = after + 1 end
-        if at > last then last = at end
-      end
+  for _, thread in ipairs(threads) do
+    for _, at in ipairs(thread:get("answer_times")) do
+      if cut >= 0 and at > cut then after = after + 1 end
+      if at > last then last = at end
     end
   end
-  local cut_us, after_us = -1, -1
+  local cut_us, after_us, span_us = -1, -1, -1
   if cut >= 0 and start >= 0 then cut_us, after_us = cut - start, last - cut end
+  if start >= 0 and last >= start then span_us = last - start end
   local parts, code_parts = {}, {}
   for status, n in pairs(statuses) do table.insert(parts, string.format('"%d": %d', status, n)) end
   for code, n in pairs(refusals) do table.insert(code_parts, string.format('"%s": %d', code, n)) end
   io.write(string.format("""
         + json.dumps(SUMMARY)
         + """ .. '{"answered": %d, "p50_us": %d, "p99_us": %d, "connect": %d, "read": %d, '
-      .. '"write": %d, "timeout": %d, "duration_us": %d, "cut_us": %d, "after_cut": %d, '
+      .. '"write": %d, "timeout": %d, "span_us": %d, "cut_us": %d, "after_cut": %d, '
       .. '"after_cut_us": %d, "statuses": {%s}, "codes": {%s}}\\n',
     answered_total, latency:percentile(50), latency:percentile(99),
     summary.errors.connect, summary.errors.read, summary.errors.write, summary.errors.timeout,
-    summary.duration, cut_us, after, after_us,
+    span_us, cut_us, after, after_us,
     table.concat(parts, ", "), table.concat(code_parts, ", ")))
   io.flush()
 end
@@ -328,7 +329,11 @@ def run_burst(
     return Burst(
         requests=len(requests),
         answered=answered,
-        seconds=summary["duration_us"] / 1e6 if answered == len(requests) else seconds,
+        seconds=(
+            summary["span_us"] / 1e6
+            if answered == len(requests) and summary["span_us"] > 0
+            else seconds
+        ),
         wall_seconds=wall_seconds,
         statuses=Counter({int(status): n for status, n in summary["statuses"].items()}),
         codes=Counter(summary["codes"]),
