@@ -59,9 +59,6 @@ WINDOW = timedelta(minutes=15)
 ORG_CAP = 5
 
 
-KINDS = ("bare", "healthz", "refusal", "config_304")
-
-
 @dataclass(frozen=True, kw_only=True)
 class Figures:
     """One worker count's runs, `rounds` of each kind, measured in turn (bare, `/healthz`, the
@@ -196,10 +193,9 @@ def measure(
             "refusal": (f"refusal 429 org_cap {tag}", base, claims, 429),
             "config_304": (f"config poll 304 {tag}", base, polls, 304),
         }
-        runs: dict[str, list[WrkRun]] = {kind: [] for kind in KINDS}
+        runs: dict[str, list[WrkRun]] = {kind: [] for kind in plan}
         for round_number in range(1, options.rounds + 1):
-            for kind in KINDS:
-                label, url, requests, status = plan[kind]
+            for kind, (label, url, requests, status) in plan.items():
                 run = run_wrk(
                     f"{label} #{round_number}",
                     url,

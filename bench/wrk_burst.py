@@ -315,7 +315,7 @@ def run_burst(
                 received += chunk
         seconds = time.perf_counter() - started
         rest, errors = _stopped(process)
-        # Launch to exit: wrk's own clock runs inside it, whatever the signal's latency.
+        # Launch to exit: the time read inside wrk lies within it, whatever the signal's latency.
         wall_seconds = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     finally:

@@ -109,8 +109,8 @@ def test_each_request_is_sent_once_and_answered(server: _Counting, count: int) -
     refused = sum(path.endswith("/refused") for path in paths)
     assert burst.statuses == Counter({201: count - refused, 429: refused}) - Counter()
     assert burst.codes == Counter({"org_cap": refused}) - Counter()
-    # wrk's own clock, inside the wall time from its launch (which also holds the script's
-    # loading): a burst is never timed longer than it took, nor as nothing.
+    # Timed inside wrk (first request sent to last answer), within the wall time from its launch
+    # (which also holds the script's loading): never longer than it took, nor as nothing.
     assert 0 < burst.seconds <= burst.wall_seconds
     # Without a fill status the cut is the first answer, inside the burst.
     assert burst.cut_seconds is not None
@@ -167,8 +167,8 @@ def test_a_burst_without_its_fill_status_has_no_cut(server: _Counting) -> None:
 def test_a_bursts_time_leaves_out_the_clients_set_up(
     server: _Counting, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The time is wrk's own, from its threads' start: a script that takes long to load (here it
-    sleeps half a second wherever wrk loads it) is client work, not the server's."""
+    """The time is read inside wrk, from the first request sent: a script that takes long to
+    load (here it sleeps half a second wherever wrk loads it) is client work, not the server's."""
     loaded = wrk_burst._script
 
     def slow_to_load(requests: list[Request], threads: int, fill_status: int | None) -> str:
