@@ -5,6 +5,12 @@ data directory at once — `nachtwacht control serve` and the admin commands run
 serialises start-up with a file lock, attaches to a server that is already running, and only the
 last process to let go stops it.
 
+Run as root, pgserver runs PostgreSQL as the system user `pgserver`, which it makes with `useradd`
+the first time. `useradd` is not safe against itself: six processes starting at once on a fresh
+host made the user up to three times with three uids, and a process whose uid was overwritten
+failed in `initdb` ("could not look up effective user ID 1001"). `ensure_server_user` makes it
+once, under a lock on pgserver's own installation directory (root's, like the user table).
+
 pgserver counts those processes in `<pgdata>/.handle_pids.json`. A process killed with SIGKILL
 never takes its pid out, so after `serve` was killed and restarted the list still named the dead
 process, and a clean stop left PostgreSQL running "for it". Before attaching, the pids of processes
@@ -17,6 +23,7 @@ answered 503 `database_unavailable` within seconds instead of hanging for the dr
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -37,8 +44,10 @@ __all__ = [
     "DATABASE_URL_ENV",
     "MAX_POOL_WAIT_SECONDS",
     "POOL_WAIT_SECONDS",
+    "SERVER_USER",
     "EmbeddedPostgres",
     "database_url_with_name",
+    "ensure_server_user",
     "first_line",
     "open_pool",
 ]
@@ -51,6 +60,8 @@ POOL_WAIT_SECONDS = 3.0
 MAX_POOL_WAIT_SECONDS = 60.0
 # pgserver's list of the processes using one data directory.
 _HANDLES_FILE = ".handle_pids.json"
+# The system user pgserver runs PostgreSQL as when started by root (a fixed name in pgserver).
+SERVER_USER = "pgserver"
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +77,24 @@ def database_url_with_name(database_url: str, dbname: str) -> str:
     params = conninfo_to_dict(database_url)
     params["dbname"] = dbname
     return make_conninfo("", **params)
+
+
+def ensure_server_user(name: str = SERVER_USER) -> None:
+    """As root: make the system user the embedded server runs as, once, whoever else starts at the
+    same moment. Any other user: nothing to do (PostgreSQL runs as that user)."""
+    if os.geteuid() != 0:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # see EmbeddedPostgres.start
+        import pgserver
+        from pgserver.utils import ensure_user_exists
+
+    installation = os.open(Path(pgserver.__file__).parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(installation, fcntl.LOCK_EX)
+        ensure_user_exists(name)
+    finally:
+        os.close(installation)  # closing lets go of the lock
 
 
 class EmbeddedPostgres:
@@ -89,6 +118,7 @@ class EmbeddedPostgres:
 
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True)
+            ensure_server_user()
             forget_dead_handles(self.pgdata)
             self._server = pgserver.postgres_server.get_server(self.pgdata, cleanup_mode="stop")
             admin_url = str(self._server.get_uri())

@@ -57,6 +57,7 @@ from typing import Any
 
 import pytest
 
+from control_plane.database import ensure_server_user
 from nachtwacht.worlds.control_planes import RunningControlPlane, start_control_plane
 from nachtwacht.worlds.errors import WorldError
 
@@ -167,6 +168,7 @@ def postgres_admin_url() -> Iterator[str]:
     # tests run as root and must be able to reach its data directory.
     home = Path(tempfile.mkdtemp(prefix="nachtwacht-test-pg-", dir=scratch_dir()))
     home.chmod(0o755)
+    ensure_server_user()  # every worker starts its server at once, on a fresh host too
     server = pgserver.get_server(home / "pgdata", cleanup_mode="stop")
     try:
         admin_url = str(server.get_uri())

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import shutil
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,6 +26,7 @@ from control_plane.config import DatabaseLocation, ServeSettings
 from control_plane.database import (
     MAX_POOL_WAIT_SECONDS,
     POOL_WAIT_SECONDS,
+    ensure_server_user,
     forget_dead_handles,
     process_exists,
 )
@@ -169,3 +174,64 @@ def test_an_unreadable_handle_list_is_left_as_it_is(tmp_path: Path, content: str
 
 def test_no_handle_list_is_nothing_to_forget(tmp_path: Path) -> None:
     assert forget_dead_handles(tmp_path) == []
+
+
+# Each process imports first, then waits for the go file, so all of them reach `useradd` together.
+_MAKE_USER = """
+import pathlib, pwd, sys, time
+from control_plane.database import ensure_server_user
+go = pathlib.Path(sys.argv[2])
+while not go.exists():
+    time.sleep(0.001)
+ensure_server_user(sys.argv[1])
+print(pwd.getpwnam(sys.argv[1]).pw_uid)
+"""
+
+
+def _users_named(name: str) -> list[str]:
+    lines = Path("/etc/passwd").read_text().splitlines()
+    return [line for line in lines if line.split(":", 1)[0] == name]
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("useradd") is None,
+    reason="the embedded server runs as a user of its own only when started by root",
+)
+def test_the_servers_user_is_made_once_by_processes_starting_together(tmp_path: Path) -> None:
+    """On a fresh host, every test worker (or `serve` beside an admin command) starts its server at
+    once. Unlocked, `useradd` made the user several times with several uids, and a process
+    holding an overwritten uid failed in `initdb`. A throw-away name stands for pgserver's."""
+    name = f"nwtest{secrets.token_hex(4)}"
+    go = tmp_path / "go"
+    makers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _MAKE_USER, name, str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(8)
+    ]
+    try:
+        time.sleep(1.0)  # the imports; a late process only makes the race smaller
+        go.touch()
+        answers = [maker.communicate(timeout=DEADLINE_SECONDS) for maker in makers]
+        assert [maker.returncode for maker in makers] == [0] * 8, [err for _, err in answers]
+        entries = _users_named(name)
+        assert len(entries) == 1, entries
+        uid = entries[0].split(":")[2]
+        assert [out.strip() for out, _ in answers] == [uid] * 8
+    finally:
+        for maker in makers:
+            maker.kill()
+        for _ in range(8):  # unlocked, the same name was made up to eight times
+            if not _users_named(name):
+                break
+            subprocess.run(["userdel", name], check=False, capture_output=True)
+
+
+def test_as_another_user_no_user_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    name = f"nwtest{secrets.token_hex(4)}"
+    ensure_server_user(name)
+    assert _users_named(name) == []
