@@ -367,6 +367,7 @@ def control_plane_server(
                 fake_clock=fake_clock,
                 env=env,
                 args=args,
+                forked=True,
             )
         except WorldError as exc:
             stderr = stderr_path.read_text(errors="replace")

@@ -23,9 +23,12 @@ from ground.clock import FAKE_CLOCK_ENV
 from nachtwacht.worlds.errors import WorldError
 from nachtwacht.worlds.processes import (
     REPO_ROOT,
+    ForkedProcess,
+    can_fork,
     child_environment,
     nachtwacht_command,
     run_nachtwacht,
+    start_forked,
     stop_process,
 )
 from nachtwacht.worlds.release_tooling import SignedBuild, publish
@@ -42,7 +45,7 @@ class RunningControlPlane:
 
     base_url: str
     database_url: str
-    process: subprocess.Popen[str]
+    process: subprocess.Popen[str] | ForkedProcess
     stderr_path: Path
     env: dict[str, str] = field(default_factory=dict)
     data_dir: Path | None = None
@@ -90,6 +93,8 @@ class RunningControlPlane:
         """Stop reading from it; the server keeps running (the demo's `--keep`)."""
         if self.process.stdout is not None:
             self.process.stdout.close()
+        if isinstance(self.process, ForkedProcess):
+            self.process.outlive_us()
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
@@ -104,8 +109,14 @@ def start_control_plane(
     env: Mapping[str, str] | None = None,
     args: Sequence[str] = (),
     workers: int = 1,
+    forked: bool = False,
 ) -> RunningControlPlane:
     """Start `serve` on 127.0.0.1 and an ephemeral port; returns once its ready line came.
+
+    `forked`: from the fork server (`processes.start_forked`), which has imported the app once —
+    for the tests, which start some 150 servers. Not for a server that is to outlive its caller
+    (the demo's `--keep`): the fork server's helpers would hold the caller's output open with it.
+    The benches measure a server started as an interpreter of its own.
 
     One worker unless asked: the tests and the demo start many servers at once, and each worker
     is a process with its own pool and reconcile loop (`serve`'s own default is the cores)."""
@@ -115,27 +126,32 @@ def start_control_plane(
     extra = dict(env or {})
     if fake_clock is not None:
         extra[FAKE_CLOCK_ENV] = fake_clock
+    command = (
+        "control",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--workers",
+        str(workers),
+        *location,
+        *args,
+    )
     child_env = child_environment(extra)
-    with stderr_path.open("a") as stderr:
-        process = subprocess.Popen(
-            nachtwacht_command(
-                "control",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--workers",
-                str(workers),
-                *location,
-                *args,
-            ),
-            env=child_env,
-            cwd=REPO_ROOT,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
+    process: subprocess.Popen[str] | ForkedProcess
+    if forked and can_fork():
+        process = start_forked(*command, env=child_env, stderr_path=stderr_path)
+    else:
+        with stderr_path.open("a") as stderr:
+            process = subprocess.Popen(
+                nachtwacht_command(*command),
+                env=child_env,
+                cwd=REPO_ROOT,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+            )
     assert process.stdout is not None
     url = wait_for_ready_url(process.stdout, timeout_seconds=START_DEADLINE_SECONDS)
     if url is None:

@@ -13,6 +13,15 @@ The child is still a process of its own: its environment is exactly `child_envir
 server's inherited one is cleared), its working directory the checkout, its output and exit status
 its own. Servers and daemons (`control serve`, `agent run`) are started as interpreters of their
 own: they are signalled, killed and restarted like the real thing.
+
+`control serve` is forked from the same server (`start_forked`): it imports the app once there
+(0.87 s of CPU a start, about two thirds of it imports, and the tests start some 150 servers).
+A `ForkedProcess` is signalled, killed, waited for and read from as a `subprocess.Popen` is; it
+is `nachtwacht control serve` from its `main` on. The agent's daemon (`agent run`) is started as
+an interpreter of its own: what it imports is part of what the tests measure of it.
+
+A program that uses the fork server needs the `if __name__ == "__main__":` guard around what its
+main module runs, as every program that uses Python's multiprocessing does.
 """
 
 from __future__ import annotations
@@ -27,7 +36,9 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 from nachtwacht.worlds.errors import WorldError
 
@@ -35,10 +46,13 @@ __all__ = [
     "COMMAND_DEADLINE_SECONDS",
     "REPO_ROOT",
     "STOP_DEADLINE_SECONDS",
+    "ForkedProcess",
+    "can_fork",
     "child_environment",
     "nachtwacht_command",
     "run_child",
     "run_nachtwacht",
+    "start_forked",
     "stop_process",
 ]
 
@@ -49,7 +63,13 @@ STOP_DEADLINE_SECONDS = 60.0
 # Set by systemd for a service; a child that saw them would act as the service.
 _SYSTEMD_VARIABLES = ("STATE_DIRECTORY", "NOTIFY_SOCKET", "CONFIGURATION_DIRECTORY")
 # What the fork server imports once: every command `run_child` is used for.
-_PRELOAD = ["nachtwacht.cli", "control_plane.cli", "agent_daemon.cli", "nachtwacht.release_cli"]
+_PRELOAD = [
+    "nachtwacht.cli",
+    "control_plane.cli",
+    "control_plane.server",
+    "agent_daemon.cli",
+    "nachtwacht.release_cli",
+]
 _CLI_PATH = str(REPO_ROOT / "nachtwacht" / "cli.py")  # sys.argv[0] under `python -m nachtwacht.cli`
 
 
@@ -72,7 +92,7 @@ def run_child(*args: str, env: Mapping[str, str] | None = None) -> subprocess.Co
     """`nachtwacht ARGS` to completion, output captured; the caller judges the exit status.
     Forked from the fork server where there is one (see the module's docstring)."""
     child_env = child_environment(env)
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+    if not can_fork():
         return subprocess.run(
             nachtwacht_command(*args),
             env=child_env,
@@ -85,14 +105,18 @@ def run_child(*args: str, env: Mapping[str, str] | None = None) -> subprocess.Co
     return _forked_run(list(args), child_env)
 
 
-def _forked_run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _fork_server() -> multiprocessing.context.BaseContext:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(_PRELOAD)
+    return context
+
+
+def _forked_run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     with tempfile.TemporaryDirectory(prefix="nachtwacht-command-") as folder:
         out, err = Path(folder) / "stdout", Path(folder) / "stderr"
-        child = context.Process(
+        child = _fork_server().Process(  # type: ignore[attr-defined]
             target=_run_forked_command,
-            args=(argv, env, str(REPO_ROOT), str(out), str(err)),
+            args=(argv, env, str(REPO_ROOT), _Output(path=str(out)), str(err)),
             name=f"nachtwacht {' '.join(argv[:2])}",
         )
         child.start()
@@ -111,15 +135,100 @@ def _forked_run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedPro
         )
 
 
+@dataclass(frozen=True)
+class _Output:
+    """Where a forked child's stdout goes: a file it creates, or the write end of a pipe."""
+
+    path: str | None = None
+    pipe: Any = None  # multiprocessing.connection.Connection: sent to the child as a descriptor
+
+
+class ForkedProcess:
+    """A forked `nachtwacht` command that runs until it is stopped: what the worlds use of
+    `subprocess.Popen` — `pid`, `stdout` (text), `poll`, `wait`, `send_signal`, `kill`."""
+
+    def __init__(self, child: Any, stdout: IO[str], argv: Sequence[str]) -> None:
+        self._child = child
+        self.stdout: IO[str] | None = stdout
+        self.args = nachtwacht_command(*argv)
+        self.pid: int = child.pid
+
+    @property
+    def returncode(self) -> int | None:
+        code: int | None = self._child.exitcode
+        return code
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._child.join(timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def outlive_us(self) -> None:
+        """Let it keep running after this interpreter exits (the demo's `--keep`): multiprocessing
+        otherwise waits at exit for every child it started."""
+        multiprocessing.process._children.discard(self._child)  # type: ignore[attr-defined]
+
+
+def start_forked(
+    *args: str, env: Mapping[str, str] | None = None, stderr_path: Path
+) -> ForkedProcess:
+    """Start `nachtwacht ARGS` forked from the fork server; its stdout is the returned process's
+    `stdout` pipe, its stderr is appended to `stderr_path`. Where `can_fork()` is false, start an
+    interpreter instead."""
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    child = _fork_server().Process(  # type: ignore[attr-defined]
+        target=_run_forked_command,
+        args=(
+            list(args),
+            child_environment(env),
+            str(REPO_ROOT),
+            _Output(pipe=writer),
+            str(stderr_path),
+        ),
+        name=f"nachtwacht {' '.join(args[:2])}",
+    )
+    child.start()
+    writer.close()
+    stdout = os.fdopen(os.dup(reader.fileno()), "r")
+    reader.close()
+    return ForkedProcess(child, stdout, args)
+
+
+def can_fork() -> bool:
+    """Whether this platform has Python's fork server (Linux and the other Unixes do)."""
+    return "forkserver" in multiprocessing.get_all_start_methods()
+
+
 def _run_forked_command(
-    argv: Sequence[str], env: Mapping[str, str], cwd: str, out: str, err: str
+    argv: Sequence[str], env: Mapping[str, str], cwd: str, out: _Output, err: str
 ) -> None:
     """In the forked child: become `nachtwacht ARGV` as a fresh interpreter would run it, then
     exit with its status (an escaping exception: its traceback and 1, as Python does)."""
-    for fd, path in ((1, out), (2, err)):
-        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(target, fd)
+    if out.pipe is not None:
+        os.dup2(out.pipe.fileno(), 1)
+        out.pipe.close()
+    else:
+        assert out.path is not None
+        target = os.open(out.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, 1)
         os.close(target)
+    target = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(target, 2)
+    os.close(target)
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
@@ -161,7 +270,7 @@ def run_nachtwacht(*args: str, env: Mapping[str, str] | None = None) -> str:
 
 
 def stop_process(
-    process: subprocess.Popen[str] | subprocess.Popen[bytes] | None,
+    process: subprocess.Popen[str] | subprocess.Popen[bytes] | ForkedProcess | None,
     *,
     deadline_seconds: float = STOP_DEADLINE_SECONDS,
 ) -> int | None:

@@ -144,7 +144,7 @@ def test_two_replicas_grant_exactly_the_caps(
 
 
 def _serving_children(pid: int) -> list[psutil.Process]:
-    """The server's worker processes (the embedded PostgreSQL is not its child here)."""
-    return [
-        child for child in psutil.Process(pid).children() if "nachtwacht.cli" in child.cmdline()
-    ]
+    """The server's worker processes: forked, so with its command line (the embedded PostgreSQL
+    is not its child here)."""
+    server = psutil.Process(pid)
+    return [child for child in server.children() if child.cmdline() == server.cmdline()]

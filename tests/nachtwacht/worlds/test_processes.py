@@ -1,5 +1,7 @@
-"""`run_child` forks a command from a process that imported the command line once; the command is
-still its own process: its environment, output, exit status and end are its own.
+"""`run_child` forks a command from a process that imported the command line once, and
+`start_control_plane` forks `control serve` from it: each is still its own process — its
+environment, output, exit status and end are its own, and it is signalled and waited for as an
+interpreter started by `subprocess` is.
 
 Real commands, a real fork server, a real PostgreSQL for the one that has to outlive its deadline.
 """
@@ -7,13 +9,18 @@ Real commands, a real fork server, a real PostgreSQL for the one that has to out
 from __future__ import annotations
 
 import multiprocessing
+import signal
+import subprocess
 import time
+from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 
 from nachtwacht.worlds import processes
-from nachtwacht.worlds.processes import run_child
+from nachtwacht.worlds.control_planes import start_control_plane
+from nachtwacht.worlds.processes import ForkedProcess, run_child
 
 # A deadline for a state to be reached, not a speed expectation.
 DEADLINE_SECONDS = 60.0
@@ -83,9 +90,45 @@ def test_a_command_that_outlives_its_deadline_is_killed(
     # `control serve` never ends by itself: given 3 seconds, it is killed, its connections close.
     monkeypatch.setattr(processes, "COMMAND_DEADLINE_SECONDS", 3.0)
     serve = ("control", "serve", "--port", "0", "--workers", "1", "--no-migrate")
-    with pytest.raises(processes.subprocess.TimeoutExpired):
+    with pytest.raises(subprocess.TimeoutExpired):
         run_child(*serve, "--database-url", database_url)
     deadline = time.monotonic() + DEADLINE_SECONDS
     while _other_sessions(database_url) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _other_sessions(database_url) == 0
+
+
+def test_a_forked_server_is_signalled_and_waited_for_as_a_process(
+    database_url: str, tmp_path: Path
+) -> None:
+    stderr_path = tmp_path / "serve.log"
+    plane = start_control_plane(
+        stderr_path=stderr_path, database_url=database_url, args=["--no-migrate"], forked=True
+    )
+    process = plane.process
+    assert isinstance(process, ForkedProcess)
+    assert process.poll() is None
+    assert httpx.get(plane.base_url + "/healthz", timeout=30).status_code == 200
+    with pytest.raises(subprocess.TimeoutExpired):
+        process.wait(timeout=0.2)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait(timeout=DEADLINE_SECONDS) == -signal.SIGKILL
+    assert process.poll() == -signal.SIGKILL
+    process.send_signal(signal.SIGTERM)  # an ended process is no error, as with Popen
+    with pytest.raises(httpx.TransportError):
+        httpx.get(plane.base_url + "/healthz", timeout=5)
+    plane.detach()
+
+
+def test_a_forked_server_stopped_cleanly_says_so_in_its_log(
+    database_url: str, tmp_path: Path
+) -> None:
+    stderr_path = tmp_path / "serve.log"
+    stderr_path.write_text("an earlier line\n")
+    plane = start_control_plane(
+        stderr_path=stderr_path, database_url=database_url, args=["--no-migrate"], forked=True
+    )
+    assert plane.stop() == 0
+    log = stderr_path.read_text()
+    assert log.startswith("an earlier line\n")  # appended to, as the interpreter's was
+    assert "nachtwacht control plane stopped" in log
