@@ -21,8 +21,10 @@ PostgreSQL
 The control plane as a process
     `control_plane_server(...)` starts `nachtwacht control serve --host 127.0.0.1 --port 0
     --database-url <the test's database_url> --no-migrate` (a copy of the migrated template;
-    with a `database_url` of the test's own, `serve` migrates it) as a subprocess with the world kit
-    (`nachtwacht.worlds.control_planes`), waits for its "ready at URL" line and returns a
+    with a `database_url` of the test's own, `serve` migrates it) as a process of its own with the
+    world kit (`nachtwacht.worlds.control_planes`), forked from the worker's fork server, which
+    has imported the app once (`nachtwacht.worlds.processes`; the admin commands below are forked
+    from it too), waits for its "ready at URL" line and returns a
     `RunningControlPlane`; every server still running at the end of the test gets SIGTERM.
     Keyword arguments:
         fake_clock="2026-11-30T01:55:00Z,anchor=…,speed=60"   sets NACHTWACHT_FAKE_CLOCK

@@ -7,7 +7,10 @@ running `nachtwacht release build-demo-agent` never pulls in the control plane.
 
     errors.py           WorldError: a world could not be built (a child failed, a start timed out)
     processes.py        the `nachtwacht` command as a child of this checkout, its environment,
-                        one way to run it to completion and one way to stop it
+                        one way to run it to completion and one way to stop it; both forked
+                        from a fork server that has imported the command line once (a part
+                        that is not installed, as the control plane on an agent host, is
+                        left out of it), and `serve` forked from it for the tests
     clocks.py           ManualClock and SkewedClock (set by hand in tests), NightClock (one fast
                         fake clock shared by many processes), `showing_now` (real speed)
     databases.py        an embedded PostgreSQL in a folder, started and migrated
