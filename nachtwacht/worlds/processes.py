@@ -10,15 +10,16 @@ enroll`) is forked from a process that has imported the command line's parts onc
 forkserver — instead of starting an interpreter that imports them again: a `control create-org`
 cost 0.27 s of CPU that way and costs 0.02 s forked, and the tests' worlds run some 450 of them.
 The child is still a process of its own: its environment is exactly `child_environment`'s (the
-server's inherited one is cleared), its working directory the checkout, its output and exit status
-its own. Servers and daemons (`control serve`, `agent run`) are started as interpreters of their
-own: they are signalled, killed and restarted like the real thing.
+server's inherited one is cleared), its working directory the checkout, its exit handlers, output
+and exit status its own.
 
-`control serve` is forked from the same server (`start_forked`): it imports the app once there
-(0.87 s of CPU a start, about two thirds of it imports, and the tests start some 150 servers).
-A `ForkedProcess` is signalled, killed, waited for and read from as a `subprocess.Popen` is; it
-is `nachtwacht control serve` from its `main` on. The agent's daemon (`agent run`) is started as
-an interpreter of its own: what it imports is part of what the tests measure of it.
+`control serve` can be forked from the same server (`start_forked`; `start_control_plane(
+forked=True)`, which the tests' fixture uses): it imports the app once there (0.87 s of CPU a
+start, about two thirds of it imports, and the tests start some 150 servers). A `ForkedProcess`
+is signalled, killed, waited for and read from as a `subprocess.Popen` is; it is `nachtwacht
+control serve` from its `main` on. The demo's and the benches' servers and the agent's daemon
+(`agent run`) are interpreters of their own: a kept server outlives its caller, a bench measures
+the server as it ships, and what the daemon imports is part of what the tests measure of it.
 
 A program that uses the fork server needs the `if __name__ == "__main__":` guard around what its
 main module runs, as every program that uses Python's multiprocessing does.
