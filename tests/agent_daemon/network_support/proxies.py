@@ -5,12 +5,16 @@ host names through `hosts` (a made-up name → a loopback port), so nothing leav
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import ssl
 import struct
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+
+# A tunnel with no traffic either way for this long is given up.
+_IDLE_SECONDS = 30.0
 
 
 @dataclass
@@ -35,17 +39,33 @@ class Proxy:
 
 
 def _pipe(one: socket.socket, other: socket.socket) -> None:
-    def copy(source: socket.socket, sink: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                sink.sendall(data)
-        with contextlib.suppress(OSError):
-            sink.shutdown(socket.SHUT_WR)
-
-    back = threading.Thread(target=copy, args=(other, one), daemon=True)
-    back.start()
-    copy(one, other)
-    back.join(timeout=30)
+    """Copy both ways until both ends have closed, in this one thread: an https:// proxy's client
+    side is one TLS connection, and OpenSSL's connection must not be read in one thread while it is
+    written in another (two copying threads did that; now and then the agent got a corrupted
+    record: "tlsv1 alert decode error")."""
+    towards = {one: other, other: one}
+    while towards:
+        # Bytes TLS has already decrypted are not seen by select(); they are read first.
+        ready = [s for s in towards if isinstance(s, ssl.SSLSocket) and s.pending()]
+        if not ready:
+            ready, _, _ = select.select(list(towards), [], [], _IDLE_SECONDS)
+            if not ready:
+                return  # both ends quiet for longer than any test waits
+        for source in ready:
+            sink = towards[source]
+            try:
+                data = source.recv(65536)
+            except ssl.SSLWantReadError:
+                continue  # part of a record: the rest comes with the next select
+            except OSError:
+                data = b""
+            if data:
+                with contextlib.suppress(OSError):
+                    sink.sendall(data)
+                continue
+            del towards[source]  # this end is done sending: tell the other end
+            with contextlib.suppress(OSError):
+                sink.shutdown(socket.SHUT_WR)
 
 
 def _read_head(client: socket.socket) -> bytes:
