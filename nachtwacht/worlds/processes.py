@@ -115,12 +115,7 @@ def _fork_server() -> multiprocessing.context.BaseContext:
 def _forked_run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     with tempfile.TemporaryDirectory(prefix="nachtwacht-command-") as folder:
         out, err = Path(folder) / "stdout", Path(folder) / "stderr"
-        child = _fork_server().Process(  # type: ignore[attr-defined]
-            target=_run_forked_command,
-            args=(argv, env, str(REPO_ROOT), _Output(path=str(out)), str(err)),
-            name=f"nachtwacht {' '.join(argv[:2])}",
-        )
-        child.start()
+        child = _start_child(argv, env, _Output(path=str(out)), err)
         child.join(COMMAND_DEADLINE_SECONDS)
         if child.exitcode is None:
             child.kill()
@@ -184,29 +179,28 @@ class ForkedProcess:
         multiprocessing.process._children.discard(self._child)  # type: ignore[attr-defined]
 
 
-def start_forked(
-    *args: str, env: Mapping[str, str] | None = None, stderr_path: Path
-) -> ForkedProcess:
-    """Start `nachtwacht ARGS` forked from the fork server; its stdout is the returned process's
-    `stdout` pipe, its stderr is appended to `stderr_path`. Where `can_fork()` is false, start an
-    interpreter instead."""
+def start_forked(*args: str, env: Mapping[str, str], stderr_path: Path) -> ForkedProcess:
+    """Start `nachtwacht ARGS` forked from the fork server, with `env` as its whole environment
+    (as `child_environment` makes it); its stdout is the returned process's `stdout` pipe, its
+    stderr is appended to `stderr_path`. Where `can_fork()` is false, start an interpreter
+    instead."""
     reader, writer = multiprocessing.Pipe(duplex=False)
-    child = _fork_server().Process(  # type: ignore[attr-defined]
-        target=_run_forked_command,
-        args=(
-            list(args),
-            child_environment(env),
-            str(REPO_ROOT),
-            _Output(pipe=writer),
-            str(stderr_path),
-        ),
-        name=f"nachtwacht {' '.join(args[:2])}",
-    )
-    child.start()
+    child = _start_child(list(args), env, _Output(pipe=writer), stderr_path)
     writer.close()
     stdout = os.fdopen(os.dup(reader.fileno()), "r")
     reader.close()
     return ForkedProcess(child, stdout, args)
+
+
+def _start_child(argv: list[str], env: Mapping[str, str], out: _Output, err: Path) -> Any:
+    """A started child of the fork server that becomes `nachtwacht ARGV`."""
+    child = _fork_server().Process(  # type: ignore[attr-defined]
+        target=_run_forked_command,
+        args=(argv, dict(env), str(REPO_ROOT), out, str(err)),
+        name=f"nachtwacht {' '.join(argv[:2])}",
+    )
+    child.start()
+    return child
 
 
 def can_fork() -> bool:
