@@ -6,9 +6,8 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import PackageNotFoundError, version
 
-from ground.clock import ClockConfigError
+from ground.docstring_free import drop_docstrings_from_imports
 from ground.start_up import start_up_imports
 
 # subcommand -> (module, one-line summary); each module has `main(argv: list[str]) -> int`.
@@ -19,6 +18,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "release": ("nachtwacht.release_cli", "make a release key, sign a build"),
     "demo": ("nachtwacht.demo", "run one night for a small fleet on a fast clock"),
 }
+
+# The commands that run as a service for months: their process imports without docstrings (~1.4
+# MiB of an idle agent daemon; ground/docstring_free.py says what changes and what does not).
+SERVICES = {("agent", "run")}
 
 
 def _usage() -> str:
@@ -46,6 +49,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"nachtwacht: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     module_name = SUBCOMMANDS[name][0]
+    if (name, *rest[:1]) in SERVICES:
+        drop_docstrings_from_imports()
+    # Imported here, not at the top: a service's imports (ground.clock's dataclasses and inspect
+    # among them) come after its docstrings are dropped.
+    from ground.clock import ClockConfigError
+
     try:
         with start_up_imports():
             module = importlib.import_module(module_name)
@@ -65,6 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("nachtwacht")
     except PackageNotFoundError:  # run from a source tree that was never installed
