@@ -8,7 +8,8 @@ drops the docstrings alone, as modules are loaded:
 
 - a function's docstring is its code's first constant, which the compiler reserves for it (`None`
   when there is none); the loader sets it to `None` in every `def` of the module before the module
-  runs, so no function object ever holds the text;
+  runs, so no function object ever holds the text — unless the code also reads that constant
+  (equal constants are stored once: in `def f(): "x"; return "x"` the docstring is the result);
 - a module's and a class's docstring is an ordinary assignment to `__doc__` in its body; once the
   module has run, the module's and its classes' `__doc__` are set to `None` (after the classes
   were made: `dataclasses` would otherwise make a docstring of its own for each).
@@ -25,6 +26,7 @@ and the standard library's); built-in, frozen and extension modules are left as 
 from __future__ import annotations
 
 import contextlib
+import opcode
 import sys
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec, PathFinder, SourceFileLoader
@@ -44,9 +46,28 @@ def _has_docstring_slot(code: CodeType) -> bool:
     return code.co_flags & _FUNCTION_FLAGS == _FUNCTION_FLAGS and not code.co_name.startswith("<")
 
 
+# The instructions that read `co_consts` by index (LOAD_CONST, and KW_NAMES or RETURN_CONST where
+# the running Python has them), as the two bytes of an instruction that reads index 0.
+_READS_FIRST_CONSTANT = tuple(bytes([op, 0]) for op in opcode.hasconst)
+
+
+def _reads_first_constant(code: CodeType) -> bool:
+    # The compiler keeps one copy of equal constants: in `def f(): "x"; return "x"` the docstring is
+    # also the returned value, and must stay. (An argument of 0 after EXTENDED_ARG is a larger
+    # index; an odd offset is not an instruction.)
+    raw = code.co_code
+    for pattern in _READS_FIRST_CONSTANT:
+        at = raw.find(pattern)
+        while at != -1:
+            if at % 2 == 0 and not (at >= 2 and raw[at - 2] == opcode.EXTENDED_ARG):
+                return True
+            at = raw.find(pattern, at + 1)
+    return False
+
+
 def strip_function_docstrings(code: CodeType) -> CodeType:
     """`code` with the docstring of every `def` inside it (at any depth) replaced by `None`; the
-    same object when there was none."""
+    same object when there was none. A docstring that is also a constant the code uses is kept."""
     consts = code.co_consts
     changed: list[object] | None = None
     for index, const in enumerate(consts):
@@ -55,7 +76,12 @@ def strip_function_docstrings(code: CodeType) -> CodeType:
             if stripped is not const:
                 changed = changed or list(consts)
                 changed[index] = stripped
-    if _has_docstring_slot(code) and consts and type(consts[0]) is str:
+    if (
+        _has_docstring_slot(code)
+        and consts
+        and type(consts[0]) is str
+        and not _reads_first_constant(code)
+    ):
         changed = changed or list(consts)
         changed[0] = None
     return code if changed is None else code.replace(co_consts=tuple(changed))

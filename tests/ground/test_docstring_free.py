@@ -8,6 +8,7 @@ process: its `sys.meta_path` stays as it was.
 from __future__ import annotations
 
 import asyncio
+import opcode
 import subprocess
 import sys
 import textwrap
@@ -145,6 +146,45 @@ def test_a_comprehension_whose_first_constant_is_a_string_keeps_it() -> None:
     code = compile("def f(words):\n    return [w + '!' for w in words]\n", "m", "exec")
     ns = _run(strip_function_docstrings(code))
     assert ns["f"](["a"]) == ["a!"]  # type: ignore[operator]
+
+
+def test_a_docstring_that_is_also_a_constant_the_function_uses_is_kept() -> None:
+    # Equal constants are stored once: here the docstring is also the returned value.
+    source = (
+        'def f():\n    """same"""\n    return "same"\n\ndef g():\n    """same"""\n    return 1\n'
+    )
+    ns = _run(strip_function_docstrings(compile(source, "m", "exec")))
+    assert ns["f"]() == "same"  # type: ignore[operator]
+    assert ns["f"].__doc__ == "same"  # type: ignore[attr-defined]
+    assert ns["g"].__doc__ is None  # type: ignore[attr-defined]
+
+
+def test_an_index_after_extended_arg_is_not_the_first_constant() -> None:
+    # 300 constants: the one at index 256 is loaded as EXTENDED_ARG 1, LOAD_CONST 0.
+    body = "".join(f"    x{i} = {i + 1000}\n" for i in range(300))
+    source = f'def f():\n    """doc"""\n{body}    return x255\n'
+    code = compile(source, "m", "exec")
+    function = next(c for c in code.co_consts if isinstance(c, CodeType))
+    assert bytes([opcode.EXTENDED_ARG, 1, opcode.opmap["LOAD_CONST"], 0]) in function.co_code
+    ns = _run(strip_function_docstrings(code))
+    assert ns["f"].__doc__ is None  # type: ignore[attr-defined]
+    assert ns["f"]() == 1255  # type: ignore[operator]
+
+
+def test_an_argument_byte_is_not_an_instruction() -> None:
+    # The 51st global is loaded as LOAD_GLOBAL 100 followed by its (zero) cache entries: the bytes
+    # of "LOAD_CONST 0" at an odd offset, inside two instructions, not one.
+    names = ", ".join(f"g{i}" for i in range(51))
+    source = f'def f():\n    """doc"""\n    return ({names})\n'
+    code = compile(source, "m", "exec")
+    function = next(c for c in code.co_consts if isinstance(c, CodeType))
+    load_const_0 = bytes([opcode.opmap["LOAD_CONST"], 0])
+    at = function.co_code.find(load_const_0)
+    assert at % 2 == 1
+    ns = _run(strip_function_docstrings(code))
+    ns.update({f"g{i}": i for i in range(51)})
+    assert ns["f"].__doc__ is None  # type: ignore[attr-defined]
+    assert ns["f"]() == tuple(range(51))  # type: ignore[operator]
 
 
 def _python(script: str, *, cwd: Path) -> str:
