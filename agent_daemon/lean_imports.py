@@ -12,6 +12,14 @@ agent's control plane and artifact hosts are ASCII names or addresses, for which
 it. `import_httpx` imports httpx with a deferred stand-in for `idna` (below), which imports the
 real package the first time httpx uses it; `idna` itself is never replaced for anyone else.
 
+httpcore imports `anyio` for its asynchronous half (its async locks and its anyio network back
+end), which the daemon's synchronous clients never run; anyio 4 builds its lazy import map by
+parsing its own source at import. `import_httpx` defers it the same way, and imports httpcore
+with httpx (httpx would import it with its first transport, which every agent command that talks
+to the control plane makes): the stand-in imports the real anyio the first time something
+asynchronous uses it: 0.1 MiB less for the idle daemon over ten product hours
+(docs/agent_daemon.md).
+
 APScheduler 3 imports, for executors and checks the agent never uses, `asyncio` (for
 `iscoroutinefunction`, asked only by its asyncio and tornado executors), `concurrent.futures
 .process` with `multiprocessing` (for its process-pool executor) and `tzlocal` (for the local
@@ -98,15 +106,19 @@ def _standing_in(stand_ins: dict[str, DeferredModule]) -> Iterator[None]:
 
 
 def import_httpx() -> None:
-    """Import httpx without its command-line tool and with `idna` deferred, unless httpx is
-    already imported (then it is too late to save anything)."""
+    """Import httpx without its command-line tool and with `idna` and `anyio` deferred, unless
+    httpx is already imported (then it is too late to save anything)."""
     if "httpx" in sys.modules:
         return
     _keep_httpx_cli_out()
     # httpx: `import idna` in `_urlparse` and `_urls`; it reads `idna.encode`, `idna.decode` and
     # `idna.IDNAError` only when a host is not ASCII (or is punycode), each from the real package.
-    with _standing_in({"idna": DeferredModule("idna")}):
+    # httpcore: `import anyio` in `_synchronization` and `_backends.anyio` (both with postponed
+    # annotations); their async classes read `anyio.Lock`, `anyio.fail_after`, … when they run.
+    with _standing_in({"idna": DeferredModule("idna"), "anyio": DeferredModule("anyio")}):
         importlib.import_module("httpx")
+        if "httpcore" not in sys.modules:
+            importlib.import_module("httpcore")
 
 
 def _scheduler_stand_ins() -> dict[str, DeferredModule]:

@@ -26,6 +26,11 @@ the OS trust store (`--ca-file`), as a customer's agent talks to an https contro
 `--env NAME=VALUE` adds a variable to the daemon's environment, to measure a setting before the
 unit gets it (e.g. `--env MALLOC_ARENA_MAX=1`).
 
+`--speed N` runs the control plane and the daemon on a shared fake clock N times as fast as real
+time (product time from 03:30 UTC), so `--seconds 600 --speed 60` is ten idle hours — 600 config
+polls, a night's slot with nothing to install on the way — to see whether the RSS creeps. CPU is
+then per product hour.
+
 `--venv DIR` runs the daemon (and the baseline) from another venv, e.g. one made as a customer
 host makes it — only the `agent` extra, not editable, so none of the developer's packages:
 
@@ -35,7 +40,7 @@ host makes it — only the `agent` extra, not editable, so none of the developer
 Usage (docs/agent_daemon.md, "Footprint", has the latest figures):
 
     PYTHONPATH=. .venv/bin/python bench/agent_footprint.py [--seconds 120] [--tls] [--smaps]
-        [--venv DIR] [--env NAME=VALUE]
+        [--venv DIR] [--env NAME=VALUE] [--speed N]
 """
 
 from __future__ import annotations
@@ -287,7 +292,19 @@ def main() -> int:
         default=Path(sys.executable).parent.parent,
         help="the venv whose `nachtwacht` runs (default: this one; see the module docstring)",
     )
+    parser.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        help="a fake clock this many times as fast as real time (hours of polls in minutes)",
+    )
     args = parser.parse_args()
+    fake_clock = (
+        f"2026-12-02T03:30:00Z,anchor={time.time():.1f},speed={args.speed:g}"
+        if args.speed != 1.0
+        else None
+    )
+    clock_env = {"NACHTWACHT_FAKE_CLOCK": fake_clock} if fake_clock else {}
     mappings: list[tuple[str, int]] = []
     if args.venv.resolve() == Path(sys.executable).parent.parent.resolve():
         compile_like_pip()
@@ -301,7 +318,9 @@ def main() -> int:
         with contextlib.ExitStack() as stack:
             try:
                 plane = start_control_plane(
-                    stderr_path=root / "control-plane.log", data_dir=root / "pg"
+                    stderr_path=root / "control-plane.log",
+                    data_dir=root / "pg",
+                    fake_clock=fake_clock,
                 )
                 org = plane.create_org("Bench")
                 agent = plane.enroll_agent(org["org_id"], "idle")
@@ -312,7 +331,7 @@ def main() -> int:
                     )
                     url, trust = f"https://localhost:{port}", ["--ca-file", str(ca_file)]
                 host = AgentHost(root / "host")
-                enrolled = host.enroll(url, agent["agent_key"], *trust)
+                enrolled = host.enroll(url, agent["agent_key"], *trust, env=clock_env)
                 if enrolled.returncode != 0:
                     raise SystemExit(f"nachtwacht agent enroll failed: {enrolled.stderr}")
                 notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -323,7 +342,7 @@ def main() -> int:
                     host.state_dir,
                     str(root / "notify.sock"),
                     args.venv,
-                    dict(item.split("=", 1) for item in args.env),
+                    clock_env | dict(item.split("=", 1) for item in args.env),
                 )
                 samples = Samples(launched=notifications.launched)
                 sampler = threading.Thread(
@@ -359,10 +378,14 @@ def main() -> int:
                 if plane is not None:
                     plane.stop()
 
-    hour = 3600.0 / args.seconds
+    hour = 3600.0 / (args.seconds * args.speed)
     wire = "TLS with a private CA" if args.tls else "plain HTTP"
-    print(f"agent daemon idle footprint over {args.seconds:g} s (same run, same machine, {wire})")
-    print(f"{'process':<26} {'peak RSS (MiB)':>15} {'CPU s / hour':>13}")
+    span = f"{args.seconds:g} s"
+    if fake_clock:
+        span += f" at {args.speed:g}x: {args.seconds * args.speed / 3600:.1f} product hours"
+    print(f"agent daemon idle footprint over {span} (same run, same machine, {wire})")
+    unit = "CPU s / hour" if not fake_clock else "CPU s / product h"
+    print(f"{'process':<26} {'peak RSS (MiB)':>15} {unit:>13}")
     for name, label in (
         ("daemon", "nachtwacht agent run"),
         ("baseline", "python -c sleep (baseline)"),

@@ -44,17 +44,18 @@ UPDATE_ONLY_MODULES = (
     "signed_release.manifest",
     "signed_release.signature",
 )
-# What the daemon never uses: APScheduler's imports for executors and checks it does not run
-# and httpx's `idna` for hosts outside ASCII (lean_imports), truststore (on Linux the OS store
-# is read by os_trust), the platform's default directories (a service has its state directory),
-# the config writer (only `enroll` writes) and the modules of `enroll`, `status` and the host
-# verbs (`agent_daemon.cli` imports each with its verb).
+# What the daemon never uses: APScheduler's imports for executors and checks it does not run,
+# httpx's `idna` for hosts outside ASCII and httpcore's `anyio` for async (lean_imports),
+# truststore (on Linux the OS store is read by os_trust), the platform's default directories (a
+# service has its state directory), the config writer (only `enroll` writes) and the modules of
+# `enroll`, `status` and the host verbs (`agent_daemon.cli` imports each with its verb).
 NEVER_USED_MODULES = (
     "asyncio",
     "concurrent.futures.process",
     "multiprocessing",
     "tzlocal",
     "idna",
+    "anyio",
     "truststore",
     "platformdirs",
     "tomli_w",

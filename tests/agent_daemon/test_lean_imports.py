@@ -192,3 +192,45 @@ def test_idna_imported_before_the_agent_is_the_one_httpx_uses() -> None:
         """
     )
     assert found == {"same": True}
+
+
+def test_httpx_comes_without_anyio_and_an_async_request_still_works() -> None:
+    # The daemon's clients are synchronous; an async one (nothing in the agent makes one) imports
+    # the real anyio the moment it needs it, and gets its answer.
+    found = run_fresh(
+        """
+        import asyncio, json, sys, threading
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+        import agent_daemon.http_client
+        import httpx
+        httpx.Client().close()  # a transport made, as every agent client makes one
+        without = "anyio" not in sys.modules
+
+        class Answer(BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        server = HTTPServer(("127.0.0.1", 0), Answer)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+
+        async def fetch():
+            async with httpx.AsyncClient() as client:
+                answer = await client.get(f"http://127.0.0.1:{server.server_port}/")
+                return answer.status_code, answer.text
+
+        status, text = asyncio.run(fetch())
+        import anyio
+        print(json.dumps({
+            "without": without,
+            "answer": [status, text],
+            "real": anyio.__spec__ is not None and sys.modules["anyio"] is anyio,
+        }))
+        """
+    )
+    assert found == {"without": True, "answer": [200, "ok"], "real": True}
