@@ -1,8 +1,9 @@
 """Issue 16, footprint: an idle daemon holds only what its minute needs. What only an update needs
 (the updater, its download, install and verification code, the manifest parser, the build archive
 code, `cryptography`) is loaded when an update runs, never at start or by an idle minute; what the
-daemon never uses (APScheduler's asyncio, process pools and tzlocal, truststore on Linux, the
-platform's default directories, the config writer) is never loaded at all.
+daemon never uses (APScheduler's asyncio, process pools and tzlocal, httpx's idna, httpcore's
+anyio, truststore on Linux, the platform's default directories, the config writer) is never
+loaded at all.
 
 The real daemon runs against a real control plane on a fast fake clock, through a 03:00 slot with
 nothing to install; Python itself lists every module the process imported
