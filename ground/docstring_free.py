@@ -111,14 +111,16 @@ class _DocstringFreeLoader(SourceFileLoader):
         _drop_module_and_class_docstrings(module)
 
 
-class _DocstringFreeFinder(PathFinder):
-    """Python's path finder, its source loaders swapped for the docstring-free one."""
+class _DocstringFreeFinder:
+    """Python's path finder, its source loaders swapped for the docstring-free one. Not a
+    subclass: `importlib.metadata` asks every finder on `sys.meta_path` for distributions, and an
+    inherited `find_distributions` would list each installed package twice."""
 
-    @classmethod
+    @staticmethod
     def find_spec(
-        cls, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+        fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        spec = super().find_spec(fullname, path, target)
+        spec = PathFinder.find_spec(fullname, path, target)
         if spec is not None and type(spec.loader) is SourceFileLoader and spec.origin:
             spec.loader = _DocstringFreeLoader(fullname, spec.origin)
         return spec

@@ -312,6 +312,24 @@ def test_installing_twice_adds_one_finder(package: Path) -> None:
     assert out.strip() == "1"
 
 
+def test_installed_packages_are_listed_once(package: Path) -> None:
+    # importlib.metadata asks every finder on sys.meta_path for distributions.
+    out = _python(
+        """
+        import importlib.metadata as metadata
+        before = sorted(d.metadata["Name"] for d in metadata.distributions())
+        from ground.docstring_free import drop_docstrings_from_imports
+        assert drop_docstrings_from_imports()
+        after = sorted(d.metadata["Name"] for d in metadata.distributions())
+        print(len(before), after == before)
+        """,
+        cwd=package,
+    )
+    count, same = out.split()
+    assert int(count) > 0
+    assert same == "True"
+
+
 @pytest.mark.parametrize(
     ("argv", "stripped"),
     [(["agent", "run"], True), (["agent", "status"], False)],
