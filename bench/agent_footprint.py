@@ -27,9 +27,9 @@ the OS trust store (`--ca-file`), as a customer's agent talks to an https contro
 unit gets it (e.g. `--env MALLOC_ARENA_MAX=1`).
 
 `--speed N` runs the control plane and the daemon on a shared fake clock N times as fast as real
-time (product time from 03:30 UTC), so `--seconds 600 --speed 60` is ten idle hours — 600 config
-polls, a night's slot with nothing to install on the way — to see whether the RSS creeps. CPU is
-then per product hour.
+time, so `--seconds 600 --speed 60` is ten idle hours — 600 config polls — to see whether the RSS
+creeps. Product time starts at 03:30 UTC, after the default 03:00 slot (Amsterdam's, 01:00 or
+02:00 UTC), so the next slot is more than 20 product hours away. CPU is then per product hour.
 
 `--venv DIR` runs the daemon (and the baseline) from another venv, e.g. one made as a customer
 host makes it — only the `agent` extra, not editable, so none of the developer's packages:
