@@ -182,8 +182,8 @@ class ForkedProcess:
 def start_forked(*args: str, env: Mapping[str, str], stderr_path: Path) -> ForkedProcess:
     """Start `nachtwacht ARGS` forked from the fork server, with `env` as its whole environment
     (as `child_environment` makes it); its stdout is the returned process's `stdout` pipe, its
-    stderr is appended to `stderr_path`. Where `can_fork()` is false, start an interpreter
-    instead."""
+    stderr is appended to `stderr_path`. Only where `can_fork()` is true: the caller starts an
+    interpreter otherwise, as `start_control_plane` does."""
     reader, writer = multiprocessing.Pipe(duplex=False)
     child = _start_child(list(args), env, _Output(pipe=writer), stderr_path)
     writer.close()
