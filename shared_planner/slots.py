@@ -128,6 +128,14 @@ class Slot:
                 f"key: {self.key!r} does not match day and wall (expected {expected!r})"
             )
 
+    def window_closes(self, catch_up: timedelta) -> datetime:
+        """The instant this slot's catch-up window closes: the first instant it may not start.
+
+        The one place the window's end is computed; the agent, the claim check, the run's
+        authority and the reconcile passes all ask it.
+        """
+        return self.at + catch_up
+
 
 @dataclass(frozen=True, kw_only=True)
 class PlannedSlot:

@@ -10,7 +10,7 @@ only, so the planner can import them too).
     (here)      the API version, the paths and the headers
 """
 
-from ground.contract.codes import AnswerCode, OutcomeReason, RefusalCode
+from ground.contract.codes import AnswerCode, MissReason, OutcomeReason, RefusalCode
 from ground.contract.fields import Instant
 from ground.contract.messages import (
     DEFAULT_TRACK,
@@ -62,6 +62,7 @@ __all__ = [
     "Instant",
     "InstantError",
     "ManualUpdateView",
+    "MissReason",
     "NothingToDoReport",
     "OutcomeReason",
     "OutcomeReport",

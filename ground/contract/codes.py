@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["AnswerCode", "OutcomeReason", "RefusalCode"]
+__all__ = ["AnswerCode", "MissReason", "OutcomeReason", "RefusalCode"]
 
 
 class RefusalCode(enum.StrEnum):
@@ -141,3 +141,23 @@ class OutcomeReason(enum.StrEnum):
     INSTALL_FAILED = "install_failed"
     # The new version was not healthy within its deadline: rolled back.
     HEALTH_CHECK_FAILED = "health_check_failed"
+
+
+class MissReason(enum.StrEnum):
+    """Why a scheduled slot passed without a run: what the reconcile worker records on a miss.
+
+    The database's CHECK on `runs.miss_reason` lists exactly these values (a test compares them).
+    """
+
+    # The agent was not seen by the control plane at all through the window.
+    OFFLINE = "offline"
+    # The agent asked, and every round was full (a cap) until the window closed.
+    THROTTLED = "throttled"
+    # The operators' brake (or a halt of the release) refused it until the window closed.
+    BRAKE = "brake"
+    # None of the above can be shown from what was recorded.
+    UNKNOWN = "unknown"
+    # The control plane itself was not serving through the window: nobody could have updated.
+    PLATFORM_UNAVAILABLE = "platform_unavailable"
+    # The agent was held (by its customer, an operator, or the host's `agent hold`).
+    HELD = "held"
