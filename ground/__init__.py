@@ -1,6 +1,6 @@
 """The ground floor: what every part of nachtwacht shares and nothing else builds on.
 
-    clock       the one clock object per program, real or fast fake (DESIGN.md "Time")
+    clock       the one clock object per program, real or fast fake
     limits      numbers more than one program enforces (stdlib only: the planner imports them)
     instants    the one way an instant is written and read between programs (stdlib only)
     contract    the agent <-> control-plane messages, codes, paths and headers (pydantic)

@@ -36,19 +36,21 @@ GRID_MINUTES = 5
 # A day holds 24 * 12 grid points, so no valid schedule has more times than this.
 MAX_TIMES = 24 * 60 // GRID_MINUTES
 
-# "On for everyone" (DESIGN.md rule 1): the column default of every agent's schedule.
+# On for everyone: the column default of every agent's schedule, so no agent is left out.
 DEFAULT_TIMES = ("03:00",)
 
-# DESIGN.md rule 2: the platform's one zone, a setting.
+# The platform's one zone, a setting: schedules are wall-clock times there, never UTC, so a
+# slot the panel shows as 03:00 does not move by an hour in summer.
 DEFAULT_TIMEZONE = "Europe/Amsterdam"
 
-# DESIGN.md rule 7: a promise about interruption. The upper bound keeps a 03:00 update out of the
-# working day whatever an operator sets: two hours, so a 03:00 slot never starts after 05:00.
+# The catch-up window: a promise about interruption, not completeness. The upper bound keeps a
+# 03:00 update out of the working day whatever an operator sets: two hours, so a 03:00 slot never
+# starts after 05:00.
 DEFAULT_CATCH_UP_MINUTES = 15
 MIN_CATCH_UP_MINUTES = 1
 MAX_CATCH_UP_MINUTES = 120
 
-# DESIGN.md rule 9: tokens per round (one minute of the control plane's clock). The upper bound is
+# The caps: tokens per round (one minute of the control plane's clock). The upper bound is
 # the database column's range (`integer`), so a larger number is a readable 422, never a 500. The
 # lower bound is 1: a cap of 0 halts every update without saying why, which is the brake's job
 # (it carries a reason and shows it to every agent).

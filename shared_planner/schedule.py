@@ -1,4 +1,4 @@
-"""A schedule's list of times: the parse every layer shares (DESIGN.md rule 3)."""
+"""A schedule's list of times: the parse every layer shares."""
 
 from __future__ import annotations
 

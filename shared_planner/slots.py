@@ -6,8 +6,8 @@ the instants of interest show (two days back and two ahead, stepped as dates, ne
 hours), because around a transition at midnight the date a slot is labelled with and the date the
 clock shows when it runs can differ in either direction, by up to a whole day (Pacific/Apia
 skipped 2011-12-30). They are compared and ordered by instant, never by label: in a spring gap
-02:30 runs at 03:30 CEST, after 03:10. Labels that land on one instant are one slot (DESIGN.md
-rule 6), keyed by the wall time the clock really shows then when one of them does.
+02:30 runs at 03:30 CEST, after 03:10. Labels that land on one instant are one slot (it runs once),
+keyed by the wall time the clock really shows then when one of them does.
 
 Each (zone, day, grid point) is resolved once and kept, so a control plane checking thousands of
 agents at one moment resolves each wall time once, not once per agent. The cache is of a pure
@@ -265,8 +265,8 @@ def due_slot(
 ) -> Slot | None:
     """The latest slot with `at <= now < at + catch_up` and `at > last_consumed`, or None.
 
-    When several slots are open the latest is due; consuming it supersedes the earlier ones
-    (DESIGN.md rule 8), which `last_consumed` then expresses.
+    When several slots are open the latest is due; consuming it supersedes the earlier ones,
+    which `last_consumed` then expresses.
     """
     now_utc = require_aware(now, field="now")
     window = _check_catch_up(catch_up)
@@ -353,7 +353,7 @@ def _day_span(day: date) -> tuple[datetime, datetime]:
 def slots_on_day(times: Sequence[time | str], day: date, *, tz: str | ZoneInfo) -> list[Slot]:
     """The slots named with local date `day` (their key's date), ordered by instant.
 
-    Two wall times that land on one instant are one slot (DESIGN.md rule 6), so a day may have
+    Two wall times that land on one instant are one slot (it runs once), so a day may have
     fewer slots than times; a slot merged across midnight belongs to the day its key names.
     """
     if not isinstance(day, date) or isinstance(day, datetime):

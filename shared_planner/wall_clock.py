@@ -1,4 +1,4 @@
-"""Wall clock -> instant: the one place daylight saving is solved (DESIGN.md rule 6).
+"""Wall clock -> instant: the one place daylight saving is solved.
 
 A wall time on a calendar day is one of three kinds in a zone:
 

@@ -6,49 +6,45 @@ of verifying an update). Import from here; the modules behind it are free to mov
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from signed_release.artifact import AGENT_ENTRY_POINT, ArtifactFacts, describe_artifact
-    from signed_release.build_archive import (
-        MAX_MEMBERS,
-        BuildEntry,
-        BuildRefused,
-        lint_build,
-        unpack_build,
-    )
-    from signed_release.errors import (
-        ArtifactError,
-        BadSignature,
-        DuplicateField,
-        InvalidField,
-        KeyFileError,
-        MalformedManifest,
-        MalformedSignature,
-        ManifestError,
-        ReleaseError,
-        SignatureError,
-        UnknownKey,
-    )
-    from signed_release.keys import (
-        PRIVATE_KEY_NAME,
-        PUBLIC_KEY_NAME,
-        generate_key_files,
-        key_id,
-        load_private_key,
-        load_public_key,
-        load_public_keys,
-    )
-    from signed_release.manifest import (
-        ARTIFACT_FORMAT,
-        Manifest,
-        format_instant,
-        parse_instant,
-        parse_manifest,
-    )
-    from signed_release.signature import check_signature, sign_manifest
-    from signed_release.versions import is_valid_version, version_key
+from signed_release.artifact import AGENT_ENTRY_POINT, ArtifactFacts, describe_artifact
+from signed_release.build_archive import (
+    MAX_MEMBERS,
+    BuildEntry,
+    BuildRefused,
+    lint_build,
+    unpack_build,
+)
+from signed_release.errors import (
+    ArtifactError,
+    BadSignature,
+    DuplicateField,
+    InvalidField,
+    KeyFileError,
+    MalformedManifest,
+    MalformedSignature,
+    ManifestError,
+    ReleaseError,
+    SignatureError,
+    UnknownKey,
+)
+from signed_release.keys import (
+    PRIVATE_KEY_NAME,
+    PUBLIC_KEY_NAME,
+    generate_key_files,
+    key_id,
+    load_private_key,
+    load_public_key,
+    load_public_keys,
+)
+from signed_release.manifest import (
+    ARTIFACT_FORMAT,
+    Manifest,
+    format_instant,
+    parse_instant,
+    parse_manifest,
+)
+from signed_release.signature import check_signature, sign_manifest
+from signed_release.versions import is_valid_version, version_key
 
 __all__ = [
     "AGENT_ENTRY_POINT",
@@ -87,53 +83,3 @@ __all__ = [
     "unpack_build",
     "version_key",
 ]
-
-# Each name is loaded from its module on first use (PEP 562): the agent's idle daemon compares
-# versions every minute but must not load `cryptography` or the build archive code for that
-# (issue 16, footprint); they load when an update, a signature or a key file needs them.
-_HOME = {
-    "AGENT_ENTRY_POINT": "artifact",
-    "ArtifactFacts": "artifact",
-    "describe_artifact": "artifact",
-    "MAX_MEMBERS": "build_archive",
-    "BuildEntry": "build_archive",
-    "BuildRefused": "build_archive",
-    "lint_build": "build_archive",
-    "unpack_build": "build_archive",
-    "ArtifactError": "errors",
-    "BadSignature": "errors",
-    "DuplicateField": "errors",
-    "InvalidField": "errors",
-    "KeyFileError": "errors",
-    "MalformedManifest": "errors",
-    "MalformedSignature": "errors",
-    "ManifestError": "errors",
-    "ReleaseError": "errors",
-    "SignatureError": "errors",
-    "UnknownKey": "errors",
-    "PRIVATE_KEY_NAME": "keys",
-    "PUBLIC_KEY_NAME": "keys",
-    "generate_key_files": "keys",
-    "key_id": "keys",
-    "load_private_key": "keys",
-    "load_public_key": "keys",
-    "load_public_keys": "keys",
-    "ARTIFACT_FORMAT": "manifest",
-    "Manifest": "manifest",
-    "format_instant": "manifest",
-    "parse_instant": "manifest",
-    "parse_manifest": "manifest",
-    "check_signature": "signature",
-    "sign_manifest": "signature",
-    "is_valid_version": "versions",
-    "version_key": "versions",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value

@@ -5,7 +5,7 @@ part of the contract is written here and nowhere else. Its numbers are `ground.l
 only, so the planner can import them too).
 
     fields      `Instant`, the field type of every instant (its format: `ground.instants`)
-    codes       every refusal code, with `consumes_slot` (DESIGN.md rule 8) and its status
+    codes       every refusal code, with `consumes_slot` and its status
     messages    the request and answer models of every agent endpoint
     (here)      the API version, the paths and the headers
 """

@@ -1,12 +1,12 @@
 """Every code the control plane answers an agent with, and what each means for the slot.
 
-DESIGN.md rule 8 asks one question of each refusal: does it consume the slot? The answer lives
+Each refusal answers one question: does it consume the slot? The answer lives
 here, once, as `RefusalCode.consumes_slot`; the daemon, the simulated fleet, the test fake and the
 control plane's routes all ask it and never re-derive it from a status code.
 
     code            status  consumes the slot   why
     not_a_slot      422     yes                 the server's planner knows no such open slot
-    window_closed   409     yes                 the catch-up window has passed (rule 7)
+    window_closed   409     yes                 the catch-up window has passed
     slot_consumed   409     yes                 a run already holds this slot
     brake           503     no                  the operators' brake: retry next minute
     org_cap         429     no                  this organisation's round is full
@@ -54,7 +54,7 @@ class RefusalCode(enum.StrEnum):
 
     @property
     def consumes_slot(self) -> bool:
-        """The slot is gone for good: record it locally and stop asking (DESIGN.md rule 8)."""
+        """The slot is gone for good: record it locally and stop asking."""
         return self in _CONSUMES_SLOT
 
     @property

@@ -116,7 +116,7 @@ class ScheduleView(_Answer):
 
     @model_validator(mode="after")
     def _usable(self) -> ScheduleView:
-        # The same rule as the database's CHECK (DESIGN.md rule 4): no duplicates, and an enabled
+        # The same rule as the database's CHECK: no duplicates, and an enabled
         # schedule has at least one time. Switched off, it may hold none.
         if len(set(self.times)) != len(self.times):
             raise ValueError("times: expected each time once")
@@ -268,7 +268,7 @@ class OutcomeReport(_Request):
 
 class SwapPermit(_Answer):
     """The token is still good and the window still open: the agent may switch now. Asked
-    immediately before the swap (DESIGN.md: revocation is honoured up to the swap); any other
+    immediately before the swap (revocation is honoured up to the swap); any other
     answer, or none, means: do not switch (retry within the window)."""
 
     run_id: UUID

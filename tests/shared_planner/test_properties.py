@@ -2,7 +2,8 @@
 
 The brute-force oracle below is deliberately naive and independent of the planner's day tables:
 it resolves every scheduled wall time on a wide band of dates with `resolve_wall_time`, groups
-by instant and names each group by the rule in DESIGN.md 6.
+by instant and names each group as the planner must: wall times on one instant are one slot,
+named by the wall time the clock really shows.
 """
 
 from __future__ import annotations
