@@ -17,6 +17,7 @@ from agent_daemon.activity import ActivityRecord
 from agent_daemon.config_cache import CachedConfig
 from agent_daemon.daemon_state import DaemonState, RunRecord
 from ground.contract import OutcomeReason, RefusalCode, ReleaseTrack
+from ground.contract.wording import OUTCOME_REASON_WORDS, SKIP_REASON_WORDS
 from shared_planner import next_slot
 
 __all__ = [
@@ -37,30 +38,13 @@ _OUTCOME_WORDS: dict[str, str] = {
     RefusalCode.WINDOW_CLOSED: "window closed before the claim",
     RefusalCode.NOT_A_SLOT: "not a slot on the control plane's schedule",
     # Slots given up on the control plane's word (`claim.slot_gone`): consumed, nothing claimed.
-    RefusalCode.HELD: "skipped: the agent is held",
-    RefusalCode.RELEASE_ROLLED_BACK: "skipped: this host rolled the offered release back, so "
-    "there is nothing to do until a newer release is published or an operator asks for a retry",
+    RefusalCode.HELD: f"skipped: {SKIP_REASON_WORDS[RefusalCode.HELD]}",
+    RefusalCode.RELEASE_ROLLED_BACK: "skipped: "
+    + SKIP_REASON_WORDS[RefusalCode.RELEASE_ROLLED_BACK],
 }
 
-# Why a claimed run ended as it did, in words: the reason a customer reads beside "failed". A
-# control plane that was down is said to be ours, never this host being offline.
-REASON_WORDS: dict[OutcomeReason, str] = {
-    OutcomeReason.PLATFORM_UNAVAILABLE: "the control plane was unavailable (an outage on the "
-    "platform's side, not this host's network) until the window closed",
-    OutcomeReason.INTERRUPTED: "the update was interrupted (the daemon or the host was stopped) "
-    "and its window closed before it could go on; nothing was switched",
-    OutcomeReason.TOKEN_REVOKED: "the control plane revoked the update's token (the brake, a "
-    "halted or a withdrawn release) before the switch; nothing was switched",
-    OutcomeReason.TOKEN_EXPIRED: "the update's token expired before the switch; nothing was "
-    "switched",
-    OutcomeReason.DISK_FULL: "the disk was full (the state directory or the install root)",
-    OutcomeReason.DOWNLOAD_FAILED: "the download kept failing until the window closed",
-    OutcomeReason.VERIFICATION_FAILED: "the build was refused by verification (signature, hash, "
-    "length, channel, platform or age)",
-    OutcomeReason.INSTALL_FAILED: "installing the build failed; the running version kept running",
-    OutcomeReason.HEALTH_CHECK_FAILED: "the new version was not healthy within its deadline and "
-    "was rolled back",
-}
+# Why a claimed run ended as it did, in the words the panel says too.
+REASON_WORDS = OUTCOME_REASON_WORDS
 # The outcomes worth a line under "attention".
 _FAILED = frozenset({"failed", "rolled_back"})
 

@@ -2,12 +2,13 @@
 
 One folder per domain (Warehouse's shape). Each domain's `services.py` holds all its SQL, takes
 `now` as an argument (no service holds a clock) and returns frozen typed results or the
-contract's models, raising the errors of `errors.py`; its `routes.py` holds no SQL, declares
-`response_model` and every error answer, and leaves the status to the exception handlers.
+contract's models, raising the errors of `errors.py`. Its routes live in `api/routes/<domain>.py`,
+above the domains: they hold no SQL, declare `response_model` and every error answer, and leave
+the status to the exception handlers.
 
     accounts/       organisations, enrolment, the three audiences' credentials, authentication,
                     the panel's sign-in sessions (ended with their key)
-    agents/         the panel's agent list, agent page and schedule (the API's rule-3 validator)
+    agents/         the panel's agent list, agent page and schedule (the API's time validator)
     agent_config/   GET /v1/agent/config: the contract's AgentConfig with its ETag
     settings/       the platform settings (zone, catch-up window, caps; bounds from ground.limits)
     brake/          the operators' emergency brake (the platform, or one release) and token
@@ -19,7 +20,7 @@ contract's models, raising the errors of `errors.py`; its `routes.py` holds no S
     pins/           pins (an organisation or agent at a version) and holds (until a date)
     claims/         throttle tokens: the slot check, the caps, the grant, refusals recorded
     runs/           nothing to do, outcomes, manual updates, the artifact download, run lists
-    events/         the timeline (rule 12)
+    events/         the timeline (a scheduled update's trail is its own kind of event)
     notifications/  the per-slot body, the inbox, webhook settings and signed delivery
     forecast/       the capacity forecast per slot (pure model, service, terminal table)
     metrics/        GET /metrics: the figures and their Prometheus text
@@ -31,9 +32,11 @@ contract's models, raising the errors of `errors.py`; its `routes.py` holds no S
 
     panel/          the server-rendered panel under /panel/ (Jinja2, nine languages) and /docs
                     from local files; it reaches the domains only through panel/*backend.py
-    api/            create_app: the routers, the server-time middleware (the request's one
-                    clock reading), domain errors → status; callers per bearer scheme
+    api/            create_app: the routers (api/routes/, one module per domain), the server-time
+                    middleware (the request's one clock reading), domain errors → status; callers
+                    per bearer scheme
     registry.py     Services: every domain's service, built once by build_services
+    agent_scope.py  whether an agent is within an organisation's reach (below every domain)
     inputs.py       free text checked before it is stored (a NUL is a 422, not a 500)
     errors.py       one exception tree
     cli.py          `nachtwacht control …` (serve, migrate, create-org, enroll-agent, …)
@@ -45,8 +48,10 @@ contract's models, raising the errors of `errors.py`; its `routes.py` holds no S
     types.py        the pool and connection type names
 
 Layers: ground (clock, contract, limits) → shared_planner, signed_release → this package. The
-domains import each other only downward (e.g. runs → claims.slots, agents; events → agents →
-runs.views); nothing here imports `reconcile`, and `reconcile` imports the domains.
+folders import each other one way (a test checks there is no circle): `api` → the domains →
+`agent_scope`, `errors`, `types`; the domains import each other only downward (e.g. runs →
+claims.slots, agents → events.trail, runs.views); nothing here imports `reconcile`, and
+`reconcile` imports the domains.
 
 The HTTP contract with the agent is ground.contract and docs/architecture.md; how to run it is
 docs/control_plane.md; the worker is docs/reconcile.md.

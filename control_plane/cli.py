@@ -26,6 +26,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import TypeAdapter
 
@@ -69,7 +70,28 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     parser = Parser(prog="nachtwacht control", description="Run and administer the control plane.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    _add_serve(commands)
+    _add_release_commands(commands)
+    migrate_cmd = commands.add_parser("migrate", help="apply the database migrations")
+    add_database_flags(migrate_cmd)
+    migrate_cmd.add_argument(
+        "--check",
+        action="store_true",
+        help="apply every migration to a new empty database, undo them, apply again, drop it",
+    )
+    migrate_cmd.add_argument("--revision", default="head", help="target revision (head)")
 
+    _add_account_commands(commands)
+    add_credential_commands(commands)
+    forecast = commands.add_parser("forecast", help="the capacity forecast of a local day")
+    forecast.add_argument("--date", required=True, help="YYYY-MM-DD in the platform's zone")
+    add_database_flags(forecast)
+    add_json_flag(forecast)
+    return parser
+
+
+def _add_serve(commands: Any) -> None:
+    """`serve`: the HTTP API, its database, its workers and the settings it stores."""
     serve = commands.add_parser("serve", help="run the HTTP API")
     add_database_flags(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
@@ -114,6 +136,9 @@ def _parser() -> argparse.ArgumentParser:
         help="a trusted release key (repeatable; default $NACHTWACHT_RELEASE_PUBLIC_KEYS)",
     )
 
+
+def _add_release_commands(commands: Any) -> None:
+    """`publish-release` and `withdraw-release`."""
     publish = commands.add_parser("publish-release", help="check and store a signed release")
     publish.add_argument("manifest", help="manifest.json")
     publish.add_argument("signature", help="manifest.sig")
@@ -146,15 +171,9 @@ def _parser() -> argparse.ArgumentParser:
     add_database_flags(withdraw)
     add_json_flag(withdraw)
 
-    migrate_cmd = commands.add_parser("migrate", help="apply the database migrations")
-    add_database_flags(migrate_cmd)
-    migrate_cmd.add_argument(
-        "--check",
-        action="store_true",
-        help="apply every migration to a new empty database, undo them, apply again, drop it",
-    )
-    migrate_cmd.add_argument("--revision", default="head", help="target revision (head)")
 
+def _add_account_commands(commands: Any) -> None:
+    """`create-org`, `create-panel-key`, `enroll-agent`, `create-operator-key`."""
     org = commands.add_parser("create-org", help="a new organisation and its panel key")
     org.add_argument("name")
     add_database_flags(org)
@@ -180,14 +199,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_database_flags(operator)
     add_json_flag(operator)
-
-    add_credential_commands(commands)
-
-    forecast = commands.add_parser("forecast", help="the capacity forecast of a local day")
-    forecast.add_argument("--date", required=True, help="YYYY-MM-DD in the platform's zone")
-    add_database_flags(forecast)
-    add_json_flag(forecast)
-    return parser
 
 
 def _create_org(args: argparse.Namespace) -> int:

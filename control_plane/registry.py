@@ -29,7 +29,7 @@ from control_plane.forecast.services import ForecastService
 from control_plane.metrics.services import MetricsService
 from control_plane.notifications.addresses import WebhookAddressPolicy
 from control_plane.notifications.services import NotificationService, WebhookSettingsService
-from control_plane.notifications.test_delivery import WebhookTestService
+from control_plane.notifications.trial_delivery import WebhookTestService
 from control_plane.pins.services import PinService
 from control_plane.releases.services import ReleaseService
 from control_plane.rollout.services import RolloutService

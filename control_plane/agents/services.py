@@ -9,13 +9,13 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
+from control_plane.agent_scope import agent_not_found
 from control_plane.agents.schedule import Schedule, validated_schedule
-from control_plane.errors import NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.runs.views import RunView, latest_run_per_agent, latest_runs
 from control_plane.settings.services import PlatformSettings, read_settings
 from control_plane.types import Connection, Pool
-from ground.contract import AnswerCode, Instant
+from ground.contract import Instant
 from shared_planner import next_slot, parse_times
 
 __all__ = [
@@ -27,8 +27,6 @@ __all__ = [
     "AgentSummary",
     "HostSighting",
     "NextSlot",
-    "agent_not_found",
-    "require_agent",
 ]
 
 LATEST_RUNS = 10
@@ -114,23 +112,6 @@ class AgentOverviewRow(AgentSummary):
 @dataclass(frozen=True, kw_only=True)
 class AgentOverview:
     agents: tuple[AgentOverviewRow, ...]
-
-
-def agent_not_found(agent_id: UUID) -> NotFound:
-    # Another organisation's agent is reported exactly like one that does not exist.
-    return NotFound(
-        f"agent {agent_id} does not exist in this organisation", code=AnswerCode.AGENT_NOT_FOUND
-    )
-
-
-def require_agent(conn: Connection, org_id: UUID, agent_id: UUID) -> None:
-    """Raise `agent_not_found` unless the agent belongs to the organisation."""
-    found = conn.execute(
-        "SELECT 1 FROM agents WHERE id = %s AND org_id = %s AND deleted_at IS NULL",
-        [agent_id, org_id],
-    ).fetchone()
-    if found is None:
-        raise agent_not_found(agent_id)
 
 
 def _summary_fields(row: dict[str, Any]) -> dict[str, Any]:

@@ -17,29 +17,31 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from control_plane.accounts import routes as accounts
-from control_plane.agent_config import routes as agent_config
-from control_plane.agents import host_routes as agent_host
-from control_plane.agents import routes as agents
 from control_plane.api.answers import bounded_message, refusal_response
 from control_plane.api.credential_first import credential_refusal
 from control_plane.api.hot_answers import HotAnswers
 from control_plane.api.limits import RequestLimits
-from control_plane.brake import routes as brake
-from control_plane.claims import routes as claims
+from control_plane.api.routes import (
+    accounts,
+    agent_config,
+    agents,
+    brake,
+    claims,
+    events,
+    forecast,
+    metrics,
+    notifications,
+    releases,
+    runs,
+    settings,
+)
+from control_plane.api.routes import agents_host as agent_host
+from control_plane.api.routes import pins as pins_routes
+from control_plane.api.routes import rollout as rollout_routes
 from control_plane.errors import RequestRefused
-from control_plane.events import routes as events
-from control_plane.forecast import routes as forecast
-from control_plane.metrics import routes as metrics
-from control_plane.notifications import routes as notifications
 from control_plane.panel import mount_panel
 from control_plane.panel.offline_docs import mount_offline_docs
-from control_plane.pins import routes as pins_routes
 from control_plane.registry import Services
-from control_plane.releases import routes as releases
-from control_plane.rollout import routes as rollout_routes
-from control_plane.runs import routes as runs
-from control_plane.settings import routes as settings
 from ground.clock import Clock
 from ground.contract import API_VERSION, SERVER_TIME_HEADER, AnswerCode, format_instant
 from shared_planner.errors import describe_value

@@ -29,8 +29,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.accounts.credentials import secret_sha256
 from control_plane.accounts.services import HOST_ID_PATTERN
-from control_plane.agent_config.routes import etag_matches
 from control_plane.api.answers import refusal_response
+from control_plane.api.routes.agent_config import etag_matches
 from control_plane.claims.in_flight import KnownRoom
 from control_plane.errors import RequestRefused
 from control_plane.registry import Services

@@ -1,5 +1,7 @@
-"""The operators' emergency brake (DESIGN.md rule 10) and single-token revocation.
+"""The operators' emergency brake and single-token revocation.
 
 services     the SQL; engaging revokes outstanding scheduled tokens
 routes       /v1/admin/brake, /v1/admin/tokens/{id}/revoke
+
+The routes named here live in api/routes/brake.py, above the domains.
 """

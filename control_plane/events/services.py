@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, get_args
 from uuid import UUID
 
-from control_plane.agents.services import require_agent
+from control_plane.agent_scope import require_agent
 from control_plane.errors import InvalidInput
 from control_plane.events.trail import Actor, ActorKind, record_event
 from control_plane.inputs import stored_text

@@ -1,4 +1,4 @@
-"""The capacity forecast (DESIGN.md "Scale"): which slots of a local day will not fit the caps.
+"""The capacity forecast: which slots of a local day will not fit the caps.
 
 model        the arithmetic and the day's views (pure; the herd benchmark uses it)
 services     the SQL, `parse_day`
@@ -6,4 +6,6 @@ releases     how many agents get each pair's current release on a night at each 
              the caps (the offers are the rollout's own rule)
 text         the terminal table of `nachtwacht control forecast`
 routes       /v1/admin/forecast, /v1/forecast
+
+The routes named here live in api/routes/forecast.py, above the domains.
 """

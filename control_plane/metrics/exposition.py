@@ -36,6 +36,17 @@ def _family(
 
 def render_metrics(snapshot: MetricsSnapshot) -> str:
     """The snapshot as Prometheus text; this replica's figures carry a `replica` label."""
+    lines = _claim_families(snapshot)
+    lines += _run_families(snapshot)
+    lines += _reconcile_families(snapshot)
+    lines += _notification_families(snapshot)
+    lines += _dropped_family(snapshot)
+    lines += _release_families(snapshot)
+    return "\n".join(lines) + "\n"
+
+
+def _claim_families(snapshot: MetricsSnapshot) -> list[str]:
+    """Tokens granted, and refusals here and on record."""
     replica = snapshot.replica
     lines: list[str] = []
     lines += _family(
@@ -59,6 +70,12 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
         "Distinct (agent, slot, reason) refusals on record, the facts behind miss reasons.",
         [({"reason": reason}, n) for (reason,), n in snapshot.refusal_facts],
     )
+    return lines
+
+
+def _run_families(snapshot: MetricsSnapshot) -> list[str]:
+    """Runs by trigger and status, and missed slots by reason."""
+    lines: list[str] = []
     lines += _family(
         "nachtwacht_runs",
         "gauge",
@@ -71,6 +88,12 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
         "Missed scheduled slots by reason.",
         [({"reason": reason}, n) for (reason,), n in snapshot.missed],
     )
+    return lines
+
+
+def _reconcile_families(snapshot: MetricsSnapshot) -> list[str]:
+    """How far behind the worker is, and when it last finished a pass."""
+    lines: list[str] = []
     behind = (
         (snapshot.now - snapshot.reconciled_until).total_seconds()
         if snapshot.reconciled_until is not None
@@ -91,6 +114,12 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
         "When the worker last finished a pass (Unix seconds, product clock).",
         [({}, last_pass)],
     )
+    return lines
+
+
+def _notification_families(snapshot: MetricsSnapshot) -> list[str]:
+    """Notifications written, and webhook deliveries and attempts."""
+    lines: list[str] = []
     lines += _family(
         "nachtwacht_notifications_total",
         "counter",
@@ -109,14 +138,16 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
         "Webhook delivery attempts by outcome (delivered, retry, failed).",
         [({"outcome": outcome}, n) for (outcome,), n in snapshot.attempts],
     )
-    lines += _family(
+    return lines
+
+
+def _dropped_family(snapshot: MetricsSnapshot) -> list[str]:
+    return _family(
         "nachtwacht_refusal_facts_dropped_total",
         "counter",
         "Refusal facts this replica could not buffer (database away too long).",
-        [({"replica": replica}, snapshot.dropped_here)],
+        [({"replica": snapshot.replica}, snapshot.dropped_here)],
     )
-    lines += _release_families(snapshot)
-    return "\n".join(lines) + "\n"
 
 
 def _release_families(snapshot: MetricsSnapshot) -> list[str]:

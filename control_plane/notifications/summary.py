@@ -16,7 +16,7 @@ from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
-from ground.contract import format_instant
+from ground.contract import MissReason, format_instant
 
 __all__ = ["SlotOutcome", "StaleAgent", "is_worth_telling", "notification_body"]
 
@@ -34,7 +34,7 @@ class SlotOutcome:
     status: str
     version: str | None = None
     error: str | None = None
-    miss_reason: str | None = None
+    miss_reason: MissReason | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -41,65 +41,113 @@ def bar_chart(
     number: Callable[[int], str] = str,
 ) -> Markup:
     """Bars of `total` with `part` filled and `limit` marked; `number` formats the axis numbers."""
-    fmt = number
-    out = [
-        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+    out = _opening(title, HEIGHT)
+    if not bars:
+        return _empty(out, empty_text)
+    scale = _Scale(max(max(b.total, b.limit or 0, 1) for b in bars), len(bars), min_width=4.0)
+    out += _grid(scale, number)
+    for i, bar in enumerate(bars):
+        out += _bar(scale, i, bar, number)
+        out += _column_label(scale, i, bar.label)
+    legends = [
+        ("chart-total", total_legend),
+        ("chart-part", part_legend),
+        ("chart-limit", limit_legend),
+    ]
+    out += _legend(legends, per_line=3)
+    return _closed(out)
+
+
+class _Scale:
+    """Where values and columns go in the plot area."""
+
+    def __init__(self, top_value: int, columns: int, *, min_width: float) -> None:
+        self.top_value = top_value
+        self.columns = columns
+        self.plot_h = HEIGHT - TOP - BOTTOM
+        self.step = (WIDTH - LEFT - RIGHT) / columns
+        self.bar_w = max(min_width, min(48.0, self.step * 0.6))
+
+    def y_of(self, value: int) -> float:
+        return TOP + self.plot_h - self.plot_h * value / self.top_value
+
+    def x_of(self, column: int) -> float:
+        return LEFT + self.step * column + (self.step - self.bar_w) / 2
+
+
+def _opening(title: str, height: int) -> list[str]:
+    return [
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {height}" role="img" '
         f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
         f"<title>{escape(title)}</title>",
     ]
-    if not bars:
-        out.append(
-            f'<text x="{WIDTH // 2}" y="{HEIGHT // 2}" text-anchor="middle" class="chart-empty">'
-            f"{escape(empty_text)}</text></svg>"
-        )
-        return Markup("".join(out))  # noqa: S704 - every text in it was escaped above
-    top_value = max(max(b.total, b.limit or 0, 1) for b in bars)
-    plot_w = WIDTH - LEFT - RIGHT
-    plot_h = HEIGHT - TOP - BOTTOM
-    step = plot_w / len(bars)
-    bar_w = max(4.0, min(48.0, step * 0.6))
 
-    def y_of(value: int) -> float:
-        return TOP + plot_h - plot_h * value / top_value
 
-    for tick in (0, top_value // 2, top_value):
-        y = y_of(tick)
+def _closed(out: list[str]) -> Markup:
+    out.append("</svg>")
+    return Markup("".join(out))  # noqa: S704 - every text in it was escaped where it was added
+
+
+def _empty(out: list[str], empty_text: str) -> Markup:
+    out.append(
+        f'<text x="{WIDTH // 2}" y="{HEIGHT // 2}" text-anchor="middle" class="chart-empty">'
+        f"{escape(empty_text)}</text>"
+    )
+    return _closed(out)
+
+
+def _grid(scale: _Scale, number: Callable[[int], str]) -> list[str]:
+    """Three lines across the plot (zero, half, top), each with its number."""
+    out = []
+    for tick in (0, scale.top_value // 2, scale.top_value):
+        y = scale.y_of(tick)
         out.append(
             f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" class="chart-grid"/>'
         )
         out.append(
             f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" class="chart-axis">'
-            f"{escape(fmt(tick))}</text>"
+            f"{escape(number(tick))}</text>"
         )
-    for i, bar in enumerate(bars):
-        x = LEFT + step * i + (step - bar_w) / 2
-        label = escape(f"{bar.label}: {fmt(bar.part)} / {fmt(bar.total)}")
-        out.append(f"<g><title>{label}</title>")
+    return out
+
+
+def _bar(scale: _Scale, column: int, bar: Bar, number: Callable[[int], str]) -> list[str]:
+    x, y_of, bar_w = scale.x_of(column), scale.y_of, scale.bar_w
+    label = escape(f"{bar.label}: {number(bar.part)} / {number(bar.total)}")
+    out = [
+        f"<g><title>{label}</title>",
+        f'<rect x="{x:.1f}" y="{y_of(bar.total):.1f}" width="{bar_w:.1f}" '
+        f'height="{y_of(0) - y_of(bar.total):.1f}" class="chart-total"/>',
+        f'<rect x="{x:.1f}" y="{y_of(bar.part):.1f}" width="{bar_w:.1f}" '
+        f'height="{y_of(0) - y_of(bar.part):.1f}" class="chart-part"/>',
+    ]
+    if bar.limit is not None:
+        y = y_of(bar.limit)
         out.append(
-            f'<rect x="{x:.1f}" y="{y_of(bar.total):.1f}" width="{bar_w:.1f}" '
-            f'height="{y_of(0) - y_of(bar.total):.1f}" class="chart-total"/>'
+            f'<line x1="{x - 4:.1f}" y1="{y:.1f}" x2="{x + bar_w + 4:.1f}" y2="{y:.1f}" '
+            'class="chart-limit"/>'
         )
-        out.append(
-            f'<rect x="{x:.1f}" y="{y_of(bar.part):.1f}" width="{bar_w:.1f}" '
-            f'height="{y_of(0) - y_of(bar.part):.1f}" class="chart-part"/>'
-        )
-        if bar.limit is not None:
-            y = y_of(bar.limit)
-            out.append(
-                f'<line x1="{x - 4:.1f}" y1="{y:.1f}" x2="{x + bar_w + 4:.1f}" y2="{y:.1f}" '
-                'class="chart-limit"/>'
-            )
-        out.append("</g>")
-        if len(bars) <= 16 or i % max(1, len(bars) // 12) == 0:
-            out.append(
-                f'<text x="{x + bar_w / 2:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle" '
-                f'class="chart-axis">{escape(bar.label)}</text>'
-            )
-    legend_y = HEIGHT - 14
-    for offset, (css, text) in enumerate(
-        (("chart-total", total_legend), ("chart-part", part_legend), ("chart-limit", limit_legend))
-    ):
-        x = LEFT + offset * 190
+    out.append("</g>")
+    return out
+
+
+def _column_label(scale: _Scale, column: int, label: str) -> list[str]:
+    """The column's label under it; with many columns, about a dozen of them."""
+    if scale.columns > 16 and column % max(1, scale.columns // 12) != 0:
+        return []
+    x = scale.x_of(column) + scale.bar_w / 2
+    return [
+        f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle" '
+        f'class="chart-axis">{escape(label)}</text>'
+    ]
+
+
+def _legend(legends: Sequence[tuple[str, str]], *, per_line: int) -> list[str]:
+    """Each (css, text) with its mark: a line for the limit, a box for the rest."""
+    out = []
+    for offset, (css, text) in enumerate(legends):
+        x = LEFT + (offset % per_line) * 190
+        legend_y = HEIGHT - 14 + (offset // per_line) * LEGEND_LINE
         shape = (
             f'<line x1="{x}" y1="{legend_y - 4}" x2="{x + 12}" y2="{legend_y - 4}" class="{css}"/>'
             if css == "chart-limit"
@@ -108,8 +156,7 @@ def bar_chart(
         out.append(
             f'{shape}<text x="{x + 18}" y="{legend_y}" class="chart-legend">{escape(text)}</text>'
         )
-    out.append("</svg>")
-    return Markup("".join(out))  # noqa: S704 - every text in it was escaped above
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,7 +182,6 @@ def stacked_chart(
     number: Callable[[int], str] = str,
 ) -> Markup:
     """Columns of `series` stacked bottom up, with `limit` marked across all of them."""
-    fmt = number
     legends = [(one.css, one.legend) for one in series]
     if limit is not None and limit_legend:
         legends.append(("chart-limit", limit_legend))
@@ -143,72 +189,45 @@ def stacked_chart(
     # line each, and the picture grows to hold them.
     per_line = 3 if all(len(text) <= LEGEND_CHARS for _, text in legends) else 1
     lines = -(-len(legends) // per_line)
-    height = HEIGHT + LEGEND_LINE * (lines - 1)
-    out = [
-        f'<svg class="chart" viewBox="0 0 {WIDTH} {height}" role="img" '
-        f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
-        f"<title>{escape(title)}</title>",
-    ]
+    out = _opening(title, HEIGHT + LEGEND_LINE * (lines - 1))
     if not stacks:
-        out.append(
-            f'<text x="{WIDTH // 2}" y="{HEIGHT // 2}" text-anchor="middle" class="chart-empty">'
-            f"{escape(empty_text)}</text></svg>"
-        )
-        return Markup("".join(out))  # noqa: S704 - every text in it was escaped above
+        return _empty(out, empty_text)
     top_value = max(max(sum(stack.parts), limit or 0, 1) for stack in stacks)
-    plot_w = WIDTH - LEFT - RIGHT
-    plot_h = HEIGHT - TOP - BOTTOM
-    step = plot_w / len(stacks)
-    bar_w = max(2.0, min(48.0, step * 0.6))
-
-    def y_of(value: int) -> float:
-        return TOP + plot_h - plot_h * value / top_value
-
-    for tick in (0, top_value // 2, top_value):
-        y = y_of(tick)
-        out.append(
-            f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" class="chart-grid"/>'
-        )
-        out.append(
-            f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" class="chart-axis">'
-            f"{escape(fmt(tick))}</text>"
-        )
+    scale = _Scale(top_value, len(stacks), min_width=2.0)
+    out += _grid(scale, number)
     for i, stack in enumerate(stacks):
-        x = LEFT + step * i + (step - bar_w) / 2
-        told = ", ".join(
-            f"{one.legend} {fmt(count)}" for one, count in zip(series, stack.parts, strict=True)
-        )
-        out.append(f"<g><title>{escape(f'{stack.label}: {told}')}</title>")
-        below = 0
-        for one, count in zip(series, stack.parts, strict=True):
-            if count:
-                out.append(
-                    f'<rect x="{x:.1f}" y="{y_of(below + count):.1f}" width="{bar_w:.1f}" '
-                    f'height="{y_of(below) - y_of(below + count):.1f}" class="{one.css}"/>'
-                )
-            below += count
-        out.append("</g>")
-        if len(stacks) <= 16 or i % max(1, len(stacks) // 12) == 0:
-            out.append(
-                f'<text x="{x + bar_w / 2:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle" '
-                f'class="chart-axis">{escape(stack.label)}</text>'
-            )
+        out += _stack(scale, i, stack, series, number)
+        out += _column_label(scale, i, stack.label)
     if limit is not None:
-        y = y_of(limit)
+        y = scale.y_of(limit)
         out.append(
             f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" '
             'class="chart-limit"/>'
         )
-    for offset, (css, text) in enumerate(legends):
-        x = LEFT + (offset % per_line) * 190
-        legend_y = HEIGHT - 14 + (offset // per_line) * LEGEND_LINE
-        shape = (
-            f'<line x1="{x}" y1="{legend_y - 4}" x2="{x + 12}" y2="{legend_y - 4}" class="{css}"/>'
-            if css == "chart-limit"
-            else f'<rect x="{x}" y="{legend_y - 10}" width="12" height="10" class="{css}"/>'
-        )
-        out.append(
-            f'{shape}<text x="{x + 18}" y="{legend_y}" class="chart-legend">{escape(text)}</text>'
-        )
-    out.append("</svg>")
-    return Markup("".join(out))  # noqa: S704 - every text in it was escaped above
+    out += _legend(legends, per_line=per_line)
+    return _closed(out)
+
+
+def _stack(
+    scale: _Scale,
+    column: int,
+    stack: Stack,
+    series: Sequence[Series],
+    number: Callable[[int], str],
+) -> list[str]:
+    """One column: its parts bottom up (an empty part draws nothing), its counts in its title."""
+    x, y_of = scale.x_of(column), scale.y_of
+    told = ", ".join(
+        f"{one.legend} {number(count)}" for one, count in zip(series, stack.parts, strict=True)
+    )
+    out = [f"<g><title>{escape(f'{stack.label}: {told}')}</title>"]
+    below = 0
+    for one, count in zip(series, stack.parts, strict=True):
+        if count:
+            out.append(
+                f'<rect x="{x:.1f}" y="{y_of(below + count):.1f}" width="{scale.bar_w:.1f}" '
+                f'height="{y_of(below) - y_of(below + count):.1f}" class="{one.css}"/>'
+            )
+        below += count
+    out.append("</g>")
+    return out

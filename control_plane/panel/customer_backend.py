@@ -17,7 +17,7 @@ from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.services import EventFilter, EventView
 from control_plane.events.trail import Actor
 from control_plane.notifications.services import NotificationPage, WebhookView
-from control_plane.notifications.test_delivery import TEST_EVENT
+from control_plane.notifications.trial_delivery import TEST_EVENT
 from control_plane.panel.backend import Missing, refused
 from control_plane.registry import Services
 from control_plane.runs.services import RecordedRun

@@ -28,6 +28,7 @@ from control_plane.panel.web import (
     redirect,
 )
 from control_plane.runs.services import SlotOutcomes
+from ground.contract import MissReason
 
 __all__ = ["operator_of", "router"]
 
@@ -38,18 +39,22 @@ FORECAST_NIGHTS = 3
 LOOK_BACK = timedelta(hours=24)
 # How a slot's runs stack, bottom up: what went well, what is still going, what went wrong.
 OUTCOME_ORDER = ("succeeded", "up_to_date", "claimed", "failed", "rolled_back", "missed")
-MISS_REASONS = (
-    "offline",
-    "throttled",
-    "brake",
-    "platform_unavailable",
-    "held",
-    "release_rolled_back",
-    "release_halted",
-    "unknown",
+# The legend's order: the agent's side, the limits, our side, the holds, and what cannot be told.
+MISS_REASONS: tuple[str, ...] = tuple(
+    reason.value
+    for reason in (
+        MissReason.OFFLINE,
+        MissReason.THROTTLED,
+        MissReason.BRAKE,
+        MissReason.PLATFORM_UNAVAILABLE,
+        MissReason.HELD,
+        MissReason.UNKNOWN,
+    )
 )
 # Shown in the legend even when no slot missed for them: the reasons of every night.
-ALWAYS_SHOWN = frozenset({"offline", "throttled", "brake", "unknown"})
+ALWAYS_SHOWN = frozenset(
+    {MissReason.OFFLINE, MissReason.THROTTLED, MissReason.BRAKE, MissReason.UNKNOWN}
+)
 MAX_REASON = 500
 
 

@@ -15,7 +15,12 @@ from zoneinfo import ZoneInfo
 
 from control_plane.panel.i18n import Language
 from control_plane.runs.views import RunView
-from ground.contract import OutcomeReason
+from ground.contract.wording import (
+    MISS_REASON_WORDS,
+    OUTCOME_REASON_WORDS,
+    SKIP_REASON_WORDS,
+    UNKNOWN_REASON_WORDS,
+)
 from shared_planner import PlannedSlot, WallTime, WallTimeKind
 from shared_planner.schedule_problems import ScheduleProblem, ScheduleProblemKind
 
@@ -31,6 +36,13 @@ __all__ = [
     "slot_notes",
     "status_text",
 ]
+
+# Looked up by the value the database holds. A miss reason and a skip reason share their words
+# where they share their value (`held`).
+_REASON_WORDS = {
+    code.value: words for code, words in [*SKIP_REASON_WORDS.items(), *MISS_REASON_WORDS.items()]
+}
+_OUTCOME_WORDS = {reason.value: words for reason, words in OUTCOME_REASON_WORDS.items()}
 
 # An agent syncs every minute and records its visit at most every 30 seconds: three quiet minutes
 # mean it is not reaching us.
@@ -110,51 +122,21 @@ class PreviewNight:
 
 
 def miss_reason(lang: Language, reason: str | None) -> str:
-    """Why a slot was missed or skipped (a run's `miss_reason`, a refusal's code)."""
-    if reason == "offline":
-        return lang.gettext("offline")
-    if reason == "throttled":
-        return lang.gettext("no room within the update limits")
-    if reason == "brake":
-        return lang.gettext("updates were paused by our operators")
-    if reason == "platform_unavailable":
-        return lang.gettext("our control plane was unavailable")
-    if reason == "held":
-        return lang.gettext("the agent is on hold")
-    if reason == "release_rolled_back":
-        return lang.gettext("this agent rolled the release back before; it waits for a newer one")
-    if reason == "release_halted":
-        return lang.gettext("the release is halted by our operators")
-    return lang.gettext("reason unknown")
+    """Why a slot was missed or skipped (a run's `miss_reason` or `skip_reason`, a refusal's
+    code), in the words of `ground.contract.wording`."""
+    words = _REASON_WORDS.get(reason or "", UNKNOWN_REASON_WORDS)
+    return lang.gettext(words)
 
 
 def outcome_reason(lang: Language, reason: str | None) -> str | None:
     """Why a claimed run ended as it did (`ground.contract.OutcomeReason`), or None for none."""
     if reason is None:
         return None
-    if reason == OutcomeReason.PLATFORM_UNAVAILABLE:
-        return lang.gettext("our control plane was unavailable until the window closed")
-    if reason == OutcomeReason.INTERRUPTED:
-        return lang.gettext("the update was interrupted and its window closed")
-    if reason == OutcomeReason.TOKEN_REVOKED:
-        return lang.gettext("its permission to update was withdrawn before the switch")
-    if reason == OutcomeReason.TOKEN_EXPIRED:
-        return lang.gettext("its permission to update expired before the switch")
-    if reason == OutcomeReason.DISK_FULL:
-        return lang.gettext("the disk was full")
-    if reason == OutcomeReason.DOWNLOAD_FAILED:
-        return lang.gettext("the download kept failing until the window closed")
-    if reason == OutcomeReason.VERIFICATION_FAILED:
-        return lang.gettext("the new version did not pass the signature checks")
-    if reason == OutcomeReason.INSTALL_FAILED:
-        return lang.gettext("the new version could not be installed")
-    if reason == OutcomeReason.HEALTH_CHECK_FAILED:
-        return lang.gettext("the new version was not healthy in time")
-    return lang.gettext("reason unknown")
+    return lang.gettext(_OUTCOME_WORDS.get(reason, UNKNOWN_REASON_WORDS))
 
 
 def run_reason(run: RunView) -> str | None:
-    """The run's outcome reason when the services report one (issue 13 adds it to the run)."""
+    """The run's outcome reason, when it has one."""
     reason = getattr(run, "reason", None)
     return reason if isinstance(reason, str) else None
 

@@ -15,7 +15,7 @@ from typing import Any
 from uuid import UUID
 
 from control_plane.types import Connection
-from ground.contract import RefusalCode
+from ground.contract import MissReason, RefusalCode
 
 __all__ = [
     "FIRST_LOOKBACK",
@@ -83,6 +83,8 @@ class SlotCandidate:
     org_id: UUID
     slot_key: str
     slot_at: datetime
+    # `Slot.window_closes`: the first instant the slot may no longer start.
+    window_closes: datetime
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,23 +112,24 @@ def enabled_schedules(conn: Connection) -> list[tuple[UUID, UUID, datetime, tupl
 _INSERT_MISSED = """
 WITH candidate AS (
     SELECT * FROM unnest(%(agent_ids)s::uuid[], %(org_ids)s::uuid[], %(keys)s::text[],
-                         %(ats)s::timestamptz[], %(platform_down)s::boolean[])
-        AS c(agent_id, org_id, slot_key, slot_at, platform_down)
+                         %(ats)s::timestamptz[], %(closes)s::timestamptz[],
+                         %(platform_down)s::boolean[])
+        AS c(agent_id, org_id, slot_key, slot_at, window_closes, platform_down)
 ), reasoned AS (
-    SELECT c.agent_id, c.org_id, c.slot_key, c.slot_at,
+    SELECT c.agent_id, c.org_id, c.slot_key, c.slot_at, c.window_closes,
            CASE
-               WHEN latest.reason = %(brake_refusal)s THEN 'brake'
-               WHEN latest.reason IS NOT NULL THEN 'throttled'
-               WHEN c.platform_down THEN 'platform_unavailable'
-               WHEN a.last_seen_at IS NULL OR a.last_seen_at < c.slot_at THEN 'offline'
+               WHEN latest.reason = %(brake_refusal)s THEN %(brake)s::text
+               WHEN latest.reason IS NOT NULL THEN %(throttled)s
+               WHEN c.platform_down THEN %(platform_unavailable)s
+               WHEN a.last_seen_at IS NULL OR a.last_seen_at < c.slot_at THEN %(offline)s
                -- No stretches recorded (before migration 0009): seen since, but when is unknown.
-               WHEN a.online_since IS NULL THEN 'unknown'
+               WHEN a.online_since IS NULL THEN %(unknown)s
                -- The current stretch reaches into the window: seen in it, no refusal known.
-               WHEN a.online_since < c.slot_at + %(window)s THEN 'unknown'
+               WHEN a.online_since < c.window_closes THEN %(unknown)s
                -- The previous stretch ended inside or after the window: seen, or cannot tell.
-               WHEN a.previous_seen_at >= c.slot_at THEN 'unknown'
+               WHEN a.previous_seen_at >= c.slot_at THEN %(unknown)s
                -- Not seen from before the window opened until after it closed.
-               ELSE 'offline'
+               ELSE %(offline)s
            END AS miss_reason
       FROM candidate c
       JOIN agents a ON a.id = c.agent_id
@@ -140,18 +143,18 @@ WITH candidate AS (
              WHERE r.agent_id = c.agent_id AND r.trigger = 'schedule'
                AND (r.slot_key = c.slot_key
                     OR (r.status <> 'missed' AND r.slot_at > c.slot_at
-                        AND r.slot_at < c.slot_at + %(window)s)))
+                        AND r.slot_at < c.window_closes)))
 ), inserted AS (
     INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, miss_reason,
                       created_at, finished_at)
     SELECT agent_id, org_id, 'schedule', slot_key, slot_at, 'missed', miss_reason,
-           %(now)s, slot_at + %(window)s
+           %(now)s, window_closes
       FROM reasoned
     ON CONFLICT (agent_id, slot_key) WHERE trigger = 'schedule' DO NOTHING
-    RETURNING id, agent_id, org_id, slot_key, slot_at, miss_reason
+    RETURNING id, agent_id, org_id, slot_key, slot_at, finished_at, miss_reason
 ), timeline AS (
     INSERT INTO events (org_id, agent_id, run_id, kind, actor_kind, at, data)
-    SELECT org_id, agent_id, id, 'update.missed', 'schedule', slot_at + %(window)s,
+    SELECT org_id, agent_id, id, 'update.missed', 'schedule', finished_at,
            jsonb_build_object('slot_key', slot_key, 'reason', miss_reason)
       FROM inserted
 )
@@ -159,16 +162,19 @@ SELECT agent_id, slot_key, slot_at, miss_reason FROM inserted
 """
 
 
+# The CASE's answers, named by their value in `ground.contract.MissReason`.
+_MISS_REASONS = {reason.value: reason.value for reason in MissReason}
+
+
 def insert_missed(
     conn: Connection,
     candidates: Sequence[SlotCandidate],
     *,
-    window: timedelta,
     now: datetime,
-    platform_down: Callable[[datetime], bool] = lambda _slot_at: False,
+    platform_down: Callable[[SlotCandidate], bool] = lambda _candidate: False,
 ) -> list[MissedSlot]:
     """Missed runs (and their `update.missed` events) for the candidates that have no run;
-    `platform_down(slot_at)` says whether the control plane was down during that window."""
+    `platform_down(candidate)` says whether the control plane was down during its window."""
     if not candidates:
         return []
     rows = conn.execute(
@@ -178,10 +184,11 @@ def insert_missed(
             "org_ids": [c.org_id for c in candidates],
             "keys": [c.slot_key for c in candidates],
             "ats": [c.slot_at for c in candidates],
-            "platform_down": [platform_down(c.slot_at) for c in candidates],
-            "window": window,
+            "closes": [c.window_closes for c in candidates],
+            "platform_down": [platform_down(c) for c in candidates],
             "now": now,
             "brake_refusal": RefusalCode.BRAKE.value,
+            **_MISS_REASONS,
         },
     ).fetchall()
     return [

@@ -47,22 +47,26 @@ def closed_slot_candidates(
     by_schedule: dict[tuple[str, ...], list[tuple[UUID, UUID, datetime]]] = defaultdict(list)
     for agent_id, org_id, created_at, times in enabled_schedules(conn):
         by_schedule[times].append((agent_id, org_id, created_at))
-    # Closing in (after, until] means starting in (after - window, until - window].
-    first, last = after - window, until - window
     zone = ZoneInfo(timezone)
-    # A slot's key names its local day; the day before and after also hold instants in range
-    # when the span touches a local midnight.
-    day = first.astimezone(zone).date() - timedelta(days=1)
-    final_day = last.astimezone(zone).date() + timedelta(days=1)
+    # A slot that closes in (after, until] starts at most one window earlier. A slot's key names
+    # its local day; the day before and after also hold instants in range when the span touches a
+    # local midnight.
+    day = (after - window).astimezone(zone).date() - timedelta(days=1)
+    final_day = until.astimezone(zone).date() + timedelta(days=1)
     candidates: list[SlotCandidate] = []
     while day <= final_day:
         for times, agents in by_schedule.items():
             for slot in slots_on_day(parse_times(times), day, tz=zone):
-                if not first < slot.at <= last:
+                closes = slot.window_closes(window)
+                if not after < closes <= until:
                     continue
                 candidates.extend(
                     SlotCandidate(
-                        agent_id=agent_id, org_id=org_id, slot_key=slot.key, slot_at=slot.at
+                        agent_id=agent_id,
+                        org_id=org_id,
+                        slot_key=slot.key,
+                        slot_at=slot.at,
+                        window_closes=closes,
                     )
                     for agent_id, org_id, created_at in agents
                     if slot.at >= created_at
@@ -90,9 +94,9 @@ def record_missed_slots(
     coverage = read_coverage(conn, since=min(c.slot_at for c in candidates), until=until)
     down: dict[datetime, bool] = {}
 
-    def platform_down(slot_at: datetime) -> bool:
-        if slot_at not in down:
-            down[slot_at] = coverage.was_down(slot_at, slot_at + window)
-        return down[slot_at]
+    def platform_down(candidate: SlotCandidate) -> bool:
+        if candidate.slot_at not in down:
+            down[candidate.slot_at] = coverage.was_down(candidate.slot_at, candidate.window_closes)
+        return down[candidate.slot_at]
 
-    return insert_missed(conn, candidates, window=window, now=now, platform_down=platform_down)
+    return insert_missed(conn, candidates, now=now, platform_down=platform_down)

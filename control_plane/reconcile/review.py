@@ -34,7 +34,8 @@ from control_plane.notifications.summary import (
 )
 from control_plane.reconcile import data
 from control_plane.types import Connection
-from shared_planner import slot_key
+from ground.contract import MissReason
+from shared_planner import Slot, slot_key
 
 __all__ = ["STALE_AFTER", "ReviewResult", "instant_key", "review_closed_slots"]
 
@@ -65,15 +66,16 @@ def review_closed_slots(
         conn, opened_before=until - window, stuck_before=now - window - outcome_grace
     )
     reviewed = notified = late = 0
-    for slot in pending:
+    for row in pending:
+        slot = instant_slot(row["slot_at"], zone)
         with conn.transaction():
             outcome = _review_one(
                 conn,
-                org_id=slot["org_id"],
-                slot_key=instant_key(slot["slot_at"], zone),
-                slot_at=slot["slot_at"],
+                org_id=row["org_id"],
+                slot_key=slot.key,
+                slot_at=slot.at,
                 zone=zone,
-                waiting_until=slot["slot_at"] + window + outcome_grace,
+                waiting_until=slot.window_closes(window) + outcome_grace,
                 now=now,
             )
         if outcome == "late":
@@ -97,7 +99,10 @@ def _review_one(
     if data.review_exists(conn, org_id, slot_at):
         data.mark_considered(conn, org_id, slot_at, now)
         return "late"
-    outcomes = [SlotOutcome(**row) for row in data.slot_runs(conn, org_id, slot_at)]
+    outcomes = [
+        SlotOutcome(**{**row, "miss_reason": row["miss_reason"] and MissReason(row["miss_reason"])})
+        for row in data.slot_runs(conn, org_id, slot_at)
+    ]
     if any(o.status == "claimed" for o in outcomes) and now < waiting_until:
         return "waiting"
     day = date.fromisoformat(slot_key[:10])
@@ -141,3 +146,9 @@ def instant_key(slot_at: datetime, zone: ZoneInfo) -> str:
     says the time it really was."""
     local = slot_at.astimezone(zone)
     return slot_key(local.date(), local.time())
+
+
+def instant_slot(slot_at: datetime, zone: ZoneInfo) -> Slot:
+    """The slot instant under its `instant_key`."""
+    local = slot_at.astimezone(zone)
+    return Slot(key=instant_key(slot_at, zone), day=local.date(), wall=local.time(), at=slot_at)

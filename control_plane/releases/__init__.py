@@ -4,4 +4,6 @@ services     publish, the current release of a (channel, platform), the artifact
              contract views
 withdrawal   withdrawing a release (pointer moved, tokens revoked), the list per pair
 routes       POST/GET /v1/admin/releases, POST /v1/admin/releases/{id}/withdraw
+
+The routes named here live in api/routes/releases.py, above the domains.
 """

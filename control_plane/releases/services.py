@@ -31,7 +31,7 @@ from control_plane.releases.withdrawal import (
 )
 from control_plane.types import Connection, Pool
 from ground.contract import ClaimedRelease, ReleaseView, artifact_path, format_instant
-from signed_release import ReleaseError, check_signature, parse_manifest
+from signed_release import Manifest, ReleaseError, check_signature, parse_manifest
 
 __all__ = [
     "ArtifactInfo",
@@ -121,6 +121,31 @@ class ReleaseService:
         the canary stage (the operator's choice, recorded with the publication)."""
         if stage not in (None, "canary", "everyone"):
             raise InvalidInput("stage", stage, "is not 'canary' or 'everyone'")
+        signer, parsed = self._verified(manifest, signature)
+        _check_artifact(artifact, parsed)
+        _check_not_expired(parsed, now)
+        with self._pool.connection() as conn, conn.transaction():
+            # One publisher at a time, so "newer than the pair's newest" holds across replicas.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('nachtwacht.publish_release'))")
+            same = _same_release(conn, parsed, manifest)
+            if same is not None:
+                return _published(same, already=True)
+            _refuse_unless_newer(conn, parsed)
+            row = _insert_release(
+                conn,
+                parsed,
+                manifest=manifest,
+                signature=signature,
+                signer=signer,
+                stage=str(stage) if stage is not None else _starting_stage(conn, parsed),
+                now=now,
+            )
+            _store_and_make_current(conn, row, artifact, now)
+            _record_published(conn, row, signer=signer, actor=actor, now=now)
+        return _published(row, already=False)
+
+    def _verified(self, manifest: bytes, signature: bytes) -> tuple[str, Manifest]:
+        """The signer's key id and the manifest, or the refusal naming what failed."""
         if not self._trusted_keys:
             raise InvalidInput(
                 "signature",
@@ -136,109 +161,7 @@ class ReleaseService:
             raise InvalidInput(
                 "manifest", "(refused)", str(exc), code="release_rejected", message=str(exc)
             ) from exc
-        if len(artifact) != parsed.length:
-            raise InvalidInput(
-                "artifact",
-                f"{len(artifact)} bytes",
-                f"does not match the manifest's length of {parsed.length} bytes",
-                code="release_rejected",
-            )
-        digest = hashlib.sha256(artifact).hexdigest()
-        if digest != parsed.sha256:
-            raise InvalidInput(
-                "artifact",
-                f"sha256 {digest[:16]}…",
-                f"does not match the manifest's sha256 {parsed.sha256[:16]}…",
-                code="release_rejected",
-            )
-        if parsed.expires <= now:
-            raise InvalidInput(
-                "manifest.expires",
-                format_instant(parsed.expires),
-                f"is not after now ({format_instant(now)}): the manifest has expired",
-                code="release_rejected",
-            )
-        with self._pool.connection() as conn, conn.transaction():
-            # One publisher at a time, so "newer than the pair's newest" holds across replicas.
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('nachtwacht.publish_release'))")
-            same = conn.execute(
-                "SELECT id, manifest_version, agent_version, channel, platform, key_id, sha256,"
-                " manifest, stage FROM releases"
-                " WHERE channel = %s AND platform = %s AND manifest_version = %s",
-                [parsed.channel, parsed.platform, parsed.manifest_version],
-            ).fetchone()
-            if same is not None and bytes(same["manifest"]) == manifest:
-                return _published(same, already=True)
-            newest = conn.execute(
-                "SELECT manifest_version, agent_version FROM releases"
-                " WHERE channel = %s AND platform = %s ORDER BY manifest_version DESC LIMIT 1",
-                [parsed.channel, parsed.platform],
-            ).fetchone()
-            if newest is not None and parsed.manifest_version <= newest["manifest_version"]:
-                raise Conflict(
-                    f"manifest_version: {parsed.manifest_version} is not newer than the newest "
-                    f"release of {parsed.channel}/{parsed.platform}, "
-                    f"{newest['manifest_version']} ({newest['agent_version']})",
-                    code="release_not_newer",
-                )
-            if stage is None:
-                earlier = conn.execute(
-                    "SELECT 1 FROM releases WHERE channel = %s AND platform = %s"
-                    " AND withdrawn_at IS NULL LIMIT 1",
-                    [parsed.channel, parsed.platform],
-                ).fetchone()
-                stage = "everyone" if earlier is None else "canary"
-            row = conn.execute(
-                "INSERT INTO releases (manifest_version, agent_version, channel, platform,"
-                " issued_at, expires, length, sha256, key_id, manifest, signature, published_at,"
-                " stage, stage_changed_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                " RETURNING id, manifest_version, agent_version, channel, platform, key_id, sha256,"
-                " stage",
-                [
-                    parsed.manifest_version,
-                    parsed.agent_version,
-                    parsed.channel,
-                    parsed.platform,
-                    parsed.issued_at,
-                    parsed.expires,
-                    parsed.length,
-                    parsed.sha256,
-                    signer,
-                    manifest,
-                    signature,
-                    now,
-                    stage,
-                    now,
-                ],
-            ).fetchone()
-            assert row is not None
-            conn.execute(
-                "INSERT INTO release_artifacts (release_id, content) VALUES (%s, %s)",
-                [row["id"], artifact],
-            )
-            conn.execute(
-                "INSERT INTO current_releases (channel, platform, release_id, changed_at)"
-                " VALUES (%s, %s, %s, %s) ON CONFLICT (channel, platform)"
-                " DO UPDATE SET release_id = EXCLUDED.release_id, changed_at = EXCLUDED.changed_at",
-                [row["channel"], row["platform"], row["id"], now],
-            )
-            record_action(
-                conn,
-                kind="release.published",
-                actor=actor or Actor(kind="operator"),
-                at=now,
-                data={
-                    "release_id": str(row["id"]),
-                    "version": row["agent_version"],
-                    "manifest_version": row["manifest_version"],
-                    "channel": row["channel"],
-                    "platform": row["platform"],
-                    "key_id": signer,
-                    "stage": row["stage"],
-                },
-            )
-        return _published(row, already=False)
+        return signer, parsed
 
     def withdraw(
         self,
@@ -307,4 +230,144 @@ def claim_release_view(row: Mapping[str, Any], run_id: UUID) -> ClaimedRelease:
         manifest_b64=base64.b64encode(bytes(row["manifest"])).decode("ascii"),
         signature_b64=base64.b64encode(bytes(row["signature"])).decode("ascii"),
         artifact_url=artifact_path(run_id),
+    )
+
+
+def _check_artifact(artifact: bytes, parsed: Manifest) -> None:
+    """The bytes are the ones the signed manifest names: its length and its sha256."""
+    if len(artifact) != parsed.length:
+        raise InvalidInput(
+            "artifact",
+            f"{len(artifact)} bytes",
+            f"does not match the manifest's length of {parsed.length} bytes",
+            code="release_rejected",
+        )
+    digest = hashlib.sha256(artifact).hexdigest()
+    if digest != parsed.sha256:
+        raise InvalidInput(
+            "artifact",
+            f"sha256 {digest[:16]}…",
+            f"does not match the manifest's sha256 {parsed.sha256[:16]}…",
+            code="release_rejected",
+        )
+
+
+def _check_not_expired(parsed: Manifest, now: datetime) -> None:
+    if parsed.expires <= now:
+        raise InvalidInput(
+            "manifest.expires",
+            format_instant(parsed.expires),
+            f"is not after now ({format_instant(now)}): the manifest has expired",
+            code="release_rejected",
+        )
+
+
+def _same_release(conn: Connection, parsed: Manifest, manifest: bytes) -> dict[str, Any] | None:
+    """The release these exact manifest bytes already published (publishing again is a no-op)."""
+    same = conn.execute(
+        "SELECT id, manifest_version, agent_version, channel, platform, key_id, sha256,"
+        " manifest, stage FROM releases"
+        " WHERE channel = %s AND platform = %s AND manifest_version = %s",
+        [parsed.channel, parsed.platform, parsed.manifest_version],
+    ).fetchone()
+    return same if same is not None and bytes(same["manifest"]) == manifest else None
+
+
+def _refuse_unless_newer(conn: Connection, parsed: Manifest) -> None:
+    """A release must be newer than its pair's newest: no rollback by publishing an old one."""
+    newest = conn.execute(
+        "SELECT manifest_version, agent_version FROM releases"
+        " WHERE channel = %s AND platform = %s ORDER BY manifest_version DESC LIMIT 1",
+        [parsed.channel, parsed.platform],
+    ).fetchone()
+    if newest is not None and parsed.manifest_version <= newest["manifest_version"]:
+        raise Conflict(
+            f"manifest_version: {parsed.manifest_version} is not newer than the newest "
+            f"release of {parsed.channel}/{parsed.platform}, "
+            f"{newest['manifest_version']} ({newest['agent_version']})",
+            code="release_not_newer",
+        )
+
+
+def _starting_stage(conn: Connection, parsed: Manifest) -> str:
+    """`canary` when the pair already has a release that is not withdrawn, else `everyone`."""
+    earlier = conn.execute(
+        "SELECT 1 FROM releases WHERE channel = %s AND platform = %s"
+        " AND withdrawn_at IS NULL LIMIT 1",
+        [parsed.channel, parsed.platform],
+    ).fetchone()
+    return "everyone" if earlier is None else "canary"
+
+
+def _insert_release(
+    conn: Connection,
+    parsed: Manifest,
+    *,
+    manifest: bytes,
+    signature: bytes,
+    signer: str,
+    stage: str,
+    now: datetime,
+) -> dict[str, Any]:
+    row = conn.execute(
+        "INSERT INTO releases (manifest_version, agent_version, channel, platform,"
+        " issued_at, expires, length, sha256, key_id, manifest, signature, published_at,"
+        " stage, stage_changed_at)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        " RETURNING id, manifest_version, agent_version, channel, platform, key_id, sha256,"
+        " stage",
+        [
+            parsed.manifest_version,
+            parsed.agent_version,
+            parsed.channel,
+            parsed.platform,
+            parsed.issued_at,
+            parsed.expires,
+            parsed.length,
+            parsed.sha256,
+            signer,
+            manifest,
+            signature,
+            now,
+            stage,
+            now,
+        ],
+    ).fetchone()
+    assert row is not None
+    return row
+
+
+def _store_and_make_current(
+    conn: Connection, row: Mapping[str, Any], artifact: bytes, now: datetime
+) -> None:
+    """The artifact's bytes beside the release; the release becomes its pair's current one."""
+    conn.execute(
+        "INSERT INTO release_artifacts (release_id, content) VALUES (%s, %s)",
+        [row["id"], artifact],
+    )
+    conn.execute(
+        "INSERT INTO current_releases (channel, platform, release_id, changed_at)"
+        " VALUES (%s, %s, %s, %s) ON CONFLICT (channel, platform)"
+        " DO UPDATE SET release_id = EXCLUDED.release_id, changed_at = EXCLUDED.changed_at",
+        [row["channel"], row["platform"], row["id"], now],
+    )
+
+
+def _record_published(
+    conn: Connection, row: Mapping[str, Any], *, signer: str, actor: Actor | None, now: datetime
+) -> None:
+    record_action(
+        conn,
+        kind="release.published",
+        actor=actor or Actor(kind="operator"),
+        at=now,
+        data={
+            "release_id": str(row["id"]),
+            "version": row["agent_version"],
+            "manifest_version": row["manifest_version"],
+            "channel": row["channel"],
+            "platform": row["platform"],
+            "key_id": signer,
+            "stage": row["stage"],
+        },
     )

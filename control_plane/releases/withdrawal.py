@@ -97,24 +97,7 @@ def withdraw_release(
             "reason", reason, "is required to withdraw a release (say why it is withdrawn)"
         )
     replacement_text = stored_text("replacement", replacement, MAX_VERSION_LENGTH)
-    release = conn.execute(
-        "SELECT id, agent_version, manifest_version, channel, platform, withdrawn_at"
-        " FROM releases WHERE id = %s",
-        [release_id],
-    ).fetchone()
-    if release is None:
-        raise NotFound(f"release {release_id} does not exist", code="release_not_found")
-    # The pair's row FOR UPDATE waits for the grants in flight (they hold it FOR SHARE): the
-    # revocation below then sees their tokens, and later grants see the new pointer.
-    pointer = conn.execute(
-        "SELECT release_id FROM current_releases WHERE channel = %s AND platform = %s FOR UPDATE",
-        [release["channel"], release["platform"]],
-    ).fetchone()
-    if release["withdrawn_at"] is not None:
-        raise Conflict(
-            f"release {release_id} ({release['agent_version']}) is already withdrawn",
-            code="release_withdrawn",
-        )
+    release, pointer = _locked_release(conn, release_id)
     successor = _successor(conn, release, replacement_text)
     conn.execute(
         "UPDATE releases SET withdrawn_at = %s, withdrawn_reason = %s, withdrawn_by = %s"
@@ -124,27 +107,13 @@ def withdraw_release(
     if replacement_text is not None or (
         pointer is not None and pointer["release_id"] == release_id
     ):
-        conn.execute(
-            "UPDATE current_releases SET release_id = %s, changed_at = %s"
-            " WHERE channel = %s AND platform = %s",
-            [
-                None if successor is None else successor["id"],
-                now,
-                release["channel"],
-                release["platform"],
-            ],
-        )
+        _point_pair_at(conn, release, successor, now)
     revoked = conn.execute(
         "UPDATE tokens SET revoked_at = %s, revoked_reason = 'withdrawn'"
         " WHERE release_id = %s AND revoked_at IS NULL AND expires_at > %s",
         [now, release_id, now],
     ).rowcount
-    current = conn.execute(
-        "SELECT rel.agent_version, rel.manifest_version FROM current_releases cur"
-        " JOIN releases rel ON rel.id = cur.release_id"
-        " WHERE cur.channel = %s AND cur.platform = %s",
-        [release["channel"], release["platform"]],
-    ).fetchone()
+    current = _current_of_pair(conn, release)
     withdrawn = WithdrawnRelease(
         id=release_id,
         version=release["agent_version"],
@@ -156,24 +125,86 @@ def withdraw_release(
         current_manifest_version=None if current is None else current["manifest_version"],
         revoked_tokens=revoked,
     )
+    _record_withdrawn(conn, withdrawn, replacement=replacement_text, actor=actor, now=now)
+    return withdrawn
+
+
+def _locked_release(
+    conn: Connection, release_id: UUID
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The release, not yet withdrawn, and its pair's current-release row, locked."""
+    release = conn.execute(
+        "SELECT id, agent_version, manifest_version, channel, platform, withdrawn_at"
+        " FROM releases WHERE id = %s",
+        [release_id],
+    ).fetchone()
+    if release is None:
+        raise NotFound(f"release {release_id} does not exist", code="release_not_found")
+    # The pair's row FOR UPDATE waits for the grants in flight (they hold it FOR SHARE): the
+    # revocation that follows then sees their tokens, and later grants see the new pointer.
+    pointer = conn.execute(
+        "SELECT release_id FROM current_releases WHERE channel = %s AND platform = %s FOR UPDATE",
+        [release["channel"], release["platform"]],
+    ).fetchone()
+    if release["withdrawn_at"] is not None:
+        raise Conflict(
+            f"release {release_id} ({release['agent_version']}) is already withdrawn",
+            code="release_withdrawn",
+        )
+    return release, pointer
+
+
+def _point_pair_at(
+    conn: Connection, release: dict[str, Any], successor: dict[str, Any] | None, now: datetime
+) -> None:
+    """The pair's current release becomes the successor (none: nothing is offered)."""
+    conn.execute(
+        "UPDATE current_releases SET release_id = %s, changed_at = %s"
+        " WHERE channel = %s AND platform = %s",
+        [
+            None if successor is None else successor["id"],
+            now,
+            release["channel"],
+            release["platform"],
+        ],
+    )
+
+
+def _current_of_pair(conn: Connection, release: dict[str, Any]) -> dict[str, Any] | None:
+    current: dict[str, Any] | None = conn.execute(
+        "SELECT rel.agent_version, rel.manifest_version FROM current_releases cur"
+        " JOIN releases rel ON rel.id = cur.release_id"
+        " WHERE cur.channel = %s AND cur.platform = %s",
+        [release["channel"], release["platform"]],
+    ).fetchone()
+    return current
+
+
+def _record_withdrawn(
+    conn: Connection,
+    withdrawn: WithdrawnRelease,
+    *,
+    replacement: str | None,
+    actor: Actor,
+    now: datetime,
+) -> None:
     record_action(
         conn,
         kind="release.withdrawn",
         actor=actor,
         at=now,
         data={
-            "release_id": str(release_id),
+            "release_id": str(withdrawn.id),
             "version": withdrawn.version,
             "manifest_version": withdrawn.manifest_version,
             "channel": withdrawn.channel,
             "platform": withdrawn.platform,
-            "reason": reason_text,
-            "replacement": replacement_text,
+            "reason": withdrawn.reason,
+            "replacement": replacement,
             "current_version": withdrawn.current_version,
-            "revoked_tokens": revoked,
+            "revoked_tokens": withdrawn.revoked_tokens,
         },
     )
-    return withdrawn
 
 
 def _successor(

@@ -1,4 +1,4 @@
-"""The rollout of each release (issue 14): which release an agent is offered, stages, canaries,
+"""The rollout of each release: which release an agent is offered, stages, canaries,
 halts on errors, the operators' inbox, forced updates.
 
 offer       the offer: pin → current (everyone) → canary → previous; the canary share's hash
@@ -11,4 +11,6 @@ services    RolloutService: the above for the routes and the reconcile pass; eac
 routes      /v1/admin/rollout…, /v1/admin/releases/{id}/promote|halt|resume|halts,
             /v1/admin/notices, /v1/admin/agents/{id}/canary|forced-update|release,
             /v1/agents/{id}/release
+
+The routes named here live in api/routes/rollout.py, above the domains.
 """

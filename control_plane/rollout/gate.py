@@ -20,7 +20,7 @@ from control_plane.errors import ClaimRefused
 from control_plane.pins.holds import active_hold
 from control_plane.rollout.offer import Offer, offered_release
 from control_plane.types import Connection
-from ground.contract import RefusalCode, ReleaseTrack, format_instant
+from ground.contract import MissReason, RefusalCode, ReleaseTrack, format_instant
 
 __all__ = ["check_manual_claim", "check_scheduled_claim", "note_track", "release_for_grant"]
 
@@ -65,15 +65,15 @@ def check_scheduled_claim(
         # The slot is consumed without a token: the run says so, and the agent stops asking.
         conn.execute(
             "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, miss_reason,"
-            " created_at) VALUES (%s, %s, 'schedule', %s, %s, 'missed', 'held', %s)"
+            " created_at) VALUES (%s, %s, 'schedule', %s, %s, 'missed', %s, %s)"
             " ON CONFLICT (agent_id, slot_key) WHERE trigger = 'schedule' DO NOTHING",
-            [agent_id, org_id, slot_key, slot_at, now],
+            [agent_id, org_id, slot_key, slot_at, MissReason.HELD.value, now],
         )
         raise ClaimRefused(
             RefusalCode.HELD,
             f"this agent is held until {format_instant(hold.until)} (set by {hold.set_by}):"
             f" slot {slot_key} is skipped",
-            reason="held",
+            reason=MissReason.HELD.value,
         )
     offer = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track)
     why = offer.stopped_reason

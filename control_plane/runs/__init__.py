@@ -8,4 +8,6 @@ the panel's run lists and task tray.
     ranges       `Range` / `If-Range` for the download
     routes       /v1/agent/runs… (…/confirm too), /v1/agents/{id}/runs, /v1/agents/{id}/update,
                  /v1/operations, /v1/admin/agents/{id}/retry-release
+
+The routes named here live in api/routes/runs.py, above the domains.
 """

@@ -10,7 +10,7 @@ from uuid import UUID
 
 import psycopg
 
-from control_plane.agents.services import require_agent
+from control_plane.agent_scope import require_agent
 from control_plane.claims.slots import checked_slot_of
 from control_plane.errors import ClaimRefused, Conflict, Forbidden, InvalidInput, NotFound
 from control_plane.events.services import record_event

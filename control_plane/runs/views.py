@@ -8,7 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from control_plane.types import Connection
-from ground.contract import Instant
+from ground.contract import Instant, MissReason, OutcomeReason
 
 __all__ = [
     "RUN_COLUMNS",
@@ -40,9 +40,9 @@ class RunView:
     release_version: str | None
     version: str | None
     error: str | None
-    miss_reason: str | None
-    # Why it ended so (`OutcomeReason`), as the agent reported it or the reconcile inferred it.
-    reason: str | None = None
+    miss_reason: MissReason | None
+    # Why it ended so, as the agent reported it or the reconcile inferred it.
+    reason: OutcomeReason | None = None
     # When the agent says it switched to the new version (the control plane's time).
     switched_at: Instant | None = None
     # Why a slot was consumed without a token (`release_rolled_back`, `held`).
@@ -75,8 +75,8 @@ def _run_fields(row: dict[str, Any]) -> dict[str, Any]:
         "release_version": row["release_version"],
         "version": row["version"],
         "error": row["error"],
-        "miss_reason": row["miss_reason"],
-        "reason": row["outcome_reason"],
+        "miss_reason": None if row["miss_reason"] is None else MissReason(row["miss_reason"]),
+        "reason": None if row["outcome_reason"] is None else OutcomeReason(row["outcome_reason"]),
         "switched_at": row["switched_at"],
         "skip_reason": row["skip_reason"],
         "outcome_inferred": row["outcome_inferred"],

@@ -2,4 +2,6 @@
 
 services     `PlatformSettings` (validated when built), `read_settings`, the update
 routes       /v1/admin/settings
+
+The routes named here live in api/routes/settings.py, above the domains.
 """

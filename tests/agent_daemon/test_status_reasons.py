@@ -72,21 +72,15 @@ def _failed(reason: OutcomeReason | str, status: str = "failed") -> RunRecord:
 
 
 EXPECTED_WORDS = {
-    OutcomeReason.PLATFORM_UNAVAILABLE: "the control plane was unavailable (an outage on the "
-    "platform's side, not this host's network) until the window closed",
-    OutcomeReason.INTERRUPTED: "the update was interrupted (the daemon or the host was stopped) "
-    "and its window closed before it could go on; nothing was switched",
-    OutcomeReason.TOKEN_REVOKED: "the control plane revoked the update's token (the brake, a "
-    "halted or a withdrawn release) before the switch; nothing was switched",
-    OutcomeReason.TOKEN_EXPIRED: "the update's token expired before the switch; nothing was "
-    "switched",
-    OutcomeReason.DISK_FULL: "the disk was full (the state directory or the install root)",
+    OutcomeReason.PLATFORM_UNAVAILABLE: "our control plane was unavailable until the window closed",
+    OutcomeReason.INTERRUPTED: "the update was interrupted and its window closed",
+    OutcomeReason.TOKEN_REVOKED: "its permission to update was withdrawn before the switch",
+    OutcomeReason.TOKEN_EXPIRED: "its permission to update expired before the switch",
+    OutcomeReason.DISK_FULL: "the disk was full",
     OutcomeReason.DOWNLOAD_FAILED: "the download kept failing until the window closed",
-    OutcomeReason.VERIFICATION_FAILED: "the build was refused by verification (signature, hash, "
-    "length, channel, platform or age)",
-    OutcomeReason.INSTALL_FAILED: "installing the build failed; the running version kept running",
-    OutcomeReason.HEALTH_CHECK_FAILED: "the new version was not healthy within its deadline and "
-    "was rolled back",
+    OutcomeReason.VERIFICATION_FAILED: "the new version did not pass the signature checks",
+    OutcomeReason.INSTALL_FAILED: "the new version could not be installed",
+    OutcomeReason.HEALTH_CHECK_FAILED: "the new version was not healthy in time",
 }
 
 
@@ -111,7 +105,7 @@ def test_a_rolled_back_run_says_why_it_was_rolled_back() -> None:
     line = describe_run(_failed(OutcomeReason.HEALTH_CHECK_FAILED, "rolled_back"), None)
     assert line.startswith(
         "2026-11-30 03:00 — update failed and was rolled back (1.4.1), because the new version "
-        "was not healthy within its deadline"
+        "was not healthy in time"
     )
 
 
@@ -122,9 +116,8 @@ def test_a_reason_this_agent_does_not_know_is_named_as_it_is() -> None:
 def test_the_last_failed_run_comes_first_under_attention() -> None:
     state = DaemonState(recent_runs=(_failed(OutcomeReason.PLATFORM_UNAVAILABLE),))
     assert problems(_status(state)) == [
-        "the last run did not update: 2026-11-30 03:00 — update failed (1.4.1), because the "
-        "control plane was unavailable (an outage on the platform's side, not this host's "
-        "network) until the window closed: details [run r1]"
+        "the last run did not update: 2026-11-30 03:00 — update failed (1.4.1), because our "
+        "control plane was unavailable until the window closed: details [run r1]"
     ]
 
 
@@ -138,11 +131,10 @@ def test_a_last_run_that_succeeded_is_no_problem() -> None:
 @pytest.mark.parametrize(
     ("code", "words"),
     [
-        pytest.param(RefusalCode.HELD, "skipped: the agent is held", id="held"),
+        pytest.param(RefusalCode.HELD, "skipped: the agent is on hold", id="held"),
         pytest.param(
             RefusalCode.RELEASE_ROLLED_BACK,
-            "skipped: this host rolled the offered release back, so there is nothing to do until "
-            "a newer release is published or an operator asks for a retry",
+            "skipped: this agent rolled the release back before; it waits for a newer one",
             id="release_rolled_back",
         ),
     ],

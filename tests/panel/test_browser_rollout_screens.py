@@ -17,7 +17,7 @@ from control_plane.panel.i18n import LANGUAGES, Language
 from tests.panel.conftest import PanelWorld, check_accessibility
 from tests.panel.operator_support import agent_reports, publish_releases
 from tests.panel.test_browser_languages import BROWSER_LOCALES
-from tests.panel.test_browser_newer_screens import (
+from tests.panel.test_browser_progress_webhook_releases_keys import (
     _doc_screenshot,
     _english_sentences,
     _no_english,

@@ -11,11 +11,14 @@ from pathlib import Path
 import pytest
 from babel.messages.pofile import read_po
 
+import ground.contract.wording
 from control_plane.panel.i18n import LANGUAGES, LOCALES_DIR, Language
 from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
 
 PLACEHOLDER = re.compile(r"%\([a-z_]+\)s")
 PANEL_DIR = LOCALES_DIR.parent
+# The reasons' words, shared with `agent status`: the panel translates them as its own messages.
+SHARED_WORDING = Path(ground.contract.wording.__file__)
 
 
 def _catalog(code: str):  # type: ignore[no-untyped-def]
@@ -42,6 +45,7 @@ def _extracted(tmp_path: Path) -> set[object]:
             "-o",
             str(pot),
             str(PANEL_DIR),
+            str(SHARED_WORDING),
         ],
         check=True,
         capture_output=True,

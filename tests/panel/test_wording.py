@@ -11,6 +11,7 @@ import pytest
 from control_plane.events.services import Actor, EventView
 from control_plane.panel.event_wording import event_line
 from control_plane.panel.i18n import Language, choose_language
+from control_plane.panel.operator_routes import ALWAYS_SHOWN, MISS_REASONS
 from control_plane.panel.rollout_wording import hold_text, offer_basis
 from control_plane.panel.schedule_editor import check_rows, preview
 from control_plane.panel.wording import (
@@ -21,7 +22,7 @@ from control_plane.panel.wording import (
     wall_time_note,
 )
 from control_plane.runs.views import RunView
-from ground.contract import HoldView, OutcomeReason
+from ground.contract import HoldView, MissReason, OutcomeReason
 from shared_planner import describe_wall_time
 from shared_planner.schedule_problems import ScheduleProblemKind, schedule_problem
 
@@ -269,3 +270,8 @@ def test_a_hold_says_until_when_and_who_set_it(code: str) -> None:
     assert all(lang.moment(until, zone) in text for text in texts.values())
     assert offer_basis(lang, None) == "—"
     assert len({offer_basis(lang, b) for b in ("pinned", "current", "canary", "previous")}) == 4
+
+
+def test_the_miss_chart_has_a_place_for_every_miss_reason() -> None:
+    assert sorted(MISS_REASONS) == sorted(reason.value for reason in MissReason)
+    assert set(MISS_REASONS) >= ALWAYS_SHOWN

@@ -3,29 +3,34 @@
 Revision ID: 0002_agent_update_schedule
 Revises: 0001_orgs_agents_credentials
 
-This revision holds the schedule alone (DESIGN.md rule 1): the defaults do the work for every row
-that exists and every row inserted later without naming the columns; no seed script, no
-application code.
+This revision holds the schedule alone: the defaults do the work for every row that exists and
+every row inserted later without naming the columns; no seed script, no application code.
 
-The CHECK constraint is the second layer of rule 3 (the API validator is the first) and is built
-from the one definition in `shared_planner`. It follows rule 4: a CHECK cannot hold a subquery, so
-it selects the *bad* elements with a jsonpath filter and requires that selection to be empty. In
-jsonpath a regex match on a non-string is unknown and `!unknown` is unknown, so the filter tests
-the type first; `strict` mode keeps nested arrays from being unwrapped into their strings; the
-CASE makes "not an array" false before anything treats the value as one.
+The CHECK constraint is the database's layer of the time pattern (the API validator is the other).
+Its pattern and limit are written out as they were when this revision was made (`TIME_PATTERN` and
+`MAX_TIMES` of `ground.limits`): a migration is frozen, so a fresh database and an upgraded one get
+the same constraint. A change to the pattern is a new migration; a test compares the migrated CHECK
+with today's constants.
+
+A CHECK cannot hold a subquery, so it selects the *bad* elements with a jsonpath filter and
+requires that selection to be empty. In jsonpath a regex match on a non-string is unknown and
+`!unknown` is unknown, so the filter tests the type first; `strict` mode keeps nested arrays from
+being unwrapped into their strings; the CASE makes "not an array" false before anything treats the
+value as one.
 """
 
 from __future__ import annotations
 
 from alembic import op
 
-from shared_planner import TIME_PATTERN
-from shared_planner.patterns import MAX_TIMES
-
 revision = "0002_agent_update_schedule"
 down_revision: str | None = "0001_orgs_agents_credentials"
 branch_labels = None
 depends_on = None
+
+# A time is HH:MM on the five-minute grid, and a schedule holds at most one time per grid step.
+TIME_PATTERN = "^([01][0-9]|2[0-3]):[0-5][05]$"
+MAX_TIMES = 288
 
 
 def _jsonpath_string(text: str) -> str:
@@ -42,7 +47,7 @@ BAD_ELEMENTS_JSONPATH = (
     f'strict $[*] ? (@.type() != "string" || !(@ like_regex {_jsonpath_string(TIME_PATTERN)}))'
 )
 
-# Built from shared_planner's constants only, never from input.
+# Built from this revision's constants only, never from input.
 UPGRADE = f"""
 ALTER TABLE agents
     ADD COLUMN update_schedule_enabled boolean NOT NULL DEFAULT true,

@@ -1,4 +1,4 @@
-"""The record says what happened under faults (issue 13, the control plane's side).
+"""The record says what happened under faults (the control plane's side).
 
 Revision ID: 0009_faults_record
 Revises: 0008_release_tracks_withdraw
@@ -6,8 +6,9 @@ Revises: 0008_release_tracks_withdraw
 - Run status `unauthorised`: an agent reported a switch (`succeeded` / `rolled_back`) the control
   plane had not authorised — its token was revoked or expired, or the slot's window had closed,
   before the switch. Stored as what it is, never as a success.
-- `outcome_reason`: why a run ended so (`ground.contract.OutcomeReason`, the CHECK built from the
-  enum as 0002's is built from TIME_PATTERN); `switched_at`: when the agent says it switched.
+- `outcome_reason`: why a run ended so (the values of `ground.contract.OutcomeReason` when this
+  revision was made, written out: a migration is frozen); `switched_at`: when the agent says it
+  switched.
 - `outcome_inferred`: the reconcile ended a claim nobody reported (its window and its token's
   lifetime long over); a report that arrives later replaces that inference.
 - Run status `skipped` with `skip_reason` (the contract's "nothing to do" refusals that consume
@@ -24,8 +25,6 @@ from __future__ import annotations
 
 from alembic import op
 
-from ground.contract import OutcomeReason, RefusalCode
-
 revision = "0009_faults_record"
 down_revision: str | None = "0008_release_tracks_withdraw"
 branch_labels = None
@@ -36,12 +35,23 @@ def _sql_list(values: list[str]) -> str:
     return ", ".join("'" + value.replace("'", "''") + "'" for value in values)
 
 
-OUTCOME_REASONS = _sql_list([reason.value for reason in OutcomeReason])
-SKIP_REASONS = _sql_list(
-    [code.value for code in (RefusalCode.HELD, RefusalCode.RELEASE_ROLLED_BACK)]
+OUTCOME_REASONS = _sql_list(
+    [
+        "platform_unavailable",
+        "interrupted",
+        "token_revoked",
+        "token_expired",
+        "disk_full",
+        "download_failed",
+        "verification_failed",
+        "install_failed",
+        "health_check_failed",
+    ]
 )
+# The contract's refusals that consume the slot without a token.
+SKIP_REASONS = _sql_list(["held", "release_rolled_back"])
 
-# Built from the contract's enums only, never from input.
+# Built from this revision's constants only, never from input.
 UPGRADE = f"""
 ALTER TABLE runs DROP CONSTRAINT runs_status_check;
 ALTER TABLE runs

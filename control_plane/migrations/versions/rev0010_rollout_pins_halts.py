@@ -5,7 +5,7 @@ Revises: 0009_faults_record
 
 - `releases.stage`: `canary` → `everyone`. Releases already published are `everyone` (they are
   out there); the column default then becomes `canary`, so a release inserted without naming its
-  stage starts in the canary stage — the default does the work, as in rule 1.
+  stage starts in the canary stage — the column default does the work, as for the schedule.
 - `releases.braked_*`: the brake's scope of one release (the platform's brake stays in
   `platform_brake`); an engaged release brake has a reason.
 - `rollout_settings`: canary share, soak time and the halt threshold (a count and a rate within a

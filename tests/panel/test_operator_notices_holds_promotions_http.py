@@ -1,8 +1,8 @@
-"""The operators' remaining panel pieces over HTTP (real control plane, real PostgreSQL): a
-notice marked read leaves the count of new ones, an operator holds any agent and ends the hold,
-a promotion keeps the reason the form asks for, organisations by name, and who gets each
-release on the coming nights — each form with the input its guard exists to stop (no CSRF
-token, a bad day, a blank reason, another organisation's agent)."""
+"""The operators' notices, holds, promotions and organisations over HTTP (real control plane, real
+PostgreSQL): a notice marked read leaves the count of new ones, an operator holds any agent and ends
+the hold, a promotion keeps the reason the form asks for, organisations by name, and who gets each
+release on the coming nights — each form with the input its guard exists to stop (no CSRF token, a
+bad day, a blank reason, another organisation's agent)."""
 
 from __future__ import annotations
 

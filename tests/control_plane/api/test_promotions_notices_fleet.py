@@ -1,7 +1,6 @@
-"""The operators' remaining rollout pieces (issues 14 and 15), over real HTTP against a real
-PostgreSQL: a promotion needs a reason and keeps it, a notice marked read leaves the unread
-count with an event naming who read it, the fleet by version in one query, the organisations'
-names.
+"""Promotions, notices, the fleet by version and the organisations' names, over real HTTP against a
+real PostgreSQL: a promotion needs a reason and keeps it, a notice marked read leaves the unread
+count with an event naming who read it, the fleet by version in one query, the organisations' names.
 
 The 03:00 slot of 2026-11-30 in Europe/Amsterdam (CET) is 02:00 UTC.
 """

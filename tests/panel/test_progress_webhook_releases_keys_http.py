@@ -1,6 +1,7 @@
-"""The newer screens over HTTP: the webhook's test delivery against a real receiver on loopback,
-a manual update's progress (page and JSON), the operators' releases and credentials, the fleet by
-version, the sessions on real time — each with the input its guard exists to stop."""
+"""The progress, webhook, release and key screens over HTTP: the webhook's test delivery against a
+real receiver on loopback, a manual update's progress (page and JSON), the operators' releases and
+credentials, the fleet by version, the sessions on real time — each with the input its guard exists
+to stop."""
 
 from __future__ import annotations
 
@@ -280,7 +281,7 @@ def _post_forms(html: str) -> list[str]:
     return re.findall(r'<form method="post"[^>]*>.*?</form>', html, flags=re.DOTALL)
 
 
-def test_every_form_of_the_newer_screens_carries_its_csrf_token(panel_world: PanelWorld) -> None:
+def test_every_form_of_these_screens_carries_its_csrf_token(panel_world: PanelWorld) -> None:
     publish_releases(panel_world, ("1.5.0", 42))
     with sign_in_client(panel_world, panel_world.panel_key) as client:
         set_webhook(panel_world, "https://example.test/hook")

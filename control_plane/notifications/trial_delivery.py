@@ -38,7 +38,7 @@ from control_plane.notifications.delivery import (
     WebhookSender,
     sign_body,
 )
-from control_plane.types import Pool
+from control_plane.types import Connection, Pool
 from ground.contract import format_instant
 
 __all__ = [
@@ -129,6 +129,27 @@ def send_test_delivery(
         ).fetchone()
     if row is None:
         raise NotFound("this organisation has no webhook", code="webhook_not_found")
+    body, headers = _signed_test(org_id, row["secret"], now)
+    # The real sender's POST (its private `_post`, used from this sibling module on purpose), so
+    # the test connects exactly as a delivery would: pinned to the checked address.
+    sender = WebhookSender(
+        pool,
+        DeliveryPolicy(timeout_seconds=TEST_TIMEOUT_SECONDS),
+        transport=transport,
+        addresses=policy,
+        resolve=resolve,
+    )
+    try:
+        result = _posted(sender, row["url"], body, headers, now)
+    finally:
+        sender.close()
+    with pool.connection() as conn, conn.transaction():
+        _record_tested(conn, org_id, result, actor=actor, now=now)
+    return result
+
+
+def _signed_test(org_id: UUID, secret: str, now: datetime) -> tuple[bytes, dict[str, str]]:
+    """The test's body and its headers, signed as every real delivery is."""
     test_id = uuid.uuid4()
     body = json.dumps(
         {
@@ -145,52 +166,51 @@ def send_test_delivery(
     headers = {
         "Content-Type": "application/json",
         TIMESTAMP_HEADER: str(timestamp),
-        SIGNATURE_HEADER: sign_body(row["secret"], timestamp, body),
+        SIGNATURE_HEADER: sign_body(secret, timestamp, body),
         IDEMPOTENCY_HEADER: str(test_id),
         "User-Agent": "nachtwacht-webhook/1",
     }
-    # The real sender's POST (its private `_post`, used from this sibling module on purpose), so
-    # the test connects exactly as a delivery would: pinned to the checked address.
-    sender = WebhookSender(
-        pool,
-        DeliveryPolicy(timeout_seconds=TEST_TIMEOUT_SECONDS),
-        transport=transport,
-        addresses=policy,
-        resolve=resolve,
-    )
+    return body, headers
+
+
+def _posted(
+    sender: WebhookSender, url: str, body: bytes, headers: dict[str, str], now: datetime
+) -> TestDelivery:
+    """One POST, and what became of it as facts: a status, or the kind of failure."""
     status_code: int | None = None
     failure: TestFailure | None = None
     detail: str | None = None
     try:
-        response = sender._post(row["url"], body, headers)
+        response = sender._post(url, body, headers)
         status_code = response.status_code
         if not response.is_success:
             failure, detail = "http_status", f"HTTP {status_code}"
     except Exception as exc:  # whatever went wrong is the test's answer, shown to the reader
         failure, detail = _failure_of(exc)
-    finally:
-        sender.close()
-    result = TestDelivery(
-        url=row["url"],
+    return TestDelivery(
+        url=url,
         sent_at=now,
         delivered=failure is None,
         status_code=status_code,
         failure=failure,
         detail=detail,
     )
-    with pool.connection() as conn, conn.transaction():
-        record_action(
-            conn,
-            kind=TEST_EVENT,
-            actor=actor,
-            at=now,
-            org_id=org_id,
-            data={
-                "url": result.url,
-                "delivered": result.delivered,
-                "status_code": result.status_code,
-                "failure": result.failure,
-                "detail": result.detail,
-            },
-        )
-    return result
+
+
+def _record_tested(
+    conn: Connection, org_id: UUID, result: TestDelivery, *, actor: Actor, now: datetime
+) -> None:
+    record_action(
+        conn,
+        kind=TEST_EVENT,
+        actor=actor,
+        at=now,
+        org_id=org_id,
+        data={
+            "url": result.url,
+            "delivered": result.delivered,
+            "status_code": result.status_code,
+            "failure": result.failure,
+            "detail": result.detail,
+        },
+    )

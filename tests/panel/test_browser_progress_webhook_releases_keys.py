@@ -1,7 +1,7 @@
-"""The newer screens in a real browser: in each of the nine languages the update's progress, the
-webhook's test delivery, the operators' releases and credentials (axe-core on each, no English
-sentence left on a page in another language); the progress followed by its script without a
-reload; the withdraw and credential forms with the keyboard alone."""
+"""The progress, webhook, release and key screens in a real browser: in each of the nine languages
+the update's progress, the webhook's test delivery, the operators' releases and credentials
+(axe-core on each, no English sentence left on a page in another language); the progress followed by
+its script without a reload; the withdraw and credential forms with the keyboard alone."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tests.panel.operator_support import (
     webhook_receiver,
 )
 from tests.panel.test_browser_languages import BROWSER_LOCALES
-from tests.panel.test_newer_screens_http import SPRING
+from tests.panel.test_progress_webhook_releases_keys_http import SPRING
 
 # A real browser through many screens, 6-13 s a test: started first (tests/conftest.py).
 pytestmark = pytest.mark.slow
@@ -58,7 +58,7 @@ def _sign_in(page: Any, world: PanelWorld, lang: Language, key: str) -> None:
 
 
 @pytest.mark.parametrize("code", LANGUAGES)
-def test_newer_screens_in_each_language(
+def test_progress_webhook_releases_and_keys_in_each_language(
     code: str, loopback_world: PanelWorld, new_page: Callable[..., Any]
 ) -> None:
     lang = Language(code)

@@ -1,0 +1,33 @@
+"""Whether an agent is within an organisation's reach: the check every organisation-scoped read and
+write makes first.
+
+Below every domain (it reads one table and raises one error), so the domains that take an agent
+id — agents, events, runs, pins, rollout — ask it without importing each other.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from control_plane.errors import NotFound
+from control_plane.types import Connection
+from ground.contract import AnswerCode
+
+__all__ = ["agent_not_found", "require_agent"]
+
+
+def agent_not_found(agent_id: UUID) -> NotFound:
+    # Another organisation's agent is reported exactly like one that does not exist.
+    return NotFound(
+        f"agent {agent_id} does not exist in this organisation", code=AnswerCode.AGENT_NOT_FOUND
+    )
+
+
+def require_agent(conn: Connection, org_id: UUID, agent_id: UUID) -> None:
+    """Raise `agent_not_found` unless the agent belongs to the organisation."""
+    found = conn.execute(
+        "SELECT 1 FROM agents WHERE id = %s AND org_id = %s AND deleted_at IS NULL",
+        [agent_id, org_id],
+    ).fetchone()
+    if found is None:
+        raise agent_not_found(agent_id)

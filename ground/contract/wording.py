@@ -1,0 +1,73 @@
+"""The English sentence for each reason a run ends, misses or skips its slot: written once.
+
+Both programs say these reasons to people: the panel (in nine languages) and `agent status` (in
+English). Each sentence here is the panel's catalogue message id — the panel passes it through
+gettext, `agent status` prints it as it is — so the two never word one reason differently.
+
+`N_` marks a sentence for `pybabel extract` (one of its default keywords) without translating it:
+the extraction command in control_plane/panel/babel.cfg reads this file beside the panel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from ground.contract.codes import MissReason, OutcomeReason, RefusalCode
+
+__all__ = [
+    "MISS_REASON_WORDS",
+    "OUTCOME_REASON_WORDS",
+    "SKIP_REASON_WORDS",
+    "UNKNOWN_REASON_WORDS",
+]
+
+
+def N_(message: str) -> str:
+    """`message` itself, marked for the catalogues."""
+    return message
+
+
+# Why a claimed run ended as it did (`OutcomeReport.reason`), said beside "failed".
+OUTCOME_REASON_WORDS: Mapping[OutcomeReason, str] = MappingProxyType(
+    {
+        OutcomeReason.PLATFORM_UNAVAILABLE: N_(
+            "our control plane was unavailable until the window closed"
+        ),
+        OutcomeReason.INTERRUPTED: N_("the update was interrupted and its window closed"),
+        OutcomeReason.TOKEN_REVOKED: N_("its permission to update was withdrawn before the switch"),
+        OutcomeReason.TOKEN_EXPIRED: N_("its permission to update expired before the switch"),
+        OutcomeReason.DISK_FULL: N_("the disk was full"),
+        OutcomeReason.DOWNLOAD_FAILED: N_("the download kept failing until the window closed"),
+        OutcomeReason.VERIFICATION_FAILED: N_("the new version did not pass the signature checks"),
+        OutcomeReason.INSTALL_FAILED: N_("the new version could not be installed"),
+        OutcomeReason.HEALTH_CHECK_FAILED: N_("the new version was not healthy in time"),
+    }
+)
+
+# Why a scheduled slot passed without a run (`runs.miss_reason`), said after "missed:".
+MISS_REASON_WORDS: Mapping[MissReason, str] = MappingProxyType(
+    {
+        MissReason.OFFLINE: N_("offline"),
+        MissReason.THROTTLED: N_("no room within the update limits"),
+        MissReason.BRAKE: N_("updates were paused by our operators"),
+        MissReason.PLATFORM_UNAVAILABLE: N_("our control plane was unavailable"),
+        MissReason.HELD: N_("the agent is on hold"),
+        MissReason.UNKNOWN: N_("reason unknown"),
+    }
+)
+
+# Why a slot was given up without a run (`runs.skip_reason`, a refusal that consumes the slot
+# without a token) or is being refused (a halted release), said after "skipped:".
+SKIP_REASON_WORDS: Mapping[RefusalCode, str] = MappingProxyType(
+    {
+        RefusalCode.HELD: MISS_REASON_WORDS[MissReason.HELD],
+        RefusalCode.RELEASE_ROLLED_BACK: N_(
+            "this agent rolled the release back before; it waits for a newer one"
+        ),
+        RefusalCode.RELEASE_HALTED: N_("the release is halted by our operators"),
+    }
+)
+
+# A reason recorded by a newer program than the one reading it.
+UNKNOWN_REASON_WORDS = MISS_REASON_WORDS[MissReason.UNKNOWN]
