@@ -16,6 +16,7 @@ from agent_daemon.atomic_file import read_versioned_json, write_versioned_json
 from agent_daemon.errors import BadServerAnswer, DaemonStateError
 from agent_daemon.wire import parse_config
 from ground.contract import AgentConfig
+from ground.instants import parse_instant
 
 __all__ = ["CACHE_FORMAT_VERSION", "CachedConfig", "ConfigCache"]
 
@@ -45,7 +46,7 @@ class ConfigCache:
                 config=parse_config(raw, source=str(self.path)),
                 raw=raw,
                 etag=document.get("etag"),
-                synced_at=datetime.fromisoformat(document["synced_at"]),
+                synced_at=parse_instant(document["synced_at"], field="synced_at"),
                 offset_seconds=float(document["offset_seconds"]),
             )
         except (KeyError, TypeError, ValueError, BadServerAnswer) as exc:

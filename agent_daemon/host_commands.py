@@ -21,13 +21,16 @@ from zoneinfo import ZoneInfo
 from agent_daemon.activity import ActivityFile
 from agent_daemon.daemon_state import RunRecord, StateStore
 from agent_daemon.errors import AgentError, ConfigError, DaemonStateError
+from ground.instants import DAY_TEXT, parse_written_time
 from shared_planner import resolve_wall_time
 
 __all__ = ["FollowResult", "UsageProblem", "follow_manual_update", "parse_until"]
 
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_TIME = re.compile(r"\d{1,2}:\d{2}")
-_DATE_TIME = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{1,2}:\d{2})")
+# ASCII digits only (`\d` would take Arabic-Indic digits too); an instant with its offset is
+# `parse_written_time`'s form, never whatever `fromisoformat` reads (a week date, say).
+_DATE = re.compile(DAY_TEXT)
+_TIME = re.compile(r"[0-9]{1,2}:[0-9]{2}")
+_DATE_TIME = re.compile(rf"({DAY_TEXT})[T ]([0-9]{{1,2}}:[0-9]{{2}})")
 _EXPECTED = "YYYY-MM-DD, 'YYYY-MM-DD HH:MM', HH:MM, or an instant with an offset such as …Z"
 # The outcomes a manual run ends with (the daemon's `RunRecord.status`): success, and the rest.
 _SUCCEEDED = "succeeded"
@@ -53,10 +56,7 @@ def parse_until(text: str, *, now: datetime, zone: ZoneInfo) -> datetime:
             if at <= now:
                 at = resolve_wall_time(today + timedelta(days=1), wall, zone)
         else:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-            if parsed.tzinfo is None:
-                raise ValueError("no offset")
-            at = parsed
+            at = parse_written_time(value)
     except ValueError as exc:
         raise UsageProblem(f"--until: {text!r} is not a date or time ({_EXPECTED})") from exc
     if at <= now:

@@ -16,6 +16,7 @@ naming the field, never a crash further in.
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from http import HTTPStatus
 from typing import Any
@@ -66,13 +67,30 @@ _SHOWN_TEXT = 200
 MAX_ANSWER_BYTES = 1024 * 1024
 
 
+def _not_json(literal: str) -> float:
+    raise ValueError(f"{literal[:40]} is not a JSON number (expected a finite number)")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        _not_json(literal)
+    return value
+
+
+def _parsed(body: bytes) -> Any:
+    """`body` as strict JSON: `NaN`, `Infinity` and a literal beyond a float's range, which
+    Python's parser would read, are refused like any other text that is not JSON."""
+    return json.loads(body, parse_constant=_not_json, parse_float=_finite)
+
+
 def read_json(body: bytes, *, source: str) -> Any:
     if len(body) > MAX_ANSWER_BYTES:
         raise BadServerAnswer(
             f"{source}: the answer is {len(body)} bytes (at most {MAX_ANSWER_BYTES})"
         )
     try:
-        return json.loads(body)
+        return _parsed(body)
     # RecursionError: a document nested thousands deep; ValueError: not JSON, or a number past
     # Python's 4,300-digit guard. Either is a bad answer, never an exception further in.
     except (ValueError, RecursionError) as exc:
@@ -83,7 +101,7 @@ def _json_or_none(body: bytes) -> Any:
     if len(body) > MAX_ANSWER_BYTES:
         return None
     try:
-        return json.loads(body)
+        return _parsed(body)
     except (ValueError, RecursionError):
         return None
 

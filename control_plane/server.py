@@ -10,13 +10,16 @@ across replicas: the database enforces them. The "ready" line comes once every w
 
 SIGTERM and SIGINT stop uvicorn gracefully (in every worker: the supervisor forwards them); then
 each pool closes and the embedded PostgreSQL is let go (stopped, unless another of our processes
-still uses it).
+still uses it). A supervisor that dies without forwarding anything (SIGKILL, a crash) takes its
+workers with it: each asks the kernel, right after the fork, for a SIGTERM when its parent dies
+(Linux's parent-death signal), so none is left serving the port on its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import os
 import select
@@ -50,6 +53,8 @@ __all__ = ["serve", "uvicorn_options"]
 
 # A deadline for a worker that hangs while starting, not a speed expectation.
 WORKER_START_DEADLINE_SECONDS = 120.0
+# <linux/prctl.h>: the signal the calling process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
 
 
 class _Stop(Exception):
@@ -157,9 +162,25 @@ def _store_platform_settings(url: str, settings: ServeSettings, clock: Clock) ->
         pool.close()
 
 
+def _end_with(supervisor: int) -> None:
+    """In a worker just forked: SIGTERM (the graceful stop) when `supervisor` dies, whatever
+    kills it. The kernel sends it when the parent ends; a parent that ended before the request
+    was made is seen by `getppid`, and the worker stops at once."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: the supervisor's SIGTERM is the only stop
+        return
+    if prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"prctl(PR_SET_PDEATHSIG): {os.strerror(error)}")
+    if os.getppid() != supervisor:
+        raise _Stop("the supervisor ended before this worker started")
+
+
 def _fork_worker(start: Callable[[Callable[[], None]], None]) -> tuple[int, int]:
     """A child process running `start`; returns its pid and the pipe it reports ready on."""
     readable, writable = os.pipe()
+    supervisor = os.getpid()
     pid = os.fork()
     if pid == 0:
         os.close(readable)
@@ -169,6 +190,7 @@ def _fork_worker(start: Callable[[Callable[[], None]], None]) -> tuple[int, int]
 
         code = 0
         try:
+            _end_with(supervisor)
             start(ready)
         except _Stop:
             pass

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from ground.instants import InstantError, parse_instant
+
 __all__ = [
     "FAKE_CLOCK_ENV",
     "Clock",
@@ -175,16 +177,12 @@ def parse_fake_clock(value: str, *, read_at: float) -> FakeClock:
     """Parse a `NACHTWACHT_FAKE_CLOCK` value; `read_at` is the anchor when the value names none."""
     parts = [part.strip() for part in value.split(",")]
     try:
-        start = datetime.fromisoformat(parts[0].replace("Z", "+00:00"))
-    except ValueError as exc:
+        start = parse_instant(parts[0], field=FAKE_CLOCK_ENV)
+    except InstantError as exc:
+        problem = "has no time zone" if exc.without_offset else "is not an ISO 8601 instant"
         raise ClockConfigError(
-            f"{FAKE_CLOCK_ENV}: {parts[0]!r} is not an ISO 8601 instant "
-            "(expected e.g. 2026-10-25T00:50:00Z)"
+            f"{FAKE_CLOCK_ENV}: {parts[0]!r} {problem} (expected e.g. 2026-10-25T00:50:00Z)"
         ) from exc
-    if start.tzinfo is None:
-        raise ClockConfigError(
-            f"{FAKE_CLOCK_ENV}: {parts[0]!r} has no time zone (expected e.g. 2026-10-25T00:50:00Z)"
-        )
     options: dict[str, float] = {"anchor": read_at, "speed": 1.0}
     begins: str | None = None
     given: set[str] = set()

@@ -5,20 +5,50 @@ it as well as the contract. Every time the control plane sends (the server-time 
 `server_time`, token expiries, run and event times) is written by `format_instant`, and every time
 a program reads from the other is read by `parse_instant`, which accepts any RFC 3339 offset and
 refuses a reading without one (a naive time means a different instant on every host).
+
+Python's `fromisoformat` reads far more than these forms since 3.11 (week dates `2026-W49-2`,
+ordinal dates `2026-335`, the basic format `20261201T0300Z`, an hour alone, a comma before the
+fraction): each reader here first holds the text to its one documented form, in ASCII digits,
+and only then lets `fromisoformat` check the calendar.
+
+    parse_instant       RFC 3339: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`
+    parse_day_text      a calendar date: `YYYY-MM-DD`
+    parse_written_time  a time a person types on a command line: `YYYY-MM-DD[T ]HH:MM[:SS]`
+                        with `Z` or `±HH:MM` (`2026-12-01T04:00Z`)
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, date, datetime
 
-__all__ = ["InstantError", "format_instant", "parse_instant"]
+__all__ = [
+    "DAY_TEXT",
+    "InstantError",
+    "format_instant",
+    "parse_day_text",
+    "parse_instant",
+    "parse_written_time",
+]
+
+# `[0-9]`, never `\d`: `\d` also matches the digits of other scripts.
+DAY_TEXT = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+_DAY = re.compile(DAY_TEXT)
+_OFFSET = r"(?:[Zz]|[+-][0-9]{2}:[0-9]{2})"
+_RFC_3339 = re.compile(rf"{DAY_TEXT}[Tt][0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}(?:\.[0-9]{{1,9}})?")
+_WRITTEN = re.compile(rf"{DAY_TEXT}[Tt ][0-9]{{2}}:[0-9]{{2}}(?::[0-9]{{2}})?{_OFFSET}")
 
 # The longest RFC 3339 reading worth parsing: "2026-11-30T02:00:00.123456+14:00" and a little room.
 _MAX_LENGTH = 40
 
 
 class InstantError(ValueError):
-    """A text that is not an RFC 3339 instant with an offset."""
+    """A text that is not an RFC 3339 instant with an offset; `without_offset` when it is one
+    but for its missing offset."""
+
+    def __init__(self, message: str, *, without_offset: bool = False) -> None:
+        super().__init__(message)
+        self.without_offset = without_offset
 
 
 def format_instant(instant: datetime) -> str:
@@ -36,18 +66,49 @@ def parse_instant(text: object, *, field: str = "instant") -> datetime:
             f"{field}: {_shown(text)} is not an RFC 3339 instant "
             "(expected e.g. 2026-11-30T02:00:00Z)"
         )
+    local, offset = _split_offset(text)
+    if _RFC_3339.fullmatch(local) is not None and offset is None:
+        raise InstantError(
+            f"{field}: {text!r} has no offset (expected UTC with a Z, e.g. 2026-11-30T02:00:00Z)",
+            without_offset=True,
+        )
     candidate = text[:-1] + "+00:00" if text[-1:] in {"Z", "z"} else text
     try:
+        if _RFC_3339.fullmatch(local) is None or offset is None:
+            raise ValueError("not the RFC 3339 form")
         parsed = datetime.fromisoformat(candidate)
     except ValueError as exc:
         raise InstantError(
             f"{field}: {text!r} is not an RFC 3339 instant (expected e.g. 2026-11-30T02:00:00Z)"
         ) from exc
-    if parsed.tzinfo is None or parsed.utcoffset() is None:
-        raise InstantError(
-            f"{field}: {text!r} has no offset (expected UTC with a Z, e.g. 2026-11-30T02:00:00Z)"
-        )
     return parsed.astimezone(UTC)
+
+
+def _split_offset(text: str) -> tuple[str, str | None]:
+    """(the local date and time, the offset `Z` or `±HH:MM` if the text ends with one)."""
+    match = re.search(rf"{_OFFSET}\Z", text)
+    if match is None:
+        return text, None
+    return text[: match.start()], match.group()
+
+
+def parse_day_text(text: str) -> date:
+    """`YYYY-MM-DD` as a date; `ValueError` for any other form or a day the calendar lacks."""
+    if _DAY.fullmatch(text) is None:
+        raise ValueError(f"{text[:40]!r} is not in the form YYYY-MM-DD")
+    return date.fromisoformat(text)
+
+
+def parse_written_time(text: str) -> datetime:
+    """A date and time with an offset as a person writes it (`2026-12-01T04:00Z`, seconds
+    optional, `T` or a space) as an aware UTC datetime; `ValueError` for any other form
+    (`InstantError` with `without_offset` for that form without its offset)."""
+    if _WRITTEN.fullmatch(text + "Z") is not None:
+        raise InstantError(f"{text[:40]!r} has no offset", without_offset=True)
+    if _WRITTEN.fullmatch(text) is None:
+        raise ValueError(f"{text[:40]!r} is not in the form YYYY-MM-DDTHH:MM with Z or ±HH:MM")
+    candidate = text[:-1] + "+00:00" if text[-1:] in {"Z", "z"} else text
+    return datetime.fromisoformat(candidate).astimezone(UTC)
 
 
 def _shown(value: object) -> str:

@@ -16,6 +16,7 @@ from typing import NoReturn
 from zoneinfo import ZoneInfo
 
 from ground.clock import clock_from_env
+from ground.instants import InstantError, parse_day_text, parse_written_time
 from shared_planner import (
     DEFAULT_CATCH_UP,
     MAX_CATCH_UP,
@@ -105,7 +106,7 @@ def _first_day(raw: str | None, zone: ZoneInfo) -> date:
             print(clock.describe(), file=sys.stderr)
         return clock.now().astimezone(zone).date()
     try:
-        return date.fromisoformat(raw)
+        return parse_day_text(raw)
     except ValueError as exc:
         raise UsageError(
             f"--from: {raw!r} is not a date (expected YYYY-MM-DD, e.g. 2027-03-27)"
@@ -133,13 +134,13 @@ def _bounded_int(raw: str, *, option: str, low: int, high: int, unit: str) -> in
 
 def _instant(raw: str) -> datetime:
     try:
-        value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+        value = parse_written_time(raw)
+    except InstantError as exc:
+        raise UsageError(f"--now: {raw!r} has no offset (expected e.g. 2027-03-28T01:35Z)") from exc
     except ValueError as exc:
         raise UsageError(
             f"--now: {raw!r} is not an ISO 8601 instant (expected e.g. 2027-03-28T01:35Z)"
         ) from exc
-    if value.tzinfo is None:
-        raise UsageError(f"--now: {raw!r} has no offset (expected e.g. 2027-03-28T01:35Z)")
     _check_years("--now", value.date(), raw)
     return value.astimezone(UTC)
 

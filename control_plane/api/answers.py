@@ -11,6 +11,7 @@ dependencies and its service can raise (every credentialed route: 401, 403 and 5
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -44,8 +45,12 @@ def _shortened(text: str) -> str:
 
 def shown_value(value: Any) -> Any:
     """`value` as a refusal may show it: unchanged when short, else its shortened text."""
-    if value is None or isinstance(value, bool | float):
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, float):
+        # NaN and the infinities have no JSON form: shown as their text, or the refusal itself
+        # could not be written.
+        return value if math.isfinite(value) else str(value)
     if isinstance(value, str):
         return _shortened(value)
     if isinstance(value, int):

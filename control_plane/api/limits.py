@@ -12,10 +12,15 @@ database cannot store.
                 PostgreSQL's text holds neither (a NUL fails inside the database, a surrogate
                 cannot even be encoded), so a rule at the door covers every field that reaches
                 SQL, including those read before their validator (the claim's `slot_key`).
+    numbers     `NaN`, `Infinity`, `-Infinity` and a literal beyond a float's range (`1e400`) are
+                not JSON, though Python's parser reads them: a 422 `invalid_request` naming the
+                field and the literal as sent. Past the door no route could even answer about
+                such a value (a refusal that echoes it cannot be written as JSON).
 
 Cheap on the hot path: a claim's body is one small message, and the JSON is parsed a second time
 only when its bytes hold a `\\u` escape — the one way such a character can arrive, since a raw NUL
-byte is not valid JSON and a raw surrogate is not valid UTF-8.
+byte is not valid JSON and a raw surrogate is not valid UTF-8 — or something that may be such a
+number where a value starts (after `:`, `[` or `,`).
 A request whose headers frame no body (no Transfer-Encoding, no Content-Length or `0`: the poll,
 `/healthz`) is passed on as it came, with nothing read or replayed.
 """
@@ -23,6 +28,8 @@ A request whose headers frame no body (no Transfer-Encoding, no Content-Length o
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,7 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ground.contract import API_PREFIX, AnswerCode
 
-__all__ = ["MAX_BODY_BYTES", "MAX_RELEASE_BODY_BYTES", "RequestLimits", "unstorable_text"]
+__all__ = ["MAX_BODY_BYTES", "MAX_RELEASE_BODY_BYTES", "RequestLimits", "refused_json"]
 
 # Every request of the API fits easily: the largest legitimate body besides a release is a
 # schedule of 288 times (about 2.6 KB).
@@ -58,36 +65,74 @@ def _bad_character(text: str) -> str | None:
     return None
 
 
-def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    """Every string of a parsed JSON document with its field path (`times[1]`, `a.b`), keys too."""
+# What a body must hold for the second reading to find anything: an escape (a NUL or a
+# surrogate can only arrive as one), or where a value starts a non-finite token or a literal that
+# may overflow a float (a three-digit exponent, or 200 digits before a shorter one could reach
+# 1e308). A match inside a string costs one needless reading, never a wrong answer.
+_MAY_BE_REFUSED = re.compile(
+    rb"\\u|(?:^|[\[:,])\s*-?(?:NaN|Infinity|[0-9]+(?:\.[0-9]*)?[eE][+-]?[0-9]{3}|[0-9]{200})"
+)
+_MAX_SHOWN_LITERAL = 40
+
+
+class _NotFinite:
+    """A number JSON cannot carry, as its literal was sent."""
+
+    def __init__(self, literal: str) -> None:
+        self.literal = literal
+
+    def problem(self) -> str:
+        shown = self.literal
+        if len(shown) > _MAX_SHOWN_LITERAL:
+            shown = f"{shown[:_MAX_SHOWN_LITERAL]}… ({len(self.literal)} characters)"
+        return (
+            f"{shown} is not valid JSON (expected a finite number: JSON has no NaN or Infinity, "
+            "and a number must lie within ±1.7976931348623157e308)"
+        )
+
+
+def _finite_or_not(literal: str) -> float | _NotFinite:
+    value = float(literal)
+    return value if math.isfinite(value) else _NotFinite(literal)
+
+
+def _leaves(value: Any, path: str) -> Iterator[tuple[str, object]]:
+    """Every string (keys too) and number of a parsed JSON document with its field path
+    (`times[1]`, `a.b`)."""
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:
         item, where = stack.pop()
-        if isinstance(item, str):
-            yield where, item
-        elif isinstance(item, dict):
-            for key, inner in item.items():
+        if isinstance(item, dict):
+            for key, inner in reversed(item.items()):
                 inner_path = f"{where}.{key}" if where else str(key)
-                yield where or "body", str(key)
                 stack.append((inner, inner_path))
+                stack.append((str(key), where or "body"))
         elif isinstance(item, list):
-            stack.extend((inner, f"{where}[{index}]") for index, inner in enumerate(item))
+            stack.extend(
+                (inner, f"{where}[{index}]") for index, inner in reversed(list(enumerate(item)))
+            )
+        else:
+            yield where, item
 
 
-def unstorable_text(body: bytes) -> str | None:
-    """The first problem of a JSON body holding text the database cannot store, or None.
+def refused_json(body: bytes) -> str | None:
+    """The first problem of a JSON body the door refuses (text the database cannot store, a
+    number JSON cannot carry), or None.
 
     A body that is not JSON is left to the route (its parser names the problem)."""
-    if b"\\u" not in body:
+    if _MAY_BE_REFUSED.search(body) is None:
         return None
     try:
-        document = json.loads(body)
+        document = json.loads(body, parse_constant=_NotFinite, parse_float=_finite_or_not)
     except (ValueError, RecursionError):
         return None
-    for field, text in _strings(document, ""):
-        why = _bad_character(text)
-        if why is not None:
-            return _problem(field or "body", why)
+    for field, leaf in _leaves(document, ""):
+        if isinstance(leaf, _NotFinite):
+            return _problem(field or "body", leaf.problem())
+        if isinstance(leaf, str):
+            why = _bad_character(leaf)
+            if why is not None:
+                return _problem(field or "body", why)
     return None
 
 
@@ -132,7 +177,7 @@ class RequestLimits:
         except _TooLarge:
             await _too_large(send, limit)
             return
-        problem = unstorable_text(body)
+        problem = refused_json(body)
         if problem is not None:
             field = problem.split(":", 1)[0]
             await _answer(send, 422, _refusal(422, AnswerCode.INVALID_REQUEST, problem, field))

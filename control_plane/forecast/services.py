@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import replace
 from datetime import date, datetime
@@ -18,20 +19,31 @@ from control_plane.forecast.model import (
 from control_plane.forecast.releases import read_release_needs, release_nights
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
+from ground.instants import parse_day_text
 from shared_planner.wall_clock import FIRST_YEAR, LAST_YEAR
 
-__all__ = ["ForecastService", "parse_day", "read_scheduled_agents"]
+__all__ = ["DAY_PATTERN", "ForecastService", "parse_day", "read_scheduled_agents"]
+
+
+# The one declaration of a forecast's day: `parse_day` holds a value to it, and the routes state
+# it in the OpenAPI (with `format: date`, which also rules out a day the calendar lacks). The
+# years are the planner's, FIRST_YEAR to LAST_YEAR (a test ties the two).
+DAY_PATTERN = r"^(?:19|[2-8][0-9])[0-9]{2}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])$"
+_DAY = re.compile(DAY_PATTERN)
 
 
 def parse_day(field: str, value: object) -> date:
-    """A local calendar date `YYYY-MM-DD`, or a 422 naming the field and the value."""
-    if isinstance(value, str):
+    """A local calendar date `YYYY-MM-DD`, or a 422 naming the field and the value.
+
+    Only that form: `date.fromisoformat` alone would also read a week date (`2026-W49-2`), an
+    ordinal date (`2026-335`) or the basic format (`20261201`)."""
+    if isinstance(value, str) and _DAY.fullmatch(value) is not None:
         try:
-            day = date.fromisoformat(value)
+            day = parse_day_text(value)
         except ValueError:
             pass
         else:
-            if len(value) == 10 and FIRST_YEAR <= day.year <= LAST_YEAR:
+            if FIRST_YEAR <= day.year <= LAST_YEAR:
                 return day
     raise InvalidInput(field, value, "is not a date (expected YYYY-MM-DD, e.g. 2026-11-30)")
 

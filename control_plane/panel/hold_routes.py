@@ -5,7 +5,7 @@ so "until 5 December" means the night into 5 December runs again.
 
 from __future__ import annotations
 
-from datetime import date, datetime, time
+from datetime import datetime, time
 from typing import Annotated
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
@@ -18,6 +18,7 @@ from control_plane.panel.customer_routes import agent_page
 from control_plane.panel.readers import Csrf, customer_post
 from control_plane.panel.web import PREFIX, page, redirect
 from control_plane.pins.holds import MAX_HOLD_REASON_LENGTH
+from ground.instants import parse_day_text
 
 __all__ = ["hold_start", "router"]
 
@@ -28,7 +29,7 @@ def hold_start(text: str, zone: ZoneInfo) -> datetime | None:
     """The instant a hold "until <day>" ends: the day's first moment in the zone; None when the
     text is not a day (YYYY-MM-DD, as the date field sends it)."""
     try:
-        day = date.fromisoformat(text.strip())
+        day = parse_day_text(text.strip())
     except ValueError:
         return None
     return datetime.combine(day, time(0, 0), tzinfo=zone)

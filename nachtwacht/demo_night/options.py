@@ -9,6 +9,7 @@ from datetime import date, datetime, timedelta
 from typing import NoReturn
 from zoneinfo import ZoneInfo
 
+from ground.instants import parse_day_text
 from nachtwacht.demo_night.errors import DemoUsageError
 
 __all__ = [
@@ -151,7 +152,7 @@ def _night_of(raw: str | None, *, today: date) -> date:
     if raw is None:
         return today + timedelta(days=1)
     try:
-        return date.fromisoformat(raw)
+        return parse_day_text(raw)
     except ValueError as exc:
         raise DemoUsageError(
             f"--date: {raw!r} is not a date (expected YYYY-MM-DD, e.g. 2026-10-25)"

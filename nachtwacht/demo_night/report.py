@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 import httpx
 
 from agent_daemon.event_log import parse_line
+from ground.instants import parse_instant
 from nachtwacht.demo_night.night import Night
 from nachtwacht.demo_night.platform import OrgAccount
 from nachtwacht.demo_night.progress import Snapshot
@@ -53,7 +54,7 @@ class TimelineEntry:
 
 
 def _parse_instant(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return parse_instant(text, field="server_time")
 
 
 def daemon_timeline(log: Path, night: Night) -> list[TimelineEntry]:

@@ -69,6 +69,15 @@ def test_until_reads_dates_and_times_in_the_platform_zone(text: str, expected: d
         pytest.param("25:00", "is not a date or time", id="hour_25"),
         pytest.param("2026-02-30", "is not a date or time", id="february_30"),
         pytest.param("2026-12-01T04:00:00", "is not a date or time", id="naive_instant"),
+        pytest.param("2026-W49-2", "is not a date or time", id="week_date"),
+        pytest.param("2026-335", "is not a date or time", id="ordinal_date"),
+        pytest.param("20261201", "is not a date or time", id="basic_date"),
+        pytest.param("2026-W49-2T04:00Z", "is not a date or time", id="week_date_instant"),
+        pytest.param("20261201T0400Z", "is not a date or time", id="basic_instant"),
+        pytest.param("2026-12-01T04Z", "is not a date or time", id="hour_alone_instant"),
+        pytest.param(
+            "\u0660\u0666:\u0660\u0660", "is not a date or time", id="arabic_indic_digits"
+        ),
     ],
 )
 def test_an_until_that_cannot_be_used_names_the_value(text: str, words: str) -> None:

@@ -222,6 +222,11 @@ def test_sigterm_during_the_night_stops_everything_it_started() -> None:
             ["--date", "2026-13-01"], "--date: '2026-13-01' is not a date", id="date_month_13"
         ),
         pytest.param(
+            ["--date", "2026-W43-7"], "--date: '2026-W43-7' is not a date", id="date_week_date"
+        ),
+        pytest.param(["--date", "2026-298"], "--date: '2026-298' is not a date", id="date_ordinal"),
+        pytest.param(["--date", "20261025"], "--date: '20261025' is not a date", id="date_basic"),
+        pytest.param(
             ["--date", "0100-10-25"],
             "--date: '0100-10-25' cannot be planned",
             id="date_outside_planner",

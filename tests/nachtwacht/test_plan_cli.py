@@ -188,6 +188,32 @@ def test_without_from_the_day_comes_from_the_programs_clock(
             "(expected a date in the years 1900 to 8998)",
             id="now_at_the_start_of_the_calendar",
         ),
+        pytest.param(
+            ["--from", "2027-W13-6"],
+            "--from: '2027-W13-6' is not a date (expected YYYY-MM-DD, e.g. 2027-03-27)",
+            id="week_date_from",
+        ),
+        pytest.param(
+            ["--from", "2027-086"],
+            "--from: '2027-086' is not a date (expected YYYY-MM-DD, e.g. 2027-03-27)",
+            id="ordinal_date_from",
+        ),
+        pytest.param(
+            ["--from", "20270327"],
+            "--from: '20270327' is not a date (expected YYYY-MM-DD, e.g. 2027-03-27)",
+            id="basic_date_from",
+        ),
+        pytest.param(
+            ["--from", "2027-01-01", "--now", "2027-W13-7T01:35Z"],
+            "--now: '2027-W13-7T01:35Z' is not an ISO 8601 instant "
+            "(expected e.g. 2027-03-28T01:35Z)",
+            id="week_date_now",
+        ),
+        pytest.param(
+            ["--from", "2027-01-01", "--now", "20270328T0135Z"],
+            "--now: '20270328T0135Z' is not an ISO 8601 instant (expected e.g. 2027-03-28T01:35Z)",
+            id="basic_format_now",
+        ),
         pytest.param(["--bogus"], "unrecognized arguments: --bogus", id="unknown_option"),
     ],
 )

@@ -7,14 +7,19 @@ from fastapi import APIRouter, Query, Request
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, PanelCaller, RequestNow, services_of
 from control_plane.forecast.model import OrgDayForecast, PlatformDayForecast
-from control_plane.forecast.services import parse_day
+from control_plane.forecast.services import DAY_PATTERN, parse_day
 from ground.contract import API_PREFIX
 
 __all__ = ["router"]
 
 router = APIRouter(prefix=API_PREFIX, tags=["forecast"])
 
-_DATE = Query(description="a local calendar date in the platform's zone, YYYY-MM-DD")
+# `parse_day` enforces DAY_PATTERN with its own 422 (naming the expected form); the schema states
+# the same declaration, so a generated client sends only what the route takes.
+_DATE = Query(
+    description="a local calendar date in the platform's zone, YYYY-MM-DD",
+    json_schema_extra={"format": "date", "pattern": DAY_PATTERN},
+)
 
 
 @router.get(

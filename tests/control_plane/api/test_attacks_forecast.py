@@ -4,14 +4,19 @@ organisation shares weighs in its estimated share, as a number."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
+from datetime import date
 from typing import Any
 
 import pytest
 
+from control_plane.errors import InvalidInput
+from control_plane.forecast.services import DAY_PATTERN, parse_day
 from control_plane.registry import Services
 from control_plane.types import Pool
 from nachtwacht.worlds.clocks import ManualClock
+from shared_planner.wall_clock import FIRST_YEAR, LAST_YEAR
 from tests.control_plane.conftest import Api, Org
 from tests.control_plane.reconcile_fleet import Fleet
 
@@ -71,3 +76,59 @@ def test_an_organisation_without_agents_sees_no_slot_of_others(
     acme, rival = make_org("Acme"), make_org("Rival")
     _agents(fleet, rival, ["03:00", "13:30"], 2, "rival")
     assert _forecast(api, acme)["slots"] == []
+
+
+# Dates `date.fromisoformat` reads since Python 3.11, each naming 2026-12-01: the documented form
+# is YYYY-MM-DD alone.
+OTHER_DATE_FORMS = [
+    pytest.param("2026-W49-2", id="week_date"),
+    pytest.param("2026W492", id="week_date_basic"),
+    pytest.param("2026-335", id="ordinal_date"),
+    pytest.param("20261201", id="basic_date"),
+    pytest.param("2026-12-01T03:00", id="date_and_time"),
+    pytest.param("\u0662\u0660\u0662\u0666-\u0661\u0662-\u0660\u0661", id="arabic_indic_digits"),
+    pytest.param("", id="empty"),
+]
+
+
+@pytest.mark.parametrize("path", ["/v1/forecast", "/v1/admin/forecast"])
+@pytest.mark.parametrize("text", OTHER_DATE_FORMS)
+def test_a_date_in_another_form_is_a_422_naming_the_expected_form(
+    api: Api, operator_key: str, make_org: Callable[..., Org], path: str, text: str
+) -> None:
+    key = operator_key if "admin" in path else make_org().panel_key
+    with api.client(key) as client:
+        response = client.get(path, params={"date": text})
+    assert response.status_code == 422, response.text
+    message = response.json()["detail"]["message"]
+    assert message == f"date: {text!r} is not a date (expected YYYY-MM-DD, e.g. 2026-11-30)"
+
+
+@pytest.mark.parametrize(
+    ("text", "valid"),
+    [
+        pytest.param("1899-12-31", False, id="before_first_year"),
+        pytest.param("1900-01-01", True, id="first_year"),
+        pytest.param("8999-12-31", True, id="last_year"),
+        pytest.param("9000-01-01", False, id="after_last_year"),
+        pytest.param("2026-02-30", False, id="february_30"),
+    ],
+)
+def test_the_day_pattern_in_the_openapi_is_the_planners_years(text: str, valid: bool) -> None:
+    assert (re.fullmatch(DAY_PATTERN, text) is not None) == (
+        FIRST_YEAR <= int(text[:4]) <= LAST_YEAR
+    )
+    if valid:
+        assert parse_day("date", text) == date.fromisoformat(text)
+    else:
+        with pytest.raises(InvalidInput):
+            parse_day("date", text)
+
+
+def test_the_forecast_date_is_declared_as_a_date_with_its_pattern(api: Api) -> None:
+    with api.client() as client:
+        document = client.get("/openapi.json").json()
+    for path in ("/v1/forecast", "/v1/admin/forecast"):
+        (parameter,) = document["paths"][path]["get"]["parameters"]
+        assert parameter["schema"]["format"] == "date"
+        assert parameter["schema"]["pattern"] == DAY_PATTERN
