@@ -31,8 +31,8 @@ from agent_daemon.updater.download import ArtifactSpec, DownloadLimits, download
 from agent_daemon.updater.install import install_build, self_test
 from agent_daemon.updater.layout import InstallLayout
 from agent_daemon.updater.verify import verify_release
-from nachtwacht.worlds.artifact_server import artifact_server
-from nachtwacht.worlds.releases import Release, ReleaseFactory
+from tests.worlds.artifact_server import artifact_server
+from tests.worlds.releases import Release, ReleaseFactory
 
 VERSION = "1.5.0"
 

@@ -63,10 +63,10 @@ from control_plane.forecast.model import forecast_slot
 from control_plane.registry import build_services
 from ground.clock import FakeClock, SystemClock
 from ground.contract import CHANNEL_PARAM, CONFIG_PATH, PLATFORM_PARAM, RefusalCode
-from nachtwacht.worlds.clocks import NightClock
-from nachtwacht.worlds.control_planes import start_control_plane
-from nachtwacht.worlds.databases import EmbeddedDatabase
-from nachtwacht.worlds.releases import ReleaseFactory
+from nachtwacht.demo_world.clocks import NightClock
+from nachtwacht.demo_world.control_planes import start_control_plane
+from nachtwacht.demo_world.databases import EmbeddedDatabase
+from tests.worlds.releases import ReleaseFactory
 
 SLOT_KEY = "2026-11-30T03:00"
 SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)  # 03:00 CET

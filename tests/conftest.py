@@ -22,8 +22,8 @@ The control plane as a process
     `control_plane_server(...)` starts `nachtwacht control serve --host 127.0.0.1 --port 0
     --database-url <the test's database_url> --no-migrate` (a copy of the migrated template;
     with a `database_url` of the test's own, `serve` migrates it) as a process of its own with the
-    world kit (`nachtwacht.worlds.control_planes`), forked from the worker's fork server, which
-    has imported the app once (`nachtwacht.worlds.processes`; the admin commands below are forked
+    demo's starter (`nachtwacht.demo_world.control_planes`), forked from the worker's fork server,
+    which has imported the app once (`tests.worlds.processes`; the admin commands below are forked
     from it too), waits for its "ready at URL" line and returns a
     `RunningControlPlane`; every server still running at the end of the test gets SIGTERM.
     Keyword arguments:
@@ -60,11 +60,11 @@ from typing import Any
 import pytest
 
 from control_plane.database import ensure_server_user
-from nachtwacht.worlds.control_planes import RunningControlPlane, start_control_plane
-from nachtwacht.worlds.errors import WorldError
+from nachtwacht.demo_world.control_planes import RunningControlPlane, start_control_plane
+from nachtwacht.demo_world.errors import WorldError
 
 # The tests of the control plane's CLI import these from here; they live in the world kit.
-from nachtwacht.worlds.processes import REPO_ROOT, child_environment, nachtwacht_command
+from tests.worlds.processes import FORKED, REPO_ROOT, child_environment, nachtwacht_command
 
 __all__ = ["REPO_ROOT", "RunningControlPlane", "child_environment", "nachtwacht_command"]
 
@@ -369,7 +369,7 @@ def control_plane_server(
                 fake_clock=fake_clock,
                 env=env,
                 args=args,
-                forked=True,
+                launcher=FORKED,
             )
         except WorldError as exc:
             stderr = stderr_path.read_text(errors="replace")

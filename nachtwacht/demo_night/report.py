@@ -18,7 +18,7 @@ from nachtwacht.demo_night.night import Night
 from nachtwacht.demo_night.platform import OrgAccount
 from nachtwacht.demo_night.progress import Snapshot
 from nachtwacht.demo_night.simulated import JournalEntry
-from nachtwacht.worlds.supervisor import START_AFTER_EXIT, START_REQUESTED_AFTER_FIRST
+from nachtwacht.demo_world.supervisor import START_AFTER_EXIT, START_REQUESTED_AFTER_FIRST
 
 __all__ = [
     "TimelineEntry",

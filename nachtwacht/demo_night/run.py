@@ -49,11 +49,11 @@ from nachtwacht.demo_night.report import (
 )
 from nachtwacht.demo_night.simulated import SimulatedAgent, SimulatedFleet
 from nachtwacht.demo_night.terminal import LiveTable, Output
-from nachtwacht.worlds.artifact_server import artifact_server
-from nachtwacht.worlds.clocks import NightClock, showing_now
-from nachtwacht.worlds.hosts import AgentHost, preinstall, write_health_script
-from nachtwacht.worlds.release_tooling import SignedBuild, make_release_key, publish, sign_build
-from nachtwacht.worlds.supervisor import ServiceSupervisor
+from nachtwacht.demo_world.artifact_server import artifact_server
+from nachtwacht.demo_world.clocks import NightClock, showing_now
+from nachtwacht.demo_world.hosts import AgentHost, preinstall, write_health_script
+from nachtwacht.demo_world.release_tooling import SignedBuild, make_release_key, publish, sign_build
+from nachtwacht.demo_world.supervisor import ServiceSupervisor
 from signed_release import load_public_keys
 
 __all__ = ["run_demo"]

@@ -21,8 +21,8 @@ import pytest
 from nachtwacht.demo_night.errors import DemoUsageError
 from nachtwacht.demo_night.night import local_label, night_of
 from nachtwacht.demo_night.options import DEFAULT_SIZES, parse_options
-from nachtwacht.worlds.hosts import write_health_script
-from nachtwacht.worlds.processes import REPO_ROOT, child_environment
+from nachtwacht.demo_world.hosts import write_health_script
+from tests.worlds.processes import REPO_ROOT, child_environment
 
 # A deadline for a failure, never a speed assertion: the demo plays a 40-minute night.
 DEMO_DEADLINE_SECONDS = 280

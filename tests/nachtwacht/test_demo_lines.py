@@ -15,7 +15,7 @@ from nachtwacht.demo_night.night import night_of
 from nachtwacht.demo_night.progress import LEGEND, OrgProgress, Snapshot, _status_as_of
 from nachtwacht.demo_night.report import service_start_lines
 from nachtwacht.demo_night.terminal import LiveTable, Output
-from nachtwacht.worlds.supervisor import (
+from nachtwacht.demo_world.supervisor import (
     START_AFTER_EXIT,
     START_FIRST,
     START_REQUESTED,

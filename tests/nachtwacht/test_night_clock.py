@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ground.clock import parse_fake_clock
-from nachtwacht.worlds.clocks import NightClock
+from nachtwacht.demo_world.clocks import NightClock
 
 START = datetime(2026, 11, 30, 1, 57, tzinfo=UTC)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nachtwacht.worlds.demo_agent import Fault, build_demo_agent
+from nachtwacht.demo_world.demo_agent import Fault, build_demo_agent
 
 
 def unpack(tmp_path: Path, version: str, fault: Fault = "none") -> Path:
