@@ -152,6 +152,7 @@ class Night:
             clock_setting=self.clock.setting,
             channel=channel,
             fault=fault,
+            launcher=self.plane.launcher,
         )
         self.plane.publish_release(build, stage=stage)
 
