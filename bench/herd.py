@@ -24,8 +24,8 @@ client is not what is measured; its CPU share is printed. Printed:
 - each agent follows one of two channels on one of two platforms (four pairs, each with its own
   release): grants per pair, and how many grants carried another pair's release (must be 0);
 - how many agents missed the window and why, beside the forecast. With the default caps the
-  answer is not zero: `global cap x window` (25 x 15 = 375) bounds one slot, which is DESIGN.md
-  "Scale".
+  answer is not zero: `global cap x window` (25 x 15 = 375) bounds one slot, and the control
+  plane forecasts the rest as misses.
 
 Who was granted is read from the database after each round (the tokens and their runs), not from
 the answers: a claim whose answer was lost is still counted if the server granted it.

@@ -10,7 +10,7 @@ PostgreSQL
     (`CREATE DATABASE … TEMPLATE …`), made ahead and dropped afterwards by a thread of the session
     (`_DatabaseSupply`), so no test waits for either.
     The embedded server runs without fsync (`_without_durability`): a test server needs no crash
-    safety, and each `DROP DATABASE`'s checkpoint cost a second with it. Its data lives in
+    safety, and with it each `DROP DATABASE` waits for a checkpoint. Its data lives in
     /dev/shm when there is room (`scratch_dir`): on the disk, copying and deleting each test's
     database made PostgreSQL the suite's largest user of CPU.
 
@@ -65,6 +65,7 @@ from nachtwacht.demo_world.errors import WorldError
 
 # The tests of the control plane's CLI import these from here; they live in the world kit.
 from tests.worlds.processes import FORKED, REPO_ROOT, child_environment, nachtwacht_command
+from tests.worlds.scratch import scratch_dir
 
 __all__ = ["REPO_ROOT", "RunningControlPlane", "child_environment", "nachtwacht_command"]
 
@@ -73,9 +74,8 @@ DATABASE_URL_ENV = "NACHTWACHT_DATABASE_URL"
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: two workers per core. The end-to-end nights spend most of their minute waiting
-    for the fake clock (a daemon's next product minute, a catch-up window), not computing: at one
-    and a half per core the whole run kept only 1.1 of 2 cores busy (pytest's processes: 821 CPU
-    seconds in 747 s)."""
+    for the fake clock (a daemon's next product minute, a catch-up window), not computing: with
+    fewer workers the cores stand idle while every worker waits."""
     del config
     return max(2, 2 * (os.cpu_count() or 1))
 
@@ -115,28 +115,6 @@ def _dealt(slow: list[Any], fast: list[Any], workers: int) -> list[Any]:
         dealt += itertools.islice(fast_left, max(0, size - len(share)))
     dealt += list(fast_left)  # only when the slow tests outnumber a slice: nothing is lost
     return dealt
-
-
-# A test server's data lives in memory when the machine has room for it there. On a disk, every
-# test's `CREATE DATABASE` (8.8 MB of the template written as files and WAL) and its `DROP`
-# (the files unlinked; a VM's disk mounted with `discard` trims them one by one) made PostgreSQL
-# the largest user of CPU in the suite: tests/control_plane took 319 s with the data on the
-# disk, 150 s in /dev/shm. Nothing needs it to survive the session.
-SCRATCH_IN_MEMORY = Path("/dev/shm")
-SCRATCH_NEEDS_BYTES = 2 * 1024**3
-
-
-def scratch_dir() -> str | None:
-    """/dev/shm when it is a writable directory with 2 GiB free, else None (the usual tmp)."""
-    try:
-        if not (SCRATCH_IN_MEMORY.is_dir() and os.access(SCRATCH_IN_MEMORY, os.W_OK | os.X_OK)):
-            return None
-        usage = os.statvfs(SCRATCH_IN_MEMORY)
-    except OSError:
-        return None
-    if usage.f_bavail * usage.f_frsize < SCRATCH_NEEDS_BYTES:
-        return None
-    return str(SCRATCH_IN_MEMORY)
 
 
 def _with_dbname(url: str, dbname: str) -> str:

@@ -200,7 +200,7 @@ class _Demo:
         else:
             out.step(f"{options.agent_count} simulated agents start on {OLD_VERSION}")
         # Straight to everyone: the demo shows one night of the whole fleet updating; the canary
-        # stage is issue 14's (tests/control_plane/api/test_rollout.py).
+        # stage has tests of its own (tests/control_plane/api/test_rollout.py).
         self._publish(new, public_key, before_night, stage="everyone")
         out.step(f"published {NEW_VERSION} (signature checked by the control plane)")
         return self._night(public_key, new)

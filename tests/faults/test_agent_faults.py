@@ -1,11 +1,11 @@
-"""Issue 13, the agent's side, with real parts: a real control plane on the embedded PostgreSQL and
-the fast clock, real `nachtwacht agent run` daemons, real signed builds, and a throttling proxy on
-loopback so "mid-download" is a real moment. Each test ends with `assert_safe`: `current` names one
-complete version, no switch outside its window, nothing left running (checked when the night
-closes).
+"""Faults on the agent's side of a night, with real parts: a real control plane on the embedded
+PostgreSQL and the fast clock, real `nachtwacht agent run` daemons, real signed builds, and a
+throttling proxy on loopback so "mid-download" is a real moment. Each test ends with
+`assert_safe`: `current` names one complete version, no switch outside its window, nothing left
+running (checked when the night closes).
 
-Tests that need the control plane's confirmation route (`POST confirm_path(run_id)`, built on the
-control plane's side of issue 13) skip while this checkout's control plane lacks it
+Tests that need the control plane's confirmation route (`POST confirm_path(run_id)`, the control
+plane's side of a confirmed swap) skip while this checkout's control plane lacks it
 (`CONFIRM_ROUTE_MISSING`, read from its OpenAPI), and run by themselves once it is there.
 """
 

@@ -1,4 +1,4 @@
-"""Issue 13's outage nights with every part real: the embedded PostgreSQL stopped under a running
+"""Outage nights with every part real: the embedded PostgreSQL stopped under a running
 control plane, the control plane SIGKILLed and restarted, a daemon SIGSTOPped — each while a
 download is held mid-body by the throttling proxy, so "mid-download" is a real moment.
 

@@ -1,4 +1,4 @@
-"""Issue 14's "withdraw mid-window" with every part real: a release withdrawn by an operator while
+"""A release withdrawn mid-window, with every part real: a release withdrawn by an operator while
 two agents download it (held mid-body by the throttling proxy). Their confirmations are refused,
 nothing is installed half, `current` stays the complete old version, and the next claim — by a
 host that starts after the withdrawal, in the same window — is granted the pair's previous

@@ -3,15 +3,15 @@ server (`FORKED`, a `nachtwacht.demo_world.children.Launcher`).
 
 A command that runs to completion (`run_child`: the admin commands, `release sign`, `agent
 enroll`) is forked from a process that has imported the command line's parts once — Python's
-forkserver — instead of starting an interpreter that imports them again: a `control create-org`
-cost 0.27 s of CPU that way and costs 0.02 s forked, and the tests' worlds run some 450 of them.
+forkserver — instead of starting an interpreter that imports them again: most of a short
+command's CPU is its imports, and the tests' worlds run hundreds of commands.
 The child is still a process of its own: its environment is exactly `CHECKOUT.environment`'s
 (the server's inherited one is cleared), its working directory the checkout, its exit handlers,
 output and exit status its own.
 
 `control serve` is forked from the same server (`FORKED.start`; the tests' fixture passes
-`launcher=FORKED` to `start_control_plane`): it imports the app once there (0.87 s of CPU a
-start, about two thirds of it imports, and the tests start some 150 servers). A `ForkedProcess`
+`launcher=FORKED` to `start_control_plane`): it imports the app once there (most of a server's
+start is its imports, and the tests start many servers). A `ForkedProcess`
 is signalled, killed, waited for and read from as a `subprocess.Popen` is; it is `nachtwacht
 control serve` from its `main` on. The benches' servers and the agent's daemon (`agent run`) are
 interpreters of their own: a bench measures the server as it ships, and what the daemon imports
