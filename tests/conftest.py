@@ -51,7 +51,6 @@ import secrets
 import shutil
 import tempfile
 import threading
-import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -66,6 +65,7 @@ from nachtwacht.demo_world.errors import WorldError
 # The tests of the control plane's CLI import these from here; they live in the world kit.
 from tests.worlds.processes import FORKED, REPO_ROOT, child_environment, nachtwacht_command
 from tests.worlds.scratch import scratch_dir
+from tests.worlds.waiting import wait_until
 
 __all__ = ["REPO_ROOT", "RunningControlPlane", "child_environment", "nachtwacht_command"]
 
@@ -215,11 +215,12 @@ class _DatabaseSupply:
         """Return once the thread has nothing left to make or drop: from then on this server
         assigns no transaction id but the calling test's (a CREATE or DROP DATABASE takes one,
         and transaction ids are the whole server's)."""
-        deadline = time.monotonic() + timeout
-        while not (self._ready.full() and self._used.empty() and not self._working):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the test databases' thread was still busy after {timeout} s")
-            time.sleep(0.01)
+        wait_until(
+            lambda: self._ready.full() and self._used.empty() and not self._working,
+            what="the test databases' thread to have nothing left to make or drop",
+            timeout=timeout,
+            interval=0.01,
+        )
 
     def close(self) -> None:
         self._stop.set()

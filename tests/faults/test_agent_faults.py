@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from tests.faults.world import (
     assert_safe,
     fault_night,
 )
+from tests.worlds.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -161,10 +161,7 @@ def test_a_full_state_directory_mid_download_is_reported_disk_full_and_never_swi
 
 
 def wait_for_artifact_requests(night: FaultNight, count: int) -> None:
-    deadline = time.monotonic() + 120  # a deadline for a failure, not a speed expectation
-    while len(night.proxy.artifacts()) < count:
-        assert time.monotonic() < deadline, f"fewer than {count} artifact requests"
-        time.sleep(0.1)
+    wait_until(lambda: len(night.proxy.artifacts()) >= count, what=f"{count} artifact requests")
 
 
 def fill(path: Path) -> None:

@@ -22,6 +22,7 @@ from nachtwacht.demo_world.supervisor import (
     START_REQUESTED_AFTER_FIRST,
     ServiceSupervisor,
 )
+from tests.worlds.waiting import wait_until
 
 NIGHT = night_of(date(2026, 12, 1), "Europe/Amsterdam")  # 03:00 CET is 02:00Z
 SLOT = NIGHT.slot_at
@@ -136,10 +137,12 @@ def _service(root: Path, script: str) -> _Service:
 
 
 def _wait_for(supervisor: ServiceSupervisor, reason_prefix: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not any(reason.startswith(reason_prefix) for reason in supervisor.starts):
-        assert time.monotonic() < deadline, f"no start {reason_prefix!r}: {supervisor.starts}"
-        time.sleep(0.02)
+    wait_until(
+        lambda: any(reason.startswith(reason_prefix) for reason in supervisor.starts),
+        what=lambda: f"a start {reason_prefix!r}: {supervisor.starts}",
+        timeout=WAIT_SECONDS,
+        interval=0.02,
+    )
 
 
 def test_the_supervisor_counts_each_start_with_its_reason(tmp_path: Path) -> None:
@@ -157,10 +160,12 @@ def test_the_supervisor_counts_each_start_with_its_reason(tmp_path: Path) -> Non
         steady.restart_request.touch()
         _wait_for(supervisor, START_REQUESTED_AFTER_FIRST)
         steady.restart_request.touch()
-        deadline = time.monotonic() + WAIT_SECONDS
-        while supervisor.starts[START_REQUESTED] == 0:
-            assert time.monotonic() < deadline, supervisor.starts
-            time.sleep(0.02)
+        wait_until(
+            lambda: supervisor.starts[START_REQUESTED],
+            what=lambda: f"a start for the update's restart: {supervisor.starts}",
+            timeout=WAIT_SECONDS,
+            interval=0.02,
+        )
     finally:
         supervisor.close()
     assert supervisor.starts[START_FIRST] == 2

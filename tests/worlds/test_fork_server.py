@@ -11,7 +11,6 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -22,6 +21,7 @@ from nachtwacht.demo_world import children
 from nachtwacht.demo_world.control_planes import start_control_plane
 from tests.worlds import processes
 from tests.worlds.processes import FORKED, ForkedProcess, run_child
+from tests.worlds.waiting import wait_until
 
 # A deadline for a state to be reached, not a speed expectation.
 DEADLINE_SECONDS = 60.0
@@ -93,10 +93,12 @@ def test_a_command_that_outlives_its_deadline_is_killed(
     serve = ("control", "serve", "--port", "0", "--workers", "1", "--no-migrate")
     with pytest.raises(subprocess.TimeoutExpired):
         run_child(*serve, "--database-url", database_url)
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while _other_sessions(database_url) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _other_sessions(database_url) == 0
+    wait_until(
+        lambda: _other_sessions(database_url) == 0,
+        what="the killed server's connections to close",
+        timeout=DEADLINE_SECONDS,
+        interval=0.1,
+    )
 
 
 def test_a_forked_server_is_signalled_and_waited_for_as_a_process(
