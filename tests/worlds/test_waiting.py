@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 import pytest
 
@@ -10,7 +11,7 @@ from tests.worlds.waiting import wait_until
 
 
 def test_the_first_truthy_value_is_returned() -> None:
-    answers = iter([None, 0, [], {"run": "succeeded"}])
+    answers: Iterator[object] = iter([None, 0, [], {"run": "succeeded"}])
     assert wait_until(lambda: next(answers), what="a run", interval=0) == {"run": "succeeded"}
 
 
