@@ -12,7 +12,14 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 
 from nachtwacht.demo_night.night import night_of
-from nachtwacht.demo_night.progress import LEGEND, OrgProgress, Snapshot, _status_as_of
+from nachtwacht.demo_night.progress import (
+    COLUMNS,
+    HEADINGS,
+    LEGEND,
+    OrgProgress,
+    Snapshot,
+    _status_as_of,
+)
 from nachtwacht.demo_night.report import service_start_lines
 from nachtwacht.demo_night.terminal import LiveTable, Output
 from nachtwacht.demo_world.supervisor import (
@@ -69,16 +76,10 @@ def test_the_legend_explains_every_heading_the_lines_use() -> None:
     table.legend()
     legend = stream.getvalue()
     assert legend.splitlines() == list(LEGEND)
-    for heading in (
-        "not due yet",
-        "waiting for a token",
-        "updating",
-        "updated",
-        "up to date",
-        "missed",
-        "failed",
-    ):
-        assert f"{heading} — " in legend
+    # Every column a line can show is explained, under the heading the line shows it with.
+    assert set(HEADINGS) == set(COLUMNS)
+    unexplained = [HEADINGS[column] for column in COLUMNS if f"{HEADINGS[column]} — " not in legend]
+    assert unexplained == []
 
 
 def test_a_runs_status_is_read_as_it_stood_at_the_minutes_end() -> None:

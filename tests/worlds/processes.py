@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from nachtwacht.cli import SUBCOMMANDS
 from nachtwacht.demo_world import children
 from nachtwacht.demo_world.children import Subprocesses, nachtwacht_command
 
@@ -56,13 +57,12 @@ __all__ = [
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Every child an interpreter of its own, importing this checkout and running in it.
 CHECKOUT = Subprocesses(checkout=REPO_ROOT)
-# What the fork server imports once: every command `run_child` is used for.
+# What the fork server imports once: the command line, each of its commands, and the app that
+# `control serve` runs (a part that is not installed is skipped by the fork server).
 _PRELOAD = [
     "nachtwacht.cli",
-    "control_plane.cli",
+    *(module for module, _ in SUBCOMMANDS.values()),
     "control_plane.server",
-    "agent_daemon.cli",
-    "nachtwacht.release_cli",
 ]
 _CLI_PATH = str(REPO_ROOT / "nachtwacht" / "cli.py")  # sys.argv[0] under `python -m nachtwacht.cli`
 
