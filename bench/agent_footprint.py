@@ -61,10 +61,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nachtwacht.worlds.control_planes import RunningControlPlane, start_control_plane
-from nachtwacht.worlds.hosts import AgentHost
-from nachtwacht.worlds.processes import REPO_ROOT, child_environment
+from nachtwacht.demo_world.control_planes import RunningControlPlane, start_control_plane
 from tests.agent_daemon.network_support.pki import make_pki
+from tests.worlds.hosts import AgentHost
+from tests.worlds.processes import REPO_ROOT, child_environment
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 UNIT_FILE = REPO_ROOT / "packaging" / "systemd" / "nachtwacht-agent.service"

@@ -1,12 +1,12 @@
 """The updater's download path against a plain download, same artifact, same run.
 
-A 22 MB agent build (the size DESIGN.md rule 9 assumes) is served over loopback by the world kit's
-threaded artifact server. The baselines stream it to a file with plain httpx, without and with an
-fsync at the end. The measured download is what an update does before unpacking: verify the
-signed manifest, download with hashing, the length limit, the free-space check and its fsync. The
-unpack (member checks, fsyncs, `.complete`) and the self-test are timed and printed on their own.
-Every round runs all three, in alternating order (a shared machine drifts); after a warm-up round,
-`--rounds` rounds give the medians and the speed ratios.
+A 22 MB agent build (the size the per-organisation cap is sized for) is served over loopback by
+the world kit's threaded artifact server. The baselines stream it to a file with plain httpx,
+without and with an fsync at the end. The measured download is what an update does before
+unpacking: verify the signed manifest, download with hashing, the length limit, the free-space
+check and its fsync. The unpack (member checks, fsyncs, `.complete`) and the self-test are
+timed and printed on their own. Every round runs all three, in alternating order (a shared
+machine drifts); after a warm-up round, `--rounds` rounds give the medians and the speed ratios.
 
     PYTHONPATH=. .venv/bin/python bench/download.py [--rounds 9] [--megabytes 22]
 """
@@ -31,8 +31,8 @@ from agent_daemon.updater.download import ArtifactSpec, DownloadLimits, download
 from agent_daemon.updater.install import install_build, self_test
 from agent_daemon.updater.layout import InstallLayout
 from agent_daemon.updater.verify import verify_release
-from nachtwacht.worlds.artifact_server import artifact_server
-from nachtwacht.worlds.releases import Release, ReleaseFactory
+from tests.worlds.artifact_server import artifact_server
+from tests.worlds.releases import Release, ReleaseFactory
 
 VERSION = "1.5.0"
 

@@ -55,11 +55,11 @@ from control_plane.registry import build_services
 from control_plane.types import Pool
 from ground.clock import FakeClock
 from nachtwacht.demo_night.simulated import SimulatedAgent, SimulatedFleet
-from nachtwacht.worlds.clocks import NightClock, showing_now
-from nachtwacht.worlds.control_planes import RunningControlPlane, start_control_plane
-from nachtwacht.worlds.databases import EmbeddedDatabase
-from nachtwacht.worlds.releases import ReleaseFactory
+from nachtwacht.demo_world.clocks import NightClock, showing_now
+from nachtwacht.demo_world.control_planes import RunningControlPlane, start_control_plane
+from nachtwacht.demo_world.databases import EmbeddedDatabase
 from shared_planner import resolve_wall_time, slots_between
+from tests.worlds.releases import ReleaseFactory
 
 ZONE = "Europe/Amsterdam"
 NIGHT = date(2026, 12, 1)

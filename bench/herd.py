@@ -24,8 +24,8 @@ client is not what is measured; its CPU share is printed. Printed:
 - each agent follows one of two channels on one of two platforms (four pairs, each with its own
   release): grants per pair, and how many grants carried another pair's release (must be 0);
 - how many agents missed the window and why, beside the forecast. With the default caps the
-  answer is not zero: `global cap x window` (25 x 15 = 375) bounds one slot, which is DESIGN.md
-  "Scale".
+  answer is not zero: `global cap x window` (25 x 15 = 375) bounds one slot, and the control
+  plane forecasts the rest as misses.
 
 Who was granted is read from the database after each round (the tokens and their runs), not from
 the answers: a claim whose answer was lost is still counted if the server granted it.
@@ -63,10 +63,10 @@ from control_plane.forecast.model import forecast_slot
 from control_plane.registry import build_services
 from ground.clock import FakeClock, SystemClock
 from ground.contract import CHANNEL_PARAM, CONFIG_PATH, PLATFORM_PARAM, RefusalCode
-from nachtwacht.worlds.clocks import NightClock
-from nachtwacht.worlds.control_planes import start_control_plane
-from nachtwacht.worlds.databases import EmbeddedDatabase
-from nachtwacht.worlds.releases import ReleaseFactory
+from nachtwacht.demo_world.clocks import NightClock
+from nachtwacht.demo_world.control_planes import start_control_plane
+from nachtwacht.demo_world.databases import EmbeddedDatabase
+from tests.worlds.releases import ReleaseFactory
 
 SLOT_KEY = "2026-11-30T03:00"
 SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)  # 03:00 CET

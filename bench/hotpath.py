@@ -48,10 +48,11 @@ import psycopg
 
 from bench.herd import seed
 from bench.wrk_load import Request, WrkRun, require_wrk, run_wrk
-from nachtwacht.worlds.clocks import NightClock
-from nachtwacht.worlds.control_planes import RunningControlPlane, start_control_plane
-from nachtwacht.worlds.databases import EmbeddedDatabase
-from nachtwacht.worlds.processes import REPO_ROOT, child_environment, stop_process
+from nachtwacht.demo_world.children import stop_process
+from nachtwacht.demo_world.clocks import NightClock
+from nachtwacht.demo_world.control_planes import RunningControlPlane, start_control_plane
+from nachtwacht.demo_world.databases import EmbeddedDatabase
+from tests.worlds.processes import REPO_ROOT, child_environment
 
 SLOT_KEY = "2026-11-30T03:00"
 SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)  # 03:00 CET

@@ -16,7 +16,7 @@ import sys
 from ground.clock import SystemClock
 from nachtwacht.demo_night.errors import DemoError, DemoUsageError
 from nachtwacht.demo_night.options import parse_options
-from nachtwacht.worlds.errors import WorldError
+from nachtwacht.demo_world.errors import WorldError
 
 __all__ = ["main"]
 

@@ -1,6 +1,6 @@
 """`nachtwacht release …`: the release-format package's commands (`signed_release.cli`) plus
 `build-demo-agent`, which builds the tiny real agent of the demo and the tests. The demo agent
-lives in the roof (`nachtwacht.worlds.demo_agent`): an agent host verifying releases needs none
+lives in the roof (`nachtwacht.demo_world.demo_agent`): an agent host verifying releases needs none
 of it.
 
     nachtwacht release build-demo-agent --version 1.5.0 [--fault F] [--padding-bytes N] --out FILE
@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 from typing import cast
 
-from nachtwacht.worlds.demo_agent import FAULTS, Fault, build_demo_agent
+from nachtwacht.demo_world.demo_agent import FAULTS, Fault, build_demo_agent
 from signed_release.cli import ExtraCommand, version_argument
 from signed_release.cli import main as release_main
 

@@ -10,7 +10,7 @@ PostgreSQL
     (`CREATE DATABASE … TEMPLATE …`), made ahead and dropped afterwards by a thread of the session
     (`_DatabaseSupply`), so no test waits for either.
     The embedded server runs without fsync (`_without_durability`): a test server needs no crash
-    safety, and each `DROP DATABASE`'s checkpoint cost a second with it. Its data lives in
+    safety, and with it each `DROP DATABASE` waits for a checkpoint. Its data lives in
     /dev/shm when there is room (`scratch_dir`): on the disk, copying and deleting each test's
     database made PostgreSQL the suite's largest user of CPU.
 
@@ -22,8 +22,8 @@ The control plane as a process
     `control_plane_server(...)` starts `nachtwacht control serve --host 127.0.0.1 --port 0
     --database-url <the test's database_url> --no-migrate` (a copy of the migrated template;
     with a `database_url` of the test's own, `serve` migrates it) as a process of its own with the
-    world kit (`nachtwacht.worlds.control_planes`), forked from the worker's fork server, which
-    has imported the app once (`nachtwacht.worlds.processes`; the admin commands below are forked
+    demo's starter (`nachtwacht.demo_world.control_planes`), forked from the worker's fork server,
+    which has imported the app once (`tests.worlds.processes`; the admin commands below are forked
     from it too), waits for its "ready at URL" line and returns a
     `RunningControlPlane`; every server still running at the end of the test gets SIGTERM.
     Keyword arguments:
@@ -51,7 +51,6 @@ import secrets
 import shutil
 import tempfile
 import threading
-import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -60,11 +59,13 @@ from typing import Any
 import pytest
 
 from control_plane.database import ensure_server_user
-from nachtwacht.worlds.control_planes import RunningControlPlane, start_control_plane
-from nachtwacht.worlds.errors import WorldError
+from nachtwacht.demo_world.control_planes import RunningControlPlane, start_control_plane
+from nachtwacht.demo_world.errors import WorldError
 
 # The tests of the control plane's CLI import these from here; they live in the world kit.
-from nachtwacht.worlds.processes import REPO_ROOT, child_environment, nachtwacht_command
+from tests.worlds.processes import FORKED, REPO_ROOT, child_environment, nachtwacht_command
+from tests.worlds.scratch import scratch_dir
+from tests.worlds.waiting import wait_until
 
 __all__ = ["REPO_ROOT", "RunningControlPlane", "child_environment", "nachtwacht_command"]
 
@@ -73,9 +74,8 @@ DATABASE_URL_ENV = "NACHTWACHT_DATABASE_URL"
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: two workers per core. The end-to-end nights spend most of their minute waiting
-    for the fake clock (a daemon's next product minute, a catch-up window), not computing: at one
-    and a half per core the whole run kept only 1.1 of 2 cores busy (pytest's processes: 821 CPU
-    seconds in 747 s)."""
+    for the fake clock (a daemon's next product minute, a catch-up window), not computing: with
+    fewer workers the cores stand idle while every worker waits."""
     del config
     return max(2, 2 * (os.cpu_count() or 1))
 
@@ -115,28 +115,6 @@ def _dealt(slow: list[Any], fast: list[Any], workers: int) -> list[Any]:
         dealt += itertools.islice(fast_left, max(0, size - len(share)))
     dealt += list(fast_left)  # only when the slow tests outnumber a slice: nothing is lost
     return dealt
-
-
-# A test server's data lives in memory when the machine has room for it there. On a disk, every
-# test's `CREATE DATABASE` (8.8 MB of the template written as files and WAL) and its `DROP`
-# (the files unlinked; a VM's disk mounted with `discard` trims them one by one) made PostgreSQL
-# the largest user of CPU in the suite: tests/control_plane took 319 s with the data on the
-# disk, 150 s in /dev/shm. Nothing needs it to survive the session.
-SCRATCH_IN_MEMORY = Path("/dev/shm")
-SCRATCH_NEEDS_BYTES = 2 * 1024**3
-
-
-def scratch_dir() -> str | None:
-    """/dev/shm when it is a writable directory with 2 GiB free, else None (the usual tmp)."""
-    try:
-        if not (SCRATCH_IN_MEMORY.is_dir() and os.access(SCRATCH_IN_MEMORY, os.W_OK | os.X_OK)):
-            return None
-        usage = os.statvfs(SCRATCH_IN_MEMORY)
-    except OSError:
-        return None
-    if usage.f_bavail * usage.f_frsize < SCRATCH_NEEDS_BYTES:
-        return None
-    return str(SCRATCH_IN_MEMORY)
 
 
 def _with_dbname(url: str, dbname: str) -> str:
@@ -237,11 +215,12 @@ class _DatabaseSupply:
         """Return once the thread has nothing left to make or drop: from then on this server
         assigns no transaction id but the calling test's (a CREATE or DROP DATABASE takes one,
         and transaction ids are the whole server's)."""
-        deadline = time.monotonic() + timeout
-        while not (self._ready.full() and self._used.empty() and not self._working):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the test databases' thread was still busy after {timeout} s")
-            time.sleep(0.01)
+        wait_until(
+            lambda: self._ready.full() and self._used.empty() and not self._working,
+            what="the test databases' thread to have nothing left to make or drop",
+            timeout=timeout,
+            interval=0.01,
+        )
 
     def close(self) -> None:
         self._stop.set()
@@ -369,7 +348,7 @@ def control_plane_server(
                 fake_clock=fake_clock,
                 env=env,
                 args=args,
-                forked=True,
+                launcher=FORKED,
             )
         except WorldError as exc:
             stderr = stderr_path.read_text(errors="replace")

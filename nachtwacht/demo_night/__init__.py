@@ -12,5 +12,5 @@ the fleet benchmark (`bench/fleet.py`) shares with it.
     report.py     the end: caps held, one agent's timeline, notifications
 
 The parts every world shares — starting the control plane, making and publishing signed builds,
-hosts with their managed agent and supervisor, the clocks — come from `nachtwacht.worlds`.
+hosts with their managed agent and supervisor, the clocks — come from `nachtwacht.demo_world`.
 """

@@ -1,4 +1,4 @@
-"""The demo's real hosts: one per agent, each a world-kit host (`nachtwacht.worlds.hosts`) in
+"""The demo's real hosts: one per agent, each a world-kit host (`nachtwacht.demo_world.hosts`) in
 `hosts/<name>/` with its account in the control plane and its `nachtwacht agent run` daemon,
 whose event lines go to `hosts/<name>/daemon.log`.
 
@@ -13,8 +13,8 @@ import subprocess
 from dataclasses import dataclass
 
 from nachtwacht.demo_night.platform import AgentAccount
-from nachtwacht.worlds.hosts import AgentHost
-from nachtwacht.worlds.processes import stop_process
+from nachtwacht.demo_world.children import stop_process
+from nachtwacht.demo_world.hosts import AgentHost
 
 __all__ = ["RealHost"]
 

@@ -1,4 +1,4 @@
-"""The demo's command line, validated into one frozen `DemoOptions` (STYLE.md 6)."""
+"""The demo's command line, validated into one frozen `DemoOptions` at start-up."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ DEFAULT_SIZES = (40, 8, 1)
 DEFAULT_SPEED = 30.0
 MAX_SPEED = 600.0
 DEFAULT_PROCESS_LIMIT = 60
-# The platform's default zone (DESIGN.md rule 2); the demo keeps the default.
+# The platform's default zone, in which schedules are wall-clock times; the demo keeps it.
 DEFAULT_TIMEZONE = "Europe/Amsterdam"
 MAX_AGENTS = 5000
 

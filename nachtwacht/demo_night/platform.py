@@ -17,8 +17,8 @@ from control_plane.database import open_pool
 from control_plane.types import Pool
 from ground.clock import Clock
 from nachtwacht.demo_night.errors import DemoFailed
-from nachtwacht.worlds.control_planes import RunningControlPlane, start_control_plane
-from nachtwacht.worlds.databases import EmbeddedDatabase
+from nachtwacht.demo_world.control_planes import RunningControlPlane, start_control_plane
+from nachtwacht.demo_world.databases import EmbeddedDatabase
 
 __all__ = ["AgentAccount", "ControlPlane", "OrgAccount"]
 

@@ -145,7 +145,7 @@ def take_snapshot(
     except psycopg.errors.UndefinedTable as exc:
         raise DemoFailed(
             f"this control plane has no run or cap tables yet ({exc.diag.message_primary}); "
-            "the demo needs the releases, claims and runs of issue 4"
+            "the demo needs a control plane with releases, claims and runs"
         ) from exc
     orgs: dict[str, OrgProgress] = {}
     for row in rows:

@@ -19,7 +19,7 @@ from nachtwacht.demo_night.night import Night
 from nachtwacht.demo_night.platform import OrgAccount
 from nachtwacht.demo_night.progress import Snapshot
 from nachtwacht.demo_night.simulated import JournalEntry
-from nachtwacht.worlds.supervisor import START_AFTER_EXIT, START_REQUESTED_AFTER_FIRST
+from nachtwacht.demo_world.supervisor import START_AFTER_EXIT, START_REQUESTED_AFTER_FIRST
 
 __all__ = [
     "TimelineEntry",
@@ -147,7 +147,7 @@ def notification_lines(base_url: str, orgs: list[OrgAccount], night: Night) -> l
         if answer.status_code == 404:
             return [
                 "  this control plane has no notification inbox yet (GET /v1/notifications "
-                "answered 404): the reconcile worker and notifications of issue 7 are missing"
+                "answered 404): it lacks the reconcile worker's notifications"
             ]
         if answer.status_code != 200:
             lines.append(f"  {org.name}: GET /v1/notifications answered {answer.status_code}")

@@ -49,11 +49,11 @@ from nachtwacht.demo_night.report import (
 )
 from nachtwacht.demo_night.simulated import SimulatedAgent, SimulatedFleet
 from nachtwacht.demo_night.terminal import LiveTable, Output
-from nachtwacht.worlds.artifact_server import artifact_server
-from nachtwacht.worlds.clocks import NightClock, showing_now
-from nachtwacht.worlds.hosts import AgentHost, preinstall, write_health_script
-from nachtwacht.worlds.release_tooling import SignedBuild, make_release_key, publish, sign_build
-from nachtwacht.worlds.supervisor import ServiceSupervisor
+from nachtwacht.demo_world.artifact_server import artifact_server
+from nachtwacht.demo_world.clocks import NightClock, showing_now
+from nachtwacht.demo_world.hosts import AgentHost, preinstall, write_health_script
+from nachtwacht.demo_world.release_tooling import SignedBuild, make_release_key, publish, sign_build
+from nachtwacht.demo_world.supervisor import ServiceSupervisor
 from signed_release import load_public_keys
 
 __all__ = ["run_demo"]
@@ -200,7 +200,7 @@ class _Demo:
         else:
             out.step(f"{options.agent_count} simulated agents start on {OLD_VERSION}")
         # Straight to everyone: the demo shows one night of the whole fleet updating; the canary
-        # stage is issue 14's (tests/control_plane/api/test_rollout.py).
+        # stage has tests of its own (tests/control_plane/api/test_rollout.py).
         self._publish(new, public_key, before_night, stage="everyone")
         out.step(f"published {NEW_VERSION} (signature checked by the control plane)")
         return self._night(public_key, new)

@@ -1,8 +1,8 @@
 """Agents simulated in one process, for a fleet too large for one process per agent: the demo above
 `--process-limit`, and `bench/fleet.py`.
 
-Each simulated agent runs the real daemon's decision, `agent_daemon.decision.decide` (DESIGN.md
-rule 8: which step consumes the slot), reads every answer with the same `agent_daemon.wire`
+Each simulated agent runs the real daemon's decision, `agent_daemon.decision.decide` (which
+step consumes the slot), reads every answer with the same `agent_daemon.wire`
 functions and the contract's models, and ticks once a minute of the shared clock at the daemon's
 own second (`second_in_minute`). Only the I/O is its own: asyncio and one `httpx.AsyncClient` per
 control plane instead of a process per agent, reports kept in memory instead of an on-disk outbox,

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from nachtwacht.worlds.daemons import agent_environment, run_agent
-from nachtwacht.worlds.hosts import AgentHost
+from tests.worlds.daemons import agent_environment, run_agent
+from tests.worlds.hosts import AgentHost
 
 pytestmark = pytest.mark.slow
 

@@ -17,10 +17,10 @@ from agent_daemon.decision import is_current
 from agent_daemon.dispatch import MAX_DISPATCH_ATTEMPTS
 from agent_daemon.updater import UpdateOutcome, UpdateRequest
 from ground.contract import OutcomeReason
-from nachtwacht.worlds.clocks import ManualClock, SkewedClock
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane, Run
 from tests.agent_daemon.daemon_support.harness import Harness
 from tests.agent_daemon.daemon_support.stub_updater import SimulatedCrash, StubUpdater
+from tests.worlds.clocks import ManualClock, SkewedClock
 
 # 03:00 in Amsterdam on 2026-11-30 (CET, UTC+1) is 02:00Z.
 SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)

@@ -16,10 +16,10 @@ from agent_daemon.http_client import build_http_client
 from agent_daemon.server_clock import MAX_SERVER_CLOCK_OFFSET, ServerClock
 from agent_daemon.updater import UpdateOutcome
 from ground.contract import SERVER_TIME_HEADER, ClaimGrant, format_instant
-from nachtwacht.worlds.clocks import ManualClock, SkewedClock
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane, Run
 from tests.agent_daemon.daemon_support.harness import Harness
 from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
+from tests.worlds.clocks import ManualClock, SkewedClock
 
 SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 ORPHAN_RUN = "0d7a0000-0000-4000-8000-0000000000ff"

@@ -22,10 +22,10 @@ from agent_daemon.outbox import Outbox
 from agent_daemon.updater import UpdateOutcome, UpdateRequest
 from agent_daemon.updater.swap_gate import SwapAllowed, SwapRefused, SwapUnanswered, SwapVerdict
 from ground.contract import AnswerCode, OutcomeReason, RefusalCode
-from nachtwacht.worlds.clocks import ManualClock
 from tests.agent_daemon.daemon_support.fake_control_plane import ClaimRefusal, FakeControlPlane
 from tests.agent_daemon.daemon_support.harness import Harness
 from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
+from tests.worlds.clocks import ManualClock
 
 # 03:00 in Amsterdam on 2026-11-30 (CET, UTC+1) is 02:00Z; the window closes at 02:15Z.
 SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)

@@ -20,7 +20,7 @@ from agent_daemon.errors import ConfigError
 from agent_daemon.server_clock import ServerClock
 from agent_daemon.systemd_notify import Notifier
 from ground.clock import FakeClock
-from nachtwacht.worlds.clocks import ManualClock
+from tests.worlds.clocks import ManualClock
 
 
 def test_the_second_in_the_minute_is_stable_per_agent_and_spreads_a_fleet() -> None:

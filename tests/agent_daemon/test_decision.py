@@ -45,7 +45,6 @@ from ground.contract import (
     TokenView,
 )
 from nachtwacht.demo_night.simulated import SimulatedAgent, SimulatedFleet
-from nachtwacht.worlds.clocks import ManualClock
 from shared_planner import Slot, due_slot
 from tests.agent_daemon.daemon_support.fake_control_plane import (
     CREDENTIAL,
@@ -54,6 +53,7 @@ from tests.agent_daemon.daemon_support.fake_control_plane import (
 )
 from tests.agent_daemon.daemon_support.harness import Harness
 from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
+from tests.worlds.clocks import ManualClock
 
 # 03:00 in Amsterdam on 2026-11-30 (CET) is 02:00Z; the tick comes a minute into the window.
 NOW = datetime(2026, 11, 30, 2, 1, tzinfo=UTC)

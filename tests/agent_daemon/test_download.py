@@ -20,7 +20,7 @@ from agent_daemon.errors import (
 )
 from agent_daemon.updater.download import ArtifactSpec, DownloadLimits, download_artifact
 from agent_daemon.updater.download_staging import final_path, part_path
-from nachtwacht.worlds.artifact_server import ArtifactServer, artifact_server
+from tests.worlds.artifact_server import ArtifactServer, artifact_server
 
 ARTIFACT = os.urandom(300_000)
 SHA = hashlib.sha256(ARTIFACT).hexdigest()

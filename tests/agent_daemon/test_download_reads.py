@@ -27,7 +27,7 @@ from agent_daemon.updater.download import (
     download_artifact,
 )
 from agent_daemon.updater.download_staging import part_path
-from nachtwacht.worlds.artifact_server import ArtifactServer, artifact_server
+from tests.worlds.artifact_server import ArtifactServer, artifact_server
 
 # Several reads of the larger size, and not a multiple of it.
 ARTIFACT = os.urandom(3 * 1024 * 1024 + 12_345)

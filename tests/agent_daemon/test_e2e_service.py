@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from nachtwacht.worlds.daemons import run_agent
-from nachtwacht.worlds.hosts import AgentHost
+from tests.worlds.daemons import run_agent
+from tests.worlds.hosts import AgentHost
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,6 @@ from agent_daemon.http_client import build_http_client
 from agent_daemon.server_clock import ServerClock
 from agent_daemon.updater import UpdateOutcome, UpdateRequest
 from ground.contract import HoldRequest, RefusalCode
-from nachtwacht.worlds.clocks import ManualClock
 from tests.agent_daemon.daemon_support.fake_control_plane import (
     CREDENTIAL,
     ClaimRefusal,
@@ -30,6 +29,7 @@ from tests.agent_daemon.daemon_support.fake_control_plane import (
 )
 from tests.agent_daemon.daemon_support.harness import Harness
 from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
+from tests.worlds.clocks import ManualClock
 
 AMSTERDAM = ZoneInfo("Europe/Amsterdam")
 # 2026-11-30 10:00 in Amsterdam (UTC+1).

@@ -18,8 +18,8 @@ from control_plane.api.app import create_app
 from control_plane.registry import Services
 from ground.clock import SystemClock
 from ground.contract import CONFIG_PATH, HOLD_PATH
-from nachtwacht.worlds.daemons import run_agent
-from nachtwacht.worlds.hosts import AgentHost
+from tests.worlds.daemons import run_agent
+from tests.worlds.hosts import AgentHost
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from nachtwacht.worlds.clocks import NightClock
-from nachtwacht.worlds.hosts import AgentHost
+from nachtwacht.demo_world.clocks import NightClock
+from tests.worlds.hosts import AgentHost
 
 pytestmark = pytest.mark.slow
 

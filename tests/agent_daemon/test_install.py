@@ -14,7 +14,7 @@ import pytest
 from agent_daemon.errors import InstallFailed, SelfTestFailed, UnsafeArchive
 from agent_daemon.updater.install import install_build, self_test
 from agent_daemon.updater.layout import COMPLETE_MARKER, InstallLayout
-from nachtwacht.worlds.demo_agent import build_demo_agent
+from nachtwacht.demo_world.demo_agent import build_demo_agent
 from signed_release.build_archive import MAX_MEMBERS
 from tests.agent_daemon.updater_support.releases import evil_archive
 

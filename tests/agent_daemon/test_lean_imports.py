@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from nachtwacht.worlds.processes import REPO_ROOT, child_environment
+from tests.worlds.processes import REPO_ROOT, child_environment
 
 DEFERRED = ("asyncio", "concurrent.futures.process", "multiprocessing", "tzlocal")
 

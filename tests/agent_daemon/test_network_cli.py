@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from agent_daemon.settings import render_config, write_config
-from nachtwacht.worlds.daemons import run_agent
-from nachtwacht.worlds.hosts import AgentHost
-from nachtwacht.worlds.processes import REPO_ROOT, child_environment
 from tests.agent_daemon.network_support.pki import Pki, make_pki
 from tests.agent_daemon.network_support.proxies import http_proxy, socks5_proxy
 from tests.agent_daemon.network_support.servers import AGENT_ID, control_plane
+from tests.worlds.daemons import run_agent
+from tests.worlds.hosts import AgentHost
+from tests.worlds.processes import REPO_ROOT, child_environment
 
 pytestmark = pytest.mark.slow
 

@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 from agent_daemon.settings import resolve_paths
-from nachtwacht.worlds.daemons import DaemonProcess
-from nachtwacht.worlds.processes import REPO_ROOT, child_environment
 from signed_release import generate_key_files
+from tests.worlds.daemons import DaemonProcess
+from tests.worlds.processes import REPO_ROOT, child_environment
 
 pytestmark = pytest.mark.slow
 

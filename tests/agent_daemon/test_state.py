@@ -20,7 +20,7 @@ from agent_daemon.updater.updater_state import (
     UpdaterStateStore,
 )
 from ground.clock import SystemClock
-from nachtwacht.worlds.releases import ReleaseFactory
+from tests.worlds.releases import ReleaseFactory
 
 
 def sample_state() -> UpdaterState:

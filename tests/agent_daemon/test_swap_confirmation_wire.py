@@ -28,7 +28,7 @@ from ground.contract import (
     confirm_path,
     format_instant,
 )
-from nachtwacht.worlds.clocks import ManualClock
+from tests.worlds.clocks import ManualClock
 
 NOW = datetime(2026, 11, 30, 2, 5, tzinfo=UTC)
 RUN_ID = str(uuid.UUID("5f0e0000-0000-4000-8000-000000000001"))

@@ -24,8 +24,8 @@ from agent_daemon.errors import (
 from agent_daemon.http_client import build_http_client
 from agent_daemon.server_clock import ServerClock
 from ground.contract import ClaimGrant, ClaimRequest, ErrorDetail
-from nachtwacht.worlds.clocks import ManualClock, SkewedClock
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane
+from tests.worlds.clocks import ManualClock, SkewedClock
 
 NOW = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 AGENT_ID = "4b1c9a6e-0000-4000-8000-000000000001"

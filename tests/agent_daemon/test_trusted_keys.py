@@ -16,7 +16,6 @@ from cryptography.hazmat.primitives.asymmetric.ed448 import Ed448PrivateKey
 
 from agent_daemon.updater.trusted_keys import TrustedKeys, read_trusted_keys
 from agent_daemon.updater.updater_settings import trusted_keys as as_trusted_keys
-from nachtwacht.worlds.processes import REPO_ROOT
 from signed_release import (
     KeyFileError,
     UnknownKey,
@@ -26,6 +25,7 @@ from signed_release import (
     load_public_keys,
     sign_manifest,
 )
+from tests.worlds.processes import REPO_ROOT
 
 
 @pytest.fixture

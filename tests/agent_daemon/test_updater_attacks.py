@@ -23,10 +23,10 @@ from agent_daemon.server_clock import ServerClock
 from agent_daemon.updater import Updater, UpdateRequest
 from agent_daemon.updater.step_machine import MAX_RUN_ATTEMPTS
 from ground.clock import SystemClock
-from nachtwacht.worlds.releases import Release
 from signed_release import sign_manifest
 from tests.agent_daemon.scripted_server import head_then, raw, scripted_server
 from tests.agent_daemon.updater_support.host import Host, host_running
+from tests.worlds.releases import Release
 
 
 def assert_untouched(host: Host, outcome_version: str | None, old: str = "1.4.1") -> None:

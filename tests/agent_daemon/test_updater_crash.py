@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from agent_daemon.updater.layout import InstallLayout
-from nachtwacht.worlds.releases import Release
 from tests.agent_daemon.updater_support.host import REPO, SUPPORT, Host, host_running
+from tests.worlds.releases import Release
 
 pytestmark = pytest.mark.slow
 

@@ -19,9 +19,9 @@ from agent_daemon.updater import Updater, UpdaterSettings
 from agent_daemon.updater.artifact_source import Origin, parse_origin, resolve_source
 from agent_daemon.updater.download import ArtifactSpec, DownloadLimits, download_artifact
 from ground.clock import SystemClock
-from nachtwacht.worlds.artifact_server import ArtifactServer, artifact_server
 from tests.agent_daemon.scripted_server import head_never_ends, scripted_server
 from tests.agent_daemon.updater_support.host import Host, host_running
+from tests.worlds.artifact_server import ArtifactServer, artifact_server
 
 CREDENTIAL = "Bearer nwa_the_agents_credential"
 

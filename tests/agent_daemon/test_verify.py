@@ -24,8 +24,8 @@ from agent_daemon.errors import (
     WrongPlatform,
 )
 from agent_daemon.updater.verify import MAX_ISSUED_AT_SKEW, verify_release
-from nachtwacht.worlds.releases import Release, ReleaseFactory
 from signed_release import sign_manifest
+from tests.worlds.releases import Release, ReleaseFactory
 
 ISSUED = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 NOW = ISSUED + timedelta(hours=1)

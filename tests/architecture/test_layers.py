@@ -95,6 +95,34 @@ def test_no_package_imports_a_package_above_it() -> None:
     assert upward == []
 
 
+# What builds on the product and never ships in it: the tests (their world kit included) and the
+# benchmarks. A product module that imported one would work only in a checkout.
+NOT_SHIPPED = ("tests", "bench")
+
+
+def _reaching_out(modules: dict[str, Path]) -> list[str]:
+    """`module:line imports target` for every import of the tests or the benchmarks."""
+    return [
+        f"{name}:{line} imports {target}"
+        for name, path in modules.items()
+        for target, line in _imports(path, name)
+        if target.split(".")[0] in NOT_SHIPPED
+    ]
+
+
+def test_no_package_imports_the_tests_or_the_benchmarks() -> None:
+    assert _reaching_out(_product_modules()) == []
+
+
+def test_an_import_of_the_test_kit_inside_a_function_is_found(tmp_path: Path) -> None:
+    source = tmp_path / "run.py"
+    source.write_text("def f():\n    from tests.worlds import clocks\n")
+    assert _reaching_out({"nachtwacht.demo_night.run": source}) == [
+        "nachtwacht.demo_night.run:2 imports tests.worlds",
+        "nachtwacht.demo_night.run:2 imports tests.worlds.clocks",
+    ]
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan, iterative)."""
     index: dict[str, int] = {}

@@ -18,9 +18,9 @@ from control_plane.api.app import create_app
 from control_plane.database import open_pool
 from control_plane.registry import Services, build_services
 from control_plane.types import Pool
-from nachtwacht.worlds.clocks import ManualClock
-from nachtwacht.worlds.releases import ReleaseFactory
 from signed_release import key_id
+from tests.worlds.clocks import ManualClock
+from tests.worlds.releases import ReleaseFactory
 
 
 @pytest.fixture

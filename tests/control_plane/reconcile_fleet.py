@@ -18,7 +18,7 @@ from control_plane.notifications.delivery import DeliveryPolicy, WebhookSender
 from control_plane.reconcile.passes import PassReport, PassSettings, ReconcilePass
 from control_plane.registry import Services
 from control_plane.types import Pool
-from nachtwacht.worlds.clocks import ManualClock
+from tests.worlds.clocks import ManualClock
 
 NIGHT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)  # 03:00 in Amsterdam
 NIGHT_KEY = "2026-11-30T03:00"

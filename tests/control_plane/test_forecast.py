@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from control_plane.forecast.model import fair_shares, forecast_slot
 from control_plane.registry import Services
 from control_plane.types import Pool
-from nachtwacht.worlds.clocks import ManualClock
 from tests.conftest import REPO_ROOT, child_environment, nachtwacht_command
 from tests.control_plane.conftest import Api, SignedRelease
 from tests.control_plane.reconcile_fleet import NIGHT, NIGHT_KEY, Fleet
+from tests.worlds.clocks import ManualClock
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ from control_plane.errors import ClaimRefused
 from control_plane.registry import Services
 from control_plane.types import Connection, Pool
 from ground.contract import DEFAULT_TRACK, ClaimGrant
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Org, SignedRelease
+from tests.worlds.clocks import ManualClock
 
 SLOT = "2026-11-30T03:00"
 IN_THE_WINDOW = datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC)

@@ -15,9 +15,9 @@ import pytest
 
 from control_plane.registry import Services
 from control_plane.types import Pool
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet, FleetAgent
+from tests.worlds.clocks import ManualClock
 
 
 @pytest.fixture

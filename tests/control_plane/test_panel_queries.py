@@ -11,8 +11,8 @@ from control_plane.accounts.credentials import Audience
 from control_plane.accounts.sessions import ABSOLUTE_LIFETIME, IDLE_LIMIT
 from control_plane.registry import Services
 from control_plane.types import Pool
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Org
+from tests.worlds.clocks import ManualClock
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 

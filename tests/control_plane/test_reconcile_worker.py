@@ -24,9 +24,10 @@ from control_plane.reconcile.leader import RECONCILE_LOCK_KEY, LeaderLock
 from control_plane.reconcile.passes import PassSettings
 from control_plane.registry import Services
 from control_plane.types import Pool
-from nachtwacht.worlds.clocks import ManualClock, NightClock
+from nachtwacht.demo_world.clocks import NightClock
 from tests.conftest import REPO_ROOT, RunningControlPlane, child_environment
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, Fleet
+from tests.worlds.clocks import ManualClock
 
 # A deadline for a failure, never a speed assertion: hand-over normally takes milliseconds.
 DEADLINE_SECONDS = 60

@@ -5,11 +5,11 @@ status and reason, and the timeline's events of that run.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from tests.agent_daemon.daemon_support.night import Host
 from tests.faults.world import SLOT, FaultNight, local
+from tests.worlds.waiting import wait_until
 
 __all__ = ["WIDE_WINDOW_CLOSES", "run_events", "the_one_run", "wait_for_run", "widen_window"]
 
@@ -42,13 +42,19 @@ def the_one_run(night: FaultNight, host: Host) -> dict[str, Any]:
 def wait_for_run(night: FaultNight, host: Host, status: str) -> dict[str, Any]:
     """The slot's run once the control plane records `status` for it (reports may wait in the
     outbox for a minute or two)."""
-    deadline = time.monotonic() + _DEADLINE_SECONDS
-    while True:
+    run: dict[str, Any] = {}
+
+    def recorded() -> dict[str, Any] | None:
+        nonlocal run
         run = the_one_run(night, host)
-        if run["status"] == status:
-            return run
-        assert time.monotonic() < deadline, f"{host.name}: the run stayed {run}"
-        time.sleep(0.2)
+        return run if run["status"] == status else None
+
+    return wait_until(
+        recorded,
+        what=lambda: f"{host.name}: the run stayed {run}",
+        timeout=_DEADLINE_SECONDS,
+        interval=0.2,
+    )
 
 
 def run_events(night: FaultNight, host: Host, run_id: str) -> list[tuple[str, str | None]]:

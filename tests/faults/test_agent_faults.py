@@ -1,11 +1,11 @@
-"""Issue 13, the agent's side, with real parts: a real control plane on the embedded PostgreSQL and
-the fast clock, real `nachtwacht agent run` daemons, real signed builds, and a throttling proxy on
-loopback so "mid-download" is a real moment. Each test ends with `assert_safe`: `current` names one
-complete version, no switch outside its window, nothing left running (checked when the night
-closes).
+"""Faults on the agent's side of a night, with real parts: a real control plane on the embedded
+PostgreSQL and the fast clock, real `nachtwacht agent run` daemons, real signed builds, and a
+throttling proxy on loopback so "mid-download" is a real moment. Each test ends with
+`assert_safe`: `current` names one complete version, no switch outside its window, nothing left
+running (checked when the night closes).
 
-Tests that need the control plane's confirmation route (`POST confirm_path(run_id)`, built on the
-control plane's side of issue 13) skip while this checkout's control plane lacks it
+Tests that need the control plane's confirmation route (`POST confirm_path(run_id)`, the control
+plane's side of a confirmed swap) skip while this checkout's control plane lacks it
 (`CONFIRM_ROUTE_MISSING`, read from its OpenAPI), and run by themselves once it is there.
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from tests.faults.world import (
     assert_safe,
     fault_night,
 )
+from tests.worlds.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -161,10 +161,7 @@ def test_a_full_state_directory_mid_download_is_reported_disk_full_and_never_swi
 
 
 def wait_for_artifact_requests(night: FaultNight, count: int) -> None:
-    deadline = time.monotonic() + 120  # a deadline for a failure, not a speed expectation
-    while len(night.proxy.artifacts()) < count:
-        assert time.monotonic() < deadline, f"fewer than {count} artifact requests"
-        time.sleep(0.1)
+    wait_until(lambda: len(night.proxy.artifacts()) >= count, what=f"{count} artifact requests")
 
 
 def fill(path: Path) -> None:

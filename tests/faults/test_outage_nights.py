@@ -1,4 +1,4 @@
-"""Issue 13's outage nights with every part real: the embedded PostgreSQL stopped under a running
+"""Outage nights with every part real: the embedded PostgreSQL stopped under a running
 control plane, the control plane SIGKILLed and restarted, a daemon SIGSTOPped — each while a
 download is held mid-body by the throttling proxy, so "mid-download" is a real moment.
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import os
 import signal
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from tests.faults.night_record import (
     widen_window,
 )
 from tests.faults.world import SLOT, FaultNight, assert_safe, fault_night
+from tests.worlds.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, needs_confirm_route]
 
@@ -41,10 +41,7 @@ SUCCEEDED_EVENTS = [("update.scheduled", None), ("update.succeeded", None)]
 
 
 def _wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + _DEADLINE_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting: {what}"
-        time.sleep(0.05)
+    wait_until(condition, what=what, timeout=_DEADLINE_SECONDS)
 
 
 def _postmaster_pid(pgdata: Path) -> int | None:

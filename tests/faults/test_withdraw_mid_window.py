@@ -1,4 +1,4 @@
-"""Issue 14's "withdraw mid-window" with every part real: a release withdrawn by an operator while
+"""A release withdrawn mid-window, with every part real: a release withdrawn by an operator while
 two agents download it (held mid-body by the throttling proxy). Their confirmations are refused,
 nothing is installed half, `current` stays the complete old version, and the next claim — by a
 host that starts after the withdrawal, in the same window — is granted the pair's previous
@@ -7,7 +7,6 @@ release.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from tests.faults.night_record import (
 )
 from tests.faults.throttling_proxy import throttling_proxy
 from tests.faults.world import SLOT, SPEED, FaultNight, assert_safe, local
+from tests.worlds.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, needs_confirm_route]
 
@@ -65,10 +65,11 @@ def _release_id(night: FaultNight, version: str) -> str:
 
 
 def _wait_for_held_downloads(night: FaultNight, count: int) -> None:
-    deadline = time.monotonic() + _DEADLINE_SECONDS
-    while sum(1 for request in night.proxy.artifacts() if request.sent >= 1024) < count:
-        assert time.monotonic() < deadline, f"fewer than {count} downloads reached the hold"
-        time.sleep(0.05)
+    wait_until(
+        lambda: sum(1 for request in night.proxy.artifacts() if request.sent >= 1024) >= count,
+        what=f"{count} downloads to reach the hold",
+        timeout=_DEADLINE_SECONDS,
+    )
 
 
 def test_a_release_withdrawn_mid_download_is_never_installed_and_the_next_claim_gets_the_previous(

@@ -1,4 +1,4 @@
-"""A broken night for the agent's side of issue 13: the end-to-end `Night` (a real control plane
+"""A broken night, the agent's side of an outage: the end-to-end `Night` (a real control plane
 on the embedded PostgreSQL, real `nachtwacht agent run` daemons, real signed builds, managed
 agents under a supervisor, one fast fake clock) with every host talking to the control plane
 through a `ThrottlingProxy`, so a download can be held, cut or outlived for real.

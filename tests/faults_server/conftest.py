@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import (
     Agent,
     Api,
@@ -26,6 +25,7 @@ from tests.control_plane.conftest import (
     release_key,
     services,
 )
+from tests.worlds.clocks import ManualClock
 
 __all__ = [
     "NIGHT",

@@ -33,6 +33,7 @@ from control_plane.database import (
 from control_plane.errors import ConfigurationError
 from ground.contract import CONFIG_PATH, AnswerCode
 from tests.conftest import RunningControlPlane
+from tests.worlds.waiting import wait_until
 
 # A deadline for a state to be reached, not a speed expectation.
 DEADLINE_SECONDS = 60.0
@@ -48,11 +49,7 @@ def _postmaster_pid(pgdata: Path) -> int | None:
 
 
 def _wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting: {what}")
-        time.sleep(0.1)
+    wait_until(condition, what=what, timeout=DEADLINE_SECONDS, interval=0.1)
 
 
 @pytest.fixture
@@ -176,10 +173,12 @@ def test_no_handle_list_is_nothing_to_forget(tmp_path: Path) -> None:
     assert forget_dead_handles(tmp_path) == []
 
 
-# Each process imports first, then waits for the go file, so all of them reach `useradd` together.
+# Each process imports first, says so, then waits for the go file, so all of them reach `useradd`
+# together.
 _MAKE_USER = """
 import pathlib, pwd, sys, time
 from control_plane.database import ensure_server_user
+print("imported", flush=True)
 go = pathlib.Path(sys.argv[2])
 while not go.exists():
     time.sleep(0.001)
@@ -213,7 +212,9 @@ def test_the_servers_user_is_made_once_by_processes_starting_together(tmp_path: 
         for _ in range(8)
     ]
     try:
-        time.sleep(1.0)  # the imports; a late process only makes the race smaller
+        for maker in makers:
+            assert maker.stdout is not None
+            assert maker.stdout.readline().strip() == "imported", maker.stderr
         go.touch()
         answers = [maker.communicate(timeout=DEADLINE_SECONDS) for maker in makers]
         assert [maker.returncode for maker in makers] == [0] * 8, [err for _, err in answers]

@@ -13,9 +13,9 @@ from control_plane.liveness.marks import LIVENESS_GAP, liveness_gap, mark_alive
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import CONFIG_PATH
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, Fleet
+from tests.worlds.clocks import ManualClock
 
 WINDOW = timedelta(minutes=15)
 

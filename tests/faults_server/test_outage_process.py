@@ -24,6 +24,7 @@ from psycopg.types.json import Jsonb
 from ground.clock import FakeClock
 from ground.contract import SERVER_TIME_HEADER, parse_instant
 from tests.conftest import RunningControlPlane
+from tests.worlds.waiting import wait_until
 
 # A control plane killed and started again through a window: ~30 s, started first.
 pytestmark = pytest.mark.slow
@@ -34,11 +35,7 @@ AMSTERDAM = ZoneInfo("Europe/Amsterdam")
 
 
 def _wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting: {what}")
-        time.sleep(0.1)
+    wait_until(condition, what=what, timeout=DEADLINE_SECONDS, interval=0.1)
 
 
 def _server_now(base_url: str) -> datetime:

@@ -14,9 +14,9 @@ import pytest
 from control_plane.liveness.marks import mark_alive
 from control_plane.types import Pool
 from ground.contract import run_path
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api
 from tests.faults_server.conftest import NIGHT
+from tests.worlds.clocks import ManualClock
 
 AFTER_WINDOW = NIGHT + timedelta(minutes=16)
 

@@ -15,9 +15,9 @@ from control_plane.reconcile.outlived import OUTLIVED_MARGIN
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import AnswerCode, run_path
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api
 from tests.control_plane.reconcile_fleet import NIGHT, Fleet
+from tests.worlds.clocks import ManualClock
 
 WINDOW = timedelta(minutes=15)
 SETTLE = timedelta(minutes=1)

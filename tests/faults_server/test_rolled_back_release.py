@@ -15,9 +15,9 @@ from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import CLAIMS_PATH, RefusalCode, run_path
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org, sign_release
 from tests.faults_server.conftest import NIGHT
+from tests.worlds.clocks import ManualClock
 
 NEXT_NIGHT = NIGHT + timedelta(days=1)
 NEXT_SLOT = "2026-12-01T03:00"

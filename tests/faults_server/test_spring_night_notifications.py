@@ -13,8 +13,8 @@ import pytest
 from control_plane.reconcile.review import instant_key
 from control_plane.registry import Services
 from control_plane.types import Pool
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.reconcile_fleet import Fleet
+from tests.worlds.clocks import ManualClock
 
 SPRING_INSTANT = datetime(2027, 3, 28, 1, 0, tzinfo=UTC)  # 03:00 CEST, where 02:00 CET lands
 AFTER = SPRING_INSTANT + timedelta(minutes=20)

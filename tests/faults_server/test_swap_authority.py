@@ -15,9 +15,9 @@ from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import AnswerCode, RefusalCode, SwapPermit, confirm_path, run_path
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org
 from tests.faults_server.conftest import NIGHT, SLOT, claim
+from tests.worlds.clocks import ManualClock
 
 GRANTED = NIGHT + timedelta(minutes=1)
 WINDOW_CLOSES = NIGHT + timedelta(minutes=15)

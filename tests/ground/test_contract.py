@@ -35,7 +35,7 @@ def _config(**changes: object) -> dict[str, object]:
     return document
 
 
-# -- rule 8: which refusals consume the slot -------------------------------------------------------
+# -- which refusals consume the slot --------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ import pytest
 
 from ground import docstring_free
 from ground.docstring_free import strip_function_docstrings
-from nachtwacht.worlds.processes import REPO_ROOT
+from tests.worlds.processes import REPO_ROOT
 
 SOURCE = '''
 """The module's docstring."""

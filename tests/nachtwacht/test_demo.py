@@ -21,8 +21,9 @@ import pytest
 from nachtwacht.demo_night.errors import DemoUsageError
 from nachtwacht.demo_night.night import local_label, night_of
 from nachtwacht.demo_night.options import DEFAULT_SIZES, parse_options
-from nachtwacht.worlds.hosts import write_health_script
-from nachtwacht.worlds.processes import REPO_ROOT, child_environment
+from nachtwacht.demo_world.hosts import write_health_script
+from tests.worlds.processes import REPO_ROOT, child_environment
+from tests.worlds.waiting import wait_until
 
 # A deadline for a failure, never a speed assertion: the demo plays a 40-minute night.
 DEMO_DEADLINE_SECONDS = 280
@@ -164,9 +165,12 @@ def test_above_the_process_limit_agents_are_simulated_and_keep_leaves_the_plane_
 
 
 def _wait_until_gone(folder: Path) -> None:
-    deadline = time.monotonic() + 60
-    while processes_using(folder) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(
+        lambda: not processes_using(folder),
+        what=lambda: f"the processes using {folder} to end: {processes_using(folder)}",
+        timeout=60,
+        interval=0.2,
+    )
 
 
 # -- stopped half-way -----------------------------------------------------------------------------

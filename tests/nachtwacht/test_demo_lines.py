@@ -12,16 +12,24 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 
 from nachtwacht.demo_night.night import night_of
-from nachtwacht.demo_night.progress import LEGEND, OrgProgress, Snapshot, _status_as_of
+from nachtwacht.demo_night.progress import (
+    COLUMNS,
+    HEADINGS,
+    LEGEND,
+    OrgProgress,
+    Snapshot,
+    _status_as_of,
+)
 from nachtwacht.demo_night.report import service_start_lines
 from nachtwacht.demo_night.terminal import LiveTable, Output
-from nachtwacht.worlds.supervisor import (
+from nachtwacht.demo_world.supervisor import (
     START_AFTER_EXIT,
     START_FIRST,
     START_REQUESTED,
     START_REQUESTED_AFTER_FIRST,
     ServiceSupervisor,
 )
+from tests.worlds.waiting import wait_until
 
 NIGHT = night_of(date(2026, 12, 1), "Europe/Amsterdam")  # 03:00 CET is 02:00Z
 SLOT = NIGHT.slot_at
@@ -68,16 +76,10 @@ def test_the_legend_explains_every_heading_the_lines_use() -> None:
     table.legend()
     legend = stream.getvalue()
     assert legend.splitlines() == list(LEGEND)
-    for heading in (
-        "not due yet",
-        "waiting for a token",
-        "updating",
-        "updated",
-        "up to date",
-        "missed",
-        "failed",
-    ):
-        assert f"{heading} — " in legend
+    # Every column a line can show is explained, under the heading the line shows it with.
+    assert set(HEADINGS) == set(COLUMNS)
+    unexplained = [HEADINGS[column] for column in COLUMNS if f"{HEADINGS[column]} — " not in legend]
+    assert unexplained == []
 
 
 def test_a_runs_status_is_read_as_it_stood_at_the_minutes_end() -> None:
@@ -136,10 +138,12 @@ def _service(root: Path, script: str) -> _Service:
 
 
 def _wait_for(supervisor: ServiceSupervisor, reason_prefix: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not any(reason.startswith(reason_prefix) for reason in supervisor.starts):
-        assert time.monotonic() < deadline, f"no start {reason_prefix!r}: {supervisor.starts}"
-        time.sleep(0.02)
+    wait_until(
+        lambda: any(reason.startswith(reason_prefix) for reason in supervisor.starts),
+        what=lambda: f"a start {reason_prefix!r}: {supervisor.starts}",
+        timeout=WAIT_SECONDS,
+        interval=0.02,
+    )
 
 
 def test_the_supervisor_counts_each_start_with_its_reason(tmp_path: Path) -> None:
@@ -157,10 +161,12 @@ def test_the_supervisor_counts_each_start_with_its_reason(tmp_path: Path) -> Non
         steady.restart_request.touch()
         _wait_for(supervisor, START_REQUESTED_AFTER_FIRST)
         steady.restart_request.touch()
-        deadline = time.monotonic() + WAIT_SECONDS
-        while supervisor.starts[START_REQUESTED] == 0:
-            assert time.monotonic() < deadline, supervisor.starts
-            time.sleep(0.02)
+        wait_until(
+            lambda: supervisor.starts[START_REQUESTED],
+            what=lambda: f"a start for the update's restart: {supervisor.starts}",
+            timeout=WAIT_SECONDS,
+            interval=0.02,
+        )
     finally:
         supervisor.close()
     assert supervisor.starts[START_FIRST] == 2

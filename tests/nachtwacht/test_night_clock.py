@@ -3,14 +3,14 @@ steps back, and a host's wrong clock made from it begins with it."""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from ground.clock import parse_fake_clock
-from nachtwacht.worlds.clocks import NightClock
+from nachtwacht.demo_world.clocks import NightClock
+from tests.worlds.waiting import wait_until
 
 START = datetime(2026, 11, 30, 1, 57, tzinfo=UTC)
 
@@ -22,8 +22,7 @@ def test_a_held_clock_stands_until_begin_and_then_runs_on_from_its_start(tmp_pat
     clock.begin()
     first = clock.now()
     assert START <= first < START + timedelta(minutes=1)  # on from the start, never before it
-    time.sleep(0.05)
-    assert child.now() > START
+    wait_until(lambda: child.now() > START, what="the other process's clock to run on")
     anchor = (tmp_path / "begins").read_text()
     clock.begin()  # a second begin changes nothing
     assert (tmp_path / "begins").read_text() == anchor

@@ -21,8 +21,8 @@ from control_plane.notifications.delivery import (
     verify_signature,
 )
 from control_plane.releases.services import ReleaseService
-from nachtwacht.worlds.releases import ReleaseFactory
 from tests.panel.conftest import PanelWorld
+from tests.worlds.releases import ReleaseFactory
 
 WEBHOOK_SECRET = "a-test-secret-of-the-receiver-0123"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nachtwacht.worlds.demo_agent import build_demo_agent
+from nachtwacht.demo_world.demo_agent import build_demo_agent
 from signed_release import ArtifactError, describe_artifact
 
 

@@ -1,7 +1,7 @@
 """One night for a small fleet, end to end: a real control plane process on the embedded
 PostgreSQL, real `nachtwacht agent run` processes, real signed builds made with
 `nachtwacht release`, real install roots with the managed agent under a supervisor — all on one
-fast fake clock. Every part comes from the world kit (`nachtwacht.worlds`).
+fast fake clock. Every part comes from the world kit (`tests.worlds`).
 
 Time: every process gets the same `NACHTWACHT_FAKE_CLOCK`. A held clock (`NightClock.held`)
 stands at its start while the test sets the world up (control plane, builds, hosts) and runs from
@@ -25,14 +25,15 @@ from zoneinfo import ZoneInfo
 import httpx
 
 from agent_daemon.settings import render_config, write_config
-from nachtwacht.worlds.artifact_server import artifact_server
-from nachtwacht.worlds.clocks import NightClock
-from nachtwacht.worlds.daemons import DaemonProcess
-from nachtwacht.worlds.hosts import AgentHost, preinstall
-from nachtwacht.worlds.release_tooling import sign_build
-from nachtwacht.worlds.releases import ReleaseFactory
-from nachtwacht.worlds.supervisor import ServiceSupervisor
+from nachtwacht.demo_world.clocks import NightClock
+from nachtwacht.demo_world.hosts import preinstall
+from nachtwacht.demo_world.release_tooling import sign_build
+from nachtwacht.demo_world.supervisor import ServiceSupervisor
 from signed_release import generate_key_files, load_private_key
+from tests.worlds.artifact_server import artifact_server
+from tests.worlds.daemons import DaemonProcess
+from tests.worlds.hosts import AgentHost
+from tests.worlds.releases import ReleaseFactory
 
 __all__ = ["Host", "Night", "NightClock", "events_json", "local"]
 
@@ -151,6 +152,7 @@ class Night:
             clock_setting=self.clock.setting,
             channel=channel,
             fault=fault,
+            launcher=self.plane.launcher,
         )
         self.plane.publish_release(build, stage=stage)
 

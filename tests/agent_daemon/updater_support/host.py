@@ -1,5 +1,5 @@
 """A customer host in a temporary directory for the updater's tests: the world kit's host
-(`nachtwacht.worlds.hosts.AgentHost`) with its managed agent under the kit's supervisor, a real
+(`tests.worlds.hosts.AgentHost`) with its managed agent under the kit's supervisor, a real
 loopback artifact server and a release factory with its own key."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import httpx
 
 from agent_daemon.updater import UpdateOutcome, Updater, UpdateRequest, UpdaterSettings
 from ground.clock import Clock, SystemClock
-from nachtwacht.worlds.artifact_server import ArtifactServer, artifact_server
-from nachtwacht.worlds.hosts import AgentHost
-from nachtwacht.worlds.releases import Release, ReleaseFactory
-from nachtwacht.worlds.supervisor import ServiceSupervisor
+from nachtwacht.demo_world.supervisor import ServiceSupervisor
+from tests.worlds.artifact_server import ArtifactServer, artifact_server
+from tests.worlds.hosts import AgentHost
+from tests.worlds.releases import Release, ReleaseFactory
 
 SUPPORT = Path(__file__).resolve().parent
 REPO = SUPPORT.parents[2]

@@ -1,5 +1,5 @@
 """Hostile agent builds for the updater's attack tests (the ordinary builds and signed releases
-come from the kit: `nachtwacht.worlds.releases`)."""
+come from the kit: `tests.worlds.releases`)."""
 
 from __future__ import annotations
 

@@ -27,9 +27,9 @@ from control_plane.claims.slots import round_start
 from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from ground.contract import CLAIMS_PATH
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.answers_cache.test_full_rounds import IN_THE_WINDOW, SLOT
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.worlds.clocks import ManualClock
 
 OPERATOR = Actor(kind="operator", name="tests")
 

@@ -22,9 +22,9 @@ from control_plane.answers_cache.feed import ChangeFeed
 from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from ground.contract import CLAIMS_PATH, CONFIG_PATH
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.answers_cache.conftest import Ticks
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.worlds.clocks import ManualClock
 
 SLOT = "2026-11-30T03:00"
 OPERATOR = Actor(kind="operator", name="tests")

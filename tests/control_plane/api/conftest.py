@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane.registry import Services
 from control_plane.types import Pool
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease, sign_release
+from tests.worlds.clocks import ManualClock
 
 SLOT = "2026-11-30T03:00"
 NEXT_SLOT = "2026-12-01T03:00"

@@ -9,8 +9,8 @@ import pytest
 
 from control_plane.database import open_pool
 from control_plane.registry import build_services
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Api, serve_in_thread
+from tests.worlds.clocks import ManualClock
 
 DEFAULTS = {
     "timezone": "Europe/Amsterdam",

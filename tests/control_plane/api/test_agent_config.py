@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org
+from tests.worlds.clocks import ManualClock
 
 SERVER_TIME = "X-Nachtwacht-Server-Time"
 

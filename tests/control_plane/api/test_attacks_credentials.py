@@ -21,7 +21,6 @@ from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import HOST_ID_HEADER
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import (
     Agent,
     Api,
@@ -30,6 +29,7 @@ from tests.control_plane.conftest import (
     sign_release,
 )
 from tests.control_plane.test_cli import run_control
+from tests.worlds.clocks import ManualClock
 
 SLOT = "2026-11-30T03:00"
 

@@ -15,10 +15,10 @@ from control_plane.errors import InvalidInput
 from control_plane.forecast.services import DAY_PATTERN, parse_day
 from control_plane.registry import Services
 from control_plane.types import Pool
-from nachtwacht.worlds.clocks import ManualClock
 from shared_planner.wall_clock import FIRST_YEAR, LAST_YEAR
 from tests.control_plane.conftest import Api, Org
 from tests.control_plane.reconcile_fleet import Fleet
+from tests.worlds.clocks import ManualClock
 
 DAY = "2026-12-01"
 

@@ -14,8 +14,8 @@ import pytest
 from control_plane.api.answers import MAX_SHOWN_VALUE
 from control_plane.api.limits import MAX_BODY_BYTES
 from control_plane.types import Pool
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.worlds.clocks import ManualClock
 
 SLOT = "2026-11-30T03:00"
 

@@ -16,8 +16,8 @@ from control_plane.accounts.credentials import Audience
 from control_plane.api.app import create_app
 from control_plane.registry import Services
 from ground.contract import CLAIMS_PATH
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org
+from tests.worlds.clocks import ManualClock
 
 SOME_ID = "00000000-0000-4000-8000-000000000001"
 MALFORMED = b"{not json"

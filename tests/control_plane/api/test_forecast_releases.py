@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from control_plane.types import Pool
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.worlds.clocks import ManualClock
 
 NOON_BEFORE = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

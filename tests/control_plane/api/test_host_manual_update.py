@@ -12,8 +12,8 @@ import pytest
 
 from control_plane.types import Pool
 from ground.contract import CONFIG_PATH, MANUAL_UPDATES_PATH
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org
+from tests.worlds.clocks import ManualClock
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import pytest
 
 from control_plane.accounts.credentials import Audience
 from control_plane.registry import Services
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.worlds.clocks import ManualClock
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from control_plane.api.limits import refused_json
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.worlds.clocks import ManualClock
 
 NON_FINITE = [
     pytest.param("NaN", id="nan"),

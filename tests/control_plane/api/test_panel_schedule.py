@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org
+from tests.worlds.clocks import ManualClock
 
 ALL_GRID_TIMES = [f"{h:02d}:{m:02d}" for h in range(24) for m in range(0, 60, 5)]
 

@@ -12,8 +12,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane.registry import build_services
 from control_plane.types import Pool
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease, sign_release
+from tests.worlds.clocks import ManualClock
 
 
 def _publish(api: Api, operator_key: str, release: SignedRelease) -> tuple[int, dict[str, object]]:

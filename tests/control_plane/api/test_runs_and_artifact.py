@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from control_plane.types import Pool
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.worlds.clocks import ManualClock
 
 SLOT = "2026-11-30T03:00"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.worlds.clocks import ManualClock
 
 
 @pytest.mark.parametrize(

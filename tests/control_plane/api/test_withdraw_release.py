@@ -17,8 +17,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane.registry import Services
-from nachtwacht.worlds.clocks import ManualClock
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease, sign_release
+from tests.worlds.clocks import ManualClock
 
 SLOT = "2026-11-30T03:00"
 

@@ -1,25 +1,22 @@
-"""The `nachtwacht` command as a child process of this interpreter and checkout.
-
-Every world starts its programs the way a user would, through `nachtwacht …`; the child finds this
-checkout on `PYTHONPATH` (the package need not be installed) and inherits no nachtwacht setting
-from whoever runs the world, so a developer's own `NACHTWACHT_FAKE_CLOCK` or systemd's variables
-cannot leak into a test.
+"""The tests' way of starting `nachtwacht` children: from this checkout, and forked from a fork
+server (`FORKED`, a `nachtwacht.demo_world.children.Launcher`).
 
 A command that runs to completion (`run_child`: the admin commands, `release sign`, `agent
 enroll`) is forked from a process that has imported the command line's parts once — Python's
-forkserver — instead of starting an interpreter that imports them again: a `control create-org`
-cost 0.27 s of CPU that way and costs 0.02 s forked, and the tests' worlds run some 450 of them.
-The child is still a process of its own: its environment is exactly `child_environment`'s (the
-server's inherited one is cleared), its working directory the checkout, its exit handlers, output
-and exit status its own.
+forkserver — instead of starting an interpreter that imports them again: most of a short
+command's CPU is its imports, and the tests' worlds run hundreds of commands.
+The child is still a process of its own: its environment is exactly `CHECKOUT.environment`'s
+(the server's inherited one is cleared), its working directory the checkout, its exit handlers,
+output and exit status its own.
 
-`control serve` can be forked from the same server (`start_forked`; `start_control_plane(
-forked=True)`, which the tests' fixture uses): it imports the app once there (0.87 s of CPU a
-start, about two thirds of it imports, and the tests start some 150 servers). A `ForkedProcess`
+`control serve` is forked from the same server (`FORKED.start`; the tests' fixture passes
+`launcher=FORKED` to `start_control_plane`): it imports the app once there (most of a server's
+start is its imports, and the tests start many servers). A `ForkedProcess`
 is signalled, killed, waited for and read from as a `subprocess.Popen` is; it is `nachtwacht
-control serve` from its `main` on. The demo's and the benches' servers and the agent's daemon
-(`agent run`) are interpreters of their own: a kept server outlives its caller, a bench measures
-the server as it ships, and what the daemon imports is part of what the tests measure of it.
+control serve` from its `main` on. The benches' servers and the agent's daemon (`agent run`) are
+interpreters of their own: a bench measures the server as it ships, and what the daemon imports
+is part of what the tests measure of it. Where the platform has no fork server, `FORKED` starts
+interpreters (`CHECKOUT`).
 
 A program that uses the fork server needs the `if __name__ == "__main__":` guard around what its
 main module runs, as every program that uses Python's multiprocessing does.
@@ -41,69 +38,67 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from nachtwacht.worlds.errors import WorldError
+from nachtwacht.cli import SUBCOMMANDS
+from nachtwacht.demo_world import children
+from nachtwacht.demo_world.children import Subprocesses, nachtwacht_command
 
 __all__ = [
-    "COMMAND_DEADLINE_SECONDS",
+    "CHECKOUT",
+    "FORKED",
     "REPO_ROOT",
-    "STOP_DEADLINE_SECONDS",
+    "ForkServer",
     "ForkedProcess",
     "can_fork",
     "child_environment",
     "nachtwacht_command",
     "run_child",
-    "run_nachtwacht",
-    "start_forked",
-    "stop_process",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# Deadlines for a failure, not speed expectations: a healthy command takes a second or two.
-COMMAND_DEADLINE_SECONDS = 120.0
-STOP_DEADLINE_SECONDS = 60.0
-# Set by systemd for a service; a child that saw them would act as the service.
-_SYSTEMD_VARIABLES = ("STATE_DIRECTORY", "NOTIFY_SOCKET", "CONFIGURATION_DIRECTORY")
-# What the fork server imports once: every command `run_child` is used for.
+# Every child an interpreter of its own, importing this checkout and running in it.
+CHECKOUT = Subprocesses(checkout=REPO_ROOT)
+# What the fork server imports once: the command line, each of its commands, and the app that
+# `control serve` runs (a part that is not installed is skipped by the fork server).
 _PRELOAD = [
     "nachtwacht.cli",
-    "control_plane.cli",
+    *(module for module, _ in SUBCOMMANDS.values()),
     "control_plane.server",
-    "agent_daemon.cli",
-    "nachtwacht.release_cli",
 ]
 _CLI_PATH = str(REPO_ROOT / "nachtwacht" / "cli.py")  # sys.argv[0] under `python -m nachtwacht.cli`
 
 
-def nachtwacht_command(*args: str) -> list[str]:
-    """The `nachtwacht` command line, run from this checkout."""
-    return [sys.executable, "-m", "nachtwacht.cli", *args]
-
-
 def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a child: this checkout importable, no inherited nachtwacht settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NACHTWACHT_")}
-    for name in _SYSTEMD_VARIABLES:
-        env.pop(name, None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO_ROOT), env.get("PYTHONPATH")] if p)
-    env.update(extra or {})
-    return env
+    return CHECKOUT.environment(extra)
 
 
 def run_child(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`nachtwacht ARGS` to completion, output captured; the caller judges the exit status.
     Forked from the fork server where there is one (see the module's docstring)."""
-    child_env = child_environment(env)
-    if not can_fork():
-        return subprocess.run(
-            nachtwacht_command(*args),
-            env=child_env,
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=COMMAND_DEADLINE_SECONDS,
-        )
-    return _forked_run(list(args), child_env)
+    return FORKED.run(*args, env=env)
+
+
+@dataclass(frozen=True)
+class ForkServer:
+    """A `Launcher` that forks each child from the fork server (where the platform has one)."""
+
+    def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        return CHECKOUT.environment(extra)
+
+    def run(
+        self, *args: str, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        if not can_fork():
+            return CHECKOUT.run(*args, env=env)
+        return _forked_run(list(args), self.environment(env))
+
+    def start(self, *args: str, env: Mapping[str, str] | None, stderr_path: Path) -> children.Child:
+        if not can_fork():
+            return CHECKOUT.start(*args, env=env, stderr_path=stderr_path)
+        return start_forked(*args, env=self.environment(env), stderr_path=stderr_path)
+
+
+FORKED = ForkServer()
 
 
 def _fork_server() -> multiprocessing.context.BaseContext:
@@ -116,11 +111,12 @@ def _forked_run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedPro
     with tempfile.TemporaryDirectory(prefix="nachtwacht-command-") as folder:
         out, err = Path(folder) / "stdout", Path(folder) / "stderr"
         child = _start_child(argv, env, _Output(path=str(out)), err)
-        child.join(COMMAND_DEADLINE_SECONDS)
+        deadline = children.COMMAND_DEADLINE_SECONDS
+        child.join(deadline)
         if child.exitcode is None:
             child.kill()
             child.join()
-            raise subprocess.TimeoutExpired(nachtwacht_command(*argv), COMMAND_DEADLINE_SECONDS)
+            raise subprocess.TimeoutExpired(nachtwacht_command(*argv), deadline)
         code = child.exitcode
         child.close()
         return subprocess.CompletedProcess(
@@ -173,17 +169,12 @@ class ForkedProcess:
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
 
-    def outlive_us(self) -> None:
-        """Let it keep running after this interpreter exits (the demo's `--keep`): multiprocessing
-        otherwise waits at exit for every child it started."""
-        multiprocessing.process._children.discard(self._child)  # type: ignore[attr-defined]
-
 
 def start_forked(*args: str, env: Mapping[str, str], stderr_path: Path) -> ForkedProcess:
     """Start `nachtwacht ARGS` forked from the fork server, with `env` as its whole environment
     (as `child_environment` makes it); its stdout is the returned process's `stdout` pipe, its
-    stderr is appended to `stderr_path`. Only where `can_fork()` is true: the caller starts an
-    interpreter otherwise, as `start_control_plane` does."""
+    stderr is appended to `stderr_path`. Only where `can_fork()` is true: `FORKED.start` starts an
+    interpreter otherwise."""
     reader, writer = multiprocessing.Pipe(duplex=False)
     child = _start_child(list(args), env, _Output(pipe=writer), stderr_path)
     writer.close()
@@ -249,33 +240,3 @@ def _run_forked_command(
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         os._exit(code)
-
-
-def run_nachtwacht(*args: str, env: Mapping[str, str] | None = None) -> str:
-    """Run `nachtwacht ARGS` to completion; its stdout, or WorldError with its last stderr line."""
-    name = f"nachtwacht {' '.join(args[:2])}"
-    try:
-        result = run_child(*args, env=env)
-    except subprocess.TimeoutExpired as exc:
-        raise WorldError(f"{name} did not finish") from exc
-    if result.returncode != 0:
-        lines = result.stderr.strip().splitlines()
-        raise WorldError(f"{name} failed: {lines[-1] if lines else 'no message'}")
-    return result.stdout
-
-
-def stop_process(
-    process: subprocess.Popen[str] | subprocess.Popen[bytes] | ForkedProcess | None,
-    *,
-    deadline_seconds: float = STOP_DEADLINE_SECONDS,
-) -> int | None:
-    """SIGTERM (a clean stop, as systemd asks), then SIGKILL after the deadline; the exit code."""
-    if process is None:
-        return None
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        return process.wait(timeout=deadline_seconds)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        return process.wait()

@@ -20,8 +20,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from nachtwacht.worlds.demo_agent import Fault, build_demo_agent
-from nachtwacht.worlds.errors import WorldError
+from nachtwacht.demo_world.demo_agent import Fault, build_demo_agent
+from nachtwacht.demo_world.errors import WorldError
 from signed_release import Manifest, describe_artifact, key_id, sign_manifest
 
 __all__ = ["Release", "ReleaseFactory"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from nachtwacht.worlds.processes import STOP_DEADLINE_SECONDS, stop_process
+from nachtwacht.demo_world.children import STOP_DEADLINE_SECONDS, stop_process
 
 __all__ = [
     "START_AFTER_EXIT",

@@ -12,7 +12,6 @@ The server listens on an ephemeral port; its URL comes from the ready line it pr
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,18 +19,15 @@ from typing import Any
 
 from control_plane.ready_line import wait_for_ready_url
 from ground.clock import FAKE_CLOCK_ENV
-from nachtwacht.worlds.errors import WorldError
-from nachtwacht.worlds.processes import (
-    REPO_ROOT,
-    ForkedProcess,
-    can_fork,
-    child_environment,
-    nachtwacht_command,
+from nachtwacht.demo_world.children import (
+    SUBPROCESSES,
+    Child,
+    Launcher,
     run_nachtwacht,
-    start_forked,
     stop_process,
 )
-from nachtwacht.worlds.release_tooling import SignedBuild, publish
+from nachtwacht.demo_world.errors import WorldError
+from nachtwacht.demo_world.release_tooling import SignedBuild, publish
 
 __all__ = ["START_DEADLINE_SECONDS", "RunningControlPlane", "start_control_plane"]
 
@@ -45,10 +41,11 @@ class RunningControlPlane:
 
     base_url: str
     database_url: str
-    process: subprocess.Popen[str] | ForkedProcess
+    process: Child
     stderr_path: Path
     env: dict[str, str] = field(default_factory=dict)
     data_dir: Path | None = None
+    launcher: Launcher = SUBPROCESSES
 
     @property
     def pid(self) -> int:
@@ -62,7 +59,9 @@ class RunningControlPlane:
 
     def admin(self, *args: str) -> Any:
         """Run `nachtwacht control ARGS --json <location>` and return its parsed output."""
-        output = run_nachtwacht("control", *args, "--json", *self.location(), env=self.env)
+        output = run_nachtwacht(
+            "control", *args, "--json", *self.location(), env=self.env, launcher=self.launcher
+        )
         return json.loads(output)
 
     def create_org(self, name: str) -> dict[str, str]:
@@ -80,7 +79,7 @@ class RunningControlPlane:
     def publish_release(self, build: SignedBuild, *, stage: str | None = None) -> None:
         """`publish-release`: the control plane checks the signature before it stores anything;
         `stage` is its `--stage` (default: canary after a pair's first release)."""
-        publish(build, location=self.location(), env=self.env, stage=stage)
+        publish(build, location=self.location(), env=self.env, stage=stage, launcher=self.launcher)
 
     def stop(self) -> int:
         """SIGTERM, then wait; returns the exit code."""
@@ -93,8 +92,6 @@ class RunningControlPlane:
         """Stop reading from it; the server keeps running (the demo's `--keep`)."""
         if self.process.stdout is not None:
             self.process.stdout.close()
-        if isinstance(self.process, ForkedProcess):
-            self.process.outlive_us()
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
@@ -109,14 +106,12 @@ def start_control_plane(
     env: Mapping[str, str] | None = None,
     args: Sequence[str] = (),
     workers: int = 1,
-    forked: bool = False,
+    launcher: Launcher = SUBPROCESSES,
 ) -> RunningControlPlane:
     """Start `serve` on 127.0.0.1 and an ephemeral port; returns once its ready line came.
 
-    `forked`: from the fork server (`processes.start_forked`), which has imported the app once —
-    for the tests, which start some 150 servers. Not for a server that is to outlive its caller
-    (the demo's `--keep`): the fork server's helpers would hold the caller's output open with it.
-    The benches measure a server started as an interpreter of its own.
+    `launcher` starts it (`children.Launcher`) and, later, its admin commands. A server that is to
+    outlive its caller (the demo's `--keep`) needs an interpreter of its own, the default.
 
     One worker unless asked: the tests and the demo start many servers at once, and each worker
     is a process with its own pool and reconcile loop (`serve`'s own default is the cores)."""
@@ -138,20 +133,8 @@ def start_control_plane(
         *location,
         *args,
     )
-    child_env = child_environment(extra)
-    process: subprocess.Popen[str] | ForkedProcess
-    if forked and can_fork():
-        process = start_forked(*command, env=child_env, stderr_path=stderr_path)
-    else:
-        with stderr_path.open("a") as stderr:
-            process = subprocess.Popen(
-                nachtwacht_command(*command),
-                env=child_env,
-                cwd=REPO_ROOT,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                text=True,
-            )
+    child_env = launcher.environment(extra)
+    process = launcher.start(*command, env=child_env, stderr_path=stderr_path)
     assert process.stdout is not None
     url = wait_for_ready_url(process.stdout, timeout_seconds=START_DEADLINE_SECONDS)
     if url is None:
@@ -171,4 +154,5 @@ def start_control_plane(
         stderr_path=stderr_path,
         env=child_env,
         data_dir=data_dir,
+        launcher=launcher,
     )

@@ -64,9 +64,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.path.startswith("/waits"):
             self.server.granted.wait(10)
-            time.sleep(0.02)
+            time.sleep(0.02)  # a refusal answered a moment after the grant, as a busy server does
         elif self.path.startswith("/slow"):
-            time.sleep(0.05)
+            time.sleep(0.05)  # a slow answer is the behaviour under test
         if self.path.endswith("/refused") or self.path.startswith(("/waits", "/slow")):
             self._answer(429, b'{"detail": {"code": "org_cap"}}')
         else:

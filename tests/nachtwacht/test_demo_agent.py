@@ -3,12 +3,12 @@ from __future__ import annotations
 import os
 import subprocess
 import tarfile
-import time
 from pathlib import Path
 
 import pytest
 
-from nachtwacht.worlds.demo_agent import Fault, build_demo_agent
+from nachtwacht.demo_world.demo_agent import Fault, build_demo_agent
+from tests.worlds.waiting import wait_until
 
 
 def unpack(tmp_path: Path, version: str, fault: Fault = "none") -> Path:
@@ -37,15 +37,20 @@ def test_the_wrong_version_fault_fails_a_self_test(tmp_path: Path) -> None:
     assert result.stdout.strip() != "1.5.0"
 
 
+def health(agent: Path, heartbeat: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [agent, "health", "--heartbeat", str(heartbeat)], capture_output=True, text=True
+    )
+
+
 def wait_for_health(agent: Path, heartbeat: Path) -> subprocess.CompletedProcess[str]:
-    # Polls until the service has written its first heartbeat; the test's timeout bounds it.
-    while True:
-        result = subprocess.run(
-            [agent, "health", "--heartbeat", str(heartbeat)], capture_output=True, text=True
-        )
-        if result.returncode == 0:
-            return result
-        time.sleep(0.1)
+    """The first healthy answer, once the service has written its first heartbeat."""
+
+    def healthy() -> subprocess.CompletedProcess[str] | None:
+        result = health(agent, heartbeat)
+        return result if result.returncode == 0 else None
+
+    return wait_until(healthy, what="the service's first heartbeat", interval=0.1)
 
 
 def test_health_reports_the_running_service_version_and_fails_once_it_stops(

@@ -1,7 +1,6 @@
-"""Clocks for worlds. All satisfy `ground.clock.Clock`; none re-implements the product's time.
+"""Fast and shifted fake clocks for worlds, made of `ground.clock.FakeClock`; none re-implements
+the product's time.
 
-ManualClock   a test moves it by hand (`set`, `advance`); `sleep` advances it
-SkewedClock   another host's wrong view of a ManualClock's moment
 NightClock    one fast fake clock shared by many processes through `NACHTWACHT_FAKE_CLOCK`;
               either its anchor lies in the real future (setting up a world happens while the
               clock still shows the evening), or it is held at its start until `begin()`
@@ -14,64 +13,12 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from ground.clock import FakeClock
 
-__all__ = ["ManualClock", "NightClock", "SkewedClock", "showing_now"]
-
-
-class ManualClock:
-    """A clock the test moves by hand."""
-
-    is_fake = True
-    speed = 1.0
-
-    def __init__(self, start: datetime) -> None:
-        self._now = start.astimezone(UTC)
-
-    def now(self) -> datetime:
-        return self._now
-
-    def set(self, instant: datetime) -> None:
-        self._now = instant.astimezone(UTC)
-
-    def advance(self, **delta: float) -> datetime:
-        self._now += timedelta(**delta)
-        return self._now
-
-    def real_seconds(self, product_seconds: float) -> float:
-        return product_seconds
-
-    def sleep(self, product_seconds: float) -> None:
-        self._now += timedelta(seconds=product_seconds)
-
-    def describe(self) -> str:
-        return f"manual test clock at {self._now.isoformat()}"
-
-
-class SkewedClock:
-    """Another host's view of the same moment: `base` plus a fixed error."""
-
-    is_fake = True
-    speed = 1.0
-
-    def __init__(self, base: ManualClock, skew: timedelta) -> None:
-        self._base = base
-        self._skew = skew
-
-    def now(self) -> datetime:
-        return self._base.now() + self._skew
-
-    def real_seconds(self, product_seconds: float) -> float:
-        return product_seconds
-
-    def sleep(self, product_seconds: float) -> None:
-        self._base.sleep(product_seconds)
-
-    def describe(self) -> str:
-        return f"skewed test clock ({self._skew})"
+__all__ = ["NightClock", "showing_now"]
 
 
 def showing_now(instant: datetime) -> FakeClock:

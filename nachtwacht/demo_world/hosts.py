@@ -15,7 +15,6 @@ the updater probes many times a real second (a Python start per probe would not 
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,10 +26,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from agent_daemon.settings import render_config, write_config
 from agent_daemon.updater import UpdateOutcome, Updater, UpdateRequest, UpdaterSettings
 from ground.clock import FAKE_CLOCK_ENV
-from nachtwacht.worlds.clocks import showing_now
-from nachtwacht.worlds.daemons import DaemonProcess, agent_environment, launch_daemon, run_agent
-from nachtwacht.worlds.errors import WorldError
-from nachtwacht.worlds.release_tooling import CHANNEL, PLATFORM
+from nachtwacht.demo_world.children import SUBPROCESSES, Launcher
+from nachtwacht.demo_world.clocks import showing_now
+from nachtwacht.demo_world.daemons import launch_daemon, run_agent
+from nachtwacht.demo_world.errors import WorldError
+from nachtwacht.demo_world.release_tooling import CHANNEL, PLATFORM
 from signed_release import generate_key_files
 
 __all__ = ["HEALTH_SCRIPT", "AgentHost", "preinstall", "write_health_script"]
@@ -68,12 +68,14 @@ class AgentHost:
     """A host's folders, its managed agent's commands, and its `nachtwacht agent` commands.
 
     `keys_dir` holds the trusted `release.pub` (default: a new key pair under `root/keys`);
-    `health_script` replaces `provibr-agent health` as the health command (see module doc).
+    `health_script` replaces `provibr-agent health` as the health command (see module doc);
+    `launcher` runs its one-shot `nachtwacht agent` commands.
     """
 
     root: Path
     keys_dir: Path | None = None
     health_script: Path | None = None
+    launcher: Launcher = SUBPROCESSES
 
     def __post_init__(self) -> None:
         if self.keys_dir is None:
@@ -133,7 +135,7 @@ class AgentHost:
             "enroll", "--state-dir", str(self.state_dir), "--url", url,
             "--credential", credential, "--trusted-key", str(self.public_key),
             "--install-root", str(self.install_root), "--restart-command", "true", *extra,
-            env=env,
+            env=env, launcher=self.launcher,
         )  # fmt: skip
 
     def write_agent_config(
@@ -166,25 +168,16 @@ class AgentHost:
     def status(
         self, *extra: str, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return run_agent("status", "--state-dir", str(self.state_dir), *extra, env=env)
-
-    def start(
-        self, *, fake_clock: str | None = None, extra_env: Mapping[str, str] | None = None
-    ) -> DaemonProcess:
-        """`agent run`, its events read as they come (for a test that waits for them)."""
-        env = agent_environment(**(extra_env or {}))
-        if fake_clock is not None:
-            env[FAKE_CLOCK_ENV] = fake_clock
-        # One file per start: a test restarts a daemon and reads each one's stderr.
-        stderr_path = self.root / f"daemon-{time.monotonic_ns()}.stderr"
-        return DaemonProcess.start(self.state_dir, env=env, stderr_path=stderr_path)
+        return run_agent(
+            "status", "--state-dir", str(self.state_dir), *extra, env=env, launcher=self.launcher
+        )
 
     def start_logged(self, clock_setting: str) -> subprocess.Popen[bytes]:
         """`agent run` with its events appended to `daemon.log` (for a fleet nobody waits on)."""
         with self.daemon_log.open("ab") as log, (self.root / "daemon.stderr").open("ab") as errors:
             return launch_daemon(
                 self.state_dir,
-                env=agent_environment(**{FAKE_CLOCK_ENV: clock_setting}),
+                env={FAKE_CLOCK_ENV: clock_setting},
                 stdout=log,
                 stderr=errors,
             )

@@ -11,16 +11,17 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 import psycopg
 import pytest
 
-from nachtwacht.worlds import processes
-from nachtwacht.worlds.control_planes import start_control_plane
-from nachtwacht.worlds.processes import ForkedProcess, run_child
+from nachtwacht.demo_world import children
+from nachtwacht.demo_world.control_planes import start_control_plane
+from tests.worlds import processes
+from tests.worlds.processes import FORKED, ForkedProcess, run_child
+from tests.worlds.waiting import wait_until
 
 # A deadline for a state to be reached, not a speed expectation.
 DEADLINE_SECONDS = 60.0
@@ -88,14 +89,16 @@ def test_a_command_that_outlives_its_deadline_is_killed(
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # `control serve` never ends by itself: given 3 seconds, it is killed, its connections close.
-    monkeypatch.setattr(processes, "COMMAND_DEADLINE_SECONDS", 3.0)
+    monkeypatch.setattr(children, "COMMAND_DEADLINE_SECONDS", 3.0)
     serve = ("control", "serve", "--port", "0", "--workers", "1", "--no-migrate")
     with pytest.raises(subprocess.TimeoutExpired):
         run_child(*serve, "--database-url", database_url)
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while _other_sessions(database_url) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _other_sessions(database_url) == 0
+    wait_until(
+        lambda: _other_sessions(database_url) == 0,
+        what="the killed server's connections to close",
+        timeout=DEADLINE_SECONDS,
+        interval=0.1,
+    )
 
 
 def test_a_forked_server_is_signalled_and_waited_for_as_a_process(
@@ -103,7 +106,10 @@ def test_a_forked_server_is_signalled_and_waited_for_as_a_process(
 ) -> None:
     stderr_path = tmp_path / "serve.log"
     plane = start_control_plane(
-        stderr_path=stderr_path, database_url=database_url, args=["--no-migrate"], forked=True
+        stderr_path=stderr_path,
+        database_url=database_url,
+        args=["--no-migrate"],
+        launcher=FORKED,
     )
     process = plane.process
     assert isinstance(process, ForkedProcess)
@@ -126,7 +132,10 @@ def test_a_forked_server_stopped_cleanly_says_so_in_its_log(
     stderr_path = tmp_path / "serve.log"
     stderr_path.write_text("an earlier line\n")
     plane = start_control_plane(
-        stderr_path=stderr_path, database_url=database_url, args=["--no-migrate"], forked=True
+        stderr_path=stderr_path,
+        database_url=database_url,
+        args=["--no-migrate"],
+        launcher=FORKED,
     )
     assert plane.stop() == 0
     log = stderr_path.read_text()

@@ -13,9 +13,11 @@ import sys
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from bench.process_cpu import CpuSnapshot, CpuUse, snapshot, tree_cpu_seconds
+from tests.worlds.waiting import wait_until
 
 _BUSY = (
     "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass\n"
@@ -60,7 +62,9 @@ def test_a_tree_counts_its_reaped_children_and_not_a_process_outside_it(
     counted = tree_cpu_seconds(parent.pid)
     # 0.6 s of the child (reaped) and 0.4 s of the parent, with the interpreters' start-up.
     assert 0.9 <= counted < 3.0
-    time.sleep(0.3)  # the outsider keeps burning; the finished tree does not grow
+    # While the outsider burns a tenth of a CPU second more, the finished tree does not grow.
+    burnt = tree_cpu_seconds(outsider.pid)
+    wait_until(lambda: tree_cpu_seconds(outsider.pid) >= burnt + 0.1, what="the outsider to burn")
     assert tree_cpu_seconds(parent.pid) - counted < 0.05
     assert outsider.poll() is None
 
@@ -69,12 +73,12 @@ def test_a_live_grandchild_is_counted_while_it_runs(
     processes: list[subprocess.Popen[str]],
 ) -> None:
     parent = _start(processes, _PARENT.format(child=_BUSY.format(seconds=30), seconds=0))
-    time.sleep(1.0)
+    # Once the grandchild runs, the parent only waits for it: what grows is the grandchild's.
+    wait_until(lambda: psutil.Process(parent.pid).children(), what="the grandchild to start")
     first = tree_cpu_seconds(parent.pid)
-    time.sleep(1.0)
-    # The parent only waits: what grows is the grandchild's, still running (at least a
-    # twentieth of a core on a machine busy with the rest of the suite).
-    assert tree_cpu_seconds(parent.pid) - first >= 0.05
+    wait_until(
+        lambda: tree_cpu_seconds(parent.pid) - first >= 0.05, what="the grandchild's CPU counted"
+    )
 
 
 def test_a_gone_process_has_no_cpu() -> None:
@@ -105,7 +109,7 @@ def test_intervals_together_weigh_each_by_its_length() -> None:
 def test_a_snapshot_names_each_tree(processes: list[subprocess.Popen[str]]) -> None:
     busy = _start(processes, _BUSY.format(seconds=30))
     before = snapshot({"busy": busy.pid})
-    time.sleep(1.0)
+    time.sleep(1.0)  # the interval the snapshots measure: a second of the busy process's life
     use = CpuUse.between(before, snapshot({"busy": busy.pid}))
     assert set(use.cores) == {"busy"}
     assert use.cores["busy"] >= 0.05

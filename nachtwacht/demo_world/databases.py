@@ -12,7 +12,7 @@ from pathlib import Path
 from control_plane import migrate
 from control_plane.database import EmbeddedPostgres
 from control_plane.errors import ControlPlaneError
-from nachtwacht.worlds.errors import WorldError
+from nachtwacht.demo_world.errors import WorldError
 
 __all__ = ["EmbeddedDatabase"]
 

@@ -1,5 +1,5 @@
-"""`nachtwacht agent …` as real processes: the one-shot commands (`enroll`, `status`) and the daemon
-(`run`), whose stdout is one JSON event per line.
+"""`nachtwacht agent …` for the tests: the one-shot commands forked from the fork server, and the
+daemon (`agent run`) as an interpreter of its own whose JSON event lines a test waits for.
 
     run_agent("status", "--state-dir", …)       # a CompletedProcess
     daemon = DaemonProcess.start(state_dir, env=agent_environment(NACHTWACHT_FAKE_CLOCK=…), …)
@@ -11,24 +11,20 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from agent_daemon.event_log import parse_line
-from nachtwacht.worlds.processes import (
-    REPO_ROOT,
-    child_environment,
-    nachtwacht_command,
-    run_child,
-    stop_process,
-)
+from nachtwacht.demo_world import daemons
+from nachtwacht.demo_world.children import stop_process
+from tests.worlds.processes import CHECKOUT, FORKED, child_environment
 
 __all__ = [
     "EVENT_DEADLINE_SECONDS",
     "DaemonProcess",
     "agent_environment",
-    "launch_daemon",
     "run_agent",
 ]
 
@@ -41,23 +37,9 @@ def agent_environment(**extra: str) -> dict[str, str]:
     return child_environment(extra)
 
 
-def run_agent(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`nachtwacht agent ARGS` to completion; the caller checks the exit status."""
-    return run_child("agent", *args, env=env)
-
-
-def launch_daemon(
-    state_dir: Path, *, env: dict[str, str], stdout: IO[bytes] | int, stderr: IO[bytes] | int
-) -> subprocess.Popen[bytes]:
-    """Start `nachtwacht agent run --state-dir STATE_DIR` (its events go to `stdout`)."""
-    return subprocess.Popen(
-        nachtwacht_command("agent", "run", "--state-dir", str(state_dir)),
-        env=child_environment(env),
-        cwd=REPO_ROOT,
-        stdout=stdout,
-        stderr=stderr,
-        stdin=subprocess.DEVNULL,
-    )
+def run_agent(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`nachtwacht agent ARGS` to completion, forked; the caller checks the exit status."""
+    return daemons.run_agent(*args, env=env, launcher=FORKED)
 
 
 @dataclass
@@ -72,7 +54,9 @@ class DaemonProcess:
     @classmethod
     def start(cls, state_dir: Path, *, env: dict[str, str], stderr_path: Path) -> DaemonProcess:
         with stderr_path.open("wb") as stderr:
-            process = launch_daemon(state_dir, env=env, stdout=subprocess.PIPE, stderr=stderr)
+            process = daemons.launch_daemon(
+                state_dir, env=env, stdout=subprocess.PIPE, stderr=stderr, interpreters=CHECKOUT
+            )
         return cls(process=process, stderr_path=stderr_path)
 
     def __post_init__(self) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ground.clock import FAKE_CLOCK_ENV
-from nachtwacht.worlds.processes import run_nachtwacht
+from nachtwacht.demo_world.children import SUBPROCESSES, Launcher, run_nachtwacht
 
 __all__ = ["CHANNEL", "PLATFORM", "SignedBuild", "make_release_key", "publish", "sign_build"]
 
@@ -37,9 +37,9 @@ class SignedBuild:
         return self.release_dir / "manifest.sig"
 
 
-def make_release_key(keys_dir: Path) -> Path:
+def make_release_key(keys_dir: Path, *, launcher: Launcher = SUBPROCESSES) -> Path:
     """`release keygen`; returns the public key's path (the private one is beside it)."""
-    run_nachtwacht("release", "keygen", "--out", str(keys_dir))
+    run_nachtwacht("release", "keygen", "--out", str(keys_dir), launcher=launcher)
     return keys_dir / "release.pub"
 
 
@@ -53,6 +53,7 @@ def sign_build(
     channel: str = CHANNEL,
     platform: str = PLATFORM,
     fault: str = "none",
+    launcher: Launcher = SUBPROCESSES,
 ) -> SignedBuild:
     """Build `provibr-agent VERSION` and sign it for (`channel`, `platform`), on the clock
     `clock_setting` describes (the manifest's `issued_at` is that clock's now); `fault` builds a
@@ -61,13 +62,13 @@ def sign_build(
     release_dir = workdir / f"release-{channel}-{platform}-{version}"
     run_nachtwacht(
         "release", "build-demo-agent", "--version", version, "--fault", fault,
-        "--out", str(artifact),
+        "--out", str(artifact), launcher=launcher,
     )  # fmt: skip
     run_nachtwacht(
         "release", "sign", "--key", str(keys_dir / "release.key"), "--version", version,
         "--channel", channel, "--platform", platform, "--expires-in", "30d",
         "--manifest-version", str(manifest_version), "--out", str(release_dir), str(artifact),
-        env={FAKE_CLOCK_ENV: clock_setting},
+        env={FAKE_CLOCK_ENV: clock_setting}, launcher=launcher,
     )  # fmt: skip
     return SignedBuild(
         version=version,
@@ -83,6 +84,7 @@ def publish(
     location: Sequence[str],
     env: Mapping[str, str] | None = None,
     stage: str | None = None,
+    launcher: Launcher = SUBPROCESSES,
 ) -> None:
     """`control publish-release` against the database `location` names (`--data-dir DIR` or
     `--database-url URL`, plus `--release-public-key` when the environment names no key);
@@ -96,4 +98,5 @@ def publish(
         str(build.signature),
         str(build.artifact),
         env=env,
+        launcher=launcher,
     )
