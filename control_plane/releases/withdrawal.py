@@ -14,9 +14,14 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from control_plane.errors import Conflict, InvalidInput, NotFound
+from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
+from control_plane.releases.release_actions import (
+    release_facts,
+    release_row,
+    revoke_release_tokens,
+)
 from control_plane.types import Connection
 from ground.contract import Instant
 from ground.limits import MAX_VERSION_LENGTH
@@ -97,13 +102,9 @@ def withdraw_release(
             "reason", reason, "is required to withdraw a release (say why it is withdrawn)"
         )
     replacement_text = stored_text("replacement", replacement, MAX_VERSION_LENGTH)
-    release = conn.execute(
-        "SELECT id, agent_version, manifest_version, channel, platform, withdrawn_at"
-        " FROM releases WHERE id = %s",
-        [release_id],
-    ).fetchone()
-    if release is None:
-        raise NotFound(f"release {release_id} does not exist", code="release_not_found")
+    release = release_row(
+        conn, release_id, "id, agent_version, manifest_version, channel, platform, withdrawn_at"
+    )
     # The pair's row FOR UPDATE waits for the grants in flight (they hold it FOR SHARE): the
     # revocation below then sees their tokens, and later grants see the new pointer.
     pointer = conn.execute(
@@ -134,11 +135,7 @@ def withdraw_release(
                 release["platform"],
             ],
         )
-    revoked = conn.execute(
-        "UPDATE tokens SET revoked_at = %s, revoked_reason = 'withdrawn'"
-        " WHERE release_id = %s AND revoked_at IS NULL AND expires_at > %s",
-        [now, release_id, now],
-    ).rowcount
+    revoked = revoke_release_tokens(conn, release_id, because="withdrawn", now=now)
     current = conn.execute(
         "SELECT rel.agent_version, rel.manifest_version FROM current_releases cur"
         " JOIN releases rel ON rel.id = cur.release_id"
@@ -162,11 +159,8 @@ def withdraw_release(
         actor=actor,
         at=now,
         data={
-            "release_id": str(release_id),
-            "version": withdrawn.version,
+            **release_facts(release_id, release),
             "manifest_version": withdrawn.manifest_version,
-            "channel": withdrawn.channel,
-            "platform": withdrawn.platform,
             "reason": reason_text,
             "replacement": replacement_text,
             "current_version": withdrawn.current_version,
