@@ -62,7 +62,6 @@ def _agent_page(
 ) -> Response:
     try:
         detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
-        release = rollout_backend.agent_release(ctx.services, agent_id, org_id=org_id, now=ctx.now)
     except backend.Missing:
         return not_found(ctx)
     platform = backend.platform(ctx.services)
@@ -87,7 +86,7 @@ def _agent_page(
         rollout_wording=rollout_wording,
         saved=saved,
         requested=requested,
-        release=release,
+        release=detail.release,
         hold_error=hold_error,
         hold_form=hold_form or {},
         held=held,

@@ -159,7 +159,6 @@ def _agent_page(
 ) -> Response:
     try:
         detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
-        release = rollout_backend.agent_release(ctx.services, agent_id, org_id=org_id, now=ctx.now)
     except backend.Missing:
         return not_found(ctx)
     pins = rollout_backend.pins(ctx.services)
@@ -169,7 +168,7 @@ def _agent_page(
         status_code=status_code,
         org_id=org_id,
         agent=detail.page,
-        release=release,
+        release=detail.release,
         agent_pin=next((p for p in pins if p.agent_id == agent_id), None),
         org_pin=next((p for p in pins if p.org_id == org_id), None),
         error=error,
