@@ -31,16 +31,17 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from control_plane.accounts.credentials import Audience
-from control_plane.accounts.services import AccountService
 from control_plane.cli_common import (
     Parser,
     add_database_flags,
     add_json_flag,
+    admin_accounts,
     admin_pool,
     cli_actor,
     emit,
     location,
     parse_id,
+    shown_once,
 )
 from control_plane.cli_credentials import CREDENTIAL_COMMANDS, add_credential_commands
 from control_plane.config import (
@@ -203,14 +204,14 @@ def _add_account_commands(commands: Any) -> None:
 
 def _create_org(args: argparse.Namespace) -> int:
     clock = clock_from_env()
-    with admin_pool(args) as pool:
-        issued = AccountService(pool).create_org(args.name, now=clock.now(), actor=cli_actor())
+    with admin_accounts(args) as accounts:
+        issued = accounts.create_org(args.name, now=clock.now(), actor=cli_actor())
     emit(
         args,
         {"org_id": str(issued.org_id), "name": issued.name, "panel_key": issued.panel_key},
         [
             f"organisation {issued.org_id} ({issued.name})",
-            f"panel key (shown once, store it now): {issued.panel_key}",
+            shown_once("panel key", issued.panel_key),
         ],
     )
     return 0
@@ -218,8 +219,8 @@ def _create_org(args: argparse.Namespace) -> int:
 
 def _create_panel_key(args: argparse.Namespace) -> int:
     org_id = parse_id("--org", args.org)
-    with admin_pool(args) as pool:
-        issued = AccountService(pool).issue(
+    with admin_accounts(args) as accounts:
+        issued = accounts.issue(
             Audience.PANEL,
             name=args.name or "panel key",
             org_id=org_id,
@@ -234,7 +235,7 @@ def _create_panel_key(args: argparse.Namespace) -> int:
             "name": issued.credential.name,
             "panel_key": issued.secret,
         },
-        [f"panel key for {org_id} (shown once, store it now): {issued.secret}"],
+        [shown_once(f"panel key for {org_id}", issued.secret)],
     )
     return 0
 
@@ -242,10 +243,8 @@ def _create_panel_key(args: argparse.Namespace) -> int:
 def _enroll_agent(args: argparse.Namespace) -> int:
     clock = clock_from_env()
     org_id = parse_id("--org", args.org)
-    with admin_pool(args) as pool:
-        issued = AccountService(pool).enroll_agent(
-            org_id, args.name, now=clock.now(), actor=cli_actor()
-        )
+    with admin_accounts(args) as accounts:
+        issued = accounts.enroll_agent(org_id, args.name, now=clock.now(), actor=cli_actor())
     emit(
         args,
         {
@@ -256,15 +255,15 @@ def _enroll_agent(args: argparse.Namespace) -> int:
         },
         [
             f"agent {issued.agent_id} ({issued.name}) in organisation {issued.org_id}",
-            f"agent credential (shown once, store it now): {issued.agent_key}",
+            shown_once("agent credential", issued.agent_key),
         ],
     )
     return 0
 
 
 def _create_operator_key(args: argparse.Namespace) -> int:
-    with admin_pool(args) as pool:
-        issued = AccountService(pool).issue(
+    with admin_accounts(args) as accounts:
+        issued = accounts.issue(
             Audience.OPERATOR,
             name=args.name or "operator key",
             now=clock_from_env().now(),
@@ -277,7 +276,7 @@ def _create_operator_key(args: argparse.Namespace) -> int:
             "name": issued.credential.name,
             "operator_key": issued.secret,
         },
-        [f"operator key (shown once, store it now): {issued.secret}"],
+        [shown_once("operator key", issued.secret)],
     )
     return 0
 

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 from uuid import UUID
 
 from control_plane import schema_version
+from control_plane.accounts.services import AccountService
 from control_plane.config import DatabaseLocation
 from control_plane.database import open_pool
 from control_plane.errors import ControlPlaneError
@@ -24,11 +25,13 @@ __all__ = [
     "Parser",
     "add_database_flags",
     "add_json_flag",
+    "admin_accounts",
     "admin_pool",
     "cli_actor",
     "emit",
     "location",
     "parse_id",
+    "shown_once",
 ]
 
 
@@ -77,6 +80,18 @@ def admin_pool(args: argparse.Namespace) -> Iterator[Pool]:
             yield pool
         finally:
             pool.close()
+
+
+@contextlib.contextmanager
+def admin_accounts(args: argparse.Namespace) -> Iterator[AccountService]:
+    """The accounts service over the admin pool: what the credential commands act through."""
+    with admin_pool(args) as pool:
+        yield AccountService(pool)
+
+
+def shown_once(what: str, secret: str) -> str:
+    """The line that prints a new secret: only its hash is stored, so this is the one chance."""
+    return f"{what} (shown once, store it now): {secret}"
 
 
 def parse_id(field_name: str, value: str) -> UUID:

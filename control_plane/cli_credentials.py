@@ -20,7 +20,6 @@ from pydantic import TypeAdapter
 
 from control_plane.accounts.credentials import Audience
 from control_plane.accounts.services import (
-    AccountService,
     CredentialList,
     CredentialView,
     DeletedAgent,
@@ -29,10 +28,12 @@ from control_plane.accounts.services import (
 from control_plane.cli_common import (
     add_database_flags,
     add_json_flag,
+    admin_accounts,
     admin_pool,
     cli_actor,
     emit,
     parse_id,
+    shown_once,
 )
 from control_plane.errors import ConfigurationError
 from control_plane.events.services import EventFilter, EventService, TrailPage
@@ -81,8 +82,8 @@ def _dump(value: object, kind: Any) -> dict[str, Any]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with admin_pool(args) as pool:
-        found = AccountService(pool).list_credentials(
+    with admin_accounts(args) as accounts:
+        found = accounts.list_credentials(
             audience=None if args.audience is None else Audience(args.audience),
             org_id=None if args.org is None else parse_id("--org", args.org),
             agent_id=None if args.agent is None else parse_id("--agent", args.agent),
@@ -95,26 +96,22 @@ def _list(args: argparse.Namespace) -> int:
 
 def _revoke(args: argparse.Namespace) -> int:
     credential_id = parse_id("ID", args.id)
-    with admin_pool(args) as pool:
-        view = AccountService(pool).revoke(
-            credential_id, now=clock_from_env().now(), actor=cli_actor()
-        )
+    with admin_accounts(args) as accounts:
+        view = accounts.revoke(credential_id, now=clock_from_env().now(), actor=cli_actor())
     emit(args, _dump(view, CredentialView), [f"revoked: {_line(view)}"])
     return 0
 
 
 def _rotate(args: argparse.Namespace) -> int:
     credential_id = parse_id("ID", args.id)
-    with admin_pool(args) as pool:
-        issued = AccountService(pool).rotate(
-            credential_id, now=clock_from_env().now(), actor=cli_actor()
-        )
+    with admin_accounts(args) as accounts:
+        issued = accounts.rotate(credential_id, now=clock_from_env().now(), actor=cli_actor())
     emit(
         args,
         _dump(issued, IssuedCredential),
         [
             f"rotated {credential_id}: {_line(issued.credential)}",
-            f"new secret (shown once, store it now): {issued.secret}",
+            shown_once("new secret", issued.secret),
         ],
     )
     return 0
@@ -122,10 +119,8 @@ def _rotate(args: argparse.Namespace) -> int:
 
 def _delete_agent(args: argparse.Namespace) -> int:
     agent_id = parse_id("ID", args.id)
-    with admin_pool(args) as pool:
-        deleted = AccountService(pool).delete_agent(
-            agent_id, now=clock_from_env().now(), actor=cli_actor()
-        )
+    with admin_accounts(args) as accounts:
+        deleted = accounts.delete_agent(agent_id, now=clock_from_env().now(), actor=cli_actor())
     emit(
         args,
         _dump(deleted, DeletedAgent),

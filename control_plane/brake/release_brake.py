@@ -9,9 +9,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from control_plane.errors import InvalidInput, NotFound
+from control_plane.errors import InvalidInput
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
+from control_plane.releases.release_actions import (
+    release_facts,
+    release_not_found,
+    revoke_release_tokens,
+)
 from control_plane.types import Connection
 from ground.contract import Instant
 
@@ -58,14 +63,8 @@ def set_release_brake(
         ],
     ).fetchone()
     if row is None:
-        raise NotFound(f"release {release_id} does not exist", code="release_not_found")
-    revoked = 0
-    if engaged:
-        revoked = conn.execute(
-            "UPDATE tokens SET revoked_at = %s, revoked_reason = 'brake'"
-            " WHERE release_id = %s AND revoked_at IS NULL AND expires_at > %s",
-            [now, release_id, now],
-        ).rowcount
+        raise release_not_found(release_id)
+    revoked = revoke_release_tokens(conn, release_id, because="brake", now=now) if engaged else 0
     record_action(
         conn,
         kind="brake.engaged" if engaged else "brake.released",
@@ -73,10 +72,7 @@ def set_release_brake(
         at=now,
         data={
             "scope": "release",
-            "release_id": str(release_id),
-            "version": row["agent_version"],
-            "channel": row["channel"],
-            "platform": row["platform"],
+            **release_facts(release_id, row),
             "reason": reason_text if engaged else None,
             "revoked_tokens": revoked,
         },

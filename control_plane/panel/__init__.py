@@ -16,7 +16,8 @@
     charts.py           SVG pictures drawn on the server
     web.py              shared by every page: context, rendering, security headers
     readers.py          who reads a page (customer with its organisation, operator) and the checks
-                        every form post makes first: ids in the path, then the CSRF token
+                        every form post makes first: ids in the path, then the CSRF token; a
+                        reader who may not go on is turned away (`TurnedAway`, answered here)
     signin_routes.py    sign in/out, the language menu;  customer_routes.py, operator_routes.py
     progress_routes.py  a manual update's progress page and its JSON (polled by static/progress.js)
     release_routes.py, credential_routes.py    the operators' releases (stages, halts, the brake
@@ -33,7 +34,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
 from control_plane.panel import (
@@ -46,6 +48,7 @@ from control_plane.panel import (
     rollout_routes,
     signin_routes,
 )
+from control_plane.panel.readers import TurnedAway
 from control_plane.panel.web import SESSION_CLOCK_STATE
 from ground.clock import SystemClock
 
@@ -54,12 +57,19 @@ __all__ = ["STATIC_DIR", "mount_panel"]
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
+async def _turned_away(_: Request, exc: Exception) -> Response:
+    """The page (or redirect) a reader check chose for a reader who may not go on."""
+    assert isinstance(exc, TurnedAway)
+    return exc.answer
+
+
 def mount_panel(app: FastAPI) -> None:
     # Sessions measure a person's attention, which runs on real time: on the demo's fast clock
     # (60x) thirty idle product minutes would pass in thirty seconds, so `demo --keep` would sign
     # its reader out while they read. Only the sessions read this clock; every page still shows
     # and acts at the product's instant (`request.state.now`).
     setattr(app.state, SESSION_CLOCK_STATE, SystemClock())
+    app.add_exception_handler(TurnedAway, _turned_away)
     app.include_router(signin_routes.router)
     app.include_router(customer_routes.router)
     app.include_router(progress_routes.router)

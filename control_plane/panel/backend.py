@@ -14,13 +14,15 @@ Every function that reads or writes at an instant takes `now`: the request's one
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 from control_plane.accounts.credentials import Audience
 from control_plane.accounts.services import Principal, actor_of
 from control_plane.accounts.sessions import OpenedSession, PanelSession
-from control_plane.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
+from control_plane.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
 from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from control_plane.settings.services import PlatformSettings
@@ -33,6 +35,7 @@ __all__ = [
     "find_session",
     "open_session",
     "platform",
+    "refusals_as_panel_errors",
     "session_actor",
     "update_platform",
 ]
@@ -54,6 +57,16 @@ class Refused(Exception):
 def refused(exc: InvalidInput) -> Refused:
     """A service's refused value as the panel's error, naming its field."""
     return Refused(str(exc.fields.get("field")), exc.fields.get("value"))
+
+
+@contextmanager
+def refusals_as_panel_errors(subject: str) -> Iterator[None]:
+    """Inside it, a service's refusal (missing, a value refused, a state that does not allow
+    it) is raised as the panel's error, `subject` naming what it is about (see `domain_error`)."""
+    try:
+        yield
+    except (NotFound, InvalidInput, Conflict) as exc:
+        raise domain_error(exc, subject) from exc
 
 
 def domain_error(exc: Exception, subject: str) -> Exception:

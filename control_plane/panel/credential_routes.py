@@ -15,7 +15,7 @@ from control_plane.accounts.credentials import Audience
 from control_plane.accounts.services import IssuedCredential
 from control_plane.panel import backend, operator_backend, rollout_backend
 from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
-from control_plane.panel.web import PREFIX, PanelContext, page, redirect
+from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
 
 __all__ = ["router"]
 
@@ -52,8 +52,6 @@ def _credentials_page(
 @router.get("/credentials")
 def credentials(request: Request, all: int = 0, revoked: int = 0) -> Response:
     ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
     return _credentials_page(ctx, show_revoked=bool(all), revoked=bool(revoked))
 
 
@@ -66,8 +64,6 @@ def issue(
     org_id: Annotated[str, Form(max_length=100)] = "",
 ) -> Response:
     post = operator_post(request, csrf)
-    if isinstance(post, Response):
-        return post
     ctx = post.ctx
     form = {"audience": audience, "name": name, "org_id": org_id}
     kind = Audience.PANEL if audience == "panel" else Audience.OPERATOR
@@ -94,15 +90,13 @@ def issue(
 @router.post("/credentials/{credential_id}/rotate")
 def rotate(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
     post = operator_post(request, csrf, credential_id)
-    if isinstance(post, Response):
-        return post
     ctx, (parsed,) = post.ctx, post.ids
     try:
         issued = operator_backend.rotate_credential(
             ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
         )
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     except backend.Refused:
         return _credentials_page(ctx, status_code=409, error_field="credential")
     return _credentials_page(ctx, issued=issued)
@@ -112,15 +106,13 @@ def rotate(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
 def confirm_revoke(request: Request, credential_id: str) -> Response:
     """The confirmation: a revoked key is refused from the next request on, for good."""
     ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
     parsed = parse_id(credential_id)
     if parsed is None:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     try:
         found = operator_backend.credential(ctx.services, parsed)
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     return page(
         ctx,
         "revoke_credential.html",
@@ -132,13 +124,11 @@ def confirm_revoke(request: Request, credential_id: str) -> Response:
 @router.post("/credentials/{credential_id}/revoke")
 def revoke(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
     post = operator_post(request, csrf, credential_id)
-    if isinstance(post, Response):
-        return post
     ctx, (parsed,) = post.ctx, post.ids
     try:
         operator_backend.revoke_credential(
             ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
         )
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     return redirect(f"{PREFIX}/operator/credentials?revoked=1")

@@ -20,6 +20,7 @@ from control_plane.notifications.services import NotificationPage, WebhookView
 from control_plane.notifications.trial_delivery import TEST_EVENT
 from control_plane.panel.backend import Missing, refused
 from control_plane.registry import Services
+from control_plane.rollout.services import AgentRelease
 from control_plane.runs.services import RecordedRun
 from control_plane.runs.views import RunView
 
@@ -57,19 +58,22 @@ def list_agents(services: Services, org_id: UUID, *, now: datetime) -> AgentOver
 
 @dataclass(frozen=True, kw_only=True)
 class AgentDetail:
-    """The agent page (summary, next slot, newest runs) and its timeline."""
+    """The agent page (summary, next slot, newest runs), its timeline and its release (pair,
+    offer, pin, canary, hold): what the customer's and the operator's agent pages both show."""
 
     page: AgentPage
     events: tuple[EventView, ...]
+    release: AgentRelease
 
 
 def agent_detail(services: Services, org_id: UUID, agent_id: UUID, *, now: datetime) -> AgentDetail:
     try:
         page = services.agents.agent_page(org_id, agent_id, now=now)
         timeline = services.events.agent_events(org_id, agent_id, limit=TIMELINE_EVENTS)
+        release = services.rollout.agent_release(agent_id, org_id=org_id, now=now)
     except NotFound as exc:
         raise Missing(str(agent_id)) from exc
-    return AgentDetail(page=page, events=timeline.events)
+    return AgentDetail(page=page, events=timeline.events, release=release)
 
 
 def save_schedule(

@@ -21,14 +21,8 @@ from control_plane.panel import (
 )
 from control_plane.panel.charts import Bar
 from control_plane.panel.readers import Csrf, customer_of, customer_post, parse_id
-from control_plane.panel.schedule_editor import EditorState, check_rows, preview
-from control_plane.panel.web import (
-    PREFIX,
-    PanelContext,
-    forecast_chart,
-    page,
-    redirect,
-)
+from control_plane.panel.schedule_editor import EditorState, check_rows, editor_preview
+from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, not_found, page, redirect
 from control_plane.pins.holds import MAX_HOLD
 
 __all__ = ["agent_page", "router"]
@@ -38,10 +32,7 @@ router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
 @router.get("/agents")
 def agents(request: Request) -> Response:
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, org_id = who
+    ctx, org_id = customer_of(request)
     zone = backend.platform(ctx.services).zone
     overview = customer_backend.list_agents(ctx.services, org_id, now=ctx.now)
     return page(
@@ -71,18 +62,13 @@ def _agent_page(
 ) -> Response:
     try:
         detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
-        release = rollout_backend.agent_release(ctx.services, agent_id, org_id=org_id, now=ctx.now)
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     platform = backend.platform(ctx.services)
     if editor is None:
         schedule = detail.page.schedule
         editor = check_rows(ctx.lang, enabled=schedule.enabled, rows=list(schedule.times))
-    nights = (
-        preview(ctx.lang, editor.times, zone=platform.zone, now=ctx.now)
-        if editor.enabled and not editor.has_errors and editor.times
-        else []
-    )
+    nights = editor_preview(ctx.lang, editor, zone=platform.zone, now=ctx.now)
     return page(
         ctx,
         "agent.html",
@@ -100,7 +86,7 @@ def _agent_page(
         rollout_wording=rollout_wording,
         saved=saved,
         requested=requested,
-        release=release,
+        release=detail.release,
         hold_error=hold_error,
         hold_form=hold_form or {},
         held=held,
@@ -122,13 +108,10 @@ def agent(
     requested: int = 0,
     held: str | None = None,
 ) -> Response:
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, org_id = who
+    ctx, org_id = customer_of(request)
     parsed = parse_id(agent_id)
     if parsed is None:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     return _agent_page(
         ctx,
         org_id,
@@ -150,8 +133,6 @@ def save_schedule(
     remove: Annotated[int | None, Form()] = None,
 ) -> Response:
     post = customer_post(request, csrf, agent_id)
-    if isinstance(post, Response):
-        return post
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     rows = [row[:20] for row in (times or [])]
     if remove is not None and 0 <= remove < len(rows):
@@ -176,7 +157,7 @@ def save_schedule(
             actor=backend.session_actor(post.session),
         )
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     except backend.Refused:
         failed = EditorState(
             enabled=editor.enabled,
@@ -195,18 +176,11 @@ def schedule_preview(
     enabled: str | None = None,
 ) -> Response:
     """The preview alone, for the editor's live update while typing (read-only, so a GET)."""
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, _ = who
+    ctx, _ = customer_of(request)
     raw = request.query_params.getlist("times")[:289]
     editor = check_rows(ctx.lang, enabled=enabled is not None, rows=[r[:20] for r in raw])
     platform = backend.platform(ctx.services)
-    nights = (
-        preview(ctx.lang, editor.times, zone=platform.zone, now=ctx.now)
-        if editor.enabled and not editor.has_errors and editor.times
-        else []
-    )
+    nights = editor_preview(ctx.lang, editor, zone=platform.zone, now=ctx.now)
     del agent_id  # the preview depends only on the times; the URL keeps it beside its agent
     return page(ctx, "_preview.html", editor=editor, nights=nights)
 
@@ -214,25 +188,20 @@ def schedule_preview(
 @router.post("/agents/{agent_id}/update")
 def update_now(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
     post = customer_post(request, csrf, agent_id)
-    if isinstance(post, Response):
-        return post
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     try:
         recorded = customer_backend.request_update(
             ctx.services, org_id, parsed, post.session.credential_id, now=ctx.now
         )
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     # The reader follows the update on its own page (a second click joins the same request).
     return redirect(f"{PREFIX}/agents/{parsed}/updates/{recorded.run.run_id}")
 
 
 @router.get("/notifications")
 def notifications(request: Request) -> Response:
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, org_id = who
+    ctx, org_id = customer_of(request)
     inbox = customer_backend.notifications(ctx.services, org_id)
     zone = backend.platform(ctx.services).zone
     return page(
@@ -253,13 +222,11 @@ def mark_notification(
     read: Annotated[str, Form()] = "1",
 ) -> Response:
     post = customer_post(request, csrf, notification_id)
-    if isinstance(post, Response):
-        return post
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     try:
         customer_backend.mark_notification(ctx.services, org_id, parsed, read == "1", now=ctx.now)
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     return redirect(f"{PREFIX}/notifications")
 
 
@@ -295,10 +262,7 @@ def _webhook_page(
 
 @router.get("/webhook")
 def webhook(request: Request) -> Response:
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, org_id = who
+    ctx, org_id = customer_of(request)
     return _webhook_page(ctx, org_id)
 
 
@@ -311,8 +275,6 @@ def save_webhook(
     action: Annotated[str, Form()] = "save",
 ) -> Response:
     post = customer_post(request, csrf)
-    if isinstance(post, Response):
-        return post
     ctx, org_id = post.ctx, post.org_id
     if action == "delete":
         customer_backend.delete_webhook(ctx.services, org_id)
@@ -330,8 +292,6 @@ def save_webhook(
 def test_webhook(request: Request, csrf: Csrf = "") -> Response:
     """Send a signed test delivery now and show what came of it (also recorded in the trail)."""
     post = customer_post(request, csrf)
-    if isinstance(post, Response):
-        return post
     ctx, org_id = post.ctx, post.org_id
     try:
         tested = customer_backend.send_webhook_test(
@@ -344,10 +304,7 @@ def test_webhook(request: Request, csrf: Csrf = "") -> Response:
 
 @router.get("/forecast")
 def forecast(request: Request) -> Response:
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, org_id = who
+    ctx, org_id = customer_of(request)
     zone = backend.platform(ctx.services).zone
     today = ctx.now.astimezone(zone).date()
     # "Tonight": the slots of the coming local night, which belong to tomorrow's date after noon.

@@ -16,7 +16,7 @@ from fastapi.responses import Response
 from control_plane.panel import backend, rollout_backend
 from control_plane.panel.customer_routes import agent_page
 from control_plane.panel.readers import Csrf, customer_post
-from control_plane.panel.web import PREFIX, page, redirect
+from control_plane.panel.web import PREFIX, not_found, redirect
 from control_plane.pins.holds import MAX_HOLD_REASON_LENGTH
 from ground.instants import parse_day_text
 
@@ -44,8 +44,6 @@ def hold(
     reason: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
     post = customer_post(request, csrf, agent_id)
-    if isinstance(post, Response):
-        return post
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     form = {"until": until[:40], "reason": reason[:MAX_HOLD_REASON_LENGTH]}
     zone = backend.platform(ctx.services).zone
@@ -68,7 +66,7 @@ def hold(
                 now=ctx.now,
             )
         except backend.Missing:
-            return page(ctx, "not_found.html", status_code=404)
+            return not_found(ctx)
         except backend.Refused as exc:
             error = exc.field if exc.field in {"until", "reason"} else "until"
     if error is not None:
@@ -79,8 +77,6 @@ def hold(
 @router.post("/agents/{agent_id}/hold/end")
 def end_hold(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
     post = customer_post(request, csrf, agent_id)
-    if isinstance(post, Response):
-        return post
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     try:
         rollout_backend.end_hold(
@@ -91,5 +87,5 @@ def end_hold(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
             now=ctx.now,
         )
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     return redirect(f"{PREFIX}/agents/{parsed}?" + urlencode({"held": "ended"}) + "#hold")

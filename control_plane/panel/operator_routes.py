@@ -10,23 +10,11 @@ from fastapi.responses import Response
 from markupsafe import Markup
 
 from control_plane.forecast.model import ReleaseNight
-from control_plane.panel import (
-    backend,
-    operator_backend,
-    rollout_backend,
-    rollout_wording,
-    wording,
-)
+from control_plane.panel import backend, operator_backend, rollout_backend, rollout_wording, wording
 from control_plane.panel.charts import Bar, Series, Stack, stacked_chart
 from control_plane.panel.fleet import fleet_chart, fleet_counts
 from control_plane.panel.readers import Csrf, operator_of, operator_post
-from control_plane.panel.web import (
-    PREFIX,
-    PanelContext,
-    forecast_chart,
-    page,
-    redirect,
-)
+from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, page, redirect
 from control_plane.runs.services import SlotOutcomes
 from ground.contract import MissReason
 
@@ -212,8 +200,6 @@ def _overview(
 @router.get("")
 def overview(request: Request, saved: str | None = None) -> Response:
     ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
     return _overview(ctx, saved=saved if saved in {"brake", "settings"} else None)
 
 
@@ -225,8 +211,6 @@ def set_brake(
     reason: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
     post = operator_post(request, csrf)
-    if isinstance(post, Response):
-        return post
     ctx = post.ctx
     engage = engaged == "1"
     reason = reason.strip()
@@ -252,8 +236,6 @@ def save_settings(
     global_cap: Annotated[str, Form(max_length=10)] = "",
 ) -> Response:
     post = operator_post(request, csrf)
-    if isinstance(post, Response):
-        return post
     ctx = post.ctx
     changes: dict[str, object] = {"timezone": timezone.strip()}
     for name, text in (

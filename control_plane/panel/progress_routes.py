@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse, Response
 
 from control_plane.panel import backend, customer_backend
 from control_plane.panel.progress import progress_of
-from control_plane.panel.readers import customer_of, parse_id
-from control_plane.panel.web import PREFIX, PanelContext, page, with_headers
+from control_plane.panel.readers import TurnedAway, customer_of, parse_id
+from control_plane.panel.web import PREFIX, PanelContext, not_found, page, with_headers
 
 __all__ = ["router"]
 
@@ -36,13 +36,13 @@ def _found(
 
 @router.get("/agents/{agent_id}/updates/{run_id}.json")
 def update_progress_json(request: Request, agent_id: str, run_id: str) -> Response:
-    who = customer_of(request)
-    if isinstance(who, Response):
+    try:
+        ctx, org_id = customer_of(request)
+    except TurnedAway as away:
         # A script's poll gets a status, not a page: it stops and leaves the page as it is.
-        if who.status_code == 404:  # signed in, but not as a customer
+        if away.answer.status_code == 404:  # signed in, but not as a customer
             return with_headers(JSONResponse({"detail": "not found"}, status_code=404))
         return with_headers(JSONResponse({"detail": "signed out"}, status_code=401))
-    ctx, org_id = who
     found = _found(ctx, org_id, agent_id, run_id)
     if found is None:
         return with_headers(JSONResponse({"detail": "not found"}, status_code=404))
@@ -53,13 +53,10 @@ def update_progress_json(request: Request, agent_id: str, run_id: str) -> Respon
 
 @router.get("/agents/{agent_id}/updates/{run_id}")
 def update_progress(request: Request, agent_id: str, run_id: str) -> Response:
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, org_id = who
+    ctx, org_id = customer_of(request)
     found = _found(ctx, org_id, agent_id, run_id)
     if found is None:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     zone = backend.platform(ctx.services).zone
     progress = progress_of(ctx.lang, found.run, zone)
     return page(

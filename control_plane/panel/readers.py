@@ -1,10 +1,11 @@
 """Who reads a panel page, and the checks every form post makes before it changes anything.
 
 `customer_of` / `operator_of`: the request's context for a signed-in customer (with its
-organisation) or operator, else the answer for a reader who may not be here (sign in again, or
-"not found" for the other audience). `customer_post` / `operator_post` add what every form does
-next, in this order: the ids in the path (a malformed one is "not found"), then the CSRF token
-(a wrong one is "refused") — one place, so no form can forget a step or take them in another order.
+organisation) or operator; a reader who may not be here is turned away (`TurnedAway`, answered
+by the panel's exception handler: sign in again, or "not found" for the other audience).
+`customer_post` / `operator_post` add what every form does next, in this order: the ids in the
+path (a malformed one is "not found"), then the CSRF token (a wrong one is "refused") — one place,
+so no form can forget a step or take them in another order, and no route can forget to stop.
 """
 
 from __future__ import annotations
@@ -24,14 +25,16 @@ from control_plane.panel.web import (
     PanelContext,
     context_of,
     csrf_ok,
-    page,
+    not_found,
     redirect,
+    refused,
 )
 
 __all__ = [
     "Csrf",
     "CustomerPost",
     "OperatorPost",
+    "TurnedAway",
     "customer_of",
     "customer_post",
     "operator_of",
@@ -41,6 +44,15 @@ __all__ = [
 
 # Every form's hidden CSRF field.
 Csrf = Annotated[str, Form(max_length=200)]
+
+
+class TurnedAway(Exception):
+    """The reader may not go on: `answer` is the page or redirect they get instead. Raised by the
+    checks below, answered as it is by the panel's exception handler (`mount_panel`)."""
+
+    def __init__(self, answer: Response) -> None:
+        super().__init__(answer.status_code)
+        self.answer = answer
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,58 +79,48 @@ def parse_id(text: str) -> UUID | None:
         return None
 
 
-def customer_of(request: Request) -> tuple[PanelContext, UUID] | Response:
-    """The request's context and organisation, or the answer for a reader who may not be here."""
+def customer_of(request: Request) -> tuple[PanelContext, UUID]:
+    """The request's context and organisation; a reader who may not be here is turned away."""
     ctx = context_of(request)
     if ctx.session is None:
         ended = bool(request.cookies.get(SESSION_COOKIE))  # there was a session, and it ended
-        return redirect(f"{PREFIX}/sign-in" + ("?ended=1" if ended else ""))
+        raise TurnedAway(redirect(f"{PREFIX}/sign-in" + ("?ended=1" if ended else "")))
     if ctx.session.audience is not Audience.PANEL or ctx.session.org_id is None:
-        return page(ctx, "not_found.html", status_code=404)
+        raise TurnedAway(not_found(ctx))
     return ctx, ctx.session.org_id
 
 
-def operator_of(request: Request) -> PanelContext | Response:
+def operator_of(request: Request) -> PanelContext:
+    """The request's context; a reader who is not a signed-in operator is turned away."""
     ctx = context_of(request)
     if ctx.session is None:
-        return redirect(f"{PREFIX}/sign-in")
+        raise TurnedAway(redirect(f"{PREFIX}/sign-in"))
     if ctx.session.audience is not Audience.OPERATOR:
-        return page(ctx, "not_found.html", status_code=404)
+        raise TurnedAway(not_found(ctx))
     return ctx
 
 
-def customer_post(request: Request, csrf: str, *ids: str) -> CustomerPost | Response:
-    who = customer_of(request)
-    if isinstance(who, Response):
-        return who
-    ctx, org_id = who
-    checked = _checked(ctx, csrf, ids, known=True)
-    if isinstance(checked, Response):
-        return checked
-    return CustomerPost(ctx=ctx, ids=checked[0], session=checked[1], org_id=org_id)
+def customer_post(request: Request, csrf: str, *ids: str) -> CustomerPost:
+    ctx, org_id = customer_of(request)
+    found, session = _checked(ctx, csrf, ids, known=True)
+    return CustomerPost(ctx=ctx, ids=found, session=session, org_id=org_id)
 
 
-def operator_post(
-    request: Request, csrf: str, *ids: str, known: bool = True
-) -> OperatorPost | Response:
+def operator_post(request: Request, csrf: str, *ids: str, known: bool = True) -> OperatorPost:
     """`known`: False for an action the form does not offer — not found, like a bad id."""
     ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
-    checked = _checked(ctx, csrf, ids, known=known)
-    if isinstance(checked, Response):
-        return checked
-    return OperatorPost(ctx=ctx, ids=checked[0], session=checked[1])
+    found, session = _checked(ctx, csrf, ids, known=known)
+    return OperatorPost(ctx=ctx, ids=found, session=session)
 
 
 def _checked(
     ctx: PanelContext, csrf: str, ids: tuple[str, ...], *, known: bool
-) -> tuple[tuple[UUID, ...], PanelSession] | Response:
+) -> tuple[tuple[UUID, ...], PanelSession]:
     parsed = [parse_id(text) for text in ids]
     found = tuple(uuid for uuid in parsed if uuid is not None)
     if len(found) != len(parsed) or not known:
-        return page(ctx, "not_found.html", status_code=404)
+        raise TurnedAway(not_found(ctx))
     if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
+        raise TurnedAway(refused(ctx))
     assert ctx.session is not None  # csrf_ok holds only with a session
     return found, ctx.session

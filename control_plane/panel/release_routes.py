@@ -18,7 +18,7 @@ from fastapi.responses import Response
 
 from control_plane.panel import backend, operator_backend, rollout_backend, rollout_wording
 from control_plane.panel.readers import Csrf, operator_of, operator_post
-from control_plane.panel.web import PREFIX, PanelContext, page, redirect
+from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
 from control_plane.releases.withdrawal import MAX_WITHDRAW_REASON_LENGTH, ReleaseTrackView
 
 __all__ = ["ROLLOUT_ACTIONS", "previous_release_ids", "router"]
@@ -77,8 +77,6 @@ def _releases_page(
 @router.get("/releases")
 def releases(request: Request, withdrawn: str | None = None, done: str | None = None) -> Response:
     ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
     return _releases_page(
         ctx,
         withdrawn=(withdrawn or "")[:100] or None,
@@ -94,8 +92,6 @@ def withdraw(
     reason: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
     post = operator_post(request, csrf, release_id)
-    if isinstance(post, Response):
-        return post
     ctx, (parsed,) = post.ctx, post.ids
     reason = reason.strip()
     if not reason or len(reason) > MAX_WITHDRAW_REASON_LENGTH:
@@ -109,7 +105,7 @@ def withdraw(
             now=ctx.now,
         )
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     except backend.Refused:
         return _releases_page(ctx, status_code=409, error_release=parsed)
     return redirect(f"{PREFIX}/operator/releases?" + urlencode({"withdrawn": done.version}))
@@ -125,8 +121,6 @@ def rollout(
 ) -> Response:
     """Promote, halt, resume, brake or release the brake of one release; a reason required."""
     post = operator_post(request, csrf, release_id, known=action in ROLLOUT_ACTIONS)
-    if isinstance(post, Response):
-        return post
     ctx, (parsed,) = post.ctx, post.ids
     reason = reason.strip()
     if not reason or len(reason) > MAX_ROLLOUT_REASON:
@@ -155,7 +149,7 @@ def rollout(
                 now=ctx.now,
             )
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     except backend.Refused:
         # The release's state does not allow it (promote a release that is not a canary, resume
         # one that is not halted, halt one already halted).

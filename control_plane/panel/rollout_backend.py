@@ -12,10 +12,10 @@ from datetime import datetime
 from uuid import UUID
 
 from control_plane.agents.fleet import OrgName
-from control_plane.errors import Conflict, InvalidInput, NotFound
+from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.services import EventFilter, EventView
 from control_plane.events.trail import Actor
-from control_plane.panel.backend import Missing, domain_error, refused
+from control_plane.panel.backend import Missing, refusals_as_panel_errors, refused
 from control_plane.pins.holds import HoldSetter
 from control_plane.pins.services import PinView
 from control_plane.registry import Services
@@ -104,28 +104,22 @@ def release_states(
 def promote_release(
     services: Services, release_id: UUID, *, reason: str, actor: Actor, now: datetime
 ) -> None:
-    try:
+    with refusals_as_panel_errors("release"):
         services.rollout.promote(release_id, reason=reason, actor=actor, now=now)
-    except (NotFound, InvalidInput, Conflict) as exc:
-        raise domain_error(exc, "release") from exc
 
 
 def halt_release(
     services: Services, release_id: UUID, *, reason: str, actor: Actor, now: datetime
 ) -> HaltView:
-    try:
+    with refusals_as_panel_errors("release"):
         return services.rollout.halt(release_id, reason=reason, actor=actor, now=now)
-    except (NotFound, InvalidInput, Conflict) as exc:
-        raise domain_error(exc, "release") from exc
 
 
 def resume_release(
     services: Services, release_id: UUID, *, reason: str, actor: Actor, now: datetime
 ) -> HaltView:
-    try:
+    with refusals_as_panel_errors("release"):
         return services.rollout.resume(release_id, reason=reason, actor=actor, now=now)
-    except (NotFound, InvalidInput, Conflict) as exc:
-        raise domain_error(exc, "release") from exc
 
 
 def set_release_brake(
@@ -137,10 +131,8 @@ def set_release_brake(
     actor: Actor,
     now: datetime,
 ) -> None:
-    try:
+    with refusals_as_panel_errors("release"):
         services.brake.set_release(release_id, engaged=engaged, reason=reason, actor=actor, now=now)
-    except (NotFound, InvalidInput, Conflict) as exc:
-        raise domain_error(exc, "release") from exc
 
 
 def notices(services: Services) -> tuple[OperatorNotice, ...]:
@@ -202,10 +194,8 @@ def mark_canary(
 def force_update(
     services: Services, agent_id: UUID, *, reason: str, actor: Actor, now: datetime
 ) -> UUID:
-    try:
+    with refusals_as_panel_errors("agent"):
         return services.rollout.force_update(agent_id, reason=reason, actor=actor, now=now).run_id
-    except (NotFound, InvalidInput, Conflict) as exc:
-        raise domain_error(exc, "agent") from exc
 
 
 def pins(services: Services) -> tuple[PinView, ...]:
@@ -222,12 +212,10 @@ def pin(
     actor: Actor,
     now: datetime,
 ) -> PinView:
-    try:
+    with refusals_as_panel_errors("pin"):
         return services.pins.pin(
             org_id=org_id, agent_id=agent_id, version=version, reason=reason, actor=actor, now=now
         )
-    except (NotFound, InvalidInput, Conflict) as exc:
-        raise domain_error(exc, "pin") from exc
 
 
 def unpin(

@@ -17,7 +17,7 @@ from fastapi.responses import Response
 from control_plane.panel import backend, customer_backend, rollout_backend, rollout_wording
 from control_plane.panel.hold_routes import hold_start
 from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
-from control_plane.panel.web import PREFIX, PanelContext, page, redirect
+from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
 from control_plane.pins.holds import MAX_HOLD, MAX_HOLD_REASON_LENGTH
 from control_plane.pins.services import MAX_PIN_REASON_LENGTH
 from ground.limits import MAX_VERSION_LENGTH
@@ -33,8 +33,6 @@ Reason = Annotated[str, Form(max_length=2000)]
 @router.get("/notices")
 def notices(request: Request) -> Response:
     ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
     return page(
         ctx,
         "notices.html",
@@ -48,23 +46,19 @@ def notices(request: Request) -> Response:
 def mark_notice_read(request: Request, notice_id: str, csrf: Csrf = "") -> Response:
     """Mark one notice read: the navigation's count of new notices goes down."""
     post = operator_post(request, csrf, notice_id)
-    if isinstance(post, Response):
-        return post
     ctx, (parsed,) = post.ctx, post.ids
     try:
         rollout_backend.mark_notice_read(
             ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
         )
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     return redirect(f"{PREFIX}/operator/notices#notice-{parsed}")
 
 
 @router.get("/orgs")
 def orgs(request: Request) -> Response:
     ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
     return page(ctx, "orgs.html", orgs=rollout_backend.operator_orgs(ctx.services))
 
 
@@ -79,7 +73,7 @@ def _org_page(
     try:
         releases = rollout_backend.agent_releases(ctx.services, org_id, now=ctx.now)
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     agents = customer_backend.list_agents(ctx.services, org_id, now=ctx.now).agents
     pins = rollout_backend.pins(ctx.services)
     return page(
@@ -104,11 +98,9 @@ def _org_page(
 @router.get("/orgs/{org_id}")
 def org(request: Request, org_id: str, saved: str | None = None) -> Response:
     ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
     parsed = parse_id(org_id)
     if parsed is None:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     return _org_page(ctx, parsed, saved=saved if saved in {"pin", "unpin"} else None)
 
 
@@ -137,8 +129,6 @@ def pin_org(
     reason: Reason = "",
 ) -> Response:
     post = operator_post(request, csrf, org_id)
-    if isinstance(post, Response):
-        return post
     ctx, (parsed,) = post.ctx, post.ids
     actor = backend.session_actor(post.session)
     try:
@@ -150,7 +140,7 @@ def pin_org(
                 ctx.services, org_id=parsed, version=pinned, reason=why, actor=actor, now=ctx.now
             )
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     except backend.Refused as exc:
         return _org_page(ctx, parsed, status_code=422, pin_error=exc.field)
     done = "unpin" if action == "unpin" else "pin"
@@ -169,9 +159,8 @@ def _agent_page(
 ) -> Response:
     try:
         detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
-        release = rollout_backend.agent_release(ctx.services, agent_id, org_id=org_id, now=ctx.now)
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     pins = rollout_backend.pins(ctx.services)
     return page(
         ctx,
@@ -179,7 +168,7 @@ def _agent_page(
         status_code=status_code,
         org_id=org_id,
         agent=detail.page,
-        release=release,
+        release=detail.release,
         agent_pin=next((p for p in pins if p.agent_id == agent_id), None),
         org_pin=next((p for p in pins if p.org_id == org_id), None),
         error=error,
@@ -202,11 +191,9 @@ AGENT_ACTIONS = frozenset({"canary", "pin", "unpin", "force", "hold", "unhold"})
 @router.get("/orgs/{org_id}/agents/{agent_id}")
 def agent(request: Request, org_id: str, agent_id: str, saved: str | None = None) -> Response:
     ctx = operator_of(request)
-    if isinstance(ctx, Response):
-        return ctx
     org, found = parse_id(org_id), parse_id(agent_id)
     if org is None or found is None:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     return _agent_page(ctx, org, found, saved=saved if saved in AGENT_SAVED else None)
 
 
@@ -237,8 +224,6 @@ def agent_action(
 ) -> Response:
     """The operator agent page's forms: `canary`, `pin`, `unpin`, `force`, `hold`, `unhold`."""
     post = operator_post(request, csrf, org_id, agent_id, known=action in AGENT_ACTIONS)
-    if isinstance(post, Response):
-        return post
     ctx, (org, found) = post.ctx, post.ids
     actor = backend.session_actor(post.session)
     try:
@@ -275,7 +260,7 @@ def agent_action(
                 raise backend.Refused("force_reason", why)
             rollout_backend.force_update(ctx.services, found, reason=why, actor=actor, now=ctx.now)
     except backend.Missing:
-        return page(ctx, "not_found.html", status_code=404)
+        return not_found(ctx)
     except backend.Refused as exc:
         field = {
             "pin": exc.field,

@@ -15,7 +15,7 @@ from control_plane.panel.wording import PreviewNight, schedule_problem_text, slo
 from shared_planner import parse_times, plan_slots
 from shared_planner.schedule_problems import ScheduleProblem, schedule_problem
 
-__all__ = ["PREVIEW_NIGHTS", "EditorState", "check_rows", "preview"]
+__all__ = ["PREVIEW_NIGHTS", "EditorState", "check_rows", "editor_preview", "preview"]
 
 PREVIEW_NIGHTS = 7
 MAX_ROWS = 288
@@ -70,3 +70,13 @@ def preview(
         else:
             nights.append(PreviewNight(heading=heading, slots=[entry]))
     return nights
+
+
+def editor_preview(
+    lang: Language, editor: EditorState, *, zone: ZoneInfo, now: datetime
+) -> list[PreviewNight]:
+    """The preview of what the editor holds: none while the schedule is off, has a problem or
+    holds no time (a preview of a list the planner refuses would promise slots that never come)."""
+    if not editor.enabled or editor.has_errors or not editor.times:
+        return []
+    return preview(lang, editor.times, zone=zone, now=now)

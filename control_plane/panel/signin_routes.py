@@ -22,6 +22,7 @@ from control_plane.panel.web import (
     csrf_ok,
     page,
     redirect,
+    refused,
     safe_next,
 )
 
@@ -121,7 +122,7 @@ def sign_out(request: Request, csrf: Csrf = "") -> Response:
     if ctx.session is None:
         return redirect(f"{PREFIX}/sign-in")
     if not csrf_ok(ctx, csrf):
-        return page(ctx, "refused.html", status_code=403)
+        return refused(ctx)
     backend.close_session(ctx.services, ctx.session_secret)
     response = redirect(f"{PREFIX}/sign-in?signed_out=1")
     response.delete_cookie(SESSION_COOKIE, path=PREFIX)

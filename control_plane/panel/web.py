@@ -34,8 +34,10 @@ __all__ = [
     "PanelContext",
     "csrf_ok",
     "forecast_chart",
+    "not_found",
     "page",
     "redirect",
+    "refused",
     "safe_next",
     "with_headers",
 ]
@@ -185,6 +187,17 @@ def page(ctx: PanelContext, template: str, status_code: int = 200, **values: Any
     response = HTMLResponse(html, status_code=status_code)
     response.headers["Content-Language"] = ctx.lang.code
     return cast(HTMLResponse, with_headers(response))
+
+
+def not_found(ctx: PanelContext) -> HTMLResponse:
+    """The answer for an object this reader may not see: a malformed id, another organisation's
+    object and one that is gone all look the same, so nobody learns what exists elsewhere."""
+    return page(ctx, "not_found.html", status_code=404)
+
+
+def refused(ctx: PanelContext) -> HTMLResponse:
+    """The answer for a form post whose CSRF token is wrong or missing: nothing was changed."""
+    return page(ctx, "refused.html", status_code=403)
 
 
 def redirect(target: str) -> Response:

@@ -14,9 +14,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from control_plane.errors import Conflict, InvalidInput, NotFound
+from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
+from control_plane.releases.release_actions import release_row, revoke_release_tokens
 from control_plane.types import Connection
 from ground.contract import Instant
 from ground.limits import MAX_VERSION_LENGTH
@@ -108,11 +109,7 @@ def withdraw_release(
         pointer is not None and pointer["release_id"] == release_id
     ):
         _point_pair_at(conn, release, successor, now)
-    revoked = conn.execute(
-        "UPDATE tokens SET revoked_at = %s, revoked_reason = 'withdrawn'"
-        " WHERE release_id = %s AND revoked_at IS NULL AND expires_at > %s",
-        [now, release_id, now],
-    ).rowcount
+    revoked = revoke_release_tokens(conn, release_id, because="withdrawn", now=now)
     current = _current_of_pair(conn, release)
     withdrawn = WithdrawnRelease(
         id=release_id,
@@ -133,13 +130,9 @@ def _locked_release(
     conn: Connection, release_id: UUID
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The release, not yet withdrawn, and its pair's current-release row, locked."""
-    release = conn.execute(
-        "SELECT id, agent_version, manifest_version, channel, platform, withdrawn_at"
-        " FROM releases WHERE id = %s",
-        [release_id],
-    ).fetchone()
-    if release is None:
-        raise NotFound(f"release {release_id} does not exist", code="release_not_found")
+    release = release_row(
+        conn, release_id, "id, agent_version, manifest_version, channel, platform, withdrawn_at"
+    )
     # The pair's row FOR UPDATE waits for the grants in flight (they hold it FOR SHARE): the
     # revocation that follows then sees their tokens, and later grants see the new pointer.
     pointer = conn.execute(

@@ -22,9 +22,14 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from control_plane.errors import Conflict, InvalidInput, NotFound
+from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
+from control_plane.releases.release_actions import (
+    release_facts,
+    release_row,
+    revoke_release_tokens,
+)
 from control_plane.types import Connection
 from ground.contract import Instant, format_instant
 
@@ -83,16 +88,12 @@ def _required_reason(field: str, value: object, what: str) -> str:
 
 
 def _release_for_update(conn: Connection, release_id: UUID) -> dict[str, Any]:
-    # FOR UPDATE waits for the grants in flight (they hold the row FOR SHARE): the revocation
-    # then sees their tokens, and later grants see the halt.
-    row: dict[str, Any] | None = conn.execute(
-        "SELECT id, agent_version, manifest_version, channel, platform FROM releases"
-        " WHERE id = %s FOR UPDATE",
-        [release_id],
-    ).fetchone()
-    if row is None:
-        raise NotFound(f"release {release_id} does not exist", code="release_not_found")
-    return row
+    return release_row(
+        conn,
+        release_id,
+        "id, agent_version, manifest_version, channel, platform",
+        for_update=True,
+    )
 
 
 def halt_release(
@@ -129,17 +130,10 @@ def halt_release(
             "INSERT INTO release_halt_runs (halt_id, run_id, status) VALUES (%s, %s, %s)",
             [halt_id, run_id, status],
         )
-    revoked = conn.execute(
-        "UPDATE tokens SET revoked_at = %s, revoked_reason = 'halted'"
-        " WHERE release_id = %s AND revoked_at IS NULL AND expires_at > %s",
-        [now, release_id, now],
-    ).rowcount
+    revoked = revoke_release_tokens(conn, release_id, because="halted", now=now)
     facts = {
-        "release_id": str(release_id),
-        "version": release["agent_version"],
+        **release_facts(release_id, release),
         "manifest_version": release["manifest_version"],
-        "channel": release["channel"],
-        "platform": release["platform"],
         "cause": cause,
         "reason": reason_text,
         "failures": failures,
@@ -180,13 +174,7 @@ def resume_release(
         kind="release.resumed",
         actor=actor,
         at=now,
-        data={
-            "release_id": str(release_id),
-            "version": release["agent_version"],
-            "channel": release["channel"],
-            "platform": release["platform"],
-            "reason": reason_text,
-        },
+        data={**release_facts(release_id, release), "reason": reason_text},
     )
     return halts_of(conn, release_id, halt_id=row["id"])[0]
 

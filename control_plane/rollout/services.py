@@ -18,6 +18,7 @@ from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
 from control_plane.pins.holds import active_hold, hold_view
+from control_plane.releases.release_actions import release_row
 from control_plane.rollout.halts import (
     MAX_HALT_REASON_LENGTH,
     HaltView,
@@ -238,11 +239,7 @@ class RolloutService:
 
     def halts(self, release_id: UUID) -> HaltList:
         with self._pool.connection() as conn:
-            if (
-                conn.execute("SELECT 1 FROM releases WHERE id = %s", [release_id]).fetchone()
-                is None
-            ):
-                raise NotFound(f"release {release_id} does not exist", code="release_not_found")
+            release_row(conn, release_id, "id")  # an unknown release is refused, not "no halts"
             return HaltList(halts=tuple(halts_of(conn, release_id)))
 
     def notices(self) -> NoticeList:

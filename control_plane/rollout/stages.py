@@ -19,6 +19,7 @@ from uuid import UUID
 
 from control_plane.errors import Conflict, InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
+from control_plane.releases.release_actions import release_facts, release_row
 from control_plane.rollout.halts import AUTOMATIC
 from control_plane.types import Connection
 
@@ -147,15 +148,14 @@ def promote_release(
 ) -> StageChange:
     """Move a canary release to `everyone` (inside the caller's transaction). A person's
     promotion carries their reason (the service requires one); the soak's carries none."""
-    row = conn.execute(
-        "SELECT id, agent_version, channel, platform, stage, withdrawn_at,"
+    row = release_row(
+        conn,
+        release_id,
+        "id, agent_version, channel, platform, stage, withdrawn_at,"
         " EXISTS (SELECT 1 FROM release_halts h WHERE h.release_id = releases.id"
-        "   AND h.resumed_at IS NULL) AS halted"
-        " FROM releases WHERE id = %s FOR UPDATE",
-        [release_id],
-    ).fetchone()
-    if row is None:
-        raise NotFound(f"release {release_id} does not exist", code="release_not_found")
+        "   AND h.resumed_at IS NULL) AS halted",
+        for_update=True,
+    )
     if row["stage"] != "canary":
         raise Conflict(
             f"release {release_id} ({row['agent_version']}) is already at stage everyone",
@@ -177,10 +177,7 @@ def promote_release(
         actor=actor,
         at=now,
         data={
-            "release_id": str(release_id),
-            "version": row["agent_version"],
-            "channel": row["channel"],
-            "platform": row["platform"],
+            **release_facts(release_id, row),
             "stage": "everyone",
             "after_soak": soaked,
             "reason": reason,

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request, Response
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import AgentCaller, RequestNow, services_of
 from control_plane.api.no_body import NoBody
+from control_plane.runs.recorded_answer import recorded_run
 from ground.contract import MANUAL_UPDATES_PATH, ManualUpdateView
 
 __all__ = ["router"]
@@ -39,6 +40,5 @@ def request_update_from_host(
     recorded = services_of(request).runs.request_manual_update(
         caller.org_id, caller.agent_id, caller.credential_id, now=now, actor_kind="agent"
     )
-    if not recorded.created:
-        response.status_code = 200
-    return ManualUpdateView(run_id=recorded.run.run_id, requested_at=recorded.run.created_at)
+    run = recorded_run(recorded, response)
+    return ManualUpdateView(run_id=run.run_id, requested_at=run.created_at)

@@ -19,6 +19,7 @@ from control_plane.api.deps import (
 )
 from control_plane.api.no_body import NoBody
 from control_plane.runs.ranges import Unsatisfiable, requested_range
+from control_plane.runs.recorded_answer import recorded_run
 from control_plane.runs.services import Operations, ReleaseRetry, RunList
 from control_plane.runs.views import RunView
 from ground.contract import (
@@ -60,9 +61,7 @@ def nothing_to_do(
     recorded = services_of(request).runs.record_up_to_date(
         caller.agent_id, body.slot_key, body.version, now
     )
-    if not recorded.created:
-        response.status_code = 200
-    return recorded.run
+    return recorded_run(recorded, response)
 
 
 @router.patch(
@@ -210,9 +209,7 @@ def request_update(
     recorded = services_of(request).runs.request_manual_update(
         caller.org_id, agent_id, caller.credential_id, now=now
     )
-    if not recorded.created:
-        response.status_code = 200
-    return recorded.run
+    return recorded_run(recorded, response)
 
 
 @router.get(

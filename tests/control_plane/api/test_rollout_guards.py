@@ -154,3 +154,27 @@ def test_the_customer_ends_a_hold_an_operator_set(rollout: Rollout) -> None:
         assert panel.delete(f"/v1/agents/{agent.agent_id}/hold").status_code == 204
         page = panel.get(f"/v1/agents/{agent.agent_id}/release").json()
     assert page["hold"] is None
+
+
+UNKNOWN_RELEASE = "00000000-0000-4000-8000-000000000000"
+
+
+@pytest.mark.parametrize(
+    ("method", "action", "body"),
+    [
+        pytest.param("POST", "halt", {"reason": "x"}, id="halt"),
+        pytest.param("POST", "resume", {"reason": "x"}, id="resume"),
+        pytest.param("POST", "promote", {"reason": "x"}, id="promote"),
+        pytest.param("GET", "halts", {}, id="halts"),
+        pytest.param("PUT", "brake", {"engaged": True, "reason": "x"}, id="release_brake"),
+        pytest.param("POST", "withdraw", {"reason": "x"}, id="withdraw"),
+    ],
+)
+def test_every_action_on_an_unknown_release_is_refused_as_release_not_found(
+    rollout: Rollout, method: str, action: str, body: dict[str, object]
+) -> None:
+    """One refusal for a release that does not exist, whichever action names it — never an
+    empty list of halts, never a 500 from a missing row."""
+    unknown = rollout.operator(method, f"/v1/admin/releases/{UNKNOWN_RELEASE}/{action}", **body)
+    assert unknown.status_code == 404, unknown.text
+    assert unknown.json()["detail"]["code"] == "release_not_found"
