@@ -7,7 +7,7 @@
     nachtwacht release verify --public-key release.pub [--artifact FILE] MANIFEST SIGNATURE
 
 A package above this one may add subcommands (`ExtraCommand`): the `nachtwacht` command adds
-`build-demo-agent`, whose demo agent lives in the roof (`nachtwacht.worlds`), not in the release
+`build-demo-agent`, whose demo agent lives in the roof (`nachtwacht.demo_world`), not in the release
 format.
 """
 
