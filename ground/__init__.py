@@ -9,7 +9,8 @@
 
 The layers, each importing only those below it (docs/architecture.md):
 
-    roof        nachtwacht: the command, `plan`, `demo` (and the demo's world, `demo_world`)
+    roof        nachtwacht: the command, `plan`, `demo`, and `nachtwacht.demo_world` (the parts
+                of the demo's world, which the tests' world kit builds on)
     programs    agent_daemon, control_plane
     core        shared_planner (pure), signed_release (the release format)
     ground      ground.clock, ground.limits, ground.instants, ground.contract

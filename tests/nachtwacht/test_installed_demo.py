@@ -11,6 +11,7 @@ not read there, so nothing can be imported from the checkout by accident.
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -28,6 +29,17 @@ pytestmark = pytest.mark.slow
 
 # A deadline for a failure, never a speed assertion: building a wheel takes seconds.
 BUILD_DEADLINE_SECONDS = 240
+# What a checkout holds besides its source: environments, caches, earlier builds.
+NOT_SOURCE = (
+    ".venv",
+    ".git",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".*_cache",
+    ".hypothesis",
+)
 
 
 @dataclass(frozen=True)
@@ -68,7 +80,11 @@ def _pip(*args: str | Path) -> None:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     root = tmp_path_factory.mktemp("installed")
-    _pip("wheel", "--no-deps", "--wheel-dir", root / "dist", REPO_ROOT)
+    # Built from a copy: setuptools builds in its source folder, and a `build/` it left in the
+    # checkout would keep copies of modules deleted since, which the next wheel would ship.
+    source = root / "source"
+    shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
+    _pip("wheel", "--no-deps", "--wheel-dir", root / "dist", source)
     (wheel,) = (root / "dist").glob("nachtwacht-*.whl")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
