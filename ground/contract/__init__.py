@@ -7,6 +7,8 @@ only, so the planner can import them too).
     fields      `Instant`, the field type of every instant (its format: `ground.instants`)
     codes       every refusal code, with `consumes_slot` and its status
     messages    the request and answer models of every agent endpoint
+    wording     the English sentence for each reason a run ends, misses or skips (the panel's
+                catalogue msgids; `agent status` prints them as they are)
     (here)      the API version, the paths and the headers
 """
 
