@@ -52,11 +52,6 @@ Read `decision` first: it is the whole of DESIGN.md rule 8, pure. Everything els
                         lines, and the activity file `status` reads
       systemd_notify    READY / STATUS / WATCHDOG / STOPPING datagrams
       errors            the agent's exception tree
-      lean_imports      keeps what the daemon never runs out of its memory: httpx's command-line
-                        tool and its `idna` (until a host is not ASCII), APScheduler's asyncio,
-                        process-pool and tzlocal imports
-      os_trust          the OS trust store on Linux, read once per context (macOS, Windows:
-                        truststore)
     updater/            applies one update: verify, download, install, switch, restart,
                         health-check, roll back (its own map in `updater/__init__.py`)
 
@@ -64,8 +59,3 @@ Layers: this package imports `ground`, `shared_planner` and `signed_release`, ne
 or `control_plane`. `updater/` uses only `errors`, `atomic_file` and `pid_lock` from here; the
 daemon's modules import the updater, never the other way round.
 """
-
-from agent_daemon.lean_imports import import_httpx
-
-# Before any module of the agent imports httpx (see lean_imports).
-import_httpx()

@@ -25,22 +25,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
 
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.base import BaseTrigger
+
 from agent_daemon.activity import Activity
 from agent_daemon.daemon import Daemon
 from agent_daemon.errors import ConfigError
 from agent_daemon.event_log import EventLog
-from agent_daemon.lean_imports import apscheduler_without_unused_imports
 from agent_daemon.pid_lock import LockHeld, PidLock, lock_holder
 from agent_daemon.server_clock import ServerClock
 from agent_daemon.systemd_notify import Notifier
 from ground.contract import AgentConfig
-
-# Without the asyncio, process-pool and tzlocal modules it imports for what the daemon never
-# uses (issue 16, footprint; see lean_imports).
-with apscheduler_without_unused_imports():
-    from apscheduler.executors.pool import ThreadPoolExecutor
-    from apscheduler.schedulers.background import BackgroundScheduler
-    from apscheduler.triggers.base import BaseTrigger
 
 __all__ = [
     "IDLE_AFTER_SECONDS",
@@ -160,8 +156,7 @@ def run_service(
     scheduler = BackgroundScheduler(
         executors={"default": ThreadPoolExecutor(max_workers=1)},
         job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
-        # The trigger answers in instants; a zone named here keeps APScheduler from asking
-        # tzlocal for the host's (its only use of tzlocal, see lean_imports).
+        # The trigger answers in instants: the scheduler's zone is UTC, never the host's.
         timezone=UTC,
     )
 

@@ -1,4 +1,4 @@
-"""The agent's one `httpx.Client`, built in one place (STYLE.md: one seam per I/O dependency).
+"""The agent's one `httpx.Client`, built in one place: the one seam of its network I/O.
 
 Every connection the agent opens — the config sync, claims, reports and the artifact download —
 comes from `build_http_client`, so the proxy (`agent_daemon.proxy_route`), the trust store, the
@@ -20,12 +20,10 @@ import httpx
 
 from agent_daemon.errors import ConfigError
 from agent_daemon.network_settings import NetworkSettings
-from agent_daemon.os_trust import RootsWidened
 from agent_daemon.proxy_route import ProxyChoice, ProxyRoute, resolve_route
 from agent_daemon.tls_trust import (
     PublicKeyPinMismatch,
     build_ssl_context,
-    causes,
     check_pin,
     explain_failure,
 )
@@ -121,14 +119,7 @@ class _AgentTransport(httpx.BaseTransport):
         )
         request.extensions = {**request.extensions, "trace": watch.trace}
         try:
-            try:
-                return transport.handle_request(request)
-            except httpx.TransportError as exc:
-                if not any(isinstance(cause, RootsWidened) for cause in causes(exc)):
-                    raise
-                # The OS's bundle is trusted now, beside its hashed directory; the handshake
-                # failed before anything of the request was sent (`agent_daemon.os_trust`).
-                return transport.handle_request(request)
+            return transport.handle_request(request)
         except PublicKeyPinMismatch as exc:
             raise httpx.ConnectError(str(exc), request=request) from exc
         except httpx.TransportError as exc:

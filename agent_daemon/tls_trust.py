@@ -1,8 +1,8 @@
 """Whom the agent trusts over TLS, and what it says when trust fails.
 
-- The OS trust store (`agent_daemon.os_trust`: OpenSSL's system bundle on Linux, read once;
-  the platform verifier through `truststore` elsewhere), with `ca_file` *added* to it — a
-  private CA never replaces the public ones, unlike `SSL_CERT_FILE`.
+- The host's trust store (OpenSSL's default verify paths, `ssl.create_default_context`), with
+  `ca_file` *added* to it — a private CA never replaces the public ones, unlike `SSL_CERT_FILE`.
+  Verification is never widened or retried: a chain these roots do not verify is refused.
 - `pinned_public_key_sha256`: after the handshake with the control plane's host, and before a
   byte of the request (the credential) is sent, the sha256 of the certificate's
   SubjectPublicKeyInfo must equal the pin. Checked on the control plane's host only: a proxy's or
@@ -24,7 +24,6 @@ from typing import Any
 
 from agent_daemon.errors import ConfigError
 from agent_daemon.network_settings import NetworkSettings, parse_pin
-from agent_daemon.os_trust import os_trust_context
 
 __all__ = [
     "PublicKeyPinMismatch",
@@ -72,8 +71,8 @@ def _load_error(field: str, path: Path, exc: Exception) -> ConfigError:
 
 
 def build_ssl_context(network: NetworkSettings) -> ssl.SSLContext:
-    """The OS trust store, plus `ca_file`, plus the client certificate; TLS 1.2 at least."""
-    context = os_trust_context()
+    """The host's trust store, plus `ca_file`, plus the client certificate; TLS 1.2 at least."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if network.ca_file is not None:
         try:
@@ -96,8 +95,7 @@ def build_ssl_context(network: NetworkSettings) -> ssl.SSLContext:
 
 def spki_sha256(certificate_der: bytes) -> bytes:
     """The sha256 of a certificate's SubjectPublicKeyInfo (what a public-key pin names)."""
-    # Imported here, not at the top: only an agent with a pin reads certificates, and an idle
-    # daemon without one must not hold `cryptography` in memory (issue 16, footprint).
+    # Imported here: only an agent with a pin reads certificates, and `cryptography` is large.
     from cryptography import x509
     from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 

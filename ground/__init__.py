@@ -1,11 +1,10 @@
 """The ground floor: what every part of nachtwacht shares and nothing else builds on.
 
-    clock       the one clock object per program, real or fast fake (DESIGN.md "Time")
+    clock       the one clock object per program, real or fast fake
     limits      numbers more than one program enforces (stdlib only: the planner imports them)
     instants    the one way an instant is written and read between programs (stdlib only)
     contract    the agent <-> control-plane messages, codes, paths and headers (pydantic)
     start_up    the collector paused while a command imports its part
-    docstring_free  a service's imports without docstrings (the agent's daemon)
 
 The layers, each importing only those below it (docs/architecture.md):
 

@@ -28,7 +28,6 @@ ground of the agent (`errors`, `atomic_file`, `pid_lock`); nothing here imports 
     download_staging    staging/: the `.part`, its ETag, the finished artifact; free space
     download_answer     the server's headers read with strict, bounded grammars; an error's code
     download_watchdog   one deadline over the whole exchange (shuts the socket down)
-    download_writer     the body written and hashed in threads of their own as it arrives
     install             unpack into versions/<v>/ with `signed_release.build_archive`, self-test
     build_command       run the build's own code: bounded time and output, as the agent's user
     layout              versions/, current, previous: the install root on disk
@@ -37,32 +36,9 @@ ground of the agent (`errors`, `atomic_file`, `pid_lock`); nothing here imports 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from agent_daemon.updater.update_locking import update_lock
-    from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
-    from agent_daemon.updater.updater import Updater
-    from agent_daemon.updater.updater_settings import UpdaterSettings
+from agent_daemon.updater.update_locking import update_lock
+from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
+from agent_daemon.updater.updater import Updater
+from agent_daemon.updater.updater_settings import UpdaterSettings
 
 __all__ = ["UpdateOutcome", "UpdateRequest", "Updater", "UpdaterSettings", "update_lock"]
-
-# Each name is loaded from its module on first use (PEP 562): the daemon names the request and
-# the outcome every minute, but an idle daemon must not load the updater itself (issue 16).
-_HOME = {
-    "UpdateOutcome": "update_records",
-    "UpdateRequest": "update_records",
-    "Updater": "updater",
-    "update_lock": "update_locking",
-    "UpdaterSettings": "updater_settings",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value

@@ -10,7 +10,6 @@ final check. Its parts, each in a module of its own:
                         bytes held so far (`Received`), the free-space check, the tidying
     download_answer     the server's headers read with strict, bounded grammars; an error's code
     download_watchdog   one deadline over the whole exchange
-    download_writer     the body written and hashed in threads of their own while it arrives
 
 The deadline bounds the whole exchange — connect, response head and body — not only the gaps
 between body chunks: a watchdog shuts the connection's socket down when it passes, which wakes a
@@ -34,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-import httpcore
 import httpx
 
 from agent_daemon.errors import (
@@ -63,15 +61,8 @@ from agent_daemon.updater.download_staging import (
     stored_etag,
 )
 from agent_daemon.updater.download_watchdog import Watchdog
-from agent_daemon.updater.download_writer import WrittenBehind
 
 __all__ = ["ArtifactSpec", "DownloadLimits", "download_artifact"]
-
-# What the download's own connection reads from its socket at once (httpcore's default is 64
-# KiB): every read is a `settimeout`, a `recv`, an h11 event and a chunk through the loop below,
-# so a 22 MB build took ~340 of them. A read returns what has arrived, up to this: a trickle
-# still comes in small chunks and meets the deadline check.
-_READ_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,17 +236,6 @@ def _accept(
     )
 
 
-def _read_bigger(response: httpx.Response) -> None:
-    """Let the response's own HTTP/1.1 connection read up to `_READ_BYTES` at once. httpx and
-    httpcore do not offer it, so this reaches into their streams; on any other shape (another
-    version, a proxy's connection, a test transport) the default reads stay. The download has
-    the connection to itself (`Connection: close`), so no other request reads with it."""
-    stream = getattr(getattr(response.stream, "_stream", None), "_httpcore_stream", None)
-    connection = getattr(getattr(stream, "_stream", None), "_connection", None)
-    if isinstance(connection, httpcore.HTTP11Connection):
-        connection.READ_NUM_BYTES = _READ_BYTES
-
-
 def _copy_body(
     response: httpx.Response,
     sink: BinaryIO,
@@ -267,25 +247,20 @@ def _copy_body(
 ) -> None:
     # Raw: the signed bytes are the stored ones, never decoded (a gzip "encoding" cannot inflate).
     # Unsized iteration yields bytes as they arrive, so a trickle meets the deadline check.
-    _read_bigger(response)
-    writer = WrittenBehind(sink, received)
-    try:
-        for chunk in response.iter_raw():
-            if received.size + len(chunk) > spec.length:
-                raise DownloadTooLong(
-                    f"download of {shown_url(spec.url)} refused: the server sent more than the "
-                    f"signed length of {spec.length} bytes"
-                )
-            writer.put(chunk)
-            received.size += len(chunk)
-            if on_progress is not None:
-                # ("download", bytes so far, signed length): the daemon's progress lines.
-                on_progress("download", received.size, spec.length)
-            if time.monotonic() - started > limits.deadline:
-                raise DownloadStalled(
-                    f"download of {shown_url(spec.url)} ran past its deadline of "
-                    f"{limits.deadline:g} s ({received.size} of {spec.length} bytes); the partial "
-                    "download is kept to resume"
-                )
-    finally:
-        writer.close()
+    for chunk in response.iter_raw():
+        if received.size + len(chunk) > spec.length:
+            raise DownloadTooLong(
+                f"download of {shown_url(spec.url)} refused: the server sent more than the "
+                f"signed length of {spec.length} bytes"
+            )
+        sink.write(chunk)
+        received.add(chunk)
+        if on_progress is not None:
+            # ("download", bytes so far, signed length): the daemon's progress lines.
+            on_progress("download", received.size, spec.length)
+        if time.monotonic() - started > limits.deadline:
+            raise DownloadStalled(
+                f"download of {shown_url(spec.url)} ran past its deadline of "
+                f"{limits.deadline:g} s ({received.size} of {spec.length} bytes); the partial "
+                "download is kept to resume"
+            )

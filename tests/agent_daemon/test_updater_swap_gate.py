@@ -8,6 +8,7 @@ import errno
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import pytest
 
@@ -20,7 +21,7 @@ from agent_daemon.errors import (
     NotEnoughDisk,
     SelfTestFailed,
 )
-from agent_daemon.updater import UpdateRequest, download_writer
+from agent_daemon.updater import UpdateRequest, download
 from agent_daemon.updater.failure_reasons import failure_reason
 from agent_daemon.updater.swap_gate import SwapAllowed, SwapRefused, SwapUnanswered, SwapVerdict
 from ground.contract import OutcomeReason
@@ -188,11 +189,22 @@ def test_a_full_disk_while_downloading_is_disk_full_and_may_pass(
     with host_running(tmp_path) as host:
         request = host.request(host.factory.release("1.5.0", 42), "run-1")
 
-        def disk_full(self: download_writer.WrittenBehind, chunk: bytes) -> None:
-            raise OSError(errno.ENOSPC, "No space left on device", "staging")
+        class FullDisk:
+            """The `.part` file, on a disk with no space left."""
 
-        # The writer of the download's bytes meets a full disk (the injected seam).
-        monkeypatch.setattr(download_writer.WrittenBehind, "put", disk_full)
+            def __init__(self, sink: BinaryIO) -> None:
+                self.sink = sink
+
+            def write(self, chunk: bytes) -> int:
+                raise OSError(errno.ENOSPC, "No space left on device", "staging")
+
+        copy_body = download._copy_body
+
+        def copy_to_a_full_disk(response: Any, sink: BinaryIO, *args: Any, **kwargs: Any) -> None:
+            copy_body(response, FullDisk(sink), *args, **kwargs)  # type: ignore[arg-type]
+
+        # The download's bytes meet a full disk (the injected seam: the sink they are written to).
+        monkeypatch.setattr(download, "_copy_body", copy_to_a_full_disk)
         outcome = host.updater().apply(request)
         assert (outcome.status, outcome.reason, outcome.retry) == (
             "failed",
