@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from agent_daemon.updater.download import ArtifactSpec, DownloadLimits, download_artifact
+from agent_daemon.updater.download.fetch import ArtifactSpec, DownloadLimits, download_artifact
 from agent_daemon.updater.install import install_build, self_test
 from agent_daemon.updater.layout import InstallLayout
 from agent_daemon.updater.verify import verify_release

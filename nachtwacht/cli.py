@@ -14,7 +14,10 @@ from ground.start_up import start_up_imports
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("nachtwacht.plan_cli", "preview an update schedule's slots and daylight-saving notes"),
     "control": ("control_plane.cli", "run and administer the control plane"),
-    "agent": ("agent_daemon.cli", "enroll, run and inspect the updater on a customer host"),
+    "agent": (
+        "agent_daemon.commands.cli",
+        "enroll, run and inspect the updater on a customer host",
+    ),
     "release": ("nachtwacht.release_cli", "make a release key, sign a build"),
     "demo": ("nachtwacht.demo", "run one night for a small fleet on a fast clock"),
 }

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from agent_daemon.event_log import parse_line
+from agent_daemon.host.event_log import parse_line
 from nachtwacht.worlds.processes import (
     REPO_ROOT,
     child_environment,

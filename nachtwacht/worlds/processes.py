@@ -68,7 +68,7 @@ _PRELOAD = [
     "nachtwacht.cli",
     "control_plane.cli",
     "control_plane.server",
-    "agent_daemon.cli",
+    "agent_daemon.commands.cli",
     "nachtwacht.release_cli",
 ]
 _CLI_PATH = str(REPO_ROOT / "nachtwacht" / "cli.py")  # sys.argv[0] under `python -m nachtwacht.cli`

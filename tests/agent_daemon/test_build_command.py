@@ -16,9 +16,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent_daemon.errors import ConfigError, SelfTestFailed
-from agent_daemon.updater import UpdaterSettings
 from agent_daemon.updater.build_command import OUTPUT_LIMIT_BYTES, CommandFailed, run_bounded
 from agent_daemon.updater.install import self_test
+from agent_daemon.updater.updater_settings import UpdaterSettings
 
 NOBODY = pwd.getpwnam("nobody")
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent_daemon.agent_parts import build_updater
+from agent_daemon.commands.agent_parts import build_updater
 from agent_daemon.errors import ConfigError
 from agent_daemon.settings import (
     AgentPaths,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_daemon.daemon_state import StateStore
-from agent_daemon.decision import is_current
-from agent_daemon.dispatch import MAX_DISPATCH_ATTEMPTS
-from agent_daemon.updater import UpdateOutcome, UpdateRequest
+from agent_daemon.disk.daemon_state import StateStore
+from agent_daemon.minute.decision import is_current
+from agent_daemon.minute.dispatch import MAX_DISPATCH_ATTEMPTS
+from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
 from ground.contract import OutcomeReason
 from nachtwacht.worlds.clocks import ManualClock, SkewedClock
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane, Run

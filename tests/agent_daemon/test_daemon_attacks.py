@@ -9,12 +9,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent_daemon import wire
-from agent_daemon.control_plane_client import ControlPlaneClient
+from agent_daemon.connection import wire
+from agent_daemon.connection.control_plane_client import ControlPlaneClient
+from agent_daemon.connection.http_client import build_http_client
+from agent_daemon.connection.server_clock import MAX_SERVER_CLOCK_OFFSET, ServerClock
 from agent_daemon.errors import AgentError
-from agent_daemon.http_client import build_http_client
-from agent_daemon.server_clock import MAX_SERVER_CLOCK_OFFSET, ServerClock
-from agent_daemon.updater import UpdateOutcome
+from agent_daemon.updater.update_records import UpdateOutcome
 from ground.contract import SERVER_TIME_HEADER, ClaimGrant, format_instant
 from nachtwacht.worlds.clocks import ManualClock, SkewedClock
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane, Run

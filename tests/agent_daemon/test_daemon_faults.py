@@ -16,11 +16,11 @@ from typing import get_args
 import httpx
 import pytest
 
-from agent_daemon.daemon_state import StateStore
-from agent_daemon.dispatch import MAX_DISPATCH_ATTEMPTS
-from agent_daemon.outbox import Outbox
-from agent_daemon.updater import UpdateOutcome, UpdateRequest
+from agent_daemon.disk.daemon_state import StateStore
+from agent_daemon.disk.outbox import Outbox
+from agent_daemon.minute.dispatch import MAX_DISPATCH_ATTEMPTS
 from agent_daemon.updater.swap_gate import SwapAllowed, SwapRefused, SwapUnanswered, SwapVerdict
+from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
 from ground.contract import AnswerCode, OutcomeReason, RefusalCode
 from nachtwacht.worlds.clocks import ManualClock
 from tests.agent_daemon.daemon_support.fake_control_plane import ClaimRefusal, FakeControlPlane

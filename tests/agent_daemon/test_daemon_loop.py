@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from agent_daemon.daemon_loop import (
+from agent_daemon.connection.server_clock import ServerClock
+from agent_daemon.errors import ConfigError
+from agent_daemon.host.systemd_notify import Notifier
+from agent_daemon.minute.daemon_loop import (
     DaemonLock,
     ServerMinuteTrigger,
     daemon_running,
     second_in_minute,
 )
-from agent_daemon.errors import ConfigError
-from agent_daemon.server_clock import ServerClock
-from agent_daemon.systemd_notify import Notifier
 from ground.clock import FakeClock
 from nachtwacht.worlds.clocks import ManualClock
 

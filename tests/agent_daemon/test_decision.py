@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_daemon.decision import (
+from agent_daemon.minute.decision import (
     AgentFacts,
     ClaimManual,
     ClaimSlot,

@@ -18,8 +18,8 @@ from agent_daemon.errors import (
     DownloadTooLong,
     NotEnoughDisk,
 )
-from agent_daemon.updater.download import ArtifactSpec, DownloadLimits, download_artifact
-from agent_daemon.updater.download_staging import final_path, part_path
+from agent_daemon.updater.download.fetch import ArtifactSpec, DownloadLimits, download_artifact
+from agent_daemon.updater.download.staging import final_path, part_path
 from nachtwacht.worlds.artifact_server import ArtifactServer, artifact_server
 
 ARTIFACT = os.urandom(300_000)

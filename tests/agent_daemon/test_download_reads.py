@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from agent_daemon.errors import DownloadFailed, DownloadTooLong
-from agent_daemon.updater.download import ArtifactSpec, DownloadLimits, download_artifact
-from agent_daemon.updater.download_staging import part_path
+from agent_daemon.updater.download.fetch import ArtifactSpec, DownloadLimits, download_artifact
+from agent_daemon.updater.download.staging import part_path
 from nachtwacht.worlds.artifact_server import ArtifactServer, artifact_server
 
 # Many reads, and not a multiple of any read size.

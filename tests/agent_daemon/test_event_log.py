@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_daemon.event_log import EventLog, parse_line
+from agent_daemon.host.event_log import EventLog, parse_line
 
 UNIT = Path(__file__).resolve().parents[2] / "packaging/systemd/nachtwacht-agent.service"
 

@@ -14,13 +14,13 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
-from agent_daemon.activity import Activity, ActivityFile
-from agent_daemon.control_plane_client import ControlPlaneClient
+from agent_daemon.commands.host_commands import UsageProblem, follow_manual_update, parse_until
+from agent_daemon.connection.control_plane_client import ControlPlaneClient
+from agent_daemon.connection.http_client import build_http_client
+from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.errors import BadServerAnswer
-from agent_daemon.host_commands import UsageProblem, follow_manual_update, parse_until
-from agent_daemon.http_client import build_http_client
-from agent_daemon.server_clock import ServerClock
-from agent_daemon.updater import UpdateOutcome, UpdateRequest
+from agent_daemon.host.activity import Activity, ActivityFile
+from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
 from ground.contract import HoldRequest, RefusalCode
 from nachtwacht.worlds.clocks import ManualClock
 from tests.agent_daemon.daemon_support.fake_control_plane import (

@@ -12,11 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agent_daemon.connection.http_client import build_http_client, network_facts
+from agent_daemon.connection.network_settings import NetworkSettings
+from agent_daemon.connection.proxy_route import resolve_route
 from agent_daemon.errors import ConfigError, DownloadStalled
-from agent_daemon.http_client import build_http_client, network_facts
-from agent_daemon.network_settings import NetworkSettings
-from agent_daemon.proxy_route import resolve_route
-from agent_daemon.updater.download import ArtifactSpec, DownloadLimits, download_artifact
+from agent_daemon.updater.download.fetch import ArtifactSpec, DownloadLimits, download_artifact
 from ground.contract import CONFIG_PATH
 from tests.agent_daemon.network_support.pki import Pki, make_pki
 from tests.agent_daemon.network_support.proxies import http_proxy, socks5_proxy

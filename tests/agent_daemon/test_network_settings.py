@@ -8,14 +8,14 @@ import hashlib
 
 import pytest
 
-from agent_daemon.errors import ConfigError
-from agent_daemon.network_settings import (
+from agent_daemon.connection.network_settings import (
     NetworkSettings,
     check_control_url_transport,
     check_no_proxy_entry,
     parse_pin,
 )
-from agent_daemon.proxy_route import resolve_route, shown_proxy
+from agent_daemon.connection.proxy_route import resolve_route, shown_proxy
+from agent_daemon.errors import ConfigError
 
 DIGEST = hashlib.sha256(b"a public key").digest()
 

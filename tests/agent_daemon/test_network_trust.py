@@ -14,10 +14,10 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
+from agent_daemon.connection.http_client import build_http_client
+from agent_daemon.connection.network_settings import NetworkSettings
+from agent_daemon.connection.tls_trust import build_ssl_context, spki_sha256
 from agent_daemon.errors import ConfigError
-from agent_daemon.http_client import build_http_client
-from agent_daemon.network_settings import NetworkSettings
-from agent_daemon.tls_trust import build_ssl_context, spki_sha256
 from ground.contract import CONFIG_PATH
 from tests.agent_daemon.network_support.pki import Pki, hashed_directory, make_pki
 from tests.agent_daemon.network_support.servers import control_plane

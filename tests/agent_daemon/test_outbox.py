@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_daemon.control_plane_client import Delivery
+from agent_daemon.connection.control_plane_client import Delivery
+from agent_daemon.disk.outbox import Outbox, Report
 from agent_daemon.errors import ControlPlaneUnreachable, DaemonStateError
-from agent_daemon.outbox import Outbox, Report
 
 
 def report(n: int) -> Report:

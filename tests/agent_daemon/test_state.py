@@ -10,7 +10,9 @@ import httpx
 import pytest
 
 from agent_daemon.errors import DaemonStateError
-from agent_daemon.updater import Updater, UpdateRequest, UpdaterSettings
+from agent_daemon.updater.update_records import UpdateRequest
+from agent_daemon.updater.updater import Updater
+from agent_daemon.updater.updater_settings import UpdaterSettings
 from agent_daemon.updater.updater_state import (
     STATE_FILE_NAME,
     STATE_FORMAT_VERSION,

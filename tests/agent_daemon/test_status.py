@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from agent_daemon.config_cache import CachedConfig
-from agent_daemon.daemon_state import ClaimInProgress, ConsumedSlot, DaemonState, RunRecord
-from agent_daemon.status import AgentStatus, render_status
-from agent_daemon.wire import parse_config
+from agent_daemon.connection.config_cache import CachedConfig
+from agent_daemon.connection.wire import parse_config
+from agent_daemon.disk.daemon_state import ClaimInProgress, ConsumedSlot, DaemonState, RunRecord
+from agent_daemon.host.status import AgentStatus, render_status
 
 NOW = datetime(2026, 11, 30, 2, 5, tzinfo=UTC)
 CONFIG = {

@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from agent_daemon.activity import ActivityRecord, Refusal
-from agent_daemon.config_cache import CachedConfig
-from agent_daemon.daemon_state import DaemonState
-from agent_daemon.status import AgentStatus, problems, render_status
-from agent_daemon.wire import parse_config
+from agent_daemon.connection.config_cache import CachedConfig
+from agent_daemon.connection.wire import parse_config
+from agent_daemon.disk.daemon_state import DaemonState
+from agent_daemon.host.activity import ActivityRecord, Refusal
+from agent_daemon.host.status import AgentStatus, problems, render_status
 from ground.contract import ReleaseTrack
 
 NOW = datetime(2026, 11, 30, 2, 10, tzinfo=UTC)  # 03:10 in Amsterdam

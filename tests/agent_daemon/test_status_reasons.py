@@ -9,11 +9,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent_daemon.activity import Activity, ActivityRecord
-from agent_daemon.config_cache import CachedConfig
-from agent_daemon.daemon_state import ClaimInProgress, DaemonState, RunRecord
-from agent_daemon.event_log import EventLog
-from agent_daemon.status import (
+from agent_daemon.connection.config_cache import CachedConfig
+from agent_daemon.connection.wire import parse_config
+from agent_daemon.disk.daemon_state import ClaimInProgress, DaemonState, RunRecord
+from agent_daemon.host.activity import Activity, ActivityRecord
+from agent_daemon.host.event_log import EventLog
+from agent_daemon.host.status import (
     REASON_WORDS,
     AgentStatus,
     describe_reason,
@@ -21,7 +22,6 @@ from agent_daemon.status import (
     problems,
     render_status,
 )
-from agent_daemon.wire import parse_config
 from ground.contract import OutcomeReason, RefusalCode
 
 NOW = datetime(2026, 11, 30, 2, 10, tzinfo=UTC)  # 03:10 in Amsterdam

@@ -11,15 +11,15 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from agent_daemon.control_plane_client import ControlPlaneClient
-from agent_daemon.daemon_state import ClaimInProgress
+from agent_daemon.connection.control_plane_client import ControlPlaneClient
+from agent_daemon.connection.http_client import build_http_client
+from agent_daemon.connection.server_clock import ServerClock
+from agent_daemon.connection.wire import swap_refusal_reason
+from agent_daemon.disk.daemon_state import ClaimInProgress
 from agent_daemon.errors import BadServerAnswer, ControlPlaneUnreachable, CredentialRefused
-from agent_daemon.event_log import EventLog
-from agent_daemon.http_client import build_http_client
-from agent_daemon.server_clock import ServerClock
-from agent_daemon.swap_confirmation import SwapConfirmation
+from agent_daemon.host.event_log import EventLog
+from agent_daemon.minute.swap_confirmation import SwapConfirmation
 from agent_daemon.updater.swap_gate import SwapAllowed, SwapRefused, SwapUnanswered
-from agent_daemon.wire import swap_refusal_reason
 from ground.contract import (
     SERVER_TIME_HEADER,
     ErrorDetail,

@@ -12,17 +12,21 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent_daemon.atomic_file import write_versioned_json
-from agent_daemon.config_cache import CachedConfig, ConfigCache
-from agent_daemon.control_plane_client import ControlPlaneClient, FreshConfig, NotModified
+from agent_daemon.connection.config_cache import CachedConfig, ConfigCache
+from agent_daemon.connection.control_plane_client import (
+    ControlPlaneClient,
+    FreshConfig,
+    NotModified,
+)
+from agent_daemon.connection.http_client import build_http_client
+from agent_daemon.connection.server_clock import ServerClock
+from agent_daemon.disk.atomic_file import write_versioned_json
 from agent_daemon.errors import (
     BadServerAnswer,
     ControlPlaneUnreachable,
     CredentialRefused,
     DaemonStateError,
 )
-from agent_daemon.http_client import build_http_client
-from agent_daemon.server_clock import ServerClock
 from ground.contract import ClaimGrant, ClaimRequest, ErrorDetail
 from nachtwacht.worlds.clocks import ManualClock, SkewedClock
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane

@@ -16,7 +16,8 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from agent_daemon.updater import Updater, update_lock
+from agent_daemon.updater.update_locking import update_lock
+from agent_daemon.updater.updater import Updater
 from ground.clock import FakeClock, SystemClock
 from tests.agent_daemon.updater_support.host import Host, customer_host, host_running
 from tests.agent_daemon.updater_support.releases import evil_archive

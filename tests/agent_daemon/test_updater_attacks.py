@@ -19,9 +19,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent_daemon.server_clock import ServerClock
-from agent_daemon.updater import Updater, UpdateRequest
+from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.updater.step_machine import MAX_RUN_ATTEMPTS
+from agent_daemon.updater.update_records import UpdateRequest
+from agent_daemon.updater.updater import Updater
 from ground.clock import SystemClock
 from nachtwacht.worlds.releases import Release
 from signed_release import sign_manifest

@@ -15,9 +15,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent_daemon.errors import ConfigError, DownloadStalled, UntrustedArtifactSource
-from agent_daemon.updater import Updater, UpdaterSettings
-from agent_daemon.updater.artifact_source import Origin, parse_origin, resolve_source
-from agent_daemon.updater.download import ArtifactSpec, DownloadLimits, download_artifact
+from agent_daemon.updater.download.artifact_source import Origin, parse_origin, resolve_source
+from agent_daemon.updater.download.fetch import ArtifactSpec, DownloadLimits, download_artifact
+from agent_daemon.updater.updater import Updater
+from agent_daemon.updater.updater_settings import UpdaterSettings
 from ground.clock import SystemClock
 from nachtwacht.worlds.artifact_server import ArtifactServer, artifact_server
 from tests.agent_daemon.scripted_server import head_never_ends, scripted_server
@@ -32,7 +33,8 @@ def origin_of(url: str) -> str:
 
 
 def control_client(base_url: str) -> httpx.Client:
-    """The daemon's client as `agent_daemon.http_client` builds it: base URL and credential."""
+    """The daemon's client as `agent_daemon.connection.http_client` builds it: base URL and
+    credential."""
     return httpx.Client(base_url=base_url, headers={"Authorization": CREDENTIAL})
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from agent_daemon.updater import UpdaterSettings
+from agent_daemon.updater.updater_settings import UpdaterSettings
 from signed_release import key_id
 
 

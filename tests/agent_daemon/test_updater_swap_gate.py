@@ -21,9 +21,10 @@ from agent_daemon.errors import (
     NotEnoughDisk,
     SelfTestFailed,
 )
-from agent_daemon.updater import UpdateRequest, download
+from agent_daemon.updater.download import fetch
 from agent_daemon.updater.failure_reasons import failure_reason
 from agent_daemon.updater.swap_gate import SwapAllowed, SwapRefused, SwapUnanswered, SwapVerdict
+from agent_daemon.updater.update_records import UpdateRequest
 from ground.contract import OutcomeReason
 from tests.agent_daemon.updater_support.host import Host, host_running
 
@@ -198,13 +199,13 @@ def test_a_full_disk_while_downloading_is_disk_full_and_may_pass(
             def write(self, chunk: bytes) -> int:
                 raise OSError(errno.ENOSPC, "No space left on device", "staging")
 
-        copy_body = download._copy_body
+        copy_body = fetch._copy_body
 
         def copy_to_a_full_disk(response: Any, sink: BinaryIO, *args: Any, **kwargs: Any) -> None:
             copy_body(response, FullDisk(sink), *args, **kwargs)  # type: ignore[arg-type]
 
         # The download's bytes meet a full disk (the injected seam: the sink they are written to).
-        monkeypatch.setattr(download, "_copy_body", copy_to_a_full_disk)
+        monkeypatch.setattr(fetch, "_copy_body", copy_to_a_full_disk)
         outcome = host.updater().apply(request)
         assert (outcome.status, outcome.reason, outcome.retry) == (
             "failed",

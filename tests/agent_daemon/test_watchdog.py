@@ -15,12 +15,12 @@ from typing import Any, cast
 
 import pytest
 
-from agent_daemon.activity import Activity
-from agent_daemon.daemon import Daemon
-from agent_daemon.daemon_loop import run_service
-from agent_daemon.event_log import EventLog
-from agent_daemon.server_clock import ServerClock
-from agent_daemon.wire import parse_config
+from agent_daemon.connection.server_clock import ServerClock
+from agent_daemon.connection.wire import parse_config
+from agent_daemon.host.activity import Activity
+from agent_daemon.host.event_log import EventLog
+from agent_daemon.minute.daemon import Daemon
+from agent_daemon.minute.daemon_loop import run_service
 from ground.clock import FakeClock
 from ground.contract import AgentConfig
 

@@ -15,7 +15,9 @@ from typing import Any
 
 import httpx
 
-from agent_daemon.updater import UpdateOutcome, Updater, UpdateRequest, UpdaterSettings
+from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
+from agent_daemon.updater.updater import Updater
+from agent_daemon.updater.updater_settings import UpdaterSettings
 from ground.clock import Clock, SystemClock
 from nachtwacht.worlds.artifact_server import ArtifactServer, artifact_server
 from nachtwacht.worlds.hosts import AgentHost
