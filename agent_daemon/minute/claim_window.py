@@ -1,9 +1,9 @@
 """Until when a granted claim may still be carried on: pure, `now` passed in.
 
-A claim is the token of one run. It may switch `current` only inside its window (DESIGN.md rule 7:
-a 03:00 update never happens at 09:00) and while its token lasts (60 minutes), whichever ends
-first; a manual run has no window, only its token. After that the run ends with its reason and
-nothing is switched (issue 13).
+A claim is the token of one run. It may switch `current` only inside its slot's catch-up window
+(a 03:00 update never happens at 09:00; the window's end is `Slot.window_closes`, recorded with
+the claim) and while its token lasts (60 minutes), whichever ends first; a manual run has no
+window, only its token. After that the run ends with its reason and nothing is switched.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One minute of the agent, carried out: the executor of `agent_daemon.minute.decision.decide`.
 
-`decide` holds DESIGN.md rule 8 (which step consumes the slot); this module does what each of its
+`decide` holds the five steps (which of them consumes the slot); this module does what each of its
 actions asks and feeds what it found back, until the action is final. Its parts, each a module:
 the reach (`config_sync`), the dispatch of a granted claim through the updater and the settling of
 what the updater holds with no claim behind it (`dispatch`), the state file when the disk may be
@@ -14,7 +14,7 @@ The clock is read once per minute, right after the reach: that answer is what te
 Every report goes through the on-disk outbox first, so none is lost to a crash or an outage. A
 claim in the state file is finished before anything new is planned: a daemon restarted in the
 middle of any step continues from there and never claims or installs the same slot twice. Under
-faults (issue 13) a claimed update finishes inside its window or not at all (`dispatch`).
+faults a claimed update finishes inside its window or not at all (`dispatch`).
 """
 
 from __future__ import annotations
@@ -288,7 +288,7 @@ class Daemon:
         window_closes_at = None
         if isinstance(request, ClaimSlot):
             catch_up = config.catch_up_minutes if config is not None else DEFAULT_CATCH_UP_MINUTES
-            window_closes_at = request.slot.at + timedelta(minutes=catch_up)
+            window_closes_at = request.slot.window_closes(timedelta(minutes=catch_up))
         claim = ClaimInProgress(
             run_id=str(grant.run_id),
             trigger="schedule" if isinstance(request, ClaimSlot) else "manual",
