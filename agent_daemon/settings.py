@@ -112,7 +112,7 @@ def resolve_paths(
     elif as_root:
         chosen_state = SYSTEM_STATE_DIR
     else:
-        # Imported here: the service always has a state directory (issue 16, footprint).
+        # Imported here: only a command run by hand, without a state directory, needs it.
         import platformdirs
 
         chosen_state = platformdirs.user_state_path(APP_NAME)
@@ -346,7 +346,7 @@ def render_config(fields: Mapping[str, str | float | bool | Sequence[str]]) -> s
         "# nachtwacht agent configuration, written by `nachtwacht agent enroll`.\n"
         "# Holds the agent's credential: keep it mode 0600, owned by the daemon's user.\n"
     )
-    # Imported here: only `enroll` writes a config; the daemon never does (issue 16, footprint).
+    # Imported here: only `enroll` writes a config; the daemon never does.
     import tomli_w
 
     return header + tomli_w.dumps(document)

@@ -46,7 +46,7 @@ def build_updater(
     on_progress: Callable[[str, float, float], None] | None = None,
 ) -> UpdaterOnDemand:
     def build() -> Updater:
-        # Imported on the first update: an idle daemon never loads the updater (issue 16).
+        # Imported on the first update: an idle daemon does not hold the update code.
         from agent_daemon.updater.updater import Updater
 
         return Updater(settings=settings.updater, client=http, clock=clock, on_progress=on_progress)

@@ -155,7 +155,7 @@ def build_http_client(
     headers = {"Authorization": f"Bearer {credential}", "User-Agent": USER_AGENT}
     chosen = host_id or local_host_id()
     if chosen is not None:
-        # Lets the control plane see one credential answered from two hosts (issue 12).
+        # Lets the control plane see one credential answered from two hosts (a copied credential).
         headers[HOST_ID_HEADER] = chosen
     if transport is None:
         settings = network if network is not None else NetworkSettings()

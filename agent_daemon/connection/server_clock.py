@@ -1,4 +1,4 @@
-"""The control plane's clock as this host sees it (DESIGN.md "The agent side": plan on server time).
+"""The control plane's clock as this host sees it: the agent plans on the server's time.
 
 Every successful answer of the control plane carries `SERVER_TIME_HEADER`; the client teaches this
 clock the offset between that reading and the host's own clock (never from an error answer), and

@@ -55,7 +55,7 @@ class ClaimInProgress(_Frozen):
     attempts: int = 0
     # The end of the slot's catch-up window (None for a manual run) and of the token, on the
     # control plane's clock: after the earlier of the two the run is never switched
-    # (`claim_window`). Absent from a state file written before issue 13.
+    # (`claim_window`). Absent from a state file written by an agent that did not record it.
     window_closes_at: AwareDatetime | None = None
     token_expires_at: AwareDatetime | None = None
     # The last failure that may pass (the platform unavailable, a cut download, a full disk):

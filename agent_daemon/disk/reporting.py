@@ -5,7 +5,7 @@ nothing; the outbox sends in order and the control plane's endpoints are idempot
 queued twice after a restart is harmless. Each delivery, wait or refusal is one log line. The
 bodies are the contract's `NothingToDoReport` and `OutcomeReport`.
 
-A report never depends on the disk that may be full (issue 13): when the outbox cannot be written
+A report never depends on the disk that may be full: when the outbox cannot be written
 the report is kept in memory and sent directly, after whatever the outbox still holds. A 409
 `outcome_not_authorised` is the control plane recording a switch it did not authorise as what it
 is: logged as an error and taken out of the outbox (set aside), never retried.

@@ -3,7 +3,7 @@
 `ClaimKeeper` saves the daemon's state and, when the disk refuses, keeps the claim in memory (its
 attempts and last failure still bound it) and the runs that ended though their end was not saved,
 so a full or read-only state directory can neither lift the attempt bound nor carry on a run that
-already ended (issue 13).
+already ended.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One minute of an agent as a pure decision: DESIGN.md rule 8's five steps, and nothing else.
+"""One minute of an agent as a pure decision: the five steps of a slot, and nothing else.
 
 `decide(state, config, answer, now) -> action` is called by an executor (the daemon's
 `TickExecutor`, the demo's simulated agent) until it returns a final action. The executor does the

@@ -5,7 +5,7 @@ and ends every run with an outcome that is recorded in the state file and report
 outbox. It also settles what the updater holds with no open claim behind it — at start and at
 every minute with no claim — so nothing can leave the updater unable to take the next release.
 
-Under faults (issue 13; docs/agent_daemon.md "Faults"), a claimed update finishes inside its
+Under faults (docs/agent_daemon.md "Faults"), a claimed update finishes inside its
 window or not at all:
 
 * immediately before the switch the updater asks the control plane to confirm the run's token

@@ -1,6 +1,6 @@
 """The daemon's answer to the updater's last question before a switch: may this run still switch?
 
-Revocation is honoured up to the swap (issue 13). `SwapConfirmation` is the `ConfirmSwap` the
+Revocation is honoured up to the swap. `SwapConfirmation` is the `ConfirmSwap` the
 daemon hands the updater with each request: it asks the control plane `POST confirm_path(run_id)`
 and turns the answer into a verdict (`agent_daemon.updater.swap_gate`):
 
