@@ -1,5 +1,5 @@
 """The build's own code runs bounded (time, output), decoded leniently, and as the managed agent's
-user when one is configured (issue 12, items 1 and 8)."""
+user when one is configured."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 12, items 2 and 3: where the artifact may come from and who gets the credential, and one
+"""Where the artifact may come from and who gets the credential, and one
 deadline over the whole download exchange — against real loopback servers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The swap's confirmation as the agent reads it (issue 13): only a 200 `SwapPermit` for the run
+"""The swap's confirmation as the agent reads it: only a 200 `SwapPermit` for the run
 allows the switch; every other answer is a refusal with its reason, or no answer at all."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Revocation is honoured up to the swap, on a real host (issue 13, item 1): the updater asks
+"""Revocation is honoured up to the swap, on a real host: the updater asks
 immediately before it switches `current`, and only a `SwapAllowed` lets it switch. Also: a run
 whose window closed is settled without a new switch, and failures name their reason."""
 

@@ -51,7 +51,7 @@ def test_systemd_notify_ready_watchdog_and_a_clean_sigterm(
             messages.append(sock.recv(512).decode())
         assert messages[0].startswith("READY=1")
         assert "WATCHDOG=1" in messages
-        # What it is doing, once its first minute has run (issue 16). It may have come before
+        # What it is doing, once its first minute has run. It may have come before
         # the first ping; the next one comes only when the status changes (at the 03:00 slot).
         while not any(message.startswith("STATUS=") for message in messages):
             messages.append(sock.recv(512).decode())

@@ -1,4 +1,4 @@
-"""Issue 12 at the daemon: answers of the control plane that must end as an outcome or a log line,
+"""Attacks at the daemon: answers of the control plane that must end as an outcome or a log line,
 the server clock's bound, and interrupted updates finished on later minutes."""
 
 from __future__ import annotations

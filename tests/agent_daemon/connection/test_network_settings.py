@@ -1,4 +1,4 @@
-"""Issue 16 item 1, the rules as tables: which control URLs may be plain http, which proxy a
+"""The network settings' rules as tables: which control URLs may be plain http, which proxy a
 request takes, which `no_proxy` entries are understood, and the forms a pin may be written in."""
 
 from __future__ import annotations

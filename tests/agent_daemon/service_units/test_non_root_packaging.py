@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.agent_daemon.test_updater_packaging import directives
+from tests.agent_daemon.service_units.test_systemd_units import directives
 
 PACKAGING = Path(__file__).resolve().parents[2] / "packaging"
 UNIT = PACKAGING / "systemd/nachtwacht-agent.service"

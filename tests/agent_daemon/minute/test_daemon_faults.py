@@ -1,7 +1,7 @@
-"""Issue 13 on the daemon's side, against the in-memory control plane: an update finishes inside
+"""Faults on the daemon's side, against the in-memory control plane: an update finishes inside
 its window or not at all, and the record says what happened.
 
-The updater here is the stub (one seam); `tests/agent_daemon/test_updater_swap_gate.py` runs the
+The updater here is the stub (one seam); `tests/agent_daemon/updater/test_swap_gate.py` runs the
 real updater's side of the same rules, and `tests/faults/` the whole of it with real processes.
 """
 

@@ -1,5 +1,5 @@
-"""Issue 12, the agent's updater: every input from the network (the control plane's answer, whatever
-answers the artifact request) and from a signed build that the happy path did not imagine.
+"""The agent's updater under attack: every input from the network (the control plane's answer,
+whatever answers the artifact request) and from a signed build that the happy path did not imagine.
 
 Each test is named after its attack and asserts three things: the outcome (never an exception),
 that nothing else changed (`current` still the working version, no update left in progress), and

@@ -1,6 +1,6 @@
-"""Issue 14 end to end: the canary stage with real daemons, a real control plane (its reconcile
-worker included) on the embedded PostgreSQL, real signed builds and real install roots, on one
-fast fake clock.
+"""A staged rollout end to end: the canary stage with real daemons, a real control plane (its
+reconcile worker included) on the embedded PostgreSQL, real signed builds and real install roots, on
+one fast fake clock.
 
 Every wait is for a product instant or an event, bounded by a generous deadline for failures;
 nothing asserts how long anything took.

@@ -1,5 +1,5 @@
-"""DESIGN.md rule 8 as `decide` holds it, and proof that the daemon and the simulated fleet take the
-same step for every answer the control plane can give.
+"""The five steps of a slot as `decide` holds them, and proof that the daemon and the simulated
+fleet take the same step for every answer the control plane can give.
 
 The pure table first (no I/O, no clock); then every `RefusalCode`, an unknown code and a 503
 `database_unavailable` fed through the real `Daemon` and through a `SimulatedAgent`, both against

@@ -1,4 +1,4 @@
-"""The five steps of DESIGN.md rule 8, each deciding whether the slot is consumed.
+"""The five steps of a slot, each deciding whether the slot is consumed.
 
 Against an in-memory control plane (httpx.MockTransport) and a stub updater; state and outbox are
 real files. The end-to-end tests repeat the important cases with real processes.

@@ -1,4 +1,4 @@
-"""Issue 16 item 5: the README's agent section works when copied.
+"""The README's agent section works when copied.
 
 The block under "The agent, under systemd" is run command by command, as written, against a real
 control plane. Only the absolute roots differ: `/etc`, `/var/lib` and `/opt` become folders of a

@@ -1,5 +1,5 @@
-"""Issue 6 end to end: rule 8's five steps with a real control plane on the embedded PostgreSQL,
-real daemon processes on one fast fake clock, real signed builds, real install roots.
+"""One night end to end: the five steps of a slot with a real control plane on the embedded
+PostgreSQL, real daemon processes on one fast fake clock, real signed builds, real install roots.
 
 Every wait is for a product instant or an event, bounded by a generous deadline for failures;
 nothing asserts how long anything took.

@@ -1,4 +1,4 @@
-"""Issue 16 item 1, proxies: `proxy` / `no_proxy` in agent.toml, the environment's HTTPS_PROXY and
+"""Proxies: `proxy` / `no_proxy` in agent.toml, the environment's HTTPS_PROXY and
 friends, HTTP CONNECT and SOCKS5 — through real proxies on loopback to a real TLS control plane,
 and the artifact download over the same route."""
 

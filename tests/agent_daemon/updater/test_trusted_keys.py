@@ -1,5 +1,5 @@
 """The agent's trusted release keys: checked and named at start without `cryptography`, built
-into key objects only when an update verifies (issue 16, footprint) — and the same keys, ids and
+into key objects only when an update verifies — and the same keys, ids and
 refusals as `signed_release`'s own loader."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16 item 1, trust: the OS trust store plus `ca_file`, the public-key pin and the client
+"""Trust: the host's trust store plus `ca_file`, the public-key pin and the client
 certificate — against a real TLS server on loopback with a private CA made for each test."""
 
 from __future__ import annotations

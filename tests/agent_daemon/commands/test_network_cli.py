@@ -1,4 +1,4 @@
-"""Issue 16 items 1 and 7 as a customer's admin meets them: `nachtwacht agent enroll | run | status`
+"""The network settings as a customer's admin meets them: `nachtwacht agent enroll | run | status`
 as real processes against a TLS control plane with a private CA and real proxies on loopback.
 Every refusal is one line `nachtwacht agent <command>: …` on stderr with exit 2."""
 
