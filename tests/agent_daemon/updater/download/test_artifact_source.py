@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -201,12 +201,17 @@ def test_the_deadline_watchdog_does_not_cut_a_download_that_finishes_in_time(
     limits = DownloadLimits(read_timeout=5.0, deadline=2.0, disk_reserve_bytes=0)
     url = server.serve("/artifact", ARTIFACT)
     spec = ArtifactSpec(url=url, sha256=SPEC_SHA, length=len(ARTIFACT), unpacked_size=1)
+    before = set(threading.enumerate())
     with httpx.Client() as client:
         path = download_artifact(
             client, spec, staging=tmp_path / "staging", install_root=tmp_path, limits=limits
         )
-    time.sleep(2.5)  # past the deadline: the cancelled watchdog must not touch anything
     assert path.read_bytes() == ARTIFACT
+    # The deadline's timer was cancelled when the download ended, long before its 2 s: a timer
+    # still waiting would shut the sockets of whatever exchange came next.
+    timers = [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
+    started = [t for t in timers if t not in before]
+    assert all(timer.finished.is_set() for timer in started)
 
 
 def test_an_update_whose_server_never_finishes_its_head_fails_and_the_next_installs(
