@@ -1,8 +1,8 @@
 """The updater's download path against a plain download, same artifact, same run.
 
-A 22 MB agent build (the size DESIGN.md rule 9 assumes) is served over loopback by the world kit's
-threaded artifact server. The baselines stream it to a file with plain httpx, without and with an
-fsync at the end. The measured download is what an update does before unpacking: verify the
+A 22 MB agent build (the size the per-organisation cap assumes) is served over loopback by the world
+kit's threaded artifact server. The baselines stream it to a file with plain httpx, without and with
+an fsync at the end. The measured download is what an update does before unpacking: verify the
 signed manifest, download with hashing, the length limit, the free-space check and its fsync. The
 unpack (member checks, fsyncs, `.complete`) and the self-test are timed and printed on their own.
 Every round runs all three, in alternating order (a shared machine drifts); after a warm-up round,

@@ -11,7 +11,7 @@ import pytest
 
 from agent_daemon.host.event_log import EventLog, parse_line
 
-UNIT = Path(__file__).resolve().parents[2] / "packaging/systemd/nachtwacht-agent.service"
+UNIT = Path(__file__).resolve().parents[3] / "packaging/systemd/nachtwacht-agent.service"
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 
 from tests.agent_daemon.service_units.test_systemd_units import directives
 
-PACKAGING = Path(__file__).resolve().parents[2] / "packaging"
+PACKAGING = Path(__file__).resolve().parents[3] / "packaging"
 UNIT = PACKAGING / "systemd/nachtwacht-agent.service"
 DROP_IN = PACKAGING / "systemd/nachtwacht-agent.service.d/non-root.conf"
 RULE = PACKAGING / "polkit/50-nachtwacht-agent.rules"

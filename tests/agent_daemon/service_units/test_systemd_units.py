@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-UNITS = Path(__file__).resolve().parents[2] / "packaging/systemd"
+UNITS = Path(__file__).resolve().parents[3] / "packaging/systemd"
 
 
 def directives(unit: Path) -> dict[str, list[str]]:
