@@ -58,6 +58,8 @@ def test_a_private_ca_is_not_trusted_without_ca_file(pki: Pki) -> None:
     with control_plane(pki) as plane:
         message = refusal(plane.url)
         assert plane.requests == []
+    # One handshake, refused: a chain that does not verify is never tried again with more roots.
+    assert len(plane.refused_handshakes) == 1
     assert message.startswith("the control plane's certificate is not trusted (")
     fix = ": pass --ca-file (ca_file in agent.toml) or fix the host's trust store"
     assert message.endswith(fix)
