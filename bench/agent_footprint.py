@@ -32,7 +32,9 @@ creeps. Product time starts at 03:30 UTC, after the default 03:00 slot (Amsterda
 02:00 UTC), so the next slot is more than 20 product hours away. CPU is then per product hour.
 
 `--venv DIR` runs the daemon (and the baseline) from another venv, e.g. one made as a customer
-host makes it — only the `agent` extra, not editable, so none of the developer's packages:
+host makes it — only the `agent` extra, not editable, so none of the developer's packages (in the
+developer's venv, `rich` and `click` beside httpx make httpx import its command-line tool, a few
+MiB that no customer host holds):
 
     python3 -m venv /tmp/agent-venv && /tmp/agent-venv/bin/pip install '.[agent]'
     PYTHONPATH=. .venv/bin/python bench/agent_footprint.py --venv /tmp/agent-venv
