@@ -8,7 +8,7 @@
           +-- CredentialRefused         401/403: the agent's credential is not accepted
           +-- BadServerAnswer           an answer the agent cannot understand
      +-- UpdateError             one update was not applied; the running version keeps running
-          +-- ReleaseRefused            verification refused the release (DESIGN.md rule 13)
+          +-- ReleaseRefused            verification refused the release: it is never installed
           |    +-- MalformedRelease          the manifest bytes are not a valid manifest
           |    +-- UnknownSigningKey         signed by a key that is not pinned
           |    +-- BadReleaseSignature       the signature does not match the manifest bytes

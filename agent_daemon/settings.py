@@ -7,9 +7,10 @@ every bad field named with its value and what was expected. Each bound is declar
 updater's in `UpdaterSettings`, the agent's here; the file's model is assembled from both.
 
 The agent's proxy and trust fields (`proxy`, `no_proxy`, `ca_file`, `pinned_public_key_sha256`,
-`client_cert`, `client_key`, `insecure_http`) are declared in `agent_daemon.network_settings` and
-held as `AgentSettings.network`; the files they name are checked here, and a plain http control
-URL to a host that is not loopback is refused unless `insecure_http` allows it.
+`client_cert`, `client_key`, `insecure_http`) are declared in
+`agent_daemon.connection.network_settings` and held as `AgentSettings.network`; the files they
+name are checked here, and a plain http control URL to a host that is not loopback is refused
+unless `insecure_http` allows it.
 
 The file holds the agent's credential and the paths of the trusted release keys, so it must be
 owned by the user the daemon runs as (root on a customer host) and readable by nobody else (mode
@@ -43,19 +44,19 @@ from pydantic import (
     create_model,
 )
 
-from agent_daemon.atomic_file import write_bytes_atomically
-from agent_daemon.errors import ConfigError, describe_validation_error
-from agent_daemon.network_settings import (
+from agent_daemon.connection.network_settings import (
     NETWORK_FILE_FIELDS,
     NetworkSettings,
     check_control_url_transport,
 )
-from agent_daemon.updater import UpdaterSettings
+from agent_daemon.disk.atomic_file import write_bytes_atomically
+from agent_daemon.errors import ConfigError, describe_validation_error
 from agent_daemon.updater.trusted_keys import read_trusted_keys
 from agent_daemon.updater.updater_settings import (
     DEFAULT_RESTART_COMMAND,
     FIELD_INFO,
     FILE_FIELDS,
+    UpdaterSettings,
 )
 from signed_release import ReleaseError
 
@@ -111,7 +112,7 @@ def resolve_paths(
     elif as_root:
         chosen_state = SYSTEM_STATE_DIR
     else:
-        # Imported here: the service always has a state directory (issue 16, footprint).
+        # Imported here: only a command run by hand, without a state directory, needs it.
         import platformdirs
 
         chosen_state = platformdirs.user_state_path(APP_NAME)
@@ -173,7 +174,7 @@ class AgentSettings(BaseModel):
     )
     # Validated when it was built (`UpdaterSettings.__init__`); here it is taken as it is.
     updater: InstanceOf[UpdaterSettings]
-    # Proxy and trust (`agent_daemon.network_settings`); flat fields in the file.
+    # Proxy and trust (`agent_daemon.connection.network_settings`); flat fields in the file.
     network: NetworkSettings = NetworkSettings()
 
 
@@ -345,7 +346,7 @@ def render_config(fields: Mapping[str, str | float | bool | Sequence[str]]) -> s
         "# nachtwacht agent configuration, written by `nachtwacht agent enroll`.\n"
         "# Holds the agent's credential: keep it mode 0600, owned by the daemon's user.\n"
     )
-    # Imported here: only `enroll` writes a config; the daemon never does (issue 16, footprint).
+    # Imported here: only `enroll` writes a config; the daemon never does.
     import tomli_w
 
     return header + tomli_w.dumps(document)

@@ -21,7 +21,7 @@ beside READY=1, the RSS at the end of each minute, and the RSS at the end (stead
 (the difference is a transient).
 
 `--tls` puts the control plane behind TLS on loopback, with a private CA that the agent adds to
-the OS trust store (`--ca-file`), as a customer's agent talks to an https control plane.
+the host's trust store (`--ca-file`), as a customer's agent talks to an https control plane.
 
 `--env NAME=VALUE` adds a variable to the daemon's environment, to measure a setting before the
 unit gets it (e.g. `--env MALLOC_ARENA_MAX=1`).
@@ -32,7 +32,9 @@ creeps. Product time starts at 03:30 UTC, after the default 03:00 slot (Amsterda
 02:00 UTC), so the next slot is more than 20 product hours away. CPU is then per product hour.
 
 `--venv DIR` runs the daemon (and the baseline) from another venv, e.g. one made as a customer
-host makes it — only the `agent` extra, not editable, so none of the developer's packages:
+host makes it — only the `agent` extra, not editable, so none of the developer's packages (in the
+developer's venv, `rich` and `click` beside httpx make httpx import its command-line tool, a few
+MiB that no customer host holds):
 
     python3 -m venv /tmp/agent-venv && /tmp/agent-venv/bin/pip install '.[agent]'
     PYTHONPATH=. .venv/bin/python bench/agent_footprint.py --venv /tmp/agent-venv
@@ -51,18 +53,16 @@ import compileall
 import contextlib
 import os
 import socket
-import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nachtwacht.demo_world.control_planes import RunningControlPlane, start_control_plane
-from tests.agent_daemon.network_support.pki import make_pki
+from tests.agent_daemon.network_support.fronts import control_plane_front
 from tests.worlds.hosts import AgentHost
 from tests.worlds.processes import REPO_ROOT, child_environment
 
@@ -182,47 +182,6 @@ class Samples:
         return sorted(shown)
 
 
-def _forward(source: socket.socket, sink: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while data := source.recv(65536):
-            sink.sendall(data)
-    with contextlib.suppress(OSError):
-        sink.shutdown(socket.SHUT_WR)
-
-
-@contextlib.contextmanager
-def tls_front(plain_port: int, folder: Path) -> Iterator[tuple[int, Path]]:
-    """A TLS terminator on loopback in front of the plain control plane: yields its port and the
-    private CA file that signed its certificate (for `localhost`)."""
-    pki = make_pki(folder)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(pki.server_cert, pki.server_key)
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def serve(raw: socket.socket) -> None:
-        with (
-            contextlib.suppress(OSError),
-            context.wrap_socket(raw, server_side=True) as outer,
-            socket.create_connection(("127.0.0.1", plain_port)) as inner,
-        ):
-            back = threading.Thread(target=_forward, args=(inner, outer), daemon=True)
-            back.start()
-            _forward(outer, inner)
-            back.join(timeout=30)
-
-    def accept() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                raw, _ = listener.accept()
-                threading.Thread(target=serve, args=(raw,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield listener.getsockname()[1], pki.ca
-    finally:
-        listener.close()
-
-
 def memory_by_mapping(pid: int) -> list[tuple[str, int]]:
     """RSS in bytes per mapped file (anonymous memory and the heap by name), largest first."""
     sizes: collections.Counter[str] = collections.Counter()
@@ -326,10 +285,12 @@ def main() -> int:
                 agent = plane.enroll_agent(org["org_id"], "idle")
                 url, trust = plane.base_url, []
                 if args.tls:
-                    port, ca_file = stack.enter_context(
-                        tls_front(int(plane.base_url.rsplit(":", 1)[1]), root / "pki")
+                    front = stack.enter_context(
+                        control_plane_front(
+                            int(plane.base_url.rsplit(":", 1)[1]), root / "pki", tls=True
+                        )
                     )
-                    url, trust = f"https://localhost:{port}", ["--ca-file", str(ca_file)]
+                    url, trust = front.url, ["--ca-file", str(front.ca_file)]
                 host = AgentHost(root / "host")
                 enrolled = host.enroll(url, agent["agent_key"], *trust, env=clock_env)
                 if enrolled.returncode != 0:

@@ -1,12 +1,12 @@
 """The updater's download path against a plain download, same artifact, same run.
 
-A 22 MB agent build (the size the per-organisation cap is sized for) is served over loopback by
-the world kit's threaded artifact server. The baselines stream it to a file with plain httpx,
-without and with an fsync at the end. The measured download is what an update does before
-unpacking: verify the signed manifest, download with hashing, the length limit, the free-space
-check and its fsync. The unpack (member checks, fsyncs, `.complete`) and the self-test are
-timed and printed on their own. Every round runs all three, in alternating order (a shared
-machine drifts); after a warm-up round, `--rounds` rounds give the medians and the speed ratios.
+A 22 MB agent build (the size the per-organisation cap assumes) is served over loopback by the world
+kit's threaded artifact server. The baselines stream it to a file with plain httpx, without and with
+an fsync at the end. The measured download is what an update does before unpacking: verify the
+signed manifest, download with hashing, the length limit, the free-space check and its fsync. The
+unpack (member checks, fsyncs, `.complete`) and the self-test are timed and printed on their own.
+Every round runs all three, in alternating order (a shared machine drifts); after a warm-up round,
+`--rounds` rounds give the medians and the speed ratios.
 
     PYTHONPATH=. .venv/bin/python bench/download.py [--rounds 9] [--megabytes 22]
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from agent_daemon.updater.download import ArtifactSpec, DownloadLimits, download_artifact
+from agent_daemon.updater.download.fetch import ArtifactSpec, DownloadLimits, download_artifact
 from agent_daemon.updater.install import install_build, self_test
 from agent_daemon.updater.layout import InstallLayout
 from agent_daemon.updater.verify import verify_release

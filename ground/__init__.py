@@ -5,7 +5,6 @@
     instants    the one way an instant is written and read between programs (stdlib only)
     contract    the agent <-> control-plane messages, codes, paths and headers (pydantic)
     start_up    the collector paused while a command imports its part
-    docstring_free  a service's imports without docstrings (the agent's daemon)
 
 The layers, each importing only those below it (docs/architecture.md):
 

@@ -7,21 +7,20 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-from ground.docstring_free import drop_docstrings_from_imports
+from ground.clock import ClockConfigError
 from ground.start_up import start_up_imports
 
 # subcommand -> (module, one-line summary); each module has `main(argv: list[str]) -> int`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("nachtwacht.plan_cli", "preview an update schedule's slots and daylight-saving notes"),
     "control": ("control_plane.cli", "run and administer the control plane"),
-    "agent": ("agent_daemon.cli", "enroll, run and inspect the updater on a customer host"),
+    "agent": (
+        "agent_daemon.commands.cli",
+        "enroll, run and inspect the updater on a customer host",
+    ),
     "release": ("nachtwacht.release_cli", "make a release key, sign a build"),
     "demo": ("nachtwacht.demo", "run one night for a small fleet on a fast clock"),
 }
-
-# The commands that run as a service for months: their process imports without docstrings (~1.4
-# MiB of an idle agent daemon; ground/docstring_free.py says what changes and what does not).
-SERVICES = {("agent", "run")}
 
 
 def _usage() -> str:
@@ -49,12 +48,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"nachtwacht: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     module_name = SUBCOMMANDS[name][0]
-    if (name, *rest[:1]) in SERVICES:
-        drop_docstrings_from_imports()
-    # Imported here, not at the top: a service's imports (ground.clock's dataclasses and inspect
-    # among them) come after its docstrings are dropped.
-    from ground.clock import ClockConfigError
-
     try:
         with start_up_imports():
             module = importlib.import_module(module_name)

@@ -2,8 +2,8 @@
 agent running the new build — or the old one again (docs/agent_updater.md).
 
 It knows nothing of schedules, slots or the control plane's API: the daemon hands it an
-`UpdateRequest` and reports the `UpdateOutcome`. From its parent package it uses only the shared
-ground of the agent (`errors`, `atomic_file`, `pid_lock`); nothing here imports the daemon.
+`UpdateRequest` and reports the `UpdateOutcome`. From its parent package it uses only `errors`,
+`disk.atomic_file` and `disk.pid_lock`; nothing here imports the daemon.
 
     update_records      `UpdateRequest`, `UpdateOutcome`: what the daemon hands over and gets back
     updater             `Updater`: apply / resume / settle / installed_version — the lock, the
@@ -22,47 +22,10 @@ ground of the agent (`errors`, `atomic_file`, `pid_lock`); nothing here imports 
     updater_state       the updater's crash-safe state file: floor, builds, the step in progress
     swap_gate           the question asked right before the switch, and its three verdicts
     verify              pure: is this signed manifest acceptable here and now?
-    artifact_source     where the artifact may come from and whether the credential goes along
-    download            the artifact, resumable, bounded by the signed length and one deadline:
-                        the exchange, where the body continues, the copy, the final check
-    download_staging    staging/: the `.part`, its ETag, the finished artifact; free space
-    download_answer     the server's headers read with strict, bounded grammars; an error's code
-    download_watchdog   one deadline over the whole exchange (shuts the socket down)
-    download_writer     the body written and hashed in threads of their own as it arrives
+    download/           the artifact, resumable, bounded by the signed length and one deadline
+                        (its own map in `download/__init__.py`)
     install             unpack into versions/<v>/ with `signed_release.build_archive`, self-test
     build_command       run the build's own code: bounded time and output, as the agent's user
     layout              versions/, current, previous: the install root on disk
     managed_service     restart the managed agent and health-check it within a deadline
 """
-
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from agent_daemon.updater.update_locking import update_lock
-    from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
-    from agent_daemon.updater.updater import Updater
-    from agent_daemon.updater.updater_settings import UpdaterSettings
-
-__all__ = ["UpdateOutcome", "UpdateRequest", "Updater", "UpdaterSettings", "update_lock"]
-
-# Each name is loaded from its module on first use (PEP 562): the daemon names the request and
-# the outcome every minute, but an idle daemon must not load the updater itself (issue 16).
-_HOME = {
-    "UpdateOutcome": "update_records",
-    "UpdateRequest": "update_records",
-    "Updater": "updater",
-    "update_lock": "update_locking",
-    "UpdaterSettings": "updater_settings",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value

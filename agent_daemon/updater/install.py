@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-from agent_daemon.atomic_file import fsync_directory, write_bytes_atomically
+from agent_daemon.disk.atomic_file import fsync_directory, write_bytes_atomically
 from agent_daemon.errors import InstallFailed, SelfTestFailed, UnsafeArchive
 from agent_daemon.updater.build_command import CommandFailed, run_bounded
 from agent_daemon.updater.layout import COMPLETE_MARKER, InstallLayout

@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from agent_daemon.atomic_file import fsync_directory
+from agent_daemon.disk.atomic_file import fsync_directory
 from signed_release import is_valid_version, version_key
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""The daemon's updater, loaded when an update first needs it (issue 16, footprint).
+"""The daemon's updater, loaded when an update first needs it.
 
 An idle daemon asks only which version is installed — a symlink read, answered here exactly as
 `Updater.installed_version` answers it — and, at each start, to settle an update a crash left

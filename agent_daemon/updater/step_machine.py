@@ -19,14 +19,14 @@ from pathlib import Path
 import httpx
 
 from agent_daemon.errors import SelfTestFailed, UpdateError
-from agent_daemon.updater.artifact_source import (
+from agent_daemon.updater.download.artifact_source import (
     ArtifactSource,
     control_origin,
     parse_origin,
     resolve_source,
 )
-from agent_daemon.updater.download import ArtifactSpec, DownloadLimits, download_artifact
-from agent_daemon.updater.download_staging import final_path
+from agent_daemon.updater.download.fetch import ArtifactSpec, DownloadLimits, download_artifact
+from agent_daemon.updater.download.staging import final_path
 from agent_daemon.updater.failure_reasons import describe, failure_reason
 from agent_daemon.updater.install import install_build, self_test
 from agent_daemon.updater.layout import InstallLayout

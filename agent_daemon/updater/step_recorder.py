@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from agent_daemon.updater.download_staging import clean_staging
+from agent_daemon.updater.download.staging import clean_staging
 from agent_daemon.updater.failure_reasons import clip
 from agent_daemon.updater.layout import InstallLayout
 from agent_daemon.updater.swap_gate import SwapUnanswered

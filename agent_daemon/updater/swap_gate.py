@@ -1,6 +1,6 @@
 """The question the updater asks immediately before it switches `current`: may I, still?
 
-Revocation is honoured up to the swap (issue 13): the brake, a halt or a withdrawal revokes the
+Revocation is honoured up to the swap: the brake, a halt or a withdrawal revokes the
 run's token while its build downloads; the updater must not switch to it afterwards. The updater
 knows nothing of the control plane's API, so the daemon hands it a `ConfirmSwap` with the request;
 the daemon's one asks `POST confirm_path(run_id)` and answers with one of:

@@ -4,7 +4,7 @@ A `release.pub` is an Ed25519 public key as SubjectPublicKeyInfo PEM (`signed_re
 DER form is fixed — a 12-byte header naming Ed25519 (RFC 8410), then the 32 raw key bytes — so
 the file's format and its key id (sha256 of the raw key, `signed_release.key_id`) are checked at
 start without `cryptography`. The key objects are built on first use, when an update verifies a
-signature: an idle daemon never loads `cryptography` (issue 16, footprint). A file that is not an
+signature: a daemon that has not updated yet never loads `cryptography`. A file that is not an
 Ed25519 public key is still refused at start, naming the file.
 """
 

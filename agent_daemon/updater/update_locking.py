@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from agent_daemon.disk.pid_lock import LockHeld, PidLock
 from agent_daemon.errors import UpdateInProgress
-from agent_daemon.pid_lock import LockHeld, PidLock
 
 __all__ = ["UPDATER_UMASK", "UPDATE_LOCK_NAME", "update_lock", "updater_umask"]
 

@@ -1,7 +1,7 @@
 """What the daemon hands the updater (`UpdateRequest`) and what it gets back (`UpdateOutcome`).
 
 Kept apart from `updater.py` so the daemon can name them without loading the updater itself:
-an idle daemon never imports the download, install and verification code (issue 16, footprint).
+an idle daemon never imports the download, install and verification code.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from pydantic.dataclasses import dataclass
 from pydantic.fields import FieldInfo
 
 from agent_daemon.errors import ConfigError, UntrustedArtifactSource, describe_validation_error
-from agent_daemon.updater.artifact_source import parse_origin
+from agent_daemon.updater.download.artifact_source import parse_origin
 from agent_daemon.updater.trusted_keys import TrustedKeys
 from ground.limits import RELEASE_NAME_PATTERN
 

@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
-from agent_daemon.atomic_file import VersionedModelFile
+from agent_daemon.disk.atomic_file import VersionedModelFile
 from ground.contract import OutcomeReason
 
 __all__ = [

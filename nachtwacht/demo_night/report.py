@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import httpx
 
-from agent_daemon.event_log import parse_line
+from agent_daemon.host.event_log import parse_line
 from ground.instants import parse_instant
 from nachtwacht.demo_night.night import Night
 from nachtwacht.demo_night.platform import OrgAccount

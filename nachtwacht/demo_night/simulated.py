@@ -1,8 +1,8 @@
 """Agents simulated in one process, for a fleet too large for one process per agent: the demo above
 `--process-limit`, and `bench/fleet.py`.
 
-Each simulated agent runs the real daemon's decision, `agent_daemon.decision.decide` (which
-step consumes the slot), reads every answer with the same `agent_daemon.wire`
+Each simulated agent runs the real daemon's decision, `agent_daemon.minute.decision.decide`
+(which step consumes the slot), reads every answer with the same `agent_daemon.connection.wire`
 functions and the contract's models, and ticks once a minute of the shared clock at the daemon's
 own second (`second_in_minute`). Only the I/O is its own: asyncio and one `httpx.AsyncClient` per
 control plane instead of a process per agent, reports kept in memory instead of an on-disk outbox,
@@ -29,9 +29,10 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel
 
-from agent_daemon import wire
-from agent_daemon.daemon_loop import second_in_minute
-from agent_daemon.decision import (
+from agent_daemon.connection import wire
+from agent_daemon.errors import BadServerAnswer
+from agent_daemon.minute.daemon_loop import second_in_minute
+from agent_daemon.minute.decision import (
     Action,
     AgentFacts,
     Answer,
@@ -52,7 +53,6 @@ from agent_daemon.decision import (
     Wait,
     decide,
 )
-from agent_daemon.errors import BadServerAnswer
 from ground.clock import Clock
 from ground.contract import (
     CLAIMS_PATH,

@@ -24,7 +24,9 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from agent_daemon.settings import render_config, write_config
-from agent_daemon.updater import UpdateOutcome, Updater, UpdateRequest, UpdaterSettings
+from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
+from agent_daemon.updater.updater import Updater
+from agent_daemon.updater.updater_settings import UpdaterSettings
 from ground.clock import FAKE_CLOCK_ENV
 from nachtwacht.demo_world.children import SUBPROCESSES, Launcher
 from nachtwacht.demo_world.clocks import showing_now

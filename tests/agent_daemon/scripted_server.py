@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -76,7 +75,7 @@ def head_never_ends(interval: float = 0.1) -> Script:
         connection.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
         while not server.stop.is_set():
             connection.sendall(b"a")
-            time.sleep(interval)
+            server.stop.wait(interval)
 
     return send
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from agent_daemon.dispatch import MAX_DISPATCH_ATTEMPTS
+from agent_daemon.minute.dispatch import MAX_DISPATCH_ATTEMPTS
 from tests.agent_daemon.daemon_support.features import needs_confirm_route
 from tests.faults.world import (
     CONFIRM_ROUTE_MISSING,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent_daemon.status import describe_reason
+from agent_daemon.host.status import describe_reason
 from control_plane.panel.i18n import Language
 from control_plane.panel.wording import miss_reason, outcome_reason
 from ground.contract import MissReason, OutcomeReason, RefusalCode

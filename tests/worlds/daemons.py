@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_daemon.event_log import parse_line
+from agent_daemon.host.event_log import parse_line
 from nachtwacht.demo_world import daemons
 from nachtwacht.demo_world.children import stop_process
 from tests.worlds.processes import CHECKOUT, FORKED, child_environment

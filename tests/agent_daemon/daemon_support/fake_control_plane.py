@@ -7,7 +7,7 @@ and run reports. `refuse_claims_with` makes every claim answer one code (a `Refu
 unknown one, or `database_unavailable`), so a test can show each code's effect on the slot. The
 end-to-end tests use the real control plane.
 
-The swap's confirmation (issue 13): `POST confirm_path(run_id)` answers a `SwapPermit` while the
+The swap's confirmation: `POST confirm_path(run_id)` answers a `SwapPermit` while the
 run's token is good and its window open; `revoke(run_id)` makes it (and the artifact) answer 403
 `token_revoked`; `confirm_unavailable` answers 503 `database_unavailable`. An outcome that
 reports a switch the fake did not permit is refused 409 `outcome_not_authorised` and recorded as

@@ -1,7 +1,7 @@
 """Feature probes for end-to-end tests whose other half is built in parallel.
 
-`CONFIRM_ROUTE_MISSING`: this checkout's control plane has no `POST confirm_path(run_id)` yet (the
-control plane's side of issue 13). Without it an agent never switches — only a `SwapPermit` allows
+`CONFIRM_ROUTE_MISSING`: this checkout's control plane has no `POST confirm_path(run_id)` yet (its
+side of the swap's confirmation). Without it an agent never switches — only a `SwapPermit` allows
 it — so every end-to-end test that expects a switch is marked `needs_confirm_route` and runs by
 itself once the route is in the app's OpenAPI (built here without a database).
 """
@@ -27,5 +27,5 @@ CONFIRM_ROUTE_MISSING = _confirm_route_missing()
 needs_confirm_route = pytest.mark.skipif(
     CONFIRM_ROUTE_MISSING,
     reason="the control plane in this checkout has no POST /v1/agent/runs/{run_id}/confirm yet "
-    "(issue 13's control-plane side); without a swap permit no agent switches",
+    "(its side of the swap's confirmation); without a swap permit no agent switches",
 )

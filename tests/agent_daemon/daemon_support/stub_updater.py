@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agent_daemon.updater import UpdateOutcome, UpdateRequest
+from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
 from ground.contract import OutcomeReason
 
 

@@ -15,7 +15,9 @@ from typing import Any
 
 import httpx
 
-from agent_daemon.updater import UpdateOutcome, Updater, UpdateRequest, UpdaterSettings
+from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
+from agent_daemon.updater.updater import Updater
+from agent_daemon.updater.updater_settings import UpdaterSettings
 from ground.clock import Clock, SystemClock
 from nachtwacht.demo_world.supervisor import ServiceSupervisor
 from tests.worlds.artifact_server import ArtifactServer, artifact_server
@@ -75,9 +77,11 @@ class Host:
             return None
 
     def running_version(self) -> str:
-        """The version the supervised agent reports, waiting until it reports one (the test's
-        timeout bounds the wait)."""
+        """The version the supervised agent reports, asked until it reports one (its health command
+        is the only way to learn it); 60 s is a deadline for a failure, not a speed bound."""
+        deadline = time.monotonic() + 60
         while (version := self.agent.running_version()) is None:
+            assert time.monotonic() < deadline, "the supervised agent never reported a version"
             time.sleep(0.1)
         return version
 

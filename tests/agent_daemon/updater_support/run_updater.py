@@ -19,7 +19,9 @@ from pathlib import Path
 
 import httpx
 
-from agent_daemon.updater import UpdateOutcome, Updater, UpdateRequest, UpdaterSettings
+from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
+from agent_daemon.updater.updater import Updater
+from agent_daemon.updater.updater_settings import UpdaterSettings
 from ground.clock import SystemClock
 from signed_release import load_public_keys
 

@@ -1,0 +1,66 @@
+"""The agent's parts that every `nachtwacht agent` verb makes from its settings, each made here
+only: the names of the daemon's files in the state directory, the HTTP client, the (channel,
+platform) it follows, and the updater, built on the first update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import httpx
+
+from agent_daemon.connection.http_client import build_http_client
+from agent_daemon.settings import AgentSettings
+from agent_daemon.updater.on_demand import UpdaterOnDemand
+from ground.clock import Clock
+from ground.contract import ReleaseTrack
+
+if TYPE_CHECKING:
+    from agent_daemon.updater.updater import Updater
+
+__all__ = [
+    "CONFIG_CACHE_NAME",
+    "OUTBOX_DIR_NAME",
+    "STATE_FILE_NAME",
+    "build_updater",
+    "http_client_for",
+    "track_of",
+]
+
+STATE_FILE_NAME = "daemon-state.json"
+CONFIG_CACHE_NAME = "config-cache.json"
+OUTBOX_DIR_NAME = "outbox"
+
+
+def track_of(settings: AgentSettings) -> ReleaseTrack:
+    """The (channel, platform) this agent follows, as the config poll and the claim name it."""
+    return ReleaseTrack(channel=settings.updater.channel, platform=settings.updater.platform)
+
+
+def build_updater(
+    settings: AgentSettings,
+    *,
+    http: httpx.Client,
+    clock: Clock,
+    on_progress: Callable[[str, float, float], None] | None = None,
+) -> UpdaterOnDemand:
+    def build() -> Updater:
+        # Imported on the first update: an idle daemon does not hold the update code.
+        from agent_daemon.updater.updater import Updater
+
+        return Updater(settings=settings.updater, client=http, clock=clock, on_progress=on_progress)
+
+    return UpdaterOnDemand(settings=settings.updater, build=build)
+
+
+def http_client_for(
+    settings: AgentSettings, clock: Clock, *, transport: httpx.BaseTransport | None = None
+) -> httpx.Client:
+    return build_http_client(
+        base_url=settings.control_url,
+        credential=settings.credential,
+        timeout_seconds=clock.real_seconds(settings.request_timeout_seconds),
+        transport=transport,
+        network=settings.network,
+    )

@@ -1,0 +1,184 @@
+"""`nachtwacht agent enroll | run | status | hold | release-hold | update-now`: the command line
+read, each verb handed to its module (`enroll_cli`, `run_cli`, `status_cli`, `host_verbs_cli`),
+one error format for them all.
+
+Bad input prints one line naming the problem to stderr and exits 2; never a stack trace.
+
+`run_cli` is imported with this module, so `nachtwacht`'s start-up (`ground.start_up`) covers all
+that a long-running daemon holds; the other verbs' modules are imported by their verb only, so the
+daemon never holds them (docs/agent_daemon.md, "Footprint").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import sys
+
+from agent_daemon.commands.network_cli import add_network_options
+from agent_daemon.commands.run_cli import run_daemon
+from agent_daemon.errors import AgentError
+from agent_daemon.settings import (
+    DEFAULT_INSTALL_ROOT,
+    DEFAULT_RESTART_COMMAND,
+    AgentPaths,
+    AgentSettings,
+    resolve_paths,
+)
+from agent_daemon.updater.updater_settings import FIELD_INFO
+from ground.clock import ClockConfigError
+from signed_release import ReleaseError
+
+__all__ = ["main"]
+
+# `update-now` follows the run this long (real seconds): a download and a health check fit.
+DEFAULT_FOLLOW_SECONDS = 1800.0
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]  # raise instead of exit
+        raise _UsageError(f"{self.prog}: {message}")
+
+
+def _default_platform() -> str:
+    machine = platform.machine().lower() or "unknown"
+    return f"{sys.platform}-{machine}"
+
+
+def _add_path_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir", help="state directory (default: $STATE_DIRECTORY, else a platform default)"
+    )
+    parser.add_argument("--config", help="config file (default: <state dir>/agent.toml)")
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="nachtwacht agent", description="the updater on a customer host")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    enroll = commands.add_parser("enroll", help="write the agent's config (checks the credential)")
+    _add_path_options(enroll)
+    enroll.add_argument(
+        "--url", required=True, help="the control plane, e.g. https://control.example"
+    )
+    enroll.add_argument(
+        "--credential", required=True, help="the agent credential (nwa_…); '-' reads it from stdin"
+    )
+    enroll.add_argument(
+        "--trusted-key",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="a release.pub to trust (repeat for key rotation)",
+    )
+    enroll.add_argument("--install-root", default=DEFAULT_INSTALL_ROOT)
+    enroll.add_argument("--platform", default=_default_platform())
+    enroll.add_argument("--channel", default="stable")
+    enroll.add_argument(
+        "--restart-command",
+        default=shlex.join(DEFAULT_RESTART_COMMAND),
+        help="restarts the managed agent service (split like a shell would)",
+    )
+    enroll.add_argument(
+        "--health-command",
+        help="must succeed and print the running version "
+        "(default: <install root>/current/bin/provibr-agent health; not --version, which "
+        "prints the installed build's version even while the old process still runs)",
+    )
+    # The defaults are the settings model's own, so `enroll` and `run` cannot disagree.
+    enroll.add_argument(
+        "--health-deadline-seconds",
+        type=float,
+        default=FIELD_INFO["health_deadline_seconds"].default,
+    )
+    enroll.add_argument(
+        "--request-timeout-seconds",
+        type=float,
+        default=AgentSettings.model_fields["request_timeout_seconds"].default,
+    )
+    enroll.add_argument("--force", action="store_true", help="replace an existing config")
+    add_network_options(enroll)
+
+    run = commands.add_parser("run", help="run the daemon (what the systemd unit starts)")
+    _add_path_options(run)
+
+    status = commands.add_parser("status", help="schedule, next slot, last runs, daemon state")
+    _add_path_options(status)
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_host_commands(commands)
+    return parser
+
+
+def _add_host_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
+    hold = commands.add_parser(
+        "hold", help="skip scheduled updates until a date or time (the control plane records it)"
+    )
+    _add_path_options(hold)
+    hold.add_argument(
+        "--until",
+        required=True,
+        help="YYYY-MM-DD (that day's 00:00), 'YYYY-MM-DD HH:MM' or HH:MM (the next one), in the "
+        "platform's time zone; or an instant with an offset (…Z)",
+    )
+    hold.add_argument("--reason", help="shown in the panel, e.g. 'database maintenance'")
+
+    release = commands.add_parser("release-hold", help="end a hold: scheduled updates run again")
+    _add_path_options(release)
+
+    now = commands.add_parser(
+        "update-now", help="ask for an update now and follow it to its outcome (exit 0 or 1)"
+    )
+    _add_path_options(now)
+    now.add_argument(
+        "--timeout-seconds",
+        type=float,
+        default=DEFAULT_FOLLOW_SECONDS,
+        help=f"stop following after this long (default {DEFAULT_FOLLOW_SECONDS:g}); the update "
+        "goes on",
+    )
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except _UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    paths = resolve_paths(state_dir=args.state_dir, config_file=args.config, environ=os.environ)
+    try:
+        return _call_verb(args, paths)
+    except (AgentError, ReleaseError, ClockConfigError) as exc:
+        # One format for every line (a bad config file may name several fields).
+        for line in str(exc).splitlines() or [type(exc).__name__]:
+            print(f"nachtwacht agent {args.command}: {line}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"nachtwacht agent {args.command}: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+
+
+def _call_verb(args: argparse.Namespace, paths: AgentPaths) -> int:
+    if args.command == "run":
+        return run_daemon(paths)
+    if args.command == "enroll":
+        from agent_daemon.commands.enroll_cli import enroll
+
+        return enroll(args, paths)
+    if args.command == "status":
+        from agent_daemon.commands.status_cli import show_status
+
+        return show_status(paths, as_json=args.json)
+    from agent_daemon.commands.host_verbs_cli import hold, release_hold, update_now
+
+    if args.command == "hold":
+        return hold(paths, until=args.until, reason=args.reason)
+    if args.command == "release-hold":
+        return release_hold(paths)
+    return update_now(paths, timeout_seconds=args.timeout_seconds)

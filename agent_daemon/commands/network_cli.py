@@ -1,0 +1,101 @@
+"""The networking part of `nachtwacht agent`: `enroll`'s proxy and trust flags, the start-up log
+lines, and the lines `status` adds (`agent_daemon.connection.http_client.network_facts` says
+what they show).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+
+from agent_daemon.connection.http_client import network_facts
+from agent_daemon.host.event_log import EventLog
+from agent_daemon.settings import AgentSettings
+
+__all__ = ["add_network_options", "log_network", "network_fields", "network_status_lines"]
+
+
+def add_network_options(enroll: argparse.ArgumentParser) -> None:
+    """`enroll`'s proxy and trust flags; each becomes the `agent.toml` field of the same name."""
+    network = enroll.add_argument_group("network and trust (docs/agent_daemon.md)")
+    network.add_argument(
+        "--proxy",
+        help="http://, https://, socks5:// or socks5h:// proxy (wins over HTTPS_PROXY etc.)",
+    )
+    network.add_argument(
+        "--no-proxy",
+        action="append",
+        metavar="HOSTS",
+        help="hosts, IP addresses or CIDR networks reached directly (comma-separated, repeatable)",
+    )
+    network.add_argument(
+        "--ca-file", metavar="PEM", help="a CA bundle trusted in addition to the OS trust store"
+    )
+    network.add_argument(
+        "--pinned-public-key-sha256",
+        metavar="DIGEST",
+        help="sha256 of the control plane's SubjectPublicKeyInfo (base64 or hex)",
+    )
+    network.add_argument("--client-cert", metavar="PEM", help="client certificate for mTLS")
+    network.add_argument("--client-key", metavar="PEM", help="its private key (mode 0600)")
+    network.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="allow a plain http:// control URL to a host other than loopback (warned at start)",
+    )
+
+
+def network_fields(args: argparse.Namespace) -> dict[str, str | bool | list[str]]:
+    fields: dict[str, str | bool | list[str]] = {}
+    if args.proxy:
+        fields["proxy"] = args.proxy
+    if args.no_proxy:
+        fields["no_proxy"] = [
+            item.strip() for value in args.no_proxy for item in value.split(",") if item.strip()
+        ]
+    for name in ("ca_file", "client_cert", "client_key"):
+        if getattr(args, name):
+            fields[name] = str(Path(getattr(args, name)).absolute())
+    if args.pinned_public_key_sha256:
+        fields["pinned_public_key_sha256"] = args.pinned_public_key_sha256
+    if args.insecure_http:
+        fields["insecure_http"] = True
+    return fields
+
+
+def log_network(log: EventLog, settings: AgentSettings, environ: Mapping[str, str]) -> None:
+    """The proxy and trust in use, at every start; plain http to a non-loopback host warned."""
+    facts = network_facts(settings.control_url, settings.network, environ)
+    log.emit(
+        "network.configured",
+        control_url=settings.control_url,
+        route=facts["route"],
+        no_proxy=facts["no_proxy"],
+        trust=facts["trust"],
+        pinned_public_key_sha256=facts["pinned_public_key_sha256"],
+        client_cert=facts["client_cert"],
+    )
+    if settings.control_url.startswith("http://") and settings.network.insecure_http:
+        log.emit(
+            "network.insecure_http",
+            level="warning",
+            control_url=settings.control_url,
+            message="plain http allowed by insecure_http: the agent's credential travels in clear",
+        )
+
+
+def network_status_lines(facts: Mapping[str, str | None]) -> str:
+    """The status lines about networking (the proxy as this shell's environment sees it)."""
+    lines = [f"{'network:':<15}control plane reached {facts['route']}"]
+    if facts["no_proxy"]:
+        lines.append(f"{'no proxy for:':<15}{facts['no_proxy']}")
+    trust = str(facts["trust"])
+    if facts["pinned_public_key_sha256"]:
+        trust += f"; public key pinned (sha256 {facts['pinned_public_key_sha256']})"
+    if facts["client_cert"]:
+        trust += f"; client certificate {facts['client_cert']}"
+    lines.append(f"{'trust:':<15}{trust}")
+    if facts["insecure_http"]:
+        lines.append(f"{'plain http:':<15}{facts['insecure_http']}")
+    return "\n".join(lines)

@@ -1,0 +1,131 @@
+"""`nachtwacht agent status`: gathers what `agent_daemon.host.status` words — the cached config, the
+daemon's state, activity and outbox files, whether the daemon runs, the installed version and the
+updater's step in progress — and prints it as text or as one JSON document (`--json`).
+
+It reads, never writes, and a file it cannot read becomes a line of the answer, not a failure.
+Only `status` imports this module, so the daemon never holds it (docs/agent_daemon.md,
+"Footprint").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from agent_daemon.commands.agent_parts import (
+    CONFIG_CACHE_NAME,
+    OUTBOX_DIR_NAME,
+    STATE_FILE_NAME,
+    build_updater,
+    http_client_for,
+    track_of,
+)
+from agent_daemon.commands.network_cli import network_status_lines
+from agent_daemon.connection.config_cache import ConfigCache
+from agent_daemon.connection.http_client import network_facts
+from agent_daemon.connection.server_clock import ServerClock
+from agent_daemon.disk.daemon_state import StateStore
+from agent_daemon.disk.outbox import Outbox
+from agent_daemon.errors import AgentError, DaemonStateError
+from agent_daemon.host.activity import ActivityFile, ActivityRecord
+from agent_daemon.host.status import AgentStatus, problems, render_status
+from agent_daemon.minute.daemon_loop import daemon_running
+from agent_daemon.settings import (
+    CONFIG_FORMAT_VERSION,
+    UPDATER_DIR_NAME,
+    AgentPaths,
+    AgentSettings,
+    load_settings,
+)
+from agent_daemon.updater.updater_state import UpdaterStateStore
+from ground.clock import Clock, clock_from_env
+from signed_release import ReleaseError
+
+__all__ = ["show_status"]
+
+
+def show_status(paths: AgentPaths, *, as_json: bool) -> int:
+    settings = load_settings(paths)
+    clock = clock_from_env()
+    cache = ConfigCache(settings.state_dir / CONFIG_CACHE_NAME)
+    cached = cache.load()
+    server_clock = ServerClock(clock)
+    if cached is not None:
+        server_clock.learn_offset_seconds(cached.offset_seconds)
+    state = StateStore(settings.state_dir / STATE_FILE_NAME).load()
+    try:
+        pending = len(Outbox(settings.state_dir / OUTBOX_DIR_NAME).pending())
+    except DaemonStateError:
+        pending = -1
+    status = AgentStatus(
+        agent_id=settings.agent_id,
+        control_url=settings.control_url,
+        daemon_pid=daemon_running(settings.state_dir),
+        cached=cached,
+        state=state,
+        pending_reports=pending,
+        installed_version=_installed_version(settings, server_clock),
+        now=server_clock.now(),
+        updater_step=_updater_step(settings),
+        activity=_activity_of(settings),
+        track=track_of(settings),
+    )
+    network = network_facts(settings.control_url, settings.network, os.environ)
+    if as_json:
+        document = _status_json(status)
+        document["network"] = network
+        print(json.dumps(document, indent=2, default=str))
+    else:
+        print(render_status(status))
+        print(network_status_lines(network))
+    return 0
+
+
+def _activity_of(settings: AgentSettings) -> ActivityRecord | None:
+    try:
+        return ActivityFile(settings.state_dir).load()
+    except DaemonStateError:
+        return None  # status still has the rest to say
+
+
+def _installed_version(settings: AgentSettings, clock: Clock) -> str | None:
+    current = settings.updater.install_root / "current"
+    if not current.exists():
+        return None
+    try:
+        with http_client_for(settings, clock) as http:
+            return build_updater(settings, http=http, clock=clock).installed_version()
+    except (AgentError, ReleaseError) as exc:
+        # Status still has much to say when, say, a trusted key file went missing.
+        return f"unknown ({exc})"
+
+
+def _updater_step(settings: AgentSettings) -> str | None:
+    try:
+        progress = UpdaterStateStore(settings.state_dir / UPDATER_DIR_NAME).load().in_progress
+    except DaemonStateError as exc:
+        return f"state unreadable ({exc})"
+    if progress is None:
+        return None
+    source = progress.from_version or "nothing"
+    return f"{progress.step}: {source} -> {progress.version} (run {progress.run_id})"
+
+
+def _status_json(status: AgentStatus) -> dict[str, object]:
+    cached = status.cached
+    return {
+        "format_version": CONFIG_FORMAT_VERSION,
+        "agent_id": status.agent_id,
+        "control_url": status.control_url,
+        "daemon_running": status.daemon_pid is not None,
+        "daemon_pid": status.daemon_pid if (status.daemon_pid or 0) > 0 else None,
+        "installed_version": status.installed_version,
+        "config": None if cached is None else cached.raw,
+        "config_synced_at": None if cached is None else cached.synced_at.isoformat(),
+        "clock_offset_seconds": None if cached is None else cached.offset_seconds,
+        "state": status.state.model_dump(mode="json"),
+        "pending_reports": status.pending_reports,
+        "updater_step": status.updater_step,
+        "activity": None if status.activity is None else status.activity.model_dump(mode="json"),
+        "problems": problems(status),
+    }

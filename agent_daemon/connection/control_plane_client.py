@@ -1,0 +1,228 @@
+"""The agent's calls to the control plane: config sync (ETag/304), claims, the swap's confirmation,
+reports.
+
+Foreign errors become the agent's own here (`raise … from exc`): no answer, a timeout or a 5xx that
+is not a refusal is `ControlPlaneUnreachable` (offline: consume nothing); 401/403 is
+`CredentialRefused` — except a 403 that names a contract code (`token_revoked`, `token_expired`
+on the confirmation): that is the run's answer, not the credential's. A 5xx in the contract's words
+(`database_unavailable`) keeps its status on the `ControlPlaneUnreachable`: the platform is
+unavailable, this host is not offline. Every
+successful answer (2xx, 304) teaches the `ServerClock` the control plane's time; an error answer
+never does (it may come from anything on the way: a proxy, a half-broken replica). What an
+answer means is read by `agent_daemon.connection.wire`, shared with the simulated fleet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any, Literal, TypeVar
+from urllib.parse import urljoin
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from agent_daemon.connection import wire
+from agent_daemon.connection.server_clock import ServerClock
+from agent_daemon.errors import (
+    BadServerAnswer,
+    ControlPlaneUnreachable,
+    CredentialRefused,
+    describe_validation_error,
+)
+from ground.contract import (
+    CHANNEL_PARAM,
+    CLAIMS_PATH,
+    CONFIG_PATH,
+    DEFAULT_TRACK,
+    HOLD_PATH,
+    MANUAL_UPDATES_PATH,
+    PLATFORM_PARAM,
+    SERVER_TIME_HEADER,
+    AgentConfig,
+    ClaimGrant,
+    ClaimRequest,
+    ErrorDetail,
+    HoldRequest,
+    HoldView,
+    ManualUpdateView,
+    ReleaseTrack,
+    SwapPermit,
+    confirm_path,
+)
+
+__all__ = ["ControlPlaneClient", "Delivery", "FreshConfig", "NotModified"]
+
+_ModelT = TypeVar("_ModelT", bound=BaseModel)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FreshConfig:
+    config: AgentConfig
+    raw: dict[str, Any]  # the document as sent, for the cache and `status --json`
+    etag: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NotModified:
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
+class Delivery:
+    outcome: Literal["delivered", "rejected"]
+    status: int
+    detail: str = ""
+    # The contract's code of a refusal (e.g. `outcome_not_authorised`), when it named one.
+    code: str | None = None
+
+
+class ControlPlaneClient:
+    def __init__(
+        self,
+        *,
+        http: httpx.Client,
+        server_clock: ServerClock,
+        track: ReleaseTrack = DEFAULT_TRACK,
+    ) -> None:
+        self._http = http
+        self._server_clock = server_clock
+        # The (channel, platform) this agent follows: named in every config poll and claim, so
+        # the control plane offers only that pair's release.
+        self._track = track
+
+    def absolute_url(self, path: str) -> str:
+        """`path` resolved against the control plane's URL. Never raises: a value that cannot be
+        joined is returned as it came, for the updater to refuse as an outcome."""
+        try:
+            return urljoin(str(self._http.base_url), path)
+        except ValueError:
+            return path
+
+    def _request(
+        self, method: str, path: str, *, coded_refusals: bool = False, **kwargs: Any
+    ) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise ControlPlaneUnreachable(f"{method} {path}: no answer in time ({exc})") from exc
+        except httpx.TransportError as exc:
+            raise ControlPlaneUnreachable(f"{method} {path}: cannot connect ({exc})") from exc
+        server_time = wire.server_time(response.headers.get(SERVER_TIME_HEADER))
+        if server_time is not None and response.status_code < HTTPStatus.BAD_REQUEST:
+            self._server_clock.learn(server_time, local_time=self._server_clock.host_now())
+        if wire.is_offline(response.status_code, response.content):
+            # The control plane's own words (a contract error, e.g. `database_unavailable`): the
+            # platform is unavailable. Anything else (a proxy's 502 page) may be on the way.
+            answered = wire.error_detail(response.content) is not None
+            raise ControlPlaneUnreachable(
+                f"{method} {path}: the control plane answered {response.status_code} "
+                f"({wire.detail_text(response.content)})",
+                status=response.status_code if answered else None,
+            )
+        if coded_refusals and wire.error_detail(response.content) is not None:
+            return response
+        if wire.is_credential_refused(response.status_code):
+            raise CredentialRefused(
+                f"{method} {path}: the control plane refused the agent's credential "
+                f"({response.status_code} {wire.detail_text(response.content)}); "
+                "re-enroll the agent"
+            )
+        return response
+
+    def fetch_config(self, *, etag: str | None) -> FreshConfig | NotModified:
+        headers = {"If-None-Match": etag} if etag else {}
+        params = {CHANNEL_PARAM: self._track.channel, PLATFORM_PARAM: self._track.platform}
+        response = self._request("GET", CONFIG_PATH, headers=headers, params=params)
+        if response.status_code == HTTPStatus.NOT_MODIFIED:
+            return NotModified()
+        if response.status_code != HTTPStatus.OK:
+            raise BadServerAnswer(
+                f"{wire.CONFIG_SOURCE}: expected 200 or 304, found {response.status_code} "
+                f"({wire.detail_text(response.content)})"
+            )
+        document = wire.read_json(response.content, source=wire.CONFIG_SOURCE)
+        config = wire.parse_config(document)
+        return FreshConfig(config=config, raw=document, etag=response.headers.get("ETag"))
+
+    def claim(self, request: ClaimRequest) -> ClaimGrant | ErrorDetail:
+        """A grant, or the refusal's detail (its `.refusal` says what it means for the slot)."""
+        named = request.model_copy(
+            update={"channel": self._track.channel, "platform": self._track.platform}
+        )
+        response = self._request(
+            "POST", CLAIMS_PATH, json=named.model_dump(mode="json", exclude_none=True)
+        )
+        return wire.claim_answer(response.status_code, response.content)
+
+    def confirm_swap(self, run_id: str) -> SwapPermit | ErrorDetail:
+        """Immediately before the swap: the permit, or the refusal with its code. Raises
+        `ControlPlaneUnreachable` (no answer, a 5xx, `database_unavailable`), `CredentialRefused`
+        or `BadServerAnswer`; none of them allows the switch."""
+        response = self._request("POST", confirm_path(run_id), coded_refusals=True)
+        return wire.confirm_answer(response.status_code, response.content)
+
+    def deliver(self, method: str, path: str, body: dict[str, Any]) -> Delivery:
+        """Send one report; raises `ControlPlaneUnreachable` when it should be tried again later."""
+        response = self._request(method, path, json=body)
+        status = response.status_code
+        if HTTPStatus.OK <= status < HTTPStatus.MULTIPLE_CHOICES:
+            return Delivery(outcome="delivered", status=status)
+        if status in {HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.TOO_MANY_REQUESTS} or status >= 500:
+            raise ControlPlaneUnreachable(f"{method} {path}: busy ({status})")
+        detail = wire.error_detail(response.content)
+        return Delivery(
+            outcome="rejected",
+            status=status,
+            detail=wire.detail_text(response.content),
+            code=None if detail is None else detail.code,
+        )
+
+    # -- what the person on the host asks for (`nachtwacht agent hold | release-hold | update-now`)
+
+    def set_hold(self, request: HoldRequest) -> HoldView:
+        response = self._request("PUT", HOLD_PATH, json=request.model_dump(mode="json"))
+        document = _answer_document(response, "PUT", HOLD_PATH, expected=(HTTPStatus.OK,))
+        return _parsed(HoldView, document, source=f"PUT {HOLD_PATH}")
+
+    def release_hold(self) -> None:
+        response = self._request("DELETE", HOLD_PATH)
+        # 404: nothing was held (or the control plane predates holds, which the message says).
+        if response.status_code != HTTPStatus.NO_CONTENT:
+            _answer_document(response, "DELETE", HOLD_PATH, expected=(HTTPStatus.NO_CONTENT,))
+
+    def request_manual_update(self) -> ManualUpdateView:
+        """201 a new manual run, 200 the one already pending: either way, the run to follow."""
+        response = self._request("POST", MANUAL_UPDATES_PATH)
+        expected = (HTTPStatus.CREATED, HTTPStatus.OK)
+        document = _answer_document(response, "POST", MANUAL_UPDATES_PATH, expected=expected)
+        return _parsed(ManualUpdateView, document, source=f"POST {MANUAL_UPDATES_PATH}")
+
+
+def _answer_document(
+    response: httpx.Response, method: str, path: str, *, expected: tuple[int, ...]
+) -> Any:
+    """The answer's JSON when its status is one of `expected`, else `BadServerAnswer` saying the
+    status and the control plane's own words (a 404 from a control plane without the route
+    says so)."""
+    source = f"{method} {path}"
+    if response.status_code not in expected:
+        if (
+            response.status_code == HTTPStatus.NOT_FOUND
+            and wire.error_detail(response.content) is None
+        ):
+            raise BadServerAnswer(
+                f"{source}: the control plane does not offer this (404); it may be older than "
+                "this agent — upgrade the control plane"
+            )
+        raise BadServerAnswer(
+            f"{source}: refused ({response.status_code} {wire.detail_text(response.content)})"
+        )
+    return wire.read_json(response.content, source=source)
+
+
+def _parsed(model: type[_ModelT], document: Any, *, source: str) -> _ModelT:
+    try:
+        return model.model_validate(document)
+    except ValidationError as exc:
+        raise BadServerAnswer(describe_validation_error(exc, source)) from exc

@@ -1,0 +1,129 @@
+"""The control plane's clock as this host sees it: the agent plans on the server's time.
+
+Every successful answer of the control plane carries `SERVER_TIME_HEADER`; the client teaches this
+clock the offset between that reading and the host's own clock (never from an error answer), and
+everything that plans or ticks asks this clock, so a host whose clock is hours off still updates at
+03:00 server time.
+
+The control plane is not trusted with more than the schedule, though (docs/agent_updater.md
+"Time"):
+
+* the offset is bounded by `MAX_SERVER_CLOCK_OFFSET`; a larger disagreement is kept at the bound and
+  reported (`disagreement`), for the daemon to say loudly;
+* the updater judges `expires` on `expiry_clock()`, which never reads earlier than the host's own
+  clock: like TUF's freeze defence, the time that decides whether a signed manifest is still
+  fresh is one the repository cannot move back. A server can only make it later (stricter).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from datetime import datetime, timedelta
+
+from ground.clock import Clock
+
+__all__ = ["MAX_SERVER_CLOCK_OFFSET", "ExpiryClock", "ServerClock"]
+
+# A host whose hardware clock keeps local time in the wrong zone is off by up to 14 hours; drift
+# adds minutes. A larger gap means a broken clock or a broken answer, and is not followed further.
+MAX_SERVER_CLOCK_OFFSET = timedelta(hours=24)
+
+
+class ServerClock:
+    """The program's clock plus a learned offset; it satisfies `ground.clock.Clock`, so the
+    updater's expiry checks follow server time too."""
+
+    def __init__(self, base: Clock, *, offset: timedelta = timedelta(0)) -> None:
+        self._base = base
+        self._offset = _bounded(offset)
+        self._measured = offset
+        # The minute's job and the main thread (status, signals) may both ask.
+        self._lock = threading.Lock()
+
+    @property
+    def is_fake(self) -> bool:
+        return self._base.is_fake
+
+    @property
+    def speed(self) -> float:
+        return self._base.speed
+
+    @property
+    def offset(self) -> timedelta:
+        with self._lock:
+            return self._offset
+
+    def learn(self, server_time: datetime, *, local_time: datetime) -> None:
+        self.learn_offset(server_time - local_time)
+
+    def learn_offset(self, offset: timedelta) -> None:
+        with self._lock:
+            self._offset = _bounded(offset)
+            self._measured = offset
+
+    def learn_offset_seconds(self, seconds: float) -> None:
+        """An offset kept on disk (the config cache): a value that is not a finite number is
+        ignored, any other is bounded like one just measured."""
+        if math.isfinite(seconds):
+            limit = MAX_SERVER_CLOCK_OFFSET.total_seconds()
+            self.learn_offset(timedelta(seconds=max(-limit, min(limit, seconds))))
+
+    @property
+    def disagreement(self) -> timedelta | None:
+        """The offset last measured, when it lies beyond `MAX_SERVER_CLOCK_OFFSET` (and was
+        therefore cut to the bound); None while host and server agree within it."""
+        with self._lock:
+            measured = self._measured
+        return None if abs(measured) <= MAX_SERVER_CLOCK_OFFSET else measured
+
+    def expiry_clock(self) -> ExpiryClock:
+        """The clock a signed manifest's freshness is judged on: never behind the host's."""
+        return ExpiryClock(self)
+
+    def now(self) -> datetime:
+        return self._base.now() + self.offset
+
+    def host_now(self) -> datetime:
+        return self._base.now()
+
+    def real_seconds(self, product_seconds: float) -> float:
+        return self._base.real_seconds(product_seconds)
+
+    def sleep(self, product_seconds: float) -> None:
+        self._base.sleep(product_seconds)
+
+    def describe(self) -> str:
+        return f"{self._base.describe()}, server offset {self.offset.total_seconds():+.0f}s"
+
+
+def _bounded(offset: timedelta) -> timedelta:
+    return max(-MAX_SERVER_CLOCK_OFFSET, min(MAX_SERVER_CLOCK_OFFSET, offset))
+
+
+class ExpiryClock:
+    """`max(host clock, server clock)`: the control plane can move it later (within the bound),
+    never earlier than the host's own clock. Waits and conversions are the server clock's."""
+
+    def __init__(self, server: ServerClock) -> None:
+        self._server = server
+
+    @property
+    def is_fake(self) -> bool:
+        return self._server.is_fake
+
+    @property
+    def speed(self) -> float:
+        return self._server.speed
+
+    def now(self) -> datetime:
+        return max(self._server.host_now(), self._server.now())
+
+    def real_seconds(self, product_seconds: float) -> float:
+        return self._server.real_seconds(product_seconds)
+
+    def sleep(self, product_seconds: float) -> None:
+        self._server.sleep(product_seconds)
+
+    def describe(self) -> str:
+        return f"the later of the host's and the server's clock ({self._server.describe()})"

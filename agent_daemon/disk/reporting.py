@@ -1,0 +1,151 @@
+"""Reports to the control plane, always through the on-disk outbox.
+
+A report is queued durably first and sent second, so a crash or an outage between the two loses
+nothing; the outbox sends in order and the control plane's endpoints are idempotent, so a report
+queued twice after a restart is harmless. Each delivery, wait or refusal is one log line. The
+bodies are the contract's `NothingToDoReport` and `OutcomeReport`.
+
+A report never depends on the disk that may be full: when the outbox cannot be written
+the report is kept in memory and sent directly, after whatever the outbox still holds. A 409
+`outcome_not_authorised` is the control plane recording a switch it did not authorise as what it
+is: logged as an error and taken out of the outbox (set aside), never retried.
+"""
+
+from __future__ import annotations
+
+from agent_daemon.connection.control_plane_client import ControlPlaneClient, Delivery
+from agent_daemon.disk.outbox import Outbox, Report
+from agent_daemon.errors import ControlPlaneUnreachable, DaemonStateError
+from agent_daemon.host.event_log import EventLog
+from agent_daemon.updater.update_records import UpdateOutcome
+from ground.contract import (
+    RUNS_PATH,
+    AnswerCode,
+    NothingToDoReport,
+    OutcomeReport,
+    run_path,
+)
+from ground.contract.messages import MAX_MESSAGE_LENGTH
+
+__all__ = ["ReportSender"]
+
+
+class ReportSender:
+    def __init__(self, *, outbox: Outbox, control: ControlPlaneClient, log: EventLog) -> None:
+        self._outbox = outbox
+        self._control = control
+        self._log = log
+        # Reports the outbox could not hold (its disk full or read-only), oldest first.
+        self._unsaved: list[Report] = []
+
+    def queue_up_to_date(self, *, slot_key: str, installed: str | None) -> None:
+        body = NothingToDoReport(slot_key=slot_key, status="up_to_date", version=installed)
+        self._put(
+            Report(
+                method="POST",
+                path=RUNS_PATH,
+                body=body.model_dump(mode="json"),
+                slot_key=slot_key,
+            )
+        )
+
+    def queue_outcome(self, *, slot_key: str | None, outcome: UpdateOutcome) -> None:
+        error = outcome.error
+        if error is not None and len(error) > MAX_MESSAGE_LENGTH:
+            # The contract refuses a longer message; a report must never fail to be built.
+            error = error[: MAX_MESSAGE_LENGTH - 1] + "…"
+        body = OutcomeReport(
+            status=outcome.status,
+            version=outcome.version,
+            error=error,
+            reason=outcome.reason,
+            switched_at=outcome.switched_at,
+        )
+        self._put(
+            Report(
+                method="PATCH",
+                path=run_path(outcome.run_id),
+                body=body.model_dump(mode="json"),
+                slot_key=slot_key,
+                run_id=outcome.run_id,
+            )
+        )
+
+    def _put(self, report: Report) -> None:
+        try:
+            self._outbox.put(report)
+        except OSError as exc:
+            self._unsaved.append(report)
+            self._log.emit(
+                "outbox.write_failed",
+                level="error",
+                slot_key=report.slot_key,
+                run_id=report.run_id,
+                error=f"{exc.filename or 'outbox'}: {exc.strerror or exc}",
+                detail="the report is kept in memory and sent directly",
+            )
+
+    def flush(self) -> None:
+        result = self._outbox.flush(self._deliver)
+        if result.offline is None:
+            self._flush_unsaved(result.delivered, result.rejected)
+        for report in result.delivered:
+            self._log.emit(
+                "report.delivered",
+                slot_key=report.slot_key,
+                run_id=report.run_id,
+                status=report.body.get("status"),
+            )
+        for report, delivery in result.rejected:
+            if delivery.code == AnswerCode.OUTCOME_NOT_AUTHORISED.value:
+                self._log.emit(
+                    "report.not_authorised",
+                    level="error",
+                    slot_key=report.slot_key,
+                    run_id=report.run_id,
+                    status=report.body.get("status"),
+                    detail=delivery.detail,
+                )
+                continue
+            self._log.emit(
+                "report.rejected",
+                level="warning",
+                slot_key=report.slot_key,
+                run_id=report.run_id,
+                http_status=delivery.status,
+                detail=delivery.detail,
+            )
+        for path, problem in result.unreadable:
+            self._log.emit("report.unreadable", level="error", path=str(path), error=problem)
+        if result.offline is not None:
+            self._log.emit(
+                "report.waiting",
+                level="warning",
+                pending=self._pending_count(),
+                error=str(result.offline),
+            )
+
+    def _flush_unsaved(
+        self, delivered: list[Report], rejected: list[tuple[Report, Delivery]]
+    ) -> None:
+        while self._unsaved:
+            report = self._unsaved[0]
+            try:
+                delivery = self._deliver(report)
+            except ControlPlaneUnreachable:
+                return
+            self._unsaved.pop(0)
+            if delivery.outcome == "delivered":
+                delivered.append(report)
+            else:
+                rejected.append((report, delivery))
+
+    def _pending_count(self) -> int:
+        try:
+            on_disk = len(self._outbox.pending())
+        except (OSError, DaemonStateError):
+            on_disk = 0
+        return on_disk + len(self._unsaved)
+
+    def _deliver(self, report: Report) -> Delivery:
+        return self._control.deliver(report.method, report.path, report.body)

@@ -1,0 +1,280 @@
+"""`nachtwacht agent status`: what a person on the host wants to know, from the files on disk.
+
+It reads, never writes: the cached config (schedule, zone, release, brake, hold, when it was
+synced), the daemon's state file (last runs, the update in progress), its activity file (what it is
+doing, since when the control plane is unreachable and why, the last refusal), the outbox, and the
+daemon's lock (is it running). It works while the daemon runs, while it is stopped, and while the
+host is offline. What is wrong comes first, in words (`problems`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from agent_daemon.connection.config_cache import CachedConfig
+from agent_daemon.disk.daemon_state import DaemonState, RunRecord
+from agent_daemon.host.activity import ActivityRecord
+from ground.contract import OutcomeReason, RefusalCode, ReleaseTrack
+from ground.contract.wording import OUTCOME_REASON_WORDS, SKIP_REASON_WORDS
+from shared_planner import next_slot
+
+__all__ = [
+    "REASON_WORDS",
+    "AgentStatus",
+    "describe_reason",
+    "describe_run",
+    "problems",
+    "render_status",
+]
+
+_OUTCOME_WORDS: dict[str, str] = {
+    "up_to_date": "already up to date",
+    "succeeded": "updated",
+    "failed": "update failed",
+    "rolled_back": "update failed and was rolled back",
+    RefusalCode.SLOT_CONSUMED: "already handled (control plane)",
+    RefusalCode.WINDOW_CLOSED: "window closed before the claim",
+    RefusalCode.NOT_A_SLOT: "not a slot on the control plane's schedule",
+    # Slots given up on the control plane's word (`claim.slot_gone`): consumed, nothing claimed.
+    RefusalCode.HELD: f"skipped: {SKIP_REASON_WORDS[RefusalCode.HELD]}",
+    RefusalCode.RELEASE_ROLLED_BACK: "skipped: "
+    + SKIP_REASON_WORDS[RefusalCode.RELEASE_ROLLED_BACK],
+}
+
+# Why a claimed run ended as it did, in the words the panel says too.
+REASON_WORDS = OUTCOME_REASON_WORDS
+# The outcomes worth a line under "attention".
+_FAILED = frozenset({"failed", "rolled_back"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentStatus:
+    agent_id: str
+    control_url: str
+    daemon_pid: int | None
+    cached: CachedConfig | None
+    state: DaemonState
+    pending_reports: int
+    installed_version: str | None
+    now: datetime  # server time as this host estimates it
+    updater_step: str | None = None  # e.g. "switched: 1.5.0 (run …)" from the updater's state
+    activity: ActivityRecord | None = None  # the running (or last) daemon's activity file
+    track: ReleaseTrack | None = None  # the (channel, platform) this agent follows
+
+
+def describe_reason(reason: str) -> str:
+    """The words for an `OutcomeReason`; a reason this agent does not know is named as it is."""
+    try:
+        return REASON_WORDS[OutcomeReason(reason)]
+    except ValueError:
+        return f"reason {reason!r}"
+
+
+def describe_run(record: RunRecord, tz: ZoneInfo | None) -> str:
+    """`2026-11-30 03:00 — already up to date (1.4.1)`; a run that ended with a reason says it:
+    `… — update failed (1.4.1), because the download kept failing …: <error> [run …]`."""
+    if record.slot_key is not None:
+        when = record.slot_key.replace("T", " ")
+    else:
+        at = record.at.astimezone(tz) if tz is not None else record.at
+        when = f"{at:%Y-%m-%d %H:%M} (manual)"
+    words = _OUTCOME_WORDS.get(record.status, record.status)
+    if record.status == "succeeded" and record.version:
+        words = f"updated to {record.version}"
+    elif record.version and record.status != "succeeded":
+        words = f"{words} ({record.version})"
+    if record.reason is not None:
+        words = f"{words}, because {describe_reason(record.reason)}"
+    if record.error and record.status not in {"up_to_date"}:
+        words = f"{words}: {record.error}"
+    if record.run_id:
+        words = f"{words} [run {record.run_id}]"
+    return f"{when} — {words}"
+
+
+def _ago(then: datetime, now: datetime) -> str:
+    seconds = max(0, int((now - then).total_seconds()))
+    if seconds < 120:
+        return f"{seconds} seconds ago"
+    if seconds < 2 * 3600:
+        return f"{seconds // 60} minutes ago"
+    if seconds < 2 * 86400:
+        return f"{seconds // 3600} hours ago"
+    return f"{seconds // 86400} days ago"
+
+
+def _local(at: datetime, tz: ZoneInfo | None) -> str:
+    return f"{at.astimezone(tz):%Y-%m-%d %H:%M}" if tz else f"{at:%Y-%m-%d %H:%M} UTC"
+
+
+def problems(status: AgentStatus) -> list[str]:
+    """What is wrong, one sentence each: what a person on the host should look at first."""
+    found: list[str] = []
+    cached = status.cached
+    tz = ZoneInfo(cached.config.timezone) if cached is not None else None
+    activity = status.activity
+    if activity is not None and activity.unreachable_since is not None:
+        since = activity.unreachable_since
+        found.append(
+            f"control plane unreachable since {_local(since, tz)} ({_ago(since, status.now)}): "
+            f"{activity.unreachable_error or 'no answer'}"
+        )
+    if activity is not None and activity.platform_unavailable_since is not None:
+        since = activity.platform_unavailable_since
+        found.append(
+            f"the control plane is unavailable since {_local(since, tz)} "
+            f"({_ago(since, status.now)}): it answers, but cannot serve "
+            f"({activity.platform_unavailable_error or 'no reason given'}) — an outage on the "
+            "platform's side, not this host's network; updates are tried again inside their window"
+        )
+    if activity is not None and activity.last_refusal is not None:
+        refusal = activity.last_refusal
+        about = refusal.slot_key or (f"run {refusal.run_id}" if refusal.run_id else "a claim")
+        found.append(
+            f"last refusal {_local(refusal.at, tz)} ({_ago(refusal.at, status.now)}), for "
+            f"{about.replace('T', ' ')}: {refusal.code} — {refusal.message}"
+        )
+    found.extend(_last_run_problems(status.state, tz))
+    if cached is None:
+        return found
+    config = cached.config
+    hold = config.hold
+    if hold is not None and hold.until > status.now:
+        reason = f" ({hold.reason})" if hold.reason else ""
+        found.append(
+            f"held until {_local(hold.until, tz)}{reason}, set by the {hold.set_by}: scheduled "
+            "slots until then are skipped"
+        )
+    if config.brake.engaged:
+        found.append(
+            f"the operators' brake is engaged ({config.brake.reason or 'no reason given'}): "
+            "no scheduled update is granted"
+        )
+    release, track = config.release, status.track
+    if release is not None and track is not None:
+        other = [
+            f"{name} {offered!r}"
+            for name, offered, own in (
+                ("channel", release.channel, track.channel),
+                ("platform", release.platform, track.platform),
+            )
+            if offered is not None and offered != own
+        ]
+        if other:
+            found.append(
+                f"the offered release {release.version} is for {' and '.join(other)}, not this "
+                f"agent's (channel {track.channel!r}, platform {track.platform!r}): check "
+                "`channel` and `platform` in agent.toml"
+            )
+    return found
+
+
+def _last_run_problems(state: DaemonState, tz: ZoneInfo | None) -> list[str]:
+    """The update in progress that is waiting out a failure, and the last run when it failed."""
+    found: list[str] = []
+    claim = state.claim
+    if claim is not None and claim.last_reason is not None:
+        target = (claim.slot_key or "a manual request").replace("T", " ")
+        found.append(
+            f"the update to {claim.release_version} for {target} is waiting: "
+            f"{_RETRY_WORDS[claim.last_reason]}; tried again next minute while its window is open"
+        )
+    if state.recent_runs and state.recent_runs[-1].status in _FAILED:
+        found.append(f"the last run did not update: {describe_run(state.recent_runs[-1], tz)}")
+    return found
+
+
+# Why an update in progress is waiting (`ClaimInProgress.last_reason`), in the present tense.
+_RETRY_WORDS: dict[OutcomeReason, str] = {
+    OutcomeReason.PLATFORM_UNAVAILABLE: "the control plane is unavailable (an outage on the "
+    "platform's side, not this host's network)",
+    OutcomeReason.INTERRUPTED: "it was interrupted",
+    OutcomeReason.TOKEN_REVOKED: "its token was revoked",
+    OutcomeReason.TOKEN_EXPIRED: "its token expired",
+    OutcomeReason.DISK_FULL: "the disk is full",
+    OutcomeReason.DOWNLOAD_FAILED: "the download was cut and resumes where it stopped",
+    OutcomeReason.VERIFICATION_FAILED: "the build was refused by verification",
+    OutcomeReason.INSTALL_FAILED: "installing the build failed",
+    OutcomeReason.HEALTH_CHECK_FAILED: "the new version was not healthy",
+}
+
+
+def render_status(status: AgentStatus) -> str:
+    lines = [f"agent:         {status.agent_id} at {status.control_url}"]
+    wrong = problems(status)
+    if wrong:
+        lines.append("attention:")
+        lines.extend(f"  ! {sentence}" for sentence in wrong)
+    if status.daemon_pid is None:
+        lines.append("daemon:        not running")
+    elif status.daemon_pid < 0:
+        lines.append("daemon:        running")
+    else:
+        lines.append(f"daemon:        running (pid {status.daemon_pid})")
+    if status.daemon_pid is not None and status.activity is not None:
+        lines.append(f"doing:         {status.activity.doing}")
+    lines.append(f"installed:     {status.installed_version or 'nothing installed yet'}")
+    cached = status.cached
+    tz: ZoneInfo | None = None
+    if cached is None:
+        lines.append(
+            "config:        never synced (the daemon has not reached the control plane yet)"
+        )
+    else:
+        config = cached.config
+        tz = ZoneInfo(config.timezone)
+        synced = f"{cached.synced_at:%Y-%m-%d %H:%M:%S} UTC ({_ago(cached.synced_at, status.now)})"
+        lines.append(f"config synced: {synced}")
+        lines.append(f"clock offset:  {cached.offset_seconds:+.0f} s (the control plane's clock)")
+        if config.schedule.enabled:
+            times = ", ".join(config.schedule.times)
+            lines.append(
+                f"schedule:      on, {times} ({config.timezone}); "
+                f"catch-up window {config.catch_up_minutes} minutes"
+            )
+            upcoming = next_slot(config.schedule.times, after=status.now, tz=config.timezone)
+            local = upcoming.at.astimezone(tz)
+            lines.append(
+                f"next slot:     {local:%Y-%m-%d %H:%M %Z} "
+                f"({upcoming.at:%Y-%m-%dT%H:%M:%SZ}, in {_until(upcoming.at - status.now)})"
+            )
+        else:
+            lines.append("schedule:      off (updates only when requested in the panel)")
+        track = config.track
+        if track is not None:
+            lines.append(f"follows:       channel {track.channel}, platform {track.platform}")
+        release = config.release
+        lines.append(f"release:       {release.version if release else 'none published'}")
+        brake = config.brake
+        brake_text = f"ENGAGED ({brake.reason or 'no reason given'})" if brake.engaged else "off"
+        lines.append(f"brake:         {brake_text}")
+    claim = status.state.claim
+    if claim is None:
+        lines.append("in progress:   nothing")
+    else:
+        target = claim.slot_key or "manual request"
+        lines.append(
+            f"in progress:   run {claim.run_id} for {target} -> {claim.release_version} "
+            f"({claim.phase}, attempt {max(claim.attempts, 1)})"
+        )
+    if status.updater_step is not None:
+        lines.append(f"updater:       {status.updater_step}")
+    if status.state.last_consumed is not None:
+        lines.append(f"last slot:     {status.state.last_consumed.key.replace('T', ' ')}")
+    lines.append(f"outbox:        {status.pending_reports} report(s) waiting to be delivered")
+    if status.state.recent_runs:
+        lines.append("last runs:")
+        for record in reversed(status.state.recent_runs[-10:]):
+            lines.append(f"  {describe_run(record, tz)}")
+    else:
+        lines.append("last runs:     none yet")
+    return "\n".join(lines)
+
+
+def _until(delta: timedelta) -> str:
+    minutes = max(0, int(delta.total_seconds()) // 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"

@@ -1,0 +1,327 @@
+"""One minute of the agent, carried out: the executor of `agent_daemon.minute.decision.decide`.
+
+`decide` holds the five steps (which of them consumes the slot); this module does what each of its
+actions asks and feeds what it found back, until the action is final. Its parts, each a module:
+the reach (`config_sync`), the dispatch of a granted claim through the updater and the settling of
+what the updater holds with no claim behind it (`dispatch`), the state file when the disk may be
+full (`claim_keeper`), the reports through the outbox (`reporting`) and the log lines that need
+words (`daemon_lines`). What stays here: start, the minute, the claim, and the final actions
+that need no updater (nothing to do, a slot gone, a manual run refused, a new claim recorded).
+
+The clock is read once per minute, right after the reach: that answer is what teaches the
+`ServerClock` the control plane's time, so the instant a slot is planned on is the one recorded.
+
+Every report goes through the on-disk outbox first, so none is lost to a crash or an outage. A
+claim in the state file is finished before anything new is planned: a daemon restarted in the
+middle of any step continues from there and never claims or installs the same slot twice. Under
+faults a claimed update finishes inside its window or not at all (`dispatch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from agent_daemon.connection.config_cache import ConfigCache
+from agent_daemon.connection.control_plane_client import ControlPlaneClient
+from agent_daemon.connection.server_clock import ServerClock
+from agent_daemon.disk.daemon_state import (
+    ClaimInProgress,
+    ConsumedSlot,
+    DaemonState,
+    RunRecord,
+    StateStore,
+)
+from agent_daemon.disk.outbox import Outbox
+from agent_daemon.disk.reporting import ReportSender
+from agent_daemon.errors import AgentError, ControlPlaneUnreachable
+from agent_daemon.host.event_log import EventLog
+from agent_daemon.minute.claim_keeper import ClaimKeeper
+from agent_daemon.minute.claim_window import claim_deadline, claim_is_open
+from agent_daemon.minute.config_sync import ConfigSync, Reached
+from agent_daemon.minute.daemon_lines import error_fields, log_wait, slot_gone_meaning
+from agent_daemon.minute.decision import (
+    Action,
+    AgentFacts,
+    Answer,
+    ClaimAnswer,
+    ClaimManual,
+    ClaimRequestAction,
+    ClaimSlot,
+    EndManual,
+    GiveUpSlot,
+    Granted,
+    NothingToDo,
+    Refused,
+    ResumeClaim,
+    StartUpdate,
+    TickResult,
+    Unreachable,
+    Wait,
+    decide,
+)
+from agent_daemon.minute.dispatch import Dispatcher, UpdaterPort
+from ground.contract import AgentConfig, ClaimGrant, ClaimRequest, format_instant
+from ground.limits import DEFAULT_CATCH_UP_MINUTES
+from shared_planner import Slot
+
+__all__ = ["Daemon"]
+
+# The facts of a minute whose only use is the log line of an unreachable control plane.
+_NO_FACTS = AgentFacts(last_consumed_at=None, installed_version=None)
+
+
+class Daemon:
+    def __init__(
+        self,
+        *,
+        control: ControlPlaneClient,
+        updater: UpdaterPort,
+        state_store: StateStore,
+        config_cache: ConfigCache,
+        outbox: Outbox,
+        server_clock: ServerClock,
+        log: EventLog,
+        stop_requested: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._control = control
+        self._updater = updater
+        self._store = state_store
+        self._reports = ReportSender(outbox=outbox, control=control, log=log)
+        self._clock = server_clock
+        self._log = log
+        self._stop_requested = stop_requested
+        self._sync = ConfigSync(
+            control=control, config_cache=config_cache, server_clock=server_clock, log=log
+        )
+        self._keeper = ClaimKeeper(state_store=state_store, log=log)
+        self._dispatcher = Dispatcher(
+            control=control,
+            updater=updater,
+            keeper=self._keeper,
+            reports=self._reports,
+            server_clock=server_clock,
+            log=log,
+            stop_requested=stop_requested,
+        )
+
+    # -- the shell's entry points -------------------------------------------------------------
+
+    def start(self) -> None:
+        """Before the first minute: let the updater finish or undo what a crash interrupted.
+        Never raises: what cannot be done now is one log line, and the minutes try again."""
+        try:
+            self._start()
+        except (OSError, AgentError) as exc:
+            self._log.emit("daemon.start_incomplete", level="error", **error_fields(exc))
+
+    def _start(self) -> None:
+        self._sync.load_cached()
+        state = self._store.load()
+        claim = self._keeper.live_claim(state)
+        now = self._clock.now()
+        if claim is None:
+            self._dispatcher.settle_orphan(state)
+        elif not claim_is_open(claim, now):
+            # Stopped or killed inside the update, started after its window: never switched now.
+            self._dispatcher.end_after_window(state, claim, now)
+        else:
+            # Inside its window the first minute carries it on, confirming before any switch.
+            self._log.emit(
+                "update.pending",
+                slot_key=claim.slot_key,
+                run_id=claim.run_id,
+                window_closes_at=format_instant(claim_deadline(claim)),
+            )
+
+    def tick(self) -> TickResult:
+        """One minute's work. Never raises: a failure is one log line and a retry next minute."""
+        try:
+            return self._tick()
+        except (OSError, AgentError) as exc:
+            self._log.emit("tick.failed", level="error", **error_fields(exc))
+        except Exception as exc:
+            # A bug must cost one minute and one line, not the daemon.
+            self._log.emit("tick.crashed", level="error", **error_fields(exc))
+        return "error"
+
+    # -- the minute: decide, do, feed back ----------------------------------------------------
+
+    def _tick(self) -> TickResult:
+        state = self._store.load()
+        claim = self._keeper.live_claim(state)
+        state = state.model_copy(update={"claim": claim})
+        reached = self._sync.reach()
+        now = self._clock.now()
+        self._sync.check_clock(now)
+        if claim is None:
+            self._dispatcher.settle_orphan(state)
+        config: AgentConfig | None = None
+        answer: Answer = None
+        if isinstance(reached, Reached):
+            self._sync.remember(reached, now)
+            self._reports.flush()
+            config = reached.config
+        else:
+            answer = reached
+            if claim is not None and isinstance(reached, Unreachable):
+                # The claim already holds the slot: carry it on while the control plane is down
+                # (its partial download resumes as soon as it can, and its window still ends it).
+                waited = decide(_NO_FACTS, None, reached, now)
+                assert isinstance(waited, Wait), "an unreachable control plane is a wait"
+                log_wait(self._log, waited)
+                return self._dispatcher.dispatch(state, claim, now)
+        facts = AgentFacts(
+            last_consumed_at=state.last_consumed_at,
+            installed_version=self._updater.installed_version(),
+            claim_in_progress=state.claim is not None,
+            handled_manual_runs=frozenset(state.handled_manual_runs),
+        )
+        action = decide(facts, config, answer, now)
+        while isinstance(action, ClaimSlot | ClaimManual):
+            if self._stop_requested():
+                return "parked"
+            action = decide(facts, config, self._claim(action), now)
+        return self._carry_out(action, state, now, config)
+
+    def _carry_out(
+        self, action: Action, state: DaemonState, now: datetime, config: AgentConfig | None
+    ) -> TickResult:
+        if isinstance(action, Wait):
+            return log_wait(self._log, action)
+        if isinstance(action, ResumeClaim):
+            assert state.claim is not None, "decide resumes only a claim the state holds"
+            return self._dispatcher.dispatch(state, state.claim, now)
+        if isinstance(action, NothingToDo):
+            return self._nothing_to_do(state, action, now)
+        if isinstance(action, GiveUpSlot):
+            return self._give_up_slot(state, action, now)
+        if isinstance(action, EndManual):
+            return self._end_manual(state, action, now)
+        if isinstance(action, StartUpdate):
+            return self._start_update(state, action, now, config)
+        raise AssertionError(f"decide returned {action!r}, which is not final")
+
+    def _claim(self, action: ClaimRequestAction) -> ClaimAnswer:
+        if isinstance(action, ClaimSlot):
+            request = ClaimRequest(slot_key=action.slot.key, from_version=action.from_version)
+        else:
+            request = ClaimRequest(
+                manual_run_id=action.run_id,  # type: ignore[arg-type]  # pydantic parses the UUID
+                from_version=action.from_version,
+            )
+        try:
+            answer = self._control.claim(request)
+        except ControlPlaneUnreachable as exc:
+            return Unreachable(error=str(exc), request=action, platform=exc.status is not None)
+        if isinstance(answer, ClaimGrant):
+            return Granted(request=action, grant=answer)
+        return Refused(request=action, detail=answer)
+
+    # -- the final actions that need no updater ---------------------------------------------
+
+    def _nothing_to_do(self, state: DaemonState, action: NothingToDo, now: datetime) -> TickResult:
+        slot = action.slot
+        self._reports.queue_up_to_date(slot_key=slot.key, installed=action.version)
+        record = RunRecord(
+            at=now,
+            trigger="schedule",
+            slot_key=slot.key,
+            run_id=None,
+            status="up_to_date",
+            version=action.version,
+        )
+        self._store.save(state.consume(_consumed(slot)).with_run(record))
+        self._log.emit("slot.up_to_date", slot_key=slot.key, version=action.version)
+        self._reports.flush()
+        return "up_to_date"
+
+    def _give_up_slot(self, state: DaemonState, action: GiveUpSlot, now: datetime) -> TickResult:
+        slot = action.slot
+        record = RunRecord(
+            at=now,
+            trigger="schedule",
+            slot_key=slot.key,
+            run_id=None,
+            status=action.refusal.value,
+            version=action.from_version,
+            error=action.detail.message,
+        )
+        self._keeper.save(state.consume(_consumed(slot)).with_run(record))
+        self._log.emit(
+            "claim.slot_gone",
+            slot_key=slot.key,
+            code=action.refusal.value,
+            meaning=slot_gone_meaning(action.refusal),
+            detail=action.detail.message,
+        )
+        return "slot_gone"
+
+    def _end_manual(self, state: DaemonState, action: EndManual, now: datetime) -> TickResult:
+        record = RunRecord(
+            at=now,
+            trigger="manual",
+            slot_key=None,
+            run_id=action.run_id,
+            status=action.detail.code,
+            error=action.detail.message,
+        )
+        self._store.save(state.with_manual_handled(action.run_id).with_run(record))
+        self._log.emit(
+            "manual.refused",
+            level="warning",
+            run_id=action.run_id,
+            code=action.detail.code,
+            detail=action.detail.message,
+        )
+        return "manual_refused"
+
+    def _start_update(
+        self,
+        state: DaemonState,
+        action: StartUpdate,
+        now: datetime,
+        config: AgentConfig | None,
+    ) -> TickResult:
+        request, grant = action.request, action.grant
+        release = grant.release
+        window_closes_at = None
+        if isinstance(request, ClaimSlot):
+            catch_up = config.catch_up_minutes if config is not None else DEFAULT_CATCH_UP_MINUTES
+            window_closes_at = request.slot.window_closes(timedelta(minutes=catch_up))
+        claim = ClaimInProgress(
+            run_id=str(grant.run_id),
+            trigger="schedule" if isinstance(request, ClaimSlot) else "manual",
+            slot_key=request.slot.key if isinstance(request, ClaimSlot) else None,
+            release_version=release.version,
+            manifest_b64=release.manifest_b64,
+            signature_b64=release.signature_b64,
+            artifact_url=self._control.absolute_url(release.artifact_url),
+            claimed_at=now,
+            window_closes_at=window_closes_at,
+            token_expires_at=grant.token.expires_at,
+        )
+        if isinstance(request, ClaimSlot):
+            state = state.consume(_consumed(request.slot))
+            event = "claim.granted"
+        else:
+            state = state.with_manual_handled(request.run_id)
+            event = "manual.granted"
+        # The grant is the claim: it is on disk, with the consumed slot, before anything else.
+        state = state.model_copy(update={"claim": claim})
+        self._keeper.save(state)
+        self._log.emit(
+            event,
+            slot_key=claim.slot_key,
+            run_id=claim.run_id,
+            version=release.version,
+            window_closes_at=format_instant(claim_deadline(claim)),
+        )
+        if self._stop_requested():
+            self._log.emit("daemon.parked", slot_key=claim.slot_key, run_id=claim.run_id)
+            return "parked"
+        return self._dispatcher.dispatch(state, claim, now)
+
+
+def _consumed(slot: Slot) -> ConsumedSlot:
+    return ConsumedSlot(key=slot.key, at=slot.at)

@@ -1,0 +1,293 @@
+"""Step 5 of the minute, the dispatch: a granted claim carried through the updater to its report.
+
+`Dispatcher` hands a claim to the updater (`UpdaterPort.apply`), retries a failure that may pass,
+and ends every run with an outcome that is recorded in the state file and reported through the
+outbox. It also settles what the updater holds with no open claim behind it — at start and at
+every minute with no claim — so nothing can leave the updater unable to take the next release.
+
+Under faults (docs/agent_daemon.md "Faults"), a claimed update finishes inside its
+window or not at all:
+
+* immediately before the switch the updater asks the control plane to confirm the run's token
+  (`POST confirm_path`); only a `SwapPermit` lets it switch;
+* a failure that may pass (the platform unavailable, a cut download, no confirmation, a full disk)
+  keeps the claim and is tried again next minute, resuming the partial download, until the
+  window (`claim_window`) closes; then the run ends `failed` with the last such reason;
+* a claim found after its window (the daemon was down) is never switched: the updater settles it
+  (`Updater.settle`) and the run ends with reason `interrupted`;
+* the claim's attempts and the final report live in memory too (`claim_keeper`), so a full state
+  directory can neither hide the report nor lift the attempt bound.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
+
+from agent_daemon.connection.control_plane_client import ControlPlaneClient
+from agent_daemon.connection.server_clock import ServerClock
+from agent_daemon.disk.daemon_state import ClaimInProgress, DaemonState, RunRecord
+from agent_daemon.disk.reporting import ReportSender
+from agent_daemon.host.event_log import EventLog
+from agent_daemon.minute.claim_keeper import ClaimKeeper
+from agent_daemon.minute.claim_window import claim_deadline, claim_is_open, end_reason
+from agent_daemon.minute.daemon_lines import error_fields
+from agent_daemon.minute.decision import TickResult
+from agent_daemon.minute.swap_confirmation import SwapConfirmation
+from agent_daemon.updater.swap_gate import ConfirmSwap
+from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
+from ground.contract import OutcomeReason, format_instant
+
+__all__ = ["MAX_DISPATCH_ATTEMPTS", "Dispatcher", "UpdaterPort"]
+
+# A claim whose dispatch raised or was interrupted (a crash, a full disk) is retried on later
+# minutes, then reported as failed, so one broken update cannot hold the agent forever. A failure
+# that says the platform was unavailable or the download was cut does not count: those are tried
+# again until the window closes.
+MAX_DISPATCH_ATTEMPTS = 3
+# Failures that may pass and do not count against MAX_DISPATCH_ATTEMPTS (a full disk does).
+_UNCOUNTED = frozenset(
+    {
+        OutcomeReason.PLATFORM_UNAVAILABLE,
+        OutcomeReason.DOWNLOAD_FAILED,
+    }
+)
+
+
+class UpdaterPort(Protocol):
+    """What the daemon needs of `agent_daemon.updater.Updater`."""
+
+    def apply(self, request: UpdateRequest) -> UpdateOutcome: ...
+
+    def settle(self, reason: OutcomeReason) -> UpdateOutcome | None: ...
+
+    def installed_version(self) -> str | None: ...
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        *,
+        control: ControlPlaneClient,
+        updater: UpdaterPort,
+        keeper: ClaimKeeper,
+        reports: ReportSender,
+        server_clock: ServerClock,
+        log: EventLog,
+        stop_requested: Callable[[], bool],
+    ) -> None:
+        self._control = control
+        self._updater = updater
+        self._keeper = keeper
+        self._reports = reports
+        self._clock = server_clock
+        self._log = log
+        self._stop_requested = stop_requested
+
+    def dispatch(self, state: DaemonState, claim: ClaimInProgress, now: datetime) -> TickResult:
+        if self._stop_requested():
+            self._log.emit("daemon.parked", slot_key=claim.slot_key, run_id=claim.run_id)
+            return "parked"
+        if not claim_is_open(claim, now):
+            self.end_after_window(state, claim, now)
+            return "dispatched"
+        try:
+            request = UpdateRequest(
+                run_id=claim.run_id,
+                manifest=_decode(claim.manifest_b64, "manifest_b64"),
+                signature=_decode(claim.signature_b64, "signature_b64"),
+                artifact_url=claim.artifact_url,
+                confirm_swap=self._confirmer(claim),
+            )
+        except ValueError as exc:
+            # The grant is the claim, so this is an update that failed, reported like any other.
+            unusable = UpdateOutcome(
+                status="failed",
+                version=self._updater.installed_version(),
+                error=f"release refused: {exc}",
+                run_id=claim.run_id,
+                reason=OutcomeReason.VERIFICATION_FAILED,
+            )
+            self._finish(state, claim, unusable, now=now)
+            return "dispatched"
+        if claim.attempts >= MAX_DISPATCH_ATTEMPTS:
+            self._end_unfinished(
+                state,
+                claim,
+                now,
+                why=f"the update could not be carried out in {claim.attempts} attempts",
+            )
+            return "dispatched"
+        resuming = claim.phase == "dispatching"
+        claim = claim.model_copy(update={"phase": "dispatching", "attempts": claim.attempts + 1})
+        state = state.model_copy(update={"claim": claim})
+        self._keeper.save(state)
+        self._log.emit(
+            "update.dispatching",
+            slot_key=claim.slot_key,
+            run_id=claim.run_id,
+            version=claim.release_version,
+            attempt=claim.attempts,
+        )
+        installed = self._updater.installed_version()
+        if not resuming and installed == claim.release_version:
+            # A manual request while already on the release: nothing to install, say so.
+            outcome = UpdateOutcome(
+                status="succeeded", version=installed, error=None, run_id=claim.run_id
+            )
+        else:
+            # Also when resuming: the updater carries on the step it recorded for this run.
+            outcome = self._updater.apply(request)
+        if outcome.status == "failed" and outcome.retry:
+            later = self._clock.now()
+            counted = outcome.reason not in _UNCOUNTED
+            if claim_is_open(claim, later) and not (
+                counted and claim.attempts >= MAX_DISPATCH_ATTEMPTS
+            ):
+                return self._retry_later(state, claim, outcome, counted=counted)
+        self._finish(state, claim, outcome, now=now)
+        return "dispatched"
+
+    def settle_orphan(self, state: DaemonState) -> None:
+        """An update the updater still holds with no claim of ours behind it (its claim was given
+        up or ended, or the daemon restarted in between): end it, never switching, so it never
+        blocks the next release; reported unless its run already was."""
+        orphan = self._settle_updater(OutcomeReason.INTERRUPTED)
+        if orphan is None:
+            return
+        reported = {run.run_id for run in state.recent_runs} | self._keeper.ended_runs
+        if orphan.run_id not in reported:
+            self._reports.queue_outcome(slot_key=None, outcome=orphan)
+        self._reports.flush()
+
+    def end_after_window(self, state: DaemonState, claim: ClaimInProgress, now: datetime) -> None:
+        """The run's window (or token) ended before it finished: it is never switched now."""
+        deadline = claim_deadline(claim)
+        self._log.emit(
+            "update.window_closed",
+            level="warning",
+            slot_key=claim.slot_key,
+            run_id=claim.run_id,
+            window_closes_at=format_instant(deadline),
+            reason=end_reason(claim),
+        )
+        self._end_unfinished(
+            state,
+            claim,
+            now,
+            why=f"the window closed at {format_instant(deadline)} before the update could finish",
+        )
+
+    def _settle_updater(self, reason: OutcomeReason) -> UpdateOutcome | None:
+        """Let the updater end an update no open claim stands behind, without a new switch; None
+        when nothing was in progress or it cannot be done this minute."""
+        try:
+            outcome = self._updater.settle(reason)
+        except Exception as exc:
+            self._log.emit("update.resume_failed", level="error", **error_fields(exc))
+            return None
+        if outcome is not None:
+            self._log.emit(
+                "update.resumed",
+                run_id=outcome.run_id,
+                status=outcome.status,
+                reason=outcome.reason,
+            )
+        return outcome
+
+    def _retry_later(
+        self, state: DaemonState, claim: ClaimInProgress, outcome: UpdateOutcome, *, counted: bool
+    ) -> TickResult:
+        """A failure that may pass, inside the window: keep the claim (and the partial download
+        or staged build), try again next minute."""
+        claim = claim.model_copy(
+            update={
+                "attempts": claim.attempts if counted else claim.attempts - 1,
+                "last_reason": outcome.reason,
+                "last_error": outcome.error,
+            }
+        )
+        self._keeper.save(state.model_copy(update={"claim": claim}))
+        self._log.emit(
+            "update.retrying",
+            level="warning",
+            slot_key=claim.slot_key,
+            run_id=claim.run_id,
+            reason=outcome.reason,
+            error=outcome.error,
+            window_closes_at=format_instant(claim_deadline(claim)),
+        )
+        return "retrying"
+
+    def _end_unfinished(
+        self, state: DaemonState, claim: ClaimInProgress, now: datetime, *, why: str
+    ) -> None:
+        """End a run that will not be carried on: an update the updater holds for it ends without
+        a switch — or, when the switch had already happened inside the window, is finished as
+        before (health check, roll back) and reported as such."""
+        reason = end_reason(claim)
+        settled = self._settle_updater(reason)
+        if settled is not None and settled.run_id == claim.run_id:
+            outcome = settled
+        else:
+            if settled is not None:
+                self._reports.queue_outcome(slot_key=None, outcome=settled)
+            outcome = UpdateOutcome(
+                status="failed",
+                version=self._updater.installed_version(),
+                error=f"{why} ({reason.value})"
+                + (f"; last failure: {claim.last_error}" if claim.last_error else "")
+                + "; nothing was switched",
+                run_id=claim.run_id,
+                reason=reason,
+            )
+        self._finish(state, claim, outcome, now=now)
+
+    def _confirmer(self, claim: ClaimInProgress) -> ConfirmSwap:
+        """The question the updater asks right before it switches (`swap_confirmation`)."""
+        return SwapConfirmation(
+            control=self._control, clock=self._clock, log=self._log, claim=claim
+        )
+
+    def _finish(
+        self, state: DaemonState, claim: ClaimInProgress, outcome: UpdateOutcome, *, now: datetime
+    ) -> None:
+        self._reports.queue_outcome(slot_key=claim.slot_key, outcome=outcome)
+        record = RunRecord(
+            at=now,
+            trigger=claim.trigger,
+            slot_key=claim.slot_key,
+            run_id=claim.run_id,
+            status=outcome.status,
+            version=outcome.version,
+            error=outcome.error,
+            reason=None if outcome.reason is None else outcome.reason.value,
+        )
+        self._keeper.end(claim.run_id)
+        self._keeper.save(state.model_copy(update={"claim": None}).with_run(record))
+        self._log.emit(
+            f"update.{outcome.status}",
+            level="info" if outcome.status == "succeeded" else "warning",
+            slot_key=claim.slot_key,
+            run_id=claim.run_id,
+            version=outcome.version,
+            error=outcome.error,
+            reason=outcome.reason,
+            switched_at=_instant_or_none(outcome.switched_at),
+        )
+        self._reports.flush()
+
+
+def _instant_or_none(at: datetime | None) -> str | None:
+    return None if at is None else format_instant(at)
+
+
+def _decode(text: str, field: str) -> bytes:
+    """Strict base64 of the control plane's answer (untrusted): `ValueError` naming the field."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"{field}: {text[:40]!r}… is not valid base64 ({exc})") from exc

@@ -1,0 +1,109 @@
+"""`nachtwacht agent status` reads like a person would say it: "03:00 — already up to date"."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from agent_daemon.connection.config_cache import CachedConfig
+from agent_daemon.connection.wire import parse_config
+from agent_daemon.disk.daemon_state import ClaimInProgress, ConsumedSlot, DaemonState, RunRecord
+from agent_daemon.host.status import AgentStatus, render_status
+
+NOW = datetime(2026, 11, 30, 2, 5, tzinfo=UTC)
+CONFIG = {
+    "agent_id": "4b1c9a6e-0000-4000-8000-000000000001",
+    "schedule": {"enabled": True, "times": ["03:00", "15:00"]},
+    "timezone": "Europe/Amsterdam",
+    "catch_up_minutes": 15,
+    "brake": {"engaged": True, "reason": "release 1.5.0 pulled"},
+    "release": {"version": "1.5.0", "manifest_version": 42},
+    "manual_update": None,
+}
+
+
+def status(state: DaemonState, *, cached: bool = True, pid: int | None = 4242) -> str:
+    cache = CachedConfig(
+        config=parse_config(CONFIG),
+        raw=CONFIG,
+        etag='"e"',
+        synced_at=datetime(2026, 11, 30, 2, 4, tzinfo=UTC),
+        offset_seconds=-3.0,
+    )
+    return render_status(
+        AgentStatus(
+            agent_id="a1",
+            control_url="https://control.example",
+            daemon_pid=pid,
+            cached=cache if cached else None,
+            state=state,
+            pending_reports=2,
+            installed_version="1.4.1",
+            now=NOW,
+            updater_step="switched: 1.4.1 -> 1.5.0 (run r2)",
+        )
+    )
+
+
+def test_status_says_already_up_to_date_for_a_nothing_to_do_slot() -> None:
+    state = DaemonState(
+        last_consumed=ConsumedSlot(
+            key="2026-11-30T03:00", at=datetime(2026, 11, 30, 2, tzinfo=UTC)
+        ),
+        recent_runs=(
+            RunRecord(
+                at=NOW,
+                trigger="schedule",
+                slot_key="2026-11-29T03:00",
+                run_id="r0",
+                status="succeeded",
+                version="1.4.1",
+            ),
+            RunRecord(
+                at=NOW,
+                trigger="schedule",
+                slot_key="2026-11-30T03:00",
+                run_id=None,
+                status="up_to_date",
+                version="1.4.1",
+            ),
+        ),
+    )
+    text = status(state)
+    assert "2026-11-30 03:00 — already up to date (1.4.1)" in text
+    assert "2026-11-29 03:00 — updated to 1.4.1 [run r0]" in text
+    assert text.index("2026-11-30 03:00 —") < text.index("2026-11-29 03:00 —")  # newest first
+
+
+def test_status_shows_schedule_next_slot_brake_sync_and_daemon() -> None:
+    text = status(DaemonState())
+    assert "daemon:        running (pid 4242)" in text
+    assert "schedule:      on, 03:00, 15:00 (Europe/Amsterdam); catch-up window 15 minutes" in text
+    assert "next slot:     2026-11-30 15:00 CET (2026-11-30T14:00:00Z" in text
+    assert "brake:         ENGAGED (release 1.5.0 pulled)" in text
+    assert "config synced: 2026-11-30 02:04:00 UTC (60 seconds ago)" in text
+    assert "outbox:        2 report(s) waiting" in text
+    assert "updater:       switched: 1.4.1 -> 1.5.0 (run r2)" in text
+    assert "last runs:     none yet" in text
+
+
+def test_status_shows_the_update_in_progress() -> None:
+    claim = ClaimInProgress(
+        run_id="r2",
+        trigger="schedule",
+        slot_key="2026-11-30T03:00",
+        release_version="1.5.0",
+        manifest_b64="",
+        signature_b64="",
+        artifact_url="https://control.example/v1/agent/runs/r2/artifact",
+        claimed_at=NOW,
+        phase="dispatching",
+        attempts=1,
+    )
+    text = status(DaemonState(claim=claim))
+    assert "in progress:   run r2 for 2026-11-30T03:00 -> 1.5.0 (dispatching, attempt 1)" in text
+
+
+def test_status_before_the_first_sync_and_with_no_daemon() -> None:
+    text = status(DaemonState(), cached=False, pid=None)
+    assert "daemon:        not running" in text
+    assert "config:        never synced" in text

@@ -1,0 +1,66 @@
+"""The systemd units in packaging/: valid for systemd, and holding the directives the updater's
+design depends on."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+UNITS = Path(__file__).resolve().parents[3] / "packaging/systemd"
+
+
+def directives(unit: Path) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for raw in unit.read_text().splitlines():
+        line = raw.strip()
+        if line and not line.startswith(("#", "[")):
+            key, _, value = line.partition("=")
+            found.setdefault(key, []).append(value)
+    return found
+
+
+def test_the_updater_unit_is_a_notify_service_with_a_watchdog_that_always_restarts() -> None:
+    unit = directives(UNITS / "nachtwacht-agent.service")
+    assert unit["Type"] == ["notify"]
+    assert unit["WatchdogSec"]
+    assert unit["Restart"] == ["always"]
+    assert unit["StateDirectory"] == ["nachtwacht-agent"]
+    assert unit["ExecStart"][0].endswith("nachtwacht agent run")
+
+
+def test_the_updater_unit_is_read_only_except_its_own_dirs_and_the_install_root() -> None:
+    unit = directives(UNITS / "nachtwacht-agent.service")
+    assert unit["ProtectSystem"] == ["strict"]
+    assert unit["ReadWritePaths"] == ["/opt/provibr-agent"]
+    # systemctl restart talks to systemd over a unix socket.
+    assert "AF_UNIX" in unit["RestrictAddressFamilies"][0].split()
+
+
+def test_the_agent_unit_runs_the_current_build_and_keeps_a_heartbeat_directory() -> None:
+    unit = directives(UNITS / "provibr-agent.service")
+    assert unit["ExecStart"] == ["/opt/provibr-agent/current/bin/provibr-agent run"]
+    assert unit["Restart"] == ["always"]
+    assert unit["RuntimeDirectory"] == ["provibr-agent"]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+@pytest.mark.parametrize("name", ["nachtwacht-agent.service", "provibr-agent.service"])
+def test_systemd_accepts_the_unit(tmp_path: Path, name: str) -> None:
+    # The executables exist only on a real host: point ExecStart at one that exists here.
+    text = (UNITS / name).read_text()
+    lines = [
+        "ExecStart=/bin/true" if line.startswith("ExecStart=") else line
+        for line in text.splitlines()
+    ]
+    (tmp_path / name).write_text("\n".join(lines) + "\n")
+    result = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(tmp_path / name)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == ""
