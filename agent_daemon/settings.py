@@ -58,7 +58,7 @@ from agent_daemon.updater.updater_settings import (
     FILE_FIELDS,
     UpdaterSettings,
 )
-from signed_release import ReleaseError
+from signed_release.errors import ReleaseError
 
 __all__ = [
     "CONFIG_FILE_NAME",

@@ -18,7 +18,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from control_plane.database import DATABASE_URL_ENV, MAX_POOL_WAIT_SECONDS, POOL_WAIT_SECONDS
 from control_plane.errors import ConfigurationError
 from control_plane.notifications.addresses import WebhookAddressPolicy
-from signed_release import ReleaseError, load_public_keys
+from signed_release.errors import ReleaseError
+from signed_release.keys import load_public_keys
 
 __all__ = [
     "DATA_DIR_ENV",

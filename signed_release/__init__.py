@@ -1,85 +1,16 @@
 """The signed release format: manifest, detached Ed25519 signature, key files and key ids.
 
-Used by the control plane (checking a release before publishing it) and the agent (the first step
-of verifying an update). Import from here; the modules behind it are free to move.
+Used by the release tool (`nachtwacht release`), the control plane (checking a release before
+publishing it) and the agent (the first step of verifying an update). Import from the module that
+holds a name; this package imports nothing itself, so an agent that only compares versions does
+not load the cryptography it needs only when an update runs.
+
+    manifest        `Manifest`, `parse_manifest`: the signed fields, read strictly
+    signature       `sign_manifest`, `check_signature`: the detached signature over the bytes
+    keys            key files, `key_id` (sha256 of the raw public key), `load_public_keys`
+    versions        `is_valid_version`, `version_key`: how agent versions compare
+    build_archive   what a build may hold: `lint_build`, `unpack_build`
+    artifact        `describe_artifact`, `AGENT_ENTRY_POINT`: what a build says about itself
+    errors          the exception tree (`ReleaseError` and its kinds)
+    cli             `nachtwacht release keygen | sign | verify`
 """
-
-from __future__ import annotations
-
-from signed_release.artifact import AGENT_ENTRY_POINT, ArtifactFacts, describe_artifact
-from signed_release.build_archive import (
-    MAX_MEMBERS,
-    BuildEntry,
-    BuildRefused,
-    lint_build,
-    unpack_build,
-)
-from signed_release.errors import (
-    ArtifactError,
-    BadSignature,
-    DuplicateField,
-    InvalidField,
-    KeyFileError,
-    MalformedManifest,
-    MalformedSignature,
-    ManifestError,
-    ReleaseError,
-    SignatureError,
-    UnknownKey,
-)
-from signed_release.keys import (
-    PRIVATE_KEY_NAME,
-    PUBLIC_KEY_NAME,
-    generate_key_files,
-    key_id,
-    load_private_key,
-    load_public_key,
-    load_public_keys,
-)
-from signed_release.manifest import (
-    ARTIFACT_FORMAT,
-    Manifest,
-    format_instant,
-    parse_instant,
-    parse_manifest,
-)
-from signed_release.signature import check_signature, sign_manifest
-from signed_release.versions import is_valid_version, version_key
-
-__all__ = [
-    "AGENT_ENTRY_POINT",
-    "ARTIFACT_FORMAT",
-    "MAX_MEMBERS",
-    "PRIVATE_KEY_NAME",
-    "PUBLIC_KEY_NAME",
-    "ArtifactError",
-    "ArtifactFacts",
-    "BadSignature",
-    "BuildEntry",
-    "BuildRefused",
-    "DuplicateField",
-    "InvalidField",
-    "KeyFileError",
-    "MalformedManifest",
-    "MalformedSignature",
-    "Manifest",
-    "ManifestError",
-    "ReleaseError",
-    "SignatureError",
-    "UnknownKey",
-    "check_signature",
-    "describe_artifact",
-    "format_instant",
-    "generate_key_files",
-    "is_valid_version",
-    "key_id",
-    "lint_build",
-    "load_private_key",
-    "load_public_key",
-    "load_public_keys",
-    "parse_instant",
-    "parse_manifest",
-    "sign_manifest",
-    "unpack_build",
-    "version_key",
-]

@@ -29,7 +29,7 @@ from agent_daemon.settings import (
 )
 from agent_daemon.updater.updater_settings import FIELD_INFO
 from ground.clock import ClockConfigError
-from signed_release import ReleaseError
+from signed_release.errors import ReleaseError
 
 __all__ = ["main"]
 

@@ -39,7 +39,7 @@ from agent_daemon.settings import (
 )
 from agent_daemon.updater.updater_state import UpdaterStateStore
 from ground.clock import Clock, clock_from_env
-from signed_release import ReleaseError
+from signed_release.errors import ReleaseError
 
 __all__ = ["show_status"]
 

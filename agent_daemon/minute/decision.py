@@ -34,7 +34,7 @@ from typing import ClassVar, Literal
 
 from ground.contract import AgentConfig, ClaimGrant, ErrorDetail, RefusalCode
 from shared_planner import Slot, due_slot
-from signed_release import version_key
+from signed_release.versions import version_key
 
 __all__ = [
     "Action",

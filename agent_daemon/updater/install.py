@@ -19,7 +19,7 @@ from agent_daemon.disk.atomic_file import fsync_directory, write_bytes_atomicall
 from agent_daemon.errors import InstallFailed, SelfTestFailed, UnsafeArchive
 from agent_daemon.updater.build_command import CommandFailed, run_bounded
 from agent_daemon.updater.layout import COMPLETE_MARKER, InstallLayout
-from signed_release import AGENT_ENTRY_POINT
+from signed_release.artifact import AGENT_ENTRY_POINT
 from signed_release.build_archive import BuildRefused, unpack_build
 from signed_release.errors import ArtifactError
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from agent_daemon.disk.atomic_file import fsync_directory
-from signed_release import is_valid_version, version_key
+from signed_release.versions import is_valid_version, version_key
 
 __all__ = [
     "COMPLETE_MARKER",

@@ -43,7 +43,7 @@ from agent_daemon.updater.updater_settings import UpdaterSettings
 from agent_daemon.updater.updater_state import InProgress, Step, UpdaterState, UpdaterStateStore
 from ground.clock import Clock
 from ground.contract import OutcomeReason
-from signed_release import Manifest, parse_manifest
+from signed_release.manifest import Manifest, parse_manifest
 
 __all__ = ["MAX_RUN_ATTEMPTS", "StepMachine"]
 

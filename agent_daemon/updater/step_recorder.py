@@ -26,7 +26,7 @@ from agent_daemon.updater.updater_state import (
 )
 from ground.clock import Clock
 from ground.contract import OutcomeReason
-from signed_release import Manifest, parse_manifest
+from signed_release.manifest import Manifest, parse_manifest
 
 __all__ = ["StepRecorder"]
 

@@ -19,7 +19,7 @@ from agent_daemon.updater.step_recorder import StepRecorder
 from agent_daemon.updater.update_records import UpdateOutcome
 from agent_daemon.updater.updater_state import UpdaterState, UpdaterStateStore
 from ground.contract import OutcomeReason
-from signed_release import Manifest, parse_manifest
+from signed_release.manifest import Manifest, parse_manifest
 
 __all__ = ["BEFORE_THE_SWAP", "RollBack", "Switcher"]
 

@@ -30,17 +30,10 @@ from agent_daemon.errors import (
     WrongChannel,
     WrongPlatform,
 )
-from signed_release import (
-    Manifest,
-    ManifestError,
-    UnknownKey,
-    check_signature,
-    format_instant,
-    is_valid_version,
-    parse_manifest,
-    version_key,
-)
-from signed_release.errors import SignatureError
+from signed_release.errors import ManifestError, SignatureError, UnknownKey
+from signed_release.manifest import Manifest, format_instant, parse_manifest
+from signed_release.signature import check_signature
+from signed_release.versions import is_valid_version, version_key
 
 __all__ = ["MAX_ISSUED_AT_SKEW", "VerifiedRelease", "verify_release"]
 

@@ -31,7 +31,9 @@ from control_plane.releases.withdrawal import (
 )
 from control_plane.types import Connection, Pool
 from ground.contract import ClaimedRelease, ReleaseView, artifact_path, format_instant
-from signed_release import Manifest, ReleaseError, check_signature, parse_manifest
+from signed_release.errors import ReleaseError
+from signed_release.manifest import Manifest, parse_manifest
+from signed_release.signature import check_signature
 
 __all__ = [
     "ArtifactInfo",

@@ -54,7 +54,7 @@ from nachtwacht.demo_world.clocks import NightClock, showing_now
 from nachtwacht.demo_world.hosts import AgentHost, preinstall, write_health_script
 from nachtwacht.demo_world.release_tooling import SignedBuild, make_release_key, publish, sign_build
 from nachtwacht.demo_world.supervisor import ServiceSupervisor
-from signed_release import load_public_keys
+from signed_release.keys import load_public_keys
 
 __all__ = ["run_demo"]
 

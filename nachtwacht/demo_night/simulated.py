@@ -68,7 +68,9 @@ from ground.contract import (
     artifact_path,
     run_path,
 )
-from signed_release import ReleaseError, check_signature, parse_manifest
+from signed_release.errors import ReleaseError
+from signed_release.manifest import parse_manifest
+from signed_release.signature import check_signature
 
 __all__ = ["FleetStats", "JournalEntry", "SimulatedAgent", "SimulatedFleet"]
 

@@ -33,7 +33,7 @@ from nachtwacht.demo_world.clocks import showing_now
 from nachtwacht.demo_world.daemons import launch_daemon, run_agent
 from nachtwacht.demo_world.errors import WorldError
 from nachtwacht.demo_world.release_tooling import CHANNEL, PLATFORM
-from signed_release import generate_key_files
+from signed_release.keys import generate_key_files
 
 __all__ = ["HEALTH_SCRIPT", "AgentHost", "preinstall", "write_health_script"]
 

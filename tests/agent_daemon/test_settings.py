@@ -19,7 +19,7 @@ from agent_daemon.settings import (
     write_config,
 )
 from ground.clock import SystemClock
-from signed_release import generate_key_files, key_id, load_public_key
+from signed_release.keys import generate_key_files, key_id, load_public_key
 
 
 def fields(key_file: Path, **overrides: object) -> dict[str, object]:

@@ -18,7 +18,7 @@ from control_plane.api.app import create_app
 from control_plane.database import open_pool
 from control_plane.registry import Services, build_services
 from control_plane.types import Pool
-from signed_release import key_id
+from signed_release.keys import key_id
 from tests.worlds.clocks import ManualClock
 from tests.worlds.releases import ReleaseFactory
 

@@ -256,7 +256,7 @@ def test_unreachable_database_is_one_clear_line(taken_port: int) -> None:
 
 @pytest.fixture
 def release_files(tmp_path: Path) -> dict[str, Path]:
-    from signed_release import generate_key_files, load_private_key
+    from signed_release.keys import generate_key_files, load_private_key
     from tests.control_plane.conftest import sign_release
 
     private_path, public_path, _ = generate_key_files(tmp_path / "keys")

@@ -20,7 +20,7 @@ from control_plane.answers_cache import FRESHNESS_SECONDS
 from control_plane.database import open_pool
 from control_plane.registry import build_services
 from control_plane.types import Pool
-from signed_release import key_id
+from signed_release.keys import key_id
 from tests.conftest import RunningControlPlane
 from tests.control_plane.conftest import sign_release
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from signed_release import Manifest
+from signed_release.manifest import Manifest
 
 ISSUED = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 

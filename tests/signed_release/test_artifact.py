@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from nachtwacht.demo_world.demo_agent import build_demo_agent
-from signed_release import ArtifactError, describe_artifact
+from signed_release.artifact import describe_artifact
+from signed_release.errors import ArtifactError
 
 
 def test_an_agent_build_is_described_by_length_hash_and_unpacked_size(tmp_path: Path) -> None:

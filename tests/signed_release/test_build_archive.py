@@ -11,14 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from signed_release import (
-    MAX_MEMBERS,
-    ArtifactError,
-    BuildRefused,
-    describe_artifact,
-    unpack_build,
-)
+from signed_release.artifact import describe_artifact
+from signed_release.build_archive import MAX_MEMBERS, BuildRefused, unpack_build
 from signed_release.cli import main
+from signed_release.errors import ArtifactError
 
 Member = tuple[str, str, object]  # (kind, name, contents or link target)
 

@@ -9,12 +9,10 @@ from pathlib import Path
 import pytest
 
 from nachtwacht.release_cli import main
-from signed_release import (
-    check_signature,
-    describe_artifact,
-    load_public_keys,
-    parse_manifest,
-)
+from signed_release.artifact import describe_artifact
+from signed_release.keys import load_public_keys
+from signed_release.manifest import parse_manifest
+from signed_release.signature import check_signature
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,8 +9,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
 
-from signed_release import (
-    KeyFileError,
+from signed_release.errors import KeyFileError
+from signed_release.keys import (
     generate_key_files,
     key_id,
     load_private_key,

@@ -6,14 +6,8 @@ from typing import Any
 
 import pytest
 
-from signed_release import (
-    DuplicateField,
-    InvalidField,
-    MalformedManifest,
-    Manifest,
-    ManifestError,
-    parse_manifest,
-)
+from signed_release.errors import DuplicateField, InvalidField, MalformedManifest, ManifestError
+from signed_release.manifest import Manifest, parse_manifest
 from tests.signed_release.conftest import manifest_fields, manifest_json
 
 

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from signed_release import Manifest, is_valid_version, parse_manifest, version_key
+from signed_release.manifest import Manifest, parse_manifest
+from signed_release.versions import is_valid_version, version_key
 
 names = st.from_regex(r"[a-z0-9][a-z0-9_-]{0,20}", fullmatch=True)
 numbers = st.integers(min_value=0, max_value=999)

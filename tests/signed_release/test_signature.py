@@ -6,15 +6,10 @@ import json
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from signed_release import (
-    BadSignature,
-    MalformedSignature,
-    Manifest,
-    UnknownKey,
-    check_signature,
-    key_id,
-    sign_manifest,
-)
+from signed_release.errors import BadSignature, MalformedSignature, UnknownKey
+from signed_release.keys import key_id
+from signed_release.manifest import Manifest
+from signed_release.signature import check_signature, sign_manifest
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from signed_release import is_valid_version, version_key
+from signed_release.versions import is_valid_version, version_key
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from nachtwacht.demo_world.demo_agent import Fault, build_demo_agent
 from nachtwacht.demo_world.errors import WorldError
-from signed_release import Manifest, describe_artifact, key_id, sign_manifest
+from signed_release.artifact import describe_artifact
+from signed_release.keys import key_id
+from signed_release.manifest import Manifest
+from signed_release.signature import sign_manifest
 
 __all__ = ["Release", "ReleaseFactory"]
 

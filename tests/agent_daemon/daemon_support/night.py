@@ -29,7 +29,7 @@ from nachtwacht.demo_world.clocks import NightClock
 from nachtwacht.demo_world.hosts import preinstall
 from nachtwacht.demo_world.release_tooling import sign_build
 from nachtwacht.demo_world.supervisor import ServiceSupervisor
-from signed_release import generate_key_files, load_private_key
+from signed_release.keys import generate_key_files, load_private_key
 from tests.worlds.artifact_server import artifact_server
 from tests.worlds.daemons import DaemonProcess
 from tests.worlds.hosts import AgentHost

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from agent_daemon.settings import resolve_paths
-from signed_release import generate_key_files
+from signed_release.keys import generate_key_files
 from tests.worlds.daemons import DaemonProcess
 from tests.worlds.processes import REPO_ROOT, child_environment
 

@@ -16,15 +16,9 @@ from cryptography.hazmat.primitives.asymmetric.ed448 import Ed448PrivateKey
 
 from agent_daemon.updater.trusted_keys import TrustedKeys, read_trusted_keys
 from agent_daemon.updater.updater_settings import trusted_keys as as_trusted_keys
-from signed_release import (
-    KeyFileError,
-    UnknownKey,
-    check_signature,
-    generate_key_files,
-    load_private_key,
-    load_public_keys,
-    sign_manifest,
-)
+from signed_release.errors import KeyFileError, UnknownKey
+from signed_release.keys import generate_key_files, load_private_key, load_public_keys
+from signed_release.signature import check_signature, sign_manifest
 from tests.worlds.processes import REPO_ROOT
 
 

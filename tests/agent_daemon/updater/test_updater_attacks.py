@@ -24,7 +24,7 @@ from agent_daemon.updater.step_machine import MAX_RUN_ATTEMPTS
 from agent_daemon.updater.update_records import UpdateRequest
 from agent_daemon.updater.updater import Updater
 from ground.clock import SystemClock
-from signed_release import sign_manifest
+from signed_release.signature import sign_manifest
 from tests.agent_daemon.scripted_server import head_then, raw, scripted_server
 from tests.agent_daemon.updater_support.host import Host, host_running
 from tests.worlds.releases import Release

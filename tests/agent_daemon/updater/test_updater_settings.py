@@ -9,7 +9,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent_daemon.updater.updater_settings import UpdaterSettings
-from signed_release import key_id
+from signed_release.keys import key_id
 
 
 def settings(**overrides: Any) -> UpdaterSettings:

@@ -24,7 +24,7 @@ from agent_daemon.errors import (
     WrongPlatform,
 )
 from agent_daemon.updater.verify import MAX_ISSUED_AT_SKEW, verify_release
-from signed_release import sign_manifest
+from signed_release.signature import sign_manifest
 from tests.worlds.releases import Release, ReleaseFactory
 
 ISSUED = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)

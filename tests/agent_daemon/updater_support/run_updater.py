@@ -23,7 +23,7 @@ from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
 from agent_daemon.updater.updater import Updater
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from ground.clock import SystemClock
-from signed_release import load_public_keys
+from signed_release.keys import load_public_keys
 
 
 def main(job_path: str) -> int:

@@ -12,7 +12,7 @@ from control_plane.answers_cache import AnswerMemory
 from control_plane.answers_cache.feed import ChangeFeed
 from control_plane.registry import Services, build_services
 from control_plane.types import Pool
-from signed_release import key_id
+from signed_release.keys import key_id
 
 
 class Ticks:

@@ -23,7 +23,7 @@ from control_plane.notifications.delivery import DeliveryPolicy, WebhookSender
 from control_plane.reconcile.passes import PassSettings, ReconcilePass
 from control_plane.registry import Services, build_services
 from control_plane.types import Pool
-from signed_release import key_id
+from signed_release.keys import key_id
 from tests.control_plane.conftest import Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, Fleet
 from tests.worlds.clocks import ManualClock
