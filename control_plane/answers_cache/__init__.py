@@ -13,14 +13,11 @@ appended by triggers), read every `POLL_SECONDS`.
                 changed, prunes old rows and writes the remembered sightings
     seen.py     SeenRecorder: `last_seen_at` and the hosts of answers given from memory, written
                 in batches by the feed's thread
-    facts_only.py  the connection stand-in that lets the claim's own decision run on remembered
-                facts and say when it needs the database
 
 The bound (docs/control_plane.md, "Hot path"): a change committed more than
 `FRESHNESS_SECONDS` before a request is honoured by that request, on every worker and replica.
 """
 
-from control_plane.answers_cache.facts_only import FACTS_ONLY, DatabaseNeeded
 from control_plane.answers_cache.memory import (
     FRESHNESS_SECONDS,
     POLL_SECONDS,
@@ -30,11 +27,9 @@ from control_plane.answers_cache.memory import (
 from control_plane.answers_cache.seen import SeenRecorder
 
 __all__ = [
-    "FACTS_ONLY",
     "FRESHNESS_SECONDS",
     "POLL_SECONDS",
     "AnswerMemory",
     "Changes",
-    "DatabaseNeeded",
     "SeenRecorder",
 ]

@@ -23,7 +23,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from control_plane.answers_cache.feed import ChangeFeed
 from control_plane.api.hot_answers import HotAnswers
-from control_plane.claims.slots import round_start
+from control_plane.claims.caps import round_start
 from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from ground.contract import CLAIMS_PATH
