@@ -8,9 +8,6 @@ grant        the grant transaction, in steps, and a claimed run's answer
 manual       the token for a manual update: no slot, no caps
 refused      the refusals a claim is answered with
 warm_up      a slot's claim facts for every agent due, read in one statement into the memory
-in_flight    GrantsInFlight: a claim the memory cannot refuse waits in the event loop (in the
-             hot-answer middleware, before FastAPI) while the grants in flight in its worker
-             fill the room it knows of
 slots        the server's own check of a claimed slot, with shared_planner
 refusals     RefusalRecorder: refusals buffered in memory, flushed in batches
 routes       POST /v1/agent/claims

@@ -21,10 +21,10 @@ import psycopg
 
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL
 from control_plane.answers_cache import AnswerMemory, Changes
+from control_plane.answers_cache.in_flight import GrantsInFlight, KnownRoom
 from control_plane.claims.caps import RoundCounts, cap_refusal, round_start
 from control_plane.claims.decision import ClaimFacts, refusal_for, slot_of
 from control_plane.claims.grant import Claim, ScheduledGrant, claim_grant, grant_token
-from control_plane.claims.in_flight import GrantsInFlight, KnownRoom
 from control_plane.claims.manual import claim_manual
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.refused import slot_consumed
@@ -77,6 +77,10 @@ SELECT a.id AS agent_id, a.org_id,
 
 _HOT_PATH_BY_ID = _HOT_PATH.format(agent="%(agent_id)s")
 _HOT_PATH_BY_CREDENTIAL = _HOT_PATH.format(agent=f"({AGENT_OF_CREDENTIAL})")
+
+
+# Refusals that write the slot consumed as a run (the answer of the agent's next claim changes).
+_RECORDED_CONSUMED = frozenset({RefusalCode.HELD, RefusalCode.RELEASE_ROLLED_BACK})
 
 
 def _is_open(facts: ClaimFacts, slot_key: str, now: datetime) -> bool:
@@ -219,8 +223,11 @@ class ClaimService:
                     raise refusal
                 claim = self._grant(conn, facts, slot_key, from_version, now, track)
             except ClaimRefused as refused:
-                # Buffered in memory: the refusal path itself writes nothing.
+                # Buffered in memory: the refusal path itself writes nothing, but for the two
+                # refusals that record the slot consumed (a run written).
                 self._refusals.record(facts.agent_id, slot_key, refused.refusal, now)
+                if refused.refusal in _RECORDED_CONSUMED:
+                    self._memory.writes.note()
                 raise
             # This worker's own grant is honoured by its memory at once (others: the feed).
             self._memory.apply(Changes(agents=frozenset({facts.agent_id})))
