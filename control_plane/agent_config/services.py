@@ -217,7 +217,7 @@ class AgentConfigService:
         with self._pool.connection() as conn:
             row = conn.execute(statement, parameters).fetchone()
             if row is not None and needs_personal_offer(row):
-                # A pin, a hold or a canary stage: the agent's own offer (issue 14).
+                # A pin, a hold or a canary stage: the agent's own offer.
                 row = with_personal_offer(conn, row, track, now)
         if row is None:
             return None
