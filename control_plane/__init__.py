@@ -28,7 +28,8 @@ the status to the exception handlers.
                     outage (`platform_unavailable`, never the agent `offline`)
     reconcile/      the worker only: leader lock, passes, missed slots, reviews, its own SQL
     answers_cache/  the config poll and the claim's refusal remembered per worker, exact within
-                    two seconds: the change feed (migration 0011) every worker reads
+                    two seconds (the change feed, migration 0011) and at once after this
+                    replica's own writes
 
     panel/          the server-rendered panel under /panel/ (Jinja2, nine languages) and /docs
                     from local files; it reaches the domains only through panel/*backend.py

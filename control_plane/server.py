@@ -36,6 +36,7 @@ import uvloop
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane import schema_version
+from control_plane.answers_cache import AnswerMemory, ReplicaWrites
 from control_plane.answers_cache.feed import feed_running
 from control_plane.api.app import create_app
 from control_plane.config import ServeSettings, load_trusted_keys
@@ -121,14 +122,21 @@ def _serve_worker(
     clock: Clock,
     trusted_keys: Mapping[str, Ed25519PublicKey],
     sock: socket.socket,
+    writes: ReplicaWrites,
     ready: Callable[[], None],
 ) -> None:
-    """One worker: its pool, services and reconcile loop, uvicorn until a signal stops it."""
+    """One worker: its pool, services and reconcile loop, uvicorn until a signal stops it;
+    `writes` is the replica's count of writes, shared by its workers."""
     pool = open_pool(
         url, min_size=1, max_size=settings.pool_size, timeout=settings.pool_wait_seconds
     )
     try:
-        services = build_services(pool, trusted_keys, webhook_policy=settings.webhook_policy)
+        services = build_services(
+            pool,
+            trusted_keys,
+            webhook_policy=settings.webhook_policy,
+            answers=AnswerMemory(writes=writes),
+        )
         config = uvicorn.Config(
             create_app(services, clock, database_threads=settings.pool_size),
             lifespan="off",
@@ -139,7 +147,7 @@ def _serve_worker(
         # uvloop: the event loop's own overhead per request is a fraction of asyncio's.
         with (
             reconcile_running(pool, clock, url, services),
-            # The agents' answers from memory, kept exact by the change feed (issue 17).
+            # The agents' answers from memory, kept exact by the change feed.
             feed_running(url, services.answers, services.seen),
             asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
         ):
@@ -294,8 +302,11 @@ def serve(settings: ServeSettings) -> int:
                 schema_version.require_head(url)
             _store_platform_settings(url, settings, clock)
 
+            # Before the fork: every worker counts its writes where the others see them.
+            writes = ReplicaWrites()
+
             def start(ready: Callable[[], None]) -> None:
-                _serve_worker(url, settings, clock, trusted_keys, sock, ready)
+                _serve_worker(url, settings, clock, trusted_keys, sock, writes, ready)
 
             # Before the fork: the workers inherit the start-up heap frozen, so their own
             # collections never walk (and copy) its pages (ground/start_up.py).

@@ -71,7 +71,8 @@ class VersionedConfig:
 _CONFIG = """
 WITH seen AS (
     -- `online_since` / `previous_seen_at`: the current and the previous stretch of polls, so the
-    -- worker judges whether the agent was reachable within a window (issue 13), not at pass time.
+    -- worker judges whether the agent was reachable within a window, not at pass time (the same
+    -- rule as the sightings of polls answered from memory, `answers_cache.seen`).
     UPDATE agents SET last_seen_at = %(now)s,
            online_since = CASE WHEN last_seen_at IS NULL OR last_seen_at < %(stretch_gap)s
                                     OR last_seen_at > %(now)s OR online_since IS NULL
@@ -125,7 +126,9 @@ _CONFIG_BY_CREDENTIAL = _CONFIG.format(
 
 def seen_recorder() -> SeenRecorder:
     """The recorder for sightings answered from memory, at this service's resolutions."""
-    return SeenRecorder(resolution=LAST_SEEN_RESOLUTION, host_every=HOST_SEEN_EVERY)
+    return SeenRecorder(
+        resolution=LAST_SEEN_RESOLUTION, host_every=HOST_SEEN_EVERY, stretch_gap=STRETCH_GAP
+    )
 
 
 class AgentConfigService:
@@ -214,7 +217,7 @@ class AgentConfigService:
         with self._pool.connection() as conn:
             row = conn.execute(statement, parameters).fetchone()
             if row is not None and needs_personal_offer(row):
-                # A pin, a hold or a canary stage: the agent's own offer (issue 14).
+                # A pin, a hold or a canary stage: the agent's own offer.
                 row = with_personal_offer(conn, row, track, now)
         if row is None:
             return None

@@ -120,9 +120,10 @@ class ChangeFeed:
         """One read: forget what changed, write the sightings, prune now and then."""
         try:
             conn = self._connection()
+            writes_before = self._memory.writes.count()
             started = self._monotonic()
             horizon, changes = read_changes(conn, self._horizon)
-            self._memory.apply(changes, read_started=started)
+            self._memory.apply(changes, read_started=started, writes_before=writes_before)
             self._horizon = horizon
             self._horizons.append((started, horizon))
         except psycopg.Error as exc:

@@ -1,29 +1,10 @@
-"""What a worker remembers of the agents' answers, and when it may use it.
+"""`AnswerMemory`: what one worker keeps of the agents' answers, and whether it may answer.
 
-Three kinds of facts, each keyed so that a change can find it:
-
-- an answer row (a config, a claim's facts) under its key, with the agent and organisation it
-  belongs to: a change of that agent, that organisation or everything forgets it;
-- the highest count of grants seen per round (per organisation, and in total): inside a round a
-  counter only grows, so "this round's cap is full" stays true on every replica until the round
-  ends; only a change of everything (the caps are settings) forgets it.
-
-Freshness: the memory answers only while its last successful read of the change feed started
-less than `FRESHNESS_SECONDS` ago; that read applied every change committed before it began. So
-a change committed more than `FRESHNESS_SECONDS` before a request is honoured by that request.
-A feed that cannot be read (the database is away) stops the memory answering within that bound:
-the request then goes to the database, and is a 503 if the database is away too.
-
-A row read from the database is remembered only if no change *of its agent, its organisation or
-everything* was applied since the reader took its `stamp` (before its read): a change that
-committed after the read began must not be covered up by a remembered row that predates it. A
-change of another agent does not spoil the read (at 03:00 each grant is a change: with one
-version for all, a burst's reads were mostly thrown away).
-
-A round's grant count needs no stamp: nothing lowers a round's counter (grants only add to it,
-nothing deletes it, a revoked or expired token leaves it), so a count read at any moment of the
-round is a lower bound for the rest of it, whatever changed since. That is what lets "this
-round is full" be remembered from a grant that found it full (`note_granted`).
+The invariants it keeps and the staleness bound they give are stated once, in the package's
+docstring (`control_plane.answers_cache`). Here: answers are kept by key with the agent and
+organisation they belong to, so that a change can find them; a stamp is the version of the
+changes applied when a read began, spoilt by a later change of its agent, organisation or
+everything; the round counts are kept as maxima, without stamps (they only grow).
 """
 
 from __future__ import annotations
@@ -34,6 +15,8 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from uuid import UUID
+
+from control_plane.answers_cache.own_writes import ReplicaWrites
 
 __all__ = ["FRESHNESS_SECONDS", "POLL_SECONDS", "AnswerMemory", "Changes"]
 
@@ -79,7 +62,9 @@ class AnswerMemory:
         freshness_seconds: float = FRESHNESS_SECONDS,
         max_entries: int = MAX_ENTRIES,
         monotonic: Callable[[], float] = time.monotonic,
+        writes: ReplicaWrites | None = None,
     ) -> None:
+        self.writes = writes or ReplicaWrites()
         self._freshness = freshness_seconds
         self._max_entries = max_entries
         self._monotonic = monotonic
@@ -94,6 +79,7 @@ class AnswerMemory:
         self._changed: dict[UUID, int] = {}
         self._floor = 0
         self._fresh_since: float | None = None
+        self._writes_read = 0  # the replica's count of writes when the last read began
 
     # -- answering --------------------------------------------------------------------------
 
@@ -107,6 +93,7 @@ class AnswerMemory:
         return (
             self._fresh_since is not None
             and self._monotonic() - self._fresh_since < self._freshness
+            and self.writes.count() == self._writes_read
         )
 
     @property
@@ -210,11 +197,18 @@ class AnswerMemory:
 
     # -- forgetting -------------------------------------------------------------------------
 
-    def apply(self, changes: Changes, *, read_started: float | None = None) -> None:
+    def apply(
+        self,
+        changes: Changes,
+        *,
+        read_started: float | None = None,
+        writes_before: int | None = None,
+    ) -> None:
         """Forget what `changes` touch. From the feed, `read_started` is when the read that
-        found them began (monotonic), now the memory's freshness; a gap since the previous read
-        longer than the freshness bound forgets everything (the feed may have been pruned
-        meanwhile). Without it: this worker's own write, forgotten at once."""
+        found them began (monotonic), now the memory's freshness, and `writes_before` the
+        replica's count of writes taken before it; a gap since the previous read longer than
+        the freshness bound forgets everything (the feed may have been pruned meanwhile).
+        Without them: this worker's own write, forgotten at once."""
         with self._lock:
             gap = read_started is not None and (
                 self._fresh_since is None or read_started - self._fresh_since >= self._freshness
@@ -233,6 +227,7 @@ class AnswerMemory:
                         self._changed[subject] = self._version
             if read_started is not None:
                 self._fresh_since = read_started
+                self._writes_read = self.writes.count() if writes_before is None else writes_before
 
     def lapse(self) -> None:
         """The feed could not be read: answer nothing from memory until it can again."""

@@ -1,9 +1,13 @@
-"""`last_seen_at` and the answering host for answers given from memory, written in batches.
+"""The sightings of answers given from memory, written in batches.
 
-The poll read from the database stamps both in its own statement (`agent_config.services`).
-Answered from memory it writes nothing itself: the sighting is noted here (at most once per
-`LAST_SEEN_RESOLUTION` per agent and `HOST_SEEN_EVERY` per host, as the statement does) and the
-feed's thread writes the batch with its next read, a fraction of a second later.
+The poll read from the database stamps the agent's sighting in its own statement
+(`agent_config.services`). Answered from memory it writes nothing itself: the sighting is noted
+here (at most once per `LAST_SEEN_RESOLUTION` per agent and `HOST_SEEN_EVERY` per host, as the
+statement does) and the feed's thread writes the batch with its next read, a fraction of a second
+later, with the statement's own rule: `last_seen_at`; a sighting more than the stretch gap after
+the previous one starts a new stretch (`online_since`) and keeps where the previous one ended
+(`previous_seen_at`), so the worker can tell an agent that was offline through a window from
+one that was there.
 """
 
 from __future__ import annotations
@@ -31,7 +35,15 @@ WITH due AS (
    ORDER BY a.id
      FOR UPDATE OF a
 )
-UPDATE agents a SET last_seen_at = due.at FROM due WHERE a.id = due.id
+UPDATE agents a
+   SET last_seen_at = due.at,
+       online_since = CASE WHEN a.last_seen_at IS NULL
+                                OR a.last_seen_at < due.at - %(stretch_gap)s::interval
+                                OR a.last_seen_at > due.at OR a.online_since IS NULL
+                           THEN due.at ELSE a.online_since END,
+       previous_seen_at = CASE WHEN a.last_seen_at < due.at - %(stretch_gap)s::interval
+                               THEN a.last_seen_at ELSE a.previous_seen_at END
+  FROM due WHERE a.id = due.id
 """
 _STAMP_HOSTS = """
 INSERT INTO agent_hosts (agent_id, host_id, first_seen_at, last_seen_at)
@@ -48,8 +60,11 @@ DO UPDATE SET last_seen_at = greatest(agent_hosts.last_seen_at, EXCLUDED.last_se
 class SeenRecorder:
     """`saw` is a few dictionary operations under a lock; `write` sends the batch."""
 
-    def __init__(self, *, resolution: timedelta, host_every: timedelta) -> None:
+    def __init__(
+        self, *, resolution: timedelta, host_every: timedelta, stretch_gap: timedelta
+    ) -> None:
         self._resolution = resolution
+        self._stretch_gap = stretch_gap
         self._host_every = host_every
         self._lock = threading.Lock()
         self._agents: dict[UUID, datetime] = {}
@@ -96,6 +111,7 @@ class SeenRecorder:
                         "ids": list(agents),
                         "ats": list(agents.values()),
                         "resolution": self._resolution,
+                        "stretch_gap": self._stretch_gap,
                     },
                 )
             if hosts:

@@ -12,9 +12,17 @@ unchanged (the body replayed), which answer it as they always did.
 
 A slot's claim the memory cannot refuse — its facts say it may be granted, and this worker does
 not know yet whether the round is full — waits here for the grants in flight in this worker
-(`claims.in_flight`), is decided again each time one of them finishes, and goes on to the route
-only when it is let through: the claims of a round's start that end refused never pay for
-FastAPI.
+(`answers_cache.in_flight`), is decided again each time one of them finishes, and goes on to
+the route only when it is let through: the claims of a round's start that end refused never pay
+for FastAPI.
+
+Every other unsafe request that reaches the routes and succeeds is counted as a write of this
+replica before its answer goes out (`answers_cache.ReplicaWrites`): whichever worker takes the
+next request does not answer it from memory until its feed has been read again since. A claim
+counts its own writes (`ClaimService`): a grant is forgotten at once by its worker's memory
+only — the claims waiting behind it in that worker are refused from the counts it left, which
+a replica-wide count would send to the database instead — and a refusal that records the slot
+consumed is counted like any write.
 """
 
 from __future__ import annotations
@@ -29,9 +37,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.accounts.credentials import secret_sha256
 from control_plane.accounts.services import HOST_ID_PATTERN
+from control_plane.answers_cache.in_flight import KnownRoom
 from control_plane.api.answers import refusal_response
 from control_plane.api.routes.agent_config import etag_matches
-from control_plane.claims.in_flight import KnownRoom
 from control_plane.errors import RequestRefused
 from control_plane.registry import Services
 from ground.contract import (
@@ -88,6 +96,16 @@ def _track(query_string: bytes) -> ReleaseTrack | None:
     return ReleaseTrack(channel=values[CHANNEL_PARAM], platform=values[PLATFORM_PARAM])
 
 
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _may_have_written(status: int) -> bool:
+    """Whether an unsafe request answered with `status` may have written something an answer
+    depends on: a success. A refusal wrote nothing, and neither did a failure (its transaction
+    was rolled back)."""
+    return status < 400
+
+
 def _replayed(message: Message, receive: Receive) -> Receive:
     pending = [message]
 
@@ -115,7 +133,22 @@ class HotAnswers:
             elif method == "POST" and path == CLAIMS_PATH:
                 await self._claim(scope, receive, send)
                 return
+            if method not in _SAFE_METHODS:
+                send = self._counting_writes(send)
         await self._app(scope, receive, send)
+
+    def _counting_writes(self, send: Send) -> Send:
+        """`send`, counting the request's write in the replica before its answer goes out: the
+        agent's next request, whichever worker it reaches, is then not answered from a memory
+        that has not read the feed since."""
+        writes = self._services.answers.writes
+
+        async def counted(message: Message) -> None:
+            if message["type"] == "http.response.start" and _may_have_written(message["status"]):
+                writes.note()
+            await send(message)
+
+        return counted
 
     async def _claim(self, scope: Scope, receive: Receive, send: Send) -> None:
         message = await receive()

@@ -1,14 +1,14 @@
-"""Throttle tokens: the claim of a slot within the caps, or of a manual update (rules 8-10).
+"""Throttle tokens: the claim of a slot within the caps, or of a manual update.
 
 services     the hot refusal path and the decision to grant; records every refusal
-grant        the grant transaction (the caps held exactly) and a claimed run's answer
+decision     ClaimFacts and `refusal_for`: the claim's one pure decision, on facts read from the
+             database or remembered, in the refusals' order
+caps         the two caps per round, the round, and the counting that holds them exactly
+grant        the grant transaction, in steps, and a claimed run's answer
 manual       the token for a manual update: no slot, no caps
 refused      the refusals a claim is answered with
 warm_up      a slot's claim facts for every agent due, read in one statement into the memory
-in_flight    GrantsInFlight: a claim the memory cannot refuse waits in the event loop (in the
-             hot-answer middleware, before FastAPI) while the grants in flight in its worker
-             fill the room it knows of
-slots        the server's own check of a claimed slot, with shared_planner; rounds
+slots        the server's own check of a claimed slot, with shared_planner
 refusals     RefusalRecorder: refusals buffered in memory, flushed in batches
 routes       POST /v1/agent/claims
 """

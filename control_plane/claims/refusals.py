@@ -1,6 +1,6 @@
 """The claim refusals as facts for the miss reasons, recorded off the refusal's hot path.
 
-The claim endpoint refuses almost every request at 03:00 and must not write per refusal (issue 4).
+The claim endpoint refuses almost every request at 03:00 and must not write per refusal.
 So a refusal only lands in an in-memory set keyed by (agent, slot key, reason) — an agent retrying
 every minute adds nothing new — and a background flusher writes the new facts in batches with
 `INSERT … ON CONFLICT DO NOTHING`. A crash loses at most the facts of the last flush interval; the

@@ -1,4 +1,4 @@
-"""A release this host rolled back is "nothing to do" for it (issue 13 §6).
+"""A release this host rolled back is "nothing to do" for it.
 
 Without this a host that rolled release N back claimed a token for N at every later slot and
 failed again — each time one of its organisation's tokens of the minute. Now a scheduled claim

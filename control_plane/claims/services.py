@@ -1,11 +1,11 @@
-"""Throttle tokens: the claim of a slot, within the caps (DESIGN.md rules 8-10 and "Scale").
+"""Throttle tokens: the claim of a slot, within the caps.
 
 The refusal is the hot path — nearly every agent is at 03:00 and 25 a minute get through — so it
 is one read-only statement: the agent, its schedule, the settings, the brake, its runs for the slot
-and this round's two counters. Nothing is locked and nothing is written. Only a request that saw
-room in both counters opens the grant transaction (`claims.grant`), where the counters are
-incremented under their row locks with `granted < cap` in the UPDATE itself: whatever number of
-requests and replicas race, a round never grants more than its caps.
+and this round's two counters. Nothing is locked and nothing is written. The row becomes
+`ClaimFacts`, and `claims.decision.refusal_for` answers from them, as it does on facts the answers'
+memory remembered (`refuse_from_memory`). Only a claim they do not refuse opens the grant
+transaction (`claims.grant`), where the caps are held exactly (`claims.caps`).
 
 Every refusal of a scheduled claim is handed to the `RefusalRecorder` here, whoever the caller:
 the facts behind the miss reasons must not depend on which route asked.
@@ -15,20 +15,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 import psycopg
 
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL
-from control_plane.answers_cache import FACTS_ONLY, AnswerMemory, Changes, DatabaseNeeded
-from control_plane.claims.grant import Claim, claim_grant, grant_token
-from control_plane.claims.in_flight import GrantsInFlight, KnownRoom
+from control_plane.answers_cache import AnswerMemory, Changes
+from control_plane.answers_cache.in_flight import GrantsInFlight, KnownRoom
+from control_plane.claims.caps import RoundCounts, cap_refusal, round_start
+from control_plane.claims.decision import ClaimFacts, refusal_for, slot_of
+from control_plane.claims.grant import Claim, ScheduledGrant, claim_grant, grant_token
 from control_plane.claims.manual import claim_manual
 from control_plane.claims.refusals import RefusalRecorder
-from control_plane.claims.refused import brake_on, refuse_when_full, slot_consumed
+from control_plane.claims.refused import slot_consumed
 from control_plane.claims.rolled_back import refuse_rolled_back_release
-from control_plane.claims.slots import checked_slot_of, round_start
 from control_plane.claims.warm_up import SlotWarmUp, facts_key
 from control_plane.errors import ClaimRefused, NotFound
 from control_plane.inputs import stored_text
@@ -40,6 +40,7 @@ from ground.contract import (
     AnswerCode,
     ClaimRequest,
     Instant,
+    RefusalCode,
     ReleaseTrack,
 )
 from ground.contract.messages import MAX_SLOT_KEY_LENGTH
@@ -47,6 +48,7 @@ from ground.limits import MAX_VERSION_LENGTH
 
 # `Claim` is the grant's (`claims.grant`), named here for the callers of the service.
 __all__ = ["Claim", "ClaimService", "GrantHistory", "RoundGrants"]
+
 
 _HOT_PATH = """
 SELECT a.id AS agent_id, a.org_id,
@@ -77,10 +79,14 @@ _HOT_PATH_BY_ID = _HOT_PATH.format(agent="%(agent_id)s")
 _HOT_PATH_BY_CREDENTIAL = _HOT_PATH.format(agent=f"({AGENT_OF_CREDENTIAL})")
 
 
-def _is_open(seen: dict[str, Any], slot_key: str, now: datetime) -> bool:
+# Refusals that write the slot consumed as a run (the answer of the agent's next claim changes).
+_RECORDED_CONSUMED = frozenset({RefusalCode.HELD, RefusalCode.RELEASE_ROLLED_BACK})
+
+
+def _is_open(facts: ClaimFacts, slot_key: str, now: datetime) -> bool:
     """Whether `slot_key` is an open slot of the agent read (the slot check is memoized)."""
     try:
-        checked_slot_of(seen, slot_key, now)
+        slot_of(facts, slot_key, now)
     except ClaimRefused:
         return False
     return True
@@ -200,26 +206,31 @@ class ClaimService:
             ).fetchone()
             if seen is None:
                 return None
-            agent_id: UUID = seen["agent_id"]
-            self._remember_facts(agent, slot_key, current_round, seen, stamp)
-            if _is_open(seen, slot_key, now):
-                # A real agent's open slot: the rest of the herd is about to ask about it too.
-                self._warm_up.ask(conn, slot_key)
+            facts = ClaimFacts.of_row(seen)
+            read = RoundCounts(
+                org_granted=seen["org_granted"] or 0, global_granted=seen["global_granted"] or 0
+            )
+            self._remember(agent, slot_key, current_round, facts, read, stamp)
             # What this worker learnt since the read began (another request's grant that found
             # the round full): a round's count only grows, so the higher one is as true.
-            seen = {
-                **seen,
-                "org_granted": self._at_least(current_round, seen["org_id"], seen["org_granted"]),
-                "global_granted": self._at_least(current_round, None, seen["global_granted"]),
-            }
+            counts = self._known_counts(current_round, facts.org_id, read)
+            if _is_open(facts, slot_key, now):
+                # A real agent's open slot: the rest of the herd is about to ask about it too.
+                self._warm_up.ask(conn, slot_key)
+            refusal = refusal_for(facts, counts, slot_key, now)
             try:
-                claim = self._decide(conn, seen, agent_id, slot_key, from_version, now, track)
+                if refusal is not None:
+                    raise refusal
+                claim = self._grant(conn, facts, slot_key, from_version, now, track)
             except ClaimRefused as refused:
-                # Buffered in memory: the refusal path itself writes nothing.
-                self._refusals.record(agent_id, slot_key, refused.refusal, now)
+                # Buffered in memory: the refusal path itself writes nothing, but for the two
+                # refusals that record the slot consumed (a run written).
+                self._refusals.record(facts.agent_id, slot_key, refused.refusal, now)
+                if refused.refusal in _RECORDED_CONSUMED:
+                    self._memory.writes.note()
                 raise
             # This worker's own grant is honoured by its memory at once (others: the feed).
-            self._memory.apply(Changes(agents=frozenset({agent_id})))
+            self._memory.apply(Changes(agents=frozenset({facts.agent_id})))
             return claim
 
     def refuse_from_memory(
@@ -231,108 +242,89 @@ class ClaimService:
         *,
         track: ReleaseTrack,
     ) -> KnownRoom | None:
-        """Raise (and record) the refusal that the remembered facts of this claim give, with
-        `_decide` itself on the remembered row; when they give none (the memory not live, or the
-        decision needs the database: then ask `claim_slot_as`), return the room this worker
-        knows of in the claim's round — the caps less the highest counts seen — or None when it
-        remembers nothing of the claim."""
+        """Raise (and record) the refusal that the remembered facts of this claim give, by the
+        same `refusal_for` as the database's row; when they give none, return the room this
+        worker knows of in the claim's round — the caps less the highest counts seen — for the
+        database to decide; None when it remembers nothing of the claim (or is not live)."""
         stored_text("from_version", from_version, MAX_VERSION_LENGTH)
-        remembered = self._memory.recall(facts_key(secret_sha256, slot_key), now=now)
-        if not isinstance(remembered, dict):
+        facts = self._memory.recall(facts_key(secret_sha256, slot_key), now=now)
+        if not isinstance(facts, ClaimFacts):
             return None
         current_round = round_start(now)
-        seen = {
-            **remembered,
-            "org_granted": self._memory.granted(current_round, remembered["org_id"]),
-            "global_granted": self._memory.granted(current_round, None),
-        }
-        agent_id: UUID = seen["agent_id"]
-        try:
-            self._decide(FACTS_ONLY, seen, agent_id, slot_key, from_version, now, track)
-        except ClaimRefused as refused:
-            self._refusals.record(agent_id, slot_key, refused.refusal, now)
-            raise
-        except DatabaseNeeded:
-            pass
+        counts = self._known_counts(current_round, facts.org_id, RoundCounts())
+        refusal = refusal_for(facts, counts, slot_key, now)
+        if refusal is not None:
+            self._refusals.record(facts.agent_id, slot_key, refusal.refusal, now)
+            raise refusal
         return KnownRoom(
             round_start=current_round,
-            org_id=seen["org_id"],
-            org_room=seen["org_cap"] - (seen["org_granted"] or 0),
-            global_room=seen["global_cap"] - (seen["global_granted"] or 0),
+            org_id=facts.org_id,
+            org_room=facts.caps.org_cap - counts.org_granted,
+            global_room=facts.caps.global_cap - counts.global_granted,
         )
 
-    def _at_least(self, current_round: datetime, org_id: UUID | None, read: int | None) -> int:
-        known = self._memory.granted(current_round, org_id)
-        return max(read or 0, known or 0)
+    def _known_counts(
+        self, current_round: datetime, org_id: UUID, read: RoundCounts
+    ) -> RoundCounts:
+        """The higher of the counts read and those this worker has seen for the round."""
+        return RoundCounts(
+            org_granted=max(read.org_granted, self._memory.granted(current_round, org_id) or 0),
+            global_granted=max(read.global_granted, self._memory.granted(current_round, None) or 0),
+        )
 
-    def _remember_facts(
+    def _remember(
         self,
         agent: dict[str, object],
         slot_key: str,
         current_round: datetime,
-        seen: dict[str, Any],
+        facts: ClaimFacts,
+        read: RoundCounts,
         stamp: int | None,
     ) -> None:
-        """Keep the hot statement's row for `refuse_from_memory`: the round's counters apart
-        (they only grow inside a round, whoever reads them), the rest under the credential.
-        A row with a run for the slot is not kept: its token's validity depends on `now`."""
-        self._memory.note_granted(current_round, seen["org_id"], seen["org_granted"] or 0)
-        self._memory.note_granted(current_round, None, seen["global_granted"] or 0)
+        """Keep what the hot statement read for `refuse_from_memory`: the round's counts apart
+        (they only grow inside a round, whoever reads them), the facts under the credential.
+        Facts with a run for the slot are not kept: its token's validity depends on `now`."""
+        self._memory.note_granted(current_round, facts.org_id, read.org_granted)
+        self._memory.note_granted(current_round, None, read.global_granted)
         secret_sha256 = agent.get("secret_sha256")
-        if isinstance(secret_sha256, str) and seen["existing_run_id"] is None:
+        if isinstance(secret_sha256, str) and facts.existing_run is None:
             self._memory.remember(
                 facts_key(secret_sha256, slot_key),
-                {
-                    column: value
-                    for column, value in seen.items()
-                    if column not in {"org_granted", "global_granted"}
-                },
-                agent_id=seen["agent_id"],
-                org_id=seen["org_id"],
+                facts,
+                agent_id=facts.agent_id,
+                org_id=facts.org_id,
                 stamp=stamp,
             )
 
-    def _decide(
+    def _grant(
         self,
         conn: Connection,
-        seen: dict[str, Any],
-        agent_id: UUID,
+        facts: ClaimFacts,
         slot_key: str,
         from_version: str | None,
         now: datetime,
         track: ReleaseTrack,
     ) -> Claim:
-        """The hot path's row → a refusal (raised), the same claim again, or a grant."""
-        slot = checked_slot_of(seen, slot_key, now)
-        existing_run: UUID | None = seen["existing_run_id"]
-        if existing_run is not None:
-            if seen["existing_status"] != "claimed":
-                raise slot_consumed(slot_key, f"was already consumed ({seen['existing_status']})")
-            if seen["existing_token_usable"]:
-                return Claim(created=False, grant=claim_grant(conn, existing_run))
-            # Its token was revoked (the brake) or ran out: a new lease, through the caps.
-        elif seen["last_consumed_at"] is not None and slot.at <= seen["last_consumed_at"]:
-            raise slot_consumed(slot_key, "is at or before a slot this agent has already consumed")
-        if seen["brake_engaged"]:
-            raise brake_on(seen["brake_reason"])
-        org_cap, global_cap = seen["org_cap"], seen["global_cap"]
-        refuse_when_full(now, org_cap, global_cap, seen["org_granted"], seen["global_granted"])
-        # Holds, halts and the release brake (issue 14), only for a request that saw room.
+        """A claim its facts do not refuse: the same claim again, or the checks that need the
+        database (holds, halts, a release rolled back), then the grant; or their refusal."""
+        run = facts.existing_run
+        if run is not None and run.holds_its_token:
+            return Claim(created=False, grant=claim_grant(conn, run.run_id))
+        slot = slot_of(facts, slot_key, now)
         offer = check_scheduled_claim(
             conn,
-            agent_id=agent_id,
-            org_id=seen["org_id"],
+            agent_id=facts.agent_id,
+            org_id=facts.org_id,
             slot_key=slot_key,
             slot_at=slot.at,
             track=track,
             now=now,
         )
-        if existing_run is None:
-            # Only with room to grant: the herd's cap-full refusals above never pay for it.
+        if run is None:
             refuse_rolled_back_release(
                 conn,
-                agent_id=agent_id,
-                org_id=seen["org_id"],
+                agent_id=facts.agent_id,
+                org_id=facts.org_id,
                 slot_key=slot_key,
                 slot_at=slot.at,
                 from_version=from_version,
@@ -343,31 +335,41 @@ class ClaimService:
         # The checks above took round trips, in which other grants may have filled the round:
         # what this worker learnt meanwhile spares a grant transaction bound to fail.
         current_round = round_start(now)
-        refuse_when_full(
-            now,
-            org_cap,
-            global_cap,
-            self._memory.granted(current_round, seen["org_id"]),
-            self._memory.granted(current_round, None),
+        full = cap_refusal(
+            facts.caps, self._known_counts(current_round, facts.org_id, RoundCounts()), now
         )
+        if full is not None:
+            raise full
         try:
-            grant = grant_token(
+            granted = grant_token(
                 conn,
-                self._memory,
-                agent_id=agent_id,
-                org_id=seen["org_id"],
-                slot_key=slot_key,
-                slot_at=slot.at,
-                from_version=from_version,
-                existing_run=existing_run,
-                caps=(org_cap, global_cap),
-                track=track,
-                now=now,
+                ScheduledGrant(
+                    agent_id=facts.agent_id,
+                    org_id=facts.org_id,
+                    slot_key=slot_key,
+                    slot_at=slot.at,
+                    from_version=from_version,
+                    existing_run=None if run is None else run.run_id,
+                    caps=facts.caps,
+                    track=track,
+                    now=now,
+                ),
             )
+        except ClaimRefused as refused:
+            # A cap found full, as committed by other grants: full until the round ends (it
+            # never un-fills), so this worker refuses the rest of the round from memory.
+            if refused.refusal is RefusalCode.ORG_CAP:
+                self._memory.note_granted(current_round, facts.org_id, facts.caps.org_cap)
+            elif refused.refusal is RefusalCode.GLOBAL_CAP:
+                self._memory.note_granted(current_round, None, facts.caps.global_cap)
+            raise
         except psycopg.errors.UniqueViolation:
             # The same agent raced itself for this slot; the other request won. Its answer.
-            return self._existing_claim(conn, agent_id, slot_key)
-        return Claim(created=existing_run is None, grant=grant)
+            return self._existing_claim(conn, facts.agent_id, slot_key)
+        # Committed: the counts this grant left are true for the rest of the round.
+        self._memory.note_granted(current_round, facts.org_id, granted.counts.org_granted)
+        self._memory.note_granted(current_round, None, granted.counts.global_granted)
+        return Claim(created=run is None, grant=granted.grant)
 
     def _existing_claim(self, conn: Connection, agent_id: UUID, slot_key: str) -> Claim:
         row = conn.execute(

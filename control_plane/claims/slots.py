@@ -1,20 +1,19 @@
-"""The server's own check of a slot an agent names (DESIGN.md rule 8, "Plans on the control
-plane's clock"): recomputed with `shared_planner` from the agent's stored schedule and the
-control plane's clock, never taken on the agent's word."""
+"""The server's own check of a slot an agent names: recomputed with `shared_planner` from the
+agent's stored schedule and the control plane's clock, never taken on the agent's word (an agent
+host with a wrong clock must not update at 09:00)."""
 
 from __future__ import annotations
 
 import functools
-import math
-from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from control_plane.errors import ClaimRefused
 from ground.contract import RefusalCode, format_instant
 from shared_planner import InvalidPlanningInput, PlannerError, Slot, parse_slot_key, slot_for_key
 
-__all__ = ["checked_slot", "checked_slot_of", "retry_after_seconds", "round_start"]
+__all__ = ["checked_slot", "checked_slot_of"]
 
 
 def _not_a_slot(slot_key: object, why: str) -> ClaimRefused:
@@ -41,7 +40,7 @@ def checked_slot(
     slot_key: object,
     *,
     enabled: bool,
-    times: list[str],
+    times: Sequence[str],
     timezone: str,
     catch_up: timedelta,
     now: datetime,
@@ -63,13 +62,14 @@ def checked_slot(
         # A date the planner cannot place is no slot; never a 500.
         raise _not_a_slot(slot_key, "is not a date the schedule can have a slot on") from exc
     if slot is None:
-        raise _not_a_slot(slot_key, f"is not one of this agent's slots (times {times})")
+        raise _not_a_slot(slot_key, f"is not one of this agent's slots (times {list(times)})")
     if now < slot.at:
         raise _not_a_slot(slot_key, f"has not started yet (it opens at {format_instant(slot.at)})")
-    if now >= slot.at + catch_up:
+    closes = slot.window_closes(catch_up)
+    if now >= closes:
         raise ClaimRefused(
             RefusalCode.WINDOW_CLOSED,
-            f"slot_key: {slot_key!r} closed at {format_instant(slot.at + catch_up)} "
+            f"slot_key: {slot_key!r} closed at {format_instant(closes)} "
             f"(catch-up window {int(catch_up.total_seconds() // 60)} minutes)",
             slot_key=slot_key,
         )
@@ -88,15 +88,3 @@ def checked_slot_of(row: Mapping[str, Any], slot_key: object, now: datetime) -> 
         catch_up=timedelta(minutes=row["catch_up_minutes"]),
         now=now,
     )
-
-
-def round_start(now: datetime) -> datetime:
-    """A round is one minute of the control plane's clock."""
-    return now.astimezone(UTC).replace(second=0, microsecond=0)
-
-
-def retry_after_seconds(now: datetime) -> int:
-    """Whole seconds until the next round begins (at least 1)."""
-    into_round = now.astimezone(UTC)
-    remaining = 60 - into_round.second - into_round.microsecond / 1_000_000
-    return max(1, math.ceil(remaining))

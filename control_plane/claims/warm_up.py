@@ -29,6 +29,7 @@ from collections.abc import Callable
 from uuid import UUID
 
 from control_plane.answers_cache import AnswerMemory
+from control_plane.claims.decision import ClaimFacts
 from control_plane.types import Connection
 
 __all__ = ["WARM_EVERY_SECONDS", "WARM_LIMIT", "SlotWarmUp", "facts_key"]
@@ -129,13 +130,7 @@ class SlotWarmUp:
         ).fetchall()
         facts: list[tuple[tuple[str, ...], object, UUID, UUID]] = []
         for row in rows:
-            secret_sha256 = row.pop("secret_sha256")
-            facts.append(
-                (
-                    facts_key(secret_sha256, slot_key),
-                    {**row, **_NO_RUN},
-                    row["agent_id"],
-                    row["org_id"],
-                )
-            )
+            agent = ClaimFacts.of_row({**row, **_NO_RUN})
+            key = facts_key(row["secret_sha256"], slot_key)
+            facts.append((key, agent, agent.agent_id, agent.org_id))
         return self._memory.remember_many(facts, stamp=stamp)

@@ -1,4 +1,4 @@
-"""What the control plane authorised a claimed run to do, and until when (issue 13).
+"""What the control plane authorised a claimed run to do, and until when.
 
 Revocation is honoured up to the swap: the agent asks `confirm_path(run_id)` immediately before it
 switches, and an outcome that records a switch (`succeeded`, `rolled_back`) is judged against the
@@ -16,6 +16,7 @@ from uuid import UUID
 from control_plane.errors import Conflict, Forbidden, NotFound
 from control_plane.types import Connection
 from ground.contract import AnswerCode, RefusalCode, SwapPermit, TokenView, format_instant
+from shared_planner import Slot, parse_slot_key
 
 __all__ = [
     "SWITCH_OUTCOMES",
@@ -56,8 +57,9 @@ def window_closes_at(lease: dict[str, Any]) -> datetime | None:
     """The end of a scheduled run's catch-up window; None for a manual run (no window)."""
     if lease["trigger"] != "schedule" or lease["slot_at"] is None:
         return None
-    closes: datetime = lease["slot_at"] + timedelta(minutes=lease["catch_up_minutes"])
-    return closes
+    day, wall = parse_slot_key(lease["slot_key"])
+    slot = Slot(key=lease["slot_key"], day=day, wall=wall, at=lease["slot_at"])
+    return slot.window_closes(timedelta(minutes=lease["catch_up_minutes"]))
 
 
 def unauthorised_switch(lease: dict[str, Any], at: datetime) -> str | None:

@@ -19,10 +19,9 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from control_plane.answers_cache import AnswerMemory
-from control_plane.claims.grant import grant_token
+from control_plane.claims.caps import Caps, round_start
+from control_plane.claims.grant import ScheduledGrant, grant_token
 from control_plane.claims.services import Claim
-from control_plane.claims.slots import round_start
 from control_plane.errors import ClaimRefused
 from control_plane.registry import Services
 from control_plane.types import Connection, Pool
@@ -266,17 +265,18 @@ def _grant_alone(
     """The grant transaction itself on `conn` (the seam: one connection, again and again)."""
     return grant_token(
         conn,
-        AnswerMemory(),
-        agent_id=UUID(agent.agent_id),
-        org_id=UUID(agent.org_id),
-        slot_key=slot_key,
-        slot_at=SLOT_AT,
-        from_version="1.4.1",
-        existing_run=None,
-        caps=caps,
-        track=DEFAULT_TRACK,
-        now=IN_THE_WINDOW,
-    )
+        ScheduledGrant(
+            agent_id=UUID(agent.agent_id),
+            org_id=UUID(agent.org_id),
+            slot_key=slot_key,
+            slot_at=SLOT_AT,
+            from_version="1.4.1",
+            existing_run=None,
+            caps=Caps(org_cap=caps[0], global_cap=caps[1]),
+            track=DEFAULT_TRACK,
+            now=IN_THE_WINDOW,
+        ),
+    ).grant
 
 
 def test_a_connection_keeps_granting_after_grants_that_found_a_cap_full(

@@ -9,12 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from control_plane.claims.slots import (
-    _valid_slot_key,
-    checked_slot,
-    retry_after_seconds,
-    round_start,
-)
+from control_plane.claims.caps import retry_after_seconds, round_start
+from control_plane.claims.slots import _valid_slot_key, checked_slot
 from control_plane.errors import ClaimRefused
 from shared_planner import due_slot
 

@@ -115,7 +115,11 @@ def test_two_workers_sightings_of_the_same_agents_do_not_deadlock(
 ) -> None:
     database_url = as_on_a_large_fleet
     first, second = (
-        SeenRecorder(resolution=timedelta(seconds=30), host_every=timedelta(minutes=5))
+        SeenRecorder(
+            resolution=timedelta(seconds=30),
+            host_every=timedelta(minutes=5),
+            stretch_gap=timedelta(minutes=3),
+        )
         for _ in range(2)
     )
     # The same two agents and hosts, noted in opposite orders by the two workers.
@@ -144,7 +148,11 @@ def test_two_workers_hosts_of_the_same_agents_do_not_deadlock(
 ) -> None:
     database_url = as_on_a_large_fleet
     first, second = (
-        SeenRecorder(resolution=timedelta(seconds=30), host_every=timedelta(minutes=5))
+        SeenRecorder(
+            resolution=timedelta(seconds=30),
+            host_every=timedelta(minutes=5),
+            stretch_gap=timedelta(minutes=3),
+        )
         for _ in range(2)
     )
     for agent_id in agents:

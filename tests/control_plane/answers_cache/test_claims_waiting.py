@@ -1,5 +1,5 @@
 """A claim that waits for the grant already in flight in its worker, over the real routes and
-database (`claims.in_flight`): granted when that grant fails with room left, refused when it
+database (`answers_cache.in_flight`): granted when that grant fails with room left, refused when it
 filled the round — never refused while the caps would grant it.
 
 The grant ahead is held up inside the database: another transaction holds the row its first
@@ -23,7 +23,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from control_plane.answers_cache.feed import ChangeFeed
 from control_plane.api.hot_answers import HotAnswers
-from control_plane.claims.slots import round_start
+from control_plane.claims.caps import round_start
 from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from ground.contract import CLAIMS_PATH
@@ -66,7 +66,9 @@ def agents(
     warmer, ahead, behind = (make_agent(make_org(name)) for name in ("Zero", "First", "Second"))
     with psycopg.connect(database_url, autocommit=True) as conn:
         _hold(conn, warmer)
+    feed.read_once()  # the agents' enrolment: read before the warm-up, which it would spoil
     assert _claim(api, warmer).json()["detail"]["code"] == "held"
+    feed.read_once()  # the held claim recorded the warmer's slot consumed: this worker reads it
     return ahead, behind
 
 

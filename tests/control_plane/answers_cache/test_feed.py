@@ -99,7 +99,7 @@ def test_a_platform_write_changes_everything(
     "statement",
     [
         pytest.param("UPDATE agents SET last_seen_at = now() WHERE id = %(agent)s", id="seen"),
-        # A new stretch of sightings after a gap (issue 13's miss reasons) changes no answer.
+        # A new stretch of sightings after a gap changes no answer.
         pytest.param(
             "UPDATE agents SET online_since = now(), previous_seen_at = last_seen_at,"
             " last_seen_at = now() WHERE id = %(agent)s",

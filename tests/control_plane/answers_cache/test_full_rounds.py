@@ -22,9 +22,10 @@ import pytest
 from control_plane.accounts.credentials import secret_sha256
 from control_plane.answers_cache import AnswerMemory, Changes
 from control_plane.answers_cache.feed import ChangeFeed
+from control_plane.claims.caps import round_start
+from control_plane.claims.decision import ClaimFacts
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.services import ClaimService
-from control_plane.claims.slots import round_start
 from control_plane.claims.warm_up import SlotWarmUp, facts_key
 from control_plane.errors import ClaimRefused
 from control_plane.events.trail import Actor
@@ -190,7 +191,7 @@ def test_the_warm_up_remembers_what_the_agents_own_read_would(
     key = facts_key(secret_sha256(second.agent_key), SLOT)
     assert _claim_refused_by_database(services, first, second, clock)
     read_by_itself = services.answers.recall(key, now=clock.now())
-    assert isinstance(read_by_itself, dict)
+    assert isinstance(read_by_itself, ClaimFacts)
     services.answers.apply(Changes(everything=True))  # forget it all, then warm up
     with pool.connection() as conn:
         assert SlotWarmUp(services.answers).ask(conn, SLOT) == 2  # the first has its run

@@ -7,7 +7,7 @@ import psycopg
 
 from control_plane import migrate
 
-# Revision 0010's tables (issue 14) and the triggers 0011 puts on them: (table, trigger).
+# Revision 0010's tables (rollout, pins, holds) and the triggers 0011 puts on them.
 FOLLOWED = {
     ("holds", "holds_answer_change_agent"),
     ("canary_agents", "canary_agents_answer_change_agent"),

@@ -1,4 +1,4 @@
-"""Claims that wait for the grants already in flight in their worker (`claims.in_flight`).
+"""Claims that wait for the grants already in flight in their worker (`answers_cache.in_flight`).
 
 Unit tests of the waiting itself, in a real event loop, with `known_room` standing in for the
 memory: what the worker knows changes between the steps exactly as a grant's answer would change
@@ -14,7 +14,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from control_plane.claims.in_flight import Admission, GrantsInFlight, KnownRoom
+from control_plane.answers_cache.in_flight import Admission, GrantsInFlight, KnownRoom
 from control_plane.errors import ClaimRefused
 from ground.contract import RefusalCode
 

@@ -1,0 +1,152 @@
+"""A replica's next answer sees its own writes: what a request to this replica wrote is honoured
+by the next request it answers, before any read of the change feed (the feed is never read here
+after the set-up: only the other replicas need it)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from datetime import UTC, datetime
+from uuid import UUID
+
+import httpx
+import pytest
+from nachtwacht.worlds.clocks import ManualClock
+
+from control_plane.answers_cache import AnswerMemory, Changes, ReplicaWrites
+from control_plane.answers_cache.feed import ChangeFeed
+from control_plane.events.trail import Actor
+from control_plane.registry import Services
+from ground.contract import CLAIMS_PATH, CONFIG_PATH, RUNS_PATH
+from tests.control_plane.answers_cache.conftest import Ticks
+from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+
+SLOT = "2026-11-30T03:00"
+OPERATOR = Actor(kind="operator", name="tests")
+
+
+def _claim(api: Api, agent: Agent) -> httpx.Response:
+    with api.client(agent.agent_key) as client:
+        return client.post(CLAIMS_PATH, json={"slot_key": SLOT, "from_version": "1.4.1"})
+
+
+def _code(answer: httpx.Response) -> tuple[int, str]:
+    return answer.status_code, answer.json()["detail"]["code"]
+
+
+@pytest.fixture
+def remembered_refusal(
+    api: Api,
+    services: Services,
+    feed: ChangeFeed,
+    clock: ManualClock,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> tuple[Org, Agent]:
+    """03:01, org cap 1, the round full: the second agent's claim is refused from memory."""
+    services.settings.update({"org_cap": 1}, now=clock.now(), actor=OPERATOR)
+    clock.set(datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC))
+    feed.read_once()
+    org = make_org()
+    first, waiting = make_agent(org, "web-01"), make_agent(org, "web-02")
+    assert _claim(api, first).status_code == 201
+    feed.read_once()
+    assert _code(_claim(api, waiting)) == (429, "org_cap")
+    before = services.refusals.refused_counts()["org_cap"]
+    assert _code(_claim(api, waiting)) == (429, "org_cap")
+    assert services.answers.live and services.answers.size() > 0
+    assert services.refusals.refused_counts()["org_cap"] == before + 1
+    return org, waiting
+
+
+def test_a_claim_after_this_replica_recorded_up_to_date_is_slot_consumed(
+    api: Api, remembered_refusal: tuple[Org, Agent]
+) -> None:
+    _, waiting = remembered_refusal
+    with api.client(waiting.agent_key) as client:
+        reported = client.post(
+            RUNS_PATH, json={"slot_key": SLOT, "status": "up_to_date", "version": "1.5.0"}
+        )
+    assert reported.status_code == 201
+    assert _code(_claim(api, waiting)) == (409, "slot_consumed")
+
+
+def test_a_claim_after_this_replica_engaged_the_brake_is_refused_by_the_brake(
+    api: Api, operator_key: str, remembered_refusal: tuple[Org, Agent]
+) -> None:
+    _, waiting = remembered_refusal
+    with api.client(operator_key) as operator:
+        engaged = operator.put(
+            "/v1/admin/brake", json={"engaged": True, "reason": "1.5.0 breaks TLS"}
+        )
+    assert engaged.status_code == 200
+    assert _code(_claim(api, waiting)) == (503, "brake")
+
+
+def test_a_poll_after_this_replica_changed_the_schedule_shows_it(
+    api: Api,
+    services: Services,
+    feed: ChangeFeed,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    org = make_org()
+    agent = make_agent(org)
+    with api.client(agent.agent_key) as client:
+        etag = client.get(CONFIG_PATH).headers["etag"]
+        assert client.get(CONFIG_PATH, headers={"If-None-Match": etag}).status_code == 304
+    assert services.answers.size() == 1
+    with api.client(org.panel_key) as panel:
+        changed = panel.put(
+            f"/v1/agents/{UUID(agent.agent_id)}/schedule",
+            json={"enabled": True, "times": ["04:00"]},
+        )
+    assert changed.status_code == 200, changed.text
+    with api.client(agent.agent_key) as client:
+        polled = client.get(CONFIG_PATH, headers={"If-None-Match": etag})
+    assert polled.status_code == 200
+    assert polled.json()["schedule"]["times"] == ["04:00"]
+
+
+def test_a_refused_claim_does_not_stop_the_memory_answering(
+    api: Api, services: Services, remembered_refusal: tuple[Org, Agent]
+) -> None:
+    # A refusal writes nothing that changes an answer: the next one still comes from memory.
+    _, waiting = remembered_refusal
+    assert _code(_claim(api, waiting)) == (429, "org_cap")
+    assert services.answers.live
+
+
+def test_a_write_counted_by_one_forked_worker_is_seen_by_the_others() -> None:
+    writes = ReplicaWrites()
+    # The child only stores and exits (no lock it could inherit held); Python 3.12 warns about
+    # any fork of a process with threads, as earlier tests may have left some.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        child = os.fork()
+    if child == 0:  # pragma: no cover - the child process
+        writes.note()
+        os._exit(0)
+    os.waitpid(child, 0)
+    assert writes.count() == 1
+
+
+def test_the_memory_answers_again_once_a_read_began_after_the_write() -> None:
+    ticks = Ticks()
+    memory = AnswerMemory(monotonic=ticks)
+    memory.apply(Changes(), read_started=ticks.now, writes_before=memory.writes.count())
+    agent, org = UUID(int=1), UUID(int=2)
+    assert memory.remember("answer", 42, agent_id=agent, org_id=org, stamp=memory.stamp())
+    counted_before_the_read = memory.writes.count()
+
+    memory.writes.note()
+    assert memory.recall("answer") is None
+    assert not memory.live
+    # A read that began before the write was counted does not cover it.
+    memory.apply(Changes(), read_started=ticks.now, writes_before=counted_before_the_read)
+    assert memory.recall("answer") is None
+
+    memory.apply(Changes(), read_started=ticks.now, writes_before=memory.writes.count())
+    assert memory.recall("answer") == 42

@@ -1,0 +1,115 @@
+"""Polls answered from memory are sightings like any other: an agent that comes back after a gap
+starts a new stretch of sightings (`online_since`) and the end of the previous one is kept
+(`previous_seen_at`), so the worker can tell that it was offline through a window."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import psycopg
+import pytest
+from nachtwacht.worlds.clocks import ManualClock
+
+from control_plane.agent_config.services import STRETCH_GAP
+from control_plane.answers_cache.feed import ChangeFeed
+from control_plane.registry import Services
+from control_plane.types import Pool
+from ground.contract import CONFIG_PATH
+from tests.control_plane.conftest import Agent, Api, Org
+from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, Fleet
+
+START = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
+
+
+def _poll(api: Api, agent: Agent) -> int:
+    with api.client(agent.agent_key) as client:
+        answer: httpx.Response = client.get(CONFIG_PATH)
+    return answer.status_code
+
+
+def _stretch(database_url: str, agent: Agent) -> tuple[datetime, datetime, datetime | None]:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT last_seen_at, online_since, previous_seen_at FROM agents WHERE id = %s",
+            [agent.agent_id],
+        ).fetchone()
+    assert row is not None
+    return row
+
+
+def test_a_return_after_a_gap_answered_from_memory_starts_a_new_stretch(
+    api: Api,
+    services: Services,
+    feed: ChangeFeed,
+    clock: ManualClock,
+    database_url: str,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    agent = make_agent(make_org())
+    clock.set(START)
+    for minute in range(6):
+        clock.set(START + timedelta(minutes=minute))
+        assert _poll(api, agent) == 200
+        feed.read_once()  # writes the sightings noted from memory
+    last_before_the_gap = START + timedelta(minutes=5)
+    assert services.answers.size() == 1  # the polls after the first came from memory
+    assert _stretch(database_url, agent) == (last_before_the_gap, START, None)
+
+    back = last_before_the_gap + STRETCH_GAP + timedelta(minutes=5)
+    clock.set(back)
+    assert _poll(api, agent) == 200
+    feed.read_once()
+
+    assert _stretch(database_url, agent) == (back, back, last_before_the_gap)
+
+
+def test_polls_without_a_gap_from_memory_keep_the_stretch(
+    api: Api,
+    services: Services,
+    feed: ChangeFeed,
+    clock: ManualClock,
+    database_url: str,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    agent = make_agent(make_org())
+    for minute in range(4):
+        clock.set(START + timedelta(minutes=2 * minute))
+        assert _poll(api, agent) == 200
+        feed.read_once()
+    assert _stretch(database_url, agent) == (START + timedelta(minutes=6), START, None)
+
+
+@pytest.fixture
+def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]:
+    made = Fleet(pool, services, clock)
+    yield made
+    made.close()
+
+
+def test_offline_through_the_window_and_back_from_memory_is_missed_as_offline(
+    api: Api,
+    services: Services,
+    feed: ChangeFeed,
+    fleet: Fleet,
+    clock: ManualClock,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    agent = make_agent(make_org())
+    for minute in range(-8, -2):  # six polls, the last five answered from memory
+        clock.set(NIGHT + timedelta(minutes=minute))
+        assert _poll(api, agent) == 200
+        feed.read_once()
+    assert services.answers.size() == 1
+    # Down from 02:57 to 03:16: the whole window. Back before the worker's pass.
+    clock.set(NIGHT + timedelta(minutes=16))
+    assert _poll(api, agent) == 200
+    feed.read_once()
+
+    fleet.reconcile(AFTER_NIGHT)
+
+    assert list(fleet.missed().values()) == ["offline"]

@@ -1,0 +1,179 @@
+"""The claim's decision from its facts: which refusal wins when several apply, and when the facts
+refuse nothing (the claim goes on to the database). Pure: no database, no clock."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from uuid import UUID
+
+import pytest
+
+from control_plane.claims.caps import Caps, RoundCounts
+from control_plane.claims.decision import ClaimFacts, ExistingRun, refusal_for
+from ground.contract import RefusalCode
+
+SLOT = "2026-11-30T03:00"
+SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)  # 03:00 in Amsterdam (winter)
+IN_THE_WINDOW = SLOT_AT + timedelta(minutes=4)
+AFTER_THE_WINDOW = SLOT_AT + timedelta(minutes=15)
+BEFORE_THE_SLOT = SLOT_AT - timedelta(seconds=1)
+
+OPEN = ClaimFacts(
+    agent_id=UUID(int=1),
+    org_id=UUID(int=2),
+    enabled=True,
+    times=("03:00",),
+    timezone="Europe/Amsterdam",
+    catch_up=timedelta(minutes=15),
+    caps=Caps(org_cap=5, global_cap=25),
+    brake_engaged=False,
+    brake_reason=None,
+    last_consumed_at=None,
+    existing_run=None,
+)
+ROOM = RoundCounts(org_granted=4, global_granted=24)
+ORG_FULL = RoundCounts(org_granted=5, global_granted=5)
+PLATFORM_FULL = RoundCounts(org_granted=0, global_granted=25)
+BOTH_FULL = RoundCounts(org_granted=5, global_granted=25)
+
+BRAKED = replace(OPEN, brake_engaged=True, brake_reason="incident 42")
+NOTHING_TO_DO = replace(
+    OPEN, existing_run=ExistingRun(run_id=UUID(int=3), status="nothing_to_do", token_usable=False)
+)
+CLAIMED = replace(
+    OPEN, existing_run=ExistingRun(run_id=UUID(int=3), status="claimed", token_usable=True)
+)
+LEASE_ENDED = replace(
+    OPEN, existing_run=ExistingRun(run_id=UUID(int=3), status="claimed", token_usable=False)
+)
+LATER_SLOT_CONSUMED = replace(OPEN, last_consumed_at=SLOT_AT + timedelta(hours=12))
+EARLIER_SLOT_CONSUMED = replace(OPEN, last_consumed_at=SLOT_AT - timedelta(days=1))
+SCHEDULE_OFF = replace(OPEN, enabled=False)
+OTHER_TIMES = replace(OPEN, times=("04:00",))
+
+
+@pytest.mark.parametrize(
+    ("facts", "counts", "slot_key", "now", "expected"),
+    [
+        pytest.param(OPEN, ROOM, SLOT, IN_THE_WINDOW, None, id="room_left_goes_on"),
+        pytest.param(OPEN, ORG_FULL, SLOT, IN_THE_WINDOW, RefusalCode.ORG_CAP, id="org_full"),
+        pytest.param(
+            OPEN, PLATFORM_FULL, SLOT, IN_THE_WINDOW, RefusalCode.GLOBAL_CAP, id="platform_full"
+        ),
+        pytest.param(
+            OPEN, BOTH_FULL, SLOT, IN_THE_WINDOW, RefusalCode.ORG_CAP, id="org_cap_before_global"
+        ),
+        pytest.param(BRAKED, ROOM, SLOT, IN_THE_WINDOW, RefusalCode.BRAKE, id="brake"),
+        pytest.param(
+            BRAKED, BOTH_FULL, SLOT, IN_THE_WINDOW, RefusalCode.BRAKE, id="brake_before_caps"
+        ),
+        pytest.param(
+            BRAKED,
+            ROOM,
+            SLOT,
+            AFTER_THE_WINDOW,
+            RefusalCode.BRAKE,
+            id="brake_before_window_closed",
+        ),
+        pytest.param(
+            replace(NOTHING_TO_DO, brake_engaged=True),
+            ROOM,
+            SLOT,
+            IN_THE_WINDOW,
+            RefusalCode.BRAKE,
+            id="brake_before_slot_consumed",
+        ),
+        pytest.param(
+            NOTHING_TO_DO,
+            BOTH_FULL,
+            SLOT,
+            IN_THE_WINDOW,
+            RefusalCode.SLOT_CONSUMED,
+            id="up_to_date_report_before_caps",
+        ),
+        pytest.param(
+            LATER_SLOT_CONSUMED,
+            ORG_FULL,
+            SLOT,
+            IN_THE_WINDOW,
+            RefusalCode.SLOT_CONSUMED,
+            id="superseded_by_a_later_slot_before_caps",
+        ),
+        pytest.param(
+            EARLIER_SLOT_CONSUMED, ROOM, SLOT, IN_THE_WINDOW, None, id="an_earlier_slot_is_no_bar"
+        ),
+        pytest.param(
+            OPEN,
+            ORG_FULL,
+            SLOT,
+            AFTER_THE_WINDOW,
+            RefusalCode.WINDOW_CLOSED,
+            id="window_closed_before_caps",
+        ),
+        pytest.param(
+            NOTHING_TO_DO,
+            ROOM,
+            SLOT,
+            AFTER_THE_WINDOW,
+            RefusalCode.WINDOW_CLOSED,
+            id="window_closed_before_slot_consumed",
+        ),
+        pytest.param(
+            OPEN, ORG_FULL, SLOT, BEFORE_THE_SLOT, RefusalCode.NOT_A_SLOT, id="not_started_yet"
+        ),
+        pytest.param(
+            SCHEDULE_OFF, ORG_FULL, SLOT, IN_THE_WINDOW, RefusalCode.NOT_A_SLOT, id="schedule_off"
+        ),
+        pytest.param(
+            OTHER_TIMES, ORG_FULL, SLOT, IN_THE_WINDOW, RefusalCode.NOT_A_SLOT, id="not_its_time"
+        ),
+        pytest.param(
+            OPEN, ROOM, "2026-11-30T03:07", IN_THE_WINDOW, RefusalCode.NOT_A_SLOT, id="off_grid"
+        ),
+        pytest.param(OPEN, ROOM, "tomorrow", IN_THE_WINDOW, RefusalCode.NOT_A_SLOT, id="no_key"),
+        pytest.param(
+            CLAIMED, BOTH_FULL, SLOT, IN_THE_WINDOW, None, id="same_claim_again_despite_caps"
+        ),
+        pytest.param(
+            LEASE_ENDED, ORG_FULL, SLOT, IN_THE_WINDOW, RefusalCode.ORG_CAP, id="new_lease_capped"
+        ),
+        pytest.param(LEASE_ENDED, ROOM, SLOT, IN_THE_WINDOW, None, id="new_lease_with_room"),
+    ],
+)
+def test_the_first_refusal_that_applies_wins(
+    facts: ClaimFacts,
+    counts: RoundCounts,
+    slot_key: str,
+    now: datetime,
+    expected: RefusalCode | None,
+) -> None:
+    refusal = refusal_for(facts, counts, slot_key, now)
+    assert (None if refusal is None else refusal.refusal) == expected
+
+
+def test_a_cap_refusal_says_when_the_next_round_begins() -> None:
+    refusal = refusal_for(OPEN, ORG_FULL, SLOT, IN_THE_WINDOW + timedelta(seconds=45))
+    assert refusal is not None
+    assert refusal.fields["retry_after_seconds"] == 15
+
+
+def test_the_facts_of_a_hot_row_and_of_a_warmed_row_agree() -> None:
+    row = {
+        "agent_id": OPEN.agent_id,
+        "org_id": OPEN.org_id,
+        "enabled": True,
+        "times": ["03:00"],
+        "timezone": "Europe/Amsterdam",
+        "catch_up_minutes": 15,
+        "org_cap": 5,
+        "global_cap": 25,
+        "brake_engaged": False,
+        "brake_reason": None,
+        "last_consumed_at": None,
+        "existing_run_id": None,
+        "existing_status": None,
+        "existing_token_usable": None,
+        "org_granted": 3,
+    }
+    assert ClaimFacts.of_row(row) == OPEN
