@@ -10,5 +10,5 @@ refused      the refusals a claim is answered with
 warm_up      a slot's claim facts for every agent due, read in one statement into the memory
 slots        the server's own check of a claimed slot, with shared_planner
 refusals     RefusalRecorder: refusals buffered in memory, flushed in batches
-routes       POST /v1/agent/claims
+(the route, `POST /v1/agent/claims`, is in `api/routes/claims.py`)
 """

@@ -12,7 +12,6 @@ from uuid import UUID
 
 import httpx
 import pytest
-from nachtwacht.worlds.clocks import ManualClock
 
 from control_plane.answers_cache import AnswerMemory, Changes, ReplicaWrites
 from control_plane.answers_cache.feed import ChangeFeed
@@ -21,6 +20,7 @@ from control_plane.registry import Services
 from ground.contract import CLAIMS_PATH, CONFIG_PATH, RUNS_PATH
 from tests.control_plane.answers_cache.conftest import Ticks
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.worlds.clocks import ManualClock
 
 SLOT = "2026-11-30T03:00"
 OPERATOR = Actor(kind="operator", name="tests")

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import psycopg
 import pytest
-from nachtwacht.worlds.clocks import ManualClock
 
 from control_plane.agent_config.services import STRETCH_GAP
 from control_plane.answers_cache.feed import ChangeFeed
@@ -19,6 +18,7 @@ from control_plane.types import Pool
 from ground.contract import CONFIG_PATH
 from tests.control_plane.conftest import Agent, Api, Org
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, Fleet
+from tests.worlds.clocks import ManualClock
 
 START = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 
