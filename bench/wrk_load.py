@@ -1,8 +1,7 @@
 """Load from `wrk` (a compiled load generator), so the client is not what a benchmark measures.
 
 A Python client tops out near the server's own speed and then reports its own limit as the
-server's (issue 17: the herd's "bare" baseline ran at a fifth of what the server does). wrk is the
-Debian package `wrk` (`apt-get install wrk`). Every run here:
+server's. wrk is the Debian package `wrk` (`apt-get install wrk`). Every run here:
 
 - replays prepared requests from a Lua script, rotating through real agent credentials, so every
   request is a different agent's (no credential is asked twice in a row);

@@ -63,8 +63,8 @@ class Services:
     webhooks: WebhookSettingsService
     forecast: ForecastService
     metrics: MetricsService
-    rollout: RolloutService  # stages, canaries, halts, the operators' inbox (issue 14)
-    pins: PinService  # pins and holds (issue 14)
+    rollout: RolloutService  # stages, canaries, halts, the operators' inbox
+    pins: PinService  # pins and holds
     webhook_policy: WebhookAddressPolicy  # where webhooks may point; the worker's sender too
     replica: str  # names this process in the worker's progress row and in the metrics
     webhook_tests: WebhookTestService  # the panel's "send a test delivery", by the same policy

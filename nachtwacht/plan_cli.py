@@ -37,7 +37,7 @@ from shared_planner.wall_clock import FIRST_YEAR, LAST_YEAR
 
 __all__ = ["main", "render_plan"]
 
-DEFAULT_TZ = "Europe/Amsterdam"  # the platform's default zone (DESIGN.md rule 2)
+DEFAULT_TZ = "Europe/Amsterdam"  # the platform's default zone
 MAX_DAYS = 366
 
 

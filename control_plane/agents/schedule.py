@@ -1,4 +1,5 @@
-"""The API's schedule validator: the first layer of DESIGN.md rule 3.
+"""The API's schedule validator: the first of the two layers that hold a
+schedule's times to one pattern (the database's CHECK is the second).
 
 The rules themselves are `shared_planner.parse_times` (the same pattern the database's CHECK
 constraint is built from); this module only turns its refusal into the panel's 422.

@@ -1,4 +1,4 @@
-"""The operators' emergency brake (DESIGN.md rule 10): stops every scheduled update without
+"""The operators' emergency brake: stops every scheduled update without
 touching a customer's setting. Engaging it refuses new claims and can revoke outstanding tokens."""
 
 from __future__ import annotations

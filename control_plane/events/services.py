@@ -1,4 +1,4 @@
-"""The timeline: one event per step of a run (DESIGN.md rule 12).
+"""The timeline: one event per step of a run.
 
 A scheduled update's events are their own kinds with the schedule as the actor, so the timeline
 never says a customer started something at 03:00. A manual update's first event,

@@ -1,5 +1,4 @@
-"""The capacity forecast: which slots of a local day will not fit inside the caps (DESIGN.md
-"Scale").
+"""The capacity forecast: which slots of a local day will not fit inside the caps.
 
 Inside one slot's window of W minutes there are W rounds. Each round grants at most `org_cap` per
 organisation and `global_cap` in total, so if every scheduled agent needs the update, at most

@@ -1,4 +1,4 @@
-"""How many agents get each release on a night, at each stage (issue 14 item 4), within the
+"""How many agents get each release on a night, at each stage, within the
 caps.
 
 For every pair's current release the agents that would take it that night are counted twice:

@@ -1,5 +1,5 @@
 """Marks that the control plane was up, so a miss during our own outage is never blamed on the
-customer's agent (issue 13 §2, §5: `platform_unavailable`, not `offline`).
+customer's agent.
 
 Every serving process (each replica, each worker process) marks itself alive at each tick of its
 reconcile loop, leader or not: one row per replica and stretch, `started_at` to `last_mark_at`.

@@ -151,7 +151,7 @@ def _dropped_family(snapshot: MetricsSnapshot) -> list[str]:
 
 
 def _release_families(snapshot: MetricsSnapshot) -> list[str]:
-    """Stage, halt and brake per release (issue 14), and the platform's brake."""
+    """Stage, halt and brake per release, and the platform's brake."""
     lines = _family(
         "nachtwacht_brake_engaged",
         "gauge",

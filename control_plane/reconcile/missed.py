@@ -1,10 +1,10 @@
 """Silence made visible: a run row with status `missed` and its reason for every slot whose window
-closed without one (DESIGN.md rule 7, issue 7 "Missed slots").
+closed without one.
 
 The slots come from `shared_planner.slots_on_day` over the platform's zone and each enabled
 agent's current schedule, from the moment the agent was enrolled. A slot is not missed when the
 agent consumed it or a later slot inside its window (consuming the latest open slot supersedes the
-earlier ones, rule 8). The reason is a fact where one exists:
+earlier ones). The reason is a fact where one exists:
 
     brake      the claim endpoint refused this agent this slot because of the brake
     throttled  … because a cap was full (org_cap or global_cap)

@@ -1,4 +1,4 @@
-"""A claim never outlives its window (issue 13 §4): a scheduled run still `claimed` once its window,
+"""A claim never outlives its window: a scheduled run still `claimed` once its window,
 its token's whole lifetime and `OUTLIVED_MARGIN` are over is ended by the worker.
 
 Nothing can still happen under such a claim: the server refuses its permit, its download and a

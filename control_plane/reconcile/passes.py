@@ -98,7 +98,7 @@ class ReconcilePass:
                 outcome_grace=self._settings.outcome_grace,
                 now=now,
             )
-        # Halt releases that fail too often, promote the soaked ones (issue 14).
+        # Halt releases that fail too often, promote the soaked ones.
         RolloutService(self._pool).advance(now)
         deliveries = self._sender.deliver_due(now)
         with self._pool.connection() as conn, conn.transaction():

@@ -1,4 +1,4 @@
-"""The notification decision, once per organisation per slot (DESIGN.md rule 11).
+"""The notification decision, once per organisation per slot.
 
 A slot is an instant: runs are grouped by `slot_at`, never by their label, so agents scheduled at
 02:00 and at 03:00 on the spring night (one instant in Amsterdam) make one notification, named by

@@ -1,4 +1,4 @@
-"""Publishing a signed release and serving its artifact (DESIGN.md rule 13, "The signed release").
+"""Publishing a signed release and serving its artifact.
 
 A release is stored only after its signature checks out against the operator-pinned public keys,
 its artifact matches the manifest's length and sha256, it has not expired and it is newer than the

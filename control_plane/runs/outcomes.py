@@ -1,4 +1,4 @@
-"""An agent's report of how a claimed run ended, judged against its lease (issue 13).
+"""An agent's report of how a claimed run ended, judged against its lease.
 
 A switch (`succeeded`, `rolled_back`) at `switched_at` (else the receipt time) after the run's
 token was revoked or expired, or after its window closed, is stored as `unauthorised`; the caller

@@ -1,4 +1,4 @@
-"""The platform settings: one row every replica reads (DESIGN.md rules 2, 7 and 9).
+"""The platform settings: one row every replica reads.
 
 The bounds and defaults are `ground.limits`, the numbers the agent enforces too."""
 

@@ -116,8 +116,8 @@ class Fleet:
     def rounds_full(
         self, start: datetime, minutes: int, *, org_id: UUID | str | None = None
     ) -> None:
-        """Fill the rounds of `minutes` minutes from `start` at a cap of 1 (caps are at least 1
-        since issue 12): the organisation's when `org_id` is given, else the platform's."""
+        """Fill the rounds of `minutes` minutes from `start` at a cap of 1 (caps are at least 1):
+        the organisation's when `org_id` is given, else the platform's."""
         if org_id is None:
             self.services.settings.update({"org_cap": 1, "global_cap": 1})
         else:

@@ -1,4 +1,4 @@
-"""The capacity forecast (DESIGN.md "Scale", issue 7): per slot instant of a local day, the agents
+"""The capacity forecast: per slot instant of a local day, the agents
 scheduled, the capacity the caps allow inside the window and how many will miss it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`GET /metrics` (issue 7 "Observability"): Prometheus text for operators only — claims granted
+"""`GET /metrics`: Prometheus text for operators only — claims granted
 and refused by reason, runs by status and trigger, worker lag, notifications and deliveries."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The schema's migrations on a real PostgreSQL: DESIGN.md rules 1, 3 and 4."""
+"""The schema's migrations on a real PostgreSQL: on for everyone by default, one
+time pattern, and a CHECK that does not let unknown pass for false."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Missed slots (issue 7): every enabled agent's slot whose window closed without a run row gets
+"""Missed slots: every enabled agent's slot whose window closed without a run row gets
 one, status `missed`, with the reason as a fact — offline, throttled, brake or unknown."""
 
 from __future__ import annotations

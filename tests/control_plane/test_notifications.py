@@ -1,4 +1,4 @@
-"""Notifications (DESIGN.md rule 11, issue 7): one per organisation per slot after its window,
+"""Notifications: one per organisation per slot after its window,
 only scheduled runs, a failure named once per agent per calendar day, an agent silent for three
 days named once a day, and `notify_considered_at` written even for silence."""
 

@@ -1,4 +1,4 @@
-"""The reconcile worker (issue 7): one active replica through a PostgreSQL advisory lock; the
+"""The reconcile worker: one active replica through a PostgreSQL advisory lock; the
 others wait and take over when it dies; the loop runs passes on the clock object."""
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ def test_a_serving_replica_records_a_throttled_night_end_to_end(
     flusher, and the worker turns it into a missed run with reason `throttled`."""
     org = services.accounts.create_org("Acme", now=clock.now())
     agent = services.accounts.enroll_agent(org.org_id, "web-01", now=clock.now())
-    # Caps are at least 1 (issue 12): the organisation's rounds of the window are full instead.
+    # Caps are at least 1: the organisation's rounds of the window are full instead.
     with pool.connection() as conn:
         conn.execute(
             "INSERT INTO claim_rounds_org (round_start, org_id, granted)"

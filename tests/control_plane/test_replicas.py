@@ -1,4 +1,4 @@
-"""Two `nachtwacht control serve` processes over one database hold the caps exactly (rule 9),
+"""Two `nachtwacht control serve` processes over one database hold the caps exactly,
 with one worker each and with several workers each (`--workers`)."""
 
 from __future__ import annotations

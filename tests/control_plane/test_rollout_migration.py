@@ -1,4 +1,4 @@
-"""Migration 0010 (issue 14) on a real PostgreSQL: releases already out there are `everyone` and
+"""Migration 0010 on a real PostgreSQL: releases already out there are `everyone` and
 the column's default makes a new one `canary`; the constraints refuse what the services never
 write (a second open halt, a second notice per halt, a pin with two scopes, a hold that ends
 before it starts, a brake without a reason); it downgrades and upgrades again with data."""

@@ -1,4 +1,4 @@
-"""Webhook delivery (issue 7): the notification POSTed to the organisation's URL, signed with
+"""Webhook delivery: the notification POSTed to the organisation's URL, signed with
 HMAC-SHA256 over the timestamp and the raw body, one idempotency key per notification, retried
 with backoff, every attempt recorded — against a real HTTP receiver on 127.0.0.1."""
 

@@ -1,4 +1,4 @@
-"""The control plane's side of issue 13 under the faults that broke it: the fixtures of
+"""The control plane's side under the faults that broke it: the fixtures of
 `tests/control_plane/conftest.py` (a real PostgreSQL, the API over loopback, a clock the test
 sets), and a claimed scheduled run."""
 

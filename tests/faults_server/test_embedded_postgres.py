@@ -1,4 +1,4 @@
-"""The embedded PostgreSQL under faults (issue 13 §8), with real processes: `control serve`
+"""The embedded PostgreSQL under faults, with real processes: `control serve`
 SIGKILLed and restarted, PostgreSQL stopped under a running server.
 
 No timed assertions: the loops below wait for a state with a generous deadline, and the HTTP

@@ -1,4 +1,4 @@
-"""Miss reasons say what happened within the window (issue 13 §5, §2): an agent offline for its
+"""Miss reasons say what happened within the window: an agent offline for its
 whole window that polls just after it closed is `offline`, not `unknown`; a window during which
 the control plane itself was down is `platform_unavailable`, never blamed on the agent."""
 

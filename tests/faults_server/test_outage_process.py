@@ -1,4 +1,4 @@
-"""Our outage is not the customer's miss, with real processes (issue 13 §2, §5): `control serve`
+"""Our outage is not the customer's miss, with real processes: `control serve`
 on a fast clock is SIGKILLed one minute into an agent's window and started again after the window
 closed; the worker of the restarted server records the miss as `platform_unavailable`.
 

@@ -1,5 +1,5 @@
 """A download that failed until its window closed is `platform_unavailable` when the control
-plane itself was down during that window (issue 13 §2): the agent, to whom nothing answered,
+plane itself was down during that window: the agent, to whom nothing answered,
 cannot tell our outage from its own network, so the control plane judges it from its own
 liveness marks — and keeps the agent's words beside its own."""
 

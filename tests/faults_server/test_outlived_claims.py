@@ -1,4 +1,4 @@
-"""A claim never outlives its window (issue 13 §4): the run a full state directory (or a daemon
+"""A claim never outlives its window: the run a full state directory (or a daemon
 that never came back) left `claimed` is ended by the worker, and a late report still says what
 really happened."""
 

@@ -1,4 +1,4 @@
-"""A release this host rolled back is "nothing to do" for it (issue 13 §6): the next slots are
+"""A release this host rolled back is "nothing to do" for it: the next slots are
 skipped with `release_rolled_back` without taking one of the organisation's tokens, until a newer
 release is current for its pair or an operator asks for a retry."""
 

@@ -1,4 +1,4 @@
-"""On the spring night two wall times are one instant (issue 13 §7): in Amsterdam 02:00 does not
+"""On the spring night two wall times are one instant: in Amsterdam 02:00 does not
 exist on 2027-03-28 and moves forward to 03:00, so agents scheduled at 02:00 and at 03:00 update
 at the same moment — and their organisation gets one notification for it, not two."""
 

@@ -1,4 +1,4 @@
-"""Revocation is honoured up to the swap (issue 13 §1, §3): the permit asked immediately before
+"""Revocation is honoured up to the swap: the permit asked immediately before
 the switch, and the outcome the control plane refuses to record as a success when it did not
 authorise the switch — its token revoked or expired, or the window closed, before the switch."""
 

@@ -212,7 +212,7 @@ def test_the_newer_refusals_and_misses_have_words(reason: str) -> None:
 def test_a_run_with_a_reason_says_why_and_unauthorised_is_not_a_success() -> None:
     lang = Language("en")
     failed = _run(status="rolled_back")
-    object.__setattr__(failed, "reason", "health_check_failed")  # as issue 13's runs carry it
+    object.__setattr__(failed, "reason", "health_check_failed")  # as a failed run carries it
     assert status_text(lang, failed) == (
         "rolled back: the new version was not healthy in time; the previous version keeps running"
     )

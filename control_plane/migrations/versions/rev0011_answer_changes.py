@@ -102,7 +102,7 @@ CREATE TRIGGER current_releases_answer_change
     AFTER INSERT OR UPDATE OR DELETE ON current_releases
     FOR EACH STATEMENT EXECUTE FUNCTION note_answer_change_for_all();
 
--- Issue 14's tables (revision 0010), when this revision follows it: holds, pins and canaries
+-- The rollout's tables (revision 0010), when this revision follows it: holds, pins and canaries
 -- change one agent's (or one organisation's) offer; halts and the rollout settings everyone's.
 DO $$
 DECLARE

@@ -1,5 +1,5 @@
-"""Credentials as an attacker (or a lost laptop) would use them, and the operators' trail
-(issue 12): a revoked or rotated-away credential is refused at once; a deleted agent's
+"""Credentials as an attacker (or a lost laptop) would use them, and the operators' trail:
+a revoked or rotated-away credential is refused at once; a deleted agent's
 credential is refused while its history stays for the operators; one agent credential answered
 by two hosts shows; every operator action and schedule change is an event with its actor, and a
 line of the server's log."""

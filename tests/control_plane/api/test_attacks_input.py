@@ -1,4 +1,4 @@
-"""Hostile request content (issue 12): none of it gets a 5xx, each refusal names the field and
+"""Hostile request content: none of it gets a 5xx, each refusal names the field and
 shows a shortened value, and nothing stored changes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Settings that would stop or mislead the platform silently (issue 12): a cap of 0, an org cap
+"""Settings that would stop or mislead the platform silently: a cap of 0, an org cap
 above the global one, the brake without a reason. Each is refused naming the field, and the
 stored row is unchanged; the database refuses the same values from any other writer."""
 

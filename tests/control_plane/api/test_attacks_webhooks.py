@@ -1,4 +1,4 @@
-"""Webhooks as an attacker would use them (issue 12): a URL that makes the control plane probe
+"""Webhooks as an attacker would use them: a URL that makes the control plane probe
 our own network (blind SSRF) is refused when stored, and again at delivery when the name
 resolves into a refused range; any error of one delivery is recorded on it and retried, and
 never stops another organisation's delivery in the same pass."""

@@ -1,4 +1,4 @@
-"""The forecast per release and stage (issue 14 item 4): how many agents get each pair's
+"""The forecast per release and stage: how many agents get each pair's
 current release tonight at `canary` and at `everyone`, within the caps — over real HTTP against
 a real PostgreSQL.
 

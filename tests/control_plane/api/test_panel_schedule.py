@@ -1,5 +1,5 @@
-"""The panel's schedule endpoint: the API validator is the first layer of rule 3, with words a
-customer understands; the agent page shows the next slot in the platform's zone."""
+"""The panel's schedule endpoint: the API validator is the first layer of the time pattern, with
+words a customer understands; the agent page shows the next slot in the platform's zone."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Releases for a real fleet (issue 14, items 3-7), over real HTTP against a real PostgreSQL:
+"""Releases for a real fleet, over real HTTP against a real PostgreSQL:
 the canary stage and its promotion after the soak, the halt on errors with its evidence and one
 operator notice, holds, pins, the brake per release and forced manual updates, `/metrics`.
 

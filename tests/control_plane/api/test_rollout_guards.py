@@ -1,4 +1,4 @@
-"""The rollout's guards (issue 14), each with the input it exists to stop: settings out of
+"""The rollout's guards, each with the input it exists to stop: settings out of
 bounds, a rate threshold that a count alone would pass, promoting or halting the wrong release,
 a forced update without a reason, pins' precedence, the pair an agent only polls for.
 

@@ -174,7 +174,7 @@ def test_manual_update_runs_without_slot_or_caps(
     pool: Pool,
 ) -> None:
     # Not through the brake: a manual update under the brake is refused unless an operator
-    # forces it (issue 14; tests/control_plane/api/test_rollout.py).
+    # forces it.
     clock.set(datetime(2026, 11, 30, 14, 7, tzinfo=UTC))
     with api.client(operator_key) as operator:
         caps = operator.put("/v1/admin/settings", json={"org_cap": 1, "global_cap": 1})
