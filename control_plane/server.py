@@ -139,7 +139,7 @@ def _serve_worker(
         # uvloop: the event loop's own overhead per request is a fraction of asyncio's.
         with (
             reconcile_running(pool, clock, url, services),
-            # The agents' answers from memory, kept exact by the change feed (issue 17).
+            # The agents' answers from memory, kept exact by the change feed.
             feed_running(url, services.answers, services.seen),
             asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
         ):

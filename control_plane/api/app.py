@@ -246,7 +246,7 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
     ):
         app.include_router(module.router)
 
-    # The panel (issue 15): server-rendered pages under /panel/ over the same services, and
+    # The panel: server-rendered pages under /panel/ over the same services, and
     # /docs without a CDN.
     mount_panel(app)
     mount_offline_docs(app)

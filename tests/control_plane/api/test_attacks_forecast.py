@@ -1,4 +1,4 @@
-"""`GET /v1/forecast` is one organisation's view (issue 12): another organisation's schedule —
+"""`GET /v1/forecast` is one organisation's view: another organisation's schedule —
 its times, its slots, its overlaps — is not in it. Only the platform's total at a slot this
 organisation shares weighs in its estimated share, as a number."""
 
