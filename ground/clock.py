@@ -1,4 +1,4 @@
-"""The one clock object per program.
+"""The one clock object per program: only the shells read it, and pass the instant down.
 
 Only the shells read time, and they read it here. A program builds its clock once at start-up with
 `clock_from_env()` and passes it down. `NACHTWACHT_FAKE_CLOCK` makes every program started with the

@@ -24,6 +24,7 @@ from datetime import UTC, date, datetime
 
 __all__ = [
     "DAY_TEXT",
+    "RFC_3339_PATTERN",
     "InstantError",
     "format_instant",
     "parse_day_text",
@@ -35,7 +36,10 @@ __all__ = [
 DAY_TEXT = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 _DAY = re.compile(DAY_TEXT)
 _OFFSET = r"(?:[Zz]|[+-][0-9]{2}:[0-9]{2})"
-_RFC_3339 = re.compile(rf"{DAY_TEXT}[Tt][0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}(?:\.[0-9]{{1,9}})?")
+_FRACTION = r"(?:\.[0-9]{1,9})?"
+_RFC_3339 = re.compile(rf"{DAY_TEXT}[Tt][0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}{_FRACTION}")
+# The whole form as one anchored pattern, for a schema that states what `parse_instant` takes.
+RFC_3339_PATTERN = f"^{_RFC_3339.pattern}{_OFFSET}$"
 _WRITTEN = re.compile(rf"{DAY_TEXT}[Tt ][0-9]{{2}}:[0-9]{{2}}(?::[0-9]{{2}})?{_OFFSET}")
 
 # The longest RFC 3339 reading worth parsing: "2026-11-30T02:00:00.123456+14:00" and a little room.

@@ -15,12 +15,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.api.answers import bounded_message, refusal_response
 from control_plane.api.credential_first import credential_refusal
 from control_plane.api.hot_answers import HotAnswers
-from control_plane.api.limits import RequestLimits
+from control_plane.api.limits import RequestLimits, state_storable_text
 from control_plane.api.routes import (
     accounts,
     agent_config,
@@ -141,8 +142,28 @@ async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _methods_of_path(request: Request) -> str:
+    """Every method the request's path has, over all its routes: the router answers 405 from the
+    first route whose path matched, which names that route's methods alone."""
+    allowed = [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL
+            for route in request.app.router.routes
+        )
+    ]
+    return ", ".join(allowed)
+
+
 async def _unreadable_body(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 405:
+        allowed = StarletteHTTPException(405, headers={"Allow": _methods_of_path(request)})
+        return await http_exception_handler(request, allowed)
     if exc.status_code != 400:
         return await http_exception_handler(request, exc)
     # FastAPI's 400 is a body it could not decode at all (not UTF-8, say); malformed JSON is
@@ -231,6 +252,15 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
     # /docs without a CDN.
     mount_panel(app)
     mount_offline_docs(app)
+
+    describe = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            state_storable_text(describe())
+        return app.openapi_schema or describe()
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     # Innermost of the three: the limits and the server time hold for answers from memory too.
     app.add_middleware(HotAnswers, services=services)

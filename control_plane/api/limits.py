@@ -37,7 +37,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ground.contract import API_PREFIX, AnswerCode
 
-__all__ = ["MAX_BODY_BYTES", "MAX_RELEASE_BODY_BYTES", "RequestLimits", "refused_json"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_RELEASE_BODY_BYTES",
+    "STORABLE_TEXT_PATTERN",
+    "RequestLimits",
+    "refused_json",
+    "state_storable_text",
+]
 
 # Every request of the API fits easily: the largest legitimate body besides a release is a
 # schedule of 288 times (about 2.6 KB).
@@ -45,6 +52,30 @@ MAX_BODY_BYTES = 64 * 1024
 # A release carries its build base64-encoded (4/3 of its size): room for a build of ~190 MiB.
 MAX_RELEASE_BODY_BYTES = 256 * 1024 * 1024
 RELEASE_UPLOAD = ("POST", f"{API_PREFIX}/admin/releases")
+
+
+# The rule on text as the OpenAPI states it for every string without a pattern of its own: no NUL
+# (an ECMA and Python regex alike). A lone surrogate has no pattern that leaves a pair intact in
+# both dialects; it is refused all the same.
+STORABLE_TEXT_PATTERN = r"^[^\u0000]*$"
+
+
+def state_storable_text(document: Any) -> None:
+    """Give every string schema of an OpenAPI `document` (in place) that names no pattern, value
+    list or binary format the rule this module enforces at the door."""
+    stack = [document]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            if (
+                item.get("type") == "string"
+                and not {"pattern", "enum", "const"} & item.keys()
+                and item.get("format") not in {"binary", "uuid", "date", "date-time"}
+            ):
+                item["pattern"] = STORABLE_TEXT_PATTERN
+            stack.extend(item.values())
 
 
 class _TooLarge(Exception):

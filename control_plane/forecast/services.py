@@ -27,8 +27,13 @@ __all__ = ["DAY_PATTERN", "ForecastService", "parse_day", "read_scheduled_agents
 
 # The one declaration of a forecast's day: `parse_day` holds a value to it, and the routes state
 # it in the OpenAPI (with `format: date`, which also rules out a day the calendar lacks). The
-# years are the planner's, FIRST_YEAR to LAST_YEAR (a test ties the two).
-DAY_PATTERN = r"^(?:19|[2-8][0-9])[0-9]{2}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])$"
+# years are the planner's but its first and last: a day's forecast walks the days around it
+# (1901 to 8998; a test ties them to FIRST_YEAR and LAST_YEAR).
+FIRST_DAY_YEAR, LAST_DAY_YEAR = FIRST_YEAR + 1, LAST_YEAR - 1
+DAY_PATTERN = (
+    r"^(?:190[1-9]|19[1-9][0-9]|[2-7][0-9]{3}|8[0-8][0-9]{2}|89[0-8][0-9]|899[0-8])"
+    r"-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])$"
+)
 _DAY = re.compile(DAY_PATTERN)
 
 
@@ -43,7 +48,7 @@ def parse_day(field: str, value: object) -> date:
         except ValueError:
             pass
         else:
-            if FIRST_YEAR <= day.year <= LAST_YEAR:
+            if FIRST_DAY_YEAR <= day.year <= LAST_DAY_YEAR:
                 return day
     raise InvalidInput(field, value, "is not a date (expected YYYY-MM-DD, e.g. 2026-11-30)")
 

@@ -24,7 +24,7 @@ DEFAULT_SIZES = (40, 8, 1)
 DEFAULT_SPEED = 30.0
 MAX_SPEED = 600.0
 DEFAULT_PROCESS_LIMIT = 60
-# The platform's default zone, in which schedules are wall-clock times; the demo keeps it.
+# The platform's default zone (its one wall-clock zone, a setting); the demo keeps the default.
 DEFAULT_TIMEZONE = "Europe/Amsterdam"
 MAX_AGENTS = 5000
 

@@ -147,7 +147,7 @@ def notification_lines(base_url: str, orgs: list[OrgAccount], night: Night) -> l
         if answer.status_code == 404:
             return [
                 "  this control plane has no notification inbox yet (GET /v1/notifications "
-                "answered 404): it lacks the reconcile worker's notifications"
+                "answered 404): the reconcile worker and its notifications are missing"
             ]
         if answer.status_code != 200:
             lines.append(f"  {org.name}: GET /v1/notifications answered {answer.status_code}")

@@ -34,6 +34,8 @@ class ScheduleBody(BaseModel):
             "type": "array",
             "items": {"type": "string", "pattern": TIME_PATTERN},
             "maxItems": MAX_TIMES,
+            # The planner refuses a time given twice.
+            "uniqueItems": True,
         },
     )
 

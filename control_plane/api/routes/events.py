@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Query, Request
@@ -13,6 +13,7 @@ from control_plane.api.deps import OperatorCaller, PanelCaller, services_of
 from control_plane.errors import InvalidInput
 from control_plane.events.services import MAX_EVENTS_PAGE, EventFilter, Timeline, TrailPage
 from ground.contract import API_PREFIX, InstantError, parse_instant
+from ground.instants import RFC_3339_PATTERN
 
 __all__ = ["router"]
 
@@ -28,6 +29,14 @@ def agent_events(agent_id: UUID, request: Request, caller: PanelCaller) -> Timel
     """The agent's timeline. A scheduled update's events name the schedule as the actor."""
     assert caller.org_id is not None
     return services_of(request).events.agent_events(caller.org_id, agent_id)
+
+
+def _instant_query(description: str) -> Any:
+    # `parse_instant` enforces RFC_3339_PATTERN with its own 422; the schema states the same.
+    return Query(
+        description=description,
+        json_schema_extra={"format": "date-time", "pattern": RFC_3339_PATTERN},
+    )
 
 
 def _instant(field: str, text: str | None) -> datetime | None:
@@ -52,8 +61,8 @@ def trail(
         Literal["schedule", "user", "agent", "operator", "control_plane"] | None, Query()
     ] = None,
     actor_id: Annotated[UUID | None, Query()] = None,
-    since: Annotated[str | None, Query(description="RFC 3339 instant, inclusive")] = None,
-    until: Annotated[str | None, Query(description="RFC 3339 instant, exclusive")] = None,
+    since: Annotated[str | None, _instant_query("RFC 3339 instant, inclusive")] = None,
+    until: Annotated[str | None, _instant_query("RFC 3339 instant, exclusive")] = None,
     before_id: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_EVENTS_PAGE)] = 100,
 ) -> TrailPage:

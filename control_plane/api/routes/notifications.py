@@ -13,6 +13,7 @@ from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import PanelCaller, RequestNow, services_of
 from control_plane.api.no_body import NoBody
 from control_plane.notifications.services import (
+    MAX_PAGE,
     NotificationPage,
     NotificationView,
     SavedWebhook,
@@ -50,7 +51,12 @@ def list_notifications(
     request: Request,
     caller: PanelCaller,
     unread: bool = Query(default=False, description="only unread notifications"),
-    limit: int = Query(default=50, description="at most this many, newest first (1-200)"),
+    # The service enforces 1 to MAX_PAGE with its own 422; the schema states the same bound.
+    limit: int = Query(
+        default=50,
+        description="at most this many, newest first",
+        json_schema_extra={"minimum": 1, "maximum": MAX_PAGE},
+    ),
 ) -> NotificationPage:
     """One notification per slot that had something to tell, newest first, with the unread count."""
     assert caller.org_id is not None

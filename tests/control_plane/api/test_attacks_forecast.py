@@ -104,25 +104,53 @@ def test_a_date_in_another_form_is_a_422_naming_the_expected_form(
     assert message == f"date: {text!r} is not a date (expected YYYY-MM-DD, e.g. 2026-11-30)"
 
 
+def test_the_day_pattern_takes_the_planners_years_but_its_first_and_last() -> None:
+    # A day's forecast walks the days around it: the planner's first and last years are kept free.
+    for year in range(1000, 10000):
+        text = f"{year:04d}-06-15"
+        taken = FIRST_YEAR < year < LAST_YEAR
+        assert (re.fullmatch(DAY_PATTERN, text) is not None) == taken, text
+        if taken:
+            assert parse_day("date", text) == date(year, 6, 15)
+        else:
+            with pytest.raises(InvalidInput):
+                parse_day("date", text)
+
+
 @pytest.mark.parametrize(
-    ("text", "valid"),
+    "text",
     [
-        pytest.param("1899-12-31", False, id="before_first_year"),
-        pytest.param("1900-01-01", True, id="first_year"),
-        pytest.param("8999-12-31", True, id="last_year"),
-        pytest.param("9000-01-01", False, id="after_last_year"),
-        pytest.param("2026-02-30", False, id="february_30"),
+        pytest.param("1901-01-01", id="first_day"),
+        pytest.param("8998-12-31", id="last_day"),
     ],
 )
-def test_the_day_pattern_in_the_openapi_is_the_planners_years(text: str, valid: bool) -> None:
-    assert (re.fullmatch(DAY_PATTERN, text) is not None) == (
-        FIRST_YEAR <= int(text[:4]) <= LAST_YEAR
-    )
-    if valid:
-        assert parse_day("date", text) == date.fromisoformat(text)
-    else:
-        with pytest.raises(InvalidInput):
-            parse_day("date", text)
+@pytest.mark.parametrize("path", ["/v1/forecast", "/v1/admin/forecast"])
+def test_the_first_and_last_day_have_a_forecast(
+    api: Api, operator_key: str, make_org: Callable[..., Org], path: str, text: str
+) -> None:
+    key = operator_key if "admin" in path else make_org().panel_key
+    with api.client(key) as client:
+        response = client.get(path, params={"date": text})
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("2026-02-30", id="february_30"),
+        pytest.param("1900-01-01", id="planners_first_year_was_a_500"),
+        pytest.param("8999-12-31", id="planners_last_year"),
+    ],
+)
+@pytest.mark.parametrize("path", ["/v1/forecast", "/v1/admin/forecast"])
+def test_a_day_without_a_forecast_is_a_422_naming_it(
+    api: Api, operator_key: str, make_org: Callable[..., Org], path: str, text: str
+) -> None:
+    key = operator_key if "admin" in path else make_org().panel_key
+    with api.client(key) as client:
+        response = client.get(path, params={"date": text})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"]["message"].startswith(f"date: {text!r} is not a date")
 
 
 def test_the_forecast_date_is_declared_as_a_date_with_its_pattern(api: Api) -> None:

@@ -1,0 +1,91 @@
+"""Every bound the server enforces on a request is stated in `/openapi.json`, from the same
+declaration that enforces it: a generated client never sends what the document calls valid and
+the server refuses."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from control_plane.api.limits import STORABLE_TEXT_PATTERN
+from control_plane.forecast.services import DAY_PATTERN
+from control_plane.notifications.services import MAX_PAGE
+from ground.instants import RFC_3339_PATTERN
+from tests.control_plane.conftest import Api, Org
+
+
+def _document(api: Api) -> dict[str, Any]:
+    with api.client() as client:
+        document: dict[str, Any] = client.get("/openapi.json").json()
+    return document
+
+
+def _parameter(document: dict[str, Any], path: str, name: str) -> dict[str, Any]:
+    (found,) = [p for p in document["paths"][path]["get"]["parameters"] if p["name"] == name]
+    schema: dict[str, Any] = found["schema"]
+    return schema
+
+
+def _strings(item: Any, where: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(item, dict):
+        if item.get("type") == "string":
+            yield where, item
+        for key, inner in item.items():
+            yield from _strings(inner, f"{where}.{key}")
+    elif isinstance(item, list):
+        for index, inner in enumerate(item):
+            yield from _strings(inner, f"{where}[{index}]")
+
+
+def test_the_notifications_page_states_its_bounds(api: Api, make_org: Callable[..., Org]) -> None:
+    schema = _parameter(_document(api), "/v1/notifications", "limit")
+    assert (schema["minimum"], schema["maximum"]) == (1, MAX_PAGE)
+    with api.client(make_org().panel_key) as client:
+        below = client.get("/v1/notifications", params={"limit": 0})
+        above = client.get("/v1/notifications", params={"limit": MAX_PAGE + 1})
+        edge = client.get("/v1/notifications", params={"limit": MAX_PAGE})
+    for refused, value in ((below, 0), (above, MAX_PAGE + 1)):
+        assert refused.status_code == 422
+        assert refused.json()["detail"]["message"].startswith(f"limit: {value} is out of range")
+    assert edge.status_code == 200
+
+
+def test_the_trails_instants_state_the_form_parse_instant_takes(api: Api) -> None:
+    document = _document(api)
+    for name in ("since", "until"):
+        schema = _parameter(document, "/v1/admin/events", name)
+        # Stated beside the `anyOf` of string and null: a string must match, null is untouched.
+        assert schema["format"] == "date-time"
+        assert schema["pattern"] == RFC_3339_PATTERN
+
+
+def test_every_free_string_states_that_a_nul_is_refused(api: Api) -> None:
+    document = _document(api)
+    free = [
+        where
+        for where, schema in _strings(document["paths"], "paths")
+        if "pattern" not in schema
+        and "enum" not in schema
+        and "const" not in schema
+        and schema.get("format") not in {"binary", "uuid", "date", "date-time"}
+    ]
+    free += [
+        where
+        for where, schema in _strings(document["components"]["schemas"], "components")
+        if "pattern" not in schema
+        and "enum" not in schema
+        and "const" not in schema
+        and schema.get("format") not in {"binary", "uuid", "date", "date-time"}
+    ]
+    assert free == []
+    assert re.fullmatch(STORABLE_TEXT_PATTERN, "a\x00b") is None
+    assert re.fullmatch(STORABLE_TEXT_PATTERN, "plain text, ünïcode 🌙") is not None
+
+
+@pytest.mark.parametrize("path", ["/v1/forecast", "/v1/admin/forecast"])
+def test_the_forecast_day_states_its_pattern(api: Api, path: str) -> None:
+    schema = _parameter(_document(api), path, "date")
+    assert (schema["format"], schema["pattern"]) == ("date", DAY_PATTERN)
