@@ -27,9 +27,9 @@ from agent_daemon.commands.agent_parts import (
 from agent_daemon.commands.network_cli import log_network
 from agent_daemon.connection.config_cache import ConfigCache
 from agent_daemon.connection.control_plane_client import ControlPlaneClient
+from agent_daemon.connection.outbox import Outbox
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.daemon_state import StateStore
-from agent_daemon.disk.outbox import Outbox
 from agent_daemon.errors import DaemonStateError
 from agent_daemon.host.activity import Activity, ActivityFile
 from agent_daemon.host.event_log import EventLog

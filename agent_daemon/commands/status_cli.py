@@ -23,9 +23,9 @@ from agent_daemon.commands.agent_parts import (
 from agent_daemon.commands.network_cli import network_status_lines
 from agent_daemon.connection.config_cache import ConfigCache
 from agent_daemon.connection.http_client import network_facts
+from agent_daemon.connection.outbox import Outbox
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.daemon_state import StateStore
-from agent_daemon.disk.outbox import Outbox
 from agent_daemon.errors import AgentError, DaemonStateError
 from agent_daemon.host.activity import ActivityFile, ActivityRecord
 from agent_daemon.host.status import AgentStatus, problems, render_status

@@ -11,4 +11,5 @@ tls_trust             the host's trust store plus ca_file, the public-key pin, m
                       failures in words
 server_clock          the control plane's clock as this host sees it (offset from answers)
 config_cache          the last config on disk, for offline minutes and `status`
+outbox                reports not delivered yet, kept on disk and sent in order
 """

@@ -1,8 +1,6 @@
 """The daemon's files: written atomically, versioned, one writer at a time.
 
 daemon_state      last consumed slot, the claim in progress, recent runs
-outbox            reports not delivered yet, sent in order
-reporting         reports go through the outbox, one log line each
 atomic_file       temp file, fsync, rename, fsync the directory; format versions
 pid_lock          one process at a time on a file (daemon.lock, update.lock)
 """

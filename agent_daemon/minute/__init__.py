@@ -14,6 +14,7 @@ function. Everything else here is the I/O around it.
                       kept in memory
     claim_window      pure: until when a claimed run may still switch (its window, its token)
     swap_confirmation the updater's last question before a switch, asked of the control plane
+    reporting         every report goes through the outbox, with one log line each
     daemon_lines      the log lines that need words: a waiting minute, a slot gone
     daemon_loop       the service around it: APScheduler's one-minute job, signals, systemd
                       notify, one daemon per state directory

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 
 from agent_daemon.connection.config_cache import ConfigCache
 from agent_daemon.connection.control_plane_client import ControlPlaneClient
+from agent_daemon.connection.outbox import Outbox
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.daemon_state import (
     ClaimInProgress,
@@ -32,8 +33,6 @@ from agent_daemon.disk.daemon_state import (
     RunRecord,
     StateStore,
 )
-from agent_daemon.disk.outbox import Outbox
-from agent_daemon.disk.reporting import ReportSender
 from agent_daemon.errors import AgentError, ControlPlaneUnreachable
 from agent_daemon.host.event_log import EventLog
 from agent_daemon.minute.claim_keeper import ClaimKeeper
@@ -61,6 +60,7 @@ from agent_daemon.minute.decision import (
     decide,
 )
 from agent_daemon.minute.dispatch import Dispatcher, UpdaterPort
+from agent_daemon.minute.reporting import ReportSender
 from ground.contract import AgentConfig, ClaimGrant, ClaimRequest, format_instant
 from ground.limits import DEFAULT_CATCH_UP_MINUTES
 from shared_planner import Slot

@@ -30,12 +30,12 @@ from typing import Protocol
 from agent_daemon.connection.control_plane_client import ControlPlaneClient
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.daemon_state import ClaimInProgress, DaemonState, RunRecord
-from agent_daemon.disk.reporting import ReportSender
 from agent_daemon.host.event_log import EventLog
 from agent_daemon.minute.claim_keeper import ClaimKeeper
 from agent_daemon.minute.claim_window import claim_deadline, claim_is_open, end_reason
 from agent_daemon.minute.daemon_lines import error_fields
 from agent_daemon.minute.decision import TickResult
+from agent_daemon.minute.reporting import ReportSender
 from agent_daemon.minute.swap_confirmation import SwapConfirmation
 from agent_daemon.updater.swap_gate import ConfirmSwap
 from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest

@@ -176,30 +176,35 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
     assert _cycles(_graph()) == []
 
 
-def _folder(module: str) -> str | None:
-    """The control plane's folder (or top-level module) a module belongs to."""
+def _folder(module: str, program: str) -> str | None:
+    """The program's folder (or top-level module) a module belongs to."""
     parts = module.split(".")
-    return parts[1] if parts[0] == "control_plane" and len(parts) > 1 else None
+    return parts[1] if parts[0] == program and len(parts) > 1 else None
 
 
-def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """The module graph seen from the control plane's folders: one node per folder (a module
-    directly in control_plane/ is a node of its own), an arrow where any module imports another
+def folder_graph(graph: dict[str, set[str]], program: str = "control_plane") -> dict[str, set[str]]:
+    """The module graph seen from one program's folders: one node per folder (a module directly
+    in the program's package is a node of its own), an arrow where any module imports another
     folder's."""
     folders: dict[str, set[str]] = {}
     for module, targets in graph.items():
-        own = _folder(module)
+        own = _folder(module, program)
         if own is None:
             continue
         arrows = folders.setdefault(own, set())
-        arrows.update(other for target in targets if (other := _folder(target)) not in (None, own))
+        arrows.update(
+            other for target in targets if (other := _folder(target, program)) not in (None, own)
+        )
     return folders
 
 
-def test_the_control_planes_folders_import_each_other_one_way() -> None:
-    """Folders in a circle cannot be read, tested or replaced one at a time: the routes live in
-    `api/` above the domains, and the domains import each other only downward."""
-    assert _cycles(folder_graph(_graph())) == []
+@pytest.mark.parametrize("program", ["control_plane", "agent_daemon"])
+def test_each_programs_folders_import_each_other_one_way(program: str) -> None:
+    """Folders in a circle cannot be read, tested or replaced one at a time. In the control
+    plane the routes live in `api/` above the domains, and the domains import each other only
+    downward; in the agent `disk/` is below `connection/`, which is below `host/`, below the
+    updater and the minute."""
+    assert _cycles(folder_graph(_graph(), program)) == []
 
 
 def test_the_folder_graph_sees_a_circle_through_submodules() -> None:

@@ -11,9 +11,9 @@ from typing import Any
 from agent_daemon.connection.config_cache import ConfigCache
 from agent_daemon.connection.control_plane_client import ControlPlaneClient
 from agent_daemon.connection.http_client import build_http_client
+from agent_daemon.connection.outbox import Outbox
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.daemon_state import DaemonState, StateStore
-from agent_daemon.disk.outbox import Outbox
 from agent_daemon.host.event_log import EventLog, parse_line
 from agent_daemon.minute.daemon import Daemon
 from ground.clock import Clock

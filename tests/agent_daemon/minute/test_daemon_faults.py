@@ -16,8 +16,8 @@ from typing import get_args
 import httpx
 import pytest
 
+from agent_daemon.connection.outbox import Outbox
 from agent_daemon.disk.daemon_state import StateStore
-from agent_daemon.disk.outbox import Outbox
 from agent_daemon.minute.dispatch import MAX_DISPATCH_ATTEMPTS
 from agent_daemon.updater.swap_gate import SwapAllowed, SwapRefused, SwapUnanswered, SwapVerdict
 from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest

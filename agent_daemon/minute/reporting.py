@@ -14,7 +14,7 @@ is: logged as an error and taken out of the outbox (set aside), never retried.
 from __future__ import annotations
 
 from agent_daemon.connection.control_plane_client import ControlPlaneClient, Delivery
-from agent_daemon.disk.outbox import Outbox, Report
+from agent_daemon.connection.outbox import Outbox, Report
 from agent_daemon.errors import ControlPlaneUnreachable, DaemonStateError
 from agent_daemon.host.event_log import EventLog
 from agent_daemon.updater.update_records import UpdateOutcome

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent_daemon.connection.control_plane_client import Delivery
-from agent_daemon.disk.outbox import Outbox, Report
+from agent_daemon.connection.outbox import Outbox, Report
 from agent_daemon.errors import ControlPlaneUnreachable, DaemonStateError
 
 
