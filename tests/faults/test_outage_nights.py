@@ -19,8 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_daemon.host.status import describe_reason
 from control_plane.database import process_exists
 from ground.clock import FAKE_CLOCK_ENV
+from ground.contract import OutcomeReason
 from tests.agent_daemon.daemon_support.features import needs_confirm_route
 from tests.faults.night_record import (
     WIDE_WINDOW_CLOSES,
@@ -203,8 +205,8 @@ def test_a_daemon_stopped_mid_download_and_continued_after_its_window_never_swit
     assert shown.returncode == 0, shown.stderr
     attention = shown.stdout.split("attention:")[1].split("daemon:")[0]
     assert (
-        "the last run did not update: 2026-11-30 03:00 — update failed (1.4.1), because the "
-        "update was interrupted (the daemon or the host was stopped)" in attention
+        "the last run did not update: 2026-11-30 03:00 — update failed (1.4.1), because "
+        f"{describe_reason(OutcomeReason.INTERRUPTED)}" in attention
     )
     assert_safe(host)
 
