@@ -13,10 +13,11 @@ function. Everything else is I/O around it. One package per responsibility, each
     updater/      applies one update: verify, download, install, switch, restart, health-check,
                   roll back
     settings      the one `AgentSettings` (updater section nested): flags, agent.toml, env
+    path_fields   the settings' absolute-path field (network and updater sections alike)
     errors        the agent's exception tree
 
 Layers: this package imports `ground`, `shared_planner` and `signed_release`, never `nachtwacht`
-or `control_plane`. `updater/` uses only `errors`, `disk.atomic_file` and `disk.pid_lock` from
-here; the daemon's modules import the updater, never the other way round. Importing a package has
-no side effects: each `__init__` is its map alone.
+or `control_plane`. `updater/` uses only `errors`, `path_fields`, `disk.atomic_file` and
+`disk.pid_lock` from here; the daemon's modules import the updater, never the other way round.
+Importing a package has no side effects: each `__init__` is its map alone.
 """

@@ -38,6 +38,7 @@ the status to the exception handlers.
                     per bearer scheme
     registry.py     Services: every domain's service, built once by build_services
     agent_scope.py  whether an agent is within an organisation's reach (below every domain)
+    background.py   LoopThread: the daemon thread behind the feed, the flusher and the worker
     inputs.py       free text checked before it is stored (a NUL is a 422, not a 500)
     errors.py       one exception tree
     cli.py          `nachtwacht control …` (serve, migrate, create-org, enroll-agent, …)

@@ -23,13 +23,13 @@ import base64
 import binascii
 import ipaddress
 import re
-from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from agent_daemon.errors import ConfigError
+from agent_daemon.path_fields import AbsolutePath
 
 __all__ = [
     "NETWORK_FILE_FIELDS",
@@ -111,17 +111,9 @@ def _pin(value: str) -> str:
     return value
 
 
-def _absolute(path: Path) -> Path:
-    # A relative path would mean something else under every working directory systemd picks.
-    if not path.is_absolute():
-        raise ValueError("expected an absolute path")
-    return path
-
-
 ProxyUrl = Annotated[str, AfterValidator(check_proxy_url)]
 NoProxyEntry = Annotated[str, AfterValidator(check_no_proxy_entry)]
 PinnedKey = Annotated[str, AfterValidator(_pin)]
-AbsoluteFile = Annotated[Path, AfterValidator(_absolute)]
 
 
 class NetworkSettings(BaseModel):
@@ -131,10 +123,10 @@ class NetworkSettings(BaseModel):
 
     proxy: ProxyUrl | None = Field(default=None, repr=False)  # may carry a password
     no_proxy: tuple[NoProxyEntry, ...] = Field(default=(), max_length=64)
-    ca_file: AbsoluteFile | None = None
+    ca_file: AbsolutePath | None = None
     pinned_public_key_sha256: PinnedKey | None = None
-    client_cert: AbsoluteFile | None = None
-    client_key: AbsoluteFile | None = None
+    client_cert: AbsolutePath | None = None
+    client_key: AbsolutePath | None = None
     insecure_http: bool = Field(default=False, strict=True)
 
     @model_validator(mode="after")

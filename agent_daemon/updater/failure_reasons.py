@@ -37,28 +37,30 @@ _TOKEN_REASONS = {
 }
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
+# What each of the updater's failures means for the run: its reason, and whether it may pass
+# within the window. The first match wins, so a subclass stands before its base (each download
+# failure before DownloadFailed).
+_FAILURES: tuple[tuple[type[BaseException], OutcomeReason, bool], ...] = (
+    (DownloadUnavailable, OutcomeReason.PLATFORM_UNAVAILABLE, True),
+    (NotEnoughDisk, OutcomeReason.DISK_FULL, True),
+    (DownloadTooLong, OutcomeReason.DOWNLOAD_FAILED, False),
+    (DownloadFailed, OutcomeReason.DOWNLOAD_FAILED, True),
+    (ReleaseRefused, OutcomeReason.VERIFICATION_FAILED, False),
+    (UntrustedArtifactSource, OutcomeReason.VERIFICATION_FAILED, False),
+    (InstallFailed, OutcomeReason.INSTALL_FAILED, False),
+    (HealthCheckFailed, OutcomeReason.HEALTH_CHECK_FAILED, False),
+    (UpdateInProgress, OutcomeReason.INTERRUPTED, True),
+)
+
 
 def failure_reason(exc: BaseException) -> tuple[OutcomeReason | None, bool]:
     """Why an update failed (`OutcomeReason`), and whether it may pass within the window:
     the platform unavailable, a cut or stalled download, a full disk, an interruption."""
     if isinstance(exc, DownloadRefused):
         return _TOKEN_REASONS.get(exc.code or "", OutcomeReason.DOWNLOAD_FAILED), False
-    if isinstance(exc, DownloadUnavailable):
-        return OutcomeReason.PLATFORM_UNAVAILABLE, True
-    if isinstance(exc, NotEnoughDisk):
-        return OutcomeReason.DISK_FULL, True
-    if isinstance(exc, DownloadTooLong):
-        return OutcomeReason.DOWNLOAD_FAILED, False
-    if isinstance(exc, DownloadFailed):
-        return OutcomeReason.DOWNLOAD_FAILED, True
-    if isinstance(exc, ReleaseRefused | UntrustedArtifactSource):
-        return OutcomeReason.VERIFICATION_FAILED, False
-    if isinstance(exc, InstallFailed):
-        return OutcomeReason.INSTALL_FAILED, False
-    if isinstance(exc, HealthCheckFailed):
-        return OutcomeReason.HEALTH_CHECK_FAILED, False
-    if isinstance(exc, UpdateInProgress):
-        return OutcomeReason.INTERRUPTED, True
+    for kind, reason, may_pass in _FAILURES:
+        if isinstance(exc, kind):
+            return reason, may_pass
     if isinstance(exc, OSError):
         if exc.errno in _DISK_FULL_ERRNOS:
             return OutcomeReason.DISK_FULL, True

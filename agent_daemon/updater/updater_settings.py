@@ -18,6 +18,7 @@ from pydantic.dataclasses import dataclass
 from pydantic.fields import FieldInfo
 
 from agent_daemon.errors import ConfigError, UntrustedArtifactSource, describe_validation_error
+from agent_daemon.path_fields import AbsolutePath
 from agent_daemon.updater.download.artifact_source import parse_origin
 from agent_daemon.updater.trusted_keys import TrustedKeys
 from ground.limits import RELEASE_NAME_PATTERN
@@ -27,17 +28,9 @@ __all__ = [
     "FIELD_INFO",
     "FILE_FIELDS",
     "UpdaterSettings",
-    "absolute_path",
 ]
 
 DEFAULT_RESTART_COMMAND = ("systemctl", "restart", "provibr-agent.service")
-
-
-def absolute_path(path: Path) -> Path:
-    # A relative path would mean something else under every working directory systemd picks.
-    if not path.is_absolute():
-        raise ValueError("expected an absolute path")
-    return path
 
 
 def artifact_origin(text: str) -> str:
@@ -68,7 +61,6 @@ def trusted_keys(value: object) -> TrustedKeys:
     return keys
 
 
-AbsolutePath = Annotated[Path, AfterValidator(absolute_path)]
 ArtifactOrigin = Annotated[str, AfterValidator(artifact_origin)]
 UserName = Annotated[str, AfterValidator(user_name)]
 TrustedKeysField = Annotated[TrustedKeys, BeforeValidator(trusted_keys)]

@@ -124,6 +124,12 @@ _CONFIG_BY_CREDENTIAL = _CONFIG.format(
 )
 
 
+def _config_key(secret_sha256: str, track: ReleaseTrack) -> tuple[str, ...]:
+    """Where the memory keeps the config answered to a credential for one track: the same key
+    to remember it and to recall it."""
+    return ("config", secret_sha256, track.channel, track.platform)
+
+
 def seen_recorder() -> SeenRecorder:
     """The recorder for sightings answered from memory, at this service's resolutions."""
     return SeenRecorder(
@@ -153,9 +159,7 @@ class AgentConfigService:
     ) -> VersionedConfig | None:
         """`config_as` from memory, without the database (None: not remembered, or the memory
         is not live); the sighting is noted for the feed's thread to write."""
-        found = self._memory.recall(
-            ("config", secret_sha256, track.channel, track.platform), now=now
-        )
+        found = self._memory.recall(_config_key(secret_sha256, track), now=now)
         if not isinstance(found, VersionedConfig):
             return None
         self._seen.saw(found.agent_id, host_id, now)
@@ -188,7 +192,7 @@ class AgentConfigService:
         if found is not None and stamp is not None:
             self._seen.stamped(found.agent_id, host_id, now)
             self._memory.remember(
-                ("config", secret_sha256, track.channel, track.platform),
+                _config_key(secret_sha256, track),
                 found,
                 agent_id=found.agent_id,
                 org_id=found.org_id,

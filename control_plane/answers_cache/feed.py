@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -35,6 +34,7 @@ from psycopg.rows import dict_row
 
 from control_plane.answers_cache.memory import POLL_SECONDS, AnswerMemory, Changes
 from control_plane.answers_cache.seen import SeenRecorder
+from control_plane.background import LoopThread
 from control_plane.types import Connection
 
 __all__ = ["PRUNE_AFTER_SECONDS", "ChangeFeed", "feed_running", "read_changes"]
@@ -89,8 +89,7 @@ class ChangeFeed:
         self._memory = memory
         self._seen = seen
         self._interval = interval_seconds
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = LoopThread("nachtwacht-answer-feed")
         self._conn: Connection | None = None
         self._horizon: str | None = None
         self._horizons: deque[tuple[float, str]] = deque()
@@ -98,17 +97,10 @@ class ChangeFeed:
         self._last_prune = monotonic()
 
     def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._run, name="nachtwacht-answer-feed", daemon=True
-        )
-        self._thread.start()
+        self._loop.start(self._run)
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._loop.stop()
         self._memory.lapse()
         if self._conn is not None:
             with contextlib.suppress(psycopg.Error):
@@ -170,9 +162,9 @@ class ChangeFeed:
             self._last_prune = now
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._loop.stopping:
             self.read_once()
-            self._stop.wait(self._interval)
+            self._loop.wait(self._interval)
 
 
 @contextlib.contextmanager

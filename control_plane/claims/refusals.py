@@ -17,6 +17,7 @@ from uuid import UUID
 
 import psycopg
 
+from control_plane.background import LoopThread
 from control_plane.types import Pool
 from ground.contract import RefusalCode
 
@@ -66,8 +67,7 @@ class RefusalRecorder:
         self._written: OrderedDict[_Fact, None] = OrderedDict()
         self._refused: Counter[str] = Counter()
         self._dropped = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = LoopThread("nachtwacht-refusal-flusher")
 
     def record(self, agent_id: UUID, slot_key: str, reason: RefusalCode, at: datetime) -> None:
         """Note one refusal. Counted for the metrics; kept as a fact when it explains a miss."""
@@ -133,26 +133,19 @@ class RefusalRecorder:
     def start(self, *, interval_seconds: float | None = None) -> None:
         """Flush every `interval_seconds` (real seconds; default: the constructor's) in a daemon
         thread until `stop`."""
-        if self._thread is not None:
+        if self._loop.running:
             return
         if interval_seconds is not None:
             self._interval = interval_seconds
-        self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._flush_until_stopped, name="nachtwacht-refusal-flusher", daemon=True
-        )
-        self._thread.start()
+        self._loop.start(self._flush_until_stopped)
 
     def stop(self) -> None:
         """Stop the flusher and write what is still buffered."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._loop.stop()
         self._flush_logged()
 
     def _flush_until_stopped(self) -> None:
-        while not self._stop.wait(self._interval):
+        while not self._loop.wait(self._interval):
             self._flush_logged()
 
     def _flush_logged(self) -> None:

@@ -6,6 +6,7 @@ the events' kinds and data, so no English string stored in the trail reaches a D
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from control_plane.events.services import EventView
@@ -143,38 +144,31 @@ def notification_lines(lang: Language, body: dict[str, Any]) -> list[str]:
                 version=group["version"],
             )
         )
-    n = int(counts.get("up_to_date", 0))
-    if n:
-        lines.append(
-            lang.ngettext(
-                "%(count)s already up to date.",
-                "%(count)s already up to date.",
-                n,
-                count=lang.number(n),
-            )
-        )
-    n = int(counts.get("failed", 0))
-    if n:
-        lines.append(
-            lang.ngettext("%(count)s failed.", "%(count)s failed.", n, count=lang.number(n))
-        )
-    n = int(counts.get("rolled_back", 0))
-    if n:
-        lines.append(
-            lang.ngettext(
-                "%(count)s rolled back.", "%(count)s rolled back.", n, count=lang.number(n)
-            )
-        )
-    n = int(counts.get("no_outcome", 0))
-    if n:
-        lines.append(
-            lang.ngettext(
-                "%(count)s without an outcome yet.",
-                "%(count)s without an outcome yet.",
-                n,
-                count=lang.number(n),
-            )
-        )
+    # One line per outcome that some agents had, in this order.
+    outcome_lines: dict[str, Callable[[int], str]] = {
+        "up_to_date": lambda n: lang.ngettext(
+            "%(count)s already up to date.",
+            "%(count)s already up to date.",
+            n,
+            count=lang.number(n),
+        ),
+        "failed": lambda n: lang.ngettext(
+            "%(count)s failed.", "%(count)s failed.", n, count=lang.number(n)
+        ),
+        "rolled_back": lambda n: lang.ngettext(
+            "%(count)s rolled back.", "%(count)s rolled back.", n, count=lang.number(n)
+        ),
+        "no_outcome": lambda n: lang.ngettext(
+            "%(count)s without an outcome yet.",
+            "%(count)s without an outcome yet.",
+            n,
+            count=lang.number(n),
+        ),
+    }
+    for outcome, worded in outcome_lines.items():
+        n = int(counts.get(outcome, 0))
+        if n:
+            lines.append(worded(n))
     for reason, n in body.get("missed_by_reason", {}).items():
         lines.append(
             lang.ngettext(

@@ -8,11 +8,11 @@ It is never on the claim or dispatch path: it only reads what those wrote and ad
 from __future__ import annotations
 
 import logging
-import threading
 from datetime import datetime, timedelta
 
 import psycopg
 
+from control_plane.background import LoopThread
 from control_plane.liveness.marks import liveness_gap, mark_alive
 from control_plane.notifications.addresses import WebhookAddressPolicy
 from control_plane.notifications.delivery import DeliveryPolicy, WebhookSender
@@ -56,8 +56,7 @@ class ReconcileWorker:
         self._pass = ReconcilePass(
             pool, sender=self._sender, settings=pass_settings, identity=self.identity
         )
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = LoopThread("nachtwacht-reconcile")
         self.last_report: PassReport | None = None
 
     @property
@@ -96,25 +95,18 @@ class ReconcileWorker:
         return report
 
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="nachtwacht-reconcile", daemon=True)
-        self._thread.start()
+        self._loop.start(self._run)
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._loop.stop()
         self._lock.release()
         self._sender.close()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._loop.stopping:
             try:
                 self.tick()
             except Exception:  # the loop must outlive any one pass; the error is logged
                 logger.exception("reconcile pass failed unexpectedly")
             wait = self._clock.real_seconds(self._interval.total_seconds())
-            self._stop.wait(max(MIN_REAL_WAIT_SECONDS, wait))
+            self._loop.wait(max(MIN_REAL_WAIT_SECONDS, wait))

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from control_plane.events.services import Actor, EventView
-from control_plane.panel.event_wording import event_line
+from control_plane.panel.event_wording import event_line, notification_lines
 from control_plane.panel.i18n import Language, choose_language
 from control_plane.panel.operator_routes import ALWAYS_SHOWN, MISS_REASONS
 from control_plane.panel.rollout_wording import hold_text, offer_basis
@@ -162,6 +162,19 @@ def test_runs_read_as_the_issue_asks() -> None:
     missed = run_line(en, _run(status="missed", miss_reason="offline"), AMSTERDAM)
     assert missed.endswith("missed: offline")
     assert "rolled back" in run_line(en, _run(status="rolled_back"), AMSTERDAM)
+
+
+def test_a_slot_summary_says_each_outcome_some_agents_had_and_no_other() -> None:
+    body = {
+        "counts": {"agents": 7, "up_to_date": 2, "failed": 0, "rolled_back": 1, "no_outcome": 4},
+        "updated": [],
+    }
+    assert notification_lines(Language("en"), body) == [
+        "7 agents had this slot.",
+        "2 already up to date.",
+        "1 rolled back.",
+        "4 without an outcome yet.",
+    ]
 
 
 def test_the_timeline_never_says_a_person_started_a_scheduled_update() -> None:

@@ -18,8 +18,11 @@ from agent_daemon.errors import (
     DownloadStalled,
     DownloadTooLong,
     DownloadUnavailable,
+    HealthCheckFailed,
     NotEnoughDisk,
     SelfTestFailed,
+    UntrustedArtifactSource,
+    UpdateInProgress,
 )
 from agent_daemon.updater.download import fetch
 from agent_daemon.updater.failure_reasons import failure_reason
@@ -247,11 +250,25 @@ def test_a_full_disk_while_downloading_is_disk_full_and_may_pass(
         ),
         pytest.param(SelfTestFailed("no"), (OutcomeReason.INSTALL_FAILED, False), id="self_test"),
         pytest.param(
+            UntrustedArtifactSource("elsewhere"),
+            (OutcomeReason.VERIFICATION_FAILED, False),
+            id="artifact_from_an_untrusted_origin",
+        ),
+        pytest.param(
+            HealthCheckFailed("old version"),
+            (OutcomeReason.HEALTH_CHECK_FAILED, False),
+            id="unhealthy_after_restart",
+        ),
+        pytest.param(
+            UpdateInProgress("locked"), (OutcomeReason.INTERRUPTED, True), id="another_update"
+        ),
+        pytest.param(ValueError("bug"), (None, False), id="not_an_update_failure"),
+        pytest.param(
             OSError(errno.EROFS, "read-only"), (OutcomeReason.INTERRUPTED, True), id="read_only"
         ),
     ],
 )
 def test_every_failure_names_its_reason_and_whether_it_may_pass(
-    failure: BaseException, expected: tuple[OutcomeReason, bool]
+    failure: BaseException, expected: tuple[OutcomeReason | None, bool]
 ) -> None:
     assert failure_reason(failure) == expected
