@@ -27,6 +27,7 @@ from typing import TextIO
 
 from control_plane.settings.services import SettingsService
 from ground.clock import FAKE_CLOCK_ENV, FakeClock
+from nachtwacht.demo_night.errors import DemoFailed
 from nachtwacht.demo_night.hosts import RealHost
 from nachtwacht.demo_night.night import Night, night_of
 from nachtwacht.demo_night.options import DemoOptions
@@ -73,13 +74,6 @@ ORG_NAMES = (
 BUDGET_SECONDS = 120.0
 REFRESH_SECONDS = 0.5
 INSTALL_WORKERS = 4
-
-
-def _start_up_lead(daemons: int) -> float:
-    """Real seconds until the clock shows the night's start: enough to start the control plane
-    and every daemon (a few tenths of a CPU second each). A machine slower than that still has
-    the ten platform minutes before the 03:00 slot; later than that, the demo says so."""
-    return 2.0 + 0.3 * daemons
 
 
 def _org_names(count: int) -> tuple[str, ...]:
@@ -277,17 +271,17 @@ class _Demo:
         settings = SettingsService(self.platform.pool).get()
         caps = (settings.org_cap, settings.global_cap)
         catch_up = timedelta(minutes=settings.catch_up_minutes)
-        lead = _start_up_lead(len(self.hosts))
-        clock = NightClock.starting(night.start, speed=options.speed, lead_seconds=lead).fake()
+        # The night's clock stands at its start while the control plane and the agents start
+        # (however long a busy machine takes), and runs from the moment all of them are ready.
+        night_clock = NightClock.held(
+            night.start, begins=self.root / "night-begins", speed=options.speed
+        )
+        clock = night_clock.fake()
         url = self.platform.serve(clock_setting=clock.setting(), public_key=public_key)
         out.step(f"control plane serving at {url} (pid {self.platform.pid}) on the fast clock")
         fleet_done = self._start_agents(url, clock, public_key)
-        ready_at = self._wait_until_ready(clock)
-        if ready_at > night.slot_at:
-            out.line(
-                f"  this machine is slow: the agents were ready only at {night.label(ready_at)} "
-                "on the fast clock, after the 03:00 slot; try a lower --speed or fewer agents"
-            )
+        self._wait_until_ready()
+        night_clock.begin()
         out.line(
             f"the night runs from {night.label(night.start)} to {night.label(night.end)}: "
             f"{night.minutes:g} platform minutes, about {night.minutes * 60 / options.speed:.0f} s"
@@ -356,17 +350,23 @@ class _Demo:
         self.out.step(f"{len(self.simulated)} simulated agents live in this process")
         return done
 
-    def _wait_until_ready(self, clock: FakeClock) -> datetime:
-        """The platform time at which every daemon has said `daemon.ready` (or the night ended)."""
+    def _wait_until_ready(self) -> None:
+        """Until every daemon has said `daemon.ready`, while the night's clock stands still;
+        a daemon that is not ready within the demo's time budget ends the demo."""
         waiting = list(self.hosts)
-        while waiting and clock.now() < self.night.end:
+        deadline = time.monotonic() + BUDGET_SECONDS
+        while waiting:
             waiting = [host for host in waiting if not host.host.is_ready()]
-            if waiting:
-                time.sleep(REFRESH_SECONDS)
-        ready_at = clock.now()
+            if not waiting:
+                break
+            if time.monotonic() > deadline:
+                raise DemoFailed(
+                    f"{len(waiting)} daemon(s) not ready after {BUDGET_SECONDS:.0f} s; "
+                    f"see hosts/<name>/daemon.log under {self.root}"
+                )
+            time.sleep(REFRESH_SECONDS)
         if self.hosts:
-            self.out.step(f"all daemons ready at {self.night.label(ready_at)} platform time")
-        return ready_at
+            self.out.step("all daemons ready; the night begins")
 
     def _stop_agents(self) -> None:
         for host in self.hosts:
