@@ -20,7 +20,6 @@ from control_plane.forecast.releases import read_release_needs, release_nights
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
 from ground.instants import parse_day_text
-from shared_planner.wall_clock import FIRST_YEAR, LAST_YEAR
 
 __all__ = ["DAY_PATTERN", "ForecastService", "parse_day", "read_scheduled_agents"]
 
@@ -28,8 +27,7 @@ __all__ = ["DAY_PATTERN", "ForecastService", "parse_day", "read_scheduled_agents
 # The one declaration of a forecast's day: `parse_day` holds a value to it, and the routes state
 # it in the OpenAPI (with `format: date`, which also rules out a day the calendar lacks). The
 # years are the planner's but its first and last: a day's forecast walks the days around it
-# (1901 to 8998; a test ties them to FIRST_YEAR and LAST_YEAR).
-FIRST_DAY_YEAR, LAST_DAY_YEAR = FIRST_YEAR + 1, LAST_YEAR - 1
+# (1901 to 8998; a test ties the pattern to FIRST_YEAR and LAST_YEAR).
 DAY_PATTERN = (
     r"^(?:190[1-9]|19[1-9][0-9]|[2-7][0-9]{3}|8[0-8][0-9]{2}|89[0-8][0-9]|899[0-8])"
     r"-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])$"
@@ -44,12 +42,9 @@ def parse_day(field: str, value: object) -> date:
     ordinal date (`2026-335`) or the basic format (`20261201`)."""
     if isinstance(value, str) and _DAY.fullmatch(value) is not None:
         try:
-            day = parse_day_text(value)
+            return parse_day_text(value)
         except ValueError:
-            pass
-        else:
-            if FIRST_DAY_YEAR <= day.year <= LAST_DAY_YEAR:
-                return day
+            pass  # a day the calendar lacks, such as 2026-02-30
     raise InvalidInput(field, value, "is not a date (expected YYYY-MM-DD, e.g. 2026-11-30)")
 
 

@@ -353,12 +353,9 @@ class _Demo:
     def _wait_until_ready(self) -> None:
         """Until every daemon has said `daemon.ready`, while the night's clock stands still;
         a daemon that is not ready within the demo's time budget ends the demo."""
-        waiting = list(self.hosts)
         deadline = time.monotonic() + BUDGET_SECONDS
-        while waiting:
-            waiting = [host for host in waiting if not host.host.is_ready()]
-            if not waiting:
-                break
+        waiting = list(self.hosts)
+        while waiting := [host for host in waiting if not host.host.is_ready()]:
             if time.monotonic() > deadline:
                 raise DemoFailed(
                     f"{len(waiting)} daemon(s) not ready after {BUDGET_SECONDS:.0f} s; "
