@@ -12,7 +12,7 @@ only, so the planner can import them too).
     (here)      the API version, the paths and the headers
 """
 
-from ground.contract.codes import AnswerCode, MissReason, OutcomeReason, RefusalCode
+from ground.contract.codes import AnswerCode, MissReason, OfferReason, OutcomeReason, RefusalCode
 from ground.contract.fields import Instant
 from ground.contract.messages import (
     DEFAULT_TRACK,
@@ -27,6 +27,7 @@ from ground.contract.messages import (
     HoldView,
     ManualUpdateView,
     NothingToDoReport,
+    OfferNote,
     OutcomeReport,
     OutcomeStatus,
     ReleaseName,
@@ -66,6 +67,8 @@ __all__ = [
     "ManualUpdateView",
     "MissReason",
     "NothingToDoReport",
+    "OfferNote",
+    "OfferReason",
     "OutcomeReason",
     "OutcomeReport",
     "OutcomeStatus",
