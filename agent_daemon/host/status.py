@@ -1,10 +1,11 @@
 """`nachtwacht agent status`: what a person on the host wants to know, from the files on disk.
 
-It reads, never writes: the cached config (schedule, zone, release, brake, hold, when it was
-synced), the daemon's state file (last runs, the update in progress), its activity file (what it is
-doing, since when the control plane is unreachable and why, the last refusal), the outbox, and the
-daemon's lock (is it running). It works while the daemon runs, while it is stopped, and while the
-host is offline. What is wrong comes first, in words (`problems`).
+It reads, never writes: the cached config (schedule, zone, release and why it is not the newest,
+brake, hold, when it was synced), the daemon's state file (last runs, the update in progress),
+its activity file (what it is doing, since when the control plane is unreachable and why, the
+last refusal), the outbox, and the daemon's lock (is it running). It works while the daemon
+runs, while it is stopped, and while the host is offline. What is wrong comes first, in words
+(`problems`).
 """
 
 from __future__ import annotations
