@@ -58,7 +58,11 @@ def add_rollout_commands(commands: Any) -> None:
     brake = commands.add_parser(
         "brake", help="the operators' brake: of the platform, or of one release (--release)"
     )
-    brake.add_argument("action", choices=["engage", "release", "show"])
+    brake.add_argument(
+        "action",
+        choices=["engage", "release", "show"],
+        help="engage it (--reason required), release it, or show the platform's brake",
+    )
     brake.add_argument(
         "--release",
         metavar="RELEASE_ID",
