@@ -14,6 +14,10 @@
     publish-release       check a signed release against the trusted keys and store it
     withdraw-release ID   withdraw a release (--reason required; --replacement VERSION)
     forecast --date D     the capacity forecast of a local day (which slots will not fit)
+    pin, unpin            pin an organisation or an agent to a version, or remove the pin
+    promote ID            promote a canary release to everyone now (--reason required)
+    halt ID, resume ID    halt a release or end its halt (--reason required)
+    brake ACTION          engage, release or show the brake (the platform's, or --release ID)
 
 Every command takes --database-url (or NACHTWACHT_DATABASE_URL) or --data-dir (the embedded
 PostgreSQL; default: the user's data directory). Bad input prints one line and exits 2.
@@ -44,6 +48,7 @@ from control_plane.cli_common import (
     shown_once,
 )
 from control_plane.cli_credentials import CREDENTIAL_COMMANDS, add_credential_commands
+from control_plane.cli_rollout import ROLLOUT_COMMANDS, add_rollout_commands
 from control_plane.config import (
     ServeSettings,
     load_trusted_keys,
@@ -84,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
 
     _add_account_commands(commands)
     add_credential_commands(commands)
+    add_rollout_commands(commands)
     forecast = commands.add_parser("forecast", help="the capacity forecast of a local day")
     forecast.add_argument("--date", required=True, help="YYYY-MM-DD in the platform's zone")
     add_database_flags(forecast)
@@ -414,6 +420,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "withdraw-release": _withdraw_release,
     "forecast": _forecast,
     **CREDENTIAL_COMMANDS,
+    **ROLLOUT_COMMANDS,
 }
 
 
