@@ -9,13 +9,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.types import Pool
 
-__all__ = ["MetricsService", "MetricsSnapshot", "ReleaseState"]
+__all__ = [
+    "OUTCOME_OF_STATUS",
+    "MetricsService",
+    "MetricsSnapshot",
+    "ReleaseOutcome",
+    "ReleaseState",
+]
 
 Counts = tuple[tuple[tuple[str, ...], int], ...]
+
+# A run's status as the outcome of its release's update: a switch the control plane did not
+# authorise, or one it refused, is `refused`; a run that never reached its release (missed,
+# skipped) is no outcome of that release.
+OUTCOME_OF_STATUS = {
+    "succeeded": "succeeded",
+    "up_to_date": "up_to_date",
+    "failed": "failed",
+    "rolled_back": "rolled_back",
+    "unauthorised": "refused",
+    "refused": "refused",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +68,31 @@ SELECT rel.channel, rel.platform, rel.agent_version, rel.stage,
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReleaseOutcome:
+    """How many runs of one release ended with one outcome and reason (scheduled and manual)."""
+
+    release_id: UUID
+    channel: str
+    platform: str
+    version: str
+    outcome: str
+    reason: str
+    count: int
+
+
+# The endings are counted as they happen (`run_ending_counts`, kept by a trigger on `runs`): a
+# scrape reads one row per release, status and reason, never the runs themselves.
+_RELEASE_OUTCOMES = """
+SELECT rel.id, rel.channel, rel.platform, rel.agent_version, c.status, c.reason,
+       sum(c.n)::bigint AS n
+  FROM run_ending_counts c JOIN releases rel ON rel.id = c.release_id
+ WHERE c.status = ANY(%s)
+ GROUP BY rel.id, c.status, c.reason
+ ORDER BY rel.channel, rel.platform, rel.manifest_version, c.status, c.reason
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
 class MetricsSnapshot:
     """Everything `/metrics` shows, read at `now`. A `Counts` row is (label values, count)."""
 
@@ -67,6 +111,9 @@ class MetricsSnapshot:
     last_pass_at: datetime | None
     brake_engaged: bool = False
     releases: tuple[ReleaseState, ...] = ()
+    release_outcomes: tuple[ReleaseOutcome, ...] = ()
+    slot_endings: Counts = ()  # (status, reason) of scheduled runs, since they were counted
+    halt_rate_percent: int | None = None
 
 
 def _counts(rows: list[dict[str, Any]], *labels: str) -> Counts:
@@ -106,6 +153,12 @@ class MetricsService:
             ).fetchone()
             brake = conn.execute("SELECT engaged FROM platform_brake").fetchone()
             releases = conn.execute(_RELEASE_STATES).fetchall()
+            outcomes = conn.execute(_RELEASE_OUTCOMES, [list(OUTCOME_OF_STATUS)]).fetchall()
+            endings = conn.execute(
+                "SELECT status, reason, sum(n)::bigint AS n FROM run_ending_counts"
+                " WHERE trigger = 'schedule' GROUP BY status, reason ORDER BY status, reason"
+            ).fetchall()
+            threshold = conn.execute("SELECT halt_rate_percent FROM rollout_settings").fetchone()
         assert granted is not None and notifications is not None
         assert progress is not None, "migration 0005 inserts the progress row"
         return MetricsSnapshot(
@@ -135,4 +188,29 @@ class MetricsService:
                 )
                 for row in releases
             ),
+            release_outcomes=_outcomes(outcomes),
+            slot_endings=_counts(endings, "status", "reason"),
+            halt_rate_percent=threshold["halt_rate_percent"] if threshold else None,
         )
+
+
+def _outcomes(rows: list[dict[str, Any]]) -> tuple[ReleaseOutcome, ...]:
+    """One figure per (release, outcome, reason): `unauthorised` and `refused` runs add up."""
+    summed: dict[tuple[UUID, str, str], int] = {}
+    facts: dict[UUID, dict[str, Any]] = {}
+    for row in rows:
+        key = (row["id"], OUTCOME_OF_STATUS[row["status"]], row["reason"])
+        summed[key] = summed.get(key, 0) + int(row["n"])
+        facts[row["id"]] = row
+    return tuple(
+        ReleaseOutcome(
+            release_id=release_id,
+            channel=facts[release_id]["channel"],
+            platform=facts[release_id]["platform"],
+            version=facts[release_id]["agent_version"],
+            outcome=outcome,
+            reason=reason,
+            count=count,
+        )
+        for (release_id, outcome, reason), count in summed.items()
+    )
