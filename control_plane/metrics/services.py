@@ -13,6 +13,7 @@ from uuid import UUID
 
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.types import Pool
+from ground.contract import MissReason, OutcomeReason
 
 __all__ = [
     "OUTCOME_OF_STATUS",
@@ -41,6 +42,7 @@ OUTCOME_OF_STATUS = {
 class ReleaseState:
     """A release `/metrics` shows: each pair's current one, and any halted or under its brake."""
 
+    release_id: UUID
     channel: str
     platform: str
     version: str
@@ -52,7 +54,7 @@ class ReleaseState:
 
 # Each pair's current release and every release that is halted or braked (withdrawn ones aside).
 _RELEASE_STATES = """
-SELECT rel.channel, rel.platform, rel.agent_version, rel.stage,
+SELECT rel.id, rel.channel, rel.platform, rel.agent_version, rel.stage,
        EXISTS (SELECT 1 FROM current_releases cur WHERE cur.release_id = rel.id) AS current,
        EXISTS (SELECT 1 FROM release_halts h
                 WHERE h.release_id = rel.id AND h.resumed_at IS NULL) AS halted,
@@ -160,6 +162,19 @@ class MetricsService:
             ).fetchall()
             threshold = conn.execute("SELECT halt_rate_percent FROM rollout_settings").fetchone()
         assert granted is not None and notifications is not None
+        states = tuple(
+            ReleaseState(
+                release_id=row["id"],
+                channel=row["channel"],
+                platform=row["platform"],
+                version=row["agent_version"],
+                stage=row["stage"],
+                current=row["current"],
+                halted=row["halted"],
+                braked=row["braked"],
+            )
+            for row in releases
+        )
         assert progress is not None, "migration 0005 inserts the progress row"
         return MetricsSnapshot(
             now=now,
@@ -176,33 +191,58 @@ class MetricsService:
             reconciled_until=progress["reconciled_until"],
             last_pass_at=progress["last_pass_at"],
             brake_engaged=brake is not None and brake["engaged"],
-            releases=tuple(
-                ReleaseState(
-                    channel=row["channel"],
-                    platform=row["platform"],
-                    version=row["agent_version"],
-                    stage=row["stage"],
-                    current=row["current"],
-                    halted=row["halted"],
-                    braked=row["braked"],
-                )
-                for row in releases
-            ),
-            release_outcomes=_outcomes(outcomes),
-            slot_endings=_counts(endings, "status", "reason"),
+            releases=states,
+            release_outcomes=_outcomes(outcomes, states),
+            slot_endings=_with_every_miss_reason(_counts(endings, "status", "reason")),
             halt_rate_percent=threshold["halt_rate_percent"] if threshold else None,
         )
 
 
-def _outcomes(rows: list[dict[str, Any]]) -> tuple[ReleaseOutcome, ...]:
-    """One figure per (release, outcome, reason): `unauthorised` and `refused` runs add up."""
+# The series each release `/metrics` shows has from the start, at 0: Prometheus' `increase()`
+# sees no rise in a series whose first sample is already 1, so an alert on the first failures of
+# a release (or the first misses of a kind) needs the series to exist before they happen.
+_SEEDED_OUTCOMES = [
+    ("succeeded", ""),
+    ("up_to_date", ""),
+    *(
+        (outcome, reason)
+        for outcome in ("failed", "rolled_back", "refused")
+        for reason in ["", *OutcomeReason]
+    ),
+]
+
+
+def _with_every_miss_reason(endings: Counts) -> Counts:
+    """The scheduled slots' endings, with a 0 for each miss reason none has had yet."""
+    seen = {labels for labels, _ in endings}
+    missing = [
+        (("missed", reason.value), 0)
+        for reason in MissReason
+        if ("missed", reason.value) not in seen
+    ]
+    return tuple(sorted([*endings, *missing]))
+
+
+def _outcomes(
+    rows: list[dict[str, Any]], seeded: tuple[ReleaseState, ...]
+) -> tuple[ReleaseOutcome, ...]:
+    """One figure per (release, outcome, reason): `unauthorised` and `refused` runs add up; the
+    releases `/metrics` shows the state of have every outcome from 0."""
     summed: dict[tuple[UUID, str, str], int] = {}
     facts: dict[UUID, dict[str, Any]] = {}
+    for state in seeded:
+        facts[state.release_id] = {
+            "channel": state.channel,
+            "platform": state.platform,
+            "agent_version": state.version,
+        }
+        for outcome, reason in _SEEDED_OUTCOMES:
+            summed[(state.release_id, outcome, reason)] = 0
     for row in rows:
         key = (row["id"], OUTCOME_OF_STATUS[row["status"]], row["reason"])
         summed[key] = summed.get(key, 0) + int(row["n"])
         facts[row["id"]] = row
-    return tuple(
+    made = [
         ReleaseOutcome(
             release_id=release_id,
             channel=facts[release_id]["channel"],
@@ -213,4 +253,7 @@ def _outcomes(rows: list[dict[str, Any]]) -> tuple[ReleaseOutcome, ...]:
             count=count,
         )
         for (release_id, outcome, reason), count in summed.items()
+    ]
+    return tuple(
+        sorted(made, key=lambda o: (o.channel, o.platform, o.version, o.outcome, o.reason))
     )
