@@ -189,6 +189,7 @@ def notice_agents(halt: HaltView) -> dict[str, Any]:
     return {
         "agents": [
             {
+                "run_id": str(run.run_id),
                 "agent_id": str(run.agent_id),
                 "agent_name": run.agent_name,
                 "org_id": str(run.org_id),
