@@ -80,13 +80,14 @@ def _run_families(snapshot: MetricsSnapshot) -> list[str]:
     lines += _family(
         "nachtwacht_runs",
         "gauge",
-        "Update runs by trigger and status.",
+        "Update runs by trigger and status: those in flight as they stand, ended ones as they"
+        " ended (kept when old runs are removed).",
         [({"trigger": trigger, "status": status}, n) for (trigger, status), n in snapshot.runs],
     )
     lines += _family(
         "nachtwacht_missed_slots",
         "gauge",
-        "Missed scheduled slots by reason.",
+        "Missed scheduled slots by reason (kept when old runs are removed).",
         [({"reason": reason}, n) for (reason,), n in snapshot.missed],
     )
     return lines

@@ -13,6 +13,8 @@ Revises: 0012 (see `down_revision`)
 - `reason` is the run's `outcome_reason`, `skip_reason` or `miss_reason`, or `''` when it has
   none.
 - Existing runs are counted once here, so the counters start from the history on record.
+- `runs_in_flight`: the runs not ended yet (`requested`, `claimed`), so they are counted without
+  reading the others.
 """
 
 from __future__ import annotations
@@ -37,19 +39,21 @@ CREATE TABLE run_ending_counts (
         (release_id, trigger, status, reason)
 );
 
-CREATE FUNCTION run_ending_release(p_run runs) RETURNS uuid LANGUAGE sql STABLE AS $$
-    SELECT coalesce(p_run.release_id, (
-        SELECT rel.id FROM agent_tracks t
-          JOIN releases rel ON rel.channel = t.channel AND rel.platform = t.platform
-                           AND rel.agent_version = p_run.version
-         WHERE p_run.status = 'up_to_date' AND t.agent_id = p_run.agent_id
-         ORDER BY rel.manifest_version DESC LIMIT 1))
-$$;
-
+-- PL/pgSQL keeps its plans: the lookup and the upsert are planned once per session.
 CREATE FUNCTION count_run_ending() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    release uuid := NEW.release_id;
 BEGIN
+    IF release IS NULL AND NEW.status = 'up_to_date' THEN
+        SELECT rel.id INTO release
+          FROM agent_tracks t
+          JOIN releases rel ON rel.channel = t.channel AND rel.platform = t.platform
+                           AND rel.agent_version = NEW.version
+         WHERE t.agent_id = NEW.agent_id
+         ORDER BY rel.manifest_version DESC LIMIT 1;
+    END IF;
     INSERT INTO run_ending_counts AS c (release_id, trigger, status, reason, n)
-    VALUES (run_ending_release(NEW), NEW.trigger, NEW.status,
+    VALUES (release, NEW.trigger, NEW.status,
             coalesce(NEW.outcome_reason, NEW.skip_reason, NEW.miss_reason, ''), 1)
     ON CONFLICT ON CONSTRAINT run_ending_counts_one_row DO UPDATE SET n = c.n + 1;
     RETURN NULL;
@@ -64,19 +68,27 @@ CREATE TRIGGER runs_count_ending_updated AFTER UPDATE OF status ON runs
                        AND NEW.status NOT IN ('requested', 'claimed'))
     EXECUTE FUNCTION count_run_ending();
 
+CREATE INDEX runs_in_flight ON runs (trigger, status) WHERE status IN ('requested', 'claimed');
+
 INSERT INTO run_ending_counts (release_id, trigger, status, reason, n)
-SELECT run_ending_release(r), r.trigger, r.status,
+SELECT coalesce(r.release_id, tracked.id), r.trigger, r.status,
        coalesce(r.outcome_reason, r.skip_reason, r.miss_reason, ''), count(*)
   FROM runs r
+  LEFT JOIN LATERAL (
+      SELECT rel.id FROM agent_tracks t
+        JOIN releases rel ON rel.channel = t.channel AND rel.platform = t.platform
+                         AND rel.agent_version = r.version
+       WHERE r.release_id IS NULL AND r.status = 'up_to_date' AND t.agent_id = r.agent_id
+       ORDER BY rel.manifest_version DESC LIMIT 1) AS tracked ON true
  WHERE r.status NOT IN ('requested', 'claimed')
  GROUP BY 1, 2, 3, 4;
 """
 
 DOWNGRADE = """
+DROP INDEX runs_in_flight;
 DROP TRIGGER runs_count_ending_updated ON runs;
 DROP TRIGGER runs_count_ending_inserted ON runs;
 DROP FUNCTION count_run_ending();
-DROP FUNCTION run_ending_release(runs);
 DROP TABLE run_ending_counts;
 """
 
