@@ -60,6 +60,8 @@ def test_the_rules_are_valid() -> None:
     assert "SUCCESS: 5 rules found" in checked.stdout
 
 
+# promtool evaluates every rule each minute of each test's span (a day for the missed slots).
+@pytest.mark.slow
 def test_each_alert_fires_on_its_night_and_stays_quiet_on_a_good_one() -> None:
     tested = _run_promtool("test", "rules", RULE_TESTS.name)
     assert tested.returncode == 0, tested.stdout + tested.stderr
