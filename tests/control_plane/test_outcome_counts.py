@@ -12,6 +12,8 @@ import psycopg
 import pytest
 
 from control_plane import migrate
+from control_plane.registry import Services
+from tests.worlds.clocks import ManualClock
 
 outcome_counts = importlib.import_module(
     "control_plane.migrations.versions.rev0013_evidence_outcome_counts"
@@ -28,9 +30,9 @@ _RELEASE = (
 )
 _RUN = (
     "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, release_id,"
-    " version, outcome_reason, miss_reason, created_at)"
+    " version, outcome_reason, miss_reason, skip_reason, created_at)"
     " VALUES (%(agent)s, %(org)s, 'schedule', %(key)s, now(), %(status)s, %(release)s,"
-    " %(version)s, %(reason)s, %(miss)s, now()) RETURNING id"
+    " %(version)s, %(reason)s, %(miss)s, %(skip)s, now()) RETURNING id"
 )
 
 
@@ -59,6 +61,7 @@ class World:
         version: str | None = None,
         reason: str | None = None,
         miss: str | None = None,
+        skip: str | None = None,
     ) -> object:
         row = self.conn.execute(
             _RUN,
@@ -71,6 +74,7 @@ class World:
                 "version": version,
                 "reason": reason,
                 "miss": miss,
+                "skip": skip,
             },
         ).fetchone()
         assert row is not None
@@ -167,3 +171,18 @@ def test_the_upgrade_counts_the_history_on_record(empty_database_url: str) -> No
         migrate.downgrade(empty_database_url, BEFORE)
         migrate.upgrade(empty_database_url)
         assert sum(world.counts().values()) == 3
+
+
+def test_a_switch_without_permission_is_a_refused_outcome_of_its_release(
+    world: World, services: Services, clock: ManualClock
+) -> None:
+    world.run("unauthorised", release=world.new, reason="token_revoked")
+    world.run(
+        "skipped", release=world.new, skip="release_rolled_back"
+    )  # consumed the slot; not an update of the release
+    figures = {
+        (o.version, o.outcome, o.reason): o.count
+        for o in services.metrics.snapshot(clock.now()).release_outcomes
+        if o.count
+    }
+    assert figures == {("1.6.0", "refused", "token_revoked"): 1}
