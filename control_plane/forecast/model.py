@@ -230,8 +230,10 @@ class WaveOutlook:
     agents: int
     can_update: int
     will_miss: int
-    # The earliest slot of those agents within the day after publishing (None: no agent).
+    # The earliest slot of those agents within the day after publishing (None: no agent), and
+    # the same in the platform's zone (ISO 8601 with its offset).
     first_slot_at: Instant | None
+    first_slot_local_time: str | None
     # The day looked at: from publishing, 24 hours.
     until: Instant
 

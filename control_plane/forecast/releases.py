@@ -304,5 +304,8 @@ def publish_outlook(
         can_update=night.can_update,
         will_miss=night.will_miss,
         first_slot_at=min(reached) if reached else None,
+        first_slot_local_time=(
+            min(reached).astimezone(settings.zone).isoformat() if reached else None
+        ),
         until=until,
     )

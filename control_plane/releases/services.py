@@ -23,12 +23,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
+from control_plane.forecast.model import WaveOutlook
 from control_plane.releases.withdrawal import (
     ReleaseList,
     WithdrawnRelease,
     list_releases,
     withdraw_release,
 )
+from control_plane.rollout.waves import effective_wave
 from control_plane.types import Connection, Pool
 from ground.contract import ClaimedRelease, ReleaseView, artifact_path, format_instant
 from signed_release.errors import ReleaseError
@@ -66,8 +68,13 @@ class PublishedRelease:
     sha256: str
     # True when this exact manifest was already stored: publishing it again changes nothing.
     already_published: bool = False
-    # `canary` or `everyone` (control_plane.rollout.stages).
+    # `canary` or `everyone` (control_plane.rollout.stages), and the wave of how many.
     stage: str = "everyone"
+    wave: int = 1
+    waves: int = 1
+    # What publishing does in the next day (`control_plane.forecast.releases.publish_outlook`):
+    # filled in by the route and the command, None for a release already published.
+    first_wave: WaveOutlook | None = None
 
 
 def release_view(row: Mapping[str, Any]) -> ReleaseView:
@@ -118,9 +125,10 @@ class ReleaseService:
     ) -> PublishedRelease:
         """Check and store a release at `now`. Refuses anything it cannot verify.
 
-        It starts in the `canary` stage when its pair already has a release that is not
-        withdrawn, else at `everyone` (`control_plane.rollout.stages`); `stage="everyone"` skips
-        the canary stage (the operator's choice, recorded with the publication)."""
+        It starts in the first wave (the `canary` stage) when its pair already has a release
+        that is not withdrawn, else in the last (`everyone`) (`control_plane.rollout.stages`);
+        `stage="everyone"` skips the earlier waves (the operator's choice, recorded with the
+        publication)."""
         if stage not in (None, "canary", "everyone"):
             raise InvalidInput("stage", stage, "is not 'canary' or 'everyone'")
         signer, parsed = self._verified(manifest, signature)
@@ -221,6 +229,8 @@ def _published(row: Mapping[str, Any], *, already: bool) -> PublishedRelease:
         sha256=row["sha256"],
         already_published=already,
         stage=row["stage"],
+        wave=effective_wave(row["stage"], row["wave"], row["waves"]),
+        waves=row["waves"],
     )
 
 
@@ -268,7 +278,8 @@ def _same_release(conn: Connection, parsed: Manifest, manifest: bytes) -> dict[s
     """The release these exact manifest bytes already published (publishing again is a no-op)."""
     same = conn.execute(
         "SELECT id, manifest_version, agent_version, channel, platform, key_id, sha256,"
-        " manifest, stage FROM releases"
+        " manifest, stage, wave, (SELECT count(*)::integer FROM rollout_waves) AS waves"
+        " FROM releases"
         " WHERE channel = %s AND platform = %s AND manifest_version = %s",
         [parsed.channel, parsed.platform, parsed.manifest_version],
     ).fetchone()
@@ -314,10 +325,11 @@ def _insert_release(
     row = conn.execute(
         "INSERT INTO releases (manifest_version, agent_version, channel, platform,"
         " issued_at, expires, length, sha256, key_id, manifest, signature, published_at,"
-        " stage, stage_changed_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        " stage, stage_changed_at, wave)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+        "  CASE WHEN %s = 'everyone' THEN (SELECT count(*) FROM rollout_waves) ELSE 1 END)"
         " RETURNING id, manifest_version, agent_version, channel, platform, key_id, sha256,"
-        " stage",
+        " stage, wave, (SELECT count(*)::integer FROM rollout_waves) AS waves",
         [
             parsed.manifest_version,
             parsed.agent_version,
@@ -333,6 +345,7 @@ def _insert_release(
             now,
             stage,
             now,
+            stage,
         ],
     ).fetchone()
     assert row is not None
@@ -371,5 +384,6 @@ def _record_published(
             "platform": row["platform"],
             "key_id": signer,
             "stage": row["stage"],
+            "wave": row["wave"],
         },
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from dataclasses import replace
 from typing import Literal
 from uuid import UUID
 
@@ -37,8 +38,8 @@ class ReleaseBody(BaseModel):
     artifact_b64: str = Field(description="the build (.tar.gz), base64")
     stage: Literal["canary", "everyone"] | None = Field(
         default=None,
-        description="the stage it starts in; default: `canary` when its pair already has a"
-        " release, `everyone` for the pair's first",
+        description="the stage it starts in; default: `canary` (the first wave) when its pair"
+        " already has a release, `everyone` (the last wave) for the pair's first",
     )
 
 
@@ -71,7 +72,11 @@ def publish_release(
     """Store a release after checking its signature against the pinned keys, its artifact against
     the manifest, its expiry, and that it is newer than every release of its (channel, platform);
     it becomes that pair's current release. The exact same manifest again is a 200, not an
-    error."""
+    error.
+
+    The answer says what happens next: the stage and wave it starts in and, in `first_wave`,
+    how many agents that wave reaches at their next slot within 24 hours, how many of them the
+    caps serve, and when the first of them asks (the forecast's figures)."""
     published = services_of(request).releases.publish(
         _decoded("manifest_b64", body.manifest_b64),
         _decoded("signature_b64", body.signature_b64),
@@ -82,7 +87,9 @@ def publish_release(
     )
     if published.already_published:
         response.status_code = 200
-    return published
+        return published
+    outlook = services_of(request).forecast.publish_outlook(published.id, now=now)
+    return replace(published, first_wave=outlook)
 
 
 class WithdrawBody(BaseModel):
