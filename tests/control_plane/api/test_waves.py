@@ -201,3 +201,28 @@ def test_the_forecast_counts_each_wave_and_publishing_says_what_the_first_reache
     assert outlook["first_slot_at"] == "2026-12-01T02:00:00Z"
     assert outlook["first_slot_local_time"] == "2026-12-01T03:00:00+01:00"
     assert outlook["will_miss"] == 0
+
+
+def test_marking_an_organisation_a_canary_changes_its_agents_offer_at_once(
+    rollout: Rollout, two_releases: TwoReleases, no_share: None
+) -> None:
+    org, other = rollout.make_org("Early birds"), rollout.make_org("Others")
+    agent, stranger = rollout.make_agent(org), rollout.make_agent(other)
+    assert rollout.config(agent)["release"]["version"] == "1.5.0"
+    path = f"/v1/admin/orgs/{org.org_id}/canary"
+    assert rollout.operator("PUT", path, canary=True).json() == {
+        "org_id": org.org_id,
+        "canary": True,
+    }
+    assert rollout.config(agent)["release"]["version"] == "1.6.0"
+    assert rollout.config(stranger)["release"]["version"] == "1.5.0"
+    marked = rollout.operator("GET", f"/v1/admin/agents/{agent.agent_id}/release").json()
+    assert (marked["wave"], marked["basis"]) == (1, "canary")
+    assert rollout.operator("PUT", path, canary=False).status_code == 200
+    assert rollout.config(agent)["release"]["version"] == "1.5.0"
+
+    unknown = rollout.operator(
+        "PUT", "/v1/admin/orgs/00000000-0000-4000-8000-000000000000/canary", canary=True
+    )
+    assert unknown.status_code == 404
+    assert unknown.json()["detail"]["code"] == "org_not_found"
