@@ -303,13 +303,15 @@ def _refuse_unless_newer(conn: Connection, parsed: Manifest) -> None:
 
 
 def _starting_stage(conn: Connection, parsed: Manifest) -> str:
-    """`canary` when the pair already has a release that is not withdrawn, else `everyone`."""
+    """`canary` when the pair already has a release that is not withdrawn, else `everyone`;
+    `everyone` too when the plan has one wave only (there is no earlier wave to start in)."""
     earlier = conn.execute(
-        "SELECT 1 FROM releases WHERE channel = %s AND platform = %s"
-        " AND withdrawn_at IS NULL LIMIT 1",
+        "SELECT (SELECT count(*) FROM rollout_waves) > 1 AS waves, EXISTS (SELECT 1 FROM releases"
+        " WHERE channel = %s AND platform = %s AND withdrawn_at IS NULL) AS earlier",
         [parsed.channel, parsed.platform],
     ).fetchone()
-    return "everyone" if earlier is None else "canary"
+    assert earlier is not None
+    return "canary" if earlier["waves"] and earlier["earlier"] else "everyone"
 
 
 def _insert_release(

@@ -122,6 +122,9 @@ def update_rollout_settings(
     if plan is not None:
         write_plan(conn, plan)
     share = columns.pop("canary_share_percent", None)
+    first = (plan or before.waves)[0]
+    if share == 0 and not first.canaries and len(plan or before.waves) > 1:
+        raise InvalidInput("canary_share_percent", share, "would make the first wave reach nobody")
     if share is not None:
         conn.execute("UPDATE rollout_waves SET share_percent = %s WHERE position = 1", [share])
     if columns or plan is not None or share is not None:
@@ -244,6 +247,7 @@ def promote_release(
         )
     else:
         target = to_wave
+    target = min(target, waves)
     stage: Stage = "everyone" if target == waves else "canary"
     conn.execute(
         "UPDATE releases SET stage = %s, wave = %s, stage_changed_at = %s WHERE id = %s",

@@ -226,3 +226,26 @@ def test_marking_an_organisation_a_canary_changes_its_agents_offer_at_once(
     )
     assert unknown.status_code == 404
     assert unknown.json()["detail"]["code"] == "org_not_found"
+
+
+def test_with_one_wave_a_release_is_for_everyone_at_once(
+    rollout: Rollout, release_key: Ed25519PrivateKey
+) -> None:
+    rollout.settings(waves=[{"share_percent": 100}])
+    for version, manifest_version in (("1.5.0", 42), ("1.6.0", 43)):
+        signed = sign_release(release_key, version=version, manifest_version=manifest_version)
+        published = rollout.services.releases.publish(
+            signed.manifest, signed.signature, signed.artifact, now=rollout.clock.now()
+        )
+        assert (published.stage, published.wave, published.waves) == ("everyone", 1, 1)
+
+
+def test_a_first_wave_left_with_no_share_and_no_canaries_is_refused(rollout: Rollout) -> None:
+    rollout.settings(waves=[{"share_percent": 10}, {"share_percent": 100}])
+    refused = rollout.operator("PATCH", "/v1/admin/rollout/settings", canary_share_percent=0)
+    assert refused.status_code == 422
+    assert refused.json()["detail"]["field"] == "canary_share_percent"
+    assert (
+        rollout.operator("GET", "/v1/admin/rollout/settings").json()["waves"][0]["share_percent"]
+        == 10
+    )
