@@ -23,14 +23,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
-from control_plane.forecast.model import WaveOutlook
 from control_plane.releases.withdrawal import (
     ReleaseList,
     WithdrawnRelease,
     list_releases,
     withdraw_release,
 )
-from control_plane.rollout.waves import effective_wave
 from control_plane.types import Connection, Pool
 from ground.contract import ClaimedRelease, ReleaseView, artifact_path, format_instant
 from signed_release.errors import ReleaseError
@@ -68,13 +66,10 @@ class PublishedRelease:
     sha256: str
     # True when this exact manifest was already stored: publishing it again changes nothing.
     already_published: bool = False
-    # `canary` or `everyone` (control_plane.rollout.stages), and the wave of how many.
+    # `canary` or `everyone` (control_plane.rollout.stages), and the wave it is in of how many.
     stage: str = "everyone"
     wave: int = 1
     waves: int = 1
-    # What publishing does in the next day (`control_plane.forecast.releases.publish_outlook`):
-    # filled in by the route and the command, None for a release already published.
-    first_wave: WaveOutlook | None = None
 
 
 def release_view(row: Mapping[str, Any]) -> ReleaseView:
@@ -229,7 +224,7 @@ def _published(row: Mapping[str, Any], *, already: bool) -> PublishedRelease:
         sha256=row["sha256"],
         already_published=already,
         stage=row["stage"],
-        wave=effective_wave(row["stage"], row["wave"], row["waves"]),
+        wave=row["wave"],
         waves=row["waves"],
     )
 
@@ -274,14 +269,33 @@ def _check_not_expired(parsed: Manifest, now: datetime) -> None:
         )
 
 
+# The wave a release is in, and of how many: the plan's last at `everyone`, else its own but
+# never the last (the plan may have shrunk since; `control_plane.rollout.waves.effective_wave`).
+_WAVE = """CASE WHEN stage = 'everyone' THEN (SELECT count(*)::integer FROM rollout_waves)
+       ELSE greatest(1, least(wave, (SELECT count(*)::integer - 1 FROM rollout_waves))) END
+       AS wave, (SELECT count(*)::integer FROM rollout_waves) AS waves"""
+
+_SAME = f"""
+SELECT id, manifest_version, agent_version, channel, platform, key_id, sha256, manifest, stage,
+       {_WAVE}
+  FROM releases WHERE channel = %s AND platform = %s AND manifest_version = %s
+"""  # noqa: S608 - constant columns
+
+# A release at `everyone` is in the plan's last wave, one in the `canary` stage in its first.
+_INSERT = f"""
+INSERT INTO releases (manifest_version, agent_version, channel, platform, issued_at, expires,
+                      length, sha256, key_id, manifest, signature, published_at, stage,
+                      stage_changed_at, wave)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+        CASE WHEN %s = 'everyone' THEN (SELECT count(*) FROM rollout_waves) ELSE 1 END)
+RETURNING id, manifest_version, agent_version, channel, platform, key_id, sha256, stage, {_WAVE}
+"""  # noqa: S608 - constant columns
+
+
 def _same_release(conn: Connection, parsed: Manifest, manifest: bytes) -> dict[str, Any] | None:
     """The release these exact manifest bytes already published (publishing again is a no-op)."""
     same = conn.execute(
-        "SELECT id, manifest_version, agent_version, channel, platform, key_id, sha256,"
-        " manifest, stage, wave, (SELECT count(*)::integer FROM rollout_waves) AS waves"
-        " FROM releases"
-        " WHERE channel = %s AND platform = %s AND manifest_version = %s",
-        [parsed.channel, parsed.platform, parsed.manifest_version],
+        _SAME, [parsed.channel, parsed.platform, parsed.manifest_version]
     ).fetchone()
     return same if same is not None and bytes(same["manifest"]) == manifest else None
 
@@ -325,13 +339,7 @@ def _insert_release(
     now: datetime,
 ) -> dict[str, Any]:
     row = conn.execute(
-        "INSERT INTO releases (manifest_version, agent_version, channel, platform,"
-        " issued_at, expires, length, sha256, key_id, manifest, signature, published_at,"
-        " stage, stage_changed_at, wave)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-        "  CASE WHEN %s = 'everyone' THEN (SELECT count(*) FROM rollout_waves) ELSE 1 END)"
-        " RETURNING id, manifest_version, agent_version, channel, platform, key_id, sha256,"
-        " stage, wave, (SELECT count(*)::integer FROM rollout_waves) AS waves",
+        _INSERT,
         [
             parsed.manifest_version,
             parsed.agent_version,
