@@ -14,15 +14,16 @@ the status to the exception handlers.
     brake/          the operators' emergency brake (the platform, or one release) and token
                     revocation
     releases/       publishing a signed release, the current release, the artifact's bytes
-    rollout/        which release each agent is offered (pin, stage, canary, previous), canary →
-                    everyone, halts on errors with their evidence, the operators' inbox, forced
-                    updates
+    rollout/        which release each agent is offered (pin, stage, canary, previous), the
+                    waves (canaries → 10 % → 50 % → everyone by default), halts on errors with
+                    their evidence, the operators' inbox, forced updates
     pins/           pins (an organisation or agent at a version) and holds (until a date)
     claims/         throttle tokens: the slot check, the caps, the grant, refusals recorded
     runs/           nothing to do, outcomes, manual updates, the artifact download, run lists
     events/         the timeline (a scheduled update's trail is its own kind of event)
     notifications/  the per-slot body, the inbox, webhook settings and signed delivery
-    forecast/       the capacity forecast per slot (pure model, service, terminal table)
+    forecast/       the capacity forecast per slot and per release's wave, and what publishing
+                    a release reaches (pure model, service, terminal table)
     metrics/        GET /metrics: the figures and their Prometheus text
     liveness/       every serving process's marks that it is up: a window none covers was our
                     outage (`platform_unavailable`, never the agent `offline`)

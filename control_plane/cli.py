@@ -63,9 +63,9 @@ from control_plane.errors import (
     DatabaseUnavailable,
     RequestRefused,
 )
-from control_plane.forecast.model import PlatformDayForecast
+from control_plane.forecast.model import PlatformDayForecast, WaveOutlook
 from control_plane.forecast.services import ForecastService, parse_day
-from control_plane.forecast.text import render_forecast
+from control_plane.forecast.text import render_forecast, render_outlook
 from control_plane.releases.services import ReleaseService
 from control_plane.startup import opened_database
 from ground.clock import ClockConfigError, clock_from_env
@@ -299,14 +299,20 @@ def _publish_release(args: argparse.Namespace) -> int:
     manifest = _read_file("MANIFEST", args.manifest)
     signature = _read_file("SIGNATURE", args.signature)
     artifact = _read_file("ARTIFACT", args.artifact)
+    now = clock_from_env().now()
     with admin_pool(args) as pool:
         release = ReleaseService(pool, keys).publish(
             manifest,
             signature,
             artifact,
-            now=clock_from_env().now(),
+            now=now,
             actor=cli_actor(),
             stage=args.stage,
+        )
+        outlook = (
+            None
+            if release.already_published
+            else ForecastService(pool).publish_outlook(release.id, now=now)
         )
     payload = {
         "release_id": str(release.id),
@@ -317,16 +323,20 @@ def _publish_release(args: argparse.Namespace) -> int:
         "key_id": release.key_id,
         "already_published": release.already_published,
         "stage": release.stage,
+        "wave": release.wave,
+        "waves": release.waves,
+        "first_wave": None
+        if outlook is None
+        else TypeAdapter(WaveOutlook).dump_python(outlook, mode="json"),
     }
     verb = "already published" if release.already_published else "published"
-    emit(
-        args,
-        payload,
-        [
-            f"{verb} {release.version} (manifest_version {release.manifest_version}, "
-            f"{release.channel}/{release.platform}), signed by key {release.key_id[:16]}…"
-        ],
-    )
+    lines = [
+        f"{verb} {release.version} (manifest_version {release.manifest_version}, "
+        f"{release.channel}/{release.platform}), signed by key {release.key_id[:16]}…"
+    ]
+    if outlook is not None:
+        lines.append(render_outlook(outlook))
+    emit(args, payload, lines)
     return 0
 
 

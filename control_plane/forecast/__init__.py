@@ -2,9 +2,10 @@
 
 model        the arithmetic and the day's views (pure; the herd benchmark uses it)
 services     the SQL, `parse_day`
-releases     how many agents get each pair's current release on a night at each stage, within
-             the caps (the offers are the rollout's own rule)
-text         the terminal table of `nachtwacht control forecast`
+releases     how many agents get each pair's current release on a night at each wave, within
+             the caps (the offers are the rollout's own rule); what a release just published
+             reaches in the next day
+text         the terminal table of `nachtwacht control forecast`, the publish outlook's lines
 routes       /v1/admin/forecast, /v1/forecast
 
 The routes named here live in api/routes/forecast.py, above the domains.

@@ -37,6 +37,8 @@ __all__ = [
     "SlotForecast",
     "StageName",
     "StageNight",
+    "WaveNight",
+    "WaveOutlook",
     "day_demand",
     "fair_shares",
     "forecast_slot",
@@ -188,6 +190,16 @@ class StageNight:
 
 
 @dataclass(frozen=True, kw_only=True)
+class WaveNight(StageNight):
+    """The night as it would be with the release in this wave (the agents of this wave and of
+    every earlier one)."""
+
+    position: int
+    share_percent: int
+    canaries: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class ReleaseNight:
     release_id: UUID
     channel: str
@@ -196,9 +208,34 @@ class ReleaseNight:
     stage: StageName
     # Claims of a halted release are refused: nobody gets it that night, whatever the stage.
     halted: bool
-    # None once the release is at `everyone` (its canary stage is over).
+    # At its current wave (None once the release is at `everyone`: its canary stage is over).
     canary: StageNight | None
     everyone: StageNight
+    # The wave it is in, and the night at that wave and at each later one.
+    wave: int = 1
+    waves: tuple[WaveNight, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaveOutlook:
+    """What publishing a release does in the next day: the wave it starts in, how many agents
+    that wave reaches, how many of them the caps serve inside their slot's window, and the first
+    slot at which they ask."""
+
+    stage: StageName
+    wave: int
+    waves: int
+    share_percent: int
+    canaries: bool
+    agents: int
+    can_update: int
+    will_miss: int
+    # The earliest slot of those agents within the day after publishing (None: no agent), and
+    # the same in the platform's zone (ISO 8601 with its offset).
+    first_slot_at: Instant | None
+    first_slot_local_time: str | None
+    # The day looked at: from publishing, 24 hours.
+    until: Instant
 
 
 @dataclass(frozen=True, kw_only=True)

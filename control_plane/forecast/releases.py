@@ -1,10 +1,11 @@
-"""How many agents get each release on a night, at each stage, within the
-caps.
+"""How many agents get each release on a night, at each wave, within the
+caps; and what publishing a release does in the day after.
 
-For every pair's current release the agents that would take it that night are counted twice:
-at its `canary` stage (the agents offered it as canaries) and at `everyone` (every agent of the
-pair not pinned elsewhere). An agent counts when its schedule is on, it is not held, and it does
-not run the release yet; it asks at its first slot of the night. Whether the agent is offered
+For every pair's current release the agents that would take it that night are counted at its
+current wave and at each later one (`control_plane.rollout.waves`: a wave reaches its agents and
+every earlier wave's), the last being `everyone` (every agent of the pair not pinned elsewhere).
+An agent counts when its schedule is on, it is not held, and it does not run the release yet;
+it asks at its first slot of the night. Whether the agent is offered
 the release is the rollout's own rule (`control_plane.rollout.services.agent_release`), read at
 the request's `now`.
 
@@ -20,13 +21,21 @@ organisation is the forecast's own figure.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from uuid import UUID
 
-from control_plane.forecast.model import ReleaseNight, StageName, StageNight, fair_shares
+from control_plane.forecast.model import (
+    ReleaseNight,
+    StageName,
+    StageNight,
+    WaveNight,
+    WaveOutlook,
+    fair_shares,
+)
 from control_plane.rollout.services import agent_release
+from control_plane.rollout.waves import Wave, effective_wave, read_plan
 from control_plane.settings.services import PlatformSettings
 from control_plane.types import Connection
 from shared_planner import parse_times, slots_on_day
@@ -34,9 +43,13 @@ from shared_planner import parse_times, slots_on_day
 __all__ = [
     "AgentNeed",
     "CurrentRelease",
+    "publish_outlook",
     "read_release_needs",
     "release_nights",
 ]
+
+# How far publishing looks ahead: every agent's next slot, once.
+OUTLOOK = timedelta(hours=24)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,7 +59,9 @@ class AgentNeed:
 
     org_id: UUID
     slot_at: datetime
-    at_canary: UUID | None
+    # The first wave of its pair's current release that reaches it (None: it would not take
+    # that release at any wave: it runs it, or it is pinned).
+    first_wave: int | None
     at_everyone: UUID | None
     # The release it takes with every release at its current stage (its pair's current one, or
     # the previous one while the current is in its canary stage), if any.
@@ -61,24 +76,48 @@ class CurrentRelease:
     version: str
     stage: StageName
     halted: bool
+    # The wave it is in (the plan's last at `everyone`), and the plan.
+    wave: int
+    plan: tuple[Wave, ...]
 
 
 def _current_releases(conn: Connection) -> list[CurrentRelease]:
+    plan = read_plan(conn)
     rows = conn.execute(
         "SELECT rel.id, cur.channel, cur.platform, rel.agent_version AS version, rel.stage,"
-        " EXISTS (SELECT 1 FROM release_halts h WHERE h.release_id = rel.id"
+        " rel.wave, EXISTS (SELECT 1 FROM release_halts h WHERE h.release_id = rel.id"
         "   AND h.resumed_at IS NULL) AS halted"
         " FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id"
         " ORDER BY cur.channel, cur.platform"
     ).fetchall()
-    return [CurrentRelease(**row) for row in rows]
+    return [
+        CurrentRelease(
+            **{**row, "wave": effective_wave(row["stage"], row["wave"], len(plan))}, plan=plan
+        )
+        for row in rows
+    ]
+
+
+# An agent's schedule → the slot it asks at in the span looked at (None: none there).
+SlotOf = Callable[[tuple[str, ...]], datetime | None]
 
 
 def read_release_needs(
     conn: Connection, *, day: date, settings: PlatformSettings, now: datetime
 ) -> tuple[list[CurrentRelease], list[AgentNeed]]:
     """The pairs' current releases and every scheduled agent's need on local `day`."""
+
+    def first_slot_of_day(times: tuple[str, ...]) -> datetime | None:
+        slots = slots_on_day(parse_times(times), day, tz=settings.zone)
+        return slots[0].at if slots else None
+
     releases = _current_releases(conn)
+    return releases, _needs(conn, releases, first_slot_of_day, now)
+
+
+def _needs(
+    conn: Connection, releases: Sequence[CurrentRelease], slot_of: SlotOf, now: datetime
+) -> list[AgentNeed]:
     by_pair = {(r.channel, r.platform): r for r in releases}
     agents = conn.execute(
         "SELECT id, org_id, update_schedule_times AS times FROM agents"
@@ -87,8 +126,8 @@ def read_release_needs(
     ).fetchall()
     needs = []
     for agent in agents:
-        slots = slots_on_day(parse_times(tuple(agent["times"])), day, tz=settings.zone)
-        if not slots:
+        slot_at = slot_of(tuple(agent["times"]))
+        if slot_at is None:
             continue
         view = agent_release(conn, agent["id"], agent["org_id"], now)
         release = by_pair.get((view.track.channel, view.track.platform))
@@ -103,18 +142,17 @@ def read_release_needs(
             and not (offered.halted or offered.braked)
             and offered.version != view.running_version
         )
-        canary = view.canary or view.basis == "canary"
         needs.append(
             AgentNeed(
                 org_id=agent["org_id"],
-                slot_at=slots[0].at,
-                # A pinned agent takes its pin at any stage (and still asks within the caps).
-                at_canary=None if runs_it or view.pinned or not canary else release.id,
+                slot_at=slot_at,
+                # A pinned agent takes its pin at any wave (and still asks within the caps).
+                first_wave=None if runs_it or view.pinned else view.wave,
                 at_everyone=None if runs_it or view.pinned else release.id,
                 tonight=offered.release_id if offered is not None and takes_tonight else None,
             )
         )
-    return releases, needs
+    return needs
 
 
 def _served(
@@ -157,20 +195,23 @@ def _split(agents: Mapping[UUID, int], served: int) -> dict[UUID, int]:
     return parts
 
 
-def _stage_night(
-    needs: Sequence[AgentNeed],
-    release: CurrentRelease,
-    stage: StageName,
-    settings: PlatformSettings,
-) -> StageNight:
-    def at_stage(need: AgentNeed) -> UUID | None:
-        return need.at_canary if stage == "canary" else need.at_everyone
+def _reaches(need: AgentNeed, release: CurrentRelease, wave: int) -> bool:
+    """The agent takes `release` when the release is in `wave`."""
+    if need.at_everyone != release.id:
+        return False
+    if wave == len(release.plan):
+        return True
+    return need.first_wave is not None and need.first_wave <= wave
 
-    # This release at `stage`; every other agent keeps what it takes tonight.
+
+def _wave_night(
+    needs: Sequence[AgentNeed], release: CurrentRelease, wave: int, settings: PlatformSettings
+) -> StageNight:
+    # This release in `wave`; every other agent keeps what it takes tonight.
     wanted: dict[int, UUID | None] = {}
     agents = 0
     for index, need in enumerate(needs):
-        own = at_stage(need)
+        own = release.id if _reaches(need, release, wave) else None
         if own == release.id:
             agents += 1
             wanted[index] = own
@@ -182,24 +223,89 @@ def _stage_night(
     return StageNight(agents=agents, can_update=can_update, will_miss=agents - can_update)
 
 
+def _release_night(
+    release: CurrentRelease, needs: Sequence[AgentNeed], settings: PlatformSettings
+) -> ReleaseNight:
+    waves = tuple(
+        WaveNight(
+            **vars(_wave_night(needs, release, wave.position, settings)),
+            position=wave.position,
+            share_percent=wave.share_percent,
+            canaries=wave.canaries,
+        )
+        for wave in release.plan
+        if wave.position >= release.wave
+    )
+    last = waves[-1]
+    return ReleaseNight(
+        release_id=release.id,
+        channel=release.channel,
+        platform=release.platform,
+        version=release.version,
+        stage=release.stage,
+        halted=release.halted,
+        canary=(
+            StageNight(
+                agents=waves[0].agents, can_update=waves[0].can_update, will_miss=waves[0].will_miss
+            )
+            if release.stage == "canary"
+            else None
+        ),
+        everyone=StageNight(
+            agents=last.agents, can_update=last.can_update, will_miss=last.will_miss
+        ),
+        wave=release.wave,
+        waves=waves,
+    )
+
+
 def release_nights(
     releases: Sequence[CurrentRelease], needs: Sequence[AgentNeed], settings: PlatformSettings
 ) -> tuple[ReleaseNight, ...]:
-    """Each pair's current release on the night: its agents at each stage within the caps."""
-    return tuple(
-        ReleaseNight(
-            release_id=release.id,
-            channel=release.channel,
-            platform=release.platform,
-            version=release.version,
-            stage=release.stage,
-            halted=release.halted,
-            canary=(
-                _stage_night(needs, release, "canary", settings)
-                if release.stage == "canary"
-                else None
-            ),
-            everyone=_stage_night(needs, release, "everyone", settings),
-        )
-        for release in releases
+    """Each pair's current release on the night: its agents at its current wave and at each
+    later one, within the caps."""
+    return tuple(_release_night(release, needs, settings) for release in releases)
+
+
+def publish_outlook(
+    conn: Connection, release_id: UUID, *, settings: PlatformSettings, now: datetime
+) -> WaveOutlook | None:
+    """What the release just published (its pair's current one) does in the next 24 hours:
+    the wave it is in, how many agents that wave reaches at their next slot and how many of
+    them the caps serve, and when the first of them asks. None when it is not current."""
+    releases = _current_releases(conn)
+    release = next((r for r in releases if r.id == release_id), None)
+    if release is None:
+        return None
+    until = now + OUTLOOK
+
+    def next_slot(times: tuple[str, ...]) -> datetime | None:
+        # A slot whose catch-up window is still open counts: its agents still ask.
+        opened = now - timedelta(minutes=settings.catch_up_minutes)
+        today = now.astimezone(settings.zone).date()
+        parsed = parse_times(times)
+        for day in (today - timedelta(days=1), today, today + timedelta(days=1)):
+            for slot in slots_on_day(parsed, day, tz=settings.zone):
+                if opened < slot.at <= until:
+                    return slot.at
+        return None
+
+    needs = _needs(conn, releases, next_slot, now)
+    night = _wave_night(needs, release, release.wave, settings)
+    wave = release.plan[release.wave - 1]
+    reached = [need.slot_at for need in needs if _reaches(need, release, release.wave)]
+    return WaveOutlook(
+        stage=release.stage,
+        wave=release.wave,
+        waves=len(release.plan),
+        share_percent=wave.share_percent,
+        canaries=wave.canaries,
+        agents=night.agents,
+        can_update=night.can_update,
+        will_miss=night.will_miss,
+        first_slot_at=min(reached) if reached else None,
+        first_slot_local_time=(
+            min(reached).astimezone(settings.zone).isoformat() if reached else None
+        ),
+        until=until,
     )

@@ -13,10 +13,11 @@ from control_plane.errors import InvalidInput
 from control_plane.forecast.model import (
     OrgDayForecast,
     PlatformDayForecast,
+    WaveOutlook,
     org_day_forecast,
     platform_day_forecast,
 )
-from control_plane.forecast.releases import read_release_needs, release_nights
+from control_plane.forecast.releases import publish_outlook, read_release_needs, release_nights
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
 from ground.instants import parse_day_text
@@ -67,7 +68,7 @@ class ForecastService:
 
     def platform_day(self, day: date, *, now: datetime | None = None) -> PlatformDayForecast:
         """Every slot of local `day`; with `now`, also how many agents get each pair's current
-        release that night at each stage, within the caps (the offers as they stand at `now`)."""
+        release that night at each wave, within the caps (the offers as they stand at `now`)."""
         with self._pool.connection() as conn:
             settings = read_settings(conn)
             counts = read_scheduled_agents(conn)
@@ -80,6 +81,13 @@ class ForecastService:
         if needs is None:
             return forecast
         return replace(forecast, releases=release_nights(*needs, settings))
+
+    def publish_outlook(self, release_id: UUID, *, now: datetime) -> WaveOutlook | None:
+        """What a release just published does in the next 24 hours: its wave, how many agents
+        that wave reaches and the caps serve, and when the first of them asks."""
+        with self._pool.connection() as conn:
+            settings = read_settings(conn)
+            return publish_outlook(conn, release_id, settings=settings, now=now)
 
     def org_day(self, day: date, *, org_id: UUID) -> OrgDayForecast:
         with self._pool.connection() as conn:

@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
-from control_plane.forecast.model import PlatformDayForecast
+from control_plane.forecast.model import PlatformDayForecast, WaveOutlook
 
-__all__ = ["render_forecast"]
+__all__ = ["render_forecast", "render_outlook"]
+
+
+def render_outlook(outlook: WaveOutlook) -> str:
+    """What publishing a release does next, in one or two lines."""
+    who = f"{outlook.share_percent} % of the agents"
+    if outlook.canaries:
+        who = f"the marked canaries and {who}"
+    if outlook.stage == "everyone":
+        where = f"stage everyone (wave {outlook.wave} of {outlook.waves}): every agent"
+    else:
+        where = f"stage canary, wave {outlook.wave} of {outlook.waves}: {who}"
+    if outlook.first_slot_local_time is None:
+        return f"{where}; no agent of this wave has a slot before {outlook.until.isoformat()}"
+    lines = [
+        f"{where}; {outlook.agents} agents reached at their next slot,"
+        f" from {outlook.first_slot_local_time}"
+    ]
+    if outlook.will_miss:
+        lines.append(f"the caps serve {outlook.can_update}: {outlook.will_miss} will miss it")
+    return "\n".join(lines)
 
 
 def render_forecast(view: PlatformDayForecast) -> str:

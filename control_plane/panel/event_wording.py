@@ -106,8 +106,15 @@ def _operator_event_line(lang: Language, event: EventView) -> str | None:
         "release.withdrawn": lambda: lang.gettext(
             "Release %(version)s was withdrawn.", version=version
         ),
-        "release.promoted": lambda: lang.gettext(
-            "Release %(version)s is now for everyone.", version=version
+        "release.promoted": lambda: (
+            lang.gettext("Release %(version)s is now for everyone.", version=version)
+            if event.data.get("stage", "everyone") == "everyone"
+            else lang.gettext(
+                "Release %(version)s moved on to wave %(wave)s of %(waves)s.",
+                version=version,
+                wave=lang.number(int(event.data.get("wave") or 0)),
+                waves=lang.number(int(event.data.get("waves") or 0)),
+            )
         ),
         "release.halted": lambda: lang.gettext("Release %(version)s was halted.", version=version),
         "release.resumed": lambda: lang.gettext(

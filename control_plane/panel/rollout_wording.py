@@ -6,6 +6,7 @@ Like `wording`: every sentence is made from a catalog message, from the rollout'
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -13,6 +14,7 @@ from control_plane.forecast.model import StageNight
 from control_plane.panel.i18n import Language
 from control_plane.panel.wording import outcome_reason
 from control_plane.pins.holds import MAX_HOLD
+from control_plane.rollout.waves import Wave
 from ground.contract import HoldView
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "rollout_action",
     "rollout_done",
     "stage_night_text",
+    "wave_plan",
 ]
 
 
@@ -230,6 +233,24 @@ def operator_agent_error(lang: Language, field: str) -> str:
             "Give a reason of at most %(count)s characters.", count=lang.number(500)
         )
     return lang.gettext("That could not be done: the agent has no pin to remove.")
+
+
+def wave_plan(lang: Language, waves: Sequence[Wave]) -> str:
+    """The plan of waves in one line: who each wave reaches, first to last."""
+    steps = []
+    for wave in waves:
+        share = lang.number(wave.share_percent)
+        if wave is waves[-1]:
+            steps.append(lang.gettext("everyone"))
+        elif wave.canaries and wave.share_percent:
+            steps.append(
+                lang.gettext("the marked canaries and %(share)s%% of the agents", share=share)
+            )
+        elif wave.canaries:
+            steps.append(lang.gettext("the marked canaries"))
+        else:
+            steps.append(lang.gettext("%(share)s%% of the agents", share=share))
+    return " → ".join(steps)
 
 
 def stage_night_text(lang: Language, night: StageNight) -> str:

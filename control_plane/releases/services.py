@@ -66,8 +66,10 @@ class PublishedRelease:
     sha256: str
     # True when this exact manifest was already stored: publishing it again changes nothing.
     already_published: bool = False
-    # `canary` or `everyone` (control_plane.rollout.stages).
+    # `canary` or `everyone` (control_plane.rollout.stages), and the wave it is in of how many.
     stage: str = "everyone"
+    wave: int = 1
+    waves: int = 1
 
 
 def release_view(row: Mapping[str, Any]) -> ReleaseView:
@@ -118,9 +120,10 @@ class ReleaseService:
     ) -> PublishedRelease:
         """Check and store a release at `now`. Refuses anything it cannot verify.
 
-        It starts in the `canary` stage when its pair already has a release that is not
-        withdrawn, else at `everyone` (`control_plane.rollout.stages`); `stage="everyone"` skips
-        the canary stage (the operator's choice, recorded with the publication)."""
+        It starts in the first wave (the `canary` stage) when its pair already has a release
+        that is not withdrawn, else in the last (`everyone`) (`control_plane.rollout.stages`);
+        `stage="everyone"` skips the earlier waves (the operator's choice, recorded with the
+        publication)."""
         if stage not in (None, "canary", "everyone"):
             raise InvalidInput("stage", stage, "is not 'canary' or 'everyone'")
         signer, parsed = self._verified(manifest, signature)
@@ -221,6 +224,8 @@ def _published(row: Mapping[str, Any], *, already: bool) -> PublishedRelease:
         sha256=row["sha256"],
         already_published=already,
         stage=row["stage"],
+        wave=row["wave"],
+        waves=row["waves"],
     )
 
 
@@ -264,13 +269,33 @@ def _check_not_expired(parsed: Manifest, now: datetime) -> None:
         )
 
 
+# The wave a release is in, and of how many: the plan's last at `everyone`, else its own but
+# never the last (the plan may have shrunk since; `control_plane.rollout.waves.effective_wave`).
+_WAVE = """CASE WHEN stage = 'everyone' THEN (SELECT count(*)::integer FROM rollout_waves)
+       ELSE greatest(1, least(wave, (SELECT count(*)::integer - 1 FROM rollout_waves))) END
+       AS wave, (SELECT count(*)::integer FROM rollout_waves) AS waves"""
+
+_SAME = f"""
+SELECT id, manifest_version, agent_version, channel, platform, key_id, sha256, manifest, stage,
+       {_WAVE}
+  FROM releases WHERE channel = %s AND platform = %s AND manifest_version = %s
+"""  # noqa: S608 - constant columns
+
+# A release at `everyone` is in the plan's last wave, one in the `canary` stage in its first.
+_INSERT = f"""
+INSERT INTO releases (manifest_version, agent_version, channel, platform, issued_at, expires,
+                      length, sha256, key_id, manifest, signature, published_at, stage,
+                      stage_changed_at, wave)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+        CASE WHEN %s = 'everyone' THEN (SELECT count(*) FROM rollout_waves) ELSE 1 END)
+RETURNING id, manifest_version, agent_version, channel, platform, key_id, sha256, stage, {_WAVE}
+"""  # noqa: S608 - constant columns
+
+
 def _same_release(conn: Connection, parsed: Manifest, manifest: bytes) -> dict[str, Any] | None:
     """The release these exact manifest bytes already published (publishing again is a no-op)."""
     same = conn.execute(
-        "SELECT id, manifest_version, agent_version, channel, platform, key_id, sha256,"
-        " manifest, stage FROM releases"
-        " WHERE channel = %s AND platform = %s AND manifest_version = %s",
-        [parsed.channel, parsed.platform, parsed.manifest_version],
+        _SAME, [parsed.channel, parsed.platform, parsed.manifest_version]
     ).fetchone()
     return same if same is not None and bytes(same["manifest"]) == manifest else None
 
@@ -292,13 +317,15 @@ def _refuse_unless_newer(conn: Connection, parsed: Manifest) -> None:
 
 
 def _starting_stage(conn: Connection, parsed: Manifest) -> str:
-    """`canary` when the pair already has a release that is not withdrawn, else `everyone`."""
+    """`canary` when the pair already has a release that is not withdrawn, else `everyone`;
+    `everyone` too when the plan has one wave only (there is no earlier wave to start in)."""
     earlier = conn.execute(
-        "SELECT 1 FROM releases WHERE channel = %s AND platform = %s"
-        " AND withdrawn_at IS NULL LIMIT 1",
+        "SELECT (SELECT count(*) FROM rollout_waves) > 1 AS waves, EXISTS (SELECT 1 FROM releases"
+        " WHERE channel = %s AND platform = %s AND withdrawn_at IS NULL) AS earlier",
         [parsed.channel, parsed.platform],
     ).fetchone()
-    return "everyone" if earlier is None else "canary"
+    assert earlier is not None
+    return "canary" if earlier["waves"] and earlier["earlier"] else "everyone"
 
 
 def _insert_release(
@@ -312,12 +339,7 @@ def _insert_release(
     now: datetime,
 ) -> dict[str, Any]:
     row = conn.execute(
-        "INSERT INTO releases (manifest_version, agent_version, channel, platform,"
-        " issued_at, expires, length, sha256, key_id, manifest, signature, published_at,"
-        " stage, stage_changed_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-        " RETURNING id, manifest_version, agent_version, channel, platform, key_id, sha256,"
-        " stage",
+        _INSERT,
         [
             parsed.manifest_version,
             parsed.agent_version,
@@ -333,6 +355,7 @@ def _insert_release(
             now,
             stage,
             now,
+            stage,
         ],
     ).fetchone()
     assert row is not None
@@ -371,5 +394,6 @@ def _record_published(
             "platform": row["platform"],
             "key_id": signer,
             "stage": row["stage"],
+            "wave": row["wave"],
         },
     )

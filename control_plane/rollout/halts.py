@@ -9,9 +9,10 @@ organisation, versions, outcome and reason (`HaltRun`); the notice names the fir
 `NOTICE_AGENTS_SHOWN` agents and counts the rest, so one message stays readable when a whole
 fleet fails.
 
-The threshold (`rollout_settings`): at least `halt_failures` failed + rolled-back runs of the
-release finished within the last `halt_window_minutes` (and after its last resume), and they are
-at least `halt_rate_percent` of its finished runs in that time. Both, so one failure among the
+The threshold is the one of the wave the release is in (`rollout_waves`, else
+`rollout_settings`): at least `halt_failures` failed + rolled-back runs of the release finished
+within the last `halt_window_minutes` (and after its last resume), and they are at least
+`halt_rate_percent` of its finished runs in that time. Both, so one failure among the
 first three canaries does not halt a release, and fifty failures among ten thousand successes do
 not either.
 """
@@ -293,12 +294,18 @@ def _evidence_of(conn: Connection, halt_ids: list[UUID]) -> dict[UUID, tuple[Hal
 # resume), the failures among them, and those failures' ids.
 _OVER_THRESHOLD = """
 WITH s AS (SELECT * FROM rollout_settings),
+plan AS (SELECT count(*)::integer AS waves FROM rollout_waves),
 candidates AS (
     SELECT rel.id,
            greatest(%(now)s - make_interval(mins => s.halt_window_minutes),
                     coalesce((SELECT max(h.resumed_at) FROM release_halts h
-                               WHERE h.release_id = rel.id), '-infinity')) AS since
-      FROM releases rel CROSS JOIN s
+                               WHERE h.release_id = rel.id), '-infinity')) AS since,
+           coalesce(w.halt_failures, s.halt_failures) AS halt_failures,
+           coalesce(w.halt_rate_percent, s.halt_rate_percent) AS halt_rate_percent
+      FROM releases rel CROSS JOIN s CROSS JOIN plan
+      -- The wave it is in: the last at `everyone`, else its own but never the last.
+      JOIN rollout_waves w ON w.position = CASE WHEN rel.stage = 'everyone' THEN plan.waves
+                                  ELSE greatest(1, least(rel.wave, plan.waves - 1)) END
      WHERE rel.withdrawn_at IS NULL
        AND NOT EXISTS (SELECT 1 FROM release_halts h
                         WHERE h.release_id = rel.id AND h.resumed_at IS NULL)
@@ -310,15 +317,14 @@ SELECT c.id,
            FILTER (WHERE r.status IN ('failed', 'rolled_back')) AS failed_runs,
        array_agg(r.status ORDER BY r.finished_at, r.id)
            FILTER (WHERE r.status IN ('failed', 'rolled_back')) AS failed_statuses,
-       min(s.halt_failures) AS halt_failures, min(s.halt_rate_percent) AS halt_rate_percent
+       min(c.halt_failures) AS halt_failures, min(c.halt_rate_percent) AS halt_rate_percent
   FROM candidates c
   JOIN runs r ON r.release_id = c.id AND r.finished_at > c.since AND r.finished_at <= %(now)s
              AND r.status IN ('succeeded', 'failed', 'rolled_back')
- CROSS JOIN s
  GROUP BY c.id
-HAVING count(*) FILTER (WHERE r.status IN ('failed', 'rolled_back')) >= min(s.halt_failures)
+HAVING count(*) FILTER (WHERE r.status IN ('failed', 'rolled_back')) >= min(c.halt_failures)
    AND 100 * count(*) FILTER (WHERE r.status IN ('failed', 'rolled_back'))
-       >= min(s.halt_rate_percent) * count(*)
+       >= min(c.halt_rate_percent) * count(*)
 """
 
 

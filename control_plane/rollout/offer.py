@@ -6,8 +6,10 @@ The order, first match wins:
                 with the pinned version (a pin without a version holds the agent at the version
                 it runs); none such → nothing is offered
     current     the pair's current release once it is at the `everyone` stage
-    canary      the current release in its `canary` stage, for an agent in the canary group: marked
-                by an operator, or in the deterministic share (`in_canary_share`)
+    canary      the current release in its `canary` stage, for an agent one of the waves reached so
+                far reaches (`control_plane.rollout.waves`): marked as a canary (itself or its
+                organisation) when such a wave takes the canaries, or in the share of one
+                (`canary_bucket`, stable per agent and release)
     previous    everyone else during the canary stage: the pair's newest older release that is not
                 withdrawn (one that reached `everyone` before one that did not)
 
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import UUID
 
+from control_plane.rollout.waves import effective_wave, first_wave, read_plan
 from control_plane.types import Connection
 from ground.contract import ReleaseTrack
 
@@ -32,6 +35,7 @@ __all__ = [
     "OfferBasis",
     "canary_bucket",
     "in_canary_share",
+    "is_marked_canary",
     "offered_release",
     "running_version",
 ]
@@ -73,7 +77,8 @@ class Offer:
 
 
 _COLUMNS = """rel.id, rel.agent_version, rel.manifest_version, rel.channel, rel.platform,
-       rel.stage, rel.published_at, halt.reason AS halt_reason, (halt.id IS NOT NULL) AS halted,
+       rel.stage, rel.wave, rel.published_at, halt.reason AS halt_reason,
+       (halt.id IS NOT NULL) AS halted,
        rel.brake_reason, (rel.braked_at IS NOT NULL) AS braked"""
 _HALT = "LEFT JOIN release_halts halt ON halt.release_id = rel.id AND halt.resumed_at IS NULL"
 
@@ -104,10 +109,17 @@ SELECT version FROM pins WHERE agent_id = %(agent_id)s OR org_id = %(org_id)s
  ORDER BY (agent_id IS NOT NULL) DESC LIMIT 1
 """
 
-_IS_CANARY = """
-SELECT EXISTS (SELECT 1 FROM canary_agents WHERE agent_id = %(agent_id)s) AS marked,
-       (SELECT canary_share_percent FROM rollout_settings) AS share
+_IS_MARKED = """
+SELECT EXISTS (SELECT 1 FROM canary_agents WHERE agent_id = %(agent_id)s)
+       OR EXISTS (SELECT 1 FROM canary_orgs WHERE org_id = %(org_id)s) AS marked
 """
+
+
+def is_marked_canary(conn: Connection, agent_id: UUID, org_id: UUID) -> bool:
+    """Marked as a canary by an operator: the agent itself, or its organisation."""
+    row = conn.execute(_IS_MARKED, {"agent_id": agent_id, "org_id": org_id}).fetchone()
+    assert row is not None
+    return bool(row["marked"])
 
 
 def running_version(conn: Connection, agent_id: UUID) -> str | None:
@@ -139,9 +151,15 @@ def offered_release(
         return Offer(release=None, basis=None)
     if current["stage"] == "everyone":
         return Offer(release=current, basis="current")
-    canary = conn.execute(_IS_CANARY, {"agent_id": agent_id}).fetchone()
-    assert canary is not None
-    if canary["marked"] or in_canary_share(agent_id, current["id"], canary["share"]):
+    plan = read_plan(conn)
+    reached = effective_wave(current["stage"], current["wave"], len(plan))
+    agent_wave = first_wave(
+        plan,
+        marked=is_marked_canary(conn, agent_id, org_id),
+        bucket=canary_bucket(agent_id, current["id"]),
+        buckets=CANARY_BUCKETS,
+    )
+    if agent_wave <= reached:
         return Offer(release=current, basis="canary")
     previous: dict[str, Any] | None = conn.execute(
         _PREVIOUS, {**pair, "below": current["manifest_version"]}

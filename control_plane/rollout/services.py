@@ -1,5 +1,5 @@
-"""The rollout of each release: stages, canaries, halts, the operators' inbox, forced updates,
-each agent's offer, and the step the reconcile pass runs.
+"""The rollout of each release: waves and stages, canaries, halts, the operators' inbox, forced
+updates, each agent's offer, and the step the reconcile pass runs.
 
 Every change is an event with its actor (`release.promoted`, `release.halted`, `release.resumed`,
 `canary.marked`, `rollout.settings_changed`, `update.forced`); what the control plane does by
@@ -28,17 +28,26 @@ from control_plane.rollout.halts import (
     halts_of,
     resume_release,
 )
-from control_plane.rollout.offer import OfferBasis, offered_release, running_version
+from control_plane.rollout.offer import (
+    CANARY_BUCKETS,
+    OfferBasis,
+    canary_bucket,
+    is_marked_canary,
+    offered_release,
+    running_version,
+)
 from control_plane.rollout.stages import (
     RolloutSettings,
     Stage,
     StageChange,
     mark_canary,
+    mark_canary_org,
     promote_release,
     promote_soaked,
     read_rollout_settings,
     update_rollout_settings,
 )
+from control_plane.rollout.waves import Wave, effective_wave, first_wave, read_plan
 from control_plane.types import Connection, Pool
 from ground.contract import DEFAULT_TRACK, HoldView, ReleaseTrack
 
@@ -50,6 +59,7 @@ __all__ = [
     "HaltList",
     "NoticeList",
     "OfferedRelease",
+    "OrgCanaryMark",
     "PairRollout",
     "RolloutOverview",
     "RolloutService",
@@ -87,6 +97,9 @@ class AgentRelease:
     # Marked a canary by an operator (what the operator's checkbox shows and changes).
     canary_marked: bool
     hold: HoldView | None
+    # The first wave of the pair's current release that reaches this agent (None: the pair has
+    # no current release); it gets that release once the release is in this wave or later.
+    wave: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +110,12 @@ class AgentReleaseList:
 @dataclass(frozen=True, kw_only=True)
 class CanaryMark:
     agent_id: UUID
+    canary: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class OrgCanaryMark:
+    org_id: UUID
     canary: bool
 
 
@@ -134,6 +153,9 @@ class PairRollout:
     release_id: UUID
     version: str
     stage: Stage
+    # The wave it is in, of `waves` (the last is everyone).
+    wave: int
+    waves: int
     halted: bool
     agents: int
     # Offered this release now and not running it: they update at their next slot.
@@ -163,6 +185,23 @@ def _offered_view(release: dict[str, Any]) -> OfferedRelease:
     )
 
 
+def _agent_wave(
+    conn: Connection, agent_id: UUID, org_id: UUID, track: ReleaseTrack, plan: tuple[Wave, ...]
+) -> int | None:
+    current = conn.execute(
+        "SELECT release_id FROM current_releases WHERE channel = %s AND platform = %s",
+        [track.channel, track.platform],
+    ).fetchone()
+    if current is None:
+        return None
+    return first_wave(
+        plan,
+        marked=is_marked_canary(conn, agent_id, org_id),
+        bucket=canary_bucket(agent_id, current["release_id"]),
+        buckets=CANARY_BUCKETS,
+    )
+
+
 def agent_release(conn: Connection, agent_id: UUID, org_id: UUID, now: datetime) -> AgentRelease:
     seen = conn.execute(
         "SELECT channel, platform FROM agent_tracks WHERE agent_id = %s", [agent_id]
@@ -188,6 +227,7 @@ def agent_release(conn: Connection, agent_id: UUID, org_id: UUID, now: datetime)
         canary=marked is not None or offer.basis == "canary",
         canary_marked=marked is not None,
         hold=None if hold is None else hold_view(hold),
+        wave=_agent_wave(conn, agent_id, org_id, track, read_plan(conn)),
     )
 
 
@@ -214,18 +254,33 @@ class RolloutService:
             state = mark_canary(conn, agent_id, canary=canary, actor=actor, now=now)
         return CanaryMark(agent_id=agent_id, canary=state)
 
+    def mark_canary_org(
+        self, org_id: UUID, *, canary: bool, actor: Actor, now: datetime
+    ) -> OrgCanaryMark:
+        with self._pool.connection() as conn, conn.transaction():
+            state = mark_canary_org(conn, org_id, canary=canary, actor=actor, now=now)
+        return OrgCanaryMark(org_id=org_id, canary=state)
+
     # -- stages and halts ---------------------------------------------------------------------
 
     def promote(
-        self, release_id: UUID, *, reason: object, actor: Actor, now: datetime
+        self,
+        release_id: UUID,
+        *,
+        reason: object,
+        actor: Actor,
+        now: datetime,
+        to_wave: int | None = None,
     ) -> StageChange:
-        """A person promotes a canary release to `everyone` now; the reason is required and
-        kept in the `release.promoted` event, as for a halt or a resume."""
+        """A person promotes a canary release now: to `to_wave`, else to `everyone`; the reason
+        is required and kept in the `release.promoted` event, as for a halt or a resume."""
         reason_text = stored_text("reason", reason, MAX_HALT_REASON_LENGTH)
         if reason_text is None or not reason_text.strip():
             raise InvalidInput("reason", reason, "is required to promote a release (say why)")
         with self._pool.connection() as conn, conn.transaction():
-            return promote_release(conn, release_id, reason=reason_text, actor=actor, now=now)
+            return promote_release(
+                conn, release_id, reason=reason_text, actor=actor, now=now, to_wave=to_wave
+            )
 
     def halt(self, release_id: UUID, *, reason: object, actor: Actor, now: datetime) -> HaltView:
         with self._pool.connection() as conn, conn.transaction():
@@ -360,7 +415,7 @@ class RolloutService:
         with self._pool.connection() as conn:
             settings = read_rollout_settings(conn)
             pairs = conn.execute(
-                "SELECT cur.channel, cur.platform, rel.id, rel.agent_version, rel.stage,"
+                "SELECT cur.channel, cur.platform, rel.id, rel.agent_version, rel.stage, rel.wave,"
                 " EXISTS (SELECT 1 FROM release_halts h WHERE h.release_id = rel.id"
                 "   AND h.resumed_at IS NULL) AS halted"
                 " FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id"
@@ -393,6 +448,8 @@ class RolloutService:
                         release_id=pair["id"],
                         version=pair["agent_version"],
                         stage=pair["stage"],
+                        wave=effective_wave(pair["stage"], pair["wave"], len(settings.waves)),
+                        waves=len(settings.waves),
                         halted=pair["halted"],
                         agents=len(agents),
                         updating_at_this_stage=counts["updating"],

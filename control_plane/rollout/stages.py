@@ -1,13 +1,22 @@
-"""A release's stage (canary → everyone), the canary group, and the rollout settings.
+"""A release's wave and stage, the canary group, and the rollout settings.
 
-A release published onto a pair that already has a release starts in the `canary` stage (the
-column's default); the first release of a pair starts at `everyone` — no agent on the pair runs
-anything the control plane offered, so there is no fleet to protect from it. The operator may
-publish straight to `everyone` (recorded with the publication).
+A release published onto a pair that already has a release starts in the plan's first wave, at
+the `canary` stage (the column's default); the first release of a pair starts at `everyone` — no
+agent on the pair runs anything the control plane offered, so there is no fleet to protect from
+it. The operator may publish straight to `everyone` (recorded with the publication).
 
-Promotion is automatic (`promote_soaked`, a step of the reconcile pass) once the release is not
-halted, at least one of its runs succeeded, and `soak_minutes` have passed since its first success
-(since its last resume, if it was halted); an operator may promote by hand at any time.
+The two stages older clients know map onto the waves (`control_plane.rollout.waves`): `canary`
+is every wave before the last, `everyone` the last. Publishing with `stage: canary` starts in
+wave 1, with `stage: everyone` in the last; a promotion by hand without a wave goes straight to
+everyone, as it did when there were two stages; with a wave it goes to that wave.
+
+Promotion to the next wave is automatic (`promote_soaked`, a step of the reconcile pass) once the
+release is not halted, one of its runs succeeded after its current wave began (and after its
+last resume, if it was halted), and the wave's soak has passed since that first success; an
+operator may promote by hand at any time.
+
+The rollout settings' `canary_share_percent` is the first wave's share (reading and changing it
+reads and changes the plan).
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from control_plane.errors import Conflict, InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.releases.release_actions import release_facts, release_row
 from control_plane.rollout.halts import AUTOMATIC
+from control_plane.rollout.waves import Wave, effective_wave, parse_plan, read_plan, write_plan
 from control_plane.types import Connection
 
 __all__ = [
@@ -29,6 +39,7 @@ __all__ = [
     "Stage",
     "StageChange",
     "mark_canary",
+    "mark_canary_org",
     "promote_release",
     "promote_soaked",
     "read_rollout_settings",
@@ -49,11 +60,14 @@ SETTING_BOUNDS: dict[str, tuple[int, int]] = {
 
 @dataclass(frozen=True, kw_only=True)
 class RolloutSettings:
+    # The first wave's share.
     canary_share_percent: int
+    # Each wave's soak and threshold unless the wave sets its own.
     soak_minutes: int
     halt_failures: int
     halt_rate_percent: int
     halt_window_minutes: int
+    waves: tuple[Wave, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +77,9 @@ class StageChange:
     channel: str
     platform: str
     stage: Stage
+    # The wave it is in now, of `waves` (the last is everyone).
+    wave: int
+    waves: int
     changed_at: datetime
     # The person's reason; None when the control plane promoted it after the soak.
     reason: str | None = None
@@ -70,30 +87,52 @@ class StageChange:
 
 def read_rollout_settings(conn: Connection) -> RolloutSettings:
     row = conn.execute(
-        "SELECT canary_share_percent, soak_minutes, halt_failures, halt_rate_percent,"
-        " halt_window_minutes FROM rollout_settings"
+        "SELECT soak_minutes, halt_failures, halt_rate_percent, halt_window_minutes"
+        " FROM rollout_settings"
     ).fetchone()
     assert row is not None, "migration 0010 inserts the settings row"
-    return RolloutSettings(**row)
+    plan = read_plan(conn)
+    return RolloutSettings(**row, canary_share_percent=plan[0].share_percent, waves=plan)
+
+
+def _event_value(value: object) -> object:
+    if isinstance(value, tuple):
+        return [vars(wave) for wave in value]
+    return value
 
 
 def update_rollout_settings(
     conn: Connection, changes: dict[str, Any], *, actor: Actor, now: datetime
 ) -> RolloutSettings:
-    """Change some settings (each bounded; a bad one is a 422 naming it)."""
+    """Change some settings (each bounded; a bad one is a 422 naming it). `waves` replaces the
+    plan; `canary_share_percent` changes its first wave's share."""
+    columns: dict[str, int] = {}
+    plan = None
     for name, value in changes.items():
+        if name == "waves":
+            plan = parse_plan(value)
+            continue
         if name not in SETTING_BOUNDS:
             raise InvalidInput(name, value, "is not a rollout setting")
         low, high = SETTING_BOUNDS[name]
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise InvalidInput(name, value, f"is not a whole number from {low} to {high}")
+        columns[name] = value
     before = read_rollout_settings(conn)
-    if changes:
-        assignments = ", ".join(f"{name} = %({name})s" for name in changes)
+    if plan is not None:
+        write_plan(conn, plan)
+    share = columns.pop("canary_share_percent", None)
+    first = (plan or before.waves)[0]
+    if share == 0 and not first.canaries and len(plan or before.waves) > 1:
+        raise InvalidInput("canary_share_percent", share, "would make the first wave reach nobody")
+    if share is not None:
+        conn.execute("UPDATE rollout_waves SET share_percent = %s WHERE position = 1", [share])
+    if columns or plan is not None or share is not None:
+        assignments = "".join(f"{name} = %({name})s, " for name in columns)
         conn.execute(
             # Only names checked against SETTING_BOUNDS above reach the statement.
-            f"UPDATE rollout_settings SET {assignments}, changed_at = %(now)s",  # noqa: S608
-            {**changes, "now": now},
+            f"UPDATE rollout_settings SET {assignments}changed_at = %(now)s",  # noqa: S608
+            {**columns, "now": now},
         )
     after = read_rollout_settings(conn)
     record_action(
@@ -102,8 +141,8 @@ def update_rollout_settings(
         actor=actor,
         at=now,
         data={
-            "before": {name: getattr(before, name) for name in changes},
-            "after": {name: getattr(after, name) for name in changes},
+            "before": {name: _event_value(getattr(before, name)) for name in changes},
+            "after": {name: _event_value(getattr(after, name)) for name in changes},
         },
     )
     return after
@@ -137,6 +176,32 @@ def mark_canary(
     return canary
 
 
+def mark_canary_org(
+    conn: Connection, org_id: UUID, *, canary: bool, actor: Actor, now: datetime
+) -> bool:
+    """Mark (or unmark) an organisation as a canary: each of its agents is in every wave that
+    takes the canaries, for every release of its pair; its new state."""
+    if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
+        raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+    if canary:
+        conn.execute(
+            "INSERT INTO canary_orgs (org_id, marked_at, marked_by) VALUES (%s, %s, %s)"
+            " ON CONFLICT (org_id) DO NOTHING",
+            [org_id, now, actor.name or actor.kind],
+        )
+    else:
+        conn.execute("DELETE FROM canary_orgs WHERE org_id = %s", [org_id])
+    record_action(
+        conn,
+        kind="canary.marked" if canary else "canary.unmarked",
+        actor=actor,
+        at=now,
+        org_id=org_id,
+        data={"scope": "organisation"},
+    )
+    return canary
+
+
 def promote_release(
     conn: Connection,
     release_id: UUID,
@@ -145,17 +210,20 @@ def promote_release(
     now: datetime,
     reason: str | None = None,
     soaked: bool = False,
+    to_wave: int | None = None,
 ) -> StageChange:
-    """Move a canary release to `everyone` (inside the caller's transaction). A person's
+    """Move a canary release on (inside the caller's transaction): to `to_wave`, else after a
+    soak to the next wave, else (a person's promotion naming no wave) to everyone. A person's
     promotion carries their reason (the service requires one); the soak's carries none."""
     row = release_row(
         conn,
         release_id,
-        "id, agent_version, channel, platform, stage, withdrawn_at,"
+        "id, agent_version, channel, platform, stage, wave, withdrawn_at,"
         " EXISTS (SELECT 1 FROM release_halts h WHERE h.release_id = releases.id"
         "   AND h.resumed_at IS NULL) AS halted",
         for_update=True,
     )
+    waves = len(read_plan(conn))
     if row["stage"] != "canary":
         raise Conflict(
             f"release {release_id} ({row['agent_version']}) is already at stage everyone",
@@ -167,9 +235,23 @@ def promote_release(
             " resume it before promoting it",
             code="release_halted",
         )
+    current = effective_wave(row["stage"], row["wave"], waves)
+    if to_wave is None:
+        target = current + 1 if soaked else waves
+    elif isinstance(to_wave, bool) or not current < to_wave <= waves:
+        raise InvalidInput(
+            "wave",
+            to_wave,
+            f"is not a later wave: the release is in wave {current} of {waves}"
+            f" (expected {current + 1} to {waves})",
+        )
+    else:
+        target = to_wave
+    target = min(target, waves)
+    stage: Stage = "everyone" if target == waves else "canary"
     conn.execute(
-        "UPDATE releases SET stage = 'everyone', stage_changed_at = %s WHERE id = %s",
-        [now, release_id],
+        "UPDATE releases SET stage = %s, wave = %s, stage_changed_at = %s WHERE id = %s",
+        [stage, target, now, release_id],
     )
     record_action(
         conn,
@@ -178,7 +260,9 @@ def promote_release(
         at=now,
         data={
             **release_facts(release_id, row),
-            "stage": "everyone",
+            "stage": stage,
+            "wave": target,
+            "waves": waves,
             "after_soak": soaked,
             "reason": reason,
         },
@@ -188,32 +272,40 @@ def promote_release(
         version=row["agent_version"],
         channel=row["channel"],
         platform=row["platform"],
-        stage="everyone",
+        stage=stage,
+        wave=target,
+        waves=waves,
         changed_at=now,
         reason=reason,
     )
 
 
+# A canary release's current wave is its own position, but never the plan's last.
 _SOAKED = """
+WITH plan AS (SELECT count(*)::integer AS waves FROM rollout_waves)
 SELECT rel.id
   FROM releases rel
   JOIN current_releases cur ON cur.release_id = rel.id
  CROSS JOIN rollout_settings s
+ CROSS JOIN plan
+  JOIN rollout_waves w ON w.position = greatest(1, least(rel.wave, plan.waves - 1))
  WHERE rel.stage = 'canary' AND rel.withdrawn_at IS NULL
    AND NOT EXISTS (SELECT 1 FROM release_halts h
                     WHERE h.release_id = rel.id AND h.resumed_at IS NULL)
    AND (SELECT min(r.finished_at) FROM runs r
          WHERE r.release_id = rel.id AND r.status = 'succeeded'
-           AND r.finished_at > coalesce((SELECT max(h.resumed_at) FROM release_halts h
-                                          WHERE h.release_id = rel.id), '-infinity'))
-       + make_interval(mins => s.soak_minutes) <= %(now)s
+           AND r.finished_at > greatest(
+               coalesce(rel.stage_changed_at, rel.published_at),
+               coalesce((SELECT max(h.resumed_at) FROM release_halts h
+                          WHERE h.release_id = rel.id), '-infinity')))
+       + make_interval(mins => coalesce(w.soak_minutes, s.soak_minutes)) <= %(now)s
  ORDER BY rel.published_at, rel.id
 """
 
 
 def promote_soaked(conn: Connection, now: datetime) -> list[StageChange]:
-    """Promote every current canary release whose canaries have been good for the soak time
-    (inside the caller's transaction; run after the halt check of the same pass)."""
+    """Move every current canary release whose current wave has been good for its soak time to
+    the next wave (inside the caller's transaction; run after the halt check of the same pass)."""
     return [
         promote_release(conn, row["id"], actor=AUTOMATIC, now=now, soaked=True)
         for row in conn.execute(_SOAKED, {"now": now}).fetchall()

@@ -281,7 +281,11 @@ def test_publish_release_checks_the_signature_against_the_given_key(
         "--release-public-key", str(release_files["public"]),
     )  # fmt: skip
     assert published.returncode == 0, published.stderr
-    assert json.loads(published.stdout)["version"] == "1.5.0"
+    answer = json.loads(published.stdout)
+    assert answer["version"] == "1.5.0"
+    # The pair's first release is for everyone: the last wave, reaching no agent yet.
+    assert (answer["stage"], answer["wave"], answer["waves"]) == ("everyone", 4, 4)
+    assert (answer["first_wave"]["agents"], answer["first_wave"]["first_slot_at"]) == (0, None)
 
     again = run_control(
         "publish-release", *files, "--database-url", database_url,

@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
-from datetime import timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from control_plane.forecast.model import fair_shares, forecast_slot
+from control_plane.forecast.model import WaveOutlook, fair_shares, forecast_slot
+from control_plane.forecast.text import render_outlook
 from control_plane.registry import Services
 from control_plane.types import Pool
 from tests.conftest import REPO_ROOT, child_environment, nachtwacht_command
@@ -259,3 +261,46 @@ def test_the_forecast_agrees_with_a_herd_claiming_through_the_real_caps(
 def test_a_negative_fleet_is_refused_naming_the_organisation() -> None:
     with pytest.raises(ValueError, match=r"^agents_per_org\['acme'\]: -1 is negative"):
         forecast_slot({"acme": -1}, org_cap=5, global_cap=25, window_minutes=15)
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        pytest.param(
+            {},
+            "stage canary, wave 1 of 4: the marked canaries and 5 % of the agents; 12 agents"
+            " reached at their next slot, from 2026-12-01T03:00:00+01:00",
+            id="canaries_tonight",
+        ),
+        pytest.param(
+            {"can_update": 10, "will_miss": 2},
+            "stage canary, wave 1 of 4: the marked canaries and 5 % of the agents; 12 agents"
+            " reached at their next slot, from 2026-12-01T03:00:00+01:00\n"
+            "the caps serve 10: 2 will miss it",
+            id="over_the_caps",
+        ),
+        pytest.param(
+            {"agents": 0, "can_update": 0, "first_slot_at": None, "first_slot_local_time": None},
+            "stage canary, wave 1 of 4: the marked canaries and 5 % of the agents; no agent of"
+            " this wave has a slot before 2026-12-01T15:00:00+00:00",
+            id="nobody_in_the_day",
+        ),
+    ],
+)
+def test_publishing_says_what_the_first_wave_reaches_and_when(
+    changes: dict[str, object], expected: str
+) -> None:
+    outlook = WaveOutlook(
+        stage="canary",
+        wave=1,
+        waves=4,
+        share_percent=5,
+        canaries=True,
+        agents=12,
+        can_update=12,
+        will_miss=0,
+        first_slot_at=datetime(2026, 12, 1, 2, 0, tzinfo=UTC),
+        first_slot_local_time="2026-12-01T03:00:00+01:00",
+        until=datetime(2026, 12, 1, 15, 0, tzinfo=UTC),
+    )
+    assert render_outlook(replace(outlook, **changes)) == expected  # type: ignore[arg-type]

@@ -158,6 +158,20 @@ def test_an_automatic_halt_shows_its_evidence_and_counts_in_the_navigation(
         assert "The rollout tonight" in overview and "halted" in overview
 
 
+def test_the_operators_page_says_the_waves_and_which_one_each_release_is_in(
+    panel_world: PanelWorld,
+) -> None:
+    publish_releases(panel_world, ("1.4.0", 1), ("1.5.0", 2))
+    key = panel_world.server.create_operator_key()
+    with sign_in_client(panel_world, key) as client:
+        page = re.sub(r"<[^>]+>", "", client.get("/panel/operator").text)
+    assert (
+        "Waves: the marked canaries and 5% of the agents → 10% of the agents → 50% of the"
+        " agents → everyone; each moves on after its soak without failures." in page
+    )
+    assert "1.5.0 — canary (a first few agents) (wave 1 of 4)" in page
+
+
 def test_pins_canaries_and_a_forced_update_from_the_operators_agent_page(
     panel_world: PanelWorld,
 ) -> None:

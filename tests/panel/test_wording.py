@@ -188,6 +188,17 @@ def test_the_timeline_never_says_a_person_started_a_scheduled_update() -> None:
     assert "asked" in asked
 
 
+def test_a_promotion_to_a_wave_before_the_last_does_not_say_everyone() -> None:
+    en = Language("en")
+    at = datetime(2027, 3, 29, 1, 0, tzinfo=UTC)
+    data = {"version": "1.6.0", "stage": "canary", "wave": 2, "waves": 4}
+    moved = event_line(en, _event("release.promoted", "control_plane", at, **data))
+    assert moved == "Release 1.6.0 moved on to wave 2 of 4."
+    last = {"version": "1.6.0", "stage": "everyone", "wave": 4, "waves": 4}
+    everyone = event_line(en, _event("release.promoted", "operator", at, **last))
+    assert everyone == "Release 1.6.0 is now for everyone."
+
+
 @pytest.mark.parametrize(
     ("chosen", "header", "expected"),
     [

@@ -32,9 +32,10 @@ def platform_forecast(
 ) -> PlatformDayForecast:
     """For each slot instant of the day: enabled agents, organisations, the capacity the caps
     allow inside the window, and how many agents will miss it if all need an update. And for
-    each pair's current release (`releases`): how many agents get it that night at its
-    `canary` stage and at `everyone`, within the caps (offers as they stand now; `canary` is
-    null once the release is at `everyone`; a halted release reaches nobody)."""
+    each pair's current release (`releases`): how many agents get it that night in its current
+    wave and in each later one (`waves`), within the caps (offers as they stand now; a halted
+    release reaches nobody). `canary` repeats the current wave's figures (null once the release
+    is at `everyone`) and `everyone` the last wave's."""
     del caller
     return services_of(request).forecast.platform_day(parse_day("date", date), now=now)
 

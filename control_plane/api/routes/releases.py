@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from dataclasses import asdict, dataclass
 from typing import Literal
 from uuid import UUID
 
@@ -15,6 +16,7 @@ from control_plane.accounts.services import actor_of
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, RequestNow, services_of
 from control_plane.errors import InvalidInput
+from control_plane.forecast.model import WaveOutlook
 from control_plane.releases.services import PublishedRelease
 from control_plane.releases.withdrawal import (
     MAX_WITHDRAW_REASON_LENGTH,
@@ -29,6 +31,14 @@ __all__ = ["router"]
 router = APIRouter(prefix=API_PREFIX + "/admin", tags=["operator"])
 
 
+@dataclass(frozen=True, kw_only=True)
+class PublishAnswer(PublishedRelease):
+    """The release stored, and what publishing it does in the next day (the forecast's
+    figures for the wave it starts in); None for a release already published."""
+
+    first_wave: WaveOutlook | None = None
+
+
 class ReleaseBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -37,8 +47,8 @@ class ReleaseBody(BaseModel):
     artifact_b64: str = Field(description="the build (.tar.gz), base64")
     stage: Literal["canary", "everyone"] | None = Field(
         default=None,
-        description="the stage it starts in; default: `canary` when its pair already has a"
-        " release, `everyone` for the pair's first",
+        description="the stage it starts in; default: `canary` (the first wave) when its pair"
+        " already has a release, `everyone` (the last wave) for the pair's first",
     )
 
 
@@ -52,10 +62,10 @@ def _decoded(field: str, value: str) -> bytes:
 @router.post(
     "/releases",
     status_code=201,
-    response_model=PublishedRelease,
+    response_model=PublishAnswer,
     responses={
         200: {
-            "model": PublishedRelease,
+            "model": PublishAnswer,
             "description": "this exact manifest was already published (`already_published`)",
         },
         **errors(*AUTHENTICATED, 409, 422),
@@ -67,11 +77,15 @@ def publish_release(
     response: Response,
     caller: OperatorCaller,
     now: RequestNow,
-) -> PublishedRelease:
+) -> PublishAnswer:
     """Store a release after checking its signature against the pinned keys, its artifact against
     the manifest, its expiry, and that it is newer than every release of its (channel, platform);
     it becomes that pair's current release. The exact same manifest again is a 200, not an
-    error."""
+    error.
+
+    The answer says what happens next: the stage and wave it starts in and, in `first_wave`,
+    how many agents that wave reaches at their next slot within 24 hours, how many of them the
+    caps serve, and when the first of them asks (the forecast's figures)."""
     published = services_of(request).releases.publish(
         _decoded("manifest_b64", body.manifest_b64),
         _decoded("signature_b64", body.signature_b64),
@@ -82,7 +96,9 @@ def publish_release(
     )
     if published.already_published:
         response.status_code = 200
-    return published
+        return PublishAnswer(**asdict(published))
+    outlook = services_of(request).forecast.publish_outlook(published.id, now=now)
+    return PublishAnswer(**asdict(published), first_wave=outlook)
 
 
 class WithdrawBody(BaseModel):

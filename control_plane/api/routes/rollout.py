@@ -1,5 +1,5 @@
-"""The rollout for operators (stages, canaries, halts, the inbox, forced updates, the forecast
-per stage) and each agent's pair and offered release for the panel's API."""
+"""The rollout for operators (waves and stages, canaries, halts, the inbox, forced updates, the
+forecast per wave) and each agent's pair and offered release for the panel's API."""
 
 from __future__ import annotations
 
@@ -20,9 +20,11 @@ from control_plane.rollout.services import (
     ForcedUpdate,
     HaltList,
     NoticeList,
+    OrgCanaryMark,
     RolloutOverview,
 )
 from control_plane.rollout.stages import SETTING_BOUNDS, RolloutSettings, StageChange
+from control_plane.rollout.waves import MAX_WAVES, WAVE_BOUNDS
 from ground.contract import API_PREFIX
 
 __all__ = ["router"]
@@ -46,9 +48,33 @@ def _bounded(name: str) -> object:
     return Field(default=None, ge=low, le=high)
 
 
+def _wave_bound(name: str, default: object = None) -> object:
+    low, high = WAVE_BOUNDS[name]
+    return Field(default=default, ge=low, le=high)
+
+
+class WaveBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    share_percent: StrictInt = _wave_bound("share_percent", ...)  # type: ignore[assignment]
+    canaries: StrictBool = Field(
+        default=False, description="the agents and organisations marked as canaries are in it"
+    )
+    soak_minutes: StrictInt | None = _wave_bound("soak_minutes")  # type: ignore[assignment]
+    halt_failures: StrictInt | None = _wave_bound("halt_failures")  # type: ignore[assignment]
+    halt_rate_percent: StrictInt | None = _wave_bound("halt_rate_percent")  # type: ignore[assignment]
+
+
 class RolloutSettingsBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    waves: list[WaveBody] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_WAVES,
+        description="the plan, first wave first; the last is everyone (100 %). A wave's soak"
+        " and threshold left out follow the settings below",
+    )
     canary_share_percent: StrictInt | None = _bounded("canary_share_percent")  # type: ignore[assignment]
     soak_minutes: StrictInt | None = _bounded("soak_minutes")  # type: ignore[assignment]
     halt_failures: StrictInt | None = _bounded("halt_failures")  # type: ignore[assignment]
@@ -60,6 +86,23 @@ class CanaryBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     canary: StrictBool = Field(description="true: the agent is a canary of every release")
+
+
+class OrgCanaryBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    canary: StrictBool = Field(
+        description="true: every agent of the organisation is a canary of every release"
+    )
+
+
+class PromoteBody(ReasonBody):
+    wave: StrictInt | None = Field(
+        default=None,
+        ge=2,
+        le=MAX_WAVES,
+        description="the wave to move the release to; default: the last (everyone)",
+    )
 
 
 @router.get(
@@ -133,6 +176,22 @@ def mark_canary(
     )
 
 
+@router.put(
+    "/admin/orgs/{org_id}/canary",
+    response_model=OrgCanaryMark,
+    tags=["operator"],
+    responses=errors(*AUTHENTICATED, 404, 422),
+)
+def mark_canary_org(
+    org_id: UUID, body: OrgCanaryBody, request: Request, caller: OperatorCaller, now: RequestNow
+) -> OrgCanaryMark:
+    """Mark (or unmark) an organisation as a canary: its agents are in every wave that takes
+    the canaries."""
+    return services_of(request).rollout.mark_canary_org(
+        org_id, canary=body.canary, actor=actor_of(caller), now=now
+    )
+
+
 @router.post(
     "/admin/agents/{agent_id}/forced-update",
     response_model=ForcedUpdate,
@@ -157,7 +216,8 @@ def force_update(
     responses=errors(*AUTHENTICATED),
 )
 def get_settings(request: Request, caller: OperatorCaller) -> RolloutSettings:
-    """Canary share, soak time and the halt threshold (count, rate, window)."""
+    """The waves, the first wave's share, the soak time and the halt threshold (count, rate,
+    window) of every wave that sets none of its own."""
     del caller
     return services_of(request).rollout.settings()
 
@@ -173,6 +233,8 @@ def patch_settings(
 ) -> RolloutSettings:
     """Change the named settings; each is bounded (a 422 names the one out of bounds)."""
     changes = body.model_dump(exclude_none=True)
+    if body.waves is not None:
+        changes["waves"] = [wave.model_dump() for wave in body.waves]
     return services_of(request).rollout.update_settings(changes, actor=actor_of(caller), now=now)
 
 
@@ -196,12 +258,12 @@ def overview(request: Request, caller: OperatorCaller, now: RequestNow) -> Rollo
     responses=errors(*AUTHENTICATED, 404, 409, 422),
 )
 def promote(
-    release_id: UUID, body: ReasonBody, request: Request, caller: OperatorCaller, now: RequestNow
+    release_id: UUID, body: PromoteBody, request: Request, caller: OperatorCaller, now: RequestNow
 ) -> StageChange:
-    """Promote a canary release to `everyone` now (without waiting for the soak); the reason
-    is required and kept in the `release.promoted` event."""
+    """Promote a canary release now (without waiting for the soak): to the named wave, else to
+    `everyone`; the reason is required and kept in the `release.promoted` event."""
     return services_of(request).rollout.promote(
-        release_id, reason=body.reason, actor=actor_of(caller), now=now
+        release_id, reason=body.reason, actor=actor_of(caller), now=now, to_wave=body.wave
     )
 
 

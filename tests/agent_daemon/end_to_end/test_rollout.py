@@ -126,7 +126,12 @@ def test_good_canaries_are_promoted_after_the_soak_and_the_fleet_follows_within_
     fleet = [scenario.add_host(f"web-0{n}", installed=("1.5.0", 42)) for n in (1, 2, 3)]
     _ok(
         scenario.operator.patch(
-            "/v1/admin/rollout/settings", json={"canary_share_percent": 0, "soak_minutes": 5}
+            "/v1/admin/rollout/settings",
+            # Two waves: the marked canary, then everyone.
+            json={
+                "soak_minutes": 5,
+                "waves": [{"share_percent": 0, "canaries": True}, {"share_percent": 100}],
+            },
         )
     )
     _ok(scenario.operator.put(f"/v1/admin/agents/{canary.agent_id}/canary", json={"canary": True}))

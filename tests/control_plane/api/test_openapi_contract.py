@@ -50,6 +50,10 @@ GAPS: dict[tuple[str, str], dict[str, str]] = {
     ("PATCH", "/v1/admin/rollout/settings"): {
         _ACCEPTS_VALID: "an integer written as 628.0 is refused (strict integers)"
     },
+    ("POST", "/v1/admin/releases/{release_id}/promote"): {
+        _ACCEPTS_VALID: "the wave must come after the release's own, within the plan (stored"
+        " state); an integer written as 3.0 is refused (strict integers)"
+    },
     ("PUT", "/v1/agent/hold"): {_ACCEPTS_VALID: "until must be after now (the clock)"},
     ("PUT", "/v1/agents/{agent_id}/hold"): {_ACCEPTS_VALID: "until must be after now (the clock)"},
     ("PUT", "/v1/agents/{agent_id}/schedule"): {_ACCEPTS_VALID: "an enabled schedule needs a time"},

@@ -155,7 +155,11 @@ def test_a_failing_canary_halts_the_release_with_its_evidence_and_one_notice(
 def test_good_canaries_promote_after_the_soak_and_the_next_night_everyone_updates_within_caps(
     rollout: Rollout, two_releases: TwoReleases, no_share: None
 ) -> None:
-    rollout.settings(soak_minutes=120)
+    # Two waves, as the two stages were: the marked canaries, then everyone.
+    rollout.settings(
+        soak_minutes=120,
+        waves=[{"share_percent": 0, "canaries": True}, {"share_percent": 100}],
+    )
     rollout.operator("PUT", "/v1/admin/settings", org_cap=2, global_cap=25)
     org = rollout.make_org()
     canary = rollout.make_agent(org, "canary-01")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from control_plane.errors import InvalidInput
+from control_plane.events.trail import Actor
 from tests.control_plane.api.conftest import AT_0301, ROLLOUT_SETTINGS, Rollout, TwoReleases
 from tests.control_plane.conftest import sign_release
 
@@ -33,13 +35,97 @@ def test_rollout_settings_out_of_bounds_are_refused_naming_the_field(
     assert refused.status_code == 422
     assert field in refused.text
     unchanged = rollout.operator("GET", ROLLOUT_SETTINGS).json()
-    assert unchanged == {
-        "canary_share_percent": 5,
-        "soak_minutes": 720,
-        "halt_failures": 3,
-        "halt_rate_percent": 20,
-        "halt_window_minutes": 360,
+    assert unchanged == DEFAULT_SETTINGS
+
+
+def _wave(position: int, share: int, *, canaries: bool = False) -> dict[str, object]:
+    return {
+        "position": position,
+        "share_percent": share,
+        "canaries": canaries,
+        "soak_minutes": None,
+        "halt_failures": None,
+        "halt_rate_percent": None,
     }
+
+
+DEFAULT_SETTINGS = {
+    "canary_share_percent": 5,
+    "soak_minutes": 720,
+    "halt_failures": 3,
+    "halt_rate_percent": 20,
+    "halt_window_minutes": 360,
+    # Canaries → 10 % → 50 % → everyone; each wave's soak and threshold are the settings'.
+    "waves": [_wave(1, 5, canaries=True), _wave(2, 10), _wave(3, 50), _wave(4, 100)],
+}
+
+
+@pytest.mark.parametrize(
+    ("waves", "field"),
+    [
+        pytest.param([], "waves", id="no_wave"),
+        pytest.param([{"share_percent": 100}] * 11, "waves", id="eleven_waves"),
+        pytest.param(
+            [{"share_percent": 10}, {"share_percent": 50}], "share_percent", id="last_not_everyone"
+        ),
+        pytest.param(
+            [{"share_percent": 0}, {"share_percent": 100}],
+            "waves[0].share_percent",
+            id="a_wave_reaching_nobody",
+        ),
+        pytest.param(
+            [{"share_percent": 10, "soak_minutes": 20161}, {"share_percent": 100}],
+            "soak_minutes",
+            id="soak_over_two_weeks",
+        ),
+        pytest.param(
+            [{"share_percent": 10, "halt_failures": 0}, {"share_percent": 100}],
+            "halt_failures",
+            id="a_wave_halting_on_no_failure",
+        ),
+        pytest.param(
+            [{"share_percent": 10, "reach": "all"}, {"share_percent": 100}],
+            "reach",
+            id="an_unknown_field",
+        ),
+    ],
+)
+def test_a_plan_of_waves_that_cannot_roll_out_is_refused_naming_the_field(
+    rollout: Rollout, waves: list[dict[str, object]], field: str
+) -> None:
+    refused = rollout.operator("PATCH", ROLLOUT_SETTINGS, waves=waves)
+    assert refused.status_code == 422, refused.text
+    assert field in refused.text
+    assert rollout.operator("GET", ROLLOUT_SETTINGS).json() == DEFAULT_SETTINGS
+
+
+def test_a_plan_is_checked_by_the_service_too(rollout: Rollout) -> None:
+    """What never passed the API's model (a caller of the service) meets the same rules."""
+    for waves, field in (
+        ([{"share_percent": 0}, {"share_percent": 100}], "waves[0].share_percent"),
+        ([{"share_percent": 10}, {"share_percent": 99}], "waves[1].share_percent"),
+        ("everyone", "waves"),
+        ([{"share_percent": True}, {"share_percent": 100}], "waves[0].share_percent"),
+        ([{"share_percent": 10, "canaries": "yes"}, {"share_percent": 100}], "waves[0].canaries"),
+    ):
+        with pytest.raises(InvalidInput) as refused:
+            rollout.services.rollout.update_settings(
+                {"waves": waves}, actor=Actor(kind="operator"), now=rollout.clock.now()
+            )
+        assert refused.value.fields["field"] == field
+
+
+def test_promoting_to_a_wave_that_is_not_later_is_refused(
+    rollout: Rollout, two_releases: TwoReleases
+) -> None:
+    path = f"/v1/admin/releases/{rollout.release_id('1.6.0')}/promote"
+    assert rollout.operator("POST", path, reason="next", wave=2).status_code == 200
+    for wave in (2, 1, 5):
+        refused = rollout.operator("POST", path, reason="again", wave=wave)
+        assert refused.status_code == 422, refused.text
+        assert "wave" in refused.text
+    assert rollout.operator("POST", path, reason="on", wave=3).json()["stage"] == "canary"
+    assert rollout.operator("POST", path, reason="all", wave=4).json()["stage"] == "everyone"
 
 
 def test_failures_below_the_rate_do_not_halt_a_release(
