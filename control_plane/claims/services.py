@@ -80,7 +80,9 @@ _HOT_PATH_BY_CREDENTIAL = _HOT_PATH.format(agent=f"({AGENT_OF_CREDENTIAL})")
 
 
 # Refusals that write the slot consumed as a run (the answer of the agent's next claim changes).
-_RECORDED_CONSUMED = frozenset({RefusalCode.HELD, RefusalCode.RELEASE_ROLLED_BACK})
+_RECORDED_CONSUMED = frozenset(
+    {RefusalCode.HELD, RefusalCode.RELEASE_ROLLED_BACK, RefusalCode.RELEASE_HALTED}
+)
 
 
 def _is_open(facts: ClaimFacts, slot_key: str, now: datetime) -> bool:
