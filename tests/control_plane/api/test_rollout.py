@@ -114,7 +114,7 @@ def test_a_failing_canary_halts_the_release_with_its_evidence_and_one_notice(
         refused_download = client.get(slow_grant["release"]["artifact_url"])
     assert refused_download.json()["detail"]["code"] == "token_revoked"
     halted = rollout.claim(late)
-    assert halted.status_code == 503
+    assert halted.status_code == 409
     assert halted.json()["detail"]["code"] == "release_halted"
     for agent in others:
         assert rollout.claim(agent).json()["release"]["version"] == "1.5.0"
@@ -309,7 +309,7 @@ def test_a_manual_update_under_the_brake_or_a_halt_needs_an_operator_to_force_it
     assert braked.status_code == 200
     requested = rollout.request_manual(org, agent)
     refused = rollout.claim_manual(agent, requested)
-    assert refused.status_code == 503
+    assert refused.status_code == 409
     assert refused.json()["detail"]["code"] == "release_halted"
 
     forced = rollout.operator(
