@@ -36,6 +36,7 @@ __all__ = [
     "note_track",
     "release_for_grant",
     "release_for_manual",
+    "skip_stopped_slot",
 ]
 
 
@@ -93,7 +94,7 @@ def check_scheduled_claim(
     why = offer.stopped_reason
     if why is not None:
         assert offer.release is not None
-        _skip_stopped_slot(
+        skip_stopped_slot(
             conn,
             agent_id=agent_id,
             org_id=org_id,
@@ -107,7 +108,7 @@ def check_scheduled_claim(
     return offer
 
 
-def _skip_stopped_slot(
+def skip_stopped_slot(
     conn: Connection,
     *,
     agent_id: UUID,

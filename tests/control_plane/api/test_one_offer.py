@@ -13,7 +13,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import pytest
 
+import control_plane.claims.services as claim_services
+from control_plane.events.trail import Actor
 from ground.contract import confirm_path
 from tests.control_plane.api.conftest import AT_0301, SLOT, Rollout, TwoReleases
 from tests.control_plane.conftest import Agent, Org
@@ -254,6 +257,29 @@ def test_a_halted_release_skips_the_slot_once_and_the_agent_stops_asking(
         "skipped",
         "release_halted",
     )
+
+
+def test_a_halt_between_the_claims_check_and_its_grant_skips_the_slot_all_the_same(
+    rollout: Rollout, two_releases: TwoReleases, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    org = rollout.make_org()
+    agent = rollout.make_agent(org)
+    checked = claim_services.check_scheduled_claim
+
+    def halted_right_after(*args: Any, **kwargs: Any) -> Any:
+        offer = checked(*args, **kwargs)
+        rollout.services.rollout.halt(
+            offer.release["id"],
+            reason="halted meanwhile",
+            actor=Actor(kind="operator", name="tests"),
+            now=rollout.clock.now(),
+        )
+        return offer
+
+    monkeypatch.setattr(claim_services, "check_scheduled_claim", halted_right_after)
+    rollout.clock.set(AT_0301)
+    _refused(rollout.claim(agent, from_version="1.4.1"), 409, "release_halted")
+    assert _skipped_runs(rollout, agent) == [("skipped", "release_halted")]
 
 
 def test_a_release_under_its_own_brake_skips_the_slot_the_same_way(
