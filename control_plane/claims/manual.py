@@ -14,6 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from control_plane.claims.grant import TOKEN_LIFETIME, Claim, claim_grant
+from control_plane.claims.refused import no_release, nothing_pinned
 from control_plane.errors import ClaimRefused
 from control_plane.events.services import record_event
 from control_plane.rollout.gate import ManualRelease, release_for_manual
@@ -58,6 +59,8 @@ def claim_manual(
             conn, run_id=run["id"], agent_id=agent_id, org_id=run["org_id"], track=track, now=now
         )
         release = granted.release
+        if release is None:
+            raise nothing_pinned(track) if granted.basis == "pinned" else no_release(track)
         conn.execute(
             "UPDATE runs SET status = 'claimed', claimed_at = %s, release_id = %s,"
             " from_version = %s WHERE id = %s",
@@ -71,7 +74,7 @@ def claim_manual(
             " expires_at = EXCLUDED.expires_at, revoked_at = NULL, revoked_reason = NULL",
             [run["id"], agent_id, release["id"], now, now + TOKEN_LIFETIME],
         )
-        _record_started(conn, run, granted, from_version, now)
+        _record_started(conn, run, granted, release, from_version, now)
         return Claim(created=run["status"] == "requested", grant=claim_grant(conn, run["id"]))
 
 
@@ -79,6 +82,7 @@ def _record_started(
     conn: Connection,
     run: dict[str, Any],
     granted: ManualRelease,
+    release: dict[str, Any],
     from_version: str | None,
     now: datetime,
 ) -> None:
@@ -86,7 +90,7 @@ def _record_started(
     the person who clicked, so the trail shows who let it past the stops."""
     data: dict[str, Any] = {
         "from_version": from_version,
-        "to_version": granted.release["agent_version"],
+        "to_version": release["agent_version"],
         "offer": granted.basis,
         "forced": granted.forced is not None,
     }

@@ -20,7 +20,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from control_plane.claims.refused import no_release
 from control_plane.errors import ClaimRefused
 from control_plane.events.services import record_event
 from control_plane.pins.holds import active_hold
@@ -202,10 +201,11 @@ class ForcedBy:
 
 @dataclass(frozen=True, kw_only=True)
 class ManualRelease:
-    """What a manual update is granted: the agent's offer, and the force that let it past a
-    stop (None: nothing stopped it)."""
+    """What a manual update is granted: the agent's offer (None: nothing is offered, e.g. a pin
+    to a version without a release), and the force that let it past a stop (None: nothing
+    stopped it)."""
 
-    release: dict[str, Any]
+    release: dict[str, Any] | None
     basis: OfferBasis | None
     forced: ForcedBy | None
 
@@ -253,17 +253,7 @@ def release_for_manual(
     current_release(conn, track.channel, track.platform, for_grant=True)
     offer, locked = _locked_offer(conn, agent_id=agent_id, org_id=org_id, track=track)
     if offer.release is None or locked is None:
-        raise _nothing_offered(track, offer)
+        return ManualRelease(release=None, basis=offer.basis, forced=forced)
     if forced is None and (locked["halted"] or locked["braked_at"] is not None):
         raise _halted(track, offer.release, f"halted or under its brake{only_forced}")
     return ManualRelease(release=locked, basis=offer.basis, forced=forced)
-
-
-def _nothing_offered(track: ReleaseTrack, offer: Offer) -> ClaimRefused:
-    if offer.basis == "pinned":
-        return ClaimRefused(
-            RefusalCode.NO_RELEASE,
-            f"this agent is pinned to a version with no release for channel {track.channel!r}"
-            f" on platform {track.platform!r}: nothing is offered",
-        )
-    return no_release(track)
