@@ -43,6 +43,7 @@ _OUTCOME_WORDS: dict[str, str] = {
     RefusalCode.HELD: f"skipped: {SKIP_REASON_WORDS[RefusalCode.HELD]}",
     RefusalCode.RELEASE_ROLLED_BACK: "skipped: "
     + SKIP_REASON_WORDS[RefusalCode.RELEASE_ROLLED_BACK],
+    RefusalCode.RELEASE_HALTED: f"skipped: {SKIP_REASON_WORDS[RefusalCode.RELEASE_HALTED]}",
 }
 
 # Why a claimed run ended as it did, in the words the panel says too.

@@ -26,6 +26,8 @@ _SLOT_GONE_WORDS: dict[RefusalCode, str] = {
     RefusalCode.RELEASE_ROLLED_BACK: "this host rolled the offered release back: nothing to do "
     "until a newer release is published or an operator asks for a retry",
     RefusalCode.HELD: "the agent is held: this slot is skipped",
+    RefusalCode.RELEASE_HALTED: "the offered release is stopped by the operators: this slot is "
+    "skipped, the next one asks again",
     RefusalCode.WINDOW_CLOSED: "the slot's window had closed on the control plane's clock",
     RefusalCode.SLOT_CONSUMED: "the control plane had already recorded this slot",
     RefusalCode.NOT_A_SLOT: "the control plane does not know this slot in the schedule",

@@ -1,6 +1,6 @@
 """The operators' emergency brake and single-token revocation.
 
-services     the SQL; engaging revokes outstanding scheduled tokens
+services     the SQL; engaging revokes outstanding tokens (scheduled and manual, not forced)
 routes       /v1/admin/brake, /v1/admin/tokens/{id}/revoke
 
 The routes named here live in api/routes/brake.py, above the domains.

@@ -1,5 +1,7 @@
-"""The operators' emergency brake: stops every scheduled update without
-touching a customer's setting. Engaging it refuses new claims and can revoke outstanding tokens."""
+"""The operators' emergency brake: stops every update without touching a customer's setting.
+Engaging it refuses new claims, scheduled and manual, and can revoke the outstanding tokens of
+both (a revoked token downloads nothing more and is refused the swap); an update an operator
+forced goes on."""
 
 from __future__ import annotations
 
@@ -89,10 +91,13 @@ class BrakeService:
                 [engaged, reason if engaged else None, now, actor.id],
             )
             if engaged and revoke_outstanding:
+                # Scheduled and manual alike: a download under way is refused from now on,
+                # and so is its swap. Only an update an operator forced goes on.
                 revoked = conn.execute(
                     "UPDATE tokens t SET revoked_at = %s, revoked_reason = 'brake'"
-                    " FROM runs r WHERE r.id = t.run_id AND r.trigger = 'schedule'"
-                    " AND r.status = 'claimed' AND t.revoked_at IS NULL AND t.expires_at > %s",
+                    " FROM runs r WHERE r.id = t.run_id AND r.status = 'claimed'"
+                    " AND t.revoked_at IS NULL AND t.expires_at > %s"
+                    " AND NOT EXISTS (SELECT 1 FROM forced_updates f WHERE f.run_id = r.id)",
                     [now, now],
                 ).rowcount
             state = brake_state(conn)

@@ -1,18 +1,24 @@
-"""The token for a manual update requested in the panel (docs/control_plane.md, "Manual
-updates")."""
+"""The token for a manual update ("update now", in the panel or on the host).
+
+A manual update has no slot and no caps, but it is offered what a scheduled claim of the same
+agent would be (`rollout.offer`: its pin, the stage it is in, never a withdrawn release), and the
+same stops refuse it: the platform's brake, a hold, a halt or the release's own brake. An
+operator's force (`forced_updates`) is the only way past them, and the grant's event says it was
+forced, by whom and why.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from control_plane.claims.grant import TOKEN_LIFETIME, Claim, claim_grant
-from control_plane.claims.refused import no_release
+from control_plane.claims.refused import no_release, nothing_pinned
 from control_plane.errors import ClaimRefused
 from control_plane.events.services import record_event
-from control_plane.releases.services import current_release
-from control_plane.rollout.gate import check_manual_claim
-from control_plane.types import Pool
+from control_plane.rollout.gate import ManualRelease, release_for_manual
+from control_plane.types import Connection, Pool
 from ground.contract import DEFAULT_TRACK, RefusalCode, ReleaseTrack
 
 __all__ = ["claim_manual"]
@@ -27,11 +33,11 @@ def claim_manual(
     *,
     track: ReleaseTrack = DEFAULT_TRACK,
 ) -> Claim:
-    """The token for a manual update requested in the panel: no slot, no caps; the brake or a
-    halt of its release refuses it unless an operator forced it (`rollout.gate`)."""
+    """The token for a manual update: no slot, no caps; the agent's offer, refused by the same
+    stops as a scheduled claim unless an operator forced it (see the module's docstring)."""
     with pool.connection() as conn, conn.transaction():
         run = conn.execute(
-            "SELECT r.id, r.org_id, r.status, r.requested_by,"
+            "SELECT r.id, r.org_id, r.status, r.requested_by, r.agent_id,"
             " (t.revoked_at IS NULL AND t.expires_at > %s) AS token_usable"
             " FROM runs r LEFT JOIN tokens t ON t.run_id = r.id"
             " WHERE r.id = %s AND r.agent_id = %s AND r.trigger = 'manual' FOR UPDATE OF r",
@@ -49,10 +55,12 @@ def claim_manual(
                 RefusalCode.RUN_FINISHED,
                 f"manual update {manual_run_id} already ended ({run['status']})",
             )
-        release = current_release(conn, track.channel, track.platform, for_grant=True)
+        granted = release_for_manual(
+            conn, run_id=run["id"], agent_id=agent_id, org_id=run["org_id"], track=track, now=now
+        )
+        release = granted.release
         if release is None:
-            raise no_release(track)
-        check_manual_claim(conn, run_id=run["id"], release=release, track=track)
+            raise nothing_pinned(track) if granted.basis == "pinned" else no_release(track)
         conn.execute(
             "UPDATE runs SET status = 'claimed', claimed_at = %s, release_id = %s,"
             " from_version = %s WHERE id = %s",
@@ -66,15 +74,47 @@ def claim_manual(
             " expires_at = EXCLUDED.expires_at, revoked_at = NULL, revoked_reason = NULL",
             [run["id"], agent_id, release["id"], now, now + TOKEN_LIFETIME],
         )
+        _record_started(conn, run, granted, release, from_version, now)
+        return Claim(created=run["status"] == "requested", grant=claim_grant(conn, run["id"]))
+
+
+def _record_started(
+    conn: Connection,
+    run: dict[str, Any],
+    granted: ManualRelease,
+    release: dict[str, Any],
+    from_version: str | None,
+    now: datetime,
+) -> None:
+    """The grant's event: a forced update is the operator's act (named, with the reason), never
+    the person who clicked, so the trail shows who let it past the stops."""
+    data: dict[str, Any] = {
+        "from_version": from_version,
+        "to_version": release["agent_version"],
+        "offer": granted.basis,
+        "forced": granted.forced is not None,
+    }
+    if granted.forced is None:
         record_event(
             conn,
             org_id=run["org_id"],
-            agent_id=agent_id,
+            agent_id=run["agent_id"],
             run_id=run["id"],
             kind="update.started",
             actor_kind="user",
             actor_id=run["requested_by"],
             at=now,
-            data={"from_version": from_version, "to_version": release["agent_version"]},
+            data=data,
         )
-        return Claim(created=run["status"] == "requested", grant=claim_grant(conn, run["id"]))
+        return
+    record_event(
+        conn,
+        org_id=run["org_id"],
+        agent_id=run["agent_id"],
+        run_id=run["id"],
+        kind="update.started",
+        actor_kind="operator",
+        actor_name=granted.forced.operator,
+        at=now,
+        data={**data, "forced_reason": granted.forced.reason},
+    )

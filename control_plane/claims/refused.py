@@ -7,7 +7,7 @@ from __future__ import annotations
 from control_plane.errors import ClaimRefused
 from ground.contract import RefusalCode, ReleaseTrack
 
-__all__ = ["brake_on", "no_release", "slot_consumed"]
+__all__ = ["brake_on", "no_release", "nothing_pinned", "slot_consumed"]
 
 
 def brake_on(reason: str | None) -> ClaimRefused:
@@ -29,4 +29,12 @@ def no_release(track: ReleaseTrack) -> ClaimRefused:
     return ClaimRefused(
         RefusalCode.NO_RELEASE,
         f"no release is current for channel {track.channel!r} on platform {track.platform!r}",
+    )
+
+
+def nothing_pinned(track: ReleaseTrack) -> ClaimRefused:
+    return ClaimRefused(
+        RefusalCode.NO_RELEASE,
+        f"this agent is pinned to a version with no release for channel {track.channel!r}"
+        f" on platform {track.platform!r}: nothing is offered",
     )

@@ -32,7 +32,7 @@ from control_plane.claims.rolled_back import refuse_rolled_back_release
 from control_plane.claims.warm_up import SlotWarmUp, facts_key
 from control_plane.errors import ClaimRefused, NotFound
 from control_plane.inputs import stored_text
-from control_plane.rollout.gate import check_scheduled_claim
+from control_plane.rollout.gate import check_scheduled_claim, skip_stopped_slot
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
 from ground.contract import (
@@ -80,7 +80,9 @@ _HOT_PATH_BY_CREDENTIAL = _HOT_PATH.format(agent=f"({AGENT_OF_CREDENTIAL})")
 
 
 # Refusals that write the slot consumed as a run (the answer of the agent's next claim changes).
-_RECORDED_CONSUMED = frozenset({RefusalCode.HELD, RefusalCode.RELEASE_ROLLED_BACK})
+_RECORDED_CONSUMED = frozenset(
+    {RefusalCode.HELD, RefusalCode.RELEASE_ROLLED_BACK, RefusalCode.RELEASE_HALTED}
+)
 
 
 def _is_open(facts: ClaimFacts, slot_key: str, now: datetime) -> bool:
@@ -356,6 +358,20 @@ class ClaimService:
                 ),
             )
         except ClaimRefused as refused:
+            stopped = offer.release
+            if refused.refusal is RefusalCode.RELEASE_HALTED and run is None and stopped:
+                # Halted (or braked) between the check above and the grant's lock: the slot is
+                # skipped all the same, as the agent is told.
+                skip_stopped_slot(
+                    conn,
+                    agent_id=facts.agent_id,
+                    org_id=facts.org_id,
+                    slot_key=slot_key,
+                    slot_at=slot.at,
+                    release=stopped,
+                    why="halted or under its brake",
+                    now=now,
+                )
             # A cap found full, as committed by other grants: full until the round ends (it
             # never un-fills), so this worker refuses the rest of the round from memory.
             if refused.refusal is RefusalCode.ORG_CAP:

@@ -29,6 +29,8 @@ def event_line(lang: Language, event: EventView) -> str:
     if event.kind == "update.requested":
         return lang.gettext("Someone in your organisation asked for an update now.")
     if event.kind == "update.started":
+        if event.data.get("forced"):
+            return lang.gettext("The agent started the update our operators forced.")
         return lang.gettext("The agent started the update you asked for.")
     if event.kind == "update.scheduled":
         return lang.gettext("The schedule started an update.")

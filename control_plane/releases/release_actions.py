@@ -56,9 +56,12 @@ def revoke_release_tokens(
     conn: Connection, release_id: UUID, *, because: RevokedBecause, now: datetime
 ) -> int:
     """Revoke the release's tokens granted but not yet used (an expired one is left as it is);
-    returns how many."""
+    returns how many. A stop (a brake, a halt) spares the updates an operator forced through it;
+    a withdrawal spares none."""
     return conn.execute(
-        "UPDATE tokens SET revoked_at = %s, revoked_reason = %s"
-        " WHERE release_id = %s AND revoked_at IS NULL AND expires_at > %s",
-        [now, because, release_id, now],
+        "UPDATE tokens SET revoked_at = %(now)s, revoked_reason = %(because)s"
+        " WHERE release_id = %(release)s AND revoked_at IS NULL AND expires_at > %(now)s"
+        " AND (%(because)s = 'withdrawn'"
+        "   OR NOT EXISTS (SELECT 1 FROM forced_updates f WHERE f.run_id = tokens.run_id))",
+        {"now": now, "because": because, "release": release_id},
     ).rowcount

@@ -2,27 +2,41 @@
 
 check_scheduled_claim   a held agent's slot is skipped (HELD: consumes the slot, recorded as a
                         `missed` run with the reason `held`, no token taken); an offered
-                        release that is halted or braked is refused (RELEASE_HALTED: retry)
+                        release that is halted or braked is skipped the same way
+                        (RELEASE_HALTED: a `skipped` run; the next slot asks again)
 release_for_grant       inside the grant's transaction: the offered release, its row held
                         FOR SHARE so a halt or a release brake waits for the grants in flight
                         (and then revokes their tokens), re-checked under that lock
-check_manual_claim      a manual update of a release under the platform's brake, a halt or
-                        its brake is refused unless an operator forced it
+release_for_manual      a manual update ("update now") takes the same offer; the platform's
+                        brake, a hold, a halt or the release's brake refuses it unless an
+                        operator forced it (the force is the one way past, named in the grant's
+                        event)
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from control_plane.errors import ClaimRefused
+from control_plane.events.services import record_event
 from control_plane.pins.holds import active_hold
-from control_plane.rollout.offer import Offer, offered_release
+from control_plane.releases.services import current_release
+from control_plane.rollout.offer import Offer, OfferBasis, offered_release
 from control_plane.types import Connection
 from ground.contract import MissReason, RefusalCode, ReleaseTrack, format_instant
 
-__all__ = ["check_manual_claim", "check_scheduled_claim", "note_track", "release_for_grant"]
+__all__ = [
+    "ForcedBy",
+    "ManualRelease",
+    "check_scheduled_claim",
+    "note_track",
+    "release_for_grant",
+    "release_for_manual",
+    "skip_stopped_slot",
+]
 
 
 def note_track(conn: Connection, agent_id: UUID, track: ReleaseTrack, now: datetime) -> None:
@@ -79,17 +93,81 @@ def check_scheduled_claim(
     why = offer.stopped_reason
     if why is not None:
         assert offer.release is not None
-        raise _halted(track, offer.release, why)
+        skip_stopped_slot(
+            conn,
+            agent_id=agent_id,
+            org_id=org_id,
+            slot_key=slot_key,
+            slot_at=slot_at,
+            release=offer.release,
+            why=why,
+            now=now,
+        )
+        raise _halted(track, offer.release, f"{why}; slot {slot_key} is skipped")
     return offer
 
 
-def release_for_grant(
+def skip_stopped_slot(
+    conn: Connection,
+    *,
+    agent_id: UUID,
+    org_id: UUID,
+    slot_key: str,
+    slot_at: datetime,
+    release: dict[str, Any],
+    why: str,
+    now: datetime,
+) -> None:
+    """Consume the slot with a `skipped` run (and its event): a stopped release is nothing to do
+    tonight. Asking again every minute until the window closes would only load the control plane
+    with refusals, and a halt is lifted by a person, rarely within the window; the next slot asks
+    again. An agent that does not yet know this refusal consumes the slot asks once more and is
+    answered `slot_consumed` by this run."""
+    with conn.transaction():
+        run = conn.execute(
+            "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, skip_reason,"
+            " release_id, created_at, finished_at)"
+            " VALUES (%s, %s, 'schedule', %s, %s, 'skipped', %s, %s, %s, %s)"
+            " ON CONFLICT (agent_id, slot_key) WHERE trigger = 'schedule' DO NOTHING"
+            " RETURNING id",
+            [
+                agent_id,
+                org_id,
+                slot_key,
+                slot_at,
+                RefusalCode.RELEASE_HALTED.value,
+                release["id"],
+                now,
+                now,
+            ],
+        ).fetchone()
+        if run is not None:
+            record_event(
+                conn,
+                org_id=org_id,
+                agent_id=agent_id,
+                run_id=run["id"],
+                kind="update.skipped",
+                actor_kind="schedule",
+                at=now,
+                data={
+                    "slot_key": slot_key,
+                    "reason": RefusalCode.RELEASE_HALTED.value,
+                    "release_version": release["agent_version"],
+                    "stopped": why,
+                },
+            )
+
+
+def _locked_offer(
     conn: Connection, *, agent_id: UUID, org_id: UUID, track: ReleaseTrack
-) -> dict[str, Any] | None:
-    """The release to grant (see the module's docstring); None when nothing is offered."""
+) -> tuple[Offer, dict[str, Any] | None]:
+    """The agent's offer, and its release's row held FOR SHARE (id, agent_version,
+    manifest_version, braked_at, halted) so a halt or a release brake waits for this grant and
+    then revokes its token; None when nothing is offered."""
     offer = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track)
     if offer.release is None:
-        return None
+        return offer, None
     locked: dict[str, Any] | None = conn.execute(
         "SELECT rel.id, rel.agent_version, rel.manifest_version, rel.braked_at,"
         " EXISTS (SELECT 1 FROM release_halts h WHERE h.release_id = rel.id"
@@ -98,34 +176,84 @@ def release_for_grant(
         [offer.release["id"]],
     ).fetchone()
     assert locked is not None
+    return offer, locked
+
+
+def release_for_grant(
+    conn: Connection, *, agent_id: UUID, org_id: UUID, track: ReleaseTrack
+) -> dict[str, Any] | None:
+    """The release to grant (see the module's docstring); None when nothing is offered."""
+    offer, locked = _locked_offer(conn, agent_id=agent_id, org_id=org_id, track=track)
+    if offer.release is None or locked is None:
+        return None
     if locked["halted"] or locked["braked_at"] is not None:
         raise _halted(track, offer.release, "halted or under its brake")
     return locked
 
 
-def check_manual_claim(
-    conn: Connection, *, run_id: UUID, release: dict[str, Any], track: ReleaseTrack
-) -> None:
-    """Refuse a manual update of `release` while the platform's brake, a halt or the release's
-    own brake covers it, unless an operator forced this update (`forced_updates`)."""
-    row = conn.execute(
-        "SELECT (SELECT engaged FROM platform_brake) AS brake,"
-        " (SELECT reason FROM platform_brake) AS brake_reason,"
-        " EXISTS (SELECT 1 FROM release_halts h WHERE h.release_id = %(release)s"
-        "   AND h.resumed_at IS NULL) AS halted,"
-        " (SELECT braked_at IS NOT NULL FROM releases WHERE id = %(release)s) AS braked,"
-        " EXISTS (SELECT 1 FROM forced_updates WHERE run_id = %(run)s) AS forced",
-        {"release": release["id"], "run": run_id},
+@dataclass(frozen=True, kw_only=True)
+class ForcedBy:
+    """An operator's force of one manual update (`forced_updates`)."""
+
+    operator: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManualRelease:
+    """What a manual update is granted: the agent's offer (None: nothing is offered, e.g. a pin
+    to a version without a release), and the force that let it past a stop (None: nothing
+    stopped it)."""
+
+    release: dict[str, Any] | None
+    basis: OfferBasis | None
+    forced: ForcedBy | None
+
+
+def release_for_manual(
+    conn: Connection,
+    *,
+    run_id: UUID,
+    agent_id: UUID,
+    org_id: UUID,
+    track: ReleaseTrack,
+    now: datetime,
+) -> ManualRelease:
+    """The release a manual update ("update now") is granted, inside the claim's transaction:
+    the same offer as a scheduled claim and the config poll (pins, the stage, withdrawals), and
+    the same stops (the platform's brake, a hold, a halt, the release's brake), each refused
+    unless an operator forced this update. The brake's row and the offered release are held FOR
+    SHARE, as for a scheduled grant, so a brake or a halt engaged meanwhile waits for this
+    grant and then revokes its token."""
+    brake = conn.execute("SELECT engaged, reason FROM platform_brake FOR SHARE").fetchone()
+    assert brake is not None
+    force = conn.execute(
+        "SELECT forced_by, reason FROM forced_updates WHERE run_id = %s", [run_id]
     ).fetchone()
-    assert row is not None
-    if row["forced"]:
-        return
-    if row["brake"]:
+    forced = (
+        None if force is None else ForcedBy(operator=force["forced_by"], reason=force["reason"])
+    )
+    only_forced = "; only an operator can force this update"
+    if forced is None and brake["engaged"]:
         raise ClaimRefused(
             RefusalCode.BRAKE,
-            "updates are stopped by the operators' brake"
-            f" ({row['brake_reason']}); only an operator can force this update",
-            reason=row["brake_reason"],
+            f"updates are stopped by the operators' brake ({brake['reason']}){only_forced}",
+            reason=brake["reason"],
         )
-    if row["halted"] or row["braked"]:
-        raise _halted(track, release, "halted or under its brake; only an operator can force it")
+    if forced is None:
+        hold = active_hold(conn, agent_id, now)
+        if hold is not None:
+            raise ClaimRefused(
+                RefusalCode.HELD,
+                f"this agent is held until {format_instant(hold.until)} (set by"
+                f" {hold.set_by}){only_forced}",
+                reason=MissReason.HELD.value,
+            )
+    # The pair's pointer FOR SHARE: a withdrawal waits for this grant, then revokes its token.
+    current_release(conn, track.channel, track.platform, for_grant=True)
+    offer, locked = _locked_offer(conn, agent_id=agent_id, org_id=org_id, track=track)
+    if offer.release is None or locked is None:
+        return ManualRelease(release=None, basis=offer.basis, forced=forced)
+    if forced is None and (locked["halted"] or locked["braked_at"] is not None):
+        raise _halted(track, offer.release, f"halted or under its brake{only_forced}")
+    return ManualRelease(release=locked, basis=offer.basis, forced=forced)

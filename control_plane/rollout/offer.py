@@ -13,9 +13,11 @@ The order, first match wins:
     previous    everyone else during the canary stage: the pair's newest older release that is not
                 withdrawn (one that reached `everyone` before one that did not)
 
-An offered release that is halted or under its own brake is still the offer — the agent keeps
-following it — but a claim for it is refused (`RefusalCode.RELEASE_HALTED`) until a person
-resumes it.
+Every path that picks a release for an agent asks this: the scheduled claim, the manual update
+and the config poll. An offered release that is halted or under its own brake is still the offer
+— the agent keeps following it — but it is not granted (`RefusalCode.RELEASE_HALTED`: a
+scheduled slot is skipped, a manual update refused) until a person resumes it, unless an
+operator forced that one update (`rollout.gate`).
 """
 
 from __future__ import annotations

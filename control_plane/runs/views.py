@@ -45,7 +45,8 @@ class RunView:
     reason: OutcomeReason | None = None
     # When the agent says it switched to the new version (the control plane's time).
     switched_at: Instant | None = None
-    # Why a slot was consumed without a token (`release_rolled_back`, `held`).
+    # Why a slot was consumed without a token (`release_rolled_back`, `held`,
+    # `release_halted`).
     skip_reason: str | None = None
     # True when no report came and the reconcile ended the claim after its window.
     outcome_inferred: bool = False

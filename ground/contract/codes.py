@@ -16,8 +16,12 @@ control plane's routes all ask it and never re-derive it from a status code.
                                                 the host's `agent hold`): skipped, reason `held`
     release_rolled_back 409 yes                 this host rolled the offered release back: nothing
                                                 to do until a newer one or an operator's retry
-    release_halted  503     no                  the offered release is halted (automatically on
-                                                errors, or by an operator): a brake per release
+    release_halted  409     yes                 the offered release is halted (automatically on
+                                                errors, or by an operator) or under its own
+                                                brake: nothing to do tonight, the slot is
+                                                skipped with that reason and the next slot asks
+                                                again (an agent that still retries it is
+                                                answered `slot_consumed` next)
     run_not_found   404     (manual)            the manual update is not this agent's
     run_finished    409     (manual)            the manual update already ended
 
@@ -59,7 +63,8 @@ class RefusalCode(enum.StrEnum):
 
     @property
     def is_brake(self) -> bool:
-        """An operator's stop (the brake, or a halt of this release): retry next minute."""
+        """An operator's stop (the brake, or a halt of this release). The brake is retried next
+        minute; a halt consumes the slot (`consumes_slot`, asked first)."""
         return self in {RefusalCode.BRAKE, RefusalCode.RELEASE_HALTED}
 
     @property
@@ -78,7 +83,7 @@ _STATUS = {
     RefusalCode.NO_RELEASE: 409,
     RefusalCode.HELD: 409,
     RefusalCode.RELEASE_ROLLED_BACK: 409,
-    RefusalCode.RELEASE_HALTED: 503,
+    RefusalCode.RELEASE_HALTED: 409,
     RefusalCode.RUN_NOT_FOUND: 404,
     RefusalCode.RUN_FINISHED: 409,
 }
@@ -90,6 +95,7 @@ _CONSUMES_SLOT = frozenset(
         RefusalCode.SLOT_CONSUMED,
         RefusalCode.HELD,
         RefusalCode.RELEASE_ROLLED_BACK,
+        RefusalCode.RELEASE_HALTED,
     }
 )
 

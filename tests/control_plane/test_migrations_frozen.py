@@ -114,6 +114,9 @@ def _values(members: type[enum.StrEnum]) -> set[str]:
     return {member.value for member in members}
 
 
+# The refusals that consume a scheduled slot without a token, recorded as a `skipped` run.
+SKIP_REASONS = (RefusalCode.HELD, RefusalCode.RELEASE_ROLLED_BACK, RefusalCode.RELEASE_HALTED)
+
 MIRRORED_CHECKS = [
     pytest.param("runs_miss_reason_known", _values(MissReason), id="runs_miss_reason"),
     pytest.param("runs_outcome_reason_known", _values(OutcomeReason), id="runs_outcome_reason"),
@@ -121,7 +124,7 @@ MIRRORED_CHECKS = [
     # token: nothing to do for this slot, recorded so the agent page says why.
     pytest.param(
         "runs_skip_reason_known",
-        {RefusalCode.HELD.value, RefusalCode.RELEASE_ROLLED_BACK.value},
+        {code.value for code in SKIP_REASONS},
         id="runs_skip_reason",
     ),
     # The refusals a claim is retried after (they consume nothing), kept to explain a miss.
@@ -154,7 +157,7 @@ def test_the_refusals_kept_for_a_miss_consume_nothing() -> None:
 
 
 def test_every_skip_reason_consumes_the_slot() -> None:
-    assert RefusalCode.HELD.consumes_slot and RefusalCode.RELEASE_ROLLED_BACK.consumes_slot
+    assert all(code.consumes_slot for code in SKIP_REASONS)
 
 
 def test_a_run_can_hold_every_status_an_agent_reports(

@@ -51,6 +51,10 @@ def _config(**changes: object) -> dict[str, object]:
         pytest.param(RefusalCode.NO_RELEASE, False, id="no_release"),
         pytest.param(RefusalCode.RUN_NOT_FOUND, False, id="run_not_found"),
         pytest.param(RefusalCode.RUN_FINISHED, False, id="run_finished"),
+        pytest.param(RefusalCode.HELD, True, id="held"),
+        pytest.param(RefusalCode.RELEASE_ROLLED_BACK, True, id="release_rolled_back"),
+        # A stopped release is nothing to do tonight: the next slot asks again.
+        pytest.param(RefusalCode.RELEASE_HALTED, True, id="release_halted"),
     ],
 )
 def test_each_refusal_says_whether_it_consumes_the_slot(code: RefusalCode, consumes: bool) -> None:

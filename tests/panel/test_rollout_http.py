@@ -13,6 +13,7 @@ import httpx
 import psycopg
 
 from control_plane.database import open_pool
+from control_plane.panel.i18n import LANGUAGES
 from control_plane.rollout.services import RolloutService
 from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
 from tests.panel.operator_support import publish_releases
@@ -410,3 +411,29 @@ def test_the_canary_checkbox_shows_the_operators_marking_not_the_share(
         assert 'name="canary" value="1" checked' in client.get(url).text
     after = httpx.get(f"{api}/agents/{agent}/release", headers=bearer).json()
     assert (after["canary"], after["canary_marked"]) == (True, True)
+
+
+def test_the_customers_agent_page_says_its_release_is_stopped_in_every_language(
+    panel_world: PanelWorld,
+) -> None:
+    publish_releases(panel_world, ("1.4.0", 1))
+    release_id = _release_ids(panel_world)["1.4.0"]
+    agent = panel_world.agent_id
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        assert 'id="offer-stopped"' not in client.get(f"/panel/agents/{agent}").text
+    key = panel_world.server.create_operator_key()
+    with panel_world.client(headers={"Authorization": f"Bearer {key}"}) as operator:
+        halted = operator.post(f"/v1/admin/releases/{release_id}/halt", json={"reason": "TLS-4711"})
+    assert halted.status_code == 200, halted.text
+    lines = {}
+    for code in LANGUAGES:
+        with sign_in_client(panel_world, panel_world.panel_key) as client:
+            client.cookies.set("nw_panel_language", code)
+            page = client.get(f"/panel/agents/{agent}").text
+        assert f'<html lang="{code}">' in page
+        line = page.split('id="offer-stopped">', 1)[1].split("</p>", 1)[0]
+        assert "1.4.0" in line
+        # The operators' own words for the halt are theirs, not the customer's.
+        assert "TLS-4711" not in line
+        lines[code] = line
+    assert len(set(lines.values())) == len(LANGUAGES)

@@ -199,6 +199,15 @@ def test_a_promotion_to_a_wave_before_the_last_does_not_say_everyone() -> None:
     assert everyone == "Release 1.6.0 is now for everyone."
 
 
+def test_the_timeline_never_says_the_customer_asked_for_an_update_an_operator_forced() -> None:
+    en = Language("en")
+    at = datetime(2027, 3, 29, 1, 0, tzinfo=UTC)
+    asked = event_line(en, _event("update.started", "user", at, forced=False))
+    forced = event_line(en, _event("update.started", "operator", at, forced=True))
+    assert asked == "The agent started the update you asked for."
+    assert forced == "The agent started the update our operators forced."
+
+
 @pytest.mark.parametrize(
     ("chosen", "header", "expected"),
     [

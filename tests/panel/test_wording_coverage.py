@@ -92,7 +92,7 @@ def test_the_collectors_find_what_the_product_writes() -> None:
     )
     assert {"skipped", "unauthorised", "missed", "requested"} <= set(STATUSES)
     assert {"offline", "platform_unavailable"} <= set(MISS_REASONS)
-    assert set(SKIP_REASONS) == {"held", "release_rolled_back"}
+    assert set(SKIP_REASONS) == {"held", "release_rolled_back", "release_halted"}
 
 
 def _run(status: str, *, miss: str | None = None, skip: str | None = None) -> RunView:

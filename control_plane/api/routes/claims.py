@@ -51,8 +51,11 @@ async def claim(
 ) -> ClaimGrant:
     """The throttle token for a slot (or a manual update): 201 new, 200 the same claim again.
     Refusals carry a `code` (`RefusalCode`): 422 `not_a_slot`; 409 `window_closed`,
-    `slot_consumed`, `no_release`, `run_finished`; 503 `brake`; 429 `org_cap`/`global_cap` with
-    `retry_after_seconds`; 404 `run_not_found`."""
+    `slot_consumed`, `no_release`, `held`, `release_rolled_back`, `release_halted` (the offered
+    release is halted or under its brake: a slot is skipped, the next one asks again),
+    `run_finished`; 503 `brake`; 429 `org_cap`/`global_cap` with `retry_after_seconds`;
+    404 `run_not_found`. A manual update is offered what a scheduled claim would be and refused
+    by the same stops unless an operator forced it."""
     services = services_of(request)
     granted = await in_database_thread(request, lambda: _claim(services, credential, body, now))
     if not granted.created:

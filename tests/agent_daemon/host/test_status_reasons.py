@@ -137,6 +137,11 @@ def test_a_last_run_that_succeeded_is_no_problem() -> None:
             "skipped: this agent rolled the release back before; it waits for a newer one",
             id="release_rolled_back",
         ),
+        pytest.param(
+            RefusalCode.RELEASE_HALTED,
+            "skipped: the release is halted by our operators",
+            id="release_halted",
+        ),
     ],
 )
 def test_a_slot_given_up_says_why_in_words(code: RefusalCode, words: str) -> None:

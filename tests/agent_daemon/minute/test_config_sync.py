@@ -210,6 +210,21 @@ def test_a_switched_off_schedule_may_hold_no_times() -> None:
         pytest.param(
             422, {"code": "not_a_slot", "message": "no"}, "not_a_slot", True, id="not_a_slot"
         ),
+        pytest.param(
+            409,
+            {"code": "release_halted", "message": "halted"},
+            "release_halted",
+            True,
+            id="release_halted",
+        ),
+        # A control plane of last month answered a halt with 503: still a refusal, not offline.
+        pytest.param(
+            503,
+            {"code": "release_halted", "message": "halted"},
+            "release_halted",
+            True,
+            id="release_halted_as_a_503",
+        ),
     ],
 )
 def test_claim_refusals_say_whether_the_slot_is_gone(

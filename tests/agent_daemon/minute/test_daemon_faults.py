@@ -362,6 +362,18 @@ def test_release_rolled_back_consumes_the_slot_and_says_so_in_words(tmp_path: Pa
     assert len(h.control_plane.claims()) == 1
 
 
+def test_a_halted_release_consumes_the_slot_and_the_agent_stops_asking(tmp_path: Path) -> None:
+    h, clock = make(tmp_path, refuse_claims_with=ClaimRefusal.of(RefusalCode.RELEASE_HALTED))
+    assert h.daemon.tick() == "slot_gone"
+    assert h.state().recent_runs[-1].status == "release_halted"
+    (gone,) = [e for e in h.events() if e["event"] == "claim.slot_gone"]
+    assert "the next one asks again" in gone["meaning"]
+    for _ in range(3):
+        clock.advance(minutes=1)
+        assert h.daemon.tick() == "no_slot"
+    assert len(h.control_plane.claims()) == 1
+
+
 def test_the_swap_verdicts_are_the_updaters_types() -> None:
     # The daemon's answers are exactly the three the updater knows (a guard against a fourth).
     assert {SwapAllowed, SwapRefused, SwapUnanswered} == set(get_args(SwapVerdict))

@@ -114,7 +114,7 @@ def test_a_failing_canary_halts_the_release_with_its_evidence_and_one_notice(
         refused_download = client.get(slow_grant["release"]["artifact_url"])
     assert refused_download.json()["detail"]["code"] == "token_revoked"
     halted = rollout.claim(late)
-    assert halted.status_code == 503
+    assert halted.status_code == 409
     assert halted.json()["detail"]["code"] == "release_halted"
     for agent in others:
         assert rollout.claim(agent).json()["release"]["version"] == "1.5.0"
@@ -147,7 +147,10 @@ def test_a_failing_canary_halts_the_release_with_its_evidence_and_one_notice(
     )
     assert resumed.status_code == 200
     assert resumed.json()["resumed_by"] == "tests"
-    assert rollout.claim(late).json()["release"]["version"] == "1.6.0"
+    # The slot skipped under the halt stays skipped; the next night's claims the release.
+    assert rollout.claim(late).json()["detail"]["code"] == "slot_consumed"
+    rollout.clock.set(datetime(2026, 12, 1, 2, 1, 15, tzinfo=UTC))
+    assert rollout.claim(late, NEXT_SLOT).json()["release"]["version"] == "1.6.0"
     # The failure before the resume does not trip it again.
     assert rollout.services.rollout.advance(rollout.clock.now()).halts == ()
 
@@ -302,7 +305,8 @@ def test_a_manual_update_under_the_brake_or_a_halt_needs_an_operator_to_force_it
     org = rollout.make_org()
     agent = rollout.make_agent(org)
     rollout.clock.set(datetime(2026, 11, 30, 14, 7, tzinfo=UTC))
-    # A manual update gets the pair's current release.
+    # A manual update gets the agent's offer: 1.6.0 once it is for everyone.
+    assert rollout.promote("1.6.0").status_code == 200
     release_id = rollout.release_id("1.6.0")
     braked = rollout.operator(
         "PUT",
@@ -313,7 +317,7 @@ def test_a_manual_update_under_the_brake_or_a_halt_needs_an_operator_to_force_it
     assert braked.status_code == 200
     requested = rollout.request_manual(org, agent)
     refused = rollout.claim_manual(agent, requested)
-    assert refused.status_code == 503
+    assert refused.status_code == 409
     assert refused.json()["detail"]["code"] == "release_halted"
 
     forced = rollout.operator(
