@@ -4,7 +4,9 @@ real control plane on the embedded PostgreSQL, real builds signed with the real 
 real install roots, on one fast fake clock.
 
 The control plane holds no release key: until 1.1.0 is signed again as a downgrade the rollback
-is refused, and no host moves.
+is refused, and no host moves. And a control plane that offers an older build anyway (its
+database written behind the publish checks) cannot take a host down: the agent installs an older
+build only when its signed manifest allows a downgrade.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
+from signed_release.keys import key_id
 from tests.agent_daemon.daemon_support.night import Night, NightClock, local
 
 pytestmark = pytest.mark.slow
@@ -86,3 +90,50 @@ def test_hosts_on_the_bad_build_go_back_through_the_cap_at_their_next_slot(night
     stayed_daemon.wait_for("slot.up_to_date", slot_key=SLOT)
     assert stayed_daemon.named("claim.granted") == []
     assert stayed.current_version() == stayed.running_version() == "1.1.0"
+
+
+def test_an_older_build_offered_without_a_signed_permission_is_refused_by_the_agent(
+    night: Night,
+) -> None:
+    night.publish("1.1.0", 41)
+    night.publish("1.2.0", 42, stage="everyone")
+    host = night.add_host("web-01", installed=("1.2.0", 42))
+    # Signed after 1.2.0 by the release key, but not as a downgrade; stored and made current
+    # behind the publish checks, as a control plane that is not to be trusted would.
+    older = night.factory.release("1.1.0", 43)
+    public = night.factory.key.public_key()
+    with psycopg.connect(night.plane.database_url) as conn:
+        row = conn.execute(
+            "INSERT INTO releases (manifest_version, agent_version, channel, platform, issued_at,"
+            " expires, length, sha256, key_id, manifest, signature, published_at, stage,"
+            " stage_changed_at) VALUES (43, '1.1.0', 'stable', 'linux-x86_64', %s, %s, %s, %s,"
+            " %s, %s, %s, now(), 'everyone', now()) RETURNING id",
+            [
+                older.manifest.issued_at,
+                older.manifest.expires,
+                older.manifest.length,
+                older.manifest.sha256,
+                key_id(public),
+                older.manifest_bytes,
+                older.signature,
+            ],
+        ).fetchone()
+        assert row is not None
+        conn.execute(
+            "INSERT INTO release_artifacts (release_id, content) VALUES (%s, %s)",
+            [row[0], older.artifact],
+        )
+        conn.execute(
+            "UPDATE current_releases SET release_id = %s"
+            " WHERE channel = 'stable' AND platform = 'linux-x86_64'",
+            [row[0]],
+        )
+
+    daemon = host.start()
+    granted = daemon.wait_for("claim.granted", slot_key=SLOT)
+    assert granted["version"] == "1.1.0"
+    failed = daemon.wait_for("update.failed", run_id=granted["run_id"])
+    assert "does not allow a downgrade" in str(failed), failed
+    assert daemon.named("swap.permitted") == []
+    assert host.current_version() == host.running_version() == "1.2.0"
+    assert not (host.agent.install_root / "versions" / "1.1.0").exists()
