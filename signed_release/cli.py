@@ -4,7 +4,6 @@
     nachtwacht release sign --key DIR/release.key --version 1.5.0 --channel stable \\
         --platform linux-x86_64 --expires-in 30d [--manifest-version N] [--allow-downgrade] \\
         --out OUTDIR ARTIFACT
-
     nachtwacht release verify --public-key release.pub [--artifact FILE] MANIFEST SIGNATURE
 
 `--allow-downgrade` signs an older build again for a rollback: its new manifest_version puts it
