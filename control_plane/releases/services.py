@@ -153,6 +153,7 @@ class ReleaseService:
             newer = _newer_version_of_pair(conn, parsed)
             if newer is not None:
                 _refuse_unmarked_downgrade(parsed, newer, marked=allow_downgrade)
+                _refuse_another_build_of_the_version(conn, parsed)
             row = _insert_release(
                 conn,
                 parsed,
@@ -394,6 +395,26 @@ def _refuse_unmarked_downgrade(parsed: Manifest, newer: str, *, marked: bool) ->
             "manifest.allow_downgrade",
             False,
             f"must be true to publish {parsed.agent_version} below {newer} ({pair}): {unsigned}",
+            code="release_downgrade",
+        )
+
+
+def _refuse_another_build_of_the_version(conn: Connection, parsed: Manifest) -> None:
+    """A downgrade must carry the very build published before under its version: a host that ran
+    that version keeps its folder and never installs another build under the same name."""
+    other = conn.execute(
+        "SELECT sha256, manifest_version FROM releases"
+        " WHERE channel = %s AND platform = %s AND agent_version = %s AND sha256 <> %s"
+        " ORDER BY manifest_version DESC LIMIT 1",
+        [parsed.channel, parsed.platform, parsed.agent_version, parsed.sha256],
+    ).fetchone()
+    if other is not None:
+        raise InvalidInput(
+            "artifact",
+            f"sha256 {parsed.sha256[:16]}…",
+            f"is not the {parsed.agent_version} build published before (manifest_version "
+            f"{other['manifest_version']}, sha256 {other['sha256'][:16]}…): hosts that ran "
+            f"{parsed.agent_version} refuse another build of it; sign that same file again",
             code="release_downgrade",
         )
 

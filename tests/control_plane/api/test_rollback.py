@@ -174,6 +174,22 @@ def test_a_marked_signed_downgrade_is_stored_but_offered_to_no_one(
     assert again.json()["current"] is False
 
 
+def test_a_downgrade_of_another_build_under_the_same_version_is_refused(
+    api: Api, release_key: Ed25519PrivateKey, bad: SignedRelease, operator_key: str
+) -> None:
+    """Hosts that ran 1.5.0 keep its folder: a different 1.5.0 build would never install."""
+    rebuilt = sign_release(
+        release_key,
+        version="1.5.0",
+        manifest_version=44,
+        allow_downgrade=True,
+        artifact=b"another build" * 100,
+    )
+    refused = _publish(api, operator_key, rebuilt, allow_downgrade=True)
+    assert refused.status_code == 422, refused.text
+    assert "is not the 1.5.0 build published before" in refused.json()["detail"]["message"]
+
+
 def test_a_newer_version_needs_no_mark(
     api: Api, release_key: Ed25519PrivateKey, bad: SignedRelease, operator_key: str
 ) -> None:
