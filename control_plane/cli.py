@@ -17,6 +17,10 @@
     rollback              roll a channel and platform back to an older signed build
                           (--channel, --platform, --reason required; --to VERSION)
     forecast --date D     the capacity forecast of a local day (which slots will not fit)
+    pin, unpin            pin an organisation or an agent to a version, or remove the pin
+    promote ID            promote a canary release to everyone now (--reason required)
+    halt ID, resume ID    halt a release or end its halt (--reason required)
+    brake ACTION          engage, release or show the brake (the platform's, or --release ID)
 
 Every command takes --database-url (or NACHTWACHT_DATABASE_URL) or --data-dir (the embedded
 PostgreSQL; default: the user's data directory). Bad input prints one line and exits 2.
@@ -47,6 +51,7 @@ from control_plane.cli_common import (
     shown_once,
 )
 from control_plane.cli_credentials import CREDENTIAL_COMMANDS, add_credential_commands
+from control_plane.cli_rollout import ROLLOUT_COMMANDS, add_rollout_commands
 from control_plane.config import (
     ServeSettings,
     load_trusted_keys,
@@ -88,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
 
     _add_account_commands(commands)
     add_credential_commands(commands)
+    add_rollout_commands(commands)
     forecast = commands.add_parser("forecast", help="the capacity forecast of a local day")
     forecast.add_argument("--date", required=True, help="YYYY-MM-DD in the platform's zone")
     add_database_flags(forecast)
@@ -494,6 +500,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "rollback": _rollback,
     "forecast": _forecast,
     **CREDENTIAL_COMMANDS,
+    **ROLLOUT_COMMANDS,
 }
 
 

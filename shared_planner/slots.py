@@ -42,6 +42,7 @@ __all__ = [
     "PlannedSlot",
     "Slot",
     "due_slot",
+    "latest_closed_slot",
     "next_slot",
     "parse_slot_key",
     "plan_slots",
@@ -135,6 +136,15 @@ class Slot:
         authority and the reconcile passes all ask it.
         """
         return self.at + catch_up
+
+
+def latest_closed_slot(until: datetime, catch_up: timedelta) -> datetime:
+    """The latest slot instant whose catch-up window has closed by `until`.
+
+    `Slot.window_closes` turned around, for a query over many slots at once: a slot's window
+    has closed by `until` exactly when the slot is at or before this instant.
+    """
+    return until - catch_up
 
 
 @dataclass(frozen=True, kw_only=True)

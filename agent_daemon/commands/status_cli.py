@@ -28,7 +28,7 @@ from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.daemon_state import StateStore
 from agent_daemon.errors import AgentError, DaemonStateError
 from agent_daemon.host.activity import ActivityFile, ActivityRecord
-from agent_daemon.host.status import AgentStatus, problems, render_status
+from agent_daemon.host.status import AgentStatus, describe_offer_note, problems, render_status
 from agent_daemon.minute.daemon_loop import daemon_running
 from agent_daemon.settings import (
     CONFIG_FORMAT_VERSION,
@@ -122,6 +122,10 @@ def _status_json(status: AgentStatus) -> dict[str, object]:
         "installed_version": status.installed_version,
         "config": None if cached is None else cached.raw,
         "config_synced_at": None if cached is None else cached.synced_at.isoformat(),
+        # Why it is not updated to its pair's newest release (the config's `offer_note`), worded.
+        "newest_release_note": None
+        if cached is None
+        else describe_offer_note(cached.config.offer_note, status.installed_version),
         "clock_offset_seconds": None if cached is None else cached.offset_seconds,
         "state": status.state.model_dump(mode="json"),
         "pending_reports": status.pending_reports,

@@ -1,10 +1,11 @@
 """`nachtwacht agent status`: what a person on the host wants to know, from the files on disk.
 
-It reads, never writes: the cached config (schedule, zone, release, brake, hold, when it was
-synced), the daemon's state file (last runs, the update in progress), its activity file (what it is
-doing, since when the control plane is unreachable and why, the last refusal), the outbox, and the
-daemon's lock (is it running). It works while the daemon runs, while it is stopped, and while the
-host is offline. What is wrong comes first, in words (`problems`).
+It reads, never writes: the cached config (schedule, zone, release and why it is not the newest,
+brake, hold, when it was synced), the daemon's state file (last runs, the update in progress),
+its activity file (what it is doing, since when the control plane is unreachable and why, the
+last refusal), the outbox, and the daemon's lock (is it running). It works while the daemon
+runs, while it is stopped, and while the host is offline. What is wrong comes first, in words
+(`problems`).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from zoneinfo import ZoneInfo
 from agent_daemon.connection.config_cache import CachedConfig
 from agent_daemon.disk.daemon_state import DaemonState, RunRecord
 from agent_daemon.host.activity import ActivityRecord
-from ground.contract import OutcomeReason, RefusalCode, ReleaseTrack
-from ground.contract.wording import OUTCOME_REASON_WORDS, SKIP_REASON_WORDS
+from ground.contract import OfferNote, OutcomeReason, RefusalCode, ReleaseTrack
+from ground.contract.wording import OFFER_REASON_WORDS, OUTCOME_REASON_WORDS, SKIP_REASON_WORDS
 from shared_planner import next_slot
 
 __all__ = [
     "REASON_WORDS",
     "AgentStatus",
+    "describe_offer_note",
     "describe_reason",
     "describe_run",
     "problems",
@@ -70,6 +72,19 @@ def describe_reason(reason: str) -> str:
         return REASON_WORDS[OutcomeReason(reason)]
     except ValueError:
         return f"reason {reason!r}"
+
+
+def describe_offer_note(note: OfferNote | None, installed_version: str | None) -> str | None:
+    """Why this agent is not updated to its pair's newest release: `not updated to 1.6.0: pinned
+    to another version by our operators`, the person's words in brackets; None when nothing
+    stands in the way or it runs the newest already. A reason this agent does not know is named
+    as it is."""
+    if note is None or (note.newest_version and note.newest_version == installed_version):
+        return None
+    known = note.known_reason
+    words = OFFER_REASON_WORDS[known] if known is not None else f"reason {note.reason!r}"
+    detail = f" ({note.detail})" if note.detail else ""
+    return f"not updated to {note.newest_version or 'the newest release'}: {words}{detail}"
 
 
 def describe_run(record: RunRecord, tz: ZoneInfo | None) -> str:
@@ -247,6 +262,9 @@ def render_status(status: AgentStatus) -> str:
             lines.append(f"follows:       channel {track.channel}, platform {track.platform}")
         release = config.release
         lines.append(f"release:       {release.version if release else 'none published'}")
+        why = describe_offer_note(config.offer_note, status.installed_version)
+        if why is not None:
+            lines.append(f"newest:        {why}")
         brake = config.brake
         brake_text = f"ENGAGED ({brake.reason or 'no reason given'})" if brake.engaged else "off"
         lines.append(f"brake:         {brake_text}")

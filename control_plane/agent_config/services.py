@@ -15,6 +15,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL, HOST_SEEN_EVERY
@@ -34,11 +35,13 @@ from ground.contract import (
     BrakeView,
     HoldView,
     ManualUpdateView,
+    OfferNote,
+    OfferReason,
     ReleaseTrack,
     ScheduleView,
 )
 
-__all__ = ["STRETCH_GAP", "AgentConfigService", "VersionedConfig"]
+__all__ = ["STRETCH_GAP", "AgentConfigService", "VersionedConfig", "offer_note"]
 
 # `last_seen_at` is refreshed at most this often, so a fleet polling every minute does not write a
 # row per request.
@@ -97,6 +100,8 @@ WITH seen AS (
 SELECT a.id, a.org_id, a.name, a.update_schedule_enabled, a.update_schedule_times,
        s.timezone, s.catch_up_minutes, b.engaged AS brake_engaged, b.reason AS brake_reason,
        rel.agent_version, rel.manifest_version, rel.channel, rel.platform,
+       (rel.braked_at IS NOT NULL) AS release_braked, rel.brake_reason AS release_brake_reason,
+       (halt.id IS NOT NULL) AS release_halted, halt.reason AS halt_reason,
        manual.id AS manual_run_id, manual.created_at AS manual_requested_at,
        {offer}
   FROM agents a
@@ -105,6 +110,7 @@ SELECT a.id, a.org_id, a.name, a.update_schedule_enabled, a.update_schedule_time
   LEFT JOIN current_releases cur
          ON cur.channel = %(channel)s AND cur.platform = %(platform)s
   LEFT JOIN releases rel ON rel.id = cur.release_id
+  LEFT JOIN release_halts halt ON halt.release_id = rel.id AND halt.resumed_at IS NULL
   LEFT JOIN LATERAL (
         SELECT r.id, r.created_at FROM runs r
          WHERE r.agent_id = a.id AND r.trigger = 'manual' AND r.status IN ('requested', 'claimed')
@@ -220,11 +226,13 @@ class AgentConfigService:
         }
         with self._pool.connection() as conn:
             row = conn.execute(statement, parameters).fetchone()
-            if row is not None and needs_personal_offer(row):
+            if row is None:
+                return None
+            newest = row["agent_version"]
+            if needs_personal_offer(row):
                 # A pin, a hold or a canary stage: the agent's own offer.
                 row = with_personal_offer(conn, row, track, now)
-        if row is None:
-            return None
+        note = offer_note(row, newest=newest)
         timeless, etag = _timeless_config(
             row["id"],
             row["org_id"],
@@ -245,6 +253,7 @@ class AgentConfigService:
             row.get("hold_until"),
             row.get("hold_reason"),
             row.get("hold_set_by"),
+            note,
         )
         return VersionedConfig(
             timeless=timeless, etag=etag, agent_id=row["id"], org_id=row["org_id"]
@@ -276,6 +285,7 @@ def _timeless_config(
     hold_until: datetime | None = None,
     hold_reason: str | None = None,
     hold_set_by: str | None = None,
+    note: OfferNote | None = None,
 ) -> tuple[AgentConfig, str]:
     timeless = AgentConfig(
         agent_id=agent_id,
@@ -304,8 +314,37 @@ def _timeless_config(
         else HoldView.model_validate(
             {"until": hold_until, "reason": hold_reason, "set_by": hold_set_by}
         ),
+        offer_note=note,
     )
     return timeless, _etag(timeless)
+
+
+def offer_note(row: dict[str, Any], *, newest: str | None) -> OfferNote | None:
+    """Why the agent is not updated to `newest` (its pair's newest release) now, from the config
+    row with the agent's own offer in place: the first reason that holds, in `OfferReason`'s
+    order. None when nothing stands in the way, or when nothing is published."""
+    if newest is None:
+        return None
+    offered = row["agent_version"]
+    found: tuple[OfferReason, str | None] | None = None
+    if row["pinned"] and offered != newest:
+        found = (OfferReason.PINNED, None)
+    elif row.get("hold_until") is not None:
+        found = (OfferReason.HELD, row.get("hold_reason"))
+    elif row["release_halted"]:
+        found = (OfferReason.HALTED, row["halt_reason"])
+    elif row["release_braked"]:
+        found = (OfferReason.BRAKED, row["release_brake_reason"])
+    elif row["brake_engaged"]:
+        found = (OfferReason.BRAKED, row["brake_reason"])
+    elif offered != newest:
+        # Not pinned, not stopped, and yet another release: the newest has not reached this
+        # agent in its rollout (a stage or a wave before it).
+        found = (OfferReason.WAVE, None)
+    if found is None:
+        return None
+    reason, detail = found
+    return OfferNote(reason=reason, newest_version=newest, detail=detail)
 
 
 def _etag(timeless: AgentConfig) -> str:

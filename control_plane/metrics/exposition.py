@@ -42,6 +42,7 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
     lines += _notification_families(snapshot)
     lines += _dropped_family(snapshot)
     lines += _release_families(snapshot)
+    lines += _outcome_families(snapshot)
     return "\n".join(lines) + "\n"
 
 
@@ -79,13 +80,14 @@ def _run_families(snapshot: MetricsSnapshot) -> list[str]:
     lines += _family(
         "nachtwacht_runs",
         "gauge",
-        "Update runs by trigger and status.",
+        "Update runs by trigger and status: those in flight as they stand, ended ones as they"
+        " ended (kept when old runs are removed).",
         [({"trigger": trigger, "status": status}, n) for (trigger, status), n in snapshot.runs],
     )
     lines += _family(
         "nachtwacht_missed_slots",
         "gauge",
-        "Missed scheduled slots by reason.",
+        "Missed scheduled slots by reason (kept when old runs are removed).",
         [({"reason": reason}, n) for (reason,), n in snapshot.missed],
     )
     return lines
@@ -188,4 +190,53 @@ def _release_families(snapshot: MetricsSnapshot) -> list[str]:
         "1 while a brake covers the release: its own, or the platform's.",
         [(labels(r), int(r.braked or snapshot.brake_engaged)) for r in snapshot.releases],
     )
+    return lines
+
+
+# A label value may not be absent in one sample and present in the next without changing the
+# series; a run that ended without a reason says so.
+NO_REASON = "none"
+
+
+def _outcome_families(snapshot: MetricsSnapshot) -> list[str]:
+    """How updates of each release ended, how scheduled slots ended, and the halt threshold the
+    alert rules compare a failure rate with."""
+    lines = _family(
+        "nachtwacht_release_outcomes_total",
+        "counter",
+        "Update runs of a release (scheduled and manual) by how they ended: succeeded,"
+        " up_to_date, failed, rolled_back, refused; `reason` is why (none for a plain ending).",
+        [
+            (
+                {
+                    "release": str(o.release_id),
+                    "channel": o.channel,
+                    "platform": o.platform,
+                    "version": o.version,
+                    "outcome": o.outcome,
+                    "reason": o.reason or NO_REASON,
+                },
+                o.count,
+            )
+            for o in snapshot.release_outcomes
+        ],
+    )
+    lines += _family(
+        "nachtwacht_scheduled_slots_ended_total",
+        "counter",
+        "Scheduled slots by how they ended (a run's status: succeeded, up_to_date, failed,"
+        " rolled_back, missed, skipped, …) and its reason (a miss's reason, a failure's).",
+        [
+            ({"status": status, "reason": reason or NO_REASON}, n)
+            for (status, reason), n in snapshot.slot_endings
+        ],
+    )
+    if snapshot.halt_rate_percent is not None:
+        lines += _family(
+            "nachtwacht_halt_threshold_ratio",
+            "gauge",
+            "The share of failed and rolled-back runs among a release's finished runs at which"
+            " the control plane halts it (with at least the threshold's count of failures).",
+            [({}, snapshot.halt_rate_percent / 100)],
+        )
     return lines

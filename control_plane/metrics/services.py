@@ -1,7 +1,10 @@
 """The figures behind `GET /metrics`: all their SQL.
 
 Figures stored in the database are the platform's (every replica reports the same); figures kept
-in memory (refused claim requests) are this replica's.
+in memory (refused claim requests) are this replica's. Runs are not counted per scrape: their
+endings are counted as they happen (`run_ending_counts`, kept by a trigger on `runs`), so a
+scrape reads a few rows per release however long the history, and removing old runs lowers
+no figure.
 """
 
 from __future__ import annotations
@@ -9,19 +12,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.types import Pool
+from ground.contract import MissReason, OutcomeReason
 
-__all__ = ["MetricsService", "MetricsSnapshot", "ReleaseState"]
+__all__ = [
+    "OUTCOME_OF_STATUS",
+    "MetricsService",
+    "MetricsSnapshot",
+    "ReleaseOutcome",
+    "ReleaseState",
+]
 
 Counts = tuple[tuple[tuple[str, ...], int], ...]
+
+# A run's status as the outcome of its release's update: a switch the control plane did not
+# authorise, or one it refused, is `refused`; a run that never reached its release (missed,
+# skipped) is no outcome of that release.
+OUTCOME_OF_STATUS = {
+    "succeeded": "succeeded",
+    "up_to_date": "up_to_date",
+    "failed": "failed",
+    "rolled_back": "rolled_back",
+    "unauthorised": "refused",
+    "refused": "refused",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
 class ReleaseState:
     """A release `/metrics` shows: each pair's current one, and any halted or under its brake."""
 
+    release_id: UUID
     channel: str
     platform: str
     version: str
@@ -33,7 +57,7 @@ class ReleaseState:
 
 # Each pair's current release and every release that is halted or braked (withdrawn ones aside).
 _RELEASE_STATES = """
-SELECT rel.channel, rel.platform, rel.agent_version, rel.stage,
+SELECT rel.id, rel.channel, rel.platform, rel.agent_version, rel.stage,
        EXISTS (SELECT 1 FROM current_releases cur WHERE cur.release_id = rel.id) AS current,
        EXISTS (SELECT 1 FROM release_halts h
                 WHERE h.release_id = rel.id AND h.resumed_at IS NULL) AS halted,
@@ -45,6 +69,43 @@ SELECT rel.channel, rel.platform, rel.agent_version, rel.stage,
         OR EXISTS (SELECT 1 FROM release_halts h
                     WHERE h.release_id = rel.id AND h.resumed_at IS NULL))
  ORDER BY rel.channel, rel.platform, rel.manifest_version
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseOutcome:
+    """How many runs of one release ended with one outcome and reason (scheduled and manual)."""
+
+    release_id: UUID
+    channel: str
+    platform: str
+    version: str
+    outcome: str
+    reason: str
+    count: int
+
+
+# The endings are counted as they happen (`run_ending_counts`, kept by a trigger on `runs`): a
+# scrape reads one row per release, status and reason, never the runs themselves.
+_RELEASE_OUTCOMES = """
+SELECT rel.id, rel.channel, rel.platform, rel.agent_version, c.status, c.reason,
+       sum(c.n)::bigint AS n
+  FROM run_ending_counts c JOIN releases rel ON rel.id = c.release_id
+ WHERE c.status = ANY(%s)
+ GROUP BY rel.id, c.status, c.reason
+ ORDER BY rel.channel, rel.platform, rel.manifest_version, c.status, c.reason
+"""
+
+
+# Runs by trigger and status without reading the runs: the ended ones from their counts, the
+# ones in flight (requested, claimed: a night's worth at most) through their partial index.
+_RUNS = """
+SELECT trigger, status, sum(n)::bigint AS n
+  FROM (SELECT trigger, status, n FROM run_ending_counts
+        UNION ALL
+        SELECT trigger, status, 1 FROM runs WHERE status IN ('requested', 'claimed')) AS counted
+ GROUP BY trigger, status
+ ORDER BY trigger, status
 """
 
 
@@ -67,6 +128,9 @@ class MetricsSnapshot:
     last_pass_at: datetime | None
     brake_engaged: bool = False
     releases: tuple[ReleaseState, ...] = ()
+    release_outcomes: tuple[ReleaseOutcome, ...] = ()
+    slot_endings: Counts = ()  # (status, reason) of scheduled runs, since they were counted
+    halt_rate_percent: int | None = None
 
 
 def _counts(rows: list[dict[str, Any]], *labels: str) -> Counts:
@@ -82,13 +146,11 @@ class MetricsService:
     def snapshot(self, now: datetime) -> MetricsSnapshot:
         with self._pool.connection() as conn:
             granted = conn.execute("SELECT count(*) AS n FROM tokens").fetchone()
-            runs = conn.execute(
-                "SELECT trigger, status, count(*) AS n FROM runs GROUP BY trigger, status"
-                " ORDER BY trigger, status"
-            ).fetchall()
+            runs = conn.execute(_RUNS).fetchall()
             missed = conn.execute(
-                "SELECT miss_reason, count(*) AS n FROM runs WHERE status = 'missed'"
-                " GROUP BY miss_reason ORDER BY miss_reason"
+                "SELECT reason AS miss_reason, sum(n)::bigint AS n FROM run_ending_counts"
+                " WHERE trigger = 'schedule' AND status = 'missed'"
+                " GROUP BY reason ORDER BY reason"
             ).fetchall()
             facts = conn.execute(
                 "SELECT reason, count(*) AS n FROM claim_refusals GROUP BY reason ORDER BY reason"
@@ -106,7 +168,26 @@ class MetricsService:
             ).fetchone()
             brake = conn.execute("SELECT engaged FROM platform_brake").fetchone()
             releases = conn.execute(_RELEASE_STATES).fetchall()
+            outcomes = conn.execute(_RELEASE_OUTCOMES, [list(OUTCOME_OF_STATUS)]).fetchall()
+            endings = conn.execute(
+                "SELECT status, reason, sum(n)::bigint AS n FROM run_ending_counts"
+                " WHERE trigger = 'schedule' GROUP BY status, reason ORDER BY status, reason"
+            ).fetchall()
+            threshold = conn.execute("SELECT halt_rate_percent FROM rollout_settings").fetchone()
         assert granted is not None and notifications is not None
+        states = tuple(
+            ReleaseState(
+                release_id=row["id"],
+                channel=row["channel"],
+                platform=row["platform"],
+                version=row["agent_version"],
+                stage=row["stage"],
+                current=row["current"],
+                halted=row["halted"],
+                braked=row["braked"],
+            )
+            for row in releases
+        )
         assert progress is not None, "migration 0005 inserts the progress row"
         return MetricsSnapshot(
             now=now,
@@ -123,16 +204,69 @@ class MetricsService:
             reconciled_until=progress["reconciled_until"],
             last_pass_at=progress["last_pass_at"],
             brake_engaged=brake is not None and brake["engaged"],
-            releases=tuple(
-                ReleaseState(
-                    channel=row["channel"],
-                    platform=row["platform"],
-                    version=row["agent_version"],
-                    stage=row["stage"],
-                    current=row["current"],
-                    halted=row["halted"],
-                    braked=row["braked"],
-                )
-                for row in releases
-            ),
+            releases=states,
+            release_outcomes=_outcomes(outcomes, states),
+            slot_endings=_with_every_miss_reason(_counts(endings, "status", "reason")),
+            halt_rate_percent=threshold["halt_rate_percent"] if threshold else None,
         )
+
+
+# The series each release `/metrics` shows has from the start, at 0: Prometheus' `increase()`
+# sees no rise in a series whose first sample is already 1, so an alert on the first failures of
+# a release (or the first misses of a kind) needs the series to exist before they happen.
+_SEEDED_OUTCOMES = [
+    ("succeeded", ""),
+    ("up_to_date", ""),
+    *(
+        (outcome, reason)
+        for outcome in ("failed", "rolled_back", "refused")
+        for reason in ["", *OutcomeReason]
+    ),
+]
+
+
+def _with_every_miss_reason(endings: Counts) -> Counts:
+    """The scheduled slots' endings, with a 0 for each miss reason none has had yet."""
+    seen = {labels for labels, _ in endings}
+    missing = [
+        (("missed", reason.value), 0)
+        for reason in MissReason
+        if ("missed", reason.value) not in seen
+    ]
+    return tuple(sorted([*endings, *missing]))
+
+
+def _outcomes(
+    rows: list[dict[str, Any]], seeded: tuple[ReleaseState, ...]
+) -> tuple[ReleaseOutcome, ...]:
+    """One figure per (release, outcome, reason): `unauthorised` and `refused` runs add up; the
+    releases `/metrics` shows the state of have every outcome from 0."""
+    summed: dict[tuple[UUID, str, str], int] = {}
+    facts: dict[UUID, dict[str, Any]] = {}
+    for state in seeded:
+        facts[state.release_id] = {
+            "channel": state.channel,
+            "platform": state.platform,
+            "agent_version": state.version,
+        }
+        for outcome, reason in _SEEDED_OUTCOMES:
+            summed[(state.release_id, outcome, reason)] = 0
+    for row in rows:
+        key = (row["id"], OUTCOME_OF_STATUS[row["status"]], row["reason"])
+        summed[key] = summed.get(key, 0) + int(row["n"])
+        facts[row["id"]] = row
+    made = [
+        ReleaseOutcome(
+            release_id=release_id,
+            channel=facts[release_id]["channel"],
+            platform=facts[release_id]["platform"],
+            version=facts[release_id]["agent_version"],
+            outcome=outcome,
+            reason=reason,
+            count=count,
+        )
+        for (release_id, outcome, reason), count in summed.items()
+    ]
+    return tuple(
+        sorted(made, key=lambda o: (o.channel, o.platform, o.version, o.outcome, o.reason))
+    )

@@ -11,11 +11,14 @@ from zoneinfo import ZoneInfo
 
 from control_plane.forecast.model import StageNight
 from control_plane.panel.i18n import Language
+from control_plane.panel.wording import outcome_reason
 from control_plane.pins.holds import MAX_HOLD
 from ground.contract import HoldView
 
 __all__ = [
     "agent_flags",
+    "halt_run_outcome",
+    "halt_run_text",
     "hold_setter",
     "hold_text",
     "notice_text",
@@ -113,6 +116,39 @@ def notice_text(lang: Language, kind: str, body: dict[str, Any]) -> str:
             finished=lang.number(int(body.get("finished") or 0)),
         )
     return lang.gettext("A notice of a kind this panel does not know (%(kind)s).", kind=kind)
+
+
+def halt_run_outcome(lang: Language, status: str, reason: str | None) -> str:
+    """How a run that tripped a halt ended (`failed` or `rolled_back`), and why when it says."""
+    why = outcome_reason(lang, reason)
+    if status == "rolled_back":
+        if why is None:
+            return lang.gettext("rolled back")
+        return lang.gettext("rolled back: %(reason)s", reason=why)
+    if why is None:
+        return lang.gettext("failed")
+    return lang.gettext("failed: %(reason)s", reason=why)
+
+
+def halt_run_text(
+    lang: Language,
+    *,
+    agent: str,
+    org: str,
+    from_version: str | None,
+    to_version: str,
+    status: str,
+    reason: str | None,
+) -> str:
+    """One run that tripped a halt: its agent and organisation, the update and how it ended."""
+    return lang.gettext(
+        "%(agent)s (%(org)s): from %(from_version)s to %(to_version)s, %(outcome)s",
+        agent=agent,
+        org=org,
+        from_version=from_version or "—",
+        to_version=to_version,
+        outcome=halt_run_outcome(lang, status, reason),
+    )
 
 
 def pin_text(lang: Language, pin: Any, zone: ZoneInfo) -> str:

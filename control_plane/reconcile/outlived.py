@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from control_plane.claims.grant import TOKEN_LIFETIME
 from control_plane.types import Connection
 from ground.contract import OutcomeReason
+from shared_planner import latest_closed_slot
 
 __all__ = ["OUTLIVED_MARGIN", "end_outlived_claims"]
 
@@ -33,7 +34,7 @@ WITH ended AS (
        SET status = 'failed', outcome_reason = %(reason)s, outcome_inferred = true,
            finished_at = %(now)s
      WHERE trigger = 'schedule' AND status = 'claimed'
-       AND slot_at + %(window)s + %(lifetime)s + %(margin)s <= %(until)s
+       AND slot_at <= %(opened_before)s
     RETURNING id, org_id, agent_id, slot_key
 )
 INSERT INTO events (org_id, agent_id, run_id, kind, actor_kind, at, data)
@@ -52,10 +53,8 @@ def end_outlived_claims(
         _END,
         {
             "reason": OutcomeReason.INTERRUPTED.value,
-            "window": window,
-            "lifetime": TOKEN_LIFETIME,
-            "margin": OUTLIVED_MARGIN,
-            "until": until,
+            # The window closed, and the token's lifetime and the margin passed, by `until`.
+            "opened_before": latest_closed_slot(until - TOKEN_LIFETIME - OUTLIVED_MARGIN, window),
             "now": now,
         },
     ).rowcount

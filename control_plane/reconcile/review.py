@@ -35,7 +35,7 @@ from control_plane.notifications.summary import (
 from control_plane.reconcile import data
 from control_plane.types import Connection
 from ground.contract import MissReason
-from shared_planner import Slot, slot_key
+from shared_planner import Slot, latest_closed_slot, slot_key
 
 __all__ = ["STALE_AFTER", "ReviewResult", "instant_key", "review_closed_slots"]
 
@@ -63,7 +63,9 @@ def review_closed_slots(
     """Review every organisation's slot whose window closed by `until`. Each slot in its own
     transaction; repeating it changes nothing."""
     pending = data.pending_slots(
-        conn, opened_before=until - window, stuck_before=now - window - outcome_grace
+        conn,
+        opened_before=latest_closed_slot(until, window),
+        stuck_before=latest_closed_slot(now - outcome_grace, window),
     )
     reviewed = notified = late = 0
     for row in pending:

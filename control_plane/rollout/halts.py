@@ -4,7 +4,10 @@ A halt refuses every claim of the release (`RefusalCode.RELEASE_HALTED`, as the 
 its outstanding tokens (`revoked_reason` `halted`) and stays until a person resumes it with a
 reason. An automatic halt keeps its evidence — the failed and rolled-back runs that tripped it —
 in `release_halt_runs`, and leaves exactly one notice in the operators' inbox (`operator_notices`,
-one per halt: the database refuses a second).
+one per halt: the database refuses a second). The evidence is read back per run with its agent,
+organisation, versions, outcome and reason (`HaltRun`); the notice names the first
+`NOTICE_AGENTS_SHOWN` agents and counts the rest, so one message stays readable when a whole
+fleet fails.
 
 The threshold (`rollout_settings`): at least `halt_failures` failed + rolled-back runs of the
 release finished within the last `halt_window_minutes` (and after its last resume), and they are
@@ -36,7 +39,9 @@ from ground.contract import Instant, format_instant
 __all__ = [
     "AUTOMATIC",
     "MAX_HALT_REASON_LENGTH",
+    "NOTICE_AGENTS_SHOWN",
     "HaltCause",
+    "HaltRun",
     "HaltView",
     "OperatorNotice",
     "halt_on_errors",
@@ -52,6 +57,29 @@ AUTOMATIC = Actor(kind="control_plane", name="rollout")
 
 HaltCause = Literal["errors", "operator"]
 
+# How many tripping runs a halt's notice names (the rest are counted: "and N more"); the halt's
+# own evidence lists them all.
+NOTICE_AGENTS_SHOWN = 10
+
+
+@dataclass(frozen=True, kw_only=True)
+class HaltRun:
+    """One run that tripped a halt: whose it was, from and to which version, how it ended."""
+
+    run_id: UUID
+    agent_id: UUID
+    agent_name: str
+    org_id: UUID
+    org_name: str
+    from_version: str | None
+    to_version: str
+    # `failed` or `rolled_back`, as it stood when the halt was made.
+    status: str
+    # Why it ended so (`ground.contract.OutcomeReason`), when the agent or the worker said.
+    reason: str | None
+    error: str | None
+    finished_at: Instant | None
+
 
 @dataclass(frozen=True, kw_only=True)
 class HaltView:
@@ -63,8 +91,9 @@ class HaltView:
     halted_by: str
     failures: int | None
     finished: int | None
-    # The evidence of an automatic halt: the runs that tripped it.
+    # The evidence of an automatic halt: the runs that tripped it, as ids and in detail.
     runs: tuple[UUID, ...]
+    evidence: tuple[HaltRun, ...] = ()
     resumed_at: Instant | None
     resumed_by: str | None
     resume_reason: str | None
@@ -141,16 +170,39 @@ def halt_release(
         "runs": [str(run_id) for run_id, _ in evidence],
         "revoked_tokens": revoked,
     }
+    view = halts_of(conn, release_id, halt_id=halt_id)[0]
     if cause == "errors":
         # The operators are told once per halt; a person resumes it.
         conn.execute(
             "INSERT INTO operator_notices (kind, halt_id, created_at, body)"
             " VALUES ('release.halted', %s, %s, %s) ON CONFLICT (halt_id) DO NOTHING",
-            [halt_id, now, Jsonb({**facts, "halt_id": str(halt_id)})],
+            [halt_id, now, Jsonb({**facts, "halt_id": str(halt_id), **notice_agents(view)})],
         )
     record_action(conn, kind="release.halted", actor=actor, at=now, data=facts)
-    view = halts_of(conn, release_id, halt_id=halt_id)[0]
     return HaltView(**{**view.__dict__, "revoked_tokens": revoked})
+
+
+def notice_agents(halt: HaltView) -> dict[str, Any]:
+    """The agents a halt's notice names — the first `NOTICE_AGENTS_SHOWN` tripping runs, each
+    with its organisation, versions, outcome and reason — and how many more there are."""
+    shown = halt.evidence[:NOTICE_AGENTS_SHOWN]
+    return {
+        "agents": [
+            {
+                "run_id": str(run.run_id),
+                "agent_id": str(run.agent_id),
+                "agent_name": run.agent_name,
+                "org_id": str(run.org_id),
+                "org_name": run.org_name,
+                "from_version": run.from_version,
+                "to_version": run.to_version,
+                "status": run.status,
+                "reason": run.reason,
+            }
+            for run in shown
+        ],
+        "more_agents": len(halt.evidence) - len(shown),
+    }
 
 
 def resume_release(
@@ -189,6 +241,7 @@ def halts_of(conn: Connection, release_id: UUID, *, halt_id: UUID | None = None)
         " GROUP BY h.id ORDER BY h.halted_at DESC, h.id",
         [release_id, halt_id, halt_id],
     ).fetchall()
+    evidence = _evidence_of(conn, [row["id"] for row in rows if row["runs"]])
     return [
         HaltView(
             id=row["id"],
@@ -200,12 +253,40 @@ def halts_of(conn: Connection, release_id: UUID, *, halt_id: UUID | None = None)
             failures=row["failures"],
             finished=row["finished"],
             runs=tuple(row["runs"]),
+            evidence=evidence.get(row["id"], ()),
             resumed_at=row["resumed_at"],
             resumed_by=row["resumed_by"],
             resume_reason=row["resume_reason"],
         )
         for row in rows
     ]
+
+
+# One row per tripping run of the given halts, by the primary keys of the runs, agents,
+# organisations and releases it names.
+_EVIDENCE = """
+SELECT e.halt_id, e.run_id, r.agent_id, a.name AS agent_name, r.org_id, o.name AS org_name,
+       r.from_version, rel.agent_version AS to_version, e.status, r.outcome_reason AS reason,
+       r.error, r.finished_at
+  FROM release_halt_runs e
+  JOIN runs r ON r.id = e.run_id
+  JOIN agents a ON a.id = r.agent_id
+  JOIN orgs o ON o.id = r.org_id
+  JOIN release_halts h ON h.id = e.halt_id
+  JOIN releases rel ON rel.id = h.release_id
+ WHERE e.halt_id = ANY(%s)
+ ORDER BY r.finished_at NULLS LAST, o.name, a.name, e.run_id
+"""
+
+
+def _evidence_of(conn: Connection, halt_ids: list[UUID]) -> dict[UUID, tuple[HaltRun, ...]]:
+    if not halt_ids:
+        return {}
+    found: dict[UUID, list[HaltRun]] = {}
+    for row in conn.execute(_EVIDENCE, [halt_ids]).fetchall():
+        halt_id = row.pop("halt_id")
+        found.setdefault(halt_id, []).append(HaltRun(**row))
+    return {halt_id: tuple(runs) for halt_id, runs in found.items()}
 
 
 # Per release that is not halted nor withdrawn: its runs finished in the window (after its last

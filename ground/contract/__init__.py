@@ -5,14 +5,16 @@ part of the contract is written here and nowhere else. Its numbers are `ground.l
 only, so the planner can import them too).
 
     fields      `Instant`, the field type of every instant (its format: `ground.instants`)
-    codes       every refusal code, with `consumes_slot` and its status
+    codes       every refusal code, with `consumes_slot` and its status; the reasons an agent is
+                not updated to its pair's newest release (`OfferReason`)
     messages    the request and answer models of every agent endpoint
-    wording     the English sentence for each reason a run ends, misses or skips (the panel's
-                catalogue msgids; `agent status` prints them as they are)
+    wording     the English sentence for each reason a run ends, misses or skips, or an agent
+                is not updated to the newest release (the panel's catalogue msgids; `agent
+                status` prints them as they are)
     (here)      the API version, the paths and the headers
 """
 
-from ground.contract.codes import AnswerCode, MissReason, OutcomeReason, RefusalCode
+from ground.contract.codes import AnswerCode, MissReason, OfferReason, OutcomeReason, RefusalCode
 from ground.contract.fields import Instant
 from ground.contract.messages import (
     DEFAULT_TRACK,
@@ -27,6 +29,7 @@ from ground.contract.messages import (
     HoldView,
     ManualUpdateView,
     NothingToDoReport,
+    OfferNote,
     OutcomeReport,
     OutcomeStatus,
     ReleaseName,
@@ -66,6 +69,8 @@ __all__ = [
     "ManualUpdateView",
     "MissReason",
     "NothingToDoReport",
+    "OfferNote",
+    "OfferReason",
     "OutcomeReason",
     "OutcomeReport",
     "OutcomeStatus",

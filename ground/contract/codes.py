@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["AnswerCode", "MissReason", "OutcomeReason", "RefusalCode"]
+__all__ = ["AnswerCode", "MissReason", "OfferReason", "OutcomeReason", "RefusalCode"]
 
 
 class RefusalCode(enum.StrEnum):
@@ -161,3 +161,24 @@ class MissReason(enum.StrEnum):
     PLATFORM_UNAVAILABLE = "platform_unavailable"
     # The agent was held (by its customer, an operator, or the host's `agent hold`).
     HELD = "held"
+
+
+class OfferReason(enum.StrEnum):
+    """Why an agent is not updated to the newest release of its pair now
+    (`AgentConfig.offer_note`): the first of these that holds, in this order.
+
+    An agent reads the reason as text and knows these; a reason added later is shown as it is,
+    never a reason to refuse the whole config.
+    """
+
+    # An operator pinned the agent or its organisation to another version (or to what it runs).
+    PINNED = "pinned"
+    # The agent is held (its customer, an operator, or the host's `agent hold`).
+    HELD = "held"
+    # The newest release is halted (on errors, or by an operator): a person must resume it.
+    HALTED = "halted"
+    # The brake covers it: the platform's, or the newest release's own.
+    BRAKED = "braked"
+    # The newest release is still rolling out and has not reached this agent yet (its canary
+    # stage or an earlier wave): it is offered the release before it meanwhile.
+    WAVE = "wave"

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from ground.contract.codes import OutcomeReason, RefusalCode
+from ground.contract.codes import OfferReason, OutcomeReason, RefusalCode
 from ground.contract.fields import Instant
 from ground.limits import (
     DEFAULT_CHANNEL,
@@ -50,6 +50,7 @@ __all__ = [
     "HoldView",
     "ManualUpdateView",
     "NothingToDoReport",
+    "OfferNote",
     "OutcomeReport",
     "OutcomeStatus",
     "ReleaseName",
@@ -169,6 +170,25 @@ class HoldView(_Answer):
     set_by: Literal["agent", "customer", "operator"]
 
 
+class OfferNote(_Answer):
+    """Why the agent is not updated to `newest_version`, the newest release of its pair: present
+    only when something stands in the way (see `OfferReason`)."""
+
+    # An `OfferReason`, kept as text: a reason from a newer control plane is shown as it is.
+    reason: str = Field(min_length=1, max_length=64, examples=["pinned"])
+    newest_version: Version | None = Field(default=None, examples=["1.2.0"])
+    # The person's words with it: the halt's or the brake's reason, the pin's or the hold's.
+    detail: Message | None = None
+
+    @property
+    def known_reason(self) -> OfferReason | None:
+        """The reason this agent knows, or None for one added after it."""
+        try:
+            return OfferReason(self.reason)
+        except ValueError:
+            return None
+
+
 class AgentConfig(_Answer):
     """Everything an agent plans with. The ETag covers all of it but `server_time`."""
 
@@ -186,6 +206,9 @@ class AgentConfig(_Answer):
     manual_update: ManualUpdateView | None = None
     # Absent when the agent is not held, and from a control plane older than holds.
     hold: HoldView | None = None
+    # Why the agent is not updated to its pair's newest release; absent when nothing stands in the
+    # way, and from a control plane older than it.
+    offer_note: OfferNote | None = None
     server_time: Instant | None = None
 
 

@@ -1,4 +1,5 @@
-"""The English sentence for each reason a run ends, misses or skips its slot: written once.
+"""The English sentence for each reason a run ends, misses or skips its slot, or an agent is not
+updated to the newest release: written once.
 
 Both programs say these reasons to people: the panel (in nine languages) and `agent status` (in
 English). Each sentence here is the panel's catalogue message id — the panel passes it through
@@ -13,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from ground.contract.codes import MissReason, OutcomeReason, RefusalCode
+from ground.contract.codes import MissReason, OfferReason, OutcomeReason, RefusalCode
 
 __all__ = [
     "MISS_REASON_WORDS",
+    "OFFER_REASON_WORDS",
     "OUTCOME_REASON_WORDS",
     "SKIP_REASON_WORDS",
     "UNKNOWN_REASON_WORDS",
@@ -66,6 +68,18 @@ SKIP_REASON_WORDS: Mapping[RefusalCode, str] = MappingProxyType(
             "this agent rolled the release back before; it waits for a newer one"
         ),
         RefusalCode.RELEASE_HALTED: N_("the release is halted by our operators"),
+    }
+)
+
+# Why an agent is not updated to its pair's newest release now (`AgentConfig.offer_note`), said
+# after "not updated to <version>:".
+OFFER_REASON_WORDS: Mapping[OfferReason, str] = MappingProxyType(
+    {
+        OfferReason.PINNED: N_("pinned to another version by our operators"),
+        OfferReason.HELD: MISS_REASON_WORDS[MissReason.HELD],
+        OfferReason.HALTED: SKIP_REASON_WORDS[RefusalCode.RELEASE_HALTED],
+        OfferReason.BRAKED: N_("updates are paused by our operators"),
+        OfferReason.WAVE: N_("the new release has not reached this agent in its rollout yet"),
     }
 )
 

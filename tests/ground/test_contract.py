@@ -15,6 +15,7 @@ from ground.contract import (
     ClaimRequest,
     ErrorAnswer,
     InstantError,
+    OfferReason,
     RefusalCode,
     format_instant,
     parse_instant,
@@ -128,6 +129,21 @@ def test_a_config_answer_with_fields_from_a_newer_control_plane_still_parses() -
     assert AgentConfig.model_validate(_config(added_in_v2={"x": 1})).timezone == "Europe/Amsterdam"
 
 
+def test_an_offer_reason_from_a_newer_control_plane_still_parses_as_unknown() -> None:
+    config = AgentConfig.model_validate(
+        _config(offer_note={"reason": "moon_phase", "newest_version": "1.6.0"})
+    )
+    assert config.offer_note is not None
+    assert config.offer_note.reason == "moon_phase"
+    assert config.offer_note.known_reason is None
+
+
+def test_an_offer_reason_the_agent_knows_is_read_as_one() -> None:
+    config = AgentConfig.model_validate(_config(offer_note={"reason": "pinned"}))
+    assert config.offer_note is not None
+    assert config.offer_note.known_reason is OfferReason.PINNED
+
+
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
@@ -157,6 +173,15 @@ def test_a_config_answer_with_fields_from_a_newer_control_plane_still_parses() -
         ),
         pytest.param({"server_time": "2026-11-30T02:00:00"}, "server_time", id="naive_time"),
         pytest.param({"agent_id": "not-a-uuid"}, "agent_id", id="agent_id_not_a_uuid"),
+        pytest.param(
+            {"offer_note": {"reason": "x" * 65}}, "offer_note.reason", id="absurd_offer_reason"
+        ),
+        pytest.param({"offer_note": {"reason": ""}}, "offer_note.reason", id="empty_offer_reason"),
+        pytest.param(
+            {"offer_note": {"reason": "wave", "newest_version": "v" * 1000}},
+            "offer_note.newest_version",
+            id="absurd_newest_version",
+        ),
     ],
 )
 def test_a_config_answer_outside_the_contract_is_refused_naming_the_field(

@@ -5,9 +5,10 @@ from __future__ import annotations
 from agent_daemon.host.status import describe_reason
 from control_plane.panel.i18n import Language
 from control_plane.panel.wording import miss_reason, outcome_reason
-from ground.contract import MissReason, OutcomeReason, RefusalCode
+from ground.contract import MissReason, OfferReason, OutcomeReason, RefusalCode
 from ground.contract.wording import (
     MISS_REASON_WORDS,
+    OFFER_REASON_WORDS,
     OUTCOME_REASON_WORDS,
     SKIP_REASON_WORDS,
     UNKNOWN_REASON_WORDS,
@@ -20,6 +21,10 @@ def test_every_outcome_reason_has_its_sentence() -> None:
 
 def test_every_miss_reason_has_its_sentence() -> None:
     assert set(MISS_REASON_WORDS) == set(MissReason)
+
+
+def test_every_reason_an_agent_is_not_updated_to_the_newest_has_its_sentence() -> None:
+    assert set(OFFER_REASON_WORDS) == set(OfferReason)
 
 
 def test_every_refusal_that_skips_a_slot_has_its_sentence() -> None:

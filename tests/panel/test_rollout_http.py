@@ -151,7 +151,9 @@ def test_an_automatic_halt_shows_its_evidence_and_counts_in_the_navigation(
             runs = conn.execute(
                 "SELECT id FROM runs WHERE release_id = %s", [ids["1.5.0"]]
             ).fetchall()
-        assert len(runs) == 3 and all(str(run[0]) in row for run in runs)
+        # Each tripping run is a row naming its agent and organisation.
+        assert len(runs) == 3 and all(f'id="halt-run-{run[0]}"' in row for run in runs)
+        assert row.count("web-01 (Acme): from — to 1.5.0, failed<") == 3
         # The rollout tonight on the operators' page: the pair's release, halted.
         assert "The rollout tonight" in overview and "halted" in overview
 

@@ -14,6 +14,7 @@ from shared_planner import (
     InvalidTimeZone,
     Slot,
     due_slot,
+    latest_closed_slot,
     next_slot,
     slots_between,
 )
@@ -231,3 +232,13 @@ def test_instants_outside_the_planners_years_are_refused_not_crashed_on(now: dat
 def test_an_unhashable_entry_is_refused_naming_its_index() -> None:
     with pytest.raises(InvalidSchedule, match=r"^times\[1\]: \[\"03:00\"\] is not a string"):
         due_slot(["03:00", ["03:00"]], now=AT, tz=AMS)  # type: ignore[list-item]
+
+
+def test_a_slot_is_at_or_before_the_latest_closed_slot_exactly_when_its_window_has_closed() -> None:
+    catch_up = timedelta(minutes=20)
+    at = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+    slot = Slot(key="2026-11-30T03:00", day=date(2026, 11, 30), wall=time(3, 0), at=at)
+    closes = slot.window_closes(catch_up)
+    for until in (closes - timedelta(microseconds=1), closes, closes + timedelta(minutes=1)):
+        assert (slot.at <= latest_closed_slot(until, catch_up)) == (closes <= until)
+    assert slot.at > latest_closed_slot(closes - timedelta(microseconds=1), catch_up)

@@ -243,7 +243,9 @@ def resume(
     responses=errors(*AUTHENTICATED, 404, 422),
 )
 def halts(release_id: UUID, request: Request, caller: OperatorCaller) -> HaltList:
-    """The release's halts, newest first, each with the runs that tripped it."""
+    """The release's halts, newest first, each with the runs that tripped it: their ids
+    (`runs`) and, per run, its agent and organisation (id and name), from and to which version,
+    its outcome (`failed`, `rolled_back`) and reason (`evidence`)."""
     del caller
     return services_of(request).rollout.halts(release_id)
 
@@ -252,7 +254,9 @@ def halts(release_id: UUID, request: Request, caller: OperatorCaller) -> HaltLis
     "/admin/notices", response_model=NoticeList, tags=["operator"], responses=errors(*AUTHENTICATED)
 )
 def notices(request: Request, caller: OperatorCaller) -> NoticeList:
-    """The operators' inbox, newest first: one notice per automatic halt, with its evidence."""
+    """The operators' inbox, newest first: one notice per automatic halt, with its evidence
+    (`runs`; `agents`: the first ten tripping runs by agent and organisation, with versions,
+    outcome and reason; `more_agents`: how many more)."""
     del caller
     return services_of(request).rollout.notices()
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from agent_daemon.connection.config_cache import CachedConfig
 from agent_daemon.connection.wire import parse_config
 from agent_daemon.disk.daemon_state import ClaimInProgress, ConsumedSlot, DaemonState, RunRecord
@@ -107,3 +109,78 @@ def test_status_before_the_first_sync_and_with_no_daemon() -> None:
     text = status(DaemonState(), cached=False, pid=None)
     assert "daemon:        not running" in text
     assert "config:        never synced" in text
+
+
+def status_with_note(note: dict[str, object] | None, *, installed: str = "1.4.1") -> str:
+    config = {**CONFIG, "brake": {"engaged": False}, "offer_note": note}
+    cache = CachedConfig(
+        config=parse_config(config),
+        raw=config,
+        etag='"e"',
+        synced_at=datetime(2026, 11, 30, 2, 4, tzinfo=UTC),
+        offset_seconds=0.0,
+    )
+    return render_status(
+        AgentStatus(
+            agent_id="a1",
+            control_url="https://control.example",
+            daemon_pid=None,
+            cached=cache,
+            state=DaemonState(),
+            pending_reports=0,
+            installed_version=installed,
+            now=NOW,
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("note", "line"),
+    [
+        pytest.param(
+            {"reason": "pinned", "newest_version": "1.6.0"},
+            "newest:        not updated to 1.6.0: pinned to another version by our operators",
+            id="pinned",
+        ),
+        pytest.param(
+            {"reason": "halted", "newest_version": "1.6.0", "detail": "disk fills"},
+            "newest:        not updated to 1.6.0: the release is halted by our operators"
+            " (disk fills)",
+            id="halted",
+        ),
+        pytest.param(
+            {"reason": "braked", "newest_version": "1.6.0", "detail": "bad night"},
+            "newest:        not updated to 1.6.0: updates are paused by our operators (bad night)",
+            id="braked",
+        ),
+        pytest.param(
+            {"reason": "wave", "newest_version": "1.6.0"},
+            "newest:        not updated to 1.6.0: the new release has not reached this agent in"
+            " its rollout yet",
+            id="canary_stage",
+        ),
+        pytest.param(
+            {"reason": "held", "newest_version": "1.6.0", "detail": "audit"},
+            "newest:        not updated to 1.6.0: the agent is on hold (audit)",
+            id="held",
+        ),
+        pytest.param(
+            {"reason": "moon_phase", "newest_version": "1.6.0"},
+            "newest:        not updated to 1.6.0: reason 'moon_phase'",
+            id="reason_from_a_newer_control_plane",
+        ),
+    ],
+)
+def test_status_says_why_the_newest_release_is_not_installed(
+    note: dict[str, object], line: str
+) -> None:
+    assert line in status_with_note(note).splitlines()
+
+
+def test_status_says_nothing_of_the_newest_when_nothing_stands_in_the_way() -> None:
+    assert "newest:" not in status_with_note(None)
+
+
+def test_status_says_nothing_of_the_newest_when_it_runs_it_already() -> None:
+    note = {"reason": "braked", "newest_version": "1.6.0", "detail": "bad night"}
+    assert "newest:" not in status_with_note(note, installed="1.6.0")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable
-from datetime import UTC, datetime
 from uuid import UUID
 
 import httpx
@@ -15,20 +14,10 @@ import pytest
 
 from control_plane.answers_cache import AnswerMemory, Changes, ReplicaWrites
 from control_plane.answers_cache.feed import ChangeFeed
-from control_plane.events.trail import Actor
 from control_plane.registry import Services
-from ground.contract import CLAIMS_PATH, CONFIG_PATH, RUNS_PATH
-from tests.control_plane.answers_cache.conftest import Ticks
-from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
-from tests.worlds.clocks import ManualClock
-
-SLOT = "2026-11-30T03:00"
-OPERATOR = Actor(kind="operator", name="tests")
-
-
-def _claim(api: Api, agent: Agent) -> httpx.Response:
-    with api.client(agent.agent_key) as client:
-        return client.post(CLAIMS_PATH, json={"slot_key": SLOT, "from_version": "1.4.1"})
+from ground.contract import CONFIG_PATH, RUNS_PATH
+from tests.control_plane.answers_cache.conftest import SLOT, Ticks, claim
+from tests.control_plane.conftest import Agent, Api, Org
 
 
 def _code(answer: httpx.Response) -> tuple[int, str]:
@@ -36,53 +25,38 @@ def _code(answer: httpx.Response) -> tuple[int, str]:
 
 
 @pytest.fixture
-def remembered_refusal(
-    api: Api,
-    services: Services,
-    feed: ChangeFeed,
-    clock: ManualClock,
-    published: SignedRelease,
-    make_org: Callable[..., Org],
-    make_agent: Callable[..., Agent],
-) -> tuple[Org, Agent]:
+def remembered_refusal(services: Services, api: Api, org_full: tuple[Agent, Agent]) -> Agent:
     """03:01, org cap 1, the round full: the second agent's claim is refused from memory."""
-    services.settings.update({"org_cap": 1}, now=clock.now(), actor=OPERATOR)
-    clock.set(datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC))
-    feed.read_once()
-    org = make_org()
-    first, waiting = make_agent(org, "web-01"), make_agent(org, "web-02")
-    assert _claim(api, first).status_code == 201
-    feed.read_once()
-    assert _code(_claim(api, waiting)) == (429, "org_cap")
+    _, waiting = org_full
     before = services.refusals.refused_counts()["org_cap"]
-    assert _code(_claim(api, waiting)) == (429, "org_cap")
+    assert _code(claim(api, waiting)) == (429, "org_cap")
     assert services.answers.live and services.answers.size() > 0
     assert services.refusals.refused_counts()["org_cap"] == before + 1
-    return org, waiting
+    return waiting
 
 
 def test_a_claim_after_this_replica_recorded_up_to_date_is_slot_consumed(
-    api: Api, remembered_refusal: tuple[Org, Agent]
+    api: Api, remembered_refusal: Agent
 ) -> None:
-    _, waiting = remembered_refusal
+    waiting = remembered_refusal
     with api.client(waiting.agent_key) as client:
         reported = client.post(
             RUNS_PATH, json={"slot_key": SLOT, "status": "up_to_date", "version": "1.5.0"}
         )
     assert reported.status_code == 201
-    assert _code(_claim(api, waiting)) == (409, "slot_consumed")
+    assert _code(claim(api, waiting)) == (409, "slot_consumed")
 
 
 def test_a_claim_after_this_replica_engaged_the_brake_is_refused_by_the_brake(
-    api: Api, operator_key: str, remembered_refusal: tuple[Org, Agent]
+    api: Api, operator_key: str, remembered_refusal: Agent
 ) -> None:
-    _, waiting = remembered_refusal
+    waiting = remembered_refusal
     with api.client(operator_key) as operator:
         engaged = operator.put(
             "/v1/admin/brake", json={"engaged": True, "reason": "1.5.0 breaks TLS"}
         )
     assert engaged.status_code == 200
-    assert _code(_claim(api, waiting)) == (503, "brake")
+    assert _code(claim(api, waiting)) == (503, "brake")
 
 
 def test_a_poll_after_this_replica_changed_the_schedule_shows_it(
@@ -111,11 +85,11 @@ def test_a_poll_after_this_replica_changed_the_schedule_shows_it(
 
 
 def test_a_refused_claim_does_not_stop_the_memory_answering(
-    api: Api, services: Services, remembered_refusal: tuple[Org, Agent]
+    api: Api, services: Services, remembered_refusal: Agent
 ) -> None:
     # A refusal writes nothing that changes an answer: the next one still comes from memory.
-    _, waiting = remembered_refusal
-    assert _code(_claim(api, waiting)) == (429, "org_cap")
+    waiting = remembered_refusal
+    assert _code(claim(api, waiting)) == (429, "org_cap")
     assert services.answers.live
 
 

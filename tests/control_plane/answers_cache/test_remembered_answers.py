@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -19,15 +19,11 @@ import pytest
 
 from control_plane.answers_cache import FRESHNESS_SECONDS
 from control_plane.answers_cache.feed import ChangeFeed
-from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from ground.contract import CLAIMS_PATH, CONFIG_PATH
-from tests.control_plane.answers_cache.conftest import Ticks
-from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.control_plane.answers_cache.conftest import OPERATOR, SLOT, Ticks, claim
+from tests.control_plane.conftest import Agent, Api, Org
 from tests.worlds.clocks import ManualClock
-
-SLOT = "2026-11-30T03:00"
-OPERATOR = Actor(kind="operator", name="tests")
 
 
 def _poll(api: Api, agent: Agent, etag: str | None = None, **headers: str) -> httpx.Response:
@@ -35,11 +31,6 @@ def _poll(api: Api, agent: Agent, etag: str | None = None, **headers: str) -> ht
         if etag is not None:
             headers["If-None-Match"] = etag
         return client.get(CONFIG_PATH, headers=headers)
-
-
-def _claim(api: Api, agent: Agent) -> httpx.Response:
-    with api.client(agent.agent_key) as client:
-        return client.post(CLAIMS_PATH, json={"slot_key": SLOT, "from_version": "1.4.1"})
 
 
 def _revoke_agent_key(services: Services, agent: Agent, clock: ManualClock) -> None:
@@ -153,30 +144,6 @@ def test_a_poll_from_memory_still_records_the_agent_and_its_host(
     assert hosts == [("host-one-1234",)]
 
 
-@pytest.fixture
-def org_full(
-    api: Api,
-    services: Services,
-    feed: ChangeFeed,
-    clock: ManualClock,
-    published: SignedRelease,
-    make_org: Callable[..., Org],
-    make_agent: Callable[..., Agent],
-) -> tuple[Agent, Agent]:
-    """03:01, org cap 1: the first agent was granted, the second refused (and remembered)."""
-    services.settings.update({"org_cap": 1}, now=clock.now(), actor=OPERATOR)
-    clock.set(datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC))
-    feed.read_once()
-    org = make_org()
-    first, waiting = make_agent(org, "web-01"), make_agent(org, "web-02")
-    assert _claim(api, first).status_code == 201
-    feed.read_once()  # this worker's own grant: read back before its memory answers again
-    refused = _claim(api, waiting)
-    assert refused.status_code == 429
-    assert refused.json()["detail"]["code"] == "org_cap"
-    return first, waiting
-
-
 def _refused(services: Services) -> dict[str, Any]:
     return services.refusals.refused_counts()
 
@@ -198,10 +165,10 @@ def test_the_refusal_comes_from_memory_until_the_feed_says_the_brake_is_on(
     )
     before = _refused(services).get("org_cap", 0)
     # From memory (the database would say `brake`), and recorded like any refusal.
-    assert _claim(api, waiting).json()["detail"]["code"] == "org_cap"
+    assert claim(api, waiting).json()["detail"]["code"] == "org_cap"
     assert _refused(services)["org_cap"] == before + 1
     feed.read_once()
-    braked = _claim(api, waiting)
+    braked = claim(api, waiting)
     assert braked.status_code == 503
     assert braked.json()["detail"]["code"] == "brake"
 
@@ -210,9 +177,9 @@ def test_the_memory_never_grants_a_round_it_has_not_seen_full(
     api: Api, clock: ManualClock, org_full: tuple[Agent, Agent]
 ) -> None:
     _, waiting = org_full
-    assert _claim(api, waiting).status_code == 429  # the round it saw full
+    assert claim(api, waiting).status_code == 429  # the round it saw full
     clock.set(clock.now() + timedelta(minutes=1))  # a new round: its counter is not known
-    granted = _claim(api, waiting)
+    granted = claim(api, waiting)
     assert granted.status_code == 201  # the database's decision, not the remembered refusal
 
 
@@ -220,7 +187,7 @@ def test_the_same_claim_again_is_the_databases_answer(
     api: Api, org_full: tuple[Agent, Agent]
 ) -> None:
     first, _ = org_full
-    again = _claim(api, first)
+    again = claim(api, first)
     assert again.status_code == 200  # not a refusal from a full round it holds a token in
 
 

@@ -1,0 +1,114 @@
+"""What a slot's end reports and what a bad answer costs: failed and refused updates, the outbox's
+order, a bad config, a full disk, a refused credential — one line each, never the daemon.
+
+Against an in-memory control plane (httpx.MockTransport) and a stub updater; state and outbox
+are real files. The end-to-end tests repeat the important cases with real processes.
+"""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+from agent_daemon.minute.dispatch import MAX_DISPATCH_ATTEMPTS
+from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
+from tests.agent_daemon.minute.slot_world import make
+
+
+def test_an_update_that_keeps_raising_is_reported_failed_after_its_attempts(
+    tmp_path: Path,
+) -> None:
+    h, clock = make(tmp_path)
+
+    def disk_full(request: UpdateRequest) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    h.updater.on_apply = disk_full
+    for _ in range(MAX_DISPATCH_ATTEMPTS):
+        assert h.daemon.tick() == "error"
+        clock.advance(minutes=1)
+    assert h.daemon.tick() == "dispatched"
+    (run,) = h.control_plane.runs.values()
+    assert run.status == "failed"
+    assert h.state().claim is None
+    assert "tick.failed" in h.event_names()
+
+
+def test_a_refused_update_is_reported_and_the_daemon_goes_on(tmp_path: Path) -> None:
+    h, clock = make(tmp_path)
+
+    def refuse(request: UpdateRequest) -> UpdateOutcome:
+        return UpdateOutcome(
+            status="failed", version="1.4.1", error="bad signature", run_id=request.run_id
+        )
+
+    h.updater.on_apply = refuse
+    assert h.daemon.tick() == "dispatched"
+    (run,) = h.control_plane.runs.values()
+    assert (run.status, run.error) == ("failed", "bad signature")
+    clock.advance(minutes=1)
+    assert h.daemon.tick() == "no_slot"
+
+
+def test_reports_wait_in_the_outbox_and_are_sent_in_order_when_answered(
+    tmp_path: Path,
+) -> None:
+    h, clock = make(tmp_path, release_version="1.4.1")
+    h.control_plane.reports_fail = True
+    assert h.daemon.tick() == "up_to_date"
+    assert len(h.outbox.pending()) == 1
+    assert h.control_plane.runs == {}
+    h.control_plane.reports_fail = False
+    clock.advance(minutes=1)
+    assert h.daemon.tick() == "no_slot"
+    assert h.outbox.pending() == []
+    assert [run.status for run in h.control_plane.runs.values()] == ["up_to_date"]
+
+
+def test_a_bad_config_from_the_server_consumes_nothing_and_is_one_line(tmp_path: Path) -> None:
+    h, _ = make(tmp_path)
+    h.control_plane.config_body = (
+        b'{"agent_id": "4b1c9a6e-0000-4000-8000-000000000001", '
+        b'"schedule": {"enabled": true, "times": ["03:07"]}, '
+        b'"timezone": "Europe/Amsterdam", "catch_up_minutes": 15, '
+        b'"brake": {"engaged": false}}'
+    )
+    assert h.daemon.tick() == "bad_config"
+    assert h.state().last_consumed is None
+    (event,) = [e for e in h.events() if e["event"] == "config.invalid"]
+    assert "03:07" in event["error"]
+    assert "Traceback" not in h.log_stream.getvalue()
+
+
+def test_a_config_that_is_not_json_consumes_nothing(tmp_path: Path) -> None:
+    h, _ = make(tmp_path, config_body=b"\x00not json")
+    assert h.daemon.tick() == "bad_config"
+
+
+def test_a_full_disk_costs_one_log_line_not_the_daemon(tmp_path: Path) -> None:
+    h, _ = make(tmp_path, release_version="1.4.1")
+
+    def no_space(state: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    h.daemon._store.save = no_space  # type: ignore[method-assign]
+    assert h.daemon.tick() == "error"
+    failed = [e for e in h.events() if e["event"] == "tick.failed"]
+    assert failed and "No space left" in failed[0]["error"]
+
+
+def test_credential_refused_consumes_nothing(tmp_path: Path) -> None:
+    h, _ = make(tmp_path)
+    original = h.control_plane.handle
+
+    def unknown_credential(request: object) -> object:
+        import httpx
+
+        assert isinstance(request, httpx.Request)
+        request.headers["Authorization"] = "Bearer nwa_revoked"
+        return original(request)
+
+    h.control_plane.handle = unknown_credential  # type: ignore[method-assign, assignment]
+    h.restart()
+    assert h.daemon.tick() == "credential_refused"
+    assert h.state().last_consumed is None
