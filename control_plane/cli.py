@@ -12,7 +12,10 @@
     delete-agent ID       take an agent out (credentials revoked; runs and events stay)
     events                the operators' trail: operator actions and schedule changes
     publish-release       check a signed release against the trusted keys and store it
+                          (--allow-downgrade: an older version, stored as a rollback release)
     withdraw-release ID   withdraw a release (--reason required; --replacement VERSION)
+    rollback              roll a channel and platform back to an older signed build
+                          (--channel, --platform, --reason required; --to VERSION)
     forecast --date D     the capacity forecast of a local day (which slots will not fit)
     pin, unpin            pin an organisation or an agent to a version, or remove the pin
     promote ID            promote a canary release to everyone now (--reason required)
@@ -78,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     _add_serve(commands)
     _add_release_commands(commands)
+    _add_rollback_command(commands)
     migrate_cmd = commands.add_parser("migrate", help="apply the database migrations")
     add_database_flags(migrate_cmd)
     migrate_cmd.add_argument(
@@ -161,6 +165,12 @@ def _add_release_commands(commands: Any) -> None:
         choices=["canary", "everyone"],
         help="the stage it starts in (default: canary when its pair already has a release)",
     )
+    publish.add_argument(
+        "--allow-downgrade",
+        action="store_true",
+        help="publish a version older than the pair's newest on purpose (its manifest must be "
+        "signed with --allow-downgrade): stored as a rollback release, offered after `rollback`",
+    )
     add_database_flags(publish)
     add_json_flag(publish)
 
@@ -177,6 +187,31 @@ def _add_release_commands(commands: Any) -> None:
     )
     add_database_flags(withdraw)
     add_json_flag(withdraw)
+
+
+def _add_rollback_command(commands: Any) -> None:
+    """`rollback`: a pair back to an older build, through a signed downgrade release."""
+    rollback = commands.add_parser(
+        "rollback",
+        help="roll a channel and platform back to an older build signed as a downgrade",
+    )
+    rollback.add_argument("--channel", required=True, help="e.g. stable")
+    rollback.add_argument("--platform", required=True, help="e.g. linux-x86_64")
+    rollback.add_argument(
+        "--to",
+        metavar="VERSION",
+        help="the version to go back to (default: the newest older one neither withdrawn nor "
+        "halted)",
+    )
+    rollback.add_argument("--reason", required=True, help="why (kept in the trail)")
+    rollback.add_argument(
+        "--stage",
+        choices=["canary", "everyone"],
+        default="everyone",
+        help="the stage the older build is offered at (default: everyone)",
+    )
+    add_database_flags(rollback)
+    add_json_flag(rollback)
 
 
 def _add_account_commands(commands: Any) -> None:
@@ -308,6 +343,7 @@ def _publish_release(args: argparse.Namespace) -> int:
             now=now,
             actor=cli_actor(),
             stage=args.stage,
+            allow_downgrade=args.allow_downgrade,
         )
         outlook = (
             None
@@ -328,15 +364,61 @@ def _publish_release(args: argparse.Namespace) -> int:
         "first_wave": None
         if outlook is None
         else TypeAdapter(WaveOutlook).dump_python(outlook, mode="json"),
+        "current": release.current,
+        "downgrade_from": release.downgrade_from,
     }
     verb = "already published" if release.already_published else "published"
     lines = [
         f"{verb} {release.version} (manifest_version {release.manifest_version}, "
         f"{release.channel}/{release.platform}), signed by key {release.key_id[:16]}…"
     ]
+    if not release.current:
+        lines.append(
+            f"not offered to anyone yet: a downgrade from {release.downgrade_from or 'a newer'}"
+            f" release; `nachtwacht control rollback --channel {release.channel} --platform "
+            f"{release.platform} --to {release.version} --reason …` makes it current"
+        )
     if outlook is not None:
         lines.append(render_outlook(outlook))
     emit(args, payload, lines)
+    return 0
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    with admin_pool(args) as pool:
+        # Rolling back checks no signature (the stored manifest was checked at publication).
+        rolled = ReleaseService(pool, {}).roll_back(
+            channel=args.channel,
+            platform=args.platform,
+            to=args.to,
+            reason=args.reason,
+            stage=args.stage,
+            now=clock_from_env().now(),
+            actor=cli_actor(),
+        )
+    payload = {
+        "channel": rolled.channel,
+        "platform": rolled.platform,
+        "reason": rolled.reason,
+        "from_release_id": str(rolled.from_release_id),
+        "from_version": rolled.from_version,
+        "from_manifest_version": rolled.from_manifest_version,
+        "to_release_id": str(rolled.to_release_id),
+        "to_version": rolled.to_version,
+        "to_manifest_version": rolled.to_manifest_version,
+        "stage": rolled.stage,
+        "revoked_tokens": rolled.revoked_tokens,
+    }
+    emit(
+        args,
+        payload,
+        [
+            f"rolled {rolled.channel}/{rolled.platform} back from {rolled.from_version} to "
+            f"{rolled.to_version} (manifest_version {rolled.to_manifest_version}, stage "
+            f"{rolled.stage}); {rolled.from_version} withdrawn, {rolled.revoked_tokens} "
+            "outstanding token(s) revoked; hosts on it go back at their next slot"
+        ],
+    )
     return 0
 
 
@@ -428,6 +510,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "create-operator-key": _create_operator_key,
     "publish-release": _publish_release,
     "withdraw-release": _withdraw_release,
+    "rollback": _rollback,
     "forecast": _forecast,
     **CREDENTIAL_COMMANDS,
     **ROLLOUT_COMMANDS,

@@ -6,6 +6,10 @@
         --out OUTDIR ARTIFACT
     nachtwacht release verify --public-key release.pub [--artifact FILE] MANIFEST SIGNATURE
 
+`--allow-downgrade` signs an older build again for a rollback: its new manifest_version puts it
+above every manifest agents accepted, and only that signed permission lets an agent on a newer
+version install it (the control plane, holding no release key, cannot give it).
+
 A package above this one may add subcommands (`ExtraCommand`): the `nachtwacht` command adds
 `build-demo-agent`, whose demo agent lives in the roof (`nachtwacht.demo_world`), not in the release
 format.
@@ -102,7 +106,8 @@ def _build_parser(extra: Sequence[ExtraCommand]) -> argparse.ArgumentParser:
     sign.add_argument(
         "--allow-downgrade",
         action="store_true",
-        help="let agents on a newer version install this one (an intended rollback)",
+        help="let agents on a newer version install this one: signing an older build again for "
+        "a rollback (publish it with `nachtwacht control publish-release --allow-downgrade`)",
     )
     sign.add_argument("--out", type=Path, required=True, metavar="OUTDIR")
     sign.add_argument("artifact", type=Path, metavar="ARTIFACT", help="the agent build (.tar.gz)")
@@ -154,6 +159,14 @@ def _sign(args: argparse.Namespace, clock: Clock) -> int:
         f"sha256 {facts.sha256[:16]}…, expires {format_instant(manifest.expires)}"
     )
     print(f"wrote {args.out / 'manifest.json'} and {args.out / 'manifest.sig'}")
+    if manifest.allow_downgrade:
+        # The signature is the only thing an agent on a newer version takes a downgrade from.
+        print(
+            "signed as a downgrade: agents on a newer version accept it; publish it with "
+            "`nachtwacht control publish-release --allow-downgrade`, then roll back with "
+            f"`nachtwacht control rollback --channel {manifest.channel} --platform "
+            f"{manifest.platform} --to {manifest.agent_version} --reason …`"
+        )
     return 0
 
 

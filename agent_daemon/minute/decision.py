@@ -12,6 +12,7 @@ I/O each action asks for and feeds the result back as the next `answer`:
             a manual update not handled yet ────────────────► ClaimManual
             schedule off / no slot due ─────────────────────► Wait          consumes nothing
             nothing to do (release installed, or none) ─────► NothingToDo   consumes the slot
+              (an older release is something to do only when freshly signed: see `is_current`)
             the brake named in the config ──────────────────► Wait          consumes nothing
             else ───────────────────────────────────────────► ClaimSlot
     ClaimSlot / ClaimManual answered
@@ -104,6 +105,8 @@ class AgentFacts:
     installed_version: str | None
     claim_in_progress: bool = False
     handled_manual_runs: frozenset[str] = field(default_factory=frozenset)
+    # The highest manifest_version this host accepted (None: none yet, or not known).
+    floor: int | None = None
 
 
 # -- answers: what the executor found out doing the last action --------------------------------
@@ -294,7 +297,10 @@ def _plan(state: AgentFacts, config: AgentConfig, now: datetime) -> Action:
     if slot is None:
         return Wait(reason="no_slot")
     installed = state.installed_version
-    if config.release is None or is_current(installed, config.release.version):
+    release = config.release
+    if release is None or is_current(
+        installed, release.version, manifest_version=release.manifest_version, floor=state.floor
+    ):
         return NothingToDo(slot=slot, version=installed)
     if config.brake.engaged:
         return Wait(reason="braked", slot=slot, error=config.brake.reason)
@@ -319,13 +325,29 @@ def _refused(answer: Refused) -> Action:
     return Wait(reason="refused", request=request, detail=detail)
 
 
-def is_current(installed: str | None, release: str) -> bool:
-    """Nothing to do: installed is the release, or newer (a downgrade is never planned)."""
+def is_current(
+    installed: str | None,
+    release: str,
+    *,
+    manifest_version: int | None = None,
+    floor: int | None = None,
+) -> bool:
+    """Nothing to do: installed is the release, or newer — unless the older release's manifest
+    is newer than every manifest this host accepted (`floor`).
+
+    Only a manifest signed after the installed build's can be a rollback signed on purpose (an
+    old release's manifest is at or below the floor, and the updater refuses it anyway); such a
+    downgrade is planned, and the updater installs it only if its signed manifest allows a
+    downgrade. The config that offers it is not trusted for that: the signature decides."""
     if installed is None:
         return False
     if installed == release:
         return True
     try:
-        return version_key(installed) >= version_key(release)
+        newer_installed = version_key(installed) > version_key(release)
     except ValueError:
         return False
+    signed_after_installed = (
+        manifest_version is not None and floor is not None and manifest_version > floor
+    )
+    return newer_installed and not signed_after_installed

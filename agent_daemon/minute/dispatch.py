@@ -66,6 +66,8 @@ class UpdaterPort(Protocol):
 
     def installed_version(self) -> str | None: ...
 
+    def accepted_floor(self) -> int | None: ...
+
 
 class Dispatcher:
     def __init__(

@@ -50,6 +50,10 @@ class UpdaterOnDemand:
         """The version `current` names (a complete one), or None before the first install."""
         return self._layout.link_target("current")
 
+    def accepted_floor(self) -> int | None:
+        """The highest manifest_version this host accepted (the rollback floor), or None."""
+        return self._state.load().floor
+
     def apply(self, request: UpdateRequest) -> UpdateOutcome:
         return self._loaded().apply(request)
 

@@ -137,6 +137,10 @@ class Updater:
         """The version `current` names (a complete one), or None before the first install."""
         return self._layout.link_target("current")
 
+    def accepted_floor(self) -> int | None:
+        """The highest manifest_version this host accepted (the rollback floor), or None."""
+        return self._store.load().floor
+
     def apply(self, request: UpdateRequest) -> UpdateOutcome:
         """Verify, install, switch, restart, health-check, and commit or roll back. Refusals and
         failures are outcomes; the old version keeps running in every refusal."""

@@ -108,6 +108,10 @@ def _operator_event_line(lang: Language, event: EventView) -> str | None:
         "release.withdrawn": lambda: lang.gettext(
             "Release %(version)s was withdrawn.", version=version
         ),
+        # A rollback withdraws the release it goes back from.
+        "release.rolled_back": lambda: lang.gettext(
+            "Release %(version)s was withdrawn.", version=version
+        ),
         "release.promoted": lambda: (
             lang.gettext("Release %(version)s is now for everyone.", version=version)
             if event.data.get("stage", "everyone") == "everyone"

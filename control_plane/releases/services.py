@@ -1,9 +1,14 @@
 """Publishing a signed release and serving its artifact.
 
 A release is stored only after its signature checks out against the operator-pinned public keys,
-its artifact matches the manifest's length and sha256, it has not expired and it is newer than the
-current one of its (channel, platform). The artifact lives in the database, so every replica
-serves the same bytes.
+its artifact matches the manifest's length and sha256, it has not expired and its manifest_version
+is newer than every release of its (channel, platform). The artifact lives in the database, so
+every replica serves the same bytes.
+
+A downgrade — an agent_version older than the newest the pair ever had — is refused unless the
+operator marks it (`allow_downgrade`) and the signed manifest allows a downgrade too: an agent on a
+newer version refuses any older build whose manifest does not say so. A marked downgrade is stored
+as a rollback release and offered to no one until `releases.rollback` makes it current.
 
 Each pair has its own current release (`current_releases`): publishing for one pair never changes
 what another pair is offered.
@@ -23,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
+from control_plane.releases.rollback import RolledBack, roll_back
 from control_plane.releases.withdrawal import (
     ReleaseList,
     WithdrawnRelease,
@@ -34,6 +40,7 @@ from ground.contract import ClaimedRelease, ReleaseView, artifact_path, format_i
 from signed_release.errors import ReleaseError
 from signed_release.manifest import Manifest, parse_manifest
 from signed_release.signature import check_signature
+from signed_release.versions import version_key
 
 __all__ = [
     "ArtifactInfo",
@@ -70,6 +77,10 @@ class PublishedRelease:
     stage: str = "everyone"
     wave: int = 1
     waves: int = 1
+    # Whether the pair offers it now: a downgrade is stored, not offered, until a rollback.
+    current: bool = True
+    # For a downgrade: the pair's newest version, the one it goes back from.
+    downgrade_from: str | None = None
 
 
 def release_view(row: Mapping[str, Any]) -> ReleaseView:
@@ -117,15 +128,21 @@ class ReleaseService:
         now: datetime,
         actor: Actor | None = None,
         stage: object = None,
+        allow_downgrade: object = False,
     ) -> PublishedRelease:
         """Check and store a release at `now`. Refuses anything it cannot verify.
 
         It starts in the first wave (the `canary` stage) when its pair already has a release
         that is not withdrawn, else in the last (`everyone`) (`control_plane.rollout.stages`);
         `stage="everyone"` skips the earlier waves (the operator's choice, recorded with the
-        publication)."""
+        publication).
+
+        A downgrade is refused unless `allow_downgrade` (and its signed manifest allows one);
+        then it is stored without becoming current (see the module's docstring)."""
         if stage not in (None, "canary", "everyone"):
             raise InvalidInput("stage", stage, "is not 'canary' or 'everyone'")
+        if not isinstance(allow_downgrade, bool):
+            raise InvalidInput("allow_downgrade", allow_downgrade, "is not true or false")
         signer, parsed = self._verified(manifest, signature)
         _check_artifact(artifact, parsed)
         _check_not_expired(parsed, now)
@@ -136,6 +153,10 @@ class ReleaseService:
             if same is not None:
                 return _published(same, already=True)
             _refuse_unless_newer(conn, parsed)
+            newer = _newer_version_of_pair(conn, parsed)
+            if newer is not None:
+                _refuse_unmarked_downgrade(parsed, newer, marked=allow_downgrade)
+                _refuse_another_build_of_the_version(conn, parsed)
             row = _insert_release(
                 conn,
                 parsed,
@@ -145,9 +166,11 @@ class ReleaseService:
                 stage=str(stage) if stage is not None else _starting_stage(conn, parsed),
                 now=now,
             )
-            _store_and_make_current(conn, row, artifact, now)
-            _record_published(conn, row, signer=signer, actor=actor, now=now)
-        return _published(row, already=False)
+            _store_artifact(conn, row, artifact)
+            if newer is None:
+                _make_current(conn, row, now)
+            _record_published(conn, row, signer=signer, actor=actor, now=now, downgrade_from=newer)
+        return _published(row, already=False, current=newer is None, downgrade_from=newer)
 
     def _verified(self, manifest: bytes, signature: bytes) -> tuple[str, Manifest]:
         """The signer's key id and the manifest, or the refusal naming what failed."""
@@ -190,6 +213,31 @@ class ReleaseService:
                 actor=actor or Actor(kind="operator"),
             )
 
+    def roll_back(
+        self,
+        *,
+        channel: object,
+        platform: object,
+        to: object = None,
+        reason: object,
+        stage: object = "everyone",
+        now: datetime,
+        actor: Actor | None = None,
+    ) -> RolledBack:
+        """Roll the pair back at `now` to `to` (else its previous good version), through a
+        signed downgrade release (`control_plane.releases.rollback`)."""
+        with self._pool.connection() as conn, conn.transaction():
+            return roll_back(
+                conn,
+                channel=channel,
+                platform=platform,
+                to=to,
+                reason=reason,
+                stage=stage,
+                now=now,
+                actor=actor or Actor(kind="operator"),
+            )
+
     def list(self) -> ReleaseList:
         """Every release per (channel, platform), withdrawn ones with the agents that run them."""
         with self._pool.connection() as conn:
@@ -213,7 +261,13 @@ class ReleaseService:
             position += len(part)
 
 
-def _published(row: Mapping[str, Any], *, already: bool) -> PublishedRelease:
+def _published(
+    row: Mapping[str, Any],
+    *,
+    already: bool,
+    current: bool | None = None,
+    downgrade_from: str | None = None,
+) -> PublishedRelease:
     return PublishedRelease(
         id=row["id"],
         version=row["agent_version"],
@@ -226,6 +280,8 @@ def _published(row: Mapping[str, Any], *, already: bool) -> PublishedRelease:
         stage=row["stage"],
         wave=row["wave"],
         waves=row["waves"],
+        current=bool(row["current"]) if current is None else current,
+        downgrade_from=downgrade_from,
     )
 
 
@@ -277,7 +333,8 @@ _WAVE = """CASE WHEN stage = 'everyone' THEN (SELECT count(*)::integer FROM roll
 
 _SAME = f"""
 SELECT id, manifest_version, agent_version, channel, platform, key_id, sha256, manifest, stage,
-       {_WAVE}
+       {_WAVE},
+       EXISTS (SELECT 1 FROM current_releases cur WHERE cur.release_id = releases.id) AS current
   FROM releases WHERE channel = %s AND platform = %s AND manifest_version = %s
 """  # noqa: S608 - constant columns
 
@@ -313,6 +370,77 @@ def _refuse_unless_newer(conn: Connection, parsed: Manifest) -> None:
             f"release of {parsed.channel}/{parsed.platform}, "
             f"{newest['manifest_version']} ({newest['agent_version']})",
             code="release_not_newer",
+        )
+
+
+def _newer_version_of_pair(conn: Connection, parsed: Manifest) -> str | None:
+    """The pair's newest agent_version when it is newer than this release's, else None.
+
+    Withdrawn releases count: hosts may still run them, and they refuse an older build that is
+    not signed as a downgrade."""
+    versions = [
+        str(row["agent_version"])
+        for row in conn.execute(
+            "SELECT DISTINCT agent_version FROM releases WHERE channel = %s AND platform = %s",
+            [parsed.channel, parsed.platform],
+        ).fetchall()
+    ]
+    if not versions:
+        return None
+    newest = max(versions, key=version_key)
+    return newest if version_key(newest) > version_key(parsed.agent_version) else None
+
+
+def _refuse_unmarked_downgrade(parsed: Manifest, newer: str, *, marked: bool) -> None:
+    """A downgrade is published only on purpose, and only one agents can take."""
+    pair = f"{parsed.channel}/{parsed.platform}"
+    unsigned = (
+        "the signed manifest does not allow a downgrade (allow_downgrade: false), so every agent "
+        f"on {newer} would refuse it: sign the build again with `nachtwacht release sign "
+        f"--allow-downgrade --version {parsed.agent_version} --channel {parsed.channel} "
+        f"--platform {parsed.platform} …`"
+    )
+    if not marked:
+        message = (
+            f"agent_version: {parsed.agent_version} is older than {newer}, the newest version of "
+            f"{pair}: publishing it is a downgrade; mark it with --allow-downgrade (API: "
+            '"allow_downgrade": true) to store it as a rollback release'
+        )
+        if not parsed.allow_downgrade:
+            message += f", and {unsigned}"
+        raise Conflict(
+            message,
+            code="release_downgrade",
+            version=parsed.agent_version,
+            newest_version=newer,
+            signed_allow_downgrade=parsed.allow_downgrade,
+        )
+    if not parsed.allow_downgrade:
+        raise InvalidInput(
+            "manifest.allow_downgrade",
+            False,
+            f"must be true to publish {parsed.agent_version} below {newer} ({pair}): {unsigned}",
+            code="release_downgrade",
+        )
+
+
+def _refuse_another_build_of_the_version(conn: Connection, parsed: Manifest) -> None:
+    """A downgrade must carry the very build published before under its version: a host that ran
+    that version keeps its folder and never installs another build under the same name."""
+    other = conn.execute(
+        "SELECT sha256, manifest_version FROM releases"
+        " WHERE channel = %s AND platform = %s AND agent_version = %s AND sha256 <> %s"
+        " ORDER BY manifest_version DESC LIMIT 1",
+        [parsed.channel, parsed.platform, parsed.agent_version, parsed.sha256],
+    ).fetchone()
+    if other is not None:
+        raise InvalidInput(
+            "artifact",
+            f"sha256 {parsed.sha256[:16]}…",
+            f"is not the {parsed.agent_version} build published before (manifest_version "
+            f"{other['manifest_version']}, sha256 {other['sha256'][:16]}…): hosts that ran "
+            f"{parsed.agent_version} refuse another build of it; sign that same file again",
+            code="release_downgrade",
         )
 
 
@@ -362,14 +490,16 @@ def _insert_release(
     return row
 
 
-def _store_and_make_current(
-    conn: Connection, row: Mapping[str, Any], artifact: bytes, now: datetime
-) -> None:
-    """The artifact's bytes beside the release; the release becomes its pair's current one."""
+def _store_artifact(conn: Connection, row: Mapping[str, Any], artifact: bytes) -> None:
+    """The artifact's bytes beside the release."""
     conn.execute(
         "INSERT INTO release_artifacts (release_id, content) VALUES (%s, %s)",
         [row["id"], artifact],
     )
+
+
+def _make_current(conn: Connection, row: Mapping[str, Any], now: datetime) -> None:
+    """The release becomes its pair's current one."""
     conn.execute(
         "INSERT INTO current_releases (channel, platform, release_id, changed_at)"
         " VALUES (%s, %s, %s, %s) ON CONFLICT (channel, platform)"
@@ -379,7 +509,13 @@ def _store_and_make_current(
 
 
 def _record_published(
-    conn: Connection, row: Mapping[str, Any], *, signer: str, actor: Actor | None, now: datetime
+    conn: Connection,
+    row: Mapping[str, Any],
+    *,
+    signer: str,
+    actor: Actor | None,
+    now: datetime,
+    downgrade_from: str | None,
 ) -> None:
     record_action(
         conn,
@@ -395,5 +531,6 @@ def _record_published(
             "key_id": signer,
             "stage": row["stage"],
             "wave": row["wave"],
+            "downgrade_from": downgrade_from,
         },
     )

@@ -3,8 +3,9 @@
 A withdrawal is immediate: the pair's pointer moves (to the release the operator names, else to
 the newest release of the pair that is not withdrawn, else to none) and the release's outstanding
 tokens are revoked, so its downloads are refused (`token_revoked`) and the next claim gets the
-pointer's release. Agents that already run it keep it: nothing is rolled back without a newer
-release, and the list says which agents run a withdrawn version (their latest run's version).
+pointer's release. Agents that already run it keep it: nothing takes them back to an older build
+but a rollback (`releases.rollback`, through a signed downgrade), and the list says which agents
+run a withdrawn version (their latest run's version).
 """
 
 from __future__ import annotations

@@ -76,10 +76,20 @@ class RunningControlPlane:
         key: str = self.admin("create-operator-key")["operator_key"]
         return key
 
-    def publish_release(self, build: SignedBuild, *, stage: str | None = None) -> None:
+    def publish_release(
+        self, build: SignedBuild, *, stage: str | None = None, allow_downgrade: bool = False
+    ) -> None:
         """`publish-release`: the control plane checks the signature before it stores anything;
-        `stage` is its `--stage` (default: canary after a pair's first release)."""
-        publish(build, location=self.location(), env=self.env, stage=stage, launcher=self.launcher)
+        `stage` is its `--stage` (default: canary after a pair's first release),
+        `allow_downgrade` its `--allow-downgrade`."""
+        publish(
+            build,
+            location=self.location(),
+            env=self.env,
+            stage=stage,
+            launcher=self.launcher,
+            allow_downgrade=allow_downgrade,
+        )
 
     def stop(self) -> int:
         """SIGTERM, then wait; returns the exit code."""

@@ -54,12 +54,13 @@ def sign_build(
     platform: str = PLATFORM,
     fault: str = "none",
     launcher: Launcher = SUBPROCESSES,
+    allow_downgrade: bool = False,
 ) -> SignedBuild:
     """Build `provibr-agent VERSION` and sign it for (`channel`, `platform`), on the clock
     `clock_setting` describes (the manifest's `issued_at` is that clock's now); `fault` builds a
-    deliberately broken agent (`demo_agent.FAULTS`)."""
+    deliberately broken agent (`demo_agent.FAULTS`); `allow_downgrade` signs it as a rollback."""
     artifact = workdir / f"provibr-agent-{version}.tar.gz"
-    release_dir = workdir / f"release-{channel}-{platform}-{version}"
+    release_dir = workdir / f"release-{channel}-{platform}-{version}-{manifest_version}"
     run_nachtwacht(
         "release", "build-demo-agent", "--version", version, "--fault", fault,
         "--out", str(artifact), launcher=launcher,
@@ -68,6 +69,7 @@ def sign_build(
         "release", "sign", "--key", str(keys_dir / "release.key"), "--version", version,
         "--channel", channel, "--platform", platform, "--expires-in", "30d",
         "--manifest-version", str(manifest_version), "--out", str(release_dir), str(artifact),
+        *(["--allow-downgrade"] if allow_downgrade else []),
         env={FAKE_CLOCK_ENV: clock_setting}, launcher=launcher,
     )  # fmt: skip
     return SignedBuild(
@@ -85,15 +87,18 @@ def publish(
     env: Mapping[str, str] | None = None,
     stage: str | None = None,
     launcher: Launcher = SUBPROCESSES,
+    allow_downgrade: bool = False,
 ) -> None:
     """`control publish-release` against the database `location` names (`--data-dir DIR` or
     `--database-url URL`, plus `--release-public-key` when the environment names no key);
-    `stage` is its `--stage` (default: the control plane's, canary after a pair's first)."""
+    `stage` is its `--stage` (default: the control plane's, canary after a pair's first);
+    `allow_downgrade` its `--allow-downgrade`."""
     run_nachtwacht(
         "control",
         "publish-release",
         *location,
         *(["--stage", stage] if stage else []),
+        *(["--allow-downgrade"] if allow_downgrade else []),
         str(build.manifest),
         str(build.signature),
         str(build.artifact),

@@ -67,6 +67,7 @@ def sign_release(
     expires: datetime = datetime(2027, 11, 1, tzinfo=UTC),
     channel: str = "stable",
     platform: str = "linux-x86_64",
+    allow_downgrade: bool = False,
 ) -> SignedRelease:
     content = artifact if artifact is not None else bytes(range(256)) * 40
     release = ReleaseFactory(key=key).sign(
@@ -78,6 +79,7 @@ def sign_release(
         unpacked_size=len(content) * 2,
         channel=channel,
         platform=platform,
+        allow_downgrade=allow_downgrade,
     )
     return SignedRelease(
         manifest=release.manifest_bytes,

@@ -86,9 +86,20 @@ def test_signing_follows_the_fake_clock(
     assert "FAKE CLOCK" in capsys.readouterr().err
 
 
-def test_allow_downgrade_is_signed_into_the_manifest(tmp_path: Path) -> None:
+def test_allow_downgrade_is_signed_into_the_manifest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert sign_default(tmp_path, "out", "--allow-downgrade") == 0
     assert parse_manifest((tmp_path / "out/manifest.json").read_bytes()).allow_downgrade
+    assert "publish-release --allow-downgrade" in capsys.readouterr().out
+
+
+def test_a_plain_signature_says_nothing_of_downgrades(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert sign_default(tmp_path, "out") == 0
+    assert not parse_manifest((tmp_path / "out/manifest.json").read_bytes()).allow_downgrade
+    assert "downgrade" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """Releases for the operators: publish (`POST /v1/admin/releases`), list per (channel, platform)
-(`GET`), withdraw (`POST /v1/admin/releases/{release_id}/withdraw`)."""
+(`GET`), withdraw (`POST /v1/admin/releases/{release_id}/withdraw`), roll a pair back
+(`POST /v1/admin/releases/rollback`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, RequestNow, services_of
 from control_plane.errors import InvalidInput
 from control_plane.forecast.model import WaveOutlook
+from control_plane.releases.rollback import MAX_ROLLBACK_REASON_LENGTH, RolledBack
 from control_plane.releases.services import PublishedRelease
 from control_plane.releases.withdrawal import (
     MAX_WITHDRAW_REASON_LENGTH,
@@ -24,7 +26,7 @@ from control_plane.releases.withdrawal import (
     WithdrawnRelease,
 )
 from ground.contract import API_PREFIX
-from ground.limits import MAX_VERSION_LENGTH
+from ground.limits import MAX_VERSION_LENGTH, RELEASE_NAME_PATTERN
 
 __all__ = ["router"]
 
@@ -49,6 +51,13 @@ class ReleaseBody(BaseModel):
         default=None,
         description="the stage it starts in; default: `canary` (the first wave) when its pair"
         " already has a release, `everyone` (the last wave) for the pair's first",
+    )
+    allow_downgrade: bool = Field(
+        default=False,
+        description="publish a version older than the pair's newest on purpose: it is stored as"
+        " a rollback release, offered only once `POST /v1/admin/releases/rollback` makes it"
+        " current; its signed manifest must allow a downgrade too (else every agent on a newer"
+        " version refuses it)",
     )
 
 
@@ -81,7 +90,9 @@ def publish_release(
     """Store a release after checking its signature against the pinned keys, its artifact against
     the manifest, its expiry, and that it is newer than every release of its (channel, platform);
     it becomes that pair's current release. The exact same manifest again is a 200, not an
-    error.
+    error. A version older than the pair's newest is refused (409 `release_downgrade`) unless
+    `allow_downgrade` is given and the signed manifest allows a downgrade (else 422); then it is
+    stored without becoming current (`current: false`, `downgrade_from`).
 
     The answer says what happens next: the stage and wave it starts in and, in `first_wave`,
     how many agents that wave reaches at their next slot within 24 hours, how many of them the
@@ -93,6 +104,7 @@ def publish_release(
         now=now,
         actor=actor_of(caller),
         stage=body.stage,
+        allow_downgrade=body.allow_downgrade,
     )
     if published.already_published:
         response.status_code = 200
@@ -147,6 +159,60 @@ def withdraw_release(
         release_id,
         reason=body.reason,
         replacement=body.replacement,
+        now=now,
+        actor=actor_of(caller),
+    )
+
+
+class RollbackBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    channel: str = Field(pattern=RELEASE_NAME_PATTERN, max_length=64, examples=["stable"])
+    platform: str = Field(pattern=RELEASE_NAME_PATTERN, max_length=64, examples=["linux-x86_64"])
+    to: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_VERSION_LENGTH,
+        examples=["1.1.0"],
+        description="the version to go back to; default: the newest version older than the"
+        " current release that is neither withdrawn nor halted",
+    )
+    reason: str = Field(
+        min_length=1,
+        max_length=MAX_ROLLBACK_REASON_LENGTH,
+        examples=["1.2.0 corrupts the cache on upgrade"],
+        description="required: why the pair goes back (kept in the trail and with the withdrawn"
+        " release)",
+    )
+    stage: Literal["canary", "everyone"] = Field(
+        default="everyone",
+        description="the stage the older build is offered at; default `everyone`: it is the"
+        " build the fleet ran before",
+    )
+
+
+@router.post(
+    "/releases/rollback",
+    response_model=RolledBack,
+    responses=errors(*AUTHENTICATED, 409, 422),
+)
+def roll_back_pair(
+    body: RollbackBody,
+    request: Request,
+    caller: OperatorCaller,
+    now: RequestNow,
+) -> RolledBack:
+    """Roll a (channel, platform) back: its current release is withdrawn (outstanding tokens
+    revoked) and a signed downgrade release of the older version becomes current, so hosts on
+    the bad build take it at their next slot through the caps. Refused with 409
+    `rollback_not_signed` (naming the commands to run on the signing machine) while no release of
+    that version is signed as a downgrade: the control plane holds no release key."""
+    return services_of(request).releases.roll_back(
+        channel=body.channel,
+        platform=body.platform,
+        to=body.to,
+        reason=body.reason,
+        stage=body.stage,
         now=now,
         actor=actor_of(caller),
     )

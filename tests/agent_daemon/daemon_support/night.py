@@ -141,9 +141,11 @@ class Night:
         channel: str = "stable",
         fault: str = "none",
         stage: str | None = None,
+        allow_downgrade: bool = False,
     ) -> None:
         """Build, sign and publish with the real release tooling and the control plane's CLI
-        (`fault`: a deliberately broken build; `stage`: `publish-release --stage`)."""
+        (`fault`: a deliberately broken build; `stage`: `publish-release --stage`;
+        `allow_downgrade`: signed and published as a rollback release)."""
         build = sign_build(
             version=version,
             manifest_version=manifest_version,
@@ -153,8 +155,9 @@ class Night:
             channel=channel,
             fault=fault,
             launcher=self.plane.launcher,
+            allow_downgrade=allow_downgrade,
         )
-        self.plane.publish_release(build, stage=stage)
+        self.plane.publish_release(build, stage=stage, allow_downgrade=allow_downgrade)
 
     def set_brake(self, engaged: bool) -> None:
         answer = self.operator.put(

@@ -16,6 +16,7 @@ class SimulatedCrash(BaseException):
 @dataclass
 class StubUpdater:
     installed: str | None = "1.4.1"
+    floor: int | None = None
     applied: list[UpdateRequest] = field(default_factory=list)
     resumes: int = 0
     # Called on apply; may raise (e.g. SimulatedCrash) or return an outcome to override success.
@@ -50,3 +51,6 @@ class StubUpdater:
 
     def installed_version(self) -> str | None:
         return self.installed
+
+    def accepted_floor(self) -> int | None:
+        return self.floor

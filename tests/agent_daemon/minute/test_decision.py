@@ -140,6 +140,33 @@ def test_a_due_slot_with_a_newer_release_asks_for_the_token() -> None:
     assert decide(facts(), config(), None, NOW) == CLAIM
 
 
+# The config offers 1.5.0 with manifest 42; the host runs 1.6.0.
+@pytest.mark.parametrize(
+    ("floor", "claims"),
+    [
+        pytest.param(41, True, id="signed_after_every_accepted_manifest"),
+        pytest.param(42, False, id="manifest_at_the_floor"),
+        pytest.param(43, False, id="an_old_release_below_the_floor"),
+        pytest.param(None, False, id="no_floor_known"),
+    ],
+)
+def test_an_older_release_is_claimed_only_when_signed_after_every_accepted_manifest(
+    floor: int | None, claims: bool
+) -> None:
+    """Only a freshly signed manifest can be a deliberate downgrade; whether it may be installed
+    is the signature's to say (the updater refuses one that does not allow a downgrade)."""
+    action = decide(facts(installed_version="1.6.0", floor=floor), config(), None, NOW)
+    if claims:
+        assert action == ClaimSlot(slot=SLOT, from_version="1.6.0")
+    else:
+        assert isinstance(action, NothingToDo)
+
+
+def test_the_same_version_signed_again_is_nothing_to_do() -> None:
+    action = decide(facts(installed_version="1.5.0", floor=41), config(), None, NOW)
+    assert isinstance(action, NothingToDo)
+
+
 def test_the_brake_named_in_the_config_consumes_nothing_and_asks_nobody() -> None:
     action = decide(facts(), config(brake=True), None, NOW)
     assert isinstance(action, Wait)

@@ -351,3 +351,26 @@ def test_a_clock_earlier_than_the_running_build_is_refused(tmp_path: Path) -> No
         assert outcome.status == "failed"
         assert "the clock is wrong" in (outcome.error or "")
         assert_still_running_old(host, outcome.version)
+
+
+def test_an_older_build_signed_without_allowing_a_downgrade_is_refused(tmp_path: Path) -> None:
+    """A manifest newer than the floor is not enough: going back needs the signed permission."""
+    with host_running(tmp_path) as host:
+        assert host.apply(host.factory.release("1.5.0", 42), "run-1").status == "succeeded"
+        outcome = host.apply(host.factory.release("1.4.1", 43), "run-2")
+        assert outcome.status == "failed"
+        assert "does not allow a downgrade" in (outcome.error or "")
+        assert_still_running_old(host, outcome.version, old="1.5.0")
+        assert host.state()["floor"] == 42
+
+
+def test_an_older_build_signed_as_a_downgrade_is_installed_and_moves_the_floor(
+    tmp_path: Path,
+) -> None:
+    with host_running(tmp_path) as host:
+        assert host.apply(host.factory.release("1.5.0", 42), "run-1").status == "succeeded"
+        outcome = host.apply(host.factory.release("1.4.1", 43, allow_downgrade=True), "run-2")
+        assert (outcome.status, outcome.version, outcome.error) == ("succeeded", "1.4.1", None)
+        assert host.current() == "versions/1.4.1"
+        assert host.running_version() == "1.4.1"
+        assert host.state()["floor"] == 43

@@ -40,6 +40,9 @@ GAPS: dict[tuple[str, str], dict[str, str]] = {
         _ACCEPTS_VALID: "org_id required for a panel credential, refused for an operator one"
     },
     ("POST", "/v1/admin/releases"): {_ACCEPTS_VALID: "the signature must verify"},
+    ("POST", "/v1/admin/releases/rollback"): {
+        _ACCEPTS_VALID: "the pair must offer a release, and an older one signed as a downgrade"
+    },
     ("PUT", "/v1/admin/brake"): {_ACCEPTS_VALID: "a reason is required to engage it"},
     ("PUT", "/v1/admin/releases/{release_id}/brake"): {
         _ACCEPTS_VALID: "a reason is required to engage it"
