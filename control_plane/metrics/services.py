@@ -24,6 +24,7 @@ __all__ = [
     "MetricsSnapshot",
     "ReleaseOutcome",
     "ReleaseState",
+    "outcome_of",
 ]
 
 Counts = tuple[tuple[tuple[str, ...], int], ...]
@@ -39,6 +40,15 @@ OUTCOME_OF_STATUS = {
     "unauthorised": "refused",
     "refused": "refused",
 }
+
+
+def outcome_of(status: str, reason: str) -> str:
+    """The outcome a run's ending is counted as. An update that failed because its token was
+    revoked was stopped by the control plane (the brake, a halt, a withdrawal) before its swap:
+    `refused`, not a failure of the build."""
+    if status == "failed" and reason == OutcomeReason.TOKEN_REVOKED.value:
+        return "refused"
+    return OUTCOME_OF_STATUS[status]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -252,7 +262,7 @@ def _outcomes(
         for outcome, reason in _SEEDED_OUTCOMES:
             summed[(state.release_id, outcome, reason)] = 0
     for row in rows:
-        key = (row["id"], OUTCOME_OF_STATUS[row["status"]], row["reason"])
+        key = (row["id"], outcome_of(row["status"], row["reason"]), row["reason"])
         summed[key] = summed.get(key, 0) + int(row["n"])
         facts[row["id"]] = row
     made = [

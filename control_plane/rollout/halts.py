@@ -14,7 +14,8 @@ The threshold is the one of the wave the release is in (`rollout_waves`, else
 within the last `halt_window_minutes` (and after its last resume), and they are at least
 `halt_rate_percent` of its finished runs in that time. Both, so one failure among the
 first three canaries does not halt a release, and fifty failures among ten thousand successes do
-not either.
+not either. An update the control plane itself stopped (its token revoked by the brake, a halt or
+a withdrawal) is not counted at all: it says nothing of the build.
 """
 
 from __future__ import annotations
@@ -321,6 +322,8 @@ SELECT c.id,
   FROM candidates c
   JOIN runs r ON r.release_id = c.id AND r.finished_at > c.since AND r.finished_at <= %(now)s
              AND r.status IN ('succeeded', 'failed', 'rolled_back')
+             -- An update the control plane stopped (token revoked) says nothing of the build.
+             AND r.outcome_reason IS DISTINCT FROM 'token_revoked'
  GROUP BY c.id
 HAVING count(*) FILTER (WHERE r.status IN ('failed', 'rolled_back')) >= min(c.halt_failures)
    AND 100 * count(*) FILTER (WHERE r.status IN ('failed', 'rolled_back'))

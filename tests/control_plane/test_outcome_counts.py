@@ -186,3 +186,19 @@ def test_a_switch_without_permission_is_a_refused_outcome_of_its_release(
         if o.count
     }
     assert figures == {("1.6.0", "refused", "token_revoked"): 1}
+
+
+def test_an_update_whose_token_was_revoked_is_a_refused_outcome_not_a_failure(
+    world: World, services: Services, clock: ManualClock
+) -> None:
+    world.run("failed", release=world.new, reason="token_revoked")
+    world.run("failed", release=world.new, reason="health_check_failed")
+    figures = {
+        (o.version, o.outcome, o.reason): o.count
+        for o in services.metrics.snapshot(clock.now()).release_outcomes
+        if o.count
+    }
+    assert figures == {
+        ("1.6.0", "refused", "token_revoked"): 1,
+        ("1.6.0", "failed", "health_check_failed"): 1,
+    }

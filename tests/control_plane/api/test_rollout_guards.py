@@ -264,3 +264,28 @@ def test_every_action_on_an_unknown_release_is_refused_as_release_not_found(
     unknown = rollout.operator(method, f"/v1/admin/releases/{UNKNOWN_RELEASE}/{action}", **body)
     assert unknown.status_code == 404, unknown.text
     assert unknown.json()["detail"]["code"] == "release_not_found"
+
+
+def test_updates_the_control_plane_stopped_do_not_halt_a_release(
+    rollout: Rollout, two_releases: TwoReleases
+) -> None:
+    """Failures whose token was revoked (the brake, a halt, a withdrawal) say nothing of the
+    build: three of them pass neither the count nor the rate; three failures of its own do."""
+    assert rollout.promote("1.6.0").status_code == 200
+    rollout.settings(halt_failures=3, halt_rate_percent=50)
+    org = rollout.make_org()
+    rollout.clock.set(AT_0301)
+    rollout.operator("PUT", "/v1/admin/settings", org_cap=25, global_cap=25)
+    agents = [rollout.make_agent(org, f"web-{n:02d}") for n in range(6)]
+    grants = [rollout.claim(agent, from_version=None).json() for agent in agents]
+    for agent, grant in zip(agents[:3], grants[:3], strict=True):
+        with rollout.api.client(agent.agent_key) as client:
+            answer = client.patch(
+                f"/v1/agent/runs/{grant['run_id']}",
+                json={"status": "failed", "version": "1.5.0", "reason": "token_revoked"},
+            )
+        assert answer.status_code == 200, answer.text
+    assert rollout.services.rollout.advance(rollout.clock.now()).halts == ()
+    for agent, grant in zip(agents[3:], grants[3:], strict=True):
+        rollout.report(agent, grant["run_id"], "failed", "1.5.0")
+    assert len(rollout.services.rollout.advance(rollout.clock.now()).halts) == 1
