@@ -100,7 +100,7 @@ def test_three_waves_the_second_halts_on_its_failures_and_the_third_never_starts
             "1.5.0" if failed else "1.6.0",
         )
         if failed:
-            failed_runs[grant.json()["run_id"]] = agent.agent_id
+            failed_runs[grant.json()["run_id"]] = agent
     assert {_version(rollout.claim(agent, NEXT_SLOT)) for agent in rest} == {"1.5.0"}
 
     rollout.clock.advance(minutes=5)
@@ -110,15 +110,17 @@ def test_three_waves_the_second_halts_on_its_failures_and_the_third_never_starts
     halt = step.halts[0]
     assert (halt.cause, halt.failures, halt.finished) == ("errors", 2, 6)
     evidence = rollout.operator("GET", f"/v1/admin/releases/{release_id}/halts").json()
-    halted_runs = evidence["halts"][0]["runs"]
-    assert sorted(str(run if isinstance(run, str) else run["run_id"]) for run in halted_runs) == (
-        sorted(failed_runs)
-    )
+    named = {
+        run["run_id"]: (run["agent_id"], run["agent_name"], run["status"], run["to_version"])
+        for run in evidence["halts"][0]["evidence"]
+    }
     with rollout.pool.connection() as conn:
-        agents = conn.execute(
-            "SELECT agent_id FROM runs WHERE id = ANY(%s::uuid[])", [list(failed_runs)]
-        ).fetchall()
-    assert {str(row["agent_id"]) for row in agents} == set(failed_runs.values())
+        rows = conn.execute("SELECT id::text AS id, name FROM agents").fetchall()
+    names = {row["id"]: row["name"] for row in rows}
+    assert named == {
+        run_id: (agent.agent_id, names[agent.agent_id], "failed", "1.6.0")
+        for run_id, agent in failed_runs.items()
+    }
 
     # Days later the third wave has not started: no promotion while halted, and night 3 the
     # rest of the fleet is still offered 1.5.0.
