@@ -3,7 +3,7 @@ shell on a machine that holds the database.
 
     pin (--org ID | --agent ID) (--version V | --running) [--reason R]
     unpin (--org ID | --agent ID)
-    promote RELEASE_ID --reason R      a canary release to `everyone` now
+    promote RELEASE_ID --reason R      a canary release to `everyone` now (`--wave N`: to wave N)
     halt RELEASE_ID --reason R         claims of it refused, its outstanding tokens revoked
     resume RELEASE_ID --reason R       end its halt
     brake engage --reason R [--release ID] [--keep-outstanding]
@@ -43,7 +43,7 @@ __all__ = ["ROLLOUT_COMMANDS", "add_rollout_commands"]
 def add_rollout_commands(commands: Any) -> None:
     _add_pin_commands(commands)
     for name, words in (
-        ("promote", "promote a canary release to everyone now (without waiting for the soak)"),
+        ("promote", "promote a release to a later wave or to everyone now (without the soak)"),
         ("halt", "halt a release: claims of it refused, outstanding tokens revoked"),
         ("resume", "end a release's halt: claims of it granted again"),
     ):
@@ -52,6 +52,13 @@ def add_rollout_commands(commands: Any) -> None:
         command.add_argument(
             "--reason", required=True, help="why (required; kept with the action in the trail)"
         )
+        if name == "promote":
+            command.add_argument(
+                "--wave",
+                type=int,
+                metavar="N",
+                help="move it to this later wave of the plan (default: to everyone)",
+            )
         add_database_flags(command)
         add_json_flag(command)
 
@@ -147,12 +154,17 @@ def _promote(args: argparse.Namespace) -> int:
     release_id = parse_id("RELEASE_ID", args.release_id)
     with admin_pool(args) as pool:
         change = RolloutService(pool).promote(
-            release_id, reason=args.reason, actor=cli_actor(), now=clock_from_env().now()
+            release_id,
+            reason=args.reason,
+            actor=cli_actor(),
+            now=clock_from_env().now(),
+            to_wave=args.wave,
         )
+    where = "everyone" if change.stage == "everyone" else f"wave {change.wave} of {change.waves}"
     emit(
         args,
         _answer(change),
-        [f"promoted {change.version} ({change.channel}/{change.platform}) to {change.stage}"],
+        [f"promoted {change.version} ({change.channel}/{change.platform}) to {where}"],
     )
     return 0
 

@@ -147,6 +147,9 @@ def test_promote_halt_resume_and_the_release_brake(
     resumed = control(database_url, "resume", release, "--reason", "fixed on the hosts")
     assert resumed["resume_reason"] == "fixed on the hosts"
     assert resumed["resumed_by"] == CLI_ACTOR
+    moved = control(database_url, "promote", release, "--reason", "next wave", "--wave", "2")
+    assert (moved["stage"], moved["wave"], moved["waves"]) == ("canary", 2, 4)
+    assert last_event(database_url)["data"]["wave"] == 2
     promoted = control(database_url, "promote", release, "--reason", "soaked by hand")
     assert (promoted["stage"], promoted["version"]) == ("everyone", "1.2.0")
     event = last_event(database_url)
@@ -248,6 +251,21 @@ HOSTILE = [
         ["promote", "{1.0.0}", "--reason", "again"],
         "is already at stage everyone",
         id="promote_everyone",
+    ),
+    pytest.param(
+        ["promote", "{1.2.0}", "--reason", "back", "--wave", "1"],
+        "wave: 1 is not a later wave: the release is in wave 1 of 4 (expected 2 to 4)",
+        id="promote_to_its_own_wave",
+    ),
+    pytest.param(
+        ["promote", "{1.2.0}", "--reason", "far", "--wave", "99"],
+        "wave: 99 is not a later wave",
+        id="promote_past_the_plan",
+    ),
+    pytest.param(
+        ["promote", "{1.2.0}", "--reason", "x", "--wave", "two"],
+        "argument --wave: invalid int value: 'two'",
+        id="promote_wave_not_a_number",
     ),
     pytest.param(
         ["pin", "--org", "{org}", "--version", "9.9.9"],
