@@ -19,7 +19,7 @@ from typing import Any
 from uuid import UUID
 
 from control_plane.errors import ClaimRefused
-from control_plane.events.services import record_event
+from control_plane.rollout.gate import record_skipped_slot
 from control_plane.rollout.offer import Offer, offered_release
 from control_plane.types import Connection
 from ground.contract import RefusalCode, ReleaseTrack
@@ -79,42 +79,18 @@ def refuse_rolled_back_release(
     if release is None:
         return
     reason = RefusalCode.RELEASE_ROLLED_BACK
-    with conn.transaction():
-        run = conn.execute(
-            "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, skip_reason,"
-            " release_id, from_version, version, created_at, finished_at)"
-            " VALUES (%s, %s, 'schedule', %s, %s, 'skipped', %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (agent_id, slot_key) WHERE trigger = 'schedule' DO NOTHING"
-            " RETURNING id",
-            [
-                agent_id,
-                org_id,
-                slot_key,
-                slot_at,
-                reason.value,
-                release["id"],
-                from_version,
-                from_version,
-                now,
-                now,
-            ],
-        ).fetchone()
-        if run is not None:
-            record_event(
-                conn,
-                org_id=org_id,
-                agent_id=agent_id,
-                run_id=run["id"],
-                kind="update.skipped",
-                actor_kind="schedule",
-                at=now,
-                data={
-                    "slot_key": slot_key,
-                    "reason": reason.value,
-                    "release_version": release["agent_version"],
-                    "rolled_back_run": str(release["rolled_back_run"]),
-                },
-            )
+    record_skipped_slot(
+        conn,
+        agent_id=agent_id,
+        org_id=org_id,
+        slot_key=slot_key,
+        slot_at=slot_at,
+        reason=reason,
+        release=release,
+        now=now,
+        from_version=from_version,
+        details={"rolled_back_run": str(release["rolled_back_run"])},
+    )
     raise ClaimRefused(
         reason,
         f"this host rolled release {release['agent_version']} back "

@@ -33,6 +33,7 @@ __all__ = [
     "ManualRelease",
     "check_scheduled_claim",
     "note_track",
+    "record_skipped_slot",
     "release_for_grant",
     "release_for_manual",
     "skip_stopped_slot",
@@ -123,11 +124,39 @@ def skip_stopped_slot(
     with refusals, and a halt is lifted by a person, rarely within the window; the next slot asks
     again. An agent that does not yet know this refusal consumes the slot asks once more and is
     answered `slot_consumed` by this run."""
+    record_skipped_slot(
+        conn,
+        agent_id=agent_id,
+        org_id=org_id,
+        slot_key=slot_key,
+        slot_at=slot_at,
+        reason=RefusalCode.RELEASE_HALTED,
+        release=release,
+        now=now,
+        details={"stopped": why},
+    )
+
+
+def record_skipped_slot(
+    conn: Connection,
+    *,
+    agent_id: UUID,
+    org_id: UUID,
+    slot_key: str,
+    slot_at: datetime,
+    reason: RefusalCode,
+    release: dict[str, Any],
+    now: datetime,
+    from_version: str | None = None,
+    details: dict[str, str] | None = None,
+) -> None:
+    """The slot consumed by a `skipped` run of the offered release, with its `update.skipped`
+    event (the schedule's act) carrying `details`; nothing when the slot already has a run."""
     with conn.transaction():
         run = conn.execute(
             "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, skip_reason,"
-            " release_id, created_at, finished_at)"
-            " VALUES (%s, %s, 'schedule', %s, %s, 'skipped', %s, %s, %s, %s)"
+            " release_id, from_version, version, created_at, finished_at)"
+            " VALUES (%s, %s, 'schedule', %s, %s, 'skipped', %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (agent_id, slot_key) WHERE trigger = 'schedule' DO NOTHING"
             " RETURNING id",
             [
@@ -135,8 +164,10 @@ def skip_stopped_slot(
                 org_id,
                 slot_key,
                 slot_at,
-                RefusalCode.RELEASE_HALTED.value,
+                reason.value,
                 release["id"],
+                from_version,
+                from_version,
                 now,
                 now,
             ],
@@ -152,9 +183,9 @@ def skip_stopped_slot(
                 at=now,
                 data={
                     "slot_key": slot_key,
-                    "reason": RefusalCode.RELEASE_HALTED.value,
+                    "reason": reason.value,
                     "release_version": release["agent_version"],
-                    "stopped": why,
+                    **(details or {}),
                 },
             )
 
