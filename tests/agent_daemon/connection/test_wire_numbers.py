@@ -10,7 +10,7 @@ import pytest
 
 from agent_daemon.connection.wire import error_detail, read_json
 from agent_daemon.errors import BadServerAnswer
-from tests.agent_daemon.minute.test_daemon import make
+from tests.agent_daemon.minute.slot_world import make
 
 NON_FINITE = [
     pytest.param("NaN", id="nan"),

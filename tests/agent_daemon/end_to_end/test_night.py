@@ -111,7 +111,9 @@ def test_offline_consumes_nothing_and_updates_when_the_control_plane_returns_in_
 def test_back_after_the_window_does_nothing_that_night_and_takes_the_next_slot(
     new_night: Callable[..., Night],
 ) -> None:
-    scenario = new_night()
+    # Ten product minutes (real seconds) before 03:00: the control plane must be gone before
+    # the slot opens, and a daemon's start on a loaded machine can take a few of them.
+    scenario = new_night("2026-11-30T02:50")
     scenario.publish("1.5.0", 42)
     host = scenario.add_host("web-01")
     scenario.set_schedule(host, ["03:00", "03:20"])
@@ -119,6 +121,7 @@ def test_back_after_the_window_does_nothing_that_night_and_takes_the_next_slot(
     daemon.wait_for("config.synced")
     port = scenario.plane.base_url.rsplit(":", 1)[1].strip("/")
     scenario.plane.stop()
+    assert daemon.named("claim.granted") == [], "the control plane stopped after 03:00"
     scenario.clock.wait_until(local("2026-11-30T03:16"))  # the 03:00 window closed at 03:15
     scenario.control_plane_args = ("--port", port)
     scenario.restart_control_plane()
