@@ -357,6 +357,20 @@ def _chunked(api: Api, key: str, path: str, chunks: Iterator[bytes]) -> tuple[in
                 break
             answer += received
         head, _, rest = answer.partition(b"\r\n\r\n")
+        # The body may come in later packets than the head: read all its Content-Length says.
+        length = next(
+            (
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")[1:]
+                if line.lower().startswith(b"content-length:")
+            ),
+            0,
+        )
+        while len(rest) < length:
+            received = sock.recv(65536)
+            if not received:
+                break
+            rest += received
         return int(head.split()[1]), rest
 
 
