@@ -56,7 +56,12 @@ class LeaderLock:
         return True
 
     def release(self) -> None:
-        """Give the lock up (closing the session releases it)."""
+        """Give the lock up at once. Closing the session would release it too, but only when the
+        server has ended the session, a moment after the close returns: another replica asking
+        in that moment would find it still held."""
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.execute("SELECT pg_advisory_unlock(%s)", [self._key])
         self._drop()
 
     def _drop(self) -> None:
