@@ -4,8 +4,13 @@ Each read is one statement on the feed's own connection (not the pool's: a busy 
 delay it): the snapshot's `xmin` (the oldest transaction still running) and every change row
 written by a transaction at or after the previous read's `xmin`. A transaction below that
 `xmin` had ended before the previous read began, so its rows were visible to that read; any
-other may have committed since, in whatever order its id was handed out. Rows are read again
-while their transaction's id stays at or above the horizon: forgetting twice is harmless.
+other may have committed since, in whatever order its id was handed out. Rows stay above the
+horizon as long as any older transaction of the server runs (a backup, a long report, a session
+of another database on the same server), so the reader keeps the ids of the transactions it has
+applied above the horizon and skips their rows: a transaction's rows become visible together,
+at its commit, so one applied has nothing left to show. Without that, one open transaction
+anywhere on the server would make every read forget everything again after a platform-wide
+change.
 
 A failed read (the database is away, a statement timeout) makes the memory lapse: nothing is
 answered from memory until a read succeeds again, and that read starts a new horizon over an
@@ -45,23 +50,34 @@ PRUNE_AFTER_SECONDS = 60.0
 _STATEMENT_TIMEOUT_MS = 1000
 
 _READ = """
-SELECT one.horizon, c.scope, c.subject
+SELECT one.horizon, c.xid, c.scope, c.subject
   FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon) one
   LEFT JOIN LATERAL (
-        SELECT DISTINCT scope, subject FROM answer_changes
+        SELECT DISTINCT xid::text AS xid, scope, subject FROM answer_changes
          WHERE xid >= %(since)s::text::xid8
        ) c ON true
 """
 _PRUNE = "DELETE FROM answer_changes WHERE xid < %(below)s::text::xid8"
 
 
-def read_changes(conn: Connection, since: str | None) -> tuple[str, Changes]:
-    """The new horizon and the changes of every transaction at or after `since` (None: none)."""
+def read_changes(
+    conn: Connection, since: str | None, applied: frozenset[int] = frozenset()
+) -> tuple[str, Changes, frozenset[int]]:
+    """The new horizon; the changes of every transaction at or after `since` (None: none) but
+    those in `applied`; and the transactions applied so far that the next read may see again
+    (at or above the new horizon)."""
     rows = conn.execute(_READ, {"since": since}).fetchall()
     agents: set[UUID] = set()
     orgs: set[UUID] = set()
     everything = False
+    seen = set(applied)
     for row in rows:
+        if row["xid"] is None:
+            continue
+        xid = int(row["xid"])
+        seen.add(xid)
+        if xid in applied:
+            continue
         if row["scope"] == "agent":
             agents.add(row["subject"])
         elif row["scope"] == "org":
@@ -69,7 +85,9 @@ def read_changes(conn: Connection, since: str | None) -> tuple[str, Changes]:
         elif row["scope"] == "all":
             everything = True
     horizon: str = rows[0]["horizon"]
-    return horizon, Changes(agents=frozenset(agents), orgs=frozenset(orgs), everything=everything)
+    still_above = frozenset(xid for xid in seen if xid >= int(horizon))
+    changes = Changes(agents=frozenset(agents), orgs=frozenset(orgs), everything=everything)
+    return horizon, changes, still_above
 
 
 class ChangeFeed:
@@ -92,6 +110,7 @@ class ChangeFeed:
         self._loop = LoopThread("nachtwacht-answer-feed")
         self._conn: Connection | None = None
         self._horizon: str | None = None
+        self._applied: frozenset[int] = frozenset()  # transactions at or above the horizon
         self._horizons: deque[tuple[float, str]] = deque()
         self._prune_below: str | None = None
         self._last_prune = monotonic()
@@ -114,13 +133,13 @@ class ChangeFeed:
             conn = self._connection()
             writes_before = self._memory.writes.count()
             started = self._monotonic()
-            horizon, changes = read_changes(conn, self._horizon)
+            horizon, changes, applied = read_changes(conn, self._horizon, self._applied)
             self._memory.apply(changes, read_started=started, writes_before=writes_before)
-            self._horizon = horizon
+            self._horizon, self._applied = horizon, applied
             self._horizons.append((started, horizon))
         except psycopg.Error as exc:
             self._memory.lapse()
-            self._horizon = None
+            self._horizon, self._applied = None, frozenset()
             self._horizons.clear()
             self._prune_below = None
             self._close()

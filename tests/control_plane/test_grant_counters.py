@@ -27,6 +27,7 @@ from control_plane.registry import Services
 from control_plane.types import Connection, Pool
 from ground.contract import DEFAULT_TRACK, ClaimGrant
 from tests.control_plane.conftest import Agent, Org, SignedRelease
+from tests.control_plane.lock_waits import lock_waits
 from tests.worlds.clocks import ManualClock
 
 SLOT = "2026-11-30T03:00"
@@ -62,13 +63,6 @@ def counters(database_url: str, agent: Agent) -> Iterator[psycopg.Connection[tup
         yield other_grant
 
 
-def _lock_waits(database_url: str) -> int:
-    with psycopg.connect(database_url, autocommit=True) as watch:
-        row = watch.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 def _claim_behind(
     services: Services,
     database_url: str,
@@ -92,12 +86,12 @@ def _claim_behind(
 
     claiming = threading.Thread(target=claim)
     claiming.start()
-    while not _lock_waits(database_url):
+    while not lock_waits(database_url):
         time.sleep(0.01)
     other_grant.commit()
     waited_for_the_platform = False
     if platform_held_by is not None:
-        while claiming.is_alive() and not _lock_waits(database_url):
+        while claiming.is_alive() and not lock_waits(database_url):
             time.sleep(0.01)
         waited_for_the_platform = claiming.is_alive()
         platform_held_by.rollback()
@@ -177,11 +171,12 @@ def test_a_grant_queues_at_the_counters_update_not_at_their_creation(
         )
     )
     claiming.start()
-    while not _lock_waits(database_url):
+    while not lock_waits(database_url):
         time.sleep(0.01)
     with psycopg.connect(database_url, autocommit=True) as watch:
         waiting = watch.execute(
-            "SELECT query FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            "SELECT query FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
         ).fetchall()
     counters.commit()
     claiming.join()
@@ -244,11 +239,11 @@ def test_the_same_agent_racing_itself_gets_one_claim_twice(
 
     first = threading.Thread(target=claim)
     first.start()
-    while _lock_waits(database_url) < 1:
+    while lock_waits(database_url) < 1:
         time.sleep(0.01)
     second = threading.Thread(target=claim)
     second.start()
-    while _lock_waits(database_url) < 2:
+    while lock_waits(database_url) < 2:
         time.sleep(0.01)
     counters.commit()
     first.join()

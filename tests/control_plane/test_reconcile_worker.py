@@ -81,6 +81,7 @@ def test_the_waiting_worker_takes_over_when_the_first_loses_its_session(
         admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_locks"
             " WHERE locktype = 'advisory' AND granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             " AND ((classid::bigint << 32) | objid::bigint) = %s",
             [RECONCILE_LOCK_KEY],
         )

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 
@@ -29,7 +28,9 @@ from control_plane.registry import Services
 from ground.contract import CLAIMS_PATH
 from tests.control_plane.answers_cache.test_full_rounds import IN_THE_WINDOW, SLOT
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.control_plane.lock_waits import wait_for_a_lock_wait
 from tests.worlds.clocks import ManualClock
+from tests.worlds.waiting import wait_until
 
 OPERATOR = Actor(kind="operator", name="tests")
 
@@ -69,6 +70,7 @@ def agents(
     feed.read_once()  # the agents' enrolment: read before the warm-up, which it would spoil
     assert _claim(api, warmer).json()["detail"]["code"] == "held"
     feed.read_once()  # the held claim recorded the warmer's slot consumed: this worker reads it
+    assert services.answers.size() == 2  # the two agents' facts, warmed up by that claim
     return ahead, behind
 
 
@@ -89,22 +91,14 @@ class Claiming:
         return self.answer
 
 
-def _until(condition: Callable[[], bool]) -> None:
-    while not condition():
-        time.sleep(0.01)
+def _until(condition: Callable[[], bool], what: str) -> None:
+    wait_until(condition, what=what, timeout=60, interval=0.01)
 
 
 @pytest.fixture
 def held_up(database_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
     with psycopg.connect(database_url) as conn:
         yield conn
-
-
-def _waits_for_a_lock(database_url: str) -> bool:
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        row = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
-    assert row is not None
-    return bool(row[0])
 
 
 def _one_behind_the_other(
@@ -121,10 +115,10 @@ def _one_behind_the_other(
         [ahead.agent_id, IN_THE_WINDOW],
     )
     first = Claiming(api, ahead)
-    _until(lambda: _waits_for_a_lock(database_url))
+    wait_for_a_lock_wait(database_url)
     second = Claiming(api, behind)
     grants = services.claims.grants_in_flight
-    _until(lambda: grants.waiting() == 1)
+    _until(lambda: grants.waiting() == 1, "the second claim to wait for the grant ahead")
     return first, second
 
 

@@ -40,9 +40,9 @@ def _changes_after(database_url: str, statement: str, agent: Agent) -> Changes:
 
 def test_the_reader_finds_what_a_committed_write_appended(database_url: str, agent: Agent) -> None:
     with psycopg.connect(database_url, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
-        horizon, _ = read_changes(conn, None)
+        horizon, _, _ = read_changes(conn, None)
         conn.execute("UPDATE platform_settings SET org_cap = 2")
-        _, changes = read_changes(conn, horizon)
+        _, changes, _ = read_changes(conn, horizon)
     assert changes.everything
 
 
@@ -171,6 +171,39 @@ def test_a_transaction_that_commits_after_a_later_one_is_not_skipped(
         slow.commit()
     feed.read_once()
     assert memory.recall(slow_agent.agent_id) is None
+    feed.stop()
+
+
+def test_an_open_transaction_elsewhere_on_the_server_does_not_make_reads_forget_again(
+    database_url: str, services: Services, ticks: Ticks, agent: Agent
+) -> None:
+    """A transaction of another database on the same server holds the horizon below a
+    platform-wide change: the read after the one that applied it forgets nothing."""
+    memory = AnswerMemory(monotonic=ticks)
+    feed = ChangeFeed(database_url, memory, services.seen, monotonic=ticks)
+    feed.read_once()
+    elsewhere = psycopg.conninfo.make_conninfo(database_url, dbname="postgres")
+    with psycopg.connect(elsewhere) as long_report:
+        long_report.execute("SELECT pg_current_xact_id()")  # holds a transaction id, open
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("UPDATE platform_settings SET org_cap = 2")
+        feed.read_once()
+        memory.remember(
+            "answer",
+            "kept",
+            agent_id=UUID(agent.agent_id),
+            org_id=UUID(agent.org_id),
+            stamp=memory.stamp(),
+        )
+        for _ in range(3):
+            ticks.now += 1.0
+            feed.read_once()
+        assert memory.recall("answer") == "kept"
+        # A change that commits now, above the held horizon, is still read.
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("UPDATE platform_brake SET engaged = true, reason = 'tests'")
+        feed.read_once()
+        assert memory.recall("answer") is None
     feed.stop()
 
 

@@ -34,6 +34,7 @@ from control_plane.types import Pool
 from ground.contract import CLAIMS_PATH, DEFAULT_TRACK
 from tests.control_plane.answers_cache.conftest import Ticks
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.control_plane.lock_waits import wait_for_a_lock_wait
 from tests.worlds.clocks import ManualClock
 
 SLOT = "2026-11-30T03:00"
@@ -165,19 +166,12 @@ def test_a_grant_that_finds_the_round_full_remembers_it(
         other_grant.execute("UPDATE claim_rounds_global SET granted = 1")
         claiming = threading.Thread(target=claim)
         claiming.start()
-        _wait_for_a_lock_wait(database_url)
+        wait_for_a_lock_wait(database_url)
         assert services.answers.granted(this_round, None) == 0  # what its read saw
         other_grant.commit()
         claiming.join()
     assert [str(exc.refusal) for exc in refused if isinstance(exc, ClaimRefused)] == ["global_cap"]
     assert services.answers.granted(this_round, None) == 1
-
-
-def _wait_for_a_lock_wait(database_url: str) -> None:
-    """Until a session waits for a row lock (the claim's UPDATE behind the other grant)."""
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        while not conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:  # type: ignore[index]
-            conn.execute("SELECT pg_sleep(0.01)")
 
 
 def test_the_warm_up_remembers_what_the_agents_own_read_would(
