@@ -10,6 +10,13 @@
     │   ├── UnknownKey           signed by a key that is not trusted
     │   └── BadSignature         the signature does not match the manifest bytes
     ├── KeyFileError             a key file cannot be read, has the wrong kind or mode
+    ├── TrustRootError           a trust root is not one this holder may trust
+    │   ├── TrustRootMalformed   not a root document of the expected form
+    │   ├── TrustRootRollback    a version at or below the one held
+    │   ├── TrustRootGap         a version that skips one: the chain is walked one at a time
+    │   ├── TrustRootThreshold   fewer valid signatures than a role's threshold
+    │   ├── TrustRootExpired     the newest root reached has expired
+    │   └── TrustRootChainTooLong  more new versions than one walk takes
     └── ArtifactError            an artifact cannot be signed (not a tar.gz agent build)
         └── BuildRefused         a member is not provably safe to unpack (build_archive)
 
@@ -29,6 +36,13 @@ __all__ = [
     "ManifestError",
     "ReleaseError",
     "SignatureError",
+    "TrustRootChainTooLong",
+    "TrustRootError",
+    "TrustRootExpired",
+    "TrustRootGap",
+    "TrustRootMalformed",
+    "TrustRootRollback",
+    "TrustRootThreshold",
     "UnknownKey",
 ]
 
@@ -84,3 +98,32 @@ class KeyFileError(ReleaseError):
 
 class ArtifactError(ReleaseError):
     """The artifact is not an agent build that can be signed."""
+
+
+class TrustRootError(ReleaseError):
+    """A trust root is not one this holder may trust; the root held stays in force."""
+
+
+class TrustRootMalformed(TrustRootError):
+    """Not a root document of the expected form (JSON, roles, keys, sizes)."""
+
+
+class TrustRootRollback(TrustRootError):
+    """A root whose version is at or below the one held: an old root replayed."""
+
+
+class TrustRootGap(TrustRootError):
+    """A root whose version skips one: each version is verified by the one before it."""
+
+
+class TrustRootThreshold(TrustRootError):
+    """Fewer distinct valid signatures than a role's threshold (a key counts once)."""
+
+
+class TrustRootExpired(TrustRootError):
+    """The newest root reached has expired: nothing it vouches for is accepted until a successor
+    is published."""
+
+
+class TrustRootChainTooLong(TrustRootError):
+    """More new root versions than one walk takes (an endless chain is an attack)."""

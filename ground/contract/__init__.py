@@ -54,6 +54,8 @@ __all__ = [
     "PLATFORM_PARAM",
     "RUNS_PATH",
     "SERVER_TIME_HEADER",
+    "TRUST_ROOTS_PATH",
+    "TRUST_ROOT_VERSION_HEADER",
     "AgentConfig",
     "AnswerCode",
     "BrakeView",
@@ -86,6 +88,7 @@ __all__ = [
     "format_instant",
     "parse_instant",
     "run_path",
+    "trust_root_path",
 ]
 
 # The API's major version: in every path, and the OpenAPI document's version.
@@ -101,6 +104,11 @@ SERVER_TIME_HEADER = "X-Nachtwacht-Server-Time"
 # machine) show on the agent's page; the credential alone cannot tell them apart.
 HOST_ID_HEADER = "X-Nachtwacht-Host-Id"
 
+# Optional, sent by an agent with every config poll: the version of the trust root it holds (a
+# positive integer). Absent from an agent that holds none (it still verifies releases with its
+# trusted-key files) and from agents older than trust roots.
+TRUST_ROOT_VERSION_HEADER = "X-Nachtwacht-Trust-Root"
+
 CONFIG_PATH = f"{API_PREFIX}/agent/config"
 CLAIMS_PATH = f"{API_PREFIX}/agent/claims"
 RUNS_PATH = f"{API_PREFIX}/agent/runs"
@@ -114,6 +122,14 @@ MANUAL_UPDATES_PATH = f"{API_PREFIX}/agent/manual-updates"
 # pair in its body (`ClaimRequest.channel`, `.platform`).
 CHANNEL_PARAM = "channel"
 PLATFORM_PARAM = "platform"
+
+
+# GET `trust_root_path(N)` → the exact bytes of trust root version N (404 until it is published).
+TRUST_ROOTS_PATH = f"{API_PREFIX}/agent/trust-roots"
+
+
+def trust_root_path(version: int) -> str:
+    return f"{TRUST_ROOTS_PATH}/{version}"
 
 
 def run_path(run_id: object) -> str:

@@ -209,6 +209,9 @@ class AgentConfig(_Answer):
     # Why the agent is not updated to its pair's newest release; absent when nothing stands in the
     # way, and from a control plane older than it.
     offer_note: OfferNote | None = None
+    # The newest trust root published (`trust_root_path`); absent while none is, and from a
+    # control plane older than trust roots.
+    trust_root_version: int | None = Field(default=None, strict=True, ge=1)
     server_time: Instant | None = None
 
 
