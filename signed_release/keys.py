@@ -99,18 +99,18 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
     data = _read_key_file(path)
     if data.lstrip().startswith(b"-----BEGIN PUBLIC KEY-----"):
         raise KeyFileError(f"{path}: holds a public key, expected the private .key file beside it")
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        raise KeyFileError(
-            f"{path}: mode {mode:04o} lets others read the private key (expected 0600; "
-            f"run chmod 600 {path})"
-        )
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
         raise KeyFileError(f"{path}: not an unencrypted PKCS#8 PEM private key ({exc})") from exc
     if not isinstance(key, Ed25519PrivateKey):
         raise KeyFileError(f"{path}: holds a {type(key).__name__}, expected an Ed25519 key")
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise KeyFileError(
+            f"{path}: mode {mode:04o} lets others read the private key (expected 0600; "
+            f"run chmod 600 {path})"
+        )
     return key
 
 

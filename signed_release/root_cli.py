@@ -464,8 +464,8 @@ def _count(number: int, noun: str) -> str:
 def _time_left(expires: datetime, now: datetime) -> str:
     left = expires - now
     if left <= timedelta(0):
-        return f"EXPIRED {(-left).days} days ago"
-    return f"in {left.days} days"
+        return f"EXPIRED {_count((-left).days, 'day')} ago"
+    return f"in {_count(left.days, 'day')}"
 
 
 # -- files ----------------------------------------------------------------------------------------
