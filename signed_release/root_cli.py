@@ -197,7 +197,6 @@ def _keygen(args: argparse.Namespace) -> int:
 
 
 def _init(args: argparse.Namespace, now: datetime) -> int:
-    _refuse_existing(args.out)
     expires = _root_expiry(args.expires_in, now)
     root_keys = _public_keys(args.root_key, "--root-key")
     release_keys = _public_keys(args.release_key, "--release-key")
@@ -229,7 +228,6 @@ def _init(args: argparse.Namespace, now: datetime) -> int:
 
 
 def _next(args: argparse.Namespace, now: datetime) -> int:
-    _refuse_existing(args.out)
     previous = _read_root_file(args.previous, "--previous")
     expires = _root_expiry(args.expires_in, now)
     root_keys = None if args.root_key is None else _public_keys(args.root_key, "--root-key")
@@ -381,11 +379,6 @@ def _refuse_shared_keys(root_key_ids: Iterable[str], release_key_ids: Iterable[s
             f"--release-key: key {shared[0]} is a root key too (expected separate keys: root keys "
             "stay offline, a release key signs every build)"
         )
-
-
-def _refuse_existing(path: Path) -> None:
-    if path.exists():
-        raise UsageError(f"--out: {path} already exists (refusing to replace it)")
 
 
 def _read_root_file(path: Path, flag: str) -> TrustRoot:
