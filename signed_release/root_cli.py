@@ -89,9 +89,9 @@ def add_root_commands(commands: argparse._SubParsersAction[CommandParser]) -> No
     init = commands.add_parser(
         "root-init",
         help="write trust root version 1, unsigned",
-        description="Write version 1 of the trust root, unsigned: sign it with root-sign by at "
-        "least --threshold of its root keys, and with the current release key too, so that agents "
-        "that trust only their release-key files take it up.",
+        description="Write version 1 of the trust root, which no root key has signed yet: sign "
+        "it with root-sign by at least --threshold of its root keys, and with the current "
+        "release key too, so that agents that trust only their release-key files take it up.",
     )
     init.add_argument(
         "--root-key", type=Path, action="append", required=True, metavar="PUB", help="a root.pub"
@@ -100,6 +100,7 @@ def add_root_commands(commands: argparse._SubParsersAction[CommandParser]) -> No
         "--threshold",
         type=_whole_number,
         required=True,
+        metavar="N",
         help="how many root keys must sign each new version",
     )
     init.add_argument(
@@ -110,7 +111,7 @@ def add_root_commands(commands: argparse._SubParsersAction[CommandParser]) -> No
         metavar="PUB",
         help="a release.pub whose signed releases agents accept",
     )
-    init.add_argument("--expires-in", required=True, help="e.g. 365d (1d to 5 years)")
+    init.add_argument("--expires-in", required=True, metavar="D", help="e.g. 365d (1d to 5 years)")
     init.add_argument(
         "--migration-key",
         type=Path,
@@ -132,11 +133,13 @@ def add_root_commands(commands: argparse._SubParsersAction[CommandParser]) -> No
     after.add_argument(
         "--root-key", type=Path, action="append", metavar="PUB", help="replaces the root keys"
     )
-    after.add_argument("--threshold", type=_whole_number, help="default: the previous one's")
+    after.add_argument(
+        "--threshold", type=_whole_number, metavar="N", help="default: the previous one's"
+    )
     after.add_argument(
         "--release-key", type=Path, action="append", metavar="PUB", help="replaces the release keys"
     )
-    after.add_argument("--expires-in", required=True, help="e.g. 365d (1d to 5 years)")
+    after.add_argument("--expires-in", required=True, metavar="D", help="e.g. 365d (1d to 5 years)")
     after.add_argument("--out", type=Path, required=True, metavar="FILE")
 
     sign = commands.add_parser(
@@ -150,7 +153,9 @@ def add_root_commands(commands: argparse._SubParsersAction[CommandParser]) -> No
     sign.add_argument(
         "--key", type=Path, required=True, metavar="KEY", help="a root.key or release.key"
     )
-    sign.add_argument("file", type=Path, metavar="FILE")
+    sign.add_argument(
+        "file", type=Path, metavar="FILE", help="the trust root (replaced whole, its mode kept)"
+    )
 
     show = commands.add_parser(
         "root-show",

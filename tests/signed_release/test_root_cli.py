@@ -472,3 +472,14 @@ def test_root_show_exit_status_comes_through_the_nachtwacht_command(
     refused = show("--trusted-key", other + ".pub", str(signed_v1))
     assert refused.returncode == 1
     assert refused.stdout.splitlines()[-1].startswith("not trusted: trust root v1: not signed")
+
+
+def test_a_signature_by_a_key_named_nowhere_is_shown_as_such(desk: Desk, signed_v1: Path) -> None:
+    stranger = desk.release_key("stranger")
+    out = desk.ok("root-sign", "--key", stranger + ".key", str(signed_v1))
+    assert "a key v1 does not name: counts only if agents moving from trusted-key files" in out
+    out = desk.ok("root-show", str(signed_v1))
+    assert "signatures: 3\n" in out
+    assert "  1 by keys named neither here nor in what is held" in out
+    out = desk.ok("root-show", "--trusted-key", stranger + ".pub", str(signed_v1))
+    assert "named neither" not in out
