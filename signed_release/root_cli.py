@@ -495,8 +495,7 @@ def _replace_file(path: Path, data: bytes) -> None:
 
 
 def _written_temporary(path: Path, data: bytes, mode: int) -> Path:
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".partial")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
     try:
         os.fchmod(fd, mode)
         view = memoryview(data)
