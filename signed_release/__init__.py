@@ -18,4 +18,5 @@ not load the cryptography it needs only when an update runs.
     root_cli        `nachtwacht release root-keygen | root-init | root-next | root-sign |
                     root-show`: trust roots made and signed offline
     cli_support     what the commands share: the usage error, durations, `ExtraCommand`
+    atomic_files    `write_new_file`, `replace_file`: files written whole or not at all
 """

@@ -19,10 +19,6 @@ would, 1 when not.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import stat
-import tempfile
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -30,6 +26,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ground.clock import Clock
+from signed_release.atomic_files import replace_file, write_new_file
 from signed_release.cli_support import CommandParser, UsageError, parse_duration
 from signed_release.errors import TrustRootError, TrustRootMalformed
 from signed_release.keys import ROOT_KEY, generate_key_files, key_id, load_private_key
@@ -217,7 +214,7 @@ def _init(args: argparse.Namespace, now: datetime) -> int:
     if args.migration_key is not None:
         migration_key = load_private_key(args.migration_key)
         data = sign_trust_root(data, migration_key)
-    _write_new_file(args.out, data)
+    _write_out(args.out, data)
     root = read_trust_root(data)
     print(f"wrote {args.out}: {_summary(root)}")
     if args.migration_key is not None:
@@ -255,7 +252,7 @@ def _next(args: argparse.Namespace, now: datetime) -> int:
         root_threshold=threshold,
         release_keys=None if release_keys is None else list(release_keys.values()),
     )
-    _write_new_file(args.out, data)
+    _write_out(args.out, data)
     root = read_trust_root(data)
     print(f"wrote {args.out}: {_summary(root)}")
     for line in _changes(previous, root):
@@ -272,7 +269,7 @@ def _sign(args: argparse.Namespace) -> int:
     root = _read_root_file(args.file, "FILE")
     private_key = load_private_key(args.key)
     signed = read_trust_root(sign_trust_root(root.body, private_key))
-    _replace_file(args.file, signed.body)
+    replace_file(args.file, signed.body)
     kid = key_id(private_key.public_key())
     print(f"signed {args.file} (trust root v{signed.version}) with key {kid}, {_role(kid, signed)}")
     own = root_signers(signed, signed)
@@ -386,6 +383,13 @@ def _refuse_shared_keys(root_key_ids: Iterable[str], release_key_ids: Iterable[s
         )
 
 
+def _write_out(path: Path, data: bytes) -> None:
+    try:
+        write_new_file(path, data, mode=ROOT_FILE_MODE)
+    except FileExistsError as exc:
+        raise UsageError(f"--out: {path} already exists (refusing to replace it)") from exc
+
+
 def _read_root_file(path: Path, flag: str) -> TrustRoot:
     try:
         with path.open("rb") as file:
@@ -464,56 +468,3 @@ def _time_left(expires: datetime, now: datetime) -> str:
     if left <= timedelta(0):
         return f"EXPIRED {_count((-left).days, 'day')} ago"
     return f"in {_count(left.days, 'day')}"
-
-
-# -- files ----------------------------------------------------------------------------------------
-
-
-def _write_new_file(path: Path, data: bytes) -> None:
-    """Write `path` whole or not at all, never replacing a file that is there."""
-    temporary = _written_temporary(path, data, ROOT_FILE_MODE)
-    try:
-        os.link(temporary, path)
-    except FileExistsError as exc:
-        raise UsageError(f"--out: {path} already exists (refusing to replace it)") from exc
-    finally:
-        temporary.unlink()
-    _fsync_directory(path.parent)
-
-
-def _replace_file(path: Path, data: bytes) -> None:
-    """Replace `path` atomically, keeping its mode: a signer interrupted midway leaves the file
-    as it was, never half a signature list."""
-    mode = stat.S_IMODE(path.stat().st_mode)
-    temporary = _written_temporary(path, data, mode)
-    try:
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    _fsync_directory(path.parent)
-
-
-def _written_temporary(path: Path, data: bytes, mode: int) -> Path:
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    try:
-        os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        Path(name).unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    return Path(name)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        with contextlib.suppress(OSError):  # some filesystems cannot fsync a directory
-            os.fsync(fd)
-    finally:
-        os.close(fd)
