@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import httpx
 import pytest
@@ -275,6 +276,7 @@ def test_two_publishers_at_once_store_one_root(
 def test_the_list_counts_the_agents_by_the_root_they_hold(
     api: Api,
     pool: Pool,
+    clock: ManualClock,
     operator_key: str,
     chain: RootChain,
     make_org: Callable[..., Org],
@@ -290,6 +292,11 @@ def test_the_list_counts_the_agents_by_the_root_they_hold(
             headers = {} if held is None else {"X-Nachtwacht-Trust-Root": held}
             with api.client(agent.agent_key) as client:
                 assert client.get("/v1/agent/config", headers=headers).status_code == 200
+    gone = make_agent(org, "gone")
+    with api.client(gone.agent_key) as client:
+        client.get("/v1/agent/config", headers={"X-Nachtwacht-Trust-Root": "1"})
+    actor = Actor(kind="operator", name="tests")
+    api.services.accounts.delete_agent(UUID(gone.agent_id), now=clock.now(), actor=actor)
     with api.client(operator_key) as client:
         listed = client.get(PUBLISH).json()
     assert [(r["version"], r["agents_holding"]) for r in listed["roots"]] == [(2, 1), (1, 2)]
