@@ -2,10 +2,10 @@
 
 Nearly every agent polls its config every minute and, at 03:00, asks for a token the caps
 refuse. Both answers change only when something is written: a credential revoked, a schedule
-changed, a release published, the brake engaged, a run recorded. So each serving worker
-remembers them (`AnswerMemory`) and follows every write through the database's change feed:
-triggers append the writing transaction's id and the scope it touches (an agent, an
-organisation, everything) to `answer_changes` (migration 0011), and the worker's feed thread
+changed, a release or a trust root published, the brake engaged, a run recorded. So each
+serving worker remembers them (`AnswerMemory`) and follows every write through the database's
+change feed: triggers append the writing transaction's id and the scope it touches (an agent,
+an organisation, everything) to `answer_changes` (migration 0011), and the worker's feed thread
 reads it every `POLL_SECONDS`.
 
 What is kept, per worker:
