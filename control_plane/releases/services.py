@@ -35,11 +35,13 @@ from control_plane.releases.withdrawal import (
     list_releases,
     withdraw_release,
 )
+from control_plane.trust_roots.services import newest_trust_root
 from control_plane.types import Connection, Pool
 from ground.contract import ClaimedRelease, ReleaseView, artifact_path, format_instant
-from signed_release.errors import ReleaseError
+from signed_release.errors import ReleaseError, UnknownKey
 from signed_release.manifest import Manifest, parse_manifest
 from signed_release.signature import check_signature
+from signed_release.trust_root import TrustRoot
 from signed_release.versions import version_key
 
 __all__ = [
@@ -143,7 +145,9 @@ class ReleaseService:
             raise InvalidInput("stage", stage, "is not 'canary' or 'everyone'")
         if not isinstance(allow_downgrade, bool):
             raise InvalidInput("allow_downgrade", allow_downgrade, "is not true or false")
-        signer, parsed = self._verified(manifest, signature)
+        with self._pool.connection() as conn:
+            root = newest_trust_root(conn)
+        signer, parsed = self._verified(manifest, signature, root)
         _check_artifact(artifact, parsed)
         _check_not_expired(parsed, now)
         with self._pool.connection() as conn, conn.transaction():
@@ -172,19 +176,38 @@ class ReleaseService:
             _record_published(conn, row, signer=signer, actor=actor, now=now, downgrade_from=newer)
         return _published(row, already=False, current=newer is None, downgrade_from=newer)
 
-    def _verified(self, manifest: bytes, signature: bytes) -> tuple[str, Manifest]:
-        """The signer's key id and the manifest, or the refusal naming what failed."""
-        if not self._trusted_keys:
+    def _verified(
+        self, manifest: bytes, signature: bytes, root: TrustRoot | None
+    ) -> tuple[str, Manifest]:
+        """The signer's key id and the manifest, or the refusal naming what failed. Once a trust
+        root is published, its release keys are the ones agents accept, so they are the ones a
+        release is checked against (the configured keys no longer count)."""
+        trusted = self._trusted_keys if root is None else _release_keys(root)
+        if not trusted:
             raise InvalidInput(
                 "signature",
                 "(not checked)",
-                "cannot be checked: no release public key is configured "
-                "(--release-public-key or NACHTWACHT_RELEASE_PUBLIC_KEYS)",
+                "cannot be checked: no trust root is published and no release public key is "
+                "configured (--release-public-key or NACHTWACHT_RELEASE_PUBLIC_KEYS)",
                 code="release_rejected",
             )
         try:
-            signer = check_signature(manifest, signature, self._trusted_keys)
+            signer = check_signature(manifest, signature, trusted)
             parsed = parse_manifest(manifest)
+        except UnknownKey as exc:
+            if root is None:
+                raise InvalidInput(
+                    "manifest", "(refused)", str(exc), code="release_rejected", message=str(exc)
+                ) from exc
+            # Every agent following the root would refuse it: say which root, not "unknown key".
+            raise InvalidInput(
+                "signature",
+                exc.key_id,
+                f"is by a key that trust root v{root.version} does not name as a release key "
+                f"(it names {', '.join(sorted(root.release_keys))}): agents following the root "
+                "would refuse this release; sign it with one of those keys",
+                code="release_rejected",
+            ) from exc
         except ReleaseError as exc:
             raise InvalidInput(
                 "manifest", "(refused)", str(exc), code="release_rejected", message=str(exc)
@@ -294,6 +317,13 @@ def claim_release_view(row: Mapping[str, Any], run_id: UUID) -> ClaimedRelease:
         signature_b64=base64.b64encode(bytes(row["signature"])).decode("ascii"),
         artifact_url=artifact_path(run_id),
     )
+
+
+def _release_keys(root: TrustRoot) -> dict[str, Ed25519PublicKey]:
+    return {
+        found_id: Ed25519PublicKey.from_public_bytes(raw)
+        for found_id, raw in root.release_keys.items()
+    }
 
 
 def _check_artifact(artifact: bytes, parsed: Manifest) -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "StoredTrustRoot",
     "TrustRootList",
     "TrustRootService",
+    "newest_trust_root",
 ]
 
 # The column is a PostgreSQL integer: a version beyond it is simply not stored.
@@ -187,6 +188,12 @@ class TrustRootService:
 def _body(conn: Connection, version: int) -> bytes | None:
     row = conn.execute("SELECT body FROM trust_roots WHERE version = %s", [version]).fetchone()
     return None if row is None else bytes(row["body"])
+
+
+def newest_trust_root(conn: Connection) -> TrustRoot | None:
+    """The newest root stored (it was checked when it was published), or None."""
+    row = _newest(conn)
+    return None if row is None else read_trust_root(bytes(row["body"]))
 
 
 def _newest(conn: Connection) -> dict[str, Any] | None:
