@@ -14,6 +14,8 @@ the status to the exception handlers.
     brake/          the operators' emergency brake (the platform, or one release) and token
                     revocation
     releases/       publishing a signed release, the current release, the artifact's bytes
+    trust_roots/    the signed trust roots operators publish (each checked to chain from the
+                    one before), served to agents as given; which version each agent holds
     rollout/        which release each agent is offered (pin, stage, canary, previous), the
                     waves (canaries → 10 % → 50 % → everyone by default), halts on errors with
                     their evidence, the operators' inbox, forced updates

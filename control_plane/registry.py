@@ -35,6 +35,7 @@ from control_plane.releases.services import ReleaseService
 from control_plane.rollout.services import RolloutService
 from control_plane.runs.services import RunService
 from control_plane.settings.services import SettingsService
+from control_plane.trust_roots.services import TrustRootService
 from control_plane.types import Pool
 
 __all__ = ["Services", "build_services", "replica_identity"]
@@ -73,6 +74,7 @@ class Services:
     answers: AnswerMemory
     seen: SeenRecorder
     fleet: FleetService  # the fleet by version and the organisations' names, one query each
+    trust_roots: TrustRootService  # the published trust roots, as given
 
 
 def build_services(
@@ -113,4 +115,5 @@ def build_services(
         answers=answers,
         seen=seen,
         fleet=FleetService(pool),
+        trust_roots=TrustRootService(pool),
     )

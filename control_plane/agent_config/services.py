@@ -103,6 +103,7 @@ SELECT a.id, a.org_id, a.name, a.update_schedule_enabled, a.update_schedule_time
        (rel.braked_at IS NOT NULL) AS release_braked, rel.brake_reason AS release_brake_reason,
        (halt.id IS NOT NULL) AS release_halted, halt.reason AS halt_reason,
        manual.id AS manual_run_id, manual.created_at AS manual_requested_at,
+       (SELECT max(version) FROM trust_roots) AS trust_root_version,
        {offer}
   FROM agents a
  CROSS JOIN platform_settings s
@@ -254,6 +255,7 @@ class AgentConfigService:
             row.get("hold_reason"),
             row.get("hold_set_by"),
             note,
+            row["trust_root_version"],
         )
         return VersionedConfig(
             timeless=timeless, etag=etag, agent_id=row["id"], org_id=row["org_id"]
@@ -286,6 +288,7 @@ def _timeless_config(
     hold_reason: str | None = None,
     hold_set_by: str | None = None,
     note: OfferNote | None = None,
+    trust_root_version: int | None = None,
 ) -> tuple[AgentConfig, str]:
     timeless = AgentConfig(
         agent_id=agent_id,
@@ -315,6 +318,7 @@ def _timeless_config(
             {"until": hold_until, "reason": hold_reason, "set_by": hold_set_by}
         ),
         offer_note=note,
+        trust_root_version=trust_root_version,
     )
     return timeless, _etag(timeless)
 

@@ -35,6 +35,7 @@ from control_plane.api.routes import (
     releases,
     runs,
     settings,
+    trust_roots,
 )
 from control_plane.api.routes import agents_host as agent_host
 from control_plane.api.routes import pins as pins_routes
@@ -239,6 +240,7 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
         settings,
         brake,
         releases,
+        trust_roots,
         rollout_routes,
         pins_routes,
         notifications,

@@ -2,11 +2,13 @@
 database cannot store.
 
     body size   at most `MAX_BODY_BYTES` (64 KiB), or `MAX_RELEASE_BODY_BYTES` for the release
-                upload (the build travels base64 in the body). A `Content-Length` above the limit
-                is refused before one byte is read; a body without one (chunked) is counted as it
-                arrives and refused the moment it passes the limit. Both: 413 `request_too_large`,
-                whatever the credential (none is checked yet: an unauthenticated sender must not be
-                able to make a replica buffer a large body either).
+                upload (the build travels base64 in the body), or the largest trust root for
+                a trust root's upload (`signed_release.trust_root.MAX_ROOT_BYTES`). A
+                `Content-Length` above the limit is refused before one byte is read; a body
+                without one (chunked) is counted as it arrives and refused the moment it passes
+                the limit. Both: 413 `request_too_large`, whatever the credential (none is checked
+                yet: an unauthenticated sender must not be able to make a replica buffer a large
+                body either).
     text        a JSON string (key or value) with a NUL character or a lone UTF-16 surrogate,
                 or a NUL in the path or query, is a 422 `invalid_request` naming where it is.
                 PostgreSQL's text holds neither (a NUL fails inside the database, a surrogate
@@ -36,6 +38,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ground.contract import API_PREFIX, AnswerCode
+from signed_release.trust_root import MAX_ROOT_BYTES
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -52,6 +55,11 @@ MAX_BODY_BYTES = 64 * 1024
 # A release carries its build base64-encoded (4/3 of its size): room for a build of ~190 MiB.
 MAX_RELEASE_BODY_BYTES = 256 * 1024 * 1024
 RELEASE_UPLOAD = ("POST", f"{API_PREFIX}/admin/releases")
+# The requests whose body may be larger than `MAX_BODY_BYTES`, and their own limit.
+_LARGER_BODIES = {
+    RELEASE_UPLOAD: MAX_RELEASE_BODY_BYTES,
+    ("POST", f"{API_PREFIX}/admin/trust-roots"): MAX_ROOT_BYTES,
+}
 
 
 # The rule on text as the OpenAPI states it for every string without a pattern of its own: no NUL
@@ -189,11 +197,7 @@ class RequestLimits:
             message = _problem(where, "contains a NUL character (\\u0000)")
             await _answer(send, 422, _refusal(422, AnswerCode.INVALID_REQUEST, message, where))
             return
-        limit = (
-            MAX_RELEASE_BODY_BYTES
-            if (scope["method"], scope["path"]) == RELEASE_UPLOAD
-            else MAX_BODY_BYTES
-        )
+        limit = _LARGER_BODIES.get((scope["method"], scope["path"]), MAX_BODY_BYTES)
         declared, framed = _declared_body(scope)
         if declared is not None and declared > limit:
             await _too_large(send, limit)

@@ -33,6 +33,7 @@ def test_config_carries_schedule_zone_window_brake_and_server_time(
         "manual_update": None,
         "hold": None,
         "offer_note": None,
+        "trust_root_version": None,
         "server_time": "2026-10-25T00:50:00Z",
     }
     assert response.headers[SERVER_TIME] == "2026-10-25T00:50:00Z"

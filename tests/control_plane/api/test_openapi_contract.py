@@ -40,6 +40,9 @@ GAPS: dict[tuple[str, str], dict[str, str]] = {
         _ACCEPTS_VALID: "org_id required for a panel credential, refused for an operator one"
     },
     ("POST", "/v1/admin/releases"): {_ACCEPTS_VALID: "the signature must verify"},
+    ("POST", "/v1/admin/trust-roots"): {
+        _ACCEPTS_VALID: "a signed root that chains from the newest stored (stored state)"
+    },
     ("POST", "/v1/admin/releases/rollback"): {
         _ACCEPTS_VALID: "the pair must offer a release, and an older one signed as a downgrade"
     },

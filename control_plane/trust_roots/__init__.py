@@ -1,0 +1,6 @@
+"""The trust roots operators publish, stored and served exactly as they were given.
+
+services.py   TrustRootService: publish (checked to chain from the newest stored), the
+              list with how many agents hold each version, the newest version, a version's
+              exact bytes
+"""

@@ -1,0 +1,219 @@
+"""Storing and serving the signed trust roots.
+
+The control plane holds no root key and no release key: it cannot make or change a root. It
+stores the roots operators give it, exactly as given, and refuses one its agents would refuse,
+so the chain it serves is one every agent can walk: the first stored is version 1 and signed by
+a threshold of its own root keys; every later one is the next version, signed by a threshold of
+the previous root's root keys and of its own (`signed_release.trust_root`). A root already
+expired is refused too: an agent reaching it would accept no release at all.
+
+A version, once stored, never changes: publishing the same bytes again changes nothing, other
+bytes under a stored version are a conflict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from control_plane.errors import Conflict, InvalidInput
+from control_plane.events.trail import Actor, record_action
+from control_plane.types import Connection, Pool
+from ground.contract import format_instant
+from signed_release.errors import TrustRootError
+from signed_release.trust_root import (
+    TrustRoot,
+    check_not_expired,
+    next_trust_root,
+    read_trust_root,
+    self_signed_root,
+)
+
+__all__ = [
+    "PublishedTrustRoot",
+    "StoredTrustRoot",
+    "TrustRootList",
+    "TrustRootService",
+]
+
+# The column is a PostgreSQL integer: a version beyond it is simply not stored.
+_MAX_STORED_VERSION = 2**31 - 1
+# One publisher at a time across replicas, so "the next after the newest stored" holds.
+_PUBLISH_LOCK = "SELECT pg_advisory_xact_lock(hashtext('nachtwacht.publish_trust_root'))"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishedTrustRoot:
+    version: int
+    expires_at: datetime
+    release_key_ids: tuple[str, ...]
+    root_key_ids: tuple[str, ...]
+    root_threshold: int
+    # True when these exact bytes were already stored: publishing them again changes nothing.
+    already_published: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredTrustRoot:
+    version: int
+    expires_at: datetime
+    published_at: datetime
+    published_by: str
+    agents_holding: int  # agents that last said they hold this version
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrustRootList:
+    roots: tuple[StoredTrustRoot, ...]  # newest first
+    newest_version: int | None
+    agents_holding_none: int  # agents that never said they hold a root
+    agents_holding_older: int  # agents holding a version below the newest
+
+
+def _refusal(exc: TrustRootError) -> InvalidInput:
+    return InvalidInput("body", "(refused)", str(exc), code="trust_root_rejected", message=str(exc))
+
+
+def _published(root: TrustRoot, *, already: bool) -> PublishedTrustRoot:
+    return PublishedTrustRoot(
+        version=root.version,
+        expires_at=root.expires,
+        release_key_ids=tuple(sorted(root.release_keys)),
+        root_key_ids=tuple(sorted(root.root_key_ids)),
+        root_threshold=root.root_threshold,
+        already_published=already,
+    )
+
+
+class TrustRootService:
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    def publish(self, body: bytes, *, now: datetime, actor: Actor) -> PublishedTrustRoot:
+        """Store `body` as the next trust root after checking it chains from the newest stored
+        (see the module's docstring); refused with `InvalidInput` naming why, or `Conflict` for
+        other bytes under a stored version."""
+        try:
+            candidate = read_trust_root(body)
+        except TrustRootError as exc:
+            raise _refusal(exc) from exc
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute(_PUBLISH_LOCK)
+            stored = _body(conn, candidate.version)
+            if stored is not None:
+                if stored == body:
+                    return _published(candidate, already=True)
+                raise Conflict(
+                    f"trust root v{candidate.version} is already published with other bytes: "
+                    "a published version never changes (publish the next version instead)",
+                    code="trust_root_version_taken",
+                    version=candidate.version,
+                )
+            newest = _newest(conn)
+            root = _chained(newest, body, candidate)
+            try:
+                check_not_expired(root, now)
+            except TrustRootError as exc:
+                raise _refusal(exc) from exc
+            conn.execute(
+                "INSERT INTO trust_roots (version, body, expires_at, published_at, published_by)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                [root.version, body, root.expires, now, _who(actor)],
+            )
+            record_action(
+                conn,
+                kind="trust_root.published",
+                actor=actor,
+                at=now,
+                data={
+                    "version": root.version,
+                    "expires_at": format_instant(root.expires),
+                    "release_key_ids": sorted(root.release_keys),
+                    "root_key_ids": sorted(root.root_key_ids),
+                    "root_threshold": root.root_threshold,
+                },
+            )
+        return _published(root, already=False)
+
+    def body(self, version: int) -> bytes | None:
+        """The exact bytes of `version`; None when it is not published."""
+        if not 1 <= version <= _MAX_STORED_VERSION:
+            return None
+        with self._pool.connection() as conn:
+            return _body(conn, version)
+
+    def newest_version(self) -> int | None:
+        with self._pool.connection() as conn:
+            row = conn.execute("SELECT max(version) AS version FROM trust_roots").fetchone()
+        return None if row is None else row["version"]
+
+    def list(self) -> TrustRootList:
+        """Every stored version, newest first, with how many agents hold it."""
+        with self._pool.connection() as conn:
+            roots = conn.execute(
+                "SELECT version, expires_at, published_at, published_by FROM trust_roots"
+                " ORDER BY version DESC"
+            ).fetchall()
+            held = {
+                row["version"]: row["agents"]
+                for row in conn.execute(
+                    "SELECT trust_root_version AS version, count(*) AS agents FROM agents"
+                    " GROUP BY trust_root_version"
+                ).fetchall()
+            }
+        newest = roots[0]["version"] if roots else None
+        return TrustRootList(
+            roots=tuple(
+                StoredTrustRoot(
+                    version=row["version"],
+                    expires_at=row["expires_at"],
+                    published_at=row["published_at"],
+                    published_by=row["published_by"],
+                    agents_holding=held.get(row["version"], 0),
+                )
+                for row in roots
+            ),
+            newest_version=newest,
+            agents_holding_none=held.get(None, 0),
+            agents_holding_older=sum(
+                count
+                for version, count in held.items()
+                if version is not None and newest is not None and version < newest
+            ),
+        )
+
+
+def _body(conn: Connection, version: int) -> bytes | None:
+    row = conn.execute("SELECT body FROM trust_roots WHERE version = %s", [version]).fetchone()
+    return None if row is None else bytes(row["body"])
+
+
+def _newest(conn: Connection) -> dict[str, Any] | None:
+    row: dict[str, Any] | None = conn.execute(
+        "SELECT version, body FROM trust_roots ORDER BY version DESC LIMIT 1"
+    ).fetchone()
+    return row
+
+
+def _chained(newest: dict[str, Any] | None, body: bytes, candidate: TrustRoot) -> TrustRoot:
+    """`body` as the root after `newest` (the first: version 1, signed by its own root keys)."""
+    try:
+        if newest is not None:
+            return next_trust_root(read_trust_root(bytes(newest["body"])), body)
+        if candidate.version != 1:
+            raise InvalidInput(
+                "body",
+                f"trust root v{candidate.version}",
+                "is not version 1: the first trust root published must be version 1, so every "
+                "agent can walk the chain from its start",
+                code="trust_root_rejected",
+            )
+        return self_signed_root(body)
+    except TrustRootError as exc:
+        raise _refusal(exc) from exc
+
+
+def _who(actor: Actor) -> str:
+    """The name the list shows for whoever published."""
+    return actor.name or (f"{actor.kind}:{actor.id}" if actor.id is not None else actor.kind)
