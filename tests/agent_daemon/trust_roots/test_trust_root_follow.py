@@ -26,6 +26,9 @@ from ground.contract import TRUST_ROOT_VERSION_HEADER, TRUST_ROOTS_PATH, trust_r
 from signed_release.keys import key_id
 from signed_release.trust_root import MAX_ROOT_STEPS
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane
+from tests.agent_daemon.daemon_support.harness import Harness
+from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
+from tests.agent_daemon.minute.slot_world import SLOT_AT
 from tests.agent_daemon.trust_roots.chain import RootChain, release_key_id
 from tests.agent_daemon.trust_roots.root_server import RootServer, root_server
 from tests.worlds.clocks import ManualClock
@@ -270,3 +273,42 @@ def test_an_idle_follower_with_a_current_root_does_not_import_tuf(tmp_path: Path
         [sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     )
     assert json.loads(result.stdout) == [1, False, False]
+
+
+# -- in the daemon's minute ------------------------------------------------------------------------
+
+
+def _daemon_holding(tmp_path: Path, chain: RootChain, **plane: object) -> tuple[Harness, Any]:
+    clock = ManualClock(SLOT_AT)
+    control_plane = FakeControlPlane(now=clock.now, **plane)  # type: ignore[arg-type]
+    HeldTrustRootFile(tmp_path / "trust_root.json").save(chain.versions[1])
+    harness = Harness(tmp_path, control_plane, StubUpdater(), clock, trust_root_legacy_keys={})
+    return harness, clock
+
+
+def test_a_refused_root_does_not_stop_the_minute(tmp_path: Path) -> None:
+    chain = RootChain()
+    forged = chain.next(signers=chain.root_keys[2:])
+    harness, clock = _daemon_holding(tmp_path, chain, trust_roots={1: chain.versions[1], 2: forged})
+    # The slot is still claimed and dispatched, with the root held before.
+    assert harness.daemon.tick() == "dispatched"
+    assert HeldTrustRootFile(tmp_path / "trust_root.json").load().version == 1  # type: ignore[union-attr]
+    clock.advance(minutes=1)
+    harness.daemon.tick()
+    refused = [e for e in harness.events() if e["event"] == "trust_root.refused"]
+    assert len(refused) == 1 and refused[0]["level"] == "warning"
+    assert harness.control_plane.told_trust_roots == ["1", "1"]
+
+
+def test_the_minute_follows_the_root_before_it_plans_and_tells_the_new_version(
+    tmp_path: Path,
+) -> None:
+    chain = RootChain()
+    chain.extend_to(3)
+    harness, clock = _daemon_holding(tmp_path, chain, trust_roots=dict(chain.versions))
+    assert harness.daemon.tick() == "dispatched"
+    names = harness.event_names()
+    assert names.index("trust_root.updated") < names.index("claim.granted")
+    clock.advance(minutes=1)
+    harness.daemon.tick()
+    assert harness.control_plane.told_trust_roots == ["1", "3"]
