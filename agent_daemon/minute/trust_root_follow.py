@@ -51,7 +51,7 @@ class TrustRootFollower:
         self._held: HeldTrustRoot | None = None
         self._loaded = False
         # (version, what went wrong) already said: one warning each, not one a minute.
-        self._warned: set[tuple[int, str]] = set()
+        self._warned: set[tuple[int | None, str]] = set()
         self._expiry_warned: int | None = None
 
     def held_version(self) -> int | None:
@@ -66,24 +66,25 @@ class TrustRootFollower:
         try:
             self._follow(announced)
         except (OSError, DaemonStateError) as exc:
-            self._warn_once(0, "trust_root.store_failed", **error_fields(exc))
+            self._warn_once("trust_root.store_failed", None, **error_fields(exc))
 
     def _load(self) -> HeldTrustRoot | None:
         if not self._loaded:
             try:
                 self._held = self._file.load()
             except DaemonStateError as exc:
-                self._warn_once(0, "trust_root.unusable", **error_fields(exc))
+                self._warn_once("trust_root.unusable", None, **error_fields(exc))
                 return None
             self._loaded = True
         return self._held
 
     def _follow(self, announced: int | None) -> None:
         held = self._load()
-        if not self._loaded or announced is None:
+        if not self._loaded:
             return
-        if held is not None and announced <= held.version:
-            self._say_if_expired(held)
+        if announced is None or (held is not None and announced <= held.version):
+            if held is not None:
+                self._say_if_expired(held)
             return
         # Only now: an idle daemon, whose root is current, never imports `tuf`.
         from signed_release.errors import TrustRootError
@@ -98,7 +99,7 @@ class TrustRootFollower:
         try:
             trusted: TrustRoot | None = None if held is None else read_trust_root(held.body)
         except TrustRootError as exc:
-            self._warn_once(0, "trust_root.unusable", **error_fields(exc))
+            self._warn_once("trust_root.unusable", None, **error_fields(exc))
             return
         for _ in range(MAX_ROOT_STEPS):
             version = 1 if trusted is None else trusted.version + 1
@@ -107,7 +108,7 @@ class TrustRootFollower:
             try:
                 data = self._control.fetch_trust_root(version, max_bytes=MAX_ROOT_BYTES)
             except ControlPlaneError as exc:
-                self._warn_once(version, "trust_root.unavailable", **error_fields(exc))
+                self._warn_once("trust_root.unavailable", version, **error_fields(exc))
                 break
             if data is None:
                 # Announced but not served (yet): a replica behind the others; next poll.
@@ -119,8 +120,8 @@ class TrustRootFollower:
                     trusted = next_trust_root(trusted, data)
             except TrustRootError as exc:
                 self._warn_once(
-                    version,
                     "trust_root.refused",
+                    version,
                     held=None if trusted is None else trusted.version,
                     **error_fields(exc),
                 )
@@ -158,9 +159,10 @@ class TrustRootFollower:
             detail="no release is accepted until the operators publish a newer trust root",
         )
 
-    def _warn_once(self, version: int, event: str, **fields: object) -> None:
+    def _warn_once(self, event: str, version: int | None, **fields: object) -> None:
+        """One warning per (event, version): a root refused each minute is said once."""
         key = (version, event)
         if key in self._warned:
             return
         self._warned.add(key)
-        self._log.emit(event, level="warning", version=version or None, **fields)
+        self._log.emit(event, level="warning", version=version, **fields)

@@ -312,3 +312,20 @@ def test_the_minute_follows_the_root_before_it_plans_and_tells_the_new_version(
     clock.advance(minutes=1)
     harness.daemon.tick()
     assert harness.control_plane.told_trust_roots == ["1", "3"]
+
+
+def test_an_unusable_held_root_is_said_once_and_never_replaced_from_the_network(
+    server: RootServer, tmp_path: Path
+) -> None:
+    chain = RootChain()
+    chain.extend_to(2)
+    server.roots.update(chain.versions)
+    follower = _holding(chain, tmp_path, server)
+    follower.held.path.chmod(0o666)  # someone else could have written it: trusted no more
+    assert follower.follower.held_version() is None
+    follower.follower.follow(2)
+    follower.follower.follow(2)
+    assert server.requests == []
+    assert follower.held.path.read_bytes() == chain.versions[1]
+    [unusable] = follower.events("trust_root.unusable")
+    assert "not writable by group or others" in unusable["error"]
