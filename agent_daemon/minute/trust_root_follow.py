@@ -67,6 +67,10 @@ class TrustRootFollower:
             self._follow(announced)
         except (OSError, DaemonStateError) as exc:
             self._warn_once("trust_root.store_failed", None, **error_fields(exc))
+        except Exception as exc:
+            # A defect, or a root nobody imagined: it must not cost the minute its schedule and
+            # offers, every minute from now on. The held root stays.
+            self._warn_once("trust_root.crashed", announced, **error_fields(exc))
 
     def _load(self) -> HeldTrustRoot | None:
         if not self._loaded:

@@ -329,3 +329,31 @@ def test_an_unusable_held_root_is_said_once_and_never_replaced_from_the_network(
     assert follower.held.path.read_bytes() == chain.versions[1]
     [unusable] = follower.events("trust_root.unusable")
     assert "not writable by group or others" in unusable["error"]
+
+
+class _BrokenControl:
+    """A control plane client whose fetch fails in a way nobody planned for (one seam)."""
+
+    def fetch_trust_root(self, version: int, *, max_bytes: int) -> bytes | None:
+        raise RuntimeError(f"unexpected failure fetching v{version}")
+
+
+def test_an_unexpected_failure_while_following_is_one_warning_not_a_lost_minute(
+    tmp_path: Path,
+) -> None:
+    chain = RootChain()
+    held = HeldTrustRootFile(tmp_path / "trust_root.json")
+    held.save(chain.versions[1])
+    stream = io.StringIO()
+    follower = TrustRootFollower(
+        control=_BrokenControl(),  # type: ignore[arg-type]
+        held_file=held,
+        legacy_release_keys={},
+        log=EventLog(now=lambda: NOW, stream=stream),
+        expiry_now=lambda: NOW,
+    )
+    follower.follow(2)
+    follower.follow(2)
+    lines = [parse_line(line) for line in stream.getvalue().splitlines()]
+    assert [(line["event"], line["version"]) for line in lines] == [("trust_root.crashed", 2)]
+    assert held.load().version == 1  # type: ignore[union-attr]
