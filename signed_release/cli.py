@@ -1,4 +1,6 @@
-"""`nachtwacht release …`: make a release key, sign an agent build, check a signature.
+"""`nachtwacht release …`: make a release key, sign an agent build, check a signature; make, sign
+and check trust roots (`signed_release.root_cli`: root-keygen, root-init, root-next, root-sign,
+root-show).
 
     nachtwacht release keygen --out DIR
     nachtwacht release sign --key DIR/release.key --version 1.5.0 --channel stable \\
@@ -18,74 +20,35 @@ format.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import timedelta
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from ground.clock import Clock, clock_from_env
 from signed_release.artifact import describe_artifact
+from signed_release.cli_support import (
+    CommandParser,
+    ExtraCommand,
+    UsageError,
+    parse_duration,
+    positive_int,
+    version_argument,
+)
 from signed_release.errors import ReleaseError
 from signed_release.keys import generate_key_files, load_private_key, load_public_keys
 from signed_release.manifest import Manifest, format_instant, parse_manifest
+from signed_release.root_cli import ROOT_COMMANDS, add_root_commands, run_root_command
 from signed_release.signature import check_signature, sign_manifest
-from signed_release.versions import is_valid_version
 
 __all__ = ["ExtraCommand", "main", "parse_duration", "version_argument"]
 
-_DURATION = re.compile(r"([1-9]\d{0,5})([smhd])")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
-
-class UsageError(Exception):
-    """Bad command-line input; printed as one line, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExtraCommand:
-    """A subcommand that a package above this one adds to `nachtwacht release`."""
-
-    name: str
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
-
-
-def parse_duration(value: str) -> timedelta:
-    match = _DURATION.fullmatch(value.strip())
-    if match is None:
-        raise UsageError(
-            f"--expires-in: {value!r} is not a duration (expected a number and a unit s, m, h "
-            "or d, e.g. 30d)"
-        )
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
-
-
-def version_argument(value: str) -> str:
-    if not is_valid_version(value):
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a version (expected MAJOR.MINOR.PATCH, e.g. 1.5.0)"
-        )
-    return value
-
-
-def _positive_int(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a positive integer")
-    return int(value)
-
 
 def _build_parser(extra: Sequence[ExtraCommand]) -> argparse.ArgumentParser:
-    parser = _Parser(prog="nachtwacht release", description="Make release keys and sign builds.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = CommandParser(
+        prog="nachtwacht release",
+        description="Make release keys and sign builds; make, sign and check trust roots.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
 
     keygen = commands.add_parser("keygen", help="write a new release.key (0600) and release.pub")
     keygen.add_argument("--out", type=Path, required=True, metavar="DIR")
@@ -100,7 +63,7 @@ def _build_parser(extra: Sequence[ExtraCommand]) -> argparse.ArgumentParser:
     sign.add_argument("--expires-in", default="30d", help="e.g. 30d, 12h (default 30d)")
     sign.add_argument(
         "--manifest-version",
-        type=_positive_int,
+        type=positive_int,
         help="must exceed every earlier release's; default: the signing time in Unix milliseconds",
     )
     sign.add_argument(
@@ -118,6 +81,7 @@ def _build_parser(extra: Sequence[ExtraCommand]) -> argparse.ArgumentParser:
     verify.add_argument("manifest", type=Path, metavar="MANIFEST")
     verify.add_argument("signature", type=Path, metavar="SIGNATURE")
 
+    add_root_commands(commands)
     for command in extra:
         command.add_arguments(commands.add_parser(command.name, help=command.help))
     return parser
@@ -195,6 +159,13 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _clock() -> Clock:
+    clock = clock_from_env()
+    if clock.is_fake:
+        print(f"nachtwacht release: {clock.describe()}", file=sys.stderr)
+    return clock
+
+
 def main(argv: list[str], *, extra_commands: Sequence[ExtraCommand] = ()) -> int:
     parser = _build_parser(extra_commands)
     try:
@@ -202,10 +173,9 @@ def main(argv: list[str], *, extra_commands: Sequence[ExtraCommand] = ()) -> int
         if args.command == "keygen":
             return _keygen(args)
         if args.command == "sign":
-            clock = clock_from_env()
-            if clock.is_fake:
-                print(f"nachtwacht release: {clock.describe()}", file=sys.stderr)
-            return _sign(args, clock)
+            return _sign(args, _clock())
+        if args.command in ROOT_COMMANDS:
+            return run_root_command(args, _clock())
         if args.command == "verify":
             return _verify(args)
         (command,) = (c for c in extra_commands if c.name == args.command)

@@ -1,8 +1,9 @@
-"""Release key files and key ids.
+"""Key files (release keys and trust-root keys) and key ids.
 
-`release.key` is the Ed25519 private key as unencrypted PKCS#8 PEM, mode 0600; `release.pub` is
-the public key as SubjectPublicKeyInfo PEM. A key id is the hex SHA-256 of the raw 32-byte public
-key, so anyone holding `release.pub` can compute it.
+`NAME.key` is the Ed25519 private key as unencrypted PKCS#8 PEM, mode 0600; `NAME.pub` is the
+public key as SubjectPublicKeyInfo PEM. NAME is `release` for a key that signs release manifests
+and `root` for a key that signs trust roots. A key id is the hex SHA-256 of the raw 32-byte public
+key, so anyone holding the `.pub` file can compute it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from signed_release.errors import KeyFileError
 __all__ = [
     "PRIVATE_KEY_NAME",
     "PUBLIC_KEY_NAME",
+    "RELEASE_KEY",
+    "ROOT_KEY",
     "generate_key_files",
     "key_id",
     "load_private_key",
@@ -28,8 +31,10 @@ __all__ = [
     "load_public_keys",
 ]
 
-PRIVATE_KEY_NAME = "release.key"
-PUBLIC_KEY_NAME = "release.pub"
+RELEASE_KEY = "release"
+ROOT_KEY = "root"
+PRIVATE_KEY_NAME = f"{RELEASE_KEY}.key"
+PUBLIC_KEY_NAME = f"{RELEASE_KEY}.pub"
 _MAX_KEY_FILE_BYTES = 16 * 1024
 
 
@@ -49,14 +54,15 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
         os.close(fd)
 
 
-def generate_key_files(directory: Path) -> tuple[Path, Path, str]:
-    """Write a new key pair into `directory`; returns (private path, public path, key id)."""
+def generate_key_files(directory: Path, name: str = RELEASE_KEY) -> tuple[Path, Path, str]:
+    """Write a new key pair `name.key` and `name.pub` into `directory`; returns (private path,
+    public path, key id)."""
     directory.mkdir(parents=True, exist_ok=True)
-    private_path = directory / PRIVATE_KEY_NAME
-    public_path = directory / PUBLIC_KEY_NAME
+    private_path = directory / f"{name}.key"
+    public_path = directory / f"{name}.pub"
     for path in (private_path, public_path):
         if path.exists():
-            raise KeyFileError(f"{path}: already exists (refusing to replace a release key)")
+            raise KeyFileError(f"{path}: already exists (refusing to replace a {name} key)")
     private_key = Ed25519PrivateKey.generate()
     _write_new(
         private_path,
@@ -91,18 +97,20 @@ def _read_key_file(path: Path) -> bytes:
 def load_private_key(path: Path) -> Ed25519PrivateKey:
     """The signing key; refused when group or others may read it (as ssh refuses such keys)."""
     data = _read_key_file(path)
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        raise KeyFileError(
-            f"{path}: mode {mode:04o} lets others read the private key (expected 0600; "
-            f"run chmod 600 {path})"
-        )
+    if data.lstrip().startswith(b"-----BEGIN PUBLIC KEY-----"):
+        raise KeyFileError(f"{path}: holds a public key, expected the private .key file beside it")
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
         raise KeyFileError(f"{path}: not an unencrypted PKCS#8 PEM private key ({exc})") from exc
     if not isinstance(key, Ed25519PrivateKey):
         raise KeyFileError(f"{path}: holds a {type(key).__name__}, expected an Ed25519 key")
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise KeyFileError(
+            f"{path}: mode {mode:04o} lets others read the private key (expected 0600; "
+            f"run chmod 600 {path})"
+        )
     return key
 
 
@@ -112,7 +120,8 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
         key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:
         raise KeyFileError(
-            f"{path}: not a SubjectPublicKeyInfo PEM public key (expected release.pub)"
+            f"{path}: not a SubjectPublicKeyInfo PEM public key (expected a .pub file written by "
+            "keygen or root-keygen)"
         ) from exc
     if not isinstance(key, Ed25519PublicKey):
         raise KeyFileError(f"{path}: holds a {type(key).__name__}, expected an Ed25519 key")

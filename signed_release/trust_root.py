@@ -56,8 +56,11 @@ __all__ = [
     "new_trust_root",
     "next_trust_root",
     "read_trust_root",
+    "root_signers",
     "self_signed_root",
     "sign_trust_root",
+    "signature_count",
+    "signed_by",
     "successor_root",
     "walk_trust_roots",
 ]
@@ -163,14 +166,37 @@ def read_trust_root(data: bytes) -> TrustRoot:
     )
 
 
-def _distinct_signers(by: Root, signed: Metadata[Root]) -> set[bytes]:
-    """The distinct root keys of `by` whose signature over `signed` is valid."""
-    result = by.get_verification_result(ROOT_ROLE, signed.signed_bytes, signed.signatures)
-    return {_raw_key(key, "signature key") for key in result.signed.values()}
+def root_signers(by: TrustRoot, candidate: TrustRoot) -> frozenset[str]:
+    """Key ids of `by`'s root keys whose signature over `candidate` is valid, each key once: what
+    is counted against `by`'s root threshold."""
+    signed = candidate._metadata
+    result = by._metadata.signed.get_verification_result(
+        ROOT_ROLE, signed.signed_bytes, signed.signatures
+    )
+    return frozenset(
+        hashlib.sha256(_raw_key(key, "signature key")).hexdigest() for key in result.signed.values()
+    )
+
+
+def signed_by(candidate: TrustRoot, keys: Mapping[str, bytes]) -> frozenset[str]:
+    """Those of `keys` (key id → raw key) whose valid signature `candidate` carries."""
+    metadata = candidate._metadata
+    found: set[str] = set()
+    for kid, raw in keys.items():
+        key = SSlibKey.from_crypto(Ed25519PublicKey.from_public_bytes(raw))
+        signature = metadata.signatures.get(key.keyid)
+        if signature is not None and _verifies(key, signature, metadata.signed_bytes):
+            found.add(kid)
+    return frozenset(found)
+
+
+def signature_count(candidate: TrustRoot) -> int:
+    """How many signatures the file carries, valid or not, by whichever keys."""
+    return len(candidate._metadata.signatures)
 
 
 def _require_threshold(by: TrustRoot, candidate: TrustRoot, whose: str) -> None:
-    signers = _distinct_signers(by._metadata.signed, candidate._metadata)
+    signers = root_signers(by, candidate)
     if len(signers) < by.root_threshold:
         raise TrustRootThreshold(
             f"trust root v{candidate.version}: {len(signers)} valid signatures by {whose} root "
@@ -213,12 +239,8 @@ def first_trust_root(data: bytes, legacy_release_keys: Mapping[str, bytes]) -> T
             f"trust root v{candidate.version}: a holder of trusted-key files starts at v1"
         )
     _require_threshold(candidate, candidate, "its own")
-    metadata = candidate._metadata
-    for raw in legacy_release_keys.values():
-        key = SSlibKey.from_crypto(Ed25519PublicKey.from_public_bytes(raw))
-        signature = metadata.signatures.get(key.keyid)
-        if signature is not None and _verifies(key, signature, metadata.signed_bytes):
-            return candidate
+    if signed_by(candidate, legacy_release_keys):
+        return candidate
     raise TrustRootThreshold(
         "trust root v1: not signed by any release key this host trusts "
         f"({', '.join(sorted(legacy_release_keys)) or 'none'}); sign it with the current "

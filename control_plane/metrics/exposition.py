@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 
 from control_plane.metrics.services import MetricsSnapshot, ReleaseState
 
@@ -43,6 +44,7 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
     lines += _dropped_family(snapshot)
     lines += _release_families(snapshot)
     lines += _outcome_families(snapshot)
+    lines += _trust_root_families(snapshot)
     return "\n".join(lines) + "\n"
 
 
@@ -240,3 +242,44 @@ def _outcome_families(snapshot: MetricsSnapshot) -> list[str]:
             [({}, snapshot.halt_rate_percent / 100)],
         )
     return lines
+
+
+def _trust_root_families(snapshot: MetricsSnapshot) -> list[str]:
+    """The newest published trust root, when it expires and was published, and the live agents by
+    the root they hold. While no root is published the version is 0 and its instants NaN."""
+    root = snapshot.trust_root
+    lines = _family(
+        "nachtwacht_trust_root_version",
+        "gauge",
+        "The newest trust root operators published (0 while none is).",
+        [({}, root.version or 0)],
+    )
+    lines += _family(
+        "nachtwacht_trust_root_expires_timestamp_seconds",
+        "gauge",
+        "When the newest trust root expires (Unix seconds); from then on agents accept no"
+        " release until its successor is published.",
+        [({}, _instant(root.expires_at))],
+    )
+    lines += _family(
+        "nachtwacht_trust_root_published_timestamp_seconds",
+        "gauge",
+        "When the newest trust root was published (Unix seconds, product clock).",
+        [({}, _instant(root.published_at))],
+    )
+    lines += _family(
+        "nachtwacht_agents_by_trust_root",
+        "gauge",
+        "Live agents by the trust root they hold: current (the newest, or newer), older, or none"
+        " (still on their trusted-key files, or not said yet).",
+        [
+            ({"state": "current"}, root.agents_current),
+            ({"state": "older"}, root.agents_older),
+            ({"state": "none"}, root.agents_none),
+        ],
+    )
+    return lines
+
+
+def _instant(at: datetime | None) -> float:
+    return at.timestamp() if at is not None else float("nan")

@@ -1,4 +1,4 @@
-"""The figures behind `GET /metrics`: all their SQL.
+"""The figures behind `GET /metrics`: all their SQL (the trust root's in `trust_roots`).
 
 Figures stored in the database are the platform's (every replica reports the same); figures kept
 in memory (refused claim requests) are this replica's. Runs are not counted per scrape: their
@@ -15,6 +15,11 @@ from typing import Any
 from uuid import UUID
 
 from control_plane.claims.refusals import RefusalRecorder
+from control_plane.metrics.trust_roots import (
+    NO_TRUST_ROOT,
+    TrustRootStanding,
+    read_trust_root_standing,
+)
 from control_plane.types import Pool
 from ground.contract import MissReason, OutcomeReason
 
@@ -141,6 +146,7 @@ class MetricsSnapshot:
     release_outcomes: tuple[ReleaseOutcome, ...] = ()
     slot_endings: Counts = ()  # (status, reason) of scheduled runs, since they were counted
     halt_rate_percent: int | None = None
+    trust_root: TrustRootStanding = NO_TRUST_ROOT
 
 
 def _counts(rows: list[dict[str, Any]], *labels: str) -> Counts:
@@ -184,6 +190,7 @@ class MetricsService:
                 " WHERE trigger = 'schedule' GROUP BY status, reason ORDER BY status, reason"
             ).fetchall()
             threshold = conn.execute("SELECT halt_rate_percent FROM rollout_settings").fetchone()
+            trust_root = read_trust_root_standing(conn)
         assert granted is not None and notifications is not None
         states = tuple(
             ReleaseState(
@@ -218,7 +225,13 @@ class MetricsService:
             release_outcomes=_outcomes(outcomes, states),
             slot_endings=_with_every_miss_reason(_counts(endings, "status", "reason")),
             halt_rate_percent=threshold["halt_rate_percent"] if threshold else None,
+            trust_root=trust_root,
         )
+
+    def trust_root_standing(self) -> TrustRootStanding:
+        """The newest published trust root and the live agents by the root they hold."""
+        with self._pool.connection() as conn:
+            return read_trust_root_standing(conn)
 
 
 # The series each release `/metrics` shows has from the start, at 0: Prometheus' `increase()`

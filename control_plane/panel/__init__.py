@@ -4,7 +4,8 @@
                         below call them): the panel's errors, the sign-in sessions (the accounts
                         domain's `SessionService`), the platform's settings
     customer_backend.py   agents, schedules, manual runs, notifications, the webhook
-    operator_backend.py   the forecast and nights, the fleet, releases, credentials, the brake
+    operator_backend.py   the forecast and nights, the fleet and its trust root, releases,
+                          credentials, the brake
     rollout_backend.py    stages, halts, a release's brake, notices, canaries, pins, holds
     csrf.py             the forms' CSRF tokens (derived from the session's secret)
     i18n.py             the nine languages: catalogs compiled at start, choice, CLDR formatting

@@ -1,6 +1,6 @@
 """The panel's door to the operators' platform-wide reads and actions: the forecast and the nights'
-charts, the fleet's versions, the releases list and withdrawal, the panel and operator
-credentials, and the platform's brake.
+charts, the fleet's versions and the trust root it holds, the releases list and withdrawal, the
+panel and operator credentials, and the platform's brake.
 
 One of the four backend modules (see `backend`): it calls the domain services and turns their
 refusals into the panel's `Missing` and `Refused`. Every function at an instant takes `now`.
@@ -22,6 +22,7 @@ from control_plane.claims.services import GrantHistory
 from control_plane.errors import Conflict, InvalidInput, NotFound
 from control_plane.events.trail import Actor
 from control_plane.forecast.model import OrgDayForecast, PlatformDayForecast
+from control_plane.metrics.trust_roots import TrustRootStanding
 from control_plane.panel.backend import Missing, Refused, refused
 from control_plane.registry import Services
 from control_plane.releases.withdrawal import ReleaseList, WithdrawnRelease
@@ -41,6 +42,7 @@ __all__ = [
     "revoke_credential",
     "rotate_credential",
     "set_brake",
+    "trust_root",
     "withdraw_release",
 ]
 
@@ -72,6 +74,11 @@ def outcomes_per_slot(services: Services, *, since: datetime, until: datetime) -
 def fleet_versions(services: Services) -> FleetVersions:
     """Live agents per (channel, platform, version), in one query."""
     return services.fleet.versions()
+
+
+def trust_root(services: Services) -> TrustRootStanding:
+    """The newest published trust root and how many live agents hold it, an older one or none."""
+    return services.metrics.trust_root_standing()
 
 
 # Releases

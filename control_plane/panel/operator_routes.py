@@ -1,4 +1,5 @@
-"""The operators' screens: the brake (with a required reason), the settings, the nights."""
+"""The operators' screens: the brake (with a required reason), the settings, the trust root, the
+nights."""
 
 from __future__ import annotations
 
@@ -184,6 +185,8 @@ def _overview(
         status_code=status_code,
         brake=operator_backend.brake(ctx.services),
         platform=backend.platform(ctx.services),
+        trust_root=operator_backend.trust_root(ctx.services),
+        now=ctx.now,
         charts=_night_charts(ctx),
         past_charts=_past_charts(ctx),
         fleet_chart=fleet_chart(

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from control_plane.registry import Services
 from control_plane.types import Pool
-from tests.control_plane.conftest import Api
+from tests.control_plane.conftest import Agent, Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
 from tests.worlds.clocks import ManualClock
 
@@ -81,3 +81,72 @@ def test_metrics_are_for_operators_only(api: Api, make_org, make_agent, who: str
         response = client.get("/metrics")
     assert response.status_code == (401 if who == "nobody" else 403)
     assert "nachtwacht_" not in response.text
+
+
+def _publish_root(pool: Pool, version: int, *, published: datetime, expires: datetime) -> None:
+    # The figures read the table only: a placeholder body stands in for a signed root.
+    with pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO trust_roots (version, body, expires_at, published_at, published_by)"
+            " VALUES (%s, %s, %s, %s, 'operator:test')",
+            [version, b"{}", expires, published],
+        )
+
+
+def _holds_root(pool: Pool, agent: Agent, version: int | None) -> None:
+    with pool.connection() as conn:
+        conn.execute(
+            "UPDATE agents SET trust_root_version = %s WHERE id = %s", [version, agent.agent_id]
+        )
+
+
+def test_metrics_before_any_trust_root_count_every_agent_as_holding_none(
+    api: Api, operator_key: str, make_org, make_agent
+) -> None:
+    org = make_org("Acme")
+    make_agent(org, "web-01")
+    make_agent(org, "web-02")
+    with api.client(operator_key) as client:
+        samples = _samples(client.get("/metrics").text)
+    assert samples["nachtwacht_trust_root_version"] == 0
+    assert str(samples["nachtwacht_trust_root_expires_timestamp_seconds"]) == "nan"
+    assert str(samples["nachtwacht_trust_root_published_timestamp_seconds"]) == "nan"
+    assert samples['nachtwacht_agents_by_trust_root{state="none"}'] == 2
+    assert samples['nachtwacht_agents_by_trust_root{state="current"}'] == 0
+    assert samples['nachtwacht_agents_by_trust_root{state="older"}'] == 0
+
+
+def test_metrics_show_the_newest_trust_root_and_the_agents_behind_it(
+    api: Api, pool: Pool, services: Services, operator_key: str, make_org, make_agent
+) -> None:
+    first = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+    _publish_root(pool, 1, published=first, expires=first + timedelta(days=365))
+    _publish_root(
+        pool, 2, published=first + timedelta(days=20), expires=first + timedelta(days=400)
+    )
+    org = make_org("Acme")
+    on_newest, on_older, on_none, ahead, deleted = (
+        make_agent(org, name) for name in ("new", "old", "none", "ahead", "gone")
+    )
+    _holds_root(pool, on_newest, 2)
+    _holds_root(pool, on_older, 1)
+    _holds_root(pool, on_none, None)
+    # Enrolled with a root operators have not published here yet: not behind.
+    _holds_root(pool, ahead, 3)
+    # A deleted agent still on the old root is not part of the fleet any more.
+    _holds_root(pool, deleted, 1)
+    with pool.connection() as conn:
+        conn.execute("UPDATE agents SET deleted_at = now() WHERE id = %s", [deleted.agent_id])
+    with api.client(operator_key) as client:
+        samples = _samples(client.get("/metrics").text)
+    assert samples["nachtwacht_trust_root_version"] == 2
+    assert samples["nachtwacht_trust_root_expires_timestamp_seconds"] == (
+        (first + timedelta(days=400)).timestamp()
+    )
+    assert samples["nachtwacht_trust_root_published_timestamp_seconds"] == (
+        (first + timedelta(days=20)).timestamp()
+    )
+    assert samples['nachtwacht_agents_by_trust_root{state="current"}'] == 2
+    assert samples['nachtwacht_agents_by_trust_root{state="older"}'] == 1
+    assert samples['nachtwacht_agents_by_trust_root{state="none"}'] == 1
+    assert services.metrics.trust_root_standing().agents_older == 1

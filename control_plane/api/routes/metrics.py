@@ -28,7 +28,8 @@ router = APIRouter(tags=["operator"])
 def metrics(request: Request, caller: OperatorCaller, now: RequestNow) -> PlainTextResponse:
     """Claims granted and refused by reason, runs by status and trigger, missed slots by reason,
     worker lag, notifications and webhook deliveries, each release's state and its updates'
-    outcomes by reason, scheduled slots by how they ended, and the halt threshold."""
+    outcomes by reason, scheduled slots by how they ended, the halt threshold, and the newest
+    trust root (version, expiry, publish time) with the agents by the root they hold."""
     del caller
     snapshot = services_of(request).metrics.snapshot(now)
     return PlainTextResponse(render_metrics(snapshot), media_type=CONTENT_TYPE)

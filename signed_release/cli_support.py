@@ -1,0 +1,68 @@
+"""What the `nachtwacht release` commands share: the usage error (one line, exit status 2), the
+parser that raises it, durations, versions and the hook for subcommands of a package above."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import NoReturn
+
+from signed_release.versions import is_valid_version
+
+__all__ = [
+    "CommandParser",
+    "ExtraCommand",
+    "UsageError",
+    "parse_duration",
+    "positive_int",
+    "version_argument",
+]
+
+_DURATION = re.compile(r"([1-9]\d{0,5})([smhd])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+class UsageError(Exception):
+    """Bad command-line input; printed as one line, exit status 2."""
+
+
+class CommandParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExtraCommand:
+    """A subcommand that a package above this one adds to `nachtwacht release`."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def parse_duration(value: str, flag: str = "--expires-in") -> timedelta:
+    match = _DURATION.fullmatch(value.strip())
+    if match is None:
+        raise UsageError(
+            f"{flag}: {value!r} is not a duration (expected a number and a unit s, m, h "
+            "or d, e.g. 30d)"
+        )
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def version_argument(value: str) -> str:
+    if not is_valid_version(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a version (expected MAJOR.MINOR.PATCH, e.g. 1.5.0)"
+        )
+    return value
+
+
+def positive_int(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive integer")
+    return int(value)
