@@ -45,8 +45,9 @@ the status to the exception handlers.
     inputs.py       free text checked before it is stored (a NUL is a 422, not a 500)
     errors.py       one exception tree
     cli.py          `nachtwacht control …` (serve, migrate, create-org, enroll-agent, …);
-                    cli_credentials.py and cli_rollout.py (pin, promote, halt, resume, brake)
-                    hold their families of commands, cli_common.py what they share
+                    cli_credentials.py, cli_rollout.py (pin, promote, halt, resume, brake)
+                    and cli_trust_roots.py (trust-root publish, list) hold their families of
+                    commands, cli_common.py what they share
     server.py       the serving process: clock, database, pool, uvicorn, worker, clean stop
     config.py       the process's settings from flags and environment
     database.py     the embedded PostgreSQL (pgserver) or a URL; the psycopg pool

@@ -21,6 +21,8 @@
     promote ID            promote a canary release to everyone now (--reason required)
     halt ID, resume ID    halt a release or end its halt (--reason required)
     brake ACTION          engage, release or show the brake (the platform's, or --release ID)
+    trust-root ACTION     publish FILE: store the next signed trust root; list: the versions
+                          published and how many agents hold each
 
 Every command takes --database-url (or NACHTWACHT_DATABASE_URL) or --data-dir (the embedded
 PostgreSQL; default: the user's data directory). Bad input prints one line and exits 2.
@@ -52,6 +54,7 @@ from control_plane.cli_common import (
 )
 from control_plane.cli_credentials import CREDENTIAL_COMMANDS, add_credential_commands
 from control_plane.cli_rollout import ROLLOUT_COMMANDS, add_rollout_commands
+from control_plane.cli_trust_roots import TRUST_ROOT_COMMANDS, add_trust_root_commands
 from control_plane.config import (
     ServeSettings,
     load_trusted_keys,
@@ -94,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_account_commands(commands)
     add_credential_commands(commands)
     add_rollout_commands(commands)
+    add_trust_root_commands(commands)
     forecast = commands.add_parser("forecast", help="the capacity forecast of a local day")
     forecast.add_argument("--date", required=True, help="YYYY-MM-DD in the platform's zone")
     add_database_flags(forecast)
@@ -514,6 +518,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "forecast": _forecast,
     **CREDENTIAL_COMMANDS,
     **ROLLOUT_COMMANDS,
+    **TRUST_ROOT_COMMANDS,
 }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,7 +42,13 @@ from ground.contract import (
     ScheduleView,
 )
 
-__all__ = ["STRETCH_GAP", "AgentConfigService", "VersionedConfig", "offer_note"]
+__all__ = [
+    "STRETCH_GAP",
+    "AgentConfigService",
+    "VersionedConfig",
+    "held_trust_root",
+    "offer_note",
+]
 
 # `last_seen_at` is refreshed at most this often, so a fleet polling every minute does not write a
 # row per request.
@@ -49,6 +56,19 @@ LAST_SEEN_RESOLUTION = timedelta(seconds=30)
 # Polls further apart than this end a stretch of sightings (an agent polls every minute, and
 # `last_seen_at` lags by up to LAST_SEEN_RESOLUTION).
 STRETCH_GAP = timedelta(minutes=3)
+
+# The trust root version an agent says it holds: a positive integer the column can store.
+_HELD_VERSION = re.compile(r"[1-9][0-9]{0,9}")
+_MAX_HELD_VERSION = 2**31 - 1
+
+
+def held_trust_root(header: str | None) -> int | None:
+    """The version in the agent's trust root header; None when absent or not a positive integer
+    (an agent's report, never a reason to refuse its poll)."""
+    if header is None or _HELD_VERSION.fullmatch(header) is None:
+        return None
+    version = int(header)
+    return version if version <= _MAX_HELD_VERSION else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,14 +96,19 @@ WITH seen AS (
     -- `online_since` / `previous_seen_at`: the current and the previous stretch of polls, so the
     -- worker judges whether the agent was reachable within a window, not at pass time (the same
     -- rule as the sightings of polls answered from memory, `answers_cache.seen`).
-    UPDATE agents SET last_seen_at = %(now)s,
-           online_since = CASE WHEN last_seen_at IS NULL OR last_seen_at < %(stretch_gap)s
+    -- The trust root the agent says it holds rides along, written only when it changed (or with
+    -- a sighting that is due anyway).
+    UPDATE agents SET last_seen_at = CASE WHEN {due} THEN %(now)s ELSE last_seen_at END,
+           online_since = CASE WHEN NOT {due} THEN online_since
+                               WHEN last_seen_at IS NULL OR last_seen_at < %(stretch_gap)s
                                     OR last_seen_at > %(now)s OR online_since IS NULL
                                THEN %(now)s ELSE online_since END,
-           previous_seen_at = CASE WHEN last_seen_at < %(stretch_gap)s
-                                   THEN last_seen_at ELSE previous_seen_at END
+           previous_seen_at = CASE WHEN {due} AND last_seen_at < %(stretch_gap)s
+                                   THEN last_seen_at ELSE previous_seen_at END,
+           trust_root_version = coalesce(%(held)s::integer, trust_root_version)
      WHERE id = {agent}
-       AND (last_seen_at IS NULL OR last_seen_at <= %(stale)s OR last_seen_at > %(now)s)
+       AND ({due} OR trust_root_version IS DISTINCT FROM coalesce(%(held)s::integer,
+                                                                  trust_root_version))
 ), host AS (
     -- The host that answers for this identity, at most once an hour per host: one credential
     -- answered by two hosts shows on the agent page (an agent enrolled twice).
@@ -119,12 +144,17 @@ SELECT a.id, a.org_id, a.name, a.update_schedule_enabled, a.update_schedule_time
        ) manual ON true
  WHERE a.id = {agent}
 """
+# A sighting is due when the last one is older than LAST_SEEN_RESOLUTION (or in the future: a clock
+# put back).
+_SIGHTING_DUE = "(last_seen_at IS NULL OR last_seen_at <= %(stale)s OR last_seen_at > %(now)s)"
 _CONFIG_BY_ID = _CONFIG.format(
+    due=_SIGHTING_DUE,
     agent="%(agent_id)s",
     offer=PERSONAL_OFFER_COLUMNS,
     track=TRACK_CTE.format(agent="%(agent_id)s"),
 )
 _CONFIG_BY_CREDENTIAL = _CONFIG.format(
+    due=_SIGHTING_DUE,
     agent=f"({AGENT_OF_CREDENTIAL})",
     offer=PERSONAL_OFFER_COLUMNS,
     track=TRACK_CTE.format(agent=f"({AGENT_OF_CREDENTIAL})"),
@@ -163,21 +193,30 @@ class AgentConfigService:
         now: datetime,
         *,
         host_id: str | None = None,
+        held: int | None = None,
     ) -> VersionedConfig | None:
         """`config_as` from memory, without the database (None: not remembered, or the memory
-        is not live); the sighting is noted for the feed's thread to write."""
+        is not live); the sighting (and the trust root the agent holds, `held`) is noted for the
+        feed's thread to write."""
         found = self._memory.recall(_config_key(secret_sha256, track), now=now)
         if not isinstance(found, VersionedConfig):
             return None
-        self._seen.saw(found.agent_id, host_id, now)
+        self._seen.saw(found.agent_id, host_id, now, held=held)
         return found
 
     def config(
-        self, agent_id: UUID, track: ReleaseTrack, now: datetime, *, host_id: str | None = None
+        self,
+        agent_id: UUID,
+        track: ReleaseTrack,
+        now: datetime,
+        *,
+        host_id: str | None = None,
+        held: int | None = None,
     ) -> VersionedConfig:
         """The agent's config at `now` (the server's clock) with the release of `track`, and
-        records that the agent (and the host answering for it) was seen."""
-        found = self._config(_CONFIG_BY_ID, {"agent_id": agent_id}, track, now, host_id)
+        records that the agent (and the host answering for it) was seen, and the trust root it
+        holds (`held`, when it said)."""
+        found = self._config(_CONFIG_BY_ID, {"agent_id": agent_id}, track, now, host_id, held)
         if found is None:
             raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
         return found
@@ -189,15 +228,16 @@ class AgentConfigService:
         now: datetime,
         *,
         host_id: str | None = None,
+        held: int | None = None,
     ) -> VersionedConfig | None:
         """`config` for the agent behind a presented credential, found in the same statement;
         None when no agent has that valid credential. Remembered when the memory is live."""
         stamp = self._memory.stamp()  # before the read: a change applied meanwhile wins
         found = self._config(
-            _CONFIG_BY_CREDENTIAL, {"secret_sha256": secret_sha256}, track, now, host_id
+            _CONFIG_BY_CREDENTIAL, {"secret_sha256": secret_sha256}, track, now, host_id, held
         )
         if found is not None and stamp is not None:
-            self._seen.stamped(found.agent_id, host_id, now)
+            self._seen.stamped(found.agent_id, host_id, now, held=held)
             self._memory.remember(
                 _config_key(secret_sha256, track),
                 found,
@@ -214,8 +254,10 @@ class AgentConfigService:
         track: ReleaseTrack,
         now: datetime,
         host_id: str | None,
+        held: int | None,
     ) -> VersionedConfig | None:
         parameters = {
+            "held": held,
             **agent,
             "channel": track.channel,
             "platform": track.platform,

@@ -8,6 +8,10 @@ later, with the statement's own rule: `last_seen_at`; a sighting more than the s
 the previous one starts a new stretch (`online_since`) and keeps where the previous one ended
 (`previous_seen_at`), so the worker can tell an agent that was offline through a window from
 one that was there.
+
+The trust root an agent says it holds (its poll's header) is noted the same way, and written
+only when it differs from what this worker last wrote or read for that agent: a fleet that
+keeps its root costs no write.
 """
 
 from __future__ import annotations
@@ -57,6 +61,21 @@ DO UPDATE SET last_seen_at = greatest(agent_hosts.last_seen_at, EXCLUDED.last_se
 """
 
 
+# Only the agents whose reported root differs from the stored one: a worker that has not seen
+# an agent before notes its first report even when nothing changed.
+_STORE_HELD = """
+WITH due AS (
+  SELECT a.id, v.version
+    FROM unnest(%(ids)s::uuid[], %(versions)s::integer[]) AS v(id, version)
+    JOIN agents a ON a.id = v.id
+   WHERE a.trust_root_version IS DISTINCT FROM v.version
+   ORDER BY a.id
+     FOR UPDATE OF a
+)
+UPDATE agents a SET trust_root_version = due.version FROM due WHERE a.id = due.id
+"""
+
+
 class SeenRecorder:
     """`saw` is a few dictionary operations under a lock; `write` sends the batch."""
 
@@ -71,9 +90,17 @@ class SeenRecorder:
         self._hosts: dict[tuple[UUID, str], datetime] = {}
         self._stamped: dict[UUID, datetime] = {}
         self._host_stamped: dict[tuple[UUID, str], datetime] = {}
+        self._held: dict[UUID, int] = {}  # to write
+        self._held_known: dict[UUID, int] = {}  # written or read, per agent
 
-    def saw(self, agent_id: UUID, host_id: str | None, now: datetime) -> None:
+    def saw(
+        self, agent_id: UUID, host_id: str | None, now: datetime, *, held: int | None = None
+    ) -> None:
+        """A poll answered from memory at `now`; `held`: the trust root version it reported."""
         with self._lock:
+            if held is not None and self._held_known.get(agent_id) != held:
+                self._held_known[agent_id] = held
+                self._held[agent_id] = held
             last = self._stamped.get(agent_id)
             if last is None or now - last >= self._resolution or last > now:
                 self._stamped[agent_id] = now
@@ -85,23 +112,30 @@ class SeenRecorder:
                     self._host_stamped[key] = now
                     self._hosts[key] = now
 
-    def stamped(self, agent_id: UUID, host_id: str | None, now: datetime) -> None:
-        """The database read stamped this sighting itself: nothing to write for a while."""
+    def stamped(
+        self, agent_id: UUID, host_id: str | None, now: datetime, *, held: int | None = None
+    ) -> None:
+        """The database read stamped this sighting (and the root it reported, `held`) itself:
+        nothing to write for a while."""
         with self._lock:
             self._stamped[agent_id] = now
+            if held is not None:
+                self._held_known[agent_id] = held
+                self._held.pop(agent_id, None)
             if host_id is not None:
                 self._host_stamped[(agent_id, host_id)] = now
 
     def pending(self) -> int:
         with self._lock:
-            return len(self._agents) + len(self._hosts)
+            return len(self._agents) + len(self._hosts) + len(self._held)
 
     def write(self, conn: Connection) -> int:
         """Write the noted sightings (autocommit); on an error they are noted again."""
         with self._lock:
             agents, self._agents = self._agents, {}
             hosts, self._hosts = self._hosts, {}
-        if not agents and not hosts:
+            held, self._held = self._held, {}
+        if not agents and not hosts and not held:
             return 0
         try:
             if agents:
@@ -123,16 +157,22 @@ class SeenRecorder:
                         "ats": list(hosts.values()),
                     },
                 )
+            if held:
+                conn.execute(_STORE_HELD, {"ids": list(held), "versions": list(held.values())})
         except Exception:
             with self._lock:
                 for agent_id, at in agents.items():
                     self._agents.setdefault(agent_id, at)
                 for key, at in hosts.items():
                     self._hosts.setdefault(key, at)
+                for agent_id, version in held.items():
+                    self._held.setdefault(agent_id, version)
             raise
         with self._lock:
             # Bounded: an agent not heard from for a while is noted again when it returns.
             if len(self._stamped) > 500_000:
                 self._stamped.clear()
                 self._host_stamped.clear()
-        return len(agents) + len(hosts)
+            if len(self._held_known) > 500_000:
+                self._held_known.clear()
+        return len(agents) + len(hosts) + len(held)

@@ -37,6 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.accounts.credentials import secret_sha256
 from control_plane.accounts.services import HOST_ID_PATTERN
+from control_plane.agent_config.services import held_trust_root
 from control_plane.answers_cache.in_flight import KnownRoom
 from control_plane.api.answers import refusal_response
 from control_plane.api.routes.agent_config import etag_matches
@@ -48,6 +49,7 @@ from ground.contract import (
     CONFIG_PATH,
     HOST_ID_HEADER,
     PLATFORM_PARAM,
+    TRUST_ROOT_VERSION_HEADER,
     ClaimRequest,
     ReleaseTrack,
 )
@@ -57,7 +59,8 @@ __all__ = ["HotAnswers"]
 
 _RELEASE_NAME = re.compile(RELEASE_NAME_PATTERN)
 _HOST_ID = HOST_ID_HEADER.lower().encode("ascii")
-_READ_HEADERS = {b"authorization", b"if-none-match", b"content-type", _HOST_ID}
+_TRUST_ROOT = TRUST_ROOT_VERSION_HEADER.lower().encode("ascii")
+_READ_HEADERS = {b"authorization", b"if-none-match", b"content-type", _HOST_ID, _TRUST_ROOT}
 
 
 def _headers(scope: Scope) -> dict[bytes, str] | None:
@@ -188,7 +191,11 @@ class HotAnswers:
             return None
         now = scope["state"]["now"]
         versioned = self._services.agent_config.remembered(
-            secret_sha256(secret), track, now, host_id=host_id
+            secret_sha256(secret),
+            track,
+            now,
+            host_id=host_id,
+            held=held_trust_root(headers.get(_TRUST_ROOT)),
         )
         if versioned is None:
             return None

@@ -6,6 +6,8 @@ Kinds (the `data` of each says what changed):
     brake.engaged, brake.released           the reason; how many tokens were revoked
     settings.changed                        `before` and `after` of the fields that changed
     release.published                       version, manifest_version, channel, platform, key id
+    trust_root.published                    version, expires_at, release and root key ids, the
+                                            root threshold
     credential.issued, credential.revoked,  audience, name, scope; a rotation names both
     credential.rotated                      credentials
     agent.deleted                           the agent's name; its credentials revoked

@@ -149,7 +149,7 @@ class TrustRootService:
         return None if row is None else row["version"]
 
     def list(self) -> TrustRootList:
-        """Every stored version, newest first, with how many agents hold it."""
+        """Every stored version, newest first, with how many agents (not deleted) hold it."""
         with self._pool.connection() as conn:
             roots = conn.execute(
                 "SELECT version, expires_at, published_at, published_by FROM trust_roots"
@@ -159,7 +159,7 @@ class TrustRootService:
                 row["version"]: row["agents"]
                 for row in conn.execute(
                     "SELECT trust_root_version AS version, count(*) AS agents FROM agents"
-                    " GROUP BY trust_root_version"
+                    " WHERE deleted_at IS NULL GROUP BY trust_root_version"
                 ).fetchall()
             }
         newest = roots[0]["version"] if roots else None

@@ -8,7 +8,7 @@ from datetime import datetime
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from control_plane.agent_config.services import VersionedConfig
+from control_plane.agent_config.services import VersionedConfig, held_trust_root
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import (
     AgentCredential,
@@ -22,6 +22,7 @@ from ground.contract import (
     CHANNEL_PARAM,
     CONFIG_PATH,
     PLATFORM_PARAM,
+    TRUST_ROOT_VERSION_HEADER,
     AgentConfig,
     ReleaseTrack,
 )
@@ -70,13 +71,15 @@ async def agent_config(
     a 304 when nothing but the time changed (each pair has its own ETag)."""
     services = services_of(request)
     track = ReleaseTrack(channel=channel, platform=platform)
+    # Read from the request like the host id: an optional report every agent poll may carry.
+    held = held_trust_root(request.headers.get(TRUST_ROOT_VERSION_HEADER))
     # From memory when the change feed keeps it exact: no thread hop, no database.
     versioned = services.agent_config.remembered(
-        credential.secret_sha256, track, now, host_id=credential.host_id
+        credential.secret_sha256, track, now, host_id=credential.host_id, held=held
     )
     if versioned is None:
         versioned = await in_database_thread(
-            request, lambda: _config(services, credential, track, now)
+            request, lambda: _config(services, credential, track, now, held)
         )
     headers = {"ETag": versioned.etag, "Cache-Control": "no-cache"}
     if etag_matches(if_none_match, versioned.etag):
@@ -85,13 +88,19 @@ async def agent_config(
 
 
 def _config(
-    services: Services, credential: PresentedAgentKey, track: ReleaseTrack, now: datetime
+    services: Services,
+    credential: PresentedAgentKey,
+    track: ReleaseTrack,
+    now: datetime,
+    held: int | None,
 ) -> VersionedConfig:
     found = services.agent_config.config_as(
-        credential.secret_sha256, track, now, host_id=credential.host_id
+        credential.secret_sha256, track, now, host_id=credential.host_id, held=held
     )
     if found is not None:
         return found
     caller = credential.principal(services)  # the 401 or 403, when that is why nothing was found
     assert caller.agent_id is not None
-    return services.agent_config.config(caller.agent_id, track, now, host_id=credential.host_id)
+    return services.agent_config.config(
+        caller.agent_id, track, now, host_id=credential.host_id, held=held
+    )

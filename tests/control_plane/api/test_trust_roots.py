@@ -8,7 +8,13 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from ground.contract import TRUST_ROOTS_PATH, trust_root_path
+from control_plane.types import Pool
+from ground.contract import (
+    CONFIG_PATH,
+    TRUST_ROOT_VERSION_HEADER,
+    TRUST_ROOTS_PATH,
+    trust_root_path,
+)
 from tests.control_plane.conftest import Agent, Api, Org
 from tests.control_plane.root_chain import RootChain
 
@@ -105,3 +111,55 @@ def test_a_root_is_served_to_agents_only(
         assert client.get(trust_root_path(1)).status_code == 401
     with api.client(org.panel_key) as client:
         assert client.get(trust_root_path(1)).status_code == 403
+
+
+def _held(pool: Pool, agent: Agent) -> int | None:
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT trust_root_version FROM agents WHERE id = %s", [agent.agent_id]
+        ).fetchone()
+    assert row is not None
+    held: int | None = row["trust_root_version"]
+    return held
+
+
+def _poll(api: Api, agent: Agent, held: str) -> None:
+    with api.client(agent.agent_key) as client:
+        answer = client.get(CONFIG_PATH, headers={TRUST_ROOT_VERSION_HEADER: held})
+    assert answer.status_code == 200
+
+
+def test_the_root_an_agent_reports_with_its_poll_is_recorded(
+    api: Api, pool: Pool, make_org: Callable[..., Org], make_agent: Callable[..., Agent]
+) -> None:
+    agent = make_agent(make_org())
+    _poll(api, agent, "3")
+    assert _held(pool, agent) == 3
+    _poll(api, agent, "4")  # within the sightings' resolution: written because it changed
+    assert _held(pool, agent) == 4
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        pytest.param("0", id="zero"),
+        pytest.param("-1", id="negative"),
+        pytest.param("abc", id="letters"),
+        pytest.param("2.5", id="decimal"),
+        pytest.param("07", id="leading_zero"),
+        pytest.param("99999999999", id="beyond_the_column"),
+        pytest.param("", id="empty"),
+        pytest.param("5, 6", id="two_values"),
+    ],
+)
+def test_a_report_that_is_no_version_is_ignored_never_refused(
+    api: Api,
+    pool: Pool,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+    header: str,
+) -> None:
+    agent = make_agent(make_org())
+    _poll(api, agent, "2")
+    _poll(api, agent, header)
+    assert _held(pool, agent) == 2
