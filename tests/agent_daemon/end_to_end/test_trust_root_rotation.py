@@ -11,6 +11,7 @@ reason. Nobody edits a file on a host.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,21 @@ def _publish_root(night: Night, body: bytes) -> None:
     assert answer.status_code == 201, answer.text
 
 
+def _roots_held(night: Night, *, until: str, holding: dict[int, int]) -> dict[str, Any]:
+    """The operators' list of roots once it counts `holding` (version → agents), read each
+    product minute until `until`."""
+    deadline = local(until)
+    while True:
+        answer = night.operator.get("/v1/admin/trust-roots")
+        assert answer.status_code == 200, answer.text
+        listed: dict[str, Any] = answer.json()
+        held = {root["version"]: root["agents_holding"] for root in listed["roots"]}
+        if all(held.get(v) == n for v, n in holding.items()) or night.clock.now() >= deadline:
+            assert {v: held.get(v) for v in holding} == holding, listed
+            return listed
+        night.clock.wait_until(night.clock.now() + timedelta(minutes=1))
+
+
 def test_a_rotated_release_key_reaches_every_host_through_the_control_plane(night: Night) -> None:
     key_a = load_private_key(night.keys_dir / "release.key")
     key_b = load_private_key(night.keys_dir_b / "release.key")
@@ -83,6 +99,9 @@ def test_a_rotated_release_key_reaches_every_host_through_the_control_plane(nigh
     assert [e["version"] for e in daemons[0].named("trust_root.updated")] == [2]
     # The host on A's key file moved to v1 (A signed it), then to v2.
     assert [e["version"] for e in daemons[1].named("trust_root.updated")] == [1, 2]
+    # Each told the control plane the root it holds, with its next poll.
+    listed = _roots_held(night, until="2026-11-30T03:15", holding={2: 2})
+    assert (listed["agents_holding_none"], listed["agents_holding_older"]) == (0, 0)
 
     # A release signed by A, already trusted by every host's key file, is refused from now on.
     night.plane.publish_release(signed_by_a, stage="everyone")
