@@ -102,10 +102,19 @@ class ControlPlaneClient:
             return path
 
     def _request(
-        self, method: str, path: str, *, coded_refusals: bool = False, **kwargs: Any
+        self,
+        method: str,
+        path: str,
+        *,
+        coded_refusals: bool = False,
+        max_bytes: int | None = None,
+        **kwargs: Any,
     ) -> httpx.Response:
         try:
-            response = self._http.request(method, path, **kwargs)
+            if max_bytes is None:
+                response = self._http.request(method, path, **kwargs)
+            else:
+                response = self._bounded_request(method, path, max_bytes, **kwargs)
         except httpx.TimeoutException as exc:
             raise ControlPlaneUnreachable(f"{method} {path}: no answer in time ({exc})") from exc
         except httpx.TransportError as exc:
@@ -132,6 +141,33 @@ class ControlPlaneClient:
             )
         return response
 
+    def _bounded_request(
+        self, method: str, path: str, max_bytes: int, **kwargs: Any
+    ) -> httpx.Response:
+        """The answer, its body read only up to `max_bytes`: a server that sends more is refused
+        once that much has come, not read to its end."""
+        with self._http.stream(method, path, **kwargs) as streamed:
+            body = bytearray()
+            for chunk in streamed.iter_bytes():
+                body += chunk
+                if len(body) > max_bytes:
+                    raise BadServerAnswer(
+                        f"{method} {path}: the answer runs past {max_bytes} bytes, at most "
+                        f"{max_bytes} expected"
+                    )
+            # The body is decoded already: the copy must not claim an encoding or a length.
+            headers = [
+                (name, value)
+                for name, value in streamed.headers.multi_items()
+                if name.lower() not in {"content-encoding", "content-length", "transfer-encoding"}
+            ]
+            return httpx.Response(
+                streamed.status_code,
+                headers=headers,
+                content=bytes(body),
+                request=streamed.request,
+            )
+
     def fetch_config(
         self, *, etag: str | None, trust_root_version: int | None = None
     ) -> FreshConfig | NotModified:
@@ -157,17 +193,13 @@ class ControlPlaneClient:
         """The exact bytes of trust root `version`, None while it is not published (404). Not
         trusted here: the caller verifies them against the root it holds."""
         path = trust_root_path(version)
-        response = self._request("GET", path)
+        response = self._request("GET", path, max_bytes=max_bytes)
         if response.status_code == HTTPStatus.NOT_FOUND:
             return None
         if response.status_code != HTTPStatus.OK:
             raise BadServerAnswer(
                 f"GET {path}: expected 200 or 404, found {response.status_code} "
                 f"({wire.detail_text(response.content)})"
-            )
-        if len(response.content) > max_bytes:
-            raise BadServerAnswer(
-                f"GET {path}: {len(response.content)} bytes, at most {max_bytes} expected"
             )
         return response.content
 

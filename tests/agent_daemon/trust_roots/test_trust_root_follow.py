@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,15 +22,17 @@ from agent_daemon.connection.control_plane_client import ControlPlaneClient
 from agent_daemon.connection.http_client import build_http_client
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.held_trust_root import HeldTrustRootFile
+from agent_daemon.errors import BadServerAnswer
 from agent_daemon.host.event_log import EventLog, parse_line
 from agent_daemon.minute.trust_root_follow import TrustRootFollower
 from ground.contract import TRUST_ROOT_VERSION_HEADER, TRUST_ROOTS_PATH, trust_root_path
 from signed_release.keys import key_id
-from signed_release.trust_root import MAX_ROOT_STEPS
+from signed_release.trust_root import MAX_ROOT_BYTES, MAX_ROOT_STEPS
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane
 from tests.agent_daemon.daemon_support.harness import Harness
 from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
 from tests.agent_daemon.minute.slot_world import SLOT_AT
+from tests.agent_daemon.scripted_server import ScriptedServer, scripted_server
 from tests.agent_daemon.trust_roots.chain import RootChain, release_key_id
 from tests.agent_daemon.trust_roots.root_server import RootServer, root_server
 from tests.worlds.clocks import ManualClock
@@ -357,3 +361,33 @@ def test_an_unexpected_failure_while_following_is_one_warning_not_a_lost_minute(
     lines = [parse_line(line) for line in stream.getvalue().splitlines()]
     assert [(line["event"], line["version"]) for line in lines] == [("trust_root.crashed", 2)]
     assert held.load().version == 1  # type: ignore[union-attr]
+
+
+def test_a_root_answer_that_never_ends_is_refused_after_the_bound_not_read_to_its_end() -> None:
+    sent: list[int] = []
+    limit = 64 * 2**20
+
+    def endless(connection: socket.socket, server: ScriptedServer) -> None:
+        connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"%x\r\n%s\r\n" % (65536, b"{" * 65536)
+        total = 0
+        try:
+            while total < limit:
+                connection.sendall(chunk)
+                total += 65536
+        finally:
+            sent.append(total)
+
+    with scripted_server(endless) as server:
+        http = build_http_client(
+            base_url=server.origin, credential="nwa_test_credential", timeout_seconds=5
+        )
+        control = ControlPlaneClient(http=http, server_clock=ServerClock(ManualClock(NOW)))
+        with pytest.raises(BadServerAnswer, match=f"runs past {MAX_ROOT_BYTES} bytes"):
+            control.fetch_trust_root(2, max_bytes=MAX_ROOT_BYTES)
+        http.close()
+        deadline = time.monotonic() + 30  # for a failure only
+        while not sent and time.monotonic() < deadline:
+            time.sleep(0.05)
+    # The client stopped reading at the bound: the server could not send it all.
+    assert sent and sent[0] < limit
