@@ -87,7 +87,7 @@ def describe_trust_root(status: AgentStatus) -> str:
     when = f"{root.expires:%Y-%m-%d %H:%M} UTC"
     if root.is_expired(status.now):
         return f"v{root.version}, EXPIRED at {when} ({_ago(root.expires, status.now)})"
-    return f"v{root.version}, expires {when} (in {_until(root.expires - status.now)})"
+    return f"v{root.version}, expires {when} (in {_days_until(root.expires - status.now)})"
 
 
 def _trust_root_problems(status: AgentStatus) -> list[str]:
@@ -108,8 +108,8 @@ def _trust_root_problems(status: AgentStatus) -> list[str]:
     if root.expires - status.now <= TRUST_ROOT_WARNING:
         return [
             f"the trust root v{root.version} expires at {when} (in "
-            f"{_until(root.expires - status.now)}): after that no release is accepted until the "
-            "operators publish a newer trust root"
+            f"{_days_until(root.expires - status.now)}): after that no release is accepted "
+            "until the operators publish a newer trust root"
         ]
     return []
 
@@ -346,3 +346,10 @@ def _until(delta: timedelta) -> str:
     if minutes < 120:
         return f"{minutes} min"
     return f"{minutes // 60} h {minutes % 60} min"
+
+
+def _days_until(delta: timedelta) -> str:
+    """A root's lifetime is months: `88 days`, and hours and minutes only in its last two days."""
+    if delta >= timedelta(days=2):
+        return f"{delta.days} days"
+    return _until(delta)
