@@ -7,7 +7,8 @@ function. Everything else is I/O around it. One package per responsibility, each
                   a claim, and the service that runs one minute after the other
     connection/   the control plane, outbound only: the wire's meaning, the calls, the one HTTP
                   client with its proxies and TLS trust, the server's clock, the config cache
-    disk/         the daemon's files: state, outbox, reports; atomic writes; one process per lock
+    disk/         the daemon's files: state, outbox, reports, the held trust root; atomic writes;
+                  one process per lock
     host/         what the host sees: systemd notify, journald lines, the activity, `status`
     commands/     `nachtwacht agent enroll | run | status | hold | release-hold | update-now`
     updater/      applies one update: verify, download, install, switch, restart, health-check,
@@ -17,7 +18,8 @@ function. Everything else is I/O around it. One package per responsibility, each
     errors        the agent's exception tree
 
 Layers: this package imports `ground`, `shared_planner` and `signed_release`, never `nachtwacht`
-or `control_plane`. `updater/` uses only `errors`, `path_fields`, `disk.atomic_file` and
-`disk.pid_lock` from here; the daemon's modules import the updater, never the other way round.
+or `control_plane`. `updater/` uses only `errors`, `path_fields`, `disk.atomic_file`,
+`disk.held_trust_root` and `disk.pid_lock` from here; the daemon's modules import the updater,
+never the other way round.
 Importing a package has no side effects: each `__init__` is its map alone.
 """

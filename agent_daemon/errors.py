@@ -10,7 +10,9 @@
      +-- UpdateError             one update was not applied; the running version keeps running
           +-- ReleaseRefused            verification refused the release: it is never installed
           |    +-- MalformedRelease          the manifest bytes are not a valid manifest
-          |    +-- UnknownSigningKey         signed by a key that is not pinned
+          |    +-- UnknownSigningKey         signed by a key that is not trusted
+          |    +-- ExpiredTrustRoot          the held trust root has expired: nothing is accepted
+          |    +-- UnusableTrustRoot         the held trust root's file cannot be read
           |    +-- BadReleaseSignature       the signature does not match the manifest bytes
           |    +-- WrongPlatform / WrongChannel   built for another platform or channel
           |    +-- ManifestExpired           past its `expires`
@@ -61,6 +63,7 @@ __all__ = [
     "DownloadStalled",
     "DownloadTooLong",
     "DownloadUnavailable",
+    "ExpiredTrustRoot",
     "HealthCheckFailed",
     "InstallFailed",
     "IssuedInFuture",
@@ -73,6 +76,7 @@ __all__ = [
     "UnknownSigningKey",
     "UnsafeArchive",
     "UntrustedArtifactSource",
+    "UnusableTrustRoot",
     "UpdateError",
     "UpdateInProgress",
     "VersionDowngrade",
@@ -131,6 +135,15 @@ class MalformedRelease(ReleaseRefused):
 
 class UnknownSigningKey(ReleaseRefused):
     """The release is signed by a key that is not among the pinned, trusted keys."""
+
+
+class ExpiredTrustRoot(ReleaseRefused):
+    """The trust root this host holds has expired: it vouches for no release key until the
+    operators publish its successor and the daemon fetches it."""
+
+
+class UnusableTrustRoot(ReleaseRefused):
+    """The held trust root's file cannot be read or is not a root: no key can be trusted."""
 
 
 class BadReleaseSignature(ReleaseRefused):

@@ -14,7 +14,9 @@ unless `insecure_http` allows it.
 
 The file holds the agent's credential and the paths of the trusted release keys, so it must be
 owned by the user the daemon runs as (root on a customer host) and readable by nobody else (mode
-0600): trusted keys come from root-owned configuration, never from a writable cache.
+0600): trusted keys come from root-owned configuration, never from a writable cache. A host that
+holds a trust root (`trust_root.json` in the state directory, `disk.held_trust_root`) trusts that
+root's release keys instead and may name no key file at all.
 
 Paths: the state directory is `$STATE_DIRECTORY` when systemd sets it, else `--state-dir`, else
 (as root) the shipped unit's `/var/lib/nachtwacht-agent`, else the platform's state directory. The
@@ -50,6 +52,7 @@ from agent_daemon.connection.network_settings import (
     check_control_url_transport,
 )
 from agent_daemon.disk.atomic_file import write_bytes_atomically
+from agent_daemon.disk.held_trust_root import TRUST_ROOT_FILE_NAME
 from agent_daemon.errors import ConfigError, describe_validation_error
 from agent_daemon.updater.trusted_keys import read_trusted_keys
 from agent_daemon.updater.updater_settings import (
@@ -151,9 +154,8 @@ def _absolute_key_paths(value: tuple[Path, ...]) -> tuple[Path, ...]:
 
 ControlUrl = Annotated[str, AfterValidator(_http_url)]
 AgentCredential = Annotated[str, AfterValidator(_agent_credential)]
-TrustedKeyFiles = Annotated[
-    tuple[Path, ...], Field(min_length=1), AfterValidator(_absolute_key_paths)
-]
+# None at all is allowed: a host that holds a trust root trusts the root's release keys.
+TrustedKeyFiles = Annotated[tuple[Path, ...], AfterValidator(_absolute_key_paths)]
 
 
 class AgentSettings(BaseModel):
@@ -168,7 +170,8 @@ class AgentSettings(BaseModel):
     # Never in a repr: the credential must not reach a log line.
     credential: AgentCredential = Field(repr=False)
     agent_id: str = Field(min_length=1)
-    trusted_key_files: TrustedKeyFiles
+    # The release.pub files trusted while no trust root is held (and to accept its version 1).
+    trusted_key_files: TrustedKeyFiles = ()
     request_timeout_seconds: float = Field(
         default=10.0, gt=0, le=300, strict=True, allow_inf_nan=False
     )
@@ -187,7 +190,7 @@ def _file_fields() -> dict[str, Any]:
     fields: dict[str, Any] = {
         "format_version": (Literal[1], ...),
         # The file names the key files; the settings hold both the files and the loaded keys.
-        "trusted_keys": (TrustedKeyFiles, ...),
+        "trusted_keys": (TrustedKeyFiles, ()),
     }
     declared = (
         (AgentSettings.model_fields, _AGENT_FILE_FIELDS),
@@ -299,6 +302,13 @@ def load_settings(paths: AgentPaths) -> AgentSettings:
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     key_files: tuple[Path, ...] = parsed["trusted_keys"]
+    trust_root_file = paths.state_dir / TRUST_ROOT_FILE_NAME
+    if not key_files and not trust_root_file.exists():
+        raise ConfigError(
+            f"{path}: trusted_keys: found none, and no trust root is held at {trust_root_file} — "
+            "expected at least one release.pub (--trusted-key PATH), or a trust root "
+            "(`nachtwacht agent enroll --trust-root FILE`)"
+        )
     for index, key_file in enumerate(key_files):
         _check_key_file_is_protected(f"trusted_keys[{index}]", key_file)
     try:
@@ -314,6 +324,7 @@ def load_settings(paths: AgentPaths) -> AgentSettings:
             updater=UpdaterSettings(
                 state_dir=paths.state_dir / UPDATER_DIR_NAME,
                 trusted_keys=trusted_keys,
+                trust_root_file=trust_root_file,
                 **{name: parsed[name] for name in FILE_FIELDS},
             ),
             **{name: parsed[name] for name in _AGENT_FILE_FIELDS},

@@ -73,9 +73,15 @@ def _parser() -> _Parser:
     enroll.add_argument(
         "--trusted-key",
         action="append",
-        required=True,
+        default=[],
         metavar="PATH",
-        help="a release.pub to trust (repeat for key rotation)",
+        help="a release.pub to trust (repeat for key rotation); needed without --trust-root",
+    )
+    enroll.add_argument(
+        "--trust-root",
+        metavar="FILE",
+        help="the trust root to hold (root.json, self-signed and not expired): its release keys "
+        "are trusted, and its successors are followed through the control plane",
     )
     enroll.add_argument("--install-root", default=DEFAULT_INSTALL_ROOT)
     enroll.add_argument("--platform", default=_default_platform())

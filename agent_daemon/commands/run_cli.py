@@ -30,6 +30,7 @@ from agent_daemon.connection.control_plane_client import ControlPlaneClient
 from agent_daemon.connection.outbox import Outbox
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.daemon_state import StateStore
+from agent_daemon.disk.held_trust_root import TRUST_ROOT_FILE_NAME, HeldTrustRootFile
 from agent_daemon.errors import DaemonStateError
 from agent_daemon.host.activity import Activity, ActivityFile
 from agent_daemon.host.event_log import EventLog
@@ -40,6 +41,7 @@ from agent_daemon.minute.daemon_loop import (
     DaemonLock,
     run_service,
 )
+from agent_daemon.minute.trust_root_follow import TrustRootFollower
 from agent_daemon.settings import AgentPaths, AgentSettings, load_settings
 from ground.clock import Clock, clock_from_env
 from ground.contract import AgentConfig
@@ -83,12 +85,14 @@ def build_daemon(
     )
     http = http_client_for(settings, server_clock, transport=transport)
     download_http = http_client_for(settings, server_clock, transport=transport)
+    control = ControlPlaneClient(http=http, server_clock=server_clock, track=track_of(settings))
+    expiry_clock = server_clock.expiry_clock()
     daemon = Daemon(
-        control=ControlPlaneClient(http=http, server_clock=server_clock, track=track_of(settings)),
+        control=control,
         updater=build_updater(
             settings,
             http=download_http,
-            clock=server_clock.expiry_clock(),
+            clock=expiry_clock,
             on_progress=activity.progress,
         ),
         state_store=StateStore(settings.state_dir / STATE_FILE_NAME),
@@ -97,6 +101,13 @@ def build_daemon(
         server_clock=server_clock,
         log=log,
         stop_requested=stop.is_set,
+        trust_roots=TrustRootFollower(
+            control=control,
+            held_file=HeldTrustRootFile(settings.state_dir / TRUST_ROOT_FILE_NAME),
+            legacy_release_keys=settings.updater.trusted_keys.raw(),
+            log=log,
+            expiry_now=expiry_clock.now,
+        ),
     )
     return DaemonParts(
         http=http,

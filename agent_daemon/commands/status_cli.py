@@ -26,6 +26,11 @@ from agent_daemon.connection.http_client import network_facts
 from agent_daemon.connection.outbox import Outbox
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.daemon_state import StateStore
+from agent_daemon.disk.held_trust_root import (
+    TRUST_ROOT_FILE_NAME,
+    HeldTrustRoot,
+    HeldTrustRootFile,
+)
 from agent_daemon.errors import AgentError, DaemonStateError
 from agent_daemon.host.activity import ActivityFile, ActivityRecord
 from agent_daemon.host.status import AgentStatus, describe_offer_note, problems, render_status
@@ -39,6 +44,7 @@ from agent_daemon.settings import (
 )
 from agent_daemon.updater.updater_state import UpdaterStateStore
 from ground.clock import Clock, clock_from_env
+from ground.instants import format_instant
 from signed_release.errors import ReleaseError
 
 __all__ = ["show_status"]
@@ -57,6 +63,7 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
         pending = len(Outbox(settings.state_dir / OUTBOX_DIR_NAME).pending())
     except DaemonStateError:
         pending = -1
+    trust_root, trust_root_error = _trust_root_of(settings)
     status = AgentStatus(
         agent_id=settings.agent_id,
         control_url=settings.control_url,
@@ -69,6 +76,8 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
         updater_step=_updater_step(settings),
         activity=_activity_of(settings),
         track=track_of(settings),
+        trust_root=trust_root,
+        trust_root_error=trust_root_error,
     )
     network = network_facts(settings.control_url, settings.network, os.environ)
     if as_json:
@@ -79,6 +88,13 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
         print(render_status(status))
         print(network_status_lines(network))
     return 0
+
+
+def _trust_root_of(settings: AgentSettings) -> tuple[HeldTrustRoot | None, str | None]:
+    try:
+        return HeldTrustRootFile(settings.state_dir / TRUST_ROOT_FILE_NAME).load(), None
+    except DaemonStateError as exc:
+        return None, str(exc)
 
 
 def _activity_of(settings: AgentSettings) -> ActivityRecord | None:
@@ -120,6 +136,15 @@ def _status_json(status: AgentStatus) -> dict[str, object]:
         "daemon_running": status.daemon_pid is not None,
         "daemon_pid": status.daemon_pid if (status.daemon_pid or 0) > 0 else None,
         "installed_version": status.installed_version,
+        # None: no trust root held, the trusted-key files are trusted.
+        "trust_root": None
+        if status.trust_root is None
+        else {
+            "version": status.trust_root.version,
+            "expires": format_instant(status.trust_root.expires),
+            "expired": status.trust_root.is_expired(status.now),
+        },
+        "trust_root_error": status.trust_root_error,
         "config": None if cached is None else cached.raw,
         "config_synced_at": None if cached is None else cached.synced_at.isoformat(),
         # Why it is not updated to its pair's newest release (the config's `offer_note`), worded.

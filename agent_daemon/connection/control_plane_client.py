@@ -1,5 +1,5 @@
-"""The agent's calls to the control plane: config sync (ETag/304), claims, the swap's confirmation,
-reports.
+"""The agent's calls to the control plane: config sync (ETag/304), trust roots, claims, the swap's
+confirmation, reports.
 
 Foreign errors become the agent's own here (`raise … from exc`): no answer, a timeout or a 5xx that
 is not a refusal is `ControlPlaneUnreachable` (offline: consume nothing); 401/403 is
@@ -39,6 +39,7 @@ from ground.contract import (
     MANUAL_UPDATES_PATH,
     PLATFORM_PARAM,
     SERVER_TIME_HEADER,
+    TRUST_ROOT_VERSION_HEADER,
     AgentConfig,
     ClaimGrant,
     ClaimRequest,
@@ -49,6 +50,7 @@ from ground.contract import (
     ReleaseTrack,
     SwapPermit,
     confirm_path,
+    trust_root_path,
 )
 
 __all__ = ["ControlPlaneClient", "Delivery", "FreshConfig", "NotModified"]
@@ -100,10 +102,19 @@ class ControlPlaneClient:
             return path
 
     def _request(
-        self, method: str, path: str, *, coded_refusals: bool = False, **kwargs: Any
+        self,
+        method: str,
+        path: str,
+        *,
+        coded_refusals: bool = False,
+        max_bytes: int | None = None,
+        **kwargs: Any,
     ) -> httpx.Response:
         try:
-            response = self._http.request(method, path, **kwargs)
+            if max_bytes is None:
+                response = self._http.request(method, path, **kwargs)
+            else:
+                response = self._bounded_request(method, path, max_bytes, **kwargs)
         except httpx.TimeoutException as exc:
             raise ControlPlaneUnreachable(f"{method} {path}: no answer in time ({exc})") from exc
         except httpx.TransportError as exc:
@@ -130,8 +141,41 @@ class ControlPlaneClient:
             )
         return response
 
-    def fetch_config(self, *, etag: str | None) -> FreshConfig | NotModified:
+    def _bounded_request(
+        self, method: str, path: str, max_bytes: int, **kwargs: Any
+    ) -> httpx.Response:
+        """The answer, its body read only up to `max_bytes`: a server that sends more is refused
+        once that much has come, not read to its end."""
+        with self._http.stream(method, path, **kwargs) as streamed:
+            body = bytearray()
+            for chunk in streamed.iter_bytes():
+                body += chunk
+                if len(body) > max_bytes:
+                    raise BadServerAnswer(
+                        f"{method} {path}: the answer runs past {max_bytes} bytes, at most "
+                        f"{max_bytes} expected"
+                    )
+            # The body is decoded already: the copy must not claim an encoding or a length.
+            headers = [
+                (name, value)
+                for name, value in streamed.headers.multi_items()
+                if name.lower() not in {"content-encoding", "content-length", "transfer-encoding"}
+            ]
+            return httpx.Response(
+                streamed.status_code,
+                headers=headers,
+                content=bytes(body),
+                request=streamed.request,
+            )
+
+    def fetch_config(
+        self, *, etag: str | None, trust_root_version: int | None = None
+    ) -> FreshConfig | NotModified:
+        """The config (or 304 for `etag`); `trust_root_version` is the trust root this agent
+        holds, told to the control plane with every poll (None: it holds none)."""
         headers = {"If-None-Match": etag} if etag else {}
+        if trust_root_version is not None:
+            headers[TRUST_ROOT_VERSION_HEADER] = str(trust_root_version)
         params = {CHANNEL_PARAM: self._track.channel, PLATFORM_PARAM: self._track.platform}
         response = self._request("GET", CONFIG_PATH, headers=headers, params=params)
         if response.status_code == HTTPStatus.NOT_MODIFIED:
@@ -144,6 +188,20 @@ class ControlPlaneClient:
         document = wire.read_json(response.content, source=wire.CONFIG_SOURCE)
         config = wire.parse_config(document)
         return FreshConfig(config=config, raw=document, etag=response.headers.get("ETag"))
+
+    def fetch_trust_root(self, version: int, *, max_bytes: int) -> bytes | None:
+        """The exact bytes of trust root `version`, None while it is not published (404). Not
+        trusted here: the caller verifies them against the root it holds."""
+        path = trust_root_path(version)
+        response = self._request("GET", path, max_bytes=max_bytes)
+        if response.status_code == HTTPStatus.NOT_FOUND:
+            return None
+        if response.status_code != HTTPStatus.OK:
+            raise BadServerAnswer(
+                f"GET {path}: expected 200 or 404, found {response.status_code} "
+                f"({wire.detail_text(response.content)})"
+            )
+        return response.content
 
     def claim(self, request: ClaimRequest) -> ClaimGrant | ErrorDetail:
         """A grant, or the refusal's detail (its `.refusal` says what it means for the slot)."""

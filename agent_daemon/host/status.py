@@ -1,6 +1,7 @@
 """`nachtwacht agent status`: what a person on the host wants to know, from the files on disk.
 
-It reads, never writes: the cached config (schedule, zone, release and why it is not the newest,
+It reads, never writes: the trust root held (its version and expiry, named under "attention"
+within 30 days of it), the cached config (schedule, zone, release and why it is not the newest,
 brake, hold, when it was synced), the daemon's state file (last runs, the update in progress),
 its activity file (what it is doing, since when the control plane is unreachable and why, the
 last refusal), the outbox, and the daemon's lock (is it running). It works while the daemon
@@ -16,6 +17,7 @@ from zoneinfo import ZoneInfo
 
 from agent_daemon.connection.config_cache import CachedConfig
 from agent_daemon.disk.daemon_state import DaemonState, RunRecord
+from agent_daemon.disk.held_trust_root import HeldTrustRoot
 from agent_daemon.host.activity import ActivityRecord
 from ground.contract import OfferNote, OutcomeReason, RefusalCode, ReleaseTrack
 from ground.contract.wording import OFFER_REASON_WORDS, OUTCOME_REASON_WORDS, SKIP_REASON_WORDS
@@ -23,10 +25,12 @@ from shared_planner import next_slot
 
 __all__ = [
     "REASON_WORDS",
+    "TRUST_ROOT_WARNING",
     "AgentStatus",
     "describe_offer_note",
     "describe_reason",
     "describe_run",
+    "describe_trust_root",
     "problems",
     "render_status",
 ]
@@ -45,6 +49,9 @@ _OUTCOME_WORDS: dict[str, str] = {
     + SKIP_REASON_WORDS[RefusalCode.RELEASE_ROLLED_BACK],
     RefusalCode.RELEASE_HALTED: f"skipped: {SKIP_REASON_WORDS[RefusalCode.RELEASE_HALTED]}",
 }
+
+# A trust root this close to its expiry is named under "attention": its successor is due.
+TRUST_ROOT_WARNING = timedelta(days=30)
 
 # Why a claimed run ended as it did, in the words the panel says too.
 REASON_WORDS = OUTCOME_REASON_WORDS
@@ -65,6 +72,46 @@ class AgentStatus:
     updater_step: str | None = None  # e.g. "switched: 1.5.0 (run …)" from the updater's state
     activity: ActivityRecord | None = None  # the running (or last) daemon's activity file
     track: ReleaseTrack | None = None  # the (channel, platform) this agent follows
+    # The trust root held (None: the trusted-key files are trusted), or why its file is unusable.
+    trust_root: HeldTrustRoot | None = None
+    trust_root_error: str | None = None
+
+
+def describe_trust_root(status: AgentStatus) -> str:
+    """`v3, expires 2027-03-01 00:00 UTC (in 88 days)`, or `none (trusted-key files)`."""
+    if status.trust_root_error is not None:
+        return f"unusable ({status.trust_root_error})"
+    root = status.trust_root
+    if root is None:
+        return "none (trusted-key files)"
+    when = f"{root.expires:%Y-%m-%d %H:%M} UTC"
+    if root.is_expired(status.now):
+        return f"v{root.version}, EXPIRED at {when} ({_ago(root.expires, status.now)})"
+    return f"v{root.version}, expires {when} (in {_days_until(root.expires - status.now)})"
+
+
+def _trust_root_problems(status: AgentStatus) -> list[str]:
+    if status.trust_root_error is not None:
+        return [
+            f"the held trust root is unusable: {status.trust_root_error}; no release is accepted "
+            "until it is replaced (`nachtwacht agent enroll --force --trust-root FILE`)"
+        ]
+    root = status.trust_root
+    if root is None:
+        return []
+    when = f"{root.expires:%Y-%m-%d %H:%M} UTC"
+    if root.is_expired(status.now):
+        return [
+            f"the trust root v{root.version} expired at {when}: no release is accepted until "
+            "the operators publish a newer trust root"
+        ]
+    if root.expires - status.now <= TRUST_ROOT_WARNING:
+        return [
+            f"the trust root v{root.version} expires at {when} (in "
+            f"{_days_until(root.expires - status.now)}): after that no release is accepted "
+            "until the operators publish a newer trust root"
+        ]
+    return []
 
 
 def describe_reason(reason: str) -> str:
@@ -152,6 +199,7 @@ def problems(status: AgentStatus) -> list[str]:
             f"last refusal {_local(refusal.at, tz)} ({_ago(refusal.at, status.now)}), for "
             f"{about.replace('T', ' ')}: {refusal.code} — {refusal.message}"
         )
+    found.extend(_trust_root_problems(status))
     found.extend(_last_run_problems(status.state, tz))
     if cached is None:
         return found
@@ -232,6 +280,7 @@ def render_status(status: AgentStatus) -> str:
     if status.daemon_pid is not None and status.activity is not None:
         lines.append(f"doing:         {status.activity.doing}")
     lines.append(f"installed:     {status.installed_version or 'nothing installed yet'}")
+    lines.append(f"trust root:    {describe_trust_root(status)}")
     cached = status.cached
     tz: ZoneInfo | None = None
     if cached is None:
@@ -297,3 +346,10 @@ def _until(delta: timedelta) -> str:
     if minutes < 120:
         return f"{minutes} min"
     return f"{minutes // 60} h {minutes % 60} min"
+
+
+def _days_until(delta: timedelta) -> str:
+    """A root's lifetime is months: `88 days`, and hours and minutes only in its last two days."""
+    if delta >= timedelta(days=2):
+        return f"{delta.days} days"
+    return _until(delta)

@@ -8,6 +8,7 @@ function. Everything else here is the I/O around it.
     daemon            `Daemon`: the executor — reads the clock once per tick, does each action's
                       I/O, feeds back
     config_sync       step 1, the reach: config with ETag/304, the cache, the clock's warning
+    trust_root_follow the trust root told with each poll, and walked to the newest announced
     dispatch          step 5: a granted claim through the updater to its recorded, reported
                       outcome; retries inside the window; settles what no claim stands behind
     claim_keeper      the daemon's state saves when the disk may be full: claims and ended runs

@@ -70,11 +70,17 @@ class ConfigSync:
         except DaemonStateError as exc:
             self._log.emit("config_cache.unusable", level="warning", error=str(exc))
 
-    def reach(self) -> Reached | Unreachable | CredentialRejected | ConfigRejected:
-        """The config, fresh or confirmed unchanged (304), or why there is none."""
+    def reach(
+        self, *, trust_root_version: int | None = None
+    ) -> Reached | Unreachable | CredentialRejected | ConfigRejected:
+        """The config, fresh or confirmed unchanged (304), or why there is none. The poll tells
+        the control plane the trust root held (`trust_root_version`, None: none)."""
         cached = self._cached
         try:
-            answer = self._control.fetch_config(etag=None if cached is None else cached.etag)
+            answer = self._control.fetch_config(
+                etag=None if cached is None else cached.etag,
+                trust_root_version=trust_root_version,
+            )
         except ControlPlaneUnreachable as exc:
             return Unreachable(error=str(exc), platform=exc.status is not None)
         except CredentialRefused as exc:

@@ -2,11 +2,12 @@
 
 `decide` holds the five steps (which of them consumes the slot); this module does what each of its
 actions asks and feeds what it found back, until the action is final. Its parts, each a module:
-the reach (`config_sync`), the dispatch of a granted claim through the updater and the settling of
-what the updater holds with no claim behind it (`dispatch`), the state file when the disk may be
-full (`claim_keeper`), the reports through the outbox (`reporting`) and the log lines that need
-words (`daemon_lines`). What stays here: start, the minute, the claim, and the final actions
-that need no updater (nothing to do, a slot gone, a manual run refused, a new claim recorded).
+the reach (`config_sync`) and the trust root it announces (`trust_root_follow`), the dispatch of
+a granted claim through the updater and the settling of what the updater holds with no claim
+behind it (`dispatch`), the state file when the disk may be full (`claim_keeper`), the reports
+through the outbox (`reporting`) and the log lines that need words (`daemon_lines`). What stays
+here: start, the minute, the claim, and the final actions that need no updater (nothing to do, a
+slot gone, a manual run refused, a new claim recorded).
 
 The clock is read once per minute, right after the reach: that answer is what teaches the
 `ServerClock` the control plane's time, so the instant a slot is planned on is the one recorded.
@@ -61,6 +62,7 @@ from agent_daemon.minute.decision import (
 )
 from agent_daemon.minute.dispatch import Dispatcher, UpdaterPort
 from agent_daemon.minute.reporting import ReportSender
+from agent_daemon.minute.trust_root_follow import TrustRootFollower
 from ground.contract import AgentConfig, ClaimGrant, ClaimRequest, format_instant
 from ground.limits import DEFAULT_CATCH_UP_MINUTES
 from shared_planner import Slot
@@ -83,8 +85,10 @@ class Daemon:
         server_clock: ServerClock,
         log: EventLog,
         stop_requested: Callable[[], bool] = lambda: False,
+        trust_roots: TrustRootFollower | None = None,
     ) -> None:
         self._control = control
+        self._roots = trust_roots
         self._updater = updater
         self._store = state_store
         self._reports = ReportSender(outbox=outbox, control=control, log=log)
@@ -151,7 +155,10 @@ class Daemon:
         state = self._store.load()
         claim = self._keeper.live_claim(state)
         state = state.model_copy(update={"claim": claim})
-        reached = self._sync.reach()
+        roots = self._roots
+        reached = self._sync.reach(
+            trust_root_version=None if roots is None else roots.held_version()
+        )
         now = self._clock.now()
         self._sync.check_clock(now)
         if claim is None:
@@ -160,6 +167,9 @@ class Daemon:
         answer: Answer = None
         if isinstance(reached, Reached):
             self._sync.remember(reached, now)
+            if roots is not None:
+                # Before anything is planned: an offer is verified with the newest root.
+                roots.follow(reached.config.trust_root_version)
             self._reports.flush()
             config = reached.config
         else:

@@ -3,7 +3,7 @@ agent running the new build — or the old one again (docs/agent_updater.md).
 
 It knows nothing of schedules, slots or the control plane's API: the daemon hands it an
 `UpdateRequest` and reports the `UpdateOutcome`. From its parent package it uses only `errors`,
-`disk.atomic_file` and `disk.pid_lock`; nothing here imports the daemon.
+`disk.atomic_file`, `disk.held_trust_root` and `disk.pid_lock`; nothing here imports the daemon.
 
     update_records      `UpdateRequest`, `UpdateOutcome`: what the daemon hands over and gets back
     updater             `Updater`: apply / resume / settle / installed_version — the lock, the
@@ -18,7 +18,8 @@ It knows nothing of schedules, slots or the control plane's API: the daemon hand
     failure_reasons     pure: an exception's `OutcomeReason`, whether it may pass, its words
     on_demand           `UpdaterOnDemand`: the daemon's updater, built on the first update
     updater_settings    `UpdaterSettings`, the updater's section of the agent's settings
-    trusted_keys        the trusted release keys: read at start, key objects built on first use
+    trusted_keys        the trusted release-key files: read at start, key objects built on first use
+    release_keys        the keys an update is verified with: the held trust root's, else the files'
     updater_state       the updater's crash-safe state file: floor, builds, the step in progress
     swap_gate           the question asked right before the switch, and its three verdicts
     verify              pure: is this signed manifest acceptable here and now?

@@ -58,6 +58,10 @@ class TrustedKeys(Mapping[str, "Ed25519PublicKey"]):
             raw[found_id] = key.public_bytes(Encoding.Raw, PublicFormat.Raw)
         return cls(raw)
 
+    def raw(self) -> dict[str, bytes]:
+        """Key id → the raw 32-byte key, without building (or importing) anything."""
+        return dict(self._raw)
+
     def __getitem__(self, key_id: str) -> Ed25519PublicKey:
         built = self._built.get(key_id)
         if built is None:

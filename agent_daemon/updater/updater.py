@@ -58,6 +58,7 @@ from agent_daemon.errors import (
 from agent_daemon.updater.failure_reasons import describe, failure_reason
 from agent_daemon.updater.layout import InstallLayout
 from agent_daemon.updater.managed_service import AgentService
+from agent_daemon.updater.release_keys import trusted_release_keys
 from agent_daemon.updater.step_machine import StepMachine
 from agent_daemon.updater.step_recorder import StepRecorder
 from agent_daemon.updater.switching import BEFORE_THE_SWAP, Switcher
@@ -270,13 +271,14 @@ class Updater:
         self, request: UpdateRequest, state: UpdaterState, installed: str | None
     ) -> VerifiedRelease:
         running = state.builds.get(installed) if installed else None
+        now = self._clock.now()
         verified = verify_release(
             request.manifest,
             request.signature,
-            self._settings.trusted_keys,
+            trusted_release_keys(self._settings, now),
             installed_version=installed,
             floor=state.floor,
-            now=self._clock.now(),
+            now=now,
             platform=self._settings.platform,
             channel=self._settings.channel,
             running_build_date=running.issued_at if running else None,

@@ -56,8 +56,8 @@ def trusted_keys(value: object) -> TrustedKeys:
         keys = TrustedKeys.of(value)
     if keys is None:
         raise ValueError("expected the trusted release keys by key id")
-    if not keys:
-        raise ValueError("expected at least one trusted release key")
+    # None at all is allowed here: a host that holds a trust root trusts the root's keys
+    # (`UpdaterSettings` requires one or the other).
     return keys
 
 
@@ -82,8 +82,12 @@ def _seconds(default: float, most: float) -> Any:
 class _UpdaterFields:
     install_root: AbsolutePath
     state_dir: Path
-    # Key id → key; each key object is built when an update first verifies with it.
-    trusted_keys: TrustedKeysField
+    # Key id → key; each key object is built when an update first verifies with it. Consulted
+    # only while no trust root is held (`trust_root_file`).
+    trusted_keys: TrustedKeysField = Field(default_factory=lambda: TrustedKeys({}))
+    # Where the held trust root is (`disk.held_trust_root`); while that file exists its release
+    # keys are the trusted ones, read again each time an update verifies.
+    trust_root_file: Path | None = None
     # The manifest's names (`stable`, `linux-x86_64`): the pair this agent follows.
     platform: str = Field(pattern=RELEASE_NAME_PATTERN)
     channel: str = Field(pattern=RELEASE_NAME_PATTERN)
@@ -114,6 +118,11 @@ class UpdaterSettings(_UpdaterFields):
             super().__init__(**fields)
         except ValidationError as exc:
             raise ConfigError(describe_validation_error(exc, source=None)) from exc
+        if not self.trusted_keys and self.trust_root_file is None:
+            raise ConfigError(
+                "trusted_keys: found none and no trust_root_file — expected at least one trusted "
+                "release key, or a trust root"
+            )
 
 
 # Each field as declared above, for the agent's config file to reuse (bounds and all).

@@ -20,6 +20,7 @@ from agent_daemon.settings import (
 )
 from ground.clock import SystemClock
 from signed_release.keys import generate_key_files, key_id, load_public_key
+from tests.agent_daemon.trust_roots.chain import RootChain
 
 
 def fields(key_file: Path, **overrides: object) -> dict[str, object]:
@@ -137,7 +138,11 @@ def test_a_missing_config_says_to_enroll(tmp_path: Path) -> None:
             r"install_root: found 'opt/agent' — expected an absolute path",
             id="relative_install_root",
         ),
-        pytest.param({"trusted_keys": []}, r"trusted_keys: found \(\) — ", id="no_trusted_key"),
+        pytest.param(
+            {"trusted_keys": []},
+            r"trusted_keys: found none, and no trust root is held at .*trust_root.json — ",
+            id="no_trusted_key_and_no_trust_root",
+        ),
         pytest.param(
             {"trusted_keys": ["keys/release.pub"]},
             r"'keys/release.pub': expected an absolute path",
@@ -230,3 +235,13 @@ def test_paths_come_from_systemd_then_flags(
 def test_paths_fall_back_to_the_platform_state_directory() -> None:
     paths = resolve_paths(state_dir=None, config_file=None, environ={})
     assert "nachtwacht-agent" in str(paths.state_dir)
+
+
+def test_a_host_that_holds_a_trust_root_needs_no_key_file(tmp_path: Path, key_file: Path) -> None:
+    paths = write(tmp_path, fields(key_file, trusted_keys=[]))
+    (paths.state_dir / "trust_root.json").parent.mkdir(parents=True)
+    (paths.state_dir / "trust_root.json").write_bytes(RootChain().versions[1])
+    settings = load_settings(paths)
+    assert settings.trusted_key_files == ()
+    assert not settings.updater.trusted_keys
+    assert settings.updater.trust_root_file == paths.state_dir / "trust_root.json"

@@ -255,7 +255,7 @@ def test_a_usage_error_has_the_one_format(tmp_path: Path) -> None:
     result = run_agent("enroll", "--state-dir", str(tmp_path / "host"))
     assert result.returncode == 2
     assert one_line(result.stderr, "enroll").endswith(
-        "the following arguments are required: --url, --credential, --trusted-key"
+        "the following arguments are required: --url, --credential"
     )
 
 

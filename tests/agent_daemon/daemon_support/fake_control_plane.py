@@ -36,6 +36,8 @@ from ground.contract import (
     MANUAL_UPDATES_PATH,
     RUNS_PATH,
     SERVER_TIME_HEADER,
+    TRUST_ROOT_VERSION_HEADER,
+    TRUST_ROOTS_PATH,
     AgentConfig,
     AnswerCode,
     BrakeView,
@@ -119,6 +121,10 @@ class FakeControlPlane:
     runs: dict[str, Run] = field(default_factory=dict)
     consumed_at: datetime | None = None
     requests: list[str] = field(default_factory=list)
+    # Published trust roots by version (the config names the newest), and the version each config
+    # poll said it held (None: the header was absent).
+    trust_roots: dict[int, bytes] = field(default_factory=dict)
+    told_trust_roots: list[str | None] = field(default_factory=list)
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -163,6 +169,7 @@ class FakeControlPlane:
             if self.manual_run_id is None
             else ManualUpdateView(run_id=uuid.UUID(self.manual_run_id)),
             hold=self.hold,
+            trust_root_version=max(self.trust_roots, default=None),
         )
 
     def _answer(self, status: int, body: BaseModel | None = None, **headers: str) -> httpx.Response:
@@ -188,7 +195,14 @@ class FakeControlPlane:
                 headers={SERVER_TIME_HEADER: format_instant(self.now())},
             )
         if line == f"GET {CONFIG_PATH}":
+            self.told_trust_roots.append(request.headers.get(TRUST_ROOT_VERSION_HEADER))
             return self._get_config(request)
+        if request.method == "GET" and request.url.path.startswith(f"{TRUST_ROOTS_PATH}/"):
+            version = request.url.path.rsplit("/", 1)[1]
+            body = self.trust_roots.get(int(version)) if version.isdigit() else None
+            if body is None:
+                return self._answer(HTTPStatus.NOT_FOUND)
+            return httpx.Response(HTTPStatus.OK, content=body)
         body = json.loads(request.content or b"{}")
         if line == f"POST {CLAIMS_PATH}":
             return self._claim(ClaimRequest.model_validate(body))

@@ -14,8 +14,10 @@ from agent_daemon.connection.http_client import build_http_client
 from agent_daemon.connection.outbox import Outbox
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.daemon_state import DaemonState, StateStore
+from agent_daemon.disk.held_trust_root import HeldTrustRootFile
 from agent_daemon.host.event_log import EventLog, parse_line
 from agent_daemon.minute.daemon import Daemon
+from agent_daemon.minute.trust_root_follow import TrustRootFollower
 from ground.clock import Clock
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane
 from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
@@ -31,6 +33,9 @@ class Harness:
     host_clock: Clock
     stop: threading.Event = field(default_factory=threading.Event)
     log_stream: io.StringIO = field(default_factory=io.StringIO)
+    # The daemon follows the trust root (its file in the state directory), trusting these key
+    # files' keys (key id → raw key) for version 1; None: it does not follow.
+    trust_root_legacy_keys: dict[str, bytes] | None = None
 
     def __post_init__(self) -> None:
         self.daemon = self.restart()
@@ -46,8 +51,18 @@ class Harness:
         )
         # Its own attribute, so a test can observe the lines (an `Activity`, say).
         self.log = EventLog(now=server_clock.now, stream=self.log_stream)
+        control = ControlPlaneClient(http=http, server_clock=server_clock)
+        follower = None
+        if self.trust_root_legacy_keys is not None:
+            follower = TrustRootFollower(
+                control=control,
+                held_file=HeldTrustRootFile(self.state_dir / "trust_root.json"),
+                legacy_release_keys=self.trust_root_legacy_keys,
+                log=self.log,
+                expiry_now=server_clock.expiry_clock().now,
+            )
         self.daemon = Daemon(
-            control=ControlPlaneClient(http=http, server_clock=server_clock),
+            control=control,
             updater=self.updater,
             state_store=self.store,
             config_cache=ConfigCache(self.state_dir / "config-cache.json"),
@@ -55,6 +70,7 @@ class Harness:
             server_clock=server_clock,
             log=self.log,
             stop_requested=self.stop.is_set,
+            trust_roots=follower,
         )
         self.daemon.start()
         return self.daemon

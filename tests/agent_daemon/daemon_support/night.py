@@ -92,6 +92,9 @@ class Night:
     clock: NightClock
     start_control_plane: Callable[..., Any]
     control_plane_args: tuple[str, ...] = ()
+    # A second release key (`keys_dir_b`) the control plane accepts too: the key a trust root
+    # rotates to.
+    second_release_key: bool = False
     exits: ExitStack = field(default_factory=ExitStack)
     hosts: list[Host] = field(default_factory=list)
 
@@ -99,7 +102,11 @@ class Night:
         self.root.mkdir(parents=True)
         self.keys_dir = self.root / "release-keys"
         _, self.public_key, _ = generate_key_files(self.keys_dir)
-        self.env = {"NACHTWACHT_RELEASE_PUBLIC_KEYS": str(self.public_key)}
+        accepted = [str(self.public_key)]
+        if self.second_release_key:
+            self.keys_dir_b = self.root / "release-keys-b"
+            accepted.append(str(generate_key_files(self.keys_dir_b)[1]))
+        self.env = {"NACHTWACHT_RELEASE_PUBLIC_KEYS": ",".join(accepted)}
         self.plane = self.start_control_plane(
             fake_clock=self.clock.setting, env=self.env, args=list(self.control_plane_args)
         )
@@ -142,14 +149,16 @@ class Night:
         fault: str = "none",
         stage: str | None = None,
         allow_downgrade: bool = False,
+        keys_dir: Path | None = None,
     ) -> None:
         """Build, sign and publish with the real release tooling and the control plane's CLI
         (`fault`: a deliberately broken build; `stage`: `publish-release --stage`;
-        `allow_downgrade`: signed and published as a rollback release)."""
+        `allow_downgrade`: signed and published as a rollback release; `keys_dir`: signed with
+        another release key than the night's)."""
         build = sign_build(
             version=version,
             manifest_version=manifest_version,
-            keys_dir=self.keys_dir,
+            keys_dir=keys_dir or self.keys_dir,
             workdir=self.root,
             clock_setting=self.clock.setting,
             channel=channel,
@@ -193,6 +202,7 @@ class Night:
         *,
         installed: tuple[str, int] | None = ("1.4.1", 41),
         channel: str = "stable",
+        enroll_args: tuple[str, ...] = (),
     ) -> Host:
         enrolled = self.plane.enroll_agent(self.org_id, name)
         agent = AgentHost(self.root / name, keys_dir=self.keys_dir)
@@ -207,7 +217,7 @@ class Night:
             "--health-command", " ".join(agent.health_command),
             "--health-deadline-seconds", HEALTH_DEADLINE_SECONDS,
             "--request-timeout-seconds", REQUEST_TIMEOUT_SECONDS,
-            "--channel", channel,
+            "--channel", channel, *enroll_args,
             env={"NACHTWACHT_FAKE_CLOCK": self.clock.setting},
         )  # fmt: skip
         assert result.returncode == 0, result.stderr

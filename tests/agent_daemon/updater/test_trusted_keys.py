@@ -14,7 +14,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
 from cryptography.hazmat.primitives.asymmetric.ed448 import Ed448PrivateKey
 
+from agent_daemon.errors import ConfigError
 from agent_daemon.updater.trusted_keys import TrustedKeys, read_trusted_keys
+from agent_daemon.updater.updater_settings import UpdaterSettings
 from agent_daemon.updater.updater_settings import trusted_keys as as_trusted_keys
 from signed_release.errors import KeyFileError, UnknownKey
 from signed_release.keys import generate_key_files, load_private_key, load_public_keys
@@ -104,15 +106,29 @@ def test_a_key_id_that_does_not_match_its_key_is_refused() -> None:
         TrustedKeys({"00" * 32: b"\x01" * 32})
 
 
-def test_settings_take_key_objects_a_caller_built_and_refuse_none(
+def test_settings_take_key_objects_a_caller_built_and_refuse_what_is_not_keys(
     key_pair: tuple[Path, Path],
 ) -> None:
     loaded = load_public_keys([key_pair[1]])
     assert as_trusted_keys(loaded) == read_trusted_keys([key_pair[1]])
-    with pytest.raises(ValueError, match="at least one"):
-        as_trusted_keys({})
     with pytest.raises(ValueError, match="by key id"):
         as_trusted_keys([key_pair[1]])
+
+
+def test_updater_settings_without_keys_or_a_trust_root_are_refused(
+    key_pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    fields = {
+        "install_root": tmp_path / "install",
+        "state_dir": tmp_path / "state",
+        "platform": "linux-x86_64",
+        "channel": "stable",
+        "health_command": ("true",),
+    }
+    with pytest.raises(ConfigError, match="trusted_keys: found none and no trust_root_file"):
+        UpdaterSettings(**fields, trusted_keys={})
+    held = UpdaterSettings(**fields, trust_root_file=tmp_path / "state" / "trust_root.json")
+    assert not held.trusted_keys
 
 
 def test_reading_the_keys_does_not_import_cryptography(key_pair: tuple[Path, Path]) -> None:
