@@ -126,6 +126,9 @@ def _operator_event_line(lang: Language, event: EventView) -> str | None:
         "release.resumed": lambda: lang.gettext(
             "Release %(version)s was resumed.", version=version
         ),
+        "trust_root.published": lambda: lang.gettext(
+            "Trust root version %(version)s was published.", version=version
+        ),
         "credential.issued": lambda: lang.gettext("A key was issued."),
         "credential.revoked": lambda: lang.gettext("A key was revoked."),
         "credential.rotated": lambda: lang.gettext("A key was replaced by a new one."),
