@@ -16,7 +16,7 @@ from signed_release.errors import BadSignature, MalformedSignature, ManifestErro
 from signed_release.keys import key_id
 from signed_release.manifest import strict_json_object
 
-__all__ = ["check_signature", "sign_manifest"]
+__all__ = ["check_signature", "sign_manifest", "signature_key_id"]
 
 _KEY_ID = re.compile(r"[0-9a-f]{64}")
 _MAX_SIGNATURE_FILE_BYTES = 4096
@@ -55,6 +55,11 @@ def _parse_signature_file(signature_bytes: bytes) -> tuple[str, bytes]:
             f"signature: decodes to {len(raw)} bytes, expected the 64 bytes of an Ed25519 signature"
         )
     return found_key_id, raw
+
+
+def signature_key_id(signature_bytes: bytes) -> str:
+    """The key id a signature file names (its form checked, not the signature)."""
+    return _parse_signature_file(signature_bytes)[0]
 
 
 def check_signature(

@@ -184,7 +184,7 @@ class Daemon:
         facts = AgentFacts(
             last_consumed_at=state.last_consumed_at,
             installed_version=self._updater.installed_version(),
-            floor=self._updater.accepted_floor(),
+            floor=self._updater.accepted_floor(now),
             claim_in_progress=state.claim is not None,
             handled_manual_runs=frozenset(state.handled_manual_runs),
         )

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from agent_daemon.updater.layout import InstallLayout
+from agent_daemon.updater.release_keys import floor_now
 from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from agent_daemon.updater.updater_state import UpdaterStateStore
@@ -50,9 +52,9 @@ class UpdaterOnDemand:
         """The version `current` names (a complete one), or None before the first install."""
         return self._layout.link_target("current")
 
-    def accepted_floor(self) -> int | None:
-        """The highest manifest_version this host accepted (the rollback floor), or None."""
-        return self._state.load().floor
+    def accepted_floor(self, now: datetime) -> int | None:
+        """The rollback floor under the release keys trusted at `now`, or None."""
+        return floor_now(self._state.load(), self._settings, now)
 
     def apply(self, request: UpdateRequest) -> UpdateOutcome:
         return self._loaded().apply(request)

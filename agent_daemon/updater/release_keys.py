@@ -14,15 +14,21 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from agent_daemon.disk.held_trust_root import HeldTrustRootFile
-from agent_daemon.errors import DaemonStateError, ExpiredTrustRoot, UnusableTrustRoot
+from agent_daemon.errors import (
+    DaemonStateError,
+    ExpiredTrustRoot,
+    ReleaseRefused,
+    UnusableTrustRoot,
+)
 from agent_daemon.updater.trusted_keys import TrustedKeys
 from agent_daemon.updater.updater_settings import UpdaterSettings
+from agent_daemon.updater.updater_state import UpdaterState
 from ground.instants import format_instant
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-__all__ = ["trusted_release_keys"]
+__all__ = ["floor_now", "trusted_release_keys"]
 
 
 def trusted_release_keys(
@@ -45,3 +51,13 @@ def trusted_release_keys(
             "until the operators publish a newer trust root"
         )
     return TrustedKeys(held.release_keys)
+
+
+def floor_now(state: UpdaterState, settings: UpdaterSettings, now: datetime) -> int | None:
+    """The rollback floor under the keys trusted at `now` (`UpdaterState.floor_for`); with none to
+    trust (an expired or unusable root), the highest accepted: nothing is installed then anyway."""
+    try:
+        trusted = trusted_release_keys(settings, now)
+    except ReleaseRefused:
+        return state.floor
+    return state.floor_for(trusted)

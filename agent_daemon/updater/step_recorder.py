@@ -9,6 +9,7 @@ not confirmed. After an ending it tidies the install root (retention) and the st
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from agent_daemon.updater.updater_state import (
 from ground.clock import Clock
 from ground.contract import OutcomeReason
 from signed_release.manifest import Manifest, parse_manifest
+from signed_release.signature import signature_key_id
 
 __all__ = ["StepRecorder"]
 
@@ -82,7 +84,7 @@ class StepRecorder:
         )
 
     def commit_without_change(
-        self, state: UpdaterState, run_id: str, manifest: Manifest
+        self, state: UpdaterState, run_id: str, manifest: Manifest, *, signer: str
     ) -> UpdateOutcome:
         """The release names the version already running (e.g. re-signed with a later expiry)."""
         recorded = RecordedOutcome(
@@ -91,6 +93,7 @@ class StepRecorder:
         state = state.finished(
             recorded,
             floor=manifest.manifest_version,
+            signer=signer,
             build=(manifest.agent_version, _build_of(manifest)),
             at=self._clock.now(),
         )
@@ -123,6 +126,7 @@ class StepRecorder:
         state = state.finished(
             recorded,
             floor=manifest.manifest_version,
+            signer=signature_key_id(base64.b64decode(progress.signature_b64)),
             build=(progress.version, _build_of(manifest)) if good else None,
             bad=None if bad_reason is None else (progress.version, bad_reason),
             at=self._clock.now(),

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
+from datetime import datetime
 
 import httpx
 
@@ -58,7 +59,7 @@ from agent_daemon.errors import (
 from agent_daemon.updater.failure_reasons import describe, failure_reason
 from agent_daemon.updater.layout import InstallLayout
 from agent_daemon.updater.managed_service import AgentService
-from agent_daemon.updater.release_keys import trusted_release_keys
+from agent_daemon.updater.release_keys import floor_now, trusted_release_keys
 from agent_daemon.updater.step_machine import StepMachine
 from agent_daemon.updater.step_recorder import StepRecorder
 from agent_daemon.updater.switching import BEFORE_THE_SWAP, Switcher
@@ -138,9 +139,9 @@ class Updater:
         """The version `current` names (a complete one), or None before the first install."""
         return self._layout.link_target("current")
 
-    def accepted_floor(self) -> int | None:
-        """The highest manifest_version this host accepted (the rollback floor), or None."""
-        return self._store.load().floor
+    def accepted_floor(self, now: datetime) -> int | None:
+        """The rollback floor under the release keys trusted at `now`, or None."""
+        return floor_now(self._store.load(), self._settings, now)
 
     def apply(self, request: UpdateRequest) -> UpdateOutcome:
         """Verify, install, switch, restart, health-check, and commit or roll back. Refusals and
@@ -249,7 +250,9 @@ class Updater:
                 request.run_id, "failed", error=str(exc), reason=reason, retry=retry
             )
         if verified.version == installed:
-            return self._recorder.commit_without_change(state, request.run_id, verified.manifest)
+            return self._recorder.commit_without_change(
+                state, request.run_id, verified.manifest, signer=verified.key_id
+            )
         state = state.model_copy(
             update={
                 "in_progress": InProgress(
@@ -272,12 +275,13 @@ class Updater:
     ) -> VerifiedRelease:
         running = state.builds.get(installed) if installed else None
         now = self._clock.now()
+        trusted = trusted_release_keys(self._settings, now)
         verified = verify_release(
             request.manifest,
             request.signature,
-            trusted_release_keys(self._settings, now),
+            trusted,
             installed_version=installed,
-            floor=state.floor,
+            floor=state.floor_for(trusted),
             now=now,
             platform=self._settings.platform,
             channel=self._settings.channel,

@@ -7,6 +7,11 @@ explanation rather than misread.
 
 What it holds:
 - `floor`: the highest `manifest_version` this host accepted; anything at or below is a rollback.
+- `floors`: the same per release key (key id → the highest `manifest_version` accepted under its
+  signature). The floor a release is checked against is the highest of the keys still trusted: a
+  key that the trust root dropped (compromised) takes the floor it set with it, so a manifest it
+  signed with an absurd `manifest_version` cannot keep every later release out (a fast-forward).
+  A file from before `floors` has only `floor`, which applies until a release is accepted.
 - `builds`: what the signed manifest said about each installed version (its issue date is the
   "running build's date" a sane clock cannot be earlier than).
 - `bad_versions`: versions that failed their self-test or health check here; never retried.
@@ -18,6 +23,7 @@ What it holds:
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -99,10 +105,18 @@ class RecordedOutcome(_Frozen):
 
 class UpdaterState(_Frozen):
     floor: int | None = None
+    floors: dict[str, int] = {}
     builds: dict[str, Build] = {}
     bad_versions: dict[str, str] = {}
     in_progress: InProgress | None = None
     last_outcome: RecordedOutcome | None = None
+
+    def floor_for(self, trusted_key_ids: Iterable[str]) -> int | None:
+        """The rollback floor under the release keys trusted now (see the module's docstring)."""
+        if not self.floors:
+            return self.floor
+        kept = [self.floors[key] for key in trusted_key_ids if key in self.floors]
+        return max(kept) if kept else None
 
     def with_step(self, step: Step, *, failure: str | None = None) -> UpdaterState:
         """The update in progress, advanced to `step` (and, when rolling back, why)."""
@@ -125,15 +139,19 @@ class UpdaterState(_Frozen):
         outcome: RecordedOutcome,
         *,
         floor: int | None = None,
+        signer: str | None = None,
         build: tuple[str, Build] | None = None,
         bad: tuple[str, str] | None = None,
         at: datetime,
     ) -> UpdaterState:
         """Nothing in progress any more. `floor` raises the rollback floor, `build` (version,
-        facts) records an installed build, `bad` (version, reason) marks one never to retry."""
+        facts) records an installed build, `bad` (version, reason) marks one never to retry;
+        `signer` is the key id that signed the release that set `floor`."""
         changes: dict[str, object] = {"in_progress": None, "last_outcome": outcome}
         if floor is not None:
             changes["floor"] = max(self.floor or 0, floor)
+            if signer is not None:
+                changes["floors"] = {**self.floors, signer: max(self.floors.get(signer, 0), floor)}
         if build is not None:
             changes["builds"] = {**self.builds, build[0]: build[1]}
         if bad is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
 from ground.contract import OutcomeReason
@@ -52,5 +53,5 @@ class StubUpdater:
     def installed_version(self) -> str | None:
         return self.installed
 
-    def accepted_floor(self) -> int | None:
+    def accepted_floor(self, now: datetime) -> int | None:
         return self.floor

@@ -78,3 +78,33 @@ def test_a_root_file_others_could_write_is_refused(host: Host) -> None:
     outcome = host.apply(host.factory.release("1.5.0", 50), "run-writable")
     assert (outcome.status, outcome.reason) == ("failed", OutcomeReason.VERIFICATION_FAILED)
     assert "held trust root is unusable" in (outcome.error or "")
+
+
+def test_a_fast_forward_by_a_dropped_key_does_not_outlive_its_revocation(host: Host) -> None:
+    """A stolen key A signs a manifest with an absurd manifest_version; the host accepts it (here
+    it installs; a broken build would raise the floor the same). The root that drops A takes that
+    floor with it: B's next release, numbered as usual, installs. While A is trusted, it does
+    not."""
+    key_a = host.factory.key
+    key_b = Ed25519PrivateKey.generate()
+    chain = RootChain(release_key=key_a)
+    _hold(host, chain.versions[1])
+    huge = 2**53 - 1  # the largest manifest_version there is
+    assert host.apply(host.factory.release("1.5.0", huge), "run-stolen").status == "succeeded"
+    # v2 names A and B: A's floor still holds for B's releases.
+    HeldTrustRootFile(host.settings.trust_root_file).save(  # type: ignore[arg-type]
+        chain.next(release_keys=[key_a, key_b])
+    )
+    held_back = host.apply(host.factory.release("1.6.0", 60, key=key_b), "run-held-back")
+    assert (held_back.status, held_back.reason) == ("failed", OutcomeReason.VERIFICATION_FAILED)
+    assert f"not above {huge}" in (held_back.error or "")
+    # v3 drops A.
+    HeldTrustRootFile(host.settings.trust_root_file).save(  # type: ignore[arg-type]
+        chain.next(release_keys=[key_b])
+    )
+    after = host.apply(host.factory.release("1.6.0", 61, key=key_b), "run-after")
+    assert (after.status, after.version) == ("succeeded", "1.6.0")
+    # B's own floor holds: a replay of an older B manifest is a rollback.
+    replay = host.apply(host.factory.release("1.6.1", 60, key=key_b), "run-replay")
+    assert (replay.status, replay.reason) == ("failed", OutcomeReason.VERIFICATION_FAILED)
+    assert "not above 61" in (replay.error or "")
