@@ -3,8 +3,8 @@ and how many live agents hold it, an older one, or none (still on their trusted-
 yet said). Read for `/metrics` and for the operators' main page.
 
 Two reads whose cost does not grow with the roots' history: the newest root is the last entry of
-the primary key's index, and the agents are counted in one pass over the agents table (one
-aggregate row, however many roots were ever published).
+the primary key's index, and the agents are counted in one pass over the agents table, by the
+trust roots' own rule (`trust_roots.services.agents_by_held_root`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from control_plane.trust_roots.services import agents_by_held_root
 from control_plane.types import Connection
 
 __all__ = ["EXPIRY_WARNING", "NO_TRUST_ROOT", "TrustRootStanding", "read_trust_root_standing"]
@@ -56,27 +57,16 @@ _NEWEST_ROOT = """
 SELECT version, expires_at, published_at FROM trust_roots ORDER BY version DESC LIMIT 1
 """
 
-# An agent holding a version above the newest published one was enrolled with a root operators
-# have not given the control plane yet: it is not behind, so it counts as current.
-_AGENTS_BY_ROOT = """
-SELECT count(*) FILTER (WHERE trust_root_version IS NULL) AS none,
-       count(*) FILTER (WHERE trust_root_version < %(newest)s::integer) AS older,
-       count(*) FILTER (WHERE trust_root_version >= coalesce(%(newest)s::integer, 0)) AS current
-  FROM agents
- WHERE deleted_at IS NULL
-"""
-
 
 def read_trust_root_standing(conn: Connection) -> TrustRootStanding:
     newest = conn.execute(_NEWEST_ROOT).fetchone()
     version = newest["version"] if newest is not None else None
-    counts = conn.execute(_AGENTS_BY_ROOT, {"newest": version}).fetchone()
-    assert counts is not None, "an aggregate without GROUP BY returns one row"
+    agents = agents_by_held_root(conn).standing(version)
     return TrustRootStanding(
         version=version,
         expires_at=newest["expires_at"] if newest is not None else None,
         published_at=newest["published_at"] if newest is not None else None,
-        agents_current=counts["current"],
-        agents_older=counts["older"],
-        agents_none=counts["none"],
+        agents_current=agents.current,
+        agents_older=agents.older,
+        agents_none=agents.none,
     )

@@ -31,10 +31,13 @@ from signed_release.trust_root import (
 )
 
 __all__ = [
+    "AgentsStanding",
+    "HeldRoots",
     "PublishedTrustRoot",
     "StoredTrustRoot",
     "TrustRootList",
     "TrustRootService",
+    "agents_by_held_root",
     "newest_trust_root",
 ]
 
@@ -156,14 +159,9 @@ class TrustRootService:
                 "SELECT version, expires_at, published_at, published_by FROM trust_roots"
                 " ORDER BY version DESC"
             ).fetchall()
-            held = {
-                row["version"]: row["agents"]
-                for row in conn.execute(
-                    "SELECT trust_root_version AS version, count(*) AS agents FROM agents"
-                    " WHERE deleted_at IS NULL GROUP BY trust_root_version"
-                ).fetchall()
-            }
+            held = agents_by_held_root(conn)
         newest = roots[0]["version"] if roots else None
+        behind = held.standing(newest)
         return TrustRootList(
             roots=tuple(
                 StoredTrustRoot(
@@ -171,18 +169,50 @@ class TrustRootService:
                     expires_at=row["expires_at"],
                     published_at=row["published_at"],
                     published_by=row["published_by"],
-                    agents_holding=held.get(row["version"], 0),
+                    agents_holding=held.by_version.get(row["version"], 0),
                 )
                 for row in roots
             ),
             newest_version=newest,
-            agents_holding_none=held.get(None, 0),
-            agents_holding_older=sum(
-                count
-                for version, count in held.items()
-                if version is not None and newest is not None and version < newest
-            ),
+            agents_holding_none=behind.none,
+            agents_holding_older=behind.older,
         )
+
+
+@dataclass(frozen=True)
+class AgentsStanding:
+    current: int  # holding the newest root, or a newer one they were enrolled with
+    older: int  # holding an earlier version
+    none: int  # holding none (on their trusted-key files, or not said yet)
+
+
+@dataclass(frozen=True)
+class HeldRoots:
+    """Live agents by the root version they last said they hold (None: none)."""
+
+    by_version: dict[int | None, int]
+
+    def standing(self, newest: int | None) -> AgentsStanding:
+        """The agents against the newest published root. An agent above it was enrolled with a
+        root not given to the control plane yet: it is not behind, so it counts as current."""
+        older = current = 0
+        for version, count in self.by_version.items():
+            if version is None:
+                continue
+            if newest is not None and version < newest:
+                older += count
+            else:
+                current += count
+        return AgentsStanding(current=current, older=older, none=self.by_version.get(None, 0))
+
+
+def agents_by_held_root(conn: Connection) -> HeldRoots:
+    """One aggregate over the agents: a row per version held (a handful), whatever the fleet."""
+    rows = conn.execute(
+        "SELECT trust_root_version AS version, count(*) AS agents FROM agents"
+        " WHERE deleted_at IS NULL GROUP BY trust_root_version"
+    ).fetchall()
+    return HeldRoots({row["version"]: row["agents"] for row in rows})
 
 
 def _body(conn: Connection, version: int) -> bytes | None:
