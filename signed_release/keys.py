@@ -9,7 +9,6 @@ key, so anyone holding the `.pub` file can compute it.
 from __future__ import annotations
 
 import hashlib
-import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from signed_release.atomic_files import write_new_file
 from signed_release.errors import KeyFileError
 
 __all__ = [
@@ -43,17 +43,6 @@ def key_id(public_key: Ed25519PublicKey) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def _write_new(path: Path, data: bytes, mode: int) -> None:
-    # O_EXCL: a second keygen must never replace a key that releases were signed with.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        os.fchmod(fd, mode)
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def generate_key_files(directory: Path, name: str = RELEASE_KEY) -> tuple[Path, Path, str]:
     """Write a new key pair `name.key` and `name.pub` into `directory`; returns (private path,
     public path, key id)."""
@@ -64,22 +53,23 @@ def generate_key_files(directory: Path, name: str = RELEASE_KEY) -> tuple[Path, 
         if path.exists():
             raise KeyFileError(f"{path}: already exists (refusing to replace a {name} key)")
     private_key = Ed25519PrivateKey.generate()
-    _write_new(
+    # Never replaced (a second keygen must not replace a key that releases were signed with).
+    write_new_file(
         private_path,
         private_key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
         ),
-        0o600,
+        mode=0o600,
     )
     public_key = private_key.public_key()
-    _write_new(
+    write_new_file(
         public_path,
         public_key.public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         ),
-        0o644,
+        mode=0o644,
     )
     return private_path, public_path, key_id(public_key)
 
