@@ -294,10 +294,6 @@ def walk_trust_roots(
 # -- making and signing (the release tool) --------------------------------------------------------
 
 
-def _sslib_key(public_key: Ed25519PublicKey) -> SSlibKey:
-    return SSlibKey.from_crypto(public_key)
-
-
 def _serialized(metadata: Metadata[Root]) -> bytes:
     return metadata.to_bytes(JSONSerializer(compact=False)) + b"\n"
 
@@ -327,10 +323,10 @@ def new_trust_root(
         consistent_snapshot=False,
     )
     for key in root_keys:
-        root.add_key(_sslib_key(key), ROOT_ROLE)
+        root.add_key(SSlibKey.from_crypto(key), ROOT_ROLE)
     for key in release_keys:
         for role in TOP_LEVEL_ROLE_NAMES - {ROOT_ROLE}:
-            root.add_key(_sslib_key(key), role)
+            root.add_key(SSlibKey.from_crypto(key), role)
     root.roles[ROOT_ROLE].threshold = root_threshold
     return _serialized(Metadata(signed=root, signatures={}))
 
