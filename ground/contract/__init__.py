@@ -23,6 +23,8 @@ from ground.contract.messages import (
     ClaimedRelease,
     ClaimGrant,
     ClaimRequest,
+    EnrolledAgent,
+    EnrollRequest,
     ErrorAnswer,
     ErrorDetail,
     HoldRequest,
@@ -47,6 +49,7 @@ __all__ = [
     "CHANNEL_PARAM",
     "CLAIMS_PATH",
     "CONFIG_PATH",
+    "ENROLL_PATH",
     "DEFAULT_TRACK",
     "HOLD_PATH",
     "HOST_ID_HEADER",
@@ -61,6 +64,8 @@ __all__ = [
     "BrakeView",
     "ClaimGrant",
     "ClaimRequest",
+    "EnrollRequest",
+    "EnrolledAgent",
     "ClaimedRelease",
     "ErrorAnswer",
     "ErrorDetail",
@@ -123,6 +128,11 @@ MANUAL_UPDATES_PATH = f"{API_PREFIX}/agent/manual-updates"
 CHANNEL_PARAM = "channel"
 PLATFORM_PARAM = "platform"
 
+
+# POST an `EnrollRequest` with `Authorization: Bearer nwe_…` (an enrollment token, not an agent
+# credential) → 201 `EnrolledAgent`: a new agent of the token's organisation and its credential,
+# shown this once. The only agent path that takes no agent credential; refusals are `AnswerCode`s.
+ENROLL_PATH = f"{API_PREFIX}/agent/enroll"
 
 # GET `trust_root_path(N)` → the exact bytes of trust root version N (404 until it is published).
 TRUST_ROOTS_PATH = f"{API_PREFIX}/agent/trust-roots"

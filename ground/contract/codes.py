@@ -120,6 +120,14 @@ class AnswerCode(enum.StrEnum):
     # Any request: a body larger than the control plane accepts (413), refused before parsing.
     REQUEST_TOO_LARGE = "request_too_large"
     DATABASE_UNAVAILABLE = "database_unavailable"
+    # POST /v1/agent/enroll: the enrollment token is unknown or revoked (401), past its expiry
+    # (401), or has no use left (401); the agent name breaks the token's name pattern (422) or is
+    # already an agent of the organisation (409). Each is one line for the admin at the host.
+    ENROLLMENT_TOKEN_REFUSED = "enrollment_token_refused"  # noqa: S105 (a code, not a secret)
+    ENROLLMENT_TOKEN_EXPIRED = "enrollment_token_expired"  # noqa: S105 (a code, not a secret)
+    ENROLLMENT_TOKEN_USED_UP = "enrollment_token_used_up"  # noqa: S105 (a code, not a secret)
+    AGENT_NAME_NOT_ALLOWED = "agent_name_not_allowed"
+    AGENT_EXISTS = "agent_exists"
 
 
 class OutcomeReason(enum.StrEnum):

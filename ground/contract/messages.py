@@ -43,6 +43,8 @@ __all__ = [
     "BrakeView",
     "ClaimGrant",
     "ClaimRequest",
+    "EnrollRequest",
+    "EnrolledAgent",
     "ClaimedRelease",
     "ErrorAnswer",
     "ErrorDetail",
@@ -213,6 +215,34 @@ class AgentConfig(_Answer):
     # control plane older than trust roots.
     trust_root_version: int | None = Field(default=None, strict=True, ge=1)
     server_time: Instant | None = None
+
+
+# -- POST /v1/agent/enroll ------------------------------------------------------------------------
+
+# An agent's name: what the panel lists and an enrollment token's name pattern is matched against.
+MAX_AGENT_NAME_LENGTH = 200
+
+
+class EnrollRequest(_Request):
+    """What a host sends with its enrollment token: the name it asks for (the host's name by
+    default). The control plane creates the agent in the token's organisation."""
+
+    name: str = Field(
+        min_length=1,
+        max_length=MAX_AGENT_NAME_LENGTH,
+        pattern=r"^[^\x00-\x1f\x7f]*[^\x00-\x20\x7f][^\x00-\x1f\x7f]*$",
+        examples=["web-07.example.internal"],
+    )
+
+
+class EnrolledAgent(_Answer):
+    """The new agent and its own credential (`nwa_…`), shown this once; the enrollment token
+    has one use fewer."""
+
+    agent_id: UUID
+    org_id: UUID
+    name: str = Field(max_length=MAX_AGENT_NAME_LENGTH)
+    credential: str = Field(min_length=1, max_length=200)
 
 
 # -- POST /v1/agent/claims ------------------------------------------------------------------------
