@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -10,6 +11,15 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from control_plane.agent_scope import agent_not_found
+from control_plane.agents.agent_list import (
+    PAGE_SIZE,
+    AgentQuery,
+    ScheduleChanges,
+    count_agents,
+    last_runs_by_id,
+    page_rows,
+    set_schedules,
+)
 from control_plane.agents.schedule import Schedule, validated_schedule
 from control_plane.events.trail import Actor, record_action
 from control_plane.runs.views import RunView, latest_run_per_agent, latest_runs
@@ -111,7 +121,13 @@ class AgentOverviewRow(AgentSummary):
 
 @dataclass(frozen=True, kw_only=True)
 class AgentOverview:
+    """A page of the list: its agents, how many the query found in all, and which page of how
+    many it is (a page past the last one holds no agent: the caller says so)."""
+
     agents: tuple[AgentOverviewRow, ...]
+    total: int
+    page: int = 1
+    pages: int = 1
 
 
 def _summary_fields(row: dict[str, Any]) -> dict[str, Any]:
@@ -155,16 +171,38 @@ class AgentService:
             ).fetchall()
         return AgentList(agents=tuple(AgentSummary(**_summary_fields(row)) for row in rows))
 
-    def overview(self, org_id: UUID, *, now: datetime) -> AgentOverview:
-        """Every agent of the organisation at `now` with its next slot and newest run: three
-        queries for the whole list, however many agents it has."""
+    def overview(
+        self,
+        org_id: UUID,
+        *,
+        now: datetime,
+        query: AgentQuery | None = None,
+        online_since: datetime | None = None,
+    ) -> AgentOverview:
+        """The agents at `now` with their next slot and newest run: with `query`, its one page
+        (searched, filtered, sorted and cut by the database); without, every agent by name.
+        `online_since`: an agent last seen before it is offline (for the `offline` state)."""
+        since = now if online_since is None else online_since
         with self._pool.connection() as conn:
-            rows = conn.execute(
-                _SELECT_AGENTS + " AND org_id = %s ORDER BY name, id",
-                [org_id],
-            ).fetchall()
             settings = read_settings(conn)
-            last_runs = latest_run_per_agent(conn, org_id)
+            if query is None:
+                rows = conn.execute(
+                    _SELECT_AGENTS + " AND org_id = %s ORDER BY name, id",
+                    [org_id],
+                ).fetchall()
+                last_runs = latest_run_per_agent(conn, org_id)
+                total, page, pages = len(rows), 1, 1
+            else:
+                total = count_agents(conn, org_id, query, now=now, online_since=since)
+                pages = max(1, -(-total // PAGE_SIZE))
+                page = query.page
+                rows = (
+                    page_rows(conn, org_id, query, now=now, online_since=since)
+                    if page <= pages
+                    else []
+                )
+                run_ids = [row["last_run_id"] for row in rows if row["last_run_id"] is not None]
+                last_runs = last_runs_by_id(conn, run_ids)
         agents = []
         for row in rows:
             fields = _summary_fields(row)
@@ -175,7 +213,35 @@ class AgentService:
                     last_run=last_runs.get(row["id"]),
                 )
             )
-        return AgentOverview(agents=tuple(agents))
+        return AgentOverview(agents=tuple(agents), total=total, page=page, pages=pages)
+
+    def set_schedules(
+        self,
+        org_id: UUID,
+        *,
+        agent_ids: Sequence[UUID] | None = None,
+        query: AgentQuery | None = None,
+        enabled: object,
+        times: object,
+        now: datetime,
+        online_since: datetime | None = None,
+        actor: Actor,
+    ) -> ScheduleChanges:
+        """One schedule for the listed agents or for every agent `query` finds (all its pages),
+        checked with the same rules as `set_schedule`, in one transaction: a change each for the
+        trail, none for an agent already on it."""
+        with self._pool.connection() as conn, conn.transaction():
+            return set_schedules(
+                conn,
+                org_id,
+                agent_ids=agent_ids,
+                query=query,
+                enabled=enabled,
+                times=times,
+                now=now,
+                online_since=now if online_since is None else online_since,
+                actor=actor,
+            )
 
     def agent_page(self, org_id: UUID, agent_id: UUID, *, now: datetime) -> AgentPage:
         """The agent page at `now`: its summary, its next slot and its latest runs."""

@@ -3,6 +3,7 @@ notifications, the webhook, the forecast."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, timedelta
 from typing import Annotated
 from uuid import UUID
@@ -10,10 +11,12 @@ from uuid import UUID
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
+from control_plane.agents.agent_list import ScheduleChanges
 from control_plane.panel import (
     backend,
     customer_backend,
     event_wording,
+    fleet_list,
     operator_backend,
     rollout_backend,
     rollout_wording,
@@ -33,18 +36,90 @@ router = APIRouter(prefix=PREFIX, include_in_schema=False)
 @router.get("/agents")
 def agents(request: Request) -> Response:
     ctx, org_id = customer_of(request)
-    zone = backend.platform(ctx.services).zone
-    overview = customer_backend.list_agents(ctx.services, org_id, now=ctx.now)
+    view = fleet_list.read_view(ctx.lang, request.query_params)
+    return _agents_page(ctx, org_id, view)
+
+
+def _agents_page(
+    ctx: PanelContext,
+    org_id: UUID,
+    view: fleet_list.FleetView,
+    *,
+    status_code: int = 200,
+    bulk: fleet_list.BulkSchedule | None = None,
+    changes: ScheduleChanges | None = None,
+) -> Response:
+    """The agent list in the view the URL names; a bad field is answered at the field (400)."""
+    view, overview = fleet_list.fleet_page(ctx.services, ctx.lang, org_id, view, now=ctx.now)
+    listed = overview.agents if overview else ()
     return page(
         ctx,
         "agents.html",
-        agents=overview.agents,
-        releases=rollout_backend.agent_releases(ctx.services, org_id, now=ctx.now),
-        zone=zone,
+        status_code=400 if view.errors else status_code,
+        view=view,
+        overview=overview,
+        agents=listed,
+        releases=rollout_backend.agent_releases(
+            ctx.services, org_id, now=ctx.now, agent_ids=[a.id for a in listed]
+        ),
+        state_choices=fleet_list.STATE_CHOICES,
+        sort_choices=fleet_list.SORT_CHOICES,
+        bulk=bulk,
+        changes=changes,
+        zone=backend.platform(ctx.services).zone,
         now=ctx.now,
         wording=wording,
         rollout_wording=rollout_wording,
     )
+
+
+@router.post("/agents/schedules")
+def save_schedules(
+    request: Request,
+    csrf: Csrf = "",
+    enabled: Annotated[str | None, Form()] = None,
+    times: Annotated[str, Form()] = "",
+    target: Annotated[str, Form(max_length=20)] = "selected",
+    agent: Annotated[list[str] | None, Form()] = None,
+    q: Annotated[str, Form()] = "",
+    state: Annotated[str, Form()] = "",
+    sort: Annotated[str, Form()] = "",
+) -> Response:
+    """One schedule for the agents ticked on the page, or for every agent of the view (all its
+    pages): a change on the trail per agent whose schedule changed."""
+    post = customer_post(request, csrf)
+    ctx, org_id = post.ctx, post.org_id
+    view = fleet_list.read_view(ctx.lang, {"q": q, "state": state, "sort": sort})
+    ids = [parse_id(text) for text in (agent or [])[: fleet_list.MAX_SELECTED + 1]]
+    if None in ids or target not in {"selected", "matching"} or view.query is None:
+        # Not something the page's form sends: the same answer as a bad id.
+        return not_found(ctx)
+    form = fleet_list.bulk_schedule(
+        ctx.lang,
+        enabled=enabled is not None,
+        times_text=times,
+        target=target,
+        selected=[agent_id for agent_id in ids if agent_id is not None],
+    )
+    if form.errors:
+        return _agents_page(ctx, org_id, view, status_code=422, bulk=form)
+    try:
+        changes = fleet_list.set_schedules(
+            ctx.services,
+            org_id,
+            form,
+            query=view.query if target == "matching" else None,
+            now=ctx.now,
+            actor=backend.session_actor(post.session),
+        )
+    except backend.Missing:
+        return not_found(ctx)
+    except backend.Refused:
+        unread = replace(
+            form, errors={"times": ctx.lang.gettext("The list of times could not be read.")}
+        )
+        return _agents_page(ctx, org_id, view, status_code=422, bulk=unread)
+    return _agents_page(ctx, org_id, view, bulk=form, changes=changes)
 
 
 def _agent_page(

@@ -7,6 +7,7 @@ refusals into the panel's `Missing` and `Refused`. Every function at an instant 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
@@ -173,8 +174,23 @@ def agent_release(
         raise Missing(str(agent_id)) from exc
 
 
-def agent_releases(services: Services, org_id: UUID, *, now: datetime) -> dict[UUID, AgentRelease]:
-    """Every agent of the organisation with its pair, offer, pin and hold, by agent id."""
+def agent_releases(
+    services: Services,
+    org_id: UUID,
+    *,
+    now: datetime,
+    agent_ids: Sequence[UUID] | None = None,
+) -> dict[UUID, AgentRelease]:
+    """The organisation's agents with their pair, offer, pin and hold, by agent id: those of
+    `agent_ids` (a page of the list), or every agent."""
+    if agent_ids is not None:
+        try:
+            return {
+                agent_id: services.rollout.agent_release(agent_id, org_id=org_id, now=now)
+                for agent_id in agent_ids
+            }
+        except NotFound as exc:
+            raise Missing(str(org_id)) from exc
     try:
         listed = services.rollout.org_agent_releases(org_id, now=now)
     except NotFound as exc:

@@ -1,0 +1,255 @@
+"""One page of an organisation's agents, found, filtered, sorted and cut in SQL, and one schedule
+set for many agents at once.
+
+An organisation may have thousands of agents: a page is 50 rows, and the database counts, filters,
+orders and cuts them, so a request never reads the whole organisation. The states a list filters
+by are those one join can tell: the newest run (the list's "last outcome"), the connection and a
+hold in force.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, get_args
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from control_plane.accounts.services import MAX_NAME_LENGTH
+from control_plane.agent_scope import agent_not_found
+from control_plane.agents.schedule import validated_schedule
+from control_plane.errors import InvalidInput
+from control_plane.events.trail import Actor, record_action
+from control_plane.runs.views import RUN_COLUMNS, RunView, run_view
+from control_plane.types import Connection
+
+__all__ = [
+    "AGENT_SORTS",
+    "AGENT_STATES",
+    "MAX_SEARCH_LENGTH",
+    "PAGE_SIZE",
+    "AgentQuery",
+    "AgentSort",
+    "AgentState",
+    "ScheduleChanges",
+    "count_agents",
+    "last_runs_by_id",
+    "page_rows",
+    "set_schedules",
+]
+
+PAGE_SIZE = 50
+# No agent's name is longer, so a longer search can only find nothing.
+MAX_SEARCH_LENGTH = MAX_NAME_LENGTH
+
+# failed     its newest run failed or was rolled back
+# missed     its newest run is a missed slot
+# offline    not seen since the instant the caller calls "online" (or never seen)
+# held       a hold is in force
+AgentState = Literal["failed", "missed", "offline", "held"]
+AGENT_STATES: tuple[AgentState, ...] = get_args(AgentState)
+AgentSort = Literal["name", "version", "outcome", "seen"]
+AGENT_SORTS: tuple[AgentSort, ...] = get_args(AgentSort)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentQuery:
+    """Which agents, in which order, which page: checked when built, naming the bad field."""
+
+    search: str = ""  # a part of the name, any case; empty finds every agent
+    state: AgentState | None = None
+    sort: AgentSort = "name"
+    descending: bool = False
+    page: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.search, str) or len(self.search) > MAX_SEARCH_LENGTH:
+            raise InvalidInput(
+                "search", self.search, f"is not a text of at most {MAX_SEARCH_LENGTH} characters"
+            )
+        if "\x00" in self.search:
+            raise InvalidInput("search", self.search, "holds a NUL character, which no name has")
+        if self.state is not None and self.state not in AGENT_STATES:
+            raise InvalidInput("state", self.state, f"is not one of {', '.join(AGENT_STATES)}")
+        if self.sort not in AGENT_SORTS:
+            raise InvalidInput("sort", self.sort, f"is not one of {', '.join(AGENT_SORTS)}")
+        if not isinstance(self.descending, bool):
+            raise InvalidInput("descending", self.descending, "is not true or false")
+        if isinstance(self.page, bool) or not isinstance(self.page, int) or self.page < 1:
+            raise InvalidInput("page", self.page, "is not a page number (1 or more)")
+
+
+# The newest run of each agent, as `latest_run_per_agent` orders them (index runs_agent_created).
+_FROM = (
+    " FROM agents a LEFT JOIN LATERAL (SELECT r.id, r.status FROM runs r"
+    " WHERE r.agent_id = a.id ORDER BY r.created_at DESC, r.id LIMIT 1) last ON true"
+    " WHERE a.org_id = %(org_id)s AND a.deleted_at IS NULL"
+)
+_STATE_WHERE: dict[AgentState, str] = {
+    "failed": " AND last.status IN ('failed', 'rolled_back')",
+    "missed": " AND last.status = 'missed'",
+    "offline": " AND (a.last_seen_at IS NULL OR a.last_seen_at < %(online_since)s)",
+    "held": " AND EXISTS (SELECT 1 FROM holds h WHERE h.agent_id = a.id AND h.until > %(now)s)",
+}
+# strpos, not LIKE: a search holding % or _ means those characters, with nothing to escape.
+_SEARCH_WHERE = " AND strpos(lower(a.name), lower(%(search)s)) > 0"
+
+# Worst first: what needs a person comes before what went well; no run at all comes last.
+_OUTCOME_RANK = (
+    "CASE last.status WHEN 'failed' THEN 0 WHEN 'rolled_back' THEN 1 WHEN 'unauthorised' THEN 2"
+    " WHEN 'missed' THEN 3 WHEN 'skipped' THEN 4 WHEN 'requested' THEN 5 WHEN 'claimed' THEN 6"
+    " WHEN 'succeeded' THEN 7 WHEN 'up_to_date' THEN 8 END"
+)
+# MAJOR.MINOR.PATCH in numbers, then a prerelease before its release (prereleases among
+# themselves in text order); a version the agent reported in another form has no key.
+_VERSION = "regexp_match(a.current_version, '^(\\d{1,9})\\.(\\d{1,9})\\.(\\d{1,9})(-.+)?$')"
+_SORT_KEYS: dict[AgentSort, tuple[str, ...]] = {
+    "name": (),
+    "version": (
+        f"({_VERSION})[1]::int",
+        f"({_VERSION})[2]::int",
+        f"({_VERSION})[3]::int",
+        f"(({_VERSION})[4] IS NULL)",
+        f"({_VERSION})[4]",
+    ),
+    "outcome": (_OUTCOME_RANK,),
+    "seen": ("a.last_seen_at",),
+}
+
+
+def _where(query: AgentQuery) -> str:
+    where = _FROM
+    if query.search:
+        where += _SEARCH_WHERE
+    if query.state is not None:
+        where += _STATE_WHERE[query.state]
+    return where
+
+
+def _parameters(
+    org_id: UUID, query: AgentQuery, *, now: datetime, online_since: datetime
+) -> dict[str, Any]:
+    return {"org_id": org_id, "search": query.search, "now": now, "online_since": online_since}
+
+
+def count_agents(
+    conn: Connection, org_id: UUID, query: AgentQuery, *, now: datetime, online_since: datetime
+) -> int:
+    """How many of the organisation's agents the query finds (its page aside)."""
+    row = conn.execute(
+        "SELECT count(*) AS n" + _where(query),
+        _parameters(org_id, query, now=now, online_since=online_since),
+    ).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+def page_rows(
+    conn: Connection,
+    org_id: UUID,
+    query: AgentQuery,
+    *,
+    now: datetime,
+    online_since: datetime,
+) -> list[dict[str, Any]]:
+    """The query's page: each agent's row and the id of its newest run (`last_run_id`).
+
+    Every key sorts what is unknown (no version, no run, never seen) last in either direction,
+    and ties go by name, so a page never shows an agent twice or skips one."""
+    direction = "DESC" if query.descending else "ASC"
+    keys = [f"{key} {direction} NULLS LAST" for key in _SORT_KEYS[query.sort]]
+    keys += [f"a.name {direction}" if query.sort == "name" else "a.name", "a.id"]
+    parameters = _parameters(org_id, query, now=now, online_since=online_since)
+    parameters["limit"] = PAGE_SIZE
+    parameters["offset"] = (query.page - 1) * PAGE_SIZE
+    return conn.execute(
+        "SELECT a.id, a.org_id, a.name, a.created_at, a.current_version, a.last_seen_at,"
+        " a.update_schedule_enabled, a.update_schedule_times, last.id AS last_run_id"
+        + _where(query)
+        + " ORDER BY "
+        + ", ".join(keys)
+        + " LIMIT %(limit)s OFFSET %(offset)s",
+        parameters,
+    ).fetchall()
+
+
+def last_runs_by_id(conn: Connection, run_ids: Sequence[UUID]) -> dict[UUID, RunView]:
+    """The runs a page shows as its agents' last outcome, by agent id."""
+    if not run_ids:
+        return {}
+    rows = conn.execute(
+        f"SELECT {RUN_COLUMNS}"  # noqa: S608 - constant columns
+        " FROM runs r LEFT JOIN releases rel ON rel.id = r.release_id WHERE r.id = ANY(%s)",
+        [list(run_ids)],
+    ).fetchall()
+    return {row["agent_id"]: run_view(row) for row in rows}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleChanges:
+    """One schedule set for many agents: how many it changed and how many were already on it."""
+
+    changed: int
+    unchanged: int
+
+
+def set_schedules(
+    conn: Connection,
+    org_id: UUID,
+    *,
+    agent_ids: Sequence[UUID] | None = None,
+    query: AgentQuery | None = None,
+    enabled: object,
+    times: object,
+    now: datetime,
+    online_since: datetime,
+    actor: Actor,
+) -> ScheduleChanges:
+    """Set one schedule on the listed agents, or on every agent `query` finds (all its pages), in
+    the caller's transaction: one `schedule.changed` event per agent whose schedule changed, none
+    for an agent already on it. A listed agent that is not one of the organisation's is missing,
+    and nothing changes."""
+    if (agent_ids is None) == (query is None):
+        raise ValueError("set_schedules takes agent_ids or query, exactly one")
+    schedule = validated_schedule(enabled=enabled, times=times)
+    after = {"enabled": schedule.enabled, "times": list(schedule.times)}
+    if agent_ids is not None:
+        wanted = list(dict.fromkeys(agent_ids))
+        rows = conn.execute(
+            "SELECT a.id, a.update_schedule_enabled AS enabled, a.update_schedule_times AS times"
+            " FROM agents a WHERE a.org_id = %s AND a.deleted_at IS NULL"
+            " AND a.id = ANY(%s) ORDER BY a.id FOR UPDATE",
+            [org_id, wanted],
+        ).fetchall()
+        found = {row["id"] for row in rows}
+        for agent_id in wanted:
+            if agent_id not in found:
+                raise agent_not_found(agent_id)
+    else:
+        assert query is not None
+        rows = conn.execute(
+            "SELECT a.id, a.update_schedule_enabled AS enabled, a.update_schedule_times AS times"
+            + _where(query)
+            + " ORDER BY a.id FOR UPDATE OF a",
+            _parameters(org_id, query, now=now, online_since=online_since),
+        ).fetchall()
+    changed = [row for row in rows if {"enabled": row["enabled"], "times": row["times"]} != after]
+    if changed:
+        conn.execute(
+            "UPDATE agents SET update_schedule_enabled = %s, update_schedule_times = %s"
+            " WHERE id = ANY(%s)",
+            [schedule.enabled, Jsonb(after["times"]), [row["id"] for row in changed]],
+        )
+    for row in changed:
+        record_action(
+            conn,
+            kind="schedule.changed",
+            actor=actor,
+            at=now,
+            org_id=org_id,
+            agent_id=row["id"],
+            data={"before": {"enabled": row["enabled"], "times": row["times"]}, "after": after},
+        )
+    return ScheduleChanges(changed=len(changed), unchanged=len(rows) - len(changed))

@@ -1,0 +1,230 @@
+"""The customer's agent list for a large organisation: the view in the URL (search, state, order,
+page) read and checked field by field, its page fetched from the agents' service, and one
+schedule set for the selected agents or for every agent of the view.
+
+A bad parameter is an error at its field in the reader's language, never a server error; the
+view is a GET form, so a bookmark reproduces it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from urllib.parse import urlencode
+from uuid import UUID
+
+from control_plane.agents.agent_list import (
+    AGENT_SORTS,
+    AGENT_STATES,
+    MAX_SEARCH_LENGTH,
+    PAGE_SIZE,
+    AgentQuery,
+    AgentSort,
+    AgentState,
+    ScheduleChanges,
+)
+from control_plane.agents.services import AgentOverview
+from control_plane.errors import InvalidInput, NotFound
+from control_plane.events.trail import Actor
+from control_plane.panel.backend import Missing, refused
+from control_plane.panel.i18n import Language
+from control_plane.panel.schedule_editor import EditorState, check_rows
+from control_plane.panel.wording import ONLINE_WITHIN
+from control_plane.registry import Services
+
+__all__ = [
+    "MAX_SELECTED",
+    "MAX_TIMES_TEXT",
+    "SORT_CHOICES",
+    "STATE_CHOICES",
+    "BulkSchedule",
+    "FleetView",
+    "bulk_schedule",
+    "fleet_page",
+    "read_view",
+    "set_schedules",
+]
+
+# A selection is made on one page.
+MAX_SELECTED = PAGE_SIZE
+# The times as typed, "02:00, 04:30": 288 times of five characters and their separators.
+MAX_TIMES_TEXT = 2000
+# The order's value in the URL: the key, with a leading "-" for the other direction.
+SORT_CHOICES: tuple[str, ...] = tuple(value for sort in AGENT_SORTS for value in (sort, f"-{sort}"))
+STATE_CHOICES: tuple[str, ...] = AGENT_STATES
+
+
+@dataclass(frozen=True, kw_only=True)
+class FleetView:
+    """The view as the URL gave it (its fields as typed, for the form) and, when every field
+    could be read, the query it asks for; `errors` holds a message per bad field."""
+
+    search: str = ""
+    state: str = ""
+    sort: str = "name"
+    page: str = "1"
+    query: AgentQuery | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def url_query(self, **changes: str) -> str:
+        """The view's query string (with `changes`), the defaults left out, for links."""
+        values = {"q": self.search, "state": self.state, "sort": self.sort, "page": self.page}
+        values.update(changes)
+        kept = {
+            key: value
+            for key, value in values.items()
+            if value and (key, value) not in {("sort", "name"), ("page", "1")}
+        }
+        return urlencode(kept)
+
+
+def read_view(lang: Language, params: Mapping[str, str]) -> FleetView:
+    """The view named by the URL's `q`, `state`, `sort` and `page`, each checked on its own."""
+    search = params.get("q", "")
+    state = params.get("state", "")
+    sort = params.get("sort", "") or "name"
+    page_text = params.get("page", "") or "1"
+    errors: dict[str, str] = {}
+    if len(search) > MAX_SEARCH_LENGTH or "\x00" in search:
+        errors["q"] = lang.gettext(
+            "Search for at most %(count)s characters of a name, without NUL characters.",
+            count=lang.number(MAX_SEARCH_LENGTH),
+        )
+    if state and state not in STATE_CHOICES:
+        errors["state"] = lang.gettext("Choose one of the listed states.")
+    if sort not in SORT_CHOICES:
+        errors["sort"] = lang.gettext("Choose one of the listed orders.")
+    page = int(page_text) if page_text.isascii() and page_text.isdigit() else 0
+    shown = FleetView(
+        search=search[:MAX_SEARCH_LENGTH] if "q" in errors else search,
+        state=state[:50],
+        sort=sort[:50],
+        page=page_text[:20],
+    )
+    if errors:
+        return _with(shown, errors=errors)
+    query = AgentQuery(
+        search=search.strip(),
+        state=_state(state),
+        sort=_sort(sort.removeprefix("-")),
+        descending=sort.startswith("-"),
+        page=max(page, 1),
+    )
+    if page < 1:
+        # The page's message names the last page, which only the list's count can tell.
+        return _with(shown, query=query, errors={"page": ""})
+    return _with(shown, query=query)
+
+
+def _with(
+    view: FleetView, *, query: AgentQuery | None = None, errors: dict[str, str] | None = None
+) -> FleetView:
+    return FleetView(
+        search=view.search,
+        state=view.state,
+        sort=view.sort,
+        page=view.page,
+        query=query,
+        errors=errors or {},
+    )
+
+
+def _state(text: str) -> AgentState | None:
+    return next((state for state in AGENT_STATES if state == text), None)
+
+
+def _sort(text: str) -> AgentSort:
+    return next(sort for sort in AGENT_SORTS if sort == text)
+
+
+def fleet_page(
+    services: Services, lang: Language, org_id: UUID, view: FleetView, *, now: datetime
+) -> tuple[FleetView, AgentOverview | None]:
+    """The view's page of agents, or None when a field is wrong; a page number that is not one
+    of the list's pages is an error at its field, naming the last page."""
+    if view.query is None:
+        return view, None
+    overview = services.agents.overview(
+        org_id, now=now, query=view.query, online_since=now - ONLINE_WITHIN
+    )
+    if "page" in view.errors or overview.page > overview.pages:
+        message = lang.gettext(
+            "Choose a page from 1 to %(count)s.", count=lang.number(overview.pages)
+        )
+        return _with(view, query=view.query, errors={"page": message}), None
+    return view, overview
+
+
+@dataclass(frozen=True, kw_only=True)
+class BulkSchedule:
+    """The bulk form as typed: its times, switch and selection, and its problems by field."""
+
+    enabled: bool
+    times_text: str
+    editor: EditorState
+    selected: tuple[UUID, ...]
+    errors: dict[str, str]
+
+
+_SEPARATORS = re.compile(r"[,;\s]+")
+
+
+def bulk_schedule(
+    lang: Language,
+    *,
+    enabled: bool,
+    times_text: str,
+    target: str,
+    selected: list[UUID],
+) -> BulkSchedule:
+    """The bulk form checked: the schedule with the one-agent editor's rules, and a selection
+    of one page's agents when the target is the selection."""
+    text = times_text[:MAX_TIMES_TEXT]
+    rows = [part for part in _SEPARATORS.split(text) if part]
+    editor = check_rows(lang, enabled=enabled, rows=rows)
+    errors: dict[str, str] = {}
+    problems = list(editor.row_errors.values()) + ([editor.list_error] if editor.list_error else [])
+    if problems:
+        errors["times"] = problems[0]
+    if target == "selected" and not 1 <= len(selected) <= MAX_SELECTED:
+        errors["agent"] = lang.gettext(
+            "Select between 1 and %(count)s agents on this page.",
+            count=lang.number(MAX_SELECTED),
+        )
+    return BulkSchedule(
+        enabled=enabled,
+        times_text=text,
+        editor=editor,
+        selected=tuple(dict.fromkeys(selected)),
+        errors=errors,
+    )
+
+
+def set_schedules(
+    services: Services,
+    org_id: UUID,
+    form: BulkSchedule,
+    *,
+    query: AgentQuery | None,
+    now: datetime,
+    actor: Actor,
+) -> ScheduleChanges:
+    """Store a schedule the form already checked on the selection (`query` None) or on every
+    agent of the view; the service checks it again and the database a third time."""
+    try:
+        return services.agents.set_schedules(
+            org_id,
+            agent_ids=None if query is not None else form.selected,
+            query=query,
+            enabled=form.enabled,
+            times=form.editor.times,
+            now=now,
+            online_since=now - ONLINE_WITHIN,
+            actor=actor,
+        )
+    except NotFound as exc:
+        raise Missing(str(org_id)) from exc
+    except InvalidInput as exc:
+        raise refused(exc) from exc
