@@ -171,8 +171,10 @@ def test_states_filter_by_newest_run_connection_and_hold(
         conn.execute(
             "INSERT INTO holds (agent_id, until, set_by, set_at) VALUES"
             " (%s, %s, 'customer', %s), (%s, %s, 'customer', %s)",
-            [ids["host-006"], now + timedelta(days=1), earlier]
-            + [ids["host-007"], now - timedelta(minutes=1), earlier - timedelta(days=1)],
+            [
+                *(ids["host-006"], now + timedelta(days=1), earlier),
+                *(ids["host-007"], now - timedelta(minutes=1), earlier - timedelta(days=1)),
+            ],
         )
         conn.execute("UPDATE agents SET last_seen_at = NULL WHERE id = %s", [ids["host-000"]])
 
@@ -208,7 +210,8 @@ def test_orders_put_the_unknown_last_in_both_directions(
     assert newest_first[-2:] == ["host-001", "host-002"]
 
     seen = _every_page(services, org, now, sort="seen")
-    assert seen[:2] == ["host-011", "host-010"] and seen[-3:] == ["host-000", "host-001", "host-002"]
+    assert seen[:2] == ["host-011", "host-010"]
+    assert seen[-3:] == ["host-000", "host-001", "host-002"]
     recent = _every_page(services, org, now, sort="seen", descending=True)
     assert recent[:2] == ["host-003", "host-004"] and recent[-3:] == seen[-3:]
 
