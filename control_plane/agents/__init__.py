@@ -1,6 +1,7 @@
 """The panel's agents: the list, the agent page (next slot, latest runs) and the schedule.
 
 services     the SQL (`require_agent` is in control_plane/agent_scope.py)
+agent_list   a page of the list found, filtered, sorted and cut in SQL; one schedule for many
 schedule     the API layer of the time pattern's rules: the planner's rules as a 422
 routes       /v1/agents, /v1/agents/{id}, /v1/agents/{id}/schedule
 host_routes  what an agent asks for on its host's behalf: a manual update (`agent update-now`)

@@ -81,12 +81,25 @@ class AgentQuery:
             raise InvalidInput("page", self.page, "is not a page number (1 or more)")
 
 
-# The newest run of each agent, as `latest_run_per_agent` orders them (index runs_agent_created).
-_FROM = (
-    " FROM agents a LEFT JOIN LATERAL (SELECT r.id, r.status FROM runs r"
+# The newest run of each agent, as `latest_run_per_agent` orders them (index runs_agent_created):
+# joined only where a state, an order or the page's rows need it.
+_NEWEST_RUN = (
+    " LEFT JOIN LATERAL (SELECT r.id, r.status FROM runs r"
     " WHERE r.agent_id = a.id ORDER BY r.created_at DESC, r.id LIMIT 1) last ON true"
-    " WHERE a.org_id = %(org_id)s AND a.deleted_at IS NULL"
 )
+# MAJOR.MINOR.PATCH as numbers, then a prerelease before its release (prereleases among
+# themselves in text order); a version the agent reported in another form has no key. A match
+# without capturing groups, then a split: PostgreSQL's capturing matcher is far slower.
+_VERSION_PARTS = (
+    " CROSS JOIN LATERAL (SELECT CASE WHEN a.current_version"
+    " ~ '^[0-9]{1,9}\\.[0-9]{1,9}\\.[0-9]{1,9}(-.+)?$' THEN true END AS ok) shaped"
+    " CROSS JOIN LATERAL (SELECT"
+    " CASE WHEN shaped.ok THEN string_to_array(split_part(a.current_version, '-', 1), '.')::int[]"
+    " END AS numbers,"
+    " CASE WHEN shaped.ok THEN nullif(substr(a.current_version,"
+    " strpos(a.current_version || '-', '-') + 1), '') END AS pre) ver"
+)
+_RUN_STATES: tuple[AgentState, ...] = ("failed", "missed")
 _STATE_WHERE: dict[AgentState, str] = {
     "failed": " AND last.status IN ('failed', 'rolled_back')",
     "missed": " AND last.status = 'missed'",
@@ -102,25 +115,26 @@ _OUTCOME_RANK = (
     " WHEN 'missed' THEN 3 WHEN 'skipped' THEN 4 WHEN 'requested' THEN 5 WHEN 'claimed' THEN 6"
     " WHEN 'succeeded' THEN 7 WHEN 'up_to_date' THEN 8 END"
 )
-# MAJOR.MINOR.PATCH in numbers, then a prerelease before its release (prereleases among
-# themselves in text order); a version the agent reported in another form has no key.
-_VERSION = "regexp_match(a.current_version, '^(\\d{1,9})\\.(\\d{1,9})\\.(\\d{1,9})(-.+)?$')"
 _SORT_KEYS: dict[AgentSort, tuple[str, ...]] = {
     "name": (),
     "version": (
-        f"({_VERSION})[1]::int",
-        f"({_VERSION})[2]::int",
-        f"({_VERSION})[3]::int",
-        f"(({_VERSION})[4] IS NULL)",
-        f"({_VERSION})[4]",
+        "ver.numbers",
+        "(ver.pre IS NULL)",
+        "ver.pre",
     ),
     "outcome": (_OUTCOME_RANK,),
     "seen": ("a.last_seen_at",),
 }
 
 
-def _where(query: AgentQuery) -> str:
-    where = _FROM
+def _where(query: AgentQuery, *, rows: bool = False) -> str:
+    """FROM and WHERE for the query; `rows`: for its page (the newest run and the order's keys)."""
+    where = " FROM agents a"
+    if rows or query.state in _RUN_STATES:
+        where += _NEWEST_RUN
+    if rows and query.sort == "version":
+        where += _VERSION_PARTS
+    where += " WHERE a.org_id = %(org_id)s AND a.deleted_at IS NULL"
     if query.search:
         where += _SEARCH_WHERE
     if query.state is not None:
@@ -167,7 +181,7 @@ def page_rows(
     return conn.execute(
         "SELECT a.id, a.org_id, a.name, a.created_at, a.current_version, a.last_seen_at,"
         " a.update_schedule_enabled, a.update_schedule_times, last.id AS last_run_id"
-        + _where(query)
+        + _where(query, rows=True)
         + " ORDER BY "
         + ", ".join(keys)
         + " LIMIT %(limit)s OFFSET %(offset)s",

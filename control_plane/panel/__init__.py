@@ -14,6 +14,8 @@
                         webhook test;  rollout_wording.py  stages, halts, pins, holds, notices
     progress.py         a manual update's steps, from the click to the outcome
     schedule_editor.py  the editor's rows, the problem next to its row, the preview of the nights
+    fleet_list.py       the agent list's view in the URL (search, state, order, page) checked
+                        field by field, its page, and one schedule for many agents
     charts.py           SVG pictures drawn on the server
     web.py              shared by every page: context, rendering, security headers
     readers.py          who reads a page (customer with its organisation, operator) and the checks

@@ -183,16 +183,8 @@ def agent_releases(
 ) -> dict[UUID, AgentRelease]:
     """The organisation's agents with their pair, offer, pin and hold, by agent id: those of
     `agent_ids` (a page of the list), or every agent."""
-    if agent_ids is not None:
-        try:
-            return {
-                agent_id: services.rollout.agent_release(agent_id, org_id=org_id, now=now)
-                for agent_id in agent_ids
-            }
-        except NotFound as exc:
-            raise Missing(str(org_id)) from exc
     try:
-        listed = services.rollout.org_agent_releases(org_id, now=now)
+        listed = services.rollout.org_agent_releases(org_id, now=now, agent_ids=agent_ids)
     except NotFound as exc:
         raise Missing(str(org_id)) from exc
     return {agent.agent_id: agent for agent in listed.agents}

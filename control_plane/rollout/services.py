@@ -8,6 +8,7 @@ itself names the actor `control_plane` (`rollout`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -351,14 +352,19 @@ class RolloutService:
             owner = _owner(conn, agent_id, org_id)
             return agent_release(conn, agent_id, owner, now)
 
-    def org_agent_releases(self, org_id: UUID, *, now: datetime) -> AgentReleaseList:
-        """Every live agent of the organisation with its pair and offer, by name."""
+    def org_agent_releases(
+        self, org_id: UUID, *, now: datetime, agent_ids: Sequence[UUID] | None = None
+    ) -> AgentReleaseList:
+        """Every live agent of the organisation (or those of `agent_ids`, a page of a list) with
+        its pair and offer, by name."""
+        wanted = None if agent_ids is None else list(agent_ids)
         with self._pool.connection() as conn:
             if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
                 raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
             agents = conn.execute(
-                "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL ORDER BY name, id",
-                [org_id],
+                "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
+                " AND (%s::uuid[] IS NULL OR id = ANY(%s::uuid[])) ORDER BY name, id",
+                [org_id, wanted, wanted],
             ).fetchall()
             return AgentReleaseList(
                 agents=tuple(agent_release(conn, row["id"], org_id, now) for row in agents)
