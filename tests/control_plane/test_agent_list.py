@@ -107,6 +107,7 @@ def test_a_page_past_the_last_holds_no_agent_and_says_how_many_there_are(
         pytest.param("'", ["o'brien"], id="quote_is_a_quote"),
         pytest.param("A_B", ["a_b"], id="any_case"),
         pytest.param("BRIEN", ["o'brien"], id="any_case_inside"),
+        pytest.param("ÖSTER", ["österreich"], id="any_case_beyond_ascii"),
         pytest.param("\\", ["back\\slash"], id="backslash_is_a_backslash"),
         pytest.param("host-29", [f"host-29{i}" for i in range(10)], id="a_part_of_the_name"),
         pytest.param("nothing-like-it", [], id="no_match"),
@@ -123,7 +124,7 @@ def test_search_finds_a_part_of_the_name_literally(
     org = make_org("Hoster")
     _fleet(pool, org, clock.now())
     with pool.connection() as conn:
-        for name in ["50% off", "a_b", "axb", "o'brien", "back\\slash", "50 off"]:
+        for name in ["50% off", "a_b", "axb", "o'brien", "back\\slash", "50 off", "österreich"]:
             conn.execute(
                 "INSERT INTO agents (org_id, name, created_at) VALUES (%s, %s, %s)",
                 [UUID(org.org_id), name, clock.now()],
