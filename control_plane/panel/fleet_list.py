@@ -96,7 +96,9 @@ def read_view(lang: Language, params: Mapping[str, str]) -> FleetView:
         errors["state"] = lang.gettext("Choose one of the listed states.")
     if sort not in SORT_CHOICES:
         errors["sort"] = lang.gettext("Choose one of the listed orders.")
-    page = int(page_text) if page_text.isascii() and page_text.isdigit() else 0
+    # Nine digits at most: more is past any list's end, and Python refuses to read a long one.
+    readable = page_text.isascii() and page_text.isdigit() and len(page_text) <= 9
+    page = int(page_text) if readable else 0
     shown = FleetView(
         search=search[:MAX_SEARCH_LENGTH] if "q" in errors else search,
         state=state[:50],

@@ -83,6 +83,7 @@ def test_a_search_means_its_characters(fleet: PanelWorld, search: str, found: li
         pytest.param("page=4", "page", "Choose a page from 1 to 3.", id="past_the_end"),
         pytest.param("page=x", "page", "Choose a page from 1 to 3.", id="page_not_a_number"),
         pytest.param("page=%EF%BC%92", "page", "Choose a page from 1 to 3.", id="wide_digit"),
+        pytest.param("page=" + "9" * 5000, "page", "Choose a page from 1 to 3.", id="huge_page"),
         pytest.param(
             "q=" + "x" * 10_000,
             "q",
