@@ -31,7 +31,7 @@ from apscheduler.triggers.base import BaseTrigger
 
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.pid_lock import LockHeld, PidLock, lock_holder
-from agent_daemon.errors import ConfigError
+from agent_daemon.errors import DaemonAlreadyRunning
 from agent_daemon.host.activity import Activity
 from agent_daemon.host.event_log import EventLog
 from agent_daemon.host.systemd_notify import Notifier
@@ -113,7 +113,7 @@ class DaemonLock:
         try:
             self._lock.acquire()
         except LockHeld as exc:
-            raise ConfigError(
+            raise DaemonAlreadyRunning(
                 f"{self.path}: another agent daemon (pid {exc.pid or 'unknown'}) already runs "
                 "with this state directory"
             ) from exc
