@@ -176,9 +176,10 @@ def run_service(
         clock=clock.describe(),
         watchdog=notifier.watchdog_interval is not None,
     )
-    notifier.ready(f"ticking every minute at :{second:02d}")
+    activity.ready(f"waiting for the first minute (every minute at :{second:02d})")
+    shown = activity.status_line()
+    notifier.ready(shown)
     interval = notifier.watchdog_interval or _IDLE_CHECK_SECONDS
-    shown = ""
     while not stop.wait(min(interval, _IDLE_CHECK_SECONDS)):
         status = activity.status_line()
         if status != shown:
