@@ -20,7 +20,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -79,6 +79,11 @@ class ActivityRecord(BaseModel):
     # `agent status` must not word as this host being offline.
     platform_unavailable_since: AwareDatetime | None = None
     platform_unavailable_error: str | None = None
+    # The first minute the control plane refused the agent's credential (revoked, or replaced by
+    # a rotation), and its words, until a minute ends otherwise: nothing is updated until the
+    # agent is enrolled again, which `agent status` must say even after the daemon stopped.
+    credential_refused_since: AwareDatetime | None = None
+    credential_refused_error: str | None = None
     last_refusal: Refusal | None = None
     # The update being carried out: its run and version, and the last progress shown.
     update_run_id: str | None = None
@@ -172,6 +177,11 @@ class Activity:
                 self._record = self._record.model_copy(
                     update={"platform_unavailable_since": None, "platform_unavailable_error": None}
                 )
+            if result not in {"credential_refused", "error"}:
+                # A minute that failed on the host (`error`) says nothing about the credential.
+                self._record = self._record.model_copy(
+                    update={"credential_refused_since": None, "credential_refused_error": None}
+                )
             self._record = self._record.model_copy(
                 update={
                     "doing": self._retrying(result) or self._waiting_for(config, now),
@@ -264,7 +274,8 @@ class Activity:
     # -- inside -------------------------------------------------------------------------------
 
     def _local(self, at: datetime) -> str:
-        return f"{at.astimezone(self._tz):%H:%M}" if self._tz is not None else f"{at:%H:%M} UTC"
+        # With its zone: `agent status` shows these words beside times of its own.
+        return f"{at.astimezone(self._tz or UTC):%H:%M %Z}"
 
     def _learn(self, event: str, fields: dict[str, object]) -> dict[str, object]:
         now = self._now()
@@ -282,7 +293,11 @@ class Activity:
                 "platform_unavailable_error": _short(error),
             }
         if event == "control_plane.credential_refused":
-            return {"doing": f"the control plane refuses the credential: {_short(error)}"}
+            return {
+                "credential_refused_since": self._record.credential_refused_since or now,
+                "credential_refused_error": _short(error),
+                "doing": f"the control plane refuses the credential: {_short(error)}",
+            }
         if event in {"config.synced", "config.changed"} or (
             event.startswith(("claim.", "manual.", "slot.")) and event != "claim.offline"
         ):
@@ -337,7 +352,7 @@ class Activity:
             return "waiting for the first config from the control plane"
         hold = config.hold
         if hold is not None and hold.until > now:
-            return f"held until {hold.until.astimezone(self._tz):%Y-%m-%d %H:%M}" + (
+            return f"held until {hold.until.astimezone(self._tz):%Y-%m-%d %H:%M %Z}" + (
                 f" ({hold.reason})" if hold.reason else ""
             )
         if config.brake.engaged:
@@ -347,7 +362,7 @@ class Activity:
         upcoming = next_slot(config.schedule.times, after=now, tz=config.timezone)
         local = upcoming.at.astimezone(self._tz)
         day = "" if local.date() == now.astimezone(self._tz).date() else f" on {local:%Y-%m-%d}"
-        return f"waiting for {local:%H:%M}{day}"
+        return f"waiting for {local:%H:%M %Z}{day}"
 
     def _save(self) -> None:
         if self._file is None:

@@ -205,15 +205,15 @@ def _config(**fields: Any) -> AgentConfig:
 @pytest.mark.parametrize(
     ("fields", "words"),
     [
-        pytest.param({}, "waiting for 03:00", id="next_slot_today"),
+        pytest.param({}, "waiting for 03:00 CET", id="next_slot_today"),
         pytest.param(
             {"schedule": {"enabled": True, "times": ["02:30"]}},
-            "waiting for 02:30 on 2026-12-01",
+            "waiting for 02:30 CET on 2026-12-01",
             id="next_slot_tomorrow",
         ),
         pytest.param(
             {"hold": {"until": "2026-12-05T05:00:00Z", "reason": "maintenance", "set_by": "agent"}},
-            "held until 2026-12-05 06:00 (maintenance)",
+            "held until 2026-12-05 06:00 CET (maintenance)",
             id="held",
         ),
         pytest.param(
@@ -319,3 +319,22 @@ def test_status_never_goes_back_to_starting_after_ready(
         heard[0] == f"READY=1\nSTATUS=waiting for the first minute (every minute at :{second:02d})"
     )
     assert [m for m in heard if m.startswith("STATUS=")] == []
+
+
+def test_a_refused_credential_is_kept_until_a_minute_ends_otherwise() -> None:
+    now = datetime(2026, 11, 30, 2, 1, tzinfo=UTC)
+    log = EventLog(now=lambda: now, stream=io.StringIO())
+    activity = Activity(now=lambda: now, log=log, file=None, stuck_after=10, idle_after=100)
+    for _ in range(2):
+        activity.tick_started()
+        log.emit("control_plane.credential_refused", level="error", error="401 revoked")
+        activity.tick_finished("credential_refused", None)
+    assert activity.record.credential_refused_since == now
+    assert activity.record.credential_refused_error == "401 revoked"
+    activity.tick_started()
+    activity.tick_finished("error", None)  # a failure on the host says nothing of the credential
+    assert activity.record.credential_refused_since == now
+    activity.tick_started()
+    activity.tick_finished("no_slot", _config())
+    assert activity.record.credential_refused_since is None
+    assert activity.record.credential_refused_error is None
