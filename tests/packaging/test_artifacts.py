@@ -211,3 +211,21 @@ def test_a_rebuild_with_the_wheel_cache_needs_no_network(
         with tarfile.open(tmp_path / artifacts.bundle(arch).name) as again:
             names = sorted(Path(n).name for n in again.getnames() if n.endswith(".whl"))
         assert names == sorted(_wheels_in_bundle(artifacts, arch))
+
+
+UNITS_DATA = REPO_ROOT / "agent_daemon" / "host" / "units"
+
+
+@pytest.mark.skipif(not UNITS_DATA.is_dir(), reason="no agent_daemon/host/units in this checkout")
+def test_the_agent_wheel_holds_the_units_as_files_for_agent_install(artifacts: Artifacts) -> None:
+    # They are links into packaging/ in the checkout; the wheel must hold their content.
+    shipped = [
+        p
+        for p in UNITS_DATA.rglob("*")
+        if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts
+    ]
+    assert shipped
+    with zipfile.ZipFile(artifacts.agent_wheel) as wheel:
+        for path in shipped:
+            name = path.relative_to(REPO_ROOT).as_posix()
+            assert wheel.read(name) == path.read_bytes(), name
