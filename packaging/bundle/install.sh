@@ -51,6 +51,9 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$root" ] || die "--root: expected a directory, found an empty value"
+if [ "$root" = / ] && [ "$(id -u)" != 0 ]; then
+    die "run it as root (it installs into /opt, /etc and /usr/local), or try it with --root DIR"
+fi
 mkdir -p "$root"
 root=$(cd "$root" && pwd)
 root=${root%/}

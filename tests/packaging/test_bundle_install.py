@@ -225,3 +225,29 @@ def test_an_unknown_argument_is_refused_naming_it(artifacts: Artifacts, tmp_path
     assert result.stderr == (
         "install.sh: unknown argument '--prefix' (expected --root DIR or --venv-only)\n"
     )
+
+
+@needs_this_arch
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv"
+)
+def test_installing_into_the_system_as_another_user_is_refused(
+    artifacts: Artifacts, tmp_path: Path
+) -> None:
+    bundle = artifacts.unpacked_bundle(HOST_ARCH, tmp_path)
+    # The script on stdin: the unpacked folder is not readable by that user.
+    with (bundle / "install.sh").open() as script:
+        result = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-s"],
+            stdin=script,
+            env=CLEAN_ENV,
+            cwd="/",
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert result.stderr == (
+        "install.sh: run it as root (it installs into /opt, /etc and /usr/local), "
+        "or try it with --root DIR\n"
+    )

@@ -124,13 +124,15 @@ def _why_not() -> str | None:
         return f"no .deb is built for {HOST_ARCH}"
     if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("dpkg") is None:
         return "needs root, unshare and dpkg (a Debian host)"
-    missing = subprocess.run(
-        ["dpkg-query", "--show", "python3", "python3-venv", "systemd"],
+    dependencies = ("python3", "python3-venv", "systemd")
+    status = subprocess.run(
+        ["dpkg-query", "--show", "--showformat=${Status}\n", *dependencies],
         capture_output=True,
+        text=True,
         check=False,
     )
-    if missing.returncode != 0:
-        return "this host lacks the package's dependencies (python3, python3-venv, systemd)"
+    if status.stdout.count("ok installed") != len(dependencies):
+        return f"this host lacks some of the package's dependencies {dependencies}"
     return None
 
 
