@@ -1,13 +1,11 @@
 """The agent's .deb on a real Debian system with no network: installed, used, removed, purged.
 
-The throwaway root is this machine's own system seen through an overlay whose writes land in a
-temporary folder, entered with chroot inside `unshare -m -n` (a mount namespace for the overlay,
-no network at all). So dpkg checks the package's dependencies against a real package database
-and runs its maintainer scripts as root in a real system — systemd-sysusers, systemd-tmpfiles,
-`systemctl disable`, the Python environment made from the shipped wheels — and every change they
-make is a file in the overlay's upper folder, which is how "nothing is left" is checked. (Into an
-empty folder, `dpkg --root` would need the dependencies forced and the scripts run outside it:
-less of what a customer's host does.)
+The root is a throwaway overlay of this machine's system (`throwaway_root`): dpkg checks the
+package's dependencies against a real package database and runs its maintainer scripts as root in
+a real system — systemd-sysusers, systemd-tmpfiles, `systemctl disable`, the Python environment
+made from the shipped wheels — and every change they make is visible, which is how "nothing is
+left" is checked. (Into an empty folder, `dpkg --root` would need the dependencies forced and the
+scripts run outside it: less of what a customer's host does.)
 
 Between installing and removing, the host is used as an enrolled one would be: both units
 enabled, a configuration, the updater's state and an installed build.
@@ -15,23 +13,16 @@ enabled, a configuration, the updater's state and an installed build.
 
 from __future__ import annotations
 
-import os
-import platform
-import shutil
-import stat
-import subprocess
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import pytest
 
-from tests.packaging.conftest import ARCHES, BUILD_DEADLINE_SECONDS, Artifacts
+from tests.packaging.conftest import BUILD_DEADLINE_SECONDS, Artifacts
+from tests.packaging.throwaway_root import HOST_ARCH, ThrowawayRoot, why_not_here
 from tests.worlds.processes import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(BUILD_DEADLINE_SECONDS + 600)]
 
-HOST_ARCH = platform.machine()
-CLEAN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 # What removing the package keeps and purging takes.
 PURGED = ("/etc/nachtwacht-agent", "/var/lib/nachtwacht-agent", "/opt/provibr-agent")
 # What stays after a purge, by Debian's rules: the system users (files may still carry their
@@ -50,61 +41,6 @@ USED_HOST = (
     "ln -s versions/1.0.0 /opt/provibr-agent/current"
 )
 
-# Mounts the overlay (lower: this machine's /), /dev, /proc and the artifacts, then runs the
-# command chrooted there; the namespace, and with it every mount, ends with the command.
-_ENTER = """
-set -e
-merged=$1 upper=$2 work=$3 artifacts=$4
-shift 4
-mount -t overlay overlay -o "lowerdir=/,upperdir=$upper,workdir=$work" "$merged"
-mount --bind /dev "$merged/dev"
-mount -t proc proc "$merged/proc"
-mount --bind "$artifacts" "$merged/mnt"
-exec chroot "$merged" "$@"
-"""
-
-
-@dataclass
-class ThrowawayRoot:
-    folder: Path
-    artifacts: Path
-    said: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
-
-    def run(self, *command: str) -> subprocess.CompletedProcess[str]:
-        parts = [self.folder / name for name in ("merged", "upper", "work")]
-        for part in parts:
-            part.mkdir(exist_ok=True)
-        enter = ["unshare", "-m", "-n", "sh", "-c", _ENTER, "enter", *map(str, parts)]
-        return subprocess.run(
-            [*enter, str(self.artifacts), *command],
-            env=CLEAN_ENV,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=BUILD_DEADLINE_SECONDS,
-        )
-
-    def step(self, name: str, *command: str) -> subprocess.CompletedProcess[str]:
-        result = self.run(*command)
-        assert result.returncode == 0, f"{name}: {result.stdout}\n{result.stderr}"
-        self.said[name] = result
-        return result
-
-    def changes(self) -> set[str]:
-        """Every path the root's system has that this machine's has not, or has otherwise."""
-        upper = self.folder / "upper"
-        found: set[str] = set()
-        for folder, folders, files in os.walk(upper):
-            for name in folders + files:
-                path = Path(folder, name)
-                seen = "/" + str(path.relative_to(upper))
-                mode = path.lstat().st_mode
-                if stat.S_ISCHR(mode) and path.lstat().st_rdev == 0:
-                    found.add(f"{seen} (deleted)")
-                elif not stat.S_ISDIR(mode) or not os.path.isdir(seen):
-                    found.add(seen)
-        return found
-
 
 def _not_bookkeeping(changes: set[str]) -> set[str]:
     return {c for c in changes if c not in USER_DATABASE and not c.startswith(DPKG_RECORDS)}
@@ -119,29 +55,12 @@ class Lifecycle:
     after_purge: set[str]
 
 
-def _why_not() -> str | None:
-    if HOST_ARCH not in ARCHES:
-        return f"no .deb is built for {HOST_ARCH}"
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("dpkg") is None:
-        return "needs root, unshare and dpkg (a Debian host)"
-    dependencies = ("python3", "python3-venv", "systemd")
-    status = subprocess.run(
-        ["dpkg-query", "--show", "--showformat=${Status}\n", *dependencies],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if status.stdout.count("ok installed") != len(dependencies):
-        return f"this host lacks some of the package's dependencies {dependencies}"
-    return None
-
-
 @pytest.fixture(scope="module")
 def lifecycle(artifacts: Artifacts, tmp_path_factory: pytest.TempPathFactory) -> Lifecycle:
-    why_not = _why_not()
+    why_not = why_not_here()
     if why_not is not None:
         pytest.skip(why_not)
-    root = ThrowawayRoot(folder=tmp_path_factory.mktemp("deb-root"), artifacts=artifacts.folder)
+    root = ThrowawayRoot(folder=tmp_path_factory.mktemp("deb-root"), packages=artifacts.folder)
     probe = root.run("true")
     if probe.returncode != 0:
         pytest.skip(f"cannot make an overlay root without network here: {probe.stderr.strip()}")
