@@ -57,7 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             # control plane and the demo on purpose. One line, never a traceback.
             print(
                 f"nachtwacht {name}: not part of the agent's package (nachtwacht-agent); "
-                "it comes with the full package: pip install 'nachtwacht[control-plane]'",
+                "it comes with the full package (the nachtwacht wheel that bin/package builds, "
+                "installed with its [control-plane] extra)",
                 file=sys.stderr,
             )
             return 2

@@ -119,7 +119,7 @@ def _checked(url: str, *, source: str) -> ProxyChoice:
     if urlsplit(url).scheme.lower().startswith("socks") and not _socks_available():
         raise ConfigError(
             f"{source}: {shown_proxy(url)!r} is a SOCKS proxy, but SOCKS support is not "
-            "installed: pip install 'httpx[socks]' (it comes with 'nachtwacht[agent]')"
+            "installed: pip install 'httpx[socks]' (the agent's package has it)"
         )
     return ProxyChoice(url=url, source=source)
 

@@ -21,7 +21,8 @@ def test_a_command_whose_code_is_not_installed_is_one_line_naming_the_package(
     assert captured.out == ""
     assert captured.err == (
         "nachtwacht control: not part of the agent's package (nachtwacht-agent); "
-        "it comes with the full package: pip install 'nachtwacht[control-plane]'\n"
+        "it comes with the full package (the nachtwacht wheel that bin/package builds, "
+        "installed with its [control-plane] extra)\n"
     )
 
 

@@ -95,7 +95,8 @@ def test_what_the_agents_package_leaves_out_is_one_line(
     assert result.stdout == ""
     assert result.stderr == (
         f"nachtwacht {command[0]}: not part of the agent's package (nachtwacht-agent); "
-        "it comes with the full package: pip install 'nachtwacht[control-plane]'\n"
+        "it comes with the full package (the nachtwacht wheel that bin/package builds, "
+        "installed with its [control-plane] extra)\n"
     )
 
 

@@ -251,8 +251,8 @@ def test_a_socks_proxy_in_the_environment_without_socks_support_is_one_line(
     assert result.returncode == EXIT_CONFIG_ERROR
     assert one_line(result.stderr, "run") == (
         "nachtwacht agent run: environment ALL_PROXY: 'socks5://127.0.0.1:1080' is a SOCKS proxy, "
-        "but SOCKS support is not installed: pip install 'httpx[socks]' (it comes with "
-        "'nachtwacht[agent]')"
+        "but SOCKS support is not installed: pip install 'httpx[socks]' (the agent's package "
+        "has it)"
     )
 
 
