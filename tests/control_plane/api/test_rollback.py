@@ -349,6 +349,34 @@ def test_the_previous_good_version_skips_withdrawn_and_halted_releases(
     assert rolled.json()["to_version"] == "1.4.0"
 
 
+def test_the_previous_good_version_is_the_one_the_fleet_ran_not_a_canarys(
+    api: Api,
+    services: Services,
+    release_key: Ed25519PrivateKey,
+    clock: ManualClock,
+    operator_key: str,
+) -> None:
+    """1.4.0 reached everyone; 1.5.0 never left its first wave before 1.6.0 went to everyone:
+    the way back is to 1.4.0, which the fleet ran, not to 1.5.0, which only canaries saw."""
+    for version, manifest_version, stage in (
+        ("1.4.0", 40, None),
+        ("1.5.0", 41, None),
+        ("1.6.0", 43, "everyone"),
+    ):
+        release = sign_release(release_key, version=version, manifest_version=manifest_version)
+        published = services.releases.publish(
+            release.manifest, release.signature, release.artifact, now=clock.now(), stage=stage
+        )
+        assert published.stage == ("canary" if version == "1.5.0" else "everyone")
+    refused = _roll_back(api, operator_key)
+    assert refused.status_code == 409
+    assert "--version 1.4.0" in refused.json()["detail"]["sign_command"]
+    _signed_downgrade(api, operator_key, release_key, "1.4.0", 44)
+    rolled = _roll_back(api, operator_key)
+    assert rolled.status_code == 200, rolled.text
+    assert rolled.json()["to_version"] == "1.4.0"
+
+
 @pytest.mark.parametrize(
     ("body", "status", "field"),
     [
