@@ -23,7 +23,7 @@ reads and changes the plan).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -37,6 +37,7 @@ from control_plane.rollout.waves import (
     Wave,
     effective_wave,
     first_wave,
+    newcomers_refusal,
     parse_plan,
     read_plan,
     write_plan,
@@ -135,6 +136,16 @@ def update_rollout_settings(
     first = (plan or before.waves)[0]
     if share == 0 and not first.canaries and len(plan or before.waves) > 1:
         raise InvalidInput("canary_share_percent", share, "would make the first wave reach nobody")
+    waves = plan or before.waves
+    if share is not None and len(waves) > 2:
+        second = waves[1]
+        refusal = newcomers_refusal((replace(first, share_percent=share), second))
+        if refusal is not None:
+            raise InvalidInput(
+                "canary_share_percent",
+                share,
+                f"is not below wave 2's share ({second.share_percent} %): wave 2 {refusal}",
+            )
     if share is not None:
         conn.execute("UPDATE rollout_waves SET share_percent = %s WHERE position = 1", [share])
     if columns or plan is not None or share is not None:
