@@ -190,6 +190,32 @@ def test_a_downgrade_of_another_build_under_the_same_version_is_refused(
     assert "is not the 1.5.0 build published before" in refused.json()["detail"]["message"]
 
 
+def test_a_downgrade_to_a_version_the_pair_never_published_is_refused(
+    api: Api, release_key: Ed25519PrivateKey, bad: SignedRelease, operator_key: str
+) -> None:
+    """1.5.0 and 1.6.0 were published; 1.0.0 never was: no wave ever ran it, so it is no way back
+    (and a rollback to it is refused as a version without a release)."""
+    untried = sign_release(
+        release_key,
+        version="1.0.0",
+        manifest_version=44,
+        allow_downgrade=True,
+        artifact=b"a build no host ran" * 100,
+    )
+    refused = _publish(api, operator_key, untried, allow_downgrade=True)
+    assert refused.status_code == 422, refused.text
+    detail = refused.json()["detail"]
+    assert (detail["code"], detail["field"], detail["value"]) == (
+        "release_downgrade",
+        "manifest.agent_version",
+        "1.0.0",
+    )
+    assert "was never published on stable/linux-x86_64" in detail["message"]
+    rollback = _roll_back(api, operator_key, to="1.0.0")
+    assert rollback.status_code == 422, rollback.text
+    assert "is not the version of a release" in rollback.json()["detail"]["message"]
+
+
 def test_a_newer_version_needs_no_mark(
     api: Api, release_key: Ed25519PrivateKey, bad: SignedRelease, operator_key: str
 ) -> None:
