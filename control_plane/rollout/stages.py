@@ -144,7 +144,9 @@ def update_rollout_settings(
             raise InvalidInput(
                 "canary_share_percent",
                 share,
-                f"is not below wave 2's share ({second.share_percent} %): wave 2 {refusal}",
+                f"is not below wave 2's share ({second.share_percent} %): the shares are"
+                " cumulative, so wave 2 would reach no agent wave 1 does not (widen the later"
+                " waves with `waves` first)",
             )
     if share is not None:
         conn.execute("UPDATE rollout_waves SET share_percent = %s WHERE position = 1", [share])
