@@ -291,6 +291,20 @@ class EnrollmentService:
             )
         return dict(row)
 
+    def check_presented(self, secret: str | None) -> None:
+        """Raise the exchange's 401 unless `secret` is a token that exists and is not revoked:
+        what a request must hold before its malformed body is described to it."""
+        found = None
+        if secret:
+            with self._pool.connection() as conn:
+                found = conn.execute(
+                    "SELECT 1 FROM enrollment_tokens WHERE secret_sha256 = %s"
+                    " AND revoked_at IS NULL",
+                    [secret_sha256(secret)],
+                ).fetchone()
+        if found is None:
+            raise Unauthenticated(_NOT_KNOWN, code=AnswerCode.ENROLLMENT_TOKEN_REFUSED.value)
+
     def enroll(self, secret: str | None, name: object, *, now: datetime) -> EnrolledAgent:
         """Exchange the token `secret` for a new agent called `name` (see the module's
         docstring). Refused: 401 unknown or revoked, expired, used up; 422 a name against the

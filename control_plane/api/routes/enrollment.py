@@ -14,13 +14,18 @@ from datetime import timedelta
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Request, Security
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from control_plane.accounts.services import actor_of
 from control_plane.api.answers import AUTHENTICATED, errors
-from control_plane.api.deps import OperatorCaller, PanelCaller, RequestNow, services_of
+from control_plane.api.deps import (
+    EnrollmentBearer,
+    OperatorCaller,
+    PanelCaller,
+    RequestNow,
+    services_of,
+)
 from control_plane.api.no_body import NoBody
 from control_plane.enrollment.rules import (
     DEFAULT_EXPIRES_IN,
@@ -41,16 +46,10 @@ from control_plane.enrollment.services import (
 )
 from ground.contract import API_PREFIX, ENROLL_PATH, EnrolledAgent, EnrollRequest, ErrorAnswer
 
-__all__ = ["ENROLLMENT_SCHEME", "EnrollmentTokenShownOnce", "router"]
+__all__ = ["EnrollmentTokenShownOnce", "router"]
 
 router = APIRouter()
 
-ENROLLMENT_SCHEME = "enrollment"
-_ENROLLMENT = HTTPBearer(
-    scheme_name=ENROLLMENT_SCHEME,
-    description="an enrollment token (`nwe_…`) as `Authorization: Bearer …`",
-    auto_error=False,
-)
 # The exchange's refusals are the contract's codes, 401 included (never a credential's string).
 _ENROLL_ERRORS = errors(401, 409, 422, 503, models={401: ErrorAnswer})
 
@@ -127,15 +126,15 @@ def enroll(
     body: EnrollRequest,
     request: Request,
     now: RequestNow,
-    bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_ENROLLMENT)],
+    token: EnrollmentBearer,
 ) -> EnrolledAgent:
     """A new agent of the token's organisation, named `name`, and its own credential (shown
     this once); the token has one use fewer. 401 `enrollment_token_refused` (unknown or
     revoked: the same answer), `enrollment_token_expired`, `enrollment_token_used_up`; 422
     `agent_name_not_allowed` (the token's name pattern); 409 `agent_exists`. A refusal changes
-    nothing."""
-    secret = None if bearer is None else bearer.credentials
-    return services_of(request).enrollment.enroll(secret, body.name, now=now)
+    nothing. A body that cannot be read is a 422 `invalid_request` only for a token that exists
+    and is not revoked (else the 401 above)."""
+    return services_of(request).enrollment.enroll(token, body.name, now=now)
 
 
 # -- the operators' tokens ------------------------------------------------------------------------

@@ -202,3 +202,24 @@ def test_the_trail_names_the_token_and_never_its_secret(world: Enrollment) -> No
         stored = conn.execute("SELECT * FROM enrollment_tokens").fetchone()
     assert stored is not None
     assert issued.secret not in str(dict(stored))
+
+
+def test_a_body_that_cannot_be_read_is_described_only_to_a_live_token(
+    world: Enrollment,
+) -> None:
+    """Without a token that exists (a revoked one included), the answer is the 401: the body's
+    rules are for hosts that hold a token."""
+    issued = world.token()
+    revoked = world.token()
+    world.services.enrollment.revoke(
+        revoked.token.id, org_id=None, now=world.clock.now(), actor=OPERATOR
+    )
+    json = {"content-type": "application/json"}
+    with world.api.client(issued.secret) as host:
+        described = host.post(ENROLL_PATH, content=b"{not json", headers=json)
+    with world.api.client(revoked.secret) as host:
+        refused = host.post(ENROLL_PATH, content=b"{not json", headers=json)
+    assert described.status_code == 422
+    assert described.json()["detail"]["code"] == "invalid_request"
+    assert refused.status_code == 401
+    assert refused.json()["detail"]["code"] == "enrollment_token_refused"
