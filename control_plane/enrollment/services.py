@@ -37,6 +37,8 @@ from ground.contract.messages import MAX_AGENT_NAME_LENGTH
 
 __all__ = [
     "CREATED_EVENT",
+    "ENROLLED",
+    "ENROLLMENT_RESULTS",
     "MAX_LISTED",
     "REFUSED_EVENT",
     "REVOKED_EVENT",
@@ -52,6 +54,17 @@ CREATED_EVENT = "enrollment_token.created"
 REVOKED_EVENT = "enrollment_token.revoked"
 USED_EVENT = "enrollment_token.used"
 REFUSED_EVENT = "enrollment_token.refused"
+# What `/metrics` counts each exchange as: an agent enrolled, or the refusal's code.
+ENROLLED = "enrolled"
+ENROLLMENT_RESULTS = (
+    ENROLLED,
+    AnswerCode.ENROLLMENT_TOKEN_REFUSED.value,
+    AnswerCode.ENROLLMENT_TOKEN_EXPIRED.value,
+    AnswerCode.ENROLLMENT_TOKEN_USED_UP.value,
+    AnswerCode.AGENT_NAME_NOT_ALLOWED.value,
+    AnswerCode.AGENT_EXISTS.value,
+)
+_COUNT = "UPDATE enrollment_counts SET n = n + 1 WHERE result = %s"
 # A list shows at most this many tokens, newest first: tokens accumulate, a page must not.
 MAX_LISTED = 200
 
@@ -166,10 +179,16 @@ def _agent_name(name: object) -> str:
     return name.strip()
 
 
-def _refusal(code: AnswerCode, row: dict[str, Any], name: str) -> Exception:
-    """The host's one line for a refused use of a known token."""
-    if code is AnswerCode.ENROLLMENT_TOKEN_REFUSED:
-        return Unauthenticated(_NOT_KNOWN, code=code.value)
+def _refusal(
+    code: AnswerCode, row: dict[str, Any] | None, name: str, *, presented: bool
+) -> Exception:
+    """The host's one line for a refused use (`row`: the token's, None when none is known)."""
+    if not presented:
+        return Unauthenticated(
+            "an enrollment token is required (Authorization: Bearer nwe_…)", code=code.value
+        )
+    if code is AnswerCode.ENROLLMENT_TOKEN_REFUSED or row is None:
+        return Unauthenticated(_NOT_KNOWN, code=AnswerCode.ENROLLMENT_TOKEN_REFUSED.value)
     if code is AnswerCode.ENROLLMENT_TOKEN_EXPIRED:
         return Unauthenticated(
             f"the enrollment token expired at {format_instant(row['expires_at'])}: ask whoever"
@@ -308,36 +327,34 @@ class EnrollmentService:
     def enroll(self, secret: str | None, name: object, *, now: datetime) -> EnrolledAgent:
         """Exchange the token `secret` for a new agent called `name` (see the module's
         docstring). Refused: 401 unknown or revoked, expired, used up; 422 a name against the
-        pattern; 409 a name the organisation already has."""
+        pattern; 409 a name the organisation already has. Every exchange is counted by its
+        result (`enrollment_counts`, for `/metrics`)."""
         clean = _agent_name(name)
-        if not secret:
-            raise Unauthenticated(
-                "an enrollment token is required (Authorization: Bearer nwe_…)",
-                code=AnswerCode.ENROLLMENT_TOKEN_REFUSED.value,
-            )
-        refused: AnswerCode | None = None
         row: dict[str, Any] | None = None
         with self._pool.connection() as conn:
             try:
                 with conn.transaction():
-                    row = conn.execute(
-                        _SELECT + " WHERE secret_sha256 = %s FOR UPDATE",
-                        [secret_sha256(secret)],
-                    ).fetchone()
-                    if row is None:
-                        raise Unauthenticated(
-                            _NOT_KNOWN, code=AnswerCode.ENROLLMENT_TOKEN_REFUSED.value
-                        )
-                    judged = verdict(_token_state(row, with_pattern=True), clean, now)
-                    if judged is not Verdict.ALLOWED:
-                        refused = judged.value
-                    else:
-                        enrolled = self._use(conn, row, clean, now)
+                    if secret:
+                        row = conn.execute(
+                            _SELECT + " WHERE secret_sha256 = %s FOR UPDATE",
+                            [secret_sha256(secret)],
+                        ).fetchone()
+                    # An unknown token is answered as a revoked one.
+                    judged = (
+                        Verdict.REVOKED
+                        if row is None
+                        else verdict(_token_state(row, with_pattern=True), clean, now)
+                    )
+                    if judged is Verdict.ALLOWED:
+                        assert row is not None
+                        return self._use(conn, row, clean, now)
+                refused = judged.value
             except psycopg.errors.UniqueViolation:
                 refused = AnswerCode.AGENT_EXISTS
-            if refused is not None:
-                assert row is not None
-                with conn.transaction():
+            assert refused is not None
+            with conn.transaction():
+                conn.execute(_COUNT, [refused.value])
+                if row is not None:
                     record_action(
                         conn,
                         kind=REFUSED_EVENT,
@@ -346,14 +363,14 @@ class EnrollmentService:
                         org_id=row["org_id"],
                         data={**_token_facts(row), "reason": refused.value, "name": clean},
                     )
-                raise _refusal(refused, row, clean)
-        return enrolled
+        raise _refusal(refused, row, clean, presented=bool(secret))
 
     def _use(
         self, conn: Connection, row: dict[str, Any], name: str, now: datetime
     ) -> EnrolledAgent:
         actor = _host_actor(row["id"])
         issued = add_agent(conn, row["org_id"], name, now=now, actor=actor)
+        conn.execute(_COUNT, [ENROLLED])
         spent = conn.execute(
             "UPDATE enrollment_tokens SET uses = uses + 1, last_used_at = %s WHERE id = %s"
             " RETURNING id, org_id, label, name_pattern, uses_allowed, uses, created_at,"

@@ -9,6 +9,9 @@ Revises: 0017 (see `down_revision`)
   spent, an optional shell-style pattern the requested agent name must match, an optional label,
   who made it and who revoked it. The bounds are written out here (a migration is frozen); the
   service's constants are compared with them by a test.
+- `enrollment_counts`: every exchange counted as it happens by its result (an agent enrolled, or
+  the refusal's code), one row per result from the start at 0, so `/metrics` reads six rows
+  however many hosts ever enrolled.
 """
 
 from __future__ import annotations
@@ -51,9 +54,21 @@ CREATE TABLE enrollment_tokens (
     )
 );
 CREATE INDEX enrollment_tokens_by_org ON enrollment_tokens (org_id, created_at DESC);
+
+CREATE TABLE enrollment_counts (
+    result text   PRIMARY KEY CHECK (result IN ('enrolled', 'enrollment_token_refused',
+                                                'enrollment_token_expired',
+                                                'enrollment_token_used_up',
+                                                'agent_name_not_allowed', 'agent_exists')),
+    n      bigint NOT NULL DEFAULT 0 CHECK (n >= 0)
+);
+INSERT INTO enrollment_counts (result) VALUES ('enrolled'), ('enrollment_token_refused'),
+    ('enrollment_token_expired'), ('enrollment_token_used_up'), ('agent_name_not_allowed'),
+    ('agent_exists');
 """
 
 DOWNGRADE = """
+DROP TABLE enrollment_counts;
 DROP TABLE enrollment_tokens;
 """
 
