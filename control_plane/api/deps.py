@@ -1,8 +1,10 @@
 """Request-scoped inputs for the routes: the caller, the services, the request's instant.
 
-Each audience has its own bearer scheme in OpenAPI (`panel`, `agent`, `operator`), so a generated
-client knows which key an operation takes. The schemes never answer by themselves
-(`auto_error=False`): a missing, unknown or wrong-audience key is the accounts service's 401/403.
+Each audience has its own bearer scheme in OpenAPI (`panel`, `agent`, `operator`), and the host's
+enrollment token one more (`enrollment`), so a generated client knows which key an operation
+takes. The schemes never answer by themselves (`auto_error=False`): a missing, unknown or
+wrong-audience key is the accounts service's 401/403 (an enrollment token's, the enrollment
+service's 401).
 """
 
 from __future__ import annotations
