@@ -3,6 +3,7 @@
     AgentError
      +-- ConfigError             the agent's own config file is missing, unsafe or invalid
      +-- DaemonStateError        a state file cannot be read (corrupt, or written by newer code)
+     +-- DaemonAlreadyRunning    another daemon holds the state directory
      +-- ControlPlaneError       talking to the control plane
           +-- ControlPlaneUnreachable   no answer, a timeout or a 5xx: the agent is offline
           +-- CredentialRefused         401/403: the agent's credential is not accepted
@@ -57,6 +58,7 @@ __all__ = [
     "ControlPlaneError",
     "ControlPlaneUnreachable",
     "CredentialRefused",
+    "DaemonAlreadyRunning",
     "DaemonStateError",
     "DownloadFailed",
     "DownloadRefused",
@@ -97,6 +99,11 @@ class ConfigError(AgentError, ValueError):
 
 class DaemonStateError(AgentError):
     """A state file cannot be used: corrupt, or written by a newer version of the agent."""
+
+
+class DaemonAlreadyRunning(AgentError):
+    """Another daemon holds the state directory's lock: one daemon per state directory. Not a
+    configuration error: once that daemon stops, this one can start."""
 
 
 class ControlPlaneError(AgentError):

@@ -5,7 +5,6 @@ platform) it follows, and the updater, built on the first update.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import httpx
@@ -13,6 +12,7 @@ import httpx
 from agent_daemon.connection.http_client import build_http_client
 from agent_daemon.settings import AgentSettings
 from agent_daemon.updater.on_demand import UpdaterOnDemand
+from agent_daemon.updater.update_records import OnProgress
 from ground.clock import Clock
 from ground.contract import ReleaseTrack
 
@@ -43,7 +43,7 @@ def build_updater(
     *,
     http: httpx.Client,
     clock: Clock,
-    on_progress: Callable[[str, float, float], None] | None = None,
+    on_progress: OnProgress | None = None,
 ) -> UpdaterOnDemand:
     def build() -> Updater:
         # Imported on the first update: an idle daemon does not hold the update code.

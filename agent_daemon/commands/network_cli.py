@@ -86,8 +86,9 @@ def log_network(log: EventLog, settings: AgentSettings, environ: Mapping[str, st
 
 
 def network_status_lines(facts: Mapping[str, str | None]) -> str:
-    """The status lines about networking (the proxy as this shell's environment sees it)."""
-    lines = [f"{'network:':<15}control plane reached {facts['route']}"]
+    """The status lines about networking (the proxy as this shell's environment sees it). Status
+    contacts nothing: the route is the configured one, not one just tried."""
+    lines = [f"{'network:':<15}configured route: {facts['route']}"]
     if facts["no_proxy"]:
         lines.append(f"{'no proxy for:':<15}{facts['no_proxy']}")
     trust = str(facts["trust"])

@@ -34,6 +34,8 @@ class SlotOutcome:
     status: str
     version: str | None = None
     error: str | None = None
+    # Why a failed or rolled-back run ended so (`ground.contract.OutcomeReason`'s value).
+    outcome_reason: str | None = None
     miss_reason: MissReason | None = None
 
 
@@ -89,7 +91,13 @@ def notification_body(
             {"version": version, "count": count} for version, count in sorted(updated.items())
         ],
         "failed": [
-            {**_agent(o), "status": o.status, "version": o.version, "error": o.error}
+            {
+                **_agent(o),
+                "status": o.status,
+                "version": o.version,
+                "reason": o.outcome_reason,
+                "error": o.error,
+            }
             for o in sorted(failures, key=lambda o: o.agent_name)
         ],
         "failures_already_reported_today": repeated,

@@ -6,20 +6,29 @@ the events' kinds and data, so no English string stored in the trail reaches a D
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from control_plane.events.services import EventView
 from control_plane.panel.customer_backend import WebhookTest
 from control_plane.panel.i18n import Language
 from control_plane.panel.rollout_wording import hold_setter
-from control_plane.panel.wording import miss_reason
+from control_plane.panel.wording import miss_reason, outcome_reason
 
 __all__ = [
+    "NAMED_AGENTS",
+    "NamedAgent",
+    "NamedAgents",
     "event_line",
+    "notification_agents",
     "notification_lines",
     "webhook_test_text",
 ]
+
+# A notification names at most this many agents; the others are counted, with a link to the
+# organisation's agent list. Forty failures are a list to open, not a message to read.
+NAMED_AGENTS = 10
 
 
 def event_line(lang: Language, event: EventView) -> str:
@@ -52,6 +61,9 @@ def event_line(lang: Language, event: EventView) -> str:
         reason = miss_reason(lang, str(event.data.get("reason") or ""))
         return lang.gettext("The schedule skipped its slot: %(reason)s.", reason=reason)
     if event.kind == "update.missed":
+        if event.data.get("reason"):
+            reason = miss_reason(lang, str(event.data["reason"]))
+            return lang.gettext("The slot was missed: %(reason)s.", reason=reason)
         return lang.gettext("The slot was missed.")
     if event.kind == "update.unauthorised":
         return lang.gettext(
@@ -212,6 +224,56 @@ def notification_lines(lang: Language, body: dict[str, Any]) -> list[str]:
             )
         )
     return lines
+
+
+@dataclass(frozen=True, kw_only=True)
+class NamedAgent:
+    agent_id: str
+    name: str
+    what: str  # what became of its slot, with the reason where there is one
+
+
+@dataclass(frozen=True, kw_only=True)
+class NamedAgents:
+    agents: tuple[NamedAgent, ...]
+    more: int  # named in the notification's body but not on the page
+
+
+def notification_agents(lang: Language, body: Mapping[str, Any]) -> NamedAgents:
+    """The agents a person may have to look at, in the order they need it: failed, rolled back
+    or switched without authorisation (each with its reason), missed (with its reason), without
+    an outcome yet, not updated for three days; the first `NAMED_AGENTS` of them named."""
+    named: list[NamedAgent] = []
+    for entry in body.get("failed", []):
+        named.append(_named(entry, _failure_words(lang, entry)))
+    for entry in body.get("missed", []):
+        reason = miss_reason(lang, entry.get("reason"))
+        named.append(_named(entry, lang.gettext("missed: %(reason)s", reason=reason)))
+    for entry in body.get("no_outcome", []):
+        named.append(_named(entry, lang.gettext("without an outcome yet")))
+    for entry in body.get("not_updated_for_three_days", []):
+        named.append(_named(entry, lang.gettext("not updated for three days")))
+    return NamedAgents(agents=tuple(named[:NAMED_AGENTS]), more=max(0, len(named) - NAMED_AGENTS))
+
+
+def _named(entry: Mapping[str, Any], what: str) -> NamedAgent:
+    return NamedAgent(agent_id=str(entry.get("agent_id", "")), name=str(entry["name"]), what=what)
+
+
+def _failure_words(lang: Language, entry: Mapping[str, Any]) -> str:
+    why = outcome_reason(lang, entry.get("reason"))
+    status = entry.get("status")
+    if status == "rolled_back":
+        if why is None:
+            return lang.gettext("rolled back")
+        return lang.gettext("rolled back: %(reason)s", reason=why)
+    if status == "unauthorised":
+        return lang.gettext(
+            "switched after its permission ended; recorded, not counted as an update"
+        )
+    if why is None:
+        return lang.gettext("failed")
+    return lang.gettext("failed: %(reason)s", reason=why)
 
 
 def webhook_test_text(lang: Language, test: WebhookTest) -> str:

@@ -76,14 +76,15 @@ class Fleet:
         slot_at: datetime = NIGHT,
         version: str | None = None,
         error: str | None = None,
+        reason: str | None = None,
         trigger: str = "schedule",
     ) -> UUID:
         """A run row as the claim/outcome endpoints leave it (scheduled) or a manual update."""
         scheduled = trigger == "schedule"
         row = self.one(
             "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, version,"
-            " error, created_at, claimed_at, finished_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            " error, outcome_reason, created_at, claimed_at, finished_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
             [
                 agent.id,
                 agent.org_id,
@@ -93,6 +94,7 @@ class Fleet:
                 status,
                 version,
                 error,
+                reason,
                 slot_at + timedelta(minutes=1),
                 slot_at + timedelta(minutes=1),
                 None if status == "claimed" else slot_at + timedelta(minutes=5),

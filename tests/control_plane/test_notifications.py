@@ -15,6 +15,7 @@ import pytest
 
 from control_plane.registry import Services
 from control_plane.types import Pool
+from ground.contract import OutcomeReason
 from tests.control_plane.conftest import Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet, FleetAgent
 from tests.worlds.clocks import ManualClock
@@ -72,6 +73,24 @@ def test_forty_results_of_one_organisation_are_one_notification(fleet: Fleet) ->
         "2026-11-30 03:00: 40 agents — 37 updated to 1.5.0, 1 already up to date, 1 failed,"
         " 1 rolled back"
     )
+
+
+def test_a_failure_is_named_with_the_reason_it_ended_so(fleet: Fleet) -> None:
+    org = fleet.org()
+    fleet.run(
+        fleet.agent(org, "web-01"),
+        "rolled_back",
+        version="1.4.1",
+        reason=OutcomeReason.HEALTH_CHECK_FAILED.value,
+        error="exit 3",
+    )
+    fleet.run(fleet.agent(org, "web-02"), "failed", version="1.4.1")
+    fleet.reconcile(AFTER_NIGHT)
+    body = fleet.notifications(org)[0]["body"]
+    assert [(f["name"], f["status"], f["reason"]) for f in body["failed"]] == [
+        ("web-01", "rolled_back", "health_check_failed"),
+        ("web-02", "failed", None),
+    ]
 
 
 def test_each_organisation_gets_its_own_notification(fleet: Fleet) -> None:

@@ -10,6 +10,7 @@ not read there, so nothing can be imported from the checkout by accident.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import site
@@ -77,15 +78,31 @@ def _pip(*args: str | Path) -> None:
     )
 
 
+def _built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The checkout's wheel, built once per test run: the workers of one run share a folder
+    above their own, and the first to take its lock builds for all of them."""
+    shared = tmp_path_factory.getbasetemp().parent / "installed-demo-wheel"
+    shared.mkdir(exist_ok=True)
+    with (shared / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = sorted((shared / "dist").glob("nachtwacht-*.whl"))
+        if not built:
+            # Built from a copy: setuptools builds in its source folder, and a `build/` it left
+            # in the checkout would keep copies of modules deleted since, which the next wheel
+            # would ship.
+            source = shared / "source"
+            shutil.rmtree(source, ignore_errors=True)
+            shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
+            _pip("wheel", "--no-deps", "--wheel-dir", shared / "dist", source)
+            built = sorted((shared / "dist").glob("nachtwacht-*.whl"))
+    (wheel,) = built
+    return wheel
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     root = tmp_path_factory.mktemp("installed")
-    # Built from a copy: setuptools builds in its source folder, and a `build/` it left in the
-    # checkout would keep copies of modules deleted since, which the next wheel would ship.
-    source = root / "source"
-    shutil.copytree(REPO_ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
-    _pip("wheel", "--no-deps", "--wheel-dir", root / "dist", source)
-    (wheel,) = (root / "dist").glob("nachtwacht-*.whl")
+    wheel = _built_wheel(tmp_path_factory)
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
     _pip("--python", venv / "bin" / "python", "install", "--no-deps", wheel)

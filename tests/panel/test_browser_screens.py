@@ -34,6 +34,7 @@ def _seed_history(world: PanelWorld) -> None:
         },
         "updated": [{"version": "1.5.0", "count": 1}],
         "missed_by_reason": {"offline": 1},
+        "missed": [{"agent_id": world.agent_id, "name": "web-01", "reason": "offline"}],
         "not_updated_for_three_days": [],
         "summary": "an English line the panel must not show",
     }

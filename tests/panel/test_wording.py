@@ -9,7 +9,12 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from control_plane.events.services import Actor, EventView
-from control_plane.panel.event_wording import event_line, notification_lines
+from control_plane.panel.event_wording import (
+    NAMED_AGENTS,
+    event_line,
+    notification_agents,
+    notification_lines,
+)
 from control_plane.panel.i18n import Language, choose_language
 from control_plane.panel.operator_routes import ALWAYS_SHOWN, MISS_REASONS
 from control_plane.panel.rollout_wording import hold_text, offer_basis
@@ -308,3 +313,35 @@ def test_a_hold_says_until_when_and_who_set_it(code: str) -> None:
 def test_the_miss_chart_has_a_place_for_every_miss_reason() -> None:
     assert sorted(MISS_REASONS) == sorted(reason.value for reason in MissReason)
     assert set(MISS_REASONS) >= ALWAYS_SHOWN
+
+
+def test_a_notification_names_failures_first_then_misses_and_cuts_the_list_short() -> None:
+    en = Language("en")
+    body = {
+        "failed": [
+            {"agent_id": "a", "name": "db-1", "status": "failed", "reason": None},
+            {"agent_id": "b", "name": "db-2", "status": "unauthorised"},
+        ],
+        "missed": [
+            {"agent_id": f"m{n}", "name": f"web-{n:02d}", "reason": "offline"} for n in range(12)
+        ],
+        "no_outcome": [{"agent_id": "c", "name": "slow"}],
+        "not_updated_for_three_days": [{"agent_id": "d", "name": "quiet"}],
+    }
+    named = notification_agents(en, body)
+    assert [(a.name, a.what) for a in named.agents[:3]] == [
+        ("db-1", "failed"),
+        ("db-2", "switched after its permission ended; recorded, not counted as an update"),
+        ("web-00", "missed: offline"),
+    ]
+    assert len(named.agents) == NAMED_AGENTS
+    assert named.more == 2 + 12 + 2 - NAMED_AGENTS
+
+
+def test_the_timeline_says_why_a_night_was_missed() -> None:
+    at = datetime(2027, 3, 29, 1, 0, tzinfo=UTC)
+    missed = event_line(Language("nl"), _event("update.missed", "schedule", at, reason="offline"))
+    assert missed.startswith("Het tijdstip is gemist: ")
+    assert event_line(Language("en"), _event("update.missed", "schedule", at)) == (
+        "The slot was missed."
+    )
