@@ -56,6 +56,7 @@ __all__ = [
     "ensure_server_user",
     "first_line",
     "login_shell_warning",
+    "make_server_user",
     "open_pool",
     "server_user_command",
 ]
@@ -141,7 +142,7 @@ def ensure_server_user(name: str = SERVER_USER) -> None:
         try:
             entry = pwd.getpwnam(name)
         except KeyError:
-            _make_server_user(name)
+            make_server_user(name)
         else:
             warning = login_shell_warning(name, entry.pw_shell)
             if warning is not None:
@@ -150,7 +151,8 @@ def ensure_server_user(name: str = SERVER_USER) -> None:
         os.close(installation)  # closing lets go of the lock
 
 
-def _make_server_user(name: str) -> None:
+def make_server_user(name: str) -> None:
+    """`useradd` the server's account (`server_user_command`); failing, one line saying how."""
     command = server_user_command(name, _no_login_shell())
     try:
         subprocess.run(command, check=True, capture_output=True, text=True)

@@ -16,8 +16,10 @@ from control_plane.database import (
     NO_LOGIN_SHELLS,
     ensure_server_user,
     login_shell_warning,
+    make_server_user,
     server_user_command,
 )
+from control_plane.errors import DatabaseUnavailable
 
 
 def test_the_account_is_made_as_a_system_account_without_a_login() -> None:
@@ -77,3 +79,28 @@ def test_as_root_the_account_made_is_a_system_account_nobody_logs_in_as() -> Non
         assert pwd.getpwnam(name).pw_uid == made.pw_uid
     finally:
         subprocess.run(["userdel", name], check=False, capture_output=True)
+
+
+def test_an_account_that_cannot_be_made_is_one_line_saying_how_to_make_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `useradd` that fails (here a stand-in on PATH, so nothing on this machine changes)."""
+    useradd = tmp_path / "useradd"
+    useradd.write_text("#!/bin/sh\necho 'useradd: cannot lock /etc/passwd' >&2\nexit 1\n")
+    useradd.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(DatabaseUnavailable) as failed:
+        make_server_user("pgserver")
+    message = str(failed.value)
+    assert "useradd: cannot lock /etc/passwd" in message
+    assert "`useradd --system --shell" in message
+    assert "--database-url" in message
+    assert "\n" not in message
+
+
+def test_no_useradd_at_all_is_the_same_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no useradd
+    with pytest.raises(DatabaseUnavailable, match="could not be made"):
+        make_server_user("pgserver")
