@@ -31,6 +31,29 @@ ENROLLMENT_TOKEN_PREFIX = "nwe_"  # noqa: S105 (a prefix, not a secret)
 _SOURCE = f"POST {ENROLL_PATH}"
 _AGENT_CREDENTIAL_PREFIX = "nwa_"
 _ASK_AGAIN = "ask whoever gave it to you for a new one"
+# Each refusal's flag, and the line when the control plane sent no message of its own.
+_OWN_WORDS = {
+    AnswerCode.ENROLLMENT_TOKEN_REFUSED.value: (
+        "--enrollment-token",
+        f"the control plane does not know this enrollment token, or it was revoked: {_ASK_AGAIN}",
+    ),
+    AnswerCode.ENROLLMENT_TOKEN_EXPIRED.value: (
+        "--enrollment-token",
+        f"the enrollment token has expired: {_ASK_AGAIN}",
+    ),
+    AnswerCode.ENROLLMENT_TOKEN_USED_UP.value: (
+        "--enrollment-token",
+        f"the enrollment token has no use left: {_ASK_AGAIN}",
+    ),
+    AnswerCode.AGENT_NAME_NOT_ALLOWED.value: (
+        "--name",
+        "{name!r} does not match the enrollment token's name pattern: give a name that does",
+    ),
+    AnswerCode.AGENT_EXISTS.value: (
+        "--name",
+        "the organisation already has an agent named {name!r}: choose another name",
+    ),
+}
 
 
 def exchange_token(
@@ -88,29 +111,14 @@ def enrolled_agent(status: int, body: bytes, *, name: str) -> EnrolledAgent:
         raise BadServerAnswer(
             f"{_SOURCE}: expected 201 with the new agent, found {status} ({wire.detail_text(body)})"
         )
-    said = f" ({detail.message})" if detail.message else ""
-    code = detail.code
-    if code == AnswerCode.ENROLLMENT_TOKEN_REFUSED:
-        line = (
-            "--enrollment-token: the control plane does not know this enrollment token, or it "
-            f"has been revoked: {_ASK_AGAIN}"
-        )
-    elif code == AnswerCode.ENROLLMENT_TOKEN_EXPIRED:
-        line = f"--enrollment-token: the enrollment token has expired{said}: {_ASK_AGAIN}"
-    elif code == AnswerCode.ENROLLMENT_TOKEN_USED_UP:
-        line = f"--enrollment-token: the enrollment token has been used up{said}: {_ASK_AGAIN}"
-    elif code == AnswerCode.AGENT_NAME_NOT_ALLOWED:
-        line = (
-            f"--name: {name!r} is not a name this enrollment token allows{said}: choose a "
-            "--name that fits it, or ask for a token that allows this one"
-        )
-    elif code == AnswerCode.AGENT_EXISTS:
-        line = (
-            f"--name: the organisation already has an agent named {name!r}: choose another "
-            "--name, or remove the old agent first"
-        )
-    elif status == HTTPStatus.UNPROCESSABLE_ENTITY:
-        line = f"--name: the control plane refused {name!r}{said}"
-    else:
-        line = f"{_SOURCE}: refused ({status} {code}){said}"
-    raise EnrollmentRefused(line)
+    fallback = _OWN_WORDS.get(detail.code)
+    if fallback is None:
+        said = f" ({detail.message})" if detail.message else ""
+        if status == HTTPStatus.UNPROCESSABLE_ENTITY:
+            raise EnrollmentRefused(f"--name: the control plane refused {name!r}{said}")
+        raise EnrollmentRefused(f"{_SOURCE}: refused ({status} {detail.code}){said}")
+    flag, words = fallback
+    # The control plane words each of these refusals as the host's one line; its own words
+    # stand in when it sent none.
+    said = " ".join(detail.message.split())  # one line, whatever was sent
+    raise EnrollmentRefused(f"{flag}: {said or words.format(name=name)}")

@@ -117,23 +117,32 @@ def _handler(plane: StandInPlane) -> type[BaseHTTPRequestHandler]:
 
         def _exchange(self, body: bytes) -> tuple[int, bytes]:
             token = plane.tokens.get(self._bearer())
+            # Worded as the control plane words them; two without words, as an older one may.
             if token is None or token.revoked:
-                return 401, _refusal(AnswerCode.ENROLLMENT_TOKEN_REFUSED, "unknown or revoked")
+                return 401, _refusal(AnswerCode.ENROLLMENT_TOKEN_REFUSED, "")
             if token.expired:
-                return 401, _refusal(AnswerCode.ENROLLMENT_TOKEN_EXPIRED, "expired at 01:00")
+                return 401, _refusal(
+                    AnswerCode.ENROLLMENT_TOKEN_EXPIRED,
+                    "the enrollment token expired at 2026-12-03T01:00:00Z: ask for a new one",
+                )
             if token.used >= token.uses:
-                uses = f"{token.uses} use{'s' if token.uses != 1 else ''}"
-                return 401, _refusal(AnswerCode.ENROLLMENT_TOKEN_USED_UP, f"it allowed {uses}")
+                return 401, _refusal(
+                    AnswerCode.ENROLLMENT_TOKEN_USED_UP,
+                    f"the enrollment token has no use left (all {token.uses} were used): ask "
+                    "for a new one",
+                )
             try:
                 request = EnrollRequest.model_validate_json(body)
             except ValidationError as exc:
                 return 422, _refusal(AnswerCode.INVALID_REQUEST, str(exc)[:200])
             if token.name_pattern and not fnmatch.fnmatchcase(request.name, token.name_pattern):
                 return 422, _refusal(
-                    AnswerCode.AGENT_NAME_NOT_ALLOWED, f"names must match {token.name_pattern}"
+                    AnswerCode.AGENT_NAME_NOT_ALLOWED,
+                    f"name: found {request.name!r} — does not match the token's name pattern "
+                    f"{token.name_pattern!r}\n(give a name that does with --name)",
                 )
             if any(name == request.name for _, name in plane.agents.values()):
-                return 409, _refusal(AnswerCode.AGENT_EXISTS, "taken")
+                return 409, _refusal(AnswerCode.AGENT_EXISTS, "")
             token.used += 1
             credential = f"nwa_{secrets.token_urlsafe(24)}"
             agent_id = uuid.uuid4()

@@ -85,8 +85,8 @@ def test_a_single_use_token_is_refused_the_second_time_in_one_line(
     again = install(second, systemd, plane.url, token, "--name", "web-02", "--force")
     assert again.returncode == 2
     assert one_line(again.stderr) == (
-        "--enrollment-token: the enrollment token has been used up (it allowed 1 use): ask "
-        "whoever gave it to you for a new one"
+        "--enrollment-token: the enrollment token has no use left (all 1 were used): ask for a "
+        "new one"
     )
     assert not (second.state_dir / "agent.toml").exists()
     assert len(plane.agents) == 1
@@ -96,13 +96,15 @@ def test_a_single_use_token_is_refused_the_second_time_in_one_line(
     ("token_options", "name", "expected"),
     [
         pytest.param(None, "web-01", "--enrollment-token: the control plane does not know this "
-                     "enrollment token, or it has been revoked", id="unknown"),
+                     "enrollment token, or it was revoked: ask whoever gave it to you for a new "
+                     "one", id="unknown"),
         pytest.param({"revoked": True}, "web-01", "--enrollment-token: the control plane does not "
-                     "know this enrollment token, or it has been revoked", id="revoked"),
-        pytest.param({"expired": True}, "web-01", "--enrollment-token: the enrollment token has "
-                     "expired (expired at 01:00): ask", id="expired"),
-        pytest.param({"name_pattern": "db-*"}, "web-01", "--name: 'web-01' is not a name this "
-                     "enrollment token allows (names must match db-*)", id="name_not_allowed"),
+                     "know this enrollment token, or it was revoked", id="revoked"),
+        pytest.param({"expired": True}, "web-01", "--enrollment-token: the enrollment token "
+                     "expired at 2026-12-03T01:00:00Z: ask for a new one", id="expired"),
+        pytest.param({"name_pattern": "db-*"}, "web-01", "--name: name: found 'web-01' — does not "
+                     "match the token's name pattern 'db-*' (give a name that does with --name)",
+                     id="name_not_allowed_one_line"),
     ],
 )  # fmt: skip
 def test_each_refusal_of_the_exchange_is_one_line_and_writes_nothing(
@@ -129,8 +131,8 @@ def test_a_name_the_organisation_has_is_one_line(
     other = AgentHost(tmp_path / "other", keys_dir=host.keys_dir)
     result = install(other, systemd, plane.url, plane.token(), "--force")
     assert result.returncode == 2
-    assert one_line(result.stderr).startswith(
-        "--name: the organisation already has an agent named 'web-01': choose another --name"
+    assert one_line(result.stderr) == (
+        "--name: the organisation already has an agent named 'web-01': choose another name"
     )
 
 
