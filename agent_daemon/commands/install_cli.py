@@ -1,7 +1,8 @@
 """`nachtwacht agent install`: from an installed package to a running agent in one command.
 
 1. every flag is checked as `enroll` checks it (`enroll_cli.staged_enrollment`), and the unit
-   directory is writable, before the token is used: a mistake costs no use of it;
+   directory is writable, before the token is used: a mistake costs no use of it. Without
+   `--agent-user`, the managed agent unit's own `User=` is the agent user when the host has it;
 2. the enrollment token is exchanged for the agent's own credential (`enrollment_exchange`);
 3. the config is written at once — the agent exists on the control plane from then on, so its
    credential must not be lost to anything that fails later — then the first config is fetched
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pwd
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,6 +35,7 @@ from agent_daemon.commands.unit_files import (
     MANAGED_AGENT_UNIT,
     SystemctlFailed,
     UnitPlacement,
+    managed_agent_user,
     place_units,
     run_systemctl,
 )
@@ -68,6 +71,7 @@ def install(
     systemd_dir = Path(args.systemd_dir)
     if not args.no_start:
         _check_writable(systemd_dir)
+    args = _with_the_managed_agents_user(args, systemd_dir)
     with staged_enrollment(args, paths, credential=_CREDENTIAL_TO_COME, environ=environ) as staged:
         enrolled = exchange_token(
             settings=staged.settings,
@@ -95,6 +99,28 @@ def _enroll_request(name: str) -> EnrollRequest:
             f"--name: found {name!r} — expected 1 to {MAX_AGENT_NAME_LENGTH} printable "
             "characters without control characters, e.g. web-07.example.internal"
         ) from exc
+
+
+def _with_the_managed_agents_user(
+    args: argparse.Namespace, systemd_dir: Path
+) -> argparse.Namespace:
+    """Without `--agent-user`: the managed agent unit's own `User=`, when this host has that user,
+    so the build's code does not run as root in a default install."""
+    if args.agent_user is not None:
+        return args
+    user = managed_agent_user(systemd_dir)
+    if user is None:
+        return args
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        print(
+            f"note: {MANAGED_AGENT_UNIT} runs as {user!r}, which this host does not have yet; the "
+            "build's self-test and health command run as root until --agent-user names it"
+        )
+        return args
+    print(f"agent user: {user} (the User= of {MANAGED_AGENT_UNIT}; --agent-user to choose)")
+    return argparse.Namespace(**{**vars(args), "agent_user": user})
 
 
 def _check_writable(folder: Path) -> None:

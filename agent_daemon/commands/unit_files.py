@@ -12,6 +12,7 @@ no package installed it and the administrator has none of that name: a unit it w
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ __all__ = [
     "WRITTEN_BY_INSTALL",
     "SystemctlFailed",
     "UnitPlacement",
+    "managed_agent_user",
     "package_unit",
     "place_units",
     "run_systemctl",
@@ -78,6 +80,21 @@ def package_unit(name: str, package_dirs: Sequence[Path] = PACKAGE_UNIT_DIRS) ->
         if (folder / name).exists():
             return folder / name
     return None
+
+
+def managed_agent_user(
+    target_dir: Path, *, package_dirs: Sequence[Path] = PACKAGE_UNIT_DIRS
+) -> str | None:
+    """The `User=` of the managed agent's unit in effect — the package's, else the one in
+    `target_dir`, else the shipped one — or None when it names none (root, or `DynamicUser=`)."""
+    path = package_unit(MANAGED_AGENT_UNIT, package_dirs) or target_dir / MANAGED_AGENT_UNIT
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = shipped_unit(MANAGED_AGENT_UNIT).decode("utf-8", errors="replace")
+    users = re.findall(r"^\s*User\s*=\s*(\S+)\s*$", text, flags=re.MULTILINE)
+    # The last assignment wins, as in systemd; root needs no dropping to.
+    return users[-1] if users and users[-1] not in {"root", "0"} else None
 
 
 def written_by_install(path: Path) -> bool:

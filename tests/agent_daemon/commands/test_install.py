@@ -250,3 +250,23 @@ def test_the_token_is_read_from_stdin_and_the_agent_user_is_kept(
     assert token not in result.stdout + result.stderr
     assert tomllib.loads((host.state_dir / "agent.toml").read_text())["agent_user"] == "nobody"
     assert os.access(host.state_dir / "agent.toml", os.R_OK)
+
+
+def test_without_agent_user_the_managed_agents_unit_user_is_taken(
+    plane: StandInPlane, host: AgentHost, systemd: FakeSystemd
+) -> None:
+    (systemd.unit_dir / "provibr-agent.service").write_text("[Service]\nUser=nobody\n")
+    result = install(host, systemd, plane.url, plane.token())
+    assert result.returncode == 0, result.stderr
+    assert "agent user: nobody (the User= of provibr-agent.service" in result.stdout
+    assert tomllib.loads((host.state_dir / "agent.toml").read_text())["agent_user"] == "nobody"
+
+
+def test_a_unit_user_the_host_lacks_is_said_and_not_written(
+    plane: StandInPlane, host: AgentHost, systemd: FakeSystemd
+) -> None:
+    (systemd.unit_dir / "provibr-agent.service").write_text("[Service]\nUser=no-such-user-x\n")
+    result = install(host, systemd, plane.url, plane.token())
+    assert result.returncode == 0, result.stderr
+    assert "runs as 'no-such-user-x', which this host does not have yet" in result.stdout
+    assert "agent_user" not in tomllib.loads((host.state_dir / "agent.toml").read_text())

@@ -11,6 +11,7 @@ import pytest
 from agent_daemon.commands.unit_files import (
     UNIT_NAMES,
     WRITTEN_BY_INSTALL,
+    managed_agent_user,
     place_units,
     shipped_unit,
     written_by_install,
@@ -67,3 +68,29 @@ def test_a_unit_install_wrote_before_is_brought_up_to_date(tmp_path: Path) -> No
     placement = place_units(tmp_path, package_dirs=())
     assert old in placement.written
     assert old.read_bytes() == WRITTEN_BY_INSTALL + shipped_unit("nachtwacht-agent.service")
+
+
+@pytest.mark.parametrize(
+    ("unit", "expected"),
+    [
+        pytest.param("[Service]\nUser=provibr-agent\nGroup=provibr-agent\n", "provibr-agent",
+                     id="fixed_user"),
+        pytest.param("[Service]\nDynamicUser=yes\n", None, id="dynamic_user"),
+        pytest.param("[Service]\nUser=root\n", None, id="root"),
+        pytest.param("[Service]\nUser=first\nUser=  last \n", "last", id="last_one_wins"),
+    ],
+)  # fmt: skip
+def test_the_managed_agents_user_is_its_units_user(
+    tmp_path: Path, unit: str, expected: str | None
+) -> None:
+    (tmp_path / "provibr-agent.service").write_text(unit)
+    assert managed_agent_user(tmp_path, package_dirs=()) == expected
+
+
+def test_the_packages_unit_wins_for_the_managed_agents_user(tmp_path: Path) -> None:
+    package_dir, admin = tmp_path / "lib", tmp_path / "etc"
+    package_dir.mkdir()
+    admin.mkdir()
+    (package_dir / "provibr-agent.service").write_text("[Service]\nUser=packaged\n")
+    (admin / "provibr-agent.service").write_text("[Service]\nUser=other\n")
+    assert managed_agent_user(admin, package_dirs=(package_dir,)) == "packaged"
