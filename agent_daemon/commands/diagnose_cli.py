@@ -6,8 +6,9 @@
     journal.txt         the last lines of both units' journal, or that there is no journalctl
     state/…             the daemon's and the updater's state files, the outbox's reports and the
                         held trust root (public keys only)
-    connectivity.txt    a config poll through the configured proxy and trust: its answer, or
-                        the exact error line
+    connectivity.txt    a config poll through the configured proxy and trust, as the service
+                        makes it (this shell's proxy variables ignored): its answer, or the
+                        exact error line
 
 Secrets never go in: the credential is replaced, a proxy's password is shown as `***`, a client
 key is named by its path only, and an artifact URL loses its query (a mirror's signed URL may carry
@@ -37,6 +38,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from agent_daemon.commands.agent_parts import http_client_for, track_of
+from agent_daemon.commands.network_cli import as_the_service_sees_it
 from agent_daemon.commands.unit_files import DAEMON_UNIT, MANAGED_AGENT_UNIT
 from agent_daemon.connection.control_plane_client import ControlPlaneClient, FreshConfig
 from agent_daemon.connection.http_client import network_facts
@@ -174,7 +176,9 @@ def _connectivity(paths: AgentPaths) -> str:
         settings = load_settings(paths)
     except AgentError as exc:
         return f"not tried: the config cannot be used ({exc})\n"
-    facts = network_facts(settings.control_url, settings.network, os.environ)
+    # As the service reaches it: this shell's proxy variables are not the service's.
+    environ = as_the_service_sees_it(os.environ)
+    facts = network_facts(settings.control_url, settings.network, environ)
     lines = [
         f"control plane: {settings.control_url}",
         f"route: {facts['route']}",
@@ -183,7 +187,7 @@ def _connectivity(paths: AgentPaths) -> str:
     clock = ServerClock(clock_from_env())
     started = time.monotonic()
     try:
-        with http_client_for(settings, clock) as http:
+        with http_client_for(settings, clock, environ=environ) as http:
             answer = ControlPlaneClient(
                 http=http, server_clock=clock, track=track_of(settings)
             ).fetch_config(etag=None)

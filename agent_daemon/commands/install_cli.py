@@ -18,6 +18,7 @@ import argparse
 import os
 import pwd
 import socket
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -47,7 +48,7 @@ from agent_daemon.settings import (
     AgentPaths,
     AgentSettings,
 )
-from ground.contract import EnrollRequest
+from ground.contract import EnrolledAgent, EnrollRequest
 from ground.contract.messages import MAX_AGENT_NAME_LENGTH
 
 __all__ = ["install"]
@@ -80,7 +81,12 @@ def install(
             clock=staged.clock,
             environ=staged.environ,
         )
-        settings = staged.write(credential=enrolled.credential, agent_id=str(enrolled.agent_id))
+        try:
+            settings = staged.write(credential=enrolled.credential, agent_id=str(enrolled.agent_id))
+        except (AgentError, OSError):
+            if not staged.written:
+                _keep_the_credential(enrolled)
+            raise
     print(f"enrolled agent {enrolled.name} ({enrolled.agent_id}) with {settings.control_url}")
     _first_config(staged, settings)
     print_written(staged)
@@ -89,6 +95,19 @@ def install(
         print(f"  {_start_commands()}")
         return 0
     return _start(staged, systemd_dir)
+
+
+def _keep_the_credential(enrolled: EnrolledAgent) -> None:
+    """The agent exists on the control plane, but no file holds its credential: it is shown,
+    the only copy there is, with how to use it once the config can be written."""
+    print(
+        f"the agent {enrolled.name} ({enrolled.agent_id}) exists on the control plane now, but "
+        "its config could not be written (below). Its credential, shown this once — keep it "
+        f"secret: {enrolled.credential}\n"
+        "once the cause is fixed, write the config with it: nachtwacht agent enroll "
+        "--credential - (the same flags as this install, without --enrollment-token and --name)",
+        file=sys.stderr,
+    )
 
 
 def _enroll_request(name: str) -> EnrollRequest:

@@ -270,3 +270,18 @@ def test_a_unit_user_the_host_lacks_is_said_and_not_written(
     assert result.returncode == 0, result.stderr
     assert "runs as 'no-such-user-x', which this host does not have yet" in result.stdout
     assert "agent_user" not in tomllib.loads((host.state_dir / "agent.toml").read_text())
+
+
+def test_a_config_that_cannot_be_written_after_the_exchange_does_not_lose_the_credential(
+    plane: StandInPlane, host: AgentHost, systemd: FakeSystemd
+) -> None:
+    # A folder where the config file should go: the staging copy beside it is written, the
+    # config itself is not.
+    (host.state_dir / "agent.toml").mkdir(parents=True)
+    result = install(host, systemd, plane.url, plane.token(), "--force")
+    assert result.returncode == 2
+    [(credential, (agent_id, _))] = plane.agents.items()
+    assert f"the agent web-01 ({agent_id}) exists on the control plane now" in result.stderr
+    assert f"Its credential, shown this once — keep it secret: {credential}" in result.stderr
+    assert "nachtwacht agent enroll --credential -" in result.stderr
+    assert systemd.calls() == []
