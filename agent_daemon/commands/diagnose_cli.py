@@ -46,7 +46,7 @@ from agent_daemon.connection.proxy_route import shown_proxy
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.errors import AgentError, ConfigError
 from agent_daemon.settings import AgentPaths, load_settings
-from ground.clock import clock_from_env
+from ground.clock import ClockConfigError, clock_from_env
 from signed_release.errors import ReleaseError
 
 __all__ = ["JOURNAL_LINES", "diagnose"]
@@ -139,7 +139,7 @@ def _status(paths: AgentPaths) -> str:
     try:
         with contextlib.redirect_stdout(printed):
             show_status(paths, as_json=True)
-    except (AgentError, ReleaseError, OSError) as exc:
+    except (AgentError, ReleaseError, ClockConfigError, OSError) as exc:
         return json.dumps({"status_error": str(exc)}, indent=2) + "\n"
     return printed.getvalue()
 
@@ -184,14 +184,14 @@ def _connectivity(paths: AgentPaths) -> str:
         f"route: {facts['route']}",
         f"trust: {facts['trust']}",
     ]
-    clock = ServerClock(clock_from_env())
     started = time.monotonic()
     try:
+        clock = ServerClock(clock_from_env())
         with http_client_for(settings, clock, environ=environ) as http:
             answer = ControlPlaneClient(
                 http=http, server_clock=clock, track=track_of(settings)
             ).fetch_config(etag=None)
-    except (AgentError, ReleaseError) as exc:
+    except (AgentError, ReleaseError, ClockConfigError) as exc:
         lines.append(f"config poll: failed: {exc}")
     else:
         took = time.monotonic() - started

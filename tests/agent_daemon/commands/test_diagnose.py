@@ -106,3 +106,17 @@ def test_an_existing_archive_is_never_replaced(tmp_path: Path) -> None:
     assert f"--out: {archive} already exists" in result.stderr
     assert archive.read_text() == "mine"
     assert os.access(archive, os.R_OK)
+
+
+def test_a_config_that_is_not_toml_is_left_out_not_copied(tmp_path: Path) -> None:
+    host = AgentHost(tmp_path / "host")
+    config = write_enrolled_config(host)
+    config.write_text(config.read_text() + "\nthis is [not toml\n")
+    archive = tmp_path / "support.tar.gz"
+    result = run_agent("diagnose", "--state-dir", str(host.state_dir), "--out", str(archive))
+    assert result.returncode == 0, result.stderr
+    read = members(archive)
+    assert CREDENTIAL.encode() not in b"".join(read.values())
+    assert b"not valid TOML" in read["config.toml"]
+    assert b"not included" in read["config.toml"]
+    assert read["connectivity.txt"].startswith(b"not tried: the config cannot be used")
