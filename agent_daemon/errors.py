@@ -7,6 +7,7 @@
      +-- ControlPlaneError       talking to the control plane
           +-- ControlPlaneUnreachable   no answer, a timeout or a 5xx: the agent is offline
           +-- CredentialRefused         401/403: the agent's credential is not accepted
+          +-- EnrollmentRefused         an enrollment token was not exchanged (its code's line)
           +-- BadServerAnswer           an answer the agent cannot understand
      +-- UpdateError             one update was not applied; the running version keeps running
           +-- ReleaseRefused            verification refused the release: it is never installed
@@ -65,6 +66,7 @@ __all__ = [
     "DownloadStalled",
     "DownloadTooLong",
     "DownloadUnavailable",
+    "EnrollmentRefused",
     "ExpiredTrustRoot",
     "HealthCheckFailed",
     "InstallFailed",
@@ -122,6 +124,11 @@ class ControlPlaneUnreachable(ControlPlaneError):
 
 class CredentialRefused(ControlPlaneError):
     """The control plane refused the agent's credential (401 or 403)."""
+
+
+class EnrollmentRefused(ControlPlaneError):
+    """The control plane refused to exchange an enrollment token for an agent: unknown or
+    revoked, expired, used up, or the name asked for is not allowed or taken."""
 
 
 class BadServerAnswer(ControlPlaneError):

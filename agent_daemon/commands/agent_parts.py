@@ -5,6 +5,7 @@ platform) it follows, and the updater, built on the first update.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import httpx
@@ -55,12 +56,19 @@ def build_updater(
 
 
 def http_client_for(
-    settings: AgentSettings, clock: Clock, *, transport: httpx.BaseTransport | None = None
+    settings: AgentSettings,
+    clock: Clock,
+    *,
+    transport: httpx.BaseTransport | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> httpx.Client:
+    """`environ` (default: this process's) supplies the proxy variables `settings` do not
+    override."""
     return build_http_client(
         base_url=settings.control_url,
         credential=settings.credential,
         timeout_seconds=clock.real_seconds(settings.request_timeout_seconds),
         transport=transport,
         network=settings.network,
+        environ=environ,
     )

@@ -112,7 +112,7 @@ def test_enroll_refuses_to_replace_a_config_without_force(
                 "--trusted-key",
                 "KEY",
             ],
-            "control_url: found 'ftp://x'",
+            "--url: found 'ftp://x'",
             id="bad_url",
         ),
         pytest.param(
@@ -125,7 +125,7 @@ def test_enroll_refuses_to_replace_a_config_without_force(
                 "--trusted-key",
                 "KEY",
             ],
-            "credential: found 'secret'",
+            "--credential: found 'secret'",
             id="not_an_agent_credential",
         ),
         pytest.param(["launch"], "invalid choice: 'launch'", id="unknown_command"),

@@ -117,7 +117,7 @@ def test_enroll_refuses_plain_http_to_a_remote_host(tmp_path: Path) -> None:
     result = host.enroll("http://control.example", CREDENTIAL)
     assert result.returncode == 2
     line = one_line(result.stderr, "enroll")
-    assert "control_url: 'http://control.example' is plain http" in line
+    assert "--url: 'http://control.example' is plain http" in line
     assert "use https://, or allow it with --insecure-http (insecure_http = true)" in line
 
 
