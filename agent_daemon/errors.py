@@ -3,9 +3,11 @@
     AgentError
      +-- ConfigError             the agent's own config file is missing, unsafe or invalid
      +-- DaemonStateError        a state file cannot be read (corrupt, or written by newer code)
+     +-- DaemonAlreadyRunning    another daemon holds the state directory
      +-- ControlPlaneError       talking to the control plane
           +-- ControlPlaneUnreachable   no answer, a timeout or a 5xx: the agent is offline
           +-- CredentialRefused         401/403: the agent's credential is not accepted
+          +-- EnrollmentRefused         an enrollment token was not exchanged (its code's line)
           +-- BadServerAnswer           an answer the agent cannot understand
      +-- UpdateError             one update was not applied; the running version keeps running
           +-- ReleaseRefused            verification refused the release: it is never installed
@@ -57,12 +59,14 @@ __all__ = [
     "ControlPlaneError",
     "ControlPlaneUnreachable",
     "CredentialRefused",
+    "DaemonAlreadyRunning",
     "DaemonStateError",
     "DownloadFailed",
     "DownloadRefused",
     "DownloadStalled",
     "DownloadTooLong",
     "DownloadUnavailable",
+    "EnrollmentRefused",
     "ExpiredTrustRoot",
     "HealthCheckFailed",
     "InstallFailed",
@@ -99,6 +103,11 @@ class DaemonStateError(AgentError):
     """A state file cannot be used: corrupt, or written by a newer version of the agent."""
 
 
+class DaemonAlreadyRunning(AgentError):
+    """Another daemon holds the state directory's lock: one daemon per state directory. Not a
+    configuration error: once that daemon stops, this one can start."""
+
+
 class ControlPlaneError(AgentError):
     """Talking to the control plane failed."""
 
@@ -115,6 +124,11 @@ class ControlPlaneUnreachable(ControlPlaneError):
 
 class CredentialRefused(ControlPlaneError):
     """The control plane refused the agent's credential (401 or 403)."""
+
+
+class EnrollmentRefused(ControlPlaneError):
+    """The control plane refused to exchange an enrollment token for an agent: unknown or
+    revoked, expired, used up, or the name asked for is not allowed or taken."""
 
 
 class BadServerAnswer(ControlPlaneError):

@@ -209,7 +209,9 @@ _ConfigFile = create_model(
 )
 
 
-def _check_file_is_private(path: Path) -> None:
+def _check_file_is_private(path: Path, *, for_display: bool) -> int:
+    """Refuse a config others can read or another user controls; return the daemon's uid (the
+    uid the other files are checked against)."""
     try:
         info = path.stat()
     except FileNotFoundError as exc:
@@ -223,14 +225,19 @@ def _check_file_is_private(path: Path) -> None:
             f"{path}: mode {stat.S_IMODE(info.st_mode):04o} lets other users read the agent's "
             "credential; expected 0600 (chmod 600 it)"
         )
-    if info.st_uid != os.geteuid():
-        raise ConfigError(
-            f"{path}: owned by uid {info.st_uid}, expected the daemon's own user "
-            f"(uid {os.geteuid()}); trusted keys must not come from a file another user controls"
-        )
+    if info.st_uid == os.geteuid():
+        return info.st_uid
+    if for_display and os.geteuid() == 0:
+        # Root looking at a daemon that runs as its own user (the non-root mode): the file is
+        # that daemon's, and nothing in it is trusted, run or sent on root's behalf.
+        return info.st_uid
+    raise ConfigError(
+        f"{path}: owned by uid {info.st_uid}, expected the daemon's own user "
+        f"(uid {os.geteuid()}); trusted keys must not come from a file another user controls"
+    )
 
 
-def _check_key_file_is_protected(field: str, path: Path) -> None:
+def _check_key_file_is_protected(field: str, path: Path, daemon_uid: int) -> None:
     try:
         info = path.stat()
     except OSError as exc:
@@ -240,14 +247,14 @@ def _check_key_file_is_protected(field: str, path: Path) -> None:
             f"{field}: {str(path)!r} has mode {stat.S_IMODE(info.st_mode):04o}; a trusted key "
             "must not be writable by group or others (expected e.g. 0644 or 0600)"
         )
-    if info.st_uid not in {0, os.geteuid()}:
+    if info.st_uid not in {0, daemon_uid}:
         raise ConfigError(
             f"{field}: {str(path)!r} is owned by uid {info.st_uid}; a trusted key must be owned "
-            f"by root or the daemon's user (uid {os.geteuid()})"
+            f"by root or the daemon's user (uid {daemon_uid})"
         )
 
 
-def _check_network_files(network: NetworkSettings) -> None:
+def _check_network_files(network: NetworkSettings, daemon_uid: int) -> None:
     for field in ("ca_file", "client_cert", "client_key"):
         path: Path | None = getattr(network, field)
         if path is None:
@@ -258,7 +265,7 @@ def _check_network_files(network: NetworkSettings) -> None:
                 pass
         except OSError as exc:
             raise ConfigError(f"{field}: {str(path)!r} cannot be read ({exc.strerror})") from exc
-        if field == "ca_file" and (info.st_mode & 0o022 or info.st_uid not in {0, os.geteuid()}):
+        if field == "ca_file" and (info.st_mode & 0o022 or info.st_uid not in {0, daemon_uid}):
             # Whoever can write the CA file can make the agent trust their own control plane.
             raise ConfigError(
                 f"ca_file: {str(path)!r} has mode {stat.S_IMODE(info.st_mode):04o} and owner uid "
@@ -272,10 +279,15 @@ def _check_network_files(network: NetworkSettings) -> None:
             )
 
 
-def load_settings(paths: AgentPaths) -> AgentSettings:
-    """Read, check and validate the config file; a problem is a `ConfigError` naming the field."""
+def load_settings(paths: AgentPaths, *, for_display: bool = False) -> AgentSettings:
+    """Read, check and validate the config file; a problem is a `ConfigError` naming the field.
+
+    `for_display` is for a command that only reads and shows (`agent status`): run by root, it
+    may read the config of a daemon that runs as its own user, and checks the files it names
+    as that daemon does. Nothing loaded so is trusted, run or sent — the checks on ownership
+    exist so that root never acts on a file a less privileged user controls."""
     path = paths.config_file
-    _check_file_is_private(path)
+    daemon_uid = _check_file_is_private(path, for_display=for_display)
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -298,7 +310,7 @@ def load_settings(paths: AgentPaths) -> AgentSettings:
         raise ConfigError(describe_validation_error(exc, str(path))) from exc
     try:
         check_control_url_transport(parsed["control_url"], insecure_http=network.insecure_http)
-        _check_network_files(network)
+        _check_network_files(network, daemon_uid)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     key_files: tuple[Path, ...] = parsed["trusted_keys"]
@@ -310,7 +322,7 @@ def load_settings(paths: AgentPaths) -> AgentSettings:
             "(`nachtwacht agent enroll --trust-root FILE`)"
         )
     for index, key_file in enumerate(key_files):
-        _check_key_file_is_protected(f"trusted_keys[{index}]", key_file)
+        _check_key_file_is_protected(f"trusted_keys[{index}]", key_file, daemon_uid)
     try:
         trusted_keys = read_trusted_keys(key_files)
     except ReleaseError as exc:

@@ -16,6 +16,8 @@ the status to the exception handlers.
     releases/       publishing a signed release, the current release, the artifact's bytes
     trust_roots/    the signed trust roots operators publish (each checked to chain from the
                     one before), served to agents as given; which version each agent holds
+    enrollment/     enrollment tokens (`nwe_…`): made, listed, revoked; a host exchanges one
+                    for an agent and its credential (POST /v1/agent/enroll), atomically
     rollout/        which release each agent is offered (pin, stage, canary, previous), the
                     waves (canaries → 10 % → 50 % → everyone by default), halts on errors with
                     their evidence, the operators' inbox, forced updates
@@ -45,9 +47,10 @@ the status to the exception handlers.
     inputs.py       free text checked before it is stored (a NUL is a 422, not a 500)
     errors.py       one exception tree
     cli.py          `nachtwacht control …` (serve, migrate, create-org, enroll-agent, …);
-                    cli_credentials.py, cli_rollout.py (pin, promote, halt, resume, brake)
-                    and cli_trust_roots.py (trust-root publish, list) hold their families of
-                    commands, cli_common.py what they share
+                    cli_credentials.py, cli_rollout.py (pin, promote, halt, resume, brake),
+                    cli_trust_roots.py (trust-root publish, list) and cli_enrollment.py
+                    (enrollment-token create, list, revoke) hold their families of commands,
+                    cli_common.py what they share
     server.py       the serving process: clock, database, pool, uvicorn, worker, clean stop
     config.py       the process's settings from flags and environment
     database.py     the embedded PostgreSQL (pgserver) or a URL; the psycopg pool

@@ -23,6 +23,9 @@
     brake ACTION          engage, release or show the brake (the platform's, or --release ID)
     trust-root ACTION     publish FILE: store the next signed trust root; list: the versions
                           published and how many agents hold each
+    enrollment-token ACTION
+                          create --org ID: a short-lived token a host enrolls with (shown
+                          once, with its install line); list; revoke ID
 
 Every command takes --database-url (or NACHTWACHT_DATABASE_URL) or --data-dir (the embedded
 PostgreSQL; default: the user's data directory). Bad input prints one line and exits 2.
@@ -53,6 +56,7 @@ from control_plane.cli_common import (
     shown_once,
 )
 from control_plane.cli_credentials import CREDENTIAL_COMMANDS, add_credential_commands
+from control_plane.cli_enrollment import ENROLLMENT_COMMANDS, add_enrollment_commands
 from control_plane.cli_rollout import ROLLOUT_COMMANDS, add_rollout_commands
 from control_plane.cli_trust_roots import TRUST_ROOT_COMMANDS, add_trust_root_commands
 from control_plane.config import (
@@ -98,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     add_credential_commands(commands)
     add_rollout_commands(commands)
     add_trust_root_commands(commands)
+    add_enrollment_commands(commands)
     forecast = commands.add_parser("forecast", help="the capacity forecast of a local day")
     forecast.add_argument("--date", required=True, help="YYYY-MM-DD in the platform's zone")
     add_database_flags(forecast)
@@ -519,6 +524,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     **CREDENTIAL_COMMANDS,
     **ROLLOUT_COMMANDS,
     **TRUST_ROOT_COMMANDS,
+    **ENROLLMENT_COMMANDS,
 }
 
 

@@ -209,6 +209,10 @@ def _brake(args: argparse.Namespace) -> int:
         emit(args, _answer(state), [f"the platform's brake is {words}"])
         return 0
     engaged = args.action == "engage"
+    if engaged and args.reason is None:
+        raise ConfigurationError(
+            "brake engage: --reason is required (say why updates stop; agents show it)"
+        )
     if not engaged and args.reason is not None:
         raise ConfigurationError(
             f"--reason: {args.reason!r} is only taken by `brake engage` (releasing keeps no reason)"

@@ -5,11 +5,16 @@ data directory at once — `nachtwacht control serve` and the admin commands run
 serialises start-up with a file lock, attaches to a server that is already running, and only the
 last process to let go stops it.
 
-Run as root, pgserver runs PostgreSQL as the system user `pgserver`, which it makes with `useradd`
-the first time. `useradd` is not safe against itself: six processes starting at once on a fresh
-host made the user up to three times with three uids, and a process whose uid was overwritten
-failed in `initdb` ("could not look up effective user ID 1001"). `ensure_server_user` makes it
-once, under a lock on pgserver's own installation directory (root's, like the user table).
+Run as root, pgserver runs PostgreSQL as the user `pgserver`; left to itself it makes that user
+with `useradd -s /bin/bash` — a login account with a shell and a uid among the people's (1001),
+made without a word. PostgreSQL only needs an identity to run under, never a login, so
+`ensure_server_user` makes it first, as a system account (a uid below the people's) with no login
+shell and no home, and pgserver then finds it. An account of that name that already has a login
+shell (made by pgserver before) is left as it is, since it may be someone's, and a warning says
+how to take its shell away. `useradd` is not safe against itself either: six processes starting at
+once on a fresh host made the user up to three times with three uids, and a process whose uid was
+overwritten failed in `initdb` ("could not look up effective user ID 1001"); so it is made once,
+under a lock on pgserver's own installation directory (root's, like the user table).
 
 pgserver counts those processes in `<pgdata>/.handle_pids.json`. A process killed with SIGKILL
 never takes its pid out, so after `serve` was killed and restarted the list still named the dead
@@ -27,6 +32,7 @@ import fcntl
 import json
 import logging
 import os
+import pwd
 import subprocess
 import warnings
 from collections.abc import Callable, Iterator
@@ -49,7 +55,10 @@ __all__ = [
     "database_url_with_name",
     "ensure_server_user",
     "first_line",
+    "login_shell_warning",
+    "make_server_user",
     "open_pool",
+    "server_user_command",
 ]
 
 DATABASE_URL_ENV = "NACHTWACHT_DATABASE_URL"
@@ -79,22 +88,81 @@ def database_url_with_name(database_url: str, dbname: str) -> str:
     return make_conninfo("", **params)
 
 
+# Shells that let nobody log in; the first that exists is the new account's.
+NO_LOGIN_SHELLS = ("/usr/sbin/nologin", "/sbin/nologin", "/usr/bin/false", "/bin/false")
+
+
+def server_user_command(name: str, shell: str) -> list[str]:
+    """The `useradd` that makes the embedded server's user: a system account (its uid below the
+    people's, no password ageing), no home directory, `shell` that refuses a login, its own
+    group, and a comment saying what it is for."""
+    return [
+        "useradd",
+        "--system",
+        "--shell",
+        shell,
+        "--no-create-home",
+        "--home-dir",
+        "/nonexistent",
+        "--user-group",
+        "--comment",
+        "nachtwacht embedded PostgreSQL",
+        name,
+    ]
+
+
+def login_shell_warning(name: str, shell: str) -> str | None:
+    """The operator's line when the server's existing account `name` can log in, else None."""
+    if shell in NO_LOGIN_SHELLS:
+        return None
+    return (
+        f"the embedded PostgreSQL runs as the account {name!r}, which has the login shell"
+        f" {shell or '/bin/sh'!r} (made that way by an earlier version); it needs no login:"
+        f" `usermod --shell {NO_LOGIN_SHELLS[0]} {name}`"
+    )
+
+
+def _no_login_shell() -> str:
+    return next((shell for shell in NO_LOGIN_SHELLS if Path(shell).exists()), NO_LOGIN_SHELLS[-1])
+
+
 def ensure_server_user(name: str = SERVER_USER) -> None:
-    """As root: make the system user the embedded server runs as, once, whoever else starts at the
-    same moment. Any other user: nothing to do (PostgreSQL runs as that user)."""
+    """As root: make the system user the embedded server runs as (see the module's docstring),
+    once, whoever else starts at the same moment. Any other user: nothing to do (PostgreSQL
+    runs as that user)."""
     if os.geteuid() != 0:
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # see EmbeddedPostgres.start
         import pgserver
-        from pgserver.utils import ensure_user_exists
 
     installation = os.open(Path(pgserver.__file__).parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(installation, fcntl.LOCK_EX)
-        ensure_user_exists(name)
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            make_server_user(name)
+        else:
+            warning = login_shell_warning(name, entry.pw_shell)
+            if warning is not None:
+                logger.warning("%s", warning)
     finally:
         os.close(installation)  # closing lets go of the lock
+
+
+def make_server_user(name: str) -> None:
+    """`useradd` the server's account (`server_user_command`); failing, one line saying how."""
+    command = server_user_command(name, _no_login_shell())
+    try:
+        subprocess.run(command, check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        said = exc.stderr.strip() if isinstance(exc, subprocess.CalledProcessError) else exc
+        raise DatabaseUnavailable(
+            f"run as root, the embedded PostgreSQL runs as the system account {name!r}, which"
+            f" could not be made ({said}): make it with `{' '.join(command)}`, or run as"
+            " another user, or give --database-url"
+        ) from exc
 
 
 class EmbeddedPostgres:

@@ -24,6 +24,7 @@ from control_plane.answers_cache import AnswerMemory, SeenRecorder
 from control_plane.brake.services import BrakeService
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.services import ClaimService
+from control_plane.enrollment.services import EnrollmentService
 from control_plane.events.services import EventService
 from control_plane.forecast.services import ForecastService
 from control_plane.metrics.services import MetricsService
@@ -75,6 +76,7 @@ class Services:
     seen: SeenRecorder
     fleet: FleetService  # the fleet by version and the organisations' names, one query each
     trust_roots: TrustRootService  # the published trust roots, as given
+    enrollment: EnrollmentService  # enrollment tokens and the host's exchange of one
 
 
 def build_services(
@@ -116,4 +118,5 @@ def build_services(
         seen=seen,
         fleet=FleetService(pool),
         trust_roots=TrustRootService(pool),
+        enrollment=EnrollmentService(pool),
     )

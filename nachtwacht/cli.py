@@ -52,6 +52,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         with start_up_imports():
             module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
+        if exc.name is not None and _is_part_of(module_name, exc.name):
+            # The command's own code is not installed: the agent's package leaves out the
+            # control plane and the demo on purpose. One line, never a traceback.
+            print(
+                f"nachtwacht {name}: not part of the agent's package (nachtwacht-agent); "
+                "it comes with the full package (the nachtwacht wheel that bin/package builds, "
+                "installed with its [control-plane] extra)",
+                file=sys.stderr,
+            )
+            return 2
         extra = {"control": "control-plane", "agent": "agent", "release": "agent"}.get(name)
         hint = f" (install it with: pip install 'nachtwacht[{extra}]')" if extra else ""
         print(f"nachtwacht {name}: missing dependency {exc.name!r}{hint}", file=sys.stderr)
@@ -66,13 +76,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def _is_part_of(module_name: str, missing: str) -> bool:
+    """Whether the missing module is the subcommand's own module or a package holding it."""
+    return module_name == missing or module_name.startswith(f"{missing}.")
+
+
+# The full distribution, and the agent's, which holds the same `nachtwacht` command.
+DISTRIBUTIONS = ("nachtwacht", "nachtwacht-agent")
+
+
 def _installed_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        return version("nachtwacht")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "(not installed)"
+    for distribution in DISTRIBUTIONS:
+        try:
+            return version(distribution)
+        except PackageNotFoundError:
+            continue
+    return "(not installed)"  # run from a source tree that was never installed
 
 
 if __name__ == "__main__":

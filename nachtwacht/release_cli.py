@@ -1,7 +1,8 @@
 """`nachtwacht release …`: the release-format package's commands (`signed_release.cli`) plus
 `build-demo-agent`, which builds the tiny real agent of the demo and the tests. The demo agent
 lives in the roof (`nachtwacht.demo_world.demo_agent`): an agent host verifying releases needs none
-of it.
+of it, and the agent's package (nachtwacht-agent) ships without it, so there the command is
+simply not offered.
 
     nachtwacht release build-demo-agent --version 1.5.0 [--fault F] [--padding-bytes N] --out FILE
 """
@@ -9,10 +10,10 @@ of it.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from pathlib import Path
 from typing import cast
 
-from nachtwacht.demo_world.demo_agent import FAULTS, Fault, build_demo_agent
 from signed_release.cli import ExtraCommand, version_argument
 from signed_release.cli import main as release_main
 
@@ -26,6 +27,8 @@ def _byte_count(value: str) -> int:
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
+    from nachtwacht.demo_world.demo_agent import FAULTS
+
     parser.add_argument("--version", type=version_argument, required=True)
     parser.add_argument("--fault", choices=FAULTS, default="none", help="build a broken agent")
     parser.add_argument(
@@ -35,6 +38,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
+    from nachtwacht.demo_world.demo_agent import Fault, build_demo_agent
+
     fault = cast(Fault, args.fault)
     out = build_demo_agent(
         args.out, version=args.version, fault=fault, padding_bytes=args.padding_bytes
@@ -51,5 +56,10 @@ BUILD_DEMO_AGENT = ExtraCommand(
 )
 
 
+def _demo_installed() -> bool:
+    return importlib.util.find_spec("nachtwacht.demo_world") is not None
+
+
 def main(argv: list[str]) -> int:
-    return release_main(argv, extra_commands=(BUILD_DEMO_AGENT,))
+    extra = (BUILD_DEMO_AGENT,) if _demo_installed() else ()
+    return release_main(argv, extra_commands=extra)

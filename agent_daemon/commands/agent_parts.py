@@ -5,7 +5,7 @@ platform) it follows, and the updater, built on the first update.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import httpx
@@ -13,6 +13,7 @@ import httpx
 from agent_daemon.connection.http_client import build_http_client
 from agent_daemon.settings import AgentSettings
 from agent_daemon.updater.on_demand import UpdaterOnDemand
+from agent_daemon.updater.update_records import OnProgress
 from ground.clock import Clock
 from ground.contract import ReleaseTrack
 
@@ -43,7 +44,7 @@ def build_updater(
     *,
     http: httpx.Client,
     clock: Clock,
-    on_progress: Callable[[str, float, float], None] | None = None,
+    on_progress: OnProgress | None = None,
 ) -> UpdaterOnDemand:
     def build() -> Updater:
         # Imported on the first update: an idle daemon does not hold the update code.
@@ -55,12 +56,19 @@ def build_updater(
 
 
 def http_client_for(
-    settings: AgentSettings, clock: Clock, *, transport: httpx.BaseTransport | None = None
+    settings: AgentSettings,
+    clock: Clock,
+    *,
+    transport: httpx.BaseTransport | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> httpx.Client:
+    """`environ` (default: this process's) supplies the proxy variables `settings` do not
+    override."""
     return build_http_client(
         base_url=settings.control_url,
         credential=settings.credential,
         timeout_seconds=clock.real_seconds(settings.request_timeout_seconds),
         transport=transport,
         network=settings.network,
+        environ=environ,
     )

@@ -1,6 +1,7 @@
-"""`nachtwacht agent enroll | run | status | hold | release-hold | update-now`: the command line
-read, each verb handed to its module (`enroll_cli`, `run_cli`, `status_cli`, `host_verbs_cli`),
-one error format for them all.
+"""`nachtwacht agent enroll | install | run | status | hold | release-hold | update-now |
+uninstall | diagnose`: the command line read, each verb handed to its module (`enroll_cli`,
+`install_cli`, `run_cli`, `status_cli`, `host_verbs_cli`, `uninstall_cli`, `diagnose_cli`), one
+error format for them all.
 
 Bad input prints one line naming the problem to stderr and exits 2; never a stack trace.
 
@@ -19,6 +20,7 @@ import sys
 
 from agent_daemon.commands.network_cli import add_network_options
 from agent_daemon.commands.run_cli import run_daemon
+from agent_daemon.commands.unit_files import ADMIN_UNIT_DIR
 from agent_daemon.errors import AgentError
 from agent_daemon.settings import (
     DEFAULT_INSTALL_ROOT,
@@ -63,53 +65,32 @@ def _parser() -> _Parser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     enroll = commands.add_parser("enroll", help="write the agent's config (checks the credential)")
-    _add_path_options(enroll)
-    enroll.add_argument(
-        "--url", required=True, help="the control plane, e.g. https://control.example"
-    )
+    _add_enrollment_options(enroll)
     enroll.add_argument(
         "--credential", required=True, help="the agent credential (nwa_…); '-' reads it from stdin"
     )
-    enroll.add_argument(
-        "--trusted-key",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="a release.pub to trust (repeat for key rotation); needed without --trust-root",
+
+    install = commands.add_parser(
+        "install",
+        help="enroll with an enrollment token, put the units in place and start the service",
     )
-    enroll.add_argument(
-        "--trust-root",
-        metavar="FILE",
-        help="the trust root to hold (root.json, self-signed and not expired): its release keys "
-        "are trusted, and its successors are followed through the control plane",
+    install.add_argument(
+        "--enrollment-token",
+        required=True,
+        metavar="TOKEN",
+        help="a short-lived enrollment token (nwe_…) from the panel or an operator; '-' reads it "
+        "from stdin",
     )
-    enroll.add_argument("--install-root", default=DEFAULT_INSTALL_ROOT)
-    enroll.add_argument("--platform", default=_default_platform())
-    enroll.add_argument("--channel", default="stable")
-    enroll.add_argument(
-        "--restart-command",
-        default=shlex.join(DEFAULT_RESTART_COMMAND),
-        help="restarts the managed agent service (split like a shell would)",
+    install.add_argument(
+        "--name", help="the agent's name on the control plane (default: this host's name)"
     )
-    enroll.add_argument(
-        "--health-command",
-        help="must succeed and print the running version "
-        "(default: <install root>/current/bin/provibr-agent health; not --version, which "
-        "prints the installed build's version even while the old process still runs)",
+    install.add_argument(
+        "--no-start",
+        action="store_true",
+        help="write the config only: no units, no systemctl (prints what to run)",
     )
-    # The defaults are the settings model's own, so `enroll` and `run` cannot disagree.
-    enroll.add_argument(
-        "--health-deadline-seconds",
-        type=float,
-        default=FIELD_INFO["health_deadline_seconds"].default,
-    )
-    enroll.add_argument(
-        "--request-timeout-seconds",
-        type=float,
-        default=AgentSettings.model_fields["request_timeout_seconds"].default,
-    )
-    enroll.add_argument("--force", action="store_true", help="replace an existing config")
-    add_network_options(enroll)
+    _add_systemd_dir(install)
+    _add_enrollment_options(install)
 
     run = commands.add_parser("run", help="run the daemon (what the systemd unit starts)")
     _add_path_options(run)
@@ -118,7 +99,97 @@ def _parser() -> _Parser:
     _add_path_options(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
     _add_host_commands(commands)
+    _add_support_commands(commands)
     return parser
+
+
+def _add_enrollment_options(parser: argparse.ArgumentParser) -> None:
+    """What `enroll` and `install` both write into the config."""
+    _add_path_options(parser)
+    parser.add_argument(
+        "--url", required=True, help="the control plane, e.g. https://control.example"
+    )
+    parser.add_argument(
+        "--trusted-key",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a release.pub to trust (repeat for key rotation); needed without --trust-root",
+    )
+    parser.add_argument(
+        "--trust-root",
+        metavar="FILE",
+        help="the trust root to hold (root.json, self-signed and not expired): its release keys "
+        "are trusted, and its successors are followed through the control plane",
+    )
+    parser.add_argument("--install-root", default=DEFAULT_INSTALL_ROOT)
+    parser.add_argument(
+        "--agent-user",
+        metavar="USER",
+        help="the managed agent's user (its unit's User=): the build's self-test and health "
+        "command run as this user instead of root",
+    )
+    parser.add_argument("--platform", default=_default_platform())
+    parser.add_argument("--channel", default="stable")
+    parser.add_argument(
+        "--restart-command",
+        default=shlex.join(DEFAULT_RESTART_COMMAND),
+        help="restarts the managed agent service (split like a shell would)",
+    )
+    parser.add_argument(
+        "--health-command",
+        help="must succeed and print the running version "
+        "(default: <install root>/current/bin/provibr-agent health; not --version, which "
+        "prints the installed build's version even while the old process still runs)",
+    )
+    # The defaults are the settings model's own, so `enroll` and `run` cannot disagree.
+    parser.add_argument(
+        "--health-deadline-seconds",
+        type=float,
+        default=FIELD_INFO["health_deadline_seconds"].default,
+    )
+    parser.add_argument(
+        "--request-timeout-seconds",
+        type=float,
+        default=AgentSettings.model_fields["request_timeout_seconds"].default,
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing config")
+    add_network_options(parser)
+
+
+def _add_systemd_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--systemd-dir",
+        default=str(ADMIN_UNIT_DIR),
+        metavar="DIR",
+        help=f"where `install` writes the units no package installed (default {ADMIN_UNIT_DIR})",
+    )
+
+
+def _add_support_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
+    uninstall = commands.add_parser(
+        "uninstall",
+        help="stop and disable the service, remove the units `install` wrote (and with --purge "
+        "the config and state)",
+    )
+    _add_path_options(uninstall)
+    _add_systemd_dir(uninstall)
+    uninstall.add_argument(
+        "--purge",
+        action="store_true",
+        help="also remove the config and state directories (the agent's credential with them)",
+    )
+    uninstall.add_argument("--yes", action="store_true", help="do not ask before removing")
+
+    diagnose = commands.add_parser(
+        "diagnose",
+        help="one .tar.gz for support: versions, the redacted config, status, logs, state and a "
+        "connectivity test",
+    )
+    _add_path_options(diagnose)
+    diagnose.add_argument(
+        "--out", metavar="FILE", help="the archive (default: nachtwacht-diagnose-<time>.tar.gz)"
+    )
 
 
 def _add_host_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -177,6 +248,18 @@ def _call_verb(args: argparse.Namespace, paths: AgentPaths) -> int:
         from agent_daemon.commands.enroll_cli import enroll
 
         return enroll(args, paths)
+    if args.command == "install":
+        from agent_daemon.commands.install_cli import install
+
+        return install(args, paths)
+    if args.command == "uninstall":
+        from agent_daemon.commands.uninstall_cli import uninstall
+
+        return uninstall(args, paths)
+    if args.command == "diagnose":
+        from agent_daemon.commands.diagnose_cli import diagnose
+
+        return diagnose(paths, out=args.out)
     if args.command == "status":
         from agent_daemon.commands.status_cli import show_status
 

@@ -1,39 +1,154 @@
 """`nachtwacht agent enroll`: write the agent's config, once the control plane has accepted its
-credential.
+credential — and the one path `install` shares (`staged_enrollment`), where the credential comes
+from an enrollment token instead.
 
 Every field is validated by the same checks as `run` before anyone is asked (a staging copy of the
-file is loaded as settings), then the control plane's first config names the agent, the config is
-written (mode 0600) and the answer cached, so the daemon starts with its schedule.
+file is loaded as settings; a problem is named by its flag, never by that copy), then the control
+plane's first config names the agent, the config is written (mode 0600) and the answer cached, so
+the daemon starts with its schedule.
+
+The agent reaches the control plane the way the service will: the service does not see this
+shell's environment, so a proxy taken from `HTTPS_PROXY` (and friends) is written into the config
+rather than used silently (`network_cli.inherited_proxy`); `--proxy ''` means none.
 
 `--trust-root FILE` gives the host the trust root it holds from then on: refused unless its own
 root keys signed it (their threshold) and it has not expired, stored as `trust_root.json` in the
-state directory (mode 0644), and put back as it was when the enroll fails. Without it the
-`--trusted-key` files are trusted, as before roots existed.
+state directory (mode 0644), and put back as it was when the enroll fails before the config is
+written. Without it the `--trusted-key` files are trusted, as before roots existed.
+
+`--agent-user USER` is the managed agent's user (`agent_user`): the build's self-test and health
+command run as that user. It must exist on the host when the agent is enrolled.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pwd
+import re
 import shlex
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent_daemon.commands.agent_parts import CONFIG_CACHE_NAME, http_client_for, track_of
-from agent_daemon.commands.network_cli import network_fields
+from agent_daemon.commands.network_cli import (
+    as_the_service_sees_it,
+    inherited_proxy,
+    network_fields,
+)
 from agent_daemon.connection.config_cache import CachedConfig, ConfigCache
 from agent_daemon.connection.control_plane_client import ControlPlaneClient, FreshConfig
 from agent_daemon.connection.http_client import network_facts
+from agent_daemon.connection.proxy_route import shown_proxy
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.held_trust_root import TRUST_ROOT_FILE_NAME, HeldTrustRootFile
 from agent_daemon.errors import BadServerAnswer, ConfigError
-from agent_daemon.settings import AgentPaths, load_settings, render_config, write_config
+from agent_daemon.settings import (
+    AgentPaths,
+    AgentSettings,
+    load_settings,
+    render_config,
+    write_config,
+)
 from ground.clock import clock_from_env
 
-__all__ = ["enroll"]
+__all__ = ["StagedEnrollment", "enroll", "read_secret", "staged_enrollment"]
+
+ConfigFields = dict[str, str | float | bool | list[str]]
+
+# Each config field by the flag that sets it: a problem is reported as the admin typed it.
+_FLAG_OF_FIELD = {
+    "control_url": "--url",
+    "credential": "--credential",
+    "trusted_keys": "--trusted-key",
+    "install_root": "--install-root",
+    "platform": "--platform",
+    "channel": "--channel",
+    "restart_command": "--restart-command",
+    "health_command": "--health-command",
+    "health_deadline_seconds": "--health-deadline-seconds",
+    "request_timeout_seconds": "--request-timeout-seconds",
+    "agent_user": "--agent-user",
+    "proxy": "--proxy",
+    "no_proxy": "--no-proxy",
+    "ca_file": "--ca-file",
+    "pinned_public_key_sha256": "--pinned-public-key-sha256",
+    "client_cert": "--client-cert",
+    "client_key": "--client-key",
+    "insecure_http": "--insecure-http",
+}
+_FIELD_AT_START = re.compile(r"(?P<field>[a-z][a-z0-9_]*)(?:\.[0-9]+|\[[0-9]+\])?(?=:)")
 
 
-def enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
+def read_secret(value: str) -> str:
+    """The value of a secret's flag; `-` reads it from the first line of stdin (so it stays out
+    of the shell's history and the process list)."""
+    return sys.stdin.readline().strip() if value == "-" else value
+
+
+@dataclass(kw_only=True)
+class StagedEnrollment:
+    """An enrollment whose every field has been checked: the config it will write (`fields`), the
+    settings they make, and the trust root held for it. `write` makes it the host's config."""
+
+    paths: AgentPaths
+    fields: ConfigFields
+    settings: AgentSettings
+    clock: ServerClock
+    # The environment as the service will see it (no proxy variables of this shell).
+    environ: Mapping[str, str]
+    held: HeldTrustRootFile
+    holds_root: bool
+    written: bool = field(default=False)
+
+    def write(self, *, credential: str, agent_id: str) -> AgentSettings:
+        """Write the config with the agent's own credential and id; the settings it makes."""
+        self.fields["credential"] = credential
+        self.fields["agent_id"] = agent_id
+        write_config(self.paths.config_file, render_config(self.fields))
+        self.written = True
+        return load_settings(self.paths)
+
+    def first_config(self, settings: AgentSettings) -> FreshConfig:
+        """The control plane's config for `settings`' credential (which it thereby accepts)."""
+        with http_client_for(settings, self.clock, environ=self.environ) as http:
+            answer = ControlPlaneClient(
+                http=http, server_clock=self.clock, track=track_of(settings)
+            ).fetch_config(etag=None)
+        if not isinstance(answer, FreshConfig):
+            raise BadServerAnswer("GET /v1/agent/config: 304 although no ETag was sent")
+        return answer
+
+    def cache(self, answer: FreshConfig) -> None:
+        ConfigCache(self.paths.state_dir / CONFIG_CACHE_NAME).save(
+            CachedConfig(
+                config=answer.config,
+                raw=answer.raw,
+                etag=answer.etag,
+                synced_at=self.clock.now(),
+                offset_seconds=self.clock.offset.total_seconds(),
+            )
+        )
+
+    def route(self) -> str:
+        facts = network_facts(self.settings.control_url, self.settings.network, self.environ)
+        return str(facts["route"])
+
+
+@contextmanager
+def staged_enrollment(
+    args: argparse.Namespace,
+    paths: AgentPaths,
+    *,
+    credential: str,
+    environ: Mapping[str, str],
+) -> Iterator[StagedEnrollment]:
+    """Check every flag of `enroll` / `install` as `run` will check the file, before anyone is
+    asked; `credential` may stand in for the one still to come (it is checked as one). An exit
+    before `write` leaves the host as it was (the trust root put back)."""
     if paths.config_file.exists() and not args.force:
         raise ConfigError(f"{paths.config_file}: already exists (use --force to replace it)")
     if not args.trusted_key and args.trust_root is None:
@@ -41,14 +156,77 @@ def enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
             "--trusted-key / --trust-root: found neither — expected a trust root (--trust-root "
             "FILE) or at least one release.pub (--trusted-key PATH)"
         )
+    if args.agent_user is not None:
+        _check_user_exists(args.agent_user)
     clock = ServerClock(clock_from_env())
     root = None if args.trust_root is None else _checked_trust_root(Path(args.trust_root), clock)
-    credential = sys.stdin.readline().strip() if args.credential == "-" else args.credential
+    fields = _config_fields(args, credential)
+    inherited = inherited_proxy(args, control_url=str(fields["control_url"]), environ=environ)
+    if inherited is not None:
+        fields["proxy"] = inherited.url
+        if inherited.no_proxy:
+            fields["no_proxy"] = list(inherited.no_proxy)
+    staging = paths.config_file.with_name(f".{paths.config_file.name}.enroll")
+    write_config(staging, render_config(fields))
+    held = HeldTrustRootFile(paths.state_dir / TRUST_ROOT_FILE_NAME)
+    replaced = _held_bytes(held.path)
+    staged: StagedEnrollment | None = None
+    try:
+        if root is not None:
+            # Held before the settings are loaded: they trust its keys when no file is named.
+            held.save(root)
+        settings = _load_staged(AgentPaths(state_dir=paths.state_dir, config_file=staging))
+        staged = StagedEnrollment(
+            paths=paths,
+            fields=fields,
+            settings=settings,
+            clock=clock,
+            environ=as_the_service_sees_it(environ),
+            held=held,
+            holds_root=root is not None,
+        )
+        if inherited is not None:
+            shown = shown_proxy(inherited.url)
+            print(
+                f"proxy {shown} taken from this shell's {inherited.source.split()[-1]} and "
+                "written to the config: the service does not see this shell's environment "
+                "(--proxy '' for none)"
+            )
+        yield staged
+    finally:
+        staging.unlink(missing_ok=True)
+        if root is not None and (staged is None or not staged.written):
+            _put_back(held, replaced)
+
+
+def enroll(
+    args: argparse.Namespace, paths: AgentPaths, environ: Mapping[str, str] = os.environ
+) -> int:
+    credential = read_secret(args.credential)
+    with staged_enrollment(args, paths, credential=credential, environ=environ) as staged:
+        answer = staged.first_config(staged.settings)
+        staged.write(credential=credential, agent_id=str(answer.config.agent_id))
+        staged.cache(answer)
+    name = answer.config.name or str(answer.config.agent_id)
+    print(f"enrolled agent {name} ({answer.config.agent_id}) with {staged.fields['control_url']}")
+    print_written(staged)
+    return 0
+
+
+def print_written(staged: StagedEnrollment) -> None:
+    print(f"config written to {staged.paths.config_file} (mode 0600)")
+    print(f"state directory {staged.paths.state_dir}")
+    if staged.holds_root:
+        print(f"trust root held: {staged.held.path}")
+    print(f"control plane reached {staged.route()}")
+
+
+def _config_fields(args: argparse.Namespace, credential: str) -> ConfigFields:
     install_root = Path(args.install_root)
     health = args.health_command or shlex.join(
         [str(install_root / "current" / "bin" / "provibr-agent"), "health"]
     )
-    fields: dict[str, str | float | bool | list[str]] = {
+    fields: ConfigFields = {
         "control_url": args.url.rstrip("/"),
         "credential": credential,
         "agent_id": "pending",
@@ -62,48 +240,36 @@ def enroll(args: argparse.Namespace, paths: AgentPaths) -> int:
         "request_timeout_seconds": args.request_timeout_seconds,
         **network_fields(args),
     }
-    # Validate everything the file will hold before talking to anyone: the same checks as `run`.
-    staging = paths.config_file.with_name(f".{paths.config_file.name}.enroll")
-    write_config(staging, render_config(fields))
-    held = HeldTrustRootFile(paths.state_dir / TRUST_ROOT_FILE_NAME)
-    replaced = _held_bytes(held.path)
-    enrolled = False
+    if args.agent_user is not None:
+        fields["agent_user"] = args.agent_user
+    return fields
+
+
+def _check_user_exists(user: str) -> None:
     try:
-        if root is not None:
-            # Held before the settings are loaded: they trust its keys when no file is named.
-            held.save(root)
-        settings = load_settings(AgentPaths(state_dir=paths.state_dir, config_file=staging))
-        with http_client_for(settings, clock) as http:
-            answer = ControlPlaneClient(
-                http=http, server_clock=clock, track=track_of(settings)
-            ).fetch_config(etag=None)
-        if not isinstance(answer, FreshConfig):
-            raise BadServerAnswer("GET /v1/agent/config: 304 although no ETag was sent")
-        fields["agent_id"] = str(answer.config.agent_id)
-        write_config(paths.config_file, render_config(fields))
-        ConfigCache(paths.state_dir / CONFIG_CACHE_NAME).save(
-            CachedConfig(
-                config=answer.config,
-                raw=answer.raw,
-                etag=answer.etag,
-                synced_at=clock.now(),
-                offset_seconds=clock.offset.total_seconds(),
-            )
-        )
-        enrolled = True
-    finally:
-        staging.unlink(missing_ok=True)
-        if root is not None and not enrolled:
-            _put_back(held, replaced)
-    name = answer.config.name or str(answer.config.agent_id)
-    print(f"enrolled agent {name} ({answer.config.agent_id}) with {fields['control_url']}")
-    print(f"config written to {paths.config_file} (mode 0600)")
-    print(f"state directory {paths.state_dir}")
-    if root is not None:
-        print(f"trust root held: {held.path}")
-    route = network_facts(settings.control_url, settings.network, os.environ)["route"]
-    print(f"control plane reached {route}")
-    return 0
+        pwd.getpwuid(int(user)) if user.isdecimal() else pwd.getpwnam(user)
+    except (KeyError, ValueError, OverflowError) as exc:
+        raise ConfigError(
+            f"--agent-user: {user!r} is not a user on this host — expected the user the managed "
+            "agent's service runs as (its unit's User=); create it first"
+        ) from exc
+
+
+def _load_staged(staging: AgentPaths) -> AgentSettings:
+    """The staging copy loaded as `run` loads the config, its problems named by their flags."""
+    try:
+        return load_settings(staging)
+    except ConfigError as exc:
+        prefix = f"{staging.config_file}: "
+        lines = [_named_by_flag(line.removeprefix(prefix)) for line in str(exc).splitlines()]
+        raise ConfigError("\n".join(lines)) from exc
+
+
+def _named_by_flag(line: str) -> str:
+    match = _FIELD_AT_START.match(line)
+    if match is None or match["field"] not in _FLAG_OF_FIELD:
+        return line
+    return _FLAG_OF_FIELD[match["field"]] + line[match.end() :]
 
 
 def _checked_trust_root(path: Path, clock: ServerClock) -> bytes:

@@ -2,6 +2,14 @@
 part of a running daemon built in one place (`build_daemon`), the start-up lines, then the service
 (`daemon_loop.run_service`) until it stops.
 
+A start that fails is written as journald error lines (`<3>`, like the daemon's own error lines,
+so `journalctl -p warning` shows it) and ends with an exit status that tells systemd whether to
+try again: `EXIT_CONFIG_ERROR` (78, sysexits' EX_CONFIG) when the configuration cannot work until
+someone changes it — no config, an unsafe or invalid one, a proxy or CA file that cannot be used,
+a bad fake clock — which the unit's `RestartPreventExitStatus=78` does not restart every few
+seconds; `EXIT_START_FAILED` (2) for anything else (another daemon holds the state directory, a
+state file or the disk fails), which a restart may cure.
+
 This is the path the systemd unit starts, so it imports only what an idle minute needs
 (docs/agent_daemon.md, "Footprint"): `status` and the host verbs live in modules of their own.
 """
@@ -31,7 +39,7 @@ from agent_daemon.connection.outbox import Outbox
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.daemon_state import StateStore
 from agent_daemon.disk.held_trust_root import TRUST_ROOT_FILE_NAME, HeldTrustRootFile
-from agent_daemon.errors import DaemonStateError
+from agent_daemon.errors import AgentError, ConfigError, DaemonStateError
 from agent_daemon.host.activity import Activity, ActivityFile
 from agent_daemon.host.event_log import EventLog
 from agent_daemon.minute.daemon import Daemon
@@ -43,10 +51,16 @@ from agent_daemon.minute.daemon_loop import (
 )
 from agent_daemon.minute.trust_root_follow import TrustRootFollower
 from agent_daemon.settings import AgentPaths, AgentSettings, load_settings
-from ground.clock import Clock, clock_from_env
+from ground.clock import Clock, ClockConfigError, clock_from_env
 from ground.contract import AgentConfig
+from signed_release.errors import ReleaseError
 
-__all__ = ["DaemonParts", "build_daemon", "run_daemon"]
+__all__ = ["EXIT_CONFIG_ERROR", "EXIT_START_FAILED", "DaemonParts", "build_daemon", "run_daemon"]
+
+EXIT_CONFIG_ERROR = 78
+EXIT_START_FAILED = 2
+# journald's priority prefix for an error line (the event log's `<3>`).
+_ERROR_PREFIX = "<3>"
 
 # On a fast fake clock the watchdog's bounds shrink with it, but never below what an unpack or a
 # slow request takes in real time.
@@ -120,6 +134,29 @@ def build_daemon(
 
 
 def run_daemon(paths: AgentPaths, environ: Mapping[str, str] = os.environ) -> int:
+    """Run until stopped (exit 0), or say why the daemon cannot start and exit with the status
+    that tells systemd whether to try again."""
+    try:
+        return _run(paths, environ)
+    except (ConfigError, ClockConfigError) as exc:
+        _say_fatal(str(exc))
+        return EXIT_CONFIG_ERROR
+    except (AgentError, ReleaseError) as exc:
+        _say_fatal(str(exc))
+        return EXIT_START_FAILED
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        _say_fatal(f"{where}{exc.strerror or exc}")
+        return EXIT_START_FAILED
+
+
+def _say_fatal(message: str) -> None:
+    # One line per problem (a bad config file may name several fields), each an error line.
+    for line in message.splitlines() or ["the daemon could not start"]:
+        print(f"{_ERROR_PREFIX}nachtwacht agent run: {line}", file=sys.stderr, flush=True)
+
+
+def _run(paths: AgentPaths, environ: Mapping[str, str]) -> int:
     settings = load_settings(paths)
     clock = clock_from_env(environ)
     lock = DaemonLock(settings.state_dir)

@@ -2,7 +2,9 @@
 daemon's state, activity and outbox files, whether the daemon runs, the installed version and the
 updater's step in progress — and prints it as text or as one JSON document (`--json`).
 
-It reads, never writes, and a file it cannot read becomes a line of the answer, not a failure.
+It reads, never writes, contacts nothing and runs nothing the config names, and a file it cannot
+read becomes a line of the answer, not a failure. So root may run it on a daemon that runs as its
+own user (the non-root mode): the config is that user's, and is read for display only.
 Only `status` imports this module, so the daemon never holds it (docs/agent_daemon.md,
 "Footprint").
 """
@@ -16,8 +18,6 @@ from agent_daemon.commands.agent_parts import (
     CONFIG_CACHE_NAME,
     OUTBOX_DIR_NAME,
     STATE_FILE_NAME,
-    build_updater,
-    http_client_for,
     track_of,
 )
 from agent_daemon.commands.network_cli import network_status_lines
@@ -31,9 +31,15 @@ from agent_daemon.disk.held_trust_root import (
     HeldTrustRoot,
     HeldTrustRootFile,
 )
-from agent_daemon.errors import AgentError, DaemonStateError
+from agent_daemon.errors import DaemonStateError
 from agent_daemon.host.activity import ActivityFile, ActivityRecord
-from agent_daemon.host.status import AgentStatus, describe_offer_note, problems, render_status
+from agent_daemon.host.status import (
+    AgentStatus,
+    describe_offer_note,
+    pending_update_now,
+    problems,
+    render_status,
+)
 from agent_daemon.minute.daemon_loop import daemon_running
 from agent_daemon.settings import (
     CONFIG_FORMAT_VERSION,
@@ -42,16 +48,16 @@ from agent_daemon.settings import (
     AgentSettings,
     load_settings,
 )
+from agent_daemon.updater.layout import InstallLayout
 from agent_daemon.updater.updater_state import UpdaterStateStore
-from ground.clock import Clock, clock_from_env
+from ground.clock import clock_from_env
 from ground.instants import format_instant
-from signed_release.errors import ReleaseError
 
 __all__ = ["show_status"]
 
 
 def show_status(paths: AgentPaths, *, as_json: bool) -> int:
-    settings = load_settings(paths)
+    settings = load_settings(paths, for_display=True)
     clock = clock_from_env()
     cache = ConfigCache(settings.state_dir / CONFIG_CACHE_NAME)
     cached = cache.load()
@@ -71,7 +77,7 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
         cached=cached,
         state=state,
         pending_reports=pending,
-        installed_version=_installed_version(settings, server_clock),
+        installed_version=InstallLayout(settings.updater.install_root).link_target("current"),
         now=server_clock.now(),
         updater_step=_updater_step(settings),
         activity=_activity_of(settings),
@@ -91,10 +97,21 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
 
 
 def _trust_root_of(settings: AgentSettings) -> tuple[HeldTrustRoot | None, str | None]:
+    # Checked as the daemon checks it: the config file's owner is the daemon's user.
+    held = HeldTrustRootFile(
+        settings.state_dir / TRUST_ROOT_FILE_NAME, daemon_uid=_daemon_uid(settings)
+    )
     try:
-        return HeldTrustRootFile(settings.state_dir / TRUST_ROOT_FILE_NAME).load(), None
+        return held.load(), None
     except DaemonStateError as exc:
         return None, str(exc)
+
+
+def _daemon_uid(settings: AgentSettings) -> int | None:
+    try:
+        return settings.config_file.stat().st_uid
+    except OSError:
+        return None
 
 
 def _activity_of(settings: AgentSettings) -> ActivityRecord | None:
@@ -102,18 +119,6 @@ def _activity_of(settings: AgentSettings) -> ActivityRecord | None:
         return ActivityFile(settings.state_dir).load()
     except DaemonStateError:
         return None  # status still has the rest to say
-
-
-def _installed_version(settings: AgentSettings, clock: Clock) -> str | None:
-    current = settings.updater.install_root / "current"
-    if not current.exists():
-        return None
-    try:
-        with http_client_for(settings, clock) as http:
-            return build_updater(settings, http=http, clock=clock).installed_version()
-    except (AgentError, ReleaseError) as exc:
-        # Status still has much to say when, say, a trusted key file went missing.
-        return f"unknown ({exc})"
 
 
 def _updater_step(settings: AgentSettings) -> str | None:
@@ -129,6 +134,7 @@ def _updater_step(settings: AgentSettings) -> str | None:
 
 def _status_json(status: AgentStatus) -> dict[str, object]:
     cached = status.cached
+    pending = pending_update_now(status)
     return {
         "format_version": CONFIG_FORMAT_VERSION,
         "agent_id": status.agent_id,
@@ -156,5 +162,7 @@ def _status_json(status: AgentStatus) -> dict[str, object]:
         "pending_reports": status.pending_reports,
         "updater_step": status.updater_step,
         "activity": None if status.activity is None else status.activity.model_dump(mode="json"),
+        # An update requested now that the daemon has not taken up yet (as of the last sync).
+        "update_now_pending": None if pending is None else pending.model_dump(mode="json"),
         "problems": problems(status),
     }

@@ -2,14 +2,17 @@
 confirmation, reports.
 
 Foreign errors become the agent's own here (`raise … from exc`): no answer, a timeout or a 5xx that
-is not a refusal is `ControlPlaneUnreachable` (offline: consume nothing); 401/403 is
-`CredentialRefused` — except a 403 that names a contract code (`token_revoked`, `token_expired`
-on the confirmation): that is the run's answer, not the credential's. A 5xx in the contract's words
-(`database_unavailable`) keeps its status on the `ControlPlaneUnreachable`: the platform is
-unavailable, this host is not offline. Every
-successful answer (2xx, 304) teaches the `ServerClock` the control plane's time; an error answer
-never does (it may come from anything on the way: a proxy, a half-broken replica). What an
-answer means is read by `agent_daemon.connection.wire`, shared with the simulated fleet.
+is not a refusal is `ControlPlaneUnreachable` (offline: consume nothing); 401/403 in the control
+plane's words is `CredentialRefused` — except a 403 that names a contract code (`token_revoked`,
+`token_expired` on the confirmation): that is the run's answer, not the credential's. A 401/403
+in anyone else's words (a proxy or a login page in front of the control plane) is no verdict on the
+credential: the control plane was not reached (`ControlPlaneUnreachable`). A 5xx in the contract's
+words (`database_unavailable`) keeps its status on the `ControlPlaneUnreachable`: the platform is
+unavailable, this host is not offline. An answer no control plane gives (a web page, a bare 404)
+is one line saying so (`unexpected_answer`), never the page itself. Every successful answer
+(2xx, 304) teaches the `ServerClock` the control plane's time; an error answer never does (it may
+come from anything on the way: a proxy, a half-broken replica). What an answer means is read by
+`agent_daemon.connection.wire`, shared with the simulated fleet.
 """
 
 from __future__ import annotations
@@ -93,6 +96,34 @@ class ControlPlaneClient:
         # the control plane offers only that pair's release.
         self._track = track
 
+    @property
+    def server(self) -> str:
+        """The control plane's URL as configured, for messages."""
+        return str(self._http.base_url).rstrip("/")
+
+    def unexpected_answer(
+        self, source: str, response: httpx.Response, *, expected: str
+    ) -> BadServerAnswer:
+        """An answer that is none of `expected`, in one line: what answered when it is not a
+        control plane at all, else the status and the control plane's words."""
+        status, body = response.status_code, response.content
+        content_type = response.headers.get("content-type")
+        foreign = wire.not_a_control_plane(
+            status, body, content_type=content_type, server=self.server
+        )
+        if foreign is not None:
+            return BadServerAnswer(f"{source}: {foreign}")
+        return BadServerAnswer(
+            f"{source}: expected {expected}, found {wire.answer_words(status, body, content_type)}"
+        )
+
+    def answer_json(self, source: str, response: httpx.Response) -> Any:
+        """The JSON of an answer whose status was expected; a web page is named as what it is."""
+        content_type = response.headers.get("content-type")
+        if wire.looks_like_html(response.content, content_type):
+            raise self.unexpected_answer(source, response, expected="JSON")
+        return wire.read_json(response.content, source=source)
+
     def absolute_url(self, path: str) -> str:
         """`path` resolved against the control plane's URL. Never raises: a value that cannot be
         joined is returned as it came, for the updater to refuse as an outcome."""
@@ -122,22 +153,29 @@ class ControlPlaneClient:
         server_time = wire.server_time(response.headers.get(SERVER_TIME_HEADER))
         if server_time is not None and response.status_code < HTTPStatus.BAD_REQUEST:
             self._server_clock.learn(server_time, local_time=self._server_clock.host_now())
-        if wire.is_offline(response.status_code, response.content):
+        status, body = response.status_code, response.content
+        content_type = response.headers.get("content-type")
+        if wire.is_offline(status, body):
             # The control plane's own words (a contract error, e.g. `database_unavailable`): the
             # platform is unavailable. Anything else (a proxy's 502 page) may be on the way.
-            answered = wire.error_detail(response.content) is not None
+            answered = wire.error_detail(body) is not None
+            who = "the control plane" if answered else f"the server at {self.server}"
             raise ControlPlaneUnreachable(
-                f"{method} {path}: the control plane answered {response.status_code} "
-                f"({wire.detail_text(response.content)})",
-                status=response.status_code if answered else None,
+                f"{method} {path}: {who} answered {wire.answer_words(status, body, content_type)}",
+                status=status if answered else None,
             )
-        if coded_refusals and wire.error_detail(response.content) is not None:
+        if coded_refusals and wire.error_detail(body) is not None:
             return response
-        if wire.is_credential_refused(response.status_code):
+        if wire.is_credential_refused(status):
+            foreign = wire.not_a_control_plane(
+                status, body, content_type=content_type, server=self.server
+            )
+            if foreign is not None:
+                # Something in front of the control plane: it was not reached this minute.
+                raise ControlPlaneUnreachable(f"{method} {path}: {foreign}")
             raise CredentialRefused(
                 f"{method} {path}: the control plane refused the agent's credential "
-                f"({response.status_code} {wire.detail_text(response.content)}); "
-                "re-enroll the agent"
+                f"({wire.answer_words(status, body, content_type)}); re-enroll the agent"
             )
         return response
 
@@ -181,11 +219,8 @@ class ControlPlaneClient:
         if response.status_code == HTTPStatus.NOT_MODIFIED:
             return NotModified()
         if response.status_code != HTTPStatus.OK:
-            raise BadServerAnswer(
-                f"{wire.CONFIG_SOURCE}: expected 200 or 304, found {response.status_code} "
-                f"({wire.detail_text(response.content)})"
-            )
-        document = wire.read_json(response.content, source=wire.CONFIG_SOURCE)
+            raise self.unexpected_answer(wire.CONFIG_SOURCE, response, expected="200 or 304")
+        document = self.answer_json(wire.CONFIG_SOURCE, response)
         config = wire.parse_config(document)
         return FreshConfig(config=config, raw=document, etag=response.headers.get("ETag"))
 
@@ -197,10 +232,7 @@ class ControlPlaneClient:
         if response.status_code == HTTPStatus.NOT_FOUND:
             return None
         if response.status_code != HTTPStatus.OK:
-            raise BadServerAnswer(
-                f"GET {path}: expected 200 or 404, found {response.status_code} "
-                f"({wire.detail_text(response.content)})"
-            )
+            raise self.unexpected_answer(f"GET {path}", response, expected="200 or 404")
         return response.content
 
     def claim(self, request: ClaimRequest) -> ClaimGrant | ErrorDetail:
@@ -240,43 +272,50 @@ class ControlPlaneClient:
 
     def set_hold(self, request: HoldRequest) -> HoldView:
         response = self._request("PUT", HOLD_PATH, json=request.model_dump(mode="json"))
-        document = _answer_document(response, "PUT", HOLD_PATH, expected=(HTTPStatus.OK,))
+        document = self._answer_document(response, "PUT", HOLD_PATH, expected=(HTTPStatus.OK,))
         return _parsed(HoldView, document, source=f"PUT {HOLD_PATH}")
 
     def release_hold(self) -> None:
         response = self._request("DELETE", HOLD_PATH)
         # 404: nothing was held (or the control plane predates holds, which the message says).
         if response.status_code != HTTPStatus.NO_CONTENT:
-            _answer_document(response, "DELETE", HOLD_PATH, expected=(HTTPStatus.NO_CONTENT,))
+            self._answer_document(response, "DELETE", HOLD_PATH, expected=(HTTPStatus.NO_CONTENT,))
 
     def request_manual_update(self) -> ManualUpdateView:
         """201 a new manual run, 200 the one already pending: either way, the run to follow."""
         response = self._request("POST", MANUAL_UPDATES_PATH)
         expected = (HTTPStatus.CREATED, HTTPStatus.OK)
-        document = _answer_document(response, "POST", MANUAL_UPDATES_PATH, expected=expected)
+        document = self._answer_document(response, "POST", MANUAL_UPDATES_PATH, expected=expected)
         return _parsed(ManualUpdateView, document, source=f"POST {MANUAL_UPDATES_PATH}")
 
-
-def _answer_document(
-    response: httpx.Response, method: str, path: str, *, expected: tuple[int, ...]
-) -> Any:
-    """The answer's JSON when its status is one of `expected`, else `BadServerAnswer` saying the
-    status and the control plane's own words (a 404 from a control plane without the route
-    says so)."""
-    source = f"{method} {path}"
-    if response.status_code not in expected:
-        if (
-            response.status_code == HTTPStatus.NOT_FOUND
-            and wire.error_detail(response.content) is None
-        ):
-            raise BadServerAnswer(
-                f"{source}: the control plane does not offer this (404); it may be older than "
-                "this agent — upgrade the control plane"
+    def _answer_document(
+        self, response: httpx.Response, method: str, path: str, *, expected: tuple[int, ...]
+    ) -> Any:
+        """The answer's JSON when its status is one of `expected`, else `BadServerAnswer` saying
+        the status and the control plane's own words (a 404 from a control plane without the
+        route says so)."""
+        source = f"{method} {path}"
+        if response.status_code not in expected:
+            status, body = response.status_code, response.content
+            content_type = response.headers.get("content-type")
+            foreign = wire.not_a_control_plane(
+                status, body, content_type=content_type, server=self.server
             )
-        raise BadServerAnswer(
-            f"{source}: refused ({response.status_code} {wire.detail_text(response.content)})"
-        )
-    return wire.read_json(response.content, source=source)
+            if (
+                foreign is None
+                and status == HTTPStatus.NOT_FOUND
+                and wire.error_detail(body) is None
+            ):
+                raise BadServerAnswer(
+                    f"{source}: the control plane does not offer this (404); it may be older "
+                    "than this agent — upgrade the control plane"
+                )
+            if foreign is not None:
+                raise BadServerAnswer(f"{source}: {foreign}")
+            raise BadServerAnswer(
+                f"{source}: refused ({wire.answer_words(status, body, content_type)})"
+            )
+        return self.answer_json(source, response)
 
 
 def _parsed(model: type[_ModelT], document: Any, *, source: str) -> _ModelT:

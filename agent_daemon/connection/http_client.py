@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Mapping
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -119,23 +120,77 @@ class _AgentTransport(httpx.BaseTransport):
         )
         request.extensions = {**request.extensions, "trace": watch.trace}
         try:
-            return transport.handle_request(request)
+            response = transport.handle_request(request)
         except PublicKeyPinMismatch as exc:
             raise httpx.ConnectError(str(exc), request=request) from exc
         except httpx.TransportError as exc:
+            proxy = None if choice is None else httpx.URL(choice.url)
+            tls_to_proxy = (
+                proxy is not None and proxy.scheme == "https" and watch.host == proxy.host
+            )
             message = explain_failure(
-                exc, tls_host=watch.host, control_host=self._control_host, network=self._network
+                exc,
+                tls_host=watch.host,
+                control_host=self._control_host,
+                network=self._network,
+                tls_port=_port(proxy if tls_to_proxy and proxy else request.url),
+                proxy_host=None if proxy is None or proxy.scheme != "https" else proxy.host,
             )
             if message is None and choice is not None:
-                message = f"{exc} (through the proxy {choice.shown}, from {choice.source})"
+                message = _proxy_refusal(exc, choice, request.url) or (
+                    f"{exc} (through the proxy {choice.shown}, from {choice.source})"
+                )
             if message is None:
                 raise
             raise type(exc)(message, request=request) from exc
+        if response.status_code == HTTPStatus.PROXY_AUTHENTICATION_REQUIRED:
+            # Only a proxy answers 407; its page is no news to the admin, its meaning is.
+            response.close()
+            raise httpx.ProxyError(_proxy_credentials_refused(choice), request=request)
+        return response
 
     def close(self) -> None:
         self._direct.close()
         for transport in self._proxied.values():
             transport.close()
+
+
+def _port(url: httpx.URL) -> int:
+    return url.port or (443 if url.scheme == "https" else 80)
+
+
+def _proxy_credentials_refused(choice: ProxyChoice | None) -> str:
+    if choice is None:
+        return (
+            "a proxy on the way asks for credentials (407 Proxy Authentication Required), but none "
+            "is configured: set `proxy` in agent.toml (--proxy http://user:password@host:port)"
+        )
+    named = httpx.URL(choice.url).username
+    fix = (
+        "check the user and password in its URL"
+        if named
+        else "give a user and password in its URL (http://user:password@host:port)"
+    )
+    return (
+        f"the proxy {choice.shown} ({choice.source}) refused the proxy credentials "
+        f"(407 Proxy Authentication Required): {fix}"
+    )
+
+
+def _proxy_refusal(exc: httpx.TransportError, choice: ProxyChoice, url: httpx.URL) -> str | None:
+    """A proxy's refusal of the tunnel (`CONNECT`), in words; None for any other failure. The
+    proxy's 401 is the proxy's: the control plane was never asked."""
+    if not isinstance(exc, httpx.ProxyError):
+        return None
+    status, _, _ = str(exc).partition(" ")
+    if not status.isdigit():
+        return None
+    if int(status) == HTTPStatus.PROXY_AUTHENTICATION_REQUIRED:
+        return _proxy_credentials_refused(choice)
+    return (
+        f"the proxy {choice.shown} ({choice.source}) refused the tunnel to {url.host}:{_port(url)} "
+        f"({exc}); the control plane was not reached"
+    )
 
 
 def build_http_client(

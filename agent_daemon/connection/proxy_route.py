@@ -26,13 +26,15 @@ from agent_daemon.connection.network_settings import (
 )
 from agent_daemon.errors import ConfigError
 
-__all__ = ["ProxyChoice", "ProxyRoute", "resolve_route", "shown_proxy"]
+__all__ = ["PROXY_VARIABLES", "ProxyChoice", "ProxyRoute", "resolve_route", "shown_proxy"]
 
 _ENV_NAMES = {
     "https": ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"),
     "http": ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"),
 }
 _NO_PROXY_NAMES = ("no_proxy", "NO_PROXY")
+# Every environment variable the route reads.
+PROXY_VARIABLES = frozenset({*_ENV_NAMES["https"], *_ENV_NAMES["http"], *_NO_PROXY_NAMES})
 
 
 def shown_proxy(url: str) -> str:
@@ -119,7 +121,7 @@ def _checked(url: str, *, source: str) -> ProxyChoice:
     if urlsplit(url).scheme.lower().startswith("socks") and not _socks_available():
         raise ConfigError(
             f"{source}: {shown_proxy(url)!r} is a SOCKS proxy, but SOCKS support is not "
-            "installed: pip install 'httpx[socks]' (it comes with 'nachtwacht[agent]')"
+            "installed: pip install 'httpx[socks]' (the agent's package has it)"
         )
     return ProxyChoice(url=url, source=source)
 

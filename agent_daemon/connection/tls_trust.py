@@ -46,6 +46,10 @@ _CLIENT_CERT_ALERTS = {
     "TLSV1_ALERT_ACCESS_DENIED",
 }
 
+# What OpenSSL says when the other side answered the handshake with something that is not TLS:
+# a plain http server's "HTTP/1.1 400 Bad Request" read as a TLS record.
+_NOT_TLS = {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG"}
+
 # OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH, _EMAIL_MISMATCH and _IP_ADDRESS_MISMATCH.
 _NAME_MISMATCH = {62, 63, 64}
 
@@ -126,9 +130,16 @@ def causes(exc: BaseException) -> Iterator[BaseException]:
 
 
 def explain_failure(
-    exc: BaseException, *, tls_host: str | None, control_host: str, network: NetworkSettings
+    exc: BaseException,
+    *,
+    tls_host: str | None,
+    control_host: str,
+    network: NetworkSettings,
+    tls_port: int | None = None,
+    proxy_host: str | None = None,
 ) -> str | None:
-    """One sentence naming the fix for a TLS failure, or None when `exc` is not one."""
+    """One sentence naming the fix for a TLS failure, or None when `exc` is not one. `tls_port`
+    is the port the handshake went to; `proxy_host` the https:// proxy's host, if any."""
     whose = (
         "the control plane's certificate"
         if tls_host in {None, control_host}
@@ -137,6 +148,15 @@ def explain_failure(
     for cause in causes(exc):
         if isinstance(cause, PublicKeyPinMismatch):
             return str(cause)
+        if isinstance(cause, ssl.SSLError) and cause.reason in _NOT_TLS:
+            host = tls_host or control_host
+            where = host if tls_port is None else f"{host}:{tls_port}"
+            if proxy_host is not None and host == proxy_host:
+                return (
+                    f"the proxy at {where} does not speak TLS on that port; is the proxy URL "
+                    f"http://{where}?"
+                )
+            return f"the server at {where} does not speak TLS on that port; is the URL http://{where}…?"
         if isinstance(cause, ssl.SSLCertVerificationError):
             detail = cause.verify_message or cause.reason or "verification failed"
             if cause.verify_code in _NAME_MISMATCH:

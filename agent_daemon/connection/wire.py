@@ -6,7 +6,10 @@ from the network is untrusted input: a value outside the contract's bounds is a 
 naming the field, never a crash further in.
 
     is_offline          a 5xx that is not a contract refusal: consume nothing, retry next minute
-    is_credential_refused   401/403: the agent must be enrolled again
+    is_credential_refused   401/403 in the control plane's words: the agent must be enrolled again
+    answer_words        any answer in one line (`404 Not Found`, `502 Bad Gateway (an HTML page)`)
+    not_a_control_plane the one line for an answer no nachtwacht control plane gives (a web page,
+                        a 404 without its words, a 401 from something in front of it)
     parse_config        GET config → `AgentConfig`
     claim_answer        POST claims → `ClaimGrant` or the refusal's `ErrorDetail`
     confirm_answer      POST confirm → `SwapPermit` or the refusal's `ErrorDetail`
@@ -42,12 +45,16 @@ from ground.contract import (
 __all__ = [
     "CLAIM_SOURCE",
     "CONFIG_SOURCE",
+    "answer_words",
     "claim_answer",
     "confirm_answer",
     "detail_text",
     "error_detail",
+    "is_control_plane_answer",
     "is_credential_refused",
     "is_offline",
+    "looks_like_html",
+    "not_a_control_plane",
     "parse_config",
     "parse_grant",
     "read_json",
@@ -114,15 +121,84 @@ def error_detail(body: bytes) -> ErrorDetail | None:
         return None
 
 
-def detail_text(body: bytes) -> str:
-    """A short, readable account of an error answer for a log line or an exception."""
+def looks_like_html(body: bytes, content_type: str | None = None) -> bool:
+    """Whether an answer is a web page (a proxy's, a login page's, a web server's): nothing a
+    nachtwacht control plane sends."""
+    if content_type is not None and "html" in content_type.lower():
+        return True
+    return body.lstrip()[:1] == b"<"
+
+
+def is_control_plane_answer(body: bytes) -> bool:
+    """Whether a body is in the control plane's words: a JSON object with its `detail` (a message
+    alone, as a refused credential's, or the contract's code and message)."""
+    document = _json_or_none(body)
+    return isinstance(document, dict) and "detail" in document
+
+
+def detail_text(body: bytes, content_type: str | None = None) -> str:
+    """A short account of an error answer for a log line or an exception, always one line: a web
+    page is named, never copied."""
     detail = error_detail(body)
     if detail is not None:
-        return detail.message or detail.code
+        return _one_line(detail.message or detail.code)
     document = _json_or_none(body)
     if isinstance(document, dict) and "detail" in document:
-        return str(document["detail"])[:_SHOWN_TEXT]
-    return body[:_SHOWN_TEXT].decode("utf-8", errors="replace")
+        return _one_line(str(document["detail"]))
+    if looks_like_html(body, content_type):
+        return "an HTML page"
+    return _one_line(body[: _SHOWN_TEXT * 2].decode("utf-8", errors="replace"))
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _SHOWN_TEXT else flat[: _SHOWN_TEXT - 1] + "…"
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+def answer_words(status: int, body: bytes, content_type: str | None = None) -> str:
+    """An answer in one line: `404 Not Found`, `403 Forbidden (credential for another audience)`,
+    `502 Bad Gateway (an HTML page)`."""
+    text = detail_text(body, content_type)
+    return f"{_status_words(status)} ({text})" if text else _status_words(status)
+
+
+def _status_words(status: int) -> str:
+    return f"{status} {_phrase(status)}".rstrip()
+
+
+def not_a_control_plane(
+    status: int, body: bytes, *, content_type: str | None, server: str
+) -> str | None:
+    """The one line for an answer no nachtwacht control plane gives, naming `server` (the URL the
+    agent was configured with), or None when the answer may well be the control plane's.
+
+    A web page is a web server's, a proxy's or a login page's; a 404 or a 401/403 without the
+    control plane's JSON `detail` comes from something else at that address or in front of it —
+    never a reason to tell the admin that the agent's credential was refused."""
+    words = answer_words(status, body, content_type)
+    if is_control_plane_answer(body):
+        return None
+    if status in {HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN}:
+        return (
+            f"{words} from something at {server} that is not the control plane (a proxy, or a "
+            "server in front of it, wants credentials): the agent's own credential was not judged"
+        )
+    if looks_like_html(body, content_type):
+        return (
+            f"the server at {server} answered {_status_words(status)} with an HTML page: it is "
+            "not a nachtwacht control plane (is the URL the control plane's, and is a proxy or a "
+            "login page in the way?)"
+        )
+    if status == HTTPStatus.NOT_FOUND:
+        return f"found {words} at {server}: is the URL the control plane's?"
+    return None
 
 
 def is_offline(status: int, body: bytes) -> bool:
@@ -134,8 +210,12 @@ def is_offline(status: int, body: bytes) -> bool:
     return detail is None or detail.refusal is None
 
 
-def is_credential_refused(status: int) -> bool:
-    return status in {HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN}
+def is_credential_refused(status: int, body: bytes | None = None) -> bool:
+    """401/403; with `body`, only in the control plane's words (a proxy's 401 is not a refused
+    agent credential)."""
+    if status not in {HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN}:
+        return False
+    return body is None or is_control_plane_answer(body)
 
 
 def parse_config(document: Any, *, source: str = CONFIG_SOURCE) -> AgentConfig:

@@ -51,8 +51,11 @@ class HeldTrustRoot:
 
 
 class HeldTrustRootFile:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, daemon_uid: int | None = None) -> None:
+        """`daemon_uid` is the user the daemon runs as (default: this process's); `agent status`
+        run by root names the non-root daemon's, whose file it reads and only shows."""
         self.path = path
+        self._daemon_uid = daemon_uid
 
     def load(self) -> HeldTrustRoot | None:
         """The held root, None when this host holds none (it trusts its key files);
@@ -63,11 +66,12 @@ class HeldTrustRootFile:
             return None
         except OSError as exc:
             raise DaemonStateError(f"{self.path}: cannot be read ({exc.strerror})") from exc
-        if info.st_mode & 0o022 or info.st_uid not in {0, os.geteuid()}:
+        daemon_uid = os.geteuid() if self._daemon_uid is None else self._daemon_uid
+        if info.st_mode & 0o022 or info.st_uid not in {0, daemon_uid}:
             raise DaemonStateError(
                 f"{self.path}: mode {stat.S_IMODE(info.st_mode):04o}, owner uid {info.st_uid}; "
                 "the trust root names the keys this host trusts, so it must be owned by root or "
-                f"the daemon's user (uid {os.geteuid()}) and not writable by group or others"
+                f"the daemon's user (uid {daemon_uid}) and not writable by group or others"
             )
         if info.st_size > _MAX_FILE_BYTES:
             raise DaemonStateError(

@@ -5,4 +5,5 @@ event_log         one `<N>`-prefixed JSON line per event on stdout (journald pri
 activity          what the daemon is doing: STATUS=, the watchdog's verdict, progress lines,
                   and the activity file `status` reads
 status            what `status` says, from the files alone; what is wrong first
+status_times      its times, in the platform's zone and with it; how long ago, how long until
 """

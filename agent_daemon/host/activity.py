@@ -20,7 +20,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -38,13 +38,17 @@ __all__ = [
     "ActivityFile",
     "ActivityRecord",
     "Refusal",
+    "sizes",
 ]
 
 ACTIVITY_FILE_NAME = "activity.json"
 ACTIVITY_FORMAT_VERSION = 1
 # A progress line (and a new STATUS=) at most this often, in real seconds.
 PROGRESS_LOG_SECONDS = 5.0
-_MIB = 1024 * 1024
+_KIB = 1024
+# What the daemon is doing before it is ready.
+_STARTING = "starting"
+_MIB = 1024 * _KIB
 # The tick results of a minute whose claim is asked for again next minute.
 _RETRIED = frozenset({"throttled", "refused", "braked"})
 
@@ -65,7 +69,7 @@ class ActivityRecord(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     updated_at: AwareDatetime | None = None
-    doing: str = "starting"
+    doing: str = _STARTING
     pid: int | None = None
     # The first minute the control plane could not be reached, and why, until it answers again.
     unreachable_since: AwareDatetime | None = None
@@ -75,6 +79,11 @@ class ActivityRecord(BaseModel):
     # `agent status` must not word as this host being offline.
     platform_unavailable_since: AwareDatetime | None = None
     platform_unavailable_error: str | None = None
+    # The first minute the control plane refused the agent's credential (revoked, or replaced by
+    # a rotation), and its words, until a minute ends otherwise: nothing is updated until the
+    # agent is enrolled again, which `agent status` must say even after the daemon stopped.
+    credential_refused_since: AwareDatetime | None = None
+    credential_refused_error: str | None = None
     last_refusal: Refusal | None = None
     # The update being carried out: its run and version, and the last progress shown.
     update_run_id: str | None = None
@@ -90,6 +99,16 @@ class ActivityFile(VersionedModelFile[ActivityRecord]):
             format_version=ACTIVITY_FORMAT_VERSION,
             what="activity file",
         )
+
+
+def sizes(done: float, total: float) -> str:
+    """`8.4 of 21.0 MB`; a small build in the unit its size needs: `12.0 of 48.0 kB`,
+    `300 of 700 bytes` (never `0.0 of 0.0 MB`)."""
+    if total < _KIB:
+        return f"{done:.0f} of {total:.0f} bytes"
+    if total < _MIB:
+        return f"{done / _KIB:.1f} of {total / _KIB:.1f} kB"
+    return f"{done / _MIB:.1f} of {total / _MIB:.1f} MB"
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -128,6 +147,14 @@ class Activity:
 
     # -- what feeds it ------------------------------------------------------------------------
 
+    def ready(self, words: str) -> None:
+        """The service is ready, its first minute not yet done: what it says from now on, so
+        `STATUS=` never goes back to "starting" after READY."""
+        with self._lock:
+            if self._record.doing == _STARTING:
+                self._record = self._record.model_copy(update={"doing": words})
+        self._save()
+
     def tick_started(self) -> None:
         with self._lock:
             self._tick_running = True
@@ -149,6 +176,11 @@ class Activity:
             if result != "platform_unavailable":
                 self._record = self._record.model_copy(
                     update={"platform_unavailable_since": None, "platform_unavailable_error": None}
+                )
+            if result not in {"credential_refused", "error"}:
+                # A minute that failed on the host (`error`) says nothing about the credential.
+                self._record = self._record.model_copy(
+                    update={"credential_refused_since": None, "credential_refused_error": None}
                 )
             self._record = self._record.model_copy(
                 update={
@@ -174,36 +206,37 @@ class Activity:
         if update:
             self._save()
 
-    def progress(self, step: str, done: float, total: float) -> None:
-        """The updater's progress callback: `download` in bytes, `health` in product seconds.
-        Every call is a sign of life; a line and a new status at most every few seconds."""
+    def progress(self, step: str, done: float, total: float, *, version: str | None = None) -> None:
+        """The updater's progress callback: `download` in bytes, `health` in product seconds of
+        `version` (the release, or after a rollback the version it returned to). Every call is a
+        sign of life; a line and a new status at most every few seconds."""
         with self._lock:
             moment = self._monotonic()
             self._last_sign_of_life = moment
             if moment - self._last_progress_line < PROGRESS_LOG_SECONDS and done < total:
                 return
             self._last_progress_line = moment
-            version = self._record.update_version or "the new version"
+            release = self._record.update_version or "the new version"
+            checked = version or release
             if step == "download":
                 percent = 100 * done / total if total > 0 else 100.0
-                words = (
-                    f"downloading {version} ({percent:.0f} %, "
-                    f"{done / _MIB:.1f} of {total / _MIB:.1f} MB)"
-                )
+                words = f"downloading {release} ({percent:.0f} %, {sizes(done, total)})"
                 fields: dict[str, object] = {
                     "downloaded_bytes": int(done),
                     "total_bytes": int(total),
                     "percent": round(percent, 1),
                 }
             elif step == "health":
-                words = f"waiting for {version} to be healthy ({done:.0f}/{total:.0f} s)"
+                words = f"waiting for {checked} to be healthy ({done:.0f}/{total:.0f} s)"
+                if checked != release:
+                    words = f"rolled back from {release}: {words}"
                 fields = {"waited_seconds": round(done, 1), "deadline_seconds": total}
             else:
-                words = f"{step} {version} ({done:g}/{total:g})"
+                words = f"{step} {checked} ({done:g}/{total:g})"
                 fields = {"done": done, "total": total}
             self._record = self._record.model_copy(update={"doing": words, "progress": words})
             run_id = self._record.update_run_id
-        fields.update(step=step, run_id=run_id, version=version)
+        fields.update(step=step, run_id=run_id, version=checked)
         self._log.emit("update.progress", level="info", **fields)
         self._save()
 
@@ -241,7 +274,8 @@ class Activity:
     # -- inside -------------------------------------------------------------------------------
 
     def _local(self, at: datetime) -> str:
-        return f"{at.astimezone(self._tz):%H:%M}" if self._tz is not None else f"{at:%H:%M} UTC"
+        # With its zone: `agent status` shows these words beside times of its own.
+        return f"{at.astimezone(self._tz or UTC):%H:%M %Z}"
 
     def _learn(self, event: str, fields: dict[str, object]) -> dict[str, object]:
         now = self._now()
@@ -259,7 +293,11 @@ class Activity:
                 "platform_unavailable_error": _short(error),
             }
         if event == "control_plane.credential_refused":
-            return {"doing": f"the control plane refuses the credential: {_short(error)}"}
+            return {
+                "credential_refused_since": self._record.credential_refused_since or now,
+                "credential_refused_error": _short(error),
+                "doing": f"the control plane refuses the credential: {_short(error)}",
+            }
         if event in {"config.synced", "config.changed"} or (
             event.startswith(("claim.", "manual.", "slot.")) and event != "claim.offline"
         ):
@@ -314,7 +352,7 @@ class Activity:
             return "waiting for the first config from the control plane"
         hold = config.hold
         if hold is not None and hold.until > now:
-            return f"held until {hold.until.astimezone(self._tz):%Y-%m-%d %H:%M}" + (
+            return f"held until {hold.until.astimezone(self._tz):%Y-%m-%d %H:%M %Z}" + (
                 f" ({hold.reason})" if hold.reason else ""
             )
         if config.brake.engaged:
@@ -324,7 +362,7 @@ class Activity:
         upcoming = next_slot(config.schedule.times, after=now, tz=config.timezone)
         local = upcoming.at.astimezone(self._tz)
         day = "" if local.date() == now.astimezone(self._tz).date() else f" on {local:%Y-%m-%d}"
-        return f"waiting for {local:%H:%M}{day}"
+        return f"waiting for {local:%H:%M %Z}{day}"
 
     def _save(self) -> None:
         if self._file is None:

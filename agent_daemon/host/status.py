@@ -1,12 +1,20 @@
 """`nachtwacht agent status`: what a person on the host wants to know, from the files on disk.
 
-It reads, never writes: the trust root held (its version and expiry, named under "attention"
-within 30 days of it), the cached config (schedule, zone, release and why it is not the newest,
-brake, hold, when it was synced), the daemon's state file (last runs, the update in progress),
-its activity file (what it is doing, since when the control plane is unreachable and why, the
-last refusal), the outbox, and the daemon's lock (is it running). It works while the daemon
-runs, while it is stopped, and while the host is offline. What is wrong comes first, in words
-(`problems`).
+It reads, never writes, and contacts nothing: the trust root held (its version and expiry, named
+under "attention" within 30 days of it), the cached config (schedule, zone, release and why it is
+not the newest, brake, hold, a requested update not yet taken up, when it was synced), the
+daemon's state file (last runs, the update in progress), its activity file (what it is doing,
+since when the control plane is unreachable or refuses the agent's credential, the last refusal),
+the outbox, and the daemon's lock (is it running). It works while the daemon runs, while it is
+stopped, and while the host is offline. What is wrong comes first, in words (`problems`).
+
+Whether the daemon runs is its lock, not a heartbeat: the kernel lets go of a `flock` the moment
+its holder dies (even by SIGKILL), so the answer is exact at once, a reused pid cannot fool it, and
+an idle daemon writes nothing each minute; a heartbeat would need both a write every minute and a
+guess of how old is too old.
+
+Every time is shown in one zone, the platform's (the schedule's and the panel's, from the cached
+config; UTC before the first sync), and always with its zone: `2026-11-30 03:00 CET`.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ from agent_daemon.connection.config_cache import CachedConfig
 from agent_daemon.disk.daemon_state import DaemonState, RunRecord
 from agent_daemon.disk.held_trust_root import HeldTrustRoot
 from agent_daemon.host.activity import ActivityRecord
-from ground.contract import OfferNote, OutcomeReason, RefusalCode, ReleaseTrack
+from agent_daemon.host.status_times import ago, days_until, describe_slot, until, zoned
+from ground.contract import ManualUpdateView, OfferNote, OutcomeReason, RefusalCode, ReleaseTrack
 from ground.contract.wording import OFFER_REASON_WORDS, OUTCOME_REASON_WORDS, SKIP_REASON_WORDS
 from shared_planner import next_slot
 
@@ -30,7 +39,9 @@ __all__ = [
     "describe_offer_note",
     "describe_reason",
     "describe_run",
+    "describe_slot",
     "describe_trust_root",
+    "pending_update_now",
     "problems",
     "render_status",
 ]
@@ -76,18 +87,24 @@ class AgentStatus:
     trust_root: HeldTrustRoot | None = None
     trust_root_error: str | None = None
 
+    @property
+    def zone(self) -> ZoneInfo | None:
+        """The platform's zone, every time of `status` is shown in (None before the first
+        sync: then UTC)."""
+        return None if self.cached is None else ZoneInfo(self.cached.config.timezone)
+
 
 def describe_trust_root(status: AgentStatus) -> str:
-    """`v3, expires 2027-03-01 00:00 UTC (in 88 days)`, or `none (trusted-key files)`."""
+    """`v3, expires 2027-03-01 01:00 CET (in 88 days)`, or `none (trusted-key files)`."""
     if status.trust_root_error is not None:
         return f"unusable ({status.trust_root_error})"
     root = status.trust_root
     if root is None:
         return "none (trusted-key files)"
-    when = f"{root.expires:%Y-%m-%d %H:%M} UTC"
+    when = zoned(root.expires, status.zone)
     if root.is_expired(status.now):
-        return f"v{root.version}, EXPIRED at {when} ({_ago(root.expires, status.now)})"
-    return f"v{root.version}, expires {when} (in {_days_until(root.expires - status.now)})"
+        return f"v{root.version}, EXPIRED at {when} ({ago(root.expires, status.now)})"
+    return f"v{root.version}, expires {when} (in {days_until(root.expires - status.now)})"
 
 
 def _trust_root_problems(status: AgentStatus) -> list[str]:
@@ -99,7 +116,7 @@ def _trust_root_problems(status: AgentStatus) -> list[str]:
     root = status.trust_root
     if root is None:
         return []
-    when = f"{root.expires:%Y-%m-%d %H:%M} UTC"
+    when = zoned(root.expires, status.zone)
     if root.is_expired(status.now):
         return [
             f"the trust root v{root.version} expired at {when}: no release is accepted until "
@@ -108,7 +125,7 @@ def _trust_root_problems(status: AgentStatus) -> list[str]:
     if root.expires - status.now <= TRUST_ROOT_WARNING:
         return [
             f"the trust root v{root.version} expires at {when} (in "
-            f"{_days_until(root.expires - status.now)}): after that no release is accepted "
+            f"{days_until(root.expires - status.now)}): after that no release is accepted "
             "until the operators publish a newer trust root"
         ]
     return []
@@ -136,13 +153,12 @@ def describe_offer_note(note: OfferNote | None, installed_version: str | None) -
 
 
 def describe_run(record: RunRecord, tz: ZoneInfo | None) -> str:
-    """`2026-11-30 03:00 — already up to date (1.4.1)`; a run that ended with a reason says it:
-    `… — update failed (1.4.1), because the download kept failing …: <error> [run …]`."""
+    """`2026-11-30 03:00 CET — already up to date (1.4.1)`; a run that ended with a reason says
+    it: `… — update failed (1.4.1), because the download kept failing …: <error> [run …]`."""
     if record.slot_key is not None:
-        when = record.slot_key.replace("T", " ")
+        when = describe_slot(record.slot_key, tz)
     else:
-        at = record.at.astimezone(tz) if tz is not None else record.at
-        when = f"{at:%Y-%m-%d %H:%M} (manual)"
+        when = f"{zoned(record.at, tz)} (manual)"
     words = _OUTCOME_WORDS.get(record.status, record.status)
     if record.status == "succeeded" and record.version:
         words = f"updated to {record.version}"
@@ -157,47 +173,38 @@ def describe_run(record: RunRecord, tz: ZoneInfo | None) -> str:
     return f"{when} — {words}"
 
 
-def _ago(then: datetime, now: datetime) -> str:
-    seconds = max(0, int((now - then).total_seconds()))
-    if seconds < 120:
-        return f"{seconds} seconds ago"
-    if seconds < 2 * 3600:
-        return f"{seconds // 60} minutes ago"
-    if seconds < 2 * 86400:
-        return f"{seconds // 3600} hours ago"
-    return f"{seconds // 86400} days ago"
-
-
-def _local(at: datetime, tz: ZoneInfo | None) -> str:
-    return f"{at.astimezone(tz):%Y-%m-%d %H:%M}" if tz else f"{at:%Y-%m-%d %H:%M} UTC"
-
-
 def problems(status: AgentStatus) -> list[str]:
     """What is wrong, one sentence each: what a person on the host should look at first."""
-    found: list[str] = []
+    found = _daemon_problems(status)
     cached = status.cached
-    tz = ZoneInfo(cached.config.timezone) if cached is not None else None
+    tz = status.zone
     activity = status.activity
     if activity is not None and activity.unreachable_since is not None:
         since = activity.unreachable_since
         found.append(
-            f"control plane unreachable since {_local(since, tz)} ({_ago(since, status.now)}): "
+            f"control plane unreachable since {zoned(since, tz)} ({ago(since, status.now)}): "
             f"{activity.unreachable_error or 'no answer'}"
         )
     if activity is not None and activity.platform_unavailable_since is not None:
         since = activity.platform_unavailable_since
         found.append(
-            f"the control plane is unavailable since {_local(since, tz)} "
-            f"({_ago(since, status.now)}): it answers, but cannot serve "
+            f"the control plane is unavailable since {zoned(since, tz)} "
+            f"({ago(since, status.now)}): it answers, but cannot serve "
             f"({activity.platform_unavailable_error or 'no reason given'}) — an outage on the "
             "platform's side, not this host's network; updates are tried again inside their window"
         )
     if activity is not None and activity.last_refusal is not None:
         refusal = activity.last_refusal
-        about = refusal.slot_key or (f"run {refusal.run_id}" if refusal.run_id else "a claim")
+        about = (
+            describe_slot(refusal.slot_key, tz)
+            if refusal.slot_key
+            else f"run {refusal.run_id}"
+            if refusal.run_id
+            else "a claim"
+        )
         found.append(
-            f"last refusal {_local(refusal.at, tz)} ({_ago(refusal.at, status.now)}), for "
-            f"{about.replace('T', ' ')}: {refusal.code} — {refusal.message}"
+            f"last refusal {zoned(refusal.at, tz)} ({ago(refusal.at, status.now)}), for "
+            f"{about}: {refusal.code} — {refusal.message}"
         )
     found.extend(_trust_root_problems(status))
     found.extend(_last_run_problems(status.state, tz))
@@ -208,7 +215,7 @@ def problems(status: AgentStatus) -> list[str]:
     if hold is not None and hold.until > status.now:
         reason = f" ({hold.reason})" if hold.reason else ""
         found.append(
-            f"held until {_local(hold.until, tz)}{reason}, set by the {hold.set_by}: scheduled "
+            f"held until {zoned(hold.until, tz)}{reason}, set by the {hold.set_by}: scheduled "
             "slots until then are skipped"
         )
     if config.brake.engaged:
@@ -235,12 +242,64 @@ def problems(status: AgentStatus) -> list[str]:
     return found
 
 
+def _daemon_problems(status: AgentStatus) -> list[str]:
+    """A credential the control plane refuses, and a daemon that does not run: with either,
+    nothing is updated at all, so they come first."""
+    found: list[str] = []
+    tz, activity = status.zone, status.activity
+    if activity is not None and activity.credential_refused_since is not None:
+        since = activity.credential_refused_since
+        found.append(
+            f"the control plane refuses this agent's credential since {zoned(since, tz)} "
+            f"({ago(since, status.now)}): {activity.credential_refused_error or 'refused'} — it "
+            "was revoked or replaced; nothing is updated until the agent is enrolled again"
+        )
+    if status.daemon_pid is None:
+        pending = pending_update_now(status)
+        waiting = (
+            ""
+            if pending is None
+            else f"; the update requested {_requested_when(pending, tz)} waits for it"
+        )
+        last = ""
+        if activity is not None and activity.updated_at is not None:
+            last = f" (last seen {ago(activity.updated_at, status.now)}: {activity.doing})"
+        found.append(
+            f"the daemon is not running{last}: nothing is updated until it runs again "
+            f"(systemctl start nachtwacht-agent; why it stopped: journalctl -u nachtwacht-agent "
+            f"-p warning){waiting}"
+        )
+    return found
+
+
+def pending_update_now(status: AgentStatus) -> ManualUpdateView | None:
+    """The update requested now (`agent update-now`, or in the panel) that the daemon has not
+    taken up yet, as of the last config it synced; None when there is none."""
+    cached = status.cached
+    manual = None if cached is None else cached.config.manual_update
+    if manual is None:
+        return None
+    run_id = str(manual.run_id)
+    state = status.state
+    taken = (
+        run_id in state.handled_manual_runs
+        or (state.claim is not None and state.claim.run_id == run_id)
+        or any(record.run_id == run_id for record in state.recent_runs)
+    )
+    return None if taken else manual
+
+
+def _requested_when(manual: ManualUpdateView, tz: ZoneInfo | None) -> str:
+    at = "" if manual.requested_at is None else f"at {zoned(manual.requested_at, tz)} "
+    return f"{at}(run {manual.run_id})"
+
+
 def _last_run_problems(state: DaemonState, tz: ZoneInfo | None) -> list[str]:
     """The update in progress that is waiting out a failure, and the last run when it failed."""
     found: list[str] = []
     claim = state.claim
     if claim is not None and claim.last_reason is not None:
-        target = (claim.slot_key or "a manual request").replace("T", " ")
+        target = describe_slot(claim.slot_key, tz) if claim.slot_key else "a manual request"
         found.append(
             f"the update to {claim.release_version} for {target} is waiting: "
             f"{_RETRY_WORDS[claim.last_reason]}; tried again next minute while its window is open"
@@ -282,15 +341,14 @@ def render_status(status: AgentStatus) -> str:
     lines.append(f"installed:     {status.installed_version or 'nothing installed yet'}")
     lines.append(f"trust root:    {describe_trust_root(status)}")
     cached = status.cached
-    tz: ZoneInfo | None = None
+    tz = status.zone
     if cached is None:
         lines.append(
             "config:        never synced (the daemon has not reached the control plane yet)"
         )
     else:
         config = cached.config
-        tz = ZoneInfo(config.timezone)
-        synced = f"{cached.synced_at:%Y-%m-%d %H:%M:%S} UTC ({_ago(cached.synced_at, status.now)})"
+        synced = f"{zoned(cached.synced_at, tz)} ({ago(cached.synced_at, status.now)})"
         lines.append(f"config synced: {synced}")
         lines.append(f"clock offset:  {cached.offset_seconds:+.0f} s (the control plane's clock)")
         if config.schedule.enabled:
@@ -300,10 +358,8 @@ def render_status(status: AgentStatus) -> str:
                 f"catch-up window {config.catch_up_minutes} minutes"
             )
             upcoming = next_slot(config.schedule.times, after=status.now, tz=config.timezone)
-            local = upcoming.at.astimezone(tz)
             lines.append(
-                f"next slot:     {local:%Y-%m-%d %H:%M %Z} "
-                f"({upcoming.at:%Y-%m-%dT%H:%M:%SZ}, in {_until(upcoming.at - status.now)})"
+                f"next slot:     {zoned(upcoming.at, tz)} (in {until(upcoming.at - status.now)})"
             )
         else:
             lines.append("schedule:      off (updates only when requested in the panel)")
@@ -318,11 +374,18 @@ def render_status(status: AgentStatus) -> str:
         brake = config.brake
         brake_text = f"ENGAGED ({brake.reason or 'no reason given'})" if brake.engaged else "off"
         lines.append(f"brake:         {brake_text}")
+    pending = pending_update_now(status)
+    if pending is not None:
+        who = "the daemon's next minute" if status.daemon_pid is not None else "the daemon"
+        lines.append(
+            f"update-now:    requested {_requested_when(pending, tz)}, not started yet: it "
+            f"waits for {who}"
+        )
     claim = status.state.claim
     if claim is None:
         lines.append("in progress:   nothing")
     else:
-        target = claim.slot_key or "manual request"
+        target = describe_slot(claim.slot_key, tz) if claim.slot_key else "manual request"
         lines.append(
             f"in progress:   run {claim.run_id} for {target} -> {claim.release_version} "
             f"({claim.phase}, attempt {max(claim.attempts, 1)})"
@@ -330,7 +393,7 @@ def render_status(status: AgentStatus) -> str:
     if status.updater_step is not None:
         lines.append(f"updater:       {status.updater_step}")
     if status.state.last_consumed is not None:
-        lines.append(f"last slot:     {status.state.last_consumed.key.replace('T', ' ')}")
+        lines.append(f"last slot:     {describe_slot(status.state.last_consumed.key, tz)}")
     lines.append(f"outbox:        {status.pending_reports} report(s) waiting to be delivered")
     if status.state.recent_runs:
         lines.append("last runs:")
@@ -339,17 +402,3 @@ def render_status(status: AgentStatus) -> str:
     else:
         lines.append("last runs:     none yet")
     return "\n".join(lines)
-
-
-def _until(delta: timedelta) -> str:
-    minutes = max(0, int(delta.total_seconds()) // 60)
-    if minutes < 120:
-        return f"{minutes} min"
-    return f"{minutes // 60} h {minutes % 60} min"
-
-
-def _days_until(delta: timedelta) -> str:
-    """A root's lifetime is months: `88 days`, and hours and minutes only in its last two days."""
-    if delta >= timedelta(days=2):
-        return f"{delta.days} days"
-    return _until(delta)

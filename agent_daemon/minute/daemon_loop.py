@@ -31,7 +31,7 @@ from apscheduler.triggers.base import BaseTrigger
 
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.pid_lock import LockHeld, PidLock, lock_holder
-from agent_daemon.errors import ConfigError
+from agent_daemon.errors import DaemonAlreadyRunning
 from agent_daemon.host.activity import Activity
 from agent_daemon.host.event_log import EventLog
 from agent_daemon.host.systemd_notify import Notifier
@@ -113,7 +113,7 @@ class DaemonLock:
         try:
             self._lock.acquire()
         except LockHeld as exc:
-            raise ConfigError(
+            raise DaemonAlreadyRunning(
                 f"{self.path}: another agent daemon (pid {exc.pid or 'unknown'}) already runs "
                 "with this state directory"
             ) from exc
@@ -176,9 +176,10 @@ def run_service(
         clock=clock.describe(),
         watchdog=notifier.watchdog_interval is not None,
     )
-    notifier.ready(f"ticking every minute at :{second:02d}")
+    activity.ready(f"waiting for the first minute (every minute at :{second:02d})")
+    shown = activity.status_line()
+    notifier.ready(shown)
     interval = notifier.watchdog_interval or _IDLE_CHECK_SECONDS
-    shown = ""
     while not stop.wait(min(interval, _IDLE_CHECK_SECONDS)):
         status = activity.status_line()
         if status != shown:

@@ -9,10 +9,10 @@ is bounded and decoded leniently (`build_command`) — whatever it prints is an 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import timedelta
 
 from agent_daemon.updater.build_command import CommandFailed, run_bounded
+from agent_daemon.updater.update_records import OnProgress
 from ground.clock import Clock
 
 __all__ = ["AgentService"]
@@ -35,10 +35,11 @@ class AgentService:
         poll_seconds: float,
         clock: Clock,
         agent_user: str | None = None,
-        on_progress: Callable[[str, float, float], None] | None = None,
+        on_progress: OnProgress | None = None,
     ) -> None:
         self._agent_user = agent_user
-        # ("health", product seconds waited, deadline): the daemon's progress lines.
+        # ("health", product seconds waited, deadline, the version checked): the daemon's
+        # progress lines.
         self._on_progress = on_progress
         self._restart_command = restart_command
         self._health_command = health_command
@@ -89,5 +90,5 @@ class AgentService:
                 )
             if self._on_progress is not None:
                 waited = self._deadline_seconds - remaining
-                self._on_progress("health", waited, self._deadline_seconds)
+                self._on_progress("health", waited, self._deadline_seconds, version=version)
             self._clock.sleep(min(self._poll_seconds, remaining))

@@ -13,7 +13,6 @@ version bad; one that may pass keeps the partial download); a failure after it r
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -38,7 +37,7 @@ from agent_daemon.updater.swap_gate import (
     SwapUnanswered,
 )
 from agent_daemon.updater.switching import RollBack, Switcher
-from agent_daemon.updater.update_records import UpdateOutcome
+from agent_daemon.updater.update_records import OnProgress, UpdateOutcome
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from agent_daemon.updater.updater_state import InProgress, Step, UpdaterState, UpdaterStateStore
 from ground.clock import Clock
@@ -65,7 +64,7 @@ class StepMachine:
         staging: Path,
         recorder: StepRecorder,
         switcher: Switcher,
-        on_progress: Callable[[str, float, float], None] | None,
+        on_progress: OnProgress | None,
     ) -> None:
         self._settings = settings
         self._client = client

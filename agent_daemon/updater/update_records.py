@@ -8,12 +8,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Protocol
 
 from agent_daemon.updater.swap_gate import ConfirmSwap
 from ground.contract import OutcomeReason
 
-__all__ = ["Status", "UpdateOutcome", "UpdateRequest"]
+__all__ = ["OnProgress", "Status", "UpdateOutcome", "UpdateRequest"]
+
+
+class OnProgress(Protocol):
+    """How far a long step has come: `download` in bytes, `health` in product seconds waited of
+    the deadline. `version` is the version the step is about when it is not the release being
+    installed — the old version health-checked after a rollback."""
+
+    def __call__(
+        self, step: str, done: float, total: float, *, version: str | None = None
+    ) -> None: ...
+
 
 Status = Literal["succeeded", "failed", "rolled_back"]
 

@@ -64,7 +64,7 @@ from agent_daemon.updater.step_machine import StepMachine
 from agent_daemon.updater.step_recorder import StepRecorder
 from agent_daemon.updater.switching import BEFORE_THE_SWAP, Switcher
 from agent_daemon.updater.update_locking import update_lock, updater_umask
-from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
+from agent_daemon.updater.update_records import OnProgress, UpdateOutcome, UpdateRequest
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from agent_daemon.updater.updater_state import InProgress, UpdaterState, UpdaterStateStore
 from agent_daemon.updater.verify import VerifiedRelease, verify_release
@@ -85,7 +85,7 @@ class Updater:
         client: httpx.Client,
         clock: Clock,
         on_step: Callable[[str], None] | None = None,
-        on_progress: Callable[[str, float, float], None] | None = None,
+        on_progress: OnProgress | None = None,
     ) -> None:
         self._settings = settings
         self._clock = clock

@@ -41,6 +41,8 @@ __all__ = [
     "IssuedOrg",
     "Principal",
     "actor_of",
+    "add_agent",
+    "agent_exists",
 ]
 
 MAX_NAME_LENGTH = 200
@@ -199,6 +201,31 @@ def _issued(conn: Connection, view: CredentialView, actor: Actor, now: datetime,
     )
 
 
+def add_agent(
+    conn: Connection, org_id: UUID, name: str, *, now: datetime, actor: Actor
+) -> IssuedAgent:
+    """A new agent named `name` (already checked) in `org_id` with the default schedule (the
+    columns' defaults) and its credential, in the caller's transaction. A live agent of that
+    name raises psycopg's `UniqueViolation` (the database's unique index decides, so two
+    enrolments at once cannot both take a name): the caller rolls back and says `agent_exists`."""
+    row = conn.execute(
+        "INSERT INTO agents (org_id, name, created_at) VALUES (%s, %s, %s) RETURNING id",
+        [org_id, name, now],
+    ).fetchone()
+    assert row is not None
+    key, view = _store_secret(
+        conn, Audience.AGENT, name=name, now=now, org_id=org_id, agent_id=row["id"]
+    )
+    _issued(conn, view, actor, now, "credential.issued")
+    return IssuedAgent(agent_id=row["id"], org_id=org_id, name=name, agent_key=key)
+
+
+def agent_exists(org_id: UUID, name: str) -> Conflict:
+    return Conflict(
+        f"name: {name!r} is already an agent of organisation {org_id}", code="agent_exists"
+    )
+
+
 def _require_org(conn: Connection, org_id: UUID) -> None:
     if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
         raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
@@ -270,27 +297,12 @@ class AccountService:
             try:
                 with conn.transaction():
                     _require_org(conn, org_id)
-                    row = conn.execute(
-                        "INSERT INTO agents (org_id, name, created_at) VALUES (%s, %s, %s)"
-                        " RETURNING id",
-                        [org_id, clean, now],
-                    ).fetchone()
-                    assert row is not None
-                    key, view = _store_secret(
-                        conn,
-                        Audience.AGENT,
-                        name=clean,
-                        now=now,
-                        org_id=org_id,
-                        agent_id=row["id"],
+                    issued = add_agent(
+                        conn, org_id, clean, now=now, actor=actor or Actor(kind="operator")
                     )
-                    _issued(conn, view, actor or Actor(kind="operator"), now, "credential.issued")
             except psycopg.errors.UniqueViolation as exc:
-                raise Conflict(
-                    f"name: {clean!r} is already an agent of organisation {org_id}",
-                    code="agent_exists",
-                ) from exc
-        return IssuedAgent(agent_id=row["id"], org_id=org_id, name=clean, agent_key=key)
+                raise agent_exists(org_id, clean) from exc
+        return issued
 
     def create_operator_key(self, label: str | None = None) -> str:
         """An operator key named `label` (the holder); the secret, shown once."""

@@ -28,6 +28,7 @@ from control_plane.api.routes import (
     agents,
     brake,
     claims,
+    enrollment,
     events,
     forecast,
     metrics,
@@ -209,7 +210,8 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
         description=(
             "Scheduled, throttled, signed self-updates. Panel endpoints take a panel key "
             "(`nwp_…`), agent endpoints an agent key (`nwa_…`), admin endpoints an operator key "
-            "(`nwo_…`), as `Authorization: Bearer …`."
+            "(`nwo_…`), as `Authorization: Bearer …`; a host enrolls with an enrollment token "
+            "(`nwe_…`)."
         ),
         # /docs is served from local files (mount_offline_docs below); ReDoc would need a CDN.
         docs_url=None,
@@ -247,6 +249,7 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
         forecast,
         metrics,
         accounts,
+        enrollment,
     ):
         app.include_router(module.router)
 

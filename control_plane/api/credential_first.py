@@ -8,8 +8,8 @@ names, their limits and the values it sent back — from the 422. The check runs
 error path: a request that validates is authenticated by its route as before, at no extra cost.
 
 Which credential a route takes, and how its key is read, is the route's own bearer scheme among
-its dependencies (one per audience, named after it: `control_plane.api.deps`), so a new route is
-covered by declaring its caller as every route does;
+its dependencies (one per audience, named after it, and the enrollment token's:
+`control_plane.api.deps`), so a new route is covered by declaring its caller as every route does;
 `tests/control_plane/api/test_credential_first.py` walks every route to hold that.
 """
 
@@ -28,6 +28,7 @@ from control_plane.errors import RequestRefused
 __all__ = ["credential_refusal"]
 
 _AUDIENCES = {audience.value: audience for audience in Audience}
+_SCHEMES = {*_AUDIENCES, deps.ENROLLMENT_SCHEME}
 
 
 def _scheme_in(dependant: Any) -> HTTPBearer | None:
@@ -35,7 +36,7 @@ def _scheme_in(dependant: Any) -> HTTPBearer | None:
     `control_plane.api.deps`)."""
     for dependency in dependant.dependencies:
         call = dependency.call
-        if isinstance(call, HTTPBearer) and call.scheme_name in _AUDIENCES:
+        if isinstance(call, HTTPBearer) and call.scheme_name in _SCHEMES:
             return call
         found = _scheme_in(dependency)
         if found is not None:
@@ -55,12 +56,19 @@ async def credential_refusal(request: Request) -> RequestRefused | None:
     scheme = _route_scheme(request.scope.get("route"))
     if scheme is None:
         return None
-    audience = _AUDIENCES[scheme.scheme_name]
     bearer = await scheme(request)
     secret = None if bearer is None else bearer.credentials
-    accounts = deps.services_of(request).accounts
+    services = deps.services_of(request)
+    name = scheme.scheme_name
+
+    def check() -> None:
+        if name == deps.ENROLLMENT_SCHEME:
+            services.enrollment.check_presented(secret)
+        else:
+            services.accounts.authenticate(secret, _AUDIENCES[name])
+
     try:
-        await deps.in_database_thread(request, lambda: accounts.authenticate(secret, audience))
+        await deps.in_database_thread(request, check)
     except RequestRefused as refused:
         return refused
     return None

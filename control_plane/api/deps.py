@@ -1,8 +1,10 @@
 """Request-scoped inputs for the routes: the caller, the services, the request's instant.
 
-Each audience has its own bearer scheme in OpenAPI (`panel`, `agent`, `operator`), so a generated
-client knows which key an operation takes. The schemes never answer by themselves
-(`auto_error=False`): a missing, unknown or wrong-audience key is the accounts service's 401/403.
+Each audience has its own bearer scheme in OpenAPI (`panel`, `agent`, `operator`), and the host's
+enrollment token one more (`enrollment`), so a generated client knows which key an operation
+takes. The schemes never answer by themselves (`auto_error=False`): a missing, unknown or
+wrong-audience key is the accounts service's 401/403 (an enrollment token's, the enrollment
+service's 401).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from control_plane.registry import Services
 from ground.contract import HOST_ID_HEADER
 
 __all__ = [
+    "ENROLLMENT_SCHEME",
     "AgentCaller",
     "AgentCredential",
+    "EnrollmentBearer",
     "OperatorCaller",
     "PanelCaller",
     "PresentedAgentKey",
@@ -60,6 +64,14 @@ def _scheme(audience: Audience, prefix: str) -> HTTPBearer:
 _PANEL = _scheme(Audience.PANEL, "nwp_")
 _AGENT = _scheme(Audience.AGENT, "nwa_")
 _OPERATOR = _scheme(Audience.OPERATOR, "nwo_")
+# A host with no agent yet presents an enrollment token: not an audience's credential, so it has
+# a scheme of its own, judged by the enrollment service.
+ENROLLMENT_SCHEME = "enrollment"
+_ENROLLMENT = HTTPBearer(
+    scheme_name=ENROLLMENT_SCHEME,
+    description="an enrollment token (`nwe_…`) as `Authorization: Bearer …`",
+    auto_error=False,
+)
 
 Bearer = HTTPAuthorizationCredentials | None
 
@@ -134,7 +146,13 @@ async def in_database_thread(request: Request, work: Callable[[], _Result]) -> _
     return await anyio.to_thread.run_sync(work, limiter=limiter)
 
 
+async def enrollment_token(bearer: Annotated[Bearer, Security(_ENROLLMENT)]) -> str | None:
+    """The enrollment token as presented (None: none was); the exchange judges it."""
+    return None if bearer is None else bearer.credentials
+
+
 AgentCredential = Annotated[PresentedAgentKey, Depends(agent_credential)]
+EnrollmentBearer = Annotated[str | None, Depends(enrollment_token)]
 PanelCaller = Annotated[Principal, Depends(panel_caller)]
 AgentCaller = Annotated[Principal, Depends(agent_caller)]
 OperatorCaller = Annotated[Principal, Depends(operator_caller)]

@@ -11,6 +11,10 @@ Kinds (the `data` of each says what changed):
     credential.issued, credential.revoked,  audience, name, scope; a rotation names both
     credential.rotated                      credentials
     agent.deleted                           the agent's name; its credentials revoked
+    enrollment_token.created, .revoked      the token's id, label, uses, expiry, name pattern
+    enrollment_token.used, .refused         the same, and the agent made (its id and name) or
+                                            the refusal's code and the name asked for; the
+                                            actor is the host, named by the token's id
     schedule.changed                        `before` and `after` of the agent's schedule
 
 The actor is a credential (its kind, id and name as it was when it acted), or the command line

@@ -45,6 +45,12 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
     lines += _release_families(snapshot)
     lines += _outcome_families(snapshot)
     lines += _trust_root_families(snapshot)
+    lines += _family(
+        "nachtwacht_enrollments_total",
+        "counter",
+        "Hosts' exchanges of an enrollment token, all replicas: enrolled, or the refusal's code.",
+        [({"result": result}, n) for (result,), n in snapshot.enrollments],
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -147,6 +147,7 @@ class MetricsSnapshot:
     slot_endings: Counts = ()  # (status, reason) of scheduled runs, since they were counted
     halt_rate_percent: int | None = None
     trust_root: TrustRootStanding = NO_TRUST_ROOT
+    enrollments: Counts = ()  # (result,): hosts' exchanges of enrollment tokens, all replicas
 
 
 def _counts(rows: list[dict[str, Any]], *labels: str) -> Counts:
@@ -191,6 +192,10 @@ class MetricsService:
             ).fetchall()
             threshold = conn.execute("SELECT halt_rate_percent FROM rollout_settings").fetchone()
             trust_root = read_trust_root_standing(conn)
+            # Counted as they happen, one row per result (migration 0018).
+            enrollments = conn.execute(
+                "SELECT result, n FROM enrollment_counts ORDER BY result"
+            ).fetchall()
         assert granted is not None and notifications is not None
         states = tuple(
             ReleaseState(
@@ -226,6 +231,7 @@ class MetricsService:
             slot_endings=_with_every_miss_reason(_counts(endings, "status", "reason")),
             halt_rate_percent=threshold["halt_rate_percent"] if threshold else None,
             trust_root=trust_root,
+            enrollments=_counts(enrollments, "result"),
         )
 
     def trust_root_standing(self) -> TrustRootStanding:

@@ -3,7 +3,8 @@
     backend.py          the door into the control plane's services (only it and the three
                         below call them): the panel's errors, the sign-in sessions (the accounts
                         domain's `SessionService`), the platform's settings
-    customer_backend.py   agents, schedules, manual runs, notifications, the webhook
+    customer_backend.py   agents, schedules, manual runs, notifications, the webhook,
+                          enrollment tokens
     operator_backend.py   the forecast and nights, the fleet and its trust root, releases,
                           credentials, the brake
     rollout_backend.py    stages, halts, a release's brake, notices, canaries, pins, holds
@@ -26,7 +27,9 @@
     release_routes.py, credential_routes.py    the operators' releases (stages, halts, the brake
                         of one release) and credentials
     rollout_routes.py   the operators' notices, organisations (their pin), one agent (canary, pin,
-                        forced update);  hold_routes.py  a customer's hold of one agent
+                        forced update);  hold_routes.py  a customer's hold of one agent;
+                        enrollment_routes.py  a customer's enrollment tokens (made, shown
+                        once with the host's install line, listed, revoked)
     fleet.py            the fleet by version (agents per version per pair) as a picture
     templates/ static/ locales/    Jinja2 pages, CSS and the one small script, the .po catalogs
 
@@ -44,6 +47,7 @@ from fastapi.staticfiles import StaticFiles
 from control_plane.panel import (
     credential_routes,
     customer_routes,
+    enrollment_routes,
     hold_routes,
     operator_routes,
     progress_routes,
@@ -80,5 +84,6 @@ def mount_panel(app: FastAPI) -> None:
     app.include_router(release_routes.router)
     app.include_router(rollout_routes.router)
     app.include_router(hold_routes.router)
+    app.include_router(enrollment_routes.router)
     app.include_router(credential_routes.router)
     app.mount("/panel/static", StaticFiles(directory=STATIC_DIR), name="panel-static")

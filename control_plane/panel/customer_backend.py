@@ -1,5 +1,5 @@
-"""The panel's door to a customer's own things: agents, schedules, manual runs, notifications and
-the webhook (its test deliveries too).
+"""The panel's door to a customer's own things: agents, schedules, manual runs, notifications,
+the webhook (its test deliveries too) and the enrollment tokens its hosts join with.
 
 One of the four backend modules (see `backend`): it calls the domain services and turns their
 refusals into the panel's `Missing` and `Refused`. Every function at an instant takes `now`.
@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from control_plane.agents.services import AgentOverview, AgentPage
+from control_plane.enrollment.rules import TokenTerms
+from control_plane.enrollment.services import EnrollmentTokenList, IssuedEnrollmentToken
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.services import EventFilter, EventView
 from control_plane.events.trail import Actor
@@ -29,13 +31,16 @@ __all__ = [
     "ManualRun",
     "WebhookTest",
     "agent_detail",
+    "create_enrollment_token",
     "delete_webhook",
+    "enrollment_tokens",
     "last_webhook_test",
     "list_agents",
     "manual_run",
     "mark_notification",
     "notifications",
     "request_update",
+    "revoke_enrollment_token",
     "save_schedule",
     "save_webhook",
     "send_webhook_test",
@@ -214,3 +219,38 @@ def last_webhook_test(services: Services, org_id: UUID) -> WebhookTest | None:
         failure=data.get("failure"),
         detail=data.get("detail"),
     )
+
+
+# Enrollment tokens
+
+
+def enrollment_tokens(services: Services, org_id: UUID, *, now: datetime) -> EnrollmentTokenList:
+    return services.enrollment.list(org_id=org_id, now=now)
+
+
+def create_enrollment_token(
+    services: Services,
+    org_id: UUID,
+    *,
+    uses: int,
+    expires_in: timedelta,
+    name_pattern: str | None,
+    label: str | None,
+    actor: Actor,
+    now: datetime,
+) -> IssuedEnrollmentToken:
+    """A token of the organisation; a term out of bounds is `Refused` naming it."""
+    try:
+        terms = TokenTerms(uses=uses, expires_in=expires_in, name_pattern=name_pattern, label=label)
+        return services.enrollment.create(org_id, terms, now=now, actor=actor)
+    except InvalidInput as exc:
+        raise refused(exc) from exc
+
+
+def revoke_enrollment_token(
+    services: Services, org_id: UUID, token_id: UUID, *, actor: Actor, now: datetime
+) -> None:
+    try:
+        services.enrollment.revoke(token_id, org_id=org_id, now=now, actor=actor)
+    except NotFound as exc:
+        raise Missing(str(token_id)) from exc

@@ -146,6 +146,12 @@ def _operator_event_line(lang: Language, event: EventView) -> str | None:
         "credential.rotated": lambda: lang.gettext("A key was replaced by a new one."),
         "notice.read": lambda: lang.gettext("An operator read a notice."),
         "webhook.tested": lambda: lang.gettext("A test delivery of the webhook was sent."),
+        "enrollment_token.created": lambda: lang.gettext("An enrollment token was made."),
+        "enrollment_token.revoked": lambda: lang.gettext("An enrollment token was revoked."),
+        "enrollment_token.used": lambda: lang.gettext("A host joined with an enrollment token."),
+        "enrollment_token.refused": lambda: lang.gettext(
+            "A host was turned away with an enrollment token."
+        ),
     }
     worded = lines.get(event.kind)
     return None if worded is None else worded()

@@ -13,9 +13,10 @@ downgrade, on the signing machine, and published —
 
 — which stores it as a rollback release that nobody is offered yet. The rollback action then:
 
-- picks the target: the version asked for (`to`), else the previous good one — the newest
-  version older than the pair's current release among its releases that are neither withdrawn
-  nor halted;
+- picks the target: the version asked for (`to`), else the previous good one — among the
+  pair's releases older than its current one that are neither withdrawn nor halted, the newest
+  that reached everyone (the build the fleet ran), else the newest: a release that only ever
+  reached its first waves is no known-good way back;
 - requires a signed downgrade release of that version (its manifest allows a downgrade, is newer
   than the current release's manifest and has not expired), else refuses with the two commands
   above, so the operator knows exactly what to run where;
@@ -157,7 +158,7 @@ def _name(field: str, value: object) -> str:
 
 _RELEASES = """
 SELECT rel.id, rel.agent_version, rel.manifest_version, rel.manifest, rel.expires,
-       rel.withdrawn_at,
+       rel.withdrawn_at, rel.stage,
        EXISTS (SELECT 1 FROM release_halts h
                 WHERE h.release_id = rel.id AND h.resumed_at IS NULL) AS halted
   FROM releases rel
@@ -188,19 +189,20 @@ def _target_version(
             raise InvalidInput("to", asked, f"is not the version of a release of {pair}")
         return asked
     good = [
-        str(row["agent_version"])
+        row
         for row in releases
         if row["withdrawn_at"] is None
         and not row["halted"]
         and version_key(row["agent_version"]) < bad_key
     ]
-    if not good:
+    ran = [row for row in good if row["stage"] == "everyone"] or good
+    if not ran:
         raise Conflict(
             f"{pair} has no release older than {bad['agent_version']} that is neither withdrawn"
             " nor halted: name the version to go back to (to)",
             code="no_previous_release",
         )
-    return max(good, key=version_key)
+    return max((str(row["agent_version"]) for row in ran), key=version_key)
 
 
 def _signed_downgrade(

@@ -7,8 +7,10 @@ every replica serves the same bytes.
 
 A downgrade — an agent_version older than the newest the pair ever had — is refused unless the
 operator marks it (`allow_downgrade`) and the signed manifest allows a downgrade too: an agent on a
-newer version refuses any older build whose manifest does not say so. A marked downgrade is stored
-as a rollback release and offered to no one until `releases.rollback` makes it current.
+newer version refuses any older build whose manifest does not say so. It must carry the very build
+the pair published before under that version: a rollback goes back to a build hosts ran, never to
+one no wave ever tried. A marked downgrade is stored as a rollback release and offered to no one
+until `releases.rollback` makes it current.
 
 Each pair has its own current release (`current_releases`): publishing for one pair never changes
 what another pair is offered.
@@ -456,7 +458,22 @@ def _refuse_unmarked_downgrade(parsed: Manifest, newer: str, *, marked: bool) ->
 
 def _refuse_another_build_of_the_version(conn: Connection, parsed: Manifest) -> None:
     """A downgrade must carry the very build published before under its version: a host that ran
-    that version keeps its folder and never installs another build under the same name."""
+    that version keeps its folder and never installs another build under the same name, and a
+    version the pair never published is no way back (no wave ever ran it)."""
+    pair = f"{parsed.channel}/{parsed.platform}"
+    before = conn.execute(
+        "SELECT 1 FROM releases WHERE channel = %s AND platform = %s AND agent_version = %s",
+        [parsed.channel, parsed.platform, parsed.agent_version],
+    ).fetchone()
+    if before is None:
+        raise InvalidInput(
+            "manifest.agent_version",
+            parsed.agent_version,
+            f"was never published on {pair}: a downgrade goes back to a build the pair offered"
+            " before (sign that version's build again); publish an untried build as a newer"
+            " version",
+            code="release_downgrade",
+        )
     other = conn.execute(
         "SELECT sha256, manifest_version FROM releases"
         " WHERE channel = %s AND platform = %s AND agent_version = %s AND sha256 <> %s"

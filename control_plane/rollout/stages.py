@@ -13,7 +13,9 @@ everyone, as it did when there were two stages; with a wave it goes to that wave
 Promotion to the next wave is automatic (`promote_soaked`, a step of the reconcile pass) once the
 release is not halted, one of its runs succeeded after its current wave began (and after its
 last resume, if it was halted), and the wave's soak has passed since that first success; an
-operator may promote by hand at any time.
+operator may promote by hand at any time. A wave that reaches no agent of the pair beyond the
+earlier waves (a small fleet, where 5 % or 10 % is nobody, or agents all pinned) has no run to
+wait for: its soak counts from when it began, so such a wave never stops the rollout.
 
 The rollout settings' `canary_share_percent` is the first wave's share (reading and changing it
 reads and changes the plan).
@@ -21,7 +23,7 @@ reads and changes the plan).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -30,7 +32,16 @@ from control_plane.errors import Conflict, InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.releases.release_actions import release_facts, release_row
 from control_plane.rollout.halts import AUTOMATIC
-from control_plane.rollout.waves import Wave, effective_wave, parse_plan, read_plan, write_plan
+from control_plane.rollout.offer import CANARY_BUCKETS, canary_bucket
+from control_plane.rollout.waves import (
+    Wave,
+    effective_wave,
+    first_wave,
+    newcomers_refusal,
+    parse_plan,
+    read_plan,
+    write_plan,
+)
 from control_plane.types import Connection
 
 __all__ = [
@@ -125,6 +136,18 @@ def update_rollout_settings(
     first = (plan or before.waves)[0]
     if share == 0 and not first.canaries and len(plan or before.waves) > 1:
         raise InvalidInput("canary_share_percent", share, "would make the first wave reach nobody")
+    waves = plan or before.waves
+    if share is not None and len(waves) > 2:
+        second = waves[1]
+        refusal = newcomers_refusal((replace(first, share_percent=share), second))
+        if refusal is not None:
+            raise InvalidInput(
+                "canary_share_percent",
+                share,
+                f"is not below wave 2's share ({second.share_percent} %): the shares are"
+                " cumulative, so wave 2 would reach no agent wave 1 does not (widen the later"
+                " waves with `waves` first)",
+            )
     if share is not None:
         conn.execute("UPDATE rollout_waves SET share_percent = %s WHERE position = 1", [share])
     if columns or plan is not None or share is not None:
@@ -280,10 +303,18 @@ def promote_release(
     )
 
 
-# A canary release's current wave is its own position, but never the plan's last.
-_SOAKED = """
-WITH plan AS (SELECT count(*)::integer AS waves FROM rollout_waves)
-SELECT rel.id
+# A canary release's current wave is its own position, but never the plan's last. `since` is when
+# the wave began (or the release's last resume, if later); `soaked_at` when the wave's soak ends,
+# counted from its first success since then (NULL: none yet).
+_CANARIES = """
+WITH plan AS (SELECT count(*)::integer AS waves FROM rollout_waves),
+candidate AS (
+SELECT rel.id, rel.channel, rel.platform, rel.wave,
+       greatest(coalesce(rel.stage_changed_at, rel.published_at),
+                coalesce((SELECT max(h.resumed_at) FROM release_halts h
+                           WHERE h.release_id = rel.id), '-infinity')) AS since,
+       make_interval(mins => coalesce(w.soak_minutes, s.soak_minutes)) AS soak,
+       rel.published_at
   FROM releases rel
   JOIN current_releases cur ON cur.release_id = rel.id
  CROSS JOIN rollout_settings s
@@ -291,22 +322,61 @@ SELECT rel.id
   JOIN rollout_waves w ON w.position = greatest(1, least(rel.wave, plan.waves - 1))
  WHERE rel.stage = 'canary' AND rel.withdrawn_at IS NULL
    AND NOT EXISTS (SELECT 1 FROM release_halts h
-                    WHERE h.release_id = rel.id AND h.resumed_at IS NULL)
-   AND (SELECT min(r.finished_at) FROM runs r
-         WHERE r.release_id = rel.id AND r.status = 'succeeded'
-           AND r.finished_at > greatest(
-               coalesce(rel.stage_changed_at, rel.published_at),
-               coalesce((SELECT max(h.resumed_at) FROM release_halts h
-                          WHERE h.release_id = rel.id), '-infinity')))
-       + make_interval(mins => coalesce(w.soak_minutes, s.soak_minutes)) <= %(now)s
- ORDER BY rel.published_at, rel.id
+                    WHERE h.release_id = rel.id AND h.resumed_at IS NULL))
+SELECT c.id, c.channel, c.platform, c.wave, c.since, c.soak,
+       (SELECT min(r.finished_at) FROM runs r
+         WHERE r.release_id = c.id AND r.status = 'succeeded' AND r.finished_at > c.since)
+       + c.soak AS soaked_at
+  FROM candidate c
+ WHERE c.since + c.soak <= %(now)s
+ ORDER BY c.published_at, c.id
 """
+
+# The live agents that claim on the pair, whether an operator marked them (or their organisation)
+# as canaries, and whether a pin (their own or their organisation's) takes them out of the waves.
+_PAIR_AGENTS = """
+SELECT a.id,
+       (EXISTS (SELECT 1 FROM canary_agents ca WHERE ca.agent_id = a.id)
+        OR EXISTS (SELECT 1 FROM canary_orgs co WHERE co.org_id = a.org_id)) AS marked
+  FROM agent_tracks t JOIN agents a ON a.id = t.agent_id
+ WHERE t.channel = %(channel)s AND t.platform = %(platform)s AND a.deleted_at IS NULL
+   AND NOT EXISTS (SELECT 1 FROM pins p WHERE p.agent_id = a.id OR p.org_id = a.org_id)
+"""
+
+
+def _wave_reaches_someone_new(
+    conn: Connection, release: dict[str, Any], plan: tuple[Wave, ...]
+) -> bool:
+    """Whether the release's current wave reaches an agent of its pair that no earlier wave did
+    (a pinned agent takes no wave: its pin decides)."""
+    wave = effective_wave("canary", release["wave"], len(plan))
+    agents = conn.execute(
+        _PAIR_AGENTS, {"channel": release["channel"], "platform": release["platform"]}
+    ).fetchall()
+    return any(
+        first_wave(
+            plan,
+            marked=agent["marked"],
+            bucket=canary_bucket(agent["id"], release["id"]),
+            buckets=CANARY_BUCKETS,
+        )
+        == wave
+        for agent in agents
+    )
 
 
 def promote_soaked(conn: Connection, now: datetime) -> list[StageChange]:
     """Move every current canary release whose current wave has been good for its soak time to
-    the next wave (inside the caller's transaction; run after the halt check of the same pass)."""
+    the next wave (inside the caller's transaction; run after the halt check of the same pass).
+    A wave with a success soaks from its first one; a wave that reaches nobody new from when it
+    began (see the module's docstring)."""
+    plan = read_plan(conn)
+    soaked = [
+        row
+        for row in conn.execute(_CANARIES, {"now": now}).fetchall()
+        if (row["soaked_at"] is not None and row["soaked_at"] <= now)
+        or (row["soaked_at"] is None and not _wave_reaches_someone_new(conn, row, plan))
+    ]
     return [
-        promote_release(conn, row["id"], actor=AUTOMATIC, now=now, soaked=True)
-        for row in conn.execute(_SOAKED, {"now": now}).fetchall()
+        promote_release(conn, row["id"], actor=AUTOMATIC, now=now, soaked=True) for row in soaked
     ]

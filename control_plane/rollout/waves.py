@@ -4,8 +4,10 @@ A wave reaches a share of the pair's agents (`share_percent`) and, when it takes
 every agent and every organisation an operator marked as a canary. Waves are cumulative: an agent
 reached by wave 2 is reached by every later wave too, and the share is judged on one stable
 bucket per agent and release (`canary_bucket`), so the agents of the 10 % wave are among those of
-the 50 % wave. The last wave is everyone (100 %); a release there is at the `everyone` stage,
-a release in any earlier wave is at the `canary` stage (the two stages older clients know).
+the 50 % wave. So each wave before the last must reach someone the one before did not: a larger
+share, or the canaries when no earlier wave takes them. The last wave is everyone (100 %); a
+release there is at the `everyone` stage, a release in any earlier wave is at the `canary` stage
+(the two stages older clients know).
 
 Each wave has its own soak time and halt threshold; one left empty follows the rollout settings
 (`soak_minutes`, `halt_failures`, `halt_rate_percent`). A release moves to the next wave when its
@@ -41,6 +43,7 @@ __all__ = [
     "Wave",
     "effective_wave",
     "first_wave",
+    "newcomers_refusal",
     "parse_plan",
     "read_plan",
     "write_plan",
@@ -112,6 +115,10 @@ def parse_plan(value: object) -> tuple[Wave, ...]:
                 f"{where}.share_percent", share, "reaches nobody: give it a share or the canaries"
             )
         waves.append(Wave(position=index + 1, share_percent=share, canaries=canaries, **optional))
+    for index in range(1, len(waves) - 1):
+        refusal = newcomers_refusal(waves[: index + 1])
+        if refusal is not None:
+            raise InvalidInput(f"waves[{index}].share_percent", waves[index].share_percent, refusal)
     if waves[-1].share_percent != 100:
         raise InvalidInput(
             f"waves[{len(waves) - 1}].share_percent",
@@ -119,6 +126,25 @@ def parse_plan(value: object) -> tuple[Wave, ...]:
             "is not 100: the last wave is everyone",
         )
     return tuple(waves)
+
+
+def newcomers_refusal(waves: Sequence[Wave]) -> str | None:
+    """Why the last of `waves` reaches no agent the waves before it did not, else None. Such a
+    wave before the plan's last only delays the rollout by its soak: a share no larger than the
+    one before takes nobody new (the shares are cumulative), and the canaries are new only to the
+    first wave that takes them."""
+    *earlier, wave = waves
+    if not earlier:
+        return None
+    before = earlier[-1].share_percent
+    if wave.share_percent > before or (
+        wave.canaries and not any(prior.canaries for prior in earlier)
+    ):
+        return None
+    return (
+        f"reaches no agent wave {wave.position - 1} does not: the shares are cumulative, so give"
+        f" it more than {before} % (or the canaries, if no earlier wave takes them)"
+    )
 
 
 def write_plan(conn: Connection, plan: Sequence[Wave]) -> None:

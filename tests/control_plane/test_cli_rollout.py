@@ -298,8 +298,11 @@ HOSTILE = [
         id="pin_version_absurdly_long",
     ),
     pytest.param(["unpin", "--org", "{org}"], "is not pinned", id="unpin_not_pinned"),
+    pytest.param(["brake", "engage"], "brake engage: --reason is required", id="brake_no_reason"),
     pytest.param(
-        ["brake", "engage"], "reason: None is required to engage the brake", id="brake_no_reason"
+        ["brake", "engage", "--release", "{1.2.0}"],
+        "brake engage: --reason is required",
+        id="release_brake_no_reason",
     ),
     pytest.param(
         ["brake", "engage", "--release", "{1.2.0}", "--reason", "  "],

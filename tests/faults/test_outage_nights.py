@@ -205,7 +205,7 @@ def test_a_daemon_stopped_mid_download_and_continued_after_its_window_never_swit
     assert shown.returncode == 0, shown.stderr
     attention = shown.stdout.split("attention:")[1].split("daemon:")[0]
     assert (
-        "the last run did not update: 2026-11-30 03:00 — update failed (1.4.1), because "
+        "the last run did not update: 2026-11-30 03:00 CET — update failed (1.4.1), because "
         f"{describe_reason(OutcomeReason.INTERRUPTED)}" in attention
     )
     assert_safe(host)

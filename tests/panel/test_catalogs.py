@@ -113,6 +113,7 @@ def test_pages_in_each_language_hold_no_english_sentence(panel_world: PanelWorld
                     "/panel/notifications",
                     "/panel/webhook",
                     "/panel/forecast",
+                    "/panel/enrollment",
                 )
             ]
             pages.append(

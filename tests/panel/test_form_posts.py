@@ -15,6 +15,7 @@ from psycopg import sql
 from control_plane.panel import (
     credential_routes,
     customer_routes,
+    enrollment_routes,
     hold_routes,
     operator_routes,
     progress_routes,
@@ -25,6 +26,7 @@ from tests.panel.conftest import PanelWorld, sign_in_client
 
 ROUTERS = (
     customer_routes,
+    enrollment_routes,
     hold_routes,
     progress_routes,
     operator_routes,
@@ -62,7 +64,15 @@ def _form(path: str) -> dict[str, str]:
 def _counts(world: PanelWorld) -> tuple[int, ...]:
     counts = []
     with psycopg.connect(world.server.database_url) as conn:
-        for table in ("events", "runs", "credentials", "holds", "pins", "canary_agents"):
+        for table in (
+            "events",
+            "runs",
+            "credentials",
+            "holds",
+            "pins",
+            "canary_agents",
+            "enrollment_tokens",
+        ):
             row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table)))
             counts.append(row.fetchone()[0])  # type: ignore[index]
     return tuple(counts)
@@ -73,6 +83,7 @@ def test_the_walk_finds_the_forms() -> None:
     assert len(POSTS) >= 15
     assert "/panel/agents/{agent_id}/hold" in POSTS
     assert "/panel/operator/credentials/{credential_id}/revoke" in POSTS
+    assert "/panel/enrollment/{token_id}/revoke" in POSTS
 
 
 def test_every_form_post_checks_session_audience_id_and_token_before_it_changes_anything(

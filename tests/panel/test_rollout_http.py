@@ -387,9 +387,9 @@ def test_a_customer_cannot_open_the_operators_rollout_screens(panel_world: Panel
 def test_the_canary_checkbox_shows_the_operators_marking_not_the_share(
     panel_world: PanelWorld,
 ) -> None:
-    # With a share of 100 % every agent is in the canary group of a release in its canary stage;
-    # the checkbox must still show (and change) only what an operator marked, or unticking it
-    # would look like it did nothing.
+    # With a first wave of 100 % every agent is in the canary group of a release in its canary
+    # stage; the checkbox must still show (and change) only what an operator marked, or unticking
+    # it would look like it did nothing.
     publish_releases(panel_world, ("1.4.0", 1), ("1.5.0", 2))
     org, agent = panel_world.org_id, panel_world.agent_id
     url = f"/panel/operator/orgs/{org}/agents/{agent}"
@@ -397,7 +397,9 @@ def test_the_canary_checkbox_shows_the_operators_marking_not_the_share(
     api = f"{panel_world.server.base_url}/v1/admin"
     bearer = {"Authorization": f"Bearer {operator_key}"}
     share = httpx.patch(
-        f"{api}/rollout/settings", json={"canary_share_percent": 100}, headers=bearer
+        f"{api}/rollout/settings",
+        json={"waves": [{"share_percent": 100}, {"share_percent": 100}]},
+        headers=bearer,
     )
     assert share.status_code == 200, share.text
     before = httpx.get(f"{api}/agents/{agent}/release", headers=bearer).json()

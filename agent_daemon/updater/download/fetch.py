@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -56,6 +55,7 @@ from agent_daemon.updater.download.staging import (
     stored_etag,
 )
 from agent_daemon.updater.download.watchdog import Watchdog
+from agent_daemon.updater.update_records import OnProgress
 
 __all__ = ["ArtifactSpec", "DownloadLimits", "download_artifact"]
 
@@ -87,7 +87,7 @@ def download_artifact(
     install_root: Path,
     limits: DownloadLimits,
     send_credential: bool = True,
-    on_progress: Callable[[str, float, float], None] | None = None,
+    on_progress: OnProgress | None = None,
 ) -> Path:
     """`staging/<sha256>.tar.gz`, holding exactly the signed bytes; raises a DownloadFailed or
     ArtifactMismatch otherwise. Without `send_credential` the client's Authorization header is
@@ -238,7 +238,7 @@ def _copy_body(
     received: Received,
     started: float,
     limits: DownloadLimits,
-    on_progress: Callable[[str, float, float], None] | None = None,
+    on_progress: OnProgress | None = None,
 ) -> None:
     # Raw: the signed bytes are the stored ones, never decoded (a gzip "encoding" cannot inflate).
     # Unsized iteration yields bytes as they arrive, so a trickle meets the deadline check.

@@ -11,6 +11,7 @@ the HTTP layer: the arrows run api → domains only.
     agents_host     the host's own verbs (hold, manual update) under its agent key
     brake           the operators' brake and token revocation
     claims          POST /v1/agent/claims: the throttle token
+    enrollment      enrollment tokens (operators', a customer's own) and the host's exchange
     events          the timeline
     forecast        the capacity forecast per slot
     metrics         GET /metrics

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from agent_daemon.commands.run_cli import EXIT_CONFIG_ERROR
 from tests.worlds.daemons import agent_environment, run_agent
 from tests.worlds.hosts import AgentHost
 
@@ -111,7 +112,7 @@ def test_enroll_refuses_to_replace_a_config_without_force(
                 "--trusted-key",
                 "KEY",
             ],
-            "control_url: found 'ftp://x'",
+            "--url: found 'ftp://x'",
             id="bad_url",
         ),
         pytest.param(
@@ -124,7 +125,7 @@ def test_enroll_refuses_to_replace_a_config_without_force(
                 "--trusted-key",
                 "KEY",
             ],
-            "credential: found 'secret'",
+            "--credential: found 'secret'",
             id="not_an_agent_credential",
         ),
         pytest.param(["launch"], "invalid choice: 'launch'", id="unknown_command"),
@@ -145,7 +146,7 @@ def test_bad_input_exits_2_with_one_line_naming_it(
 
 def test_run_without_enrolment_says_to_enroll(tmp_path: Path) -> None:
     result = run_agent("run", "--state-dir", str(tmp_path / "nowhere"))
-    assert result.returncode == 2
+    assert result.returncode == EXIT_CONFIG_ERROR
     assert "run `nachtwacht agent enroll` first" in result.stderr
 
 

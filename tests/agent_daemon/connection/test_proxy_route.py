@@ -310,7 +310,7 @@ def test_a_socks_proxy_without_socks_support_says_how_to_install_it(
         client("https://control.example", proxy="socks5://127.0.0.1:1080")
     assert str(caught.value) == (
         "agent.toml proxy: 'socks5://127.0.0.1:1080' is a SOCKS proxy, but SOCKS support is not "
-        "installed: pip install 'httpx[socks]' (it comes with 'nachtwacht[agent]')"
+        "installed: pip install 'httpx[socks]' (the agent's package has it)"
     )
     with pytest.raises(ConfigError, match=r"^environment ALL_PROXY: 'socks5h://p:1'"):
         client("https://control.example", {"ALL_PROXY": "socks5h://p:1"})

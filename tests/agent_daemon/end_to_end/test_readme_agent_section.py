@@ -1,14 +1,15 @@
 """The README's agent section works when copied.
 
-The block under "The agent, under systemd" is run command by command, as written, against a real
-control plane. Only the absolute roots differ: `/etc`, `/var/lib` and `/opt` become folders of a
-temporary root, and the commands get the variables the installed unit gives its service
-(`STATE_DIRECTORY`, `CONFIGURATION_DIRECTORY`, read from the unit file the README installed).
-`systemctl enable --now` becomes what systemd would do: create the unit's directories and start its
-`ExecStart` with that environment; the daemon must then find the config `enroll` wrote. Steps that
-need the network or systemd itself (creating the venv, `pip install`, `daemon-reload`) are named
-and skipped. The unit's own paths are checked against root's defaults separately
-(`test_as_root_without_paths_enroll_uses_the_units_directories`).
+The block under "The agent, on a customer's host" is run command by command, as written, against a
+real control plane with a real enrollment token. Only the absolute roots differ: `/etc`,
+`/var/lib` and `/opt` become folders of a temporary root, and the commands get the variables the
+installed unit gives its service (`STATE_DIRECTORY`, `CONFIGURATION_DIRECTORY`, read from the unit
+file `agent install` wrote). `systemctl` is a recording stand-in first on PATH; what `systemctl
+enable --now` would do — create the unit's directories and start its `ExecStart` with that
+environment — the test does, and the daemon must then find the config `install` wrote. The
+package's own install (`apt install ./….deb`) is skipped here: tests/packaging installs it into a
+throwaway root with no network. The unit's own paths are checked against root's defaults
+separately (`test_as_root_without_paths_the_agent_uses_the_units_directories`).
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from agent_daemon.settings import resolve_paths
-from signed_release.keys import generate_key_files
+from tests.agent_daemon.commands.install_support import FakeSystemd
+from tests.agent_daemon.trust_roots.chain import RootChain
 from tests.worlds.daemons import DaemonProcess
 from tests.worlds.processes import REPO_ROOT, child_environment
 
@@ -33,17 +36,12 @@ pytestmark = pytest.mark.slow
 
 README = REPO_ROOT / "README.md"
 UNIT = REPO_ROOT / "packaging" / "systemd" / "nachtwacht-agent.service"
-VENV = "/opt/nachtwacht/venv"
-SKIPPED = (
-    ("python3 -m venv", "the test runs this checkout's interpreter"),
-    (f"{VENV}/bin/pip install", "no package index here; this checkout is installed"),
-    ("systemctl daemon-reload", "no systemd here"),
-)
+SKIPPED = (("apt install ./nachtwacht-agent_", "tests/packaging installs the package itself"),)
 
 
 def readme_commands() -> list[str]:
     text = README.read_text()
-    section = text[text.index("### The agent, under systemd") :]
+    section = text[text.index("### The agent, on a customer's host") :]
     block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
     assert block is not None, "the agent section has no ```sh block"
     joined = block.group(1).replace("\\\n", " ")
@@ -65,8 +63,8 @@ def unit_environment(service: dict[str, str], root: Path) -> dict[str, str]:
     }
 
 
-def test_as_root_without_paths_enroll_uses_the_units_directories() -> None:
-    """The README's enroll names no paths: as root it must write where the unit reads."""
+def test_as_root_without_paths_the_agent_uses_the_units_directories() -> None:
+    """The README's install names no paths: as root it must write where the unit reads."""
     service = unit_service(UNIT)
     paths = resolve_paths(state_dir=None, config_file=None, environ={}, euid=0)
     assert paths.state_dir == Path("/var/lib") / service["StateDirectory"]
@@ -83,69 +81,53 @@ def test_the_readme_agent_section_runs_as_written(
 ) -> None:
     plane = control_plane_server()
     org = plane.create_org("Acme")
-    agent = plane.enroll_agent(org["org_id"], "web-01")
+    operator = plane.create_operator_key()
+    made = httpx.post(
+        f"{plane.base_url}/v1/admin/enrollment-tokens",
+        json={"org_id": org["org_id"], "uses": 1},
+        headers={"Authorization": f"Bearer {operator}"},
+        timeout=30,
+    )
+    assert made.status_code == 201, made.text
 
     root = tmp_path / "root"
     for existing in ("etc/systemd/system", "var/lib", "opt"):  # what any systemd host has
         (root / existing).mkdir(parents=True)
-    admin = tmp_path / "admin"  # the admin's working directory: a release of nachtwacht
+    admin = tmp_path / "admin"  # the admin's working directory: the token and the trust root
     admin.mkdir()
-    (admin / "packaging").symlink_to(REPO_ROOT / "packaging")
-    (admin / "credential.txt").write_text(agent["agent_key"] + "\n")
-    generate_key_files(tmp_path / "keys")
-    (admin / "release.pub").write_bytes((tmp_path / "keys" / "release.pub").read_bytes())
+    (admin / "token.txt").write_text(made.json()["secret"] + "\n")
+    (admin / "root-1.json").write_bytes(RootChain().versions[1])
+    systemd = FakeSystemd(tmp_path / "systemd")
 
     nachtwacht = shlex.join([sys.executable, "-m", "nachtwacht.cli"])
 
     def substituted(command: str) -> str:
-        command = command.replace(f"{VENV}/bin/nachtwacht", nachtwacht)
+        for program in ("/opt/nachtwacht/venv/bin/nachtwacht", "nachtwacht"):
+            if command.startswith(program + " "):
+                command = nachtwacht + command[len(program) :]
+                break
         command = command.replace("https://control.example", plane.base_url.rstrip("/"))
         for absolute in ("/etc/", "/var/lib/", "/opt/"):
             command = re.sub(rf"(?<![\w./]){re.escape(absolute)}", f"{root}{absolute}", command)
         return command
 
-    environment: dict[str, str] | None = None
+    # Root's defaults that are not the unit's directories, moved under the temporary root.
+    moved = {
+        "--install-root": str(root / "opt/provibr-agent"),
+        "--systemd-dir": str(root / "etc/systemd/system"),
+    }
+    environment = unit_environment(unit_service(UNIT), root)
     outputs: dict[str, str] = {}
-    started = False
     for command in readme_commands():
         if command.startswith("#") or any(command.startswith(s) for s, _ in SKIPPED):
             continue
-        if environment is None:
-            # Before the unit file is installed its variables are known from the shipped copy.
-            environment = unit_environment(unit_service(UNIT), root)
-        if command.startswith("systemctl enable --now nachtwacht-agent.service"):
-            started = True
-            installed = root / "etc/systemd/system/nachtwacht-agent.service"
-            service = unit_service(installed)  # the copy the README's `install` put there
-            unit_env = unit_environment(service, root)
-            for folder in unit_env.values():
-                Path(folder).mkdir(parents=True, exist_ok=True, mode=0o700)
-            exec_start = shlex.split(substituted(service["ExecStart"]))
-            assert exec_start[-2:] == ["agent", "run"], service["ExecStart"]
-            stderr_path = tmp_path / "daemon.stderr"
-            with stderr_path.open("wb") as stderr:
-                process = subprocess.Popen(
-                    exec_start,
-                    env=child_environment(unit_env),
-                    cwd="/",
-                    stdout=subprocess.PIPE,
-                    stderr=stderr,
-                    stdin=subprocess.DEVNULL,
-                )
-            daemon = DaemonProcess(process=process, stderr_path=stderr_path)
-            try:
-                # Logged once the config is loaded: the daemon found what `enroll` wrote.
-                starting = daemon.wait_for("daemon.starting")
-                daemon.wait_for("daemon.ready")
-            finally:
-                assert daemon.terminate() == 0, daemon.stderr()
-            assert starting["agent_id"] == agent["agent_id"]
-            assert starting["state_dir"] == unit_env["STATE_DIRECTORY"]
-            assert starting["install_root"] == str(root / "opt/provibr-agent")
-            continue
+        run = substituted(command)
+        if " agent install " in run:
+            extra = " ".join(f"{flag} {shlex.quote(value)}" for flag, value in moved.items())
+            run = run.replace(" agent install ", f" agent install {extra} ", 1)
         result = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", substituted(command)],
-            env=child_environment(environment),
+            ["bash", "-euo", "pipefail", "-c", run],
+            env=child_environment({**environment, **systemd.env()}),
             cwd=admin,
             capture_output=True,
             text=True,
@@ -154,10 +136,38 @@ def test_the_readme_agent_section_runs_as_written(
         assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
         outputs[command.split(" --")[0]] = result.stdout
 
-    assert started, "the README no longer starts the unit"
+    assert "enable --now nachtwacht-agent.service" in systemd.calls()
     config = root / "etc/nachtwacht-agent/agent.toml"
     assert config.stat().st_mode & 0o777 == 0o600
     assert (root / "var/lib/nachtwacht-agent/config-cache.json").exists()
-    status = outputs[f"{VENV}/bin/nachtwacht agent status"]
-    assert f"agent:         {agent['agent_id']}" in status
+    status = outputs["nachtwacht agent status"]
     assert "schedule:      on, 03:00 (Europe/Amsterdam)" in status
+    agent_id = status.split("agent:", 1)[1].split()[0]
+
+    # What `systemctl enable --now` does, from the unit `install` wrote.
+    service = unit_service(root / "etc/systemd/system/nachtwacht-agent.service")
+    unit_env = unit_environment(service, root)
+    for folder in unit_env.values():
+        Path(folder).mkdir(parents=True, exist_ok=True, mode=0o700)
+    exec_start = shlex.split(substituted(service["ExecStart"]))
+    assert exec_start[-2:] == ["agent", "run"], service["ExecStart"]
+    stderr_path = tmp_path / "daemon.stderr"
+    with stderr_path.open("wb") as stderr:
+        process = subprocess.Popen(
+            exec_start,
+            env=child_environment(unit_env),
+            cwd="/",
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+        )
+    daemon = DaemonProcess(process=process, stderr_path=stderr_path)
+    try:
+        # Logged once the config is loaded: the daemon found what `install` wrote.
+        starting = daemon.wait_for("daemon.starting")
+        daemon.wait_for("daemon.ready")
+    finally:
+        assert daemon.terminate() == 0, daemon.stderr()
+    assert starting["agent_id"] == agent_id
+    assert starting["state_dir"] == unit_env["STATE_DIRECTORY"]
+    assert starting["install_root"] == str(root / "opt/provibr-agent")

@@ -56,7 +56,10 @@ def test_systemd_notify_ready_watchdog_and_a_clean_sigterm(
         while not any(message.startswith("STATUS=") for message in messages):
             messages.append(sock.recv(512).decode())
         first_status = next(m for m in messages if m.startswith("STATUS="))
-        assert first_status.startswith(("STATUS=waiting for", "STATUS=starting"))
+        assert first_status.startswith("STATUS=waiting for")
+        # Once ready, never "starting" again.
+        assert "starting" not in messages[0]
+        assert "STATUS=starting" not in messages
         ready = daemon.wait_for("daemon.ready")
         assert 0 <= ready["second_in_minute"] < 60
         assert "FAKE CLOCK" in daemon.stderr()

@@ -1,8 +1,10 @@
-"""`agent status` says what is wrong in words: unreachable since when and why, the last refusal,
-a hold, the brake, a release offered for another channel or platform."""
+"""`agent status` says what is wrong in words: a refused credential, a daemon that does not run,
+unreachable since when and why, the last refusal, a hold, the brake, a release offered for
+another channel or platform; and an update requested now that is not taken up yet."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +20,11 @@ TRACK = ReleaseTrack(channel="stable", platform="linux-x86_64")
 
 
 def _status(
-    *, activity: ActivityRecord | None = None, pid: int | None = 4242, **config: Any
+    *,
+    activity: ActivityRecord | None = None,
+    pid: int | None = 4242,
+    state: DaemonState | None = None,
+    **config: Any,
 ) -> AgentStatus:
     document = {
         "agent_id": "4b1c9a6e-0000-4000-8000-000000000001",
@@ -45,7 +51,7 @@ def _status(
             synced_at=datetime(2026, 11, 30, 1, 50, tzinfo=UTC),
             offset_seconds=0.0,
         ),
-        state=DaemonState(),
+        state=state or DaemonState(),
         pending_reports=0,
         installed_version="1.4.1",
         now=NOW,
@@ -67,7 +73,7 @@ def test_unreachable_says_since_when_and_why() -> None:
     )
     text = render_status(_status(activity=activity))
     assert (
-        "  ! control plane unreachable since 2026-11-30 02:58 (12 minutes ago): "
+        "  ! control plane unreachable since 2026-11-30 02:58 CET (12 minutes ago): "
         "GET /v1/agent/config: cannot connect (connection refused)"
     ) in text
     assert "doing:         control plane unreachable since 02:58" in text
@@ -83,7 +89,7 @@ def test_the_last_refusal_says_why() -> None:
         )
     )
     assert problems(_status(activity=activity)) == [
-        "last refusal 2026-11-30 03:00 (10 minutes ago), for 2026-11-30 03:00: org_cap — "
+        "last refusal 2026-11-30 03:00 CET (10 minutes ago), for 2026-11-30 03:00 CET: org_cap — "
         "the organisation's cap of 5 per minute is full"
     ]
 
@@ -91,7 +97,7 @@ def test_the_last_refusal_says_why() -> None:
 def test_a_hold_says_until_when() -> None:
     hold = {"until": "2026-12-05T05:00:00Z", "reason": "maintenance", "set_by": "customer"}
     assert problems(_status(hold=hold)) == [
-        "held until 2026-12-05 06:00 (maintenance), set by the customer: scheduled slots until "
+        "held until 2026-12-05 06:00 CET (maintenance), set by the customer: scheduled slots until "
         "then are skipped"
     ]
 
@@ -119,3 +125,83 @@ def test_the_brake_is_a_problem_in_words() -> None:
     assert problems(_status(brake=brake)) == [
         "the operators' brake is engaged (release 1.5.0 pulled): no scheduled update is granted"
     ]
+
+
+# -- a refused credential, a stopped daemon, a requested update ----------------------------------
+
+REQUESTED = {
+    "run_id": "7d0c0000-0000-4000-8000-0000000000aa",
+    "requested_at": "2026-11-30T02:02:00Z",
+}
+
+
+def test_a_credential_the_control_plane_refuses_comes_first() -> None:
+    activity = ActivityRecord(
+        doing="the control plane refuses the credential: …",
+        credential_refused_since=datetime(2026, 11, 30, 2, 1, tzinfo=UTC),
+        credential_refused_error="GET /v1/agent/config: the control plane refused the agent's "
+        "credential (401 Unauthorized (unknown or revoked credential)); re-enroll the agent",
+    )
+    found = problems(_status(activity=activity))
+    assert found[0].startswith(
+        "the control plane refuses this agent's credential since 2026-11-30 03:01 CET (9 minutes "
+        "ago): GET /v1/agent/config: the control plane refused"
+    )
+    assert found[0].endswith("nothing is updated until the agent is enrolled again")
+
+
+def test_the_refused_credential_is_still_said_after_the_daemon_stopped() -> None:
+    activity = ActivityRecord(
+        updated_at=datetime(2026, 11, 30, 2, 1, tzinfo=UTC),
+        doing="the control plane refuses the credential: 401",
+        credential_refused_since=datetime(2026, 11, 30, 1, 1, tzinfo=UTC),
+        credential_refused_error="401",
+    )
+    found = problems(_status(activity=activity, pid=None))
+    assert [line.split(" since ")[0].split(" (")[0] for line in found] == [
+        "the control plane refuses this agent's credential",
+        "the daemon is not running",
+    ]
+
+
+def test_a_daemon_that_does_not_run_is_named_with_when_it_was_last_seen() -> None:
+    activity = ActivityRecord(
+        updated_at=datetime(2026, 11, 30, 1, 10, tzinfo=UTC), doing="waiting for 03:00 CET"
+    )
+    (line,) = problems(_status(activity=activity, pid=None))
+    assert line.startswith(
+        "the daemon is not running (last seen 60 minutes ago: waiting for 03:00 CET): nothing is "
+        "updated until it runs again (systemctl start nachtwacht-agent"
+    )
+
+
+def test_a_requested_update_not_taken_up_yet_is_shown() -> None:
+    text = render_status(_status(manual_update=REQUESTED))
+    assert (
+        "update-now:    requested at 2026-11-30 03:02 CET (run "
+        "7d0c0000-0000-4000-8000-0000000000aa), not started yet: it waits for the daemon's next "
+        "minute"
+    ) in text
+    stopped = _status(manual_update=REQUESTED, pid=None)
+    assert "it waits for the daemon\n" in render_status(stopped) + "\n"
+    assert problems(stopped)[0].endswith(
+        "; the update requested at 2026-11-30 03:02 CET (run 7d0c0000-0000-4000-8000-0000000000aa) "
+        "waits for it"
+    )
+
+
+def test_a_requested_update_the_daemon_took_up_is_not_pending() -> None:
+    handled = DaemonState(handled_manual_runs=(REQUESTED["run_id"],))
+    assert "update-now:" not in render_status(_status(manual_update=REQUESTED, state=handled))
+
+
+def test_every_time_status_shows_carries_the_platforms_zone() -> None:
+    activity = ActivityRecord(
+        unreachable_since=datetime(2026, 11, 30, 1, 58, tzinfo=UTC), unreachable_error="refused"
+    )
+    text = render_status(_status(activity=activity, manual_update=REQUESTED))
+    times = re.findall(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}(?::\d{2})?(?: [A-Z]{3,4})?", text)
+    assert times, text
+    assert all(found.endswith(" CET") for found in times), times
+    assert "UTC" not in text
+    assert "T14:00:00Z" not in text

@@ -116,7 +116,7 @@ def test_a_reason_this_agent_does_not_know_is_named_as_it_is() -> None:
 def test_the_last_failed_run_comes_first_under_attention() -> None:
     state = DaemonState(recent_runs=(_failed(OutcomeReason.PLATFORM_UNAVAILABLE),))
     assert problems(_status(state)) == [
-        "the last run did not update: 2026-11-30 03:00 — update failed (1.4.1), because our "
+        "the last run did not update: 2026-11-30 03:00 CET — update failed (1.4.1), because our "
         "control plane was unavailable until the window closed: details [run r1]"
     ]
 
@@ -158,7 +158,7 @@ def test_a_slot_given_up_says_why_in_words(code: RefusalCode, words: str) -> Non
         f"2026-11-30 03:00 — {words} (1.4.1): the control plane's message"
     )
     text = render_status(_status(DaemonState(recent_runs=(record,))))
-    assert f"  2026-11-30 03:00 — {words} (1.4.1)" in text
+    assert f"  2026-11-30 03:00 CET — {words} (1.4.1)" in text
     assert "attention:" not in text, "a slot given up on purpose is not something wrong"
 
 
@@ -169,7 +169,7 @@ def test_the_platform_unavailable_is_our_outage_not_an_unreachable_host() -> Non
     )
     found = problems(_status(activity=activity))
     assert found == [
-        "the control plane is unavailable since 2026-11-30 03:02 (8 minutes ago): it answers, "
+        "the control plane is unavailable since 2026-11-30 03:02 CET (8 minutes ago): it answers, "
         "but cannot serve (GET /v1/agent/config: 503 database_unavailable) — an outage on the "
         "platform's side, not this host's network; updates are tried again inside their window"
     ]
@@ -218,8 +218,8 @@ def test_an_update_waiting_out_a_failure_says_which(reason: OutcomeReason, words
         last_reason=reason,
     )
     assert problems(_status(DaemonState(claim=claim))) == [
-        f"the update to 1.5.0 for 2026-11-30 03:00 is waiting: {words}; tried again next minute "
-        "while its window is open"
+        f"the update to 1.5.0 for 2026-11-30 03:00 CET is waiting: {words}; tried again next "
+        "minute while its window is open"
     ]
 
 

@@ -18,7 +18,7 @@ def _status(root: HeldTrustRoot | None, error: str | None = None) -> AgentStatus
     return AgentStatus(
         agent_id="a1",
         control_url="https://control.example",
-        daemon_pid=None,
+        daemon_pid=4242,
         cached=None,
         state=DaemonState(),
         pending_reports=0,

@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,7 +20,7 @@ from agent_daemon.connection.wire import parse_config
 from agent_daemon.host.activity import Activity
 from agent_daemon.host.event_log import EventLog
 from agent_daemon.minute.daemon import Daemon
-from agent_daemon.minute.daemon_loop import run_service
+from agent_daemon.minute.daemon_loop import run_service, second_in_minute
 from ground.clock import FakeClock
 from ground.contract import AgentConfig
 
@@ -205,15 +205,15 @@ def _config(**fields: Any) -> AgentConfig:
 @pytest.mark.parametrize(
     ("fields", "words"),
     [
-        pytest.param({}, "waiting for 03:00", id="next_slot_today"),
+        pytest.param({}, "waiting for 03:00 CET", id="next_slot_today"),
         pytest.param(
             {"schedule": {"enabled": True, "times": ["02:30"]}},
-            "waiting for 02:30 on 2026-12-01",
+            "waiting for 02:30 CET on 2026-12-01",
             id="next_slot_tomorrow",
         ),
         pytest.param(
             {"hold": {"until": "2026-12-05T05:00:00Z", "reason": "maintenance", "set_by": "agent"}},
-            "held until 2026-12-05 06:00 (maintenance)",
+            "held until 2026-12-05 06:00 CET (maintenance)",
             id="held",
         ),
         pytest.param(
@@ -252,3 +252,89 @@ def test_a_refused_claim_says_it_asks_again_rather_than_waiting_for_tomorrow() -
     assert activity.status_line() == (
         "no token for the 03:00 slot yet (org_cap); asking again next minute"
     )
+
+
+def test_a_rollbacks_health_check_names_the_version_it_waits_for() -> None:
+    log = EventLog(now=lambda: datetime(2026, 11, 30, 2, 5, tzinfo=UTC), stream=io.StringIO())
+    activity = _activity(log, [0.0])
+    activity.tick_started()
+    log.emit("update.dispatching", run_id="r1", version="1.3.0", attempt=1)
+    activity.progress("health", 12, 120, version="1.2.0")
+    assert activity.status_line() == (
+        "rolled back from 1.3.0: waiting for 1.2.0 to be healthy (12/120 s)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("done", "total", "words"),
+    [
+        pytest.param(300, 700, "300 of 700 bytes", id="bytes"),
+        pytest.param(12 * 1024, 48 * 1024, "12.0 of 48.0 kB", id="kilobytes"),
+        pytest.param(8_800_000, 22_000_000, "8.4 of 21.0 MB", id="megabytes"),
+    ],
+)
+def test_a_download_shows_its_size_in_the_unit_it_needs(done: int, total: int, words: str) -> None:
+    log = EventLog(now=lambda: datetime(2026, 11, 30, 2, 5, tzinfo=UTC), stream=io.StringIO())
+    activity = _activity(log, [0.0])
+    log.emit("update.dispatching", run_id="r1", version="1.5.0", attempt=1)
+    activity.progress("download", done, total)
+    assert activity.status_line().endswith(f" %, {words})")
+
+
+def test_status_never_goes_back_to_starting_after_ready(
+    notify_socket: tuple[socket.socket, str],
+) -> None:
+    sock, path = notify_socket
+    agent_id = "00000000-0000-0000-0000-000000000001"
+    second = second_in_minute(agent_id)
+    # A second past the agent's second: no minute starts while the test listens.
+    start = datetime(2026, 11, 30, 2, 0, tzinfo=UTC) + timedelta(seconds=second + 1)
+    clock = ServerClock(FakeClock(start=start, anchor=time.time(), speed=1))
+    log = EventLog(now=clock.now, stream=io.StringIO())
+    activity = Activity(now=clock.now, log=log, file=None, stuck_after=30.0, idle_after=30.0)
+    stop = threading.Event()
+    heard: list[str] = []
+
+    def listen() -> None:
+        try:
+            while heard.count("WATCHDOG=1") < 3:
+                heard.append(sock.recv(4096).decode())
+        finally:
+            stop.set()
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    result = run_service(
+        daemon=cast(Daemon, BlockingDaemon()),
+        clock=clock,
+        agent_id=agent_id,
+        log=log,
+        environ={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": WATCHDOG_USEC},
+        stop=stop,
+        activity=activity,
+    )
+    listener.join()
+    assert result == 0
+    assert (
+        heard[0] == f"READY=1\nSTATUS=waiting for the first minute (every minute at :{second:02d})"
+    )
+    assert [m for m in heard if m.startswith("STATUS=")] == []
+
+
+def test_a_refused_credential_is_kept_until_a_minute_ends_otherwise() -> None:
+    now = datetime(2026, 11, 30, 2, 1, tzinfo=UTC)
+    log = EventLog(now=lambda: now, stream=io.StringIO())
+    activity = Activity(now=lambda: now, log=log, file=None, stuck_after=10, idle_after=100)
+    for _ in range(2):
+        activity.tick_started()
+        log.emit("control_plane.credential_refused", level="error", error="401 revoked")
+        activity.tick_finished("credential_refused", None)
+    assert activity.record.credential_refused_since == now
+    assert activity.record.credential_refused_error == "401 revoked"
+    activity.tick_started()
+    activity.tick_finished("error", None)  # a failure on the host says nothing of the credential
+    assert activity.record.credential_refused_since == now
+    activity.tick_started()
+    activity.tick_finished("no_slot", _config())
+    assert activity.record.credential_refused_since is None
+    assert activity.record.credential_refused_error is None

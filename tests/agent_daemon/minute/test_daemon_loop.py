@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent_daemon.connection.server_clock import ServerClock
-from agent_daemon.errors import ConfigError
+from agent_daemon.errors import DaemonAlreadyRunning
 from agent_daemon.host.systemd_notify import Notifier
 from agent_daemon.minute.daemon_loop import (
     DaemonLock,
@@ -76,7 +76,7 @@ def test_one_daemon_per_state_directory(tmp_path: Path) -> None:
     first.acquire()
     try:
         assert daemon_running(tmp_path) is not None
-        with pytest.raises(ConfigError, match="another agent daemon"):
+        with pytest.raises(DaemonAlreadyRunning, match="another agent daemon"):
             DaemonLock(tmp_path).acquire()
     finally:
         first.release()

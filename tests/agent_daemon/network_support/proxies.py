@@ -4,6 +4,7 @@ host names through `hosts` (a made-up name → a loopback port), so nothing leav
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import select
 import socket
@@ -24,6 +25,10 @@ class Proxy:
     hosts: dict[str, int]
     destinations: list[str] = field(default_factory=list)
     host: str = "127.0.0.1"
+    # An HTTP proxy that wants `Proxy-Authorization: Basic base64(user:password)`; without it (or
+    # with other credentials) it answers `refusal` with a page, as a corporate proxy does.
+    credentials: tuple[str, str] | None = None
+    refusal: int = 407
 
     @property
     def url(self) -> str:
@@ -78,10 +83,40 @@ def _read_head(client: socket.socket) -> bytes:
     return data
 
 
+_REFUSAL_PAGE = (
+    b"<!DOCTYPE html>\n<html>\n<head><title>Access denied</title></head>\n"
+    b"<body><h1>Proxy authentication required</h1>\n<p>Sign in to the corporate proxy.</p>\n"
+    b"</body></html>\n"
+)
+_REASONS = {401: "Unauthorized", 407: "Proxy Authentication Required"}
+
+
+def _refused(proxy: Proxy, head: bytes) -> bool:
+    """Whether the request lacks the proxy's credentials: then its refusal page is sent."""
+    if proxy.credentials is None:
+        return False
+    user, password = proxy.credentials
+    wanted = b"proxy-authorization: basic " + base64.b64encode(f"{user}:{password}".encode())
+    return wanted.lower() not in [line.lower() for line in head.split(b"\r\n")]
+
+
+def _send_refusal(proxy: Proxy, client: socket.socket) -> None:
+    challenge = "Proxy-Authenticate" if proxy.refusal == 407 else "WWW-Authenticate"
+    client.sendall(
+        f"HTTP/1.1 {proxy.refusal} {_REASONS[proxy.refusal]}\r\n"
+        f'{challenge}: Basic realm="corp"\r\nContent-Type: text/html\r\n'
+        f"Content-Length: {len(_REFUSAL_PAGE)}\r\nConnection: close\r\n\r\n".encode()
+        + _REFUSAL_PAGE
+    )
+
+
 def _http_proxy(proxy: Proxy, client: socket.socket) -> None:
     data = _read_head(client)
     head, _, rest = data.partition(b"\r\n\r\n")
     method, target, version = head.split(b"\r\n")[0].decode().split(" ")
+    if _refused(proxy, head):
+        _send_refusal(proxy, client)
+        return
     if method == "CONNECT":
         host, _, port = target.rpartition(":")
         upstream = proxy.connect(host.strip("[]"), int(port))
@@ -184,11 +219,20 @@ def _serving(scheme: str, hosts: dict[str, int], handle: Callable[[Proxy, socket
             worker.join(timeout=10)
 
 
+@contextlib.contextmanager
 def http_proxy(
-    hosts: dict[str, int] | None = None, tls: ssl.SSLContext | None = None
-) -> contextlib.AbstractContextManager[Proxy]:
-    """An HTTP proxy; with `tls`, an https:// one (TLS between the agent and the proxy)."""
-    return _serving("https" if tls else "http", hosts or {}, _http_proxy, tls)
+    hosts: dict[str, int] | None = None,
+    tls: ssl.SSLContext | None = None,
+    *,
+    credentials: tuple[str, str] | None = None,
+    refusal: int = 407,
+) -> Iterator[Proxy]:
+    """An HTTP proxy; with `tls`, an https:// one (TLS between the agent and the proxy); with
+    `credentials`, one that answers `refusal` (407, or 401 as some do) to a request without them."""
+    with _serving("https" if tls else "http", hosts or {}, _http_proxy, tls) as proxy:
+        proxy.credentials = credentials
+        proxy.refusal = refusal
+        yield proxy
 
 
 def socks5_proxy(

@@ -1,5 +1,6 @@
 """A control plane on loopback, over TLS (or plain http), that answers the config poll and serves
-one artifact; it records every request it answered and every handshake it refused."""
+one artifact; it records every request it answered and every handshake it refused. And a web
+server that is no control plane (`web_server`): one answer, a page or nothing, to every request."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ground.contract import (
@@ -161,3 +162,49 @@ def control_plane(
         listener.close()
         for worker in workers:
             worker.join(timeout=10)
+
+
+@dataclass
+class WebServer:
+    """A plain-http server on loopback that is no control plane: every request gets one answer."""
+
+    port: int
+    paths: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://localhost:{self.port}"
+
+
+@contextlib.contextmanager
+def web_server(status: int, body: bytes, *, content_type: str = "text/html") -> Iterator[WebServer]:
+    """Answers `status` with `body` to every request, as a web server at the wrong URL does."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    found = WebServer(port=server.server_address[1])
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _answer(self) -> None:
+            found.paths.append(self.path)
+            self.send_response(status)
+            if body:
+                self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = do_DELETE = _answer
+
+    server.RequestHandlerClass = Handler
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield found
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -39,11 +39,65 @@ def test_the_updater_unit_is_read_only_except_its_own_dirs_and_the_install_root(
     assert "AF_UNIX" in unit["RestrictAddressFamilies"][0].split()
 
 
+def test_a_configuration_error_at_start_stops_the_restart_loop() -> None:
+    # The daemon exits 78 (EX_CONFIG) when its configuration is unusable; restarting it every ten
+    # seconds would only repeat the error until someone fixes the file.
+    unit = directives(UNITS / "nachtwacht-agent.service")
+    assert unit["RestartPreventExitStatus"] == ["78"]
+
+
 def test_the_agent_unit_runs_the_current_build_and_keeps_a_heartbeat_directory() -> None:
     unit = directives(UNITS / "provibr-agent.service")
     assert unit["ExecStart"] == ["/opt/provibr-agent/current/bin/provibr-agent run"]
     assert unit["Restart"] == ["always"]
     assert unit["RuntimeDirectory"] == ["provibr-agent"]
+
+
+def test_the_agent_runs_as_a_fixed_system_user_the_updater_can_name() -> None:
+    # The updater runs each build's self-test and health command as `agent_user`; a user made up
+    # at each start (DynamicUser) has no name it could be given, so the build would run as root.
+    unit = directives(UNITS / "provibr-agent.service")
+    assert "DynamicUser" not in unit
+    assert unit["User"] == ["provibr-agent"]
+    sysusers = (UNITS.parent / "sysusers.d/provibr-agent.conf").read_text().splitlines()
+    assert [line.split()[:2] for line in sysusers if line.startswith("u ")] == [
+        ["u", "provibr-agent"]
+    ]
+
+
+def documented_drop_in(unit: Path) -> str:
+    """The drop-in a unit's comments give for another install root, as a file's text."""
+    lines = unit.read_text().splitlines()
+    start = lines.index("#   [Service]")
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("#   "):
+            break
+        block.append(line.removeprefix("#   "))
+    return "\n".join(block) + "\n"
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_the_drop_in_for_another_install_root_replaces_the_writable_path(tmp_path: Path) -> None:
+    name = "nachtwacht-agent.service"
+    drop_in = documented_drop_in(UNITS / name)
+    assert drop_in == "[Service]\nReadWritePaths=\nReadWritePaths=/srv/provibr-agent\n"
+    text = (UNITS / name).read_text()
+    lines = [
+        "ExecStart=/bin/true" if line.startswith("ExecStart=") else line
+        for line in text.splitlines()
+    ]
+    (tmp_path / name).write_text("\n".join(lines) + "\n")
+    (tmp_path / f"{name}.d").mkdir()
+    (tmp_path / f"{name}.d" / "install-root.conf").write_text(drop_in)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(tmp_path / name)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == ""
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")

@@ -64,7 +64,7 @@ def test_enroll_with_a_trust_root_holds_it_and_needs_no_key_file(
 
     status = host.status()
     assert status.returncode == 0, status.stderr
-    assert "trust root:    v1, expires 2030-01-01 00:00 UTC" in status.stdout
+    assert "trust root:    v1, expires 2030-01-01 01:00 CET" in status.stdout
     document = json.loads(host.status("--json").stdout)
     assert document["trust_root"] == {
         "version": 1,

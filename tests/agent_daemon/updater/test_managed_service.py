@@ -63,3 +63,23 @@ def test_a_failing_restart_is_reported_with_its_output() -> None:
 
 def test_a_successful_restart_reports_nothing() -> None:
     assert service(("true",)).restart() is None
+
+
+def test_health_progress_names_the_version_it_checks() -> None:
+    # After a rollback the version checked is the old one, not the release that failed.
+    heard: list[tuple[str, str | None]] = []
+
+    def progress(step: str, done: float, total: float, *, version: str | None = None) -> None:
+        heard.append((step, version))
+
+    checked = AgentService(
+        restart_command=("true",),
+        health_command=("echo", "1.2.0"),
+        deadline_seconds=30.0,
+        poll_seconds=2.0,
+        clock=FAST,
+        on_progress=progress,
+    )
+    assert checked.wait_healthy("1.3.0") is not None
+    assert heard
+    assert set(heard) == {("health", "1.3.0")}

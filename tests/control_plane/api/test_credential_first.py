@@ -14,8 +14,9 @@ import pytest
 
 from control_plane.accounts.credentials import Audience
 from control_plane.api.app import create_app
+from control_plane.api.deps import ENROLLMENT_SCHEME
 from control_plane.registry import Services
-from ground.contract import CLAIMS_PATH
+from ground.contract import CLAIMS_PATH, ENROLL_PATH
 from tests.control_plane.conftest import Agent, Api, Org
 from tests.worlds.clocks import ManualClock
 
@@ -24,9 +25,12 @@ MALFORMED = b"{not json"
 JSON = {"content-type": "application/json"}
 
 
-def _credentialed_routes(services: Services, clock: ManualClock) -> list[tuple[str, str, Audience]]:
+def _credentialed_routes(
+    services: Services, clock: ManualClock
+) -> list[tuple[str, str, Audience | str]]:
     """Every operation the OpenAPI document says takes a key, with the key's audience (each
-    audience has its own bearer scheme there: `control_plane.api.deps`)."""
+    audience has its own bearer scheme there: `control_plane.api.deps`), or the enrollment
+    token's scheme."""
     found = []
     document = create_app(services, clock).openapi()
     for path, operations in document["paths"].items():
@@ -36,7 +40,8 @@ def _credentialed_routes(services: Services, clock: ManualClock) -> list[tuple[s
             if not schemes:
                 continue
             (scheme,) = schemes
-            found.append((method.upper(), re.sub(r"\{[^}]+\}", SOME_ID, path), Audience(scheme)))
+            taken = scheme if scheme == ENROLLMENT_SCHEME else Audience(scheme)
+            found.append((method.upper(), re.sub(r"\{[^}]+\}", SOME_ID, path), taken))
     return found
 
 
@@ -62,19 +67,22 @@ def test_every_credentialed_route_answers_a_malformed_body_with_the_keys_refusal
     routes = _credentialed_routes(services, clock)
     # The walk must see the routes it exists for (a dependency walk that found nothing would
     # pass vacuously): every audience, and the body routes that once answered 422 first.
-    assert {audience for _, _, audience in routes} == set(Audience)
+    assert {audience for _, _, audience in routes} == {*Audience, ENROLLMENT_SCHEME}
     assert ("POST", CLAIMS_PATH, Audience.AGENT) in routes
+    assert ("POST", ENROLL_PATH, ENROLLMENT_SCHEME) in routes
     assert ("PUT", "/v1/admin/settings", Audience.OPERATOR) in routes
     wrong: list[str] = []
     with api.client() as client:
         for method, path, audience in routes:
+            # An enrollment token is no audience's key: any key that is not one is unknown.
+            other = Audience.AGENT if audience == ENROLLMENT_SCHEME else _other(Audience(audience))
             cases: list[tuple[str, dict[str, str], int]] = [
                 ("no key", {}, 401),
                 ("a made-up key", {"authorization": "Bearer nwa_" + "x" * 40}, 401),
                 (
                     "another audience's key",
-                    {"authorization": f"Bearer {keys[_other(audience)]}"},
-                    403,
+                    {"authorization": f"Bearer {keys[other]}"},
+                    401 if audience == ENROLLMENT_SCHEME else 403,
                 ),
             ]
             for label, headers, status in cases:

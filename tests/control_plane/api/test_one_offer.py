@@ -135,7 +135,7 @@ def test_update_now_of_an_agent_pinned_to_a_version_without_a_release_is_refused
 
 
 def test_update_now_of_a_held_agent_is_refused_unless_an_operator_forces_it(
-    rollout: Rollout, two_releases: TwoReleases
+    rollout: Rollout, two_releases: TwoReleases, no_share: None
 ) -> None:
     org = rollout.make_org()
     agent = rollout.make_agent(org)
@@ -283,7 +283,7 @@ def test_a_halt_between_the_claims_check_and_its_grant_skips_the_slot_all_the_sa
 
 
 def test_a_release_under_its_own_brake_skips_the_slot_the_same_way(
-    rollout: Rollout, two_releases: TwoReleases
+    rollout: Rollout, two_releases: TwoReleases, no_share: None
 ) -> None:
     org = rollout.make_org()
     agent = rollout.make_agent(org)
@@ -300,8 +300,9 @@ def test_a_release_under_its_own_brake_skips_the_slot_the_same_way(
 
 
 def test_the_platform_brake_still_consumes_nothing(
-    rollout: Rollout, two_releases: TwoReleases
+    rollout: Rollout, two_releases: TwoReleases, no_share: None
 ) -> None:
+    # No share: the agent is offered 1.5.0 whatever its id (else one in twenty is a canary).
     org = rollout.make_org()
     agent = rollout.make_agent(org)
     rollout.operator("PUT", "/v1/admin/brake", engaged=True, reason="bad night")

@@ -22,6 +22,11 @@ EXPECTED_PATHS = {
     "/v1/admin/brake",
     "/v1/admin/tokens/{token_id}/revoke",
     "/v1/admin/releases",
+    "/v1/agent/enroll",
+    "/v1/admin/enrollment-tokens",
+    "/v1/admin/enrollment-tokens/{token_id}/revoke",
+    "/v1/enrollment-tokens",
+    "/v1/enrollment-tokens/{token_id}/revoke",
 }
 
 

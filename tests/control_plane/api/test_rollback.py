@@ -190,6 +190,32 @@ def test_a_downgrade_of_another_build_under_the_same_version_is_refused(
     assert "is not the 1.5.0 build published before" in refused.json()["detail"]["message"]
 
 
+def test_a_downgrade_to_a_version_the_pair_never_published_is_refused(
+    api: Api, release_key: Ed25519PrivateKey, bad: SignedRelease, operator_key: str
+) -> None:
+    """1.5.0 and 1.6.0 were published; 1.0.0 never was: no wave ever ran it, so it is no way back
+    (and a rollback to it is refused as a version without a release)."""
+    untried = sign_release(
+        release_key,
+        version="1.0.0",
+        manifest_version=44,
+        allow_downgrade=True,
+        artifact=b"a build no host ran" * 100,
+    )
+    refused = _publish(api, operator_key, untried, allow_downgrade=True)
+    assert refused.status_code == 422, refused.text
+    detail = refused.json()["detail"]
+    assert (detail["code"], detail["field"], detail["value"]) == (
+        "release_downgrade",
+        "manifest.agent_version",
+        "1.0.0",
+    )
+    assert "was never published on stable/linux-x86_64" in detail["message"]
+    rollback = _roll_back(api, operator_key, to="1.0.0")
+    assert rollback.status_code == 422, rollback.text
+    assert "is not the version of a release" in rollback.json()["detail"]["message"]
+
+
 def test_a_newer_version_needs_no_mark(
     api: Api, release_key: Ed25519PrivateKey, bad: SignedRelease, operator_key: str
 ) -> None:
@@ -340,6 +366,34 @@ def test_the_previous_good_version_skips_withdrawn_and_halted_releases(
         halted = operator.post(f"/v1/admin/releases/{ids['1.5.5']}/halt", json={"reason": "bad"})
         assert halted.status_code == 200, halted.text
     services.releases.withdraw(ids["1.5.0"], reason="bad", replacement="1.6.0", now=clock.now())
+    refused = _roll_back(api, operator_key)
+    assert refused.status_code == 409
+    assert "--version 1.4.0" in refused.json()["detail"]["sign_command"]
+    _signed_downgrade(api, operator_key, release_key, "1.4.0", 44)
+    rolled = _roll_back(api, operator_key)
+    assert rolled.status_code == 200, rolled.text
+    assert rolled.json()["to_version"] == "1.4.0"
+
+
+def test_the_previous_good_version_is_the_one_the_fleet_ran_not_a_canarys(
+    api: Api,
+    services: Services,
+    release_key: Ed25519PrivateKey,
+    clock: ManualClock,
+    operator_key: str,
+) -> None:
+    """1.4.0 reached everyone; 1.5.0 never left its first wave before 1.6.0 went to everyone:
+    the way back is to 1.4.0, which the fleet ran, not to 1.5.0, which only canaries saw."""
+    for version, manifest_version, stage in (
+        ("1.4.0", 40, None),
+        ("1.5.0", 41, None),
+        ("1.6.0", 43, "everyone"),
+    ):
+        release = sign_release(release_key, version=version, manifest_version=manifest_version)
+        published = services.releases.publish(
+            release.manifest, release.signature, release.artifact, now=clock.now(), stage=stage
+        )
+        assert published.stage == ("canary" if version == "1.5.0" else "everyone")
     refused = _roll_back(api, operator_key)
     assert refused.status_code == 409
     assert "--version 1.4.0" in refused.json()["detail"]["sign_command"]

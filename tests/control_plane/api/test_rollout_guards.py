@@ -74,6 +74,25 @@ DEFAULT_SETTINGS = {
             id="a_wave_reaching_nobody",
         ),
         pytest.param(
+            [{"share_percent": 50}, {"share_percent": 10}, {"share_percent": 100}],
+            "waves[1].share_percent",
+            id="a_shrinking_share",
+        ),
+        pytest.param(
+            [{"share_percent": 5}, {"share_percent": 5}, {"share_percent": 100}],
+            "waves[1].share_percent",
+            id="the_same_share_again",
+        ),
+        pytest.param(
+            [
+                {"share_percent": 10, "canaries": True},
+                {"share_percent": 10, "canaries": True},
+                {"share_percent": 100},
+            ],
+            "waves[1].share_percent",
+            id="the_canaries_again",
+        ),
+        pytest.param(
             [{"share_percent": 10, "soak_minutes": 20161}, {"share_percent": 100}],
             "soak_minutes",
             id="soak_over_two_weeks",
@@ -97,6 +116,38 @@ def test_a_plan_of_waves_that_cannot_roll_out_is_refused_naming_the_field(
     assert refused.status_code == 422, refused.text
     assert field in refused.text
     assert rollout.operator("GET", ROLLOUT_SETTINGS).json() == DEFAULT_SETTINGS
+
+
+@pytest.mark.parametrize(
+    "waves",
+    [
+        pytest.param(
+            [
+                {"share_percent": 10},
+                {"share_percent": 10, "canaries": True},
+                {"share_percent": 100},
+            ],
+            id="the_canaries_first_in_wave_2",
+        ),
+        pytest.param([{"share_percent": 100}, {"share_percent": 100}], id="everyone_then_everyone"),
+    ],
+)
+def test_a_wave_that_reaches_someone_new_is_taken(
+    rollout: Rollout, waves: list[dict[str, object]]
+) -> None:
+    taken = rollout.operator("PATCH", ROLLOUT_SETTINGS, waves=waves)
+    assert taken.status_code == 200, taken.text
+
+
+def test_a_first_share_that_leaves_wave_2_nobody_new_is_refused(rollout: Rollout) -> None:
+    refused = rollout.operator("PATCH", ROLLOUT_SETTINGS, canary_share_percent=60)
+    assert refused.status_code == 422, refused.text
+    detail = refused.json()["detail"]
+    assert (detail["field"], detail["value"]) == ("canary_share_percent", 60)
+    assert "wave 2's share (10 %)" in detail["message"]
+    assert rollout.operator("GET", ROLLOUT_SETTINGS).json() == DEFAULT_SETTINGS
+    taken = rollout.operator("PATCH", ROLLOUT_SETTINGS, canary_share_percent=9)
+    assert taken.status_code == 200, taken.text
 
 
 def test_a_plan_is_checked_by_the_service_too(rollout: Rollout) -> None:

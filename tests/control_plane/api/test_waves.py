@@ -251,3 +251,90 @@ def test_a_first_wave_left_with_no_share_and_no_canaries_is_refused(rollout: Rol
         rollout.operator("GET", "/v1/admin/rollout/settings").json()["waves"][0]["share_percent"]
         == 10
     )
+
+
+def _small_fleet(rollout: Rollout, release_id: str) -> tuple[list[Agent], list[Agent], list[Agent]]:
+    """Two marked canaries, then agents of another organisation until three fall outside the
+    30 % of `THREE_WAVES`' second wave and one inside it."""
+    # Caps wide enough that every agent's claim is granted.
+    capped = rollout.operator("PUT", "/v1/admin/settings", org_cap=100, global_cap=100)
+    assert capped.status_code == 200, capped.text
+    canary_org = rollout.make_org("Early birds")
+    canaries = [rollout.make_agent(canary_org, f"early-{n}") for n in range(2)]
+    marked = rollout.operator("PUT", f"/v1/admin/orgs/{canary_org.org_id}/canary", canary=True)
+    assert marked.status_code == 200, marked.text
+    org = rollout.make_org("Fleet")
+    inside: list[Agent] = []
+    outside: list[Agent] = []
+    n = 0
+    while not inside or len(outside) < 3:
+        agent = rollout.make_agent(org, f"web-{n:02d}")
+        n += 1
+        (inside if _in_second_wave(agent, release_id) else outside).append(agent)
+    return canaries, inside, outside
+
+
+def test_a_wave_that_reaches_nobody_new_moves_on_after_its_soak(
+    rollout: Rollout, two_releases: TwoReleases
+) -> None:
+    """In a small fleet a share may be nobody: the second wave here reaches only pinned agents,
+    so no run of it will ever succeed. It must not hold the release back for good."""
+    rollout.settings(
+        waves=[
+            {**THREE_WAVES[0]},
+            {"share_percent": 30, "soak_minutes": 60},
+            {"share_percent": 100},
+        ]
+    )
+    release_id = rollout.release_id("1.6.0")
+    canaries, inside, outside = _small_fleet(rollout, release_id)
+    for agent in inside:  # the wave's only agents: pinned, so no wave decides what they get
+        pinned = rollout.operator(
+            "PUT", f"/v1/admin/agents/{agent.agent_id}/pin", version="1.5.0", reason="db"
+        )
+        assert pinned.status_code == 200, pinned.text
+
+    rollout.clock.set(AT_0301)
+    for agent in canaries:
+        grant = rollout.claim(agent)
+        assert _version(grant) == "1.6.0"
+        rollout.report(agent, grant.json()["run_id"], "succeeded", "1.6.0")
+    assert {_version(rollout.claim(agent)) for agent in inside + outside} == {"1.5.0"}
+    rollout.clock.advance(minutes=120)
+    promoted = rollout.services.rollout.advance(rollout.clock.now()).promotions
+    assert [(p.stage, p.wave) for p in promoted] == [("canary", 2)]
+
+    # Wave 2 began with nobody new in it: its own soak (an hour) from then, and it moves on.
+    rollout.clock.advance(minutes=59)
+    assert rollout.services.rollout.advance(rollout.clock.now()).promotions == ()
+    rollout.clock.advance(minutes=1)
+    promoted = rollout.services.rollout.advance(rollout.clock.now()).promotions
+    assert [(p.stage, p.wave, p.waves) for p in promoted] == [("everyone", 3, 3)]
+    assert {rollout.config(agent)["release"]["version"] for agent in outside} == {"1.6.0"}
+
+
+def test_a_wave_that_reaches_someone_new_waits_for_a_success_however_long(
+    rollout: Rollout, two_releases: TwoReleases
+) -> None:
+    rollout.settings(
+        waves=[
+            {**THREE_WAVES[0]},
+            {"share_percent": 30, "soak_minutes": 60},
+            {"share_percent": 100},
+        ]
+    )
+    release_id = rollout.release_id("1.6.0")
+    canaries, inside, outside = _small_fleet(rollout, release_id)
+    rollout.clock.set(AT_0301)
+    for agent in canaries:
+        grant = rollout.claim(agent)
+        rollout.report(agent, grant.json()["run_id"], "succeeded", "1.6.0")
+    assert {_version(rollout.claim(agent)) for agent in inside + outside} == {"1.5.0"}
+    rollout.clock.advance(minutes=120)
+    assert len(rollout.services.rollout.advance(rollout.clock.now()).promotions) == 1
+
+    # The wave's agents have not updated yet (their next slot is tomorrow): it waits for them.
+    rollout.clock.advance(minutes=600)
+    assert rollout.services.rollout.advance(rollout.clock.now()).promotions == ()
+    pair = rollout.operator("GET", "/v1/admin/rollout").json()["pairs"][0]
+    assert (pair["stage"], pair["wave"]) == ("canary", 2)

@@ -1,0 +1,184 @@
+"""`nachtwacht control enrollment-token …`: the short-lived tokens a host enrolls with.
+
+    enrollment-token create --org ID [--uses N] [--expires-in 24h] [--name-pattern GLOB]
+                            [--label TEXT] [--url URL]
+                            a new token (shown once) and the line to run on the host
+    enrollment-token list [--org ID] [--active]
+                            tokens, newest first: uses left, expiry, state (never a secret)
+    enrollment-token revoke ID
+                            refused from now on
+
+Like the other commands, these act through the service the API's routes call, on the trail as
+the command line (`cli:<login>`). `--url` is the address hosts reach this control plane at: the
+command line does not know it, so without it the install line says `URL` for the admin to fill.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from control_plane.cli_common import (
+    Parser,
+    add_database_flags,
+    add_json_flag,
+    admin_pool,
+    cli_actor,
+    emit,
+    parse_id,
+    shown_once,
+)
+from control_plane.enrollment.rules import (
+    DEFAULT_USES,
+    TokenTerms,
+    install_command,
+    parse_duration,
+)
+from control_plane.enrollment.services import (
+    EnrollmentService,
+    EnrollmentTokenList,
+    EnrollmentTokenView,
+)
+from control_plane.errors import InvalidInput
+from ground.clock import clock_from_env
+from ground.contract import format_instant
+
+__all__ = ["ENROLLMENT_COMMANDS", "add_enrollment_commands"]
+
+# The install line's address when none is given: a word the admin replaces.
+_URL_TO_FILL = "URL"
+
+
+def add_enrollment_commands(commands: Any) -> None:
+    token = commands.add_parser(
+        "enrollment-token", help="make, list or revoke the short-lived tokens hosts enroll with"
+    )
+    actions = token.add_subparsers(dest="enrollment_action", required=True, parser_class=Parser)
+    create = actions.add_parser("create", help="a new token (shown once) and its install line")
+    create.add_argument("--org", required=True, help="the organisation its agents join")
+    create.add_argument(
+        "--uses",
+        type=int,
+        default=DEFAULT_USES,
+        help="how many hosts may use it (1; at most 10000)",
+    )
+    create.add_argument(
+        "--expires-in", default="24h", help="how long it lives: 30m, 24h, 7d (24h; at most 30d)"
+    )
+    create.add_argument(
+        "--name-pattern",
+        metavar="GLOB",
+        help="a shell-style pattern every agent name must match, e.g. 'web-*.example.internal'",
+    )
+    create.add_argument("--label", help="what it is for (shown in the list)")
+    create.add_argument(
+        "--url", help="the address hosts reach this control plane at, for the install line"
+    )
+    listed = actions.add_parser("list", help="tokens, newest first (never a secret)")
+    listed.add_argument("--org", help="only this organisation's")
+    listed.add_argument("--active", action="store_true", help="only tokens that can still be used")
+    revoke = actions.add_parser("revoke", help="refuse a token from now on")
+    revoke.add_argument("id", metavar="ID")
+    for command in (create, listed, revoke):
+        add_database_flags(command)
+        add_json_flag(command)
+
+
+def _terms(args: argparse.Namespace) -> TokenTerms:
+    """The flags as a token's terms; a refused one is named by its flag."""
+    expires_in = parse_duration("--expires-in", args.expires_in)
+    try:
+        return TokenTerms(
+            uses=args.uses, expires_in=expires_in, name_pattern=args.name_pattern, label=args.label
+        )
+    except InvalidInput as exc:
+        field = str(exc.fields["field"])
+        flag = "--" + field.replace("_", "-")
+        raise InvalidInput(
+            flag, exc.fields["value"], "", message=exc.message.replace(field, flag, 1)
+        ) from exc
+
+
+def _dump(value: object, kind: Any) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(TypeAdapter(kind).dump_json(value))
+    return loaded
+
+
+def _line(view: EnrollmentTokenView) -> str:
+    facts = [
+        view.state,
+        f"{view.uses_left} of {view.uses_allowed} use(s) left",
+        f"expires {format_instant(view.expires_at)}",
+        f"organisation {view.org_id}",
+    ]
+    if view.name_pattern is not None:
+        facts.append(f"names {view.name_pattern!r}")
+    if view.label is not None:
+        facts.append(view.label)
+    return f"{view.id}  " + "; ".join(facts)
+
+
+def _create(args: argparse.Namespace) -> int:
+    org_id = parse_id("--org", args.org)
+    terms = _terms(args)
+    with admin_pool(args) as pool:
+        issued = EnrollmentService(pool).create(
+            org_id, terms, now=clock_from_env().now(), actor=cli_actor()
+        )
+    command = install_command(args.url or _URL_TO_FILL, issued.secret)
+    lines = [
+        f"enrollment token {_line(issued.token)}",
+        shown_once("token", issued.secret),
+        f"on the host, as root: {command}",
+    ]
+    if args.url is None:
+        lines.append("(replace URL with the address hosts reach this control plane at, or --url)")
+    emit(
+        args,
+        {
+            "token": _dump(issued.token, EnrollmentTokenView),
+            "secret": issued.secret,
+            "install_command": command,
+        },
+        lines,
+    )
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    org_id = None if args.org is None else parse_id("--org", args.org)
+    with admin_pool(args) as pool:
+        found = EnrollmentService(pool).list(
+            org_id=org_id, now=clock_from_env().now(), active_only=args.active
+        )
+    lines = [_line(view) for view in found.tokens] or ["no enrollment tokens"]
+    emit(args, _dump(found, EnrollmentTokenList), lines)
+    return 0
+
+
+def _revoke(args: argparse.Namespace) -> int:
+    token_id = parse_id("ID", args.id)
+    with admin_pool(args) as pool:
+        view = EnrollmentService(pool).revoke(
+            token_id, org_id=None, now=clock_from_env().now(), actor=cli_actor()
+        )
+    emit(args, _dump(view, EnrollmentTokenView), [f"revoked: {_line(view)}"])
+    return 0
+
+
+def _enrollment_token(args: argparse.Namespace) -> int:
+    actions: dict[str, Callable[[argparse.Namespace], int]] = {
+        "create": _create,
+        "list": _list,
+        "revoke": _revoke,
+    }
+    return actions[args.enrollment_action](args)
+
+
+ENROLLMENT_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "enrollment-token": _enrollment_token
+}

@@ -1,0 +1,150 @@
+"""The rules of an enrollment token, without I/O: its bounds, its terms checked when it is made,
+and whether a use of it at `now` for an agent name is allowed.
+
+A token's secret is `nwe_` and 256 random bits (like every credential), stored only as its
+sha256. Guessing one is hopeless, so the exchange needs no rate limit: what protects it is the
+size of the secret, its short life and its few uses.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import secrets
+import shlex
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from fnmatch import fnmatchcase
+
+from control_plane.errors import InvalidInput
+from control_plane.inputs import stored_text
+from ground.contract import AnswerCode
+from ground.contract.messages import MAX_AGENT_NAME_LENGTH
+
+__all__ = [
+    "DEFAULT_EXPIRES_IN",
+    "DEFAULT_USES",
+    "MAX_EXPIRES_IN",
+    "MAX_LABEL_LENGTH",
+    "MAX_PATTERN_LENGTH",
+    "MAX_USES",
+    "MIN_EXPIRES_IN",
+    "PRINTABLE_TEXT",
+    "TOKEN_PREFIX",
+    "TokenState",
+    "TokenTerms",
+    "Verdict",
+    "install_command",
+    "new_token_secret",
+    "parse_duration",
+    "verdict",
+]
+
+TOKEN_PREFIX = "nwe_"  # noqa: S105 (a prefix, not a secret)
+DEFAULT_USES = 1
+MAX_USES = 10_000
+DEFAULT_EXPIRES_IN = timedelta(hours=24)
+# Long enough to reach a host by hand; short enough that a token left in a ticket dies soon.
+MIN_EXPIRES_IN = timedelta(minutes=1)
+MAX_EXPIRES_IN = timedelta(days=30)
+MAX_LABEL_LENGTH = 200
+MAX_PATTERN_LENGTH = MAX_AGENT_NAME_LENGTH
+
+# Text a person types: no control characters, something besides spaces (the agent name's rule).
+PRINTABLE_TEXT = r"^[^\x00-\x1f\x7f]*[^\x00-\x20\x7f][^\x00-\x1f\x7f]*$"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_DURATION = re.compile(r"(?P<count>[0-9]{1,6})(?P<unit>[mhd])")
+_UNITS = {"m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1)}
+
+
+def new_token_secret() -> str:
+    """A fresh token: the prefix and 256 random bits."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def install_command(url: str, secret: str) -> str:
+    """The one line an admin runs on the host: install the agent against `url` with the token."""
+    return f"nachtwacht agent install --url {shlex.quote(url)} --enrollment-token {secret}"
+
+
+def parse_duration(field: str, text: str) -> timedelta:
+    """`30m`, `24h` or `7d` as a duration; anything else is refused naming `field`."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise InvalidInput(field, text, "is not a duration (a whole number and m, h or d: 24h)")
+    return int(match["count"]) * _UNITS[match["unit"]]
+
+
+def _clean_text(field: str, value: str | None, limit: int) -> str | None:
+    if value is None:
+        return None
+    stored_text(field, value, limit)
+    clean = value.strip()
+    if not clean:
+        raise InvalidInput(field, value, "is blank (leave it out instead)")
+    if _CONTROL.search(clean):
+        raise InvalidInput(field, value, "contains a control character")
+    return clean
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenTerms:
+    """What a new token allows, checked when it is built: each bound refused naming the field,
+    the value and what was expected."""
+
+    uses: int = DEFAULT_USES
+    expires_in: timedelta = DEFAULT_EXPIRES_IN
+    name_pattern: str | None = None
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.uses, bool) or not isinstance(self.uses, int):
+            raise InvalidInput("uses", self.uses, "is not a whole number")
+        if not 1 <= self.uses <= MAX_USES:
+            raise InvalidInput("uses", self.uses, f"is outside 1 to {MAX_USES}")
+        if not MIN_EXPIRES_IN <= self.expires_in <= MAX_EXPIRES_IN:
+            minutes = self.expires_in.total_seconds() / 60
+            raise InvalidInput(
+                "expires_in",
+                f"{minutes:g} minutes",
+                f"is outside {MIN_EXPIRES_IN.seconds // 60} minute to {MAX_EXPIRES_IN.days} days",
+            )
+        object.__setattr__(
+            self, "name_pattern", _clean_text("name_pattern", self.name_pattern, MAX_PATTERN_LENGTH)
+        )
+        object.__setattr__(self, "label", _clean_text("label", self.label, MAX_LABEL_LENGTH))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenState:
+    """A stored token as a use judges it."""
+
+    uses: int
+    uses_allowed: int
+    expires_at: datetime
+    revoked_at: datetime | None
+    name_pattern: str | None
+
+
+class Verdict(enum.Enum):
+    """Whether a use is allowed; every refusal is the contract's code for the host's admin."""
+
+    ALLOWED = None
+    REVOKED = AnswerCode.ENROLLMENT_TOKEN_REFUSED
+    EXPIRED = AnswerCode.ENROLLMENT_TOKEN_EXPIRED
+    USED_UP = AnswerCode.ENROLLMENT_TOKEN_USED_UP
+    NAME_NOT_ALLOWED = AnswerCode.AGENT_NAME_NOT_ALLOWED
+
+
+def verdict(token: TokenState, name: str, now: datetime) -> Verdict:
+    """A use of `token` at `now` for an agent called `name`. Revoked first (a revoked token
+    tells nothing more), then expired, used up, and the name against the pattern."""
+    if token.revoked_at is not None:
+        return Verdict.REVOKED
+    if now >= token.expires_at:
+        return Verdict.EXPIRED
+    if token.uses >= token.uses_allowed:
+        return Verdict.USED_UP
+    if token.name_pattern is not None and not fnmatchcase(name, token.name_pattern):
+        return Verdict.NAME_NOT_ALLOWED
+    return Verdict.ALLOWED

@@ -1,0 +1,131 @@
+"""A customer's enrollment tokens: make one (its secret and the host's install line shown once,
+ready to copy), list them with their uses left, expiry and state, and revoke one."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response
+
+from control_plane.enrollment.rules import (
+    DEFAULT_EXPIRES_IN,
+    DEFAULT_USES,
+    MAX_EXPIRES_IN,
+    MAX_LABEL_LENGTH,
+    MAX_PATTERN_LENGTH,
+    MAX_USES,
+    install_command,
+)
+from control_plane.enrollment.services import IssuedEnrollmentToken
+from control_plane.panel import backend, customer_backend
+from control_plane.panel.readers import Csrf, customer_of, customer_post
+from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+
+_HOUR = timedelta(hours=1)
+MAX_HOURS = MAX_EXPIRES_IN // _HOUR
+_FIELDS = {"uses", "expires_in", "name_pattern", "label"}
+
+
+def _whole_number(text: str) -> int | None:
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
+
+
+def _tokens_page(
+    ctx: PanelContext,
+    *,
+    status_code: int = 200,
+    issued: IssuedEnrollmentToken | None = None,
+    error_field: str | None = None,
+    form: dict[str, str] | None = None,
+    revoked: bool = False,
+) -> Response:
+    assert ctx.session is not None and ctx.session.org_id is not None
+    listed = customer_backend.enrollment_tokens(ctx.services, ctx.session.org_id, now=ctx.now)
+    # The control plane as the reader reached it: the address hosts reach it at, as a rule.
+    url = str(ctx.request.base_url).rstrip("/")
+    return page(
+        ctx,
+        "enrollment.html",
+        status_code=status_code,
+        tokens=listed.tokens,
+        issued=issued,
+        install_line=None if issued is None else install_command(url, issued.secret),
+        error_field=error_field,
+        form=form
+        or {
+            "uses": str(DEFAULT_USES),
+            "hours": str(DEFAULT_EXPIRES_IN // _HOUR),
+            "name_pattern": "",
+            "label": "",
+        },
+        revoked=revoked,
+        max_uses=MAX_USES,
+        max_hours=MAX_HOURS,
+        max_text=min(MAX_LABEL_LENGTH, MAX_PATTERN_LENGTH),
+        zone=backend.platform(ctx.services).zone,
+    )
+
+
+@router.get("/enrollment")
+def tokens(request: Request, revoked: int = 0) -> Response:
+    ctx, _ = customer_of(request)
+    return _tokens_page(ctx, revoked=bool(revoked))
+
+
+@router.post("/enrollment")
+def create(
+    request: Request,
+    csrf: Csrf = "",
+    uses: Annotated[str, Form(max_length=20)] = "",
+    hours: Annotated[str, Form(max_length=20)] = "",
+    name_pattern: Annotated[str, Form(max_length=300)] = "",
+    label: Annotated[str, Form(max_length=300)] = "",
+) -> Response:
+    post = customer_post(request, csrf)
+    ctx = post.ctx
+    form = {"uses": uses, "hours": hours, "name_pattern": name_pattern, "label": label}
+    count = _whole_number(uses)
+    lifetime = _whole_number(hours)
+    if count is None:
+        return _tokens_page(ctx, status_code=422, error_field="uses", form=form)
+    if lifetime is None or not 1 <= lifetime <= MAX_HOURS:
+        return _tokens_page(ctx, status_code=422, error_field="expires_in", form=form)
+    try:
+        issued = customer_backend.create_enrollment_token(
+            ctx.services,
+            post.org_id,
+            uses=count,
+            expires_in=lifetime * _HOUR,
+            name_pattern=name_pattern.strip() or None,
+            label=label.strip() or None,
+            actor=backend.session_actor(post.session),
+            now=ctx.now,
+        )
+    except backend.Refused as exc:
+        field = exc.field if exc.field in _FIELDS else "label"
+        return _tokens_page(ctx, status_code=422, error_field=field, form=form)
+    return _tokens_page(ctx, issued=issued)
+
+
+@router.post("/enrollment/{token_id}/revoke")
+def revoke(request: Request, token_id: str, csrf: Csrf = "") -> Response:
+    post = customer_post(request, csrf, token_id)
+    ctx, (parsed,) = post.ctx, post.ids
+    try:
+        customer_backend.revoke_enrollment_token(
+            ctx.services,
+            post.org_id,
+            parsed,
+            actor=backend.session_actor(post.session),
+            now=ctx.now,
+        )
+    except backend.Missing:
+        return not_found(ctx)
+    return redirect(f"{PREFIX}/enrollment?revoked=1")

@@ -1,0 +1,125 @@
+#!/bin/sh
+# Installs the nachtwacht agent @VERSION@ (linux-@ARCH@) from the wheels beside this script, with
+# no network: a Python environment in /opt/nachtwacht/venv, `nachtwacht` on the PATH, and the
+# systemd units with their users, install root and polkit rule. It starts nothing: the host is
+# enrolled first (the next step it prints). Run it again to upgrade from a newer bundle.
+#
+#   sh install.sh [--root DIR] [--venv-only]
+#
+#   --root DIR    install under DIR instead of / (to look at the result; the environment made
+#                 there works only in that place)
+#   --venv-only   only the Python environment (the .deb places everything else itself)
+#   PYTHON=...    the interpreter to build the environment from (default python3; one of
+#                 @PYTHONS@, with its venv module)
+set -eu
+
+VERSION=@VERSION@
+ARCH=@ARCH@
+PYTHONS="@PYTHONS@"
+
+die() {
+    echo "install.sh: $*" >&2
+    exit 1
+}
+
+usage() {
+    sed -n '2,/^set -eu$/p' "$0" | sed -e '/^set -eu$/d' -e 's/^# \{0,1\}//'
+}
+
+root=/
+venv_only=no
+while [ $# -gt 0 ]; do
+    case $1 in
+        --root)
+            [ $# -ge 2 ] || die "--root: expected a directory after it"
+            root=$2
+            shift 2
+            ;;
+        --root=*)
+            root=${1#--root=}
+            shift
+            ;;
+        --venv-only)
+            venv_only=yes
+            shift
+            ;;
+        -h | --help)
+            usage
+            exit 0
+            ;;
+        *) die "unknown argument '$1' (expected --root DIR or --venv-only)" ;;
+    esac
+done
+[ -n "$root" ] || die "--root: expected a directory, found an empty value"
+if [ "$root" = / ] && [ "$(id -u)" != 0 ]; then
+    die "run it as root (it installs into /opt, /etc and /usr/local), or try it with --root DIR"
+fi
+mkdir -p "$root"
+root=$(cd "$root" && pwd)
+root=${root%/}
+
+here=$(cd "$(dirname "$0")" && pwd)
+machine=$(uname -m)
+[ "$machine" = "$ARCH" ] || die "these wheels are for linux-$ARCH, this machine is $machine (use the bundle for $machine)"
+
+PYTHON=${PYTHON:-python3}
+command -v "$PYTHON" >/dev/null 2>&1 || die "no $PYTHON on the PATH (needs Python $PYTHONS)"
+python_version=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+case " $PYTHONS " in
+    *" $python_version "*) ;;
+    *) die "$PYTHON is Python $python_version; the wheels here are for $PYTHONS (choose one with PYTHON=/usr/bin/python3.X)" ;;
+esac
+"$PYTHON" -c 'import ensurepip, venv' 2>/dev/null \
+    || die "$PYTHON has no venv module (Debian, Ubuntu: apt install python3-venv)"
+
+set -- "$here"/wheels/nachtwacht_agent-*.whl
+[ $# -eq 1 ] && [ -f "$1" ] || die "expected one nachtwacht_agent wheel in $here/wheels, found: $*"
+agent_wheel=$1
+
+venv=$root/opt/nachtwacht/venv
+if [ -e "$venv" ]; then
+    # An environment of another Python (the host's python3 was upgraded) is made again.
+    found=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)
+    if [ "$found" != "$python_version" ]; then
+        echo "install.sh: remaking $venv (it was for Python ${found:-an interpreter that is gone})"
+        rm -rf "$venv"
+    fi
+fi
+if [ ! -e "$venv" ]; then
+    "$PYTHON" -m venv "$venv" || die "could not make the Python environment $venv"
+fi
+# Only the wheels beside this script: no index, no pip settings of this host, no cache.
+env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin PIP_CONFIG_FILE=/dev/null \
+    "$venv/bin/python" -m pip install --quiet --no-index --no-cache-dir \
+    --disable-pip-version-check --find-links "$here/wheels" "$agent_wheel" \
+    || die "pip could not install $agent_wheel from $here/wheels"
+
+if [ "$venv_only" = no ]; then
+    units=$here/units
+    install -D -m 0644 "$units/systemd/nachtwacht-agent.service" "$root/etc/systemd/system/nachtwacht-agent.service"
+    install -D -m 0644 "$units/systemd/provibr-agent.service" "$root/etc/systemd/system/provibr-agent.service"
+    for conf in "$units"/sysusers.d/*.conf; do
+        install -D -m 0644 "$conf" "$root/etc/sysusers.d/$(basename "$conf")"
+    done
+    install -D -m 0644 "$units/tmpfiles.d/nachtwacht-agent.conf" "$root/etc/tmpfiles.d/nachtwacht-agent.conf"
+    install -D -m 0644 "$units/polkit/50-nachtwacht-agent.rules" "$root/etc/polkit-1/rules.d/50-nachtwacht-agent.rules"
+    mkdir -p "$root/usr/local/bin"
+    ln -sfn "$venv/bin/nachtwacht" "$root/usr/local/bin/nachtwacht"
+    # The users (the updater's, the managed agent's) and the install root they own.
+    if command -v systemd-sysusers >/dev/null 2>&1; then
+        systemd-sysusers --root="$root/" nachtwacht-agent.conf provibr-agent.conf
+        systemd-tmpfiles --root="$root/" --create nachtwacht-agent.conf
+    else
+        echo "install.sh: no systemd-sysusers: create the users in $units/sysusers.d and $root/opt/provibr-agent yourself" >&2
+    fi
+    if [ "$root" = "" ] && [ -d /run/systemd/system ]; then
+        systemctl daemon-reload
+    fi
+fi
+
+cat <<NEXT
+nachtwacht agent $VERSION is installed in $venv; nothing runs yet.
+Next, enroll this host with a token from your control plane (it writes the configuration and
+starts the service):
+  nachtwacht agent install --url https://control.example --enrollment-token nwe_...
+NEXT

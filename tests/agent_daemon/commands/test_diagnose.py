@@ -1,0 +1,122 @@
+"""`nachtwacht agent diagnose`: the archive support asks for, opened and read — and no secret in
+it: not the credential, not the proxy's password, not a signed URL's query."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from agent_daemon.disk.atomic_file import write_versioned_json
+from tests.agent_daemon.commands.enrollment_stand_in import stand_in_plane
+from tests.agent_daemon.commands.install_support import FakeSystemd, install
+from tests.agent_daemon.commands.test_network_cli import write_enrolled_config
+from tests.worlds.daemons import run_agent
+from tests.worlds.hosts import AgentHost
+
+pytestmark = pytest.mark.slow
+
+CREDENTIAL = "nwa_the_agents_credential"
+PROXY_PASSWORD = "pr0xy-s3cret"
+
+
+def members(archive: Path) -> dict[str, bytes]:
+    with tarfile.open(archive) as tar:
+        read = {}
+        for member in tar.getmembers():
+            extracted = tar.extractfile(member)
+            assert extracted is not None
+            read[member.name.split("/", 1)[1]] = extracted.read()
+        return read
+
+
+def test_the_archive_has_no_secret_and_says_what_it_could_not_reach(tmp_path: Path) -> None:
+    host = AgentHost(tmp_path / "host")
+    # Nothing listens on port 9: the connectivity test fails through the proxy, and says so.
+    write_enrolled_config(
+        host,
+        control_url="https://control.example",
+        proxy=f"http://agent:{PROXY_PASSWORD}@127.0.0.1:9",
+    )
+    # A report waiting in the outbox, and an update in progress with a signed mirror URL.
+    write_versioned_json(
+        host.state_dir / "outbox" / "000001.json",
+        {"method": "POST", "path": "/v1/agent/runs", "body": {"status": "up_to_date"}},
+        format_version=1,
+    )
+    (host.state_dir / "notes.json").write_text(
+        json.dumps({"artifact_url": "https://mirror.example/a.tar.gz?X-Amz-Signature=abc123"})
+    )
+    archive = tmp_path / "support.tar.gz"
+    # No journalctl on this PATH: the archive says so instead of failing.
+    result = run_agent(
+        "diagnose", "--state-dir", str(host.state_dir), "--out", str(archive),
+        env={"PATH": str(tmp_path / "empty-bin")},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(archive)
+    assert stat.S_IMODE(archive.stat().st_mode) == 0o600
+    read = members(archive)
+    everything = b"".join(read.values())
+    assert CREDENTIAL.encode() not in everything
+    assert PROXY_PASSWORD.encode() not in everything
+    assert b"abc123" not in everything
+    assert {"versions.txt", "config.toml", "status.json", "journal.txt", "connectivity.txt"} <= set(
+        read
+    )
+    assert b'credential = "<redacted>"' in read["config.toml"]
+    assert b'proxy = "http://agent:***@127.0.0.1:9"' in read["config.toml"]
+    assert read["journal.txt"].startswith(b"journalctl: not found on this host")
+    assert b"python " in read["versions.txt"]
+    assert b"config poll: failed: GET /v1/agent/config: cannot connect" in read["connectivity.txt"]
+    assert "state/outbox/000001.json" in read
+    assert json.loads(read["status.json"])["agent_id"]
+
+
+def test_the_connectivity_test_reports_the_answer(tmp_path: Path) -> None:
+    host = AgentHost(tmp_path / "host")
+    systemd = FakeSystemd(tmp_path / "systemd")
+    with stand_in_plane() as plane:
+        assert install(host, systemd, plane.url, plane.token(), "--no-start").returncode == 0
+        archive = tmp_path / "support.tar.gz"
+        result = run_agent(
+            "diagnose", "--state-dir", str(host.state_dir), "--out", str(archive),
+            env=systemd.env(),
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    [credential] = plane.agents
+    read = members(archive)
+    assert credential.encode() not in b"".join(read.values())
+    assert b"config poll: answered in " in read["connectivity.txt"]
+    assert b"(agent web-01)" in read["connectivity.txt"]
+    assert "state/config-cache.json" in read
+
+
+def test_an_existing_archive_is_never_replaced(tmp_path: Path) -> None:
+    host = AgentHost(tmp_path / "host")
+    write_enrolled_config(host)
+    archive = tmp_path / "support.tar.gz"
+    archive.write_text("mine")
+    result = run_agent("diagnose", "--state-dir", str(host.state_dir), "--out", str(archive))
+    assert result.returncode == 2
+    assert f"--out: {archive} already exists" in result.stderr
+    assert archive.read_text() == "mine"
+    assert os.access(archive, os.R_OK)
+
+
+def test_a_config_that_is_not_toml_is_left_out_not_copied(tmp_path: Path) -> None:
+    host = AgentHost(tmp_path / "host")
+    config = write_enrolled_config(host)
+    config.write_text(config.read_text() + "\nthis is [not toml\n")
+    archive = tmp_path / "support.tar.gz"
+    result = run_agent("diagnose", "--state-dir", str(host.state_dir), "--out", str(archive))
+    assert result.returncode == 0, result.stderr
+    read = members(archive)
+    assert CREDENTIAL.encode() not in b"".join(read.values())
+    assert b"not valid TOML" in read["config.toml"]
+    assert b"not included" in read["config.toml"]
+    assert read["connectivity.txt"].startswith(b"not tried: the config cannot be used")

@@ -1,0 +1,198 @@
+"""Answers that do not come from a nachtwacht control plane, as the agent's one client meets them
+over loopback — a corporate proxy that wants credentials, a web server at the wrong URL, a plain
+http port reached with https. Each is one line saying what answered and what to check: never a
+web page, never OpenSSL's words, and never "the control plane refused the agent's credential"
+when the control plane was not asked."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from agent_daemon.connection.control_plane_client import ControlPlaneClient
+from agent_daemon.connection.http_client import build_http_client
+from agent_daemon.connection.network_settings import NetworkSettings
+from agent_daemon.connection.server_clock import ServerClock
+from agent_daemon.errors import (
+    BadServerAnswer,
+    ControlPlaneError,
+    ControlPlaneUnreachable,
+    CredentialRefused,
+)
+from ground.clock import SystemClock
+from tests.agent_daemon.network_support.proxies import http_proxy
+from tests.agent_daemon.network_support.servers import control_plane, web_server
+
+pytestmark = pytest.mark.slow
+
+CREDENTIAL = "nwa_the_agents_credential"
+PAGE = b"<!DOCTYPE html>\n<html>\n<head><title>Welcome</title></head>\n<body>It works!</body>\n"
+
+
+def client(
+    url: str,
+    *,
+    proxy: str | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> ControlPlaneClient:
+    http = build_http_client(
+        base_url=url,
+        credential=CREDENTIAL,
+        timeout_seconds=10,
+        network=NetworkSettings(proxy=proxy),
+        environ={},
+        transport=transport,
+    )
+    return ControlPlaneClient(http=http, server_clock=ServerClock(SystemClock()))
+
+
+def one_line(exc: pytest.ExceptionInfo[ControlPlaneError]) -> str:
+    text = str(exc.value)
+    assert "\n" not in text, text
+    assert "<" not in text, text  # no markup of a page
+    return text
+
+
+# The control plane behind the proxy is never reached: the proxy refuses first. An http:// URL is
+# forwarded by the proxy, an https:// one asked for as a CONNECT tunnel.
+VIA = [
+    pytest.param("http://control.example:8080", id="forwarded_http"),
+    pytest.param("https://control.example:8443", id="connect_tunnel"),
+]
+
+
+@pytest.mark.parametrize("url", VIA)
+def test_a_proxy_that_wants_credentials_is_named_in_one_line(url: str) -> None:
+    with (
+        http_proxy(credentials=("alice", "s3cret")) as proxy,
+        pytest.raises(ControlPlaneUnreachable) as caught,
+    ):
+        client(url, proxy=proxy.url).fetch_config(etag=None)
+    assert one_line(caught) == (
+        f"GET /v1/agent/config: cannot connect (the proxy {proxy.url} (agent.toml proxy) refused "
+        "the proxy credentials (407 Proxy Authentication Required): give a user and password in "
+        "its URL (http://user:password@host:port))"
+    )
+
+
+@pytest.mark.parametrize("url", VIA)
+def test_wrong_proxy_credentials_say_to_check_them_without_showing_the_password(url: str) -> None:
+    with http_proxy(credentials=("alice", "s3cret")) as proxy:
+        wrong = proxy.url.replace("http://", "http://alice:wrong@")
+        with pytest.raises(ControlPlaneUnreachable) as caught:
+            client(url, proxy=wrong).fetch_config(etag=None)
+    text = one_line(caught)
+    assert "refused the proxy credentials (407 Proxy Authentication Required): check the user" in (
+        text
+    )
+    assert "wrong" not in text
+    assert "alice:***@" in text
+
+
+def test_the_right_proxy_credentials_pass() -> None:
+    with control_plane(None) as plane, http_proxy(credentials=("alice", "s3cret")) as proxy:
+        right = proxy.url.replace("http://", "http://alice:s3cret@")
+        fresh = client(plane.url, proxy=right).fetch_config(etag=None)
+    assert fresh.config.name == "web-01"
+
+
+def test_a_proxys_401_to_a_forwarded_request_is_not_the_agents_credential_refused() -> None:
+    with (
+        http_proxy(credentials=("alice", "s3cret"), refusal=401) as proxy,
+        pytest.raises(ControlPlaneError) as caught,
+    ):
+        client("http://control.example:8080", proxy=proxy.url).fetch_config(etag=None)
+    assert not isinstance(caught.value, CredentialRefused)
+    assert isinstance(caught.value, ControlPlaneUnreachable)
+    text = one_line(caught)
+    assert "401 Unauthorized" in text
+    assert "the control plane refused" not in text
+    assert "not the control plane" in text
+
+
+def test_a_proxys_401_to_a_tunnel_is_the_proxys_refusal() -> None:
+    with (
+        http_proxy(credentials=("alice", "s3cret"), refusal=401) as proxy,
+        pytest.raises(ControlPlaneUnreachable) as caught,
+    ):
+        client("https://control.example:8443", proxy=proxy.url).fetch_config(etag=None)
+    assert one_line(caught).endswith(
+        f"(the proxy {proxy.url} (agent.toml proxy) refused the tunnel to control.example:8443 "
+        "(401 Unauthorized); the control plane was not reached)"
+    )
+
+
+def test_the_control_planes_own_401_is_still_the_credential_refused() -> None:
+    def refusing(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(401, json={"detail": "unknown or revoked credential"})
+
+    with pytest.raises(CredentialRefused, match="re-enroll the agent"):
+        client("https://control.example", transport=httpx.MockTransport(refusing)).fetch_config(
+            etag=None
+        )
+
+
+def test_a_login_page_in_front_of_the_control_plane_is_not_the_credential_refused() -> None:
+    def login_page(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(401, content=PAGE, headers={"Content-Type": "text/html"})
+
+    with pytest.raises(ControlPlaneUnreachable) as caught:
+        client("https://control.example", transport=httpx.MockTransport(login_page)).fetch_config(
+            etag=None
+        )
+    assert one_line(caught) == (
+        "GET /v1/agent/config: 401 Unauthorized (an HTML page) from something at "
+        "https://control.example that is not the control plane (a proxy, or a server in front of "
+        "it, wants credentials): the agent's own credential was not judged"
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "words"),
+    [
+        pytest.param(200, "200 OK", id="welcome_page"),
+        pytest.param(404, "404 Not Found", id="not_found_page"),
+    ],
+)
+def test_a_web_server_that_is_no_control_plane_is_one_line_with_the_status(
+    status: int, words: str
+) -> None:
+    with web_server(status, PAGE) as server, pytest.raises(BadServerAnswer) as caught:
+        client(server.url).fetch_config(etag=None)
+    assert one_line(caught) == (
+        f"GET /v1/agent/config: the server at {server.url} answered {words} with an HTML page: it "
+        "is not a nachtwacht control plane (is the URL the control plane's, and is a proxy or a "
+        "login page in the way?)"
+    )
+
+
+def test_a_bare_404_names_the_status_and_asks_about_the_url() -> None:
+    with web_server(404, b"") as server, pytest.raises(BadServerAnswer) as caught:
+        client(server.url).fetch_config(etag=None)
+    assert one_line(caught) == (
+        f"GET /v1/agent/config: found 404 Not Found at {server.url}: is the URL the control "
+        "plane's?"
+    )
+
+
+def test_https_to_a_plain_http_port_says_the_port_does_not_speak_tls() -> None:
+    with control_plane(None) as plane, pytest.raises(ControlPlaneUnreachable) as caught:
+        client(f"https://localhost:{plane.port}").fetch_config(etag=None)
+    text = one_line(caught)
+    assert text == (
+        f"GET /v1/agent/config: cannot connect (the server at localhost:{plane.port} does not "
+        f"speak TLS on that port; is the URL http://localhost:{plane.port}…?)"
+    )
+    assert "WRONG_VERSION_NUMBER" not in text
+
+
+def test_https_through_a_proxy_to_a_plain_http_port_says_the_same() -> None:
+    with (
+        control_plane(None) as plane,
+        http_proxy({"control.example": plane.port}) as proxy,
+        pytest.raises(ControlPlaneUnreachable) as caught,
+    ):
+        client(f"https://control.example:{plane.port}", proxy=proxy.url).fetch_config(etag=None)
+    assert f"the server at control.example:{plane.port} does not speak TLS on that port" in (
+        one_line(caught)
+    )

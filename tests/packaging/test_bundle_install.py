@@ -1,0 +1,254 @@
+"""The offline bundle installs with no network: its install.sh, run in a network namespace of its
+own (`unshare -n`) into a throwaway root, makes a Python environment from the bundle's wheels
+alone, in which `nachtwacht agent` works and the control plane does not exist; the units, users
+and install root are in place, and it says what to do next. Its guards refuse, with one line
+each, a bundle for another architecture and a Python its wheels do not cover.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.packaging.conftest import ARCHES, BUILD_DEADLINE_SECONDS, Artifacts
+from tests.worlds.processes import REPO_ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(BUILD_DEADLINE_SECONDS + 300)]
+
+HOST_ARCH = platform.machine()
+# A customer's root shell: the system's own directories, no setting of this test run.
+CLEAN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+
+
+def _unshare_network_works() -> bool:
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return False
+    probe = subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+needs_this_arch = pytest.mark.skipif(
+    HOST_ARCH not in ARCHES, reason=f"no bundle is built for {HOST_ARCH}"
+)
+needs_no_network = pytest.mark.skipif(
+    not _unshare_network_works(), reason="needs root and unshare -n to cut the network"
+)
+
+
+def offline(*command: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["unshare", "-n", *map(str, command)],
+        env=CLEAN_ENV,
+        # Not the checkout: `python -c` imports from its working directory.
+        cwd="/",
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=BUILD_DEADLINE_SECONDS,
+    )
+
+
+@pytest.fixture(scope="module")
+def installed(artifacts: Artifacts, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The throwaway root the host architecture's bundle was installed into, and what it said."""
+    if HOST_ARCH not in ARCHES or not _unshare_network_works():
+        pytest.skip("needs a bundle for this architecture and unshare -n")
+    bundle = artifacts.unpacked_bundle(HOST_ARCH, tmp_path_factory.mktemp("bundle"))
+    root = tmp_path_factory.mktemp("root")
+    result = offline("sh", bundle / "install.sh", "--root", root)
+    assert result.returncode == 0, result.stderr
+    return root, result.stdout
+
+
+@needs_this_arch
+@needs_no_network
+def test_the_installed_agent_runs_without_the_control_plane(
+    artifacts: Artifacts, installed: tuple[Path, str]
+) -> None:
+    root, _ = installed
+    nachtwacht = root / "usr/local/bin/nachtwacht"
+    assert nachtwacht.resolve() == root / "opt/nachtwacht/venv/bin/nachtwacht"
+    agent_help = offline(nachtwacht, "agent", "--help")
+    assert agent_help.returncode == 0, agent_help.stderr
+    assert agent_help.stdout.startswith("usage: nachtwacht agent")
+    control = offline(root / "opt/nachtwacht/venv/bin/python", "-c", "import control_plane")
+    assert control.returncode == 1
+    assert "ModuleNotFoundError: No module named 'control_plane'" in control.stderr
+    version = offline(nachtwacht, "--version")
+    assert version.stdout == f"nachtwacht {artifacts.version}\n"
+
+
+@needs_this_arch
+@needs_no_network
+@pytest.mark.parametrize("command", [("control", "serve"), ("demo",)], ids=["control", "demo"])
+def test_what_the_agents_package_leaves_out_is_one_line(
+    installed: tuple[Path, str], command: tuple[str, ...]
+) -> None:
+    root, _ = installed
+    result = offline(root / "usr/local/bin/nachtwacht", *command)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"nachtwacht {command[0]}: not part of the agent's package (nachtwacht-agent); "
+        "it comes with the full package (the nachtwacht wheel that bin/package builds, "
+        "installed with its [control-plane] extra)\n"
+    )
+
+
+@needs_this_arch
+@needs_no_network
+def test_release_verification_stays_available_without_the_demo(
+    installed: tuple[Path, str],
+) -> None:
+    root, _ = installed
+    result = offline(root / "usr/local/bin/nachtwacht", "release", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "verify" in result.stdout
+    assert "build-demo-agent" not in result.stdout
+
+
+@needs_this_arch
+@needs_no_network
+def test_the_units_users_and_install_root_are_in_place(installed: tuple[Path, str]) -> None:
+    root, _ = installed
+    packaging = REPO_ROOT / "packaging"
+    placed = {
+        "etc/systemd/system/nachtwacht-agent.service": "systemd/nachtwacht-agent.service",
+        "etc/systemd/system/provibr-agent.service": "systemd/provibr-agent.service",
+        "etc/sysusers.d/nachtwacht-agent.conf": "sysusers.d/nachtwacht-agent.conf",
+        "etc/sysusers.d/provibr-agent.conf": "sysusers.d/provibr-agent.conf",
+        "etc/tmpfiles.d/nachtwacht-agent.conf": "tmpfiles.d/nachtwacht-agent.conf",
+        "etc/polkit-1/rules.d/50-nachtwacht-agent.rules": "polkit/50-nachtwacht-agent.rules",
+    }
+    for path, source in placed.items():
+        assert (root / path).read_bytes() == (packaging / source).read_bytes(), path
+    # The non-root drop-in is a choice the admin makes, not the default.
+    assert not (root / "etc/systemd/system/nachtwacht-agent.service.d").exists()
+    if shutil.which("systemd-sysusers") is None:
+        pytest.skip("no systemd-sysusers: install.sh leaves the users to the admin")
+    users = {
+        line.split(":")[0]: line.split(":")[2]
+        for line in (root / "etc/passwd").read_text().splitlines()
+    }
+    assert {"nachtwacht-agent", "provibr-agent"} <= set(users)
+    assert (root / "opt/provibr-agent").stat().st_uid == int(users["nachtwacht-agent"])
+
+
+@needs_this_arch
+@needs_no_network
+def test_it_starts_nothing_and_names_the_next_step(installed: tuple[Path, str]) -> None:
+    _, said = installed
+    assert said.endswith(
+        "  nachtwacht agent install --url https://control.example --enrollment-token nwe_...\n"
+    )
+    assert "nothing runs yet" in said
+
+
+@needs_this_arch
+@needs_no_network
+def test_running_it_again_keeps_the_environment(
+    artifacts: Artifacts, installed: tuple[Path, str], tmp_path: Path
+) -> None:
+    root, _ = installed
+    venv_python = root / "opt/nachtwacht/venv/bin/python"
+    before = venv_python.lstat().st_ino
+    bundle = artifacts.unpacked_bundle(HOST_ARCH, tmp_path)
+    again = offline("sh", bundle / "install.sh", "--root", root)
+    assert again.returncode == 0, again.stderr
+    assert venv_python.lstat().st_ino == before
+    assert offline(root / "usr/local/bin/nachtwacht", "agent", "--help").returncode == 0
+
+
+def _other_arch() -> str:
+    return next(arch for arch in ARCHES if arch != HOST_ARCH)
+
+
+@needs_this_arch
+def test_a_bundle_for_another_architecture_is_refused_naming_both(
+    artifacts: Artifacts, tmp_path: Path
+) -> None:
+    other = _other_arch()
+    bundle = artifacts.unpacked_bundle(other, tmp_path / "bundle")
+    result = subprocess.run(
+        ["sh", str(bundle / "install.sh"), "--root", str(tmp_path / "root")],
+        env=CLEAN_ENV,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"install.sh: these wheels are for linux-{other}, this machine is {HOST_ARCH} "
+        f"(use the bundle for {HOST_ARCH})\n"
+    )
+    assert not (tmp_path / "root/opt").exists()
+
+
+@needs_this_arch
+def test_a_python_the_wheels_do_not_cover_is_refused_naming_the_covered_ones(
+    artifacts: Artifacts, tmp_path: Path
+) -> None:
+    bundle = artifacts.unpacked_bundle(HOST_ARCH, tmp_path / "bundle")
+    old_python = tmp_path / "python3.10"
+    old_python.write_text("#!/bin/sh\necho 3.10\n")
+    old_python.chmod(0o755)
+    result = subprocess.run(
+        ["sh", str(bundle / "install.sh"), "--root", str(tmp_path / "root")],
+        env={**CLEAN_ENV, "PYTHON": str(old_python)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"install.sh: {old_python} is Python 3.10; the wheels here are for 3.11 3.12 3.13 3.14 "
+        "(choose one with PYTHON=/usr/bin/python3.X)\n"
+    )
+    assert not (tmp_path / "root/opt").exists()
+
+
+@needs_this_arch
+def test_an_unknown_argument_is_refused_naming_it(artifacts: Artifacts, tmp_path: Path) -> None:
+    bundle = artifacts.unpacked_bundle(HOST_ARCH, tmp_path)
+    result = subprocess.run(
+        ["sh", str(bundle / "install.sh"), "--prefix", "/x"],
+        env=CLEAN_ENV,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        "install.sh: unknown argument '--prefix' (expected --root DIR or --venv-only)\n"
+    )
+
+
+@needs_this_arch
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv"
+)
+def test_installing_into_the_system_as_another_user_is_refused(
+    artifacts: Artifacts, tmp_path: Path
+) -> None:
+    bundle = artifacts.unpacked_bundle(HOST_ARCH, tmp_path)
+    # The script on stdin: the unpacked folder is not readable by that user.
+    with (bundle / "install.sh").open() as script:
+        result = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-s"],
+            stdin=script,
+            env=CLEAN_ENV,
+            cwd="/",
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    assert result.returncode == 1
+    assert result.stderr == (
+        "install.sh: run it as root (it installs into /opt, /etc and /usr/local), "
+        "or try it with --root DIR\n"
+    )
