@@ -66,6 +66,7 @@ from ground.contract import (
     OutcomeReport,
     OutcomeStatus,
     artifact_path,
+    confirm_path,
     run_path,
 )
 from signed_release.errors import ReleaseError
@@ -82,6 +83,7 @@ CLAIMS_ENDPOINT = f"POST {CLAIMS_PATH}"
 RUNS_ENDPOINT = f"POST {RUNS_PATH}"
 OUTCOME_ENDPOINT = f"PATCH {run_path('{id}')}"
 ARTIFACT_ENDPOINT = f"GET {artifact_path('{id}')}"
+CONFIRM_ENDPOINT = f"POST {confirm_path('{id}')}"
 
 # The journal's words for a minute that ended in `Wait`, the daemon's log events.
 _WAIT_EVENTS = {
@@ -391,14 +393,22 @@ class SimulatedFleet:
         version = grant.release.version
         agent.note(now, "claim.granted", f"{what}: {agent.installed} -> {version}")
         status, error = await self._download(agent, grant)
+        switched_at = None
+        if status == "succeeded":
+            # As the daemon does: the switch only with the control plane's permit, asked just
+            # before it (a brake, a halt or a closed window in between refuses it).
+            status, error = await self._swap_permit(agent, grant)
         if status == "succeeded":
             agent.installed = version
+            switched_at = now
         agent.outbox.append(
             _Report(
                 "PATCH",
                 run_path(grant.run_id),
                 OUTCOME_ENDPOINT,
-                OutcomeReport(status=status, version=agent.installed, error=error),
+                OutcomeReport(
+                    status=status, version=agent.installed, error=error, switched_at=switched_at
+                ),
             )
         )
         agent.note(
@@ -436,6 +446,20 @@ class SimulatedFleet:
                 agent.note(
                     now, "report.rejected", f"HTTP {status}: {wire.detail_text(response.content)}"
                 )
+
+    async def _swap_permit(
+        self, agent: SimulatedAgent, grant: ClaimGrant
+    ) -> tuple[OutcomeStatus, str | None]:
+        """`succeeded` when the control plane permits the switch now; else why not."""
+        try:
+            answer = await self._request(
+                agent, CONFIRM_ENDPOINT, "POST", confirm_path(grant.run_id)
+            )
+        except _Offline as exc:
+            return "failed", f"swap permit: {exc}"
+        if answer.status_code != HTTPStatus.OK:
+            return "failed", f"swap permit refused: HTTP {answer.status_code}"
+        return "succeeded", None
 
     async def _download(
         self, agent: SimulatedAgent, grant: ClaimGrant

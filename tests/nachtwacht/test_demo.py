@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from datetime import date
 from pathlib import Path
 
@@ -153,6 +154,19 @@ def test_above_the_process_limit_agents_are_simulated_and_keep_leaves_the_plane_
             # limit: the session still holds, because sessions run on real time.
             time.sleep(8)
             still = client.get(panel_url.group(1) + "agents")
+            # The simulated agents switch only with the control plane's permit, as the daemon
+            # does: their updates are recorded as updates, never as unauthorised switches.
+            api = panel_url.group(1).removesuffix("/panel/")
+            bearer = {"Authorization": f"Bearer {key.group(1)}"}
+            agents = client.get(f"{api}/v1/agents", headers=bearer).json()["agents"]
+            statuses = Counter(
+                run["status"]
+                for agent in agents
+                for run in client.get(f"{api}/v1/agents/{agent['id']}/runs", headers=bearer).json()[
+                    "runs"
+                ]
+            )
+        assert statuses["succeeded"] == 3 and statuses["unauthorised"] == 0, statuses
         assert signed_in.status_code == 303, signed_in.text
         assert signed_in.headers["location"] == "/panel/agents"
         assert still.status_code == 200, still.headers.get("location")
