@@ -61,6 +61,7 @@ from agent_daemon.updater.updater_settings import (
     FILE_FIELDS,
     UpdaterSettings,
 )
+from ground.contract import AGENT_CREDENTIAL_PREFIX
 from signed_release.errors import ReleaseError
 
 __all__ = [
@@ -140,7 +141,11 @@ def _http_url(value: str) -> str:
 
 
 def _agent_credential(value: str) -> str:
-    if not value.startswith("nwa_") or len(value) < 8 or any(c.isspace() for c in value):
+    if (
+        not value.startswith(AGENT_CREDENTIAL_PREFIX)
+        or len(value) < 8
+        or any(c.isspace() for c in value)
+    ):
         raise ValueError("expected an agent credential starting with nwa_")
     return value
 

@@ -23,13 +23,17 @@ from agent_daemon.errors import (
     describe_validation_error,
 )
 from agent_daemon.settings import AgentSettings
-from ground.contract import ENROLL_PATH, AnswerCode, EnrolledAgent, EnrollRequest
+from ground.contract import (
+    AGENT_CREDENTIAL_PREFIX,
+    ENROLL_PATH,
+    AnswerCode,
+    EnrolledAgent,
+    EnrollRequest,
+)
 
-__all__ = ["ENROLLMENT_TOKEN_PREFIX", "enrolled_agent", "exchange_token"]
+__all__ = ["enrolled_agent", "exchange_token"]
 
-ENROLLMENT_TOKEN_PREFIX = "nwe_"  # noqa: S105 (a prefix, not a secret)
 _SOURCE = f"POST {ENROLL_PATH}"
-_AGENT_CREDENTIAL_PREFIX = "nwa_"
 _ASK_AGAIN = "ask whoever gave it to you for a new one"
 # Each refusal's flag, and the line when the control plane sent no message of its own.
 _OWN_WORDS = {
@@ -89,10 +93,10 @@ def enrolled_agent(status: int, body: bytes, *, name: str) -> EnrolledAgent:
             enrolled = EnrolledAgent.model_validate(document)
         except ValidationError as exc:
             raise BadServerAnswer(describe_validation_error(exc, _SOURCE)) from exc
-        if not enrolled.credential.startswith(_AGENT_CREDENTIAL_PREFIX):
+        if not enrolled.credential.startswith(AGENT_CREDENTIAL_PREFIX):
             raise BadServerAnswer(
                 f"{_SOURCE}: credential: expected an agent credential starting with "
-                f"{_AGENT_CREDENTIAL_PREFIX} (not shown)"
+                f"{AGENT_CREDENTIAL_PREFIX} (not shown)"
             )
         return enrolled
     detail = wire.error_detail(body)

@@ -30,7 +30,7 @@ from agent_daemon.commands.enroll_cli import (
     read_secret,
     staged_enrollment,
 )
-from agent_daemon.commands.enrollment_exchange import ENROLLMENT_TOKEN_PREFIX, exchange_token
+from agent_daemon.commands.enrollment_exchange import exchange_token
 from agent_daemon.commands.unit_files import (
     DAEMON_UNIT,
     MANAGED_AGENT_UNIT,
@@ -48,7 +48,7 @@ from agent_daemon.settings import (
     AgentPaths,
     AgentSettings,
 )
-from ground.contract import EnrolledAgent, EnrollRequest
+from ground.contract import ENROLLMENT_TOKEN_PREFIX, EnrolledAgent, EnrollRequest
 from ground.contract.messages import MAX_AGENT_NAME_LENGTH
 
 __all__ = ["install"]

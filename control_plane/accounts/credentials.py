@@ -11,7 +11,9 @@ import hmac
 import secrets
 from enum import StrEnum
 
-__all__ = ["Audience", "new_secret", "secret_sha256", "secrets_match"]
+from ground.contract import AGENT_CREDENTIAL_PREFIX
+
+__all__ = ["PREFIXES", "Audience", "new_secret", "secret_sha256", "secrets_match"]
 
 
 class Audience(StrEnum):
@@ -20,7 +22,11 @@ class Audience(StrEnum):
     OPERATOR = "operator"
 
 
-PREFIXES = {Audience.AGENT: "nwa_", Audience.PANEL: "nwp_", Audience.OPERATOR: "nwo_"}
+PREFIXES = {
+    Audience.AGENT: AGENT_CREDENTIAL_PREFIX,
+    Audience.PANEL: "nwp_",
+    Audience.OPERATOR: "nwo_",
+}
 
 
 def new_secret(audience: Audience) -> str:

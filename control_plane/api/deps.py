@@ -19,7 +19,7 @@ from anyio import CapacityLimiter
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from control_plane.accounts.credentials import Audience, secret_sha256
+from control_plane.accounts.credentials import PREFIXES, Audience, secret_sha256
 from control_plane.accounts.services import Principal, check_host_id
 from control_plane.errors import Unauthenticated
 from control_plane.registry import Services
@@ -61,9 +61,9 @@ def _scheme(audience: Audience, prefix: str) -> HTTPBearer:
     )
 
 
-_PANEL = _scheme(Audience.PANEL, "nwp_")
-_AGENT = _scheme(Audience.AGENT, "nwa_")
-_OPERATOR = _scheme(Audience.OPERATOR, "nwo_")
+_PANEL = _scheme(Audience.PANEL, PREFIXES[Audience.PANEL])
+_AGENT = _scheme(Audience.AGENT, PREFIXES[Audience.AGENT])
+_OPERATOR = _scheme(Audience.OPERATOR, PREFIXES[Audience.OPERATOR])
 # A host with no agent yet presents an enrollment token: not an audience's credential, so it has
 # a scheme of its own, judged by the enrollment service.
 ENROLLMENT_SCHEME = "enrollment"

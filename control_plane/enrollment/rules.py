@@ -18,7 +18,7 @@ from fnmatch import fnmatchcase
 
 from control_plane.errors import InvalidInput
 from control_plane.inputs import stored_text
-from ground.contract import AnswerCode
+from ground.contract import ENROLLMENT_TOKEN_PREFIX, AnswerCode
 from ground.contract.messages import MAX_AGENT_NAME_LENGTH
 
 __all__ = [
@@ -40,7 +40,7 @@ __all__ = [
     "verdict",
 ]
 
-TOKEN_PREFIX = "nwe_"  # noqa: S105 (a prefix, not a secret)
+TOKEN_PREFIX = ENROLLMENT_TOKEN_PREFIX
 DEFAULT_USES = 1
 MAX_USES = 10_000
 DEFAULT_EXPIRES_IN = timedelta(hours=24)

@@ -44,12 +44,14 @@ from ground.contract.messages import (
 from ground.instants import InstantError, format_instant, parse_instant
 
 __all__ = [
+    "AGENT_CREDENTIAL_PREFIX",
     "API_PREFIX",
     "API_VERSION",
     "CHANNEL_PARAM",
     "CLAIMS_PATH",
     "CONFIG_PATH",
     "DEFAULT_TRACK",
+    "ENROLLMENT_TOKEN_PREFIX",
     "ENROLL_PATH",
     "HOLD_PATH",
     "HOST_ID_HEADER",
@@ -128,6 +130,11 @@ MANUAL_UPDATES_PATH = f"{API_PREFIX}/agent/manual-updates"
 CHANNEL_PARAM = "channel"
 PLATFORM_PARAM = "platform"
 
+
+# The prefixes that name what a bearer secret is: an agent's own credential, and an enrollment
+# token a host exchanges for one. The control plane issues both; the agent checks what it is given.
+AGENT_CREDENTIAL_PREFIX = "nwa_"
+ENROLLMENT_TOKEN_PREFIX = "nwe_"  # noqa: S105 (a prefix, not a secret)
 
 # POST an `EnrollRequest` with `Authorization: Bearer nwe_…` (an enrollment token, not an agent
 # credential) → 201 `EnrolledAgent`: a new agent of the token's organisation and its credential,
