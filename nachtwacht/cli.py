@@ -16,7 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "control": ("control_plane.cli", "run and administer the control plane"),
     "agent": (
         "agent_daemon.commands.cli",
-        "enroll, run and inspect the updater on a customer host",
+        "install, enroll, run, inspect and remove the updater on a customer host",
     ),
     "release": ("nachtwacht.release_cli", "make a release key, sign a build"),
     "demo": ("nachtwacht.demo", "run one night for a small fleet on a fast clock"),
