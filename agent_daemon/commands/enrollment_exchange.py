@@ -1,8 +1,9 @@
 """An enrollment token exchanged for the agent's own credential (`POST ENROLL_PATH`): the one
-request `install` makes with the token, through the same client, proxy and trust as every other.
+request `install` makes with the token, through the same client, proxy and trust as every other
+(and so with the same handling of timeouts, proxies and answers that come from no control plane).
 
-`enrolled_agent` reads the answer (pure: status and body in); each refusal the contract names is
-one line for the admin at the host, saying what to do next.
+`enrolled_agent` reads a control plane's answer (pure: status and body in); each refusal the
+contract names is one line for the admin at the host, saying what to do next.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from http import HTTPStatus
 
-import httpx
 from pydantic import ValidationError
 
 from agent_daemon.connection import wire
+from agent_daemon.connection.control_plane_client import ControlPlaneClient
 from agent_daemon.connection.http_client import build_http_client
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.errors import (
@@ -77,13 +78,21 @@ def exchange_token(
         network=settings.network,
         environ=environ,
     ) as http:
-        try:
-            response = http.post(ENROLL_PATH, json=request.model_dump(mode="json"))
-        except httpx.TimeoutException as exc:
-            raise ControlPlaneUnreachable(f"{_SOURCE}: no answer in time ({exc})") from exc
-        except httpx.TransportError as exc:
-            raise ControlPlaneUnreachable(f"{_SOURCE}: cannot connect ({exc})") from exc
-    return enrolled_agent(response.status_code, response.content, name=request.name)
+        client = ControlPlaneClient(http=http, server_clock=clock)
+        response = client.enroll(request)
+        status, body = response.status_code, response.content
+        if status != HTTPStatus.NOT_FOUND and wire.error_detail(body) is None:
+            # A captive portal, a proxy's page, a web server that is not a control plane: named as
+            # what it is, never shown.
+            foreign = wire.not_a_control_plane(
+                status,
+                body,
+                content_type=response.headers.get("content-type"),
+                server=client.server,
+            )
+            if foreign is not None:
+                raise BadServerAnswer(f"{_SOURCE}: {foreign}")
+    return enrolled_agent(status, body, name=request.name)
 
 
 def enrolled_agent(status: int, body: bytes, *, name: str) -> EnrolledAgent:

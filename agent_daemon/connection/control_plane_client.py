@@ -38,6 +38,7 @@ from ground.contract import (
     CLAIMS_PATH,
     CONFIG_PATH,
     DEFAULT_TRACK,
+    ENROLL_PATH,
     HOLD_PATH,
     MANUAL_UPDATES_PATH,
     PLATFORM_PARAM,
@@ -46,6 +47,7 @@ from ground.contract import (
     AgentConfig,
     ClaimGrant,
     ClaimRequest,
+    EnrollRequest,
     ErrorDetail,
     HoldRequest,
     HoldView,
@@ -59,6 +61,10 @@ from ground.contract import (
 __all__ = ["ControlPlaneClient", "Delivery", "FreshConfig", "NotModified"]
 
 _ModelT = TypeVar("_ModelT", bound=BaseModel)
+
+# The new agent and its credential fit in a few hundred bytes; a server that sends more than this
+# is not answering an enrollment.
+MAX_ENROLL_ANSWER_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -234,6 +240,18 @@ class ControlPlaneClient:
         if response.status_code != HTTPStatus.OK:
             raise self.unexpected_answer(f"GET {path}", response, expected="200 or 404")
         return response.content
+
+    def enroll(self, request: EnrollRequest) -> httpx.Response:
+        """The answer to an enrollment token's exchange (this client carries the token as its
+        credential), its body bounded; a refusal in the contract's words is returned for the
+        caller to word for the admin at the host."""
+        return self._request(
+            "POST",
+            ENROLL_PATH,
+            json=request.model_dump(mode="json"),
+            coded_refusals=True,
+            max_bytes=MAX_ENROLL_ANSWER_BYTES,
+        )
 
     def claim(self, request: ClaimRequest) -> ClaimGrant | ErrorDetail:
         """A grant, or the refusal's detail (its `.refusal` says what it means for the slot)."""

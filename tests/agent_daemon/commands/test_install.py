@@ -7,9 +7,12 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import threading
 import tomllib
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -284,4 +287,59 @@ def test_a_config_that_cannot_be_written_after_the_exchange_does_not_lose_the_cr
     assert f"the agent web-01 ({agent_id}) exists on the control plane now" in result.stderr
     assert f"Its credential, shown this once — keep it secret: {credential}" in result.stderr
     assert "nachtwacht agent enroll --credential -" in result.stderr
+    assert systemd.calls() == []
+
+
+class _Foreign(BaseHTTPRequestHandler):
+    """Whatever answers at the control plane's address when no control plane does."""
+
+    answers: ClassVar[dict[str, tuple[int, str, bytes]]] = {
+        "captive_portal": (
+            200,
+            "text/html",
+            b"<html><body>Please sign in to the Wi-Fi</body></html>",
+        ),
+        "proxy_login": (401, "text/html", b"<html><body>Proxy sign-in required</body></html>"),
+        "endless_answer": (201, "application/json", b'{"agent_id": "' + b"0" * 2_000_000 + b'"}'),
+    }
+
+    def do_POST(self) -> None:
+        status, content_type, body = self.answers[self.server.answer]  # type: ignore[attr-defined]
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        pytest.param("captive_portal", "with an HTML page", id="captive_portal"),
+        pytest.param("proxy_login", "that is not the control plane", id="proxy_login_page"),
+        pytest.param("endless_answer", "runs past 65536 bytes", id="endless_answer"),
+    ],
+)
+def test_an_answer_from_no_control_plane_is_one_line_and_writes_nothing(
+    host: AgentHost, systemd: FakeSystemd, answer: str, expected: str
+) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Foreign)
+    server.answer = answer  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        result = install(host, systemd, url, "nwe_a_token_for_no_plane_00")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode != 0
+    line = one_line(result.stderr)
+    assert expected in line
+    assert "Wi-Fi" not in line and "sign-in" not in line and "<html" not in line
+    assert "nwe_a_token_for_no_plane_00" not in result.stderr + result.stdout
+    assert not (host.state_dir / "agent.toml").exists()
     assert systemd.calls() == []
