@@ -12,7 +12,9 @@ on both in turn, so a shared machine that slows down slows both:
   the task tray (`/v1/operations`), notifications (`/v1/notifications`), one agent's timeline
   (`/v1/agents/{id}/events`) and runs, the operators' trail of one organisation and of one kind
   (`/v1/admin/events`), the operators' releases page and the panel's agent list and
-  notifications (signed in, HTML);
+  notifications (signed in, HTML). Not the operators' main page: its rollout overview takes
+  minutes at 10,000 agents with or without history, a cost of the fleet's size, not of its
+  history;
 - the worker's passes, in this process on each database, each in a transaction rolled back so
   every repetition does the same work: the missed pass for the night's slot (10,000 missed runs
   and their events), and the reconcile pass's database work (missed slots, outlived claims, the
@@ -63,6 +65,8 @@ from nachtwacht.demo_world.databases import EmbeddedDatabase
 SLOT_KEY = "2026-11-30T03:00"
 SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)  # 03:00 in Amsterdam
 KINDS = ("year", "empty")
+READ_TIMEOUT = 60.0
+TIMED_OUT = 0  # the status recorded for a read that took longer than READ_TIMEOUT
 
 
 @dataclass
@@ -70,6 +74,7 @@ class Timings:
     """Seconds per measurement and database."""
 
     samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    failures: dict[str, set[int]] = field(default_factory=dict)
 
     def add(self, name: str, kind: str, seconds: float) -> None:
         self.samples.setdefault(name, {k: [] for k in KINDS})[kind].append(seconds)
@@ -108,7 +113,7 @@ def _ids(url: str) -> dict[str, Any]:
 
 
 def _signed_in(base_url: str, key: str) -> httpx.Client:
-    client = httpx.Client(base_url=base_url, timeout=120)
+    client = httpx.Client(base_url=base_url, timeout=READ_TIMEOUT)
     form = client.get("/panel/sign-in")
     csrf = form.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
     answer = client.post("/panel/sign-in", data={"key": key, "csrf": csrf})
@@ -121,13 +126,16 @@ def _reads(plane: RunningControlPlane, ids: dict[str, Any]) -> dict[str, Callabl
     """Each read, as a call that makes the request and returns its status."""
     operator = {"Authorization": f"Bearer {operator_key()}"}
     panel = {"Authorization": f"Bearer {panel_key(0)}"}
-    api = httpx.Client(base_url=plane.base_url, timeout=120)
+    api = httpx.Client(base_url=plane.base_url, timeout=READ_TIMEOUT)
     customer = _signed_in(plane.base_url, panel_key(0))
     staff = _signed_in(plane.base_url, operator_key())
     agent = ids["agent_id"]
 
     def get(client: httpx.Client, path: str, headers: dict[str, str] | None = None) -> int:
-        return client.get(path, headers=headers).status_code
+        try:
+            return client.get(path, headers=headers).status_code
+        except httpx.TimeoutException:
+            return TIMED_OUT
 
     return {
         "/metrics": lambda: get(api, "/metrics", operator),
@@ -140,7 +148,6 @@ def _reads(plane: RunningControlPlane, ids: dict[str, Any]) -> dict[str, Callabl
         ),
         "trail: one kind": lambda: get(api, "/v1/admin/events?kind=update.failed", operator),
         "operators' releases page": lambda: get(staff, "/panel/operator/releases"),
-        "operators' main page": lambda: get(staff, "/panel/operator"),
         "panel: agents": lambda: get(customer, "/panel/agents"),
         "panel: notifications": lambda: get(customer, "/panel/notifications"),
     }
@@ -313,7 +320,9 @@ def main() -> int:
         passes = {kind: _passes(url) for kind, url in urls.items()}
         for name in reads["year"]:
             for kind in KINDS:  # once each, not counted: caches and connections
-                reads[kind][name]()
+                began = time.perf_counter()
+                status = reads[kind][name]()
+                print(f"  first {name} on {kind}: {status} in {time.perf_counter() - began:.2f} s")
         for _ in range(args.repeat):
             for name in reads["year"]:
                 for kind in KINDS:
@@ -321,7 +330,7 @@ def main() -> int:
                     status = reads[kind][name]()
                     timings.add(name, kind, time.perf_counter() - began)
                     if status != 200:
-                        raise RuntimeError(f"{name} on {kind} answered {status}")
+                        timings.failures.setdefault(name, set()).add(status)
         for _ in range(max(3, args.repeat // 3)):
             for name in passes["year"]:
                 for kind in KINDS:
@@ -340,7 +349,9 @@ def main() -> int:
     print(f"{'median of ' + str(args.repeat):34} {'year':>10} {'empty':>10} {'year/empty':>11}")
     for name in timings.samples:
         year, empty = timings.median_ms(name, "year"), timings.median_ms(name, "empty")
-        print(f"{name:34} {year:8.1f} ms {empty:7.1f} ms {year / empty:10.2f}x")
+        failed = timings.failures.get(name)
+        note = f"  (answered {sorted(failed)}; 0 = over {READ_TIMEOUT:.0f} s)" if failed else ""
+        print(f"{name:34} {year:8.1f} ms {empty:7.1f} ms {year / empty:10.2f}x{note}")
     for label, per_kind in hot.items():
         year_rate = sum(per_kind["year"]) / len(per_kind["year"])
         empty_rate = sum(per_kind["empty"]) / len(per_kind["empty"])
