@@ -29,7 +29,9 @@ Prints the medians, the ratio year/empty for each, and this process's CPU (the c
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import resource
+import signal
 import statistics
 import sys
 import tempfile
@@ -289,6 +291,7 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--no-hot-path", action="store_true", help="skip the wrk runs")
     args = parser.parse_args()
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1` prints where a slow run is
     if not args.no_hot_path:
         require_wrk()
     embedded = None
@@ -323,6 +326,7 @@ def main() -> int:
                 began = time.perf_counter()
                 status = reads[kind][name]()
                 print(f"  first {name} on {kind}: {status} in {time.perf_counter() - began:.2f} s")
+        print(f"reads, {args.repeat} times each …", flush=True)
         for _ in range(args.repeat):
             for name in reads["year"]:
                 for kind in KINDS:
@@ -331,12 +335,14 @@ def main() -> int:
                     timings.add(name, kind, time.perf_counter() - began)
                     if status != 200:
                         timings.failures.setdefault(name, set()).add(status)
+        print("the worker's passes …", flush=True)
         for _ in range(max(3, args.repeat // 3)):
             for name in passes["year"]:
                 for kind in KINDS:
                     began = time.perf_counter()
                     passes[kind][name]()
                     timings.add(name, kind, time.perf_counter() - began)
+                    print(f"  {name} on {kind}: {time.perf_counter() - began:.2f} s", flush=True)
         hot = {} if args.no_hot_path else _hot_path(planes, args.agents, args)
     finally:
         for plane in planes.values():
