@@ -76,7 +76,8 @@ def _claim_families(snapshot: MetricsSnapshot) -> list[str]:
     lines += _family(
         "nachtwacht_claim_refusal_facts",
         "gauge",
-        "Distinct (agent, slot, reason) refusals on record, the facts behind miss reasons.",
+        "Distinct (agent, slot, reason) refusals recorded, the facts behind miss reasons (kept"
+        " when old ones are removed).",
         [({"reason": reason}, n) for (reason,), n in snapshot.refusal_facts],
     )
     return lines
@@ -139,7 +140,8 @@ def _notification_families(snapshot: MetricsSnapshot) -> list[str]:
     lines += _family(
         "nachtwacht_webhook_deliveries",
         "gauge",
-        "Webhook deliveries by state (pending, delivered, failed).",
+        "Webhook deliveries by state (pending, delivered, failed; kept when old notifications"
+        " are removed).",
         [({"state": state}, n) for (state,), n in snapshot.deliveries],
     )
     lines += _family(

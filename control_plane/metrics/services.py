@@ -1,10 +1,12 @@
 """The figures behind `GET /metrics`: all their SQL (the trust root's in `trust_roots`).
 
 Figures stored in the database are the platform's (every replica reports the same); figures kept
-in memory (refused claim requests) are this replica's. Runs are not counted per scrape: their
-endings are counted as they happen (`run_ending_counts`, kept by a trigger on `runs`), so a
-scrape reads a few rows per release however long the history, and removing old runs lowers
-no figure.
+in memory (refused claim requests) are this replica's. No history table is counted per scrape:
+runs' endings are counted as they happen (`run_ending_counts`, kept by a trigger on `runs`), and
+tokens granted, notifications, claim refusals and webhook deliveries and attempts likewise
+(`history_counts`, kept by statement triggers); the runs in flight are read through their partial
+index. A scrape costs the same on the first day and after a year, and removing old rows lowers no
+figure.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from control_plane.metrics.trust_roots import (
     TrustRootStanding,
     read_trust_root_standing,
 )
-from control_plane.types import Pool
+from control_plane.types import Connection, Pool
 from ground.contract import MissReason, OutcomeReason
 
 __all__ = [
@@ -150,6 +152,21 @@ class MetricsSnapshot:
     enrollments: Counts = ()  # (result,): hosts' exchanges of enrollment tokens, all replicas
 
 
+def _history_counts(conn: Connection) -> dict[str, dict[str, int]]:
+    """The figures counted as their rows were written (`history_counts`, kept by statement
+    triggers): figure -> label -> count. A label with nothing counted yet has no row."""
+    counted: dict[str, dict[str, int]] = {}
+    for row in conn.execute("SELECT figure, label, n FROM history_counts"):
+        counted.setdefault(row["figure"], {})[row["label"]] = int(row["n"])
+    return counted
+
+
+def _labelled(counted: dict[str, dict[str, int]], figure: str) -> Counts:
+    """One figure's counts by label, in label order, leaving out labels at 0 (as a GROUP BY over
+    the rows would)."""
+    return tuple(((label,), n) for label, n in sorted(counted.get(figure, {}).items()) if n > 0)
+
+
 def _counts(rows: list[dict[str, Any]], *labels: str) -> Counts:
     return tuple((tuple(str(row[label]) for label in labels), int(row["n"])) for row in rows)
 
@@ -162,23 +179,12 @@ class MetricsService:
 
     def snapshot(self, now: datetime) -> MetricsSnapshot:
         with self._pool.connection() as conn:
-            granted = conn.execute("SELECT count(*) AS n FROM tokens").fetchone()
+            counted = _history_counts(conn)
             runs = conn.execute(_RUNS).fetchall()
             missed = conn.execute(
                 "SELECT reason AS miss_reason, sum(n)::bigint AS n FROM run_ending_counts"
                 " WHERE trigger = 'schedule' AND status = 'missed'"
                 " GROUP BY reason ORDER BY reason"
-            ).fetchall()
-            facts = conn.execute(
-                "SELECT reason, count(*) AS n FROM claim_refusals GROUP BY reason ORDER BY reason"
-            ).fetchall()
-            notifications = conn.execute("SELECT count(*) AS n FROM notifications").fetchone()
-            deliveries = conn.execute(
-                "SELECT state, count(*) AS n FROM webhook_deliveries GROUP BY state ORDER BY state"
-            ).fetchall()
-            attempts = conn.execute(
-                "SELECT outcome, count(*) AS n FROM webhook_attempts"
-                " GROUP BY outcome ORDER BY outcome"
             ).fetchall()
             progress = conn.execute(
                 "SELECT reconciled_until, last_pass_at FROM reconcile_progress"
@@ -196,7 +202,6 @@ class MetricsService:
             enrollments = conn.execute(
                 "SELECT result, n FROM enrollment_counts ORDER BY result"
             ).fetchall()
-        assert granted is not None and notifications is not None
         states = tuple(
             ReleaseState(
                 release_id=row["id"],
@@ -214,15 +219,15 @@ class MetricsService:
         return MetricsSnapshot(
             now=now,
             replica=self._replica,
-            granted=granted["n"],
+            granted=sum(counted.get("tokens_granted", {}).values()),
             refused_here=self._refusals.refused_counts(),
             dropped_here=self._refusals.dropped,
-            refusal_facts=_counts(facts, "reason"),
+            refusal_facts=_labelled(counted, "claim_refusals"),
             runs=_counts(runs, "trigger", "status"),
             missed=_counts(missed, "miss_reason"),
-            notifications=notifications["n"],
-            deliveries=_counts(deliveries, "state"),
-            attempts=_counts(attempts, "outcome"),
+            notifications=sum(counted.get("notifications", {}).values()),
+            deliveries=_labelled(counted, "webhook_deliveries"),
+            attempts=_labelled(counted, "webhook_attempts"),
             reconciled_until=progress["reconciled_until"],
             last_pass_at=progress["last_pass_at"],
             brake_engaged=brake is not None and brake["engaged"],

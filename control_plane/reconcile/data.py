@@ -138,12 +138,18 @@ WITH candidate AS (
              WHERE f.agent_id = c.agent_id AND f.slot_key = c.slot_key
              ORDER BY f.first_at DESC, f.reason LIMIT 1
            ) latest ON true
+     -- Two tests, not one with an OR: each is answered by its own index (the slot's run by
+     -- the one per slot, a later slot by the agent's scheduled runs in slot order); an OR of
+     -- the two used neither and read every run.
      WHERE NOT EXISTS (
             SELECT 1 FROM runs r
              WHERE r.agent_id = c.agent_id AND r.trigger = 'schedule'
-               AND (r.slot_key = c.slot_key
-                    OR (r.status <> 'missed' AND r.slot_at > c.slot_at
-                        AND r.slot_at < c.window_closes)))
+               AND r.slot_key = c.slot_key)
+       AND NOT EXISTS (
+            SELECT 1 FROM runs r
+             WHERE r.agent_id = c.agent_id AND r.trigger = 'schedule'
+               AND r.slot_at > c.slot_at AND r.slot_at < c.window_closes
+               AND r.status <> 'missed')
 ), inserted AS (
     INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, miss_reason,
                       created_at, finished_at)

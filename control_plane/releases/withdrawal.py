@@ -237,16 +237,13 @@ SELECT rel.id, rel.agent_version, rel.manifest_version, rel.channel, rel.platfor
  ORDER BY rel.channel, rel.platform, rel.manifest_version DESC
 """
 
-# Each live agent's latest reported version, matched against the withdrawn versions.
+# Each live agent's latest reported version (kept on its row as each run records one), matched
+# against the withdrawn versions: looking it up in every agent's runs read a page of the runs
+# table per agent, the page growing colder as the history grows.
 _AGENTS_ON_WITHDRAWN = """
 SELECT w.id AS release_id, a.id AS agent_id, a.org_id, a.name
   FROM releases w
-  JOIN agents a ON a.deleted_at IS NULL
-  JOIN LATERAL (
-        SELECT r.version FROM runs r
-         WHERE r.agent_id = a.id AND r.version IS NOT NULL
-         ORDER BY r.created_at DESC LIMIT 1
-       ) latest ON latest.version = w.agent_version
+  JOIN agents a ON a.deleted_at IS NULL AND a.current_version = w.agent_version
  WHERE w.withdrawn_at IS NOT NULL
  ORDER BY a.name, a.id
 """
