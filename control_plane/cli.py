@@ -141,6 +141,12 @@ def _add_serve(commands: Any) -> None:
     serve.add_argument(
         "--global-cap", type=int, help="store the global cap ($NACHTWACHT_GLOBAL_CAP)"
     )
+    serve.add_argument(
+        "--retention-days",
+        type=int,
+        help="store how many days runs, events and notifications are kept "
+        "(400; $NACHTWACHT_RETENTION_DAYS)",
+    )
 
     serve.add_argument(
         "--webhook-allow-network",

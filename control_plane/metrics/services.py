@@ -20,6 +20,7 @@ from control_plane.metrics.trust_roots import (
     TrustRootStanding,
     read_trust_root_standing,
 )
+from control_plane.retention.standing import RetentionStanding, read_standing
 from control_plane.types import Pool
 from ground.contract import MissReason, OutcomeReason
 
@@ -148,6 +149,7 @@ class MetricsSnapshot:
     halt_rate_percent: int | None = None
     trust_root: TrustRootStanding = NO_TRUST_ROOT
     enrollments: Counts = ()  # (result,): hosts' exchanges of enrollment tokens, all replicas
+    retention: RetentionStanding | None = None
 
 
 def _counts(rows: list[dict[str, Any]], *labels: str) -> Counts:
@@ -196,6 +198,7 @@ class MetricsService:
             enrollments = conn.execute(
                 "SELECT result, n FROM enrollment_counts ORDER BY result"
             ).fetchall()
+            retention = read_standing(conn)
         assert granted is not None and notifications is not None
         states = tuple(
             ReleaseState(
@@ -232,6 +235,7 @@ class MetricsService:
             halt_rate_percent=threshold["halt_rate_percent"] if threshold else None,
             trust_root=trust_root,
             enrollments=_counts(enrollments, "result"),
+            retention=retention,
         )
 
     def trust_root_standing(self) -> TrustRootStanding:

@@ -1,0 +1,37 @@
+"""How much retention may remove at once: short transactions, a bounded share per tick."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from control_plane.errors import ConfigurationError
+
+__all__ = ["RetentionBatches"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetentionBatches:
+    # Rows of one table one transaction removes at most: a few milliseconds of locks, never a
+    # transaction that holds back vacuum or a standby's replay.
+    rows: int = 2000
+    # Agents (or organisations) looked at together; their expired rows are found by index.
+    owners_per_step: int = 500
+    # Transactions one reconcile tick spends at most; the walk goes on at the next tick.
+    transactions_per_tick: int = 20
+    # Real seconds between two transactions, so the claims' writes are never queued behind us.
+    pause_seconds: float = 0.02
+    # Product time from one completed walk to the start of the next.
+    every: timedelta = timedelta(hours=6)
+
+    def __post_init__(self) -> None:
+        for name in ("rows", "owners_per_step", "transactions_per_tick"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"{name}: {value!r} must be a whole number of at least 1")
+        if not 0 <= self.pause_seconds <= 10:
+            raise ConfigurationError(
+                f"pause_seconds: {self.pause_seconds!r} is out of range (expected 0 to 10)"
+            )
+        if not isinstance(self.every, timedelta) or self.every < timedelta(0):
+            raise ConfigurationError(f"every: {self.every!r} must be a non-negative timedelta")
