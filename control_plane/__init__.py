@@ -33,6 +33,7 @@ the status to the exception handlers.
     liveness/       every serving process's marks that it is up: a window none covers was our
                     outage (`platform_unavailable`, never the agent `offline`)
     reconcile/      the worker only: leader lock, passes, missed slots, reviews, its own SQL
+    restore/        the step after a restore from backup: every outstanding token revoked
     retention/      history older than `retention_days` removed by the worker in bounded
                     batches; what is kept forever
     answers_cache/  the config poll and the claim's refusal remembered per worker, exact within
