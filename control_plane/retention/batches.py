@@ -7,7 +7,12 @@ from datetime import timedelta
 
 from control_plane.errors import ConfigurationError
 
-__all__ = ["RetentionBatches"]
+__all__ = ["MIN_TRANSACTIONS_PER_TICK", "RetentionBatches"]
+
+# A group of owners ends with up to three transactions that may remove nothing (the last
+# notifications and slot reviews, then the saved position): a tick must be able to finish them,
+# or the next tick would start the same group again and the walk never move on.
+MIN_TRANSACTIONS_PER_TICK = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,10 +30,16 @@ class RetentionBatches:
     every: timedelta = timedelta(hours=6)
 
     def __post_init__(self) -> None:
-        for name in ("rows", "owners_per_step", "transactions_per_tick"):
+        for name, least in (
+            ("rows", 1),
+            ("owners_per_step", 1),
+            ("transactions_per_tick", MIN_TRANSACTIONS_PER_TICK),
+        ):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"{name}: {value!r} must be a whole number of at least 1")
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigurationError(
+                    f"{name}: {value!r} must be a whole number of at least {least}"
+                )
         if not 0 <= self.pause_seconds <= 10:
             raise ConfigurationError(
                 f"pause_seconds: {self.pause_seconds!r} is out of range (expected 0 to 10)"

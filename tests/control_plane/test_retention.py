@@ -16,6 +16,7 @@ from control_plane.errors import ConfigurationError, InvalidInput
 from control_plane.metrics.exposition import render_metrics
 from control_plane.registry import Services
 from control_plane.retention import RetentionBatches, RetentionWalk, read_standing
+from control_plane.retention.batches import MIN_TRANSACTIONS_PER_TICK
 from control_plane.settings.services import PlatformSettings
 from control_plane.types import Connection, Pool
 from tests.control_plane.conftest import Agent, Org, SignedRelease
@@ -390,6 +391,7 @@ def test_the_database_refuses_an_absurd_retention_too(pool: Pool) -> None:
         pytest.param("rows", 0, id="no_rows"),
         pytest.param("owners_per_step", -1, id="no_owners"),
         pytest.param("transactions_per_tick", 0, id="no_transactions"),
+        pytest.param("transactions_per_tick", 3, id="too_few_to_move_on"),
         pytest.param("pause_seconds", -1.0, id="negative_pause"),
         pytest.param("every", timedelta(seconds=-1), id="negative_every"),
     ],
@@ -397,3 +399,28 @@ def test_the_database_refuses_an_absurd_retention_too(pool: Pool) -> None:
 def test_batches_that_could_never_finish_are_refused(name: str, value: object) -> None:
     with pytest.raises(ConfigurationError, match=name):
         RetentionBatches(**{name: value})  # type: ignore[arg-type]
+
+
+def test_the_smallest_budget_still_moves_the_walk_to_its_end(
+    pool: Pool, clock: ManualClock, history: History, make_org, make_agent
+) -> None:
+    for index in range(5):
+        agent_id, org_id = _ids(make_agent(make_org(f"Org {index}"), "web-01"))
+        history.run(agent_id, org_id, days_ago=EXPIRED, expect_removed=True)
+        history.run(agent_id, org_id, days_ago=YOUNG, expect_removed=False)
+        history.notification(org_id, agent_id, days_ago=EXPIRED, expect_removed=True)
+        history.refusal(agent_id, days_ago=EXPIRED)
+    smallest = RetentionBatches(
+        rows=3,
+        owners_per_step=1,
+        transactions_per_tick=MIN_TRANSACTIONS_PER_TICK,
+        pause_seconds=0,
+    )
+    walk = RetentionWalk(pool, batches=smallest)
+    for _ in range(200):
+        if walk.tick(clock.now()).completed:
+            break
+    else:
+        pytest.fail("the walk never completed: each tick started the same group again")
+    with pool.connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM notifications").fetchone() == {"n": 0}
