@@ -18,6 +18,7 @@ from uuid import UUID
 from control_plane.types import Connection
 
 __all__ = [
+    "COUNTERS",
     "Phase",
     "WalkState",
     "add_removed",
@@ -62,10 +63,26 @@ def read_walk(conn: Connection) -> WalkState:
     )
 
 
+# The progress row's counters, by the name the walk's figures and the metric's label use.
+COUNTERS = {
+    "runs": "runs_removed",
+    "events": "events_removed",
+    "notifications": "notifications_removed",
+    "claim_refusals": "refusals_removed",
+    "slot_reviews": "reviews_removed",
+    "claim_rounds": "rounds_removed",
+}
+_COUNTED = (
+    "jsonb_build_object("
+    + ", ".join(f"'{name}', {column}" for name, column in COUNTERS.items())
+    + ")"
+)
+
+
 def start_walk(conn: Connection, *, now: datetime, cutoff: datetime) -> None:
     conn.execute(
-        "UPDATE retention_progress SET walk_started_at = %s, walk_cutoff = %s,"
-        " walk_phase = 'agents', walk_after = NULL",
+        "UPDATE retention_progress SET walk_started_at = %s, walk_cutoff = %s,"  # noqa: S608
+        f" walk_phase = 'agents', walk_after = NULL, walk_counted_before = {_COUNTED}",
         [now, cutoff],
     )
 
@@ -74,25 +91,26 @@ def save_walk(conn: Connection, *, phase: Phase, after: UUID | None) -> None:
     conn.execute("UPDATE retention_progress SET walk_phase = %s, walk_after = %s", [phase, after])
 
 
-def complete_walk(conn: Connection, *, now: datetime, by: str) -> None:
+def complete_walk(conn: Connection, *, now: datetime, by: str) -> dict[str, int]:
+    """End the walk under way; returns what it removed, by table."""
+    row = conn.execute(
+        f"SELECT {_COUNTED} AS now_counted, walk_counted_before"  # noqa: S608
+        " FROM retention_progress FOR UPDATE"
+    ).fetchone()
+    assert row is not None, "migration 0020 inserts the progress row"
+    before = row["walk_counted_before"] or {}
     conn.execute(
         "UPDATE retention_progress SET walk_started_at = NULL, walk_cutoff = NULL,"
-        " walk_phase = NULL, walk_after = NULL, last_completed_at = %s, last_completed_by = %s,"
-        " walks_completed = walks_completed + 1",
+        " walk_phase = NULL, walk_after = NULL, walk_counted_before = NULL,"
+        " last_completed_at = %s, last_completed_by = %s, walks_completed = walks_completed + 1",
         [now, by],
     )
-
-
-_REMOVED_COLUMNS = frozenset(
-    {
-        "runs_removed",
-        "events_removed",
-        "notifications_removed",
-        "refusals_removed",
-        "reviews_removed",
-        "rounds_removed",
+    return {
+        name: int(count) - int(before.get(name, 0)) for name, count in row["now_counted"].items()
     }
-)
+
+
+_REMOVED_COLUMNS = frozenset(COUNTERS.values())
 
 
 def add_removed(conn: Connection, column: str, count: int) -> None:

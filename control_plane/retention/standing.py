@@ -5,19 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from control_plane.retention.data import COUNTERS
 from control_plane.types import Connection
 
 __all__ = ["RetentionStanding", "read_standing"]
-
-# The tables whose rows retention removes, as named in the metric's `table` label.
-REMOVED_COLUMNS = {
-    "runs": "runs_removed",
-    "events": "events_removed",
-    "notifications": "notifications_removed",
-    "claim_refusals": "refusals_removed",
-    "slot_reviews": "reviews_removed",
-    "claim_rounds": "rounds_removed",
-}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,5 +29,5 @@ def read_standing(conn: Connection) -> RetentionStanding:
     return RetentionStanding(
         last_completed_at=row["last_completed_at"],
         walks_completed=row["walks_completed"],
-        removed={table: row[column] for table, column in REMOVED_COLUMNS.items()},
+        removed={table: row[column] for table, column in COUNTERS.items()},
     )

@@ -26,14 +26,18 @@ from datetime import datetime, timedelta
 from functools import partial
 from uuid import UUID
 
+from control_plane.events.trail import Actor, record_action
 from control_plane.retention import data
 from control_plane.retention.batches import RetentionBatches
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
+from ground.contract import format_instant
 
 __all__ = ["RetentionTick", "RetentionWalk"]
 
 logger = logging.getLogger(__name__)
+
+RETENTION_ACTOR = Actor(kind="control_plane", name="retention")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,11 +176,19 @@ class RetentionWalk:
         self._rounds(tick, cutoff)
 
         def complete(conn: Connection) -> dict[str, int]:
-            data.complete_walk(conn, now=now, by=self._identity)
+            removed = data.complete_walk(conn, now=now, by=self._identity)
+            # On the trail (and so one line on the server's stderr): what the control plane
+            # removed, and up to when.
+            record_action(
+                conn,
+                kind="retention.completed",
+                actor=RETENTION_ACTOR,
+                at=now,
+                data={"cutoff": format_instant(cutoff), "removed": removed},
+            )
             return {}
 
         tick.run(complete)
-        logger.info("retention walk completed: history from before %s removed", cutoff.isoformat())
         return True
 
     def _agents(self, tick: _Tick, cutoff: datetime, after: UUID | None) -> None:

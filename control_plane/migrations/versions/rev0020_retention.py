@@ -40,6 +40,8 @@ CREATE TABLE retention_progress (
     walk_cutoff           timestamptz,
     walk_phase            text        CHECK (walk_phase IN ('agents', 'organisations', 'rounds')),
     walk_after            uuid,
+    -- The counters below when the walk under way started: the walk's own figures at its end.
+    walk_counted_before   jsonb,
     last_completed_at     timestamptz,
     last_completed_by     text,
     walks_completed       bigint      NOT NULL DEFAULT 0 CHECK (walks_completed >= 0),
@@ -52,7 +54,8 @@ CREATE TABLE retention_progress (
     -- A walk under way knows its cutoff and its phase; an idle one neither.
     CONSTRAINT retention_progress_walk_is_whole CHECK (
         (walk_started_at IS NULL) = (walk_cutoff IS NULL)
-        AND (walk_started_at IS NULL) = (walk_phase IS NULL))
+        AND (walk_started_at IS NULL) = (walk_phase IS NULL)
+        AND (walk_started_at IS NULL) = (walk_counted_before IS NULL))
 );
 INSERT INTO retention_progress DEFAULT VALUES;
 
