@@ -10,7 +10,8 @@ the status to the exception handlers.
                     the panel's sign-in sessions (ended with their key)
     agents/         the panel's agent list, agent page and schedule (the API's time validator)
     agent_config/   GET /v1/agent/config: the contract's AgentConfig with its ETag
-    settings/       the platform settings (zone, catch-up window, caps; bounds from ground.limits)
+    settings/       the platform settings (zone, catch-up window, caps, retention; bounds from
+                    ground.limits)
     brake/          the operators' emergency brake (the platform, or one release) and token
                     revocation
     releases/       publishing a signed release, the current release, the artifact's bytes
@@ -32,6 +33,9 @@ the status to the exception handlers.
     liveness/       every serving process's marks that it is up: a window none covers was our
                     outage (`platform_unavailable`, never the agent `offline`)
     reconcile/      the worker only: leader lock, passes, missed slots, reviews, its own SQL
+    restore/        the step after a restore from backup: every outstanding token revoked
+    retention/      history older than `retention_days` removed by the worker in bounded
+                    batches; what is kept forever
     answers_cache/  the config poll and the claim's refusal remembered per worker, exact within
                     two seconds (the change feed, migration 0011) and at once after this
                     replica's own writes

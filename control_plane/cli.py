@@ -2,6 +2,8 @@
 
     serve                 run the HTTP API (migrates first unless --no-migrate)
     migrate               apply the migrations (--check: apply all to an empty database and back)
+    after-restore         after restoring the database from a backup: revoke every outstanding
+                          token, reset the answers' change feed
     create-org NAME       a new organisation and its panel key (shown once)
     create-panel-key      another panel key for an organisation (shown once)
     enroll-agent          a new agent and its credential (shown once)
@@ -57,6 +59,7 @@ from control_plane.cli_common import (
 )
 from control_plane.cli_credentials import CREDENTIAL_COMMANDS, add_credential_commands
 from control_plane.cli_enrollment import ENROLLMENT_COMMANDS, add_enrollment_commands
+from control_plane.cli_restore import RESTORE_COMMANDS, add_restore_commands
 from control_plane.cli_rollout import ROLLOUT_COMMANDS, add_rollout_commands
 from control_plane.cli_trust_roots import TRUST_ROOT_COMMANDS, add_trust_root_commands
 from control_plane.config import (
@@ -103,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     add_rollout_commands(commands)
     add_trust_root_commands(commands)
     add_enrollment_commands(commands)
+    add_restore_commands(commands)
     forecast = commands.add_parser("forecast", help="the capacity forecast of a local day")
     forecast.add_argument("--date", required=True, help="YYYY-MM-DD in the platform's zone")
     add_database_flags(forecast)
@@ -140,6 +144,12 @@ def _add_serve(commands: Any) -> None:
     serve.add_argument("--org-cap", type=int, help="store the per-org cap ($NACHTWACHT_ORG_CAP)")
     serve.add_argument(
         "--global-cap", type=int, help="store the global cap ($NACHTWACHT_GLOBAL_CAP)"
+    )
+    serve.add_argument(
+        "--retention-days",
+        type=int,
+        help="store how many days runs, events and notifications are kept "
+        "(400; $NACHTWACHT_RETENTION_DAYS)",
     )
 
     serve.add_argument(
@@ -525,6 +535,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     **ROLLOUT_COMMANDS,
     **TRUST_ROOT_COMMANDS,
     **ENROLLMENT_COMMANDS,
+    **RESTORE_COMMANDS,
 }
 
 

@@ -46,6 +46,7 @@ SETTINGS_ENV = {
     "catch_up_minutes": "NACHTWACHT_CATCH_UP_MINUTES",
     "org_cap": "NACHTWACHT_ORG_CAP",
     "global_cap": "NACHTWACHT_GLOBAL_CAP",
+    "retention_days": "NACHTWACHT_RETENTION_DAYS",
 }
 
 

@@ -16,6 +16,9 @@ Kinds (the `data` of each says what changed):
                                             the refusal's code and the name asked for; the
                                             actor is the host, named by the token's id
     schedule.changed                        `before` and `after` of the agent's schedule
+    platform.restored                       after a restore: how many tokens were revoked
+    retention.completed                     the cutoff of a walk and the rows it removed by
+                                            table; the actor is the control plane
 
 The actor is a credential (its kind, id and name as it was when it acted), or the command line
 (`operator`, no id, named `cli:<user>`), so the trail says who even after a key is revoked.

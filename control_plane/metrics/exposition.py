@@ -40,6 +40,7 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
     lines = _claim_families(snapshot)
     lines += _run_families(snapshot)
     lines += _reconcile_families(snapshot)
+    lines += _retention_families(snapshot)
     lines += _notification_families(snapshot)
     lines += _dropped_family(snapshot)
     lines += _release_families(snapshot)
@@ -124,6 +125,31 @@ def _reconcile_families(snapshot: MetricsSnapshot) -> list[str]:
         "gauge",
         "When the worker last finished a pass (Unix seconds, product clock).",
         [({}, last_pass)],
+    )
+    return lines
+
+
+def _retention_families(snapshot: MetricsSnapshot) -> list[str]:
+    """Rows the retention walks removed, and when the last walk completed."""
+    standing = snapshot.retention
+    if standing is None:
+        return []
+    lines = _family(
+        "nachtwacht_retention_removed_rows_total",
+        "counter",
+        "Rows older than the retention setting removed by the worker, by table.",
+        [({"table": table}, n) for table, n in sorted(standing.removed.items())],
+    )
+    last = (
+        standing.last_completed_at.timestamp()
+        if standing.last_completed_at is not None
+        else float("nan")
+    )
+    lines += _family(
+        "nachtwacht_retention_last_completed_timestamp_seconds",
+        "gauge",
+        "When the worker last completed a retention walk (Unix seconds, product clock).",
+        [({}, last)],
     )
     return lines
 

@@ -22,6 +22,7 @@ from control_plane.metrics.trust_roots import (
     TrustRootStanding,
     read_trust_root_standing,
 )
+from control_plane.retention.standing import RetentionStanding, read_standing
 from control_plane.types import Connection, Pool
 from ground.contract import MissReason, OutcomeReason
 
@@ -150,6 +151,7 @@ class MetricsSnapshot:
     halt_rate_percent: int | None = None
     trust_root: TrustRootStanding = NO_TRUST_ROOT
     enrollments: Counts = ()  # (result,): hosts' exchanges of enrollment tokens, all replicas
+    retention: RetentionStanding | None = None
 
 
 def _history_counts(conn: Connection) -> dict[str, dict[str, int]]:
@@ -202,6 +204,7 @@ class MetricsService:
             enrollments = conn.execute(
                 "SELECT result, n FROM enrollment_counts ORDER BY result"
             ).fetchall()
+            retention = read_standing(conn)
         states = tuple(
             ReleaseState(
                 release_id=row["id"],
@@ -237,6 +240,7 @@ class MetricsService:
             halt_rate_percent=threshold["halt_rate_percent"] if threshold else None,
             trust_root=trust_root,
             enrollments=_counts(enrollments, "result"),
+            retention=retention,
         )
 
     def trust_root_standing(self) -> TrustRootStanding:

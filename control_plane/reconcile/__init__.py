@@ -4,7 +4,7 @@ slot, and sends the due webhook deliveries. It is never on the claim or dispatch
 
     worker      the loop every replica runs; `now` read once per pass
     leader      the advisory lock that makes one replica the worker
-    passes      one idempotent pass: missed slots, reviews, deliveries
+    passes      one idempotent pass: missed slots, reviews, deliveries, a share of retention
     missed      which closed slots have no run (planner days) and why they were missed
     (liveness)  every replica's marks that it is up: `control_plane.liveness`
     outlived    scheduled claims still open long after their window, ended as interrupted

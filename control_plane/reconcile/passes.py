@@ -1,4 +1,5 @@
-"""One reconcile pass: missed slots, notification decisions, webhook deliveries.
+"""One reconcile pass: missed slots, notification decisions, webhook deliveries, and last a
+bounded share of the retention walk (history older than the retention setting removed).
 
 A pass takes `now` from its caller (the worker loop reads the clock) and is idempotent: it works
 from the stored progress, each step is safe to repeat, and a pass interrupted half-way is finished
@@ -17,6 +18,7 @@ from control_plane.reconcile.data import FIRST_LOOKBACK, advance, read_progress,
 from control_plane.reconcile.missed import record_missed_slots
 from control_plane.reconcile.outlived import end_outlived_claims
 from control_plane.reconcile.review import ReviewResult, review_closed_slots
+from control_plane.retention import RetentionBatches, RetentionTick, RetentionWalk
 from control_plane.rollout.services import RolloutService
 from control_plane.settings.services import read_settings
 from control_plane.types import Pool
@@ -32,6 +34,7 @@ CATCH_UP_STEP = timedelta(hours=6)
 class PassSettings:
     settle: timedelta = timedelta(minutes=1)
     outcome_grace: timedelta = timedelta(minutes=60)
+    retention: RetentionBatches = field(default_factory=RetentionBatches)
 
     def __post_init__(self) -> None:
         for name in ("settle", "outcome_grace"):
@@ -48,6 +51,7 @@ class PassReport:
     # Claims still open after their window and their token's lifetime, ended as interrupted.
     claims_ended: int = 0
     deliveries: list[AttemptOutcome] = field(default_factory=list)
+    retention: RetentionTick = field(default_factory=RetentionTick)
 
 
 class ReconcilePass:
@@ -63,6 +67,7 @@ class ReconcilePass:
         self._sender = sender
         self._settings = settings or PassSettings()
         self._identity = identity
+        self._retention = RetentionWalk(pool, batches=self._settings.retention, identity=identity)
 
     def run(self, now: datetime) -> PassReport:
         until = now - self._settings.settle
@@ -103,10 +108,13 @@ class ReconcilePass:
         deliveries = self._sender.deliver_due(now)
         with self._pool.connection() as conn, conn.transaction():
             record_pass(conn, at=now, by=self._identity)
+        # Last, and after the pass is on record: removing old history never delays the rest.
+        retention = self._retention.tick(now)
         return PassReport(
             reconciled_until=max(start, until),
             missed=missed,
             review=review,
             deliveries=deliveries,
             claims_ended=claims_ended,
+            retention=retention,
         )

@@ -1,6 +1,7 @@
 """The platform settings: one row every replica reads.
 
-The bounds and defaults are `ground.limits`, the numbers the agent enforces too."""
+The bounds and defaults are `ground.limits`, the numbers the agent enforces too; the history's
+retention is the control plane's alone, so its bounds live here."""
 
 from __future__ import annotations
 
@@ -27,7 +28,23 @@ from ground.limits import (
     MIN_CATCH_UP_MINUTES,
 )
 
-__all__ = ["PlatformSettings", "SettingsService", "read_settings"]
+__all__ = [
+    "DEFAULT_RETENTION_DAYS",
+    "MAX_RETENTION_DAYS",
+    "MIN_RETENTION_DAYS",
+    "PlatformSettings",
+    "SettingsService",
+    "read_settings",
+]
+
+# How long runs, their events and notifications are kept. 400 days: "the same night last year"
+# stays comparable, with a month to spare for a yearly review that happens late.
+DEFAULT_RETENTION_DAYS = 400
+# Below a month the product would forget what it still reads back: the rollout's soak and
+# evidence, the three days of silence behind a "stale" notice, a customer's monthly review.
+MIN_RETENTION_DAYS = 30
+# Ten years: past that the setting is a typo (days taken for hours, or a year count), not a policy.
+MAX_RETENTION_DAYS = 3650
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +55,7 @@ class PlatformSettings:
     catch_up_minutes: int = DEFAULT_CATCH_UP_MINUTES
     org_cap: int = DEFAULT_ORG_CAP
     global_cap: int = DEFAULT_GLOBAL_CAP
+    retention_days: int = DEFAULT_RETENTION_DAYS
 
     def __post_init__(self) -> None:
         if not isinstance(self.timezone, str) or not _is_zone(self.timezone):
@@ -49,6 +67,7 @@ class PlatformSettings:
         )
         _require_cap("org_cap", self.org_cap)
         _require_cap("global_cap", self.global_cap)
+        _require_int("retention_days", self.retention_days, MIN_RETENTION_DAYS, MAX_RETENTION_DAYS)
         if self.org_cap > self.global_cap:
             # Refused rather than warned: such an org cap can never be reached, and a number
             # that does nothing misleads whoever reads the settings.
@@ -83,7 +102,7 @@ class PlatformSettings:
             raise
 
     def as_dict(self) -> dict[str, Any]:
-        """The four stored fields, as the settings row's columns."""
+        """The stored fields, as the settings row's columns."""
         return dataclasses.asdict(self)
 
 
@@ -136,7 +155,8 @@ class SettingsService:
         A change that changes something is on the trail (`settings.changed`) with its actor."""
         with self._pool.connection() as conn, conn.transaction():
             row = conn.execute(
-                "SELECT timezone, catch_up_minutes, org_cap, global_cap, now() AS db_now"
+                "SELECT timezone, catch_up_minutes, org_cap, global_cap, retention_days,"
+                " now() AS db_now"
                 " FROM platform_settings FOR UPDATE"
             ).fetchone()
             assert row is not None, "migration 0003 inserts the settings row"
@@ -147,7 +167,8 @@ class SettingsService:
             conn.execute(
                 "UPDATE platform_settings SET timezone = %(timezone)s,"
                 " catch_up_minutes = %(catch_up_minutes)s, org_cap = %(org_cap)s,"
-                " global_cap = %(global_cap)s, updated_at = now()",
+                " global_cap = %(global_cap)s, retention_days = %(retention_days)s,"
+                " updated_at = now()",
                 updated.as_dict(),
             )
             before, after = current.as_dict(), updated.as_dict()
@@ -168,7 +189,8 @@ class SettingsService:
 
 def read_settings(conn: Connection) -> PlatformSettings:
     row = conn.execute(
-        "SELECT timezone, catch_up_minutes, org_cap, global_cap FROM platform_settings"
+        "SELECT timezone, catch_up_minutes, org_cap, global_cap, retention_days"
+        " FROM platform_settings"
     ).fetchone()
     assert row is not None, "migration 0003 inserts the settings row"
     return PlatformSettings(**row)

@@ -83,7 +83,9 @@ def test_fake_clock_is_announced_loudly_and_drives_server_time(
 def test_serve_flags_store_the_platform_settings(
     control_plane_server: Callable[..., RunningControlPlane],
 ) -> None:
-    server = control_plane_server(args=["--org-cap", "2", "--timezone", "UTC"])
+    server = control_plane_server(
+        args=["--org-cap", "2", "--timezone", "UTC", "--retention-days", "730"]
+    )
     operator_key = server.create_operator_key()
     with httpx.Client(base_url=server.base_url) as client:
         settings = client.get(
@@ -94,6 +96,7 @@ def test_serve_flags_store_the_platform_settings(
         "catch_up_minutes": 15,
         "org_cap": 2,
         "global_cap": 25,
+        "retention_days": 730,
     }
 
 
@@ -200,6 +203,18 @@ BAD_INPUT = [
         {"NACHTWACHT_ORG_CAP": "five"},
         "NACHTWACHT_ORG_CAP: 'five' is not a whole number",
         id="bad_cap_env",
+    ),
+    pytest.param(
+        ["serve", "--port", "0", "--retention-days", "7"],
+        {},
+        "retention_days: 7 is out of range (expected between 30 and 3650)",
+        id="retention_shorter_than_a_month",
+    ),
+    pytest.param(
+        ["serve", "--port", "0"],
+        {"NACHTWACHT_RETENTION_DAYS": "forever"},
+        "NACHTWACHT_RETENTION_DAYS: 'forever' is not a whole number",
+        id="bad_retention_env",
     ),
     pytest.param(
         ["serve", "--port", "0"],

@@ -8,7 +8,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from control_plane.accounts.services import actor_of
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, RequestNow, services_of
-from control_plane.settings.services import PlatformSettings
+from control_plane.settings.services import (
+    MAX_RETENTION_DAYS,
+    MIN_RETENTION_DAYS,
+    PlatformSettings,
+)
 from ground.contract import API_PREFIX
 from ground.limits import MAX_CAP, MAX_CATCH_UP_MINUTES, MIN_CAP, MIN_CATCH_UP_MINUTES
 
@@ -46,11 +50,18 @@ class SettingsBody(BaseModel):
         description="grants in total per round",
         json_schema_extra={"minimum": MIN_CAP, "maximum": MAX_CAP},
     )
+    retention_days: int | None = Field(
+        default=None,
+        strict=True,
+        description="days runs, their events and notifications are kept; older ones are removed",
+        examples=[400],
+        json_schema_extra={"minimum": MIN_RETENTION_DAYS, "maximum": MAX_RETENTION_DAYS},
+    )
 
 
 @router.get("/settings", response_model=PlatformSettings, responses=errors(*AUTHENTICATED))
 def get_settings(request: Request, caller: OperatorCaller) -> PlatformSettings:
-    """The platform's time zone, catch-up window and caps."""
+    """The platform's time zone, catch-up window, caps and how long history is kept."""
     del caller
     return services_of(request).settings.get()
 

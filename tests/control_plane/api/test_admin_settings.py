@@ -17,6 +17,7 @@ DEFAULTS = {
     "catch_up_minutes": 15,
     "org_cap": 5,
     "global_cap": 25,
+    "retention_days": 400,
 }
 
 
@@ -47,6 +48,18 @@ def test_put_changes_only_the_named_settings(api: Api, operator_key: str) -> Non
         pytest.param({"global_cap": -5}, "global_cap", "at least 1", id="negative_global_cap"),
         pytest.param({"org_cap": "five"}, "org_cap", "valid integer", id="cap_not_number"),
         pytest.param({"speed": 2}, "speed", "extra inputs", id="unknown_setting"),
+        pytest.param({"retention_days": 0}, "retention_days", "between 30 and", id="keep_none"),
+        pytest.param({"retention_days": -1}, "retention_days", "between 30 and", id="negative"),
+        pytest.param(
+            {"retention_days": 7}, "retention_days", "between 30 and", id="forgets_the_soak"
+        ),
+        pytest.param({"retention_days": 36500}, "retention_days", "between 30 and", id="century"),
+        pytest.param(
+            {"retention_days": "400"}, "retention_days", "valid integer", id="days_as_text"
+        ),
+        pytest.param(
+            {"retention_days": True}, "retention_days", "valid integer", id="days_as_bool"
+        ),
     ],
 )
 def test_bad_setting_gets_422_naming_the_field(

@@ -1,0 +1,55 @@
+"""`nachtwacht control after-restore`: run once after restoring the database from a backup.
+
+Every token outstanding in the restored database is revoked (reason `restore`), so no agent
+switches on a grant the database may have forgotten or remembers wrongly, and the answers'
+change feed is emptied (its rows name the old server's transactions). Run it before the replicas
+serve agents again; running it twice does no harm. On the trail as `platform.restored`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from control_plane.cli_common import add_database_flags, add_json_flag, admin_pool, cli_actor, emit
+from control_plane.restore import after_restore
+from ground.clock import clock_from_env
+from ground.contract import format_instant
+
+__all__ = ["RESTORE_COMMANDS", "add_restore_commands"]
+
+
+def add_restore_commands(commands: Any) -> None:
+    restored = commands.add_parser(
+        "after-restore",
+        help="after restoring the database: revoke every outstanding token, reset the change feed",
+    )
+    add_database_flags(restored)
+    add_json_flag(restored)
+
+
+def _after_restore(args: argparse.Namespace) -> int:
+    now = clock_from_env().now()
+    with admin_pool(args) as pool:
+        done = after_restore(pool, now=now, actor=cli_actor())
+    emit(
+        args,
+        {
+            "tokens_revoked": done.tokens_revoked,
+            "feed_rows_cleared": done.feed_rows_cleared,
+            "at": format_instant(done.at),
+        },
+        [
+            f"revoked {done.tokens_revoked} outstanding token(s) at {format_instant(done.at)};"
+            " agents holding one are refused their download and their switch",
+            f"cleared {done.feed_rows_cleared} row(s) of the answers' change feed",
+            "start the replicas now; the next slots are claimed as usual",
+        ],
+    )
+    return 0
+
+
+RESTORE_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "after-restore": _after_restore,
+}

@@ -1,0 +1,42 @@
+"""The step an operator runs once after restoring the database (`nachtwacht control
+after-restore`), before the replicas serve agents again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from control_plane.events.trail import Actor, record_action
+from control_plane.types import Pool
+
+__all__ = ["RESTORE_REVOCATION", "AfterRestore", "after_restore"]
+
+# The reason a revoked token carries, shown to the agent and on the run's refusal.
+RESTORE_REVOCATION = "restore"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AfterRestore:
+    tokens_revoked: int
+    feed_rows_cleared: int
+    at: datetime
+
+
+def after_restore(pool: Pool, *, now: datetime, actor: Actor) -> AfterRestore:
+    """Revoke every outstanding token and empty the answers' change feed, in one transaction."""
+    with pool.connection() as conn, conn.transaction():
+        # First, so the revocation's own change rows (written by the tokens' trigger) stay.
+        cleared = conn.execute("DELETE FROM answer_changes").rowcount
+        revoked = conn.execute(
+            "UPDATE tokens SET revoked_at = %s, revoked_reason = %s"
+            " WHERE revoked_at IS NULL AND expires_at > %s",
+            [now, RESTORE_REVOCATION, now],
+        ).rowcount
+        record_action(
+            conn,
+            kind="platform.restored",
+            actor=actor,
+            at=now,
+            data={"revoked_tokens": revoked},
+        )
+    return AfterRestore(tokens_revoked=revoked, feed_rows_cleared=cleared, at=now)

@@ -1,0 +1,90 @@
+"""`after_restore`: every token outstanding in a restored database is revoked, once, on the
+trail; the answers' change feed starts empty; an agent holding such a token gets no permit."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from uuid import UUID
+
+from control_plane.events.trail import Actor
+from control_plane.restore import after_restore
+from control_plane.types import Pool
+from tests.control_plane.conftest import Api, SignedRelease
+from tests.control_plane.reconcile_fleet import NIGHT, NIGHT_KEY
+from tests.worlds.clocks import ManualClock
+
+OPERATOR = Actor(kind="operator", name="cli:tests")
+
+
+def _claimed_run(pool: Pool, agent_id: str, org_id: str, *, expires_in: timedelta) -> UUID:
+    with pool.connection() as conn:
+        release = conn.execute("SELECT id FROM releases").fetchone()
+        assert release is not None
+        run = conn.execute(
+            "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, release_id,"
+            " from_version, created_at, claimed_at) VALUES (%s, %s, 'schedule', %s, %s,"
+            " 'claimed', %s, '1.4.1', %s, %s) RETURNING id",
+            [agent_id, org_id, NIGHT_KEY, NIGHT, release["id"], NIGHT, NIGHT],
+        ).fetchone()
+        assert run is not None
+        conn.execute(
+            "INSERT INTO tokens (run_id, agent_id, release_id, granted_at, expires_at)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            [run["id"], agent_id, release["id"], NIGHT, NIGHT + expires_in],
+        )
+    run_id: UUID = run["id"]
+    return run_id
+
+
+def test_every_outstanding_token_is_revoked_once_and_its_agent_gets_no_permit(
+    pool: Pool,
+    api: Api,
+    clock: ManualClock,
+    published: SignedRelease,
+    make_org,
+    make_agent,
+) -> None:
+    org = make_org("Acme")
+    holder, late = make_agent(org, "web-01"), make_agent(org, "web-02")
+    clock.set(NIGHT + timedelta(minutes=2))
+    outstanding = _claimed_run(pool, holder.agent_id, org.org_id, expires_in=timedelta(hours=1))
+    _claimed_run(pool, late.agent_id, org.org_id, expires_in=timedelta(minutes=1))  # expired
+
+    done = after_restore(pool, now=clock.now(), actor=OPERATOR)
+    assert done.tokens_revoked == 1
+    assert after_restore(pool, now=clock.now(), actor=OPERATOR).tokens_revoked == 0
+
+    with api.client(holder.agent_key) as client:
+        refused = client.post(f"/v1/agent/runs/{outstanding}/confirm")
+    assert refused.status_code == 403
+    assert refused.json()["detail"]["code"] == "token_revoked"
+    assert "(restore)" in refused.json()["detail"]["message"]
+    with pool.connection() as conn:
+        trail = conn.execute(
+            "SELECT actor_name, data FROM events WHERE kind = 'platform.restored' ORDER BY id"
+        ).fetchall()
+    assert [(row["actor_name"], row["data"]["revoked_tokens"]) for row in trail] == [
+        ("cli:tests", 1),
+        ("cli:tests", 0),
+    ]
+
+
+def test_the_change_feed_keeps_only_the_revocation(
+    pool: Pool, clock: ManualClock, published: SignedRelease, make_org, make_agent
+) -> None:
+    org = make_org("Acme")
+    agent = make_agent(org, "web-01")
+    clock.set(NIGHT + timedelta(minutes=2))
+    _claimed_run(pool, agent.agent_id, org.org_id, expires_in=timedelta(hours=1))
+    with pool.connection() as conn:
+        before = conn.execute("SELECT count(*) AS n FROM answer_changes").fetchone()
+    assert before is not None and before["n"] > 0
+    after_restore(pool, now=clock.now(), actor=OPERATOR)
+    with pool.connection() as conn:
+        left = conn.execute("SELECT DISTINCT xid::text AS xid FROM answer_changes").fetchall()
+        revocation = conn.execute(
+            "SELECT xmin::text AS xid FROM tokens WHERE revoked_reason = 'restore'"
+        ).fetchone()
+    # The old server's rows are gone; the revocation's own rows tell the replicas what changed.
+    assert revocation is not None
+    assert [row["xid"] for row in left] == [revocation["xid"]]
