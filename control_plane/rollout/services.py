@@ -18,7 +18,7 @@ from control_plane.agent_scope import require_agent
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
-from control_plane.pins.holds import active_hold, hold_view
+from control_plane.pins.holds import active_holds, hold_view
 from control_plane.releases.release_actions import release_row
 from control_plane.rollout.halts import (
     MAX_HALT_REASON_LENGTH,
@@ -29,14 +29,7 @@ from control_plane.rollout.halts import (
     halts_of,
     resume_release,
 )
-from control_plane.rollout.offer import (
-    CANARY_BUCKETS,
-    OfferBasis,
-    canary_bucket,
-    is_marked_canary,
-    offered_release,
-    running_version,
-)
+from control_plane.rollout.offer import OfferAsk, OfferBasis, offers_of
 from control_plane.rollout.stages import (
     RolloutSettings,
     Stage,
@@ -48,7 +41,7 @@ from control_plane.rollout.stages import (
     read_rollout_settings,
     update_rollout_settings,
 )
-from control_plane.rollout.waves import Wave, effective_wave, first_wave, read_plan
+from control_plane.rollout.waves import effective_wave
 from control_plane.types import Connection, Pool
 from ground.contract import DEFAULT_TRACK, HoldView, ReleaseTrack
 
@@ -186,50 +179,53 @@ def _offered_view(release: dict[str, Any]) -> OfferedRelease:
     )
 
 
-def _agent_wave(
-    conn: Connection, agent_id: UUID, org_id: UUID, track: ReleaseTrack, plan: tuple[Wave, ...]
-) -> int | None:
-    current = conn.execute(
-        "SELECT release_id FROM current_releases WHERE channel = %s AND platform = %s",
-        [track.channel, track.platform],
-    ).fetchone()
-    if current is None:
-        return None
-    return first_wave(
-        plan,
-        marked=is_marked_canary(conn, agent_id, org_id),
-        bucket=canary_bucket(agent_id, current["release_id"]),
-        buckets=CANARY_BUCKETS,
-    )
+def agent_releases(
+    conn: Connection, agents: Sequence[tuple[UUID, UUID]], now: datetime
+) -> list[AgentRelease]:
+    """Each agent's (agent id, organisation id) pair, offer, running version, pin, hold and
+    wave, in the order given: a few queries for the whole list, whatever its length."""
+    ids = [agent_id for agent_id, _ in agents]
+    seen = {
+        row["agent_id"]: ReleaseTrack(channel=row["channel"], platform=row["platform"])
+        for row in conn.execute(
+            "SELECT agent_id, channel, platform FROM agent_tracks WHERE agent_id = ANY(%s::uuid[])",
+            [ids],
+        ).fetchall()
+    }
+    asks = [
+        OfferAsk(agent_id=agent_id, org_id=org_id, track=seen.get(agent_id, DEFAULT_TRACK))
+        for agent_id, org_id in agents
+    ]
+    offers = offers_of(conn, asks, complete=True)
+    holds = active_holds(conn, ids, now)
+    views = []
+    for ask in asks:
+        offer = offers.offers[ask.agent_id]
+        running = offers.running.get(ask.agent_id)
+        marked = ask.agent_id in offers.marked_agents
+        hold = holds.get(ask.agent_id)
+        views.append(
+            AgentRelease(
+                agent_id=ask.agent_id,
+                track=ask.track,
+                track_seen=ask.agent_id in seen,
+                offered=None if offer.release is None else _offered_view(offer.release),
+                basis=offer.basis,
+                running_version=running,
+                up_to_date=offer.release is None or offer.release["agent_version"] == running,
+                pinned=offer.basis == "pinned",
+                canary=marked or offer.basis == "canary",
+                canary_marked=marked,
+                hold=None if hold is None else hold_view(hold),
+                wave=offers.wave_of(ask),
+            )
+        )
+    return views
 
 
 def agent_release(conn: Connection, agent_id: UUID, org_id: UUID, now: datetime) -> AgentRelease:
-    seen = conn.execute(
-        "SELECT channel, platform FROM agent_tracks WHERE agent_id = %s", [agent_id]
-    ).fetchone()
-    track = (
-        DEFAULT_TRACK
-        if seen is None
-        else ReleaseTrack(channel=seen["channel"], platform=seen["platform"])
-    )
-    offer = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track)
-    running = running_version(conn, agent_id)
-    marked = conn.execute("SELECT 1 FROM canary_agents WHERE agent_id = %s", [agent_id]).fetchone()
-    hold = active_hold(conn, agent_id, now)
-    return AgentRelease(
-        agent_id=agent_id,
-        track=track,
-        track_seen=seen is not None,
-        offered=None if offer.release is None else _offered_view(offer.release),
-        basis=offer.basis,
-        running_version=running,
-        up_to_date=offer.release is None or offer.release["agent_version"] == running,
-        pinned=offer.basis == "pinned",
-        canary=marked is not None or offer.basis == "canary",
-        canary_marked=marked is not None,
-        hold=None if hold is None else hold_view(hold),
-        wave=_agent_wave(conn, agent_id, org_id, track, read_plan(conn)),
-    )
+    """One agent's: `agent_releases` of a list of one."""
+    return agent_releases(conn, [(agent_id, org_id)], now)[0]
 
 
 class RolloutService:
@@ -361,14 +357,20 @@ class RolloutService:
         with self._pool.connection() as conn:
             if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
                 raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
-            agents = conn.execute(
-                "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
-                " AND (%s::uuid[] IS NULL OR id = ANY(%s::uuid[])) ORDER BY name, id",
-                [org_id, wanted, wanted],
-            ).fetchall()
-            return AgentReleaseList(
-                agents=tuple(agent_release(conn, row["id"], org_id, now) for row in agents)
-            )
+            if wanted is None:
+                agents = conn.execute(
+                    "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
+                    " ORDER BY name, id",
+                    [org_id],
+                ).fetchall()
+            else:
+                agents = conn.execute(
+                    "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
+                    " AND id = ANY(%s::uuid[]) ORDER BY name, id",
+                    [org_id, wanted],
+                ).fetchall()
+            listed = agent_releases(conn, [(row["id"], org_id) for row in agents], now)
+            return AgentReleaseList(agents=tuple(listed))
 
     def force_update(
         self, agent_id: UUID, *, reason: object, actor: Actor, now: datetime
@@ -427,17 +429,24 @@ class RolloutService:
                 " FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id"
                 " ORDER BY cur.channel, cur.platform"
             ).fetchall()
+            # Every pair's agents at once: the offers are read for the whole fleet in a few
+            # queries, not per pair or per agent.
+            agents = conn.execute(
+                "SELECT a.id, a.org_id, a.update_schedule_enabled AS enabled, t.channel,"
+                " t.platform FROM agent_tracks t JOIN agents a ON a.id = t.agent_id"
+                " JOIN current_releases cur ON cur.channel = t.channel"
+                "   AND cur.platform = t.platform"
+                " WHERE a.deleted_at IS NULL ORDER BY a.id"
+            ).fetchall()
+            views = agent_releases(conn, [(a["id"], a["org_id"]) for a in agents], now)
+            by_pair: dict[tuple[str, str], list[tuple[dict[str, Any], AgentRelease]]] = {}
+            for agent, view in zip(agents, views, strict=True):
+                by_pair.setdefault((agent["channel"], agent["platform"]), []).append((agent, view))
             result = []
             for pair in pairs:
-                agents = conn.execute(
-                    "SELECT a.id, a.org_id, a.update_schedule_enabled AS enabled"
-                    " FROM agent_tracks t JOIN agents a ON a.id = t.agent_id"
-                    " WHERE t.channel = %s AND t.platform = %s AND a.deleted_at IS NULL",
-                    [pair["channel"], pair["platform"]],
-                ).fetchall()
+                pair_agents = by_pair.get((pair["channel"], pair["platform"]), [])
                 counts = dict.fromkeys(("updating", "waiting", "up_to_date", "pinned", "held"), 0)
-                for agent in agents:
-                    view = agent_release(conn, agent["id"], agent["org_id"], now)
+                for agent, view in pair_agents:
                     counts["pinned"] += view.pinned
                     if view.up_to_date:
                         counts["up_to_date"] += 1
@@ -457,7 +466,7 @@ class RolloutService:
                         wave=effective_wave(pair["stage"], pair["wave"], len(settings.waves)),
                         waves=len(settings.waves),
                         halted=pair["halted"],
-                        agents=len(agents),
+                        agents=len(pair_agents),
                         updating_at_this_stage=counts["updating"],
                         waiting_for_everyone=counts["waiting"] if pair["stage"] == "canary" else 0,
                         up_to_date=counts["up_to_date"],
