@@ -124,7 +124,14 @@ def _needs(
         " WHERE update_schedule_enabled AND jsonb_array_length(update_schedule_times) > 0"
         " AND deleted_at IS NULL ORDER BY id"
     ).fetchall()
-    slots = [(agent, slot_of(tuple(agent["times"]))) for agent in agents]
+    # Most agents share a few schedules: each schedule's slot is planned once, not per agent.
+    slot_per_schedule: dict[tuple[str, ...], datetime | None] = {}
+    slots = []
+    for agent in agents:
+        times = tuple(agent["times"])
+        if times not in slot_per_schedule:
+            slot_per_schedule[times] = slot_of(times)
+        slots.append((agent, slot_per_schedule[times]))
     asking = [(agent, slot_at) for agent, slot_at in slots if slot_at is not None]
     views = agent_releases(conn, [(agent["id"], agent["org_id"]) for agent, _ in asking], now)
     needs = []

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import UUID
 
+from psycopg.rows import tuple_row
+
 from control_plane.rollout.waves import Wave, effective_wave, first_wave, read_plan
 from control_plane.types import Connection
 from ground.contract import ReleaseTrack
@@ -172,6 +174,8 @@ class Offers:
     running: dict[UUID, str]
     marked_agents: frozenset[UUID]
     marked_orgs: frozenset[UUID]
+    # Each agent's `canary_bucket` for its pair's current release, where it was needed.
+    buckets: dict[UUID, int]
 
     def is_marked(self, ask: OfferAsk) -> bool:
         return ask.agent_id in self.marked_agents or ask.org_id in self.marked_orgs
@@ -182,10 +186,11 @@ class Offers:
         current = self.current.get(ask.pair)
         if current is None:
             return None
+        bucket = self.buckets.get(ask.agent_id)
         return first_wave(
             self.plan,
             marked=self.is_marked(ask),
-            bucket=canary_bucket(ask.agent_id, current["id"]),
+            bucket=canary_bucket(ask.agent_id, current["id"]) if bucket is None else bucket,
             buckets=CANARY_BUCKETS,
         )
 
@@ -205,8 +210,8 @@ def running_versions(conn: Connection, agent_ids: Iterable[UUID]) -> dict[UUID, 
     ids = list(dict.fromkeys(agent_ids))
     if not ids:
         return {}
-    rows = conn.execute(_RUNNING, [ids]).fetchall()
-    return {row["agent_id"]: str(row["version"]) for row in rows}
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        return {agent_id: str(version) for agent_id, version in cursor.execute(_RUNNING, [ids])}
 
 
 def running_version(conn: Connection, agent_id: UUID) -> str | None:
@@ -285,6 +290,11 @@ def offers_of(conn: Connection, asks: Sequence[OfferAsk], *, complete: bool = Fa
     ]
     plan = read_plan(conn) if complete or in_canary else ()
     marked_agents, marked_orgs = _marks(conn, asks if complete else in_canary)
+    buckets = {
+        ask.agent_id: canary_bucket(ask.agent_id, current[ask.pair]["id"])
+        for ask in (asks if complete else in_canary)
+        if ask.pair in current
+    }
     reached = {
         pair: effective_wave(row["stage"], row["wave"], len(plan))
         for pair, row in current.items()
@@ -311,7 +321,7 @@ def offers_of(conn: Connection, asks: Sequence[OfferAsk], *, complete: bool = Fa
             agent_wave = first_wave(
                 plan,
                 marked=ask.agent_id in marked_agents or ask.org_id in marked_orgs,
-                bucket=canary_bucket(ask.agent_id, release["id"]),
+                bucket=buckets[ask.agent_id],
                 buckets=CANARY_BUCKETS,
             )
             basis[ask.agent_id] = "canary" if agent_wave <= reached[ask.pair] else "previous"
@@ -341,6 +351,7 @@ def offers_of(conn: Connection, asks: Sequence[OfferAsk], *, complete: bool = Fa
         running=running,
         marked_agents=marked_agents,
         marked_orgs=marked_orgs,
+        buckets=buckets,
     )
 
 

@@ -14,6 +14,8 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from psycopg.rows import tuple_row
+
 from control_plane.agent_scope import require_agent
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
@@ -185,13 +187,20 @@ def agent_releases(
     """Each agent's (agent id, organisation id) pair, offer, running version, pin, hold and
     wave, in the order given: a few queries for the whole list, whatever its length."""
     ids = [agent_id for agent_id, _ in agents]
-    seen = {
-        row["agent_id"]: ReleaseTrack(channel=row["channel"], platform=row["platform"])
-        for row in conn.execute(
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        cursor.execute(
             "SELECT agent_id, channel, platform FROM agent_tracks WHERE agent_id = ANY(%s::uuid[])",
             [ids],
-        ).fetchall()
-    }
+        )
+        # The pairs are few: one track per pair, shared by its agents.
+        tracks: dict[tuple[str, str], ReleaseTrack] = {}
+        seen = {
+            agent_id: tracks.get((channel, platform))
+            or tracks.setdefault(
+                (channel, platform), ReleaseTrack(channel=channel, platform=platform)
+            )
+            for agent_id, channel, platform in cursor
+        }
     asks = [
         OfferAsk(agent_id=agent_id, org_id=org_id, track=seen.get(agent_id, DEFAULT_TRACK))
         for agent_id, org_id in agents
