@@ -15,8 +15,9 @@ The order, first match wins:
 
 Every path that picks a release for an agent asks this: the scheduled claim, the manual update
 and the config poll ask it for one agent; the views of many agents (an organisation's list, the
-rollout's counts, the forecast) ask it for all of theirs at once (`offers_of`): the same rule,
-read in a few set-based queries whatever the number of agents.
+rollout's counts, the forecast) ask it for all of theirs at once: the same rule (`offers_from`),
+read in a few set-based queries whatever the number of agents — one for the agents' own facts
+(`AgentFacts`: pair, pin, canary marks, hold, running version), a few for the releases.
 
 An offered release that is halted or under its own brake is still the offer — the agent keeps
 following it — but it is not granted (`RefusalCode.RELEASE_HALTED`: a
@@ -27,29 +28,31 @@ operator forced that one update (`rollout.gate`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from uuid import UUID
 
 from psycopg.rows import tuple_row
 
+from control_plane.pins.holds import ActiveHold
 from control_plane.rollout.waves import Wave, effective_wave, first_wave, read_plan
 from control_plane.types import Connection
-from ground.contract import ReleaseTrack
+from ground.contract import DEFAULT_TRACK, ReleaseTrack
 
 __all__ = [
     "CANARY_BUCKETS",
+    "AgentFacts",
     "Offer",
-    "OfferAsk",
     "OfferBasis",
     "Offers",
     "canary_bucket",
     "in_canary_share",
     "offered_release",
-    "offers_of",
-    "running_version",
-    "running_versions",
+    "offers_from",
+    "read_facts_of",
+    "read_fleet_facts",
+    "read_org_facts",
 ]
 
 OfferBasis = Literal["pinned", "current", "canary", "previous"]
@@ -123,112 +126,141 @@ SELECT DISTINCT ON (rel.channel, rel.platform) {_COLUMNS}
  ORDER BY rel.channel, rel.platform, (rel.stage = 'everyone') DESC, rel.manifest_version DESC
 """  # noqa: S608 - constant columns
 
-# An agent's pin wins over its organisation's.
-_PINS = """
-SELECT agent_id, org_id, version FROM pins
- WHERE agent_id = ANY(%s::uuid[]) OR org_id = ANY(%s::uuid[])
+# Each agent of a selection with what its offer depends on: the pair it last asked on, its pin
+# (its own wins over its organisation's), its canary marks, its hold and what it last reported
+# running (its latest run that names a version).
+_FACTS = """
+SELECT a.id AS agent_id, a.org_id, t.channel, t.platform,
+       (ap.id IS NOT NULL OR op.id IS NOT NULL) AS pinned,
+       CASE WHEN ap.id IS NOT NULL THEN ap.version ELSE op.version END AS pin_version,
+       (ca.agent_id IS NOT NULL) AS marked, (co.org_id IS NOT NULL) AS org_marked,
+       h.until AS hold_until, h.reason AS hold_reason, h.set_by AS hold_set_by,
+       latest.version AS running
+  FROM ({selection}) AS a
+  LEFT JOIN agent_tracks t ON t.agent_id = a.id
+  LEFT JOIN pins ap ON ap.agent_id = a.id
+  LEFT JOIN pins op ON op.org_id = a.org_id
+  LEFT JOIN canary_agents ca ON ca.agent_id = a.id
+  LEFT JOIN canary_orgs co ON co.org_id = a.org_id
+  LEFT JOIN holds h ON h.agent_id = a.id
+  LEFT JOIN LATERAL (
+        SELECT r.version FROM runs r
+         WHERE r.agent_id = a.id AND r.version IS NOT NULL
+         ORDER BY r.created_at DESC LIMIT 1) AS latest ON true
 """
-
-_MARKS = """
-SELECT agent_id AS id, 'agent' AS scope FROM canary_agents WHERE agent_id = ANY(%s::uuid[])
-UNION ALL
-SELECT org_id, 'org' FROM canary_orgs WHERE org_id = ANY(%s::uuid[])
-"""
-
-# The version each agent last reported: its latest run that names one.
-_RUNNING = """
-SELECT asked.id AS agent_id, latest.version
-  FROM unnest(%s::uuid[]) AS asked(id)
-  CROSS JOIN LATERAL (
-        SELECT version FROM runs
-         WHERE agent_id = asked.id AND version IS NOT NULL
-         ORDER BY created_at DESC LIMIT 1) AS latest
-"""
+# The selections: agents named with their organisation (a page, one agent), an organisation's
+# live agents, every live agent. The last two are chosen in SQL, not sent as long id lists.
+_GIVEN = "SELECT * FROM unnest(%(ids)s::uuid[], %(orgs)s::uuid[]) AS given(id, org_id)"
+_OF_ORG = "SELECT id, org_id FROM agents WHERE org_id = %(org)s AND deleted_at IS NULL"
+_LIVE = "SELECT id, org_id FROM agents WHERE deleted_at IS NULL"
 
 Pair = tuple[str, str]
 
 
 @dataclass(frozen=True, kw_only=True)
-class OfferAsk:
-    """One agent whose offer is asked: its organisation and the pair it follows."""
+class AgentFacts:
+    """One agent's part of what its offer is computed from."""
 
     agent_id: UUID
     org_id: UUID
-    track: ReleaseTrack
+    # The pair it last asked on (None: it has not asked yet).
+    seen: ReleaseTrack | None
+    pinned: bool
+    # With `pinned`: the version, or None (hold at what it runs).
+    pin_version: str | None
+    # Marked a canary by an operator: itself, its organisation.
+    marked: bool
+    org_marked: bool
+    # Its hold as stored (in force while its `until` is after now), else None.
+    hold: ActiveHold | None
+    running: str | None
 
     @property
-    def pair(self) -> Pair:
-        return (self.track.channel, self.track.platform)
+    def track(self) -> ReleaseTrack:
+        """The pair it follows: the one it last asked on, else the default pair."""
+        return DEFAULT_TRACK if self.seen is None else self.seen
+
+
+def _read_facts(conn: Connection, selection: str, params: dict[str, Any]) -> list[AgentFacts]:
+    query = _FACTS.format(selection=selection)
+    # The pairs are few: one track per pair, shared by its agents.
+    tracks: dict[Pair, ReleaseTrack] = {}
+    facts = []
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        for row in cursor.execute(query, params).fetchall():
+            agent_id, org_id, channel, platform, *rest = row
+            seen = None
+            if channel is not None:
+                seen = tracks.get((channel, platform)) or tracks.setdefault(
+                    (channel, platform), ReleaseTrack(channel=channel, platform=platform)
+                )
+            pinned, pin_version, marked, org_marked, until, reason, set_by, running = rest
+            facts.append(
+                AgentFacts(
+                    agent_id=agent_id,
+                    org_id=org_id,
+                    seen=seen,
+                    pinned=pinned,
+                    pin_version=pin_version,
+                    marked=marked,
+                    org_marked=org_marked,
+                    hold=(
+                        None
+                        if until is None
+                        else ActiveHold(until=until, reason=reason, set_by=set_by)
+                    ),
+                    running=running,
+                )
+            )
+    return facts
+
+
+def read_facts_of(conn: Connection, agents: Sequence[tuple[UUID, UUID]]) -> list[AgentFacts]:
+    """The facts of each (agent id, organisation id) given, in the order given."""
+    if not agents:
+        return []
+    ids = [agent_id for agent_id, _ in agents]
+    by_id = {
+        f.agent_id: f
+        for f in _read_facts(conn, _GIVEN, {"ids": ids, "orgs": [org for _, org in agents]})
+    }
+    return [by_id[agent_id] for agent_id in ids]
+
+
+def read_org_facts(conn: Connection, org_id: UUID) -> list[AgentFacts]:
+    """The facts of every live agent of the organisation."""
+    return _read_facts(conn, _OF_ORG, {"org": org_id})
+
+
+def read_fleet_facts(conn: Connection) -> list[AgentFacts]:
+    """The facts of every live agent."""
+    return _read_facts(conn, _LIVE, {})
 
 
 @dataclass(frozen=True, kw_only=True)
 class Offers:
-    """The offers of a set of agents, and what they were computed from, for the views that show
-    more of each agent (its running version, its canary marks, its wave). `running`, `marked`
-    and `plan` are complete only when asked for (`offers_of(…, complete=True)`)."""
+    """The offers of a set of agents, and what the views show beside them (each agent's wave)."""
 
     offers: dict[UUID, Offer]
-    # The pairs' current releases (of the pairs asked about).
+    # The pairs' current releases (of the pairs asked about), and the plan of waves.
     current: dict[Pair, dict[str, Any]]
     plan: tuple[Wave, ...]
-    running: dict[UUID, str]
-    marked_agents: frozenset[UUID]
-    marked_orgs: frozenset[UUID]
-    # Each agent's `canary_bucket` for its pair's current release, where it was needed.
+    # Each agent's `canary_bucket` for its pair's current release, where one was hashed.
     buckets: dict[UUID, int]
 
-    def is_marked(self, ask: OfferAsk) -> bool:
-        return ask.agent_id in self.marked_agents or ask.org_id in self.marked_orgs
-
-    def wave_of(self, ask: OfferAsk) -> int | None:
+    def wave_of(self, facts: AgentFacts, track: ReleaseTrack) -> int | None:
         """The first wave of the pair's current release that reaches the agent (None: the pair
         has no current release)."""
-        current = self.current.get(ask.pair)
+        current = self.current.get((track.channel, track.platform))
         if current is None:
             return None
-        bucket = self.buckets.get(ask.agent_id)
+        bucket = self.buckets.get(facts.agent_id)
         return first_wave(
             self.plan,
-            marked=self.is_marked(ask),
-            bucket=canary_bucket(ask.agent_id, current["id"]) if bucket is None else bucket,
+            marked=facts.marked or facts.org_marked,
+            bucket=canary_bucket(facts.agent_id, current["id"]) if bucket is None else bucket,
             buckets=CANARY_BUCKETS,
         )
-
-
-_NO_PIN = object()
-
-
-def _pin_of(ask: OfferAsk, by_agent: dict[UUID, str | None], by_org: dict[UUID, str | None]) -> Any:
-    """The agent's pinned version (None: hold at what it runs), else `_NO_PIN`."""
-    if ask.agent_id in by_agent:
-        return by_agent[ask.agent_id]
-    return by_org.get(ask.org_id, _NO_PIN)
-
-
-def running_versions(conn: Connection, agent_ids: Iterable[UUID]) -> dict[UUID, str]:
-    """The version each agent last reported; an agent that reported none is absent."""
-    ids = list(dict.fromkeys(agent_ids))
-    if not ids:
-        return {}
-    with conn.cursor(row_factory=tuple_row) as cursor:
-        return {agent_id: str(version) for agent_id, version in cursor.execute(_RUNNING, [ids])}
-
-
-def running_version(conn: Connection, agent_id: UUID) -> str | None:
-    """The version the agent last reported (its latest run that names one)."""
-    return running_versions(conn, [agent_id]).get(agent_id)
-
-
-def _marks(conn: Connection, asks: Sequence[OfferAsk]) -> tuple[frozenset[UUID], frozenset[UUID]]:
-    """The agents and the organisations of `asks` marked as canaries by an operator."""
-    if not asks:
-        return frozenset(), frozenset()
-    rows = conn.execute(
-        _MARKS, [list({a.agent_id for a in asks}), list({a.org_id for a in asks})]
-    ).fetchall()
-    agents = frozenset(row["id"] for row in rows if row["scope"] == "agent")
-    orgs = frozenset(row["id"] for row in rows if row["scope"] == "org")
-    return agents, orgs
 
 
 def _pinned_releases(
@@ -260,105 +292,93 @@ def _previous_releases(
     return {(r["channel"], r["platform"]): r for r in rows}
 
 
-def offers_of(conn: Connection, asks: Sequence[OfferAsk], *, complete: bool = False) -> Offers:
-    """The release each agent of `asks` is offered (see the module's docstring), in a few
-    queries whatever their number. `complete`: read every agent's running version and canary
-    marks and the plan too, which the views show, not only those the offers need."""
-    agent_ids = list({a.agent_id for a in asks})
-    org_ids = list({a.org_id for a in asks})
-    pin_rows = conn.execute(_PINS, [agent_ids, org_ids]).fetchall() if asks else []
-    pins_by_agent = {r["agent_id"]: r["version"] for r in pin_rows if r["agent_id"] is not None}
-    pins_by_org = {r["org_id"]: r["version"] for r in pin_rows if r["org_id"] is not None}
-    pins = {a.agent_id: _pin_of(a, pins_by_agent, pins_by_org) for a in asks}
-
-    running = running_versions(
-        conn, agent_ids if complete else [a for a, pin in pins.items() if pin is None]
-    )
-    pairs = sorted({a.pair for a in asks})
+def offers_from(
+    conn: Connection,
+    facts: Sequence[AgentFacts],
+    *,
+    tracks: Mapping[UUID, ReleaseTrack] | None = None,
+    with_plan: bool = False,
+) -> Offers:
+    """The release each agent is offered (see the module's docstring), on the pair of `tracks`
+    (the one a request names), else the one it follows; the releases read in a few queries
+    whatever the number of agents. `with_plan`: read the plan of waves even when no offer needs
+    it (the views show each agent's wave)."""
+    pair_of = {
+        f.agent_id: (
+            (f.track.channel, f.track.platform)
+            if tracks is None or f.agent_id not in tracks
+            else (tracks[f.agent_id].channel, tracks[f.agent_id].platform)
+        )
+        for f in facts
+    }
+    pairs = sorted(set(pair_of.values()))
     current: dict[Pair, dict[str, Any]] = {}
     if pairs:
         rows = conn.execute(_CURRENT, [[c for c, _ in pairs], [p for _, p in pairs]]).fetchall()
         current = {(r["channel"], r["platform"]): r for r in rows}
-
-    # The waves matter for the agents of a pair whose current release is in its canary stage.
+    # The waves matter for an agent not pinned on a pair whose current release is a canary.
     in_canary = [
-        a
-        for a in asks
-        if pins[a.agent_id] is _NO_PIN
-        and a.pair in current
-        and current[a.pair]["stage"] != "everyone"
+        f
+        for f in facts
+        if not f.pinned
+        and pair_of[f.agent_id] in current
+        and current[pair_of[f.agent_id]]["stage"] != "everyone"
     ]
-    plan = read_plan(conn) if complete or in_canary else ()
-    marked_agents, marked_orgs = _marks(conn, asks if complete else in_canary)
-    buckets = {
-        ask.agent_id: canary_bucket(ask.agent_id, current[ask.pair]["id"])
-        for ask in (asks if complete else in_canary)
-        if ask.pair in current
-    }
+    plan = read_plan(conn) if with_plan or in_canary else ()
     reached = {
         pair: effective_wave(row["stage"], row["wave"], len(plan))
         for pair, row in current.items()
         if plan
     }
+    buckets: dict[UUID, int] = {}
 
     # The decision, agent by agent; the releases it names are read below, all at once.
     basis: dict[UUID, OfferBasis | None] = {}
     pinned_version: dict[UUID, str] = {}
-    for ask in asks:
-        pin = pins[ask.agent_id]
-        if pin is not _NO_PIN:
-            basis[ask.agent_id] = "pinned"
-            version = pin or running.get(ask.agent_id)
+    for f in facts:
+        pair = pair_of[f.agent_id]
+        release = current.get(pair)
+        if f.pinned:
+            basis[f.agent_id] = "pinned"
+            version = f.pin_version or f.running
             if version is not None:
-                pinned_version[ask.agent_id] = version
-            continue
-        release = current.get(ask.pair)
-        if release is None:
-            basis[ask.agent_id] = None
+                pinned_version[f.agent_id] = version
+        elif release is None:
+            basis[f.agent_id] = None
         elif release["stage"] == "everyone":
-            basis[ask.agent_id] = "current"
+            basis[f.agent_id] = "current"
         else:
+            bucket = buckets[f.agent_id] = canary_bucket(f.agent_id, release["id"])
             agent_wave = first_wave(
-                plan,
-                marked=ask.agent_id in marked_agents or ask.org_id in marked_orgs,
-                bucket=buckets[ask.agent_id],
-                buckets=CANARY_BUCKETS,
+                plan, marked=f.marked or f.org_marked, bucket=bucket, buckets=CANARY_BUCKETS
             )
-            basis[ask.agent_id] = "canary" if agent_wave <= reached[ask.pair] else "previous"
+            basis[f.agent_id] = "canary" if agent_wave <= reached[pair] else "previous"
 
     pinned = _pinned_releases(
-        conn, {(*a.pair, pinned_version[a.agent_id]) for a in asks if a.agent_id in pinned_version}
+        conn, {(*pair_of[a], version) for a, version in pinned_version.items()}
     )
     previous = _previous_releases(
-        conn, current, {a.pair for a in asks if basis[a.agent_id] == "previous"}
+        conn, current, {pair_of[a] for a, chosen in basis.items() if chosen == "previous"}
     )
     offers: dict[UUID, Offer] = {}
-    for ask in asks:
-        chosen = basis[ask.agent_id]
+    for f in facts:
+        chosen = basis[f.agent_id]
+        pair = pair_of[f.agent_id]
         offered: dict[str, Any] | None = None
         if chosen == "pinned":
-            version = pinned_version.get(ask.agent_id)
-            offered = None if version is None else pinned.get((*ask.pair, version))
+            version = pinned_version.get(f.agent_id)
+            offered = None if version is None else pinned.get((*pair, version))
         elif chosen == "previous":
-            offered = previous.get(ask.pair)
+            offered = previous.get(pair)
         elif chosen is not None:
-            offered = current[ask.pair]
-        offers[ask.agent_id] = Offer(release=offered, basis=chosen)
-    return Offers(
-        offers=offers,
-        current=current,
-        plan=plan,
-        running=running,
-        marked_agents=marked_agents,
-        marked_orgs=marked_orgs,
-        buckets=buckets,
-    )
+            offered = current[pair]
+        offers[f.agent_id] = Offer(release=offered, basis=chosen)
+    return Offers(offers=offers, current=current, plan=plan, buckets=buckets)
 
 
 def offered_release(
     conn: Connection, *, agent_id: UUID, org_id: UUID, track: ReleaseTrack
 ) -> Offer:
     """The release this agent is offered on `track` (see the module's docstring)."""
-    return offers_of(conn, [OfferAsk(agent_id=agent_id, org_id=org_id, track=track)]).offers[
-        agent_id
-    ]
+    facts = read_facts_of(conn, [(agent_id, org_id)])
+    return offers_from(conn, facts, tracks={agent_id: track}).offers[agent_id]

@@ -14,13 +14,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from psycopg.rows import tuple_row
-
 from control_plane.agent_scope import require_agent
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
-from control_plane.pins.holds import active_holds, hold_view
+from control_plane.pins.holds import hold_view
 from control_plane.releases.release_actions import release_row
 from control_plane.rollout.halts import (
     MAX_HALT_REASON_LENGTH,
@@ -31,7 +29,14 @@ from control_plane.rollout.halts import (
     halts_of,
     resume_release,
 )
-from control_plane.rollout.offer import OfferAsk, OfferBasis, offers_of
+from control_plane.rollout.offer import (
+    AgentFacts,
+    OfferBasis,
+    offers_from,
+    read_facts_of,
+    read_fleet_facts,
+    read_org_facts,
+)
 from control_plane.rollout.stages import (
     RolloutSettings,
     Stage,
@@ -45,7 +50,7 @@ from control_plane.rollout.stages import (
 )
 from control_plane.rollout.waves import effective_wave
 from control_plane.types import Connection, Pool
-from ground.contract import DEFAULT_TRACK, HoldView, ReleaseTrack
+from ground.contract import HoldView, ReleaseTrack
 
 __all__ = [
     "AgentRelease",
@@ -181,60 +186,45 @@ def _offered_view(release: dict[str, Any]) -> OfferedRelease:
     )
 
 
-def agent_releases(
-    conn: Connection, agents: Sequence[tuple[UUID, UUID]], now: datetime
+def release_views(
+    conn: Connection, facts: Sequence[AgentFacts], now: datetime
 ) -> list[AgentRelease]:
-    """Each agent's (agent id, organisation id) pair, offer, running version, pin, hold and
-    wave, in the order given: a few queries for the whole list, whatever its length."""
-    ids = [agent_id for agent_id, _ in agents]
-    with conn.cursor(row_factory=tuple_row) as cursor:
-        cursor.execute(
-            "SELECT agent_id, channel, platform FROM agent_tracks WHERE agent_id = ANY(%s::uuid[])",
-            [ids],
-        )
-        # The pairs are few: one track per pair, shared by its agents.
-        tracks: dict[tuple[str, str], ReleaseTrack] = {}
-        seen = {
-            agent_id: tracks.get((channel, platform))
-            or tracks.setdefault(
-                (channel, platform), ReleaseTrack(channel=channel, platform=platform)
-            )
-            for agent_id, channel, platform in cursor
-        }
-    asks = [
-        OfferAsk(agent_id=agent_id, org_id=org_id, track=seen.get(agent_id, DEFAULT_TRACK))
-        for agent_id, org_id in agents
-    ]
-    offers = offers_of(conn, asks, complete=True)
-    holds = active_holds(conn, ids, now)
+    """Each agent's pair, offer, running version, pin, hold and wave, in the order of `facts`:
+    a few queries for the whole list, whatever its length."""
+    offers = offers_from(conn, facts, with_plan=True)
+    # The releases offered are few: one view of each, shared by the agents offered it.
+    offered_views: dict[UUID, OfferedRelease] = {}
     views = []
-    for ask in asks:
-        offer = offers.offers[ask.agent_id]
-        running = offers.running.get(ask.agent_id)
-        marked = ask.agent_id in offers.marked_agents
-        hold = holds.get(ask.agent_id)
+    for f in facts:
+        offer = offers.offers[f.agent_id]
+        offered = None
+        if offer.release is not None:
+            offered = offered_views.get(offer.release["id"]) or offered_views.setdefault(
+                offer.release["id"], _offered_view(offer.release)
+            )
+        hold = f.hold if f.hold is not None and f.hold.until > now else None
         views.append(
             AgentRelease(
-                agent_id=ask.agent_id,
-                track=ask.track,
-                track_seen=ask.agent_id in seen,
-                offered=None if offer.release is None else _offered_view(offer.release),
+                agent_id=f.agent_id,
+                track=f.track,
+                track_seen=f.seen is not None,
+                offered=offered,
                 basis=offer.basis,
-                running_version=running,
-                up_to_date=offer.release is None or offer.release["agent_version"] == running,
+                running_version=f.running,
+                up_to_date=offer.release is None or offer.release["agent_version"] == f.running,
                 pinned=offer.basis == "pinned",
-                canary=marked or offer.basis == "canary",
-                canary_marked=marked,
+                canary=f.marked or offer.basis == "canary",
+                canary_marked=f.marked,
                 hold=None if hold is None else hold_view(hold),
-                wave=offers.wave_of(ask),
+                wave=offers.wave_of(f, f.track),
             )
         )
     return views
 
 
 def agent_release(conn: Connection, agent_id: UUID, org_id: UUID, now: datetime) -> AgentRelease:
-    """One agent's: `agent_releases` of a list of one."""
-    return agent_releases(conn, [(agent_id, org_id)], now)[0]
+    """One agent's: `release_views` of a list of one."""
+    return release_views(conn, read_facts_of(conn, [(agent_id, org_id)]), now)[0]
 
 
 class RolloutService:
@@ -367,19 +357,21 @@ class RolloutService:
             if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
                 raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
             if wanted is None:
-                agents = conn.execute(
+                order = conn.execute(
                     "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
                     " ORDER BY name, id",
                     [org_id],
                 ).fetchall()
+                by_id = {f.agent_id: f for f in read_org_facts(conn, org_id)}
+                facts = [by_id[row["id"]] for row in order if row["id"] in by_id]
             else:
-                agents = conn.execute(
+                order = conn.execute(
                     "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
                     " AND id = ANY(%s::uuid[]) ORDER BY name, id",
                     [org_id, wanted],
                 ).fetchall()
-            listed = agent_releases(conn, [(row["id"], org_id) for row in agents], now)
-            return AgentReleaseList(agents=tuple(listed))
+                facts = read_facts_of(conn, [(row["id"], org_id) for row in order])
+            return AgentReleaseList(agents=tuple(release_views(conn, facts, now)))
 
     def force_update(
         self, agent_id: UUID, *, reason: object, actor: Actor, now: datetime
@@ -438,31 +430,37 @@ class RolloutService:
                 " FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id"
                 " ORDER BY cur.channel, cur.platform"
             ).fetchall()
-            # Every pair's agents at once: the offers are read for the whole fleet in a few
-            # queries, not per pair or per agent.
-            agents = conn.execute(
-                "SELECT a.id, a.org_id, a.update_schedule_enabled AS enabled, t.channel,"
-                " t.platform FROM agent_tracks t JOIN agents a ON a.id = t.agent_id"
-                " JOIN current_releases cur ON cur.channel = t.channel"
-                "   AND cur.platform = t.platform"
-                " WHERE a.deleted_at IS NULL ORDER BY a.id"
-            ).fetchall()
-            views = agent_releases(conn, [(a["id"], a["org_id"]) for a in agents], now)
-            by_pair: dict[tuple[str, str], list[tuple[dict[str, Any], AgentRelease]]] = {}
-            for agent, view in zip(agents, views, strict=True):
-                by_pair.setdefault((agent["channel"], agent["platform"]), []).append((agent, view))
+            # Every pair's agents at once (those last seen on a pair with a current release):
+            # the offers are read for the whole fleet in a few queries, not per agent.
+            current_pairs = {(pair["channel"], pair["platform"]) for pair in pairs}
+            facts = [
+                f
+                for f in read_fleet_facts(conn)
+                if f.seen is not None and (f.seen.channel, f.seen.platform) in current_pairs
+            ]
+            enabled = {
+                row["id"]
+                for row in conn.execute(
+                    "SELECT id FROM agents WHERE deleted_at IS NULL AND update_schedule_enabled"
+                ).fetchall()
+            }
+            by_pair: dict[tuple[str, str], list[tuple[bool, AgentRelease]]] = {}
+            for view in release_views(conn, facts, now):
+                by_pair.setdefault((view.track.channel, view.track.platform), []).append(
+                    (view.agent_id in enabled, view)
+                )
             result = []
             for pair in pairs:
                 pair_agents = by_pair.get((pair["channel"], pair["platform"]), [])
                 counts = dict.fromkeys(("updating", "waiting", "up_to_date", "pinned", "held"), 0)
-                for agent, view in pair_agents:
+                for schedule_on, view in pair_agents:
                     counts["pinned"] += view.pinned
                     if view.up_to_date:
                         counts["up_to_date"] += 1
                     elif view.hold is not None:
                         counts["held"] += 1
                     elif view.offered is not None and view.offered.release_id == pair["id"]:
-                        counts["updating"] += agent["enabled"] and not pair["halted"]
+                        counts["updating"] += schedule_on and not pair["halted"]
                     elif view.basis == "previous" or view.offered is not None:
                         counts["waiting"] += 1
                 result.append(
