@@ -261,3 +261,26 @@ def test_the_rollout_counts_are_the_agents_views(
         assert pair.pinned == sum(v.pinned for v in on_pair)
         assert pair.up_to_date == sum(v.up_to_date for v in on_pair)
         assert pair.held == sum(v.hold is not None and not v.up_to_date for v in on_pair)
+
+
+def test_an_agents_own_pin_wins_over_its_organisations(
+    fleet: Fleet, services: Services, clock: ManualClock
+) -> None:
+    """Read alone and with the rest of its organisation, an agent pinned to 1.1.0 in an
+    organisation pinned to 1.0.0 is offered 1.1.0; its neighbours 1.0.0."""
+    now = clock.now()
+    org = fleet.orgs[1]
+    pinned_alone = {pin.agent_id for pin in services.pins.pins().pins}
+    own, neighbour = [
+        view.agent_id
+        for view in services.rollout.org_agent_releases(org, now=now).agents
+        if view.track == STABLE and view.agent_id not in pinned_alone
+    ][:2]
+    services.pins.pin(agent_id=own, version="1.1.0", reason="t", actor=OPERATOR, now=now)
+    alone = services.rollout.agent_release(own, org_id=org, now=now)
+    listed = {v.agent_id: v for v in services.rollout.org_agent_releases(org, now=now).agents}
+    for view in (alone, listed[own]):
+        assert view.basis == "pinned"
+        assert view.offered is not None and view.offered.version == "1.1.0"
+    assert listed[neighbour].offered is not None
+    assert listed[neighbour].offered.version == "1.0.0"
