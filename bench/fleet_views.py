@@ -374,6 +374,9 @@ def report(
             f"  < {read.target_ms:.0f} ms {'ok' if within else 'MISSED'}"
         )
     print(f"client CPU: {client_cpu:.1f} s over {wall:.1f} s of reads ({client_cpu / wall:.0%})")
+    # The targets are absolute, so a shared machine's load shows beside them.
+    one, five, _ = os.getloadavg()
+    print(f"machine load average: {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} cores")
     if missed:
         print("missed targets: " + ", ".join(missed))
         return 1
