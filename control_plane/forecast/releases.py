@@ -6,8 +6,8 @@ current wave and at each later one (`control_plane.rollout.waves`: a wave reache
 every earlier wave's), the last being `everyone` (every agent of the pair not pinned elsewhere).
 An agent counts when its schedule is on, it is not held, and it does not run the release yet;
 it asks at its first slot of the night. Whether the agent is offered
-the release is the rollout's own rule (`control_plane.rollout.services.agent_release`), read at
-the request's `now`.
+the release is the rollout's own rule (`control_plane.rollout.services.release_views`, for
+every agent at once), read at the request's `now`.
 
 The caps are shared by every release asking at one slot: per slot, each organisation's demand is
 its agents needing any release (every other release at its current stage, and the previous
@@ -34,7 +34,8 @@ from control_plane.forecast.model import (
     WaveOutlook,
     fair_shares,
 )
-from control_plane.rollout.services import agent_release
+from control_plane.rollout.offer import read_fleet_facts
+from control_plane.rollout.services import release_views
 from control_plane.rollout.waves import Wave, effective_wave, read_plan
 from control_plane.settings.services import PlatformSettings
 from control_plane.types import Connection
@@ -124,12 +125,19 @@ def _needs(
         " WHERE update_schedule_enabled AND jsonb_array_length(update_schedule_times) > 0"
         " AND deleted_at IS NULL ORDER BY id"
     ).fetchall()
-    needs = []
+    # Most agents share a few schedules: each schedule's slot is planned once, not per agent.
+    slot_per_schedule: dict[tuple[str, ...], datetime | None] = {}
+    slots = []
     for agent in agents:
-        slot_at = slot_of(tuple(agent["times"]))
-        if slot_at is None:
-            continue
-        view = agent_release(conn, agent["id"], agent["org_id"], now)
+        times = tuple(agent["times"])
+        if times not in slot_per_schedule:
+            slot_per_schedule[times] = slot_of(times)
+        slots.append((agent, slot_per_schedule[times]))
+    asking = [(agent, slot_at) for agent, slot_at in slots if slot_at is not None]
+    facts = {f.agent_id: f for f in read_fleet_facts(conn)}
+    views = release_views(conn, [facts[agent["id"]] for agent, _ in asking], now)
+    needs = []
+    for (agent, slot_at), view in zip(asking, views, strict=True):
         release = by_pair.get((view.track.channel, view.track.platform))
         if release is None or view.hold is not None:
             continue

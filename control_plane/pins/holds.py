@@ -8,6 +8,7 @@ during the audit next week"), not a way to switch updates off for good; that is 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -25,6 +26,7 @@ __all__ = [
     "ActiveHold",
     "HoldSetter",
     "active_hold",
+    "active_holds",
     "clear_hold",
     "hold_view",
     "set_hold",
@@ -43,14 +45,26 @@ class ActiveHold:
     set_by: HoldSetter
 
 
+def active_holds(
+    conn: Connection, agent_ids: Iterable[UUID], now: datetime
+) -> dict[UUID, ActiveHold]:
+    """The holds of `agent_ids` in force at `now`, by agent (an agent not held is absent)."""
+    ids = list(dict.fromkeys(agent_ids))
+    if not ids:
+        return {}
+    rows = conn.execute(
+        "SELECT agent_id, until, reason, set_by FROM holds"
+        " WHERE agent_id = ANY(%s::uuid[]) AND until > %s",
+        [ids, now],
+    ).fetchall()
+    return {
+        row["agent_id"]: ActiveHold(until=row["until"], reason=row["reason"], set_by=row["set_by"])
+        for row in rows
+    }
+
+
 def active_hold(conn: Connection, agent_id: UUID, now: datetime) -> ActiveHold | None:
-    row = conn.execute(
-        "SELECT until, reason, set_by FROM holds WHERE agent_id = %s AND until > %s",
-        [agent_id, now],
-    ).fetchone()
-    if row is None:
-        return None
-    return ActiveHold(until=row["until"], reason=row["reason"], set_by=row["set_by"])
+    return active_holds(conn, [agent_id], now).get(agent_id)
 
 
 def hold_view(hold: ActiveHold) -> HoldView:

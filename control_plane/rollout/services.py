@@ -18,7 +18,7 @@ from control_plane.agent_scope import require_agent
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
-from control_plane.pins.holds import active_hold, hold_view
+from control_plane.pins.holds import hold_view
 from control_plane.releases.release_actions import release_row
 from control_plane.rollout.halts import (
     MAX_HALT_REASON_LENGTH,
@@ -30,12 +30,12 @@ from control_plane.rollout.halts import (
     resume_release,
 )
 from control_plane.rollout.offer import (
-    CANARY_BUCKETS,
+    AgentFacts,
     OfferBasis,
-    canary_bucket,
-    is_marked_canary,
-    offered_release,
-    running_version,
+    offers_from,
+    read_facts_of,
+    read_fleet_facts,
+    read_org_facts,
 )
 from control_plane.rollout.stages import (
     RolloutSettings,
@@ -48,9 +48,9 @@ from control_plane.rollout.stages import (
     read_rollout_settings,
     update_rollout_settings,
 )
-from control_plane.rollout.waves import Wave, effective_wave, first_wave, read_plan
+from control_plane.rollout.waves import effective_wave
 from control_plane.types import Connection, Pool
-from ground.contract import DEFAULT_TRACK, HoldView, ReleaseTrack
+from ground.contract import HoldView, ReleaseTrack
 
 __all__ = [
     "AgentRelease",
@@ -186,50 +186,45 @@ def _offered_view(release: dict[str, Any]) -> OfferedRelease:
     )
 
 
-def _agent_wave(
-    conn: Connection, agent_id: UUID, org_id: UUID, track: ReleaseTrack, plan: tuple[Wave, ...]
-) -> int | None:
-    current = conn.execute(
-        "SELECT release_id FROM current_releases WHERE channel = %s AND platform = %s",
-        [track.channel, track.platform],
-    ).fetchone()
-    if current is None:
-        return None
-    return first_wave(
-        plan,
-        marked=is_marked_canary(conn, agent_id, org_id),
-        bucket=canary_bucket(agent_id, current["release_id"]),
-        buckets=CANARY_BUCKETS,
-    )
+def release_views(
+    conn: Connection, facts: Sequence[AgentFacts], now: datetime
+) -> list[AgentRelease]:
+    """Each agent's pair, offer, running version, pin, hold and wave, in the order of `facts`:
+    a few queries for the whole list, whatever its length."""
+    offers = offers_from(conn, facts, with_plan=True)
+    # The releases offered are few: one view of each, shared by the agents offered it.
+    offered_views: dict[UUID, OfferedRelease] = {}
+    views = []
+    for f in facts:
+        offer = offers.offers[f.agent_id]
+        offered = None
+        if offer.release is not None:
+            offered = offered_views.get(offer.release["id"]) or offered_views.setdefault(
+                offer.release["id"], _offered_view(offer.release)
+            )
+        hold = f.hold if f.hold is not None and f.hold.until > now else None
+        views.append(
+            AgentRelease(
+                agent_id=f.agent_id,
+                track=f.track,
+                track_seen=f.seen is not None,
+                offered=offered,
+                basis=offer.basis,
+                running_version=f.running,
+                up_to_date=offer.release is None or offer.release["agent_version"] == f.running,
+                pinned=offer.basis == "pinned",
+                canary=f.marked or offer.basis == "canary",
+                canary_marked=f.marked,
+                hold=None if hold is None else hold_view(hold),
+                wave=offers.wave_of(f, f.track),
+            )
+        )
+    return views
 
 
 def agent_release(conn: Connection, agent_id: UUID, org_id: UUID, now: datetime) -> AgentRelease:
-    seen = conn.execute(
-        "SELECT channel, platform FROM agent_tracks WHERE agent_id = %s", [agent_id]
-    ).fetchone()
-    track = (
-        DEFAULT_TRACK
-        if seen is None
-        else ReleaseTrack(channel=seen["channel"], platform=seen["platform"])
-    )
-    offer = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track)
-    running = running_version(conn, agent_id)
-    marked = conn.execute("SELECT 1 FROM canary_agents WHERE agent_id = %s", [agent_id]).fetchone()
-    hold = active_hold(conn, agent_id, now)
-    return AgentRelease(
-        agent_id=agent_id,
-        track=track,
-        track_seen=seen is not None,
-        offered=None if offer.release is None else _offered_view(offer.release),
-        basis=offer.basis,
-        running_version=running,
-        up_to_date=offer.release is None or offer.release["agent_version"] == running,
-        pinned=offer.basis == "pinned",
-        canary=marked is not None or offer.basis == "canary",
-        canary_marked=marked is not None,
-        hold=None if hold is None else hold_view(hold),
-        wave=_agent_wave(conn, agent_id, org_id, track, read_plan(conn)),
-    )
+    """One agent's: `release_views` of a list of one."""
+    return release_views(conn, read_facts_of(conn, [(agent_id, org_id)]), now)[0]
 
 
 class RolloutService:
@@ -361,14 +356,22 @@ class RolloutService:
         with self._pool.connection() as conn:
             if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
                 raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
-            agents = conn.execute(
-                "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
-                " AND (%s::uuid[] IS NULL OR id = ANY(%s::uuid[])) ORDER BY name, id",
-                [org_id, wanted, wanted],
-            ).fetchall()
-            return AgentReleaseList(
-                agents=tuple(agent_release(conn, row["id"], org_id, now) for row in agents)
-            )
+            if wanted is None:
+                order = conn.execute(
+                    "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
+                    " ORDER BY name, id",
+                    [org_id],
+                ).fetchall()
+                by_id = {f.agent_id: f for f in read_org_facts(conn, org_id)}
+                facts = [by_id[row["id"]] for row in order if row["id"] in by_id]
+            else:
+                order = conn.execute(
+                    "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
+                    " AND id = ANY(%s::uuid[]) ORDER BY name, id",
+                    [org_id, wanted],
+                ).fetchall()
+                facts = read_facts_of(conn, [(row["id"], org_id) for row in order])
+            return AgentReleaseList(agents=tuple(release_views(conn, facts, now)))
 
     def force_update(
         self, agent_id: UUID, *, reason: object, actor: Actor, now: datetime
@@ -427,24 +430,37 @@ class RolloutService:
                 " FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id"
                 " ORDER BY cur.channel, cur.platform"
             ).fetchall()
+            # Every pair's agents at once (those last seen on a pair with a current release):
+            # the offers are read for the whole fleet in a few queries, not per agent.
+            current_pairs = {(pair["channel"], pair["platform"]) for pair in pairs}
+            facts = [
+                f
+                for f in read_fleet_facts(conn)
+                if f.seen is not None and (f.seen.channel, f.seen.platform) in current_pairs
+            ]
+            enabled = {
+                row["id"]
+                for row in conn.execute(
+                    "SELECT id FROM agents WHERE deleted_at IS NULL AND update_schedule_enabled"
+                ).fetchall()
+            }
+            by_pair: dict[tuple[str, str], list[tuple[bool, AgentRelease]]] = {}
+            for view in release_views(conn, facts, now):
+                by_pair.setdefault((view.track.channel, view.track.platform), []).append(
+                    (view.agent_id in enabled, view)
+                )
             result = []
             for pair in pairs:
-                agents = conn.execute(
-                    "SELECT a.id, a.org_id, a.update_schedule_enabled AS enabled"
-                    " FROM agent_tracks t JOIN agents a ON a.id = t.agent_id"
-                    " WHERE t.channel = %s AND t.platform = %s AND a.deleted_at IS NULL",
-                    [pair["channel"], pair["platform"]],
-                ).fetchall()
+                pair_agents = by_pair.get((pair["channel"], pair["platform"]), [])
                 counts = dict.fromkeys(("updating", "waiting", "up_to_date", "pinned", "held"), 0)
-                for agent in agents:
-                    view = agent_release(conn, agent["id"], agent["org_id"], now)
+                for schedule_on, view in pair_agents:
                     counts["pinned"] += view.pinned
                     if view.up_to_date:
                         counts["up_to_date"] += 1
                     elif view.hold is not None:
                         counts["held"] += 1
                     elif view.offered is not None and view.offered.release_id == pair["id"]:
-                        counts["updating"] += agent["enabled"] and not pair["halted"]
+                        counts["updating"] += schedule_on and not pair["halted"]
                     elif view.basis == "previous" or view.offered is not None:
                         counts["waiting"] += 1
                 result.append(
@@ -457,7 +473,7 @@ class RolloutService:
                         wave=effective_wave(pair["stage"], pair["wave"], len(settings.waves)),
                         waves=len(settings.waves),
                         halted=pair["halted"],
-                        agents=len(agents),
+                        agents=len(pair_agents),
                         updating_at_this_stage=counts["updating"],
                         waiting_for_everyone=counts["waiting"] if pair["stage"] == "canary" else 0,
                         up_to_date=counts["up_to_date"],
