@@ -137,10 +137,14 @@ def test_a_demoted_primary_restarted_read_write_is_never_written_to(
         pair.start(pair.primary)
         assert pair.is_writable(pair.primary)
         on_old = _rows(pair.primary.url)
-        pool.check()  # every connection in the pool replaced: each one new
-        for _ in range(20):
-            with pool.connection() as conn:
-                conn.execute("INSERT INTO written VALUES (3)")
+        # New connections, in the same process: a second pool (the first holds its old ones).
+        second = open_pool(pair.url, min_size=2, max_size=2, timeout=5)
+        try:
+            for _ in range(20):
+                with second.connection() as conn:
+                    conn.execute("INSERT INTO written VALUES (3)")
+        finally:
+            second.close()
         assert _rows(pair.primary.url) == on_old
         assert _rows(pair.standby.url) == 1 + 1 + 20
 
@@ -181,8 +185,9 @@ def test_a_replica_on_one_host_answers_within_seconds_after_the_database_returns
 
     assert answers() == 200
     pair.stop(pair.primary)
-    # Long enough down for a doubling backoff to reach tens of seconds: asked all along.
-    down_until = time.monotonic() + 30
+    # Long enough down for a doubling backoff to reach tens of seconds (tries 1, 3, 7, 15, 31
+    # and 63 s after the first failure): asked all along.
+    down_until = time.monotonic() + 40
     while time.monotonic() < down_until:
         assert answers() == 503
         time.sleep(0.5)

@@ -68,6 +68,8 @@ class FailoverNight:
     home: Path
     orgs: int = 3
     agents_per_org: int = 12
+    org_cap: int = ORG_CAP
+    global_cap: int = GLOBAL_CAP
     replicas: list[RunningControlPlane] = field(default_factory=list)
     agent_keys: list[str] = field(default_factory=list)
     panel_key: str = ""
@@ -79,7 +81,7 @@ class FailoverNight:
     def seed(self) -> None:
         begins = self.home / "clock-begins"
         setting = f"{WINDOW_OPENS.isoformat().replace('+00:00', 'Z')},begins={begins},speed={SPEED}"
-        flags = ["--org-cap", str(ORG_CAP), "--global-cap", str(GLOBAL_CAP)]
+        flags = ["--org-cap", str(self.org_cap), "--global-cap", str(self.global_cap)]
         # One at a time: the first migrates the database, the second finds it at the head.
         for _ in range(2):
             self.replicas.append(self.start_replica(setting, flags))
