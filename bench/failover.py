@@ -65,13 +65,15 @@ def one_failover(args: argparse.Namespace, run: int) -> list[tuple[float | None,
             night.seed()
             night.run(kill_after=args.kill_after, promote_after=args.promote_after)
             figures = [(r.first_answer, r.first_grant) for r in night.recovery()]
+            promoted = night.promoted_at - night.killed_at
         finally:
             for replica in started:
                 replica.stop()
     for index, (answer, grant) in enumerate(figures):
         print(
             f"run {run} replica {index}: kill -> first database answer "
-            f"{_s(answer)}, first grant {_s(grant)}",
+            f"{_s(answer)}, first grant {_s(grant)} (standby writable {promoted:.2f} s after"
+            " the kill)",
             flush=True,
         )
     return figures

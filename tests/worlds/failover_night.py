@@ -76,6 +76,7 @@ class FailoverNight:
     answers: list[Answer] = field(default_factory=list)
     probes: list[tuple[int, float, int]] = field(default_factory=list)  # replica, at, status
     killed_at: float = 0.0
+    promoted_at: float = 0.0
     clock: FakeClock | None = None
 
     def seed(self) -> None:
@@ -127,6 +128,7 @@ class FailoverNight:
         self.pair.kill(self.pair.primary)
         time.sleep(promote_after)
         self.pair.promote(self.pair.standby)
+        self.promoted_at = time.monotonic()  # `pg_ctl promote -w` returned: the standby writes
         for thread in threads[: len(self.agent_keys)]:
             thread.join(timeout=120)
         stop.set()
