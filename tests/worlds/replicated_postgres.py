@@ -27,7 +27,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
 import psycopg
 
 from control_plane.database import SERVER_USER, ensure_server_user
@@ -69,6 +68,23 @@ def _run(*command: str) -> str:
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(command)}: exit {done.returncode}: {err.read().strip()}")
         return out.read()
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (PostgreSQL's backends and helpers), from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The parent's pid follows the state, after the parenthesised command name.
+        fields = stat.rpartition(")")[2].split()
+        if len(fields) > 1 and fields[1] == str(pid):
+            found.append(int(entry.name))
+    return found
 
 
 def _free_port() -> int:
@@ -138,13 +154,20 @@ class ReplicatedPair:
         pid = node.postmaster_pid()
         if pid is None:
             return
-        with contextlib.suppress(psutil.NoSuchProcess):
-            postmaster = psutil.Process(pid)
-            family = [postmaster, *postmaster.children(recursive=True)]
-            for process in family:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    process.send_signal(signal.SIGKILL)
-            psutil.wait_procs(family, timeout=DEADLINE_SECONDS)
+        # Stopped first, so it forks no backend between the listing and the kill.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+        family = [pid, *_children(pid)]
+        for member in family:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(member, signal.SIGKILL)
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        # Until reaped, not only dead: a new postmaster refuses to start while the old one's pid
+        # (a zombie until its new parent reaps it) still answers `kill(pid, 0)`.
+        while any(Path(f"/proc/{member}").exists() for member in family):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"PostgreSQL {node.name} outlived SIGKILL")
+            time.sleep(0.02)
 
     def stop(self, node: PostgresNode) -> None:
         if node.postmaster_pid() is not None:
