@@ -58,6 +58,8 @@ the status to the exception handlers.
     server.py       the serving process: clock, database, pool, uvicorn, worker, clean stop
     config.py       the process's settings from flags and environment
     database.py     the embedded PostgreSQL (pgserver) or a URL; the psycopg pool
+    database_fence.py  never a demoted primary: each new connection checked against the newest
+                    (system identifier, timeline) seen; a multi-host URL's newest host first
     migrate.py      Alembic, written as SQL (migrations/versions/)
     startup.py      opening the database a command works on; ready_line.py: the "ready" line
     types.py        the pool and connection type names

@@ -23,6 +23,13 @@ that no longer exist are forgotten (under pgserver's own lock).
 
 A pool waits at most `POOL_WAIT_SECONDS` for a connection: while the database is down a request is
 answered 503 `database_unavailable` within seconds instead of hanging for the driver's 30.
+
+When the database comes back, the pool reconnects within `RECONNECT_SECONDS` or so: psycopg_pool
+retries a lost connection with a doubling delay until its `reconnect_timeout` (five minutes by
+default), so after an outage of half a minute the next try could come 30 s after the database
+was back. A short `reconnect_timeout` ends each series of tries early; the next request that
+waits for a connection starts a new one at once. Every new connection is checked against the
+fence first (`database_fence`): a demoted primary is never used.
 """
 
 from __future__ import annotations
@@ -44,12 +51,14 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from control_plane.database_fence import fence_for
 from control_plane.errors import DatabaseUnavailable
 
 __all__ = [
     "DATABASE_URL_ENV",
     "MAX_POOL_WAIT_SECONDS",
     "POOL_WAIT_SECONDS",
+    "RECONNECT_SECONDS",
     "SERVER_USER",
     "EmbeddedPostgres",
     "database_url_with_name",
@@ -67,6 +76,10 @@ EMBEDDED_DATABASE = "nachtwacht"
 # next minute anyway, and a request that hangs holds a worker thread the healthy ones need.
 POOL_WAIT_SECONDS = 3.0
 MAX_POOL_WAIT_SECONDS = 60.0
+# How long one series of reconnection tries lasts (tries after 0, ~1 and ~3 s) before the pool
+# gives it up and the next waiting request starts another: the bound on how long a replica keeps
+# answering 503 after the database is back.
+RECONNECT_SECONDS = 3.0
 # pgserver's list of the processes using one data directory.
 _HANDLES_FILE = ".handle_pids.json"
 # The system user pgserver runs PostgreSQL as when started by root (a fixed name in pgserver).
@@ -320,9 +333,14 @@ def open_pool(
     timeout: float = POOL_WAIT_SECONDS,
 ) -> ConnectionPool[Any]:
     """A psycopg 3 pool whose rows are dicts; fails with DatabaseUnavailable if nothing answers.
-    A request waits at most `timeout` seconds for a connection (then `PoolTimeout`: a 503)."""
+    A request waits at most `timeout` seconds for a connection (then `PoolTimeout`: a 503).
+    Its connections go to the newest primary of the URL's hosts, never to a fenced one."""
+    fence = fence_for(database_url)
     pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
-        database_url,
+        # Called for each new connection: the host last seen at the newest position first.
+        fence.conninfo,
+        configure=fence.check,
+        reconnect_timeout=RECONNECT_SECONDS,
         min_size=min_size,
         max_size=max_size,
         # Autocommit: a lone read is its own statement, and every write names its
@@ -344,7 +362,7 @@ def open_pool(
 def connect(database_url: str) -> Iterator[psycopg.Connection[DictRow]]:
     """One connection outside a pool, for the admin commands."""
     try:
-        connection = psycopg.connect(database_url, row_factory=dict_row)
+        connection = fence_for(database_url).connect(row_factory=dict_row)
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(f"cannot connect to the database: {first_line(exc)}") from exc
     with connection:

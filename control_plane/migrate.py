@@ -17,6 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from control_plane.database import database_url_with_name, first_line
+from control_plane.database_fence import fenced_connect
 from control_plane.errors import DatabaseUnavailable
 
 __all__ = [
@@ -41,7 +42,8 @@ def _alembic_connection(database_url: str) -> Iterator[Connection]:
     # SQLAlchemy is only Alembic's carrier here: the connection is psycopg's, the SQL is ours.
     engine = create_engine(
         "postgresql+psycopg://",
-        creator=lambda: psycopg.connect(database_url),
+        # Fenced as the pool is: a migration never runs on a demoted primary.
+        creator=lambda: fenced_connect(database_url),
         poolclass=NullPool,
     )
     try:

@@ -40,6 +40,7 @@ from psycopg.rows import dict_row
 from control_plane.answers_cache.memory import POLL_SECONDS, AnswerMemory, Changes
 from control_plane.answers_cache.seen import SeenRecorder
 from control_plane.background import LoopThread
+from control_plane.database_fence import fenced_connect
 from control_plane.types import Connection
 
 __all__ = ["PRUNE_AFTER_SECONDS", "ChangeFeed", "feed_running", "read_changes"]
@@ -164,7 +165,7 @@ class ChangeFeed:
 
     def _connection(self) -> Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(
+            self._conn = fenced_connect(
                 self._url,
                 autocommit=True,
                 row_factory=dict_row,

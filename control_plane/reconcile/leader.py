@@ -12,6 +12,8 @@ import logging
 
 import psycopg
 
+from control_plane.database_fence import fenced_connect
+
 __all__ = ["RECONCILE_LOCK_KEY", "LeaderLock"]
 
 # An arbitrary 64-bit key that names "the reconcile worker" in pg_locks.
@@ -40,7 +42,7 @@ class LeaderLock:
                 logger.warning("reconcile worker lost its lock connection: %s", exc)
                 self._drop()
         try:
-            conn = psycopg.connect(self._database_url, autocommit=True)
+            conn = fenced_connect(self._database_url, autocommit=True)
         except psycopg.Error as exc:
             logger.warning("reconcile worker cannot reach the database: %s", exc)
             return False

@@ -1,0 +1,278 @@
+"""Never write to a demoted primary: each process follows the newest timeline it has seen.
+
+A database URL may name several hosts (`host=h1,h2 port=p1,p2 target_session_attrs=read-write`):
+libpq connects to the first one that accepts writes. After a failover that is the promoted
+standby — until the old primary is started again by mistake, comes back read-write on its old
+timeline, and libpq, trying the hosts in order, takes it. Every write there is lost to the fleet,
+and a grant written there is a grant the new primary never counted.
+
+So every new connection (the pool's, the change feed's, the reconcile lock's) is checked before
+it is used: its server's position is the cluster's system identifier (the same on a primary and
+the standbys made from it) and the timeline its WAL is written on (a promotion starts a new,
+higher one; a demoted primary restarted stays on the old one). Each process remembers the newest
+position it has seen per URL. A server behind it — same cluster, older timeline — is fenced: the
+connection is closed, the error is logged loudly, every host of the URL is asked for its position
+and the host holding the newest one is tried first from then on; until one is found, the request
+answers 503 `database_unavailable`. A server of another cluster (another system identifier) is
+fenced too: after a restore into a new cluster, restart the replicas.
+
+A process that has seen nothing yet (just started) asks every host of the URL before its first
+connection and takes the newest timeline among them: two writable hosts on different timelines
+means the newer one is the primary and the older one is fenced. A process that only ever reaches
+the old primary (the new one is down, and nothing on the URL shows the newer timeline) cannot know
+it is stale: that is why an old primary must never be started as a primary (see the operator's
+page: rewind it into a standby).
+
+The timeline of a primary is read from the name of the WAL file it writes now (the first eight
+hex digits): `pg_control_checkpoint()` names a promoted server's new timeline only after its first
+checkpoint, which may come minutes after the promotion. A standby's is its last restart point's,
+a lower bound, which is all the fence needs from it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import tuple_row
+
+__all__ = [
+    "PROBE_CONNECT_SECONDS",
+    "DatabaseFence",
+    "FencedServer",
+    "ServerPosition",
+    "fence_for",
+    "fenced_connect",
+    "read_position",
+]
+
+logger = logging.getLogger(__name__)
+
+# How long asking one host for its position may take: a host that is down must not hold up the
+# others for libpq's default (forever).
+PROBE_CONNECT_SECONDS = 2
+
+_POSITION = """
+SELECT s.system_identifier::text AS system,
+       pg_is_in_recovery() AS standby,
+       CASE WHEN pg_is_in_recovery()
+            THEN (SELECT timeline_id FROM pg_control_checkpoint())
+            ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int
+       END AS timeline
+  FROM pg_control_system() s
+"""
+
+
+class FencedServer(psycopg.OperationalError):
+    """The server behind the newest position seen, or of another cluster: never used.
+
+    An `OperationalError`, so the pool retries and a request answers 503 `database_unavailable`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerPosition:
+    """Where a server stands: its cluster, the timeline it is on, and whether it is a standby."""
+
+    system: str
+    timeline: int
+    standby: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Host:
+    host: str
+    port: str
+    hostaddr: str | None
+
+
+def read_position(conn: psycopg.Connection[Any]) -> ServerPosition:
+    """The position of `conn`'s server (one statement, no transaction left open)."""
+    row = conn.cursor(row_factory=tuple_row).execute(_POSITION).fetchone()
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        conn.rollback()
+    if row is None:
+        raise FencedServer("the server did not say where it stands")
+    system, standby, timeline = row
+    return ServerPosition(system=str(system), timeline=int(timeline), standby=bool(standby))
+
+
+def _hosts_of(params: dict[str, Any]) -> list[_Host]:
+    """The hosts of a (multi-host) URL, in its order; a single port applies to every host."""
+    hosts = str(params.get("host") or "").split(",")
+    addrs = str(params["hostaddr"]).split(",") if params.get("hostaddr") else None
+    count = max(len(hosts), len(addrs or []))
+    if len(hosts) == 1:
+        hosts *= count
+    ports = str(params.get("port") or "").split(",")
+    if len(ports) == 1:
+        ports *= count
+    if len(ports) != count or (addrs is not None and len(addrs) != count):
+        return []  # libpq refuses such a URL itself; nothing to choose between
+    return [
+        _Host(host=hosts[i], port=ports[i], hostaddr=addrs[i] if addrs else None)
+        for i in range(count)
+    ]
+
+
+class DatabaseFence:
+    """One process's memory of the newest position of one URL's cluster, and the connections
+    that respect it (see the module's docstring)."""
+
+    def __init__(self, database_url: str) -> None:
+        self._params = conninfo_to_dict(database_url)
+        self._hosts = _hosts_of(self._params)
+        self._lock = threading.Lock()
+        self._newest: ServerPosition | None = None
+        self._first = 0  # the index of the host tried first
+
+    @property
+    def newest(self) -> ServerPosition | None:
+        return self._newest
+
+    def conninfo(self) -> str:
+        """The URL, its hosts reordered so the one that held the newest position comes first."""
+        with self._lock:
+            first = self._first
+        if first == 0 or not self._hosts:
+            return make_conninfo("", **self._params)
+        order = [self._hosts[first], *self._hosts[:first], *self._hosts[first + 1 :]]
+        return make_conninfo("", **{**self._params, **_host_params(order)})
+
+    def connect(self, **kwargs: Any) -> psycopg.Connection[Any]:
+        """A new connection to the newest primary of the URL, checked (`check`)."""
+        conn = psycopg.connect(self.conninfo(), **kwargs)
+        try:
+            self.check(conn)
+        except FencedServer:
+            # `check` has asked every host and put the newest first: one more try at once.
+            conn = psycopg.connect(self.conninfo(), **kwargs)
+            self.check(conn)
+        return conn
+
+    def check(self, conn: psycopg.Connection[Any]) -> None:
+        """Return if `conn`'s server is at the newest position seen (learning it when it is
+        newer); else close `conn`, find the newest host and raise `FencedServer`."""
+        try:
+            position = read_position(conn)
+        except BaseException:
+            conn.close()
+            raise
+        if self._newest is None and len(self._hosts) > 1:
+            self._learn(self._survey())
+        refusal = self._refusal(position, conn)
+        if refusal is None:
+            return
+        conn.close()
+        logger.error("FENCED: %s", refusal)
+        self._point_at_newest()
+        raise FencedServer(refusal)
+
+    def _refusal(self, position: ServerPosition, conn: psycopg.Connection[Any]) -> str | None:
+        where = f"{conn.info.host}:{conn.info.port}"
+        with self._lock:
+            newest = self._newest
+            if newest is None or (
+                position.system == newest.system and position.timeline > newest.timeline
+            ):
+                if newest is not None:
+                    logger.warning(
+                        "the database at %s is on timeline %d (was %d): following the promotion",
+                        where,
+                        position.timeline,
+                        newest.timeline,
+                    )
+                self._newest = position
+                return None
+        if position.system != newest.system:
+            return (
+                f"the database at {where} is another cluster (system identifier"
+                f" {position.system}, expected {newest.system}): not used; after a restore"
+                " into a new cluster, restart this replica"
+            )
+        if position.timeline < newest.timeline:
+            return (
+                f"the database at {where} is on timeline {position.timeline}, behind timeline"
+                f" {newest.timeline} already seen: a demoted primary, never written to"
+                " (rewind it into a standby)"
+            )
+        return None
+
+    def _learn(self, positions: list[tuple[int, ServerPosition]]) -> None:
+        with self._lock:
+            for _, position in positions:
+                newest = self._newest
+                if newest is None or (
+                    position.system == newest.system and position.timeline > newest.timeline
+                ):
+                    self._newest = position
+
+    def _point_at_newest(self) -> None:
+        """Ask every host; the writable one at the newest position is tried first from now."""
+        positions = self._survey()
+        self._learn(positions)
+        with self._lock:
+            newest = self._newest
+            for index, position in positions:
+                if (
+                    newest is not None
+                    and not position.standby
+                    and position.system == newest.system
+                    and position.timeline >= newest.timeline
+                ):
+                    self._first = index
+                    return
+
+    def _survey(self) -> list[tuple[int, ServerPosition]]:
+        """The position of every host that answers, with its index in the URL."""
+        answers = []
+        for index, position in self._each_host():
+            answers.append((index, position))
+        return answers
+
+    def _each_host(self) -> Iterator[tuple[int, ServerPosition]]:
+        for index, host in enumerate(self._hosts):
+            params = {
+                **self._params,
+                **_host_params([host]),
+                "target_session_attrs": "any",
+                "connect_timeout": str(PROBE_CONNECT_SECONDS),
+            }
+            try:
+                with psycopg.connect(make_conninfo("", **params), autocommit=True) as conn:
+                    yield index, read_position(conn)
+            except psycopg.Error as exc:
+                logger.info("database host %s:%s did not answer: %s", host.host, host.port, exc)
+
+
+def _host_params(hosts: list[_Host]) -> dict[str, str]:
+    params = {
+        "host": ",".join(host.host for host in hosts),
+        "port": ",".join(host.port for host in hosts),
+    }
+    if hosts and hosts[0].hostaddr is not None:
+        params["hostaddr"] = ",".join(host.hostaddr or "" for host in hosts)
+    return params
+
+
+_fences: dict[str, DatabaseFence] = {}
+_fences_lock = threading.Lock()
+
+
+def fence_for(database_url: str) -> DatabaseFence:
+    """This process's fence for `database_url`: one per URL, shared by the pool, the change feed
+    and the reconcile lock, so what one of them learns the others respect."""
+    with _fences_lock:
+        fence = _fences.get(database_url)
+        if fence is None:
+            fence = _fences[database_url] = DatabaseFence(database_url)
+        return fence
+
+
+def fenced_connect(database_url: str, **kwargs: Any) -> psycopg.Connection[Any]:
+    """`psycopg.connect`, never to a server behind the newest position this process has seen."""
+    return fence_for(database_url).connect(**kwargs)
