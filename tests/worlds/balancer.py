@@ -4,6 +4,7 @@
     with nginx_balancer(folder, [replica.base_url for replica in replicas]) as balancer:
         balancer.url        # https://localhost:PORT, a certificate from balancer.ca_file
         balancer.access()   # the access log's lines, one per request, with the replicas tried
+        balancer.reload([...])  # another list of replicas, as an operator's edit and reload
 
 nginx runs in the foreground under the test, one worker (so its choice of replica is the
 round robin's, in order), its main file, logs and temporary files in `folder`.
@@ -41,9 +42,19 @@ class Balancer:
     access_log: Path
     error_log: Path
     process: subprocess.Popen[bytes]
+    site: Path
+    port: int
+    tls_dir: Path
 
     def access(self) -> list[str]:
         return self.access_log.read_text(errors="replace").splitlines()
+
+    def reload(self, replica_urls: Sequence[str]) -> None:
+        """The site rewritten for these replicas and nginx told to reload it (SIGHUP, what
+        `systemctl reload nginx` sends): new workers take the new list, the old ones finish
+        the requests they hold."""
+        self.site.write_text(_site(self.port, replica_urls, self.tls_dir, self.access_log.parent))
+        self.process.send_signal(signal.SIGHUP)
 
 
 def site_for_test(
@@ -72,6 +83,16 @@ def site_for_test(
     site = replaced(site, "/etc/nginx/tls/nachtwacht.key", str(tls_dir / "server.key"))
     site = replaced(site, "/var/log/nginx/nachtwacht.access.log", str(log_dir / "access.log"))
     return replaced(site, "/var/log/nginx/nachtwacht.error.log", str(log_dir / "error.log"))
+
+
+def _site(port: int, replica_urls: Sequence[str], tls_dir: Path, log_dir: Path) -> str:
+    return site_for_test(
+        SHIPPED_SITE.read_text(),
+        port=port,
+        replicas=[url.removeprefix("http://").rstrip("/") for url in replica_urls],
+        tls_dir=tls_dir,
+        log_dir=log_dir,
+    )
 
 
 def _main_file(folder: Path, site: Path) -> str:
@@ -122,15 +143,7 @@ def nginx_balancer(folder: Path, replica_urls: Sequence[str]) -> Iterator[Balanc
         (folder / kind).mkdir()
     port = _free_port()
     site = folder / "nachtwacht.conf"
-    site.write_text(
-        site_for_test(
-            SHIPPED_SITE.read_text(),
-            port=port,
-            replicas=[url.removeprefix("http://").rstrip("/") for url in replica_urls],
-            tls_dir=pki.server_cert.parent,
-            log_dir=logs,
-        )
-    )
+    site.write_text(_site(port, replica_urls, pki.server_cert.parent, logs))
     main = folder / "nginx.conf"
     main.write_text(_main_file(folder, site))
     command = [nginx, "-p", str(folder), "-c", str(main), "-e", str(folder / "main-error.log")]
@@ -151,6 +164,9 @@ def nginx_balancer(folder: Path, replica_urls: Sequence[str]) -> Iterator[Balanc
             access_log=logs / "access.log",
             error_log=logs / "error.log",
             process=process,
+            site=site,
+            port=port,
+            tls_dir=pki.server_cert.parent,
         )
     finally:
         # SIGQUIT: a graceful stop, which writes out the access log's last lines.

@@ -16,6 +16,7 @@ import httpx
 import psycopg
 import pytest
 
+from ground.contract import CONFIG_PATH, HOST_ID_HEADER
 from signed_release.keys import generate_key_files, load_private_key
 from tests.conftest import RunningControlPlane
 from tests.control_plane.conftest import sign_release
@@ -36,13 +37,19 @@ def release_keys(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def two_replicas(
+def start_replica(
     control_plane_server: Callable[..., RunningControlPlane], release_keys: Path
-) -> list[RunningControlPlane]:
-    # Both show 03:01 CET on 2026-11-30, almost frozen: the 03:00 slot's window is open.
+) -> Callable[[], RunningControlPlane]:
+    """Replicas over the test's database that all show 03:01 CET on 2026-11-30, almost frozen:
+    the 03:00 slot's window is open."""
     fake_clock = f"2026-11-30T02:01:00Z,anchor={time.time()!r},speed=0.001"
     env = {"NACHTWACHT_RELEASE_PUBLIC_KEYS": str(release_keys / "release.pub")}
-    return [control_plane_server(fake_clock=fake_clock, env=env) for _ in range(2)]
+    return lambda: control_plane_server(fake_clock=fake_clock, env=env)
+
+
+@pytest.fixture
+def two_replicas(start_replica: Callable[[], RunningControlPlane]) -> list[RunningControlPlane]:
+    return [start_replica() for _ in range(2)]
 
 
 @pytest.fixture
@@ -163,3 +170,62 @@ def test_a_claim_sent_to_a_replica_that_dies_before_answering_is_answered_by_the
         counted: Any = conn.execute("SELECT count(*) FROM runs").fetchone()
         tokens: Any = conn.execute("SELECT count(*) FROM tokens").fetchone()
     assert (counted[0], tokens[0]) == (1, 1)
+
+
+def test_a_replica_added_and_one_removed_with_a_reload_fail_no_poll(
+    tmp_path: Path,
+    two_replicas: list[RunningControlPlane],
+    start_replica: Callable[[], RunningControlPlane],
+) -> None:
+    first, second = two_replicas
+    org = first.create_org("Acme")
+    agent = first.enroll_agent(org["org_id"], "web-01")
+    answers: list[int | str] = []
+    stop = threading.Event()
+
+    def poll(balancer: Balancer) -> None:
+        # As an agent polls: one connection kept between polls, idle in between (an agent's is
+        # idle for a minute; a tenth of a second here), so a reload finds it idle and closes it.
+        with through(balancer, agent["agent_key"]) as client:
+            while not stop.wait(0.1):
+                try:
+                    answer = client.get(
+                        CONFIG_PATH,
+                        params={"channel": "stable", "platform": "linux-x86_64"},
+                        headers={HOST_ID_HEADER: "host-web-01"},
+                    )
+                except httpx.HTTPError as exc:
+                    answers.append(repr(exc))
+                else:
+                    answers.append(answer.status_code)
+
+    def served_by(balancer: Balancer, replica: RunningControlPlane, *, after: int) -> bool:
+        at = f"upstream={replica.base_url.removeprefix('http://').rstrip('/')} "
+        return any(at in line for line in balancer.access()[after:])
+
+    with nginx_balancer(tmp_path / "nginx", [first.base_url, second.base_url]) as balancer:
+        polling = threading.Thread(target=poll, args=(balancer,))
+        polling.start()
+        try:
+            # Added once it answers (its ready line came), then named in the site and reloaded.
+            third = start_replica()
+            balancer.reload([first.base_url, second.base_url, third.base_url])
+            wait_until(lambda: served_by(balancer, third, after=0), what="the third replica")
+            # Removed the other way round: out of the site first, stopped once nginx's workers
+            # of the old list have finished (the log's lines from then on never name it).
+            balancer.reload([second.base_url, third.base_url])
+            reloaded_at = len(balancer.access())
+            wait_until(
+                lambda: (
+                    len(balancer.access()) > reloaded_at + 20
+                    and not served_by(balancer, first, after=reloaded_at + 10)
+                ),
+                what="requests after the reload without the first replica",
+            )
+            assert first.stop() == 0
+            served = len(balancer.access())
+            wait_until(lambda: len(balancer.access()) > served + 20, what="polls after the stop")
+        finally:
+            stop.set()
+            polling.join(timeout=60)
+    assert answers and set(answers) <= {200, 304}, [a for a in answers if a not in {200, 304}]
