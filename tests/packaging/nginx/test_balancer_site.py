@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,10 +19,11 @@ import pytest
 
 from ground.contract import CONFIG_PATH, HOST_ID_HEADER
 from signed_release.keys import generate_key_files, load_private_key
+from tests.agent_daemon.network_support.pki import make_pki
 from tests.conftest import RunningControlPlane
 from tests.control_plane.conftest import sign_release
 from tests.control_plane.lock_waits import lock_waits
-from tests.worlds.balancer import Balancer, nginx_balancer
+from tests.worlds.balancer import SHIPPED_SITE, Balancer, nginx_balancer
 from tests.worlds.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -80,6 +82,39 @@ def publish_over_http(
                 "artifact_b64": base64.b64encode(release.artifact).decode(),
             },
         )
+
+
+def test_the_site_passes_nginx_t_within_debians_own_nginx_conf(tmp_path: Path) -> None:
+    """As installed: Debian's /etc/nginx/nginx.conf includes the site where it includes
+    sites-enabled/, with its own defaults around it (its log formats, TLS protocols, gzip)."""
+    stock = Path("/etc/nginx/nginx.conf")
+    assert stock.exists(), "Debian's nginx is not installed: bin/test installs it as root"
+    pki = make_pki(tmp_path / "tls")
+    site = SHIPPED_SITE.read_text()
+    for old, new in (
+        ("/etc/nginx/tls/nachtwacht.crt", pki.server_cert),
+        ("/etc/nginx/tls/nachtwacht.key", pki.server_key),
+        ("/var/log/nginx/nachtwacht.access.log", tmp_path / "access.log"),
+        ("/var/log/nginx/nachtwacht.error.log", tmp_path / "error.log"),
+    ):
+        assert site.count(old) == 1, old
+        site = site.replace(old, str(new))
+    (tmp_path / "nachtwacht.conf").write_text(site)
+    main = stock.read_text()
+    sites_enabled = "include /etc/nginx/sites-enabled/*;"
+    assert main.count(sites_enabled) == 1
+    (tmp_path / "nginx.conf").write_text(
+        main.replace(sites_enabled, f"include {tmp_path / 'nachtwacht.conf'};")
+    )
+    checked = subprocess.run(
+        ["nginx", "-t", "-c", str(tmp_path / "nginx.conf")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin"},
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert "[warn]" not in checked.stderr, checked.stderr
 
 
 def test_a_release_larger_than_nginx_default_body_limit_is_published_through_it(
