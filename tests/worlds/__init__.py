@@ -12,4 +12,6 @@
                         event lines a test waits for
     hosts.py            the demo's `AgentHost`, its commands forked, with `start()` for a daemon
                         a test watches
+    balancer.py         Debian's nginx with the shipped site (`packaging/nginx/`) in front of
+                        replicas, TLS from a test CA, its access log naming the replicas tried
 """

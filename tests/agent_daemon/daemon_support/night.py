@@ -97,6 +97,8 @@ class Night:
     second_release_key: bool = False
     exits: ExitStack = field(default_factory=ExitStack)
     hosts: list[Host] = field(default_factory=list)
+    # The URL hosts are enrolled with when it is not the control plane's own (a load balancer).
+    agents_url: str | None = None
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True)
@@ -211,7 +213,7 @@ class Night:
         if installed is not None:
             self._preinstall(agent, *installed)
         result = agent.enroll(
-            self.plane.base_url,
+            self.agents_url or self.plane.base_url,
             enrolled["agent_key"],
             "--restart-command", " ".join(agent.restart_command),
             "--health-command", " ".join(agent.health_command),

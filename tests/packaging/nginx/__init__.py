@@ -1,0 +1,1 @@
+"""The shipped nginx site in front of real replicas."""
