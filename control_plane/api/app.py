@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from control_plane.api.agent_contract import AgentContract
 from control_plane.api.answers import bounded_message, refusal_response
 from control_plane.api.credential_first import credential_refusal
 from control_plane.api.hot_answers import HotAnswers
@@ -267,8 +268,10 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    # Innermost of the three: the limits and the server time hold for answers from memory too.
+    # Innermost of them: the limits and the server time hold for answers from memory too.
     app.add_middleware(HotAnswers, services=services)
     app.add_middleware(RequestLimits)
+    # Outside the limits: an agent too old to be served is told so whatever it sent.
+    app.add_middleware(AgentContract)
     app.add_middleware(ServerTime, clock=clock)
     return app
