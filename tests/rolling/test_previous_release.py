@@ -1,0 +1,41 @@
+"""The previous release is taken from the repository's own history, or the test says why not."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.rolling.previous_release import COMMIT_FILE, extract, previous_release_commit
+from tests.worlds.processes import REPO_ROOT
+
+
+def test_the_tree_is_the_commits(tmp_path: Path) -> None:
+    tree = extract(tmp_path / "tree")
+    assert (tree / "ground" / "contract" / "__init__.py").is_file()
+    assert (tree / "control_plane" / "migrations" / "versions").is_dir()
+    assert len(previous_release_commit()) == 40
+
+
+def test_a_shallow_clone_without_the_commit_is_named_with_the_fix(tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    subprocess.run(
+        ["git", "clone", "--quiet", "--depth", "1", f"file://{REPO_ROOT}", str(clone)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    # The shallow clone's one commit is HEAD; any commit before it is missing.
+    with pytest.raises(AssertionError) as caught:
+        extract(tmp_path / "tree", repo=clone, commit=previous_release_commit())
+    message = str(caught.value)
+    assert f"{previous_release_commit()} (named in {COMMIT_FILE.name}) is not in this clone" in (
+        message
+    )
+    assert "it is shallow — run `git fetch --unshallow`" in message
+
+
+def test_a_folder_without_history_is_named(tmp_path: Path) -> None:
+    with pytest.raises(AssertionError, match="is not a git checkout"):
+        extract(tmp_path / "tree", repo=tmp_path)
