@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from nachtwacht.demo_world.children import Subprocesses
 from tests.rolling.previous_release import COMMIT_FILE, extract, previous_release_commit
 from tests.worlds.processes import REPO_ROOT
 
@@ -39,3 +41,22 @@ def test_a_shallow_clone_without_the_commit_is_named_with_the_fix(tmp_path: Path
 def test_a_folder_without_history_is_named(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="is not a git checkout"):
         extract(tmp_path / "tree", repo=tmp_path)
+
+
+def test_its_programs_import_the_previous_tree_not_this_checkout(
+    previous_release: Subprocesses,
+) -> None:
+    tree = previous_release.checkout
+    assert tree is not None
+    found = subprocess.run(
+        [sys.executable, "-c", "import agent_daemon, control_plane; "
+         "print(agent_daemon.__file__); print(control_plane.__file__)"],
+        env=previous_release.environment(),
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )  # fmt: skip
+    for line in found.stdout.splitlines():
+        assert Path(line).resolve().is_relative_to(tree.resolve()), found.stdout
