@@ -43,6 +43,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from control_plane import schema_version
 from control_plane.accounts.credentials import Audience
 from control_plane.cli_common import (
     Parser,
@@ -499,7 +500,16 @@ def _migrate(args: argparse.Namespace) -> int:
             return 0
         lock_timeout = args.lock_timeout_seconds or migrate.LOCK_TIMEOUT_SECONDS
         migrate.upgrade(url, args.revision, lock_timeout_seconds=lock_timeout)
-        print(f"database at revision {migrate.current_revision(url)}")
+        current = migrate.current_revision(url)
+        newer = schema_version.is_newer_than_head(current)
+        print(
+            f"database at revision {current}"
+            + (
+                f", newer than this release's {migrate.head_revision()}: left as it is"
+                if newer
+                else ""
+            )
+        )
     return 0
 
 

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, create_engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
+from control_plane import schema_version
 from control_plane.database import database_url_with_name, first_line
 from control_plane.errors import DatabaseUnavailable
 
@@ -92,7 +93,12 @@ def upgrade(
 ) -> None:
     """Apply every migration up to `revision` (default: all), in one transaction; each
     statement waits at most `lock_timeout_seconds` for a table's lock (see
-    `LOCK_TIMEOUT_SECONDS`)."""
+    `LOCK_TIMEOUT_SECONDS`). A database a newer release already migrated further is left as it
+    is (this release's files do not know its revision; it serves on it)."""
+    if revision == "head" and schema_version.is_newer_than_head(
+        schema_version.current_revision(database_url)
+    ):
+        return
     with _alembic_connection(database_url) as connection:
         command.upgrade(_run_config(connection, lock_timeout_seconds), revision)
 
