@@ -23,9 +23,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ground.contract import API_PREFIX, CONTRACT_VERSION, CONTRACT_VERSION_HEADER, AnswerCode
 
-__all__ = ["AGENT_PATHS", "CONTRACT_BEFORE_HEADER", "OLDEST_AGENT_CONTRACT", "AgentContract"]
+__all__ = [
+    "AGENT_PATHS",
+    "AGENT_RELEASES_SUPPORTED_BACK",
+    "CONTRACT_BEFORE_HEADER",
+    "OLDEST_AGENT_CONTRACT",
+    "AgentContract",
+]
 
-# The oldest contract an agent may speak and be served.
+# How many releases back an agent may be and still be served unchanged: the previous release's
+# agents (tests/rolling runs that release's agent, from the repository's history, against this
+# control plane). Agents older than that may still be served, but nothing proves it.
+AGENT_RELEASES_SUPPORTED_BACK = 1
+# The oldest contract an agent may speak and be served: the one the agents of the release
+# `AGENT_RELEASES_SUPPORTED_BACK` before this one send.
 OLDEST_AGENT_CONTRACT = 1
 # What an agent that sends no header speaks: it is from before the header.
 CONTRACT_BEFORE_HEADER = 1

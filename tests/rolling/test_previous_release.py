@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from control_plane.api.agent_contract import (
+    AGENT_RELEASES_SUPPORTED_BACK,
+    CONTRACT_BEFORE_HEADER,
+    OLDEST_AGENT_CONTRACT,
+)
+from ground.contract import CONTRACT_VERSION
 from nachtwacht.demo_world.children import Subprocesses
 from tests.rolling.previous_release import COMMIT_FILE, extract, previous_release_commit
 from tests.worlds.processes import REPO_ROOT
@@ -60,3 +67,15 @@ def test_its_programs_import_the_previous_tree_not_this_checkout(
     )  # fmt: skip
     for line in found.stdout.splitlines():
         assert Path(line).resolve().is_relative_to(tree.resolve()), found.stdout
+
+
+def test_the_previous_releases_agents_speak_a_contract_this_control_plane_serves(
+    previous_release: Subprocesses,
+) -> None:
+    assert previous_release.checkout is not None
+    source = (previous_release.checkout / "ground" / "contract" / "__init__.py").read_text()
+    found = re.search(r"^CONTRACT_VERSION = (\d+)$", source, re.MULTILINE)
+    theirs = CONTRACT_BEFORE_HEADER if found is None else int(found.group(1))
+    assert OLDEST_AGENT_CONTRACT <= theirs <= CONTRACT_VERSION
+    # What the rolling tests cover: the previous release's agent, one release back.
+    assert AGENT_RELEASES_SUPPORTED_BACK == 1
