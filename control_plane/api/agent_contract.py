@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Scope
 
 from ground.contract import API_PREFIX, CONTRACT_VERSION, CONTRACT_VERSION_HEADER, AnswerCode
 
@@ -27,8 +27,9 @@ __all__ = [
     "AGENT_PATHS",
     "AGENT_RELEASES_SUPPORTED_BACK",
     "CONTRACT_BEFORE_HEADER",
+    "CONTRACT_STAMP",
     "OLDEST_AGENT_CONTRACT",
-    "AgentContract",
+    "agent_refusal",
 ]
 
 # How many releases back an agent may be and still be served unchanged: the previous release's
@@ -43,7 +44,8 @@ CONTRACT_BEFORE_HEADER = 1
 
 AGENT_PATHS = f"{API_PREFIX}/agent/"
 _HEADER = CONTRACT_VERSION_HEADER.lower().encode("ascii")
-_OURS = str(CONTRACT_VERSION).encode("ascii")
+# The header every answer carries: this control plane's contract.
+CONTRACT_STAMP = (_HEADER, str(CONTRACT_VERSION).encode("ascii"))
 # Longer than any contract version will be: a longer value is refused without converting it.
 _MAX_DIGITS = 6
 
@@ -87,39 +89,21 @@ def _judged(sent: bytes | None) -> tuple[int, bytes] | None:
     return None
 
 
-class AgentContract:
-    """ASGI middleware: stamps every answer with the contract's version and refuses agents older
-    than `OLDEST_AGENT_CONTRACT` (see the module's docstring)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self._app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
-
-        async def send_with_contract(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                headers.append((_HEADER, _OURS))
-                message = {**message, "headers": headers}
-            await send(message)
-
-        if scope["path"].startswith(AGENT_PATHS):
-            refused = _judged(_agent_contract(scope))
-            if refused is not None:
-                status, body = refused
-                await send_with_contract(
-                    {
-                        "type": "http.response.start",
-                        "status": status,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode("ascii")),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self._app(scope, receive, send_with_contract)
+def agent_refusal(scope: Scope) -> list[Message] | None:
+    """The answer (its ASGI messages) refusing an agent request of a contract not served; None
+    for every other request, which goes on. Every answer, this one included, carries
+    `CONTRACT_STAMP` (the app's outermost middleware adds it)."""
+    if not scope["path"].startswith(AGENT_PATHS):
+        return None
+    refused = _judged(_agent_contract(scope))
+    if refused is None:
+        return None
+    status, body = refused
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode("ascii")),
+    ]
+    return [
+        {"type": "http.response.start", "status": status, "headers": headers},
+        {"type": "http.response.body", "body": body},
+    ]
