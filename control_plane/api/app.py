@@ -1,5 +1,6 @@
-"""The FastAPI application: every domain's router, the stamps of every answer (the server's time, the contract's version), and the mapping of
-domain errors to `{"detail": …}` answers with their status."""
+"""The FastAPI application: every domain's router, the stamps of every answer (the server's time,
+the contract's version), and the mapping of domain errors to `{"detail": …}` answers with their
+status."""
 
 from __future__ import annotations
 
