@@ -36,6 +36,7 @@ PostgreSQL; default: the user's data directory). Bad input prints one line and e
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -44,6 +45,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from control_plane import schema_version
 from control_plane.accounts.credentials import Audience
 from control_plane.cli_common import (
     Parser,
@@ -86,6 +88,23 @@ from ground.clock import ClockConfigError, clock_from_env
 __all__ = ["main"]
 
 
+# Longer than any lock wait a migration should impose on the replicas' queries.
+MAX_LOCK_TIMEOUT_SECONDS = 600.0
+
+
+def _lock_timeout(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_LOCK_TIMEOUT_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"--lock-timeout-seconds: {text!r} — expected seconds above 0 and at most "
+            f"{MAX_LOCK_TIMEOUT_SECONDS:g}"
+        )
+    return seconds
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = Parser(prog="nachtwacht control", description="Run and administer the control plane.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -100,6 +119,13 @@ def _parser() -> argparse.ArgumentParser:
         help="apply every migration to a new empty database, undo them, apply again, drop it",
     )
     migrate_cmd.add_argument("--revision", default="head", help="target revision (head)")
+    migrate_cmd.add_argument(
+        "--lock-timeout-seconds",
+        type=_lock_timeout,
+        default=None,
+        help="how long a statement waits for a table in use before the migration gives up "
+        "(rolled back, to run again); default 5",
+    )
 
     _add_account_commands(commands)
     add_credential_commands(commands)
@@ -482,8 +508,18 @@ def _migrate(args: argparse.Namespace) -> int:
             applied = migrate.check_migrations(url)
             print(f"ok: {len(applied)} migrations apply to an empty database, undo and re-apply")
             return 0
-        migrate.upgrade(url, args.revision)
-        print(f"database at revision {migrate.current_revision(url)}")
+        lock_timeout = args.lock_timeout_seconds or migrate.LOCK_TIMEOUT_SECONDS
+        migrate.upgrade(url, args.revision, lock_timeout_seconds=lock_timeout)
+        current = migrate.current_revision(url)
+        newer = schema_version.is_newer_than_head(current)
+        print(
+            f"database at revision {current}"
+            + (
+                f", newer than this release's {migrate.head_revision()}: left as it is"
+                if newer
+                else ""
+            )
+        )
     return 0
 
 

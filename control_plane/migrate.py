@@ -16,11 +16,13 @@ from sqlalchemy import Connection, create_engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
+from control_plane import schema_version
 from control_plane.database import database_url_with_name, first_line
 from control_plane.database_fence import fenced_connect
 from control_plane.errors import DatabaseUnavailable
 
 __all__ = [
+    "LOCK_TIMEOUT_SECONDS",
     "check_migrations",
     "current_revision",
     "downgrade",
@@ -29,6 +31,13 @@ __all__ = [
 ]
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+# How long a migration's statement waits for a table's lock before the whole migration gives up
+# (and is rolled back). A statement that changes a table waits for every query already using it,
+# and while it waits every later query of that table waits behind it: without a bound, one long
+# report would stop every replica's claims for as long as it runs. Replicas keep serving on the
+# schema they have; the migration is simply run again.
+LOCK_TIMEOUT_SECONDS = 5.0
 
 
 def _config() -> Config:
@@ -50,9 +59,15 @@ def _alembic_connection(database_url: str) -> Iterator[Connection]:
         with engine.begin() as connection:
             yield connection
     except (SQLAlchemyError, psycopg.Error) as exc:
-        raise DatabaseUnavailable(
-            f"migration failed: {first_line(getattr(exc, 'orig', exc))}"
-        ) from exc
+        cause = getattr(exc, "orig", exc)
+        if isinstance(cause, psycopg.errors.LockNotAvailable):
+            raise DatabaseUnavailable(
+                "migration gave up: a table it changes stayed in use by another transaction "
+                f"longer than the lock timeout ({first_line(cause)}); nothing was changed and "
+                "every replica keeps serving: run the migration again (when the long query "
+                "has ended)"
+            ) from exc
+        raise DatabaseUnavailable(f"migration failed: {first_line(cause)}") from exc
     finally:
         engine.dispose()
 
@@ -63,20 +78,42 @@ def head_revision() -> str:
     return head
 
 
-def upgrade(database_url: str, revision: str = "head") -> None:
-    """Apply every migration up to `revision` (default: all)."""
+def _run_config(connection: Connection, lock_timeout_seconds: float) -> Config:
+    config = _config()
+    config.attributes["connection"] = connection
+    # Read by `migrations/env.py`, which sets it once it holds the migrations' own lock: the
+    # wait for another replica's migration to finish is not bounded by it.
+    config.attributes["lock_timeout_ms"] = max(1, round(lock_timeout_seconds * 1000))
+    return config
+
+
+def upgrade(
+    database_url: str,
+    revision: str = "head",
+    *,
+    lock_timeout_seconds: float = LOCK_TIMEOUT_SECONDS,
+) -> None:
+    """Apply every migration up to `revision` (default: all), in one transaction; each
+    statement waits at most `lock_timeout_seconds` for a table's lock (see
+    `LOCK_TIMEOUT_SECONDS`). A database a newer release already migrated further is left as it
+    is (this release's files do not know its revision; it serves on it)."""
+    if revision == "head" and schema_version.is_newer_than_head(
+        schema_version.current_revision(database_url)
+    ):
+        return
     with _alembic_connection(database_url) as connection:
-        config = _config()
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
+        command.upgrade(_run_config(connection, lock_timeout_seconds), revision)
 
 
-def downgrade(database_url: str, revision: str) -> None:
+def downgrade(
+    database_url: str,
+    revision: str,
+    *,
+    lock_timeout_seconds: float = LOCK_TIMEOUT_SECONDS,
+) -> None:
     """Undo migrations down to `revision` (`base` undoes all)."""
     with _alembic_connection(database_url) as connection:
-        config = _config()
-        config.attributes["connection"] = connection
-        command.downgrade(config, revision)
+        command.downgrade(_run_config(connection, lock_timeout_seconds), revision)
 
 
 def current_revision(database_url: str) -> str | None:

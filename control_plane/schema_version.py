@@ -7,6 +7,11 @@ and takes the head from the migration files' names: `revNNNN_<name>.py` holds re
 `NNNN_<name>`, each file follows the one before it, and the highest number is the head
 (`tests/control_plane/test_schema_version.py` holds every file to that and compares the answer
 with Alembic's).
+
+A database at a revision newer than this release's head is served too: a newer release migrated
+it in a rolling upgrade, and its migrations only add to what this release reads and writes
+(expand-only; whatever it removes waits a release). Its replicas and this release's serve side by
+side until the last replica is upgraded; one of this release's that restarts meanwhile must start.
 """
 
 from __future__ import annotations
@@ -19,10 +24,17 @@ import psycopg
 from control_plane.database import first_line
 from control_plane.errors import DatabaseUnavailable
 
-__all__ = ["VERSIONS_DIR", "current_revision", "head_revision", "require_head"]
+__all__ = [
+    "VERSIONS_DIR",
+    "current_revision",
+    "head_revision",
+    "is_newer_than_head",
+    "require_head",
+]
 
 VERSIONS_DIR = Path(__file__).resolve().parent / "migrations" / "versions"
 _FILE_NAME = re.compile(r"rev(\d{4}_[a-z0-9_]+)\.py")
+_REVISION = re.compile(r"(\d{4})_[a-z0-9_]+")
 
 
 def head_revision() -> str:
@@ -50,11 +62,19 @@ def current_revision(database_url: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+def is_newer_than_head(revision: str | None) -> bool:
+    """Whether `revision` is a later one than every migration file here (a newer release's)."""
+    found = None if revision is None else _REVISION.fullmatch(revision)
+    head = _REVISION.fullmatch(head_revision())
+    return found is not None and head is not None and int(found.group(1)) > int(head.group(1))
+
+
 def require_head(database_url: str) -> None:
-    """Refuse to work on a database that is not at the newest revision."""
+    """Refuse to work on a database that is behind the newest revision (or is not one of ours);
+    one a newer release migrated is served."""
     current = current_revision(database_url)
     head = head_revision()
-    if current != head:
+    if current != head and not is_newer_than_head(current):
         raise DatabaseUnavailable(
             f"the database is at revision {current or '(none)'}, not {head}: "
             "run `nachtwacht control migrate` first"

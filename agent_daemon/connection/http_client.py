@@ -28,7 +28,7 @@ from agent_daemon.connection.tls_trust import (
     explain_failure,
 )
 from agent_daemon.errors import ConfigError
-from ground.contract import HOST_ID_HEADER
+from ground.contract import CONTRACT_VERSION, CONTRACT_VERSION_HEADER, HOST_ID_HEADER
 
 __all__ = ["USER_AGENT", "build_http_client", "local_host_id", "network_facts"]
 
@@ -207,7 +207,13 @@ def build_http_client(
     `host_id` defaults to `local_host_id()`; without one no host id is sent. `environ` (default:
     this process's) supplies HTTPS_PROXY and friends where `network` names no proxy. A proxy or
     trust file that cannot be used is a `ConfigError` naming its field."""
-    headers = {"Authorization": f"Bearer {credential}", "User-Agent": USER_AGENT}
+    headers = {
+        "Authorization": f"Bearer {credential}",
+        "User-Agent": USER_AGENT,
+        # Which contract this agent reads answers by: a control plane that no longer serves it
+        # says so in words, instead of answering what this agent would misread.
+        CONTRACT_VERSION_HEADER: str(CONTRACT_VERSION),
+    }
     chosen = host_id or local_host_id()
     if chosen is not None:
         # Lets the control plane see one credential answered from two hosts (a copied credential).

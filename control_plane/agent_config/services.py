@@ -1,7 +1,8 @@
 """What an agent pulls every minute: its schedule, the platform's time settings, brake and release.
 
-The answer is the contract's `AgentConfig`. Its ETag covers everything but `server_time`, so an
-agent whose config did not change gets a 304.
+The answer is the contract's `AgentConfig`. Its ETag covers everything but `server_time` and
+`contract_version`, so an agent whose config did not change gets a 304 — from a replica of either
+release while the control plane is upgraded.
 
 With an `AnswerMemory` fed by the change feed (a serving worker's), the answer read through a
 credential is remembered under (credential hash, channel, platform): `remembered` gives it back
@@ -31,6 +32,7 @@ from control_plane.rollout.config import (
 )
 from control_plane.types import Pool
 from ground.contract import (
+    CONTRACT_VERSION,
     AgentConfig,
     AnswerCode,
     BrakeView,
@@ -361,6 +363,7 @@ def _timeless_config(
         ),
         offer_note=note,
         trust_root_version=trust_root_version,
+        contract_version=CONTRACT_VERSION,
     )
     return timeless, _etag(timeless)
 
@@ -394,6 +397,8 @@ def offer_note(row: dict[str, Any], *, newest: str | None) -> OfferNote | None:
 
 
 def _etag(timeless: AgentConfig) -> str:
-    body = timeless.model_dump(mode="json", exclude={"server_time"})
+    # Not the contract's version: an agent polling replicas of two releases during an upgrade
+    # would otherwise download the unchanged config at every switch between them.
+    body = timeless.model_dump(mode="json", exclude={"server_time", "contract_version"})
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return '"' + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32] + '"'

@@ -1,5 +1,6 @@
-"""The FastAPI application: every domain's router, the server-time stamp, and the mapping of
-domain errors to `{"detail": …}` answers with their status."""
+"""The FastAPI application: every domain's router, the stamps of every answer (the server's time,
+the contract's version), and the mapping of domain errors to `{"detail": …}` answers with their
+status."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from control_plane.api.agent_contract import CONTRACT_STAMP, agent_refusal
 from control_plane.api.answers import bounded_message, refusal_response
 from control_plane.api.credential_first import credential_refusal
 from control_plane.api.hot_answers import HotAnswers
@@ -59,7 +61,10 @@ _SERVER_TIME = SERVER_TIME_HEADER.lower().encode("ascii")
 
 class ServerTime:
     """Reads the clock once per request: handlers use `request.state.now`, and every response —
-    304s and errors included — carries that instant, so agents learn the server's clock."""
+    304s and errors included — carries that instant, so agents learn the server's clock, and the
+    contract's version (`agent_contract`). An agent of a contract no longer served is refused
+    here, before the limits and the routes read anything it sent. (One middleware for the
+    stamps of every answer: each layer is paid by every request.)"""
 
     def __init__(self, app: ASGIApp, clock: Clock) -> None:
         self._app = app
@@ -88,9 +93,15 @@ class ServerTime:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 headers.append((_SERVER_TIME, stamp))
+                headers.append(CONTRACT_STAMP)
                 message = {**message, "headers": headers}
             await send(message)
 
+        refusal = agent_refusal(scope)
+        if refusal is not None:
+            for message in refusal:
+                await send_with_time(message)
+            return
         await self._app(scope, receive, send_with_time)
 
 

@@ -11,7 +11,7 @@ only, so the planner can import them too).
     wording     the English sentence for each reason a run ends, misses or skips, or an agent
                 is not updated to the newest release (the panel's catalogue msgids; `agent
                 status` prints them as they are)
-    (here)      the API version, the paths and the headers
+    (here)      the API version, the contract's version, the paths and the headers
 """
 
 from ground.contract.codes import AnswerCode, MissReason, OfferReason, OutcomeReason, RefusalCode
@@ -50,6 +50,8 @@ __all__ = [
     "CHANNEL_PARAM",
     "CLAIMS_PATH",
     "CONFIG_PATH",
+    "CONTRACT_VERSION",
+    "CONTRACT_VERSION_HEADER",
     "DEFAULT_TRACK",
     "ENROLLMENT_TOKEN_PREFIX",
     "ENROLL_PATH",
@@ -101,6 +103,16 @@ __all__ = [
 # The API's major version: in every path, and the OpenAPI document's version.
 API_VERSION = "1"
 API_PREFIX = f"/v{API_VERSION}"
+
+# The contract's own version, apart from the API's major version in the paths: one more with each
+# release that changes what an agent sends or reads (a field, a code, a header), additions
+# included, so either side can tell which contract the other speaks. Agents send it with every
+# request and the control plane with every answer (and in `AgentConfig.contract_version`), as a
+# decimal integer in `CONTRACT_VERSION_HEADER`.
+#   1   agents from before this header: they send none, and are served as version 1
+#   2   the header itself, and `AgentConfig.contract_version`
+CONTRACT_VERSION = 2
+CONTRACT_VERSION_HEADER = "X-Nachtwacht-Contract"
 
 # Every answer the control plane gives (304s and errors included) carries its clock's reading at
 # the moment it read the request, in `format_instant`'s form; the agent plans on that clock.

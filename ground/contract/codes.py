@@ -128,6 +128,10 @@ class AnswerCode(enum.StrEnum):
     ENROLLMENT_TOKEN_USED_UP = "enrollment_token_used_up"  # noqa: S105 (a code, not a secret)
     AGENT_NAME_NOT_ALLOWED = "agent_name_not_allowed"
     AGENT_EXISTS = "agent_exists"
+    # Any agent request (400): the agent's `CONTRACT_VERSION_HEADER` names a contract older than
+    # the oldest this control plane still serves. The message names both versions; the host's
+    # agent must be upgraded (nothing else it sends is read).
+    CONTRACT_TOO_OLD = "contract_too_old"
 
 
 class OutcomeReason(enum.StrEnum):

@@ -192,7 +192,8 @@ class OfferNote(_Answer):
 
 
 class AgentConfig(_Answer):
-    """Everything an agent plans with. The ETag covers all of it but `server_time`."""
+    """Everything an agent plans with. The ETag covers all of it but `server_time` and
+    `contract_version` (replicas of two releases side by side answer the same ETag)."""
 
     agent_id: UUID
     org_id: UUID | None = None
@@ -214,6 +215,9 @@ class AgentConfig(_Answer):
     # The newest trust root published (`trust_root_path`); absent while none is, and from a
     # control plane older than trust roots.
     trust_root_version: int | None = Field(default=None, strict=True, ge=1)
+    # The contract the control plane speaks (`CONTRACT_VERSION`, also in every answer's header);
+    # absent from a control plane older than it.
+    contract_version: int | None = Field(default=None, strict=True, ge=1)
     server_time: Instant | None = None
 
 

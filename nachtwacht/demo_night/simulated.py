@@ -57,6 +57,8 @@ from ground.clock import Clock
 from ground.contract import (
     CLAIMS_PATH,
     CONFIG_PATH,
+    CONTRACT_VERSION,
+    CONTRACT_VERSION_HEADER,
     RUNS_PATH,
     SERVER_TIME_HEADER,
     AgentConfig,
@@ -240,7 +242,11 @@ class SimulatedFleet:
     async def _request(
         self, agent: SimulatedAgent, endpoint: str, method: str, path: str, **kwargs: Any
     ) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {agent.agent_key}", **kwargs.pop("headers", {})}
+        headers = {
+            "Authorization": f"Bearer {agent.agent_key}",
+            CONTRACT_VERSION_HEADER: str(CONTRACT_VERSION),
+            **kwargs.pop("headers", {}),
+        }
         assert self._in_flight is not None, "requests are made while the fleet is connected"
         async with self._in_flight:
             started = time.perf_counter()

@@ -8,10 +8,12 @@ import importlib.util
 import re
 import socket
 
+import psycopg
 import pytest
 
 from control_plane import migrate, schema_version
 from control_plane.errors import DatabaseUnavailable
+from tests.worlds.processes import run_child
 
 
 def _revisions() -> list[tuple[str, str, str | None]]:
@@ -68,3 +70,40 @@ def test_an_unreachable_database_is_one_clear_error() -> None:
         port = probe.getsockname()[1]
     with pytest.raises(DatabaseUnavailable, match="cannot read the schema's revision"):
         schema_version.current_revision(f"host=127.0.0.1 port={port} connect_timeout=2")
+
+
+def _newer_revision() -> str:
+    number = int(schema_version.head_revision()[:4]) + 1
+    return f"{number:04d}_from_a_newer_release"
+
+
+def _set_revision(database_url: str, revision: str) -> None:
+    with psycopg.connect(database_url) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = %s", (revision,))
+
+
+def test_a_database_a_newer_release_migrated_is_served_and_left_as_it_is(
+    database_url: str,
+) -> None:
+    # A rolling upgrade: the next release migrated the database, and one of this release's
+    # replicas restarts before it is replaced.
+    newer = _newer_revision()
+    _set_revision(database_url, newer)
+    schema_version.require_head(database_url)
+    migrate.upgrade(database_url)
+    assert schema_version.current_revision(database_url) == newer
+    result = run_child("control", "migrate", "--database-url", database_url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        f"database at revision {newer}, newer than this release's "
+        f"{schema_version.head_revision()}: left as it is"
+    )
+
+
+@pytest.mark.parametrize("revision", ["0000_before_everything", "not_a_revision_of_ours"])
+def test_a_revision_that_is_not_a_newer_releases_is_refused(
+    database_url: str, revision: str
+) -> None:
+    _set_revision(database_url, revision)
+    with pytest.raises(DatabaseUnavailable, match=f"at revision {revision}, not "):
+        schema_version.require_head(database_url)

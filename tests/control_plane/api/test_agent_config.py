@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from ground.contract import CONTRACT_VERSION
 from tests.control_plane.conftest import Agent, Api, Org
 from tests.worlds.clocks import ManualClock
 
@@ -34,6 +35,7 @@ def test_config_carries_schedule_zone_window_brake_and_server_time(
         "hold": None,
         "offer_note": None,
         "trust_root_version": None,
+        "contract_version": CONTRACT_VERSION,
         "server_time": "2026-10-25T00:50:00Z",
     }
     assert response.headers[SERVER_TIME] == "2026-10-25T00:50:00Z"
