@@ -1,6 +1,6 @@
 """An organisation as a hoster's looks after months in production, for the screens' layout tests:
 eighty agents with long names on schedules across the night, releases on three pairs, last
-night's outcomes and misses, an enrollment token, operator keys with long names."""
+night's grants, outcomes and misses, an enrollment token, operator keys with long names."""
 
 from __future__ import annotations
 
@@ -71,6 +71,12 @@ def busy_world(world: PanelWorld) -> BusyWorld:
                     PAIRS[0][2],
                 ],
             )
+        # Last night's grants: a round a minute from 01:00 UTC for two hours.
+        conn.execute(
+            "INSERT INTO claim_rounds_global (round_start, granted)"
+            " SELECT timestamptz '2027-03-26T01:00Z' + make_interval(mins => n), 1 + n % 17"
+            " FROM generate_series(0, 119) AS n"
+        )
         key_row = conn.execute(
             "INSERT INTO credentials (audience, secret_sha256, name, label, created_at)"
             " VALUES ('operator', repeat('a', 64), %s, %s, now()) RETURNING id",
