@@ -6,6 +6,7 @@ translated, and is escaped here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -61,13 +62,12 @@ def bar_chart(
     out = _grid(scale, number)
     for i, bar in enumerate(bars):
         out += _bar(scale, i, bar, number)
-    out += _column_labels(scale, [bar.label for bar in bars])
     legends = [
         ("chart-total", total_legend),
         ("chart-part", part_legend),
         ("chart-limit", limit_legend),
     ]
-    return _picture(title, out, legends, scale)
+    return _picture(title, out, [bar.label for bar in bars], legends, scale)
 
 
 class _Scale:
@@ -120,11 +120,19 @@ def _empty(title: str, empty_text: str) -> Markup:
 
 
 def _picture(
-    title: str, drawn: list[str], legends: Sequence[tuple[str, str]], scale: _Scale
+    title: str,
+    drawn: list[str],
+    labels: Sequence[str],
+    legends: Sequence[tuple[str, str]],
+    scale: _Scale,
 ) -> Markup:
-    """The drawn plot and its legend below it, the picture as tall as the legend needs."""
-    legend, last_baseline = _legend(legends, left=scale.left)
-    return _closed(_opening(title, last_baseline + 10) + drawn + legend)
+    """The drawn plot, the columns' labels under it and the legend below them, the picture as
+    tall as they need."""
+    placed, label_lines = _column_labels(scale, labels)
+    legend, last_baseline = _legend(
+        legends, left=scale.left, baseline=LEGEND_BASELINE + (label_lines - 1) * LINE
+    )
+    return _closed(_opening(title, last_baseline + 10) + drawn + placed + legend)
 
 
 def _grid(scale: _Scale, number: Callable[[int], str]) -> list[str]:
@@ -163,32 +171,43 @@ def _bar(scale: _Scale, column: int, bar: Bar, number: Callable[[int], str]) -> 
     return out
 
 
-def _column_labels(scale: _Scale, labels: Sequence[str]) -> list[str]:
-    """The columns' labels under them: every `stride`-th one, the stride wide enough for the
-    longest label, so none runs into its neighbour (each column's own label is in its title)."""
-    stride = max(1, ceil((max(text_width(label) for label in labels) + GAP) / scale.step))
+def _column_labels(scale: _Scale, labels: Sequence[str]) -> tuple[list[str], int]:
+    """The columns' labels under them, and how many lines they take. A label wider than its
+    column is broken at its spaces and slashes (a pair: "stable/" over "linux-x86_64") when its
+    pieces then fit, in at most three lines; else only every `stride`-th label is shown, the
+    stride wide enough for the longest one, as on a time axis (each column's own label is in its
+    title)."""
+    room = scale.step - GAP
+    broken = [_broken(label, room) for label in labels]
+    if all(len(lines) <= 3 and max(map(text_width, lines)) <= room for lines in broken):
+        stride = 1
+    else:
+        broken = [[label] for label in labels]
+        widest = max(text_width(label) for label in labels)
+        stride = max(1, ceil((widest + GAP) / scale.step))
     out = []
     for column in range(0, len(labels), stride):
-        label = labels[column]
         x = scale.x_of(column) + scale.bar_w / 2
-        half = text_width(label) / 2
+        half = max(map(text_width, broken[column])) / 2
         if x - half < 0 or x + half > WIDTH:
             continue
-        out.append(
-            f'<text x="{x:.1f}" y="{LABEL_BASELINE}" text-anchor="middle" '
-            f'class="chart-axis">{escape(label)}</text>'
-        )
-    return out
+        for offset, line in enumerate(broken[column]):
+            out.append(
+                f'<text x="{x:.1f}" y="{LABEL_BASELINE + offset * LINE}" text-anchor="middle" '
+                f'class="chart-axis">{escape(line)}</text>'
+            )
+    return out, max(len(lines) for lines in broken)
 
 
-def _legend(legends: Sequence[tuple[str, str]], *, left: float) -> tuple[list[str], float]:
+def _legend(
+    legends: Sequence[tuple[str, str]], *, left: float, baseline: float
+) -> tuple[list[str], float]:
     """Each (css, text) with its mark (a line for the limit, a box for the rest), side by side
     while they fit in the width, else on the next line; a text longer than a whole line is
     broken at its spaces. Also where the last line's baseline is."""
     out: list[str] = []
     room = WIDTH - RIGHT - left
-    x, baseline = left, float(LEGEND_BASELINE)
-    last = baseline
+    x, last = left, baseline
     for css, text in legends:
         lines = _broken(text, room - MARK)
         width = MARK + max(text_width(line) for line in lines)
@@ -214,15 +233,20 @@ def _legend(legends: Sequence[tuple[str, str]], *, left: float) -> tuple[list[st
 
 
 def _broken(text: str, room: float) -> list[str]:
-    """`text` in lines that each fit in `room`, broken at spaces (a word longer than the room
-    stays whole: nothing better can be done without hyphenation rules per language)."""
+    """`text` in lines that each fit in `room`, broken at spaces and after slashes (a word longer
+    than the room stays whole: nothing better can be done without hyphenation rules per
+    language)."""
     lines: list[str] = []
-    for word in text.split():
-        if lines and text_width(f"{lines[-1]} {word}") <= room:
-            lines[-1] = f"{lines[-1]} {word}"
+    for piece in _PIECES.findall(text):
+        if lines and text_width((lines[-1] + piece).rstrip()) <= room:
+            lines[-1] += piece
         else:
-            lines.append(word)
-    return lines or [text]
+            lines.append(piece)
+    return [line.rstrip() for line in lines] or [text]
+
+
+# A word with the space after it, or a part of a word up to and with a slash.
+_PIECES = re.compile(r"[^\s/]*/|[^\s/]+\s*")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,14 +282,13 @@ def stacked_chart(
     out = _grid(scale, number)
     for i, stack in enumerate(stacks):
         out += _stack(scale, i, stack, series, number)
-    out += _column_labels(scale, [stack.label for stack in stacks])
     if limit is not None:
         y = scale.y_of(limit)
         out.append(
             f'<line x1="{scale.left:.1f}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" '
             'class="chart-limit"/>'
         )
-    return _picture(title, out, legends, scale)
+    return _picture(title, out, [stack.label for stack in stacks], legends, scale)
 
 
 def _stack(
