@@ -133,7 +133,7 @@ def test_progress_webhook_releases_and_keys_in_each_language(
         has_text=lang.gettext("The key is revoked: it is refused from now on.")
     ).wait_for()
 
-    page.get_by_role("link", name=lang.gettext("Operations")).click()
+    page.get_by_role("link", name=lang.gettext("Operations"), exact=True).click()
     assert page.locator('section[aria-labelledby="fleet-heading"] svg.chart').count() == 1
     check_accessibility(page)
     _no_english(page, code, english)
