@@ -31,6 +31,7 @@ class BusyWorld:
     operator_key: str
     agent_ids: tuple[str, ...]
     operator_key_id: str
+    manual_run_id: str  # the first agent's update asked for this morning, failed
 
 
 def busy_world(world: PanelWorld) -> BusyWorld:
@@ -77,6 +78,18 @@ def busy_world(world: PanelWorld) -> BusyWorld:
             " SELECT timestamptz '2027-03-26T01:00Z' + make_interval(mins => n), 1 + n % 17"
             " FROM generate_series(0, 119) AS n"
         )
+        run_row = conn.execute(
+            "INSERT INTO runs (agent_id, org_id, trigger, status, version, error, created_at,"
+            " claimed_at, finished_at) VALUES (%s, %s, 'manual', 'failed', %s, %s,"
+            " '2027-03-26T10:00Z', '2027-03-26T10:01Z', '2027-03-26T10:03Z') RETURNING id",
+            [
+                UUID(agent_ids[0]),
+                UUID(world.org_id),
+                PAIRS[0][2],
+                "health check of nachtwacht-agent.service failed after the swap: " + "x" * 120,
+            ],
+        ).fetchone()
+        assert run_row is not None
         key_row = conn.execute(
             "INSERT INTO credentials (audience, secret_sha256, name, label, created_at)"
             " VALUES ('operator', repeat('a', 64), %s, %s, now()) RETURNING id",
@@ -88,4 +101,5 @@ def busy_world(world: PanelWorld) -> BusyWorld:
         operator_key=operator_key,
         agent_ids=agent_ids,
         operator_key_id=str(key_row[0]),
+        manual_run_id=str(run_row[0]),
     )

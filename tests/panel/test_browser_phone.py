@@ -91,6 +91,8 @@ def test_every_page_fits_a_phone(
         "agents",
         "agents?page=2",
         f"agents/{agent}",
+        f"agents/{agent}/updates/{busy.manual_run_id}",
+        "agents/not-an-agent",
         "notifications",
         "forecast",
         "webhook",
