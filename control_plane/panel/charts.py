@@ -1,7 +1,11 @@
 """Pictures drawn on the server as SVG: no chart library, nothing loaded from elsewhere.
 
 A chart is data in, markup out; every text in it (title, axis labels, legend) comes in already
-translated, and is escaped here.
+translated, and is escaped here. Texts are placed by an estimated width (`text_width`), so a
+legend entry or a column label gets its own room in any of the nine languages: legend entries
+side by side while they fit, else on the next line (the picture grows to hold them); a column
+label too wide for its column is broken at its spaces and slashes, else only every n-th one is
+shown.
 """
 
 from __future__ import annotations
