@@ -31,7 +31,10 @@ from ground.contract import HOST_ID_HEADER, Instant
 
 __all__ = [
     "AGENT_OF_CREDENTIAL",
+    "FIRST_PANEL_KEY",
     "HOST_ID_PATTERN",
+    "UNNAMED_OPERATOR_KEY",
+    "UNNAMED_PANEL_KEY",
     "AccountService",
     "CredentialList",
     "CredentialView",
@@ -46,6 +49,12 @@ __all__ = [
 ]
 
 MAX_NAME_LENGTH = 200
+# The names the control plane gives the keys it makes unnamed: stored as these words (the API and
+# the trail carry them as they are) and said in the reader's language by the panel, which looks
+# them up by these exact values.
+FIRST_PANEL_KEY = "first panel key"
+UNNAMED_PANEL_KEY = "panel key"
+UNNAMED_OPERATOR_KEY = "operator key"
 # What an agent sends as its host id (`ground.contract.HOST_ID_HEADER`); the database's CHECK too.
 HOST_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{8,64}")
 # A host's sighting is written again at most this often (once an hour per host: the poll path
@@ -245,7 +254,7 @@ class AccountService:
             ).fetchone()
             assert row is not None
             key, view = _store_secret(
-                conn, Audience.PANEL, name="first panel key", now=now, org_id=row["id"]
+                conn, Audience.PANEL, name=FIRST_PANEL_KEY, now=now, org_id=row["id"]
             )
             _issued(conn, view, actor or Actor(kind="operator"), now, "credential.issued")
         return IssuedOrg(org_id=row["id"], name=clean, panel_key=key)
@@ -254,7 +263,7 @@ class AccountService:
         """A panel key for `org_id` named `label` (the holder); the secret, shown once."""
         return self.issue(
             Audience.PANEL,
-            name=label or "panel key",
+            name=label or UNNAMED_PANEL_KEY,
             org_id=org_id,
             now=None,
             actor=Actor(kind="operator"),
@@ -307,7 +316,10 @@ class AccountService:
     def create_operator_key(self, label: str | None = None) -> str:
         """An operator key named `label` (the holder); the secret, shown once."""
         return self.issue(
-            Audience.OPERATOR, name=label or "operator key", now=None, actor=Actor(kind="operator")
+            Audience.OPERATOR,
+            name=label or UNNAMED_OPERATOR_KEY,
+            now=None,
+            actor=Actor(kind="operator"),
         ).secret
 
     def list_credentials(

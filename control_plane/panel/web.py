@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -19,7 +20,7 @@ from markupsafe import Markup
 
 from control_plane.accounts.credentials import Audience
 from control_plane.accounts.sessions import PanelSession
-from control_plane.panel import backend, rollout_backend
+from control_plane.panel import backend, rollout_backend, wording
 from control_plane.panel.charts import Bar, bar_chart
 from control_plane.panel.csrf import csrf_token_for, tokens_match
 from control_plane.panel.i18n import LANGUAGES, Language, choose_language, language_names
@@ -78,6 +79,7 @@ def environment(code: str) -> Environment:
         )
         lang = Language(code)
         env.install_gettext_translations(lang.translations, newstyle=True)  # type: ignore[attr-defined]
+        env.filters["key_name"] = partial(wording.key_name, lang)
         _environments[code] = env
     return env
 

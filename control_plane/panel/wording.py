@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from control_plane.accounts.services import (
+    FIRST_PANEL_KEY,
+    UNNAMED_OPERATOR_KEY,
+    UNNAMED_PANEL_KEY,
+)
 from control_plane.panel.i18n import Language
 from control_plane.runs.views import RunView
 from ground.contract.wording import (
@@ -28,6 +33,7 @@ __all__ = [
     "ONLINE_WITHIN",
     "PreviewNight",
     "is_online",
+    "key_name",
     "miss_reason",
     "outcome_reason",
     "run_line",
@@ -47,6 +53,18 @@ _OUTCOME_WORDS = {reason.value: words for reason, words in OUTCOME_REASON_WORDS.
 # An agent syncs every minute and records its visit at most every 30 seconds: three quiet minutes
 # mean it is not reaching us.
 ONLINE_WITHIN = timedelta(minutes=3)
+
+
+def key_name(lang: Language, name: str) -> str:
+    """A key's name (or the trail's actor named after it): a name the control plane gave a key
+    nobody named is said in the reader's language; a name someone gave is shown as they wrote it."""
+    if name == FIRST_PANEL_KEY:
+        return lang.gettext("first panel key")
+    if name == UNNAMED_PANEL_KEY:
+        return lang.gettext("panel key")
+    if name == UNNAMED_OPERATOR_KEY:
+        return lang.gettext("operator key")
+    return name
 
 
 def _shown_value(value: object) -> str:

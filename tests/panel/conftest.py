@@ -186,7 +186,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @pytest.fixture
 def new_page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
-    """Opens a page in a fresh browser context (its own cookies) with the given languages.
+    """Opens a page in a fresh browser context (its own cookies) with the given languages, in a
+    window of the given size (a desktop's unless told).
 
     Every request that leaves loopback is refused and, at the end, fails the test: the panel
     must work on a control plane without internet access."""
@@ -201,10 +202,10 @@ def new_page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Callable[
             outside.append(route.request.url)
             route.abort()
 
-    def open_page(locale: str = "en-GB") -> Any:
+    def open_page(locale: str = "en-GB", *, width: int = 1200, height: int = 900) -> Any:
         # bypass_csp: axe-core is injected as a script the panel's own policy would refuse.
         context = browser.new_context(
-            locale=locale, viewport={"width": 1200, "height": 900}, bypass_csp=True
+            locale=locale, viewport={"width": width, "height": height}, bypass_csp=True
         )
         contexts.append(context)
         # axe-core in every document of the context, compiled once per renderer: injecting it

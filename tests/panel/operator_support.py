@@ -79,8 +79,13 @@ def set_webhook(world: PanelWorld, url: str) -> None:
         )
 
 
-def publish_releases(world: PanelWorld, *versions: tuple[str, int]) -> None:
-    """Publish (version, manifest_version) releases of stable/linux-x86_64 through the real
+def publish_releases(
+    world: PanelWorld,
+    *versions: tuple[str, int],
+    channel: str = "stable",
+    platform: str = "linux-x86_64",
+) -> None:
+    """Publish (version, manifest_version) releases of `channel`/`platform` through the real
     release service, signed with a key it trusts, into the server's database."""
     key = Ed25519PrivateKey.generate()
     factory = ReleaseFactory(key=key)
@@ -93,6 +98,8 @@ def publish_releases(world: PanelWorld, *versions: tuple[str, int]) -> None:
                 content,
                 version=version,
                 manifest_version=manifest_version,
+                channel=channel,
+                platform=platform,
                 issued_at=datetime(2026, 11, 1, tzinfo=UTC),
                 unpacked_size=len(content) * 2,
                 expires_in=datetime(2027, 11, 1, tzinfo=UTC) - datetime(2026, 11, 1, tzinfo=UTC),

@@ -12,7 +12,9 @@ import psycopg
 import pytest
 from babel.messages.pofile import read_po
 
+from control_plane.accounts.services import FIRST_PANEL_KEY
 from control_plane.panel.i18n import LANGUAGES, LOCALES_DIR, Language
+from control_plane.panel.wording import key_name
 from tests.panel.conftest import PanelWorld, check_accessibility, doc_screenshot
 from tests.panel.operator_support import (
     agent_reports,
@@ -112,22 +114,26 @@ def test_progress_webhook_releases_and_keys_in_each_language(
     _doc_screenshot(page, "releases", code)
 
     page.get_by_role("link", name=lang.gettext("Credentials")).click()
-    page.get_by_role("button", name=lang.gettext("Rotate %(name)s", name="first panel key")).click()
+    page.get_by_role(
+        "button", name=lang.gettext("Rotate %(name)s", name=key_name(lang, FIRST_PANEL_KEY))
+    ).click()
     assert page.locator("#new-secret code").inner_text().startswith("nwp_")
     check_accessibility(page)
     _no_english(page, code, english)
     _doc_screenshot(page, "credentials", code)
-    page.get_by_role("link", name=lang.gettext("Revoke %(name)s…", name="first panel key")).click()
+    page.get_by_role(
+        "link", name=lang.gettext("Revoke %(name)s…", name=key_name(lang, FIRST_PANEL_KEY))
+    ).click()
     check_accessibility(page)
     _no_english(page, code, english)
     page.get_by_role(
-        "button", name=lang.gettext("Yes, revoke %(name)s", name="first panel key")
+        "button", name=lang.gettext("Yes, revoke %(name)s", name=key_name(lang, FIRST_PANEL_KEY))
     ).click()
     page.get_by_role("status").filter(
         has_text=lang.gettext("The key is revoked: it is refused from now on.")
     ).wait_for()
 
-    page.get_by_role("link", name=lang.gettext("Operations")).click()
+    page.get_by_role("link", name=lang.gettext("Operations"), exact=True).click()
     assert page.locator('section[aria-labelledby="fleet-heading"] svg.chart').count() == 1
     check_accessibility(page)
     _no_english(page, code, english)

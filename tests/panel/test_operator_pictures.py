@@ -61,3 +61,11 @@ def test_the_fleet_picture_groups_rare_versions_and_words_them() -> None:
     svg = str(fleet_chart(Language("nl"), counts))
     assert "andere versies" in svg  # eight versions: six colours and "other versions"
     assert "stable/linux-x86_64" in svg
+
+
+def test_every_pairs_name_stays_under_its_column_broken_at_its_slash() -> None:
+    pairs = ("stable/linux-x86_64", "beta/linux-aarch64", "stable/windows-x86_64", None)
+    counts = fleet_counts(_versions(*((pair, f"2.{n}.0", 3) for n, pair in enumerate(pairs))))
+    svg = str(fleet_chart(Language("pl"), counts))
+    for piece in ("stable/", "beta/", "linux-x86_64", "linux-aarch64", "windows-x86_64"):
+        assert f">{piece}</text>" in svg

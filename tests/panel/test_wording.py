@@ -8,6 +8,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from control_plane.accounts.services import (
+    FIRST_PANEL_KEY,
+    UNNAMED_OPERATOR_KEY,
+    UNNAMED_PANEL_KEY,
+)
 from control_plane.events.services import Actor, EventView
 from control_plane.panel.event_wording import (
     NAMED_AGENTS,
@@ -15,11 +20,12 @@ from control_plane.panel.event_wording import (
     notification_agents,
     notification_lines,
 )
-from control_plane.panel.i18n import Language, choose_language
+from control_plane.panel.i18n import LANGUAGES, Language, choose_language
 from control_plane.panel.operator_routes import ALWAYS_SHOWN, MISS_REASONS
 from control_plane.panel.rollout_wording import hold_text, offer_basis
 from control_plane.panel.schedule_editor import check_rows, preview
 from control_plane.panel.wording import (
+    key_name,
     miss_reason,
     outcome_reason,
     run_line,
@@ -345,3 +351,12 @@ def test_the_timeline_says_why_a_night_was_missed() -> None:
     assert event_line(Language("en"), _event("update.missed", "schedule", at)) == (
         "The slot was missed."
     )
+
+
+@pytest.mark.parametrize("code", [code for code in LANGUAGES if code != "en"])
+def test_a_key_the_control_plane_named_is_named_in_the_readers_language(code: str) -> None:
+    lang = Language(code)
+    for generated in (FIRST_PANEL_KEY, UNNAMED_PANEL_KEY, UNNAMED_OPERATOR_KEY):
+        assert key_name(lang, generated) != generated
+    # A name someone gave is theirs, even one that starts like a generated one.
+    assert key_name(lang, "first panel key of Bram") == "first panel key of Bram"
