@@ -12,9 +12,8 @@ on both in turn, so a shared machine that slows down slows both:
   the task tray (`/v1/operations`), notifications (`/v1/notifications`), one agent's timeline
   (`/v1/agents/{id}/events`) and runs, the operators' trail of one organisation and of one kind
   (`/v1/admin/events`), the operators' releases page and the panel's agent list and
-  notifications (signed in, HTML). Not the operators' main page: its rollout overview takes
-  minutes at 10,000 agents with or without history, a cost of the fleet's size, not of its
-  history;
+  notifications (signed in, HTML). Not the operators' main page: its cost is the fleet's
+  size, not its history, and `bench/fleet_views.py` measures it;
 - the worker's passes, in this process on each database, each in a transaction rolled back so
   every repetition does the same work: the missed pass for the night's slot (10,000 missed runs
   and their events), and the reconcile pass's database work (missed slots, outlived claims, the
