@@ -105,11 +105,18 @@ class ReleaseOutcome:
 
 # The endings are counted as they happen (`run_ending_counts`, kept by a trigger on `runs`): a
 # scrape reads one row per release, status and reason, never the runs themselves.
+# The releases whose outcomes are shown: those `/metrics` shows the state of (current, halted,
+# braked) and those a live agent still runs. A release nobody runs any more and nobody is offered
+# drops out, so the scrape grows with the fleet's versions in use, not with every release ever
+# published (a year of weekly releases would otherwise add a thousand series for good).
 _RELEASE_OUTCOMES = """
 SELECT rel.id, rel.channel, rel.platform, rel.agent_version, c.status, c.reason,
        sum(c.n)::bigint AS n
   FROM run_ending_counts c JOIN releases rel ON rel.id = c.release_id
  WHERE c.status = ANY(%s)
+   AND (rel.id = ANY(%s)
+        OR rel.agent_version IN (SELECT current_version FROM agents
+                                  WHERE deleted_at IS NULL AND current_version IS NOT NULL))
  GROUP BY rel.id, c.status, c.reason
  ORDER BY rel.channel, rel.platform, rel.manifest_version, c.status, c.reason
 """
@@ -193,7 +200,9 @@ class MetricsService:
             ).fetchone()
             brake = conn.execute("SELECT engaged FROM platform_brake").fetchone()
             releases = conn.execute(_RELEASE_STATES).fetchall()
-            outcomes = conn.execute(_RELEASE_OUTCOMES, [list(OUTCOME_OF_STATUS)]).fetchall()
+            outcomes = conn.execute(
+                _RELEASE_OUTCOMES, [list(OUTCOME_OF_STATUS), [row["id"] for row in releases]]
+            ).fetchall()
             endings = conn.execute(
                 "SELECT status, reason, sum(n)::bigint AS n FROM run_ending_counts"
                 " WHERE trigger = 'schedule' GROUP BY status, reason ORDER BY status, reason"

@@ -80,6 +80,28 @@ class World:
         assert row is not None
         return row[0]
 
+    def offer(self, release: object) -> None:
+        """Make `release` its pair's current one, as publishing does."""
+        self.conn.execute(
+            "INSERT INTO current_releases (channel, platform, release_id, changed_at)"
+            " VALUES ('stable', 'linux-x86_64', %s, now())"
+            " ON CONFLICT (channel, platform) DO UPDATE SET release_id = EXCLUDED.release_id",
+            [release],
+        )
+
+    def runs_version(self, version: str) -> None:
+        self.conn.execute(
+            "UPDATE agents SET current_version = %s WHERE id = %s", [version, self.agent]
+        )
+
+    def shown(self, services: Services, clock: ManualClock) -> dict[tuple[str, str, str], int]:
+        """The release outcomes `/metrics` shows, those above 0."""
+        return {
+            (o.version, o.outcome, o.reason): o.count
+            for o in services.metrics.snapshot(clock.now()).release_outcomes
+            if o.count
+        }
+
     def counts(self) -> dict[tuple[object, str, str], int]:
         rows = self.conn.execute(
             "SELECT release_id, status, reason, n FROM run_ending_counts"
@@ -180,12 +202,8 @@ def test_a_switch_without_permission_is_a_refused_outcome_of_its_release(
     world.run(
         "skipped", release=world.new, skip="release_rolled_back"
     )  # consumed the slot; not an update of the release
-    figures = {
-        (o.version, o.outcome, o.reason): o.count
-        for o in services.metrics.snapshot(clock.now()).release_outcomes
-        if o.count
-    }
-    assert figures == {("1.6.0", "refused", "token_revoked"): 1}
+    world.offer(world.new)
+    assert world.shown(services, clock) == {("1.6.0", "refused", "token_revoked"): 1}
 
 
 def test_an_update_whose_token_was_revoked_is_a_refused_outcome_not_a_failure(
@@ -193,12 +211,28 @@ def test_an_update_whose_token_was_revoked_is_a_refused_outcome_not_a_failure(
 ) -> None:
     world.run("failed", release=world.new, reason="token_revoked")
     world.run("failed", release=world.new, reason="health_check_failed")
-    figures = {
-        (o.version, o.outcome, o.reason): o.count
-        for o in services.metrics.snapshot(clock.now()).release_outcomes
-        if o.count
-    }
-    assert figures == {
+    world.offer(world.new)
+    assert world.shown(services, clock) == {
         ("1.6.0", "refused", "token_revoked"): 1,
         ("1.6.0", "failed", "health_check_failed"): 1,
     }
+
+
+def test_a_release_nobody_is_offered_or_runs_leaves_the_scrape(
+    world: World, services: Services, clock: ManualClock
+) -> None:
+    """The outcome series grow with the releases in use, not with every release ever published:
+    an old release's series stay while an agent runs it and go when none does."""
+    world.run("succeeded", release=world.old)
+    world.run("failed", release=world.new, reason="health_check_failed")
+    world.offer(world.new)
+    world.runs_version("1.5.0")
+    assert world.shown(services, clock) == {
+        ("1.5.0", "succeeded", ""): 1,
+        ("1.6.0", "failed", "health_check_failed"): 1,
+    }
+    world.runs_version("1.6.0")
+    assert world.shown(services, clock) == {("1.6.0", "failed", "health_check_failed"): 1}
+    # The counts themselves are kept: an agent back on 1.5.0 brings its series back as it was.
+    world.runs_version("1.5.0")
+    assert ("1.5.0", "succeeded", "") in world.shown(services, clock)
