@@ -152,6 +152,12 @@ def _operator_event_line(lang: Language, event: EventView) -> str | None:
         "enrollment_token.refused": lambda: lang.gettext(
             "A host was turned away with an enrollment token."
         ),
+        "platform.restored": lambda: lang.gettext(
+            "The platform's database was restored from a backup."
+        ),
+        "retention.completed": lambda: lang.gettext(
+            "History older than the retention period was removed."
+        ),
     }
     worded = lines.get(event.kind)
     return None if worded is None else worded()
