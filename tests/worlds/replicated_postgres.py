@@ -11,6 +11,15 @@ root (PostgreSQL refuses to run as root). The standby is `pg_basebackup -R` of t
 `synchronous=True` makes the primary wait for the standby at every commit
 (`synchronous_standby_names`, set on the primary after the base backup, so a promoted standby
 does not wait for a standby it does not have).
+
+    with archived_primary() as servers:              # one primary, its WAL archived
+        servers.base_backup(path)                    # `pg_basebackup`, plain format
+        servers.archive_current_wal()                # `pg_switch_wal()`, waits for the copy
+        servers.restore(path, node, settings={"recovery_target_name": "x", …})
+
+The primary archives every finished WAL segment into `servers.archive` (`archive_command`, a
+`cp` that never overwrites); `restore` copies a base backup into the node's data directory and
+starts it with `restore_command`, the recovery target and `recovery.signal`.
 """
 
 from __future__ import annotations
@@ -32,7 +41,14 @@ import psycopg
 from control_plane.database import SERVER_USER, ensure_server_user
 from tests.worlds.scratch import scratch_dir
 
-__all__ = ["PostgresNode", "ReplicatedPair", "replicated_pair"]
+__all__ = [
+    "ArchivedPrimary",
+    "PostgresNode",
+    "PostgresServers",
+    "ReplicatedPair",
+    "archived_primary",
+    "replicated_pair",
+]
 
 DATABASE = "nachtwacht"
 STANDBY_NAME = "standby1"
@@ -112,21 +128,11 @@ class PostgresNode:
             return None
 
 
-@dataclass
-class ReplicatedPair:
-    primary: PostgresNode
-    standby: PostgresNode
-    home: Path
-    synchronous: bool
+@dataclass(kw_only=True)
+class PostgresServers:
+    """The servers under one scratch directory, started and stopped with pgserver's `pg_ctl`."""
 
-    @property
-    def url(self) -> str:
-        """Both hosts, the writable one wanted: how a replica is deployed."""
-        first, second = self.primary, self.standby
-        return (
-            f"host=127.0.0.1,127.0.0.1 port={first.port},{second.port} dbname={DATABASE}"
-            " user=postgres target_session_attrs=read-write connect_timeout=2"
-        )
+    home: Path
 
     def start(self, node: PostgresNode, *, options: list[str] | None = None) -> None:
         flags = [
@@ -185,6 +191,22 @@ class ReplicatedPair:
             return False
         return row is not None and not row[0]
 
+
+@dataclass(kw_only=True)
+class ReplicatedPair(PostgresServers):
+    primary: PostgresNode
+    standby: PostgresNode
+    synchronous: bool
+
+    @property
+    def url(self) -> str:
+        """Both hosts, the writable one wanted: how a replica is deployed."""
+        first, second = self.primary, self.standby
+        return (
+            f"host=127.0.0.1,127.0.0.1 port={first.port},{second.port} dbname={DATABASE}"
+            " user=postgres target_session_attrs=read-write connect_timeout=2"
+        )
+
     def wait_caught_up(self) -> None:
         """Until the standby has replayed everything the primary wrote so far."""
         with psycopg.connect(self.primary.url, autocommit=True) as conn:
@@ -202,34 +224,120 @@ class ReplicatedPair:
         raise TimeoutError("the standby did not catch up")
 
 
-@contextlib.contextmanager
-def replicated_pair(*, synchronous: bool = False) -> Iterator[ReplicatedPair]:
-    """A primary with database `nachtwacht` and a streaming standby; both stopped afterwards."""
+@dataclass(kw_only=True)
+class ArchivedPrimary(PostgresServers):
+    primary: PostgresNode
+    archive: Path
+    restored: list[PostgresNode] = field(default_factory=list)
+
+    def base_backup(self, into: Path) -> None:
+        """`pg_basebackup` of the running primary, plain format, with the WAL it needs."""
+        _run(
+            _bin("pg_basebackup"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.primary.port),
+            "-U",
+            "postgres",
+            "-D",
+            str(into),
+            "-X",
+            "stream",
+            "--checkpoint=fast",
+        )
+
+    def archive_current_wal(self) -> None:
+        """Close the primary's current WAL segment and wait until the archiver has copied it."""
+        with psycopg.connect(self.primary.url, autocommit=True) as conn:
+            row = conn.execute("SELECT pg_walfile_name(pg_switch_wal())").fetchone()
+        assert row is not None
+        wanted = self.archive / str(row[0])
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while not wanted.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{wanted.name} was not archived")
+            time.sleep(0.05)
+
+    def restore(self, backup: Path, node: PostgresNode, *, settings: dict[str, str]) -> None:
+        """A copy of `backup` as `node`'s data directory, started in targeted recovery: it
+        replays the archive through `restore_command` up to the target `settings` name
+        (`recovery_target_name`, `recovery_target_time`, …)."""
+        _run("cp", "-a", str(backup), str(node.pgdata))
+        lines = [f"restore_command = 'cp {self.archive}/%f %p'"]
+        lines += [f"{name} = '{value}'" for name, value in settings.items()]
+        with (node.pgdata / "postgresql.auto.conf").open("a") as conf:
+            conf.write("".join(f"{line}\n" for line in lines))
+        _run("touch", str(node.pgdata / "recovery.signal"))
+        self.restored.append(node)
+        self.start(node)
+
+
+def _scratch_home(prefix: str) -> Path:
     ensure_server_user()
-    home = Path(tempfile.mkdtemp(prefix="nachtwacht-test-failover-", dir=scratch_dir()))
+    home = Path(tempfile.mkdtemp(prefix=prefix, dir=scratch_dir()))
     home.chmod(0o755)
     if os.geteuid() == 0:
         shutil.chown(home, user=SERVER_USER)
+    return home
+
+
+def _init_primary(servers: PostgresServers, primary: PostgresNode, *settings: str) -> None:
+    """`initdb`, `settings` appended to its postgresql.conf, started, database `nachtwacht`."""
+    _run(
+        _bin("initdb"),
+        "-D",
+        str(primary.pgdata),
+        "-U",
+        "postgres",
+        "--auth=trust",
+        "-E",
+        "UTF8",
+        "--locale=C",
+    )
+    with (primary.pgdata / "postgresql.conf").open("a") as conf:
+        conf.write("".join(f"{line}\n" for line in settings))
+    servers.start(primary)
+    with psycopg.connect(
+        f"host=127.0.0.1 port={primary.port} dbname=postgres user=postgres", autocommit=True
+    ) as conn:
+        conn.execute(f"CREATE DATABASE {DATABASE}")
+
+
+@contextlib.contextmanager
+def archived_primary() -> Iterator[ArchivedPrimary]:
+    """A primary with database `nachtwacht` archiving its WAL into a directory of its own; it
+    and every node started through it are stopped afterwards."""
+    home = _scratch_home("nachtwacht-test-archive-")
+    archive = home / "archive"
+    _run("mkdir", str(archive))
+    primary = PostgresNode("primary", home / "primary", _free_port())
+    servers = ArchivedPrimary(home=home, primary=primary, archive=archive)
+    try:
+        _init_primary(
+            servers,
+            primary,
+            "archive_mode = on",
+            # Never overwrites: a restored server archiving its new timeline into the same
+            # directory must not replace a segment of the old one.
+            f"archive_command = 'test ! -f {archive}/%f && cp %p {archive}/%f'",
+        )
+        yield servers
+    finally:
+        for node in [*servers.restored, primary]:
+            servers.stop(node)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def replicated_pair(*, synchronous: bool = False) -> Iterator[ReplicatedPair]:
+    """A primary with database `nachtwacht` and a streaming standby; both stopped afterwards."""
+    home = _scratch_home("nachtwacht-test-failover-")
     primary = PostgresNode("primary", home / "primary", _free_port())
     standby = PostgresNode("standby", home / "standby", _free_port())
     pair = ReplicatedPair(primary=primary, standby=standby, home=home, synchronous=synchronous)
     try:
-        _run(
-            _bin("initdb"),
-            "-D",
-            str(primary.pgdata),
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--locale=C",
-        )
-        pair.start(primary)
-        with psycopg.connect(
-            f"host=127.0.0.1 port={primary.port} dbname=postgres user=postgres", autocommit=True
-        ) as conn:
-            conn.execute(f"CREATE DATABASE {DATABASE}")
+        _init_primary(pair, primary)
         _run(
             _bin("pg_basebackup"),
             "-h",
