@@ -38,9 +38,27 @@ CHANNEL = {"channel": "stable", "platform": "linux-x86_64"}
 _FEED_AHEAD = "SELECT count(*) FROM answer_changes WHERE xid > pg_current_xact_id()"
 
 
-def _frozen_at(instant: str) -> str:
+def frozen_at(instant: str) -> str:
     """A product clock that shows `instant` and barely moves: the test decides when time passes."""
     return f"{instant},anchor={time.time()!r},speed=0.001"
+
+
+def seed_fleet(database_url: str, names: tuple[str, ...]) -> tuple[SignedRelease, dict[str, str]]:
+    """A published release and one organisation's agents, `names`, with their keys."""
+    key = Ed25519PrivateKey.generate()
+    release = sign_release(key)
+    pool = open_pool(database_url, min_size=1, max_size=1)
+    try:
+        services = build_services(pool, {key_id(key.public_key()): key.public_key()})
+        services.releases.publish(release.manifest, release.signature, release.artifact, now=NIGHT)
+        org = services.accounts.create_org("Acme", now=NIGHT)
+        keys = {
+            name: services.accounts.enroll_agent(org.org_id, name, now=NIGHT).agent_key
+            for name in names
+        }
+    finally:
+        pool.close()
+    return release, keys
 
 
 class FleetAgent:
@@ -144,19 +162,7 @@ def test_a_restored_fleet_switches_on_no_forgotten_grant_and_completes_the_next_
     fresh_server: Any,
     tmp_path: Path,
 ) -> None:
-    key = Ed25519PrivateKey.generate()
-    release = sign_release(key)
-    pool = open_pool(database_url, min_size=1, max_size=2)
-    try:
-        services = build_services(pool, {key_id(key.public_key()): key.public_key()})
-        services.releases.publish(release.manifest, release.signature, release.artifact, now=NIGHT)
-        org = services.accounts.create_org("Acme", now=NIGHT)
-        keys = {
-            name: services.accounts.enroll_agent(org.org_id, name, now=NIGHT).agent_key
-            for name in ("remembered", "switched", "forgotten", "late")
-        }
-    finally:
-        pool.close()
+    release, keys = seed_fleet(database_url, ("remembered", "switched", "forgotten", "late"))
 
     # A server in production has handed out millions of transaction ids; a new one starts near
     # zero. A few thousand are enough to put this one ahead of the fresh server's restore.
@@ -165,7 +171,7 @@ def test_a_restored_fleet_switches_on_no_forgotten_grant_and_completes_the_next_
             conn.execute("SELECT pg_current_xact_id()")
 
     # Night one, mid-window: two grants on record, then the backup.
-    before = control_plane_server(fake_clock=_frozen_at("2026-11-30T02:01:00Z"))
+    before = control_plane_server(fake_clock=frozen_at("2026-11-30T02:01:00Z"))
     fleet = {name: FleetAgent(name, agent_key, before.base_url) for name, agent_key in keys.items()}
     for name in ("remembered", "switched"):
         assert fleet[name].claim(NIGHT_KEY).status_code == 201
@@ -210,7 +216,7 @@ def test_a_restored_fleet_switches_on_no_forgotten_grant_and_completes_the_next_
     # them out again, and a replica would take its new changes for ones it had already applied.
     assert ahead is not None and ahead[0] > 0
     done = _control(
-        "after-restore", database_url=restored_url, clock=_frozen_at("2026-11-30T02:05:00Z")
+        "after-restore", database_url=restored_url, clock=frozen_at("2026-11-30T02:05:00Z")
     )
     # Both grants on record at the backup were still outstanding there.
     assert done["tokens_revoked"] == 2
@@ -219,7 +225,7 @@ def test_a_restored_fleet_switches_on_no_forgotten_grant_and_completes_the_next_
 
     # Still night one, on the restored database: no agent gets a permit to switch.
     after = control_plane_server(
-        database_url=restored_url, fake_clock=_frozen_at("2026-11-30T02:06:00Z")
+        database_url=restored_url, fake_clock=frozen_at("2026-11-30T02:06:00Z")
     )
     for agent in fleet.values():
         agent.base_url = after.base_url
@@ -238,7 +244,7 @@ def test_a_restored_fleet_switches_on_no_forgotten_grant_and_completes_the_next_
 
     # The next night: everyone polls, claims, downloads, gets the permit and reports.
     next_night = control_plane_server(
-        database_url=restored_url, fake_clock=_frozen_at("2026-12-01T02:01:00Z")
+        database_url=restored_url, fake_clock=frozen_at("2026-12-01T02:01:00Z")
     )
     for agent in fleet.values():
         agent.base_url = next_night.base_url

@@ -15,7 +15,6 @@ real HTTP.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -23,17 +22,12 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from control_plane.database import open_pool
 from control_plane.database_fence import DatabaseFence, read_position
-from control_plane.registry import build_services
 from ground.clock import FAKE_CLOCK_ENV
 from nachtwacht.demo_world.children import run_nachtwacht
-from signed_release.keys import key_id
 from tests.conftest import RunningControlPlane
-from tests.control_plane.conftest import SignedRelease, sign_release
-from tests.control_plane.test_backup_restore import FleetAgent
+from tests.control_plane.test_backup_restore import FleetAgent, frozen_at, seed_fleet
 from tests.worlds.processes import FORKED
 from tests.worlds.replicated_postgres import ArchivedPrimary, PostgresNode, archived_primary
 from tests.worlds.waiting import wait_until
@@ -54,28 +48,6 @@ DEADLINE_SECONDS = 60.0
 def servers() -> Iterator[ArchivedPrimary]:
     with archived_primary() as servers:
         yield servers
-
-
-def _frozen_at(instant: str) -> str:
-    """A product clock that shows `instant` and barely moves: the test decides when time passes."""
-    return f"{instant},anchor={time.time()!r},speed=0.001"
-
-
-def _seed(database_url: str) -> tuple[SignedRelease, dict[str, str]]:
-    key = Ed25519PrivateKey.generate()
-    release = sign_release(key)
-    pool = open_pool(database_url, min_size=1, max_size=1)
-    try:
-        services = build_services(pool, {key_id(key.public_key()): key.public_key()})
-        services.releases.publish(release.manifest, release.signature, release.artifact, now=NIGHT)
-        org = services.accounts.create_org("Acme", now=NIGHT)
-        keys = {
-            name: services.accounts.enroll_agent(org.org_id, name, now=NIGHT).agent_key
-            for name in ("held", "replayed", "forgotten", "late")
-        }
-    finally:
-        pool.close()
-    return release, keys
 
 
 def _night(url: str, slot_key: str) -> dict[str, Any]:
@@ -103,9 +75,9 @@ def test_a_base_backup_restored_to_a_restore_point_serves_the_next_night(
 ) -> None:
     primary = servers.primary
     # The replica of night one, on the primary's URL (it migrates the new database).
-    night_one = _frozen_at("2026-11-30T02:01:00Z")
+    night_one = frozen_at("2026-11-30T02:01:00Z")
     old = control_plane_server(database_url=primary.url, fake_clock=night_one, args=CAPS)
-    release, keys = _seed(primary.url)
+    release, keys = seed_fleet(primary.url, ("held", "replayed", "forgotten", "late"))
     fleet = {name: FleetAgent(name, key, old.base_url) for name, key in keys.items()}
     # What the replica remembers of its database: the old primary's cluster and timeline.
     remembered = DatabaseFence(primary.url)
@@ -214,7 +186,7 @@ def test_a_base_backup_restored_to_a_restore_point_serves_the_next_night(
 
     # The next night, on a replica started afresh: the cap counts exactly, everyone completes.
     night = control_plane_server(
-        database_url=restored.url, fake_clock=_frozen_at("2026-12-01T02:01:00Z"), args=CAPS
+        database_url=restored.url, fake_clock=frozen_at("2026-12-01T02:01:00Z"), args=CAPS
     )
     for agent in fleet.values():
         agent.base_url = night.base_url
@@ -226,7 +198,7 @@ def test_a_base_backup_restored_to_a_restore_point_serves_the_next_night(
     assert "Traceback" not in night.stderr(), night.stderr()
     assert night.stop() == 0
     next_round = control_plane_server(
-        database_url=restored.url, fake_clock=_frozen_at("2026-12-01T02:02:00Z"), args=CAPS
+        database_url=restored.url, fake_clock=frozen_at("2026-12-01T02:02:00Z"), args=CAPS
     )
     fleet["late"].base_url = next_round.base_url
     fleet["late"].update(NEXT_NIGHT_KEY, release, "2026-12-01T02:02:30Z")
