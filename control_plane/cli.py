@@ -72,6 +72,7 @@ from control_plane.config import (
     settings_from_env,
     webhook_policy,
 )
+from control_plane.database_fence import fence_for
 from control_plane.errors import (
     ConfigurationError,
     ControlPlaneError,
@@ -504,6 +505,8 @@ def _migrate(args: argparse.Namespace) -> int:
     from control_plane import migrate  # only here: Alembic is heavy for the other commands
 
     with opened_database(location(args), migrate_to_head=False) as url:
+        # Migrating is part of finishing a restore: before `after-restore`, which needs the head.
+        fence_for(url).allow_unfinished_restore()
         if args.check:
             applied = migrate.check_migrations(url)
             print(f"ok: {len(applied)} migrations apply to an empty database, undo and re-apply")

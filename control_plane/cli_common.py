@@ -16,6 +16,7 @@ from control_plane import schema_version
 from control_plane.accounts.services import AccountService
 from control_plane.config import DatabaseLocation
 from control_plane.database import open_pool
+from control_plane.database_fence import fence_for
 from control_plane.errors import ControlPlaneError
 from control_plane.events.trail import Actor
 from control_plane.startup import opened_database
@@ -69,11 +70,15 @@ def location(args: argparse.Namespace) -> DatabaseLocation:
 
 
 @contextlib.contextmanager
-def admin_pool(args: argparse.Namespace) -> Iterator[Pool]:
+def admin_pool(args: argparse.Namespace, *, finishing_restore: bool = False) -> Iterator[Pool]:
+    """A one-connection pool for a command; `finishing_restore` for `after-restore` alone, which
+    must use a restored server the replicas do not use yet."""
     where = location(args)
     # The embedded database is this machine's own: bring it up to date. An external one is
     # migrated deliberately, with `nachtwacht control migrate`.
     with opened_database(where, migrate_to_head=where.url is None) as url:
+        if finishing_restore:
+            fence_for(url).allow_unfinished_restore()
         schema_version.require_head(url)
         pool = open_pool(url, min_size=1, max_size=1)
         try:

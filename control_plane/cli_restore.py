@@ -31,7 +31,7 @@ def add_restore_commands(commands: Any) -> None:
 
 def _after_restore(args: argparse.Namespace) -> int:
     now = clock_from_env().now()
-    with admin_pool(args) as pool:
+    with admin_pool(args, finishing_restore=True) as pool:
         done = after_restore(pool, now=now, actor=cli_actor())
     emit(
         args,

@@ -23,6 +23,19 @@ the old primary (the new one is down, and nothing on the URL shows the newer tim
 it is stale: that is why an old primary must never be started as a primary (see the operator's
 page: rewind it into a standby).
 
+A server restored from a base backup to a point in time is the same cluster on a new timeline:
+to the rule above, a promotion. But its data is older than what the fleet has seen, and until
+`nachtwacht control after-restore` has run on it, a token it remembers may be honoured although
+its agent has finished or the operators revoked it after the point. PostgreSQL keeps the
+recovery target it was started with in its settings (`recovery_target_name`, `_time`, `_lsn`,
+`_xid`, `recovery_target`), which any role may read; a promoted standby has none. So a writable
+server with a recovery target is served only once `after-restore` has recorded its timeline in
+`restored_timelines`; until then it is fenced, whether this process saw its cluster before or
+not. The two commands that must work on it — `migrate` and `after-restore` itself — say so
+(`allow_unfinished_restore`). A standby given a recovery target and then promoted is fenced the
+same way until `after-restore` runs on it: set no recovery target on a standby meant to be
+promoted.
+
 The timeline of a primary is read from the name of the WAL file it writes now (the first eight
 hex digits): `pg_control_checkpoint()` names a promoted server's new timeline only after its first
 checkpoint, which may come minutes after the promotion. A standby's is its last restart point's,
@@ -49,6 +62,7 @@ __all__ = [
     "fence_for",
     "fenced_connect",
     "read_position",
+    "restore_finished",
 ]
 
 logger = logging.getLogger(__name__)
@@ -63,9 +77,23 @@ SELECT s.system_identifier::text AS system,
        CASE WHEN pg_is_in_recovery()
             THEN (SELECT timeline_id FROM pg_control_checkpoint())
             ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int
-       END AS timeline
+       END AS timeline,
+       CASE WHEN pg_is_in_recovery() THEN NULL
+            ELSE (SELECT string_agg(name || ' = ' || quote_literal(setting), ', ' ORDER BY name)
+                    FROM pg_settings
+                   WHERE name IN ('recovery_target', 'recovery_target_lsn',
+                                  'recovery_target_name', 'recovery_target_time',
+                                  'recovery_target_xid')
+                     AND setting <> '')
+       END AS recovery_target
   FROM pg_control_system() s
 """
+
+_RESTORE_TABLE = "SELECT to_regclass('restored_timelines') IS NOT NULL"
+_RESTORE_FINISHED = (
+    "SELECT EXISTS (SELECT 1 FROM restored_timelines"
+    " WHERE system_identifier = %s AND timeline = %s)"
+)
 
 
 class FencedServer(psycopg.OperationalError):
@@ -76,11 +104,13 @@ class FencedServer(psycopg.OperationalError):
 
 @dataclass(frozen=True, kw_only=True)
 class ServerPosition:
-    """Where a server stands: its cluster, the timeline it is on, and whether it is a standby."""
+    """Where a server stands: its cluster, the timeline it is on, whether it is a standby, and
+    the recovery target a writable server was restored to (None for any other)."""
 
     system: str
     timeline: int
     standby: bool
+    recovery_target: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,8 +127,27 @@ def read_position(conn: psycopg.Connection[Any]) -> ServerPosition:
         conn.rollback()
     if row is None:
         raise FencedServer("the server did not say where it stands")
-    system, standby, timeline = row
-    return ServerPosition(system=str(system), timeline=int(timeline), standby=bool(standby))
+    system, standby, timeline, target = row
+    return ServerPosition(
+        system=str(system),
+        timeline=int(timeline),
+        standby=bool(standby),
+        recovery_target=None if target is None else str(target),
+    )
+
+
+def restore_finished(conn: psycopg.Connection[Any], position: ServerPosition) -> bool:
+    """True when `after-restore` has recorded `position`'s timeline (no transaction left open)."""
+    cursor = conn.cursor(row_factory=tuple_row)
+    try:
+        table = cursor.execute(_RESTORE_TABLE).fetchone()
+        if table is None or not table[0]:
+            return False
+        row = cursor.execute(_RESTORE_FINISHED, [position.system, position.timeline]).fetchone()
+        return row is not None and bool(row[0])
+    finally:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.rollback()
 
 
 def _hosts_of(params: dict[str, Any]) -> list[_Host]:
@@ -129,6 +178,12 @@ class DatabaseFence:
         self._lock = threading.Lock()
         self._newest: ServerPosition | None = None
         self._first = 0  # the index of the host tried first
+        self._unfinished_restore_allowed = False
+
+    def allow_unfinished_restore(self) -> None:
+        """Use a server restored to a point in time before `after-restore` has run on it: only
+        for `migrate` and `after-restore`, which are how a restore is finished."""
+        self._unfinished_restore_allowed = True
 
     @property
     def newest(self) -> ServerPosition | None:
@@ -164,7 +219,7 @@ class DatabaseFence:
             raise
         if self._newest is None and len(self._hosts) > 1:
             self._learn(self._survey())
-        refusal = self._refusal(position, conn)
+        refusal = self._unfinished_restore(position, conn) or self._refusal(position, conn)
         if refusal is None:
             return
         conn.close()
@@ -172,22 +227,30 @@ class DatabaseFence:
         self._point_at_newest()
         raise FencedServer(refusal)
 
+    def _unfinished_restore(
+        self, position: ServerPosition, conn: psycopg.Connection[Any]
+    ) -> str | None:
+        if position.recovery_target is None or self._unfinished_restore_allowed:
+            return None
+        try:
+            if restore_finished(conn, position):
+                return None
+        except BaseException:
+            conn.close()
+            raise
+        return (
+            f"the database at {conn.info.host}:{conn.info.port} was restored to a point in time"
+            f" ({position.recovery_target}, timeline {position.timeline}) and"
+            " `nachtwacht control after-restore` has not run on it: not used until it has"
+        )
+
     def _refusal(self, position: ServerPosition, conn: psycopg.Connection[Any]) -> str | None:
         where = f"{conn.info.host}:{conn.info.port}"
         with self._lock:
-            newest = self._newest
-            if newest is None or (
-                position.system == newest.system and position.timeline > newest.timeline
-            ):
-                if newest is not None:
-                    logger.warning(
-                        "the database at %s is on timeline %d (was %d): following the promotion",
-                        where,
-                        position.timeline,
-                        newest.timeline,
-                    )
-                self._newest = position
+            if self._advance(position, where):
                 return None
+            newest = self._newest
+            assert newest is not None
         if position.system != newest.system:
             return (
                 f"the database at {where} is another cluster (system identifier"
@@ -202,14 +265,29 @@ class DatabaseFence:
             )
         return None
 
+    def _advance(self, position: ServerPosition, where: str) -> bool:
+        """Take `position` as the newest when it is (the first seen, or a newer timeline of the
+        same cluster); the lock is held."""
+        newest = self._newest
+        if newest is not None and (
+            position.system != newest.system or position.timeline <= newest.timeline
+        ):
+            return False
+        if newest is not None:
+            logger.warning(
+                "the database at %s is on timeline %d (was %d): following the promotion",
+                where,
+                position.timeline,
+                newest.timeline,
+            )
+        self._newest = position
+        return True
+
     def _learn(self, positions: list[tuple[int, ServerPosition]]) -> None:
         with self._lock:
-            for _, position in positions:
-                newest = self._newest
-                if newest is None or (
-                    position.system == newest.system and position.timeline > newest.timeline
-                ):
-                    self._newest = position
+            for index, position in positions:
+                host = self._hosts[index]
+                self._advance(position, f"{host.host}:{host.port}")
 
     def _point_at_newest(self) -> None:
         """Ask every host; the writable one at the newest position is tried first from now."""

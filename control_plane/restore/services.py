@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from control_plane.database_fence import read_position
 from control_plane.events.trail import Actor, record_action
-from control_plane.types import Pool
+from control_plane.types import Connection, Pool
 
 __all__ = ["RESTORE_REVOCATION", "AfterRestore", "after_restore"]
 
@@ -23,20 +24,35 @@ class AfterRestore:
 
 
 def after_restore(pool: Pool, *, now: datetime, actor: Actor) -> AfterRestore:
-    """Revoke every outstanding token and empty the answers' change feed, in one transaction."""
-    with pool.connection() as conn, conn.transaction():
-        # First, so the revocation's own change rows (written by the tokens' trigger) stay.
-        cleared = conn.execute("DELETE FROM answer_changes").rowcount
-        revoked = conn.execute(
-            "UPDATE tokens SET revoked_at = %s, revoked_reason = %s"
-            " WHERE revoked_at IS NULL AND expires_at > %s",
-            [now, RESTORE_REVOCATION, now],
-        ).rowcount
-        record_action(
-            conn,
-            kind="platform.restored",
-            actor=actor,
-            at=now,
-            data={"revoked_tokens": revoked},
-        )
+    """Revoke every outstanding token, empty the answers' change feed and record the server's
+    timeline as restored (the replicas serve a server restored to a point in time only then),
+    in one transaction."""
+    with pool.connection() as conn:
+        position = read_position(conn)
+        with conn.transaction():
+            return _finish(conn, position.system, position.timeline, now=now, actor=actor)
+
+
+def _finish(
+    conn: Connection, system: str, timeline: int, *, now: datetime, actor: Actor
+) -> AfterRestore:
+    # First, so the revocation's own change rows (written by the tokens' trigger) stay.
+    cleared = conn.execute("DELETE FROM answer_changes").rowcount
+    revoked = conn.execute(
+        "UPDATE tokens SET revoked_at = %s, revoked_reason = %s"
+        " WHERE revoked_at IS NULL AND expires_at > %s",
+        [now, RESTORE_REVOCATION, now],
+    ).rowcount
+    conn.execute(
+        "INSERT INTO restored_timelines (system_identifier, timeline, finished_at)"
+        " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+        [system, timeline, now],
+    )
+    record_action(
+        conn,
+        kind="platform.restored",
+        actor=actor,
+        at=now,
+        data={"revoked_tokens": revoked, "timeline": timeline},
+    )
     return AfterRestore(tokens_revoked=revoked, feed_rows_cleared=cleared, at=now)

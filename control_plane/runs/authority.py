@@ -62,12 +62,19 @@ def window_closes_at(lease: dict[str, Any]) -> datetime | None:
     return slot.window_closes(timedelta(minutes=lease["catch_up_minutes"]))
 
 
-def unauthorised_switch(lease: dict[str, Any], at: datetime) -> str | None:
+def unauthorised_switch(
+    lease: dict[str, Any], at: datetime, *, asked_now: bool = False
+) -> str | None:
     """Why a switch at `at` was not authorised by the lease (`token_revoked`, `token_expired`,
-    `window_closed`), or None when it was."""
+    `window_closed`), or None when it was.
+
+    A reported switch is judged at its own instant: one made before the revocation was covered.
+    A switch `asked_now` (the permit) is refused by any recorded revocation, whatever its stamp:
+    the stamp is the revoking host's clock, and a replica whose clock is behind it would otherwise
+    honour the token for as long as the two clocks differ."""
     if lease["token_id"] is None:
         return AnswerCode.TOKEN_REVOKED.value
-    if lease["revoked_at"] is not None and at >= lease["revoked_at"]:
+    if lease["revoked_at"] is not None and (asked_now or at >= lease["revoked_at"]):
         return AnswerCode.TOKEN_REVOKED.value
     if at >= lease["expires_at"]:
         return AnswerCode.TOKEN_EXPIRED.value
@@ -77,9 +84,9 @@ def unauthorised_switch(lease: dict[str, Any], at: datetime) -> str | None:
     return None
 
 
-def lease_refusal(lease: dict[str, Any], at: datetime) -> str:
+def lease_refusal(lease: dict[str, Any], at: datetime, *, asked_now: bool = False) -> str:
     """The words for a refused switch: which run, what ended its lease and when."""
-    why = unauthorised_switch(lease, at)
+    why = unauthorised_switch(lease, at, asked_now=asked_now)
     run_id = lease["id"]
     if why == AnswerCode.TOKEN_REVOKED.value:
         if lease["revoked_at"] is None:
@@ -104,11 +111,11 @@ def swap_permit(lease: dict[str, Any], now: datetime) -> SwapPermit:
         raise Conflict(
             f"run {run_id} already ended ({lease['status']})", code=RefusalCode.RUN_FINISHED.value
         )
-    why = unauthorised_switch(lease, now)
+    why = unauthorised_switch(lease, now, asked_now=True)
     if why in {AnswerCode.TOKEN_REVOKED.value, AnswerCode.TOKEN_EXPIRED.value}:
-        raise Forbidden(lease_refusal(lease, now), code=why)
+        raise Forbidden(lease_refusal(lease, now, asked_now=True), code=why)
     if why is not None:
-        raise Conflict(lease_refusal(lease, now), code=why)
+        raise Conflict(lease_refusal(lease, now, asked_now=True), code=why)
     return SwapPermit(
         run_id=run_id,
         token=TokenView(id=lease["token_id"], expires_at=lease["expires_at"]),

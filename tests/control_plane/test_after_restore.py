@@ -88,3 +88,29 @@ def test_the_change_feed_keeps_only_the_revocation(
     # The old server's rows are gone; the revocation's own rows tell the replicas what changed.
     assert revocation is not None
     assert [row["xid"] for row in left] == [revocation["xid"]]
+
+
+def test_a_replica_whose_clock_is_behind_the_revoking_host_still_gives_no_permit(
+    pool: Pool,
+    api: Api,
+    clock: ManualClock,
+    published: SignedRelease,
+    make_org,
+    make_agent,
+) -> None:
+    # The host that ran after-restore (or engaged the brake) stamps the revocation with its own
+    # clock; a replica 30 s behind it sees a revocation "in its future". A permit asked now is a
+    # question about now: a recorded revocation is in force whatever its stamp says.
+    org = make_org("Acme")
+    holder = make_agent(org, "web-01")
+    clock.set(NIGHT + timedelta(minutes=2))
+    outstanding = _claimed_run(pool, holder.agent_id, org.org_id, expires_in=timedelta(hours=1))
+    after_restore(pool, now=clock.now() + timedelta(seconds=30), actor=OPERATOR)
+
+    with api.client(holder.agent_key) as client:
+        refused = client.post(f"/v1/agent/runs/{outstanding}/confirm")
+    assert refused.status_code == 403
+    assert refused.json()["detail"]["code"] == "token_revoked"
+    with pool.connection() as conn:
+        run = conn.execute("SELECT status FROM runs WHERE id = %s", [outstanding]).fetchone()
+    assert run is not None and run["status"] == "claimed"

@@ -6,10 +6,10 @@ backup and the restore point, a grant and a switch after it — and the primary 
 backup is restored into a new data directory with `restore_command`, `recovery_target_name` and
 `recovery.signal`, promoted at the restore point onto a new timeline of the same cluster, and
 `nachtwacht control after-restore` revokes what it still holds. The replica that was serving on
-the old primary follows the restored server (same cluster, newer timeline: to the fence, a
-promotion) — at once, before `after-restore` has run, which is why replicas are stopped before
-the restored server starts — and the next night completes on a replica started afresh, over
-real HTTP.
+the old primary does not use the restored server (same cluster, newer timeline, but started with
+a recovery target) until `after-restore` has run: meanwhile it answers 503, and the token the
+restore revokes never gets a permit. It then follows the restored server, and the next night
+completes on a replica started afresh, over real HTTP.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import httpx
 import psycopg
 import pytest
 
-from control_plane.database_fence import DatabaseFence, read_position
+from control_plane.database_fence import DatabaseFence, FencedServer, read_position
 from ground.clock import FAKE_CLOCK_ENV
 from nachtwacht.demo_world.children import run_nachtwacht
 from tests.conftest import RunningControlPlane
@@ -132,28 +132,26 @@ def test_a_base_backup_restored_to_a_restore_point_serves_the_next_night(
     assert [granted for _, granted in at_point["granted"]] == [2]
     with psycopg.connect(restored.url) as conn:
         after = read_position(conn)
-    # The same cluster, on a new timeline: what the fence takes for a promotion.
+    # The same cluster on a new timeline, like a promotion — but started with a recovery target.
     assert after.system == before.system
     assert after.timeline == 2 and not after.standby
-    with remembered.connect() as conn:
-        assert conn.execute("SELECT 1").fetchone() == (1,)
-    assert remembered.newest == after
+    assert after.recovery_target == f"recovery_target_name = '{RESTORE_POINT}'"
+    with pytest.raises(FencedServer, match="after-restore` has not run"):
+        remembered.connect()
+    assert remembered.newest == after  # learned, not used: the old primary is behind it now
 
-    # The replica that served the old primary, never restarted, follows the restored server at
-    # once: a restore to a point is, to the fence, a promotion. So it serves the restored
-    # database before `after-restore` has run — the token the restore is about to revoke still
-    # gets its permit here — which is why every replica is stopped before the restored server
-    # starts.
-    def answered_by_database() -> httpx.Response | None:
-        answer = fleet["held"].confirm(held_run)
-        return None if answer.status_code == 503 else answer
-
-    early = wait_until(
-        answered_by_database,
-        what="the old replica to reach the restored server",
+    # The replica that served the old primary, never restarted, does not use the restored
+    # server before `after-restore`: the token the restore is about to revoke gets no permit.
+    # (Several asks, so the pool has tried to reconnect more than once.)
+    for _ in range(5):
+        early = fleet["held"].confirm(held_run)
+        assert early.status_code == 503, early.text
+        assert early.json()["detail"]["code"] == "database_unavailable"
+    wait_until(
+        lambda: "`nachtwacht control after-restore` has not run on it" in old.stderr(),
+        what="the old replica to say why it does not use the restored server",
         timeout=DEADLINE_SECONDS,
     )
-    assert early.status_code == 200, early.text
 
     done = json.loads(
         run_nachtwacht(
@@ -162,8 +160,6 @@ def test_a_base_backup_restored_to_a_restore_point_serves_the_next_night(
             "--json",
             "--database-url",
             restored.url,
-            # The old replica's clock: a revocation stamped later than its "now" is not in
-            # force for it yet (in production both read the one wall clock).
             env={FAKE_CLOCK_ENV: night_one},
             launcher=FORKED,
         )
@@ -172,8 +168,17 @@ def test_a_base_backup_restored_to_a_restore_point_serves_the_next_night(
     assert done["tokens_revoked"] == 2
     assert _night(restored.url, NIGHT_KEY)["tokens"] == {"held": "restore", "replayed": "restore"}
 
-    # Once `after-restore` has run, the same replica refuses what it revoked.
-    refused = fleet["held"].confirm(held_run)
+    # Once `after-restore` has run, the same replica uses the restored server and refuses what
+    # it revoked.
+    def answered_by_database() -> httpx.Response | None:
+        answer = fleet["held"].confirm(held_run)
+        return None if answer.status_code == 503 else answer
+
+    refused = wait_until(
+        answered_by_database,
+        what="the old replica to reach the restored server",
+        timeout=DEADLINE_SECONDS,
+    )
     assert refused.status_code == 403, refused.text
     assert refused.json()["detail"]["code"] == "token_revoked"
     unknown = fleet["forgotten"].confirm(forgotten_run)
@@ -181,7 +186,7 @@ def test_a_base_backup_restored_to_a_restore_point_serves_the_next_night(
     assert unknown.json()["detail"]["code"] == "run_not_found"
     stderr = old.stderr()
     assert "on timeline 2 (was 1): following the promotion" in stderr, stderr
-    assert "FENCED" not in stderr, stderr
+    assert "FENCED" in stderr, stderr
     assert old.stop() == 0
 
     # The next night, on a replica started afresh: the cap counts exactly, everyone completes.
