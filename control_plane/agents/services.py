@@ -17,6 +17,7 @@ from control_plane.agents.agent_list import (
     ScheduleChanges,
     count_agents,
     last_runs_by_id,
+    matching_ids,
     page_rows,
     set_schedules,
 )
@@ -242,6 +243,13 @@ class AgentService:
                 online_since=now if online_since is None else online_since,
                 actor=actor,
             )
+
+    def matching_ids(
+        self, org_id: UUID, query: AgentQuery, *, now: datetime, online_since: datetime
+    ) -> tuple[UUID, ...]:
+        """Every agent of the organisation `query` finds (all its pages), by id."""
+        with self._pool.connection() as conn:
+            return tuple(matching_ids(conn, org_id, query, now=now, online_since=online_since))
 
     def agent_page(self, org_id: UUID, agent_id: UUID, *, now: datetime) -> AgentPage:
         """The agent page at `now`: its summary, its next slot and its latest runs."""

@@ -23,7 +23,7 @@ from control_plane.notifications.trial_delivery import TEST_EVENT
 from control_plane.panel.backend import Missing, refused
 from control_plane.registry import Services
 from control_plane.rollout.services import AgentRelease
-from control_plane.runs.services import RecordedRun
+from control_plane.runs.services import ManualRequests, RecordedRun
 from control_plane.runs.views import RunView
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "mark_notification",
     "notifications",
     "request_update",
+    "request_updates",
     "revoke_enrollment_token",
     "save_schedule",
     "save_webhook",
@@ -137,6 +138,16 @@ def request_update(
         return services.runs.request_manual_update(org_id, agent_id, by, now=now)
     except NotFound as exc:
         raise Missing(str(agent_id)) from exc
+
+
+def request_updates(
+    services: Services, org_id: UUID, agent_ids: Sequence[UUID], by: UUID, *, now: datetime
+) -> ManualRequests:
+    """An update now for each agent listed (all or none): through the caps like one agent's."""
+    try:
+        return services.runs.request_manual_updates(org_id, agent_ids, by, now=now)
+    except NotFound as exc:
+        raise Missing(str(org_id)) from exc
 
 
 # Notifications and the webhook
