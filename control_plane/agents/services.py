@@ -21,6 +21,11 @@ from control_plane.agents.agent_list import (
     page_rows,
     set_schedules,
 )
+from control_plane.agents.default_schedule import (
+    DefaultSchedule,
+    read_default_schedule,
+    set_default_schedule,
+)
 from control_plane.agents.schedule import Schedule, validated_schedule
 from control_plane.events.trail import Actor, record_action
 from control_plane.runs.views import RunView, latest_run_per_agent, latest_runs
@@ -250,6 +255,21 @@ class AgentService:
         """Every agent of the organisation `query` finds (all its pages), by id."""
         with self._pool.connection() as conn:
             return tuple(matching_ids(conn, org_id, query, now=now, online_since=online_since))
+
+    def default_schedule(self, org_id: UUID) -> DefaultSchedule:
+        """The schedule the organisation's new agents take (None in it: the platform's)."""
+        with self._pool.connection() as conn:
+            return read_default_schedule(conn, org_id)
+
+    def set_default_schedule(
+        self, org_id: UUID, *, enabled: object, times: object, now: datetime, actor: Actor
+    ) -> DefaultSchedule:
+        """Set the schedule new agents take; no agent already enrolled changes."""
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT 1 FROM orgs WHERE id = %s FOR UPDATE", [org_id])
+            return set_default_schedule(
+                conn, org_id, enabled=enabled, times=times, now=now, actor=actor
+            )
 
     def agent_page(self, org_id: UUID, agent_id: UUID, *, now: datetime) -> AgentPage:
         """The agent page at `now`: its summary, its next slot and its latest runs."""

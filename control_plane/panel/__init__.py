@@ -30,6 +30,7 @@
     rollout_routes.py   the operators' notices, organisations (their pin), one agent (canary, pin,
                         forced update);  hold_routes.py  a customer's hold of one agent;
                         bulk_routes.py  the list's hold, end of hold and update now for many;
+                        default_schedule_routes.py  the schedule new agents take;
                         enrollment_routes.py  a customer's enrollment tokens (made, shown
                         once with the host's install line, listed, revoked)
     fleet.py            the fleet by version (agents per version per pair) as a picture
@@ -50,6 +51,7 @@ from control_plane.panel import (
     bulk_routes,
     credential_routes,
     customer_routes,
+    default_schedule_routes,
     enrollment_routes,
     hold_routes,
     operator_routes,
@@ -88,6 +90,7 @@ def mount_panel(app: FastAPI) -> None:
     app.include_router(rollout_routes.router)
     app.include_router(hold_routes.router)
     app.include_router(bulk_routes.router)
+    app.include_router(default_schedule_routes.router)
     app.include_router(enrollment_routes.router)
     app.include_router(credential_routes.router)
     app.mount("/panel/static", StaticFiles(directory=STATIC_DIR), name="panel-static")

@@ -59,6 +59,7 @@ __all__ = [
     "hold_problem",
     "read_view",
     "set_schedules",
+    "typed_schedule",
 ]
 
 # A selection is made on one page.
@@ -199,13 +200,10 @@ def bulk_schedule(
 ) -> BulkSchedule:
     """The bulk form checked: the schedule with the one-agent editor's rules, and a selection
     of one page's agents when the target is the selection."""
-    text = times_text[:MAX_TIMES_TEXT]
-    rows = [part for part in _SEPARATORS.split(text) if part]
-    editor = check_rows(lang, enabled=enabled, rows=rows)
+    text, editor, problem = typed_schedule(lang, enabled=enabled, times_text=times_text)
     errors: dict[str, str] = {}
-    problems = list(editor.row_errors.values()) + ([editor.list_error] if editor.list_error else [])
-    if problems:
-        errors["times"] = problems[0]
+    if problem is not None:
+        errors["times"] = problem
     if target == "selected" and not 1 <= len(selected) <= MAX_SELECTED:
         errors["agent"] = lang.gettext(
             "Select between 1 and %(count)s agents on this page.",
@@ -218,6 +216,18 @@ def bulk_schedule(
         selected=tuple(dict.fromkeys(selected)),
         errors=errors,
     )
+
+
+def typed_schedule(
+    lang: Language, *, enabled: bool, times_text: str
+) -> tuple[str, EditorState, str | None]:
+    """Times typed on one line ("02:00, 04:30") checked with the one-agent editor's rules: the
+    text as kept, the editor's state and its first problem (None: none)."""
+    text = times_text[:MAX_TIMES_TEXT]
+    rows = [part for part in _SEPARATORS.split(text) if part]
+    editor = check_rows(lang, enabled=enabled, rows=rows)
+    problems = list(editor.row_errors.values()) + ([editor.list_error] if editor.list_error else [])
+    return text, editor, problems[0] if problems else None
 
 
 def set_schedules(
