@@ -40,15 +40,15 @@ def trail(world: PanelWorld, kind: str) -> list[tuple[str, str, str]]:
     return [(agent, actor, key) for agent, actor, key in rows]
 
 
-@pytest.fixture
-def fleet(panel_world: PanelWorld) -> tuple[PanelWorld, dict[str, str]]:
-    """web-01 and twelve more: new-* run the offered 1.6.0, old-* run 1.5.0, pin-* are pinned
-    (one by its own pin, all under their version) and quiet-* have reported nothing."""
+def seed_offer_fleet(world: PanelWorld) -> dict[str, str]:
+    """web-01 and twelve more agents by name, their ids: new-* run the offered 1.6.0, old-* run
+    1.5.0, pin-* are pinned (each by its own pin) to the 1.5.0 they run and quiet-* have reported
+    nothing."""
     names = [f"new-{i}" for i in range(3)] + [f"old-{i}" for i in range(4)]
     names += [f"pin-{i}" for i in range(2)] + [f"quiet-{i}" for i in range(3)]
-    ids = add_agents(panel_world, names)
-    org = UUID(panel_world.org_id)
-    with psycopg.connect(panel_world.server.database_url) as conn:
+    ids = add_agents(world, names)
+    org = UUID(world.org_id)
+    with psycopg.connect(world.server.database_url) as conn:
         conn.execute(_RELEASE, [1, "1.5.0"])
         new = conn.execute(_RELEASE, [2, "1.6.0"]).fetchone()
         assert new is not None
@@ -68,8 +68,18 @@ def fleet(panel_world: PanelWorld) -> tuple[PanelWorld, dict[str, str]]:
                 " VALUES (%s, '1.5.0', 'tested', now(), 'operator')",
                 [UUID(ids[name])],
             )
-    ids["web-01"] = panel_world.agent_id
-    return panel_world, ids
+    ids["web-01"] = world.agent_id
+    return ids
+
+
+# Not on the release it is offered: the old ones run 1.5.0 (offered 1.6.0); the pinned ones run
+# their pin (up to date); the quiet ones and web-01 have reported nothing.
+BEHIND = [*(f"old-{i}" for i in range(4)), *(f"quiet-{i}" for i in range(3)), "web-01"]
+
+
+@pytest.fixture
+def fleet(panel_world: PanelWorld) -> tuple[PanelWorld, dict[str, str]]:
+    return panel_world, seed_offer_fleet(panel_world)
 
 
 def _post(
@@ -106,18 +116,12 @@ def test_an_organisations_pin_pins_all_its_agents(
 def test_not_on_the_offered_release_follows_the_offer_rule(
     fleet: tuple[PanelWorld, dict[str, str]],
 ) -> None:
-    # The old ones are offered 1.6.0 and run 1.5.0; the pinned ones run their pin (up to date);
-    # the quiet ones and web-01 have reported nothing, so they do not run what is offered.
     world, _ = fleet
     with sign_in_client(world, world.panel_key) as client:
         answer = client.get("/panel/agents", params={"state": "behind"})
         searched = client.get("/panel/agents", params={"state": "behind", "q": "OLD"})
     assert answer.status_code == 200
-    assert listed_names(answer.text) == [
-        *(f"old-{i}" for i in range(4)),
-        *(f"quiet-{i}" for i in range(3)),
-        "web-01",
-    ]
+    assert listed_names(answer.text) == BEHIND
     assert listed_names(searched.text) == [f"old-{i}" for i in range(4)]
     assert 'value="behind" selected' in answer.text
 
