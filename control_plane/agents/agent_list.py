@@ -38,10 +38,9 @@ __all__ = [
     "AgentState",
     "ScheduleChanges",
     "behind_ids",
-    "count_agents",
+    "found_page",
     "last_runs_by_id",
     "matching_ids",
-    "page_rows",
     "set_schedules",
 ]
 
@@ -179,45 +178,42 @@ def behind_ids(conn: Connection, org_id: UUID) -> list[UUID]:
     return behind
 
 
-def count_agents(
+def found_page(
     conn: Connection, org_id: UUID, query: AgentQuery, *, now: datetime, online_since: datetime
-) -> int:
-    """How many of the organisation's agents the query finds (its page aside)."""
-    row = conn.execute(
-        "SELECT count(*) AS n" + _where(query),
-        _parameters(conn, org_id, query, now=now, online_since=online_since),
-    ).fetchone()
-    assert row is not None
-    return int(row["n"])
-
-
-def page_rows(
-    conn: Connection,
-    org_id: UUID,
-    query: AgentQuery,
-    *,
-    now: datetime,
-    online_since: datetime,
-) -> list[dict[str, Any]]:
-    """The query's page: each agent's row and the id of its newest run (`last_run_id`).
+) -> tuple[int, list[dict[str, Any]]]:
+    """How many of the organisation's agents the query finds, and its page (none past the last
+    page): each agent's row and the id of its newest run (`last_run_id`). What a filter needs
+    beyond one join (the agents behind their offer) is read once for both.
 
     Every key sorts what is unknown (no version, no run, never seen) last in either direction,
     and ties go by name, so a page never shows an agent twice or skips one."""
+    parameters = _parameters(conn, org_id, query, now=now, online_since=online_since)
     direction = "DESC" if query.descending else "ASC"
     keys = [f"{key} {direction} NULLS LAST" for key in _SORT_KEYS[query.sort]]
     keys += [f"a.name {direction}" if query.sort == "name" else "a.name", "a.id"]
-    parameters = _parameters(conn, org_id, query, now=now, online_since=online_since)
-    parameters["limit"] = PAGE_SIZE
-    parameters["offset"] = (query.page - 1) * PAGE_SIZE
-    return conn.execute(
+    columns = (
         "SELECT a.id, a.org_id, a.name, a.created_at, a.current_version, a.last_seen_at,"
         " a.update_schedule_enabled, a.update_schedule_times, last.id AS last_run_id"
-        + _where(query, rows=True)
+    )
+    rest = (
+        _where(query, rows=True)
         + " ORDER BY "
         + ", ".join(keys)
-        + " LIMIT %(limit)s OFFSET %(offset)s",
-        parameters,
-    ).fetchall()
+        + " LIMIT %(limit)s OFFSET %(offset)s"
+    )
+    parameters |= {"limit": PAGE_SIZE, "offset": (query.page - 1) * PAGE_SIZE}
+    if query.state in _RUN_STATES:
+        # The filter needs every agent's newest run: counted in the page's own pass over them
+        # rather than a second time (a page past the end has no row to carry the count).
+        rows = conn.execute(columns + ", count(*) OVER () AS total" + rest, parameters).fetchall()
+        if rows:
+            return int(rows[0]["total"]), rows
+    row = conn.execute("SELECT count(*) AS n" + _where(query), parameters).fetchone()
+    assert row is not None
+    total = int(row["n"])
+    if query.page > max(1, -(-total // PAGE_SIZE)):
+        return total, []
+    return total, conn.execute(columns + rest, parameters).fetchall()
 
 
 def matching_ids(

@@ -15,10 +15,9 @@ from control_plane.agents.agent_list import (
     PAGE_SIZE,
     AgentQuery,
     ScheduleChanges,
-    count_agents,
+    found_page,
     last_runs_by_id,
     matching_ids,
-    page_rows,
     set_schedules,
 )
 from control_plane.agents.default_schedule import (
@@ -199,14 +198,9 @@ class AgentService:
                 last_runs = latest_run_per_agent(conn, org_id)
                 total, page, pages = len(rows), 1, 1
             else:
-                total = count_agents(conn, org_id, query, now=now, online_since=since)
+                total, rows = found_page(conn, org_id, query, now=now, online_since=since)
                 pages = max(1, -(-total // PAGE_SIZE))
                 page = query.page
-                rows = (
-                    page_rows(conn, org_id, query, now=now, online_since=since)
-                    if page <= pages
-                    else []
-                )
                 run_ids = [row["last_run_id"] for row in rows if row["last_run_id"] is not None]
                 last_runs = last_runs_by_id(conn, run_ids)
         agents = []
