@@ -126,6 +126,18 @@ def test_not_on_the_offered_release_follows_the_offer_rule(
     assert 'value="behind" selected' in answer.text
 
 
+def test_a_filtered_page_past_the_end_names_the_last_page(
+    fleet: tuple[PanelWorld, dict[str, str]],
+) -> None:
+    world, _ = fleet
+    with sign_in_client(world, world.panel_key) as client:
+        failed = client.get("/panel/agents", params={"state": "failed", "page": "2"})
+        behind = client.get("/panel/agents", params={"state": "behind", "page": "2"})
+    for answer in (failed, behind):
+        assert answer.status_code == 400
+        assert "Choose a page from 1 to 1." in answer.text
+
+
 def test_hold_every_agent_of_a_view_one_change_each(
     fleet: tuple[PanelWorld, dict[str, str]],
 ) -> None:
