@@ -15,7 +15,9 @@ not counted):
     notifications    /panel/notifications
 
 It prints each read's median, min and max, its ratio to the baseline's median, the client's
-CPU, the machine's load, and whether each holds the target: under 100 ms at the median.
+CPU, the machine's load, and whether each holds the target: under 100 ms at the median. Then,
+once each and without a target, the bulk actions over every agent of the list: a hold (one
+change per agent on the trail) and its end.
 
     PYTHONPATH=. .venv/bin/python bench/panel_scale.py [--agents 2000] [--days 365]
         [--repeats 9] [--data-dir DIR (keeps the generated database for the next run)]
@@ -31,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from datetime import time as wall_time
 from pathlib import Path
 from uuid import UUID
@@ -155,6 +157,33 @@ def report(
     return 0
 
 
+def bulk_writes(plane: RunningControlPlane, agents: int, until: str) -> None:
+    """A hold of every agent of the list, then its end, each timed once (one transaction each)."""
+    panel = signed_in(plane.base_url, panel_key(0))
+    try:
+        for action in ("hold", "release"):
+            page = panel.get("/panel/agents")
+            csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+            started = time.perf_counter()
+            answer = panel.post(
+                "/panel/agents/bulk",
+                data={
+                    "csrf": csrf,
+                    "action": action,
+                    "target": "matching",
+                    "count": str(agents),
+                    "until": until,
+                    "reason": "bench",
+                },
+            )
+            elapsed = time.perf_counter() - started
+            if answer.status_code != 200:
+                raise SystemExit(f"bulk {action}: answered {answer.status_code}")
+            print(f"bulk {action:8} of all {agents} agents: {elapsed * 1000:8.0f} ms (once)")
+    finally:
+        panel.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--agents", type=int, default=2_000)
@@ -190,7 +219,9 @@ def main() -> int:
             wall = time.perf_counter() - wall_before
             for client in clients:
                 client.close()
-            return report(listed, times, client_cpu, wall)
+            missed = report(listed, times, client_cpu, wall)
+            bulk_writes(plane, options.agents, (history.until + timedelta(days=7)).isoformat())
+            return missed
         finally:
             if plane is not None:
                 stop_process(plane.process)
