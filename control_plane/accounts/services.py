@@ -213,8 +213,9 @@ def _issued(conn: Connection, view: CredentialView, actor: Actor, now: datetime,
 def add_agent(
     conn: Connection, org_id: UUID, name: str, *, now: datetime, actor: Actor
 ) -> IssuedAgent:
-    """A new agent named `name` (already checked) in `org_id` with the default schedule (the
-    columns' defaults) and its credential, in the caller's transaction. A live agent of that
+    """A new agent named `name` (already checked) in `org_id` with its organisation's default
+    schedule (when it chose one, else the columns' defaults) and its credential, in the caller's
+    transaction. A live agent of that
     name raises psycopg's `UniqueViolation` (the database's unique index decides, so two
     enrolments at once cannot both take a name): the caller rolls back and says `agent_exists`."""
     row = conn.execute(
@@ -222,6 +223,13 @@ def add_agent(
         [org_id, name, now],
     ).fetchone()
     assert row is not None
+    # Copied once, at enrolment: a later change of the default changes no agent.
+    conn.execute(
+        "UPDATE agents a SET update_schedule_enabled = o.default_schedule_enabled,"
+        " update_schedule_times = o.default_schedule_times FROM orgs o"
+        " WHERE a.id = %s AND o.id = a.org_id AND o.default_schedule_enabled IS NOT NULL",
+        [row["id"]],
+    )
     key, view = _store_secret(
         conn, Audience.AGENT, name=name, now=now, org_id=org_id, agent_id=row["id"]
     )

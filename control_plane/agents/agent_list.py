@@ -3,8 +3,10 @@ set for many agents at once.
 
 An organisation may have thousands of agents: a page is 50 rows, and the database counts, filters,
 orders and cuts them, so a request never reads the whole organisation. The states a list filters
-by are those one join can tell: the newest run (the list's "last outcome"), the connection and a
-hold in force.
+by are those one join can tell: the newest run (the list's "last outcome"), the connection, a
+hold in force, a pin — and one the offer rule tells (`control_plane.rollout.offer.offers_from`):
+not running the release it is offered, read for the whole organisation in its few set-based queries
+and handed to the database as the list of those agents.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from control_plane.agent_scope import agent_not_found
 from control_plane.agents.schedule import validated_schedule
 from control_plane.errors import InvalidInput
 from control_plane.events.trail import Actor, record_action
+from control_plane.rollout.offer import offers_from, read_org_facts
 from control_plane.runs.views import RUN_COLUMNS, RunView, run_view
 from control_plane.types import Connection
 
@@ -34,9 +37,10 @@ __all__ = [
     "AgentSort",
     "AgentState",
     "ScheduleChanges",
-    "count_agents",
+    "behind_ids",
+    "found_page",
     "last_runs_by_id",
-    "page_rows",
+    "matching_ids",
     "set_schedules",
 ]
 
@@ -48,7 +52,10 @@ MAX_SEARCH_LENGTH = MAX_NAME_LENGTH
 # missed     its newest run is a missed slot
 # offline    not seen since the instant the caller calls "online" (or never seen)
 # held       a hold is in force
-AgentState = Literal["failed", "missed", "offline", "held"]
+# pinned     pinned, by its own pin or its organisation's
+# behind     offered a release other than the one it last reported running (nothing offered:
+#            not behind), as the offer rule and the release views judge "up to date"
+AgentState = Literal["failed", "missed", "offline", "held", "pinned", "behind"]
 AGENT_STATES: tuple[AgentState, ...] = get_args(AgentState)
 AgentSort = Literal["name", "version", "outcome", "seen"]
 AGENT_SORTS: tuple[AgentSort, ...] = get_args(AgentSort)
@@ -105,6 +112,8 @@ _STATE_WHERE: dict[AgentState, str] = {
     "missed": " AND last.status = 'missed'",
     "offline": " AND (a.last_seen_at IS NULL OR a.last_seen_at < %(online_since)s)",
     "held": " AND EXISTS (SELECT 1 FROM holds h WHERE h.agent_id = a.id AND h.until > %(now)s)",
+    "pinned": (" AND EXISTS (SELECT 1 FROM pins p WHERE p.agent_id = a.id OR p.org_id = a.org_id)"),
+    "behind": " AND a.id = ANY(%(behind)s::uuid[])",
 }
 # strpos, not LIKE: a search holding % or _ means those characters, with nothing to escape.
 _SEARCH_WHERE = " AND strpos(lower(a.name), lower(%(search)s)) > 0"
@@ -143,50 +152,79 @@ def _where(query: AgentQuery, *, rows: bool = False) -> str:
 
 
 def _parameters(
-    org_id: UUID, query: AgentQuery, *, now: datetime, online_since: datetime
-) -> dict[str, Any]:
-    return {"org_id": org_id, "search": query.search, "now": now, "online_since": online_since}
-
-
-def count_agents(
     conn: Connection, org_id: UUID, query: AgentQuery, *, now: datetime, online_since: datetime
-) -> int:
-    """How many of the organisation's agents the query finds (its page aside)."""
-    row = conn.execute(
-        "SELECT count(*) AS n" + _where(query),
-        _parameters(org_id, query, now=now, online_since=online_since),
-    ).fetchone()
-    assert row is not None
-    return int(row["n"])
+) -> dict[str, Any]:
+    parameters: dict[str, Any] = {
+        "org_id": org_id,
+        "search": query.search,
+        "now": now,
+        "online_since": online_since,
+    }
+    if query.state == "behind":
+        parameters["behind"] = behind_ids(conn, org_id)
+    return parameters
 
 
-def page_rows(
-    conn: Connection,
-    org_id: UUID,
-    query: AgentQuery,
-    *,
-    now: datetime,
-    online_since: datetime,
-) -> list[dict[str, Any]]:
-    """The query's page: each agent's row and the id of its newest run (`last_run_id`).
+def behind_ids(conn: Connection, org_id: UUID) -> list[UUID]:
+    """The organisation's live agents offered a release other than the one they last reported
+    running: the offer rule over all of them at once (a few queries whatever their number)."""
+    facts = read_org_facts(conn, org_id)
+    offers = offers_from(conn, facts).offers
+    behind = []
+    for f in facts:
+        offered = offers[f.agent_id].release
+        if offered is not None and offered["agent_version"] != f.running:
+            behind.append(f.agent_id)
+    return behind
+
+
+def found_page(
+    conn: Connection, org_id: UUID, query: AgentQuery, *, now: datetime, online_since: datetime
+) -> tuple[int, list[dict[str, Any]]]:
+    """How many of the organisation's agents the query finds, and its page (none past the last
+    page): each agent's row and the id of its newest run (`last_run_id`). What a filter needs
+    beyond one join (the agents behind their offer) is read once for both.
 
     Every key sorts what is unknown (no version, no run, never seen) last in either direction,
     and ties go by name, so a page never shows an agent twice or skips one."""
+    parameters = _parameters(conn, org_id, query, now=now, online_since=online_since)
     direction = "DESC" if query.descending else "ASC"
     keys = [f"{key} {direction} NULLS LAST" for key in _SORT_KEYS[query.sort]]
     keys += [f"a.name {direction}" if query.sort == "name" else "a.name", "a.id"]
-    parameters = _parameters(org_id, query, now=now, online_since=online_since)
-    parameters["limit"] = PAGE_SIZE
-    parameters["offset"] = (query.page - 1) * PAGE_SIZE
-    return conn.execute(
+    columns = (
         "SELECT a.id, a.org_id, a.name, a.created_at, a.current_version, a.last_seen_at,"
         " a.update_schedule_enabled, a.update_schedule_times, last.id AS last_run_id"
-        + _where(query, rows=True)
+    )
+    rest = (
+        _where(query, rows=True)
         + " ORDER BY "
         + ", ".join(keys)
-        + " LIMIT %(limit)s OFFSET %(offset)s",
-        parameters,
+        + " LIMIT %(limit)s OFFSET %(offset)s"
+    )
+    parameters |= {"limit": PAGE_SIZE, "offset": (query.page - 1) * PAGE_SIZE}
+    if query.state in _RUN_STATES:
+        # The filter needs every agent's newest run: counted in the page's own pass over them
+        # rather than a second time (a page past the end has no row to carry the count).
+        rows = conn.execute(columns + ", count(*) OVER () AS total" + rest, parameters).fetchall()
+        if rows:
+            return int(rows[0]["total"]), rows
+    row = conn.execute("SELECT count(*) AS n" + _where(query), parameters).fetchone()
+    assert row is not None
+    total = int(row["n"])
+    if query.page > max(1, -(-total // PAGE_SIZE)):
+        return total, []
+    return total, conn.execute(columns + rest, parameters).fetchall()
+
+
+def matching_ids(
+    conn: Connection, org_id: UUID, query: AgentQuery, *, now: datetime, online_since: datetime
+) -> list[UUID]:
+    """Every agent the query finds (all its pages, its order aside), by id."""
+    rows = conn.execute(
+        "SELECT a.id" + _where(query) + " ORDER BY a.id",
+        _parameters(conn, org_id, query, now=now, online_since=online_since),
     ).fetchall()
+    return [row["id"] for row in rows]
 
 
 def last_runs_by_id(conn: Connection, run_ids: Sequence[UUID]) -> dict[UUID, RunView]:
@@ -247,7 +285,7 @@ def set_schedules(
             "SELECT a.id, a.update_schedule_enabled AS enabled, a.update_schedule_times AS times"
             + _where(query)
             + " ORDER BY a.id FOR UPDATE OF a",
-            _parameters(org_id, query, now=now, online_since=online_since),
+            _parameters(conn, org_id, query, now=now, online_since=online_since),
         ).fetchall()
     changed = [row for row in rows if {"enabled": row["enabled"], "times": row["times"]} != after]
     if changed:

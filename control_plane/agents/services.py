@@ -15,10 +15,15 @@ from control_plane.agents.agent_list import (
     PAGE_SIZE,
     AgentQuery,
     ScheduleChanges,
-    count_agents,
+    found_page,
     last_runs_by_id,
-    page_rows,
+    matching_ids,
     set_schedules,
+)
+from control_plane.agents.default_schedule import (
+    DefaultSchedule,
+    read_default_schedule,
+    set_default_schedule,
 )
 from control_plane.agents.schedule import Schedule, validated_schedule
 from control_plane.events.trail import Actor, record_action
@@ -193,14 +198,9 @@ class AgentService:
                 last_runs = latest_run_per_agent(conn, org_id)
                 total, page, pages = len(rows), 1, 1
             else:
-                total = count_agents(conn, org_id, query, now=now, online_since=since)
+                total, rows = found_page(conn, org_id, query, now=now, online_since=since)
                 pages = max(1, -(-total // PAGE_SIZE))
                 page = query.page
-                rows = (
-                    page_rows(conn, org_id, query, now=now, online_since=since)
-                    if page <= pages
-                    else []
-                )
                 run_ids = [row["last_run_id"] for row in rows if row["last_run_id"] is not None]
                 last_runs = last_runs_by_id(conn, run_ids)
         agents = []
@@ -241,6 +241,28 @@ class AgentService:
                 now=now,
                 online_since=now if online_since is None else online_since,
                 actor=actor,
+            )
+
+    def matching_ids(
+        self, org_id: UUID, query: AgentQuery, *, now: datetime, online_since: datetime
+    ) -> tuple[UUID, ...]:
+        """Every agent of the organisation `query` finds (all its pages), by id."""
+        with self._pool.connection() as conn:
+            return tuple(matching_ids(conn, org_id, query, now=now, online_since=online_since))
+
+    def default_schedule(self, org_id: UUID) -> DefaultSchedule:
+        """The schedule the organisation's new agents take (None in it: the platform's)."""
+        with self._pool.connection() as conn:
+            return read_default_schedule(conn, org_id)
+
+    def set_default_schedule(
+        self, org_id: UUID, *, enabled: object, times: object, now: datetime, actor: Actor
+    ) -> DefaultSchedule:
+        """Set the schedule new agents take; no agent already enrolled changes."""
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT 1 FROM orgs WHERE id = %s FOR UPDATE", [org_id])
+            return set_default_schedule(
+                conn, org_id, enabled=enabled, times=times, now=now, actor=actor
             )
 
     def agent_page(self, org_id: UUID, agent_id: UUID, *, now: datetime) -> AgentPage:

@@ -16,7 +16,8 @@
     progress.py         a manual update's steps, from the click to the outcome
     schedule_editor.py  the editor's rows, the problem next to its row, the preview of the nights
     fleet_list.py       the agent list's view in the URL (search, state, order, page) checked
-                        field by field, its page, and one schedule for many agents
+                        field by field, its page, and the bulk forms (one schedule, a hold,
+                        its end, an update now) for many agents
     charts.py           SVG pictures drawn on the server
     web.py              shared by every page: context, rendering, security headers
     readers.py          who reads a page (customer with its organisation, operator) and the checks
@@ -28,6 +29,8 @@
                         of one release) and credentials
     rollout_routes.py   the operators' notices, organisations (their pin), one agent (canary, pin,
                         forced update);  hold_routes.py  a customer's hold of one agent;
+                        bulk_routes.py  the list's hold, end of hold and update now for many;
+                        default_schedule_routes.py  the schedule new agents take;
                         enrollment_routes.py  a customer's enrollment tokens (made, shown
                         once with the host's install line, listed, revoked)
     fleet.py            the fleet by version (agents per version per pair) as a picture
@@ -45,8 +48,10 @@ from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
 from control_plane.panel import (
+    bulk_routes,
     credential_routes,
     customer_routes,
+    default_schedule_routes,
     enrollment_routes,
     hold_routes,
     operator_routes,
@@ -84,6 +89,8 @@ def mount_panel(app: FastAPI) -> None:
     app.include_router(release_routes.router)
     app.include_router(rollout_routes.router)
     app.include_router(hold_routes.router)
+    app.include_router(bulk_routes.router)
+    app.include_router(default_schedule_routes.router)
     app.include_router(enrollment_routes.router)
     app.include_router(credential_routes.router)
     app.mount("/panel/static", StaticFiles(directory=STATIC_DIR), name="panel-static")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
 
+from control_plane.agents.default_schedule import DefaultSchedule
 from control_plane.agents.services import AgentOverview, AgentPage
 from control_plane.enrollment.rules import TokenTerms
 from control_plane.enrollment.services import EnrollmentTokenList, IssuedEnrollmentToken
@@ -23,7 +24,7 @@ from control_plane.notifications.trial_delivery import TEST_EVENT
 from control_plane.panel.backend import Missing, refused
 from control_plane.registry import Services
 from control_plane.rollout.services import AgentRelease
-from control_plane.runs.services import RecordedRun
+from control_plane.runs.services import ManualRequests, RecordedRun
 from control_plane.runs.views import RunView
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "WebhookTest",
     "agent_detail",
     "create_enrollment_token",
+    "default_schedule",
     "delete_webhook",
     "enrollment_tokens",
     "last_webhook_test",
@@ -40,7 +42,9 @@ __all__ = [
     "mark_notification",
     "notifications",
     "request_update",
+    "request_updates",
     "revoke_enrollment_token",
+    "save_default_schedule",
     "save_schedule",
     "save_webhook",
     "send_webhook_test",
@@ -137,6 +141,42 @@ def request_update(
         return services.runs.request_manual_update(org_id, agent_id, by, now=now)
     except NotFound as exc:
         raise Missing(str(agent_id)) from exc
+
+
+def default_schedule(services: Services, org_id: UUID) -> DefaultSchedule:
+    try:
+        return services.agents.default_schedule(org_id)
+    except NotFound as exc:
+        raise Missing(str(org_id)) from exc
+
+
+def save_default_schedule(
+    services: Services,
+    org_id: UUID,
+    *,
+    enabled: bool,
+    times: list[str],
+    now: datetime,
+    actor: Actor,
+) -> DefaultSchedule:
+    try:
+        return services.agents.set_default_schedule(
+            org_id, enabled=enabled, times=times, now=now, actor=actor
+        )
+    except NotFound as exc:
+        raise Missing(str(org_id)) from exc
+    except InvalidInput as exc:
+        raise refused(exc) from exc
+
+
+def request_updates(
+    services: Services, org_id: UUID, agent_ids: Sequence[UUID], by: UUID, *, now: datetime
+) -> ManualRequests:
+    """An update now for each agent listed (all or none): through the caps like one agent's."""
+    try:
+        return services.runs.request_manual_updates(org_id, agent_ids, by, now=now)
+    except NotFound as exc:
+        raise Missing(str(org_id)) from exc
 
 
 # Notifications and the webhook

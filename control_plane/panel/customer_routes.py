@@ -28,7 +28,7 @@ from control_plane.panel.schedule_editor import EditorState, check_rows, editor_
 from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, not_found, page, redirect
 from control_plane.pins.holds import MAX_HOLD
 
-__all__ = ["agent_page", "router"]
+__all__ = ["agent_page", "agents_page", "router"]
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
@@ -48,6 +48,8 @@ def _agents_page(
     status_code: int = 200,
     bulk: fleet_list.BulkSchedule | None = None,
     changes: ScheduleChanges | None = None,
+    actions: fleet_list.BulkAction | None = None,
+    done: str | None = None,
 ) -> Response:
     """The agent list in the view the URL names; a bad field is answered at the field (400)."""
     view, overview = fleet_list.fleet_page(ctx.services, ctx.lang, org_id, view, now=ctx.now)
@@ -66,6 +68,9 @@ def _agents_page(
         sort_choices=fleet_list.SORT_CHOICES,
         bulk=bulk,
         changes=changes,
+        actions=actions,
+        done=done,
+        max_hold_days=MAX_HOLD_DAYS,
         zone=backend.platform(ctx.services).zone,
         now=ctx.now,
         wording=wording,
@@ -84,9 +89,11 @@ def save_schedules(
     q: Annotated[str, Form()] = "",
     state: Annotated[str, Form()] = "",
     sort: Annotated[str, Form()] = "",
+    count: Annotated[str, Form(max_length=20)] = "",
 ) -> Response:
     """One schedule for the agents ticked on the page, or for every agent of the view (all its
-    pages): a change on the trail per agent whose schedule changed."""
+    pages, when it still finds the `count` agents its button named): a change on the trail per
+    agent whose schedule changed."""
     post = customer_post(request, csrf)
     ctx, org_id = post.ctx, post.org_id
     view = fleet_list.read_view(ctx.lang, {"q": q, "state": state, "sort": sort})
@@ -101,6 +108,12 @@ def save_schedules(
         target=target,
         selected=[agent_id for agent_id in ids if agent_id is not None],
     )
+    if not form.errors and target == "matching":
+        _, moved = fleet_list.changed_count(
+            ctx.services, ctx.lang, org_id, view.query, count, now=ctx.now
+        )
+        if moved is not None:
+            form = replace(form, errors={"agent": moved})
     if form.errors:
         return _agents_page(ctx, org_id, view, status_code=422, bulk=form)
     try:
@@ -169,8 +182,9 @@ def _agent_page(
     )
 
 
-# The agent page, for the hold's routes (`hold_routes`).
+# The agent page, for the hold's routes (`hold_routes`); the list, for the bulk actions'.
 agent_page = _agent_page
+agents_page = _agents_page
 # A hold is a pause of at most this many days (the pins domain's bound).
 MAX_HOLD_DAYS = MAX_HOLD.days
 

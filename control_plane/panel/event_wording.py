@@ -103,6 +103,9 @@ def _operator_event_line(lang: Language, event: EventView) -> str | None:
     version = event.data.get("version") or "?"
     lines = {
         "schedule.changed": lambda: lang.gettext("The update schedule was changed."),
+        "default_schedule.changed": lambda: lang.gettext(
+            "The schedule new agents take was changed."
+        ),
         "agent.deleted": lambda: lang.gettext("The agent was removed."),
         "agent.release_retry_requested": lambda: lang.gettext(
             "The operators asked it to try the release it rolled back again."

@@ -1,6 +1,13 @@
 """The customer's agent list for a large organisation: the view in the URL (search, state, order,
-page) read and checked field by field, its page fetched from the agents' service, and one
-schedule set for the selected agents or for every agent of the view.
+page) read and checked field by field, its page fetched from the agents' service, and the bulk
+changes — one schedule, a hold, the end of a hold, an update now — for the selected agents or for
+every agent of the view.
+
+A change for every agent of the view names the number of agents the reader saw on its button and
+sends it: when the view finds another number by the time the change arrives (agents enrolled,
+a filter's state changed), nothing changes and the reader is shown the new number to confirm.
+There is no other ceiling: a hold and a schedule are undone as easily, and updates go through
+the caps whatever their number.
 
 A bad parameter is an error at its field in the reader's language, never a server error; the
 view is a GET form, so a bookmark reproduces it.
@@ -12,6 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 from urllib.parse import urlencode
 from uuid import UUID
 
@@ -32,19 +40,26 @@ from control_plane.panel.backend import Missing, refused
 from control_plane.panel.i18n import Language
 from control_plane.panel.schedule_editor import EditorState, check_rows
 from control_plane.panel.wording import ONLINE_WITHIN
+from control_plane.pins.holds import MAX_HOLD, MAX_HOLD_REASON_LENGTH
 from control_plane.registry import Services
 
 __all__ = [
+    "BULK_ACTIONS",
     "MAX_SELECTED",
     "MAX_TIMES_TEXT",
     "SORT_CHOICES",
     "STATE_CHOICES",
+    "BulkAction",
     "BulkSchedule",
     "FleetView",
+    "bulk_action",
     "bulk_schedule",
+    "changed_count",
     "fleet_page",
+    "hold_problem",
     "read_view",
     "set_schedules",
+    "typed_schedule",
 ]
 
 # A selection is made on one page.
@@ -54,6 +69,8 @@ MAX_TIMES_TEXT = 2000
 # The order's value in the URL: the key, with a leading "-" for the other direction.
 SORT_CHOICES: tuple[str, ...] = tuple(value for sort in AGENT_SORTS for value in (sort, f"-{sort}"))
 STATE_CHOICES: tuple[str, ...] = AGENT_STATES
+BulkActionName = Literal["hold", "release", "update"]
+BULK_ACTIONS: tuple[BulkActionName, ...] = ("hold", "release", "update")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,13 +200,10 @@ def bulk_schedule(
 ) -> BulkSchedule:
     """The bulk form checked: the schedule with the one-agent editor's rules, and a selection
     of one page's agents when the target is the selection."""
-    text = times_text[:MAX_TIMES_TEXT]
-    rows = [part for part in _SEPARATORS.split(text) if part]
-    editor = check_rows(lang, enabled=enabled, rows=rows)
+    text, editor, problem = typed_schedule(lang, enabled=enabled, times_text=times_text)
     errors: dict[str, str] = {}
-    problems = list(editor.row_errors.values()) + ([editor.list_error] if editor.list_error else [])
-    if problems:
-        errors["times"] = problems[0]
+    if problem is not None:
+        errors["times"] = problem
     if target == "selected" and not 1 <= len(selected) <= MAX_SELECTED:
         errors["agent"] = lang.gettext(
             "Select between 1 and %(count)s agents on this page.",
@@ -202,6 +216,18 @@ def bulk_schedule(
         selected=tuple(dict.fromkeys(selected)),
         errors=errors,
     )
+
+
+def typed_schedule(
+    lang: Language, *, enabled: bool, times_text: str
+) -> tuple[str, EditorState, str | None]:
+    """Times typed on one line ("02:00, 04:30") checked with the one-agent editor's rules: the
+    text as kept, the editor's state and its first problem (None: none)."""
+    text = times_text[:MAX_TIMES_TEXT]
+    rows = [part for part in _SEPARATORS.split(text) if part]
+    editor = check_rows(lang, enabled=enabled, rows=rows)
+    problems = list(editor.row_errors.values()) + ([editor.list_error] if editor.list_error else [])
+    return text, editor, problems[0] if problems else None
 
 
 def set_schedules(
@@ -230,3 +256,88 @@ def set_schedules(
         raise Missing(str(org_id)) from exc
     except InvalidInput as exc:
         raise refused(exc) from exc
+
+
+def changed_count(
+    services: Services,
+    lang: Language,
+    org_id: UUID,
+    query: AgentQuery,
+    shown: str,
+    *,
+    now: datetime,
+) -> tuple[tuple[UUID, ...], str | None]:
+    """Every agent of the view, and a message when their number is not `shown` (the number
+    the button named): the view changed since the reader saw it."""
+    ids = services.agents.matching_ids(org_id, query, now=now, online_since=now - ONLINE_WITHIN)
+    if shown.strip() == str(len(ids)):
+        return ids, None
+    return ids, lang.ngettext(
+        "This view now finds %(count)s agent, not the number on the button: check the list"
+        " and choose again.",
+        "This view now finds %(count)s agents, not the number on the button: check the list"
+        " and choose again.",
+        len(ids),
+        count=lang.number(len(ids)),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class BulkAction:
+    """The bulk actions' form as typed: the action, a hold's day and reason, the selection, and
+    the problems by field (`until`, `reason`, `agent`, `count`)."""
+
+    action: BulkActionName
+    until_text: str
+    reason: str
+    until: datetime | None
+    selected: tuple[UUID, ...]
+    errors: dict[str, str]
+
+
+def bulk_action(
+    lang: Language,
+    *,
+    action: BulkActionName,
+    until_text: str,
+    until: datetime | None,
+    reason: str,
+    target: str,
+    selected: list[UUID],
+    now: datetime,
+) -> BulkAction:
+    """The bulk actions' form checked: a hold needs a day after today within the hold's bound
+    and a reason; a selection is one page's agents."""
+    errors: dict[str, str] = {}
+    reason = reason.strip()
+    if action == "hold":
+        if until is None or until <= now or until > now + MAX_HOLD:
+            errors["until"] = hold_problem(lang, "until")
+        if not reason or len(reason) > MAX_HOLD_REASON_LENGTH:
+            errors["reason"] = hold_problem(lang, "reason")
+    if target == "selected" and not 1 <= len(selected) <= MAX_SELECTED:
+        errors["agent"] = lang.gettext(
+            "Select between 1 and %(count)s agents on this page.",
+            count=lang.number(MAX_SELECTED),
+        )
+    return BulkAction(
+        action=action,
+        until_text=until_text[:40],
+        reason=reason[:MAX_HOLD_REASON_LENGTH],
+        until=until,
+        selected=tuple(dict.fromkeys(selected)),
+        errors=errors,
+    )
+
+
+def hold_problem(lang: Language, field: Literal["until", "reason"]) -> str:
+    """What is wrong with a hold's day or reason, as the one agent's hold form says it."""
+    if field == "until":
+        return lang.gettext(
+            "Choose a day after today, at most %(count)s days ahead.",
+            count=lang.number(MAX_HOLD.days),
+        )
+    return lang.gettext(
+        "Give a reason of at most %(count)s characters.",
+        count=lang.number(MAX_HOLD_REASON_LENGTH),
+    )

@@ -30,9 +30,11 @@ __all__ = [
     "agent_release",
     "agent_releases",
     "end_hold",
+    "end_holds",
     "force_update",
     "halt_release",
     "hold_agent",
+    "hold_agents",
     "mark_canary",
     "mark_notice_read",
     "notices",
@@ -267,6 +269,37 @@ def hold_agent(
         raise Missing(str(agent_id)) from exc
     except InvalidInput as exc:
         raise refused(exc) from exc
+
+
+def hold_agents(
+    services: Services,
+    org_id: UUID,
+    agent_ids: Sequence[UUID],
+    *,
+    until: datetime,
+    reason: str,
+    actor: Actor,
+    now: datetime,
+) -> int:
+    """A customer's hold of each agent listed, all or none (one change each on the trail)."""
+    try:
+        return services.pins.hold_many(
+            agent_ids, org_id=org_id, until=until, reason=reason, actor=actor, now=now
+        )
+    except NotFound as exc:
+        raise Missing(str(org_id)) from exc
+    except InvalidInput as exc:
+        raise refused(exc) from exc
+
+
+def end_holds(
+    services: Services, org_id: UUID, agent_ids: Sequence[UUID], *, actor: Actor, now: datetime
+) -> int:
+    """End the hold of each agent listed: how many had one."""
+    try:
+        return services.pins.release_holds(agent_ids, org_id=org_id, actor=actor, now=now)
+    except NotFound as exc:
+        raise Missing(str(org_id)) from exc
 
 
 def end_hold(

@@ -8,6 +8,7 @@ pinned agent that runs its pin has nothing to do.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
@@ -190,6 +191,45 @@ class PinService:
                 now=now,
             )
 
+    def hold_many(
+        self,
+        agent_ids: Sequence[UUID],
+        *,
+        org_id: UUID,
+        until: object,
+        reason: object,
+        actor: Actor,
+        now: datetime,
+    ) -> int:
+        """A customer's hold of each of the organisation's agents listed, all or none in one
+        transaction (one `hold.set` each on the trail); another organisation's agent is a 404."""
+        with self._pool.connection() as conn, conn.transaction():
+            wanted = _own_agents(conn, org_id, agent_ids)
+            for agent_id in wanted:
+                set_hold(
+                    conn,
+                    org_id=org_id,
+                    agent_id=agent_id,
+                    until=until,
+                    reason=reason,
+                    set_by="customer",
+                    actor=actor,
+                    now=now,
+                )
+            return len(wanted)
+
+    def release_holds(
+        self, agent_ids: Sequence[UUID], *, org_id: UUID, actor: Actor, now: datetime
+    ) -> int:
+        """End the hold of each of the organisation's agents listed, in one transaction: how many
+        had one (one `hold.released` each on the trail)."""
+        with self._pool.connection() as conn, conn.transaction():
+            wanted = _own_agents(conn, org_id, agent_ids)
+            return sum(
+                clear_hold(conn, org_id=org_id, agent_id=agent_id, actor=actor, now=now)
+                for agent_id in wanted
+            )
+
     def release_hold(
         self, agent_id: UUID, *, org_id: UUID | None, actor: Actor, now: datetime
     ) -> bool:
@@ -203,3 +243,19 @@ class PinService:
             require_agent(conn, org_id, agent_id)
             return org_id
         return _org_of_agent(conn, agent_id)
+
+
+def _own_agents(conn: Connection, org_id: UUID, agent_ids: Sequence[UUID]) -> list[UUID]:
+    """The ids, each once, locked in id order (two bulk changes at once wait, never deadlock);
+    one that is not a live agent of the organisation is missing."""
+    wanted = sorted(set(agent_ids))
+    rows = conn.execute(
+        "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL AND id = ANY(%s)"
+        " ORDER BY id FOR UPDATE",
+        [org_id, wanted],
+    ).fetchall()
+    found = {row["id"] for row in rows}
+    for agent_id in wanted:
+        if agent_id not in found:
+            raise agent_not_found(agent_id)
+    return wanted

@@ -3,6 +3,7 @@ download, and the panel's lists. All their SQL; every write takes `now` from its
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, get_args
@@ -46,6 +47,7 @@ from ground.limits import MAX_VERSION_LENGTH
 
 __all__ = [
     "OUTCOMES",
+    "ManualRequests",
     "NightOutcomes",
     "Operations",
     "RecordedRun",
@@ -98,6 +100,46 @@ class SlotOutcomes:
 @dataclass(frozen=True, kw_only=True)
 class NightOutcomes:
     slots: tuple[SlotOutcomes, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManualRequests:
+    """Updates asked for many agents at once: how many were asked now, and how many agents
+    already had one pending (they keep it)."""
+
+    requested: int
+    pending: int
+
+
+def _insert_manual_run(
+    conn: Connection,
+    org_id: UUID,
+    agent_id: UUID,
+    requested_by: UUID,
+    *,
+    now: datetime,
+    actor_kind: ActorKind,
+) -> UUID:
+    """A requested manual run and its event; a second pending one is refused by the database
+    (`runs_one_pending_manual`), which the caller's savepoint takes back."""
+    row = conn.execute(
+        "INSERT INTO runs (agent_id, org_id, trigger, status, requested_by,"
+        " created_at) VALUES (%s, %s, 'manual', 'requested', %s, %s) RETURNING id",
+        [agent_id, org_id, requested_by, now],
+    ).fetchone()
+    assert row is not None
+    record_event(
+        conn,
+        org_id=org_id,
+        agent_id=agent_id,
+        run_id=row["id"],
+        kind="update.requested",
+        actor_kind=actor_kind,
+        actor_id=requested_by,
+        at=now,
+    )
+    run_id: UUID = row["id"]
+    return run_id
 
 
 class RunService:
@@ -270,21 +312,8 @@ class RunService:
             require_agent(conn, org_id, agent_id)
             try:
                 with conn.transaction():
-                    row = conn.execute(
-                        "INSERT INTO runs (agent_id, org_id, trigger, status, requested_by,"
-                        " created_at) VALUES (%s, %s, 'manual', 'requested', %s, %s) RETURNING id",
-                        [agent_id, org_id, requested_by, now],
-                    ).fetchone()
-                    assert row is not None
-                    record_event(
-                        conn,
-                        org_id=org_id,
-                        agent_id=agent_id,
-                        run_id=row["id"],
-                        kind="update.requested",
-                        actor_kind=actor_kind,
-                        actor_id=requested_by,
-                        at=now,
+                    run_id = _insert_manual_run(
+                        conn, org_id, agent_id, requested_by, now=now, actor_kind=actor_kind
                     )
             except psycopg.errors.UniqueViolation:
                 pending = conn.execute(
@@ -294,7 +323,30 @@ class RunService:
                 ).fetchone()
                 assert pending is not None
                 return RecordedRun(created=False, run=run_view(read_run(conn, pending["id"])))
-            return RecordedRun(created=True, run=run_view(read_run(conn, row["id"])))
+            return RecordedRun(created=True, run=run_view(read_run(conn, run_id)))
+
+    def request_manual_updates(
+        self, org_id: UUID, agent_ids: Sequence[UUID], requested_by: UUID, *, now: datetime
+    ) -> ManualRequests:
+        """A person asked for an update now on each agent listed, in one transaction (all or
+        none): a manual run and its `update.requested` each, as `request_manual_update` makes
+        them; an agent with one already pending keeps it. Each goes through the caps when its
+        agent claims it, like any manual update."""
+        wanted = sorted(set(agent_ids))
+        created = 0
+        with self._pool.connection() as conn, conn.transaction():
+            for agent_id in wanted:
+                require_agent(conn, org_id, agent_id)
+                try:
+                    # A savepoint each: a pending one refused by the index undoes only itself.
+                    with conn.transaction():
+                        _insert_manual_run(
+                            conn, org_id, agent_id, requested_by, now=now, actor_kind="user"
+                        )
+                except psycopg.errors.UniqueViolation:
+                    continue
+                created += 1
+        return ManualRequests(requested=created, pending=len(wanted) - created)
 
     def agent_runs(self, org_id: UUID, agent_id: UUID, limit: int = 50) -> RunList:
         with self._pool.connection() as conn:

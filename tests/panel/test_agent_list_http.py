@@ -77,7 +77,7 @@ def test_a_search_means_its_characters(fleet: PanelWorld, search: str, found: li
 @pytest.mark.parametrize(
     ("query", "field", "message"),
     [
-        pytest.param("state=pinned", "state", "Choose one of the listed states.", id="state"),
+        pytest.param("state=pinned%3B", "state", "Choose one of the listed states.", id="state"),
         pytest.param("sort=name%3BDROP", "sort", "Choose one of the listed orders.", id="sort"),
         pytest.param("page=0", "page", "Choose a page from 1 to 3.", id="page_zero"),
         pytest.param("page=4", "page", "Choose a page from 1 to 3.", id="past_the_end"),
@@ -123,12 +123,24 @@ def test_one_schedule_for_every_agent_of_a_view(fleet: PanelWorld) -> None:
         answer = _bulk(
             client,
             "/panel/agents?q=db-0",
-            {"q": "db-0", "enabled": "1", "times": "02:00, 04:30", "target": "matching"},
+            {
+                "q": "db-0",
+                "enabled": "1",
+                "times": "02:00, 04:30",
+                "target": "matching",
+                "count": "100",
+            },
         )
         again = _bulk(
             client,
             "/panel/agents?q=db-0",
-            {"q": "db-0", "enabled": "1", "times": "04:30,02:00", "target": "matching"},
+            {
+                "q": "db-0",
+                "enabled": "1",
+                "times": "04:30,02:00",
+                "target": "matching",
+                "count": "100",
+            },
         )
     assert answer.status_code == 200, answer.text
     assert "The schedules of 100 agents changed. 0 agents already had it." in answer.text

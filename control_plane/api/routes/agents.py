@@ -1,5 +1,5 @@
 """The panel's agents: the list, the agent page and the schedule, scoped to the caller's
-organisation."""
+organisation; and the schedule its new agents take."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from control_plane.accounts.services import actor_of
+from control_plane.agents.default_schedule import DefaultSchedule
 from control_plane.agents.services import AgentList, AgentPage
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import PanelCaller, RequestNow, services_of
@@ -73,4 +74,25 @@ def set_schedule(
         times=body.times,
         now=now,
         actor=actor_of(caller),
+    )
+
+
+@router.get("/default-schedule", response_model=DefaultSchedule, responses=errors(*AUTHENTICATED))
+def default_schedule(request: Request, caller: PanelCaller) -> DefaultSchedule:
+    """The schedule the organisation's new agents take at enrolment; `schedule` null: none
+    chosen, they take the platform's (on, at 03:00 in its time zone)."""
+    assert caller.org_id is not None
+    return services_of(request).agents.default_schedule(caller.org_id)
+
+
+@router.put(
+    "/default-schedule", response_model=DefaultSchedule, responses=errors(*AUTHENTICATED, 422)
+)
+def set_default_schedule(
+    body: ScheduleBody, request: Request, caller: PanelCaller, now: RequestNow
+) -> DefaultSchedule:
+    """Set the schedule new agents take. Agents already enrolled keep theirs."""
+    assert caller.org_id is not None
+    return services_of(request).agents.set_default_schedule(
+        caller.org_id, enabled=body.enabled, times=body.times, now=now, actor=actor_of(caller)
     )

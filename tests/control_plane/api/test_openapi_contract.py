@@ -74,6 +74,7 @@ GAPS: dict[tuple[str, str], dict[str, str]] = {
     ("PUT", "/v1/agent/hold"): {_ACCEPTS_VALID: "until must be after now (the clock)"},
     ("PUT", "/v1/agents/{agent_id}/hold"): {_ACCEPTS_VALID: "until must be after now (the clock)"},
     ("PUT", "/v1/agents/{agent_id}/schedule"): {_ACCEPTS_VALID: "an enabled schedule needs a time"},
+    ("PUT", "/v1/default-schedule"): {_ACCEPTS_VALID: "an enabled schedule needs a time"},
     ("PUT", "/v1/webhook"): {_ACCEPTS_VALID: "url is required (null only in the answer)"},
 }
 

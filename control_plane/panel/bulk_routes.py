@@ -1,0 +1,155 @@
+"""The agent list's bulk actions: hold, end a hold, update now — for the agents ticked on the
+page or for every agent of the view (see `fleet_list` for the number the button names). Each is
+all or none, and one change per agent on the trail, named by the signed-in key."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response
+
+from control_plane.panel import backend, customer_backend, fleet_list, rollout_backend
+from control_plane.panel.customer_routes import agents_page
+from control_plane.panel.hold_routes import hold_start
+from control_plane.panel.i18n import Language
+from control_plane.panel.readers import Csrf, customer_post, parse_id
+from control_plane.panel.web import PREFIX, not_found
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+
+
+@router.post("/agents/bulk")
+def bulk(
+    request: Request,
+    csrf: Csrf = "",
+    action: Annotated[str, Form(max_length=20)] = "",
+    target: Annotated[str, Form(max_length=20)] = "selected",
+    agent: Annotated[list[str] | None, Form()] = None,
+    until: Annotated[str, Form(max_length=40)] = "",
+    reason: Annotated[str, Form(max_length=2000)] = "",
+    count: Annotated[str, Form(max_length=20)] = "",
+    q: Annotated[str, Form()] = "",
+    state: Annotated[str, Form()] = "",
+    sort: Annotated[str, Form()] = "",
+) -> Response:
+    post = customer_post(request, csrf)
+    ctx, org_id = post.ctx, post.org_id
+    view = fleet_list.read_view(ctx.lang, {"q": q, "state": state, "sort": sort})
+    ids = [parse_id(text) for text in (agent or [])[: fleet_list.MAX_SELECTED + 1]]
+    chosen = next((name for name in fleet_list.BULK_ACTIONS if name == action), None)
+    if None in ids or chosen is None or target not in {"selected", "matching"}:
+        # Not something the page's form sends: the same answer as a bad id.
+        return not_found(ctx)
+    if view.query is None:
+        return not_found(ctx)
+    zone = backend.platform(ctx.services).zone
+    form = fleet_list.bulk_action(
+        ctx.lang,
+        action=chosen,
+        until_text=until,
+        until=hold_start(until, zone),
+        reason=reason,
+        target=target,
+        selected=[agent_id for agent_id in ids if agent_id is not None],
+        now=ctx.now,
+    )
+    agent_ids = form.selected
+    if not form.errors and target == "matching":
+        agent_ids, moved = fleet_list.changed_count(
+            ctx.services, ctx.lang, org_id, view.query, count, now=ctx.now
+        )
+        if moved is not None:
+            form = _with_error(form, "count", moved)
+    if form.errors:
+        return agents_page(ctx, org_id, view, status_code=422, actions=form)
+    actor = backend.session_actor(post.session)
+    try:
+        if form.action == "hold":
+            assert form.until is not None
+            held = rollout_backend.hold_agents(
+                ctx.services,
+                org_id,
+                agent_ids,
+                until=form.until,
+                reason=form.reason,
+                actor=actor,
+                now=ctx.now,
+            )
+            done = _held_text(ctx.lang, held, ctx.lang.day(form.until.date()))
+        elif form.action == "release":
+            ended = rollout_backend.end_holds(
+                ctx.services, org_id, agent_ids, actor=actor, now=ctx.now
+            )
+            done = _ended_text(ctx.lang, ended, len(agent_ids) - ended)
+        else:
+            asked = customer_backend.request_updates(
+                ctx.services, org_id, agent_ids, post.session.credential_id, now=ctx.now
+            )
+            done = _asked_text(ctx.lang, asked.requested, asked.pending)
+    except backend.Missing:
+        return not_found(ctx)
+    except backend.Refused as exc:
+        field: Literal["until", "reason"] = "reason" if exc.field == "reason" else "until"
+        problem = fleet_list.hold_problem(ctx.lang, field)
+        return agents_page(
+            ctx, org_id, view, status_code=422, actions=_with_error(form, field, problem)
+        )
+    return agents_page(ctx, org_id, view, actions=form, done=done)
+
+
+def _with_error(form: fleet_list.BulkAction, field: str, message: str) -> fleet_list.BulkAction:
+    return fleet_list.BulkAction(
+        action=form.action,
+        until_text=form.until_text,
+        reason=form.reason,
+        until=form.until,
+        selected=form.selected,
+        errors={**form.errors, field: message},
+    )
+
+
+def _held_text(lang: Language, held: int, day: str) -> str:
+    return lang.ngettext(
+        "%(count)s agent is held until %(day)s.",
+        "%(count)s agents are held until %(day)s.",
+        held,
+        count=lang.number(held),
+        day=day,
+    )
+
+
+def _ended_text(lang: Language, ended: int, without: int) -> str:
+    text = lang.ngettext(
+        "The hold of %(count)s agent ended.",
+        "The holds of %(count)s agents ended.",
+        ended,
+        count=lang.number(ended),
+    )
+    if without:
+        text += " " + lang.ngettext(
+            "%(count)s agent had no hold.",
+            "%(count)s agents had no hold.",
+            without,
+            count=lang.number(without),
+        )
+    return text
+
+
+def _asked_text(lang: Language, asked: int, pending: int) -> str:
+    text = lang.ngettext(
+        "An update now was asked for %(count)s agent; it goes through the caps like any other.",
+        "An update now was asked for %(count)s agents; each goes through the caps like any other.",
+        asked,
+        count=lang.number(asked),
+    )
+    if pending:
+        text += " " + lang.ngettext(
+            "%(count)s agent already had one waiting.",
+            "%(count)s agents already had one waiting.",
+            pending,
+            count=lang.number(pending),
+        )
+    return text
