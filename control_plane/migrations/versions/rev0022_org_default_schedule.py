@@ -1,7 +1,7 @@
 """An organisation's default schedule: what its new agents take when they enrol.
 
-Revision ID: 0023_org_default_schedule
-Revises: 0020 (see `down_revision`)
+Revision ID: 0022_org_default_schedule
+Revises: 0021 (see `down_revision`)
 
 - `orgs.default_schedule_enabled`, `orgs.default_schedule_times`: both NULL (the organisation has
   not chosen one: a new agent takes the agents' column defaults, on at 03:00 in the platform's
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from alembic import op
 
-PREVIOUS_REVISION = "0020_retention"
+PREVIOUS_REVISION = "0021_restored_timelines"
 
-revision = "0023_org_default_schedule"
+revision = "0022_org_default_schedule"
 down_revision: str | None = PREVIOUS_REVISION
 branch_labels = None
 depends_on = None
