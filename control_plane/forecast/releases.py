@@ -6,8 +6,8 @@ current wave and at each later one (`control_plane.rollout.waves`: a wave reache
 every earlier wave's), the last being `everyone` (every agent of the pair not pinned elsewhere).
 An agent counts when its schedule is on, it is not held, and it does not run the release yet;
 it asks at its first slot of the night. Whether the agent is offered
-the release is the rollout's own rule (`control_plane.rollout.services.release_views`, for
-every agent at once), read at the request's `now`.
+the release is the rollout's own rule, kept per agent (`control_plane.rollout.services.
+kept_release_views`, for every agent at once), read at the request's `now`.
 
 The caps are shared by every release asking at one slot: per slot, each organisation's demand is
 its agents needing any release (every other release at its current stage, and the previous
@@ -34,8 +34,7 @@ from control_plane.forecast.model import (
     WaveOutlook,
     fair_shares,
 )
-from control_plane.rollout.offer import read_fleet_facts
-from control_plane.rollout.services import release_views
+from control_plane.rollout.services import AgentRelease, kept_release_views
 from control_plane.rollout.waves import Wave, effective_wave, read_plan
 from control_plane.settings.services import PlatformSettings
 from control_plane.types import Connection
@@ -104,20 +103,28 @@ SlotOf = Callable[[tuple[str, ...]], datetime | None]
 
 
 def read_release_needs(
-    conn: Connection, *, day: date, settings: PlatformSettings, now: datetime
+    conn: Connection,
+    *,
+    day: date,
+    settings: PlatformSettings,
+    views: Sequence[AgentRelease],
 ) -> tuple[list[CurrentRelease], list[AgentNeed]]:
-    """The pairs' current releases and every scheduled agent's need on local `day`."""
+    """The pairs' current releases and every scheduled agent's need on local `day`, from the
+    fleet's views (`kept_release_views`, read at the request's `now`)."""
 
     def first_slot_of_day(times: tuple[str, ...]) -> datetime | None:
         slots = slots_on_day(parse_times(times), day, tz=settings.zone)
         return slots[0].at if slots else None
 
     releases = _current_releases(conn)
-    return releases, _needs(conn, releases, first_slot_of_day, now)
+    return releases, _needs(conn, releases, first_slot_of_day, views)
 
 
 def _needs(
-    conn: Connection, releases: Sequence[CurrentRelease], slot_of: SlotOf, now: datetime
+    conn: Connection,
+    releases: Sequence[CurrentRelease],
+    slot_of: SlotOf,
+    views: Sequence[AgentRelease],
 ) -> list[AgentNeed]:
     by_pair = {(r.channel, r.platform): r for r in releases}
     agents = conn.execute(
@@ -134,10 +141,10 @@ def _needs(
             slot_per_schedule[times] = slot_of(times)
         slots.append((agent, slot_per_schedule[times]))
     asking = [(agent, slot_at) for agent, slot_at in slots if slot_at is not None]
-    facts = {f.agent_id: f for f in read_fleet_facts(conn)}
-    views = release_views(conn, [facts[agent["id"]] for agent, _ in asking], now)
+    view_of = {view.agent_id: view for view in views}
     needs = []
-    for (agent, slot_at), view in zip(asking, views, strict=True):
+    for agent, slot_at in asking:
+        view = view_of[agent["id"]]
         release = by_pair.get((view.track.channel, view.track.platform))
         if release is None or view.hold is not None:
             continue
@@ -298,7 +305,7 @@ def publish_outlook(
                     return slot.at
         return None
 
-    needs = _needs(conn, releases, next_slot, now)
+    needs = _needs(conn, releases, next_slot, kept_release_views(conn, now))
     night = _wave_night(needs, release, release.wave, settings)
     wave = release.plan[release.wave - 1]
     reached = [need.slot_at for need in needs if _reaches(need, release, release.wave)]

@@ -18,6 +18,11 @@ from control_plane.forecast.model import (
     platform_day_forecast,
 )
 from control_plane.forecast.releases import publish_outlook, read_release_needs, release_nights
+from control_plane.rollout.services import (
+    RolloutOverview,
+    kept_release_views,
+    rollout_overview,
+)
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
 from ground.instants import parse_day_text
@@ -75,12 +80,28 @@ class ForecastService:
             needs = (
                 None
                 if now is None
-                else read_release_needs(conn, day=day, settings=settings, now=now)
+                else read_release_needs(
+                    conn, day=day, settings=settings, views=kept_release_views(conn, now)
+                )
             )
         forecast = platform_day_forecast(counts, day=day, settings=settings)
         if needs is None:
             return forecast
         return replace(forecast, releases=release_nights(*needs, settings))
+
+    def tonight_with_rollout(
+        self, day: date, *, now: datetime
+    ) -> tuple[PlatformDayForecast, RolloutOverview]:
+        """`platform_day(day, now=now)` and the rollout's overview at `now`, from one read of
+        the fleet's offers (the operators' main page shows both)."""
+        with self._pool.connection() as conn:
+            settings = read_settings(conn)
+            counts = read_scheduled_agents(conn)
+            views = kept_release_views(conn, now)
+            needs = read_release_needs(conn, day=day, settings=settings, views=views)
+            overview = rollout_overview(conn, views)
+        forecast = platform_day_forecast(counts, day=day, settings=settings)
+        return replace(forecast, releases=release_nights(*needs, settings)), overview
 
     def publish_outlook(self, release_id: UUID, *, now: datetime) -> WaveOutlook | None:
         """What a release just published does in the next 24 hours: its wave, how many agents

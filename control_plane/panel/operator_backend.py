@@ -26,6 +26,7 @@ from control_plane.metrics.trust_roots import TrustRootStanding
 from control_plane.panel.backend import Missing, Refused, refused
 from control_plane.registry import Services
 from control_plane.releases.withdrawal import ReleaseList, WithdrawnRelease
+from control_plane.rollout.services import RolloutOverview
 from control_plane.runs.services import NightOutcomes
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "revoke_credential",
     "rotate_credential",
     "set_brake",
+    "tonight_with_rollout",
     "trust_root",
     "withdraw_release",
 ]
@@ -58,6 +60,12 @@ def platform_forecast(
     services: Services, day: date, *, now: datetime | None = None
 ) -> PlatformDayForecast:
     return services.forecast.platform_day(day, now=now)
+
+
+def tonight_with_rollout(
+    services: Services, day: date, *, now: datetime
+) -> tuple[PlatformDayForecast, RolloutOverview]:
+    return services.forecast.tonight_with_rollout(day, now=now)
 
 
 def grants_per_round(services: Services, *, since: datetime, until: datetime) -> GrantHistory:

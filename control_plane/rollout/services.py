@@ -18,7 +18,7 @@ from control_plane.agent_scope import require_agent
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
-from control_plane.pins.holds import hold_view
+from control_plane.pins.holds import ActiveHold, hold_view
 from control_plane.releases.release_actions import release_row
 from control_plane.rollout.halts import (
     MAX_HALT_REASON_LENGTH,
@@ -29,13 +29,14 @@ from control_plane.rollout.halts import (
     halts_of,
     resume_release,
 )
+from control_plane.rollout.kept_offers import refresh as refresh_kept_offers
 from control_plane.rollout.offer import (
+    OFFER_COLUMNS,
+    OFFER_HALT,
     AgentFacts,
     OfferBasis,
     offers_from,
     read_facts_of,
-    read_fleet_facts,
-    read_org_facts,
 )
 from control_plane.rollout.stages import (
     RolloutSettings,
@@ -65,6 +66,10 @@ __all__ = [
     "RolloutOverview",
     "RolloutService",
     "RolloutStep",
+    "agent_release",
+    "kept_release_views",
+    "release_views",
+    "rollout_overview",
 ]
 
 
@@ -222,6 +227,76 @@ def release_views(
     return views
 
 
+# The kept offers (`control_plane.rollout.kept_offers`) with what the views read live beside
+# them: whether the agent asked yet, what it runs, its canary mark, its hold.
+_KEPT = """
+SELECT o.agent_id, o.channel, o.platform, (t.agent_id IS NOT NULL) AS track_seen,
+       o.release_id, o.basis, o.wave, ag.current_version AS running,
+       (ca.agent_id IS NOT NULL) AS marked,
+       h.until AS hold_until, h.reason AS hold_reason, h.set_by AS hold_set_by
+  FROM agent_offers o
+  JOIN agents ag ON ag.id = o.agent_id AND ag.deleted_at IS NULL
+  LEFT JOIN agent_tracks t ON t.agent_id = o.agent_id
+  LEFT JOIN canary_agents ca ON ca.agent_id = o.agent_id
+  LEFT JOIN holds h ON h.agent_id = o.agent_id
+"""
+_OFFERED = f"""
+SELECT {OFFER_COLUMNS} FROM releases rel {OFFER_HALT} WHERE rel.id = ANY(%s)
+"""  # noqa: S608 - constant columns
+
+
+def kept_release_views(
+    conn: Connection, now: datetime, *, org_id: UUID | None = None
+) -> list[AgentRelease]:
+    """Every live agent's view (an organisation's, by name; else the fleet's), from the kept
+    offers: what `release_views` answers for them, without computing a single offer unless a
+    write made it stale."""
+    refresh_kept_offers(conn)
+    if org_id is None:
+        rows = conn.execute(_KEPT + " ORDER BY o.agent_id").fetchall()
+    else:
+        rows = conn.execute(
+            _KEPT + " WHERE ag.org_id = %s ORDER BY ag.name, ag.id", [org_id]
+        ).fetchall()
+    wanted = list({row["release_id"] for row in rows if row["release_id"] is not None})
+    offered_views = {
+        release["id"]: _offered_view(release)
+        for release in (conn.execute(_OFFERED, [wanted]).fetchall() if wanted else [])
+    }
+    # The pairs are few: one track per pair, shared by its agents.
+    tracks: dict[tuple[str, str], ReleaseTrack] = {}
+    views = []
+    for row in rows:
+        pair = (row["channel"], row["platform"])
+        track = tracks.get(pair) or tracks.setdefault(
+            pair, ReleaseTrack(channel=pair[0], platform=pair[1])
+        )
+        offered = None if row["release_id"] is None else offered_views[row["release_id"]]
+        until = row["hold_until"]
+        hold = (
+            None
+            if until is None or until <= now
+            else ActiveHold(until=until, reason=row["hold_reason"], set_by=row["hold_set_by"])
+        )
+        views.append(
+            AgentRelease(
+                agent_id=row["agent_id"],
+                track=track,
+                track_seen=row["track_seen"],
+                offered=offered,
+                basis=row["basis"],
+                running_version=row["running"],
+                up_to_date=offered is None or offered.version == row["running"],
+                pinned=row["basis"] == "pinned",
+                canary=row["marked"] or row["basis"] == "canary",
+                canary_marked=row["marked"],
+                hold=None if hold is None else hold_view(hold),
+                wave=row["wave"],
+            )
+        )
+    return views
+
+
 def agent_release(conn: Connection, agent_id: UUID, org_id: UUID, now: datetime) -> AgentRelease:
     """One agent's: `release_views` of a list of one."""
     return release_views(conn, read_facts_of(conn, [(agent_id, org_id)]), now)[0]
@@ -357,20 +432,13 @@ class RolloutService:
             if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
                 raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
             if wanted is None:
-                order = conn.execute(
-                    "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
-                    " ORDER BY name, id",
-                    [org_id],
-                ).fetchall()
-                by_id = {f.agent_id: f for f in read_org_facts(conn, org_id)}
-                facts = [by_id[row["id"]] for row in order if row["id"] in by_id]
-            else:
-                order = conn.execute(
-                    "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
-                    " AND id = ANY(%s::uuid[]) ORDER BY name, id",
-                    [org_id, wanted],
-                ).fetchall()
-                facts = read_facts_of(conn, [(row["id"], org_id) for row in order])
+                return AgentReleaseList(agents=tuple(kept_release_views(conn, now, org_id=org_id)))
+            order = conn.execute(
+                "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
+                " AND id = ANY(%s::uuid[]) ORDER BY name, id",
+                [org_id, wanted],
+            ).fetchall()
+            facts = read_facts_of(conn, [(row["id"], org_id) for row in order])
             return AgentReleaseList(agents=tuple(release_views(conn, facts, now)))
 
     def force_update(
@@ -422,66 +490,66 @@ class RolloutService:
         """Per pair's current release: how many of the pair's agents get it tonight at its stage,
         how many wait for `everyone`, how many are up to date, pinned or held."""
         with self._pool.connection() as conn:
-            settings = read_rollout_settings(conn)
-            pairs = conn.execute(
-                "SELECT cur.channel, cur.platform, rel.id, rel.agent_version, rel.stage, rel.wave,"
-                " EXISTS (SELECT 1 FROM release_halts h WHERE h.release_id = rel.id"
-                "   AND h.resumed_at IS NULL) AS halted"
-                " FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id"
-                " ORDER BY cur.channel, cur.platform"
-            ).fetchall()
-            # Every pair's agents at once (those last seen on a pair with a current release):
-            # the offers are read for the whole fleet in a few queries, not per agent.
-            current_pairs = {(pair["channel"], pair["platform"]) for pair in pairs}
-            facts = [
-                f
-                for f in read_fleet_facts(conn)
-                if f.seen is not None and (f.seen.channel, f.seen.platform) in current_pairs
-            ]
-            enabled = {
-                row["id"]
-                for row in conn.execute(
-                    "SELECT id FROM agents WHERE deleted_at IS NULL AND update_schedule_enabled"
-                ).fetchall()
-            }
-            by_pair: dict[tuple[str, str], list[tuple[bool, AgentRelease]]] = {}
-            for view in release_views(conn, facts, now):
-                by_pair.setdefault((view.track.channel, view.track.platform), []).append(
-                    (view.agent_id in enabled, view)
-                )
-            result = []
-            for pair in pairs:
-                pair_agents = by_pair.get((pair["channel"], pair["platform"]), [])
-                counts = dict.fromkeys(("updating", "waiting", "up_to_date", "pinned", "held"), 0)
-                for schedule_on, view in pair_agents:
-                    counts["pinned"] += view.pinned
-                    if view.up_to_date:
-                        counts["up_to_date"] += 1
-                    elif view.hold is not None:
-                        counts["held"] += 1
-                    elif view.offered is not None and view.offered.release_id == pair["id"]:
-                        counts["updating"] += schedule_on and not pair["halted"]
-                    elif view.basis == "previous" or view.offered is not None:
-                        counts["waiting"] += 1
-                result.append(
-                    PairRollout(
-                        channel=pair["channel"],
-                        platform=pair["platform"],
-                        release_id=pair["id"],
-                        version=pair["agent_version"],
-                        stage=pair["stage"],
-                        wave=effective_wave(pair["stage"], pair["wave"], len(settings.waves)),
-                        waves=len(settings.waves),
-                        halted=pair["halted"],
-                        agents=len(pair_agents),
-                        updating_at_this_stage=counts["updating"],
-                        waiting_for_everyone=counts["waiting"] if pair["stage"] == "canary" else 0,
-                        up_to_date=counts["up_to_date"],
-                        pinned=counts["pinned"],
-                        held=counts["held"],
-                    )
-                )
-        return RolloutOverview(settings=settings, pairs=tuple(result))
+            return rollout_overview(conn, kept_release_views(conn, now))
+
+
+def rollout_overview(conn: Connection, views: Sequence[AgentRelease]) -> RolloutOverview:
+    """The rollout's counts (`RolloutService.overview`) from the fleet's views, read once by
+    the caller (the operators' page shares them with tonight's forecast)."""
+    settings = read_rollout_settings(conn)
+    pairs = conn.execute(
+        "SELECT cur.channel, cur.platform, rel.id, rel.agent_version, rel.stage, rel.wave,"
+        " EXISTS (SELECT 1 FROM release_halts h WHERE h.release_id = rel.id"
+        "   AND h.resumed_at IS NULL) AS halted"
+        " FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id"
+        " ORDER BY cur.channel, cur.platform"
+    ).fetchall()
+    enabled = {
+        row["id"]
+        for row in conn.execute(
+            "SELECT id FROM agents WHERE deleted_at IS NULL AND update_schedule_enabled"
+        ).fetchall()
+    }
+    # The agents last seen on a pair (polling or claiming), per pair.
+    by_pair: dict[tuple[str, str], list[tuple[bool, AgentRelease]]] = {}
+    for view in views:
+        if view.track_seen:
+            by_pair.setdefault((view.track.channel, view.track.platform), []).append(
+                (view.agent_id in enabled, view)
+            )
+    result = []
+    for pair in pairs:
+        pair_agents = by_pair.get((pair["channel"], pair["platform"]), [])
+        counts = dict.fromkeys(("updating", "waiting", "up_to_date", "pinned", "held"), 0)
+        for schedule_on, view in pair_agents:
+            counts["pinned"] += view.pinned
+            if view.up_to_date:
+                counts["up_to_date"] += 1
+            elif view.hold is not None:
+                counts["held"] += 1
+            elif view.offered is not None and view.offered.release_id == pair["id"]:
+                counts["updating"] += schedule_on and not pair["halted"]
+            elif view.basis == "previous" or view.offered is not None:
+                counts["waiting"] += 1
+        result.append(
+            PairRollout(
+                channel=pair["channel"],
+                platform=pair["platform"],
+                release_id=pair["id"],
+                version=pair["agent_version"],
+                stage=pair["stage"],
+                wave=effective_wave(pair["stage"], pair["wave"], len(settings.waves)),
+                waves=len(settings.waves),
+                halted=pair["halted"],
+                agents=len(pair_agents),
+                updating_at_this_stage=counts["updating"],
+                waiting_for_everyone=counts["waiting"] if pair["stage"] == "canary" else 0,
+                up_to_date=counts["up_to_date"],
+                pinned=counts["pinned"],
+                held=counts["held"],
+            )
+        )
+    return RolloutOverview(settings=settings, pairs=tuple(result))
 
 
 def _owner(conn: Connection, agent_id: UUID, org_id: UUID | None) -> UUID:
