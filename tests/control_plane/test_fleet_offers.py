@@ -111,7 +111,7 @@ def _varied_fleet(services: Services, pool: Pool, key: Ed25519PrivateKey, now: d
         agents.append((services.accounts.enroll_agent(org, f"host-{n:03d}", now=now).agent_id, org))
     ids = [agent_id for agent_id, _ in agents]
     with pool.connection() as conn:
-        for agent_id, org in agents:
+        for agent_id, _ in agents:
             if rng.random() < 0.85:  # the rest never asked: they follow the default pair
                 track = rng.choice(PAIRS)
                 conn.execute(
