@@ -20,7 +20,7 @@ organisation is the forecast's own figure.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -66,6 +66,8 @@ class AgentNeed:
     # The release it takes with every release at its current stage (its pair's current one, or
     # the previous one while the current is in its canary stage), if any.
     tonight: UUID | None
+    # How many agents share all of the above: the night's sums count each once.
+    agents: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,47 +129,63 @@ def _needs(
     views: Sequence[AgentRelease],
 ) -> list[AgentNeed]:
     by_pair = {(r.channel, r.platform): r for r in releases}
-    agents = conn.execute(
-        "SELECT id, org_id, update_schedule_times AS times FROM agents"
-        " WHERE update_schedule_enabled AND jsonb_array_length(update_schedule_times) > 0"
-        " AND deleted_at IS NULL ORDER BY id"
-    ).fetchall()
     # Most agents share a few schedules: each schedule's slot is planned once, not per agent.
-    slot_per_schedule: dict[tuple[str, ...], datetime | None] = {}
-    slots = []
-    for agent in agents:
-        times = tuple(agent["times"])
-        if times not in slot_per_schedule:
-            slot_per_schedule[times] = slot_of(times)
-        slots.append((agent, slot_per_schedule[times]))
-    asking = [(agent, slot_at) for agent, slot_at in slots if slot_at is not None]
+    schedules = conn.execute(
+        "SELECT update_schedule_times AS times, array_agg(id) AS ids, array_agg(org_id) AS orgs"
+        " FROM agents"
+        " WHERE update_schedule_enabled AND jsonb_array_length(update_schedule_times) > 0"
+        " AND deleted_at IS NULL GROUP BY update_schedule_times"
+    ).fetchall()
     view_of = {view.agent_id: view for view in views}
-    needs = []
-    for agent, slot_at in asking:
-        view = view_of[agent["id"]]
-        release = by_pair.get((view.track.channel, view.track.platform))
-        if release is None or view.hold is not None:
-            continue
-        runs_it = view.running_version == release.version
-        offered = view.offered
-        # What it takes tonight, whichever release that is (the previous one for a non-canary
-        # while the new one is in its canary stage): it asks within the same caps.
-        takes_tonight = (
-            offered is not None
-            and not (offered.halted or offered.braked)
-            and offered.version != view.running_version
+    # Agents alike (organisation, slot, waves, releases) are one need with their number.
+    alike: Counter[tuple[UUID, datetime, int | None, UUID | None, UUID | None]] = Counter()
+    for schedule in schedules:
+        slot_at = slot_of(tuple(schedule["times"]))
+        if slot_at is not None:
+            for agent_id, org_id in zip(schedule["ids"], schedule["orgs"], strict=True):
+                need = _need_of(view_of[agent_id], by_pair, org_id, slot_at)
+                if need is not None:
+                    alike[need] += 1
+    return [
+        AgentNeed(
+            org_id=org_id,
+            slot_at=slot_at,
+            first_wave=first_wave,
+            at_everyone=at_everyone,
+            tonight=tonight,
+            agents=n,
         )
-        needs.append(
-            AgentNeed(
-                org_id=agent["org_id"],
-                slot_at=slot_at,
-                # A pinned agent takes its pin at any wave (and still asks within the caps).
-                first_wave=None if runs_it or view.pinned else view.wave,
-                at_everyone=None if runs_it or view.pinned else release.id,
-                tonight=offered.release_id if offered is not None and takes_tonight else None,
-            )
-        )
-    return needs
+        for (org_id, slot_at, first_wave, at_everyone, tonight), n in alike.items()
+    ]
+
+
+def _need_of(
+    view: AgentRelease,
+    by_pair: Mapping[tuple[str, str], CurrentRelease],
+    org_id: UUID,
+    slot_at: datetime,
+) -> tuple[UUID, datetime, int | None, UUID | None, UUID | None] | None:
+    """One agent's need (`AgentNeed`'s fields), or None: it takes nothing on the night."""
+    release = by_pair.get((view.track.channel, view.track.platform))
+    if release is None or view.hold is not None:
+        return None
+    runs_it = view.running_version == release.version
+    offered = view.offered
+    # What it takes tonight, whichever release that is (the previous one for a non-canary
+    # while the new one is in its canary stage): it asks within the same caps.
+    takes_tonight = (
+        offered is not None
+        and not (offered.halted or offered.braked)
+        and offered.version != view.running_version
+    )
+    return (
+        org_id,
+        slot_at,
+        # A pinned agent takes its pin at any wave (and still asks within the caps).
+        None if runs_it or view.pinned else view.wave,
+        None if runs_it or view.pinned else release.id,
+        offered.release_id if offered is not None and takes_tonight else None,
+    )
 
 
 def _served(
@@ -184,7 +202,7 @@ def _served(
     for index, need in enumerate(needs):
         chosen = wanted[index]
         if chosen is not None:
-            per_slot[need.slot_at][need.org_id][chosen] += 1
+            per_slot[need.slot_at][need.org_id][chosen] += need.agents
     served = 0
     for per_org in per_slot.values():
         shares = fair_shares(
@@ -228,7 +246,7 @@ def _wave_night(
     for index, need in enumerate(needs):
         own = release.id if _reaches(need, release, wave) else None
         if own == release.id:
-            agents += 1
+            agents += need.agents
             wanted[index] = own
         elif need.tonight == release.id:
             wanted[index] = None  # at this stage it would not take this release

@@ -99,7 +99,7 @@ class ForecastService:
             counts = read_scheduled_agents(conn)
             views = kept_release_views(conn, now)
             needs = read_release_needs(conn, day=day, settings=settings, views=views)
-            overview = rollout_overview(conn, views)
+            overview = rollout_overview(conn, now)
         forecast = platform_day_forecast(counts, day=day, settings=settings)
         return replace(forecast, releases=release_nights(*needs, settings)), overview
 

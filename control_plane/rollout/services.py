@@ -490,12 +490,29 @@ class RolloutService:
         """Per pair's current release: how many of the pair's agents get it tonight at its stage,
         how many wait for `everyone`, how many are up to date, pinned or held."""
         with self._pool.connection() as conn:
-            return rollout_overview(conn, kept_release_views(conn, now))
+            return rollout_overview(conn, now)
 
 
-def rollout_overview(conn: Connection, views: Sequence[AgentRelease]) -> RolloutOverview:
-    """The rollout's counts (`RolloutService.overview`) from the fleet's views, read once by
-    the caller (the operators' page shares them with tonight's forecast)."""
+# The agents last seen on a pair (polling or claiming), grouped by what the overview counts
+# them by, from the kept offers: a few rows whatever the fleet's size.
+_OVERVIEW_GROUPS = """
+SELECT o.channel, o.platform, o.release_id, o.basis, ag.update_schedule_enabled AS schedule_on,
+       coalesce(o.release_id IS NULL OR rel.agent_version = ag.current_version, false)
+           AS up_to_date,
+       coalesce(h.until > %(now)s, false) AS held, count(*) AS agents
+  FROM agent_offers o
+  JOIN agents ag ON ag.id = o.agent_id AND ag.deleted_at IS NULL
+  JOIN agent_tracks t ON t.agent_id = o.agent_id
+  LEFT JOIN releases rel ON rel.id = o.release_id
+  LEFT JOIN holds h ON h.agent_id = o.agent_id
+ GROUP BY 1, 2, 3, 4, 5, 6, 7
+"""
+
+
+def rollout_overview(conn: Connection, now: datetime) -> RolloutOverview:
+    """The rollout's counts (`RolloutService.overview`) from the kept offers, in the caller's
+    connection."""
+    refresh_kept_offers(conn)
     settings = read_rollout_settings(conn)
     pairs = conn.execute(
         "SELECT cur.channel, cur.platform, rel.id, rel.agent_version, rel.stage, rel.wave,"
@@ -504,33 +521,24 @@ def rollout_overview(conn: Connection, views: Sequence[AgentRelease]) -> Rollout
         " FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id"
         " ORDER BY cur.channel, cur.platform"
     ).fetchall()
-    enabled = {
-        row["id"]
-        for row in conn.execute(
-            "SELECT id FROM agents WHERE deleted_at IS NULL AND update_schedule_enabled"
-        ).fetchall()
-    }
-    # The agents last seen on a pair (polling or claiming), per pair.
-    by_pair: dict[tuple[str, str], list[tuple[bool, AgentRelease]]] = {}
-    for view in views:
-        if view.track_seen:
-            by_pair.setdefault((view.track.channel, view.track.platform), []).append(
-                (view.agent_id in enabled, view)
-            )
+    by_pair: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for group in conn.execute(_OVERVIEW_GROUPS, {"now": now}).fetchall():
+        by_pair.setdefault((group["channel"], group["platform"]), []).append(group)
     result = []
     for pair in pairs:
-        pair_agents = by_pair.get((pair["channel"], pair["platform"]), [])
+        groups = by_pair.get((pair["channel"], pair["platform"]), [])
         counts = dict.fromkeys(("updating", "waiting", "up_to_date", "pinned", "held"), 0)
-        for schedule_on, view in pair_agents:
-            counts["pinned"] += view.pinned
-            if view.up_to_date:
-                counts["up_to_date"] += 1
-            elif view.hold is not None:
-                counts["held"] += 1
-            elif view.offered is not None and view.offered.release_id == pair["id"]:
-                counts["updating"] += schedule_on and not pair["halted"]
-            elif view.basis == "previous" or view.offered is not None:
-                counts["waiting"] += 1
+        for group in groups:
+            n = group["agents"]
+            counts["pinned"] += n if group["basis"] == "pinned" else 0
+            if group["up_to_date"]:
+                counts["up_to_date"] += n
+            elif group["held"]:
+                counts["held"] += n
+            elif group["release_id"] == pair["id"]:
+                counts["updating"] += n if group["schedule_on"] and not pair["halted"] else 0
+            elif group["basis"] == "previous" or group["release_id"] is not None:
+                counts["waiting"] += n
         result.append(
             PairRollout(
                 channel=pair["channel"],
@@ -541,7 +549,7 @@ def rollout_overview(conn: Connection, views: Sequence[AgentRelease]) -> Rollout
                 wave=effective_wave(pair["stage"], pair["wave"], len(settings.waves)),
                 waves=len(settings.waves),
                 halted=pair["halted"],
-                agents=len(pair_agents),
+                agents=sum(group["agents"] for group in groups),
                 updating_at_this_stage=counts["updating"],
                 waiting_for_everyone=counts["waiting"] if pair["stage"] == "canary" else 0,
                 up_to_date=counts["up_to_date"],

@@ -19,7 +19,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from control_plane.registry import Services
 from control_plane.rollout.kept_offers import refresh
 from control_plane.rollout.offer import read_fleet_facts
-from control_plane.rollout.services import agent_release, kept_release_views, release_views
+from control_plane.rollout.services import (
+    agent_release,
+    kept_release_views,
+    release_views,
+    rollout_overview,
+)
 from control_plane.runs.outcomes import Outcome, record_outcome
 from control_plane.types import Pool
 from tests.control_plane.test_fleet_offers import (
@@ -48,6 +53,41 @@ def _assert_kept_is_fresh(pool: Pool, fleet: Fleet, now: datetime) -> None:
         assert sorted(kept, key=lambda v: v.agent_id.int) == sorted(
             fresh, key=lambda v: v.agent_id.int
         )
+        enabled = {
+            row["id"]
+            for row in conn.execute(
+                "SELECT id FROM agents WHERE deleted_at IS NULL AND update_schedule_enabled"
+            ).fetchall()
+        }
+        counted = rollout_overview(conn, now)
+        for pair in counted.pairs:
+            on_pair = [
+                v
+                for v in fresh
+                if v.track_seen
+                and (v.track.channel, v.track.platform) == (pair.channel, pair.platform)
+            ]
+            moving = [v for v in on_pair if not v.up_to_date and v.hold is None]
+            assert pair.agents == len(on_pair)
+            assert pair.pinned == sum(v.pinned for v in on_pair)
+            assert pair.up_to_date == sum(v.up_to_date for v in on_pair)
+            assert pair.held == sum(v.hold is not None and not v.up_to_date for v in on_pair)
+            assert pair.updating_at_this_stage == sum(
+                v.offered is not None
+                and v.offered.release_id == pair.release_id
+                and v.agent_id in enabled
+                and not pair.halted
+                for v in moving
+            )
+            assert pair.waiting_for_everyone == (
+                0
+                if pair.stage != "canary"
+                else sum(
+                    (v.offered is None or v.offered.release_id != pair.release_id)
+                    and (v.basis == "previous" or v.offered is not None)
+                    for v in moving
+                )
+            )
         for org in fleet.orgs:
             listed = kept_release_views(conn, now, org_id=org)
             names = conn.execute(
