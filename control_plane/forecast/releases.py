@@ -6,8 +6,8 @@ current wave and at each later one (`control_plane.rollout.waves`: a wave reache
 every earlier wave's), the last being `everyone` (every agent of the pair not pinned elsewhere).
 An agent counts when its schedule is on, it is not held, and it does not run the release yet;
 it asks at its first slot of the night. Whether the agent is offered
-the release is the rollout's own rule, kept per agent (`control_plane.rollout.services.
-kept_release_views`, for every agent at once), read at the request's `now`.
+the release is the rollout's own rule, kept per agent (`control_plane.rollout.kept_offers`) and
+counted in SQL, with holds judged at the request's `now`.
 
 The caps are shared by every release asking at one slot: per slot, each organisation's demand is
 its agents needing any release (every other release at its current stage, and the previous
@@ -20,7 +20,7 @@ organisation is the forecast's own figure.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -34,7 +34,7 @@ from control_plane.forecast.model import (
     WaveOutlook,
     fair_shares,
 )
-from control_plane.rollout.services import AgentRelease, kept_release_views
+from control_plane.rollout.kept_offers import refresh as refresh_kept_offers
 from control_plane.rollout.waves import Wave, effective_wave, read_plan
 from control_plane.settings.services import PlatformSettings
 from control_plane.types import Connection
@@ -105,87 +105,72 @@ SlotOf = Callable[[tuple[str, ...]], datetime | None]
 
 
 def read_release_needs(
-    conn: Connection,
-    *,
-    day: date,
-    settings: PlatformSettings,
-    views: Sequence[AgentRelease],
+    conn: Connection, *, day: date, settings: PlatformSettings, now: datetime
 ) -> tuple[list[CurrentRelease], list[AgentNeed]]:
-    """The pairs' current releases and every scheduled agent's need on local `day`, from the
-    fleet's views (`kept_release_views`, read at the request's `now`)."""
+    """The pairs' current releases and every scheduled agent's need on local `day`."""
 
     def first_slot_of_day(times: tuple[str, ...]) -> datetime | None:
         slots = slots_on_day(parse_times(times), day, tz=settings.zone)
         return slots[0].at if slots else None
 
     releases = _current_releases(conn)
-    return releases, _needs(conn, releases, first_slot_of_day, views)
+    return releases, _needs(conn, first_slot_of_day, now)
 
 
-def _needs(
-    conn: Connection,
-    releases: Sequence[CurrentRelease],
-    slot_of: SlotOf,
-    views: Sequence[AgentRelease],
-) -> list[AgentNeed]:
-    by_pair = {(r.channel, r.platform): r for r in releases}
+# Every scheduled live agent's need, from its kept offer (`control_plane.rollout.kept_offers`),
+# agents alike counted together. An agent counts when its pair has a current release and it is
+# not held at `now`. It does not take the current release at any wave (`first_wave`,
+# `at_everyone` NULL) when it runs it already or is pinned (a pinned agent takes its pin at
+# any wave, and still asks within the caps). What it takes tonight is its offer, whichever
+# release that is (the previous one for a non-canary while the new one is in its canary
+# stage), unless the offer is halted or braked or it runs it already.
+_NEEDS = """
+SELECT ag.update_schedule_times AS times, ag.org_id,
+       CASE WHEN running.runs_current OR o.basis = 'pinned' THEN NULL ELSE o.wave END AS first_wave,
+       CASE WHEN running.runs_current OR o.basis = 'pinned' THEN NULL ELSE cur.release_id END
+           AS at_everyone,
+       CASE WHEN rel.id IS NOT NULL AND halt.id IS NULL AND rel.braked_at IS NULL
+                 AND rel.agent_version IS DISTINCT FROM ag.current_version THEN rel.id END
+           AS tonight,
+       count(*) AS agents
+  FROM agent_offers o
+  JOIN agents ag ON ag.id = o.agent_id AND ag.deleted_at IS NULL
+       AND ag.update_schedule_enabled AND jsonb_array_length(ag.update_schedule_times) > 0
+  JOIN current_releases cur ON cur.channel = o.channel AND cur.platform = o.platform
+  JOIN releases current_release ON current_release.id = cur.release_id
+  LEFT JOIN releases rel ON rel.id = o.release_id
+  LEFT JOIN release_halts halt ON halt.release_id = rel.id AND halt.resumed_at IS NULL
+  LEFT JOIN holds h ON h.agent_id = o.agent_id AND h.until > %(now)s
+ CROSS JOIN LATERAL (
+       SELECT coalesce(ag.current_version = current_release.agent_version, false)
+           AS runs_current) AS running
+ WHERE h.agent_id IS NULL
+ GROUP BY 1, 2, 3, 4, 5
+"""
+
+
+def _needs(conn: Connection, slot_of: SlotOf, now: datetime) -> list[AgentNeed]:
+    refresh_kept_offers(conn)
+    needs = []
     # Most agents share a few schedules: each schedule's slot is planned once, not per agent.
-    schedules = conn.execute(
-        "SELECT update_schedule_times AS times, array_agg(id) AS ids, array_agg(org_id) AS orgs"
-        " FROM agents"
-        " WHERE update_schedule_enabled AND jsonb_array_length(update_schedule_times) > 0"
-        " AND deleted_at IS NULL GROUP BY update_schedule_times"
-    ).fetchall()
-    view_of = {view.agent_id: view for view in views}
-    # Agents alike (organisation, slot, waves, releases) are one need with their number.
-    alike: Counter[tuple[UUID, datetime, int | None, UUID | None, UUID | None]] = Counter()
-    for schedule in schedules:
-        slot_at = slot_of(tuple(schedule["times"]))
+    slot_per_schedule: dict[tuple[str, ...], datetime | None] = {}
+    for row in conn.execute(_NEEDS, {"now": now}).fetchall():
+        times = tuple(row["times"])
+        if times not in slot_per_schedule:
+            slot_per_schedule[times] = slot_of(times)
+        slot_at = slot_per_schedule[times]
         if slot_at is not None:
-            for agent_id, org_id in zip(schedule["ids"], schedule["orgs"], strict=True):
-                need = _need_of(view_of[agent_id], by_pair, org_id, slot_at)
-                if need is not None:
-                    alike[need] += 1
-    return [
-        AgentNeed(
-            org_id=org_id,
-            slot_at=slot_at,
-            first_wave=first_wave,
-            at_everyone=at_everyone,
-            tonight=tonight,
-            agents=n,
-        )
-        for (org_id, slot_at, first_wave, at_everyone, tonight), n in alike.items()
-    ]
-
-
-def _need_of(
-    view: AgentRelease,
-    by_pair: Mapping[tuple[str, str], CurrentRelease],
-    org_id: UUID,
-    slot_at: datetime,
-) -> tuple[UUID, datetime, int | None, UUID | None, UUID | None] | None:
-    """One agent's need (`AgentNeed`'s fields), or None: it takes nothing on the night."""
-    release = by_pair.get((view.track.channel, view.track.platform))
-    if release is None or view.hold is not None:
-        return None
-    runs_it = view.running_version == release.version
-    offered = view.offered
-    # What it takes tonight, whichever release that is (the previous one for a non-canary
-    # while the new one is in its canary stage): it asks within the same caps.
-    takes_tonight = (
-        offered is not None
-        and not (offered.halted or offered.braked)
-        and offered.version != view.running_version
-    )
-    return (
-        org_id,
-        slot_at,
-        # A pinned agent takes its pin at any wave (and still asks within the caps).
-        None if runs_it or view.pinned else view.wave,
-        None if runs_it or view.pinned else release.id,
-        offered.release_id if offered is not None and takes_tonight else None,
-    )
+            needs.append(
+                AgentNeed(
+                    org_id=row["org_id"],
+                    slot_at=slot_at,
+                    first_wave=row["first_wave"],
+                    at_everyone=row["at_everyone"],
+                    tonight=row["tonight"],
+                    agents=row["agents"],
+                )
+            )
+    return needs
 
 
 def _served(
@@ -323,7 +308,7 @@ def publish_outlook(
                     return slot.at
         return None
 
-    needs = _needs(conn, releases, next_slot, kept_release_views(conn, now))
+    needs = _needs(conn, next_slot, now)
     night = _wave_night(needs, release, release.wave, settings)
     wave = release.plan[release.wave - 1]
     reached = [need.slot_at for need in needs if _reaches(need, release, release.wave)]

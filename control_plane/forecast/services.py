@@ -20,7 +20,6 @@ from control_plane.forecast.model import (
 from control_plane.forecast.releases import publish_outlook, read_release_needs, release_nights
 from control_plane.rollout.services import (
     RolloutOverview,
-    kept_release_views,
     rollout_overview,
 )
 from control_plane.settings.services import read_settings
@@ -80,9 +79,7 @@ class ForecastService:
             needs = (
                 None
                 if now is None
-                else read_release_needs(
-                    conn, day=day, settings=settings, views=kept_release_views(conn, now)
-                )
+                else read_release_needs(conn, day=day, settings=settings, now=now)
             )
         forecast = platform_day_forecast(counts, day=day, settings=settings)
         if needs is None:
@@ -97,8 +94,7 @@ class ForecastService:
         with self._pool.connection() as conn:
             settings = read_settings(conn)
             counts = read_scheduled_agents(conn)
-            views = kept_release_views(conn, now)
-            needs = read_release_needs(conn, day=day, settings=settings, views=views)
+            needs = read_release_needs(conn, day=day, settings=settings, now=now)
             overview = rollout_overview(conn, now)
         forecast = platform_day_forecast(counts, day=day, settings=settings)
         return replace(forecast, releases=release_nights(*needs, settings)), overview

@@ -9,6 +9,7 @@ fails here.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -16,6 +17,7 @@ from uuid import UUID
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from control_plane.forecast.releases import _needs
 from control_plane.registry import Services
 from control_plane.rollout.kept_offers import refresh
 from control_plane.rollout.offer import read_fleet_facts
@@ -312,3 +314,67 @@ def test_a_late_report_of_an_older_run_leaves_the_version_alone(
     assert running() == "1.0.0"
     report(later, "1.3.0")
     assert running() == "1.3.0"
+
+
+def _needs_of_views(pool: Pool, now: datetime, slot_at: datetime) -> Counter[tuple[object, ...]]:
+    """The forecast's need of every scheduled agent, from fresh views: the rule written out
+    agent by agent (the oracle of the SQL that counts them)."""
+    with pool.connection() as conn:
+        views = {v.agent_id: v for v in release_views(conn, read_fleet_facts(conn), now)}
+        current = {
+            (row["channel"], row["platform"]): row
+            for row in conn.execute(
+                "SELECT cur.channel, cur.platform, rel.id, rel.agent_version"
+                " FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id"
+            ).fetchall()
+        }
+        agents = conn.execute(
+            "SELECT id, org_id FROM agents WHERE deleted_at IS NULL AND update_schedule_enabled"
+            " AND jsonb_array_length(update_schedule_times) > 0"
+        ).fetchall()
+    needs: Counter[tuple[object, ...]] = Counter()
+    for agent in agents:
+        view = views[agent["id"]]
+        release = current.get((view.track.channel, view.track.platform))
+        if release is None or view.hold is not None:
+            continue
+        runs_it = view.running_version == release["agent_version"]
+        offered = view.offered
+        takes = (
+            offered is not None
+            and not (offered.halted or offered.braked)
+            and offered.version != view.running_version
+        )
+        needs[
+            (
+                agent["org_id"],
+                slot_at,
+                None if runs_it or view.pinned else view.wave,
+                None if runs_it or view.pinned else release["id"],
+                offered.release_id if offered is not None and takes else None,
+            )
+        ] += 1
+    return needs
+
+
+@pytest.mark.parametrize("write", ["none", "promote", "halt_and_brake", "reported_versions"])
+def test_the_forecasts_needs_are_the_agents_views(
+    write: str,
+    fleet: Fleet,
+    services: Services,
+    pool: Pool,
+    release_key: Ed25519PrivateKey,
+    clock: ManualClock,
+) -> None:
+    if write != "none":
+        WRITES[write](services, pool, fleet, release_key, clock)
+    now = clock.now()
+    slot_at = now + timedelta(hours=3)
+    with pool.connection() as conn:
+        counted: Counter[tuple[object, ...]] = Counter()
+        for need in _needs(conn, lambda times: slot_at, now):
+            counted[
+                (need.org_id, need.slot_at, need.first_wave, need.at_everyone, need.tonight)
+            ] += need.agents
+    assert counted == _needs_of_views(pool, now, slot_at)
+    assert sum(counted.values()) > 50
