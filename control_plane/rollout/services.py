@@ -409,13 +409,17 @@ class RolloutService:
             return OperatorNotice(**row)
 
     def advance(self, now: datetime) -> RolloutStep:
-        """The reconcile pass's step: halt what failed too often, then promote what soaked."""
-        with self._pool.connection() as conn, conn.transaction():
-            # One pass at a time across replicas (the worker's leader lock covers the pass; this
-            # covers a direct call too).
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('nachtwacht.rollout_step'))")
-            halts = halt_on_errors(conn, now)
-            promotions = promote_soaked(conn, now)
+        """The reconcile pass's step: halt what failed too often, then promote what soaked;
+        then recompute the kept offers a write made stale (a promotion makes everyone's), so a
+        reader of the fleet's views rarely waits for that."""
+        with self._pool.connection() as conn:
+            with conn.transaction():
+                # One pass at a time across replicas (the worker's leader lock covers the pass;
+                # this covers a direct call too).
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext('nachtwacht.rollout_step'))")
+                halts = halt_on_errors(conn, now)
+                promotions = promote_soaked(conn, now)
+            refresh_kept_offers(conn)
         return RolloutStep(halts=tuple(halts), promotions=tuple(promotions))
 
     # -- agents ---------------------------------------------------------------------------------

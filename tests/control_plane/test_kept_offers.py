@@ -378,3 +378,27 @@ def test_the_forecasts_needs_are_the_agents_views(
             ] += need.agents
     assert counted == _needs_of_views(pool, now, slot_at)
     assert sum(counted.values()) > 50
+
+
+def test_the_reconcile_step_recomputes_what_a_promotion_made_stale(
+    fleet: Fleet, services: Services, pool: Pool, clock: ManualClock
+) -> None:
+    """A wave opens when the reconcile step promotes the release (a write): the same step
+    recomputes the kept offers, so the next reader finds nothing stale."""
+    canary = _release(pool, STABLE.channel, STABLE.platform, "1.2.0")
+    agent, org = _live(fleet)[0]
+    clock.set(clock.now() + timedelta(hours=1))
+    with pool.connection() as conn:
+        # The wave's first success starts its soak.
+        conn.execute(
+            "INSERT INTO runs (agent_id, org_id, trigger, status, release_id, version,"
+            " created_at, finished_at) VALUES (%s, %s, 'manual', 'succeeded', %s, '1.2.0', %s, %s)",
+            [agent, org, canary, clock.now(), clock.now()],
+        )
+        refresh(conn)
+    clock.set(clock.now() + timedelta(days=3))
+    step = services.rollout.advance(clock.now())
+    assert step.promotions
+    with pool.connection() as conn:
+        assert refresh(conn) == 0
+    _assert_kept_is_fresh(pool, fleet, clock.now())
