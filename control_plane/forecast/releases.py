@@ -20,6 +20,7 @@ organisation is the forecast's own figure.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -125,7 +126,7 @@ def read_release_needs(
 # release that is (the previous one for a non-canary while the new one is in its canary
 # stage), unless the offer is halted or braked or it runs it already.
 _NEEDS = """
-SELECT ag.update_schedule_times AS times, ag.org_id,
+SELECT ag.update_schedule_times::text AS times, ag.org_id,
        CASE WHEN running.runs_current OR o.basis = 'pinned' THEN NULL ELSE o.wave END AS first_wave,
        CASE WHEN running.runs_current OR o.basis = 'pinned' THEN NULL ELSE cur.release_id END
            AS at_everyone,
@@ -152,13 +153,14 @@ SELECT ag.update_schedule_times AS times, ag.org_id,
 def _needs(conn: Connection, slot_of: SlotOf, now: datetime) -> list[AgentNeed]:
     refresh_kept_offers(conn)
     needs = []
-    # Most agents share a few schedules: each schedule's slot is planned once, not per agent.
-    slot_per_schedule: dict[tuple[str, ...], datetime | None] = {}
+    # Most agents share a few schedules: each schedule is parsed and its slot planned once, not
+    # per row (the schedule comes as its JSON text, the key).
+    slot_per_schedule: dict[str, datetime | None] = {}
     for row in conn.execute(_NEEDS, {"now": now}).fetchall():
-        times = tuple(row["times"])
-        if times not in slot_per_schedule:
-            slot_per_schedule[times] = slot_of(times)
-        slot_at = slot_per_schedule[times]
+        text = row["times"]
+        if text not in slot_per_schedule:
+            slot_per_schedule[text] = slot_of(tuple(json.loads(text)))
+        slot_at = slot_per_schedule[text]
         if slot_at is not None:
             needs.append(
                 AgentNeed(
