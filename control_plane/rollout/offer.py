@@ -15,7 +15,8 @@ The order, first match wins:
 
 Every path that picks a release for an agent asks this: the scheduled claim, the manual update
 and the config poll ask it for one agent; the views of many agents (an organisation's list, the
-rollout's counts, the forecast) ask it for all of theirs at once: the same rule (`offers_from`),
+rollout's counts, the forecast) read its answers kept per agent (`control_plane.rollout.
+kept_offers`, which asks it for the agents a write made stale): the same rule (`offers_from`),
 read in a few set-based queries whatever the number of agents — one for the agents' own facts
 (`AgentFacts`: pair, pin, canary marks, hold, running version), a few for the releases.
 
