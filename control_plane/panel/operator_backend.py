@@ -8,6 +8,7 @@ refusals into the panel's `Missing` and `Refused`. Every function at an instant 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime
 from uuid import UUID
 
@@ -36,14 +37,13 @@ __all__ = [
     "fleet_versions",
     "grants_per_round",
     "issue_credential",
+    "nights_with_rollout",
     "org_forecast",
     "outcomes_per_slot",
-    "platform_forecast",
     "releases",
     "revoke_credential",
     "rotate_credential",
     "set_brake",
-    "tonight_with_rollout",
     "trust_root",
     "withdraw_release",
 ]
@@ -56,16 +56,10 @@ def org_forecast(services: Services, org_id: UUID, day: date) -> OrgDayForecast:
     return services.forecast.org_day(day, org_id=org_id)
 
 
-def platform_forecast(
-    services: Services, day: date, *, now: datetime | None = None
-) -> PlatformDayForecast:
-    return services.forecast.platform_day(day, now=now)
-
-
-def tonight_with_rollout(
-    services: Services, day: date, *, now: datetime
-) -> tuple[PlatformDayForecast, RolloutOverview]:
-    return services.forecast.tonight_with_rollout(day, now=now)
+def nights_with_rollout(
+    services: Services, days: Sequence[date], *, now: datetime
+) -> tuple[tuple[PlatformDayForecast, ...], RolloutOverview]:
+    return services.forecast.nights_with_rollout(days, now=now)
 
 
 def grants_per_round(services: Services, *, since: datetime, until: datetime) -> GrantHistory:

@@ -57,10 +57,9 @@ def _night_charts(
     zone = backend.platform(ctx.services).zone
     first = ctx.now.astimezone(zone).date()
     charts = []
-    tonight, rollout = operator_backend.tonight_with_rollout(ctx.services, first, now=ctx.now)
-    for offset in range(FORECAST_NIGHTS):
-        day = first + timedelta(days=offset)
-        forecast = tonight if offset == 0 else operator_backend.platform_forecast(ctx.services, day)
+    days = [first + timedelta(days=offset) for offset in range(FORECAST_NIGHTS)]
+    forecasts, rollout = operator_backend.nights_with_rollout(ctx.services, days, now=ctx.now)
+    for day, forecast in zip(days, forecasts, strict=True):
         chart = forecast_chart(
             ctx,
             day,
