@@ -6,8 +6,8 @@ current wave and at each later one (`control_plane.rollout.waves`: a wave reache
 every earlier wave's), the last being `everyone` (every agent of the pair not pinned elsewhere).
 An agent counts when its schedule is on, it is not held, and it does not run the release yet;
 it asks at its first slot of the night. Whether the agent is offered
-the release is the rollout's own rule (`control_plane.rollout.services.release_views`, for
-every agent at once), read at the request's `now`.
+the release is the rollout's own rule, kept per agent (`control_plane.rollout.kept_offers`) and
+counted in SQL, with holds judged at the request's `now`.
 
 The caps are shared by every release asking at one slot: per slot, each organisation's demand is
 its agents needing any release (every other release at its current stage, and the previous
@@ -20,6 +20,7 @@ organisation is the forecast's own figure.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,8 +35,7 @@ from control_plane.forecast.model import (
     WaveOutlook,
     fair_shares,
 )
-from control_plane.rollout.offer import read_fleet_facts
-from control_plane.rollout.services import release_views
+from control_plane.rollout.kept_offers import refresh as refresh_kept_offers
 from control_plane.rollout.waves import Wave, effective_wave, read_plan
 from control_plane.settings.services import PlatformSettings
 from control_plane.types import Connection
@@ -67,6 +67,8 @@ class AgentNeed:
     # The release it takes with every release at its current stage (its pair's current one, or
     # the previous one while the current is in its canary stage), if any.
     tonight: UUID | None
+    # How many agents share all of the above: the night's sums count each once.
+    agents: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,53 +115,63 @@ def read_release_needs(
         return slots[0].at if slots else None
 
     releases = _current_releases(conn)
-    return releases, _needs(conn, releases, first_slot_of_day, now)
+    return releases, _needs(conn, first_slot_of_day, now)
 
 
-def _needs(
-    conn: Connection, releases: Sequence[CurrentRelease], slot_of: SlotOf, now: datetime
-) -> list[AgentNeed]:
-    by_pair = {(r.channel, r.platform): r for r in releases}
-    agents = conn.execute(
-        "SELECT id, org_id, update_schedule_times AS times FROM agents"
-        " WHERE update_schedule_enabled AND jsonb_array_length(update_schedule_times) > 0"
-        " AND deleted_at IS NULL ORDER BY id"
-    ).fetchall()
-    # Most agents share a few schedules: each schedule's slot is planned once, not per agent.
-    slot_per_schedule: dict[tuple[str, ...], datetime | None] = {}
-    slots = []
-    for agent in agents:
-        times = tuple(agent["times"])
-        if times not in slot_per_schedule:
-            slot_per_schedule[times] = slot_of(times)
-        slots.append((agent, slot_per_schedule[times]))
-    asking = [(agent, slot_at) for agent, slot_at in slots if slot_at is not None]
-    facts = {f.agent_id: f for f in read_fleet_facts(conn)}
-    views = release_views(conn, [facts[agent["id"]] for agent, _ in asking], now)
+# Every scheduled live agent's need, from its kept offer (`control_plane.rollout.kept_offers`),
+# agents alike counted together. An agent counts when its pair has a current release and it is
+# not held at `now`. It does not take the current release at any wave (`first_wave`,
+# `at_everyone` NULL) when it runs it already or is pinned (a pinned agent takes its pin at
+# any wave, and still asks within the caps). What it takes tonight is its offer, whichever
+# release that is (the previous one for a non-canary while the new one is in its canary
+# stage), unless the offer is halted or braked or it runs it already.
+_NEEDS = """
+SELECT ag.update_schedule_times::text AS times, ag.org_id,
+       CASE WHEN running.runs_current OR o.basis = 'pinned' THEN NULL ELSE o.wave END AS first_wave,
+       CASE WHEN running.runs_current OR o.basis = 'pinned' THEN NULL ELSE cur.release_id END
+           AS at_everyone,
+       CASE WHEN rel.id IS NOT NULL AND halt.id IS NULL AND rel.braked_at IS NULL
+                 AND rel.agent_version IS DISTINCT FROM ag.current_version THEN rel.id END
+           AS tonight,
+       count(*) AS agents
+  FROM agent_offers o
+  JOIN agents ag ON ag.id = o.agent_id AND ag.deleted_at IS NULL
+       AND ag.update_schedule_enabled AND jsonb_array_length(ag.update_schedule_times) > 0
+  JOIN current_releases cur ON cur.channel = o.channel AND cur.platform = o.platform
+  JOIN releases current_release ON current_release.id = cur.release_id
+  LEFT JOIN releases rel ON rel.id = o.release_id
+  LEFT JOIN release_halts halt ON halt.release_id = rel.id AND halt.resumed_at IS NULL
+  LEFT JOIN holds h ON h.agent_id = o.agent_id AND h.until > %(now)s
+ CROSS JOIN LATERAL (
+       SELECT coalesce(ag.current_version = current_release.agent_version, false)
+           AS runs_current) AS running
+ WHERE h.agent_id IS NULL
+ GROUP BY 1, 2, 3, 4, 5
+"""
+
+
+def _needs(conn: Connection, slot_of: SlotOf, now: datetime) -> list[AgentNeed]:
+    refresh_kept_offers(conn)
     needs = []
-    for (agent, slot_at), view in zip(asking, views, strict=True):
-        release = by_pair.get((view.track.channel, view.track.platform))
-        if release is None or view.hold is not None:
-            continue
-        runs_it = view.running_version == release.version
-        offered = view.offered
-        # What it takes tonight, whichever release that is (the previous one for a non-canary
-        # while the new one is in its canary stage): it asks within the same caps.
-        takes_tonight = (
-            offered is not None
-            and not (offered.halted or offered.braked)
-            and offered.version != view.running_version
-        )
-        needs.append(
-            AgentNeed(
-                org_id=agent["org_id"],
-                slot_at=slot_at,
-                # A pinned agent takes its pin at any wave (and still asks within the caps).
-                first_wave=None if runs_it or view.pinned else view.wave,
-                at_everyone=None if runs_it or view.pinned else release.id,
-                tonight=offered.release_id if offered is not None and takes_tonight else None,
+    # Most agents share a few schedules: each schedule is parsed and its slot planned once, not
+    # per row (the schedule comes as its JSON text, the key).
+    slot_per_schedule: dict[str, datetime | None] = {}
+    for row in conn.execute(_NEEDS, {"now": now}).fetchall():
+        text = row["times"]
+        if text not in slot_per_schedule:
+            slot_per_schedule[text] = slot_of(tuple(json.loads(text)))
+        slot_at = slot_per_schedule[text]
+        if slot_at is not None:
+            needs.append(
+                AgentNeed(
+                    org_id=row["org_id"],
+                    slot_at=slot_at,
+                    first_wave=row["first_wave"],
+                    at_everyone=row["at_everyone"],
+                    tonight=row["tonight"],
+                    agents=row["agents"],
+                )
             )
-        )
     return needs
 
 
@@ -177,7 +189,7 @@ def _served(
     for index, need in enumerate(needs):
         chosen = wanted[index]
         if chosen is not None:
-            per_slot[need.slot_at][need.org_id][chosen] += 1
+            per_slot[need.slot_at][need.org_id][chosen] += need.agents
     served = 0
     for per_org in per_slot.values():
         shares = fair_shares(
@@ -221,7 +233,7 @@ def _wave_night(
     for index, need in enumerate(needs):
         own = release.id if _reaches(need, release, wave) else None
         if own == release.id:
-            agents += 1
+            agents += need.agents
             wanted[index] = own
         elif need.tonight == release.id:
             wanted[index] = None  # at this stage it would not take this release
@@ -298,7 +310,7 @@ def publish_outlook(
                     return slot.at
         return None
 
-    needs = _needs(conn, releases, next_slot, now)
+    needs = _needs(conn, next_slot, now)
     night = _wave_night(needs, release, release.wave, settings)
     wave = release.plan[release.wave - 1]
     reached = [need.slot_at for need in needs if _reaches(need, release, release.wave)]

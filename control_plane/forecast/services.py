@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import date, datetime
 from typing import Any
@@ -18,6 +19,10 @@ from control_plane.forecast.model import (
     platform_day_forecast,
 )
 from control_plane.forecast.releases import publish_outlook, read_release_needs, release_nights
+from control_plane.rollout.services import (
+    RolloutOverview,
+    rollout_overview,
+)
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
 from ground.instants import parse_day_text
@@ -81,6 +86,21 @@ class ForecastService:
         if needs is None:
             return forecast
         return replace(forecast, releases=release_nights(*needs, settings))
+
+    def nights_with_rollout(
+        self, days: Sequence[date], *, now: datetime
+    ) -> tuple[tuple[PlatformDayForecast, ...], RolloutOverview]:
+        """`platform_day` of each of `days`, the first with `now` (who gets each release that
+        night), and the rollout's overview at `now`: the settings, the schedules and the fleet's
+        kept offers read once (the operators' main page shows all of them)."""
+        with self._pool.connection() as conn:
+            settings = read_settings(conn)
+            counts = read_scheduled_agents(conn)
+            needs = read_release_needs(conn, day=days[0], settings=settings, now=now)
+            overview = rollout_overview(conn, now)
+        forecasts = [platform_day_forecast(counts, day=day, settings=settings) for day in days]
+        forecasts[0] = replace(forecasts[0], releases=release_nights(*needs, settings))
+        return tuple(forecasts), overview
 
     def publish_outlook(self, release_id: UUID, *, now: datetime) -> WaveOutlook | None:
         """What a release just published does in the next 24 hours: its wave, how many agents

@@ -8,6 +8,7 @@ refusals into the panel's `Missing` and `Refused`. Every function at an instant 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import date, datetime
 from uuid import UUID
 
@@ -26,6 +27,7 @@ from control_plane.metrics.trust_roots import TrustRootStanding
 from control_plane.panel.backend import Missing, Refused, refused
 from control_plane.registry import Services
 from control_plane.releases.withdrawal import ReleaseList, WithdrawnRelease
+from control_plane.rollout.services import RolloutOverview
 from control_plane.runs.services import NightOutcomes
 
 __all__ = [
@@ -35,9 +37,9 @@ __all__ = [
     "fleet_versions",
     "grants_per_round",
     "issue_credential",
+    "nights_with_rollout",
     "org_forecast",
     "outcomes_per_slot",
-    "platform_forecast",
     "releases",
     "revoke_credential",
     "rotate_credential",
@@ -54,10 +56,10 @@ def org_forecast(services: Services, org_id: UUID, day: date) -> OrgDayForecast:
     return services.forecast.org_day(day, org_id=org_id)
 
 
-def platform_forecast(
-    services: Services, day: date, *, now: datetime | None = None
-) -> PlatformDayForecast:
-    return services.forecast.platform_day(day, now=now)
+def nights_with_rollout(
+    services: Services, days: Sequence[date], *, now: datetime
+) -> tuple[tuple[PlatformDayForecast, ...], RolloutOverview]:
+    return services.forecast.nights_with_rollout(days, now=now)
 
 
 def grants_per_round(services: Services, *, since: datetime, until: datetime) -> GrantHistory:

@@ -11,11 +11,12 @@ from fastapi.responses import Response
 from markupsafe import Markup
 
 from control_plane.forecast.model import ReleaseNight
-from control_plane.panel import backend, operator_backend, rollout_backend, rollout_wording, wording
+from control_plane.panel import backend, operator_backend, rollout_wording, wording
 from control_plane.panel.charts import Bar, Series, Stack, stacked_chart
 from control_plane.panel.fleet import fleet_chart, fleet_counts
 from control_plane.panel.readers import Csrf, operator_of, operator_post
 from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, page, redirect
+from control_plane.rollout.services import RolloutOverview
 from control_plane.runs.services import SlotOutcomes
 from ground.contract import MissReason
 
@@ -47,18 +48,18 @@ ALWAYS_SHOWN = frozenset(
 MAX_REASON = 500
 
 
-def _night_charts(ctx: PanelContext) -> list[tuple[Markup, tuple[ReleaseNight, ...]]]:
+def _night_charts(
+    ctx: PanelContext,
+) -> tuple[list[tuple[Markup, tuple[ReleaseNight, ...]]], RolloutOverview]:
     """Each coming night: its demand per slot against the caps; and for tonight, who gets each
-    pair's current release at each stage (the offers as they stand now; reading them costs one
-    offer lookup per scheduled agent, so only once)."""
+    pair's current release at each stage (the offers as they stand now); with the rollout's
+    overview, read from the same offers."""
     zone = backend.platform(ctx.services).zone
     first = ctx.now.astimezone(zone).date()
     charts = []
-    for offset in range(FORECAST_NIGHTS):
-        day = first + timedelta(days=offset)
-        forecast = operator_backend.platform_forecast(
-            ctx.services, day, now=ctx.now if offset == 0 else None
-        )
+    days = [first + timedelta(days=offset) for offset in range(FORECAST_NIGHTS)]
+    forecasts, rollout = operator_backend.nights_with_rollout(ctx.services, days, now=ctx.now)
+    for day, forecast in zip(days, forecasts, strict=True):
         chart = forecast_chart(
             ctx,
             day,
@@ -73,7 +74,7 @@ def _night_charts(ctx: PanelContext) -> list[tuple[Markup, tuple[ReleaseNight, .
             ],
         )
         charts.append((chart, forecast.releases))
-    return charts
+    return charts, rollout
 
 
 def _outcome_statuses(outcomes: tuple[SlotOutcomes, ...]) -> tuple[str, ...]:
@@ -179,6 +180,7 @@ def _overview(
     settings_error: str | None = None,
     saved: str | None = None,
 ) -> Response:
+    charts, rollout = _night_charts(ctx)
     return page(
         ctx,
         "operator.html",
@@ -187,12 +189,12 @@ def _overview(
         platform=backend.platform(ctx.services),
         trust_root=operator_backend.trust_root(ctx.services),
         now=ctx.now,
-        charts=_night_charts(ctx),
+        charts=charts,
         past_charts=_past_charts(ctx),
         fleet_chart=fleet_chart(
             ctx.lang, fleet_counts(operator_backend.fleet_versions(ctx.services))
         ),
-        rollout=rollout_backend.rollout_overview(ctx.services, now=ctx.now),
+        rollout=rollout,
         rollout_wording=rollout_wording,
         brake_error=brake_error,
         settings_error=settings_error,

@@ -4,6 +4,8 @@ halts on errors, the operators' inbox, forced updates.
 offer       the offer: pin → current (everyone) → canary (the waves so far) → previous; the
             share's hash; one rule for one agent or a whole list (each agent's facts read in
             one query, the releases in a few)
+kept_offers every agent's offer kept in `agent_offers`, recomputed (by `offer`) for the agents
+            a write marked stale; what the fleet's views read
 gate        the claim's checks: held (consumes the slot), halted / braked, forced manual updates
 config      the agent's config with its own offer and hold, when it needs one
 waves       the plan of waves (shares, canaries, soak and threshold each), the default's reasons

@@ -15,7 +15,8 @@ The order, first match wins:
 
 Every path that picks a release for an agent asks this: the scheduled claim, the manual update
 and the config poll ask it for one agent; the views of many agents (an organisation's list, the
-rollout's counts, the forecast) ask it for all of theirs at once: the same rule (`offers_from`),
+rollout's counts, the forecast) read its answers kept per agent (`control_plane.rollout.
+kept_offers`, which asks it for the agents a write made stale): the same rule (`offers_from`),
 read in a few set-based queries whatever the number of agents — one for the agents' own facts
 (`AgentFacts`: pair, pin, canary marks, hold, running version), a few for the releases.
 
@@ -42,6 +43,8 @@ from ground.contract import DEFAULT_TRACK, ReleaseTrack
 
 __all__ = [
     "CANARY_BUCKETS",
+    "OFFER_COLUMNS",
+    "OFFER_HALT",
     "AgentFacts",
     "Offer",
     "OfferBasis",
@@ -91,23 +94,23 @@ class Offer:
         return None
 
 
-_COLUMNS = """rel.id, rel.agent_version, rel.manifest_version, rel.channel, rel.platform,
+OFFER_COLUMNS = """rel.id, rel.agent_version, rel.manifest_version, rel.channel, rel.platform,
        rel.stage, rel.wave, rel.published_at, halt.reason AS halt_reason,
        (halt.id IS NOT NULL) AS halted,
        rel.brake_reason, (rel.braked_at IS NOT NULL) AS braked"""
-_HALT = "LEFT JOIN release_halts halt ON halt.release_id = rel.id AND halt.resumed_at IS NULL"
+OFFER_HALT = "LEFT JOIN release_halts halt ON halt.release_id = rel.id AND halt.resumed_at IS NULL"
 
 # The pairs' current releases, of the pairs asked about (`unnest` of the channels, platforms).
 _CURRENT = f"""
-SELECT {_COLUMNS}
-  FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id {_HALT}
+SELECT {OFFER_COLUMNS}
+  FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id {OFFER_HALT}
  WHERE (cur.channel, cur.platform) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
 """  # noqa: S608 - constant columns
 
 # Per (pair, version) asked about: its newest release that is not withdrawn.
 _PINNED = f"""
-SELECT DISTINCT ON (rel.channel, rel.platform, rel.agent_version) {_COLUMNS}
-  FROM releases rel {_HALT}
+SELECT DISTINCT ON (rel.channel, rel.platform, rel.agent_version) {OFFER_COLUMNS}
+  FROM releases rel {OFFER_HALT}
  WHERE rel.withdrawn_at IS NULL
    AND (rel.channel, rel.platform, rel.agent_version)
        IN (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))
@@ -117,36 +120,34 @@ SELECT DISTINCT ON (rel.channel, rel.platform, rel.agent_version) {_COLUMNS}
 # Per pair asked about: the newest older release than `below` that is not withdrawn, one that
 # reached `everyone` first.
 _PREVIOUS = f"""
-SELECT DISTINCT ON (rel.channel, rel.platform) {_COLUMNS}
+SELECT DISTINCT ON (rel.channel, rel.platform) {OFFER_COLUMNS}
   FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS pair(channel, platform, below)
   JOIN releases rel ON rel.channel = pair.channel AND rel.platform = pair.platform
        AND rel.manifest_version < pair.below
-  {_HALT}
+  {OFFER_HALT}
  WHERE rel.withdrawn_at IS NULL
  ORDER BY rel.channel, rel.platform, (rel.stage = 'everyone') DESC, rel.manifest_version DESC
 """  # noqa: S608 - constant columns
 
 # Each agent of a selection with what its offer depends on: the pair it last asked on, its pin
-# (its own wins over its organisation's), its canary marks, its hold and what it last reported
-# running (its latest run that names a version).
+# (its own wins over its organisation's), its canary marks, its hold and what it runs
+# (`agents.current_version`: the version its newest report named; a late report of an older run
+# does not move it, see `control_plane.runs.current_version`).
 _FACTS = """
 SELECT a.id AS agent_id, a.org_id, t.channel, t.platform,
        (ap.id IS NOT NULL OR op.id IS NOT NULL) AS pinned,
        CASE WHEN ap.id IS NOT NULL THEN ap.version ELSE op.version END AS pin_version,
        (ca.agent_id IS NOT NULL) AS marked, (co.org_id IS NOT NULL) AS org_marked,
        h.until AS hold_until, h.reason AS hold_reason, h.set_by AS hold_set_by,
-       latest.version AS running
+       ag.current_version AS running
   FROM ({selection}) AS a
+  LEFT JOIN agents ag ON ag.id = a.id
   LEFT JOIN agent_tracks t ON t.agent_id = a.id
   LEFT JOIN pins ap ON ap.agent_id = a.id
   LEFT JOIN pins op ON op.org_id = a.org_id
   LEFT JOIN canary_agents ca ON ca.agent_id = a.id
   LEFT JOIN canary_orgs co ON co.org_id = a.org_id
   LEFT JOIN holds h ON h.agent_id = a.id
-  LEFT JOIN LATERAL (
-        SELECT r.version FROM runs r
-         WHERE r.agent_id = a.id AND r.version IS NOT NULL
-         ORDER BY r.created_at DESC LIMIT 1) AS latest ON true
 """
 # The selections: agents named with their organisation (a page, one agent), an organisation's
 # live agents, every live agent. The last two are chosen in SQL, not sent as long id lists.

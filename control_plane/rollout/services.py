@@ -14,11 +14,13 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from psycopg.rows import tuple_row
+
 from control_plane.agent_scope import require_agent
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
-from control_plane.pins.holds import hold_view
+from control_plane.pins.holds import ActiveHold, hold_view
 from control_plane.releases.release_actions import release_row
 from control_plane.rollout.halts import (
     MAX_HALT_REASON_LENGTH,
@@ -29,13 +31,14 @@ from control_plane.rollout.halts import (
     halts_of,
     resume_release,
 )
+from control_plane.rollout.kept_offers import refresh as refresh_kept_offers
 from control_plane.rollout.offer import (
+    OFFER_COLUMNS,
+    OFFER_HALT,
     AgentFacts,
     OfferBasis,
     offers_from,
     read_facts_of,
-    read_fleet_facts,
-    read_org_facts,
 )
 from control_plane.rollout.stages import (
     RolloutSettings,
@@ -65,6 +68,10 @@ __all__ = [
     "RolloutOverview",
     "RolloutService",
     "RolloutStep",
+    "agent_release",
+    "kept_release_views",
+    "release_views",
+    "rollout_overview",
 ]
 
 
@@ -222,6 +229,78 @@ def release_views(
     return views
 
 
+# The kept offers (`control_plane.rollout.kept_offers`) with what the views read live beside
+# them: whether the agent asked yet, what it runs, its canary mark, its hold.
+_KEPT = """
+SELECT o.agent_id, o.channel, o.platform, (t.agent_id IS NOT NULL) AS track_seen,
+       o.release_id, o.basis, o.wave, ag.current_version AS running,
+       (ca.agent_id IS NOT NULL) AS marked,
+       h.until AS hold_until, h.reason AS hold_reason, h.set_by AS hold_set_by
+  FROM agent_offers o
+  JOIN agents ag ON ag.id = o.agent_id AND ag.deleted_at IS NULL
+  LEFT JOIN agent_tracks t ON t.agent_id = o.agent_id
+  LEFT JOIN canary_agents ca ON ca.agent_id = o.agent_id
+  LEFT JOIN holds h ON h.agent_id = o.agent_id
+"""
+_OFFERED = f"""
+SELECT {OFFER_COLUMNS} FROM releases rel {OFFER_HALT} WHERE rel.id = ANY(%s)
+"""  # noqa: S608 - constant columns
+
+
+def kept_release_views(
+    conn: Connection, now: datetime, *, org_id: UUID | None = None
+) -> list[AgentRelease]:
+    """Every live agent's view (an organisation's, by name; else the fleet's), from the kept
+    offers: what `release_views` answers for them, without computing a single offer unless a
+    write made it stale."""
+    refresh_kept_offers(conn)
+    # Tuples, not dicts: at the fleet's size building a dict per row is most of the read.
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        if org_id is None:
+            rows = cursor.execute(_KEPT + " ORDER BY o.agent_id").fetchall()
+        else:
+            rows = cursor.execute(
+                _KEPT + " WHERE ag.org_id = %s ORDER BY ag.name, ag.id", [org_id]
+            ).fetchall()
+    wanted = list({row[4] for row in rows if row[4] is not None})
+    offered_views = {
+        release["id"]: _offered_view(release)
+        for release in (conn.execute(_OFFERED, [wanted]).fetchall() if wanted else [])
+    }
+    # The pairs are few: one track per pair, shared by its agents.
+    tracks: dict[tuple[str, str], ReleaseTrack] = {}
+    views = []
+    for row in rows:
+        agent_id, channel, platform, track_seen, release_id, basis, wave, running, marked = row[:9]
+        until, reason, set_by = row[9:]
+        track = tracks.get((channel, platform)) or tracks.setdefault(
+            (channel, platform), ReleaseTrack(channel=channel, platform=platform)
+        )
+        offered = None if release_id is None else offered_views[release_id]
+        hold = (
+            None
+            if until is None or until <= now
+            else ActiveHold(until=until, reason=reason, set_by=set_by)
+        )
+        views.append(
+            AgentRelease(
+                agent_id=agent_id,
+                track=track,
+                track_seen=track_seen,
+                offered=offered,
+                basis=basis,
+                running_version=running,
+                up_to_date=offered is None or offered.version == running,
+                pinned=basis == "pinned",
+                canary=marked or basis == "canary",
+                canary_marked=marked,
+                hold=None if hold is None else hold_view(hold),
+                wave=wave,
+            )
+        )
+    return views
+
+
 def agent_release(conn: Connection, agent_id: UUID, org_id: UUID, now: datetime) -> AgentRelease:
     """One agent's: `release_views` of a list of one."""
     return release_views(conn, read_facts_of(conn, [(agent_id, org_id)]), now)[0]
@@ -330,13 +409,17 @@ class RolloutService:
             return OperatorNotice(**row)
 
     def advance(self, now: datetime) -> RolloutStep:
-        """The reconcile pass's step: halt what failed too often, then promote what soaked."""
-        with self._pool.connection() as conn, conn.transaction():
-            # One pass at a time across replicas (the worker's leader lock covers the pass; this
-            # covers a direct call too).
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('nachtwacht.rollout_step'))")
-            halts = halt_on_errors(conn, now)
-            promotions = promote_soaked(conn, now)
+        """The reconcile pass's step: halt what failed too often, then promote what soaked;
+        then recompute the kept offers a write made stale (a promotion makes everyone's), so a
+        reader of the fleet's views rarely waits for that."""
+        with self._pool.connection() as conn:
+            with conn.transaction():
+                # One pass at a time across replicas (the worker's leader lock covers the pass;
+                # this covers a direct call too).
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext('nachtwacht.rollout_step'))")
+                halts = halt_on_errors(conn, now)
+                promotions = promote_soaked(conn, now)
+            refresh_kept_offers(conn)
         return RolloutStep(halts=tuple(halts), promotions=tuple(promotions))
 
     # -- agents ---------------------------------------------------------------------------------
@@ -357,20 +440,13 @@ class RolloutService:
             if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
                 raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
             if wanted is None:
-                order = conn.execute(
-                    "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
-                    " ORDER BY name, id",
-                    [org_id],
-                ).fetchall()
-                by_id = {f.agent_id: f for f in read_org_facts(conn, org_id)}
-                facts = [by_id[row["id"]] for row in order if row["id"] in by_id]
-            else:
-                order = conn.execute(
-                    "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
-                    " AND id = ANY(%s::uuid[]) ORDER BY name, id",
-                    [org_id, wanted],
-                ).fetchall()
-                facts = read_facts_of(conn, [(row["id"], org_id) for row in order])
+                return AgentReleaseList(agents=tuple(kept_release_views(conn, now, org_id=org_id)))
+            order = conn.execute(
+                "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
+                " AND id = ANY(%s::uuid[]) ORDER BY name, id",
+                [org_id, wanted],
+            ).fetchall()
+            facts = read_facts_of(conn, [(row["id"], org_id) for row in order])
             return AgentReleaseList(agents=tuple(release_views(conn, facts, now)))
 
     def force_update(
@@ -422,66 +498,74 @@ class RolloutService:
         """Per pair's current release: how many of the pair's agents get it tonight at its stage,
         how many wait for `everyone`, how many are up to date, pinned or held."""
         with self._pool.connection() as conn:
-            settings = read_rollout_settings(conn)
-            pairs = conn.execute(
-                "SELECT cur.channel, cur.platform, rel.id, rel.agent_version, rel.stage, rel.wave,"
-                " EXISTS (SELECT 1 FROM release_halts h WHERE h.release_id = rel.id"
-                "   AND h.resumed_at IS NULL) AS halted"
-                " FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id"
-                " ORDER BY cur.channel, cur.platform"
-            ).fetchall()
-            # Every pair's agents at once (those last seen on a pair with a current release):
-            # the offers are read for the whole fleet in a few queries, not per agent.
-            current_pairs = {(pair["channel"], pair["platform"]) for pair in pairs}
-            facts = [
-                f
-                for f in read_fleet_facts(conn)
-                if f.seen is not None and (f.seen.channel, f.seen.platform) in current_pairs
-            ]
-            enabled = {
-                row["id"]
-                for row in conn.execute(
-                    "SELECT id FROM agents WHERE deleted_at IS NULL AND update_schedule_enabled"
-                ).fetchall()
-            }
-            by_pair: dict[tuple[str, str], list[tuple[bool, AgentRelease]]] = {}
-            for view in release_views(conn, facts, now):
-                by_pair.setdefault((view.track.channel, view.track.platform), []).append(
-                    (view.agent_id in enabled, view)
-                )
-            result = []
-            for pair in pairs:
-                pair_agents = by_pair.get((pair["channel"], pair["platform"]), [])
-                counts = dict.fromkeys(("updating", "waiting", "up_to_date", "pinned", "held"), 0)
-                for schedule_on, view in pair_agents:
-                    counts["pinned"] += view.pinned
-                    if view.up_to_date:
-                        counts["up_to_date"] += 1
-                    elif view.hold is not None:
-                        counts["held"] += 1
-                    elif view.offered is not None and view.offered.release_id == pair["id"]:
-                        counts["updating"] += schedule_on and not pair["halted"]
-                    elif view.basis == "previous" or view.offered is not None:
-                        counts["waiting"] += 1
-                result.append(
-                    PairRollout(
-                        channel=pair["channel"],
-                        platform=pair["platform"],
-                        release_id=pair["id"],
-                        version=pair["agent_version"],
-                        stage=pair["stage"],
-                        wave=effective_wave(pair["stage"], pair["wave"], len(settings.waves)),
-                        waves=len(settings.waves),
-                        halted=pair["halted"],
-                        agents=len(pair_agents),
-                        updating_at_this_stage=counts["updating"],
-                        waiting_for_everyone=counts["waiting"] if pair["stage"] == "canary" else 0,
-                        up_to_date=counts["up_to_date"],
-                        pinned=counts["pinned"],
-                        held=counts["held"],
-                    )
-                )
-        return RolloutOverview(settings=settings, pairs=tuple(result))
+            return rollout_overview(conn, now)
+
+
+# The agents last seen on a pair (polling or claiming), grouped by what the overview counts
+# them by, from the kept offers: a few rows whatever the fleet's size.
+_OVERVIEW_GROUPS = """
+SELECT o.channel, o.platform, o.release_id, o.basis, ag.update_schedule_enabled AS schedule_on,
+       coalesce(o.release_id IS NULL OR rel.agent_version = ag.current_version, false)
+           AS up_to_date,
+       coalesce(h.until > %(now)s, false) AS held, count(*) AS agents
+  FROM agent_offers o
+  JOIN agents ag ON ag.id = o.agent_id AND ag.deleted_at IS NULL
+  JOIN agent_tracks t ON t.agent_id = o.agent_id
+  LEFT JOIN releases rel ON rel.id = o.release_id
+  LEFT JOIN holds h ON h.agent_id = o.agent_id
+ GROUP BY 1, 2, 3, 4, 5, 6, 7
+"""
+
+
+def rollout_overview(conn: Connection, now: datetime) -> RolloutOverview:
+    """The rollout's counts (`RolloutService.overview`) from the kept offers, in the caller's
+    connection."""
+    refresh_kept_offers(conn)
+    settings = read_rollout_settings(conn)
+    pairs = conn.execute(
+        "SELECT cur.channel, cur.platform, rel.id, rel.agent_version, rel.stage, rel.wave,"
+        " EXISTS (SELECT 1 FROM release_halts h WHERE h.release_id = rel.id"
+        "   AND h.resumed_at IS NULL) AS halted"
+        " FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id"
+        " ORDER BY cur.channel, cur.platform"
+    ).fetchall()
+    by_pair: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for group in conn.execute(_OVERVIEW_GROUPS, {"now": now}).fetchall():
+        by_pair.setdefault((group["channel"], group["platform"]), []).append(group)
+    result = []
+    for pair in pairs:
+        groups = by_pair.get((pair["channel"], pair["platform"]), [])
+        counts = dict.fromkeys(("updating", "waiting", "up_to_date", "pinned", "held"), 0)
+        for group in groups:
+            n = group["agents"]
+            counts["pinned"] += n if group["basis"] == "pinned" else 0
+            if group["up_to_date"]:
+                counts["up_to_date"] += n
+            elif group["held"]:
+                counts["held"] += n
+            elif group["release_id"] == pair["id"]:
+                counts["updating"] += n if group["schedule_on"] and not pair["halted"] else 0
+            elif group["basis"] == "previous" or group["release_id"] is not None:
+                counts["waiting"] += n
+        result.append(
+            PairRollout(
+                channel=pair["channel"],
+                platform=pair["platform"],
+                release_id=pair["id"],
+                version=pair["agent_version"],
+                stage=pair["stage"],
+                wave=effective_wave(pair["stage"], pair["wave"], len(settings.waves)),
+                waves=len(settings.waves),
+                halted=pair["halted"],
+                agents=sum(group["agents"] for group in groups),
+                updating_at_this_stage=counts["updating"],
+                waiting_for_everyone=counts["waiting"] if pair["stage"] == "canary" else 0,
+                up_to_date=counts["up_to_date"],
+                pinned=counts["pinned"],
+                held=counts["held"],
+            )
+        )
+    return RolloutOverview(settings=settings, pairs=tuple(result))
 
 
 def _owner(conn: Connection, agent_id: UUID, org_id: UUID | None) -> UUID:

@@ -31,7 +31,7 @@ __all__ = [
 SWITCH_OUTCOMES = frozenset({"succeeded", "rolled_back"})
 
 _LEASE = """
-SELECT r.id, r.org_id, r.trigger, r.status, r.slot_key, r.slot_at, r.requested_by,
+SELECT r.id, r.org_id, r.trigger, r.status, r.slot_key, r.slot_at, r.requested_by, r.created_at,
        r.outcome_inferred, t.id AS token_id, t.granted_at, t.expires_at, t.revoked_at,
        t.revoked_reason, s.catch_up_minutes
   FROM runs r

@@ -28,6 +28,7 @@ from control_plane.runs.authority import (
     unauthorised_switch,
     window_closes_at,
 )
+from control_plane.runs.current_version import report_version
 from control_plane.types import Connection
 from ground.contract import AnswerCode, OutcomeReason, format_instant
 
@@ -119,10 +120,7 @@ def _finish(
     )
     if reported.version is not None:
         # What the host runs, authorised or not.
-        conn.execute(
-            "UPDATE agents SET current_version = %s WHERE id = %s",
-            [reported.version, agent_id],
-        )
+        report_version(conn, agent_id, reported.version, lease["created_at"])
     scheduled = lease["trigger"] == "schedule"
     actor: ActorKind = "schedule" if scheduled else "user"
     data: dict[str, Any] = {

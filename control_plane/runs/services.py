@@ -22,6 +22,7 @@ from control_plane.runs.authority import (
     read_lease,
     swap_permit,
 )
+from control_plane.runs.current_version import report_version
 from control_plane.runs.outcomes import Outcome, record_outcome
 from control_plane.runs.views import (
     RUN_COLUMNS,
@@ -190,10 +191,7 @@ class RunService:
                     ).fetchone()
                     assert row is not None
                     if version_text is not None:
-                        conn.execute(
-                            "UPDATE agents SET current_version = %s WHERE id = %s",
-                            [version_text, agent_id],
-                        )
+                        report_version(conn, agent_id, version_text, now)
                     record_event(
                         conn,
                         org_id=agent["org_id"],

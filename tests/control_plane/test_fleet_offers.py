@@ -111,7 +111,7 @@ def _varied_fleet(services: Services, pool: Pool, key: Ed25519PrivateKey, now: d
         agents.append((services.accounts.enroll_agent(org, f"host-{n:03d}", now=now).agent_id, org))
     ids = [agent_id for agent_id, _ in agents]
     with pool.connection() as conn:
-        for agent_id, org in agents:
+        for agent_id, _ in agents:
             if rng.random() < 0.85:  # the rest never asked: they follow the default pair
                 track = rng.choice(PAIRS)
                 conn.execute(
@@ -121,9 +121,8 @@ def _varied_fleet(services: Services, pool: Pool, key: Ed25519PrivateKey, now: d
                 )
             if rng.random() < 0.8:  # the rest reported no version yet
                 conn.execute(
-                    "INSERT INTO runs (agent_id, org_id, trigger, status, version, created_at)"
-                    " VALUES (%s, %s, 'manual', 'up_to_date', %s, %s)",
-                    [agent_id, org, rng.choice(["1.0.0", "1.1.0", "1.2.0", "1.3.0"]), now],
+                    "UPDATE agents SET current_version = %s WHERE id = %s",
+                    [rng.choice(["1.0.0", "1.1.0", "1.2.0", "1.3.0"]), agent_id],
                 )
         for agent_id in rng.sample(ids, 15):
             conn.execute(

@@ -96,6 +96,10 @@ def test_canaries_alone_in_their_slot_all_fit(
                 " %(at)s, 'succeeded', '1.5.0', %(at)s, %(at)s FROM agents WHERE id = %(id)s",
                 {"id": agent.agent_id, "at": datetime(2026, 11, 28, 2, 5, tzinfo=UTC)},
             )
+            # What the report of that run sets: the version the agent runs.
+            conn.execute(
+                "UPDATE agents SET current_version = '1.5.0' WHERE id = %s", [agent.agent_id]
+            )
     [release] = _releases(api, operator_key)
     assert release["canary"] == {"agents": 2, "can_update": 2, "will_miss": 0}
     assert release["everyone"] == {"agents": 25, "can_update": 20, "will_miss": 5}

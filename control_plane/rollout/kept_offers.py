@@ -1,0 +1,80 @@
+"""Every agent's offer kept in the database, so the fleet's views read it instead of computing
+it per request.
+
+`agent_offers` holds, per live agent, what `offers_from` answers for the pair it follows: the
+release offered, why, and its wave. The rule is not written again here: the refresh calls
+`offers_from` on the agents whose offer may have changed. Which those are, the database says:
+every write that can change an offer marks the agents it affects in `agent_offers_stale`, by a
+trigger, in the write's own transaction (the list of writes is in the migration that made the
+tables, `rev0022_kept_offers`) — whichever code path or replica writes.
+
+A fleet view calls `refresh` first, so what it reads is exact as of that moment: usually a few
+agents are stale (a pin, a report of a new version), and after a fleet-wide write (a release
+published or promoted, the plan of waves changed) every agent is, once. The reconcile pass
+refreshes too, so a reader rarely pays for a fleet-wide write.
+
+Nothing kept depends on the time: the offer is a function of the stored facts alone (a wave
+opens when the reconcile pass promotes the release, which writes `releases` and so marks
+everyone). What does end at a time — a hold — and what a claim is refused for now — a halt, a
+brake — are not kept; the views read them live beside the kept offer.
+
+Concurrency: one refresh at a time (a transaction-level advisory lock). A write that commits
+while a refresh computes marks its agents again (its insert into `agent_offers_stale` waits for
+the refresh's delete of the same row to commit), so the next refresh computes them again.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from psycopg.rows import tuple_row
+
+from control_plane.rollout.offer import offers_from, read_facts_of
+from control_plane.types import Connection
+
+__all__ = ["refresh"]
+
+_LOCK = "SELECT pg_advisory_xact_lock(hashtext('nachtwacht.agent_offers'))"
+
+_STORE = """
+INSERT INTO agent_offers (agent_id, channel, platform, release_id, basis, wave)
+SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::uuid[], %s::text[], %s::int[])
+"""
+
+
+def refresh(conn: Connection) -> int:
+    """Recompute the kept offer of every agent marked stale; how many were."""
+    with conn.transaction():
+        conn.execute(_LOCK)
+        with conn.cursor(row_factory=tuple_row) as cursor:
+            stale: list[UUID] = [
+                row[0]
+                for row in cursor.execute(
+                    "DELETE FROM agent_offers_stale RETURNING agent_id"
+                ).fetchall()
+            ]
+            if not stale:
+                return 0
+            live = cursor.execute(
+                "SELECT id, org_id FROM agents WHERE id = ANY(%s) AND deleted_at IS NULL",
+                [stale],
+            ).fetchall()
+        facts = read_facts_of(conn, [(agent_id, org_id) for agent_id, org_id in live])
+        offers = offers_from(conn, facts, with_plan=True)
+        conn.execute("DELETE FROM agent_offers WHERE agent_id = ANY(%s)", [stale])
+        columns: tuple[list[object], ...] = ([], [], [], [], [], [])
+        for f in facts:
+            offer = offers.offers[f.agent_id]
+            row = (
+                f.agent_id,
+                f.track.channel,
+                f.track.platform,
+                None if offer.release is None else offer.release["id"],
+                offer.basis,
+                offers.wave_of(f, f.track),
+            )
+            for column, value in zip(columns, row, strict=True):
+                column.append(value)
+        if facts:
+            conn.execute(_STORE, list(columns))
+    return len(stale)
