@@ -6,7 +6,7 @@ release offered, why, and its wave. The rule is not written again here: the refr
 `offers_from` on the agents whose offer may have changed. Which those are, the database says:
 every write that can change an offer marks the agents it affects in `agent_offers_stale`, by a
 trigger, in the write's own transaction (the list of writes is in the migration that made the
-tables, `rev0022_kept_offers`) — whichever code path or replica writes.
+tables, `rev0023_kept_offers`) — whichever code path or replica writes.
 
 A fleet view calls `refresh` first, so what it reads is exact as of that moment: usually a few
 agents are stale (a pin, a report of a new version), and after a fleet-wide write (a release

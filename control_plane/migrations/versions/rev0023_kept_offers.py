@@ -1,7 +1,7 @@
 """Each agent's offer kept as its inputs change; the run that set what an agent runs.
 
-Revision ID: 0022_kept_offers
-Revises: 0020 (see `down_revision`)
+Revision ID: 0023_kept_offers
+Revises: 0022 (see `down_revision`)
 
 - `agents.current_version_run_at`: the `created_at` of the run whose report set
   `current_version`. A report of an older run (one that arrives late) leaves the version alone.
@@ -31,9 +31,9 @@ from __future__ import annotations
 
 from alembic import op
 
-PREVIOUS_REVISION = "0020_retention"
+PREVIOUS_REVISION = "0022_org_default_schedule"
 
-revision = "0022_kept_offers"
+revision = "0023_kept_offers"
 down_revision: str | None = PREVIOUS_REVISION
 branch_labels = None
 depends_on = None
