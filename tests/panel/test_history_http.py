@@ -207,6 +207,12 @@ def test_the_versions_per_night_count_each_agents_last_version(panel_world: Pane
             " VALUES (%s, %s, 'manual', 'succeeded', '2.4.1', '2027-03-26T03:00Z')",
             [UUID(panel_world.agent_id), UUID(panel_world.org_id)],
         )
+        # A later run that reported no version (it failed before the agent said) hides nothing.
+        conn.execute(
+            "INSERT INTO runs (agent_id, org_id, trigger, status, created_at)"
+            " VALUES (%s, %s, 'manual', 'failed', '2027-03-26T04:00Z')",
+            [UUID(panel_world.agent_id), UUID(panel_world.org_id)],
+        )
     with sign_in_client(panel_world, panel_world.panel_key) as client:
         page = client.get("/panel/history/versions?nights=7")
         bad = client.get("/panel/history/versions?nights=8")
