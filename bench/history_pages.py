@@ -11,7 +11,7 @@ read `--repeat` times, and prints the medians:
   year costs what the first one does;
 - the export of `--export-days` days of the organisation's runs and events, streamed through the
   server-side cursor: rows, seconds, rows a second, and how much this process's peak memory grew;
-- the versions per night over 14 and 90 nights, read from the runs (no kept count).
+- the versions per night over 14 and 30 nights, read from the runs (no kept count).
 
     PYTHONPATH=. .venv/bin/python bench/history_pages.py --data-dir DIR [--agents 2000]
         [--days 365] [--repeat 7] [--export-days 92]
@@ -187,12 +187,12 @@ def main(argv: list[str]) -> int:
         fourteen = _median_ms(
             lambda: service.versions_per_night(org, nights=14, zone=zone, now=now), args.repeat
         )
-        ninety = _median_ms(
-            lambda: service.versions_per_night(org, nights=90, zone=zone, now=now), args.repeat
+        thirty = _median_ms(
+            lambda: service.versions_per_night(org, nights=30, zone=zone, now=now), args.repeat
         )
         print(f"{'versions per night, 14 nights':44} {fourteen:9.1f}")
         print(
-            f"{'versions per night, 90 nights':44} {ninety:9.1f}   90/14 {ninety / fourteen:.2f}x"
+            f"{'versions per night, 30 nights':44} {thirty:9.1f}   30/14 {thirty / fourteen:.2f}x"
         )
     finally:
         pool.close()

@@ -44,8 +44,10 @@ MAX_PAGE = 200
 # An export covers at most this many days: a quarter of an organisation of 2,000 agents is some
 # 200,000 runs, streamed a few hundred rows at a time.
 MAX_EXPORT_DAYS = 92
-# The versions per night go back at most this many nights.
-MAX_NIGHTS = 90
+# The versions per night go back at most this many nights: they are read from the runs, a
+# night of 2,000 agents' runs in some 15 ms (bench/history_pages.py); further back would want a
+# count kept per night.
+MAX_NIGHTS = 30
 # Rows an export's server-side cursor fetches at a time.
 EXPORT_BATCH = 500
 

@@ -20,7 +20,7 @@ __all__ = ["router"]
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
 # The nights the versions page offers; the default first.
-NIGHT_CHOICES = (14, 7, 30, 60, MAX_NIGHTS)
+NIGHT_CHOICES = (14, 7, MAX_NIGHTS)
 
 
 @router.get("/history/runs.csv")
