@@ -81,8 +81,8 @@ def test_an_agents_history_paged_downloaded_and_the_versions_per_night(
     assert seen == 116
     assert page.get_by_role("link", name=lang.gettext("Older"), exact=True).count() == 0
     removed = lang.ngettext(
-        "Older updates, with their timeline, were removed after %(count)s day.",
-        "Older updates, with their timeline, were removed after %(count)s days.",
+        "Updates older than %(count)s day are removed, with their timeline.",
+        "Updates older than %(count)s days are removed, with their timeline.",
         400,
         count=lang.number(400),
     )

@@ -51,7 +51,7 @@ def test_an_agents_runs_page_back_to_the_end_and_say_what_retention_removed(
     lines = [line for page in pages for line in _run_ids(page.text)]
     assert len(lines) == 120
     assert len(set(lines)) == 120, "a run shown on two pages"
-    ended = "Older updates, with their timeline, were removed after 400 days."
+    ended = "Updates older than 400 days are removed, with their timeline."
     assert [ended in page.text for page in pages] == [False, False, True]
     assert _link(pages[0].text, "prev") is None
     assert _run_ids(back.text) == _run_ids(pages[0].text)
