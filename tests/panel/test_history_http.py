@@ -26,9 +26,9 @@ def _link(page: str, rel: str) -> str | None:
     return html.unescape(found.group(1)) if found else None
 
 
-def _run_ids(page: str) -> list[str]:
-    # Each run's row carries its agent's link or its line; the ids are in the export, so pages
-    # are compared by their lines' times instead.
+def _run_lines(page: str) -> list[str]:
+    """The page's runs as shown: each line names its agent (on the organisation's pages) and its
+    slot's time, which tell the seeded runs apart."""
     return re.findall(r'<li class="run-[a-z_]+">(.*?)</li>', page, flags=re.S)
 
 
@@ -48,13 +48,13 @@ def test_an_agents_runs_page_back_to_the_end_and_say_what_retention_removed(
         pages = _walk(client, f"/panel/history/runs?agent={panel_world.agent_id}")
         back = client.get(_link(pages[1].text, "prev") or "")
     assert [page.status_code for page in pages] == [200, 200, 200]
-    lines = [line for page in pages for line in _run_ids(page.text)]
+    lines = [line for page in pages for line in _run_lines(page.text)]
     assert len(lines) == 120
     assert len(set(lines)) == 120, "a run shown on two pages"
     ended = "Updates older than 400 days are removed, with their timeline."
     assert [ended in page.text for page in pages] == [False, False, True]
     assert _link(pages[0].text, "prev") is None
-    assert _run_ids(back.text) == _run_ids(pages[0].text)
+    assert _run_lines(back.text) == _run_lines(pages[0].text)
 
 
 def test_runs_of_the_same_time_are_paged_by_their_id_without_loss(panel_world: PanelWorld) -> None:
@@ -63,7 +63,7 @@ def test_runs_of_the_same_time_are_paged_by_their_id_without_loss(panel_world: P
         add_nights(panel_world, add_agent(panel_world, f"host-{number:02d}"), 1)
     with sign_in_client(panel_world, panel_world.panel_key) as client:
         pages = _walk(client, "/panel/history/runs")
-    lines = [line for page in pages for line in _run_ids(page.text)]
+    lines = [line for page in pages for line in _run_lines(page.text)]
     assert len(pages) == 2
     assert len(lines) == 60
     assert len(set(lines)) == 60
@@ -90,7 +90,7 @@ def test_a_range_narrows_the_pages(panel_world: PanelWorld) -> None:
     add_nights(panel_world, panel_world.agent_id, 120)
     with sign_in_client(panel_world, panel_world.panel_key) as client:
         page = client.get("/panel/history/runs?from=2027-03-20&to=2027-03-26")
-    assert len(_run_ids(page.text)) == 7
+    assert len(_run_lines(page.text)) == 7
     assert _link(page.text, "next") is None
 
 
