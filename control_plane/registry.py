@@ -27,6 +27,7 @@ from control_plane.claims.services import ClaimService
 from control_plane.enrollment.services import EnrollmentService
 from control_plane.events.services import EventService
 from control_plane.forecast.services import ForecastService
+from control_plane.history import HistoryService
 from control_plane.metrics.services import MetricsService
 from control_plane.notifications.addresses import WebhookAddressPolicy
 from control_plane.notifications.services import NotificationService, WebhookSettingsService
@@ -77,6 +78,7 @@ class Services:
     fleet: FleetService  # the fleet by version and the organisations' names, one query each
     trust_roots: TrustRootService  # the published trust roots, as given
     enrollment: EnrollmentService  # enrollment tokens and the host's exchange of one
+    history: HistoryService  # the panel's pages and exports of runs and events, versions per night
 
 
 def build_services(
@@ -119,4 +121,5 @@ def build_services(
         fleet=FleetService(pool),
         trust_roots=TrustRootService(pool),
         enrollment=EnrollmentService(pool),
+        history=HistoryService(pool),
     )

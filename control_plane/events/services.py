@@ -31,6 +31,7 @@ __all__ = [
     "Timeline",
     "TrailEvent",
     "TrailPage",
+    "event_view",
     "list_events",
     "record_event",
 ]
@@ -176,6 +177,11 @@ def _view_fields(row: dict[str, Any]) -> dict[str, Any]:
         "at": row["at"],
         "data": row["data"],
     }
+
+
+def event_view(row: dict[str, Any]) -> EventView:
+    """An event as the timeline shows it, from a row of the events table's columns."""
+    return EventView(**_view_fields(row))
 
 
 def list_events(conn: Connection, agent_id: UUID, limit: int) -> tuple[EventView, ...]:

@@ -34,6 +34,9 @@
                         enrollment_routes.py  a customer's enrollment tokens (made, shown
                         once with the host's install line, listed, revoked)
     fleet.py            the fleet by version (agents per version per pair) as a picture
+    history.py          the history pages' view in the URL (runs or events, agent, days, position),
+                        the CSV export's lines (formulas defused), the versions per night as a
+                        picture;  history_routes.py  its pages and downloads
     templates/ static/ locales/    Jinja2 pages, CSS and the one small script, the .po catalogs
 
 `mount_panel(app)` adds the routes under /panel/ and the static files; docs/panel.md tells more.
@@ -53,6 +56,7 @@ from control_plane.panel import (
     customer_routes,
     default_schedule_routes,
     enrollment_routes,
+    history_routes,
     hold_routes,
     operator_routes,
     progress_routes,
@@ -84,6 +88,7 @@ def mount_panel(app: FastAPI) -> None:
     app.add_exception_handler(TurnedAway, _turned_away)
     app.include_router(signin_routes.router)
     app.include_router(customer_routes.router)
+    app.include_router(history_routes.router)
     app.include_router(progress_routes.router)
     app.include_router(operator_routes.router)
     app.include_router(release_routes.router)

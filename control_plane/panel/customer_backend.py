@@ -7,10 +7,11 @@ refusals into the panel's `Missing` and `Refused`. Every function at an instant 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 from control_plane.agents.default_schedule import DefaultSchedule
 from control_plane.agents.services import AgentOverview, AgentPage
@@ -19,6 +20,7 @@ from control_plane.enrollment.services import EnrollmentTokenList, IssuedEnrollm
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.services import EventFilter, EventView
 from control_plane.events.trail import Actor
+from control_plane.history import HistoryEvent, HistoryPage, HistoryQuery, HistoryRun, NightVersions
 from control_plane.notifications.services import NotificationPage, WebhookView
 from control_plane.notifications.trial_delivery import TEST_EVENT
 from control_plane.panel.backend import Missing, refused
@@ -32,10 +34,13 @@ __all__ = [
     "ManualRun",
     "WebhookTest",
     "agent_detail",
+    "agent_name",
     "create_enrollment_token",
     "default_schedule",
     "delete_webhook",
     "enrollment_tokens",
+    "export_history",
+    "history_page",
     "last_webhook_test",
     "list_agents",
     "manual_run",
@@ -48,6 +53,7 @@ __all__ = [
     "save_schedule",
     "save_webhook",
     "send_webhook_test",
+    "versions_per_night",
     "webhook",
 ]
 
@@ -83,6 +89,13 @@ def agent_detail(services: Services, org_id: UUID, agent_id: UUID, *, now: datet
     except NotFound as exc:
         raise Missing(str(agent_id)) from exc
     return AgentDetail(page=page, events=timeline.events, release=release)
+
+
+def agent_name(services: Services, org_id: UUID, agent_id: UUID, *, now: datetime) -> str:
+    try:
+        return services.agents.agent_page(org_id, agent_id, now=now).name
+    except NotFound as exc:
+        raise Missing(str(agent_id)) from exc
 
 
 def save_schedule(
@@ -294,3 +307,40 @@ def revoke_enrollment_token(
         services.enrollment.revoke(token_id, org_id=org_id, now=now, actor=actor)
     except NotFound as exc:
         raise Missing(str(token_id)) from exc
+
+
+# History
+
+
+def history_page(
+    services: Services, what: str, query: HistoryQuery
+) -> HistoryPage[HistoryRun] | HistoryPage[HistoryEvent]:
+    """A page of the organisation's runs or events; another organisation's agent is missing."""
+    try:
+        if what == "runs":
+            return services.history.runs(query)
+        return services.history.events(query)
+    except NotFound as exc:
+        raise Missing(str(query.agent_id)) from exc
+
+
+def export_history(
+    services: Services, what: str, query: HistoryQuery
+) -> Iterator[HistoryRun] | Iterator[HistoryEvent]:
+    """The rows of an export, checked before the first is read: a range out of bounds is
+    `Refused` naming its field, another organisation's agent is missing."""
+    try:
+        services.history.check_export(query)
+    except NotFound as exc:
+        raise Missing(str(query.agent_id)) from exc
+    except InvalidInput as exc:
+        raise refused(exc) from exc
+    if what == "runs":
+        return services.history.export_runs(query)
+    return services.history.export_events(query)
+
+
+def versions_per_night(
+    services: Services, org_id: UUID, *, nights: int, zone: ZoneInfo, now: datetime
+) -> tuple[NightVersions, ...]:
+    return services.history.versions_per_night(org_id, nights=nights, zone=zone, now=now)

@@ -114,6 +114,9 @@ def test_pages_in_each_language_hold_no_english_sentence(panel_world: PanelWorld
                     "/panel/webhook",
                     "/panel/forecast",
                     "/panel/enrollment",
+                    "/panel/history/runs",
+                    f"/panel/history/events?agent={panel_world.agent_id}",
+                    "/panel/history/versions",
                 )
             ]
             pages.append(
