@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from control_plane.accounts.people import PeopleService
 from control_plane.accounts.services import AccountService
 from control_plane.accounts.sessions import SessionService
 from control_plane.agent_config.services import AgentConfigService, seen_recorder
@@ -52,6 +53,7 @@ def replica_identity() -> str:
 class Services:
     accounts: AccountService
     sessions: SessionService  # the panel's sign-in sessions, ended with their key
+    people: PeopleService  # named people: invitations, passwords, TOTP, their sessions
     agents: AgentService
     agent_config: AgentConfigService
     settings: SettingsService
@@ -96,6 +98,7 @@ def build_services(
     return Services(
         accounts=AccountService(pool),
         sessions=SessionService(pool),
+        people=PeopleService(pool),
         agents=AgentService(pool),
         agent_config=AgentConfigService(pool, memory=answers, seen=seen),
         settings=SettingsService(pool),

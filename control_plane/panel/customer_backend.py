@@ -131,10 +131,16 @@ def manual_run(
 
 
 def request_update(
-    services: Services, org_id: UUID, agent_id: UUID, by: UUID, *, now: datetime
+    services: Services,
+    org_id: UUID,
+    agent_id: UUID,
+    by: UUID | None,
+    *,
+    now: datetime,
+    person: tuple[UUID, str] | None = None,
 ) -> RecordedRun:
     try:
-        return services.runs.request_manual_update(org_id, agent_id, by, now=now)
+        return services.runs.request_manual_update(org_id, agent_id, by, now=now, person=person)
     except NotFound as exc:
         raise Missing(str(agent_id)) from exc
 

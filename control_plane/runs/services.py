@@ -259,13 +259,16 @@ class RunService:
         self,
         org_id: UUID,
         agent_id: UUID,
-        requested_by: UUID,
+        requested_by: UUID | None,
         *,
         now: datetime,
         actor_kind: ActorKind = "user",
+        person: tuple[UUID, str] | None = None,
     ) -> RecordedRun:
         """A person asked for an update now: a manual run the agent learns of from its config.
-        `actor_kind` "agent" when the person asked on the host (`nachtwacht agent update-now`)."""
+        `actor_kind` "agent" when the person asked on the host (`nachtwacht agent update-now`).
+        `requested_by` is the credential that asked; a named person signed in as themselves
+        asks with none, and the trail names them (`person`: their id and name)."""
         with self._pool.connection() as conn:
             require_agent(conn, org_id, agent_id)
             try:
@@ -283,7 +286,8 @@ class RunService:
                         run_id=row["id"],
                         kind="update.requested",
                         actor_kind=actor_kind,
-                        actor_id=requested_by,
+                        actor_id=requested_by if person is None else person[0],
+                        actor_name=None if person is None else person[1],
                         at=now,
                     )
             except psycopg.errors.UniqueViolation:
