@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from control_plane.accounts.oidc import OidcService
 from control_plane.accounts.people import PeopleService
 from control_plane.accounts.services import AccountService
 from control_plane.accounts.sessions import SessionService
@@ -54,6 +55,7 @@ class Services:
     accounts: AccountService
     sessions: SessionService  # the panel's sign-in sessions, ended with their key
     people: PeopleService  # named people: invitations, passwords, TOTP, their sessions
+    oidc: OidcService  # an organisation's own OpenID Connect provider
     agents: AgentService
     agent_config: AgentConfigService
     settings: SettingsService
@@ -99,6 +101,7 @@ def build_services(
         accounts=AccountService(pool),
         sessions=SessionService(pool),
         people=PeopleService(pool),
+        oidc=OidcService(pool),
         agents=AgentService(pool),
         agent_config=AgentConfigService(pool, memory=answers, seen=seen),
         settings=SettingsService(pool),

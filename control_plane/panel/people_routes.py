@@ -21,7 +21,7 @@ from control_plane.accounts.people import (
     PendingSignIn,
     SignInRefused,
 )
-from control_plane.panel import backend, people_backend
+from control_plane.panel import backend, oidc_routes, people_backend
 from control_plane.panel.csrf import new_signin_token, tokens_match
 from control_plane.panel.readers import Csrf, customer_of, customer_post
 from control_plane.panel.web import (
@@ -54,9 +54,14 @@ def _people_page(
     form: dict[str, str] | None = None,
 ) -> Response:
     assert ctx.session is not None and ctx.session.org_id is not None
+    query = ctx.request.query_params
     return page(
         ctx,
         "people.html",
+        provider=oidc_routes.provider_of(ctx, ctx.session.org_id),
+        callback=oidc_routes.callback_uri(ctx),
+        oidc_saved=query.get("oidc_saved") == "1",
+        oidc_error=query.get("oidc_error"),
         status_code=status_code,
         people=people_backend.people(ctx.services, ctx.session.org_id),
         link=link,
