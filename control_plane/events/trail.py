@@ -16,6 +16,9 @@ Kinds (the `data` of each says what changed):
                                             the refusal's code and the name asked for; the
                                             actor is the host, named by the token's id
     schedule.changed                        `before` and `after` of the agent's schedule
+    person.invited                          the person's id, name and role (never the link)
+    oidc.configured                         the provider's issuer and client id (never its
+                                            secret)
     platform.restored                       after a restore: how many tokens were revoked
     retention.completed                     the cutoff of a walk and the rows it removed by
                                             table; the actor is the control plane

@@ -172,6 +172,9 @@ def _operator_event_line(lang: Language, event: EventView) -> str | None:
         "platform.restored": lambda: lang.gettext(
             "The platform's database was restored from a backup."
         ),
+        "oidc.configured": lambda: lang.gettext(
+            "The organisation's own sign-in provider was set up."
+        ),
         "retention.completed": lambda: lang.gettext(
             "History older than the retention period was removed."
         ),
