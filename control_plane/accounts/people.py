@@ -58,7 +58,8 @@ __all__ = [
     "SignInRefused",
 ]
 
-Role = Literal["viewer", "editor"]
+Role = Literal["viewer", "editor", "operator"]
+# The roles in an organisation; an operator (no organisation) has the role `operator`.
 ROLES: tuple[Role, ...] = ("viewer", "editor")
 INVITATION_LIFETIME = timedelta(days=7)
 # Five wrong passwords or codes in a row lock the person's sign-in for fifteen minutes: a guesser
@@ -96,7 +97,7 @@ class SignInRefused(Exception):
 @dataclass(frozen=True, kw_only=True)
 class PersonView:
     id: UUID
-    org_id: UUID
+    org_id: UUID | None  # None for an operator
     name: str
     email: str
     role: Role
@@ -130,7 +131,7 @@ class PersonSession:
     """A live, verified session of a named person."""
 
     person_id: UUID
-    org_id: UUID
+    org_id: UUID | None  # None for an operator
     name: str
     role: Role
     expires_at: datetime
@@ -149,14 +150,19 @@ def _person(row: dict[str, Any]) -> PersonView:
     )
 
 
-def checked_person(name: object, email: object, role: object) -> tuple[str, str, Role]:
-    """The name, address and role of an invitation, or a refusal naming the field."""
+def checked_person(
+    name: object, email: object, role: object, *, operator: bool = False
+) -> tuple[str, str, Role]:
+    """The name, address and role of an invitation, or a refusal naming the field. An operator's
+    role is `operator`, whatever was asked."""
     if not isinstance(name, str) or not name.strip():
         raise InvalidInput("name", name, "must be a non-empty name")
     stored_text("name", name, MAX_NAME)
     if not isinstance(email, str) or _EMAIL.fullmatch(email.strip()) is None:
         raise InvalidInput("email", email, "must be an e-mail address (name@example.com)")
     stored_text("email", email, MAX_EMAIL)
+    if operator:
+        return name.strip(), email.strip(), "operator"
     if role not in ROLES:
         raise InvalidInput("role", role, "must be viewer or editor")
     return name.strip(), email.strip(), role
@@ -181,7 +187,7 @@ class PeopleService:
 
     def invite(
         self,
-        org_id: UUID,
+        org_id: UUID | None,
         *,
         name: object,
         email: object,
@@ -189,7 +195,10 @@ class PeopleService:
         now: datetime,
         actor: Actor,
     ) -> IssuedInvitation:
-        clean_name, clean_email, clean_role = checked_person(name, email, role)
+        """A person of `org_id` with `role`; with no organisation, an operator."""
+        clean_name, clean_email, clean_role = checked_person(
+            name, email, role, operator=org_id is None
+        )
         token = secrets.token_urlsafe(32)
         expires_at = now + INVITATION_LIFETIME
         with self._pool.connection() as conn:
@@ -224,11 +233,13 @@ class PeopleService:
                 ) from exc
         return IssuedInvitation(person=_person(row), token=token, expires_at=expires_at)
 
-    def people(self, org_id: UUID) -> tuple[PersonView, ...]:
+    def people(self, org_id: UUID | None) -> tuple[PersonView, ...]:
+        """The people of `org_id`; with no organisation, the operators."""
         with self._pool.connection() as conn:
             rows = conn.execute(
                 _SELECT_PERSON + " FROM people p"
-                " WHERE p.org_id = %s AND p.removed_at IS NULL ORDER BY p.created_at, p.id",
+                " WHERE p.org_id IS NOT DISTINCT FROM %s AND p.removed_at IS NULL"
+                " ORDER BY p.created_at, p.id",
                 [org_id],
             ).fetchall()
         return tuple(_person(row) for row in rows)

@@ -108,7 +108,7 @@ def find_session(services: Services, secret: str | None, *, now: datetime) -> Pa
         return None
     return PanelSession(
         credential_id=None,
-        audience=Audience.PANEL,
+        audience=Audience.OPERATOR if person.role == "operator" else Audience.PANEL,
         org_id=person.org_id,
         expires_at=person.expires_at,
         person_id=person.person_id,
@@ -132,6 +132,9 @@ def platform(services: Services) -> PlatformSettings:
 def session_actor(session: PanelSession) -> Actor:
     """Who the trail names for a panel action: the person signed in as themselves, by their
     name; else the signed-in credential."""
+    if session.audience is Audience.OPERATOR and session.person_id is not None:
+        # No id: the brake's `changed_by` names a credential, and an operator person is none.
+        return Actor(kind="operator", name=session.person_name)
     if session.person_id is not None:
         return Actor(kind="user", id=session.person_id, name=session.person_name)
     assert session.credential_id is not None  # a session is a person's or a key's

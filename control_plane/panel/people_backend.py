@@ -35,7 +35,7 @@ __all__ = [
 
 def invite(
     services: Services,
-    org_id: UUID,
+    org_id: UUID | None,
     *,
     name: str,
     email: str,
@@ -53,7 +53,7 @@ def invite(
         raise Refused("email_taken", email) from exc
 
 
-def people(services: Services, org_id: UUID) -> tuple[PersonView, ...]:
+def people(services: Services, org_id: UUID | None) -> tuple[PersonView, ...]:
     return services.people.people(org_id)
 
 

@@ -23,7 +23,7 @@ from control_plane.accounts.people import (
 )
 from control_plane.panel import backend, oidc_routes, people_backend
 from control_plane.panel.csrf import new_signin_token, tokens_match
-from control_plane.panel.readers import Csrf, customer_of, customer_post
+from control_plane.panel.readers import Csrf, customer_of, customer_post, operator_of, operator_post
 from control_plane.panel.web import (
     PREFIX,
     SESSION_COOKIE,
@@ -231,7 +231,8 @@ def sign_in_code(request: Request, csrf: Csrf = "", code: Field = "") -> Respons
             response.delete_cookie(PENDING_COOKIE, path=PREFIX)
             return response
         return _code_page(ctx, status_code=401, error=exc.reason)
-    response = redirect(f"{PREFIX}/agents")
+    # The front door leads an operator to the operators' pages, anyone else to the agents.
+    response = redirect(f"{PREFIX}/")
     response.set_cookie(
         SESSION_COOKIE,
         opened.secret,
@@ -243,3 +244,53 @@ def sign_in_code(request: Request, csrf: Csrf = "", code: Field = "") -> Respons
     response.delete_cookie(PENDING_COOKIE, path=PREFIX)
     response.delete_cookie(SIGNIN_COOKIE, path=PREFIX)
     return response
+
+
+def _operators_page(
+    ctx: PanelContext,
+    *,
+    status_code: int = 200,
+    link: str | None = None,
+    error_field: str | None = None,
+    form: dict[str, str] | None = None,
+) -> Response:
+    return page(
+        ctx,
+        "operator_people.html",
+        status_code=status_code,
+        people=people_backend.people(ctx.services, None),
+        link=link,
+        days=INVITATION_LIFETIME.days,
+        error_field=error_field,
+        form=form or {"name": "", "email": ""},
+    )
+
+
+@router.get("/operator/people")
+def operators(request: Request) -> Response:
+    return _operators_page(operator_of(request))
+
+
+@router.post("/operator/people")
+def invite_operator(
+    request: Request, csrf: Csrf = "", name: Field = "", email: Field = ""
+) -> Response:
+    """An operator invites another, named: they sign in as themselves (password and TOTP)."""
+    post = operator_post(request, csrf)
+    ctx = post.ctx
+    form = {"name": name, "email": email}
+    try:
+        issued = people_backend.invite(
+            ctx.services,
+            None,
+            name=name,
+            email=email,
+            role="operator",
+            actor=backend.session_actor(post.session),
+            now=ctx.now,
+        )
+    except backend.Refused as exc:
+        field = exc.field if exc.field in {"name", "email", "email_taken"} else "name"
+        return _operators_page(ctx, status_code=422, error_field=field, form=form)
+    base = str(ctx.request.base_url).rstrip("/")
+    return _operators_page(ctx, link=f"{base}{PREFIX}/invitation/{issued.token}")

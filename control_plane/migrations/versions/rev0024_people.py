@@ -3,7 +3,8 @@
 Revision ID: 0024_people
 Revises: 0020 (see `down_revision`)
 
-- `people`: a person of an organisation, with a role (viewer or editor), a password hash
+- `people`: a person of an organisation, with a role (viewer or editor), or an operator (no
+  organisation, the role `operator`), with a password hash
   (scrypt, its parameters in the stored string), a TOTP secret and the last time step a code was
   accepted at (so a code is never accepted twice), and the failed attempts that lock sign-in
   for a while. The e-mail address is a label and the sign-in name: one live person per address.
@@ -31,10 +32,11 @@ depends_on = None
 UPGRADE = """
 CREATE TABLE people (
     id               uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
-    org_id           uuid        NOT NULL REFERENCES orgs (id) ON DELETE CASCADE,
+    -- NULL for an operator: operators belong to the platform, not to an organisation.
+    org_id           uuid        REFERENCES orgs (id) ON DELETE CASCADE,
     name             text        NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
     email            text        NOT NULL CHECK (length(email) BETWEEN 3 AND 320),
-    role             text        NOT NULL CHECK (role IN ('viewer', 'editor')),
+    role             text        NOT NULL CHECK (role IN ('viewer', 'editor', 'operator')),
     password_hash    text,
     totp_secret      text,
     totp_confirmed   boolean     NOT NULL DEFAULT false,
@@ -45,7 +47,8 @@ CREATE TABLE people (
     created_at       timestamptz NOT NULL,
     invited_by       text,
     removed_at       timestamptz,
-    CHECK (NOT totp_confirmed OR totp_secret IS NOT NULL)
+    CHECK (NOT totp_confirmed OR totp_secret IS NOT NULL),
+    CHECK ((org_id IS NULL) = (role = 'operator'))
 );
 CREATE UNIQUE INDEX people_live_email ON people (lower(email)) WHERE removed_at IS NULL;
 CREATE INDEX people_by_org ON people (org_id, created_at);
