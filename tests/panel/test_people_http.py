@@ -66,8 +66,18 @@ def test_a_person_signs_in_with_password_and_code_and_the_trail_names_them(
             data={"csrf": csrf_of(form.text), "enabled": "on", "times": ["04:00"]},
         )
         assert saved.status_code in {200, 303}, saved.text
+        form = anna.get(agent)
+        asked = anna.post(agent + "/update", data={"csrf": csrf_of(form.text)})
+        assert asked.status_code == 303, asked.text
+        tokens = anna.get("/panel/enrollment")
+        made = anna.post(
+            "/panel/enrollment",
+            data={"csrf": csrf_of(tokens.text), "uses": "2", "hours": "4", "label": "web"},
+        )
+        assert made.status_code == 200, made.text
         page = anna.get(agent)
     assert "Anna de Vries changed the update schedule." in page.text
+    assert "Anna de Vries asked for an update now." in page.text
 
 
 def test_a_wrong_code_is_refused(panel_world: PanelWorld) -> None:
