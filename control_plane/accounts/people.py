@@ -244,6 +244,29 @@ class PeopleService:
             ).fetchall()
         return tuple(_person(row) for row in rows)
 
+    def remove(self, org_id: UUID, person_id: UUID, *, now: datetime, actor: Actor) -> bool:
+        """The person signs in no more, from their next request on (their sessions end, their
+        invitation too); the trail keeps their name. False when no such live person is in
+        `org_id`."""
+        with self._pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "UPDATE people SET removed_at = %s WHERE id = %s AND org_id = %s"
+                " AND removed_at IS NULL RETURNING name",
+                [now, person_id, org_id],
+            ).fetchone()
+            if row is None:
+                return False
+            conn.execute("DELETE FROM person_sessions WHERE person_id = %s", [person_id])
+            record_action(
+                conn,
+                kind="person.removed",
+                actor=actor,
+                at=now,
+                org_id=org_id,
+                data={"person_id": str(person_id), "name": row["name"]},
+            )
+        return True
+
     def invitation(self, token: str, *, now: datetime) -> PersonView:
         """The person an invitation link is for, while it may be used."""
         with self._pool.connection() as conn:

@@ -17,6 +17,7 @@ Kinds (the `data` of each says what changed):
                                             actor is the host, named by the token's id
     schedule.changed                        `before` and `after` of the agent's schedule
     person.invited                          the person's id, name and role (never the link)
+    person.removed                          the person's id and name
     oidc.configured                         the provider's issuer and client id (never its
                                             secret)
     platform.restored                       after a restore: how many tokens were revoked

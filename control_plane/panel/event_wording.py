@@ -42,6 +42,10 @@ def event_line(lang: Language, event: EventView) -> str:
         return lang.gettext("Someone in your organisation asked for an update now.")
     if event.kind == "schedule.changed" and who:
         return lang.gettext("%(who)s changed the update schedule.", who=who)
+    if event.kind == "person.removed":
+        return lang.gettext(
+            "%(who)s removed %(name)s.", who=who or "—", name=str(event.data.get("name") or "?")
+        )
     if event.kind == "person.invited":
         return lang.gettext(
             "%(who)s invited %(name)s.", who=who or "—", name=str(event.data.get("name") or "?")

@@ -17,7 +17,7 @@ from control_plane.accounts.people import (
 from control_plane.accounts.sessions import OpenedSession
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor
-from control_plane.panel.backend import Refused, refused
+from control_plane.panel.backend import Missing, Refused, refused
 from control_plane.registry import Services
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "invite",
     "pending",
     "people",
+    "remove",
     "sign_in",
     "verify_code",
 ]
@@ -51,6 +52,13 @@ def invite(
         raise refused(exc) from exc
     except Conflict as exc:
         raise Refused("email_taken", email) from exc
+
+
+def remove(
+    services: Services, org_id: UUID, person_id: UUID, *, actor: Actor, now: datetime
+) -> None:
+    if not services.people.remove(org_id, person_id, now=now, actor=actor):
+        raise Missing(str(person_id))
 
 
 def people(services: Services, org_id: UUID | None) -> tuple[PersonView, ...]:

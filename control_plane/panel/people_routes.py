@@ -30,6 +30,7 @@ from control_plane.panel.web import (
     SIGNIN_COOKIE,
     PanelContext,
     context_of,
+    not_found,
     page,
     redirect,
 )
@@ -62,6 +63,7 @@ def _people_page(
         callback=oidc_routes.callback_uri(ctx),
         oidc_saved=query.get("oidc_saved") == "1",
         oidc_error=query.get("oidc_error"),
+        removed=query.get("removed") == "1",
         status_code=status_code,
         people=people_backend.people(ctx.services, ctx.session.org_id),
         link=link,
@@ -100,6 +102,23 @@ def invite(
         return _people_page(ctx, status_code=422, error_field=field, form=form)
     base = str(ctx.request.base_url).rstrip("/")
     return _people_page(ctx, link=f"{base}{PREFIX}/invitation/{issued.token}")
+
+
+@router.post("/people/{person_id}/remove")
+def remove(request: Request, person_id: str, csrf: Csrf = "") -> Response:
+    post = customer_post(request, csrf, person_id)
+    ctx, (parsed,) = post.ctx, post.ids
+    try:
+        people_backend.remove(
+            ctx.services,
+            post.org_id,
+            parsed,
+            actor=backend.session_actor(post.session),
+            now=ctx.now,
+        )
+    except backend.Missing:
+        return not_found(ctx)
+    return redirect(f"{PREFIX}/people?removed=1")
 
 
 def _public_page(

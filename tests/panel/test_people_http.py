@@ -146,3 +146,39 @@ def test_a_person_signs_out(panel_world: PanelWorld) -> None:
         assert page.status_code == 200
         anna.post("/panel/sign-out", data={"csrf": csrf_of(page.text)})
         assert anna.get("/panel/agents").headers["location"].startswith("/panel/sign-in")
+
+
+def test_a_removed_person_is_signed_out_at_once_and_signs_in_no_more(
+    panel_world: PanelWorld,
+) -> None:
+    with sign_in_client(panel_world, panel_world.panel_key) as editor:
+        link = invite(editor, "Anna de Vries", "anna@example.com", "editor")
+        with panel_world.client() as anna:
+            set_password(anna, link)
+            sign_in_person(anna, "anna@example.com")
+            assert anna.get("/panel/agents").status_code == 200
+            page = editor.get("/panel/people")
+            person_id = page.text.split('action="/panel/people/', 1)[1].split("/remove", 1)[0]
+            removed = editor.post(
+                f"/panel/people/{person_id}/remove", data={"csrf": csrf_of(page.text)}
+            )
+            assert removed.headers["location"] == "/panel/people?removed=1"
+            assert anna.get("/panel/agents").status_code == 303
+            again = first_step(anna, "anna@example.com")
+            assert "refused=wrong" in again.headers["location"]
+
+
+def test_another_organisations_person_is_not_found(panel_world: PanelWorld) -> None:
+    other = panel_world.server.create_org("Other")
+    with sign_in_client(panel_world, panel_world.panel_key) as editor:
+        invite(editor, "Anna de Vries", "anna@example.com", "editor")
+        page = editor.get("/panel/people")
+        person_id = page.text.split('action="/panel/people/', 1)[1].split("/remove", 1)[0]
+    with sign_in_client(panel_world, other["panel_key"]) as stranger:
+        form = stranger.get("/panel/people")
+        answer = stranger.post(
+            f"/panel/people/{person_id}/remove", data={"csrf": csrf_of(form.text)}
+        )
+        assert answer.status_code == 404
+    with sign_in_client(panel_world, panel_world.panel_key) as editor:
+        assert "anna@example.com" in editor.get("/panel/people").text

@@ -101,6 +101,7 @@ def test_an_editor_may_change(panel_world: PanelWorld, role: str) -> None:
         set_password(anna, link)
         sign_in_person(anna, "anna@example.com")
         page = anna.get("/panel/people")
+        assert "<title>People · nachtwacht</title>" in page.text
         assert 'action="/panel/people"' in page.text
         invited = anna.post(
             "/panel/people",
