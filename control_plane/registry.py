@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from control_plane.accounts.oidc import OidcService
+from control_plane.accounts.people import PeopleService
 from control_plane.accounts.services import AccountService
 from control_plane.accounts.sessions import SessionService
 from control_plane.agent_config.services import AgentConfigService, seen_recorder
@@ -53,6 +55,8 @@ def replica_identity() -> str:
 class Services:
     accounts: AccountService
     sessions: SessionService  # the panel's sign-in sessions, ended with their key
+    people: PeopleService  # named people: invitations, passwords, TOTP, their sessions
+    oidc: OidcService  # an organisation's own OpenID Connect provider
     agents: AgentService
     agent_config: AgentConfigService
     settings: SettingsService
@@ -98,6 +102,8 @@ def build_services(
     return Services(
         accounts=AccountService(pool),
         sessions=SessionService(pool),
+        people=PeopleService(pool),
+        oidc=OidcService(pool),
         agents=AgentService(pool),
         agent_config=AgentConfigService(pool, memory=answers, seen=seen),
         settings=SettingsService(pool),

@@ -39,12 +39,28 @@ class OpenedSession:
 
 @dataclass(frozen=True, kw_only=True)
 class PanelSession:
-    """A live sign-in session: the credential it was opened with, its audience and scope."""
+    """A live sign-in session: the credential it was opened with, its audience and scope; or,
+    for a named person (`accounts.people`), the person, their name and role (no credential)."""
 
-    credential_id: UUID
+    credential_id: UUID | None
     audience: Audience
     org_id: UUID | None
     expires_at: datetime
+    person_id: UUID | None = None
+    person_name: str | None = None
+    # A key signs in as an editor: panel keys stay for automation, which changes things.
+    role: str = "editor"
+
+    @property
+    def may_change(self) -> bool:
+        return self.role == "editor"
+
+    @property
+    def person(self) -> tuple[UUID, str] | None:
+        """The named person signed in (their id and name), or None for a key's session."""
+        if self.person_id is None:
+            return None
+        return (self.person_id, self.person_name or "")
 
 
 class SessionService:

@@ -18,6 +18,10 @@ Kinds (the `data` of each says what changed):
     schedule.changed                        `before` and `after` of the agent's schedule
     default_schedule.changed                `before` (null: the platform's) and `after` of the
                                             schedule an organisation's new agents take
+    person.invited                          the person's id, name and role (never the link)
+    person.removed                          the person's id and name
+    oidc.configured                         the provider's issuer and client id (never its
+                                            secret)
     platform.restored                       after a restore: how many tokens were revoked
     retention.completed                     the cutoff of a walk and the rows it removed by
                                             table; the actor is the control plane

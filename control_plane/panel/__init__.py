@@ -23,6 +23,11 @@
     readers.py          who reads a page (customer with its organisation, operator) and the checks
                         every form post makes first: ids in the path, then the CSRF token; a
                         reader who may not go on is turned away (`TurnedAway`, answered here)
+    people_backend.py   named people (`accounts.people`): invitations, signing in as oneself
+    people_routes.py    people invited by an editor (the link shown once), the invitation's
+                        password form, the two steps of a person's sign-in (password, TOTP)
+    oidc_routes.py      an organisation's own OpenID Connect provider: saved by an editor, and
+                        the sign-in through it (`accounts.oidc`: code flow, PKCE, the ID token)
     signin_routes.py    sign in/out, the language menu;  customer_routes.py, operator_routes.py
     progress_routes.py  a manual update's progress page and its JSON (polled by static/progress.js)
     release_routes.py, credential_routes.py    the operators' releases (stages, halts, the brake
@@ -58,7 +63,9 @@ from control_plane.panel import (
     enrollment_routes,
     history_routes,
     hold_routes,
+    oidc_routes,
     operator_routes,
+    people_routes,
     progress_routes,
     release_routes,
     rollout_routes,
@@ -87,6 +94,8 @@ def mount_panel(app: FastAPI) -> None:
     setattr(app.state, SESSION_CLOCK_STATE, SystemClock())
     app.add_exception_handler(TurnedAway, _turned_away)
     app.include_router(signin_routes.router)
+    app.include_router(people_routes.router)
+    app.include_router(oidc_routes.router)
     app.include_router(customer_routes.router)
     app.include_router(history_routes.router)
     app.include_router(progress_routes.router)

@@ -99,11 +99,27 @@ def open_session(services: Services, who: Principal, *, now: datetime) -> Opened
 
 
 def find_session(services: Services, secret: str | None, *, now: datetime) -> PanelSession | None:
-    return services.sessions.find(secret, now=now)
+    """The session behind the cookie: a key's, or a named person's (one cookie for both)."""
+    found = services.sessions.find(secret, now=now)
+    if found is not None:
+        return found
+    person = services.people.find(secret, now=now)
+    if person is None:
+        return None
+    return PanelSession(
+        credential_id=None,
+        audience=Audience.OPERATOR if person.role == "operator" else Audience.PANEL,
+        org_id=person.org_id,
+        expires_at=person.expires_at,
+        person_id=person.person_id,
+        person_name=person.name,
+        role=person.role,
+    )
 
 
 def close_session(services: Services, secret: str | None) -> None:
     services.sessions.close(secret)
+    services.people.close(secret)
 
 
 # The platform's settings
@@ -114,7 +130,14 @@ def platform(services: Services) -> PlatformSettings:
 
 
 def session_actor(session: PanelSession) -> Actor:
-    """Who the trail names for a panel action: the signed-in credential (names are on it)."""
+    """Who the trail names for a panel action: the person signed in as themselves, by their
+    name; else the signed-in credential."""
+    if session.audience is Audience.OPERATOR and session.person_id is not None:
+        # No id: the brake's `changed_by` names a credential, and an operator person is none.
+        return Actor(kind="operator", name=session.person_name)
+    if session.person_id is not None:
+        return Actor(kind="user", id=session.person_id, name=session.person_name)
+    assert session.credential_id is not None  # a session is a person's or a key's
     return actor_of(
         Principal(
             audience=session.audience,

@@ -86,7 +86,12 @@ def bulk(
             done = _ended_text(ctx.lang, ended, len(agent_ids) - ended)
         else:
             asked = customer_backend.request_updates(
-                ctx.services, org_id, agent_ids, post.session.credential_id, now=ctx.now
+                ctx.services,
+                org_id,
+                agent_ids,
+                post.session.credential_id,
+                now=ctx.now,
+                person=post.session.person,
             )
             done = _asked_text(ctx.lang, asked.requested, asked.pending)
     except backend.Missing:

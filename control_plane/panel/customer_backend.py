@@ -148,10 +148,16 @@ def manual_run(
 
 
 def request_update(
-    services: Services, org_id: UUID, agent_id: UUID, by: UUID, *, now: datetime
+    services: Services,
+    org_id: UUID,
+    agent_id: UUID,
+    by: UUID | None,
+    *,
+    now: datetime,
+    person: tuple[UUID, str] | None = None,
 ) -> RecordedRun:
     try:
-        return services.runs.request_manual_update(org_id, agent_id, by, now=now)
+        return services.runs.request_manual_update(org_id, agent_id, by, now=now, person=person)
     except NotFound as exc:
         raise Missing(str(agent_id)) from exc
 
@@ -183,11 +189,17 @@ def save_default_schedule(
 
 
 def request_updates(
-    services: Services, org_id: UUID, agent_ids: Sequence[UUID], by: UUID, *, now: datetime
+    services: Services,
+    org_id: UUID,
+    agent_ids: Sequence[UUID],
+    by: UUID | None,
+    *,
+    now: datetime,
+    person: tuple[UUID, str] | None = None,
 ) -> ManualRequests:
     """An update now for each agent listed (all or none): through the caps like one agent's."""
     try:
-        return services.runs.request_manual_updates(org_id, agent_ids, by, now=now)
+        return services.runs.request_manual_updates(org_id, agent_ids, by, now=now, person=person)
     except NotFound as exc:
         raise Missing(str(org_id)) from exc
 

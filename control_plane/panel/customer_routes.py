@@ -279,8 +279,14 @@ def update_now(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
     post = customer_post(request, csrf, agent_id)
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     try:
+        session = post.session
         recorded = customer_backend.request_update(
-            ctx.services, org_id, parsed, post.session.credential_id, now=ctx.now
+            ctx.services,
+            org_id,
+            parsed,
+            session.credential_id,
+            now=ctx.now,
+            person=session.person,
         )
     except backend.Missing:
         return not_found(ctx)

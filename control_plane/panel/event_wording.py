@@ -14,7 +14,7 @@ from control_plane.events.services import EventView
 from control_plane.panel.customer_backend import WebhookTest
 from control_plane.panel.i18n import Language
 from control_plane.panel.rollout_wording import hold_setter
-from control_plane.panel.wording import miss_reason, outcome_reason
+from control_plane.panel.wording import key_name, miss_reason, outcome_reason
 
 __all__ = [
     "NAMED_AGENTS",
@@ -35,8 +35,21 @@ def event_line(lang: Language, event: EventView) -> str:
     """One step on the timeline. A scheduled update's steps name the schedule, never a person."""
     version = event.data.get("version") or "?"
     by_schedule = event.actor.kind == "schedule"
+    who = _person_named(lang, event)
     if event.kind == "update.requested":
+        if who:
+            return lang.gettext("%(who)s asked for an update now.", who=who)
         return lang.gettext("Someone in your organisation asked for an update now.")
+    if event.kind == "schedule.changed" and who:
+        return lang.gettext("%(who)s changed the update schedule.", who=who)
+    if event.kind == "person.removed":
+        return lang.gettext(
+            "%(who)s removed %(name)s.", who=who or "—", name=str(event.data.get("name") or "?")
+        )
+    if event.kind == "person.invited":
+        return lang.gettext(
+            "%(who)s invited %(name)s.", who=who or "—", name=str(event.data.get("name") or "?")
+        )
     if event.kind == "update.started":
         if event.data.get("forced"):
             return lang.gettext("The agent started the update our operators forced.")
@@ -74,6 +87,14 @@ def event_line(lang: Language, event: EventView) -> str:
         if worded is not None:
             return worded
     return lang.gettext("Other event (%(kind)s).", kind=event.kind)
+
+
+def _person_named(lang: Language, event: EventView) -> str | None:
+    """Whom the trail names for a change made in the organisation: the person signed in as
+    themselves (or a key's holder, as the key was named); None when nobody is named."""
+    if event.actor.kind != "user" or not event.actor.name:
+        return None
+    return key_name(lang, event.actor.name)
 
 
 def _rollout_event_line(lang: Language, event: EventView) -> str | None:
@@ -157,6 +178,9 @@ def _operator_event_line(lang: Language, event: EventView) -> str | None:
         ),
         "platform.restored": lambda: lang.gettext(
             "The platform's database was restored from a backup."
+        ),
+        "oidc.configured": lambda: lang.gettext(
+            "The organisation's own sign-in provider was set up."
         ),
         "retention.completed": lambda: lang.gettext(
             "History older than the retention period was removed."

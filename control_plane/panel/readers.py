@@ -4,7 +4,8 @@
 organisation) or operator; a reader who may not be here is turned away (`TurnedAway`, answered
 by the panel's exception handler: sign in again, or "not found" for the other audience).
 `customer_post` / `operator_post` add what every form does next, in this order: the ids in the
-path (a malformed one is "not found"), then the CSRF token (a wrong one is "refused") — one place,
+path (a malformed one is "not found"), then the CSRF token (a wrong one is "refused"), then, for a
+customer, the role (a viewer sees and changes nothing: "viewers do not change") — one place,
 so no form can forget a step or take them in another order, and no route can forget to stop.
 """
 
@@ -26,6 +27,7 @@ from control_plane.panel.web import (
     context_of,
     csrf_ok,
     not_found,
+    page,
     redirect,
     refused,
 )
@@ -103,6 +105,8 @@ def operator_of(request: Request) -> PanelContext:
 def customer_post(request: Request, csrf: str, *ids: str) -> CustomerPost:
     ctx, org_id = customer_of(request)
     found, session = _checked(ctx, csrf, ids, known=True)
+    if not session.may_change:
+        raise TurnedAway(page(ctx, "viewer_refused.html", status_code=403))
     return CustomerPost(ctx=ctx, ids=found, session=session, org_id=org_id)
 
 

@@ -46,16 +46,21 @@ def front_door(request: Request) -> Response:
 
 
 def _signin_page(
-    ctx: PanelContext, *, error: str | None = None, notice: str | None = None
+    ctx: PanelContext,
+    *,
+    error: str | None = None,
+    notice: str | None = None,
+    person_error: str | None = None,
 ) -> Response:
     token = new_signin_token()
     response = page(
         ctx,
         "sign_in.html",
-        status_code=401 if error else 200,
+        status_code=401 if error or person_error else 200,
         signin_token=token,
         error=error,
         notice=notice,
+        person_error=person_error,
     )
     response.set_cookie(
         SIGNIN_COOKIE,
@@ -70,7 +75,14 @@ def _signin_page(
 
 
 @router.get("/sign-in")
-def sign_in_form(request: Request, signed_out: int = 0, ended: int = 0) -> Response:
+def sign_in_form(
+    request: Request,
+    signed_out: int = 0,
+    ended: int = 0,
+    invited: int = 0,
+    expired: int = 0,
+    refused: str = "",
+) -> Response:
     ctx = context_of(request)
     if ctx.session is not None:
         return redirect(home_of(ctx))
@@ -79,7 +91,23 @@ def sign_in_form(request: Request, signed_out: int = 0, ended: int = 0) -> Respo
         notice = ctx.lang.gettext("You are signed out.")
     elif ended:
         notice = ctx.lang.gettext("Your session has ended. Please sign in again.")
-    return _signin_page(ctx, notice=notice)
+    elif invited:
+        notice = ctx.lang.gettext(
+            "Your password is set. Sign in with your e-mail address and password; you then "
+            "set up your authenticator app."
+        )
+    person_error = None
+    if expired:
+        person_error = ctx.lang.gettext("This form had expired. Please try again.")
+    elif refused == "wrong":
+        person_error = ctx.lang.gettext("This e-mail address and password do not match.")
+    elif refused == "locked":
+        person_error = ctx.lang.gettext(
+            "Too many wrong attempts: signing in is locked for 15 minutes."
+        )
+    elif refused == "expired":
+        person_error = ctx.lang.gettext("That sign-in took too long. Please start again.")
+    return _signin_page(ctx, notice=notice, person_error=person_error)
 
 
 @router.post("/sign-in")

@@ -116,13 +116,16 @@ def _insert_manual_run(
     conn: Connection,
     org_id: UUID,
     agent_id: UUID,
-    requested_by: UUID,
+    requested_by: UUID | None,
     *,
     now: datetime,
     actor_kind: ActorKind,
+    person: tuple[UUID, str] | None = None,
 ) -> UUID:
     """A requested manual run and its event; a second pending one is refused by the database
-    (`runs_one_pending_manual`), which the caller's savepoint takes back."""
+    (`runs_one_pending_manual`), which the caller's savepoint takes back. `requested_by` is the
+    credential that asked; a named person asks with none, and the trail names them (`person`:
+    their id and name)."""
     row = conn.execute(
         "INSERT INTO runs (agent_id, org_id, trigger, status, requested_by,"
         " created_at) VALUES (%s, %s, 'manual', 'requested', %s, %s) RETURNING id",
@@ -136,7 +139,8 @@ def _insert_manual_run(
         run_id=row["id"],
         kind="update.requested",
         actor_kind=actor_kind,
-        actor_id=requested_by,
+        actor_id=requested_by if person is None else person[0],
+        actor_name=None if person is None else person[1],
         at=now,
     )
     run_id: UUID = row["id"]
@@ -299,19 +303,28 @@ class RunService:
         self,
         org_id: UUID,
         agent_id: UUID,
-        requested_by: UUID,
+        requested_by: UUID | None,
         *,
         now: datetime,
         actor_kind: ActorKind = "user",
+        person: tuple[UUID, str] | None = None,
     ) -> RecordedRun:
         """A person asked for an update now: a manual run the agent learns of from its config.
-        `actor_kind` "agent" when the person asked on the host (`nachtwacht agent update-now`)."""
+        `actor_kind` "agent" when the person asked on the host (`nachtwacht agent update-now`).
+        `requested_by` is the credential that asked; a named person signed in as themselves
+        asks with none, and the trail names them (`person`: their id and name)."""
         with self._pool.connection() as conn:
             require_agent(conn, org_id, agent_id)
             try:
                 with conn.transaction():
                     run_id = _insert_manual_run(
-                        conn, org_id, agent_id, requested_by, now=now, actor_kind=actor_kind
+                        conn,
+                        org_id,
+                        agent_id,
+                        requested_by,
+                        now=now,
+                        actor_kind=actor_kind,
+                        person=person,
                     )
             except psycopg.errors.UniqueViolation:
                 pending = conn.execute(
@@ -324,7 +337,13 @@ class RunService:
             return RecordedRun(created=True, run=run_view(read_run(conn, run_id)))
 
     def request_manual_updates(
-        self, org_id: UUID, agent_ids: Sequence[UUID], requested_by: UUID, *, now: datetime
+        self,
+        org_id: UUID,
+        agent_ids: Sequence[UUID],
+        requested_by: UUID | None,
+        *,
+        now: datetime,
+        person: tuple[UUID, str] | None = None,
     ) -> ManualRequests:
         """A person asked for an update now on each agent listed, in one transaction (all or
         none): a manual run and its `update.requested` each, as `request_manual_update` makes
@@ -339,7 +358,13 @@ class RunService:
                     # A savepoint each: a pending one refused by the index undoes only itself.
                     with conn.transaction():
                         _insert_manual_run(
-                            conn, org_id, agent_id, requested_by, now=now, actor_kind="user"
+                            conn,
+                            org_id,
+                            agent_id,
+                            requested_by,
+                            now=now,
+                            actor_kind="user",
+                            person=person,
                         )
                 except psycopg.errors.UniqueViolation:
                     continue

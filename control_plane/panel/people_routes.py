@@ -1,0 +1,315 @@
+"""Named people: an editor invites a person (the link shown once), the person sets a password
+through the link, and signs in as themselves in two steps — address and password, then a TOTP
+code (set up at the first sign-in, its secret shown once).
+
+The forms before a session exists carry the sign-in form's double-submit token (the
+`SIGNIN_COOKIE`); the pending step between the two is its own short-lived cookie, so a half
+signed-in browser holds no session."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response
+
+from control_plane.accounts.passwords import MIN_PASSWORD, otpauth_uri
+from control_plane.accounts.people import (
+    INVITATION_LIFETIME,
+    ROLES,
+    InvitationRefused,
+    PendingSignIn,
+    SignInRefused,
+)
+from control_plane.panel import backend, oidc_routes, people_backend
+from control_plane.panel.csrf import new_signin_token, tokens_match
+from control_plane.panel.readers import Csrf, customer_of, customer_post, operator_of, operator_post
+from control_plane.panel.web import (
+    PREFIX,
+    SESSION_COOKIE,
+    SIGNIN_COOKIE,
+    PanelContext,
+    context_of,
+    not_found,
+    page,
+    redirect,
+)
+
+__all__ = ["PENDING_COOKIE", "router"]
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+
+PENDING_COOKIE = "nw_panel_pending"
+PENDING_SECONDS = 600
+MAX_FIELD = 400
+Field = Annotated[str, Form(max_length=MAX_FIELD)]
+Secret = Annotated[str, Form(max_length=1000)]
+
+
+def _people_page(
+    ctx: PanelContext,
+    *,
+    status_code: int = 200,
+    link: str | None = None,
+    error_field: str | None = None,
+    form: dict[str, str] | None = None,
+) -> Response:
+    assert ctx.session is not None and ctx.session.org_id is not None
+    query = ctx.request.query_params
+    return page(
+        ctx,
+        "people.html",
+        provider=oidc_routes.provider_of(ctx, ctx.session.org_id),
+        callback=oidc_routes.callback_uri(ctx),
+        oidc_saved=query.get("oidc_saved") == "1",
+        oidc_error=query.get("oidc_error"),
+        removed=query.get("removed") == "1",
+        status_code=status_code,
+        people=people_backend.people(ctx.services, ctx.session.org_id),
+        link=link,
+        days=INVITATION_LIFETIME.days,
+        error_field=error_field,
+        form=form or {"name": "", "email": "", "role": "viewer"},
+        roles=ROLES,
+    )
+
+
+@router.get("/people")
+def people(request: Request) -> Response:
+    ctx, _ = customer_of(request)
+    return _people_page(ctx)
+
+
+@router.post("/people")
+def invite(
+    request: Request, csrf: Csrf = "", name: Field = "", email: Field = "", role: Field = ""
+) -> Response:
+    post = customer_post(request, csrf)
+    ctx = post.ctx
+    form = {"name": name, "email": email, "role": role}
+    try:
+        issued = people_backend.invite(
+            ctx.services,
+            post.org_id,
+            name=name,
+            email=email,
+            role=role,
+            actor=backend.session_actor(post.session),
+            now=ctx.now,
+        )
+    except backend.Refused as exc:
+        field = exc.field if exc.field in {"name", "email", "role", "email_taken"} else "name"
+        return _people_page(ctx, status_code=422, error_field=field, form=form)
+    base = str(ctx.request.base_url).rstrip("/")
+    return _people_page(ctx, link=f"{base}{PREFIX}/invitation/{issued.token}")
+
+
+@router.post("/people/{person_id}/remove")
+def remove(request: Request, person_id: str, csrf: Csrf = "") -> Response:
+    post = customer_post(request, csrf, person_id)
+    ctx, (parsed,) = post.ctx, post.ids
+    try:
+        people_backend.remove(
+            ctx.services,
+            post.org_id,
+            parsed,
+            actor=backend.session_actor(post.session),
+            now=ctx.now,
+        )
+    except backend.Missing:
+        return not_found(ctx)
+    return redirect(f"{PREFIX}/people?removed=1")
+
+
+def _public_page(
+    ctx: PanelContext, template: str, status_code: int = 200, **values: Any
+) -> Response:
+    """A form shown before any session: it carries a fresh double-submit token."""
+    token = new_signin_token()
+    response = page(ctx, template, status_code=status_code, signin_token=token, **values)
+    response.set_cookie(
+        SIGNIN_COOKIE,
+        token,
+        max_age=3600,
+        path=PREFIX,
+        httponly=True,
+        secure=ctx.secure,
+        samesite="strict",
+    )
+    return response
+
+
+def _invitation_refused(ctx: PanelContext, reason: str) -> Response:
+    return page(ctx, "invitation_refused.html", status_code=410, reason=reason)
+
+
+@router.get("/invitation/{token}")
+def invitation(request: Request, token: str) -> Response:
+    ctx = context_of(request)
+    try:
+        person = people_backend.invitation(ctx.services, token, now=ctx.now)
+    except InvitationRefused as exc:
+        return _invitation_refused(ctx, exc.reason)
+    return _public_page(ctx, "invitation.html", person=person, min_password=MIN_PASSWORD)
+
+
+@router.post("/invitation/{token}")
+def accept_invitation(
+    request: Request,
+    token: str,
+    csrf: Csrf = "",
+    password: Secret = "",
+    repeated: Secret = "",
+) -> Response:
+    ctx = context_of(request)
+    try:
+        person = people_backend.invitation(ctx.services, token, now=ctx.now)
+    except InvitationRefused as exc:
+        return _invitation_refused(ctx, exc.reason)
+    error = None
+    if not tokens_match(request.cookies.get(SIGNIN_COOKIE), csrf):
+        error = "expired_form"
+    elif password != repeated:
+        error = "mismatch"
+    else:
+        try:
+            people_backend.accept_invitation(ctx.services, token, password, now=ctx.now)
+        except InvitationRefused as exc:
+            return _invitation_refused(ctx, exc.reason)
+        except backend.Refused:
+            error = "short"
+    if error is not None:
+        return _public_page(
+            ctx,
+            "invitation.html",
+            status_code=422,
+            person=person,
+            min_password=MIN_PASSWORD,
+            error=error,
+        )
+    return redirect(f"{PREFIX}/sign-in?invited=1")
+
+
+def _code_page(
+    ctx: PanelContext,
+    *,
+    status_code: int = 200,
+    pending: PendingSignIn | None = None,
+    error: str | None = None,
+    pending_secret: str | None = None,
+) -> Response:
+    setup = None
+    if pending is not None and pending.totp_secret is not None:
+        setup = {
+            "secret": pending.totp_secret,
+            "uri": otpauth_uri(pending.totp_secret, pending.person.email),
+        }
+    response = _public_page(
+        ctx, "sign_in_code.html", status_code=status_code, setup=setup, error=error
+    )
+    if pending_secret is not None:
+        response.set_cookie(
+            PENDING_COOKIE,
+            pending_secret,
+            max_age=PENDING_SECONDS,
+            path=PREFIX,
+            httponly=True,
+            secure=ctx.secure,
+            samesite="strict",
+        )
+    return response
+
+
+@router.post("/sign-in/person")
+def sign_in_person(
+    request: Request, csrf: Csrf = "", email: Field = "", password: Secret = ""
+) -> Response:
+    """The first step: the address and password. The next page asks for the code (and, at the
+    first sign-in, shows the TOTP secret to set up, this once)."""
+    ctx = context_of(request)
+    if not tokens_match(request.cookies.get(SIGNIN_COOKIE), csrf):
+        return redirect(f"{PREFIX}/sign-in?expired=1")
+    try:
+        pending = people_backend.sign_in(ctx.services, email, password, now=ctx.session_now)
+    except SignInRefused as exc:
+        return redirect(f"{PREFIX}/sign-in?refused={exc.reason}")
+    return _code_page(ctx, pending=pending, pending_secret=pending.secret)
+
+
+@router.post("/sign-in/code")
+def sign_in_code(request: Request, csrf: Csrf = "", code: Field = "") -> Response:
+    ctx = context_of(request)
+    pending_secret = request.cookies.get(PENDING_COOKIE)
+    if not tokens_match(request.cookies.get(SIGNIN_COOKIE), csrf):
+        return _code_page(ctx, status_code=401, error="expired_form")
+    try:
+        opened = people_backend.verify_code(ctx.services, pending_secret, code, now=ctx.session_now)
+    except SignInRefused as exc:
+        if exc.reason in {"expired", "locked"}:
+            response = redirect(f"{PREFIX}/sign-in?refused={exc.reason}")
+            response.delete_cookie(PENDING_COOKIE, path=PREFIX)
+            return response
+        return _code_page(ctx, status_code=401, error=exc.reason)
+    # The front door leads an operator to the operators' pages, anyone else to the agents.
+    response = redirect(f"{PREFIX}/")
+    response.set_cookie(
+        SESSION_COOKIE,
+        opened.secret,
+        path=PREFIX,
+        httponly=True,
+        secure=ctx.secure,
+        samesite="strict",
+    )
+    response.delete_cookie(PENDING_COOKIE, path=PREFIX)
+    response.delete_cookie(SIGNIN_COOKIE, path=PREFIX)
+    return response
+
+
+def _operators_page(
+    ctx: PanelContext,
+    *,
+    status_code: int = 200,
+    link: str | None = None,
+    error_field: str | None = None,
+    form: dict[str, str] | None = None,
+) -> Response:
+    return page(
+        ctx,
+        "operator_people.html",
+        status_code=status_code,
+        people=people_backend.people(ctx.services, None),
+        link=link,
+        days=INVITATION_LIFETIME.days,
+        error_field=error_field,
+        form=form or {"name": "", "email": ""},
+    )
+
+
+@router.get("/operator/people")
+def operators(request: Request) -> Response:
+    return _operators_page(operator_of(request))
+
+
+@router.post("/operator/people")
+def invite_operator(
+    request: Request, csrf: Csrf = "", name: Field = "", email: Field = ""
+) -> Response:
+    """An operator invites another, named: they sign in as themselves (password and TOTP)."""
+    post = operator_post(request, csrf)
+    ctx = post.ctx
+    form = {"name": name, "email": email}
+    try:
+        issued = people_backend.invite(
+            ctx.services,
+            None,
+            name=name,
+            email=email,
+            role="operator",
+            actor=backend.session_actor(post.session),
+            now=ctx.now,
+        )
+    except backend.Refused as exc:
+        field = exc.field if exc.field in {"name", "email", "email_taken"} else "name"
+        return _operators_page(ctx, status_code=422, error_field=field, form=form)
+    base = str(ctx.request.base_url).rstrip("/")
+    return _operators_page(ctx, link=f"{base}{PREFIX}/invitation/{issued.token}")

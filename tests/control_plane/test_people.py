@@ -1,0 +1,142 @@
+"""Named people, at the service: passwords and TOTP (RFC 6238's own test vectors), an
+invitation's seven days and its single use under two requests at once, the lock's end."""
+
+from __future__ import annotations
+
+import base64
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from control_plane.accounts.passwords import (
+    hash_password,
+    password_matches,
+    totp_code,
+    totp_step_of,
+)
+from control_plane.accounts.people import (
+    INVITATION_LIFETIME,
+    LOCK_AFTER,
+    LOCKED_FOR,
+    InvitationRefused,
+    SignInRefused,
+)
+from control_plane.errors import InvalidInput
+from control_plane.events.services import EventFilter
+from control_plane.events.trail import Actor
+from control_plane.registry import Services
+
+NOW = datetime(2027, 3, 26, 11, 0, tzinfo=UTC)
+EDITOR = Actor(kind="user", name="first panel key")
+PASSWORD = "correct horse battery staple"
+# RFC 6238, appendix B: the SHA-1 seed, and the eight-digit codes; six digits are their tail.
+RFC_SEED = base64.b32encode(b"12345678901234567890").decode()
+
+
+@pytest.mark.parametrize(
+    ("unix_time", "eight_digits"),
+    [
+        pytest.param(59, "94287082", id="t59"),
+        pytest.param(1111111109, "07081804", id="t1111111109"),
+        pytest.param(1234567890, "89005924", id="t1234567890"),
+        pytest.param(20000000000, "65353130", id="t20000000000"),
+    ],
+)
+def test_totp_codes_are_rfc_6238s(unix_time: int, eight_digits: str) -> None:
+    assert totp_code(RFC_SEED, unix_time // 30) == eight_digits[-6:]
+
+
+def test_a_code_one_step_off_is_accepted_two_steps_off_is_not() -> None:
+    at = datetime.fromtimestamp(1234567890, UTC)
+    step = 1234567890 // 30
+    assert totp_step_of(RFC_SEED, totp_code(RFC_SEED, step - 1), at) == step - 1
+    assert totp_step_of(RFC_SEED, totp_code(RFC_SEED, step + 2), at) is None
+    assert totp_step_of(RFC_SEED, "12345", at) is None
+    full_width = "".join(chr(0xFF10 + int(digit)) for digit in "123456")
+    assert totp_step_of(RFC_SEED, full_width, at) is None  # isdigit() alone would let them by
+
+
+def test_a_password_hash_matches_its_password_only() -> None:
+    stored = hash_password(PASSWORD)
+    assert stored.startswith("scrypt$16384$8$1$")
+    assert password_matches(stored, PASSWORD)
+    assert not password_matches(stored, PASSWORD + " ")
+    assert not password_matches(None, PASSWORD)
+
+
+def _invited(services: Services, org_id: object, email: str = "anna@example.com") -> str:
+    issued = services.people.invite(
+        org_id,  # type: ignore[arg-type]
+        name="Anna de Vries",
+        email=email,
+        role="editor",
+        now=NOW,
+        actor=EDITOR,
+    )
+    return issued.token
+
+
+@pytest.fixture
+def org_id(services: Services) -> object:
+    return services.accounts.create_org("Acme", now=NOW).org_id
+
+
+def test_an_invitation_expires_after_seven_days(services: Services, org_id: object) -> None:
+    token = _invited(services, org_id)
+    services.people.invitation(token, now=NOW + INVITATION_LIFETIME - timedelta(seconds=1))
+    with pytest.raises(InvitationRefused) as refused:
+        services.people.accept(token, PASSWORD, now=NOW + INVITATION_LIFETIME)
+    assert refused.value.reason == "expired"
+
+
+def test_an_invitation_used_twice_at_once_is_used_once(services: Services, org_id: object) -> None:
+    token = _invited(services, org_id)
+    outcomes: list[str] = []
+    start = threading.Barrier(2)
+
+    def use() -> None:
+        start.wait()
+        try:
+            services.people.accept(token, PASSWORD, now=NOW)
+            outcomes.append("accepted")
+        except InvitationRefused as exc:
+            outcomes.append(exc.reason)
+
+    threads = [threading.Thread(target=use) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["accepted", "used"]
+
+
+def test_the_same_address_cannot_be_invited_twice(services: Services, org_id: object) -> None:
+    _invited(services, org_id)
+    with pytest.raises(Exception, match="already a person"):
+        _invited(services, org_id, email="ANNA@example.com")
+
+
+def test_an_invitation_names_its_field_when_refused(services: Services, org_id: object) -> None:
+    with pytest.raises(InvalidInput, match="email"):
+        _invited(services, org_id, email="not an address")
+
+
+def test_the_lock_ends_after_its_time(services: Services, org_id: object) -> None:
+    token = _invited(services, org_id)
+    services.people.accept(token, PASSWORD, now=NOW)
+    for _ in range(LOCK_AFTER):
+        with pytest.raises(SignInRefused):
+            services.people.sign_in("anna@example.com", "wrong password!", now=NOW)
+    with pytest.raises(SignInRefused) as locked:
+        services.people.sign_in("anna@example.com", PASSWORD, now=NOW + LOCKED_FOR / 2)
+    assert locked.value.reason == "locked"
+    pending = services.people.sign_in("anna@example.com", PASSWORD, now=NOW + LOCKED_FOR)
+    assert pending.totp_secret is not None
+
+
+def test_the_invitation_on_the_trail_holds_no_link(services: Services, org_id: object) -> None:
+    token = _invited(services, org_id)
+    events = services.events.trail(EventFilter(kind="person.invited", limit=5)).events
+    assert [e.data["name"] for e in events] == ["Anna de Vries"]
+    assert token not in str(events[0].data)

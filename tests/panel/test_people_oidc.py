@@ -1,0 +1,111 @@
+"""Signing in through the organisation's own OpenID Connect provider (a real one, on loopback):
+the code flow with PKCE, the state and nonce checked, the ID token verified against the
+provider's keys, and a person matched only when invited."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
+from tests.panel.oidc_provider import CLIENT_ID, CLIENT_SECRET, Provider, running_provider
+from tests.panel.people_support import invite
+
+
+@pytest.fixture
+def provider() -> Iterator[Provider]:
+    with running_provider() as running:
+        yield running
+
+
+def _set_up(world: PanelWorld, provider: Provider) -> None:
+    with sign_in_client(world, world.panel_key) as editor:
+        page = editor.get("/panel/people")
+        saved = editor.post(
+            "/panel/people/oidc",
+            data={
+                "csrf": csrf_of(page.text),
+                "issuer": provider.url,
+                "client_id": CLIENT_ID,
+                "client_secret": CLIENT_SECRET,
+            },
+        )
+        assert saved.headers["location"].endswith("oidc_saved=1")
+        shown = editor.get("/panel/people").text
+        assert CLIENT_SECRET not in shown
+        assert f"/panel/oidc/start/{world.org_id}" in shown
+        invite(editor, "Anna de Vries", "anna@example.com", "editor")
+
+
+def _to_provider_and_back(client: httpx.Client, world: PanelWorld) -> httpx.Response:
+    """Start at the organisation's sign-in address; the provider sends the browser back."""
+    start = client.get(f"/panel/oidc/start/{world.org_id}")
+    assert start.status_code == 303, start.text
+    at_provider = client.get(start.headers["location"])
+    assert at_provider.status_code == 302
+    return client.get(at_provider.headers["location"])
+
+
+def test_an_invited_person_signs_in_through_the_provider(
+    panel_world: PanelWorld, provider: Provider
+) -> None:
+    _set_up(panel_world, provider)
+    with panel_world.client() as anna:
+        back = _to_provider_and_back(anna, panel_world)
+        assert back.status_code == 200, back.text
+        assert anna.get("/panel/agents").status_code == 200
+    # The code was exchanged with the PKCE verifier (the provider checked it against the
+    # challenge of the authorization request).
+    assert provider.token_requests and provider.token_requests[0]["code_verifier"]
+
+
+def test_a_returned_state_that_was_not_sent_is_refused(
+    panel_world: PanelWorld, provider: Provider
+) -> None:
+    _set_up(panel_world, provider)
+    with panel_world.client() as anna:
+        start = anna.get(f"/panel/oidc/start/{panel_world.org_id}")
+        at_provider = anna.get(start.headers["location"])
+        back = at_provider.headers["location"].replace("state=", "state=forged")
+        answer = anna.get(back)
+        assert answer.status_code == 401
+        assert anna.get("/panel/agents").status_code == 303
+
+
+def test_an_id_token_with_another_nonce_is_refused(
+    panel_world: PanelWorld, provider: Provider
+) -> None:
+    _set_up(panel_world, provider)
+    provider.wrong_nonce = True
+    with panel_world.client() as anna:
+        assert _to_provider_and_back(anna, panel_world).status_code == 401
+        assert anna.get("/panel/agents").status_code == 303
+
+
+def test_an_id_token_signed_by_a_key_not_in_the_jwks_is_refused(
+    panel_world: PanelWorld, provider: Provider
+) -> None:
+    _set_up(panel_world, provider)
+    provider.foreign_key = True
+    with panel_world.client() as anna:
+        assert _to_provider_and_back(anna, panel_world).status_code == 401
+        assert anna.get("/panel/agents").status_code == 303
+
+
+def test_an_unverified_address_matches_nobody(panel_world: PanelWorld, provider: Provider) -> None:
+    _set_up(panel_world, provider)
+    provider.email_verified = False
+    with panel_world.client() as anna:
+        assert _to_provider_and_back(anna, panel_world).status_code == 401
+
+
+def test_a_person_not_invited_is_refused(panel_world: PanelWorld, provider: Provider) -> None:
+    _set_up(panel_world, provider)
+    provider.email = "mallory@example.com"
+    provider.subject = "mallory"
+    with panel_world.client() as mallory:
+        answer = _to_provider_and_back(mallory, panel_world)
+        assert answer.status_code == 401
+        assert "did not work" in answer.text
