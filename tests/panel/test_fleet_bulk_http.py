@@ -62,6 +62,11 @@ def seed_offer_fleet(world: PanelWorld) -> dict[str, str]:
             version = {"new": "1.6.0", "old": "1.5.0", "pin": "1.5.0"}.get(name.split("-")[0])
             if version is not None:
                 conn.execute(_RAN, [UUID(agent_id), org, version])
+                # As the run's report would: what an agent runs is kept on its row.
+                conn.execute(
+                    "UPDATE agents SET current_version = %s WHERE id = %s",
+                    [version, UUID(agent_id)],
+                )
         for name in ("pin-0", "pin-1"):
             conn.execute(
                 "INSERT INTO pins (agent_id, version, reason, set_at, set_by)"
