@@ -24,7 +24,7 @@ from control_plane.agent_scope import agent_not_found
 from control_plane.agents.schedule import validated_schedule
 from control_plane.errors import InvalidInput
 from control_plane.events.trail import Actor, record_action
-from control_plane.rollout.offer import offers_from, read_org_facts
+from control_plane.rollout.kept_offers import refresh as refresh_kept_offers
 from control_plane.runs.views import RUN_COLUMNS, RunView, run_view
 from control_plane.types import Connection
 
@@ -167,15 +167,17 @@ def _parameters(
 
 def behind_ids(conn: Connection, org_id: UUID) -> list[UUID]:
     """The organisation's live agents offered a release other than the one they last reported
-    running: the offer rule over all of them at once (a few queries whatever their number)."""
-    facts = read_org_facts(conn, org_id)
-    offers = offers_from(conn, facts).offers
-    behind = []
-    for f in facts:
-        offered = offers[f.agent_id].release
-        if offered is not None and offered["agent_version"] != f.running:
-            behind.append(f.agent_id)
-    return behind
+    running, from the kept offers (`rollout.kept_offers`: the offer rule's answers, refreshed
+    for the agents a write made stale)."""
+    refresh_kept_offers(conn)
+    rows = conn.execute(
+        "SELECT a.id FROM agent_offers o JOIN agents a ON a.id = o.agent_id"
+        " JOIN releases r ON r.id = o.release_id"
+        " WHERE a.org_id = %s AND a.deleted_at IS NULL"
+        " AND r.agent_version IS DISTINCT FROM a.current_version",
+        [org_id],
+    ).fetchall()
+    return [row["id"] for row in rows]
 
 
 def found_page(
