@@ -3,6 +3,7 @@
 services     the hot refusal path and the decision to grant; records every refusal
 decision     ClaimFacts and `refusal_for`: the claim's one pure decision, on facts read from the
              database or remembered, in the refusals' order
+offered      the release a scheduled claim is judged by: offered, stopped, rolled back here
 caps         the two caps per round, the round, and the counting that holds them exactly
 grant        the grant transaction, in steps, and a claimed run's answer
 manual       the token for a manual update: no slot, no caps

@@ -10,7 +10,11 @@ in one statement and remembers them as the hot statement's own reads would be re
 
 - the same columns as `services._HOT_PATH`, for each valid agent credential (not revoked, the
   agent's audience), without the round's counters (those are never remembered with a row) and
-  only for agents with no run for the slot (a run's token turns with the clock);
+  only for agents with no run for the slot (a run's token turns with the clock) and no hold in
+  force (one that ends turns with the clock too: such an agent's claim reads its own);
+- with the release each agent is offered on the pair it follows (`claims.offered`, a few
+  set-based reads for all of them), remembered under that pair: a claim on another pair reads
+  its own;
 - under a stamp taken before the read: an agent, organisation or platform change applied
   meanwhile spoils its rows (`AnswerMemory.remember_many`), so the change feed's bound holds
   exactly as for a single read;
@@ -26,11 +30,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from uuid import UUID
 
 from control_plane.answers_cache import AnswerMemory
 from control_plane.claims.decision import ClaimFacts
+from control_plane.claims.offered import offered_releases
 from control_plane.types import Connection
+from ground.contract import ReleaseTrack
 
 __all__ = ["WARM_EVERY_SECONDS", "WARM_LIMIT", "SlotWarmUp", "facts_key"]
 
@@ -61,6 +68,8 @@ SELECT c.secret_sha256, a.*,
            AND NOT EXISTS (SELECT 1 FROM runs r
                             WHERE r.agent_id = a.id AND r.trigger = 'schedule'
                               AND r.slot_key = %(slot_key)s)
+           AND NOT EXISTS (SELECT 1 FROM holds h
+                            WHERE h.agent_id = a.id AND h.until > %(now)s)
         OFFSET 0
        ) a
  CROSS JOIN platform_settings s
@@ -68,15 +77,21 @@ SELECT c.secret_sha256, a.*,
  WHERE c.audience = 'agent' AND c.revoked_at IS NULL
  LIMIT %(limit)s
 """
-# The hot statement's columns that a warmed row has no run for.
-_NO_RUN = {"existing_run_id": None, "existing_status": None, "existing_token_usable": None}
+# The hot statement's columns that a warmed row has no value for: no run, no hold in force.
+_NO_RUN = {
+    "existing_run_id": None,
+    "existing_status": None,
+    "existing_token_usable": None,
+    "hold_until": None,
+    "hold_reason": None,
+    "hold_set_by": None,
+}
 
 
-# The facts of a claim (the hot statement's row) do not depend on the pair the agent follows:
-# what does (a hold, a halt, the release offered) is checked only past the caps, against the
-# database. So one key per credential and slot, which a warm-up fills without knowing pairs.
-def facts_key(secret_sha256: str, slot_key: str) -> tuple[str, ...]:
-    return ("claim", secret_sha256, slot_key)
+# The offered release depends on the pair a claim names, so the facts are kept per credential,
+# slot and pair.
+def facts_key(secret_sha256: str, slot_key: str, track: ReleaseTrack) -> tuple[str, ...]:
+    return ("claim", secret_sha256, slot_key, track.channel, track.platform)
 
 
 class SlotWarmUp:
@@ -98,9 +113,10 @@ class SlotWarmUp:
         self._busy = False
         self._done: dict[str, tuple[int, float]] = {}  # slot key -> (epoch, when)
 
-    def ask(self, conn: Connection, slot_key: str) -> int:
+    def ask(self, conn: Connection, slot_key: str, at: datetime) -> int:
         """Warm `slot_key` up unless it is already warm in this epoch, was warmed less than
-        `every_seconds` ago, or another request is warming; returns the rows remembered."""
+        `every_seconds` ago, or another request is warming; returns the rows remembered. `at` is
+        the product's time of the request (a hold in force then keeps its agent out)."""
         epoch = self._memory.epoch
         with self._lock:
             now = self._monotonic()
@@ -116,21 +132,26 @@ class SlotWarmUp:
                 self._done.clear()
             self._done[slot_key] = (epoch, now)
         try:
-            return self._warm(conn, slot_key)
+            return self._warm(conn, slot_key, at)
         finally:
             with self._lock:
                 self._busy = False
 
-    def _warm(self, conn: Connection, slot_key: str) -> int:
+    def _warm(self, conn: Connection, slot_key: str, now: datetime) -> int:
         stamp = self._memory.stamp()  # before the read: a change applied meanwhile wins
         if stamp is None:
             return 0
         rows = conn.execute(
-            _WARM, {"wall": slot_key[11:16], "slot_key": slot_key, "limit": self._limit}
+            _WARM,
+            {"wall": slot_key[11:16], "slot_key": slot_key, "limit": self._limit, "now": now},
         ).fetchall()
+        offered = offered_releases(
+            conn, list(dict.fromkeys((row["agent_id"], row["org_id"]) for row in rows))
+        )
         facts: list[tuple[tuple[str, ...], object, UUID, UUID]] = []
         for row in rows:
-            agent = ClaimFacts.of_row({**row, **_NO_RUN})
-            key = facts_key(row["secret_sha256"], slot_key)
+            track, release = offered[row["agent_id"]]
+            agent = ClaimFacts.of_row({**row, **_NO_RUN}, offered=release)
+            key = facts_key(row["secret_sha256"], slot_key, track)
             facts.append((key, agent, agent.agent_id, agent.org_id))
         return self._memory.remember_many(facts, stamp=stamp)

@@ -182,13 +182,15 @@ def test_the_warm_up_remembers_what_the_agents_own_read_would(
     herd: tuple[Agent, Agent, Agent],
 ) -> None:
     first, second, _ = herd
-    key = facts_key(secret_sha256(second.agent_key), SLOT)
+    key = facts_key(secret_sha256(second.agent_key), SLOT, DEFAULT_TRACK)
     assert _claim_refused_by_database(services, first, second, clock)
     read_by_itself = services.answers.recall(key, now=clock.now())
     assert isinstance(read_by_itself, ClaimFacts)
     services.answers.apply(Changes(everything=True))  # forget it all, then warm up
     with pool.connection() as conn:
-        assert SlotWarmUp(services.answers).ask(conn, SLOT) == 2  # the first has its run
+        assert (
+            SlotWarmUp(services.answers).ask(conn, SLOT, IN_THE_WINDOW) == 2
+        )  # the first has its run
     assert services.answers.recall(key, now=clock.now()) == read_by_itself
 
 
@@ -209,6 +211,11 @@ def test_the_warm_up_remembers_what_the_agents_own_read_would(
             " 'up_to_date', now() FROM agents WHERE id = %s",
             id="slot_already_consumed",
         ),
+        pytest.param(
+            "INSERT INTO holds (agent_id, until, set_by, set_at)"
+            " VALUES (%s, '2026-12-07T00:00Z', 'customer', '2026-11-29T00:00Z')",
+            id="held",
+        ),
     ],
 )
 def test_the_warm_up_leaves_out_an_agent_it_must_not_answer_for(
@@ -219,12 +226,12 @@ def test_the_warm_up_leaves_out_an_agent_it_must_not_answer_for(
     makes_it_not_due: str,
 ) -> None:
     _, second, _ = herd
-    key = facts_key(secret_sha256(second.agent_key), SLOT)
+    key = facts_key(secret_sha256(second.agent_key), SLOT, DEFAULT_TRACK)
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(makes_it_not_due, [second.agent_id])
     services.answers.apply(Changes(everything=True))
     with pool.connection() as conn:
-        assert SlotWarmUp(services.answers).ask(conn, SLOT) == 2
+        assert SlotWarmUp(services.answers).ask(conn, SLOT, IN_THE_WINDOW) == 2
     assert services.answers.recall(key) is None
 
 
@@ -235,7 +242,10 @@ def test_a_claim_refused_before_the_slot_check_warms_nothing_up(
     # A key that is no slot of this agent: a stranger's made-up keys must cost no warm-up.
     assert _code(_claim(api, first, "2026-11-30T04:00")) == (422, "not_a_slot")
     assert services.answers.size() == 1  # its own read, nobody else's
-    assert services.answers.recall(facts_key(secret_sha256(second.agent_key), SLOT)) is None
+    assert (
+        services.answers.recall(facts_key(secret_sha256(second.agent_key), SLOT, DEFAULT_TRACK))
+        is None
+    )
 
 
 def test_a_slot_is_warmed_up_once_per_epoch_and_not_again_within_the_interval(
@@ -243,13 +253,13 @@ def test_a_slot_is_warmed_up_once_per_epoch_and_not_again_within_the_interval(
 ) -> None:
     warm_up = SlotWarmUp(services.answers, every_seconds=1.0, monotonic=ticks)
     with pool.connection() as conn:
-        assert warm_up.ask(conn, SLOT) == 3
-        assert warm_up.ask(conn, SLOT) == 0  # warm in this epoch
+        assert warm_up.ask(conn, SLOT, IN_THE_WINDOW) == 3
+        assert warm_up.ask(conn, SLOT, IN_THE_WINDOW) == 0  # warm in this epoch
         services.answers.apply(Changes(everything=True), read_started=ticks.now)
-        assert warm_up.ask(conn, SLOT) == 0  # a new epoch, but within the interval
+        assert warm_up.ask(conn, SLOT, IN_THE_WINDOW) == 0  # a new epoch, but within the interval
         ticks.now += 1.5
         services.answers.apply(Changes(), read_started=ticks.now)
-        assert warm_up.ask(conn, SLOT) == 3  # past the interval, in the new epoch
+        assert warm_up.ask(conn, SLOT, IN_THE_WINDOW) == 3  # past the interval, in the new epoch
 
 
 def test_a_memory_that_is_not_live_is_not_warmed_up(
@@ -257,7 +267,7 @@ def test_a_memory_that_is_not_live_is_not_warmed_up(
 ) -> None:
     services.answers.lapse()
     with pool.connection() as conn:
-        assert SlotWarmUp(services.answers).ask(conn, SLOT) == 0
+        assert SlotWarmUp(services.answers).ask(conn, SLOT, IN_THE_WINDOW) == 0
     assert services.answers.size() == 0
 
 
