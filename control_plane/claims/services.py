@@ -26,14 +26,15 @@ import psycopg
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL
 from control_plane.answers_cache import AnswerMemory, Changes
 from control_plane.answers_cache.in_flight import GrantsInFlight, KnownRoom
+from control_plane.answers_cache.warm_up import SlotWarmUp
 from control_plane.claims.caps import RoundCounts, cap_refusal, round_start
 from control_plane.claims.decision import ClaimFacts, refusal_for, slot_of
+from control_plane.claims.due_facts import due_facts, facts_key
 from control_plane.claims.grant import Claim, ScheduledGrant, claim_grant, grant_token
 from control_plane.claims.manual import claim_manual
 from control_plane.claims.offered import offered_releases
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.refused import slot_consumed
-from control_plane.claims.warm_up import SlotWarmUp, facts_key
 from control_plane.errors import ClaimRefused, NotFound
 from control_plane.inputs import stored_text
 from control_plane.rollout.gate import (
@@ -139,7 +140,7 @@ class ClaimService:
         self._pool = pool
         self._refusals = refusals
         self._memory = memory or AnswerMemory()
-        self._warm_up = SlotWarmUp(self._memory)
+        self._warm_up = SlotWarmUp(self._memory, due_facts)
         # Used by the route, in the event loop: the claims let through to the database.
         self.grants_in_flight = GrantsInFlight()
 

@@ -21,7 +21,8 @@ import pytest
 from starlette.types import Message, Receive, Scope, Send
 
 from control_plane.answers_cache.feed import ChangeFeed
-from control_plane.api.hot_answers import HotAnswers
+from control_plane.answers_cache.hot_answers import HotAnswers
+from control_plane.api.hot_calls import ServicesFromMemory
 from control_plane.claims.caps import round_start
 from control_plane.events.trail import Actor
 from control_plane.registry import Services
@@ -181,7 +182,7 @@ def test_a_claim_that_waits_and_is_refused_never_reaches_the_routes(
             await send({"type": "http.response.start", "status": 201, "headers": []})
             await send({"type": "http.response.body", "body": b"{}"})
 
-        middleware = HotAnswers(routes, services)
+        middleware = HotAnswers(routes, ServicesFromMemory(services))
 
         async def claim(agent: Agent) -> list[Message]:
             body = json.dumps({"slot_key": SLOT, "from_version": "1.4.1"}).encode()

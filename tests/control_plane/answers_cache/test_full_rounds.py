@@ -22,11 +22,12 @@ import pytest
 from control_plane.accounts.credentials import secret_sha256
 from control_plane.answers_cache import AnswerMemory, Changes
 from control_plane.answers_cache.feed import ChangeFeed
+from control_plane.answers_cache.warm_up import SlotWarmUp
 from control_plane.claims.caps import round_start
 from control_plane.claims.decision import ClaimFacts
+from control_plane.claims.due_facts import due_facts, facts_key
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.services import ClaimService
-from control_plane.claims.warm_up import SlotWarmUp, facts_key
 from control_plane.errors import ClaimRefused
 from control_plane.events.trail import Actor
 from control_plane.registry import Services
@@ -189,7 +190,7 @@ def test_the_warm_up_remembers_what_the_agents_own_read_would(
     services.answers.apply(Changes(everything=True))  # forget it all, then warm up
     with pool.connection() as conn:
         assert (
-            SlotWarmUp(services.answers).ask(conn, SLOT, IN_THE_WINDOW) == 2
+            SlotWarmUp(services.answers, due_facts).ask(conn, SLOT, IN_THE_WINDOW) == 2
         )  # the first has its run
     assert services.answers.recall(key, now=clock.now()) == read_by_itself
 
@@ -231,7 +232,7 @@ def test_the_warm_up_leaves_out_an_agent_it_must_not_answer_for(
         conn.execute(makes_it_not_due, [second.agent_id])
     services.answers.apply(Changes(everything=True))
     with pool.connection() as conn:
-        assert SlotWarmUp(services.answers).ask(conn, SLOT, IN_THE_WINDOW) == 2
+        assert SlotWarmUp(services.answers, due_facts).ask(conn, SLOT, IN_THE_WINDOW) == 2
     assert services.answers.recall(key) is None
 
 
@@ -251,7 +252,7 @@ def test_a_claim_refused_before_the_slot_check_warms_nothing_up(
 def test_a_slot_is_warmed_up_once_per_epoch_and_not_again_within_the_interval(
     services: Services, pool: Pool, ticks: Ticks, herd: tuple[Agent, Agent, Agent]
 ) -> None:
-    warm_up = SlotWarmUp(services.answers, every_seconds=1.0, monotonic=ticks)
+    warm_up = SlotWarmUp(services.answers, due_facts, every_seconds=1.0, monotonic=ticks)
     with pool.connection() as conn:
         assert warm_up.ask(conn, SLOT, IN_THE_WINDOW) == 3
         assert warm_up.ask(conn, SLOT, IN_THE_WINDOW) == 0  # warm in this epoch
@@ -267,7 +268,7 @@ def test_a_memory_that_is_not_live_is_not_warmed_up(
 ) -> None:
     services.answers.lapse()
     with pool.connection() as conn:
-        assert SlotWarmUp(services.answers).ask(conn, SLOT, IN_THE_WINDOW) == 0
+        assert SlotWarmUp(services.answers, due_facts).ask(conn, SLOT, IN_THE_WINDOW) == 0
     assert services.answers.size() == 0
 
 
