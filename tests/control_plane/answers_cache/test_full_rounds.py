@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -30,6 +31,7 @@ from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.services import ClaimService
 from control_plane.errors import ClaimRefused
 from control_plane.events.trail import Actor
+from control_plane.pins.holds import ActiveHold
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import CLAIMS_PATH, DEFAULT_TRACK
@@ -317,3 +319,73 @@ def test_a_round_filled_during_the_claims_checks_is_refused_before_its_grant(
         # The database would have granted it: no grant transaction was even begun.
         assert conn.execute("SELECT count(*) FROM claim_rounds_global").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+def _stop(database_url: str, statement: str, agent: Agent) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(statement, {"agent": agent.agent_id, "at": IN_THE_WINDOW})
+
+
+@pytest.mark.parametrize(
+    ("stops_it", "answer"),
+    [
+        pytest.param(
+            "INSERT INTO holds (agent_id, until, set_by, set_at)"
+            " VALUES (%(agent)s, %(at)s + interval '1 day', 'customer', %(at)s)",
+            (409, "held"),
+            id="held",
+        ),
+        pytest.param(
+            "INSERT INTO release_halts (release_id, cause, reason, halted_by, halted_at)"
+            " SELECT id, 'operator', 'looks wrong', 'tests', %(at)s FROM releases"
+            " WHERE %(agent)s::uuid IS NOT NULL",
+            (409, "release_halted"),
+            id="halted",
+        ),
+    ],
+)
+def test_what_stops_an_agent_comes_before_a_round_remembered_full(
+    api: Api,
+    database_url: str,
+    feed: ChangeFeed,
+    herd: tuple[Agent, Agent, Agent],
+    stops_it: str,
+    answer: tuple[int, str],
+) -> None:
+    first, second, _ = herd
+    assert _claim(api, first).status_code == 201
+    assert _code(_claim(api, second)) == (429, "global_cap")  # from memory
+    _stop(database_url, stops_it, second)
+    feed.read_once()
+    assert _code(_claim(api, second)) == answer
+    # The slot is consumed by a run that says why (the database path writes it, never memory).
+    with psycopg.connect(database_url) as conn:
+        run = conn.execute(
+            "SELECT coalesce(miss_reason, skip_reason) FROM runs"
+            " WHERE agent_id = %s AND slot_key = %s",
+            [second.agent_id, SLOT],
+        ).fetchone()
+    assert run == (answer[1],)
+
+
+def test_the_memory_leaves_a_refusal_that_writes_the_slots_run_to_the_database(
+    services: Services, pool: Pool, clock: ManualClock, herd: tuple[Agent, Agent, Agent]
+) -> None:
+    _, second, _ = herd
+    secret = secret_sha256(second.agent_key)
+    key = facts_key(secret, SLOT, DEFAULT_TRACK)
+    with pool.connection() as conn:
+        assert SlotWarmUp(services.answers, due_facts).ask(conn, SLOT, IN_THE_WINDOW) == 3
+    warmed = services.answers.recall(key, now=clock.now())
+    assert isinstance(warmed, ClaimFacts)
+    # Facts that say "held" (as a read racing the hold's write could have left them).
+    hold = ActiveHold(until=IN_THE_WINDOW + timedelta(days=1), reason=None, set_by="customer")
+    stamp = services.answers.stamp()
+    held = replace(warmed, hold=hold)
+    assert services.answers.remember(
+        key, held, agent_id=held.agent_id, org_id=held.org_id, stamp=stamp
+    )
+    known = services.claims.refuse_from_memory(
+        secret, SLOT, "1.4.1", clock.now(), track=DEFAULT_TRACK
+    )
+    assert known is None  # not refused here: the database path refuses it and writes the run
