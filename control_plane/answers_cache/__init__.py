@@ -11,7 +11,7 @@ reads it every `POLL_SECONDS`.
 What is kept, per worker:
 
 - the config answer under (credential hash, channel, platform), and a claim's facts
-  (`claims.decision.ClaimFacts`) under (credential hash, slot key), never with a run for the
+  (`claims.decision.ClaimFacts`) under (credential hash, slot key, pair), never with a run for the
   slot (a token's validity turns with the clock); an answer that turns with the clock rather
   than with a write (a hold that ends) is kept only until that instant;
 - per round, the highest grant count seen per organisation and in total. A round's counter
@@ -33,8 +33,8 @@ The invariants:
    the database, and is a 503 if the database is away too).
 6. The replica's own writes: a request that wrote is counted in the replica's `ReplicaWrites`
    (shared by its forked workers) before it is answered, and no worker answers from memory
-   until a read of its feed began after that count moved (`api.hot_answers` counts an unsafe
-   request answered with a success, but a claim; the claims count the two refusals that record
+   until a read of its feed began after that count moved (`hot_answers` counts an unsafe
+   request answered with a success, but a claim; the claims count the refusals that record
    the slot consumed). A grant is the exception: its own worker forgets its agent's answers at
    once, the other workers within the bound below. (The claims waiting behind a grant in its
    worker are refused from the counts it left; counted replica-wide, every grant would send
@@ -53,9 +53,15 @@ tests/control_plane/answers_cache/.
     seen.py        SeenRecorder: the sightings of polls answered from memory, in batches
     in_flight.py   GrantsInFlight: a claim the memory cannot refuse waits while the grants in
                    flight in its worker fill the room it knows of
+    hot_answers.py HotAnswers: the middleware that answers the two calls from memory before
+                   FastAPI routes them; the answers are the application's (`FromMemory`, the
+                   API's is `api.hot_calls`), so this package imports no service or route
+    warm_up.py     SlotWarmUp: a slot's claim facts for every agent due, remembered at once
+                   when the herd's first claim of a slot reaches the database (what the facts
+                   are is `claims.due_facts`, handed in)
 
-Elsewhere, for the layers: `api.hot_answers` answers from memory before FastAPI routes a
-request; `claims.warm_up` reads a slot's facts for every agent due in one statement.
+The arrows run one way: the services (`claims`, `agent_config`) and the API import this
+package; it imports neither.
 """
 
 from control_plane.answers_cache.memory import (

@@ -16,7 +16,7 @@ goes to the database anyway. A claim whose facts the memory does not know goes a
 not counted (its organisation is not known before its read). The caps themselves stay where
 they are held exactly: in the grant's counter UPDATEs, under the rows' locks.
 
-The wait is in the hot-answer middleware (`api.hot_answers`), where the claim's body and
+The wait is in the hot-answer middleware (`answers_cache.hot_answers`), where the claim's body and
 credential are read for the memory anyway, so a claim that waits and is then refused from memory
 never reaches FastAPI's routing, dependencies and exception handlers — a round's first claims
 are those that wait. A claim the middleware cannot read that way (a body in several parts,

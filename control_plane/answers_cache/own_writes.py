@@ -2,7 +2,7 @@
 
 Made by the serving process before it forks its workers: an anonymous shared mapping, so every
 worker reads and moves the same counter, without a system call. A worker counts a write before
-it answers the request that made it (`api.hot_answers`), so whichever worker the agent's next
+it answers the request that made it (`hot_answers`), so whichever worker the agent's next
 request reaches sees the count moved, and answers nothing from memory until its change feed has
 been read again since (`AnswerMemory`): that read sees the write, which committed before it was
 counted.

@@ -19,10 +19,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from control_plane.answers_cache.hot_answers import HotAnswers
 from control_plane.api.agent_contract import CONTRACT_STAMP, agent_refusal
 from control_plane.api.answers import bounded_message, refusal_response
 from control_plane.api.credential_first import credential_refusal
-from control_plane.api.hot_answers import HotAnswers
+from control_plane.api.hot_calls import ServicesFromMemory
 from control_plane.api.limits import RequestLimits, state_storable_text
 from control_plane.api.routes import (
     accounts,
@@ -279,7 +280,7 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
     app.openapi = openapi  # type: ignore[method-assign]
 
     # Innermost of the three: the limits and the server time hold for answers from memory too.
-    app.add_middleware(HotAnswers, services=services)
+    app.add_middleware(HotAnswers, answers=ServicesFromMemory(services))
     app.add_middleware(RequestLimits)
     app.add_middleware(ServerTime, clock=clock)
     return app

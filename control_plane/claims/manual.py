@@ -88,33 +88,24 @@ def _record_started(
 ) -> None:
     """The grant's event: a forced update is the operator's act (named, with the reason), never
     the person who clicked, so the trail shows who let it past the stops."""
+    forced = granted.forced
     data: dict[str, Any] = {
         "from_version": from_version,
         "to_version": release["agent_version"],
         "offer": granted.basis,
-        "forced": granted.forced is not None,
+        "forced": forced is not None,
     }
-    if granted.forced is None:
-        record_event(
-            conn,
-            org_id=run["org_id"],
-            agent_id=run["agent_id"],
-            run_id=run["id"],
-            kind="update.started",
-            actor_kind="user",
-            actor_id=run["requested_by"],
-            at=now,
-            data=data,
-        )
-        return
+    if forced is not None:
+        data["forced_reason"] = forced.reason
     record_event(
         conn,
         org_id=run["org_id"],
         agent_id=run["agent_id"],
         run_id=run["id"],
         kind="update.started",
-        actor_kind="operator",
-        actor_name=granted.forced.operator,
+        actor_kind="user" if forced is None else "operator",
+        actor_id=run["requested_by"] if forced is None else None,
+        actor_name=None if forced is None else forced.operator,
         at=now,
-        data={**data, "forced_reason": granted.forced.reason},
+        data=data,
     )

@@ -1,13 +1,24 @@
-"""The refusals a claim is answered with: the operators' brake, a consumed slot, a pair without
-a release (the caps' are `claims.caps`; their codes, statuses and whether each consumes the
-slot: `ground.contract.RefusalCode`)."""
+"""The refusals a claim is answered with: the operators' brake, a hold, a stopped or rolled-back
+release, a consumed slot, a pair without a release (the caps' are `claims.caps`; their codes,
+statuses and whether each consumes the slot: `ground.contract.RefusalCode`)."""
 
 from __future__ import annotations
 
-from control_plane.errors import ClaimRefused
-from ground.contract import RefusalCode, ReleaseTrack
+from uuid import UUID
 
-__all__ = ["brake_on", "no_release", "nothing_pinned", "slot_consumed"]
+from control_plane.errors import ClaimRefused
+from control_plane.pins.holds import ActiveHold
+from ground.contract import MissReason, RefusalCode, ReleaseTrack, format_instant
+
+__all__ = [
+    "brake_on",
+    "held",
+    "no_release",
+    "nothing_pinned",
+    "release_halted",
+    "release_rolled_back",
+    "slot_consumed",
+]
 
 
 def brake_on(reason: str | None) -> ClaimRefused:
@@ -37,4 +48,33 @@ def nothing_pinned(track: ReleaseTrack) -> ClaimRefused:
         RefusalCode.NO_RELEASE,
         f"this agent is pinned to a version with no release for channel {track.channel!r}"
         f" on platform {track.platform!r}: nothing is offered",
+    )
+
+
+def held(hold: ActiveHold, slot_key: str) -> ClaimRefused:
+    return ClaimRefused(
+        RefusalCode.HELD,
+        f"this agent is held until {format_instant(hold.until)} (set by {hold.set_by}):"
+        f" slot {slot_key} is skipped",
+        reason=MissReason.HELD.value,
+    )
+
+
+def release_halted(
+    version: str, channel: str, platform: str, why: str, slot_key: str
+) -> ClaimRefused:
+    return ClaimRefused(
+        RefusalCode.RELEASE_HALTED,
+        f"release {version} of {channel}/{platform} is {why}; slot {slot_key} is skipped",
+        reason=f"{why}; slot {slot_key} is skipped",
+    )
+
+
+def release_rolled_back(version: str, rolled_back_run: UUID, slot_key: str) -> ClaimRefused:
+    return ClaimRefused(
+        RefusalCode.RELEASE_ROLLED_BACK,
+        f"this host rolled release {version} back (run {rolled_back_run}): nothing to do until a"
+        " newer release is published for its channel and platform, or an operator asks for a"
+        " retry",
+        slot_key=slot_key,
     )

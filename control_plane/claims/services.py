@@ -1,11 +1,15 @@
 """Throttle tokens: the claim of a slot, within the caps.
 
 The refusal is the hot path — nearly every agent is at 03:00 and 25 a minute get through — so it
-is one read-only statement: the agent, its schedule, the settings, the brake, its runs for the slot
-and this round's two counters. Nothing is locked and nothing is written. The row becomes
-`ClaimFacts`, and `claims.decision.refusal_for` answers from them, as it does on facts the answers'
-memory remembered (`refuse_from_memory`). Only a claim they do not refuse opens the grant
-transaction (`claims.grant`), where the caps are held exactly (`claims.caps`).
+is one read-only statement: the agent, its schedule, its hold, the settings, the brake, its runs
+for the slot and this round's two counters; then, unless the brake or a hold already refuses, the
+release it is offered on the claim's pair (`claims.offered`: a few reads). Nothing is locked and
+nothing is written. They become `ClaimFacts`, and `claims.decision.refusal_for` answers from
+them, in the contract's order, as it does on facts the answers' memory remembered
+(`refuse_from_memory`). Only a claim they do not refuse opens the grant transaction
+(`claims.grant`), where the caps are held exactly (`claims.caps`). The three refusals that
+consume the slot for the agent's own reasons (a hold, a stopped release, a release it rolled
+back) write the slot's run here, on the database path: the memory leaves them to it.
 
 Every refusal of a scheduled claim is handed to the `RefusalRecorder` here, whoever the caller:
 the facts behind the miss reasons must not depend on which route asked.
@@ -13,7 +17,7 @@ the facts behind the miss reasons must not depend on which route asked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from uuid import UUID
 
@@ -22,17 +26,23 @@ import psycopg
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL
 from control_plane.answers_cache import AnswerMemory, Changes
 from control_plane.answers_cache.in_flight import GrantsInFlight, KnownRoom
+from control_plane.answers_cache.warm_up import SlotWarmUp
 from control_plane.claims.caps import RoundCounts, cap_refusal, round_start
 from control_plane.claims.decision import ClaimFacts, refusal_for, slot_of
+from control_plane.claims.due_facts import due_facts, facts_key
 from control_plane.claims.grant import Claim, ScheduledGrant, claim_grant, grant_token
 from control_plane.claims.manual import claim_manual
+from control_plane.claims.offered import offered_releases
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.refused import slot_consumed
-from control_plane.claims.rolled_back import refuse_rolled_back_release
-from control_plane.claims.warm_up import SlotWarmUp, facts_key
 from control_plane.errors import ClaimRefused, NotFound
 from control_plane.inputs import stored_text
-from control_plane.rollout.gate import check_scheduled_claim, skip_stopped_slot
+from control_plane.rollout.gate import (
+    note_track,
+    record_held_slot,
+    record_skipped_slot,
+    skip_stopped_slot,
+)
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
 from ground.contract import (
@@ -55,6 +65,7 @@ SELECT a.id AS agent_id, a.org_id,
        a.update_schedule_enabled AS enabled, a.update_schedule_times AS times,
        s.timezone, s.catch_up_minutes, s.org_cap, s.global_cap,
        b.engaged AS brake_engaged, b.reason AS brake_reason,
+       h.until AS hold_until, h.reason AS hold_reason, h.set_by AS hold_set_by,
        (SELECT max(r.slot_at) FROM runs r
          WHERE r.agent_id = a.id AND r.trigger = 'schedule') AS last_consumed_at,
        existing.id AS existing_run_id, existing.status AS existing_status,
@@ -66,6 +77,7 @@ SELECT a.id AS agent_id, a.org_id,
   FROM agents a
  CROSS JOIN platform_settings s
  CROSS JOIN platform_brake b
+  LEFT JOIN holds h ON h.agent_id = a.id
   LEFT JOIN LATERAL (
         SELECT r.id, r.status,
                (t.revoked_at IS NULL AND t.expires_at > %(now)s) AS token_usable
@@ -79,10 +91,23 @@ _HOT_PATH_BY_ID = _HOT_PATH.format(agent="%(agent_id)s")
 _HOT_PATH_BY_CREDENTIAL = _HOT_PATH.format(agent=f"({AGENT_OF_CREDENTIAL})")
 
 
-# Refusals that write the slot consumed as a run (the answer of the agent's next claim changes).
+# Refusals that write the slot consumed as a run (the answer of the agent's next claim changes):
+# given only by the database path, which writes the run.
 _RECORDED_CONSUMED = frozenset(
     {RefusalCode.HELD, RefusalCode.RELEASE_ROLLED_BACK, RefusalCode.RELEASE_HALTED}
 )
+
+
+def _facts_of(
+    conn: Connection, row: dict[str, object], track: ReleaseTrack, now: datetime
+) -> ClaimFacts:
+    """The facts of the hot statement's row, with the release offered on `track` unless what
+    stops the agent first (the brake, a hold) already refuses (`claims.decision`)."""
+    facts = ClaimFacts.of_row(row, offered=None)
+    if facts.brake_engaged or facts.held_at(now) is not None:
+        return facts
+    offered = offered_releases(conn, [(facts.agent_id, facts.org_id)], {facts.agent_id: track})
+    return replace(facts, offered=offered[facts.agent_id][1])
 
 
 def _is_open(facts: ClaimFacts, slot_key: str, now: datetime) -> bool:
@@ -115,7 +140,7 @@ class ClaimService:
         self._pool = pool
         self._refusals = refusals
         self._memory = memory or AnswerMemory()
-        self._warm_up = SlotWarmUp(self._memory)
+        self._warm_up = SlotWarmUp(self._memory, due_facts)
         # Used by the route, in the event loop: the claims let through to the database.
         self.grants_in_flight = GrantsInFlight()
 
@@ -208,28 +233,29 @@ class ClaimService:
             ).fetchone()
             if seen is None:
                 return None
-            facts = ClaimFacts.of_row(seen)
+            facts = _facts_of(conn, seen, track, now)
             read = RoundCounts(
                 org_granted=seen["org_granted"] or 0, global_granted=seen["global_granted"] or 0
             )
-            self._remember(agent, slot_key, current_round, facts, read, stamp)
+            self._remember(agent, slot_key, track, current_round, facts, read, stamp, now)
             # What this worker learnt since the read began (another request's grant that found
             # the round full): a round's count only grows, so the higher one is as true.
             counts = self._known_counts(current_round, facts.org_id, read)
             if _is_open(facts, slot_key, now):
                 # A real agent's open slot: the rest of the herd is about to ask about it too.
-                self._warm_up.ask(conn, slot_key)
+                self._warm_up.ask(conn, slot_key, now)
             refusal = refusal_for(facts, counts, slot_key, now)
             try:
                 if refusal is not None:
                     raise refusal
                 claim = self._grant(conn, facts, slot_key, from_version, now, track)
             except ClaimRefused as refused:
-                # Buffered in memory: the refusal path itself writes nothing, but for the two
+                # Buffered in memory: the refusal path itself writes nothing, but for the
                 # refusals that record the slot consumed (a run written).
-                self._refusals.record(facts.agent_id, slot_key, refused.refusal, now)
                 if refused.refusal in _RECORDED_CONSUMED:
+                    _record_consumed(conn, facts, refused.refusal, slot_key, from_version, now)
                     self._memory.writes.note()
+                self._refusals.record(facts.agent_id, slot_key, refused.refusal, now)
                 raise
             # This worker's own grant is honoured by its memory at once (others: the feed).
             self._memory.apply(Changes(agents=frozenset({facts.agent_id})))
@@ -249,12 +275,14 @@ class ClaimService:
         worker knows of in the claim's round — the caps less the highest counts seen — for the
         database to decide; None when it remembers nothing of the claim (or is not live)."""
         stored_text("from_version", from_version, MAX_VERSION_LENGTH)
-        facts = self._memory.recall(facts_key(secret_sha256, slot_key), now=now)
+        facts = self._memory.recall(facts_key(secret_sha256, slot_key, track), now=now)
         if not isinstance(facts, ClaimFacts):
             return None
         current_round = round_start(now)
         counts = self._known_counts(current_round, facts.org_id, RoundCounts())
         refusal = refusal_for(facts, counts, slot_key, now)
+        if refusal is not None and refusal.refusal in _RECORDED_CONSUMED:
+            return None  # the slot's run is written by the database path
         if refusal is not None:
             self._refusals.record(facts.agent_id, slot_key, refusal.refusal, now)
             raise refusal
@@ -278,24 +306,29 @@ class ClaimService:
         self,
         agent: dict[str, object],
         slot_key: str,
+        track: ReleaseTrack,
         current_round: datetime,
         facts: ClaimFacts,
         read: RoundCounts,
         stamp: int | None,
+        now: datetime,
     ) -> None:
-        """Keep what the hot statement read for `refuse_from_memory`: the round's counts apart
-        (they only grow inside a round, whoever reads them), the facts under the credential.
-        Facts with a run for the slot are not kept: its token's validity depends on `now`."""
+        """Keep what the database path read for `refuse_from_memory`: the round's counts apart
+        (they only grow inside a round, whoever reads them), the facts under the credential and
+        the pair. Facts with a run for the slot are not kept: its token's validity depends on
+        `now`; facts with a hold in force only until it ends."""
         self._memory.note_granted(current_round, facts.org_id, read.org_granted)
         self._memory.note_granted(current_round, None, read.global_granted)
         secret_sha256 = agent.get("secret_sha256")
         if isinstance(secret_sha256, str) and facts.existing_run is None:
+            hold = facts.held_at(now)
             self._memory.remember(
-                facts_key(secret_sha256, slot_key),
+                facts_key(secret_sha256, slot_key, track),
                 facts,
                 agent_id=facts.agent_id,
                 org_id=facts.org_id,
                 stamp=stamp,
+                until=None if hold is None else hold.until,
             )
 
     def _grant(
@@ -307,35 +340,16 @@ class ClaimService:
         now: datetime,
         track: ReleaseTrack,
     ) -> Claim:
-        """A claim its facts do not refuse: the same claim again, or the checks that need the
-        database (holds, halts, a release rolled back), then the grant; or their refusal."""
+        """A claim its facts do not refuse: the same claim again, or the grant; or the refusal
+        the grant's transaction found (a cap full, the brake or a halt under their locks)."""
         run = facts.existing_run
         if run is not None and run.holds_its_token:
             return Claim(created=False, grant=claim_grant(conn, run.run_id))
         slot = slot_of(facts, slot_key, now)
-        offer = check_scheduled_claim(
-            conn,
-            agent_id=facts.agent_id,
-            org_id=facts.org_id,
-            slot_key=slot_key,
-            slot_at=slot.at,
-            track=track,
-            now=now,
-        )
-        if run is None:
-            refuse_rolled_back_release(
-                conn,
-                agent_id=facts.agent_id,
-                org_id=facts.org_id,
-                slot_key=slot_key,
-                slot_at=slot.at,
-                from_version=from_version,
-                track=track,
-                now=now,
-                offer=offer,
-            )
-        # The checks above took round trips, in which other grants may have filled the round:
-        # what this worker learnt meanwhile spares a grant transaction bound to fail.
+        note_track(conn, facts.agent_id, track, now)
+        # The reads since the hot statement took round trips, in which other grants may have
+        # filled the round: what this worker learnt meanwhile spares a grant transaction bound
+        # to fail.
         current_round = round_start(now)
         full = cap_refusal(
             facts.caps, self._known_counts(current_round, facts.org_id, RoundCounts()), now
@@ -358,20 +372,6 @@ class ClaimService:
                 ),
             )
         except ClaimRefused as refused:
-            stopped = offer.release
-            if refused.refusal is RefusalCode.RELEASE_HALTED and run is None and stopped:
-                # Halted (or braked) between the check above and the grant's lock: the slot is
-                # skipped all the same, as the agent is told.
-                skip_stopped_slot(
-                    conn,
-                    agent_id=facts.agent_id,
-                    org_id=facts.org_id,
-                    slot_key=slot_key,
-                    slot_at=slot.at,
-                    release=stopped,
-                    why="halted or under its brake",
-                    now=now,
-                )
             # A cap found full, as committed by other grants: full until the round ends (it
             # never un-fills), so this worker refuses the rest of the round from memory.
             if refused.refusal is RefusalCode.ORG_CAP:
@@ -396,3 +396,54 @@ class ClaimService:
         if row is None or row["status"] != "claimed":
             raise slot_consumed(slot_key, "was already consumed")
         return Claim(created=False, grant=claim_grant(conn, row["id"]))
+
+
+def _record_consumed(
+    conn: Connection,
+    facts: ClaimFacts,
+    refusal: RefusalCode,
+    slot_key: str,
+    from_version: str | None,
+    now: datetime,
+) -> None:
+    """Write the run of a slot consumed by `refusal` (a hold, a stopped release — found by the
+    facts or, halted meanwhile, by the grant's lock — or a release this host rolled back).
+    Nothing for a key that is not an open slot of the agent: there is no slot to consume."""
+    try:
+        slot = slot_of(facts, slot_key, now)
+    except ClaimRefused:
+        return
+    agent_id, org_id, slot_at = facts.agent_id, facts.org_id, slot.at
+    if refusal is RefusalCode.HELD:
+        record_held_slot(
+            conn, agent_id=agent_id, org_id=org_id, slot_key=slot_key, slot_at=slot_at, now=now
+        )
+        return
+    offered = facts.offered
+    if offered is None:
+        return
+    release = {"id": offered.release_id, "agent_version": offered.agent_version}
+    if refusal is RefusalCode.RELEASE_HALTED:
+        skip_stopped_slot(
+            conn,
+            agent_id=agent_id,
+            org_id=org_id,
+            slot_key=slot_key,
+            slot_at=slot_at,
+            release=release,
+            why=offered.stopped or "halted or under its brake",
+            now=now,
+        )
+    elif refusal is RefusalCode.RELEASE_ROLLED_BACK:
+        record_skipped_slot(
+            conn,
+            agent_id=agent_id,
+            org_id=org_id,
+            slot_key=slot_key,
+            slot_at=slot_at,
+            reason=refusal,
+            release=release,
+            now=now,
+            from_version=from_version,
+            details={"rolled_back_run": str(offered.rolled_back_run)},
+        )

@@ -1,9 +1,9 @@
 """The claim's rollout checks, called by `control_plane.claims` (one call per check there).
 
-check_scheduled_claim   a held agent's slot is skipped (HELD: consumes the slot, recorded as a
-                        `missed` run with the reason `held`, no token taken); an offered
-                        release that is halted or braked is skipped the same way
-                        (RELEASE_HALTED: a `skipped` run; the next slot asks again)
+record_held_slot        a held agent's slot, refused HELD (`claims.decision`), is consumed
+                        by a `missed` run with the reason `held` (no token taken)
+skip_stopped_slot       an offered release that is halted or braked, refused RELEASE_HALTED,
+                        consumes the slot with a `skipped` run (the next slot asks again)
 release_for_grant       inside the grant's transaction: the offered release, its row held
                         FOR SHARE so a halt or a release brake waits for the grants in flight
                         (and then revokes their tokens), re-checked under that lock
@@ -31,8 +31,8 @@ from ground.contract import MissReason, RefusalCode, ReleaseTrack, format_instan
 __all__ = [
     "ForcedBy",
     "ManualRelease",
-    "check_scheduled_claim",
     "note_track",
+    "record_held_slot",
     "record_skipped_slot",
     "release_for_grant",
     "release_for_manual",
@@ -62,50 +62,23 @@ def _halted(track: ReleaseTrack, release: dict[str, Any], why: str) -> ClaimRefu
     )
 
 
-def check_scheduled_claim(
+def record_held_slot(
     conn: Connection,
     *,
     agent_id: UUID,
     org_id: UUID,
     slot_key: str,
     slot_at: datetime,
-    track: ReleaseTrack,
     now: datetime,
-) -> Offer:
-    """Raise HELD or RELEASE_HALTED for a scheduled claim that saw room in the caps; else the
-    offer it was judged by (the claim's next check asks about the same release)."""
-    note_track(conn, agent_id, track, now)
-    hold = active_hold(conn, agent_id, now)
-    if hold is not None:
-        # The slot is consumed without a token: the run says so, and the agent stops asking.
-        conn.execute(
-            "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, miss_reason,"
-            " created_at) VALUES (%s, %s, 'schedule', %s, %s, 'missed', %s, %s)"
-            " ON CONFLICT (agent_id, slot_key) WHERE trigger = 'schedule' DO NOTHING",
-            [agent_id, org_id, slot_key, slot_at, MissReason.HELD.value, now],
-        )
-        raise ClaimRefused(
-            RefusalCode.HELD,
-            f"this agent is held until {format_instant(hold.until)} (set by {hold.set_by}):"
-            f" slot {slot_key} is skipped",
-            reason=MissReason.HELD.value,
-        )
-    offer = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track)
-    why = offer.stopped_reason
-    if why is not None:
-        assert offer.release is not None
-        skip_stopped_slot(
-            conn,
-            agent_id=agent_id,
-            org_id=org_id,
-            slot_key=slot_key,
-            slot_at=slot_at,
-            release=offer.release,
-            why=why,
-            now=now,
-        )
-        raise _halted(track, offer.release, f"{why}; slot {slot_key} is skipped")
-    return offer
+) -> None:
+    """The slot of a held agent consumed without a token: the run says so, and the agent stops
+    asking (nothing when the slot already has a run)."""
+    conn.execute(
+        "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, miss_reason,"
+        " created_at) VALUES (%s, %s, 'schedule', %s, %s, 'missed', %s, %s)"
+        " ON CONFLICT (agent_id, slot_key) WHERE trigger = 'schedule' DO NOTHING",
+        [agent_id, org_id, slot_key, slot_at, MissReason.HELD.value, now],
+    )
 
 
 def skip_stopped_slot(

@@ -274,7 +274,7 @@ class RunService:
 
     def request_release_retry(self, agent_id: UUID, *, actor: Actor, now: datetime) -> ReleaseRetry:
         """From now on the agent's earlier rollbacks no longer make the pair's current release
-        "nothing to do" for it (`claims.rolled_back`); recorded with its actor."""
+        "nothing to do" for it (`claims.offered`); recorded with its actor."""
         with self._pool.connection() as conn, conn.transaction():
             row = conn.execute(
                 "UPDATE agents SET release_retry_at = %s WHERE id = %s AND deleted_at IS NULL"

@@ -21,9 +21,14 @@ control plane's routes all ask it and never re-derive it from a status code.
                                                 brake: nothing to do tonight, the slot is
                                                 skipped with that reason and the next slot asks
                                                 again (an agent that still retries it is
-                                                answered `slot_consumed` next)
+                                                answered the same while the halt lasts)
     run_not_found   404     (manual)            the manual update is not this agent's
     run_finished    409     (manual)            the manual update already ended
+
+When several apply, a scheduled claim is answered the first in this order: what stops the
+agent whatever the slot (`brake`, then `held`, `release_halted`, `release_rolled_back`), then
+whether the slot is still there (`not_a_slot`, `window_closed`, `slot_consumed`), then the caps
+(`org_cap`, `global_cap`); `no_release` is found by the grant itself.
 
 A manual update is not a slot; its refusals end that request and consume nothing scheduled.
 """

@@ -24,10 +24,10 @@ def lock_waits(database_url: str) -> int:
     return int(row[0])
 
 
-def wait_for_a_lock_wait(database_url: str) -> None:
-    """Until a session of this database waits for a lock."""
+def wait_for_a_lock_wait(database_url: str, *, sessions: int = 1) -> None:
+    """Until `sessions` sessions of this database (or more) wait for a lock."""
     wait_until(
-        lambda: lock_waits(database_url) > 0,
-        what="a session of this test's database to wait for a lock",
+        lambda: lock_waits(database_url) >= sessions,
+        what=f"{sessions} session(s) of this test's database to wait for a lock",
         interval=0.01,
     )

@@ -10,7 +10,8 @@ from uuid import UUID
 import pytest
 
 from control_plane.claims.caps import Caps, RoundCounts
-from control_plane.claims.decision import ClaimFacts, ExistingRun, refusal_for
+from control_plane.claims.decision import ClaimFacts, ExistingRun, OfferedRelease, refusal_for
+from control_plane.pins.holds import ActiveHold
 from ground.contract import RefusalCode
 
 SLOT = "2026-11-30T03:00"
@@ -31,6 +32,15 @@ OPEN = ClaimFacts(
     brake_reason=None,
     last_consumed_at=None,
     existing_run=None,
+    hold=None,
+    offered=OfferedRelease(
+        release_id=UUID(int=4),
+        agent_version="1.5.0",
+        channel="stable",
+        platform="linux-amd64",
+        stopped=None,
+        rolled_back_run=None,
+    ),
 )
 ROOM = RoundCounts(org_granted=4, global_granted=24)
 ORG_FULL = RoundCounts(org_granted=5, global_granted=5)
@@ -50,6 +60,19 @@ LEASE_ENDED = replace(
 LATER_SLOT_CONSUMED = replace(OPEN, last_consumed_at=SLOT_AT + timedelta(hours=12))
 EARLIER_SLOT_CONSUMED = replace(OPEN, last_consumed_at=SLOT_AT - timedelta(days=1))
 SCHEDULE_OFF = replace(OPEN, enabled=False)
+HELD = replace(
+    OPEN, hold=ActiveHold(until=SLOT_AT + timedelta(days=3), reason="audit", set_by="customer")
+)
+HOLD_ENDED = replace(
+    OPEN, hold=ActiveHold(until=SLOT_AT + timedelta(minutes=2), reason=None, set_by="agent")
+)
+assert OPEN.offered is not None
+HALTED = replace(OPEN, offered=replace(OPEN.offered, stopped="halted: errors"))
+ROLLED_BACK = replace(OPEN, offered=replace(OPEN.offered, rolled_back_run=UUID(int=5)))
+HALTED_AND_ROLLED_BACK = replace(
+    OPEN, offered=replace(OPEN.offered, stopped="halted: errors", rolled_back_run=UUID(int=5))
+)
+NOTHING_OFFERED = replace(OPEN, offered=None)
 OTHER_TIMES = replace(OPEN, times=("04:00",))
 
 
@@ -139,6 +162,69 @@ OTHER_TIMES = replace(OPEN, times=("04:00",))
             LEASE_ENDED, ORG_FULL, SLOT, IN_THE_WINDOW, RefusalCode.ORG_CAP, id="new_lease_capped"
         ),
         pytest.param(LEASE_ENDED, ROOM, SLOT, IN_THE_WINDOW, None, id="new_lease_with_room"),
+        pytest.param(HELD, ROOM, SLOT, IN_THE_WINDOW, RefusalCode.HELD, id="held"),
+        pytest.param(HELD, ORG_FULL, SLOT, IN_THE_WINDOW, RefusalCode.HELD, id="hold_before_caps"),
+        pytest.param(
+            replace(HELD, brake_engaged=True),
+            ROOM,
+            SLOT,
+            IN_THE_WINDOW,
+            RefusalCode.BRAKE,
+            id="brake_before_hold",
+        ),
+        pytest.param(
+            replace(HELD, existing_run=NOTHING_TO_DO.existing_run),
+            ROOM,
+            SLOT,
+            IN_THE_WINDOW,
+            RefusalCode.HELD,
+            id="hold_before_slot_consumed",
+        ),
+        pytest.param(
+            HELD, ROOM, SLOT, AFTER_THE_WINDOW, RefusalCode.HELD, id="hold_before_window_closed"
+        ),
+        pytest.param(HELD, ROOM, "tomorrow", IN_THE_WINDOW, RefusalCode.HELD, id="hold_no_key"),
+        pytest.param(
+            HOLD_ENDED, ORG_FULL, SLOT, IN_THE_WINDOW, RefusalCode.ORG_CAP, id="a_hold_ends"
+        ),
+        pytest.param(
+            HALTED, BOTH_FULL, SLOT, IN_THE_WINDOW, RefusalCode.RELEASE_HALTED, id="halt_first"
+        ),
+        pytest.param(
+            replace(HALTED, hold=HELD.hold),
+            ROOM,
+            SLOT,
+            IN_THE_WINDOW,
+            RefusalCode.HELD,
+            id="hold_before_halt",
+        ),
+        pytest.param(
+            replace(HALTED, existing_run=NOTHING_TO_DO.existing_run),
+            ROOM,
+            SLOT,
+            IN_THE_WINDOW,
+            RefusalCode.RELEASE_HALTED,
+            id="halt_before_slot_consumed",
+        ),
+        pytest.param(
+            ROLLED_BACK,
+            ORG_FULL,
+            SLOT,
+            IN_THE_WINDOW,
+            RefusalCode.RELEASE_ROLLED_BACK,
+            id="rolled_back_before_caps",
+        ),
+        pytest.param(
+            HALTED_AND_ROLLED_BACK,
+            ROOM,
+            SLOT,
+            IN_THE_WINDOW,
+            RefusalCode.RELEASE_HALTED,
+            id="halt_before_rolled_back",
+        ),
+        pytest.param(
+            NOTHING_OFFERED, ORG_FULL, SLOT, IN_THE_WINDOW, RefusalCode.ORG_CAP, id="no_offer"
+        ),
     ],
 )
 def test_the_first_refusal_that_applies_wins(
@@ -174,6 +260,9 @@ def test_the_facts_of_a_hot_row_and_of_a_warmed_row_agree() -> None:
         "existing_run_id": None,
         "existing_status": None,
         "existing_token_usable": None,
+        "hold_until": None,
+        "hold_reason": None,
+        "hold_set_by": None,
         "org_granted": 3,
     }
-    assert ClaimFacts.of_row(row) == OPEN
+    assert ClaimFacts.of_row(row, offered=OPEN.offered) == OPEN

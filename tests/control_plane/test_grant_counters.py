@@ -11,7 +11,6 @@ cap full: the input the statement's `granted < cap` and its ordering exist for.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from uuid import UUID
@@ -27,8 +26,9 @@ from control_plane.registry import Services
 from control_plane.types import Connection, Pool
 from ground.contract import DEFAULT_TRACK, ClaimGrant
 from tests.control_plane.conftest import Agent, Org, SignedRelease
-from tests.control_plane.lock_waits import lock_waits
+from tests.control_plane.lock_waits import lock_waits, wait_for_a_lock_wait
 from tests.worlds.clocks import ManualClock
+from tests.worlds.waiting import wait_until
 
 SLOT = "2026-11-30T03:00"
 IN_THE_WINDOW = datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC)
@@ -86,13 +86,15 @@ def _claim_behind(
 
     claiming = threading.Thread(target=claim)
     claiming.start()
-    while not lock_waits(database_url):
-        time.sleep(0.01)
+    wait_for_a_lock_wait(database_url)
     other_grant.commit()
     waited_for_the_platform = False
     if platform_held_by is not None:
-        while claiming.is_alive() and not lock_waits(database_url):
-            time.sleep(0.01)
+        wait_until(
+            lambda: not claiming.is_alive() or lock_waits(database_url) > 0,
+            what="the claim to end or to wait for the platform's counter",
+            interval=0.01,
+        )
         waited_for_the_platform = claiming.is_alive()
         platform_held_by.rollback()
     claiming.join()
@@ -171,8 +173,7 @@ def test_a_grant_queues_at_the_counters_update_not_at_their_creation(
         )
     )
     claiming.start()
-    while not lock_waits(database_url):
-        time.sleep(0.01)
+    wait_for_a_lock_wait(database_url)
     with psycopg.connect(database_url, autocommit=True) as watch:
         waiting = watch.execute(
             "SELECT query FROM pg_stat_activity"
@@ -239,12 +240,10 @@ def test_the_same_agent_racing_itself_gets_one_claim_twice(
 
     first = threading.Thread(target=claim)
     first.start()
-    while lock_waits(database_url) < 1:
-        time.sleep(0.01)
+    wait_for_a_lock_wait(database_url)
     second = threading.Thread(target=claim)
     second.start()
-    while lock_waits(database_url) < 2:
-        time.sleep(0.01)
+    wait_for_a_lock_wait(database_url, sessions=2)
     counters.commit()
     first.join()
     second.join()

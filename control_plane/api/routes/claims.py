@@ -2,9 +2,9 @@
 
 Every refusal is a `ClaimRefused` carrying the contract's `RefusalCode`, whose `status` the
 exception handler answers with; the claims service records it, so this route only maps. A slot's
-claim the hot-answer middleware (`api.hot_answers`) could read gets here only once that middleware
-admitted it among the grants in flight in this worker (one it refuses from memory is answered
-there); one it could not read comes straight here.
+claim the hot-answer middleware (`answers_cache.hot_answers`) could read gets here only once
+that middleware admitted it among the grants in flight in this worker (one it refuses from
+memory is answered there); one it could not read comes straight here.
 """
 
 from __future__ import annotations

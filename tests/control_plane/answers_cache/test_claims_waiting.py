@@ -13,7 +13,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import psycopg
@@ -21,7 +21,8 @@ import pytest
 from starlette.types import Message, Receive, Scope, Send
 
 from control_plane.answers_cache.feed import ChangeFeed
-from control_plane.api.hot_answers import HotAnswers
+from control_plane.answers_cache.hot_answers import HotAnswers
+from control_plane.api.hot_calls import ServicesFromMemory
 from control_plane.claims.caps import round_start
 from control_plane.events.trail import Actor
 from control_plane.registry import Services
@@ -33,6 +34,7 @@ from tests.worlds.clocks import ManualClock
 from tests.worlds.waiting import wait_until
 
 OPERATOR = Actor(kind="operator", name="tests")
+SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 
 
 def _claim(api: Api, agent: Agent) -> httpx.Response:
@@ -130,9 +132,15 @@ def test_a_waiting_claim_is_granted_when_the_grant_ahead_of_it_fails(
     held_up: psycopg.Connection[tuple[object, ...]],
 ) -> None:
     first, second = _one_behind_the_other(api, services, database_url, agents, held_up)
-    _hold(held_up, agents[0])
-    held_up.commit()  # the claim ahead now finds its agent held: no grant, the room is left
-    assert first.join().json()["detail"]["code"] == "held"
+    # Past its facts (read before this): the claim ahead finds its slot taken by a run written
+    # meanwhile — no grant, the room is left.
+    held_up.execute(
+        "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, created_at)"
+        " SELECT id, org_id, 'schedule', %s, %s, 'up_to_date', %s FROM agents WHERE id = %s",
+        [SLOT, SLOT_AT, IN_THE_WINDOW, agents[0].agent_id],
+    )
+    held_up.commit()
+    assert first.join().json()["detail"]["code"] == "slot_consumed"
     assert second.join().status_code == 201
 
 
@@ -174,7 +182,7 @@ def test_a_claim_that_waits_and_is_refused_never_reaches_the_routes(
             await send({"type": "http.response.start", "status": 201, "headers": []})
             await send({"type": "http.response.body", "body": b"{}"})
 
-        middleware = HotAnswers(routes, services)
+        middleware = HotAnswers(routes, ServicesFromMemory(services))
 
         async def claim(agent: Agent) -> list[Message]:
             body = json.dumps({"slot_key": SLOT, "from_version": "1.4.1"}).encode()

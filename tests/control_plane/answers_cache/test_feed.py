@@ -3,7 +3,6 @@ that does not, and a transaction that commits late is never skipped."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from uuid import UUID
 
@@ -15,6 +14,7 @@ from control_plane.answers_cache.feed import ChangeFeed, read_changes
 from control_plane.registry import Services
 from tests.control_plane.answers_cache.conftest import Ticks
 from tests.control_plane.conftest import Agent, Org
+from tests.worlds.waiting import wait_until
 
 
 @pytest.fixture
@@ -216,11 +216,16 @@ def test_rows_every_worker_has_read_are_pruned(
         conn.execute("UPDATE platform_settings SET org_cap = 2")
         # Until every transaction older than the change has ended (another session's, such as
         # a `CREATE DATABASE` of the test suite), no horizon is above it: wait, with a deadline.
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and conn.execute(
-            "SELECT pg_snapshot_xmin(pg_current_snapshot()) <= max(xid) FROM answer_changes"
-        ).fetchone() != (False,):
-            time.sleep(0.05)
+        wait_until(
+            lambda: (
+                conn.execute(
+                    "SELECT pg_snapshot_xmin(pg_current_snapshot()) > max(xid) FROM answer_changes"
+                ).fetchone()
+                == (True,)
+            ),
+            what="every transaction older than the change to end",
+            timeout=60,
+        )
         for _ in range(3):  # each read within the freshness bound, until the prune age passes
             ticks.now += 1.0
             feed.read_once()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -22,13 +23,15 @@ import pytest
 from control_plane.accounts.credentials import secret_sha256
 from control_plane.answers_cache import AnswerMemory, Changes
 from control_plane.answers_cache.feed import ChangeFeed
+from control_plane.answers_cache.warm_up import SlotWarmUp
 from control_plane.claims.caps import round_start
 from control_plane.claims.decision import ClaimFacts
+from control_plane.claims.due_facts import due_facts, facts_key
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.services import ClaimService
-from control_plane.claims.warm_up import SlotWarmUp, facts_key
 from control_plane.errors import ClaimRefused
 from control_plane.events.trail import Actor
+from control_plane.pins.holds import ActiveHold
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import CLAIMS_PATH, DEFAULT_TRACK
@@ -182,13 +185,15 @@ def test_the_warm_up_remembers_what_the_agents_own_read_would(
     herd: tuple[Agent, Agent, Agent],
 ) -> None:
     first, second, _ = herd
-    key = facts_key(secret_sha256(second.agent_key), SLOT)
+    key = facts_key(secret_sha256(second.agent_key), SLOT, DEFAULT_TRACK)
     assert _claim_refused_by_database(services, first, second, clock)
     read_by_itself = services.answers.recall(key, now=clock.now())
     assert isinstance(read_by_itself, ClaimFacts)
     services.answers.apply(Changes(everything=True))  # forget it all, then warm up
     with pool.connection() as conn:
-        assert SlotWarmUp(services.answers).ask(conn, SLOT) == 2  # the first has its run
+        assert (
+            SlotWarmUp(services.answers, due_facts).ask(conn, SLOT, IN_THE_WINDOW) == 2
+        )  # the first has its run
     assert services.answers.recall(key, now=clock.now()) == read_by_itself
 
 
@@ -209,6 +214,11 @@ def test_the_warm_up_remembers_what_the_agents_own_read_would(
             " 'up_to_date', now() FROM agents WHERE id = %s",
             id="slot_already_consumed",
         ),
+        pytest.param(
+            "INSERT INTO holds (agent_id, until, set_by, set_at)"
+            " VALUES (%s, '2026-12-07T00:00Z', 'customer', '2026-11-29T00:00Z')",
+            id="held",
+        ),
     ],
 )
 def test_the_warm_up_leaves_out_an_agent_it_must_not_answer_for(
@@ -219,12 +229,12 @@ def test_the_warm_up_leaves_out_an_agent_it_must_not_answer_for(
     makes_it_not_due: str,
 ) -> None:
     _, second, _ = herd
-    key = facts_key(secret_sha256(second.agent_key), SLOT)
+    key = facts_key(secret_sha256(second.agent_key), SLOT, DEFAULT_TRACK)
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(makes_it_not_due, [second.agent_id])
     services.answers.apply(Changes(everything=True))
     with pool.connection() as conn:
-        assert SlotWarmUp(services.answers).ask(conn, SLOT) == 2
+        assert SlotWarmUp(services.answers, due_facts).ask(conn, SLOT, IN_THE_WINDOW) == 2
     assert services.answers.recall(key) is None
 
 
@@ -235,21 +245,24 @@ def test_a_claim_refused_before_the_slot_check_warms_nothing_up(
     # A key that is no slot of this agent: a stranger's made-up keys must cost no warm-up.
     assert _code(_claim(api, first, "2026-11-30T04:00")) == (422, "not_a_slot")
     assert services.answers.size() == 1  # its own read, nobody else's
-    assert services.answers.recall(facts_key(secret_sha256(second.agent_key), SLOT)) is None
+    assert (
+        services.answers.recall(facts_key(secret_sha256(second.agent_key), SLOT, DEFAULT_TRACK))
+        is None
+    )
 
 
 def test_a_slot_is_warmed_up_once_per_epoch_and_not_again_within_the_interval(
     services: Services, pool: Pool, ticks: Ticks, herd: tuple[Agent, Agent, Agent]
 ) -> None:
-    warm_up = SlotWarmUp(services.answers, every_seconds=1.0, monotonic=ticks)
+    warm_up = SlotWarmUp(services.answers, due_facts, every_seconds=1.0, monotonic=ticks)
     with pool.connection() as conn:
-        assert warm_up.ask(conn, SLOT) == 3
-        assert warm_up.ask(conn, SLOT) == 0  # warm in this epoch
+        assert warm_up.ask(conn, SLOT, IN_THE_WINDOW) == 3
+        assert warm_up.ask(conn, SLOT, IN_THE_WINDOW) == 0  # warm in this epoch
         services.answers.apply(Changes(everything=True), read_started=ticks.now)
-        assert warm_up.ask(conn, SLOT) == 0  # a new epoch, but within the interval
+        assert warm_up.ask(conn, SLOT, IN_THE_WINDOW) == 0  # a new epoch, but within the interval
         ticks.now += 1.5
         services.answers.apply(Changes(), read_started=ticks.now)
-        assert warm_up.ask(conn, SLOT) == 3  # past the interval, in the new epoch
+        assert warm_up.ask(conn, SLOT, IN_THE_WINDOW) == 3  # past the interval, in the new epoch
 
 
 def test_a_memory_that_is_not_live_is_not_warmed_up(
@@ -257,7 +270,7 @@ def test_a_memory_that_is_not_live_is_not_warmed_up(
 ) -> None:
     services.answers.lapse()
     with pool.connection() as conn:
-        assert SlotWarmUp(services.answers).ask(conn, SLOT) == 0
+        assert SlotWarmUp(services.answers, due_facts).ask(conn, SLOT, IN_THE_WINDOW) == 0
     assert services.answers.size() == 0
 
 
@@ -306,3 +319,73 @@ def test_a_round_filled_during_the_claims_checks_is_refused_before_its_grant(
         # The database would have granted it: no grant transaction was even begun.
         assert conn.execute("SELECT count(*) FROM claim_rounds_global").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+def _stop(database_url: str, statement: str, agent: Agent) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(statement, {"agent": agent.agent_id, "at": IN_THE_WINDOW})
+
+
+@pytest.mark.parametrize(
+    ("stops_it", "answer"),
+    [
+        pytest.param(
+            "INSERT INTO holds (agent_id, until, set_by, set_at)"
+            " VALUES (%(agent)s, %(at)s + interval '1 day', 'customer', %(at)s)",
+            (409, "held"),
+            id="held",
+        ),
+        pytest.param(
+            "INSERT INTO release_halts (release_id, cause, reason, halted_by, halted_at)"
+            " SELECT id, 'operator', 'looks wrong', 'tests', %(at)s FROM releases"
+            " WHERE %(agent)s::uuid IS NOT NULL",
+            (409, "release_halted"),
+            id="halted",
+        ),
+    ],
+)
+def test_what_stops_an_agent_comes_before_a_round_remembered_full(
+    api: Api,
+    database_url: str,
+    feed: ChangeFeed,
+    herd: tuple[Agent, Agent, Agent],
+    stops_it: str,
+    answer: tuple[int, str],
+) -> None:
+    first, second, _ = herd
+    assert _claim(api, first).status_code == 201
+    assert _code(_claim(api, second)) == (429, "global_cap")  # from memory
+    _stop(database_url, stops_it, second)
+    feed.read_once()
+    assert _code(_claim(api, second)) == answer
+    # The slot is consumed by a run that says why (the database path writes it, never memory).
+    with psycopg.connect(database_url) as conn:
+        run = conn.execute(
+            "SELECT coalesce(miss_reason, skip_reason) FROM runs"
+            " WHERE agent_id = %s AND slot_key = %s",
+            [second.agent_id, SLOT],
+        ).fetchone()
+    assert run == (answer[1],)
+
+
+def test_the_memory_leaves_a_refusal_that_writes_the_slots_run_to_the_database(
+    services: Services, pool: Pool, clock: ManualClock, herd: tuple[Agent, Agent, Agent]
+) -> None:
+    _, second, _ = herd
+    secret = secret_sha256(second.agent_key)
+    key = facts_key(secret, SLOT, DEFAULT_TRACK)
+    with pool.connection() as conn:
+        assert SlotWarmUp(services.answers, due_facts).ask(conn, SLOT, IN_THE_WINDOW) == 3
+    warmed = services.answers.recall(key, now=clock.now())
+    assert isinstance(warmed, ClaimFacts)
+    # Facts that say "held" (as a read racing the hold's write could have left them).
+    hold = ActiveHold(until=IN_THE_WINDOW + timedelta(days=1), reason=None, set_by="customer")
+    stamp = services.answers.stamp()
+    held = replace(warmed, hold=hold)
+    assert services.answers.remember(
+        key, held, agent_id=held.agent_id, org_id=held.org_id, stamp=stamp
+    )
+    known = services.claims.refuse_from_memory(
+        secret, SLOT, "1.4.1", clock.now(), track=DEFAULT_TRACK
+    )
+    assert known is None  # not refused here: the database path refuses it and writes the run

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 import httpx
 import pytest
@@ -246,9 +247,10 @@ def test_a_halted_release_skips_the_slot_once_and_the_agent_stops_asking(
     rollout.clock.set(AT_0301)
     _refused(rollout.claim(agent), 409, "release_halted")
     assert _skipped_runs(rollout, agent) == [("skipped", "release_halted")]
-    # An agent that does not know the refusal consumes the slot asks once more: the slot is gone.
+    # An agent that does not know the refusal consumes the slot asks once more: the same answer
+    # (the halt comes before the slot's run), and the slot stays skipped once.
     rollout.clock.advance(minutes=1)
-    _refused(rollout.claim(agent), 409, "slot_consumed")
+    _refused(rollout.claim(agent), 409, "release_halted")
     assert len(_skipped_runs(rollout, agent)) == 1
     with rollout.api.client(org.panel_key) as panel:
         (run,) = panel.get(f"/v1/agents/{agent.agent_id}/runs").json()["runs"]
@@ -264,19 +266,20 @@ def test_a_halt_between_the_claims_check_and_its_grant_skips_the_slot_all_the_sa
 ) -> None:
     org = rollout.make_org()
     agent = rollout.make_agent(org)
-    checked = claim_services.check_scheduled_claim
+    read = claim_services.offered_releases
 
     def halted_right_after(*args: Any, **kwargs: Any) -> Any:
-        offer = checked(*args, **kwargs)
+        offered = read(*args, **kwargs)
+        _, release = offered[UUID(agent.agent_id)]
         rollout.services.rollout.halt(
-            offer.release["id"],
+            release.release_id,
             reason="halted meanwhile",
             actor=Actor(kind="operator", name="tests"),
             now=rollout.clock.now(),
         )
-        return offer
+        return offered
 
-    monkeypatch.setattr(claim_services, "check_scheduled_claim", halted_right_after)
+    monkeypatch.setattr(claim_services, "offered_releases", halted_right_after)
     rollout.clock.set(AT_0301)
     _refused(rollout.claim(agent, from_version="1.4.1"), 409, "release_halted")
     assert _skipped_runs(rollout, agent) == [("skipped", "release_halted")]

@@ -10,6 +10,10 @@ the routes would read the same way: a bearer credential, a well-formed host id, 
 the route takes. Anything else, and anything the memory does not decide, goes on to the routes
 unchanged (the body replayed), which answer it as they always did.
 
+The answers themselves are the application's: it hands the middleware a `FromMemory` (the API's
+is `api.hot_calls`), so the cache reads requests and decides when to answer, and imports none
+of the services or routes that import the cache.
+
 A slot's claim the memory cannot refuse — its facts say it may be granted, and this worker does
 not know yet whether the round is full — waits here for the grants in flight in this worker
 (`answers_cache.in_flight`), is decided again each time one of them finishes, and goes on to
@@ -29,20 +33,19 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
+from typing import Protocol
 from urllib.parse import parse_qsl
 
 from pydantic import ValidationError
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.accounts.credentials import secret_sha256
 from control_plane.accounts.services import HOST_ID_PATTERN
-from control_plane.agent_config.services import held_trust_root
-from control_plane.answers_cache.in_flight import KnownRoom
-from control_plane.api.answers import refusal_response
-from control_plane.api.routes.agent_config import etag_matches
+from control_plane.answers_cache.in_flight import GrantsInFlight, KnownRoom
+from control_plane.answers_cache.own_writes import ReplicaWrites
 from control_plane.errors import RequestRefused
-from control_plane.registry import Services
 from ground.contract import (
     CHANNEL_PARAM,
     CLAIMS_PATH,
@@ -55,7 +58,41 @@ from ground.contract import (
 )
 from ground.limits import DEFAULT_CHANNEL, DEFAULT_PLATFORM, RELEASE_NAME_PATTERN
 
-__all__ = ["HotAnswers"]
+__all__ = ["FromMemory", "HotAnswers"]
+
+
+class FromMemory(Protocol):
+    """The application's answers from memory, as the middleware asks for them."""
+
+    @property
+    def writes(self) -> ReplicaWrites:
+        """The replica's count of writes."""
+
+    @property
+    def grants_in_flight(self) -> GrantsInFlight:
+        """The grants under way in this worker."""
+
+    def config(
+        self,
+        secret_sha256: str,
+        track: ReleaseTrack,
+        now: datetime,
+        *,
+        host_id: str | None,
+        trust_root: str | None,
+        if_none_match: str | None,
+    ) -> Response | None:
+        """The config poll's answer from memory (its headers as sent); None: not remembered."""
+
+    def refuse_claim(
+        self, secret_sha256: str, body: ClaimRequest, now: datetime
+    ) -> KnownRoom | None:
+        """Raise the slot claim's refusal from memory; else the room this worker knows of in
+        the round, or None when it remembers nothing of the claim."""
+
+    def refusal(self, refused: RequestRefused) -> Response:
+        """The response a refusal is answered with."""
+
 
 _RELEASE_NAME = re.compile(RELEASE_NAME_PATTERN)
 _HOST_ID = HOST_ID_HEADER.lower().encode("ascii")
@@ -119,11 +156,11 @@ def _replayed(message: Message, receive: Receive) -> Receive:
 
 
 class HotAnswers:
-    """ASGI middleware over the application; `services` are the application's."""
+    """ASGI middleware over the application; `answers` are the application's."""
 
-    def __init__(self, app: ASGIApp, services: Services) -> None:
+    def __init__(self, app: ASGIApp, answers: FromMemory) -> None:
         self._app = app
-        self._services = services
+        self._answers = answers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -144,7 +181,7 @@ class HotAnswers:
         """`send`, counting the request's write in the replica before its answer goes out: the
         agent's next request, whichever worker it reaches, is then not answered from a memory
         that has not read the feed since."""
-        writes = self._services.answers.writes
+        writes = self._answers.writes
 
         async def counted(message: Message) -> None:
             if message["type"] == "http.response.start" and _may_have_written(message["status"]):
@@ -160,20 +197,18 @@ class HotAnswers:
         if claim is None:
             await self._app(scope, replayed, send)
             return
-        secret, slot_key, body = claim
+        secret, body = claim
         now = scope["state"]["now"]
-        claims = self._services.claims
+        answers = self._answers
 
         def known_room() -> KnownRoom | None:
             # Raises the refusal from memory; else the room this worker knows of in the round.
-            return claims.refuse_from_memory(
-                secret, slot_key, body.from_version, now, track=body.track
-            )
+            return answers.refuse_claim(secret, body, now)
 
         try:
-            admission = await claims.grants_in_flight.admit(known_room)
+            admission = await answers.grants_in_flight.admit(known_room)
         except RequestRefused as refused:
-            await refusal_response(refused)(scope, replayed, send)
+            await answers.refusal(refused)(scope, replayed, send)
             return
         try:
             await self._app(scope, replayed, send)
@@ -189,23 +224,17 @@ class HotAnswers:
         track = _track(scope.get("query_string", b""))
         if secret is None or not usable or track is None:
             return None
-        now = scope["state"]["now"]
-        versioned = self._services.agent_config.remembered(
+        return self._answers.config(
             secret_sha256(secret),
             track,
-            now,
+            scope["state"]["now"],
             host_id=host_id,
-            held=held_trust_root(headers.get(_TRUST_ROOT)),
+            trust_root=headers.get(_TRUST_ROOT),
+            if_none_match=headers.get(b"if-none-match"),
         )
-        if versioned is None:
-            return None
-        answer_headers = {"ETag": versioned.etag, "Cache-Control": "no-cache"}
-        if etag_matches(headers.get(b"if-none-match"), versioned.etag):
-            return Response(status_code=304, headers=answer_headers)
-        return JSONResponse(versioned.at(now).model_dump(mode="json"), headers=answer_headers)
 
-    def _slot_claim(self, scope: Scope, message: Message) -> tuple[str, str, ClaimRequest] | None:
-        """(credential hash, slot key, body) of a slot's claim read as the route reads it."""
+    def _slot_claim(self, scope: Scope, message: Message) -> tuple[str, ClaimRequest] | None:
+        """(credential hash, body) of a slot's claim, read as the route reads it."""
         if message["type"] != "http.request" or message.get("more_body", False):
             return None
         headers = _headers(scope)
@@ -222,4 +251,4 @@ class HotAnswers:
             return None
         if body.slot_key is None:
             return None
-        return secret_sha256(secret), body.slot_key, body
+        return secret_sha256(secret), body
