@@ -34,8 +34,10 @@ from pathlib import Path
 
 from agent_daemon.host.event_log import parse_line
 from agent_daemon.self_update.own_builds import install_build
+from agent_daemon.updater.layout import InstallLayout
 from tests.worlds.processes import REPO_ROOT, child_environment
 
+OLD, NEW, OLDER = "1.0.0", "2.0.0", "0.9.0"
 GUARD = REPO_ROOT / "packaging" / "self-update" / "guard.sh"
 RESTART_SECONDS = 0.5
 
@@ -89,6 +91,10 @@ def install(own_root: Path, wheels_root: Path, version: str, kind: str, **kw: Pa
     wheels = wheels_root / version
     make_wheel(wheels, version, kind, **kw)
     return install_build(own_root=own_root, wheels=wheels, version=version, python=sys.executable)
+
+
+def links(layout: InstallLayout) -> tuple[str | None, str | None]:
+    return layout.link_target("current"), layout.link_target("previous")
 
 
 def run_guard(mode: str, state_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:

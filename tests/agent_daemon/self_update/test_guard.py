@@ -21,29 +21,8 @@ from agent_daemon.self_update.pending_switch import (
     switch,
 )
 from agent_daemon.self_update.switch_files import SwitchFiles, read_fields, write_fields
-from agent_daemon.updater.layout import COMPLETE_MARKER, InstallLayout
-from tests.agent_daemon.self_update.own_build_kit import GUARD, run_guard
-
-OLD, NEW, OLDER = "1.0.0", "2.0.0", "0.9.0"
-
-
-@pytest.fixture
-def layout(tmp_path: Path) -> InstallLayout:
-    layout = InstallLayout(tmp_path / "own")
-    layout.ensure()
-    for version in (OLDER, OLD, NEW):
-        (layout.version_dir(version) / "venv").mkdir(parents=True)
-        (layout.version_dir(version) / COMPLETE_MARKER).write_text("sha\n")
-    layout.point("previous", OLDER)
-    layout.point("current", OLD)
-    return layout
-
-
-@pytest.fixture
-def state_dir(tmp_path: Path) -> Path:
-    path = tmp_path / "state"
-    path.mkdir(mode=0o700)
-    return path
+from agent_daemon.updater.layout import InstallLayout
+from tests.agent_daemon.self_update.own_build_kit import GUARD, NEW, OLD, OLDER, links, run_guard
 
 
 def switched(
@@ -59,10 +38,6 @@ def switched(
         deadline=deadline,
     )
     return restarts
-
-
-def links(layout: InstallLayout) -> tuple[str | None, str | None]:
-    return layout.link_target("current"), layout.link_target("previous")
 
 
 def test_switch_records_before_it_moves_the_links_and_restarts(

@@ -19,13 +19,10 @@ import pytest
 from agent_daemon.self_update.pending_switch import pending_switch, read_switch_outcome, switch
 from agent_daemon.self_update.switch_files import SwitchFiles
 from agent_daemon.updater.layout import InstallLayout
-from tests.agent_daemon.self_update.own_build_kit import Unit, install, run_guard
+from tests.agent_daemon.self_update.own_build_kit import NEW, OLD, Unit, install, run_guard
 from tests.worlds.hosts import AgentHost
 
 pytestmark = pytest.mark.slow
-
-OLD = "1.0.0"
-NEW = "2.0.0"
 
 
 class OwnHost:
