@@ -176,3 +176,25 @@ def test_a_build_that_crash_loops_is_taken_back(own_host: OwnHost) -> None:
     own_host.assert_one_working_build(OLD)
     new_starts = [s for s in own_host.unit.starts if s.build == NEW]
     assert [s.process.returncode for s in new_starts] == [70, 70, 70]
+
+
+def test_a_new_build_killed_as_soon_as_it_started_starts_again_and_commits(
+    own_host: OwnHost,
+) -> None:
+    own_host.unit.start()
+    own_host.unit.wait_until("the old build polls", own_host.polled(OLD))
+    own_host.install(NEW, "good")
+    own_host.switch(NEW)
+    # Its first poll may come before this test sees `started` (the commit removes it): then the
+    # kill comes after the commit, which must hold as well.
+    files = own_host.files
+    own_host.unit.wait_until(
+        "the new build started", lambda: files.started.exists() or files.committed.exists()
+    )
+    first_new = own_host.unit.last()
+    first_new.process.kill()  # kill -9: no chance to finish anything
+
+    own_host.unit.wait_until("the switch is committed", lambda: own_host.files.committed.exists())
+    own_host.assert_one_working_build(NEW)
+    assert first_new.process.returncode == -9
+    assert read_switch_outcome(own_host.state_dir) is not None
