@@ -120,6 +120,15 @@ if [ -n "$running" ] && [ "$running" != "$VERSION" ] && [ -f "$own/versions/$run
     point previous "$running"
 fi
 point current "$VERSION"
+# Only `current` and `previous` are kept: an install by hand decides which builds stay.
+kept_previous=$(readlink "$own/previous" 2>/dev/null || true)
+for old in "$own"/versions/*; do
+    [ -d "$old" ] || continue
+    case versions/${old##*/} in
+        "versions/$VERSION" | "$kept_previous") ;;
+        *) rm -rf "$old" ;;
+    esac
+done
 # An install by hand decides: a switch of the updater's own build still pending is void.
 rm -f "$root/var/lib/nachtwacht-agent/self-update/pending" \
     "$root/var/lib/nachtwacht-agent/self-update/pending.rolling"
