@@ -46,6 +46,7 @@ __all__ = [
     "pending_switch",
     "read_switch_outcome",
     "switch",
+    "take_switch_outcome",
 ]
 
 # The new build's first minute polls within about a minute of its start; ten leave room for a
@@ -186,6 +187,15 @@ def read_switch_outcome(state_dir: Path) -> SwitchRecord | None:
             at=_instant(fields.get("at")),
         )
     return None
+
+
+def take_switch_outcome(state_dir: Path) -> SwitchRecord | None:
+    """`read_switch_outcome`, then cleared: for a caller that has put it in the outbox (durable),
+    so that it is reported once."""
+    outcome = read_switch_outcome(state_dir)
+    if outcome is not None:
+        clear_switch_outcome(state_dir)
+    return outcome
 
 
 def clear_switch_outcome(state_dir: Path) -> None:

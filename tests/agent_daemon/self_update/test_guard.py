@@ -19,6 +19,7 @@ from agent_daemon.self_update.pending_switch import (
     pending_switch,
     read_switch_outcome,
     switch,
+    take_switch_outcome,
 )
 from agent_daemon.self_update.switch_files import SwitchFiles, read_fields, write_fields
 from agent_daemon.updater.layout import InstallLayout
@@ -233,3 +234,11 @@ def test_nothing_switched_nothing_done(state_dir: Path) -> None:
     done = run_guard("pre-start", state_dir)
     assert done.returncode == 0 and done.stderr == ""
     assert not (state_dir / "self-update").exists()
+
+
+def test_the_outcome_is_taken_once_for_the_report(layout: InstallLayout, state_dir: Path) -> None:
+    switched(layout, state_dir, deadline=timedelta(seconds=-1))
+    assert run_guard("check", state_dir, "--restart", "").returncode == 0
+    taken = take_switch_outcome(state_dir)
+    assert taken is not None and taken.outcome == "rolled_back"
+    assert take_switch_outcome(state_dir) is None
