@@ -134,7 +134,14 @@ rm -f "$root/var/lib/nachtwacht-agent/self-update/pending" \
     "$root/var/lib/nachtwacht-agent/self-update/pending.rolling"
 # The layout before builds side by side: one environment in /opt/nachtwacht/venv. Its scripts name
 # it by path, so it cannot be moved: it is replaced by the build just made.
-if [ -d "$own/venv" ] && [ ! -L "$own/venv" ]; then
+# Only the agent's own: an operator's control plane may live in a venv of that name too.
+agent_venv() {
+    for dist_info in "$own"/venv/lib/python3*/site-packages/nachtwacht_agent-*.dist-info; do
+        [ -d "$dist_info" ] && return 0
+    done
+    return 1
+}
+if [ -d "$own/venv" ] && [ ! -L "$own/venv" ] && agent_venv; then
     echo "install.sh: replaced $own/venv by $build (builds now live side by side in $own/versions)"
     rm -rf "$own/venv"
 fi

@@ -182,6 +182,7 @@ def test_an_install_of_the_layout_before_is_replaced_by_builds_side_by_side(
     # The layout before: one environment in /opt/nachtwacht/venv. And a build side by side that
     # `current` named (a host that already switched once), plus one older still.
     (own / "venv/bin").mkdir(parents=True)
+    (own / "venv/lib/python3.11/site-packages/nachtwacht_agent-0.0.7.dist-info").mkdir(parents=True)
     for version in ("0.0.8", "0.0.9"):
         (own / "versions" / version / "venv").mkdir(parents=True)
         (own / "versions" / version / ".complete").write_text("sha\n")
@@ -204,6 +205,22 @@ def test_an_install_of_the_layout_before_is_replaced_by_builds_side_by_side(
     # An install by hand decides: a switch still pending is void.
     assert not pending.exists()
     assert offline(root / "usr/local/bin/nachtwacht", "agent", "--help").returncode == 0
+
+
+@needs_this_arch
+@needs_no_network
+def test_a_control_plane_venv_of_the_same_name_is_left_alone(
+    artifacts: Artifacts, tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    # An operator's control plane (the full `nachtwacht` distribution), not the agent's.
+    site = root / "opt/nachtwacht/venv/lib/python3.11/site-packages/nachtwacht-0.0.7.dist-info"
+    site.mkdir(parents=True)
+    bundle = artifacts.unpacked_bundle(HOST_ARCH, tmp_path / "bundle")
+    done = offline("sh", bundle / "install.sh", "--root", root)
+    assert done.returncode == 0, done.stderr
+    assert site.is_dir()
+    assert "replaced" not in done.stdout
 
 
 def _other_arch() -> str:
