@@ -9,6 +9,7 @@
           +-- CredentialRefused         401/403: the agent's credential is not accepted
           +-- EnrollmentRefused         an enrollment token was not exchanged (its code's line)
           +-- BadServerAnswer           an answer the agent cannot understand
+     +-- SelfUpdateError         a build of the updater itself was not installed or switched to
      +-- UpdateError             one update was not applied; the running version keeps running
           +-- ReleaseRefused            verification refused the release: it is never installed
           |    +-- MalformedRelease          the manifest bytes are not a valid manifest
@@ -77,6 +78,7 @@ __all__ = [
     "NotEnoughDisk",
     "ReleaseRefused",
     "SelfTestFailed",
+    "SelfUpdateError",
     "UnknownSigningKey",
     "UnsafeArchive",
     "UntrustedArtifactSource",
@@ -133,6 +135,10 @@ class EnrollmentRefused(ControlPlaneError):
 
 class BadServerAnswer(ControlPlaneError):
     """The control plane answered something the agent cannot understand."""
+
+
+class SelfUpdateError(AgentError):
+    """A build of the updater itself was not installed or switched to; the running one stays."""
 
 
 class UpdateError(AgentError):

@@ -1,7 +1,7 @@
 """`nachtwacht agent enroll | install | run | status | hold | release-hold | update-now |
-uninstall | diagnose`: the command line read, each verb handed to its module (`enroll_cli`,
-`install_cli`, `run_cli`, `status_cli`, `host_verbs_cli`, `uninstall_cli`, `diagnose_cli`), one
-error format for them all.
+uninstall | diagnose | self-update`: the command line read, each verb handed to its module
+(`enroll_cli`, `install_cli`, `run_cli`, `status_cli`, `host_verbs_cli`, `uninstall_cli`,
+`diagnose_cli`, `self_update_cli`), one error format for them all.
 
 Bad input prints one line naming the problem to stderr and exits 2; never a stack trace.
 
@@ -17,11 +17,14 @@ import os
 import platform
 import shlex
 import sys
+from pathlib import Path
 
 from agent_daemon.commands.network_cli import add_network_options
 from agent_daemon.commands.run_cli import run_daemon
 from agent_daemon.commands.unit_files import ADMIN_UNIT_DIR
 from agent_daemon.errors import AgentError
+from agent_daemon.self_update.own_builds import DEFAULT_OWN_ROOT
+from agent_daemon.self_update.pending_switch import CHECK_IN_DEADLINE, RESTART_UNIT_COMMAND
 from agent_daemon.settings import (
     DEFAULT_INSTALL_ROOT,
     DEFAULT_RESTART_COMMAND,
@@ -100,7 +103,44 @@ def _parser() -> _Parser:
     status.add_argument("--json", action="store_true", help="machine-readable output")
     _add_host_commands(commands)
     _add_support_commands(commands)
+    _add_self_update_commands(commands)
     return parser
+
+
+def _add_self_update_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
+    self_update = commands.add_parser(
+        "self-update", help="the updater's own builds: install one from wheels, switch to it"
+    )
+    _add_path_options(self_update)
+    self_update.add_argument(
+        "--own-root",
+        default=str(DEFAULT_OWN_ROOT),
+        metavar="DIR",
+        help=f"the updater's own builds (default {DEFAULT_OWN_ROOT})",
+    )
+    verbs = self_update.add_subparsers(dest="self_update", required=True, parser_class=_Parser)
+    install = verbs.add_parser("install", help="make versions/<v>/venv from a bundle's wheels")
+    install.add_argument("--wheels", required=True, metavar="DIR", help="the bundle's wheels/")
+    install.add_argument("--version", required=True, help="the nachtwacht_agent wheel's version")
+    install.add_argument(
+        "--python", default="python3", help="the interpreter the venv is made from"
+    )
+    switch = verbs.add_parser(
+        "switch", help="make an installed build current; it counts once it polls"
+    )
+    switch.add_argument("version")
+    switch.add_argument(
+        "--deadline-seconds",
+        type=float,
+        default=CHECK_IN_DEADLINE.total_seconds(),
+        help="the guard goes back unless the new build polls within this long",
+    )
+    switch.add_argument(
+        "--restart-command",
+        default=shlex.join(RESTART_UNIT_COMMAND),
+        help="restarts the updater's unit ('' for none)",
+    )
+    verbs.add_parser("status", help="the builds, the links, a pending switch, the last outcome")
 
 
 def _add_enrollment_options(parser: argparse.ArgumentParser) -> None:
@@ -264,6 +304,8 @@ def _call_verb(args: argparse.Namespace, paths: AgentPaths) -> int:
         from agent_daemon.commands.status_cli import show_status
 
         return show_status(paths, as_json=args.json)
+    if args.command == "self-update":
+        return _self_update_verb(args, paths)
     from agent_daemon.commands.host_verbs_cli import hold, release_hold, update_now
 
     if args.command == "hold":
@@ -271,3 +313,26 @@ def _call_verb(args: argparse.Namespace, paths: AgentPaths) -> int:
     if args.command == "release-hold":
         return release_hold(paths)
     return update_now(paths, timeout_seconds=args.timeout_seconds)
+
+
+def _self_update_verb(args: argparse.Namespace, paths: AgentPaths) -> int:
+    from agent_daemon.commands.self_update_cli import (
+        install_own_build,
+        show_own_builds,
+        switch_own_build,
+    )
+
+    own_root = Path(args.own_root)
+    if args.self_update == "install":
+        return install_own_build(
+            own_root=own_root, wheels=Path(args.wheels), version=args.version, python=args.python
+        )
+    if args.self_update == "switch":
+        return switch_own_build(
+            paths,
+            own_root=own_root,
+            version=args.version,
+            deadline_seconds=args.deadline_seconds,
+            restart_command=args.restart_command,
+        )
+    return show_own_builds(paths, own_root=own_root)

@@ -50,6 +50,8 @@ from agent_daemon.minute.daemon_loop import (
     run_service,
 )
 from agent_daemon.minute.trust_root_follow import TrustRootFollower
+from agent_daemon.self_update.own_builds import running_build
+from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn, read_switch_outcome
 from agent_daemon.settings import AgentPaths, AgentSettings, load_settings
 from ground.clock import Clock, ClockConfigError, clock_from_env
 from ground.contract import AgentConfig
@@ -85,6 +87,7 @@ def build_daemon(
     clock: Clock,
     stop: threading.Event,
     transport: httpx.BaseTransport | None = None,
+    self_update: SelfUpdateCheckIn | None = None,
 ) -> DaemonParts:
     """Every part of a running daemon, built in one place (tests pass a `transport=`)."""
     server_clock = ServerClock(clock)
@@ -122,6 +125,7 @@ def build_daemon(
             log=log,
             expiry_now=expiry_clock.now,
         ),
+        self_update=self_update,
     )
     return DaemonParts(
         http=http,
@@ -163,7 +167,9 @@ def _run(paths: AgentPaths, environ: Mapping[str, str]) -> int:
     lock.acquire()
     stop = threading.Event()
     try:
-        parts = build_daemon(settings, clock=clock, stop=stop)
+        # Read before anything else: `current`, which led here, may move later.
+        check_in = SelfUpdateCheckIn(state_dir=settings.state_dir, running=running_build())
+        parts = build_daemon(settings, clock=clock, stop=stop, self_update=check_in)
         if clock.is_fake:
             parts.log.emit("clock.fake", level="warning", clock=clock.describe())
             print(f"!!! {clock.describe()} !!!", file=sys.stderr, flush=True)
@@ -176,6 +182,7 @@ def _run(paths: AgentPaths, environ: Mapping[str, str]) -> int:
             pid=os.getpid(),
         )
         log_network(parts.log, settings, environ)
+        _start_own_build(parts.log, check_in)
         with parts.http, parts.download_http:
             return run_service(
                 daemon=parts.daemon,
@@ -189,6 +196,28 @@ def _run(paths: AgentPaths, environ: Mapping[str, str]) -> int:
             )
     finally:
         lock.release()
+
+
+def _start_own_build(log: EventLog, check_in: SelfUpdateCheckIn) -> None:
+    """Tell the guard this build started, and say what became of the last switch of the
+    updater's own build (kept for the report until `clear_switch_outcome`)."""
+    try:
+        check_in.started()
+        outcome = read_switch_outcome(check_in.state_dir)
+    except AgentError as exc:
+        log.emit("self_update.unreadable", level="warning", error=str(exc))
+        return
+    running = check_in.running
+    if running is not None:
+        log.emit("self_update.build", version=running.version, own_root=str(running.own_root))
+    if outcome is not None and outcome.outcome == "rolled_back":
+        log.emit(
+            "self_update.rolled_back",
+            level="warning",
+            failed_version=outcome.failed_version,
+            restored_version=outcome.running_version,
+            reason=outcome.reason,
+        )
 
 
 def _cached_config(settings: AgentSettings) -> AgentConfig | None:

@@ -4,6 +4,16 @@ A reader sees the old file or the new one, never half of one, even when the powe
 to a temporary file beside the target, are fsynced, renamed over the target with `os.replace`, and
 the directory is fsynced so the rename itself survives. Every file carries `format_version`; a file
 written by newer code is refused with an explanation instead of being misread.
+
+Across releases (the updater switches to a build of itself and may switch back): every file here
+must be read by the release before and the release after the one that wrote it.
+- A release may add a field only as an optional one whose absence means what it meant before;
+  readers ignore fields they do not know (the daemon's and the updater's state, the outbox, the
+  config cache), so the release before reads the file, dropping the field if it rewrites it.
+- `format_version` goes up only for a change the release before must not misread (a field whose
+  meaning changes, one that becomes required); that release then refuses the file, as below: a
+  release that raises it cannot be switched back from without losing the file.
+The previous release's files are held by a test (tests/rolling).
 """
 
 from __future__ import annotations

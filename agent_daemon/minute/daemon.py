@@ -63,6 +63,7 @@ from agent_daemon.minute.decision import (
 from agent_daemon.minute.dispatch import Dispatcher, UpdaterPort
 from agent_daemon.minute.reporting import ReportSender
 from agent_daemon.minute.trust_root_follow import TrustRootFollower
+from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn
 from ground.contract import AgentConfig, ClaimGrant, ClaimRequest, format_instant
 from ground.limits import DEFAULT_CATCH_UP_MINUTES
 from shared_planner import Slot
@@ -86,8 +87,10 @@ class Daemon:
         log: EventLog,
         stop_requested: Callable[[], bool] = lambda: False,
         trust_roots: TrustRootFollower | None = None,
+        self_update: SelfUpdateCheckIn | None = None,
     ) -> None:
         self._control = control
+        self._self_update = self_update
         self._roots = trust_roots
         self._updater = updater
         self._store = state_store
@@ -167,6 +170,7 @@ class Daemon:
         answer: Answer = None
         if isinstance(reached, Reached):
             self._sync.remember(reached, now)
+            self._commit_own_build(now)
             if roots is not None:
                 # Before anything is planned: an offer is verified with the newest root.
                 roots.follow(reached.config.trust_root_version)
@@ -194,6 +198,17 @@ class Daemon:
                 return "parked"
             action = decide(facts, config, self._claim(action), now)
         return self._carry_out(action, state, now, config)
+
+    def _commit_own_build(self, now: datetime) -> None:
+        """A switch to this build of the updater counts once it has polled (just now) and written
+        its state file (here): until then the guard may still take it back."""
+        check_in = self._self_update
+        if check_in is None or not check_in.awaits_commit():
+            return
+        self._store.save(self._store.load())
+        committed = check_in.commit(now)
+        if committed is not None:
+            self._log.emit("self_update.committed", version=committed.running_version)
 
     def _carry_out(
         self, action: Action, state: DaemonState, now: datetime, config: AgentConfig | None

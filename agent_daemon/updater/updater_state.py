@@ -58,7 +58,10 @@ Step = Literal["accepted", "downloaded", "installed", "switching", "switched", "
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Unknown fields are ignored, not refused: the next release may add a field (optional, its
+    # absence meaning what it meant before), and after a switch back this one must still read
+    # the file (`disk.atomic_file`). Code that builds a model is checked by mypy instead.
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 class Build(_Frozen):

@@ -168,10 +168,14 @@ def test_a_deb_places_the_units_and_ships_the_bundles_wheels(
         "/usr/lib/sysusers.d/provibr-agent.conf": "sysusers.d/provibr-agent.conf",
         "/usr/lib/tmpfiles.d/nachtwacht-agent.conf": "tmpfiles.d/nachtwacht-agent.conf",
         "/usr/share/polkit-1/rules.d/50-nachtwacht-agent.rules": "polkit/50-nachtwacht-agent.rules",
+        "/lib/systemd/system/nachtwacht-agent-guard.service": "",
+        "/lib/systemd/system/nachtwacht-agent-guard.timer": "",
+        "/usr/lib/nachtwacht-agent/guard.sh": "",
     }
     for path in placed:
         assert entries.get(path) == "-", path
-    assert entries["/usr/bin/nachtwacht"] == "l /opt/nachtwacht/venv/bin/nachtwacht"
+    # A script through `current`, not a link to a venv's console script.
+    assert entries["/usr/bin/nachtwacht"] == "-"
     assert entries["/usr/share/nachtwacht-agent/install.sh"] == "-"
     shipped = {
         Path(path).name

@@ -72,11 +72,14 @@ def test_the_installed_agent_runs_without_the_control_plane(
 ) -> None:
     root, _ = installed
     nachtwacht = root / "usr/local/bin/nachtwacht"
-    assert nachtwacht.resolve() == root / "opt/nachtwacht/venv/bin/nachtwacht"
+    current = root / "opt/nachtwacht/current"
+    assert current.resolve() == root / "opt/nachtwacht/versions" / artifacts.version
+    assert (current / ".complete").read_text().strip()
+    assert f"exec {current}/venv/bin/python -m nachtwacht" in nachtwacht.read_text()
     agent_help = offline(nachtwacht, "agent", "--help")
     assert agent_help.returncode == 0, agent_help.stderr
     assert agent_help.stdout.startswith("usage: nachtwacht agent")
-    control = offline(root / "opt/nachtwacht/venv/bin/python", "-c", "import control_plane")
+    control = offline(current / "venv/bin/python", "-c", "import control_plane")
     assert control.returncode == 1
     assert "ModuleNotFoundError: No module named 'control_plane'" in control.stderr
     version = offline(nachtwacht, "--version")
@@ -124,6 +127,11 @@ def test_the_units_users_and_install_root_are_in_place(installed: tuple[Path, st
         "etc/sysusers.d/provibr-agent.conf": "sysusers.d/provibr-agent.conf",
         "etc/tmpfiles.d/nachtwacht-agent.conf": "tmpfiles.d/nachtwacht-agent.conf",
         "etc/polkit-1/rules.d/50-nachtwacht-agent.rules": "polkit/50-nachtwacht-agent.rules",
+        "etc/systemd/system/nachtwacht-agent-guard.service": (
+            "systemd/nachtwacht-agent-guard.service"
+        ),
+        "etc/systemd/system/nachtwacht-agent-guard.timer": "systemd/nachtwacht-agent-guard.timer",
+        "usr/lib/nachtwacht-agent/guard.sh": "self-update/guard.sh",
     }
     for path, source in placed.items():
         assert (root / path).read_bytes() == (packaging / source).read_bytes(), path
@@ -155,13 +163,64 @@ def test_running_it_again_keeps_the_environment(
     artifacts: Artifacts, installed: tuple[Path, str], tmp_path: Path
 ) -> None:
     root, _ = installed
-    venv_python = root / "opt/nachtwacht/venv/bin/python"
+    venv_python = root / "opt/nachtwacht/versions" / artifacts.version / "venv/bin/python"
     before = venv_python.lstat().st_ino
     bundle = artifacts.unpacked_bundle(HOST_ARCH, tmp_path)
     again = offline("sh", bundle / "install.sh", "--root", root)
     assert again.returncode == 0, again.stderr
     assert venv_python.lstat().st_ino == before
     assert offline(root / "usr/local/bin/nachtwacht", "agent", "--help").returncode == 0
+
+
+@needs_this_arch
+@needs_no_network
+def test_an_install_of_the_layout_before_is_replaced_by_builds_side_by_side(
+    artifacts: Artifacts, tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    own = root / "opt/nachtwacht"
+    # The layout before: one environment in /opt/nachtwacht/venv. And a build side by side that
+    # `current` named (a host that already switched once), plus one older still.
+    (own / "venv/bin").mkdir(parents=True)
+    (own / "venv/lib/python3.11/site-packages/nachtwacht_agent-0.0.7.dist-info").mkdir(parents=True)
+    for version in ("0.0.8", "0.0.9"):
+        (own / "versions" / version / "venv").mkdir(parents=True)
+        (own / "versions" / version / ".complete").write_text("sha\n")
+    (own / "current").symlink_to("versions/0.0.9")
+    pending = root / "var/lib/nachtwacht-agent/self-update/pending"
+    pending.parent.mkdir(parents=True)
+    pending.write_text("format=1\n")
+    bundle = artifacts.unpacked_bundle(HOST_ARCH, tmp_path / "bundle")
+
+    done = offline("sh", bundle / "install.sh", "--root", root)
+
+    assert done.returncode == 0, done.stderr
+    assert not (own / "venv").exists()
+    assert f"replaced {own}/venv" in done.stdout
+    assert os.readlink(own / "current") == f"versions/{artifacts.version}"
+    assert os.readlink(own / "previous") == "versions/0.0.9"
+    assert sorted(p.name for p in (own / "versions").iterdir()) == sorted(
+        ["0.0.9", artifacts.version]
+    )
+    # An install by hand decides: a switch still pending is void.
+    assert not pending.exists()
+    assert offline(root / "usr/local/bin/nachtwacht", "agent", "--help").returncode == 0
+
+
+@needs_this_arch
+@needs_no_network
+def test_a_control_plane_venv_of_the_same_name_is_left_alone(
+    artifacts: Artifacts, tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    # An operator's control plane (the full `nachtwacht` distribution), not the agent's.
+    site = root / "opt/nachtwacht/venv/lib/python3.11/site-packages/nachtwacht-0.0.7.dist-info"
+    site.mkdir(parents=True)
+    bundle = artifacts.unpacked_bundle(HOST_ARCH, tmp_path / "bundle")
+    done = offline("sh", bundle / "install.sh", "--root", root)
+    assert done.returncode == 0, done.stderr
+    assert site.is_dir()
+    assert "replaced" not in done.stdout
 
 
 def _other_arch() -> str:

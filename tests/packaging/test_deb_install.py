@@ -69,7 +69,7 @@ def lifecycle(artifacts: Artifacts, tmp_path_factory: pytest.TempPathFactory) ->
     root.step("reinstall", "dpkg", "--install", deb)
     root.step("agent help", "nachtwacht", "agent", "--help")
     root.said["import control_plane"] = root.run(
-        "/opt/nachtwacht/venv/bin/python", "-c", "import control_plane"
+        "/opt/nachtwacht/current/venv/bin/python", "-c", "import control_plane"
     )
     root.step("users", "getent", "passwd", "nachtwacht-agent", "provibr-agent")
     root.step("install root", "stat", "--format=%U %a", "/opt/provibr-agent")
@@ -104,7 +104,8 @@ def test_installing_makes_the_environment_offline_and_starts_nothing(lifecycle: 
     # No unit is enabled before the host is enrolled, no configuration made up.
     assert not any(".wants/" in c for c in lifecycle.after_install)
     assert not any(c.startswith("/etc/nachtwacht-agent") for c in lifecycle.after_install)
-    assert "/opt/nachtwacht/venv/bin/nachtwacht" in lifecycle.after_install
+    assert "/opt/nachtwacht/current" in lifecycle.after_install
+    assert "/usr/lib/nachtwacht-agent/guard.sh" in lifecycle.after_install
 
 
 def test_the_units_users_and_install_root_are_in_place(lifecycle: Lifecycle) -> None:

@@ -100,10 +100,15 @@ def test_an_upgrade_updates_the_environment_and_keeps_the_host_enrolled(
         "/etc/systemd/system/multi-user.target.wants/provibr-agent.service",
         "/etc/nachtwacht-agent/agent.toml",
         "/var/lib/nachtwacht-agent/state.json",
-        "/opt/nachtwacht/venv/bin/python",
+        "/opt/nachtwacht/current",
     }
     assert kept <= before
     assert kept <= after
-    # The old version's code is gone from the environment, the new one's is there.
+    # The new version's build is current, the old one's stays beside it as `previous`.
+    current = root.step("current", "readlink", "/opt/nachtwacht/current").stdout
+    previous = root.step("previous", "readlink", "/opt/nachtwacht/previous").stdout
+    assert (current, previous) == (f"versions/{newer}\n", f"versions/{artifacts.version}\n")
     site = [c for c in after if "/site-packages/nachtwacht_agent-" in c and c.endswith("METADATA")]
-    assert [Path(c).parent.name for c in site] == [f"nachtwacht_agent-{newer}.dist-info"]
+    assert sorted(Path(c).parent.name for c in site) == sorted(
+        f"nachtwacht_agent-{v}.dist-info" for v in (artifacts.version, newer)
+    )

@@ -102,7 +102,11 @@ def test_the_readme_agent_section_runs_as_written(
     nachtwacht = shlex.join([sys.executable, "-m", "nachtwacht.cli"])
 
     def substituted(command: str) -> str:
-        for program in ("/opt/nachtwacht/venv/bin/nachtwacht", "nachtwacht"):
+        for program in (
+            "/opt/nachtwacht/current/venv/bin/python -m nachtwacht",
+            "/opt/nachtwacht/venv/bin/nachtwacht",
+            "nachtwacht",
+        ):
             if command.startswith(program + " "):
                 command = nachtwacht + command[len(program) :]
                 break

@@ -92,7 +92,7 @@ def test_the_drop_in_runs_the_updater_as_its_own_user_without_capabilities() -> 
     assert drop_in["AmbientCapabilities"] == [""]
     # The root unit it modifies restarts the unit the rule names, through systemctl (polkit).
     unit = directives(UNIT)
-    assert unit["ReadWritePaths"] == ["/opt/provibr-agent"]
+    assert unit["ReadWritePaths"] == ["/opt/provibr-agent -/opt/nachtwacht"]
 
 
 def test_the_user_and_the_install_root_agree_across_the_files() -> None:

@@ -34,9 +34,43 @@ def test_the_updater_unit_is_a_notify_service_with_a_watchdog_that_always_restar
 def test_the_updater_unit_is_read_only_except_its_own_dirs_and_the_install_root() -> None:
     unit = directives(UNITS / "nachtwacht-agent.service")
     assert unit["ProtectSystem"] == ["strict"]
-    assert unit["ReadWritePaths"] == ["/opt/provibr-agent"]
+    # The updater's own builds too ("-": a pip install has none).
+    assert unit["ReadWritePaths"] == ["/opt/provibr-agent -/opt/nachtwacht"]
     # systemctl restart talks to systemd over a unix socket.
     assert "AF_UNIX" in unit["RestrictAddressFamilies"][0].split()
+
+
+def test_the_updater_runs_its_current_build_after_the_guard() -> None:
+    unit = directives(UNITS / "nachtwacht-agent.service")
+    # `python -m`: a build's venv is renamed after it was made, its console scripts are not.
+    assert unit["ExecStart"] == ["/opt/nachtwacht/current/venv/bin/python -m nachtwacht agent run"]
+    # "-": a guard that fails never keeps the updater from starting.
+    assert unit["ExecStartPre"] == ["-/usr/lib/nachtwacht-agent/guard.sh pre-start"]
+    assert "nachtwacht-agent-guard.timer" in unit["Wants"]
+    guard = directives(UNITS / "nachtwacht-agent-guard.service")
+    assert guard["ExecStart"] == ["/usr/lib/nachtwacht-agent/guard.sh check"]
+    assert guard["Type"] == ["oneshot"]
+    timer = directives(UNITS / "nachtwacht-agent-guard.timer")
+    assert timer["OnUnitActiveSec"] == ["1min"]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_systemd_accepts_the_guards_timer_and_service(tmp_path: Path) -> None:
+    for name in ("nachtwacht-agent-guard.service", "nachtwacht-agent-guard.timer"):
+        text = (UNITS / name).read_text()
+        lines = [
+            "ExecStart=/bin/true" if line.startswith("ExecStart=") else line
+            for line in text.splitlines()
+        ]
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    result = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(tmp_path / "nachtwacht-agent-guard.timer")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == ""
 
 
 def test_a_configuration_error_at_start_stops_the_restart_loop() -> None:
@@ -81,7 +115,9 @@ def documented_drop_in(unit: Path) -> str:
 def test_the_drop_in_for_another_install_root_replaces_the_writable_path(tmp_path: Path) -> None:
     name = "nachtwacht-agent.service"
     drop_in = documented_drop_in(UNITS / name)
-    assert drop_in == "[Service]\nReadWritePaths=\nReadWritePaths=/srv/provibr-agent\n"
+    assert drop_in == (
+        "[Service]\nReadWritePaths=\nReadWritePaths=/srv/provibr-agent -/opt/nachtwacht\n"
+    )
     text = (UNITS / name).read_text()
     lines = [
         "ExecStart=/bin/true" if line.startswith("ExecStart=") else line

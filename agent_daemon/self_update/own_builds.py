@@ -1,0 +1,143 @@
+"""The updater's own install root: builds made from the offline bundle's wheels, side by side.
+
+A build is a venv in `versions/<v>/venv` holding the `nachtwacht-agent` wheel of version `<v>` and
+its dependencies, installed with `pip install --no-index` from the wheels shipped beside it, never
+from an index. It is made in `versions/.<v>.tmp/`, renamed into place, and `.complete` (the agent
+wheel's sha256) is written last, exactly as the managed agent's builds are (`updater.install`).
+
+A venv's console scripts name the interpreter by the path the venv was made at, which the rename
+changes; so everything runs a build as `<build>/venv/bin/python -m nachtwacht`, never through
+`venv/bin/nachtwacht`. The interpreter link and `pyvenv.cfg` do not depend on the folder's name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_daemon.disk.atomic_file import fsync_directory, write_bytes_atomically
+from agent_daemon.errors import SelfUpdateError
+from agent_daemon.updater.layout import COMPLETE_MARKER, InstallLayout
+from signed_release.versions import is_valid_version
+
+__all__ = [
+    "AGENT_WHEEL_PREFIX",
+    "DEFAULT_OWN_ROOT",
+    "INSTALL_TIMEOUT_SECONDS",
+    "RunningBuild",
+    "build_python",
+    "install_build",
+    "running_build",
+]
+
+DEFAULT_OWN_ROOT = Path("/opt/nachtwacht")
+AGENT_WHEEL_PREFIX = "nachtwacht_agent-"
+# A venv and a few dozen local wheels: seconds on a host, minutes on a slow disk.
+INSTALL_TIMEOUT_SECONDS = 600.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunningBuild:
+    """The build this process was started from: `<own_root>/versions/<version>/venv`."""
+
+    own_root: Path
+    version: str
+
+
+def build_python(own_root: Path, version: str) -> Path:
+    return InstallLayout(own_root).version_dir(version) / "venv" / "bin" / "python"
+
+
+def running_build(prefix: str | None = None) -> RunningBuild | None:
+    """The build `prefix` (default: this interpreter's venv) belongs to; None for any other
+    installation (a development checkout, the old single `/opt/nachtwacht/venv`).
+
+    Read once at start: the venv is reached through `current`, which a later switch moves."""
+    venv = Path(prefix if prefix is not None else sys.prefix).resolve()
+    version_dir = venv.parent
+    if venv.name != "venv" or version_dir.parent.name != "versions":
+        return None
+    if not is_valid_version(version_dir.name):
+        return None
+    return RunningBuild(own_root=version_dir.parent.parent, version=version_dir.name)
+
+
+def install_build(
+    *,
+    own_root: Path,
+    wheels: Path,
+    version: str,
+    python: str = "python3",
+    timeout_seconds: float = INSTALL_TIMEOUT_SECONDS,
+) -> Path:
+    """`versions/<version>/` made from the wheels in `wheels` (nothing else is read); returns the
+    build's folder. A build already complete is left as it is."""
+    layout = InstallLayout(own_root)
+    final = layout.version_dir(version)
+    if layout.complete_sha256(version) is not None:
+        return final
+    wheel = _agent_wheel(wheels, version)
+    sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    layout.ensure()
+    staging = layout.versions / f".{version}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    venv = staging / "venv"
+    _run([python, "-m", "venv", str(venv)], what=f"{python} -m venv", timeout=timeout_seconds)
+    _run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-index",
+            "--no-cache-dir",
+            "--disable-pip-version-check",
+            "--find-links",
+            str(wheels),
+            str(wheel),
+        ],
+        what=f"pip install of {wheel.name} from {wheels}",
+        timeout=timeout_seconds,
+    )
+    fsync_directory(staging)
+    # A folder without `.complete` is a torn install from an earlier attempt: replaced.
+    shutil.rmtree(final, ignore_errors=True)
+    os.rename(staging, final)
+    fsync_directory(layout.versions)
+    write_bytes_atomically(final / COMPLETE_MARKER, f"{sha256}\n".encode(), mode=0o644)
+    return final
+
+
+def _agent_wheel(wheels: Path, version: str) -> Path:
+    found = sorted(wheels.glob(f"{AGENT_WHEEL_PREFIX}{version}-*.whl"))
+    if len(found) != 1:
+        names = ", ".join(p.name for p in found) or "none"
+        raise SelfUpdateError(
+            f"wheels: expected one {AGENT_WHEEL_PREFIX}{version}-*.whl in {wheels}, found {names}"
+        )
+    return found[0]
+
+
+def _run(command: list[str], *, what: str, timeout: float) -> None:
+    # Only the shipped wheels: no pip settings of this host, no index, no user site.
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+        "PIP_CONFIG_FILE": os.devnull,
+        "PYTHONNOUSERSITE": "1",
+    }
+    try:
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SelfUpdateError(f"{what}: could not run ({exc})") from exc
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise SelfUpdateError(f"{what}: exit status {done.returncode}: {' / '.join(tail)}")

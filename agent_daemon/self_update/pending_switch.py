@@ -1,0 +1,236 @@
+"""Switch to another build of the updater; commit it only once that build has checked in.
+
+The order is what makes every crash recoverable without the new code:
+
+1. `switch` writes `pending` (from, to, what `previous` named, a deadline, 0 attempts), then
+   points `previous` at the running build and `current` at the new one, then asks systemd to
+   restart the unit. Killed anywhere in between, the guard finds `pending` with `current` not yet
+   at `to` (or at it) and either takes the switch back or lets the new build start.
+2. The guard, before each start, counts the attempt in `pending`; past the limit, or past the
+   deadline (also checked by its timer), it renames `pending` to `pending.rolling`, restores the
+   links and writes `rolled_back`.
+3. The new build, after a successful poll and a write of its state file, calls
+   `commit_if_pending`: it renames `pending` to `pending.committing` and writes `committed`.
+
+The two renames of `pending` are the one decision: whichever happens first wins, the other finds
+the file gone and does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from agent_daemon.disk.atomic_file import fsync_directory
+from agent_daemon.errors import SelfUpdateError
+from agent_daemon.self_update.own_builds import RunningBuild
+from agent_daemon.self_update.switch_files import (
+    PendingSwitch,
+    SwitchFiles,
+    SwitchRecord,
+    read_fields,
+    write_fields,
+)
+from agent_daemon.updater.layout import InstallLayout
+
+__all__ = [
+    "CHECK_IN_DEADLINE",
+    "RESTART_UNIT_COMMAND",
+    "SelfUpdateCheckIn",
+    "clear_switch_outcome",
+    "commit_if_pending",
+    "note_started",
+    "pending_switch",
+    "read_switch_outcome",
+    "switch",
+    "take_switch_outcome",
+]
+
+# The new build's first minute polls within about a minute of its start; ten leave room for a
+# slow start (resuming an interrupted update of the managed agent) and a few failed polls.
+CHECK_IN_DEADLINE = timedelta(minutes=10)
+# --no-block: the caller is the unit being restarted; waiting would wait for its own end.
+RESTART_UNIT_COMMAND = ("systemctl", "restart", "--no-block", "nachtwacht-agent.service")
+
+
+def pending_switch(state_dir: Path) -> PendingSwitch | None:
+    files = SwitchFiles.under(state_dir)
+    fields = read_fields(files.pending)
+    return None if fields is None else PendingSwitch.from_fields(fields, path=files.pending)
+
+
+def switch(
+    *,
+    own_root: Path,
+    state_dir: Path,
+    to_version: str,
+    now: datetime,
+    restart: Callable[[], None],
+    deadline: timedelta = CHECK_IN_DEADLINE,
+) -> PendingSwitch:
+    """Make `to_version` (installed, complete) the updater's `current` build, uncommitted, and
+    restart the unit. Returns what was recorded; SelfUpdateError when it cannot be done."""
+    layout = InstallLayout(own_root)
+    files = SwitchFiles.under(state_dir)
+    if layout.complete_sha256(to_version) is None:
+        raise SelfUpdateError(
+            f"version: {to_version!r} is not a complete build under {layout.versions} "
+            "(install it first)"
+        )
+    running = layout.link_target("current")
+    if running is None:
+        raise SelfUpdateError(f"{own_root / 'current'}: does not name a complete build")
+    if running == to_version:
+        raise SelfUpdateError(f"version: {to_version!r} is already the current build")
+    for busy in (files.pending, files.rolling, files.committing):
+        if busy.exists():
+            raise SelfUpdateError(f"{busy}: a switch is still pending; wait for its outcome")
+    pending = PendingSwitch(
+        own_root=own_root,
+        from_version=running,
+        to_version=to_version,
+        previous_before=layout.link_target("previous"),
+        deadline=now + deadline,
+    )
+    files.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    files.started.unlink(missing_ok=True)
+    # Before any link moves: from here on the guard can always find its way back.
+    write_fields(files.pending, pending.fields())
+    layout.point("previous", running)
+    layout.point("current", to_version)
+    restart()
+    return pending
+
+
+def note_started(state_dir: Path, running: RunningBuild | None) -> None:
+    """Called by a daemon at start: the guard tells a build that never started (exited at start)
+    from one that started and then kept dying (a crash loop)."""
+    if running is None:
+        return
+    files = SwitchFiles.under(state_dir)
+    pending = pending_switch(state_dir)
+    if pending is None or pending.to_version != running.version:
+        return
+    write_fields(files.started, {"version": running.version})
+
+
+def commit_if_pending(
+    state_dir: Path, running: RunningBuild | None, *, now: datetime
+) -> SwitchRecord | None:
+    """Commit the pending switch when it is to the build running here; the caller has polled the
+    control plane and written its state file. Returns the `committed` record, or None when there
+    was nothing to commit (no switch, a switch to another build, or the guard came first)."""
+    if running is None:
+        return None
+    files = SwitchFiles.under(state_dir)
+    pending: PendingSwitch | None
+    if files.committing.exists():
+        # A commit killed after its rename: finish it.
+        fields = read_fields(files.committing)
+        pending = None if fields is None else PendingSwitch.from_fields(fields, path=files.pending)
+    else:
+        pending = pending_switch(state_dir)
+        if pending is None or pending.to_version != running.version:
+            return None
+        try:
+            os.rename(files.pending, files.committing)
+        except FileNotFoundError:
+            return None  # the guard took it back first; a restart into `from` follows
+        fsync_directory(files.directory)
+    if pending is None or pending.to_version != running.version:
+        return None
+    record = SwitchRecord(
+        outcome="committed",
+        failed_version=None,
+        running_version=running.version,
+        reason=None,
+        at=now,
+    )
+    write_fields(
+        files.committed,
+        {
+            "version": running.version,
+            "from": pending.from_version,
+            "at": str(int(now.timestamp())),
+        },
+    )
+    files.started.unlink(missing_ok=True)
+    files.committing.unlink(missing_ok=True)
+    fsync_directory(files.directory)
+    return record
+
+
+def read_switch_outcome(state_dir: Path) -> SwitchRecord | None:
+    """What became of the last switch, for the daemon's report: the guard's `rolled_back`
+    record, else the `committed` one; None when neither is waiting. `clear_switch_outcome` once
+    it was reported."""
+    files = SwitchFiles.under(state_dir)
+    fields = read_fields(files.rolled_back)
+    if fields is not None:
+        return SwitchRecord(
+            outcome="rolled_back",
+            failed_version=fields.get("failed") or None,
+            running_version=fields.get("restored") or None,
+            reason=fields.get("reason") or None,
+            at=_instant(fields.get("at")),
+        )
+    fields = read_fields(files.committed)
+    if fields is not None:
+        return SwitchRecord(
+            outcome="committed",
+            failed_version=None,
+            running_version=fields.get("version") or None,
+            reason=None,
+            at=_instant(fields.get("at")),
+        )
+    return None
+
+
+def take_switch_outcome(state_dir: Path) -> SwitchRecord | None:
+    """`read_switch_outcome`, then cleared: for a caller that has put it in the outbox (durable),
+    so that it is reported once."""
+    outcome = read_switch_outcome(state_dir)
+    if outcome is not None:
+        clear_switch_outcome(state_dir)
+    return outcome
+
+
+def clear_switch_outcome(state_dir: Path) -> None:
+    files = SwitchFiles.under(state_dir)
+    files.rolled_back.unlink(missing_ok=True)
+    files.committed.unlink(missing_ok=True)
+    if files.directory.is_dir():
+        fsync_directory(files.directory)
+
+
+def _instant(seconds: str | None) -> datetime | None:
+    try:
+        return None if not seconds else datetime.fromtimestamp(int(seconds), UTC)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelfUpdateCheckIn:
+    """The daemon's side of a switch: which build it runs, where the switch's files are."""
+
+    state_dir: Path
+    running: RunningBuild | None
+
+    def started(self) -> None:
+        note_started(self.state_dir, self.running)
+
+    def awaits_commit(self) -> bool:
+        if self.running is None:
+            return False
+        files = SwitchFiles.under(self.state_dir)
+        if files.committing.exists():
+            return True
+        pending = pending_switch(self.state_dir)
+        return pending is not None and pending.to_version == self.running.version
+
+    def commit(self, now: datetime) -> SwitchRecord | None:
+        return commit_if_pending(self.state_dir, self.running, now=now)

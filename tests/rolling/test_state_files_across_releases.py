@@ -1,0 +1,198 @@
+"""The state directory's files across a switch of the updater's own build, one release back and
+forth: this release reads what the previous release wrote, the previous release reads what this
+one writes, and this one reads a file of the next release (a field it does not know). The previous
+release's code writes and reads its files itself (a subprocess on its tree)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agent_daemon.connection.outbox import Outbox, Report
+from agent_daemon.disk.daemon_state import ClaimInProgress, ConsumedSlot, DaemonState, StateStore
+from agent_daemon.errors import DaemonStateError
+from agent_daemon.updater.updater_state import UpdaterState, UpdaterStateStore
+from nachtwacht.demo_world.children import Subprocesses
+
+AT = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
+
+# Both releases build the same states from the same names: the fields the previous release knows.
+_BUILD_STATES = """
+from datetime import UTC, datetime
+from agent_daemon.disk.daemon_state import ClaimInProgress, ConsumedSlot, DaemonState, RunRecord
+from agent_daemon.updater.updater_state import Build, InProgress, RecordedOutcome, UpdaterState
+
+AT = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
+DAEMON = DaemonState(
+    last_consumed=ConsumedSlot(key="2026-11-30T03:00", at=AT),
+    claim=ClaimInProgress(
+        run_id="run-1", trigger="schedule", slot_key="2026-11-30T03:00", release_version="1.5.0",
+        manifest_b64="bWFuaWZlc3Q=", signature_b64="c2ln", artifact_url="https://a.example/x",
+        claimed_at=AT, phase="dispatching", attempts=2, window_closes_at=AT, token_expires_at=AT,
+        last_reason="platform_unavailable", last_error="503",
+    ),
+    handled_manual_runs=("run-0",),
+    recent_runs=(RunRecord(at=AT, trigger="schedule", slot_key="2026-11-30T03:00",
+                           run_id="run-0", status="succeeded", version="1.4.0"),),
+)
+UPDATER = UpdaterState(
+    floor=7, floors={"key-a": 7},
+    builds={"1.4.0": Build(manifest_version=7, issued_at=AT, sha256="ab" * 32)},
+    bad_versions={"1.3.0": "2026-11-29T03:00:00Z: health check failed"},
+    in_progress=InProgress(
+        run_id="run-1", step="switching", version="1.5.0", manifest_b64="bWFuaWZlc3Q=",
+        signature_b64="c2ln", artifact_url="https://a.example/x", from_version="1.4.0",
+        previous_before="1.3.0", attempts=1, switched_at=AT,
+    ),
+    last_outcome=RecordedOutcome(run_id="run-0", status="succeeded", version="1.4.0", error=None),
+)
+"""
+
+_PREVIOUS_WRITES = (
+    _BUILD_STATES
+    + """
+import sys
+from pathlib import Path
+from agent_daemon.connection.outbox import Outbox, Report
+from agent_daemon.disk.daemon_state import StateStore
+from agent_daemon.updater.updater_state import UpdaterStateStore
+
+state_dir = Path(sys.argv[1])
+StateStore(state_dir / "state.json").save(DAEMON)
+UpdaterStateStore(state_dir / "updater").save(UPDATER)
+Outbox(state_dir / "outbox").put(
+    Report(method="POST", path="/v1/runs/run-0/outcome", body={"status": "succeeded"},
+           slot_key="2026-11-30T03:00", run_id="run-0")
+)
+"""
+)
+
+_PREVIOUS_READS = (
+    _BUILD_STATES
+    + """
+import sys
+from pathlib import Path
+from agent_daemon.connection.outbox import Outbox
+from agent_daemon.disk.daemon_state import StateStore
+from agent_daemon.updater.updater_state import UpdaterStateStore
+
+state_dir = Path(sys.argv[1])
+assert StateStore(state_dir / "state.json").load() == DAEMON, "daemon state"
+assert UpdaterStateStore(state_dir / "updater").load() == UPDATER, "updater state"
+(report,) = Outbox(state_dir / "outbox").pending()
+assert report.run_id == "run-0" and report.body == {"status": "succeeded"}, report
+print("read")
+"""
+)
+
+
+def _states() -> tuple[DaemonState, UpdaterState]:
+    namespace: dict[str, object] = {}
+    # The very text the previous release runs, so both build the same states.
+    exec(_BUILD_STATES, namespace)  # noqa: S102
+    daemon, updater = namespace["DAEMON"], namespace["UPDATER"]
+    assert isinstance(daemon, DaemonState) and isinstance(updater, UpdaterState)
+    return daemon, updater
+
+
+def _previous(
+    previous_release: Subprocesses, script: str, state_dir: Path
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", script, str(state_dir)],
+        env=previous_release.environment(),
+        cwd=previous_release.checkout,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_this_release_reads_what_the_previous_one_wrote(
+    previous_release: Subprocesses, tmp_path: Path
+) -> None:
+    written = _previous(previous_release, _PREVIOUS_WRITES, tmp_path)
+    assert written.returncode == 0, written.stderr
+    daemon, updater = _states()
+    assert StateStore(tmp_path / "state.json").load() == daemon
+    assert UpdaterStateStore(tmp_path / "updater").load() == updater
+    (report,) = Outbox(tmp_path / "outbox").pending()
+    assert (report.run_id, report.body) == ("run-0", {"status": "succeeded"})
+
+
+@pytest.mark.slow
+def test_the_previous_release_reads_what_this_one_wrote(
+    previous_release: Subprocesses, tmp_path: Path
+) -> None:
+    daemon, updater = _states()
+    StateStore(tmp_path / "state.json").save(daemon)
+    UpdaterStateStore(tmp_path / "updater").save(updater)
+    Outbox(tmp_path / "outbox").put(
+        Report(
+            method="POST",
+            path="/v1/runs/run-0/outcome",
+            body={"status": "succeeded"},
+            slot_key="2026-11-30T03:00",
+            run_id="run-0",
+        )
+    )
+    read = _previous(previous_release, _PREVIOUS_READS, tmp_path)
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.strip() == "read"
+
+
+def _with_unknown_fields(path: Path, *nested: str) -> None:
+    document = json.loads(path.read_text())
+    document["added_by_the_next_release"] = {"anything": [1, 2]}
+    for name in nested:
+        document[name]["added_by_the_next_release"] = "x"
+    path.write_text(json.dumps(document))
+
+
+def test_this_release_reads_the_next_ones_files_ignoring_fields_it_does_not_know(
+    tmp_path: Path,
+) -> None:
+    daemon, updater = _states()
+    store = StateStore(tmp_path / "state.json")
+    store.save(daemon)
+    _with_unknown_fields(store.path, "claim", "last_consumed")
+    updater_store = UpdaterStateStore(tmp_path / "updater")
+    updater_store.save(updater)
+    _with_unknown_fields(updater_store.path, "in_progress", "last_outcome")
+
+    assert store.load() == daemon
+    assert updater_store.load() == updater
+
+
+def test_a_claim_read_from_the_next_release_is_the_same_claim(tmp_path: Path) -> None:
+    claim = ClaimInProgress(
+        run_id="run-9",
+        trigger="manual",
+        slot_key=None,
+        release_version="2.0.0",
+        manifest_b64="bQ==",
+        signature_b64="cw==",
+        artifact_url="https://a.example/y",
+        claimed_at=AT,
+    )
+    store = StateStore(tmp_path / "state.json")
+    store.save(DaemonState(claim=claim, last_consumed=ConsumedSlot(key="k", at=AT)))
+    _with_unknown_fields(store.path, "claim")
+    assert store.load().claim == claim
+
+
+def test_a_state_of_a_newer_format_is_still_refused(tmp_path: Path) -> None:
+    store = UpdaterStateStore(tmp_path)
+    store.save(UpdaterState(floor=1, builds={}, in_progress=None))
+    document = json.loads(store.path.read_text())
+    document["format_version"] = 2
+    store.path.write_text(json.dumps(document))
+    with pytest.raises(DaemonStateError, match="written by a newer nachtwacht agent"):
+        store.load()
