@@ -77,7 +77,7 @@ def _served(pool: Pool) -> dict[str, int]:
 
 
 def test_the_patch_is_served_whole_and_by_range_and_counted(
-    api: Api, agent: Agent, run_id: str, pool: Pool
+    api: Api, agent: Agent, run_id: str, pool: Pool, operator_key: str
 ) -> None:
     path = f"/v1/agent/runs/{run_id}/patches/{BASE}"
     whole = _get(api, agent, path)
@@ -91,6 +91,12 @@ def test_the_patch_is_served_whole_and_by_range_and_counted(
     full = _get(api, agent, f"/v1/agent/runs/{run_id}/artifact")
     assert full.status_code == 200
     assert _served(pool) == {"patch": 2 * len(PATCH) - 100, "full": len(full.content)}
+    with api.client(operator_key) as operator:
+        metrics = operator.get("/metrics")
+    labels = 'channel="stable",kind="patch",platform="linux-x86_64",version="1.5.0"'
+    assert f"nachtwacht_release_bytes_served_total{{{labels}}} {2 * len(PATCH) - 100}" in (
+        metrics.text
+    )
 
 
 def test_a_base_without_a_patch_is_404(api: Api, agent: Agent, run_id: str) -> None:
