@@ -3,6 +3,7 @@ the run's token with Range like the artifact, and the bytes served counted per r
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Callable
 from dataclasses import replace
@@ -137,3 +138,22 @@ def test_publish_refuses_a_patch_the_manifest_does_not_sign(
         api.services.releases.publish(
             manifest, signature, artifact, now=clock.now(), patches=patches
         )
+
+
+def test_the_publish_route_takes_patches_by_base(
+    api: Api, release_key: Ed25519PrivateKey, operator_key: str, pool: Pool
+) -> None:
+    manifest, signature, artifact = _with_patch(release_key)
+    body = {
+        "manifest_b64": base64.b64encode(manifest).decode(),
+        "signature_b64": base64.b64encode(signature).decode(),
+        "artifact_b64": base64.b64encode(artifact).decode(),
+        "patches_b64": {BASE: base64.b64encode(PATCH).decode()},
+    }
+    with api.client(operator_key) as operator:
+        answer = operator.post("/v1/admin/releases", json=body)
+    assert answer.status_code == 201, answer.text
+    with pool.connection() as conn:
+        row = conn.execute("SELECT base_tar_sha256, length FROM release_patches").fetchone()
+    assert row is not None
+    assert (row["base_tar_sha256"], row["length"]) == (BASE, len(PATCH))
