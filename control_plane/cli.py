@@ -85,6 +85,9 @@ from control_plane.forecast.text import render_forecast, render_outlook
 from control_plane.releases.services import ReleaseService
 from control_plane.startup import opened_database
 from ground.clock import ClockConfigError, clock_from_env
+from signed_release.errors import ReleaseError
+from signed_release.manifest import parse_manifest
+from signed_release.patch_offer import patch_file_name
 
 __all__ = ["main"]
 
@@ -199,7 +202,10 @@ def _add_release_commands(commands: Any) -> None:
     publish = commands.add_parser("publish-release", help="check and store a signed release")
     publish.add_argument("manifest", help="manifest.json")
     publish.add_argument("signature", help="manifest.sig")
-    publish.add_argument("artifact", help="the build (.tar.gz)")
+    publish.add_argument(
+        "artifact",
+        help="the build (.tar.gz); the patches its manifest offers are taken from beside it",
+    )
     publish.add_argument(
         "--release-public-key",
         action="append",
@@ -375,11 +381,27 @@ def _read_file(field_name: str, path: str) -> bytes:
         raise ConfigurationError(f"{field_name}: cannot read {path!r} ({exc.strerror})") from exc
 
 
+def patches_beside(artifact: Path, manifest: bytes) -> dict[str, bytes]:
+    """The patches the manifest offers that `nachtwacht release sign --base` wrote beside the
+    artifact, by base tar sha256. An unreadable manifest gives none: publishing refuses it."""
+    try:
+        offers = parse_manifest(manifest).patches
+    except ReleaseError:
+        return {}
+    found: dict[str, bytes] = {}
+    for offer in offers:
+        path = artifact.parent / patch_file_name(offer.base_tar_sha256)
+        if path.is_file():
+            found[offer.base_tar_sha256] = _read_file("PATCH", str(path))
+    return found
+
+
 def _publish_release(args: argparse.Namespace) -> int:
     keys = load_trusted_keys(release_key_paths(args.release_public_key))
     manifest = _read_file("MANIFEST", args.manifest)
     signature = _read_file("SIGNATURE", args.signature)
     artifact = _read_file("ARTIFACT", args.artifact)
+    patches = patches_beside(Path(args.artifact), manifest)
     now = clock_from_env().now()
     with admin_pool(args) as pool:
         release = ReleaseService(pool, keys).publish(
@@ -390,6 +412,7 @@ def _publish_release(args: argparse.Namespace) -> int:
             actor=cli_actor(),
             stage=args.stage,
             allow_downgrade=args.allow_downgrade,
+            patches=patches,
         )
         outlook = (
             None

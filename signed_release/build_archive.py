@@ -225,15 +225,18 @@ def read_members(archive: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
             return
 
 
-def unpack_build(archive_path: Path, destination: Path, *, unpacked_size: int) -> None:
-    """Unpack the build at `archive_path` (tar.gz) into `destination`, which must not exist.
+def unpack_build(
+    archive_path: Path, destination: Path, *, unpacked_size: int, compressed: bool = True
+) -> None:
+    """Unpack the build at `archive_path` (tar.gz; a plain tar when not `compressed`: a delta
+    update's tar, verified against its signed hash) into `destination`, which must not exist.
 
     Raises `BuildRefused` for a member that is not provably safe, `ArtifactError` for an archive
     that cannot be read; on any failure `destination` is removed again.
     """
     destination.mkdir(mode=0o755)
     try:
-        with tarfile.open(archive_path, mode="r:gz") as archive:
+        with tarfile.open(archive_path, mode="r:gz" if compressed else "r:") as archive:
             entries = lint_build(read_members(archive), unpacked_size=unpacked_size)
             _write(archive, entries, destination)
     except BaseException as exc:

@@ -5,12 +5,16 @@ root-show).
     nachtwacht release keygen --out DIR
     nachtwacht release sign --key DIR/release.key --version 1.5.0 --channel stable \\
         --platform linux-x86_64 --expires-in 30d [--manifest-version N] [--allow-downgrade] \\
-        --out OUTDIR ARTIFACT
+        [--base DIR ... [--patches 3]] --out OUTDIR ARTIFACT
     nachtwacht release verify --public-key release.pub [--artifact FILE] MANIFEST SIGNATURE
 
 `--allow-downgrade` signs an older build again for a rollback: its new manifest_version puts it
 above every manifest agents accepted, and only that signed permission lets an agent on a newer
 version install it (the control plane, holding no release key, cannot give it).
+
+`--base` (repeatable) names earlier releases, each a folder holding its manifest.json and build, or
+a folder of such folders: a patch from each of the newest `--patches` of the same channel and
+platform is written beside ARTIFACT and signed into the manifest (signed_release/delta_release.py).
 
 A package above this one may add subcommands (`ExtraCommand`): the `nachtwacht` command adds
 `build-demo-agent`, whose demo agent lives in the roof (`nachtwacht.demo_world`), not in the release
@@ -34,6 +38,7 @@ from signed_release.cli_support import (
     positive_int,
     version_argument,
 )
+from signed_release.delta_release import find_bases, make_patches
 from signed_release.errors import ReleaseError
 from signed_release.keys import generate_key_files, load_private_key, load_public_keys
 from signed_release.manifest import Manifest, format_instant, parse_manifest
@@ -72,6 +77,22 @@ def _build_parser(extra: Sequence[ExtraCommand]) -> argparse.ArgumentParser:
         help="let agents on a newer version install this one: signing an older build again for "
         "a rollback (publish it with `nachtwacht control publish-release --allow-downgrade`)",
     )
+    sign.add_argument(
+        "--base",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="an earlier release (its folder with manifest.json and build) or a folder of them; "
+        "repeatable: patches from the newest --patches of this channel and platform",
+    )
+    sign.add_argument(
+        "--patches",
+        type=positive_int,
+        default=3,
+        metavar="N",
+        help="how many earlier builds get a patch (default 3)",
+    )
     sign.add_argument("--out", type=Path, required=True, metavar="OUTDIR")
     sign.add_argument("artifact", type=Path, metavar="ARTIFACT", help="the agent build (.tar.gz)")
 
@@ -100,6 +121,16 @@ def _sign(args: argparse.Namespace, clock: Clock) -> int:
     facts = describe_artifact(args.artifact)
     now = clock.now()
     issued_at = now.replace(microsecond=0)
+    delta = None
+    if args.base:
+        bases = find_bases(
+            args.base,
+            channel=args.channel,
+            platform=args.platform,
+            version=args.version,
+            count=args.patches,
+        )
+        delta = make_patches(args.artifact, facts.unpacked_size, bases)
     manifest = Manifest(
         manifest_version=args.manifest_version or int(now.timestamp() * 1000),
         issued_at=issued_at,
@@ -111,6 +142,9 @@ def _sign(args: argparse.Namespace, clock: Clock) -> int:
         sha256=facts.sha256,
         unpacked_size=facts.unpacked_size,
         allow_downgrade=args.allow_downgrade,
+        tar_length=None if delta is None else delta.tar_length,
+        tar_sha256=None if delta is None else delta.tar_sha256,
+        patches=() if delta is None else delta.patches,
     )
     manifest_bytes = manifest.to_bytes()
     signature_bytes = sign_manifest(manifest_bytes, private_key)
@@ -123,6 +157,12 @@ def _sign(args: argparse.Namespace, clock: Clock) -> int:
         f"sha256 {facts.sha256[:16]}…, expires {format_instant(manifest.expires)}"
     )
     print(f"wrote {args.out / 'manifest.json'} and {args.out / 'manifest.sig'}")
+    if delta is not None:
+        for offer, path in zip(delta.patches, delta.files, strict=True):
+            print(
+                f"patch from {offer.base_version}: {path} ({offer.length} bytes, "
+                f"{offer.length / facts.length:.1%} of the build)"
+            )
     if manifest.allow_downgrade:
         # The signature is the only thing an agent on a newer version takes a downgrade from.
         print(

@@ -18,6 +18,12 @@ from ground.instants import InstantError, format_instant
 from ground.instants import parse_instant as ground_parse_instant
 from ground.limits import RELEASE_NAME_PATTERN
 from signed_release.errors import DuplicateField, InvalidField, MalformedManifest
+from signed_release.patch_offer import (
+    PatchOffer,
+    check_delta_fields,
+    delta_fields_from,
+    delta_json,
+)
 from signed_release.versions import is_valid_version
 
 __all__ = [
@@ -66,8 +72,14 @@ class Manifest:
     unpacked_size: int
     allow_downgrade: bool = False
     artifact_format: Literal["tar.gz"] = ARTIFACT_FORMAT
+    # Delta updates (signed_release/patch_offer.py): the uncompressed tar of the artifact and the
+    # patches that make it from earlier builds' tars. Absent, the manifest is what it was before.
+    tar_length: int | None = None
+    tar_sha256: str | None = None
+    patches: tuple[PatchOffer, ...] = ()
 
     def __post_init__(self) -> None:
+        check_delta_fields(self.tar_length, self.tar_sha256, self.patches)
         for name in ("manifest_version", "length", "unpacked_size"):
             _check_count(name, getattr(self, name), minimum=1 if name == "manifest_version" else 0)
         for name in ("issued_at", "expires"):
@@ -119,7 +131,7 @@ class Manifest:
             "platform": self.platform,
             "sha256": self.sha256,
             "unpacked_size": self.unpacked_size,
-        }
+        } | delta_json(self.tar_length, self.tar_sha256, self.patches)
 
     def to_bytes(self) -> bytes:
         """The canonical bytes to sign: sorted keys, two-space indent, UTF-8, a final newline.
@@ -257,4 +269,5 @@ def parse_manifest(data: bytes) -> Manifest:
         unpacked_size=fields["unpacked_size"],
         allow_downgrade=fields["allow_downgrade"],
         artifact_format=fields["artifact_format"],
+        **delta_fields_from(fields),
     )

@@ -43,9 +43,17 @@ def _fsync_tree(root: Path) -> None:
 
 
 def install_build(
-    layout: InstallLayout, artifact: Path, *, version: str, sha256: str, unpacked_size: int
+    layout: InstallLayout,
+    artifact: Path,
+    *,
+    version: str,
+    sha256: str,
+    unpacked_size: int,
+    compressed: bool = True,
 ) -> Path:
-    """`versions/<version>/`, complete. Installing the same build again does nothing."""
+    """`versions/<version>/`, complete. Installing the same build again does nothing. `artifact`
+    is the verified tar.gz, or (not `compressed`) the verified tar a patch made; `sha256` is the
+    release's artifact hash either way, the build's name in `.complete`."""
     layout.ensure()
     final = layout.version_dir(version)
     existing = layout.complete_sha256(version)
@@ -61,7 +69,7 @@ def install_build(
     shutil.rmtree(staging, ignore_errors=True)
     try:
         # Removes `staging` again on any failure.
-        unpack_build(artifact, staging, unpacked_size=unpacked_size)
+        unpack_build(artifact, staging, unpacked_size=unpacked_size, compressed=compressed)
     except BuildRefused as exc:
         raise UnsafeArchive(f"archive refused for {version}: {exc}") from exc
     except ArtifactError as exc:

@@ -13,11 +13,13 @@ version bad; one that may pass keeps the partial download); a failure after it r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 
 from agent_daemon.errors import SelfTestFailed, UpdateError
+from agent_daemon.updater import delta
 from agent_daemon.updater.download.artifact_source import (
     ArtifactSource,
     control_origin,
@@ -42,6 +44,8 @@ from agent_daemon.updater.updater_settings import UpdaterSettings
 from agent_daemon.updater.updater_state import InProgress, Step, UpdaterState, UpdaterStateStore
 from ground.clock import Clock
 from ground.contract import OutcomeReason
+from signed_release.delta import apply_patch
+from signed_release.errors import ReleaseError
 from signed_release.manifest import Manifest, parse_manifest
 
 __all__ = ["MAX_RUN_ATTEMPTS", "StepMachine"]
@@ -78,6 +82,9 @@ class StepMachine:
         # The control plane's origin is the client's base URL (the daemon's client has one).
         self._control_origin = control_origin(client)
         self._artifact_origins = tuple(parse_origin(o) for o in settings.artifact_origins)
+        # Why this run took the full artifact although its release offered a patch from this
+        # host's base (delta.py): the outcome carries them.
+        self.fallbacks: list[str] = []
 
     def source(self, url: str) -> ArtifactSource:
         """Where the artifact may come from (`UntrustedArtifactSource` otherwise)."""
@@ -96,12 +103,14 @@ class StepMachine:
             )
         state = state.with_attempt()
         self._store.save(state)
+        self.fallbacks = []
         try:
-            return self._steps(state, confirm)
+            outcome = self._steps(state, confirm)
         except OSError:
             raise
         except Exception as exc:
-            return self._switcher.end_unexpected(describe(exc))
+            outcome = self._switcher.end_unexpected(describe(exc))
+        return replace(outcome, notes=tuple(self.fallbacks)) if self.fallbacks else outcome
 
     def _steps(self, state: UpdaterState, confirm: ConfirmSwap | None) -> UpdateOutcome:
         progress = state.in_progress
@@ -174,16 +183,59 @@ class StepMachine:
         return self._switcher.roll_back(state, manifest)
 
     def _download(self, progress: InProgress, manifest: Manifest) -> None:
-        clock = self._clock
-        source = self.source(progress.artifact_url)
-        download_artifact(
-            self._client,
+        if self._download_patch(progress, manifest):
+            return
+        self._fetch(
             ArtifactSpec(
                 url=progress.artifact_url,
                 sha256=manifest.sha256,
                 length=manifest.length,
                 unpacked_size=manifest.unpacked_size,
-            ),
+            )
+        )
+
+    def _download_patch(self, progress: InProgress, manifest: Manifest) -> bool:
+        """Download and apply the patch from this host's base, if the release offers one; False
+        (the full artifact follows) on any failure, its reason kept in `fallbacks`."""
+        install_root = self._settings.install_root
+        offer = delta.offer_for(install_root, progress.from_version, manifest)
+        url = None if offer is None else delta.patch_url(progress.artifact_url, offer)
+        if offer is None and manifest.patches and progress.from_version is not None:
+            self.fallbacks.append(
+                f"no patch offered fits this host's base of {progress.from_version} "
+                "(missing, or not the build it was)"
+            )
+        if offer is None or url is None:
+            return False
+        assert manifest.tar_length is not None and manifest.tar_sha256 is not None
+        patch = final_path(self._staging, offer.sha256)
+        try:
+            self._fetch(
+                ArtifactSpec(
+                    url=url, sha256=offer.sha256, length=offer.length,
+                    unpacked_size=manifest.tar_length,
+                )
+            )  # fmt: skip
+            apply_patch(
+                delta.base_path(install_root, progress.from_version or ""),
+                patch,
+                delta.patched_tar_path(self._staging, manifest),
+                target_length=manifest.tar_length,
+                target_sha256=manifest.tar_sha256,
+            )
+        except (UpdateError, OSError, ReleaseError) as exc:
+            self.fallbacks.append(f"patch from {offer.base_version} not used: {describe(exc)}")
+            return False
+        finally:
+            patch.unlink(missing_ok=True)
+        return True
+
+    def _fetch(self, spec: ArtifactSpec) -> None:
+        clock = self._clock
+        source = self.source(spec.url)
+        download_artifact(
+            self._client,
+            spec,
             staging=self._staging,
             install_root=self._settings.install_root,
             limits=DownloadLimits(
@@ -196,11 +248,29 @@ class StepMachine:
         )
 
     def _install(self, progress: InProgress, manifest: Manifest) -> None:
+        patched = delta.verified_patched_tar(self._staging, manifest)
+        artifact = final_path(self._staging, manifest.sha256)
+        if patched is None and not artifact.is_file() and manifest.patches:
+            # The patched tar is gone or altered since it was verified: the full artifact instead.
+            self.fallbacks.append("the patched build changed on disk before its install")
+            self._download(progress.model_copy(update={"from_version": None}), manifest)
         build = install_build(
             self._layout,
-            final_path(self._staging, manifest.sha256),
+            artifact if patched is None else patched,
             version=progress.version,
             sha256=manifest.sha256,
             unpacked_size=manifest.unpacked_size,
+            compressed=patched is None,
         )
         self_test(build, progress.version, user=self._settings.agent_user)
+        try:
+            delta.keep_base(
+                self._settings.install_root,
+                manifest,
+                artifact=artifact if artifact.is_file() else None,
+                patched_tar=patched,
+                keep={progress.from_version} if progress.from_version else set(),
+            )
+        except (OSError, ReleaseError) as exc:
+            # Without a base the next release comes whole; this one is installed all the same.
+            self.fallbacks.append(f"no base kept for the next patch: {exc}")

@@ -54,3 +54,6 @@ class UpdateOutcome:
     # The failure may pass: nothing switched, and the same run may be applied again (its partial
     # download or staged build kept) while its window is open.
     retry: bool = False
+    # What happened on the way that the status does not say: a patch this host's base could use
+    # that was not used, and why (the full artifact was installed instead).
+    notes: tuple[str, ...] = ()

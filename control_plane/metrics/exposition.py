@@ -52,6 +52,16 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
         "Hosts' exchanges of an enrollment token, all replicas: enrolled, or the refusal's code.",
         [({"result": result}, n) for (result,), n in snapshot.enrollments],
     )
+    lines += _family(
+        "nachtwacht_release_bytes_served_total",
+        "counter",
+        "Bytes of builds served to agents, all replicas, by release and kind: `patch` (a delta"
+        " from the agent's base) or `full` (the artifact: no patch fits, or one fell back).",
+        [
+            ({"channel": c, "platform": p, "version": v, "kind": kind}, n)
+            for (c, p, v, kind), n in snapshot.bytes_served
+        ],
+    )
     return "\n".join(lines) + "\n"
 
 

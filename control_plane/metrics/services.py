@@ -122,6 +122,18 @@ SELECT rel.id, rel.channel, rel.platform, rel.agent_version, c.status, c.reason,
 """
 
 
+# Bytes of artifacts and patches served, by release and kind, for the same releases as the
+# outcomes: those shown and those a live agent still runs (migration 0027's counts).
+_RELEASE_BYTES = """
+SELECT rel.channel, rel.platform, rel.agent_version, b.kind, b.bytes AS n
+  FROM release_bytes_served b JOIN releases rel ON rel.id = b.release_id
+ WHERE rel.id = ANY(%s)
+    OR rel.agent_version IN (SELECT current_version FROM agents
+                              WHERE deleted_at IS NULL AND current_version IS NOT NULL)
+ ORDER BY rel.channel, rel.platform, rel.manifest_version, b.kind
+"""
+
+
 # Runs by trigger and status without reading the runs: the ended ones from their counts, the
 # ones in flight (requested, claimed: a night's worth at most) through their partial index.
 _RUNS = """
@@ -159,6 +171,7 @@ class MetricsSnapshot:
     trust_root: TrustRootStanding = NO_TRUST_ROOT
     enrollments: Counts = ()  # (result,): hosts' exchanges of enrollment tokens, all replicas
     retention: RetentionStanding | None = None
+    bytes_served: Counts = ()  # (channel, platform, version, kind): artifact and patch bytes
 
 
 def _history_counts(conn: Connection) -> dict[str, dict[str, int]]:
@@ -214,6 +227,7 @@ class MetricsService:
                 "SELECT result, n FROM enrollment_counts ORDER BY result"
             ).fetchall()
             retention = read_standing(conn)
+            served = conn.execute(_RELEASE_BYTES, [[row["id"] for row in releases]]).fetchall()
         states = tuple(
             ReleaseState(
                 release_id=row["id"],
@@ -250,6 +264,7 @@ class MetricsService:
             trust_root=trust_root,
             enrollments=_counts(enrollments, "result"),
             retention=retention,
+            bytes_served=_counts(served, "channel", "platform", "agent_version", "kind"),
         )
 
     def trust_root_standing(self) -> TrustRootStanding:

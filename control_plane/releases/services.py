@@ -30,6 +30,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
+from control_plane.releases.patches import (
+    ServedKind,
+    check_patches,
+    count_served,
+    read_patch,
+    store_patches,
+)
 from control_plane.releases.rollback import RolledBack, roll_back
 from control_plane.releases.withdrawal import (
     ReleaseList,
@@ -133,6 +140,7 @@ class ReleaseService:
         actor: Actor | None = None,
         stage: object = None,
         allow_downgrade: object = False,
+        patches: Mapping[str, bytes] | None = None,
     ) -> PublishedRelease:
         """Check and store a release at `now`. Refuses anything it cannot verify.
 
@@ -151,6 +159,7 @@ class ReleaseService:
             root = newest_trust_root(conn)
         signer, parsed = self._verified(manifest, signature, root)
         _check_artifact(artifact, parsed)
+        check_patches(patches or {}, parsed)
         _check_not_expired(parsed, now)
         with self._pool.connection() as conn, conn.transaction():
             # One publisher at a time, so "newer than the pair's newest" holds across replicas.
@@ -173,6 +182,7 @@ class ReleaseService:
                 now=now,
             )
             _store_artifact(conn, row, artifact)
+            store_patches(conn, row["id"], patches or {}, parsed)
             if newer is None:
                 _make_current(conn, row, now)
             _record_published(conn, row, signer=signer, actor=actor, now=now, downgrade_from=newer)
@@ -267,6 +277,14 @@ class ReleaseService:
         """Every release per (channel, platform), withdrawn ones with the agents that run them."""
         with self._pool.connection() as conn:
             return list_releases(conn)
+
+    def count_served(self, release_id: UUID, kind: ServedKind, size: int) -> None:
+        """Count the bytes one download answer carries (`/metrics`, by release and kind)."""
+        count_served(self._pool, release_id, kind, size)
+
+    def read_patch(self, release_id: UUID, base: str, start: int, end: int) -> Iterator[bytes]:
+        """The bytes `start..end` (inclusive) of a release's patch from `base`, in slices."""
+        return read_patch(self._pool, release_id, base, start, end)
 
     def read_artifact(self, release_id: UUID, start: int, end: int) -> Iterator[bytes]:
         """The bytes `start..end` (inclusive) of a release's artifact, in slices."""

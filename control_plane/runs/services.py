@@ -449,3 +449,24 @@ class RunService:
         return ArtifactInfo(
             release_id=row["release_id"], length=row["length"], sha256=row["sha256"]
         )
+
+    def patch_for_download(
+        self, agent_id: UUID, run_id: UUID, base: str, now: datetime
+    ) -> ArtifactInfo:
+        """A patch of the run's release from the build whose tar hash is `base`: the same token
+        grants the artifact and each patch its signed manifest offers."""
+        release = self.artifact_for_download(agent_id, run_id, now)
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT length, sha256 FROM release_patches"
+                " WHERE release_id = %s AND base_tar_sha256 = %s",
+                [release.release_id, base],
+            ).fetchone()
+        if row is None:
+            raise NotFound(
+                f"the release of run {run_id} has no patch from base {base[:16]}",
+                code=AnswerCode.RUN_NOT_FOUND,
+            )
+        return ArtifactInfo(
+            release_id=release.release_id, length=row["length"], sha256=row["sha256"]
+        )

@@ -55,10 +55,12 @@ def sign_build(
     fault: str = "none",
     launcher: Launcher = SUBPROCESSES,
     allow_downgrade: bool = False,
+    bases: Sequence[Path] = (),
 ) -> SignedBuild:
     """Build `provibr-agent VERSION` and sign it for (`channel`, `platform`), on the clock
     `clock_setting` describes (the manifest's `issued_at` is that clock's now); `fault` builds a
-    deliberately broken agent (`demo_agent.FAULTS`); `allow_downgrade` signs it as a rollback."""
+    deliberately broken agent (`demo_agent.FAULTS`); `allow_downgrade` signs it as a rollback;
+    `bases` (earlier releases' folders) get patches to it, written beside the artifact."""
     artifact = workdir / f"provibr-agent-{version}.tar.gz"
     release_dir = workdir / f"release-{channel}-{platform}-{version}-{manifest_version}"
     run_nachtwacht(
@@ -70,6 +72,7 @@ def sign_build(
         "--channel", channel, "--platform", platform, "--expires-in", "30d",
         "--manifest-version", str(manifest_version), "--out", str(release_dir), str(artifact),
         *(["--allow-downgrade"] if allow_downgrade else []),
+        *(argument for base in bases for argument in ("--base", str(base))),
         env={FAKE_CLOCK_ENV: clock_setting}, launcher=launcher,
     )  # fmt: skip
     return SignedBuild(

@@ -47,6 +47,13 @@ class ReleaseBody(BaseModel):
     manifest_b64: str = Field(description="the exact bytes of manifest.json, base64")
     signature_b64: str = Field(description="the exact bytes of manifest.sig, base64")
     artifact_b64: str = Field(description="the build (.tar.gz), base64")
+    patches_b64: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="the patches the signed manifest offers, base64, by their base's tar sha256"
+        " (`patches[].base_tar_sha256`); each must have its signed length and sha256. Agents on"
+        " a base without a patch here download the artifact",
+    )
     stage: Literal["canary", "everyone"] | None = Field(
         default=None,
         description="the stage it starts in; default: `canary` (the first wave) when its pair"
@@ -105,6 +112,10 @@ def publish_release(
         actor=actor_of(caller),
         stage=body.stage,
         allow_downgrade=body.allow_downgrade,
+        patches={
+            base: _decoded(f"patches_b64.{base[:16]}", value)
+            for base, value in body.patches_b64.items()
+        },
     )
     if published.already_published:
         response.status_code = 200

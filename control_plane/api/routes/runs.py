@@ -3,9 +3,11 @@ downloads, and the panel's run lists, manual updates and task tray."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Header, Path, Request, Response
 from fastapi.responses import StreamingResponse
 
 from control_plane.accounts.services import actor_of
@@ -18,6 +20,8 @@ from control_plane.api.deps import (
     services_of,
 )
 from control_plane.api.no_body import NoBody
+from control_plane.releases.patches import ServedKind
+from control_plane.releases.services import ArtifactInfo
 from control_plane.runs.ranges import Unsatisfiable, requested_range
 from control_plane.runs.recorded_answer import recorded_run
 from control_plane.runs.services import Operations, ReleaseRetry, RunList
@@ -135,21 +139,85 @@ def download_artifact(
     assert caller.agent_id is not None
     services = services_of(request)
     artifact = services.runs.artifact_for_download(caller.agent_id, run_id, now)
-    etag = f'"{artifact.sha256}"'
-    headers = {"ETag": etag, "Accept-Ranges": "bytes", "Content-Type": "application/gzip"}
+    return _ranged(
+        request,
+        artifact,
+        "full",
+        range_header,
+        if_range,
+        lambda start, end: services.releases.read_artifact(artifact.release_id, start, end),
+    )
+
+
+@router.get(
+    RUNS_PATH + "/{run_id}/patches/{base_tar_sha256}",
+    tags=["agent"],
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"application/zstd": {"schema": {"type": "string", "format": "binary"}}},
+            "description": "the whole patch",
+        },
+        206: {
+            "content": {"application/zstd": {"schema": {"type": "string", "format": "binary"}}},
+            "description": "the requested range (`Range`, `If-Range` with the ETag)",
+        },
+        **errors(*AUTHENTICATED, 404, 416, 422, models={403: DownloadRefusal}),
+    },
+)
+def download_patch(
+    run_id: UUID,
+    base_tar_sha256: Annotated[str, Path(pattern="^[0-9a-f]{64}$")],
+    request: Request,
+    caller: AgentCaller,
+    now: RequestNow,
+    range_header: str | None = Header(default=None, alias="Range"),
+    if_range: str | None = Header(default=None),
+) -> Response:
+    """The patch of this run's release from the build whose uncompressed tar has this sha256 (the
+    signed manifest's `patches`), under the same token as the artifact. 404 when the release has
+    no patch from that base: download the artifact instead."""
+    assert caller.agent_id is not None
+    services = services_of(request)
+    patch = services.runs.patch_for_download(caller.agent_id, run_id, base_tar_sha256, now)
+    return _ranged(
+        request,
+        patch,
+        "patch",
+        range_header,
+        if_range,
+        lambda start, end: services.releases.read_patch(
+            patch.release_id, base_tar_sha256, start, end
+        ),
+    )
+
+
+def _ranged(
+    request: Request,
+    served: ArtifactInfo,
+    kind: ServedKind,
+    range_header: str | None,
+    if_range: str | None,
+    read: Callable[[int, int], Iterator[bytes]],
+) -> Response:
+    """One download answer: whole, a range, or 416; its bytes counted for the release's kind."""
+    etag = f'"{served.sha256}"'
+    content_type = "application/gzip" if kind == "full" else "application/zstd"
+    headers = {"ETag": etag, "Accept-Ranges": "bytes", "Content-Type": content_type}
     try:
-        chosen = requested_range(range_header, if_range, etag=etag, size=artifact.length)
+        chosen = requested_range(range_header, if_range, etag=etag, size=served.length)
     except Unsatisfiable:
-        headers["Content-Range"] = f"bytes */{artifact.length}"
+        headers["Content-Range"] = f"bytes */{served.length}"
         return Response(status_code=416, headers=headers)
     if chosen is None:
-        start, end, status = 0, artifact.length - 1, 200
+        start, end, status = 0, served.length - 1, 200
     else:
         start, end, status = chosen.start, chosen.end, 206
-        headers["Content-Range"] = f"bytes {start}-{end}/{artifact.length}"
-    headers["Content-Length"] = str(max(0, end - start + 1))
-    body = services.releases.read_artifact(artifact.release_id, start, end)
-    return StreamingResponse(body, status_code=status, headers=headers)
+        headers["Content-Range"] = f"bytes {start}-{end}/{served.length}"
+    size = max(0, end - start + 1)
+    headers["Content-Length"] = str(size)
+    services_of(request).releases.count_served(served.release_id, kind, size)
+    return StreamingResponse(read(start, end), status_code=status, headers=headers)
 
 
 # -- the operators ------------------------------------------------------------------------------

@@ -152,6 +152,7 @@ class Night:
         stage: str | None = None,
         allow_downgrade: bool = False,
         keys_dir: Path | None = None,
+        bases: tuple[Path, ...] = (),
     ) -> None:
         """Build, sign and publish with the real release tooling and the control plane's CLI
         (`fault`: a deliberately broken build; `stage`: `publish-release --stage`;
@@ -167,6 +168,7 @@ class Night:
             fault=fault,
             launcher=self.plane.launcher,
             allow_downgrade=allow_downgrade,
+            bases=bases,
         )
         self.plane.publish_release(build, stage=stage, allow_downgrade=allow_downgrade)
 
