@@ -1,7 +1,7 @@
 """Delta updates: the patches a release offers, and the bytes served per release and kind.
 
-Revision ID: 0027_release_patches
-Revises: 0021 (see `down_revision`)
+Revision ID: 0026_release_patches
+Revises: 0025 (see `down_revision`)
 
 - `release_patches`: one row per (release, base tar sha256), the patch's bytes and its signed
   length and sha256. EXTERNAL storage, as the artifact's: a zstd frame does not compress again
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from alembic import op
 
-PREVIOUS_REVISION = "0021_restored_timelines"
+PREVIOUS_REVISION = "0025_people"
 
-revision = "0027_release_patches"
+revision = "0026_release_patches"
 down_revision: str | None = PREVIOUS_REVISION
 branch_labels = None
 depends_on = None
