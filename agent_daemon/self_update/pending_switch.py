@@ -97,6 +97,9 @@ def switch(
     )
     files.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     files.started.unlink(missing_ok=True)
+    # A new switch supersedes what became of the last one: `status` and the next start say
+    # this switch's outcome, never an older rollback's.
+    clear_switch_outcome(state_dir)
     # Before any link moves: from here on the guard can always find its way back.
     write_fields(files.pending, pending.fields())
     layout.point("previous", running)

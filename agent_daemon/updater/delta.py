@@ -19,6 +19,7 @@ full artifact in the same run; the fallback's reason is kept in `fallbacks` for 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from signed_release.delta import gunzip_artifact, tar_facts
@@ -100,7 +101,9 @@ def keep_base(
     target = base_path(install_root, manifest.agent_version)
     temporary = target.with_suffix(".tmp")
     if patched_tar is not None:
-        os.replace(patched_tar, temporary)
+        # A move, not a rename: the staging directory and the install root may be different
+        # filesystems (or bind mounts, under the unit's ProtectSystem=strict).
+        shutil.move(patched_tar, temporary)
     elif artifact is not None:
         limit = manifest.tar_length or tar_limit(manifest.unpacked_size)
         gunzip_artifact(artifact, temporary, limit=limit)

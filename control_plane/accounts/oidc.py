@@ -95,10 +95,12 @@ class VerifiedIdentity:
 
 
 def checked_issuer(issuer: object) -> str:
-    """An https URL; plain http only to this host's loopback (a provider on the same machine)."""
+    """An https URL; plain http only to this host's loopback (a provider on the same machine).
+    Kept exactly as given (a trailing slash too): the provider's discovery document and its ID
+    tokens name their issuer, and OpenID Connect compares the two strings as they are."""
     if not isinstance(issuer, str) or not issuer.strip():
         raise InvalidInput("issuer", issuer, "must be the provider's issuer URL (https://…)")
-    clean = issuer.strip().rstrip("/")
+    clean = issuer.strip()
     stored_text("issuer", clean, MAX_TEXT)
     parts = urlsplit(clean)
     if parts.scheme == "https" and parts.hostname:
@@ -176,7 +178,7 @@ class OidcService:
 
 def _discovery(client: httpx.Client, issuer: str) -> dict[str, Any]:
     try:
-        answer = client.get(issuer + "/.well-known/openid-configuration")
+        answer = client.get(issuer.rstrip("/") + "/.well-known/openid-configuration")
         answer.raise_for_status()
         found = answer.json()
     except (httpx.HTTPError, ValueError) as exc:

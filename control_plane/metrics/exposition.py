@@ -58,8 +58,8 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
         "Bytes of builds served to agents, all replicas, by release and kind: `patch` (a delta"
         " from the agent's base) or `full` (the artifact: no patch fits, or one fell back).",
         [
-            ({"channel": c, "platform": p, "version": v, "kind": kind}, n)
-            for (c, p, v, kind), n in snapshot.bytes_served
+            ({"release": r, "channel": c, "platform": p, "version": v, "kind": kind}, n)
+            for (r, c, p, v, kind), n in snapshot.bytes_served
         ],
     )
     return "\n".join(lines) + "\n"

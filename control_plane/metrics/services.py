@@ -123,9 +123,10 @@ SELECT rel.id, rel.channel, rel.platform, rel.agent_version, c.status, c.reason,
 
 
 # Bytes of artifacts and patches served, by release and kind, for the same releases as the
-# outcomes: those shown and those a live agent still runs (migration 0027's counts).
+# outcomes: those shown and those a live agent still runs (migration 0026's counts). By release
+# id too, as the outcomes are: a version signed again for a rollback is another release.
 _RELEASE_BYTES = """
-SELECT rel.channel, rel.platform, rel.agent_version, b.kind, b.bytes AS n
+SELECT rel.id::text AS release, rel.channel, rel.platform, rel.agent_version, b.kind, b.bytes AS n
   FROM release_bytes_served b JOIN releases rel ON rel.id = b.release_id
  WHERE rel.id = ANY(%s)
     OR rel.agent_version IN (SELECT current_version FROM agents
@@ -171,7 +172,8 @@ class MetricsSnapshot:
     trust_root: TrustRootStanding = NO_TRUST_ROOT
     enrollments: Counts = ()  # (result,): hosts' exchanges of enrollment tokens, all replicas
     retention: RetentionStanding | None = None
-    bytes_served: Counts = ()  # (channel, platform, version, kind): artifact and patch bytes
+    # (release, channel, platform, version, kind): artifact and patch bytes
+    bytes_served: Counts = ()
 
 
 def _history_counts(conn: Connection) -> dict[str, dict[str, int]]:
@@ -264,7 +266,7 @@ class MetricsService:
             trust_root=trust_root,
             enrollments=_counts(enrollments, "result"),
             retention=retention,
-            bytes_served=_counts(served, "channel", "platform", "agent_version", "kind"),
+            bytes_served=_counts(served, "release", "channel", "platform", "agent_version", "kind"),
         )
 
     def trust_root_standing(self) -> TrustRootStanding:

@@ -96,7 +96,7 @@ def skip_stopped_slot(
     tonight. Asking again every minute until the window closes would only load the control plane
     with refusals, and a halt is lifted by a person, rarely within the window; the next slot asks
     again. An agent that does not yet know this refusal consumes the slot asks once more and is
-    answered `slot_consumed` by this run."""
+    answered `release_halted` again while the halt lasts (still this one run)."""
     record_skipped_slot(
         conn,
         agent_id=agent_id,

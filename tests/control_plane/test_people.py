@@ -140,3 +140,24 @@ def test_the_invitation_on_the_trail_holds_no_link(services: Services, org_id: o
     events = services.events.trail(EventFilter(kind="person.invited", limit=5)).events
     assert [e.data["name"] for e in events] == ["Anna de Vries"]
     assert token not in str(events[0].data)
+
+
+@pytest.mark.parametrize(
+    "issuer", ["https://idp.example/", "https://idp.example", "http://127.0.0.1:8080/realm/"]
+)
+def test_an_issuer_is_kept_as_the_provider_writes_it(issuer: str) -> None:
+    # Compared as a string with the discovery document's and the ID token's: a trailing slash
+    # taken off would refuse every sign-in through a provider whose issuer has one.
+    from control_plane.accounts.oidc import checked_issuer
+
+    assert checked_issuer(f"  {issuer} ") == issuer
+
+
+@pytest.mark.parametrize(
+    "issuer", ["http://idp.example", "ftp://idp.example", "https://", "", "   ", 7]
+)
+def test_an_issuer_that_is_not_https_is_refused_by_name(issuer: object) -> None:
+    from control_plane.accounts.oidc import checked_issuer
+
+    with pytest.raises(InvalidInput, match="issuer"):
+        checked_issuer(issuer)

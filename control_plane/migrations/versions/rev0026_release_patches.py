@@ -6,8 +6,8 @@ Revises: 0025 (see `down_revision`)
 - `release_patches`: one row per (release, base tar sha256), the patch's bytes and its signed
   length and sha256. EXTERNAL storage, as the artifact's: a zstd frame does not compress again
   and a byte range is read without reading the whole value.
-- `release_bytes_served`: bytes of artifacts and patches served per release and kind, and how
-  many patch downloads an agent fell back from; counted as a download answers, read by /metrics.
+- `release_bytes_served`: bytes of artifacts and patches served per release and kind, counted
+  as a download answers, read by /metrics.
 
 Expand-only: two new tables. A replica of the previous release reads neither, and serves the full
 artifact as before.

@@ -31,7 +31,7 @@ def _served(scenario: Night, kind: str) -> int:
     text = scenario.operator.get("/metrics").text
     found = re.search(
         r'nachtwacht_release_bytes_served_total\{channel="stable",kind="' + kind
-        + r'",platform="linux-x86_64",version="1.5.0"\} (\d+)',
+        + r'",platform="linux-x86_64",release="[0-9a-f-]{36}",version="1.5.0"\} (\d+)',
         text,
     )  # fmt: skip
     return int(found.group(1)) if found else 0

@@ -242,3 +242,17 @@ def test_the_outcome_is_taken_once_for_the_report(layout: InstallLayout, state_d
     taken = take_switch_outcome(state_dir)
     assert taken is not None and taken.outcome == "rolled_back"
     assert take_switch_outcome(state_dir) is None
+
+
+def test_a_new_switch_supersedes_the_last_ones_rollback(
+    layout: InstallLayout, state_dir: Path
+) -> None:
+    # Rolled back by the guard, never reported: the next switch's outcome must not be hidden
+    # behind it (`status` and the start both read the rollback first).
+    switched(layout, state_dir, deadline=timedelta(seconds=-1))
+    assert run_guard("check", state_dir, "--restart", "").returncode == 0
+    rolled_back = read_switch_outcome(state_dir)
+    assert rolled_back is not None and rolled_back.outcome == "rolled_back"
+    switched(layout, state_dir)
+    assert read_switch_outcome(state_dir) is None
+    assert pending_switch(state_dir) is not None

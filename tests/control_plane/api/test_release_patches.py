@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -94,10 +95,15 @@ def test_the_patch_is_served_whole_and_by_range_and_counted(
     assert _served(pool) == {"patch": 2 * len(PATCH) - 100, "full": len(full.content)}
     with api.client(operator_key) as operator:
         metrics = operator.get("/metrics")
-    labels = 'channel="stable",kind="patch",platform="linux-x86_64",version="1.5.0"'
-    assert f"nachtwacht_release_bytes_served_total{{{labels}}} {2 * len(PATCH) - 100}" in (
-        metrics.text
+    labels = (
+        'channel="stable",kind="patch",platform="linux-x86_64",'
+        r'release="[0-9a-f-]{36}",version="1\.5\.0"'
     )
+    served = re.search(
+        r"nachtwacht_release_bytes_served_total\{" + labels + r"\} (\d+)", metrics.text
+    )
+    assert served is not None, metrics.text
+    assert int(served.group(1)) == 2 * len(PATCH) - 100
 
 
 def test_a_base_without_a_patch_is_404(api: Api, agent: Agent, run_id: str) -> None:
