@@ -5,12 +5,16 @@ root-show).
     nachtwacht release keygen --out DIR
     nachtwacht release sign --key DIR/release.key --version 1.5.0 --channel stable \\
         --platform linux-x86_64 --expires-in 30d [--manifest-version N] [--allow-downgrade] \\
-        --out OUTDIR ARTIFACT
+        [--product agent|updater] --out OUTDIR ARTIFACT
     nachtwacht release verify --public-key release.pub [--artifact FILE] MANIFEST SIGNATURE
 
 `--allow-downgrade` signs an older build again for a rollback: its new manifest_version puts it
 above every manifest agents accepted, and only that signed permission lets an agent on a newer
 version install it (the control plane, holding no release key, cannot give it).
+
+`--product updater` signs a release of nachtwacht's own agent, the updater: its artifact is the
+offline bundle (`bin/package`), its version the updater's. Without it the build is the managed
+agent, as every release before the product line was.
 
 A package above this one may add subcommands (`ExtraCommand`): the `nachtwacht` command adds
 `build-demo-agent`, whose demo agent lives in the roof (`nachtwacht.demo_world`), not in the release
@@ -36,7 +40,7 @@ from signed_release.cli_support import (
 )
 from signed_release.errors import ReleaseError
 from signed_release.keys import generate_key_files, load_private_key, load_public_keys
-from signed_release.manifest import Manifest, format_instant, parse_manifest
+from signed_release.manifest import PRODUCTS, Manifest, format_instant, parse_manifest
 from signed_release.root_cli import ROOT_COMMANDS, add_root_commands, run_root_command
 from signed_release.signature import check_signature, sign_manifest
 
@@ -72,6 +76,13 @@ def _build_parser(extra: Sequence[ExtraCommand]) -> argparse.ArgumentParser:
         help="let agents on a newer version install this one: signing an older build again for "
         "a rollback (publish it with `nachtwacht control publish-release --allow-downgrade`)",
     )
+    sign.add_argument(
+        "--product",
+        choices=PRODUCTS,
+        default="agent",
+        help="agent: the managed agent's build (default); updater: nachtwacht's own agent, "
+        "its offline bundle",
+    )
     sign.add_argument("--out", type=Path, required=True, metavar="OUTDIR")
     sign.add_argument("artifact", type=Path, metavar="ARTIFACT", help="the agent build (.tar.gz)")
 
@@ -97,7 +108,7 @@ def _keygen(args: argparse.Namespace) -> int:
 def _sign(args: argparse.Namespace, clock: Clock) -> int:
     lifetime = parse_duration(args.expires_in)
     private_key = load_private_key(args.key)
-    facts = describe_artifact(args.artifact)
+    facts = describe_artifact(args.artifact, product=args.product)
     now = clock.now()
     issued_at = now.replace(microsecond=0)
     manifest = Manifest(
@@ -111,6 +122,7 @@ def _sign(args: argparse.Namespace, clock: Clock) -> int:
         sha256=facts.sha256,
         unpacked_size=facts.unpacked_size,
         allow_downgrade=args.allow_downgrade,
+        product=args.product,
     )
     manifest_bytes = manifest.to_bytes()
     signature_bytes = sign_manifest(manifest_bytes, private_key)
@@ -118,7 +130,7 @@ def _sign(args: argparse.Namespace, clock: Clock) -> int:
     (args.out / "manifest.json").write_bytes(manifest_bytes)
     (args.out / "manifest.sig").write_bytes(signature_bytes)
     print(
-        f"signed {manifest.agent_version} for {manifest.channel}/{manifest.platform}: "
+        f"signed {_named(manifest)} for {manifest.channel}/{manifest.platform}: "
         f"manifest_version {manifest.manifest_version}, {facts.length} bytes, "
         f"sha256 {facts.sha256[:16]}…, expires {format_instant(manifest.expires)}"
     )
@@ -134,6 +146,10 @@ def _sign(args: argparse.Namespace, clock: Clock) -> int:
     return 0
 
 
+def _named(manifest: Manifest) -> str:
+    return manifest.agent_version + (" (updater)" if manifest.product == "updater" else "")
+
+
 def _verify(args: argparse.Namespace) -> int:
     trusted = load_public_keys(args.public_key)
     try:
@@ -144,14 +160,14 @@ def _verify(args: argparse.Namespace) -> int:
     signer = check_signature(manifest_bytes, signature_bytes, trusted)
     manifest = parse_manifest(manifest_bytes)
     if args.artifact is not None:
-        facts = describe_artifact(args.artifact)
+        facts = describe_artifact(args.artifact, product=manifest.product)
         if (facts.length, facts.sha256) != (manifest.length, manifest.sha256):
             raise UsageError(
                 f"{args.artifact}: {facts.length} bytes sha256 {facts.sha256} is not the signed "
                 f"artifact ({manifest.length} bytes sha256 {manifest.sha256})"
             )
     print(
-        f"good signature by key {signer}: {manifest.agent_version} for "
+        f"good signature by key {signer}: {_named(manifest)} for "
         f"{manifest.channel}/{manifest.platform}, manifest_version {manifest.manifest_version}, "
         f"expires {format_instant(manifest.expires)}"
         + (", artifact matches" if args.artifact is not None else "")

@@ -32,6 +32,7 @@ from control_plane.claims.rolled_back import refuse_rolled_back_release
 from control_plane.claims.warm_up import SlotWarmUp, facts_key
 from control_plane.errors import ClaimRefused, NotFound
 from control_plane.inputs import stored_text
+from control_plane.releases.products import Product
 from control_plane.rollout.gate import check_scheduled_claim, skip_stopped_slot
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
@@ -95,6 +96,25 @@ def _is_open(facts: ClaimFacts, slot_key: str, now: datetime) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class _Asking:
+    """What a scheduled claim asks for beyond its slot: which program it updates, and the version
+    of nachtwacht's own agent that asks (None: it did not say)."""
+
+    product: Product = "agent"
+    updater_version: str | None = None
+
+
+def note_updater_version(conn: Connection, agent_id: UUID, version: str) -> None:
+    """Keep the version of nachtwacht's own agent the host reported; written only when it
+    changed, so a fleet that keeps its version costs no write."""
+    conn.execute(
+        "UPDATE agents SET updater_version = %s"
+        " WHERE id = %s AND updater_version IS DISTINCT FROM %s",
+        [version, agent_id, version],
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class RoundGrants:
     round_start: Instant
     granted: int
@@ -140,6 +160,9 @@ class ClaimService:
     def claim(self, agent_id: UUID, request: ClaimRequest, now: datetime) -> Claim:
         """A scheduled slot's or a manual update's token (the request names exactly one)."""
         from_version = stored_text("from_version", request.from_version, MAX_VERSION_LENGTH)
+        updater_version = stored_text(
+            "updater_version", request.updater_version, MAX_VERSION_LENGTH
+        )
         if request.manual_run_id is not None:
             return claim_manual(
                 self._pool, agent_id, request.manual_run_id, from_version, now, track=request.track
@@ -148,7 +171,15 @@ class ClaimService:
         # before the planner has judged it.
         slot_key = stored_text("slot_key", request.slot_key, MAX_SLOT_KEY_LENGTH)
         assert slot_key is not None, "ClaimRequest names exactly one"
-        return self.claim_slot(agent_id, slot_key, from_version, now, track=request.track)
+        return self.claim_slot(
+            agent_id,
+            slot_key,
+            from_version,
+            now,
+            track=request.track,
+            product=request.product,
+            updater_version=updater_version,
+        )
 
     def claim_slot(
         self,
@@ -158,11 +189,21 @@ class ClaimService:
         now: datetime,
         *,
         track: ReleaseTrack = DEFAULT_TRACK,
+        product: Product = "agent",
+        updater_version: str | None = None,
     ) -> Claim:
-        """Grant a token for a scheduled slot with the current release of `track`, or raise the
-        refusal (and record it as a fact)."""
+        """Grant a token for a scheduled slot with the current release of `track` (of `product`:
+        the managed agent's, or nachtwacht's own agent's), or raise the refusal (and record it as
+        a fact). `updater_version`: the version of nachtwacht's own agent that asks, kept with
+        the agent when a grant is made."""
         claim = self._claim_slot(
-            _HOT_PATH_BY_ID, {"agent_id": agent_id}, slot_key, from_version, now, track
+            _HOT_PATH_BY_ID,
+            {"agent_id": agent_id},
+            slot_key,
+            from_version,
+            now,
+            track,
+            _Asking(product=product, updater_version=updater_version),
         )
         if claim is None:
             raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
@@ -176,10 +217,16 @@ class ClaimService:
         now: datetime,
         *,
         track: ReleaseTrack,
+        product: Product = "agent",
+        updater_version: str | None = None,
     ) -> Claim | None:
         """`claim_slot` for the agent behind a presented credential, found in the same statement
         (the refusal's one round trip); None when no agent has that valid credential."""
         checked = stored_text("from_version", from_version, MAX_VERSION_LENGTH)
+        asking = _Asking(
+            product=product,
+            updater_version=stored_text("updater_version", updater_version, MAX_VERSION_LENGTH),
+        )
         return self._claim_slot(
             _HOT_PATH_BY_CREDENTIAL,
             {"secret_sha256": secret_sha256},
@@ -187,6 +234,7 @@ class ClaimService:
             checked,
             now,
             track,
+            asking,
         )
 
     def _claim_slot(
@@ -197,6 +245,7 @@ class ClaimService:
         from_version: str | None,
         now: datetime,
         track: ReleaseTrack,
+        asking: _Asking,
     ) -> Claim | None:
         current_round = round_start(now)
         stamp = self._memory.stamp()  # before the read: a change applied meanwhile wins
@@ -223,7 +272,7 @@ class ClaimService:
             try:
                 if refusal is not None:
                     raise refusal
-                claim = self._grant(conn, facts, slot_key, from_version, now, track)
+                claim = self._grant(conn, facts, slot_key, from_version, now, track, asking)
             except ClaimRefused as refused:
                 # Buffered in memory: the refusal path itself writes nothing, but for the two
                 # refusals that record the slot consumed (a run written).
@@ -306,10 +355,13 @@ class ClaimService:
         from_version: str | None,
         now: datetime,
         track: ReleaseTrack,
+        asking: _Asking,
     ) -> Claim:
         """A claim its facts do not refuse: the same claim again, or the checks that need the
         database (holds, halts, a release rolled back), then the grant; or their refusal."""
         run = facts.existing_run
+        if asking.updater_version is not None:
+            note_updater_version(conn, facts.agent_id, asking.updater_version)
         if run is not None and run.holds_its_token:
             return Claim(created=False, grant=claim_grant(conn, run.run_id))
         slot = slot_of(facts, slot_key, now)
@@ -321,6 +373,7 @@ class ClaimService:
             slot_at=slot.at,
             track=track,
             now=now,
+            product=asking.product,
         )
         if run is None:
             refuse_rolled_back_release(
@@ -355,6 +408,7 @@ class ClaimService:
                     caps=facts.caps,
                     track=track,
                     now=now,
+                    product=asking.product,
                 ),
             )
         except ClaimRefused as refused:
@@ -371,6 +425,7 @@ class ClaimService:
                     release=stopped,
                     why="halted or under its brake",
                     now=now,
+                    product=asking.product,
                 )
             # A cap found full, as committed by other grants: full until the round ends (it
             # never un-fills), so this worker refuses the rest of the round from memory.

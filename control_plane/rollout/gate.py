@@ -23,6 +23,7 @@ from uuid import UUID
 from control_plane.errors import ClaimRefused
 from control_plane.events.services import record_event
 from control_plane.pins.holds import active_hold
+from control_plane.releases.products import Product
 from control_plane.releases.services import current_release
 from control_plane.rollout.offer import Offer, OfferBasis, offered_release
 from control_plane.types import Connection
@@ -71,9 +72,11 @@ def check_scheduled_claim(
     slot_at: datetime,
     track: ReleaseTrack,
     now: datetime,
+    product: Product = "agent",
 ) -> Offer:
     """Raise HELD or RELEASE_HALTED for a scheduled claim that saw room in the caps; else the
-    offer it was judged by (the claim's next check asks about the same release)."""
+    offer it was judged by (the claim's next check asks about the same release): of `product`,
+    the managed agent's or nachtwacht's own agent's."""
     note_track(conn, agent_id, track, now)
     hold = active_hold(conn, agent_id, now)
     if hold is not None:
@@ -90,7 +93,7 @@ def check_scheduled_claim(
             f" slot {slot_key} is skipped",
             reason=MissReason.HELD.value,
         )
-    offer = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track)
+    offer = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track, product=product)
     why = offer.stopped_reason
     if why is not None:
         assert offer.release is not None
@@ -103,6 +106,7 @@ def check_scheduled_claim(
             release=offer.release,
             why=why,
             now=now,
+            product=product,
         )
         raise _halted(track, offer.release, f"{why}; slot {slot_key} is skipped")
     return offer
@@ -118,6 +122,7 @@ def skip_stopped_slot(
     release: dict[str, Any],
     why: str,
     now: datetime,
+    product: Product = "agent",
 ) -> None:
     """Consume the slot with a `skipped` run (and its event): a stopped release is nothing to do
     tonight. Asking again every minute until the window closes would only load the control plane
@@ -134,6 +139,7 @@ def skip_stopped_slot(
         release=release,
         now=now,
         details={"stopped": why},
+        product=product,
     )
 
 
@@ -149,14 +155,15 @@ def record_skipped_slot(
     now: datetime,
     from_version: str | None = None,
     details: dict[str, str] | None = None,
+    product: Product = "agent",
 ) -> None:
     """The slot consumed by a `skipped` run of the offered release, with its `update.skipped`
     event (the schedule's act) carrying `details`; nothing when the slot already has a run."""
     with conn.transaction():
         run = conn.execute(
             "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, skip_reason,"
-            " release_id, from_version, version, created_at, finished_at)"
-            " VALUES (%s, %s, 'schedule', %s, %s, 'skipped', %s, %s, %s, %s, %s, %s)"
+            " release_id, from_version, version, created_at, finished_at, product)"
+            " VALUES (%s, %s, 'schedule', %s, %s, 'skipped', %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (agent_id, slot_key) WHERE trigger = 'schedule' DO NOTHING"
             " RETURNING id",
             [
@@ -170,6 +177,7 @@ def record_skipped_slot(
                 from_version,
                 now,
                 now,
+                product,
             ],
         ).fetchone()
         if run is not None:
@@ -191,12 +199,17 @@ def record_skipped_slot(
 
 
 def _locked_offer(
-    conn: Connection, *, agent_id: UUID, org_id: UUID, track: ReleaseTrack
+    conn: Connection,
+    *,
+    agent_id: UUID,
+    org_id: UUID,
+    track: ReleaseTrack,
+    product: Product = "agent",
 ) -> tuple[Offer, dict[str, Any] | None]:
     """The agent's offer, and its release's row held FOR SHARE (id, agent_version,
     manifest_version, braked_at, halted) so a halt or a release brake waits for this grant and
     then revokes its token; None when nothing is offered."""
-    offer = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track)
+    offer = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track, product=product)
     if offer.release is None:
         return offer, None
     locked: dict[str, Any] | None = conn.execute(
@@ -211,10 +224,18 @@ def _locked_offer(
 
 
 def release_for_grant(
-    conn: Connection, *, agent_id: UUID, org_id: UUID, track: ReleaseTrack
+    conn: Connection,
+    *,
+    agent_id: UUID,
+    org_id: UUID,
+    track: ReleaseTrack,
+    product: Product = "agent",
 ) -> dict[str, Any] | None:
-    """The release to grant (see the module's docstring); None when nothing is offered."""
-    offer, locked = _locked_offer(conn, agent_id=agent_id, org_id=org_id, track=track)
+    """The release of `product` to grant (see the module's docstring); None when nothing is
+    offered."""
+    offer, locked = _locked_offer(
+        conn, agent_id=agent_id, org_id=org_id, track=track, product=product
+    )
     if offer.release is None or locked is None:
         return None
     if locked["halted"] or locked["braked_at"] is not None:

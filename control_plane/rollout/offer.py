@@ -19,6 +19,10 @@ rollout's counts, the forecast) ask it for all of theirs at once: the same rule 
 read in a few set-based queries whatever the number of agents — one for the agents' own facts
 (`AgentFacts`: pair, pin, canary marks, hold, running version), a few for the releases.
 
+Nachtwacht's own agent, the updater, is a product line of its own
+(`control_plane.releases.products`): its offer follows the same rule over the updater's releases,
+less the pins (a pin names a version of the managed agent).
+
 An offered release that is halted or under its own brake is still the offer — the agent keeps
 following it — but it is not granted (`RefusalCode.RELEASE_HALTED`: a
 scheduled slot is skipped, a manual update refused) until a person resumes it, unless an
@@ -36,6 +40,7 @@ from uuid import UUID
 from psycopg.rows import tuple_row
 
 from control_plane.pins.holds import ActiveHold
+from control_plane.releases.products import CURRENT_TABLE, Product
 from control_plane.rollout.waves import Wave, effective_wave, first_wave, read_plan
 from control_plane.types import Connection
 from ground.contract import DEFAULT_TRACK, ReleaseTrack
@@ -92,23 +97,26 @@ class Offer:
 
 
 _COLUMNS = """rel.id, rel.agent_version, rel.manifest_version, rel.channel, rel.platform,
-       rel.stage, rel.wave, rel.published_at, halt.reason AS halt_reason,
+       rel.product, rel.stage, rel.wave, rel.published_at, halt.reason AS halt_reason,
        (halt.id IS NOT NULL) AS halted,
        rel.brake_reason, (rel.braked_at IS NOT NULL) AS braked"""
 _HALT = "LEFT JOIN release_halts halt ON halt.release_id = rel.id AND halt.resumed_at IS NULL"
 
 # The pairs' current releases, of the pairs asked about (`unnest` of the channels, platforms).
-_CURRENT = f"""
+_CURRENT = {
+    product: f"""
 SELECT {_COLUMNS}
-  FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id {_HALT}
+  FROM {table} cur JOIN releases rel ON rel.id = cur.release_id {_HALT}
  WHERE (cur.channel, cur.platform) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
 """  # noqa: S608 - constant columns
+    for product, table in CURRENT_TABLE.items()
+}
 
 # Per (pair, version) asked about: its newest release that is not withdrawn.
 _PINNED = f"""
 SELECT DISTINCT ON (rel.channel, rel.platform, rel.agent_version) {_COLUMNS}
   FROM releases rel {_HALT}
- WHERE rel.withdrawn_at IS NULL
+ WHERE rel.withdrawn_at IS NULL AND rel.product = 'agent'
    AND (rel.channel, rel.platform, rel.agent_version)
        IN (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))
  ORDER BY rel.channel, rel.platform, rel.agent_version, rel.manifest_version DESC
@@ -122,13 +130,13 @@ SELECT DISTINCT ON (rel.channel, rel.platform) {_COLUMNS}
   JOIN releases rel ON rel.channel = pair.channel AND rel.platform = pair.platform
        AND rel.manifest_version < pair.below
   {_HALT}
- WHERE rel.withdrawn_at IS NULL
+ WHERE rel.withdrawn_at IS NULL AND rel.product = %s
  ORDER BY rel.channel, rel.platform, (rel.stage = 'everyone') DESC, rel.manifest_version DESC
 """  # noqa: S608 - constant columns
 
 # Each agent of a selection with what its offer depends on: the pair it last asked on, its pin
 # (its own wins over its organisation's), its canary marks, its hold and what it last reported
-# running (its latest run that names a version).
+# running (its latest run of the managed agent that names a version).
 _FACTS = """
 SELECT a.id AS agent_id, a.org_id, t.channel, t.platform,
        (ap.id IS NOT NULL OR op.id IS NOT NULL) AS pinned,
@@ -145,7 +153,7 @@ SELECT a.id AS agent_id, a.org_id, t.channel, t.platform,
   LEFT JOIN holds h ON h.agent_id = a.id
   LEFT JOIN LATERAL (
         SELECT r.version FROM runs r
-         WHERE r.agent_id = a.id AND r.version IS NOT NULL
+         WHERE r.agent_id = a.id AND r.version IS NOT NULL AND r.product = 'agent'
          ORDER BY r.created_at DESC LIMIT 1) AS latest ON true
 """
 # The selections: agents named with their organisation (a page, one agent), an organisation's
@@ -275,7 +283,7 @@ def _pinned_releases(
 
 
 def _previous_releases(
-    conn: Connection, current: dict[Pair, dict[str, Any]], wanted: set[Pair]
+    conn: Connection, current: dict[Pair, dict[str, Any]], wanted: set[Pair], product: Product
 ) -> dict[Pair, dict[str, Any]]:
     """Per pair of `wanted`: the release before its current one (see the module's docstring)."""
     if not wanted:
@@ -287,6 +295,7 @@ def _previous_releases(
             [channel for channel, _ in pairs],
             [platform for _, platform in pairs],
             [current[pair]["manifest_version"] for pair in pairs],
+            product,
         ],
     ).fetchall()
     return {(r["channel"], r["platform"]): r for r in rows}
@@ -298,11 +307,13 @@ def offers_from(
     *,
     tracks: Mapping[UUID, ReleaseTrack] | None = None,
     with_plan: bool = False,
+    product: Product = "agent",
 ) -> Offers:
     """The release each agent is offered (see the module's docstring), on the pair of `tracks`
     (the one a request names), else the one it follows; the releases read in a few queries
     whatever the number of agents. `with_plan`: read the plan of waves even when no offer needs
-    it (the views show each agent's wave)."""
+    it (the views show each agent's wave). `product`: the managed agent's releases, or those of
+    nachtwacht's own agent (pins do not apply to it)."""
     pair_of = {
         f.agent_id: (
             (f.track.channel, f.track.platform)
@@ -314,13 +325,15 @@ def offers_from(
     pairs = sorted(set(pair_of.values()))
     current: dict[Pair, dict[str, Any]] = {}
     if pairs:
-        rows = conn.execute(_CURRENT, [[c for c, _ in pairs], [p for _, p in pairs]]).fetchall()
+        rows = conn.execute(
+            _CURRENT[product], [[c for c, _ in pairs], [p for _, p in pairs]]
+        ).fetchall()
         current = {(r["channel"], r["platform"]): r for r in rows}
     # The waves matter for an agent not pinned on a pair whose current release is a canary.
     in_canary = [
         f
         for f in facts
-        if not f.pinned
+        if not (f.pinned and product == "agent")
         and pair_of[f.agent_id] in current
         and current[pair_of[f.agent_id]]["stage"] != "everyone"
     ]
@@ -338,7 +351,7 @@ def offers_from(
     for f in facts:
         pair = pair_of[f.agent_id]
         release = current.get(pair)
-        if f.pinned:
+        if f.pinned and product == "agent":
             basis[f.agent_id] = "pinned"
             version = f.pin_version or f.running
             if version is not None:
@@ -358,7 +371,10 @@ def offers_from(
         conn, {(*pair_of[a], version) for a, version in pinned_version.items()}
     )
     previous = _previous_releases(
-        conn, current, {pair_of[a] for a, chosen in basis.items() if chosen == "previous"}
+        conn,
+        current,
+        {pair_of[a] for a, chosen in basis.items() if chosen == "previous"},
+        product,
     )
     offers: dict[UUID, Offer] = {}
     for f in facts:
@@ -377,8 +393,14 @@ def offers_from(
 
 
 def offered_release(
-    conn: Connection, *, agent_id: UUID, org_id: UUID, track: ReleaseTrack
+    conn: Connection,
+    *,
+    agent_id: UUID,
+    org_id: UUID,
+    track: ReleaseTrack,
+    product: Product = "agent",
 ) -> Offer:
-    """The release this agent is offered on `track` (see the module's docstring)."""
+    """The release of `product` this agent is offered on `track` (see the module's
+    docstring)."""
     facts = read_facts_of(conn, [(agent_id, org_id)])
-    return offers_from(conn, facts, tracks={agent_id: track}).offers[agent_id]
+    return offers_from(conn, facts, tracks={agent_id: track}, product=product).offers[agent_id]

@@ -43,6 +43,8 @@ class Outcome:
     error: str | None
     reason: str | None
     switched_at: datetime | None
+    # The version of nachtwacht's own agent that sends the report (None: it did not say).
+    updater_version: str | None = None
 
 
 def record_outcome(
@@ -117,11 +119,20 @@ def _finish(
         " WHERE run_id = %s AND revoked_at IS NULL",
         [now, run_id],
     )
-    if reported.version is not None:
-        # What the host runs, authorised or not.
+    # What the host runs, authorised or not: the run's version is the managed agent's, or for
+    # a self-update the version of nachtwacht's own agent (after a rollback, the old one).
+    updater = lease["product"] == "updater"
+    running_updater = reported.version if updater else reported.updater_version
+    if reported.version is not None and not updater:
         conn.execute(
             "UPDATE agents SET current_version = %s WHERE id = %s",
             [reported.version, agent_id],
+        )
+    if running_updater is not None:
+        conn.execute(
+            "UPDATE agents SET updater_version = %s"
+            " WHERE id = %s AND updater_version IS DISTINCT FROM %s",
+            [running_updater, agent_id, running_updater],
         )
     scheduled = lease["trigger"] == "schedule"
     actor: ActorKind = "schedule" if scheduled else "user"
@@ -133,6 +144,8 @@ def _finish(
     }
     if reason != reported.reason:
         data["agent_reason"] = reported.reason
+    if updater:
+        data["product"] = "updater"
     if reported.switched_at is not None:
         data["switched_at"] = format_instant(reported.switched_at)
     if refusal is not None:

@@ -105,10 +105,18 @@ class RunService:
         self._pool = pool
 
     def record_up_to_date(
-        self, agent_id: UUID, slot_key: str, version: object, now: datetime
+        self,
+        agent_id: UUID,
+        slot_key: str,
+        version: object,
+        now: datetime,
+        *,
+        updater_version: object = None,
     ) -> RecordedRun:
-        """Nothing to do: a run row that consumes the slot (idempotent)."""
+        """Nothing to do: a run row that consumes the slot (idempotent). `updater_version`: the
+        version of nachtwacht's own agent the host runs, kept with the agent."""
         version_text = stored_text("version", version, MAX_VERSION_LENGTH)
+        updater_text = stored_text("updater_version", updater_version, MAX_VERSION_LENGTH)
         with self._pool.connection() as conn:
             agent = conn.execute(
                 "SELECT a.org_id, a.update_schedule_enabled AS enabled,"
@@ -151,6 +159,12 @@ class RunService:
                         conn.execute(
                             "UPDATE agents SET current_version = %s WHERE id = %s",
                             [version_text, agent_id],
+                        )
+                    if updater_text is not None:
+                        conn.execute(
+                            "UPDATE agents SET updater_version = %s"
+                            " WHERE id = %s AND updater_version IS DISTINCT FROM %s",
+                            [updater_text, agent_id, updater_text],
                         )
                     record_event(
                         conn,
@@ -197,6 +211,7 @@ class RunService:
         now: datetime,
         reason: OutcomeReason | None = None,
         switched_at: datetime | None = None,
+        updater_version: object = None,
     ) -> RunView:
         """The outcome of a claimed run: only its agent, only from `claimed`, idempotent.
 
@@ -215,6 +230,7 @@ class RunService:
             reason=None if reason is None else OutcomeReason(reason).value,
             # A switch cannot have happened after the report arrived.
             switched_at=None if switched_at is None else min(switched_at, now),
+            updater_version=stored_text("updater_version", updater_version, MAX_VERSION_LENGTH),
         )
         with self._pool.connection() as conn:
             with conn.transaction():

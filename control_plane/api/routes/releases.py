@@ -59,6 +59,12 @@ class ReleaseBody(BaseModel):
         " current; its signed manifest must allow a downgrade too (else every agent on a newer"
         " version refuses it)",
     )
+    product: Literal["agent", "updater"] | None = Field(
+        default=None,
+        description="the product meant: `agent` (the managed agent) or `updater` (nachtwacht's"
+        " own agent); a manifest that signs the other is refused (422 `release_rejected`);"
+        " default: the one the manifest signs",
+    )
 
 
 def _decoded(field: str, value: str) -> bytes:
@@ -105,6 +111,7 @@ def publish_release(
         actor=actor_of(caller),
         stage=body.stage,
         allow_downgrade=body.allow_downgrade,
+        product=body.product,
     )
     if published.already_published:
         response.status_code = 200
