@@ -184,6 +184,7 @@ class ReleaseService:
             if same is not None:
                 return _published(same, already=True)
             _refuse_unless_newer(conn, parsed)
+            _refuse_a_taken_manifest_version(conn, parsed)
             newer = _newer_version_of_pair(conn, parsed)
             if newer is not None:
                 _refuse_unmarked_downgrade(parsed, newer, marked=allow_downgrade)
@@ -431,6 +432,24 @@ def _refuse_unless_newer(conn: Connection, parsed: Manifest) -> None:
             f"manifest_version: {parsed.manifest_version} is not newer than the newest "
             f"{_product_words(parsed.product)}release of {parsed.channel}/{parsed.platform}, "
             f"{newest['manifest_version']} ({newest['agent_version']})",
+            code="release_not_newer",
+        )
+
+
+def _refuse_a_taken_manifest_version(conn: Connection, parsed: Manifest) -> None:
+    """A manifest_version names one release among all products and pairs (each host keeps its
+    floor by it): one taken by another release is refused by name, not by the constraint."""
+    taken = conn.execute(
+        "SELECT agent_version, channel, platform, product FROM releases"
+        " WHERE manifest_version = %s",
+        [parsed.manifest_version],
+    ).fetchone()
+    if taken is not None:
+        raise Conflict(
+            f"manifest_version: {parsed.manifest_version} is already the manifest_version of "
+            f"{_product_words(taken['product'])}release {taken['agent_version']} of "
+            f"{taken['channel']}/{taken['platform']} (expected a new one: sign again without "
+            "--manifest-version, or with a larger one)",
             code="release_not_newer",
         )
 
