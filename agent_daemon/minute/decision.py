@@ -25,11 +25,11 @@ I/O each action asks for and feeds the result back as the next `answer`:
 
 Nachtwacht's own agent (the updater) updates itself through the same slot, claim and caps: when
 the config offers an updater release this host can take (`AgentFacts.updater_version` is known —
-the host has a self-update mechanism — the offer is not current, and it is not the version this
-host last rolled back) the slot's claim is for it, and the managed agent's update waits for the
-next slot. The updater goes first because a newer updater may carry fixes to the update path
-itself (a trust root it follows, a contract field), which the managed agent's update then takes.
-A slot never carries both.
+the host has a self-update mechanism — and the offer is not current; the control plane does not
+offer a release this host rolled back) the slot's claim is for it, and the managed agent's
+update waits for the next slot. The updater goes first because a newer updater may carry fixes
+to the update path itself (a trust root it follows, a contract field), which the managed agent's
+update then takes. A slot never carries both.
 
 Whether a step consumes the slot is asked of `RefusalCode.consumes_slot` and nothing else; a code
 this agent does not know consumes nothing (the slot may still be served while its window is open).
@@ -117,11 +117,10 @@ class AgentFacts:
     # The highest manifest_version this host accepted (None: none yet, or not known).
     floor: int | None = None
     # The version of nachtwacht's own agent running here, when this host can update it (None:
-    # it cannot, and no updater release is claimed), the highest updater manifest_version it
-    # accepted, and the updater version whose self-update this host last rolled back.
+    # it cannot, and no updater release is claimed), and the highest updater manifest_version it
+    # accepted (None: not known).
     updater_version: str | None = None
     updater_floor: int | None = None
-    updater_rolled_back: str | None = None
 
 
 # -- answers: what the executor found out doing the last action --------------------------------
@@ -332,7 +331,7 @@ def _updater_to_take(state: AgentFacts, config: AgentConfig) -> bool:
     """Whether the slot goes to nachtwacht's own agent (see the module's docstring)."""
     offered = config.updater_release
     running = state.updater_version
-    if offered is None or running is None or offered.version == state.updater_rolled_back:
+    if offered is None or running is None:
         return False
     return not is_current(
         running,

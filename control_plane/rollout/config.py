@@ -53,15 +53,26 @@ UPDATER_OFFER_JOIN = """
   LEFT JOIN current_updater_releases ucur
          ON ucur.channel = %(channel)s AND ucur.platform = %(platform)s
   LEFT JOIN releases urel ON urel.id = ucur.release_id"""
+# An updater release this agent rolled back (since its last retry) is not offered to it again:
+# its claim would be refused `release_rolled_back`, which consumes the slot, every night, and the
+# managed agent would never get a slot again.
 UPDATER_OFFER_COLUMNS = """urel.agent_version AS updater_version_offered,
-       urel.manifest_version AS updater_manifest_version, urel.stage AS updater_stage"""
+       urel.manifest_version AS updater_manifest_version, urel.stage AS updater_stage,
+       (urel.id IS NOT NULL AND EXISTS (
+            SELECT 1 FROM runs ur
+             WHERE ur.agent_id = a.id AND ur.release_id = urel.id AND ur.status = 'rolled_back'
+               AND (a.release_retry_at IS NULL OR ur.finished_at > a.release_retry_at)))
+       AS updater_rolled_back"""
 
 
 def with_updater_offer(
     conn: Connection, row: dict[str, Any], track: ReleaseTrack
 ) -> dict[str, Any]:
     """The config row with the updater release this agent is offered in place of the pair's
-    current one: the same rule of stages and waves as the managed agent's, without pins."""
+    current one: the same rule of stages and waves as the managed agent's, without pins; none
+    when the agent rolled that release back."""
+    if row["updater_rolled_back"]:
+        return {**row, "updater_version_offered": None, "updater_manifest_version": None}
     if row["updater_stage"] in (None, "everyone"):
         return row
     offer = offered_release(

@@ -1,5 +1,5 @@
 """The slot's decision when the config offers an updater release (nachtwacht's own agent): the
-updater goes first, one update per slot, never a version this host rolled back."""
+updater goes first, one update per slot."""
 
 from __future__ import annotations
 
@@ -62,13 +62,6 @@ def test_a_current_updater_leaves_the_slot_to_the_managed_agent() -> None:
 def test_a_host_that_cannot_update_itself_claims_only_the_managed_agent() -> None:
     # No self-update mechanism: the version of its own agent is not known.
     action = decide(facts(updater_version=None), config(), None, NOW)
-    assert action == ClaimSlot(slot=SLOT, from_version="1.4.1")
-
-
-def test_an_updater_version_this_host_rolled_back_is_not_claimed_again() -> None:
-    # Else its refusal (`release_rolled_back`, which consumes the slot) would take every slot,
-    # and the managed agent would never be updated again.
-    action = decide(facts(updater_rolled_back="2.1.0"), config(), None, NOW)
     assert action == ClaimSlot(slot=SLOT, from_version="1.4.1")
 
 

@@ -267,7 +267,12 @@ def test_a_self_update_rolled_back_is_recorded_with_the_old_daemons_reason(
         None,
     )
     assert event is not None and event["data"]["product"] == "updater"
-    # The next slot does not offer the rolled-back updater release again: it is skipped.
+    # It is not offered to this host again (its claim would take every slot from the managed
+    # agent), while the managed agent's release still is.
+    config = _config(api, agent)
+    assert config["updater_release"] is None
+    assert config["release"]["version"] == "1.5.0"
+    # A claim of it all the same, at the next slot, is refused as rolled back.
     at_0301.set(datetime(2026, 12, 1, 2, 1, tzinfo=UTC))
     with api.client(agent.agent_key) as client:
         again = client.post(
