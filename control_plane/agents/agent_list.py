@@ -180,7 +180,8 @@ def page_rows(
     parameters["offset"] = (query.page - 1) * PAGE_SIZE
     return conn.execute(
         "SELECT a.id, a.org_id, a.name, a.created_at, a.current_version, a.last_seen_at,"
-        " a.update_schedule_enabled, a.update_schedule_times, last.id AS last_run_id"
+        " a.update_schedule_enabled, a.update_schedule_times, a.updater_version,"
+        " last.id AS last_run_id"
         + _where(query, rows=True)
         + " ORDER BY "
         + ", ".join(keys)

@@ -43,7 +43,8 @@ LATEST_RUNS = 10
 
 _SELECT_AGENTS = (
     "SELECT id, org_id, name, created_at, current_version, last_seen_at,"
-    " update_schedule_enabled, update_schedule_times FROM agents WHERE deleted_at IS NULL"
+    " update_schedule_enabled, update_schedule_times, updater_version"
+    " FROM agents WHERE deleted_at IS NULL"
 )
 # Two hosts seen within this span answered for one agent credential: a copy of the credential
 # (or a cloned machine), shown on the agent's page rather than silently alternating.
@@ -59,6 +60,8 @@ class AgentSummary:
     version: str | None
     last_seen_at: Instant | None
     schedule: Schedule
+    # The version of nachtwacht's own agent (the updater) the host last reported; None: not yet.
+    updater_version: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,6 +144,7 @@ def _summary_fields(row: dict[str, Any]) -> dict[str, Any]:
         "schedule": Schedule(
             enabled=row["update_schedule_enabled"], times=tuple(row["update_schedule_times"])
         ),
+        "updater_version": row.get("updater_version"),
     }
 
 

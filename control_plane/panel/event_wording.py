@@ -53,6 +53,17 @@ def event_line(lang: Language, event: EventView) -> str:
         if by_schedule:
             return lang.gettext("Scheduled update failed.")
         return lang.gettext("Requested update failed.")
+    if event.kind == "update.rolled_back" and event.data.get("product") == "updater":
+        # The old nachtwacht agent restored itself and said why.
+        why = outcome_reason(lang, event.data.get("reason"))
+        if why is None:
+            return lang.gettext(
+                "The update of nachtwacht's own agent to %(version)s was rolled back.",
+                version=event.data.get("to_version") or "?",
+            )
+        return lang.gettext(
+            "The update of nachtwacht's own agent was rolled back: %(reason)s", reason=why
+        )
     if event.kind == "update.rolled_back":
         if by_schedule:
             return lang.gettext("Scheduled update was rolled back.")

@@ -437,12 +437,12 @@ def _refuse_unless_newer(conn: Connection, parsed: Manifest) -> None:
 
 
 def _refuse_a_taken_manifest_version(conn: Connection, parsed: Manifest) -> None:
-    """A manifest_version names one release among all products and pairs (each host keeps its
-    floor by it): one taken by another release is refused by name, not by the constraint."""
+    """A manifest_version names one release of its (channel, platform), whatever its product:
+    one the other product's release took is refused by name, not by the constraint."""
     taken = conn.execute(
         "SELECT agent_version, channel, platform, product FROM releases"
-        " WHERE manifest_version = %s",
-        [parsed.manifest_version],
+        " WHERE channel = %s AND platform = %s AND manifest_version = %s",
+        [parsed.channel, parsed.platform, parsed.manifest_version],
     ).fetchone()
     if taken is not None:
         raise Conflict(

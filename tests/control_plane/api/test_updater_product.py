@@ -335,3 +335,15 @@ def test_metrics_count_agents_per_updater_version_and_self_update_outcomes(
         line.startswith("nachtwacht_release_outcomes_total{") and 'version="2.1.0"' in line
         for line in text.splitlines()
     )
+
+
+def test_a_manifest_version_the_other_products_release_took_is_refused_by_name(
+    api: Api, operator_key: str, release_key: Ed25519PrivateKey, published: SignedRelease
+) -> None:
+    # The agent's 1.5.0 is manifest_version 42 of stable/linux-x86_64.
+    answer = _publish(api, operator_key, _updater(release_key, "2.1.0", 42))
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["detail"]["message"].startswith(
+        "manifest_version: 42 is already the manifest_version of release 1.5.0 of "
+        "stable/linux-x86_64"
+    )
