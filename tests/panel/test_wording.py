@@ -360,3 +360,20 @@ def test_a_key_the_control_plane_named_is_named_in_the_readers_language(code: st
         assert key_name(lang, generated) != generated
     # A name someone gave is theirs, even one that starts like a generated one.
     assert key_name(lang, "first panel key of Bram") == "first panel key of Bram"
+
+
+def test_a_self_update_rolled_back_says_so_and_why_in_every_language() -> None:
+    at = datetime(2027, 3, 29, 1, 0, tzinfo=UTC)
+    event = _event(
+        "update.rolled_back",
+        "schedule",
+        at,
+        version="2.0.0",
+        reason="health_check_failed",
+        product="updater",
+    )
+    en = event_line(Language("en"), event)
+    assert en.startswith("The update of nachtwacht's own agent was rolled back: ")
+    assert en != event_line(Language("en"), _event("update.rolled_back", "schedule", at))
+    for code in ("de", "es", "fr", "it", "nl", "pl", "pt", "sv"):
+        assert event_line(Language(code), event) != en, code
