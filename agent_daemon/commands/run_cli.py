@@ -51,6 +51,7 @@ from agent_daemon.minute.daemon_loop import (
 )
 from agent_daemon.minute.trust_root_follow import TrustRootFollower
 from agent_daemon.settings import AgentPaths, AgentSettings, load_settings
+from agent_daemon.updater.self_update_seam import SelfInstall, SelfUpdater
 from ground.clock import Clock, ClockConfigError, clock_from_env
 from ground.contract import AgentConfig
 from signed_release.errors import ReleaseError
@@ -85,8 +86,15 @@ def build_daemon(
     clock: Clock,
     stop: threading.Event,
     transport: httpx.BaseTransport | None = None,
+    self_install: SelfInstall | None = None,
+    updater_version: str | None = None,
 ) -> DaemonParts:
-    """Every part of a running daemon, built in one place (tests pass a `transport=`)."""
+    """Every part of a running daemon, built in one place (tests pass a `transport=`).
+
+    `self_install` is the host's mechanism that installs a verified updater bundle and switches to
+    it, and `updater_version` the version of this updater: with both, the daemon takes the
+    updater releases the control plane offers (`updater.self_update_seam`); without, it never
+    plans a self-update."""
     server_clock = ServerClock(clock)
     log = EventLog(now=server_clock.now)
     activity = Activity(
@@ -121,6 +129,13 @@ def build_daemon(
             legacy_release_keys=settings.updater.trusted_keys.raw(),
             log=log,
             expiry_now=expiry_clock.now,
+        ),
+        self_update=SelfUpdater(
+            settings=settings.updater,
+            client=download_http,
+            clock=expiry_clock,
+            running=updater_version,
+            install=self_install,
         ),
     )
     return DaemonParts(

@@ -10,7 +10,9 @@ the old one when the new one does not check in, is the host's mechanism: this mo
 
     apply(request)
       verify (product updater, this host's platform and channel, expiry, no downgrade)
-        ─► download (the signed length and sha256, resumable) ─► install(path, version)
+        ─► download (the signed length and sha256, resumable)
+        ─► confirm (the run's token still good, its window open: `swap_gate`)
+        ─► install(path, version)
 
 `running_version` is None when no `SelfInstall` is given: the daemon then never plans a
 self-update (`minute.decision`). The outcome the seam returns is the one known when `install`
@@ -34,6 +36,7 @@ from agent_daemon.updater.download.artifact_source import (
 from agent_daemon.updater.download.fetch import ArtifactSpec, DownloadLimits, download_artifact
 from agent_daemon.updater.failure_reasons import describe, failure_reason
 from agent_daemon.updater.release_keys import trusted_release_keys
+from agent_daemon.updater.swap_gate import SwapAllowed, SwapUnanswered
 from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from agent_daemon.updater.verify import verify_release
@@ -129,7 +132,25 @@ class SelfUpdater:
             ),
             send_credential=source.send_credential,
         )
+        switched_at = None
+        if request.confirm_swap is not None:
+            # Revocation is honoured up to the switch, as for the managed agent.
+            verdict = request.confirm_swap()
+            if not isinstance(verdict, SwapAllowed):
+                return UpdateOutcome(
+                    status="failed",
+                    version=self._running,
+                    error=verdict.error,
+                    run_id=request.run_id,
+                    reason=verdict.reason,
+                    retry=isinstance(verdict, SwapUnanswered),
+                )
+            switched_at = verdict.at
         install(path, verified.version)
         return UpdateOutcome(
-            status="succeeded", version=verified.version, error=None, run_id=request.run_id
+            status="succeeded",
+            version=verified.version,
+            error=None,
+            run_id=request.run_id,
+            switched_at=switched_at,
         )
