@@ -280,6 +280,11 @@ def _named(entry: Mapping[str, Any], what: str) -> NamedAgent:
 def _failure_words(lang: Language, entry: Mapping[str, Any]) -> str:
     why = outcome_reason(lang, entry.get("reason"))
     status = entry.get("status")
+    if status == "rolled_back" and entry.get("product") == "updater":
+        # The old nachtwacht agent restored itself; the managed agent was not touched.
+        if why is None:
+            return lang.gettext("its own nachtwacht agent's update rolled back")
+        return lang.gettext("its own nachtwacht agent's update rolled back: %(reason)s", reason=why)
     if status == "rolled_back":
         if why is None:
             return lang.gettext("rolled back")

@@ -20,6 +20,7 @@ from control_plane.panel.event_wording import (
     notification_agents,
     notification_lines,
 )
+from control_plane.notifications.summary import SlotOutcome, notification_body
 from control_plane.panel.i18n import LANGUAGES, Language, choose_language
 from control_plane.panel.operator_routes import ALWAYS_SHOWN, MISS_REASONS
 from control_plane.panel.rollout_wording import hold_text, offer_basis
@@ -377,3 +378,34 @@ def test_a_self_update_rolled_back_says_so_and_why_in_every_language() -> None:
     assert en != event_line(Language("en"), _event("update.rolled_back", "schedule", at))
     for code in ("de", "es", "fr", "it", "nl", "pl", "pt", "sv"):
         assert event_line(Language(code), event) != en, code
+
+
+def test_a_notification_names_a_host_whose_own_agents_update_rolled_back_and_why() -> None:
+    at = datetime(2027, 3, 29, 1, 0, tzinfo=UTC)
+    rolled = SlotOutcome(
+        agent_id=uuid4(),
+        agent_name="db-01",
+        status="rolled_back",
+        version="2.0.0",
+        outcome_reason="health_check_failed",
+        product="updater",
+    )
+    managed = SlotOutcome(
+        agent_id=uuid4(),
+        agent_name="db-02",
+        status="rolled_back",
+        version="1.4.1",
+        outcome_reason="health_check_failed",
+    )
+    body = notification_body(
+        slot_key="2027-03-29T03:00",
+        slot_at=at,
+        zone=ZoneInfo("Europe/Amsterdam"),
+        outcomes=[rolled, managed],
+        newly_named_failures=[rolled.agent_id, managed.agent_id],
+        stale=[],
+    )
+    named = {a.name: a.what for a in notification_agents(Language("en"), body).agents}
+    assert named["db-01"].startswith("its own nachtwacht agent's update rolled back: ")
+    assert named["db-02"].startswith("rolled back: ")
+    assert named["db-01"].split(": ", 1)[1] == named["db-02"].split(": ", 1)[1]
