@@ -14,13 +14,13 @@ from control_plane.accounts.services import (
     UNNAMED_PANEL_KEY,
 )
 from control_plane.events.services import Actor, EventView
+from control_plane.notifications.summary import SlotOutcome, notification_body
 from control_plane.panel.event_wording import (
     NAMED_AGENTS,
     event_line,
     notification_agents,
     notification_lines,
 )
-from control_plane.notifications.summary import SlotOutcome, notification_body
 from control_plane.panel.i18n import LANGUAGES, Language, choose_language
 from control_plane.panel.operator_routes import ALWAYS_SHOWN, MISS_REASONS
 from control_plane.panel.rollout_wording import hold_text, offer_basis
