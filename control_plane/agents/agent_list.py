@@ -179,9 +179,10 @@ def page_rows(
     parameters["limit"] = PAGE_SIZE
     parameters["offset"] = (query.page - 1) * PAGE_SIZE
     return conn.execute(
-        "SELECT a.id, a.org_id, a.name, a.created_at, a.current_version, a.last_seen_at,"
-        " a.update_schedule_enabled, a.update_schedule_times, a.updater_version,"
-        " last.id AS last_run_id"
+        "SELECT a.id, a.org_id, a.name, a.created_at, a.current_version, a.last_seen_at,"  # noqa: S608 - constant columns
+        " a.update_schedule_enabled, a.update_schedule_times, last.id AS last_run_id,"
+        " (SELECT uv.version FROM agent_updater_versions uv WHERE uv.agent_id = a.id)"
+        " AS updater_version"
         + _where(query, rows=True)
         + " ORDER BY "
         + ", ".join(keys)

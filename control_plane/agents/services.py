@@ -43,8 +43,9 @@ LATEST_RUNS = 10
 
 _SELECT_AGENTS = (
     "SELECT id, org_id, name, created_at, current_version, last_seen_at,"
-    " update_schedule_enabled, update_schedule_times, updater_version"
-    " FROM agents WHERE deleted_at IS NULL"
+    " update_schedule_enabled, update_schedule_times,"
+    " (SELECT uv.version FROM agent_updater_versions uv WHERE uv.agent_id = agents.id)"
+    " AS updater_version FROM agents WHERE deleted_at IS NULL"
 )
 # Two hosts seen within this span answered for one agent credential: a copy of the credential
 # (or a cloned machine), shown on the agent's page rather than silently alternating.

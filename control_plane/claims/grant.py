@@ -51,7 +51,7 @@ class Claim:
 
 _GRANT_VIEW = (
     "SELECT r.id AS run_id, r.slot_key, t.id AS token_id, t.expires_at,"
-    " rel.agent_version, rel.manifest_version, rel.manifest, rel.signature, r.product"
+    " rel.agent_version, rel.manifest_version, rel.manifest, rel.signature, rel.product"
     " FROM runs r JOIN tokens t ON t.run_id = r.id JOIN releases rel ON rel.id = t.release_id"
     " WHERE r.id = %s"
 )
@@ -196,8 +196,8 @@ def _write_run_and_token(
         return claim.existing_run
     run = conn.execute(
         "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status,"
-        " release_id, from_version, created_at, claimed_at, product) VALUES"
-        " (%s, %s, 'schedule', %s, %s, 'claimed', %s, %s, %s, %s, %s) RETURNING id",
+        " release_id, from_version, created_at, claimed_at) VALUES"
+        " (%s, %s, 'schedule', %s, %s, 'claimed', %s, %s, %s, %s) RETURNING id",
         [
             claim.agent_id,
             claim.org_id,
@@ -207,7 +207,6 @@ def _write_run_and_token(
             claim.from_version,
             now,
             now,
-            claim.product,
         ],
     ).fetchone()
     assert run is not None

@@ -58,7 +58,6 @@ def rolled_back_release(
         "id": offered["id"],
         "agent_version": offered["agent_version"],
         "rolled_back_run": back["rolled_back_run"],
-        "product": offered["product"],
     }
 
 
@@ -91,7 +90,6 @@ def refuse_rolled_back_release(
         now=now,
         from_version=from_version,
         details={"rolled_back_run": str(release["rolled_back_run"])},
-        product=release["product"],
     )
     raise ClaimRefused(
         reason,

@@ -36,6 +36,7 @@ from control_plane.releases.products import Product
 from control_plane.rollout.gate import check_scheduled_claim, skip_stopped_slot
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
+from control_plane.updater_versions import note_updater_version
 from ground.contract import (
     DEFAULT_TRACK,
     AnswerCode,
@@ -102,16 +103,6 @@ class _Asking:
 
     product: Product = "agent"
     updater_version: str | None = None
-
-
-def note_updater_version(conn: Connection, agent_id: UUID, version: str) -> None:
-    """Keep the version of nachtwacht's own agent the host reported; written only when it
-    changed, so a fleet that keeps its version costs no write."""
-    conn.execute(
-        "UPDATE agents SET updater_version = %s"
-        " WHERE id = %s AND updater_version IS DISTINCT FROM %s",
-        [version, agent_id, version],
-    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -361,7 +352,7 @@ class ClaimService:
         database (holds, halts, a release rolled back), then the grant; or their refusal."""
         run = facts.existing_run
         if asking.updater_version is not None:
-            note_updater_version(conn, facts.agent_id, asking.updater_version)
+            note_updater_version(conn, facts.agent_id, asking.updater_version, now)
         if run is not None and run.holds_its_token:
             return Claim(created=False, grant=claim_grant(conn, run.run_id))
         slot = slot_of(facts, slot_key, now)
@@ -425,7 +416,6 @@ class ClaimService:
                     release=stopped,
                     why="halted or under its brake",
                     now=now,
-                    product=asking.product,
                 )
             # A cap found full, as committed by other grants: full until the round ends (it
             # never un-fills), so this worker refuses the rest of the round from memory.

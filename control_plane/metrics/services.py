@@ -125,8 +125,9 @@ SELECT rel.id, rel.channel, rel.platform, rel.agent_version, rel.product, c.stat
             AND rel.agent_version IN (SELECT current_version FROM agents
                                        WHERE deleted_at IS NULL AND current_version IS NOT NULL))
         OR (rel.product = 'updater'
-            AND rel.agent_version IN (SELECT updater_version FROM agents
-                                       WHERE deleted_at IS NULL AND updater_version IS NOT NULL)))
+            AND rel.agent_version IN (SELECT uv.version FROM agent_updater_versions uv
+                                        JOIN agents a ON a.id = uv.agent_id
+                                       WHERE a.deleted_at IS NULL)))
  GROUP BY rel.id, c.status, c.reason
  ORDER BY rel.channel, rel.platform, rel.manifest_version, c.status, c.reason
 """
@@ -228,9 +229,9 @@ class MetricsService:
             ).fetchall()
             retention = read_standing(conn)
             updater_versions = conn.execute(
-                "SELECT updater_version, count(*)::bigint AS n FROM agents"
-                " WHERE deleted_at IS NULL AND updater_version IS NOT NULL"
-                " GROUP BY updater_version ORDER BY updater_version"
+                "SELECT uv.version AS updater_version, count(*)::bigint AS n"
+                " FROM agent_updater_versions uv JOIN agents a ON a.id = uv.agent_id"
+                " WHERE a.deleted_at IS NULL GROUP BY uv.version ORDER BY uv.version"
             ).fetchall()
         states = tuple(
             ReleaseState(

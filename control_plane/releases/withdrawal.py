@@ -259,7 +259,8 @@ _AGENTS_ON_WITHDRAWN = """
 SELECT w.id AS release_id, a.id AS agent_id, a.org_id, a.name
   FROM releases w
   JOIN agents a ON a.deleted_at IS NULL
-       AND CASE WHEN w.product = 'updater' THEN a.updater_version
+       AND CASE WHEN w.product = 'updater'
+                THEN (SELECT uv.version FROM agent_updater_versions uv WHERE uv.agent_id = a.id)
                 ELSE a.current_version END = w.agent_version
  WHERE w.withdrawn_at IS NOT NULL
  ORDER BY a.name, a.id

@@ -106,7 +106,6 @@ def check_scheduled_claim(
             release=offer.release,
             why=why,
             now=now,
-            product=product,
         )
         raise _halted(track, offer.release, f"{why}; slot {slot_key} is skipped")
     return offer
@@ -122,7 +121,6 @@ def skip_stopped_slot(
     release: dict[str, Any],
     why: str,
     now: datetime,
-    product: Product = "agent",
 ) -> None:
     """Consume the slot with a `skipped` run (and its event): a stopped release is nothing to do
     tonight. Asking again every minute until the window closes would only load the control plane
@@ -139,7 +137,6 @@ def skip_stopped_slot(
         release=release,
         now=now,
         details={"stopped": why},
-        product=product,
     )
 
 
@@ -155,15 +152,14 @@ def record_skipped_slot(
     now: datetime,
     from_version: str | None = None,
     details: dict[str, str] | None = None,
-    product: Product = "agent",
 ) -> None:
     """The slot consumed by a `skipped` run of the offered release, with its `update.skipped`
     event (the schedule's act) carrying `details`; nothing when the slot already has a run."""
     with conn.transaction():
         run = conn.execute(
             "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, skip_reason,"
-            " release_id, from_version, version, created_at, finished_at, product)"
-            " VALUES (%s, %s, 'schedule', %s, %s, 'skipped', %s, %s, %s, %s, %s, %s, %s)"
+            " release_id, from_version, version, created_at, finished_at)"
+            " VALUES (%s, %s, 'schedule', %s, %s, 'skipped', %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (agent_id, slot_key) WHERE trigger = 'schedule' DO NOTHING"
             " RETURNING id",
             [
@@ -177,7 +173,6 @@ def record_skipped_slot(
                 from_version,
                 now,
                 now,
-                product,
             ],
         ).fetchone()
         if run is not None:

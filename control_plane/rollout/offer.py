@@ -153,7 +153,9 @@ SELECT a.id AS agent_id, a.org_id, t.channel, t.platform,
   LEFT JOIN holds h ON h.agent_id = a.id
   LEFT JOIN LATERAL (
         SELECT r.version FROM runs r
-         WHERE r.agent_id = a.id AND r.version IS NOT NULL AND r.product = 'agent'
+         WHERE r.agent_id = a.id AND r.version IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM releases ur
+                            WHERE ur.id = r.release_id AND ur.product = 'updater')
          ORDER BY r.created_at DESC LIMIT 1) AS latest ON true
 """
 # The selections: agents named with their organisation (a page, one agent), an organisation's

@@ -29,6 +29,7 @@ from control_plane.runs.authority import (
     window_closes_at,
 )
 from control_plane.types import Connection
+from control_plane.updater_versions import note_updater_version
 from ground.contract import AnswerCode, OutcomeReason, format_instant
 
 __all__ = ["Outcome", "record_outcome"]
@@ -129,11 +130,7 @@ def _finish(
             [reported.version, agent_id],
         )
     if running_updater is not None:
-        conn.execute(
-            "UPDATE agents SET updater_version = %s"
-            " WHERE id = %s AND updater_version IS DISTINCT FROM %s",
-            [running_updater, agent_id, running_updater],
-        )
+        note_updater_version(conn, agent_id, running_updater, now)
     scheduled = lease["trigger"] == "schedule"
     actor: ActorKind = "schedule" if scheduled else "user"
     data: dict[str, Any] = {

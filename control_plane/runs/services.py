@@ -32,6 +32,7 @@ from control_plane.runs.views import (
     run_view,
 )
 from control_plane.types import Connection, Pool
+from control_plane.updater_versions import note_updater_version
 from ground.contract import (
     AnswerCode,
     Instant,
@@ -161,11 +162,7 @@ class RunService:
                             [version_text, agent_id],
                         )
                     if updater_text is not None:
-                        conn.execute(
-                            "UPDATE agents SET updater_version = %s"
-                            " WHERE id = %s AND updater_version IS DISTINCT FROM %s",
-                            [updater_text, agent_id, updater_text],
-                        )
+                        note_updater_version(conn, agent_id, updater_text, now)
                     record_event(
                         conn,
                         org_id=agent["org_id"],

@@ -259,7 +259,9 @@ def test_the_agent_page_and_list_show_the_version_of_nachtwachts_own_agent(
     # As a host's claim or run report keeps it.
     with psycopg.connect(panel_world.server.database_url, autocommit=True) as conn:
         conn.execute(
-            "UPDATE agents SET updater_version = '2.1.0' WHERE id = %s", [panel_world.agent_id]
+            "INSERT INTO agent_updater_versions (agent_id, version, reported_at)"
+            " VALUES (%s, '2.1.0', now())",
+            [panel_world.agent_id],
         )
     with sign_in_client(panel_world, panel_world.panel_key) as client:
         page = client.get(f"/panel/agents/{panel_world.agent_id}")

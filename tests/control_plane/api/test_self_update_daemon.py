@@ -126,16 +126,17 @@ def test_two_daemons_of_one_org_take_an_updater_release_one_per_round_under_cap_
 
     with pool.connection() as conn:
         runs = conn.execute(
-            "SELECT a.name, r.product, r.status, r.version, r.from_version, rel.product AS built"
+            "SELECT a.name, r.status, r.version, r.from_version, rel.product"
             " FROM runs r JOIN agents a ON a.id = r.agent_id"
             " JOIN releases rel ON rel.id = r.release_id ORDER BY a.name"
         ).fetchall()
         agents = conn.execute(
-            "SELECT name, updater_version, current_version FROM agents ORDER BY name"
+            "SELECT a.name, uv.version, a.current_version FROM agents a"
+            " LEFT JOIN agent_updater_versions uv ON uv.agent_id = a.id ORDER BY a.name"
         ).fetchall()
     assert [tuple(run.values()) for run in runs] == [
-        ("web-01", "updater", "succeeded", "2.1.0", "2.0.0", "updater"),
-        ("web-02", "updater", "succeeded", "2.1.0", "2.0.0", "updater"),
+        ("web-01", "succeeded", "2.1.0", "2.0.0", "updater"),
+        ("web-02", "succeeded", "2.1.0", "2.0.0", "updater"),
     ]
     # The managed agent's version is its own; each host's updater version is the new one.
     assert [tuple(agent.values()) for agent in agents] == [

@@ -22,6 +22,11 @@ from tests.control_plane.conftest import Agent, Api, Org, SignedRelease, sign_re
 from tests.worlds.clocks import ManualClock
 
 SLOT = "2026-11-30T03:00"
+# The managed agent's version and that of nachtwacht's own agent, as the host reported them.
+_VERSIONS = (
+    "SELECT uv.version AS updater_version, a.current_version FROM agents a"
+    " LEFT JOIN agent_updater_versions uv ON uv.agent_id = a.id WHERE a.id = %s"
+)
 
 
 @pytest.fixture
@@ -160,10 +165,12 @@ def test_a_self_update_is_claimed_through_the_slot_and_recorded_as_the_updaters(
     assert body["release"]["version"] == "2.1.0"
     assert base64.b64decode(body["release"]["manifest_b64"]) == updater.manifest
     with pool.connection() as conn:
-        run = conn.execute("SELECT product FROM runs WHERE id = %s", [body["run_id"]]).fetchone()
-        held = conn.execute(
-            "SELECT updater_version, current_version FROM agents WHERE id = %s", [agent.agent_id]
+        run = conn.execute(
+            "SELECT rel.product FROM runs r JOIN releases rel ON rel.id = r.release_id"
+            " WHERE r.id = %s",
+            [body["run_id"]],
         ).fetchone()
+        held = conn.execute(_VERSIONS, [agent.agent_id]).fetchone()
     assert run is not None and run["product"] == "updater"
     assert held is not None and (held["updater_version"], held["current_version"]) == (
         "2.0.0",
@@ -247,11 +254,11 @@ def test_a_self_update_rolled_back_is_recorded_with_the_old_daemons_reason(
     assert answer.json()["status"] == "rolled_back"
     with pool.connection() as conn:
         run = conn.execute(
-            "SELECT status, outcome_reason, product FROM runs WHERE id = %s", [run_id]
+            "SELECT r.status, r.outcome_reason, rel.product FROM runs r"
+            " JOIN releases rel ON rel.id = r.release_id WHERE r.id = %s",
+            [run_id],
         ).fetchone()
-        held = conn.execute(
-            "SELECT updater_version, current_version FROM agents WHERE id = %s", [agent.agent_id]
-        ).fetchone()
+        held = conn.execute(_VERSIONS, [agent.agent_id]).fetchone()
         event = conn.execute(
             "SELECT data FROM events WHERE run_id = %s AND kind = 'update.rolled_back'", [run_id]
         ).fetchone()
