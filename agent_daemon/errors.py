@@ -18,6 +18,8 @@
           |    +-- UnusableTrustRoot         the held trust root's file cannot be read
           |    +-- BadReleaseSignature       the signature does not match the manifest bytes
           |    +-- WrongPlatform / WrongChannel   built for another platform or channel
+          |    +-- WrongProduct                   the updater's build offered as the agent's, or
+          |                                       the other way round
           |    +-- ManifestExpired           past its `expires`
           |    +-- ManifestRollback          `manifest_version` at or below the stored floor
           |    +-- VersionDowngrade          an older agent than installed, not allowed
@@ -89,6 +91,7 @@ __all__ = [
     "VersionMarkedBad",
     "WrongChannel",
     "WrongPlatform",
+    "WrongProduct",
     "describe_validation_error",
 ]
 
@@ -176,6 +179,11 @@ class WrongPlatform(ReleaseRefused):
 
 class WrongChannel(ReleaseRefused):
     """The release belongs to another channel than the one this agent follows."""
+
+
+class WrongProduct(ReleaseRefused):
+    """The release is a build of the other program: the managed agent's offered to install as
+    nachtwacht's own agent, or the other way round."""
 
 
 class ManifestExpired(ReleaseRefused):

@@ -14,7 +14,8 @@
     delete-agent ID       take an agent out (credentials revoked; runs and events stay)
     events                the operators' trail: operator actions and schedule changes
     publish-release       check a signed release against the trusted keys and store it
-                          (--allow-downgrade: an older version, stored as a rollback release)
+                          (--allow-downgrade: an older version, stored as a rollback release;
+                          --product updater: nachtwacht's own agent, refused if signed otherwise)
     withdraw-release ID   withdraw a release (--reason required; --replacement VERSION)
     rollback              roll a channel and platform back to an older signed build
                           (--channel, --platform, --reason required; --to VERSION)
@@ -223,6 +224,12 @@ def _add_release_commands(commands: Any) -> None:
         help="publish a version older than the pair's newest on purpose (its manifest must be "
         "signed with --allow-downgrade): stored as a rollback release, offered after `rollback`",
     )
+    publish.add_argument(
+        "--product",
+        choices=["agent", "updater"],
+        help="the product you mean to publish: refused when the signed manifest names the other "
+        "(default: the one the manifest names)",
+    )
     add_database_flags(publish)
     add_json_flag(publish)
 
@@ -413,6 +420,7 @@ def _publish_release(args: argparse.Namespace) -> int:
             stage=args.stage,
             allow_downgrade=args.allow_downgrade,
             patches=patches,
+            product=args.product,
         )
         outlook = (
             None
@@ -435,10 +443,12 @@ def _publish_release(args: argparse.Namespace) -> int:
         else TypeAdapter(WaveOutlook).dump_python(outlook, mode="json"),
         "current": release.current,
         "downgrade_from": release.downgrade_from,
+        "product": release.product,
     }
     verb = "already published" if release.already_published else "published"
+    named = release.version + (" (updater)" if release.product == "updater" else "")
     lines = [
-        f"{verb} {release.version} (manifest_version {release.manifest_version}, "
+        f"{verb} {named} (manifest_version {release.manifest_version}, "
         f"{release.channel}/{release.platform}), signed by key {release.key_id[:16]}…"
     ]
     if not release.current:

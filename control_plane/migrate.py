@@ -56,16 +56,17 @@ def _alembic_connection(database_url: str) -> Iterator[Connection]:
         poolclass=NullPool,
     )
     try:
-        with engine.begin() as connection:
+        # No transaction around the revisions: each runs in its own (`migrations/env.py`).
+        with engine.connect() as connection:
             yield connection
     except (SQLAlchemyError, psycopg.Error) as exc:
         cause = getattr(exc, "orig", exc)
         if isinstance(cause, psycopg.errors.LockNotAvailable):
             raise DatabaseUnavailable(
                 "migration gave up: a table it changes stayed in use by another transaction "
-                f"longer than the lock timeout ({first_line(cause)}); nothing was changed and "
-                "every replica keeps serving: run the migration again (when the long query "
-                "has ended)"
+                f"longer than the lock timeout ({first_line(cause)}); that revision and the ones "
+                "after it were not applied (those before it were) and every replica keeps "
+                "serving: run the migration again (when the long query has ended)"
             ) from exc
         raise DatabaseUnavailable(f"migration failed: {first_line(cause)}") from exc
     finally:
@@ -93,7 +94,7 @@ def upgrade(
     *,
     lock_timeout_seconds: float = LOCK_TIMEOUT_SECONDS,
 ) -> None:
-    """Apply every migration up to `revision` (default: all), in one transaction; each
+    """Apply every migration up to `revision` (default: all), each in its own transaction; each
     statement waits at most `lock_timeout_seconds` for a table's lock (see
     `LOCK_TIMEOUT_SECONDS`). A database a newer release already migrated further is left as it
     is (this release's files do not know its revision; it serves on it)."""

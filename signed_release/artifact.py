@@ -1,7 +1,10 @@
 """What the signer learns from an agent build: its length, SHA-256 and unpacked size, after checking
 that it is a tar.gz whose root holds an executable `bin/provibr-agent` and that every member passes
 the rules the agent unpacks with (`build_archive.lint_build`): a build a host would refuse is
-refused here, once, before it is signed."""
+refused here, once, before it is signed.
+
+An updater build (`product` "updater") is the offline bundle `bin/package` makes: one folder
+holding an executable `install.sh` beside the wheels; it is checked for that instead."""
 
 from __future__ import annotations
 
@@ -13,9 +16,11 @@ from pathlib import Path
 from signed_release.build_archive import BuildRefused, lint_build, read_members
 from signed_release.errors import ArtifactError
 
-__all__ = ["AGENT_ENTRY_POINT", "ArtifactFacts", "describe_artifact"]
+__all__ = ["AGENT_ENTRY_POINT", "UPDATER_ENTRY_POINT", "ArtifactFacts", "describe_artifact"]
 
 AGENT_ENTRY_POINT = "bin/provibr-agent"
+# In the bundle's one top folder (nachtwacht-agent-bundle-<v>-linux-<arch>/install.sh).
+UPDATER_ENTRY_POINT = "install.sh"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,7 +30,7 @@ class ArtifactFacts:
     unpacked_size: int
 
 
-def describe_artifact(path: Path) -> ArtifactFacts:
+def describe_artifact(path: Path, *, product: str = "agent") -> ArtifactFacts:
     digest = hashlib.sha256()
     length = 0
     try:
@@ -41,18 +46,29 @@ def describe_artifact(path: Path) -> ArtifactFacts:
         raise BuildRefused(f"{path}: {exc}") from exc
     except (tarfile.TarError, EOFError) as exc:
         raise ArtifactError(f"{path}: not a tar.gz archive ({exc})") from exc
-    entry = next(
-        (e for e in entries if str(e.path) == AGENT_ENTRY_POINT and e.kind == "file"),
-        None,
-    )
-    if entry is None:
-        raise ArtifactError(
-            f"{path}: holds no regular file {AGENT_ENTRY_POINT} (expected an agent build)"
+    if product == "updater":
+        entry = next(
+            (
+                e
+                for e in entries
+                if len(e.path.parts) == 2
+                and e.path.name == UPDATER_ENTRY_POINT
+                and e.kind == "file"
+            ),
+            None,
         )
+        wanted = f"FOLDER/{UPDATER_ENTRY_POINT}"
+        what = "an updater build: the offline bundle"
+    else:
+        entry = next(
+            (e for e in entries if str(e.path) == AGENT_ENTRY_POINT and e.kind == "file"),
+            None,
+        )
+        wanted, what = AGENT_ENTRY_POINT, "an agent build"
+    if entry is None:
+        raise ArtifactError(f"{path}: holds no regular file {wanted} (expected {what})")
     if not entry.executable:
         assert entry.member is not None
-        raise ArtifactError(
-            f"{path}: {AGENT_ENTRY_POINT} is not executable (mode {entry.member.mode:o})"
-        )
+        raise ArtifactError(f"{path}: {entry.path} is not executable (mode {entry.member.mode:o})")
     unpacked = sum(e.size for e in entries)
     return ArtifactFacts(length=length, sha256=digest.hexdigest(), unpacked_size=unpacked)

@@ -5,7 +5,7 @@ root-show).
     nachtwacht release keygen --out DIR
     nachtwacht release sign --key DIR/release.key --version 1.5.0 --channel stable \\
         --platform linux-x86_64 --expires-in 30d [--manifest-version N] [--allow-downgrade] \\
-        [--base DIR ... [--patches 3]] --out OUTDIR ARTIFACT
+        [--base DIR ... [--patches 3]] [--product agent|updater] --out OUTDIR ARTIFACT
     nachtwacht release verify --public-key release.pub [--artifact FILE] MANIFEST SIGNATURE
 
 `--allow-downgrade` signs an older build again for a rollback: its new manifest_version puts it
@@ -15,6 +15,10 @@ version install it (the control plane, holding no release key, cannot give it).
 `--base` (repeatable) names earlier releases, each a folder holding its manifest.json and build, or
 a folder of such folders: a patch from each of the newest `--patches` of the same channel and
 platform is written beside ARTIFACT and signed into the manifest (signed_release/delta_release.py).
+
+`--product updater` signs a release of nachtwacht's own agent, the updater: its artifact is the
+offline bundle (`bin/package`), its version the updater's. Without it the build is the managed
+agent, as every release before the product line was.
 
 A package above this one may add subcommands (`ExtraCommand`): the `nachtwacht` command adds
 `build-demo-agent`, whose demo agent lives in the roof (`nachtwacht.demo_world`), not in the release
@@ -41,7 +45,7 @@ from signed_release.cli_support import (
 from signed_release.delta_release import find_bases, make_patches
 from signed_release.errors import ReleaseError
 from signed_release.keys import generate_key_files, load_private_key, load_public_keys
-from signed_release.manifest import Manifest, format_instant, parse_manifest
+from signed_release.manifest import PRODUCTS, Manifest, format_instant, parse_manifest
 from signed_release.root_cli import ROOT_COMMANDS, add_root_commands, run_root_command
 from signed_release.signature import check_signature, sign_manifest
 
@@ -93,6 +97,13 @@ def _build_parser(extra: Sequence[ExtraCommand]) -> argparse.ArgumentParser:
         metavar="N",
         help="how many earlier builds get a patch (default 3)",
     )
+    sign.add_argument(
+        "--product",
+        choices=PRODUCTS,
+        default="agent",
+        help="agent: the managed agent's build (default); updater: nachtwacht's own agent, "
+        "its offline bundle",
+    )
     sign.add_argument("--out", type=Path, required=True, metavar="OUTDIR")
     sign.add_argument("artifact", type=Path, metavar="ARTIFACT", help="the agent build (.tar.gz)")
 
@@ -118,7 +129,7 @@ def _keygen(args: argparse.Namespace) -> int:
 def _sign(args: argparse.Namespace, clock: Clock) -> int:
     lifetime = parse_duration(args.expires_in)
     private_key = load_private_key(args.key)
-    facts = describe_artifact(args.artifact)
+    facts = describe_artifact(args.artifact, product=args.product)
     now = clock.now()
     issued_at = now.replace(microsecond=0)
     delta = None
@@ -145,6 +156,7 @@ def _sign(args: argparse.Namespace, clock: Clock) -> int:
         tar_length=None if delta is None else delta.tar_length,
         tar_sha256=None if delta is None else delta.tar_sha256,
         patches=() if delta is None else delta.patches,
+        product=args.product,
     )
     manifest_bytes = manifest.to_bytes()
     signature_bytes = sign_manifest(manifest_bytes, private_key)
@@ -152,7 +164,7 @@ def _sign(args: argparse.Namespace, clock: Clock) -> int:
     (args.out / "manifest.json").write_bytes(manifest_bytes)
     (args.out / "manifest.sig").write_bytes(signature_bytes)
     print(
-        f"signed {manifest.agent_version} for {manifest.channel}/{manifest.platform}: "
+        f"signed {_named(manifest)} for {manifest.channel}/{manifest.platform}: "
         f"manifest_version {manifest.manifest_version}, {facts.length} bytes, "
         f"sha256 {facts.sha256[:16]}…, expires {format_instant(manifest.expires)}"
     )
@@ -174,6 +186,10 @@ def _sign(args: argparse.Namespace, clock: Clock) -> int:
     return 0
 
 
+def _named(manifest: Manifest) -> str:
+    return manifest.agent_version + (" (updater)" if manifest.product == "updater" else "")
+
+
 def _verify(args: argparse.Namespace) -> int:
     trusted = load_public_keys(args.public_key)
     try:
@@ -184,14 +200,14 @@ def _verify(args: argparse.Namespace) -> int:
     signer = check_signature(manifest_bytes, signature_bytes, trusted)
     manifest = parse_manifest(manifest_bytes)
     if args.artifact is not None:
-        facts = describe_artifact(args.artifact)
+        facts = describe_artifact(args.artifact, product=manifest.product)
         if (facts.length, facts.sha256) != (manifest.length, manifest.sha256):
             raise UsageError(
                 f"{args.artifact}: {facts.length} bytes sha256 {facts.sha256} is not the signed "
                 f"artifact ({manifest.length} bytes sha256 {manifest.sha256})"
             )
     print(
-        f"good signature by key {signer}: {manifest.agent_version} for "
+        f"good signature by key {signer}: {_named(manifest)} for "
         f"{manifest.channel}/{manifest.platform}, manifest_version {manifest.manifest_version}, "
         f"expires {format_instant(manifest.expires)}"
         + (", artifact matches" if args.artifact is not None else "")

@@ -4,6 +4,12 @@ The signature covers the exact bytes of `manifest.json`, so an agent parses the 
 verified and never re-serialises them. `parse_manifest` refuses anything two JSON readers could
 read differently (duplicate keys, NaN, non-UTF-8) and every missing or ill-typed field, naming it.
 Fields this code does not know are ignored, so an older agent can still take a newer manifest.
+
+`product` says which program the build is: the managed agent (`agent`) or nachtwacht's own agent,
+the updater (`updater`). It is signed like every field, so a build of one cannot be passed off as
+the other. A manifest without it is an agent build: every release signed before the field existed
+is one. The signer writes it only for the updater, so an agent build's signed bytes are the same as
+they always were.
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ from signed_release.versions import is_valid_version
 __all__ = [
     "ARTIFACT_FORMAT",
     "MAX_MANIFEST_BYTES",
+    "PRODUCTS",
     "Manifest",
+    "Product",
     "format_instant",
     "parse_instant",
     "parse_manifest",
@@ -37,6 +45,9 @@ __all__ = [
 ]
 
 ARTIFACT_FORMAT: Final = "tar.gz"
+Product = Literal["agent", "updater"]
+# The default first: a manifest that does not name its product is an agent build.
+PRODUCTS: Final[tuple[Product, ...]] = ("agent", "updater")
 MAX_MANIFEST_BYTES = 64 * 1024
 # JSON integers beyond 2**53 are not exact in every reader.
 _MAX_JSON_INT = 2**53 - 1
@@ -77,6 +88,7 @@ class Manifest:
     tar_length: int | None = None
     tar_sha256: str | None = None
     patches: tuple[PatchOffer, ...] = ()
+    product: Product = "agent"
 
     def __post_init__(self) -> None:
         check_delta_fields(self.tar_length, self.tar_sha256, self.patches)
@@ -117,9 +129,13 @@ class Manifest:
             raise InvalidField(
                 "artifact_format", f"{self.artifact_format!r} is not supported (expected 'tar.gz')"
             )
+        if self.product not in PRODUCTS:
+            raise InvalidField(
+                "product", f"{self.product!r} is not a product (expected 'agent' or 'updater')"
+            )
 
     def to_json_object(self) -> dict[str, Any]:
-        return {
+        fields: dict[str, Any] = {
             "agent_version": self.agent_version,
             "allow_downgrade": self.allow_downgrade,
             "artifact_format": self.artifact_format,
@@ -132,6 +148,9 @@ class Manifest:
             "sha256": self.sha256,
             "unpacked_size": self.unpacked_size,
         } | delta_json(self.tar_length, self.tar_sha256, self.patches)
+        if self.product != "agent":
+            fields["product"] = self.product
+        return fields
 
     def to_bytes(self) -> bytes:
         """The canonical bytes to sign: sorted keys, two-space indent, UTF-8, a final newline.
@@ -270,4 +289,5 @@ def parse_manifest(data: bytes) -> Manifest:
         allow_downgrade=fields["allow_downgrade"],
         artifact_format=fields["artifact_format"],
         **delta_fields_from(fields),
+        product=fields.get("product", "agent"),
     )

@@ -53,6 +53,7 @@ from agent_daemon.minute.trust_root_follow import TrustRootFollower
 from agent_daemon.self_update.own_builds import running_build
 from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn, read_switch_outcome
 from agent_daemon.settings import AgentPaths, AgentSettings, load_settings
+from agent_daemon.updater.self_update_seam import SelfInstall, SelfUpdater
 from ground.clock import Clock, ClockConfigError, clock_from_env
 from ground.contract import AgentConfig
 from signed_release.errors import ReleaseError
@@ -87,9 +88,16 @@ def build_daemon(
     clock: Clock,
     stop: threading.Event,
     transport: httpx.BaseTransport | None = None,
-    self_update: SelfUpdateCheckIn | None = None,
+    check_in: SelfUpdateCheckIn | None = None,
+    self_install: SelfInstall | None = None,
+    updater_version: str | None = None,
 ) -> DaemonParts:
-    """Every part of a running daemon, built in one place (tests pass a `transport=`)."""
+    """Every part of a running daemon, built in one place (tests pass a `transport=`).
+
+    `self_install` is the host's mechanism that installs a verified updater bundle and switches to
+    it, and `updater_version` the version of this updater: with both, the daemon takes the
+    updater releases the control plane offers (`updater.self_update_seam`); without, it never
+    plans a self-update."""
     server_clock = ServerClock(clock)
     log = EventLog(now=server_clock.now)
     activity = Activity(
@@ -125,7 +133,14 @@ def build_daemon(
             log=log,
             expiry_now=expiry_clock.now,
         ),
-        self_update=self_update,
+        self_update=SelfUpdater(
+            settings=settings.updater,
+            client=download_http,
+            clock=expiry_clock,
+            running=updater_version,
+            install=self_install,
+        ),
+        check_in=check_in,
     )
     return DaemonParts(
         http=http,
@@ -169,7 +184,7 @@ def _run(paths: AgentPaths, environ: Mapping[str, str]) -> int:
     try:
         # Read before anything else: `current`, which led here, may move later.
         check_in = SelfUpdateCheckIn(state_dir=settings.state_dir, running=running_build())
-        parts = build_daemon(settings, clock=clock, stop=stop, self_update=check_in)
+        parts = build_daemon(settings, clock=clock, stop=stop, check_in=check_in)
         if clock.is_fake:
             parts.log.emit("clock.fake", level="warning", clock=clock.describe())
             print(f"!!! {clock.describe()} !!!", file=sys.stderr, flush=True)

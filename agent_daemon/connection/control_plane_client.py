@@ -258,8 +258,12 @@ class ControlPlaneClient:
         named = request.model_copy(
             update={"channel": self._track.channel, "platform": self._track.platform}
         )
+        # Defaults left out too (`product` "agent"): the body a control plane of an older
+        # contract reads, which refuses a field it does not know.
         response = self._request(
-            "POST", CLAIMS_PATH, json=named.model_dump(mode="json", exclude_none=True)
+            "POST",
+            CLAIMS_PATH,
+            json=named.model_dump(mode="json", exclude_none=True, exclude_defaults=True),
         )
         return wire.claim_answer(response.status_code, response.content)
 

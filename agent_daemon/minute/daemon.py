@@ -60,7 +60,7 @@ from agent_daemon.minute.decision import (
     Wait,
     decide,
 )
-from agent_daemon.minute.dispatch import Dispatcher, UpdaterPort
+from agent_daemon.minute.dispatch import Dispatcher, SelfUpdatePort, UpdaterPort
 from agent_daemon.minute.reporting import ReportSender
 from agent_daemon.minute.trust_root_follow import TrustRootFollower
 from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn
@@ -87,10 +87,15 @@ class Daemon:
         log: EventLog,
         stop_requested: Callable[[], bool] = lambda: False,
         trust_roots: TrustRootFollower | None = None,
-        self_update: SelfUpdateCheckIn | None = None,
+        self_update: SelfUpdatePort | None = None,
+        check_in: SelfUpdateCheckIn | None = None,
     ) -> None:
         self._control = control
         self._self_update = self_update
+        self._check_in = check_in
+        # The updater version sent with claims and reports: only to a control plane whose
+        # contract reads it (an older one refuses a field it does not know).
+        self._updater_version: str | None = None
         self._roots = trust_roots
         self._updater = updater
         self._store = state_store
@@ -110,6 +115,7 @@ class Daemon:
             server_clock=server_clock,
             log=log,
             stop_requested=stop_requested,
+            self_update=self_update,
         )
 
     # -- the shell's entry points -------------------------------------------------------------
@@ -185,12 +191,21 @@ class Daemon:
                 assert isinstance(waited, Wait), "an unreachable control plane is a wait"
                 log_wait(self._log, waited)
                 return self._dispatcher.dispatch(state, claim, now)
+        running_updater = None if self._self_update is None else self._self_update.running_version()
+        speaks_updater = (
+            config is not None
+            and config.contract_version is not None
+            and config.contract_version >= UPDATER_CONTRACT
+        )
+        self._updater_version = running_updater if speaks_updater else None
+        self._reports.updater_version = self._updater_version
         facts = AgentFacts(
             last_consumed_at=state.last_consumed_at,
             installed_version=self._updater.installed_version(),
             floor=self._updater.accepted_floor(now),
             claim_in_progress=state.claim is not None,
             handled_manual_runs=frozenset(state.handled_manual_runs),
+            updater_version=self._updater_version,
         )
         action = decide(facts, config, answer, now)
         while isinstance(action, ClaimSlot | ClaimManual):
@@ -202,7 +217,7 @@ class Daemon:
     def _commit_own_build(self, now: datetime) -> None:
         """A switch to this build of the updater counts once it has polled (just now) and written
         its state file (here): until then the guard may still take it back."""
-        check_in = self._self_update
+        check_in = self._check_in
         if check_in is None or not check_in.awaits_commit():
             return
         self._store.save(self._store.load())
@@ -230,7 +245,12 @@ class Daemon:
 
     def _claim(self, action: ClaimRequestAction) -> ClaimAnswer:
         if isinstance(action, ClaimSlot):
-            request = ClaimRequest(slot_key=action.slot.key, from_version=action.from_version)
+            request = ClaimRequest(
+                slot_key=action.slot.key,
+                from_version=action.from_version,
+                product=action.product,
+                updater_version=self._updater_version,
+            )
         else:
             request = ClaimRequest(
                 manual_run_id=action.run_id,  # type: ignore[arg-type]  # pydantic parses the UUID
@@ -347,6 +367,10 @@ class Daemon:
             self._log.emit("daemon.parked", slot_key=claim.slot_key, run_id=claim.run_id)
             return "parked"
         return self._dispatcher.dispatch(state, claim, now)
+
+
+# The contract version from which a control plane reads the updater's fields.
+UPDATER_CONTRACT = 3
 
 
 def _consumed(slot: Slot) -> ConsumedSlot:

@@ -14,6 +14,7 @@ I/O each action asks for and feeds the result back as the next `answer`:
             nothing to do (release installed, or none) ─────► NothingToDo   consumes the slot
               (an older release is something to do only when freshly signed: see `is_current`)
             the brake named in the config ──────────────────► Wait          consumes nothing
+            an updater release to take (see below) ─────────► ClaimSlot     product "updater"
             else ───────────────────────────────────────────► ClaimSlot
     ClaimSlot / ClaimManual answered
         Unreachable ─────────────────────────────────────────► Wait          consumes nothing
@@ -21,6 +22,14 @@ I/O each action asks for and feeds the result back as the next `answer`:
         Refused, `RefusalCode.consumes_slot` ───────────────► GiveUpSlot    consumes the slot
         Refused otherwise (cap, brake, unknown code) ────────► Wait          consumes nothing
         Refused (manual) ────────────────────────────────────► EndManual     that request only
+
+Nachtwacht's own agent (the updater) updates itself through the same slot, claim and caps: when
+the config offers an updater release this host can take (`AgentFacts.updater_version` is known —
+the host has a self-update mechanism — and the offer is not current; the control plane does not
+offer a release this host rolled back) the slot's claim is for it, and the managed agent's
+update waits for the next slot. The updater goes first because a newer updater may carry fixes
+to the update path itself (a trust root it follows, a contract field), which the managed agent's
+update then takes. A slot never carries both.
 
 Whether a step consumes the slot is asked of `RefusalCode.consumes_slot` and nothing else; a code
 this agent does not know consumes nothing (the slot may still be served while its window is open).
@@ -33,7 +42,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import ClassVar, Literal
 
-from ground.contract import AgentConfig, ClaimGrant, ErrorDetail, RefusalCode
+from ground.contract import AgentConfig, ClaimGrant, ErrorDetail, Product, RefusalCode
 from shared_planner import Slot, due_slot
 from signed_release.versions import version_key
 
@@ -107,6 +116,11 @@ class AgentFacts:
     handled_manual_runs: frozenset[str] = field(default_factory=frozenset)
     # The highest manifest_version this host accepted (None: none yet, or not known).
     floor: int | None = None
+    # The version of nachtwacht's own agent running here, when this host can update it (None:
+    # it cannot, and no updater release is claimed), and the highest updater manifest_version it
+    # accepted (None: not known).
+    updater_version: str | None = None
+    updater_floor: int | None = None
 
 
 # -- answers: what the executor found out doing the last action --------------------------------
@@ -142,6 +156,8 @@ class ClaimSlot:
 
     slot: Slot
     from_version: str | None
+    # The managed agent's release, or nachtwacht's own agent's (`from_version` is then its).
+    product: Product = "agent"
     final: ClassVar[bool] = False
     consumes_slot: ClassVar[bool] = False
 
@@ -296,6 +312,10 @@ def _plan(state: AgentFacts, config: AgentConfig, now: datetime) -> Action:
     )
     if slot is None:
         return Wait(reason="no_slot")
+    if _updater_to_take(state, config):
+        if config.brake.engaged:
+            return Wait(reason="braked", slot=slot, error=config.brake.reason)
+        return ClaimSlot(slot=slot, from_version=state.updater_version, product="updater")
     installed = state.installed_version
     release = config.release
     if release is None or is_current(
@@ -305,6 +325,20 @@ def _plan(state: AgentFacts, config: AgentConfig, now: datetime) -> Action:
     if config.brake.engaged:
         return Wait(reason="braked", slot=slot, error=config.brake.reason)
     return ClaimSlot(slot=slot, from_version=installed)
+
+
+def _updater_to_take(state: AgentFacts, config: AgentConfig) -> bool:
+    """Whether the slot goes to nachtwacht's own agent (see the module's docstring)."""
+    offered = config.updater_release
+    running = state.updater_version
+    if offered is None or running is None:
+        return False
+    return not is_current(
+        running,
+        offered.version,
+        manifest_version=offered.manifest_version,
+        floor=state.updater_floor,
+    )
 
 
 def _refused(answer: Refused) -> Action:

@@ -17,6 +17,13 @@ window or not at all:
   (`Updater.settle`) and the run ends with reason `interrupted`;
 * the claim's attempts and the final report live in memory too (`claim_keeper`), so a full state
   directory can neither hide the report nor lift the attempt bound.
+
+A claim whose signed manifest names the `updater` product is a self-update of nachtwacht's own
+agent: it goes to the `SelfUpdatePort` (`updater.self_update_seam`) instead, which verifies it as
+the updater. Which path takes it is read from the manifest before its signature is checked, and
+only for the routing: each path verifies the signature and that the product is its own, so a
+manifest that lies about its product is refused by the path it reached (`WrongProduct`), and a
+host without a self-update port hands an updater build to the managed updater, which refuses it.
 """
 
 from __future__ import annotations
@@ -40,8 +47,10 @@ from agent_daemon.minute.swap_confirmation import SwapConfirmation
 from agent_daemon.updater.swap_gate import ConfirmSwap
 from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
 from ground.contract import OutcomeReason, format_instant
+from signed_release.errors import ManifestError
+from signed_release.manifest import parse_manifest
 
-__all__ = ["MAX_DISPATCH_ATTEMPTS", "Dispatcher", "UpdaterPort"]
+__all__ = ["MAX_DISPATCH_ATTEMPTS", "Dispatcher", "SelfUpdatePort", "UpdaterPort"]
 
 # A claim whose dispatch raised or was interrupted (a crash, a full disk) is retried on later
 # minutes, then reported as failed, so one broken update cannot hold the agent forever. A failure
@@ -69,6 +78,24 @@ class UpdaterPort(Protocol):
     def accepted_floor(self, now: datetime) -> int | None: ...
 
 
+class SelfUpdatePort(Protocol):
+    """What the daemon needs of `agent_daemon.updater.self_update_seam.SelfUpdater`."""
+
+    def running_version(self) -> str | None: ...
+
+    def apply(self, request: UpdateRequest) -> UpdateOutcome: ...
+
+
+def is_self_update(manifest: bytes) -> bool:
+    """Whether the manifest names nachtwacht's own agent: for the routing only (see the
+    module's docstring); a manifest that cannot be read goes to the managed updater, which
+    refuses it."""
+    try:
+        return parse_manifest(manifest).product == "updater"
+    except ManifestError:
+        return False
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -80,8 +107,10 @@ class Dispatcher:
         server_clock: ServerClock,
         log: EventLog,
         stop_requested: Callable[[], bool],
+        self_update: SelfUpdatePort | None = None,
     ) -> None:
         self._control = control
+        self._self_update = self_update
         self._updater = updater
         self._keeper = keeper
         self._reports = reports
@@ -135,7 +164,10 @@ class Dispatcher:
             attempt=claim.attempts,
         )
         installed = self._updater.installed_version()
-        if not resuming and installed == claim.release_version:
+        self_update = self._self_update
+        if self_update is not None and is_self_update(request.manifest):
+            outcome = self_update.apply(request)
+        elif not resuming and installed == claim.release_version:
             # A manual request while already on the release: nothing to install, say so.
             outcome = UpdateOutcome(
                 status="succeeded", version=installed, error=None, run_id=claim.run_id

@@ -13,6 +13,8 @@ is: logged as an error and taken out of the outbox (set aside), never retried.
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent_daemon.connection.control_plane_client import ControlPlaneClient, Delivery
 from agent_daemon.connection.outbox import Outbox, Report
 from agent_daemon.errors import ControlPlaneUnreachable, DaemonStateError
@@ -37,14 +39,22 @@ class ReportSender:
         self._log = log
         # Reports the outbox could not hold (its disk full or read-only), oldest first.
         self._unsaved: list[Report] = []
+        # The version of nachtwacht's own agent, sent with each report while the control plane
+        # reads it (a control plane of an older contract refuses a field it does not know).
+        self.updater_version: str | None = None
 
     def queue_up_to_date(self, *, slot_key: str, installed: str | None) -> None:
-        body = NothingToDoReport(slot_key=slot_key, status="up_to_date", version=installed)
+        body = NothingToDoReport(
+            slot_key=slot_key,
+            status="up_to_date",
+            version=installed,
+            updater_version=self.updater_version,
+        )
         self._put(
             Report(
                 method="POST",
                 path=RUNS_PATH,
-                body=body.model_dump(mode="json"),
+                body=_without_unsaid(body.model_dump(mode="json")),
                 slot_key=slot_key,
             )
         )
@@ -60,12 +70,13 @@ class ReportSender:
             error=error,
             reason=outcome.reason,
             switched_at=outcome.switched_at,
+            updater_version=self.updater_version,
         )
         self._put(
             Report(
                 method="PATCH",
                 path=run_path(outcome.run_id),
-                body=body.model_dump(mode="json"),
+                body=_without_unsaid(body.model_dump(mode="json")),
                 slot_key=slot_key,
                 run_id=outcome.run_id,
             )
@@ -149,3 +160,11 @@ class ReportSender:
 
     def _deliver(self, report: Report) -> Delivery:
         return self._control.deliver(report.method, report.path, report.body)
+
+
+def _without_unsaid(body: dict[str, Any]) -> dict[str, Any]:
+    """The report without an `updater_version` it does not give: the body a control plane of an
+    older contract reads (it refuses a field it does not know)."""
+    if body.get("updater_version") is None:
+        body.pop("updater_version", None)
+    return body

@@ -2,7 +2,8 @@
 `ReleaseRefused`. Pure: no files, no network, no clock reads — the updater passes everything in.
 
 The order follows python-tuf: first the signature over the exact bytes (nothing unsigned is even
-parsed for meaning), then the fields, then the policy of this host (platform, channel, the clock's
+parsed for meaning), then the fields, then the policy of this host (the product it installs as,
+platform, channel, the clock's
 sanity, an issue date in the future, expiry, the rollback floor, downgrades).
 
 `now` is the reference time the updater passes in. On a customer host it is
@@ -29,9 +30,10 @@ from agent_daemon.errors import (
     VersionDowngrade,
     WrongChannel,
     WrongPlatform,
+    WrongProduct,
 )
 from signed_release.errors import ManifestError, SignatureError, UnknownKey
-from signed_release.manifest import Manifest, format_instant, parse_manifest
+from signed_release.manifest import Manifest, Product, format_instant, parse_manifest
 from signed_release.signature import check_signature
 from signed_release.versions import is_valid_version, version_key
 
@@ -70,11 +72,14 @@ def verify_release(
     platform: str,
     channel: str,
     running_build_date: datetime | None = None,
+    product: Product = "agent",
 ) -> VerifiedRelease:
     """Check a release against the pinned keys and this host's policy.
 
     `floor` is the highest `manifest_version` this host has accepted; `running_build_date` is when
-    the running build's manifest was issued (a clock earlier than that is wrong). Raises a
+    the running build's manifest was issued (a clock earlier than that is wrong). `product` is
+    the program the release is to be installed as: the managed agent, or this updater itself;
+    the signed manifest must name the same one. Raises a
     `ReleaseRefused` subclass naming what was expected and what was found.
     """
     if now.utcoffset() is None:
@@ -90,6 +95,11 @@ def verify_release(
     except ManifestError as exc:
         raise MalformedRelease(f"release refused: manifest {exc}") from exc
 
+    if manifest.product != product:
+        raise WrongProduct(
+            f"release refused: product {manifest.product!r} is not the {product!r} being "
+            f"updated (a build of the other program)"
+        )
     if manifest.platform != platform:
         raise WrongPlatform(
             f"release refused: platform {manifest.platform!r} is not this host's {platform!r}"

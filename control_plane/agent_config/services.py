@@ -27,8 +27,11 @@ from control_plane.releases.services import release_view
 from control_plane.rollout.config import (
     PERSONAL_OFFER_COLUMNS,
     TRACK_CTE,
+    UPDATER_OFFER_COLUMNS,
+    UPDATER_OFFER_JOIN,
     needs_personal_offer,
     with_personal_offer,
+    with_updater_offer,
 )
 from control_plane.types import Pool
 from ground.contract import (
@@ -131,13 +134,13 @@ SELECT a.id, a.org_id, a.name, a.update_schedule_enabled, a.update_schedule_time
        (halt.id IS NOT NULL) AS release_halted, halt.reason AS halt_reason,
        manual.id AS manual_run_id, manual.created_at AS manual_requested_at,
        (SELECT max(version) FROM trust_roots) AS trust_root_version,
-       {offer}
+       {offer}, {updater}
   FROM agents a
  CROSS JOIN platform_settings s
  CROSS JOIN platform_brake b
   LEFT JOIN current_releases cur
          ON cur.channel = %(channel)s AND cur.platform = %(platform)s
-  LEFT JOIN releases rel ON rel.id = cur.release_id
+  LEFT JOIN releases rel ON rel.id = cur.release_id{updater_join}
   LEFT JOIN release_halts halt ON halt.release_id = rel.id AND halt.resumed_at IS NULL
   LEFT JOIN LATERAL (
         SELECT r.id, r.created_at FROM runs r
@@ -154,12 +157,16 @@ _CONFIG_BY_ID = _CONFIG.format(
     agent="%(agent_id)s",
     offer=PERSONAL_OFFER_COLUMNS,
     track=TRACK_CTE.format(agent="%(agent_id)s"),
+    updater=UPDATER_OFFER_COLUMNS,
+    updater_join=UPDATER_OFFER_JOIN,
 )
 _CONFIG_BY_CREDENTIAL = _CONFIG.format(
     due=_SIGHTING_DUE,
     agent=f"({AGENT_OF_CREDENTIAL})",
     offer=PERSONAL_OFFER_COLUMNS,
     track=TRACK_CTE.format(agent=f"({AGENT_OF_CREDENTIAL})"),
+    updater=UPDATER_OFFER_COLUMNS,
+    updater_join=UPDATER_OFFER_JOIN,
 )
 
 
@@ -277,6 +284,7 @@ class AgentConfigService:
             if needs_personal_offer(row):
                 # A pin, a hold or a canary stage: the agent's own offer.
                 row = with_personal_offer(conn, row, track, now)
+            row = with_updater_offer(conn, row, track)
         note = offer_note(row, newest=newest)
         timeless, etag = _timeless_config(
             row["id"],
@@ -300,6 +308,8 @@ class AgentConfigService:
             row.get("hold_set_by"),
             note,
             row["trust_root_version"],
+            row["updater_version_offered"],
+            row["updater_manifest_version"],
         )
         return VersionedConfig(
             timeless=timeless, etag=etag, agent_id=row["id"], org_id=row["org_id"]
@@ -333,6 +343,8 @@ def _timeless_config(
     hold_set_by: str | None = None,
     note: OfferNote | None = None,
     trust_root_version: int | None = None,
+    updater_version: str | None = None,
+    updater_manifest_version: int | None = None,
 ) -> tuple[AgentConfig, str]:
     timeless = AgentConfig(
         agent_id=agent_id,
@@ -364,6 +376,16 @@ def _timeless_config(
         offer_note=note,
         trust_root_version=trust_root_version,
         contract_version=CONTRACT_VERSION,
+        updater_release=None
+        if updater_version is None
+        else release_view(
+            {
+                "agent_version": updater_version,
+                "manifest_version": updater_manifest_version,
+                "channel": track.channel,
+                "platform": track.platform,
+            }
+        ),
     )
     return timeless, _etag(timeless)
 
@@ -400,5 +422,9 @@ def _etag(timeless: AgentConfig) -> str:
     # Not the contract's version: an agent polling replicas of two releases during an upgrade
     # would otherwise download the unchanged config at every switch between them.
     body = timeless.model_dump(mode="json", exclude={"server_time", "contract_version"})
+    # Absent as an older replica leaves it: with no updater release published, both answer the
+    # same ETag.
+    if body.get("updater_release") is None:
+        body.pop("updater_release", None)
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return '"' + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32] + '"'

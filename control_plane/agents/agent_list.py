@@ -195,7 +195,9 @@ def found_page(
     keys += [f"a.name {direction}" if query.sort == "name" else "a.name", "a.id"]
     columns = (
         "SELECT a.id, a.org_id, a.name, a.created_at, a.current_version, a.last_seen_at,"
-        " a.update_schedule_enabled, a.update_schedule_times, last.id AS last_run_id"
+        " a.update_schedule_enabled, a.update_schedule_times, last.id AS last_run_id,"
+        " (SELECT uv.version FROM agent_updater_versions uv WHERE uv.agent_id = a.id)"
+        " AS updater_version"
     )
     rest = (
         _where(query, rows=True)

@@ -48,7 +48,9 @@ LATEST_RUNS = 10
 
 _SELECT_AGENTS = (
     "SELECT id, org_id, name, created_at, current_version, last_seen_at,"
-    " update_schedule_enabled, update_schedule_times FROM agents WHERE deleted_at IS NULL"
+    " update_schedule_enabled, update_schedule_times,"
+    " (SELECT uv.version FROM agent_updater_versions uv WHERE uv.agent_id = agents.id)"
+    " AS updater_version FROM agents WHERE deleted_at IS NULL"
 )
 # Two hosts seen within this span answered for one agent credential: a copy of the credential
 # (or a cloned machine), shown on the agent's page rather than silently alternating.
@@ -64,6 +66,8 @@ class AgentSummary:
     version: str | None
     last_seen_at: Instant | None
     schedule: Schedule
+    # The version of nachtwacht's own agent (the updater) the host last reported; None: not yet.
+    updater_version: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,6 +150,7 @@ def _summary_fields(row: dict[str, Any]) -> dict[str, Any]:
         "schedule": Schedule(
             enabled=row["update_schedule_enabled"], times=tuple(row["update_schedule_times"])
         ),
+        "updater_version": row.get("updater_version"),
     }
 
 

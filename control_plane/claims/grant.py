@@ -28,6 +28,7 @@ from control_plane.claims.caps import (
 )
 from control_plane.claims.refused import brake_on, no_release
 from control_plane.events.services import record_event
+from control_plane.releases.products import Product
 from control_plane.releases.services import claim_release_view, current_release
 from control_plane.rollout.gate import release_for_grant
 from control_plane.types import Connection
@@ -50,7 +51,7 @@ class Claim:
 
 _GRANT_VIEW = (
     "SELECT r.id AS run_id, r.slot_key, t.id AS token_id, t.expires_at,"
-    " rel.agent_version, rel.manifest_version, rel.manifest, rel.signature"
+    " rel.agent_version, rel.manifest_version, rel.manifest, rel.signature, rel.product"
     " FROM runs r JOIN tokens t ON t.run_id = r.id JOIN releases rel ON rel.id = t.release_id"
     " WHERE r.id = %s"
 )
@@ -68,6 +69,7 @@ def _grant_view(row: dict[str, Any] | None) -> ClaimGrant:
         slot_key=row["slot_key"],
         token=TokenView(id=row["token_id"], expires_at=row["expires_at"]),
         release=claim_release_view(row, row["run_id"]),
+        product=row["product"],
     )
 
 
@@ -84,6 +86,8 @@ class ScheduledGrant:
     caps: Caps
     track: ReleaseTrack
     now: datetime
+    # The managed agent's release, or nachtwacht's own agent's (`releases.products`).
+    product: Product = "agent"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,7 +156,9 @@ def _release_to_grant(conn: Connection, claim: ScheduledGrant) -> dict[str, Any]
     brake_read = conn.execute("SELECT engaged, reason FROM platform_brake FOR SHARE")
     # FOR SHARE of the pair's pointer: a withdrawal waits for this grant, then revokes its
     # token with the others.
-    current_release(conn, claim.track.channel, claim.track.platform, for_grant=True)
+    current_release(
+        conn, claim.track.channel, claim.track.platform, for_grant=True, product=claim.product
+    )
     brake = brake_read.fetchone()
     assert brake is not None
     if brake["engaged"]:
@@ -160,7 +166,11 @@ def _release_to_grant(conn: Connection, claim: ScheduledGrant) -> dict[str, Any]
     # The pair's pointer stays locked; the agent's offer (its pin, or the release at the stage
     # the agent is in) is what it is granted, its row locked against a halt.
     release = release_for_grant(
-        conn, agent_id=claim.agent_id, org_id=claim.org_id, track=claim.track
+        conn,
+        agent_id=claim.agent_id,
+        org_id=claim.org_id,
+        track=claim.track,
+        product=claim.product,
     )
     if release is None:
         raise no_release(claim.track)
@@ -225,6 +235,7 @@ def _record_grant_event(
             "from_version": claim.from_version,
             "to_version": release["agent_version"],
             "renewed": claim.existing_run is not None,
+            "product": claim.product,
         },
     )
 

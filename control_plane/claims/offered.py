@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from uuid import UUID
 
 from control_plane.claims.decision import OfferedRelease
+from control_plane.releases.products import Product
 from control_plane.rollout.offer import offers_from, read_facts_of
 from control_plane.types import Connection
 from ground.contract import ReleaseTrack
@@ -41,13 +42,15 @@ def offered_releases(
     conn: Connection,
     agents: Sequence[tuple[UUID, UUID]],
     tracks: Mapping[UUID, ReleaseTrack] | None = None,
+    *,
+    product: Product = "agent",
 ) -> dict[UUID, tuple[ReleaseTrack, OfferedRelease | None]]:
     """For each (agent, organisation): the pair it is judged on (`tracks`' when given, else the
-    one it follows) and the release offered on it (None: nothing is offered)."""
+    one it follows) and the release of `product` offered on it (None: nothing is offered)."""
     if not agents:
         return {}
     facts = read_facts_of(conn, agents)
-    offers = offers_from(conn, facts, tracks=tracks).offers
+    offers = offers_from(conn, facts, tracks=tracks, product=product).offers
     pair = {
         f.agent_id: f.track if tracks is None or f.agent_id not in tracks else tracks[f.agent_id]
         for f in facts

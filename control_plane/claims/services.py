@@ -37,6 +37,7 @@ from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.refused import slot_consumed
 from control_plane.errors import ClaimRefused, NotFound
 from control_plane.inputs import stored_text
+from control_plane.releases.products import Product
 from control_plane.rollout.gate import (
     note_track,
     record_held_slot,
@@ -45,6 +46,7 @@ from control_plane.rollout.gate import (
 )
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
+from control_plane.updater_versions import note_updater_version
 from ground.contract import (
     DEFAULT_TRACK,
     AnswerCode,
@@ -99,14 +101,20 @@ _RECORDED_CONSUMED = frozenset(
 
 
 def _facts_of(
-    conn: Connection, row: dict[str, object], track: ReleaseTrack, now: datetime
+    conn: Connection,
+    row: dict[str, object],
+    track: ReleaseTrack,
+    now: datetime,
+    product: Product = "agent",
 ) -> ClaimFacts:
-    """The facts of the hot statement's row, with the release offered on `track` unless what
-    stops the agent first (the brake, a hold) already refuses (`claims.decision`)."""
+    """The facts of the hot statement's row, with the release of `product` offered on `track`
+    unless what stops the agent first (the brake, a hold) already refuses (`claims.decision`)."""
     facts = ClaimFacts.of_row(row, offered=None)
     if facts.brake_engaged or facts.held_at(now) is not None:
         return facts
-    offered = offered_releases(conn, [(facts.agent_id, facts.org_id)], {facts.agent_id: track})
+    offered = offered_releases(
+        conn, [(facts.agent_id, facts.org_id)], {facts.agent_id: track}, product=product
+    )
     return replace(facts, offered=offered[facts.agent_id][1])
 
 
@@ -117,6 +125,15 @@ def _is_open(facts: ClaimFacts, slot_key: str, now: datetime) -> bool:
     except ClaimRefused:
         return False
     return True
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Asking:
+    """What a scheduled claim asks for beyond its slot: which program it updates, and the version
+    of nachtwacht's own agent that asks (None: it did not say)."""
+
+    product: Product = "agent"
+    updater_version: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,6 +182,9 @@ class ClaimService:
     def claim(self, agent_id: UUID, request: ClaimRequest, now: datetime) -> Claim:
         """A scheduled slot's or a manual update's token (the request names exactly one)."""
         from_version = stored_text("from_version", request.from_version, MAX_VERSION_LENGTH)
+        updater_version = stored_text(
+            "updater_version", request.updater_version, MAX_VERSION_LENGTH
+        )
         if request.manual_run_id is not None:
             return claim_manual(
                 self._pool, agent_id, request.manual_run_id, from_version, now, track=request.track
@@ -173,7 +193,15 @@ class ClaimService:
         # before the planner has judged it.
         slot_key = stored_text("slot_key", request.slot_key, MAX_SLOT_KEY_LENGTH)
         assert slot_key is not None, "ClaimRequest names exactly one"
-        return self.claim_slot(agent_id, slot_key, from_version, now, track=request.track)
+        return self.claim_slot(
+            agent_id,
+            slot_key,
+            from_version,
+            now,
+            track=request.track,
+            product=request.product,
+            updater_version=updater_version,
+        )
 
     def claim_slot(
         self,
@@ -183,11 +211,21 @@ class ClaimService:
         now: datetime,
         *,
         track: ReleaseTrack = DEFAULT_TRACK,
+        product: Product = "agent",
+        updater_version: str | None = None,
     ) -> Claim:
-        """Grant a token for a scheduled slot with the current release of `track`, or raise the
-        refusal (and record it as a fact)."""
+        """Grant a token for a scheduled slot with the current release of `track` (of `product`:
+        the managed agent's, or nachtwacht's own agent's), or raise the refusal (and record it as
+        a fact). `updater_version`: the version of nachtwacht's own agent that asks, kept with
+        the agent when a grant is made."""
         claim = self._claim_slot(
-            _HOT_PATH_BY_ID, {"agent_id": agent_id}, slot_key, from_version, now, track
+            _HOT_PATH_BY_ID,
+            {"agent_id": agent_id},
+            slot_key,
+            from_version,
+            now,
+            track,
+            _Asking(product=product, updater_version=updater_version),
         )
         if claim is None:
             raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
@@ -201,10 +239,16 @@ class ClaimService:
         now: datetime,
         *,
         track: ReleaseTrack,
+        product: Product = "agent",
+        updater_version: str | None = None,
     ) -> Claim | None:
         """`claim_slot` for the agent behind a presented credential, found in the same statement
         (the refusal's one round trip); None when no agent has that valid credential."""
         checked = stored_text("from_version", from_version, MAX_VERSION_LENGTH)
+        asking = _Asking(
+            product=product,
+            updater_version=stored_text("updater_version", updater_version, MAX_VERSION_LENGTH),
+        )
         return self._claim_slot(
             _HOT_PATH_BY_CREDENTIAL,
             {"secret_sha256": secret_sha256},
@@ -212,6 +256,7 @@ class ClaimService:
             checked,
             now,
             track,
+            asking,
         )
 
     def _claim_slot(
@@ -222,6 +267,7 @@ class ClaimService:
         from_version: str | None,
         now: datetime,
         track: ReleaseTrack,
+        asking: _Asking,
     ) -> Claim | None:
         current_round = round_start(now)
         stamp = self._memory.stamp()  # before the read: a change applied meanwhile wins
@@ -233,7 +279,7 @@ class ClaimService:
             ).fetchone()
             if seen is None:
                 return None
-            facts = _facts_of(conn, seen, track, now)
+            facts = _facts_of(conn, seen, track, now, asking.product)
             read = RoundCounts(
                 org_granted=seen["org_granted"] or 0, global_granted=seen["global_granted"] or 0
             )
@@ -248,7 +294,7 @@ class ClaimService:
             try:
                 if refusal is not None:
                     raise refusal
-                claim = self._grant(conn, facts, slot_key, from_version, now, track)
+                claim = self._grant(conn, facts, slot_key, from_version, now, track, asking)
             except ClaimRefused as refused:
                 # Buffered in memory: the refusal path itself writes nothing, but for the
                 # refusals that record the slot consumed (a run written).
@@ -339,10 +385,13 @@ class ClaimService:
         from_version: str | None,
         now: datetime,
         track: ReleaseTrack,
+        asking: _Asking,
     ) -> Claim:
         """A claim its facts do not refuse: the same claim again, or the grant; or the refusal
         the grant's transaction found (a cap full, the brake or a halt under their locks)."""
         run = facts.existing_run
+        if asking.updater_version is not None:
+            note_updater_version(conn, facts.agent_id, asking.updater_version, now)
         if run is not None and run.holds_its_token:
             return Claim(created=False, grant=claim_grant(conn, run.run_id))
         slot = slot_of(facts, slot_key, now)
@@ -369,6 +418,7 @@ class ClaimService:
                     caps=facts.caps,
                     track=track,
                     now=now,
+                    product=asking.product,
                 ),
             )
         except ClaimRefused as refused:

@@ -45,6 +45,7 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
     lines += _dropped_family(snapshot)
     lines += _release_families(snapshot)
     lines += _outcome_families(snapshot)
+    lines += _updater_families(snapshot)
     lines += _trust_root_families(snapshot)
     lines += _family(
         "nachtwacht_enrollments_total",
@@ -214,27 +215,84 @@ def _release_families(snapshot: MetricsSnapshot) -> list[str]:
             "version": release.version,
         }
 
+    # The managed agent's releases; nachtwacht's own agent's have families of their own.
+    releases = [r for r in snapshot.releases if r.product == "agent"]
+
     lines += _family(
         "nachtwacht_release_stage",
         "gauge",
         "1 for the stage (canary, everyone) of each pair's current release and of every halted"
         " or braked release; `current` says which is the pair's current one.",
-        [
-            ({**labels(r), "stage": r.stage, "current": str(r.current).lower()}, 1)
-            for r in snapshot.releases
-        ],
+        [({**labels(r), "stage": r.stage, "current": str(r.current).lower()}, 1) for r in releases],
     )
     lines += _family(
         "nachtwacht_release_halted",
         "gauge",
         "1 while the release is halted (on errors or by an operator) until a person resumes it.",
-        [(labels(r), int(r.halted)) for r in snapshot.releases],
+        [(labels(r), int(r.halted)) for r in releases],
     )
     lines += _family(
         "nachtwacht_release_brake",
         "gauge",
         "1 while a brake covers the release: its own, or the platform's.",
-        [(labels(r), int(r.braked or snapshot.brake_engaged)) for r in snapshot.releases],
+        [(labels(r), int(r.braked or snapshot.brake_engaged)) for r in releases],
+    )
+    return lines
+
+
+def _updater_families(snapshot: MetricsSnapshot) -> list[str]:
+    """Nachtwacht's own agent (the updater): the agents by the version they run, its releases'
+    stage and how its self-updates ended."""
+    lines = _family(
+        "nachtwacht_agents_by_updater_version",
+        "gauge",
+        "Live agents by the version of nachtwacht's own agent (the updater) they last reported;"
+        " only versions in use.",
+        [({"version": version}, n) for (version,), n in snapshot.updater_versions],
+    )
+    lines += _family(
+        "nachtwacht_updater_release_stage",
+        "gauge",
+        "1 for the stage (canary, everyone) of each pair's current updater release and of every"
+        " halted or braked one; `halted` and `braked` say whether it is stopped.",
+        [
+            (
+                {
+                    "channel": r.channel,
+                    "platform": r.platform,
+                    "version": r.version,
+                    "stage": r.stage,
+                    "current": str(r.current).lower(),
+                    "halted": str(r.halted).lower(),
+                    "braked": str(r.braked or snapshot.brake_engaged).lower(),
+                },
+                1,
+            )
+            for r in snapshot.releases
+            if r.product == "updater"
+        ],
+    )
+    lines += _family(
+        "nachtwacht_self_update_outcomes_total",
+        "counter",
+        "Self-updates (runs of an updater release) by how they ended: succeeded, up_to_date,"
+        " failed, rolled_back, refused; `reason` is why (for a rollback, the one the old daemon"
+        " reported). Only for updater releases offered or in use.",
+        [
+            (
+                {
+                    "release": str(o.release_id),
+                    "channel": o.channel,
+                    "platform": o.platform,
+                    "version": o.version,
+                    "outcome": o.outcome,
+                    "reason": o.reason or NO_REASON,
+                },
+                o.count,
+            )
+            for o in snapshot.release_outcomes
+            if o.product == "updater"
+        ],
     )
     return lines
 
@@ -265,6 +323,7 @@ def _outcome_families(snapshot: MetricsSnapshot) -> list[str]:
                 o.count,
             )
             for o in snapshot.release_outcomes
+            if o.product == "agent"
         ],
     )
     lines += _family(

@@ -71,12 +71,16 @@ class ReleaseState:
     current: bool
     halted: bool
     braked: bool
+    # The managed agent's release, or nachtwacht's own agent's (shown in families of its own).
+    product: str = "agent"
 
 
 # Each pair's current release and every release that is halted or braked (withdrawn ones aside).
 _RELEASE_STATES = """
-SELECT rel.id, rel.channel, rel.platform, rel.agent_version, rel.stage,
-       EXISTS (SELECT 1 FROM current_releases cur WHERE cur.release_id = rel.id) AS current,
+SELECT rel.id, rel.channel, rel.platform, rel.agent_version, rel.stage, rel.product,
+       (EXISTS (SELECT 1 FROM current_releases cur WHERE cur.release_id = rel.id)
+        OR EXISTS (SELECT 1 FROM current_updater_releases cur
+                    WHERE cur.release_id = rel.id)) AS current,
        EXISTS (SELECT 1 FROM release_halts h
                 WHERE h.release_id = rel.id AND h.resumed_at IS NULL) AS halted,
        rel.braked_at IS NOT NULL AS braked
@@ -84,6 +88,7 @@ SELECT rel.id, rel.channel, rel.platform, rel.agent_version, rel.stage,
  WHERE rel.withdrawn_at IS NULL
    AND (rel.braked_at IS NOT NULL
         OR EXISTS (SELECT 1 FROM current_releases cur WHERE cur.release_id = rel.id)
+        OR EXISTS (SELECT 1 FROM current_updater_releases cur WHERE cur.release_id = rel.id)
         OR EXISTS (SELECT 1 FROM release_halts h
                     WHERE h.release_id = rel.id AND h.resumed_at IS NULL))
  ORDER BY rel.channel, rel.platform, rel.manifest_version
@@ -101,6 +106,7 @@ class ReleaseOutcome:
     outcome: str
     reason: str
     count: int
+    product: str = "agent"
 
 
 # The endings are counted as they happen (`run_ending_counts`, kept by a trigger on `runs`): a
@@ -110,13 +116,18 @@ class ReleaseOutcome:
 # drops out, so the scrape grows with the fleet's versions in use, not with every release ever
 # published (a year of weekly releases would otherwise add a thousand series for good).
 _RELEASE_OUTCOMES = """
-SELECT rel.id, rel.channel, rel.platform, rel.agent_version, c.status, c.reason,
+SELECT rel.id, rel.channel, rel.platform, rel.agent_version, rel.product, c.status, c.reason,
        sum(c.n)::bigint AS n
   FROM run_ending_counts c JOIN releases rel ON rel.id = c.release_id
  WHERE c.status = ANY(%s)
    AND (rel.id = ANY(%s)
-        OR rel.agent_version IN (SELECT current_version FROM agents
-                                  WHERE deleted_at IS NULL AND current_version IS NOT NULL))
+        OR (rel.product = 'agent'
+            AND rel.agent_version IN (SELECT current_version FROM agents
+                                       WHERE deleted_at IS NULL AND current_version IS NOT NULL))
+        OR (rel.product = 'updater'
+            AND rel.agent_version IN (SELECT uv.version FROM agent_updater_versions uv
+                                        JOIN agents a ON a.id = uv.agent_id
+                                       WHERE a.deleted_at IS NULL)))
  GROUP BY rel.id, c.status, c.reason
  ORDER BY rel.channel, rel.platform, rel.manifest_version, c.status, c.reason
 """
@@ -174,6 +185,9 @@ class MetricsSnapshot:
     retention: RetentionStanding | None = None
     # (release, channel, platform, version, kind): artifact and patch bytes
     bytes_served: Counts = ()
+    # (version,): live agents by the version of nachtwacht's own agent they reported, for the
+    # versions in use only.
+    updater_versions: Counts = ()
 
 
 def _history_counts(conn: Connection) -> dict[str, dict[str, int]]:
@@ -230,6 +244,11 @@ class MetricsService:
             ).fetchall()
             retention = read_standing(conn)
             served = conn.execute(_RELEASE_BYTES, [[row["id"] for row in releases]]).fetchall()
+            updater_versions = conn.execute(
+                "SELECT uv.version AS updater_version, count(*)::bigint AS n"
+                " FROM agent_updater_versions uv JOIN agents a ON a.id = uv.agent_id"
+                " WHERE a.deleted_at IS NULL GROUP BY uv.version ORDER BY uv.version"
+            ).fetchall()
         states = tuple(
             ReleaseState(
                 release_id=row["id"],
@@ -240,6 +259,7 @@ class MetricsService:
                 current=row["current"],
                 halted=row["halted"],
                 braked=row["braked"],
+                product=row["product"],
             )
             for row in releases
         )
@@ -267,6 +287,7 @@ class MetricsService:
             enrollments=_counts(enrollments, "result"),
             retention=retention,
             bytes_served=_counts(served, "release", "channel", "platform", "agent_version", "kind"),
+            updater_versions=_counts(updater_versions, "updater_version"),
         )
 
     def trust_root_standing(self) -> TrustRootStanding:
@@ -312,6 +333,7 @@ def _outcomes(
             "channel": state.channel,
             "platform": state.platform,
             "agent_version": state.version,
+            "product": state.product,
         }
         for outcome, reason in _SEEDED_OUTCOMES:
             summed[(state.release_id, outcome, reason)] = 0
@@ -328,6 +350,7 @@ def _outcomes(
             outcome=outcome,
             reason=reason,
             count=count,
+            product=facts[release_id]["product"],
         )
         for (release_id, outcome, reason), count in summed.items()
     ]

@@ -37,6 +37,8 @@ class SlotOutcome:
     # Why a failed or rolled-back run ended so (`ground.contract.OutcomeReason`'s value).
     outcome_reason: str | None = None
     miss_reason: MissReason | None = None
+    # `updater`: the run updated nachtwacht's own agent (its failure says so); else `agent`.
+    product: str = "agent"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +99,7 @@ def notification_body(
                 "version": o.version,
                 "reason": o.outcome_reason,
                 "error": o.error,
+                **({"product": "updater"} if o.product == "updater" else {}),
             }
             for o in sorted(failures, key=lambda o: o.agent_name)
         ],

@@ -66,6 +66,17 @@ def event_line(lang: Language, event: EventView) -> str:
         if by_schedule:
             return lang.gettext("Scheduled update failed.")
         return lang.gettext("Requested update failed.")
+    if event.kind == "update.rolled_back" and event.data.get("product") == "updater":
+        # The old nachtwacht agent restored itself and said why.
+        why = outcome_reason(lang, event.data.get("reason"))
+        if why is None:
+            return lang.gettext(
+                "The update of nachtwacht's own agent to %(version)s was rolled back.",
+                version=event.data.get("to_version") or "?",
+            )
+        return lang.gettext(
+            "The update of nachtwacht's own agent was rolled back: %(reason)s", reason=why
+        )
     if event.kind == "update.rolled_back":
         if by_schedule:
             return lang.gettext("Scheduled update was rolled back.")
@@ -296,6 +307,11 @@ def _named(entry: Mapping[str, Any], what: str) -> NamedAgent:
 def _failure_words(lang: Language, entry: Mapping[str, Any]) -> str:
     why = outcome_reason(lang, entry.get("reason"))
     status = entry.get("status")
+    if status == "rolled_back" and entry.get("product") == "updater":
+        # The old nachtwacht agent restored itself; the managed agent was not touched.
+        if why is None:
+            return lang.gettext("its own nachtwacht agent's update rolled back")
+        return lang.gettext("its own nachtwacht agent's update rolled back: %(reason)s", reason=why)
     if status == "rolled_back":
         if why is None:
             return lang.gettext("rolled back")

@@ -228,7 +228,9 @@ SELECT org_id, slot_at
 
 _SLOT_RUNS = """
 SELECT r.agent_id, a.name AS agent_name, r.status, r.version, r.error, r.miss_reason,
-       r.outcome_reason
+       r.outcome_reason,
+       coalesce((SELECT rel.product FROM releases rel WHERE rel.id = r.release_id), 'agent')
+       AS product
   FROM runs r JOIN agents a ON a.id = r.agent_id
  WHERE r.org_id = %s AND r.slot_at = %s AND r.trigger = 'schedule'
 """

@@ -28,6 +28,9 @@ downgrade, on the signing machine, and published —
 From then on the downgrade is an ordinary offer: hosts on the bad build take it at their next
 slot, through the same caps, windows and verification as any update; hosts that never left the
 older version have nothing to do, and hosts on an even older one update to it.
+
+It rolls back the managed agent's releases; nachtwacht's own agent (the updater) is a product
+line of its own and is not touched.
 """
 
 from __future__ import annotations
@@ -162,7 +165,7 @@ SELECT rel.id, rel.agent_version, rel.manifest_version, rel.manifest, rel.expire
        EXISTS (SELECT 1 FROM release_halts h
                 WHERE h.release_id = rel.id AND h.resumed_at IS NULL) AS halted
   FROM releases rel
- WHERE rel.channel = %s AND rel.platform = %s
+ WHERE rel.channel = %s AND rel.platform = %s AND rel.product = 'agent'
  ORDER BY rel.manifest_version DESC
 """
 

@@ -13,7 +13,9 @@ one no wave ever tried. A marked downgrade is stored as a rollback release and o
 until `releases.rollback` makes it current.
 
 Each pair has its own current release (`current_releases`): publishing for one pair never changes
-what another pair is offered.
+what another pair is offered. The pair is per product (`control_plane.releases.products`): the
+signed manifest says whether the build is the managed agent or nachtwacht's own agent, and an
+operator who names the product they mean to publish is refused a build of the other.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from control_plane.releases.patches import (
     read_patch,
     store_patches,
 )
+from control_plane.releases.products import CURRENT_TABLE, Product, product_of
 from control_plane.releases.rollback import RolledBack, roll_back
 from control_plane.releases.withdrawal import (
     ReleaseList,
@@ -92,6 +95,8 @@ class PublishedRelease:
     current: bool = True
     # For a downgrade: the pair's newest version, the one it goes back from.
     downgrade_from: str | None = None
+    # `agent` (the managed agent) or `updater` (nachtwacht's own agent), as the manifest signs it.
+    product: Product = "agent"
 
 
 def release_view(row: Mapping[str, Any]) -> ReleaseView:
@@ -104,23 +109,30 @@ def release_view(row: Mapping[str, Any]) -> ReleaseView:
     )
 
 
-_CURRENT = (
-    "SELECT rel.id, rel.manifest_version, rel.agent_version, rel.channel, rel.platform,"
-    " rel.length, rel.sha256, rel.manifest, rel.signature"
-    " FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id"
-    " WHERE cur.channel = %s AND cur.platform = %s"
-)
-_CURRENT_FOR_GRANT = _CURRENT + " FOR SHARE OF cur"
+def _current_statement(table: str) -> str:
+    return f"""
+SELECT rel.id, rel.manifest_version, rel.agent_version, rel.channel, rel.platform, rel.length,
+       rel.sha256, rel.manifest, rel.signature, rel.product
+  FROM {table} cur JOIN releases rel ON rel.id = cur.release_id
+ WHERE cur.channel = %s AND cur.platform = %s"""  # noqa: S608 - a constant table name
+
+
+_CURRENT = {product: _current_statement(table) for product, table in CURRENT_TABLE.items()}
 
 
 def current_release(
-    conn: Connection, channel: str, platform: str, *, for_grant: bool = False
+    conn: Connection,
+    channel: str,
+    platform: str,
+    *,
+    for_grant: bool = False,
+    product: Product = "agent",
 ) -> dict[str, Any] | None:
     """The release the pair is offered now, without its bytes; None when it has none.
 
     `for_grant` holds the pair's row FOR SHARE until the transaction ends: grants do not wait for
     each other, but a withdrawal waits for the grants in flight and then revokes their tokens."""
-    statement = _CURRENT_FOR_GRANT if for_grant else _CURRENT
+    statement = _CURRENT[product] + (" FOR SHARE OF cur" if for_grant else "")
     row: dict[str, Any] | None = conn.execute(statement, [channel, platform]).fetchone()
     return row
 
@@ -141,6 +153,7 @@ class ReleaseService:
         stage: object = None,
         allow_downgrade: object = False,
         patches: Mapping[str, bytes] | None = None,
+        product: object = None,
     ) -> PublishedRelease:
         """Check and store a release at `now`. Refuses anything it cannot verify.
 
@@ -150,7 +163,10 @@ class ReleaseService:
         publication).
 
         A downgrade is refused unless `allow_downgrade` (and its signed manifest allows one);
-        then it is stored without becoming current (see the module's docstring)."""
+        then it is stored without becoming current (see the module's docstring).
+
+        `product`, when given, is the product the operator means to publish: a manifest that
+        signs the other one is refused."""
         if stage not in (None, "canary", "everyone"):
             raise InvalidInput("stage", stage, "is not 'canary' or 'everyone'")
         if not isinstance(allow_downgrade, bool):
@@ -158,6 +174,15 @@ class ReleaseService:
         with self._pool.connection() as conn:
             root = newest_trust_root(conn)
         signer, parsed = self._verified(manifest, signature, root)
+        if product is not None and product_of(product) != parsed.product:
+            raise InvalidInput(
+                "manifest.product",
+                parsed.product,
+                f"is not the product being published ({product!r}): the build is nachtwacht's "
+                + ("own agent (the updater)" if parsed.product == "updater" else "managed agent")
+                + "; publish it as that product",
+                code="release_rejected",
+            )
         _check_artifact(artifact, parsed)
         check_patches(patches or {}, parsed)
         _check_not_expired(parsed, now)
@@ -168,6 +193,7 @@ class ReleaseService:
             if same is not None:
                 return _published(same, already=True)
             _refuse_unless_newer(conn, parsed)
+            _refuse_a_taken_manifest_version(conn, parsed)
             newer = _newer_version_of_pair(conn, parsed)
             if newer is not None:
                 _refuse_unmarked_downgrade(parsed, newer, marked=allow_downgrade)
@@ -325,6 +351,7 @@ def _published(
         waves=row["waves"],
         current=bool(row["current"]) if current is None else current,
         downgrade_from=downgrade_from,
+        product=row["product"],
     )
 
 
@@ -383,8 +410,10 @@ _WAVE = """CASE WHEN stage = 'everyone' THEN (SELECT count(*)::integer FROM roll
 
 _SAME = f"""
 SELECT id, manifest_version, agent_version, channel, platform, key_id, sha256, manifest, stage,
-       {_WAVE},
-       EXISTS (SELECT 1 FROM current_releases cur WHERE cur.release_id = releases.id) AS current
+       product, {_WAVE},
+       (EXISTS (SELECT 1 FROM current_releases cur WHERE cur.release_id = releases.id)
+        OR EXISTS (SELECT 1 FROM current_updater_releases cur
+                    WHERE cur.release_id = releases.id)) AS current
   FROM releases WHERE channel = %s AND platform = %s AND manifest_version = %s
 """  # noqa: S608 - constant columns
 
@@ -392,10 +421,11 @@ SELECT id, manifest_version, agent_version, channel, platform, key_id, sha256, m
 _INSERT = f"""
 INSERT INTO releases (manifest_version, agent_version, channel, platform, issued_at, expires,
                       length, sha256, key_id, manifest, signature, published_at, stage,
-                      stage_changed_at, wave)
+                      stage_changed_at, wave, product)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-        CASE WHEN %s = 'everyone' THEN (SELECT count(*) FROM rollout_waves) ELSE 1 END)
-RETURNING id, manifest_version, agent_version, channel, platform, key_id, sha256, stage, {_WAVE}
+        CASE WHEN %s = 'everyone' THEN (SELECT count(*) FROM rollout_waves) ELSE 1 END, %s)
+RETURNING id, manifest_version, agent_version, channel, platform, key_id, sha256, stage, product,
+          {_WAVE}
 """  # noqa: S608 - constant columns
 
 
@@ -411,14 +441,33 @@ def _refuse_unless_newer(conn: Connection, parsed: Manifest) -> None:
     """A release must be newer than its pair's newest: no rollback by publishing an old one."""
     newest = conn.execute(
         "SELECT manifest_version, agent_version FROM releases"
-        " WHERE channel = %s AND platform = %s ORDER BY manifest_version DESC LIMIT 1",
-        [parsed.channel, parsed.platform],
+        " WHERE product = %s AND channel = %s AND platform = %s"
+        " ORDER BY manifest_version DESC LIMIT 1",
+        [parsed.product, parsed.channel, parsed.platform],
     ).fetchone()
     if newest is not None and parsed.manifest_version <= newest["manifest_version"]:
         raise Conflict(
             f"manifest_version: {parsed.manifest_version} is not newer than the newest "
-            f"release of {parsed.channel}/{parsed.platform}, "
+            f"{_product_words(parsed.product)}release of {parsed.channel}/{parsed.platform}, "
             f"{newest['manifest_version']} ({newest['agent_version']})",
+            code="release_not_newer",
+        )
+
+
+def _refuse_a_taken_manifest_version(conn: Connection, parsed: Manifest) -> None:
+    """A manifest_version names one release of its (channel, platform), whatever its product:
+    one the other product's release took is refused by name, not by the constraint."""
+    taken = conn.execute(
+        "SELECT agent_version, channel, platform, product FROM releases"
+        " WHERE channel = %s AND platform = %s AND manifest_version = %s",
+        [parsed.channel, parsed.platform, parsed.manifest_version],
+    ).fetchone()
+    if taken is not None:
+        raise Conflict(
+            f"manifest_version: {parsed.manifest_version} is already the manifest_version of "
+            f"{_product_words(taken['product'])}release {taken['agent_version']} of "
+            f"{taken['channel']}/{taken['platform']} (expected a new one: sign again without "
+            "--manifest-version, or with a larger one)",
             code="release_not_newer",
         )
 
@@ -431,8 +480,9 @@ def _newer_version_of_pair(conn: Connection, parsed: Manifest) -> str | None:
     versions = [
         str(row["agent_version"])
         for row in conn.execute(
-            "SELECT DISTINCT agent_version FROM releases WHERE channel = %s AND platform = %s",
-            [parsed.channel, parsed.platform],
+            "SELECT DISTINCT agent_version FROM releases"
+            " WHERE product = %s AND channel = %s AND platform = %s",
+            [parsed.product, parsed.channel, parsed.platform],
         ).fetchall()
     ]
     if not versions:
@@ -480,8 +530,9 @@ def _refuse_another_build_of_the_version(conn: Connection, parsed: Manifest) -> 
     version the pair never published is no way back (no wave ever ran it)."""
     pair = f"{parsed.channel}/{parsed.platform}"
     before = conn.execute(
-        "SELECT 1 FROM releases WHERE channel = %s AND platform = %s AND agent_version = %s",
-        [parsed.channel, parsed.platform, parsed.agent_version],
+        "SELECT 1 FROM releases"
+        " WHERE product = %s AND channel = %s AND platform = %s AND agent_version = %s",
+        [parsed.product, parsed.channel, parsed.platform, parsed.agent_version],
     ).fetchone()
     if before is None:
         raise InvalidInput(
@@ -494,9 +545,9 @@ def _refuse_another_build_of_the_version(conn: Connection, parsed: Manifest) -> 
         )
     other = conn.execute(
         "SELECT sha256, manifest_version FROM releases"
-        " WHERE channel = %s AND platform = %s AND agent_version = %s AND sha256 <> %s"
-        " ORDER BY manifest_version DESC LIMIT 1",
-        [parsed.channel, parsed.platform, parsed.agent_version, parsed.sha256],
+        " WHERE product = %s AND channel = %s AND platform = %s AND agent_version = %s"
+        " AND sha256 <> %s ORDER BY manifest_version DESC LIMIT 1",
+        [parsed.product, parsed.channel, parsed.platform, parsed.agent_version, parsed.sha256],
     ).fetchone()
     if other is not None:
         raise InvalidInput(
@@ -514,8 +565,9 @@ def _starting_stage(conn: Connection, parsed: Manifest) -> str:
     `everyone` too when the plan has one wave only (there is no earlier wave to start in)."""
     earlier = conn.execute(
         "SELECT (SELECT count(*) FROM rollout_waves) > 1 AS waves, EXISTS (SELECT 1 FROM releases"
-        " WHERE channel = %s AND platform = %s AND withdrawn_at IS NULL) AS earlier",
-        [parsed.channel, parsed.platform],
+        " WHERE product = %s AND channel = %s AND platform = %s AND withdrawn_at IS NULL)"
+        " AS earlier",
+        [parsed.product, parsed.channel, parsed.platform],
     ).fetchone()
     assert earlier is not None
     return "canary" if earlier["waves"] and earlier["earlier"] else "everyone"
@@ -549,6 +601,7 @@ def _insert_release(
             stage,
             now,
             stage,
+            parsed.product,
         ],
     ).fetchone()
     assert row is not None
@@ -565,12 +618,17 @@ def _store_artifact(conn: Connection, row: Mapping[str, Any], artifact: bytes) -
 
 def _make_current(conn: Connection, row: Mapping[str, Any], now: datetime) -> None:
     """The release becomes its pair's current one."""
+    table = CURRENT_TABLE[product_of(row["product"])]
     conn.execute(
-        "INSERT INTO current_releases (channel, platform, release_id, changed_at)"
+        f"INSERT INTO {table} (channel, platform, release_id, changed_at)"  # noqa: S608 - a constant
         " VALUES (%s, %s, %s, %s) ON CONFLICT (channel, platform)"
         " DO UPDATE SET release_id = EXCLUDED.release_id, changed_at = EXCLUDED.changed_at",
         [row["channel"], row["platform"], row["id"], now],
     )
+
+
+def _product_words(product: str) -> str:
+    return "updater " if product == "updater" else ""
 
 
 def _record_published(
@@ -597,5 +655,6 @@ def _record_published(
             "stage": row["stage"],
             "wave": row["wave"],
             "downgrade_from": downgrade_from,
+            "product": row["product"],
         },
     )

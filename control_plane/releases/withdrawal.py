@@ -18,6 +18,7 @@ from uuid import UUID
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
+from control_plane.releases.products import CURRENT_TABLE, Product, product_of
 from control_plane.releases.release_actions import release_row, revoke_release_tokens
 from control_plane.types import Connection
 from ground.contract import Instant
@@ -76,6 +77,8 @@ class ReleaseTrackView:
     channel: str
     platform: str
     releases: tuple[ReleaseEntry, ...]  # newest first
+    # The managed agent's releases, or those of nachtwacht's own agent (the updater).
+    product: Product = "agent"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,12 +135,15 @@ def _locked_release(
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The release, not yet withdrawn, and its pair's current-release row, locked."""
     release = release_row(
-        conn, release_id, "id, agent_version, manifest_version, channel, platform, withdrawn_at"
+        conn,
+        release_id,
+        "id, agent_version, manifest_version, channel, platform, withdrawn_at, product",
     )
     # The pair's row FOR UPDATE waits for the grants in flight (they hold it FOR SHARE): the
     # revocation that follows then sees their tokens, and later grants see the new pointer.
     pointer = conn.execute(
-        "SELECT release_id FROM current_releases WHERE channel = %s AND platform = %s FOR UPDATE",
+        f"SELECT release_id FROM {_table(release)}"  # noqa: S608 - a constant table name
+        " WHERE channel = %s AND platform = %s FOR UPDATE",
         [release["channel"], release["platform"]],
     ).fetchone()
     if release["withdrawn_at"] is not None:
@@ -153,7 +159,7 @@ def _point_pair_at(
 ) -> None:
     """The pair's current release becomes the successor (none: nothing is offered)."""
     conn.execute(
-        "UPDATE current_releases SET release_id = %s, changed_at = %s"
+        f"UPDATE {_table(release)} SET release_id = %s, changed_at = %s"  # noqa: S608 - a constant
         " WHERE channel = %s AND platform = %s",
         [
             None if successor is None else successor["id"],
@@ -164,9 +170,15 @@ def _point_pair_at(
     )
 
 
+def _table(release: dict[str, Any]) -> str:
+    """The table of the current releases of the release's product."""
+    return CURRENT_TABLE[product_of(release["product"])]
+
+
 def _current_of_pair(conn: Connection, release: dict[str, Any]) -> dict[str, Any] | None:
     current: dict[str, Any] | None = conn.execute(
-        "SELECT rel.agent_version, rel.manifest_version FROM current_releases cur"
+        "SELECT rel.agent_version, rel.manifest_version"  # noqa: S608 - a constant table name
+        f" FROM {_table(release)} cur"
         " JOIN releases rel ON rel.id = cur.release_id"
         " WHERE cur.channel = %s AND cur.platform = %s",
         [release["channel"], release["platform"]],
@@ -209,14 +221,15 @@ def _successor(
     if replacement is None:
         found: dict[str, Any] | None = conn.execute(
             "SELECT id FROM releases WHERE channel = %s AND platform = %s AND id <> %s"
-            " AND withdrawn_at IS NULL ORDER BY manifest_version DESC LIMIT 1",
-            [release["channel"], release["platform"], release["id"]],
+            " AND product = %s AND withdrawn_at IS NULL ORDER BY manifest_version DESC LIMIT 1",
+            [release["channel"], release["platform"], release["id"], release["product"]],
         ).fetchone()
         return found
     found = conn.execute(
         "SELECT id FROM releases WHERE channel = %s AND platform = %s AND id <> %s"
-        " AND withdrawn_at IS NULL AND agent_version = %s ORDER BY manifest_version DESC LIMIT 1",
-        [release["channel"], release["platform"], release["id"], replacement],
+        " AND product = %s AND withdrawn_at IS NULL AND agent_version = %s"
+        " ORDER BY manifest_version DESC LIMIT 1",
+        [release["channel"], release["platform"], release["id"], release["product"], replacement],
     ).fetchone()
     if found is None:
         raise InvalidInput(
@@ -231,19 +244,24 @@ def _successor(
 _RELEASES = """
 SELECT rel.id, rel.agent_version, rel.manifest_version, rel.channel, rel.platform,
        rel.published_at, rel.withdrawn_at, rel.withdrawn_reason, rel.withdrawn_by,
-       (cur.release_id IS NOT NULL) AS current
+       rel.product, (cur.release_id IS NOT NULL OR ucur.release_id IS NOT NULL) AS current
   FROM releases rel
   LEFT JOIN current_releases cur ON cur.release_id = rel.id
- ORDER BY rel.channel, rel.platform, rel.manifest_version DESC
+  LEFT JOIN current_updater_releases ucur ON ucur.release_id = rel.id
+ ORDER BY rel.product, rel.channel, rel.platform, rel.manifest_version DESC
 """
 
 # Each live agent's latest reported version (kept on its row as each run records one), matched
 # against the withdrawn versions: looking it up in every agent's runs read a page of the runs
-# table per agent, the page growing colder as the history grows.
+# table per agent, the page growing colder as the history grows. An updater release is matched
+# against the version of nachtwacht's own agent the host reported.
 _AGENTS_ON_WITHDRAWN = """
 SELECT w.id AS release_id, a.id AS agent_id, a.org_id, a.name
   FROM releases w
-  JOIN agents a ON a.deleted_at IS NULL AND a.current_version = w.agent_version
+  JOIN agents a ON a.deleted_at IS NULL
+       AND CASE WHEN w.product = 'updater'
+                THEN (SELECT uv.version FROM agent_updater_versions uv WHERE uv.agent_id = a.id)
+                ELSE a.current_version END = w.agent_version
  WHERE w.withdrawn_at IS NOT NULL
  ORDER BY a.name, a.id
 """
@@ -257,9 +275,10 @@ def list_releases(conn: Connection) -> ReleaseList:
         running.setdefault(row["release_id"], []).append(
             AgentOnRelease(agent_id=row["agent_id"], org_id=row["org_id"], name=row["name"])
         )
-    tracks: dict[tuple[str, str], list[ReleaseEntry]] = {}
+    tracks: dict[tuple[Product, str, str], list[ReleaseEntry]] = {}
     for row in conn.execute(_RELEASES).fetchall():
-        tracks.setdefault((row["channel"], row["platform"]), []).append(
+        key = (product_of(row["product"]), row["channel"], row["platform"])
+        tracks.setdefault(key, []).append(
             ReleaseEntry(
                 id=row["id"],
                 version=row["agent_version"],
@@ -274,7 +293,9 @@ def list_releases(conn: Connection) -> ReleaseList:
         )
     return ReleaseList(
         tracks=tuple(
-            ReleaseTrackView(channel=channel, platform=platform, releases=tuple(entries))
-            for (channel, platform), entries in tracks.items()
+            ReleaseTrackView(
+                channel=channel, platform=platform, releases=tuple(entries), product=product
+            )
+            for (product, channel, platform), entries in tracks.items()
         )
     )

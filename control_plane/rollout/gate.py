@@ -23,6 +23,7 @@ from uuid import UUID
 from control_plane.errors import ClaimRefused
 from control_plane.events.services import record_event
 from control_plane.pins.holds import active_hold
+from control_plane.releases.products import Product
 from control_plane.releases.services import current_release
 from control_plane.rollout.offer import Offer, OfferBasis, offered_release
 from control_plane.types import Connection
@@ -164,12 +165,17 @@ def record_skipped_slot(
 
 
 def _locked_offer(
-    conn: Connection, *, agent_id: UUID, org_id: UUID, track: ReleaseTrack
+    conn: Connection,
+    *,
+    agent_id: UUID,
+    org_id: UUID,
+    track: ReleaseTrack,
+    product: Product = "agent",
 ) -> tuple[Offer, dict[str, Any] | None]:
     """The agent's offer, and its release's row held FOR SHARE (id, agent_version,
     manifest_version, braked_at, halted) so a halt or a release brake waits for this grant and
     then revokes its token; None when nothing is offered."""
-    offer = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track)
+    offer = offered_release(conn, agent_id=agent_id, org_id=org_id, track=track, product=product)
     if offer.release is None:
         return offer, None
     locked: dict[str, Any] | None = conn.execute(
@@ -184,10 +190,18 @@ def _locked_offer(
 
 
 def release_for_grant(
-    conn: Connection, *, agent_id: UUID, org_id: UUID, track: ReleaseTrack
+    conn: Connection,
+    *,
+    agent_id: UUID,
+    org_id: UUID,
+    track: ReleaseTrack,
+    product: Product = "agent",
 ) -> dict[str, Any] | None:
-    """The release to grant (see the module's docstring); None when nothing is offered."""
-    offer, locked = _locked_offer(conn, agent_id=agent_id, org_id=org_id, track=track)
+    """The release of `product` to grant (see the module's docstring); None when nothing is
+    offered."""
+    offer, locked = _locked_offer(
+        conn, agent_id=agent_id, org_id=org_id, track=track, product=product
+    )
     if offer.release is None or locked is None:
         return None
     if locked["halted"] or locked["braked_at"] is not None:

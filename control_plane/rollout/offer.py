@@ -20,6 +20,10 @@ kept_offers`, which asks it for the agents a write made stale): the same rule (`
 read in a few set-based queries whatever the number of agents — one for the agents' own facts
 (`AgentFacts`: pair, pin, canary marks, hold, running version), a few for the releases.
 
+Nachtwacht's own agent, the updater, is a product line of its own
+(`control_plane.releases.products`): its offer follows the same rule over the updater's releases,
+less the pins (a pin names a version of the managed agent).
+
 An offered release that is halted or under its own brake is still the offer — the agent keeps
 following it — but it is not granted (`RefusalCode.RELEASE_HALTED`: a
 scheduled slot is skipped, a manual update refused) until a person resumes it, unless an
@@ -37,6 +41,7 @@ from uuid import UUID
 from psycopg.rows import tuple_row
 
 from control_plane.pins.holds import ActiveHold
+from control_plane.releases.products import CURRENT_TABLE, Product
 from control_plane.rollout.waves import Wave, effective_wave, first_wave, read_plan
 from control_plane.types import Connection
 from ground.contract import DEFAULT_TRACK, ReleaseTrack
@@ -95,23 +100,26 @@ class Offer:
 
 
 OFFER_COLUMNS = """rel.id, rel.agent_version, rel.manifest_version, rel.channel, rel.platform,
-       rel.stage, rel.wave, rel.published_at, halt.reason AS halt_reason,
+       rel.product, rel.stage, rel.wave, rel.published_at, halt.reason AS halt_reason,
        (halt.id IS NOT NULL) AS halted,
        rel.brake_reason, (rel.braked_at IS NOT NULL) AS braked"""
 OFFER_HALT = "LEFT JOIN release_halts halt ON halt.release_id = rel.id AND halt.resumed_at IS NULL"
 
 # The pairs' current releases, of the pairs asked about (`unnest` of the channels, platforms).
-_CURRENT = f"""
+_CURRENT = {
+    product: f"""
 SELECT {OFFER_COLUMNS}
-  FROM current_releases cur JOIN releases rel ON rel.id = cur.release_id {OFFER_HALT}
+  FROM {table} cur JOIN releases rel ON rel.id = cur.release_id {OFFER_HALT}
  WHERE (cur.channel, cur.platform) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
 """  # noqa: S608 - constant columns
+    for product, table in CURRENT_TABLE.items()
+}
 
 # Per (pair, version) asked about: its newest release that is not withdrawn.
 _PINNED = f"""
 SELECT DISTINCT ON (rel.channel, rel.platform, rel.agent_version) {OFFER_COLUMNS}
   FROM releases rel {OFFER_HALT}
- WHERE rel.withdrawn_at IS NULL
+ WHERE rel.withdrawn_at IS NULL AND rel.product = 'agent'
    AND (rel.channel, rel.platform, rel.agent_version)
        IN (SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))
  ORDER BY rel.channel, rel.platform, rel.agent_version, rel.manifest_version DESC
@@ -125,7 +133,7 @@ SELECT DISTINCT ON (rel.channel, rel.platform) {OFFER_COLUMNS}
   JOIN releases rel ON rel.channel = pair.channel AND rel.platform = pair.platform
        AND rel.manifest_version < pair.below
   {OFFER_HALT}
- WHERE rel.withdrawn_at IS NULL
+ WHERE rel.withdrawn_at IS NULL AND rel.product = %s
  ORDER BY rel.channel, rel.platform, (rel.stage = 'everyone') DESC, rel.manifest_version DESC
 """  # noqa: S608 - constant columns
 
@@ -276,7 +284,7 @@ def _pinned_releases(
 
 
 def _previous_releases(
-    conn: Connection, current: dict[Pair, dict[str, Any]], wanted: set[Pair]
+    conn: Connection, current: dict[Pair, dict[str, Any]], wanted: set[Pair], product: Product
 ) -> dict[Pair, dict[str, Any]]:
     """Per pair of `wanted`: the release before its current one (see the module's docstring)."""
     if not wanted:
@@ -288,6 +296,7 @@ def _previous_releases(
             [channel for channel, _ in pairs],
             [platform for _, platform in pairs],
             [current[pair]["manifest_version"] for pair in pairs],
+            product,
         ],
     ).fetchall()
     return {(r["channel"], r["platform"]): r for r in rows}
@@ -299,11 +308,13 @@ def offers_from(
     *,
     tracks: Mapping[UUID, ReleaseTrack] | None = None,
     with_plan: bool = False,
+    product: Product = "agent",
 ) -> Offers:
     """The release each agent is offered (see the module's docstring), on the pair of `tracks`
     (the one a request names), else the one it follows; the releases read in a few queries
     whatever the number of agents. `with_plan`: read the plan of waves even when no offer needs
-    it (the views show each agent's wave)."""
+    it (the views show each agent's wave). `product`: the managed agent's releases, or those of
+    nachtwacht's own agent (pins do not apply to it)."""
     pair_of = {
         f.agent_id: (
             (f.track.channel, f.track.platform)
@@ -315,13 +326,15 @@ def offers_from(
     pairs = sorted(set(pair_of.values()))
     current: dict[Pair, dict[str, Any]] = {}
     if pairs:
-        rows = conn.execute(_CURRENT, [[c for c, _ in pairs], [p for _, p in pairs]]).fetchall()
+        rows = conn.execute(
+            _CURRENT[product], [[c for c, _ in pairs], [p for _, p in pairs]]
+        ).fetchall()
         current = {(r["channel"], r["platform"]): r for r in rows}
     # The waves matter for an agent not pinned on a pair whose current release is a canary.
     in_canary = [
         f
         for f in facts
-        if not f.pinned
+        if not (f.pinned and product == "agent")
         and pair_of[f.agent_id] in current
         and current[pair_of[f.agent_id]]["stage"] != "everyone"
     ]
@@ -339,7 +352,7 @@ def offers_from(
     for f in facts:
         pair = pair_of[f.agent_id]
         release = current.get(pair)
-        if f.pinned:
+        if f.pinned and product == "agent":
             basis[f.agent_id] = "pinned"
             version = f.pin_version or f.running
             if version is not None:
@@ -359,7 +372,10 @@ def offers_from(
         conn, {(*pair_of[a], version) for a, version in pinned_version.items()}
     )
     previous = _previous_releases(
-        conn, current, {pair_of[a] for a, chosen in basis.items() if chosen == "previous"}
+        conn,
+        current,
+        {pair_of[a] for a, chosen in basis.items() if chosen == "previous"},
+        product,
     )
     offers: dict[UUID, Offer] = {}
     for f in facts:
@@ -378,8 +394,14 @@ def offers_from(
 
 
 def offered_release(
-    conn: Connection, *, agent_id: UUID, org_id: UUID, track: ReleaseTrack
+    conn: Connection,
+    *,
+    agent_id: UUID,
+    org_id: UUID,
+    track: ReleaseTrack,
+    product: Product = "agent",
 ) -> Offer:
-    """The release this agent is offered on `track` (see the module's docstring)."""
+    """The release of `product` this agent is offered on `track` (see the module's
+    docstring)."""
     facts = read_facts_of(conn, [(agent_id, org_id)])
-    return offers_from(conn, facts, tracks={agent_id: track}).offers[agent_id]
+    return offers_from(conn, facts, tracks={agent_id: track}, product=product).offers[agent_id]

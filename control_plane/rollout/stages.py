@@ -316,7 +316,10 @@ SELECT rel.id, rel.channel, rel.platform, rel.wave,
        make_interval(mins => coalesce(w.soak_minutes, s.soak_minutes)) AS soak,
        rel.published_at
   FROM releases rel
-  JOIN current_releases cur ON cur.release_id = rel.id
+  -- The managed agent's current releases and those of nachtwacht's own agent move alike.
+  JOIN (SELECT release_id FROM current_releases
+        UNION ALL SELECT release_id FROM current_updater_releases) cur
+    ON cur.release_id = rel.id
  CROSS JOIN rollout_settings s
  CROSS JOIN plan
   JOIN rollout_waves w ON w.position = greatest(1, least(rel.wave, plan.waves - 1))

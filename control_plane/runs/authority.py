@@ -33,7 +33,9 @@ SWITCH_OUTCOMES = frozenset({"succeeded", "rolled_back"})
 _LEASE = """
 SELECT r.id, r.org_id, r.trigger, r.status, r.slot_key, r.slot_at, r.requested_by, r.created_at,
        r.outcome_inferred, t.id AS token_id, t.granted_at, t.expires_at, t.revoked_at,
-       t.revoked_reason, s.catch_up_minutes
+       t.revoked_reason, s.catch_up_minutes,
+       coalesce((SELECT rel.product FROM releases rel WHERE rel.id = r.release_id), 'agent')
+       AS product
   FROM runs r
   LEFT JOIN tokens t ON t.run_id = r.id
  CROSS JOIN platform_settings s

@@ -30,6 +30,7 @@ from control_plane.runs.authority import (
 )
 from control_plane.runs.current_version import report_version
 from control_plane.types import Connection
+from control_plane.updater_versions import note_updater_version
 from ground.contract import AnswerCode, OutcomeReason, format_instant
 
 __all__ = ["Outcome", "record_outcome"]
@@ -44,6 +45,8 @@ class Outcome:
     error: str | None
     reason: str | None
     switched_at: datetime | None
+    # The version of nachtwacht's own agent that sends the report (None: it did not say).
+    updater_version: str | None = None
 
 
 def record_outcome(
@@ -118,9 +121,14 @@ def _finish(
         " WHERE run_id = %s AND revoked_at IS NULL",
         [now, run_id],
     )
-    if reported.version is not None:
-        # What the host runs, authorised or not.
+    # What the host runs, authorised or not: the run's version is the managed agent's, or for
+    # a self-update the version of nachtwacht's own agent (after a rollback, the old one).
+    updater = lease["product"] == "updater"
+    running_updater = reported.version if updater else reported.updater_version
+    if reported.version is not None and not updater:
         report_version(conn, agent_id, reported.version, lease["created_at"])
+    if running_updater is not None:
+        note_updater_version(conn, agent_id, running_updater, now)
     scheduled = lease["trigger"] == "schedule"
     actor: ActorKind = "schedule" if scheduled else "user"
     data: dict[str, Any] = {
@@ -131,6 +139,8 @@ def _finish(
     }
     if reason != reported.reason:
         data["agent_reason"] = reported.reason
+    if updater:
+        data["product"] = "updater"
     if reported.switched_at is not None:
         data["switched_at"] = format_instant(reported.switched_at)
     if refusal is not None:

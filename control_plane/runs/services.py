@@ -34,6 +34,7 @@ from control_plane.runs.views import (
     run_view,
 )
 from control_plane.types import Connection, Pool
+from control_plane.updater_versions import note_updater_version
 from ground.contract import (
     AnswerCode,
     Instant,
@@ -152,10 +153,18 @@ class RunService:
         self._pool = pool
 
     def record_up_to_date(
-        self, agent_id: UUID, slot_key: str, version: object, now: datetime
+        self,
+        agent_id: UUID,
+        slot_key: str,
+        version: object,
+        now: datetime,
+        *,
+        updater_version: object = None,
     ) -> RecordedRun:
-        """Nothing to do: a run row that consumes the slot (idempotent)."""
+        """Nothing to do: a run row that consumes the slot (idempotent). `updater_version`: the
+        version of nachtwacht's own agent the host runs, kept with the agent."""
         version_text = stored_text("version", version, MAX_VERSION_LENGTH)
+        updater_text = stored_text("updater_version", updater_version, MAX_VERSION_LENGTH)
         with self._pool.connection() as conn:
             agent = conn.execute(
                 "SELECT a.org_id, a.update_schedule_enabled AS enabled,"
@@ -196,6 +205,8 @@ class RunService:
                     assert row is not None
                     if version_text is not None:
                         report_version(conn, agent_id, version_text, now)
+                    if updater_text is not None:
+                        note_updater_version(conn, agent_id, updater_text, now)
                     record_event(
                         conn,
                         org_id=agent["org_id"],
@@ -241,6 +252,7 @@ class RunService:
         now: datetime,
         reason: OutcomeReason | None = None,
         switched_at: datetime | None = None,
+        updater_version: object = None,
     ) -> RunView:
         """The outcome of a claimed run: only its agent, only from `claimed`, idempotent.
 
@@ -259,6 +271,7 @@ class RunService:
             reason=None if reason is None else OutcomeReason(reason).value,
             # A switch cannot have happened after the report arrived.
             switched_at=None if switched_at is None else min(switched_at, now),
+            updater_version=stored_text("updater_version", updater_version, MAX_VERSION_LENGTH),
         )
         with self._pool.connection() as conn:
             with conn.transaction():

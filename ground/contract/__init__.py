@@ -34,6 +34,7 @@ from ground.contract.messages import (
     OfferNote,
     OutcomeReport,
     OutcomeStatus,
+    Product,
     ReleaseName,
     ReleaseTrack,
     ReleaseView,
@@ -85,6 +86,7 @@ __all__ = [
     "OutcomeReason",
     "OutcomeReport",
     "OutcomeStatus",
+    "Product",
     "RefusalCode",
     "ReleaseName",
     "ReleaseTrack",
@@ -111,7 +113,9 @@ API_PREFIX = f"/v{API_VERSION}"
 # decimal integer in `CONTRACT_VERSION_HEADER`.
 #   1   agents from before this header: they send none, and are served as version 1
 #   2   the header itself, and `AgentConfig.contract_version`
-CONTRACT_VERSION = 2
+#   3   nachtwacht's own agent as a product: `AgentConfig.updater_release`, `ClaimRequest.product`
+#       and `ClaimGrant.product`, `updater_version` in the claim and the run reports
+CONTRACT_VERSION = 3
 CONTRACT_VERSION_HEADER = "X-Nachtwacht-Contract"
 
 # Every answer the control plane gives (304s and errors included) carries its clock's reading at

@@ -79,6 +79,8 @@ ReleaseName = Annotated[str, StringConstraints(pattern=RELEASE_NAME_PATTERN)]
 
 # `succeeded`, `failed` or `rolled_back`: the end of a claimed run as the agent reports it.
 OutcomeStatus = Literal["succeeded", "failed", "rolled_back"]
+# The two programs a release can be: the managed agent, or nachtwacht's own agent (the updater).
+Product = Literal["agent", "updater"]
 
 
 def _known_zone(name: str) -> str:
@@ -218,6 +220,10 @@ class AgentConfig(_Answer):
     # The contract the control plane speaks (`CONTRACT_VERSION`, also in every answer's header);
     # absent from a control plane older than it.
     contract_version: int | None = Field(default=None, strict=True, ge=1)
+    # The release of nachtwacht's own agent (the updater) this host should run, on the same pair;
+    # absent while none is published for it, and from a control plane older than it. An agent
+    # older than it ignores it.
+    updater_release: ReleaseView | None = None
     server_time: Instant | None = None
 
 
@@ -262,6 +268,11 @@ class ClaimRequest(_Request):
     # DEFAULT_CHANNEL and DEFAULT_PLATFORM, so an agent older than channels keeps working.
     channel: ReleaseName | None = Field(default=None, examples=["stable"])
     platform: ReleaseName | None = Field(default=None, examples=["linux-x86_64"])
+    # Which program the claim updates: the managed agent (absent: every agent before the field)
+    # or nachtwacht's own agent, the updater, whose release the config offers apart.
+    product: Product = "agent"
+    # The version of nachtwacht's own agent making the claim (absent: an agent from before it).
+    updater_version: Version | None = Field(default=None, examples=["1.4.0"])
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ClaimRequest:
@@ -298,6 +309,9 @@ class ClaimGrant(_Answer):
     slot_key: SlotKeyText | None = None
     token: TokenView
     release: ClaimedRelease
+    # The program the release is a build of (the claim's `product`); absent from a control plane
+    # older than it, which granted only the managed agent.
+    product: Product = "agent"
 
 
 # -- POST /v1/agent/runs, PATCH /v1/agent/runs/{run_id} -------------------------------------------
@@ -309,6 +323,7 @@ class NothingToDoReport(_Request):
     slot_key: SlotKeyText = Field(examples=["2026-11-30T03:00"])
     status: Literal["up_to_date"]
     version: Version | None = None
+    updater_version: Version | None = Field(default=None, examples=["1.4.0"])
 
 
 class OutcomeReport(_Request):
@@ -321,6 +336,9 @@ class OutcomeReport(_Request):
     # run that switched; the control plane refuses a switch outside the window or after its token
     # was revoked (`AnswerCode.OUTCOME_NOT_AUTHORISED`).
     switched_at: Instant | None = None
+    # The version of nachtwacht's own agent sending the report: after a self-update that rolled
+    # back, the old one that restored itself and reports why.
+    updater_version: Version | None = Field(default=None, examples=["1.4.0"])
 
 
 # -- POST /v1/agent/runs/{run_id}/confirm ---------------------------------------------------------

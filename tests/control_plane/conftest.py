@@ -19,6 +19,7 @@ from control_plane.database import open_pool
 from control_plane.registry import Services, build_services
 from control_plane.types import Pool
 from signed_release.keys import key_id
+from signed_release.manifest import Product
 from tests.worlds.clocks import ManualClock
 from tests.worlds.releases import ReleaseFactory
 
@@ -68,6 +69,7 @@ def sign_release(
     channel: str = "stable",
     platform: str = "linux-x86_64",
     allow_downgrade: bool = False,
+    product: Product = "agent",
 ) -> SignedRelease:
     content = artifact if artifact is not None else bytes(range(256)) * 40
     release = ReleaseFactory(key=key).sign(
@@ -80,6 +82,7 @@ def sign_release(
         channel=channel,
         platform=platform,
         allow_downgrade=allow_downgrade,
+        product=product,
     )
     return SignedRelease(
         manifest=release.manifest_bytes,

@@ -248,3 +248,23 @@ def test_docs_load_nothing_from_elsewhere(panel_world: PanelWorld) -> None:
     assert len(script.content) > 100_000
     assert css.status_code == 200
     assert not any(path.startswith("/panel") for path in schema.json()["paths"])
+
+
+def test_the_agent_page_and_list_show_the_version_of_nachtwachts_own_agent(
+    panel_world: PanelWorld,
+) -> None:
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        before = client.get(f"/panel/agents/{panel_world.agent_id}")
+    assert '<dd id="updater-version">unknown</dd>' in before.text
+    # As a host's claim or run report keeps it.
+    with psycopg.connect(panel_world.server.database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO agent_updater_versions (agent_id, version, reported_at)"
+            " VALUES (%s, '2.1.0', now())",
+            [panel_world.agent_id],
+        )
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        page = client.get(f"/panel/agents/{panel_world.agent_id}")
+        listed = client.get("/panel/agents")
+    assert '<dd id="updater-version">2.1.0</dd>' in page.text
+    assert "nachtwacht agent 2.1.0" in listed.text

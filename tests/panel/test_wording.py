@@ -14,6 +14,7 @@ from control_plane.accounts.services import (
     UNNAMED_PANEL_KEY,
 )
 from control_plane.events.services import Actor, EventView
+from control_plane.notifications.summary import SlotOutcome, notification_body
 from control_plane.panel.event_wording import (
     NAMED_AGENTS,
     event_line,
@@ -360,3 +361,51 @@ def test_a_key_the_control_plane_named_is_named_in_the_readers_language(code: st
         assert key_name(lang, generated) != generated
     # A name someone gave is theirs, even one that starts like a generated one.
     assert key_name(lang, "first panel key of Bram") == "first panel key of Bram"
+
+
+def test_a_self_update_rolled_back_says_so_and_why_in_every_language() -> None:
+    at = datetime(2027, 3, 29, 1, 0, tzinfo=UTC)
+    event = _event(
+        "update.rolled_back",
+        "schedule",
+        at,
+        version="2.0.0",
+        reason="health_check_failed",
+        product="updater",
+    )
+    en = event_line(Language("en"), event)
+    assert en.startswith("The update of nachtwacht's own agent was rolled back: ")
+    assert en != event_line(Language("en"), _event("update.rolled_back", "schedule", at))
+    for code in ("de", "es", "fr", "it", "nl", "pl", "pt", "sv"):
+        assert event_line(Language(code), event) != en, code
+
+
+def test_a_notification_names_a_host_whose_own_agents_update_rolled_back_and_why() -> None:
+    at = datetime(2027, 3, 29, 1, 0, tzinfo=UTC)
+    rolled = SlotOutcome(
+        agent_id=uuid4(),
+        agent_name="db-01",
+        status="rolled_back",
+        version="2.0.0",
+        outcome_reason="health_check_failed",
+        product="updater",
+    )
+    managed = SlotOutcome(
+        agent_id=uuid4(),
+        agent_name="db-02",
+        status="rolled_back",
+        version="1.4.1",
+        outcome_reason="health_check_failed",
+    )
+    body = notification_body(
+        slot_key="2027-03-29T03:00",
+        slot_at=at,
+        zone=ZoneInfo("Europe/Amsterdam"),
+        outcomes=[rolled, managed],
+        newly_named_failures=[rolled.agent_id, managed.agent_id],
+        stale=[],
+    )
+    named = {a.name: a.what for a in notification_agents(Language("en"), body).agents}
+    assert named["db-01"].startswith("its own nachtwacht agent's update rolled back: ")
+    assert named["db-02"].startswith("rolled back: ")
+    assert named["db-01"].split(": ", 1)[1] == named["db-02"].split(": ", 1)[1]

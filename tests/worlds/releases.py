@@ -24,7 +24,7 @@ from nachtwacht.demo_world.demo_agent import Fault, build_demo_agent
 from nachtwacht.demo_world.errors import WorldError
 from signed_release.artifact import describe_artifact
 from signed_release.keys import key_id
-from signed_release.manifest import Manifest
+from signed_release.manifest import Manifest, Product
 from signed_release.signature import sign_manifest
 
 __all__ = ["Release", "ReleaseFactory"]
@@ -92,6 +92,7 @@ class ReleaseFactory:
         allow_downgrade: bool = False,
         unpacked_size: int | None = None,
         key: Ed25519PrivateKey | None = None,
+        product: Product = "agent",
     ) -> Release:
         """A manifest for `artifact`, signed; `unpacked_size` is measured unless given (a build that
         is not a tar.gz, for the attack tests and the benchmarks, needs it given)."""
@@ -100,7 +101,7 @@ class ReleaseFactory:
             workdir.mkdir(parents=True, exist_ok=True)
             path = workdir / f"sign-{hashlib.sha256(artifact).hexdigest()}.tar.gz"
             path.write_bytes(artifact)
-            unpacked_size = describe_artifact(path).unpacked_size
+            unpacked_size = describe_artifact(path, product=product).unpacked_size
         issued = issued_at or self.issued_at
         manifest = Manifest(
             manifest_version=manifest_version,
@@ -113,6 +114,7 @@ class ReleaseFactory:
             sha256=hashlib.sha256(artifact).hexdigest(),
             unpacked_size=unpacked_size,
             allow_downgrade=allow_downgrade,
+            product=product,
         )
         data = manifest.to_bytes()
         return Release(

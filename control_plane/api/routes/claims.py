@@ -74,7 +74,13 @@ def _claim(
             credential.secret_sha256, body.slot_key, body.from_version, now, track=body.track
         )
         found = services.claims.claim_slot_as(
-            credential.secret_sha256, body.slot_key, body.from_version, now, track=body.track
+            credential.secret_sha256,
+            body.slot_key,
+            body.from_version,
+            now,
+            track=body.track,
+            product=body.product,
+            updater_version=body.updater_version,
         )
         if found is not None:
             return found

@@ -66,6 +66,12 @@ class ReleaseBody(BaseModel):
         " current; its signed manifest must allow a downgrade too (else every agent on a newer"
         " version refuses it)",
     )
+    product: Literal["agent", "updater"] | None = Field(
+        default=None,
+        description="the product meant: `agent` (the managed agent) or `updater` (nachtwacht's"
+        " own agent); a manifest that signs the other is refused (422 `release_rejected`);"
+        " default: the one the manifest signs",
+    )
 
 
 def _decoded(field: str, value: str) -> bytes:
@@ -116,6 +122,7 @@ def publish_release(
             base: _decoded(f"patches_b64.{base[:16]}", value)
             for base, value in body.patches_b64.items()
         },
+        product=body.product,
     )
     if published.already_published:
         response.status_code = 200

@@ -63,7 +63,7 @@ def nothing_to_do(
     """Already on the newest release: a run row that consumes the slot (201, or 200 again)."""
     assert caller.agent_id is not None
     recorded = services_of(request).runs.record_up_to_date(
-        caller.agent_id, body.slot_key, body.version, now
+        caller.agent_id, body.slot_key, body.version, now, updater_version=body.updater_version
     )
     return recorded_run(recorded, response)
 
@@ -91,6 +91,7 @@ def report_outcome(
         now=now,
         reason=body.reason,
         switched_at=body.switched_at,
+        updater_version=body.updater_version,
     )
 
 

@@ -22,6 +22,7 @@ from agent_daemon.errors import (
     VersionDowngrade,
     WrongChannel,
     WrongPlatform,
+    WrongProduct,
 )
 from agent_daemon.updater.verify import MAX_ISSUED_AT_SKEW, verify_release
 from signed_release.signature import sign_manifest
@@ -103,6 +104,12 @@ def test_a_signed_but_malformed_manifest(factory: ReleaseFactory, data: bytes) -
                      "'linux-aarch64' is not this host's 'linux-x86_64'", id="wrong_platform"),
         pytest.param({"channel": "beta"}, {}, WrongChannel,
                      "'beta' is not the followed channel 'stable'", id="wrong_channel"),
+        pytest.param({"product": "updater"}, {}, WrongProduct,
+                     "product 'updater' is not the 'agent' being updated",
+                     id="updater_build_as_the_agent"),
+        pytest.param({}, {"product": "updater"}, WrongProduct,
+                     "product 'agent' is not the 'updater' being updated",
+                     id="agent_build_as_the_updater"),
         pytest.param({"expires_in": timedelta(minutes=59)}, {}, ManifestExpired,
                      "expired at 2026-11-30T02:59:00Z", id="expired"),
         pytest.param({}, {"now": ISSUED + timedelta(days=30)}, ManifestExpired,
@@ -129,6 +136,12 @@ def test_policy_refusals(
     candidate = release(factory, **options)
     with pytest.raises(error, match=message):
         verify(factory, candidate.manifest_bytes, candidate.signature, **policy)
+
+
+def test_an_updater_build_is_verified_as_the_updater(factory: ReleaseFactory) -> None:
+    candidate = release(factory, product="updater")
+    verified = verify(factory, candidate.manifest_bytes, candidate.signature, product="updater")
+    assert verified.manifest.product == "updater"
 
 
 def test_a_downgrade_the_manifest_allows_is_accepted(factory: ReleaseFactory) -> None:

@@ -36,6 +36,7 @@ def test_config_carries_schedule_zone_window_brake_and_server_time(
         "offer_note": None,
         "trust_root_version": None,
         "contract_version": CONTRACT_VERSION,
+        "updater_release": None,
         "server_time": "2026-10-25T00:50:00Z",
     }
     assert response.headers[SERVER_TIME] == "2026-10-25T00:50:00Z"

@@ -1,0 +1,156 @@
+"""Nachtwacht's own agent (the updater) updated through the managed agent's path, up to the install.
+
+A granted self-update is verified and downloaded by the very code that verifies and downloads a
+managed agent's build: `verify.verify_release` — here with `product="updater"`, so a managed
+agent's build offered as the updater is refused (`WrongProduct`), as the managed updater refuses
+an updater build — and `download.fetch.download_artifact`, from the same artifact sources. What
+follows, installing the verified bundle beside the running updater, switching to it and restoring
+the old one when the new one does not check in, is the host's mechanism: this module ends at
+`SelfInstall`, a function taking the verified artifact's path and its version.
+
+    apply(request)
+      verify (product updater, this host's platform and channel, expiry, no downgrade)
+        ─► download (the signed length and sha256, resumable)
+        ─► confirm (the run's token still good, its window open: `swap_gate`)
+        ─► install(path, version)
+
+`running_version` is None when no `SelfInstall` is given: the daemon then never plans a
+self-update (`minute.decision`). The outcome the seam returns is the one known when `install`
+returns; a self-update that the host's mechanism rolls back is reported by the old updater, with
+its reason, as the run's `rolled_back` outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from agent_daemon.errors import UpdateError
+from agent_daemon.updater.download.artifact_source import (
+    control_origin,
+    parse_origin,
+    resolve_source,
+)
+from agent_daemon.updater.download.fetch import ArtifactSpec, DownloadLimits, download_artifact
+from agent_daemon.updater.failure_reasons import describe, failure_reason
+from agent_daemon.updater.release_keys import trusted_release_keys
+from agent_daemon.updater.swap_gate import SwapAllowed, SwapUnanswered
+from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
+from agent_daemon.updater.updater_settings import UpdaterSettings
+from agent_daemon.updater.verify import verify_release
+from ground.clock import Clock
+from ground.contract import OutcomeReason
+
+__all__ = ["SelfInstall", "SelfUpdater"]
+
+# The host's mechanism: install the verified bundle at this path as this version of the updater
+# and switch to it. Raises on failure (nothing switched); returns when the switch is under way.
+SelfInstall = Callable[[Path, str], None]
+
+
+class SelfUpdater:
+    def __init__(
+        self,
+        *,
+        settings: UpdaterSettings,
+        client: httpx.Client,
+        clock: Clock,
+        running: str | None,
+        install: SelfInstall | None,
+    ) -> None:
+        self._settings = settings
+        self._client = client
+        self._clock = clock
+        self._running = running
+        self._install = install
+        self._staging = settings.state_dir / "staging-updater"
+
+    def running_version(self) -> str | None:
+        """The version of the updater running here, when this host can update it; else None."""
+        return self._running if self._install is not None else None
+
+    def apply(self, request: UpdateRequest) -> UpdateOutcome:
+        """Verify, download and hand the bundle to the host's mechanism. Refusals and failures
+        are outcomes; the running updater is untouched in every one of them."""
+        try:
+            return self._apply(request)
+        except (UpdateError, OSError) as exc:
+            reason, retry = failure_reason(exc)
+            return UpdateOutcome(
+                status="failed",
+                version=self._running,
+                error=str(exc) if isinstance(exc, UpdateError) else describe(exc),
+                run_id=request.run_id,
+                reason=reason,
+                retry=retry,
+            )
+
+    def _apply(self, request: UpdateRequest) -> UpdateOutcome:
+        install = self._install
+        if install is None:
+            return UpdateOutcome(
+                status="failed",
+                version=self._running,
+                error="this host has no way to update nachtwacht's own agent",
+                run_id=request.run_id,
+                reason=OutcomeReason.INSTALL_FAILED,
+            )
+        now = self._clock.now()
+        source = resolve_source(
+            request.artifact_url,
+            control=control_origin(self._client),
+            allowed=tuple(parse_origin(o) for o in self._settings.artifact_origins),
+        )
+        verified = verify_release(
+            request.manifest,
+            request.signature,
+            trusted_release_keys(self._settings, now),
+            installed_version=self._running,
+            floor=None,
+            now=now,
+            platform=self._settings.platform,
+            channel=self._settings.channel,
+            product="updater",
+        )
+        manifest = verified.manifest
+        path = download_artifact(
+            self._client,
+            ArtifactSpec(
+                url=request.artifact_url,
+                sha256=manifest.sha256,
+                length=manifest.length,
+                unpacked_size=manifest.unpacked_size,
+            ),
+            staging=self._staging,
+            install_root=self._settings.install_root,
+            limits=DownloadLimits(
+                read_timeout=self._clock.real_seconds(self._settings.download_read_timeout_seconds),
+                deadline=self._clock.real_seconds(self._settings.download_deadline_seconds),
+                disk_reserve_bytes=self._settings.disk_reserve_bytes,
+            ),
+            send_credential=source.send_credential,
+        )
+        switched_at = None
+        if request.confirm_swap is not None:
+            # Revocation is honoured up to the switch, as for the managed agent.
+            verdict = request.confirm_swap()
+            if not isinstance(verdict, SwapAllowed):
+                return UpdateOutcome(
+                    status="failed",
+                    version=self._running,
+                    error=verdict.error,
+                    run_id=request.run_id,
+                    reason=verdict.reason,
+                    retry=isinstance(verdict, SwapUnanswered),
+                )
+            switched_at = verdict.at
+        install(path, verified.version)
+        return UpdateOutcome(
+            status="succeeded",
+            version=verified.version,
+            error=None,
+            run_id=request.run_id,
+            switched_at=switched_at,
+        )
