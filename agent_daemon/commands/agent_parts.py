@@ -18,12 +18,14 @@ from ground.clock import Clock
 from ground.contract import ReleaseTrack
 
 if TYPE_CHECKING:
+    from agent_daemon.updater.self_update_seam import SelfInstall, SelfUpdater
     from agent_daemon.updater.updater import Updater
 
 __all__ = [
     "CONFIG_CACHE_NAME",
     "OUTBOX_DIR_NAME",
     "STATE_FILE_NAME",
+    "build_self_updater",
     "build_updater",
     "http_client_for",
     "track_of",
@@ -53,6 +55,23 @@ def build_updater(
         return Updater(settings=settings.updater, client=http, clock=clock, on_progress=on_progress)
 
     return UpdaterOnDemand(settings=settings.updater, build=build)
+
+
+def build_self_updater(
+    settings: AgentSettings,
+    *,
+    http: httpx.Client,
+    clock: Clock,
+    running: str | None,
+    install: SelfInstall,
+) -> SelfUpdater:
+    """The updater of nachtwacht's own agent, for a host that can install its builds."""
+    # Imported here: a daemon that cannot update itself does not hold the verification code.
+    from agent_daemon.updater.self_update_seam import SelfUpdater
+
+    return SelfUpdater(
+        settings=settings.updater, client=http, clock=clock, running=running, install=install
+    )
 
 
 def http_client_for(

@@ -21,6 +21,7 @@ import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -28,6 +29,7 @@ from agent_daemon.commands.agent_parts import (
     CONFIG_CACHE_NAME,
     OUTBOX_DIR_NAME,
     STATE_FILE_NAME,
+    build_self_updater,
     build_updater,
     http_client_for,
     track_of,
@@ -53,10 +55,12 @@ from agent_daemon.minute.trust_root_follow import TrustRootFollower
 from agent_daemon.self_update.own_builds import running_build
 from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn, read_switch_outcome
 from agent_daemon.settings import AgentPaths, AgentSettings, load_settings
-from agent_daemon.updater.self_update_seam import SelfInstall, SelfUpdater
 from ground.clock import Clock, ClockConfigError, clock_from_env
 from ground.contract import AgentConfig
 from signed_release.errors import ReleaseError
+
+if TYPE_CHECKING:
+    from agent_daemon.updater.self_update_seam import SelfInstall
 
 __all__ = ["EXIT_CONFIG_ERROR", "EXIT_START_FAILED", "DaemonParts", "build_daemon", "run_daemon"]
 
@@ -133,9 +137,11 @@ def build_daemon(
             log=log,
             expiry_now=expiry_clock.now,
         ),
-        self_update=SelfUpdater(
-            settings=settings.updater,
-            client=download_http,
+        self_update=None
+        if self_install is None
+        else build_self_updater(
+            settings,
+            http=download_http,
             clock=expiry_clock,
             running=updater_version,
             install=self_install,

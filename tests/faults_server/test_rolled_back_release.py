@@ -92,14 +92,19 @@ def test_the_next_slot_for_the_release_it_rolled_back_is_skipped_without_a_token
 
 
 def test_asking_again_for_the_skipped_slot_is_still_no_token(
-    api: Api, agent: Agent, rolled_back: dict[str, Any], clock: ManualClock
+    api: Api, agent: Agent, rolled_back: dict[str, Any], clock: ManualClock, pool: Pool
 ) -> None:
+    # The rollback is answered before the slot (the contract's order): asked again, the same
+    # refusal, and still the one skipped run.
     clock.set(NEXT_NIGHT + timedelta(minutes=1))
     assert _claim(api, agent, NEXT_SLOT).status_code == 409
     clock.set(NEXT_NIGHT + timedelta(minutes=2))
     again = _claim(api, agent, NEXT_SLOT)
     assert again.status_code == 409
-    assert again.json()["detail"]["code"] == RefusalCode.SLOT_CONSUMED.value
+    assert again.json()["detail"]["code"] == RefusalCode.RELEASE_ROLLED_BACK.value
+    with pool.connection() as conn:
+        runs = conn.execute("SELECT status FROM runs WHERE slot_key = %s", [NEXT_SLOT]).fetchall()
+    assert [row["status"] for row in runs] == ["skipped"]
 
 
 def test_a_newer_release_is_offered_again(
@@ -184,9 +189,11 @@ def test_a_retry_for_an_agent_that_does_not_exist_is_not_found(api: Api, operato
     assert response.status_code == 404
 
 
-def test_a_full_cap_refuses_before_the_rollback_is_looked_at(
+def test_the_rollback_is_answered_before_a_full_cap(
     api: Api, agent: Agent, rolled_back: dict[str, Any], clock: ManualClock, pool: Pool
 ) -> None:
+    # The contract's order: what stops this agent's release (a halt, its own rollback) comes
+    # before the caps, so a full round does not hide it behind `org_cap` at every slot.
     clock.set(NEXT_NIGHT + timedelta(minutes=1))
     with pool.connection() as conn:
         conn.execute(
@@ -194,11 +201,10 @@ def test_a_full_cap_refuses_before_the_rollback_is_looked_at(
             [NEXT_NIGHT + timedelta(minutes=1), agent.org_id],
         )
     response = _claim(api, agent, NEXT_SLOT)
-    assert response.json()["detail"]["code"] == RefusalCode.ORG_CAP.value
+    assert response.json()["detail"]["code"] == RefusalCode.RELEASE_ROLLED_BACK.value
     with pool.connection() as conn:
-        assert (
-            conn.execute("SELECT 1 FROM runs WHERE slot_key = %s", [NEXT_SLOT]).fetchone() is None
-        )
+        runs = conn.execute("SELECT status FROM runs WHERE slot_key = %s", [NEXT_SLOT]).fetchall()
+    assert [row["status"] for row in runs] == ["skipped"]
 
 
 def test_another_hosts_rollback_does_not_skip_this_one(
