@@ -36,8 +36,8 @@ from control_plane.accounts.sessions import (
     ABSOLUTE_LIFETIME,
     IDLE_LIMIT,
     MAX_SESSION_SECRET,
-    TOUCH_EVERY,
     OpenedSession,
+    touch_if_due,
 )
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
@@ -413,12 +413,7 @@ class PeopleService:
             ).fetchone()
             if row is None:
                 return None
-            if now - row["last_seen_at"] >= TOUCH_EVERY:
-                conn.execute(
-                    "UPDATE person_sessions SET last_seen_at = %s WHERE secret_sha256 = %s"
-                    " AND last_seen_at < %s",
-                    [now, digest, now],
-                )
+            touch_if_due(conn, "person_sessions", digest, row["last_seen_at"], now)
         return PersonSession(
             person_id=row["person_id"],
             org_id=row["org_id"],

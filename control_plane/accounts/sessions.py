@@ -6,10 +6,13 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Literal
 from uuid import UUID
 
+from psycopg import sql
+
 from control_plane.accounts.credentials import Audience, secret_sha256
-from control_plane.types import Pool
+from control_plane.types import Connection, Pool
 
 __all__ = [
     "ABSOLUTE_LIFETIME",
@@ -17,6 +20,7 @@ __all__ = [
     "OpenedSession",
     "PanelSession",
     "SessionService",
+    "touch_if_due",
 ]
 
 # A working day at most, and half an hour without a request ends a panel session: a panel left
@@ -105,12 +109,7 @@ class SessionService:
             ).fetchone()
             if row is None:
                 return None
-            if now - row["last_seen_at"] >= TOUCH_EVERY:
-                conn.execute(
-                    "UPDATE panel_sessions SET last_seen_at = %s WHERE secret_sha256 = %s"
-                    " AND last_seen_at < %s",
-                    [now, digest, now],
-                )
+            touch_if_due(conn, "panel_sessions", digest, row["last_seen_at"], now)
         return PanelSession(
             credential_id=row["credential_id"],
             audience=Audience(row["audience"]),
@@ -126,3 +125,22 @@ class SessionService:
             conn.execute(
                 "DELETE FROM panel_sessions WHERE secret_sha256 = %s", [secret_sha256(secret)]
             )
+
+
+def touch_if_due(
+    conn: Connection,
+    table: Literal["panel_sessions", "person_sessions"],
+    digest: str,
+    last_seen_at: datetime,
+    now: datetime,
+) -> None:
+    """Move a found session's `last_seen_at` to `now`, at most every `TOUCH_EVERY`: browsing
+    keeps a session alive without a write on every page."""
+    if now - last_seen_at < TOUCH_EVERY:
+        return
+    conn.execute(
+        sql.SQL(
+            "UPDATE {} SET last_seen_at = %s WHERE secret_sha256 = %s AND last_seen_at < %s"
+        ).format(sql.Identifier(table)),
+        [now, digest, now],
+    )

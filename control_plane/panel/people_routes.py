@@ -8,7 +8,7 @@ signed-in browser holds no session."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
@@ -22,7 +22,7 @@ from control_plane.accounts.people import (
     SignInRefused,
 )
 from control_plane.panel import backend, oidc_routes, people_backend
-from control_plane.panel.csrf import new_signin_token, tokens_match
+from control_plane.panel.csrf import tokens_match
 from control_plane.panel.readers import Csrf, customer_of, customer_post, operator_of, operator_post
 from control_plane.panel.web import (
     PREFIX,
@@ -32,6 +32,7 @@ from control_plane.panel.web import (
     context_of,
     not_found,
     page,
+    public_form_page,
     redirect,
 )
 
@@ -121,24 +122,6 @@ def remove(request: Request, person_id: str, csrf: Csrf = "") -> Response:
     return redirect(f"{PREFIX}/people?removed=1")
 
 
-def _public_page(
-    ctx: PanelContext, template: str, status_code: int = 200, **values: Any
-) -> Response:
-    """A form shown before any session: it carries a fresh double-submit token."""
-    token = new_signin_token()
-    response = page(ctx, template, status_code=status_code, signin_token=token, **values)
-    response.set_cookie(
-        SIGNIN_COOKIE,
-        token,
-        max_age=3600,
-        path=PREFIX,
-        httponly=True,
-        secure=ctx.secure,
-        samesite="strict",
-    )
-    return response
-
-
 def _invitation_refused(ctx: PanelContext, reason: str) -> Response:
     return page(ctx, "invitation_refused.html", status_code=410, reason=reason)
 
@@ -150,7 +133,7 @@ def invitation(request: Request, token: str) -> Response:
         person = people_backend.invitation(ctx.services, token, now=ctx.now)
     except InvitationRefused as exc:
         return _invitation_refused(ctx, exc.reason)
-    return _public_page(ctx, "invitation.html", person=person, min_password=MIN_PASSWORD)
+    return public_form_page(ctx, "invitation.html", person=person, min_password=MIN_PASSWORD)
 
 
 @router.post("/invitation/{token}")
@@ -179,7 +162,7 @@ def accept_invitation(
         except backend.Refused:
             error = "short"
     if error is not None:
-        return _public_page(
+        return public_form_page(
             ctx,
             "invitation.html",
             status_code=422,
@@ -204,7 +187,7 @@ def _code_page(
             "secret": pending.totp_secret,
             "uri": otpauth_uri(pending.totp_secret, pending.person.email),
         }
-    response = _public_page(
+    response = public_form_page(
         ctx, "sign_in_code.html", status_code=status_code, setup=setup, error=error
     )
     if pending_secret is not None:

@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from control_plane.accounts.credentials import Audience
 from control_plane.panel import backend
-from control_plane.panel.csrf import new_signin_token, tokens_match
+from control_plane.panel.csrf import tokens_match
 from control_plane.panel.i18n import LANGUAGES
 from control_plane.panel.readers import Csrf
 from control_plane.panel.web import (
@@ -20,7 +20,7 @@ from control_plane.panel.web import (
     PanelContext,
     context_of,
     csrf_ok,
-    page,
+    public_form_page,
     redirect,
     refused,
     safe_next,
@@ -52,26 +52,14 @@ def _signin_page(
     notice: str | None = None,
     person_error: str | None = None,
 ) -> Response:
-    token = new_signin_token()
-    response = page(
+    return public_form_page(
         ctx,
         "sign_in.html",
         status_code=401 if error or person_error else 200,
-        signin_token=token,
         error=error,
         notice=notice,
         person_error=person_error,
     )
-    response.set_cookie(
-        SIGNIN_COOKIE,
-        token,
-        max_age=3600,
-        path=PREFIX,
-        httponly=True,
-        secure=ctx.secure,
-        samesite="strict",
-    )
-    return response
 
 
 @router.get("/sign-in")

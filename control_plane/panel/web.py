@@ -22,7 +22,7 @@ from control_plane.accounts.credentials import Audience
 from control_plane.accounts.sessions import PanelSession
 from control_plane.panel import backend, rollout_backend, wording
 from control_plane.panel.charts import Bar, bar_chart
-from control_plane.panel.csrf import csrf_token_for, tokens_match
+from control_plane.panel.csrf import csrf_token_for, new_signin_token, tokens_match
 from control_plane.panel.i18n import LANGUAGES, Language, choose_language, language_names
 from control_plane.registry import Services
 from ground.clock import Clock
@@ -37,6 +37,7 @@ __all__ = [
     "forecast_chart",
     "not_found",
     "page",
+    "public_form_page",
     "redirect",
     "refused",
     "safe_next",
@@ -189,6 +190,25 @@ def page(ctx: PanelContext, template: str, status_code: int = 200, **values: Any
     response = HTMLResponse(html, status_code=status_code)
     response.headers["Content-Language"] = ctx.lang.code
     return cast(HTMLResponse, with_headers(response))
+
+
+def public_form_page(
+    ctx: PanelContext, template: str, status_code: int = 200, **values: Any
+) -> Response:
+    """A form shown before any session (signing in, an invitation): it carries a fresh
+    double-submit token, in the page and in `SIGNIN_COOKIE`."""
+    token = new_signin_token()
+    response = page(ctx, template, status_code=status_code, signin_token=token, **values)
+    response.set_cookie(
+        SIGNIN_COOKIE,
+        token,
+        max_age=3600,
+        path=PREFIX,
+        httponly=True,
+        secure=ctx.secure,
+        samesite="strict",
+    )
+    return response
 
 
 def not_found(ctx: PanelContext) -> HTMLResponse:
