@@ -9,14 +9,18 @@ fails here.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+import control_plane.rollout.kept_offers as kept_module
 from control_plane.forecast.releases import _needs
 from control_plane.registry import Services
 from control_plane.rollout.kept_offers import refresh
@@ -402,3 +406,68 @@ def test_the_reconcile_step_recomputes_what_a_promotion_made_stale(
     with pool.connection() as conn:
         assert refresh(conn) == 0
     _assert_kept_is_fresh(pool, fleet, clock.now())
+
+
+def _someone_waits_on_a_lock(pool: Pool) -> bool:
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) AS waiting FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()
+    return row is not None and row["waiting"] > 0
+
+
+@pytest.mark.parametrize("marked_before", [True, False], ids=["marked", "unmarked"])
+def test_a_write_racing_a_refresh_is_computed_again(
+    marked_before: bool,
+    fleet: Fleet,
+    services: Services,
+    pool: Pool,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pin that lands while a refresh computes, after the refresh read the facts it computes
+    from: the agent stays marked, so the next refresh computes it again and the kept offer shows
+    the pin. When the refresh was computing that same agent, the pin's mark waits for the
+    refresh to commit; when it was computing others, the pin commits at once and its mark is
+    not taken by the refresh. (A refresh that took the marks after computing would drop the
+    pin's mark and keep the offer from before the pin for good.)"""
+    live = _live(fleet)
+    agent = live[4][0]
+    other = live[5][0]
+    now = clock.now()
+    with pool.connection() as conn:
+        refresh(conn)
+        conn.execute(
+            "INSERT INTO agent_offers_stale (agent_id) VALUES (%s)",
+            [agent if marked_before else other],
+        )
+    pinned = threading.Event()
+
+    def pin() -> None:
+        services.pins.pin(agent_id=agent, version="1.0.0", reason="t", actor=OPERATOR, now=now)
+        pinned.set()
+
+    writer = threading.Thread(target=pin)
+    real_offers_from = kept_module.offers_from
+
+    def offers_from_after_a_pin(*args: Any, **kwargs: Any) -> Any:
+        writer.start()
+        deadline = time.monotonic() + 30
+        while not (pinned.is_set() or _someone_waits_on_a_lock(pool)):
+            assert time.monotonic() < deadline, "the pin neither committed nor waited"
+            time.sleep(0.02)
+        return real_offers_from(*args, **kwargs)
+
+    monkeypatch.setattr(kept_module, "offers_from", offers_from_after_a_pin)
+    with pool.connection() as conn:
+        assert refresh(conn) == 1
+    monkeypatch.undo()
+    writer.join(30)
+    assert pinned.is_set()
+    with pool.connection() as conn:
+        marked = conn.execute("SELECT agent_id FROM agent_offers_stale").fetchall()
+    assert [row["agent_id"] for row in marked] == [agent]
+    _assert_kept_is_fresh(pool, fleet, now)
+    with pool.connection() as conn:
+        assert {v.agent_id: v for v in kept_release_views(conn, now)}[agent].pinned
