@@ -24,7 +24,7 @@ import control_plane.rollout.kept_offers as kept_module
 from control_plane.forecast.releases import _needs
 from control_plane.registry import Services
 from control_plane.rollout.kept_offers import refresh
-from control_plane.rollout.offer import read_fleet_facts
+from control_plane.rollout.offer import offers_from, read_fleet_facts
 from control_plane.rollout.services import (
     agent_release,
     kept_release_views,
@@ -449,7 +449,7 @@ def test_a_write_racing_a_refresh_is_computed_again(
         pinned.set()
 
     writer = threading.Thread(target=pin)
-    real_offers_from = kept_module.offers_from
+    real_offers_from = offers_from
 
     def offers_from_after_a_pin(*args: Any, **kwargs: Any) -> Any:
         writer.start()
