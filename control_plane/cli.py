@@ -269,6 +269,12 @@ def _add_rollback_command(commands: Any) -> None:
         default="everyone",
         help="the stage the older build is offered at (default: everyone)",
     )
+    rollback.add_argument(
+        "--product",
+        choices=["agent", "updater"],
+        default="agent",
+        help="the product line: the managed agent (default) or nachtwacht's own agent",
+    )
     add_database_flags(rollback)
     add_json_flag(rollback)
 
@@ -474,8 +480,10 @@ def _rollback(args: argparse.Namespace) -> int:
             stage=args.stage,
             now=clock_from_env().now(),
             actor=cli_actor(),
+            product=args.product,
         )
     payload = {
+        "product": rolled.product,
         "channel": rolled.channel,
         "platform": rolled.platform,
         "reason": rolled.reason,
@@ -492,7 +500,9 @@ def _rollback(args: argparse.Namespace) -> int:
         args,
         payload,
         [
-            f"rolled {rolled.channel}/{rolled.platform} back from {rolled.from_version} to "
+            f"rolled {rolled.channel}/{rolled.platform}"
+            f"{' (updater)' if rolled.product == 'updater' else ''} back from "
+            f"{rolled.from_version} to "
             f"{rolled.to_version} (manifest_version {rolled.to_manifest_version}, stage "
             f"{rolled.stage}); {rolled.from_version} withdrawn, {rolled.revoked_tokens} "
             "outstanding token(s) revoked; hosts on it go back at their next slot"

@@ -29,8 +29,10 @@ From then on the downgrade is an ordinary offer: hosts on the bad build take it 
 slot, through the same caps, windows and verification as any update; hosts that never left the
 older version have nothing to do, and hosts on an even older one update to it.
 
-It rolls back the managed agent's releases; nachtwacht's own agent (the updater) is a product
-line of its own and is not touched.
+Each product line is rolled back on its own (`product`: the managed agent by default, or
+nachtwacht's own agent, the updater): a rollback of one never touches the other's releases. An
+updater that a host takes back this way goes through the host's own switch and check-in, as any
+self-update does.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from uuid import UUID
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
+from control_plane.releases.products import CURRENT_TABLE, Product, product_of
 from control_plane.releases.release_actions import revoke_release_tokens
 from control_plane.types import Connection
 from ground.limits import MAX_VERSION_LENGTH, RELEASE_NAME_PATTERN
@@ -61,6 +64,7 @@ _NAME = re.compile(RELEASE_NAME_PATTERN)
 
 @dataclass(frozen=True, kw_only=True)
 class RolledBack:
+    product: Product
     channel: str
     platform: str
     reason: str
@@ -87,8 +91,11 @@ def roll_back(
     stage: object,
     now: datetime,
     actor: Actor,
+    product: object = "agent",
 ) -> RolledBack:
     """Roll the pair back inside the caller's transaction (see the module's docstring)."""
+    line = product_of(product)
+    current_table = CURRENT_TABLE[line]
     pair_channel = _name("channel", channel)
     pair_platform = _name("platform", platform)
     reason_text = stored_text("reason", reason, MAX_ROLLBACK_REASON_LENGTH)
@@ -99,12 +106,13 @@ def roll_back(
     target_text = stored_text("to", to, MAX_VERSION_LENGTH)
     if target_text is not None and not is_valid_version(target_text):
         raise InvalidInput("to", target_text, "is not a version (expected e.g. 1.5.0)")
-    pair = f"{pair_channel}/{pair_platform}"
+    pair = f"{pair_channel}/{pair_platform}" + (" (updater)" if line == "updater" else "")
 
     # FOR UPDATE waits for the grants in flight (they hold the row FOR SHARE): the revocation
     # below then sees their tokens, and every later grant sees the new current release.
     pointer = conn.execute(
-        "SELECT release_id FROM current_releases WHERE channel = %s AND platform = %s FOR UPDATE",
+        f"SELECT release_id FROM {current_table}"  # noqa: S608 - a constant
+        " WHERE channel = %s AND platform = %s FOR UPDATE",
         [pair_channel, pair_platform],
     ).fetchone()
     if pointer is None or pointer["release_id"] is None:
@@ -112,12 +120,12 @@ def roll_back(
             f"{pair} offers no release now: there is nothing to roll back",
             code="nothing_to_roll_back",
         )
-    releases = _releases_of_pair(conn, pair_channel, pair_platform)
+    releases = _releases_of_pair(conn, line, pair_channel, pair_platform)
     (bad,) = (row for row in releases if row["id"] == pointer["release_id"])
     version = _target_version(releases, bad, target_text, pair)
     downgrade = _signed_downgrade(releases, bad, version, now)
     if downgrade is None:
-        raise _not_signed(bad, version, pair_channel, pair_platform)
+        raise _not_signed(bad, version, line, pair_channel, pair_platform)
 
     conn.execute(
         "UPDATE releases SET withdrawn_at = %s, withdrawn_reason = %s, withdrawn_by = %s"
@@ -129,12 +137,13 @@ def roll_back(
         [stage, now, downgrade["id"], stage],
     )
     conn.execute(
-        "UPDATE current_releases SET release_id = %s, changed_at = %s"
+        f"UPDATE {current_table} SET release_id = %s, changed_at = %s"  # noqa: S608 - a constant
         " WHERE channel = %s AND platform = %s",
         [downgrade["id"], now, pair_channel, pair_platform],
     )
     revoked = revoke_release_tokens(conn, bad["id"], because="withdrawn", now=now)
     rolled = RolledBack(
+        product=line,
         channel=pair_channel,
         platform=pair_platform,
         reason=reason_text,
@@ -165,14 +174,16 @@ SELECT rel.id, rel.agent_version, rel.manifest_version, rel.manifest, rel.expire
        EXISTS (SELECT 1 FROM release_halts h
                 WHERE h.release_id = rel.id AND h.resumed_at IS NULL) AS halted
   FROM releases rel
- WHERE rel.channel = %s AND rel.platform = %s AND rel.product = 'agent'
+ WHERE rel.product = %s AND rel.channel = %s AND rel.platform = %s
  ORDER BY rel.manifest_version DESC
 """
 
 
-def _releases_of_pair(conn: Connection, channel: str, platform: str) -> list[dict[str, Any]]:
+def _releases_of_pair(
+    conn: Connection, product: Product, channel: str, platform: str
+) -> list[dict[str, Any]]:
     """Every release of the pair, newest manifest first (a pair has few: read them whole)."""
-    return list(conn.execute(_RELEASES, [channel, platform]).fetchall())
+    return list(conn.execute(_RELEASES, [product, channel, platform]).fetchall())
 
 
 def _target_version(
@@ -232,25 +243,29 @@ def _allows_downgrade(row: dict[str, Any]) -> bool:
         return False
 
 
-def _not_signed(bad: dict[str, Any], version: str, channel: str, platform: str) -> Conflict:
+def _not_signed(
+    bad: dict[str, Any], version: str, product: Product, channel: str, platform: str
+) -> Conflict:
     """The refusal that says what to run on the signing machine, and then here."""
+    named = ["--product", "updater"] if product == "updater" else []
     out = f"rollback-{version}"
     build = f"BUILD-{version}.tar.gz"
     sign = shlex.join(
         [
-            "nachtwacht", "release", "sign", "--key", "release.key", "--version", version,
-            "--channel", channel, "--platform", platform, "--allow-downgrade",
-            "--out", out, build,
+            "nachtwacht", "release", "sign", "--key", "release.key", *named,
+            "--version", version, "--channel", channel, "--platform", platform,
+            "--allow-downgrade", "--out", out, build,
         ]
     )  # fmt: skip
     publish = shlex.join(
         [
-            "nachtwacht", "control", "publish-release", "--allow-downgrade",
+            "nachtwacht", "control", "publish-release", *named, "--allow-downgrade",
             f"{out}/manifest.json", f"{out}/manifest.sig", build,
         ]
     )  # fmt: skip
     return Conflict(
-        f"no signed downgrade release of {version} for {channel}/{platform}: hosts on "
+        f"no signed downgrade release of {version} for {channel}/{platform}"
+        f"{' (updater)' if product == 'updater' else ''}: hosts on "
         f"{bad['agent_version']} (manifest_version {bad['manifest_version']}) install an older "
         "build only from a manifest a release key signed with allow_downgrade and a newer "
         "manifest_version, and this control plane holds no release key. On the signing machine "
@@ -271,6 +286,7 @@ def _record_rolled_back(
         actor=actor,
         at=now,
         data={
+            "product": rolled.product,
             "release_id": str(rolled.from_release_id),
             "version": rolled.from_version,
             "manifest_version": rolled.from_manifest_version,

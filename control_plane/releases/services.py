@@ -284,12 +284,14 @@ class ReleaseService:
         stage: object = "everyone",
         now: datetime,
         actor: Actor | None = None,
+        product: object = "agent",
     ) -> RolledBack:
         """Roll the pair back at `now` to `to` (else its previous good version), through a
         signed downgrade release (`control_plane.releases.rollback`)."""
         with self._pool.connection() as conn, conn.transaction():
             return roll_back(
                 conn,
+                product=product,
                 channel=channel,
                 platform=platform,
                 to=to,

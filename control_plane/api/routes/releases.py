@@ -207,6 +207,11 @@ class RollbackBody(BaseModel):
         description="the stage the older build is offered at; default `everyone`: it is the"
         " build the fleet ran before",
     )
+    product: Literal["agent", "updater"] = Field(
+        default="agent",
+        description="the product line to roll back: the managed agent (default) or nachtwacht's"
+        " own agent (`updater`); the other line is not touched",
+    )
 
 
 @router.post(
@@ -233,4 +238,5 @@ def roll_back_pair(
         stage=body.stage,
         now=now,
         actor=actor_of(caller),
+        product=body.product,
     )

@@ -435,3 +435,104 @@ def test_a_pair_without_a_release_has_nothing_to_roll_back(api: Api, operator_ke
     refused = _roll_back(api, operator_key)
     assert refused.status_code == 409
     assert refused.json()["detail"]["code"] == "nothing_to_roll_back"
+
+
+# -- the updater's own line --------------------------------------------------------------------
+
+
+def _updater_release(
+    api: Api, operator_key: str, key: Ed25519PrivateKey, version: str, manifest_version: int
+) -> None:
+    release = sign_release(
+        key, version=version, manifest_version=manifest_version, product="updater"
+    )
+    answer = _publish(api, operator_key, release, stage="everyone")
+    assert answer.status_code == 201, answer.text
+
+
+def _config(api: Api, agent: Agent) -> dict[str, Any]:
+    with api.client(agent.agent_key) as client:
+        body: dict[str, Any] = client.get("/v1/agent/config").json()
+    return body
+
+
+def test_the_updaters_line_rolls_back_on_its_own(
+    api: Api,
+    services: Services,
+    release_key: Ed25519PrivateKey,
+    bad: SignedRelease,
+    operator_key: str,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    """The updater 2.2.0 goes back to 2.1.0 through its own signed downgrade; the managed
+    agent's 1.6.0 stays offered, and the refusal before the downgrade names the updater's
+    commands."""
+    agent = make_agent(make_org())
+    _updater_release(api, operator_key, release_key, "2.1.0", 50)
+    _updater_release(api, operator_key, release_key, "2.2.0", 51)
+    assert _config(api, agent)["updater_release"]["version"] == "2.2.0"
+
+    refused = _roll_back(api, operator_key, product="updater")
+    assert refused.status_code == 409, refused.text
+    detail = refused.json()["detail"]
+    assert detail["code"] == "rollback_not_signed"
+    assert "--product updater --version 2.1.0" in detail["sign_command"]
+    assert "publish-release --product updater --allow-downgrade" in detail["publish_command"]
+    assert "(updater)" in detail["message"]
+
+    downgrade = sign_release(
+        release_key, version="2.1.0", manifest_version=52, allow_downgrade=True, product="updater"
+    )
+    published = _publish(api, operator_key, downgrade, allow_downgrade=True, product="updater")
+    assert published.status_code == 201, published.text
+    rolled = _roll_back(api, operator_key, product="updater")
+    assert rolled.status_code == 200, rolled.text
+    assert (rolled.json()["from_version"], rolled.json()["to_version"]) == ("2.2.0", "2.1.0")
+    assert rolled.json()["product"] == "updater"
+
+    config = _config(api, agent)
+    assert config["updater_release"]["manifest_version"] == 52
+    assert config["release"]["version"] == "1.6.0"
+    entries = {
+        (r.version, r.manifest_version): r
+        for t in services.releases.list().tracks
+        for r in t.releases
+    }
+    assert entries[("1.6.0", 43)].withdrawn_reason is None
+    assert entries[("2.2.0", 51)].withdrawn_reason is not None
+
+
+def test_an_updater_downgrade_does_not_authorise_the_agents_rollback(
+    api: Api,
+    release_key: Ed25519PrivateKey,
+    bad: SignedRelease,
+    operator_key: str,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    """A signed downgrade of 1.5.0 exists, but for the updater: the managed agent's line has
+    none, so its rollback is refused, and the updater's line is left as it was."""
+    agent = make_agent(make_org())
+    _updater_release(api, operator_key, release_key, "1.5.0", 50)
+    _updater_release(api, operator_key, release_key, "1.6.0", 51)
+    downgrade = sign_release(
+        release_key, version="1.5.0", manifest_version=52, allow_downgrade=True, product="updater"
+    )
+    published = _publish(api, operator_key, downgrade, allow_downgrade=True, product="updater")
+    assert published.status_code == 201, published.text
+    before = _config(api, agent)
+
+    refused = _roll_back(api, operator_key)
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["detail"]["code"] == "rollback_not_signed"
+    assert "--product" not in refused.json()["detail"]["sign_command"]
+    assert _config(api, agent) == before
+
+
+def test_a_rollback_of_an_unknown_product_is_refused_naming_the_field(
+    api: Api, release_key: Ed25519PrivateKey, bad: SignedRelease, operator_key: str
+) -> None:
+    refused = _roll_back(api, operator_key, product="kernel")
+    assert refused.status_code == 422, refused.text
+    assert "product" in refused.text
