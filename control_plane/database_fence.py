@@ -23,6 +23,12 @@ the old primary (the new one is down, and nothing on the URL shows the newer tim
 it is stale: that is why an old primary must never be started as a primary (see the operator's
 page: rewind it into a standby).
 
+A database restored with `pg_dump` and `pg_restore` into a server of another cluster carries its
+past as well, with nothing in the server's settings to say so. Its data says it: the table
+`database_clusters` names every cluster the data was migrated on or finished a restore on, and
+the server's own system identifier is not among them. Such a server is fenced until
+`after-restore` has added it (the same two commands may use it before).
+
 A server restored from a base backup to a point in time is the same cluster on a new timeline:
 to the rule above, a promotion. But its data is older than what the fleet has seen, and until
 `nachtwacht control after-restore` has run on it, a token it remembers may be honoured although
@@ -59,6 +65,7 @@ __all__ = [
     "DatabaseFence",
     "FencedServer",
     "ServerPosition",
+    "cluster_known",
     "fence_for",
     "fenced_connect",
     "read_position",
@@ -93,6 +100,12 @@ _RESTORE_TABLE = "SELECT to_regclass('restored_timelines') IS NOT NULL"
 _RESTORE_FINISHED = (
     "SELECT EXISTS (SELECT 1 FROM restored_timelines"
     " WHERE system_identifier = %s AND timeline = %s)"
+)
+
+_CLUSTERS_TABLE = "SELECT to_regclass('database_clusters') IS NOT NULL"
+_CLUSTER_KNOWN = (
+    "SELECT NOT EXISTS (SELECT 1 FROM database_clusters)"
+    " OR EXISTS (SELECT 1 FROM database_clusters WHERE system_identifier = %s)"
 )
 
 
@@ -144,6 +157,21 @@ def restore_finished(conn: psycopg.Connection[Any], position: ServerPosition) ->
         if table is None or not table[0]:
             return False
         row = cursor.execute(_RESTORE_FINISHED, [position.system, position.timeline]).fetchone()
+        return row is not None and bool(row[0])
+    finally:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.rollback()
+
+
+def cluster_known(conn: psycopg.Connection[Any], position: ServerPosition) -> bool:
+    """True unless the data names the clusters it lives in and `position`'s is not one of them:
+    a copy restored into another cluster (no transaction left open)."""
+    cursor = conn.cursor(row_factory=tuple_row)
+    try:
+        table = cursor.execute(_CLUSTERS_TABLE).fetchone()
+        if table is None or not table[0]:
+            return True
+        row = cursor.execute(_CLUSTER_KNOWN, [position.system]).fetchone()
         return row is not None and bool(row[0])
     finally:
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -219,7 +247,11 @@ class DatabaseFence:
             raise
         if self._newest is None and len(self._hosts) > 1:
             self._learn(self._survey())
-        refusal = self._unfinished_restore(position, conn) or self._refusal(position, conn)
+        refusal = (
+            self._unfinished_restore(position, conn)
+            or self._copied_cluster(position, conn)
+            or self._refusal(position, conn)
+        )
         if refusal is None:
             return
         conn.close()
@@ -242,6 +274,24 @@ class DatabaseFence:
             f"the database at {conn.info.host}:{conn.info.port} was restored to a point in time"
             f" ({position.recovery_target}, timeline {position.timeline}) and"
             " `nachtwacht control after-restore` has not run on it: not used until it has"
+        )
+
+    def _copied_cluster(
+        self, position: ServerPosition, conn: psycopg.Connection[Any]
+    ) -> str | None:
+        if self._unfinished_restore_allowed:
+            return None
+        try:
+            if cluster_known(conn, position):
+                return None
+        except BaseException:
+            conn.close()
+            raise
+        return (
+            f"the database at {conn.info.host}:{conn.info.port} holds data written on another"
+            f" cluster (this server's system identifier is {position.system}): a restore into a"
+            " new server, and `nachtwacht control after-restore` has not run on it: not used"
+            " until it has"
         )
 
     def _refusal(self, position: ServerPosition, conn: psycopg.Connection[Any]) -> str | None:

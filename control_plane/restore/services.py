@@ -25,8 +25,8 @@ class AfterRestore:
 
 def after_restore(pool: Pool, *, now: datetime, actor: Actor) -> AfterRestore:
     """Revoke every outstanding token, empty the answers' change feed and record the server's
-    timeline as restored (the replicas serve a server restored to a point in time only then),
-    in one transaction."""
+    timeline and cluster as restored (the replicas serve a server restored to a point in time,
+    or a copy restored into another cluster, only then), in one transaction."""
     with pool.connection() as conn:
         position = read_position(conn)
         with conn.transaction():
@@ -47,6 +47,11 @@ def _finish(
         "INSERT INTO restored_timelines (system_identifier, timeline, finished_at)"
         " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
         [system, timeline, now],
+    )
+    conn.execute(
+        "INSERT INTO database_clusters (system_identifier, recorded_at, recorded_by)"
+        " VALUES (%s, %s, 'after-restore') ON CONFLICT DO NOTHING",
+        [system, now],
     )
     record_action(
         conn,

@@ -215,6 +215,13 @@ def test_a_restored_fleet_switches_on_no_forgotten_grant_and_completes_the_next_
     # The old server's transaction ids are ahead of the new server's: this new server will hand
     # them out again, and a replica would take its new changes for ones it had already applied.
     assert ahead is not None and ahead[0] > 0
+
+    # A replica started before `after-restore` does not start on the copy: its data names the
+    # old server's cluster, not this one, and nothing in the server's settings says so.
+    with pytest.raises(AssertionError, match=r"FENCED: .* holds data written on another cluster"):
+        control_plane_server(
+            database_url=restored_url, fake_clock=frozen_at("2026-11-30T02:04:00Z")
+        )
     done = _control(
         "after-restore", database_url=restored_url, clock=frozen_at("2026-11-30T02:05:00Z")
     )

@@ -55,3 +55,37 @@ def test_a_fresh_process_surveys_every_host_and_follows_the_writable_one(
     with fence.connect(autocommit=True) as conn:
         assert conn.info.port == pair.primary.port
     assert fence.newest is not None and fence.newest.timeline == 1
+
+
+def test_a_copy_restored_into_another_cluster_is_fenced_until_after_restore(
+    database_url: str,
+) -> None:
+    """The data names the clusters it lives in; a server whose own cluster is not among them
+    holds a copy (a `pg_dump` restore into a new server): refused, except to the commands that
+    finish a restore, until `after-restore` records its cluster."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        here = read_position(conn).system
+        recorded = conn.execute("SELECT system_identifier FROM database_clusters").fetchall()
+        assert recorded == [(here,)], "the migration records the cluster it ran on"
+        conn.execute("UPDATE database_clusters SET system_identifier = '7000000000000000001'")
+    with pytest.raises(FencedServer, match=r"another cluster .*after-restore` has not run"):
+        DatabaseFence(database_url).connect()
+
+    finishing = DatabaseFence(database_url)
+    finishing.allow_unfinished_restore()
+    with finishing.connect(autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO database_clusters (system_identifier, recorded_at, recorded_by)"
+            " VALUES (%s, now(), 'after-restore')",
+            [here],
+        )
+    with DatabaseFence(database_url).connect() as conn:
+        assert read_position(conn).system == here
+
+
+def test_a_database_that_names_no_cluster_is_used(database_url: str) -> None:
+    """Before the table is filled (or made) nothing says where the data belongs: used."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DELETE FROM database_clusters")
+    with DatabaseFence(database_url).connect() as conn:
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
