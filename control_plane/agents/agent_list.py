@@ -23,7 +23,7 @@ from control_plane.accounts.services import MAX_NAME_LENGTH
 from control_plane.agent_scope import agent_not_found
 from control_plane.agents.schedule import validated_schedule
 from control_plane.errors import InvalidInput
-from control_plane.events.trail import Actor, record_action
+from control_plane.events.trail import Actor, record_actions
 from control_plane.rollout.kept_offers import refresh as refresh_kept_offers
 from control_plane.runs.views import RUN_COLUMNS, RunView, run_view
 from control_plane.types import Connection
@@ -298,14 +298,16 @@ def set_schedules(
             " WHERE id = ANY(%s)",
             [schedule.enabled, Jsonb(after["times"]), [row["id"] for row in changed]],
         )
-    for row in changed:
-        record_action(
-            conn,
-            kind="schedule.changed",
-            actor=actor,
-            at=now,
-            org_id=org_id,
-            agent_id=row["id"],
-            data={"before": {"enabled": row["enabled"], "times": row["times"]}, "after": after},
-        )
+    record_actions(
+        conn,
+        kind="schedule.changed",
+        actor=actor,
+        at=now,
+        org_id=org_id,
+        agent_ids=[row["id"] for row in changed],
+        data=[
+            {"before": {"enabled": row["enabled"], "times": row["times"]}, "after": after}
+            for row in changed
+        ],
+    )
     return ScheduleChanges(changed=len(changed), unchanged=len(rows) - len(changed))
