@@ -331,7 +331,7 @@ def set_schedules(
         at=now,
         org_id=org_id,
         agent_ids=[row["id"] for row in changed],
-        data=[
+        data_each=[
             {"before": {"enabled": row["enabled"], "times": row["times"]}, "after": after}
             for row in changed
         ],

@@ -133,7 +133,6 @@ def set_holds(
         " set_by_id = EXCLUDED.set_by_id, set_at = EXCLUDED.set_at",
         [until, reason_text, set_by, actor.id, now, list(agent_ids)],
     )
-    data = {"until": format_instant(until), "reason": reason_text, "set_by": set_by}
     record_actions(
         conn,
         kind="hold.set",
@@ -141,7 +140,7 @@ def set_holds(
         at=now,
         org_id=org_id,
         agent_ids=agent_ids,
-        data=[data] * len(agent_ids),
+        data={"until": format_instant(until), "reason": reason_text, "set_by": set_by},
     )
     return HoldView(until=until, reason=reason_text, set_by=set_by)
 
