@@ -360,8 +360,8 @@ class RunService:
     ) -> ManualRequests:
         """A person asked for an update now on each agent listed, in one transaction (all or
         none): a manual run and its `update.requested` each, as `request_manual_update` makes
-        them; an agent with one already pending keeps it. Each goes through the caps when its
-        agent claims it, like any manual update."""
+        them; an agent with one already pending keeps it. Each is claimed as one agent's
+        update now is (`claims.manual`): the stops apply to it, the caps do not."""
         wanted = sorted(set(agent_ids))
         with self._pool.connection() as conn, conn.transaction():
             found = conn.execute(
