@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -47,6 +46,7 @@ import httpx
 import psycopg
 from psycopg.types.json import Jsonb
 
+from bench.median_reads import Read, measure, report, signed_in
 from control_plane.database import open_pool
 from control_plane.events.trail import Actor
 from control_plane.notifications.summary import notification_body
@@ -258,24 +258,6 @@ def _notifications(
         )
 
 
-def signed_in(base_url: str, key: str) -> httpx.Client:
-    client = httpx.Client(base_url=base_url, timeout=120, follow_redirects=False)
-    form = client.get("/panel/sign-in")
-    csrf = form.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
-    answer = client.post("/panel/sign-in", data={"key": key, "csrf": csrf})
-    if answer.status_code not in (302, 303):
-        raise SystemExit(f"sign-in with the bench's key answered {answer.status_code}")
-    return client
-
-
-@dataclass(frozen=True, kw_only=True)
-class Read:
-    label: str
-    get: Callable[[], httpx.Response]
-    # The big organisation's own pages, held to the tighter target.
-    target_ms: float = TARGET_MS
-
-
 def reads(plane: RunningControlPlane, world: World) -> tuple[list[Read], list[httpx.Client]]:
     base = plane.base_url
     tomorrow = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
@@ -294,31 +276,71 @@ def reads(plane: RunningControlPlane, world: World) -> tuple[list[Read], list[ht
         return lambda: client.get(path, params=params)
 
     listed = [
-        Read(label="baseline /healthz", get=on(bare, "/healthz")),
-        Read(label="api  admin forecast", get=on(operator, "/v1/admin/forecast", date=tomorrow)),
-        Read(label="api  admin rollout", get=on(operator, "/v1/admin/rollout")),
-        Read(label="api  releases", get=on(operator, "/v1/admin/releases")),
+        Read(label="baseline /healthz", get=on(bare, "/healthz"), target_ms=TARGET_MS),
+        Read(
+            label="api  admin forecast",
+            get=on(operator, "/v1/admin/forecast", date=tomorrow),
+            target_ms=TARGET_MS,
+        ),
+        Read(
+            label="api  admin rollout", get=on(operator, "/v1/admin/rollout"), target_ms=TARGET_MS
+        ),
+        Read(label="api  releases", get=on(operator, "/v1/admin/releases"), target_ms=TARGET_MS),
         Read(
             label="api  admin org agent-releases",
             get=on(operator, f"/v1/admin/orgs/{org}/agent-releases"),
+            target_ms=TARGET_MS,
         ),
         Read(
-            label="api  admin agent release", get=on(operator, f"/v1/admin/agents/{agent}/release")
+            label="api  admin agent release",
+            get=on(operator, f"/v1/admin/agents/{agent}/release"),
+            target_ms=TARGET_MS,
         ),
-        Read(label="api  admin notices", get=on(operator, "/v1/admin/notices")),
-        Read(label="page operator (fleet)", get=on(operator_panel, "/panel/operator")),
-        Read(label="page operator releases", get=on(operator_panel, "/panel/operator/releases")),
-        Read(label="page operator org", get=on(operator_panel, f"/panel/operator/orgs/{org}")),
+        Read(
+            label="api  admin notices", get=on(operator, "/v1/admin/notices"), target_ms=TARGET_MS
+        ),
+        Read(
+            label="page operator (fleet)",
+            get=on(operator_panel, "/panel/operator"),
+            target_ms=TARGET_MS,
+        ),
+        Read(
+            label="page operator releases",
+            get=on(operator_panel, "/panel/operator/releases"),
+            target_ms=TARGET_MS,
+        ),
+        Read(
+            label="page operator org",
+            get=on(operator_panel, f"/panel/operator/orgs/{org}"),
+            target_ms=TARGET_MS,
+        ),
         Read(
             label="page operator agent",
             get=on(operator_panel, f"/panel/operator/orgs/{org}/agents/{agent}"),
+            target_ms=TARGET_MS,
         ),
-        Read(label="page operator notices", get=on(operator_panel, "/panel/operator/notices")),
-        Read(label="api  agents", get=on(panel_api, "/v1/agents")),
-        Read(label="api  agent page", get=on(panel_api, f"/v1/agents/{agent}")),
-        Read(label="api  agent-releases", get=on(panel_api, "/v1/agent-releases")),
-        Read(label="api  forecast", get=on(panel_api, "/v1/forecast", date=tomorrow)),
-        Read(label="api  notifications", get=on(panel_api, "/v1/notifications")),
+        Read(
+            label="page operator notices",
+            get=on(operator_panel, "/panel/operator/notices"),
+            target_ms=TARGET_MS,
+        ),
+        Read(label="api  agents", get=on(panel_api, "/v1/agents"), target_ms=TARGET_MS),
+        Read(
+            label="api  agent page", get=on(panel_api, f"/v1/agents/{agent}"), target_ms=TARGET_MS
+        ),
+        Read(
+            label="api  agent-releases",
+            get=on(panel_api, "/v1/agent-releases"),
+            target_ms=TARGET_MS,
+        ),
+        Read(
+            label="api  forecast",
+            get=on(panel_api, "/v1/forecast", date=tomorrow),
+            target_ms=TARGET_MS,
+        ),
+        Read(
+            label="api  notifications", get=on(panel_api, "/v1/notifications"), target_ms=TARGET_MS
+        ),
         Read(
             label="page agents (big org)",
             get=on(customer_panel, "/panel/agents"),
@@ -334,54 +356,13 @@ def reads(plane: RunningControlPlane, world: World) -> tuple[list[Read], list[ht
             get=on(customer_panel, "/panel/notifications"),
             target_ms=BIG_TARGET_MS,
         ),
-        Read(label="page forecast (big org)", get=on(customer_panel, "/panel/forecast")),
+        Read(
+            label="page forecast (big org)",
+            get=on(customer_panel, "/panel/forecast"),
+            target_ms=TARGET_MS,
+        ),
     ]
     return listed, [operator, panel_api, operator_panel, customer_panel, bare]
-
-
-def measure(listed: list[Read], repeats: int) -> dict[str, list[float]]:
-    """Each read once to warm up, then `repeats` turns through all of them (so a machine that
-    slows down mid-run slows every read alike)."""
-    times: dict[str, list[float]] = {read.label: [] for read in listed}
-    for turn in range(repeats + 1):
-        for read in listed:
-            started = time.perf_counter()
-            answer = read.get()
-            elapsed = (time.perf_counter() - started) * 1000
-            if answer.status_code != 200:
-                raise SystemExit(
-                    f"{read.label}: answered {answer.status_code}: {answer.text[:300]}"
-                )
-            if turn:
-                times[read.label].append(elapsed)
-    return times
-
-
-def report(
-    listed: list[Read], times: dict[str, list[float]], client_cpu: float, wall: float
-) -> int:
-    baseline = statistics.median(times[listed[0].label])
-    missed = []
-    print(f"{'read':36} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'x /healthz':>11}  target")
-    for read in listed:
-        median = statistics.median(times[read.label])
-        within = median < read.target_ms
-        if not within and read is not listed[0]:
-            missed.append(read.label)
-        print(
-            f"{read.label:36} {median:10.1f} {min(times[read.label]):8.1f}"
-            f" {max(times[read.label]):8.1f} {median / baseline:11.1f}"
-            f"  < {read.target_ms:.0f} ms {'ok' if within else 'MISSED'}"
-        )
-    print(f"client CPU: {client_cpu:.1f} s over {wall:.1f} s of reads ({client_cpu / wall:.0%})")
-    # The targets are absolute, so a shared machine's load shows beside them.
-    one, five, _ = os.getloadavg()
-    print(f"machine load average: {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} cores")
-    if missed:
-        print("missed targets: " + ", ".join(missed))
-        return 1
-    print("every read within its target")
-    return 0
 
 
 def main() -> int:

@@ -15,25 +15,30 @@ not counted):
     notifications    /panel/notifications
 
 It prints each read's median, min and max, its ratio to the baseline's median, the client's
-CPU, the machine's load, and whether each holds the target: under 100 ms at the median. Then,
-once each and without a target, the bulk actions over every agent of the list: a hold (one
-change per agent on the trail) and its end.
+CPU, the machine's load, and whether each holds the target: under 100 ms at the median
+(`bench/median_reads.py`). Then, without a target, the bulk actions over every agent of the
+list, `--bulk-repeats` times each, their median:
+
+    over HTTP        a hold of every agent of the view (one change per agent on the trail),
+                     then its end: the whole request, the page it answers with included
+    in the database  the same hold's statements in one transaction, rolled back: set-based as
+                     the product runs them, and — the same run's baseline — one agent at a time
+                     (`set_hold` per agent, as the bulk hold ran before it was set-based)
 
     PYTHONPATH=. .venv/bin/python bench/panel_scale.py [--agents 2000] [--days 365]
-        [--repeats 9] [--data-dir DIR (keeps the generated database for the next run)]
+        [--repeats 9] [--bulk-repeats 5]
+        [--data-dir DIR (keeps the generated database for the next run)]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from datetime import time as wall_time
 from pathlib import Path
 from uuid import UUID
@@ -41,19 +46,17 @@ from uuid import UUID
 import httpx
 import psycopg
 
+from bench.median_reads import Read, csrf_of, measure, report, signed_in
 from bench.year_of_history import History, fill_history, panel_key, seed_fleet
+from control_plane.agents.agent_list import PAGE_SIZE
+from control_plane.events.trail import Actor
+from control_plane.pins.holds import set_hold, set_holds
 from nachtwacht.demo_world.children import stop_process
 from nachtwacht.demo_world.control_planes import RunningControlPlane, start_control_plane
 from nachtwacht.demo_world.databases import EmbeddedDatabase
 
 TARGET_MS = 100.0
 DATABASE = "nachtwacht_panel_scale"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Read:
-    label: str
-    get: Callable[[], httpx.Response]
 
 
 def generate(url: str, history: History, workdir: Path) -> str:
@@ -78,110 +81,140 @@ def generate(url: str, history: History, workdir: Path) -> str:
     return target
 
 
-def signed_in(base_url: str, key: str) -> httpx.Client:
-    client = httpx.Client(base_url=base_url, timeout=120, follow_redirects=False)
-    form = client.get("/panel/sign-in")
-    csrf = form.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
-    answer = client.post("/panel/sign-in", data={"key": key, "csrf": csrf})
-    if answer.status_code not in (302, 303):
-        raise SystemExit(f"sign-in with the bench's panel key answered {answer.status_code}")
-    return client
-
-
-def reads(plane: RunningControlPlane, agent: UUID) -> tuple[list[Read], list[httpx.Client]]:
+def reads(
+    plane: RunningControlPlane, agent: UUID, agents: int
+) -> tuple[list[Read], list[httpx.Client]]:
+    """The reads in their order, and the clients to close. The deep page is three quarters down
+    the list (page 30 of 40 at 2,000 agents)."""
     panel = signed_in(plane.base_url, panel_key(0))
     bare = httpx.Client(base_url=plane.base_url, timeout=120)
+
+    deep = max(1, -(-agents // PAGE_SIZE) * 3 // 4)
 
     def on(client: httpx.Client, path: str, **params: str) -> Callable[[], httpx.Response]:
         return lambda: client.get(path, params=params)
 
     listed = [
-        Read(label="baseline /healthz", get=on(bare, "/healthz")),
-        Read(label="agents", get=on(panel, "/panel/agents")),
-        Read(label="agents state=failed", get=on(panel, "/panel/agents", state="failed")),
-        Read(label="agents state=pinned", get=on(panel, "/panel/agents", state="pinned")),
-        Read(label="agents state=behind", get=on(panel, "/panel/agents", state="behind")),
+        Read(label="baseline /healthz", get=on(bare, "/healthz"), target_ms=TARGET_MS),
+        Read(label="agents", get=on(panel, "/panel/agents"), target_ms=TARGET_MS),
+        Read(
+            label="agents state=failed",
+            get=on(panel, "/panel/agents", state="failed"),
+            target_ms=TARGET_MS,
+        ),
+        Read(
+            label="agents state=pinned",
+            get=on(panel, "/panel/agents", state="pinned"),
+            target_ms=TARGET_MS,
+        ),
+        Read(
+            label="agents state=behind",
+            get=on(panel, "/panel/agents", state="behind"),
+            target_ms=TARGET_MS,
+        ),
         Read(
             label="agents q=agent-01 sort=-version",
             get=on(panel, "/panel/agents", q="agent-01", sort="-version"),
+            target_ms=TARGET_MS,
         ),
         Read(
-            label="agents page=30 sort=-seen",
-            get=on(panel, "/panel/agents", page="30", sort="-seen"),
+            label=f"agents page={deep} sort=-seen",
+            get=on(panel, "/panel/agents", page=str(deep), sort="-seen"),
+            target_ms=TARGET_MS,
         ),
-        Read(label="agent page", get=on(panel, f"/panel/agents/{agent}")),
-        Read(label="notifications", get=on(panel, "/panel/notifications")),
+        Read(label="agent page", get=on(panel, f"/panel/agents/{agent}"), target_ms=TARGET_MS),
+        Read(label="notifications", get=on(panel, "/panel/notifications"), target_ms=TARGET_MS),
     ]
     return listed, [panel, bare]
 
 
-def measure(listed: list[Read], repeats: int) -> dict[str, list[float]]:
-    """One turn to warm up, then `repeats` turns through every read (so a machine that slows
-    down mid-run slows every read alike)."""
-    times: dict[str, list[float]] = {read.label: [] for read in listed}
-    for turn in range(repeats + 1):
-        for read in listed:
-            started = time.perf_counter()
-            answer = read.get()
-            elapsed = (time.perf_counter() - started) * 1000
-            if answer.status_code != 200:
-                raise SystemExit(f"{read.label}: answered {answer.status_code}")
-            if turn:
-                times[read.label].append(elapsed)
-    return times
-
-
-def report(
-    listed: list[Read], times: dict[str, list[float]], client_cpu: float, wall: float
-) -> int:
-    baseline = statistics.median(times[listed[0].label])
-    missed = []
-    print(f"{'read':34} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'x /healthz':>11}  target")
-    for read in listed:
-        median = statistics.median(times[read.label])
-        within = median < TARGET_MS
-        if not within and read is not listed[0]:
-            missed.append(read.label)
-        print(
-            f"{read.label:34} {median:10.1f} {min(times[read.label]):8.1f}"
-            f" {max(times[read.label]):8.1f} {median / baseline:11.1f}"
-            f"  < {TARGET_MS:.0f} ms {'ok' if within else 'MISSED'}"
-        )
-    print(f"client CPU: {client_cpu:.1f} s over {wall:.1f} s of reads ({client_cpu / wall:.0%})")
-    one, five, _ = os.getloadavg()
-    print(f"machine load average: {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} cores")
-    if missed:
-        print("missed targets: " + ", ".join(missed))
-        return 1
-    print("every read within its target")
-    return 0
-
-
-def bulk_writes(plane: RunningControlPlane, agents: int, until: str) -> None:
-    """A hold of every agent of the list, then its end, each timed once (one transaction each)."""
+def bulk_over_http(plane: RunningControlPlane, agents: int, until: str, repeats: int) -> None:
+    """A hold of every agent of the list, then its end (one request, one transaction each),
+    `repeats` times: the median of each."""
     panel = signed_in(plane.base_url, panel_key(0))
+    times: dict[str, list[float]] = {"hold": [], "release": []}
     try:
-        for action in ("hold", "release"):
-            page = panel.get("/panel/agents")
-            csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
-            started = time.perf_counter()
-            answer = panel.post(
-                "/panel/agents/bulk",
-                data={
-                    "csrf": csrf,
-                    "action": action,
-                    "target": "matching",
-                    "count": str(agents),
-                    "until": until,
-                    "reason": "bench",
-                },
-            )
-            elapsed = time.perf_counter() - started
-            if answer.status_code != 200:
-                raise SystemExit(f"bulk {action}: answered {answer.status_code}")
-            print(f"bulk {action:8} of all {agents} agents: {elapsed * 1000:8.0f} ms (once)")
+        for _ in range(repeats):
+            for action in times:
+                csrf = csrf_of(panel.get("/panel/agents").text)
+                started = time.perf_counter()
+                answer = panel.post(
+                    "/panel/agents/bulk",
+                    data={
+                        "csrf": csrf,
+                        "action": action,
+                        "target": "matching",
+                        "count": str(agents),
+                        "until": until,
+                        "reason": "bench",
+                    },
+                )
+                times[action].append((time.perf_counter() - started) * 1000)
+                if answer.status_code != 200:
+                    raise SystemExit(f"bulk {action}: answered {answer.status_code}")
     finally:
         panel.close()
+    for action, taken in times.items():
+        print(
+            f"bulk {action:8} of all {agents} agents over HTTP: {statistics.median(taken):8.0f} ms"
+            f" median of {repeats} (min {min(taken):.0f}, max {max(taken):.0f})"
+        )
+
+
+def bulk_in_the_database(url: str, now: datetime, repeats: int) -> None:
+    """The hold's statements for every agent in one transaction, rolled back: set-based, and
+    one agent at a time (the same run's baseline), taking turns; the median of each."""
+    actor = Actor(kind="user", name="bench")
+    until = now + timedelta(days=7)
+    times: dict[str, list[float]] = {"one agent at a time": [], "set-based": []}
+    with psycopg.connect(url, row_factory=psycopg.rows.dict_row) as conn:
+        org_id, agent_ids = _the_organisation(conn)
+        conn.rollback()
+        for _ in range(repeats):
+            for way in times:
+                started = time.perf_counter()
+                with conn.transaction(force_rollback=True):
+                    if way == "set-based":
+                        set_holds(
+                            conn,
+                            org_id=org_id,
+                            agent_ids=agent_ids,
+                            until=until,
+                            reason="bench",
+                            set_by="customer",
+                            actor=actor,
+                            now=now,
+                        )
+                    else:
+                        for agent_id in agent_ids:
+                            set_hold(
+                                conn,
+                                org_id=org_id,
+                                agent_id=agent_id,
+                                until=until,
+                                reason="bench",
+                                set_by="customer",
+                                actor=actor,
+                                now=now,
+                            )
+                times[way].append((time.perf_counter() - started) * 1000)
+    baseline = statistics.median(times["one agent at a time"])
+    for way, taken in times.items():
+        median = statistics.median(taken)
+        print(
+            f"hold of {len(agent_ids)} agents in the database, {way:19}: {median:8.0f} ms"
+            f" median of {repeats} (min {min(taken):.0f}, max {max(taken):.0f});"
+            f" {median / baseline:.2f} x one agent at a time"
+        )
+
+
+def _the_organisation(conn: psycopg.Connection[dict[str, object]]) -> tuple[UUID, list[UUID]]:
+    rows = conn.execute(
+        "SELECT org_id, id FROM agents WHERE deleted_at IS NULL ORDER BY id"
+    ).fetchall()
+    orgs = {row["org_id"] for row in rows}
+    assert len(orgs) == 1, "the bench's database holds one organisation"
+    return UUID(str(orgs.pop())), [UUID(str(row["id"])) for row in rows]
 
 
 def main() -> int:
@@ -189,6 +222,7 @@ def main() -> int:
     parser.add_argument("--agents", type=int, default=2_000)
     parser.add_argument("--days", type=int, default=365)
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--bulk-repeats", type=int, default=5)
     parser.add_argument("--data-dir", type=Path)
     options = parser.parse_args()
     history = History(agents=options.agents, orgs=1, days=options.days)
@@ -211,7 +245,7 @@ def main() -> int:
                 fake_clock=f"{noon},anchor={time.time()},speed=1",
                 args=["--no-migrate"],
             )
-            listed, clients = reads(plane, row[0])
+            listed, clients = reads(plane, row[0], options.agents)
             cpu_before = time.process_time()
             wall_before = time.perf_counter()
             times = measure(listed, options.repeats)
@@ -220,7 +254,15 @@ def main() -> int:
             for client in clients:
                 client.close()
             missed = report(listed, times, client_cpu, wall)
-            bulk_writes(plane, options.agents, (history.until + timedelta(days=7)).isoformat())
+            bulk_over_http(
+                plane,
+                options.agents,
+                (history.until + timedelta(days=7)).isoformat(),
+                options.bulk_repeats,
+            )
+            bulk_in_the_database(
+                url, datetime.combine(history.until, wall_time(11, 0), UTC), options.bulk_repeats
+            )
             return missed
         finally:
             if plane is not None:

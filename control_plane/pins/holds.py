@@ -8,14 +8,14 @@ during the audit next week"), not a way to switch updates off for good; that is 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 from uuid import UUID
 
 from control_plane.errors import InvalidInput
-from control_plane.events.trail import Actor, record_action
+from control_plane.events.trail import Actor, record_actions
 from control_plane.inputs import stored_text
 from control_plane.types import Connection
 from ground.contract import HoldView, format_instant
@@ -28,8 +28,10 @@ __all__ = [
     "active_hold",
     "active_holds",
     "clear_hold",
+    "clear_holds",
     "hold_view",
     "set_hold",
+    "set_holds",
 ]
 
 MAX_HOLD = timedelta(days=90)
@@ -83,6 +85,32 @@ def set_hold(
     now: datetime,
 ) -> HoldView:
     """Hold the agent until `until` (inside the caller's transaction; the agent is checked)."""
+    return set_holds(
+        conn,
+        org_id=org_id,
+        agent_ids=[agent_id],
+        until=until,
+        reason=reason,
+        set_by=set_by,
+        actor=actor,
+        now=now,
+    )
+
+
+def set_holds(
+    conn: Connection,
+    *,
+    org_id: UUID,
+    agent_ids: Sequence[UUID],
+    until: object,
+    reason: object,
+    set_by: HoldSetter,
+    actor: Actor,
+    now: datetime,
+) -> HoldView:
+    """Hold each of the organisation's agents listed until `until`, inside the caller's
+    transaction (which checked the agents): one statement for the holds and one for their
+    `hold.set` events, however many agents. The hold each now has."""
     if not isinstance(until, datetime) or until.tzinfo is None:
         raise InvalidInput("until", until, "is not an aware instant (RFC 3339 with Z or offset)")
     if until <= now:
@@ -99,18 +127,19 @@ def set_hold(
     reason_text = stored_text("reason", reason, MAX_HOLD_REASON_LENGTH)
     conn.execute(
         "INSERT INTO holds (agent_id, until, reason, set_by, set_by_id, set_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (agent_id) DO UPDATE SET"
+        " SELECT held.agent_id, %s, %s, %s, %s, %s FROM unnest(%s::uuid[]) AS held(agent_id)"
+        " ON CONFLICT (agent_id) DO UPDATE SET"
         " until = EXCLUDED.until, reason = EXCLUDED.reason, set_by = EXCLUDED.set_by,"
         " set_by_id = EXCLUDED.set_by_id, set_at = EXCLUDED.set_at",
-        [agent_id, until, reason_text, set_by, actor.id, now],
+        [until, reason_text, set_by, actor.id, now, list(agent_ids)],
     )
-    record_action(
+    record_actions(
         conn,
         kind="hold.set",
         actor=actor,
         at=now,
         org_id=org_id,
-        agent_id=agent_id,
+        agent_ids=agent_ids,
         data={"until": format_instant(until), "reason": reason_text, "set_by": set_by},
     )
     return HoldView(until=until, reason=reason_text, set_by=set_by)
@@ -120,9 +149,19 @@ def clear_hold(
     conn: Connection, *, org_id: UUID, agent_id: UUID, actor: Actor, now: datetime
 ) -> bool:
     """End the agent's hold; False when it had none (still a success: the agent is not held)."""
-    removed = conn.execute("DELETE FROM holds WHERE agent_id = %s", [agent_id]).rowcount
-    if removed:
-        record_action(
-            conn, kind="hold.released", actor=actor, at=now, org_id=org_id, agent_id=agent_id
-        )
-    return bool(removed)
+    return bool(clear_holds(conn, org_id=org_id, agent_ids=[agent_id], actor=actor, now=now))
+
+
+def clear_holds(
+    conn: Connection, *, org_id: UUID, agent_ids: Sequence[UUID], actor: Actor, now: datetime
+) -> list[UUID]:
+    """End the hold of each of the organisation's agents listed, inside the caller's transaction
+    (which checked the agents): one `hold.released` each for those that had one, which are
+    returned (in id order)."""
+    rows = conn.execute(
+        "DELETE FROM holds WHERE agent_id = ANY(%s::uuid[]) RETURNING agent_id",
+        [list(agent_ids)],
+    ).fetchall()
+    ended = sorted(row["agent_id"] for row in rows)
+    record_actions(conn, kind="hold.released", actor=actor, at=now, org_id=org_id, agent_ids=ended)
+    return ended

@@ -17,7 +17,7 @@ from control_plane.agent_scope import agent_not_found, require_agent
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
-from control_plane.pins.holds import HoldSetter, clear_hold, set_hold
+from control_plane.pins.holds import HoldSetter, clear_hold, clear_holds, set_hold, set_holds
 from control_plane.types import Connection, Pool
 from ground.contract import HoldView, Instant
 from ground.limits import MAX_VERSION_LENGTH
@@ -205,17 +205,16 @@ class PinService:
         transaction (one `hold.set` each on the trail); another organisation's agent is a 404."""
         with self._pool.connection() as conn, conn.transaction():
             wanted = _own_agents(conn, org_id, agent_ids)
-            for agent_id in wanted:
-                set_hold(
-                    conn,
-                    org_id=org_id,
-                    agent_id=agent_id,
-                    until=until,
-                    reason=reason,
-                    set_by="customer",
-                    actor=actor,
-                    now=now,
-                )
+            set_holds(
+                conn,
+                org_id=org_id,
+                agent_ids=wanted,
+                until=until,
+                reason=reason,
+                set_by="customer",
+                actor=actor,
+                now=now,
+            )
             return len(wanted)
 
     def release_holds(
@@ -225,10 +224,7 @@ class PinService:
         had one (one `hold.released` each on the trail)."""
         with self._pool.connection() as conn, conn.transaction():
             wanted = _own_agents(conn, org_id, agent_ids)
-            return sum(
-                clear_hold(conn, org_id=org_id, agent_id=agent_id, actor=actor, now=now)
-                for agent_id in wanted
-            )
+            return len(clear_holds(conn, org_id=org_id, agent_ids=wanted, actor=actor, now=now))
 
     def release_hold(
         self, agent_id: UUID, *, org_id: UUID | None, actor: Actor, now: datetime

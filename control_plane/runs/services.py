@@ -11,7 +11,7 @@ from uuid import UUID
 
 import psycopg
 
-from control_plane.agent_scope import require_agent
+from control_plane.agent_scope import agent_not_found, require_agent
 from control_plane.claims.slots import checked_slot_of
 from control_plane.errors import ClaimRefused, Conflict, Forbidden, InvalidInput, NotFound
 from control_plane.events.services import record_event
@@ -360,28 +360,44 @@ class RunService:
     ) -> ManualRequests:
         """A person asked for an update now on each agent listed, in one transaction (all or
         none): a manual run and its `update.requested` each, as `request_manual_update` makes
-        them; an agent with one already pending keeps it. Each goes through the caps when its
-        agent claims it, like any manual update."""
+        them; an agent with one already pending keeps it. Each is claimed as one agent's
+        update now is (`claims.manual`): the stops apply to it, the caps do not."""
         wanted = sorted(set(agent_ids))
-        created = 0
         with self._pool.connection() as conn, conn.transaction():
+            found = conn.execute(
+                "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
+                " AND id = ANY(%s::uuid[])",
+                [org_id, wanted],
+            ).fetchall()
+            known = {row["id"] for row in found}
             for agent_id in wanted:
-                require_agent(conn, org_id, agent_id)
-                try:
-                    # A savepoint each: a pending one refused by the index undoes only itself.
-                    with conn.transaction():
-                        _insert_manual_run(
-                            conn,
-                            org_id,
-                            agent_id,
-                            requested_by,
-                            now=now,
-                            actor_kind="user",
-                            person=person,
-                        )
-                except psycopg.errors.UniqueViolation:
-                    continue
-                created += 1
+                if agent_id not in known:
+                    raise agent_not_found(agent_id)
+            # One statement for the runs and their events: an agent with a pending request is
+            # skipped by the index that allows one (`runs_one_pending_manual`), even when a
+            # request for it commits while this one runs.
+            rows = conn.execute(
+                "WITH asked AS ("
+                " INSERT INTO runs (agent_id, org_id, trigger, status, requested_by, created_at)"
+                " SELECT a.agent_id, %(org)s, 'manual', 'requested', %(by)s, %(now)s"
+                " FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS a(agent_id, n) ORDER BY a.n"
+                " ON CONFLICT (agent_id) WHERE trigger = 'manual' AND status = 'requested'"
+                " DO NOTHING RETURNING id, agent_id)"
+                " INSERT INTO events (org_id, agent_id, run_id, kind, actor_kind, actor_id,"
+                " actor_name, at, data)"
+                " SELECT %(org)s, asked.agent_id, asked.id, 'update.requested', 'user',"
+                " %(actor_id)s, %(actor_name)s, %(now)s, '{}' FROM asked ORDER BY asked.agent_id"
+                " RETURNING agent_id",
+                {
+                    "org": org_id,
+                    "by": requested_by,
+                    "now": now,
+                    "ids": wanted,
+                    "actor_id": requested_by if person is None else person[0],
+                    "actor_name": None if person is None else person[1],
+                },
+            ).fetchall()
+        created = len(rows)
         return ManualRequests(requested=created, pending=len(wanted) - created)
 
     def agent_runs(self, org_id: UUID, agent_id: UUID, limit: int = 50) -> RunList:
