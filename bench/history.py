@@ -315,7 +315,7 @@ def main() -> int:
                 stderr_path=logs / f"nachtwacht-history-{kind}.log",
                 database_url=url,
                 fake_clock=clock.setting,
-                args=["--no-migrate"],
+                args=[],  # a data dir kept from an older release is migrated first
             )
         timings = Timings()
         reads = {kind: _reads(plane, _ids(urls[kind])) for kind, plane in planes.items()}

@@ -243,7 +243,7 @@ def main() -> int:
                 stderr_path=home / "serve.log",
                 database_url=url,
                 fake_clock=f"{noon},anchor={time.time()},speed=1",
-                args=["--no-migrate"],
+                args=[],  # a data dir kept from an older release is migrated first
             )
             listed, clients = reads(plane, row[0], options.agents)
             cpu_before = time.process_time()
