@@ -23,8 +23,13 @@ It prints each read's median and its ratio to the baseline's, the client's CPU, 
 targets hold: every read under 300 ms at the median; the big organisation's agent list, agent
 page and notifications under 100 ms.
 
+With `--baseline DIR` (a source tree of other code over the same schema, e.g. main's:
+`git archive main | tar -x -C DIR`), a second server runs that code on the same database and
+every read is taken on both in each turn, the order alternating from turn to turn; it prints
+both medians and this code's over the baseline's.
+
     PYTHONPATH=. .venv/bin/python bench/fleet_views.py [--agents 10000] [--orgs 250]
-        [--big-org 2000] [--repeats 7]
+        [--big-org 2000] [--repeats 7] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from control_plane.database import open_pool
 from control_plane.events.trail import Actor
 from control_plane.notifications.summary import notification_body
 from control_plane.registry import Services, build_services
-from nachtwacht.demo_world.children import stop_process
+from nachtwacht.demo_world.children import SUBPROCESSES, Subprocesses, stop_process
 from nachtwacht.demo_world.control_planes import RunningControlPlane, start_control_plane
 from nachtwacht.demo_world.databases import EmbeddedDatabase
 from tests.worlds.releases import ReleaseFactory
@@ -339,38 +344,58 @@ def reads(plane: RunningControlPlane, world: World) -> tuple[list[Read], list[ht
     return listed, [operator, panel_api, operator_panel, customer_panel, bare]
 
 
-def measure(listed: list[Read], repeats: int) -> dict[str, list[float]]:
+def measure(sides: list[list[Read]], repeats: int) -> list[dict[str, list[float]]]:
     """Each read once to warm up, then `repeats` turns through all of them (so a machine that
-    slows down mid-run slows every read alike)."""
-    times: dict[str, list[float]] = {read.label: [] for read in listed}
+    slows down mid-run slows every read alike); with a baseline, each read is taken on both
+    servers back to back, which one first alternating from turn to turn."""
+    times: list[dict[str, list[float]]] = [{read.label: [] for read in side} for side in sides]
     for turn in range(repeats + 1):
-        for read in listed:
-            started = time.perf_counter()
-            answer = read.get()
-            elapsed = (time.perf_counter() - started) * 1000
-            if answer.status_code != 200:
-                raise SystemExit(
-                    f"{read.label}: answered {answer.status_code}: {answer.text[:300]}"
-                )
-            if turn:
-                times[read.label].append(elapsed)
+        order = list(range(len(sides)))
+        if turn % 2:
+            order.reverse()
+        for index in range(len(sides[0])):
+            for side in order:
+                read = sides[side][index]
+                started = time.perf_counter()
+                answer = read.get()
+                elapsed = (time.perf_counter() - started) * 1000
+                if answer.status_code != 200:
+                    name = "the baseline's " if side else ""
+                    raise SystemExit(
+                        f"{name}{read.label}: answered {answer.status_code}: {answer.text[:300]}"
+                    )
+                if turn:
+                    times[side][read.label].append(elapsed)
     return times
 
 
 def report(
-    listed: list[Read], times: dict[str, list[float]], client_cpu: float, wall: float
+    listed: list[Read],
+    times: list[dict[str, list[float]]],
+    client_cpu: float,
+    wall: float,
 ) -> int:
-    baseline = statistics.median(times[listed[0].label])
+    ours = times[0]
+    base = times[1] if len(times) > 1 else None
+    baseline = statistics.median(ours[listed[0].label])
     missed = []
-    print(f"{'read':36} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'x /healthz':>11}  target")
+    compared = f" {'baseline ms':>12} {'x baseline':>11}" if base is not None else ""
+    print(
+        f"{'read':36} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'x /healthz':>11}"
+        f"{compared}  target"
+    )
     for read in listed:
-        median = statistics.median(times[read.label])
+        median = statistics.median(ours[read.label])
         within = median < read.target_ms
         if not within and read is not listed[0]:
             missed.append(read.label)
+        beside = ""
+        if base is not None:
+            theirs = statistics.median(base[read.label])
+            beside = f" {theirs:12.1f} {median / theirs:11.2f}"
         print(
-            f"{read.label:36} {median:10.1f} {min(times[read.label]):8.1f}"
-            f" {max(times[read.label]):8.1f} {median / baseline:11.1f}"
+            f"{read.label:36} {median:10.1f} {min(ours[read.label]):8.1f}"
+            f" {max(ours[read.label]):8.1f} {median / baseline:11.1f}{beside}"
             f"  < {read.target_ms:.0f} ms {'ok' if within else 'MISSED'}"
         )
     print(f"client CPU: {client_cpu:.1f} s over {wall:.1f} s of reads ({client_cpu / wall:.0%})")
@@ -390,6 +415,11 @@ def main() -> int:
     parser.add_argument("--orgs", type=int, default=250)
     parser.add_argument("--big-org", type=int, default=2_000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a source tree whose server is measured beside this one on the same database",
+    )
     options = parser.parse_args()
     if not options.orgs >= 2 or not 0 < options.big_org < options.agents:
         parser.error("--orgs must be 2 or more and --big-org between 1 and --agents - 1")
@@ -397,7 +427,7 @@ def main() -> int:
         home = Path(scratch)
         database = EmbeddedDatabase(home / "pg")
         url = database.start()
-        plane: RunningControlPlane | None = None
+        planes: list[RunningControlPlane] = []
         try:
             started = time.perf_counter()
             world = seed(
@@ -412,20 +442,31 @@ def main() -> int:
                 f" (one of {options.big_org}) in {time.perf_counter() - started:.1f} s",
                 flush=True,
             )
-            plane = start_control_plane(
-                stderr_path=home / "serve.log", database_url=url, args=["--no-migrate"]
-            )
-            listed, clients = reads(plane, world)
+            launchers = [SUBPROCESSES]
+            if options.baseline is not None:
+                launchers.append(Subprocesses(checkout=options.baseline.resolve()))
+            sides, clients = [], []
+            for number, launcher in enumerate(launchers):
+                plane = start_control_plane(
+                    stderr_path=home / f"serve-{number}.log",
+                    database_url=url,
+                    args=["--no-migrate"],
+                    launcher=launcher,
+                )
+                planes.append(plane)
+                listed, opened = reads(plane, world)
+                sides.append(listed)
+                clients.extend(opened)
             cpu_before = time.process_time()
             wall_before = time.perf_counter()
-            times = measure(listed, options.repeats)
+            times = measure(sides, options.repeats)
             client_cpu = time.process_time() - cpu_before
             wall = time.perf_counter() - wall_before
             for client in clients:
                 client.close()
-            return report(listed, times, client_cpu, wall)
+            return report(sides[0], times, client_cpu, wall)
         finally:
-            if plane is not None:
+            for plane in planes:
                 stop_process(plane.process)
             database.stop()
 
