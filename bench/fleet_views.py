@@ -1,13 +1,16 @@
 """The operators' and the panel's reads at fleet size: every page and API read, its median.
 
 Seeds `--agents` agents (10,000) in `--orgs` organisations (250), the first of them holding
-`--big-org` agents (2,000), straight into the embedded PostgreSQL: three pairs, each with a
-history of releases — one whose current release is a canary in its second wave, one whose
-canary is halted, one whose current release is under its own brake beside a withdrawn one —
-agents on every pair and some never seen, pins per organisation (a version, and "hold at what it
-runs") and per agent, holds, canaries marked per agent and per organisation, and a year of
-nightly notifications for the big organisation. Then starts `nachtwacht control serve` (one
-worker) and reads each page `--repeats` times in turn (one warm-up read first, not counted):
+`--big-org` agents (2,000), straight into the embedded PostgreSQL (then ANALYZEd, as a serving
+database is), their schedules as in `fleet.py` (most organisations at 03:00, some at several
+times a day or another time in the night) and one agent in twenty with one of its own; three
+pairs, each with a history of releases — one whose current release is a canary in its second
+wave, one whose canary is halted, one whose current release is under its own brake beside a
+withdrawn one — agents on every pair and some never seen, pins per organisation (a version, and
+"hold at what it runs") and per agent, holds, canaries marked per agent and per organisation,
+and a year of nightly notifications for the big organisation. Then starts `nachtwacht control
+serve` (one worker) and reads each page `--repeats` times in turn (one warm-up read first, not
+counted):
 
     operator API     /v1/admin/forecast, /v1/admin/rollout, /v1/admin/releases,
                      /v1/admin/orgs/{big}/agent-releases, /v1/admin/agents/{id}/release,
@@ -35,6 +38,7 @@ both medians and this code's over the baseline's.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -52,6 +56,7 @@ import httpx
 import psycopg
 from psycopg.types.json import Jsonb
 
+from bench.fleet import SCHEDULE_MIX
 from control_plane.database import open_pool
 from control_plane.events.trail import Actor
 from control_plane.notifications.summary import notification_body
@@ -80,6 +85,8 @@ PAIR_HISTORY: dict[tuple[str, str], list[tuple[str, str, str]]] = {
     ],
 }
 PAIRS = list(PAIR_HISTORY)
+# The schedules agents were given one by one, beside their organisation's.
+OWN_SCHEDULES = (["01:00"], ["02:30"], ["04:00", "16:00"], ["23:30"], ["00:00", "06:00", "12:00"])
 BIG_TARGET_MS = 100.0
 TARGET_MS = 300.0
 
@@ -146,14 +153,16 @@ def seed(database_url: str, *, agents: int, orgs: int, big_org: int, workdir: Pa
     versions = ["1.0.0", "1.1.0", "1.2.0", "1.3.0"]
     with psycopg.connect(database_url, autocommit=True) as conn:
         rows = conn.execute(
-            "INSERT INTO agents (org_id, name, created_at, current_version)"
-            " SELECT o, 'agent-' || lpad(n::text, 5, '0'), %s, v"
-            " FROM unnest(%s::uuid[], %s::int[], %s::text[]) AS a(o, n, v) RETURNING id, org_id",
+            "INSERT INTO agents (org_id, name, created_at, current_version, update_schedule_times)"
+            " SELECT o, 'agent-' || lpad(n::text, 5, '0'), %s, v, t::jsonb"
+            " FROM unnest(%s::uuid[], %s::int[], %s::text[], %s::text[]) AS a(o, n, v, t)"
+            " RETURNING id, org_id",
             [
                 now,
                 owners,
                 list(range(agents)),
                 [rng.choice(versions) if rng.random() < 0.9 else None for _ in owners],
+                _schedules(rng, org_ids, owners),
             ],
         ).fetchall()
         ids = [row[0] for row in rows]
@@ -219,6 +228,9 @@ def seed(database_url: str, *, agents: int, orgs: int, big_org: int, workdir: Pa
             ],
         )
         _notifications(conn, org_ids[0], now)
+        # Statistics, as a database that has been serving has them: straight after a bulk
+        # insert the planner would guess from an empty table until autovacuum comes by.
+        conn.execute("ANALYZE")
     return World(
         operator_key=operator_key,
         panel_key=issued[0].panel_key,
@@ -226,6 +238,24 @@ def seed(database_url: str, *, agents: int, orgs: int, big_org: int, workdir: Pa
         big_agent=big_agents[len(big_agents) // 2],
         agents=agents,
     )
+
+
+def _schedules(rng: random.Random, org_ids: list[UUID], owners: list[UUID]) -> list[str]:
+    """Each agent's schedule as JSON: its organisation's, drawn from `fleet.py`'s mix (most keep
+    03:00), and one agent in twenty with one of its own."""
+    per_org: dict[UUID, list[str]] = {}
+    for org in org_ids:
+        pick, chosen = rng.random(), ["03:00"]
+        for share, times in SCHEDULE_MIX:
+            if pick < share:
+                chosen = times or ["03:00"]
+                break
+            pick -= share
+        per_org[org] = chosen
+    return [
+        json.dumps(rng.choice(OWN_SCHEDULES) if rng.random() < 0.05 else per_org[owner])
+        for owner in owners
+    ]
 
 
 def _notifications(
