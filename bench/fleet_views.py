@@ -56,6 +56,7 @@ import httpx
 import psycopg
 from psycopg.types.json import Jsonb
 
+from bench.beside_baseline import measure_beside, report_beside
 from bench.fleet import SCHEDULE_MIX
 from control_plane.database import open_pool
 from control_plane.events.trail import Actor
@@ -374,58 +375,38 @@ def reads(plane: RunningControlPlane, world: World) -> tuple[list[Read], list[ht
     return listed, [operator, panel_api, operator_panel, customer_panel, bare]
 
 
-def measure(sides: list[list[Read]], repeats: int) -> list[dict[str, list[float]]]:
+def measure(listed: list[Read], repeats: int) -> dict[str, list[float]]:
     """Each read once to warm up, then `repeats` turns through all of them (so a machine that
-    slows down mid-run slows every read alike); with a baseline, each read is taken on both
-    servers back to back, which one first alternating from turn to turn."""
-    times: list[dict[str, list[float]]] = [{read.label: [] for read in side} for side in sides]
+    slows down mid-run slows every read alike)."""
+    times: dict[str, list[float]] = {read.label: [] for read in listed}
     for turn in range(repeats + 1):
-        order = list(range(len(sides)))
-        if turn % 2:
-            order.reverse()
-        for index in range(len(sides[0])):
-            for side in order:
-                read = sides[side][index]
-                started = time.perf_counter()
-                answer = read.get()
-                elapsed = (time.perf_counter() - started) * 1000
-                if answer.status_code != 200:
-                    name = "the baseline's " if side else ""
-                    raise SystemExit(
-                        f"{name}{read.label}: answered {answer.status_code}: {answer.text[:300]}"
-                    )
-                if turn:
-                    times[side][read.label].append(elapsed)
+        for read in listed:
+            started = time.perf_counter()
+            answer = read.get()
+            elapsed = (time.perf_counter() - started) * 1000
+            if answer.status_code != 200:
+                raise SystemExit(
+                    f"{read.label}: answered {answer.status_code}: {answer.text[:300]}"
+                )
+            if turn:
+                times[read.label].append(elapsed)
     return times
 
 
 def report(
-    listed: list[Read],
-    times: list[dict[str, list[float]]],
-    client_cpu: float,
-    wall: float,
+    listed: list[Read], times: dict[str, list[float]], client_cpu: float, wall: float
 ) -> int:
-    ours = times[0]
-    base = times[1] if len(times) > 1 else None
-    baseline = statistics.median(ours[listed[0].label])
+    baseline = statistics.median(times[listed[0].label])
     missed = []
-    compared = f" {'baseline ms':>12} {'x baseline':>11}" if base is not None else ""
-    print(
-        f"{'read':36} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'x /healthz':>11}"
-        f"{compared}  target"
-    )
+    print(f"{'read':36} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'x /healthz':>11}  target")
     for read in listed:
-        median = statistics.median(ours[read.label])
+        median = statistics.median(times[read.label])
         within = median < read.target_ms
         if not within and read is not listed[0]:
             missed.append(read.label)
-        beside = ""
-        if base is not None:
-            theirs = statistics.median(base[read.label])
-            beside = f" {theirs:12.1f} {median / theirs:11.2f}"
         print(
-            f"{read.label:36} {median:10.1f} {min(ours[read.label]):8.1f}"
-            f" {max(ours[read.label]):8.1f} {median / baseline:11.1f}{beside}"
+            f"{read.label:36} {median:10.1f} {min(times[read.label]):8.1f}"
+            f" {max(times[read.label]):8.1f} {median / baseline:11.1f}"
             f"  < {read.target_ms:.0f} ms {'ok' if within else 'MISSED'}"
         )
     print(f"client CPU: {client_cpu:.1f} s over {wall:.1f} s of reads ({client_cpu / wall:.0%})")
@@ -489,12 +470,12 @@ def main() -> int:
                 clients.extend(opened)
             cpu_before = time.process_time()
             wall_before = time.perf_counter()
-            times = measure(sides, options.repeats)
+            times = measure_beside(sides, options.repeats)
             client_cpu = time.process_time() - cpu_before
             wall = time.perf_counter() - wall_before
             for client in clients:
                 client.close()
-            return report(sides[0], times, client_cpu, wall)
+            return report_beside(sides[0], times, client_cpu, wall)
         finally:
             for plane in planes:
                 stop_process(plane.process)

@@ -109,20 +109,20 @@ _VERSION_PARTS = (
     " strpos(a.current_version || '-', '-') + 1), '') END AS pre) ver"
 )
 _RUN_STATES: tuple[AgentState, ...] = ("failed", "missed")
-_STATE_CONDITION: dict[AgentState, str] = {
-    "failed": "last.status IN ('failed', 'rolled_back')",
-    "missed": "last.status = 'missed'",
-    "offline": "(a.last_seen_at IS NULL OR a.last_seen_at < %(online_since)s)",
-    "held": "EXISTS (SELECT 1 FROM holds h WHERE h.agent_id = a.id AND h.until > %(now)s)",
-    "pinned": "EXISTS (SELECT 1 FROM pins p WHERE p.agent_id = a.id OR p.org_id = a.org_id)",
-    "behind": "a.id = ANY(%(behind)s::uuid[])",
+_STATE_WHERE: dict[AgentState, str] = {
+    "failed": " AND last.status IN ('failed', 'rolled_back')",
+    "missed": " AND last.status = 'missed'",
+    "offline": " AND (a.last_seen_at IS NULL OR a.last_seen_at < %(online_since)s)",
+    "held": " AND EXISTS (SELECT 1 FROM holds h WHERE h.agent_id = a.id AND h.until > %(now)s)",
+    "pinned": (" AND EXISTS (SELECT 1 FROM pins p WHERE p.agent_id = a.id OR p.org_id = a.org_id)"),
+    "behind": " AND a.id = ANY(%(behind)s::uuid[])",
 }
 
 
 def state_condition(state: AgentState) -> str:
-    """The SQL condition of `state` over `agents a` joined with `state_join()`; its parameters
-    are `now`, `online_since` and `behind` (`behind_ids`)."""
-    return _STATE_CONDITION[state]
+    """The SQL condition of `state` over `agents a` joined with `state_join()` (the list's own
+    filter); its parameters are `now`, `online_since` and `behind` (`behind_ids`)."""
+    return _STATE_WHERE[state].removeprefix(" AND ")
 
 
 def state_join() -> str:
@@ -162,7 +162,7 @@ def _where(query: AgentQuery, *, rows: bool = False) -> str:
     if query.search:
         where += _SEARCH_WHERE
     if query.state is not None:
-        where += " AND " + _STATE_CONDITION[query.state]
+        where += _STATE_WHERE[query.state]
     return where
 
 
