@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -373,51 +372,6 @@ def reads(plane: RunningControlPlane, world: World) -> tuple[list[Read], list[ht
         Read(label="page forecast (big org)", get=on(customer_panel, "/panel/forecast")),
     ]
     return listed, [operator, panel_api, operator_panel, customer_panel, bare]
-
-
-def measure(listed: list[Read], repeats: int) -> dict[str, list[float]]:
-    """Each read once to warm up, then `repeats` turns through all of them (so a machine that
-    slows down mid-run slows every read alike)."""
-    times: dict[str, list[float]] = {read.label: [] for read in listed}
-    for turn in range(repeats + 1):
-        for read in listed:
-            started = time.perf_counter()
-            answer = read.get()
-            elapsed = (time.perf_counter() - started) * 1000
-            if answer.status_code != 200:
-                raise SystemExit(
-                    f"{read.label}: answered {answer.status_code}: {answer.text[:300]}"
-                )
-            if turn:
-                times[read.label].append(elapsed)
-    return times
-
-
-def report(
-    listed: list[Read], times: dict[str, list[float]], client_cpu: float, wall: float
-) -> int:
-    baseline = statistics.median(times[listed[0].label])
-    missed = []
-    print(f"{'read':36} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'x /healthz':>11}  target")
-    for read in listed:
-        median = statistics.median(times[read.label])
-        within = median < read.target_ms
-        if not within and read is not listed[0]:
-            missed.append(read.label)
-        print(
-            f"{read.label:36} {median:10.1f} {min(times[read.label]):8.1f}"
-            f" {max(times[read.label]):8.1f} {median / baseline:11.1f}"
-            f"  < {read.target_ms:.0f} ms {'ok' if within else 'MISSED'}"
-        )
-    print(f"client CPU: {client_cpu:.1f} s over {wall:.1f} s of reads ({client_cpu / wall:.0%})")
-    # The targets are absolute, so a shared machine's load shows beside them.
-    one, five, _ = os.getloadavg()
-    print(f"machine load average: {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} cores")
-    if missed:
-        print("missed targets: " + ", ".join(missed))
-        return 1
-    print("every read within its target")
-    return 0
 
 
 def main() -> int:
