@@ -1,13 +1,16 @@
 """The operators' and the panel's reads at fleet size: every page and API read, its median.
 
 Seeds `--agents` agents (10,000) in `--orgs` organisations (250), the first of them holding
-`--big-org` agents (2,000), straight into the embedded PostgreSQL: three pairs, each with a
-history of releases — one whose current release is a canary in its second wave, one whose
-canary is halted, one whose current release is under its own brake beside a withdrawn one —
-agents on every pair and some never seen, pins per organisation (a version, and "hold at what it
-runs") and per agent, holds, canaries marked per agent and per organisation, and a year of
-nightly notifications for the big organisation. Then starts `nachtwacht control serve` (one
-worker) and reads each page `--repeats` times in turn (one warm-up read first, not counted):
+`--big-org` agents (2,000), straight into the embedded PostgreSQL (then ANALYZEd, as a serving
+database is), their schedules as in `fleet.py` (most organisations at 03:00, some at several
+times a day or another time in the night) and one agent in twenty with one of its own; three
+pairs, each with a history of releases — one whose current release is a canary in its second
+wave, one whose canary is halted, one whose current release is under its own brake beside a
+withdrawn one — agents on every pair and some never seen, pins per organisation (a version, and
+"hold at what it runs") and per agent, holds, canaries marked per agent and per organisation,
+and a year of nightly notifications for the big organisation. Then starts `nachtwacht control
+serve` (one worker) and reads each page `--repeats` times in turn (one warm-up read first, not
+counted):
 
     operator API     /v1/admin/forecast, /v1/admin/rollout, /v1/admin/releases,
                      /v1/admin/orgs/{big}/agent-releases, /v1/admin/agents/{id}/release,
@@ -23,13 +26,19 @@ It prints each read's median and its ratio to the baseline's, the client's CPU, 
 targets hold: every read under 300 ms at the median; the big organisation's agent list, agent
 page and notifications under 100 ms.
 
+With `--baseline DIR` (a source tree of other code over the same schema, e.g. main's:
+`git archive main | tar -x -C DIR`), a second server runs that code on the same database and
+every read is taken on both in each turn, the order alternating from turn to turn; it prints
+both medians and this code's over the baseline's.
+
     PYTHONPATH=. .venv/bin/python bench/fleet_views.py [--agents 10000] [--orgs 250]
-        [--big-org 2000] [--repeats 7]
+        [--big-org 2000] [--repeats 7] [--baseline DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sys
@@ -46,12 +55,13 @@ import httpx
 import psycopg
 from psycopg.types.json import Jsonb
 
+from bench.fleet import SCHEDULE_MIX
 from bench.median_reads import Read, measure, report, signed_in
 from control_plane.database import open_pool
 from control_plane.events.trail import Actor
 from control_plane.notifications.summary import notification_body
 from control_plane.registry import Services, build_services
-from nachtwacht.demo_world.children import stop_process
+from nachtwacht.demo_world.children import SUBPROCESSES, Subprocesses, stop_process
 from nachtwacht.demo_world.control_planes import RunningControlPlane, start_control_plane
 from nachtwacht.demo_world.databases import EmbeddedDatabase
 from tests.worlds.releases import ReleaseFactory
@@ -75,6 +85,8 @@ PAIR_HISTORY: dict[tuple[str, str], list[tuple[str, str, str]]] = {
     ],
 }
 PAIRS = list(PAIR_HISTORY)
+# The schedules agents were given one by one, beside their organisation's.
+OWN_SCHEDULES = (["01:00"], ["02:30"], ["04:00", "16:00"], ["23:30"], ["00:00", "06:00", "12:00"])
 BIG_TARGET_MS = 100.0
 TARGET_MS = 300.0
 
@@ -141,14 +153,16 @@ def seed(database_url: str, *, agents: int, orgs: int, big_org: int, workdir: Pa
     versions = ["1.0.0", "1.1.0", "1.2.0", "1.3.0"]
     with psycopg.connect(database_url, autocommit=True) as conn:
         rows = conn.execute(
-            "INSERT INTO agents (org_id, name, created_at, current_version)"
-            " SELECT o, 'agent-' || lpad(n::text, 5, '0'), %s, v"
-            " FROM unnest(%s::uuid[], %s::int[], %s::text[]) AS a(o, n, v) RETURNING id, org_id",
+            "INSERT INTO agents (org_id, name, created_at, current_version, update_schedule_times)"
+            " SELECT o, 'agent-' || lpad(n::text, 5, '0'), %s, v, t::jsonb"
+            " FROM unnest(%s::uuid[], %s::int[], %s::text[], %s::text[]) AS a(o, n, v, t)"
+            " RETURNING id, org_id",
             [
                 now,
                 owners,
                 list(range(agents)),
                 [rng.choice(versions) if rng.random() < 0.9 else None for _ in owners],
+                _schedules(rng, org_ids, owners),
             ],
         ).fetchall()
         ids = [row[0] for row in rows]
@@ -214,6 +228,9 @@ def seed(database_url: str, *, agents: int, orgs: int, big_org: int, workdir: Pa
             ],
         )
         _notifications(conn, org_ids[0], now)
+        # Statistics, as a database that has been serving has them: straight after a bulk
+        # insert the planner would guess from an empty table until autovacuum comes by.
+        conn.execute("ANALYZE")
     return World(
         operator_key=operator_key,
         panel_key=issued[0].panel_key,
@@ -221,6 +238,24 @@ def seed(database_url: str, *, agents: int, orgs: int, big_org: int, workdir: Pa
         big_agent=big_agents[len(big_agents) // 2],
         agents=agents,
     )
+
+
+def _schedules(rng: random.Random, org_ids: list[UUID], owners: list[UUID]) -> list[str]:
+    """Each agent's schedule as JSON: its organisation's, drawn from `fleet.py`'s mix (most keep
+    03:00), and one agent in twenty with one of its own."""
+    per_org: dict[UUID, list[str]] = {}
+    for org in org_ids:
+        pick, chosen = rng.random(), ["03:00"]
+        for share, times in SCHEDULE_MIX:
+            if pick < share:
+                chosen = times or ["03:00"]
+                break
+            pick -= share
+        per_org[org] = chosen
+    return [
+        json.dumps(rng.choice(OWN_SCHEDULES) if rng.random() < 0.05 else per_org[owner])
+        for owner in owners
+    ]
 
 
 def _notifications(
@@ -371,6 +406,11 @@ def main() -> int:
     parser.add_argument("--orgs", type=int, default=250)
     parser.add_argument("--big-org", type=int, default=2_000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a source tree whose server is measured beside this one on the same database",
+    )
     options = parser.parse_args()
     if not options.orgs >= 2 or not 0 < options.big_org < options.agents:
         parser.error("--orgs must be 2 or more and --big-org between 1 and --agents - 1")
@@ -378,7 +418,7 @@ def main() -> int:
         home = Path(scratch)
         database = EmbeddedDatabase(home / "pg")
         url = database.start()
-        plane: RunningControlPlane | None = None
+        planes: list[RunningControlPlane] = []
         try:
             started = time.perf_counter()
             world = seed(
@@ -393,20 +433,31 @@ def main() -> int:
                 f" (one of {options.big_org}) in {time.perf_counter() - started:.1f} s",
                 flush=True,
             )
-            plane = start_control_plane(
-                stderr_path=home / "serve.log", database_url=url, args=["--no-migrate"]
-            )
-            listed, clients = reads(plane, world)
+            launchers = [SUBPROCESSES]
+            if options.baseline is not None:
+                launchers.append(Subprocesses(checkout=options.baseline.resolve()))
+            sides, clients = [], []
+            for number, launcher in enumerate(launchers):
+                plane = start_control_plane(
+                    stderr_path=home / f"serve-{number}.log",
+                    database_url=url,
+                    args=["--no-migrate"],
+                    launcher=launcher,
+                )
+                planes.append(plane)
+                listed, opened = reads(plane, world)
+                sides.append(listed)
+                clients.extend(opened)
             cpu_before = time.process_time()
             wall_before = time.perf_counter()
-            times = measure(listed, options.repeats)
+            times = measure(sides, options.repeats)
             client_cpu = time.process_time() - cpu_before
             wall = time.perf_counter() - wall_before
             for client in clients:
                 client.close()
-            return report(listed, times, client_cpu, wall)
+            return report(sides[0], times, client_cpu, wall)
         finally:
-            if plane is not None:
+            for plane in planes:
                 stop_process(plane.process)
             database.stop()
 

@@ -11,9 +11,10 @@ on both in turn, so a shared machine that slows down slows both:
 - reads, `--repeat` times each, alternating year and empty, one request at a time: `/metrics`,
   the task tray (`/v1/operations`), notifications (`/v1/notifications`), one agent's timeline
   (`/v1/agents/{id}/events`) and runs, the operators' trail of one organisation and of one kind
-  (`/v1/admin/events`), the operators' releases page and the panel's agent list and
-  notifications (signed in, HTML). Not the operators' main page: its cost is the fleet's
-  size, not its history, and `bench/fleet_views.py` measures it;
+  (`/v1/admin/events`), the operators' releases page, the forecast of the next night
+  (`/v1/admin/forecast`), the operators' main page (the fleet, the nights, the rollout and the
+  last 24 hours' charts) and one organisation's page, and the panel's agent list and
+  notifications (signed in, HTML);
 - the worker's passes, in this process on each database, each in a transaction rolled back so
   every repetition does the same work: the missed pass for the night's slot (10,000 missed runs
   and their events), and the reconcile pass's database work (missed slots, outlived claims, the
@@ -65,6 +66,7 @@ from nachtwacht.demo_world.databases import EmbeddedDatabase
 
 SLOT_KEY = "2026-11-30T03:00"
 SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)  # 03:00 in Amsterdam
+NEXT_NIGHT = "2026-12-01"
 KINDS = ("year", "empty")
 READ_TIMEOUT = 60.0
 TIMED_OUT = 0  # the status recorded for a read that took longer than READ_TIMEOUT
@@ -149,6 +151,9 @@ def _reads(plane: RunningControlPlane, ids: dict[str, Any]) -> dict[str, Callabl
         ),
         "trail: one kind": lambda: get(api, "/v1/admin/events?kind=update.failed", operator),
         "operators' releases page": lambda: get(staff, "/panel/operator/releases"),
+        "forecast, next night": lambda: get(api, f"/v1/admin/forecast?date={NEXT_NIGHT}", operator),
+        "operators' main page": lambda: get(staff, "/panel/operator"),
+        "operators' organisation page": lambda: get(staff, f"/panel/operator/orgs/{ids['org_id']}"),
         "panel: agents": lambda: get(customer, "/panel/agents"),
         "panel: notifications": lambda: get(customer, "/panel/notifications"),
     }

@@ -2,8 +2,9 @@
 (one warm-up turn, not counted) and a report of each read's median beside a baseline's.
 
 The first read of a list is the baseline (`/healthz`, read in the same turns): every figure is
-also printed as a ratio to it, so a run on a loaded machine says so. Used by
-`bench/fleet_views.py` and `bench/panel_scale.py`.
+also printed as a ratio to it, so a run on a loaded machine says so. A second list of the same
+reads on another server (a baseline source tree serving the same database) is timed in the same
+turns and printed beside. Used by `bench/fleet_views.py` and `bench/panel_scale.py`.
 """
 
 from __future__ import annotations
@@ -42,43 +43,60 @@ def signed_in(base_url: str, key: str) -> httpx.Client:
     return client
 
 
-def measure(listed: list[Read], repeats: int) -> dict[str, list[float]]:
+def measure(sides: list[list[Read]], repeats: int) -> list[dict[str, list[float]]]:
     """One turn to warm up, then `repeats` turns through every read (so a machine that slows
-    down mid-run slows every read alike): each read's times in milliseconds."""
-    times: dict[str, list[float]] = {read.label: [] for read in listed}
+    down mid-run slows every read alike): each side's times per read, in milliseconds. With two
+    sides (this code's server and a baseline tree's on the same database), each read is taken
+    on both back to back, which one first alternating from turn to turn."""
+    times: list[dict[str, list[float]]] = [{read.label: [] for read in side} for side in sides]
     for turn in range(repeats + 1):
-        for read in listed:
-            started = time.perf_counter()
-            answer = read.get()
-            elapsed = (time.perf_counter() - started) * 1000
-            if answer.status_code != 200:
-                raise SystemExit(
-                    f"{read.label}: answered {answer.status_code}: {answer.text[:300]}"
-                )
-            if turn:
-                times[read.label].append(elapsed)
+        order = list(range(len(sides)))
+        if turn % 2:
+            order.reverse()
+        for index in range(len(sides[0])):
+            for side in order:
+                read = sides[side][index]
+                started = time.perf_counter()
+                answer = read.get()
+                elapsed = (time.perf_counter() - started) * 1000
+                if answer.status_code != 200:
+                    name = "the baseline's " if side else ""
+                    raise SystemExit(
+                        f"{name}{read.label}: answered {answer.status_code}: {answer.text[:300]}"
+                    )
+                if turn:
+                    times[side][read.label].append(elapsed)
     return times
 
 
 def report(
-    listed: list[Read], times: dict[str, list[float]], client_cpu: float, wall: float
+    listed: list[Read], times: list[dict[str, list[float]]], client_cpu: float, wall: float
 ) -> int:
-    """Each read's median, min and max and its ratio to the baseline's median (the first read),
-    the client's CPU and the machine's load; 1 when a read misses its target, else 0."""
-    baseline = statistics.median(times[listed[0].label])
+    """Each read's median, min and max and its ratio to the first read's median (`/healthz`),
+    and to the baseline tree's median when there is one; the client's CPU and the machine's
+    load; 1 when a read misses its target, else 0."""
+    ours = times[0]
+    base = times[1] if len(times) > 1 else None
+    healthz = statistics.median(ours[listed[0].label])
     width = max(len(read.label) for read in listed) + 1
     missed = []
+    compared = f" {'baseline ms':>12} {'x baseline':>11}" if base is not None else ""
     print(
-        f"{'read':{width}} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'x /healthz':>11}  target"
+        f"{'read':{width}} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'x /healthz':>11}"
+        f"{compared}  target"
     )
     for read in listed:
-        median = statistics.median(times[read.label])
+        median = statistics.median(ours[read.label])
         within = median < read.target_ms
         if not within and read is not listed[0]:
             missed.append(read.label)
+        beside = ""
+        if base is not None:
+            theirs = statistics.median(base[read.label])
+            beside = f" {theirs:12.1f} {median / theirs:11.2f}"
         print(
-            f"{read.label:{width}} {median:10.1f} {min(times[read.label]):8.1f}"
-            f" {max(times[read.label]):8.1f} {median / baseline:11.1f}"
+            f"{read.label:{width}} {median:10.1f} {min(ours[read.label]):8.1f}"
+            f" {max(ours[read.label]):8.1f} {median / healthz:11.1f}{beside}"
             f"  < {read.target_ms:.0f} ms {'ok' if within else 'MISSED'}"
         )
     print(f"client CPU: {client_cpu:.1f} s over {wall:.1f} s of reads ({client_cpu / wall:.0%})")

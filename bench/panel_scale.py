@@ -248,7 +248,7 @@ def main() -> int:
             listed, clients = reads(plane, row[0], options.agents)
             cpu_before = time.process_time()
             wall_before = time.perf_counter()
-            times = measure(listed, options.repeats)
+            times = measure([listed], options.repeats)
             client_cpu = time.process_time() - cpu_before
             wall = time.perf_counter() - wall_before
             for client in clients:

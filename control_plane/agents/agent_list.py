@@ -42,6 +42,8 @@ __all__ = [
     "last_runs_by_id",
     "matching_ids",
     "set_schedules",
+    "state_condition",
+    "state_join",
 ]
 
 PAGE_SIZE = 50
@@ -120,6 +122,19 @@ _STATE_WHERE: dict[AgentState, str] = {
     ),
     "behind": " AND a.id = ANY(%(behind)s::uuid[])",
 }
+
+
+def state_condition(state: AgentState) -> str:
+    """The SQL condition of `state` over `agents a` joined with `state_join()` (the list's own
+    filter); its parameters are `now`, `online_since` and `behind` (`behind_ids`)."""
+    return _STATE_WHERE[state].removeprefix(" AND ")
+
+
+def state_join() -> str:
+    """What `state_condition` needs beside `agents a`: each agent's newest run as `last`."""
+    return _NEWEST_RUN
+
+
 # strpos, not LIKE: a search holding % or _ means those characters, with nothing to escape.
 _SEARCH_WHERE = " AND strpos(lower(a.name), lower(%(search)s)) > 0"
 

@@ -43,19 +43,22 @@ class OrgNames:
     orgs: tuple[OrgName, ...]
 
 
+# The pair of each version published for exactly one pair is found once per version, not once
+# per agent: most agents follow a pair and need none, and versions are few.
 _FLEET_BY_VERSION = """
-WITH placed AS (
+WITH one_pair AS (
+    SELECT agent_version AS version, min(channel) AS channel, min(platform) AS platform
+      FROM releases
+     GROUP BY agent_version
+    HAVING count(DISTINCT (channel, platform)) = 1
+), placed AS (
     SELECT a.current_version AS version,
            coalesce(t.channel, published.channel) AS channel,
            coalesce(t.platform, published.platform) AS platform
       FROM agents a
       LEFT JOIN agent_tracks t ON t.agent_id = a.id
-      LEFT JOIN LATERAL (
-            SELECT min(r.channel) AS channel, min(r.platform) AS platform
-              FROM releases r
-             WHERE r.agent_version = a.current_version
-            HAVING count(DISTINCT (r.channel, r.platform)) = 1
-      ) published ON t.agent_id IS NULL
+      LEFT JOIN one_pair published
+             ON t.agent_id IS NULL AND published.version = a.current_version
      WHERE a.deleted_at IS NULL
 )
 SELECT channel, platform, version, count(*) AS agents

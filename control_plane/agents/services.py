@@ -25,6 +25,7 @@ from control_plane.agents.default_schedule import (
     read_default_schedule,
     set_default_schedule,
 )
+from control_plane.agents.org_summary import OrgAgentSummary, org_agent_summary
 from control_plane.agents.schedule import Schedule, validated_schedule
 from control_plane.events.trail import Actor, record_action
 from control_plane.runs.views import RunView, latest_run_per_agent, latest_runs
@@ -219,6 +220,17 @@ class AgentService:
                 )
             )
         return AgentOverview(agents=tuple(agents), total=total, page=page, pages=pages)
+
+    def org_summary(
+        self, org_id: UUID, *, now: datetime, online_since: datetime
+    ) -> OrgAgentSummary:
+        """The organisation's agents per state of the list and per coming slot
+        (`control_plane.agents.org_summary`)."""
+        with self._pool.connection() as conn:
+            settings = read_settings(conn)
+            return org_agent_summary(
+                conn, org_id, settings=settings, now=now, online_since=online_since
+            )
 
     def set_schedules(
         self,

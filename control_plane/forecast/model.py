@@ -99,12 +99,16 @@ def fair_shares(
     capped = {org: min(n, org_cap * window_minutes) for org, n in agents_per_org.items()}
     remaining = global_cap * window_minutes
     served = dict.fromkeys(capped, 0)
-    open_orgs = sorted((org for org in capped if capped[org] > 0), key=lambda org: capped[org])
+    # Equals in the organisations' own order (their ids), not in the order they came in: the
+    # last units go to the first of them, and the same fleet gets the same shares.
+    open_orgs = sorted(
+        (org for org in capped if capped[org] > 0), key=lambda org: (capped[org], str(org))
+    )
     while open_orgs and remaining > 0:
         level = remaining // len(open_orgs)
         smallest = capped[open_orgs[0]] - served[open_orgs[0]]
         if level == 0:
-            # Fewer units left than organisations: one each, in a stable order.
+            # Fewer units left than organisations: one each, in that order.
             for org in open_orgs[:remaining]:
                 served[org] += 1
             break

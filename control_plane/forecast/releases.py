@@ -175,32 +175,51 @@ def _needs(conn: Connection, slot_of: SlotOf, now: datetime) -> list[AgentNeed]:
     return needs
 
 
-def _served(
-    needs: Sequence[AgentNeed],
-    wanted: Mapping[int, UUID | None],
-    release_id: UUID,
-    settings: PlatformSettings,
-) -> int:
-    """How many of the agents wanting `release_id` (`wanted[i]` is agent i's release) the caps
-    serve, slot by slot, beside every other agent's demand."""
-    per_slot: dict[datetime, dict[UUID, dict[UUID, int]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(int))
+# One slot instant's demand per organisation: release → agents (agents sharing an instant are
+# summed, whichever schedule gave it).
+SlotDemand = dict[UUID, dict[UUID, int]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _ReleaseDemand:
+    """The night's needs seen from one release, per slot instant and organisation: what the
+    agents it does not concern take (the same at every wave: summed once), and the agents of
+    its pair that it may reach (`first_wave`, what they take tonight, how many), weighed anew
+    at each wave."""
+
+    fixed: dict[datetime, SlotDemand]
+    moving: dict[datetime, dict[UUID, list[tuple[int | None, UUID | None, int]]]]
+
+
+def _demand(needs: Sequence[AgentNeed], release: CurrentRelease) -> _ReleaseDemand:
+    fixed: dict[datetime, SlotDemand] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+    moving: dict[datetime, dict[UUID, list[tuple[int | None, UUID | None, int]]]] = defaultdict(
+        lambda: defaultdict(list)
     )
-    for index, need in enumerate(needs):
-        chosen = wanted[index]
-        if chosen is not None:
-            per_slot[need.slot_at][need.org_id][chosen] += need.agents
-    served = 0
-    for per_org in per_slot.values():
-        shares = fair_shares(
-            {org: sum(releases.values()) for org, releases in per_org.items()},
-            org_cap=settings.org_cap,
-            global_cap=settings.global_cap,
-            window_minutes=settings.catch_up_minutes,
-        )
-        for org, releases in per_org.items():
-            served += _split(releases, shares[org].can_update).get(release_id, 0)
-    return served
+    for need in needs:
+        if need.at_everyone == release.id:
+            moving[need.slot_at][need.org_id].append((need.first_wave, need.tonight, need.agents))
+        elif need.tonight is not None and need.tonight != release.id:
+            # Not reached by this release at any wave: it keeps what it takes tonight.
+            fixed[need.slot_at][need.org_id][need.tonight] += need.agents
+        # Else it takes nothing at any wave of this release (offered it outside its waves, when
+        # pinned to it, it is not counted in its night): no demand.
+    return _ReleaseDemand(fixed=fixed, moving=moving)
+
+
+def _served_at_slot(per_org: SlotDemand, release_id: UUID, settings: PlatformSettings) -> int:
+    """How many of the agents wanting `release_id` at one slot the caps serve, beside every
+    other agent's demand there."""
+    shares = fair_shares(
+        {org: sum(releases.values()) for org, releases in per_org.items()},
+        org_cap=settings.org_cap,
+        global_cap=settings.global_cap,
+        window_minutes=settings.catch_up_minutes,
+    )
+    return sum(
+        _split(releases, shares[org].can_update).get(release_id, 0)
+        for org, releases in per_org.items()
+    )
 
 
 def _split(agents: Mapping[UUID, int], served: int) -> dict[UUID, int]:
@@ -215,40 +234,50 @@ def _split(agents: Mapping[UUID, int], served: int) -> dict[UUID, int]:
     return parts
 
 
-def _reaches(need: AgentNeed, release: CurrentRelease, wave: int) -> bool:
-    """The agent takes `release` when the release is in `wave`."""
-    if need.at_everyone != release.id:
-        return False
+def _reaches(first_wave: int | None, release: CurrentRelease, wave: int) -> bool:
+    """An agent of the release's pair (that does not run it and is not pinned) takes `release`
+    when the release is in `wave`."""
     if wave == len(release.plan):
         return True
-    return need.first_wave is not None and need.first_wave <= wave
+    return first_wave is not None and first_wave <= wave
 
 
 def _wave_night(
-    needs: Sequence[AgentNeed], release: CurrentRelease, wave: int, settings: PlatformSettings
+    demand: _ReleaseDemand, release: CurrentRelease, wave: int, settings: PlatformSettings
 ) -> StageNight:
     # This release in `wave`; every other agent keeps what it takes tonight.
-    wanted: dict[int, UUID | None] = {}
     agents = 0
-    for index, need in enumerate(needs):
-        own = release.id if _reaches(need, release, wave) else None
-        if own == release.id:
-            agents += need.agents
-            wanted[index] = own
-        elif need.tonight == release.id:
-            wanted[index] = None  # at this stage it would not take this release
-        else:
-            wanted[index] = need.tonight
-    can_update = 0 if release.halted else _served(needs, wanted, release.id, settings)
-    return StageNight(agents=agents, can_update=can_update, will_miss=agents - can_update)
+    served = 0
+    for slot_at in demand.fixed.keys() | demand.moving.keys():
+        fixed = demand.fixed.get(slot_at, {})
+        moving = demand.moving.get(slot_at, {})
+        per_org: SlotDemand = {}
+        for org in fixed.keys() | moving.keys():
+            releases = defaultdict(int, fixed.get(org, {}))
+            for first_wave, tonight, count in moving.get(org, ()):
+                if _reaches(first_wave, release, wave):
+                    releases[release.id] += count
+                    agents += count
+                elif tonight is not None and tonight != release.id:
+                    releases[tonight] += count
+            if releases:
+                per_org[org] = releases
+        if not release.halted and release.id in _wanted(per_org):
+            served += _served_at_slot(per_org, release.id, settings)
+    return StageNight(agents=agents, can_update=served, will_miss=agents - served)
+
+
+def _wanted(per_org: SlotDemand) -> set[UUID]:
+    return {release for releases in per_org.values() for release in releases}
 
 
 def _release_night(
     release: CurrentRelease, needs: Sequence[AgentNeed], settings: PlatformSettings
 ) -> ReleaseNight:
+    demand = _demand(needs, release)
     waves = tuple(
         WaveNight(
-            **vars(_wave_night(needs, release, wave.position, settings)),
+            **vars(_wave_night(demand, release, wave.position, settings)),
             position=wave.position,
             share_percent=wave.share_percent,
             canaries=wave.canaries,
@@ -311,9 +340,13 @@ def publish_outlook(
         return None
 
     needs = _needs(conn, next_slot, now)
-    night = _wave_night(needs, release, release.wave, settings)
+    night = _wave_night(_demand(needs, release), release, release.wave, settings)
     wave = release.plan[release.wave - 1]
-    reached = [need.slot_at for need in needs if _reaches(need, release, release.wave)]
+    reached = [
+        need.slot_at
+        for need in needs
+        if need.at_everyone == release.id and _reaches(need.first_wave, release, release.wave)
+    ]
     return WaveOutlook(
         stage=release.stage,
         wave=release.wave,

@@ -33,6 +33,7 @@ from control_plane.agents.agent_list import (
     AgentState,
     ScheduleChanges,
 )
+from control_plane.agents.org_summary import OrgAgentSummary
 from control_plane.agents.services import AgentOverview
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor
@@ -56,6 +57,7 @@ __all__ = [
     "bulk_schedule",
     "changed_count",
     "fleet_page",
+    "fleet_summary",
     "hold_problem",
     "read_view",
     "set_schedules",
@@ -174,6 +176,12 @@ def fleet_page(
         )
         return _with(view, query=view.query, errors={"page": message}), None
     return view, overview
+
+
+def fleet_summary(services: Services, org_id: UUID, *, now: datetime) -> OrgAgentSummary:
+    """The organisation's agents per state of the list (with the list's idea of "offline") and
+    per coming slot: what the operator's page shows above its page of agents."""
+    return services.agents.org_summary(org_id, now=now, online_since=now - ONLINE_WITHIN)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,7 +14,14 @@ from zoneinfo import ZoneInfo
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from control_plane.panel import backend, customer_backend, rollout_backend, rollout_wording
+from control_plane.panel import (
+    backend,
+    customer_backend,
+    fleet_list,
+    rollout_backend,
+    rollout_wording,
+    wording,
+)
 from control_plane.panel.hold_routes import hold_start
 from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
 from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
@@ -65,32 +72,46 @@ def orgs(request: Request) -> Response:
 def _org_page(
     ctx: PanelContext,
     org_id: UUID,
+    view: fleet_list.FleetView,
     *,
     status_code: int = 200,
     pin_error: str | None = None,
     saved: str | None = None,
 ) -> Response:
+    """The organisation's pin, its agents at a glance (per state, per coming slot) and one page
+    of its agents in the view the URL names (the customer's list's search, states, orders and
+    pages): an organisation of thousands costs one page, never a row per agent."""
+    view, overview = fleet_list.fleet_page(ctx.services, ctx.lang, org_id, view, now=ctx.now)
+    listed = overview.agents if overview else ()
     try:
-        releases = rollout_backend.agent_releases(ctx.services, org_id, now=ctx.now)
+        releases = rollout_backend.agent_releases(
+            ctx.services, org_id, now=ctx.now, agent_ids=[a.id for a in listed]
+        )
     except backend.Missing:
         return not_found(ctx)
-    agents = customer_backend.list_agents(ctx.services, org_id, now=ctx.now).agents
     pins = rollout_backend.pins(ctx.services)
     return page(
         ctx,
         "org.html",
-        status_code=status_code,
+        status_code=400 if view.errors and status_code == 200 else status_code,
         org_id=org_id,
         org_name=rollout_backend.org_names(ctx.services).get(org_id, str(org_id)),
-        agents=agents,
+        view=view,
+        overview=overview,
+        agents=listed,
+        summary=fleet_list.fleet_summary(ctx.services, org_id, now=ctx.now),
         releases=releases,
+        state_choices=fleet_list.STATE_CHOICES,
+        sort_choices=fleet_list.SORT_CHOICES,
         org_pin=next((p for p in pins if p.org_id == org_id), None),
         agent_pins={p.agent_id: p for p in pins if p.agent_id is not None},
         pin_error=pin_error,
         saved=saved,
         zone=backend.platform(ctx.services).zone,
+        now=ctx.now,
         max_reason=MAX_PIN_REASON_LENGTH,
         max_version=MAX_VERSION_LENGTH,
+        wording=wording,
         rollout_wording=rollout_wording,
     )
 
@@ -101,7 +122,8 @@ def org(request: Request, org_id: str, saved: str | None = None) -> Response:
     parsed = parse_id(org_id)
     if parsed is None:
         return not_found(ctx)
-    return _org_page(ctx, parsed, saved=saved if saved in {"pin", "unpin"} else None)
+    view = fleet_list.read_view(ctx.lang, request.query_params)
+    return _org_page(ctx, parsed, view, saved=saved if saved in {"pin", "unpin"} else None)
 
 
 def _pin_fields(version: str, reason: str, hold_at_running: str | None) -> tuple[str | None, str]:
@@ -142,7 +164,8 @@ def pin_org(
     except backend.Missing:
         return not_found(ctx)
     except backend.Refused as exc:
-        return _org_page(ctx, parsed, status_code=422, pin_error=exc.field)
+        view = fleet_list.read_view(ctx.lang, {})
+        return _org_page(ctx, parsed, view, status_code=422, pin_error=exc.field)
     done = "unpin" if action == "unpin" else "pin"
     return redirect(f"{PREFIX}/operator/orgs/{parsed}?" + urlencode({"saved": done}))
 

@@ -270,6 +270,21 @@ def test_the_latest_run_of_each_agent_is_read_per_agent_not_over_all_runs(
     assert unbounded_reads(seeded_url, recorder.take()) == []
 
 
+def test_an_organisations_summary_reads_each_agents_newest_run_through_an_index(
+    recorder: Recorder, services: Services, world: dict[str, Any], seeded_url: str
+) -> None:
+    """The operators' page of one organisation counts its agents per state of the list: the
+    failed and missed states look at each agent's newest run, never at the organisation's
+    whole history."""
+    at: datetime = world["slot_at"]
+    recorder.take()
+    summary = services.agents.org_summary(world["org_id"], now=at, online_since=at)
+    assert summary.total > 0
+    statements = _touching(recorder.take(), seeded_url)
+    assert statements, "the summary read no runs"
+    assert unbounded_reads(seeded_url, statements) == []
+
+
 def test_the_task_tray_reads_the_manual_runs_through_an_index(
     recorder: Recorder, services: Services, world: dict[str, Any], seeded_url: str
 ) -> None:
