@@ -228,6 +228,9 @@ class StepMachine:
                 f"no patch offered fits this host's base of {progress.from_version} "
                 "(missing, or not the build it was)"
             )
+            if not any(o.base_version == progress.from_version for o in manifest.patches):
+                # No patch from the version this host runs: a full build is no fallback.
+                return None
             if delta.base_path(install_root, progress.from_version).is_file():
                 return PatchFallbackReason.BASE_ALTERED
             return PatchFallbackReason.BASE_MISSING
