@@ -5,11 +5,13 @@ caps."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from uuid import UUID, uuid4
 
+import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -20,7 +22,7 @@ from control_plane.types import Pool
 from signed_release.manifest import parse_manifest
 from signed_release.patch_offer import PatchOffer
 from signed_release.signature import sign_manifest
-from tests.control_plane.conftest import sign_release
+from tests.control_plane.conftest import Api, sign_release
 from tests.control_plane.reconcile_fleet import Fleet
 from tests.worlds.clocks import ManualClock
 
@@ -154,3 +156,30 @@ def test_the_forecast_reads_each_agents_reported_version_and_the_stored_patches(
     )
     assert (rounds[globex].agents, rounds[globex].expected_bytes) == (1, full)
     assert services.forecast.next_rounds(now=BEFORE, org_id=globex) == {globex: rounds[globex]}
+
+
+def test_the_customers_forecast_page_shows_the_next_rounds_download(
+    api: Api, fleet: Fleet, services: Services, clock: ManualClock, release_key: Ed25519PrivateKey
+) -> None:
+    full = _publish(services, clock, release_key, store=True)
+    issued = services.accounts.create_org("Acme", now=clock.now())
+    _fleet_on(fleet, issued.org_id, {"a-1": "1.4.1", "a-2": "1.4.1", "a-3": "1.4.0"})
+    clock.set(BEFORE)
+    with httpx.Client(base_url=api.base_url, timeout=30) as client:
+        form = client.get("/panel/sign-in")
+        signed_in = client.post(
+            "/panel/sign-in", data={"key": issued.panel_key, "csrf": _csrf(form.text)}
+        )
+        assert signed_in.status_code == 303, signed_in.text
+        page = client.get("/panel/forecast")
+    assert page.status_code == 200
+    text = re.sub(r"<[^>]+>", " ", page.text)
+    expected = round((2 * len(PATCH) + full) / 1_000, 1)
+    assert "The next round, at" in text
+    assert re.search(r"Agents waiting for an update\s+3\b", text), text
+    assert re.search(r"Of them, with a patch from their version\s+2\b", text)
+    assert re.search(rf"Expected download\s+{expected:g} kB", text), text
+
+
+def _csrf(html: str) -> str:
+    return html.split('name="csrf" value="', 1)[1].split('"', 1)[0]
