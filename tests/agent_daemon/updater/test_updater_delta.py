@@ -8,9 +8,12 @@ import hashlib
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agent_daemon.updater.delta import base_path
+from agent_daemon.updater.updater import Updater
+from ground.clock import SystemClock
 from ground.contract import PatchFallbackReason
 from signed_release.delta import make_patch
 from signed_release.patch_offer import PatchOffer
@@ -177,3 +180,52 @@ def test_a_patch_beyond_the_memory_bound_is_not_applied(tmp_path: Path) -> None:
         )
         host.server.serve(patch_path, patch)
         _falls_back(host, release, "need a window above", PatchFallbackReason.MEMORY_BOUND)
+
+
+def test_a_patched_build_changed_before_its_install_takes_the_full_build(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        release, patch, patch_path = _delta_release(host)
+        host.server.serve(patch_path, patch)
+        patched = host.settings.state_dir / "staging" / f"{release.manifest.tar_sha256}.tar"
+
+        def alter(step: str) -> None:
+            if step == "downloaded":
+                patched.write_bytes(patched.read_bytes()[:-1] + b"x")
+
+        updater = Updater(
+            settings=host.settings, client=httpx.Client(), clock=SystemClock(), on_step=alter
+        )
+        outcome = updater.apply(host.request(release, "run-1"))
+        assert (outcome.status, outcome.version) == ("succeeded", "1.5.0"), outcome.error
+        assert len(host.server.requests(patch_path)) == 1
+        assert len(host.server.requests(ARTIFACT)) == 1
+        assert (outcome.delivery, outcome.fallback_reason) == (
+            "full",
+            PatchFallbackReason.PATCHED_BUILD_CHANGED,
+        )
+
+
+def test_how_the_build_came_is_kept_across_an_interruption(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        base_path(host.install_root, "1.4.1").unlink()
+        release, patch, patch_path = _delta_release(host)
+        host.server.serve(patch_path, patch)
+
+        def interrupt(step: str) -> None:
+            if step == "switching":
+                raise OSError("the host went down")
+
+        interrupted = Updater(
+            settings=host.settings, client=httpx.Client(), clock=SystemClock(), on_step=interrupt
+        )
+        first = interrupted.apply(host.request(release, "run-1"))
+        assert "update interrupted" in (first.error or ""), first
+        assert host.state()["in_progress"]["step"] == "switching"
+        # Another process carries it on from the state file and still knows why it came whole.
+        outcome = host.updater().resume()
+        assert outcome is not None
+        assert (outcome.status, outcome.version) == ("succeeded", "1.5.0"), outcome.error
+        assert (outcome.delivery, outcome.fallback_reason) == (
+            "full",
+            PatchFallbackReason.BASE_MISSING,
+        )
