@@ -21,6 +21,7 @@ import httpx
 
 from agent_daemon.errors import SelfTestFailed, UpdateError
 from agent_daemon.updater import delta
+from agent_daemon.updater.delivery_record import DeliveryRecord, DeliveryStore
 from agent_daemon.updater.download.artifact_source import (
     ArtifactSource,
     control_origin,
@@ -42,13 +43,7 @@ from agent_daemon.updater.swap_gate import (
 from agent_daemon.updater.switching import RollBack, Switcher
 from agent_daemon.updater.update_records import OnProgress, UpdateOutcome
 from agent_daemon.updater.updater_settings import UpdaterSettings
-from agent_daemon.updater.updater_state import (
-    DeliveryKind,
-    InProgress,
-    Step,
-    UpdaterState,
-    UpdaterStateStore,
-)
+from agent_daemon.updater.updater_state import InProgress, Step, UpdaterState, UpdaterStateStore
 from ground.clock import Clock
 from ground.contract import OutcomeReason, PatchFallbackReason
 from signed_release.delta import PatchBeyondMemoryBound, apply_patch
@@ -62,6 +57,7 @@ __all__ = ["MAX_RUN_ATTEMPTS", "StepMachine"]
 # must end as an outcome, not block every later release.
 MAX_RUN_ATTEMPTS = 3
 
+DeliveryKind = Literal["patch", "full"]
 # How the build came (`patch` or `full`), and why a patch its release offered was not used.
 Delivery = tuple[DeliveryKind, PatchFallbackReason | None]
 
@@ -95,6 +91,7 @@ class StepMachine:
         # Why this run took the full artifact although its release offered a patch from this
         # host's base (delta.py): the outcome carries them.
         self.fallbacks: list[str] = []
+        self._deliveries = DeliveryStore(settings.state_dir)
 
     def source(self, url: str) -> ArtifactSource:
         """Where the artifact may come from (`UntrustedArtifactSource` otherwise)."""
@@ -129,13 +126,14 @@ class StepMachine:
         step: Step = progress.step
         try:
             if step == "accepted":
-                state = state.with_delivery(*self._download(progress, manifest))
+                self._record_delivery(progress, *self._download(progress, manifest))
                 state = self._recorder.advance(state, "downloaded")
                 step = "downloaded"
             if step == "downloaded":
                 if self._patched_build_changed(progress, manifest):
-                    state = state.with_delivery("full", PatchFallbackReason.PATCHED_BUILD_CHANGED)
-                    self._store.save(state)
+                    self._record_delivery(
+                        progress, "full", PatchFallbackReason.PATCHED_BUILD_CHANGED
+                    )
                 self._install(progress, manifest)
                 state = self._recorder.advance(state, "installed")
                 step = "installed"
@@ -284,10 +282,18 @@ class StepMachine:
             on_progress=self._on_progress,
         )
 
+    def _record_delivery(
+        self, progress: InProgress, kind: DeliveryKind, reason: PatchFallbackReason | None
+    ) -> None:
+        self._deliveries.save(
+            DeliveryRecord(run_id=progress.run_id, kind=kind, fallback_reason=reason)
+        )
+
     def _patched_build_changed(self, progress: InProgress, manifest: Manifest) -> bool:
         """When the patched tar is gone or altered since it was verified, fetch the full
         artifact instead; True when it did."""
-        if progress.delivery != "patch" and progress.delivery is not None:
+        recorded = self._deliveries.of(progress.run_id)
+        if recorded is not None and recorded.kind == "full":
             return False
         patched = delta.verified_patched_tar(self._staging, manifest)
         artifact = final_path(self._staging, manifest.sha256)

@@ -121,8 +121,6 @@ class StepRecorder:
             error=None if error is None else clip(error),
             reason=reason,
             switched_at=progress.switched_at,
-            delivery=progress.delivery,
-            fallback_reason=progress.fallback_reason,
         )
         good = bad_reason is None
         state = state.finished(
@@ -160,8 +158,6 @@ class StepRecorder:
             reason=reason,
             switched_at=progress.switched_at,
             retry=retry,
-            delivery=progress.delivery,
-            fallback_reason=progress.fallback_reason,
         )
         state = state.finished(
             recorded, bad=(progress.version, error) if bad else None, at=self._clock.now()

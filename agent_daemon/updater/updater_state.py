@@ -31,13 +31,12 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
 from agent_daemon.disk.atomic_file import VersionedModelFile
-from ground.contract import OutcomeReason, PatchFallbackReason
+from ground.contract import OutcomeReason
 
 __all__ = [
     "STATE_FILE_NAME",
     "STATE_FORMAT_VERSION",
     "Build",
-    "DeliveryKind",
     "InProgress",
     "RecordedOutcome",
     "Step",
@@ -71,9 +70,6 @@ class Build(_Frozen):
     sha256: str
 
 
-DeliveryKind = Literal["patch", "full"]
-
-
 class InProgress(_Frozen):
     run_id: str
     step: Step
@@ -90,10 +86,6 @@ class InProgress(_Frozen):
     # When the switch was allowed (the control plane's time, as this host knew it): set just
     # before `switching` is recorded, reported as the run's `switched_at`.
     switched_at: AwareDatetime | None = None
-    # How the build came once downloaded: `patch` or `full`, and why a patch the release offered
-    # was not used (None: none was offered, or none fits a host without an earlier build).
-    delivery: DeliveryKind | None = None
-    fallback_reason: PatchFallbackReason | None = None
 
     @property
     def manifest_bytes(self) -> bytes:
@@ -112,8 +104,6 @@ class RecordedOutcome(_Frozen):
     reason: OutcomeReason | None = None
     switched_at: AwareDatetime | None = None
     retry: bool = False
-    delivery: DeliveryKind | None = None
-    fallback_reason: PatchFallbackReason | None = None
 
 
 class UpdaterState(_Frozen):
@@ -137,14 +127,6 @@ class UpdaterState(_Frozen):
         update: dict[str, object] = {"step": step}
         if failure is not None:
             update["failure"] = failure
-        return self.model_copy(update={"in_progress": self.in_progress.model_copy(update=update)})
-
-    def with_delivery(
-        self, kind: DeliveryKind, fallback_reason: PatchFallbackReason | None
-    ) -> UpdaterState:
-        """The update in progress, with how its build came (saved with the next step)."""
-        assert self.in_progress is not None
-        update = {"delivery": kind, "fallback_reason": fallback_reason}
         return self.model_copy(update={"in_progress": self.in_progress.model_copy(update=update)})
 
     def with_attempt(self) -> UpdaterState:
