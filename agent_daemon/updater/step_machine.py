@@ -13,6 +13,7 @@ version bad; one that may pass keeps the partial download); a failure after it r
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
@@ -167,8 +168,6 @@ class StepMachine:
                 return self._recorder.finish_failed(
                     state, verdict.error, bad=False, reason=verdict.reason, keep=False
                 )
-            progress = state.in_progress
-            assert progress is not None
             state = state.model_copy(
                 update={"in_progress": progress.model_copy(update={"switched_at": verdict.at})}
             )
@@ -285,9 +284,11 @@ class StepMachine:
     def _record_delivery(
         self, progress: InProgress, kind: DeliveryKind, reason: PatchFallbackReason | None
     ) -> None:
-        self._deliveries.save(
-            DeliveryRecord(run_id=progress.run_id, kind=kind, fallback_reason=reason)
-        )
+        # What it reports, never whether the update goes on: unwritten, the outcome says nothing.
+        with contextlib.suppress(OSError):
+            self._deliveries.save(
+                DeliveryRecord(run_id=progress.run_id, kind=kind, fallback_reason=reason)
+            )
 
     def _patched_build_changed(self, progress: InProgress, manifest: Manifest) -> bool:
         """When the patched tar is gone or altered since it was verified, fetch the full
