@@ -34,6 +34,7 @@ from signed_release.errors import ArtifactError
 
 __all__ = [
     "PATCH_FORMAT",
+    "PatchBeyondMemoryBound",
     "PatchRefused",
     "apply_patch",
     "gunzip_artifact",
@@ -57,13 +58,18 @@ class PatchRefused(ArtifactError):
     """A patch cannot be applied or its result is not the signed target; names what and why."""
 
 
+class PatchBeyondMemoryBound(PatchRefused):
+    """Applying the patch would need a decoder window beyond the bound: refused before any
+    memory is taken."""
+
+
 def window_bytes(base_length: int, target_length: int) -> int:
     """The decoder window a patch between tars of these lengths needs: a power of two covering
     both, so the last byte of the target can still refer to the first byte of the base."""
     needed = max(base_length + target_length, 1)
     log = max(_MIN_WINDOW_LOG, (needed - 1).bit_length())
     if log > _MAX_WINDOW_LOG:
-        raise PatchRefused(
+        raise PatchBeyondMemoryBound(
             f"base and target tars: {needed} bytes together need a window above "
             f"2**{_MAX_WINDOW_LOG} bytes (expected builds far smaller)"
         )

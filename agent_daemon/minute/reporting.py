@@ -23,6 +23,7 @@ from agent_daemon.updater.update_records import UpdateOutcome
 from ground.contract import (
     RUNS_PATH,
     AnswerCode,
+    DeliveryReport,
     NothingToDoReport,
     OutcomeReport,
     run_path,
@@ -42,6 +43,8 @@ class ReportSender:
         # The version of nachtwacht's own agent, sent with each report while the control plane
         # reads it (a control plane of an older contract refuses a field it does not know).
         self.updater_version: str | None = None
+        # Whether the control plane reads how a build came (`delivery`): the same reason.
+        self.says_delivery = False
 
     def queue_up_to_date(self, *, slot_key: str, installed: str | None) -> None:
         body = NothingToDoReport(
@@ -71,6 +74,7 @@ class ReportSender:
             reason=outcome.reason,
             switched_at=outcome.switched_at,
             updater_version=self.updater_version,
+            delivery=_delivery(outcome) if self.says_delivery else None,
         )
         self._put(
             Report(
@@ -162,9 +166,16 @@ class ReportSender:
         return self._control.deliver(report.method, report.path, report.body)
 
 
+def _delivery(outcome: UpdateOutcome) -> DeliveryReport | None:
+    if outcome.delivery is None:
+        return None
+    return DeliveryReport(kind=outcome.delivery, fallback_reason=outcome.fallback_reason)
+
+
 def _without_unsaid(body: dict[str, Any]) -> dict[str, Any]:
-    """The report without an `updater_version` it does not give: the body a control plane of an
-    older contract reads (it refuses a field it does not know)."""
-    if body.get("updater_version") is None:
-        body.pop("updater_version", None)
+    """The report without an `updater_version` or `delivery` it does not give: the body a control
+    plane of an older contract reads (it refuses a field it does not know)."""
+    for field in ("updater_version", "delivery"):
+        if body.get(field) is None:
+            body.pop(field, None)
     return body

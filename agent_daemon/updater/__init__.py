@@ -21,6 +21,7 @@ It knows nothing of schedules, slots or the control plane's API: the daemon hand
     trusted_keys        the trusted release-key files: read at start, key objects built on first use
     release_keys        the keys an update is verified with: the held trust root's, else the files'
     updater_state       the updater's crash-safe state file: floor, builds, the step in progress
+    delivery_record     how the update's build came (patch or full, and why), in a file of its own
     swap_gate           the question asked right before the switch, and its three verdicts
     verify              pure: is this signed manifest acceptable here and now?
     download/           the artifact, resumable, bounded by the signed length and one deadline

@@ -13,13 +13,16 @@ version bad; one that may pass keeps the partial download); a failure after it r
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 import httpx
 
 from agent_daemon.errors import SelfTestFailed, UpdateError
 from agent_daemon.updater import delta
+from agent_daemon.updater.delivery_record import DeliveryRecord, DeliveryStore
 from agent_daemon.updater.download.artifact_source import (
     ArtifactSource,
     control_origin,
@@ -43,8 +46,8 @@ from agent_daemon.updater.update_records import OnProgress, UpdateOutcome
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from agent_daemon.updater.updater_state import InProgress, Step, UpdaterState, UpdaterStateStore
 from ground.clock import Clock
-from ground.contract import OutcomeReason
-from signed_release.delta import apply_patch
+from ground.contract import OutcomeReason, PatchFallbackReason
+from signed_release.delta import PatchBeyondMemoryBound, apply_patch
 from signed_release.errors import ReleaseError
 from signed_release.manifest import Manifest, parse_manifest
 
@@ -54,6 +57,10 @@ __all__ = ["MAX_RUN_ATTEMPTS", "StepMachine"]
 # an update interrupted again and again (a crash loop, a state directory that stays read-only)
 # must end as an outcome, not block every later release.
 MAX_RUN_ATTEMPTS = 3
+
+DeliveryKind = Literal["patch", "full"]
+# How the build came (`patch` or `full`), and why a patch its release offered was not used.
+Delivery = tuple[DeliveryKind, PatchFallbackReason | None]
 
 
 class StepMachine:
@@ -85,6 +92,7 @@ class StepMachine:
         # Why this run took the full artifact although its release offered a patch from this
         # host's base (delta.py): the outcome carries them.
         self.fallbacks: list[str] = []
+        self._deliveries = DeliveryStore(settings.state_dir)
 
     def source(self, url: str) -> ArtifactSource:
         """Where the artifact may come from (`UntrustedArtifactSource` otherwise)."""
@@ -119,10 +127,14 @@ class StepMachine:
         step: Step = progress.step
         try:
             if step == "accepted":
-                self._download(progress, manifest)
+                self._record_delivery(progress, *self._download(progress, manifest))
                 state = self._recorder.advance(state, "downloaded")
                 step = "downloaded"
             if step == "downloaded":
+                if self._patched_build_changed(progress, manifest):
+                    self._record_delivery(
+                        progress, "full", PatchFallbackReason.PATCHED_BUILD_CHANGED
+                    )
                 self._install(progress, manifest)
                 state = self._recorder.advance(state, "installed")
                 step = "installed"
@@ -182,9 +194,12 @@ class StepMachine:
                 return self._recorder.commit(state, manifest)
         return self._switcher.roll_back(state, manifest)
 
-    def _download(self, progress: InProgress, manifest: Manifest) -> None:
-        if self._download_patch(progress, manifest):
-            return
+    def _download(self, progress: InProgress, manifest: Manifest) -> Delivery:
+        """Download the build: the patch from this host's base when one fits, else the full
+        artifact. Returns how it came, and why an offered patch was not used."""
+        fallback = self._download_patch(progress, manifest)
+        if fallback == "patch":
+            return ("patch", None)
         self._fetch(
             ArtifactSpec(
                 url=progress.artifact_url,
@@ -193,42 +208,61 @@ class StepMachine:
                 unpacked_size=manifest.unpacked_size,
             )
         )
+        return ("full", fallback)
 
-    def _download_patch(self, progress: InProgress, manifest: Manifest) -> bool:
-        """Download and apply the patch from this host's base, if the release offers one; False
-        (the full artifact follows) on any failure, its reason kept in `fallbacks`."""
+    def _download_patch(
+        self, progress: InProgress, manifest: Manifest
+    ) -> Literal["patch"] | PatchFallbackReason | None:
+        """Download and apply the patch from this host's base, if the release offers one:
+        "patch" when it made the signed build; else why not (the full artifact follows; the
+        reason in words kept in `fallbacks`), or None when no patch was offered to this host."""
         install_root = self._settings.install_root
+        if not manifest.patches or progress.from_version is None:
+            return None
         offer = delta.offer_for(install_root, progress.from_version, manifest)
-        url = None if offer is None else delta.patch_url(progress.artifact_url, offer)
-        if offer is None and manifest.patches and progress.from_version is not None:
+        if offer is None:
             self.fallbacks.append(
                 f"no patch offered fits this host's base of {progress.from_version} "
                 "(missing, or not the build it was)"
             )
-        if offer is None or url is None:
-            return False
+            if not any(o.base_version == progress.from_version for o in manifest.patches):
+                # No patch from the version this host runs: a full build is no fallback.
+                return None
+            if delta.base_path(install_root, progress.from_version).is_file():
+                return PatchFallbackReason.BASE_ALTERED
+            return PatchFallbackReason.BASE_MISSING
+        url = delta.patch_url(progress.artifact_url, offer)
+        if url is None:
+            return PatchFallbackReason.MIRROR
         assert manifest.tar_length is not None and manifest.tar_sha256 is not None
         patch = final_path(self._staging, offer.sha256)
         try:
-            self._fetch(
-                ArtifactSpec(
-                    url=url, sha256=offer.sha256, length=offer.length,
-                    unpacked_size=manifest.tar_length,
+            try:
+                self._fetch(
+                    ArtifactSpec(
+                        url=url, sha256=offer.sha256, length=offer.length,
+                        unpacked_size=manifest.tar_length,
+                    )
+                )  # fmt: skip
+            except (UpdateError, OSError, ReleaseError) as exc:
+                self.fallbacks.append(f"patch from {offer.base_version} not used: {describe(exc)}")
+                return PatchFallbackReason.PATCH_DOWNLOAD_FAILED
+            try:
+                apply_patch(
+                    delta.base_path(install_root, progress.from_version),
+                    patch,
+                    delta.patched_tar_path(self._staging, manifest),
+                    target_length=manifest.tar_length,
+                    target_sha256=manifest.tar_sha256,
                 )
-            )  # fmt: skip
-            apply_patch(
-                delta.base_path(install_root, progress.from_version or ""),
-                patch,
-                delta.patched_tar_path(self._staging, manifest),
-                target_length=manifest.tar_length,
-                target_sha256=manifest.tar_sha256,
-            )
-        except (UpdateError, OSError, ReleaseError) as exc:
-            self.fallbacks.append(f"patch from {offer.base_version} not used: {describe(exc)}")
-            return False
+            except (OSError, ReleaseError) as exc:
+                self.fallbacks.append(f"patch from {offer.base_version} not used: {describe(exc)}")
+                if isinstance(exc, PatchBeyondMemoryBound):
+                    return PatchFallbackReason.MEMORY_BOUND
+                return PatchFallbackReason.PATCH_REFUSED
         finally:
             patch.unlink(missing_ok=True)
-        return True
+        return "patch"
 
     def _fetch(self, spec: ArtifactSpec) -> None:
         clock = self._clock
@@ -247,13 +281,32 @@ class StepMachine:
             on_progress=self._on_progress,
         )
 
+    def _record_delivery(
+        self, progress: InProgress, kind: DeliveryKind, reason: PatchFallbackReason | None
+    ) -> None:
+        # What it reports, never whether the update goes on: unwritten, the outcome says nothing.
+        with contextlib.suppress(OSError):
+            self._deliveries.save(
+                DeliveryRecord(run_id=progress.run_id, kind=kind, fallback_reason=reason)
+            )
+
+    def _patched_build_changed(self, progress: InProgress, manifest: Manifest) -> bool:
+        """When the patched tar is gone or altered since it was verified, fetch the full
+        artifact instead; True when it did."""
+        recorded = self._deliveries.of(progress.run_id)
+        if recorded is not None and recorded.kind == "full":
+            return False
+        patched = delta.verified_patched_tar(self._staging, manifest)
+        artifact = final_path(self._staging, manifest.sha256)
+        if patched is not None or artifact.is_file() or not manifest.patches:
+            return False
+        self.fallbacks.append("the patched build changed on disk before its install")
+        self._download(progress.model_copy(update={"from_version": None}), manifest)
+        return True
+
     def _install(self, progress: InProgress, manifest: Manifest) -> None:
         patched = delta.verified_patched_tar(self._staging, manifest)
         artifact = final_path(self._staging, manifest.sha256)
-        if patched is None and not artifact.is_file() and manifest.patches:
-            # The patched tar is gone or altered since it was verified: the full artifact instead.
-            self.fallbacks.append("the patched build changed on disk before its install")
-            self._download(progress.model_copy(update={"from_version": None}), manifest)
         build = install_build(
             self._layout,
             artifact if patched is None else patched,

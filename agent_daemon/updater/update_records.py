@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from agent_daemon.updater.swap_gate import ConfirmSwap
-from ground.contract import OutcomeReason
+from ground.contract import OutcomeReason, PatchFallbackReason
 
 __all__ = ["OnProgress", "Status", "UpdateOutcome", "UpdateRequest"]
 
@@ -57,3 +57,7 @@ class UpdateOutcome:
     # What happened on the way that the status does not say: a patch this host's base could use
     # that was not used, and why (the full artifact was installed instead).
     notes: tuple[str, ...] = ()
+    # How the build came: `patch` (from this host's base) or `full`, and why a patch its release
+    # offered was not used; None when nothing was downloaded.
+    delivery: Literal["patch", "full"] | None = None
+    fallback_reason: PatchFallbackReason | None = None

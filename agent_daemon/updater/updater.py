@@ -56,6 +56,7 @@ from agent_daemon.errors import (
     UpdateInProgress,
     VersionMarkedBad,
 )
+from agent_daemon.updater.delivery_record import DeliveryStore
 from agent_daemon.updater.failure_reasons import describe, failure_reason
 from agent_daemon.updater.layout import InstallLayout
 from agent_daemon.updater.managed_service import AgentService
@@ -92,6 +93,8 @@ class Updater:
         self._on_step = on_step or (lambda _step: None)
         self._layout = InstallLayout(settings.install_root)
         self._store = UpdaterStateStore(settings.state_dir)
+        # How each update's build came, reported with its outcome (a file of its own).
+        self._deliveries = DeliveryStore(settings.state_dir)
         self._staging = settings.state_dir / "staging"
         service = AgentService(
             restart_command=settings.restart_command,
@@ -149,7 +152,7 @@ class Updater:
         with updater_umask():
             try:
                 with update_lock(self._settings.state_dir):
-                    return self._apply_guarded(request)
+                    return self._deliveries.told(self._apply_guarded(request))
             except UpdateInProgress as exc:
                 return self._recorder.outcome(
                     request.run_id,
@@ -182,7 +185,7 @@ class Updater:
             state = self._store.load()
             if state.in_progress is None:
                 return None
-            return self._machine.run(state, confirm=None)
+            return self._deliveries.told(self._machine.run(state, confirm=None))
 
     def settle(self, reason: OutcomeReason) -> UpdateOutcome | None:
         """End the update in progress without a new switch (its window closed, or no claim is
@@ -202,10 +205,12 @@ class Updater:
                     f"update to {progress.version} ended at step {progress.step!r} without "
                     f"switching ({reason.value})"
                 )
-                return self._recorder.finish_failed(
+                ended = self._recorder.finish_failed(
                     state, error, bad=False, reason=reason, keep=False
                 )
-            return self._machine.run(state, confirm=None)
+            else:
+                ended = self._machine.run(state, confirm=None)
+            return self._deliveries.told(ended)
 
     # -- steps --------------------------------------------------------------------------------
 

@@ -5,6 +5,8 @@ services     the SQL, `parse_day`
 releases     how many agents get each pair's current release on a night at each wave, within
              the caps (the offers are the rollout's own rule); what a release just published
              reaches in the next day
+round_bytes  the bytes each organisation's next round downloads: patches from the versions
+             its agents reported, else full builds, within one round of the caps
 text         the terminal table of `nachtwacht control forecast`, the publish outlook's lines
 routes       /v1/admin/forecast, /v1/forecast
 

@@ -19,6 +19,7 @@ from control_plane.forecast.model import (
     platform_day_forecast,
 )
 from control_plane.forecast.releases import publish_outlook, read_release_needs, release_nights
+from control_plane.forecast.round_bytes import OrgRound, read_next_rounds
 from control_plane.rollout.services import (
     RolloutOverview,
     rollout_overview,
@@ -114,3 +115,10 @@ class ForecastService:
             settings = read_settings(conn)
             counts = read_scheduled_agents(conn)
         return org_day_forecast(counts, day=day, settings=settings, org_id=org_id)
+
+    def next_rounds(self, *, now: datetime, org_id: UUID | None = None) -> dict[UUID, OrgRound]:
+        """Each organisation's next round of updates and the bytes it downloads (`round_bytes`);
+        only `org_id`'s when given."""
+        with self._pool.connection() as conn:
+            settings = read_settings(conn)
+            return read_next_rounds(conn, settings=settings, now=now, org_id=org_id)

@@ -63,6 +63,13 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
             for (r, c, p, v, kind), n in snapshot.bytes_served
         ],
     )
+    lines += _family(
+        "nachtwacht_patch_fallbacks_total",
+        "counter",
+        "Update runs, all replicas, that took the full build although their release offered a"
+        " patch, by the reason the agent reported.",
+        [({"reason": reason}, n) for (reason,), n in snapshot.patch_fallbacks],
+    )
     return "\n".join(lines) + "\n"
 
 

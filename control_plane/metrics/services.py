@@ -188,6 +188,8 @@ class MetricsSnapshot:
     # (version,): live agents by the version of nachtwacht's own agent they reported, for the
     # versions in use only.
     updater_versions: Counts = ()
+    # (reason,): runs that took the full build although a patch was offered, every reason
+    patch_fallbacks: Counts = ()
 
 
 def _history_counts(conn: Connection) -> dict[str, dict[str, int]]:
@@ -244,6 +246,10 @@ class MetricsService:
             ).fetchall()
             retention = read_standing(conn)
             served = conn.execute(_RELEASE_BYTES, [[row["id"] for row in releases]]).fetchall()
+            # Counted as each run's delivery is first recorded, one row per reason (0030).
+            fallbacks = conn.execute(
+                "SELECT reason, n FROM patch_fallback_counts ORDER BY reason"
+            ).fetchall()
             updater_versions = conn.execute(
                 "SELECT uv.version AS updater_version, count(*)::bigint AS n"
                 " FROM agent_updater_versions uv JOIN agents a ON a.id = uv.agent_id"
@@ -288,6 +294,7 @@ class MetricsService:
             retention=retention,
             bytes_served=_counts(served, "release", "channel", "platform", "agent_version", "kind"),
             updater_versions=_counts(updater_versions, "updater_version"),
+            patch_fallbacks=_counts(fallbacks, "reason"),
         )
 
     def trust_root_standing(self) -> TrustRootStanding:

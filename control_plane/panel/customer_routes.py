@@ -23,6 +23,7 @@ from control_plane.panel import (
     wording,
 )
 from control_plane.panel.charts import Bar
+from control_plane.panel.i18n import Language
 from control_plane.panel.readers import Csrf, customer_of, customer_post, parse_id
 from control_plane.panel.schedule_editor import EditorState, check_rows, editor_preview
 from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, not_found, page, redirect
@@ -419,4 +420,21 @@ def forecast(request: Request) -> Response:
             for slot in slots
         ],
     )
-    return page(ctx, "forecast.html", chart=chart, slots=slots, zone=zone, night=night)
+    next_round = operator_backend.org_next_round(ctx.services, org_id, ctx.now)
+    return page(
+        ctx,
+        "forecast.html",
+        chart=chart,
+        slots=slots,
+        zone=zone,
+        night=night,
+        next_round=next_round,
+        size=lambda n: _size(ctx.lang, n),
+    )
+
+
+def _size(lang: Language, count: int) -> str:
+    """A byte count in decimal units, one decimal: a patch is often below a megabyte."""
+    if count < 1_000_000:
+        return lang.gettext("%(size)s kB", size=lang.number(round(count / 1_000, 1)))
+    return lang.gettext("%(size)s MB", size=lang.number(round(count / 1_000_000, 1)))

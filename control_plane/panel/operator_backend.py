@@ -23,6 +23,7 @@ from control_plane.claims.services import GrantHistory
 from control_plane.errors import Conflict, InvalidInput, NotFound
 from control_plane.events.trail import Actor
 from control_plane.forecast.model import OrgDayForecast, PlatformDayForecast
+from control_plane.forecast.round_bytes import OrgRound
 from control_plane.metrics.trust_roots import TrustRootStanding
 from control_plane.panel.backend import Missing, Refused, refused
 from control_plane.registry import Services
@@ -39,6 +40,7 @@ __all__ = [
     "issue_credential",
     "nights_with_rollout",
     "org_forecast",
+    "org_next_round",
     "outcomes_per_slot",
     "releases",
     "revoke_credential",
@@ -54,6 +56,11 @@ __all__ = [
 
 def org_forecast(services: Services, org_id: UUID, day: date) -> OrgDayForecast:
     return services.forecast.org_day(day, org_id=org_id)
+
+
+def org_next_round(services: Services, org_id: UUID, now: datetime) -> OrgRound | None:
+    """The organisation's next round of updates and its bytes; None when no agent waits."""
+    return services.forecast.next_rounds(now=now, org_id=org_id).get(org_id)
 
 
 def nights_with_rollout(

@@ -23,6 +23,7 @@ from control_plane.runs.views import RunView
 from ground.contract.wording import (
     MISS_REASON_WORDS,
     OUTCOME_REASON_WORDS,
+    PATCH_FALLBACK_WORDS,
     SKIP_REASON_WORDS,
     UNKNOWN_REASON_WORDS,
 )
@@ -49,6 +50,7 @@ _REASON_WORDS = {
     code.value: words for code, words in [*SKIP_REASON_WORDS.items(), *MISS_REASON_WORDS.items()]
 }
 _OUTCOME_WORDS = {reason.value: words for reason, words in OUTCOME_REASON_WORDS.items()}
+_FALLBACK_WORDS = {reason.value: words for reason, words in PATCH_FALLBACK_WORDS.items()}
 
 # An agent syncs every minute and records its visit at most every 30 seconds: three quiet minutes
 # mean it is not reaching us.
@@ -167,6 +169,13 @@ def status_text(lang: Language, run: RunView) -> str:
     if status == "up_to_date":
         return lang.gettext("already up to date")
     if status == "succeeded":
+        fallback = getattr(run, "patch_fallback_reason", None)
+        if isinstance(fallback, str):
+            return lang.gettext(
+                "updated to %(version)s as a full build after a failed patch: %(reason)s",
+                version=version,
+                reason=lang.gettext(_FALLBACK_WORDS.get(fallback, UNKNOWN_REASON_WORDS)),
+            )
         return lang.gettext("updated to %(version)s", version=version)
     if status == "failed":
         if why is not None:

@@ -47,6 +47,10 @@ class Outcome:
     switched_at: datetime | None
     # The version of nachtwacht's own agent that sends the report (None: it did not say).
     updater_version: str | None = None
+    # How the build came (`patch`, `full`) and why an offered patch was not used (None: the
+    # agent did not say).
+    delivery: str | None = None
+    patch_fallback_reason: str | None = None
 
 
 def record_outcome(
@@ -116,6 +120,7 @@ def _finish(
             run_id,
         ],
     )
+    _record_delivery(conn, run_id, reported)
     conn.execute(
         "UPDATE tokens SET revoked_at = %s, revoked_reason = 'finished'"
         " WHERE run_id = %s AND revoked_at IS NULL",
@@ -158,6 +163,22 @@ def _finish(
         at=now,
         data=data,
     )
+
+
+def _record_delivery(conn: Connection, run_id: UUID, reported: Outcome) -> None:
+    """How the run's build came; a fallback counted by its reason. A run's outcome is recorded
+    once (the same report again, or a late one after it, does not reach here), so is this."""
+    if reported.delivery is None:
+        return
+    conn.execute(
+        "UPDATE runs SET delivery = %s, patch_fallback_reason = %s WHERE id = %s",
+        [reported.delivery, reported.patch_fallback_reason, run_id],
+    )
+    if reported.patch_fallback_reason is not None:
+        conn.execute(
+            "UPDATE patch_fallback_counts SET n = n + 1 WHERE reason = %s",
+            [reported.patch_fallback_reason],
+        )
 
 
 def _true_reason(conn: Connection, lease: dict[str, Any], reported: Outcome) -> str | None:

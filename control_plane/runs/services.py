@@ -37,9 +37,11 @@ from control_plane.types import Connection, Pool
 from control_plane.updater_versions import note_updater_version
 from ground.contract import (
     AnswerCode,
+    DeliveryReport,
     Instant,
     OutcomeReason,
     OutcomeStatus,
+    PatchFallbackReason,
     RefusalCode,
     SwapPermit,
     format_instant,
@@ -253,6 +255,7 @@ class RunService:
         reason: OutcomeReason | None = None,
         switched_at: datetime | None = None,
         updater_version: object = None,
+        delivery: DeliveryReport | None = None,
     ) -> RunView:
         """The outcome of a claimed run: only its agent, only from `claimed`, idempotent.
 
@@ -272,6 +275,12 @@ class RunService:
             # A switch cannot have happened after the report arrived.
             switched_at=None if switched_at is None else min(switched_at, now),
             updater_version=stored_text("updater_version", updater_version, MAX_VERSION_LENGTH),
+            delivery=None if delivery is None else delivery.kind,
+            patch_fallback_reason=(
+                None
+                if delivery is None or delivery.fallback_reason is None
+                else PatchFallbackReason(delivery.fallback_reason).value
+            ),
         )
         with self._pool.connection() as conn:
             with conn.transaction():

@@ -4,11 +4,11 @@ reports), and the queries that read it that way."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from control_plane.types import Connection
-from ground.contract import Instant, MissReason, OutcomeReason
+from ground.contract import Instant, MissReason, OutcomeReason, PatchFallbackReason
 
 __all__ = [
     "RUN_COLUMNS",
@@ -24,7 +24,8 @@ __all__ = [
 RUN_COLUMNS = (
     "r.id, r.agent_id, r.trigger, r.slot_key, r.slot_at, r.status, r.from_version, r.version,"
     " r.error, r.created_at, r.claimed_at, r.finished_at, rel.agent_version AS release_version,"
-    " r.miss_reason, r.outcome_reason, r.switched_at, r.skip_reason, r.outcome_inferred"
+    " r.miss_reason, r.outcome_reason, r.switched_at, r.skip_reason, r.outcome_inferred,"
+    " r.delivery, r.patch_fallback_reason"
 )
 
 
@@ -50,6 +51,10 @@ class RunView:
     skip_reason: str | None = None
     # True when no report came and the reconcile ended the claim after its window.
     outcome_inferred: bool = False
+    # How the build came as the agent reported it (`patch`, `full`; None: it did not say), and
+    # why a patch its release offered was not used.
+    delivery: Literal["patch", "full"] | None = None
+    patch_fallback_reason: PatchFallbackReason | None = None
     created_at: Instant
     claimed_at: Instant | None
     finished_at: Instant | None
@@ -81,6 +86,12 @@ def _run_fields(row: dict[str, Any]) -> dict[str, Any]:
         "switched_at": row["switched_at"],
         "skip_reason": row["skip_reason"],
         "outcome_inferred": row["outcome_inferred"],
+        "delivery": row["delivery"],
+        "patch_fallback_reason": (
+            None
+            if row["patch_fallback_reason"] is None
+            else PatchFallbackReason(row["patch_fallback_reason"])
+        ),
         "created_at": row["created_at"],
         "claimed_at": row["claimed_at"],
         "finished_at": row["finished_at"],

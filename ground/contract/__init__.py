@@ -14,7 +14,14 @@ only, so the planner can import them too).
     (here)      the API version, the contract's version, the paths and the headers
 """
 
-from ground.contract.codes import AnswerCode, MissReason, OfferReason, OutcomeReason, RefusalCode
+from ground.contract.codes import (
+    AnswerCode,
+    MissReason,
+    OfferReason,
+    OutcomeReason,
+    PatchFallbackReason,
+    RefusalCode,
+)
 from ground.contract.fields import Instant
 from ground.contract.messages import (
     DEFAULT_TRACK,
@@ -23,6 +30,7 @@ from ground.contract.messages import (
     ClaimedRelease,
     ClaimGrant,
     ClaimRequest,
+    DeliveryReport,
     EnrolledAgent,
     EnrollRequest,
     ErrorAnswer,
@@ -70,6 +78,7 @@ __all__ = [
     "ClaimGrant",
     "ClaimRequest",
     "ClaimedRelease",
+    "DeliveryReport",
     "EnrollRequest",
     "EnrolledAgent",
     "ErrorAnswer",
@@ -86,6 +95,7 @@ __all__ = [
     "OutcomeReason",
     "OutcomeReport",
     "OutcomeStatus",
+    "PatchFallbackReason",
     "Product",
     "RefusalCode",
     "ReleaseName",
@@ -115,7 +125,9 @@ API_PREFIX = f"/v{API_VERSION}"
 #   2   the header itself, and `AgentConfig.contract_version`
 #   3   nachtwacht's own agent as a product: `AgentConfig.updater_release`, `ClaimRequest.product`
 #       and `ClaimGrant.product`, `updater_version` in the claim and the run reports
-CONTRACT_VERSION = 3
+#   4   `OutcomeReport.delivery`: whether the build came as a patch or whole, and why a patch
+#       offered was not used
+CONTRACT_VERSION = 4
 CONTRACT_VERSION_HEADER = "X-Nachtwacht-Contract"
 
 # Every answer the control plane gives (304s and errors included) carries its clock's reading at

@@ -37,7 +37,14 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["AnswerCode", "MissReason", "OfferReason", "OutcomeReason", "RefusalCode"]
+__all__ = [
+    "AnswerCode",
+    "MissReason",
+    "OfferReason",
+    "OutcomeReason",
+    "PatchFallbackReason",
+    "RefusalCode",
+]
 
 
 class RefusalCode(enum.StrEnum):
@@ -164,6 +171,28 @@ class OutcomeReason(enum.StrEnum):
     INSTALL_FAILED = "install_failed"
     # The new version was not healthy within its deadline: rolled back.
     HEALTH_CHECK_FAILED = "health_check_failed"
+
+
+class PatchFallbackReason(enum.StrEnum):
+    """Why a run whose release offered a patch took the full build instead, in the same run
+    (`DeliveryReport.fallback_reason`). The database's CHECK on `runs.patch_fallback_reason` and
+    the rows of `patch_fallback_counts` list exactly these values (a test compares them).
+    """
+
+    # This host keeps no base tar of the version it runs (a first install, or it was removed).
+    BASE_MISSING = "base_missing"
+    # The base tar on disk matches no patch offered: altered, truncated, or another build.
+    BASE_ALTERED = "base_altered"
+    # The patch could not be downloaded (not served, cut short, or not the signed bytes).
+    PATCH_DOWNLOAD_FAILED = "patch_download_failed"
+    # The patch did not make the signed build: corrupt, truncated, for another base, too long.
+    PATCH_REFUSED = "patch_refused"
+    # Applying it would take more memory than a patch may (its window is beyond the bound).
+    MEMORY_BOUND = "memory_bound"
+    # The patched build changed on disk between its check and its install.
+    PATCHED_BUILD_CHANGED = "patched_build_changed"
+    # The artifact comes from a mirror, which serves no patches.
+    MIRROR = "mirror"
 
 
 class MissReason(enum.StrEnum):

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from ground.contract.codes import OfferReason, OutcomeReason, RefusalCode
+from ground.contract.codes import OfferReason, OutcomeReason, PatchFallbackReason, RefusalCode
 from ground.contract.fields import Instant
 from ground.limits import (
     DEFAULT_CHANNEL,
@@ -44,6 +44,7 @@ __all__ = [
     "ClaimGrant",
     "ClaimRequest",
     "ClaimedRelease",
+    "DeliveryReport",
     "EnrollRequest",
     "EnrolledAgent",
     "ErrorAnswer",
@@ -326,6 +327,24 @@ class NothingToDoReport(_Request):
     updater_version: Version | None = Field(default=None, examples=["1.4.0"])
 
 
+class DeliveryReport(_Request):
+    """How the build reached the host: `patch` (from its own base) or `full` (the artifact). A
+    full build names why when its release offered a patch (`fallback_reason`); a patch names none.
+    """
+
+    kind: Literal["patch", "full"]
+    fallback_reason: PatchFallbackReason | None = None
+
+    @model_validator(mode="after")
+    def _reason_only_when_full(self) -> DeliveryReport:
+        if self.kind == "patch" and self.fallback_reason is not None:
+            raise ValueError(
+                f"fallback_reason: {self.fallback_reason.value!r} given for a patch "
+                "(expected null: only a full build falls back)"
+            )
+        return self
+
+
 class OutcomeReport(_Request):
     status: OutcomeStatus
     version: Version | None = None
@@ -339,6 +358,9 @@ class OutcomeReport(_Request):
     # The version of nachtwacht's own agent sending the report: after a self-update that rolled
     # back, the old one that restored itself and reports why.
     updater_version: Version | None = Field(default=None, examples=["1.4.0"])
+    # How the build came (absent: the agent did not say — it is older than the field, or nothing
+    # was downloaded); sent only to a control plane of contract 4 or newer.
+    delivery: DeliveryReport | None = None
 
 
 # -- POST /v1/agent/runs/{run_id}/confirm ---------------------------------------------------------

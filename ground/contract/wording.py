@@ -14,12 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from ground.contract.codes import MissReason, OfferReason, OutcomeReason, RefusalCode
+from ground.contract.codes import (
+    MissReason,
+    OfferReason,
+    OutcomeReason,
+    PatchFallbackReason,
+    RefusalCode,
+)
 
 __all__ = [
     "MISS_REASON_WORDS",
     "OFFER_REASON_WORDS",
     "OUTCOME_REASON_WORDS",
+    "PATCH_FALLBACK_WORDS",
     "SKIP_REASON_WORDS",
     "UNKNOWN_REASON_WORDS",
 ]
@@ -80,6 +87,22 @@ OFFER_REASON_WORDS: Mapping[OfferReason, str] = MappingProxyType(
         OfferReason.HALTED: SKIP_REASON_WORDS[RefusalCode.RELEASE_HALTED],
         OfferReason.BRAKED: N_("updates are paused by our operators"),
         OfferReason.WAVE: N_("the new release has not reached this agent in its rollout yet"),
+    }
+)
+
+# Why a run took the full build although its release offered a patch
+# (`DeliveryReport.fallback_reason`), said after "as a full build after a failed patch:".
+PATCH_FALLBACK_WORDS: Mapping[PatchFallbackReason, str] = MappingProxyType(
+    {
+        PatchFallbackReason.BASE_MISSING: N_("the host kept no copy of its previous version"),
+        PatchFallbackReason.BASE_ALTERED: N_("the host's copy of its previous version had changed"),
+        PatchFallbackReason.PATCH_DOWNLOAD_FAILED: N_("the patch could not be downloaded"),
+        PatchFallbackReason.PATCH_REFUSED: N_("the patch did not make the signed build"),
+        PatchFallbackReason.MEMORY_BOUND: N_("the patch would have needed too much memory"),
+        PatchFallbackReason.PATCHED_BUILD_CHANGED: N_(
+            "the patched build changed on disk before its install"
+        ),
+        PatchFallbackReason.MIRROR: N_("the build came from a mirror, which serves no patches"),
     }
 )
 

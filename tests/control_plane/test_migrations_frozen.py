@@ -21,8 +21,15 @@ import psycopg
 import pytest
 
 from control_plane import migrate
-from ground.contract import HoldView, MissReason, OutcomeReason, OutcomeStatus, RefusalCode
-from ground.contract.messages import NothingToDoReport
+from ground.contract import (
+    HoldView,
+    MissReason,
+    OutcomeReason,
+    OutcomeStatus,
+    PatchFallbackReason,
+    RefusalCode,
+)
+from ground.contract.messages import DeliveryReport, NothingToDoReport
 from tests.conftest import REPO_ROOT
 
 VERSIONS = Path(migrate.MIGRATIONS_DIR) / "versions"
@@ -134,6 +141,21 @@ MIRRORED_CHECKS = [
         id="claim_refusals_reason",
     ),
     pytest.param(
+        "runs_patch_fallback_reason_known",
+        _values(PatchFallbackReason),
+        id="runs_patch_fallback_reason",
+    ),
+    pytest.param(
+        "patch_fallback_counts_reason_known",
+        _values(PatchFallbackReason),
+        id="patch_fallback_counts_reason",
+    ),
+    pytest.param(
+        "runs_delivery_known",
+        set(get_args(DeliveryReport.model_fields["kind"].annotation)),
+        id="runs_delivery",
+    ),
+    pytest.param(
         "holds_set_by_check",
         set(get_args(HoldView.model_fields["set_by"].annotation)),
         id="holds_set_by",
@@ -170,3 +192,10 @@ def test_a_run_can_hold_every_status_an_agent_reports(
     assert reported <= found, NEW_MIGRATION.format(
         constraint="runs_status_check", found=sorted(found), expected=f"{sorted(reported)} at least"
     )
+
+
+def test_every_fallback_reason_has_its_count_from_the_start(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    counted = {str(row[0]) for row in conn.execute("SELECT reason FROM patch_fallback_counts")}
+    assert counted == _values(PatchFallbackReason)

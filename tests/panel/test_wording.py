@@ -34,7 +34,7 @@ from control_plane.panel.wording import (
     wall_time_note,
 )
 from control_plane.runs.views import RunView
-from ground.contract import HoldView, MissReason, OutcomeReason
+from ground.contract import HoldView, MissReason, OutcomeReason, PatchFallbackReason
 from shared_planner import describe_wall_time
 from shared_planner.schedule_problems import ScheduleProblemKind, schedule_problem
 
@@ -252,6 +252,28 @@ def test_every_outcome_reason_has_its_own_words(code: str) -> None:
 def test_the_newer_refusals_and_misses_have_words(reason: str) -> None:
     lang = Language("de")
     assert miss_reason(lang, reason) != lang.gettext("reason unknown")
+
+
+@pytest.mark.parametrize("code", ["nl", "en", "de", "fr", "es", "it", "pt", "pl", "sv"])
+def test_a_full_build_after_a_failed_patch_says_why_in_every_language(code: str) -> None:
+    lang = Language(code)
+    plain = status_text(lang, _run(status="succeeded"))
+    said = {
+        reason: status_text(
+            lang, _run(status="succeeded", delivery="full", patch_fallback_reason=reason)
+        )
+        for reason in PatchFallbackReason
+    }
+    # Each reason reads as itself, beside the version, and a patch or a plain full build as before.
+    assert len(set(said.values())) == len(PatchFallbackReason)
+    assert all("1.5.0" in line and line != plain for line in said.values())
+    assert lang.gettext("reason unknown") not in " ".join(said.values())
+    assert status_text(lang, _run(status="succeeded", delivery="patch")) == plain
+    if code == "en":
+        assert said[PatchFallbackReason.PATCH_REFUSED] == (
+            "updated to 1.5.0 as a full build after a failed patch: "
+            "the patch did not make the signed build"
+        )
 
 
 def test_a_run_with_a_reason_says_why_and_unauthorised_is_not_a_success() -> None:

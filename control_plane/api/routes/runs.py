@@ -92,6 +92,7 @@ def report_outcome(
         reason=body.reason,
         switched_at=body.switched_at,
         updater_version=body.updater_version,
+        delivery=body.delivery,
     )
 
 

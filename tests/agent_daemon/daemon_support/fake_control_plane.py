@@ -125,6 +125,10 @@ class FakeControlPlane:
     # poll said it held (None: the header was absent).
     trust_roots: dict[int, bytes] = field(default_factory=dict)
     told_trust_roots: list[str | None] = field(default_factory=list)
+    # The contract the config says this control plane speaks (None: one from before the field).
+    contract_version: int | None = None
+    # Every outcome report's body as it came, in order.
+    outcome_bodies: list[dict[str, Any]] = field(default_factory=list)
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -170,6 +174,7 @@ class FakeControlPlane:
             else ManualUpdateView(run_id=uuid.UUID(self.manual_run_id)),
             hold=self.hold,
             trust_root_version=max(self.trust_roots, default=None),
+            contract_version=self.contract_version,
         )
 
     def _answer(self, status: int, body: BaseModel | None = None, **headers: str) -> httpx.Response:
@@ -218,6 +223,7 @@ class FakeControlPlane:
             return self._up_to_date(NothingToDoReport.model_validate(body))
         if request.method == "PATCH" and request.url.path.startswith(f"{RUNS_PATH}/"):
             run_id = request.url.path.rsplit("/", 1)[1]
+            self.outcome_bodies.append(body)
             return self._outcome(run_id, OutcomeReport.model_validate(body))
         return self._answer(HTTPStatus.NOT_FOUND)
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
+import pytest
+
 from agent_daemon.minute.dispatch import MAX_DISPATCH_ATTEMPTS
 from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
+from ground.contract import PatchFallbackReason
 from tests.agent_daemon.minute.slot_world import make
 
 
@@ -112,3 +115,34 @@ def test_credential_refused_consumes_nothing(tmp_path: Path) -> None:
     h.restart()
     assert h.daemon.tick() == "credential_refused"
     assert h.state().last_consumed is None
+
+
+@pytest.mark.parametrize(
+    ("contract", "sent"),
+    [
+        # A control plane of an older contract refuses a field it does not know: not sent.
+        pytest.param(None, None, id="before_the_header"),
+        pytest.param(3, None, id="contract_3"),
+        pytest.param(4, {"kind": "full", "fallback_reason": "patch_refused"}, id="contract_4"),
+    ],
+)
+def test_how_the_build_came_is_reported_to_a_control_plane_that_reads_it(
+    tmp_path: Path, contract: int | None, sent: dict[str, str] | None
+) -> None:
+    h, _ = make(tmp_path, contract_version=contract)
+
+    def fell_back(request: UpdateRequest) -> UpdateOutcome:
+        return UpdateOutcome(
+            status="succeeded",
+            version="1.5.0",
+            error=None,
+            run_id=request.run_id,
+            delivery="full",
+            fallback_reason=PatchFallbackReason.PATCH_REFUSED,
+        )
+
+    h.updater.on_apply = fell_back
+    assert h.daemon.tick() == "dispatched"
+    (body,) = h.control_plane.outcome_bodies
+    assert body.get("delivery") == sent
+    assert ("delivery" in body) == (sent is not None)

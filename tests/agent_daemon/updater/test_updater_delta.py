@@ -8,9 +8,13 @@ import hashlib
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agent_daemon.updater.delta import base_path
+from agent_daemon.updater.updater import Updater
+from ground.clock import SystemClock
+from ground.contract import PatchFallbackReason
 from signed_release.delta import make_patch
 from signed_release.patch_offer import PatchOffer
 from signed_release.signature import sign_manifest
@@ -64,6 +68,7 @@ def test_the_patch_from_the_base_on_disk_is_used(tmp_path: Path) -> None:
         host.server.serve(patch_path, patch)
         outcome = host.apply(release, "run-1")
         assert (outcome.status, outcome.version, outcome.notes) == ("succeeded", "1.5.0", ())
+        assert (outcome.delivery, outcome.fallback_reason) == ("patch", None)
         assert host.running_version() == "1.5.0"
         assert len(host.server.requests(patch_path)) == 1
         assert host.server.requests(ARTIFACT) == []
@@ -74,12 +79,18 @@ def test_the_patch_from_the_base_on_disk_is_used(tmp_path: Path) -> None:
         ]
 
 
-def _falls_back(host: Host, release: Release, expected: str) -> None:
+DOWNLOAD_FAILED = PatchFallbackReason.PATCH_DOWNLOAD_FAILED
+REFUSED = PatchFallbackReason.PATCH_REFUSED
+
+
+def _falls_back(host: Host, release: Release, expected: str, reason: PatchFallbackReason) -> None:
     outcome = host.apply(release, "run-1")
     assert (outcome.status, outcome.version) == ("succeeded", "1.5.0"), outcome.error
     assert host.running_version() == "1.5.0"
     assert len(host.server.requests(ARTIFACT)) == 1
     assert any(expected in note for note in outcome.notes), outcome.notes
+    # Reported with the outcome, by a reason the control plane counts.
+    assert (outcome.delivery, outcome.fallback_reason) == ("full", reason)
 
 
 def test_a_base_altered_on_disk_takes_the_full_build(tmp_path: Path) -> None:
@@ -90,22 +101,33 @@ def test_a_base_altered_on_disk_takes_the_full_build(tmp_path: Path) -> None:
         altered = bytearray(base.read_bytes())
         altered[600] ^= 0xFF
         base.write_bytes(bytes(altered))
-        _falls_back(host, release, "no patch offered fits this host's base")
+        _falls_back(
+            host,
+            release,
+            "no patch offered fits this host's base",
+            PatchFallbackReason.BASE_ALTERED,
+        )
         assert host.server.requests(patch_path) == []
 
 
 @pytest.mark.parametrize(
-    ("case", "expected"),
+    ("case", "expected", "reason"),
     [
-        pytest.param("corrupt", "patch from 1.4.1 not used", id="corrupt_patch"),
-        pytest.param("truncated", "patch from 1.4.1 not used", id="truncated_patch"),
-        pytest.param("another_base", "patch from 1.4.1 not used", id="patch_for_another_base"),
-        pytest.param("result_mismatch", "expected the signed", id="result_mismatch"),
-        pytest.param("bomb", "passes the signed target length", id="patch_bomb"),
+        # Not the signed bytes: refused by the download, as an artifact would be.
+        pytest.param("corrupt", "patch from 1.4.1 not used", DOWNLOAD_FAILED, id="corrupt_patch"),
+        pytest.param(
+            "truncated", "patch from 1.4.1 not used", DOWNLOAD_FAILED, id="truncated_patch"
+        ),
+        # The signed bytes, but they do not make the signed build from this base.
+        pytest.param(
+            "another_base", "patch from 1.4.1 not used", REFUSED, id="patch_for_another_base"
+        ),
+        pytest.param("result_mismatch", "expected the signed", REFUSED, id="result_mismatch"),
+        pytest.param("bomb", "passes the signed target length", REFUSED, id="patch_bomb"),
     ],
 )
 def test_a_broken_patch_falls_back_to_the_full_build(
-    tmp_path: Path, case: str, expected: str
+    tmp_path: Path, case: str, expected: str, reason: PatchFallbackReason
 ) -> None:
     with host_running(tmp_path) as host:
         if case == "another_base":
@@ -126,5 +148,84 @@ def test_a_broken_patch_falls_back_to_the_full_build(
             host.server.serve(patch_path, patch[: len(patch) // 2])
         else:
             host.server.serve(patch_path, patch)
-        _falls_back(host, release, expected)
+        _falls_back(host, release, expected, reason)
         assert not any((host.install_root / "bases").glob("*.tmp"))
+
+
+def test_a_missing_base_takes_the_full_build(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        release, patch, patch_path = _delta_release(host)
+        host.server.serve(patch_path, patch)
+        base_path(host.install_root, "1.4.1").unlink()
+        _falls_back(
+            host,
+            release,
+            "no patch offered fits this host's base",
+            PatchFallbackReason.BASE_MISSING,
+        )
+        assert host.server.requests(patch_path) == []
+
+
+def test_a_patch_beyond_the_memory_bound_is_not_applied(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        # A signed target so long that base and target together pass the decoder's window bound.
+        release, patch, patch_path = _delta_release(host)
+        manifest = replace(release.manifest, tar_length=2**31)
+        data = manifest.to_bytes()
+        release = replace(
+            release,
+            manifest=manifest,
+            manifest_bytes=data,
+            signature=sign_manifest(data, host.factory.key),
+        )
+        host.server.serve(patch_path, patch)
+        _falls_back(host, release, "need a window above", PatchFallbackReason.MEMORY_BOUND)
+
+
+def test_a_patched_build_changed_before_its_install_takes_the_full_build(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        release, patch, patch_path = _delta_release(host)
+        host.server.serve(patch_path, patch)
+        patched = host.settings.state_dir / "staging" / f"{release.manifest.tar_sha256}.tar"
+
+        def alter(step: str) -> None:
+            if step == "downloaded":
+                patched.write_bytes(patched.read_bytes()[:-1] + b"x")
+
+        updater = Updater(
+            settings=host.settings, client=httpx.Client(), clock=SystemClock(), on_step=alter
+        )
+        outcome = updater.apply(host.request(release, "run-1"))
+        assert (outcome.status, outcome.version) == ("succeeded", "1.5.0"), outcome.error
+        assert len(host.server.requests(patch_path)) == 1
+        assert len(host.server.requests(ARTIFACT)) == 1
+        assert (outcome.delivery, outcome.fallback_reason) == (
+            "full",
+            PatchFallbackReason.PATCHED_BUILD_CHANGED,
+        )
+
+
+def test_how_the_build_came_is_kept_across_an_interruption(tmp_path: Path) -> None:
+    with host_running(tmp_path) as host:
+        base_path(host.install_root, "1.4.1").unlink()
+        release, patch, patch_path = _delta_release(host)
+        host.server.serve(patch_path, patch)
+
+        def interrupt(step: str) -> None:
+            if step == "switching":
+                raise OSError("the host went down")
+
+        interrupted = Updater(
+            settings=host.settings, client=httpx.Client(), clock=SystemClock(), on_step=interrupt
+        )
+        first = interrupted.apply(host.request(release, "run-1"))
+        assert "update interrupted" in (first.error or ""), first
+        assert host.state()["in_progress"]["step"] == "switching"
+        # Another process carries it on from the state file and still knows why it came whole.
+        outcome = host.updater().resume()
+        assert outcome is not None
+        assert (outcome.status, outcome.version) == ("succeeded", "1.5.0"), outcome.error
+        assert (outcome.delivery, outcome.fallback_reason) == (
+            "full",
+            PatchFallbackReason.BASE_MISSING,
+        )
