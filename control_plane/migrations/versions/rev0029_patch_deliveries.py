@@ -1,7 +1,7 @@
 """Delta updates, reported: how each run's build came, and the fallbacks counted by reason.
 
-Revision ID: 0030_patch_deliveries
-Revises: 0027 (see `down_revision`)
+Revision ID: 0029_patch_deliveries
+Revises: 0028 (see `down_revision`)
 
 - `runs.delivery`: `patch` (from the host's own base) or `full` (the artifact), as the agent
   reported it with the outcome; NULL when it did not say (an agent older than the field, or a run
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from alembic import op
 
-PREVIOUS_REVISION = "0027_updater_product"
+PREVIOUS_REVISION = "0028_database_clusters"
 
-revision = "0030_patch_deliveries"
+revision = "0029_patch_deliveries"
 down_revision: str | None = PREVIOUS_REVISION
 branch_labels = None
 depends_on = None
