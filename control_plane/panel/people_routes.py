@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
+from control_plane.accounts.oidc import ADDRESS_REFUSED
 from control_plane.accounts.passwords import MIN_PASSWORD, otpauth_uri
 from control_plane.accounts.people import (
     INVITATION_LIFETIME,
@@ -21,6 +22,7 @@ from control_plane.accounts.people import (
     PendingSignIn,
     SignInRefused,
 )
+from control_plane.errors import InvalidInput
 from control_plane.panel import backend, oidc_routes, people_backend
 from control_plane.panel.csrf import tokens_match
 from control_plane.panel.readers import Csrf, customer_of, customer_post, operator_of, operator_post
@@ -45,6 +47,7 @@ PENDING_SECONDS = 600
 MAX_FIELD = 400
 Field = Annotated[str, Form(max_length=MAX_FIELD)]
 Secret = Annotated[str, Form(max_length=1000)]
+Text = Annotated[str, Form(max_length=600)]
 
 
 def _people_page(
@@ -54,6 +57,8 @@ def _people_page(
     link: str | None = None,
     error_field: str | None = None,
     form: dict[str, str] | None = None,
+    oidc_error: str | None = None,
+    oidc_issuer: str | None = None,
 ) -> Response:
     assert ctx.session is not None and ctx.session.org_id is not None
     query = ctx.request.query_params
@@ -63,7 +68,8 @@ def _people_page(
         provider=oidc_routes.provider_of(ctx, ctx.session.org_id),
         callback=oidc_routes.callback_uri(ctx),
         oidc_saved=query.get("oidc_saved") == "1",
-        oidc_error=query.get("oidc_error"),
+        oidc_error=oidc_error or query.get("oidc_error"),
+        oidc_issuer=oidc_issuer,
         removed=query.get("removed") == "1",
         status_code=status_code,
         people=people_backend.people(ctx.services, ctx.session.org_id),
@@ -120,6 +126,34 @@ def remove(request: Request, person_id: str, csrf: Csrf = "") -> Response:
     except backend.Missing:
         return not_found(ctx)
     return redirect(f"{PREFIX}/people?removed=1")
+
+
+@router.post("/people/oidc")
+def save_provider(
+    request: Request,
+    csrf: Csrf = "",
+    issuer: Text = "",
+    client_id: Text = "",
+    client_secret: Text = "",
+) -> Response:
+    post = customer_post(request, csrf)
+    ctx = post.ctx
+    try:
+        ctx.services.oidc.put(
+            post.org_id,
+            issuer=issuer,
+            client_id=client_id,
+            client_secret=client_secret,
+            now=ctx.now,
+            actor=backend.session_actor(post.session),
+        )
+    except InvalidInput as exc:
+        if exc.code == ADDRESS_REFUSED:
+            # Shown at once, not redirected to: the message names the refused address.
+            return _people_page(ctx, status_code=422, oidc_error="address", oidc_issuer=issuer)
+        field = str(exc.fields.get("field"))
+        return redirect(f"{PREFIX}/people?oidc_error={'issuer' if field == 'issuer' else 'client'}")
+    return redirect(f"{PREFIX}/people?oidc_saved=1")
 
 
 def _invitation_refused(ctx: PanelContext, reason: str) -> Response:

@@ -149,8 +149,10 @@ def test_an_issuer_is_kept_as_the_provider_writes_it(issuer: str) -> None:
     # Compared as a string with the discovery document's and the ID token's: a trailing slash
     # taken off would refuse every sign-in through a provider whose issuer has one.
     from control_plane.accounts.oidc import checked_issuer
+    from control_plane.notifications.addresses import WebhookAddressPolicy
 
-    assert checked_issuer(f"  {issuer} ") == issuer
+    loopback_allowed = WebhookAddressPolicy.allowing(["127.0.0.0/8"])
+    assert checked_issuer(f"  {issuer} ", loopback_allowed) == issuer
 
 
 @pytest.mark.parametrize(
@@ -158,6 +160,31 @@ def test_an_issuer_is_kept_as_the_provider_writes_it(issuer: str) -> None:
 )
 def test_an_issuer_that_is_not_https_is_refused_by_name(issuer: object) -> None:
     from control_plane.accounts.oidc import checked_issuer
+    from control_plane.notifications.addresses import WebhookAddressPolicy
 
     with pytest.raises(InvalidInput, match="issuer"):
-        checked_issuer(issuer)
+        checked_issuer(issuer, WebhookAddressPolicy())
+
+
+@pytest.mark.parametrize(
+    "issuer",
+    [
+        "http://127.0.0.1:8080/realm",
+        "http://[::1]:8080/",
+        "http://localhost/",
+        "https://10.1.2.3/",
+        "https://169.254.169.254/latest",
+        "https://[fd00::5]/",
+        "https://2130706433/",
+    ],
+)
+def test_an_issuer_at_an_address_not_allowed_is_refused_naming_it(issuer: str) -> None:
+    from control_plane.accounts.oidc import ADDRESS_REFUSED, checked_issuer
+    from control_plane.notifications.addresses import WebhookAddressPolicy
+
+    with pytest.raises(InvalidInput) as refused:
+        checked_issuer(issuer, WebhookAddressPolicy())
+    assert refused.value.code == ADDRESS_REFUSED
+    assert refused.value.fields == {"field": "issuer", "value": issuer}
+    assert "public addresses" in refused.value.message
+    assert "--outbound-allow-network" in refused.value.message
