@@ -249,6 +249,38 @@ class OidcService:
             updated_at=now,
         )
 
+    def remove(self, org_id: UUID, *, now: datetime, actor: Actor) -> bool:
+        """Sign-in through the provider ends: the settings are gone, and so are the sessions of
+        everyone who has signed in through it (a session does not say how it was opened, so a
+        person who also has a password signs in again with it). The subjects it vouched for are
+        forgotten: a provider set up later matches people by their verified address anew. False
+        when there was none."""
+        with self._pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "DELETE FROM oidc_providers WHERE org_id = %s RETURNING issuer", [org_id]
+            ).fetchone()
+            if row is None:
+                return False
+            ended = conn.execute(
+                "DELETE FROM person_sessions WHERE person_id IN (SELECT id FROM people"
+                " WHERE org_id = %s AND oidc_subject IS NOT NULL)",
+                [org_id],
+            ).rowcount
+            conn.execute(
+                "UPDATE people SET oidc_subject = NULL WHERE org_id = %s"
+                " AND oidc_subject IS NOT NULL",
+                [org_id],
+            )
+            record_action(
+                conn,
+                kind="oidc.removed",
+                actor=actor,
+                at=now,
+                org_id=org_id,
+                data={"issuer": row["issuer"], "sessions_ended": ended},
+            )
+        return True
+
 
 @dataclass(frozen=True, kw_only=True)
 class _Outbound:

@@ -1,6 +1,9 @@
 """Named people: an editor invites a person (the link shown once), the person sets a password
 through the link, and signs in as themselves in two steps — address and password, then a TOTP
-code (set up at the first sign-in, its secret shown once).
+code (set up at the first sign-in, its secret shown once). An editor also changes a person's
+role, makes a new invitation link or a password reset link (`/panel/reset/<token>`, served like
+an invitation), removes a person or the organisation's own sign-in provider; an operator
+removes another operator.
 
 The forms before a session exists carry the sign-in form's double-submit token (the
 `SIGNIN_COOKIE`); the pending step between the two is its own short-lived cookie, so a half
@@ -59,6 +62,8 @@ def _people_page(
     form: dict[str, str] | None = None,
     oidc_error: str | None = None,
     oidc_issuer: str | None = None,
+    reset_link: bool = False,
+    person_error: str | None = None,
 ) -> Response:
     assert ctx.session is not None and ctx.session.org_id is not None
     query = ctx.request.query_params
@@ -71,6 +76,10 @@ def _people_page(
         oidc_error=oidc_error or query.get("oidc_error"),
         oidc_issuer=oidc_issuer,
         removed=query.get("removed") == "1",
+        role_changed=query.get("role_changed") == "1",
+        oidc_removed=query.get("oidc_removed") == "1",
+        reset_link=reset_link,
+        person_error=person_error,
         status_code=status_code,
         people=people_backend.people(ctx.services, ctx.session.org_id),
         link=link,
@@ -125,7 +134,67 @@ def remove(request: Request, person_id: str, csrf: Csrf = "") -> Response:
         )
     except backend.Missing:
         return not_found(ctx)
+    except backend.Refused as exc:
+        return _people_page(ctx, status_code=409, person_error=exc.field)
     return redirect(f"{PREFIX}/people?removed=1")
+
+
+@router.post("/people/{person_id}/role")
+def change_role(request: Request, person_id: str, csrf: Csrf = "", role: Field = "") -> Response:
+    post = customer_post(request, csrf, person_id)
+    ctx, (parsed,) = post.ctx, post.ids
+    try:
+        people_backend.change_role(
+            ctx.services,
+            post.org_id,
+            parsed,
+            role,
+            actor=backend.session_actor(post.session),
+            now=ctx.now,
+        )
+    except backend.Missing:
+        return not_found(ctx)
+    except backend.Refused as exc:
+        status = 409 if exc.field == "last_editor" else 422
+        return _people_page(ctx, status_code=status, person_error=exc.field)
+    return redirect(f"{PREFIX}/people?role_changed=1")
+
+
+def _reissued(request: Request, person_id: str, csrf: str, *, reset: bool) -> Response:
+    post = customer_post(request, csrf, person_id)
+    ctx, (parsed,) = post.ctx, post.ids
+    try:
+        issued = people_backend.reissue(
+            ctx.services,
+            post.org_id,
+            parsed,
+            reset=reset,
+            actor=backend.session_actor(post.session),
+            now=ctx.now,
+        )
+    except backend.Missing:
+        return not_found(ctx)
+    except backend.Refused as exc:
+        return _people_page(ctx, status_code=409, person_error=exc.field)
+    return _people_page(ctx, link=_link(ctx, issued.token, reset=reset), reset_link=reset)
+
+
+def _link(ctx: PanelContext, token: str, *, reset: bool) -> str:
+    base = str(ctx.request.base_url).rstrip("/")
+    return f"{base}{PREFIX}/{'reset' if reset else 'invitation'}/{token}"
+
+
+@router.post("/people/{person_id}/invitation")
+def new_invitation(request: Request, person_id: str, csrf: Csrf = "") -> Response:
+    """A new link for a person who has not used theirs; the earlier link dies."""
+    return _reissued(request, person_id, csrf, reset=False)
+
+
+@router.post("/people/{person_id}/reset")
+def reset_password(request: Request, person_id: str, csrf: Csrf = "") -> Response:
+    """The person's password and sessions end now; the link lets them choose a new password
+    (their TOTP is kept: the link alone signs nobody in)."""
+    return _reissued(request, person_id, csrf, reset=True)
 
 
 @router.post("/people/oidc")
@@ -135,9 +204,19 @@ def save_provider(
     issuer: Text = "",
     client_id: Text = "",
     client_secret: Text = "",
+    action: Field = "",
 ) -> Response:
+    """Save the provider; with `action=remove`, remove it (its sessions end)."""
     post = customer_post(request, csrf)
     ctx = post.ctx
+    if action == "remove":
+        try:
+            people_backend.remove_provider(
+                ctx.services, post.org_id, actor=backend.session_actor(post.session), now=ctx.now
+            )
+        except backend.Missing:
+            return not_found(ctx)
+        return redirect(f"{PREFIX}/people?oidc_removed=1")
     try:
         ctx.services.oidc.put(
             post.org_id,
@@ -161,6 +240,7 @@ def _invitation_refused(ctx: PanelContext, reason: str) -> Response:
 
 
 @router.get("/invitation/{token}")
+@router.get("/reset/{token}")
 def invitation(request: Request, token: str) -> Response:
     ctx = context_of(request)
     try:
@@ -171,6 +251,7 @@ def invitation(request: Request, token: str) -> Response:
 
 
 @router.post("/invitation/{token}")
+@router.post("/reset/{token}")
 def accept_invitation(
     request: Request,
     token: str,
@@ -294,6 +375,7 @@ def _operators_page(
         ctx,
         "operator_people.html",
         status_code=status_code,
+        removed=ctx.request.query_params.get("removed") == "1",
         people=people_backend.people(ctx.services, None),
         link=link,
         days=INVITATION_LIFETIME.days,
@@ -330,3 +412,18 @@ def invite_operator(
         return _operators_page(ctx, status_code=422, error_field=field, form=form)
     base = str(ctx.request.base_url).rstrip("/")
     return _operators_page(ctx, link=f"{base}{PREFIX}/invitation/{issued.token}")
+
+
+@router.post("/operator/people/{person_id}/remove")
+def remove_operator(request: Request, person_id: str, csrf: Csrf = "") -> Response:
+    """An operator removes a named operator (themselves too): they sign in no more, their
+    sessions end. The operators' keys are untouched, so the platform keeps an operator."""
+    post = operator_post(request, csrf, person_id)
+    ctx, (parsed,) = post.ctx, post.ids
+    try:
+        people_backend.remove(
+            ctx.services, None, parsed, actor=backend.session_actor(post.session), now=ctx.now
+        )
+    except backend.Missing:
+        return not_found(ctx)
+    return redirect(f"{PREFIX}/operator/people?removed=1")
