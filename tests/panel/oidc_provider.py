@@ -47,6 +47,8 @@ class Provider:
     requests: list[str] = field(default_factory=list)
     # What the discovery names instead of the provider's own endpoints (a hostile document).
     endpoints: dict[str, str] = field(default_factory=dict)
+    # Where the discovery sends its asker instead of answering (a redirect to follow, or not).
+    discovery_redirect: str | None = None
 
     def id_token(self, nonce: str) -> str:
         now = int(time.time())
@@ -70,6 +72,8 @@ def _app(provider: Provider) -> FastAPI:
     @app.middleware("http")
     async def record(request: Request, call_next: Any) -> Response:
         provider.requests.append(request.url.path)
+        if provider.discovery_redirect and request.url.path.endswith("openid-configuration"):
+            return RedirectResponse(provider.discovery_redirect, status_code=302)
         answer: Response = await call_next(request)
         return answer
 

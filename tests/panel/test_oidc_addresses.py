@@ -147,3 +147,14 @@ def test_a_name_that_resolves_to_a_private_address_is_refused_before_connecting(
     assert asked == ["idp.example.com"]
     assert failed.value.refused_field == "issuer"
     assert "10.0.0.5 is a private address" in failed.value.reason
+
+
+def test_a_redirect_from_the_provider_is_not_followed(
+    loopback_world: PanelWorld, provider: Provider
+) -> None:
+    """A redirect would be a way around the check: the answer is the redirect, a failure."""
+    _stored_before(loopback_world, provider.url)
+    provider.discovery_redirect = provider.url + "/elsewhere"
+    with loopback_world.client() as anna:
+        assert anna.get(f"/panel/oidc/start/{loopback_world.org_id}").status_code == 401
+    assert provider.requests == ["/.well-known/openid-configuration"]
