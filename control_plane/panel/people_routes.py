@@ -116,8 +116,7 @@ def invite(
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "email", "role", "email_taken"} else "name"
         return _people_page(ctx, status_code=422, error_field=field, form=form)
-    base = str(ctx.request.base_url).rstrip("/")
-    return _people_page(ctx, link=f"{base}{PREFIX}/invitation/{issued.token}")
+    return _people_page(ctx, link=_link(ctx, issued.token, reset=False))
 
 
 @router.post("/people/{person_id}/remove")
@@ -410,8 +409,7 @@ def invite_operator(
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "email", "email_taken"} else "name"
         return _operators_page(ctx, status_code=422, error_field=field, form=form)
-    base = str(ctx.request.base_url).rstrip("/")
-    return _operators_page(ctx, link=f"{base}{PREFIX}/invitation/{issued.token}")
+    return _operators_page(ctx, link=_link(ctx, issued.token, reset=False))
 
 
 @router.post("/operator/people/{person_id}/remove")
