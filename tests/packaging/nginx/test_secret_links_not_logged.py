@@ -24,6 +24,8 @@ pytestmark = pytest.mark.slow
 
 CODE = "code-Zq81secretXy"
 STATE = "state-Hw55secretKp"
+# A reset link's token (unknown here: the page says so, and the log must not hold it either).
+RESET = "reset-Tq42secretVb"
 
 
 def test_secret_links_are_not_written_to_any_access_log(
@@ -47,37 +49,44 @@ def test_secret_links_are_not_written_to_any_access_log(
             verify=ssl.create_default_context(cafile=str(balancer.ca_file)),
             timeout=60,
         ) as browser:
-            # Twice each, so both replicas (nginx's round robin) answer one.
+            # Twice each: nginx's round robin spreads them over the two replicas.
             for _ in range(2):
                 assert browser.get(f"/panel/invitation/{token}").status_code == 200
                 refused = browser.post(f"/panel/invitation/{token}", data={"csrf": "x"})
                 assert refused.status_code in {200, 422}
                 back = browser.get(f"/panel/oidc/callback?state={STATE}&code={CODE}")
                 assert back.status_code == 401
-        wait_until(lambda: len(balancer.access()) >= 6, what="nginx's access log lines")
+                assert browser.get(f"/panel/reset/{RESET}").status_code == 410
+        wait_until(lambda: len(balancer.access()) >= 8, what="nginx's access log lines")
         access = "\n".join(balancer.access())
-    for secret in (token, CODE, STATE):
+    for secret in (token, CODE, STATE, RESET):
         assert secret not in access
     # The requests are still there to read, their secret part replaced.
     assert access.count('"GET /panel/invitation/(token) HTTP/1.1" 200') == 2
     assert access.count('"POST /panel/invitation/(token) HTTP/1.1"') == 2
     assert access.count('"GET /panel/oidc/callback?(query) HTTP/1.1" 401') == 2
-    # uvicorn writes its access log to standard output, the pipe the ready line came on.
-    for replica in replicas:
-        own = wait_until(
-            lambda replica=replica: _access_log_with(replica, "/panel/oidc/callback?(query)"),
-            what="the replica's access log line for the way back from the provider",
-        )
-        for secret in (token, CODE, STATE):
-            assert secret not in own
-        assert "/panel/invitation/(token)" in own
+    assert access.count('"GET /panel/reset/(token) HTTP/1.1" 410') == 2
+    # uvicorn writes its access log to standard output, the pipe the ready line came on; nginx's
+    # round robin spread the requests over both replicas.
+    wanted = ("/panel/invitation/(token)", "/panel/oidc/callback?(query)", "/panel/reset/(token)")
+    own = wait_until(
+        lambda: _both_logs_with(replicas, wanted),
+        what="the replicas' access log lines for each secret link",
+    )
+    for secret in (token, CODE, STATE, RESET):
+        assert secret not in own
+
+
+def _both_logs_with(replicas: list[RunningControlPlane], wanted: tuple[str, ...]) -> str | None:
+    text = "".join(_access_log(replica) for replica in replicas)
+    return text if all(line in text for line in wanted) else None
 
 
 _read: dict[int, bytearray] = {}
 
 
-def _access_log_with(replica: RunningControlPlane, wanted: str) -> str | None:
-    """What the replica wrote to its standard output so far, once it holds `wanted`."""
+def _access_log(replica: RunningControlPlane) -> str:
+    """What the replica wrote to its standard output so far."""
     stdout = replica.process.stdout
     assert stdout is not None
     fd = stdout.fileno()
@@ -86,8 +95,7 @@ def _access_log_with(replica: RunningControlPlane, wanted: str) -> str | None:
     with contextlib.suppress(BlockingIOError):
         while chunk := os.read(fd, 65536):
             seen.extend(chunk)
-    text = seen.decode(errors="replace")
-    return text if wanted in text else None
+    return seen.decode(errors="replace")
 
 
 @pytest.mark.parametrize(
