@@ -176,7 +176,9 @@ def pinned_send(
     address = policy.connect_address(target.host, port, resolve)
     pinned = target.copy_with(host=str(address))
     extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
-    host_header = target.host if target.port is None else f"{target.host}:{target.port}"
+    # An IPv6 literal is bracketed in a Host header, as in the URL.
+    named = f"[{target.host}]" if ":" in target.host else target.host
+    host_header = named if target.port is None else f"{named}:{target.port}"
     headers = {**request.pop("headers", {}), "Host": host_header}
     return client.request(
         method,
