@@ -296,14 +296,18 @@ class _Outbound:
         except InvalidInput as exc:
             raise OidcFailed(exc.message, refused_field=field, refused_url=url) from exc
 
-    def send(self, field: str, method: str, url: str, **request: Any) -> httpx.Response:
+    def send(
+        self, field: str, method: str, url: str, *, named: str | None = None, **request: Any
+    ) -> httpx.Response:
         """The answer, whatever its status; OidcFailed when the address is refused or nothing
-        answers."""
-        self.check(field, url)
+        answers. A refusal names `named` (what the field holds) or else `url`."""
+        self.check(field, named or url)
         try:
             return pinned_send(self.client, self.addresses, self.resolve, method, url, **request)
         except WebhookAddressRefused as exc:  # the name resolved to a refused address
-            raise OidcFailed(f"{field}: {exc}", refused_field=field, refused_url=url) from exc
+            raise OidcFailed(
+                f"{field}: {exc}", refused_field=field, refused_url=named or url
+            ) from exc
         except (httpx.HTTPError, OSError) as exc:  # OSError: the name did not resolve
             raise OidcFailed(f"{field}: {type(exc).__name__}") from exc
 
@@ -314,7 +318,7 @@ def _client() -> httpx.Client:
 
 def _discovery(outbound: _Outbound, issuer: str) -> dict[str, Any]:
     url = issuer.rstrip("/") + "/.well-known/openid-configuration"
-    answer = outbound.send("issuer", "GET", url)
+    answer = outbound.send("issuer", "GET", url, named=issuer)
     try:
         answer.raise_for_status()
         found = answer.json()
