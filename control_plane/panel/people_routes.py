@@ -284,7 +284,9 @@ def accept_invitation(
             min_password=MIN_PASSWORD,
             error=error,
         )
-    return redirect(f"{PREFIX}/sign-in?invited=1")
+    # A reset link (its own path) leads to its own word on the sign-in page.
+    reset = request.url.path.startswith(f"{PREFIX}/reset/")
+    return redirect(f"{PREFIX}/sign-in?{'new_password' if reset else 'invited'}=1")
 
 
 def _code_page(

@@ -132,7 +132,9 @@ def test_a_password_reset_ends_the_sessions_and_keeps_the_authenticator(
     with closing(anna):
         assert anna.get("/panel/agents").status_code == 303  # signed out
         assert first_step(anna, "anna@example.com").status_code == 303  # old password dead
-        assert set_password(anna, link, "a new password of Anna").status_code == 303
+        reset = set_password(anna, link, "a new password of Anna")
+        assert reset.headers["location"] == "/panel/sign-in?new_password=1"
+        assert "Your new password is set" in anna.get(reset.headers["location"]).text
         assert anna.get(link).status_code == 410  # used once
         step = first_step(anna, "anna@example.com", "a new password of Anna")
         assert step.status_code == 200
