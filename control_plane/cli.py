@@ -183,12 +183,17 @@ def _add_serve(commands: Any) -> None:
         "(400; $NACHTWACHT_RETENTION_DAYS)",
     )
 
+    # Named for webhooks first; an organisation's OpenID Connect provider is reached under the
+    # same rule, so the older name stays an alias.
     serve.add_argument(
+        "--outbound-allow-network",
         "--webhook-allow-network",
+        dest="outbound_allow_network",
         action="append",
         metavar="CIDR",
-        help="a network webhooks may reach besides public addresses, e.g. 127.0.0.0/8 "
-        "(repeatable; default $NACHTWACHT_WEBHOOK_ALLOW_NETWORKS)",
+        help="a network the control plane may reach for an organisation (its webhook, its "
+        "OpenID Connect provider) besides public addresses, e.g. 127.0.0.0/8 (repeatable; "
+        "default $NACHTWACHT_OUTBOUND_ALLOW_NETWORKS, or $NACHTWACHT_WEBHOOK_ALLOW_NETWORKS)",
     )
     serve.add_argument(
         "--release-public-key",
@@ -586,7 +591,7 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         platform_settings=settings_from_env(vars(args)),
         release_public_keys=release_key_paths(args.release_public_key),
-        webhook_policy=webhook_policy(args.webhook_allow_network),
+        webhook_policy=webhook_policy(args.outbound_allow_network),
     )
     return serve(settings)
 

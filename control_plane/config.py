@@ -37,6 +37,8 @@ __all__ = [
 
 DATA_DIR_ENV = "NACHTWACHT_DATA_DIR"
 RELEASE_KEYS_ENV = "NACHTWACHT_RELEASE_PUBLIC_KEYS"
+OUTBOUND_NETWORKS_ENV = "NACHTWACHT_OUTBOUND_ALLOW_NETWORKS"
+# The older name of the same setting, from when only webhooks used it.
 WEBHOOK_NETWORKS_ENV = "NACHTWACHT_WEBHOOK_ALLOW_NETWORKS"
 POOL_WAIT_ENV = "NACHTWACHT_POOL_WAIT_SECONDS"
 
@@ -159,13 +161,15 @@ def release_key_paths(
 def webhook_policy(
     flags: list[str] | None, environ: Mapping[str, str] | None = None
 ) -> WebhookAddressPolicy:
-    """`--webhook-allow-network` (repeatable), else NACHTWACHT_WEBHOOK_ALLOW_NETWORKS (commas)."""
+    """`--outbound-allow-network` (repeatable; `--webhook-allow-network` is its older name), else
+    NACHTWACHT_OUTBOUND_ALLOW_NETWORKS, else NACHTWACHT_WEBHOOK_ALLOW_NETWORKS (commas)."""
     env = os.environ if environ is None else environ
-    texts = flags or [part for part in env.get(WEBHOOK_NETWORKS_ENV, "").split(",") if part.strip()]
+    raw = env.get(OUTBOUND_NETWORKS_ENV, "").strip() or env.get(WEBHOOK_NETWORKS_ENV, "")
+    texts = flags or [part for part in raw.split(",") if part.strip()]
     try:
         return WebhookAddressPolicy.allowing(texts)
     except ValueError as exc:
-        raise ConfigurationError(f"--webhook-allow-network: {exc}") from exc
+        raise ConfigurationError(f"--outbound-allow-network: {exc}") from exc
 
 
 def load_trusted_keys(paths: tuple[Path, ...]) -> dict[str, Ed25519PublicKey]:

@@ -72,7 +72,8 @@ class Services:
     metrics: MetricsService
     rollout: RolloutService  # stages, canaries, halts, the operators' inbox
     pins: PinService  # pins and holds
-    webhook_policy: WebhookAddressPolicy  # where webhooks may point; the worker's sender too
+    # Where webhooks and OpenID Connect providers may point; the worker's sender too.
+    webhook_policy: WebhookAddressPolicy
     replica: str  # names this process in the worker's progress row and in the metrics
     webhook_tests: WebhookTestService  # the panel's "send a test delivery", by the same policy
     # The agents' answers remembered; live only while a change feed reads into it
@@ -103,7 +104,7 @@ def build_services(
         accounts=AccountService(pool),
         sessions=SessionService(pool),
         people=PeopleService(pool),
-        oidc=OidcService(pool),
+        oidc=OidcService(pool, addresses),
         agents=AgentService(pool),
         agent_config=AgentConfigService(pool, memory=answers, seen=seen),
         settings=SettingsService(pool),

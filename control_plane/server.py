@@ -46,6 +46,7 @@ from control_plane.events.trail import Actor
 from control_plane.ready_line import ready_line
 from control_plane.reconcile import reconcile_running
 from control_plane.registry import build_services
+from control_plane.secret_links import ACCESS_LOGGER, SecretLinksHidden
 from control_plane.startup import opened_database
 from ground.clock import Clock, clock_from_env
 from ground.start_up import set_aside_start_up_objects
@@ -142,6 +143,8 @@ def _serve_worker(
             lifespan="off",
             **uvicorn_options(settings.log_level),
         )
+        # After the Config, which sets up uvicorn's loggers: no secret link in the access log.
+        logging.getLogger(ACCESS_LOGGER).addFilter(SecretLinksHidden())
         # The app and its routes live as long as the worker: out of the collector's way too.
         set_aside_start_up_objects()
         # uvloop: the event loop's own overhead per request is a fraction of asyncio's.

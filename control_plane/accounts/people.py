@@ -8,8 +8,18 @@ organisation's own OpenID Connect provider, `oidc`) verifies it. A code is never
 the last step accepted is stored and only a later one passes. Failed attempts, of either step,
 lock the person's sign-in for a while (`LOCK_AFTER`, `LOCKED_FOR`), whatever the password.
 
-Inviting is on the trail (`person.invited`); the trail names a person by the name they were
-invited with.
+An editor also changes a person's role, issues a new invitation link (the old one dies) or a
+password reset link, and removes a person; an operator removes another operator. An organisation
+is never left without an editor: the last live editor can be neither made a viewer nor removed
+(the organisation's editors are locked while it is decided, so two editors demoting each other at
+once cannot both succeed). A reset ends the person's sessions and their password at once and
+issues a link like an invitation's; their TOTP stays as it was, so the link alone signs nobody
+in: the person still needs their authenticator (a lost authenticator is a new invitation's case:
+remove and invite again).
+
+Every change is on the trail (`person.invited`, `person.role_changed`,
+`person.invitation_reissued`, `person.password_reset`, `person.removed`), naming who made it; the
+trail names a person by the name they were invited with.
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ __all__ = [
     "ROLES",
     "InvitationRefused",
     "IssuedInvitation",
+    "LastEditor",
     "PendingSignIn",
     "PeopleService",
     "PersonSession",
@@ -83,6 +94,19 @@ class InvitationRefused(Exception):
     def __init__(self, reason: Literal["unknown", "used", "expired"]) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class LastEditor(Conflict):
+    """The change would leave the organisation without an editor."""
+
+    def __init__(self, person_id: UUID) -> None:
+        super().__init__(
+            "person: the organisation's last editor cannot be made a viewer or removed"
+            " (make another person an editor first)",
+            code="last_editor",
+            field="person",
+            value=str(person_id),
+        )
 
 
 class SignInRefused(Exception):
@@ -244,18 +268,22 @@ class PeopleService:
             ).fetchall()
         return tuple(_person(row) for row in rows)
 
-    def remove(self, org_id: UUID, person_id: UUID, *, now: datetime, actor: Actor) -> bool:
+    def remove(self, org_id: UUID | None, person_id: UUID, *, now: datetime, actor: Actor) -> bool:
         """The person signs in no more, from their next request on (their sessions end, their
-        invitation too); the trail keeps their name. False when no such live person is in
-        `org_id`."""
+        invitation too); the trail keeps their name. With no organisation, an operator. False
+        when no such live person is in `org_id`; LastEditor for the organisation's last."""
         with self._pool.connection() as conn, conn.transaction():
-            row = conn.execute(
-                "UPDATE people SET removed_at = %s WHERE id = %s AND org_id = %s"
-                " AND removed_at IS NULL RETURNING name",
-                [now, person_id, org_id],
-            ).fetchone()
-            if row is None:
+            editors = _locked_editors(conn, org_id)
+            person = _live_person(conn, org_id, person_id)
+            if person is None:
                 return False
+            if editors == {person_id}:
+                raise LastEditor(person_id)
+            row = conn.execute(
+                "UPDATE people SET removed_at = %s WHERE id = %s RETURNING name",
+                [now, person_id],
+            ).fetchone()
+            assert row is not None
             conn.execute("DELETE FROM person_sessions WHERE person_id = %s", [person_id])
             record_action(
                 conn,
@@ -266,6 +294,90 @@ class PeopleService:
                 data={"person_id": str(person_id), "name": row["name"]},
             )
         return True
+
+    def change_role(
+        self, org_id: UUID, person_id: UUID, role: object, *, now: datetime, actor: Actor
+    ) -> PersonView | None:
+        """The person's new role, from their next request on; None when no such live person
+        is in `org_id`; LastEditor when it would leave the organisation without an editor."""
+        if role not in ROLES:
+            raise InvalidInput("role", role, "must be viewer or editor")
+        with self._pool.connection() as conn, conn.transaction():
+            editors = _locked_editors(conn, org_id)
+            person = _live_person(conn, org_id, person_id)
+            if person is None:
+                return None
+            if person["role"] == role:
+                return _person(person)
+            if editors == {person_id}:
+                raise LastEditor(person_id)
+            conn.execute("UPDATE people SET role = %s WHERE id = %s", [role, person_id])
+            record_action(
+                conn,
+                kind="person.role_changed",
+                actor=actor,
+                at=now,
+                org_id=org_id,
+                data={
+                    "person_id": str(person_id),
+                    "name": person["name"],
+                    "from": person["role"],
+                    "to": role,
+                },
+            )
+        return replace(_person(person), role=role)
+
+    def reissue(
+        self,
+        org_id: UUID | None,
+        person_id: UUID,
+        *,
+        reset: bool,
+        now: datetime,
+        actor: Actor,
+    ) -> IssuedInvitation | None:
+        """A new link for the person, shown this once; every earlier unused link of theirs
+        dies. `reset`: also their password and sessions end now (their TOTP is kept). None when
+        no such live person is in `org_id`; without `reset`, Conflict for a person who has set
+        a password already (they need a reset, not an invitation)."""
+        token = secrets.token_urlsafe(32)
+        expires_at = now + INVITATION_LIFETIME
+        with self._pool.connection() as conn, conn.transaction():
+            person = _live_person(conn, org_id, person_id)
+            if person is None:
+                return None
+            if not reset and person["password_hash"] is not None:
+                raise Conflict(
+                    "person: has set a password already (issue a password reset instead)",
+                    code="not_invited",
+                    field="person",
+                    value=str(person_id),
+                )
+            conn.execute(
+                "DELETE FROM invitations WHERE person_id = %s AND used_at IS NULL", [person_id]
+            )
+            if reset:
+                conn.execute(
+                    "UPDATE people SET password_hash = NULL, failed_attempts = 0,"
+                    " locked_until = NULL WHERE id = %s",
+                    [person_id],
+                )
+                conn.execute("DELETE FROM person_sessions WHERE person_id = %s", [person_id])
+            conn.execute(
+                "INSERT INTO invitations (token_sha256, person_id, created_at, expires_at)"
+                " VALUES (%s, %s, %s, %s)",
+                [secret_sha256(token), person_id, now, expires_at],
+            )
+            record_action(
+                conn,
+                kind="person.password_reset" if reset else "person.invitation_reissued",
+                actor=actor,
+                at=now,
+                org_id=org_id,
+                data={"person_id": str(person_id), "name": person["name"]},
+            )
+        issued = replace(_person(person), invited=True) if reset else _person(person)
+        return IssuedInvitation(person=issued, token=token, expires_at=expires_at)
 
     def invitation(self, token: str, *, now: datetime) -> PersonView:
         """The person an invitation link is for, while it may be used."""
@@ -453,6 +565,26 @@ class PeopleService:
                         "UPDATE people SET oidc_subject = %s WHERE id = %s", [subject, row["id"]]
                     )
         return None if row is None else _person(row)
+
+
+def _live_person(conn: Connection, org_id: UUID | None, person_id: UUID) -> dict[str, Any] | None:
+    row = conn.execute(
+        _SELECT_PERSON + " FROM people p WHERE p.id = %s"
+        " AND p.org_id IS NOT DISTINCT FROM %s AND p.removed_at IS NULL FOR UPDATE",
+        [person_id, org_id],
+    ).fetchone()
+    return None if row is None else dict(row)
+
+
+def _locked_editors(conn: Connection, org_id: UUID | None) -> set[UUID]:
+    """The organisation's live editors, locked until the transaction ends (first, and in one
+    order, so two concurrent demotions are decided one after the other, never deadlocked)."""
+    rows = conn.execute(
+        "SELECT id FROM people WHERE org_id = %s AND role = 'editor' AND removed_at IS NULL"
+        " ORDER BY id FOR UPDATE",
+        [org_id],
+    ).fetchall()
+    return {row["id"] for row in rows}
 
 
 def _locked(row: dict[str, Any], now: datetime) -> bool:

@@ -20,8 +20,12 @@ Kinds (the `data` of each says what changed):
                                             schedule an organisation's new agents take
     person.invited                          the person's id, name and role (never the link)
     person.removed                          the person's id and name
+    person.role_changed                     the person's id and name, the role `from` and `to`
+    person.invitation_reissued,             the person's id and name (never the link)
+    person.password_reset
     oidc.configured                         the provider's issuer and client id (never its
                                             secret)
+    oidc.removed                            the provider's issuer; how many sessions ended
     platform.restored                       after a restore: how many tokens were revoked
     retention.completed                     the cutoff of a walk and the rows it removed by
                                             table; the actor is the control plane

@@ -1,18 +1,22 @@
-"""Where a webhook may point: the control plane POSTs from inside our network, so an organisation's
-URL must not make it a probe of that network (a blind SSRF: `http://169.254.169.254/` is the cloud
-metadata service, `http://10.0.0.5:6379/` someone's Redis).
+"""Where the control plane may connect when an organisation names the address: its webhook, and
+its own OpenID Connect provider (discovery, keys, token endpoint). The control plane connects from
+inside our network, so an organisation's URL must not make it a probe of that network (a blind
+SSRF: `http://169.254.169.254/` is the cloud metadata service, `http://10.0.0.5:6379/` someone's
+Redis).
 
-The rule: the address a delivery connects to must be a public (globally routable) unicast
+The rule: the address a request connects to must be a public (globally routable) unicast
 address. Loopback, link-local (169.254.0.0/16, fe80::/10), private (10/8, 172.16/12, 192.168/16,
 fc00::/7), shared (100.64/10), unspecified, multicast, reserved and documentation ranges are
-refused — unless the operator allowed a network explicitly (`serve --webhook-allow-network
-CIDR`, e.g. 127.0.0.0/8 for a receiver on the same machine, or an on-premises range).
+refused — unless the operator allowed a network explicitly (`serve --outbound-allow-network
+CIDR`, the older name `--webhook-allow-network` too; e.g. 127.0.0.0/8 for a receiver on the same
+machine, or an on-premises range).
 
 Checked twice. When the URL is stored: the scheme (http, https), a host, a valid port, and — when
-the host is an address literal or `localhost` — the address. When a delivery is sent: the host
-name is resolved, every address it resolves to must pass, and the connection goes to the address
-that was checked (the Host header and TLS name stay the URL's), so a DNS answer that changes
-between the check and the connection cannot slip past.
+the host is an address literal or `localhost` — the address. When a request is sent
+(`pinned_send`): the host name is resolved, every address it resolves to must pass, and the
+connection goes to the address that was checked (the Host header and TLS name stay the URL's), so
+a DNS answer that changes between the check and the connection cannot slip past. Redirects are
+never followed: a 3xx is the answer, not a way to another address.
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ import re
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import SplitResult, urlsplit
+
+import httpx
 
 __all__ = [
     "IPAddress",
@@ -30,6 +37,7 @@ __all__ = [
     "Resolver",
     "WebhookAddressPolicy",
     "WebhookAddressRefused",
+    "pinned_send",
     "resolve_host",
 ]
 
@@ -42,7 +50,8 @@ MAX_URL_LENGTH = 2000
 
 
 class WebhookAddressRefused(ValueError):
-    """The URL, or an address its host resolves to, is not one a delivery may go to."""
+    """The URL, or an address its host resolves to, is not one the control plane may connect to
+    (a webhook's delivery or an OpenID Connect provider's request)."""
 
 
 def resolve_host(host: str, port: int) -> list[IPAddress]:
@@ -74,7 +83,8 @@ def _why_refused(address: IPAddress) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class WebhookAddressPolicy:
-    """Which addresses a webhook may reach: public ones, and the networks an operator allowed."""
+    """Which addresses the control plane may reach for an organisation (its webhook, its OpenID
+    Connect provider): public ones, and the networks an operator allowed."""
 
     allowed_networks: tuple[IPNetwork, ...] = ()
 
@@ -97,8 +107,8 @@ class WebhookAddressPolicy:
         why = _why_refused(address)
         if why is not None:
             raise WebhookAddressRefused(
-                f"{address} is a {why} address; webhooks go to public addresses only "
-                "(an operator can allow a network: serve --webhook-allow-network CIDR)"
+                f"{address} is a {why} address; the control plane connects to public addresses "
+                "only (an operator can allow a network: serve --outbound-allow-network CIDR)"
             )
 
     def check_url(self, url: str) -> SplitResult:
@@ -149,6 +159,35 @@ class WebhookAddressPolicy:
             except WebhookAddressRefused as exc:
                 raise WebhookAddressRefused(f"{host!r} resolves to {exc}") from exc
         return addresses[0]
+
+
+def pinned_send(
+    client: httpx.Client,
+    policy: WebhookAddressPolicy,
+    resolve: Resolver,
+    method: str,
+    url: str,
+    **request: Any,
+) -> httpx.Response:
+    """One request to the address `policy` checked, with the URL's own Host header and TLS name;
+    `request` is httpx's (content, data, headers, auth). Never follows a redirect."""
+    target = httpx.URL(url)
+    port = target.port or (443 if target.scheme == "https" else 80)
+    address = policy.connect_address(target.host, port, resolve)
+    pinned = target.copy_with(host=str(address))
+    extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
+    # An IPv6 literal is bracketed in a Host header, as in the URL.
+    named = f"[{target.host}]" if ":" in target.host else target.host
+    host_header = named if target.port is None else f"{named}:{target.port}"
+    headers = {**request.pop("headers", {}), "Host": host_header}
+    return client.request(
+        method,
+        pinned,
+        headers=headers,
+        extensions=extensions,
+        follow_redirects=False,
+        **request,
+    )
 
 
 _NUMERIC_HOST = re.compile(r"[0-9a-fA-Fx.]+")

@@ -35,6 +35,7 @@ from control_plane.notifications.addresses import (
     Resolver,
     WebhookAddressPolicy,
     WebhookAddressRefused,
+    pinned_send,
     resolve_host,
 )
 from control_plane.types import Connection, Pool
@@ -163,17 +164,8 @@ class WebhookSender:
 
     def _post(self, url: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
         """POST to the address that was checked, with the URL's own Host header and TLS name."""
-        target = httpx.URL(url)
-        port = target.port or (443 if target.scheme == "https" else 80)
-        address = self._addresses.connect_address(target.host, port, self._resolve)
-        pinned = target.copy_with(host=str(address))
-        extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
-        host_header = target.host if target.port is None else f"{target.host}:{target.port}"
-        return self._client.post(
-            pinned,
-            content=body,
-            headers={**headers, "Host": host_header},
-            extensions=extensions,
+        return pinned_send(
+            self._client, self._addresses, self._resolve, "POST", url, content=body, headers=headers
         )
 
     def _attempt(self, row: dict[str, Any], now: datetime) -> AttemptOutcome:

@@ -23,11 +23,14 @@
     readers.py          who reads a page (customer with its organisation, operator) and the checks
                         every form post makes first: ids in the path, then the CSRF token; a
                         reader who may not go on is turned away (`TurnedAway`, answered here)
-    people_backend.py   named people (`accounts.people`): invitations, signing in as oneself
-    people_routes.py    people invited by an editor (the link shown once), the invitation's
-                        password form, the two steps of a person's sign-in (password, TOTP)
-    oidc_routes.py      an organisation's own OpenID Connect provider: saved by an editor, and
-                        the sign-in through it (`accounts.oidc`: code flow, PKCE, the ID token)
+    people_backend.py   named people (`accounts.people`): invitations, roles, new links and
+                        resets, removals, signing in as oneself
+    people_routes.py    people invited by an editor (the link shown once), their role, a new
+                        invitation or reset link, removal (operators' too); the provider's form
+                        (saved, removed); the invitation's password form, the two steps of a
+                        person's sign-in (password, TOTP)
+    oidc_routes.py      the sign-in through an organisation's own OpenID Connect provider
+                        (`accounts.oidc`: code flow, PKCE, the ID token)
     signin_routes.py    sign in/out, the language menu;  customer_routes.py, operator_routes.py
     progress_routes.py  a manual update's progress page and its JSON (polled by static/progress.js)
     release_routes.py, credential_routes.py    the operators' releases (stages, halts, the brake

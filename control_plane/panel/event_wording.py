@@ -46,6 +46,17 @@ def event_line(lang: Language, event: EventView) -> str:
         return lang.gettext(
             "%(who)s removed %(name)s.", who=who or "—", name=str(event.data.get("name") or "?")
         )
+    name = str(event.data.get("name") or "?")
+    if event.kind == "person.role_changed":
+        if event.data.get("to") == "editor":
+            return lang.gettext("%(who)s made %(name)s an editor.", who=who or "—", name=name)
+        return lang.gettext("%(who)s made %(name)s a viewer.", who=who or "—", name=name)
+    if event.kind == "person.invitation_reissued":
+        return lang.gettext(
+            "%(who)s made a new invitation link for %(name)s.", who=who or "—", name=name
+        )
+    if event.kind == "person.password_reset":
+        return lang.gettext("%(who)s reset the password of %(name)s.", who=who or "—", name=name)
     if event.kind == "person.invited":
         return lang.gettext(
             "%(who)s invited %(name)s.", who=who or "—", name=str(event.data.get("name") or "?")
@@ -192,6 +203,9 @@ def _operator_event_line(lang: Language, event: EventView) -> str | None:
         ),
         "oidc.configured": lambda: lang.gettext(
             "The organisation's own sign-in provider was set up."
+        ),
+        "oidc.removed": lambda: lang.gettext(
+            "The organisation's own sign-in provider was removed."
         ),
         "retention.completed": lambda: lang.gettext(
             "History older than the retention period was removed."

@@ -1,6 +1,7 @@
 """Signing in through the organisation's own OpenID Connect provider, and setting it up.
 
-An editor saves the provider (issuer, client id, client secret) on the people page; the page then
+An editor saves the provider (issuer, client id, client secret) on the people page (its form and
+route are the people page's, `people_routes`); the page then
 shows the organisation's sign-in address, `/panel/oidc/start/<organisation>`, and the redirect
 address to register at the provider, `/panel/oidc/callback`. Between the two the browser carries
 the flow's state, nonce and PKCE verifier in a short-lived cookie of its own: SameSite=Lax, since
@@ -9,16 +10,13 @@ the way back is a navigation from the provider's site, which a Strict cookie wou
 from __future__ import annotations
 
 import logging
-from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from control_plane.accounts.oidc import FlowState, OidcFailed, begin, finish
-from control_plane.errors import InvalidInput
-from control_plane.panel import backend
-from control_plane.panel.readers import Csrf, customer_post, parse_id
+from control_plane.accounts.oidc import FlowState, OidcFailed
+from control_plane.panel.readers import parse_id
 from control_plane.panel.web import PREFIX, SESSION_COOKIE, PanelContext, context_of, page, redirect
 
 __all__ = ["FLOW_COOKIE", "router"]
@@ -28,40 +26,17 @@ log = logging.getLogger(__name__)
 
 FLOW_COOKIE = "nw_panel_oidc"
 FLOW_SECONDS = 600
-Text = Annotated[str, Form(max_length=600)]
 
 
 def callback_uri(ctx: PanelContext) -> str:
     return str(ctx.request.base_url).rstrip("/") + f"{PREFIX}/oidc/callback"
 
 
-@router.post("/people/oidc")
-def save_provider(
-    request: Request,
-    csrf: Csrf = "",
-    issuer: Text = "",
-    client_id: Text = "",
-    client_secret: Text = "",
-) -> Response:
-    post = customer_post(request, csrf)
-    ctx = post.ctx
-    try:
-        ctx.services.oidc.put(
-            post.org_id,
-            issuer=issuer,
-            client_id=client_id,
-            client_secret=client_secret,
-            now=ctx.now,
-            actor=backend.session_actor(post.session),
-        )
-    except InvalidInput as exc:
-        field = str(exc.fields.get("field"))
-        return redirect(f"{PREFIX}/people?oidc_error={'issuer' if field == 'issuer' else 'client'}")
-    return redirect(f"{PREFIX}/people?oidc_saved=1")
-
-
-def _refused(ctx: PanelContext) -> Response:
-    response = page(ctx, "oidc_refused.html", status_code=401)
+def _refused(ctx: PanelContext, failed: OidcFailed | None = None) -> Response:
+    refused = None
+    if failed is not None and failed.refused_field is not None:
+        refused = {"field": failed.refused_field, "url": failed.refused_url}
+    response = page(ctx, "oidc_refused.html", status_code=401, refused=refused)
     response.delete_cookie(FLOW_COOKIE, path=PREFIX + "/oidc")
     return response
 
@@ -74,10 +49,10 @@ def start(request: Request, org_id: str) -> Response:
     if provider is None:
         return _refused(ctx)
     try:
-        url, flow = begin(provider, callback_uri(ctx))
+        url, flow = ctx.services.oidc.begin(provider, callback_uri(ctx))
     except OidcFailed as exc:
         log.warning("oidc sign-in for org %s: %s", provider.org_id, exc.reason)
-        return _refused(ctx)
+        return _refused(ctx, exc)
     response = redirect(url)
     response.set_cookie(
         FLOW_COOKIE,
@@ -107,7 +82,7 @@ def callback(request: Request, state: str = "", code: str = "") -> Response:
     if flow is None or provider is None or not state or not code:
         return _refused(ctx)
     try:
-        who = finish(
+        who = ctx.services.oidc.finish(
             provider,
             flow,
             state=state,
@@ -117,7 +92,7 @@ def callback(request: Request, state: str = "", code: str = "") -> Response:
         )
     except OidcFailed as exc:
         log.warning("oidc sign-in for org %s: %s", provider.org_id, exc.reason)
-        return _refused(ctx)
+        return _refused(ctx, exc)
     person = ctx.services.people.person_by_claims(
         provider.org_id, subject=who.subject, email=who.email
     )

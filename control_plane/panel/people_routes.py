@@ -1,6 +1,9 @@
 """Named people: an editor invites a person (the link shown once), the person sets a password
 through the link, and signs in as themselves in two steps — address and password, then a TOTP
-code (set up at the first sign-in, its secret shown once).
+code (set up at the first sign-in, its secret shown once). An editor also changes a person's
+role, makes a new invitation link or a password reset link (`/panel/reset/<token>`, served like
+an invitation), removes a person or the organisation's own sign-in provider; an operator
+removes another operator.
 
 The forms before a session exists carry the sign-in form's double-submit token (the
 `SIGNIN_COOKIE`); the pending step between the two is its own short-lived cookie, so a half
@@ -13,6 +16,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
+from control_plane.accounts.oidc import ADDRESS_REFUSED
 from control_plane.accounts.passwords import MIN_PASSWORD, otpauth_uri
 from control_plane.accounts.people import (
     INVITATION_LIFETIME,
@@ -21,6 +25,7 @@ from control_plane.accounts.people import (
     PendingSignIn,
     SignInRefused,
 )
+from control_plane.errors import InvalidInput
 from control_plane.panel import backend, oidc_routes, people_backend
 from control_plane.panel.csrf import tokens_match
 from control_plane.panel.readers import Csrf, customer_of, customer_post, operator_of, operator_post
@@ -45,6 +50,7 @@ PENDING_SECONDS = 600
 MAX_FIELD = 400
 Field = Annotated[str, Form(max_length=MAX_FIELD)]
 Secret = Annotated[str, Form(max_length=1000)]
+Text = Annotated[str, Form(max_length=600)]
 
 
 def _people_page(
@@ -54,6 +60,10 @@ def _people_page(
     link: str | None = None,
     error_field: str | None = None,
     form: dict[str, str] | None = None,
+    oidc_error: str | None = None,
+    oidc_issuer: str | None = None,
+    reset_link: bool = False,
+    person_error: str | None = None,
 ) -> Response:
     assert ctx.session is not None and ctx.session.org_id is not None
     query = ctx.request.query_params
@@ -63,8 +73,13 @@ def _people_page(
         provider=oidc_routes.provider_of(ctx, ctx.session.org_id),
         callback=oidc_routes.callback_uri(ctx),
         oidc_saved=query.get("oidc_saved") == "1",
-        oidc_error=query.get("oidc_error"),
+        oidc_error=oidc_error or query.get("oidc_error"),
+        oidc_issuer=oidc_issuer,
         removed=query.get("removed") == "1",
+        role_changed=query.get("role_changed") == "1",
+        oidc_removed=query.get("oidc_removed") == "1",
+        reset_link=reset_link,
+        person_error=person_error,
         status_code=status_code,
         people=people_backend.people(ctx.services, ctx.session.org_id),
         link=link,
@@ -101,8 +116,7 @@ def invite(
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "email", "role", "email_taken"} else "name"
         return _people_page(ctx, status_code=422, error_field=field, form=form)
-    base = str(ctx.request.base_url).rstrip("/")
-    return _people_page(ctx, link=f"{base}{PREFIX}/invitation/{issued.token}")
+    return _people_page(ctx, link=_link(ctx, issued.token, reset=False))
 
 
 @router.post("/people/{person_id}/remove")
@@ -119,7 +133,105 @@ def remove(request: Request, person_id: str, csrf: Csrf = "") -> Response:
         )
     except backend.Missing:
         return not_found(ctx)
+    except backend.Refused as exc:
+        return _people_page(ctx, status_code=409, person_error=exc.field)
     return redirect(f"{PREFIX}/people?removed=1")
+
+
+@router.post("/people/{person_id}/role")
+def change_role(request: Request, person_id: str, csrf: Csrf = "", role: Field = "") -> Response:
+    post = customer_post(request, csrf, person_id)
+    ctx, (parsed,) = post.ctx, post.ids
+    try:
+        people_backend.change_role(
+            ctx.services,
+            post.org_id,
+            parsed,
+            role,
+            actor=backend.session_actor(post.session),
+            now=ctx.now,
+        )
+    except backend.Missing:
+        return not_found(ctx)
+    except backend.Refused as exc:
+        status = 409 if exc.field == "last_editor" else 422
+        return _people_page(ctx, status_code=status, person_error=exc.field)
+    return redirect(f"{PREFIX}/people?role_changed=1")
+
+
+def _reissued(request: Request, person_id: str, csrf: str, *, reset: bool) -> Response:
+    post = customer_post(request, csrf, person_id)
+    ctx, (parsed,) = post.ctx, post.ids
+    try:
+        issued = people_backend.reissue(
+            ctx.services,
+            post.org_id,
+            parsed,
+            reset=reset,
+            actor=backend.session_actor(post.session),
+            now=ctx.now,
+        )
+    except backend.Missing:
+        return not_found(ctx)
+    except backend.Refused as exc:
+        return _people_page(ctx, status_code=409, person_error=exc.field)
+    return _people_page(ctx, link=_link(ctx, issued.token, reset=reset), reset_link=reset)
+
+
+def _link(ctx: PanelContext, token: str, *, reset: bool) -> str:
+    base = str(ctx.request.base_url).rstrip("/")
+    return f"{base}{PREFIX}/{'reset' if reset else 'invitation'}/{token}"
+
+
+@router.post("/people/{person_id}/invitation")
+def new_invitation(request: Request, person_id: str, csrf: Csrf = "") -> Response:
+    """A new link for a person who has not used theirs; the earlier link dies."""
+    return _reissued(request, person_id, csrf, reset=False)
+
+
+@router.post("/people/{person_id}/reset")
+def reset_password(request: Request, person_id: str, csrf: Csrf = "") -> Response:
+    """The person's password and sessions end now; the link lets them choose a new password
+    (their TOTP is kept: the link alone signs nobody in)."""
+    return _reissued(request, person_id, csrf, reset=True)
+
+
+@router.post("/people/oidc")
+def save_provider(
+    request: Request,
+    csrf: Csrf = "",
+    issuer: Text = "",
+    client_id: Text = "",
+    client_secret: Text = "",
+    action: Field = "",
+) -> Response:
+    """Save the provider; with `action=remove`, remove it (its sessions end)."""
+    post = customer_post(request, csrf)
+    ctx = post.ctx
+    if action == "remove":
+        try:
+            people_backend.remove_provider(
+                ctx.services, post.org_id, actor=backend.session_actor(post.session), now=ctx.now
+            )
+        except backend.Missing:
+            return not_found(ctx)
+        return redirect(f"{PREFIX}/people?oidc_removed=1")
+    try:
+        ctx.services.oidc.put(
+            post.org_id,
+            issuer=issuer,
+            client_id=client_id,
+            client_secret=client_secret,
+            now=ctx.now,
+            actor=backend.session_actor(post.session),
+        )
+    except InvalidInput as exc:
+        if exc.code == ADDRESS_REFUSED:
+            # Shown at once, not redirected to: the message names the refused address.
+            return _people_page(ctx, status_code=422, oidc_error="address", oidc_issuer=issuer)
+        field = str(exc.fields.get("field"))
+        return redirect(f"{PREFIX}/people?oidc_error={'issuer' if field == 'issuer' else 'client'}")
+    return redirect(f"{PREFIX}/people?oidc_saved=1")
 
 
 def _invitation_refused(ctx: PanelContext, reason: str) -> Response:
@@ -127,6 +239,7 @@ def _invitation_refused(ctx: PanelContext, reason: str) -> Response:
 
 
 @router.get("/invitation/{token}")
+@router.get("/reset/{token}")
 def invitation(request: Request, token: str) -> Response:
     ctx = context_of(request)
     try:
@@ -137,6 +250,7 @@ def invitation(request: Request, token: str) -> Response:
 
 
 @router.post("/invitation/{token}")
+@router.post("/reset/{token}")
 def accept_invitation(
     request: Request,
     token: str,
@@ -170,7 +284,9 @@ def accept_invitation(
             min_password=MIN_PASSWORD,
             error=error,
         )
-    return redirect(f"{PREFIX}/sign-in?invited=1")
+    # A reset link (its own path) leads to its own word on the sign-in page.
+    reset = request.url.path.startswith(f"{PREFIX}/reset/")
+    return redirect(f"{PREFIX}/sign-in?{'new_password' if reset else 'invited'}=1")
 
 
 def _code_page(
@@ -260,6 +376,7 @@ def _operators_page(
         ctx,
         "operator_people.html",
         status_code=status_code,
+        removed=ctx.request.query_params.get("removed") == "1",
         people=people_backend.people(ctx.services, None),
         link=link,
         days=INVITATION_LIFETIME.days,
@@ -294,5 +411,19 @@ def invite_operator(
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "email", "email_taken"} else "name"
         return _operators_page(ctx, status_code=422, error_field=field, form=form)
-    base = str(ctx.request.base_url).rstrip("/")
-    return _operators_page(ctx, link=f"{base}{PREFIX}/invitation/{issued.token}")
+    return _operators_page(ctx, link=_link(ctx, issued.token, reset=False))
+
+
+@router.post("/operator/people/{person_id}/remove")
+def remove_operator(request: Request, person_id: str, csrf: Csrf = "") -> Response:
+    """An operator removes a named operator (themselves too): they sign in no more, their
+    sessions end. The operators' keys are untouched, so the platform keeps an operator."""
+    post = operator_post(request, csrf, person_id)
+    ctx, (parsed,) = post.ctx, post.ids
+    try:
+        people_backend.remove(
+            ctx.services, None, parsed, actor=backend.session_actor(post.session), now=ctx.now
+        )
+    except backend.Missing:
+        return not_found(ctx)
+    return redirect(f"{PREFIX}/operator/people?removed=1")

@@ -68,6 +68,7 @@ def sign_in_form(
     signed_out: int = 0,
     ended: int = 0,
     invited: int = 0,
+    new_password: int = 0,
     expired: int = 0,
     refused: str = "",
 ) -> Response:
@@ -83,6 +84,10 @@ def sign_in_form(
         notice = ctx.lang.gettext(
             "Your password is set. Sign in with your e-mail address and password; you then "
             "set up your authenticator app."
+        )
+    elif new_password:
+        notice = ctx.lang.gettext(
+            "Your new password is set. Sign in with your e-mail address and the new password."
         )
     person_error = None
     if expired:

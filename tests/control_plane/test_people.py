@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import threading
 from datetime import UTC, datetime, timedelta
+from uuid import UUID
 
 import pytest
 
@@ -20,12 +21,15 @@ from control_plane.accounts.people import (
     LOCK_AFTER,
     LOCKED_FOR,
     InvitationRefused,
+    LastEditor,
     SignInRefused,
 )
 from control_plane.errors import InvalidInput
 from control_plane.events.services import EventFilter
 from control_plane.events.trail import Actor
 from control_plane.registry import Services
+from control_plane.types import Pool
+from tests.worlds.waiting import wait_until
 
 NOW = datetime(2027, 3, 26, 11, 0, tzinfo=UTC)
 EDITOR = Actor(kind="user", name="first panel key")
@@ -149,8 +153,10 @@ def test_an_issuer_is_kept_as_the_provider_writes_it(issuer: str) -> None:
     # Compared as a string with the discovery document's and the ID token's: a trailing slash
     # taken off would refuse every sign-in through a provider whose issuer has one.
     from control_plane.accounts.oidc import checked_issuer
+    from control_plane.notifications.addresses import WebhookAddressPolicy
 
-    assert checked_issuer(f"  {issuer} ") == issuer
+    loopback_allowed = WebhookAddressPolicy.allowing(["127.0.0.0/8"])
+    assert checked_issuer(f"  {issuer} ", loopback_allowed) == issuer
 
 
 @pytest.mark.parametrize(
@@ -158,6 +164,78 @@ def test_an_issuer_is_kept_as_the_provider_writes_it(issuer: str) -> None:
 )
 def test_an_issuer_that_is_not_https_is_refused_by_name(issuer: object) -> None:
     from control_plane.accounts.oidc import checked_issuer
+    from control_plane.notifications.addresses import WebhookAddressPolicy
 
     with pytest.raises(InvalidInput, match="issuer"):
-        checked_issuer(issuer)
+        checked_issuer(issuer, WebhookAddressPolicy())
+
+
+@pytest.mark.parametrize(
+    "issuer",
+    [
+        "http://127.0.0.1:8080/realm",
+        "http://[::1]:8080/",
+        "http://localhost/",
+        "https://10.1.2.3/",
+        "https://169.254.169.254/latest",
+        "https://[fd00::5]/",
+        "https://2130706433/",
+    ],
+)
+def test_an_issuer_at_an_address_not_allowed_is_refused_naming_it(issuer: str) -> None:
+    from control_plane.accounts.oidc import ADDRESS_REFUSED, checked_issuer
+    from control_plane.notifications.addresses import WebhookAddressPolicy
+
+    with pytest.raises(InvalidInput) as refused:
+        checked_issuer(issuer, WebhookAddressPolicy())
+    assert refused.value.code == ADDRESS_REFUSED
+    assert refused.value.fields == {"field": "issuer", "value": issuer}
+    assert "public addresses" in refused.value.message
+    assert "--outbound-allow-network" in refused.value.message
+
+
+def test_two_editors_demoting_each_other_at_once_leave_one_editor(
+    services: Services, org_id: object, pool: Pool
+) -> None:
+    """Both demotions are made to read the editors before either writes (the test holds both
+    people's rows until both wait); the editors' lock makes them decide one after the other."""
+    for email in ("anna@example.com", "bob@example.com"):
+        _invited(services, org_id, email)
+    ids = [person.id for person in services.people.people(org_id)]  # type: ignore[arg-type]
+    outcomes: list[str] = []
+
+    def demote(person_id: UUID) -> None:
+        try:
+            services.people.change_role(
+                org_id,  # type: ignore[arg-type]
+                person_id,
+                "viewer",
+                now=NOW,
+                actor=EDITOR,
+            )
+            outcomes.append("demoted")
+        except LastEditor:
+            outcomes.append("last_editor")
+
+    threads = [threading.Thread(target=demote, args=(person_id,)) for person_id in ids]
+    with pool.connection() as holder, holder.transaction():
+        holder.execute("SELECT id FROM people WHERE id = ANY(%s) FOR UPDATE", [ids])
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: _waiting_on_locks(pool) >= 2, what="both demotions waiting")
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["demoted", "last_editor"]
+    roles = [person.role for person in services.people.people(org_id)]  # type: ignore[arg-type]
+    assert sorted(roles) == ["editor", "viewer"]
+
+
+def _waiting_on_locks(pool: Pool) -> int:
+    # A connection of its own: the activity view is a snapshot taken once per transaction.
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database()"
+        ).fetchone()
+    assert row is not None
+    return int(row["n"])

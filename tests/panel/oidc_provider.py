@@ -43,6 +43,12 @@ class Provider:
     other_key: RSAKey = field(default_factory=lambda: _new_key("provider-key"))
     codes: dict[str, dict[str, str]] = field(default_factory=dict)
     token_requests: list[dict[str, str]] = field(default_factory=list)
+    # Every path asked, to show a refused provider was never asked at all.
+    requests: list[str] = field(default_factory=list)
+    # What the discovery names instead of the provider's own endpoints (a hostile document).
+    endpoints: dict[str, str] = field(default_factory=dict)
+    # Where the discovery sends its asker instead of answering (a redirect to follow, or not).
+    discovery_redirect: str | None = None
 
     def id_token(self, nonce: str) -> str:
         now = int(time.time())
@@ -63,6 +69,14 @@ class Provider:
 def _app(provider: Provider) -> FastAPI:
     app = FastAPI()
 
+    @app.middleware("http")
+    async def record(request: Request, call_next: Any) -> Response:
+        provider.requests.append(request.url.path)
+        if provider.discovery_redirect and request.url.path.endswith("openid-configuration"):
+            return RedirectResponse(provider.discovery_redirect, status_code=302)
+        answer: Response = await call_next(request)
+        return answer
+
     @app.get("/.well-known/openid-configuration")
     def discovery() -> dict[str, Any]:
         return {
@@ -72,7 +86,7 @@ def _app(provider: Provider) -> FastAPI:
             "jwks_uri": provider.url + "/jwks",
             "response_types_supported": ["code"],
             "id_token_signing_alg_values_supported": ["RS256"],
-        }
+        } | provider.endpoints
 
     @app.get("/jwks")
     def jwks() -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Signing in through the organisation's own OpenID Connect provider (a real one, on loopback):
 the code flow with PKCE, the state and nonce checked, the ID token verified against the
-provider's keys, and a person matched only when invited."""
+provider's keys, and a person matched only when invited. The provider listens on 127.0.0.1, so
+these worlds' operator allowed that network (`loopback_world`)."""
 
 from __future__ import annotations
 
@@ -49,11 +50,11 @@ def _to_provider_and_back(client: httpx.Client, world: PanelWorld) -> httpx.Resp
 
 
 def test_an_invited_person_signs_in_through_the_provider(
-    panel_world: PanelWorld, provider: Provider
+    loopback_world: PanelWorld, provider: Provider
 ) -> None:
-    _set_up(panel_world, provider)
-    with panel_world.client() as anna:
-        back = _to_provider_and_back(anna, panel_world)
+    _set_up(loopback_world, provider)
+    with loopback_world.client() as anna:
+        back = _to_provider_and_back(anna, loopback_world)
         assert back.status_code == 200, back.text
         assert anna.get("/panel/agents").status_code == 200
     # The code was exchanged with the PKCE verifier (the provider checked it against the
@@ -62,11 +63,11 @@ def test_an_invited_person_signs_in_through_the_provider(
 
 
 def test_a_returned_state_that_was_not_sent_is_refused(
-    panel_world: PanelWorld, provider: Provider
+    loopback_world: PanelWorld, provider: Provider
 ) -> None:
-    _set_up(panel_world, provider)
-    with panel_world.client() as anna:
-        start = anna.get(f"/panel/oidc/start/{panel_world.org_id}")
+    _set_up(loopback_world, provider)
+    with loopback_world.client() as anna:
+        start = anna.get(f"/panel/oidc/start/{loopback_world.org_id}")
         at_provider = anna.get(start.headers["location"])
         back = at_provider.headers["location"].replace("state=", "state=forged")
         answer = anna.get(back)
@@ -75,37 +76,39 @@ def test_a_returned_state_that_was_not_sent_is_refused(
 
 
 def test_an_id_token_with_another_nonce_is_refused(
-    panel_world: PanelWorld, provider: Provider
+    loopback_world: PanelWorld, provider: Provider
 ) -> None:
-    _set_up(panel_world, provider)
+    _set_up(loopback_world, provider)
     provider.wrong_nonce = True
-    with panel_world.client() as anna:
-        assert _to_provider_and_back(anna, panel_world).status_code == 401
+    with loopback_world.client() as anna:
+        assert _to_provider_and_back(anna, loopback_world).status_code == 401
         assert anna.get("/panel/agents").status_code == 303
 
 
 def test_an_id_token_signed_by_a_key_not_in_the_jwks_is_refused(
-    panel_world: PanelWorld, provider: Provider
+    loopback_world: PanelWorld, provider: Provider
 ) -> None:
-    _set_up(panel_world, provider)
+    _set_up(loopback_world, provider)
     provider.foreign_key = True
-    with panel_world.client() as anna:
-        assert _to_provider_and_back(anna, panel_world).status_code == 401
+    with loopback_world.client() as anna:
+        assert _to_provider_and_back(anna, loopback_world).status_code == 401
         assert anna.get("/panel/agents").status_code == 303
 
 
-def test_an_unverified_address_matches_nobody(panel_world: PanelWorld, provider: Provider) -> None:
-    _set_up(panel_world, provider)
+def test_an_unverified_address_matches_nobody(
+    loopback_world: PanelWorld, provider: Provider
+) -> None:
+    _set_up(loopback_world, provider)
     provider.email_verified = False
-    with panel_world.client() as anna:
-        assert _to_provider_and_back(anna, panel_world).status_code == 401
+    with loopback_world.client() as anna:
+        assert _to_provider_and_back(anna, loopback_world).status_code == 401
 
 
-def test_a_person_not_invited_is_refused(panel_world: PanelWorld, provider: Provider) -> None:
-    _set_up(panel_world, provider)
+def test_a_person_not_invited_is_refused(loopback_world: PanelWorld, provider: Provider) -> None:
+    _set_up(loopback_world, provider)
     provider.email = "mallory@example.com"
     provider.subject = "mallory"
-    with panel_world.client() as mallory:
-        answer = _to_provider_and_back(mallory, panel_world)
+    with loopback_world.client() as mallory:
+        answer = _to_provider_and_back(mallory, loopback_world)
         assert answer.status_code == 401
         assert "did not work" in answer.text

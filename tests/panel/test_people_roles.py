@@ -21,6 +21,7 @@ BEFORE_SIGN_IN = {
     "/panel/sign-in/person",
     "/panel/sign-in/code",
     "/panel/invitation/{token}",
+    "/panel/reset/{token}",
 }
 
 
