@@ -282,3 +282,16 @@ def test_a_hold_still_ends_a_manual_request_before_the_caps(
     refused = _claim(rollout, second_agent, second, CAPPED_MANUAL_CONTRACT)
     assert refused.status_code == 409, refused.text
     assert refused.json()["detail"]["code"] == "held"
+
+
+def test_the_brake_still_ends_a_manual_request_before_the_caps(
+    rollout: Rollout, two_releases: TwoReleases
+) -> None:
+    _, pending = _fleet(rollout, size=2, org_cap=1)
+    (first, first_agent), (second, second_agent) = pending.items()
+    assert _claim(rollout, first_agent, first, CAPPED_MANUAL_CONTRACT).status_code == 201
+    braked = rollout.operator("PUT", "/v1/admin/brake", engaged=True, reason="night freeze")
+    assert braked.status_code == 200, braked.text
+    refused = _claim(rollout, second_agent, second, CAPPED_MANUAL_CONTRACT)
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["detail"]["code"] == "brake"
