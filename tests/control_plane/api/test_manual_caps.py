@@ -295,3 +295,19 @@ def test_the_brake_still_ends_a_manual_request_before_the_caps(
     refused = _claim(rollout, second_agent, second, CAPPED_MANUAL_CONTRACT)
     assert refused.status_code == 503, refused.text
     assert refused.json()["detail"]["code"] == "brake"
+
+
+def test_the_platforms_cap_refuses_a_manual_claim_of_another_organisation(
+    rollout: Rollout, two_releases: TwoReleases
+) -> None:
+    answer = rollout.operator("PUT", "/v1/admin/settings", org_cap=1, global_cap=1)
+    assert answer.status_code == 200, answer.text
+    _, first = _fleet(rollout, size=1, org_cap=1)
+    _, second = _fleet(rollout, size=1, org_cap=1)
+    ((first_run, first_agent),) = first.items()
+    ((second_run, second_agent),) = second.items()
+    assert _claim(rollout, first_agent, first_run, CAPPED_MANUAL_CONTRACT).status_code == 201
+    refused = _claim(rollout, second_agent, second_run, CAPPED_MANUAL_CONTRACT)
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["detail"]["code"] == "global_cap"
+    assert refused.json()["detail"]["retry_after_seconds"] == 50
