@@ -190,15 +190,21 @@ class ClaimService:
             "updater_version", request.updater_version, MAX_VERSION_LENGTH
         )
         if request.manual_run_id is not None:
-            return claim_manual(
-                self._pool,
-                agent_id,
-                request.manual_run_id,
-                from_version,
-                now,
-                track=request.track,
-                through_caps=agent_contract >= CAPPED_MANUAL_CONTRACT,
-            )
+            try:
+                return claim_manual(
+                    self._pool,
+                    agent_id,
+                    request.manual_run_id,
+                    from_version,
+                    now,
+                    track=request.track,
+                    through_caps=agent_contract >= CAPPED_MANUAL_CONTRACT,
+                )
+            except ClaimRefused as refused:
+                # Counted for the metrics, as every refusal is; no fact is kept: a manual
+                # update has no slot whose miss it would explain.
+                self._refusals.count(refused.refusal)
+                raise
         # Checked here too, not only at the API's door: the hot path's SELECT takes the key
         # before the planner has judged it.
         slot_key = stored_text("slot_key", request.slot_key, MAX_SLOT_KEY_LENGTH)

@@ -159,6 +159,8 @@ def test_a_manual_claim_refused_by_a_cap_writes_nothing(
     assert refused.json()["detail"]["code"] == "org_cap"
     rollout.services.refusals.flush()
     assert _tables(rollout) == before
+    # Counted for the metrics like any refusal, in memory only.
+    assert rollout.services.refusals.refused_counts() == {"org_cap": 1}
     with rollout.pool.connection() as conn:
         still = conn.execute("SELECT status FROM runs WHERE id = %s", [second]).fetchone()
     assert still is not None and still["status"] == "requested"
