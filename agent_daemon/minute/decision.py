@@ -21,7 +21,10 @@ I/O each action asks for and feeds the result back as the next `answer`:
         Granted ─────────────────────────────────────────────► StartUpdate   consumes the slot
         Refused, `RefusalCode.consumes_slot` ───────────────► GiveUpSlot    consumes the slot
         Refused otherwise (cap, brake, unknown code) ────────► Wait          consumes nothing
-        Refused (manual) ────────────────────────────────────► EndManual     that request only
+        Refused (manual) by a cap ───────────────────────────► Wait          claimed again
+                                                                       next minute, while
+                                                                       the config offers it
+        Refused (manual) otherwise ──────────────────────────► EndManual     that request only
 
 Nachtwacht's own agent (the updater) updates itself through the same slot, claim and caps: when
 the config offers an updater release this host can take (`AgentFacts.updater_version` is known —
@@ -164,7 +167,8 @@ class ClaimSlot:
 
 @dataclass(frozen=True, kw_only=True)
 class ClaimManual:
-    """A manual update from the panel: claimed without planner or caps, once per request."""
+    """A manual update ("update now"): claimed without the planner, through the caps; claimed
+    again each minute while a cap refuses it, until it is granted or otherwise refused."""
 
     run_id: str
     from_version: str | None
@@ -343,9 +347,13 @@ def _updater_to_take(state: AgentFacts, config: AgentConfig) -> bool:
 
 def _refused(answer: Refused) -> Action:
     request, detail = answer.request, answer.detail
-    if isinstance(request, ClaimManual):
-        return EndManual(run_id=request.run_id, detail=detail)
     refusal = detail.refusal
+    if isinstance(request, ClaimManual):
+        # A full round is no answer to the request: the config still offers it, so the next
+        # minute claims it again. Anything else (a stop, a finished run) ends it here.
+        if refusal is not None and refusal.is_cap:
+            return Wait(reason="throttled", request=request, detail=detail)
+        return EndManual(run_id=request.run_id, detail=detail)
     if refusal is not None and refusal.consumes_slot:
         return GiveUpSlot(
             slot=request.slot, refusal=refusal, detail=detail, from_version=request.from_version

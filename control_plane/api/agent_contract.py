@@ -29,6 +29,7 @@ __all__ = [
     "CONTRACT_BEFORE_HEADER",
     "CONTRACT_STAMP",
     "OLDEST_AGENT_CONTRACT",
+    "agent_contract_of",
     "agent_refusal",
 ]
 
@@ -87,6 +88,12 @@ def _judged(sent: bytes | None) -> tuple[int, bytes] | None:
         )
         return 400, _refusal(400, AnswerCode.CONTRACT_TOO_OLD, message)
     return None
+
+
+def agent_contract_of(sent: str | None) -> int:
+    """The contract an agent request speaks, from its header's value (None: no header). Only
+    for a request `agent_refusal` let through, whose header is a whole number."""
+    return CONTRACT_BEFORE_HEADER if sent is None else int(sent)
 
 
 def agent_refusal(scope: Scope) -> list[Message] | None:

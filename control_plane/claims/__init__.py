@@ -6,7 +6,7 @@ decision     ClaimFacts and `refusal_for`: the claim's one pure decision, on fac
 offered      the release a scheduled claim is judged by: offered, stopped, rolled back here
 caps         the two caps per round, the round, and the counting that holds them exactly
 grant        the grant transaction, in steps, and a claimed run's answer
-manual       the token for a manual update: no slot, no caps
+manual       the token for a manual update: no slot, through the same caps
 refused      the refusals a claim is answered with
 due_facts    the claim facts of every agent due at a slot, read at once for the memory's warm-up
 slots        the server's own check of a claimed slot, with shared_planner

@@ -84,6 +84,12 @@ class RefusalRecorder:
                 return
             self._pending[fact] = at
 
+    def count(self, reason: RefusalCode) -> None:
+        """Count a refusal for the metrics without keeping a fact: a manual update's, which has
+        no slot to miss."""
+        with self._lock:
+            self._refused[str(reason)] += 1
+
     def refused_counts(self) -> dict[str, int]:
         """Refused claim requests seen by this replica since it started, by refusal code."""
         with self._lock:

@@ -31,7 +31,7 @@ from control_plane.claims.caps import RoundCounts, cap_refusal, round_start
 from control_plane.claims.decision import ClaimFacts, refusal_for, slot_of
 from control_plane.claims.due_facts import due_facts, facts_key
 from control_plane.claims.grant import Claim, ScheduledGrant, claim_grant, grant_token
-from control_plane.claims.manual import claim_manual
+from control_plane.claims.manual import CAPPED_MANUAL_CONTRACT, claim_manual
 from control_plane.claims.offered import offered_releases
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.refused import slot_consumed
@@ -179,16 +179,32 @@ class ClaimService:
             global_cap=settings.global_cap,
         )
 
-    def claim(self, agent_id: UUID, request: ClaimRequest, now: datetime) -> Claim:
-        """A scheduled slot's or a manual update's token (the request names exactly one)."""
+    def claim(
+        self, agent_id: UUID, request: ClaimRequest, now: datetime, *, agent_contract: int
+    ) -> Claim:
+        """A scheduled slot's or a manual update's token (the request names exactly one), for an
+        agent that speaks `agent_contract` (a manual update goes through the caps for an agent
+        that waits when they are full: `claims.manual`)."""
         from_version = stored_text("from_version", request.from_version, MAX_VERSION_LENGTH)
         updater_version = stored_text(
             "updater_version", request.updater_version, MAX_VERSION_LENGTH
         )
         if request.manual_run_id is not None:
-            return claim_manual(
-                self._pool, agent_id, request.manual_run_id, from_version, now, track=request.track
-            )
+            try:
+                return claim_manual(
+                    self._pool,
+                    agent_id,
+                    request.manual_run_id,
+                    from_version,
+                    now,
+                    track=request.track,
+                    through_caps=agent_contract >= CAPPED_MANUAL_CONTRACT,
+                )
+            except ClaimRefused as refused:
+                # Counted for the metrics, as every refusal is; no fact is kept: a manual
+                # update has no slot whose miss it would explain.
+                self._refusals.count(refused.refusal)
+                raise
         # Checked here too, not only at the API's door: the hot path's SELECT takes the key
         # before the planner has judged it.
         slot_key = stored_text("slot_key", request.slot_key, MAX_SLOT_KEY_LENGTH)

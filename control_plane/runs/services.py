@@ -370,7 +370,8 @@ class RunService:
         """A person asked for an update now on each agent listed, in one transaction (all or
         none): a manual run and its `update.requested` each, as `request_manual_update` makes
         them; an agent with one already pending keeps it. Each is claimed as one agent's
-        update now is (`claims.manual`): the stops apply to it, the caps do not."""
+        update now is (`claims.manual`): through the same stops and caps as a scheduled claim,
+        so a whole organisation asked at once starts `org_cap` downloads a round."""
         wanted = sorted(set(agent_ids))
         with self._pool.connection() as conn, conn.transaction():
             found = conn.execute(

@@ -126,7 +126,9 @@ API_PREFIX = f"/v{API_VERSION}"
 #   3   nachtwacht's own agent as a product: `AgentConfig.updater_release`, `ClaimRequest.product`
 #       and `ClaimGrant.product`, `updater_version` in the claim and the run reports
 #   4   `OutcomeReport.delivery`: whether the build came as a patch or whole, and why a patch
-#       offered was not used
+#       offered was not used; and a manual update's claim may be refused 429 `org_cap`/
+#       `global_cap` like a scheduled one: the agent waits and claims it again at its next minute
+#       (agents before 4 end the request on any refusal, and are granted it outside the caps)
 CONTRACT_VERSION = 4
 CONTRACT_VERSION_HEADER = "X-Nachtwacht-Contract"
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import psycopg
 import pytest
@@ -27,6 +28,8 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from bench.year_of_history import History, fill_history, seed_fleet
+from control_plane.claims.manual import claim_manual
+from control_plane.errors import ClaimRefused
 from control_plane.events.services import EventFilter
 from control_plane.metrics.services import MetricsService
 from control_plane.reconcile import data
@@ -487,3 +490,23 @@ def test_the_generated_history_holds_every_foreign_key(seeded_url: str) -> None:
             if row[0]:
                 broken.append(f"{table}({', '.join(columns)}) -> {target}: {row[0]}")
     assert broken == []
+
+
+def test_a_manual_claims_reads_find_its_run_by_index(
+    recorder: Recorder, world: dict[str, Any], seeded_url: str
+) -> None:
+    # Every agent of a bulk update now asks again each minute while its round is full: the
+    # early read of the round (`claims.manual`) and the claim's own read find the run by its id.
+    recorder.take()
+    with pytest.raises(ClaimRefused):
+        claim_manual(
+            recorder.pool,
+            world["agent_id"],
+            uuid4(),
+            None,
+            datetime(2026, 11, 30, 14, 7, tzinfo=UTC),
+        )
+    tables = frozenset({*HISTORY_TABLES, "tokens"})
+    statements = recorder.take()
+    assert any("claim_rounds_org" in str(s.query) for s in statements)
+    assert unbounded_reads(seeded_url, statements, tables) == []

@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
+import psycopg
 import pytest
 
 from nachtwacht.demo_world import daemons
@@ -121,3 +123,46 @@ def test_the_previous_releases_agent_updates_through_this_control_plane(
     assert errors == [], errors
     assert "Traceback" not in daemon.stderr(), daemon.stderr()
     assert daemon.other_lines == [], daemon.other_lines
+
+
+@pytest.fixture
+def afternoon(tmp_path: Path, control_plane_server: Callable[..., Any]) -> Iterator[Night]:
+    # 10:00: no scheduled slot is due; an organisation cap of 1 a round.
+    clock = NightClock.held(local("2026-11-30T10:00"), begins=tmp_path / "clock", speed=60.0)
+    scenario = Night(
+        root=tmp_path / "night",
+        clock=clock,
+        start_control_plane=control_plane_server,
+        control_plane_args=("--org-cap", "1"),
+    )
+    yield scenario
+    scenario.close()
+
+
+def test_the_previous_releases_agent_is_granted_an_update_now_outside_the_caps(
+    afternoon: Night, previous_release: Subprocesses
+) -> None:
+    # It ends a manual request on any refusal and tells nobody, so a cap never refuses it: its
+    # grant is not counted in a round, and its request does not stay pending.
+    night = afternoon
+    night.publish("1.5.0", 42)
+    host = add_previous_release_host(night, "web-01", previous_release)
+    daemon = start_previous_release_daemon(host, previous_release)
+    daemon.wait_for("config.synced")
+    requested = night.panel.post(f"/v1/agents/{host.agent_id}/update")
+    assert requested.status_code == 202, requested.text
+    run_id = requested.json()["run_id"]
+    succeeded = daemon.wait_for("update.succeeded", run_id=run_id)
+    daemon.wait_for("report.delivered", run_id=run_id)
+    assert succeeded["version"] == "1.5.0"
+    (run,) = night.runs(host)
+    assert (run["trigger"], run["status"]) == ("manual", "succeeded")
+    with psycopg.connect(night.plane.database_url) as conn:
+        counted = conn.execute(
+            "SELECT t.round_start, e.data ->> 'through_caps' FROM tokens t"
+            " JOIN events e ON e.run_id = t.run_id AND e.kind = 'update.started'"
+            " WHERE t.run_id = %s",
+            [UUID(run_id)],
+        ).fetchall()
+    assert counted == [(None, "false")]
+    assert daemon.named("manual.refused") == []

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from fastapi import APIRouter, Request, Response
 
+from control_plane.api.agent_contract import agent_contract_of
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import (
     AgentCredential,
@@ -24,7 +25,14 @@ from control_plane.api.deps import (
 from control_plane.claims.services import Claim
 from control_plane.errors import NotFound
 from control_plane.registry import Services
-from ground.contract import CLAIMS_PATH, AnswerCode, ClaimGrant, ClaimRequest, RefusalCode
+from ground.contract import (
+    CLAIMS_PATH,
+    CONTRACT_VERSION_HEADER,
+    AnswerCode,
+    ClaimGrant,
+    ClaimRequest,
+    RefusalCode,
+)
 
 __all__ = ["router"]
 
@@ -54,17 +62,25 @@ async def claim(
     `slot_consumed`, `no_release`, `held`, `release_rolled_back`, `release_halted` (the offered
     release is halted or under its brake: a slot is skipped, the next one asks again),
     `run_finished`; 503 `brake`; 429 `org_cap`/`global_cap` with `retry_after_seconds`;
-    404 `run_not_found`. A manual update is offered what a scheduled claim would be and refused
-    by the same stops unless an operator forced it."""
+    404 `run_not_found`. A manual update is offered what a scheduled claim would be, refused
+    by the same stops and counted in the same caps unless an operator forced it (an agent of a
+    contract before 4 is granted it outside the caps: it cannot wait for a full round)."""
     services = services_of(request)
-    granted = await in_database_thread(request, lambda: _claim(services, credential, body, now))
+    contract = agent_contract_of(request.headers.get(CONTRACT_VERSION_HEADER))
+    granted = await in_database_thread(
+        request, lambda: _claim(services, credential, body, now, contract)
+    )
     if not granted.created:
         response.status_code = 200
     return granted.grant
 
 
 def _claim(
-    services: Services, credential: PresentedAgentKey, body: ClaimRequest, now: datetime
+    services: Services,
+    credential: PresentedAgentKey,
+    body: ClaimRequest,
+    now: datetime,
+    contract: int,
 ) -> Claim:
     # The scheduled claim (the 03:00 herd's refusal) checks the credential in its own statement.
     if body.slot_key is not None:
@@ -88,4 +104,4 @@ def _claim(
     assert caller.agent_id is not None
     if body.slot_key is not None:
         raise NotFound(f"agent {caller.agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
-    return services.claims.claim(caller.agent_id, body, now)
+    return services.claims.claim(caller.agent_id, body, now, agent_contract=contract)

@@ -274,7 +274,8 @@ def request_update(
     now: RequestNow,
     _body: NoBody,
 ) -> RunView:
-    """Update this agent now (a manual update: no slot, no caps). 202 new, 200 already pending."""
+    """Update this agent now (a manual update: no slot, through the caps). 202 new, 200 already
+    pending."""
     assert caller.org_id is not None
     recorded = services_of(request).runs.request_manual_update(
         caller.org_id, agent_id, caller.credential_id, now=now

@@ -218,12 +218,26 @@ def test_a_refusal_consumes_the_slot_exactly_when_its_code_says_so(code: Refusal
     assert isinstance(action, GiveUpSlot) is code.consumes_slot
 
 
-@pytest.mark.parametrize("code", list(RefusalCode), ids=[code.value for code in RefusalCode])
+ENDING_CODES = [code for code in RefusalCode if not code.is_cap]
+
+
+@pytest.mark.parametrize("code", ENDING_CODES, ids=[code.value for code in ENDING_CODES])
 def test_a_refused_manual_update_ends_that_request_and_consumes_no_slot(code: RefusalCode) -> None:
     manual = ClaimManual(run_id=str(RUN_ID), from_version="1.4.1")
     action = decide(facts(), config(), Refused(request=manual, detail=refusal(code.value)), NOW)
     assert isinstance(action, EndManual)
     assert not action.consumes_slot
+
+
+@pytest.mark.parametrize("code", [RefusalCode.ORG_CAP, RefusalCode.GLOBAL_CAP])
+def test_a_manual_update_refused_by_a_cap_waits_and_is_claimed_again(code: RefusalCode) -> None:
+    manual = ClaimManual(run_id=str(RUN_ID), from_version="1.4.1")
+    answer = Refused(request=manual, detail=refusal(code.value))
+    action = decide(facts(), config(manual=RUN_ID), answer, NOW)
+    assert action == Wait(reason="throttled", request=manual, detail=answer.detail)
+    assert not action.consumes_slot
+    # Not handled: the next minute, while the config still offers it, claims it again.
+    assert decide(facts(), config(manual=RUN_ID), None, NOW + timedelta(minutes=1)) == manual
 
 
 def test_an_unknown_code_consumes_nothing() -> None:

@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from agent_daemon.updater.update_records import UpdateOutcome
-from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane, Run
+from ground.contract import RefusalCode
+from tests.agent_daemon.daemon_support.fake_control_plane import (
+    ClaimRefusal,
+    FakeControlPlane,
+    Run,
+)
 from tests.agent_daemon.daemon_support.harness import Harness
 from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
 from tests.agent_daemon.minute.slot_world import MANUAL_RUN_ID, SLOT_AT, SLOT_KEY, make
@@ -56,6 +61,20 @@ def test_manual_update_while_already_current_reports_success_without_installing(
     assert h.daemon.tick() == "dispatched"
     assert h.updater.applied == []
     assert h.control_plane.runs[MANUAL_RUN_ID].status == "succeeded"
+
+
+def test_a_manual_update_refused_by_the_organisations_cap_is_claimed_again(
+    tmp_path: Path,
+) -> None:
+    h, clock = make(tmp_path, at=SLOT_AT + timedelta(hours=8), manual_run_id=MANUAL_RUN_ID)
+    h.control_plane.refuse_claims_with = ClaimRefusal.of(RefusalCode.ORG_CAP)
+    assert h.daemon.tick() == "throttled"
+    assert MANUAL_RUN_ID not in h.state().handled_manual_runs
+    clock.advance(minutes=1)
+    h.control_plane.refuse_claims_with = None
+    assert h.daemon.tick() == "dispatched"
+    assert h.control_plane.runs[MANUAL_RUN_ID].status == "succeeded"
+    assert len(h.control_plane.claims()) == 2
 
 
 def test_a_refused_manual_update_is_not_retried(tmp_path: Path) -> None:
