@@ -29,6 +29,7 @@ __all__ = [
     "AGENT_WHEEL_PREFIX",
     "DEFAULT_OWN_ROOT",
     "INSTALL_TIMEOUT_SECONDS",
+    "NOT_AN_OWN_BUILD",
     "RunningBuild",
     "build_python",
     "install_build",
@@ -39,6 +40,11 @@ DEFAULT_OWN_ROOT = Path("/opt/nachtwacht")
 AGENT_WHEEL_PREFIX = "nachtwacht_agent-"
 # A venv and a few dozen local wheels: seconds on a host, minutes on a slow disk.
 INSTALL_TIMEOUT_SECONDS = 600.0
+# Why a daemon does not update itself: said by its start line and by `agent status`.
+NOT_AN_OWN_BUILD = (
+    "not installed as one of the updater's own builds (<own root>/versions/<version>/venv): "
+    "nachtwacht's own agent is updated by reinstalling it"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
