@@ -243,8 +243,16 @@ class Daemon:
             return state
         try:
             report = check_in.report()
+            switching = check_in.switching_run() if report is None else None
         except AgentError as exc:
             self._log.emit("self_update.unreadable", level="warning", **error_fields(exc))
+            return state
+        claim = state.claim
+        if switching is not None and claim is not None and claim.run_id == switching:
+            # Killed between the switch and saving the claim's end: end it now, unreported.
+            self._keeper.end(claim.run_id)
+            state = state.model_copy(update={"claim": None})
+            self._keeper.save(state)
             return state
         if report is None:
             return state

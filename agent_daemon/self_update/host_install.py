@@ -1,9 +1,10 @@
 """The host's way to take a verified build of the updater: the daemon's `SelfInstall`.
 
-    install(bundle, version, unpacked_size, run)
+    install(bundle, version, unpacked_size)
       unpack the bundle (`signed_release.build_archive`, the managed agent's member rules)
         ─► `own_builds.install_build` from its wheels, beside the running build
-        ─► `pending_switch.switch` (`pending`, then `current`), the run kept beside it
+    switch(version, run)
+      `pending_switch.switch` (`pending`, then `current`), the run kept beside it
     restart()
       `systemctl restart --no-block nachtwacht-agent.service`
 
@@ -52,7 +53,7 @@ class HostSelfInstall:
     # The interpreter the new build's venv is made from: the running build's.
     python: str = sys.executable
 
-    def install(self, bundle: Path, version: str, unpacked_size: int, run: SwitchRun) -> None:
+    def install(self, bundle: Path, version: str, unpacked_size: int) -> None:
         unpacked = bundle.parent / f".unpacked-{version}"
         shutil.rmtree(unpacked, ignore_errors=True)
         try:
@@ -72,6 +73,8 @@ class HostSelfInstall:
             )
         finally:
             shutil.rmtree(unpacked, ignore_errors=True)
+
+    def switch(self, version: str, run: SwitchRun) -> None:
         switch(
             own_root=self.own_root,
             state_dir=self.state_dir,

@@ -295,3 +295,12 @@ class SelfUpdateCheckIn:
 
     def clear(self) -> None:
         clear_switch_outcome(self.state_dir)
+
+    def switching_run(self) -> str | None:
+        """The run of a switch still pending (its outcome not known yet), when the daemon made
+        it: that run is not carried on by any build, it waits for the outcome."""
+        files = SwitchFiles.under(self.state_dir)
+        if not (files.pending.exists() or files.committing.exists()):
+            return None
+        fields = read_fields(files.run)
+        return None if fields is None else fields.get("run") or None

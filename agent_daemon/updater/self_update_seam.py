@@ -11,8 +11,9 @@ the old one when the new one does not check in, is the host's mechanism: this mo
     apply(request)
       verify (product updater, this host's platform and channel, expiry, no downgrade)
         ─► download (the signed length and sha256, resumable)
+        ─► install (beside the running build, not switched to)
         ─► confirm (the run's token still good, its window open: `swap_gate`)
-        ─► install(path, version, unpacked size, run)   ─► SwitchUnderWay
+        ─► switch   ─► SwitchUnderWay
 
 `running_version` is None when no `SelfInstall` is given: the daemon then never plans a
 self-update (`minute.decision`). A refusal or a failure before the switch is the run's outcome;
@@ -50,11 +51,15 @@ __all__ = ["SelfInstall", "SelfUpdater"]
 
 
 class SelfInstall(Protocol):
-    """The host's mechanism (`self_update.host_install.HostSelfInstall`)."""
+    """The host's mechanism (`self_update.host_install.HostSelfInstall`). Each step raises on
+    failure, with nothing switched."""
 
-    def install(self, bundle: Path, version: str, unpacked_size: int, run: SwitchRun) -> None:
-        """Install the verified bundle at `bundle` as this version of the updater and switch to
-        it, uncommitted. Raises on failure, with nothing switched."""
+    def install(self, bundle: Path, version: str, unpacked_size: int) -> None:
+        """Install the verified bundle at `bundle` as this version of the updater, beside the
+        running build (not switched to)."""
+
+    def switch(self, version: str, run: SwitchRun) -> None:
+        """Switch to the installed `version`, uncommitted, the run kept beside the switch."""
 
     def restart(self) -> None:
         """Restart the unit into the build switched to; after the switch was recorded."""
@@ -146,6 +151,9 @@ class SelfUpdater:
             ),
             send_credential=source.send_credential,
         )
+        # Installed beside the running build before the question: the answer is asked as close
+        # to the switch as it can be, and a build installed but never switched harms nothing.
+        install.install(path, verified.version, manifest.unpacked_size)
         switched_at = None
         if request.confirm_swap is not None:
             # Revocation is honoured up to the switch, as for the managed agent.
@@ -160,10 +168,8 @@ class SelfUpdater:
                     retry=isinstance(verdict, SwapUnanswered),
                 )
             switched_at = verdict.at
-        install.install(
-            path,
+        install.switch(
             verified.version,
-            manifest.unpacked_size,
             SwitchRun(run_id=request.run_id, to_version=verified.version, switched_at=switched_at),
         )
         return SwitchUnderWay(

@@ -49,10 +49,14 @@ class Installed:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, bytes]] = []
+        self.switches: list[tuple[str, str]] = []
         self.restarts = 0
 
-    def install(self, bundle: Path, version: str, unpacked_size: int, run: SwitchRun) -> None:
+    def install(self, bundle: Path, version: str, unpacked_size: int) -> None:
         self.calls.append((version, bundle.read_bytes()))
+
+    def switch(self, version: str, run: SwitchRun) -> None:
+        self.switches.append((version, run.run_id))
 
     def restart(self) -> None:
         self.restarts += 1
@@ -146,6 +150,7 @@ def test_two_daemons_of_one_org_take_an_updater_release_one_per_round_under_cap_
         ("web-01", "claimed", None, "2.0.0", "updater"),
         ("web-02", "claimed", None, "2.0.0", "updater"),
     ]
+    assert [len(i.switches) for i in (installed_first, installed_second)] == [1, 1]
     assert (installed_first.restarts, installed_second.restarts) == (1, 1)
     # The managed agent's version is its own; each host's updater version is still the old one.
     assert [tuple(agent.values()) for agent in agents] == [
