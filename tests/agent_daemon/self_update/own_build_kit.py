@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
 import signal
 import site
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import zipfile
@@ -134,6 +136,25 @@ def make_wheel(
         for name, text in files.items():
             archive.writestr(name, text)
     return path
+
+
+def bundle_bytes(wheel: Path, version: str) -> bytes:
+    """The offline bundle `bin/package` makes, reduced to what the updater reads of it."""
+    top = f"nachtwacht-agent-bundle-{version}-linux-x86_64"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for folder in (top, f"{top}/wheels"):
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            archive.addfile(info)
+        for name, data, mode in (
+            (f"{top}/install.sh", b"#!/bin/sh\nexit 0\n", 0o755),
+            (f"{top}/wheels/{wheel.name}", wheel.read_bytes(), 0o644),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def install(own_root: Path, wheels_root: Path, version: str, kind: str, **kw: Path) -> Path:

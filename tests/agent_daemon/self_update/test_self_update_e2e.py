@@ -18,11 +18,9 @@ small wheel (`own_build_kit.make_wheel`) whose good kind runs this checkout's da
 from __future__ import annotations
 
 import base64
-import io
 import os
 import shutil
 import subprocess
-import tarfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,6 +39,7 @@ from tests.agent_daemon.self_update.own_build_kit import (
     GUARD,
     KILL_STEPS,
     Unit,
+    bundle_bytes,
     install,
     make_wheel,
 )
@@ -55,25 +54,6 @@ SPEED = 30
 FAKE_START = "2026-11-30T01:55:00Z"
 ISSUED_AT = datetime(2026, 11, 28, tzinfo=UTC)
 WAIT_SECONDS = 180.0
-
-
-def bundle_bytes(wheel: Path, version: str) -> bytes:
-    """The offline bundle `bin/package` makes, reduced to what the updater reads of it."""
-    top = f"nachtwacht-agent-bundle-{version}-linux-x86_64"
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for folder in (top, f"{top}/wheels"):
-            info = tarfile.TarInfo(folder)
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            archive.addfile(info)
-        for name, data, mode in (
-            (f"{top}/install.sh", b"#!/bin/sh\nexit 0\n", 0o755),
-            (f"{top}/wheels/{wheel.name}", wheel.read_bytes(), 0o644),
-        ):
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), mode
-            archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 @dataclass
