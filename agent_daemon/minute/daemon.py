@@ -64,7 +64,7 @@ from agent_daemon.minute.dispatch import Dispatcher, SelfUpdatePort, UpdaterPort
 from agent_daemon.minute.own_switch import switch_outcome
 from agent_daemon.minute.reporting import ReportSender
 from agent_daemon.minute.trust_root_follow import TrustRootFollower
-from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn
+from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn, SwitchRun
 from ground.contract import AgentConfig, ClaimGrant, ClaimRequest, format_instant
 from ground.limits import DEFAULT_CATCH_UP_MINUTES
 from shared_planner import Slot
@@ -211,6 +211,9 @@ class Daemon:
             claim_in_progress=state.claim is not None,
             handled_manual_runs=frozenset(state.handled_manual_runs),
             updater_version=self._updater_version,
+            updater_floor=None
+            if self._self_update is None
+            else self._self_update.accepted_floor(now),
         )
         action = decide(facts, config, answer, now)
         while isinstance(action, ClaimSlot | ClaimManual):
@@ -232,6 +235,16 @@ class Daemon:
             return False
         self._log.emit("self_update.committed", version=committed.running_version)
         return True
+
+    def _accept_own_release(self, run: SwitchRun) -> None:
+        if self._self_update is None:
+            return
+        try:
+            self._self_update.accept(run)
+        except (OSError, AgentError) as exc:
+            # The floor is a defence in depth (the control plane offers no older release): a
+            # failure to raise it must not hold the report back.
+            self._log.emit("self_update.floor_unsaved", level="warning", **error_fields(exc))
 
     def _report_own_switch(self, state: DaemonState) -> DaemonState:
         """What became of the last switch of the updater's build, reported for its run through
@@ -257,6 +270,10 @@ class Daemon:
         if report is None:
             return state
         outcome = switch_outcome(report)
+        if outcome is not None and outcome.status == "succeeded" and report.run is not None:
+            # Before the report: a replay of an older release of the updater is refused from
+            # here on, also after a restart.
+            self._accept_own_release(report.run)
         if outcome is not None:
             claim = state.claim
             ends_claim = claim is not None and claim.run_id == outcome.run_id

@@ -45,6 +45,7 @@ from agent_daemon.minute.daemon_lines import error_fields
 from agent_daemon.minute.decision import TickResult
 from agent_daemon.minute.reporting import ReportSender
 from agent_daemon.minute.swap_confirmation import SwapConfirmation
+from agent_daemon.self_update.pending_switch import SwitchRun
 from agent_daemon.updater.swap_gate import ConfirmSwap
 from agent_daemon.updater.update_records import SwitchUnderWay, UpdateOutcome, UpdateRequest
 from ground.contract import OutcomeReason, format_instant
@@ -87,6 +88,10 @@ class SelfUpdatePort(Protocol):
     def apply(self, request: UpdateRequest) -> UpdateOutcome | SwitchUnderWay: ...
 
     def restart(self) -> None: ...
+
+    def accepted_floor(self, now: datetime) -> int | None: ...
+
+    def accept(self, run: SwitchRun) -> None: ...
 
 
 def is_self_update(manifest: bytes) -> bool:

@@ -67,10 +67,17 @@ class SwitchRun:
     to_version: str
     # When the control plane allowed the switch (its clock): the report is judged at this instant.
     switched_at: datetime | None
+    # The signed manifest's `manifest_version` and the id of the key that signed it: the updater
+    # line's floor rises to it once the switch commits (`own_floor`).
+    manifest_version: int | None = None
+    signer: str | None = None
 
     def fields(self) -> dict[str, str]:
         at = "" if self.switched_at is None else str(int(self.switched_at.timestamp()))
-        return {"run": self.run_id, "to": self.to_version, "switched_at": at}
+        fields = {"run": self.run_id, "to": self.to_version, "switched_at": at}
+        if self.manifest_version is not None and self.signer is not None:
+            fields |= {"manifest_version": str(self.manifest_version), "signer": self.signer}
+        return fields
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,10 +250,13 @@ def read_switch_report(state_dir: Path) -> SwitchReport | None:
     switched = outcome.failed_version if rolled_back else outcome.running_version
     if fields is None or not fields.get("run") or fields.get("to") != switched:
         return SwitchReport(outcome=outcome, run=None)
+    manifest_version = fields.get("manifest_version", "")
     run = SwitchRun(
         run_id=fields["run"],
         to_version=fields["to"],
         switched_at=_instant(fields.get("switched_at")),
+        manifest_version=int(manifest_version) if manifest_version.isdigit() else None,
+        signer=fields.get("signer") or None,
     )
     return SwitchReport(outcome=outcome, run=run)
 

@@ -9,7 +9,8 @@ the old one when the new one does not check in, is the host's mechanism: this mo
 `SelfInstall` (`self_update.host_install` on a host), handed the verified artifact.
 
     apply(request)
-      verify (product updater, this host's platform and channel, expiry, no downgrade)
+      verify (product updater, this host's platform and channel, expiry, no downgrade, the updater
+            line's floor: `self_update.own_floor`)
         ─► download (the signed length and sha256, resumable)
         ─► install (beside the running build, not switched to)
         ─► confirm (the run's token still good, its window open: `swap_gate`)
@@ -31,6 +32,7 @@ from typing import Protocol
 import httpx
 
 from agent_daemon.errors import SelfUpdateError, UpdateError
+from agent_daemon.self_update.own_floor import OwnFloorStore
 from agent_daemon.self_update.pending_switch import SwitchRun
 from agent_daemon.updater.download.artifact_source import (
     control_origin,
@@ -81,6 +83,7 @@ class SelfUpdater:
         self._running = running
         self._install = install
         self._staging = settings.state_dir / "staging-updater"
+        self._floors = OwnFloorStore(settings.state_dir)
 
     def running_version(self) -> str | None:
         """The version of the updater running here, when this host can update it; else None."""
@@ -117,6 +120,7 @@ class SelfUpdater:
                 reason=OutcomeReason.INSTALL_FAILED,
             )
         now = self._clock.now()
+        trusted = trusted_release_keys(self._settings, now)
         source = resolve_source(
             request.artifact_url,
             control=control_origin(self._client),
@@ -125,9 +129,9 @@ class SelfUpdater:
         verified = verify_release(
             request.manifest,
             request.signature,
-            trusted_release_keys(self._settings, now),
+            trusted,
             installed_version=self._running,
-            floor=None,
+            floor=self._floors.load().floor_for(trusted),
             now=now,
             platform=self._settings.platform,
             channel=self._settings.channel,
@@ -170,7 +174,13 @@ class SelfUpdater:
             switched_at = verdict.at
         install.switch(
             verified.version,
-            SwitchRun(run_id=request.run_id, to_version=verified.version, switched_at=switched_at),
+            SwitchRun(
+                run_id=request.run_id,
+                to_version=verified.version,
+                switched_at=switched_at,
+                manifest_version=manifest.manifest_version,
+                signer=verified.key_id,
+            ),
         )
         return SwitchUnderWay(
             run_id=request.run_id, version=verified.version, switched_at=switched_at

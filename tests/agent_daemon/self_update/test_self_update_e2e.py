@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agent_daemon.self_update.own_floor import OWN_FLOOR_FILE_NAME
 from agent_daemon.self_update.pending_switch import pending_switch, read_switch_outcome
 from agent_daemon.self_update.switch_files import SwitchFiles
 from agent_daemon.updater.layout import InstallLayout
@@ -248,6 +249,9 @@ def test_the_updater_updates_itself_and_the_managed_agent_updates_under_the_new_
     assert run["switched_at"] is not None
     world.assert_one_working_build(NEW)
     assert world.layout.link_target("previous") == OLD
+    # The updater line's floor is the committed release's manifest, on disk for every restart.
+    floors = (world.state_dir / "updater" / OWN_FLOOR_FILE_NAME).read_text()
+    assert '"floors"' in floors and ": 20" in floors, floors
     # Reported and cleared: nothing is left for a later start to report again.
     assert read_switch_outcome(world.state_dir) is None
     assert not world.files.run.exists()
