@@ -270,38 +270,41 @@ class Daemon:
         if report is None:
             return state
         outcome = switch_outcome(report)
-        if outcome is not None and outcome.status == "succeeded" and report.run is not None:
+        if outcome is None:
+            # A switch made by hand: no run to report; its outcome stays for `self-update
+            # status` until the next switch.
+            return state
+        if outcome.status == "succeeded" and report.run is not None:
             # Before the report: a replay of an older release of the updater is refused from
             # here on, also after a restart.
             self._accept_own_release(report.run)
-        if outcome is not None:
-            claim = state.claim
-            ends_claim = claim is not None and claim.run_id == outcome.run_id
-            slot_key = claim.slot_key if claim is not None and ends_claim else None
-            self._reports.queue_outcome(slot_key=slot_key, outcome=outcome)
-            record = RunRecord(
-                at=self._clock.now(),
-                trigger=claim.trigger if claim is not None and ends_claim else "schedule",
-                slot_key=slot_key,
-                run_id=outcome.run_id,
-                status=outcome.status,
-                version=outcome.version,
-                error=outcome.error,
-                reason=None if outcome.reason is None else outcome.reason.value,
-            )
-            if ends_claim:
-                self._keeper.end(outcome.run_id)
-                state = state.model_copy(update={"claim": None})
-            state = state.with_run(record)
-            self._keeper.save(state)
-            self._log.emit(
-                "self_update.reported",
-                level="info" if outcome.status == "succeeded" else "warning",
-                run_id=outcome.run_id,
-                status=outcome.status,
-                version=outcome.version,
-                error=outcome.error,
-            )
+        # The run's claim, when the daemon was killed before it saved the claim's end.
+        ended = claim if claim is not None and claim.run_id == outcome.run_id else None
+        slot_key = None if ended is None else ended.slot_key
+        self._reports.queue_outcome(slot_key=slot_key, outcome=outcome)
+        record = RunRecord(
+            at=self._clock.now(),
+            trigger="schedule" if ended is None else ended.trigger,
+            slot_key=slot_key,
+            run_id=outcome.run_id,
+            status=outcome.status,
+            version=outcome.version,
+            error=outcome.error,
+            reason=None if outcome.reason is None else outcome.reason.value,
+        )
+        if ended is not None:
+            self._keeper.end(outcome.run_id)
+            state = state.model_copy(update={"claim": None})
+        state = state.with_run(record)
+        self._keeper.save(state)
+        self._log.emit(
+            "self_update.reported",
+            level="info" if outcome.status == "succeeded" else "warning",
+            run_id=outcome.run_id,
+            status=outcome.status,
+            version=outcome.version,
+            error=outcome.error,
+        )
         check_in.clear()
         return state
 
