@@ -300,8 +300,15 @@ class SelfUpdateCheckIn:
         return commit_if_pending(self.state_dir, self.running, now=now)
 
     def report(self) -> SwitchReport | None:
-        """What became of the last switch, to report; `clear` once it is in the outbox."""
-        return read_switch_report(self.state_dir)
+        """What became of the last switch, to report; `clear` once it is in the outbox. Only the
+        build the outcome left running reports it: a new build the guard has just taken back may
+        still run a minute before its restart, and must not speak for the build restored."""
+        if self.running is None:
+            return None
+        report = read_switch_report(self.state_dir)
+        if report is None or report.outcome.running_version != self.running.version:
+            return None
+        return report
 
     def clear(self) -> None:
         clear_switch_outcome(self.state_dir)

@@ -16,7 +16,9 @@ import pytest
 from agent_daemon.errors import SelfUpdateError
 from agent_daemon.minute.own_switch import switch_outcome
 from agent_daemon.self_update.host_install import HostSelfInstall
+from agent_daemon.self_update.own_builds import RunningBuild
 from agent_daemon.self_update.pending_switch import (
+    SelfUpdateCheckIn,
     SwitchRun,
     pending_switch,
     read_switch_report,
@@ -208,3 +210,19 @@ def test_a_run_file_of_another_switch_is_not_taken_for_this_outcome(state_dir: P
     report = read_switch_report(state_dir)
     assert report is not None and report.run is None
     assert switch_outcome(report) is None
+
+
+def test_only_the_build_a_rollback_restored_reports_it(state_dir: Path, tmp_path: Path) -> None:
+    # The new build the guard took back may tick once more before its restart.
+    _rolled_back(state_dir, failed=NEW, reason="never_checked_in")
+    write_fields(SwitchFiles.under(state_dir).run, RUN.fields())
+    own_root = tmp_path / "own"
+    new = SelfUpdateCheckIn(
+        state_dir=state_dir, running=RunningBuild(own_root=own_root, version=NEW)
+    )
+    old = SelfUpdateCheckIn(
+        state_dir=state_dir, running=RunningBuild(own_root=own_root, version=OLD)
+    )
+    assert new.report() is None
+    report = old.report()
+    assert report is not None and report.run == RUN
