@@ -52,7 +52,11 @@ from agent_daemon.minute.daemon_loop import (
     run_service,
 )
 from agent_daemon.minute.trust_root_follow import TrustRootFollower
-from agent_daemon.self_update.own_builds import NOT_AN_OWN_BUILD, RunningBuild, running_build
+from agent_daemon.self_update.own_builds import (
+    RunningBuild,
+    running_build,
+    self_update_off_reason,
+)
 from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn, read_switch_outcome
 from agent_daemon.settings import AgentPaths, AgentSettings, load_settings
 from ground.clock import Clock, ClockConfigError, clock_from_env
@@ -231,7 +235,7 @@ def _host_self_install(settings: AgentSettings, running: RunningBuild | None) ->
     """How this host installs a build of the updater: only a build installed as one of the own
     builds (`<own root>/versions/<v>/venv`) can be replaced by the next; a pip install or a
     development checkout never plans a self-update."""
-    if running is None:
+    if running is None or self_update_off_reason(running) is not None:
         return None
     from agent_daemon.self_update.host_install import HostSelfInstall
 
@@ -250,8 +254,9 @@ def _start_own_build(log: EventLog, check_in: SelfUpdateCheckIn) -> None:
     running = check_in.running
     if running is not None:
         log.emit("self_update.build", version=running.version, own_root=str(running.own_root))
-    else:
-        log.emit("self_update.off", reason=NOT_AN_OWN_BUILD, prefix=sys.prefix)
+    off = self_update_off_reason(running)
+    if off is not None:
+        log.emit("self_update.off", reason=off, prefix=sys.prefix)
     if outcome is not None and outcome.outcome == "rolled_back":
         log.emit(
             "self_update.rolled_back",

@@ -41,7 +41,11 @@ from agent_daemon.host.status import (
     render_status,
 )
 from agent_daemon.minute.daemon_loop import daemon_running
-from agent_daemon.self_update.own_builds import NOT_AN_OWN_BUILD, RunningBuild, running_build
+from agent_daemon.self_update.own_builds import (
+    RunningBuild,
+    running_build,
+    self_update_off_reason,
+)
 from agent_daemon.settings import (
     CONFIG_FORMAT_VERSION,
     UPDATER_DIR_NAME,
@@ -91,9 +95,10 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
     if as_json:
         document = _status_json(status)
         document["network"] = network
+        off = self_update_off_reason(own_build)
         document["self_update"] = (
-            {"enabled": False, "reason": NOT_AN_OWN_BUILD}
-            if own_build is None
+            {"enabled": False, "reason": off}
+            if own_build is None or off is not None
             else {
                 "enabled": True,
                 "version": own_build.version,
@@ -110,8 +115,9 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
 
 def _self_update_line(own_build: RunningBuild | None) -> str:
     """Whether this daemon updates itself, and if not, why: one line."""
-    if own_build is None:
-        return f"self-update: off, {NOT_AN_OWN_BUILD}"
+    off = self_update_off_reason(own_build)
+    if own_build is None or off is not None:
+        return f"self-update: off, {off}"
     return (
         f"self-update: on, nachtwacht's own agent {own_build.version} "
         f"from {own_build.own_root / 'versions' / own_build.version}"

@@ -34,6 +34,7 @@ __all__ = [
     "build_python",
     "install_build",
     "running_build",
+    "self_update_off_reason",
 ]
 
 DEFAULT_OWN_ROOT = Path("/opt/nachtwacht")
@@ -53,6 +54,21 @@ class RunningBuild:
 
     own_root: Path
     version: str
+
+
+def self_update_off_reason(running: RunningBuild | None) -> str | None:
+    """Why this build cannot install the next one (None: it can): it is not one of the own
+    builds, or their folder is not writable by this process (the non-root mode: the package
+    manager owns /opt/nachtwacht there)."""
+    if running is None:
+        return NOT_AN_OWN_BUILD
+    versions = InstallLayout(running.own_root).versions
+    if not os.access(versions, os.W_OK | os.X_OK):
+        return (
+            f"{versions} is not writable by this user: nachtwacht's own agent is updated by "
+            "reinstalling it"
+        )
+    return None
 
 
 def build_python(own_root: Path, version: str) -> Path:

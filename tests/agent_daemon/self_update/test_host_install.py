@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from agent_daemon.commands.status_cli import _self_update_line
 from agent_daemon.errors import SelfUpdateError
 from agent_daemon.minute.own_switch import switch_outcome
 from agent_daemon.self_update.host_install import HostSelfInstall
-from agent_daemon.self_update.own_builds import RunningBuild
+from agent_daemon.self_update.own_builds import RunningBuild, running_build
 from agent_daemon.self_update.pending_switch import (
     SelfUpdateCheckIn,
     SwitchRun,
@@ -226,3 +227,17 @@ def test_only_the_build_a_rollback_restored_reports_it(state_dir: Path, tmp_path
     assert new.report() is None
     report = old.report()
     assert report is not None and report.run == RUN
+
+
+def test_a_daemon_not_run_from_an_own_build_says_in_one_line_why_it_does_not_update_itself(
+    tmp_path: Path,
+) -> None:
+    line = _self_update_line(running_build(str(tmp_path / "some-venv")))
+    assert line.startswith("self-update: off, not installed as one of the updater's own builds")
+    assert "\n" not in line
+    own = tmp_path / "own" / "versions" / "1.0.0" / "venv"
+    own.mkdir(parents=True)
+    line = _self_update_line(running_build(str(own)))
+    assert line == (
+        f"self-update: on, nachtwacht's own agent 1.0.0 from {tmp_path / 'own/versions/1.0.0'}"
+    )
