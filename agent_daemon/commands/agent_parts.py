@@ -5,15 +5,26 @@ platform) it follows, and the updater, built on the first update.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import httpx
 
 from agent_daemon.connection.http_client import build_http_client
+from agent_daemon.errors import ReleaseRefused
+from agent_daemon.self_update.own_floor import OwnFloorStore
+from agent_daemon.self_update.pending_switch import SwitchRun
 from agent_daemon.settings import AgentSettings
 from agent_daemon.updater.on_demand import UpdaterOnDemand
-from agent_daemon.updater.update_records import OnProgress
+from agent_daemon.updater.release_keys import trusted_release_keys
+from agent_daemon.updater.update_records import (
+    OnProgress,
+    SwitchUnderWay,
+    UpdateOutcome,
+    UpdateRequest,
+)
+from agent_daemon.updater.updater_settings import UpdaterSettings
 from ground.clock import Clock
 from ground.contract import ReleaseTrack
 
@@ -25,6 +36,7 @@ __all__ = [
     "CONFIG_CACHE_NAME",
     "OUTBOX_DIR_NAME",
     "STATE_FILE_NAME",
+    "SelfUpdaterOnDemand",
     "build_self_updater",
     "build_updater",
     "http_client_for",
@@ -64,14 +76,64 @@ def build_self_updater(
     clock: Clock,
     running: str | None,
     install: SelfInstall,
-) -> SelfUpdater:
+) -> SelfUpdaterOnDemand:
     """The updater of nachtwacht's own agent, for a host that can install its builds."""
-    # Imported here: a daemon that cannot update itself does not hold the verification code.
-    from agent_daemon.updater.self_update_seam import SelfUpdater
 
-    return SelfUpdater(
-        settings=settings.updater, client=http, clock=clock, running=running, install=install
+    def build() -> SelfUpdater:
+        # Imported on the first self-update: an idle daemon does not hold the verification code.
+        from agent_daemon.updater.self_update_seam import SelfUpdater
+
+        return SelfUpdater(
+            settings=settings.updater, client=http, clock=clock, running=running, install=install
+        )
+
+    return SelfUpdaterOnDemand(
+        running=running, install=install, build=build, settings=settings.updater
     )
+
+
+class SelfUpdaterOnDemand:
+    """What the daemon needs of a `SelfUpdater`; `build` makes the real one on first use (the
+    version it runs is known without it)."""
+
+    def __init__(
+        self,
+        *,
+        running: str | None,
+        install: SelfInstall,
+        build: Callable[[], SelfUpdater],
+        settings: UpdaterSettings,
+    ) -> None:
+        self._settings = settings
+        self._floors = OwnFloorStore(settings.state_dir)
+        self._running = running
+        self._install = install
+        self._build = build
+        self._built: SelfUpdater | None = None
+
+    def running_version(self) -> str | None:
+        return self._running
+
+    def apply(self, request: UpdateRequest) -> UpdateOutcome | SwitchUnderWay:
+        if self._built is None:
+            self._built = self._build()
+        return self._built.apply(request)
+
+    def restart(self) -> None:
+        self._install.restart()
+
+    def accepted_floor(self, now: datetime) -> int | None:
+        """The updater line's floor under the release keys trusted at `now`, or None."""
+        try:
+            trusted = trusted_release_keys(self._settings, now)
+        except ReleaseRefused:
+            return None
+        return self._floors.load().floor_for(trusted)
+
+    def accept(self, run: SwitchRun) -> None:
+        """The switch of `run` committed: its manifest is the updater line's floor now."""
+        if run.manifest_version is not None and run.signer is not None:
+            self._floors.accept(run.manifest_version, run.signer)
 
 
 def http_client_for(

@@ -52,7 +52,11 @@ from agent_daemon.minute.daemon_loop import (
     run_service,
 )
 from agent_daemon.minute.trust_root_follow import TrustRootFollower
-from agent_daemon.self_update.own_builds import running_build
+from agent_daemon.self_update.own_builds import (
+    RunningBuild,
+    running_build,
+    self_update_off_reason,
+)
 from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn, read_switch_outcome
 from agent_daemon.settings import AgentPaths, AgentSettings, load_settings
 from ground.clock import Clock, ClockConfigError, clock_from_env
@@ -189,8 +193,16 @@ def _run(paths: AgentPaths, environ: Mapping[str, str]) -> int:
     stop = threading.Event()
     try:
         # Read before anything else: `current`, which led here, may move later.
-        check_in = SelfUpdateCheckIn(state_dir=settings.state_dir, running=running_build())
-        parts = build_daemon(settings, clock=clock, stop=stop, check_in=check_in)
+        running = running_build()
+        check_in = SelfUpdateCheckIn(state_dir=settings.state_dir, running=running)
+        parts = build_daemon(
+            settings,
+            clock=clock,
+            stop=stop,
+            check_in=check_in,
+            self_install=_host_self_install(settings, running),
+            updater_version=None if running is None else running.version,
+        )
         if clock.is_fake:
             parts.log.emit("clock.fake", level="warning", clock=clock.describe())
             print(f"!!! {clock.describe()} !!!", file=sys.stderr, flush=True)
@@ -219,6 +231,17 @@ def _run(paths: AgentPaths, environ: Mapping[str, str]) -> int:
         lock.release()
 
 
+def _host_self_install(settings: AgentSettings, running: RunningBuild | None) -> SelfInstall | None:
+    """How this host installs a build of the updater: only a build installed as one of the own
+    builds (`<own root>/versions/<v>/venv`) can be replaced by the next; a pip install or a
+    development checkout never plans a self-update."""
+    if running is None or self_update_off_reason(running) is not None:
+        return None
+    from agent_daemon.self_update.host_install import HostSelfInstall
+
+    return HostSelfInstall(own_root=running.own_root, state_dir=settings.state_dir)
+
+
 def _start_own_build(log: EventLog, check_in: SelfUpdateCheckIn) -> None:
     """Tell the guard this build started, and say what became of the last switch of the
     updater's own build (kept for the report until `clear_switch_outcome`)."""
@@ -231,6 +254,9 @@ def _start_own_build(log: EventLog, check_in: SelfUpdateCheckIn) -> None:
     running = check_in.running
     if running is not None:
         log.emit("self_update.build", version=running.version, own_root=str(running.own_root))
+    off = self_update_off_reason(running)
+    if off is not None:
+        log.emit("self_update.off", reason=off, prefix=sys.prefix)
     if outcome is not None and outcome.outcome == "rolled_back":
         log.emit(
             "self_update.rolled_back",

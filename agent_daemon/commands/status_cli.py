@@ -41,6 +41,11 @@ from agent_daemon.host.status import (
     render_status,
 )
 from agent_daemon.minute.daemon_loop import daemon_running
+from agent_daemon.self_update.own_builds import (
+    RunningBuild,
+    running_build,
+    self_update_off_reason,
+)
 from agent_daemon.settings import (
     CONFIG_FORMAT_VERSION,
     UPDATER_DIR_NAME,
@@ -86,14 +91,37 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
         trust_root_error=trust_root_error,
     )
     network = network_facts(settings.control_url, settings.network, os.environ)
+    own_build = running_build()
     if as_json:
         document = _status_json(status)
         document["network"] = network
+        off = self_update_off_reason(own_build)
+        document["self_update"] = (
+            {"enabled": False, "reason": off}
+            if own_build is None or off is not None
+            else {
+                "enabled": True,
+                "version": own_build.version,
+                "own_root": str(own_build.own_root),
+            }
+        )
         print(json.dumps(document, indent=2, default=str))
     else:
         print(render_status(status))
+        print(_self_update_line(own_build))
         print(network_status_lines(network))
     return 0
+
+
+def _self_update_line(own_build: RunningBuild | None) -> str:
+    """Whether this daemon updates itself, and if not, why: one line."""
+    off = self_update_off_reason(own_build)
+    if own_build is None or off is not None:
+        return f"self-update: off, {off}"
+    return (
+        f"self-update: on, nachtwacht's own agent {own_build.version} "
+        f"from {own_build.own_root / 'versions' / own_build.version}"
+    )
 
 
 def _trust_root_of(settings: AgentSettings) -> tuple[HeldTrustRoot | None, str | None]:

@@ -61,9 +61,10 @@ from agent_daemon.minute.decision import (
     decide,
 )
 from agent_daemon.minute.dispatch import Dispatcher, SelfUpdatePort, UpdaterPort
+from agent_daemon.minute.own_switch import switch_outcome
 from agent_daemon.minute.reporting import ReportSender
 from agent_daemon.minute.trust_root_follow import TrustRootFollower
-from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn
+from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn, SwitchRun
 from ground.contract import AgentConfig, ClaimGrant, ClaimRequest, format_instant
 from ground.limits import DEFAULT_CATCH_UP_MINUTES
 from shared_planner import Slot
@@ -161,7 +162,9 @@ class Daemon:
     # -- the minute: decide, do, feed back ----------------------------------------------------
 
     def _tick(self) -> TickResult:
-        state = self._store.load()
+        # First, and with no network: after a rollback the claim of the switch is settled here,
+        # never carried on by the build the guard restored.
+        state = self._report_own_switch(self._store.load())
         claim = self._keeper.live_claim(state)
         state = state.model_copy(update={"claim": claim})
         roots = self._roots
@@ -176,7 +179,9 @@ class Daemon:
         answer: Answer = None
         if isinstance(reached, Reached):
             self._sync.remember(reached, now)
-            self._commit_own_build(now)
+            if self._commit_own_build(now):
+                state = self._report_own_switch(state)
+                claim = state.claim
             if roots is not None:
                 # Before anything is planned: an offer is verified with the newest root.
                 roots.follow(reached.config.trust_root_version)
@@ -211,6 +216,9 @@ class Daemon:
             claim_in_progress=state.claim is not None,
             handled_manual_runs=frozenset(state.handled_manual_runs),
             updater_version=self._updater_version,
+            updater_floor=None
+            if self._self_update is None
+            else self._self_update.accepted_floor(now),
         )
         action = decide(facts, config, answer, now)
         while isinstance(action, ClaimSlot | ClaimManual):
@@ -219,16 +227,91 @@ class Daemon:
             action = decide(facts, config, self._claim(action), now)
         return self._carry_out(action, state, now, config)
 
-    def _commit_own_build(self, now: datetime) -> None:
+    def _commit_own_build(self, now: datetime) -> bool:
         """A switch to this build of the updater counts once it has polled (just now) and written
-        its state file (here): until then the guard may still take it back."""
+        its state file (here): until then the guard may still take it back. True when it was
+        committed now."""
         check_in = self._check_in
         if check_in is None or not check_in.awaits_commit():
-            return
+            return False
         self._store.save(self._store.load())
         committed = check_in.commit(now)
-        if committed is not None:
-            self._log.emit("self_update.committed", version=committed.running_version)
+        if committed is None:
+            return False
+        self._log.emit("self_update.committed", version=committed.running_version)
+        return True
+
+    def _accept_own_release(self, run: SwitchRun) -> None:
+        if self._self_update is None:
+            return
+        try:
+            self._self_update.accept(run)
+        except (OSError, AgentError) as exc:
+            # The floor is a defence in depth (the control plane offers no older release): a
+            # failure to raise it must not hold the report back.
+            self._log.emit("self_update.floor_unsaved", level="warning", **error_fields(exc))
+
+    def _report_own_switch(self, state: DaemonState) -> DaemonState:
+        """What became of the last switch of the updater's build, reported for its run through
+        the outbox and only then cleared (a crash in between reports it again: the control plane
+        takes the same outcome twice as once). A claim of that run still in the state file (the
+        daemon was killed between the switch and saving its end) ends with it."""
+        check_in = self._check_in
+        if check_in is None:
+            return state
+        try:
+            report = check_in.report()
+            switching = check_in.switching_run() if report is None else None
+        except AgentError as exc:
+            self._log.emit("self_update.unreadable", level="warning", **error_fields(exc))
+            return state
+        claim = state.claim
+        if switching is not None and claim is not None and claim.run_id == switching:
+            # Killed between the switch and saving the claim's end: end it now, unreported.
+            self._keeper.end(claim.run_id)
+            state = state.model_copy(update={"claim": None})
+            self._keeper.save(state)
+            return state
+        if report is None:
+            return state
+        outcome = switch_outcome(report)
+        if outcome is None:
+            # A switch made by hand: no run to report; its outcome stays for `self-update
+            # status` until the next switch.
+            return state
+        if outcome.status == "succeeded" and report.run is not None:
+            # Before the report: a replay of an older release of the updater is refused from
+            # here on, also after a restart.
+            self._accept_own_release(report.run)
+        # The run's claim, when the daemon was killed before it saved the claim's end.
+        ended = claim if claim is not None and claim.run_id == outcome.run_id else None
+        slot_key = None if ended is None else ended.slot_key
+        self._reports.queue_outcome(slot_key=slot_key, outcome=outcome)
+        record = RunRecord(
+            at=self._clock.now(),
+            trigger="schedule" if ended is None else ended.trigger,
+            slot_key=slot_key,
+            run_id=outcome.run_id,
+            status=outcome.status,
+            version=outcome.version,
+            error=outcome.error,
+            reason=None if outcome.reason is None else outcome.reason.value,
+        )
+        if ended is not None:
+            self._keeper.end(outcome.run_id)
+            state = state.model_copy(update={"claim": None})
+        state = state.with_run(record)
+        self._keeper.save(state)
+        self._log.emit(
+            "self_update.reported",
+            level="info" if outcome.status == "succeeded" else "warning",
+            run_id=outcome.run_id,
+            status=outcome.status,
+            version=outcome.version,
+            error=outcome.error,
+        )
+        check_in.clear()
+        return state
 
     def _carry_out(
         self, action: Action, state: DaemonState, now: datetime, config: AgentConfig | None

@@ -37,6 +37,7 @@ from typing import Protocol
 from agent_daemon.connection.control_plane_client import ControlPlaneClient
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.daemon_state import ClaimInProgress, DaemonState, RunRecord
+from agent_daemon.errors import AgentError
 from agent_daemon.host.event_log import EventLog
 from agent_daemon.minute.claim_keeper import ClaimKeeper
 from agent_daemon.minute.claim_window import claim_deadline, claim_is_open, end_reason
@@ -44,8 +45,9 @@ from agent_daemon.minute.daemon_lines import error_fields
 from agent_daemon.minute.decision import TickResult
 from agent_daemon.minute.reporting import ReportSender
 from agent_daemon.minute.swap_confirmation import SwapConfirmation
+from agent_daemon.self_update.pending_switch import SwitchRun
 from agent_daemon.updater.swap_gate import ConfirmSwap
-from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
+from agent_daemon.updater.update_records import SwitchUnderWay, UpdateOutcome, UpdateRequest
 from ground.contract import OutcomeReason, format_instant
 from signed_release.errors import ManifestError
 from signed_release.manifest import parse_manifest
@@ -83,7 +85,13 @@ class SelfUpdatePort(Protocol):
 
     def running_version(self) -> str | None: ...
 
-    def apply(self, request: UpdateRequest) -> UpdateOutcome: ...
+    def apply(self, request: UpdateRequest) -> UpdateOutcome | SwitchUnderWay: ...
+
+    def restart(self) -> None: ...
+
+    def accepted_floor(self, now: datetime) -> int | None: ...
+
+    def accept(self, run: SwitchRun) -> None: ...
 
 
 def is_self_update(manifest: bytes) -> bool:
@@ -165,8 +173,12 @@ class Dispatcher:
         )
         installed = self._updater.installed_version()
         self_update = self._self_update
+        outcome: UpdateOutcome | SwitchUnderWay
         if self_update is not None and is_self_update(request.manifest):
             outcome = self_update.apply(request)
+            if isinstance(outcome, SwitchUnderWay):
+                self._switched_own_build(state, claim, outcome, self_update, now=now)
+                return "dispatched"
         elif not resuming and installed == claim.release_version:
             # A manual request while already on the release: nothing to install, say so.
             outcome = UpdateOutcome(
@@ -184,6 +196,43 @@ class Dispatcher:
                 return self._retry_later(state, claim, outcome, counted=counted)
         self._finish(state, claim, outcome, now=now)
         return "dispatched"
+
+    def _switched_own_build(
+        self,
+        state: DaemonState,
+        claim: ClaimInProgress,
+        under_way: SwitchUnderWay,
+        self_update: SelfUpdatePort,
+        *,
+        now: datetime,
+    ) -> None:
+        """The updater switched to its new build: the claim ends here, unreported (the build that
+        learns the outcome reports it, for the run kept beside the switch), and only once that
+        is on disk is the unit restarted — the new build must never find the claim and take the
+        release a second time."""
+        record = RunRecord(
+            at=now,
+            trigger=claim.trigger,
+            slot_key=claim.slot_key,
+            run_id=claim.run_id,
+            status="switching",
+            version=under_way.version,
+        )
+        self._keeper.end(claim.run_id)
+        self._keeper.save(state.model_copy(update={"claim": None}).with_run(record))
+        self._log.emit(
+            "self_update.switching",
+            slot_key=claim.slot_key,
+            run_id=claim.run_id,
+            version=under_way.version,
+            switched_at=_instant_or_none(under_way.switched_at),
+        )
+        try:
+            self_update.restart()
+        except AgentError as exc:
+            # `current` names the new build already: the next start runs it, and the guard's
+            # timer takes the switch back at its deadline if none comes.
+            self._log.emit("self_update.restart_failed", level="error", **error_fields(exc))
 
     def settle_orphan(self, state: DaemonState) -> None:
         """An update the updater still holds with no claim of ours behind it (its claim was given

@@ -12,6 +12,8 @@ build has checked in, and a way back that needs none of the new code.
         pending.committing        the new build has taken it as checked in
         started                   the build that last started while a switch was pending
         rolled_back, committed    what happened, for the daemon's next report
+        run                       the control plane's run of a switch the daemon made: the
+                                  outcome is reported for it, by the new build or the old one
 
 The links are changed by `updater.layout.InstallLayout`, the same code that swaps the managed
 agent's builds. The way back is `packaging/self-update/guard.sh`, run before every start of the
@@ -21,6 +23,7 @@ the deadline points `current` back at `from` and writes `rolled_back` with the r
     switch_files    the key=value files and their names (the format the guard reads too)
     own_builds      the own install root: install a build from wheels, the running build
     pending_switch  switch, commit_if_pending, the outcome records; the check-in of a daemon
+    host_install    the daemon's way in: unpack a verified bundle, install its build, switch
 
 Rule for the files under the state directory (the daemon's state, the updater's, the outbox): a
 build must read what the release before it and the release after it write. See

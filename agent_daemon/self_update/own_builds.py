@@ -29,16 +29,23 @@ __all__ = [
     "AGENT_WHEEL_PREFIX",
     "DEFAULT_OWN_ROOT",
     "INSTALL_TIMEOUT_SECONDS",
+    "NOT_AN_OWN_BUILD",
     "RunningBuild",
     "build_python",
     "install_build",
     "running_build",
+    "self_update_off_reason",
 ]
 
 DEFAULT_OWN_ROOT = Path("/opt/nachtwacht")
 AGENT_WHEEL_PREFIX = "nachtwacht_agent-"
 # A venv and a few dozen local wheels: seconds on a host, minutes on a slow disk.
 INSTALL_TIMEOUT_SECONDS = 600.0
+# Why a daemon does not update itself: said by its start line and by `agent status`.
+NOT_AN_OWN_BUILD = (
+    "not installed as one of the updater's own builds (<own root>/versions/<version>/venv): "
+    "nachtwacht's own agent is updated by reinstalling it"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +54,21 @@ class RunningBuild:
 
     own_root: Path
     version: str
+
+
+def self_update_off_reason(running: RunningBuild | None) -> str | None:
+    """Why this build cannot install the next one (None: it can): it is not one of the own
+    builds, or their folder is not writable by this process (the non-root mode: the package
+    manager owns /opt/nachtwacht there)."""
+    if running is None:
+        return NOT_AN_OWN_BUILD
+    versions = InstallLayout(running.own_root).versions
+    if not os.access(versions, os.W_OK | os.X_OK):
+        return (
+            f"{versions} is not writable by this user: nachtwacht's own agent is updated by "
+            "reinstalling it"
+        )
+    return None
 
 
 def build_python(own_root: Path, version: str) -> Path:

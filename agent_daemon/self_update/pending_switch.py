@@ -40,11 +40,14 @@ __all__ = [
     "CHECK_IN_DEADLINE",
     "RESTART_UNIT_COMMAND",
     "SelfUpdateCheckIn",
+    "SwitchReport",
+    "SwitchRun",
     "clear_switch_outcome",
     "commit_if_pending",
     "note_started",
     "pending_switch",
     "read_switch_outcome",
+    "read_switch_report",
     "switch",
     "take_switch_outcome",
 ]
@@ -54,6 +57,35 @@ __all__ = [
 CHECK_IN_DEADLINE = timedelta(minutes=10)
 # --no-block: the caller is the unit being restarted; waiting would wait for its own end.
 RESTART_UNIT_COMMAND = ("systemctl", "restart", "--no-block", "nachtwacht-agent.service")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SwitchRun:
+    """The control plane's run a switch belongs to: its outcome is reported for this run."""
+
+    run_id: str
+    to_version: str
+    # When the control plane allowed the switch (its clock): the report is judged at this instant.
+    switched_at: datetime | None
+    # The signed manifest's `manifest_version` and the id of the key that signed it: the updater
+    # line's floor rises to it once the switch commits (`own_floor`).
+    manifest_version: int | None = None
+    signer: str | None = None
+
+    def fields(self) -> dict[str, str]:
+        at = "" if self.switched_at is None else str(int(self.switched_at.timestamp()))
+        fields = {"run": self.run_id, "to": self.to_version, "switched_at": at}
+        if self.manifest_version is not None and self.signer is not None:
+            fields |= {"manifest_version": str(self.manifest_version), "signer": self.signer}
+        return fields
+
+
+@dataclass(frozen=True, kw_only=True)
+class SwitchReport:
+    """What became of a switch, and the run it belongs to (None: a switch made by hand)."""
+
+    outcome: SwitchRecord
+    run: SwitchRun | None
 
 
 def pending_switch(state_dir: Path) -> PendingSwitch | None:
@@ -70,9 +102,13 @@ def switch(
     now: datetime,
     restart: Callable[[], None],
     deadline: timedelta = CHECK_IN_DEADLINE,
+    run: SwitchRun | None = None,
 ) -> PendingSwitch:
     """Make `to_version` (installed, complete) the updater's `current` build, uncommitted, and
-    restart the unit. Returns what was recorded; SelfUpdateError when it cannot be done."""
+    restart the unit. Returns what was recorded; SelfUpdateError when it cannot be done.
+
+    `now` is this host's clock, the one the guard compares the deadline with (`date +%s`). `run`,
+    for a switch the daemon makes, is kept beside it for the report of its outcome."""
     layout = InstallLayout(own_root)
     files = SwitchFiles.under(state_dir)
     if layout.complete_sha256(to_version) is None:
@@ -100,6 +136,8 @@ def switch(
     # A new switch supersedes what became of the last one: `status` and the next start say
     # this switch's outcome, never an older rollback's.
     clear_switch_outcome(state_dir)
+    if run is not None:
+        write_fields(files.run, run.fields())
     # Before any link moves: from here on the guard can always find its way back.
     write_fields(files.pending, pending.fields())
     layout.point("previous", running)
@@ -201,10 +239,33 @@ def take_switch_outcome(state_dir: Path) -> SwitchRecord | None:
     return outcome
 
 
+def read_switch_report(state_dir: Path) -> SwitchReport | None:
+    """`read_switch_outcome` with the run it belongs to, when the daemon made the switch and the
+    outcome is that switch's (a stale `run` of another build is not taken for it)."""
+    outcome = read_switch_outcome(state_dir)
+    if outcome is None:
+        return None
+    fields = read_fields(SwitchFiles.under(state_dir).run)
+    rolled_back = outcome.outcome == "rolled_back"
+    switched = outcome.failed_version if rolled_back else outcome.running_version
+    if fields is None or not fields.get("run") or fields.get("to") != switched:
+        return SwitchReport(outcome=outcome, run=None)
+    manifest_version = fields.get("manifest_version", "")
+    run = SwitchRun(
+        run_id=fields["run"],
+        to_version=fields["to"],
+        switched_at=_instant(fields.get("switched_at")),
+        manifest_version=int(manifest_version) if manifest_version.isdigit() else None,
+        signer=fields.get("signer") or None,
+    )
+    return SwitchReport(outcome=outcome, run=run)
+
+
 def clear_switch_outcome(state_dir: Path) -> None:
     files = SwitchFiles.under(state_dir)
     files.rolled_back.unlink(missing_ok=True)
     files.committed.unlink(missing_ok=True)
+    files.run.unlink(missing_ok=True)
     if files.directory.is_dir():
         fsync_directory(files.directory)
 
@@ -237,3 +298,26 @@ class SelfUpdateCheckIn:
 
     def commit(self, now: datetime) -> SwitchRecord | None:
         return commit_if_pending(self.state_dir, self.running, now=now)
+
+    def report(self) -> SwitchReport | None:
+        """What became of the last switch, to report; `clear` once it is in the outbox. Only the
+        build the outcome left running reports it: a new build the guard has just taken back may
+        still run a minute before its restart, and must not speak for the build restored."""
+        if self.running is None:
+            return None
+        report = read_switch_report(self.state_dir)
+        if report is None or report.outcome.running_version != self.running.version:
+            return None
+        return report
+
+    def clear(self) -> None:
+        clear_switch_outcome(self.state_dir)
+
+    def switching_run(self) -> str | None:
+        """The run of a switch still pending (its outcome not known yet), when the daemon made
+        it: that run is not carried on by any build, it waits for the outcome."""
+        files = SwitchFiles.under(self.state_dir)
+        if not (files.pending.exists() or files.committing.exists()):
+            return None
+        fields = read_fields(files.run)
+        return None if fields is None else fields.get("run") or None

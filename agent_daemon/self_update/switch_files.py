@@ -64,6 +64,12 @@ class SwitchFiles:
     def committed(self) -> Path:
         return self.directory / "committed"
 
+    @property
+    def run(self) -> Path:
+        """The control plane's run a switch the daemon made belongs to, for the report of its
+        outcome by whichever build learns it (the guard never reads or removes it)."""
+        return self.directory / "run"
+
 
 @dataclass(frozen=True, kw_only=True)
 class PendingSwitch:

@@ -19,6 +19,7 @@ from agent_daemon.errors import (
     InstallFailed,
     NotEnoughDisk,
     ReleaseRefused,
+    SelfUpdateError,
     UntrustedArtifactSource,
     UpdateError,
     UpdateInProgress,
@@ -48,6 +49,7 @@ _FAILURES: tuple[tuple[type[BaseException], OutcomeReason, bool], ...] = (
     (ReleaseRefused, OutcomeReason.VERIFICATION_FAILED, False),
     (UntrustedArtifactSource, OutcomeReason.VERIFICATION_FAILED, False),
     (InstallFailed, OutcomeReason.INSTALL_FAILED, False),
+    (SelfUpdateError, OutcomeReason.INSTALL_FAILED, False),
     (HealthCheckFailed, OutcomeReason.HEALTH_CHECK_FAILED, False),
     (UpdateInProgress, OutcomeReason.INTERRUPTED, True),
 )

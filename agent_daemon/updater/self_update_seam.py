@@ -6,28 +6,34 @@ agent's build offered as the updater is refused (`WrongProduct`), as the managed
 an updater build — and `download.fetch.download_artifact`, from the same artifact sources. What
 follows, installing the verified bundle beside the running updater, switching to it and restoring
 the old one when the new one does not check in, is the host's mechanism: this module ends at
-`SelfInstall`, a function taking the verified artifact's path and its version.
+`SelfInstall` (`self_update.host_install` on a host), handed the verified artifact.
 
     apply(request)
-      verify (product updater, this host's platform and channel, expiry, no downgrade)
+      verify (product updater, this host's platform and channel, expiry, no downgrade, the updater
+            line's floor: `self_update.own_floor`)
         ─► download (the signed length and sha256, resumable)
+        ─► install (beside the running build, not switched to)
         ─► confirm (the run's token still good, its window open: `swap_gate`)
-        ─► install(path, version)
+        ─► switch   ─► SwitchUnderWay
 
 `running_version` is None when no `SelfInstall` is given: the daemon then never plans a
-self-update (`minute.decision`). The outcome the seam returns is the one known when `install`
-returns; a self-update that the host's mechanism rolls back is reported by the old updater, with
-its reason, as the run's `rolled_back` outcome.
+self-update (`minute.decision`). A refusal or a failure before the switch is the run's outcome;
+once `install` returned, the switch is under way and the outcome is not known yet: the daemon
+records it, restarts the unit (`SelfInstall.restart`), and the run's outcome is reported by the
+build that learns it — the new one once it checks in (`succeeded`), or the old one the guard
+restored (`rolled_back`, with the guard's reason).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 
-from agent_daemon.errors import UpdateError
+from agent_daemon.errors import SelfUpdateError, UpdateError
+from agent_daemon.self_update.own_floor import OwnFloorStore
+from agent_daemon.self_update.pending_switch import SwitchRun
 from agent_daemon.updater.download.artifact_source import (
     control_origin,
     parse_origin,
@@ -37,7 +43,7 @@ from agent_daemon.updater.download.fetch import ArtifactSpec, DownloadLimits, do
 from agent_daemon.updater.failure_reasons import describe, failure_reason
 from agent_daemon.updater.release_keys import trusted_release_keys
 from agent_daemon.updater.swap_gate import SwapAllowed, SwapUnanswered
-from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
+from agent_daemon.updater.update_records import SwitchUnderWay, UpdateOutcome, UpdateRequest
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from agent_daemon.updater.verify import verify_release
 from ground.clock import Clock
@@ -45,9 +51,20 @@ from ground.contract import OutcomeReason
 
 __all__ = ["SelfInstall", "SelfUpdater"]
 
-# The host's mechanism: install the verified bundle at this path as this version of the updater
-# and switch to it. Raises on failure (nothing switched); returns when the switch is under way.
-SelfInstall = Callable[[Path, str], None]
+
+class SelfInstall(Protocol):
+    """The host's mechanism (`self_update.host_install.HostSelfInstall`). Each step raises on
+    failure, with nothing switched."""
+
+    def install(self, bundle: Path, version: str, unpacked_size: int) -> None:
+        """Install the verified bundle at `bundle` as this version of the updater, beside the
+        running build (not switched to)."""
+
+    def switch(self, version: str, run: SwitchRun) -> None:
+        """Switch to the installed `version`, uncommitted, the run kept beside the switch."""
+
+    def restart(self) -> None:
+        """Restart the unit into the build switched to; after the switch was recorded."""
 
 
 class SelfUpdater:
@@ -66,28 +83,33 @@ class SelfUpdater:
         self._running = running
         self._install = install
         self._staging = settings.state_dir / "staging-updater"
+        self._floors = OwnFloorStore(settings.state_dir)
 
     def running_version(self) -> str | None:
         """The version of the updater running here, when this host can update it; else None."""
         return self._running if self._install is not None else None
 
-    def apply(self, request: UpdateRequest) -> UpdateOutcome:
+    def apply(self, request: UpdateRequest) -> UpdateOutcome | SwitchUnderWay:
         """Verify, download and hand the bundle to the host's mechanism. Refusals and failures
         are outcomes; the running updater is untouched in every one of them."""
         try:
             return self._apply(request)
-        except (UpdateError, OSError) as exc:
+        except (UpdateError, SelfUpdateError, OSError) as exc:
             reason, retry = failure_reason(exc)
             return UpdateOutcome(
                 status="failed",
                 version=self._running,
-                error=str(exc) if isinstance(exc, UpdateError) else describe(exc),
+                error=describe(exc) if isinstance(exc, OSError) else str(exc),
                 run_id=request.run_id,
                 reason=reason,
                 retry=retry,
             )
 
-    def _apply(self, request: UpdateRequest) -> UpdateOutcome:
+    def restart(self) -> None:
+        if self._install is not None:
+            self._install.restart()
+
+    def _apply(self, request: UpdateRequest) -> UpdateOutcome | SwitchUnderWay:
         install = self._install
         if install is None:
             return UpdateOutcome(
@@ -98,6 +120,7 @@ class SelfUpdater:
                 reason=OutcomeReason.INSTALL_FAILED,
             )
         now = self._clock.now()
+        trusted = trusted_release_keys(self._settings, now)
         source = resolve_source(
             request.artifact_url,
             control=control_origin(self._client),
@@ -106,9 +129,9 @@ class SelfUpdater:
         verified = verify_release(
             request.manifest,
             request.signature,
-            trusted_release_keys(self._settings, now),
+            trusted,
             installed_version=self._running,
-            floor=None,
+            floor=self._floors.load().floor_for(trusted),
             now=now,
             platform=self._settings.platform,
             channel=self._settings.channel,
@@ -132,6 +155,9 @@ class SelfUpdater:
             ),
             send_credential=source.send_credential,
         )
+        # Installed beside the running build before the question: the answer is asked as close
+        # to the switch as it can be, and a build installed but never switched harms nothing.
+        install.install(path, verified.version, manifest.unpacked_size)
         switched_at = None
         if request.confirm_swap is not None:
             # Revocation is honoured up to the switch, as for the managed agent.
@@ -146,11 +172,16 @@ class SelfUpdater:
                     retry=isinstance(verdict, SwapUnanswered),
                 )
             switched_at = verdict.at
-        install(path, verified.version)
-        return UpdateOutcome(
-            status="succeeded",
-            version=verified.version,
-            error=None,
-            run_id=request.run_id,
-            switched_at=switched_at,
+        install.switch(
+            verified.version,
+            SwitchRun(
+                run_id=request.run_id,
+                to_version=verified.version,
+                switched_at=switched_at,
+                manifest_version=manifest.manifest_version,
+                signer=verified.key_id,
+            ),
+        )
+        return SwitchUnderWay(
+            run_id=request.run_id, version=verified.version, switched_at=switched_at
         )

@@ -13,7 +13,7 @@ from typing import Literal, Protocol
 from agent_daemon.updater.swap_gate import ConfirmSwap
 from ground.contract import OutcomeReason, PatchFallbackReason
 
-__all__ = ["OnProgress", "Status", "UpdateOutcome", "UpdateRequest"]
+__all__ = ["OnProgress", "Status", "SwitchUnderWay", "UpdateOutcome", "UpdateRequest"]
 
 
 class OnProgress(Protocol):
@@ -61,3 +61,14 @@ class UpdateOutcome:
     # offered was not used; None when nothing was downloaded.
     delivery: Literal["patch", "full"] | None = None
     fallback_reason: PatchFallbackReason | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SwitchUnderWay:
+    """A self-update switched to the new build of the updater, uncommitted: the run's outcome is
+    not known yet. The new build reports it once it checks in, or the old one once the guard has
+    taken the switch back (`self_update.pending_switch`)."""
+
+    run_id: str
+    version: str
+    switched_at: datetime | None

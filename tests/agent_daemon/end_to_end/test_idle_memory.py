@@ -83,15 +83,32 @@ def test_peak_rss_reads_the_high_water_mark_of_a_live_process() -> None:
     assert peak_rss(os.getpid()) > 0
 
 
+@pytest.fixture(scope="module")
+def own_build_interpreter(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The customer's Python placed as one of the updater's own builds: a daemon that can update
+    itself (and so builds its self-updater, lazily)."""
+    own_root = tmp_path_factory.mktemp("own-root")
+    return customer_python(own_root / "versions" / "1.0.0" / "venv")
+
+
 @pytest.mark.parametrize(
-    "tls", [pytest.param(True, id="tls_private_ca"), pytest.param(False, id="plain_http")]
+    ("tls", "own_build"),
+    [
+        pytest.param(True, False, id="tls_private_ca"),
+        pytest.param(False, False, id="plain_http"),
+        pytest.param(False, True, id="own_build"),
+    ],
 )
 def test_an_idle_daemon_peaks_within_its_memory_bound(
     control_plane_server: Callable[..., Any],
-    customer_interpreter: Path,
+    request: pytest.FixtureRequest,
     tmp_path: Path,
     tls: bool,
+    own_build: bool,
 ) -> None:
+    python: Path = request.getfixturevalue(
+        "own_build_interpreter" if own_build else "customer_interpreter"
+    )
     # 04:30 in Amsterdam: the default 03:00 slot is ~22 product hours away, so every minute the
     # daemon polls the config and finds nothing due.
     fake_clock = f"2026-12-02T03:30:00Z,anchor={time.time():.1f},speed=60"
@@ -104,7 +121,7 @@ def test_an_idle_daemon_peaks_within_its_memory_bound(
         trust = ["--ca-file", str(front.ca_file)] if front.ca_file is not None else []
         enrolled = host.enroll(front.url, agent["agent_key"], *trust)
         assert enrolled.returncode == 0, enrolled.stderr
-        daemon = start_daemon(customer_interpreter, host, fake_clock)
+        daemon = start_daemon(python, host, fake_clock)
         try:
             daemon.wait_for("daemon.ready")
             daemon.wait_for("config.synced")
@@ -113,8 +130,14 @@ def test_an_idle_daemon_peaks_within_its_memory_bound(
             assert polls >= wanted, f"{polls} config polls within the deadline, not {wanted}"
             assert daemon.process.poll() is None, daemon.stderr()
             peak = peak_rss(daemon.process.pid)
+            # The verification code (and its native library) loads with the first update only,
+            # also in a daemon that can update itself.
+            maps = Path(f"/proc/{daemon.process.pid}/maps").read_text()
         finally:
             code = daemon.terminate()
     assert code == 0
     assert daemon.named("tick.failed") == [] and daemon.named("tick.crashed") == []
+    assert bool(daemon.named("self_update.build")) is own_build
+    assert bool(daemon.named("self_update.off")) is not own_build
     assert peak <= MAX_IDLE_PEAK_RSS, f"idle peak RSS {peak / 2**20:.1f} MiB"
+    assert "/cryptography/" not in maps

@@ -11,6 +11,7 @@ and differ only in what `python -m nachtwacht` does:
     exits_at_start  exits 3 at once, before any of the daemon's code runs
     never_polls     the real daemon with a config naming a control plane nobody listens on
     crash_loop      the same, but it dies 2 s after it started
+    killable        the real daemon, SIGKILLed once at the step a marker file names (`KILL_STEPS`)
 
 `Unit` plays systemd for nachtwacht-agent.service: ExecStartPre (the guard's `pre-start`), then
 `<own root>/current/venv/bin/python -m nachtwacht agent run`, and `Restart=always` with a short
@@ -21,11 +22,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
 import signal
 import site
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import zipfile
@@ -54,10 +57,56 @@ _FAKE_MAIN = {
         "threading.Timer(2.0, os._exit, (70,)).start()\n"
         "sys.exit(main([*sys.argv[2:], '--config', {config!r}]))\n"
     ),
+    "killable": (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from agent_daemon.self_update import host_install, pending_switch\n"
+        "from agent_daemon.updater import self_update_seam\n"
+        "from agent_daemon.commands.cli import main\n"
+        "MARKER = Path({marker!r})\n"
+        "def die_at(step):\n"
+        "    try:\n"
+        "        wanted = MARKER.read_text().strip()\n"
+        "    except FileNotFoundError:\n"
+        "        return\n"
+        "    if wanted == step:\n"
+        "        MARKER.unlink()\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "def after(owner, name, step):\n"
+        "    original = getattr(owner, name)\n"
+        "    def wrapped(*args, **kwargs):\n"
+        "        result = original(*args, **kwargs)\n"
+        "        die_at(step)\n"
+        "        return result\n"
+        "    setattr(owner, name, wrapped)\n"
+        "def before(owner, name, step):\n"
+        "    original = getattr(owner, name)\n"
+        "    def wrapped(*args, **kwargs):\n"
+        "        die_at(step)\n"
+        "        return original(*args, **kwargs)\n"
+        "    setattr(owner, name, wrapped)\n"
+        "after(self_update_seam, 'download_artifact', 'download')\n"
+        "after(host_install, 'unpack_build', 'unpack')\n"
+        "after(host_install, 'switch', 'switch')\n"
+        "before(host_install.HostSelfInstall, 'restart', 'restart')\n"
+        "before(pending_switch.SelfUpdateCheckIn, 'commit', 'before_commit')\n"
+        "sys.exit(main(sys.argv[2:]))\n"
+    ),
 }
+# Where a `killable` build dies (the marker file's content): after the bundle was downloaded,
+# after it was unpacked, after `current` moved (before the daemon saved the claim's end), instead
+# of asking for the restart, and (the new build) right before it commits.
+KILL_STEPS = ("download", "unpack", "switch", "restart", "before_commit")
 
 
-def make_wheel(wheels: Path, version: str, kind: str, *, wrong_config: Path | None = None) -> Path:
+def make_wheel(
+    wheels: Path,
+    version: str,
+    kind: str,
+    *,
+    wrong_config: Path | None = None,
+    marker: Path | None = None,
+) -> Path:
     """A `nachtwacht_agent` wheel of `version` whose `python -m nachtwacht` behaves as `kind`."""
     paths = [str(REPO_ROOT), *site.getsitepackages()]
     files: dict[str, str] = {"nachtwacht_checkout.pth": "\n".join(paths) + "\n"}
@@ -65,7 +114,9 @@ def make_wheel(wheels: Path, version: str, kind: str, *, wrong_config: Path | No
         # The build's own `nachtwacht` comes before the checkout's (site-packages is searched
         # before the folders a .pth appends); `agent_daemon` is the checkout's.
         files["nachtwacht/__init__.py"] = ""
-        files["nachtwacht/__main__.py"] = _FAKE_MAIN[kind].format(config=str(wrong_config))
+        files["nachtwacht/__main__.py"] = _FAKE_MAIN[kind].format(
+            config=str(wrong_config), marker=str(marker)
+        )
     dist_info = f"nachtwacht_agent-{version}.dist-info"
     files[f"{dist_info}/METADATA"] = (
         f"Metadata-Version: 2.1\nName: nachtwacht-agent\nVersion: {version}\n"
@@ -85,6 +136,25 @@ def make_wheel(wheels: Path, version: str, kind: str, *, wrong_config: Path | No
         for name, text in files.items():
             archive.writestr(name, text)
     return path
+
+
+def bundle_bytes(wheel: Path, version: str) -> bytes:
+    """The offline bundle `bin/package` makes, reduced to what the updater reads of it."""
+    top = f"nachtwacht-agent-bundle-{version}-linux-x86_64"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for folder in (top, f"{top}/wheels"):
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            archive.addfile(info)
+        for name, data, mode in (
+            (f"{top}/install.sh", b"#!/bin/sh\nexit 0\n", 0o755),
+            (f"{top}/wheels/{wheel.name}", wheel.read_bytes(), 0o644),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def install(own_root: Path, wheels_root: Path, version: str, kind: str, **kw: Path) -> Path:

@@ -66,6 +66,10 @@ class OwnHost:
             deadline=deadline,
         )
 
+    def rolled_back(self) -> bool:
+        """The guard's rollback is done: it writes `rolled_back`, then removes `pending.rolling`."""
+        return self.files.rolled_back.exists() and not self.files.rolling.exists()
+
     def polled(self, build: str) -> Callable[[], bool]:
         def check() -> bool:
             return any(
@@ -115,7 +119,7 @@ def test_a_build_that_exits_at_start_is_taken_back(own_host: OwnHost) -> None:
     own_host.install(NEW, "exits_at_start")
     own_host.switch(NEW)
 
-    own_host.unit.wait_until("the guard takes it back", lambda: own_host.files.rolled_back.exists())
+    own_host.unit.wait_until("the guard takes it back", own_host.rolled_back)
     outcome = read_switch_outcome(own_host.state_dir)
     assert outcome is not None and outcome.outcome == "rolled_back"
     assert (outcome.reason, outcome.failed_version, outcome.running_version) == (
@@ -169,7 +173,7 @@ def test_a_build_that_crash_loops_is_taken_back(own_host: OwnHost) -> None:
     own_host.install(NEW, "crash_loop")
     own_host.switch(NEW)
 
-    own_host.unit.wait_until("the guard takes it back", lambda: own_host.files.rolled_back.exists())
+    own_host.unit.wait_until("the guard takes it back", own_host.rolled_back)
     outcome = read_switch_outcome(own_host.state_dir)
     assert outcome is not None
     assert (outcome.reason, outcome.failed_version) == ("crash_loop", NEW)

@@ -2,7 +2,8 @@
 release by a real control plane over loopback HTTP and take it through the caps: two agents of
 one organisation with an organisation cap of 1 — one self-updates in the round, the other waits
 for the next one. The self-update ends at the host's mechanism (`SelfInstall`), given here as a
-recorder of what it is handed: the verified bundle's path and version.
+recorder of what it is handed: the verified bundle's path and version (the host's own mechanism
+and the reports of the switch's outcome: tests/agent_daemon/self_update/test_self_update_e2e.py).
 
 The 03:00 slot of 2026-11-30 in Europe/Amsterdam (CET) is 02:00 UTC.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent_daemon.commands.run_cli import DaemonParts, build_daemon
+from agent_daemon.self_update.pending_switch import SwitchRun
 from agent_daemon.settings import AgentSettings
 from agent_daemon.updater.trusted_keys import TrustedKeys
 from agent_daemon.updater.updater_settings import UpdaterSettings
@@ -47,9 +49,17 @@ class Installed:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, bytes]] = []
+        self.switches: list[tuple[str, str]] = []
+        self.restarts = 0
 
-    def __call__(self, bundle: Path, version: str) -> None:
+    def install(self, bundle: Path, version: str, unpacked_size: int) -> None:
         self.calls.append((version, bundle.read_bytes()))
+
+    def switch(self, version: str, run: SwitchRun) -> None:
+        self.switches.append((version, run.run_id))
+
+    def restart(self) -> None:
+        self.restarts += 1
 
 
 def _daemon(
@@ -134,14 +144,18 @@ def test_two_daemons_of_one_org_take_an_updater_release_one_per_round_under_cap_
             "SELECT a.name, uv.version, a.current_version FROM agents a"
             " LEFT JOIN agent_updater_versions uv ON uv.agent_id = a.id ORDER BY a.name"
         ).fetchall()
+    # Switched, not yet reported: the new build reports once it checks in (or the old one,
+    # restored by the guard, reports the rollback).
     assert [tuple(run.values()) for run in runs] == [
-        ("web-01", "succeeded", "2.1.0", "2.0.0", "updater"),
-        ("web-02", "succeeded", "2.1.0", "2.0.0", "updater"),
+        ("web-01", "claimed", None, "2.0.0", "updater"),
+        ("web-02", "claimed", None, "2.0.0", "updater"),
     ]
-    # The managed agent's version is its own; each host's updater version is the new one.
+    assert [len(i.switches) for i in (installed_first, installed_second)] == [1, 1]
+    assert (installed_first.restarts, installed_second.restarts) == (1, 1)
+    # The managed agent's version is its own; each host's updater version is still the old one.
     assert [tuple(agent.values()) for agent in agents] == [
-        ("web-01", "2.1.0", None),
-        ("web-02", "2.1.0", None),
+        ("web-01", "2.0.0", None),
+        ("web-02", "2.0.0", None),
     ]
     for parts in (daemon_first, daemon_second):
         parts.http.close()
