@@ -98,7 +98,8 @@ def install_build(
     timeout_seconds: float = INSTALL_TIMEOUT_SECONDS,
 ) -> Path:
     """`versions/<version>/` made from the wheels in `wheels` (nothing else is read); returns the
-    build's folder. A build already complete is left as it is."""
+    build's folder. A build already complete is left as it is. Once it is made, builds other
+    than it, `current` and `previous` are removed past the layout's limit, oldest first."""
     layout = InstallLayout(own_root)
     final = layout.version_dir(version)
     if layout.complete_sha256(version) is not None:
@@ -134,6 +135,9 @@ def install_build(
     os.rename(staging, final)
     fsync_directory(layout.versions)
     write_bytes_atomically(final / COMPLETE_MARKER, f"{sha256}\n".encode(), mode=0o644)
+    # A self-update installs one build a release: keep the new one, `current` and `previous`
+    # (what the guard goes back to) and remove older ones, so the own root does not grow.
+    layout.apply_retention([version], bad=[])
     return final
 
 

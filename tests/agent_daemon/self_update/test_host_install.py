@@ -17,7 +17,7 @@ from agent_daemon.commands.status_cli import _self_update_line
 from agent_daemon.errors import SelfUpdateError
 from agent_daemon.minute.own_switch import switch_outcome
 from agent_daemon.self_update.host_install import HostSelfInstall
-from agent_daemon.self_update.own_builds import RunningBuild, running_build
+from agent_daemon.self_update.own_builds import RunningBuild, install_build, running_build
 from agent_daemon.self_update.pending_switch import (
     SelfUpdateCheckIn,
     SwitchRun,
@@ -27,6 +27,7 @@ from agent_daemon.self_update.pending_switch import (
 from agent_daemon.self_update.switch_files import SwitchFiles, read_fields, write_fields
 from agent_daemon.updater.layout import InstallLayout
 from ground.contract import OutcomeReason
+from signed_release.versions import version_key
 from tests.agent_daemon.self_update.own_build_kit import NEW, OLD, bundle_bytes, make_wheel
 
 RUN = SwitchRun(
@@ -241,3 +242,22 @@ def test_a_daemon_not_run_from_an_own_build_says_in_one_line_why_it_does_not_upd
     assert line == (
         f"self-update: on, nachtwacht's own agent 1.0.0 from {tmp_path / 'own/versions/1.0.0'}"
     )
+
+
+def test_installing_a_build_removes_older_builds_but_never_current_or_previous(
+    tmp_path: Path,
+) -> None:
+    """Four self-updates leave at most three builds: the new one, `current` and `previous`."""
+    layout = InstallLayout(tmp_path / "own")
+    layout.ensure()
+    for version in ("0.7.0", "0.8.0", "0.9.0"):
+        folder = layout.version_dir(version)
+        folder.mkdir()
+        (folder / ".complete").write_text("0" * 64 + "\n")
+    layout.point("previous", "0.7.0")
+    layout.point("current", "0.9.0")
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, NEW, "good")
+    install_build(own_root=layout.root, wheels=wheels, version=NEW, python=sys.executable)
+    assert layout.installed_versions() == sorted(["0.7.0", "0.9.0", NEW], key=version_key)
+    assert (layout.link_target("current"), layout.link_target("previous")) == ("0.9.0", "0.7.0")
