@@ -200,5 +200,5 @@ def test_a_new_build_killed_as_soon_as_it_started_starts_again_and_commits(
 
     own_host.unit.wait_until("the switch is committed", lambda: own_host.files.committed.exists())
     own_host.assert_one_working_build(NEW)
-    assert first_new.process.returncode == -9
+    assert first_new.process.wait(timeout=30) == -9
     assert read_switch_outcome(own_host.state_dir) is not None
