@@ -29,7 +29,7 @@ from ground.clock import Clock
 from ground.contract import ReleaseTrack
 
 if TYPE_CHECKING:
-    from agent_daemon.updater.self_update_seam import SelfInstall, SelfUpdater
+    from agent_daemon.self_update.seam import SelfInstall, SelfUpdater
     from agent_daemon.updater.updater import Updater
 
 __all__ = [
@@ -81,7 +81,7 @@ def build_self_updater(
 
     def build() -> SelfUpdater:
         # Imported on the first self-update: an idle daemon does not hold the verification code.
-        from agent_daemon.updater.self_update_seam import SelfUpdater
+        from agent_daemon.self_update.seam import SelfUpdater
 
         return SelfUpdater(
             settings=settings.updater, client=http, clock=clock, running=running, install=install

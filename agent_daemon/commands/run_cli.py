@@ -64,7 +64,7 @@ from ground.contract import AgentConfig
 from signed_release.errors import ReleaseError
 
 if TYPE_CHECKING:
-    from agent_daemon.updater.self_update_seam import SelfInstall
+    from agent_daemon.self_update.seam import SelfInstall
 
 __all__ = ["EXIT_CONFIG_ERROR", "EXIT_START_FAILED", "DaemonParts", "build_daemon", "run_daemon"]
 
@@ -104,7 +104,7 @@ def build_daemon(
 
     `self_install` is the host's mechanism that installs a verified updater bundle and switches to
     it, and `updater_version` the version of this updater: with both, the daemon takes the
-    updater releases the control plane offers (`updater.self_update_seam`); without, it never
+    updater releases the control plane offers (`self_update.seam`); without, it never
     plans a self-update."""
     server_clock = ServerClock(clock)
     log = EventLog(now=server_clock.now)

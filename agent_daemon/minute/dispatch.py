@@ -19,7 +19,7 @@ window or not at all:
   directory can neither hide the report nor lift the attempt bound.
 
 A claim whose signed manifest names the `updater` product is a self-update of nachtwacht's own
-agent: it goes to the `SelfUpdatePort` (`updater.self_update_seam`) instead, which verifies it as
+agent: it goes to the `SelfUpdatePort` (`self_update.seam`) instead, which verifies it as
 the updater. Which path takes it is read from the manifest before its signature is checked, and
 only for the routing: each path verifies the signature and that the product is its own, so a
 manifest that lies about its product is refused by the path it reached (`WrongProduct`), and a
@@ -81,7 +81,7 @@ class UpdaterPort(Protocol):
 
 
 class SelfUpdatePort(Protocol):
-    """What the daemon needs of `agent_daemon.updater.self_update_seam.SelfUpdater`."""
+    """What the daemon needs of `agent_daemon.self_update.seam.SelfUpdater`."""
 
     def running_version(self) -> str | None: ...
 

@@ -24,6 +24,8 @@ the deadline points `current` back at `from` and writes `rolled_back` with the r
     own_builds      the own install root: install a build from wheels, the running build
     pending_switch  switch, commit_if_pending, the outcome records; the check-in of a daemon
     host_install    the daemon's way in: unpack a verified bundle, install its build, switch
+    seam            a granted self-update verified and downloaded as a managed build is, then
+                    handed to `host_install`
 
 Rule for the files under the state directory (the daemon's state, the updater's, the outbox): a
 build must read what the release before it and the release after it write. See

@@ -60,8 +60,7 @@ _FAKE_MAIN = {
     "killable": (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from agent_daemon.self_update import host_install, pending_switch\n"
-        "from agent_daemon.updater import self_update_seam\n"
+        "from agent_daemon.self_update import host_install, pending_switch, seam\n"
         "from agent_daemon.commands.cli import main\n"
         "MARKER = Path({marker!r})\n"
         "def die_at(step):\n"
@@ -85,7 +84,7 @@ _FAKE_MAIN = {
         "        die_at(step)\n"
         "        return original(*args, **kwargs)\n"
         "    setattr(owner, name, wrapped)\n"
-        "after(self_update_seam, 'download_artifact', 'download')\n"
+        "after(seam, 'download_artifact', 'download')\n"
         "after(host_install, 'unpack_build', 'unpack')\n"
         "after(host_install, 'switch', 'switch')\n"
         "before(host_install.HostSelfInstall, 'restart', 'restart')\n"
