@@ -161,7 +161,10 @@ class ForkedProcess:
 
     def send_signal(self, sig: int) -> None:
         if self.returncode is None:
-            os.kill(self.pid, sig)
+            # The child may have ended before its exit was read here (the fork server reaps
+            # it): then there is nothing left to signal.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
