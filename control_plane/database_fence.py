@@ -151,27 +151,39 @@ def read_position(conn: psycopg.Connection[Any]) -> ServerPosition:
 
 def restore_finished(conn: psycopg.Connection[Any], position: ServerPosition) -> bool:
     """True when `after-restore` has recorded `position`'s timeline (no transaction left open)."""
-    cursor = conn.cursor(row_factory=tuple_row)
-    try:
-        table = cursor.execute(_RESTORE_TABLE).fetchone()
-        if table is None or not table[0]:
-            return False
-        row = cursor.execute(_RESTORE_FINISHED, [position.system, position.timeline]).fetchone()
-        return row is not None and bool(row[0])
-    finally:
-        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            conn.rollback()
+    return _asked_of_table(
+        conn,
+        _RESTORE_TABLE,
+        _RESTORE_FINISHED,
+        [position.system, position.timeline],
+        without_table=False,
+    )
 
 
 def cluster_known(conn: psycopg.Connection[Any], position: ServerPosition) -> bool:
     """True unless the data names the clusters it lives in and `position`'s is not one of them:
     a copy restored into another cluster (no transaction left open)."""
+    return _asked_of_table(
+        conn, _CLUSTERS_TABLE, _CLUSTER_KNOWN, [position.system], without_table=True
+    )
+
+
+def _asked_of_table(
+    conn: psycopg.Connection[Any],
+    table_exists: str,
+    question: str,
+    params: list[Any],
+    *,
+    without_table: bool,
+) -> bool:
+    """The yes-or-no `question`, asked once `table_exists` says its table is there (a database
+    not migrated that far answers `without_table`); no transaction left open."""
     cursor = conn.cursor(row_factory=tuple_row)
     try:
-        table = cursor.execute(_CLUSTERS_TABLE).fetchone()
+        table = cursor.execute(table_exists).fetchone()
         if table is None or not table[0]:
-            return True
-        row = cursor.execute(_CLUSTER_KNOWN, [position.system]).fetchone()
+            return without_table
+        row = cursor.execute(question, params).fetchone()
         return row is not None and bool(row[0])
     finally:
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
