@@ -93,18 +93,10 @@ def download_artifact(
     ArtifactMismatch otherwise. Without `send_credential` the client's Authorization header is
     left off the request (`artifact_source` decides)."""
     staging.mkdir(parents=True, exist_ok=True)
-    done = final_path(staging, spec.sha256)
-    if done.exists():
-        # Checked again: it may be what a crash left, and it is about to be installed.
-        kept = read_part(done)
-        if (kept.size, kept.digest.hexdigest()) == (spec.length, spec.sha256):
-            return done
-        done.unlink()
-    part = part_path(staging, spec.sha256)
-    received = read_part(part)
-    if received.size > spec.length:
-        discard(staging, spec.sha256)
-        received = Received()
+    kept = _kept_from_before(spec, staging)
+    if isinstance(kept, Path):
+        return kept
+    received = kept
     if received.size == spec.length:
         return _finish(spec, staging, received)
     check_free_space(
@@ -114,30 +106,20 @@ def download_artifact(
         unpacked_size=spec.unpacked_size,
         reserve=limits.disk_reserve_bytes,
     )
-    # identity: byte ranges and the signed length refer to the bytes as stored, not re-encoded.
-    # close: a connection of its own, which the deadline's watchdog can see and shut.
-    headers = {"Accept-Encoding": "identity", "Connection": "close"}
-    if received.size:
-        # If-Range: the server sends the rest only while it is the same artifact, else all of it.
-        headers |= {
-            "Range": f"bytes={received.size}-",
-            "If-Range": stored_etag(staging, spec.sha256),
-        }
     timeout = httpx.Timeout(limits.read_timeout, connect=min(limits.read_timeout, limits.deadline))
-    shown = shown_url(spec.url)
     started = time.monotonic()
     with Watchdog(limits.deadline) as watchdog:
         try:
             request = client.build_request(
-                "GET", spec.url, headers=headers, timeout=timeout,
-                extensions={"trace": watchdog.trace},
+                "GET", spec.url, headers=_request_headers(spec, staging, received),
+                timeout=timeout, extensions={"trace": watchdog.trace},
             )  # fmt: skip
             if not send_credential:
                 request.headers.pop("Authorization", None)
             response = client.send(request, stream=True)
             try:
                 received = _accept(response, spec, staging, received)
-                with part.open("ab" if received.size else "wb") as sink:
+                with part_path(staging, spec.sha256).open("ab" if received.size else "wb") as sink:
                     try:
                         _copy_body(response, sink, spec, received, started, limits, on_progress)
                     finally:
@@ -150,27 +132,64 @@ def download_artifact(
             raise
         except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, ValueError) as exc:
             # ValueError: what the HTTP stack raises for an answer it cannot read at all.
-            if watchdog.expired:
-                raise DownloadStalled(
-                    f"download of {shown} ran past its deadline of {limits.deadline:g} s "
-                    f"({received.size} of {spec.length} bytes); the partial download is kept to "
-                    "resume"
-                ) from exc
-            if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-                raise DownloadUnavailable(
-                    f"download of {shown} failed: cannot connect ({type(exc).__name__}: "
-                    f"{str(exc)[:200]}); the partial download is kept to resume"
-                ) from exc
-            if isinstance(exc, httpx.TimeoutException):
-                raise DownloadStalled(
-                    f"download of {shown} stalled: no data within {limits.read_timeout:g} s "
-                    f"({type(exc).__name__}); the partial download is kept to resume"
-                ) from exc
-            raise DownloadFailed(
-                f"download of {shown} failed ({type(exc).__name__}: {str(exc)[:200]}); "
-                "the partial download is kept to resume"
-            ) from exc
+            raise _transport_failure(exc, spec, received, limits, watchdog.expired) from exc
     return _finish(spec, staging, received)
+
+
+def _kept_from_before(spec: ArtifactSpec, staging: Path) -> Path | Received:
+    """What an earlier attempt left: the finished file when it still holds the signed bytes,
+    else the part to resume from (empty when there is none or it is longer than the artifact)."""
+    done = final_path(staging, spec.sha256)
+    if done.exists():
+        # Checked again: it may be what a crash left, and it is about to be installed.
+        kept = read_part(done)
+        if (kept.size, kept.digest.hexdigest()) == (spec.length, spec.sha256):
+            return done
+        done.unlink()
+    received = read_part(part_path(staging, spec.sha256))
+    if received.size > spec.length:
+        discard(staging, spec.sha256)
+        return Received()
+    return received
+
+
+def _request_headers(spec: ArtifactSpec, staging: Path, received: Received) -> dict[str, str]:
+    # identity: byte ranges and the signed length refer to the bytes as stored, not re-encoded.
+    # close: a connection of its own, which the deadline's watchdog can see and shut.
+    headers = {"Accept-Encoding": "identity", "Connection": "close"}
+    if received.size:
+        # If-Range: the server sends the rest only while it is the same artifact, else all of it.
+        headers |= {
+            "Range": f"bytes={received.size}-",
+            "If-Range": stored_etag(staging, spec.sha256),
+        }
+    return headers
+
+
+def _transport_failure(
+    exc: Exception, spec: ArtifactSpec, received: Received, limits: DownloadLimits, expired: bool
+) -> DownloadFailed:
+    """The download's failure as the agent reports it; the partial file stays to resume."""
+    shown = shown_url(spec.url)
+    if expired:
+        return DownloadStalled(
+            f"download of {shown} ran past its deadline of {limits.deadline:g} s "
+            f"({received.size} of {spec.length} bytes); the partial download is kept to resume"
+        )
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return DownloadUnavailable(
+            f"download of {shown} failed: cannot connect ({type(exc).__name__}: "
+            f"{str(exc)[:200]}); the partial download is kept to resume"
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return DownloadStalled(
+            f"download of {shown} stalled: no data within {limits.read_timeout:g} s "
+            f"({type(exc).__name__}); the partial download is kept to resume"
+        )
+    return DownloadFailed(
+        f"download of {shown} failed ({type(exc).__name__}: {str(exc)[:200]}); "
+        "the partial download is kept to resume"
+    )
 
 
 def _finish(spec: ArtifactSpec, staging: Path, received: Received) -> Path:
