@@ -135,14 +135,11 @@ def _reconcile_families(snapshot: MetricsSnapshot) -> list[str]:
         "Product seconds between now and the last closed window the worker has reconciled.",
         [({}, behind)],
     )
-    last_pass = (
-        snapshot.last_pass_at.timestamp() if snapshot.last_pass_at is not None else float("nan")
-    )
     lines += _family(
         "nachtwacht_reconcile_last_pass_timestamp_seconds",
         "gauge",
         "When the worker last finished a pass (Unix seconds, product clock).",
-        [({}, last_pass)],
+        [({}, _instant(snapshot.last_pass_at))],
     )
     return lines
 
@@ -158,16 +155,11 @@ def _retention_families(snapshot: MetricsSnapshot) -> list[str]:
         "Rows older than the retention setting removed by the worker, by table.",
         [({"table": table}, n) for table, n in sorted(standing.removed.items())],
     )
-    last = (
-        standing.last_completed_at.timestamp()
-        if standing.last_completed_at is not None
-        else float("nan")
-    )
     lines += _family(
         "nachtwacht_retention_last_completed_timestamp_seconds",
         "gauge",
         "When the worker last completed a retention walk (Unix seconds, product clock).",
-        [({}, last)],
+        [({}, _instant(standing.last_completed_at))],
     )
     return lines
 
@@ -285,21 +277,7 @@ def _updater_families(snapshot: MetricsSnapshot) -> list[str]:
         "Self-updates (runs of an updater release) by how they ended: succeeded, up_to_date,"
         " failed, rolled_back, refused; `reason` is why (for a rollback, the one the old daemon"
         " reported). Only for updater releases offered or in use.",
-        [
-            (
-                {
-                    "release": str(o.release_id),
-                    "channel": o.channel,
-                    "platform": o.platform,
-                    "version": o.version,
-                    "outcome": o.outcome,
-                    "reason": o.reason or NO_REASON,
-                },
-                o.count,
-            )
-            for o in snapshot.release_outcomes
-            if o.product == "updater"
-        ],
+        _release_outcome_samples(snapshot, "updater"),
     )
     return lines
 
@@ -307,6 +285,27 @@ def _updater_families(snapshot: MetricsSnapshot) -> list[str]:
 # A label value may not be absent in one sample and present in the next without changing the
 # series; a run that ended without a reason says so.
 NO_REASON = "none"
+
+
+def _release_outcome_samples(
+    snapshot: MetricsSnapshot, product: str
+) -> list[tuple[Mapping[str, str], float]]:
+    """How runs of `product`'s releases ended, one sample per release, outcome and reason."""
+    return [
+        (
+            {
+                "release": str(o.release_id),
+                "channel": o.channel,
+                "platform": o.platform,
+                "version": o.version,
+                "outcome": o.outcome,
+                "reason": o.reason or NO_REASON,
+            },
+            o.count,
+        )
+        for o in snapshot.release_outcomes
+        if o.product == product
+    ]
 
 
 def _outcome_families(snapshot: MetricsSnapshot) -> list[str]:
@@ -317,21 +316,7 @@ def _outcome_families(snapshot: MetricsSnapshot) -> list[str]:
         "counter",
         "Update runs of a release (scheduled and manual) by how they ended: succeeded,"
         " up_to_date, failed, rolled_back, refused; `reason` is why (none for a plain ending).",
-        [
-            (
-                {
-                    "release": str(o.release_id),
-                    "channel": o.channel,
-                    "platform": o.platform,
-                    "version": o.version,
-                    "outcome": o.outcome,
-                    "reason": o.reason or NO_REASON,
-                },
-                o.count,
-            )
-            for o in snapshot.release_outcomes
-            if o.product == "agent"
-        ],
+        _release_outcome_samples(snapshot, "agent"),
     )
     lines += _family(
         "nachtwacht_scheduled_slots_ended_total",
