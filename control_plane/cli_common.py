@@ -35,6 +35,7 @@ __all__ = [
     "cli_actor",
     "emit",
     "location",
+    "optional_id",
     "parse_id",
     "shown_once",
 ]
@@ -120,6 +121,11 @@ def api_document(view: object) -> dict[str, Any]:
     """A service's result as the API answers it (the same names and formats), for `--json`."""
     document: dict[str, Any] = TypeAdapter(type(view)).dump_python(view, mode="json")
     return document
+
+
+def optional_id(field_name: str, value: str | None) -> UUID | None:
+    """An optional flag's id: `None` when the flag was not given."""
+    return None if value is None else parse_id(field_name, value)
 
 
 def emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -> None:

@@ -25,6 +25,7 @@ from control_plane.cli_common import (
     api_document,
     cli_actor,
     emit,
+    optional_id,
     parse_id,
     shown_once,
 )
@@ -71,8 +72,8 @@ def _list(args: argparse.Namespace) -> int:
     with admin_accounts(args) as accounts:
         found = accounts.list_credentials(
             audience=None if args.audience is None else Audience(args.audience),
-            org_id=None if args.org is None else parse_id("--org", args.org),
-            agent_id=None if args.agent is None else parse_id("--agent", args.agent),
+            org_id=optional_id("--org", args.org),
+            agent_id=optional_id("--agent", args.agent),
             include_revoked=args.all,
         )
     lines = [_line(view) for view in found.credentials] or ["no credentials"]
@@ -122,8 +123,8 @@ def _events(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 500:
         raise ConfigurationError(f"--limit: {args.limit} is out of range (expected 1 to 500)")
     query = EventFilter(
-        org_id=None if args.org is None else parse_id("--org", args.org),
-        agent_id=None if args.agent is None else parse_id("--agent", args.agent),
+        org_id=optional_id("--org", args.org),
+        agent_id=optional_id("--agent", args.agent),
         kind=args.kind,
         actor_kind=args.actor_kind,
         limit=args.limit,

@@ -26,6 +26,7 @@ from control_plane.cli_common import (
     api_document,
     cli_actor,
     emit,
+    optional_id,
     parse_id,
     shown_once,
 )
@@ -137,7 +138,7 @@ def _create(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    org_id = None if args.org is None else parse_id("--org", args.org)
+    org_id = optional_id("--org", args.org)
     with admin_pool(args) as pool:
         found = EnrollmentService(pool).list(
             org_id=org_id, now=clock_from_env().now(), active_only=args.active
