@@ -207,13 +207,6 @@ def _release_families(snapshot: MetricsSnapshot) -> list[str]:
         [({}, int(snapshot.brake_engaged))],
     )
 
-    def labels(release: ReleaseState) -> dict[str, str]:
-        return {
-            "channel": release.channel,
-            "platform": release.platform,
-            "version": release.version,
-        }
-
     # The managed agent's releases; nachtwacht's own agent's have families of their own.
     releases = [r for r in snapshot.releases if r.product == "agent"]
 
@@ -222,21 +215,29 @@ def _release_families(snapshot: MetricsSnapshot) -> list[str]:
         "gauge",
         "1 for the stage (canary, everyone) of each pair's current release and of every halted"
         " or braked release; `current` says which is the pair's current one.",
-        [({**labels(r), "stage": r.stage, "current": str(r.current).lower()}, 1) for r in releases],
+        [
+            ({**_release_labels(r), "stage": r.stage, "current": str(r.current).lower()}, 1)
+            for r in releases
+        ],
     )
     lines += _family(
         "nachtwacht_release_halted",
         "gauge",
         "1 while the release is halted (on errors or by an operator) until a person resumes it.",
-        [(labels(r), int(r.halted)) for r in releases],
+        [(_release_labels(r), int(r.halted)) for r in releases],
     )
     lines += _family(
         "nachtwacht_release_brake",
         "gauge",
         "1 while a brake covers the release: its own, or the platform's.",
-        [(labels(r), int(r.braked or snapshot.brake_engaged)) for r in releases],
+        [(_release_labels(r), int(r.braked or snapshot.brake_engaged)) for r in releases],
     )
     return lines
+
+
+def _release_labels(release: ReleaseState) -> dict[str, str]:
+    """The labels that name a release in every per-release family."""
+    return {"channel": release.channel, "platform": release.platform, "version": release.version}
 
 
 def _updater_families(snapshot: MetricsSnapshot) -> list[str]:
@@ -257,9 +258,7 @@ def _updater_families(snapshot: MetricsSnapshot) -> list[str]:
         [
             (
                 {
-                    "channel": r.channel,
-                    "platform": r.platform,
-                    "version": r.version,
+                    **_release_labels(r),
                     "stage": r.stage,
                     "current": str(r.current).lower(),
                     "halted": str(r.halted).lower(),
