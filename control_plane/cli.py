@@ -43,15 +43,17 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from pydantic import TypeAdapter
 
 from control_plane import schema_version
 from control_plane.accounts.credentials import Audience
+from control_plane.accounts.services import IssuedCredential
 from control_plane.cli_common import (
     Parser,
+    add_admin_flags,
     add_database_flags,
-    add_json_flag,
     admin_accounts,
     admin_pool,
     cli_actor,
@@ -140,8 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     add_restore_commands(commands)
     forecast = commands.add_parser("forecast", help="the capacity forecast of a local day")
     forecast.add_argument("--date", required=True, help="YYYY-MM-DD in the platform's zone")
-    add_database_flags(forecast)
-    add_json_flag(forecast)
+    add_admin_flags(forecast)
     return parser
 
 
@@ -195,7 +196,11 @@ def _add_serve(commands: Any) -> None:
         "OpenID Connect provider) besides public addresses, e.g. 127.0.0.0/8 (repeatable; "
         "default $NACHTWACHT_OUTBOUND_ALLOW_NETWORKS, or $NACHTWACHT_WEBHOOK_ALLOW_NETWORKS)",
     )
-    serve.add_argument(
+    _add_release_key_flag(serve)
+
+
+def _add_release_key_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
         "--release-public-key",
         action="append",
         metavar="PATH",
@@ -212,12 +217,7 @@ def _add_release_commands(commands: Any) -> None:
         "artifact",
         help="the build (.tar.gz); the patches its manifest offers are taken from beside it",
     )
-    publish.add_argument(
-        "--release-public-key",
-        action="append",
-        metavar="PATH",
-        help="a trusted release key (repeatable; default $NACHTWACHT_RELEASE_PUBLIC_KEYS)",
-    )
+    _add_release_key_flag(publish)
     publish.add_argument(
         "--stage",
         choices=["canary", "everyone"],
@@ -235,8 +235,7 @@ def _add_release_commands(commands: Any) -> None:
         help="the product you mean to publish: refused when the signed manifest names the other "
         "(default: the one the manifest names)",
     )
-    add_database_flags(publish)
-    add_json_flag(publish)
+    add_admin_flags(publish)
 
     withdraw = commands.add_parser(
         "withdraw-release", help="withdraw a release: no longer offered, its tokens revoked"
@@ -249,8 +248,7 @@ def _add_release_commands(commands: Any) -> None:
         help="the version of the same channel and platform to offer instead "
         "(default: the newest release of the pair that is not withdrawn)",
     )
-    add_database_flags(withdraw)
-    add_json_flag(withdraw)
+    add_admin_flags(withdraw)
 
 
 def _add_rollback_command(commands: Any) -> None:
@@ -280,37 +278,34 @@ def _add_rollback_command(commands: Any) -> None:
         default="agent",
         help="the product line: the managed agent (default) or nachtwacht's own agent",
     )
-    add_database_flags(rollback)
-    add_json_flag(rollback)
+    add_admin_flags(rollback)
 
 
 def _add_account_commands(commands: Any) -> None:
     """`create-org`, `create-panel-key`, `enroll-agent`, `create-operator-key`."""
     org = commands.add_parser("create-org", help="a new organisation and its panel key")
     org.add_argument("name")
-    add_database_flags(org)
-    add_json_flag(org)
+    add_admin_flags(org)
 
     panel_key = commands.add_parser("create-panel-key", help="another panel key for an org")
     panel_key.add_argument("--org", required=True, help="organisation id")
-    panel_key.add_argument(
-        "--name", "--label", dest="name", help="who holds the key (a person or a system)"
-    )
-    add_database_flags(panel_key)
-    add_json_flag(panel_key)
+    _add_key_name_flag(panel_key)
+    add_admin_flags(panel_key)
 
     enroll = commands.add_parser("enroll-agent", help="a new agent and its credential")
     enroll.add_argument("--org", required=True, help="organisation id")
     enroll.add_argument("--name", required=True, help="the agent's name, unique in its org")
-    add_database_flags(enroll)
-    add_json_flag(enroll)
+    add_admin_flags(enroll)
 
     operator = commands.add_parser("create-operator-key", help="an operator (admin) key")
-    operator.add_argument(
+    _add_key_name_flag(operator)
+    add_admin_flags(operator)
+
+
+def _add_key_name_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
         "--name", "--label", dest="name", help="who holds the key (a person or a system)"
     )
-    add_database_flags(operator)
-    add_json_flag(operator)
 
 
 def _create_org(args: argparse.Namespace) -> int:
@@ -328,16 +323,23 @@ def _create_org(args: argparse.Namespace) -> int:
     return 0
 
 
-def _create_panel_key(args: argparse.Namespace) -> int:
-    org_id = parse_id("--org", args.org)
+def _issue_key(
+    args: argparse.Namespace, audience: Audience, *, org_id: UUID | None = None
+) -> IssuedCredential:
+    """A panel or operator key named by `--name`, or by its audience when none is given."""
     with admin_accounts(args) as accounts:
-        issued = accounts.issue(
-            Audience.PANEL,
-            name=args.name or "panel key",
+        return accounts.issue(
+            audience,
+            name=args.name or f"{audience.value} key",
             org_id=org_id,
             now=clock_from_env().now(),
             actor=cli_actor(),
         )
+
+
+def _create_panel_key(args: argparse.Namespace) -> int:
+    org_id = parse_id("--org", args.org)
+    issued = _issue_key(args, Audience.PANEL, org_id=org_id)
     emit(
         args,
         {
@@ -373,13 +375,7 @@ def _enroll_agent(args: argparse.Namespace) -> int:
 
 
 def _create_operator_key(args: argparse.Namespace) -> int:
-    with admin_accounts(args) as accounts:
-        issued = accounts.issue(
-            Audience.OPERATOR,
-            name=args.name or "operator key",
-            now=clock_from_env().now(),
-            actor=cli_actor(),
-        )
+    issued = _issue_key(args, Audience.OPERATOR)
     emit(
         args,
         {

@@ -1,6 +1,6 @@
 """What every `nachtwacht control` admin command shares: the parser that exits 2 on bad flags,
-the database flags, `--json`, the admin pool, id parsing and printing, and the actor the trail
-names for a command-line action."""
+the database flags, `--json`, the admin pool, id parsing, the API's form of a result and printing,
+and the actor the trail names for a command-line action."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import json
 from collections.abc import Iterator
 from typing import Any, NoReturn
 from uuid import UUID
+
+from pydantic import TypeAdapter
 
 from control_plane import schema_version
 from control_plane.accounts.services import AccountService
@@ -24,13 +26,16 @@ from control_plane.types import Pool
 
 __all__ = [
     "Parser",
+    "add_admin_flags",
     "add_database_flags",
     "add_json_flag",
     "admin_accounts",
     "admin_pool",
+    "api_document",
     "cli_actor",
     "emit",
     "location",
+    "optional_id",
     "parse_id",
     "shown_once",
 ]
@@ -63,6 +68,12 @@ def add_database_flags(parser: argparse.ArgumentParser) -> None:
 
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_admin_flags(parser: argparse.ArgumentParser) -> None:
+    """What every admin command takes: where the database is, and `--json`."""
+    add_database_flags(parser)
+    add_json_flag(parser)
 
 
 def location(args: argparse.Namespace) -> DatabaseLocation:
@@ -104,6 +115,17 @@ def parse_id(field_name: str, value: str) -> UUID:
         return UUID(value)
     except ValueError as exc:
         raise ControlPlaneError(f"{field_name}: {value!r} is not an id (expected a UUID)") from exc
+
+
+def api_document(view: object) -> dict[str, Any]:
+    """A service's result as the API answers it (the same names and formats), for `--json`."""
+    document: dict[str, Any] = TypeAdapter(type(view)).dump_python(view, mode="json")
+    return document
+
+
+def optional_id(field_name: str, value: str | None) -> UUID | None:
+    """An optional flag's id: `None` when the flag was not given."""
+    return None if value is None else parse_id(field_name, value)
 
 
 def emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -> None:

@@ -16,27 +16,21 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from control_plane.accounts.credentials import Audience
-from control_plane.accounts.services import (
-    CredentialList,
-    CredentialView,
-    DeletedAgent,
-    IssuedCredential,
-)
+from control_plane.accounts.services import CredentialView
 from control_plane.cli_common import (
-    add_database_flags,
-    add_json_flag,
+    add_admin_flags,
     admin_accounts,
     admin_pool,
+    api_document,
     cli_actor,
     emit,
+    optional_id,
     parse_id,
     shown_once,
 )
 from control_plane.errors import ConfigurationError
-from control_plane.events.services import EventFilter, EventService, TrailPage
+from control_plane.events.services import EventFilter, EventService
 from ground.clock import clock_from_env
 
 __all__ = ["CREDENTIAL_COMMANDS", "add_credential_commands"]
@@ -55,8 +49,7 @@ def add_credential_commands(commands: Any) -> None:
     ):
         command = commands.add_parser(name, help=words)
         command.add_argument("id")
-        add_database_flags(command)
-        add_json_flag(command)
+        add_admin_flags(command)
     events = commands.add_parser("events", help="the operators' trail, newest first")
     events.add_argument("--org")
     events.add_argument("--agent")
@@ -66,8 +59,7 @@ def add_credential_commands(commands: Any) -> None:
     )
     events.add_argument("--limit", type=int, default=50)
     for command in (listing, events):
-        add_database_flags(command)
-        add_json_flag(command)
+        add_admin_flags(command)
 
 
 def _line(view: CredentialView) -> str:
@@ -76,21 +68,16 @@ def _line(view: CredentialView) -> str:
     return f"{view.id}  {view.audience.value:<8}  {view.name}  ({scope}; {state})"
 
 
-def _dump(value: object, kind: Any) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(TypeAdapter(kind).dump_json(value))
-    return loaded
-
-
 def _list(args: argparse.Namespace) -> int:
     with admin_accounts(args) as accounts:
         found = accounts.list_credentials(
             audience=None if args.audience is None else Audience(args.audience),
-            org_id=None if args.org is None else parse_id("--org", args.org),
-            agent_id=None if args.agent is None else parse_id("--agent", args.agent),
+            org_id=optional_id("--org", args.org),
+            agent_id=optional_id("--agent", args.agent),
             include_revoked=args.all,
         )
     lines = [_line(view) for view in found.credentials] or ["no credentials"]
-    emit(args, _dump(found, CredentialList), lines)
+    emit(args, api_document(found), lines)
     return 0
 
 
@@ -98,7 +85,7 @@ def _revoke(args: argparse.Namespace) -> int:
     credential_id = parse_id("ID", args.id)
     with admin_accounts(args) as accounts:
         view = accounts.revoke(credential_id, now=clock_from_env().now(), actor=cli_actor())
-    emit(args, _dump(view, CredentialView), [f"revoked: {_line(view)}"])
+    emit(args, api_document(view), [f"revoked: {_line(view)}"])
     return 0
 
 
@@ -108,7 +95,7 @@ def _rotate(args: argparse.Namespace) -> int:
         issued = accounts.rotate(credential_id, now=clock_from_env().now(), actor=cli_actor())
     emit(
         args,
-        _dump(issued, IssuedCredential),
+        api_document(issued),
         [
             f"rotated {credential_id}: {_line(issued.credential)}",
             shown_once("new secret", issued.secret),
@@ -123,7 +110,7 @@ def _delete_agent(args: argparse.Namespace) -> int:
         deleted = accounts.delete_agent(agent_id, now=clock_from_env().now(), actor=cli_actor())
     emit(
         args,
-        _dump(deleted, DeletedAgent),
+        api_document(deleted),
         [
             f"deleted agent {deleted.agent_id} ({deleted.name}); "
             f"{deleted.revoked_credentials} credential(s) revoked, its history kept"
@@ -136,8 +123,8 @@ def _events(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 500:
         raise ConfigurationError(f"--limit: {args.limit} is out of range (expected 1 to 500)")
     query = EventFilter(
-        org_id=None if args.org is None else parse_id("--org", args.org),
-        agent_id=None if args.agent is None else parse_id("--agent", args.agent),
+        org_id=optional_id("--org", args.org),
+        agent_id=optional_id("--agent", args.agent),
         kind=args.kind,
         actor_kind=args.actor_kind,
         limit=args.limit,
@@ -149,7 +136,7 @@ def _events(args: argparse.Namespace) -> int:
         f"{event.actor.name or event.actor.id or '-'}  {json.dumps(event.data, default=str)}"
         for event in page.events
     ] or ["no events"]
-    emit(args, _dump(page, TrailPage), lines)
+    emit(args, api_document(page), lines)
     return 0
 
 

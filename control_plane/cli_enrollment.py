@@ -16,19 +16,17 @@ command line does not know it, so without it the install line says `URL` for the
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from control_plane.cli_common import (
     Parser,
-    add_database_flags,
-    add_json_flag,
+    add_admin_flags,
     admin_pool,
+    api_document,
     cli_actor,
     emit,
+    optional_id,
     parse_id,
     shown_once,
 )
@@ -38,11 +36,7 @@ from control_plane.enrollment.rules import (
     install_command,
     parse_duration,
 )
-from control_plane.enrollment.services import (
-    EnrollmentService,
-    EnrollmentTokenList,
-    EnrollmentTokenView,
-)
+from control_plane.enrollment.services import EnrollmentService, EnrollmentTokenView
 from control_plane.errors import InvalidInput
 from ground.clock import clock_from_env
 from ground.contract import format_instant
@@ -84,8 +78,7 @@ def add_enrollment_commands(commands: Any) -> None:
     revoke = actions.add_parser("revoke", help="refuse a token from now on")
     revoke.add_argument("id", metavar="ID")
     for command in (create, listed, revoke):
-        add_database_flags(command)
-        add_json_flag(command)
+        add_admin_flags(command)
 
 
 def _terms(args: argparse.Namespace) -> TokenTerms:
@@ -101,11 +94,6 @@ def _terms(args: argparse.Namespace) -> TokenTerms:
         raise InvalidInput(
             flag, exc.fields["value"], "", message=exc.message.replace(field, flag, 1)
         ) from exc
-
-
-def _dump(value: object, kind: Any) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(TypeAdapter(kind).dump_json(value))
-    return loaded
 
 
 def _line(view: EnrollmentTokenView) -> str:
@@ -140,7 +128,7 @@ def _create(args: argparse.Namespace) -> int:
     emit(
         args,
         {
-            "token": _dump(issued.token, EnrollmentTokenView),
+            "token": api_document(issued.token),
             "secret": issued.secret,
             "install_command": command,
         },
@@ -150,13 +138,13 @@ def _create(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    org_id = None if args.org is None else parse_id("--org", args.org)
+    org_id = optional_id("--org", args.org)
     with admin_pool(args) as pool:
         found = EnrollmentService(pool).list(
             org_id=org_id, now=clock_from_env().now(), active_only=args.active
         )
     lines = [_line(view) for view in found.tokens] or ["no enrollment tokens"]
-    emit(args, _dump(found, EnrollmentTokenList), lines)
+    emit(args, api_document(found), lines)
     return 0
 
 
@@ -166,7 +154,7 @@ def _revoke(args: argparse.Namespace) -> int:
         view = EnrollmentService(pool).revoke(
             token_id, org_id=None, now=clock_from_env().now(), actor=cli_actor()
         )
-    emit(args, _dump(view, EnrollmentTokenView), [f"revoked: {_line(view)}"])
+    emit(args, api_document(view), [f"revoked: {_line(view)}"])
     return 0
 
 

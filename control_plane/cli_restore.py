@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from control_plane.cli_common import add_database_flags, add_json_flag, admin_pool, cli_actor, emit
+from control_plane.cli_common import add_admin_flags, admin_pool, cli_actor, emit
 from control_plane.restore import after_restore
 from ground.clock import clock_from_env
 from ground.contract import format_instant
@@ -25,8 +25,7 @@ def add_restore_commands(commands: Any) -> None:
         "after-restore",
         help="after restoring the database: revoke every outstanding token, reset the change feed",
     )
-    add_database_flags(restored)
-    add_json_flag(restored)
+    add_admin_flags(restored)
 
 
 def _after_restore(args: argparse.Namespace) -> int:

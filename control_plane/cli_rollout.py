@@ -21,19 +21,18 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from control_plane.brake.services import BrakeService
 from control_plane.cli_common import (
-    add_database_flags,
-    add_json_flag,
+    add_admin_flags,
     admin_pool,
+    api_document,
     cli_actor,
     emit,
     parse_id,
 )
 from control_plane.errors import ConfigurationError
 from control_plane.pins.services import PinService
+from control_plane.rollout.halts import HaltView
 from control_plane.rollout.services import RolloutService
 from ground.clock import clock_from_env
 
@@ -59,8 +58,7 @@ def add_rollout_commands(commands: Any) -> None:
                 metavar="N",
                 help="move it to this later wave of the plan (default: to everyone)",
             )
-        add_database_flags(command)
-        add_json_flag(command)
+        add_admin_flags(command)
 
     brake = commands.add_parser(
         "brake", help="the operators' brake: of the platform, or of one release (--release)"
@@ -81,8 +79,7 @@ def add_rollout_commands(commands: Any) -> None:
         action="store_true",
         help="the platform's brake only: do not revoke tokens granted but not yet used",
     )
-    add_database_flags(brake)
-    add_json_flag(brake)
+    add_admin_flags(brake)
 
 
 def _add_pin_commands(commands: Any) -> None:
@@ -96,25 +93,17 @@ def _add_pin_commands(commands: Any) -> None:
         "--running", action="store_true", help="keep it at whatever version it runs"
     )
     pin.add_argument("--reason", help="why (kept with the pin and in the trail)")
-    add_database_flags(pin)
-    add_json_flag(pin)
+    add_admin_flags(pin)
 
     unpin = commands.add_parser("unpin", help="remove an organisation's or an agent's pin")
     _add_scope(unpin)
-    add_database_flags(unpin)
-    add_json_flag(unpin)
+    add_admin_flags(unpin)
 
 
 def _add_scope(command: argparse.ArgumentParser) -> None:
     scope = command.add_mutually_exclusive_group(required=True)
     scope.add_argument("--org", help="the organisation's id: every agent of it")
     scope.add_argument("--agent", help="one agent's id (its own pin wins over its organisation's)")
-
-
-def _answer(view: object) -> dict[str, Any]:
-    """The service's result as the API answers it (the same names and formats)."""
-    document: dict[str, Any] = TypeAdapter(type(view)).dump_python(view, mode="json")
-    return document
 
 
 def _scope(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
@@ -137,7 +126,7 @@ def _pin(args: argparse.Namespace) -> int:
             now=clock_from_env().now(),
         )
     at = f"to {pinned.version}" if pinned.version else "at the version it runs"
-    emit(args, _answer(pinned), [f"pinned {named} {at}"])
+    emit(args, api_document(pinned), [f"pinned {named} {at}"])
     return 0
 
 
@@ -163,23 +152,28 @@ def _promote(args: argparse.Namespace) -> int:
     where = "everyone" if change.stage == "everyone" else f"wave {change.wave} of {change.waves}"
     emit(
         args,
-        _answer(change),
+        api_document(change),
         [f"promoted {change.version} ({change.channel}/{change.platform}) to {where}"],
     )
     return 0
 
 
-def _halt(args: argparse.Namespace) -> int:
+def _halt_change(args: argparse.Namespace, *, halted: bool) -> HaltView:
+    """`halt` and `resume`: the release's halt set or ended, with the operator's reason."""
     release_id = parse_id("RELEASE_ID", args.release_id)
     with admin_pool(args) as pool:
-        halt = RolloutService(pool).halt(
-            release_id, reason=args.reason, actor=cli_actor(), now=clock_from_env().now()
-        )
+        rollout = RolloutService(pool)
+        change = rollout.halt if halted else rollout.resume
+        return change(release_id, reason=args.reason, actor=cli_actor(), now=clock_from_env().now())
+
+
+def _halt(args: argparse.Namespace) -> int:
+    halt = _halt_change(args, halted=True)
     emit(
         args,
-        _answer(halt),
+        api_document(halt),
         [
-            f"halted release {release_id}: claims of it are refused until it is resumed; "
+            f"halted release {halt.release_id}: claims of it are refused until it is resumed; "
             f"{halt.revoked_tokens} outstanding token(s) revoked"
         ],
     )
@@ -187,12 +181,8 @@ def _halt(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    release_id = parse_id("RELEASE_ID", args.release_id)
-    with admin_pool(args) as pool:
-        halt = RolloutService(pool).resume(
-            release_id, reason=args.reason, actor=cli_actor(), now=clock_from_env().now()
-        )
-    emit(args, _answer(halt), [f"resumed release {halt.release_id}: claims of it are granted"])
+    halt = _halt_change(args, halted=False)
+    emit(args, api_document(halt), [f"resumed release {halt.release_id}: claims of it are granted"])
     return 0
 
 
@@ -206,7 +196,7 @@ def _brake(args: argparse.Namespace) -> int:
         with admin_pool(args) as pool:
             state = BrakeService(pool).get()
         words = f"engaged ({state.reason})" if state.engaged else "released"
-        emit(args, _answer(state), [f"the platform's brake is {words}"])
+        emit(args, api_document(state), [f"the platform's brake is {words}"])
         return 0
     engaged = args.action == "engage"
     if engaged and args.reason is None:
@@ -227,14 +217,8 @@ def _brake(args: argparse.Namespace) -> int:
             actor=cli_actor(),
             now=clock_from_env().now(),
         )
-    if engaged:
-        line = (
-            f"the platform's brake is engaged ({change.reason}); "
-            f"{change.revoked_tokens} outstanding token(s) revoked"
-        )
-    else:
-        line = "the platform's brake is released"
-    emit(args, _answer(change), [line])
+    line = _brake_line("the platform's brake", engaged, change.reason, change.revoked_tokens)
+    emit(args, api_document(change), [line])
     return 0
 
 
@@ -253,16 +237,16 @@ def _release_brake(args: argparse.Namespace, *, engaged: bool) -> int:
             actor=cli_actor(),
             now=clock_from_env().now(),
         )
-    named = f"{brake.version} ({brake.channel}/{brake.platform})"
-    if engaged:
-        line = (
-            f"the brake of {named} is engaged ({brake.reason}); "
-            f"{brake.revoked_tokens} outstanding token(s) revoked"
-        )
-    else:
-        line = f"the brake of {named} is released"
-    emit(args, _answer(brake), [line])
+    named = f"the brake of {brake.version} ({brake.channel}/{brake.platform})"
+    line = _brake_line(named, engaged, brake.reason, brake.revoked_tokens)
+    emit(args, api_document(brake), [line])
     return 0
+
+
+def _brake_line(named: str, engaged: bool, reason: str | None, revoked_tokens: int) -> str:
+    if engaged:
+        return f"{named} is engaged ({reason}); {revoked_tokens} outstanding token(s) revoked"
+    return f"{named} is released"
 
 
 ROLLOUT_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -22,8 +22,7 @@ from pydantic import TypeAdapter
 
 from control_plane.cli_common import (
     Parser,
-    add_database_flags,
-    add_json_flag,
+    add_admin_flags,
     admin_pool,
     cli_actor,
     emit,
@@ -48,11 +47,9 @@ def add_trust_root_commands(commands: Any) -> None:
         "publish", help="store the next signed trust root (checked to chain from the newest)"
     )
     publish.add_argument("file", metavar="FILE", help="the signed root file (root-next, root-sign)")
-    add_database_flags(publish)
-    add_json_flag(publish)
+    add_admin_flags(publish)
     listed = actions.add_parser("list", help="the published versions, and who holds which")
-    add_database_flags(listed)
-    add_json_flag(listed)
+    add_admin_flags(listed)
 
 
 def _root_file(path: str) -> bytes:

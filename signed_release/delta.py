@@ -22,9 +22,11 @@ Bounds on applying, both from signed or verified facts, never from the patch:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -111,7 +113,8 @@ def apply_patch(
     window_log = window_bytes(len(base), target_length).bit_length() - 1
     digest = hashlib.sha256()
     written = 0
-    try:
+    refusal = f"patch {patch.name}: cannot be applied to this base"
+    with _removed_on_failure(out, pyzstd.ZstdError, refusal):
         decompressor = pyzstd.ZstdDecompressor(
             zstd_dict=_prefix(base), option={pyzstd.DParameter.windowLogMax: window_log}
         )
@@ -149,9 +152,17 @@ def apply_patch(
                 f"patch {patch.name}: makes a tar with sha256 {digest.hexdigest()} "
                 f"(expected the signed {target_sha256})"
             )
-    except pyzstd.ZstdError as exc:
+
+
+@contextlib.contextmanager
+def _removed_on_failure(out: Path, decoder_error: type[Exception], refusal: str) -> Iterator[None]:
+    """`out` is removed whenever writing it does not finish (a half-written tar must never be
+    mistaken for the result); the decoder's own error becomes a PatchRefused saying `refusal`."""
+    try:
+        yield
+    except decoder_error as exc:
         out.unlink(missing_ok=True)
-        raise PatchRefused(f"patch {patch.name}: cannot be applied to this base ({exc})") from exc
+        raise PatchRefused(f"{refusal} ({exc})") from exc
     except BaseException:
         out.unlink(missing_ok=True)
         raise
@@ -174,30 +185,28 @@ def gunzip_artifact(artifact: Path, out: Path, *, limit: int) -> tuple[int, str]
     decoder = zlib.decompressobj(wbits=31)
     digest = hashlib.sha256()
     written = 0
-    try:
-        with artifact.open("rb") as source, out.open("wb") as sink:
-            while compressed := source.read(_CHUNK):
-                data = decoder.decompress(compressed, limit + 1 - written)
-                while True:
-                    written += len(data)
-                    if written > limit:
-                        raise PatchRefused(
-                            f"artifact {artifact.name}: its tar passes {limit} bytes "
-                            "(expected at most that many)"
-                        )
-                    digest.update(data)
-                    sink.write(data)
-                    if not decoder.unconsumed_tail:
-                        break
-                    data = decoder.decompress(decoder.unconsumed_tail, limit + 1 - written)
-            if not decoder.eof:
-                raise PatchRefused(f"artifact {artifact.name}: the gzip stream ends early")
-            sink.flush()
-            os.fsync(sink.fileno())
-    except zlib.error as exc:
-        out.unlink(missing_ok=True)
-        raise PatchRefused(f"artifact {artifact.name}: not a gzip stream ({exc})") from exc
-    except BaseException:
-        out.unlink(missing_ok=True)
-        raise
+    refusal = f"artifact {artifact.name}: not a gzip stream"
+    with (
+        _removed_on_failure(out, zlib.error, refusal),
+        artifact.open("rb") as source,
+        out.open("wb") as sink,
+    ):
+        while compressed := source.read(_CHUNK):
+            data = decoder.decompress(compressed, limit + 1 - written)
+            while True:
+                written += len(data)
+                if written > limit:
+                    raise PatchRefused(
+                        f"artifact {artifact.name}: its tar passes {limit} bytes "
+                        "(expected at most that many)"
+                    )
+                digest.update(data)
+                sink.write(data)
+                if not decoder.unconsumed_tail:
+                    break
+                data = decoder.decompress(decoder.unconsumed_tail, limit + 1 - written)
+        if not decoder.eof:
+            raise PatchRefused(f"artifact {artifact.name}: the gzip stream ends early")
+        sink.flush()
+        os.fsync(sink.fileno())
     return written, digest.hexdigest()

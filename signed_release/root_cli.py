@@ -214,9 +214,7 @@ def _init(args: argparse.Namespace, now: datetime) -> int:
     if args.migration_key is not None:
         migration_key = load_private_key(args.migration_key)
         data = sign_trust_root(data, migration_key)
-    _write_out(args.out, data)
-    root = read_trust_root(data)
-    print(f"wrote {args.out}: {_summary(root)}")
+    root = _write_out(args.out, data)
     if args.migration_key is not None:
         print(
             f"signed by release key {key_id(migration_key.public_key())}: agents trusting it "
@@ -252,9 +250,7 @@ def _next(args: argparse.Namespace, now: datetime) -> int:
         root_threshold=threshold,
         release_keys=None if release_keys is None else list(release_keys.values()),
     )
-    _write_out(args.out, data)
-    root = read_trust_root(data)
-    print(f"wrote {args.out}: {_summary(root)}")
+    root = _write_out(args.out, data)
     for line in _changes(previous, root):
         print(line)
     print(
@@ -383,11 +379,15 @@ def _refuse_shared_keys(root_key_ids: Iterable[str], release_key_ids: Iterable[s
         )
 
 
-def _write_out(path: Path, data: bytes) -> None:
+def _write_out(path: Path, data: bytes) -> TrustRoot:
+    """Write a new root file to `--out` and say what it holds; an existing one is never replaced."""
     try:
         write_new_file(path, data, mode=ROOT_FILE_MODE)
     except FileExistsError as exc:
         raise UsageError(f"--out: {path} already exists (refusing to replace it)") from exc
+    root = read_trust_root(data)
+    print(f"wrote {path}: {_summary(root)}")
+    return root
 
 
 def _read_root_file(path: Path, flag: str) -> TrustRoot:

@@ -112,15 +112,21 @@ class ControlPlaneClient:
     ) -> BadServerAnswer:
         """An answer that is none of `expected`, in one line: what answered when it is not a
         control plane at all, else the status and the control plane's words."""
-        status, body = response.status_code, response.content
-        content_type = response.headers.get("content-type")
-        foreign = wire.not_a_control_plane(
-            status, body, content_type=content_type, server=self.server
-        )
+        foreign = self._not_a_control_plane(response)
         if foreign is not None:
             return BadServerAnswer(f"{source}: {foreign}")
-        return BadServerAnswer(
-            f"{source}: expected {expected}, found {wire.answer_words(status, body, content_type)}"
+        content_type = response.headers.get("content-type")
+        found = wire.answer_words(response.status_code, response.content, content_type)
+        return BadServerAnswer(f"{source}: expected {expected}, found {found}")
+
+    def _not_a_control_plane(self, response: httpx.Response) -> str | None:
+        """What answered, in words, when it is not a control plane at all (a proxy's page, a web
+        server); `None` when the answer may be the control plane's."""
+        return wire.not_a_control_plane(
+            response.status_code,
+            response.content,
+            content_type=response.headers.get("content-type"),
+            server=self.server,
         )
 
     def answer_json(self, source: str, response: httpx.Response) -> Any:
@@ -173,9 +179,7 @@ class ControlPlaneClient:
         if coded_refusals and wire.error_detail(body) is not None:
             return response
         if wire.is_credential_refused(status):
-            foreign = wire.not_a_control_plane(
-                status, body, content_type=content_type, server=self.server
-            )
+            foreign = self._not_a_control_plane(response)
             if foreign is not None:
                 # Something in front of the control plane: it was not reached this minute.
                 raise ControlPlaneUnreachable(f"{method} {path}: {foreign}")

@@ -90,15 +90,7 @@ WaitReason = Literal[
     "refused",
 ]
 TickResult = Literal[
-    "offline",
-    "platform_unavailable",
-    "credential_refused",
-    "bad_config",
-    "schedule_off",
-    "no_slot",
-    "braked",
-    "throttled",
-    "refused",
+    WaitReason,
     "up_to_date",
     "slot_gone",
     "manual_refused",

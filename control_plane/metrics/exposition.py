@@ -135,14 +135,11 @@ def _reconcile_families(snapshot: MetricsSnapshot) -> list[str]:
         "Product seconds between now and the last closed window the worker has reconciled.",
         [({}, behind)],
     )
-    last_pass = (
-        snapshot.last_pass_at.timestamp() if snapshot.last_pass_at is not None else float("nan")
-    )
     lines += _family(
         "nachtwacht_reconcile_last_pass_timestamp_seconds",
         "gauge",
         "When the worker last finished a pass (Unix seconds, product clock).",
-        [({}, last_pass)],
+        [({}, _instant(snapshot.last_pass_at))],
     )
     return lines
 
@@ -158,16 +155,11 @@ def _retention_families(snapshot: MetricsSnapshot) -> list[str]:
         "Rows older than the retention setting removed by the worker, by table.",
         [({"table": table}, n) for table, n in sorted(standing.removed.items())],
     )
-    last = (
-        standing.last_completed_at.timestamp()
-        if standing.last_completed_at is not None
-        else float("nan")
-    )
     lines += _family(
         "nachtwacht_retention_last_completed_timestamp_seconds",
         "gauge",
         "When the worker last completed a retention walk (Unix seconds, product clock).",
-        [({}, last)],
+        [({}, _instant(standing.last_completed_at))],
     )
     return lines
 
@@ -215,13 +207,6 @@ def _release_families(snapshot: MetricsSnapshot) -> list[str]:
         [({}, int(snapshot.brake_engaged))],
     )
 
-    def labels(release: ReleaseState) -> dict[str, str]:
-        return {
-            "channel": release.channel,
-            "platform": release.platform,
-            "version": release.version,
-        }
-
     # The managed agent's releases; nachtwacht's own agent's have families of their own.
     releases = [r for r in snapshot.releases if r.product == "agent"]
 
@@ -230,21 +215,29 @@ def _release_families(snapshot: MetricsSnapshot) -> list[str]:
         "gauge",
         "1 for the stage (canary, everyone) of each pair's current release and of every halted"
         " or braked release; `current` says which is the pair's current one.",
-        [({**labels(r), "stage": r.stage, "current": str(r.current).lower()}, 1) for r in releases],
+        [
+            ({**_release_labels(r), "stage": r.stage, "current": str(r.current).lower()}, 1)
+            for r in releases
+        ],
     )
     lines += _family(
         "nachtwacht_release_halted",
         "gauge",
         "1 while the release is halted (on errors or by an operator) until a person resumes it.",
-        [(labels(r), int(r.halted)) for r in releases],
+        [(_release_labels(r), int(r.halted)) for r in releases],
     )
     lines += _family(
         "nachtwacht_release_brake",
         "gauge",
         "1 while a brake covers the release: its own, or the platform's.",
-        [(labels(r), int(r.braked or snapshot.brake_engaged)) for r in releases],
+        [(_release_labels(r), int(r.braked or snapshot.brake_engaged)) for r in releases],
     )
     return lines
+
+
+def _release_labels(release: ReleaseState) -> dict[str, str]:
+    """The labels that name a release in every per-release family."""
+    return {"channel": release.channel, "platform": release.platform, "version": release.version}
 
 
 def _updater_families(snapshot: MetricsSnapshot) -> list[str]:
@@ -265,9 +258,7 @@ def _updater_families(snapshot: MetricsSnapshot) -> list[str]:
         [
             (
                 {
-                    "channel": r.channel,
-                    "platform": r.platform,
-                    "version": r.version,
+                    **_release_labels(r),
                     "stage": r.stage,
                     "current": str(r.current).lower(),
                     "halted": str(r.halted).lower(),
@@ -285,21 +276,7 @@ def _updater_families(snapshot: MetricsSnapshot) -> list[str]:
         "Self-updates (runs of an updater release) by how they ended: succeeded, up_to_date,"
         " failed, rolled_back, refused; `reason` is why (for a rollback, the one the old daemon"
         " reported). Only for updater releases offered or in use.",
-        [
-            (
-                {
-                    "release": str(o.release_id),
-                    "channel": o.channel,
-                    "platform": o.platform,
-                    "version": o.version,
-                    "outcome": o.outcome,
-                    "reason": o.reason or NO_REASON,
-                },
-                o.count,
-            )
-            for o in snapshot.release_outcomes
-            if o.product == "updater"
-        ],
+        _release_outcome_samples(snapshot, "updater"),
     )
     return lines
 
@@ -307,6 +284,27 @@ def _updater_families(snapshot: MetricsSnapshot) -> list[str]:
 # A label value may not be absent in one sample and present in the next without changing the
 # series; a run that ended without a reason says so.
 NO_REASON = "none"
+
+
+def _release_outcome_samples(
+    snapshot: MetricsSnapshot, product: str
+) -> list[tuple[Mapping[str, str], float]]:
+    """How runs of `product`'s releases ended, one sample per release, outcome and reason."""
+    return [
+        (
+            {
+                "release": str(o.release_id),
+                "channel": o.channel,
+                "platform": o.platform,
+                "version": o.version,
+                "outcome": o.outcome,
+                "reason": o.reason or NO_REASON,
+            },
+            o.count,
+        )
+        for o in snapshot.release_outcomes
+        if o.product == product
+    ]
 
 
 def _outcome_families(snapshot: MetricsSnapshot) -> list[str]:
@@ -317,21 +315,7 @@ def _outcome_families(snapshot: MetricsSnapshot) -> list[str]:
         "counter",
         "Update runs of a release (scheduled and manual) by how they ended: succeeded,"
         " up_to_date, failed, rolled_back, refused; `reason` is why (none for a plain ending).",
-        [
-            (
-                {
-                    "release": str(o.release_id),
-                    "channel": o.channel,
-                    "platform": o.platform,
-                    "version": o.version,
-                    "outcome": o.outcome,
-                    "reason": o.reason or NO_REASON,
-                },
-                o.count,
-            )
-            for o in snapshot.release_outcomes
-            if o.product == "agent"
-        ],
+        _release_outcome_samples(snapshot, "agent"),
     )
     lines += _family(
         "nachtwacht_scheduled_slots_ended_total",

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -121,6 +122,20 @@ def test_keys_are_printed_once_and_stored_only_hashed(database_url: str) -> None
     for key in keys:
         assert key not in dump
         assert hashlib.sha256(key.encode()).hexdigest() in hashes
+
+
+def test_a_key_made_without_a_name_is_named_by_its_audience(database_url: str) -> None:
+    def control(*args: str) -> Any:
+        result = run_control(*args, "--json", "--database-url", database_url)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    org = control("create-org", "Acme")
+    panel = control("create-panel-key", "--org", org["org_id"])
+    operator = control("create-operator-key")
+    assert (panel["org_id"], panel["name"]) == (org["org_id"], "panel key")
+    assert operator["name"] == "operator key"
+    assert (panel["panel_key"][:4], operator["operator_key"][:4]) == ("nwp_", "nwo_")
 
 
 def test_human_output_names_the_key_once(database_url: str) -> None:

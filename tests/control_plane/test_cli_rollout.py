@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -188,6 +189,37 @@ def test_the_platform_brake_engages_releases_and_shows(
     released = control(database_url, "brake", "release")
     assert (released["engaged"], released["reason"]) == (False, None)
     assert last_event(database_url)["kind"] == "brake.released"
+
+
+def said(database_url: str, *args: str) -> str:
+    """The one line a command prints without `--json`."""
+    result = run_control(*args, "--database-url", database_url)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.rstrip("\n")
+
+
+def test_halt_resume_and_the_brakes_say_what_they_did(
+    database_url: str, world: dict[str, str]
+) -> None:
+    release = world["1.2.0"]
+    assert said(database_url, "halt", release, "--reason", "disk") == (
+        f"halted release {release}: claims of it are refused until it is resumed; "
+        "0 outstanding token(s) revoked"
+    )
+    assert said(database_url, "resume", release, "--reason", "fixed") == (
+        f"resumed release {release}: claims of it are granted"
+    )
+    named = re.escape("the brake of 1.2.0 (") + r"[^/]+/[^)]+\)"
+    engaged = said(database_url, "brake", "engage", "--release", release, "--reason", "bad")
+    assert re.fullmatch(
+        named + re.escape(" is engaged (bad); 0 outstanding token(s) revoked"), engaged
+    )
+    loose = said(database_url, "brake", "release", "--release", release)
+    assert re.fullmatch(named + " is released", loose)
+    assert said(database_url, "brake", "engage", "--reason", "bad night") == (
+        "the platform's brake is engaged (bad night); 0 outstanding token(s) revoked"
+    )
+    assert said(database_url, "brake", "release") == "the platform's brake is released"
 
 
 def test_the_command_line_writes_the_event_the_api_writes(
