@@ -15,6 +15,8 @@ from datetime import datetime
 from typing import Literal
 from uuid import UUID
 
+from psycopg.rows import DictRow
+
 from control_plane.types import Connection
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "complete_walk",
     "expired_runs",
     "next_owners",
+    "progress_row",
     "read_walk",
     "remove_events_of",
     "remove_expired_notifications",
@@ -48,12 +51,19 @@ class WalkState:
     last_completed_at: datetime | None
 
 
-def read_walk(conn: Connection) -> WalkState:
-    row = conn.execute(
-        "SELECT walk_started_at, walk_cutoff, walk_phase, walk_after, last_completed_at"
-        " FROM retention_progress"
-    ).fetchone()
+def progress_row(conn: Connection, statement: str) -> DictRow:
+    """The one row of `retention_progress` that `statement` selects."""
+    row = conn.execute(statement).fetchone()
     assert row is not None, "migration 0020 inserts the progress row"
+    return row
+
+
+def read_walk(conn: Connection) -> WalkState:
+    row = progress_row(
+        conn,
+        "SELECT walk_started_at, walk_cutoff, walk_phase, walk_after, last_completed_at"
+        " FROM retention_progress",
+    )
     return WalkState(
         started_at=row["walk_started_at"],
         cutoff=row["walk_cutoff"],
@@ -93,11 +103,11 @@ def save_walk(conn: Connection, *, phase: Phase, after: UUID | None) -> None:
 
 def complete_walk(conn: Connection, *, now: datetime, by: str) -> dict[str, int]:
     """End the walk under way; returns what it removed, by table."""
-    row = conn.execute(
+    row = progress_row(
+        conn,
         f"SELECT {_COUNTED} AS now_counted, walk_counted_before"  # noqa: S608
-        " FROM retention_progress FOR UPDATE"
-    ).fetchone()
-    assert row is not None, "migration 0020 inserts the progress row"
+        " FROM retention_progress FOR UPDATE",
+    )
     before = row["walk_counted_before"] or {}
     conn.execute(
         "UPDATE retention_progress SET walk_started_at = NULL, walk_cutoff = NULL,"
