@@ -47,6 +47,7 @@ from control_plane.accounts.sessions import (
     IDLE_LIMIT,
     MAX_SESSION_SECRET,
     OpenedSession,
+    end_session,
     find_live_session,
 )
 from control_plane.errors import Conflict, InvalidInput
@@ -533,12 +534,7 @@ class PeopleService:
         )
 
     def close(self, secret: str | None) -> None:
-        if not secret or len(secret) > MAX_SESSION_SECRET:
-            return
-        with self._pool.connection() as conn:
-            conn.execute(
-                "DELETE FROM person_sessions WHERE secret_sha256 = %s", [secret_sha256(secret)]
-            )
+        end_session(self._pool, "person_sessions", secret)
 
     def person_by_claims(
         self, org_id: UUID, *, subject: str, email: str | None

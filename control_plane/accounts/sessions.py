@@ -21,6 +21,7 @@ __all__ = [
     "OpenedSession",
     "PanelSession",
     "SessionService",
+    "end_session",
     "find_live_session",
 ]
 
@@ -118,12 +119,7 @@ class SessionService:
 
     def close(self, secret: str | None) -> None:
         """Sign out: the session ends on every replica at once."""
-        if not secret or len(secret) > MAX_SESSION_SECRET:
-            return
-        with self._pool.connection() as conn:
-            conn.execute(
-                "DELETE FROM panel_sessions WHERE secret_sha256 = %s", [secret_sha256(secret)]
-            )
+        end_session(self._pool, "panel_sessions", secret)
 
 
 def find_live_session(
@@ -151,3 +147,16 @@ def find_live_session(
                 [now, digest, now],
             )
     return row
+
+
+def end_session(
+    pool: Pool, table: Literal["panel_sessions", "person_sessions"], secret: str | None
+) -> None:
+    """Remove the session behind `secret`, if there is one: it ends on every replica at once."""
+    if not secret or len(secret) > MAX_SESSION_SECRET:
+        return
+    with pool.connection() as conn:
+        conn.execute(
+            sql.SQL("DELETE FROM {} WHERE secret_sha256 = %s").format(sql.Identifier(table)),
+            [secret_sha256(secret)],
+        )
