@@ -14,7 +14,7 @@ from control_plane.errors import NotFound
 from control_plane.types import Connection
 from ground.contract import AnswerCode
 
-__all__ = ["agent_not_found", "lock_agents", "require_agent"]
+__all__ = ["agent_not_found", "require_agent", "require_agents"]
 
 
 def agent_not_found(agent_id: UUID) -> NotFound:
@@ -34,16 +34,19 @@ def require_agent(conn: Connection, org_id: UUID, agent_id: UUID) -> None:
         raise agent_not_found(agent_id)
 
 
-def lock_agents(conn: Connection, org_id: UUID, agent_ids: Sequence[UUID]) -> list[UUID]:
-    """The ids, each once, in id order, their rows locked in that order (two bulk changes at once
-    wait, never deadlock). The first, in id order, that is not a live agent of the organisation is
-    missing (`agent_not_found`)."""
+def require_agents(
+    conn: Connection, org_id: UUID, agent_ids: Sequence[UUID], *, lock: bool = False
+) -> list[UUID]:
+    """The ids, each once, in id order; the first, in that order, that is not a live agent of the
+    organisation is missing (`agent_not_found`). With `lock`, their rows are locked in that
+    order, so two bulk changes at once wait for each other, never deadlock."""
     wanted = sorted(set(agent_ids))
-    rows = conn.execute(
-        "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL AND id = ANY(%s)"
-        " ORDER BY id FOR UPDATE",
-        [org_id, wanted],
-    ).fetchall()
+    statement = (
+        "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL AND id = ANY(%s::uuid[])"
+    )
+    if lock:
+        statement += " ORDER BY id FOR UPDATE"
+    rows = conn.execute(statement, [org_id, wanted]).fetchall()
     found = {row["id"] for row in rows}
     for agent_id in wanted:
         if agent_id not in found:

@@ -20,7 +20,7 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from control_plane.accounts.services import MAX_NAME_LENGTH
-from control_plane.agent_scope import lock_agents
+from control_plane.agent_scope import require_agents
 from control_plane.agents.schedule import validated_schedule
 from control_plane.errors import InvalidInput
 from control_plane.events.trail import Actor, record_actions
@@ -316,7 +316,7 @@ def set_schedules(
         rows = conn.execute(
             "SELECT a.id, a.update_schedule_enabled AS enabled, a.update_schedule_times AS times"
             " FROM agents a WHERE a.id = ANY(%s) ORDER BY a.id",
-            [lock_agents(conn, org_id, agent_ids)],
+            [require_agents(conn, org_id, agent_ids, lock=True)],
         ).fetchall()
     else:
         assert query is not None

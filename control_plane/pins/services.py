@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from control_plane.agent_scope import agent_not_found, lock_agents, require_agent
+from control_plane.agent_scope import agent_not_found, require_agent, require_agents
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
@@ -204,7 +204,7 @@ class PinService:
         """A customer's hold of each of the organisation's agents listed, all or none in one
         transaction (one `hold.set` each on the trail); another organisation's agent is a 404."""
         with self._pool.connection() as conn, conn.transaction():
-            wanted = lock_agents(conn, org_id, agent_ids)
+            wanted = require_agents(conn, org_id, agent_ids, lock=True)
             set_holds(
                 conn,
                 org_id=org_id,
@@ -223,7 +223,7 @@ class PinService:
         """End the hold of each of the organisation's agents listed, in one transaction: how many
         had one (one `hold.released` each on the trail)."""
         with self._pool.connection() as conn, conn.transaction():
-            wanted = lock_agents(conn, org_id, agent_ids)
+            wanted = require_agents(conn, org_id, agent_ids, lock=True)
             return len(clear_holds(conn, org_id=org_id, agent_ids=wanted, actor=actor, now=now))
 
     def release_hold(
