@@ -13,6 +13,7 @@ from control_plane.brake.release_brake import ReleaseBrake, set_release_brake
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
+from control_plane.seeded_rows import seeded_row
 from control_plane.types import Connection, Pool
 from ground.contract import Instant
 
@@ -52,8 +53,7 @@ class RevokedToken:
 
 
 def brake_state(conn: Connection) -> BrakeState:
-    row = conn.execute("SELECT engaged, reason, changed_at FROM platform_brake").fetchone()
-    assert row is not None, "migration 0004 inserts the brake row"
+    row = seeded_row(conn, "SELECT engaged, reason, changed_at FROM platform_brake")
     return BrakeState(engaged=row["engaged"], reason=row["reason"], changed_at=row["changed_at"])
 
 

@@ -15,8 +15,7 @@ from datetime import datetime
 from typing import Literal
 from uuid import UUID
 
-from psycopg.rows import DictRow
-
+from control_plane.seeded_rows import seeded_row
 from control_plane.types import Connection
 
 __all__ = [
@@ -27,7 +26,6 @@ __all__ = [
     "complete_walk",
     "expired_runs",
     "next_owners",
-    "progress_row",
     "read_walk",
     "remove_events_of",
     "remove_expired_notifications",
@@ -51,15 +49,8 @@ class WalkState:
     last_completed_at: datetime | None
 
 
-def progress_row(conn: Connection, statement: str) -> DictRow:
-    """The one row of `retention_progress` that `statement` selects."""
-    row = conn.execute(statement).fetchone()
-    assert row is not None, "migration 0020 inserts the progress row"
-    return row
-
-
 def read_walk(conn: Connection) -> WalkState:
-    row = progress_row(
+    row = seeded_row(
         conn,
         "SELECT walk_started_at, walk_cutoff, walk_phase, walk_after, last_completed_at"
         " FROM retention_progress",
@@ -103,7 +94,7 @@ def save_walk(conn: Connection, *, phase: Phase, after: UUID | None) -> None:
 
 def complete_walk(conn: Connection, *, now: datetime, by: str) -> dict[str, int]:
     """End the walk under way; returns what it removed, by table."""
-    row = progress_row(
+    row = seeded_row(
         conn,
         f"SELECT {_COUNTED} AS now_counted, walk_counted_before"  # noqa: S608
         " FROM retention_progress FOR UPDATE",

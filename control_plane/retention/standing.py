@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from control_plane.retention.data import COUNTERS, progress_row
+from control_plane.retention.data import COUNTERS
+from control_plane.seeded_rows import seeded_row
 from control_plane.types import Connection
 
 __all__ = ["RetentionStanding", "read_standing"]
@@ -20,7 +21,7 @@ class RetentionStanding:
 
 
 def read_standing(conn: Connection) -> RetentionStanding:
-    row = progress_row(
+    row = seeded_row(
         conn,
         "SELECT last_completed_at, walks_completed, runs_removed, events_removed,"
         " notifications_removed, refusals_removed, reviews_removed, rounds_removed"

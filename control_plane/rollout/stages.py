@@ -44,6 +44,7 @@ from control_plane.rollout.waves import (
     read_plan,
     write_plan,
 )
+from control_plane.seeded_rows import seeded_row
 from control_plane.types import Connection
 
 __all__ = [
@@ -99,11 +100,11 @@ class StageChange:
 
 
 def read_rollout_settings(conn: Connection) -> RolloutSettings:
-    row = conn.execute(
+    row = seeded_row(
+        conn,
         "SELECT soak_minutes, halt_failures, halt_rate_percent, halt_window_minutes"
-        " FROM rollout_settings"
-    ).fetchone()
-    assert row is not None, "migration 0010 inserts the settings row"
+        " FROM rollout_settings",
+    )
     plan = read_plan(conn)
     return RolloutSettings(**row, canary_share_percent=plan[0].share_percent, waves=plan)
 
