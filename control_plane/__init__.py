@@ -67,9 +67,9 @@ the status to the exception handlers.
 
 Layers: ground (clock, contract, limits) → shared_planner, signed_release → this package. The
 folders import each other one way (a test checks there is no circle): `api` → the domains →
-`agent_scope`, `seeded_rows`, `errors`, `types`; the domains import each other only downward (e.g. runs →
-claims.slots, agents → events.trail, runs.views); nothing here imports `reconcile`, and
-`reconcile` imports the domains.
+`agent_scope`, `seeded_rows`, `errors`, `types`; the domains import each other only downward
+(e.g. runs → claims.slots, agents → events.trail, runs.views); nothing here imports
+`reconcile`, and `reconcile` imports the domains.
 
 The HTTP contract with the agent is ground.contract and docs/architecture.md; how to run it is
 docs/control_plane.md; the worker is docs/reconcile.md.
