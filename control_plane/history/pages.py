@@ -138,27 +138,6 @@ def _history_event(row: dict[str, Any]) -> HistoryEvent:
     )
 
 
-def _statement(
-    table: Table,
-    query: HistoryQuery,
-    *,
-    position: tuple[datetime, UUID | int] | None,
-    direction: Direction,
-    limit: int | None,
-) -> tuple[str, dict[str, Any]]:
-    """`page_statement` over the query's organisation, agent and range."""
-    return page_statement(
-        table,
-        org_id=query.org_id,
-        agent_id=query.agent_id,
-        since=query.since,
-        until=query.until,
-        position=position,
-        direction=direction,
-        limit=limit,
-    )
-
-
 class HistoryService:
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
@@ -179,9 +158,12 @@ class HistoryService:
             require_agent(conn, query.org_id, query.agent_id)
         direction: Direction = "newer" if query.after is not None else "older"
         position = query.after or query.before
-        statement, values = _statement(
+        statement, values = page_statement(
             table,
-            query,
+            org_id=query.org_id,
+            agent_id=query.agent_id,
+            since=query.since,
+            until=query.until,
             position=(position.at, position.id) if position else None,
             direction=direction,
             # One more than the page: whether there is a page beyond it.
@@ -219,7 +201,16 @@ class HistoryService:
 
     def _export(self, table: Table, query: HistoryQuery) -> Iterator[dict[str, Any]]:
         self.check_export(query)
-        statement, values = _statement(table, query, position=None, direction="older", limit=None)
+        statement, values = page_statement(
+            table,
+            org_id=query.org_id,
+            agent_id=query.agent_id,
+            since=query.since,
+            until=query.until,
+            position=None,
+            direction="older",
+            limit=None,
+        )
         # A server-side cursor (it lives in a transaction): the rows come a batch at a time as
         # the download is written, never all in this process's memory.
         with (
