@@ -7,13 +7,14 @@ id — agents, events, runs, pins, rollout — ask it without importing each oth
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from uuid import UUID
 
 from control_plane.errors import NotFound
 from control_plane.types import Connection
 from ground.contract import AnswerCode
 
-__all__ = ["agent_not_found", "require_agent"]
+__all__ = ["agent_not_found", "require_agent", "require_agents"]
 
 
 def agent_not_found(agent_id: UUID) -> NotFound:
@@ -31,3 +32,23 @@ def require_agent(conn: Connection, org_id: UUID, agent_id: UUID) -> None:
     ).fetchone()
     if found is None:
         raise agent_not_found(agent_id)
+
+
+def require_agents(
+    conn: Connection, org_id: UUID, agent_ids: Sequence[UUID], *, lock: bool = False
+) -> list[UUID]:
+    """The ids, each once, in id order; the first, in that order, that is not a live agent of the
+    organisation is missing (`agent_not_found`). With `lock`, their rows are locked in that
+    order, so two bulk changes at once wait for each other, never deadlock."""
+    wanted = sorted(set(agent_ids))
+    statement = (
+        "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL AND id = ANY(%s::uuid[])"
+    )
+    if lock:
+        statement += " ORDER BY id FOR UPDATE"
+    rows = conn.execute(statement, [org_id, wanted]).fetchall()
+    found = {row["id"] for row in rows}
+    for agent_id in wanted:
+        if agent_id not in found:
+            raise agent_not_found(agent_id)
+    return wanted

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from control_plane.errors import InvalidInput
 
-__all__ = ["stored_text"]
+__all__ = ["required_text", "stored_text"]
 
 
 def stored_text(field: str, value: object, limit: int) -> str | None:
@@ -31,3 +31,12 @@ def stored_text(field: str, value: object, limit: int) -> str | None:
             field, value[:40], "contains a lone UTF-16 surrogate (not storable text)"
         ) from exc
     return value
+
+
+def required_text(field: str, value: object, limit: int, *, required_to: str) -> str:
+    """`stored_text` that must say something: missing or blank, it is refused as required to do
+    what `required_to` says (a reason kept on the trail, shown to the people it stops)."""
+    text = stored_text(field, value, limit)
+    if text is None or not text.strip():
+        raise InvalidInput(field, value, f"is required to {required_to}")
+    return text

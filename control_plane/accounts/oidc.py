@@ -59,7 +59,6 @@ __all__ = [
     "OidcService",
     "VerifiedIdentity",
     "begin",
-    "finish",
 ]
 
 MAX_TEXT = 500
@@ -186,15 +185,56 @@ class OidcService:
         redirect_uri: str,
         now: datetime,
     ) -> VerifiedIdentity:
-        return finish(
-            provider,
-            flow,
-            state=state,
-            code=code,
-            redirect_uri=redirect_uri,
-            now=now,
-            addresses=self._addresses,
-            resolve=self._resolve,
+        """The person the provider vouches for, or `OidcFailed`."""
+        if not hmac.compare_digest(flow.state.encode(), state.encode()):
+            raise OidcFailed("state: not the one sent")
+        with _client() as client:
+            outbound = _Outbound(client=client, addresses=self._addresses, resolve=self._resolve)
+            found = _discovery(outbound, provider.issuer)
+            # Both endpoints checked before either is asked: if one is refused, the code and the
+            # client's secret go nowhere.
+            for field in ("token_endpoint", "jwks_uri"):
+                outbound.check(field, found[field])
+            answer = outbound.send(
+                "token_endpoint",
+                "POST",
+                found["token_endpoint"],
+                data={
+                    "grant_type": "authorization_code",
+                    "code": code,
+                    "redirect_uri": redirect_uri,
+                    "code_verifier": flow.code_verifier,
+                },
+                auth=(provider.client_id, provider.client_secret),
+            )
+            jwks = outbound.send("jwks_uri", "GET", found["jwks_uri"])
+        try:
+            answer.raise_for_status()
+            tokens = answer.json()
+            jwks.raise_for_status()
+            keys = KeySet.import_key_set(jwks.json())
+        except (httpx.HTTPError, ValueError, JoseError) as exc:
+            raise OidcFailed(f"token: {type(exc).__name__}") from exc
+        id_token = tokens.get("id_token") if isinstance(tokens, dict) else None
+        if not isinstance(id_token, str):
+            raise OidcFailed("token: no id_token")
+        try:
+            token = jwt.decode(id_token, keys, algorithms=ALGORITHMS)
+            jwt.JWTClaimsRegistry(
+                now=int(now.timestamp()),
+                leeway=LEEWAY_SECONDS,
+                iss={"essential": True, "value": provider.issuer},
+                aud={"essential": True, "value": provider.client_id},
+                sub={"essential": True},
+                exp={"essential": True},
+                nonce={"essential": True, "value": flow.nonce},
+            ).validate(token.claims)
+        except (JoseError, ValueError) as exc:
+            raise OidcFailed(f"id_token: {type(exc).__name__}") from exc
+        claims = token.claims
+        email = claims.get("email") if claims.get("email_verified") is True else None
+        return VerifiedIdentity(
+            subject=str(claims["sub"]), email=email if isinstance(email, str) else None
         )
 
     def get(self, org_id: UUID) -> OidcProvider | None:
@@ -363,67 +403,3 @@ def begin(
         code_challenge_method="S256",
     )
     return url, flow
-
-
-def finish(
-    provider: OidcProvider,
-    flow: FlowState,
-    *,
-    state: str,
-    code: str,
-    redirect_uri: str,
-    now: datetime,
-    addresses: WebhookAddressPolicy,
-    resolve: Resolver = resolve_host,
-) -> VerifiedIdentity:
-    """The person the provider vouches for, or `OidcFailed`."""
-    if not hmac.compare_digest(flow.state.encode(), state.encode()):
-        raise OidcFailed("state: not the one sent")
-    with _client() as client:
-        outbound = _Outbound(client=client, addresses=addresses, resolve=resolve)
-        found = _discovery(outbound, provider.issuer)
-        # Both endpoints checked before either is asked: if one is refused, the code and the
-        # client's secret go nowhere.
-        for field in ("token_endpoint", "jwks_uri"):
-            outbound.check(field, found[field])
-        answer = outbound.send(
-            "token_endpoint",
-            "POST",
-            found["token_endpoint"],
-            data={
-                "grant_type": "authorization_code",
-                "code": code,
-                "redirect_uri": redirect_uri,
-                "code_verifier": flow.code_verifier,
-            },
-            auth=(provider.client_id, provider.client_secret),
-        )
-        jwks = outbound.send("jwks_uri", "GET", found["jwks_uri"])
-    try:
-        answer.raise_for_status()
-        tokens = answer.json()
-        jwks.raise_for_status()
-        keys = KeySet.import_key_set(jwks.json())
-    except (httpx.HTTPError, ValueError, JoseError) as exc:
-        raise OidcFailed(f"token: {type(exc).__name__}") from exc
-    id_token = tokens.get("id_token") if isinstance(tokens, dict) else None
-    if not isinstance(id_token, str):
-        raise OidcFailed("token: no id_token")
-    try:
-        token = jwt.decode(id_token, keys, algorithms=ALGORITHMS)
-        jwt.JWTClaimsRegistry(
-            now=int(now.timestamp()),
-            leeway=LEEWAY_SECONDS,
-            iss={"essential": True, "value": provider.issuer},
-            aud={"essential": True, "value": provider.client_id},
-            sub={"essential": True},
-            exp={"essential": True},
-            nonce={"essential": True, "value": flow.nonce},
-        ).validate(token.claims)
-    except (JoseError, ValueError) as exc:
-        raise OidcFailed(f"id_token: {type(exc).__name__}") from exc
-    claims = token.claims
-    email = claims.get("email") if claims.get("email_verified") is True else None
-    return VerifiedIdentity(
-        subject=str(claims["sub"]), email=email if isinstance(email, str) else None
-    )

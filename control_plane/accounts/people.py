@@ -47,7 +47,8 @@ from control_plane.accounts.sessions import (
     IDLE_LIMIT,
     MAX_SESSION_SECRET,
     OpenedSession,
-    touch_if_due,
+    end_session,
+    find_live_session,
 )
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
@@ -512,20 +513,18 @@ class PeopleService:
 
     def find(self, secret: str | None, *, now: datetime) -> PersonSession | None:
         """The live, verified session behind `secret`, or None."""
-        if not secret or len(secret) > MAX_SESSION_SECRET:
+        row = find_live_session(
+            self._pool,
+            "person_sessions",
+            "SELECT s.person_id, s.last_seen_at, s.expires_at, p.org_id, p.name, p.role"
+            " FROM person_sessions s JOIN people p ON p.id = s.person_id"
+            " WHERE s.secret_sha256 = %s AND s.verified_at IS NOT NULL"
+            " AND p.removed_at IS NULL AND s.expires_at > %s AND s.last_seen_at > %s",
+            secret,
+            now,
+        )
+        if row is None:
             return None
-        digest = secret_sha256(secret)
-        with self._pool.connection() as conn:
-            row = conn.execute(
-                "SELECT s.person_id, s.last_seen_at, s.expires_at, p.org_id, p.name, p.role"
-                " FROM person_sessions s JOIN people p ON p.id = s.person_id"
-                " WHERE s.secret_sha256 = %s AND s.verified_at IS NOT NULL"
-                " AND p.removed_at IS NULL AND s.expires_at > %s AND s.last_seen_at > %s",
-                [digest, now, now - IDLE_LIMIT],
-            ).fetchone()
-            if row is None:
-                return None
-            touch_if_due(conn, "person_sessions", digest, row["last_seen_at"], now)
         return PersonSession(
             person_id=row["person_id"],
             org_id=row["org_id"],
@@ -535,12 +534,7 @@ class PeopleService:
         )
 
     def close(self, secret: str | None) -> None:
-        if not secret or len(secret) > MAX_SESSION_SECRET:
-            return
-        with self._pool.connection() as conn:
-            conn.execute(
-                "DELETE FROM person_sessions WHERE secret_sha256 = %s", [secret_sha256(secret)]
-            )
+        end_session(self._pool, "person_sessions", secret)
 
     def person_by_claims(
         self, org_id: UUID, *, subject: str, email: str | None

@@ -10,9 +10,10 @@ from typing import Literal
 from uuid import UUID
 
 from psycopg import sql
+from psycopg.rows import DictRow
 
 from control_plane.accounts.credentials import Audience, secret_sha256
-from control_plane.types import Connection, Pool
+from control_plane.types import Pool
 
 __all__ = [
     "ABSOLUTE_LIFETIME",
@@ -20,7 +21,8 @@ __all__ = [
     "OpenedSession",
     "PanelSession",
     "SessionService",
-    "touch_if_due",
+    "end_session",
+    "find_live_session",
 ]
 
 # A working day at most, and half an hour without a request ends a panel session: a panel left
@@ -96,20 +98,18 @@ class SessionService:
 
     def find(self, secret: str | None, *, now: datetime) -> PanelSession | None:
         """The live session behind `secret`, or None (unknown, ended, idle, or key revoked)."""
-        if not secret or len(secret) > MAX_SESSION_SECRET:
+        row = find_live_session(
+            self._pool,
+            "panel_sessions",
+            "SELECT s.credential_id, s.last_seen_at, s.expires_at, c.audience, c.org_id"
+            " FROM panel_sessions s JOIN credentials c ON c.id = s.credential_id"
+            " WHERE s.secret_sha256 = %s AND c.revoked_at IS NULL"
+            " AND s.expires_at > %s AND s.last_seen_at > %s",
+            secret,
+            now,
+        )
+        if row is None:
             return None
-        digest = secret_sha256(secret)
-        with self._pool.connection() as conn:
-            row = conn.execute(
-                "SELECT s.credential_id, s.last_seen_at, s.expires_at, c.audience, c.org_id"
-                " FROM panel_sessions s JOIN credentials c ON c.id = s.credential_id"
-                " WHERE s.secret_sha256 = %s AND c.revoked_at IS NULL"
-                " AND s.expires_at > %s AND s.last_seen_at > %s",
-                [digest, now, now - IDLE_LIMIT],
-            ).fetchone()
-            if row is None:
-                return None
-            touch_if_due(conn, "panel_sessions", digest, row["last_seen_at"], now)
         return PanelSession(
             credential_id=row["credential_id"],
             audience=Audience(row["audience"]),
@@ -119,28 +119,44 @@ class SessionService:
 
     def close(self, secret: str | None) -> None:
         """Sign out: the session ends on every replica at once."""
-        if not secret or len(secret) > MAX_SESSION_SECRET:
-            return
-        with self._pool.connection() as conn:
-            conn.execute(
-                "DELETE FROM panel_sessions WHERE secret_sha256 = %s", [secret_sha256(secret)]
-            )
+        end_session(self._pool, "panel_sessions", secret)
 
 
-def touch_if_due(
-    conn: Connection,
+def find_live_session(
+    pool: Pool,
     table: Literal["panel_sessions", "person_sessions"],
-    digest: str,
-    last_seen_at: datetime,
+    query: str,
+    secret: str | None,
     now: datetime,
+) -> DictRow | None:
+    """The row `query` finds for the live session behind `secret`, or None; `query` takes the
+    secret's digest, `now` and the idle cutoff, and selects the session's `last_seen_at`.
+
+    A found session's `last_seen_at` moves to `now`, at most every `TOUCH_EVERY`: browsing keeps a
+    session alive without a write on every page."""
+    if not secret or len(secret) > MAX_SESSION_SECRET:
+        return None
+    digest = secret_sha256(secret)
+    with pool.connection() as conn:
+        row = conn.execute(query, [digest, now, now - IDLE_LIMIT]).fetchone()
+        if row is not None and now - row["last_seen_at"] >= TOUCH_EVERY:
+            conn.execute(
+                sql.SQL(
+                    "UPDATE {} SET last_seen_at = %s WHERE secret_sha256 = %s AND last_seen_at < %s"
+                ).format(sql.Identifier(table)),
+                [now, digest, now],
+            )
+    return row
+
+
+def end_session(
+    pool: Pool, table: Literal["panel_sessions", "person_sessions"], secret: str | None
 ) -> None:
-    """Move a found session's `last_seen_at` to `now`, at most every `TOUCH_EVERY`: browsing
-    keeps a session alive without a write on every page."""
-    if now - last_seen_at < TOUCH_EVERY:
+    """Remove the session behind `secret`, if there is one: it ends on every replica at once."""
+    if not secret or len(secret) > MAX_SESSION_SECRET:
         return
-    conn.execute(
-        sql.SQL(
-            "UPDATE {} SET last_seen_at = %s WHERE secret_sha256 = %s AND last_seen_at < %s"
-        ).format(sql.Identifier(table)),
-        [now, digest, now],
-    )
+    with pool.connection() as conn:
+        conn.execute(
+            sql.SQL("DELETE FROM {} WHERE secret_sha256 = %s").format(sql.Identifier(table)),
+            [secret_sha256(secret)],
+        )

@@ -20,7 +20,7 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from control_plane.accounts.services import MAX_NAME_LENGTH
-from control_plane.agent_scope import agent_not_found
+from control_plane.agent_scope import require_agents
 from control_plane.agents.schedule import validated_schedule
 from control_plane.errors import InvalidInput
 from control_plane.events.trail import Actor, record_actions
@@ -313,17 +313,11 @@ def set_schedules(
     schedule = validated_schedule(enabled=enabled, times=times)
     after = {"enabled": schedule.enabled, "times": list(schedule.times)}
     if agent_ids is not None:
-        wanted = list(dict.fromkeys(agent_ids))
         rows = conn.execute(
             "SELECT a.id, a.update_schedule_enabled AS enabled, a.update_schedule_times AS times"
-            " FROM agents a WHERE a.org_id = %s AND a.deleted_at IS NULL"
-            " AND a.id = ANY(%s) ORDER BY a.id FOR UPDATE",
-            [org_id, wanted],
+            " FROM agents a WHERE a.id = ANY(%s) ORDER BY a.id",
+            [require_agents(conn, org_id, agent_ids, lock=True)],
         ).fetchall()
-        found = {row["id"] for row in rows}
-        for agent_id in wanted:
-            if agent_id not in found:
-                raise agent_not_found(agent_id)
     else:
         assert query is not None
         rows = conn.execute(

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from control_plane.errors import InvalidInput
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import stored_text
+from control_plane.inputs import required_text, stored_text
 from control_plane.releases.release_actions import (
     release_facts,
     release_not_found,
@@ -46,11 +45,13 @@ def set_release_brake(
     now: datetime,
 ) -> ReleaseBrake:
     """Engage (reason required) or release one release's brake, inside the caller's transaction."""
-    reason_text = stored_text("reason", reason, limit)
-    if engaged and (reason_text is None or not reason_text.strip()):
-        raise InvalidInput(
-            "reason", reason, "is required to engage a release's brake (say why it stops)"
+    reason_text = (
+        required_text(
+            "reason", reason, limit, required_to="engage a release's brake (say why it stops)"
         )
+        if engaged
+        else stored_text("reason", reason, limit)
+    )
     # The row lock waits for grants in flight (they hold the release FOR SHARE).
     row = conn.execute(
         "UPDATE releases SET braked_at = %s, brake_reason = %s, braked_by = %s WHERE id = %s"

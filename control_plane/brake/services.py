@@ -10,9 +10,10 @@ from datetime import datetime
 from uuid import UUID
 
 from control_plane.brake.release_brake import ReleaseBrake, set_release_brake
-from control_plane.errors import InvalidInput, NotFound
+from control_plane.errors import NotFound
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import stored_text
+from control_plane.inputs import required_text, stored_text
+from control_plane.seeded_rows import seeded_row
 from control_plane.types import Connection, Pool
 from ground.contract import Instant
 
@@ -52,8 +53,7 @@ class RevokedToken:
 
 
 def brake_state(conn: Connection) -> BrakeState:
-    row = conn.execute("SELECT engaged, reason, changed_at FROM platform_brake").fetchone()
-    assert row is not None, "migration 0004 inserts the brake row"
+    row = seeded_row(conn, "SELECT engaged, reason, changed_at FROM platform_brake")
     return BrakeState(engaged=row["engaged"], reason=row["reason"], changed_at=row["changed_at"])
 
 
@@ -74,13 +74,18 @@ class BrakeService:
         actor: Actor,
         now: datetime,
     ) -> BrakeChange:
-        reason = stored_text("reason", reason, MAX_REASON_LENGTH)
-        if engaged and (reason is None or not reason.strip()):
-            # Every agent shows the reason while the brake holds, and the trail keeps it: a stop
-            # nobody can explain is the silent halt the brake exists to replace.
-            raise InvalidInput(
-                "reason", reason, "is required to engage the brake (say why updates stop)"
+        # Every agent shows the reason while the brake holds, and the trail keeps it: a stop
+        # nobody can explain is the silent halt the brake exists to replace.
+        reason = (
+            required_text(
+                "reason",
+                reason,
+                MAX_REASON_LENGTH,
+                required_to="engage the brake (say why updates stop)",
             )
+            if engaged
+            else stored_text("reason", reason, MAX_REASON_LENGTH)
+        )
         revoked = 0
         with self._pool.connection() as conn, conn.transaction():
             # The UPDATE's row lock waits for grants in flight (they hold it FOR SHARE), so the

@@ -135,38 +135,22 @@ def record_actions(
         raise ValueError("record_actions takes one data_each per agent")
     if not agent_ids:
         return
+    # Every event's own values; the agents (and each one's data) are unnested after them.
+    insert = (
+        "INSERT INTO events (org_id, agent_id, run_id, kind, actor_kind, actor_id, actor_name,"
+        " at, data) SELECT %s, e.agent_id, NULL, %s, %s, %s, %s, %s,"
+    )
+    shared = [org_id, kind, actor.kind, actor.id, actor.name, at]
     if data_each is None:
         conn.execute(
-            "INSERT INTO events (org_id, agent_id, run_id, kind, actor_kind, actor_id,"
-            " actor_name, at, data) SELECT %s, e.agent_id, NULL, %s, %s, %s, %s, %s, %s"
-            " FROM unnest(%s::uuid[]) WITH ORDINALITY AS e(agent_id, n) ORDER BY e.n",
-            [
-                org_id,
-                kind,
-                actor.kind,
-                actor.id,
-                actor.name,
-                at,
-                Jsonb(data or {}),
-                list(agent_ids),
-            ],
+            insert + " %s FROM unnest(%s::uuid[]) WITH ORDINALITY AS e(agent_id, n) ORDER BY e.n",
+            [*shared, Jsonb(data or {}), list(agent_ids)],
         )
     else:
         conn.execute(
-            "INSERT INTO events (org_id, agent_id, run_id, kind, actor_kind, actor_id,"
-            " actor_name, at, data) SELECT %s, e.agent_id, NULL, %s, %s, %s, %s, %s, e.data"
-            " FROM unnest(%s::uuid[], %s::jsonb[]) WITH ORDINALITY AS e(agent_id, data, n)"
-            " ORDER BY e.n",
-            [
-                org_id,
-                kind,
-                actor.kind,
-                actor.id,
-                actor.name,
-                at,
-                list(agent_ids),
-                [Jsonb(item) for item in data_each],
-            ],
+            insert + " e.data FROM unnest(%s::uuid[], %s::jsonb[])"
+            " WITH ORDINALITY AS e(agent_id, data, n) ORDER BY e.n",
+            [*shared, list(agent_ids), [Jsonb(item) for item in data_each]],
         )
     for index, agent_id in enumerate(agent_ids):
         _log_action(kind, actor, org_id, agent_id, data if data_each is None else data_each[index])

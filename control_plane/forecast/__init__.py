@@ -7,6 +7,7 @@ releases     how many agents get each pair's current release on a night at each 
              reaches in the next day
 round_bytes  the bytes each organisation's next round downloads: patches from the versions
              its agents reported, else full builds, within one round of the caps
+schedule_slots  each row of agents with its schedule's slot, each schedule planned once
 text         the terminal table of `nachtwacht control forecast`, the publish outlook's lines
 routes       /v1/admin/forecast, /v1/forecast
 

@@ -20,9 +20,8 @@ organisation is the forecast's own figure.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from uuid import UUID
@@ -35,6 +34,7 @@ from control_plane.forecast.model import (
     WaveOutlook,
     fair_shares,
 )
+from control_plane.forecast.schedule_slots import SlotOf, with_slots
 from control_plane.rollout.kept_offers import refresh as refresh_kept_offers
 from control_plane.rollout.waves import Wave, effective_wave, read_plan
 from control_plane.settings.services import PlatformSettings
@@ -101,10 +101,6 @@ def _current_releases(conn: Connection) -> list[CurrentRelease]:
     ]
 
 
-# An agent's schedule → the slot it asks at in the span looked at (None: none there).
-SlotOf = Callable[[tuple[str, ...]], datetime | None]
-
-
 def read_release_needs(
     conn: Connection, *, day: date, settings: PlatformSettings, now: datetime
 ) -> tuple[list[CurrentRelease], list[AgentNeed]]:
@@ -152,27 +148,17 @@ SELECT ag.update_schedule_times::text AS times, ag.org_id,
 
 def _needs(conn: Connection, slot_of: SlotOf, now: datetime) -> list[AgentNeed]:
     refresh_kept_offers(conn)
-    needs = []
-    # Most agents share a few schedules: each schedule is parsed and its slot planned once, not
-    # per row (the schedule comes as its JSON text, the key).
-    slot_per_schedule: dict[str, datetime | None] = {}
-    for row in conn.execute(_NEEDS, {"now": now}).fetchall():
-        text = row["times"]
-        if text not in slot_per_schedule:
-            slot_per_schedule[text] = slot_of(tuple(json.loads(text)))
-        slot_at = slot_per_schedule[text]
-        if slot_at is not None:
-            needs.append(
-                AgentNeed(
-                    org_id=row["org_id"],
-                    slot_at=slot_at,
-                    first_wave=row["first_wave"],
-                    at_everyone=row["at_everyone"],
-                    tonight=row["tonight"],
-                    agents=row["agents"],
-                )
-            )
-    return needs
+    return [
+        AgentNeed(
+            org_id=row["org_id"],
+            slot_at=slot_at,
+            first_wave=row["first_wave"],
+            at_everyone=row["at_everyone"],
+            tonight=row["tonight"],
+            agents=row["agents"],
+        )
+        for row, slot_at in with_slots(conn.execute(_NEEDS, {"now": now}), slot_of)
+    ]
 
 
 # One slot instant's demand per organisation: release → agents (agents sharing an instant are

@@ -23,7 +23,6 @@ and the signed manifest names the version it is made from. Pure arithmetic below
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from control_plane.forecast.model import fair_shares
+from control_plane.forecast.schedule_slots import with_slots
 from control_plane.rollout.kept_offers import refresh as refresh_kept_offers
 from control_plane.settings.services import PlatformSettings
 from control_plane.types import Connection
@@ -170,30 +170,29 @@ def read_next_rounds(
     refresh_kept_offers(conn)
     window = timedelta(minutes=settings.catch_up_minutes)
     today = now.astimezone(settings.zone).date()
-    slot_per_schedule: dict[str, datetime | None] = {}
-    waiting: list[Waiting] = []
-    for row in conn.execute(_WAITING, {"now": now, "org": org_id}).fetchall():
-        text = row["times"]
-        if text not in slot_per_schedule:
-            times = parse_times(tuple(json.loads(text)))
-            upcoming = [
-                slot.at
-                for day in (today - timedelta(days=1), today, today + timedelta(days=1))
-                for slot in slots_on_day(times, day, tz=settings.zone)
-                if slot.at + window > now
-            ]
-            slot_per_schedule[text] = min(upcoming, default=None)
-        slot_at = slot_per_schedule[text]
-        if slot_at is not None:
-            waiting.append(
-                Waiting(
-                    org_id=row["org_id"],
-                    slot_at=slot_at,
-                    version=row["version"],
-                    release_id=row["release_id"],
-                    agents=row["agents"],
-                )
-            )
+
+    def next_slot(schedule: tuple[str, ...]) -> datetime | None:
+        times = parse_times(schedule)
+        upcoming = [
+            slot.at
+            for day in (today - timedelta(days=1), today, today + timedelta(days=1))
+            for slot in slots_on_day(times, day, tz=settings.zone)
+            if slot.at + window > now
+        ]
+        return min(upcoming, default=None)
+
+    waiting = [
+        Waiting(
+            org_id=row["org_id"],
+            slot_at=slot_at,
+            version=row["version"],
+            release_id=row["release_id"],
+            agents=row["agents"],
+        )
+        for row, slot_at in with_slots(
+            conn.execute(_WAITING, {"now": now, "org": org_id}), next_slot
+        )
+    ]
     return next_rounds(waiting, _read_sizes(conn, {w.release_id for w in waiting}), settings)
 
 

@@ -12,28 +12,6 @@ Runs are kept `retention_days`; events without a run (the trail of what people d
 
 from __future__ import annotations
 
-from control_plane.history.pages import (
-    MAX_EXPORT_DAYS,
-    MAX_NIGHTS,
-    MAX_PAGE,
-    HistoryEvent,
-    HistoryPage,
-    HistoryQuery,
-    HistoryRun,
-    HistoryService,
-    NightVersions,
-    Position,
-)
-
-__all__ = [
-    "MAX_EXPORT_DAYS",
-    "MAX_NIGHTS",
-    "MAX_PAGE",
-    "HistoryEvent",
-    "HistoryPage",
-    "HistoryQuery",
-    "HistoryRun",
-    "HistoryService",
-    "NightVersions",
-    "Position",
-]
+# The package's names are its pages' names, listed once there.
+from control_plane.history.pages import *  # noqa: F403
+from control_plane.history.pages import __all__ as __all__

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from control_plane.agent_scope import agent_not_found, require_agent
+from control_plane.agent_scope import agent_not_found, require_agent, require_agents
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
@@ -204,7 +204,7 @@ class PinService:
         """A customer's hold of each of the organisation's agents listed, all or none in one
         transaction (one `hold.set` each on the trail); another organisation's agent is a 404."""
         with self._pool.connection() as conn, conn.transaction():
-            wanted = _own_agents(conn, org_id, agent_ids)
+            wanted = require_agents(conn, org_id, agent_ids, lock=True)
             set_holds(
                 conn,
                 org_id=org_id,
@@ -223,7 +223,7 @@ class PinService:
         """End the hold of each of the organisation's agents listed, in one transaction: how many
         had one (one `hold.released` each on the trail)."""
         with self._pool.connection() as conn, conn.transaction():
-            wanted = _own_agents(conn, org_id, agent_ids)
+            wanted = require_agents(conn, org_id, agent_ids, lock=True)
             return len(clear_holds(conn, org_id=org_id, agent_ids=wanted, actor=actor, now=now))
 
     def release_hold(
@@ -239,19 +239,3 @@ class PinService:
             require_agent(conn, org_id, agent_id)
             return org_id
         return _org_of_agent(conn, agent_id)
-
-
-def _own_agents(conn: Connection, org_id: UUID, agent_ids: Sequence[UUID]) -> list[UUID]:
-    """The ids, each once, locked in id order (two bulk changes at once wait, never deadlock);
-    one that is not a live agent of the organisation is missing."""
-    wanted = sorted(set(agent_ids))
-    rows = conn.execute(
-        "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL AND id = ANY(%s)"
-        " ORDER BY id FOR UPDATE",
-        [org_id, wanted],
-    ).fetchall()
-    found = {row["id"] for row in rows}
-    for agent_id in wanted:
-        if agent_id not in found:
-            raise agent_not_found(agent_id)
-    return wanted

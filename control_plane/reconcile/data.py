@@ -14,6 +14,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from control_plane.seeded_rows import seeded_row
 from control_plane.types import Connection
 from ground.contract import MissReason, RefusalCode
 
@@ -52,10 +53,9 @@ class Progress:
 
 
 def read_progress(conn: Connection) -> Progress:
-    row = conn.execute(
-        "SELECT reconciled_until, last_pass_at, last_pass_by, passes FROM reconcile_progress"
-    ).fetchone()
-    assert row is not None, "migration 0005 inserts the progress row"
+    row = seeded_row(
+        conn, "SELECT reconciled_until, last_pass_at, last_pass_by, passes FROM reconcile_progress"
+    )
     return Progress(**row)
 
 

@@ -14,13 +14,13 @@ from typing import Literal
 from uuid import UUID
 
 from control_plane.errors import InvalidInput
+from control_plane.releases.stored_bytes import read_range
 from control_plane.types import Connection, Pool
 from signed_release.manifest import Manifest
 
 __all__ = ["ServedKind", "check_patches", "count_served", "read_patch", "store_patches"]
 
 ServedKind = Literal["patch", "full"]
-_CHUNK_BYTES = 1024 * 1024
 
 
 def check_patches(patches: Mapping[str, bytes], parsed: Manifest) -> None:
@@ -60,20 +60,14 @@ def store_patches(
 
 def read_patch(pool: Pool, release_id: UUID, base: str, start: int, end: int) -> Iterator[bytes]:
     """The bytes `start..end` (inclusive) of one patch, in slices."""
-    position = start
-    while position <= end:
-        size = min(_CHUNK_BYTES, end - position + 1)
-        with pool.connection() as conn:
-            row = conn.execute(
-                "SELECT substring(content FROM %s FOR %s) AS part FROM release_patches"
-                " WHERE release_id = %s AND base_tar_sha256 = %s",
-                [position + 1, size, release_id, base],
-            ).fetchone()
-        if row is None or not row["part"]:
-            return
-        part = bytes(row["part"])
-        yield part
-        position += len(part)
+    return read_range(
+        pool,
+        "SELECT substring(content FROM %s FOR %s) AS part FROM release_patches"
+        " WHERE release_id = %s AND base_tar_sha256 = %s",
+        [release_id, base],
+        start,
+        end,
+    )
 
 
 def count_served(pool: Pool, release_id: UUID, kind: ServedKind, size: int) -> None:

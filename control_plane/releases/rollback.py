@@ -46,7 +46,7 @@ from uuid import UUID
 
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import stored_text
+from control_plane.inputs import required_text, stored_text
 from control_plane.releases.products import CURRENT_TABLE, Product, product_of
 from control_plane.releases.release_actions import revoke_release_tokens
 from control_plane.types import Connection
@@ -98,9 +98,9 @@ def roll_back(
     current_table = CURRENT_TABLE[line]
     pair_channel = _name("channel", channel)
     pair_platform = _name("platform", platform)
-    reason_text = stored_text("reason", reason, MAX_ROLLBACK_REASON_LENGTH)
-    if reason_text is None or not reason_text.strip():
-        raise InvalidInput("reason", reason, "is required to roll back (say why)")
+    reason_text = required_text(
+        "reason", reason, MAX_ROLLBACK_REASON_LENGTH, required_to="roll back (say why)"
+    )
     if stage not in _STAGES:
         raise InvalidInput("stage", stage, "is not 'canary' or 'everyone'")
     target_text = stored_text("to", to, MAX_VERSION_LENGTH)

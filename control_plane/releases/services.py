@@ -41,6 +41,7 @@ from control_plane.releases.patches import (
 )
 from control_plane.releases.products import CURRENT_TABLE, Product, product_of
 from control_plane.releases.rollback import RolledBack, roll_back
+from control_plane.releases.stored_bytes import read_range
 from control_plane.releases.withdrawal import (
     ReleaseList,
     WithdrawnRelease,
@@ -64,9 +65,6 @@ __all__ = [
     "current_release",
     "release_view",
 ]
-
-# Read in slices so a large build never sits whole in a worker's memory.
-CHUNK_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -316,20 +314,14 @@ class ReleaseService:
 
     def read_artifact(self, release_id: UUID, start: int, end: int) -> Iterator[bytes]:
         """The bytes `start..end` (inclusive) of a release's artifact, in slices."""
-        position = start
-        while position <= end:
-            size = min(CHUNK_BYTES, end - position + 1)
-            with self._pool.connection() as conn:
-                row = conn.execute(
-                    "SELECT substring(content FROM %s FOR %s) AS part FROM release_artifacts"
-                    " WHERE release_id = %s",
-                    [position + 1, size, release_id],
-                ).fetchone()
-            if row is None or not row["part"]:
-                return
-            part = bytes(row["part"])
-            yield part
-            position += len(part)
+        return read_range(
+            self._pool,
+            "SELECT substring(content FROM %s FOR %s) AS part FROM release_artifacts"
+            " WHERE release_id = %s",
+            [release_id],
+            start,
+            end,
+        )
 
 
 def _published(

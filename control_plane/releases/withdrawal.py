@@ -17,7 +17,7 @@ from uuid import UUID
 
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import stored_text
+from control_plane.inputs import required_text, stored_text
 from control_plane.releases.products import CURRENT_TABLE, Product, product_of
 from control_plane.releases.release_actions import release_row, revoke_release_tokens
 from control_plane.types import Connection
@@ -96,11 +96,12 @@ def withdraw_release(
     actor: Actor,
 ) -> WithdrawnRelease:
     """Withdraw a release inside the caller's transaction (see the module's docstring)."""
-    reason_text = stored_text("reason", reason, MAX_WITHDRAW_REASON_LENGTH)
-    if reason_text is None or not reason_text.strip():
-        raise InvalidInput(
-            "reason", reason, "is required to withdraw a release (say why it is withdrawn)"
-        )
+    reason_text = required_text(
+        "reason",
+        reason,
+        MAX_WITHDRAW_REASON_LENGTH,
+        required_to="withdraw a release (say why it is withdrawn)",
+    )
     replacement_text = stored_text("replacement", replacement, MAX_VERSION_LENGTH)
     release, pointer = _locked_release(conn, release_id)
     successor = _successor(conn, release, replacement_text)

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Literal
 from uuid import UUID
 
+from control_plane.seeded_rows import seeded_row
 from control_plane.types import Connection
 
 __all__ = [
@@ -49,11 +50,11 @@ class WalkState:
 
 
 def read_walk(conn: Connection) -> WalkState:
-    row = conn.execute(
+    row = seeded_row(
+        conn,
         "SELECT walk_started_at, walk_cutoff, walk_phase, walk_after, last_completed_at"
-        " FROM retention_progress"
-    ).fetchone()
-    assert row is not None, "migration 0020 inserts the progress row"
+        " FROM retention_progress",
+    )
     return WalkState(
         started_at=row["walk_started_at"],
         cutoff=row["walk_cutoff"],
@@ -93,11 +94,11 @@ def save_walk(conn: Connection, *, phase: Phase, after: UUID | None) -> None:
 
 def complete_walk(conn: Connection, *, now: datetime, by: str) -> dict[str, int]:
     """End the walk under way; returns what it removed, by table."""
-    row = conn.execute(
+    row = seeded_row(
+        conn,
         f"SELECT {_COUNTED} AS now_counted, walk_counted_before"  # noqa: S608
-        " FROM retention_progress FOR UPDATE"
-    ).fetchone()
-    assert row is not None, "migration 0020 inserts the progress row"
+        " FROM retention_progress FOR UPDATE",
+    )
     before = row["walk_counted_before"] or {}
     conn.execute(
         "UPDATE retention_progress SET walk_started_at = NULL, walk_cutoff = NULL,"

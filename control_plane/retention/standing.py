@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from control_plane.retention.data import COUNTERS
+from control_plane.seeded_rows import seeded_row
 from control_plane.types import Connection
 
 __all__ = ["RetentionStanding", "read_standing"]
@@ -20,12 +21,12 @@ class RetentionStanding:
 
 
 def read_standing(conn: Connection) -> RetentionStanding:
-    row = conn.execute(
+    row = seeded_row(
+        conn,
         "SELECT last_completed_at, walks_completed, runs_removed, events_removed,"
         " notifications_removed, refusals_removed, reviews_removed, rounds_removed"
-        " FROM retention_progress"
-    ).fetchone()
-    assert row is not None, "migration 0020 inserts the progress row"
+        " FROM retention_progress",
+    )
     return RetentionStanding(
         last_completed_at=row["last_completed_at"],
         walks_completed=row["walks_completed"],

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
+from typing import Literal
 from uuid import UUID
 
 from control_plane.events.trail import Actor, record_action
@@ -193,13 +194,8 @@ class RetentionWalk:
 
     def _agents(self, tick: _Tick, cutoff: datetime, after: UUID | None) -> None:
         rows = self._batches.rows
-        while True:
-            agents = data.next_owners(
-                tick.conn, phase="agents", after=after, limit=self._batches.owners_per_step
-            )
-            if not agents:
-                self._save(tick, "organisations", None)
-                return
+
+        def remove(agents: Sequence[UUID]) -> None:
             while True:
                 runs = data.expired_runs(tick.conn, agents=agents, cutoff=cutoff, limit=rows)
                 if not runs:
@@ -212,8 +208,8 @@ class RetentionWalk:
                 "refusals_removed",
                 partial(data.remove_expired_refusals, agents=agents, cutoff=cutoff, limit=rows),
             )
-            after = agents[-1]
-            self._save(tick, "agents", after)
+
+        self._each_group(tick, "agents", after, remove, then="organisations")
 
     def _remove_runs(self, tick: _Tick, runs: Sequence[UUID], cutoff: datetime) -> None:
         # Events first, in batches of their own: a run has several, and a batch of runs must
@@ -227,13 +223,8 @@ class RetentionWalk:
 
     def _organisations(self, tick: _Tick, cutoff: datetime, after: UUID | None) -> None:
         rows = self._batches.rows
-        while True:
-            orgs = data.next_owners(
-                tick.conn, phase="organisations", after=after, limit=self._batches.owners_per_step
-            )
-            if not orgs:
-                self._save(tick, "rounds", None)
-                return
+
+        def remove(orgs: Sequence[UUID]) -> None:
             self._drain(
                 tick,
                 "notifications_removed",
@@ -244,8 +235,30 @@ class RetentionWalk:
                 "reviews_removed",
                 partial(data.remove_expired_reviews, orgs=orgs, cutoff=cutoff, limit=rows),
             )
-            after = orgs[-1]
-            self._save(tick, "organisations", after)
+
+        self._each_group(tick, "organisations", after, remove, then="rounds")
+
+    def _each_group(
+        self,
+        tick: _Tick,
+        phase: Literal["agents", "organisations"],
+        after: UUID | None,
+        remove: Callable[[Sequence[UUID]], None],
+        *,
+        then: data.Phase,
+    ) -> None:
+        """`remove` each group of the phase's owners after `after`, saving the position after
+        each group; at the end, the start of phase `then`."""
+        while True:
+            owners = data.next_owners(
+                tick.conn, phase=phase, after=after, limit=self._batches.owners_per_step
+            )
+            if not owners:
+                self._save(tick, then, None)
+                return
+            remove(owners)
+            after = owners[-1]
+            self._save(tick, phase, after)
 
     def _rounds(self, tick: _Tick, cutoff: datetime) -> None:
         self._drain(

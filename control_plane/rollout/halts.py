@@ -27,9 +27,9 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from control_plane.errors import Conflict, InvalidInput
+from control_plane.errors import Conflict
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import stored_text
+from control_plane.inputs import required_text
 from control_plane.releases.release_actions import (
     release_facts,
     release_row,
@@ -111,13 +111,6 @@ class OperatorNotice:
     read_at: Instant | None
 
 
-def _required_reason(field: str, value: object, what: str) -> str:
-    text = stored_text(field, value, MAX_HALT_REASON_LENGTH)
-    if text is None or not text.strip():
-        raise InvalidInput(field, value, f"is required to {what} (say why)")
-    return text
-
-
 def _release_for_update(conn: Connection, release_id: UUID) -> dict[str, Any]:
     return release_row(
         conn,
@@ -140,7 +133,9 @@ def halt_release(
     finished: int | None = None,
 ) -> HaltView:
     """Halt the release inside the caller's transaction (see the module's docstring)."""
-    reason_text = _required_reason("reason", reason, "halt a release")
+    reason_text = required_text(
+        "reason", reason, MAX_HALT_REASON_LENGTH, required_to="halt a release (say why)"
+    )
     release = _release_for_update(conn, release_id)
     if conn.execute(
         "SELECT 1 FROM release_halts WHERE release_id = %s AND resumed_at IS NULL", [release_id]
@@ -211,7 +206,9 @@ def resume_release(
     conn: Connection, release_id: UUID, *, reason: object, actor: Actor, now: datetime
 ) -> HaltView:
     """A person ends the release's halt (reason required); claims of it are granted again."""
-    reason_text = _required_reason("reason", reason, "resume a halted release")
+    reason_text = required_text(
+        "reason", reason, MAX_HALT_REASON_LENGTH, required_to="resume a halted release (say why)"
+    )
     release = _release_for_update(conn, release_id)
     row = conn.execute(
         "UPDATE release_halts SET resumed_at = %s, resumed_by = %s, resume_reason = %s"

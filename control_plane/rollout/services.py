@@ -17,9 +17,9 @@ from uuid import UUID
 from psycopg.rows import tuple_row
 
 from control_plane.agent_scope import require_agent
-from control_plane.errors import InvalidInput, NotFound
+from control_plane.errors import NotFound
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import stored_text
+from control_plane.inputs import required_text
 from control_plane.pins.holds import ActiveHold, hold_view
 from control_plane.releases.release_actions import release_row
 from control_plane.rollout.halts import (
@@ -349,9 +349,9 @@ class RolloutService:
     ) -> StageChange:
         """A person promotes a canary release now: to `to_wave`, else to `everyone`; the reason
         is required and kept in the `release.promoted` event, as for a halt or a resume."""
-        reason_text = stored_text("reason", reason, MAX_HALT_REASON_LENGTH)
-        if reason_text is None or not reason_text.strip():
-            raise InvalidInput("reason", reason, "is required to promote a release (say why)")
+        reason_text = required_text(
+            "reason", reason, MAX_HALT_REASON_LENGTH, required_to="promote a release (say why)"
+        )
         with self._pool.connection() as conn, conn.transaction():
             return promote_release(
                 conn, release_id, reason=reason_text, actor=actor, now=now, to_wave=to_wave
@@ -454,9 +454,9 @@ class RolloutService:
     ) -> ForcedUpdate:
         """An operator's manual update that goes through the brake and any halt (recorded as
         forced, with the reason)."""
-        reason_text = stored_text("reason", reason, MAX_HALT_REASON_LENGTH)
-        if reason_text is None or not reason_text.strip():
-            raise InvalidInput("reason", reason, "is required to force an update (say why)")
+        reason_text = required_text(
+            "reason", reason, MAX_HALT_REASON_LENGTH, required_to="force an update (say why)"
+        )
         with self._pool.connection() as conn, conn.transaction():
             owner = _owner(conn, agent_id, None)
             # The update a person already asked for (refused under the brake) is the one

@@ -28,6 +28,8 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
+from psycopg import sql
+
 from control_plane.errors import Conflict, InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.releases.release_actions import release_facts, release_row
@@ -42,6 +44,7 @@ from control_plane.rollout.waves import (
     read_plan,
     write_plan,
 )
+from control_plane.seeded_rows import seeded_row
 from control_plane.types import Connection
 
 __all__ = [
@@ -97,11 +100,11 @@ class StageChange:
 
 
 def read_rollout_settings(conn: Connection) -> RolloutSettings:
-    row = conn.execute(
+    row = seeded_row(
+        conn,
         "SELECT soak_minutes, halt_failures, halt_rate_percent, halt_window_minutes"
-        " FROM rollout_settings"
-    ).fetchone()
-    assert row is not None, "migration 0010 inserts the settings row"
+        " FROM rollout_settings",
+    )
     plan = read_plan(conn)
     return RolloutSettings(**row, canary_share_percent=plan[0].share_percent, waves=plan)
 
@@ -180,21 +183,8 @@ def mark_canary(
     ).fetchone()
     if agent is None:
         raise NotFound(f"agent {agent_id} does not exist", code="agent_not_found")
-    if canary:
-        conn.execute(
-            "INSERT INTO canary_agents (agent_id, marked_at, marked_by) VALUES (%s, %s, %s)"
-            " ON CONFLICT (agent_id) DO NOTHING",
-            [agent_id, now, actor.name or actor.kind],
-        )
-    else:
-        conn.execute("DELETE FROM canary_agents WHERE agent_id = %s", [agent_id])
-    record_action(
-        conn,
-        kind="canary.marked" if canary else "canary.unmarked",
-        actor=actor,
-        at=now,
-        org_id=agent["org_id"],
-        agent_id=agent_id,
+    _mark(
+        conn, "canary_agents", agent_id, org_id=agent["org_id"], canary=canary, actor=actor, now=now
     )
     return canary
 
@@ -206,23 +196,43 @@ def mark_canary_org(
     takes the canaries, for every release of its pair; its new state."""
     if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
         raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+    _mark(conn, "canary_orgs", org_id, org_id=org_id, canary=canary, actor=actor, now=now)
+    return canary
+
+
+def _mark(
+    conn: Connection,
+    table: Literal["canary_agents", "canary_orgs"],
+    marked: UUID,
+    *,
+    org_id: UUID,
+    canary: bool,
+    actor: Actor,
+    now: datetime,
+) -> None:
+    """Add or remove one canary mark (an agent's, or an organisation's: `org_id` itself), and its
+    event; marking again keeps the first mark's time and author."""
+    by_agent = table == "canary_agents"
+    column = sql.Identifier("agent_id" if by_agent else "org_id")
     if canary:
-        conn.execute(
-            "INSERT INTO canary_orgs (org_id, marked_at, marked_by) VALUES (%s, %s, %s)"
-            " ON CONFLICT (org_id) DO NOTHING",
-            [org_id, now, actor.name or actor.kind],
+        statement = sql.SQL(
+            "INSERT INTO {table} ({column}, marked_at, marked_by) VALUES (%s, %s, %s)"
+            " ON CONFLICT ({column}) DO NOTHING"
         )
+        values: list[object] = [marked, now, actor.name or actor.kind]
     else:
-        conn.execute("DELETE FROM canary_orgs WHERE org_id = %s", [org_id])
+        statement = sql.SQL("DELETE FROM {table} WHERE {column} = %s")
+        values = [marked]
+    conn.execute(statement.format(table=sql.Identifier(table), column=column), values)
     record_action(
         conn,
         kind="canary.marked" if canary else "canary.unmarked",
         actor=actor,
         at=now,
         org_id=org_id,
-        data={"scope": "organisation"},
+        agent_id=marked if by_agent else None,
+        data=None if by_agent else {"scope": "organisation"},
     )
-    return canary
 
 
 def promote_release(

@@ -11,7 +11,7 @@ from uuid import UUID
 
 import psycopg
 
-from control_plane.agent_scope import agent_not_found, require_agent
+from control_plane.agent_scope import require_agent, require_agents
 from control_plane.claims.slots import checked_slot_of
 from control_plane.errors import ClaimRefused, Conflict, Forbidden, InvalidInput, NotFound
 from control_plane.events.services import record_event
@@ -372,17 +372,8 @@ class RunService:
         them; an agent with one already pending keeps it. Each is claimed as one agent's
         update now is (`claims.manual`): through the same stops and caps as a scheduled claim,
         so a whole organisation asked at once starts `org_cap` downloads a round."""
-        wanted = sorted(set(agent_ids))
         with self._pool.connection() as conn, conn.transaction():
-            found = conn.execute(
-                "SELECT id FROM agents WHERE org_id = %s AND deleted_at IS NULL"
-                " AND id = ANY(%s::uuid[])",
-                [org_id, wanted],
-            ).fetchall()
-            known = {row["id"] for row in found}
-            for agent_id in wanted:
-                if agent_id not in known:
-                    raise agent_not_found(agent_id)
+            wanted = require_agents(conn, org_id, agent_ids)
             # One statement for the runs and their events: an agent with a pending request is
             # skipped by the index that allows one (`runs_one_pending_manual`), even when a
             # request for it commits while this one runs.

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from control_plane.errors import InvalidInput
 from control_plane.events.trail import Actor, record_action
+from control_plane.seeded_rows import seeded_row
 from control_plane.types import Connection, Pool
 from ground.contract.messages import ZoneName
 from ground.limits import (
@@ -154,12 +155,12 @@ class SettingsService:
         """Apply `changes` (any subset of the fields), validated together, and return the result.
         A change that changes something is on the trail (`settings.changed`) with its actor."""
         with self._pool.connection() as conn, conn.transaction():
-            row = conn.execute(
+            row = seeded_row(
+                conn,
                 "SELECT timezone, catch_up_minutes, org_cap, global_cap, retention_days,"
                 " now() AS db_now"
-                " FROM platform_settings FOR UPDATE"
-            ).fetchone()
-            assert row is not None, "migration 0003 inserts the settings row"
+                " FROM platform_settings FOR UPDATE",
+            )
             at = now or row.pop("db_now")
             row.pop("db_now", None)
             current = PlatformSettings(**row)
@@ -188,9 +189,9 @@ class SettingsService:
 
 
 def read_settings(conn: Connection) -> PlatformSettings:
-    row = conn.execute(
+    row = seeded_row(
+        conn,
         "SELECT timezone, catch_up_minutes, org_cap, global_cap, retention_days"
-        " FROM platform_settings"
-    ).fetchone()
-    assert row is not None, "migration 0003 inserts the settings row"
+        " FROM platform_settings",
+    )
     return PlatformSettings(**row)
