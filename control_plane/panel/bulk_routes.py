@@ -94,8 +94,6 @@ def bulk(
                 person=post.session.person,
             )
             done = _asked_text(ctx.lang, asked.requested, asked.pending)
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused as exc:
         field: Literal["until", "reason"] = "reason" if exc.field == "reason" else "until"
         problem = fleet_list.hold_problem(ctx.lang, field)

@@ -95,8 +95,6 @@ def rotate(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
         issued = operator_backend.rotate_credential(
             ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
         )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused:
         return _credentials_page(ctx, status_code=409, error_field="credential")
     return _credentials_page(ctx, issued=issued)
@@ -109,10 +107,7 @@ def confirm_revoke(request: Request, credential_id: str) -> Response:
     parsed = parse_id(credential_id)
     if parsed is None:
         return not_found(ctx)
-    try:
-        found = operator_backend.credential(ctx.services, parsed)
-    except backend.Missing:
-        return not_found(ctx)
+    found = operator_backend.credential(ctx.services, parsed)
     return page(
         ctx,
         "revoke_credential.html",
@@ -125,10 +120,7 @@ def confirm_revoke(request: Request, credential_id: str) -> Response:
 def revoke(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
     post = operator_post(request, csrf, credential_id)
     ctx, (parsed,) = post.ctx, post.ids
-    try:
-        operator_backend.revoke_credential(
-            ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
-        )
-    except backend.Missing:
-        return not_found(ctx)
+    operator_backend.revoke_credential(
+        ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
+    )
     return redirect(f"{PREFIX}/operator/credentials?revoked=1")

@@ -126,8 +126,6 @@ def save_schedules(
             now=ctx.now,
             actor=backend.session_actor(post.session),
         )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused:
         unread = replace(
             form, errors={"times": ctx.lang.gettext("The list of times could not be read.")}
@@ -149,10 +147,7 @@ def _agent_page(
     hold_form: dict[str, str] | None = None,
     held: str | None = None,
 ) -> Response:
-    try:
-        detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
-    except backend.Missing:
-        return not_found(ctx)
+    detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
     platform = backend.platform(ctx.services)
     if editor is None:
         schedule = detail.page.schedule
@@ -246,8 +241,6 @@ def save_schedule(
             now=ctx.now,
             actor=backend.session_actor(post.session),
         )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused:
         failed = EditorState(
             enabled=editor.enabled,
@@ -279,18 +272,15 @@ def schedule_preview(
 def update_now(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
     post = customer_post(request, csrf, agent_id)
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
-    try:
-        session = post.session
-        recorded = customer_backend.request_update(
-            ctx.services,
-            org_id,
-            parsed,
-            session.credential_id,
-            now=ctx.now,
-            person=session.person,
-        )
-    except backend.Missing:
-        return not_found(ctx)
+    session = post.session
+    recorded = customer_backend.request_update(
+        ctx.services,
+        org_id,
+        parsed,
+        session.credential_id,
+        now=ctx.now,
+        person=session.person,
+    )
     # The reader follows the update on its own page (a second click joins the same request).
     return redirect(f"{PREFIX}/agents/{parsed}/updates/{recorded.run.run_id}")
 
@@ -319,10 +309,7 @@ def mark_notification(
 ) -> Response:
     post = customer_post(request, csrf, notification_id)
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
-    try:
-        customer_backend.mark_notification(ctx.services, org_id, parsed, read == "1", now=ctx.now)
-    except backend.Missing:
-        return not_found(ctx)
+    customer_backend.mark_notification(ctx.services, org_id, parsed, read == "1", now=ctx.now)
     return redirect(f"{PREFIX}/notifications")
 
 

@@ -81,17 +81,14 @@ def _history_page(
 ) -> Response:
     """The view's page; a field that could not be read is said at the field (400) and left out."""
     platform = backend.platform(ctx.services)
-    try:
-        found = customer_backend.history_page(
-            ctx.services, view.what, view.query(org_id, platform.zone)
-        )
-        agent_name = (
-            customer_backend.agent_name(ctx.services, org_id, view.agent_id, now=ctx.now)
-            if view.agent_id
-            else None
-        )
-    except backend.Missing:
-        return not_found(ctx)
+    found = customer_backend.history_page(
+        ctx.services, view.what, view.query(org_id, platform.zone)
+    )
+    agent_name = (
+        customer_backend.agent_name(ctx.services, org_id, view.agent_id, now=ctx.now)
+        if view.agent_id
+        else None
+    )
     return page(
         ctx,
         "history.html",
@@ -116,8 +113,6 @@ def _export(request: Request, what: Literal["runs", "events"]) -> Response:
     zone = backend.platform(ctx.services).zone
     try:
         rows = customer_backend.export_history(ctx.services, what, view.query(org_id, zone))
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused:
         # The range is missing, reversed or too long: said where the range is chosen.
         message = ctx.lang.ngettext(

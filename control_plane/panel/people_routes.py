@@ -35,7 +35,6 @@ from control_plane.panel.web import (
     SIGNIN_COOKIE,
     PanelContext,
     context_of,
-    not_found,
     page,
     public_form_page,
     redirect,
@@ -131,8 +130,6 @@ def remove(request: Request, person_id: str, csrf: Csrf = "") -> Response:
             actor=backend.session_actor(post.session),
             now=ctx.now,
         )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused as exc:
         return _people_page(ctx, status_code=409, person_error=exc.field)
     return redirect(f"{PREFIX}/people?removed=1")
@@ -151,8 +148,6 @@ def change_role(request: Request, person_id: str, csrf: Csrf = "", role: Field =
             actor=backend.session_actor(post.session),
             now=ctx.now,
         )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused as exc:
         status = 409 if exc.field == "last_editor" else 422
         return _people_page(ctx, status_code=status, person_error=exc.field)
@@ -171,8 +166,6 @@ def _reissued(request: Request, person_id: str, csrf: str, *, reset: bool) -> Re
             actor=backend.session_actor(post.session),
             now=ctx.now,
         )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused as exc:
         return _people_page(ctx, status_code=409, person_error=exc.field)
     return _people_page(ctx, link=_link(ctx, issued.token, reset=reset), reset_link=reset)
@@ -209,12 +202,9 @@ def save_provider(
     post = customer_post(request, csrf)
     ctx = post.ctx
     if action == "remove":
-        try:
-            people_backend.remove_provider(
-                ctx.services, post.org_id, actor=backend.session_actor(post.session), now=ctx.now
-            )
-        except backend.Missing:
-            return not_found(ctx)
+        people_backend.remove_provider(
+            ctx.services, post.org_id, actor=backend.session_actor(post.session), now=ctx.now
+        )
         return redirect(f"{PREFIX}/people?oidc_removed=1")
     try:
         ctx.services.oidc.put(
@@ -420,10 +410,7 @@ def remove_operator(request: Request, person_id: str, csrf: Csrf = "") -> Respon
     sessions end. The operators' keys are untouched, so the platform keeps an operator."""
     post = operator_post(request, csrf, person_id)
     ctx, (parsed,) = post.ctx, post.ids
-    try:
-        people_backend.remove(
-            ctx.services, None, parsed, actor=backend.session_actor(post.session), now=ctx.now
-        )
-    except backend.Missing:
-        return not_found(ctx)
+    people_backend.remove(
+        ctx.services, None, parsed, actor=backend.session_actor(post.session), now=ctx.now
+    )
     return redirect(f"{PREFIX}/operator/people?removed=1")

@@ -18,7 +18,7 @@ from fastapi.responses import Response
 
 from control_plane.panel import backend, operator_backend, rollout_backend, rollout_wording
 from control_plane.panel.readers import Csrf, operator_of, operator_post
-from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
+from control_plane.panel.web import PREFIX, PanelContext, page, redirect
 from control_plane.releases.withdrawal import MAX_WITHDRAW_REASON_LENGTH, ReleaseTrackView
 
 __all__ = ["ROLLOUT_ACTIONS", "previous_release_ids", "router"]
@@ -104,8 +104,6 @@ def withdraw(
             actor=backend.session_actor(post.session),
             now=ctx.now,
         )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused:
         return _releases_page(ctx, status_code=409, error_release=parsed)
     return redirect(f"{PREFIX}/operator/releases?" + urlencode({"withdrawn": done.version}))
@@ -148,8 +146,6 @@ def rollout(
                 actor=actor,
                 now=ctx.now,
             )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused:
         # The release's state does not allow it (promote a release that is not a canary, resume
         # one that is not halted, halt one already halted).

@@ -54,12 +54,9 @@ def mark_notice_read(request: Request, notice_id: str, csrf: Csrf = "") -> Respo
     """Mark one notice read: the navigation's count of new notices goes down."""
     post = operator_post(request, csrf, notice_id)
     ctx, (parsed,) = post.ctx, post.ids
-    try:
-        rollout_backend.mark_notice_read(
-            ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
-        )
-    except backend.Missing:
-        return not_found(ctx)
+    rollout_backend.mark_notice_read(
+        ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
+    )
     return redirect(f"{PREFIX}/operator/notices#notice-{parsed}")
 
 
@@ -83,12 +80,9 @@ def _org_page(
     pages): an organisation of thousands costs one page, never a row per agent."""
     view, overview = fleet_list.fleet_page(ctx.services, ctx.lang, org_id, view, now=ctx.now)
     listed = overview.agents if overview else ()
-    try:
-        releases = rollout_backend.agent_releases(
-            ctx.services, org_id, now=ctx.now, agent_ids=[a.id for a in listed]
-        )
-    except backend.Missing:
-        return not_found(ctx)
+    releases = rollout_backend.agent_releases(
+        ctx.services, org_id, now=ctx.now, agent_ids=[a.id for a in listed]
+    )
     pins = rollout_backend.pins(ctx.services)
     return page(
         ctx,
@@ -161,8 +155,6 @@ def pin_org(
             rollout_backend.pin(
                 ctx.services, org_id=parsed, version=pinned, reason=why, actor=actor, now=ctx.now
             )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused as exc:
         view = fleet_list.read_view(ctx.lang, {})
         return _org_page(ctx, parsed, view, status_code=422, pin_error=exc.field)
@@ -180,10 +172,7 @@ def _agent_page(
     saved: str | None = None,
     hold_form: dict[str, str] | None = None,
 ) -> Response:
-    try:
-        detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
-    except backend.Missing:
-        return not_found(ctx)
+    detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
     pins = rollout_backend.pins(ctx.services)
     return page(
         ctx,
@@ -282,8 +271,6 @@ def agent_action(
             if not why or len(why) > MAX_FORCE_REASON:
                 raise backend.Refused("force_reason", why)
             rollout_backend.force_update(ctx.services, found, reason=why, actor=actor, now=ctx.now)
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused as exc:
         field = {
             "pin": exc.field,

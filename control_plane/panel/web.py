@@ -147,7 +147,7 @@ def context_of(request: Request) -> PanelContext:
     code = choose_language(
         request.cookies.get(LANGUAGE_COOKIE), request.headers.get("accept-language")
     )
-    return PanelContext(
+    ctx = PanelContext(
         request=request,
         lang=Language(code),
         now=now,
@@ -155,6 +155,15 @@ def context_of(request: Request) -> PanelContext:
         session=session,
         session_secret=secret if session else None,
     )
+    request.state.panel_context = ctx
+    return ctx
+
+
+def latest_context(request: Request) -> PanelContext:
+    """The context the request's route read last (its reader, language and session as the route
+    saw them), else a new one: for an answer chosen outside the route."""
+    known = getattr(request.state, "panel_context", None)
+    return known if isinstance(known, PanelContext) else context_of(request)
 
 
 def csrf_ok(ctx: PanelContext, presented: str | None) -> bool:
