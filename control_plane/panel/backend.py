@@ -33,6 +33,8 @@ __all__ = [
     "authenticate",
     "close_session",
     "find_session",
+    "missing_as",
+    "missing_or_refused",
     "open_session",
     "platform",
     "refusals_as_panel_errors",
@@ -67,6 +69,27 @@ def refusals_as_panel_errors(subject: str) -> Iterator[None]:
         yield
     except (NotFound, InvalidInput, Conflict) as exc:
         raise domain_error(exc, subject) from exc
+
+
+@contextmanager
+def missing_as(subject: str) -> Iterator[None]:
+    """Inside it, a service's "not found" is raised as the panel's `Missing` of `subject`."""
+    try:
+        yield
+    except NotFound as exc:
+        raise Missing(subject) from exc
+
+
+@contextmanager
+def missing_or_refused(subject: str) -> Iterator[None]:
+    """Inside it, a service's "not found" is raised as the panel's `Missing` of `subject`, and a
+    value it refused as `Refused` naming the value's field."""
+    try:
+        yield
+    except NotFound as exc:
+        raise Missing(subject) from exc
+    except InvalidInput as exc:
+        raise refused(exc) from exc
 
 
 def domain_error(exc: Exception, subject: str) -> Exception:

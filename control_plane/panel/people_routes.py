@@ -31,13 +31,13 @@ from control_plane.panel.csrf import tokens_match
 from control_plane.panel.readers import Csrf, customer_of, customer_post, operator_of, operator_post
 from control_plane.panel.web import (
     PREFIX,
-    SESSION_COOKIE,
     SIGNIN_COOKIE,
     PanelContext,
     context_of,
     page,
     public_form_page,
     redirect,
+    set_session_cookie,
 )
 
 __all__ = ["PENDING_COOKIE", "router"]
@@ -341,14 +341,7 @@ def sign_in_code(request: Request, csrf: Csrf = "", code: Field = "") -> Respons
         return _code_page(ctx, status_code=401, error=exc.reason)
     # The front door leads an operator to the operators' pages, anyone else to the agents.
     response = redirect(f"{PREFIX}/")
-    response.set_cookie(
-        SESSION_COOKIE,
-        opened.secret,
-        path=PREFIX,
-        httponly=True,
-        secure=ctx.secure,
-        samesite="strict",
-    )
+    set_session_cookie(ctx, response, opened.secret)
     response.delete_cookie(PENDING_COOKIE, path=PREFIX)
     response.delete_cookie(SIGNIN_COOKIE, path=PREFIX)
     return response

@@ -41,6 +41,7 @@ __all__ = [
     "redirect",
     "refused",
     "safe_next",
+    "set_session_cookie",
     "with_headers",
 ]
 
@@ -218,6 +219,14 @@ def public_form_page(
         samesite="strict",
     )
     return response
+
+
+def set_session_cookie(ctx: PanelContext, response: Response, secret: str) -> None:
+    """The signed-in reader's session cookie. It lives as long as the browser runs; the server
+    decides when the session ends."""
+    response.set_cookie(
+        SESSION_COOKIE, secret, path=PREFIX, httponly=True, secure=ctx.secure, samesite="strict"
+    )
 
 
 def not_found(ctx: PanelContext) -> HTMLResponse:
