@@ -19,7 +19,6 @@ from control_plane.panel import (
     fleet_list,
     operator_backend,
     rollout_backend,
-    rollout_wording,
     wording,
 )
 from control_plane.panel.charts import Bar
@@ -74,8 +73,6 @@ def _agents_page(
         max_hold_days=MAX_HOLD_DAYS,
         zone=backend.platform(ctx.services).zone,
         now=ctx.now,
-        wording=wording,
-        rollout_wording=rollout_wording,
     )
 
 
@@ -165,9 +162,6 @@ def _agent_page(
         nights=nights,
         zone=platform.zone,
         catch_up=wording.catch_up_text(ctx.lang, platform.catch_up_minutes),
-        wording=wording,
-        event_wording=event_wording,
-        rollout_wording=rollout_wording,
         saved=saved,
         requested=requested,
         release=detail.release,
@@ -296,7 +290,6 @@ def notifications(request: Request) -> Response:
         unread=inbox.unread,
         items=inbox.notifications,
         zone=zone,
-        event_wording=event_wording,
     )
 
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
 from control_plane.history import MAX_EXPORT_DAYS, MAX_NIGHTS, HistoryEvent, HistoryRun
-from control_plane.panel import backend, customer_backend, event_wording, history, wording
+from control_plane.panel import backend, customer_backend, history
 from control_plane.panel.readers import customer_of
 from control_plane.panel.web import PREFIX, PanelContext, not_found, page, with_headers
 
@@ -100,8 +100,6 @@ def _history_page(
         retention_days=platform.retention_days,
         max_export_days=MAX_EXPORT_DAYS,
         zone=platform.zone,
-        wording=wording,
-        event_wording=event_wording,
     )
 
 

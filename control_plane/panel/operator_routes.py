@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from markupsafe import Markup
 
 from control_plane.forecast.model import ReleaseNight
-from control_plane.panel import backend, operator_backend, rollout_wording, wording
+from control_plane.panel import backend, operator_backend, wording
 from control_plane.panel.charts import Bar, Series, Stack, stacked_chart
 from control_plane.panel.fleet import fleet_chart, fleet_counts
 from control_plane.panel.readers import Csrf, operator_of, operator_post
@@ -195,7 +195,6 @@ def _overview(
             ctx.lang, fleet_counts(operator_backend.fleet_versions(ctx.services))
         ),
         rollout=rollout,
-        rollout_wording=rollout_wording,
         brake_error=brake_error,
         settings_error=settings_error,
         saved=saved,

@@ -16,7 +16,7 @@ from uuid import UUID
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from control_plane.panel import backend, operator_backend, rollout_backend, rollout_wording
+from control_plane.panel import backend, operator_backend, rollout_backend
 from control_plane.panel.readers import Csrf, operator_of, operator_post
 from control_plane.panel.web import PREFIX, PanelContext, page, redirect
 from control_plane.releases.withdrawal import MAX_WITHDRAW_REASON_LENGTH, ReleaseTrackView
@@ -69,7 +69,6 @@ def _releases_page(
         states=rollout_backend.release_states(ctx.services, listed, now=ctx.now),
         rollout_error=rollout_error,
         done=done,
-        rollout_wording=rollout_wording,
         org_names=rollout_backend.org_names(ctx.services),
     )
 

@@ -19,8 +19,6 @@ from control_plane.panel import (
     customer_backend,
     fleet_list,
     rollout_backend,
-    rollout_wording,
-    wording,
 )
 from control_plane.panel.hold_routes import hold_start
 from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
@@ -45,7 +43,6 @@ def notices(request: Request) -> Response:
         "notices.html",
         notices=rollout_backend.notices(ctx.services),
         zone=backend.platform(ctx.services).zone,
-        rollout_wording=rollout_wording,
     )
 
 
@@ -105,8 +102,6 @@ def _org_page(
         now=ctx.now,
         max_reason=MAX_PIN_REASON_LENGTH,
         max_version=MAX_VERSION_LENGTH,
-        wording=wording,
-        rollout_wording=rollout_wording,
     )
 
 
@@ -192,7 +187,6 @@ def _agent_page(
         max_hold_reason=MAX_HOLD_REASON_LENGTH,
         hold_form=hold_form or {},
         max_version=MAX_VERSION_LENGTH,
-        rollout_wording=rollout_wording,
     )
 
 

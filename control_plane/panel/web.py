@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from control_plane.accounts.credentials import Audience
 from control_plane.accounts.sessions import PanelSession
-from control_plane.panel import backend, rollout_backend, wording
+from control_plane.panel import backend, event_wording, rollout_backend, rollout_wording, wording
 from control_plane.panel.charts import Bar, bar_chart
 from control_plane.panel.csrf import csrf_token_for, new_signin_token, tokens_match
 from control_plane.panel.i18n import LANGUAGES, Language, choose_language, language_names
@@ -82,6 +82,10 @@ def environment(code: str) -> Environment:
         lang = Language(code)
         env.install_gettext_translations(lang.translations, newstyle=True)  # type: ignore[attr-defined]
         env.filters["key_name"] = partial(wording.key_name, lang)
+        # The modules that word the core's facts, for every page that says them.
+        env.globals.update(
+            wording=wording, event_wording=event_wording, rollout_wording=rollout_wording
+        )
         _environments[code] = env
     return env
 
