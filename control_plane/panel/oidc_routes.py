@@ -17,14 +17,7 @@ from fastapi.responses import Response
 
 from control_plane.accounts.oidc import FlowState, OidcFailed
 from control_plane.panel.readers import parse_id
-from control_plane.panel.web import (
-    PREFIX,
-    PanelContext,
-    context_of,
-    page,
-    redirect,
-    set_session_cookie,
-)
+from control_plane.panel.web import PREFIX, PanelContext, context_of, page, redirect
 
 __all__ = ["FLOW_COOKIE", "router"]
 
@@ -108,7 +101,7 @@ def callback(request: Request, state: str = "", code: str = "") -> Response:
         return _refused(ctx)
     opened = ctx.services.people.open_verified(person.id, now=ctx.session_now)
     response = page(ctx, "oidc_signed_in.html")
-    set_session_cookie(ctx, response, opened.secret)
+    ctx.set_session_cookie(response, opened.secret)
     response.delete_cookie(FLOW_COOKIE, path=PREFIX + "/oidc")
     return response
 

@@ -37,7 +37,6 @@ from control_plane.panel.web import (
     page,
     public_form_page,
     redirect,
-    set_session_cookie,
 )
 
 __all__ = ["PENDING_COOKIE", "router"]
@@ -341,7 +340,7 @@ def sign_in_code(request: Request, csrf: Csrf = "", code: Field = "") -> Respons
         return _code_page(ctx, status_code=401, error=exc.reason)
     # The front door leads an operator to the operators' pages, anyone else to the agents.
     response = redirect(f"{PREFIX}/")
-    set_session_cookie(ctx, response, opened.secret)
+    ctx.set_session_cookie(response, opened.secret)
     response.delete_cookie(PENDING_COOKIE, path=PREFIX)
     response.delete_cookie(SIGNIN_COOKIE, path=PREFIX)
     return response

@@ -24,7 +24,6 @@ from control_plane.panel.web import (
     redirect,
     refused,
     safe_next,
-    set_session_cookie,
 )
 
 __all__ = ["router"]
@@ -125,7 +124,7 @@ def sign_in(
     response = redirect(
         f"{PREFIX}/operator" if who.audience is Audience.OPERATOR else f"{PREFIX}/agents"
     )
-    set_session_cookie(ctx, response, opened.secret)
+    ctx.set_session_cookie(response, opened.secret)
     response.delete_cookie(SIGNIN_COOKIE, path=PREFIX)
     return response
 

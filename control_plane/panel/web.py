@@ -41,7 +41,6 @@ __all__ = [
     "redirect",
     "refused",
     "safe_next",
-    "set_session_cookie",
     "with_headers",
 ]
 
@@ -143,6 +142,18 @@ class PanelContext:
     def secure(self) -> bool:
         return self.request.url.scheme == "https"
 
+    def set_session_cookie(self, response: Response, secret: str) -> None:
+        """The signed-in reader's session cookie on `response`. It lives as long as the browser
+        runs; the server decides when the session ends."""
+        response.set_cookie(
+            SESSION_COOKIE,
+            secret,
+            path=PREFIX,
+            httponly=True,
+            secure=self.secure,
+            samesite="strict",
+        )
+
 
 def context_of(request: Request) -> PanelContext:
     now = request_now(request)
@@ -223,14 +234,6 @@ def public_form_page(
         samesite="strict",
     )
     return response
-
-
-def set_session_cookie(ctx: PanelContext, response: Response, secret: str) -> None:
-    """The signed-in reader's session cookie. It lives as long as the browser runs; the server
-    decides when the session ends."""
-    response.set_cookie(
-        SESSION_COOKIE, secret, path=PREFIX, httponly=True, secure=ctx.secure, samesite="strict"
-    )
 
 
 def not_found(ctx: PanelContext) -> HTMLResponse:
