@@ -6,8 +6,8 @@ services the JSON API calls (no second copy of any rule) and a change in them sh
 four files only. The services' typed results go to the pages as they are; what the four add is the
 translation of the services' refusals into the panel's two errors, defined here (`Missing`,
 `Refused`), so a page words the problem itself; a `Missing` a route does not catch is the
-"not found" page (the panel's exception handler, `mount_panel`). This module owns those errors and their
-translation, the sessions (signing in and out) and the platform's settings.
+"not found" page (the panel's exception handler, `mount_panel`). This module owns those errors
+and their translation, the sessions (signing in and out) and the platform's settings.
 
 Every function that reads or writes at an instant takes `now`: the request's one clock reading
 (`request.state.now`, set by the app's ServerTime middleware), passed down by the route.
