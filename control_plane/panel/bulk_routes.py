@@ -65,7 +65,7 @@ def bulk(
             form = _with_error(form, "count", moved)
     if form.errors:
         return agents_page(ctx, org_id, view, status_code=422, actions=form)
-    actor = backend.session_actor(post.session)
+    actor = post.actor
     try:
         if form.action == "hold":
             assert form.until is not None

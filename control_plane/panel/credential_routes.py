@@ -74,12 +74,7 @@ def issue(
             return _credentials_page(ctx, status_code=422, error_field="org_id", form=form)
     try:
         issued = operator_backend.issue_credential(
-            ctx.services,
-            audience=kind,
-            name=name,
-            org_id=org,
-            actor=backend.session_actor(post.session),
-            now=ctx.now,
+            ctx.services, audience=kind, name=name, org_id=org, actor=post.actor, now=ctx.now
         )
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "org_id"} else "name"
@@ -93,7 +88,7 @@ def rotate(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
     ctx, (parsed,) = post.ctx, post.ids
     try:
         issued = operator_backend.rotate_credential(
-            ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
+            ctx.services, parsed, actor=post.actor, now=ctx.now
         )
     except backend.Refused:
         return _credentials_page(ctx, status_code=409, error_field="credential")
@@ -120,7 +115,5 @@ def confirm_revoke(request: Request, credential_id: str) -> Response:
 def revoke(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
     post = operator_post(request, csrf, credential_id)
     ctx, (parsed,) = post.ctx, post.ids
-    operator_backend.revoke_credential(
-        ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
-    )
+    operator_backend.revoke_credential(ctx.services, parsed, actor=post.actor, now=ctx.now)
     return redirect(f"{PREFIX}/operator/credentials?revoked=1")

@@ -121,7 +121,7 @@ def save_schedules(
             form,
             query=view.query if target == "matching" else None,
             now=ctx.now,
-            actor=backend.session_actor(post.session),
+            actor=post.actor,
         )
     except backend.Refused:
         unread = replace(
@@ -233,7 +233,7 @@ def save_schedule(
             enabled=editor.enabled,
             times=editor.times,
             now=ctx.now,
-            actor=backend.session_actor(post.session),
+            actor=post.actor,
         )
     except backend.Refused:
         failed = EditorState(
@@ -371,7 +371,7 @@ def test_webhook(request: Request, csrf: Csrf = "") -> Response:
     ctx, org_id = post.ctx, post.org_id
     try:
         tested = customer_backend.send_webhook_test(
-            ctx.services, org_id, actor=backend.session_actor(post.session), now=ctx.now
+            ctx.services, org_id, actor=post.actor, now=ctx.now
         )
     except backend.Missing:
         return _webhook_page(ctx, org_id, status_code=409)

@@ -72,7 +72,7 @@ def save_default_schedule(
             enabled=editor.enabled,
             times=list(editor.times),
             now=ctx.now,
-            actor=backend.session_actor(post.session),
+            actor=post.actor,
         )
     except backend.Refused:
         unread = ctx.lang.gettext("The list of times could not be read.")

@@ -105,7 +105,7 @@ def create(
             expires_in=lifetime * _HOUR,
             name_pattern=name_pattern.strip() or None,
             label=label.strip() or None,
-            actor=backend.session_actor(post.session),
+            actor=post.actor,
             now=ctx.now,
         )
     except backend.Refused as exc:
@@ -119,10 +119,6 @@ def revoke(request: Request, token_id: str, csrf: Csrf = "") -> Response:
     post = customer_post(request, csrf, token_id)
     ctx, (parsed,) = post.ctx, post.ids
     customer_backend.revoke_enrollment_token(
-        ctx.services,
-        post.org_id,
-        parsed,
-        actor=backend.session_actor(post.session),
-        now=ctx.now,
+        ctx.services, post.org_id, parsed, actor=post.actor, now=ctx.now
     )
     return redirect(f"{PREFIX}/enrollment?revoked=1")

@@ -62,7 +62,7 @@ def hold(
                 parsed,
                 until=ends,
                 reason=reason,
-                actor=backend.session_actor(post.session),
+                actor=post.actor,
                 now=ctx.now,
             )
         except backend.Refused as exc:
@@ -76,11 +76,5 @@ def hold(
 def end_hold(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
     post = customer_post(request, csrf, agent_id)
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
-    rollout_backend.end_hold(
-        ctx.services,
-        org_id,
-        parsed,
-        actor=backend.session_actor(post.session),
-        now=ctx.now,
-    )
+    rollout_backend.end_hold(ctx.services, org_id, parsed, actor=post.actor, now=ctx.now)
     return redirect(f"{PREFIX}/agents/{parsed}?" + urlencode({"held": "ended"}) + "#hold")

@@ -221,11 +221,7 @@ def set_brake(
     if (engage and not reason) or len(reason) > MAX_REASON:
         return _overview(ctx, status_code=422, brake_error=True)
     operator_backend.set_brake(
-        ctx.services,
-        engaged=engage,
-        reason=reason or None,
-        actor=backend.session_actor(post.session),
-        now=ctx.now,
+        ctx.services, engaged=engage, reason=reason or None, actor=post.actor, now=ctx.now
     )
     return redirect(f"{PREFIX}/operator?saved=brake")
 
@@ -252,9 +248,7 @@ def save_settings(
         except ValueError:
             return _overview(ctx, status_code=422, settings_error=name)
     try:
-        backend.update_platform(
-            ctx.services, changes, actor=backend.session_actor(post.session), now=ctx.now
-        )
+        backend.update_platform(ctx.services, changes, actor=post.actor, now=ctx.now)
     except backend.Refused as exc:
         return _overview(ctx, status_code=422, settings_error=exc.field)
     return redirect(f"{PREFIX}/operator?saved=settings")

@@ -108,7 +108,7 @@ def invite(
             name=name,
             email=email,
             role=role,
-            actor=backend.session_actor(post.session),
+            actor=post.actor,
             now=ctx.now,
         )
     except backend.Refused as exc:
@@ -122,13 +122,7 @@ def remove(request: Request, person_id: str, csrf: Csrf = "") -> Response:
     post = customer_post(request, csrf, person_id)
     ctx, (parsed,) = post.ctx, post.ids
     try:
-        people_backend.remove(
-            ctx.services,
-            post.org_id,
-            parsed,
-            actor=backend.session_actor(post.session),
-            now=ctx.now,
-        )
+        people_backend.remove(ctx.services, post.org_id, parsed, actor=post.actor, now=ctx.now)
     except backend.Refused as exc:
         return _people_page(ctx, status_code=409, person_error=exc.field)
     return redirect(f"{PREFIX}/people?removed=1")
@@ -140,12 +134,7 @@ def change_role(request: Request, person_id: str, csrf: Csrf = "", role: Field =
     ctx, (parsed,) = post.ctx, post.ids
     try:
         people_backend.change_role(
-            ctx.services,
-            post.org_id,
-            parsed,
-            role,
-            actor=backend.session_actor(post.session),
-            now=ctx.now,
+            ctx.services, post.org_id, parsed, role, actor=post.actor, now=ctx.now
         )
     except backend.Refused as exc:
         status = 409 if exc.field == "last_editor" else 422
@@ -158,12 +147,7 @@ def _reissued(request: Request, person_id: str, csrf: str, *, reset: bool) -> Re
     ctx, (parsed,) = post.ctx, post.ids
     try:
         issued = people_backend.reissue(
-            ctx.services,
-            post.org_id,
-            parsed,
-            reset=reset,
-            actor=backend.session_actor(post.session),
-            now=ctx.now,
+            ctx.services, post.org_id, parsed, reset=reset, actor=post.actor, now=ctx.now
         )
     except backend.Refused as exc:
         return _people_page(ctx, status_code=409, person_error=exc.field)
@@ -201,9 +185,7 @@ def save_provider(
     post = customer_post(request, csrf)
     ctx = post.ctx
     if action == "remove":
-        people_backend.remove_provider(
-            ctx.services, post.org_id, actor=backend.session_actor(post.session), now=ctx.now
-        )
+        people_backend.remove_provider(ctx.services, post.org_id, actor=post.actor, now=ctx.now)
         return redirect(f"{PREFIX}/people?oidc_removed=1")
     try:
         ctx.services.oidc.put(
@@ -212,7 +194,7 @@ def save_provider(
             client_id=client_id,
             client_secret=client_secret,
             now=ctx.now,
-            actor=backend.session_actor(post.session),
+            actor=post.actor,
         )
     except InvalidInput as exc:
         if exc.code == ADDRESS_REFUSED:
@@ -387,7 +369,7 @@ def invite_operator(
             name=name,
             email=email,
             role="operator",
-            actor=backend.session_actor(post.session),
+            actor=post.actor,
             now=ctx.now,
         )
     except backend.Refused as exc:
@@ -402,7 +384,5 @@ def remove_operator(request: Request, person_id: str, csrf: Csrf = "") -> Respon
     sessions end. The operators' keys are untouched, so the platform keeps an operator."""
     post = operator_post(request, csrf, person_id)
     ctx, (parsed,) = post.ctx, post.ids
-    people_backend.remove(
-        ctx.services, None, parsed, actor=backend.session_actor(post.session), now=ctx.now
-    )
+    people_backend.remove(ctx.services, None, parsed, actor=post.actor, now=ctx.now)
     return redirect(f"{PREFIX}/operator/people?removed=1")

@@ -97,11 +97,7 @@ def withdraw(
         return _releases_page(ctx, status_code=422, error_release=parsed)
     try:
         done = operator_backend.withdraw_release(
-            ctx.services,
-            parsed,
-            reason=reason,
-            actor=backend.session_actor(post.session),
-            now=ctx.now,
+            ctx.services, parsed, reason=reason, actor=post.actor, now=ctx.now
         )
     except backend.Refused:
         return _releases_page(ctx, status_code=409, error_release=parsed)
@@ -122,7 +118,7 @@ def rollout(
     reason = reason.strip()
     if not reason or len(reason) > MAX_ROLLOUT_REASON:
         return _releases_page(ctx, status_code=422, rollout_error=(parsed, "reason"))
-    actor = backend.session_actor(post.session)
+    actor = post.actor
     try:
         if action == "promote":
             rollout_backend.promote_release(

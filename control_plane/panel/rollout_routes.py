@@ -51,9 +51,7 @@ def mark_notice_read(request: Request, notice_id: str, csrf: Csrf = "") -> Respo
     """Mark one notice read: the navigation's count of new notices goes down."""
     post = operator_post(request, csrf, notice_id)
     ctx, (parsed,) = post.ctx, post.ids
-    rollout_backend.mark_notice_read(
-        ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
-    )
+    rollout_backend.mark_notice_read(ctx.services, parsed, actor=post.actor, now=ctx.now)
     return redirect(f"{PREFIX}/operator/notices#notice-{parsed}")
 
 
@@ -141,7 +139,7 @@ def pin_org(
 ) -> Response:
     post = operator_post(request, csrf, org_id)
     ctx, (parsed,) = post.ctx, post.ids
-    actor = backend.session_actor(post.session)
+    actor = post.actor
     try:
         if action == "unpin":
             rollout_backend.unpin(ctx.services, org_id=parsed, actor=actor, now=ctx.now)
@@ -231,7 +229,7 @@ def agent_action(
     """The operator agent page's forms: `canary`, `pin`, `unpin`, `force`, `hold`, `unhold`."""
     post = operator_post(request, csrf, org_id, agent_id, known=action in AGENT_ACTIONS)
     ctx, (org, found) = post.ctx, post.ids
-    actor = backend.session_actor(post.session)
+    actor = post.actor
     try:
         # Scoped to the organisation in the URL: another organisation's agent is not found.
         rollout_backend.agent_release(ctx.services, found, org_id=org, now=ctx.now)
