@@ -59,6 +59,7 @@ from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
 from control_plane.panel import (
+    backend,
     bulk_routes,
     credential_routes,
     customer_routes,
@@ -75,7 +76,7 @@ from control_plane.panel import (
     signin_routes,
 )
 from control_plane.panel.readers import TurnedAway
-from control_plane.panel.web import SESSION_CLOCK_STATE
+from control_plane.panel.web import SESSION_CLOCK_STATE, latest_context, not_found
 from ground.clock import SystemClock
 
 __all__ = ["STATIC_DIR", "mount_panel"]
@@ -89,6 +90,13 @@ async def _turned_away(_: Request, exc: Exception) -> Response:
     return exc.answer
 
 
+def _missing(request: Request, _: Exception) -> Response:
+    """An object a page's backend call found missing for this reader: the "not found" page, as
+    for a malformed id, so nobody learns what exists elsewhere. A plain `def`: rendering a page
+    reads the database, which must not block the event loop."""
+    return not_found(latest_context(request))
+
+
 def mount_panel(app: FastAPI) -> None:
     # Sessions measure a person's attention, which runs on real time: on the demo's fast clock
     # (60x) thirty idle product minutes would pass in thirty seconds, so `demo --keep` would sign
@@ -96,6 +104,7 @@ def mount_panel(app: FastAPI) -> None:
     # and acts at the product's instant (`request.state.now`).
     setattr(app.state, SESSION_CLOCK_STATE, SystemClock())
     app.add_exception_handler(TurnedAway, _turned_away)
+    app.add_exception_handler(backend.Missing, _missing)
     app.include_router(signin_routes.router)
     app.include_router(people_routes.router)
     app.include_router(oidc_routes.router)

@@ -5,8 +5,9 @@ The pages never call a service directly: they ask this module or one of its thre
 services the JSON API calls (no second copy of any rule) and a change in them shows up in these
 four files only. The services' typed results go to the pages as they are; what the four add is the
 translation of the services' refusals into the panel's two errors, defined here (`Missing`,
-`Refused`), so a page words the problem itself. This module owns those errors and their
-translation, the sessions (signing in and out) and the platform's settings.
+`Refused`), so a page words the problem itself; a `Missing` a route does not catch is the
+"not found" page (the panel's exception handler, `mount_panel`). This module owns those errors
+and their translation, the sessions (signing in and out) and the platform's settings.
 
 Every function that reads or writes at an instant takes `now`: the request's one clock reading
 (`request.state.now`, set by the app's ServerTime middleware), passed down by the route.
@@ -33,6 +34,8 @@ __all__ = [
     "authenticate",
     "close_session",
     "find_session",
+    "missing_as",
+    "missing_or_refused",
     "open_session",
     "platform",
     "refusals_as_panel_errors",
@@ -67,6 +70,27 @@ def refusals_as_panel_errors(subject: str) -> Iterator[None]:
         yield
     except (NotFound, InvalidInput, Conflict) as exc:
         raise domain_error(exc, subject) from exc
+
+
+@contextmanager
+def missing_as(subject: str) -> Iterator[None]:
+    """Inside it, a service's "not found" is raised as the panel's `Missing` of `subject`."""
+    try:
+        yield
+    except NotFound as exc:
+        raise Missing(subject) from exc
+
+
+@contextmanager
+def missing_or_refused(subject: str) -> Iterator[None]:
+    """Inside it, a service's "not found" is raised as the panel's `Missing` of `subject`, and a
+    value it refused as `Refused` naming the value's field."""
+    try:
+        yield
+    except NotFound as exc:
+        raise Missing(subject) from exc
+    except InvalidInput as exc:
+        raise refused(exc) from exc
 
 
 def domain_error(exc: Exception, subject: str) -> Exception:

@@ -65,7 +65,7 @@ def bulk(
             form = _with_error(form, "count", moved)
     if form.errors:
         return agents_page(ctx, org_id, view, status_code=422, actions=form)
-    actor = backend.session_actor(post.session)
+    actor = post.actor
     try:
         if form.action == "hold":
             assert form.until is not None
@@ -94,8 +94,6 @@ def bulk(
                 person=post.session.person,
             )
             done = _asked_text(ctx.lang, asked.requested, asked.pending)
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused as exc:
         field: Literal["until", "reason"] = "reason" if exc.field == "reason" else "until"
         problem = fleet_list.hold_problem(ctx.lang, field)

@@ -74,12 +74,7 @@ def issue(
             return _credentials_page(ctx, status_code=422, error_field="org_id", form=form)
     try:
         issued = operator_backend.issue_credential(
-            ctx.services,
-            audience=kind,
-            name=name,
-            org_id=org,
-            actor=backend.session_actor(post.session),
-            now=ctx.now,
+            ctx.services, audience=kind, name=name, org_id=org, actor=post.actor, now=ctx.now
         )
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "org_id"} else "name"
@@ -93,10 +88,8 @@ def rotate(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
     ctx, (parsed,) = post.ctx, post.ids
     try:
         issued = operator_backend.rotate_credential(
-            ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
+            ctx.services, parsed, actor=post.actor, now=ctx.now
         )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused:
         return _credentials_page(ctx, status_code=409, error_field="credential")
     return _credentials_page(ctx, issued=issued)
@@ -109,10 +102,7 @@ def confirm_revoke(request: Request, credential_id: str) -> Response:
     parsed = parse_id(credential_id)
     if parsed is None:
         return not_found(ctx)
-    try:
-        found = operator_backend.credential(ctx.services, parsed)
-    except backend.Missing:
-        return not_found(ctx)
+    found = operator_backend.credential(ctx.services, parsed)
     return page(
         ctx,
         "revoke_credential.html",
@@ -125,10 +115,5 @@ def confirm_revoke(request: Request, credential_id: str) -> Response:
 def revoke(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
     post = operator_post(request, csrf, credential_id)
     ctx, (parsed,) = post.ctx, post.ids
-    try:
-        operator_backend.revoke_credential(
-            ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
-        )
-    except backend.Missing:
-        return not_found(ctx)
+    operator_backend.revoke_credential(ctx.services, parsed, actor=post.actor, now=ctx.now)
     return redirect(f"{PREFIX}/operator/credentials?revoked=1")

@@ -23,7 +23,7 @@ from control_plane.events.trail import Actor
 from control_plane.history import HistoryEvent, HistoryPage, HistoryQuery, HistoryRun, NightVersions
 from control_plane.notifications.services import NotificationPage, WebhookView
 from control_plane.notifications.trial_delivery import TEST_EVENT
-from control_plane.panel.backend import Missing, refused
+from control_plane.panel.backend import Missing, missing_as, missing_or_refused, refused
 from control_plane.registry import Services
 from control_plane.rollout.services import AgentRelease
 from control_plane.runs.services import ManualRequests, RecordedRun
@@ -82,20 +82,16 @@ class AgentDetail:
 
 
 def agent_detail(services: Services, org_id: UUID, agent_id: UUID, *, now: datetime) -> AgentDetail:
-    try:
+    with missing_as(str(agent_id)):
         page = services.agents.agent_page(org_id, agent_id, now=now)
         timeline = services.events.agent_events(org_id, agent_id, limit=TIMELINE_EVENTS)
         release = services.rollout.agent_release(agent_id, org_id=org_id, now=now)
-    except NotFound as exc:
-        raise Missing(str(agent_id)) from exc
     return AgentDetail(page=page, events=timeline.events, release=release)
 
 
 def agent_name(services: Services, org_id: UUID, agent_id: UUID, *, now: datetime) -> str:
-    try:
+    with missing_as(str(agent_id)):
         return services.agents.agent_page(org_id, agent_id, now=now).name
-    except NotFound as exc:
-        raise Missing(str(agent_id)) from exc
 
 
 def save_schedule(
@@ -110,14 +106,10 @@ def save_schedule(
 ) -> None:
     """Store a schedule the panel already checked with `schedule_problem`; the service checks
     again (the API's rules) and the database a third time."""
-    try:
+    with missing_or_refused(str(agent_id)):
         services.agents.set_schedule(
             org_id, agent_id, enabled=enabled, times=list(times), now=now, actor=actor
         )
-    except NotFound as exc:
-        raise Missing(str(agent_id)) from exc
-    except InvalidInput as exc:
-        raise refused(exc) from exc
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,11 +128,9 @@ def manual_run(
     services: Services, org_id: UUID, agent_id: UUID, run_id: UUID, *, now: datetime
 ) -> ManualRun:
     """The agent's manual run `run_id`; another organisation's, or a scheduled one, is missing."""
-    try:
+    with missing_as(str(agent_id)):
         page = services.agents.agent_page(org_id, agent_id, now=now)
         runs = services.runs.agent_runs(org_id, agent_id, limit=PROGRESS_RUNS).runs
-    except NotFound as exc:
-        raise Missing(str(agent_id)) from exc
     for run in runs:
         if run.run_id == run_id and run.trigger == "manual":
             return ManualRun(agent_name=page.name, run=run)
@@ -156,17 +146,13 @@ def request_update(
     now: datetime,
     person: tuple[UUID, str] | None = None,
 ) -> RecordedRun:
-    try:
+    with missing_as(str(agent_id)):
         return services.runs.request_manual_update(org_id, agent_id, by, now=now, person=person)
-    except NotFound as exc:
-        raise Missing(str(agent_id)) from exc
 
 
 def default_schedule(services: Services, org_id: UUID) -> DefaultSchedule:
-    try:
+    with missing_as(str(org_id)):
         return services.agents.default_schedule(org_id)
-    except NotFound as exc:
-        raise Missing(str(org_id)) from exc
 
 
 def save_default_schedule(
@@ -178,14 +164,10 @@ def save_default_schedule(
     now: datetime,
     actor: Actor,
 ) -> DefaultSchedule:
-    try:
+    with missing_or_refused(str(org_id)):
         return services.agents.set_default_schedule(
             org_id, enabled=enabled, times=times, now=now, actor=actor
         )
-    except NotFound as exc:
-        raise Missing(str(org_id)) from exc
-    except InvalidInput as exc:
-        raise refused(exc) from exc
 
 
 def request_updates(
@@ -198,10 +180,8 @@ def request_updates(
     person: tuple[UUID, str] | None = None,
 ) -> ManualRequests:
     """An update now for each agent listed (all or none): through the caps like one agent's."""
-    try:
+    with missing_as(str(org_id)):
         return services.runs.request_manual_updates(org_id, agent_ids, by, now=now, person=person)
-    except NotFound as exc:
-        raise Missing(str(org_id)) from exc
 
 
 # Notifications and the webhook
@@ -215,10 +195,8 @@ def notifications(services: Services, org_id: UUID) -> NotificationPage:
 def mark_notification(
     services: Services, org_id: UUID, notification_id: UUID, read: bool, *, now: datetime
 ) -> None:
-    try:
+    with missing_as(str(notification_id)):
         services.notifications.mark_read(org_id, notification_id, read=read, now=now)
-    except NotFound as exc:
-        raise Missing(str(notification_id)) from exc
 
 
 def webhook(services: Services, org_id: UUID) -> WebhookView | None:
@@ -258,10 +236,8 @@ def send_webhook_test(
     services: Services, org_id: UUID, *, actor: Actor, now: datetime
 ) -> WebhookTest:
     """A signed test POST to the organisation's webhook, by the real deliveries' rules."""
-    try:
+    with missing_as("webhook"):
         sent = services.webhook_tests.send(org_id, now=now, actor=actor)
-    except NotFound as exc:
-        raise Missing("webhook") from exc
     return WebhookTest(
         at=sent.sent_at,
         delivered=sent.delivered,
@@ -315,10 +291,8 @@ def create_enrollment_token(
 def revoke_enrollment_token(
     services: Services, org_id: UUID, token_id: UUID, *, actor: Actor, now: datetime
 ) -> None:
-    try:
+    with missing_as(str(token_id)):
         services.enrollment.revoke(token_id, org_id=org_id, now=now, actor=actor)
-    except NotFound as exc:
-        raise Missing(str(token_id)) from exc
 
 
 # History
@@ -328,12 +302,10 @@ def history_page(
     services: Services, what: str, query: HistoryQuery
 ) -> HistoryPage[HistoryRun] | HistoryPage[HistoryEvent]:
     """A page of the organisation's runs or events; another organisation's agent is missing."""
-    try:
+    with missing_as(str(query.agent_id)):
         if what == "runs":
             return services.history.runs(query)
         return services.history.events(query)
-    except NotFound as exc:
-        raise Missing(str(query.agent_id)) from exc
 
 
 def export_history(
@@ -341,12 +313,8 @@ def export_history(
 ) -> Iterator[HistoryRun] | Iterator[HistoryEvent]:
     """The rows of an export, checked before the first is read: a range out of bounds is
     `Refused` naming its field, another organisation's agent is missing."""
-    try:
+    with missing_or_refused(str(query.agent_id)):
         services.history.check_export(query)
-    except NotFound as exc:
-        raise Missing(str(query.agent_id)) from exc
-    except InvalidInput as exc:
-        raise refused(exc) from exc
     if what == "runs":
         return services.history.export_runs(query)
     return services.history.export_events(query)

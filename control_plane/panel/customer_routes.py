@@ -19,7 +19,6 @@ from control_plane.panel import (
     fleet_list,
     operator_backend,
     rollout_backend,
-    rollout_wording,
     wording,
 )
 from control_plane.panel.charts import Bar
@@ -74,8 +73,6 @@ def _agents_page(
         max_hold_days=MAX_HOLD_DAYS,
         zone=backend.platform(ctx.services).zone,
         now=ctx.now,
-        wording=wording,
-        rollout_wording=rollout_wording,
     )
 
 
@@ -124,10 +121,8 @@ def save_schedules(
             form,
             query=view.query if target == "matching" else None,
             now=ctx.now,
-            actor=backend.session_actor(post.session),
+            actor=post.actor,
         )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused:
         unread = replace(
             form, errors={"times": ctx.lang.gettext("The list of times could not be read.")}
@@ -149,10 +144,7 @@ def _agent_page(
     hold_form: dict[str, str] | None = None,
     held: str | None = None,
 ) -> Response:
-    try:
-        detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
-    except backend.Missing:
-        return not_found(ctx)
+    detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
     platform = backend.platform(ctx.services)
     if editor is None:
         schedule = detail.page.schedule
@@ -170,9 +162,6 @@ def _agent_page(
         nights=nights,
         zone=platform.zone,
         catch_up=wording.catch_up_text(ctx.lang, platform.catch_up_minutes),
-        wording=wording,
-        event_wording=event_wording,
-        rollout_wording=rollout_wording,
         saved=saved,
         requested=requested,
         release=detail.release,
@@ -244,10 +233,8 @@ def save_schedule(
             enabled=editor.enabled,
             times=editor.times,
             now=ctx.now,
-            actor=backend.session_actor(post.session),
+            actor=post.actor,
         )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused:
         failed = EditorState(
             enabled=editor.enabled,
@@ -279,18 +266,15 @@ def schedule_preview(
 def update_now(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
     post = customer_post(request, csrf, agent_id)
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
-    try:
-        session = post.session
-        recorded = customer_backend.request_update(
-            ctx.services,
-            org_id,
-            parsed,
-            session.credential_id,
-            now=ctx.now,
-            person=session.person,
-        )
-    except backend.Missing:
-        return not_found(ctx)
+    session = post.session
+    recorded = customer_backend.request_update(
+        ctx.services,
+        org_id,
+        parsed,
+        session.credential_id,
+        now=ctx.now,
+        person=session.person,
+    )
     # The reader follows the update on its own page (a second click joins the same request).
     return redirect(f"{PREFIX}/agents/{parsed}/updates/{recorded.run.run_id}")
 
@@ -306,7 +290,6 @@ def notifications(request: Request) -> Response:
         unread=inbox.unread,
         items=inbox.notifications,
         zone=zone,
-        event_wording=event_wording,
     )
 
 
@@ -319,10 +302,7 @@ def mark_notification(
 ) -> Response:
     post = customer_post(request, csrf, notification_id)
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
-    try:
-        customer_backend.mark_notification(ctx.services, org_id, parsed, read == "1", now=ctx.now)
-    except backend.Missing:
-        return not_found(ctx)
+    customer_backend.mark_notification(ctx.services, org_id, parsed, read == "1", now=ctx.now)
     return redirect(f"{PREFIX}/notifications")
 
 
@@ -391,7 +371,7 @@ def test_webhook(request: Request, csrf: Csrf = "") -> Response:
     ctx, org_id = post.ctx, post.org_id
     try:
         tested = customer_backend.send_webhook_test(
-            ctx.services, org_id, actor=backend.session_actor(post.session), now=ctx.now
+            ctx.services, org_id, actor=post.actor, now=ctx.now
         )
     except backend.Missing:
         return _webhook_page(ctx, org_id, status_code=409)

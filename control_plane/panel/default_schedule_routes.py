@@ -11,7 +11,7 @@ from fastapi.responses import Response
 
 from control_plane.panel import backend, customer_backend, fleet_list
 from control_plane.panel.readers import Csrf, customer_of, customer_post
-from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
+from control_plane.panel.web import PREFIX, PanelContext, page, redirect
 
 __all__ = ["router"]
 
@@ -27,10 +27,7 @@ def _page(
     error: str | None = None,
     saved: bool = False,
 ) -> Response:
-    try:
-        current = customer_backend.default_schedule(ctx.services, org_id).schedule
-    except backend.Missing:
-        return not_found(ctx)
+    current = customer_backend.default_schedule(ctx.services, org_id).schedule
     if times_text is None:
         times_text = ", ".join(current.times) if current is not None else ""
     if enabled is None:
@@ -75,10 +72,8 @@ def save_default_schedule(
             enabled=editor.enabled,
             times=list(editor.times),
             now=ctx.now,
-            actor=backend.session_actor(post.session),
+            actor=post.actor,
         )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused:
         unread = ctx.lang.gettext("The list of times could not be read.")
         return _page(ctx, org_id, enabled=editor.enabled, times_text=text, error=unread)

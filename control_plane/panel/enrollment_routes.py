@@ -21,7 +21,7 @@ from control_plane.enrollment.rules import (
 from control_plane.enrollment.services import IssuedEnrollmentToken
 from control_plane.panel import backend, customer_backend
 from control_plane.panel.readers import Csrf, customer_of, customer_post
-from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
+from control_plane.panel.web import PREFIX, PanelContext, page, redirect
 
 __all__ = ["router"]
 
@@ -105,7 +105,7 @@ def create(
             expires_in=lifetime * _HOUR,
             name_pattern=name_pattern.strip() or None,
             label=label.strip() or None,
-            actor=backend.session_actor(post.session),
+            actor=post.actor,
             now=ctx.now,
         )
     except backend.Refused as exc:
@@ -118,14 +118,7 @@ def create(
 def revoke(request: Request, token_id: str, csrf: Csrf = "") -> Response:
     post = customer_post(request, csrf, token_id)
     ctx, (parsed,) = post.ctx, post.ids
-    try:
-        customer_backend.revoke_enrollment_token(
-            ctx.services,
-            post.org_id,
-            parsed,
-            actor=backend.session_actor(post.session),
-            now=ctx.now,
-        )
-    except backend.Missing:
-        return not_found(ctx)
+    customer_backend.revoke_enrollment_token(
+        ctx.services, post.org_id, parsed, actor=post.actor, now=ctx.now
+    )
     return redirect(f"{PREFIX}/enrollment?revoked=1")

@@ -35,9 +35,8 @@ from control_plane.agents.agent_list import (
 )
 from control_plane.agents.org_summary import OrgAgentSummary
 from control_plane.agents.services import AgentOverview
-from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor
-from control_plane.panel.backend import Missing, refused
+from control_plane.panel.backend import missing_or_refused
 from control_plane.panel.i18n import Language
 from control_plane.panel.schedule_editor import EditorState, check_rows
 from control_plane.panel.wording import ONLINE_WITHIN
@@ -249,7 +248,7 @@ def set_schedules(
 ) -> ScheduleChanges:
     """Store a schedule the form already checked on the selection (`query` None) or on every
     agent of the view; the service checks it again and the database a third time."""
-    try:
+    with missing_or_refused(str(org_id)):
         return services.agents.set_schedules(
             org_id,
             agent_ids=None if query is not None else form.selected,
@@ -260,10 +259,6 @@ def set_schedules(
             online_since=now - ONLINE_WITHIN,
             actor=actor,
         )
-    except NotFound as exc:
-        raise Missing(str(org_id)) from exc
-    except InvalidInput as exc:
-        raise refused(exc) from exc
 
 
 def changed_count(

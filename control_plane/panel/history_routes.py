@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
 from control_plane.history import MAX_EXPORT_DAYS, MAX_NIGHTS, HistoryEvent, HistoryRun
-from control_plane.panel import backend, customer_backend, event_wording, history, wording
+from control_plane.panel import backend, customer_backend, history
 from control_plane.panel.readers import customer_of
 from control_plane.panel.web import PREFIX, PanelContext, not_found, page, with_headers
 
@@ -81,17 +81,14 @@ def _history_page(
 ) -> Response:
     """The view's page; a field that could not be read is said at the field (400) and left out."""
     platform = backend.platform(ctx.services)
-    try:
-        found = customer_backend.history_page(
-            ctx.services, view.what, view.query(org_id, platform.zone)
-        )
-        agent_name = (
-            customer_backend.agent_name(ctx.services, org_id, view.agent_id, now=ctx.now)
-            if view.agent_id
-            else None
-        )
-    except backend.Missing:
-        return not_found(ctx)
+    found = customer_backend.history_page(
+        ctx.services, view.what, view.query(org_id, platform.zone)
+    )
+    agent_name = (
+        customer_backend.agent_name(ctx.services, org_id, view.agent_id, now=ctx.now)
+        if view.agent_id
+        else None
+    )
     return page(
         ctx,
         "history.html",
@@ -103,8 +100,6 @@ def _history_page(
         retention_days=platform.retention_days,
         max_export_days=MAX_EXPORT_DAYS,
         zone=platform.zone,
-        wording=wording,
-        event_wording=event_wording,
     )
 
 
@@ -116,8 +111,6 @@ def _export(request: Request, what: Literal["runs", "events"]) -> Response:
     zone = backend.platform(ctx.services).zone
     try:
         rows = customer_backend.export_history(ctx.services, what, view.query(org_id, zone))
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused:
         # The range is missing, reversed or too long: said where the range is chosen.
         message = ctx.lang.ngettext(

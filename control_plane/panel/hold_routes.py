@@ -16,7 +16,7 @@ from fastapi.responses import Response
 from control_plane.panel import backend, rollout_backend
 from control_plane.panel.customer_routes import agent_page
 from control_plane.panel.readers import Csrf, customer_post
-from control_plane.panel.web import PREFIX, not_found, redirect
+from control_plane.panel.web import PREFIX, redirect
 from control_plane.pins.holds import MAX_HOLD_REASON_LENGTH
 from ground.instants import parse_day_text
 
@@ -62,11 +62,9 @@ def hold(
                 parsed,
                 until=ends,
                 reason=reason,
-                actor=backend.session_actor(post.session),
+                actor=post.actor,
                 now=ctx.now,
             )
-        except backend.Missing:
-            return not_found(ctx)
         except backend.Refused as exc:
             error = exc.field if exc.field in {"until", "reason"} else "until"
     if error is not None:
@@ -78,14 +76,5 @@ def hold(
 def end_hold(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
     post = customer_post(request, csrf, agent_id)
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
-    try:
-        rollout_backend.end_hold(
-            ctx.services,
-            org_id,
-            parsed,
-            actor=backend.session_actor(post.session),
-            now=ctx.now,
-        )
-    except backend.Missing:
-        return not_found(ctx)
+    rollout_backend.end_hold(ctx.services, org_id, parsed, actor=post.actor, now=ctx.now)
     return redirect(f"{PREFIX}/agents/{parsed}?" + urlencode({"held": "ended"}) + "#hold")

@@ -17,7 +17,7 @@ from fastapi.responses import Response
 
 from control_plane.accounts.oidc import FlowState, OidcFailed
 from control_plane.panel.readers import parse_id
-from control_plane.panel.web import PREFIX, SESSION_COOKIE, PanelContext, context_of, page, redirect
+from control_plane.panel.web import PREFIX, PanelContext, context_of, page, redirect
 
 __all__ = ["FLOW_COOKIE", "router"]
 
@@ -101,14 +101,7 @@ def callback(request: Request, state: str = "", code: str = "") -> Response:
         return _refused(ctx)
     opened = ctx.services.people.open_verified(person.id, now=ctx.session_now)
     response = page(ctx, "oidc_signed_in.html")
-    response.set_cookie(
-        SESSION_COOKIE,
-        opened.secret,
-        path=PREFIX,
-        httponly=True,
-        secure=ctx.secure,
-        samesite="strict",
-    )
+    ctx.set_session_cookie(response, opened.secret)
     response.delete_cookie(FLOW_COOKIE, path=PREFIX + "/oidc")
     return response
 

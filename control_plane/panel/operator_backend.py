@@ -25,7 +25,7 @@ from control_plane.events.trail import Actor
 from control_plane.forecast.model import OrgDayForecast, PlatformDayForecast
 from control_plane.forecast.round_bytes import OrgRound
 from control_plane.metrics.trust_roots import TrustRootStanding
-from control_plane.panel.backend import Missing, Refused, refused
+from control_plane.panel.backend import Missing, Refused, missing_as, refused
 from control_plane.registry import Services
 from control_plane.releases.withdrawal import ReleaseList, WithdrawnRelease
 from control_plane.rollout.services import RolloutOverview
@@ -166,10 +166,8 @@ def revoke_credential(
     services: Services, credential_id: UUID, *, actor: Actor, now: datetime
 ) -> CredentialView:
     credential(services, credential_id)
-    try:
+    with missing_as(str(credential_id)):
         return services.accounts.revoke(credential_id, now=now, actor=actor)
-    except NotFound as exc:
-        raise Missing(str(credential_id)) from exc
 
 
 # The brake

@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from markupsafe import Markup
 
 from control_plane.forecast.model import ReleaseNight
-from control_plane.panel import backend, operator_backend, rollout_wording, wording
+from control_plane.panel import backend, operator_backend, wording
 from control_plane.panel.charts import Bar, Series, Stack, stacked_chart
 from control_plane.panel.fleet import fleet_chart, fleet_counts
 from control_plane.panel.readers import Csrf, operator_of, operator_post
@@ -195,7 +195,6 @@ def _overview(
             ctx.lang, fleet_counts(operator_backend.fleet_versions(ctx.services))
         ),
         rollout=rollout,
-        rollout_wording=rollout_wording,
         brake_error=brake_error,
         settings_error=settings_error,
         saved=saved,
@@ -222,11 +221,7 @@ def set_brake(
     if (engage and not reason) or len(reason) > MAX_REASON:
         return _overview(ctx, status_code=422, brake_error=True)
     operator_backend.set_brake(
-        ctx.services,
-        engaged=engage,
-        reason=reason or None,
-        actor=backend.session_actor(post.session),
-        now=ctx.now,
+        ctx.services, engaged=engage, reason=reason or None, actor=post.actor, now=ctx.now
     )
     return redirect(f"{PREFIX}/operator?saved=brake")
 
@@ -253,9 +248,7 @@ def save_settings(
         except ValueError:
             return _overview(ctx, status_code=422, settings_error=name)
     try:
-        backend.update_platform(
-            ctx.services, changes, actor=backend.session_actor(post.session), now=ctx.now
-        )
+        backend.update_platform(ctx.services, changes, actor=post.actor, now=ctx.now)
     except backend.Refused as exc:
         return _overview(ctx, status_code=422, settings_error=exc.field)
     return redirect(f"{PREFIX}/operator?saved=settings")

@@ -31,11 +31,9 @@ from control_plane.panel.csrf import tokens_match
 from control_plane.panel.readers import Csrf, customer_of, customer_post, operator_of, operator_post
 from control_plane.panel.web import (
     PREFIX,
-    SESSION_COOKIE,
     SIGNIN_COOKIE,
     PanelContext,
     context_of,
-    not_found,
     page,
     public_form_page,
     redirect,
@@ -110,7 +108,7 @@ def invite(
             name=name,
             email=email,
             role=role,
-            actor=backend.session_actor(post.session),
+            actor=post.actor,
             now=ctx.now,
         )
     except backend.Refused as exc:
@@ -124,15 +122,7 @@ def remove(request: Request, person_id: str, csrf: Csrf = "") -> Response:
     post = customer_post(request, csrf, person_id)
     ctx, (parsed,) = post.ctx, post.ids
     try:
-        people_backend.remove(
-            ctx.services,
-            post.org_id,
-            parsed,
-            actor=backend.session_actor(post.session),
-            now=ctx.now,
-        )
-    except backend.Missing:
-        return not_found(ctx)
+        people_backend.remove(ctx.services, post.org_id, parsed, actor=post.actor, now=ctx.now)
     except backend.Refused as exc:
         return _people_page(ctx, status_code=409, person_error=exc.field)
     return redirect(f"{PREFIX}/people?removed=1")
@@ -144,15 +134,8 @@ def change_role(request: Request, person_id: str, csrf: Csrf = "", role: Field =
     ctx, (parsed,) = post.ctx, post.ids
     try:
         people_backend.change_role(
-            ctx.services,
-            post.org_id,
-            parsed,
-            role,
-            actor=backend.session_actor(post.session),
-            now=ctx.now,
+            ctx.services, post.org_id, parsed, role, actor=post.actor, now=ctx.now
         )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused as exc:
         status = 409 if exc.field == "last_editor" else 422
         return _people_page(ctx, status_code=status, person_error=exc.field)
@@ -164,15 +147,8 @@ def _reissued(request: Request, person_id: str, csrf: str, *, reset: bool) -> Re
     ctx, (parsed,) = post.ctx, post.ids
     try:
         issued = people_backend.reissue(
-            ctx.services,
-            post.org_id,
-            parsed,
-            reset=reset,
-            actor=backend.session_actor(post.session),
-            now=ctx.now,
+            ctx.services, post.org_id, parsed, reset=reset, actor=post.actor, now=ctx.now
         )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused as exc:
         return _people_page(ctx, status_code=409, person_error=exc.field)
     return _people_page(ctx, link=_link(ctx, issued.token, reset=reset), reset_link=reset)
@@ -209,12 +185,7 @@ def save_provider(
     post = customer_post(request, csrf)
     ctx = post.ctx
     if action == "remove":
-        try:
-            people_backend.remove_provider(
-                ctx.services, post.org_id, actor=backend.session_actor(post.session), now=ctx.now
-            )
-        except backend.Missing:
-            return not_found(ctx)
+        people_backend.remove_provider(ctx.services, post.org_id, actor=post.actor, now=ctx.now)
         return redirect(f"{PREFIX}/people?oidc_removed=1")
     try:
         ctx.services.oidc.put(
@@ -223,7 +194,7 @@ def save_provider(
             client_id=client_id,
             client_secret=client_secret,
             now=ctx.now,
-            actor=backend.session_actor(post.session),
+            actor=post.actor,
         )
     except InvalidInput as exc:
         if exc.code == ADDRESS_REFUSED:
@@ -351,14 +322,7 @@ def sign_in_code(request: Request, csrf: Csrf = "", code: Field = "") -> Respons
         return _code_page(ctx, status_code=401, error=exc.reason)
     # The front door leads an operator to the operators' pages, anyone else to the agents.
     response = redirect(f"{PREFIX}/")
-    response.set_cookie(
-        SESSION_COOKIE,
-        opened.secret,
-        path=PREFIX,
-        httponly=True,
-        secure=ctx.secure,
-        samesite="strict",
-    )
+    ctx.set_session_cookie(response, opened.secret)
     response.delete_cookie(PENDING_COOKIE, path=PREFIX)
     response.delete_cookie(SIGNIN_COOKIE, path=PREFIX)
     return response
@@ -405,7 +369,7 @@ def invite_operator(
             name=name,
             email=email,
             role="operator",
-            actor=backend.session_actor(post.session),
+            actor=post.actor,
             now=ctx.now,
         )
     except backend.Refused as exc:
@@ -420,10 +384,5 @@ def remove_operator(request: Request, person_id: str, csrf: Csrf = "") -> Respon
     sessions end. The operators' keys are untouched, so the platform keeps an operator."""
     post = operator_post(request, csrf, person_id)
     ctx, (parsed,) = post.ctx, post.ids
-    try:
-        people_backend.remove(
-            ctx.services, None, parsed, actor=backend.session_actor(post.session), now=ctx.now
-        )
-    except backend.Missing:
-        return not_found(ctx)
+    people_backend.remove(ctx.services, None, parsed, actor=post.actor, now=ctx.now)
     return redirect(f"{PREFIX}/operator/people?removed=1")

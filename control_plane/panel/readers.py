@@ -20,6 +20,8 @@ from fastapi.responses import Response
 
 from control_plane.accounts.credentials import Audience
 from control_plane.accounts.sessions import PanelSession
+from control_plane.events.trail import Actor
+from control_plane.panel.backend import session_actor
 from control_plane.panel.web import (
     PREFIX,
     SESSION_COOKIE,
@@ -65,6 +67,11 @@ class OperatorPost:
     ctx: PanelContext
     ids: tuple[UUID, ...]
     session: PanelSession
+
+    @property
+    def actor(self) -> Actor:
+        """Who the trail names for what this form changes."""
+        return session_actor(self.session)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,9 +16,9 @@ from uuid import UUID
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from control_plane.panel import backend, operator_backend, rollout_backend, rollout_wording
+from control_plane.panel import backend, operator_backend, rollout_backend
 from control_plane.panel.readers import Csrf, operator_of, operator_post
-from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
+from control_plane.panel.web import PREFIX, PanelContext, page, redirect
 from control_plane.releases.withdrawal import MAX_WITHDRAW_REASON_LENGTH, ReleaseTrackView
 
 __all__ = ["ROLLOUT_ACTIONS", "previous_release_ids", "router"]
@@ -69,7 +69,6 @@ def _releases_page(
         states=rollout_backend.release_states(ctx.services, listed, now=ctx.now),
         rollout_error=rollout_error,
         done=done,
-        rollout_wording=rollout_wording,
         org_names=rollout_backend.org_names(ctx.services),
     )
 
@@ -98,14 +97,8 @@ def withdraw(
         return _releases_page(ctx, status_code=422, error_release=parsed)
     try:
         done = operator_backend.withdraw_release(
-            ctx.services,
-            parsed,
-            reason=reason,
-            actor=backend.session_actor(post.session),
-            now=ctx.now,
+            ctx.services, parsed, reason=reason, actor=post.actor, now=ctx.now
         )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused:
         return _releases_page(ctx, status_code=409, error_release=parsed)
     return redirect(f"{PREFIX}/operator/releases?" + urlencode({"withdrawn": done.version}))
@@ -125,7 +118,7 @@ def rollout(
     reason = reason.strip()
     if not reason or len(reason) > MAX_ROLLOUT_REASON:
         return _releases_page(ctx, status_code=422, rollout_error=(parsed, "reason"))
-    actor = backend.session_actor(post.session)
+    actor = post.actor
     try:
         if action == "promote":
             rollout_backend.promote_release(
@@ -148,8 +141,6 @@ def rollout(
                 actor=actor,
                 now=ctx.now,
             )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused:
         # The release's state does not allow it (promote a release that is not a canary, resume
         # one that is not halted, halt one already halted).

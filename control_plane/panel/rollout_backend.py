@@ -13,10 +13,13 @@ from datetime import datetime
 from uuid import UUID
 
 from control_plane.agents.fleet import OrgName
-from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.services import EventFilter, EventView
 from control_plane.events.trail import Actor
-from control_plane.panel.backend import Missing, refusals_as_panel_errors, refused
+from control_plane.panel.backend import (
+    missing_as,
+    missing_or_refused,
+    refusals_as_panel_errors,
+)
 from control_plane.pins.holds import HoldSetter
 from control_plane.pins.services import PinView
 from control_plane.registry import Services
@@ -143,10 +146,8 @@ def notices(services: Services) -> tuple[OperatorNotice, ...]:
 
 
 def mark_notice_read(services: Services, notice_id: UUID, *, actor: Actor, now: datetime) -> None:
-    try:
+    with missing_as("notice"):
         services.rollout.mark_notice_read(notice_id, actor=actor, now=now)
-    except NotFound as exc:
-        raise Missing("notice") from exc
 
 
 def unread_notices(services: Services) -> int:
@@ -170,10 +171,8 @@ def org_names(services: Services) -> dict[UUID, str]:
 def agent_release(
     services: Services, agent_id: UUID, *, org_id: UUID, now: datetime
 ) -> AgentRelease:
-    try:
+    with missing_as(str(agent_id)):
         return services.rollout.agent_release(agent_id, org_id=org_id, now=now)
-    except NotFound as exc:
-        raise Missing(str(agent_id)) from exc
 
 
 def agent_releases(
@@ -185,20 +184,16 @@ def agent_releases(
 ) -> dict[UUID, AgentRelease]:
     """The organisation's agents with their pair, offer, pin and hold, by agent id: those of
     `agent_ids` (a page of the list), or every agent."""
-    try:
+    with missing_as(str(org_id)):
         listed = services.rollout.org_agent_releases(org_id, now=now, agent_ids=agent_ids)
-    except NotFound as exc:
-        raise Missing(str(org_id)) from exc
     return {agent.agent_id: agent for agent in listed.agents}
 
 
 def mark_canary(
     services: Services, agent_id: UUID, *, canary: bool, actor: Actor, now: datetime
 ) -> None:
-    try:
+    with missing_as(str(agent_id)):
         services.rollout.mark_canary(agent_id, canary=canary, actor=actor, now=now)
-    except NotFound as exc:
-        raise Missing(str(agent_id)) from exc
 
 
 def force_update(
@@ -236,10 +231,8 @@ def unpin(
     actor: Actor,
     now: datetime,
 ) -> None:
-    try:
+    with missing_as("pin"):
         services.pins.unpin(org_id=org_id, agent_id=agent_id, actor=actor, now=now)
-    except NotFound as exc:
-        raise Missing("pin") from exc
 
 
 def hold_agent(
@@ -255,7 +248,7 @@ def hold_agent(
 ) -> HoldView:
     """A hold of one of the organisation's agents, by its customer or an operator (another
     organisation's agent is missing)."""
-    try:
+    with missing_or_refused(str(agent_id)):
         return services.pins.hold(
             agent_id,
             org_id=org_id,
@@ -265,10 +258,6 @@ def hold_agent(
             actor=actor,
             now=now,
         )
-    except NotFound as exc:
-        raise Missing(str(agent_id)) from exc
-    except InvalidInput as exc:
-        raise refused(exc) from exc
 
 
 def hold_agents(
@@ -282,30 +271,22 @@ def hold_agents(
     now: datetime,
 ) -> int:
     """A customer's hold of each agent listed, all or none (one change each on the trail)."""
-    try:
+    with missing_or_refused(str(org_id)):
         return services.pins.hold_many(
             agent_ids, org_id=org_id, until=until, reason=reason, actor=actor, now=now
         )
-    except NotFound as exc:
-        raise Missing(str(org_id)) from exc
-    except InvalidInput as exc:
-        raise refused(exc) from exc
 
 
 def end_holds(
     services: Services, org_id: UUID, agent_ids: Sequence[UUID], *, actor: Actor, now: datetime
 ) -> int:
     """End the hold of each agent listed: how many had one."""
-    try:
+    with missing_as(str(org_id)):
         return services.pins.release_holds(agent_ids, org_id=org_id, actor=actor, now=now)
-    except NotFound as exc:
-        raise Missing(str(org_id)) from exc
 
 
 def end_hold(
     services: Services, org_id: UUID, agent_id: UUID, *, actor: Actor, now: datetime
 ) -> None:
-    try:
+    with missing_as(str(agent_id)):
         services.pins.release_hold(agent_id, org_id=org_id, actor=actor, now=now)
-    except NotFound as exc:
-        raise Missing(str(agent_id)) from exc

@@ -19,8 +19,6 @@ from control_plane.panel import (
     customer_backend,
     fleet_list,
     rollout_backend,
-    rollout_wording,
-    wording,
 )
 from control_plane.panel.hold_routes import hold_start
 from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
@@ -45,7 +43,6 @@ def notices(request: Request) -> Response:
         "notices.html",
         notices=rollout_backend.notices(ctx.services),
         zone=backend.platform(ctx.services).zone,
-        rollout_wording=rollout_wording,
     )
 
 
@@ -54,12 +51,7 @@ def mark_notice_read(request: Request, notice_id: str, csrf: Csrf = "") -> Respo
     """Mark one notice read: the navigation's count of new notices goes down."""
     post = operator_post(request, csrf, notice_id)
     ctx, (parsed,) = post.ctx, post.ids
-    try:
-        rollout_backend.mark_notice_read(
-            ctx.services, parsed, actor=backend.session_actor(post.session), now=ctx.now
-        )
-    except backend.Missing:
-        return not_found(ctx)
+    rollout_backend.mark_notice_read(ctx.services, parsed, actor=post.actor, now=ctx.now)
     return redirect(f"{PREFIX}/operator/notices#notice-{parsed}")
 
 
@@ -83,12 +75,9 @@ def _org_page(
     pages): an organisation of thousands costs one page, never a row per agent."""
     view, overview = fleet_list.fleet_page(ctx.services, ctx.lang, org_id, view, now=ctx.now)
     listed = overview.agents if overview else ()
-    try:
-        releases = rollout_backend.agent_releases(
-            ctx.services, org_id, now=ctx.now, agent_ids=[a.id for a in listed]
-        )
-    except backend.Missing:
-        return not_found(ctx)
+    releases = rollout_backend.agent_releases(
+        ctx.services, org_id, now=ctx.now, agent_ids=[a.id for a in listed]
+    )
     pins = rollout_backend.pins(ctx.services)
     return page(
         ctx,
@@ -111,8 +100,6 @@ def _org_page(
         now=ctx.now,
         max_reason=MAX_PIN_REASON_LENGTH,
         max_version=MAX_VERSION_LENGTH,
-        wording=wording,
-        rollout_wording=rollout_wording,
     )
 
 
@@ -152,7 +139,7 @@ def pin_org(
 ) -> Response:
     post = operator_post(request, csrf, org_id)
     ctx, (parsed,) = post.ctx, post.ids
-    actor = backend.session_actor(post.session)
+    actor = post.actor
     try:
         if action == "unpin":
             rollout_backend.unpin(ctx.services, org_id=parsed, actor=actor, now=ctx.now)
@@ -161,8 +148,6 @@ def pin_org(
             rollout_backend.pin(
                 ctx.services, org_id=parsed, version=pinned, reason=why, actor=actor, now=ctx.now
             )
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused as exc:
         view = fleet_list.read_view(ctx.lang, {})
         return _org_page(ctx, parsed, view, status_code=422, pin_error=exc.field)
@@ -180,10 +165,7 @@ def _agent_page(
     saved: str | None = None,
     hold_form: dict[str, str] | None = None,
 ) -> Response:
-    try:
-        detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
-    except backend.Missing:
-        return not_found(ctx)
+    detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
     pins = rollout_backend.pins(ctx.services)
     return page(
         ctx,
@@ -203,7 +185,6 @@ def _agent_page(
         max_hold_reason=MAX_HOLD_REASON_LENGTH,
         hold_form=hold_form or {},
         max_version=MAX_VERSION_LENGTH,
-        rollout_wording=rollout_wording,
     )
 
 
@@ -248,7 +229,7 @@ def agent_action(
     """The operator agent page's forms: `canary`, `pin`, `unpin`, `force`, `hold`, `unhold`."""
     post = operator_post(request, csrf, org_id, agent_id, known=action in AGENT_ACTIONS)
     ctx, (org, found) = post.ctx, post.ids
-    actor = backend.session_actor(post.session)
+    actor = post.actor
     try:
         # Scoped to the organisation in the URL: another organisation's agent is not found.
         rollout_backend.agent_release(ctx.services, found, org_id=org, now=ctx.now)
@@ -282,8 +263,6 @@ def agent_action(
             if not why or len(why) > MAX_FORCE_REASON:
                 raise backend.Refused("force_reason", why)
             rollout_backend.force_update(ctx.services, found, reason=why, actor=actor, now=ctx.now)
-    except backend.Missing:
-        return not_found(ctx)
     except backend.Refused as exc:
         field = {
             "pin": exc.field,

@@ -124,15 +124,7 @@ def sign_in(
     response = redirect(
         f"{PREFIX}/operator" if who.audience is Audience.OPERATOR else f"{PREFIX}/agents"
     )
-    # The cookie lives as long as the browser runs; the server decides when the session ends.
-    response.set_cookie(
-        SESSION_COOKIE,
-        opened.secret,
-        path=PREFIX,
-        httponly=True,
-        secure=ctx.secure,
-        samesite="strict",
-    )
+    ctx.set_session_cookie(response, opened.secret)
     response.delete_cookie(SIGNIN_COOKIE, path=PREFIX)
     return response
 

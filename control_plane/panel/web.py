@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from control_plane.accounts.credentials import Audience
 from control_plane.accounts.sessions import PanelSession
-from control_plane.panel import backend, rollout_backend, wording
+from control_plane.panel import backend, event_wording, rollout_backend, rollout_wording, wording
 from control_plane.panel.charts import Bar, bar_chart
 from control_plane.panel.csrf import csrf_token_for, new_signin_token, tokens_match
 from control_plane.panel.i18n import LANGUAGES, Language, choose_language, language_names
@@ -81,6 +81,10 @@ def environment(code: str) -> Environment:
         lang = Language(code)
         env.install_gettext_translations(lang.translations, newstyle=True)  # type: ignore[attr-defined]
         env.filters["key_name"] = partial(wording.key_name, lang)
+        # The modules that word the core's facts, for every page that says them.
+        env.globals.update(
+            wording=wording, event_wording=event_wording, rollout_wording=rollout_wording
+        )
         _environments[code] = env
     return env
 
@@ -138,6 +142,18 @@ class PanelContext:
     def secure(self) -> bool:
         return self.request.url.scheme == "https"
 
+    def set_session_cookie(self, response: Response, secret: str) -> None:
+        """The signed-in reader's session cookie on `response`. It lives as long as the browser
+        runs; the server decides when the session ends."""
+        response.set_cookie(
+            SESSION_COOKIE,
+            secret,
+            path=PREFIX,
+            httponly=True,
+            secure=self.secure,
+            samesite="strict",
+        )
+
 
 def context_of(request: Request) -> PanelContext:
     now = request_now(request)
@@ -147,7 +163,7 @@ def context_of(request: Request) -> PanelContext:
     code = choose_language(
         request.cookies.get(LANGUAGE_COOKIE), request.headers.get("accept-language")
     )
-    return PanelContext(
+    ctx = PanelContext(
         request=request,
         lang=Language(code),
         now=now,
@@ -155,6 +171,15 @@ def context_of(request: Request) -> PanelContext:
         session=session,
         session_secret=secret if session else None,
     )
+    request.state.panel_context = ctx
+    return ctx
+
+
+def latest_context(request: Request) -> PanelContext:
+    """The context the request's route read last (its reader, language and session as the route
+    saw them), else a new one: for an answer chosen outside the route."""
+    known = getattr(request.state, "panel_context", None)
+    return known if isinstance(known, PanelContext) else context_of(request)
 
 
 def csrf_ok(ctx: PanelContext, presented: str | None) -> bool:

@@ -10,14 +10,14 @@ bits, so it needs no rate limit (see `control_plane.enrollment.rules`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from control_plane.accounts.services import actor_of
+from control_plane.accounts.services import Principal, actor_of
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import (
     EnrollmentBearer,
@@ -42,7 +42,6 @@ from control_plane.enrollment.rules import (
 from control_plane.enrollment.services import (
     EnrollmentTokenList,
     EnrollmentTokenView,
-    IssuedEnrollmentToken,
 )
 from ground.contract import API_PREFIX, ENROLL_PATH, EnrolledAgent, EnrollRequest, ErrorAnswer
 
@@ -105,7 +104,13 @@ class EnrollmentTokenShownOnce:
     install_command: str
 
 
-def _shown_once(request: Request, issued: IssuedEnrollmentToken) -> EnrollmentTokenShownOnce:
+def _issued(
+    request: Request, org_id: UUID, body: TokenTermsBody, caller: Principal, now: datetime
+) -> EnrollmentTokenShownOnce:
+    """A new token of `org_id`, made by `caller`, with its secret and install line."""
+    issued = services_of(request).enrollment.create(
+        org_id, body.terms(), now=now, actor=actor_of(caller)
+    )
     # The control plane as this caller reached it: the address hosts reach it at, as a rule.
     url = str(request.base_url).rstrip("/")
     return EnrollmentTokenShownOnce(
@@ -151,10 +156,7 @@ def create_token(
     body: OperatorTokenBody, request: Request, caller: OperatorCaller, now: RequestNow
 ) -> EnrollmentTokenShownOnce:
     """A new enrollment token of any organisation; its secret and install line are shown once."""
-    issued = services_of(request).enrollment.create(
-        body.org_id, body.terms(), now=now, actor=actor_of(caller)
-    )
-    return _shown_once(request, issued)
+    return _issued(request, body.org_id, body, caller, now)
 
 
 @router.get(
@@ -206,10 +208,7 @@ def create_own_token(
 ) -> EnrollmentTokenShownOnce:
     """A new enrollment token of the caller's organisation; secret and install line shown once."""
     assert caller.org_id is not None
-    issued = services_of(request).enrollment.create(
-        caller.org_id, body.terms(), now=now, actor=actor_of(caller)
-    )
-    return _shown_once(request, issued)
+    return _issued(request, caller.org_id, body, caller, now)
 
 
 @router.get(

@@ -4,7 +4,7 @@ downloads, and the panel's run lists, manual updates and task tray."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Header, Path, Request, Response
@@ -41,6 +41,22 @@ router = APIRouter()
 
 
 # -- the agent's reports and download -------------------------------------------------------------
+
+
+def _download_answers(media_type: str, whole: str) -> dict[int | str, dict[str, Any]]:
+    """A download's documented answers: the whole file, a range of it, and the refusals."""
+
+    def binary() -> dict[str, Any]:
+        return {media_type: {"schema": {"type": "string", "format": "binary"}}}
+
+    return {
+        200: {"content": binary(), "description": whole},
+        206: {
+            "content": binary(),
+            "description": "the requested range (`Range`, `If-Range` with the ETag)",
+        },
+        **errors(*AUTHENTICATED, 404, 416, 422, models={403: DownloadRefusal}),
+    }
 
 
 @router.post(
@@ -117,17 +133,7 @@ def confirm_swap(
     RUNS_PATH + "/{run_id}/artifact",
     tags=["agent"],
     response_class=StreamingResponse,
-    responses={
-        200: {
-            "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
-            "description": "the whole build",
-        },
-        206: {
-            "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
-            "description": "the requested range (`Range`, `If-Range` with the ETag)",
-        },
-        **errors(*AUTHENTICATED, 404, 416, 422, models={403: DownloadRefusal}),
-    },
+    responses=_download_answers("application/gzip", "the whole build"),
 )
 def download_artifact(
     run_id: UUID,
@@ -155,17 +161,7 @@ def download_artifact(
     RUNS_PATH + "/{run_id}/patches/{base_tar_sha256}",
     tags=["agent"],
     response_class=StreamingResponse,
-    responses={
-        200: {
-            "content": {"application/zstd": {"schema": {"type": "string", "format": "binary"}}},
-            "description": "the whole patch",
-        },
-        206: {
-            "content": {"application/zstd": {"schema": {"type": "string", "format": "binary"}}},
-            "description": "the requested range (`Range`, `If-Range` with the ETag)",
-        },
-        **errors(*AUTHENTICATED, 404, 416, 422, models={403: DownloadRefusal}),
-    },
+    responses=_download_answers("application/zstd", "the whole patch"),
 )
 def download_patch(
     run_id: UUID,
