@@ -123,6 +123,16 @@ class AnswerMemory:
                 return None
             return self._granted.get((round_start, org_id))
 
+    def granted_in_round(self, round_start: datetime, org_id: UUID) -> tuple[int, int]:
+        """The highest grant counts seen for the round, the organisation's and the total (0 for
+        what is not known, or when the memory is not live). One visit for both: every claim
+        the memory refuses at 03:00 asks for the two."""
+        with self._lock:
+            if not self._live():
+                return 0, 0
+            granted = self._granted
+            return granted.get((round_start, org_id), 0), granted.get((round_start, None), 0)
+
     # -- learning ---------------------------------------------------------------------------
 
     def stamp(self) -> int | None:

@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from control_plane.errors import RequestRefused
 from ground.contract import ErrorAnswer, ErrorDetail
@@ -128,11 +128,18 @@ def bounded_message(message: str) -> str:
     return message[: MAX_MESSAGE_LENGTH - 1] + "…"
 
 
-def refusal_response(exc: RequestRefused) -> JSONResponse:
-    """The answer to a refused request: `{"detail": …}` with its status, the value shortened."""
+# The JSON of `JSONResponse.render`, with one encoder for every refusal: `json.dumps` with
+# these options builds a new encoder per call, a tenth of what answering a refused claim cost.
+_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
+
+
+def refusal_response(exc: RequestRefused) -> Response:
+    """The answer to a refused request: `{"detail": …}` with its status, the value shortened
+    (the body and headers a `JSONResponse` of it has)."""
     detail = exc.detail
     if isinstance(detail, dict):
         detail = {**detail, "message": bounded_message(detail["message"])}
         if "value" in detail:
             detail["value"] = shown_value(detail["value"])
-    return JSONResponse({"detail": detail}, status_code=exc.status)
+    body = _JSON.encode({"detail": detail}).encode("utf-8")
+    return Response(body, status_code=exc.status, media_type=JSONResponse.media_type)

@@ -114,12 +114,12 @@ def _field_path(location: tuple[Any, ...]) -> str:
     return path or "body"
 
 
-async def _refused(_: Request, exc: Exception) -> JSONResponse:
+async def _refused(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestRefused)
     return refusal_response(exc)
 
 
-async def _credential_first(request: Request) -> JSONResponse | None:
+async def _credential_first(request: Request) -> Response | None:
     """The 401/403 (or the database's 503) that comes before a 422 (`credential_first`)."""
     try:
         refused = await credential_refusal(request)
@@ -128,7 +128,7 @@ async def _credential_first(request: Request) -> JSONResponse | None:
     return None if refused is None else refusal_response(refused)
 
 
-async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
+async def _invalid_request(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     refused = await _credential_first(request)
     if refused is not None:

@@ -107,10 +107,22 @@ def _bad_character(text: str) -> str | None:
 # What a body must hold for the second reading to find anything: an escape (a NUL or a
 # surrogate can only arrive as one), or where a value starts a non-finite token or a literal that
 # may overflow a float (a three-digit exponent, or 200 digits before a shorter one could reach
-# 1e308). A match inside a string costs one needless reading, never a wrong answer.
-_MAY_BE_REFUSED = re.compile(
-    rb"\\u|(?:^|[\[:,])\s*-?(?:NaN|Infinity|[0-9]+(?:\.[0-9]*)?[eE][+-]?[0-9]{3}|[0-9]{200})"
-)
+# 1e308). A match inside a string costs one needless reading, never a wrong answer. Asked as
+# three questions rather than one pattern `\\u|(?:^|[\[:,])…`: that one tried each alternative
+# at every byte of every body, and cost a refused claim more than all its headers' checks.
+_RISKY_VALUE = rb"\s*-?(?:NaN|Infinity|[0-9]+(?:\.[0-9]*)?[eE][+-]?[0-9]{3}|[0-9]{200})"
+_RISKY_FIRST_VALUE = re.compile(_RISKY_VALUE)
+_RISKY_INNER_VALUE = re.compile(rb"[\[:,]" + _RISKY_VALUE)
+
+
+def _may_be_refused(body: bytes) -> bool:
+    return (
+        b"\\u" in body
+        or _RISKY_FIRST_VALUE.match(body) is not None
+        or _RISKY_INNER_VALUE.search(body) is not None
+    )
+
+
 _MAX_SHOWN_LITERAL = 40
 
 
@@ -159,7 +171,7 @@ def refused_json(body: bytes) -> str | None:
     number JSON cannot carry), or None.
 
     A body that is not JSON is left to the route (its parser names the problem)."""
-    if _MAY_BE_REFUSED.search(body) is None:
+    if not _may_be_refused(body):
         return None
     try:
         document = json.loads(body, parse_constant=_NotFinite, parse_float=_finite_or_not)

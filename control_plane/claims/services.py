@@ -347,7 +347,13 @@ class ClaimService:
             return None  # the slot's run is written by the database path
         if refusal is not None:
             self._refusals.record(facts.agent_id, slot_key, refusal.refusal, now)
-            raise refusal
+            try:
+                raise refusal
+            finally:
+                # Not left in this frame, which the refusal's traceback holds: that cycle made
+                # each refusal of the 03:00 herd (its request's closures with it) garbage for the
+                # collector, instead of freed as its answer goes out.
+                del refusal
         return KnownRoom(
             round_start=current_round,
             org_id=facts.org_id,
@@ -359,9 +365,10 @@ class ClaimService:
         self, current_round: datetime, org_id: UUID, read: RoundCounts
     ) -> RoundCounts:
         """The higher of the counts read and those this worker has seen for the round."""
+        org_seen, global_seen = self._memory.granted_in_round(current_round, org_id)
         return RoundCounts(
-            org_granted=max(read.org_granted, self._memory.granted(current_round, org_id) or 0),
-            global_granted=max(read.global_granted, self._memory.granted(current_round, None) or 0),
+            org_granted=max(read.org_granted, org_seen),
+            global_granted=max(read.global_granted, global_seen),
         )
 
     def _remember(

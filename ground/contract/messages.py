@@ -11,6 +11,7 @@ plane; requests forbid them, so a typo in a request is a 422 naming the field, n
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Literal
 from uuid import UUID
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -154,7 +155,14 @@ class ReleaseTrack(_Answer):
     @classmethod
     def of(cls, channel: str | None, platform: str | None) -> ReleaseTrack:
         """The pair named, a missing name being the default (an agent older than channels)."""
-        return cls(channel=channel or DEFAULT_CHANNEL, platform=platform or DEFAULT_PLATFORM)
+        return _track_of(channel or DEFAULT_CHANNEL, platform or DEFAULT_PLATFORM)
+
+
+# Remembered (a pair is frozen): every claim of the 03:00 herd names its pair, and a fleet
+# follows a few. A name the pair refuses raises each time (`lru_cache` keeps no exception).
+@functools.lru_cache(maxsize=1024)
+def _track_of(channel: str, platform: str) -> ReleaseTrack:
+    return ReleaseTrack(channel=channel, platform=platform)
 
 
 # The pair of an agent that names none: an agent older than channels had this one track.

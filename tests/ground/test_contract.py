@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from ground.contract import (
+    DEFAULT_TRACK,
     AgentConfig,
     ClaimGrant,
     ClaimRequest,
@@ -17,6 +18,7 @@ from ground.contract import (
     InstantError,
     OfferReason,
     RefusalCode,
+    ReleaseTrack,
     format_instant,
     parse_instant,
 )
@@ -243,3 +245,14 @@ def test_a_grant_with_a_manifest_of_absurd_size_is_refused() -> None:
 def test_a_switch_of_the_wrong_type_is_refused(changes: dict[str, object], field: str) -> None:
     with pytest.raises(ValidationError, match=field):
         AgentConfig.model_validate(_config(**changes))
+
+
+def test_a_claims_pair_is_the_default_when_it_names_none_and_a_bad_name_is_refused_each_time() -> (
+    None
+):
+    assert ClaimRequest(slot_key="2026-11-30T03:00").track == DEFAULT_TRACK
+    named = ClaimRequest(slot_key="2026-11-30T03:00", channel="beta", platform="linux-arm64")
+    assert named.track == ReleaseTrack(channel="beta", platform="linux-arm64")
+    for _ in range(2):  # a refused name is never remembered as a pair
+        with pytest.raises(ValidationError):
+            ReleaseTrack.of("no spaces allowed", None)

@@ -9,6 +9,7 @@ would answer otherwise.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -95,6 +96,34 @@ def test_a_grant_that_fills_the_round_refuses_the_rest_of_it_from_memory(
     # Neither has asked before: the warm-up knew them, the grant's count said "full".
     assert _code(_claim(api, second)) == (429, "global_cap")
     assert _code(_claim(api, third)) == (429, "global_cap")
+
+
+def test_a_refusal_from_memory_is_freed_once_answered_not_left_to_the_collector(
+    api: Api, services: Services, clock: ManualClock, herd: tuple[Agent, Agent, Agent]
+) -> None:
+    """The herd's refusals are answered by the thousand: each one (and its request with it)
+    must go when its answer has, not pile up as cyclic garbage."""
+    first, second, _ = herd
+    assert _claim(api, first).status_code == 201  # fills the round, warms the slot up
+    codes: list[str] = []
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        try:
+            services.claims.refuse_from_memory(
+                secret_sha256(second.agent_key), SLOT, "1.4.1", clock.now(), track=DEFAULT_TRACK
+            )
+        except ClaimRefused as refused:
+            codes.append(str(refused.refusal))
+        gc.collect()
+        left = [found for found in gc.garbage if isinstance(found, ClaimRefused)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert codes == ["global_cap"]
+    assert left == []
 
 
 def test_a_round_remembered_full_does_not_refuse_in_the_next_round(
@@ -297,11 +326,9 @@ class _FullOnceAsked(AnswerMemory):
         super().__init__()
         self.asked = 0
 
-    def granted(self, round_start: datetime, org_id: UUID | None) -> int | None:
-        if org_id is not None:
-            return None
+    def granted_in_round(self, round_start: datetime, org_id: UUID) -> tuple[int, int]:
         self.asked += 1
-        return None if self.asked == 1 else 1
+        return (0, 0) if self.asked == 1 else (0, 1)
 
 
 def test_a_round_filled_during_the_claims_checks_is_refused_before_its_grant(

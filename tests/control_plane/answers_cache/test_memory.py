@@ -225,3 +225,16 @@ def test_the_epoch_moves_when_everything_is_forgotten() -> None:
     assert memory.epoch is not None and memory.epoch != first
     memory.lapse()
     assert memory.epoch is None
+
+
+def test_a_rounds_two_counts_are_read_together_and_are_nothing_once_the_memory_is_stale() -> None:
+    ticks = Ticks()
+    memory = _live(ticks)
+    assert memory.granted_in_round(ROUND, ORG) == (0, 0)
+    memory.note_granted(ROUND, ORG, 5)
+    memory.note_granted(ROUND, None, 25)
+    assert memory.granted_in_round(ROUND, ORG) == (5, 25)
+    assert memory.granted_in_round(ROUND, OTHER) == (0, 25)  # another organisation's round
+    assert memory.granted_in_round(ROUND + timedelta(minutes=1), ORG) == (0, 0)
+    ticks.now += FRESHNESS_SECONDS
+    assert memory.granted_in_round(ROUND, ORG) == (0, 0)  # not live: nothing is known

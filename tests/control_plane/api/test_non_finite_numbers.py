@@ -128,3 +128,20 @@ def test_a_nul_escape_and_a_non_finite_number_are_both_found_in_one_reading() ->
     problem = refused_json(json.dumps({"a": "ok"}).encode()[:-1] + b', "b": [Infinity]}')
     assert problem is not None
     assert problem.startswith("b[0]: Infinity is not valid JSON")
+
+
+@pytest.mark.parametrize("literal", NON_FINITE)
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param("{}", id="the_whole_body"),
+        pytest.param(" \n{}", id="the_whole_body_after_blanks"),
+        pytest.param("[1, {}]", id="in_a_list"),
+        pytest.param('{{"n": {}}}', id="a_member"),
+    ],
+)
+def test_a_non_finite_number_is_found_wherever_a_value_starts(where: str, literal: str) -> None:
+    """The first value of the body has no `[`, `:` or `,` before it, and is looked for apart."""
+    problem = refused_json(where.format(literal).encode())
+    assert problem is not None
+    assert "is not valid JSON" in problem
