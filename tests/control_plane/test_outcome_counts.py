@@ -172,6 +172,51 @@ def test_in_flight_runs_are_not_endings_and_misses_keep_their_reason(world: Worl
     assert world.counts() == {(None, "missed", "throttled"): 2}
 
 
+def test_one_statement_inserting_many_ended_runs_counts_each_once(world: World) -> None:
+    """The reconcile worker writes a night's misses in one statement: the rows it inserts are
+    counted together, each by its own release, status and reason, the runs in flight not at all,
+    an `up_to_date` run for its pair's release with its version."""
+    world.conn.execute(
+        "INSERT INTO agent_tracks (agent_id, channel, platform, seen_at)"
+        " VALUES (%s, 'stable', 'linux-x86_64', now())",
+        [world.agent],
+    )
+    world.run("missed", miss="throttled")
+    rows = [
+        ("missed", None, None, None, "offline"),
+        ("missed", None, None, None, "offline"),
+        ("missed", None, None, None, "throttled"),
+        ("up_to_date", None, "1.5.0", None, None),
+        ("up_to_date", None, "9.9.9", None, None),
+        ("failed", world.new, None, "disk_full", None),
+        ("claimed", world.new, None, None, None),
+    ]
+    world.conn.execute(
+        "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, release_id,"
+        " version, outcome_reason, miss_reason, created_at)"
+        " SELECT %(agent)s, %(org)s, 'schedule', '2026-12-' || lpad(k::text, 2, '0') || 'T03:00',"
+        " now(), status, release, version, reason, miss, now()"
+        " FROM unnest(%(status)s::text[], %(release)s::uuid[], %(version)s::text[],"
+        "             %(reason)s::text[], %(miss)s::text[])"
+        "      WITH ORDINALITY AS r(status, release, version, reason, miss, k)",
+        {
+            "agent": world.agent,
+            "org": world.org,
+            **{
+                column: [row[i] for row in rows]
+                for i, column in enumerate(("status", "release", "version", "reason", "miss"))
+            },
+        },
+    )
+    assert world.counts() == {
+        (None, "missed", "throttled"): 2,
+        (None, "missed", "offline"): 2,
+        (world.old, "up_to_date", ""): 1,
+        (None, "up_to_date", ""): 1,
+        (world.new, "failed", "disk_full"): 1,
+    }
+
+
 def test_the_upgrade_counts_the_history_on_record(empty_database_url: str) -> None:
     assert BEFORE is not None
     migrate.upgrade(empty_database_url, BEFORE)

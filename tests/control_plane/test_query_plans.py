@@ -335,6 +335,47 @@ def test_the_missed_slot_insert_looks_up_each_candidates_runs_by_index(
     assert unbounded_reads(seeded_url, recorder.take()) == []
 
 
+def test_the_missed_slot_insert_counts_its_endings_once_per_statement(
+    world: dict[str, Any], seeded_url: str
+) -> None:
+    """A night's misses are one statement of thousands of rows; a trigger run per row would
+    upsert the same few counter rows thousands of times in one transaction, each walking every
+    version written before it."""
+    with psycopg.connect(seeded_url, row_factory=dict_row) as conn:
+        agents = conn.execute("SELECT id, org_id FROM agents ORDER BY name").fetchall()
+    slot_at: datetime = world["slot_at"] + timedelta(days=1)
+    candidates = [
+        data.SlotCandidate(
+            agent_id=a["id"],
+            org_id=a["org_id"],
+            slot_key=(slot_at + timedelta(hours=1)).strftime("%Y-%m-%dT03:00"),
+            slot_at=slot_at,
+            window_closes=slot_at + timedelta(minutes=15),
+        )
+        for a in agents
+    ]
+    values = {
+        "agent_ids": [c.agent_id for c in candidates],
+        "org_ids": [c.org_id for c in candidates],
+        "keys": [c.slot_key for c in candidates],
+        "ats": [c.slot_at for c in candidates],
+        "closes": [c.window_closes for c in candidates],
+        "platform_down": [False for _ in candidates],
+        "now": slot_at + timedelta(minutes=20),
+        "brake_refusal": "brake",
+        **data._MISS_REASONS,
+    }
+    with psycopg.connect(seeded_url) as conn, conn.transaction(force_rollback=True):
+        row = conn.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + data._INSERT_MISSED, values
+        ).fetchone()
+    assert row is not None
+    calls = {trigger["Trigger Name"]: trigger["Calls"] for trigger in row[0][0]["Triggers"]}
+    assert len(candidates) > 100
+    assert {name: n for name, n in calls.items() if "count" in name and n > 1} == {}
+    assert calls.get("runs_count_endings_inserted") == 1, calls
+
+
 def test_the_per_slot_review_reads_one_slot_through_indexes(
     recorder: Recorder, world: dict[str, Any], seeded_url: str
 ) -> None:
