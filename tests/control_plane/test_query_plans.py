@@ -373,7 +373,7 @@ def test_the_missed_slot_insert_counts_its_endings_once_per_statement(
     calls = {trigger["Trigger Name"]: trigger["Calls"] for trigger in row[0][0]["Triggers"]}
     assert len(candidates) > 100
     assert {name: n for name, n in calls.items() if "count" in name and n > 1} == {}
-    assert calls.get("runs_count_endings_inserted") == 1, calls
+    assert calls.get("runs_count_ending_inserted") == 1, calls
 
 
 def test_the_per_slot_review_reads_one_slot_through_indexes(

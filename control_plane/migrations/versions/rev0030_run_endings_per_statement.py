@@ -74,8 +74,9 @@ BEGIN
 END
 $$;
 
+-- The same trigger, under its own name, made per statement.
 DROP TRIGGER runs_count_ending_inserted ON runs;
-CREATE TRIGGER runs_count_endings_inserted AFTER INSERT ON runs
+CREATE TRIGGER runs_count_ending_inserted AFTER INSERT ON runs
     REFERENCING NEW TABLE AS added FOR EACH STATEMENT
     EXECUTE FUNCTION count_run_endings_inserted();
 """
@@ -83,7 +84,7 @@ CREATE TRIGGER runs_count_endings_inserted AFTER INSERT ON runs
 DOWNGRADE = """
 ALTER TABLE runs ALTER COLUMN id SET DEFAULT gen_random_uuid();
 DROP FUNCTION time_ordered_uuid();
-DROP TRIGGER runs_count_endings_inserted ON runs;
+DROP TRIGGER runs_count_ending_inserted ON runs;
 CREATE TRIGGER runs_count_ending_inserted AFTER INSERT ON runs
     FOR EACH ROW WHEN (NEW.status NOT IN ('requested', 'claimed'))
     EXECUTE FUNCTION count_run_ending();
