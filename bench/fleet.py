@@ -227,7 +227,9 @@ def wait_for_the_worker(pool: Pool, start: datetime, end: datetime, expected: in
 def outcomes(pool: Pool, start: datetime, end: datetime) -> dict[str, Any]:
     with pool.connection() as conn:
         by_status = conn.execute(
-            "SELECT slot_key, status, coalesce(miss_reason, '') AS reason, count(*) AS n"
+            # A failure by its error's first words (the simulated agent's step and code).
+            "SELECT slot_key, status,"
+            " coalesce(miss_reason, substring(error FROM '^[^:]*'), '') AS reason, count(*) AS n"
             " FROM runs WHERE trigger = 'schedule' AND slot_at >= %s AND slot_at < %s"
             " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
             [start, end],
@@ -380,9 +382,10 @@ def report(
     totals: Counter[str] = Counter()
     per_slot: dict[str, Counter[str]] = {}
     for row in observed["by_status"]:
-        label = (
-            f"missed ({row['reason'] or 'unknown'})" if row["status"] == "missed" else row["status"]
-        )
+        if row["status"] == "missed":
+            label = f"missed ({row['reason'] or 'unknown'})"
+        else:
+            label = f"{row['status']} ({row['reason']})" if row["reason"] else row["status"]
         totals[label] += row["n"]
         per_slot.setdefault(row["slot_key"], Counter())[label] += row["n"]
     print("outcomes (run rows of the night's slots):")

@@ -464,7 +464,9 @@ class SimulatedFleet:
         except _Offline as exc:
             return "failed", f"swap permit: {exc}"
         if answer.status_code != HTTPStatus.OK:
-            return "failed", f"swap permit refused: HTTP {answer.status_code}"
+            detail = wire.error_detail(answer.content)
+            code = detail.code if detail is not None else f"HTTP {answer.status_code}"
+            return "failed", f"swap permit refused ({code}): {wire.detail_text(answer.content)}"
         return "succeeded", None
 
     async def _download(

@@ -316,18 +316,7 @@ def test_the_missed_slot_insert_looks_up_each_candidates_runs_by_index(
         agents = conn.execute(
             "SELECT id, org_id FROM agents WHERE org_id = %s LIMIT 5", [world["org_id"]]
         ).fetchall()
-    # The slot after the history's last: no run has it yet.
-    slot_at: datetime = world["slot_at"] + timedelta(days=1)
-    candidates = [
-        data.SlotCandidate(
-            agent_id=a["id"],
-            org_id=a["org_id"],
-            slot_key=(slot_at + timedelta(hours=1)).strftime("%Y-%m-%dT03:00"),
-            slot_at=slot_at,
-            window_closes=slot_at + timedelta(minutes=15),
-        )
-        for a in agents
-    ]
+    slot_at, candidates = _next_night(world, agents)
     recorder.take()
     with recorder.pool.connection() as conn, conn.transaction(force_rollback=True):
         missed = data.insert_missed(conn, candidates, now=slot_at + timedelta(minutes=20))
@@ -343,17 +332,7 @@ def test_the_missed_slot_insert_counts_its_endings_once_per_statement(
     version written before it."""
     with psycopg.connect(seeded_url, row_factory=dict_row) as conn:
         agents = conn.execute("SELECT id, org_id FROM agents ORDER BY name").fetchall()
-    slot_at: datetime = world["slot_at"] + timedelta(days=1)
-    candidates = [
-        data.SlotCandidate(
-            agent_id=a["id"],
-            org_id=a["org_id"],
-            slot_key=(slot_at + timedelta(hours=1)).strftime("%Y-%m-%dT03:00"),
-            slot_at=slot_at,
-            window_closes=slot_at + timedelta(minutes=15),
-        )
-        for a in agents
-    ]
+    slot_at, candidates = _next_night(world, agents)
     values = {
         "agent_ids": [c.agent_id for c in candidates],
         "org_ids": [c.org_id for c in candidates],
@@ -551,3 +530,20 @@ def test_a_manual_claims_reads_find_its_run_by_index(
     statements = recorder.take()
     assert any("claim_rounds_org" in str(s.query) for s in statements)
     assert unbounded_reads(seeded_url, statements, tables) == []
+
+
+def _next_night(
+    world: dict[str, Any], agents: list[dict[str, Any]]
+) -> tuple[datetime, list[data.SlotCandidate]]:
+    """The slot after the history's last (no run has it yet), missed by each of `agents`."""
+    slot_at: datetime = world["slot_at"] + timedelta(days=1)
+    return slot_at, [
+        data.SlotCandidate(
+            agent_id=a["id"],
+            org_id=a["org_id"],
+            slot_key=(slot_at + timedelta(hours=1)).strftime("%Y-%m-%dT03:00"),
+            slot_at=slot_at,
+            window_closes=slot_at + timedelta(minutes=15),
+        )
+        for a in agents
+    ]
