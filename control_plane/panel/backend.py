@@ -87,10 +87,8 @@ def missing_or_refused(subject: str) -> Iterator[None]:
     value it refused as `Refused` naming the value's field."""
     try:
         yield
-    except NotFound as exc:
-        raise Missing(subject) from exc
-    except InvalidInput as exc:
-        raise refused(exc) from exc
+    except (NotFound, InvalidInput) as exc:
+        raise domain_error(exc, subject) from exc
 
 
 def domain_error(exc: Exception, subject: str) -> Exception:
