@@ -28,8 +28,6 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from psycopg import sql
-
 from control_plane.errors import Conflict, InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.releases.release_actions import release_facts, release_row
@@ -183,8 +181,21 @@ def mark_canary(
     ).fetchone()
     if agent is None:
         raise NotFound(f"agent {agent_id} does not exist", code="agent_not_found")
-    _mark(
-        conn, "canary_agents", agent_id, org_id=agent["org_id"], canary=canary, actor=actor, now=now
+    if canary:
+        conn.execute(
+            "INSERT INTO canary_agents (agent_id, marked_at, marked_by) VALUES (%s, %s, %s)"
+            " ON CONFLICT (agent_id) DO NOTHING",
+            [agent_id, now, actor.name or actor.kind],
+        )
+    else:
+        conn.execute("DELETE FROM canary_agents WHERE agent_id = %s", [agent_id])
+    record_action(
+        conn,
+        kind="canary.marked" if canary else "canary.unmarked",
+        actor=actor,
+        at=now,
+        org_id=agent["org_id"],
+        agent_id=agent_id,
     )
     return canary
 
@@ -196,43 +207,23 @@ def mark_canary_org(
     takes the canaries, for every release of its pair; its new state."""
     if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
         raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
-    _mark(conn, "canary_orgs", org_id, org_id=org_id, canary=canary, actor=actor, now=now)
-    return canary
-
-
-def _mark(
-    conn: Connection,
-    table: Literal["canary_agents", "canary_orgs"],
-    marked: UUID,
-    *,
-    org_id: UUID,
-    canary: bool,
-    actor: Actor,
-    now: datetime,
-) -> None:
-    """Add or remove one canary mark (an agent's, or an organisation's: `org_id` itself), and its
-    event; marking again keeps the first mark's time and author."""
-    by_agent = table == "canary_agents"
-    column = sql.Identifier("agent_id" if by_agent else "org_id")
     if canary:
-        statement = sql.SQL(
-            "INSERT INTO {table} ({column}, marked_at, marked_by) VALUES (%s, %s, %s)"
-            " ON CONFLICT ({column}) DO NOTHING"
+        conn.execute(
+            "INSERT INTO canary_orgs (org_id, marked_at, marked_by) VALUES (%s, %s, %s)"
+            " ON CONFLICT (org_id) DO NOTHING",
+            [org_id, now, actor.name or actor.kind],
         )
-        values: list[object] = [marked, now, actor.name or actor.kind]
     else:
-        statement = sql.SQL("DELETE FROM {table} WHERE {column} = %s")
-        values = [marked]
-    conn.execute(statement.format(table=sql.Identifier(table), column=column), values)
+        conn.execute("DELETE FROM canary_orgs WHERE org_id = %s", [org_id])
     record_action(
         conn,
         kind="canary.marked" if canary else "canary.unmarked",
         actor=actor,
         at=now,
         org_id=org_id,
-        agent_id=marked if by_agent else None,
-        data=None if by_agent else {"scope": "organisation"},
+        data={"scope": "organisation"},
     )
+    return canary
 
 
 def promote_release(
