@@ -14,7 +14,14 @@ from uuid import UUID
 
 from control_plane.types import Pool
 
-__all__ = ["FleetService", "FleetVersionCount", "FleetVersions", "OrgName", "OrgNames"]
+__all__ = [
+    "PLACED_AGENTS",
+    "FleetService",
+    "FleetVersionCount",
+    "FleetVersions",
+    "OrgName",
+    "OrgNames",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,9 +50,11 @@ class OrgNames:
     orgs: tuple[OrgName, ...]
 
 
-# The pair of each version published for exactly one pair is found once per version, not once
-# per agent: most agents follow a pair and need none, and versions are few.
-_FLEET_BY_VERSION = """
+# Every live agent placed on its pair, by the rule above (`placed`: version, channel, platform;
+# the pair None when not known), as the first part of a WITH for a statement to go on from. The
+# pair of each version published for exactly one pair is found once per version, not once per
+# agent: most agents follow a pair and need none, and versions are few.
+PLACED_AGENTS = """
 WITH one_pair AS (
     SELECT agent_version AS version, min(channel) AS channel, min(platform) AS platform
       FROM releases
@@ -60,12 +69,14 @@ WITH one_pair AS (
       LEFT JOIN one_pair published
              ON t.agent_id IS NULL AND published.version = a.current_version
      WHERE a.deleted_at IS NULL
-)
+)"""
+
+_FLEET_BY_VERSION = f"""{PLACED_AGENTS}
 SELECT channel, platform, version, count(*) AS agents
   FROM placed
  GROUP BY channel, platform, version
  ORDER BY channel IS NULL, channel, platform, version NULLS LAST
-"""
+"""  # noqa: S608 - constant fragments
 
 
 class FleetService:

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from control_plane.agents.fleet import PLACED_AGENTS
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.metrics.trust_roots import (
     NO_TRUST_ROOT,
@@ -109,48 +110,54 @@ class ReleaseOutcome:
     product: str = "agent"
 
 
+# The releases whose outcomes and bytes served are shown: those `/metrics` shows the state of
+# (current, halted, braked: their ids are the parameter) and those a live agent still runs, the
+# release of its pair with its version (agents placed as the fleet view places them). The host
+# reports nachtwacht's own agent by its version alone, so an updater release is in use when a live
+# agent reports its version. A release nobody runs any more and nobody is offered drops out, so
+# the scrape grows with the fleet's versions in use, not with every release ever published (a
+# year of weekly releases would otherwise add a thousand series for good).
+_RELEASES_IN_USE = f"""{PLACED_AGENTS}
+SELECT rel.id FROM releases rel
+ WHERE rel.id = ANY(%s)
+    OR (rel.product = 'agent'
+        AND (rel.channel, rel.platform, rel.agent_version) IN
+            (SELECT channel, platform, version FROM placed))
+    OR (rel.product = 'updater'
+        AND rel.agent_version IN (SELECT uv.version FROM agent_updater_versions uv
+                                    JOIN agents a ON a.id = uv.agent_id
+                                   WHERE a.deleted_at IS NULL))
+"""  # noqa: S608 - constant fragments
+
 # The endings are counted as they happen (`run_ending_counts`, kept by a trigger on `runs`): a
-# scrape reads one row per release, status and reason, never the runs themselves.
-# The releases whose outcomes are shown: those `/metrics` shows the state of (current, halted,
-# braked) and those a live agent still runs. A release nobody runs any more and nobody is offered
-# drops out, so the scrape grows with the fleet's versions in use, not with every release ever
-# published (a year of weekly releases would otherwise add a thousand series for good).
+# scrape reads the rows of the releases in use, never the runs themselves.
 _RELEASE_OUTCOMES = """
 SELECT rel.id, rel.channel, rel.platform, rel.agent_version, rel.product, c.status, c.reason,
        sum(c.n)::bigint AS n
-  FROM run_ending_counts c JOIN releases rel ON rel.id = c.release_id
- WHERE c.status = ANY(%s)
-   AND (rel.id = ANY(%s)
-        OR (rel.product = 'agent'
-            AND rel.agent_version IN (SELECT current_version FROM agents
-                                       WHERE deleted_at IS NULL AND current_version IS NOT NULL))
-        OR (rel.product = 'updater'
-            AND rel.agent_version IN (SELECT uv.version FROM agent_updater_versions uv
-                                        JOIN agents a ON a.id = uv.agent_id
-                                       WHERE a.deleted_at IS NULL)))
+  FROM releases rel JOIN run_ending_counts c ON c.release_id = rel.id
+ WHERE rel.id = ANY(%s) AND c.status = ANY(%s)
  GROUP BY rel.id, c.status, c.reason
  ORDER BY rel.channel, rel.platform, rel.manifest_version, c.status, c.reason
 """
 
 
-# Bytes of artifacts and patches served, by release and kind, for the same releases as the
-# outcomes: those shown and those a live agent still runs (migration 0026's counts). By release
-# id too, as the outcomes are: a version signed again for a rollback is another release.
+# Bytes of artifacts and patches served, by release and kind, for the releases in use (migration
+# 0026's counts). By release id too, as the outcomes are: a version signed again for a rollback
+# is another release.
 _RELEASE_BYTES = """
 SELECT rel.id::text AS release, rel.channel, rel.platform, rel.agent_version, b.kind, b.bytes AS n
-  FROM release_bytes_served b JOIN releases rel ON rel.id = b.release_id
+  FROM releases rel JOIN release_bytes_served b ON b.release_id = rel.id
  WHERE rel.id = ANY(%s)
-    OR rel.agent_version IN (SELECT current_version FROM agents
-                              WHERE deleted_at IS NULL AND current_version IS NOT NULL)
  ORDER BY rel.channel, rel.platform, rel.manifest_version, b.kind
 """
 
 
-# Runs by trigger and status without reading the runs: the ended ones from their counts, the
+# Runs by trigger and status without reading the runs: the ended ones from their totals (kept
+# over every release as they are counted, so a scrape reads the same few rows after years), the
 # ones in flight (requested, claimed: a night's worth at most) through their partial index.
 _RUNS = """
 SELECT trigger, status, sum(n)::bigint AS n
-  FROM (SELECT trigger, status, n FROM run_ending_counts
+  FROM (SELECT trigger, status, n FROM run_ending_totals
         UNION ALL
         SELECT trigger, status, 1 FROM runs WHERE status IN ('requested', 'claimed')) AS counted
  GROUP BY trigger, status
@@ -222,21 +229,20 @@ class MetricsService:
             counted = _history_counts(conn)
             runs = conn.execute(_RUNS).fetchall()
             missed = conn.execute(
-                "SELECT reason AS miss_reason, sum(n)::bigint AS n FROM run_ending_counts"
-                " WHERE trigger = 'schedule' AND status = 'missed'"
-                " GROUP BY reason ORDER BY reason"
+                "SELECT reason AS miss_reason, n FROM run_ending_totals"
+                " WHERE trigger = 'schedule' AND status = 'missed' ORDER BY reason"
             ).fetchall()
             progress = conn.execute(
                 "SELECT reconciled_until, last_pass_at FROM reconcile_progress"
             ).fetchone()
             brake = conn.execute("SELECT engaged FROM platform_brake").fetchone()
             releases = conn.execute(_RELEASE_STATES).fetchall()
-            outcomes = conn.execute(
-                _RELEASE_OUTCOMES, [list(OUTCOME_OF_STATUS), [row["id"] for row in releases]]
-            ).fetchall()
+            shown = [row["id"] for row in releases]
+            in_use = [used["id"] for used in conn.execute(_RELEASES_IN_USE, [shown])]
+            outcomes = conn.execute(_RELEASE_OUTCOMES, [in_use, list(OUTCOME_OF_STATUS)]).fetchall()
             endings = conn.execute(
-                "SELECT status, reason, sum(n)::bigint AS n FROM run_ending_counts"
-                " WHERE trigger = 'schedule' GROUP BY status, reason ORDER BY status, reason"
+                "SELECT status, reason, n FROM run_ending_totals"
+                " WHERE trigger = 'schedule' ORDER BY status, reason"
             ).fetchall()
             threshold = conn.execute("SELECT halt_rate_percent FROM rollout_settings").fetchone()
             trust_root = read_trust_root_standing(conn)
@@ -245,7 +251,7 @@ class MetricsService:
                 "SELECT result, n FROM enrollment_counts ORDER BY result"
             ).fetchall()
             retention = read_standing(conn)
-            served = conn.execute(_RELEASE_BYTES, [[row["id"] for row in releases]]).fetchall()
+            served = conn.execute(_RELEASE_BYTES, [in_use]).fetchall()
             # Counted as each run's delivery is first recorded, one row per reason (0030).
             fallbacks = conn.execute(
                 "SELECT reason, n FROM patch_fallback_counts ORDER BY reason"

@@ -281,3 +281,84 @@ def test_a_release_nobody_is_offered_or_runs_leaves_the_scrape(
     # The counts themselves are kept: an agent back on 1.5.0 brings its series back as it was.
     world.runs_version("1.5.0")
     assert ("1.5.0", "succeeded", "") in world.shown(services, clock)
+
+
+def test_a_release_of_another_pair_with_the_version_an_agent_runs_is_not_in_use(
+    world: World, services: Services, clock: ManualClock
+) -> None:
+    """An agent runs the release of its own pair: the same version published for another
+    channel is not in use because of it (its series stay out of the scrape)."""
+    beta = _one(
+        world.conn,
+        _RELEASE.replace("'stable'", "'beta'"),
+        3,
+        "1.5.0",
+    )
+    world.conn.execute(
+        "INSERT INTO agent_tracks (agent_id, channel, platform, seen_at)"
+        " VALUES (%s, 'stable', 'linux-x86_64', now())",
+        [world.agent],
+    )
+    world.run("succeeded", release=world.old)
+    world.run("failed", release=beta, reason="health_check_failed")
+    world.runs_version("1.5.0")
+    shown = {
+        (o.channel, o.version, o.outcome): o.count
+        for o in services.metrics.snapshot(clock.now()).release_outcomes
+        if o.count
+    }
+    assert shown == {("stable", "1.5.0", "succeeded"): 1}
+
+
+def _totals(conn: Conn) -> dict[tuple[str, str, str], int]:
+    rows = conn.execute("SELECT trigger, status, reason, n FROM run_ending_totals").fetchall()
+    return {(trigger, status, reason): n for trigger, status, reason, n in rows}
+
+
+def test_the_totals_over_every_release_follow_the_counts(
+    world: World, services: Services, clock: ManualClock
+) -> None:
+    """`/metrics`' runs by status and misses by reason come from totals kept as each ending is
+    counted; a release deleted takes its own counts but nothing from the totals."""
+    world.run("succeeded", release=world.old)
+    run = world.run("claimed", release=world.new)
+    world.conn.execute(
+        "UPDATE runs SET status = 'failed', outcome_reason = 'disk_full' WHERE id = %s", [run]
+    )
+    world.run("succeeded", release=world.new)
+    world.run("missed", miss="offline")
+    assert _totals(world.conn) == {
+        ("schedule", "succeeded", ""): 2,
+        ("schedule", "failed", "disk_full"): 1,
+        ("schedule", "missed", "offline"): 1,
+    }
+    snapshot = services.metrics.snapshot(clock.now())
+    assert dict(snapshot.runs)[("schedule", "succeeded")] == 2
+    assert dict(snapshot.missed) == {("offline",): 1}
+    assert dict(snapshot.slot_endings)[("failed", "disk_full")] == 1
+
+    world.conn.execute("DELETE FROM runs WHERE release_id = %s", [world.old])
+    world.conn.execute("DELETE FROM releases WHERE id = %s", [world.old])
+    assert (world.old, "succeeded", "") not in world.counts()
+    assert _totals(world.conn)[("schedule", "succeeded", "")] == 2
+    assert dict(services.metrics.snapshot(clock.now()).runs)[("schedule", "succeeded")] == 2
+
+
+def test_the_upgrade_to_totals_counts_the_endings_on_record(empty_database_url: str) -> None:
+    totals = importlib.import_module("control_plane.migrations.versions.rev0031_run_ending_totals")
+    migrate.upgrade(empty_database_url, totals.down_revision)
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        world = World(conn)
+        world.run("succeeded", release=world.old)
+        world.run("succeeded", release=world.new)
+        world.run("missed", miss="offline")
+    migrate.upgrade(empty_database_url)
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        assert _totals(conn) == {
+            ("schedule", "succeeded", ""): 2,
+            ("schedule", "missed", "offline"): 1,
+        }
+        # Counted from then on by the trigger, on top of what was on record.
+        world.conn = conn
+        world.run("missed", miss="offline")
+        assert _totals(conn)[("schedule", "missed", "offline")] == 2
