@@ -115,14 +115,6 @@ class AnswerMemory:
                 return None
             return entry.value
 
-    def granted(self, round_start: datetime, org_id: UUID | None) -> int | None:
-        """The highest grant count seen for the round (an organisation's, or the total for
-        None); None when nothing is known or the memory is not live."""
-        with self._lock:
-            if not self._live():
-                return None
-            return self._granted.get((round_start, org_id))
-
     def granted_in_round(self, round_start: datetime, org_id: UUID) -> tuple[int, int]:
         """The highest grant counts seen for the round, the organisation's and the total (0 for
         what is not known, or when the memory is not live). One visit for both: every claim

@@ -41,7 +41,7 @@ def test_an_answer_is_not_given_once_the_last_read_is_older_than_the_bound() -> 
     assert memory.recall("a") == "a-answer"
     ticks.now += 0.01
     assert memory.recall("a") is None
-    assert memory.granted(ROUND, None) is None
+    assert memory.granted_in_round(ROUND, ORG) == (0, 0)
 
 
 def test_a_row_read_before_a_change_of_its_agent_is_not_remembered() -> None:
@@ -121,7 +121,7 @@ def test_a_change_of_one_agent_forgets_only_its_answers() -> None:
     memory.apply(Changes(agents=frozenset({AGENT})), read_started=ticks.now)
     assert memory.recall("mine") is None
     assert memory.recall("other") == "other-answer"
-    assert memory.granted(ROUND, ORG) == 5  # a round's count only grows: kept
+    assert memory.granted_in_round(ROUND, ORG)[0] == 5  # a round's count only grows: kept
 
 
 def test_a_change_of_an_organisation_forgets_its_agents_answers() -> None:
@@ -139,7 +139,10 @@ def test_a_change_of_everything_forgets_the_round_counts_too() -> None:
     memory.note_granted(ROUND, ORG, 5)
     memory.apply(Changes(everything=True), read_started=ticks.now)
     assert memory.recall("mine") is None
-    assert memory.granted(ROUND, ORG) is None  # the caps are settings: a full round may not be
+    assert memory.granted_in_round(ROUND, ORG) == (
+        0,
+        0,
+    )  # the caps are settings: a full round may not be
 
 
 def test_a_gap_between_reads_longer_than_the_bound_forgets_everything() -> None:
@@ -156,8 +159,8 @@ def test_a_round_count_is_kept_as_its_highest() -> None:
     memory = _live(ticks)
     memory.note_granted(ROUND, ORG, 5)
     memory.note_granted(ROUND, ORG, 3)  # a read that began earlier
-    assert memory.granted(ROUND, ORG) == 5
-    assert memory.granted(ROUND + timedelta(minutes=1), ORG) is None
+    assert memory.granted_in_round(ROUND, ORG)[0] == 5
+    assert memory.granted_in_round(ROUND + timedelta(minutes=1), ORG) == (0, 0)
 
 
 def test_an_answer_remembered_until_an_instant_is_not_given_from_it_on() -> None:
@@ -195,15 +198,15 @@ def test_a_round_count_needs_no_stamp_a_change_cannot_lower_it() -> None:
     memory = _live(ticks)
     memory.apply(Changes(agents=frozenset({AGENT})), read_started=ticks.now)
     memory.note_granted(ROUND, ORG, 5)
-    assert memory.granted(ROUND, ORG) == 5
+    assert memory.granted_in_round(ROUND, ORG)[0] == 5
 
 
 def test_a_full_round_is_not_carried_into_the_next() -> None:
     ticks = Ticks()
     memory = _live(ticks)
     memory.note_granted(ROUND, None, 25)
-    assert memory.granted(ROUND, None) == 25
-    assert memory.granted(ROUND + timedelta(minutes=1), None) is None
+    assert memory.granted_in_round(ROUND, ORG)[1] == 25
+    assert memory.granted_in_round(ROUND + timedelta(minutes=1), ORG) == (0, 0)
 
 
 def test_a_lapsed_memory_notes_no_round_count() -> None:
@@ -212,7 +215,7 @@ def test_a_lapsed_memory_notes_no_round_count() -> None:
     memory.lapse()
     memory.note_granted(ROUND, None, 25)
     memory.apply(Changes(), read_started=ticks.now)
-    assert memory.granted(ROUND, None) is None
+    assert memory.granted_in_round(ROUND, ORG) == (0, 0)
 
 
 def test_the_epoch_moves_when_everything_is_forgotten() -> None:
