@@ -252,7 +252,8 @@ def test_the_grouped_forecast_is_the_per_agent_one_across_daylight_saving(
     [release] = grouped.releases
     assert release.stage == "canary" and len(release.waves) == 4
     assert 0 < release.waves[0].agents < release.everyone.agents
-    assert release.everyone.will_miss > 0
+    # Whether the release itself misses some depends on which release a slot's last share goes
+    # to, decided by the releases' ids (random in each run): not asserted.
     local = [slot.local_time[11:16] for slot in grouped.slots]
     if day == date(2027, 3, 28):
         # 02:30 does not exist that night: its agents run at 03:00, with the 03:00 ones.
