@@ -28,6 +28,7 @@ __all__ = [
     "failures_named_on",
     "insert_missed",
     "mark_considered",
+    "mark_runs_considered",
     "mention",
     "pending_slots",
     "read_progress",
@@ -227,8 +228,8 @@ SELECT org_id, slot_at
 """
 
 _SLOT_RUNS = """
-SELECT r.agent_id, a.name AS agent_name, r.status, r.version, r.error, r.miss_reason,
-       r.outcome_reason,
+SELECT r.id AS run_id, r.agent_id, a.name AS agent_name, r.status, r.version, r.error,
+       r.miss_reason, r.outcome_reason,
        coalesce((SELECT rel.product FROM releases rel WHERE rel.id = r.release_id), 'agent')
        AS product
   FROM runs r JOIN agents a ON a.id = r.agent_id
@@ -251,6 +252,17 @@ SELECT a.id, a.name, consumed.last_at
    AND coalesce(consumed.last_at, a.created_at) <= %(stale_since)s
    AND NOT EXISTS (SELECT 1 FROM agent_mentions m WHERE m.agent_id = a.id
                      AND m.local_day = %(day)s AND m.kind = 'stale')
+"""
+
+# By the runs' ids, never by organisation and slot: on a review night the runs not yet considered
+# are the whole fleet's runs of the slot, which statistics gathered between nights (when almost
+# none waits) do not know of. A statement naming the organisation, the slot and "not yet
+# considered" was planned through the index of waiting runs by slot alone, taken for nearly empty,
+# and walked the fleet's night for each organisation: 10,000 runs for each of 250, 1.3 to 1.6 s
+# of the pass with a year of history or none.
+_MARK_RUNS_CONSIDERED = """
+UPDATE runs SET notify_considered_at = %(now)s
+ WHERE id = ANY(%(run_ids)s) AND status NOT IN ('requested', 'claimed')
 """
 
 
@@ -299,6 +311,11 @@ def stale_agents(
     return conn.execute(
         _STALE, {"org_id": org_id, "stale_since": stale_since, "day": day}, prepare=False
     ).fetchall()
+
+
+def mark_runs_considered(conn: Connection, run_ids: Sequence[UUID], now: datetime) -> int:
+    """Stamp the finished ones of these runs (the slot's runs its review read) as considered."""
+    return conn.execute(_MARK_RUNS_CONSIDERED, {"now": now, "run_ids": list(run_ids)}).rowcount
 
 
 def mark_considered(conn: Connection, org_id: UUID, slot_at: datetime, now: datetime) -> int:
