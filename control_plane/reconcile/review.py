@@ -101,9 +101,11 @@ def _review_one(
     if data.review_exists(conn, org_id, slot_at):
         data.mark_considered(conn, org_id, slot_at, now)
         return "late"
+    runs = data.slot_runs(conn, org_id, slot_at)
+    run_ids = [row.pop("run_id") for row in runs]
     outcomes = [
         SlotOutcome(**{**row, "miss_reason": row["miss_reason"] and MissReason(row["miss_reason"])})
-        for row in data.slot_runs(conn, org_id, slot_at)
+        for row in runs
     ]
     if any(o.status == "claimed" for o in outcomes) and now < waiting_until:
         return "waiting"
@@ -138,7 +140,9 @@ def _review_one(
         now=now,
         notification_id=notification_id,
     )
-    data.mark_considered(conn, org_id, slot_at, now)
+    # No run of the slot was considered before its review (this transaction writes both), so the
+    # runs just read are all there is to stamp.
+    data.mark_runs_considered(conn, run_ids, now)
     return "silent" if notification_id is None else "notified"
 
 

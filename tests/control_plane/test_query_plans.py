@@ -368,6 +368,38 @@ def test_the_per_slot_review_reads_one_slot_through_indexes(
     assert unbounded_reads(seeded_url, _touching(recorder.take(), seeded_url)) == []
 
 
+def test_a_reviewed_slot_stamps_the_runs_it_read_through_their_ids(
+    world: dict[str, Any], seeded_url: str
+) -> None:
+    """On a review night the runs not yet considered are the fleet's whole night, which the
+    statistics (gathered between nights, when almost none waits) do not know of: stamping one
+    organisation's slot as considered reads that organisation's runs, never the fleet's."""
+    with psycopg.connect(seeded_url, row_factory=dict_row) as conn:
+        agents = conn.execute("SELECT id, org_id FROM agents ORDER BY name").fetchall()
+    slot_at, candidates = _next_night(world, agents)
+    org_id = candidates[0].org_id
+    now = slot_at + timedelta(hours=2)
+    with (
+        psycopg.connect(seeded_url, row_factory=dict_row) as conn,
+        conn.transaction(force_rollback=True),
+    ):
+        data.insert_missed(conn, candidates, now=now)
+        run_ids = [row["run_id"] for row in data.slot_runs(conn, org_id, slot_at)]
+        assert 0 < len(run_ids) < len(candidates) / 2, "the night holds other organisations' runs"
+        row = conn.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + data._MARK_RUNS_CONSIDERED,
+            {"now": now, "run_ids": run_ids},
+        ).fetchone()
+    assert row is not None
+    nodes = list(_plan_nodes(row["QUERY PLAN"][0]["Plan"]))
+    scan = next(
+        n for n in nodes if n.get("Relation Name") == "runs" and n["Node Type"] != "ModifyTable"
+    )
+    read = sum(scan.get(f, 0) for f in ("Actual Rows", "Rows Removed by Filter"))
+    assert {n["Index Name"] for n in nodes if "Index Name" in n} == {"runs_pkey"}
+    assert read == len(run_ids), scan
+
+
 # -- /metrics --------------------------------------------------------------------------------------
 
 
