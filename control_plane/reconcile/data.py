@@ -110,53 +110,63 @@ def enabled_schedules(conn: Connection) -> list[tuple[UUID, UUID, datetime, tupl
 # during the window; else whether the agent was seen WITHIN the window (its current and previous
 # stretch of polls), never whether it was seen by the time of the pass. A slot consumed (or
 # superseded by a later slot inside its window) is no miss.
-_INSERT_MISSED = """
+#
+# Read in a statement of its own, before the insert: in the statement that inserts the misses,
+# a check planned as a scan of `runs` (as it is when `runs` was analysed while empty, a new
+# fleet's first night) read, for each candidate, every row inserted for the candidates before it.
+_UNCONSUMED = """
 WITH candidate AS (
     SELECT * FROM unnest(%(agent_ids)s::uuid[], %(org_ids)s::uuid[], %(keys)s::text[],
                          %(ats)s::timestamptz[], %(closes)s::timestamptz[],
                          %(platform_down)s::boolean[])
         AS c(agent_id, org_id, slot_key, slot_at, window_closes, platform_down)
-), reasoned AS (
-    SELECT c.agent_id, c.org_id, c.slot_key, c.slot_at, c.window_closes,
-           CASE
-               WHEN latest.reason = %(brake_refusal)s THEN %(brake)s::text
-               WHEN latest.reason IS NOT NULL THEN %(throttled)s
-               WHEN c.platform_down THEN %(platform_unavailable)s
-               WHEN a.last_seen_at IS NULL OR a.last_seen_at < c.slot_at THEN %(offline)s
-               -- No stretches recorded (before migration 0009): seen since, but when is unknown.
-               WHEN a.online_since IS NULL THEN %(unknown)s
-               -- The current stretch reaches into the window: seen in it, no refusal known.
-               WHEN a.online_since < c.window_closes THEN %(unknown)s
-               -- The previous stretch ended inside or after the window: seen, or cannot tell.
-               WHEN a.previous_seen_at >= c.slot_at THEN %(unknown)s
-               -- Not seen from before the window opened until after it closed.
-               ELSE %(offline)s
-           END AS miss_reason
-      FROM candidate c
-      JOIN agents a ON a.id = c.agent_id
-      LEFT JOIN LATERAL (
-            SELECT f.reason FROM claim_refusals f
-             WHERE f.agent_id = c.agent_id AND f.slot_key = c.slot_key
-             ORDER BY f.first_at DESC, f.reason LIMIT 1
-           ) latest ON true
-     -- Two tests, not one with an OR: each is answered by its own index (the slot's run by
-     -- the one per slot, a later slot by the agent's scheduled runs in slot order); an OR of
-     -- the two used neither and read every run.
-     WHERE NOT EXISTS (
-            SELECT 1 FROM runs r
-             WHERE r.agent_id = c.agent_id AND r.trigger = 'schedule'
-               AND r.slot_key = c.slot_key)
-       AND NOT EXISTS (
-            SELECT 1 FROM runs r
-             WHERE r.agent_id = c.agent_id AND r.trigger = 'schedule'
-               AND r.slot_at > c.slot_at AND r.slot_at < c.window_closes
-               AND r.status <> 'missed')
-), inserted AS (
+)
+SELECT c.agent_id, c.org_id, c.slot_key, c.slot_at, c.window_closes,
+       CASE
+           WHEN latest.reason = %(brake_refusal)s THEN %(brake)s::text
+           WHEN latest.reason IS NOT NULL THEN %(throttled)s
+           WHEN c.platform_down THEN %(platform_unavailable)s
+           WHEN a.last_seen_at IS NULL OR a.last_seen_at < c.slot_at THEN %(offline)s
+           -- No stretches recorded (before migration 0009): seen since, but when is unknown.
+           WHEN a.online_since IS NULL THEN %(unknown)s
+           -- The current stretch reaches into the window: seen in it, no refusal known.
+           WHEN a.online_since < c.window_closes THEN %(unknown)s
+           -- The previous stretch ended inside or after the window: seen, or cannot tell.
+           WHEN a.previous_seen_at >= c.slot_at THEN %(unknown)s
+           -- Not seen from before the window opened until after it closed.
+           ELSE %(offline)s
+       END AS miss_reason
+  FROM candidate c
+  JOIN agents a ON a.id = c.agent_id
+  LEFT JOIN LATERAL (
+        SELECT f.reason FROM claim_refusals f
+         WHERE f.agent_id = c.agent_id AND f.slot_key = c.slot_key
+         ORDER BY f.first_at DESC, f.reason LIMIT 1
+       ) latest ON true
+ -- Two tests, not one with an OR: each is answered by its own index (the slot's run by the one
+ -- per slot, a later slot by the agent's scheduled runs in slot order); an OR of the two used
+ -- neither and read every run.
+ WHERE NOT EXISTS (
+        SELECT 1 FROM runs r
+         WHERE r.agent_id = c.agent_id AND r.trigger = 'schedule' AND r.slot_key = c.slot_key)
+   AND NOT EXISTS (
+        SELECT 1 FROM runs r
+         WHERE r.agent_id = c.agent_id AND r.trigger = 'schedule'
+           AND r.slot_at > c.slot_at AND r.slot_at < c.window_closes
+           AND r.status <> 'missed')
+"""
+
+# The misses `_UNCONSUMED` found, in one statement, with their `update.missed` events; a run a
+# claim made for the slot meanwhile wins.
+_INSERT_MISSED = """
+WITH inserted AS (
     INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, miss_reason,
                       created_at, finished_at)
-    SELECT agent_id, org_id, 'schedule', slot_key, slot_at, 'missed', miss_reason,
-           %(now)s, window_closes
-      FROM reasoned
+    SELECT m.agent_id, m.org_id, 'schedule', m.slot_key, m.slot_at, 'missed', m.miss_reason,
+           %(now)s, m.window_closes
+      FROM unnest(%(agent_ids)s::uuid[], %(org_ids)s::uuid[], %(keys)s::text[],
+                  %(ats)s::timestamptz[], %(closes)s::timestamptz[], %(reasons)s::text[])
+           AS m(agent_id, org_id, slot_key, slot_at, window_closes, miss_reason)
     ON CONFLICT (agent_id, slot_key) WHERE trigger = 'schedule' DO NOTHING
     RETURNING id, agent_id, org_id, slot_key, slot_at, finished_at, miss_reason
 ), timeline AS (
@@ -173,6 +183,35 @@ SELECT agent_id, slot_key, slot_at, miss_reason FROM inserted
 _MISS_REASONS = {reason.value: reason.value for reason in MissReason}
 
 
+def unconsumed_parameters(
+    candidates: Sequence[SlotCandidate], platform_down: Callable[[SlotCandidate], bool]
+) -> dict[str, object]:
+    """`_UNCONSUMED`'s parameters for these candidates."""
+    return {
+        "agent_ids": [c.agent_id for c in candidates],
+        "org_ids": [c.org_id for c in candidates],
+        "keys": [c.slot_key for c in candidates],
+        "ats": [c.slot_at for c in candidates],
+        "closes": [c.window_closes for c in candidates],
+        "platform_down": [platform_down(c) for c in candidates],
+        "brake_refusal": RefusalCode.BRAKE.value,
+        **_MISS_REASONS,
+    }
+
+
+def missed_parameters(unconsumed: Sequence[dict[str, Any]], now: datetime) -> dict[str, object]:
+    """`_INSERT_MISSED`'s parameters for the rows `_UNCONSUMED` found."""
+    return {
+        "agent_ids": [row["agent_id"] for row in unconsumed],
+        "org_ids": [row["org_id"] for row in unconsumed],
+        "keys": [row["slot_key"] for row in unconsumed],
+        "ats": [row["slot_at"] for row in unconsumed],
+        "closes": [row["window_closes"] for row in unconsumed],
+        "reasons": [row["miss_reason"] for row in unconsumed],
+        "now": now,
+    }
+
+
 def insert_missed(
     conn: Connection,
     candidates: Sequence[SlotCandidate],
@@ -184,20 +223,12 @@ def insert_missed(
     `platform_down(candidate)` says whether the control plane was down during its window."""
     if not candidates:
         return []
-    rows = conn.execute(
-        _INSERT_MISSED,
-        {
-            "agent_ids": [c.agent_id for c in candidates],
-            "org_ids": [c.org_id for c in candidates],
-            "keys": [c.slot_key for c in candidates],
-            "ats": [c.slot_at for c in candidates],
-            "closes": [c.window_closes for c in candidates],
-            "platform_down": [platform_down(c) for c in candidates],
-            "now": now,
-            "brake_refusal": RefusalCode.BRAKE.value,
-            **_MISS_REASONS,
-        },
+    unconsumed = conn.execute(
+        _UNCONSUMED, unconsumed_parameters(candidates, platform_down)
     ).fetchall()
+    if not unconsumed:
+        return []
+    rows = conn.execute(_INSERT_MISSED, missed_parameters(unconsumed, now)).fetchall()
     return [
         MissedSlot(
             agent_id=row["agent_id"],

@@ -333,20 +333,14 @@ def test_the_missed_slot_insert_counts_its_endings_once_per_statement(
     with psycopg.connect(seeded_url, row_factory=dict_row) as conn:
         agents = conn.execute("SELECT id, org_id FROM agents ORDER BY name").fetchall()
     slot_at, candidates = _next_night(world, agents)
-    values = {
-        "agent_ids": [c.agent_id for c in candidates],
-        "org_ids": [c.org_id for c in candidates],
-        "keys": [c.slot_key for c in candidates],
-        "ats": [c.slot_at for c in candidates],
-        "closes": [c.window_closes for c in candidates],
-        "platform_down": [False for _ in candidates],
-        "now": slot_at + timedelta(minutes=20),
-        "brake_refusal": "brake",
-        **data._MISS_REASONS,
-    }
+    with psycopg.connect(seeded_url, row_factory=dict_row) as conn:
+        unconsumed = conn.execute(
+            data._UNCONSUMED, data.unconsumed_parameters(candidates, lambda _c: False)
+        ).fetchall()
     with psycopg.connect(seeded_url) as conn, conn.transaction(force_rollback=True):
         row = conn.execute(
-            "EXPLAIN (ANALYZE, FORMAT JSON) " + data._INSERT_MISSED, values
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + data._INSERT_MISSED,
+            data.missed_parameters(unconsumed, slot_at + timedelta(minutes=20)),
         ).fetchone()
     assert row is not None
     calls = {trigger["Trigger Name"]: trigger["Calls"] for trigger in row[0][0]["Triggers"]}

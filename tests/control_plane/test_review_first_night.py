@@ -74,3 +74,53 @@ def test_a_new_fleets_first_review_plans_its_reads_of_the_names_at_every_run(
     assert result.notified == FLEET.orgs
     assert named is not None and named["n"] == FLEET.agents, "every agent was named as stale"
     assert [row["statement"] for row in kept] == []
+
+
+def _runs_pages_read(plan: dict[str, Any]) -> int:
+    """The pages of `runs` the plan's scans of it read (every loop), the insert's own aside."""
+    read = 0
+    if plan.get("Relation Name") == "runs" and plan["Node Type"] != "ModifyTable":
+        read += plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
+    return read + sum(_runs_pages_read(child) for child in plan.get("Plans", []))
+
+
+def test_a_new_fleets_first_missed_pass_reads_no_run_it_is_writing(
+    database_url: str, tmp_path: Path
+) -> None:
+    """With `runs` analysed while empty, a check of each candidate's runs planned as a scan is
+    cheap only while the table is empty: made in the statement that inserts the misses, each
+    candidate's scan read the pages inserted for the candidates before it (the fleet squared)."""
+    seed_fleet(database_url, FLEET, tmp_path)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+    with psycopg.connect(database_url, row_factory=dict_row) as conn:
+        agents = conn.execute("SELECT id, org_id FROM agents").fetchall()
+    key = slot_key(SLOT_AT.date(), SLOT_AT.time())
+    candidates = [
+        data.SlotCandidate(
+            agent_id=a["id"],
+            org_id=a["org_id"],
+            slot_key=key,
+            slot_at=SLOT_AT,
+            window_closes=SLOT_AT + WINDOW,
+        )
+        for a in agents
+    ]
+    explain = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+    with (
+        psycopg.connect(database_url, row_factory=dict_row, autocommit=True) as conn,
+        conn.transaction(force_rollback=True),
+    ):
+        checked = conn.execute(
+            explain + data._UNCONSUMED, data.unconsumed_parameters(candidates, lambda _c: False)
+        ).fetchone()
+        unconsumed = conn.execute(
+            data._UNCONSUMED, data.unconsumed_parameters(candidates, lambda _c: False)
+        ).fetchall()
+        inserted = conn.execute(
+            explain + data._INSERT_MISSED, data.missed_parameters(unconsumed, SLOT_AT + WINDOW)
+        ).fetchone()
+    assert checked is not None and inserted is not None
+    assert inserted["QUERY PLAN"][0]["Plan"]["Actual Rows"] == FLEET.agents
+    pages = sum(_runs_pages_read(row["QUERY PLAN"][0]["Plan"]) for row in (checked, inserted))
+    assert pages < FLEET.agents, pages
