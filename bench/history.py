@@ -170,6 +170,7 @@ PASS_WRITES = (
     "agent_mentions",
     "answer_changes",
     "run_ending_counts",
+    "run_ending_totals",
     "history_counts",
 )
 
@@ -185,9 +186,7 @@ def _as_generated(url: str) -> None:
     (every agent's entries, the dead ones too), and the pass took longer with each repetition
     (7 to 9 s against 5 s for the year). No deployment has those statistics. Rebuilt indexes and
     fresh statistics give each repetition the generator's state again (a second, not timed):
-    tables analysed while empty, as after an ANALYZE run on a new install. (The migrations leave
-    them never analysed; then the missed pass's insert is planned through its indexes, where
-    analysed-empty statistics have it read `runs` once per agent: about 0.5 s of the pass.)"""
+    tables analysed while empty, as after an ANALYZE run on a new install."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"VACUUM {', '.join(PASS_WRITES)}")
         for table in PASS_WRITES:
