@@ -223,6 +223,28 @@ def test_a_grant_asked_again_in_the_margin_is_given_back(
     assert again.json() == first.json()
 
 
+def test_a_manual_update_has_no_window_and_no_margin(
+    api: Api,
+    clock: ManualClock,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    # Asked in the last minute of the agent's 03:00 window: a person is watching, not a slot.
+    clock.set(datetime(2026, 11, 30, 2, 14, 30, tzinfo=UTC))
+    org = make_org()
+    agent = make_agent(org)
+    with api.client(org.panel_key) as panel:
+        requested = panel.post(f"/v1/agents/{agent.agent_id}/update")
+    assert requested.status_code in (200, 202), requested.text
+    with api.client(agent.agent_key) as client:
+        granted = client.post(
+            "/v1/agent/claims", json={"manual_run_id": requested.json()["run_id"]}
+        )
+    assert granted.status_code == 201, granted.text
+    assert _claim(api, agent).json()["detail"]["code"] == "window_closed"
+
+
 def test_up_to_date_is_still_recorded_in_the_margin(
     api: Api,
     clock: ManualClock,
