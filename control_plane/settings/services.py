@@ -92,6 +92,13 @@ class PlatformSettings:
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
 
+    @property
+    def grant_rounds(self) -> int:
+        """The rounds of a slot's window in which a new token can still be granted: those that
+        begin before its grant margin (a slot begins with a round). The caps serve at most this
+        many rounds' worth of a slot's agents."""
+        return self.catch_up_minutes - self.grant_margin_seconds // 60
+
     def with_changes(self, changes: dict[str, Any]) -> PlatformSettings:
         known = {field.name for field in dataclasses.fields(self)}
         for name in changes:
