@@ -73,8 +73,7 @@ class PlatformSettings:
         _require_int(
             "catch_up_minutes", self.catch_up_minutes, MIN_CATCH_UP_MINUTES, MAX_CATCH_UP_MINUTES
         )
-        window_seconds = self.catch_up_minutes * 60
-        _require_int("grant_margin_seconds", self.grant_margin_seconds, 0, window_seconds - 1)
+        _require_grant_margin(self.grant_margin_seconds, self.catch_up_minutes)
         _require_cap("org_cap", self.org_cap)
         _require_cap("global_cap", self.global_cap)
         _require_int("retention_days", self.retention_days, MIN_RETENTION_DAYS, MAX_RETENTION_DAYS)
@@ -116,10 +115,13 @@ class PlatformSettings:
                     changes["global_cap"],
                     f"is below org_cap ({self.org_cap}): lower org_cap first, or both at once",
                 ) from refused
-            if refused.fields.get("field") == "grant_margin_seconds" and set(changes) == {
-                "catch_up_minutes"
-            }:
-                # Only the window was asked to change: name the value the caller sent.
+            if (
+                refused.fields.get("field") == "grant_margin_seconds"
+                and "grant_margin_seconds" not in changes
+                and "catch_up_minutes" in changes
+            ):
+                # The window was asked to change, the margin was not: name the value the caller
+                # sent (the operators' page has no margin field to point at).
                 raise InvalidInput(
                     "catch_up_minutes",
                     changes["catch_up_minutes"],
@@ -151,6 +153,21 @@ def _require_int(field: str, value: object, low: int, high: int) -> None:
         raise InvalidInput(field, value, "is not a whole number")
     if not low <= value <= high:
         raise InvalidInput(field, value, f"is out of range (expected between {low} and {high})")
+
+
+def _require_grant_margin(value: object, catch_up_minutes: int) -> None:
+    # Less than the window: a margin as long as the window would never grant a token, which is
+    # the brake's job (it carries a reason and shows it to every agent).
+    window_seconds = catch_up_minutes * 60
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput("grant_margin_seconds", value, "is not a whole number")
+    if not 0 <= value < window_seconds:
+        raise InvalidInput(
+            "grant_margin_seconds",
+            value,
+            f"is out of range (expected between 0 and {window_seconds - 1}: less than the"
+            f" {catch_up_minutes}-minute catch-up window)",
+        )
 
 
 def _require_cap(field: str, value: object) -> None:

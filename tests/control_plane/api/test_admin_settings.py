@@ -8,7 +8,9 @@ import httpx
 import pytest
 
 from control_plane.database import open_pool
+from control_plane.errors import InvalidInput
 from control_plane.registry import build_services
+from control_plane.settings.services import PlatformSettings
 from tests.control_plane.conftest import Api, serve_in_thread
 from tests.worlds.clocks import ManualClock
 
@@ -114,6 +116,16 @@ def test_a_grant_margin_shorter_than_the_window_is_stored(
         response = client.put("/v1/admin/settings", json=body)
         assert response.status_code == 200, response.text
         assert client.get("/v1/admin/settings").json() == {**DEFAULTS, **body}
+
+
+def test_a_window_the_default_margin_fills_names_the_window_the_form_sent() -> None:
+    # The operators' page sends every field it shows, and it shows no margin: the refusal must
+    # point at the window it can mark.
+    form = {"timezone": "Europe/Amsterdam", "catch_up_minutes": 1, "org_cap": 5, "global_cap": 25}
+    with pytest.raises(InvalidInput) as refused:
+        PlatformSettings().with_changes(form)
+    assert refused.value.fields["field"] == "catch_up_minutes"
+    assert "lower grant_margin_seconds first" in str(refused.value)
 
 
 def test_busy_database_gets_503_not_a_stack_trace(
