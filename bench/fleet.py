@@ -177,7 +177,7 @@ def _postgres_cpu_seconds(pgdata: Path) -> float:
 
 @contextlib.contextmanager
 def replicas(
-    count: int, database_url: str, clock: FakeClock, logs: Path
+    count: int, database_url: str, clock: FakeClock, logs: Path, settings: list[str]
 ) -> Iterator[list[RunningControlPlane]]:
     started: list[RunningControlPlane] = []
     try:
@@ -187,7 +187,7 @@ def replicas(
                     stderr_path=logs / f"replica-{number}.log",
                     database_url=database_url,
                     fake_clock=clock.setting(),
-                    args=["--no-migrate", "--pool-size", "10"],
+                    args=["--no-migrate", "--pool-size", "10", *settings],
                 )
             )
         yield started
@@ -243,12 +243,25 @@ def outcomes(pool: Pool, start: datetime, end: datetime) -> dict[str, Any]:
             " count(*) AS n FROM tokens t JOIN runs r ON r.id = t.run_id"
             " WHERE t.round_start IS NOT NULL GROUP BY 1, 2) g"
         ).fetchone()
-        settings = conn.execute("SELECT org_cap, global_cap FROM platform_settings").fetchone()
+        settings = conn.execute(
+            "SELECT org_cap, global_cap, grant_margin_seconds FROM platform_settings"
+        ).fetchone()
+        # How long a granted run took to report its end, on the platform's clock: a token is
+        # useful only if this fits between its grant and its window's close.
+        to_report = conn.execute(
+            "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY r.finished_at - t.granted_at)"
+            " AS p50, max(r.finished_at - t.granted_at) AS most"
+            " FROM tokens t JOIN runs r ON r.id = t.run_id"
+            " WHERE r.trigger = 'schedule' AND r.slot_at >= %s AND r.slot_at < %s"
+            " AND r.status IN ('succeeded', 'failed', 'rolled_back')",
+            [start, end],
+        ).fetchone()
     return {
         "by_status": by_status,
         "rounds": rounds,
         "most_per_org": org_rounds["most"] if org_rounds else 0,
         "settings": settings,
+        "to_report": to_report,
     }
 
 
@@ -281,6 +294,11 @@ def main() -> int:
     parser.add_argument("--need-update", type=float, default=0.25, help="share on 1.0.0 (0.25)")
     parser.add_argument("--config-every", type=int, default=5, help="config sync, minutes (5)")
     parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument(
+        "--grant-margin-seconds",
+        type=int,
+        help="no new token in a window's last this many seconds (the platform's default: 60)",
+    )
     args = parser.parse_args()
     if not (0 < args.orgs <= args.agents and args.speed > 0 and 0 <= args.need_update <= 1):
         parser.error("need 0 < --orgs <= --agents, --speed > 0 and 0 <= --need-update <= 1")
@@ -325,7 +343,10 @@ def run(args: argparse.Namespace, home: Path, embedded: EmbeddedDatabase) -> int
         f"platform minutes at {args.speed:g}x = {night_minutes * 60 / args.speed:.0f} s, "
         f"{args.replicas} replicas, config sync every {args.config_every} min"
     )
-    with replicas(args.replicas, database_url, clock, home) as running:
+    settings: list[str] = []
+    if args.grant_margin_seconds is not None:
+        settings = ["--grant-margin-seconds", str(args.grant_margin_seconds)]
+    with replicas(args.replicas, database_url, clock, home, settings) as running:
         urls = [replica.base_url for replica in running]
         agents = [
             SimulatedAgent(
@@ -379,6 +400,13 @@ def report(
         )
     )
     print(f"  rounds with grants: {len(observed['rounds'])}")
+    print(f"  grant margin: no new token in a window's last {settings['grant_margin_seconds']} s")
+    to_report = observed["to_report"]
+    if to_report is not None and to_report["p50"] is not None:
+        print(
+            f"  a grant to its run's report: p50 {to_report['p50'].total_seconds():.0f}, max "
+            f"{to_report['most'].total_seconds():.0f} platform seconds"
+        )
     totals: Counter[str] = Counter()
     per_slot: dict[str, Counter[str]] = {}
     for row in observed["by_status"]:

@@ -173,6 +173,12 @@ def _add_serve(commands: Any) -> None:
         type=int,
         help="store the catch-up window ($NACHTWACHT_CATCH_UP_MINUTES)",
     )
+    serve.add_argument(
+        "--grant-margin-seconds",
+        type=int,
+        help="store how long before its window closes a slot gets no new token "
+        "(60; 0: until the close; $NACHTWACHT_GRANT_MARGIN_SECONDS)",
+    )
     serve.add_argument("--org-cap", type=int, help="store the per-org cap ($NACHTWACHT_ORG_CAP)")
     serve.add_argument(
         "--global-cap", type=int, help="store the global cap ($NACHTWACHT_GLOBAL_CAP)"

@@ -46,6 +46,7 @@ POOL_WAIT_ENV = "NACHTWACHT_POOL_WAIT_SECONDS"
 SETTINGS_ENV = {
     "timezone": "NACHTWACHT_TIMEZONE",
     "catch_up_minutes": "NACHTWACHT_CATCH_UP_MINUTES",
+    "grant_margin_seconds": "NACHTWACHT_GRANT_MARGIN_SECONDS",
     "org_cap": "NACHTWACHT_ORG_CAP",
     "global_cap": "NACHTWACHT_GLOBAL_CAP",
     "retention_days": "NACHTWACHT_RETENTION_DAYS",

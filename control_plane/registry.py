@@ -108,7 +108,7 @@ def build_services(
         agents=AgentService(pool),
         agent_config=AgentConfigService(pool, memory=answers, seen=seen),
         settings=SettingsService(pool),
-        claims=ClaimService(pool, refusals, memory=answers),
+        claims=ClaimService(pool, refusals, memory=answers, seen=seen),
         refusals=refusals,
         runs=RunService(pool),
         events=EventService(pool),

@@ -96,7 +96,8 @@ class SeenRecorder:
     def saw(
         self, agent_id: UUID, host_id: str | None, now: datetime, *, held: int | None = None
     ) -> None:
-        """A poll answered from memory at `now`; `held`: the trust root version it reported."""
+        """A poll answered from memory at `now` (or a claim refused `window_closed`, which no
+        statement stamps); `held`: the trust root version it reported."""
         with self._lock:
             if held is not None and self._held_known.get(agent_id) != held:
                 self._held_known[agent_id] = held

@@ -9,7 +9,8 @@ grant        the grant transaction, in steps, and a claimed run's answer
 manual       the token for a manual update: no slot, through the same caps
 refused      the refusals a claim is answered with
 due_facts    the claim facts of every agent due at a slot, read at once for the memory's warm-up
-slots        the server's own check of a claimed slot, with shared_planner
+slots        the server's own check of a claimed slot, with shared_planner, and its grant
+             margin: no new token in the window's last `grant_margin_seconds`
 refusals     RefusalRecorder: refusals buffered in memory, flushed in batches
 (the route, `POST /v1/agent/claims`, is in `api/routes/claims.py`)
 """

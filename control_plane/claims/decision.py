@@ -16,7 +16,10 @@ The refusals, in the contract's order (the first that applies wins):
 2. whether the slot is still there: `not_a_slot` (no such open slot of this agent's schedule,
    on the control plane's clock), `window_closed`, `slot_consumed` (a run already holds this
    slot, or the agent consumed a later one);
-3. the caps (`claims.caps`): this round is full for the organisation, or for the platform.
+3. whether a new token could still be used: `window_closed` again in the window's last
+   `grant_margin` (`claims.slots.too_late_to_grant`), where a download would not finish before
+   the swap is refused; the same claim asked again keeps its grant;
+4. the caps (`claims.caps`): this round is full for the organisation, or for the platform.
 
 None means the facts refuse nothing: the claim goes on to the database, where the same claim
 asked again gets its grant back and the grant counts it under the caps exactly (and checks the
@@ -44,7 +47,7 @@ from control_plane.claims.refused import (
     release_rolled_back,
     slot_consumed,
 )
-from control_plane.claims.slots import checked_slot
+from control_plane.claims.slots import checked_slot, too_late_to_grant
 from control_plane.errors import ClaimRefused
 from control_plane.pins.holds import ActiveHold
 from shared_planner import Slot
@@ -89,6 +92,7 @@ class ClaimFacts:
     times: tuple[str, ...]
     timezone: str
     catch_up: timedelta
+    grant_margin: timedelta  # no new token in the window's last `grant_margin`
     caps: Caps
     brake_engaged: bool
     brake_reason: str | None
@@ -109,6 +113,7 @@ class ClaimFacts:
             times=tuple(row["times"]),
             timezone=row["timezone"],
             catch_up=timedelta(minutes=row["catch_up_minutes"]),
+            grant_margin=timedelta(seconds=row["grant_margin_seconds"]),
             caps=Caps(org_cap=row["org_cap"], global_cap=row["global_cap"]),
             brake_engaged=row["brake_engaged"],
             brake_reason=row["brake_reason"],
@@ -174,4 +179,9 @@ def refusal_for(
         # Its token was revoked (the brake) or ran out: a new lease, through the caps.
     elif facts.last_consumed_at is not None and slot.at <= facts.last_consumed_at:
         return slot_consumed(slot_key, "is at or before a slot this agent has already consumed")
+    too_late = too_late_to_grant(
+        slot, slot_key, catch_up=facts.catch_up, grant_margin=facts.grant_margin, now=now
+    )
+    if too_late is not None:
+        return too_late
     return cap_refusal(facts.caps, counts, now)

@@ -28,7 +28,7 @@ __all__ = ["due_facts", "facts_key"]
 # database whose statistics are not gathered yet, 4,000 agents took 0.9 s instead of 0.02 s).
 _WARM = """
 SELECT c.secret_sha256, a.*,
-       s.timezone, s.catch_up_minutes, s.org_cap, s.global_cap,
+       s.timezone, s.catch_up_minutes, s.grant_margin_seconds, s.org_cap, s.global_cap,
        b.engaged AS brake_engaged, b.reason AS brake_reason
   FROM credentials c
  CROSS JOIN LATERAL (

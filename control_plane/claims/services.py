@@ -26,6 +26,7 @@ import psycopg
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL
 from control_plane.answers_cache import AnswerMemory, Changes
 from control_plane.answers_cache.in_flight import GrantsInFlight, KnownRoom
+from control_plane.answers_cache.seen import SeenRecorder
 from control_plane.answers_cache.warm_up import SlotWarmUp
 from control_plane.claims.caps import RoundCounts, cap_refusal, round_start
 from control_plane.claims.decision import ClaimFacts, refusal_for, slot_of
@@ -65,7 +66,7 @@ __all__ = ["Claim", "ClaimService", "GrantHistory", "RoundGrants"]
 _HOT_PATH = """
 SELECT a.id AS agent_id, a.org_id,
        a.update_schedule_enabled AS enabled, a.update_schedule_times AS times,
-       s.timezone, s.catch_up_minutes, s.org_cap, s.global_cap,
+       s.timezone, s.catch_up_minutes, s.grant_margin_seconds, s.org_cap, s.global_cap,
        b.engaged AS brake_engaged, b.reason AS brake_reason,
        h.until AS hold_until, h.reason AS hold_reason, h.set_by AS hold_set_by,
        (SELECT max(r.slot_at) FROM runs r
@@ -152,11 +153,17 @@ class GrantHistory:
 
 class ClaimService:
     def __init__(
-        self, pool: Pool, refusals: RefusalRecorder, *, memory: AnswerMemory | None = None
+        self,
+        pool: Pool,
+        refusals: RefusalRecorder,
+        *,
+        memory: AnswerMemory | None = None,
+        seen: SeenRecorder | None = None,
     ) -> None:
         self._pool = pool
         self._refusals = refusals
         self._memory = memory or AnswerMemory()
+        self._seen = seen
         self._warm_up = SlotWarmUp(self._memory, due_facts)
         # Used by the route, in the event loop: the claims let through to the database.
         self.grants_in_flight = GrantsInFlight()
@@ -317,7 +324,7 @@ class ClaimService:
                 if refused.refusal in _RECORDED_CONSUMED:
                     _record_consumed(conn, facts, refused.refusal, slot_key, from_version, now)
                     self._memory.writes.note()
-                self._refusals.record(facts.agent_id, slot_key, refused.refusal, now)
+                self._refused(facts.agent_id, slot_key, refused.refusal, now)
                 raise
             # This worker's own grant is honoured by its memory at once (others: the feed).
             self._memory.apply(Changes(agents=frozenset({facts.agent_id})))
@@ -346,7 +353,7 @@ class ClaimService:
         if refusal is not None and refusal.refusal in _RECORDED_CONSUMED:
             return None  # the slot's run is written by the database path
         if refusal is not None:
-            self._refusals.record(facts.agent_id, slot_key, refusal.refusal, now)
+            self._refused(facts.agent_id, slot_key, refusal.refusal, now)
             try:
                 raise refusal
             finally:
@@ -360,6 +367,15 @@ class ClaimService:
             org_room=facts.caps.org_cap - counts.org_granted,
             global_room=facts.caps.global_cap - counts.global_granted,
         )
+
+    def _refused(self, agent_id: UUID, slot_key: str, refusal: RefusalCode, now: datetime) -> None:
+        """Keep a refusal of a scheduled claim for the miss reasons. A window found closing or
+        closed is the control plane hearing from the agent: one that first asks in the window's
+        last minute (offline until then, or its poll lost) missed its slot while it was there,
+        not offline."""
+        self._refusals.record(agent_id, slot_key, refusal, now)
+        if refusal is RefusalCode.WINDOW_CLOSED and self._seen is not None:
+            self._seen.saw(agent_id, None, now)
 
     def _known_counts(
         self, current_round: datetime, org_id: UUID, read: RoundCounts

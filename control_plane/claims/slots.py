@@ -13,7 +13,7 @@ from control_plane.errors import ClaimRefused
 from ground.contract import RefusalCode, format_instant
 from shared_planner import InvalidPlanningInput, PlannerError, Slot, parse_slot_key, slot_for_key
 
-__all__ = ["checked_slot", "checked_slot_of"]
+__all__ = ["checked_slot", "checked_slot_of", "too_late_to_grant"]
 
 
 def _not_a_slot(slot_key: object, why: str) -> ClaimRefused:
@@ -74,6 +74,25 @@ def checked_slot(
             slot_key=slot_key,
         )
     return slot
+
+
+def too_late_to_grant(
+    slot: Slot, slot_key: str, *, catch_up: timedelta, grant_margin: timedelta, now: datetime
+) -> ClaimRefused | None:
+    """`window_closed` for a new token asked in the last `grant_margin` of the slot's window, else
+    None. The swap is refused once the window has closed (a 03:00 update never happens late), so
+    a token granted in the last seconds buys a download that cannot finish in time: the run would
+    end `failed`, alarming its customer and counting towards its release's halt. Refused like a
+    closed window, it consumes the slot: the agent stops asking, and the miss keeps its reason."""
+    closes = slot.window_closes(catch_up)
+    if now < closes - grant_margin:
+        return None
+    return ClaimRefused(
+        RefusalCode.WINDOW_CLOSED,
+        f"slot_key: the window of slot {slot_key!r} closes at {format_instant(closes)}; "
+        f"no token is granted in its last {int(grant_margin.total_seconds())} s",
+        slot_key=slot_key,
+    )
 
 
 def checked_slot_of(row: Mapping[str, Any], slot_key: object, now: datetime) -> Slot:

@@ -1,7 +1,9 @@
 """The capacity forecast: which slots of a local day will not fit inside the caps.
 
-Inside one slot's window of W minutes there are W rounds. Each round grants at most `org_cap` per
-organisation and `global_cap` in total, so if every scheduled agent needs the update, at most
+Inside one slot's window there are W rounds that can grant a new token: the window's minutes
+less those inside its grant margin (`PlatformSettings.grant_rounds`: 14 of 15 with the default
+minute). Each round grants at most `org_cap` per organisation and `global_cap` in total, so if
+every scheduled agent needs the update, at most
 
     min(global_cap * W,  Σ over organisations of min(agents_o, org_cap * W))
 
@@ -291,7 +293,7 @@ def platform_day_forecast(
     for demand, place in zip(demands, _places(demands, settings.zone, window), strict=True):
         slot = forecast_slot(
             demand.per_org,
-            window_minutes=window,
+            window_minutes=settings.grant_rounds,
             org_cap=settings.org_cap,
             global_cap=settings.global_cap,
         )
@@ -320,7 +322,7 @@ def org_day_forecast(
     """One organisation's own view of local `day`: its agents, its cap, its estimated share,
     without other organisations' figures."""
     window = settings.catch_up_minutes
-    org_capacity = settings.org_cap * window
+    org_capacity = settings.org_cap * settings.grant_rounds
     demands = day_demand(counts, day=day, zone=settings.zone)
     # Only this organisation's slots are placed (and named in `overlaps`): another
     # organisation's schedule is not this one's to see. Its agents weigh only in the estimated
@@ -331,7 +333,7 @@ def org_day_forecast(
         mine = demand.per_org[org_id]
         share = fair_shares(
             demand.per_org,
-            window_minutes=window,
+            window_minutes=settings.grant_rounds,
             org_cap=settings.org_cap,
             global_cap=settings.global_cap,
         )[org_id]

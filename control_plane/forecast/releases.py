@@ -200,7 +200,7 @@ def _served_at_slot(per_org: SlotDemand, release_id: UUID, settings: PlatformSet
         {org: sum(releases.values()) for org, releases in per_org.items()},
         org_cap=settings.org_cap,
         global_cap=settings.global_cap,
-        window_minutes=settings.catch_up_minutes,
+        window_minutes=settings.grant_rounds,
     )
     return sum(
         _split(releases, shares[org].can_update).get(release_id, 0)

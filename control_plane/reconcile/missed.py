@@ -13,7 +13,8 @@ earlier ones). The reason is a fact where one exists:
     offline    no refusal, and the agent was not seen within the window (judged from its stretches
                of polls, so an agent that polls just after the window closed is still offline)
     unknown    seen within the window, but no refusal is on record (e.g. lost in a crash before
-               it was written)
+               it was written, or the agent first asked in the window's grant margin: a claim
+               refused `window_closed` is a sighting too)
 
 When both a cap and the brake refused it, the reason refused first most recently wins: that is what
 kept the agent out at the end of the window.

@@ -30,6 +30,7 @@ from ground.limits import (
 )
 
 __all__ = [
+    "DEFAULT_GRANT_MARGIN_SECONDS",
     "DEFAULT_RETENTION_DAYS",
     "MAX_RETENTION_DAYS",
     "MIN_RETENTION_DAYS",
@@ -37,6 +38,11 @@ __all__ = [
     "SettingsService",
     "read_settings",
 ]
+
+# No new throttle token in the window's last minute (one round): the swap is refused once the
+# window has closed, so a download started later than this rarely finishes in time and its run
+# would end `failed`. 0 grants until the close.
+DEFAULT_GRANT_MARGIN_SECONDS = 60
 
 # How long runs, their events and notifications are kept. 400 days: "the same night last year"
 # stays comparable, with a month to spare for a yearly review that happens late.
@@ -54,6 +60,7 @@ class PlatformSettings:
 
     timezone: str = DEFAULT_TIMEZONE
     catch_up_minutes: int = DEFAULT_CATCH_UP_MINUTES
+    grant_margin_seconds: int = DEFAULT_GRANT_MARGIN_SECONDS
     org_cap: int = DEFAULT_ORG_CAP
     global_cap: int = DEFAULT_GLOBAL_CAP
     retention_days: int = DEFAULT_RETENTION_DAYS
@@ -66,6 +73,7 @@ class PlatformSettings:
         _require_int(
             "catch_up_minutes", self.catch_up_minutes, MIN_CATCH_UP_MINUTES, MAX_CATCH_UP_MINUTES
         )
+        _require_grant_margin(self.grant_margin_seconds, self.catch_up_minutes)
         _require_cap("org_cap", self.org_cap)
         _require_cap("global_cap", self.global_cap)
         _require_int("retention_days", self.retention_days, MIN_RETENTION_DAYS, MAX_RETENTION_DAYS)
@@ -83,6 +91,13 @@ class PlatformSettings:
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
 
+    @property
+    def grant_rounds(self) -> int:
+        """The rounds of a slot's window in which a new token can still be granted: those that
+        begin before its grant margin (a slot begins with a round). The caps serve at most this
+        many rounds' worth of a slot's agents."""
+        return self.catch_up_minutes - self.grant_margin_seconds // 60
+
     def with_changes(self, changes: dict[str, Any]) -> PlatformSettings:
         known = {field.name for field in dataclasses.fields(self)}
         for name in changes:
@@ -99,6 +114,19 @@ class PlatformSettings:
                     "global_cap",
                     changes["global_cap"],
                     f"is below org_cap ({self.org_cap}): lower org_cap first, or both at once",
+                ) from refused
+            if (
+                refused.fields.get("field") == "grant_margin_seconds"
+                and "grant_margin_seconds" not in changes
+                and "catch_up_minutes" in changes
+            ):
+                # The window was asked to change, the margin was not: name the value the caller
+                # sent (the operators' page has no margin field to point at).
+                raise InvalidInput(
+                    "catch_up_minutes",
+                    changes["catch_up_minutes"],
+                    f"leaves no time before grant_margin_seconds ({self.grant_margin_seconds})"
+                    " when the window closes: lower grant_margin_seconds first, or both at once",
                 ) from refused
             raise
 
@@ -125,6 +153,21 @@ def _require_int(field: str, value: object, low: int, high: int) -> None:
         raise InvalidInput(field, value, "is not a whole number")
     if not low <= value <= high:
         raise InvalidInput(field, value, f"is out of range (expected between {low} and {high})")
+
+
+def _require_grant_margin(value: object, catch_up_minutes: int) -> None:
+    # Less than the window: a margin as long as the window would never grant a token, which is
+    # the brake's job (it carries a reason and shows it to every agent).
+    window_seconds = catch_up_minutes * 60
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput("grant_margin_seconds", value, "is not a whole number")
+    if not 0 <= value < window_seconds:
+        raise InvalidInput(
+            "grant_margin_seconds",
+            value,
+            f"is out of range (expected between 0 and {window_seconds - 1}: less than the"
+            f" {catch_up_minutes}-minute catch-up window)",
+        )
 
 
 def _require_cap(field: str, value: object) -> None:
@@ -157,8 +200,8 @@ class SettingsService:
         with self._pool.connection() as conn, conn.transaction():
             row = seeded_row(
                 conn,
-                "SELECT timezone, catch_up_minutes, org_cap, global_cap, retention_days,"
-                " now() AS db_now"
+                "SELECT timezone, catch_up_minutes, grant_margin_seconds, org_cap, global_cap,"
+                " retention_days, now() AS db_now"
                 " FROM platform_settings FOR UPDATE",
             )
             at = now or row.pop("db_now")
@@ -167,7 +210,8 @@ class SettingsService:
             updated = current.with_changes(changes)
             conn.execute(
                 "UPDATE platform_settings SET timezone = %(timezone)s,"
-                " catch_up_minutes = %(catch_up_minutes)s, org_cap = %(org_cap)s,"
+                " catch_up_minutes = %(catch_up_minutes)s,"
+                " grant_margin_seconds = %(grant_margin_seconds)s, org_cap = %(org_cap)s,"
                 " global_cap = %(global_cap)s, retention_days = %(retention_days)s,"
                 " updated_at = now()",
                 updated.as_dict(),
@@ -191,7 +235,7 @@ class SettingsService:
 def read_settings(conn: Connection) -> PlatformSettings:
     row = seeded_row(
         conn,
-        "SELECT timezone, catch_up_minutes, org_cap, global_cap, retention_days"
-        " FROM platform_settings",
+        "SELECT timezone, catch_up_minutes, grant_margin_seconds, org_cap, global_cap,"
+        " retention_days FROM platform_settings",
     )
     return PlatformSettings(**row)

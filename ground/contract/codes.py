@@ -6,7 +6,10 @@ control plane's routes all ask it and never re-derive it from a status code.
 
     code            status  consumes the slot   why
     not_a_slot      422     yes                 the server's planner knows no such open slot
-    window_closed   409     yes                 the catch-up window has passed
+    window_closed   409     yes                 the catch-up window has passed, or a new
+                                                token is asked in its last grant margin
+                                                (a platform setting, 60 s by default), too
+                                                late for its download to finish in it
     slot_consumed   409     yes                 a run already holds this slot
     brake           503     no                  the operators' brake: retry next minute
     org_cap         429     no                  this organisation's round is full
@@ -27,8 +30,10 @@ control plane's routes all ask it and never re-derive it from a status code.
 
 When several apply, a scheduled claim is answered the first in this order: what stops the
 agent whatever the slot (`brake`, then `held`, `release_halted`, `release_rolled_back`), then
-whether the slot is still there (`not_a_slot`, `window_closed`, `slot_consumed`), then the caps
-(`org_cap`, `global_cap`); `no_release` is found by the grant itself.
+whether the slot is still there (`not_a_slot`, `window_closed`, `slot_consumed`), then whether a
+new token would still be in time (`window_closed` in the grant margin; the same claim asked
+again keeps its grant), then the caps (`org_cap`, `global_cap`); `no_release` is found by the
+grant itself.
 
 A manual update is not a slot; its refusals end that request and consume nothing scheduled.
 """

@@ -19,6 +19,9 @@ SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)  # 03:00 in Amsterdam (winter
 IN_THE_WINDOW = SLOT_AT + timedelta(minutes=4)
 AFTER_THE_WINDOW = SLOT_AT + timedelta(minutes=15)
 BEFORE_THE_SLOT = SLOT_AT - timedelta(seconds=1)
+CLOSES = SLOT_AT + timedelta(minutes=15)
+MARGIN_BEGINS = CLOSES - timedelta(seconds=60)
+JUST_BEFORE_THE_MARGIN = MARGIN_BEGINS - timedelta(microseconds=1)
 
 OPEN = ClaimFacts(
     agent_id=UUID(int=1),
@@ -27,6 +30,7 @@ OPEN = ClaimFacts(
     times=("03:00",),
     timezone="Europe/Amsterdam",
     catch_up=timedelta(minutes=15),
+    grant_margin=timedelta(seconds=60),
     caps=Caps(org_cap=5, global_cap=25),
     brake_engaged=False,
     brake_reason=None,
@@ -252,6 +256,7 @@ def test_the_facts_of_a_hot_row_and_of_a_warmed_row_agree() -> None:
         "times": ["03:00"],
         "timezone": "Europe/Amsterdam",
         "catch_up_minutes": 15,
+        "grant_margin_seconds": 60,
         "org_cap": 5,
         "global_cap": 25,
         "brake_engaged": False,
@@ -266,3 +271,68 @@ def test_the_facts_of_a_hot_row_and_of_a_warmed_row_agree() -> None:
         "org_granted": 3,
     }
     assert ClaimFacts.of_row(row, offered=OPEN.offered) == OPEN
+
+
+@pytest.mark.parametrize(
+    ("facts", "counts", "now", "expected"),
+    [
+        pytest.param(OPEN, ROOM, JUST_BEFORE_THE_MARGIN, None, id="granted_a_microsecond_before"),
+        pytest.param(
+            OPEN, ROOM, MARGIN_BEGINS, RefusalCode.WINDOW_CLOSED, id="refused_at_its_start"
+        ),
+        pytest.param(
+            OPEN,
+            ROOM,
+            CLOSES - timedelta(microseconds=1),
+            RefusalCode.WINDOW_CLOSED,
+            id="refused_at_the_last_instant",
+        ),
+        pytest.param(
+            OPEN, BOTH_FULL, MARGIN_BEGINS, RefusalCode.WINDOW_CLOSED, id="margin_before_caps"
+        ),
+        pytest.param(
+            OPEN, BOTH_FULL, JUST_BEFORE_THE_MARGIN, RefusalCode.ORG_CAP, id="caps_before_it"
+        ),
+        pytest.param(
+            replace(OPEN, grant_margin=timedelta(0)),
+            ROOM,
+            CLOSES - timedelta(microseconds=1),
+            None,
+            id="no_margin_grants_until_the_close",
+        ),
+        pytest.param(
+            replace(OPEN, grant_margin=timedelta(0)),
+            ROOM,
+            CLOSES,
+            RefusalCode.WINDOW_CLOSED,
+            id="no_margin_still_closes",
+        ),
+        pytest.param(
+            CLAIMED, BOTH_FULL, MARGIN_BEGINS, None, id="a_grant_asked_again_is_given_back"
+        ),
+        pytest.param(
+            LEASE_ENDED, ROOM, MARGIN_BEGINS, RefusalCode.WINDOW_CLOSED, id="no_new_lease_in_it"
+        ),
+        pytest.param(
+            NOTHING_TO_DO, ROOM, MARGIN_BEGINS, RefusalCode.SLOT_CONSUMED, id="consumed_stays_so"
+        ),
+        pytest.param(BRAKED, ROOM, MARGIN_BEGINS, RefusalCode.BRAKE, id="brake_before_margin"),
+        pytest.param(HELD, ROOM, MARGIN_BEGINS, RefusalCode.HELD, id="hold_before_margin"),
+    ],
+)
+def test_no_new_token_in_the_window_s_last_margin(
+    facts: ClaimFacts, counts: RoundCounts, now: datetime, expected: RefusalCode | None
+) -> None:
+    refusal = refusal_for(facts, counts, SLOT, now)
+    assert (None if refusal is None else refusal.refusal) == expected
+
+
+def test_the_margin_s_refusal_names_the_slot_its_close_and_the_margin() -> None:
+    refusal = refusal_for(OPEN, ROOM, SLOT, MARGIN_BEGINS)
+    assert refusal is not None
+    assert refusal.status == 409
+    assert refusal.fields["slot_key"] == SLOT
+    assert str(refusal) == (
+        "slot_key: the window of slot '2026-11-30T03:00' closes at 2026-11-30T02:15:00Z;"
+        " no token is granted in its last 60 s"
+    )

@@ -85,7 +85,16 @@ def test_serve_flags_store_the_platform_settings(
     control_plane_server: Callable[..., RunningControlPlane],
 ) -> None:
     server = control_plane_server(
-        args=["--org-cap", "2", "--timezone", "UTC", "--retention-days", "730"]
+        args=[
+            "--org-cap",
+            "2",
+            "--timezone",
+            "UTC",
+            "--retention-days",
+            "730",
+            "--grant-margin-seconds",
+            "90",
+        ]
     )
     operator_key = server.create_operator_key()
     with httpx.Client(base_url=server.base_url) as client:
@@ -95,6 +104,7 @@ def test_serve_flags_store_the_platform_settings(
     assert settings == {
         "timezone": "UTC",
         "catch_up_minutes": 15,
+        "grant_margin_seconds": 90,
         "org_cap": 2,
         "global_cap": 25,
         "retention_days": 730,

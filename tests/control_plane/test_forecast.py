@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from control_plane.forecast.model import WaveOutlook, fair_shares, forecast_slot
 from control_plane.forecast.text import render_outlook
 from control_plane.registry import Services
+from control_plane.settings.services import PlatformSettings
 from control_plane.types import Pool
 from tests.conftest import REPO_ROOT, child_environment, nachtwacht_command
 from tests.control_plane.conftest import Api, SignedRelease
@@ -102,10 +103,11 @@ def test_the_platform_forecast_of_a_small_fleet(api: Api, fleet: Fleet, operator
         "overlaps": [],
         "agents": 110,
         "organisations": 2,
-        "capacity": 375,
-        "org_capacity": 75,
-        "can_update": 85,
-        "will_miss": 25,
+        # 14 rounds: none is granted in the window's last minute (the grant margin).
+        "capacity": 350,
+        "org_capacity": 70,
+        "can_update": 80,
+        "will_miss": 30,
         "orgs_over_their_cap": 1,
     }
     assert (day["key"], day["agents"], day["will_miss"]) == ("2026-12-01T13:30", 2, 0)
@@ -127,7 +129,7 @@ def test_an_organisations_view_names_what_limits_it(
     with api.client(panel_key) as client:
         view = client.get("/v1/forecast", params={"date": "2026-12-01"}).json()
     night = view["slots"][0]
-    assert (night["agents"], night["can_update"], night["will_miss"]) == (100, 75, 25)
+    assert (night["agents"], night["can_update"], night["will_miss"]) == (100, 70, 30)
     assert night["limited_by"] == "org_cap"
     assert "organisations" not in night and "capacity" not in night
 
@@ -200,14 +202,14 @@ def test_control_forecast_prints_the_table(fleet: Fleet, database_url: str) -> N
         "forecast for 2026-12-01 (Europe/Amsterdam; window 15 min, caps 5 per organisation and"
         " 25 in total per minute)",
         "slot   local time      agents  orgs  capacity  per org  will miss",
-        "03:00  03:00:00+01:00     110     2       375       75         25",
-        "13:30  13:30:00+01:00       2     1       375       75          0",
-        "25 agents will miss their window if all need an update",
+        "03:00  03:00:00+01:00     110     2       350       70         30",
+        "13:30  13:30:00+01:00       2     1       350       70          0",
+        "30 agents will miss their window if all need an update",
     ]
     as_json = json.loads(
         _control(database_url, "forecast", "--date", "2026-12-01", "--json").stdout
     )
-    assert [slot["will_miss"] for slot in as_json["slots"]] == [25, 0]
+    assert [slot["will_miss"] for slot in as_json["slots"]] == [30, 0]
 
 
 def test_control_forecast_refuses_a_bad_date_in_one_line(database_url: str) -> None:
@@ -223,9 +225,9 @@ def test_the_forecast_agrees_with_a_herd_claiming_through_the_real_caps(
     api: Api, fleet: Fleet, services: Services, published: SignedRelease, operator_key: str
 ) -> None:
     """Four organisations of six agents, caps 2 per organisation and 5 in total, a 4-minute
-    window: the forecast says 20 can update and 4 will miss; the claim endpoint, asked by every
-    waiting agent every round, grants exactly 20, and the worker records the 4 misses as
-    throttled."""
+    window whose last minute grants nothing (the grant margin): the forecast says 15 can update
+    and 9 will miss; the claim endpoint, asked by every waiting agent every round, grants
+    exactly 15, and the worker records the 9 misses as throttled."""
     del published
     services.settings.update({"org_cap": 2, "global_cap": 5, "catch_up_minutes": 4})
     keys = {}
@@ -237,7 +239,7 @@ def test_the_forecast_agrees_with_a_herd_claiming_through_the_real_caps(
             )
     with api.client(operator_key) as client:
         [slot] = client.get("/v1/admin/forecast", params={"date": "2026-11-30"}).json()["slots"]
-    assert (slot["capacity"], slot["can_update"], slot["will_miss"]) == (20, 20, 4)
+    assert (slot["capacity"], slot["can_update"], slot["will_miss"]) == (15, 15, 9)
 
     waiting = sorted(keys)  # a0 b0 c0 d0 a1 …: every organisation asks in every round
     for minute in range(4):
@@ -245,7 +247,7 @@ def test_the_forecast_agrees_with_a_herd_claiming_through_the_real_caps(
         for agent in list(waiting):
             with api.client(keys[agent].agent_key) as client:
                 answer = client.post("/v1/agent/claims", json={"slot_key": NIGHT_KEY})
-            assert answer.status_code in {201, 429}, answer.text
+            assert answer.status_code in {201, 409, 429}, answer.text
             if answer.status_code == 201:
                 waiting.remove(agent)
     assert len(keys) - len(waiting) == slot["can_update"]
@@ -304,3 +306,23 @@ def test_publishing_says_what_the_first_wave_reaches_and_when(
         until=datetime(2026, 12, 1, 15, 0, tzinfo=UTC),
     )
     assert render_outlook(replace(outlook, **changes)) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("catch_up_minutes", "grant_margin_seconds", "rounds"),
+    [
+        pytest.param(15, 60, 14, id="default_last_minute_grants_nothing"),
+        pytest.param(15, 0, 15, id="no_margin"),
+        pytest.param(15, 30, 15, id="the_last_round_grants_in_its_first_half"),
+        pytest.param(15, 61, 14, id="a_second_into_the_fourteenth_round"),
+        pytest.param(15, 899, 1, id="only_the_first_second"),
+        pytest.param(2, 119, 1, id="short_window"),
+    ],
+)
+def test_the_rounds_that_grant_are_those_begun_before_the_margin(
+    catch_up_minutes: int, grant_margin_seconds: int, rounds: int
+) -> None:
+    settings = PlatformSettings(
+        catch_up_minutes=catch_up_minutes, grant_margin_seconds=grant_margin_seconds
+    )
+    assert settings.grant_rounds == rounds

@@ -92,6 +92,61 @@ def test_the_refusal_that_came_last_names_the_reason(
     assert fleet.missed() == {"web-01": "throttled"}
 
 
+# The window's last minute, where no token is granted: a download started then could not finish
+# before the switch is refused.
+IN_THE_GRANT_MARGIN = NIGHT + timedelta(minutes=14, seconds=20)
+
+
+def _claim_answer(api: Api, agent_key: str) -> tuple[int, str]:
+    with api.client(agent_key) as client:
+        answer = client.post("/v1/agent/claims", json={"slot_key": NIGHT_KEY})
+    return answer.status_code, answer.json()["detail"]["code"]
+
+
+def test_refused_by_the_caps_then_by_the_grant_margin_misses_as_throttled(
+    api: Api, fleet: Fleet, services: Services, make_org, make_agent
+) -> None:
+    org = make_org("Acme")
+    agent = make_agent(org, "web-01")
+    fleet.rounds_full(NIGHT, 15, org_id=org.org_id)
+    for minute in (1, 7, 13):
+        fleet.clock.set(NIGHT + timedelta(minutes=minute, seconds=20))
+        assert _claim_answer(api, agent.agent_key) == (429, "org_cap")
+    fleet.clock.set(IN_THE_GRANT_MARGIN)
+    assert _claim_answer(api, agent.agent_key) == (409, "window_closed")
+    services.refusals.flush()
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "throttled"}
+
+
+def test_first_heard_of_in_the_grant_margin_by_its_poll_is_not_offline(
+    api: Api, fleet: Fleet, services: Services, make_org, make_agent
+) -> None:
+    agent = make_agent(make_org("Acme"), "web-01")
+    fleet.clock.set(IN_THE_GRANT_MARGIN)
+    with api.client(agent.agent_key) as client:
+        assert client.get("/v1/agent/config").status_code == 200
+    assert _claim_answer(api, agent.agent_key) == (409, "window_closed")
+    services.refusals.flush()
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "unknown"}
+
+
+def test_first_heard_of_in_the_grant_margin_by_its_claim_is_not_offline(
+    api: Api, fleet: Fleet, services: Services, pool: Pool, make_org, make_agent
+) -> None:
+    # Its poll was lost (or answered from its cache): the claim is the control plane hearing
+    # from it, too late in the window for a token.
+    agent = make_agent(make_org("Acme"), "web-01")
+    fleet.clock.set(IN_THE_GRANT_MARGIN)
+    assert _claim_answer(api, agent.agent_key) == (409, "window_closed")
+    services.refusals.flush()
+    with pool.connection() as conn:
+        services.seen.write(conn)
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "unknown"}
+
+
 @pytest.mark.parametrize("status", ["up_to_date", "succeeded", "failed", "rolled_back", "claimed"])
 def test_a_consumed_slot_is_not_missed(fleet: Fleet, status: str) -> None:
     fleet.run(fleet.agent(fleet.org(), "web-01"), status)

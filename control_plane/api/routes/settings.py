@@ -38,6 +38,15 @@ class SettingsBody(BaseModel):
         examples=[15],
         json_schema_extra={"minimum": MIN_CATCH_UP_MINUTES, "maximum": MAX_CATCH_UP_MINUTES},
     )
+    grant_margin_seconds: int | None = Field(
+        default=None,
+        strict=True,
+        description="no new token for a slot in its window's last this many seconds, where its"
+        " download could not finish before the switch is refused (0: until the window closes;"
+        " less than the window)",
+        examples=[60],
+        json_schema_extra={"minimum": 0, "maximum": MAX_CATCH_UP_MINUTES * 60 - 1},
+    )
     org_cap: int | None = Field(
         default=None,
         strict=True,
@@ -61,7 +70,8 @@ class SettingsBody(BaseModel):
 
 @router.get("/settings", response_model=PlatformSettings, responses=errors(*AUTHENTICATED))
 def get_settings(request: Request, caller: OperatorCaller) -> PlatformSettings:
-    """The platform's time zone, catch-up window, caps and how long history is kept."""
+    """The platform's time zone, catch-up window and its grant margin, caps and how long history
+    is kept."""
     del caller
     return services_of(request).settings.get()
 

@@ -418,3 +418,30 @@ def test_the_memory_leaves_a_refusal_that_writes_the_slots_run_to_the_database(
         secret, SLOT, "1.4.1", clock.now(), track=DEFAULT_TRACK
     )
     assert known is None  # not refused here: the database path refuses it and writes the run
+
+
+def test_the_memory_refuses_the_window_s_last_minute_as_the_database_does(
+    services: Services, pool: Pool, herd: tuple[Agent, Agent, Agent]
+) -> None:
+    _, second, _ = herd
+    credential = secret_sha256(second.agent_key)
+    with pool.connection() as conn:
+        assert SlotWarmUp(services.answers, due_facts).ask(conn, SLOT, IN_THE_WINDOW) == 3
+    before_the_margin = datetime(2026, 11, 30, 2, 13, 59, tzinfo=UTC)
+    room = services.claims.refuse_from_memory(
+        credential, SLOT, "1.4.1", before_the_margin, track=DEFAULT_TRACK
+    )
+    assert room is not None  # nothing refused: the database decides
+    in_the_margin = datetime(2026, 11, 30, 2, 14, 30, tzinfo=UTC)
+    with pytest.raises(ClaimRefused) as from_memory:
+        services.claims.refuse_from_memory(
+            credential, SLOT, "1.4.1", in_the_margin, track=DEFAULT_TRACK
+        )
+    with pytest.raises(ClaimRefused) as from_database:
+        services.claims.claim_slot_as(credential, SLOT, "1.4.1", in_the_margin, track=DEFAULT_TRACK)
+    assert (from_memory.value.refusal, str(from_memory.value)) == (
+        from_database.value.refusal,
+        str(from_database.value),
+    )
+    assert str(from_memory.value.refusal) == "window_closed"
+    assert "no token is granted in its last 60 s" in str(from_memory.value)

@@ -67,6 +67,15 @@ def test_lowering_both_caps_together_is_accepted(api: Api, operator_key: str) ->
         pytest.param("UPDATE platform_settings SET global_cap = 0", id="global_cap_zero"),
         pytest.param("UPDATE platform_settings SET org_cap = 0", id="org_cap_zero"),
         pytest.param("UPDATE platform_settings SET org_cap = 30", id="org_above_global"),
+        pytest.param(
+            "UPDATE platform_settings SET grant_margin_seconds = -1", id="negative_grant_margin"
+        ),
+        pytest.param(
+            "UPDATE platform_settings SET grant_margin_seconds = 900", id="margin_is_the_window"
+        ),
+        pytest.param(
+            "UPDATE platform_settings SET catch_up_minutes = 1", id="window_inside_the_margin"
+        ),
         pytest.param("UPDATE platform_brake SET engaged = true", id="brake_without_reason"),
         pytest.param(
             "UPDATE platform_brake SET engaged = true, reason = '  '", id="brake_blank_reason"

@@ -122,7 +122,18 @@ def test_a_schedule_switched_off_has_no_slots(
     ("now", "status", "code"),
     [
         pytest.param(datetime(2026, 11, 30, 2, 0, tzinfo=UTC), 201, None, id="at_the_slot"),
-        pytest.param(datetime(2026, 11, 30, 2, 14, 59, tzinfo=UTC), 201, None, id="last_second"),
+        pytest.param(
+            datetime(2026, 11, 30, 2, 13, 59, 999999, tzinfo=UTC),
+            201,
+            None,
+            id="before_the_grant_margin",
+        ),
+        pytest.param(
+            datetime(2026, 11, 30, 2, 14, tzinfo=UTC), 409, "window_closed", id="grant_margin"
+        ),
+        pytest.param(
+            datetime(2026, 11, 30, 2, 14, 59, tzinfo=UTC), 409, "window_closed", id="last_second"
+        ),
         pytest.param(datetime(2026, 11, 30, 2, 15, tzinfo=UTC), 409, "window_closed", id="closed"),
         pytest.param(datetime(2026, 11, 30, 8, 0, tzinfo=UTC), 409, "window_closed", id="at_0900"),
         pytest.param(datetime(2026, 11, 30, 1, 59, 59, tzinfo=UTC), 422, "not_a_slot", id="early"),
@@ -143,6 +154,112 @@ def test_window_is_checked_on_the_servers_clock(
     assert response.status_code == status
     if code is not None:
         assert response.json()["detail"]["code"] == code
+
+
+def test_no_token_in_the_window_s_last_minute(
+    api: Api,
+    clock: ManualClock,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    # Granted at 03:14:30 the download would still run at 03:15, when the switch is refused:
+    # a run that fails for nothing. Refused as a closed window, the slot is consumed at once.
+    clock.set(datetime(2026, 11, 30, 2, 14, 30, tzinfo=UTC))
+    agent = make_agent(make_org())
+    refused = _claim(api, agent)
+    assert refused.status_code == 409
+    detail = refused.json()["detail"]
+    assert detail["code"] == "window_closed"
+    assert detail["message"] == (
+        "slot_key: the window of slot '2026-11-30T03:00' closes at 2026-11-30T02:15:00Z;"
+        " no token is granted in its last 60 s"
+    )
+    assert _claim(api, agent).json()["detail"]["code"] == "window_closed"
+
+
+def test_a_grant_margin_of_zero_grants_until_the_close(
+    api: Api,
+    clock: ManualClock,
+    operator_key: str,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    _set_caps(api, operator_key, grant_margin_seconds=0)
+    clock.set(datetime(2026, 11, 30, 2, 14, 59, tzinfo=UTC))
+    assert _claim(api, make_agent(make_org())).status_code == 201
+
+
+def test_a_wider_grant_margin_refuses_earlier(
+    api: Api,
+    clock: ManualClock,
+    operator_key: str,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    _set_caps(api, operator_key, grant_margin_seconds=300)
+    clock.set(datetime(2026, 11, 30, 2, 10, tzinfo=UTC))
+    refused = _claim(api, make_agent(make_org()))
+    assert refused.status_code == 409
+    assert "no token is granted in its last 300 s" in refused.json()["detail"]["message"]
+
+
+def test_a_grant_asked_again_in_the_margin_is_given_back(
+    api: Api,
+    clock: ManualClock,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    # Its answer was lost: the token stands, and the agent must learn of it to use or end it.
+    clock.set(datetime(2026, 11, 30, 2, 13, 30, tzinfo=UTC))
+    agent = make_agent(make_org())
+    first = _claim(api, agent)
+    clock.set(datetime(2026, 11, 30, 2, 14, 30, tzinfo=UTC))
+    again = _claim(api, agent)
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json() == first.json()
+
+
+def test_a_manual_update_has_no_window_and_no_margin(
+    api: Api,
+    clock: ManualClock,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    # Asked in the last minute of the agent's 03:00 window: a person is watching, not a slot.
+    clock.set(datetime(2026, 11, 30, 2, 14, 30, tzinfo=UTC))
+    org = make_org()
+    agent = make_agent(org)
+    with api.client(org.panel_key) as panel:
+        requested = panel.post(f"/v1/agents/{agent.agent_id}/update")
+    assert requested.status_code in (200, 202), requested.text
+    with api.client(agent.agent_key) as client:
+        granted = client.post(
+            "/v1/agent/claims", json={"manual_run_id": requested.json()["run_id"]}
+        )
+    assert granted.status_code == 201, granted.text
+    assert _claim(api, agent).json()["detail"]["code"] == "window_closed"
+
+
+def test_up_to_date_is_still_recorded_in_the_margin(
+    api: Api,
+    clock: ManualClock,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    # Nothing to download: the margin is about tokens, not about the slot being open.
+    clock.set(datetime(2026, 11, 30, 2, 14, 30, tzinfo=UTC))
+    agent = make_agent(make_org())
+    with api.client(agent.agent_key) as client:
+        recorded = client.post(
+            "/v1/agent/runs", json={"slot_key": SLOT, "status": "up_to_date", "version": "1.5.0"}
+        )
+    assert recorded.status_code == 201
 
 
 def test_nothing_to_do_consumes_the_slot(

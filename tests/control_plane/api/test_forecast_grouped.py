@@ -131,7 +131,7 @@ def _per_agent_slots(
             per_instant[at],
             org_cap=settings.org_cap,
             global_cap=settings.global_cap,
-            window_minutes=settings.catch_up_minutes,
+            window_minutes=settings.grant_rounds,
         )
         found.append(
             (at, slot.agents, slot.organisations, slot.can_update, slot.will_miss, slot.capacity)
@@ -179,7 +179,7 @@ def _per_agent_night(
             {org: sum(wanted.values()) for org, wanted in per_org.items()},
             org_cap=settings.org_cap,
             global_cap=settings.global_cap,
-            window_minutes=settings.catch_up_minutes,
+            window_minutes=settings.grant_rounds,
         )
         for org, wanted in per_org.items():
             served += _split(wanted, shares[org].can_update).get(release.id, 0)
