@@ -1,7 +1,7 @@
 """No throttle token in the last moments of a catch-up window.
 
-Revision ID: 0031_grant_margin
-Revises: 0030 (see `down_revision`)
+Revision ID: 0032_grant_margin
+Revises: 0031 (see `down_revision`)
 
 - `platform_settings.grant_margin_seconds`: a scheduled claim is granted a new token only while
   at least this much of its slot's window is left (default 60, one round). The switch is refused
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from alembic import op
 
-PREVIOUS_REVISION = "0030_run_endings_per_statement"
+PREVIOUS_REVISION = "0031_run_ending_totals"
 
-revision = "0031_grant_margin"
+revision = "0032_grant_margin"
 down_revision: str | None = PREVIOUS_REVISION
 branch_labels = None
 depends_on = None
