@@ -61,6 +61,7 @@ from bench.wrk_load import Request, require_wrk
 from control_plane.database import open_pool
 from control_plane.forecast.model import forecast_slot
 from control_plane.registry import build_services
+from control_plane.settings.services import PlatformSettings
 from ground.clock import FakeClock, SystemClock
 from ground.contract import CHANNEL_PARAM, CONFIG_PATH, PLATFORM_PARAM, RefusalCode
 from nachtwacht.demo_world.clocks import NightClock
@@ -129,7 +130,7 @@ class Herd:
     unexpected: Counter[int] = field(default_factory=Counter)
     grants_per_pair: Counter[tuple[str, str]] = field(default_factory=Counter)
     wrong_pair: int = 0
-    closed_answers: int = 0  # the 409 window_closed answers of the round after the window
+    closed_answers: int = 0  # the 409 window_closed answers of the last round (closing or closed)
 
 
 def seed(database_url: str, agents: int, orgs: int, workdir: Path) -> list[Agent]:
@@ -384,7 +385,7 @@ def main() -> int:
     print(f"grants per round: per org max {max_org}, total max {max_total} ({rounds} rounds)")
     print(
         f"granted {len(herd.granted)}, missed {herd.missed} "
-        f"({herd.closed_answers} answered {RefusalCode.WINDOW_CLOSED} after the window)"
+        f"({herd.closed_answers} answered {RefusalCode.WINDOW_CLOSED} at the window's end)"
     )
     for (channel, platform), count in sorted(herd.grants_per_pair.items()):
         print(f"  granted on {channel}/{platform}: {count}")
@@ -395,7 +396,8 @@ def main() -> int:
         Counter(agent.org_id for agent in fleet),
         org_cap=5,
         global_cap=25,
-        window_minutes=int(WINDOW.seconds // 60),
+        # The rounds that can grant: the window less its grant margin, as the forecast counts.
+        window_minutes=PlatformSettings(org_cap=5, global_cap=25).grant_rounds,
     )
     print(
         f"forecast (control_plane.forecast.model.forecast_slot, as GET /v1/admin/forecast): "
