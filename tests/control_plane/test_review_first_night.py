@@ -26,24 +26,24 @@ SLOT_AT = datetime.combine(FLEET.until, datetime.min.time(), ZoneInfo(ZONE)).rep
 WINDOW = timedelta(minutes=15)
 
 
+def _candidates(conn: psycopg.Connection[Any]) -> list[data.SlotCandidate]:
+    """Every agent's slot of the night, as the missed pass finds them when the window closed."""
+    key = slot_key(SLOT_AT.date(), SLOT_AT.time())
+    return [
+        data.SlotCandidate(
+            agent_id=a["id"],
+            org_id=a["org_id"],
+            slot_key=key,
+            slot_at=SLOT_AT,
+            window_closes=SLOT_AT + WINDOW,
+        )
+        for a in conn.execute("SELECT id, org_id FROM agents").fetchall()
+    ]
+
+
 def _night_missed(conn: psycopg.Connection[Any]) -> None:
     """Every agent missed the night's slot (the missed pass before the review)."""
-    agents = conn.execute("SELECT id, org_id FROM agents").fetchall()
-    key = slot_key(SLOT_AT.date(), SLOT_AT.time())
-    data.insert_missed(
-        conn,
-        [
-            data.SlotCandidate(
-                agent_id=a["id"],
-                org_id=a["org_id"],
-                slot_key=key,
-                slot_at=SLOT_AT,
-                window_closes=SLOT_AT + WINDOW,
-            )
-            for a in agents
-        ],
-        now=SLOT_AT + WINDOW,
-    )
+    data.insert_missed(conn, _candidates(conn), now=SLOT_AT + WINDOW)
 
 
 def test_a_new_fleets_first_review_plans_its_reads_of_the_names_at_every_run(
@@ -94,18 +94,7 @@ def test_a_new_fleets_first_missed_pass_reads_no_run_it_is_writing(
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("ANALYZE")
     with psycopg.connect(database_url, row_factory=dict_row) as conn:
-        agents = conn.execute("SELECT id, org_id FROM agents").fetchall()
-    key = slot_key(SLOT_AT.date(), SLOT_AT.time())
-    candidates = [
-        data.SlotCandidate(
-            agent_id=a["id"],
-            org_id=a["org_id"],
-            slot_key=key,
-            slot_at=SLOT_AT,
-            window_closes=SLOT_AT + WINDOW,
-        )
-        for a in agents
-    ]
+        candidates = _candidates(conn)
     explain = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
     with (
         psycopg.connect(database_url, row_factory=dict_row, autocommit=True) as conn,
