@@ -266,13 +266,13 @@ def confirm_answer(status: int, body: bytes) -> SwapPermit | ErrorDetail:
 _SWAP_REFUSALS = {
     AnswerCode.TOKEN_REVOKED.value: OutcomeReason.TOKEN_REVOKED,
     AnswerCode.TOKEN_EXPIRED.value: OutcomeReason.TOKEN_EXPIRED,
-    RefusalCode.WINDOW_CLOSED.value: OutcomeReason.INTERRUPTED,
+    RefusalCode.WINDOW_CLOSED.value: OutcomeReason.WINDOW_CLOSED,
 }
 
 
 def swap_refusal_reason(detail: ErrorDetail) -> OutcomeReason:
     """What a refused confirmation ends the run with: the token's code kept; a closed window is
-    an interruption; any other code (the run unknown or finished) means this run may no longer
+    `window_closed`; any other code (the run unknown or finished) means this run may no longer
     switch, as a revoked token does."""
     return _SWAP_REFUSALS.get(detail.code, OutcomeReason.TOKEN_REVOKED)
 

@@ -204,11 +204,7 @@ class Daemon:
         )
         self._updater_version = running_updater if speaks_updater else None
         self._reports.updater_version = self._updater_version
-        self._reports.says_delivery = (
-            config is not None
-            and config.contract_version is not None
-            and config.contract_version >= DELIVERY_CONTRACT
-        )
+        self._reports.control_plane_contract = None if config is None else config.contract_version
         facts = AgentFacts(
             last_consumed_at=state.last_consumed_at,
             installed_version=self._updater.installed_version(),
@@ -459,8 +455,6 @@ class Daemon:
 
 # The contract version from which a control plane reads the updater's fields.
 UPDATER_CONTRACT = 3
-# The contract version from which a control plane reads how a build came (`delivery`).
-DELIVERY_CONTRACT = 4
 
 
 def _consumed(slot: Slot) -> ConsumedSlot:

@@ -25,12 +25,19 @@ from ground.contract import (
     AnswerCode,
     DeliveryReport,
     NothingToDoReport,
+    OutcomeReason,
     OutcomeReport,
     run_path,
 )
 from ground.contract.messages import MAX_MESSAGE_LENGTH
 
-__all__ = ["ReportSender"]
+__all__ = ["DELIVERY_CONTRACT", "WINDOW_CLOSED_CONTRACT", "ReportSender"]
+
+# The contract version from which a control plane reads how a build came (`delivery`).
+DELIVERY_CONTRACT = 4
+# The contract version from which a control plane knows the outcome reason `window_closed`
+# (before it, the same ending is reported `interrupted`).
+WINDOW_CLOSED_CONTRACT = 5
 
 
 class ReportSender:
@@ -43,8 +50,10 @@ class ReportSender:
         # The version of nachtwacht's own agent, sent with each report while the control plane
         # reads it (a control plane of an older contract refuses a field it does not know).
         self.updater_version: str | None = None
-        # Whether the control plane reads how a build came (`delivery`): the same reason.
-        self.says_delivery = False
+        # The contract the control plane said it speaks this minute (None: not heard from). A
+        # report says only what that contract knows: a control plane of an older contract
+        # refuses a field or a reason it does not know.
+        self.control_plane_contract: int | None = None
 
     def queue_up_to_date(self, *, slot_key: str, installed: str | None) -> None:
         body = NothingToDoReport(
@@ -67,14 +76,17 @@ class ReportSender:
         if error is not None and len(error) > MAX_MESSAGE_LENGTH:
             # The contract refuses a longer message; a report must never fail to be built.
             error = error[: MAX_MESSAGE_LENGTH - 1] + "…"
+        reason = outcome.reason
+        if reason is OutcomeReason.WINDOW_CLOSED and not self._speaks(WINDOW_CLOSED_CONTRACT):
+            reason = OutcomeReason.INTERRUPTED
         body = OutcomeReport(
             status=outcome.status,
             version=outcome.version,
             error=error,
-            reason=outcome.reason,
+            reason=reason,
             switched_at=outcome.switched_at,
             updater_version=self.updater_version,
-            delivery=_delivery(outcome) if self.says_delivery else None,
+            delivery=_delivery(outcome) if self._speaks(DELIVERY_CONTRACT) else None,
         )
         self._put(
             Report(
@@ -85,6 +97,9 @@ class ReportSender:
                 run_id=outcome.run_id,
             )
         )
+
+    def _speaks(self, contract: int) -> bool:
+        return self.control_plane_contract is not None and self.control_plane_contract >= contract
 
     def _put(self, report: Report) -> None:
         try:

@@ -6,7 +6,8 @@ and turns the answer into a verdict (`agent_daemon.updater.swap_gate`):
 
     200 SwapPermit for this run        SwapAllowed(at = the control plane's time, as known here)
     a refusal with a code              SwapRefused: token_revoked / token_expired kept; a closed
-                                       window ends the run with its last failure
+                                       window ends the run with its last failure, or
+                                       window_closed when none came before
     no answer, 5xx, 401, unreadable    SwapUnanswered (platform_unavailable): do not switch now,
                                        ask again next minute while the window is open
 
@@ -23,7 +24,6 @@ from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.daemon_state import ClaimInProgress
 from agent_daemon.errors import BadServerAnswer, ControlPlaneUnreachable, CredentialRefused
 from agent_daemon.host.event_log import EventLog
-from agent_daemon.minute.claim_window import end_reason
 from agent_daemon.updater.swap_gate import SwapAllowed, SwapRefused, SwapUnanswered, SwapVerdict
 from ground.contract import ErrorDetail, OutcomeReason, format_instant
 
@@ -47,10 +47,10 @@ class SwapConfirmation:
             return SwapUnanswered(reason=OutcomeReason.PLATFORM_UNAVAILABLE, error=str(exc))
         if isinstance(answer, ErrorDetail):
             reason = wire.swap_refusal_reason(answer)
-            if reason == OutcomeReason.INTERRUPTED:
+            if reason is OutcomeReason.WINDOW_CLOSED:
                 # The window closed on the control plane's clock: why the run could not finish
                 # in it is the last failure that might have passed, when there was one.
-                reason = end_reason(claim)
+                reason = claim.last_reason or OutcomeReason.WINDOW_CLOSED
             self.log.emit(
                 "swap.refused",
                 level="warning",

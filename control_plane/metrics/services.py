@@ -25,7 +25,7 @@ from control_plane.metrics.trust_roots import (
 )
 from control_plane.retention.standing import RetentionStanding, read_standing
 from control_plane.types import Connection, Pool
-from ground.contract import MissReason, OutcomeReason
+from ground.contract import ENDED_BY_CONTROL_PLANE, MissReason, OutcomeReason
 
 __all__ = [
     "OUTCOME_OF_STATUS",
@@ -52,10 +52,10 @@ OUTCOME_OF_STATUS = {
 
 
 def outcome_of(status: str, reason: str) -> str:
-    """The outcome a run's ending is counted as. An update that failed because its token was
-    revoked was stopped by the control plane (the brake, a halt, a withdrawal) before its swap:
+    """The outcome a run's ending is counted as. An update the control plane stopped before its
+    switch (its token revoked by the brake, a halt or a withdrawal; its window closed) is
     `refused`, not a failure of the build."""
-    if status == "failed" and reason == OutcomeReason.TOKEN_REVOKED.value:
+    if status == "failed" and reason in ENDED_BY_CONTROL_PLANE:
         return "refused"
     return OUTCOME_OF_STATUS[status]
 

@@ -36,7 +36,7 @@ from control_plane.releases.release_actions import (
     revoke_release_tokens,
 )
 from control_plane.types import Connection
-from ground.contract import Instant, format_instant
+from ground.contract import ENDED_BY_CONTROL_PLANE, Instant, format_instant
 
 __all__ = [
     "AUTOMATIC",
@@ -319,8 +319,8 @@ SELECT c.id,
   FROM candidates c
   JOIN runs r ON r.release_id = c.id AND r.finished_at > c.since AND r.finished_at <= %(now)s
              AND r.status IN ('succeeded', 'failed', 'rolled_back')
-             -- An update the control plane stopped (token revoked) says nothing of the build.
-             AND r.outcome_reason IS DISTINCT FROM 'token_revoked'
+             -- An update the control plane stopped before its switch says nothing of the build.
+             AND coalesce(r.outcome_reason, '') <> ALL(%(ended_by_control_plane)s)
  GROUP BY c.id
 HAVING count(*) FILTER (WHERE r.status IN ('failed', 'rolled_back')) >= min(c.halt_failures)
    AND 100 * count(*) FILTER (WHERE r.status IN ('failed', 'rolled_back'))
@@ -332,7 +332,9 @@ def halt_on_errors(conn: Connection, now: datetime) -> list[HaltView]:
     """Halt every release whose failures passed the threshold (inside the caller's
     transaction); the halts made."""
     made = []
-    for row in conn.execute(_OVER_THRESHOLD, {"now": now}).fetchall():
+    for row in conn.execute(
+        _OVER_THRESHOLD, {"now": now, "ended_by_control_plane": sorted(ENDED_BY_CONTROL_PLANE)}
+    ).fetchall():
         evidence = tuple(zip(row["failed_runs"], row["failed_statuses"], strict=True))
         made.append(
             halt_release(

@@ -15,6 +15,7 @@ only, so the planner can import them too).
 """
 
 from ground.contract.codes import (
+    ENDED_BY_CONTROL_PLANE,
     AnswerCode,
     MissReason,
     OfferReason,
@@ -62,6 +63,7 @@ __all__ = [
     "CONTRACT_VERSION",
     "CONTRACT_VERSION_HEADER",
     "DEFAULT_TRACK",
+    "ENDED_BY_CONTROL_PLANE",
     "ENROLLMENT_TOKEN_PREFIX",
     "ENROLL_PATH",
     "HOLD_PATH",
@@ -129,7 +131,8 @@ API_PREFIX = f"/v{API_VERSION}"
 #       offered was not used; and a manual update's claim may be refused 429 `org_cap`/
 #       `global_cap` like a scheduled one: the agent waits and claims it again at its next minute
 #       (agents before 4 end the request on any refusal, and are granted it outside the caps)
-CONTRACT_VERSION = 4
+#   5   `OutcomeReason.WINDOW_CLOSED`: the switch was refused because the window had closed
+CONTRACT_VERSION = 5
 CONTRACT_VERSION_HEADER = "X-Nachtwacht-Contract"
 
 # Every answer the control plane gives (304s and errors included) carries its clock's reading at

@@ -43,6 +43,7 @@ from __future__ import annotations
 import enum
 
 __all__ = [
+    "ENDED_BY_CONTROL_PLANE",
     "AnswerCode",
     "MissReason",
     "OfferReason",
@@ -176,6 +177,17 @@ class OutcomeReason(enum.StrEnum):
     INSTALL_FAILED = "install_failed"
     # The new version was not healthy within its deadline: rolled back.
     HEALTH_CHECK_FAILED = "health_check_failed"
+    # The control plane refused the switch because the slot's window had closed before the build
+    # was ready, with no failure on the way (a download slower than the window left): nothing
+    # switched. Sent to control planes of contract 5 and newer; older ones are told `interrupted`.
+    WINDOW_CLOSED = "window_closed"
+
+
+# The reasons a run ended `failed` because the control plane stopped it before its switch (the
+# brake, a halt or a withdrawal revoked its token; its window closed on the control plane's clock).
+# They say nothing of the build: such a run counts towards no automatic halt, and `/metrics`
+# counts it as `refused`, not `failed`.
+ENDED_BY_CONTROL_PLANE = frozenset({OutcomeReason.TOKEN_REVOKED, OutcomeReason.WINDOW_CLOSED})
 
 
 class PatchFallbackReason(enum.StrEnum):

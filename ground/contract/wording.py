@@ -51,6 +51,9 @@ OUTCOME_REASON_WORDS: Mapping[OutcomeReason, str] = MappingProxyType(
         OutcomeReason.VERIFICATION_FAILED: N_("the new version did not pass the signature checks"),
         OutcomeReason.INSTALL_FAILED: N_("the new version could not be installed"),
         OutcomeReason.HEALTH_CHECK_FAILED: N_("the new version was not healthy in time"),
+        OutcomeReason.WINDOW_CLOSED: N_(
+            "the window closed before the new version was ready to switch"
+        ),
     }
 )
 

@@ -65,6 +65,7 @@ from ground.contract import (
     ClaimGrant,
     ClaimRequest,
     NothingToDoReport,
+    OutcomeReason,
     OutcomeReport,
     OutcomeStatus,
     artifact_path,
@@ -167,6 +168,10 @@ class FleetStats:
         if not values:
             return 0.0
         return values[min(len(values) - 1, int(fraction * len(values)))]
+
+
+# How a simulated update ended: its status, the error and the reason its report carries.
+_Ending = tuple[OutcomeStatus, str | None, OutcomeReason | None]
 
 
 class _Offline(Exception):
@@ -398,12 +403,12 @@ class SimulatedFleet:
             what = f"manual {request.run_id}"
         version = grant.release.version
         agent.note(now, "claim.granted", f"{what}: {agent.installed} -> {version}")
-        status, error = await self._download(agent, grant)
+        status, error, reason = await self._download(agent, grant)
         switched_at = None
         if status == "succeeded":
             # As the daemon does: the switch only with the control plane's permit, asked just
             # before it (a brake, a halt or a closed window in between refuses it).
-            status, error = await self._swap_permit(agent, grant)
+            status, error, reason = await self._swap_permit(agent, grant)
         if status == "succeeded":
             agent.installed = version
             switched_at = now
@@ -413,7 +418,11 @@ class SimulatedFleet:
                 run_path(grant.run_id),
                 OUTCOME_ENDPOINT,
                 OutcomeReport(
-                    status=status, version=agent.installed, error=error, switched_at=switched_at
+                    status=status,
+                    version=agent.installed,
+                    error=error,
+                    reason=reason,
+                    switched_at=switched_at,
                 ),
             )
         )
@@ -453,25 +462,31 @@ class SimulatedFleet:
                     now, "report.rejected", f"HTTP {status}: {wire.detail_text(response.content)}"
                 )
 
-    async def _swap_permit(
-        self, agent: SimulatedAgent, grant: ClaimGrant
-    ) -> tuple[OutcomeStatus, str | None]:
-        """`succeeded` when the control plane permits the switch now; else why not."""
+    async def _swap_permit(self, agent: SimulatedAgent, grant: ClaimGrant) -> _Ending:
+        """`succeeded` when the control plane permits the switch now; else why not, with the
+        reason the daemon reports."""
         try:
             answer = await self._request(
                 agent, CONFIRM_ENDPOINT, "POST", confirm_path(grant.run_id)
             )
         except _Offline as exc:
-            return "failed", f"swap permit: {exc}"
+            return "failed", f"swap permit: {exc}", OutcomeReason.PLATFORM_UNAVAILABLE
         if answer.status_code != HTTPStatus.OK:
             detail = wire.error_detail(answer.content)
-            code = detail.code if detail is not None else f"HTTP {answer.status_code}"
-            return "failed", f"swap permit refused ({code}): {wire.detail_text(answer.content)}"
-        return "succeeded", None
+            if detail is None:
+                return (
+                    "failed",
+                    f"swap permit refused (HTTP {answer.status_code})",
+                    OutcomeReason.PLATFORM_UNAVAILABLE,
+                )
+            return (
+                "failed",
+                f"swap permit refused ({detail.code}): {wire.detail_text(answer.content)}",
+                wire.swap_refusal_reason(detail),
+            )
+        return "succeeded", None, None
 
-    async def _download(
-        self, agent: SimulatedAgent, grant: ClaimGrant
-    ) -> tuple[OutcomeStatus, str | None]:
+    async def _download(self, agent: SimulatedAgent, grant: ClaimGrant) -> _Ending:
         """Fetch the run's artifact and check it against the signed manifest."""
         release = grant.release
         manifest_bytes = base64.b64decode(release.manifest_b64)
@@ -481,14 +496,22 @@ class SimulatedFleet:
             )
             manifest = parse_manifest(manifest_bytes)
         except (ReleaseError, ValueError) as exc:
-            return "failed", f"release refused: {exc}"
+            return "failed", f"release refused: {exc}", OutcomeReason.VERIFICATION_FAILED
         try:
             answer = await self._request(agent, ARTIFACT_ENDPOINT, "GET", release.artifact_url)
         except _Offline as exc:
-            return "failed", f"artifact download: {exc}"
+            return "failed", f"artifact download: {exc}", OutcomeReason.DOWNLOAD_FAILED
         if answer.status_code != HTTPStatus.OK:
-            return "failed", f"artifact download: HTTP {answer.status_code}"
+            # A token refused keeps its code, as the daemon's report does.
+            detail = wire.error_detail(answer.content)
+            code = None if detail is None else detail.code
+            reason = (
+                OutcomeReason(code)
+                if code in {OutcomeReason.TOKEN_REVOKED, OutcomeReason.TOKEN_EXPIRED}
+                else OutcomeReason.DOWNLOAD_FAILED
+            )
+            return "failed", f"artifact download: HTTP {answer.status_code}", reason
         body = answer.content
         if len(body) != manifest.length or hashlib.sha256(body).hexdigest() != manifest.sha256:
-            return "failed", "the artifact is not the signed one"
-        return "succeeded", None
+            return "failed", "the artifact is not the signed one", OutcomeReason.VERIFICATION_FAILED
+        return "succeeded", None, None

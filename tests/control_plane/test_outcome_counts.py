@@ -251,14 +251,16 @@ def test_a_switch_without_permission_is_a_refused_outcome_of_its_release(
     assert world.shown(services, clock) == {("1.6.0", "refused", "token_revoked"): 1}
 
 
-def test_an_update_whose_token_was_revoked_is_a_refused_outcome_not_a_failure(
-    world: World, services: Services, clock: ManualClock
+@pytest.mark.parametrize("reason", ["token_revoked", "window_closed"])
+def test_an_update_the_control_plane_stopped_is_a_refused_outcome_not_a_failure(
+    world: World, services: Services, clock: ManualClock, reason: str
 ) -> None:
-    world.run("failed", release=world.new, reason="token_revoked")
+    """Its token revoked, or its switch refused because the window had closed."""
+    world.run("failed", release=world.new, reason=reason)
     world.run("failed", release=world.new, reason="health_check_failed")
     world.offer(world.new)
     assert world.shown(services, clock) == {
-        ("1.6.0", "refused", "token_revoked"): 1,
+        ("1.6.0", "refused", reason): 1,
         ("1.6.0", "failed", "health_check_failed"): 1,
     }
 

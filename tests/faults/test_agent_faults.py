@@ -12,6 +12,7 @@ plane's side of a confirmed swap) skip while this checkout's control plane lacks
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from tests.faults.world import (
     FaultNight,
     assert_safe,
     fault_night,
+    local,
 )
 from tests.worlds.waiting import wait_until
 
@@ -109,6 +111,48 @@ def test_the_brake_engaged_mid_download_is_honoured_at_the_swap(night: FaultNigh
     assert [run["status"] for run in night.runs(host)] == ["failed"]
     assert not (host.agent.install_root / "versions" / "1.5.0").exists()
     assert_safe(host)
+
+
+@NEEDS_CONFIRM
+def test_a_download_that_outlasts_the_window_ends_window_closed_and_halts_nothing(
+    night: FaultNight,
+) -> None:
+    """Nothing fails on the way: the build arrives whole, but after the window closed, so the
+    control plane refuses the switch. The run says so (`window_closed`), not `interrupted`, and
+    it counts as refused, never towards its release's automatic halt."""
+    # One failure of the build would halt 1.5.0.
+    answer = night.night.operator.patch(
+        "/v1/admin/rollout/settings", json={"halt_failures": 1, "halt_rate_percent": 1}
+    )
+    assert answer.status_code == 200, answer.text
+    # A 5-minute window, and a download that may stay silent for 10 minutes before the agent
+    # cuts it off: the held download is slow, never failing.
+    answer = night.night.operator.put("/v1/admin/settings", json={"catch_up_minutes": 5})
+    assert answer.status_code == 200, answer.text
+    host = night.add_host("web-01", download_read_timeout_seconds=600)
+    night.proxy.hold_after(1024)
+    daemon = host.start()
+    granted = daemon.wait_for("claim.granted", slot_key=SLOT)
+    night.proxy.wait_until_held()
+    night.wait_until("2026-11-30T03:06")
+    night.proxy.release()
+    refused = daemon.wait_for("swap.refused", run_id=granted["run_id"])
+    assert refused["code"] == "window_closed"
+    ended = daemon.wait_for("update.failed", run_id=granted["run_id"])
+    assert ended["reason"] == "window_closed"
+    daemon.wait_for("report.delivered", run_id=granted["run_id"])
+    assert daemon.named("update.retrying") == []
+    (run,) = night.runs(host)
+    assert (run["status"], run["reason"]) == ("failed", "window_closed")
+    assert host.current_version() == "1.4.1"
+    # The reconcile worker's rollout step runs every 30 product seconds.
+    night.wait_until("2026-11-30T03:09")
+    metrics = night.night.operator.get("/metrics").text
+    halted = [line for line in metrics.splitlines() if line.startswith("nachtwacht_release_halted")]
+    assert halted and all(line.endswith(" 0") for line in halted), halted
+    refused = r'outcomes_total\{[^}]*outcome="refused"[^}]*reason="window_closed"[^}]*\} 1$'
+    assert re.search(refused, metrics, re.MULTILINE), metrics
+    assert_safe(host, window_closes=local("2026-11-30T03:05"))
 
 
 @NEEDS_CONFIRM

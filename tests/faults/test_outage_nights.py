@@ -189,14 +189,16 @@ def test_a_daemon_stopped_mid_download_and_continued_after_its_window_never_swit
     ended = daemon.wait_for("update.failed", run_id=granted["run_id"])
     daemon.wait_for("report.delivered", run_id=granted["run_id"])
 
-    assert ended["reason"] == "interrupted", ended
+    # To the daemon the build came whole and the control plane refused its switch: the window
+    # had closed (a frozen process cannot tell it was frozen).
+    assert ended["reason"] == "window_closed", ended
     assert daemon.named("swap.permitted") == []
     run = wait_for_run(night, host, "failed")
-    assert run["reason"] == "interrupted"
+    assert run["reason"] == "window_closed"
     assert run["switched_at"] is None
     assert run_events(night, host, granted["run_id"]) == [
         ("update.scheduled", None),
-        ("update.failed", "interrupted"),
+        ("update.failed", "window_closed"),
     ]
     assert len(daemon.named("claim.granted")) == 1
     assert host.current_version() == host.running_version() == "1.4.1"
@@ -206,7 +208,7 @@ def test_a_daemon_stopped_mid_download_and_continued_after_its_window_never_swit
     attention = shown.stdout.split("attention:")[1].split("daemon:")[0]
     assert (
         "the last run did not update: 2026-11-30 03:00 CET — update failed (1.4.1), because "
-        f"{describe_reason(OutcomeReason.INTERRUPTED)}" in attention
+        f"{describe_reason(OutcomeReason.WINDOW_CLOSED)}" in attention
     )
     assert_safe(host)
 

@@ -81,6 +81,7 @@ EXPECTED_WORDS = {
     OutcomeReason.VERIFICATION_FAILED: "the new version did not pass the signature checks",
     OutcomeReason.INSTALL_FAILED: "the new version could not be installed",
     OutcomeReason.HEALTH_CHECK_FAILED: "the new version was not healthy in time",
+    OutcomeReason.WINDOW_CLOSED: "the window closed before the new version was ready to switch",
 }
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from agent_daemon.minute.dispatch import MAX_DISPATCH_ATTEMPTS
 from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
-from ground.contract import PatchFallbackReason
+from ground.contract import OutcomeReason, PatchFallbackReason
 from tests.agent_daemon.minute.slot_world import make
 
 
@@ -146,3 +146,35 @@ def test_how_the_build_came_is_reported_to_a_control_plane_that_reads_it(
     (body,) = h.control_plane.outcome_bodies
     assert body.get("delivery") == sent
     assert ("delivery" in body) == (sent is not None)
+
+
+@pytest.mark.parametrize(
+    ("contract", "sent"),
+    [
+        # A control plane of an older contract refuses a reason it does not know: the same
+        # ending in the words it knows.
+        pytest.param(None, "interrupted", id="before_the_header"),
+        pytest.param(4, "interrupted", id="contract_4"),
+        pytest.param(5, "window_closed", id="contract_5"),
+    ],
+)
+def test_a_switch_refused_for_a_closed_window_is_reported_in_the_control_planes_words(
+    tmp_path: Path, contract: int | None, sent: str
+) -> None:
+    h, _ = make(tmp_path, contract_version=contract)
+
+    def window_closed(request: UpdateRequest) -> UpdateOutcome:
+        return UpdateOutcome(
+            status="failed",
+            version="1.4.1",
+            error="the control plane refused the switch: window_closed",
+            reason=OutcomeReason.WINDOW_CLOSED,
+            run_id=request.run_id,
+        )
+
+    h.updater.on_apply = window_closed
+    assert h.daemon.tick() == "dispatched"
+    (body,) = h.control_plane.outcome_bodies
+    assert (body["status"], body["reason"]) == ("failed", sent)
+    # The host's own record keeps what happened, whatever the control plane was told.
+    assert h.state().recent_runs[-1].reason == "window_closed"

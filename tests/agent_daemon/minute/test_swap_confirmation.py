@@ -127,7 +127,7 @@ def test_anything_but_a_permit_or_a_coded_refusal_never_allows_the_switch(
 @pytest.mark.parametrize(
     ("code", "reason"),
     [
-        pytest.param("window_closed", OutcomeReason.INTERRUPTED, id="window_closed"),
+        pytest.param("window_closed", OutcomeReason.WINDOW_CLOSED, id="window_closed"),
         pytest.param("run_finished", OutcomeReason.TOKEN_REVOKED, id="another_code"),
     ],
 )
@@ -182,6 +182,12 @@ def test_a_closed_window_at_the_swap_ends_the_run_with_its_last_failure() -> Non
     )()
     assert isinstance(verdict, SwapRefused)
     assert verdict.reason == OutcomeReason.DOWNLOAD_FAILED
+
+
+def test_a_closed_window_at_the_swap_with_nothing_failed_before_is_window_closed() -> None:
+    verdict = confirmation(409, refusal("window_closed"))()
+    assert isinstance(verdict, SwapRefused)
+    assert verdict.reason == OutcomeReason.WINDOW_CLOSED
 
 
 def test_a_revoked_token_at_the_swap_is_refused_with_its_code() -> None:

@@ -317,11 +317,13 @@ def test_every_action_on_an_unknown_release_is_refused_as_release_not_found(
     assert unknown.json()["detail"]["code"] == "release_not_found"
 
 
+@pytest.mark.parametrize("reason", ["token_revoked", "window_closed"])
 def test_updates_the_control_plane_stopped_do_not_halt_a_release(
-    rollout: Rollout, two_releases: TwoReleases
+    rollout: Rollout, two_releases: TwoReleases, reason: str
 ) -> None:
-    """Failures whose token was revoked (the brake, a halt, a withdrawal) say nothing of the
-    build: three of them pass neither the count nor the rate; three failures of its own do."""
+    """Failures whose token was revoked (the brake, a halt, a withdrawal) or whose switch was
+    refused because the window had closed say nothing of the build: three of them pass neither
+    the count nor the rate; three failures of its own do."""
     assert rollout.promote("1.6.0").status_code == 200
     rollout.settings(halt_failures=3, halt_rate_percent=50)
     org = rollout.make_org()
@@ -333,7 +335,7 @@ def test_updates_the_control_plane_stopped_do_not_halt_a_release(
         with rollout.api.client(agent.agent_key) as client:
             answer = client.patch(
                 f"/v1/agent/runs/{grant['run_id']}",
-                json={"status": "failed", "version": "1.5.0", "reason": "token_revoked"},
+                json={"status": "failed", "version": "1.5.0", "reason": reason},
             )
         assert answer.status_code == 200, answer.text
     assert rollout.services.rollout.advance(rollout.clock.now()).halts == ()
