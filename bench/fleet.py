@@ -227,9 +227,9 @@ def wait_for_the_worker(pool: Pool, start: datetime, end: datetime, expected: in
 def outcomes(pool: Pool, start: datetime, end: datetime) -> dict[str, Any]:
     with pool.connection() as conn:
         by_status = conn.execute(
-            # A failure by its error's first words (the simulated agent's step and code).
-            "SELECT slot_key, status,"
-            " coalesce(miss_reason, substring(error FROM '^[^:]*'), '') AS reason, count(*) AS n"
+            # A failure by its reason, else by its error's first words.
+            "SELECT slot_key, status, coalesce(miss_reason, outcome_reason,"
+            " substring(error FROM '^[^:]*'), '') AS reason, count(*) AS n"
             " FROM runs WHERE trigger = 'schedule' AND slot_at >= %s AND slot_at < %s"
             " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
             [start, end],
@@ -245,6 +245,10 @@ def outcomes(pool: Pool, start: datetime, end: datetime) -> dict[str, Any]:
         ).fetchone()
         settings = conn.execute(
             "SELECT org_cap, global_cap, grant_margin_seconds FROM platform_settings"
+        ).fetchone()
+        # Releases halted on errors during the night: a good build must not be.
+        halts = conn.execute(
+            "SELECT count(*) AS n FROM release_halts WHERE cause = 'errors'"
         ).fetchone()
         # How long a granted run took to report its end, on the platform's clock: a token is
         # useful only if this fits between its grant and its window's close.
@@ -262,6 +266,7 @@ def outcomes(pool: Pool, start: datetime, end: datetime) -> dict[str, Any]:
         "most_per_org": org_rounds["most"] if org_rounds else 0,
         "settings": settings,
         "to_report": to_report,
+        "halts_on_errors": halts["n"] if halts else 0,
     }
 
 
@@ -419,6 +424,7 @@ def report(
     print("outcomes (run rows of the night's slots):")
     print("  " + ", ".join(f"{label} {n}" for label, n in sorted(totals.items())))
     print(f"  ({run_rows} rows for the slots whose window closed in the night)")
+    print(f"  releases halted on errors: {observed['halts_on_errors']}")
     print("forecast (assumes every agent needs the update) beside what happened:")
     if predicted is None:
         print("  GET /v1/admin/forecast did not answer 200: no forecast to compare")

@@ -71,23 +71,9 @@ def _failed(reason: OutcomeReason | str, status: str = "failed") -> RunRecord:
     )
 
 
-EXPECTED_WORDS = {
-    OutcomeReason.PLATFORM_UNAVAILABLE: "our control plane was unavailable until the window closed",
-    OutcomeReason.INTERRUPTED: "the update was interrupted and its window closed",
-    OutcomeReason.TOKEN_REVOKED: "its permission to update was withdrawn before the switch",
-    OutcomeReason.TOKEN_EXPIRED: "its permission to update expired before the switch",
-    OutcomeReason.DISK_FULL: "the disk was full",
-    OutcomeReason.DOWNLOAD_FAILED: "the download kept failing until the window closed",
-    OutcomeReason.VERIFICATION_FAILED: "the new version did not pass the signature checks",
-    OutcomeReason.INSTALL_FAILED: "the new version could not be installed",
-    OutcomeReason.HEALTH_CHECK_FAILED: "the new version was not healthy in time",
-    OutcomeReason.WINDOW_CLOSED: "the window closed before the new version was ready to switch",
-}
-
-
-def test_every_outcome_reason_has_words() -> None:
+def test_every_outcome_reason_has_words_of_its_own() -> None:
     assert set(REASON_WORDS) == set(OutcomeReason)
-    assert set(EXPECTED_WORDS) == set(OutcomeReason)
+    assert len(set(REASON_WORDS.values())) == len(OutcomeReason), "two reasons worded alike"
 
 
 @pytest.mark.parametrize(
@@ -96,10 +82,10 @@ def test_every_outcome_reason_has_words() -> None:
 def test_the_last_runs_reason_is_said_in_words(reason: OutcomeReason) -> None:
     line = describe_run(_failed(reason), None)
     assert line == (
-        f"2026-11-30 03:00 — update failed (1.4.1), because {EXPECTED_WORDS[reason]}: details "
+        f"2026-11-30 03:00 — update failed (1.4.1), because {REASON_WORDS[reason]}: details "
         "[run r1]"
     )
-    assert reason.value not in line.replace(EXPECTED_WORDS[reason], ""), "words, not the code"
+    assert reason.value not in line.replace(REASON_WORDS[reason], ""), "words, not the code"
 
 
 def test_a_rolled_back_run_says_why_it_was_rolled_back() -> None:
