@@ -356,9 +356,9 @@ def test_the_per_slot_review_reads_one_slot_through_indexes(
     recorder.take()
     with recorder.pool.connection() as conn, conn.transaction(force_rollback=True):
         data.pending_slots(conn, opened_before=at, stuck_before=at)
-        data.slot_runs(conn, world["org_id"], at)
+        runs = data.slot_runs(conn, world["org_id"], at)
         data.stale_agents(conn, world["org_id"], stale_since=at - timedelta(days=3), day=at.date())
-        data.mark_considered(conn, world["org_id"], at, at + timedelta(hours=1))
+        data.mark_runs_considered(conn, [row["run_id"] for row in runs], at + timedelta(hours=1))
     assert unbounded_reads(seeded_url, _touching(recorder.take(), seeded_url)) == []
 
 
