@@ -4,12 +4,21 @@ them all again."""
 
 from __future__ import annotations
 
+import re
+
 import psycopg
 
 from control_plane import migrate
 from control_plane.migrations.versions import rev0034_answer_neutral_run_writes as revision
 
 Conn = psycopg.Connection[tuple[object, ...]]
+
+# The columns of `runs` that no config or claim answer reads, each with where it is written.
+IN_NO_ANSWER = {
+    "notify_considered_at": "the nightly review's stamp",
+    "delivery": "how the build came, beside the outcome",
+    "patch_fallback_reason": "why a patch fell back to the full build, beside the outcome",
+}
 
 ADD_RUN = (
     "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, created_at,"
@@ -81,3 +90,25 @@ def test_its_downgrade_notes_the_bookkeeping_again(empty_database_url: str) -> N
             " AND tgname LIKE 'runs_answer%%' ORDER BY tgname"
         ).fetchall()
         assert triggers == [("runs_answer_change",)]
+
+
+def test_every_column_of_a_run_is_compared_or_in_no_answer(empty_database_url: str) -> None:
+    """The update's trigger names the columns it compares: a column added to `runs` is compared
+    once a migration names it there, or is listed above as in no answer (with the proof)."""
+    migrate.upgrade(empty_database_url)
+    with psycopg.connect(empty_database_url) as conn:
+        columns = {
+            str(name)
+            for (name,) in conn.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = 'runs'::regclass"
+                " AND attnum > 0 AND NOT attisdropped"
+            )
+        }
+        row = conn.execute(
+            "SELECT pg_get_triggerdef(oid) FROM pg_trigger"
+            " WHERE tgrelid = 'runs'::regclass AND tgname = 'runs_answer_change'"
+        ).fetchone()
+    assert row is not None
+    compared_old = set(re.findall(r"\bold\.(\w+)", str(row[0])))
+    compared_new = set(re.findall(r"\bnew\.(\w+)", str(row[0])))
+    assert compared_old == compared_new == columns - IN_NO_ANSWER.keys()
