@@ -13,7 +13,7 @@ has not consumed a slot for three days once a day. Manual runs never reach a rev
 scheduled runs only, and the database refuses a considered manual run.
 
 A run that finishes after its slot was reviewed is considered silently: the organisation already
-has that slot's one notification.
+has that slot's one notification. It is stamped by its id, read with the slot by the pass.
 """
 
 from __future__ import annotations
