@@ -237,6 +237,11 @@ def test_a_run_that_never_reports_is_listed_after_the_grace(fleet: Fleet) -> Non
     assert _considered(fleet) == [True, True]
 
 
+def _considered_by_run(fleet: Fleet) -> dict[UUID, bool]:
+    rows = fleet.rows("SELECT id, notify_considered_at FROM runs")
+    return {row["id"]: row["notify_considered_at"] is not None for row in rows}
+
+
 def _last_answer_change(fleet: Fleet) -> int:
     row = fleet.one("SELECT coalesce(max(id), 0) AS id FROM answer_changes")
     last: int = row["id"]
@@ -257,13 +262,13 @@ def test_the_reviews_stamp_makes_no_worker_forget_an_agents_answers(fleet: Fleet
     answers each night. The outcome that ends a run is an answer's change, and is noted."""
     org = fleet.org()
     fast, steady, lost = (fleet.agent(org, name) for name in ("fast", "steady", "lost"))
-    fleet.run(fast, "succeeded", version="1.5.0")
-    fleet.run(steady, "up_to_date", version="1.5.0")
+    fast_run = fleet.run(fast, "succeeded", version="1.5.0")
+    steady_run = fleet.run(steady, "up_to_date", version="1.5.0")
     lost_run = fleet.run(lost, "claimed")
     before_review = _last_answer_change(fleet)
     report = fleet.reconcile(NIGHT + timedelta(minutes=15 + 60 + 1))
     assert report.review.reviewed == 1
-    assert _considered(fleet) == [True, True, False]
+    assert _considered_by_run(fleet) == {fast_run: True, steady_run: True, lost_run: False}
     assert _agents_noted_since(fleet, before_review) == set()
 
     before_outcome = _last_answer_change(fleet)
@@ -273,7 +278,7 @@ def test_the_reviews_stamp_makes_no_worker_forget_an_agents_answers(fleet: Fleet
     before_late = _last_answer_change(fleet)
     report = fleet.reconcile(NIGHT + timedelta(hours=2))
     assert report.review.late_runs_considered == 1
-    assert _considered(fleet) == [True, True, True]
+    assert _considered_by_run(fleet) == {fast_run: True, steady_run: True, lost_run: True}
     assert _agents_noted_since(fleet, before_late) == set()
 
 
