@@ -13,7 +13,8 @@ from control_plane.migrations.versions import rev0034_answer_neutral_run_writes 
 
 Conn = psycopg.Connection[tuple[object, ...]]
 
-# The columns of `runs` that no config or claim answer reads, each with where it is written.
+# The columns of `runs` that no config or claim answer reads (`agent_config.services`, `claims`
+# and the offers they join name none of them), each with what writes it.
 IN_NO_ANSWER = {
     "notify_considered_at": "the nightly review's stamp",
     "delivery": "how the build came, beside the outcome",
