@@ -27,7 +27,6 @@ __all__ = [
     "enabled_schedules",
     "failures_named_on",
     "insert_missed",
-    "mark_considered",
     "mark_runs_considered",
     "mention",
     "pending_slots",
@@ -244,8 +243,11 @@ def insert_missed(
 
 # One review per organisation per slot INSTANT, not per label: on the spring night 02:00 and 03:00
 # in Amsterdam are one instant, and agents scheduled at either are one moment to tell about.
+# With each slot, the ids of its finished runs not yet considered: once the slot was reviewed these
+# are its late runs, stamped by id (`mark_runs_considered`) for the reason given there.
 _PENDING_SLOTS = """
-SELECT org_id, slot_at
+SELECT org_id, slot_at,
+       array_agg(id) FILTER (WHERE status NOT IN ('requested', 'claimed')) AS finished_run_ids
   FROM runs
  WHERE trigger = 'schedule' AND notify_considered_at IS NULL
    AND slot_at <= %(opened_before)s
@@ -301,7 +303,8 @@ UPDATE runs SET notify_considered_at = %(now)s
 def pending_slots(
     conn: Connection, *, opened_before: datetime, stuck_before: datetime
 ) -> list[dict[str, Any]]:
-    """(org_id, slot_at) of every organisation's slot instant with runs not yet considered."""
+    """(org_id, slot_at, finished_run_ids) of every organisation's slot instant with runs not yet
+    considered; `finished_run_ids` is None when none of them has finished."""
     return conn.execute(
         _PENDING_SLOTS, {"opened_before": opened_before, "stuck_before": stuck_before}
     ).fetchall()
@@ -346,17 +349,9 @@ def stale_agents(
 
 
 def mark_runs_considered(conn: Connection, run_ids: Sequence[UUID], now: datetime) -> int:
-    """Stamp the finished ones of these runs (the slot's runs its review read) as considered."""
+    """Stamp the finished ones of these runs (the slot's runs its review read, or a reviewed
+    slot's late runs) as considered."""
     return conn.execute(_MARK_RUNS_CONSIDERED, {"now": now, "run_ids": list(run_ids)}).rowcount
-
-
-def mark_considered(conn: Connection, org_id: UUID, slot_at: datetime, now: datetime) -> int:
-    return conn.execute(
-        "UPDATE runs SET notify_considered_at = %s WHERE org_id = %s AND slot_at = %s"
-        " AND trigger = 'schedule' AND notify_considered_at IS NULL"
-        " AND status NOT IN ('requested', 'claimed')",
-        [now, org_id, slot_at],
-    ).rowcount
 
 
 def mention(

@@ -13,11 +13,12 @@ has not consumed a slot for three days once a day. Manual runs never reach a rev
 scheduled runs only, and the database refuses a considered manual run.
 
 A run that finishes after its slot was reviewed is considered silently: the organisation already
-has that slot's one notification.
+has that slot's one notification. It is stamped by its id, read with the slot by the pass.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Literal
@@ -76,6 +77,7 @@ def review_closed_slots(
                 org_id=row["org_id"],
                 slot_key=slot.key,
                 slot_at=slot.at,
+                finished_run_ids=row["finished_run_ids"] or [],
                 zone=zone,
                 waiting_until=slot.window_closes(window) + outcome_grace,
                 now=now,
@@ -94,12 +96,15 @@ def _review_one(
     org_id: UUID,
     slot_key: str,
     slot_at: datetime,
+    finished_run_ids: Sequence[UUID],
     zone: ZoneInfo,
     waiting_until: datetime,
     now: datetime,
 ) -> Decision:
     if data.review_exists(conn, org_id, slot_at):
-        data.mark_considered(conn, org_id, slot_at, now)
+        # The pass found these runs finished and not yet considered: they finished after the
+        # review. A run that finishes after that read waits for the next pass.
+        data.mark_runs_considered(conn, finished_run_ids, now)
         return "late"
     runs = data.slot_runs(conn, org_id, slot_at)
     run_ids = [row.pop("run_id") for row in runs]

@@ -237,6 +237,74 @@ def test_a_run_that_never_reports_is_listed_after_the_grace(fleet: Fleet) -> Non
     assert _considered(fleet) == [True, True]
 
 
+def _considered_by_run(fleet: Fleet) -> dict[UUID, bool]:
+    rows = fleet.rows("SELECT id, notify_considered_at FROM runs")
+    return {row["id"]: row["notify_considered_at"] is not None for row in rows}
+
+
+def _last_answer_change(fleet: Fleet) -> int:
+    row = fleet.one("SELECT coalesce(max(id), 0) AS id FROM answer_changes")
+    last: int = row["id"]
+    return last
+
+
+def _agents_noted_since(fleet: Fleet, last: int) -> set[UUID]:
+    """The agents whose answers every worker was told to forget since `last`."""
+    rows = fleet.rows(
+        "SELECT DISTINCT subject FROM answer_changes WHERE id > %s AND scope = 'agent'", [last]
+    )
+    return {row["subject"] for row in rows}
+
+
+def test_the_reviews_stamp_makes_no_worker_forget_an_agents_answers(fleet: Fleet) -> None:
+    """The review stamps every finished run of the night as considered, which is in no answer an
+    agent gets: noting it would make every worker of every replica forget the whole fleet's
+    answers each night. The outcome that ends a run is an answer's change, and is noted."""
+    org = fleet.org()
+    fast, steady, lost = (fleet.agent(org, name) for name in ("fast", "steady", "lost"))
+    fast_run = fleet.run(fast, "succeeded", version="1.5.0")
+    steady_run = fleet.run(steady, "up_to_date", version="1.5.0")
+    lost_run = fleet.run(lost, "claimed")
+    before_review = _last_answer_change(fleet)
+    report = fleet.reconcile(NIGHT + timedelta(minutes=15 + 60 + 1))
+    assert report.review.reviewed == 1
+    assert _considered_by_run(fleet) == {fast_run: True, steady_run: True, lost_run: False}
+    assert _agents_noted_since(fleet, before_review) == set()
+
+    before_outcome = _last_answer_change(fleet)
+    fleet.finish(lost_run, "failed")
+    assert _agents_noted_since(fleet, before_outcome) == {lost.id}
+
+    before_late = _last_answer_change(fleet)
+    report = fleet.reconcile(NIGHT + timedelta(hours=2))
+    assert report.review.late_runs_considered == 1
+    assert _considered_by_run(fleet) == {fast_run: True, steady_run: True, lost_run: True}
+    assert _agents_noted_since(fleet, before_late) == set()
+
+
+def test_a_reviewed_slots_late_runs_are_stamped_and_no_other_run(fleet: Fleet) -> None:
+    """A run that ends after its slot's review is considered by the next pass; the runs the review
+    stamped keep their stamp, and another organisation's run of the slot that is still open is
+    not considered."""
+    reviewed_at = NIGHT + timedelta(minutes=15 + 60 + 1)
+    # Before the worker ends the claims that outlived their window (Globex's would then be late).
+    late_at = reviewed_at + timedelta(minutes=4)
+    acme, globex = fleet.org("Acme"), fleet.org("Globex")
+    fast = fleet.run(fleet.agent(acme, "fast"), "succeeded", version="1.5.0")
+    late = fleet.run(fleet.agent(acme, "late"), "claimed")
+    other = fleet.run(fleet.agent(globex, "other"), "claimed")
+    fleet.reconcile(reviewed_at)
+    fleet.finish(late, "failed")
+    report = fleet.reconcile(late_at)
+    assert report.review.late_runs_considered == 1
+    rows = fleet.rows("SELECT id, notify_considered_at FROM runs")
+    assert {row["id"]: row["notify_considered_at"] for row in rows} == {
+        fast: reviewed_at,
+        late: late_at,
+        other: None,
+    }
+
+
 def test_inbox_lists_and_marks_read(api: Api, fleet: Fleet, make_org, make_agent) -> None:
     org = make_org("Acme")
     agent = make_agent(org, "web-01")
