@@ -333,7 +333,8 @@ def halt_on_errors(conn: Connection, now: datetime) -> list[HaltView]:
     transaction); the halts made."""
     made = []
     for row in conn.execute(
-        _OVER_THRESHOLD, {"now": now, "ended_by_control_plane": sorted(ENDED_BY_CONTROL_PLANE)}
+        _OVER_THRESHOLD,
+        {"now": now, "ended_by_control_plane": sorted(r.value for r in ENDED_BY_CONTROL_PLANE)},
     ).fetchall():
         evidence = tuple(zip(row["failed_runs"], row["failed_statuses"], strict=True))
         made.append(
