@@ -36,7 +36,7 @@ class SlotOutcome:
     error: str | None = None
     # Why a failed or rolled-back run ended so (`ground.contract.OutcomeReason`'s value).
     outcome_reason: str | None = None
-    miss_reason: MissReason | None = None
+    miss_reason: MissReason | str | None = None
     # `updater`: the run updated nachtwacht's own agent (its failure says so); else `agent`.
     product: str = "agent"
 

@@ -35,7 +35,7 @@ from control_plane.notifications.summary import (
 )
 from control_plane.reconcile import data
 from control_plane.types import Connection
-from ground.contract import MissReason
+from ground.contract import MissReason, stored_code
 from shared_planner import Slot, latest_closed_slot, slot_key
 
 __all__ = ["STALE_AFTER", "ReviewResult", "instant_key", "review_closed_slots"]
@@ -109,7 +109,12 @@ def _review_one(
     runs = data.slot_runs(conn, org_id, slot_at)
     run_ids = [row.pop("run_id") for row in runs]
     outcomes = [
-        SlotOutcome(**{**row, "miss_reason": row["miss_reason"] and MissReason(row["miss_reason"])})
+        SlotOutcome(
+            **{
+                **row,
+                "miss_reason": row["miss_reason"] and stored_code(MissReason, row["miss_reason"]),
+            }
+        )
         for row in runs
     ]
     if any(o.status == "claimed" for o in outcomes) and now < waiting_until:

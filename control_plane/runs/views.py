@@ -4,11 +4,12 @@ reports), and the queries that read it that way."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Literal
 from uuid import UUID
 
 from control_plane.types import Connection
-from ground.contract import Instant, MissReason, OutcomeReason, PatchFallbackReason
+from ground.contract import Instant, MissReason, OutcomeReason, PatchFallbackReason, stored_code
 
 __all__ = [
     "RUN_COLUMNS",
@@ -41,9 +42,11 @@ class RunView:
     release_version: str | None
     version: str | None
     error: str | None
-    miss_reason: MissReason | None
+    # The codes below are text as it is when a newer release recorded a value this one does not
+    # know (`stored_code`).
+    miss_reason: MissReason | str | None
     # Why it ended so, as the agent reported it or the reconcile inferred it.
-    reason: OutcomeReason | None = None
+    reason: OutcomeReason | str | None = None
     # When the agent says it switched to the new version (the control plane's time).
     switched_at: Instant | None = None
     # Why a slot was consumed without a token (`release_rolled_back`, `held`,
@@ -54,7 +57,7 @@ class RunView:
     # How the build came as the agent reported it (`patch`, `full`; None: it did not say), and
     # why a patch its release offered was not used.
     delivery: Literal["patch", "full"] | None = None
-    patch_fallback_reason: PatchFallbackReason | None = None
+    patch_fallback_reason: PatchFallbackReason | str | None = None
     created_at: Instant
     claimed_at: Instant | None
     finished_at: Instant | None
@@ -69,6 +72,10 @@ class Operation(RunView):
     requested_by: UUID | None
 
 
+def _code(kind: type[StrEnum], value: str | None) -> StrEnum | str | None:
+    return None if value is None else stored_code(kind, value)
+
+
 def _run_fields(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "run_id": row["id"],
@@ -81,17 +88,13 @@ def _run_fields(row: dict[str, Any]) -> dict[str, Any]:
         "release_version": row["release_version"],
         "version": row["version"],
         "error": row["error"],
-        "miss_reason": None if row["miss_reason"] is None else MissReason(row["miss_reason"]),
-        "reason": None if row["outcome_reason"] is None else OutcomeReason(row["outcome_reason"]),
+        "miss_reason": _code(MissReason, row["miss_reason"]),
+        "reason": _code(OutcomeReason, row["outcome_reason"]),
         "switched_at": row["switched_at"],
         "skip_reason": row["skip_reason"],
         "outcome_inferred": row["outcome_inferred"],
         "delivery": row["delivery"],
-        "patch_fallback_reason": (
-            None
-            if row["patch_fallback_reason"] is None
-            else PatchFallbackReason(row["patch_fallback_reason"])
-        ),
+        "patch_fallback_reason": _code(PatchFallbackReason, row["patch_fallback_reason"]),
         "created_at": row["created_at"],
         "claimed_at": row["claimed_at"],
         "finished_at": row["finished_at"],

@@ -22,6 +22,7 @@ from ground.contract.codes import (
     OutcomeReason,
     PatchFallbackReason,
     RefusalCode,
+    stored_code,
 )
 from ground.contract.fields import Instant
 from ground.contract.messages import (
@@ -111,6 +112,7 @@ __all__ = [
     "format_instant",
     "parse_instant",
     "run_path",
+    "stored_code",
     "trust_root_path",
 ]
 

@@ -41,6 +41,7 @@ A manual update is not a slot; its refusals end that request and consume nothing
 from __future__ import annotations
 
 import enum
+from typing import TypeVar
 
 __all__ = [
     "ENDED_BY_CONTROL_PLANE",
@@ -50,7 +51,20 @@ __all__ = [
     "OutcomeReason",
     "PatchFallbackReason",
     "RefusalCode",
+    "stored_code",
 ]
+
+_Code = TypeVar("_Code", bound=enum.StrEnum)
+
+
+def stored_code(kind: type[_Code], value: str) -> _Code | str:
+    """A code read back from the database: the member of `kind`, or the text as it is when a newer
+    release (a replica already upgraded) recorded a value this one does not know yet. Such a value
+    is shown as it is (the panel words it "reason unknown"), never an error."""
+    try:
+        return kind(value)
+    except ValueError:
+        return value
 
 
 class RefusalCode(enum.StrEnum):

@@ -113,6 +113,24 @@ def test_missed_agents_are_named_with_their_reason(fleet: Fleet) -> None:
     assert body["missed_by_reason"] == {"offline": 1}
 
 
+def test_a_miss_reason_a_newer_release_recorded_is_named_as_it_is(fleet: Fleet) -> None:
+    """A replica already upgraded (a rolling upgrade) may record a miss reason this release does
+    not know: the review names it as it is, and the pass goes on."""
+    org = fleet.org()
+    agent = fleet.agent(org, "web-01")
+    fleet.sql("ALTER TABLE runs DROP CONSTRAINT runs_miss_reason_known")
+    run_id = fleet.run(agent, "succeeded", version="1.5.0")
+    fleet.sql(
+        "UPDATE runs SET status = 'missed', version = NULL, miss_reason = 'solar_flare'"
+        " WHERE id = %s",
+        [run_id],
+    )
+    fleet.reconcile(AFTER_NIGHT)
+    body = fleet.notifications(org)[0]["body"]
+    assert [(m["name"], m["reason"]) for m in body["missed"]] == [("web-01", "solar_flare")]
+    assert body["missed_by_reason"] == {"solar_flare": 1}
+
+
 def test_only_up_to_date_agents_is_silence_and_still_considered(fleet: Fleet) -> None:
     org = fleet.org()
     for name in ("web-01", "web-02"):
