@@ -6,6 +6,7 @@ from __future__ import annotations
 import psycopg
 
 from control_plane import migrate
+from tests.control_plane.answers_cache.change_feed import changes_noted
 
 # Revision 0010's tables (rollout, pins, holds) and the triggers 0011 puts on them.
 FOLLOWED = {
@@ -16,17 +17,6 @@ FOLLOWED = {
     ("release_halts", "release_halts_answer_change_all"),
     ("rollout_settings", "rollout_settings_answer_change_all"),
 }
-
-
-def _changes(
-    conn: psycopg.Connection[tuple[object, ...]], statement: str, *params: object
-) -> set[object]:
-    (last,) = conn.execute("SELECT coalesce(max(id), 0) FROM answer_changes").fetchone() or (0,)
-    conn.execute(statement, params)
-    rows = conn.execute(
-        "SELECT scope, subject::text FROM answer_changes WHERE id > %s", [last]
-    ).fetchall()
-    return set(rows)
 
 
 def _followed(conn: psycopg.Connection[tuple[object, ...]]) -> set[tuple[object, ...]]:
@@ -42,7 +32,7 @@ def test_revision_0010s_tables_are_followed(empty_database_url: str) -> None:
     migrate.upgrade(empty_database_url)
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
         assert _followed(conn) == FOLLOWED
-        settings = _changes(conn, "UPDATE rollout_settings SET canary_share_percent = 1")
+        settings = changes_noted(conn, "UPDATE rollout_settings SET canary_share_percent = 1")
         assert settings == {("all", None)}
     migrate.downgrade(empty_database_url, "0010_rollout_pins_halts")
     with psycopg.connect(empty_database_url, autocommit=True) as conn:

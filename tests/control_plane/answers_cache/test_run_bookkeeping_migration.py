@@ -10,8 +10,7 @@ import psycopg
 
 from control_plane import migrate
 from control_plane.migrations.versions import rev0034_answer_neutral_run_writes as revision
-
-Conn = psycopg.Connection[tuple[object, ...]]
+from tests.control_plane.answers_cache.change_feed import an_agent, changes_noted
 
 # The columns of `runs` that no config or claim answer reads (`agent_config.services`, `claims`
 # and the offers they join name none of them), each with what writes it.
@@ -36,56 +35,40 @@ DELIVERED = (
 )
 
 
-def _changes(conn: Conn, statement: str, *params: object) -> set[object]:
-    (last,) = conn.execute("SELECT coalesce(max(id), 0) FROM answer_changes").fetchone() or (0,)
-    conn.execute(statement, params)
-    rows = conn.execute(
-        "SELECT scope, subject::text FROM answer_changes WHERE id > %s", [last]
-    ).fetchall()
-    return set(rows)
-
-
-def _agent(conn: Conn, name: str) -> str:
-    org = conn.execute("INSERT INTO orgs (name) VALUES ('Acme') RETURNING id").fetchone()
-    assert org is not None
-    agent = conn.execute(
-        "INSERT INTO agents (org_id, name) VALUES (%s, %s) RETURNING id::text", [org[0], name]
-    ).fetchone()
-    assert agent is not None
-    return str(agent[0])
-
-
 def test_a_runs_bookkeeping_notes_no_change_and_its_outcome_does(
     empty_database_url: str,
 ) -> None:
     migrate.upgrade(empty_database_url)
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        agent = _agent(conn, "web-01")
+        agent = an_agent(conn)
         noted = {("agent", agent)}
-        assert _changes(conn, ADD_RUN, agent) == noted
-        assert _changes(conn, FINISH, agent) == noted
-        assert _changes(conn, CONSIDER, agent) == set()
-        assert _changes(conn, DELIVERED, agent) == set()
+        assert changes_noted(conn, ADD_RUN, agent) == noted
+        assert changes_noted(conn, FINISH, agent) == noted
+        assert changes_noted(conn, CONSIDER, agent) == set()
+        assert changes_noted(conn, DELIVERED, agent) == set()
         # The stamp written with a change of the answer is still that change.
         restated = (
             "UPDATE runs SET notify_considered_at = now(), status = 'failed' WHERE agent_id = %s"
         )
-        assert _changes(conn, restated, agent) == noted
-        assert _changes(conn, "UPDATE runs SET slot_key = 'x' WHERE agent_id = %s", agent) == noted
-        assert _changes(conn, "DELETE FROM runs WHERE agent_id = %s", agent) == noted
+        assert changes_noted(conn, restated, agent) == noted
+        assert (
+            changes_noted(conn, "UPDATE runs SET slot_key = 'x' WHERE agent_id = %s", agent)
+            == noted
+        )
+        assert changes_noted(conn, "DELETE FROM runs WHERE agent_id = %s", agent) == noted
 
 
 def test_its_downgrade_notes_the_bookkeeping_again(empty_database_url: str) -> None:
     migrate.upgrade(empty_database_url)
     migrate.downgrade(empty_database_url, revision.down_revision or "base")
     with psycopg.connect(empty_database_url, autocommit=True) as conn:
-        agent = _agent(conn, "web-01")
+        agent = an_agent(conn)
         noted = {("agent", agent)}
-        assert _changes(conn, ADD_RUN, agent) == noted
-        assert _changes(conn, FINISH, agent) == noted
-        assert _changes(conn, CONSIDER, agent) == noted
-        assert _changes(conn, DELIVERED, agent) == noted
-        assert _changes(conn, "DELETE FROM runs WHERE agent_id = %s", agent) == noted
+        assert changes_noted(conn, ADD_RUN, agent) == noted
+        assert changes_noted(conn, FINISH, agent) == noted
+        assert changes_noted(conn, CONSIDER, agent) == noted
+        assert changes_noted(conn, DELIVERED, agent) == noted
+        assert changes_noted(conn, "DELETE FROM runs WHERE agent_id = %s", agent) == noted
         triggers = conn.execute(
             "SELECT tgname FROM pg_trigger WHERE tgrelid = 'runs'::regclass"
             " AND tgname LIKE 'runs_answer%%' ORDER BY tgname"
