@@ -31,7 +31,7 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
 from agent_daemon.disk.atomic_file import VersionedModelFile
-from ground.contract import OutcomeReason
+from agent_daemon.disk.daemon_state import KeptReason
 
 __all__ = [
     "STATE_FILE_NAME",
@@ -101,7 +101,7 @@ class RecordedOutcome(_Frozen):
     status: Literal["succeeded", "failed", "rolled_back"]
     version: str | None
     error: str | None
-    reason: OutcomeReason | None = None
+    reason: KeptReason = None
     switched_at: AwareDatetime | None = None
     retry: bool = False
 

@@ -196,3 +196,45 @@ def test_a_state_of_a_newer_format_is_still_refused(tmp_path: Path) -> None:
     store.path.write_text(json.dumps(document))
     with pytest.raises(DaemonStateError, match="written by a newer nachtwacht agent"):
         store.load()
+
+
+def test_a_reason_the_next_release_added_reads_as_none_not_an_unusable_state(
+    tmp_path: Path,
+) -> None:
+    """The next release may end or retry a run with a reason this one does not know: its state
+    files must still read (an unreadable updater state stops every later update on the host),
+    with the reason unknown."""
+    daemon, updater = _states()
+    assert daemon.claim is not None and updater.last_outcome is not None
+    store = StateStore(tmp_path / "state.json")
+    store.save(daemon)
+    document = json.loads(store.path.read_text())
+    document["claim"]["last_reason"] = "quota_exceeded"
+    store.path.write_text(json.dumps(document))
+    updater_store = UpdaterStateStore(tmp_path / "updater")
+    updater_store.save(updater)
+    document = json.loads(updater_store.path.read_text())
+    document["last_outcome"]["reason"] = "quota_exceeded"
+    updater_store.path.write_text(json.dumps(document))
+
+    assert store.load() == daemon.model_copy(
+        update={"claim": daemon.claim.model_copy(update={"last_reason": None})}
+    )
+    assert updater_store.load() == updater.model_copy(
+        update={"last_outcome": updater.last_outcome.model_copy(update={"reason": None})}
+    )
+
+
+@pytest.mark.parametrize("reason", [7, ["interrupted"], {"x": 1}])
+def test_a_reason_that_is_not_text_still_makes_the_state_unusable(
+    tmp_path: Path, reason: object
+) -> None:
+    # Not a newer release's word but a damaged file: refused, naming the field.
+    daemon, _ = _states()
+    store = StateStore(tmp_path / "state.json")
+    store.save(daemon)
+    document = json.loads(store.path.read_text())
+    document["claim"]["last_reason"] = reason
+    store.path.write_text(json.dumps(document))
+    with pytest.raises(DaemonStateError, match="last_reason"):
+        store.load()
