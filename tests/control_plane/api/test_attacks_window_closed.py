@@ -57,3 +57,36 @@ def test_successes_naming_window_closed_still_count_as_finished_runs(
     for agent, grant in zip(agents[3:], grants[3:], strict=True):
         rollout.report(agent, grant["run_id"], "failed", "1.5.0")
     assert rollout.services.rollout.advance(rollout.clock.now()).halts == ()
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        pytest.param(5, id="number"),
+        pytest.param(["window_closed"], id="list"),
+        pytest.param({"code": "window_closed"}, id="object"),
+        pytest.param("WINDOW_CLOSED", id="upper_case"),
+        pytest.param("window_closed ", id="trailing_space"),
+        pytest.param("", id="empty"),
+    ],
+)
+def test_a_reason_that_is_not_one_of_the_contract_s_is_refused_and_the_run_stays_claimed(
+    rollout: Rollout, two_releases: TwoReleases, reason: object
+) -> None:
+    org = rollout.make_org()
+    rollout.clock.set(AT_0301)
+    agent = rollout.make_agent(org)
+    grant = rollout.claim(agent, from_version=None).json()
+    with rollout.api.client(agent.agent_key) as client:
+        answer = client.patch(
+            f"/v1/agent/runs/{grant['run_id']}",
+            json={"status": "failed", "version": "1.5.0", "reason": reason},
+        )
+    assert answer.status_code == 422, answer.text
+    assert "reason" in answer.json()["detail"]["message"]
+    assert "Traceback" not in answer.text
+    with rollout.pool.connection() as conn:
+        row = conn.execute(
+            "SELECT status, outcome_reason FROM runs WHERE id = %s", [grant["run_id"]]
+        ).fetchone()
+    assert row == {"status": "claimed", "outcome_reason": None}
