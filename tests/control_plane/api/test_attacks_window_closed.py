@@ -8,6 +8,8 @@ The 03:00 slot of 2026-11-30 in Europe/Amsterdam (CET) is 02:00 UTC.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.control_plane.api.conftest import AT_0301, Rollout, TwoReleases
@@ -90,3 +92,44 @@ def test_a_reason_that_is_not_one_of_the_contract_s_is_refused_and_the_run_stays
             "SELECT status, outcome_reason FROM runs WHERE id = %s", [grant["run_id"]]
         ).fetchone()
     assert row == {"status": "claimed", "outcome_reason": None}
+
+
+def _window_closed_series(rollout: Rollout, release_id: str) -> dict[str, float]:
+    text = rollout.operator("GET", "/metrics").text
+    return {
+        m["outcome"]: float(m["value"])
+        for m in re.finditer(
+            r"^nachtwacht_release_outcomes_total\{[^}]*outcome=\"(?P<outcome>\w+)\",[^}]*"
+            r"reason=\"window_closed\",release=\"(?P<release>[-0-9a-f]+)\"[^}]*\} (?P<value>\S+)$",
+            text,
+            re.MULTILINE,
+        )
+        if m["release"] == release_id
+    }
+
+
+def test_the_window_closed_series_is_there_from_0_and_counts_a_refused_outcome(
+    rollout: Rollout, two_releases: TwoReleases
+) -> None:
+    assert rollout.promote("1.6.0").status_code == 200
+    release_id = rollout.release_id("1.6.0")
+    org = rollout.make_org()
+    rollout.clock.set(AT_0301)
+    agent = rollout.make_agent(org)
+    grant = rollout.claim(agent, from_version=None).json()
+    assert _window_closed_series(rollout, release_id) == {
+        "failed": 0,
+        "rolled_back": 0,
+        "refused": 0,
+    }
+    with rollout.api.client(agent.agent_key) as client:
+        answer = client.patch(
+            f"/v1/agent/runs/{grant['run_id']}",
+            json={"status": "failed", "version": "1.5.0", "reason": "window_closed"},
+        )
+    assert answer.status_code == 200, answer.text
+    assert _window_closed_series(rollout, release_id) == {
+        "failed": 0,
+        "rolled_back": 0,
+        "refused": 1,
+    }
