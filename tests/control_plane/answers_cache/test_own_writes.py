@@ -158,3 +158,22 @@ def test_a_poll_after_an_outcome_recorded_as_unauthorised_shows_no_pending_updat
         )
         assert _code(late) == (409, "outcome_not_authorised")
         assert client.get(CONFIG_PATH).json()["manual_update"] is None
+
+
+def test_a_claim_after_this_replica_recorded_an_outcome_is_slot_consumed(
+    api: Api, services: Services, feed: ChangeFeed, org_full: tuple[Agent, Agent]
+) -> None:
+    # The granted agent's run ends; the feed has been read since its grant, so the memory is
+    # live and remembers the round: its next claim must still see the run's end at once.
+    first, _ = org_full
+    granted = claim(api, first)
+    assert granted.status_code == 200, granted.text
+    feed.read_once()
+    assert services.answers.live
+    with api.client(first.agent_key) as client:
+        ended = client.patch(
+            f"{RUNS_PATH}/{granted.json()['run_id']}",
+            json={"status": "failed", "version": "1.4.1", "reason": "window_closed"},
+        )
+    assert ended.status_code == 200, ended.text
+    assert _code(claim(api, first)) == (409, "slot_consumed")
