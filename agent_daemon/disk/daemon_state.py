@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict
 
 from agent_daemon.disk.atomic_file import VersionedModelFile
 from ground.contract import OutcomeReason
@@ -22,6 +22,7 @@ __all__ = [
     "ClaimInProgress",
     "ConsumedSlot",
     "DaemonState",
+    "KeptReason",
     "RunRecord",
     "StateStore",
 ]
@@ -29,6 +30,22 @@ __all__ = [
 STATE_FORMAT_VERSION = 1
 KEEP_RUNS = 20
 KEEP_MANUAL_IDS = 50
+
+
+def _known_reason_or_none(value: object) -> object:
+    # The next release may record a reason this one does not know; after a switch back this one
+    # must still read its files (an unreadable state stops every later update on the host), so
+    # such a reason reads as none. Anything else that is not a reason is still refused.
+    if isinstance(value, str):
+        try:
+            return OutcomeReason(value)
+        except ValueError:
+            return None
+    return value
+
+
+# An `OutcomeReason` kept in a state file.
+KeptReason = Annotated[OutcomeReason | None, BeforeValidator(_known_reason_or_none)]
 
 
 class _Frozen(BaseModel):
@@ -63,7 +80,7 @@ class ClaimInProgress(_Frozen):
     token_expires_at: AwareDatetime | None = None
     # The last failure that may pass (the platform unavailable, a cut download, a full disk):
     # the reason the run ends with when its window closes before it could finish.
-    last_reason: OutcomeReason | None = None
+    last_reason: KeptReason = None
     last_error: str | None = None
 
 

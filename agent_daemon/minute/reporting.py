@@ -13,6 +13,7 @@ is: logged as an error and taken out of the outbox (set aside), never retried.
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
 from agent_daemon.connection.control_plane_client import ControlPlaneClient, Delivery
@@ -178,7 +179,19 @@ class ReportSender:
         return on_disk + len(self._unsaved)
 
     def _deliver(self, report: Report) -> Delivery:
-        return self._control.deliver(report.method, report.path, report.body)
+        delivery = self._control.deliver(report.method, report.path, report.body)
+        if (
+            delivery.outcome == "rejected"
+            and delivery.status == HTTPStatus.UNPROCESSABLE_ENTITY
+            and report.body.get("reason") == OutcomeReason.WINDOW_CLOSED.value
+        ):
+            # During a rolling upgrade the replica that said it speaks the contract that knows
+            # `window_closed` and the one this report reached may differ: an older one refuses the
+            # reason (a refused report is set aside for good). Told in the words of an older
+            # contract, as such a control plane always is, the run's ending still arrives.
+            older = {**report.body, "reason": OutcomeReason.INTERRUPTED.value}
+            return self._control.deliver(report.method, report.path, older)
+        return delivery
 
 
 def _delivery(outcome: UpdateOutcome) -> DeliveryReport | None:

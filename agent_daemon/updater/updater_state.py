@@ -31,6 +31,7 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
 from agent_daemon.disk.atomic_file import VersionedModelFile
+from agent_daemon.disk.daemon_state import KeptReason
 from ground.contract import OutcomeReason
 
 __all__ = [
@@ -101,7 +102,7 @@ class RecordedOutcome(_Frozen):
     status: Literal["succeeded", "failed", "rolled_back"]
     version: str | None
     error: str | None
-    reason: OutcomeReason | None = None
+    reason: KeptReason = None
     switched_at: AwareDatetime | None = None
     retry: bool = False
 
@@ -171,6 +172,15 @@ class UpdaterState(_Frozen):
         return {name for name in names if name is not None}
 
 
+# Reasons the previous release does not know, and the word it knows in their place (the one a
+# control plane of an older contract is told too). The last outcome stays in the file until the
+# next update ends, and the previous release, switched back to, refuses a whole state holding a
+# reason it does not know (and any field it does not know): every later update on the host would
+# fail. Only a failed run's outcome can carry one, and a failed run's is never answered again
+# from the file (`Updater` tries a failed run again), so writing the older word loses nothing.
+_OLDER_REASON = {OutcomeReason.WINDOW_CLOSED: OutcomeReason.INTERRUPTED}
+
+
 class UpdaterStateStore(VersionedModelFile[UpdaterState]):
     def __init__(self, state_dir: Path) -> None:
         super().__init__(
@@ -179,3 +189,10 @@ class UpdaterStateStore(VersionedModelFile[UpdaterState]):
             format_version=STATE_FORMAT_VERSION,
             what="updater state",
         )
+
+    def save(self, state: UpdaterState) -> None:
+        last = state.last_outcome
+        if last is not None and last.reason in _OLDER_REASON:
+            older = last.model_copy(update={"reason": _OLDER_REASON[last.reason]})
+            state = state.model_copy(update={"last_outcome": older})
+        super().save(state)

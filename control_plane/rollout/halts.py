@@ -319,8 +319,10 @@ SELECT c.id,
   FROM candidates c
   JOIN runs r ON r.release_id = c.id AND r.finished_at > c.since AND r.finished_at <= %(now)s
              AND r.status IN ('succeeded', 'failed', 'rolled_back')
-             -- An update the control plane stopped before its switch says nothing of the build.
-             AND coalesce(r.outcome_reason, '') <> ALL(%(ended_by_control_plane)s)
+             -- An update the control plane stopped before its switch says nothing of the build;
+             -- one that switched and rolled back does, whatever reason its report names.
+             AND NOT (r.status = 'failed'
+                      AND coalesce(r.outcome_reason, '') = ANY(%(ended_by_control_plane)s))
  GROUP BY c.id
 HAVING count(*) FILTER (WHERE r.status IN ('failed', 'rolled_back')) >= min(c.halt_failures)
    AND 100 * count(*) FILTER (WHERE r.status IN ('failed', 'rolled_back'))

@@ -17,6 +17,7 @@ from agent_daemon.connection.outbox import Outbox, Report
 from agent_daemon.disk.daemon_state import ClaimInProgress, ConsumedSlot, DaemonState, StateStore
 from agent_daemon.errors import DaemonStateError
 from agent_daemon.updater.updater_state import UpdaterState, UpdaterStateStore
+from ground.contract import OutcomeReason
 from nachtwacht.demo_world.children import Subprocesses
 
 AT = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
@@ -196,3 +197,88 @@ def test_a_state_of_a_newer_format_is_still_refused(tmp_path: Path) -> None:
     store.path.write_text(json.dumps(document))
     with pytest.raises(DaemonStateError, match="written by a newer nachtwacht agent"):
         store.load()
+
+
+def test_a_reason_the_next_release_added_reads_as_none_not_an_unusable_state(
+    tmp_path: Path,
+) -> None:
+    """The next release may end or retry a run with a reason this one does not know: its state
+    files must still read (an unreadable updater state stops every later update on the host),
+    with the reason unknown."""
+    daemon, updater = _states()
+    assert daemon.claim is not None and updater.last_outcome is not None
+    store = StateStore(tmp_path / "state.json")
+    store.save(daemon)
+    document = json.loads(store.path.read_text())
+    document["claim"]["last_reason"] = "quota_exceeded"
+    store.path.write_text(json.dumps(document))
+    updater_store = UpdaterStateStore(tmp_path / "updater")
+    updater_store.save(updater)
+    document = json.loads(updater_store.path.read_text())
+    document["last_outcome"]["reason"] = "quota_exceeded"
+    updater_store.path.write_text(json.dumps(document))
+
+    assert store.load() == daemon.model_copy(
+        update={"claim": daemon.claim.model_copy(update={"last_reason": None})}
+    )
+    assert updater_store.load() == updater.model_copy(
+        update={"last_outcome": updater.last_outcome.model_copy(update={"reason": None})}
+    )
+
+
+@pytest.mark.parametrize("reason", [7, ["interrupted"], {"x": 1}])
+def test_a_reason_that_is_not_text_still_makes_the_state_unusable(
+    tmp_path: Path, reason: object
+) -> None:
+    # Not a newer release's word but a damaged file: refused, naming the field.
+    daemon, _ = _states()
+    store = StateStore(tmp_path / "state.json")
+    store.save(daemon)
+    document = json.loads(store.path.read_text())
+    document["claim"]["last_reason"] = reason
+    store.path.write_text(json.dumps(document))
+    with pytest.raises(DaemonStateError, match="last_reason"):
+        store.load()
+
+
+def _ended_for_a_closed_window(updater: UpdaterState) -> UpdaterState:
+    assert updater.last_outcome is not None
+    ended = updater.last_outcome.model_copy(
+        update={"status": "failed", "reason": OutcomeReason.WINDOW_CLOSED, "switched_at": None}
+    )
+    return updater.model_copy(update={"last_outcome": ended})
+
+
+def test_a_run_ended_for_a_closed_window_is_kept_in_the_previous_release_s_words(
+    tmp_path: Path,
+) -> None:
+    # A failed run's outcome is never answered again from the file: the older word loses nothing.
+    _, updater = _states()
+    store = UpdaterStateStore(tmp_path / "updater")
+    store.save(_ended_for_a_closed_window(updater))
+    loaded = store.load()
+    assert loaded.last_outcome is not None
+    assert (loaded.last_outcome.status, loaded.last_outcome.reason) == ("failed", "interrupted")
+
+
+_PREVIOUS_READS_UPDATER = """
+import sys
+from pathlib import Path
+from agent_daemon.updater.updater_state import UpdaterStateStore
+
+state = UpdaterStateStore(Path(sys.argv[1]) / "updater").load()
+print(state.last_outcome.status, state.last_outcome.reason.value)
+"""
+
+
+@pytest.mark.slow
+def test_the_previous_release_reads_a_run_this_one_ended_for_a_closed_window(
+    previous_release: Subprocesses, tmp_path: Path
+) -> None:
+    """The updater's last outcome stays in its file until the next update ends; the previous
+    release, switched back to, must still read the file (it refuses a reason it does not know)."""
+    _, updater = _states()
+    UpdaterStateStore(tmp_path / "updater").save(_ended_for_a_closed_window(updater))
+    read = _previous(previous_release, _PREVIOUS_READS_UPDATER, tmp_path)
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.strip() == "failed interrupted"

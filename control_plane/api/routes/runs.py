@@ -20,6 +20,7 @@ from control_plane.api.deps import (
     services_of,
 )
 from control_plane.api.no_body import NoBody
+from control_plane.errors import Conflict
 from control_plane.releases.patches import ServedKind
 from control_plane.releases.services import ArtifactInfo
 from control_plane.runs.ranges import Unsatisfiable, requested_range
@@ -29,6 +30,7 @@ from control_plane.runs.views import RunView
 from ground.contract import (
     API_PREFIX,
     RUNS_PATH,
+    AnswerCode,
     NothingToDoReport,
     OutcomeReport,
     SwapPermit,
@@ -98,18 +100,27 @@ def report_outcome(
     expired, or after the window closed, is recorded as `unauthorised` and answered 409
     `outcome_not_authorised`; another outcome than the recorded one is 409 `run_not_claimed`."""
     assert caller.agent_id is not None
-    return services_of(request).runs.report_outcome(
-        caller.agent_id,
-        run_id,
-        body.status,
-        body.version,
-        body.error,
-        now=now,
-        reason=body.reason,
-        switched_at=body.switched_at,
-        updater_version=body.updater_version,
-        delivery=body.delivery,
-    )
+    services = services_of(request)
+    try:
+        return services.runs.report_outcome(
+            caller.agent_id,
+            run_id,
+            body.status,
+            body.version,
+            body.error,
+            now=now,
+            reason=body.reason,
+            switched_at=body.switched_at,
+            updater_version=body.updater_version,
+            delivery=body.delivery,
+        )
+    except Conflict as refused:
+        if refused.code == AnswerCode.OUTCOME_NOT_AUTHORISED:
+            # A refusal that wrote: the run is recorded as unauthorised before the agent is told
+            # no (a manual update it ended is no longer pending). Counted as this replica's
+            # write, so the agent's next poll is not answered from a memory that has not read it.
+            services.answers.writes.note()
+        raise
 
 
 @router.post(

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from control_plane.accounts.services import actor_of
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, RequestNow, services_of
+from control_plane.errors import InvalidInput
 from control_plane.settings.services import (
     MAX_RETENTION_DAYS,
     MIN_RETENTION_DAYS,
@@ -81,7 +82,17 @@ def put_settings(
     body: SettingsBody, request: Request, caller: OperatorCaller, now: RequestNow
 ) -> PlatformSettings:
     """Change any of the settings; each value is validated and a bad one named in a 422. Caps are
-    at least 1 (stop updates with the brake) and `org_cap` is at most `global_cap`."""
-    return services_of(request).settings.update(
-        body.model_dump(exclude_none=True), now=now, actor=actor_of(caller)
-    )
+    at least 1 (stop updates with the brake) and `org_cap` is at most `global_cap`. A field left
+    out keeps its value; null is refused."""
+    changes = body.model_dump(exclude_unset=True)
+    for name, value in changes.items():
+        if value is None:
+            # Not "keep the value": a client sending null for "no margin" or "no cap" must not
+            # be told 200 while the setting stays as it was.
+            raise InvalidInput(
+                name,
+                None,
+                "",
+                message=f"{name}: null is not a value (leave the field out to keep its value)",
+            )
+    return services_of(request).settings.update(changes, now=now, actor=actor_of(caller))

@@ -8,7 +8,8 @@ Revises: 0031 (see `down_revision`)
   once the window has closed, so a token granted in the window's last seconds bought a download
   that could not finish in time and a run that ended `failed`. 0 grants until the close, as
   before; the margin is always shorter than the window, which the constraint holds in the same
-  row.
+  row. A window of one minute (allowed before) has no room for the default: it gets 0, and
+  grants until the close as it did.
 
 Expand-only: a column with a default. A replica of the previous release neither reads nor writes
 it (its settings update names its own columns), so it grants until the close while it serves.
@@ -26,9 +27,10 @@ branch_labels = None
 depends_on = None
 
 UPGRADE = """
+ALTER TABLE platform_settings ADD COLUMN grant_margin_seconds integer NOT NULL DEFAULT 60;
+UPDATE platform_settings SET grant_margin_seconds = 0 WHERE catch_up_minutes * 60 <= 60;
 ALTER TABLE platform_settings
-    ADD COLUMN grant_margin_seconds integer NOT NULL DEFAULT 60
-        CONSTRAINT platform_settings_grant_margin_range
+    ADD CONSTRAINT platform_settings_grant_margin_range
         CHECK (grant_margin_seconds >= 0 AND grant_margin_seconds < catch_up_minutes * 60);
 """
 

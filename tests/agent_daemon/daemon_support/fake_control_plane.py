@@ -129,6 +129,9 @@ class FakeControlPlane:
     contract_version: int | None = None
     # Every outcome report's body as it came, in order.
     outcome_bodies: list[dict[str, Any]] = field(default_factory=list)
+    # The outcome reasons the replica answering the reports knows (None: all of this contract's);
+    # another is a 422, as a replica of an older release answers it.
+    outcome_reasons_known: frozenset[str] | None = None
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -224,6 +227,9 @@ class FakeControlPlane:
         if request.method == "PATCH" and request.url.path.startswith(f"{RUNS_PATH}/"):
             run_id = request.url.path.rsplit("/", 1)[1]
             self.outcome_bodies.append(body)
+            known = self.outcome_reasons_known
+            if known is not None and body.get("reason") not in known | {None}:
+                return self._refuse(HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_request")
             return self._outcome(run_id, OutcomeReport.model_validate(body))
         return self._answer(HTTPStatus.NOT_FOUND)
 

@@ -178,3 +178,33 @@ def test_a_switch_refused_for_a_closed_window_is_reported_in_the_control_planes_
     assert (body["status"], body["reason"]) == ("failed", sent)
     # The host's own record keeps what happened, whatever the control plane was told.
     assert h.state().recent_runs[-1].reason == "window_closed"
+
+
+def test_a_closed_window_refused_by_a_replica_not_yet_upgraded_is_sent_again_as_interrupted(
+    tmp_path: Path,
+) -> None:
+    """During a rolling upgrade the replica that said it speaks contract 5 and the one that gets
+    the report may differ: the older one refuses `window_closed` (422), and a refused report is
+    set aside for good. Told again in the words it knows, the run's ending still arrives."""
+    older = frozenset(reason.value for reason in OutcomeReason) - {"window_closed"}
+    h, _ = make(tmp_path, contract_version=5, outcome_reasons_known=older)
+
+    def window_closed(request: UpdateRequest) -> UpdateOutcome:
+        return UpdateOutcome(
+            status="failed",
+            version="1.4.1",
+            error="the control plane refused the switch: window_closed",
+            reason=OutcomeReason.WINDOW_CLOSED,
+            run_id=request.run_id,
+        )
+
+    h.updater.on_apply = window_closed
+    assert h.daemon.tick() == "dispatched"
+    assert [body["reason"] for body in h.control_plane.outcome_bodies] == [
+        "window_closed",
+        "interrupted",
+    ]
+    (run,) = h.control_plane.runs.values()
+    assert run.status == "failed"
+    assert "report.rejected" not in h.event_names()
+    assert h.state().recent_runs[-1].reason == "window_closed"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable
+from datetime import UTC, datetime
 from uuid import UUID
 
 import httpx
@@ -15,9 +16,10 @@ import pytest
 from control_plane.answers_cache import AnswerMemory, Changes, ReplicaWrites
 from control_plane.answers_cache.feed import ChangeFeed
 from control_plane.registry import Services
-from ground.contract import CONFIG_PATH, RUNS_PATH
+from ground.contract import CLAIMS_PATH, CONFIG_PATH, RUNS_PATH
 from tests.control_plane.answers_cache.conftest import SLOT, Ticks, claim
-from tests.control_plane.conftest import Agent, Api, Org
+from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.worlds.clocks import ManualClock
 
 
 def _code(answer: httpx.Response) -> tuple[int, str]:
@@ -124,3 +126,54 @@ def test_the_memory_answers_again_once_a_read_began_after_the_write() -> None:
 
     memory.apply(Changes(), read_started=ticks.now, writes_before=memory.writes.count())
     assert memory.recall("answer") == 42
+
+
+def test_a_poll_after_an_outcome_recorded_as_unauthorised_shows_no_pending_update(
+    api: Api,
+    services: Services,
+    feed: ChangeFeed,
+    clock: ManualClock,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    # The outcome answered 409 was still written (the run recorded as unauthorised, committed
+    # before the refusal): the manual update it ended must leave the agent's next poll at once.
+    clock.set(datetime(2026, 11, 30, 10, 0, tzinfo=UTC))
+    org = make_org()
+    agent = make_agent(org)
+    with api.client(org.panel_key) as panel:
+        requested = panel.post(f"/v1/agents/{agent.agent_id}/update")
+    assert requested.status_code in (200, 202), requested.text
+    run_id = requested.json()["run_id"]
+    with api.client(agent.agent_key) as client:
+        granted = client.post(CLAIMS_PATH, json={"manual_run_id": run_id})
+        assert granted.status_code == 201, granted.text
+        feed.read_once()
+        assert client.get(CONFIG_PATH).json()["manual_update"]["run_id"] == run_id
+        assert services.answers.size() == 1
+        clock.set(datetime(2026, 11, 30, 11, 30, tzinfo=UTC))  # the token expired at 11:00
+        late = client.patch(
+            f"{RUNS_PATH}/{run_id}", json={"status": "succeeded", "version": "1.5.0"}
+        )
+        assert _code(late) == (409, "outcome_not_authorised")
+        assert client.get(CONFIG_PATH).json()["manual_update"] is None
+
+
+def test_a_claim_after_this_replica_recorded_an_outcome_is_slot_consumed(
+    api: Api, services: Services, feed: ChangeFeed, org_full: tuple[Agent, Agent]
+) -> None:
+    # The granted agent's run ends; the feed has been read since its grant, so the memory is
+    # live and remembers the round: its next claim must still see the run's end at once.
+    first, _ = org_full
+    granted = claim(api, first)
+    assert granted.status_code == 200, granted.text
+    feed.read_once()
+    assert services.answers.live
+    with api.client(first.agent_key) as client:
+        ended = client.patch(
+            f"{RUNS_PATH}/{granted.json()['run_id']}",
+            json={"status": "failed", "version": "1.4.1", "reason": "window_closed"},
+        )
+    assert ended.status_code == 200, ended.text
+    assert _code(claim(api, first)) == (409, "slot_consumed")

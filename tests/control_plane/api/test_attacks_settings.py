@@ -112,3 +112,42 @@ def test_releasing_the_brake_needs_no_reason(api: Api, operator_key: str) -> Non
         released = client.put("/v1/admin/brake", json={"engaged": False})
     assert (engaged.status_code, released.status_code) == (200, 200)
     assert released.json()["engaged"] is False
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "value"),
+    [
+        pytest.param({"grant_margin_seconds": 60.0}, "grant_margin_seconds", "60.0", id="float"),
+        pytest.param({"grant_margin_seconds": 60.5}, "grant_margin_seconds", "60.5", id="fraction"),
+        pytest.param(
+            {"grant_margin_seconds": 10**30}, "grant_margin_seconds", str(10**30), id="huge"
+        ),
+        pytest.param(
+            {"grant_margin_seconds": -(2**63)},
+            "grant_margin_seconds",
+            str(-(2**63)),
+            id="very_negative",
+        ),
+        pytest.param({"grant_margin_seconds": [60]}, "grant_margin_seconds", "[60]", id="list"),
+        pytest.param(
+            {"grant_margin_seconds": None}, "grant_margin_seconds", "null", id="null_margin"
+        ),
+        pytest.param({"catch_up_minutes": None}, "catch_up_minutes", "null", id="null_window"),
+        pytest.param({"org_cap": None}, "org_cap", "null", id="null_cap"),
+        pytest.param({"timezone": None}, "timezone", "null", id="null_zone"),
+        pytest.param({"catch_up_minutes": 1.0}, "catch_up_minutes", "1.0", id="window_float"),
+    ],
+)
+def test_a_margin_or_window_that_is_not_a_whole_number_is_refused_naming_it(
+    api: Api, pool: Pool, operator_key: str, body: dict[str, Any], field: str, value: str
+) -> None:
+    # A null is not "keep the value": a client that sends it for "no margin" must not be told
+    # 200 while the margin stays as it was.
+    before = _settings_row(pool)
+    with api.client(operator_key) as client:
+        response = client.put("/v1/admin/settings", json=body)
+    assert response.status_code == 422, response.text
+    message = response.json()["detail"]["message"]
+    assert message.startswith(f"{field}: "), message
+    assert value in message, message
+    assert _settings_row(pool) == before
