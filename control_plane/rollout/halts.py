@@ -36,7 +36,7 @@ from control_plane.releases.release_actions import (
     revoke_release_tokens,
 )
 from control_plane.types import Connection
-from ground.contract import ENDED_BY_CONTROL_PLANE, Instant, format_instant
+from ground.contract import NOT_THE_BUILDS_FAILURE, Instant, format_instant
 
 __all__ = [
     "AUTOMATIC",
@@ -319,10 +319,11 @@ SELECT c.id,
   FROM candidates c
   JOIN runs r ON r.release_id = c.id AND r.finished_at > c.since AND r.finished_at <= %(now)s
              AND r.status IN ('succeeded', 'failed', 'rolled_back')
-             -- An update the control plane stopped before its switch says nothing of the build;
-             -- one that switched and rolled back does, whatever reason its report names.
+             -- A failed update the control plane stopped, or could not serve, before its switch
+             -- says nothing of the build; one that switched and rolled back does, whatever
+             -- reason its report names.
              AND NOT (r.status = 'failed'
-                      AND coalesce(r.outcome_reason, '') = ANY(%(ended_by_control_plane)s))
+                      AND coalesce(r.outcome_reason, '') = ANY(%(not_the_builds)s))
  GROUP BY c.id
 HAVING count(*) FILTER (WHERE r.status IN ('failed', 'rolled_back')) >= min(c.halt_failures)
    AND 100 * count(*) FILTER (WHERE r.status IN ('failed', 'rolled_back'))
@@ -336,7 +337,7 @@ def halt_on_errors(conn: Connection, now: datetime) -> list[HaltView]:
     made = []
     for row in conn.execute(
         _OVER_THRESHOLD,
-        {"now": now, "ended_by_control_plane": sorted(r.value for r in ENDED_BY_CONTROL_PLANE)},
+        {"now": now, "not_the_builds": sorted(r.value for r in NOT_THE_BUILDS_FAILURE)},
     ).fetchall():
         evidence = tuple(zip(row["failed_runs"], row["failed_statuses"], strict=True))
         made.append(

@@ -16,6 +16,7 @@ only, so the planner can import them too).
 
 from ground.contract.codes import (
     ENDED_BY_CONTROL_PLANE,
+    NOT_THE_BUILDS_FAILURE,
     AnswerCode,
     MissReason,
     OfferReason,
@@ -70,6 +71,7 @@ __all__ = [
     "HOLD_PATH",
     "HOST_ID_HEADER",
     "MANUAL_UPDATES_PATH",
+    "NOT_THE_BUILDS_FAILURE",
     "PLATFORM_PARAM",
     "RUNS_PATH",
     "SERVER_TIME_HEADER",

@@ -45,6 +45,7 @@ from typing import TypeVar
 
 __all__ = [
     "ENDED_BY_CONTROL_PLANE",
+    "NOT_THE_BUILDS_FAILURE",
     "AnswerCode",
     "MissReason",
     "OfferReason",
@@ -202,6 +203,12 @@ class OutcomeReason(enum.StrEnum):
 # They say nothing of the build: such a run counts towards no automatic halt, and `/metrics`
 # counts it as `refused`, not `failed`.
 ENDED_BY_CONTROL_PLANE = frozenset({OutcomeReason.TOKEN_REVOKED, OutcomeReason.WINDOW_CLOSED})
+
+# The reasons a `failed` run says nothing of its build, so it counts towards no automatic halt:
+# those above, and the control plane unavailable until the window closed (an outage on the
+# platform's side, always before the switch; after an outage many runs end so at once, and a good
+# release must not be halted for it). `/metrics` still counts the outage's runs as `failed`.
+NOT_THE_BUILDS_FAILURE = ENDED_BY_CONTROL_PLANE | {OutcomeReason.PLATFORM_UNAVAILABLE}
 
 
 class PatchFallbackReason(enum.StrEnum):

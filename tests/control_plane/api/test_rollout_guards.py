@@ -317,13 +317,14 @@ def test_every_action_on_an_unknown_release_is_refused_as_release_not_found(
     assert unknown.json()["detail"]["code"] == "release_not_found"
 
 
-@pytest.mark.parametrize("reason", ["token_revoked", "window_closed"])
+@pytest.mark.parametrize("reason", ["token_revoked", "window_closed", "platform_unavailable"])
 def test_updates_the_control_plane_stopped_do_not_halt_a_release(
     rollout: Rollout, two_releases: TwoReleases, reason: str
 ) -> None:
-    """Failures whose token was revoked (the brake, a halt, a withdrawal) or whose switch was
-    refused because the window had closed say nothing of the build: three of them pass neither
-    the count nor the rate; three failures of its own do."""
+    """Failures whose token was revoked (the brake, a halt, a withdrawal), whose switch was
+    refused because the window had closed, or that the control plane could not serve until the
+    window closed (an outage) say nothing of the build: three of them pass neither the count nor
+    the rate; three failures of its own do."""
     assert rollout.promote("1.6.0").status_code == 200
     rollout.settings(halt_failures=3, halt_rate_percent=50)
     org = rollout.make_org()
