@@ -52,7 +52,7 @@ _OUTCOME_WORDS: dict[str, str] = {
     "failed": "update failed",
     "rolled_back": "update failed and was rolled back",
     RefusalCode.SLOT_CONSUMED: "already handled (control plane)",
-    RefusalCode.WINDOW_CLOSED: "window closed before the claim",
+    RefusalCode.WINDOW_CLOSED: "too late in its window for an update",
     RefusalCode.NOT_A_SLOT: "not a slot on the control plane's schedule",
     # Slots given up on the control plane's word (`claim.slot_gone`): consumed, nothing claimed.
     RefusalCode.HELD: f"skipped: {SKIP_REASON_WORDS[RefusalCode.HELD]}",

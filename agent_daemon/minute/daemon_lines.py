@@ -28,7 +28,8 @@ _SLOT_GONE_WORDS: dict[RefusalCode, str] = {
     RefusalCode.HELD: "the agent is held: this slot is skipped",
     RefusalCode.RELEASE_HALTED: "the offered release is stopped by the operators: this slot is "
     "skipped, the next one asks again",
-    RefusalCode.WINDOW_CLOSED: "the slot's window had closed on the control plane's clock",
+    RefusalCode.WINDOW_CLOSED: "the slot's window had closed on the control plane's clock, or too "
+    "little of it was left for a download to finish in it",
     RefusalCode.SLOT_CONSUMED: "the control plane had already recorded this slot",
     RefusalCode.NOT_A_SLOT: "the control plane does not know this slot in the schedule",
 }
