@@ -148,6 +148,17 @@ def test_how_the_build_came_is_reported_to_a_control_plane_that_reads_it(
     assert ("delivery" in body) == (sent is not None)
 
 
+def _switch_refused_window_closed(request: UpdateRequest) -> UpdateOutcome:
+    """The updater's end of a run whose switch the control plane refused: the window closed."""
+    return UpdateOutcome(
+        status="failed",
+        version="1.4.1",
+        error="the control plane refused the switch: window_closed",
+        reason=OutcomeReason.WINDOW_CLOSED,
+        run_id=request.run_id,
+    )
+
+
 @pytest.mark.parametrize(
     ("contract", "sent"),
     [
@@ -163,16 +174,7 @@ def test_a_switch_refused_for_a_closed_window_is_reported_in_the_control_planes_
 ) -> None:
     h, _ = make(tmp_path, contract_version=contract)
 
-    def window_closed(request: UpdateRequest) -> UpdateOutcome:
-        return UpdateOutcome(
-            status="failed",
-            version="1.4.1",
-            error="the control plane refused the switch: window_closed",
-            reason=OutcomeReason.WINDOW_CLOSED,
-            run_id=request.run_id,
-        )
-
-    h.updater.on_apply = window_closed
+    h.updater.on_apply = _switch_refused_window_closed
     assert h.daemon.tick() == "dispatched"
     (body,) = h.control_plane.outcome_bodies
     assert (body["status"], body["reason"]) == ("failed", sent)
@@ -189,16 +191,7 @@ def test_a_closed_window_refused_by_a_replica_not_yet_upgraded_is_sent_again_as_
     older = frozenset(reason.value for reason in OutcomeReason) - {"window_closed"}
     h, _ = make(tmp_path, contract_version=5, outcome_reasons_known=older)
 
-    def window_closed(request: UpdateRequest) -> UpdateOutcome:
-        return UpdateOutcome(
-            status="failed",
-            version="1.4.1",
-            error="the control plane refused the switch: window_closed",
-            reason=OutcomeReason.WINDOW_CLOSED,
-            run_id=request.run_id,
-        )
-
-    h.updater.on_apply = window_closed
+    h.updater.on_apply = _switch_refused_window_closed
     assert h.daemon.tick() == "dispatched"
     assert [body["reason"] for body in h.control_plane.outcome_bodies] == [
         "window_closed",

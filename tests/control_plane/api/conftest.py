@@ -102,12 +102,25 @@ class Rollout:
         with self.api.client(agent.agent_key) as client:
             return client.post("/v1/agent/claims", json={"manual_run_id": run_id})
 
-    def report(self, agent: Agent, run_id: str, status: str, version: str) -> None:
+    def report(
+        self, agent: Agent, run_id: str, status: str, version: str, reason: str | None = None
+    ) -> None:
+        body = {"status": status, "version": version}
+        if reason is not None:
+            body["reason"] = reason
         with self.api.client(agent.agent_key) as client:
-            answer = client.patch(
-                f"/v1/agent/runs/{run_id}", json={"status": status, "version": version}
-            )
+            answer = client.patch(f"/v1/agent/runs/{run_id}", json=body)
         assert answer.status_code == 200, answer.text
+
+    def granted_to_everyone(self, count: int) -> list[tuple[Agent, str]]:
+        """1.6.0 promoted to everyone and claimed at 03:01 by `count` agents of one organisation
+        (the caps wide enough for all): each agent with its run's id."""
+        assert self.promote("1.6.0").status_code == 200
+        org = self.make_org()
+        self.clock.set(AT_0301)
+        self.operator("PUT", "/v1/admin/settings", org_cap=25, global_cap=25)
+        agents = [self.make_agent(org, f"web-{n:02d}") for n in range(count)]
+        return [(agent, self.claim(agent, from_version=None).json()["run_id"]) for agent in agents]
 
     def only_event(self, kind: str) -> dict[str, Any]:
         """The one event of `kind` in the trail (its actor and data)."""

@@ -19,20 +19,9 @@ from tests.control_plane.api.conftest import AT_0301, Rollout, TwoReleases
 def test_rollbacks_naming_a_control_plane_reason_still_halt_the_release(
     rollout: Rollout, two_releases: TwoReleases, reason: str
 ) -> None:
-    assert rollout.promote("1.6.0").status_code == 200
     rollout.settings(halt_failures=3, halt_rate_percent=50)
-    org = rollout.make_org()
-    rollout.clock.set(AT_0301)
-    rollout.operator("PUT", "/v1/admin/settings", org_cap=25, global_cap=25)
-    agents = [rollout.make_agent(org, f"web-{n:02d}") for n in range(4)]
-    grants = [rollout.claim(agent, from_version=None).json() for agent in agents]
-    for agent, grant in zip(agents[:3], grants[:3], strict=True):
-        with rollout.api.client(agent.agent_key) as client:
-            answer = client.patch(
-                f"/v1/agent/runs/{grant['run_id']}",
-                json={"status": "rolled_back", "version": "1.5.0", "reason": reason},
-            )
-        assert answer.status_code == 200, answer.text
+    for agent, run_id in rollout.granted_to_everyone(4)[:3]:
+        rollout.report(agent, run_id, "rolled_back", "1.5.0", reason=reason)
     halts = rollout.services.rollout.advance(rollout.clock.now()).halts
     assert len(halts) == 1
 
@@ -42,22 +31,12 @@ def test_successes_naming_window_closed_still_count_as_finished_runs(
 ) -> None:
     """Three failures of the build among six finished runs is 50 %, under a 60 % threshold: the
     three successes whose report also named `window_closed` switched, and are not left out."""
-    assert rollout.promote("1.6.0").status_code == 200
     rollout.settings(halt_failures=3, halt_rate_percent=60)
-    org = rollout.make_org()
-    rollout.clock.set(AT_0301)
-    rollout.operator("PUT", "/v1/admin/settings", org_cap=25, global_cap=25)
-    agents = [rollout.make_agent(org, f"web-{n:02d}") for n in range(6)]
-    grants = [rollout.claim(agent, from_version=None).json() for agent in agents]
-    for agent, grant in zip(agents[:3], grants[:3], strict=True):
-        with rollout.api.client(agent.agent_key) as client:
-            answer = client.patch(
-                f"/v1/agent/runs/{grant['run_id']}",
-                json={"status": "succeeded", "version": "1.6.0", "reason": "window_closed"},
-            )
-        assert answer.status_code == 200, answer.text
-    for agent, grant in zip(agents[3:], grants[3:], strict=True):
-        rollout.report(agent, grant["run_id"], "failed", "1.5.0")
+    granted = rollout.granted_to_everyone(6)
+    for agent, run_id in granted[:3]:
+        rollout.report(agent, run_id, "succeeded", "1.6.0", reason="window_closed")
+    for agent, run_id in granted[3:]:
+        rollout.report(agent, run_id, "failed", "1.5.0")
     assert rollout.services.rollout.advance(rollout.clock.now()).halts == ()
 
 

@@ -325,21 +325,11 @@ def test_updates_the_control_plane_stopped_do_not_halt_a_release(
     refused because the window had closed, or that the control plane could not serve until the
     window closed (an outage) say nothing of the build: three of them pass neither the count nor
     the rate; three failures of its own do."""
-    assert rollout.promote("1.6.0").status_code == 200
     rollout.settings(halt_failures=3, halt_rate_percent=50)
-    org = rollout.make_org()
-    rollout.clock.set(AT_0301)
-    rollout.operator("PUT", "/v1/admin/settings", org_cap=25, global_cap=25)
-    agents = [rollout.make_agent(org, f"web-{n:02d}") for n in range(6)]
-    grants = [rollout.claim(agent, from_version=None).json() for agent in agents]
-    for agent, grant in zip(agents[:3], grants[:3], strict=True):
-        with rollout.api.client(agent.agent_key) as client:
-            answer = client.patch(
-                f"/v1/agent/runs/{grant['run_id']}",
-                json={"status": "failed", "version": "1.5.0", "reason": reason},
-            )
-        assert answer.status_code == 200, answer.text
+    granted = rollout.granted_to_everyone(6)
+    for agent, run_id in granted[:3]:
+        rollout.report(agent, run_id, "failed", "1.5.0", reason=reason)
     assert rollout.services.rollout.advance(rollout.clock.now()).halts == ()
-    for agent, grant in zip(agents[3:], grants[3:], strict=True):
-        rollout.report(agent, grant["run_id"], "failed", "1.5.0")
+    for agent, run_id in granted[3:]:
+        rollout.report(agent, run_id, "failed", "1.5.0")
     assert len(rollout.services.rollout.advance(rollout.clock.now()).halts) == 1
