@@ -18,9 +18,12 @@ opens when the reconcile pass promotes the release, which writes `releases` and 
 everyone). What does end at a time — a hold — and what a claim is refused for now — a halt, a
 brake — are not kept; the views read them live beside the kept offer.
 
-Concurrency: one refresh at a time (a transaction-level advisory lock). A write that commits
-while a refresh computes marks its agents again (its insert into `agent_offers_stale` waits for
-the refresh's delete of the same row to commit), so the next refresh computes them again.
+Concurrency: one refresh at a time (a transaction-level advisory lock). Every write adds a row of
+its own to `agent_offer_marks` (no key, so it never finds one there already), and a refresh takes
+only the rows committed when it deletes them: a write that commits after the refresh read the
+facts leaves its row, and the next refresh computes that agent again. (`agent_offers_stale`, one
+mark per agent, is what the previous release refreshes from; a write that found its agent marked
+there added nothing, and lost its mark to a refresh that took the old one before it committed.)
 """
 
 from __future__ import annotations
@@ -47,12 +50,9 @@ def refresh(conn: Connection) -> int:
     with conn.transaction():
         conn.execute(_LOCK)
         with conn.cursor(row_factory=tuple_row) as cursor:
-            stale: list[UUID] = [
-                row[0]
-                for row in cursor.execute(
-                    "DELETE FROM agent_offers_stale RETURNING agent_id"
-                ).fetchall()
-            ]
+            taken = cursor.execute("DELETE FROM agent_offers_stale RETURNING agent_id").fetchall()
+            taken += cursor.execute("DELETE FROM agent_offer_marks RETURNING agent_id").fetchall()
+            stale: list[UUID] = sorted({row[0] for row in taken})
             if not stale:
                 return 0
             live = cursor.execute(

@@ -17,8 +17,10 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from psycopg.rows import dict_row
 
 import control_plane.rollout.kept_offers as kept_module
 from control_plane.forecast.releases import _needs
@@ -471,3 +473,45 @@ def test_a_write_racing_a_refresh_is_computed_again(
     _assert_kept_is_fresh(pool, fleet, now)
     with pool.connection() as conn:
         assert {v.agent_id: v for v in kept_release_views(conn, now)}[agent].pinned
+
+
+_A_RELEASE = (
+    "INSERT INTO releases (manifest_version, agent_version, channel, platform, issued_at,"
+    " expires, length, sha256, key_id, manifest, signature, published_at, stage)"
+    " VALUES (2, '1.6.0', 'stable', 'linux-x86_64', now(), now() + interval '30 days', 1,"
+    " repeat('a', 64), 'k', '\\x00', '\\x00', now(), 'everyone') RETURNING id"
+)
+
+
+def test_a_write_that_found_its_agent_marked_and_commits_after_a_refresh_is_computed_again(
+    database_url: str,
+) -> None:
+    """The agent is marked (just enrolled); a publish marks everyone while a refresh takes that
+    mark and reads the facts before the publish commits. The publish's own mark is left for the
+    next refresh, which offers the agent the release. (With one mark per agent, the publish found
+    the agent marked, added nothing, and the kept offer stayed "nothing offered" for good.)"""
+    with psycopg.connect(database_url, autocommit=True) as setup:
+        org = setup.execute("INSERT INTO orgs (name) VALUES ('Acme') RETURNING id").fetchone()
+        assert org is not None
+        agent = setup.execute(
+            "INSERT INTO agents (org_id, name) VALUES (%s, 'web-01') RETURNING id", [org[0]]
+        ).fetchone()
+        assert agent is not None
+    with (
+        psycopg.connect(database_url) as writer,
+        psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as reader,
+    ):
+        release = writer.execute(_A_RELEASE).fetchone()
+        assert release is not None
+        writer.execute(
+            "INSERT INTO current_releases (channel, platform, release_id, changed_at)"
+            " VALUES ('stable', 'linux-x86_64', %s, now())",
+            [release[0]],
+        )
+        assert refresh(reader) == 1  # the enrolment's mark, computed before the publish commits
+        writer.commit()
+        assert refresh(reader) == 1
+        kept = reader.execute(
+            "SELECT release_id FROM agent_offers WHERE agent_id = %s", [agent[0]]
+        ).fetchone()
+    assert kept == {"release_id": release[0]}
