@@ -28,17 +28,15 @@ from ground.contract import (
     NothingToDoReport,
     OutcomeReason,
     OutcomeReport,
+    reason_for_contract,
     run_path,
 )
 from ground.contract.messages import MAX_MESSAGE_LENGTH
 
-__all__ = ["DELIVERY_CONTRACT", "WINDOW_CLOSED_CONTRACT", "ReportSender"]
+__all__ = ["DELIVERY_CONTRACT", "ReportSender"]
 
 # The contract version from which a control plane reads how a build came (`delivery`).
 DELIVERY_CONTRACT = 4
-# The contract version from which a control plane knows the outcome reason `window_closed`
-# (before it, the same ending is reported `interrupted`).
-WINDOW_CLOSED_CONTRACT = 5
 
 
 class ReportSender:
@@ -77,14 +75,11 @@ class ReportSender:
         if error is not None and len(error) > MAX_MESSAGE_LENGTH:
             # The contract refuses a longer message; a report must never fail to be built.
             error = error[: MAX_MESSAGE_LENGTH - 1] + "…"
-        reason = outcome.reason
-        if reason is OutcomeReason.WINDOW_CLOSED and not self._speaks(WINDOW_CLOSED_CONTRACT):
-            reason = OutcomeReason.INTERRUPTED
         body = OutcomeReport(
             status=outcome.status,
             version=outcome.version,
             error=error,
-            reason=reason,
+            reason=reason_for_contract(outcome.reason, self.control_plane_contract),
             switched_at=outcome.switched_at,
             updater_version=self.updater_version,
             delivery=_delivery(outcome) if self._speaks(DELIVERY_CONTRACT) else None,
@@ -180,18 +175,28 @@ class ReportSender:
 
     def _deliver(self, report: Report) -> Delivery:
         delivery = self._control.deliver(report.method, report.path, report.body)
+        said = _outcome_reason(report.body.get("reason"))
+        older = reason_for_contract(said, None)
         if (
             delivery.outcome == "rejected"
             and delivery.status == HTTPStatus.UNPROCESSABLE_ENTITY
-            and report.body.get("reason") == OutcomeReason.WINDOW_CLOSED.value
+            and older is not said
         ):
             # During a rolling upgrade the replica that said it speaks the contract that knows
-            # `window_closed` and the one this report reached may differ: an older one refuses the
-            # reason (a refused report is set aside for good). Told in the words of an older
-            # contract, as such a control plane always is, the run's ending still arrives.
-            older = {**report.body, "reason": OutcomeReason.INTERRUPTED.value}
-            return self._control.deliver(report.method, report.path, older)
+            # the reason and the one this report reached may differ: an older one refuses it (a
+            # refused report is set aside for good). Told in the words of the oldest contract, as
+            # such a control plane always is, the run's ending still arrives.
+            return self._control.deliver(
+                report.method, report.path, {**report.body, "reason": str(older)}
+            )
         return delivery
+
+
+def _outcome_reason(said: object) -> OutcomeReason | None:
+    """The outcome reason a queued report's body names, if it names one this agent knows."""
+    if isinstance(said, str) and said in set(OutcomeReason):
+        return OutcomeReason(said)
+    return None
 
 
 def _delivery(outcome: UpdateOutcome) -> DeliveryReport | None:

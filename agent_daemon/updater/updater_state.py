@@ -32,7 +32,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict
 
 from agent_daemon.disk.atomic_file import VersionedModelFile
 from agent_daemon.disk.daemon_state import KeptReason
-from ground.contract import OutcomeReason
+from ground.contract import reason_for_contract
 
 __all__ = [
     "STATE_FILE_NAME",
@@ -172,15 +172,6 @@ class UpdaterState(_Frozen):
         return {name for name in names if name is not None}
 
 
-# Reasons the previous release does not know, and the word it knows in their place (the one a
-# control plane of an older contract is told too). The last outcome stays in the file until the
-# next update ends, and the previous release, switched back to, refuses a whole state holding a
-# reason it does not know (and any field it does not know): every later update on the host would
-# fail. Only a failed run's outcome can carry one, and a failed run's is never answered again
-# from the file (`Updater` tries a failed run again), so writing the older word loses nothing.
-_OLDER_REASON = {OutcomeReason.WINDOW_CLOSED: OutcomeReason.INTERRUPTED}
-
-
 class UpdaterStateStore(VersionedModelFile[UpdaterState]):
     def __init__(self, state_dir: Path) -> None:
         super().__init__(
@@ -191,8 +182,16 @@ class UpdaterStateStore(VersionedModelFile[UpdaterState]):
         )
 
     def save(self, state: UpdaterState) -> None:
+        """The state, its last outcome's reason in the oldest contract's words (the one a control
+        plane of an older contract is told too). The last outcome stays in the file until the next
+        update ends, and the previous release, switched back to, refuses a whole state holding a
+        reason it does not know: every later update on the host would fail. Only a failed run's
+        outcome can carry a newer reason, and a failed run's is never answered again from the file
+        (`Updater` tries a failed run again), so the older word loses nothing."""
         last = state.last_outcome
-        if last is not None and last.reason in _OLDER_REASON:
-            older = last.model_copy(update={"reason": _OLDER_REASON[last.reason]})
-            state = state.model_copy(update={"last_outcome": older})
+        if last is not None:
+            older = reason_for_contract(last.reason, None)
+            if older is not last.reason:
+                last = last.model_copy(update={"reason": older})
+                state = state.model_copy(update={"last_outcome": last})
         super().save(state)

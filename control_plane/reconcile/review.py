@@ -109,12 +109,7 @@ def _review_one(
     runs = data.slot_runs(conn, org_id, slot_at)
     run_ids = [row.pop("run_id") for row in runs]
     outcomes = [
-        SlotOutcome(
-            **{
-                **row,
-                "miss_reason": row["miss_reason"] and stored_code(MissReason, row["miss_reason"]),
-            }
-        )
+        SlotOutcome(**{**row, "miss_reason": stored_code(MissReason, row["miss_reason"])})
         for row in runs
     ]
     if any(o.status == "claimed" for o in outcomes) and now < waiting_until:

@@ -4,7 +4,6 @@ reports), and the queries that read it that way."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Literal
 from uuid import UUID
 
@@ -72,10 +71,6 @@ class Operation(RunView):
     requested_by: UUID | None
 
 
-def _code(kind: type[StrEnum], value: str | None) -> StrEnum | str | None:
-    return None if value is None else stored_code(kind, value)
-
-
 def _run_fields(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "run_id": row["id"],
@@ -88,13 +83,13 @@ def _run_fields(row: dict[str, Any]) -> dict[str, Any]:
         "release_version": row["release_version"],
         "version": row["version"],
         "error": row["error"],
-        "miss_reason": _code(MissReason, row["miss_reason"]),
-        "reason": _code(OutcomeReason, row["outcome_reason"]),
+        "miss_reason": stored_code(MissReason, row["miss_reason"]),
+        "reason": stored_code(OutcomeReason, row["outcome_reason"]),
         "switched_at": row["switched_at"],
         "skip_reason": row["skip_reason"],
         "outcome_inferred": row["outcome_inferred"],
         "delivery": row["delivery"],
-        "patch_fallback_reason": _code(PatchFallbackReason, row["patch_fallback_reason"]),
+        "patch_fallback_reason": stored_code(PatchFallbackReason, row["patch_fallback_reason"]),
         "created_at": row["created_at"],
         "claimed_at": row["claimed_at"],
         "finished_at": row["finished_at"],

@@ -23,6 +23,7 @@ from ground.contract.codes import (
     OutcomeReason,
     PatchFallbackReason,
     RefusalCode,
+    reason_for_contract,
     stored_code,
 )
 from ground.contract.fields import Instant
@@ -113,6 +114,7 @@ __all__ = [
     "confirm_path",
     "format_instant",
     "parse_instant",
+    "reason_for_contract",
     "run_path",
     "stored_code",
     "trust_root_path",

@@ -52,16 +52,19 @@ __all__ = [
     "OutcomeReason",
     "PatchFallbackReason",
     "RefusalCode",
+    "reason_for_contract",
     "stored_code",
 ]
 
 _Code = TypeVar("_Code", bound=enum.StrEnum)
 
 
-def stored_code(kind: type[_Code], value: str) -> _Code | str:
+def stored_code(kind: type[_Code], value: str | None) -> _Code | str | None:
     """A code read back from the database: the member of `kind`, or the text as it is when a newer
     release (a replica already upgraded) recorded a value this one does not know yet. Such a value
-    is shown as it is (the panel words it "reason unknown"), never an error."""
+    is shown as it is (the panel words it "reason unknown"), never an error. None stays None."""
+    if value is None:
+        return None
     try:
         return kind(value)
     except ValueError:
@@ -209,6 +212,22 @@ ENDED_BY_CONTROL_PLANE = frozenset({OutcomeReason.TOKEN_REVOKED, OutcomeReason.W
 # platform's side, always before the switch; after an outage many runs end so at once, and a good
 # release must not be halted for it). `/metrics` still counts the outage's runs as `failed`.
 NOT_THE_BUILDS_FAILURE = ENDED_BY_CONTROL_PLANE | {OutcomeReason.PLATFORM_UNAVAILABLE}
+
+# The reasons added after the first contracts: the contract version that added each, and the
+# reason a program of an older contract is told in its place (it refuses a reason it does not
+# know: a control plane answers 422, an agent's state file becomes unreadable).
+_NEWER_REASONS: dict[OutcomeReason, tuple[int, OutcomeReason]] = {
+    OutcomeReason.WINDOW_CLOSED: (5, OutcomeReason.INTERRUPTED),
+}
+
+
+def reason_for_contract(reason: OutcomeReason | None, contract: int | None) -> OutcomeReason | None:
+    """`reason` as a program of `contract` knows it (None: the contract is not known, so the
+    oldest words)."""
+    if reason not in _NEWER_REASONS:
+        return reason
+    since, older = _NEWER_REASONS[reason]
+    return reason if contract is not None and contract >= since else older
 
 
 class PatchFallbackReason(enum.StrEnum):

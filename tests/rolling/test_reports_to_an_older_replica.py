@@ -19,11 +19,11 @@ from agent_daemon.connection.http_client import build_http_client
 from agent_daemon.connection.outbox import Outbox
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.host.event_log import EventLog
-from agent_daemon.minute.reporting import WINDOW_CLOSED_CONTRACT, ReportSender
+from agent_daemon.minute.reporting import ReportSender
 from agent_daemon.updater.update_records import UpdateOutcome
 from control_plane import migrate
 from ground.clock import SystemClock
-from ground.contract import CLAIMS_PATH, OutcomeReason
+from ground.contract import CLAIMS_PATH, CONTRACT_VERSION, OutcomeReason
 from nachtwacht.demo_world.children import Subprocesses
 from nachtwacht.demo_world.control_planes import start_control_plane
 from nachtwacht.demo_world.release_tooling import sign_build
@@ -77,7 +77,7 @@ def test_a_closed_window_reported_to_a_replica_not_yet_upgraded_arrives_as_inter
                 log=EventLog(now=lambda: datetime.now(UTC), stream=log_lines),
             )
             # An upgraded replica answered this minute's config poll.
-            sender.control_plane_contract = WINDOW_CLOSED_CONTRACT
+            sender.control_plane_contract = CONTRACT_VERSION
             sender.queue_outcome(
                 slot_key=SLOT,
                 outcome=UpdateOutcome(
