@@ -46,14 +46,15 @@ def _imported_names(path: Path) -> set[str]:
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.orelse:
-                visit(child)
+            for statement in node.orelse:
+                visit(statement)
             return
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                anchor = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+                parts = package.split(".")
+                anchor = ".".join(parts[: len(parts) - node.level + 1])
                 base = f"{anchor}.{node.module}" if node.module else anchor
             else:
                 base = node.module or ""
@@ -106,7 +107,11 @@ def _installed_by(requirements: list[str]) -> set[str]:
         if key in installed:
             continue
         installed.update({name, key})
-        for text in metadata.distribution(name).requires or []:
+        try:
+            requires = metadata.distribution(name).requires or []
+        except metadata.PackageNotFoundError:
+            continue  # not installed here, so nothing imports it here either
+        for text in requires:
             nested = Requirement(text)
             for asked in ("", *requirement.extras):
                 if nested.marker is None or nested.marker.evaluate({"extra": asked}):
