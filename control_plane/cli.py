@@ -106,8 +106,7 @@ def _lock_timeout(text: str) -> float:
         seconds = math.nan
     if not 0 < seconds <= MAX_LOCK_TIMEOUT_SECONDS:
         raise argparse.ArgumentTypeError(
-            f"--lock-timeout-seconds: {text!r} — expected seconds above 0 and at most "
-            f"{MAX_LOCK_TIMEOUT_SECONDS:g}"
+            f"{text!r} — expected seconds above 0 and at most {MAX_LOCK_TIMEOUT_SECONDS:g}"
         )
     return seconds
 

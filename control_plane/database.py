@@ -80,6 +80,8 @@ MAX_POOL_WAIT_SECONDS = 60.0
 # gives it up and the next waiting request starts another: the bound on how long a replica keeps
 # answering 503 after the database is back.
 RECONNECT_SECONDS = 3.0
+# How long a process starting up waits for its pool's first connection before it gives up.
+POOL_OPEN_SECONDS = 15.0
 # pgserver's list of the processes using one data directory.
 _HANDLES_FILE = ".handle_pids.json"
 # The system user pgserver runs PostgreSQL as when started by root (a fixed name in pgserver).
@@ -351,10 +353,12 @@ def open_pool(
         timeout=timeout,
     )
     try:
-        pool.open(wait=True, timeout=15)
+        pool.open(wait=True, timeout=POOL_OPEN_SECONDS)
     except PoolTimeout as exc:
         pool.close()
-        raise DatabaseUnavailable(f"cannot connect to the database: {first_line(exc)}") from exc
+        # A server that answers but is fenced is the reason to give, not the pool's wait.
+        why = fence.last_refusal or first_line(exc)
+        raise DatabaseUnavailable(f"cannot connect to the database: {why}") from exc
     return pool
 
 

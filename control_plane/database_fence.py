@@ -219,6 +219,7 @@ class DatabaseFence:
         self._newest: ServerPosition | None = None
         self._first = 0  # the index of the host tried first
         self._unfinished_restore_allowed = False
+        self._last_refusal: str | None = None
 
     def allow_unfinished_restore(self) -> None:
         """Use a server restored to a point in time before `after-restore` has run on it: only
@@ -228,6 +229,11 @@ class DatabaseFence:
     @property
     def newest(self) -> ServerPosition | None:
         return self._newest
+
+    @property
+    def last_refusal(self) -> str | None:
+        """Why the last server checked was fenced; None once a server has been used since."""
+        return self._last_refusal
 
     def conninfo(self) -> str:
         """The URL, its hosts reordered so the one that held the newest position comes first."""
@@ -264,6 +270,7 @@ class DatabaseFence:
             or self._copied_cluster(position, conn)
             or self._refusal(position, conn)
         )
+        self._last_refusal = refusal
         if refusal is None:
             return
         conn.close()

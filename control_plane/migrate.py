@@ -18,7 +18,7 @@ from sqlalchemy.pool import NullPool
 
 from control_plane import schema_version
 from control_plane.database import database_url_with_name, first_line
-from control_plane.database_fence import fenced_connect
+from control_plane.database_fence import fence_for, fenced_connect
 from control_plane.errors import DatabaseUnavailable
 
 __all__ = [
@@ -138,6 +138,11 @@ def check_migrations(database_url: str) -> list[str]:
         ) from exc
     try:
         scratch_url = database_url_with_name(database_url, scratch)
+        # The scratch database is new and holds nothing of the control plane's: on a server
+        # restored to a point in time (its recovery target still set) it has no record of the
+        # restore being finished, and on a server restored from `pg_dump` it names no cluster.
+        # Neither is a reason to refuse it; a demoted primary still is.
+        fence_for(scratch_url).allow_unfinished_restore()
         upgrade(scratch_url)
         downgrade(scratch_url, "base")
         upgrade(scratch_url)

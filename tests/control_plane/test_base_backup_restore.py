@@ -167,6 +167,13 @@ def test_a_base_backup_restored_to_a_restore_point_serves_the_next_night(
     # Both grants on record at the restore point were still outstanding there.
     assert done["tokens_revoked"] == 2
     assert _night(restored.url, NIGHT_KEY)["tokens"] == {"held": "restore", "replayed": "restore"}
+    # The restored server is production now, its recovery target still set: `migrate --check`
+    # runs against it before the next upgrade (docs/upgrading.md). Its scratch database is new,
+    # with no record of any restore: it must not be fenced as an unfinished restore.
+    checked = run_nachtwacht(
+        "control", "migrate", "--check", "--database-url", restored.url, launcher=FORKED
+    )
+    assert checked.startswith("ok: "), checked
 
     # Once `after-restore` has run, the same replica uses the restored server and refuses what
     # it revoked.

@@ -3,13 +3,16 @@ cluster refused (a real PostgreSQL each)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from control_plane import database
 from control_plane.database_fence import DatabaseFence, FencedServer, read_position
+from control_plane.errors import DatabaseUnavailable
 from tests.worlds.replicated_postgres import ReplicatedPair, replicated_pair
 
 
@@ -89,3 +92,21 @@ def test_a_database_that_names_no_cluster_is_used(database_url: str) -> None:
         conn.execute("DELETE FROM database_clusters")
     with DatabaseFence(database_url).connect() as conn:
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_a_process_that_cannot_start_on_a_fenced_server_says_why(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica or an admin command started before `after-restore` ends with the fence's reason,
+    not with the pool's wait (`pool initialization incomplete after 15 sec`)."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("UPDATE database_clusters SET system_identifier = '7000000000000000001'")
+    monkeypatch.setattr(database, "POOL_OPEN_SECONDS", 1.0)
+    with pytest.raises(DatabaseUnavailable) as refused:
+        database.open_pool(database_url)
+    assert re.fullmatch(
+        r"cannot connect to the database: the database at \S+ holds data written on another"
+        r" cluster \(this server's system identifier is \d+\): a restore into a new server, and"
+        r" `nachtwacht control after-restore` has not run on it: not used until it has",
+        str(refused.value),
+    ), refused.value

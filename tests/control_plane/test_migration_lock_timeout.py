@@ -88,6 +88,8 @@ def test_a_migration_behind_a_long_query_gives_up_and_the_writers_behind_it_go_o
 def test_the_command_refuses_a_lock_timeout_that_is_no_duration(text: str) -> None:
     result = run_child("control", "migrate", "--lock-timeout-seconds", text)
     assert result.returncode == 2
-    assert f"--lock-timeout-seconds: {text!r} — expected seconds above 0 and at most 600" in (
-        result.stderr
+    # One line naming the option once, the value and what was expected.
+    assert result.stderr == (
+        "nachtwacht control migrate: argument --lock-timeout-seconds: "
+        f"{text!r} — expected seconds above 0 and at most 600\n"
     )
