@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_daemon.commands.unit_files import WRITTEN_BY_BUNDLE, written_by_bundle
 from tests.packaging.conftest import ARCHES, BUILD_DEADLINE_SECONDS, Artifacts
 from tests.worlds.processes import REPO_ROOT
 
@@ -134,7 +135,11 @@ def test_the_units_users_and_install_root_are_in_place(installed: tuple[Path, st
         "usr/lib/nachtwacht-agent/guard.sh": "self-update/guard.sh",
     }
     for path, source in placed.items():
-        assert (root / path).read_bytes() == (packaging / source).read_bytes(), path
+        # The units carry the bundle's first line, so that `agent install` enables them as the
+        # bundle's rather than keeping them aside as units the administrator wrote.
+        mark = WRITTEN_BY_BUNDLE if path.startswith("etc/systemd/") else b""
+        assert (root / path).read_bytes() == mark + (packaging / source).read_bytes(), path
+        assert written_by_bundle(root / path) == bool(mark), path
     # The non-root drop-in is a choice the admin makes, not the default.
     assert not (root / "etc/systemd/system/nachtwacht-agent.service.d").exists()
     if shutil.which("systemd-sysusers") is None:
@@ -152,7 +157,8 @@ def test_the_units_users_and_install_root_are_in_place(installed: tuple[Path, st
 def test_it_starts_nothing_and_names_the_next_step(installed: tuple[Path, str]) -> None:
     _, said = installed
     assert said.endswith(
-        "  nachtwacht agent install --url https://control.example --enrollment-token nwe_...\n"
+        "  nachtwacht agent install --url https://control.example --enrollment-token nwe_... "
+        "--trust-root root-1.json\n"
     )
     assert "nothing runs yet" in said
 
