@@ -81,9 +81,7 @@ class UnitPlacement:
 
     def ours(self, name: str) -> bool:
         """The unit is `install`'s, the package's or the bundle's, so `install` may enable it."""
-        return any(
-            path.name == name for path in (*self.written, *self.by_package, *self.by_bundle)
-        )
+        return any(path.name == name for path in (*self.written, *self.by_package, *self.by_bundle))
 
 
 def shipped_unit(name: str) -> bytes:
