@@ -188,9 +188,18 @@ if [ "$venv_only" = no ]; then
     fi
 fi
 
-cat <<NEXT
+if [ -f "$root/etc/nachtwacht-agent/agent.toml" ]; then
+    # An upgrade of an enrolled host: the running updater goes on with the build it started.
+    cat <<UPGRADED
+nachtwacht agent $VERSION is installed in $venv; this host is enrolled already.
+A running updater goes on with its old build until it restarts:
+  systemctl restart nachtwacht-agent
+UPGRADED
+else
+    cat <<NEXT
 nachtwacht agent $VERSION is installed in $venv; nothing runs yet.
 Next, enroll this host with a token from your control plane and the trust root your provider
 gave you (it writes the configuration and starts the service):
   nachtwacht agent install --url https://control.example --enrollment-token nwe_... --trust-root root-1.json
 NEXT
+fi

@@ -180,6 +180,27 @@ def test_running_it_again_keeps_the_environment(
 
 @needs_this_arch
 @needs_no_network
+def test_on_an_enrolled_host_it_says_to_restart_not_to_enroll(
+    artifacts: Artifacts, installed: tuple[Path, str], tmp_path: Path
+) -> None:
+    # An upgrade: the host's admin runs a newer bundle's install.sh on an enrolled host.
+    root, _ = installed
+    config = root / "etc/nachtwacht-agent/agent.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("format_version = 1\n")
+    try:
+        again = offline("sh", artifacts.unpacked_bundle(HOST_ARCH, tmp_path) / "install.sh",
+                        "--root", root)  # fmt: skip
+    finally:
+        config.unlink()
+    assert again.returncode == 0, again.stderr
+    assert "this host is enrolled already" in again.stdout
+    assert again.stdout.endswith("  systemctl restart nachtwacht-agent\n")
+    assert "enrollment-token" not in again.stdout
+
+
+@needs_this_arch
+@needs_no_network
 def test_an_install_of_the_layout_before_is_replaced_by_builds_side_by_side(
     artifacts: Artifacts, tmp_path: Path
 ) -> None:
