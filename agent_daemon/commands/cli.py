@@ -58,9 +58,19 @@ def _default_platform() -> str:
 
 def _add_path_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--state-dir", help="state directory (default: $STATE_DIRECTORY, else a platform default)"
+        "--state-dir",
+        help=(
+            "state directory (default: $STATE_DIRECTORY, else as root /var/lib/nachtwacht-agent, "
+            "else the user's state directory)"
+        ),
     )
-    parser.add_argument("--config", help="config file (default: <state dir>/agent.toml)")
+    parser.add_argument(
+        "--config",
+        help=(
+            "config file (default: $CONFIGURATION_DIRECTORY/agent.toml, else as root without "
+            "--state-dir /etc/nachtwacht-agent/agent.toml, else <state dir>/agent.toml)"
+        ),
+    )
 
 
 def _parser() -> _Parser:

@@ -99,15 +99,24 @@ def follow_manual_update(
     daemon picks it up) or after `timeout_seconds` (real)."""
     deadline = monotonic() + timeout_seconds
     said = ""
+    seen_running = False
     while True:
         record = _outcome_of(run_id, state)
         if record is not None:
             return FollowResult(record=record)
+        running = daemon_running()
+        if not running and not seen_running:
+            say(
+                "the daemon is not running: the request stays filed, and the daemon takes it up "
+                "at its first minute once it runs (systemctl start nachtwacht-agent)"
+            )
+            return FollowResult(record=None)
+        seen_running = True
         words = _progress_words(run_id, activity)
         if words and words != said:
             say(words)
             said = words
-        if not daemon_running():
+        if not running:
             say("the daemon stopped before the update ended; the request stays filed")
             return FollowResult(record=None)
         if monotonic() >= deadline:

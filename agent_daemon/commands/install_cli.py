@@ -92,7 +92,7 @@ def install(
     print_written(staged)
     if args.no_start:
         print("not started (--no-start); to start it:")
-        print(f"  {_start_commands()}")
+        print(f"  {_start_commands(UnitPlacement())}")
         return 0
     return _start(staged, systemd_dir)
 
@@ -175,7 +175,7 @@ def _start(staged: StagedEnrollment, systemd_dir: Path) -> int:
     except (SystemctlFailed, OSError) as exc:
         _report_units(placement)
         print(f"the agent is enrolled and its config written, but it was not started: {exc}")
-        print(f"once that is fixed, start it with: {_start_commands()}")
+        print(f"once that is fixed, start it with: {_start_commands(placement)}")
         return 1
     _report_units(placement)
     _warn_if_the_unit_reads_elsewhere(staged.paths)
@@ -188,12 +188,17 @@ def _report_units(placement: UnitPlacement) -> None:
         print(f"unit written: {path}")
     for path in placement.by_package:
         print(f"unit from the package: {path}")
+    for path in placement.by_bundle:
+        print(f"unit from the bundle's install.sh: {path}")
     for path in placement.kept:
         print(f"unit kept as it was (not written by install): {path}")
 
 
-def _start_commands() -> str:
-    return f"systemctl daemon-reload && systemctl enable --now {DAEMON_UNIT}"
+def _start_commands(placement: UnitPlacement) -> str:
+    enable_managed = (
+        f"systemctl enable {MANAGED_AGENT_UNIT} && " if placement.ours(MANAGED_AGENT_UNIT) else ""
+    )
+    return f"systemctl daemon-reload && {enable_managed}systemctl enable --now {DAEMON_UNIT}"
 
 
 def _warn_if_the_unit_reads_elsewhere(paths: AgentPaths) -> None:

@@ -49,11 +49,14 @@ def switch_own_build(
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise SelfUpdateError(f"restart-command: {restart_command!r}: {exc}") from exc
+            raise SelfUpdateError(f"--restart-command: {restart_command!r}: {exc}") from exc
         if done.returncode != 0:
+            # One line, however many the command wrote (systemctl on a host without systemd
+            # writes two).
+            said = "; ".join(line.strip() for line in done.stderr.splitlines() if line.strip())
             raise SelfUpdateError(
-                f"restart-command: {restart_command!r} exited {done.returncode}: "
-                f"{done.stderr.strip()} (the switch stays pending; the guard takes it back at "
+                f"--restart-command: {restart_command!r} exited {done.returncode}: "
+                f"{said} (the switch stays pending; the guard takes it back at "
                 "the deadline unless the unit restarts into the new build)"
             )
 

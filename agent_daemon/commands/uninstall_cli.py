@@ -6,7 +6,9 @@ the config and the state directory, the agent's credential with them. It never r
 agent's builds under the install root: they are the product the host runs, not the updater's.
 
 Run twice, the second run says there is nothing left. It asks before removing anything unless
-`--yes`; without a terminal to ask on, `--yes` is required.
+`--yes`; without a terminal to ask on, `--yes` is required. `--purge` refuses while a daemon still
+holds the state directory (one started by hand, or a service systemctl could not stop): it would
+go on updating with the credential it holds and write its state again.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from agent_daemon.commands.unit_files import (
     package_unit,
     run_systemctl,
     systemctl_succeeds,
+    written_by_bundle,
     written_by_install,
 )
 from agent_daemon.errors import ConfigError
+from agent_daemon.minute.daemon_loop import daemon_running
 from agent_daemon.settings import (
     CONFIG_FILE_NAME,
     DEFAULT_INSTALL_ROOT,
@@ -48,12 +52,15 @@ def uninstall(args: argparse.Namespace, paths: AgentPaths) -> int:
     systemd_dir = Path(args.systemd_dir)
     ours = [systemd_dir / name for name in UNIT_NAMES if written_by_install(systemd_dir / name)]
     packaged = [path for name in UNIT_NAMES if (path := package_unit(name)) is not None]
+    packaged += [systemd_dir / name for name in UNIT_NAMES if written_by_bundle(systemd_dir / name)]
     install_root = _install_root(paths)
     stop = _services_to_stop(ours, systemd_dir)
     purged = _purge_targets(paths) if args.purge else []
     if not (ours or stop or purged):
         print(f"nothing left to uninstall{_what_stays(paths, packaged, purge=args.purge)}")
         return 0
+    if purged and not stop:
+        _refuse_while_a_daemon_runs(paths)
     for service in stop:
         print(f"stop and disable {service}")
     for path in ours:
@@ -69,6 +76,8 @@ def uninstall(args: argparse.Namespace, paths: AgentPaths) -> int:
         except SystemctlFailed as exc:
             print(f"not stopped: {exc}", file=sys.stderr)
             failed = True
+        if purged:
+            _refuse_while_a_daemon_runs(paths)
     for path in ours:
         path.unlink(missing_ok=True)
     if ours:
@@ -88,6 +97,18 @@ def uninstall(args: argparse.Namespace, paths: AgentPaths) -> int:
         f"them); remove them yourself when nothing runs them: rm -r {install_root}"
     )
     return 1 if failed else 0
+
+
+def _refuse_while_a_daemon_runs(paths: AgentPaths) -> None:
+    pid = daemon_running(paths.state_dir)
+    if pid is None:
+        return
+    running = f"pid {pid}" if pid > 0 else "its pid unknown"
+    raise ConfigError(
+        f"--purge: a daemon still runs on {paths.state_dir} ({running}) — expected none: it "
+        f"would go on with the credential it holds; stop it first (systemctl stop {DAEMON_UNIT}, "
+        "or end the `nachtwacht agent run` started by hand); nothing was removed"
+    )
 
 
 def _services_to_stop(ours: list[Path], systemd_dir: Path) -> list[str]:
@@ -126,10 +147,18 @@ def _what_stays(paths: AgentPaths, packaged: list[Path], *, purge: bool) -> str:
             f"the config {paths.config_file} and the state {paths.state_dir} stay (--purge "
             "removes them)"
         )
-    if packaged:
+    by_bundle = [path for path in packaged if written_by_bundle(path)]
+    by_package = [path for path in packaged if path not in by_bundle]
+    if by_package:
         notes.append(
-            f"the units {', '.join(map(str, packaged))} belong to the {PACKAGE_NAME} package: "
+            f"the units {', '.join(map(str, by_package))} belong to the {PACKAGE_NAME} package: "
             f"remove it with `apt remove {PACKAGE_NAME}`"
+        )
+    if by_bundle:
+        notes.append(
+            f"the units {', '.join(map(str, by_bundle))} came with the offline bundle's "
+            "install.sh, like /opt/nachtwacht and /usr/local/bin/nachtwacht: remove them by hand "
+            '(docs/agent_daemon.md, "Removing it")'
         )
     return "".join(f"; {note}" for note in notes)
 

@@ -5,7 +5,10 @@ The unit texts ship with the agent (`agent_daemon/host/units/`, the files of `pa
 copied into the wheel). `install` writes a unit to the administrator's unit directory only when
 no package installed it and the administrator has none of that name: a unit it wrote starts with
 `WRITTEN_BY_INSTALL`, which is how `uninstall` knows it may remove it — never a package's file
-(the package manager removes those), never the administrator's own.
+(the package manager removes those), never the administrator's own. The offline bundle's
+`install.sh` puts its units in the administrator's directory too, each starting with
+`WRITTEN_BY_BUNDLE`: they are used as a package's are (enabled, never rewritten nor removed),
+not kept aside as the administrator's own.
 
 `systemctl` is resolved on PATH when it runs.
 """
@@ -29,6 +32,7 @@ __all__ = [
     "PACKAGE_NAME",
     "PACKAGE_UNIT_DIRS",
     "UNIT_NAMES",
+    "WRITTEN_BY_BUNDLE",
     "WRITTEN_BY_INSTALL",
     "SystemctlFailed",
     "UnitPlacement",
@@ -38,6 +42,7 @@ __all__ = [
     "run_systemctl",
     "shipped_unit",
     "systemctl_succeeds",
+    "written_by_bundle",
     "written_by_install",
 ]
 
@@ -51,6 +56,12 @@ UNIT_NAMES = (DAEMON_UNIT, MANAGED_AGENT_UNIT)
 WRITTEN_BY_INSTALL = (
     b"# Written by `nachtwacht agent install`; `nachtwacht agent uninstall` removes it.\n"
 )
+# The first line of each unit the offline bundle's install.sh installs (packaging/bundle/install.sh
+# writes this very line).
+WRITTEN_BY_BUNDLE = (
+    b"# Installed by the nachtwacht-agent bundle's install.sh; a newer bundle's install.sh "
+    b"replaces it.\n"
+)
 # A systemctl call that hangs (a stuck D-Bus) must not hang the command.
 SYSTEMCTL_TIMEOUT_SECONDS = 120.0
 
@@ -63,12 +74,14 @@ class SystemctlFailed(Exception):
 class UnitPlacement:
     written: list[Path] = field(default_factory=list)
     by_package: list[Path] = field(default_factory=list)
+    # The offline bundle's, in the administrator's directory: used as a package's.
+    by_bundle: list[Path] = field(default_factory=list)
     # The administrator's own unit of that name: left as it is.
     kept: list[Path] = field(default_factory=list)
 
     def ours(self, name: str) -> bool:
-        """The unit is `install`'s or the package's, so `install` may enable it."""
-        return any(path.name == name for path in (*self.written, *self.by_package))
+        """The unit is `install`'s, the package's or the bundle's, so `install` may enable it."""
+        return any(path.name == name for path in (*self.written, *self.by_package, *self.by_bundle))
 
 
 def shipped_unit(name: str) -> bytes:
@@ -98,24 +111,35 @@ def managed_agent_user(
 
 
 def written_by_install(path: Path) -> bool:
+    return _first_line(path) == WRITTEN_BY_INSTALL
+
+
+def written_by_bundle(path: Path) -> bool:
+    return _first_line(path) == WRITTEN_BY_BUNDLE
+
+
+def _first_line(path: Path) -> bytes | None:
     try:
         with path.open("rb") as unit:
-            return unit.readline() == WRITTEN_BY_INSTALL
+            return unit.readline()
     except OSError:
-        return False
+        return None
 
 
 def place_units(
     target_dir: Path, *, package_dirs: Sequence[Path] = PACKAGE_UNIT_DIRS
 ) -> UnitPlacement:
-    """Each shipped unit written to `target_dir` unless a package installed it or the
-    administrator has one of that name; a unit `install` wrote before is brought up to date."""
+    """Each shipped unit written to `target_dir` unless a package or the offline bundle installed
+    it or the administrator has one of that name; a unit `install` wrote before is brought up to
+    date."""
     placement = UnitPlacement()
     for name in UNIT_NAMES:
         packaged = package_unit(name, package_dirs)
         target = target_dir / name
         if packaged is not None:
             placement.by_package.append(packaged)
+        elif written_by_bundle(target):
+            placement.by_bundle.append(target)
         elif target.exists() and not written_by_install(target):
             placement.kept.append(target)
         else:

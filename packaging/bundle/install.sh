@@ -149,15 +149,25 @@ sync
 
 if [ "$venv_only" = no ]; then
     units=$here/units
-    install -D -m 0644 "$units/systemd/nachtwacht-agent.service" "$root/etc/systemd/system/nachtwacht-agent.service"
-    install -D -m 0644 "$units/systemd/provibr-agent.service" "$root/etc/systemd/system/provibr-agent.service"
+    # Each unit starts with this line, so that `nachtwacht agent install` uses (enables) them as
+    # the bundle's and never takes them for units the administrator wrote
+    # (agent_daemon/commands/unit_files.py, WRITTEN_BY_BUNDLE).
+    mkdir -p "$root/etc/systemd/system"
+    for unit in nachtwacht-agent.service provibr-agent.service nachtwacht-agent-guard.service \
+        nachtwacht-agent-guard.timer; do
+        target=$root/etc/systemd/system/$unit
+        {
+            echo "# Installed by the nachtwacht-agent bundle's install.sh; a newer bundle's install.sh replaces it."
+            cat "$units/systemd/$unit"
+        } >"$target.tmp"
+        chmod 0644 "$target.tmp"
+        mv -f "$target.tmp" "$target"
+    done
     for conf in "$units"/sysusers.d/*.conf; do
         install -D -m 0644 "$conf" "$root/etc/sysusers.d/$(basename "$conf")"
     done
     install -D -m 0644 "$units/tmpfiles.d/nachtwacht-agent.conf" "$root/etc/tmpfiles.d/nachtwacht-agent.conf"
     install -D -m 0644 "$units/polkit/50-nachtwacht-agent.rules" "$root/etc/polkit-1/rules.d/50-nachtwacht-agent.rules"
-    install -D -m 0644 "$units/systemd/nachtwacht-agent-guard.service" "$root/etc/systemd/system/nachtwacht-agent-guard.service"
-    install -D -m 0644 "$units/systemd/nachtwacht-agent-guard.timer" "$root/etc/systemd/system/nachtwacht-agent-guard.timer"
     # The unit names the guard by this path; a self-update never replaces it.
     install -D -m 0755 "$units/self-update/guard.sh" "$root/usr/lib/nachtwacht-agent/guard.sh"
     mkdir -p "$root/usr/local/bin"
@@ -178,9 +188,18 @@ if [ "$venv_only" = no ]; then
     fi
 fi
 
-cat <<NEXT
+if [ -f "$root/etc/nachtwacht-agent/agent.toml" ]; then
+    # An upgrade of an enrolled host: the running updater goes on with the build it started.
+    cat <<UPGRADED
+nachtwacht agent $VERSION is installed in $venv; this host is enrolled already.
+A running updater goes on with its old build until it restarts:
+  systemctl restart nachtwacht-agent
+UPGRADED
+else
+    cat <<NEXT
 nachtwacht agent $VERSION is installed in $venv; nothing runs yet.
-Next, enroll this host with a token from your control plane (it writes the configuration and
-starts the service):
-  nachtwacht agent install --url https://control.example --enrollment-token nwe_...
+Next, enroll this host with a token from your control plane and the trust root your provider
+gave you (it writes the configuration and starts the service):
+  nachtwacht agent install --url https://control.example --enrollment-token nwe_... --trust-root root-1.json
 NEXT
+fi

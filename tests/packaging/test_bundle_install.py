@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_daemon.commands.unit_files import WRITTEN_BY_BUNDLE, written_by_bundle
 from tests.packaging.conftest import ARCHES, BUILD_DEADLINE_SECONDS, Artifacts
 from tests.worlds.processes import REPO_ROOT
 
@@ -134,7 +135,11 @@ def test_the_units_users_and_install_root_are_in_place(installed: tuple[Path, st
         "usr/lib/nachtwacht-agent/guard.sh": "self-update/guard.sh",
     }
     for path, source in placed.items():
-        assert (root / path).read_bytes() == (packaging / source).read_bytes(), path
+        # The units carry the bundle's first line, so that `agent install` enables them as the
+        # bundle's rather than keeping them aside as units the administrator wrote.
+        mark = WRITTEN_BY_BUNDLE if path.startswith("etc/systemd/") else b""
+        assert (root / path).read_bytes() == mark + (packaging / source).read_bytes(), path
+        assert written_by_bundle(root / path) == bool(mark), path
     # The non-root drop-in is a choice the admin makes, not the default.
     assert not (root / "etc/systemd/system/nachtwacht-agent.service.d").exists()
     if shutil.which("systemd-sysusers") is None:
@@ -152,7 +157,8 @@ def test_the_units_users_and_install_root_are_in_place(installed: tuple[Path, st
 def test_it_starts_nothing_and_names_the_next_step(installed: tuple[Path, str]) -> None:
     _, said = installed
     assert said.endswith(
-        "  nachtwacht agent install --url https://control.example --enrollment-token nwe_...\n"
+        "  nachtwacht agent install --url https://control.example --enrollment-token nwe_... "
+        "--trust-root root-1.json\n"
     )
     assert "nothing runs yet" in said
 
@@ -170,6 +176,27 @@ def test_running_it_again_keeps_the_environment(
     assert again.returncode == 0, again.stderr
     assert venv_python.lstat().st_ino == before
     assert offline(root / "usr/local/bin/nachtwacht", "agent", "--help").returncode == 0
+
+
+@needs_this_arch
+@needs_no_network
+def test_on_an_enrolled_host_it_says_to_restart_not_to_enroll(
+    artifacts: Artifacts, installed: tuple[Path, str], tmp_path: Path
+) -> None:
+    # An upgrade: the host's admin runs a newer bundle's install.sh on an enrolled host.
+    root, _ = installed
+    config = root / "etc/nachtwacht-agent/agent.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("format_version = 1\n")
+    try:
+        again = offline("sh", artifacts.unpacked_bundle(HOST_ARCH, tmp_path) / "install.sh",
+                        "--root", root)  # fmt: skip
+    finally:
+        config.unlink()
+    assert again.returncode == 0, again.stderr
+    assert "this host is enrolled already" in again.stdout
+    assert again.stdout.endswith("  systemctl restart nachtwacht-agent\n")
+    assert "enrollment-token" not in again.stdout
 
 
 @needs_this_arch

@@ -95,7 +95,8 @@ def test_installing_makes_the_environment_offline_and_starts_nothing(lifecycle: 
     said = lifecycle.root.said["install"].stdout
     assert "nothing runs yet" in said
     assert said.rstrip().endswith(
-        "nachtwacht agent install --url https://control.example --enrollment-token nwe_..."
+        "nachtwacht agent install --url https://control.example --enrollment-token nwe_... "
+        "--trust-root root-1.json"
     )
     assert lifecycle.root.said["agent help"].stdout.startswith("usage: nachtwacht agent")
     missing = lifecycle.root.said["import control_plane"]

@@ -216,7 +216,30 @@ def test_update_now_ends_in_failure_when_the_claim_is_refused(tmp_path: Path) ->
 
 
 def test_update_now_without_a_running_daemon_says_so(tmp_path: Path) -> None:
+    # Not "stopped before the update ended", nor "waiting for the daemon": it never ran.
     h, _ = _harness(tmp_path, StubUpdater())
     said: list[str] = []
     assert _follow(h, str(uuid.uuid4()), said, running=False) == (False, None)
-    assert said[-1].startswith("the daemon stopped")
+    assert said == [
+        "the daemon is not running: the request stays filed, and the daemon takes it up at its "
+        "first minute once it runs (systemctl start nachtwacht-agent)"
+    ]
+
+
+def test_update_now_says_when_the_daemon_stops_while_it_follows(tmp_path: Path) -> None:
+    h, _ = _harness(tmp_path, StubUpdater())
+    answers = iter([True, False])
+    said: list[str] = []
+    result = follow_manual_update(
+        str(uuid.uuid4()),
+        state=h.store,
+        activity=ActivityFile(h.state_dir),
+        daemon_running=lambda: next(answers),
+        say=said.append,
+        sleep=lambda _s: None,
+        poll_seconds=0.01,
+        timeout_seconds=30,
+        monotonic=time.monotonic,
+    )
+    assert result.record is None
+    assert said[-1] == "the daemon stopped before the update ended; the request stays filed"

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import pytest
 
-from agent_daemon.commands.unit_files import WRITTEN_BY_INSTALL, shipped_unit
+from agent_daemon.commands.unit_files import WRITTEN_BY_BUNDLE, WRITTEN_BY_INSTALL, shipped_unit
 from tests.agent_daemon.commands.enrollment_stand_in import StandInPlane, stand_in_plane
 from tests.agent_daemon.commands.install_support import FakeSystemd, install
 from tests.worlds.hosts import AgentHost
@@ -213,9 +213,10 @@ def test_a_failed_start_keeps_the_credential_and_says_what_to_run(
         result.stdout
     )
     assert "systemctl daemon-reload: exit status 1 (Failed: Access denied)" in result.stdout
-    assert "once that is fixed, start it with: systemctl daemon-reload && systemctl enable " in (
-        result.stdout
-    )
+    assert (
+        "once that is fixed, start it with: systemctl daemon-reload && systemctl enable "
+        "provibr-agent.service && systemctl enable --now nachtwacht-agent.service"
+    ) in result.stdout
 
 
 def test_a_unit_the_administrator_wrote_is_kept_and_not_enabled(
@@ -228,6 +229,29 @@ def test_a_unit_the_administrator_wrote_is_kept_and_not_enabled(
     assert own.read_text() == "[Service]\nExecStart=/usr/local/bin/provibr-agent\n"
     assert f"unit kept as it was (not written by install): {own}" in result.stdout
     assert systemd.calls() == ["daemon-reload", "enable --now nachtwacht-agent.service"]
+
+
+def test_the_units_the_bundle_installed_are_enabled_as_they_are(
+    plane: StandInPlane, host: AgentHost, systemd: FakeSystemd
+) -> None:
+    # The offline bundle's install.sh puts its units in the administrator's directory.
+    units = {
+        name: WRITTEN_BY_BUNDLE + shipped_unit(name)
+        for name in ("nachtwacht-agent.service", "provibr-agent.service")
+    }
+    for name, text in units.items():
+        (systemd.unit_dir / name).write_bytes(text)
+    result = install(host, systemd, plane.url, plane.token())
+    assert result.returncode == 0, result.stderr
+    for name, text in units.items():
+        assert (systemd.unit_dir / name).read_bytes() == text
+        assert f"unit from the bundle's install.sh: {systemd.unit_dir / name}" in result.stdout
+    assert "not written by install" not in result.stdout
+    assert systemd.calls() == [
+        "daemon-reload",
+        "enable provibr-agent.service",
+        "enable --now nachtwacht-agent.service",
+    ]
 
 
 def test_the_token_is_read_from_stdin_and_the_agent_user_is_kept(

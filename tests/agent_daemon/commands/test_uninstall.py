@@ -3,11 +3,14 @@ on loopback, a recording `systemctl` first on PATH and a unit directory of the t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from agent_daemon.commands.unit_files import UNIT_NAMES, WRITTEN_BY_BUNDLE, shipped_unit
+from agent_daemon.disk.pid_lock import PidLock
 from tests.agent_daemon.commands.enrollment_stand_in import stand_in_plane
 from tests.agent_daemon.commands.install_support import FakeSystemd, install, uninstall
 from tests.worlds.hosts import AgentHost
@@ -101,3 +104,45 @@ def test_purge_leaves_a_folder_that_is_not_an_agents_state_alone(tmp_path: Path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("nothing left to uninstall")
     assert (host.state_dir / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("units", ["installed", "none"])
+def test_purge_refuses_while_a_daemon_holds_the_state_directory(
+    installed: tuple[AgentHost, FakeSystemd], units: str
+) -> None:
+    # A daemon started by hand (`nachtwacht agent run`), or one systemctl did not stop: purging
+    # under it would leave it updating with its credential and writing its state again.
+    host, systemd = installed
+    if units == "none":
+        for unit in systemd.unit_dir.iterdir():
+            unit.unlink()
+    with PidLock(host.state_dir / "daemon.lock"):
+        result = uninstall(host, systemd, "--purge", "--yes")
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"nachtwacht agent uninstall: --purge: a daemon still runs on {host.state_dir} "
+        f"(pid {os.getpid()}) — expected none: it would go on with the credential it holds; "
+        "stop it first (systemctl stop nachtwacht-agent.service, or end the `nachtwacht agent "
+        "run` started by hand); nothing was removed\n"
+    )
+    assert (host.state_dir / "agent.toml").exists()
+    assert len(list(systemd.unit_dir.iterdir())) == (2 if units == "installed" else 0)
+
+    stopped = uninstall(host, systemd, "--purge", "--yes")
+    assert stopped.returncode == 0, stopped.stderr
+    assert not host.state_dir.exists()
+
+
+def test_the_bundles_units_stay_and_the_admin_is_told_where_they_came_from(
+    installed: tuple[AgentHost, FakeSystemd],
+) -> None:
+    host, systemd = installed
+    for name in UNIT_NAMES:
+        (systemd.unit_dir / name).write_bytes(WRITTEN_BY_BUNDLE + shipped_unit(name))
+    result = uninstall(host, systemd, "--yes")
+    assert result.returncode == 0, result.stderr
+    # The recording systemctl says the daemon's unit is enabled: it is stopped, its file kept.
+    assert systemd.calls()[-1] == "disable --now nachtwacht-agent.service"
+    assert sorted(path.name for path in systemd.unit_dir.iterdir()) == sorted(UNIT_NAMES)
+    assert "came with the offline bundle's install.sh" in result.stdout
+    assert "apt remove" not in result.stdout

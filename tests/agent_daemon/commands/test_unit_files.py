@@ -10,10 +10,12 @@ import pytest
 
 from agent_daemon.commands.unit_files import (
     UNIT_NAMES,
+    WRITTEN_BY_BUNDLE,
     WRITTEN_BY_INSTALL,
     managed_agent_user,
     place_units,
     shipped_unit,
+    written_by_bundle,
     written_by_install,
 )
 from tests.worlds.processes import REPO_ROOT
@@ -60,6 +62,28 @@ def test_the_administrators_own_unit_is_kept(tmp_path: Path) -> None:
     assert own.read_text() == "[Service]\nExecStart=/srv/agent\n"
     assert not written_by_install(own)
     assert not placement.ours("provibr-agent.service")
+
+
+def test_the_bundles_units_are_used_as_a_packages_not_kept_as_the_administrators(
+    tmp_path: Path,
+) -> None:
+    # install.sh puts them in the administrator's directory: `install` must still enable them.
+    for name in UNIT_NAMES:
+        (tmp_path / name).write_bytes(WRITTEN_BY_BUNDLE + shipped_unit(name))
+    placement = place_units(tmp_path, package_dirs=())
+    assert placement.by_bundle == [tmp_path / name for name in UNIT_NAMES]
+    assert placement.kept == placement.written == []
+    for name in UNIT_NAMES:
+        assert placement.ours(name)
+        assert (tmp_path / name).read_bytes() == WRITTEN_BY_BUNDLE + shipped_unit(name)
+        assert written_by_bundle(tmp_path / name)
+        assert not written_by_install(tmp_path / name)
+
+
+def test_the_bundles_install_sh_writes_the_very_mark_install_looks_for() -> None:
+    script = (REPO_ROOT / "packaging" / "bundle" / "install.sh").read_text()
+    line = WRITTEN_BY_BUNDLE.decode().rstrip("\n")
+    assert f'echo "{line}"' in script
 
 
 def test_a_unit_install_wrote_before_is_brought_up_to_date(tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ def test_update_now_files_a_manual_run_the_agent_learns_from_its_config(
     assert first.returncode == 1, first.stderr
     assert first.stderr == ""
     assert "update requested (run " in first.stdout
-    assert "the daemon stopped" in first.stdout
+    assert "the daemon is not running: the request stays filed" in first.stdout
     run_id = first.stdout.split("(run ", 1)[1].split(")", 1)[0]
     config = _config_once(plane, agent, lambda c: c.get("manual_update") is not None)
     assert config["manual_update"]["run_id"] == run_id

@@ -95,3 +95,31 @@ def test_a_second_switch_while_one_is_pending_is_refused(tmp_path: Path) -> None
     assert second.returncode == 2
     assert "a switch is still pending; wait for its outcome" in second.stderr
     assert layout.link_target("current") == NEW
+
+
+def test_a_failed_restart_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    # systemctl on a host without systemd says so in two lines; the admin gets one.
+    own_root, state_dir = tmp_path / "own", tmp_path / "state"
+    state_dir.mkdir(mode=0o700)
+    layout = InstallLayout(own_root)
+    layout.ensure()
+    for version in (OLD, NEW):
+        layout.version_dir(version).mkdir()
+        (layout.version_dir(version) / ".complete").write_text("sha\n")
+    layout.point("current", OLD)
+    restart = tmp_path / "restart"
+    restart.write_text(
+        "#!/bin/sh\necho 'not booted with systemd' >&2\necho 'bus down' >&2\nexit 1\n"
+    )
+    restart.chmod(0o755)
+    done = run_agent(
+        "self-update", "--own-root", str(own_root), "--state-dir", str(state_dir),
+        "switch", NEW, "--restart-command", str(restart),
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"nachtwacht agent self-update: --restart-command: '{restart}' exited 1: not booted with "
+        "systemd; bus down (the switch stays pending; the guard takes it back at the deadline "
+        "unless the unit restarts into the new build)\n"
+    )
+    assert pending_switch(state_dir) is not None
