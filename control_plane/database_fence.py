@@ -11,10 +11,11 @@ it is used: its server's position is the cluster's system identifier (the same o
 the standbys made from it) and the timeline its WAL is written on (a promotion starts a new,
 higher one; a demoted primary restarted stays on the old one). Each process remembers the newest
 position it has seen per URL. A server behind it — same cluster, older timeline — is fenced: the
-connection is closed, the error is logged loudly, every host of the URL is asked for its position
-and the host holding the newest one is tried first from then on; until one is found, the request
-answers 503 `database_unavailable`. A server of another cluster (another system identifier) is
-fenced too: after a restore into a new cluster, restart the replicas.
+connection is closed, the error is logged (the first time, then once a minute), every host of the
+URL is asked for its position and the host holding the newest one is tried first from then on;
+until one is found, the request answers 503 `database_unavailable`. A server of another cluster
+(another system identifier) is fenced too: after a restore into a new cluster, restart the
+replicas.
 
 A process that has seen nothing yet (just started) asks every host of the URL before its first
 connection and takes the newest timeline among them: two writable hosts on different timelines
@@ -52,6 +53,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -73,6 +75,11 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+# A fenced server is refused on every new connection, one per request while it lasts: the error
+# is logged the first time and then at most this often (with the count since), so the reason stays
+# in view without burying everything else in the log.
+FENCED_LOG_EVERY_SECONDS = 60.0
 
 # How long asking one host for its position may take: a host that is down must not hold up the
 # others for libpq's default (forever).
@@ -220,6 +227,9 @@ class DatabaseFence:
         self._first = 0  # the index of the host tried first
         self._unfinished_restore_allowed = False
         self._last_refusal: str | None = None
+        # The refusal last logged, when, and how many times it was refused since without a line.
+        self._logged: tuple[str, float] | None = None
+        self._unlogged = 0
 
     def allow_unfinished_restore(self) -> None:
         """Use a server restored to a point in time before `after-restore` has run on it: only
@@ -274,9 +284,24 @@ class DatabaseFence:
         if refusal is None:
             return
         conn.close()
-        logger.error("FENCED: %s", refusal)
+        self._log_fenced(refusal)
         self._point_at_newest()
         raise FencedServer(refusal)
+
+    def _log_fenced(self, refusal: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if self._logged is not None:
+                last, at = self._logged
+                if last == refusal and now - at < FENCED_LOG_EVERY_SECONDS:
+                    self._unlogged += 1
+                    return
+            since = self._unlogged
+            self._logged, self._unlogged = (refusal, now), 0
+        if since:
+            logger.error("FENCED: %s (refused %d more times since the last line)", refusal, since)
+        else:
+            logger.error("FENCED: %s", refusal)
 
     def _unfinished_restore(
         self, position: ServerPosition, conn: psycopg.Connection[Any]

@@ -3,6 +3,7 @@ cluster refused (a real PostgreSQL each)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 
@@ -10,7 +11,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from control_plane import database
+from control_plane import database, database_fence
 from control_plane.database_fence import DatabaseFence, FencedServer, read_position
 from control_plane.errors import DatabaseUnavailable
 from tests.worlds.replicated_postgres import ReplicatedPair, replicated_pair
@@ -110,3 +111,36 @@ def test_a_process_that_cannot_start_on_a_fenced_server_says_why(
         r" `nachtwacht control after-restore` has not run on it: not used until it has",
         str(refused.value),
     ), refused.value
+
+
+def test_a_fenced_server_is_logged_once_a_minute_with_the_count_since(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every new connection to a fenced server is refused, one per request: the reason is logged
+    the first time and then once a minute with how often it was refused in between, not once per
+    request."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("UPDATE database_clusters SET system_identifier = '7000000000000000001'")
+    seconds = [1000.0]
+    monkeypatch.setattr(database_fence.time, "monotonic", lambda: seconds[0])
+    fence = DatabaseFence(database_url)
+
+    def refused_times(count: int) -> list[str]:
+        caplog.clear()
+        for _ in range(count):
+            with pytest.raises(FencedServer):
+                fence.connect()
+        return [r.getMessage() for r in caplog.records if r.getMessage().startswith("FENCED")]
+
+    with caplog.at_level(logging.ERROR, logger=database_fence.__name__):
+        first = refused_times(5)
+        seconds[0] += database_fence.FENCED_LOG_EVERY_SECONDS - 1
+        within_the_minute = refused_times(3)
+        seconds[0] += 1
+        a_minute_on = refused_times(1)
+    assert len(first) == 1 and "another cluster" in first[0], first
+    assert within_the_minute == []
+    assert len(a_minute_on) == 1, a_minute_on
+    # Each refused request is at least one refused connection (a connect may try again once).
+    since = re.search(r"\(refused (\d+) more times since the last line\)$", a_minute_on[0])
+    assert since is not None and int(since.group(1)) >= 7, a_minute_on
