@@ -12,14 +12,15 @@ from collections.abc import Iterator
 from typing import Any, NoReturn
 from uuid import UUID
 
+import psycopg
 from pydantic import TypeAdapter
 
 from control_plane import schema_version
 from control_plane.accounts.services import AccountService
 from control_plane.config import DatabaseLocation
-from control_plane.database import open_pool
+from control_plane.database import first_line, open_pool
 from control_plane.database_fence import fence_for
-from control_plane.errors import ControlPlaneError
+from control_plane.errors import ControlPlaneError, DatabaseUnavailable
 from control_plane.events.trail import Actor
 from control_plane.startup import opened_database
 from control_plane.types import Pool
@@ -91,11 +92,21 @@ def admin_pool(args: argparse.Namespace, *, finishing_restore: bool = False) -> 
         if finishing_restore:
             fence_for(url).allow_unfinished_restore()
         schema_version.require_head(url)
+        _refuse_a_fenced_server(url)
         pool = open_pool(url, min_size=1, max_size=1)
         try:
             yield pool
         finally:
             pool.close()
+
+
+def _refuse_a_fenced_server(url: str) -> None:
+    """A fenced server stays fenced until an operator acts: a command says why at once, where
+    its pool would retry for seconds, warning at each attempt."""
+    try:
+        fence_for(url).connect(autocommit=True).close()
+    except psycopg.OperationalError as exc:  # a `FencedServer` among them
+        raise DatabaseUnavailable(f"cannot connect to the database: {first_line(exc)}") from exc
 
 
 @contextlib.contextmanager

@@ -294,6 +294,23 @@ def test_unreachable_database_is_one_clear_line(taken_port: int) -> None:
     assert "nachtwacht control create-org:" in result.stderr
 
 
+def test_a_fenced_database_is_said_at_once_without_the_pools_retries(database_url: str) -> None:
+    """A command on a server the fence refuses (here: data of another cluster, a restore before
+    `after-restore`) ends with the reason; the pool's retry warnings never start."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("UPDATE database_clusters SET system_identifier = '7000000000000000001'")
+    result = run_control("create-org", "Acme", "--database-url", database_url)
+    assert result.returncode == 1, result.stderr
+    assert "error connecting" not in result.stderr, result.stderr
+    assert "reconnection attempt" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "nachtwacht control create-org: cannot connect to the database: the database at "
+    ), result.stderr
+    assert "holds data written on another cluster" in result.stderr.splitlines()[-1]
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM orgs").fetchone() == (0,), "nothing written"
+
+
 @pytest.fixture
 def release_files(tmp_path: Path) -> dict[str, Path]:
     from signed_release.keys import generate_key_files, load_private_key
