@@ -67,6 +67,14 @@ def test_the_unit_runs_with_nothing_it_does_not_need() -> None:
     assert set(unit["RestrictAddressFamilies"][0].split()) == {"AF_UNIX", "AF_INET", "AF_INET6"}
 
 
+def test_the_services_own_user_can_read_its_configuration_directory() -> None:
+    # The user DynamicUser makes owns the state directory, never the configuration directory
+    # (systemd chowns every kind but that one): `serve` reads the release keys there as "others".
+    # The environment file, which holds the database password, is read by systemd itself.
+    (mode,) = _directives()["ConfigurationDirectoryMode"]
+    assert int(mode, 8) & 0o005 == 0o005
+
+
 def test_the_unit_names_the_settings_serve_reads() -> None:
     text = UNIT.read_text()
     assert f"Environment={DATA_DIR_ENV}=%S/nachtwacht-control-plane/" in text
