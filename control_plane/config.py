@@ -165,12 +165,20 @@ def webhook_policy(
     """`--outbound-allow-network` (repeatable; `--webhook-allow-network` is its older name), else
     NACHTWACHT_OUTBOUND_ALLOW_NETWORKS, else NACHTWACHT_WEBHOOK_ALLOW_NETWORKS (commas)."""
     env = os.environ if environ is None else environ
-    raw = env.get(OUTBOUND_NETWORKS_ENV, "").strip() or env.get(WEBHOOK_NETWORKS_ENV, "")
+    source = (
+        OUTBOUND_NETWORKS_ENV
+        if env.get(OUTBOUND_NETWORKS_ENV, "").strip()
+        else WEBHOOK_NETWORKS_ENV
+    )
+    raw = env.get(source, "")
     texts = flags or [part for part in raw.split(",") if part.strip()]
     try:
         return WebhookAddressPolicy.allowing(texts)
     except ValueError as exc:
-        raise ConfigurationError(f"--outbound-allow-network: {exc}") from exc
+        # The name the operator wrote the value under: under systemd, only the variable is set.
+        raise ConfigurationError(
+            f"{'--outbound-allow-network' if flags else source}: {exc}"
+        ) from exc
 
 
 def load_trusted_keys(paths: tuple[Path, ...]) -> dict[str, Ed25519PublicKey]:
@@ -178,7 +186,8 @@ def load_trusted_keys(paths: tuple[Path, ...]) -> dict[str, Ed25519PublicKey]:
     try:
         return load_public_keys(paths)
     except ReleaseError as exc:
-        raise ConfigurationError(f"--release-public-key: {exc}") from exc
+        # Either name: the paths came from the flag or, under systemd, from the variable.
+        raise ConfigurationError(f"--release-public-key ({RELEASE_KEYS_ENV}): {exc}") from exc
 
 
 def settings_from_env(

@@ -74,7 +74,9 @@ def test_every_metric_served_is_in_the_reference_with_its_type(api: Api, operato
         text = client.get("/metrics").text
     served = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
     reference = (REPO_ROOT / "docs" / "metrics.md").read_text()
-    documented = dict(re.findall(r"^\| `(nachtwacht_[a-z_]+)` \| (counter|gauge) \|", reference, re.M))
+    documented = dict(
+        re.findall(r"^\| `(nachtwacht_[a-z_]+)` \| (counter|gauge) \|", reference, re.M)
+    )
     assert {name: served[name] for name in served if documented.get(name) != served[name]} == {}
 
 

@@ -71,7 +71,9 @@ def _closure(requirements: Iterable[str]) -> set[str]:
 
 def test_the_control_plane_extra_brings_every_module_the_operators_commands_import() -> None:
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    installed = _closure([*project["dependencies"], *project["optional-dependencies"]["control-plane"]])
+    installed = _closure(
+        [*project["dependencies"], *project["optional-dependencies"]["control-plane"]]
+    )
     files = [p for part in OPERATOR_PARTS for p in sorted((REPO_ROOT / part).rglob("*.py"))]
     files += [REPO_ROOT / f for f in OPERATOR_CLI]
     distributions = importlib.metadata.packages_distributions()
