@@ -141,11 +141,18 @@ def pool_wait_seconds(flag: float | None, environ: Mapping[str, str] | None = No
     if not raw:
         return POOL_WAIT_SECONDS
     try:
-        return float(raw)
+        seconds = float(raw)
     except ValueError as exc:
         raise ConfigurationError(
             f"{POOL_WAIT_ENV}: {raw!r} is not a number of seconds (e.g. 3)"
         ) from exc
+    # Checked here too, under the name the value was given by (ServeSettings names the flag).
+    if not 0 < seconds <= MAX_POOL_WAIT_SECONDS:
+        raise ConfigurationError(
+            f"{POOL_WAIT_ENV}: {raw!r} is out of range "
+            f"(expected more than 0 and at most {MAX_POOL_WAIT_SECONDS:g})"
+        )
+    return seconds
 
 
 def release_key_paths(
