@@ -141,11 +141,18 @@ def pool_wait_seconds(flag: float | None, environ: Mapping[str, str] | None = No
     if not raw:
         return POOL_WAIT_SECONDS
     try:
-        return float(raw)
+        seconds = float(raw)
     except ValueError as exc:
         raise ConfigurationError(
             f"{POOL_WAIT_ENV}: {raw!r} is not a number of seconds (e.g. 3)"
         ) from exc
+    # Checked here too, under the name the value was given by (ServeSettings names the flag).
+    if not 0 < seconds <= MAX_POOL_WAIT_SECONDS:
+        raise ConfigurationError(
+            f"{POOL_WAIT_ENV}: {raw!r} is out of range "
+            f"(expected more than 0 and at most {MAX_POOL_WAIT_SECONDS:g})"
+        )
+    return seconds
 
 
 def release_key_paths(
@@ -165,12 +172,20 @@ def webhook_policy(
     """`--outbound-allow-network` (repeatable; `--webhook-allow-network` is its older name), else
     NACHTWACHT_OUTBOUND_ALLOW_NETWORKS, else NACHTWACHT_WEBHOOK_ALLOW_NETWORKS (commas)."""
     env = os.environ if environ is None else environ
-    raw = env.get(OUTBOUND_NETWORKS_ENV, "").strip() or env.get(WEBHOOK_NETWORKS_ENV, "")
+    source = (
+        OUTBOUND_NETWORKS_ENV
+        if env.get(OUTBOUND_NETWORKS_ENV, "").strip()
+        else WEBHOOK_NETWORKS_ENV
+    )
+    raw = env.get(source, "")
     texts = flags or [part for part in raw.split(",") if part.strip()]
     try:
         return WebhookAddressPolicy.allowing(texts)
     except ValueError as exc:
-        raise ConfigurationError(f"--outbound-allow-network: {exc}") from exc
+        # The name the operator wrote the value under: under systemd, only the variable is set.
+        raise ConfigurationError(
+            f"{'--outbound-allow-network' if flags else source}: {exc}"
+        ) from exc
 
 
 def load_trusted_keys(paths: tuple[Path, ...]) -> dict[str, Ed25519PublicKey]:
@@ -178,7 +193,8 @@ def load_trusted_keys(paths: tuple[Path, ...]) -> dict[str, Ed25519PublicKey]:
     try:
         return load_public_keys(paths)
     except ReleaseError as exc:
-        raise ConfigurationError(f"--release-public-key: {exc}") from exc
+        # Either name: the paths came from the flag or, under systemd, from the variable.
+        raise ConfigurationError(f"--release-public-key ({RELEASE_KEYS_ENV}): {exc}") from exc
 
 
 def settings_from_env(

@@ -37,6 +37,9 @@ def required_text(field: str, value: object, limit: int, *, required_to: str) ->
     """`stored_text` that must say something: missing or blank, it is refused as required to do
     what `required_to` says (a reason kept on the trail, shown to the people it stops)."""
     text = stored_text(field, value, limit)
-    if text is None or not text.strip():
+    if text is None:  # JSON's null or left out: no value to quote (Python's `None` means nothing)
+        message = f"{field}: missing; it is required to {required_to}"
+        raise InvalidInput(field, value, "is required", message=message)
+    if not text.strip():
         raise InvalidInput(field, value, f"is required to {required_to}")
     return text

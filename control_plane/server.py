@@ -257,10 +257,11 @@ def _supervise(workers: int, start: Callable[[Callable[[], None]], None], url: s
         if not _await_ready(pipes):
             raise DatabaseUnavailable("a worker failed to start (its reason is above)")
         print(ready_line(url), flush=True)
-        _, status = os.wait()
+        ended, status = os.wait()
         pids = [pid for pid in pids if _still_running(pid)]
         print(
-            f"nachtwacht control serve: a worker exited ({status:#x}); stopping the others",
+            f"nachtwacht control serve: a worker (pid {ended}) {_how_it_ended(status)}; "
+            "stopping the others",
             file=sys.stderr,
             flush=True,
         )
@@ -269,6 +270,19 @@ def _supervise(workers: int, start: Callable[[Callable[[], None]], None], url: s
         _stop_workers(pids)
         for pipe in pipes:
             os.close(pipe)
+
+
+def _how_it_ended(status: int) -> str:
+    """A wait status in words: `was killed by SIGKILL`, `exited with status 1`."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            return f"was killed by {signal.Signals(number).name}"
+        except ValueError:
+            return f"was killed by signal {number}"
+    if os.WIFEXITED(status):
+        return f"exited with status {os.WEXITSTATUS(status)}"
+    return f"ended (wait status {status:#x})"
 
 
 def _still_running(pid: int) -> bool:

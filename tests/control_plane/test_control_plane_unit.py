@@ -5,6 +5,7 @@ syscall filter lets each worker ask for its parent-death signal."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -65,6 +66,21 @@ def test_the_unit_runs_with_nothing_it_does_not_need() -> None:
     }.items():
         assert unit.get(name) == [value], name
     assert set(unit["RestrictAddressFamilies"][0].split()) == {"AF_UNIX", "AF_INET", "AF_INET6"}
+
+
+def test_the_release_keys_it_names_are_where_the_services_own_user_can_read_them() -> None:
+    # The user DynamicUser makes owns the state directory, never the configuration directory
+    # (systemd chowns every kind but that one): `serve` reads files there only as "others". The
+    # environment file, which holds the database password, is read by systemd itself.
+    unit = _directives()
+    (name,) = unit["ConfigurationDirectory"]
+    (mode,) = unit["ConfigurationDirectoryMode"]
+    private = int(mode, 8) & 0o005 != 0o005
+    guide = (REPO_ROOT / "docs" / "control_plane.md").read_text()
+    named = re.findall(rf"{RELEASE_KEYS_ENV}=([^\s'\"]+)", UNIT.read_text() + guide)
+    assert named
+    unreadable = [p for p in named if private and p.startswith(f"/etc/{name}/")]
+    assert unreadable == []
 
 
 def test_the_unit_names_the_settings_serve_reads() -> None:

@@ -14,6 +14,7 @@ from control_plane.types import Pool
 from tests.control_plane.conftest import Agent, Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
 from tests.worlds.clocks import ManualClock
+from tests.worlds.processes import REPO_ROOT
 
 SAMPLE = re.compile(r'^[a-z_]+(\{([a-z_]+="[^"]*",?)*\})? (-?[0-9.e+]+|NaN)$')
 
@@ -65,6 +66,18 @@ def test_metrics_count_claims_runs_lag_and_notifications(
     # Reconciled up to AFTER_NIGHT minus the one-minute settle margin; asked a minute later.
     assert samples["nachtwacht_reconcile_lag_seconds"] == 120
     assert samples["nachtwacht_reconcile_last_pass_timestamp_seconds"] == AFTER_NIGHT.timestamp()
+
+
+def test_every_metric_served_is_in_the_reference_with_its_type(api: Api, operator_key: str) -> None:
+    # docs/metrics.md is what an operator writes alerts and dashboards from.
+    with api.client(operator_key) as client:
+        text = client.get("/metrics").text
+    served = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+    reference = (REPO_ROOT / "docs" / "metrics.md").read_text()
+    documented = dict(
+        re.findall(r"^\| `(nachtwacht_[a-z_]+)` \| (counter|gauge) \|", reference, re.M)
+    )
+    assert {name: served[name] for name in served if documented.get(name) != served[name]} == {}
 
 
 def test_metrics_before_the_first_pass_say_not_a_number(api: Api, operator_key: str) -> None:

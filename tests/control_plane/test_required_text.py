@@ -10,10 +10,19 @@ from control_plane.errors import InvalidInput
 from control_plane.inputs import required_text
 
 
+def test_a_missing_reason_is_refused_as_missing_not_as_a_python_none() -> None:
+    with pytest.raises(InvalidInput) as refused:
+        required_text("reason", None, 500, required_to="engage the brake (say why updates stop)")
+
+    assert refused.value.fields == {"field": "reason", "value": None}
+    assert refused.value.message == (
+        "reason: missing; it is required to engage the brake (say why updates stop)"
+    )
+
+
 @pytest.mark.parametrize(
     "value",
     [
-        pytest.param(None, id="missing"),
         pytest.param("", id="empty"),
         pytest.param("  \t\n", id="blank"),
     ],

@@ -105,3 +105,19 @@ def test_sigterm_stops_the_supervisor_and_every_worker_cleanly(
     assert "nachtwacht control plane stopped" in server.stderr()
     assert "worker" not in server.stderr()  # no worker reported a failure on its way out
     _assert_port_free(_port(server))
+
+
+def test_a_killed_worker_stops_the_others_and_says_which_and_how(
+    control_plane_server: Callable[..., RunningControlPlane],
+) -> None:
+    server, workers = _serving(control_plane_server)
+    os.kill(workers[0], signal.SIGKILL)
+    assert server.process.wait(timeout=GONE_DEADLINE_SECONDS) == 1
+    assert _wait_until_gone(workers) == []
+    # The operator reads why the replica ended: which worker, and a signal's name, not a
+    # wait status in hex.
+    assert (
+        f"nachtwacht control serve: a worker (pid {workers[0]}) was killed by SIGKILL; "
+        "stopping the others"
+    ) in server.stderr()
+    _assert_port_free(_port(server))

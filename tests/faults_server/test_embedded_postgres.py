@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from control_plane.config import DatabaseLocation, ServeSettings
+from control_plane.config import DatabaseLocation, ServeSettings, pool_wait_seconds
 from control_plane.database import (
     MAX_POOL_WAIT_SECONDS,
     POOL_WAIT_SECONDS,
@@ -157,6 +157,19 @@ def test_the_pool_wait_is_a_few_seconds_by_default() -> None:
 def test_a_pool_wait_out_of_range_is_refused_naming_the_flag(seconds: float) -> None:
     with pytest.raises(ConfigurationError, match="--pool-wait-seconds"):
         ServeSettings(database=DatabaseLocation(url="postgresql:///x"), pool_wait_seconds=seconds)
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "61"])
+def test_a_pool_wait_out_of_range_in_the_environment_is_refused_naming_the_variable(
+    raw: str,
+) -> None:
+    # Under systemd only the variable is set: the flag would name something nobody typed.
+    with pytest.raises(ConfigurationError) as refused:
+        pool_wait_seconds(None, {"NACHTWACHT_POOL_WAIT_SECONDS": raw})
+    assert str(refused.value) == (
+        f"NACHTWACHT_POOL_WAIT_SECONDS: {raw!r} is out of range "
+        "(expected more than 0 and at most 60)"
+    )
 
 
 @pytest.mark.parametrize(
