@@ -303,8 +303,12 @@ def test_a_fenced_database_is_said_at_once_without_the_pools_retries(database_ur
     assert result.returncode == 1, result.stderr
     assert "error connecting" not in result.stderr, result.stderr
     assert "reconnection attempt" not in result.stderr, result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith(
-        "nachtwacht control create-org: cannot connect to the database: the database at "
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "nachtwacht control create-org: cannot connect to the database: the database at "
+        )
     ), result.stderr
     assert "holds data written on another cluster" in result.stderr.splitlines()[-1]
     with psycopg.connect(database_url) as conn:
