@@ -32,6 +32,7 @@ from control_plane.cli_common import (
 from control_plane.errors import ConfigurationError
 from control_plane.events.services import EventFilter, EventService
 from ground.clock import clock_from_env
+from ground.instants import format_instant
 
 __all__ = ["CREDENTIAL_COMMANDS", "add_credential_commands"]
 
@@ -64,7 +65,7 @@ def add_credential_commands(commands: Any) -> None:
 
 def _line(view: CredentialView) -> str:
     scope = view.agent_id or view.org_id or "platform"
-    state = f"revoked {view.revoked_at.isoformat()}" if view.revoked_at else "active"
+    state = f"revoked {format_instant(view.revoked_at)}" if view.revoked_at else "active"
     return f"{view.id}  {view.audience.value:<8}  {view.name}  ({scope}; {state})"
 
 

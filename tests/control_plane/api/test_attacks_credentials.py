@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -349,3 +350,13 @@ def test_the_command_line_lists_revokes_and_rotates_with_json(
         "revoke-credential", "not-an-id", "--json", "--database-url", database_url
     )
     assert missing.returncode == 2 and "not an id" in missing.stderr
+    # Without --json the instant reads as every other the command line prints, in UTC with a Z.
+    listed_all = run_control(
+        "list-credentials", "--org", org.org_id, "--all", "--database-url", database_url
+    )
+    assert listed_all.returncode == 0, listed_all.stderr
+    revoked_lines = [line for line in listed_all.stdout.splitlines() if "revoked" in line]
+    assert len(revoked_lines) == 2, listed_all.stdout
+    assert all(
+        re.search(r"; revoked \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)$", line) for line in revoked_lines
+    ), listed_all.stdout
