@@ -134,4 +134,7 @@ def enrolled_agent(status: int, body: bytes, *, name: str) -> EnrolledAgent:
     # The control plane words each of these refusals as the host's one line; its own words
     # stand in when it sent none.
     said = " ".join(detail.message.split())  # one line, whatever was sent
+    # Its words name the request's field (`name: found 'web-01' — …`): here the flag stands for it.
+    field = f"{flag.removeprefix('--').replace('-', '_')}: "
+    said = said.removeprefix(field)
     raise EnrollmentRefused(f"{flag}: {said or words.format(name=name)}")

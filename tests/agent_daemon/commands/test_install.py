@@ -105,8 +105,8 @@ def test_a_single_use_token_is_refused_the_second_time_in_one_line(
                      "know this enrollment token, or it was revoked", id="revoked"),
         pytest.param({"expired": True}, "web-01", "--enrollment-token: the enrollment token "
                      "expired at 2026-12-03T01:00:00Z: ask for a new one", id="expired"),
-        pytest.param({"name_pattern": "db-*"}, "web-01", "--name: name: found 'web-01' — does not "
-                     "match the token's name pattern 'db-*' (give a name that does with --name)",
+        pytest.param({"name_pattern": "db-*"}, "web-01", "--name: found 'web-01' — does not match "
+                     "the token's name pattern 'db-*' (give a name that does with --name)",
                      id="name_not_allowed_one_line"),
     ],
 )  # fmt: skip
