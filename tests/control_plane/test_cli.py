@@ -258,7 +258,7 @@ BAD_INPUT = [
     pytest.param(
         ["serve", "--port", "0", "--release-public-key", "{data_dir}/missing.pub"],
         {},
-        "--release-public-key:",
+        "--release-public-key (NACHTWACHT_RELEASE_PUBLIC_KEYS):",
         id="missing_release_key",
     ),
 ]
