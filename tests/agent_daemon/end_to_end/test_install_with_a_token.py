@@ -83,15 +83,19 @@ def test_the_printed_install_line_runs_once_its_trust_file_is_on_the_host(
     # What the provider hands the host's admin out of band: the newest root, or the release key.
     trust_file = host.public_key
     if published:
-        trust_file = tmp_path / "from-the-provider" / "root-1.json"
-        trust_file.parent.mkdir()
-        trust_file.write_bytes(RootChain().versions[1])
-        plane.admin("trust-root", "publish", str(trust_file))
+        chain = RootChain()
+        chain.next()
+        provider = tmp_path / "from-the-provider"
+        provider.mkdir()
+        for version in (1, 2):
+            trust_file = provider / f"root-{version}.json"
+            trust_file.write_bytes(chain.versions[version])
+            plane.admin("trust-root", "publish", str(trust_file))
     printed = _new_token(plane, org["org_id"], uses=1)["install_command"]
 
     words = shlex.split(printed)
     assert words[:3] == ["nachtwacht", "agent", "install"]
-    named = "root-1.json" if published else "release.pub"
+    named = "root-2.json" if published else "release.pub"
     # The line as printed, the file it names given by its path on this host; then only this
     # test's own folders and seams.
     line = [str(trust_file) if word == named else word for word in words[2:]]
