@@ -11,6 +11,8 @@
 Like the other commands, these act through the service the API's routes call, on the trail as
 the command line (`cli:<login>`). `--url` is the address hosts reach this control plane at: the
 command line does not know it, so without it the install line says `URL` for the admin to fill.
+The line trusts the newest published trust root (`--trust-root root-N.json`), or the release key
+(`--trusted-key release.pub`) while none is published: a file the host gets out of band.
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ from control_plane.enrollment.rules import (
     TokenTerms,
     install_command,
     parse_duration,
+    trust_file,
 )
 from control_plane.enrollment.services import EnrollmentService, EnrollmentTokenView
 from control_plane.errors import InvalidInput
+from control_plane.trust_roots.services import TrustRootService
 from ground.clock import clock_from_env
 from ground.contract import format_instant
 
@@ -117,11 +121,15 @@ def _create(args: argparse.Namespace) -> int:
         issued = EnrollmentService(pool).create(
             org_id, terms, now=clock_from_env().now(), actor=cli_actor()
         )
-    command = install_command(args.url or _URL_TO_FILL, issued.secret)
+        newest_root = TrustRootService(pool).newest_version()
+    command = install_command(args.url or _URL_TO_FILL, issued.secret, newest_root)
     lines = [
         f"enrollment token {_line(issued.token)}",
         shown_once("token", issued.secret),
         f"on the host, as root: {command}",
+        f"({trust_file(newest_root)} comes from you, the provider, out of band, never from this"
+        " control plane: the host's admin puts it on the host first, in the folder the line is"
+        " run from)",
     ]
     if args.url is None:
         lines.append("(replace URL with the address hosts reach this control plane at, or --url)")

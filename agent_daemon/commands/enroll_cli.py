@@ -14,7 +14,9 @@ rather than used silently (`network_cli.inherited_proxy`); `--proxy ''` means no
 `--trust-root FILE` gives the host the trust root it holds from then on: refused unless its own
 root keys signed it (their threshold) and it has not expired, stored as `trust_root.json` in the
 state directory (mode 0644), and put back as it was when the enroll fails before the config is
-written. Without it the `--trusted-key` files are trusted, as before roots existed.
+written. Without it the `--trusted-key` files are trusted, as before roots existed. A folder the
+enroll made for the config or the state (`/etc/nachtwacht-agent`, `/var/lib/nachtwacht-agent`)
+is removed again when it fails before the config is written; a folder that was there stays.
 
 `--agent-user USER` is the managed agent's user (`agent_user`): the build's self-test and health
 command run as that user. It must exist on the host when the agent is enrolled.
@@ -29,7 +31,7 @@ import re
 import shlex
 import sys
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,11 +169,12 @@ def staged_enrollment(
         if inherited.no_proxy:
             fields["no_proxy"] = list(inherited.no_proxy)
     staging = paths.config_file.with_name(f".{paths.config_file.name}.enroll")
-    write_config(staging, render_config(fields))
+    made = _missing_folders(paths.config_file.parent, paths.state_dir)
     held = HeldTrustRootFile(paths.state_dir / TRUST_ROOT_FILE_NAME)
     replaced = _held_bytes(held.path)
     staged: StagedEnrollment | None = None
     try:
+        write_config(staging, render_config(fields))
         if root is not None:
             # Held before the settings are loaded: they trust its keys when no file is named.
             held.save(root)
@@ -195,8 +198,10 @@ def staged_enrollment(
         yield staged
     finally:
         staging.unlink(missing_ok=True)
-        if root is not None and (staged is None or not staged.written):
-            _put_back(held, replaced)
+        if staged is None or not staged.written:
+            if root is not None:
+                _put_back(held, replaced)
+            _remove_empty(made)
 
 
 def enroll(
@@ -294,6 +299,25 @@ def _checked_trust_root(path: Path, clock: ServerClock) -> bytes:
     except TrustRootError as exc:
         raise ConfigError(f"--trust-root: {path}: {exc}") from exc
     return root.body
+
+
+def _missing_folders(*folders: Path) -> list[Path]:
+    """`folders` and their parents that do not exist yet, deepest first: the ones this run
+    makes, and so the only ones it may remove again."""
+    missing: set[Path] = set()
+    for folder in folders:
+        for path in (folder, *folder.parents):
+            if path in missing or path.exists():
+                break
+            missing.add(path)
+    return sorted(missing, key=lambda path: len(path.parts), reverse=True)
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove each of `folders` (deepest first) that is empty; one holding anything stays."""
+    for folder in folders:
+        with suppress(OSError):
+            folder.rmdir()
 
 
 def _held_bytes(path: Path) -> bytes | None:

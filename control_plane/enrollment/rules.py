@@ -37,6 +37,7 @@ __all__ = [
     "install_command",
     "new_token_secret",
     "parse_duration",
+    "trust_file",
     "verdict",
 ]
 
@@ -62,9 +63,23 @@ def new_token_secret() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
-def install_command(url: str, secret: str) -> str:
-    """The one line an admin runs on the host: install the agent against `url` with the token."""
-    return f"nachtwacht agent install --url {shlex.quote(url)} --enrollment-token {secret}"
+def trust_file(newest_root: int | None) -> str:
+    """The file the host's install line trusts: the newest published trust root as
+    `root-init`/`root-next` name it (`root-3.json`), or the release key when none is published.
+    It comes from the provider out of band, never from the control plane: a control plane must
+    not be able to hand a host the keys it trusts."""
+    return "release.pub" if newest_root is None else f"root-{newest_root}.json"
+
+
+def install_command(url: str, secret: str, newest_root: int | None) -> str:
+    """The one line an admin runs on the host: install the agent against `url` with the token,
+    trusting the newest published root (`--trust-root root-N.json`) or, with none published,
+    the release key (`--trusted-key release.pub`)."""
+    option = "--trusted-key" if newest_root is None else "--trust-root"
+    return (
+        f"nachtwacht agent install --url {shlex.quote(url)} --enrollment-token {secret}"
+        f" {option} {trust_file(newest_root)}"
+    )
 
 
 def parse_duration(field: str, text: str) -> timedelta:

@@ -269,6 +269,11 @@ def enrollment_tokens(services: Services, org_id: UUID, *, now: datetime) -> Enr
     return services.enrollment.list(org_id=org_id, now=now)
 
 
+def newest_trust_root(services: Services) -> int | None:
+    """The newest published trust root's version, which a host's install line trusts."""
+    return services.trust_roots.newest_version()
+
+
 def create_enrollment_token(
     services: Services,
     org_id: UUID,

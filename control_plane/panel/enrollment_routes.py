@@ -17,6 +17,7 @@ from control_plane.enrollment.rules import (
     MAX_PATTERN_LENGTH,
     MAX_USES,
     install_command,
+    trust_file,
 )
 from control_plane.enrollment.services import IssuedEnrollmentToken
 from control_plane.panel import backend, customer_backend
@@ -50,13 +51,15 @@ def _tokens_page(
     listed = customer_backend.enrollment_tokens(ctx.services, ctx.session.org_id, now=ctx.now)
     # The control plane as the reader reached it: the address hosts reach it at, as a rule.
     url = str(ctx.request.base_url).rstrip("/")
+    newest_root = None if issued is None else customer_backend.newest_trust_root(ctx.services)
     return page(
         ctx,
         "enrollment.html",
         status_code=status_code,
         tokens=listed.tokens,
         issued=issued,
-        install_line=None if issued is None else install_command(url, issued.secret),
+        install_line=None if issued is None else install_command(url, issued.secret, newest_root),
+        trust_file=trust_file(newest_root),
         error_field=error_field,
         form=form
         or {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from control_plane.database import open_pool
 from control_plane.enrollment.services import EnrollmentService
 from control_plane.errors import Unauthenticated
+from tests.control_plane.root_chain import RootChain
 from tests.control_plane.test_cli import run_control
 
 pytestmark = pytest.mark.slow
@@ -37,9 +39,12 @@ def test_a_token_is_made_listed_used_and_revoked_from_the_command_line(
     assert made.returncode == 0, made.stderr
     secret = next(word for word in made.stdout.split() if word.startswith("nwe_"))
     assert "shown once" in made.stdout
+    # No trust root is published: the line trusts the release key, a file from the provider.
     assert (
         f"on the host, as root: nachtwacht agent install --url https://cp.example "
-        f"--enrollment-token {secret}"
+        f"--enrollment-token {secret} --trusted-key release.pub\n"
+        "(release.pub comes from you, the provider, out of band, never from this control plane:"
+        " the host's admin puts it on the host first, in the folder the line is run from)\n"
     ) in made.stdout
 
     listed = run_control("enrollment-token", "list", "--org", org_id, "--json", *database)
@@ -72,8 +77,36 @@ def test_without_url_the_install_line_says_what_to_fill_in(database_url: str) ->
     shown = json.loads(made.stdout)
     assert shown["install_command"] == (
         f"nachtwacht agent install --url URL --enrollment-token {shown['secret']}"
+        " --trusted-key release.pub"
     )
     assert (shown["token"]["uses_allowed"], shown["token"]["state"]) == (1, "active")
+
+
+def test_the_install_line_trusts_the_newest_published_trust_root(
+    database_url: str, tmp_path: Path
+) -> None:
+    database = ("--database-url", database_url)
+    org_id = _org(database_url)
+    chain = RootChain()
+    (tmp_path / "root-1.json").write_bytes(chain.v1)
+    (tmp_path / "root-2.json").write_bytes(chain.next(chain.v1))
+    for version in (1, 2):
+        published = run_control(
+            "trust-root", "publish", str(tmp_path / f"root-{version}.json"), *database
+        )
+        assert published.returncode == 0, published.stderr
+    made = run_control("enrollment-token", "create", "--org", org_id, *database)
+    assert made.returncode == 0, made.stderr
+    secret = next(word for word in made.stdout.split() if word.startswith("nwe_"))
+    assert (
+        f"on the host, as root: nachtwacht agent install --url URL --enrollment-token {secret}"
+        " --trust-root root-2.json\n"
+        "(root-2.json comes from you, the provider, out of band, never from this control plane:"
+        " the host's admin puts it on the host first, in the folder the line is run from)\n"
+    ) in made.stdout
+    as_json = run_control("enrollment-token", "create", "--org", org_id, "--json", *database)
+    shown = json.loads(as_json.stdout)
+    assert shown["install_command"].endswith(" --trust-root root-2.json")
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ def test_a_token_from_the_command_line_enrolls_one_host_of_a_served_control_plan
     )
     assert made["install_command"] == (
         f"nachtwacht agent install --url {server.base_url} --enrollment-token {made['secret']}"
+        " --trusted-key release.pub"
     )
     with httpx.Client(base_url=server.base_url, timeout=30) as host:
         token = {"Authorization": f"Bearer {made['secret']}"}

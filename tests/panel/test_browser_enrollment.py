@@ -43,6 +43,13 @@ def test_a_token_is_made_shown_once_and_revoked(
     line = page.locator("#install-line").inner_text()
     assert line.startswith(f"nachtwacht agent install --url {panel_world.server.base_url} ")
     assert "--enrollment-token nwe_" in line
+    assert line.endswith(" --trusted-key release.pub")
+    sentence = lang.gettext(
+        "The file %(file)s comes from your provider, separately and never through this panel: put"
+        " it on the host first, in the folder you run the line from.",
+        file="release.pub",
+    )
+    assert page.locator("#trust-file").inner_text() == sentence
     check_accessibility(page)
     doc_screenshot(page, f"enrollment-{code}")
 

@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 
 import httpx
 import psycopg
 
 from ground.contract import ENROLL_PATH
+from tests.control_plane.root_chain import RootChain
 from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
 
 FORM = {"uses": "1", "hours": "24", "name_pattern": "", "label": ""}
+_FROM_THE_PROVIDER = (
+    "The file {file} comes from your provider, separately and never through this panel: put it on"
+    " the host first, in the folder you run the line from."
+)
 
 
 def _secret(page: str) -> str:
@@ -46,11 +52,13 @@ def test_a_token_is_made_shown_once_used_and_listed_without_its_secret(
         )
         assert made.status_code == 200, made.text
         secret = _secret(made.text)
+        # No trust root is published: the line trusts the release key, a file from the provider.
         line = (
             f"nachtwacht agent install --url {panel_world.server.base_url} "
-            f"--enrollment-token {secret}"
+            f"--enrollment-token {secret} --trusted-key release.pub"
         )
         assert html.escape(line) in made.text
+        assert html.escape(_FROM_THE_PROVIDER.format(file="release.pub")) in made.text
         with httpx.Client(base_url=panel_world.server.base_url, timeout=30) as host:
             enrolled = host.post(
                 ENROLL_PATH,
@@ -64,6 +72,26 @@ def test_a_token_is_made_shown_once_used_and_listed_without_its_secret(
     assert "web servers" in again
     assert "used up" in again
     assert "0 of 1" in again
+
+
+def test_the_install_line_trusts_the_newest_published_trust_root(
+    panel_world: PanelWorld, tmp_path: Path
+) -> None:
+    chain = RootChain()
+    (tmp_path / "root-1.json").write_bytes(chain.v1)
+    (tmp_path / "root-2.json").write_bytes(chain.next(chain.v1))
+    panel_world.server.admin("trust-root", "publish", str(tmp_path / "root-1.json"))
+    panel_world.server.admin("trust-root", "publish", str(tmp_path / "root-2.json"))
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        page = client.get("/panel/enrollment")
+        made = client.post("/panel/enrollment", data={**FORM, "csrf": csrf_of(page.text)})
+    assert made.status_code == 200, made.text
+    line = (
+        f"nachtwacht agent install --url {panel_world.server.base_url} "
+        f"--enrollment-token {_secret(made.text)} --trust-root root-2.json"
+    )
+    assert html.escape(line) in made.text
+    assert html.escape(_FROM_THE_PROVIDER.format(file="root-2.json")) in made.text
 
 
 def test_a_token_is_revoked_with_its_button_and_refused_at_once(panel_world: PanelWorld) -> None:

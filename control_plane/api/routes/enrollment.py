@@ -101,22 +101,33 @@ class EnrollmentTokenShownOnce:
 
     token: EnrollmentTokenView
     secret: str
-    install_command: str
+    install_command: Annotated[
+        str,
+        Field(
+            description="the line to run as root on the host; the file it names (`--trust-root"
+            " root-N.json`, the newest published trust root, or `--trusted-key release.pub` while"
+            " none is published) comes from the provider, out of band, never from the control"
+            " plane, and must be on the host first",
+            examples=[
+                "nachtwacht agent install --url https://control.example --enrollment-token nwe_…"
+                " --trust-root root-1.json"
+            ],
+        ),
+    ]
 
 
 def _issued(
     request: Request, org_id: UUID, body: TokenTermsBody, caller: Principal, now: datetime
 ) -> EnrollmentTokenShownOnce:
     """A new token of `org_id`, made by `caller`, with its secret and install line."""
-    issued = services_of(request).enrollment.create(
-        org_id, body.terms(), now=now, actor=actor_of(caller)
-    )
+    services = services_of(request)
+    issued = services.enrollment.create(org_id, body.terms(), now=now, actor=actor_of(caller))
     # The control plane as this caller reached it: the address hosts reach it at, as a rule.
     url = str(request.base_url).rstrip("/")
     return EnrollmentTokenShownOnce(
         token=issued.token,
         secret=issued.secret,
-        install_command=install_command(url, issued.secret),
+        install_command=install_command(url, issued.secret, services.trust_roots.newest_version()),
     )
 
 

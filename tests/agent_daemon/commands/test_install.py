@@ -19,6 +19,7 @@ import pytest
 from agent_daemon.commands.unit_files import WRITTEN_BY_BUNDLE, WRITTEN_BY_INSTALL, shipped_unit
 from tests.agent_daemon.commands.enrollment_stand_in import StandInPlane, stand_in_plane
 from tests.agent_daemon.commands.install_support import FakeSystemd, install
+from tests.agent_daemon.trust_roots.chain import RootChain
 from tests.worlds.hosts import AgentHost
 from tests.worlds.processes import CHECKOUT, nachtwacht_command
 
@@ -123,8 +124,31 @@ def test_each_refusal_of_the_exchange_is_one_line_and_writes_nothing(
     assert result.returncode == 2
     assert one_line(result.stderr).startswith(expected)
     assert not (host.state_dir / "agent.toml").exists()
+    # Not even the folder it made for the config: the host is as it was.
+    assert not host.state_dir.exists()
     assert not list(systemd.unit_dir.iterdir())
     assert systemd.calls() == []
+
+
+def test_a_refused_install_removes_the_folders_it_made_and_keeps_the_ones_that_were_there(
+    plane: StandInPlane, host: AgentHost, systemd: FakeSystemd, tmp_path: Path
+) -> None:
+    # As on a host without the package's folders: the config in its own folder, the state in
+    # another, a trust root held in the state; an /etc that was there before.
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    config = etc / "nachtwacht-agent" / "agent.toml"
+    root = tmp_path / "root-1.json"
+    root.write_bytes(RootChain().versions[1])
+    result = install(
+        host, systemd, plane.url, "nwe_never_issued_000000",
+        "--config", str(config), "--trust-root", str(root),
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert one_line(result.stderr).startswith("--enrollment-token: the control plane does not")
+    assert not config.parent.exists()
+    assert not host.state_dir.exists()
+    assert etc.is_dir()
 
 
 def test_a_name_the_organisation_has_is_one_line(

@@ -148,10 +148,31 @@ def test_enroll_without_a_root_or_a_key_file_names_both(tmp_path: Path) -> None:
     assert "--trusted-key / --trust-root: found neither" in result.stderr
 
 
-def test_a_failed_enroll_leaves_no_trust_root_behind(tmp_path: Path) -> None:
+def test_a_failed_enroll_leaves_no_trust_root_and_no_folder_behind(tmp_path: Path) -> None:
     host = AgentHost(tmp_path / "host")
     root = _root_file(tmp_path, RootChain().versions[1])
     result = _enroll_with_root(host, "http://127.0.0.1:9", "nwa_0123456789abcdef", root)
     assert result.returncode == 2
     assert "cannot connect" in result.stderr
     assert not (host.state_dir / "trust_root.json").exists()
+    # The state directory this enroll made for the root is gone again.
+    assert not host.state_dir.exists()
+
+
+def test_an_unknown_credential_leaves_neither_folder_it_made_but_keeps_one_that_was_there(
+    plane_and_key: tuple[Any, str], tmp_path: Path
+) -> None:
+    plane, _ = plane_and_key
+    host = AgentHost(tmp_path / "host")
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    config = etc / "nachtwacht-agent" / "agent.toml"
+    root = _root_file(tmp_path, RootChain().versions[1])
+    result = _enroll_with_root(
+        host, plane.base_url, "nwa_never_issued_0123456789", root, "--config", str(config)
+    )
+    assert result.returncode == 2
+    assert "refused the agent's credential" in result.stderr
+    assert not config.parent.exists()
+    assert not host.state_dir.exists()
+    assert etc.is_dir()

@@ -13,6 +13,7 @@ from control_plane.enrollment.rules import (
     Verdict,
     install_command,
     parse_duration,
+    trust_file,
     verdict,
 )
 from control_plane.errors import InvalidInput
@@ -116,6 +117,23 @@ def test_a_duration_that_is_not_one_is_refused(text: str) -> None:
 
 
 def test_the_install_line_quotes_the_address() -> None:
-    assert install_command("https://cp.example/a b", "nwe_x") == (
-        "nachtwacht agent install --url 'https://cp.example/a b' --enrollment-token nwe_x"
+    assert install_command("https://cp.example/a b", "nwe_x", None).startswith(
+        "nachtwacht agent install --url 'https://cp.example/a b' --enrollment-token nwe_x "
     )
+
+
+def test_the_install_line_trusts_the_newest_published_root_by_its_file_name() -> None:
+    # `agent install` refuses to run without a trust option: the line names one.
+    assert install_command("https://cp.example", "nwe_x", 3) == (
+        "nachtwacht agent install --url https://cp.example --enrollment-token nwe_x"
+        " --trust-root root-3.json"
+    )
+    assert trust_file(3) == "root-3.json"
+
+
+def test_with_no_root_published_the_install_line_trusts_the_release_key() -> None:
+    assert install_command("https://cp.example", "nwe_x", None) == (
+        "nachtwacht agent install --url https://cp.example --enrollment-token nwe_x"
+        " --trusted-key release.pub"
+    )
+    assert trust_file(None) == "release.pub"

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from control_plane.events.trail import Actor
 from ground.contract import ENROLL_PATH
 from tests.control_plane.conftest import Org
 from tests.control_plane.enrollment.conftest import Enrollment
+from tests.control_plane.root_chain import RootChain
 
 ADMIN = "/v1/admin/enrollment-tokens"
 OWN = "/v1/enrollment-tokens"
@@ -38,8 +40,10 @@ def test_an_operator_makes_a_token_and_sees_it_once_with_the_install_line(
     assert answer.status_code == 201, answer.text
     shown = answer.json()
     assert shown["secret"].startswith("nwe_")
+    # No trust root is published: the line trusts the release key, a file from the provider.
     assert shown["install_command"] == (
         f"nachtwacht agent install --url {world.api.base_url} --enrollment-token {shown['secret']}"
+        " --trusted-key release.pub"
     )
     token = shown["token"]
     assert (token["uses_allowed"], token["uses_left"], token["state"]) == (3, 3, "active")
@@ -51,6 +55,24 @@ def test_an_operator_makes_a_token_and_sees_it_once_with_the_install_line(
     assert [entry["id"] for entry in listed.json()["tokens"]] == [token["id"]]
     assert shown["secret"] not in listed.text
     assert "secret" not in listed.json()["tokens"][0]
+
+
+def test_the_install_line_trusts_the_newest_published_trust_root(world: Enrollment) -> None:
+    chain = RootChain()
+    actor = Actor(kind="operator", name="cli:tests")
+    world.services.trust_roots.publish(chain.v1, now=world.clock.now(), actor=actor)
+    world.services.trust_roots.publish(chain.next(chain.v1), now=world.clock.now(), actor=actor)
+    for key, path, body in (
+        (world.operator_key, ADMIN, {"org_id": world.org.org_id}),
+        (world.org.panel_key, OWN, {"uses": 1}),
+    ):
+        answer = _post(world, key, path, **body)
+        assert answer.status_code == 201, answer.text
+        shown = answer.json()
+        assert shown["install_command"] == (
+            f"nachtwacht agent install --url {world.api.base_url}"
+            f" --enrollment-token {shown['secret']} --trust-root root-2.json"
+        )
 
 
 def test_a_revoked_token_is_listed_revoked_and_refused_at_once(world: Enrollment) -> None:
