@@ -128,7 +128,12 @@ class ControlPlaneUnreachable(ControlPlaneError):
 
 
 class CredentialRefused(ControlPlaneError):
-    """The control plane refused the agent's credential (401 or 403)."""
+    """The control plane refused the agent's credential (401 or 403); `answered` is its answer in
+    words (`401 credential_revoked: …`)."""
+
+    def __init__(self, message: str, *, answered: str = "") -> None:
+        super().__init__(message)
+        self.answered = answered
 
 
 class EnrollmentRefused(ControlPlaneError):

@@ -47,7 +47,7 @@ from agent_daemon.connection.http_client import network_facts
 from agent_daemon.connection.proxy_route import shown_proxy
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.held_trust_root import TRUST_ROOT_FILE_NAME, HeldTrustRootFile
-from agent_daemon.errors import BadServerAnswer, ConfigError
+from agent_daemon.errors import BadServerAnswer, ConfigError, CredentialRefused
 from agent_daemon.settings import (
     AgentPaths,
     AgentSettings,
@@ -209,7 +209,16 @@ def enroll(
 ) -> int:
     credential = read_secret(args.credential)
     with staged_enrollment(args, paths, credential=credential, environ=environ) as staged:
-        answer = staged.first_config(staged.settings)
+        try:
+            answer = staged.first_config(staged.settings)
+        except CredentialRefused as exc:
+            # The credential is the one just given: it is the thing to check, not the agent.
+            raise CredentialRefused(
+                f"--credential: the control plane refused the credential given ({exc.answered})"
+                " — expected one it issued and has not revoked: check it, or ask your provider"
+                " for a new one",
+                answered=exc.answered,
+            ) from exc
         staged.write(credential=credential, agent_id=str(answer.config.agent_id))
         staged.cache(answer)
     name = answer.config.name or str(answer.config.agent_id)

@@ -73,7 +73,11 @@ def test_enroll_with_an_unknown_credential_is_one_clear_line(
     host = AgentHost(tmp_path / "host")
     result = host.enroll(plane.base_url, "nwa_not_a_real_credential_0000000000")
     assert result.returncode == 2
-    assert "refused the agent's credential" in result.stderr
+    assert "nachtwacht agent enroll: --credential: the control plane refused the credential" in (
+        result.stderr
+    )
+    assert "ask your provider for a new one" in result.stderr
+    assert "re-enroll" not in result.stderr, "enrolling is what the admin is doing"
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not (host.state_dir / "agent.toml").exists()

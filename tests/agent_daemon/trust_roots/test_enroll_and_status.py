@@ -172,7 +172,7 @@ def test_an_unknown_credential_leaves_neither_folder_it_made_but_keeps_one_that_
         host, plane.base_url, "nwa_never_issued_0123456789", root, "--config", str(config)
     )
     assert result.returncode == 2
-    assert "refused the agent's credential" in result.stderr
+    assert "refused the credential given" in result.stderr
     assert not config.parent.exists()
     assert not host.state_dir.exists()
     assert etc.is_dir()
