@@ -474,8 +474,9 @@ def _publish_release(args: argparse.Namespace) -> int:
     ]
     if not release.current:
         lines.append(
-            f"not offered to anyone yet: a downgrade from {release.downgrade_from or 'a newer'}"
-            f" release; `nachtwacht control rollback --channel {release.channel} --platform "
+            "not offered to anyone yet: a downgrade from "
+            + (release.downgrade_from or "a newer release")
+            + f"; `nachtwacht control rollback --channel {release.channel} --platform "
             f"{release.platform} --to {release.version} --reason …` makes it current"
         )
     if outlook is not None:
