@@ -20,9 +20,7 @@ def render_outlook(outlook: WaveOutlook) -> str:
         until = outlook.until.isoformat(timespec="seconds")
         return f"{where}; no agent of this wave has a slot before {until}"
     reached = "1 agent" if outlook.agents == 1 else f"{outlook.agents} agents"
-    lines = [
-        f"{where}; {reached} reached at their next slot, from {outlook.first_slot_local_time}"
-    ]
+    lines = [f"{where}; {reached} reached at their next slot, from {outlook.first_slot_local_time}"]
     if outlook.will_miss:
         lines.append(f"the caps serve {outlook.can_update}: {outlook.will_miss} will miss it")
     return "\n".join(lines)

@@ -4,7 +4,6 @@ in that subcommand's own row: it is the page operators and release managers read
 from __future__ import annotations
 
 import argparse
-
 import re
 
 from control_plane.cli import _parser
