@@ -400,19 +400,28 @@ def _read_file(field_name: str, path: str) -> bytes:
         raise ConfigurationError(f"{field_name}: cannot read {path!r} ({exc.strerror})") from exc
 
 
-def patches_beside(artifact: Path, manifest: bytes) -> dict[str, bytes]:
+def patches_beside(artifact: Path, manifest: bytes) -> tuple[dict[str, bytes], list[str]]:
     """The patches the manifest offers that `nachtwacht release sign --base` wrote beside the
-    artifact, by base tar sha256. An unreadable manifest gives none: publishing refuses it."""
+    artifact, by base tar sha256, and a line per offered patch saying whether it goes with the
+    release or is missing (hosts on that base then download the full build). An unreadable
+    manifest gives none: publishing refuses it."""
     try:
         offers = parse_manifest(manifest).patches
     except ReleaseError:
-        return {}
+        return {}, []
     found: dict[str, bytes] = {}
+    lines: list[str] = []
     for offer in offers:
         path = artifact.parent / patch_file_name(offer.base_tar_sha256)
         if path.is_file():
             found[offer.base_tar_sha256] = _read_file("PATCH", str(path))
-    return found
+            lines.append(f"patch from {offer.base_version}: {path.name} ({offer.length} bytes)")
+        else:
+            lines.append(
+                f"patch from {offer.base_version}: {path} not found, skipped: hosts on"
+                f" {offer.base_version} download the full build"
+            )
+    return found, lines
 
 
 def _publish_release(args: argparse.Namespace) -> int:
@@ -420,7 +429,7 @@ def _publish_release(args: argparse.Namespace) -> int:
     manifest = _read_file("MANIFEST", args.manifest)
     signature = _read_file("SIGNATURE", args.signature)
     artifact = _read_file("ARTIFACT", args.artifact)
-    patches = patches_beside(Path(args.artifact), manifest)
+    patches, patch_lines = patches_beside(Path(args.artifact), manifest)
     now = clock_from_env().now()
     with admin_pool(args) as pool:
         release = ReleaseService(pool, keys).publish(
@@ -465,12 +474,15 @@ def _publish_release(args: argparse.Namespace) -> int:
     ]
     if not release.current:
         lines.append(
-            f"not offered to anyone yet: a downgrade from {release.downgrade_from or 'a newer'}"
-            f" release; `nachtwacht control rollback --channel {release.channel} --platform "
+            "not offered to anyone yet: a downgrade from "
+            + (release.downgrade_from or "a newer release")
+            + f"; `nachtwacht control rollback --channel {release.channel} --platform "
             f"{release.platform} --to {release.version} --reason …` makes it current"
         )
     if outlook is not None:
         lines.append(render_outlook(outlook))
+    if not release.already_published:
+        lines.extend(patch_lines)
     emit(args, payload, lines)
     return 0
 

@@ -84,8 +84,12 @@ def _publish(args: argparse.Namespace) -> int:
         [
             f"{verb} trust root v{published.version} (expires "
             f"{format_instant(published.expires_at)}): release keys {release_keys}; root keys "
-            f"{published.root_threshold} of {len(published.root_key_ids)}; agents take it at "
-            "their next poll"
+            f"{published.root_threshold} of {len(published.root_key_ids)}; "
+            + (
+                "nothing changed"
+                if published.already_published
+                else "agents take it at their next poll"
+            )
         ],
     )
     return 0

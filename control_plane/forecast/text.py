@@ -17,11 +17,10 @@ def render_outlook(outlook: WaveOutlook) -> str:
     else:
         where = f"stage canary, wave {outlook.wave} of {outlook.waves}: {who}"
     if outlook.first_slot_local_time is None:
-        return f"{where}; no agent of this wave has a slot before {outlook.until.isoformat()}"
-    lines = [
-        f"{where}; {outlook.agents} agents reached at their next slot,"
-        f" from {outlook.first_slot_local_time}"
-    ]
+        until = outlook.until.isoformat(timespec="seconds")
+        return f"{where}; no agent of this wave has a slot before {until}"
+    reached = "1 agent" if outlook.agents == 1 else f"{outlook.agents} agents"
+    lines = [f"{where}; {reached} reached at their next slot, from {outlook.first_slot_local_time}"]
     if outlook.will_miss:
         lines.append(f"the caps serve {outlook.can_update}: {outlook.will_miss} will miss it")
     return "\n".join(lines)

@@ -401,3 +401,48 @@ def test_enrolling_the_same_name_twice_is_refused(database_url: str) -> None:
     again = run_control(*args, "--database-url", database_url)
     assert again.returncode == 2
     assert "name: 'web-01' is already an agent of organisation" in again.stderr
+
+
+def test_publish_release_says_which_patches_go_with_it_and_which_are_missing(
+    database_url: str, tmp_path: Path
+) -> None:
+    from nachtwacht.demo_world.demo_agent import build_demo_agent
+    from nachtwacht.release_cli import main as release_main
+
+    assert release_main(["keygen", "--out", str(tmp_path / "keys")]) == 0
+    key = str(tmp_path / "keys" / "release.key")
+    for number, version in enumerate(("1.4.0", "1.5.0", "1.6.0"), start=1):
+        folder = tmp_path / "releases" / version
+        folder.mkdir(parents=True)
+        build_demo_agent(folder / f"agent-{version}.tar.gz", version=version)
+        bases = ["--base", str(tmp_path / "releases")] if version == "1.6.0" else []
+        argv = [
+            "sign", "--key", key, "--version", version, "--platform", "linux-x86_64",
+            "--manifest-version", str(number), "--out", str(folder), *bases,
+            str(folder / f"agent-{version}.tar.gz"),
+        ]  # fmt: skip
+        assert release_main(argv) == 0
+    target = tmp_path / "releases" / "1.6.0"
+    patches = sorted(target.glob("patch-from-*.zst"))
+    assert len(patches) == 2
+    manifest = json.loads((target / "manifest.json").read_bytes())
+    from_140 = next(p for p in manifest["patches"] if p["base_version"] == "1.4.0")
+    missing = target / f"patch-from-{from_140['base_tar_sha256'][:16]}.zst"
+    missing.unlink()
+
+    published = run_control(
+        "publish-release", str(target / "manifest.json"), str(target / "manifest.sig"),
+        str(target / "agent-1.6.0.tar.gz"), "--database-url", database_url,
+        "--release-public-key", str(tmp_path / "keys" / "release.pub"),
+    )  # fmt: skip
+
+    assert published.returncode == 0, published.stderr
+    lines = published.stdout.splitlines()
+    from_150 = next(p for p in manifest["patches"] if p["base_version"] == "1.5.0")
+    assert (
+        f"patch from 1.5.0: patch-from-{from_150['base_tar_sha256'][:16]}.zst"
+        f" ({from_150['length']} bytes)"
+    ) in lines
+    assert (
+        f"patch from 1.4.0: {missing} not found, skipped: hosts on 1.4.0 download the full build"
+    ) in lines

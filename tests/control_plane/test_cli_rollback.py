@@ -63,7 +63,7 @@ def test_a_downgrade_is_published_only_when_marked_and_rolled_back_to_with_a_rea
 
     marked = run_control("publish-release", *downgrade, *database, "--allow-downgrade", env=env)
     assert marked.returncode == 0, marked.stderr
-    assert "not offered to anyone yet" in marked.stdout
+    assert "not offered to anyone yet: a downgrade from 1.6.0; `nachtwacht" in marked.stdout
     assert "nachtwacht control rollback --channel stable --platform linux-x86_64" in marked.stdout
 
     rolled = run_control("rollback", *PAIR, "--reason", "1.6.0 is bad", "--json", *database)

@@ -32,6 +32,10 @@ def test_a_chain_is_published_from_files_and_listed(database_url: str, tmp_path:
     )
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout)["version"] == 2
+    again = run_control("trust-root", "publish", str(tmp_path / "1.root.json"), *database)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("already published trust root v1")
+    assert again.stdout.rstrip().endswith("; nothing changed")
 
     below = run_control("trust-root", "publish", str(tmp_path / "3.root.json"), *database)
     assert below.returncode == 2

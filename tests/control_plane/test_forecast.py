@@ -287,6 +287,24 @@ def test_a_negative_fleet_is_refused_naming_the_organisation() -> None:
             " this wave has a slot before 2026-12-01T15:00:00+00:00",
             id="nobody_in_the_day",
         ),
+        pytest.param(
+            {"agents": 1, "can_update": 1},
+            "stage canary, wave 1 of 4: the marked canaries and 5 % of the agents; 1 agent"
+            " reached at their next slot, from 2026-12-01T03:00:00+01:00",
+            id="one_agent",
+        ),
+        pytest.param(
+            {
+                "agents": 0,
+                "can_update": 0,
+                "first_slot_at": None,
+                "first_slot_local_time": None,
+                "until": datetime(2026, 12, 1, 15, 0, 1, 649168, tzinfo=UTC),
+            },
+            "stage canary, wave 1 of 4: the marked canaries and 5 % of the agents; no agent of"
+            " this wave has a slot before 2026-12-01T15:00:01+00:00",
+            id="nobody_until_a_moment_with_microseconds",
+        ),
     ],
 )
 def test_publishing_says_what_the_first_wave_reaches_and_when(
