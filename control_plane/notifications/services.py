@@ -15,8 +15,8 @@ from control_plane.errors import InvalidInput, NotFound
 from control_plane.inputs import stored_text
 from control_plane.notifications.addresses import (
     ADDRESS_REFUSED,
-    AddressNotAllowed,
     MAX_URL_LENGTH,
+    AddressNotAllowed,
     WebhookAddressPolicy,
     WebhookAddressRefused,
 )

@@ -103,7 +103,7 @@ def test_the_error_summary_names_the_time_field_of_each_error(panel_world: Panel
 
 
 def test_tonight_says_which_days_slots_it_shows(panel_world: PanelWorld) -> None:
-    """"Tonight" is a local day's slots (tomorrow's from noon on): without its date a reader in
+    """ "Tonight" is a local day's slots (tomorrow's from noon on): without its date a reader in
     the morning takes the night just past for the coming one. The clock shows 12:00 CET on
     Friday 26 March 2027, so the page is about Saturday's slots."""
     with sign_in_client(panel_world, panel_world.panel_key) as client:

@@ -258,9 +258,7 @@ def test_one_organisations_unexpected_error_never_stops_anothers_delivery(
     assert sorted(outcome.outcome for outcome in report.deliveries) == ["delivered", "retry"]
 
 
-def test_an_address_refused_for_where_it_points_has_its_own_code(
-    api: Api, make_org: Any
-) -> None:
+def test_an_address_refused_for_where_it_points_has_its_own_code(api: Api, make_org: Any) -> None:
     """The API says a well-formed address the policy refuses apart from a malformed one."""
     org = make_org("Acme")
     with api.client(org.panel_key) as client:
