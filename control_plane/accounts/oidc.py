@@ -43,6 +43,7 @@ from control_plane.errors import InvalidInput
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
 from control_plane.notifications.addresses import (
+    ADDRESS_REFUSED,
     Resolver,
     WebhookAddressPolicy,
     WebhookAddressRefused,
@@ -68,8 +69,6 @@ TIMEOUT = httpx.Timeout(10.0)
 # Clocks differ a little between the provider and us.
 LEEWAY_SECONDS = 60
 ALGORITHMS = ["RS256", "ES256", "PS256", "EdDSA"]
-# The code of the refusal of an issuer the outbound address policy does not allow.
-ADDRESS_REFUSED = "address_refused"
 
 
 class OidcFailed(Exception):

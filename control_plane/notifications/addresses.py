@@ -32,6 +32,8 @@ from urllib.parse import SplitResult, urlsplit
 import httpx
 
 __all__ = [
+    "ADDRESS_REFUSED",
+    "AddressNotAllowed",
     "IPAddress",
     "IPNetwork",
     "Resolver",
@@ -47,11 +49,19 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], list[IPAddress]]
 
 MAX_URL_LENGTH = 2000
+# The code of a refusal of a well-formed URL whose address is not one the control plane may
+# connect to (the API's `code`; the panel words it apart from a malformed URL).
+ADDRESS_REFUSED = "address_refused"
 
 
 class WebhookAddressRefused(ValueError):
     """The URL, or an address its host resolves to, is not one the control plane may connect to
     (a webhook's delivery or an OpenID Connect provider's request)."""
+
+
+class AddressNotAllowed(WebhookAddressRefused):
+    """A well-formed URL whose address is not public and not in a network the operator allowed
+    (loopback, private, link-local, …), as opposed to a URL of the wrong shape."""
 
 
 def resolve_host(host: str, port: int) -> list[IPAddress]:
@@ -106,7 +116,7 @@ class WebhookAddressPolicy:
             return
         why = _why_refused(address)
         if why is not None:
-            raise WebhookAddressRefused(
+            raise AddressNotAllowed(
                 f"{address} is a {why} address; the control plane connects to public addresses "
                 "only (an operator can allow a network: serve --outbound-allow-network CIDR)"
             )

@@ -14,7 +14,9 @@ from psycopg.types.json import Jsonb
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.inputs import stored_text
 from control_plane.notifications.addresses import (
+    ADDRESS_REFUSED,
     MAX_URL_LENGTH,
+    AddressNotAllowed,
     WebhookAddressPolicy,
     WebhookAddressRefused,
 )
@@ -169,6 +171,8 @@ def checked_webhook(
     url = url.strip()
     try:
         (policy or WebhookAddressPolicy()).check_url(url)
+    except AddressNotAllowed as exc:
+        raise InvalidInput("url", url, str(exc), code=ADDRESS_REFUSED) from exc
     except WebhookAddressRefused as exc:
         raise InvalidInput("url", url, str(exc)) from exc
     stored_text("url", url, MAX_URL_LENGTH)

@@ -21,9 +21,10 @@ from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.services import EventFilter, EventView
 from control_plane.events.trail import Actor
 from control_plane.history import HistoryEvent, HistoryPage, HistoryQuery, HistoryRun, NightVersions
+from control_plane.notifications.addresses import ADDRESS_REFUSED
 from control_plane.notifications.services import NotificationPage, WebhookView
 from control_plane.notifications.trial_delivery import TEST_EVENT
-from control_plane.panel.backend import Missing, missing_as, missing_or_refused, refused
+from control_plane.panel.backend import Missing, Refused, missing_as, missing_or_refused, refused
 from control_plane.registry import Services
 from control_plane.rollout.services import AgentRelease
 from control_plane.runs.services import ManualRequests, RecordedRun
@@ -213,6 +214,9 @@ def save_webhook(
     try:
         saved = services.webhooks.put(org_id, url=url, secret=secret, now=now)
     except InvalidInput as exc:
+        if exc.code == ADDRESS_REFUSED:
+            # A well-formed address the policy refuses: said apart from a malformed one.
+            raise Refused("address", url) from exc
         raise refused(exc) from exc
     return saved.secret
 

@@ -88,6 +88,30 @@ def test_a_schedule_saved_with_its_token_is_stored(panel_world: PanelWorld) -> N
     assert row == (["02:30", "04:00"],)
 
 
+def test_the_error_summary_names_the_time_field_of_each_error(panel_world: PanelWorld) -> None:
+    """Two rows can hold the same text: the summary at the top says which field each error is
+    at ("Time 2: …"), as the message beside the field does by its place."""
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        page = client.get(f"/panel/agents/{panel_world.agent_id}")
+        answer = client.post(
+            f"/panel/agents/{panel_world.agent_id}/schedule",
+            data={"enabled": "1", "times": ["02:30", "02:30"], "csrf": csrf_of(page.text)},
+        )
+    assert answer.status_code == 422
+    summary = answer.text.split('id="error-summary"', 1)[1].split("</div>", 1)[0]
+    assert "Time 2: 02:30 is already in the list; each time may appear once." in summary
+
+
+def test_tonight_says_which_days_slots_it_shows(panel_world: PanelWorld) -> None:
+    """ "Tonight" is a local day's slots (tomorrow's from noon on): without its date a reader in
+    the morning takes the night just past for the coming one. The clock shows 12:00 CET on
+    Friday 26 March 2027, so the page is about Saturday's slots."""
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        page = client.get("/panel/forecast")
+    assert page.status_code == 200
+    assert "Update slots of Sat, March 27. Times are in Europe/Amsterdam." in page.text
+
+
 def test_an_expired_session_sends_the_reader_to_sign_in(panel_world: PanelWorld) -> None:
     with sign_in_client(panel_world, panel_world.panel_key) as client:
         assert client.get("/panel/agents").status_code == 200

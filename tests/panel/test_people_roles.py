@@ -94,6 +94,21 @@ def test_a_viewer_is_refused_every_changing_route(panel_world: PanelWorld) -> No
     assert "05:00" not in after and before.count("04:00") == after.count("04:00")
 
 
+def test_a_viewer_is_told_so_on_every_page_before_pressing_a_form(panel_world: PanelWorld) -> None:
+    """The agent page shows a viewer the schedule, hold and "Update now" forms (the schedule
+    editor also previews): a note at the top says a viewer cannot change anything, so a viewer
+    who types a schedule learns it before the refusal, not from it. An editor sees no note."""
+    note = "You are signed in as a viewer: you can see everything of your organisation"
+    with sign_in_client(panel_world, panel_world.panel_key) as editor:
+        link = invite(editor, "Bob Jansen", "bob@example.com", "viewer")
+        assert note not in editor.get(f"/panel/agents/{panel_world.agent_id}").text
+    with panel_world.client() as bob:
+        set_password(bob, link)
+        sign_in_person(bob, "bob@example.com")
+        for path in (f"/panel/agents/{panel_world.agent_id}", "/panel/agents", "/panel/webhook"):
+            assert note in bob.get(path).text, path
+
+
 @pytest.mark.parametrize("role", ["editor"])
 def test_an_editor_may_change(panel_world: PanelWorld, role: str) -> None:
     with sign_in_client(panel_world, panel_world.panel_key) as editor:

@@ -335,3 +335,23 @@ def test_the_progress_poll_of_a_signed_out_reader_is_a_status_not_a_page(
         answer = stranger.get(f"{agent}/updates/{run}.json")
     assert answer.status_code == 401
     assert answer.headers["content-type"] == "application/json"
+
+
+def test_a_webhook_address_the_policy_refuses_is_said_apart_from_a_malformed_one(
+    panel_world: PanelWorld,
+) -> None:
+    """A well-formed loopback address is refused for where it points, naming it: the message
+    for a malformed address ("with a host name, without a user name") would send the customer
+    looking for a typo that is not there."""
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        token = csrf_of(client.get("/panel/webhook").text)
+        refused = client.post(
+            "/panel/webhook", data={"csrf": token, "url": "http://127.0.0.1:8080/hook"}
+        )
+        malformed = client.post("/panel/webhook", data={"csrf": token, "url": "ftp://x.example"})
+    assert refused.status_code == 422
+    assert "Address http://127.0.0.1:8080/hook: we send only to public addresses" in refused.text
+    assert "without a user name or password" not in refused.text
+    assert malformed.status_code == 422
+    assert "without a user name or password" in malformed.text
+    assert "we send only to public addresses" not in malformed.text

@@ -256,3 +256,13 @@ def test_one_organisations_unexpected_error_never_stops_anothers_delivery(
     assert deliveries[broken]["state"] == "pending"
     assert deliveries[broken]["last_error"].startswith(type(failure).__name__)
     assert sorted(outcome.outcome for outcome in report.deliveries) == ["delivered", "retry"]
+
+
+def test_an_address_refused_for_where_it_points_has_its_own_code(api: Api, make_org: Any) -> None:
+    """The API says a well-formed address the policy refuses apart from a malformed one."""
+    org = make_org("Acme")
+    with api.client(org.panel_key) as client:
+        loopback = client.put("/v1/webhook", json={"url": "http://127.0.0.1:6379/"})
+        malformed = client.put("/v1/webhook", json={"url": "gopher://hooks.example.com/"})
+    assert loopback.json()["detail"]["code"] == "address_refused"
+    assert malformed.json()["detail"]["code"] == "invalid_input"
