@@ -183,11 +183,11 @@ class ControlPlaneClient:
             if foreign is not None:
                 # Something in front of the control plane: it was not reached this minute.
                 raise ControlPlaneUnreachable(f"{method} {path}: {foreign}")
-            answered = wire.answer_words(status, body, content_type)
+            words = wire.answer_words(status, body, content_type)
             raise CredentialRefused(
                 f"{method} {path}: the control plane refused the agent's credential "
-                f"({answered}); re-enroll the agent",
-                answered=answered,
+                f"({words}); re-enroll the agent",
+                answered=words,
             )
         return response
 
