@@ -7,7 +7,6 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from control_plane.metrics.services import MetricsSnapshot, ReleaseState
-from ground.contract.codes import RefusalCode
 
 __all__ = ["CONTENT_TYPE", "render_metrics"]
 
@@ -84,15 +83,13 @@ def _claim_families(snapshot: MetricsSnapshot) -> list[str]:
         "Throttle tokens granted (scheduled and manual), all replicas.",
         [({}, snapshot.granted)],
     )
-    # `brake` from 0, so that `increase()` (NachtwachtBrakeRefusingSlots) sees the first one.
-    refused = {RefusalCode.BRAKE.value: 0, **snapshot.refused_here}
     lines += _family(
         "nachtwacht_claims_refused_total",
         "counter",
         "Claim requests refused by this replica since it started, by refusal code.",
         [
             ({"reason": reason, "replica": replica}, count)
-            for reason, count in sorted(refused.items())
+            for reason, count in sorted(snapshot.refused_here.items())
         ],
     )
     lines += _family(
