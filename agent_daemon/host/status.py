@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from agent_daemon.connection.config_cache import CachedConfig
+from agent_daemon.connection.server_clock import MAX_SERVER_CLOCK_OFFSET
 from agent_daemon.disk.daemon_state import DaemonState, RunRecord
 from agent_daemon.disk.held_trust_root import HeldTrustRoot
 from agent_daemon.host.activity import ActivityRecord
@@ -210,6 +211,13 @@ def problems(status: AgentStatus) -> list[str]:
     found.extend(_last_run_problems(status.state, tz))
     if cached is None:
         return found
+    if abs(cached.offset_seconds) >= MAX_SERVER_CLOCK_OFFSET.total_seconds():
+        found.append(
+            "this host's clock is more than a day off the control plane's (the offset is kept at"
+            " the 24-hour bound): slots are planned on the wrong day and none is asked for, and"
+            " the control plane records them as missed (unknown) — set the host's clock right"
+            " (NTP); the daemon's log says clock.disagrees with the offset it measured"
+        )
     config = cached.config
     hold = config.hold
     if hold is not None and hold.until > status.now:

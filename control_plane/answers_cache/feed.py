@@ -91,6 +91,10 @@ def read_changes(
     return horizon, changes, still_above
 
 
+# While the feed cannot be read, its warning is repeated this often (real seconds).
+FAILURE_REPEAT_SECONDS = 60.0
+
+
 class ChangeFeed:
     """Reads the feed every `interval_seconds` into `memory`, writing `seen`'s batches."""
 
@@ -115,6 +119,11 @@ class ChangeFeed:
         self._horizons: deque[tuple[float, str]] = deque()
         self._prune_below: str | None = None
         self._last_prune = monotonic()
+        # While the feed cannot be read: since when, and when that was last said. A read every
+        # half second would otherwise write two lines a second per worker for a whole outage,
+        # burying the lines that say what to do.
+        self._failing_since: float | None = None
+        self._failure_said_at = 0.0
 
     def start(self) -> None:
         self._loop.start(self._run)
@@ -144,8 +153,14 @@ class ChangeFeed:
             self._horizons.clear()
             self._prune_below = None
             self._close()
-            logger.warning("answer feed not read (answers come from the database): %s", exc)
+            self._say_not_read(exc)
             return
+        if self._failing_since is not None:
+            logger.warning(
+                "answer feed read again after %.0f s (answers come from memory again)",
+                self._monotonic() - self._failing_since,
+            )
+            self._failing_since = None
         try:
             self._seen.write(conn)
             self._prune(conn, started)
@@ -156,6 +171,24 @@ class ChangeFeed:
                 "sightings of answers from memory not written yet (kept for the next read): %s",
                 exc,
             )
+
+    def _say_not_read(self, exc: psycopg.Error) -> None:
+        """The first failure at once, then at most every `FAILURE_REPEAT_SECONDS` while it lasts."""
+        now = self._monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        elif now - self._failure_said_at < FAILURE_REPEAT_SECONDS:
+            return
+        else:
+            logger.warning(
+                "answer feed still not read after %.0f s (answers come from the database): %s",
+                now - self._failing_since,
+                exc,
+            )
+            self._failure_said_at = now
+            return
+        self._failure_said_at = now
+        logger.warning("answer feed not read (answers come from the database): %s", exc)
 
     def _close(self) -> None:
         if self._conn is not None:

@@ -27,6 +27,9 @@ __all__ = ["ReconcileWorker"]
 DEFAULT_INTERVAL = timedelta(seconds=30)
 # However fast a fake clock runs, the loop does not poll the database more often than this.
 MIN_REAL_WAIT_SECONDS = 0.1
+# A replica refused the lock says so when no pass has finished for this long (a pass every 30
+# seconds is the rule), and again at most this often while that lasts: the holder may be hung.
+STALE_PASS = timedelta(minutes=5)
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +54,10 @@ class ReconcileWorker:
         # The start of this process's current stretch of liveness marks.
         self._alive_since: datetime | None = None
         self.identity = identity or replica_identity()
-        self._lock = LeaderLock(database_url)
+        self._lock = LeaderLock(database_url, identity=self.identity)
+        # Since when this replica has been refused the lock, and when it last said so.
+        self._refused_since: datetime | None = None
+        self._stale_warned_at: datetime | None = None
         self._sender = sender or WebhookSender(pool, delivery, addresses=addresses)
         self._pass = ReconcilePass(
             pool, sender=self._sender, settings=pass_settings, identity=self.identity
@@ -84,7 +90,9 @@ class ReconcileWorker:
         replica is the worker."""
         self.mark_alive()
         if not self._lock.try_acquire():
+            self._warn_of_a_stale_holder()
             return None
+        self._refused_since = None
         try:
             report = self._pass.run(self._clock.now())
         except psycopg.Error as exc:
@@ -93,6 +101,46 @@ class ReconcileWorker:
             return None
         self.last_report = report
         return report
+
+    def _warn_of_a_stale_holder(self) -> None:
+        """Another session holds the lock: when no pass has finished for `STALE_PASS`, say which
+        session holds it. A holder that hangs (a stopped or frozen process) keeps its session
+        alive, so no replica takes over and nothing else names it."""
+        holder = self._lock.holder
+        if holder is None:
+            return
+        now = self._clock.now()
+        if self._refused_since is None:
+            self._refused_since = now
+        if now - self._refused_since < STALE_PASS:
+            return  # e.g. the holder's first pass on a new database is still under way
+        if self._stale_warned_at is not None and now - self._stale_warned_at < STALE_PASS:
+            return
+        try:
+            with self._pool.connection() as conn:
+                row = conn.execute(
+                    "SELECT last_pass_at, last_pass_by FROM reconcile_progress"
+                ).fetchone()
+        except psycopg.Error:
+            return  # the database is away: the liveness mark's warning says so
+        if row is None or row["last_pass_at"] is None:
+            since = "no pass has finished yet"
+        elif now - row["last_pass_at"] < STALE_PASS:
+            return
+        else:
+            since = (
+                f"no pass has finished since {row['last_pass_at'].isoformat()}"
+                f" (by {row['last_pass_by']})"
+            )
+        self._stale_warned_at = now
+        logger.warning(
+            "reconcile worker: %s holds the worker's lock but %s; if that replica is hung, end"
+            " its session (SELECT pg_terminate_backend(%d)) and a running replica takes over at"
+            " its next tick",
+            holder.describe(),
+            since,
+            holder.pid,
+        )
 
     def start(self) -> None:
         self._loop.start(self._run)

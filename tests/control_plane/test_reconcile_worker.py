@@ -3,6 +3,7 @@ others wait and take over when it dies; the loop runs passes on the clock object
 
 from __future__ import annotations
 
+import logging
 import signal
 import socket
 import subprocess
@@ -98,6 +99,58 @@ def test_a_stopped_worker_hands_over_at_once(
     assert first.tick() is not None
     first.stop()
     assert second.tick() is not None
+
+
+def test_the_lock_session_is_named_after_its_replica(database_url: str) -> None:
+    """pg_stat_activity names the replica that holds the worker's lock, and a replica refused
+    the lock knows which session holds it."""
+    holding = LeaderLock(database_url, identity="cp-1:4242:abcd1234")
+    waiting = LeaderLock(database_url, identity="cp-2:4343:ef567890")
+    try:
+        assert holding.try_acquire()
+        with psycopg.connect(database_url, autocommit=True) as admin:
+            names = admin.execute(
+                "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+                " WHERE l.locktype = 'advisory' AND l.granted"
+                " AND ((l.classid::bigint << 32) | l.objid::bigint) = %s",
+                [RECONCILE_LOCK_KEY],
+            ).fetchall()
+        assert names == [("nachtwacht reconcile cp-1:4242:abcd1234",)]
+        assert waiting.try_acquire() is False
+        assert waiting.holder is not None
+        assert waiting.holder.application_name == "nachtwacht reconcile cp-1:4242:abcd1234"
+        assert waiting.holder.describe().startswith(f"database session {waiting.holder.pid} (")
+    finally:
+        holding.release()
+        waiting.release()
+
+
+def test_a_refused_replica_names_a_hung_holder(
+    workers: list[ReconcileWorker],
+    clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A holder that hangs keeps its session and the lock: no replica takes over, and no pass
+    finishes. The replicas refused the lock say which session holds it and how to end it."""
+    first, second = workers
+    clock.set(AFTER_NIGHT)
+    assert first.tick() is not None
+    caplog.set_level(logging.WARNING, logger="control_plane.reconcile.worker")
+    # The first replica goes on passing: the second waits quietly.
+    for _ in range(12):
+        clock.advance(seconds=30)
+        assert first.tick() is not None
+        assert second.tick() is None
+    assert "holds the worker's lock" not in caplog.text
+    # Now the first hangs (it ticks no more) and keeps its session.
+    for _ in range(12):
+        clock.advance(seconds=30)
+        assert second.tick() is None
+    warnings = [r.getMessage() for r in caplog.records if "holds the worker's lock" in r.message]
+    assert len(warnings) == 1, caplog.text
+    assert "(nachtwacht reconcile first)" in warnings[0]
+    assert "no pass has finished since" in warnings[0]
+    assert "SELECT pg_terminate_backend(" in warnings[0]
 
 
 def test_the_lock_outlives_nothing_but_its_process(database_url: str) -> None:

@@ -4,6 +4,7 @@ another channel or platform; and an update requested now that is not taken up ye
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -205,3 +206,25 @@ def test_every_time_status_shows_carries_the_platforms_zone() -> None:
     assert all(found.endswith(" CET") for found in times), times
     assert "UTC" not in text
     assert "T14:00:00Z" not in text
+
+
+def test_a_host_clock_beyond_the_bound_is_named_first_thing() -> None:
+    """A host more than a day off plans on the wrong day and asks for no slot; the control
+    plane can only record the miss as `unknown`. `agent status` names the clock."""
+    status = _status()
+    assert status.cached is not None
+    off = dataclasses.replace(
+        status, cached=dataclasses.replace(status.cached, offset_seconds=86400.0)
+    )
+    text = render_status(off)
+    assert "  ! this host's clock is more than a day off the control plane's" in text
+    assert "set the host's clock right (NTP)" in text
+    behind = dataclasses.replace(
+        status, cached=dataclasses.replace(status.cached, offset_seconds=-86400.0)
+    )
+    assert any("more than a day off" in line for line in problems(behind))
+    # Hours off is followed: nothing to say.
+    hours = dataclasses.replace(
+        status, cached=dataclasses.replace(status.cached, offset_seconds=-5 * 3600.0)
+    )
+    assert problems(hours) == []

@@ -8,6 +8,7 @@ Each test drives the feed by hand (`feed.read_once()`) and the memory's clock (`
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -271,3 +272,27 @@ def test_a_claim_body_the_route_would_refuse_is_answered_as_the_route_does(
     by_the_route = ask()
     assert with_memory.status_code == by_the_route.status_code
     assert with_memory.json() == by_the_route.json()
+
+
+def test_a_feed_that_cannot_be_read_says_so_once_a_minute_not_twice_a_second(
+    services: Services, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A database outage: the feed is tried every half second, and each try fails. The first
+    failure is said at once, then once a minute while it lasts, so the log of a few minutes'
+    outage stays readable."""
+    now = [0.0]
+    unreachable = ChangeFeed(
+        "postgresql://nobody@127.0.0.1:1/nachtwacht",
+        services.answers,
+        services.seen,
+        monotonic=lambda: now[0],
+    )
+    caplog.set_level(logging.WARNING, logger="control_plane.answers_cache.feed")
+    for _ in range(300):  # two and a half minutes of reads, every half second
+        unreachable.read_once()
+        now[0] += 0.5
+    said = [r.getMessage() for r in caplog.records if "answer feed" in r.getMessage()]
+    assert len(said) == 3, said
+    assert said[0].startswith("answer feed not read (answers come from the database): ")
+    assert said[1].startswith("answer feed still not read after 60 s")
+    assert said[2].startswith("answer feed still not read after 120 s")
