@@ -117,8 +117,8 @@ _UNCONSUMED = """
 WITH candidate AS (
     SELECT * FROM unnest(%(agent_ids)s::uuid[], %(org_ids)s::uuid[], %(keys)s::text[],
                          %(ats)s::timestamptz[], %(closes)s::timestamptz[],
-                         %(platform_down)s::boolean[])
-        AS c(agent_id, org_id, slot_key, slot_at, window_closes, platform_down)
+                         %(platform_down)s::boolean[], %(seen_reasons)s::text[])
+        AS c(agent_id, org_id, slot_key, slot_at, window_closes, platform_down, seen_reason)
 )
 SELECT c.agent_id, c.org_id, c.slot_key, c.slot_at, c.window_closes,
        CASE
@@ -126,12 +126,14 @@ SELECT c.agent_id, c.org_id, c.slot_key, c.slot_at, c.window_closes,
            WHEN latest.reason IS NOT NULL THEN %(throttled)s
            WHEN c.platform_down THEN %(platform_unavailable)s
            WHEN a.last_seen_at IS NULL OR a.last_seen_at < c.slot_at THEN %(offline)s
+           -- Seen, no refusal on record: `seen_reason` (brake when the brake was on in the
+           -- window, which a braked agent reads in its config and so does not ask; else unknown).
            -- No stretches recorded (before migration 0009): seen since, but when is unknown.
-           WHEN a.online_since IS NULL THEN %(unknown)s
+           WHEN a.online_since IS NULL THEN c.seen_reason
            -- The current stretch reaches into the window: seen in it, no refusal known.
-           WHEN a.online_since < c.window_closes THEN %(unknown)s
+           WHEN a.online_since < c.window_closes THEN c.seen_reason
            -- The previous stretch ended inside or after the window: seen, or cannot tell.
-           WHEN a.previous_seen_at >= c.slot_at THEN %(unknown)s
+           WHEN a.previous_seen_at >= c.slot_at THEN c.seen_reason
            -- Not seen from before the window opened until after it closed.
            ELSE %(offline)s
        END AS miss_reason
@@ -183,7 +185,9 @@ _MISS_REASONS = {reason.value: reason.value for reason in MissReason}
 
 
 def unconsumed_parameters(
-    candidates: Sequence[SlotCandidate], platform_down: Callable[[SlotCandidate], bool]
+    candidates: Sequence[SlotCandidate],
+    platform_down: Callable[[SlotCandidate], bool],
+    braked: Callable[[SlotCandidate], bool],
 ) -> dict[str, object]:
     """`_UNCONSUMED`'s parameters for these candidates."""
     return {
@@ -193,6 +197,9 @@ def unconsumed_parameters(
         "ats": [c.slot_at for c in candidates],
         "closes": [c.window_closes for c in candidates],
         "platform_down": [platform_down(c) for c in candidates],
+        "seen_reasons": [
+            (MissReason.BRAKE if braked(c) else MissReason.UNKNOWN).value for c in candidates
+        ],
         "brake_refusal": RefusalCode.BRAKE.value,
         **_MISS_REASONS,
     }
@@ -217,13 +224,15 @@ def insert_missed(
     *,
     now: datetime,
     platform_down: Callable[[SlotCandidate], bool] = lambda _candidate: False,
+    braked: Callable[[SlotCandidate], bool] = lambda _candidate: False,
 ) -> list[MissedSlot]:
     """Missed runs (and their `update.missed` events) for the candidates that have no run;
-    `platform_down(candidate)` says whether the control plane was down during its window."""
+    `platform_down(candidate)` says whether the control plane was down during its window, and
+    `braked(candidate)` whether the platform's brake was on during it."""
     if not candidates:
         return []
     unconsumed = conn.execute(
-        _UNCONSUMED, unconsumed_parameters(candidates, platform_down)
+        _UNCONSUMED, unconsumed_parameters(candidates, platform_down, braked)
     ).fetchall()
     if not unconsumed:
         return []

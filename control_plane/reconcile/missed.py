@@ -6,7 +6,9 @@ agent's current schedule, from the moment the agent was enrolled. A slot is not 
 agent consumed it or a later slot inside its window (consuming the latest open slot supersedes the
 earlier ones). The reason is a fact where one exists:
 
-    brake      the claim endpoint refused this agent this slot because of the brake
+    brake      the claim endpoint refused this agent this slot because of the brake; or, with
+               no refusal on record, the agent was seen in the window while the platform's brake
+               was on (it reads the brake in its config and does not ask: `brake.spans`)
     throttled  … because a cap was full (org_cap or global_cap)
     platform_unavailable  no refusal, and the control plane itself was down during the window
                (no replica's liveness mark covers it: `liveness`)
@@ -27,6 +29,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
+from control_plane.brake.spans import read_brake_spans
 from control_plane.liveness.marks import read_coverage
 from control_plane.reconcile.data import (
     MissedSlot,
@@ -93,6 +96,7 @@ def record_missed_slots(
     if not candidates:
         return []
     coverage = read_coverage(conn, since=min(c.slot_at for c in candidates), until=until)
+    brake = read_brake_spans(conn, until=until)
     down: dict[datetime, bool] = {}
 
     def platform_down(candidate: SlotCandidate) -> bool:
@@ -100,4 +104,7 @@ def record_missed_slots(
             down[candidate.slot_at] = coverage.was_down(candidate.slot_at, candidate.window_closes)
         return down[candidate.slot_at]
 
-    return insert_missed(conn, candidates, now=now, platform_down=platform_down)
+    def braked(candidate: SlotCandidate) -> bool:
+        return brake.engaged_during(candidate.slot_at, candidate.window_closes)
+
+    return insert_missed(conn, candidates, now=now, platform_down=platform_down, braked=braked)

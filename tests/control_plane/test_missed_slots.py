@@ -9,11 +9,14 @@ from datetime import timedelta
 import psycopg
 import pytest
 
+from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from control_plane.types import Pool
 from tests.control_plane.conftest import Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
 from tests.worlds.clocks import ManualClock
+
+OPERATOR = Actor(kind="operator", name="tests")
 
 
 @pytest.fixture
@@ -265,3 +268,75 @@ def test_the_database_refuses_a_missed_manual_run(fleet: Fleet) -> None:
             " VALUES (%s, %s, 'manual', 'missed', 'offline', now())",
             [agent.id, agent.org_id],
         )
+
+
+def test_seen_while_the_brake_was_on_misses_as_brake_though_it_never_asked(
+    fleet: Fleet, services: Services
+) -> None:
+    """A braked agent reads the brake in its config and does not ask for its slot: no refusal is
+    on record, yet the brake is what kept it out (not a miss nobody can explain)."""
+    org = fleet.org()
+    braked = fleet.agent(org, "web-01")
+    fleet.agent(org, "web-02")  # never seen
+    services.brake.set(
+        engaged=True,
+        reason="incident 44",
+        revoke_outstanding=True,
+        actor=OPERATOR,
+        now=NIGHT - timedelta(hours=1),
+    )
+    fleet.seen(braked, NIGHT + timedelta(minutes=3))
+    fleet.reconcile(AFTER_NIGHT)
+    # An agent not seen at all is offline, brake or not: it would have missed either way.
+    assert fleet.missed() == {"web-01": "brake", "web-02": "offline"}
+
+
+def test_a_brake_released_before_the_window_leaves_the_miss_unexplained(
+    fleet: Fleet, services: Services
+) -> None:
+    agent = fleet.agent(fleet.org(), "web-01")
+    for engaged, at in ((True, NIGHT - timedelta(hours=2)), (False, NIGHT - timedelta(hours=1))):
+        services.brake.set(
+            engaged=engaged, reason="incident 45", revoke_outstanding=True, actor=OPERATOR, now=at
+        )
+    fleet.seen(agent, NIGHT + timedelta(minutes=3))
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "unknown"}
+
+
+def test_a_brake_engaged_in_the_window_explains_the_miss(fleet: Fleet, services: Services) -> None:
+    agent = fleet.agent(fleet.org(), "web-01")
+    services.brake.set(
+        engaged=True,
+        reason="incident 46",
+        revoke_outstanding=True,
+        actor=OPERATOR,
+        now=NIGHT + timedelta(minutes=10),
+    )
+    fleet.seen(agent, NIGHT + timedelta(minutes=3))
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "brake"}
+
+
+def test_the_brake_of_one_release_is_not_the_platforms(fleet: Fleet) -> None:
+    agent = fleet.agent(fleet.org(), "web-01")
+    fleet.sql(
+        "INSERT INTO events (kind, actor_kind, at, data) VALUES ('brake.engaged', 'operator', %s,"
+        ' \'{"scope": "release"}\')',
+        [NIGHT - timedelta(hours=1)],
+    )
+    fleet.seen(agent, NIGHT + timedelta(minutes=3))
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "unknown"}
+
+
+def test_a_brake_whose_engaging_event_was_removed_still_counts(fleet: Fleet) -> None:
+    # After the retention walk the brake's own row still says it is on, and since when.
+    agent = fleet.agent(fleet.org(), "web-01")
+    fleet.sql(
+        "UPDATE platform_brake SET engaged = true, reason = 'old', changed_at = %s",
+        [NIGHT - timedelta(days=400)],
+    )
+    fleet.seen(agent, NIGHT + timedelta(minutes=3))
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "brake"}

@@ -28,6 +28,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from bench.year_of_history import History, fill_history, seed_fleet
+from control_plane.brake.spans import read_brake_spans
 from control_plane.claims.manual import claim_manual
 from control_plane.errors import ClaimRefused
 from control_plane.events.services import EventFilter
@@ -324,6 +325,17 @@ def test_the_missed_slot_insert_looks_up_each_candidates_runs_by_index(
     assert unbounded_reads(seeded_url, recorder.take()) == []
 
 
+def test_the_brakes_spans_are_read_by_the_events_kind_not_over_the_trail(
+    recorder: Recorder, seeded_url: str
+) -> None:
+    recorder.take()
+    with recorder.pool.connection() as conn:
+        read_brake_spans(conn, until=datetime.now(UTC))
+    statements = recorder.take()
+    assert statements, "the spans were read by no statement"
+    assert unbounded_reads(seeded_url, statements) == []
+
+
 def test_the_missed_slot_insert_counts_its_endings_once_per_statement(
     world: dict[str, Any], seeded_url: str
 ) -> None:
@@ -335,7 +347,8 @@ def test_the_missed_slot_insert_counts_its_endings_once_per_statement(
     slot_at, candidates = _next_night(world, agents)
     with psycopg.connect(seeded_url, row_factory=dict_row) as conn:
         unconsumed = conn.execute(
-            data._UNCONSUMED, data.unconsumed_parameters(candidates, lambda _c: False)
+            data._UNCONSUMED,
+            data.unconsumed_parameters(candidates, lambda _c: False, lambda _c: False),
         ).fetchall()
     with psycopg.connect(seeded_url) as conn, conn.transaction(force_rollback=True):
         row = conn.execute(

@@ -101,10 +101,12 @@ def test_a_new_fleets_first_missed_pass_reads_no_run_it_is_writing(
         conn.transaction(force_rollback=True),
     ):
         checked = conn.execute(
-            explain + data._UNCONSUMED, data.unconsumed_parameters(candidates, lambda _c: False)
+            explain + data._UNCONSUMED,
+            data.unconsumed_parameters(candidates, lambda _c: False, lambda _c: False),
         ).fetchone()
         unconsumed = conn.execute(
-            data._UNCONSUMED, data.unconsumed_parameters(candidates, lambda _c: False)
+            data._UNCONSUMED,
+            data.unconsumed_parameters(candidates, lambda _c: False, lambda _c: False),
         ).fetchall()
         inserted = conn.execute(
             explain + data._INSERT_MISSED, data.missed_parameters(unconsumed, SLOT_AT + WINDOW)
