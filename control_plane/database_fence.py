@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +60,8 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import tuple_row
+
+from control_plane.repeated_warning import RepeatedWarning
 
 __all__ = [
     "PROBE_CONNECT_SECONDS",
@@ -227,9 +228,7 @@ class DatabaseFence:
         self._first = 0  # the index of the host tried first
         self._unfinished_restore_allowed = False
         self._last_refusal: str | None = None
-        # The refusal last logged, when, and how many times it was refused since without a line.
-        self._logged: tuple[str, float] | None = None
-        self._unlogged = 0
+        self._fenced = RepeatedWarning(FENCED_LOG_EVERY_SECONDS)
 
     def allow_unfinished_restore(self) -> None:
         """Use a server restored to a point in time before `after-restore` has run on it: only
@@ -289,17 +288,13 @@ class DatabaseFence:
         raise FencedServer(refusal)
 
     def _log_fenced(self, refusal: str) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if self._logged is not None:
-                last, at = self._logged
-                if last == refusal and now - at < FENCED_LOG_EVERY_SECONDS:
-                    self._unlogged += 1
-                    return
-            since = self._unlogged
-            self._logged, self._unlogged = (refusal, now), 0
-        if since:
-            logger.error("FENCED: %s (refused %d more times since the last line)", refusal, since)
+        repeat = self._fenced.holds(refusal)
+        if repeat is None:
+            return
+        if repeat.unsaid:
+            logger.error(
+                "FENCED: %s (refused %d more times since the last line)", refusal, repeat.unsaid
+            )
         else:
             logger.error("FENCED: %s", refusal)
 

@@ -41,6 +41,7 @@ from control_plane.answers_cache.memory import POLL_SECONDS, AnswerMemory, Chang
 from control_plane.answers_cache.seen import SeenRecorder
 from control_plane.background import LoopThread
 from control_plane.database_fence import fenced_connect
+from control_plane.repeated_warning import RepeatedWarning
 from control_plane.types import Connection
 
 __all__ = ["PRUNE_AFTER_SECONDS", "ChangeFeed", "feed_running", "read_changes"]
@@ -119,11 +120,9 @@ class ChangeFeed:
         self._horizons: deque[tuple[float, str]] = deque()
         self._prune_below: str | None = None
         self._last_prune = monotonic()
-        # While the feed cannot be read: since when, and when that was last said. A read every
-        # half second would otherwise write two lines a second per worker for a whole outage,
-        # burying the lines that say what to do.
-        self._failing_since: float | None = None
-        self._failure_said_at = 0.0
+        # While the feed cannot be read: a read every half second would otherwise write two
+        # lines a second per worker for a whole outage.
+        self._not_read = RepeatedWarning(FAILURE_REPEAT_SECONDS, monotonic=monotonic)
 
     def start(self) -> None:
         self._loop.start(self._run)
@@ -155,12 +154,11 @@ class ChangeFeed:
             self._close()
             self._say_not_read(exc)
             return
-        if self._failing_since is not None:
+        failed_for = self._not_read.ended()
+        if failed_for is not None:
             logger.warning(
-                "answer feed read again after %.0f s (answers come from memory again)",
-                self._monotonic() - self._failing_since,
+                "answer feed read again after %.0f s (answers come from memory again)", failed_for
             )
-            self._failing_since = None
         try:
             self._seen.write(conn)
             self._prune(conn, started)
@@ -174,21 +172,17 @@ class ChangeFeed:
 
     def _say_not_read(self, exc: psycopg.Error) -> None:
         """The first failure at once, then at most every `FAILURE_REPEAT_SECONDS` while it lasts."""
-        now = self._monotonic()
-        if self._failing_since is None:
-            self._failing_since = now
-        elif now - self._failure_said_at < FAILURE_REPEAT_SECONDS:
+        repeat = self._not_read.holds()
+        if repeat is None:
             return
+        if repeat.first:
+            logger.warning("answer feed not read (answers come from the database): %s", exc)
         else:
             logger.warning(
                 "answer feed still not read after %.0f s (answers come from the database): %s",
-                now - self._failing_since,
+                repeat.held_seconds,
                 exc,
             )
-            self._failure_said_at = now
-            return
-        self._failure_said_at = now
-        logger.warning("answer feed not read (answers come from the database): %s", exc)
 
     def _close(self) -> None:
         if self._conn is not None:

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from control_plane import database, database_fence
+from control_plane import database, database_fence, repeated_warning
 from control_plane.database_fence import DatabaseFence, FencedServer, read_position
 from control_plane.errors import DatabaseUnavailable
 from tests.worlds.replicated_postgres import ReplicatedPair, replicated_pair
@@ -122,7 +122,7 @@ def test_a_fenced_server_is_logged_once_a_minute_with_the_count_since(
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("UPDATE database_clusters SET system_identifier = '7000000000000000001'")
     seconds = [1000.0]
-    monkeypatch.setattr(database_fence.time, "monotonic", lambda: seconds[0])
+    monkeypatch.setattr(repeated_warning.time, "monotonic", lambda: seconds[0])
     fence = DatabaseFence(database_url)
 
     def refused_times(count: int) -> list[str]:
