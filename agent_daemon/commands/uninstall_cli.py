@@ -52,12 +52,12 @@ def uninstall(args: argparse.Namespace, paths: AgentPaths) -> int:
     systemd_dir = Path(args.systemd_dir)
     ours = [systemd_dir / name for name in UNIT_NAMES if written_by_install(systemd_dir / name)]
     packaged = [path for name in UNIT_NAMES if (path := package_unit(name)) is not None]
-    packaged += [systemd_dir / name for name in UNIT_NAMES if written_by_bundle(systemd_dir / name)]
+    bundled = [systemd_dir / name for name in UNIT_NAMES if written_by_bundle(systemd_dir / name)]
     install_root = _install_root(paths)
     stop = _services_to_stop(ours, systemd_dir)
     purged = _purge_targets(paths) if args.purge else []
     if not (ours or stop or purged):
-        print(f"nothing left to uninstall{_what_stays(paths, packaged, purge=args.purge)}")
+        print(f"nothing left to uninstall{_what_stays(paths, packaged, bundled, purge=args.purge)}")
         return 0
     if purged and not stop:
         _refuse_while_a_daemon_runs(paths)
@@ -91,7 +91,7 @@ def uninstall(args: argparse.Namespace, paths: AgentPaths) -> int:
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
-    print(f"uninstalled{_what_stays(paths, packaged, purge=args.purge)}")
+    print(f"uninstalled{_what_stays(paths, packaged, bundled, purge=args.purge)}")
     print(
         f"the managed agent's builds under {install_root} are kept (uninstall never removes "
         f"them); remove them yourself when nothing runs them: rm -r {install_root}"
@@ -140,23 +140,23 @@ def _purge_targets(paths: AgentPaths) -> list[Path]:
     return targets
 
 
-def _what_stays(paths: AgentPaths, packaged: list[Path], *, purge: bool) -> str:
+def _what_stays(
+    paths: AgentPaths, packaged: list[Path], bundled: list[Path], *, purge: bool
+) -> str:
     notes = []
     if not purge and (paths.config_file.exists() or paths.state_dir.is_dir()):
         notes.append(
             f"the config {paths.config_file} and the state {paths.state_dir} stay (--purge "
             "removes them)"
         )
-    by_bundle = [path for path in packaged if written_by_bundle(path)]
-    by_package = [path for path in packaged if path not in by_bundle]
-    if by_package:
+    if packaged:
         notes.append(
-            f"the units {', '.join(map(str, by_package))} belong to the {PACKAGE_NAME} package: "
+            f"the units {', '.join(map(str, packaged))} belong to the {PACKAGE_NAME} package: "
             f"remove it with `apt remove {PACKAGE_NAME}`"
         )
-    if by_bundle:
+    if bundled:
         notes.append(
-            f"the units {', '.join(map(str, by_bundle))} came with the offline bundle's "
+            f"the units {', '.join(map(str, bundled))} came with the offline bundle's "
             "install.sh, like /opt/nachtwacht and /usr/local/bin/nachtwacht: remove them by hand "
             '(docs/agent_daemon.md, "Removing it")'
         )
