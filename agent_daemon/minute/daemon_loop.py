@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import signal
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import FrameType
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -34,6 +32,7 @@ from agent_daemon.disk.pid_lock import LockHeld, PidLock, lock_holder
 from agent_daemon.errors import DaemonAlreadyRunning
 from agent_daemon.host.activity import Activity
 from agent_daemon.host.event_log import EventLog
+from agent_daemon.host.stop_signals import stop_on_signals
 from agent_daemon.host.systemd_notify import Notifier
 from agent_daemon.minute.daemon import Daemon
 from ground.contract import AgentConfig
@@ -144,12 +143,20 @@ def run_service(
     # APScheduler's own warnings (e.g. a skipped overlapping run) would be unstructured lines.
     logging.getLogger("apscheduler").setLevel(logging.CRITICAL)
 
-    def request_stop(signum: int, _frame: FrameType | None) -> None:
-        stop.set()
+    with stop_on_signals(stop):
+        return _serve(daemon, clock, agent_id, log, environ, stop, activity, read_config)
 
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
 
+def _serve(
+    daemon: Daemon,
+    clock: ServerClock,
+    agent_id: str,
+    log: EventLog,
+    environ: Mapping[str, str],
+    stop: threading.Event,
+    activity: Activity,
+    read_config: Callable[[], AgentConfig | None],
+) -> int:
     second = second_in_minute(agent_id)
     notifier = Notifier(environ)
     daemon.start()
