@@ -144,62 +144,49 @@ def run_service(
     logging.getLogger("apscheduler").setLevel(logging.CRITICAL)
 
     with stop_on_signals(stop):
-        return _serve(daemon, clock, agent_id, log, environ, stop, activity, read_config)
+        second = second_in_minute(agent_id)
+        notifier = Notifier(environ)
+        daemon.start()
+        scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(max_workers=1)},
+            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
+            # The trigger answers in instants: the scheduler's zone is UTC, never the host's.
+            timezone=UTC,
+        )
 
+        def minute() -> None:
+            activity.tick_started()
+            result = "error"
+            try:
+                result = daemon.tick()
+            finally:
+                activity.tick_finished(result, read_config())
 
-def _serve(
-    daemon: Daemon,
-    clock: ServerClock,
-    agent_id: str,
-    log: EventLog,
-    environ: Mapping[str, str],
-    stop: threading.Event,
-    activity: Activity,
-    read_config: Callable[[], AgentConfig | None],
-) -> int:
-    second = second_in_minute(agent_id)
-    notifier = Notifier(environ)
-    daemon.start()
-    scheduler = BackgroundScheduler(
-        executors={"default": ThreadPoolExecutor(max_workers=1)},
-        job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
-        # The trigger answers in instants: the scheduler's zone is UTC, never the host's.
-        timezone=UTC,
-    )
-
-    def minute() -> None:
-        activity.tick_started()
-        result = "error"
-        try:
-            result = daemon.tick()
-        finally:
-            activity.tick_finished(result, read_config())
-
-    scheduler.add_job(minute, ServerMinuteTrigger(clock, second), id=TICK_JOB_ID)
-    scheduler.start()
-    log.emit(
-        "daemon.ready",
-        second_in_minute=second,
-        clock=clock.describe(),
-        watchdog=notifier.watchdog_interval is not None,
-    )
-    activity.ready(f"waiting for the first minute (every minute at :{second:02d})")
-    shown = activity.status_line()
-    notifier.ready(shown)
-    interval = notifier.watchdog_interval or _IDLE_CHECK_SECONDS
-    while not stop.wait(min(interval, _IDLE_CHECK_SECONDS)):
-        status = activity.status_line()
-        if status != shown:
-            # Before the watchdog verdict: a stuck daemon says so before the pings stop.
-            notifier.status(status)
-            if status.startswith("stuck") and not shown.startswith("stuck"):
-                log.emit("daemon.stuck", level="error", status=status)
-            shown = status
-        if scheduler.running and activity.alive():
-            notifier.watchdog()
-    notifier.stopping()
-    log.emit("daemon.stopping")
-    # Waits for a running minute; the daemon's stop check parks it at the next step boundary.
-    scheduler.shutdown(wait=True)
-    log.emit("daemon.stopped")
-    return 0
+        scheduler.add_job(minute, ServerMinuteTrigger(clock, second), id=TICK_JOB_ID)
+        scheduler.start()
+        log.emit(
+            "daemon.ready",
+            second_in_minute=second,
+            clock=clock.describe(),
+            watchdog=notifier.watchdog_interval is not None,
+        )
+        activity.ready(f"waiting for the first minute (every minute at :{second:02d})")
+        shown = activity.status_line()
+        notifier.ready(shown)
+        interval = notifier.watchdog_interval or _IDLE_CHECK_SECONDS
+        while not stop.wait(min(interval, _IDLE_CHECK_SECONDS)):
+            status = activity.status_line()
+            if status != shown:
+                # Before the watchdog verdict: a stuck daemon says so before the pings stop.
+                notifier.status(status)
+                if status.startswith("stuck") and not shown.startswith("stuck"):
+                    log.emit("daemon.stuck", level="error", status=status)
+                shown = status
+            if scheduler.running and activity.alive():
+                notifier.watchdog()
+        notifier.stopping()
+        log.emit("daemon.stopping")
+        # Waits for a running minute; the daemon's stop check parks it at the next step boundary.
+        scheduler.shutdown(wait=True)
+        log.emit("daemon.stopped")
+        return 0
