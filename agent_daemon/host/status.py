@@ -214,8 +214,9 @@ def problems(status: AgentStatus) -> list[str]:
     if abs(cached.offset_seconds) >= MAX_SERVER_CLOCK_OFFSET.total_seconds():
         found.append(
             "this host's clock is more than a day off the control plane's (the offset is kept at"
-            " the 24-hour bound): slots are planned on the wrong day and none is asked for, and"
-            " the control plane records them as missed (unknown) — set the host's clock right"
+            " the 24-hour bound): slots are planned on the wrong day (it asks for another day's"
+            " slot, which is refused), and the control plane records each night's as missed"
+            " (unknown) — set the host's clock right"
             " (NTP); the daemon's log says clock.disagrees with the offset it measured"
         )
     config = cached.config

@@ -20,6 +20,11 @@ earlier ones). The reason is a fact where one exists:
 
 When both a cap and the brake refused it, the reason refused first most recently wins: that is what
 kept the agent out at the end of the window.
+
+One release's brake (or a halt) makes no miss: the agent does not read it in its config, asks, is
+refused `release_halted`, and the claim consumes the slot with a `skipped` run
+(`rollout.gate.skip_stopped_slot`), so this pass never sees the slot. A miss of an agent offered
+such a release is not the brake's doing (it would have asked), and keeps the reasons above.
 """
 
 from __future__ import annotations

@@ -8,11 +8,12 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from control_plane.types import Pool
-from tests.control_plane.conftest import Api
+from tests.control_plane.conftest import Api, sign_release
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
 from tests.worlds.clocks import ManualClock
 
@@ -340,3 +341,62 @@ def test_a_brake_whose_engaging_event_was_removed_still_counts(fleet: Fleet) -> 
     fleet.seen(agent, NIGHT + timedelta(minutes=3))
     fleet.reconcile(AFTER_NIGHT)
     assert fleet.missed() == {"web-01": "brake"}
+
+
+def test_a_releases_brake_skips_the_slot_of_the_agents_offered_it_and_explains_no_silence(
+    api: Api,
+    fleet: Fleet,
+    services: Services,
+    release_key: Ed25519PrivateKey,
+    make_org,
+    make_agent,
+) -> None:
+    """One release's brake is not read from the config: the agent offered it asks, is refused
+    `release_halted`, and its slot is consumed as `skipped` with that reason — no miss, and no
+    refusal fact that could read `throttled`. The agents not offered the braked release keep
+    their reasons, and an agent offered it that was seen but never asked stays `unknown`: it
+    would have asked and been skipped, so the release's brake is not what kept it out."""
+    for channel, version in (("stable", "1.5.0"), ("beta", "2.0.0")):
+        release = sign_release(release_key, version=version, channel=channel)
+        services.releases.publish(
+            release.manifest, release.signature, release.artifact, now=fleet.clock.now()
+        )
+    [braked_id] = [
+        entry.id
+        for track in services.releases.list().tracks
+        for entry in track.releases
+        if entry.version == "1.5.0"
+    ]
+    services.brake.set_release(
+        braked_id,
+        engaged=True,
+        reason="fills the disk",
+        actor=OPERATOR,
+        now=NIGHT - timedelta(hours=1),
+    )
+    org = make_org("Acme")
+    asking, other_channel, silent = (
+        make_agent(org, name) for name in ("web-01", "web-02", "web-03")
+    )
+    make_agent(org, "web-04")  # never seen
+    fleet.clock.set(NIGHT + timedelta(minutes=2))
+    with api.client(asking.agent_key) as client:
+        answer = client.post(
+            "/v1/agent/claims", json={"slot_key": NIGHT_KEY, "from_version": "1.4.1"}
+        )
+    assert (answer.status_code, answer.json()["detail"]["code"]) == (409, "release_halted")
+    for agent, channel in ((other_channel, "beta"), (silent, "stable")):
+        with api.client(agent.agent_key) as client:
+            polled = client.get(
+                "/v1/agent/config", params={"channel": channel, "platform": "linux-x86_64"}
+            )
+        assert polled.status_code == 200, polled.text
+    services.refusals.flush()
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-02": "unknown", "web-03": "unknown", "web-04": "offline"}
+    skipped = fleet.rows(
+        "SELECT a.name, r.status, r.skip_reason FROM runs r JOIN agents a ON a.id = r.agent_id"
+        " WHERE r.status <> 'missed'"
+    )
+    assert skipped == [{"name": "web-01", "status": "skipped", "skip_reason": "release_halted"}]
+    assert fleet.rows("SELECT reason FROM claim_refusals") == []

@@ -164,3 +164,43 @@ def test_good_canaries_are_promoted_after_the_soak_and_the_fleet_follows_within_
     ]
     assert len(claimed) == len(fleet)
     assert len(set(claimed)) == len(fleet)
+
+
+def test_a_releases_brake_skips_the_night_of_the_hosts_offered_it_and_misses_none(
+    new_night: Callable[..., Night],
+) -> None:
+    """One release's brake for the whole window: the daemon offered it asks and is refused
+    `release_halted`, and its slot is recorded `skipped` with that reason — the reconcile worker
+    records no miss for it. A host already on the release has nothing to do; a host whose
+    daemon never runs misses its night as `offline`, the release's brake or not."""
+    scenario = new_night()
+    scenario.publish("1.5.0", 42)
+    offered = scenario.add_host("web-01")
+    current = scenario.add_host("web-02", installed=("1.5.0", 42))
+    switched_off = scenario.add_host("web-03")
+    _ok(
+        scenario.operator.put(
+            f"/v1/admin/releases/{_release_id(scenario, '1.5.0')}/brake",
+            json={"engaged": True, "reason": "fills the disk"},
+        )
+    )
+    offered_daemon, current_daemon = offered.start(), current.start()
+    gone = offered_daemon.wait_for("claim.slot_gone", slot_key=SLOT)
+    assert gone["code"] == "release_halted"
+    current_daemon.wait_for("report.delivered", slot_key=SLOT, status="up_to_date")
+
+    def slot_runs(host: Any) -> list[tuple[str, str | None]]:
+        return [
+            (run["status"], run["miss_reason"] or run["skip_reason"])
+            for run in scenario.runs(host)
+            if run["slot_key"] == SLOT
+        ]
+
+    # The worker's pass after the window (03:15) and its settling margin.
+    while not slot_runs(switched_off):
+        assert scenario.clock.now() < local("2026-11-30T03:40"), "no pass recorded the miss"
+        scenario.clock.wait_until(scenario.clock.now() + timedelta(minutes=1))
+    assert slot_runs(switched_off) == [("missed", "offline")]
+    assert slot_runs(offered) == [("skipped", "release_halted")]
+    assert slot_runs(current) == [("up_to_date", None)]
+    assert offered.current_version() == "1.4.1"
