@@ -30,6 +30,19 @@ default), so after an outage of half a minute the next try could come 30 s after
 was back. A short `reconnect_timeout` ends each series of tries early; the next request that
 waits for a connection starts a new one at once. Every new connection is checked against the
 fence first (`database_fence`): a demoted primary is never used.
+
+When the database ends the sessions under a running pool (a DBA's `pg_terminate_backend`, a
+pooler that cuts idle connections, a restart), the pool's idle connections are dead and nobody
+knows until one is used: each used to fail the request that took it, one 503 per idle connection.
+So the pool looks at each connection before handing it out (`CutConnectionCheck`): an idle
+connection is told nothing by its server unless the server ended its session (its last words and
+the socket's end are waiting to be read), so nothing to read means good, at the cost of one poll
+of the socket and no round trip. A connection with something to read is asked an empty query;
+failing, it is thrown away, the pool's other idle connections are checked at once (they were most
+likely cut together: left to the pool, a request waits 1 s, then 2 s between dead ones and runs
+out of its wait at the third), and the request takes a fresh one. Only a request whose statement
+was sent is ever answered 503 for a cut connection: a statement that may have run is never sent
+again (a claim that may have been granted must not be granted twice).
 """
 
 from __future__ import annotations
@@ -40,6 +53,7 @@ import json
 import logging
 import os
 import pwd
+import select
 import subprocess
 import warnings
 from collections.abc import Callable, Iterator
@@ -60,6 +74,7 @@ __all__ = [
     "POOL_WAIT_SECONDS",
     "RECONNECT_SECONDS",
     "SERVER_USER",
+    "CutConnectionCheck",
     "EmbeddedPostgres",
     "database_url_with_name",
     "ensure_server_user",
@@ -68,6 +83,7 @@ __all__ = [
     "make_server_user",
     "open_pool",
     "server_user_command",
+    "told_something",
 ]
 
 DATABASE_URL_ENV = "NACHTWACHT_DATABASE_URL"
@@ -327,6 +343,40 @@ def _postmaster_pid(pgdata: Path) -> int | None:
         return None
 
 
+def told_something(conn: psycopg.Connection[Any]) -> bool:
+    """Whether an idle connection has anything to read, without waiting: its server's last words
+    and the end of the socket when the session was ended, else (almost always) nothing."""
+    if conn.closed:
+        return True
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
+
+
+class CutConnectionCheck:
+    """The pool's look at a connection before it hands it out (see the module's docstring):
+    raises when the connection is dead, so the pool throws it away and gives the request another;
+    the first dead one found has the pool check its other idle connections."""
+
+    def __init__(self) -> None:
+        self.pool: ConnectionPool[Any] | None = None
+
+    def __call__(self, conn: psycopg.Connection[Any]) -> None:
+        if not told_something(conn):
+            return
+        try:
+            ConnectionPool.check_connection(conn)
+        except psycopg.Error as exc:
+            logger.warning(
+                "a database connection was ended by the server (%s): checking the pool's other"
+                " idle connections; the request takes a new one",
+                first_line(exc),
+            )
+            if self.pool is not None:
+                self.pool.check()
+            raise
+
+
 def open_pool(
     database_url: str,
     *,
@@ -336,12 +386,15 @@ def open_pool(
 ) -> ConnectionPool[Any]:
     """A psycopg 3 pool whose rows are dicts; fails with DatabaseUnavailable if nothing answers.
     A request waits at most `timeout` seconds for a connection (then `PoolTimeout`: a 503).
-    Its connections go to the newest primary of the URL's hosts, never to a fenced one."""
+    Its connections go to the newest primary of the URL's hosts, never to a fenced one, and one
+    its server has ended is not handed out (`CutConnectionCheck`)."""
     fence = fence_for(database_url)
+    cut_connections = CutConnectionCheck()
     pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
         # Called for each new connection: the host last seen at the newest position first.
         fence.conninfo,
         configure=fence.check,
+        check=cut_connections,
         reconnect_timeout=RECONNECT_SECONDS,
         min_size=min_size,
         max_size=max_size,
@@ -352,6 +405,7 @@ def open_pool(
         name="nachtwacht",
         timeout=timeout,
     )
+    cut_connections.pool = pool
     try:
         pool.open(wait=True, timeout=POOL_OPEN_SECONDS)
     except PoolTimeout as exc:
