@@ -4,7 +4,6 @@ notifications, the webhook, the forecast."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import date, timedelta
 from typing import Annotated
 from uuid import UUID
 
@@ -25,6 +24,7 @@ from control_plane.panel.charts import Bar
 from control_plane.panel.i18n import Language
 from control_plane.panel.readers import Csrf, customer_of, customer_post, parse_id
 from control_plane.panel.schedule_editor import EditorState, check_rows, editor_preview
+from control_plane.panel.tonight import tonight
 from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, not_found, page, redirect
 from control_plane.pins.holds import MAX_HOLD
 
@@ -382,13 +382,11 @@ def test_webhook(request: Request, csrf: Csrf = "") -> Response:
 def forecast(request: Request) -> Response:
     ctx, org_id = customer_of(request)
     zone = backend.platform(ctx.services).zone
-    today = ctx.now.astimezone(zone).date()
-    # "Tonight": the slots of the coming local night, which belong to tomorrow's date after noon.
-    night: date = today + timedelta(days=1) if ctx.now.astimezone(zone).hour >= 12 else today
-    slots = operator_backend.org_forecast(ctx.services, org_id, night).slots
+    night = tonight(ctx.now, zone)
+    slots = operator_backend.org_forecast(ctx.services, org_id, night.day).slots
     chart = forecast_chart(
         ctx,
-        night,
+        night.day,
         [
             Bar(
                 label=ctx.lang.time_with_zone(slot.at, zone),
