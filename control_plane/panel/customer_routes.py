@@ -141,6 +141,7 @@ def _agent_page(
     saved: bool = False,
     requested: bool = False,
     hold_error: str | None = None,
+    hold_message: str | None = None,
     hold_form: dict[str, str] | None = None,
     held: str | None = None,
 ) -> Response:
@@ -166,6 +167,7 @@ def _agent_page(
         requested=requested,
         release=detail.release,
         hold_error=hold_error,
+        hold_message=hold_message,
         hold_form=hold_form or {},
         held=held,
         max_hold_days=MAX_HOLD_DAYS,
