@@ -144,6 +144,7 @@ def _agent_page(
     hold_message: str | None = None,
     hold_form: dict[str, str] | None = None,
     held: str | None = None,
+    update_refused: bool = False,
 ) -> Response:
     detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
     platform = backend.platform(ctx.services)
@@ -170,6 +171,7 @@ def _agent_page(
         hold_message=hold_message,
         hold_form=hold_form or {},
         held=held,
+        update_refused=update_refused,
         max_hold_days=MAX_HOLD_DAYS,
     )
 
@@ -268,6 +270,10 @@ def schedule_preview(
 def update_now(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
     post = customer_post(request, csrf, agent_id)
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
+    if rollout_backend.agent_release(ctx.services, parsed, org_id=org_id, now=ctx.now).hold:
+        # A held agent's claim is refused, so a request would wait on its page for nothing (a
+        # page opened before the hold still has the button): nothing is asked, the page says why.
+        return _agent_page(ctx, org_id, parsed, status_code=409, update_refused=True)
     session = post.session
     recorded = customer_backend.request_update(
         ctx.services,
