@@ -29,7 +29,8 @@ def bulk(
     target: Annotated[str, Form(max_length=20)] = "selected",
     agent: Annotated[list[str] | None, Form()] = None,
     until: Annotated[str, Form(max_length=40)] = "",
-    reason: Annotated[str, Form(max_length=2000)] = "",
+    # No bound of its own: a longer reason is answered at its field (`fleet_list.reason_problem`).
+    reason: Annotated[str, Form()] = "",
     count: Annotated[str, Form(max_length=20)] = "",
     q: Annotated[str, Form()] = "",
     state: Annotated[str, Form()] = "",

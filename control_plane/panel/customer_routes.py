@@ -4,7 +4,6 @@ notifications, the webhook, the forecast."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import date, timedelta
 from typing import Annotated
 from uuid import UUID
 
@@ -25,6 +24,7 @@ from control_plane.panel.charts import Bar
 from control_plane.panel.i18n import Language
 from control_plane.panel.readers import Csrf, customer_of, customer_post, parse_id
 from control_plane.panel.schedule_editor import EditorState, check_rows, editor_preview
+from control_plane.panel.tonight import tonight
 from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, not_found, page, redirect
 from control_plane.pins.holds import MAX_HOLD
 
@@ -141,8 +141,10 @@ def _agent_page(
     saved: bool = False,
     requested: bool = False,
     hold_error: str | None = None,
+    hold_message: str | None = None,
     hold_form: dict[str, str] | None = None,
     held: str | None = None,
+    update_refused: bool = False,
 ) -> Response:
     detail = customer_backend.agent_detail(ctx.services, org_id, agent_id, now=ctx.now)
     platform = backend.platform(ctx.services)
@@ -166,8 +168,10 @@ def _agent_page(
         requested=requested,
         release=detail.release,
         hold_error=hold_error,
+        hold_message=hold_message,
         hold_form=hold_form or {},
         held=held,
+        update_refused=update_refused,
         max_hold_days=MAX_HOLD_DAYS,
     )
 
@@ -266,6 +270,10 @@ def schedule_preview(
 def update_now(request: Request, agent_id: str, csrf: Csrf = "") -> Response:
     post = customer_post(request, csrf, agent_id)
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
+    if rollout_backend.agent_release(ctx.services, parsed, org_id=org_id, now=ctx.now).hold:
+        # A held agent's claim is refused, so a request would wait on its page for nothing (a
+        # page opened before the hold still has the button): nothing is asked, the page says why.
+        return _agent_page(ctx, org_id, parsed, status_code=409, update_refused=True)
     session = post.session
     recorded = customer_backend.request_update(
         ctx.services,
@@ -382,13 +390,11 @@ def test_webhook(request: Request, csrf: Csrf = "") -> Response:
 def forecast(request: Request) -> Response:
     ctx, org_id = customer_of(request)
     zone = backend.platform(ctx.services).zone
-    today = ctx.now.astimezone(zone).date()
-    # "Tonight": the slots of the coming local night, which belong to tomorrow's date after noon.
-    night: date = today + timedelta(days=1) if ctx.now.astimezone(zone).hour >= 12 else today
-    slots = operator_backend.org_forecast(ctx.services, org_id, night).slots
+    night = tonight(ctx.now, zone)
+    slots = operator_backend.org_forecast(ctx.services, org_id, night.day).slots
     chart = forecast_chart(
         ctx,
-        night,
+        night.day,
         [
             Bar(
                 label=ctx.lang.time_with_zone(slot.at, zone),

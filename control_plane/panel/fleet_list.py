@@ -16,6 +16,7 @@ view is a GET form, so a bookmark reproduces it.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -59,6 +60,7 @@ __all__ = [
     "fleet_summary",
     "hold_problem",
     "read_view",
+    "reason_problem",
     "set_schedules",
     "typed_schedule",
 ]
@@ -312,12 +314,13 @@ def bulk_action(
     """The bulk actions' form checked: a hold needs a day after today within the hold's bound
     and a reason; a selection is one page's agents."""
     errors: dict[str, str] = {}
-    reason = reason.strip()
     if action == "hold":
         if until is None or until <= now or until > now + MAX_HOLD:
             errors["until"] = hold_problem(lang, "until")
-        if not reason or len(reason) > MAX_HOLD_REASON_LENGTH:
-            errors["reason"] = hold_problem(lang, "reason")
+        problem = reason_problem(lang, reason)
+        if problem is not None:
+            errors["reason"] = problem
+    reason = reason.strip()
     if target == "selected" and not 1 <= len(selected) <= MAX_SELECTED:
         errors["agent"] = lang.gettext(
             "Select between 1 and %(count)s agents on this page.",
@@ -331,6 +334,49 @@ def bulk_action(
         selected=tuple(dict.fromkeys(selected)),
         errors=errors,
     )
+
+
+def reason_problem(lang: Language, typed: str) -> str | None:
+    """What is wrong with a hold's reason as typed (None: nothing), naming the field, the value
+    and what is expected: it is kept on the trail and shown to the host's admin, so it must say
+    something, fit its bound and be plain text (a control character could rewrite a terminal's
+    screen where `nachtwacht agent status` shows it)."""
+    reason = typed.strip()
+    limit = lang.number(MAX_HOLD_REASON_LENGTH)
+    if not typed:
+        return lang.gettext(
+            "Reason: empty. Say why the updates are held, in at most %(count)s characters.",
+            count=limit,
+        )
+    if not reason:
+        return lang.gettext(
+            "Reason: only spaces. Say why the updates are held, in at most %(count)s characters.",
+            count=limit,
+        )
+    if len(reason) > MAX_HOLD_REASON_LENGTH:
+        return lang.gettext(
+            "Reason: “%(start)s…” is too long (%(length)s characters). Say why the updates are"
+            " held, in at most %(count)s characters.",
+            start=_shown(reason[:40]),
+            length=lang.number(len(reason)),
+            count=limit,
+        )
+    control = next((c for c in reason if unicodedata.category(c) == "Cc"), None)
+    if control is not None:
+        return lang.gettext(
+            "Reason: “%(value)s” contains a control character (%(code)s). Say why the updates"
+            " are held, in plain text of at most %(count)s characters.",
+            value=_shown(reason[:80]) + ("…" if len(reason) > 80 else ""),
+            code=f"U+{ord(control):04X}",
+            count=limit,
+        )
+    return None
+
+
+def _shown(text: str) -> str:
+    """Typed text quoted in a message: each control character as U+FFFD, so it is seen, not
+    obeyed."""
+    return "".join("\ufffd" if unicodedata.category(c) == "Cc" else c for c in text)
 
 
 def hold_problem(lang: Language, field: Literal["until", "reason"]) -> str:

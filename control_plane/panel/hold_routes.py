@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from control_plane.panel import backend, rollout_backend
+from control_plane.panel import backend, fleet_list, rollout_backend
 from control_plane.panel.customer_routes import agent_page
 from control_plane.panel.readers import Csrf, customer_post
 from control_plane.panel.web import PREFIX, redirect
@@ -41,19 +41,24 @@ def hold(
     agent_id: str,
     csrf: Csrf = "",
     until: Annotated[str, Form(max_length=40)] = "",
-    reason: Annotated[str, Form(max_length=2000)] = "",
+    # No bound of its own: a longer reason is answered at its field, in the reader's language
+    # (the request's body limit still applies).
+    reason: Annotated[str, Form()] = "",
 ) -> Response:
     post = customer_post(request, csrf, agent_id)
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids
     form = {"until": until[:40], "reason": reason[:MAX_HOLD_REASON_LENGTH]}
     zone = backend.platform(ctx.services).zone
     ends = hold_start(until, zone)
-    reason = reason.strip()
     error = None
+    message = None
     if ends is None:
         error = "until"
-    elif not reason or len(reason) > MAX_HOLD_REASON_LENGTH:
-        error = "reason"
+    else:
+        message = fleet_list.reason_problem(ctx.lang, reason)
+        if message is not None:
+            error = "reason"
+    reason = reason.strip()
     if error is None and ends is not None:
         try:
             rollout_backend.hold_agent(
@@ -68,7 +73,17 @@ def hold(
         except backend.Refused as exc:
             error = exc.field if exc.field in {"until", "reason"} else "until"
     if error is not None:
-        return agent_page(ctx, org_id, parsed, status_code=422, hold_error=error, hold_form=form)
+        if message is None:
+            message = fleet_list.hold_problem(ctx.lang, "reason" if error == "reason" else "until")
+        return agent_page(
+            ctx,
+            org_id,
+            parsed,
+            status_code=422,
+            hold_error=error,
+            hold_message=message,
+            hold_form=form,
+        )
     return redirect(f"{PREFIX}/agents/{parsed}?" + urlencode({"held": "set"}) + "#hold")
 
 

@@ -8,6 +8,7 @@ during the audit next week"), not a way to switch updates off for good; that is 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,6 +37,8 @@ __all__ = [
 
 MAX_HOLD = timedelta(days=90)
 MAX_HOLD_REASON_LENGTH = 500
+# C0, DEL and C1: the control characters (Unicode's category Cc).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 HoldSetter = Literal["agent", "customer", "operator"]
 
@@ -125,6 +128,10 @@ def set_holds(
             " to stop updates for good, switch the schedule off)",
         )
     reason_text = stored_text("reason", reason, MAX_HOLD_REASON_LENGTH)
+    if reason_text is not None and _CONTROL.search(reason_text):
+        # The reason is shown on the host by `nachtwacht agent status`, where a control
+        # character would be obeyed by the admin's terminal rather than read.
+        raise InvalidInput("reason", reason_text[:40], "contains a control character (plain text)")
     conn.execute(
         "INSERT INTO holds (agent_id, until, reason, set_by, set_by_id, set_at)"
         " SELECT held.agent_id, %s, %s, %s, %s, %s FROM unnest(%s::uuid[]) AS held(agent_id)"

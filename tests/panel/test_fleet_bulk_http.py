@@ -279,7 +279,7 @@ def test_a_view_that_changed_since_its_button_changes_nothing(
         pytest.param(
             {"until": "2027-04-02", "reason": "  "},
             "bulk-reason",
-            "Give a reason of at most 500 characters.",
+            "Reason: only spaces. Say why the updates are held, in at most 500 characters.",
             id="no_reason",
         ),
     ],

@@ -103,13 +103,16 @@ def test_the_error_summary_names_the_time_field_of_each_error(panel_world: Panel
 
 
 def test_tonight_says_which_days_slots_it_shows(panel_world: PanelWorld) -> None:
-    """ "Tonight" is a local day's slots (tomorrow's from noon on): without its date a reader in
-    the morning takes the night just past for the coming one. The clock shows 12:00 CET on
-    Friday 26 March 2027, so the page is about Saturday's slots."""
+    """ "Tonight" is a local day's slots (tomorrow's from the morning on), named in words; the
+    hours around it are in `test_tonight.py`. The clock shows 12:00 CET on Friday 26 March 2027,
+    so the page is about Saturday's slots."""
     with sign_in_client(panel_world, panel_world.panel_key) as client:
         page = client.get("/panel/forecast")
     assert page.status_code == 200
-    assert "Update slots of Sat, March 27. Times are in Europe/Amsterdam." in page.text
+    assert (
+        "The coming night: the update slots of Sat, March 27. Times are in Europe/Amsterdam."
+        in page.text
+    )
 
 
 def test_an_expired_session_sends_the_reader_to_sign_in(panel_world: PanelWorld) -> None:
