@@ -64,6 +64,7 @@ from psycopg.rows import tuple_row
 from control_plane.repeated_warning import RepeatedWarning
 
 __all__ = [
+    "CONNECTION_DEFAULTS",
     "PROBE_CONNECT_SECONDS",
     "DatabaseFence",
     "FencedServer",
@@ -81,6 +82,22 @@ logger = logging.getLogger(__name__)
 # is logged the first time and then at most this often (with the count since), so the reason stays
 # in view without burying everything else in the log.
 FENCED_LOG_EVERY_SECONDS = 60.0
+
+# A database host that vanishes without a word (powered off, cut off by the network) sends no
+# reset: without these, a statement sent to it waits for the kernel's retransmissions (about 15
+# minutes) and a new connection for its SYN retries (about 2 minutes), holding a request and a
+# pool connection all that time. With them, an unanswered statement fails after 15 s, an idle
+# connection is found dead within 25 s, and a host that does not answer a connection is given up
+# after 5 s for the URL's next one. A URL's own values win. libpq ignores the TCP ones on a
+# Unix-domain socket (the embedded server's).
+CONNECTION_DEFAULTS = {
+    "connect_timeout": "5",
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "15000",  # milliseconds
+}
 
 # How long asking one host for its position may take: a host that is down must not hold up the
 # others for libpq's default (forever).
@@ -221,7 +238,7 @@ class DatabaseFence:
     that respect it (see the module's docstring)."""
 
     def __init__(self, database_url: str) -> None:
-        self._params = conninfo_to_dict(database_url)
+        self._params = {**CONNECTION_DEFAULTS, **conninfo_to_dict(database_url)}
         self._hosts = _hosts_of(self._params)
         self._lock = threading.Lock()
         self._newest: ServerPosition | None = None
