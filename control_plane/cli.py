@@ -58,6 +58,7 @@ from control_plane.cli_common import (
     admin_pool,
     cli_actor,
     emit,
+    in_flags,
     location,
     parse_id,
     shown_once,
@@ -80,7 +81,7 @@ from control_plane.errors import (
     ConfigurationError,
     ControlPlaneError,
     DatabaseUnavailable,
-    RequestRefused,
+    quoted,
 )
 from control_plane.forecast.model import PlatformDayForecast, WaveOutlook
 from control_plane.forecast.services import ForecastService, parse_day
@@ -565,6 +566,11 @@ def _withdraw_release(args: argparse.Namespace) -> int:
 def _migrate(args: argparse.Namespace) -> int:
     from control_plane import migrate  # only here: Alembic is heavy for the other commands
 
+    if not migrate.is_revision(args.revision):
+        raise ConfigurationError(
+            f"--revision: {quoted(args.revision)} is not a revision of this release (expected "
+            f"head or a revision id, e.g. {migrate.head_revision()})"
+        )
     with opened_database(location(args), migrate_to_head=False) as url:
         # Migrating is part of finishing a restore: before `after-restore`, which needs the head.
         fence_for(url).allow_unfinished_restore()
@@ -640,10 +646,13 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except (ControlPlaneError, ClockConfigError) as exc:
-        message = exc.message if isinstance(exc, RequestRefused) else str(exc)
-        print(f"nachtwacht control {args.command}: {message}", file=sys.stderr)
+        print(
+            f"nachtwacht control {args.command}: {in_flags(parser, args, argv, exc)}",
+            file=sys.stderr,
+        )
         return 1 if isinstance(exc, DatabaseUnavailable) else 2
