@@ -466,6 +466,10 @@ def _publish_release(args: argparse.Namespace) -> int:
         "current": release.current,
         "downgrade_from": release.downgrade_from,
         "product": release.product,
+        "replaces_release_id": None
+        if release.replaces_release_id is None
+        else str(release.replaces_release_id),
+        "replaces_manifest_version": release.replaces_manifest_version,
     }
     verb = "already published" if release.already_published else "published"
     named = release.version + (" (updater)" if release.product == "updater" else "")
@@ -473,6 +477,13 @@ def _publish_release(args: argparse.Namespace) -> int:
         f"{verb} {named} (manifest_version {release.manifest_version}, "
         f"{release.channel}/{release.platform}), signed by key {release.key_id[:16]}…"
     ]
+    if release.replaces_manifest_version is not None:
+        lines.append(
+            f"the same build signed again: it replaces manifest_version "
+            f"{release.replaces_manifest_version} (withdrawn, its outstanding tokens revoked) as "
+            f"the pair's current release, in its stage and wave; hosts running {release.version} "
+            "have nothing to do"
+        )
     if not release.current:
         lines.append(
             "not offered to anyone yet: a downgrade from "
