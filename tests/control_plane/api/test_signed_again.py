@@ -12,7 +12,9 @@ from uuid import UUID
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from control_plane.errors import Conflict
 from control_plane.events.trail import Actor
+from control_plane.releases.rollback import RolledBack
 from control_plane.releases.services import PublishedRelease
 from control_plane.rollout.offer import CANARY_BUCKETS, canary_bucket
 from tests.control_plane.api.conftest import AT_0301, Rollout
@@ -52,10 +54,19 @@ class World:
 
     @staticmethod
     def sign(
-        key: Ed25519PrivateKey, version: str, manifest_version: int, build: bytes, **options: bool
+        key: Ed25519PrivateKey,
+        version: str,
+        manifest_version: int,
+        build: bytes,
+        *,
+        allow_downgrade: bool = False,
     ) -> SignedRelease:
         return sign_release(
-            key, version=version, manifest_version=manifest_version, artifact=build, **options
+            key,
+            version=version,
+            manifest_version=manifest_version,
+            artifact=build,
+            allow_downgrade=allow_downgrade,
         )
 
     def publish(self, release: SignedRelease, **options: object) -> PublishedRelease:
@@ -206,3 +217,42 @@ def test_a_halted_build_signed_again_is_a_new_rollout_and_the_halt_stays(world: 
             [world.second.id],
         ).fetchone()
     assert halted is not None and halted["n"] == 1
+
+
+def test_a_rollback_never_makes_current_a_downgrade_signed_by_a_revoked_key(
+    world: World,
+) -> None:
+    """The downgrade stored before the revocation is one agents following the root refuse: the
+    rollback says so and changes nothing; the same build signed again with the new key is the
+    way back."""
+    rollout = world.rollout
+    assert rollout.promote("1.6.0").status_code == 200
+    world.publish(
+        world.sign(world.old_key, "1.5.0", 44, BUILD_1_5, allow_downgrade=True),
+        allow_downgrade=True,
+    )
+    world.revoke()
+
+    def back() -> RolledBack:
+        return rollout.services.releases.roll_back(
+            channel="stable",
+            platform="linux-x86_64",
+            to="1.5.0",
+            reason="1.6.0 corrupts the cache",
+            now=rollout.clock.now(),
+            actor=OPERATOR,
+        )
+
+    with pytest.raises(Conflict, match="which trust root v2 no longer names") as refused:
+        back()
+    assert refused.value.code == "rollback_not_signed"
+    assert "--allow-downgrade" in refused.value.message
+    assert world.current_id() == world.second.id
+
+    down = world.publish(
+        world.sign(world.new_key, "1.5.0", 45, BUILD_1_5, allow_downgrade=True),
+        allow_downgrade=True,
+    )
+    rolled = back()
+    assert (rolled.to_release_id, rolled.to_manifest_version) == (down.id, 45)
+    assert world.current_id() == down.id
