@@ -57,6 +57,7 @@ from control_plane.cli_common import (
     admin_accounts,
     admin_pool,
     cli_actor,
+    command_parser,
     emit,
     in_flags,
     location,
@@ -662,8 +663,9 @@ def main(argv: list[str]) -> int:
     try:
         return COMMANDS[args.command](args)
     except (ControlPlaneError, ClockConfigError) as exc:
+        # Named as typed, action included: `nachtwacht control enrollment-token create: …`.
         print(
-            f"nachtwacht control {args.command}: {in_flags(parser, args, argv, exc)}",
+            f"{command_parser(parser, args).prog}: {in_flags(parser, args, argv, exc)}",
             file=sys.stderr,
         )
         return 1 if isinstance(exc, DatabaseUnavailable) else 2

@@ -41,6 +41,7 @@ __all__ = [
     "admin_pool",
     "api_document",
     "cli_actor",
+    "command_parser",
     "emit",
     "in_flags",
     "location",
@@ -177,7 +178,7 @@ def in_flags(
     The one place every command's refusals pass through, so a service's wording is never
     repeated per command."""
     message = exc.message if isinstance(exc, RequestRefused) else str(exc)
-    command = _command_parser(parser, args)
+    command = command_parser(parser, args)
     if isinstance(exc, RequestRefused) and "field" in exc.fields:
         field = str(exc.fields["field"])
         flag = _flag(command, args, argv, _FIELD_DESTINATION.get(field, field))
@@ -195,7 +196,7 @@ def in_flags(
     return message
 
 
-def _command_parser(
+def command_parser(
     parser: argparse.ArgumentParser, args: argparse.Namespace
 ) -> argparse.ArgumentParser:
     """The (sub)command's own parser: `promote`'s, `enrollment-token create`'s, …"""

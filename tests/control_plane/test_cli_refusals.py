@@ -356,7 +356,8 @@ def test_a_refusal_names_the_flag_as_typed_and_changes_nothing(
     assert len(line.splitlines()) == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
-    command = args[0]
+    # The command as typed, with its action where it has some (`enrollment-token create`).
+    command = " ".join(args[:2] if args[0] in {"enrollment-token", "trust-root"} else args[:1])
     assert line.startswith(f"nachtwacht control {command}: "), line
     said = line.removeprefix(f"nachtwacht control {command}: ")
     # The flag comes first, as the operator typed it, never the API's field name.
