@@ -163,10 +163,20 @@ def test_a_build_that_reached_everyone_signed_again_is_for_everyone(world: World
     rollout = world.rollout
     assert rollout.promote("1.6.0").status_code == 200
     inside, outside = _fleet(world)
+    rollout.clock.set(AT_0301)
+    grant = rollout.claim(inside[0])
+    assert grant.status_code == 201, grant.text
+    rollout.report(inside[0], grant.json()["run_id"], "succeeded", "1.6.0")
     world.revoke()
     again = world.publish(world.sign(world.new_key, "1.6.0", 44, BUILD_1_6))
     assert (again.current, again.stage, again.wave) == (True, "everyone", 3)
     assert {world.offered(agent) for agent in inside + outside} == {("1.6.0", 44)}
+    # The operators' list does not show the host on 1.6.0 as running a withdrawn release: its
+    # build is the one offered.
+    (track,) = rollout.services.releases.list().tracks
+    old = next(entry for entry in track.releases if entry.id == world.second.id)
+    assert old.withdrawn_at is not None
+    assert old.agents_running == ()
 
 
 def test_a_downgrade_rolled_back_to_and_signed_again_becomes_current(world: World) -> None:
