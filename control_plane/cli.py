@@ -57,7 +57,9 @@ from control_plane.cli_common import (
     admin_accounts,
     admin_pool,
     cli_actor,
+    command_parser,
     emit,
+    in_flags,
     location,
     parse_id,
     shown_once,
@@ -80,7 +82,7 @@ from control_plane.errors import (
     ConfigurationError,
     ControlPlaneError,
     DatabaseUnavailable,
-    RequestRefused,
+    quoted,
 )
 from control_plane.forecast.model import PlatformDayForecast, WaveOutlook
 from control_plane.forecast.services import ForecastService, parse_day
@@ -465,6 +467,10 @@ def _publish_release(args: argparse.Namespace) -> int:
         "current": release.current,
         "downgrade_from": release.downgrade_from,
         "product": release.product,
+        "replaces_release_id": None
+        if release.replaces_release_id is None
+        else str(release.replaces_release_id),
+        "replaces_manifest_version": release.replaces_manifest_version,
     }
     verb = "already published" if release.already_published else "published"
     named = release.version + (" (updater)" if release.product == "updater" else "")
@@ -472,6 +478,13 @@ def _publish_release(args: argparse.Namespace) -> int:
         f"{verb} {named} (manifest_version {release.manifest_version}, "
         f"{release.channel}/{release.platform}), signed by key {release.key_id[:16]}…"
     ]
+    if release.replaces_manifest_version is not None:
+        lines.append(
+            f"the same build signed again: it replaces manifest_version "
+            f"{release.replaces_manifest_version} (withdrawn, its outstanding tokens revoked) as "
+            f"the pair's current release, in its stage and wave; hosts running {release.version} "
+            "have nothing to do"
+        )
     if not release.current:
         lines.append(
             "not offered to anyone yet: a downgrade from "
@@ -565,6 +578,11 @@ def _withdraw_release(args: argparse.Namespace) -> int:
 def _migrate(args: argparse.Namespace) -> int:
     from control_plane import migrate  # only here: Alembic is heavy for the other commands
 
+    if not migrate.is_revision(args.revision):
+        raise ConfigurationError(
+            f"--revision: {quoted(args.revision)} is not a revision of this release (expected "
+            f"head or a revision id, e.g. {migrate.head_revision()})"
+        )
     with opened_database(location(args), migrate_to_head=False) as url:
         # Migrating is part of finishing a restore: before `after-restore`, which needs the head.
         fence_for(url).allow_unfinished_restore()
@@ -640,10 +658,14 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except (ControlPlaneError, ClockConfigError) as exc:
-        message = exc.message if isinstance(exc, RequestRefused) else str(exc)
-        print(f"nachtwacht control {args.command}: {message}", file=sys.stderr)
+        # Named as typed, action included: `nachtwacht control enrollment-token create: …`.
+        print(
+            f"{command_parser(parser, args).prog}: {in_flags(parser, args, argv, exc)}",
+            file=sys.stderr,
+        )
         return 1 if isinstance(exc, DatabaseUnavailable) else 2

@@ -1,6 +1,7 @@
 """What every `nachtwacht control` admin command shares: the parser that exits 2 on bad flags,
 the database flags, `--json`, the admin pool, id parsing, the API's form of a result and printing,
-and the actor the trail names for a command-line action."""
+the actor the trail names for a command-line action, and the words of a refusal: the services
+name the API's fields, a command's refusal names the flag the operator typed (`in_flags`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import argparse
 import contextlib
 import getpass
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 from uuid import UUID
 
@@ -17,10 +18,16 @@ from pydantic import TypeAdapter
 
 from control_plane import schema_version
 from control_plane.accounts.services import AccountService
-from control_plane.config import DatabaseLocation
+from control_plane.config import SETTINGS_ENV, DatabaseLocation
 from control_plane.database import first_line, open_pool
 from control_plane.database_fence import fence_for
-from control_plane.errors import ControlPlaneError, DatabaseUnavailable
+from control_plane.errors import (
+    ControlPlaneError,
+    DatabaseUnavailable,
+    NotFound,
+    RequestRefused,
+    quoted,
+)
 from control_plane.events.trail import Actor
 from control_plane.startup import opened_database
 from control_plane.types import Pool
@@ -34,7 +41,9 @@ __all__ = [
     "admin_pool",
     "api_document",
     "cli_actor",
+    "command_parser",
     "emit",
+    "in_flags",
     "location",
     "optional_id",
     "parse_id",
@@ -144,3 +153,83 @@ def emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) ->
         print(json.dumps(payload))
     else:
         print("\n".join(lines))
+
+
+# A service refuses an id nobody has by the kind of object (its code); the command's words for it,
+# and the destinations of the flags that can carry such an id, the first one given counting.
+_NOT_FOUND: dict[str, tuple[tuple[str, ...], str]] = {
+    "org_not_found": (("org",), "is not the id of an organisation"),
+    "agent_not_found": (("agent", "id"), "is not the id of an agent (or it was deleted)"),
+    "release_not_found": (("release_id", "release"), "is not the id of a release"),
+    "credential_not_found": (("id",), "is not the id of a credential"),
+    "enrollment_token_not_found": (("id",), "is not the id of an enrollment token"),
+    "pin_not_found": (("agent", "org"), "has no pin (expected a pinned organisation or agent)"),
+}
+# The API's field where the command's flag has another name.
+_FIELD_DESTINATION = {"body": "file"}
+
+
+def in_flags(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str], exc: Exception
+) -> str:
+    """The refusal's one line in the command line's words: where a service names an API field
+    (`wave`, `version`, `release_id`, …) or refuses an id, the line names the flag the operator
+    typed (`--wave`, `RELEASE_ID`, …) with the value; every other refusal as the service said it.
+    The one place every command's refusals pass through, so a service's wording is never
+    repeated per command."""
+    message = exc.message if isinstance(exc, RequestRefused) else str(exc)
+    command = command_parser(parser, args)
+    if isinstance(exc, RequestRefused) and "field" in exc.fields:
+        field = str(exc.fields["field"])
+        flag = _flag(command, args, argv, _FIELD_DESTINATION.get(field, field))
+        if flag is None:
+            return message
+        if message.startswith(f"{field}:"):
+            return flag + message[len(field) :]
+        return f"{flag}: {message}"
+    if isinstance(exc, NotFound) and exc.code in _NOT_FOUND:
+        destinations, expected = _NOT_FOUND[str(exc.code)]
+        for destination in destinations:
+            flag = _flag(command, args, argv, destination)
+            if flag is not None:
+                return f"{flag}: {quoted(getattr(args, destination))} {expected}"
+    return message
+
+
+def command_parser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The (sub)command's own parser: `promote`'s, `enrollment-token create`'s, …"""
+    while True:
+        chosen = None
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(args, action.dest, None) or "")
+        if chosen is None:
+            return parser
+        parser = chosen
+
+
+def _flag(
+    command: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    argv: Sequence[str],
+    destination: str,
+) -> str | None:
+    """How the operator gave the value stored at `destination`: the option as typed (of its
+    aliases, the one on the command line), a positional argument's name, or the environment
+    variable `serve` read it from; None when the command has no such flag or it was not given."""
+    for action in command._actions:
+        if action.dest != destination or isinstance(action, argparse._SubParsersAction):
+            continue
+        if not action.option_strings:
+            return str(action.metavar or destination.upper())
+        if getattr(args, destination, None) is None:
+            return SETTINGS_ENV.get(destination)  # `serve` took it from its variable, if at all
+        typed = [
+            option
+            for option in action.option_strings
+            if any(word == option or word.startswith(f"{option}=") for word in argv)
+        ]
+        return (typed or action.option_strings)[0]
+    return None

@@ -40,7 +40,6 @@ from control_plane.enrollment.rules import (
     trust_file,
 )
 from control_plane.enrollment.services import EnrollmentService, EnrollmentTokenView
-from control_plane.errors import InvalidInput
 from control_plane.trust_roots.services import TrustRootService
 from ground.clock import clock_from_env
 from ground.contract import format_instant
@@ -86,18 +85,13 @@ def add_enrollment_commands(commands: Any) -> None:
 
 
 def _terms(args: argparse.Namespace) -> TokenTerms:
-    """The flags as a token's terms; a refused one is named by its flag."""
-    expires_in = parse_duration("--expires-in", args.expires_in)
-    try:
-        return TokenTerms(
-            uses=args.uses, expires_in=expires_in, name_pattern=args.name_pattern, label=args.label
-        )
-    except InvalidInput as exc:
-        field = str(exc.fields["field"])
-        flag = "--" + field.replace("_", "-")
-        raise InvalidInput(
-            flag, exc.fields["value"], "", message=exc.message.replace(field, flag, 1)
-        ) from exc
+    """The flags as a token's terms (a refusal names its flag: `cli_common.in_flags`)."""
+    return TokenTerms(
+        uses=args.uses,
+        expires_in=parse_duration("expires_in", args.expires_in),
+        name_pattern=args.name_pattern,
+        label=args.label,
+    )
 
 
 def _line(view: EnrollmentTokenView) -> str:

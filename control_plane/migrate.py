@@ -12,6 +12,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import Connection, create_engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
@@ -86,6 +87,19 @@ def _run_config(connection: Connection, lock_timeout_seconds: float) -> Config:
     # wait for another replica's migration to finish is not bounded by it.
     config.attributes["lock_timeout_ms"] = max(1, round(lock_timeout_seconds * 1000))
     return config
+
+
+def is_revision(text: str) -> bool:
+    """Whether `migrate --revision` can go to `text`: `head`, or a revision of this release (its
+    id, or a prefix of one id only)."""
+    if text == "head":
+        return True
+    if not text.strip():
+        return False
+    try:
+        return ScriptDirectory.from_config(_config()).get_revision(text) is not None
+    except CommandError:  # unknown, or a prefix of several
+        return False
 
 
 def upgrade(

@@ -43,7 +43,7 @@ from signed_release.cli_support import (
     version_argument,
 )
 from signed_release.delta_release import find_bases, make_patches
-from signed_release.errors import ReleaseError
+from signed_release.errors import InvalidField, ReleaseError
 from signed_release.keys import generate_key_files, load_private_key, load_public_keys
 from signed_release.manifest import PRODUCTS, Manifest, format_instant, parse_manifest
 from signed_release.root_cli import ROOT_COMMANDS, add_root_commands, run_root_command
@@ -126,6 +126,16 @@ def _keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+# The manifest's fields `sign` fills from a flag, by the flag's name.
+_SIGN_FLAGS = {
+    "manifest_version": "--manifest-version",
+    "channel": "--channel",
+    "platform": "--platform",
+    "agent_version": "--version",
+    "product": "--product",
+}
+
+
 def _sign(args: argparse.Namespace, clock: Clock) -> int:
     lifetime = parse_duration(args.expires_in)
     private_key = load_private_key(args.key)
@@ -142,22 +152,29 @@ def _sign(args: argparse.Namespace, clock: Clock) -> int:
             count=args.patches,
         )
         delta = make_patches(args.artifact, facts.unpacked_size, bases)
-    manifest = Manifest(
-        manifest_version=args.manifest_version or int(now.timestamp() * 1000),
-        issued_at=issued_at,
-        expires=issued_at + lifetime,
-        channel=args.channel,
-        platform=args.platform,
-        agent_version=args.version,
-        length=facts.length,
-        sha256=facts.sha256,
-        unpacked_size=facts.unpacked_size,
-        allow_downgrade=args.allow_downgrade,
-        tar_length=None if delta is None else delta.tar_length,
-        tar_sha256=None if delta is None else delta.tar_sha256,
-        patches=() if delta is None else delta.patches,
-        product=args.product,
-    )
+    try:
+        manifest = Manifest(
+            manifest_version=args.manifest_version or int(now.timestamp() * 1000),
+            issued_at=issued_at,
+            expires=issued_at + lifetime,
+            channel=args.channel,
+            platform=args.platform,
+            agent_version=args.version,
+            length=facts.length,
+            sha256=facts.sha256,
+            unpacked_size=facts.unpacked_size,
+            allow_downgrade=args.allow_downgrade,
+            tar_length=None if delta is None else delta.tar_length,
+            tar_sha256=None if delta is None else delta.tar_sha256,
+            patches=() if delta is None else delta.patches,
+            product=args.product,
+        )
+    except InvalidField as exc:
+        # The manifest names its fields; the release manager typed the flags that fill them.
+        flag = _SIGN_FLAGS.get(exc.field)
+        if flag is None:
+            raise
+        raise InvalidField(flag, str(exc).removeprefix(f"{exc.field}: ")) from exc
     manifest_bytes = manifest.to_bytes()
     signature_bytes = sign_manifest(manifest_bytes, private_key)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -239,7 +239,10 @@ def add_agent(
 
 def agent_exists(org_id: UUID, name: str) -> Conflict:
     return Conflict(
-        f"name: {name!r} is already an agent of organisation {org_id}", code="agent_exists"
+        f"name: {name!r} is already an agent of organisation {org_id}",
+        code="agent_exists",
+        field="name",
+        value=name,
     )
 
 

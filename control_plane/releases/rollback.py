@@ -18,8 +18,9 @@ downgrade, on the signing machine, and published —
   that reached everyone (the build the fleet ran), else the newest: a release that only ever
   reached its first waves is no known-good way back;
 - requires a signed downgrade release of that version (its manifest allows a downgrade, is newer
-  than the current release's manifest and has not expired), else refuses with the two commands
-  above, so the operator knows exactly what to run where;
+  than the current release's manifest, has not expired and, once a trust root is published, is
+  signed by a release key the newest root names — agents following the root refuse any other),
+  else refuses with the two commands above, so the operator knows exactly what to run where;
 - withdraws the current release (its outstanding tokens revoked, so no download of it goes on)
   and makes the downgrade release current for the pair, at the `everyone` stage unless asked
   otherwise: it is the build the fleet ran before, the canary stage would only delay the way back;
@@ -49,6 +50,7 @@ from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import required_text, stored_text
 from control_plane.releases.products import CURRENT_TABLE, Product, product_of
 from control_plane.releases.release_actions import revoke_release_tokens
+from control_plane.trust_roots.services import newest_trust_root
 from control_plane.types import Connection
 from ground.limits import MAX_VERSION_LENGTH, RELEASE_NAME_PATTERN
 from signed_release.errors import ReleaseError
@@ -123,9 +125,15 @@ def roll_back(
     releases = _releases_of_pair(conn, line, pair_channel, pair_platform)
     (bad,) = (row for row in releases if row["id"] == pointer["release_id"])
     version = _target_version(releases, bad, target_text, pair)
-    downgrade = _signed_downgrade(releases, bad, version, now)
+    root = newest_trust_root(conn)
+    trusted = None if root is None else frozenset(root.release_keys)
+    downgrade = _signed_downgrade(releases, bad, version, now, trusted)
     if downgrade is None:
-        raise _not_signed(bad, version, line, pair_channel, pair_platform)
+        refusal = _not_signed(bad, version, line, pair_channel, pair_platform)
+        dropped = _signed_downgrade(releases, bad, version, now, None)
+        if root is not None and dropped is not None:
+            refusal = _by_a_dropped_key(refusal, dropped, root.version)
+        raise refusal
 
     conn.execute(
         "UPDATE releases SET withdrawn_at = %s, withdrawn_reason = %s, withdrawn_by = %s"
@@ -169,7 +177,7 @@ def _name(field: str, value: object) -> str:
 
 
 _RELEASES = """
-SELECT rel.id, rel.agent_version, rel.manifest_version, rel.manifest, rel.expires,
+SELECT rel.id, rel.agent_version, rel.manifest_version, rel.manifest, rel.expires, rel.key_id,
        rel.withdrawn_at, rel.stage,
        EXISTS (SELECT 1 FROM release_halts h
                 WHERE h.release_id = rel.id AND h.resumed_at IS NULL) AS halted
@@ -220,20 +228,38 @@ def _target_version(
 
 
 def _signed_downgrade(
-    releases: list[dict[str, Any]], bad: dict[str, Any], version: str, now: datetime
+    releases: list[dict[str, Any]],
+    bad: dict[str, Any],
+    version: str,
+    now: datetime,
+    trusted: frozenset[str] | None,
 ) -> dict[str, Any] | None:
     """The newest release of `version` that agents on the bad build accept: signed as a
-    downgrade, with a manifest newer than the bad build's, not expired, not withdrawn."""
+    downgrade, with a manifest newer than the bad build's, not expired, not withdrawn, and by a
+    key of `trusted` (the newest trust root's release keys; None: no root, any key stored)."""
     for row in releases:  # newest manifest first
         if (
             row["agent_version"] == version
             and row["withdrawn_at"] is None
             and row["manifest_version"] > bad["manifest_version"]
             and row["expires"] > now
+            and (trusted is None or row["key_id"] in trusted)
             and _allows_downgrade(row)
         ):
             return row
     return None
+
+
+def _by_a_dropped_key(refusal: Conflict, dropped: dict[str, Any], root_version: int) -> Conflict:
+    """The refusal, saying why the downgrade stored does not count: its key was revoked."""
+    return Conflict(
+        f"the signed downgrade of {dropped['agent_version']} (manifest_version "
+        f"{dropped['manifest_version']}) is by key {str(dropped['key_id'])[:16]}…, which trust "
+        f"root v{root_version} no longer names: agents following the root would refuse it; "
+        + refusal.message,
+        code=str(refusal.code),
+        **refusal.fields,
+    )
 
 
 def _allows_downgrade(row: dict[str, Any]) -> bool:

@@ -41,6 +41,7 @@ from control_plane.releases.patches import (
 )
 from control_plane.releases.products import CURRENT_TABLE, Product, product_of
 from control_plane.releases.rollback import RolledBack, roll_back
+from control_plane.releases.signed_again import current_signing_of, withdraw_signed_again
 from control_plane.releases.stored_bytes import read_range
 from control_plane.releases.withdrawal import (
     ReleaseList,
@@ -95,6 +96,10 @@ class PublishedRelease:
     downgrade_from: str | None = None
     # `agent` (the managed agent) or `updater` (nachtwacht's own agent), as the manifest signs it.
     product: Product = "agent"
+    # For the current build signed again: the signing it replaced (now withdrawn), whose stage
+    # and wave it keeps (`control_plane.releases.signed_again`).
+    replaces_release_id: UUID | None = None
+    replaces_manifest_version: int | None = None
 
 
 def release_view(row: Mapping[str, Any]) -> ReleaseView:
@@ -158,7 +163,8 @@ class ReleaseService:
         It starts in the first wave (the `canary` stage) when its pair already has a release
         that is not withdrawn, else in the last (`everyone`) (`control_plane.rollout.stages`);
         `stage="everyone"` skips the earlier waves (the operator's choice, recorded with the
-        publication).
+        publication). The pair's current build signed again takes its signing's place, in its
+        stage and wave (`control_plane.releases.signed_again`).
 
         A downgrade is refused unless `allow_downgrade` (and its signed manifest allows one);
         then it is stored without becoming current (see the module's docstring).
@@ -196,21 +202,45 @@ class ReleaseService:
             if newer is not None:
                 _refuse_unmarked_downgrade(parsed, newer, marked=allow_downgrade)
                 _refuse_another_build_of_the_version(conn, parsed)
+            replaced = current_signing_of(conn, parsed)
+            if stage is not None:
+                start = _Start(stage=str(stage), wave=1, since=now)
+            elif replaced is not None:  # the build's rollout goes on where it was
+                start = _Start(
+                    stage=replaced["stage"],
+                    wave=replaced["wave"],
+                    since=replaced["stage_changed_at"] or now,
+                )
+            else:
+                start = _Start(stage=_starting_stage(conn, parsed), wave=1, since=now)
             row = _insert_release(
                 conn,
                 parsed,
                 manifest=manifest,
                 signature=signature,
                 signer=signer,
-                stage=str(stage) if stage is not None else _starting_stage(conn, parsed),
+                start=start,
                 now=now,
             )
             _store_artifact(conn, row, artifact)
             store_patches(conn, row["id"], patches or {}, parsed)
-            if newer is None:
+            current = newer is None or replaced is not None
+            if current:
                 _make_current(conn, row, now)
-            _record_published(conn, row, signer=signer, actor=actor, now=now, downgrade_from=newer)
-        return _published(row, already=False, current=newer is None, downgrade_from=newer)
+            if replaced is not None:
+                withdraw_signed_again(conn, replaced, row, actor=actor, now=now)
+            _record_published(
+                conn,
+                row,
+                signer=signer,
+                actor=actor,
+                now=now,
+                downgrade_from=newer,
+                replaced=replaced,
+            )
+        return _published(
+            row, already=False, current=current, downgrade_from=newer, replaced=replaced
+        )
 
     def _verified(
         self, manifest: bytes, signature: bytes, root: TrustRoot | None
@@ -330,6 +360,7 @@ def _published(
     already: bool,
     current: bool | None = None,
     downgrade_from: str | None = None,
+    replaced: Mapping[str, Any] | None = None,
 ) -> PublishedRelease:
     return PublishedRelease(
         id=row["id"],
@@ -346,6 +377,8 @@ def _published(
         current=bool(row["current"]) if current is None else current,
         downgrade_from=downgrade_from,
         product=row["product"],
+        replaces_release_id=None if replaced is None else replaced["id"],
+        replaces_manifest_version=None if replaced is None else replaced["manifest_version"],
     )
 
 
@@ -411,13 +444,13 @@ SELECT id, manifest_version, agent_version, channel, platform, key_id, sha256, m
   FROM releases WHERE channel = %s AND platform = %s AND manifest_version = %s
 """  # noqa: S608 - constant columns
 
-# A release at `everyone` is in the plan's last wave, one in the `canary` stage in its first.
+# A release at `everyone` is in the plan's last wave, one in the `canary` stage in the wave given.
 _INSERT = f"""
 INSERT INTO releases (manifest_version, agent_version, channel, platform, issued_at, expires,
                       length, sha256, key_id, manifest, signature, published_at, stage,
                       stage_changed_at, wave, product)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-        CASE WHEN %s = 'everyone' THEN (SELECT count(*) FROM rollout_waves) ELSE 1 END, %s)
+        CASE WHEN %s = 'everyone' THEN (SELECT count(*) FROM rollout_waves) ELSE %s END, %s)
 RETURNING id, manifest_version, agent_version, channel, platform, key_id, sha256, stage, product,
           {_WAVE}
 """  # noqa: S608 - constant columns
@@ -567,6 +600,16 @@ def _starting_stage(conn: Connection, parsed: Manifest) -> str:
     return "canary" if earlier["waves"] and earlier["earlier"] else "everyone"
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Start:
+    """Where a new release's rollout starts: its stage, its wave in the `canary` stage, and since
+    when it is in that wave (its soak counts from then)."""
+
+    stage: str
+    wave: int
+    since: datetime
+
+
 def _insert_release(
     conn: Connection,
     parsed: Manifest,
@@ -574,7 +617,7 @@ def _insert_release(
     manifest: bytes,
     signature: bytes,
     signer: str,
-    stage: str,
+    start: _Start,
     now: datetime,
 ) -> dict[str, Any]:
     row = conn.execute(
@@ -592,9 +635,10 @@ def _insert_release(
             manifest,
             signature,
             now,
-            stage,
-            now,
-            stage,
+            start.stage,
+            start.since,
+            start.stage,
+            start.wave,
             parsed.product,
         ],
     ).fetchone()
@@ -633,6 +677,7 @@ def _record_published(
     actor: Actor | None,
     now: datetime,
     downgrade_from: str | None,
+    replaced: Mapping[str, Any] | None,
 ) -> None:
     record_action(
         conn,
@@ -650,5 +695,6 @@ def _record_published(
             "wave": row["wave"],
             "downgrade_from": downgrade_from,
             "product": row["product"],
+            "replaces_release_id": None if replaced is None else str(replaced["id"]),
         },
     )

@@ -255,7 +255,9 @@ SELECT rel.id, rel.agent_version, rel.manifest_version, rel.channel, rel.platfor
 # Each live agent's latest reported version (kept on its row as each run records one), matched
 # against the withdrawn versions: looking it up in every agent's runs read a page of the runs
 # table per agent, the page growing colder as the history grows. An updater release is matched
-# against the version of nachtwacht's own agent the host reported.
+# against the version of nachtwacht's own agent the host reported. A signing withdrawn because the
+# same build was signed again (`control_plane.releases.signed_again`) names nobody: its build is
+# still offered, under the new signature.
 _AGENTS_ON_WITHDRAWN = """
 SELECT w.id AS release_id, a.id AS agent_id, a.org_id, a.name
   FROM releases w
@@ -264,6 +266,10 @@ SELECT w.id AS release_id, a.id AS agent_id, a.org_id, a.name
                 THEN (SELECT uv.version FROM agent_updater_versions uv WHERE uv.agent_id = a.id)
                 ELSE a.current_version END = w.agent_version
  WHERE w.withdrawn_at IS NOT NULL
+   AND NOT EXISTS (SELECT 1 FROM releases live
+                    WHERE live.withdrawn_at IS NULL AND live.product = w.product
+                      AND live.channel = w.channel AND live.platform = w.platform
+                      AND live.agent_version = w.agent_version AND live.sha256 = w.sha256)
  ORDER BY a.name, a.id
 """
 

@@ -9,7 +9,8 @@ The order, first match wins:
     canary      the current release in its `canary` stage, for an agent one of the waves reached so
                 far reaches (`control_plane.rollout.waves`): marked as a canary (itself or its
                 organisation) when such a wave takes the canaries, or in the share of one
-                (`canary_bucket`, stable per agent and release)
+                (`canary_bucket`, stable per agent and release; a build signed again keeps
+                its first signing's, `WAVES_OF`)
     previous    everyone else during the canary stage: the pair's newest older release that is not
                 withdrawn (one that reached `everyone` before one that did not)
 
@@ -50,6 +51,7 @@ __all__ = [
     "CANARY_BUCKETS",
     "OFFER_COLUMNS",
     "OFFER_HALT",
+    "WAVES_OF",
     "AgentFacts",
     "Offer",
     "OfferBasis",
@@ -105,10 +107,19 @@ OFFER_COLUMNS = """rel.id, rel.agent_version, rel.manifest_version, rel.channel,
        rel.brake_reason, (rel.braked_at IS NOT NULL) AS braked"""
 OFFER_HALT = "LEFT JOIN release_halts halt ON halt.release_id = rel.id AND halt.resumed_at IS NULL"
 
+# The release whose id places an agent in the waves of `rel`: the pair's first release of the same
+# build (version and artifact). A build signed again keeps the agents its waves reached
+# (`control_plane.releases.signed_again`); any other release is its own first.
+WAVES_OF = """(SELECT first.id FROM releases first
+   WHERE first.product = rel.product AND first.channel = rel.channel
+     AND first.platform = rel.platform AND first.agent_version = rel.agent_version
+     AND first.sha256 = rel.sha256
+   ORDER BY first.manifest_version LIMIT 1) AS waves_of"""
+
 # The pairs' current releases, of the pairs asked about (`unnest` of the channels, platforms).
 _CURRENT = {
     product: f"""
-SELECT {OFFER_COLUMNS}
+SELECT {OFFER_COLUMNS}, {WAVES_OF}
   FROM {table} cur JOIN releases rel ON rel.id = cur.release_id {OFFER_HALT}
  WHERE (cur.channel, cur.platform) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
 """  # noqa: S608 - constant columns
@@ -267,7 +278,7 @@ class Offers:
         return first_wave(
             self.plan,
             marked=facts.marked or facts.org_marked,
-            bucket=canary_bucket(facts.agent_id, current["id"]) if bucket is None else bucket,
+            bucket=canary_bucket(facts.agent_id, current["waves_of"]) if bucket is None else bucket,
             buckets=CANARY_BUCKETS,
         )
 
@@ -362,7 +373,7 @@ def offers_from(
         elif release["stage"] == "everyone":
             basis[f.agent_id] = "current"
         else:
-            bucket = buckets[f.agent_id] = canary_bucket(f.agent_id, release["id"])
+            bucket = buckets[f.agent_id] = canary_bucket(f.agent_id, release["waves_of"])
             agent_wave = first_wave(
                 plan, marked=f.marked or f.org_marked, bucket=bucket, buckets=CANARY_BUCKETS
             )

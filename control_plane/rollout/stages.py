@@ -1,9 +1,11 @@
 """A release's wave and stage, the canary group, and the rollout settings.
 
 A release published onto a pair that already has a release starts in the plan's first wave, at
-the `canary` stage (the column's default); the first release of a pair starts at `everyone` — no
-agent on the pair runs anything the control plane offered, so there is no fleet to protect from
-it. The operator may publish straight to `everyone` (recorded with the publication).
+the `canary` stage (the column's default) — unless it is the pair's current build signed again,
+which goes on in that build's wave (`control_plane.releases.signed_again`); the first release
+of a pair starts at `everyone` — no agent on the pair runs anything the control plane offered, so
+there is no fleet to protect from it. The operator may publish straight to `everyone` (recorded
+with the publication).
 
 The two stages older clients know map onto the waves (`control_plane.rollout.waves`): `canary`
 is every wave before the last, `everyone` the last. Publishing with `stage: canary` starts in
@@ -32,7 +34,7 @@ from control_plane.errors import Conflict, InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.releases.release_actions import release_facts, release_row
 from control_plane.rollout.halts import AUTOMATIC
-from control_plane.rollout.offer import CANARY_BUCKETS, canary_bucket
+from control_plane.rollout.offer import CANARY_BUCKETS, WAVES_OF, canary_bucket
 from control_plane.rollout.waves import (
     Wave,
     effective_wave,
@@ -307,10 +309,11 @@ def promote_release(
 # A canary release's current wave is its own position, but never the plan's last. `since` is when
 # the wave began (or the release's last resume, if later); `soaked_at` when the wave's soak ends,
 # counted from its first success since then (NULL: none yet).
-_CANARIES = """
+_CANARIES = f"""
 WITH plan AS (SELECT count(*)::integer AS waves FROM rollout_waves),
 candidate AS (
-SELECT rel.id, rel.channel, rel.platform, rel.wave,
+SELECT rel.id, rel.channel, rel.platform, rel.wave, rel.product, rel.agent_version, rel.sha256,
+       {WAVES_OF},
        greatest(coalesce(rel.stage_changed_at, rel.published_at),
                 coalesce((SELECT max(h.resumed_at) FROM release_halts h
                            WHERE h.release_id = rel.id), '-infinity')) AS since,
@@ -328,13 +331,21 @@ SELECT rel.id, rel.channel, rel.platform, rel.wave,
    AND NOT EXISTS (SELECT 1 FROM release_halts h
                     WHERE h.release_id = rel.id AND h.resumed_at IS NULL))
 SELECT c.id, c.channel, c.platform, c.wave, c.since, c.soak,
+       c.waves_of,
+       -- The build's successes since the wave began, whichever signing of it ran: a build
+       -- signed again goes on with its wave (`control_plane.releases.signed_again`).
        (SELECT min(r.finished_at) FROM runs r
-         WHERE r.release_id = c.id AND r.status = 'succeeded' AND r.finished_at > c.since)
+         WHERE r.release_id IN (SELECT same.id FROM releases same
+                                 WHERE same.product = c.product AND same.channel = c.channel
+                                   AND same.platform = c.platform
+                                   AND same.agent_version = c.agent_version
+                                   AND same.sha256 = c.sha256)
+           AND r.status = 'succeeded' AND r.finished_at > c.since)
        + c.soak AS soaked_at
   FROM candidate c
  WHERE c.since + c.soak <= %(now)s
  ORDER BY c.published_at, c.id
-"""
+"""  # noqa: S608 - constant columns
 
 # The live agents that claim on the pair, whether an operator marked them (or their organisation)
 # as canaries, and whether a pin (their own or their organisation's) takes them out of the waves.
@@ -361,7 +372,7 @@ def _wave_reaches_someone_new(
         first_wave(
             plan,
             marked=agent["marked"],
-            bucket=canary_bucket(agent["id"], release["id"]),
+            bucket=canary_bucket(agent["id"], release["waves_of"]),
             buckets=CANARY_BUCKETS,
         )
         == wave

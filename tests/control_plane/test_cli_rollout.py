@@ -256,7 +256,7 @@ HOSTILE = [
     ),
     pytest.param(
         ["promote", "{1.2.0}", "--reason", "   "],
-        "reason: '   ' is required to promote a release",
+        "--reason: '   ' is required to promote a release",
         id="promote_blank_reason",
     ),
     pytest.param(
@@ -266,7 +266,7 @@ HOSTILE = [
     ),
     pytest.param(
         ["halt", UNKNOWN, "--reason", "x"],
-        f"release {UNKNOWN} does not exist",
+        f"RELEASE_ID: '{UNKNOWN}' is not the id of a release",
         id="halt_unknown_release",
     ),
     pytest.param(
@@ -276,7 +276,7 @@ HOSTILE = [
     ),
     pytest.param(
         ["halt", "{1.2.0}", "--reason", "x" * 10_000],
-        "reason: 'xxxx",
+        "--reason: 'xxxx",
         id="halt_reason_absurdly_long",
     ),
     pytest.param(
@@ -286,12 +286,12 @@ HOSTILE = [
     ),
     pytest.param(
         ["promote", "{1.2.0}", "--reason", "back", "--wave", "1"],
-        "wave: 1 is not a later wave: the release is in wave 1 of 4 (expected 2 to 4)",
+        "--wave: 1 is not a later wave: the release is in wave 1 of 4 (expected 2 to 4)",
         id="promote_to_its_own_wave",
     ),
     pytest.param(
         ["promote", "{1.2.0}", "--reason", "far", "--wave", "99"],
-        "wave: 99 is not a later wave",
+        "--wave: 99 is not a later wave",
         id="promote_past_the_plan",
     ),
     pytest.param(
@@ -301,17 +301,17 @@ HOSTILE = [
     ),
     pytest.param(
         ["pin", "--org", "{org}", "--version", "9.9.9"],
-        "version: '9.9.9' is not the version of a published release that is not withdrawn",
+        "--version: '9.9.9' is not the version of a published release that is not withdrawn",
         id="pin_unknown_version",
     ),
     pytest.param(
         ["pin", "--org", UNKNOWN, "--version", "1.0.0"],
-        f"organisation {UNKNOWN} does not exist",
+        f"--org: '{UNKNOWN}' is not the id of an organisation",
         id="pin_unknown_org",
     ),
     pytest.param(
         ["pin", "--agent", UNKNOWN, "--version", "1.0.0"],
-        f"agent {UNKNOWN} does not exist",
+        f"--agent: '{UNKNOWN}' is not the id of an agent",
         id="pin_unknown_agent",
     ),
     pytest.param(
@@ -326,10 +326,10 @@ HOSTILE = [
     ),
     pytest.param(
         ["pin", "--org", "{org}", "--version", "v" * 5000],
-        "version: 'vvvv",
+        "--version: 'vvvv",
         id="pin_version_absurdly_long",
     ),
-    pytest.param(["unpin", "--org", "{org}"], "is not pinned", id="unpin_not_pinned"),
+    pytest.param(["unpin", "--org", "{org}"], "has no pin", id="unpin_not_pinned"),
     pytest.param(["brake", "engage"], "brake engage: --reason is required", id="brake_no_reason"),
     pytest.param(
         ["brake", "engage", "--release", "{1.2.0}"],
@@ -338,12 +338,12 @@ HOSTILE = [
     ),
     pytest.param(
         ["brake", "engage", "--release", "{1.2.0}", "--reason", "  "],
-        "reason: '  ' is required to engage a release's brake",
+        "--reason: '  ' is required to engage a release's brake",
         id="release_brake_blank_reason",
     ),
     pytest.param(
         ["brake", "engage", "--release", UNKNOWN, "--reason", "bad"],
-        f"release {UNKNOWN} does not exist",
+        f"--release: '{UNKNOWN}' is not the id of a release",
         id="release_brake_unknown_release",
     ),
     pytest.param(

@@ -109,7 +109,13 @@ def test_a_plain_signature_says_nothing_of_downgrades(
         pytest.param(["--expires-in=-1d"], "--expires-in: '-1d'", id="negative"),
         pytest.param(["--expires-in", "0d"], "--expires-in: '0d'", id="zero"),
         pytest.param(["--manifest-version", "0"], "'0' is not a positive integer", id="mv_zero"),
-        pytest.param(["--platform", "Linux X86"], "platform: 'Linux X86'", id="bad_platform"),
+        pytest.param(["--platform", "Linux X86"], ": --platform: 'Linux X86'", id="bad_platform"),
+        pytest.param(["--channel", ""], ": --channel: '' is not a name", id="empty_channel"),
+        pytest.param(
+            ["--manifest-version", str(2**53)],
+            f": --manifest-version: {2**53} is out of range (expected 1..{2**53 - 1})",
+            id="mv_huge",
+        ),
     ],
 )
 def test_bad_sign_options_give_one_clear_line(
