@@ -344,3 +344,23 @@ def test_the_operators_hold_says_what_is_wrong_with_its_reason(
         inner = inner.split("</p>", 1)[0]
         assert html.unescape(re.sub(r"<[^>]+>", "", inner)).strip() == message
     assert _state(panel_world) == before
+
+
+def test_a_value_no_form_sends_is_named_too(panel_world: PanelWorld) -> None:
+    """The schedule editor's "remove" button sends a row's number; anything else is named."""
+    with _client(panel_world, "customer") as client:
+        agent = f"/panel/agents/{panel_world.agent_id}"
+        page = client.get(agent)
+        before = _state(panel_world)
+        answer = client.post(
+            agent + "/schedule",
+            data={"csrf": csrf_of(page.text), "enabled": "on", "times": "03:00", "remove": "x\x00"},
+            headers={"Referer": str(page.url)},
+        )
+    assert answer.status_code == 422
+    assert _text(answer.text, "form-refused") == [
+        "remove: “x\ufffd” is not a value this form sends. Go back and use the form as the page"
+        " shows it."
+    ]
+    assert f'href="{agent}"' in answer.text
+    assert _state(panel_world) == before
