@@ -8,13 +8,17 @@ from __future__ import annotations
 import html
 import re
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import psycopg
 import pytest
 from psycopg import sql
 
-from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
+from control_plane.panel.i18n import Language
+from tests.panel.conftest import PanelWorld, check_accessibility, csrf_of, sign_in_client
+from tests.panel.test_browser_languages import BROWSER_LOCALES
 
 ORG, AGENT, SOME = "{org}", "{agent}", str(uuid.uuid4())
 
@@ -363,4 +367,32 @@ def test_a_value_no_form_sends_is_named_too(panel_world: PanelWorld) -> None:
         " shows it."
     ]
     assert f'href="{agent}"' in answer.text
+    assert _state(panel_world) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", ["en", "pl"])
+def test_a_pasted_address_too_long_in_a_real_browser(
+    code: str, panel_world: PanelWorld, new_page: Callable[..., Any]
+) -> None:
+    """The webhook's address field has no `maxlength` (a URL's length is the server's to judge):
+    a pasted one over the bound gets the page, checked with axe-core, and its link leads back."""
+    lang = Language(code)
+    page = new_page(BROWSER_LOCALES[code])
+    page.goto(panel_world.url)
+    page.get_by_label(lang.gettext("Your panel key or operator key")).fill(panel_world.panel_key)
+    page.get_by_role("button", name=lang.gettext("Sign in")).click()
+    page.get_by_role("heading", name=lang.gettext("Agents"), exact=True).wait_for()
+    page.goto(panel_world.url + "webhook")
+    before = _state(panel_world)
+    page.get_by_label(lang.gettext("Address (https://…)")).fill(
+        "https://hooks.example/" + "a" * 2100
+    )
+    page.get_by_role("button", name=lang.gettext("Save the webhook")).click()
+    page.get_by_role("heading", name=lang.gettext("The form was not sent")).wait_for()
+    assert lang.gettext("Address") in page.locator("#form-refused").inner_text()
+    check_accessibility(page)
+    page.get_by_role("link", name=lang.gettext("Back to the form")).click()
+    page.get_by_role("button", name=lang.gettext("Save the webhook")).wait_for()
+    assert page.url.endswith("/panel/webhook")
     assert _state(panel_world) == before
