@@ -7,7 +7,7 @@ refusals into the panel's `Missing` and `Refused`. Every function at an instant 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -17,6 +17,7 @@ from control_plane.agents.default_schedule import DefaultSchedule
 from control_plane.agents.schedule import Schedule
 from control_plane.agents.services import (
     AgentOverview,
+    AgentOverviewRow,
     AgentPage,
     NextSlot,
     next_slot_view,
@@ -99,6 +100,23 @@ def agent_detail(services: Services, org_id: UUID, agent_id: UUID, *, now: datet
         held_slot = slot_after_hold(page.schedule, release.hold.until, services.settings.get())
         page = replace(page, next_slot=held_slot)
     return AgentDetail(page=page, events=timeline.events, release=release)
+
+
+def listed_next_slots(
+    agents: Sequence[AgentOverviewRow],
+    releases: Mapping[UUID, AgentRelease],
+    settings: PlatformSettings,
+) -> dict[UUID, NextSlot | None]:
+    """Each listed agent's next slot, by id: a held agent's is the first its hold lets run, as on
+    its own page."""
+    slots = {}
+    for agent in agents:
+        release = releases.get(agent.id)
+        slot = agent.next_slot
+        if slot is not None and release is not None and release.hold is not None:
+            slot = slot_after_hold(agent.schedule, release.hold.until, settings)
+        slots[agent.id] = slot
+    return slots
 
 
 def slot_after_hold(

@@ -80,6 +80,7 @@ def _org_page(
         ctx.services, org_id, now=ctx.now, agent_ids=[a.id for a in listed]
     )
     pins = rollout_backend.pins(ctx.services)
+    settings = backend.platform(ctx.services)
     return page(
         ctx,
         "org.html",
@@ -91,13 +92,14 @@ def _org_page(
         agents=listed,
         summary=fleet_list.fleet_summary(ctx.services, org_id, now=ctx.now),
         releases=releases,
+        next_slots=customer_backend.listed_next_slots(listed, releases, settings),
         state_choices=fleet_list.STATE_CHOICES,
         sort_choices=fleet_list.SORT_CHOICES,
         org_pin=next((p for p in pins if p.org_id == org_id), None),
         agent_pins={p.agent_id: p for p in pins if p.agent_id is not None},
         pin_error=pin_error,
         saved=saved,
-        zone=backend.platform(ctx.services).zone,
+        zone=settings.zone,
         now=ctx.now,
         max_reason=MAX_PIN_REASON_LENGTH,
         max_version=MAX_VERSION_LENGTH,

@@ -68,3 +68,28 @@ def test_the_slot_after_a_hold_on_the_days_the_clocks_change(
     slot = slot_after_hold(schedule, ends, PlatformSettings(timezone="Europe/Amsterdam"))
     assert slot is not None
     assert slot.at == expected
+
+
+def _listed_slot(page: str) -> str:
+    """The one listed agent's "Next update slot" cell."""
+    inner = page.split('data-label="Next update slot">', 1)[1].split("</td>", 1)[0]
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", inner)).split())
+
+
+def test_the_lists_say_the_same_slot(panel_world: PanelWorld) -> None:
+    """The customer's list and the operator's organisation page show the agent page's slot."""
+    agent = f"/panel/agents/{panel_world.agent_id}"
+    org = f"/panel/operator/orgs/{panel_world.org_id}"
+    key = panel_world.server.create_operator_key()
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        assert _listed_slot(client.get("/panel/agents").text) == "Sat, March 27, 3:00 AM CET"
+        page = client.get(agent)
+        held = client.post(
+            agent + "/hold",
+            data={"csrf": csrf_of(page.text), "until": "2027-03-28", "reason": "audit"},
+        )
+        assert held.status_code == 303
+        listed = _listed_slot(client.get("/panel/agents").text)
+    assert listed == "Sun, March 28, 3:00 AM CEST (when the hold ends)"
+    with sign_in_client(panel_world, key) as client:
+        assert _listed_slot(client.get(org).text) == listed
