@@ -15,6 +15,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -46,6 +47,7 @@ from control_plane.api.routes import pins as pins_routes
 from control_plane.api.routes import rollout as rollout_routes
 from control_plane.errors import RequestRefused
 from control_plane.panel import mount_panel
+from control_plane.panel.form_refusal import form_refused, is_panel_path
 from control_plane.panel.offline_docs import mount_offline_docs
 from control_plane.registry import Services
 from ground.clock import Clock
@@ -130,6 +132,9 @@ async def _credential_first(request: Request) -> Response | None:
 
 async def _invalid_request(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
+    if is_panel_path(request.url.path):
+        # A person at a browser: a page in their language, not the API's JSON.
+        return await run_in_threadpool(form_refused, request, exc.errors())
     refused = await _credential_first(request)
     if refused is not None:
         return refused

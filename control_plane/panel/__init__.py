@@ -23,6 +23,8 @@
     readers.py          who reads a page (customer with its organisation, operator) and the checks
                         every form post makes first: ids in the path, then the CSRF token; a
                         reader who may not go on is turned away (`TurnedAway`, answered here)
+    form_refusal.py     the page for a form whose field breaks its route's bound (too long, not a
+                        value the form sends): the field, the value and the bound, in words
     people_backend.py   named people (`accounts.people`): invitations, roles, new links and
                         resets, removals, signing in as oneself
     people_routes.py    people invited by an editor (the link shown once), their role, a new

@@ -7,14 +7,21 @@ refusals into the panel's `Missing` and `Refused`. Every function at an instant 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
 from control_plane.agents.default_schedule import DefaultSchedule
-from control_plane.agents.services import AgentOverview, AgentPage
+from control_plane.agents.schedule import Schedule
+from control_plane.agents.services import (
+    AgentOverview,
+    AgentOverviewRow,
+    AgentPage,
+    NextSlot,
+    next_slot_view,
+)
 from control_plane.enrollment.rules import TokenTerms
 from control_plane.enrollment.services import EnrollmentTokenList, IssuedEnrollmentToken
 from control_plane.errors import InvalidInput, NotFound
@@ -29,6 +36,7 @@ from control_plane.registry import Services
 from control_plane.rollout.services import AgentRelease
 from control_plane.runs.services import ManualRequests, RecordedRun
 from control_plane.runs.views import RunView
+from control_plane.settings.services import PlatformSettings
 
 __all__ = [
     "AgentDetail",
@@ -75,7 +83,8 @@ def list_agents(services: Services, org_id: UUID, *, now: datetime) -> AgentOver
 @dataclass(frozen=True, kw_only=True)
 class AgentDetail:
     """The agent page (summary, next slot, newest runs), its timeline and its release (pair,
-    offer, pin, canary, hold): what the customer's and the operator's agent pages both show."""
+    offer, pin, canary, hold): what the customer's and the operator's agent pages both show.
+    A held agent's next slot is the first one the hold lets run (`slot_after_hold`)."""
 
     page: AgentPage
     events: tuple[EventView, ...]
@@ -87,7 +96,35 @@ def agent_detail(services: Services, org_id: UUID, agent_id: UUID, *, now: datet
         page = services.agents.agent_page(org_id, agent_id, now=now)
         timeline = services.events.agent_events(org_id, agent_id, limit=TIMELINE_EVENTS)
         release = services.rollout.agent_release(agent_id, org_id=org_id, now=now)
+    if release.hold is not None and page.next_slot is not None:
+        held_slot = slot_after_hold(page.schedule, release.hold.until, services.settings.get())
+        page = replace(page, next_slot=held_slot)
     return AgentDetail(page=page, events=timeline.events, release=release)
+
+
+def listed_next_slots(
+    agents: Sequence[AgentOverviewRow],
+    releases: Mapping[UUID, AgentRelease],
+    settings: PlatformSettings,
+) -> dict[UUID, NextSlot | None]:
+    """Each listed agent's next slot, by id: a held agent's is the first its hold lets run, as on
+    its own page."""
+    slots = {}
+    for agent in agents:
+        release = releases.get(agent.id)
+        slot = agent.next_slot
+        if slot is not None and release is not None and release.hold is not None:
+            slot = slot_after_hold(agent.schedule, release.hold.until, settings)
+        slots[agent.id] = slot
+    return slots
+
+
+def slot_after_hold(
+    schedule: Schedule, until: datetime, settings: PlatformSettings
+) -> NextSlot | None:
+    """The agent's first slot at or after `until`, when its hold ends: a slot is held while its
+    claim comes before `until` (`claims.due_facts`), so the one at `until` runs."""
+    return next_slot_view(schedule, settings, until - timedelta(microseconds=1))
 
 
 def agent_name(services: Services, org_id: UUID, agent_id: UUID, *, now: datetime) -> str:

@@ -54,6 +54,10 @@ def _agents_page(
     """The agent list in the view the URL names; a bad field is answered at the field (400)."""
     view, overview = fleet_list.fleet_page(ctx.services, ctx.lang, org_id, view, now=ctx.now)
     listed = overview.agents if overview else ()
+    releases = rollout_backend.agent_releases(
+        ctx.services, org_id, now=ctx.now, agent_ids=[a.id for a in listed]
+    )
+    settings = backend.platform(ctx.services)
     return page(
         ctx,
         "agents.html",
@@ -61,9 +65,8 @@ def _agents_page(
         view=view,
         overview=overview,
         agents=listed,
-        releases=rollout_backend.agent_releases(
-            ctx.services, org_id, now=ctx.now, agent_ids=[a.id for a in listed]
-        ),
+        releases=releases,
+        next_slots=customer_backend.listed_next_slots(listed, releases, settings),
         state_choices=fleet_list.STATE_CHOICES,
         sort_choices=fleet_list.SORT_CHOICES,
         bulk=bulk,
@@ -71,7 +74,7 @@ def _agents_page(
         actions=actions,
         done=done,
         max_hold_days=MAX_HOLD_DAYS,
-        zone=backend.platform(ctx.services).zone,
+        zone=settings.zone,
         now=ctx.now,
     )
 

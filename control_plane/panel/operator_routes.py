@@ -15,6 +15,7 @@ from control_plane.panel import backend, operator_backend, wording
 from control_plane.panel.charts import Bar, Series, Stack, stacked_chart
 from control_plane.panel.fleet import fleet_chart, fleet_counts
 from control_plane.panel.readers import Csrf, operator_of, operator_post
+from control_plane.panel.tonight import tonight
 from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, page, redirect
 from control_plane.rollout.services import RolloutOverview
 from control_plane.runs.services import SlotOutcomes
@@ -53,9 +54,10 @@ def _night_charts(
 ) -> tuple[list[tuple[Markup, tuple[ReleaseNight, ...]]], RolloutOverview]:
     """Each coming night: its demand per slot against the caps; and for tonight, who gets each
     pair's current release at each stage (the offers as they stand now); with the rollout's
-    overview, read from the same offers."""
+    overview, read from the same offers. The first night is the customers' "Tonight"
+    (`tonight.tonight`): after the morning the night just past is no longer coming."""
     zone = backend.platform(ctx.services).zone
-    first = ctx.now.astimezone(zone).date()
+    first = tonight(ctx.now, zone).day
     charts = []
     days = [first + timedelta(days=offset) for offset in range(FORECAST_NIGHTS)]
     forecasts, rollout = operator_backend.nights_with_rollout(ctx.services, days, now=ctx.now)

@@ -21,6 +21,7 @@ from control_plane.panel import (
     rollout_backend,
 )
 from control_plane.panel.hold_routes import hold_start
+from control_plane.panel.i18n import Language
 from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
 from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
 from control_plane.pins.holds import MAX_HOLD, MAX_HOLD_REASON_LENGTH
@@ -79,6 +80,7 @@ def _org_page(
         ctx.services, org_id, now=ctx.now, agent_ids=[a.id for a in listed]
     )
     pins = rollout_backend.pins(ctx.services)
+    settings = backend.platform(ctx.services)
     return page(
         ctx,
         "org.html",
@@ -90,13 +92,14 @@ def _org_page(
         agents=listed,
         summary=fleet_list.fleet_summary(ctx.services, org_id, now=ctx.now),
         releases=releases,
+        next_slots=customer_backend.listed_next_slots(listed, releases, settings),
         state_choices=fleet_list.STATE_CHOICES,
         sort_choices=fleet_list.SORT_CHOICES,
         org_pin=next((p for p in pins if p.org_id == org_id), None),
         agent_pins={p.agent_id: p for p in pins if p.agent_id is not None},
         pin_error=pin_error,
         saved=saved,
-        zone=backend.platform(ctx.services).zone,
+        zone=settings.zone,
         now=ctx.now,
         max_reason=MAX_PIN_REASON_LENGTH,
         max_version=MAX_VERSION_LENGTH,
@@ -162,6 +165,7 @@ def _agent_page(
     *,
     status_code: int = 200,
     error: str | None = None,
+    error_message: str | None = None,
     saved: str | None = None,
     hold_form: dict[str, str] | None = None,
 ) -> Response:
@@ -177,6 +181,8 @@ def _agent_page(
         agent_pin=next((p for p in pins if p.agent_id == agent_id), None),
         org_pin=next((p for p in pins if p.org_id == org_id), None),
         error=error,
+        # What is wrong, when the check said it (else the template words `error`).
+        error_message=error_message,
         saved=saved,
         zone=backend.platform(ctx.services).zone,
         max_reason=MAX_PIN_REASON_LENGTH,
@@ -201,16 +207,25 @@ def agent(request: Request, org_id: str, agent_id: str, saved: str | None = None
     return _agent_page(ctx, org, found, saved=saved if saved in AGENT_SAVED else None)
 
 
-def _hold_fields(until: str, reason: str, zone: ZoneInfo) -> tuple[datetime, str]:
+class _ReasonRefused(backend.Refused):
+    """A hold's reason refused by the customer's hold's check, with what it says is wrong."""
+
+    def __init__(self, value: str, message: str) -> None:
+        super().__init__("reason", value)
+        self.message = message
+
+
+def _hold_fields(lang: Language, until: str, reason: str, zone: ZoneInfo) -> tuple[datetime, str]:
     """The hold form's end (the chosen day's first moment in the platform's zone, as for a
-    customer's hold) and its reason; the service checks the day's bounds."""
+    customer's hold) and its reason, checked as a customer's is (`fleet_list.reason_problem`);
+    the service checks the day's bounds."""
     ends = hold_start(until, zone)
     if ends is None:
         raise backend.Refused("until", until)
-    why = reason.strip()
-    if not why or len(why) > MAX_HOLD_REASON_LENGTH:
-        raise backend.Refused("reason", why)
-    return ends, why
+    problem = fleet_list.reason_problem(lang, reason)
+    if problem is not None:
+        raise _ReasonRefused(reason, problem)
+    return ends, reason.strip()
 
 
 @router.post("/orgs/{org_id}/agents/{agent_id}")
@@ -245,7 +260,8 @@ def agent_action(
         elif action == "unpin":
             rollout_backend.unpin(ctx.services, agent_id=found, actor=actor, now=ctx.now)
         elif action == "hold":
-            ends, why = _hold_fields(until, reason, backend.platform(ctx.services).zone)
+            zone = backend.platform(ctx.services).zone
+            ends, why = _hold_fields(ctx.lang, until, reason, zone)
             rollout_backend.hold_agent(
                 ctx.services,
                 org,
@@ -275,6 +291,7 @@ def agent_action(
             found,
             status_code=422,
             error=field,
+            error_message=exc.message if isinstance(exc, _ReasonRefused) else None,
             hold_form={"until": until[:40], "reason": reason[:MAX_HOLD_REASON_LENGTH]},
         )
     done = "forced" if action == "force" else action

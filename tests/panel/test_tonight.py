@@ -138,3 +138,25 @@ def test_tonight_names_the_night_a_customer_means(
     words, day = last_night
     assert _text(page.text, "last-night") == words
     assert f'href="/panel/history/runs?from={day}&amp;to={day}"' in page.text
+
+
+@pytest.mark.parametrize(
+    ("now", "first"),
+    [
+        # 09:00 CET on Saturday 27 March 2027: the coming night is Sunday's (and the clocks change).
+        pytest.param("2027-03-27T08:00:00Z", "March 28", id="0900"),
+        # 02:30 CET on Saturday 27 March 2027: the night in progress still has its 03:00 slot.
+        pytest.param("2027-03-27T01:30:00Z", "March 27", id="0230"),
+    ],
+)
+def test_the_operators_coming_nights_start_with_tonight(
+    control_plane_server: Callable[..., RunningControlPlane], now: str, first: str
+) -> None:
+    world = _world_at(control_plane_server, now)
+    with sign_in_client(world, world.server.create_operator_key()) as client:
+        page = client.get("/panel/operator")
+    assert page.status_code == 200
+    nights = page.text.split('id="night-heading"', 1)[1].split("</section>", 1)[0]
+    titles = re.findall(r"<title[^>]*>Agents per slot on ([^<]*)</title>", nights)
+    assert titles[0] == first
+    assert len(titles) == 3

@@ -1,0 +1,128 @@
+"""The page a panel form gets when a field breaks the bound its route declares (a reason over
+2,000 characters, an address over 2,100, a label over 300): the route never runs, nothing is
+changed, and the reader is told in their language which field, what they sent (shortened; never a
+secret) and what is expected, with a link back to the form — not the API's JSON.
+
+One place for every form: the API's answer to a request that fails validation
+(`control_plane.api.app`) hands the paths under /panel/ here.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from control_plane.panel.i18n import Language
+from control_plane.panel.web import PREFIX, context_of, page, safe_next
+
+__all__ = ["field_problem", "form_refused", "is_panel_path"]
+
+# Fields whose value is never shown back: keys, passwords, secrets.
+SECRET_FIELDS = frozenset({"key", "password", "repeated", "secret", "client_secret"})
+# A value is quoted up to this many characters.
+SHOWN_CHARACTERS = 40
+# A body can break a rule in many places; the first few name the problem.
+MAX_PROBLEMS_SHOWN = 5
+
+
+def is_panel_path(path: str) -> bool:
+    return path.startswith(PREFIX + "/")
+
+
+def field_label(lang: Language, name: str) -> str:
+    """The field's name as its form's reader knows it; a field nobody types (a hidden one, a
+    button's) by the name it is sent under."""
+    labels = {
+        "reason": lang.gettext("Reason"),
+        "url": lang.gettext("Address"),
+        "secret": lang.gettext("Signing secret"),
+        "name": lang.gettext("Name"),
+        "label": lang.gettext("What it is for"),
+        "name_pattern": lang.gettext("Agent names must match"),
+        "email": lang.gettext("E-mail address"),
+        "role": lang.gettext("Role"),
+        "password": lang.gettext("Password"),
+        "repeated": lang.gettext("The same password again"),
+        "code": lang.gettext("Code"),
+        "issuer": lang.gettext("Issuer URL"),
+        "client_id": lang.gettext("Client id"),
+        "client_secret": lang.gettext("Client secret"),
+        "key": lang.gettext("Your panel key or operator key"),
+        "version": lang.gettext("Version"),
+        "until": lang.gettext("Hold until"),
+        "timezone": lang.gettext("Time zone of every schedule"),
+        "catch_up_minutes": lang.gettext("Catch-up window (minutes)"),
+        "org_cap": lang.gettext("Updates per organisation per minute"),
+        "global_cap": lang.gettext("Updates in total per minute"),
+        "uses": lang.gettext("How many hosts may use it"),
+        "hours": lang.gettext("Valid for how many hours"),
+    }
+    return labels.get(name, name)
+
+
+def _shown(text: str) -> str:
+    """Typed text quoted in a message, shortened: each control character as U+FFFD, so it is
+    seen, not obeyed."""
+    short = text[:SHOWN_CHARACTERS]
+    quoted = "".join("\ufffd" if unicodedata.category(c) == "Cc" else c for c in short)
+    return quoted + ("…" if len(text) > SHOWN_CHARACTERS else "")
+
+
+def field_problem(lang: Language, error: dict[str, Any]) -> str:
+    """One validation error said for a person: the field, the value and what is expected."""
+    location = [str(part) for part in error.get("loc", ()) if part != "body"]
+    name = location[0] if location else ""
+    field = field_label(lang, name)
+    value = error.get("input")
+    kind = error.get("type")
+    if kind == "string_too_long" and isinstance(value, str):
+        limit = (error.get("ctx") or {}).get("max_length", 0)
+        if name in SECRET_FIELDS:
+            return lang.gettext(
+                "%(field)s: too long (%(length)s characters). At most %(count)s characters are"
+                " accepted.",
+                field=field,
+                length=lang.number(len(value)),
+                count=lang.number(limit),
+            )
+        return lang.gettext(
+            "%(field)s: “%(value)s” is too long (%(length)s characters). At most %(count)s"
+            " characters are accepted.",
+            field=field,
+            value=_shown(value),
+            length=lang.number(len(value)),
+            count=lang.number(limit),
+        )
+    if isinstance(value, str) and name not in SECRET_FIELDS:
+        return lang.gettext(
+            "%(field)s: “%(value)s” is not a value this form sends. Go back and use the form as"
+            " the page shows it.",
+            field=field,
+            value=_shown(value),
+        )
+    return lang.gettext(
+        "%(field)s: not a value this form sends. Go back and use the form as the page shows it.",
+        field=field,
+    )
+
+
+def _back(request: Request) -> str:
+    """The form's page: where the browser says the form was (this panel only), else the start."""
+    referer = request.headers.get("referer", "")
+    parts = urlsplit(referer)
+    if not referer or parts.netloc != request.url.netloc:
+        return PREFIX + "/"
+    return safe_next(parts.path + (f"?{parts.query}" if parts.query else ""))
+
+
+def form_refused(request: Request, errors: Sequence[Any]) -> Response:
+    """The page for a panel form whose fields the route's bounds refused (422). A plain `def`:
+    rendering reads the session from the database."""
+    ctx = context_of(request)
+    problems = [field_problem(ctx.lang, error) for error in errors[:MAX_PROBLEMS_SHOWN]]
+    return page(ctx, "form_refused.html", status_code=422, problems=problems, back=_back(request))
