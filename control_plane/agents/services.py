@@ -78,7 +78,9 @@ class AgentList:
 
 @dataclass(frozen=True, kw_only=True)
 class NextSlot:
-    """The next slot in the platform's zone: its key, its local time and its instant."""
+    """The next slot of the agent's schedule in the platform's zone: its key, its local time and
+    its instant. It follows the schedule alone: while the agent is held (its release view's
+    `hold`), the slots before the hold's end are skipped."""
 
     key: str
     local_time: str
