@@ -19,6 +19,7 @@ from typing import Any
 
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
+from control_plane.trust_roots.unverifiable import UnverifiableRelease, unverifiable_releases
 from control_plane.types import Connection, Pool
 from ground.contract import format_instant
 from signed_release.errors import TrustRootError
@@ -56,6 +57,9 @@ class PublishedTrustRoot:
     root_threshold: int
     # True when these exact bytes were already stored: publishing them again changes nothing.
     already_published: bool = False
+    # Live releases signed by a key this root does not name (when it is the newest): agents
+    # following it refuse them, so each says what to do (`control_plane.trust_roots.unverifiable`).
+    unverifiable_releases: tuple[UnverifiableRelease, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +83,12 @@ def _refusal(exc: TrustRootError) -> InvalidInput:
     return InvalidInput("body", "(refused)", str(exc), code="trust_root_rejected", message=str(exc))
 
 
-def _published(root: TrustRoot, *, already: bool) -> PublishedTrustRoot:
+def _published(
+    root: TrustRoot,
+    *,
+    already: bool,
+    unverifiable: tuple[UnverifiableRelease, ...] = (),
+) -> PublishedTrustRoot:
     return PublishedTrustRoot(
         version=root.version,
         expires_at=root.expires,
@@ -87,6 +96,7 @@ def _published(root: TrustRoot, *, already: bool) -> PublishedTrustRoot:
         root_key_ids=tuple(sorted(root.root_key_ids)),
         root_threshold=root.root_threshold,
         already_published=already,
+        unverifiable_releases=unverifiable,
     )
 
 
@@ -107,7 +117,19 @@ class TrustRootService:
             stored = _body(conn, candidate.version)
             if stored is not None:
                 if stored == body:
-                    return _published(candidate, already=True)
+                    newest_row = _newest(conn)
+                    is_newest = (
+                        newest_row is not None and newest_row["version"] == candidate.version
+                    )
+                    return _published(
+                        candidate,
+                        already=True,
+                        unverifiable=(
+                            unverifiable_releases(conn, frozenset(candidate.release_keys))
+                            if is_newest
+                            else ()
+                        ),
+                    )
                 raise Conflict(
                     f"trust root v{candidate.version} is already published with other bytes: "
                     "a published version never changes (publish the next version instead)",
@@ -125,6 +147,7 @@ class TrustRootService:
                 " VALUES (%s, %s, %s, %s, %s)",
                 [root.version, body, root.expires, now, _who(actor)],
             )
+            unverifiable = unverifiable_releases(conn, frozenset(root.release_keys))
             record_action(
                 conn,
                 kind="trust_root.published",
@@ -136,9 +159,10 @@ class TrustRootService:
                     "release_key_ids": sorted(root.release_keys),
                     "root_key_ids": sorted(root.root_key_ids),
                     "root_threshold": root.root_threshold,
+                    "unverifiable_release_ids": [str(u.release_id) for u in unverifiable],
                 },
             )
-        return _published(root, already=False)
+        return _published(root, already=False, unverifiable=unverifiable)
 
     def body(self, version: int) -> bytes | None:
         """The exact bytes of `version`; None when it is not published."""
