@@ -101,6 +101,13 @@ class EventService:
                 "limit", query.limit, f"is out of range (expected 1 to {MAX_EVENTS_PAGE})"
             )
         kind = stored_text("kind", query.kind, 100)
+        if kind is not None and not kind.strip():
+            raise InvalidInput(
+                "kind",
+                kind,
+                "is blank (expected an event kind, e.g. release.rolled_back, or a family ending "
+                "in '.', e.g. credential.; leave it out for every kind)",
+            )
         if query.actor_kind is not None and query.actor_kind not in ACTOR_KINDS:
             raise InvalidInput(
                 "actor_kind", query.actor_kind, f"is not an actor kind (one of {ACTOR_KINDS})"
