@@ -42,6 +42,7 @@ from control_plane.enrollment.rules import (
 )
 from control_plane.enrollment.services import EnrollmentService, EnrollmentTokenView
 from control_plane.errors import InvalidInput
+from control_plane.rollout.unverifiable import unverifiable_releases
 from control_plane.trust_roots.services import TrustRootService
 from ground.clock import clock_from_env
 from ground.contract import format_instant
@@ -124,7 +125,9 @@ def _create(args: argparse.Namespace) -> int:
         issued = EnrollmentService(pool).create(
             org_id, terms, now=clock_from_env().now(), actor=cli_actor()
         )
-        newest_root = TrustRootService(pool).newest_version()
+        newest_root = TrustRootService(
+            pool, find_unverifiable=unverifiable_releases
+        ).newest_version()
     command = install_command(args.url or _URL_TO_FILL, issued.secret, newest_root)
     lines = [
         f"enrollment token {_line(issued.token)}",

@@ -28,6 +28,7 @@ from control_plane.cli_common import (
     emit,
 )
 from control_plane.errors import ConfigurationError
+from control_plane.rollout.unverifiable import unverifiable_releases
 from control_plane.trust_roots.services import TrustRootList, TrustRootService
 from control_plane.trust_roots.unverifiable import UnverifiableRelease
 from ground.clock import clock_from_env
@@ -70,7 +71,7 @@ def _root_file(path: str) -> bytes:
 def _publish(args: argparse.Namespace) -> int:
     body = _root_file(args.file)
     with admin_pool(args) as pool:
-        published = TrustRootService(pool).publish(
+        published = TrustRootService(pool, find_unverifiable=unverifiable_releases).publish(
             body, now=clock_from_env().now(), actor=cli_actor()
         )
     payload = asdict(published)
@@ -123,7 +124,7 @@ def _unverifiable_lines(found: tuple[UnverifiableRelease, ...]) -> list[str]:
 
 def _list(args: argparse.Namespace) -> int:
     with admin_pool(args) as pool:
-        listed = TrustRootService(pool).list()
+        listed = TrustRootService(pool, find_unverifiable=unverifiable_releases).list()
     if args.json:
         print(TypeAdapter(TrustRootList).dump_json(listed).decode("utf-8"))
         return 0

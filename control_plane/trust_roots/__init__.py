@@ -3,6 +3,6 @@
 services.py   TrustRootService: publish (checked to chain from the newest stored), the
               list with how many agents hold each version, the newest version, a version's
               exact bytes
-unverifiable.py the live releases a root leaves unverifiable (signed by a key it does not
-              name), each with how it is offered and what to do: publishing's answer names them
+unverifiable.py what publishing's answer says of each live release the root leaves
+              unverifiable (found by `control_plane.rollout.unverifiable`)
 """

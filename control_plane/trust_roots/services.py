@@ -19,7 +19,7 @@ from typing import Any
 
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
-from control_plane.trust_roots.unverifiable import UnverifiableRelease, unverifiable_releases
+from control_plane.trust_roots.unverifiable import FindUnverifiable, UnverifiableRelease
 from control_plane.types import Connection, Pool
 from ground.contract import format_instant
 from signed_release.errors import TrustRootError
@@ -101,8 +101,11 @@ def _published(
 
 
 class TrustRootService:
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, *, find_unverifiable: FindUnverifiable) -> None:
+        """`find_unverifiable`: the live releases a root leaves unverifiable, named in the answer
+        to publishing it (`control_plane.rollout.unverifiable.unverifiable_releases`)."""
         self._pool = pool
+        self._find_unverifiable = find_unverifiable
 
     def publish(self, body: bytes, *, now: datetime, actor: Actor) -> PublishedTrustRoot:
         """Store `body` as the next trust root after checking it chains from the newest stored
@@ -125,7 +128,7 @@ class TrustRootService:
                         candidate,
                         already=True,
                         unverifiable=(
-                            unverifiable_releases(conn, frozenset(candidate.release_keys))
+                            self._find_unverifiable(conn, frozenset(candidate.release_keys))
                             if is_newest
                             else ()
                         ),
@@ -147,7 +150,7 @@ class TrustRootService:
                 " VALUES (%s, %s, %s, %s, %s)",
                 [root.version, body, root.expires, now, _who(actor)],
             )
-            unverifiable = unverifiable_releases(conn, frozenset(root.release_keys))
+            unverifiable = self._find_unverifiable(conn, frozenset(root.release_keys))
             record_action(
                 conn,
                 kind="trust_root.published",
