@@ -20,6 +20,7 @@ from control_plane.trust_roots.unverifiable import OfferedAs, UnverifiableReleas
 from control_plane.types import Connection
 from signed_release.errors import ReleaseError
 from signed_release.manifest import parse_manifest
+from signed_release.versions import version_key
 
 __all__ = ["unverifiable_releases"]
 
@@ -34,7 +35,7 @@ SELECT rel.id, rel.product, rel.channel, rel.platform, rel.agent_version, rel.ma
 # The pairs' current releases of a product line.
 _CURRENT = {
     product: f"""
-SELECT cur.channel, cur.platform, rel.id, rel.manifest_version, rel.stage
+SELECT cur.channel, cur.platform, rel.id, rel.agent_version, rel.manifest_version, rel.stage
   FROM {table} cur JOIN releases rel ON rel.id = cur.release_id
 """  # noqa: S608 - a constant
     for product, table in CURRENT_TABLE.items()
@@ -62,7 +63,7 @@ def unverifiable_releases(
             elif pair in previous and previous[pair]["id"] == row["id"]:
                 found.append(_previous(row, current[pair]))
             else:
-                found.append(_stored(row))
+                found.append(_stored(row, current.get(pair)))
     return tuple(found)
 
 
@@ -166,10 +167,14 @@ def _previous(row: dict[str, Any], current: dict[str, Any]) -> UnverifiableRelea
     return _entry(row, "previous", what, (promote, _withdraw(row)))
 
 
-def _stored(row: dict[str, Any]) -> UnverifiableRelease:
+def _stored(row: dict[str, Any], current: dict[str, Any] | None) -> UnverifiableRelease:
+    # Older than the pair's current release, it is published again as a downgrade.
+    older = current is not None and version_key(row["agent_version"]) < version_key(
+        current["agent_version"]
+    )
     what = (
         "not the pair's current release; still offered to hosts pinned to its version, and a "
         "rollback to it is refused: withdraw it, or, if a pin or a rollback needs it, sign the "
-        "same build again as a downgrade and publish it"
+        "same build again" + (" as a downgrade" if older else "") + " and publish it"
     )
-    return _entry(row, "stored", what, (_withdraw(row), *_sign_again(row, downgrade=True)))
+    return _entry(row, "stored", what, (_withdraw(row), *_sign_again(row, downgrade=older)))

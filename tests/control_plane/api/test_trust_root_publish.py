@@ -331,6 +331,10 @@ def test_publishing_a_root_names_every_live_release_it_leaves_unverifiable(
             release.manifest, release.signature, release.artifact, now=clock.now(), stage=stage
         )
     services.releases.withdraw(published["1.2.0"].id, reason="not needed", now=clock.now())
+    updater = sign_release(old_key, version="0.9.0", manifest_version=9, product="updater")
+    published_updater = services.releases.publish(
+        updater.manifest, updater.signature, updater.artifact, now=clock.now()
+    )
 
     # Rotating: both keys named, nothing is left unverifiable.
     both = signed(
@@ -348,7 +352,16 @@ def test_publishing_a_root_names_every_live_release_it_leaves_unverifiable(
     answer = _publish(api, operator_key, revoked)
     assert answer.status_code == 201, answer.text
     found = {entry["version"]: entry for entry in answer.json()["unverifiable_releases"]}
-    assert set(found) == {"1.4.0", "1.5.0", "1.6.0"}  # not the withdrawn 1.2.0
+    assert set(found) == {"1.4.0", "1.5.0", "1.6.0", "0.9.0"}  # not the withdrawn 1.2.0
+    # Nachtwacht's own agent, the updater, is signed again as its own product line.
+    assert (found["0.9.0"]["product"], found["0.9.0"]["offered_as"]) == ("updater", "current")
+    assert found["0.9.0"]["commands"][0].startswith(
+        "nachtwacht release sign --key release.key --product updater --version 0.9.0"
+    )
+    assert found["0.9.0"]["commands"][1].startswith(
+        "nachtwacht control publish-release --product updater "
+    )
+    del found["0.9.0"]
     assert {version: entry["offered_as"] for version, entry in found.items()} == {
         "1.6.0": "current",
         "1.5.0": "previous",
@@ -366,7 +379,7 @@ def test_publishing_a_root_names_every_live_release_it_leaves_unverifiable(
     assert found["1.5.0"]["commands"][1].startswith(
         f"nachtwacht control withdraw-release {published['1.5.0'].id} --reason "
     )
-    assert "--allow-downgrade" in found["1.4.0"]["commands"][1]
+    assert "--allow-downgrade" in found["1.4.0"]["commands"][1]  # older than the current 1.6.0
     with pool.connection() as conn:
         event = conn.execute(
             "SELECT data FROM events WHERE kind = 'trust_root.published'"
@@ -374,15 +387,16 @@ def test_publishing_a_root_names_every_live_release_it_leaves_unverifiable(
         ).fetchone()
     assert event is not None
     assert sorted(event["data"]["unverifiable_release_ids"]) == sorted(
-        str(published[version].id) for version in ("1.4.0", "1.5.0", "1.6.0")
+        [str(published[version].id) for version in ("1.4.0", "1.5.0", "1.6.0")]
+        + [str(published_updater.id)]
     )
 
     # The current build signed again with key B, and the rest withdrawn: the same root
     # published again says nothing is left.
     again = sign_release(new_key, version="1.6.0", manifest_version=44)
     services.releases.publish(again.manifest, again.signature, again.artifact, now=clock.now())
-    for version in ("1.4.0", "1.5.0"):
-        services.releases.withdraw(published[version].id, reason="key revoked", now=clock.now())
+    for release_id in (published["1.4.0"].id, published["1.5.0"].id, published_updater.id):
+        services.releases.withdraw(release_id, reason="key revoked", now=clock.now())
     republished = _publish(api, operator_key, revoked)
     assert republished.status_code == 200
     assert republished.json()["unverifiable_releases"] == []
