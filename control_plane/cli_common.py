@@ -181,8 +181,13 @@ def in_flags(
     command = command_parser(parser, args)
     if isinstance(exc, RequestRefused) and "field" in exc.fields:
         field = str(exc.fields["field"])
-        flag = _flag(command, args, argv, _FIELD_DESTINATION.get(field, field))
+        destination = _FIELD_DESTINATION.get(field, field)
+        flag = _flag(command, args, argv, destination)
         if flag is None:
+            # A refusal asking for a field that was not given ("… (to)") names the option to give.
+            option = _option(command, destination)
+            if option is not None and message.endswith(f"({field})"):
+                return message.removesuffix(f"({field})") + f"({option})"
             return message
         if message.startswith(f"{field}:"):
             return flag + message[len(field) :]
@@ -208,6 +213,14 @@ def command_parser(
         if chosen is None:
             return parser
         parser = chosen
+
+
+def _option(command: argparse.ArgumentParser, destination: str) -> str | None:
+    """The command's option that stores `destination` (its first spelling), else None."""
+    for action in command._actions:
+        if action.dest == destination and action.option_strings:
+            return str(action.option_strings[0])
+    return None
 
 
 def _flag(

@@ -34,12 +34,15 @@ from control_plane.cli_common import (
 )
 from control_plane.enrollment.rules import (
     DEFAULT_USES,
+    EXPIRES_IN_BOUNDS,
     TokenTerms,
     install_command,
     parse_duration,
     trust_file,
 )
 from control_plane.enrollment.services import EnrollmentService, EnrollmentTokenView
+from control_plane.errors import InvalidInput
+from control_plane.rollout.unverifiable import unverifiable_releases
 from control_plane.trust_roots.services import TrustRootService
 from ground.clock import clock_from_env
 from ground.contract import format_instant
@@ -85,13 +88,20 @@ def add_enrollment_commands(commands: Any) -> None:
 
 
 def _terms(args: argparse.Namespace) -> TokenTerms:
-    """The flags as a token's terms (a refusal names its flag: `cli_common.in_flags`)."""
-    return TokenTerms(
-        uses=args.uses,
-        expires_in=parse_duration("expires_in", args.expires_in),
-        name_pattern=args.name_pattern,
-        label=args.label,
-    )
+    """The flags as a token's terms (a refusal names its flag: `cli_common.in_flags`, and
+    quotes the duration as typed, `31d`, not as the minutes it was turned into)."""
+    expires_in = parse_duration("expires_in", args.expires_in)
+    try:
+        return TokenTerms(
+            uses=args.uses,
+            expires_in=expires_in,
+            name_pattern=args.name_pattern,
+            label=args.label,
+        )
+    except InvalidInput as exc:
+        if exc.fields.get("field") != "expires_in":
+            raise
+        raise InvalidInput("expires_in", args.expires_in, EXPIRES_IN_BOUNDS) from exc
 
 
 def _line(view: EnrollmentTokenView) -> str:
@@ -115,7 +125,9 @@ def _create(args: argparse.Namespace) -> int:
         issued = EnrollmentService(pool).create(
             org_id, terms, now=clock_from_env().now(), actor=cli_actor()
         )
-        newest_root = TrustRootService(pool).newest_version()
+        newest_root = TrustRootService(
+            pool, find_unverifiable=unverifiable_releases
+        ).newest_version()
     command = install_command(args.url or _URL_TO_FILL, issued.secret, newest_root)
     lines = [
         f"enrollment token {_line(issued.token)}",

@@ -28,7 +28,9 @@ from control_plane.cli_common import (
     emit,
 )
 from control_plane.errors import ConfigurationError
+from control_plane.rollout.unverifiable import unverifiable_releases
 from control_plane.trust_roots.services import TrustRootList, TrustRootService
+from control_plane.trust_roots.unverifiable import UnverifiableRelease
 from ground.clock import clock_from_env
 from ground.contract import format_instant
 from signed_release.trust_root import MAX_ROOT_BYTES
@@ -69,13 +71,17 @@ def _root_file(path: str) -> bytes:
 def _publish(args: argparse.Namespace) -> int:
     body = _root_file(args.file)
     with admin_pool(args) as pool:
-        published = TrustRootService(pool).publish(
+        published = TrustRootService(pool, find_unverifiable=unverifiable_releases).publish(
             body, now=clock_from_env().now(), actor=cli_actor()
         )
     payload = asdict(published)
     payload["expires_at"] = format_instant(published.expires_at)
     payload["release_key_ids"] = list(published.release_key_ids)
     payload["root_key_ids"] = list(published.root_key_ids)
+    payload["unverifiable_releases"] = [
+        {**asdict(found), "release_id": str(found.release_id), "commands": list(found.commands)}
+        for found in published.unverifiable_releases
+    ]
     verb = "already published" if published.already_published else "published"
     release_keys = ", ".join(key[:16] + "…" for key in published.release_key_ids)
     emit(
@@ -89,15 +95,36 @@ def _publish(args: argparse.Namespace) -> int:
                 "nothing changed"
                 if published.already_published
                 else "agents take it at their next poll"
-            )
+            ),
+            *_unverifiable_lines(published.unverifiable_releases),
         ],
     )
     return 0
 
 
+def _unverifiable_lines(found: tuple[UnverifiableRelease, ...]) -> list[str]:
+    """The warning that names each live release the root leaves unverifiable, and what to do."""
+    if not found:
+        return []
+    lines = [
+        f"warning: {len(found)} release(s) not withdrawn are signed by a release key this root "
+        "does not name: agents following it refuse them (the run fails, verification_failed) "
+        "while they are offered"
+    ]
+    for release in found:
+        product = " (updater)" if release.product == "updater" else ""
+        lines.append(
+            f"  {release.version} {release.channel}/{release.platform}{product} (release "
+            f"{release.release_id}, manifest_version {release.manifest_version}, key "
+            f"{release.key_id[:16]}…): {release.what_to_do}"
+        )
+        lines.extend(f"      {command}" for command in release.commands)
+    return lines
+
+
 def _list(args: argparse.Namespace) -> int:
     with admin_pool(args) as pool:
-        listed = TrustRootService(pool).list()
+        listed = TrustRootService(pool, find_unverifiable=unverifiable_releases).list()
     if args.json:
         print(TypeAdapter(TrustRootList).dump_json(listed).decode("utf-8"))
         return 0

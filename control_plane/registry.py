@@ -37,6 +37,7 @@ from control_plane.notifications.trial_delivery import WebhookTestService
 from control_plane.pins.services import PinService
 from control_plane.releases.services import ReleaseService
 from control_plane.rollout.services import RolloutService
+from control_plane.rollout.unverifiable import unverifiable_releases
 from control_plane.runs.services import RunService
 from control_plane.settings.services import SettingsService
 from control_plane.trust_roots.services import TrustRootService
@@ -126,7 +127,7 @@ def build_services(
         answers=answers,
         seen=seen,
         fleet=FleetService(pool),
-        trust_roots=TrustRootService(pool),
+        trust_roots=TrustRootService(pool, find_unverifiable=unverifiable_releases),
         enrollment=EnrollmentService(pool),
         history=HistoryService(pool),
     )

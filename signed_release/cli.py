@@ -241,8 +241,12 @@ def _clock() -> Clock:
 
 def main(argv: list[str], *, extra_commands: Sequence[ExtraCommand] = ()) -> int:
     parser = _build_parser(extra_commands)
+    # Every refusal is one line after the command and its action, as `nachtwacht control` words
+    # them: `nachtwacht release sign: --out: … already exists`.
+    said_by = "nachtwacht release"
     try:
         args = parser.parse_args(argv)
+        said_by = f"nachtwacht release {args.command}"
         if args.command == "keygen":
             return _keygen(args)
         if args.command == "sign":
@@ -256,11 +260,11 @@ def main(argv: list[str], *, extra_commands: Sequence[ExtraCommand] = ()) -> int
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"{exc.command or said_by}: {exc}", file=sys.stderr)
         return 2
     except ReleaseError as exc:
-        print(f"nachtwacht release {args.command}: {exc}", file=sys.stderr)
+        print(f"{said_by}: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"nachtwacht release: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"{said_by}: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
         return 2

@@ -26,12 +26,18 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 
 class UsageError(Exception):
-    """Bad command-line input; printed as one line, exit status 2."""
+    """Bad command-line input; printed as one line after the command it was given to
+    (`nachtwacht release sign: --out: …`), exit status 2. `command`: the (sub)command the
+    parser refused the line for, when that is known better than by the caller."""
+
+    def __init__(self, message: str, *, command: str | None = None) -> None:
+        super().__init__(message)
+        self.command = command
 
 
 class CommandParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
+        raise UsageError(message, command=self.prog)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,6 +24,7 @@ from ground.contract.messages import MAX_AGENT_NAME_LENGTH
 __all__ = [
     "DEFAULT_EXPIRES_IN",
     "DEFAULT_USES",
+    "EXPIRES_IN_BOUNDS",
     "MAX_EXPIRES_IN",
     "MAX_LABEL_LENGTH",
     "MAX_PATTERN_LENGTH",
@@ -48,6 +49,10 @@ DEFAULT_EXPIRES_IN = timedelta(hours=24)
 # Long enough to reach a host by hand; short enough that a token left in a ticket dies soon.
 MIN_EXPIRES_IN = timedelta(minutes=1)
 MAX_EXPIRES_IN = timedelta(days=30)
+# What a refused lifetime is told it should be.
+EXPIRES_IN_BOUNDS = (
+    f"is outside {MIN_EXPIRES_IN.seconds // 60} minute to {MAX_EXPIRES_IN.days} days"
+)
 MAX_LABEL_LENGTH = 200
 MAX_PATTERN_LENGTH = MAX_AGENT_NAME_LENGTH
 
@@ -122,7 +127,7 @@ class TokenTerms:
             raise InvalidInput(
                 "expires_in",
                 f"{minutes:g} minutes",
-                f"is outside {MIN_EXPIRES_IN.seconds // 60} minute to {MAX_EXPIRES_IN.days} days",
+                EXPIRES_IN_BOUNDS,
             )
         object.__setattr__(
             self, "name_pattern", _clean_text("name_pattern", self.name_pattern, MAX_PATTERN_LENGTH)

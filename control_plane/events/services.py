@@ -7,6 +7,7 @@ never says a customer started something at 03:00. A manual update's first event,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, get_args
@@ -22,6 +23,7 @@ from control_plane.types import Connection, Pool
 from ground.contract import Instant
 
 __all__ = [
+    "KIND_PATTERN",
     "MAX_EVENTS_PAGE",
     "Actor",
     "ActorKind",
@@ -38,6 +40,11 @@ __all__ = [
 
 MAX_EVENTS_PAGE = 500
 ACTOR_KINDS: tuple[str, ...] = get_args(ActorKind)
+
+
+# A kind asked for has a visible character (a blank one would match nothing: leave it out for
+# all), and no NUL (`control_plane.api.limits.STORABLE_TEXT_PATTERN`). ECMA and Python alike.
+KIND_PATTERN = r"^[^\u0000]*[^\u0000-\u0020\u007f][^\u0000]*$"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +108,13 @@ class EventService:
                 "limit", query.limit, f"is out of range (expected 1 to {MAX_EVENTS_PAGE})"
             )
         kind = stored_text("kind", query.kind, 100)
+        if kind is not None and re.search(KIND_PATTERN, kind) is None:
+            raise InvalidInput(
+                "kind",
+                kind,
+                "is blank (expected an event kind, e.g. release.rolled_back, or a family ending "
+                "in '.', e.g. credential.; leave it out for every kind)",
+            )
         if query.actor_kind is not None and query.actor_kind not in ACTOR_KINDS:
             raise InvalidInput(
                 "actor_kind", query.actor_kind, f"is not an actor kind (one of {ACTOR_KINDS})"

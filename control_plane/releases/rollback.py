@@ -223,6 +223,7 @@ def _target_version(
             f"{pair} has no release older than {bad['agent_version']} that is neither withdrawn"
             " nor halted: name the version to go back to (to)",
             code="no_previous_release",
+            field="to",
         )
     return max((str(row["agent_version"]) for row in ran), key=version_key)
 

@@ -11,6 +11,8 @@ config      the agent's config with its own offer and hold, when it needs one
 waves       the plan of waves (shares, canaries, soak and threshold each), the default's reasons
 stages      a release's wave and stage: promotion after each wave's soak, by hand; the settings
 halts       halt on errors (with the evidence and one operator notice), by hand, resume
+unverifiable the live releases a new trust root leaves unverifiable (current, previous or
+            stored), with what to do: named when the root is published
 services    RolloutService: the above for the routes and the reconcile pass; each agent's offer,
             the per-stage forecast
 routes      /v1/admin/rollout…, /v1/admin/releases/{id}/promote|halt|resume|halts,

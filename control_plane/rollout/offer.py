@@ -60,6 +60,7 @@ __all__ = [
     "in_canary_share",
     "offered_release",
     "offers_from",
+    "previous_releases",
     "read_facts_of",
     "read_fleet_facts",
     "read_org_facts",
@@ -294,7 +295,7 @@ def _pinned_releases(
     return {(r["channel"], r["platform"], r["agent_version"]): r for r in rows}
 
 
-def _previous_releases(
+def previous_releases(
     conn: Connection, current: dict[Pair, dict[str, Any]], wanted: set[Pair], product: Product
 ) -> dict[Pair, dict[str, Any]]:
     """Per pair of `wanted`: the release before its current one (see the module's docstring)."""
@@ -382,7 +383,7 @@ def offers_from(
     pinned = _pinned_releases(
         conn, {(*pair_of[a], version) for a, version in pinned_version.items()}
     )
-    previous = _previous_releases(
+    previous = previous_releases(
         conn,
         current,
         {pair_of[a] for a, chosen in basis.items() if chosen == "previous"},

@@ -19,6 +19,7 @@ from typing import Any
 
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
+from control_plane.trust_roots.unverifiable import FindUnverifiable, UnverifiableRelease
 from control_plane.types import Connection, Pool
 from ground.contract import format_instant
 from signed_release.errors import TrustRootError
@@ -56,6 +57,9 @@ class PublishedTrustRoot:
     root_threshold: int
     # True when these exact bytes were already stored: publishing them again changes nothing.
     already_published: bool = False
+    # Live releases signed by a key this root does not name (when it is the newest): agents
+    # following it refuse them, so each says what to do (`control_plane.trust_roots.unverifiable`).
+    unverifiable_releases: tuple[UnverifiableRelease, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +83,12 @@ def _refusal(exc: TrustRootError) -> InvalidInput:
     return InvalidInput("body", "(refused)", str(exc), code="trust_root_rejected", message=str(exc))
 
 
-def _published(root: TrustRoot, *, already: bool) -> PublishedTrustRoot:
+def _published(
+    root: TrustRoot,
+    *,
+    already: bool,
+    unverifiable: tuple[UnverifiableRelease, ...] = (),
+) -> PublishedTrustRoot:
     return PublishedTrustRoot(
         version=root.version,
         expires_at=root.expires,
@@ -87,12 +96,16 @@ def _published(root: TrustRoot, *, already: bool) -> PublishedTrustRoot:
         root_key_ids=tuple(sorted(root.root_key_ids)),
         root_threshold=root.root_threshold,
         already_published=already,
+        unverifiable_releases=unverifiable,
     )
 
 
 class TrustRootService:
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, *, find_unverifiable: FindUnverifiable) -> None:
+        """`find_unverifiable`: the live releases a root leaves unverifiable, named in the answer
+        to publishing it (`control_plane.rollout.unverifiable.unverifiable_releases`)."""
         self._pool = pool
+        self._find_unverifiable = find_unverifiable
 
     def publish(self, body: bytes, *, now: datetime, actor: Actor) -> PublishedTrustRoot:
         """Store `body` as the next trust root after checking it chains from the newest stored
@@ -107,7 +120,19 @@ class TrustRootService:
             stored = _body(conn, candidate.version)
             if stored is not None:
                 if stored == body:
-                    return _published(candidate, already=True)
+                    newest_row = _newest(conn)
+                    is_newest = (
+                        newest_row is not None and newest_row["version"] == candidate.version
+                    )
+                    return _published(
+                        candidate,
+                        already=True,
+                        unverifiable=(
+                            self._find_unverifiable(conn, frozenset(candidate.release_keys))
+                            if is_newest
+                            else ()
+                        ),
+                    )
                 raise Conflict(
                     f"trust root v{candidate.version} is already published with other bytes: "
                     "a published version never changes (publish the next version instead)",
@@ -125,6 +150,7 @@ class TrustRootService:
                 " VALUES (%s, %s, %s, %s, %s)",
                 [root.version, body, root.expires, now, _who(actor)],
             )
+            unverifiable = self._find_unverifiable(conn, frozenset(root.release_keys))
             record_action(
                 conn,
                 kind="trust_root.published",
@@ -136,9 +162,10 @@ class TrustRootService:
                     "release_key_ids": sorted(root.release_keys),
                     "root_key_ids": sorted(root.root_key_ids),
                     "root_threshold": root.root_threshold,
+                    "unverifiable_release_ids": [str(u.release_id) for u in unverifiable],
                 },
             )
-        return _published(root, already=False)
+        return _published(root, already=False, unverifiable=unverifiable)
 
     def body(self, version: int) -> bytes | None:
         """The exact bytes of `version`; None when it is not published."""

@@ -115,7 +115,12 @@ def test_the_install_line_trusts_the_newest_published_trust_root(
         pytest.param(("--uses", "0"), "--uses: 0 is outside 1 to 10000", id="no_use"),
         pytest.param(("--uses", "10001"), "--uses: 10001 is outside 1 to 10000", id="too_many"),
         pytest.param(
-            ("--expires-in", "31d"), "--expires-in: '44640 minutes' is outside", id="over_30d"
+            ("--expires-in", "31d"),
+            "--expires-in: '31d' is outside 1 minute to 30 days",
+            id="over_30d",
+        ),
+        pytest.param(
+            ("--expires-in", "0m"), "--expires-in: '0m' is outside 1 minute", id="under_1m"
         ),
         pytest.param(("--expires-in", "soon"), "--expires-in: 'soon' is not a duration", id="word"),
         pytest.param(("--label", "  "), "--label: '  ' is blank", id="blank_label"),

@@ -282,6 +282,12 @@ REFUSED = [
     ),
     pytest.param(["events", "--kind", "k" * 300], "--kind: 'kkkk", id="events_kind_huge"),
     pytest.param(
+        ["events", "--kind", ""],
+        "--kind: '' is blank (expected an event kind",
+        id="events_kind_empty",
+    ),
+    pytest.param(["events", "--kind", " "], "--kind: ' ' is blank", id="events_kind_blank"),
+    pytest.param(
         ["forecast", "--date", "2026-02-30"],
         "--date: '2026-02-30' is not a date (expected YYYY-MM-DD",
         id="forecast_date_absurd",
@@ -377,5 +383,32 @@ def test_a_setting_serve_read_from_its_variable_names_the_variable(
     assert result.stderr.strip() == (
         "nachtwacht control serve: NACHTWACHT_CATCH_UP_MINUTES: 0 is out of range "
         "(expected between 1 and 120)"
+    )
+    assert snapshot(database_url) == before
+
+
+def test_a_rollback_with_nothing_to_go_back_to_names_the_to_flag(
+    database_url: str, services: Services, release_key: Ed25519PrivateKey, clock: ManualClock
+) -> None:
+    """Without `--to`, when no older release qualifies (1.0.0 is withdrawn), the refusal asks
+    for the flag to give, `--to`, not the API's field `(to)`."""
+    ids = {}
+    for version, manifest_version in (("1.0.0", 10), ("1.2.0", 12)):
+        signed = sign_release(
+            release_key, version=version, manifest_version=manifest_version, channel="edge"
+        )
+        ids[version] = services.releases.publish(
+            signed.manifest, signed.signature, signed.artifact, now=clock.now()
+        ).id
+    services.releases.withdraw(ids["1.0.0"], reason="bad", now=clock.now())
+    before = snapshot(database_url)
+    result = run_control(
+        "rollback", "--channel", "edge", "--platform", "linux-x86_64", "--reason", "x",
+        "--database-url", database_url,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout
+    assert result.stderr.strip() == (
+        "nachtwacht control rollback: edge/linux-x86_64 has no release older than 1.2.0 that is"
+        " neither withdrawn nor halted: name the version to go back to (--to)"
     )
     assert snapshot(database_url) == before

@@ -125,6 +125,9 @@ def test_bad_sign_options_give_one_clear_line(
     err = capsys.readouterr().err
     assert expected in err
     assert "Traceback" not in err
+    # One form for every refusal: the command and its action first, as `nachtwacht control`.
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("nachtwacht release sign: "), err
     assert not (tmp_path / "out/manifest.json").exists()
 
 
@@ -162,4 +165,6 @@ def test_verify_refuses_an_artifact_that_was_not_signed(tmp_path: Path) -> None:
 
 def test_an_unknown_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["publish"]) == 2
-    assert "invalid choice: 'publish'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "invalid choice: 'publish'" in err
+    assert err.startswith("nachtwacht release: "), err

@@ -237,6 +237,7 @@ def test_root_keygen_writes_a_private_key_only_its_owner_reads_and_refuses_to_re
     code, _, err = desk.run("root-keygen", "--out", str(desk / "r1"))
     assert code == 2
     assert "root.key: already exists (refusing to replace a root key)" in err
+    assert err.startswith("nachtwacht release root-keygen: "), err
     assert private.read_bytes() == before
 
 
@@ -279,6 +280,7 @@ def test_root_sign_with_a_wrong_key_file_changes_nothing(
     assert code == 2
     assert expected in err
     assert "Traceback" not in err
+    assert err.startswith("nachtwacht release root-sign: "), err
     assert signed_v1.read_bytes() == before
 
 

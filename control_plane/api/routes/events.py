@@ -11,7 +11,13 @@ from fastapi import APIRouter, Query, Request
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, PanelCaller, services_of
 from control_plane.errors import InvalidInput
-from control_plane.events.services import MAX_EVENTS_PAGE, EventFilter, Timeline, TrailPage
+from control_plane.events.services import (
+    KIND_PATTERN,
+    MAX_EVENTS_PAGE,
+    EventFilter,
+    Timeline,
+    TrailPage,
+)
 from ground.contract import API_PREFIX, InstantError, parse_instant
 from ground.instants import RFC_3339_PATTERN
 
@@ -55,7 +61,12 @@ def trail(
     org_id: Annotated[UUID | None, Query()] = None,
     agent_id: Annotated[UUID | None, Query()] = None,
     kind: Annotated[
-        str | None, Query(max_length=100, description='a kind, or a family ending in "."')
+        str | None,
+        Query(
+            max_length=100,
+            pattern=KIND_PATTERN,
+            description='a kind, or a family ending in "." (not blank: leave it out for all)',
+        ),
     ] = None,
     actor_kind: Annotated[
         Literal["schedule", "user", "agent", "operator", "control_plane"] | None, Query()

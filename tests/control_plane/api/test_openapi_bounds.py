@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from control_plane.api.limits import STORABLE_TEXT_PATTERN
+from control_plane.events.services import KIND_PATTERN
 from control_plane.forecast.services import DAY_PATTERN
 from control_plane.notifications.services import MAX_PAGE
 from ground.instants import RFC_3339_PATTERN
@@ -89,3 +90,16 @@ def test_every_free_string_states_that_a_nul_is_refused(api: Api) -> None:
 def test_the_forecast_day_states_its_pattern(api: Api, path: str) -> None:
     schema = _parameter(_document(api), path, "date")
     assert (schema["format"], schema["pattern"]) == ("date", DAY_PATTERN)
+
+
+def test_the_trails_kind_states_it_is_not_blank(api: Api, operator_key: str) -> None:
+    """A blank kind matched no event and the trail came back empty, as if nothing happened: it
+    is refused naming the field, and the document says so."""
+    schema = _parameter(_document(api), "/v1/admin/events", "kind")
+    assert [branch.get("pattern") for branch in schema["anyOf"]] == [KIND_PATTERN, None]
+    with api.client(operator_key) as client:
+        for blank in ("", " "):
+            refused = client.get("/v1/admin/events", params={"kind": blank})
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["detail"]["message"].startswith("kind: "), refused.text
+        assert client.get("/v1/admin/events", params={"kind": "credential."}).status_code == 200

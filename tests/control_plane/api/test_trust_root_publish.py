@@ -20,7 +20,7 @@ from control_plane.registry import Services
 from control_plane.trust_roots.services import PublishedTrustRoot
 from control_plane.types import Pool
 from signed_release.trust_root import new_trust_root, successor_root
-from tests.control_plane.conftest import Agent, Api, Org
+from tests.control_plane.conftest import Agent, Api, Org, sign_release
 from tests.control_plane.root_chain import LATER, RootChain, signed
 from tests.worlds.clocks import ManualClock
 
@@ -302,3 +302,101 @@ def test_the_list_counts_the_agents_by_the_root_they_hold(
     assert [(r["version"], r["agents_holding"]) for r in listed["roots"]] == [(2, 1), (1, 2)]
     assert listed["agents_holding_none"] == 1
     assert listed["agents_holding_older"] == 2
+
+
+def test_publishing_a_root_names_every_live_release_it_leaves_unverifiable(
+    api: Api,
+    services: Services,
+    pool: Pool,
+    operator_key: str,
+    chain: RootChain,
+    clock: ManualClock,
+) -> None:
+    """Key A signed stable 1.4.0, 1.5.0 (everyone) and 1.6.0 (in its canary stage). A root
+    naming only key B leaves all three unverifiable to the agents following it, yet 1.6.0 is
+    offered to the canaries, 1.5.0 to every other host and 1.4.0 to hosts pinned to it: the
+    answer names each with what to do, and publishing is not refused (a compromised key must be
+    revoked at once)."""
+    old_key, new_key = chain.release_key, Ed25519PrivateKey.generate()
+    assert _publish(api, operator_key, chain.v1).json()["unverifiable_releases"] == []
+    published = {}
+    for version, manifest_version, stage in (
+        ("1.2.0", 40, "everyone"),
+        ("1.4.0", 41, "everyone"),
+        ("1.5.0", 42, "everyone"),
+        ("1.6.0", 43, None),
+    ):
+        release = sign_release(old_key, version=version, manifest_version=manifest_version)
+        published[version] = services.releases.publish(
+            release.manifest, release.signature, release.artifact, now=clock.now(), stage=stage
+        )
+    services.releases.withdraw(published["1.2.0"].id, reason="not needed", now=clock.now())
+    updater = sign_release(old_key, version="0.9.0", manifest_version=9, product="updater")
+    published_updater = services.releases.publish(
+        updater.manifest, updater.signature, updater.artifact, now=clock.now()
+    )
+
+    # Rotating: both keys named, nothing is left unverifiable.
+    both = signed(
+        successor_root(
+            chain.v1,
+            expires=LATER,
+            release_keys=[old_key.public_key(), new_key.public_key()],
+        ),
+        chain.root_keys[1:],
+    )
+    assert _publish(api, operator_key, both).json()["unverifiable_releases"] == []
+
+    # Revoking key A: published all the same, with each release it leaves unverifiable named.
+    revoked = chain.next(both, release_key=new_key)
+    answer = _publish(api, operator_key, revoked)
+    assert answer.status_code == 201, answer.text
+    found = {entry["version"]: entry for entry in answer.json()["unverifiable_releases"]}
+    assert set(found) == {"1.4.0", "1.5.0", "1.6.0", "0.9.0"}  # not the withdrawn 1.2.0
+    # Nachtwacht's own agent, the updater, is signed again as its own product line.
+    assert (found["0.9.0"]["product"], found["0.9.0"]["offered_as"]) == ("updater", "current")
+    assert found["0.9.0"]["commands"][0].startswith(
+        "nachtwacht release sign --key release.key --product updater --version 0.9.0"
+    )
+    assert found["0.9.0"]["commands"][1].startswith(
+        "nachtwacht control publish-release --product updater "
+    )
+    del found["0.9.0"]
+    assert {version: entry["offered_as"] for version, entry in found.items()} == {
+        "1.6.0": "current",
+        "1.5.0": "previous",
+        "1.4.0": "stored",
+    }
+    assert found["1.6.0"]["commands"] == [
+        "nachtwacht release sign --key release.key --version 1.6.0 --channel stable"
+        " --platform linux-x86_64 --out release-1.6.0-again BUILD-1.6.0.tar.gz",
+        "nachtwacht control publish-release release-1.6.0-again/manifest.json"
+        " release-1.6.0-again/manifest.sig BUILD-1.6.0.tar.gz",
+    ]
+    assert found["1.5.0"]["commands"][0].startswith(
+        f"nachtwacht control promote {published['1.6.0'].id} --reason "
+    )
+    assert found["1.5.0"]["commands"][1].startswith(
+        f"nachtwacht control withdraw-release {published['1.5.0'].id} --reason "
+    )
+    assert "--allow-downgrade" in found["1.4.0"]["commands"][1]  # older than the current 1.6.0
+    with pool.connection() as conn:
+        event = conn.execute(
+            "SELECT data FROM events WHERE kind = 'trust_root.published'"
+            " ORDER BY (data->>'version')::int DESC LIMIT 1"
+        ).fetchone()
+    assert event is not None
+    assert sorted(event["data"]["unverifiable_release_ids"]) == sorted(
+        [str(published[version].id) for version in ("1.4.0", "1.5.0", "1.6.0")]
+        + [str(published_updater.id)]
+    )
+
+    # The current build signed again with key B, and the rest withdrawn: the same root
+    # published again says nothing is left.
+    again = sign_release(new_key, version="1.6.0", manifest_version=44)
+    services.releases.publish(again.manifest, again.signature, again.artifact, now=clock.now())
+    for release_id in (published["1.4.0"].id, published["1.5.0"].id, published_updater.id):
+        services.releases.withdraw(release_id, reason="key revoked", now=clock.now())
+    republished = _publish(api, operator_key, revoked)
+    assert republished.status_code == 200
+    assert republished.json()["unverifiable_releases"] == []
