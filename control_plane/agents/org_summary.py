@@ -1,9 +1,11 @@
 """One organisation's agents at a glance, for an operator looking at it: how many are in each of
 the list's states (the states `agent_list` filters by, with the same conditions) and which
-update slots come next with how many agents each.
+update slots come next with how many agents each (a held agent at the first slot its hold lets
+run).
 
 Set-based: the states are counted in one pass over the organisation's agents, and the next
-slots are planned once per distinct schedule (an organisation's agents share a few), so the
+slots are planned once per distinct schedule and hold end (an organisation's agents share a
+few), so the
 summary costs the same few queries at 20 agents and at 20,000.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from control_plane.agents.agent_list import (
@@ -30,6 +32,17 @@ __all__ = ["DUE_SLOTS", "DueSlot", "OrgAgentSummary", "org_agent_summary"]
 
 # The next slots shown: tonight's and the next few; the list has every agent's own.
 DUE_SLOTS = 5
+
+# The organisation's scheduled agents grouped by schedule and by the end of the hold they are
+# under (none: not held), so a held agent is counted at the first slot its hold lets run.
+_SCHEDULES = """
+SELECT a.update_schedule_times AS times, h.until AS held_until, count(*) AS agents
+  FROM agents a LEFT JOIN holds h ON h.agent_id = a.id AND h.until > %(now)s
+ WHERE a.org_id = %(org_id)s AND a.deleted_at IS NULL AND a.update_schedule_enabled
+   AND jsonb_array_length(a.update_schedule_times) > 0
+ GROUP BY a.update_schedule_times, h.until
+"""
+_JUST_BEFORE = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,15 +87,13 @@ def org_agent_summary(
         },
     ).fetchone()
     assert row is not None
-    schedules = conn.execute(
-        "SELECT update_schedule_times AS times, count(*) AS agents FROM agents"
-        " WHERE org_id = %s AND deleted_at IS NULL AND update_schedule_enabled"
-        " AND jsonb_array_length(update_schedule_times) > 0 GROUP BY update_schedule_times",
-        [org_id],
-    ).fetchall()
+    schedules = conn.execute(_SCHEDULES, {"org_id": org_id, "now": now}).fetchall()
     per_instant: dict[datetime, int] = defaultdict(int)
     for schedule in schedules:
-        slot = next_slot(parse_times(tuple(schedule["times"])), after=now, tz=settings.zone)
+        # A hold skips every slot before its end; the slot at its end runs.
+        held_until = schedule["held_until"]
+        after = now if held_until is None else max(now, held_until - _JUST_BEFORE)
+        slot = next_slot(parse_times(tuple(schedule["times"])), after=after, tz=settings.zone)
         per_instant[slot.at] += schedule["agents"]
     scheduled = sum(per_instant.values())
     soonest = sorted(per_instant)[:DUE_SLOTS]

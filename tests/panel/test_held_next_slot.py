@@ -93,3 +93,35 @@ def test_the_lists_say_the_same_slot(panel_world: PanelWorld) -> None:
     assert listed == "Sun, March 28, 3:00 AM CEST (when the hold ends)"
     with sign_in_client(panel_world, key) as client:
         assert _listed_slot(client.get(org).text) == listed
+
+
+def _due_rows(page: str) -> list[tuple[str, str]]:
+    """The operator's organisation page: its coming update slots and how many agents each."""
+    table = page.split('id="org-due"', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<th scope=\"row\">(.*?)</th>\s*<td[^>]*>(.*?)</td>", table, re.S)
+    return [(" ".join(html.unescape(slot).split()), count.strip()) for slot, count in rows]
+
+
+def test_the_organisations_coming_slots_count_a_held_agent_after_its_hold(
+    panel_world: PanelWorld,
+) -> None:
+    agent = f"/panel/agents/{panel_world.agent_id}"
+    org = f"/panel/operator/orgs/{panel_world.org_id}"
+    key = panel_world.server.create_operator_key()
+    with sign_in_client(panel_world, key) as operator:
+        before = _due_rows(operator.get(org).text)
+        assert ("Sat, March 27, 3:00 AM CET", "1") in before
+        with sign_in_client(panel_world, panel_world.panel_key) as client:
+            page = client.get(agent)
+            held = client.post(
+                agent + "/hold",
+                data={"csrf": csrf_of(page.text), "until": "2027-03-28", "reason": "audit"},
+            )
+            assert held.status_code == 303
+        after = _due_rows(operator.get(org).text)
+    # The held agent moved to the slot its hold lets run; every other count is as it was.
+    assert ("Sun, March 28, 3:00 AM CEST", "1") in after
+    moved = dict(before)
+    moved.pop("Sat, March 27, 3:00 AM CET")
+    moved["Sun, March 28, 3:00 AM CEST"] = "1"
+    assert dict(after) == moved
