@@ -57,7 +57,7 @@ from signed_release.errors import ReleaseError
 from signed_release.manifest import parse_manifest
 from signed_release.versions import is_valid_version, version_key
 
-__all__ = ["MAX_ROLLBACK_REASON_LENGTH", "RolledBack", "roll_back"]
+__all__ = ["MAX_ROLLBACK_REASON_LENGTH", "RolledBack", "allows_downgrade", "roll_back"]
 
 MAX_ROLLBACK_REASON_LENGTH = 500
 _STAGES = ("canary", "everyone")
@@ -245,7 +245,7 @@ def _signed_downgrade(
             and row["manifest_version"] > bad["manifest_version"]
             and row["expires"] > now
             and (trusted is None or row["key_id"] in trusted)
-            and _allows_downgrade(row)
+            and allows_downgrade(row)
         ):
             return row
     return None
@@ -263,7 +263,8 @@ def _by_a_dropped_key(refusal: Conflict, dropped: dict[str, Any], root_version: 
     )
 
 
-def _allows_downgrade(row: dict[str, Any]) -> bool:
+def allows_downgrade(row: dict[str, Any]) -> bool:
+    """Whether a stored release's manifest was signed as a downgrade (`--allow-downgrade`)."""
     try:
         return parse_manifest(bytes(row["manifest"])).allow_downgrade
     except ReleaseError:  # stored only after it parsed; a row that no longer does is no downgrade

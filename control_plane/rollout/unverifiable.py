@@ -15,11 +15,10 @@ import shlex
 from typing import Any
 
 from control_plane.releases.products import CURRENT_TABLE, PRODUCTS, Product
+from control_plane.releases.rollback import allows_downgrade
 from control_plane.rollout.offer import previous_releases
 from control_plane.trust_roots.unverifiable import OfferedAs, UnverifiableRelease
 from control_plane.types import Connection
-from signed_release.errors import ReleaseError
-from signed_release.manifest import parse_manifest
 from signed_release.versions import version_key
 
 __all__ = ["unverifiable_releases"]
@@ -112,13 +111,6 @@ def _withdraw(row: dict[str, Any]) -> str:
     )  # fmt: skip
 
 
-def _allows_downgrade(row: dict[str, Any]) -> bool:
-    try:
-        return parse_manifest(bytes(row["manifest"])).allow_downgrade
-    except ReleaseError:  # stored only after it parsed; a row that no longer does is no downgrade
-        return False
-
-
 def _entry(
     row: dict[str, Any], offered_as: OfferedAs, what_to_do: str, commands: tuple[str, ...]
 ) -> UnverifiableRelease:
@@ -137,7 +129,7 @@ def _entry(
 
 
 def _current(row: dict[str, Any]) -> UnverifiableRelease:
-    downgrade = _allows_downgrade(row)
+    downgrade = allows_downgrade(row)
     what = (
         "the pair's current release: sign the same build again with a release key the root "
         "names"
