@@ -40,7 +40,7 @@ from control_plane.events.trail import Actor
 from control_plane.panel.backend import missing_or_refused
 from control_plane.panel.i18n import Language
 from control_plane.panel.schedule_editor import EditorState, check_rows
-from control_plane.panel.wording import ONLINE_WITHIN
+from control_plane.panel.wording import ONLINE_WITHIN, plain_text
 from control_plane.pins.holds import MAX_HOLD, MAX_HOLD_REASON_LENGTH
 from control_plane.registry import Services
 
@@ -357,7 +357,7 @@ def reason_problem(lang: Language, typed: str) -> str | None:
         return lang.gettext(
             "Reason: “%(start)s…” is too long (%(length)s characters). Say why the updates are"
             " held, in at most %(count)s characters.",
-            start=_shown(reason[:40]),
+            start=plain_text(reason[:40]),
             length=lang.number(len(reason)),
             count=limit,
         )
@@ -366,17 +366,11 @@ def reason_problem(lang: Language, typed: str) -> str | None:
         return lang.gettext(
             "Reason: “%(value)s” contains a control character (%(code)s). Say why the updates"
             " are held, in plain text of at most %(count)s characters.",
-            value=_shown(reason[:80]) + ("…" if len(reason) > 80 else ""),
+            value=plain_text(reason[:80]) + ("…" if len(reason) > 80 else ""),
             code=f"U+{ord(control):04X}",
             count=limit,
         )
     return None
-
-
-def _shown(text: str) -> str:
-    """Typed text quoted in a message: each control character as U+FFFD, so it is seen, not
-    obeyed."""
-    return "".join("\ufffd" if unicodedata.category(c) == "Cc" else c for c in text)
 
 
 def hold_problem(lang: Language, field: Literal["until", "reason"]) -> str:

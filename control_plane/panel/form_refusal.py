@@ -9,7 +9,6 @@ One place for every form: the API's answer to a request that fails validation
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,6 +18,7 @@ from fastapi.responses import Response
 
 from control_plane.panel.i18n import Language
 from control_plane.panel.web import PREFIX, context_of, page, safe_next
+from control_plane.panel.wording import plain_text
 
 __all__ = ["field_problem", "form_refused", "is_panel_path"]
 
@@ -68,9 +68,7 @@ def field_label(lang: Language, name: str) -> str:
 def _shown(text: str) -> str:
     """Typed text quoted in a message, shortened: each control character as U+FFFD, so it is
     seen, not obeyed."""
-    short = text[:SHOWN_CHARACTERS]
-    quoted = "".join("\ufffd" if unicodedata.category(c) == "Cc" else c for c in short)
-    return quoted + ("…" if len(text) > SHOWN_CHARACTERS else "")
+    return plain_text(text[:SHOWN_CHARACTERS]) + ("…" if len(text) > SHOWN_CHARACTERS else "")
 
 
 def field_problem(lang: Language, error: dict[str, Any]) -> str:
