@@ -15,7 +15,13 @@ from uuid import UUID
 from control_plane.errors import NotFound
 from control_plane.types import Connection
 
-__all__ = ["release_facts", "release_not_found", "release_row", "revoke_release_tokens"]
+__all__ = [
+    "mark_withdrawn",
+    "release_facts",
+    "release_not_found",
+    "release_row",
+    "revoke_release_tokens",
+]
 
 # Why a release's outstanding tokens were revoked (the tokens' `revoked_reason`).
 RevokedBecause = Literal["brake", "halted", "withdrawn"]
@@ -65,3 +71,16 @@ def revoke_release_tokens(
         "   OR NOT EXISTS (SELECT 1 FROM forced_updates f WHERE f.run_id = tokens.run_id))",
         {"now": now, "because": because, "release": release_id},
     ).rowcount
+
+
+def mark_withdrawn(
+    conn: Connection, release_id: UUID, *, reason: str, by: str, now: datetime
+) -> int:
+    """Withdraw the release (never offered again) and revoke its unused tokens; returns how many
+    were revoked. What takes its place is the caller's (a withdrawal, a rollback, a signing)."""
+    conn.execute(
+        "UPDATE releases SET withdrawn_at = %s, withdrawn_reason = %s, withdrawn_by = %s"
+        " WHERE id = %s",
+        [now, reason, by, release_id],
+    )
+    return revoke_release_tokens(conn, release_id, because="withdrawn", now=now)

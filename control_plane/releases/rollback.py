@@ -49,7 +49,7 @@ from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import required_text, stored_text
 from control_plane.releases.products import CURRENT_TABLE, Product, product_of
-from control_plane.releases.release_actions import revoke_release_tokens
+from control_plane.releases.release_actions import mark_withdrawn
 from control_plane.trust_roots.services import newest_trust_root
 from control_plane.types import Connection
 from ground.limits import MAX_VERSION_LENGTH, RELEASE_NAME_PATTERN
@@ -135,10 +135,12 @@ def roll_back(
             refusal = _by_a_dropped_key(refusal, dropped, root.version)
         raise refusal
 
-    conn.execute(
-        "UPDATE releases SET withdrawn_at = %s, withdrawn_reason = %s, withdrawn_by = %s"
-        " WHERE id = %s",
-        [now, f"rolled back to {version}: {reason_text}", actor.name or actor.kind, bad["id"]],
+    revoked = mark_withdrawn(
+        conn,
+        bad["id"],
+        reason=f"rolled back to {version}: {reason_text}",
+        by=actor.name or actor.kind,
+        now=now,
     )
     conn.execute(
         "UPDATE releases SET stage = %s, stage_changed_at = %s WHERE id = %s AND stage <> %s",
@@ -149,7 +151,6 @@ def roll_back(
         " WHERE channel = %s AND platform = %s",
         [downgrade["id"], now, pair_channel, pair_platform],
     )
-    revoked = revoke_release_tokens(conn, bad["id"], because="withdrawn", now=now)
     rolled = RolledBack(
         product=line,
         channel=pair_channel,

@@ -28,7 +28,7 @@ from typing import Any
 
 from control_plane.events.trail import Actor
 from control_plane.releases.products import CURRENT_TABLE, product_of
-from control_plane.releases.release_actions import revoke_release_tokens
+from control_plane.releases.release_actions import mark_withdrawn
 from control_plane.types import Connection
 from signed_release.manifest import Manifest
 
@@ -67,15 +67,11 @@ def withdraw_signed_again(
     now: datetime,
 ) -> int:
     """Withdraw the old signing, naming the one that replaces it; returns the tokens revoked."""
-    conn.execute(
-        "UPDATE releases SET withdrawn_at = %s, withdrawn_reason = %s, withdrawn_by = %s"
-        " WHERE id = %s",
-        [
-            now,
-            f"signed again: manifest_version {new['manifest_version']}, key "
-            f"{str(new['key_id'])[:16]}…, replaces it",
-            (actor.name or actor.kind) if actor is not None else "operator",
-            old["id"],
-        ],
+    return mark_withdrawn(
+        conn,
+        old["id"],
+        reason=f"signed again: manifest_version {new['manifest_version']}, key "
+        f"{str(new['key_id'])[:16]}…, replaces it",
+        by=(actor.name or actor.kind) if actor is not None else "operator",
+        now=now,
     )
-    return revoke_release_tokens(conn, old["id"], because="withdrawn", now=now)

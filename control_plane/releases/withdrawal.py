@@ -19,7 +19,7 @@ from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import required_text, stored_text
 from control_plane.releases.products import CURRENT_TABLE, Product, product_of
-from control_plane.releases.release_actions import release_row, revoke_release_tokens
+from control_plane.releases.release_actions import mark_withdrawn, release_row
 from control_plane.types import Connection
 from ground.contract import Instant
 from ground.limits import MAX_VERSION_LENGTH
@@ -105,16 +105,13 @@ def withdraw_release(
     replacement_text = stored_text("replacement", replacement, MAX_VERSION_LENGTH)
     release, pointer = _locked_release(conn, release_id)
     successor = _successor(conn, release, replacement_text)
-    conn.execute(
-        "UPDATE releases SET withdrawn_at = %s, withdrawn_reason = %s, withdrawn_by = %s"
-        " WHERE id = %s",
-        [now, reason_text, actor.name or actor.kind, release_id],
+    revoked = mark_withdrawn(
+        conn, release_id, reason=reason_text, by=actor.name or actor.kind, now=now
     )
     if replacement_text is not None or (
         pointer is not None and pointer["release_id"] == release_id
     ):
         _point_pair_at(conn, release, successor, now)
-    revoked = revoke_release_tokens(conn, release_id, because="withdrawn", now=now)
     current = _current_of_pair(conn, release)
     withdrawn = WithdrawnRelease(
         id=release_id,
