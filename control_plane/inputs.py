@@ -10,8 +10,9 @@ are held to the same rule, as a 422 naming the field.
 from __future__ import annotations
 
 from control_plane.errors import InvalidInput
+from ground.contract.plain_text import first_control_character
 
-__all__ = ["required_text", "stored_text"]
+__all__ = ["plain_name", "required_text", "stored_text"]
 
 
 def stored_text(field: str, value: object, limit: int) -> str | None:
@@ -43,3 +44,18 @@ def required_text(field: str, value: object, limit: int, *, required_to: str) ->
     if not text.strip():
         raise InvalidInput(field, value, f"is required to {required_to}")
     return text
+
+
+def plain_name(field: str, value: object, limit: int) -> str:
+    """A name a person gave (an organisation, an agent, a key, a person), as it is stored: spaces
+    around it dropped, something besides them, at most `limit` characters and no control character
+    (names are shown on terminals and in the panel, where one would be obeyed, not read)."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(field, value, "must be a non-empty name")
+    stored_text(field, value, limit)
+    control = first_control_character(value)
+    if control is not None:
+        raise InvalidInput(
+            field, value[:40], f"contains the control character U+{ord(control):04X} (plain text)"
+        )
+    return value.strip()

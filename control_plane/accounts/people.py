@@ -52,7 +52,7 @@ from control_plane.accounts.sessions import (
 )
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import stored_text
+from control_plane.inputs import plain_name, stored_text
 from control_plane.types import Connection, Pool
 
 __all__ = [
@@ -180,17 +180,15 @@ def checked_person(
 ) -> tuple[str, str, Role]:
     """The name, address and role of an invitation, or a refusal naming the field. An operator's
     role is `operator`, whatever was asked."""
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidInput("name", name, "must be a non-empty name")
-    stored_text("name", name, MAX_NAME)
+    clean_name = plain_name("name", name, MAX_NAME)
     if not isinstance(email, str) or _EMAIL.fullmatch(email.strip()) is None:
         raise InvalidInput("email", email, "must be an e-mail address (name@example.com)")
     stored_text("email", email, MAX_EMAIL)
     if operator:
-        return name.strip(), email.strip(), "operator"
+        return clean_name, email.strip(), "operator"
     if role not in ROLES:
         raise InvalidInput("role", role, "must be viewer or editor")
-    return name.strip(), email.strip(), role
+    return clean_name, email.strip(), role
 
 
 def checked_password(password: object) -> str:

@@ -25,7 +25,7 @@ from control_plane.accounts.credentials import (
 )
 from control_plane.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
 from control_plane.events.trail import Actor, ActorKind, record_action
-from control_plane.inputs import stored_text
+from control_plane.inputs import plain_name
 from control_plane.types import Connection, Pool
 from ground.contract import HOST_ID_HEADER, Instant
 
@@ -153,13 +153,6 @@ class IssuedAgent:
     agent_key: str
 
 
-def _checked_name(field: str, name: object) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidInput(field, name, "must be a non-empty name")
-    stored_text(field, name, MAX_NAME_LENGTH)
-    return name.strip()
-
-
 def _credential_view(row: dict[str, Any]) -> CredentialView:
     return CredentialView(
         id=row["id"],
@@ -257,7 +250,7 @@ class AccountService:
 
     def create_org(self, name: str, *, now: datetime, actor: Actor | None = None) -> IssuedOrg:
         """A new organisation and its first panel key (shown once)."""
-        clean = _checked_name("name", name)
+        clean = plain_name("name", name, MAX_NAME_LENGTH)
         with self._pool.connection() as conn, conn.transaction():
             row = conn.execute(
                 "INSERT INTO orgs (name, created_at) VALUES (%s, %s) RETURNING id",
@@ -290,7 +283,7 @@ class AccountService:
         actor: Actor,
     ) -> IssuedCredential:
         """A new panel (`org_id` required) or operator credential named after its holder."""
-        clean = _checked_name("name", name)
+        clean = plain_name("name", name, MAX_NAME_LENGTH)
         if audience is Audience.AGENT:
             raise InvalidInput(
                 "audience", audience.value, "is issued by enrolling an agent (or rotating its key)"
@@ -312,7 +305,7 @@ class AccountService:
         self, org_id: UUID, name: str, *, now: datetime, actor: Actor | None = None
     ) -> IssuedAgent:
         """A new agent in `org_id` and its credential (shown once). Its schedule is the default."""
-        clean = _checked_name("name", name)
+        clean = plain_name("name", name, MAX_NAME_LENGTH)
         with self._pool.connection() as conn:
             try:
                 with conn.transaction():

@@ -20,6 +20,7 @@ from control_plane.errors import InvalidInput
 from control_plane.inputs import stored_text
 from ground.contract import ENROLLMENT_TOKEN_PREFIX, AnswerCode
 from ground.contract.messages import MAX_AGENT_NAME_LENGTH
+from ground.contract.plain_text import first_control_character
 
 __all__ = [
     "DEFAULT_EXPIRES_IN",
@@ -30,7 +31,6 @@ __all__ = [
     "MAX_PATTERN_LENGTH",
     "MAX_USES",
     "MIN_EXPIRES_IN",
-    "PRINTABLE_TEXT",
     "TOKEN_PREFIX",
     "TokenState",
     "TokenTerms",
@@ -56,9 +56,6 @@ EXPIRES_IN_BOUNDS = (
 MAX_LABEL_LENGTH = 200
 MAX_PATTERN_LENGTH = MAX_AGENT_NAME_LENGTH
 
-# Text a person types: no control characters, something besides spaces (the agent name's rule).
-PRINTABLE_TEXT = r"^[^\x00-\x1f\x7f]*[^\x00-\x20\x7f][^\x00-\x1f\x7f]*$"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DURATION = re.compile(r"(?P<count>[0-9]{1,6})(?P<unit>[mhd])")
 _UNITS = {"m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1)}
 
@@ -102,7 +99,7 @@ def _clean_text(field: str, value: str | None, limit: int) -> str | None:
     clean = value.strip()
     if not clean:
         raise InvalidInput(field, value, "is blank (leave it out instead)")
-    if _CONTROL.search(clean):
+    if first_control_character(clean) is not None:
         raise InvalidInput(field, value, "contains a control character")
     return clean
 

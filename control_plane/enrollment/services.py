@@ -30,7 +30,7 @@ from control_plane.enrollment.rules import (
 )
 from control_plane.errors import InvalidInput, NotFound, Unauthenticated
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import stored_text
+from control_plane.inputs import plain_name
 from control_plane.types import Connection, Pool
 from ground.contract import AnswerCode, EnrolledAgent, Instant, format_instant
 from ground.contract.messages import MAX_AGENT_NAME_LENGTH
@@ -170,13 +170,6 @@ def _token_facts(row: dict[str, Any]) -> dict[str, Any]:
 def _host_actor(token_id: UUID) -> Actor:
     """Who the trail names for a use: the host that presented the token, known by the token."""
     return Actor(kind="agent", name=f"enrollment-token:{token_id}")
-
-
-def _agent_name(name: object) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidInput("name", name, "must be a non-empty agent name")
-    stored_text("name", name, MAX_AGENT_NAME_LENGTH)
-    return name.strip()
 
 
 def _refusal(
@@ -329,7 +322,7 @@ class EnrollmentService:
         docstring). Refused: 401 unknown or revoked, expired, used up; 422 a name against the
         pattern; 409 a name the organisation already has. Every exchange is counted by its
         result (`enrollment_counts`, for `/metrics`)."""
-        clean = _agent_name(name)
+        clean = plain_name("name", name, MAX_AGENT_NAME_LENGTH)
         row: dict[str, Any] | None = None
         with self._pool.connection() as conn:
             try:

@@ -16,7 +16,6 @@ view is a GET form, so a bookmark reproduces it.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,9 +39,10 @@ from control_plane.events.trail import Actor
 from control_plane.panel.backend import missing_or_refused
 from control_plane.panel.i18n import Language
 from control_plane.panel.schedule_editor import EditorState, check_rows
-from control_plane.panel.wording import ONLINE_WITHIN, plain_text
+from control_plane.panel.wording import ONLINE_WITHIN
 from control_plane.pins.holds import MAX_HOLD, MAX_HOLD_REASON_LENGTH
 from control_plane.registry import Services
+from ground.contract.plain_text import first_control_character, shown
 
 __all__ = [
     "BULK_ACTIONS",
@@ -357,16 +357,16 @@ def reason_problem(lang: Language, typed: str) -> str | None:
         return lang.gettext(
             "Reason: “%(start)s…” is too long (%(length)s characters). Say why the updates are"
             " held, in at most %(count)s characters.",
-            start=plain_text(reason[:40]),
+            start=shown(reason[:40]),
             length=lang.number(len(reason)),
             count=limit,
         )
-    control = next((c for c in reason if unicodedata.category(c) == "Cc"), None)
+    control = first_control_character(reason)
     if control is not None:
         return lang.gettext(
             "Reason: “%(value)s” contains a control character (%(code)s). Say why the updates"
             " are held, in plain text of at most %(count)s characters.",
-            value=plain_text(reason[:80]) + ("…" if len(reason) > 80 else ""),
+            value=shown(reason[:80]) + ("…" if len(reason) > 80 else ""),
             code=f"U+{ord(control):04X}",
             count=limit,
         )

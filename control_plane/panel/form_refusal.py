@@ -18,7 +18,7 @@ from fastapi.responses import Response
 
 from control_plane.panel.i18n import Language
 from control_plane.panel.web import PREFIX, context_of, page, safe_next
-from control_plane.panel.wording import plain_text
+from ground.contract.plain_text import shown
 
 __all__ = ["field_problem", "form_refused", "is_panel_path"]
 
@@ -68,7 +68,7 @@ def field_label(lang: Language, name: str) -> str:
 def _shown(text: str) -> str:
     """Typed text quoted in a message, shortened: each control character as U+FFFD, so it is
     seen, not obeyed."""
-    return plain_text(text[:SHOWN_CHARACTERS]) + ("…" if len(text) > SHOWN_CHARACTERS else "")
+    return shown(text[:SHOWN_CHARACTERS]) + ("…" if len(text) > SHOWN_CHARACTERS else "")
 
 
 def field_problem(lang: Language, error: dict[str, Any]) -> str:

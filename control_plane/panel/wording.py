@@ -9,7 +9,6 @@ notifications, `rollout_wording` the releases' rollout, pins and holds.
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -68,12 +67,6 @@ def key_name(lang: Language, name: str) -> str:
     if name == UNNAMED_OPERATOR_KEY:
         return lang.gettext("operator key")
     return name
-
-
-def plain_text(text: str) -> str:
-    """Typed text quoted back in a message: each control character as U+FFFD, so it is seen, not
-    obeyed."""
-    return "".join("\ufffd" if unicodedata.category(c) == "Cc" else c for c in text)
 
 
 def _shown_value(value: object) -> str:

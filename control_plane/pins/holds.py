@@ -8,7 +8,6 @@ during the audit next week"), not a way to switch updates off for good; that is 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,6 +19,7 @@ from control_plane.events.trail import Actor, record_actions
 from control_plane.inputs import stored_text
 from control_plane.types import Connection
 from ground.contract import HoldView, format_instant
+from ground.contract.plain_text import first_control_character
 
 __all__ = [
     "MAX_HOLD",
@@ -37,8 +37,6 @@ __all__ = [
 
 MAX_HOLD = timedelta(days=90)
 MAX_HOLD_REASON_LENGTH = 500
-# C0, DEL and C1: the control characters (Unicode's category Cc).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 HoldSetter = Literal["agent", "customer", "operator"]
 
@@ -128,9 +126,8 @@ def set_holds(
             " to stop updates for good, switch the schedule off)",
         )
     reason_text = stored_text("reason", reason, MAX_HOLD_REASON_LENGTH)
-    if reason_text is not None and _CONTROL.search(reason_text):
-        # The reason is shown on the host by `nachtwacht agent status`, where a control
-        # character would be obeyed by the admin's terminal rather than read.
+    if reason_text is not None and first_control_character(reason_text) is not None:
+        # The reason is shown on the host by `nachtwacht agent status`.
         raise InvalidInput("reason", reason_text[:40], "contains a control character (plain text)")
     conn.execute(
         "INSERT INTO holds (agent_id, until, reason, set_by, set_by_id, set_at)"

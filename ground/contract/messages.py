@@ -27,6 +27,7 @@ from pydantic import (
 
 from ground.contract.codes import OfferReason, OutcomeReason, PatchFallbackReason, RefusalCode
 from ground.contract.fields import Instant
+from ground.contract.plain_text import PLAIN_TEXT_PATTERN
 from ground.limits import (
     DEFAULT_CHANNEL,
     DEFAULT_PLATFORM,
@@ -249,7 +250,7 @@ class EnrollRequest(_Request):
     name: str = Field(
         min_length=1,
         max_length=MAX_AGENT_NAME_LENGTH,
-        pattern=r"^[^\x00-\x1f\x7f]*[^\x00-\x20\x7f][^\x00-\x1f\x7f]*$",
+        pattern=PLAIN_TEXT_PATTERN,
         examples=["web-07.example.internal"],
     )
 

@@ -235,6 +235,16 @@ REFUSED = [
     pytest.param(["create-org", ""], "NAME: '' must be a non-empty name", id="org_name_empty"),
     pytest.param(["create-org", "n" * 300], "NAME: 'nnnn", id="org_name_huge"),
     pytest.param(
+        ["create-org", "acme\x1b[2J"],
+        "NAME: 'acme\\x1b[2J' contains the control character U+001B (plain text)",
+        id="org_name_escape",
+    ),
+    pytest.param(
+        ["create-panel-key", "--org", "{org}", "--label", "ops\x07"],
+        "--label: 'ops\\x07' contains the control character U+0007",
+        id="panel_key_label_bell",
+    ),
+    pytest.param(
         ["create-panel-key", "--org", UNKNOWN],
         f"--org: '{UNKNOWN}' is not the id of an organisation",
         id="panel_key_org_unknown",
@@ -248,6 +258,11 @@ REFUSED = [
         ["enroll-agent", "--org", "{org}", "--name", ""],
         "--name: '' must be a non-empty name",
         id="agent_name_empty",
+    ),
+    pytest.param(
+        ["enroll-agent", "--org", "{org}", "--name", "web\x9b2J"],
+        "--name: 'web\\x9b2J' contains the control character U+009B",
+        id="agent_name_csi",
     ),
     pytest.param(
         ["enroll-agent", "--org", "{org}", "--name", "web-01"],

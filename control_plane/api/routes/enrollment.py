@@ -35,7 +35,6 @@ from control_plane.enrollment.rules import (
     MAX_PATTERN_LENGTH,
     MAX_USES,
     MIN_EXPIRES_IN,
-    PRINTABLE_TEXT,
     TokenTerms,
     install_command,
 )
@@ -44,6 +43,7 @@ from control_plane.enrollment.services import (
     EnrollmentTokenView,
 )
 from ground.contract import API_PREFIX, ENROLL_PATH, EnrolledAgent, EnrollRequest, ErrorAnswer
+from ground.contract.plain_text import PLAIN_TEXT_PATTERN
 
 __all__ = ["EnrollmentTokenShownOnce", "router"]
 
@@ -70,14 +70,14 @@ class TokenTermsBody(BaseModel):
     name_pattern: str | None = Field(
         default=None,
         max_length=MAX_PATTERN_LENGTH,
-        pattern=PRINTABLE_TEXT,
+        pattern=PLAIN_TEXT_PATTERN,
         description="a shell-style pattern the whole agent name must match (case-sensitive)",
         examples=["web-*.example.internal"],
     )
     label: str | None = Field(
         default=None,
         max_length=MAX_LABEL_LENGTH,
-        pattern=PRINTABLE_TEXT,
+        pattern=PLAIN_TEXT_PATTERN,
         description="what it is for, shown in the list",
         examples=["web servers, December rollout"],
     )

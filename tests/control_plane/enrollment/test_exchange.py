@@ -176,7 +176,8 @@ def test_a_name_the_organisation_has_is_refused_and_the_use_is_not_spent(
 def test_a_malformed_name_is_the_usual_invalid_request(world: Enrollment) -> None:
     issued = world.token()
     before = world.footprint()
-    for name in ("", "   ", "web\n01", "x" * 201):
+    # ESC and CSI (C1's U+009B) would be obeyed by the terminal that lists the agent.
+    for name in ("", "   ", "web\n01", "web\x1b[2J01", "web\x9b2J01", "web\x7f", "x" * 201):
         answer = world.enroll(issued.secret, name)
         assert answer.status_code == 422, name
         assert answer.json()["detail"]["code"] == "invalid_request"

@@ -1,0 +1,50 @@
+"""Plain text: every one of Unicode's control characters is found, and nothing else is."""
+
+from __future__ import annotations
+
+import re
+import sys
+import unicodedata
+
+import pytest
+from pydantic import BaseModel, Field, ValidationError
+
+from ground.contract.plain_text import PLAIN_TEXT_PATTERN, first_control_character, shown
+
+CONTROL = [
+    chr(code) for code in range(sys.maxunicode + 1) if unicodedata.category(chr(code)) == "Cc"
+]
+
+
+class _Named(BaseModel):
+    name: str = Field(pattern=PLAIN_TEXT_PATTERN)
+
+
+def test_every_control_character_and_only_those_is_found() -> None:
+    assert len(CONTROL) == 65  # C0 (32), DEL and C1 (32)
+    assert all(first_control_character(f"web{c}01") == c for c in CONTROL)
+    others = (chr(code) for code in range(0x2FF) if chr(code) not in CONTROL)
+    assert all(first_control_character(f"web{c}01") is None for c in others)
+    # Format characters and other look-alikes are not control characters.
+    assert first_control_character("web\u200b\u202e\u00a0\ufeff01") is None
+
+
+def test_the_contract_pattern_refuses_each_control_character_in_python_and_in_pydantic() -> None:
+    for character in CONTROL:
+        assert re.fullmatch(PLAIN_TEXT_PATTERN, f"web{character}01") is None, repr(character)
+        with pytest.raises(ValidationError):
+            _Named(name=f"web{character}01")
+    for name in ("web-01.example.internal", "Büro Köln", "サーバー", " a "):
+        assert re.fullmatch(PLAIN_TEXT_PATTERN, name), name
+        assert _Named(name=name).name == name
+
+
+@pytest.mark.parametrize("blank", ["", " ", "   "])
+def test_the_contract_pattern_wants_something_besides_spaces(blank: str) -> None:
+    assert re.fullmatch(PLAIN_TEXT_PATTERN, blank) is None
+    with pytest.raises(ValidationError):
+        _Named(name=blank)
+
+
+def test_shown_replaces_each_control_character_and_keeps_the_rest() -> None:
+    assert shown("a\x1b[2Jb\x9bc\x00d\u00e9") == "a\ufffd[2Jb\ufffdc\ufffdd\u00e9"
