@@ -265,11 +265,6 @@ HOSTILE = [
         id="resume_not_halted",
     ),
     pytest.param(
-        ["halt", UNKNOWN, "--reason", "x"],
-        f"RELEASE_ID: '{UNKNOWN}' is not the id of a release",
-        id="halt_unknown_release",
-    ),
-    pytest.param(
         ["halt", "1.2.0", "--reason", "x"],
         "RELEASE_ID: '1.2.0' is not an id (expected a UUID)",
         id="halt_version_not_id",
@@ -300,21 +295,6 @@ HOSTILE = [
         id="promote_wave_not_a_number",
     ),
     pytest.param(
-        ["pin", "--org", "{org}", "--version", "9.9.9"],
-        "--version: '9.9.9' is not the version of a published release that is not withdrawn",
-        id="pin_unknown_version",
-    ),
-    pytest.param(
-        ["pin", "--org", UNKNOWN, "--version", "1.0.0"],
-        f"--org: '{UNKNOWN}' is not the id of an organisation",
-        id="pin_unknown_org",
-    ),
-    pytest.param(
-        ["pin", "--agent", UNKNOWN, "--version", "1.0.0"],
-        f"--agent: '{UNKNOWN}' is not the id of an agent",
-        id="pin_unknown_agent",
-    ),
-    pytest.param(
         ["pin", "--org", "{org}", "--agent", "{agent}", "--version", "1.0.0"],
         "argument --agent: not allowed with argument --org",
         id="pin_two_scopes",
@@ -329,22 +309,11 @@ HOSTILE = [
         "--version: 'vvvv",
         id="pin_version_absurdly_long",
     ),
-    pytest.param(["unpin", "--org", "{org}"], "has no pin", id="unpin_not_pinned"),
     pytest.param(["brake", "engage"], "brake engage: --reason is required", id="brake_no_reason"),
     pytest.param(
         ["brake", "engage", "--release", "{1.2.0}"],
         "brake engage: --reason is required",
         id="release_brake_no_reason",
-    ),
-    pytest.param(
-        ["brake", "engage", "--release", "{1.2.0}", "--reason", "  "],
-        "--reason: '  ' is required to engage a release's brake",
-        id="release_brake_blank_reason",
-    ),
-    pytest.param(
-        ["brake", "engage", "--release", UNKNOWN, "--reason", "bad"],
-        f"--release: '{UNKNOWN}' is not the id of a release",
-        id="release_brake_unknown_release",
     ),
     pytest.param(
         ["brake", "engage", "--release", "{1.2.0}", "--reason", "bad", "--keep-outstanding"],
