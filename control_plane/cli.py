@@ -471,6 +471,7 @@ def _publish_release(args: argparse.Namespace) -> int:
         if release.replaces_release_id is None
         else str(release.replaces_release_id),
         "replaces_manifest_version": release.replaces_manifest_version,
+        "replaced_tokens_revoked": release.replaced_tokens_revoked,
     }
     verb = "already published" if release.already_published else "published"
     named = release.version + (" (updater)" if release.product == "updater" else "")
@@ -479,9 +480,15 @@ def _publish_release(args: argparse.Namespace) -> int:
         f"{release.channel}/{release.platform}), signed by key {release.key_id[:16]}…"
     ]
     if release.replaces_manifest_version is not None:
+        tokens = (
+            "downloads already granted go on: its key is still trusted"
+            if release.replaced_tokens_revoked is None
+            else f"{release.replaced_tokens_revoked} outstanding token(s) revoked: the newest "
+            "trust root no longer names its key"
+        )
         lines.append(
             f"the same build signed again: it replaces manifest_version "
-            f"{release.replaces_manifest_version} (withdrawn, its outstanding tokens revoked) as "
+            f"{release.replaces_manifest_version} (withdrawn; {tokens}) as "
             f"the pair's current release, in its stage and wave; hosts running {release.version} "
             "have nothing to do"
         )

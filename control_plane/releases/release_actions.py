@@ -74,13 +74,22 @@ def revoke_release_tokens(
 
 
 def mark_withdrawn(
-    conn: Connection, release_id: UUID, *, reason: str, by: str, now: datetime
+    conn: Connection,
+    release_id: UUID,
+    *,
+    reason: str,
+    by: str,
+    now: datetime,
+    revoke_tokens: bool = True,
 ) -> int:
-    """Withdraw the release (never offered again) and revoke its unused tokens; returns how many
-    were revoked. What takes its place is the caller's (a withdrawal, a rollback, a signing)."""
+    """Withdraw the release (never offered again) and, unless told not to, revoke its unused
+    tokens; returns how many were revoked. What takes its place is the caller's (a withdrawal, a
+    rollback, a signing)."""
     conn.execute(
         "UPDATE releases SET withdrawn_at = %s, withdrawn_reason = %s, withdrawn_by = %s"
         " WHERE id = %s",
         [now, reason, by, release_id],
     )
+    if not revoke_tokens:
+        return 0
     return revoke_release_tokens(conn, release_id, because="withdrawn", now=now)

@@ -100,6 +100,10 @@ class PublishedRelease:
     # and wave it keeps (`control_plane.releases.signed_again`).
     replaces_release_id: UUID | None = None
     replaces_manifest_version: int | None = None
+    # How many of the replaced signing's outstanding tokens were revoked, its key no longer
+    # trusted (their downloads are refused); None when nothing was replaced or its key is still
+    # trusted (downloads already granted go on).
+    replaced_tokens_revoked: int | None = None
 
 
 def release_view(row: Mapping[str, Any]) -> ReleaseView:
@@ -227,8 +231,9 @@ class ReleaseService:
             current = newer is None or replaced is not None
             if current:
                 _make_current(conn, row, now)
+            revoked = None
             if replaced is not None:
-                withdraw_signed_again(conn, replaced, row, actor=actor, now=now)
+                revoked = withdraw_signed_again(conn, replaced, row, actor=actor, now=now)
             _record_published(
                 conn,
                 row,
@@ -239,7 +244,12 @@ class ReleaseService:
                 replaced=replaced,
             )
         return _published(
-            row, already=False, current=current, downgrade_from=newer, replaced=replaced
+            row,
+            already=False,
+            current=current,
+            downgrade_from=newer,
+            replaced=replaced,
+            revoked=revoked,
         )
 
     def _verified(
@@ -361,6 +371,7 @@ def _published(
     current: bool | None = None,
     downgrade_from: str | None = None,
     replaced: Mapping[str, Any] | None = None,
+    revoked: int | None = None,
 ) -> PublishedRelease:
     return PublishedRelease(
         id=row["id"],
@@ -379,6 +390,7 @@ def _published(
         product=row["product"],
         replaces_release_id=None if replaced is None else replaced["id"],
         replaces_manifest_version=None if replaced is None else replaced["manifest_version"],
+        replaced_tokens_revoked=revoked,
     )
 
 

@@ -8,8 +8,11 @@ signing takes the old one's place inside the publication's transaction:
 - it is the pair's current release at once, in the old signing's stage and wave, that wave's soak
   going on (`stage_changed_at` kept), and its waves reach the same agents (an agent's place is
   hashed with the pair's first release of the build, `control_plane.rollout.offer.WAVES_OF`);
-- the old signing is withdrawn, naming the new one, and its outstanding tokens are revoked: a
-  host refuses a manifest signed by a key its root dropped, and the next claim gets the new one.
+- the old signing is withdrawn, naming the new one. Its outstanding tokens are revoked when the
+  newest trust root no longer names its key: a host following that root refuses the manifest, and
+  its next claim gets the new signing. While the key is still trusted (a signature renewed before
+  it expires, a key rotated without haste) a download already granted goes on: the host installs
+  the same build, and no run fails because the release manager signed it again.
   Hosts that run the build already have nothing to do: it is the same version.
 
 The same holds for a downgrade the pair was rolled back to: signed again, it replaces the
@@ -29,6 +32,7 @@ from typing import Any
 from control_plane.events.trail import Actor
 from control_plane.releases.products import CURRENT_TABLE, product_of
 from control_plane.releases.release_actions import mark_withdrawn
+from control_plane.trust_roots.services import newest_trust_root
 from control_plane.types import Connection
 from signed_release.manifest import Manifest
 
@@ -65,13 +69,19 @@ def withdraw_signed_again(
     *,
     actor: Actor | None,
     now: datetime,
-) -> int:
-    """Withdraw the old signing, naming the one that replaces it; returns the tokens revoked."""
-    return mark_withdrawn(
+) -> int | None:
+    """Withdraw the old signing, naming the one that replaces it; returns how many of its tokens
+    were revoked, or None when they are kept (the newest trust root still names the old
+    signing's key, or no root is published)."""
+    root = newest_trust_root(conn)
+    dropped = root is not None and old["key_id"] not in root.release_keys
+    revoked = mark_withdrawn(
         conn,
         old["id"],
         reason=f"signed again: manifest_version {new['manifest_version']}, key "
         f"{str(new['key_id'])[:16]}…, replaces it",
         by=(actor.name or actor.kind) if actor is not None else "operator",
         now=now,
+        revoke_tokens=dropped,
     )
+    return revoked if dropped else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from uuid import UUID
 
+import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -266,3 +267,54 @@ def test_a_rollback_never_makes_current_a_downgrade_signed_by_a_revoked_key(
     rolled = back()
     assert (rolled.to_release_id, rolled.to_manifest_version) == (down.id, 45)
     assert world.current_id() == down.id
+
+
+def _download(world: World, agent: Agent, run_id: str) -> httpx.Response:
+    with world.rollout.api.client(agent.agent_key) as client:
+        return client.get(f"/v1/agent/runs/{run_id}/artifact")
+
+
+def _granted_1_6(world: World) -> tuple[Agent, str]:
+    """1.6.0 promoted to everyone and claimed at 03:01 by one agent: the agent and its run."""
+    rollout = world.rollout
+    assert rollout.promote("1.6.0").status_code == 200
+    agent = rollout.make_agent(rollout.make_org("Acme"), "web-01")
+    rollout.clock.set(AT_0301)
+    grant = rollout.claim(agent)
+    assert grant.status_code == 201, grant.text
+    assert grant.json()["release"]["manifest_version"] == 43
+    run_id: str = grant.json()["run_id"]
+    return agent, run_id
+
+
+def test_a_signature_renewed_with_a_trusted_key_lets_downloads_already_granted_go_on(
+    world: World,
+) -> None:
+    """Signing again while the key is still trusted (a manifest renewed before it expires) is
+    routine: a host in the middle of its update keeps its download, and installs the same build."""
+    agent, run_id = _granted_1_6(world)
+    again = world.publish(world.sign(world.old_key, "1.6.0", 44, BUILD_1_6))
+    assert (again.replaces_manifest_version, again.replaced_tokens_revoked) == (43, None)
+    assert (world.withdrawn_reason(world.second) or "").startswith("signed again")
+    download = _download(world, agent, run_id)
+    assert download.status_code == 200, download.text
+    assert download.content == BUILD_1_6
+    with world.rollout.pool.connection() as conn:
+        token = conn.execute("SELECT revoked_at FROM tokens WHERE run_id = %s", [run_id]).fetchone()
+    assert token is not None and token["revoked_at"] is None
+    assert world.offered(agent) == ("1.6.0", 44)
+
+
+def test_a_build_signed_again_after_its_key_was_dropped_revokes_the_old_downloads(
+    world: World,
+) -> None:
+    """Hosts following the newest root refuse the old signing: its downloads are refused at
+    once (`token_revoked`), and the next claim gets the new one."""
+    agent, run_id = _granted_1_6(world)
+    world.revoke()
+    again = world.publish(world.sign(world.new_key, "1.6.0", 44, BUILD_1_6))
+    assert (again.replaces_manifest_version, again.replaced_tokens_revoked) == (43, 1)
+    download = _download(world, agent, run_id)
+    assert download.status_code == 403
+    assert download.json()["detail"]["code"] == "token_revoked"
+    assert world.offered(agent) == ("1.6.0", 44)
