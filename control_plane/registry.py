@@ -30,6 +30,7 @@ from control_plane.enrollment.services import EnrollmentService
 from control_plane.events.services import EventService
 from control_plane.forecast.services import ForecastService
 from control_plane.history import HistoryService
+from control_plane.liveness.clock_watch import ClockWatch
 from control_plane.metrics.services import MetricsService
 from control_plane.notifications.addresses import WebhookAddressPolicy
 from control_plane.notifications.services import NotificationService, WebhookSettingsService
@@ -76,6 +77,7 @@ class Services:
     # Where webhooks and OpenID Connect providers may point; the worker's sender too.
     webhook_policy: WebhookAddressPolicy
     replica: str  # names this process in the worker's progress row and in the metrics
+    clock_watch: ClockWatch  # this process's clock against the database server's
     webhook_tests: WebhookTestService  # the panel's "send a test delivery", by the same policy
     # The agents' answers remembered; live only while a change feed reads into it
     # (`answers_cache.feed.feed_running`, started by each serving worker).
@@ -101,6 +103,7 @@ def build_services(
     seen = seen_recorder()
     identity = replica or replica_identity()
     addresses = webhook_policy or WebhookAddressPolicy()
+    clock_watch = ClockWatch()
     return Services(
         accounts=AccountService(pool),
         sessions=SessionService(pool),
@@ -118,11 +121,12 @@ def build_services(
         notifications=NotificationService(pool),
         webhooks=WebhookSettingsService(pool, addresses),
         forecast=ForecastService(pool),
-        metrics=MetricsService(pool, refusals, identity),
+        metrics=MetricsService(pool, refusals, identity, clock_watch),
         rollout=RolloutService(pool),
         pins=PinService(pool),
         webhook_policy=addresses,
         replica=identity,
+        clock_watch=clock_watch,
         webhook_tests=WebhookTestService(pool, addresses),
         answers=answers,
         seen=seen,

@@ -42,7 +42,7 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
     lines += _reconcile_families(snapshot)
     lines += _retention_families(snapshot)
     lines += _notification_families(snapshot)
-    lines += _dropped_family(snapshot)
+    lines += _replica_families(snapshot)
     lines += _release_families(snapshot)
     lines += _outcome_families(snapshot)
     lines += _updater_families(snapshot)
@@ -189,13 +189,22 @@ def _notification_families(snapshot: MetricsSnapshot) -> list[str]:
     return lines
 
 
-def _dropped_family(snapshot: MetricsSnapshot) -> list[str]:
-    return _family(
+def _replica_families(snapshot: MetricsSnapshot) -> list[str]:
+    """What this replica process knows of itself alone."""
+    lines = _family(
         "nachtwacht_refusal_facts_dropped_total",
         "counter",
         "Refusal facts this replica could not buffer (database away too long).",
         [({"replica": snapshot.replica}, snapshot.dropped_here)],
     )
+    lines += _family(
+        "nachtwacht_clock_offset_seconds",
+        "gauge",
+        "This replica's clock minus the database server's at its last liveness mark (NaN before"
+        " the first, and under a fake clock).",
+        [({"replica": snapshot.replica}, snapshot.clock_offset_seconds)],
+    )
+    return lines
 
 
 def _release_families(snapshot: MetricsSnapshot) -> list[str]:

@@ -11,6 +11,7 @@ figure.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,6 +19,7 @@ from uuid import UUID
 
 from control_plane.agents.fleet import PLACED_AGENTS
 from control_plane.claims.refusals import RefusalRecorder
+from control_plane.liveness.clock_watch import ClockWatch
 from control_plane.metrics.trust_roots import (
     NO_TRUST_ROOT,
     TrustRootStanding,
@@ -174,6 +176,9 @@ class MetricsSnapshot:
     granted: int
     refused_here: dict[str, int]
     dropped_here: int
+    # This process's clock minus the database server's at its last liveness mark (NaN: none yet,
+    # or a fake clock): `control_plane.liveness.clock_watch`.
+    clock_offset_seconds: float = math.nan
     refusal_facts: Counts  # (reason,)
     runs: Counts  # (trigger, status)
     missed: Counts  # (reason,)
@@ -219,10 +224,17 @@ def _counts(rows: list[dict[str, Any]], *labels: str) -> Counts:
 
 
 class MetricsService:
-    def __init__(self, pool: Pool, refusals: RefusalRecorder, replica: str) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        refusals: RefusalRecorder,
+        replica: str,
+        clock_watch: ClockWatch | None = None,
+    ) -> None:
         self._pool = pool
         self._refusals = refusals
         self._replica = replica
+        self._clock_watch = clock_watch or ClockWatch()
 
     def snapshot(self, now: datetime) -> MetricsSnapshot:
         with self._pool.connection() as conn:
@@ -282,6 +294,7 @@ class MetricsService:
             granted=sum(counted.get("tokens_granted", {}).values()),
             refused_here=self._refusals.refused_counts(),
             dropped_here=self._refusals.dropped,
+            clock_offset_seconds=self._clock_watch.offset_seconds,
             refusal_facts=_labelled(counted, "claim_refusals"),
             runs=_counts(runs, "trigger", "status"),
             missed=_counts(missed, "miss_reason"),

@@ -22,7 +22,12 @@ def reconcile_running(
     # Flushed well inside the worker's settle margin, also on a fast fake clock.
     services.refusals.start(interval_seconds=min(1.0, max(0.05, clock.real_seconds(5))))
     worker = ReconcileWorker(
-        pool, clock, database_url, identity=services.replica, addresses=services.webhook_policy
+        pool,
+        clock,
+        database_url,
+        identity=services.replica,
+        addresses=services.webhook_policy,
+        clock_watch=services.clock_watch,
     )
     worker.start()
     try:

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 import psycopg
 
 from control_plane.background import LoopThread
+from control_plane.liveness.clock_watch import ClockWatch
 from control_plane.liveness.marks import liveness_gap, mark_alive
 from control_plane.notifications.addresses import WebhookAddressPolicy
 from control_plane.notifications.delivery import DeliveryPolicy, WebhookSender
@@ -47,8 +48,10 @@ class ReconcileWorker:
         sender: WebhookSender | None = None,
         identity: str | None = None,
         addresses: WebhookAddressPolicy | None = None,
+        clock_watch: ClockWatch | None = None,
     ) -> None:
         self._clock = clock
+        self._clock_watch = clock_watch or ClockWatch()
         self._pool = pool
         self._interval = interval
         # The start of this process's current stretch of liveness marks.
@@ -71,16 +74,19 @@ class ReconcileWorker:
 
     def mark_alive(self) -> None:
         """Record that this process is up (every replica, leader or not): a window no replica
-        marked was our outage, never the customer's agent being offline."""
+        marked was our outage, never the customer's agent being offline. The marks are written by
+        this process's clock, which is compared with the database server's on the way."""
         try:
-            with self._pool.connection() as conn, conn.transaction():
-                self._alive_since = mark_alive(
-                    conn,
-                    replica=self.identity,
-                    stretch_started=self._alive_since,
-                    now=self._clock.now(),
-                    gap=liveness_gap(self._clock.speed),
-                )
+            with self._pool.connection() as conn:
+                with conn.transaction():
+                    self._alive_since = mark_alive(
+                        conn,
+                        replica=self.identity,
+                        stretch_started=self._alive_since,
+                        now=self._clock.now(),
+                        gap=liveness_gap(self._clock.speed),
+                    )
+                self._clock_watch.measure(conn, self._clock)
         except psycopg.Error as exc:
             # The hole this leaves is the record of the outage.
             logger.warning("liveness mark not written: %s", exc)
