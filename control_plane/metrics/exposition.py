@@ -48,6 +48,13 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
     lines += _updater_families(snapshot)
     lines += _trust_root_families(snapshot)
     lines += _family(
+        "nachtwacht_agents_online",
+        "gauge",
+        "Live agents that polled or claimed within the last 3 minutes (the panel's online), all"
+        " replicas; most of them gone at once is the way in to the replicas, not the customers.",
+        [({}, snapshot.agents_online)],
+    )
+    lines += _family(
         "nachtwacht_enrollments_total",
         "counter",
         "Hosts' exchanges of an enrollment token, all replicas: enrolled, or the refusal's code.",

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from control_plane.agent_config.services import STRETCH_GAP
 from control_plane.agents.fleet import PLACED_AGENTS
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.liveness.clock_watch import ClockWatch
@@ -193,6 +194,8 @@ class MetricsSnapshot:
     slot_endings: Counts = ()  # (status, reason) of scheduled runs, since they were counted
     halt_rate_percent: int | None = None
     trust_root: TrustRootStanding = NO_TRUST_ROOT
+    # Live agents seen (a poll, a claim) within `STRETCH_GAP`: the panel's "online".
+    agents_online: int = 0
     enrollments: Counts = ()  # (result,): hosts' exchanges of enrollment tokens, all replicas
     retention: RetentionStanding | None = None
     # (release, channel, platform, version, kind): artifact and patch bytes
@@ -268,6 +271,12 @@ class MetricsService:
             fallbacks = conn.execute(
                 "SELECT reason, n FROM patch_fallback_counts ORDER BY reason"
             ).fetchall()
+            # The agents table only: it grows with the fleet, not with history.
+            online = conn.execute(
+                "SELECT count(*)::bigint AS n FROM agents"
+                " WHERE deleted_at IS NULL AND last_seen_at > %s",
+                [now - STRETCH_GAP],
+            ).fetchone()
             updater_versions = conn.execute(
                 "SELECT uv.version AS updater_version, count(*)::bigint AS n"
                 " FROM agent_updater_versions uv JOIN agents a ON a.id = uv.agent_id"
@@ -310,6 +319,7 @@ class MetricsService:
             halt_rate_percent=threshold["halt_rate_percent"] if threshold else None,
             trust_root=trust_root,
             enrollments=_counts(enrollments, "result"),
+            agents_online=0 if online is None else online["n"],
             retention=retention,
             bytes_served=_counts(served, "release", "channel", "platform", "agent_version", "kind"),
             updater_versions=_counts(updater_versions, "updater_version"),

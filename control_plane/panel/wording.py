@@ -10,7 +10,7 @@ notifications, `rollout_wording` the releases' rollout, pins and holds.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from control_plane.accounts.services import (
@@ -18,6 +18,7 @@ from control_plane.accounts.services import (
     UNNAMED_OPERATOR_KEY,
     UNNAMED_PANEL_KEY,
 )
+from control_plane.agent_config.services import STRETCH_GAP
 from control_plane.panel.i18n import Language
 from control_plane.runs.views import RunView
 from ground.contract.wording import (
@@ -52,9 +53,9 @@ _REASON_WORDS = {
 _OUTCOME_WORDS = {reason.value: words for reason, words in OUTCOME_REASON_WORDS.items()}
 _FALLBACK_WORDS = {reason.value: words for reason, words in PATCH_FALLBACK_WORDS.items()}
 
-# An agent syncs every minute and records its visit at most every 30 seconds: three quiet minutes
-# mean it is not reaching us.
-ONLINE_WITHIN = timedelta(minutes=3)
+# An agent syncs every minute and records its visit at most every 30 seconds: a gap that ends its
+# stretch of sightings means it is not reaching us (`/metrics` counts the online ones the same way).
+ONLINE_WITHIN = STRETCH_GAP
 
 
 def key_name(lang: Language, name: str) -> str:

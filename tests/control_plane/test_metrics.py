@@ -6,15 +6,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from uuid import UUID
 
 import pytest
 
+from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from control_plane.types import Pool
+from ground.contract import CONFIG_PATH
 from tests.control_plane.conftest import Agent, Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
 from tests.worlds.clocks import ManualClock
 from tests.worlds.processes import REPO_ROOT
+from tests.worlds.waiting import wait_until
 
 SAMPLE = re.compile(r'^[a-z_]+(\{([a-z_]+="[^"]*",?)*\})? (-?[0-9.e+]+|NaN)$')
 
@@ -163,3 +167,29 @@ def test_metrics_show_the_newest_trust_root_and_the_agents_behind_it(
     assert samples['nachtwacht_agents_by_trust_root{state="older"}'] == 1
     assert samples['nachtwacht_agents_by_trust_root{state="none"}'] == 1
     assert services.metrics.trust_root_standing().agents_older == 1
+
+
+def test_agents_online_are_the_ones_seen_within_the_last_three_minutes(
+    api: Api, services: Services, clock: ManualClock, operator_key: str, make_org, make_agent
+) -> None:
+    """The figure the alert on a fleet that stopped reaching us reads: polls count, a deleted
+    agent and a quiet one do not."""
+    org = make_org("Acme")
+    agents = [make_agent(org, f"web-{n:02d}") for n in range(3)]
+    clock.set(datetime(2026, 11, 30, 12, 0, tzinfo=UTC))
+    for agent in agents:
+        with api.client(agent.agent_key) as client:
+            assert client.get(CONFIG_PATH).status_code == 200
+
+    def online() -> float:
+        with api.client(operator_key) as client:
+            return _samples(client.get("/metrics").text)["nachtwacht_agents_online"]
+
+    assert wait_until(lambda: online() == 3, what="three agents online")
+    services.accounts.delete_agent(
+        UUID(agents[0].agent_id), now=clock.now(), actor=Actor(kind="operator")
+    )
+    clock.advance(minutes=2)
+    assert online() == 2
+    clock.advance(minutes=2)  # no poll for four minutes
+    assert online() == 0
