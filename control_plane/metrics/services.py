@@ -32,11 +32,11 @@ from ground.contract import ENDED_BY_CONTROL_PLANE, MissReason, OutcomeReason
 
 __all__ = [
     "OUTCOME_OF_STATUS",
+    "UNVERIFIABLE_OFFERED_AS",
     "MetricsService",
     "MetricsSnapshot",
     "ReleaseOutcome",
     "ReleaseState",
-    "UNVERIFIABLE_OFFERED_AS",
     "outcome_of",
 ]
 

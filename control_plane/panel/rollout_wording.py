@@ -278,7 +278,8 @@ def unverifiable_text(lang: Language, release: Any) -> str:
             "Nachtwacht's own agent %(version)s (%(pair)s)", version=release.version, pair=where
         )
         if release.product == "updater"
-        else lang.gettext("Release %(version)s (%(pair)s)", version=release.version, pair=where)
+        # Only punctuation around the version: nothing here to translate.
+        else f"{release.version} ({where})"
     )
     if release.offered_as == "current":
         return lang.gettext(

@@ -12,8 +12,8 @@ import pytest
 from control_plane.registry import Services
 from control_plane.types import Pool
 from tests.control_plane.conftest import Agent, Api
-from tests.control_plane.root_chain import RootChain
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
+from tests.control_plane.root_chain import RootChain
 from tests.worlds.clocks import ManualClock
 from tests.worlds.processes import REPO_ROOT
 

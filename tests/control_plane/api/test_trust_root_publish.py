@@ -419,9 +419,7 @@ def test_an_older_roots_bytes_again_list_what_the_newest_leaves_unverifiable(
     assert again.status_code == 200, again.text
     answer = again.json()
     assert (answer["version"], answer["newest_version"]) == (1, 2)
-    assert [entry["release_id"] for entry in answer["unverifiable_releases"]] == [
-        str(published.id)
-    ]
+    assert [entry["release_id"] for entry in answer["unverifiable_releases"]] == [str(published.id)]
     with api.client(operator_key) as client:
         listed = client.get(PUBLISH).json()
     assert [entry["version"] for entry in listed["unverifiable_releases"]] == ["1.6.0"]
