@@ -3,7 +3,8 @@
     trust-root publish FILE   store a signed root file as given, after checking it is the next
                               version after the newest stored, signed by a threshold of that
                               root's root keys and of its own (the first: version 1, by its own)
-    trust-root list           the versions stored, and how many agents hold each
+    trust-root list           the versions stored, how many agents hold each, and the live
+                              releases the newest leaves unverifiable
 
 The control plane holds no key: the file is signed on the machine that holds the root keys
 (`nachtwacht release root-next`, `root-sign`) and only checked here. Like the other commands,
@@ -50,7 +51,9 @@ def add_trust_root_commands(commands: Any) -> None:
     )
     publish.add_argument("file", metavar="FILE", help="the signed root file (root-next, root-sign)")
     add_admin_flags(publish)
-    listed = actions.add_parser("list", help="the published versions, and who holds which")
+    listed = actions.add_parser(
+        "list", help="the published versions, who holds which, and releases left unverifiable"
+    )
     add_admin_flags(listed)
 
 
@@ -84,30 +87,40 @@ def _publish(args: argparse.Namespace) -> int:
     ]
     verb = "already published" if published.already_published else "published"
     release_keys = ", ".join(key[:16] + "…" for key in published.release_key_ids)
+    if not published.already_published:
+        outcome = "agents take it at their next poll"
+    elif published.version == published.newest_version:
+        outcome = "nothing changed"
+    else:
+        outcome = (
+            f"nothing changed; the newest is v{published.newest_version}, the root agents follow"
+        )
     emit(
         args,
         payload,
         [
             f"{verb} trust root v{published.version} (expires "
             f"{format_instant(published.expires_at)}): release keys {release_keys}; root keys "
-            f"{published.root_threshold} of {len(published.root_key_ids)}; "
-            + (
-                "nothing changed"
-                if published.already_published
-                else "agents take it at their next poll"
+            f"{published.root_threshold} of {len(published.root_key_ids)}; {outcome}",
+            *_unverifiable_lines(
+                published.unverifiable_releases,
+                root=(
+                    "this root"
+                    if published.version == published.newest_version
+                    else f"the newest root (v{published.newest_version})"
+                ),
             ),
-            *_unverifiable_lines(published.unverifiable_releases),
         ],
     )
     return 0
 
 
-def _unverifiable_lines(found: tuple[UnverifiableRelease, ...]) -> list[str]:
-    """The warning that names each live release the root leaves unverifiable, and what to do."""
+def _unverifiable_lines(found: tuple[UnverifiableRelease, ...], *, root: str) -> list[str]:
+    """The warning that names each live release `root` leaves unverifiable, and what to do."""
     if not found:
         return []
     lines = [
-        f"warning: {len(found)} release(s) not withdrawn are signed by a release key this root "
+        f"warning: {len(found)} release(s) not withdrawn are signed by a release key {root} "
         "does not name: agents following it refuse them (the run fails, verification_failed) "
         "while they are offered"
     ]
@@ -140,6 +153,10 @@ def _list(args: argparse.Namespace) -> int:
         f"agents holding an older version: {listed.agents_holding_older}; "
         f"holding none: {listed.agents_holding_none}"
     )
+    for line in _unverifiable_lines(
+        listed.unverifiable_releases, root=f"the newest root (v{listed.newest_version})"
+    ):
+        print(line)
     return 0
 
 

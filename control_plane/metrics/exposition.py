@@ -388,6 +388,15 @@ def _trust_root_families(snapshot: MetricsSnapshot) -> list[str]:
             ({"state": "none"}, root.agents_none),
         ],
     )
+    lines += _family(
+        "nachtwacht_unverifiable_releases",
+        "gauge",
+        "Releases not withdrawn signed by a release key the newest trust root does not name, by"
+        " how they are offered: agents following the root refuse them (current: the pair's"
+        " current release; previous: offered beyond a canary rollout's waves; stored: to hosts"
+        " pinned to its version, or kept for a rollback).",
+        [({"offered_as": offered_as}, n) for (offered_as,), n in snapshot.unverifiable],
+    )
     return lines
 
 

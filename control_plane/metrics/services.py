@@ -27,17 +27,24 @@ from control_plane.metrics.trust_roots import (
     read_trust_root_standing,
 )
 from control_plane.retention.standing import RetentionStanding, read_standing
+from control_plane.rollout.unverifiable import unverifiable_releases
+from control_plane.trust_roots.services import unverifiable_under_newest
+from control_plane.trust_roots.unverifiable import OfferedAs
 from control_plane.types import Connection, Pool
 from ground.contract import ENDED_BY_CONTROL_PLANE, MissReason, OutcomeReason
 
 __all__ = [
     "OUTCOME_OF_STATUS",
+    "UNVERIFIABLE_OFFERED_AS",
     "MetricsService",
     "MetricsSnapshot",
     "ReleaseOutcome",
     "ReleaseState",
     "outcome_of",
 ]
+
+# How a release the newest trust root leaves unverifiable is offered; each shown from 0.
+UNVERIFIABLE_OFFERED_AS: tuple[OfferedAs, ...] = ("current", "previous", "stored")
 
 Counts = tuple[tuple[tuple[str, ...], int], ...]
 
@@ -205,6 +212,9 @@ class MetricsSnapshot:
     updater_versions: Counts = ()
     # (reason,): runs that took the full build although a patch was offered, every reason
     patch_fallbacks: Counts = ()
+    # (offered_as,): live releases signed by a key the newest trust root does not name, each
+    # way of being offered from 0
+    unverifiable: Counts = ()
 
 
 def _history_counts(conn: Connection) -> dict[str, dict[str, int]]:
@@ -277,6 +287,8 @@ class MetricsService:
                 " WHERE deleted_at IS NULL AND last_seen_at > %s",
                 [now - STRETCH_GAP],
             ).fetchone()
+            # The newest root (one row) and the releases not withdrawn: no history is read.
+            unverifiable = unverifiable_under_newest(conn, unverifiable_releases).releases
             updater_versions = conn.execute(
                 "SELECT uv.version AS updater_version, count(*)::bigint AS n"
                 " FROM agent_updater_versions uv JOIN agents a ON a.id = uv.agent_id"
@@ -324,6 +336,10 @@ class MetricsService:
             bytes_served=_counts(served, "release", "channel", "platform", "agent_version", "kind"),
             updater_versions=_counts(updater_versions, "updater_version"),
             patch_fallbacks=_counts(fallbacks, "reason"),
+            unverifiable=tuple(
+                ((offered_as,), sum(1 for found in unverifiable if found.offered_as == offered_as))
+                for offered_as in UNVERIFIABLE_OFFERED_AS
+            ),
         )
 
     def trust_root_standing(self) -> TrustRootStanding:

@@ -14,7 +14,13 @@ from control_plane.events.services import EventView
 from control_plane.panel.customer_backend import WebhookTest
 from control_plane.panel.i18n import Language
 from control_plane.panel.rollout_wording import hold_setter
-from control_plane.panel.wording import key_name, miss_reason, outcome_reason
+from control_plane.panel.wording import (
+    RELEASE_STOPPED,
+    key_name,
+    miss_reason,
+    outcome_reason,
+    stopped_release_text,
+)
 
 __all__ = [
     "NAMED_AGENTS",
@@ -93,7 +99,13 @@ def event_line(lang: Language, event: EventView) -> str:
             return lang.gettext("Scheduled update was rolled back.")
         return lang.gettext("Requested update was rolled back.")
     if event.kind == "update.skipped":
-        reason = miss_reason(lang, str(event.data.get("reason") or ""))
+        code = str(event.data.get("reason") or "")
+        stopped = event.data.get("release_version")
+        reason = (
+            stopped_release_text(lang, str(stopped))
+            if code == RELEASE_STOPPED and stopped
+            else miss_reason(lang, code)
+        )
         return lang.gettext("The schedule skipped its slot: %(reason)s.", reason=reason)
     if event.kind == "update.missed":
         if event.data.get("reason"):
@@ -154,8 +166,22 @@ def _operator_event_line(lang: Language, event: EventView) -> str | None:
             "The operators asked it to try the release it rolled back again."
         ),
         "token.revoked": lambda: lang.gettext("The operators withdrew a permission to update."),
-        "brake.engaged": lambda: lang.gettext("The operators paused updates."),
-        "brake.released": lambda: lang.gettext("The operators resumed updates."),
+        # The platform's brake pauses every update; a release's own only that release's rollout.
+        "brake.engaged": lambda: (
+            lang.gettext(
+                "The operators paused the rollout of release %(version)s; other updates go on.",
+                version=version,
+            )
+            if event.data.get("scope") == "release"
+            else lang.gettext("The operators paused updates.")
+        ),
+        "brake.released": lambda: (
+            lang.gettext(
+                "The operators resumed the rollout of release %(version)s.", version=version
+            )
+            if event.data.get("scope") == "release"
+            else lang.gettext("The operators resumed updates.")
+        ),
         "settings.changed": lambda: lang.gettext("The operators changed the platform settings."),
         "rollout.settings_changed": lambda: lang.gettext(
             "The operators changed the rollout settings."
@@ -180,7 +206,14 @@ def _operator_event_line(lang: Language, event: EventView) -> str | None:
                 waves=lang.number(int(event.data.get("waves") or 0)),
             )
         ),
-        "release.halted": lambda: lang.gettext("Release %(version)s was halted.", version=version),
+        "release.halted": lambda: (
+            lang.gettext(
+                "Release %(version)s was halted automatically: too many of its updates failed.",
+                version=version,
+            )
+            if event.data.get("cause") == "errors"
+            else lang.gettext("Release %(version)s was halted.", version=version)
+        ),
         "release.resumed": lambda: lang.gettext(
             "Release %(version)s was resumed.", version=version
         ),

@@ -17,6 +17,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from control_plane.panel.i18n import Language
+from control_plane.panel.readers import sign_in_again
 from control_plane.panel.web import PREFIX, context_of, page, safe_next
 from ground.contract.plain_text import shown
 
@@ -28,6 +29,10 @@ SECRET_FIELDS = frozenset({"key", "password", "repeated", "secret", "client_secr
 SHOWN_CHARACTERS = 40
 # A body can break a rule in many places; the first few name the problem.
 MAX_PROBLEMS_SHOWN = 5
+# The forms sent before signing in, by their path under the panel's prefix; every other form
+# needs a session.
+OPEN_FORMS = frozenset({"/sign-in", "/sign-in/person", "/sign-in/code"})
+OPEN_FORM_FOLDERS = ("/invitation/", "/reset/")
 
 
 def is_panel_path(path: str) -> bool:
@@ -118,9 +123,20 @@ def _back(request: Request) -> str:
     return safe_next(parts.path + (f"?{parts.query}" if parts.query else ""))
 
 
+def _open_form(path: str) -> bool:
+    """A form a reader sends before signing in (the sign-in forms, an invitation's or a password
+    reset's): refused with this page like any other."""
+    tail = path.removeprefix(PREFIX)
+    return tail in OPEN_FORMS or tail.startswith(OPEN_FORM_FOLDERS)
+
+
 def form_refused(request: Request, errors: Sequence[Any]) -> Response:
     """The page for a panel form whose fields the route's bounds refused (422). A plain `def`:
-    rendering reads the session from the database."""
+    rendering reads the session from the database. A form that needs a session, posted without
+    one, is sent to sign in, as every such post is whatever its fields hold: the fields are not
+    worth reading before the reader is known."""
     ctx = context_of(request)
+    if ctx.session is None and request.method == "POST" and not _open_form(request.url.path):
+        return sign_in_again(request)
     problems = [field_problem(ctx.lang, error) for error in errors[:MAX_PROBLEMS_SHOWN]]
     return page(ctx, "form_refused.html", status_code=422, problems=problems, back=_back(request))

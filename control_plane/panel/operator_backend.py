@@ -30,6 +30,7 @@ from control_plane.registry import Services
 from control_plane.releases.withdrawal import ReleaseList, WithdrawnRelease
 from control_plane.rollout.services import RolloutOverview
 from control_plane.runs.services import NightOutcomes
+from control_plane.trust_roots.services import UnverifiableNow
 
 __all__ = [
     "brake",
@@ -47,6 +48,7 @@ __all__ = [
     "rotate_credential",
     "set_brake",
     "trust_root",
+    "unverifiable_releases",
     "withdraw_release",
 ]
 
@@ -88,6 +90,11 @@ def fleet_versions(services: Services) -> FleetVersions:
 def trust_root(services: Services) -> TrustRootStanding:
     """The newest published trust root and how many live agents hold it, an older one or none."""
     return services.metrics.trust_root_standing()
+
+
+def unverifiable_releases(services: Services) -> UnverifiableNow:
+    """The live releases the newest trust root leaves unverifiable, with what to do."""
+    return services.trust_roots.unverifiable_now()
 
 
 # Releases

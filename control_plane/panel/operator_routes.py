@@ -190,6 +190,7 @@ def _overview(
         brake=operator_backend.brake(ctx.services),
         platform=backend.platform(ctx.services),
         trust_root=operator_backend.trust_root(ctx.services),
+        unverifiable=operator_backend.unverifiable_releases(ctx.services),
         now=ctx.now,
         charts=charts,
         past_charts=_past_charts(ctx),

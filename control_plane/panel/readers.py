@@ -44,6 +44,7 @@ __all__ = [
     "operator_of",
     "operator_post",
     "parse_id",
+    "sign_in_again",
 ]
 
 # Every form's hidden CSRF field.
@@ -88,12 +89,18 @@ def parse_id(text: str) -> UUID | None:
         return None
 
 
+def sign_in_again(request: Request) -> Response:
+    """Where a reader without a session is sent: the sign-in page (saying so when the browser
+    still holds a session that ended)."""
+    ended = bool(request.cookies.get(SESSION_COOKIE))  # there was a session, and it ended
+    return redirect(f"{PREFIX}/sign-in" + ("?ended=1" if ended else ""))
+
+
 def customer_of(request: Request) -> tuple[PanelContext, UUID]:
     """The request's context and organisation; a reader who may not be here is turned away."""
     ctx = context_of(request)
     if ctx.session is None:
-        ended = bool(request.cookies.get(SESSION_COOKIE))  # there was a session, and it ended
-        raise TurnedAway(redirect(f"{PREFIX}/sign-in" + ("?ended=1" if ended else "")))
+        raise TurnedAway(sign_in_again(request))
     if ctx.session.audience is not Audience.PANEL or ctx.session.org_id is None:
         raise TurnedAway(not_found(ctx))
     return ctx, ctx.session.org_id

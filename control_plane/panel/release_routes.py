@@ -70,6 +70,7 @@ def _releases_page(
         rollout_error=rollout_error,
         done=done,
         org_names=rollout_backend.org_names(ctx.services),
+        unverifiable=operator_backend.unverifiable_releases(ctx.services),
     )
 
 

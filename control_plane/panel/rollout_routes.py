@@ -238,7 +238,9 @@ def agent_action(
     canary: Annotated[str | None, Form(max_length=10)] = None,
     version: Annotated[str, Form(max_length=200)] = "",
     hold_at_running: Annotated[str | None, Form(max_length=10)] = None,
-    reason: Reason = "",
+    # No bound of its own: each action answers a reason too long at its field, in the reader's
+    # language, as the customer's hold form does (the request's body limit still applies).
+    reason: Annotated[str, Form()] = "",
     until: Annotated[str, Form(max_length=40)] = "",
 ) -> Response:
     """The operator agent page's forms: `canary`, `pin`, `unpin`, `force`, `hold`, `unhold`."""

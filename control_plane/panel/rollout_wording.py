@@ -33,6 +33,7 @@ __all__ = [
     "rollout_action",
     "rollout_done",
     "stage_night_text",
+    "unverifiable_text",
     "wave_plan",
 ]
 
@@ -264,4 +265,40 @@ def stage_night_text(lang: Language, night: StageNight) -> str:
         can=lang.number(night.can_update),
         count=lang.number(night.agents),
         miss=lang.number(night.will_miss),
+    )
+
+
+def unverifiable_text(lang: Language, release: Any) -> str:
+    """A release the newest trust root leaves unverifiable (`UnverifiableRelease`): which one,
+    how it is offered, and what to do (its commands are shown beside, as the command line
+    prints them)."""
+    where = f"{release.channel} / {release.platform}"
+    named = (
+        lang.gettext(
+            "Nachtwacht's own agent %(version)s (%(pair)s)", version=release.version, pair=where
+        )
+        if release.product == "updater"
+        # Only punctuation around the version: nothing here to translate.
+        else f"{release.version} ({where})"
+    )
+    if release.offered_as == "current":
+        return lang.gettext(
+            "%(release)s is its pair's current release: sign the same build again with a"
+            " release key the root names, on the signing machine, and publish it; it takes this"
+            " signing's place in its wave.",
+            release=named,
+        )
+    if release.offered_as == "previous":
+        return lang.gettext(
+            "%(release)s is offered to the agents the current release's canary rollout has not"
+            " reached yet: promote the current release to everyone, or withdraw this one (those"
+            " agents are then offered the next older release, named here if the same key"
+            " signed it).",
+            release=named,
+        )
+    return lang.gettext(
+        "%(release)s is not its pair's current release: it is offered only to agents pinned to"
+        " its version, and a rollback to it is refused. Withdraw it, or, if a pin or a rollback"
+        " needs it, sign the same build again and publish it.",
+        release=named,
     )

@@ -21,6 +21,7 @@ from control_plane.accounts.services import (
 from control_plane.agent_config.services import STRETCH_GAP
 from control_plane.panel.i18n import Language
 from control_plane.runs.views import RunView
+from ground.contract import RefusalCode
 from ground.contract.wording import (
     MISS_REASON_WORDS,
     OUTCOME_REASON_WORDS,
@@ -43,6 +44,7 @@ __all__ = [
     "seen_text",
     "slot_notes",
     "status_text",
+    "stopped_release_text",
 ]
 
 # Looked up by the value the database holds. A miss reason and a skip reason share their words
@@ -52,6 +54,9 @@ _REASON_WORDS = {
 }
 _OUTCOME_WORDS = {reason.value: words for reason, words in OUTCOME_REASON_WORDS.items()}
 _FALLBACK_WORDS = {reason.value: words for reason, words in PATCH_FALLBACK_WORDS.items()}
+
+# The skip reason of a slot whose release was halted or braked.
+RELEASE_STOPPED = RefusalCode.RELEASE_HALTED.value
 
 # An agent syncs every minute and records its visit at most every 30 seconds: a gap that ends its
 # stretch of sightings means it is not reaching us (`/metrics` counts the online ones the same way).
@@ -149,6 +154,16 @@ def miss_reason(lang: Language, reason: str | None) -> str:
     return lang.gettext(words)
 
 
+def stopped_release_text(lang: Language, version: str) -> str:
+    """Why a slot was skipped when its release was stopped (`release_halted`), naming the
+    release: only its rollout stopped, and the slot cannot tell a halt (by an operator or on its
+    failures) from the release's own brake."""
+    return lang.gettext(
+        "the rollout of release %(version)s was stopped (halted, or paused by its own brake)",
+        version=version,
+    )
+
+
 def outcome_reason(lang: Language, reason: str | None) -> str | None:
     """Why a claimed run ended as it did (`ground.contract.OutcomeReason`), or None for none."""
     if reason is None:
@@ -204,6 +219,10 @@ def status_text(lang: Language, run: RunView) -> str:
     if status == "skipped":
         # A skipped run keeps its reason in `skip_reason` (a missed one in `miss_reason`).
         reason = run.skip_reason or run.miss_reason
+        if reason == RELEASE_STOPPED and run.release_version:
+            return lang.gettext(
+                "skipped: %(reason)s", reason=stopped_release_text(lang, run.release_version)
+            )
         return lang.gettext("skipped: %(reason)s", reason=miss_reason(lang, reason))
     if status == "claimed":
         return lang.gettext("in progress")

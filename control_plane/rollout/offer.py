@@ -86,7 +86,7 @@ def in_canary_share(agent_id: UUID, release_id: UUID, share_percent: int) -> boo
 @dataclass(frozen=True, kw_only=True)
 class Offer:
     # The release row (id, agent_version, manifest_version, channel, platform, stage, halted,
-    # halt_reason, braked, brake_reason), or None: nothing is offered.
+    # halt_reason, halt_cause, braked, brake_reason), or None: nothing is offered.
     release: dict[str, Any] | None
     basis: OfferBasis | None
 
@@ -104,7 +104,7 @@ class Offer:
 
 OFFER_COLUMNS = """rel.id, rel.agent_version, rel.manifest_version, rel.channel, rel.platform,
        rel.product, rel.stage, rel.wave, rel.published_at, halt.reason AS halt_reason,
-       (halt.id IS NOT NULL) AS halted,
+       (halt.id IS NOT NULL) AS halted, halt.cause AS halt_cause,
        rel.brake_reason, (rel.braked_at IS NOT NULL) AS braked"""
 OFFER_HALT = "LEFT JOIN release_halts halt ON halt.release_id = rel.id AND halt.resumed_at IS NULL"
 

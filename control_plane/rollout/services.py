@@ -84,6 +84,9 @@ class OfferedRelease:
     # Claims of it are refused until a person resumes it (a halt) or releases its brake.
     halted: bool
     braked: bool
+    # Why it is halted: `errors` (its failures passed the threshold) or `operator`; None when
+    # it is not.
+    halt_cause: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,6 +193,7 @@ def _offered_view(release: dict[str, Any]) -> OfferedRelease:
         stage=release["stage"],
         halted=release["halted"],
         braked=release["braked"],
+        halt_cause=release.get("halt_cause"),
     )
 
 

@@ -38,8 +38,10 @@ __all__ = [
     "StoredTrustRoot",
     "TrustRootList",
     "TrustRootService",
+    "UnverifiableNow",
     "agents_by_held_root",
     "newest_trust_root",
+    "unverifiable_under_newest",
 ]
 
 # The column is a PostgreSQL integer: a version beyond it is simply not stored.
@@ -57,8 +59,12 @@ class PublishedTrustRoot:
     root_threshold: int
     # True when these exact bytes were already stored: publishing them again changes nothing.
     already_published: bool = False
-    # Live releases signed by a key this root does not name (when it is the newest): agents
-    # following it refuse them, so each says what to do (`control_plane.trust_roots.unverifiable`).
+    # The newest version stored: this one, unless these bytes are an older version's again.
+    newest_version: int = 0
+    # Live releases signed by a key the newest root does not name: agents following it refuse
+    # them, so each says what to do (`control_plane.trust_roots.unverifiable`). Against the
+    # newest root even when an older version's bytes are published again: that is the root
+    # agents follow.
     unverifiable_releases: tuple[UnverifiableRelease, ...] = ()
 
 
@@ -77,6 +83,18 @@ class TrustRootList:
     newest_version: int | None
     agents_holding_none: int  # agents that never said they hold a root
     agents_holding_older: int  # agents holding a version below the newest
+    # Live releases signed by a key the newest root does not name, as publishing it names them.
+    unverifiable_releases: tuple[UnverifiableRelease, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnverifiableNow:
+    """The live releases the newest root leaves unverifiable, as they stand (none while no root
+    is published: agents then trust their key files, and the control plane checks releases
+    against its configured key)."""
+
+    newest_version: int | None
+    releases: tuple[UnverifiableRelease, ...]
 
 
 def _refusal(exc: TrustRootError) -> InvalidInput:
@@ -87,6 +105,7 @@ def _published(
     root: TrustRoot,
     *,
     already: bool,
+    newest_version: int,
     unverifiable: tuple[UnverifiableRelease, ...] = (),
 ) -> PublishedTrustRoot:
     return PublishedTrustRoot(
@@ -96,6 +115,7 @@ def _published(
         root_key_ids=tuple(sorted(root.root_key_ids)),
         root_threshold=root.root_threshold,
         already_published=already,
+        newest_version=newest_version,
         unverifiable_releases=unverifiable,
     )
 
@@ -120,17 +140,16 @@ class TrustRootService:
             stored = _body(conn, candidate.version)
             if stored is not None:
                 if stored == body:
-                    newest_row = _newest(conn)
-                    is_newest = (
-                        newest_row is not None and newest_row["version"] == candidate.version
-                    )
+                    # Nothing changes; the list is the newest root's as it stands, whichever
+                    # stored version these bytes are, so "is anything left?" has one answer.
+                    newest_root = newest_trust_root(conn)
+                    assert newest_root is not None, "a version is stored"
                     return _published(
                         candidate,
                         already=True,
-                        unverifiable=(
-                            self._find_unverifiable(conn, frozenset(candidate.release_keys))
-                            if is_newest
-                            else ()
+                        newest_version=newest_root.version,
+                        unverifiable=self._find_unverifiable(
+                            conn, frozenset(newest_root.release_keys)
                         ),
                     )
                 raise Conflict(
@@ -165,7 +184,9 @@ class TrustRootService:
                     "unverifiable_release_ids": [str(u.release_id) for u in unverifiable],
                 },
             )
-        return _published(root, already=False, unverifiable=unverifiable)
+        return _published(
+            root, already=False, newest_version=root.version, unverifiable=unverifiable
+        )
 
     def body(self, version: int) -> bytes | None:
         """The exact bytes of `version`; None when it is not published."""
@@ -179,14 +200,22 @@ class TrustRootService:
             row = conn.execute("SELECT max(version) AS version FROM trust_roots").fetchone()
         return None if row is None else row["version"]
 
+    def unverifiable_now(self) -> UnverifiableNow:
+        """The live releases the newest root leaves unverifiable, as they stand now: what the
+        operators' pages show after publishing has named them once."""
+        with self._pool.connection() as conn:
+            return unverifiable_under_newest(conn, self._find_unverifiable)
+
     def list(self) -> TrustRootList:
-        """Every stored version, newest first, with how many agents (not deleted) hold it."""
+        """Every stored version, newest first, with how many agents (not deleted) hold it, and
+        the live releases the newest leaves unverifiable."""
         with self._pool.connection() as conn:
             roots = conn.execute(
                 "SELECT version, expires_at, published_at, published_by FROM trust_roots"
                 " ORDER BY version DESC"
             ).fetchall()
             held = agents_by_held_root(conn)
+            unverifiable = unverifiable_under_newest(conn, self._find_unverifiable)
         newest = roots[0]["version"] if roots else None
         behind = held.standing(newest)
         return TrustRootList(
@@ -203,7 +232,21 @@ class TrustRootService:
             newest_version=newest,
             agents_holding_none=behind.none,
             agents_holding_older=behind.older,
+            unverifiable_releases=unverifiable.releases,
         )
+
+
+def unverifiable_under_newest(conn: Connection, find: FindUnverifiable) -> UnverifiableNow:
+    """The live releases signed by a key the newest stored root does not name. Its cost does not
+    grow with history: the newest root is one row of the primary key's index (a few kB, read in
+    well under a millisecond), and `find` reads the releases not withdrawn, one query when none
+    is left unverifiable."""
+    newest = newest_trust_root(conn)
+    if newest is None:
+        return UnverifiableNow(newest_version=None, releases=())
+    return UnverifiableNow(
+        newest_version=newest.version, releases=find(conn, frozenset(newest.release_keys))
+    )
 
 
 @dataclass(frozen=True)

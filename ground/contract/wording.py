@@ -77,7 +77,11 @@ SKIP_REASON_WORDS: Mapping[RefusalCode, str] = MappingProxyType(
         RefusalCode.RELEASE_ROLLED_BACK: N_(
             "this agent rolled the release back before; it waits for a newer one"
         ),
-        RefusalCode.RELEASE_HALTED: N_("the release is halted by our operators"),
+        # Halted by an operator or on its failures, or under its own brake: the slot cannot tell
+        # which, and no other release is stopped by it.
+        RefusalCode.RELEASE_HALTED: N_(
+            "the rollout of its release is stopped (halted, or paused by its own brake)"
+        ),
     }
 )
 
@@ -87,8 +91,13 @@ OFFER_REASON_WORDS: Mapping[OfferReason, str] = MappingProxyType(
     {
         OfferReason.PINNED: N_("pinned to another version by our operators"),
         OfferReason.HELD: MISS_REASON_WORDS[MissReason.HELD],
-        OfferReason.HALTED: SKIP_REASON_WORDS[RefusalCode.RELEASE_HALTED],
-        OfferReason.BRAKED: N_("updates are paused by our operators"),
+        # The halt's reason follows in brackets: a person's, or the failures that tripped it.
+        OfferReason.HALTED: N_(
+            "its rollout is halted (by our operators, or automatically after too many failed "
+            "updates)"
+        ),
+        # The platform's brake or this release's own: either pauses this release's rollout.
+        OfferReason.BRAKED: N_("its rollout is paused by our operators"),
         OfferReason.WAVE: N_("the new release has not reached this agent in its rollout yet"),
     }
 )

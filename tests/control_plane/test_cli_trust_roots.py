@@ -42,7 +42,9 @@ def test_a_chain_is_published_from_files_and_listed(database_url: str, tmp_path:
     again = run_control("trust-root", "publish", str(tmp_path / "1.root.json"), *database)
     assert again.returncode == 0, again.stderr
     assert again.stdout.startswith("already published trust root v1")
-    assert again.stdout.rstrip().endswith("; nothing changed")
+    assert again.stdout.rstrip().endswith(
+        "; nothing changed; the newest is v2, the root agents follow"
+    )
 
     below = run_control("trust-root", "publish", str(tmp_path / "3.root.json"), *database)
     assert below.returncode == 2

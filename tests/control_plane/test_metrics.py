@@ -16,6 +16,7 @@ from control_plane.types import Pool
 from ground.contract import CONFIG_PATH
 from tests.control_plane.conftest import Agent, Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
+from tests.control_plane.root_chain import RootChain
 from tests.worlds.clocks import ManualClock
 from tests.worlds.processes import REPO_ROOT
 from tests.worlds.waiting import wait_until
@@ -101,12 +102,16 @@ def test_metrics_are_for_operators_only(api: Api, make_org, make_agent, who: str
 
 
 def _publish_root(pool: Pool, version: int, *, published: datetime, expires: datetime) -> None:
-    # The figures read the table only: a placeholder body stands in for a signed root.
+    # A signed root of that version, stored with the instants the figures read.
+    chain = RootChain()
+    body = chain.v1
+    for _ in range(version - 1):
+        body = chain.next(body)
     with pool.connection() as conn:
         conn.execute(
             "INSERT INTO trust_roots (version, body, expires_at, published_at, published_by)"
             " VALUES (%s, %s, %s, %s, 'operator:test')",
-            [version, b"{}", expires, published],
+            [version, body, expires, published],
         )
 
 

@@ -121,26 +121,6 @@ FORMS = [
     ),
     pytest.param(
         "operator",
-        f"/panel/operator/orgs/{ORG}/agents/{AGENT}",
-        f"/panel/operator/orgs/{ORG}/agents/{AGENT}",
-        {"action": "force"},
-        "reason",
-        2000,
-        "Reason",
-        id="agent_force_reason",
-    ),
-    pytest.param(
-        "operator",
-        f"/panel/operator/orgs/{ORG}/agents/{AGENT}",
-        f"/panel/operator/orgs/{ORG}/agents/{AGENT}",
-        {"action": "hold", "until": "2027-04-02"},
-        "reason",
-        2000,
-        "Reason",
-        id="agent_hold_reason",
-    ),
-    pytest.param(
-        "operator",
         f"/panel/operator/orgs/{ORG}",
         f"/panel/operator/orgs/{ORG}/pin",
         {"version": "1.0.0"},
@@ -261,12 +241,11 @@ def test_the_page_is_in_the_readers_language_and_quotes_no_control_character(
     panel_world: PanelWorld,
 ) -> None:
     with _client(panel_world, "operator", headers={"Accept-Language": "de"}) as client:
-        form = f"/panel/operator/orgs/{panel_world.org_id}/agents/{panel_world.agent_id}"
-        page = client.get(form)
+        page = client.get("/panel/operator")
         before = _state(panel_world)
         answer = client.post(
-            form,
-            data={"csrf": csrf_of(page.text), "action": "force", "reason": "\x1b[2J" + "y" * 2500},
+            "/panel/operator/brake",
+            data={"csrf": csrf_of(page.text), "engaged": "1", "reason": "\x1b[2J" + "y" * 2500},
         )
     assert answer.status_code == 422
     assert answer.headers["content-language"] == "de"
@@ -323,8 +302,15 @@ def test_the_api_still_answers_json(panel_world: PanelWorld) -> None:
             f"Reason: “{'a' * 40}…” is too long (600 characters). Say why the updates are held,"
             " in at most 500 characters.",
         ),
+        # Over the 2,000 characters the other reasons of the operators' forms are bounded by:
+        # still the message at its field, as the customer's hold form says it.
+        (
+            "b" * 2500,
+            f"Reason: “{'b' * 40}…” is too long (2,500 characters). Say why the updates are held,"
+            " in at most 500 characters.",
+        ),
     ],
-    ids=["only_spaces", "escape", "600_characters"],
+    ids=["only_spaces", "escape", "600_characters", "2500_characters"],
 )
 def test_the_operators_hold_says_what_is_wrong_with_its_reason(
     panel_world: PanelWorld, reason: str, message: str
@@ -347,6 +333,63 @@ def test_the_operators_hold_says_what_is_wrong_with_its_reason(
         inner = answer.text.split(f'id="{element_id}"', 1)[1].split(">", 1)[1]
         inner = inner.split("</p>", 1)[0]
         assert html.unescape(re.sub(r"<[^>]+>", "", inner)).strip() == message
+    assert _state(panel_world) == before
+
+
+def test_the_operators_forced_update_answers_a_long_reason_at_its_field(
+    panel_world: PanelWorld,
+) -> None:
+    with _client(panel_world, "operator") as client:
+        form = f"/panel/operator/orgs/{panel_world.org_id}/agents/{panel_world.agent_id}"
+        page = client.get(form)
+        before = _state(panel_world)
+        answer = client.post(
+            form, data={"csrf": csrf_of(page.text), "action": "force", "reason": "c" * 2500}
+        )
+    assert answer.status_code == 422
+    assert 'id="form-refused"' not in answer.text
+    inner = answer.text.split('id="force-reason-error"', 1)[1].split(">", 1)[1]
+    assert inner.split("</p>", 1)[0].strip() == "Give a reason of at most 500 characters."
+    assert _state(panel_world) == before
+
+
+# (form's address, its fields): forms that need a session, each with a field over its bound.
+SIGNED_IN_FORMS = [
+    pytest.param(f"/panel/agents/{AGENT}/hold", {"until": "x" * 41}, id="customer_hold"),
+    pytest.param("/panel/webhook", {"url": "https://a.example/" + "x" * 2100}, id="webhook"),
+    pytest.param("/panel/operator/brake", {"engaged": "1", "reason": "r" * 2001}, id="brake"),
+    pytest.param(
+        f"/panel/operator/orgs/{ORG}/agents/{AGENT}",
+        {"action": "pin", "version": "v" * 201, "reason": "audit"},
+        id="operator_pin",
+    ),
+]
+
+
+@pytest.mark.parametrize(("action", "fields"), SIGNED_IN_FORMS)
+def test_a_post_without_a_session_is_sent_to_sign_in_whatever_its_fields(
+    panel_world: PanelWorld, action: str, fields: dict[str, str]
+) -> None:
+    """Over-long or not, a form that needs a session gets the sign-in redirect without one, as
+    every other post does; its fields are not read, nothing is stored."""
+    ids = {"org": panel_world.org_id, "agent": panel_world.agent_id}
+    action = action.format(**ids)
+    before = _state(panel_world)
+    with panel_world.client() as client:
+        answer = client.post(action, data={"csrf": "x", **fields})
+        assert (answer.status_code, answer.headers.get("location")) == (303, "/panel/sign-in")
+        # A browser whose session ended is told so, as on every other post.
+        client.cookies.set("nw_panel_session", "ended-long-ago")
+        ended = client.post(action, data={"csrf": "x", **fields})
+        assert (ended.status_code, ended.headers.get("location")) == (
+            303,
+            "/panel/sign-in?ended=1",
+        )
+        # The same post within its bounds: the same answer.
+        within = {key: value[:20] for key, value in fields.items()}
+        client.cookies.clear()
+        plain = client.post(action, data={"csrf": "x", **within})
+        assert (plain.status_code, plain.headers.get("location")) == (303, "/panel/sign-in")
     assert _state(panel_world) == before
 
 

@@ -427,6 +427,45 @@ def test_the_customers_agent_page_says_its_release_is_stopped_in_every_language(
     with panel_world.client(headers={"Authorization": f"Bearer {key}"}) as operator:
         halted = operator.post(f"/v1/admin/releases/{release_id}/halt", json={"reason": "TLS-4711"})
     assert halted.status_code == 200, halted.text
+    halt_lines = _stopped_lines(panel_world, agent)
+    assert len(set(halt_lines.values())) == len(LANGUAGES)
+
+    # Resumed, then under its own brake: the words say only this release's rollout is paused,
+    # not that the operators halted it, in every language.
+    with panel_world.client(headers={"Authorization": f"Bearer {key}"}) as operator:
+        resumed = operator.post(f"/v1/admin/releases/{release_id}/resume", json={"reason": "ok"})
+        assert resumed.status_code == 200, resumed.text
+        braked = operator.put(
+            f"/v1/admin/releases/{release_id}/brake",
+            json={"engaged": True, "reason": "TLS-4711"},
+        )
+        assert braked.status_code == 200, braked.text
+    brake_lines = _stopped_lines(panel_world, agent)
+    assert all(brake_lines[code] != halt_lines[code] for code in LANGUAGES)
+
+    # Brake released; the release halted by its failure rate: worded as automatic, in every
+    # language unlike the operators' halt and the brake.
+    with panel_world.client(headers={"Authorization": f"Bearer {key}"}) as operator:
+        released = operator.put(
+            f"/v1/admin/releases/{release_id}/brake", json={"engaged": False, "reason": "ok"}
+        )
+        assert released.status_code == 200, released.text
+    with psycopg.connect(panel_world.server.database_url) as conn:
+        conn.execute(
+            "INSERT INTO release_halts (release_id, halted_at, cause, reason, halted_by,"
+            " failures, finished) VALUES (%s, now(), 'errors', 'TLS-4711', 'automatic', 3, 3)",
+            [release_id],
+        )
+    automatic_lines = _stopped_lines(panel_world, agent)
+    for code in LANGUAGES:
+        assert automatic_lines[code] not in (halt_lines[code], brake_lines[code])
+    assert "halted automatically because too many of its updates failed" in automatic_lines["en"]
+    assert "halted by our operators" in halt_lines["en"]
+    assert "Only this release is paused" in brake_lines["en"]
+
+
+def _stopped_lines(panel_world: PanelWorld, agent: str) -> dict[str, str]:
+    """The customer's agent page's line about its stopped release, by language."""
     lines = {}
     for code in LANGUAGES:
         with sign_in_client(panel_world, panel_world.panel_key) as client:
@@ -435,7 +474,7 @@ def test_the_customers_agent_page_says_its_release_is_stopped_in_every_language(
         assert f'<html lang="{code}">' in page
         line = page.split('id="offer-stopped">', 1)[1].split("</p>", 1)[0]
         assert "1.4.0" in line
-        # The operators' own words for the halt are theirs, not the customer's.
+        # The operators' own words for the stop are theirs, not the customer's.
         assert "TLS-4711" not in line
         lines[code] = line
-    assert len(set(lines.values())) == len(LANGUAGES)
+    return lines

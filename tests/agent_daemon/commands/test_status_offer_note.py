@@ -96,7 +96,8 @@ def test_status_names_each_reason_the_newest_release_is_not_installed(fleet: Fle
     halted = fleet.new_agent("Halted")
     text, _ = fleet.status_of(halted)
     assert (
-        "newest:        not updated to 1.2.0: the release is halted by our operators (disk fills)"
+        "newest:        not updated to 1.2.0: its rollout is halted (by our operators, or"
+        " automatically after too many failed updates) (disk fills)"
     ) in text
 
     fleet.plane.admin("resume", newest, "--reason", "fixed")
@@ -104,7 +105,8 @@ def test_status_names_each_reason_the_newest_release_is_not_installed(fleet: Fle
     braked = fleet.new_agent("Braked")
     text, _ = fleet.status_of(braked)
     assert (
-        "newest:        not updated to 1.2.0: updates are paused by our operators (one bad build)"
+        "newest:        not updated to 1.2.0: its rollout is paused by our operators"
+        " (one bad build)"
     ) in text
 
     fleet.plane.admin("brake", "release", "--release", newest)

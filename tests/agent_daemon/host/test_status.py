@@ -148,13 +148,14 @@ def status_with_note(note: dict[str, object] | None, *, installed: str = "1.4.1"
         ),
         pytest.param(
             {"reason": "halted", "newest_version": "1.6.0", "detail": "disk fills"},
-            "newest:        not updated to 1.6.0: the release is halted by our operators"
-            " (disk fills)",
+            "newest:        not updated to 1.6.0: its rollout is halted (by our operators, or"
+            " automatically after too many failed updates) (disk fills)",
             id="halted",
         ),
         pytest.param(
             {"reason": "braked", "newest_version": "1.6.0", "detail": "bad night"},
-            "newest:        not updated to 1.6.0: updates are paused by our operators (bad night)",
+            "newest:        not updated to 1.6.0: its rollout is paused by our operators"
+            " (bad night)",
             id="braked",
         ),
         pytest.param(

@@ -126,7 +126,7 @@ def test_a_last_run_that_succeeded_is_no_problem() -> None:
         ),
         pytest.param(
             RefusalCode.RELEASE_HALTED,
-            "skipped: the release is halted by our operators",
+            "skipped: the rollout of its release is stopped (halted, or paused by its own brake)",
             id="release_halted",
         ),
     ],

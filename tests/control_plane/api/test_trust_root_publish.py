@@ -400,3 +400,26 @@ def test_publishing_a_root_names_every_live_release_it_leaves_unverifiable(
     republished = _publish(api, operator_key, revoked)
     assert republished.status_code == 200
     assert republished.json()["unverifiable_releases"] == []
+
+
+def test_an_older_roots_bytes_again_list_what_the_newest_leaves_unverifiable(
+    api: Api, services: Services, operator_key: str, chain: RootChain, clock: ManualClock
+) -> None:
+    """The newest root is the one agents follow: whichever stored version's file an operator
+    publishes again to check that nothing is left, the answer is the newest's list, and says
+    which version that is."""
+    assert _publish(api, operator_key, chain.v1).status_code == 201
+    release = sign_release(chain.release_key, version="1.6.0", manifest_version=43)
+    published = services.releases.publish(
+        release.manifest, release.signature, release.artifact, now=clock.now()
+    )
+    v2 = chain.next(chain.v1, release_key=Ed25519PrivateKey.generate())
+    assert _publish(api, operator_key, v2).status_code == 201
+    again = _publish(api, operator_key, chain.v1)
+    assert again.status_code == 200, again.text
+    answer = again.json()
+    assert (answer["version"], answer["newest_version"]) == (1, 2)
+    assert [entry["release_id"] for entry in answer["unverifiable_releases"]] == [str(published.id)]
+    with api.client(operator_key) as client:
+        listed = client.get(PUBLISH).json()
+    assert [entry["version"] for entry in listed["unverifiable_releases"]] == ["1.6.0"]
