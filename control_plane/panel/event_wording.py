@@ -14,7 +14,8 @@ from control_plane.events.services import EventView
 from control_plane.panel.customer_backend import WebhookTest
 from control_plane.panel.i18n import Language
 from control_plane.panel.rollout_wording import hold_setter
-from control_plane.panel.wording import key_name, miss_reason, outcome_reason
+from control_plane.panel.wording import host_clock_miss, key_name, miss_reason, outcome_reason
+from ground.contract import MissReason
 
 __all__ = [
     "NAMED_AGENTS",
@@ -96,6 +97,10 @@ def event_line(lang: Language, event: EventView) -> str:
         reason = miss_reason(lang, str(event.data.get("reason") or ""))
         return lang.gettext("The schedule skipped its slot: %(reason)s.", reason=reason)
     if event.kind == "update.missed":
+        offset = event.data.get("host_clock_offset_seconds")
+        if event.data.get("reason") == MissReason.HOST_CLOCK and type(offset) is int:
+            reason = host_clock_miss(lang, offset)
+            return lang.gettext("The slot was missed: %(reason)s.", reason=reason)
         if event.data.get("reason"):
             reason = miss_reason(lang, str(event.data["reason"]))
             return lang.gettext("The slot was missed: %(reason)s.", reason=reason)

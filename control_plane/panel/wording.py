@@ -22,6 +22,8 @@ from control_plane.accounts.services import (
 from control_plane.panel.i18n import Language
 from control_plane.runs.views import RunView
 from ground.contract.wording import (
+    HOST_CLOCK_AHEAD_WORDS,
+    HOST_CLOCK_BEHIND_WORDS,
     MISS_REASON_WORDS,
     OUTCOME_REASON_WORDS,
     PATCH_FALLBACK_WORDS,
@@ -34,6 +36,7 @@ from shared_planner.schedule_problems import ScheduleProblem, ScheduleProblemKin
 __all__ = [
     "ONLINE_WITHIN",
     "PreviewNight",
+    "host_clock_miss",
     "is_online",
     "key_name",
     "miss_reason",
@@ -153,6 +156,13 @@ def miss_reason(lang: Language, reason: str | None) -> str:
     code), in the words of `ground.contract.wording`."""
     words = _REASON_WORDS.get(reason or "", UNKNOWN_REASON_WORDS)
     return lang.gettext(words)
+
+
+def host_clock_miss(lang: Language, offset_seconds: int) -> str:
+    """A slot missed because the host's clock was `offset_seconds` off the control plane's (host
+    minus control plane), said with how far and which way."""
+    words = HOST_CLOCK_AHEAD_WORDS if offset_seconds > 0 else HOST_CLOCK_BEHIND_WORDS
+    return lang.gettext(words, offset=lang.duration(timedelta(seconds=abs(offset_seconds))))
 
 
 def outcome_reason(lang: Language, reason: str | None) -> str | None:
