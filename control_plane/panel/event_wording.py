@@ -310,7 +310,11 @@ def notification_agents(lang: Language, body: Mapping[str, Any]) -> NamedAgents:
     for entry in body.get("failed", []):
         named.append(_named(entry, _failure_words(lang, entry)))
     for entry in body.get("missed", []):
-        reason = miss_reason(lang, entry.get("reason"))
+        offset = entry.get("host_clock_offset_seconds")
+        if entry.get("reason") == MissReason.HOST_CLOCK and type(offset) is int:
+            reason = host_clock_miss(lang, offset)
+        else:
+            reason = miss_reason(lang, entry.get("reason"))
         named.append(_named(entry, lang.gettext("missed: %(reason)s", reason=reason)))
     for entry in body.get("no_outcome", []):
         named.append(_named(entry, lang.gettext("without an outcome yet")))

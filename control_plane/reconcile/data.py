@@ -286,11 +286,19 @@ SELECT org_id, slot_at,
  ORDER BY slot_at, org_id
 """
 
+# A `host_clock` miss's offset is read from its `update.missed` event (by the run's id, one
+# index lookup per such miss), as the missed pass measured it.
 _SLOT_RUNS = """
 SELECT r.id AS run_id, r.agent_id, a.name AS agent_name, r.status, r.version, r.error,
        r.miss_reason, r.outcome_reason,
        coalesce((SELECT rel.product FROM releases rel WHERE rel.id = r.release_id), 'agent')
-       AS product
+       AS product,
+       CASE WHEN r.miss_reason = 'host_clock' THEN (
+            SELECT (e.data ->> 'host_clock_offset_seconds')::bigint FROM events e
+             WHERE e.run_id = r.id AND e.kind = 'update.missed'
+               AND jsonb_typeof(e.data -> 'host_clock_offset_seconds') = 'number'
+             LIMIT 1)
+       END AS host_clock_offset_seconds
   FROM runs r JOIN agents a ON a.id = r.agent_id
  WHERE r.org_id = %s AND r.slot_at = %s AND r.trigger = 'schedule'
 """

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from unittest.mock import ANY
 from uuid import UUID
 
 import pytest
@@ -211,3 +212,25 @@ def test_the_sightings_from_memory_keep_and_remove_a_hosts_clock(pool: Pool, fle
     assert _clocks(fleet) == []
     recorder.saw(agent_id, None, at + timedelta(minutes=2), clock=0)
     assert recorder.pending() == 1  # the sighting only
+
+
+def test_the_notification_names_the_agent_with_its_hosts_offset(
+    api: Api, fleet: Fleet, make_org, make_agent
+) -> None:
+    org = make_org("Acme")
+    wrong = make_agent(org, "web-01")
+    make_agent(org, "web-02")  # never seen
+    fleet.clock.set(IN_THE_WINDOW)
+    assert _poll(api, wrong.agent_key, _date(IN_THE_WINDOW - THREE_DAYS)) == 200
+    fleet.reconcile(AFTER_NIGHT)
+    [notification] = fleet.notifications(UUID(str(org.org_id)))
+    assert notification["body"]["missed"] == [
+        {
+            "agent_id": str(wrong.agent_id),
+            "name": "web-01",
+            "reason": "host_clock",
+            "host_clock_offset_seconds": -int(THREE_DAYS.total_seconds()),
+        },
+        {"agent_id": ANY, "name": "web-02", "reason": "offline"},
+    ]
+    assert notification["body"]["missed_by_reason"] == {"host_clock": 1, "offline": 1}

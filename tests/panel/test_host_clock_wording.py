@@ -76,3 +76,13 @@ def test_a_notification_names_the_agent_with_the_reason(code: str) -> None:
     body = {"missed": [{"agent_id": "a", "name": "web-01", "reason": "host_clock"}]}
     (named,) = notification_agents(lang, body).agents
     assert miss_reason(lang, "host_clock") in named.what
+
+
+def test_a_notification_says_how_far_off_where_its_body_has_it() -> None:
+    lang = Language("en")
+    entry = {"agent_id": "a", "name": "web-01", "reason": "host_clock"}
+    body = {"missed": [{**entry, "host_clock_offset_seconds": THREE_DAYS_TWO_HOURS}]}
+    (named,) = notification_agents(lang, body).agents
+    assert named.what == (
+        "missed: the host's clock was 3 days 2 hours ahead; set up time synchronisation on the host"
+    )
