@@ -15,19 +15,25 @@ and only then lets `fromisoformat` check the calendar.
     parse_day_text      a calendar date: `YYYY-MM-DD`
     parse_written_time  a time a person types on a command line: `YYYY-MM-DD[T ]HH:MM[:SS]`
                         with `Z` or `±HH:MM` (`2026-12-01T04:00Z`)
+
+One other form: HTTP's own `Date` header (RFC 9110's IMF-fixdate, `Mon, 30 Nov 2026 02:00:00
+GMT`), which an agent sends with its host's clock (`format_http_date`, `parse_http_date`).
 """
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime
+from email.utils import format_datetime
 
 __all__ = [
     "DAY_TEXT",
     "RFC_3339_PATTERN",
     "InstantError",
+    "format_http_date",
     "format_instant",
     "parse_day_text",
+    "parse_http_date",
     "parse_instant",
     "parse_written_time",
 ]
@@ -118,3 +124,46 @@ def parse_written_time(text: str) -> datetime:
 def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+# RFC 9110's IMF-fixdate, the one form of `Date` a sender generates: `Mon, 30 Nov 2026 02:00:00
+# GMT`. The obsolete forms (RFC 850, asctime) are not read: no agent writes them.
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_IMF_FIXDATE = re.compile(
+    rf"({'|'.join(_WEEKDAYS)}), ([0-9]{{2}}) ({'|'.join(_MONTHS)}) ([0-9]{{4}}) "
+    r"([0-9]{2}):([0-9]{2}):([0-9]{2}) GMT"
+)
+
+
+def format_http_date(instant: datetime) -> str:
+    """`instant` (aware) as an IMF-fixdate, to the second: `Mon, 30 Nov 2026 02:00:00 GMT`."""
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        raise ValueError("format_http_date needs an aware datetime")
+    return format_datetime(instant.astimezone(UTC).replace(microsecond=0), usegmt=True)
+
+
+def parse_http_date(text: str | None) -> datetime | None:
+    """An IMF-fixdate as an aware UTC datetime; None for anything else (absent, another form, a
+    day that does not exist, a weekday that is not that day's, a year before 1970)."""
+    if text is None or len(text) != 29:
+        return None
+    match = _IMF_FIXDATE.fullmatch(text)
+    if match is None:
+        return None
+    weekday, day, month, year, hour, minute, second = match.groups()
+    try:
+        instant = datetime(
+            int(year),
+            _MONTHS.index(month) + 1,
+            int(day),
+            int(hour),
+            int(minute),
+            int(second),
+            tzinfo=UTC,
+        )
+    except ValueError:
+        return None
+    if instant.year < 1970 or _WEEKDAYS[instant.weekday()] != weekday:
+        return None
+    return instant

@@ -18,6 +18,7 @@ __all__ = [
     "GRID_MINUTES",
     "MAX_CAP",
     "MAX_CATCH_UP_MINUTES",
+    "MAX_HOST_CLOCK_OFFSET_SECONDS",
     "MAX_TIMES",
     "MAX_VERSION_LENGTH",
     "MIN_CAP",
@@ -71,3 +72,13 @@ RELEASE_NAME_PATTERN = "^[a-z0-9][a-z0-9_-]{0,62}$"
 # there was before them.
 DEFAULT_CHANNEL = "stable"
 DEFAULT_PLATFORM = "linux-x86_64"
+
+# How far a host's clock may be from the control plane's and the agent still plans on the control
+# plane's clock: it learns the difference from every answer and follows it up to this bound, never
+# further (the control plane is trusted with the schedule, not with moving the host's time at
+# will). A hardware clock that keeps local time in the wrong zone is off by up to 14 hours, and
+# drift adds minutes. Beyond the bound the agent plans on a clock that is wrong by the rest, asks
+# for another day's slot, and misses its own: the control plane records such a miss as
+# `host_clock`. Network delay (seconds) and the drift of a clock without time synchronisation (a
+# few seconds a day) are far below it, so neither is ever taken for a wrong clock.
+MAX_HOST_CLOCK_OFFSET_SECONDS = 24 * 60 * 60

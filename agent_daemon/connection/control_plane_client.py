@@ -40,6 +40,7 @@ from ground.contract import (
     DEFAULT_TRACK,
     ENROLL_PATH,
     HOLD_PATH,
+    HOST_TIME_HEADER,
     MANUAL_UPDATES_PATH,
     PLATFORM_PARAM,
     SERVER_TIME_HEADER,
@@ -57,6 +58,7 @@ from ground.contract import (
     confirm_path,
     trust_root_path,
 )
+from ground.instants import format_http_date
 
 __all__ = ["ControlPlaneClient", "Delivery", "FreshConfig", "NotModified"]
 
@@ -153,6 +155,12 @@ class ControlPlaneClient:
         max_bytes: int | None = None,
         **kwargs: Any,
     ) -> httpx.Response:
+        # The host's own clock, for the control plane to tell a host whose clock is too far off
+        # (the offset this agent follows is learned from the answer's `SERVER_TIME_HEADER`).
+        kwargs["headers"] = {
+            HOST_TIME_HEADER: format_http_date(self._server_clock.host_now()),
+            **(kwargs.get("headers") or {}),
+        }
         try:
             if max_bytes is None:
                 response = self._http.request(method, path, **kwargs)

@@ -22,12 +22,13 @@ import threading
 from datetime import datetime, timedelta
 
 from ground.clock import Clock
+from ground.limits import MAX_HOST_CLOCK_OFFSET_SECONDS
 
 __all__ = ["MAX_SERVER_CLOCK_OFFSET", "ExpiryClock", "ServerClock"]
 
-# A host whose hardware clock keeps local time in the wrong zone is off by up to 14 hours; drift
-# adds minutes. A larger gap means a broken clock or a broken answer, and is not followed further.
-MAX_SERVER_CLOCK_OFFSET = timedelta(hours=24)
+# A larger gap means a broken clock or a broken answer, and is not followed further (why the bound
+# is where it is: `ground.limits`; the control plane records a miss beyond it as `host_clock`).
+MAX_SERVER_CLOCK_OFFSET = timedelta(seconds=MAX_HOST_CLOCK_OFFSET_SECONDS)
 
 
 class ServerClock:

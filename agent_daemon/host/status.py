@@ -29,8 +29,20 @@ from agent_daemon.disk.daemon_state import DaemonState, RunRecord
 from agent_daemon.disk.held_trust_root import HeldTrustRoot
 from agent_daemon.host.activity import ActivityRecord
 from agent_daemon.host.status_times import ago, days_until, describe_slot, until, zoned
-from ground.contract import ManualUpdateView, OfferNote, OutcomeReason, RefusalCode, ReleaseTrack
-from ground.contract.wording import OFFER_REASON_WORDS, OUTCOME_REASON_WORDS, SKIP_REASON_WORDS
+from ground.contract import (
+    ManualUpdateView,
+    MissReason,
+    OfferNote,
+    OutcomeReason,
+    RefusalCode,
+    ReleaseTrack,
+)
+from ground.contract.wording import (
+    MISS_REASON_WORDS,
+    OFFER_REASON_WORDS,
+    OUTCOME_REASON_WORDS,
+    SKIP_REASON_WORDS,
+)
 from shared_planner import next_slot
 
 __all__ = [
@@ -216,7 +228,8 @@ def problems(status: AgentStatus) -> list[str]:
             "this host's clock is more than a day off the control plane's (the offset is kept at"
             " the 24-hour bound): slots are planned on the wrong day (it asks for another day's"
             " slot, which is refused), and the control plane records each night's as missed"
-            " (unknown) — set the host's clock right"
+            " (host_clock: " + MISS_REASON_WORDS[MissReason.HOST_CLOCK] + ") — set the host's"
+            " clock right"
             " (NTP); the daemon's log says clock.disagrees with the offset it measured"
         )
     config = cached.config

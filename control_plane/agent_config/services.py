@@ -22,6 +22,7 @@ from uuid import UUID
 
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL, HOST_SEEN_EVERY
 from control_plane.answers_cache import AnswerMemory, SeenRecorder
+from control_plane.answers_cache.seen import host_clock_off
 from control_plane.errors import NotFound
 from control_plane.releases.services import release_view
 from control_plane.rollout.config import (
@@ -46,12 +47,14 @@ from ground.contract import (
     ReleaseTrack,
     ScheduleView,
 )
+from ground.instants import parse_http_date
 
 __all__ = [
     "STRETCH_GAP",
     "AgentConfigService",
     "VersionedConfig",
     "held_trust_root",
+    "host_clock_offset",
     "offer_note",
 ]
 
@@ -74,6 +77,21 @@ def held_trust_root(header: str | None) -> int | None:
         return None
     version = int(header)
     return version if version <= _MAX_HELD_VERSION else None
+
+
+# A `Date` further than this from the control plane's clock is not a host's clock, however
+# broken (a dead clock battery starts at the firmware's date, years back), but a made-up value.
+_MAX_PLAUSIBLE_CLOCK_OFFSET = timedelta(days=100 * 366)
+
+
+def host_clock_offset(header: str | None, now: datetime) -> int | None:
+    """The host's clock minus the control plane's `now`, in whole seconds, from the `Date` header
+    of an agent's poll; None when absent, not an IMF-fixdate, or beyond belief (an agent's
+    report, never a reason to refuse its poll)."""
+    said = parse_http_date(header)
+    if said is None or abs(said - now) > _MAX_PLAUSIBLE_CLOCK_OFFSET:
+        return None
+    return round((said - now).total_seconds())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,6 +144,16 @@ WITH seen AS (
               AND h.last_seen_at > %(host_stale)s AND h.last_seen_at <= %(now)s)
     ON CONFLICT (agent_id, host_id)
     DO UPDATE SET last_seen_at = greatest(agent_hosts.last_seen_at, EXCLUDED.last_seen_at)
+), clock_off AS (
+    -- The host's clock, when the poll said it and it is further off than the agent follows
+    -- (`answers_cache.seen.host_clock_off`); a clock that agrees removes what was kept.
+    INSERT INTO agent_clocks (agent_id, offset_seconds, measured_at)
+    SELECT {agent}, %(clock_off)s::bigint, %(now)s
+     WHERE %(clock_off)s::bigint IS NOT NULL AND {agent} IS NOT NULL
+    ON CONFLICT (agent_id) DO UPDATE
+       SET offset_seconds = EXCLUDED.offset_seconds, measured_at = EXCLUDED.measured_at
+), clock_agrees AS (
+    DELETE FROM agent_clocks WHERE %(clock_agrees)s AND agent_id = {agent}
 ){track}
 SELECT a.id, a.org_id, a.name, a.update_schedule_enabled, a.update_schedule_times,
        s.timezone, s.catch_up_minutes, b.engaged AS brake_engaged, b.reason AS brake_reason,
@@ -203,14 +231,15 @@ class AgentConfigService:
         *,
         host_id: str | None = None,
         held: int | None = None,
+        clock: int | None = None,
     ) -> VersionedConfig | None:
         """`config_as` from memory, without the database (None: not remembered, or the memory
-        is not live); the sighting (and the trust root the agent holds, `held`) is noted for the
-        feed's thread to write."""
+        is not live); the sighting (and the trust root the agent holds, `held`, and its host's
+        clock, `clock`) is noted for the feed's thread to write."""
         found = self._memory.recall(_config_key(secret_sha256, track), now=now)
         if not isinstance(found, VersionedConfig):
             return None
-        self._seen.saw(found.agent_id, host_id, now, held=held)
+        self._seen.saw(found.agent_id, host_id, now, held=held, clock=clock)
         return found
 
     def config(
@@ -221,11 +250,15 @@ class AgentConfigService:
         *,
         host_id: str | None = None,
         held: int | None = None,
+        clock: int | None = None,
     ) -> VersionedConfig:
         """The agent's config at `now` (the server's clock) with the release of `track`, and
-        records that the agent (and the host answering for it) was seen, and the trust root it
-        holds (`held`, when it said)."""
-        found = self._config(_CONFIG_BY_ID, {"agent_id": agent_id}, track, now, host_id, held)
+        records that the agent (and the host answering for it) was seen, the trust root it
+        holds (`held`, when it said) and how far off its host's clock is (`clock`: host minus
+        control plane in seconds, when it said)."""
+        found = self._config(
+            _CONFIG_BY_ID, {"agent_id": agent_id}, track, now, host_id, held, clock
+        )
         if found is None:
             raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
         return found
@@ -238,15 +271,22 @@ class AgentConfigService:
         *,
         host_id: str | None = None,
         held: int | None = None,
+        clock: int | None = None,
     ) -> VersionedConfig | None:
         """`config` for the agent behind a presented credential, found in the same statement;
         None when no agent has that valid credential. Remembered when the memory is live."""
         stamp = self._memory.stamp()  # before the read: a change applied meanwhile wins
         found = self._config(
-            _CONFIG_BY_CREDENTIAL, {"secret_sha256": secret_sha256}, track, now, host_id, held
+            _CONFIG_BY_CREDENTIAL,
+            {"secret_sha256": secret_sha256},
+            track,
+            now,
+            host_id,
+            held,
+            clock,
         )
         if found is not None and stamp is not None:
-            self._seen.stamped(found.agent_id, host_id, now, held=held)
+            self._seen.stamped(found.agent_id, host_id, now, held=held, clock=clock)
             self._memory.remember(
                 _config_key(secret_sha256, track),
                 found,
@@ -264,9 +304,13 @@ class AgentConfigService:
         now: datetime,
         host_id: str | None,
         held: int | None,
+        clock: int | None,
     ) -> VersionedConfig | None:
+        off = clock is not None and host_clock_off(clock)
         parameters = {
             "held": held,
+            "clock_off": clock if off else None,
+            "clock_agrees": clock is not None and not off,
             **agent,
             "channel": track.channel,
             "platform": track.platform,

@@ -51,6 +51,7 @@ from ground.contract import (
     CLAIMS_PATH,
     CONFIG_PATH,
     HOST_ID_HEADER,
+    HOST_TIME_HEADER,
     PLATFORM_PARAM,
     TRUST_ROOT_VERSION_HEADER,
     ClaimRequest,
@@ -80,6 +81,7 @@ class FromMemory(Protocol):
         *,
         host_id: str | None,
         trust_root: str | None,
+        host_time: str | None,
         if_none_match: str | None,
     ) -> Response | None:
         """The config poll's answer from memory (its headers as sent); None: not remembered."""
@@ -97,7 +99,15 @@ class FromMemory(Protocol):
 _RELEASE_NAME = re.compile(RELEASE_NAME_PATTERN)
 _HOST_ID = HOST_ID_HEADER.lower().encode("ascii")
 _TRUST_ROOT = TRUST_ROOT_VERSION_HEADER.lower().encode("ascii")
-_READ_HEADERS = {b"authorization", b"if-none-match", b"content-type", _HOST_ID, _TRUST_ROOT}
+_HOST_TIME = HOST_TIME_HEADER.lower().encode("ascii")
+_READ_HEADERS = {
+    b"authorization",
+    b"if-none-match",
+    b"content-type",
+    _HOST_ID,
+    _TRUST_ROOT,
+    _HOST_TIME,
+}
 
 
 def _headers(scope: Scope) -> dict[bytes, str] | None:
@@ -230,6 +240,7 @@ class HotAnswers:
             scope["state"]["now"],
             host_id=host_id,
             trust_root=headers.get(_TRUST_ROOT),
+            host_time=headers.get(_HOST_TIME),
             if_none_match=headers.get(b"if-none-match"),
         )
 

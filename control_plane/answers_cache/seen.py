@@ -12,6 +12,12 @@ one that was there.
 The trust root an agent says it holds (its poll's header) is noted the same way, and written
 only when it differs from what this worker last wrote or read for that agent: a fleet that
 keeps its root costs no write.
+
+The host's clock an agent's poll says (its `Date` header, as the offset from the control plane's
+clock) is noted like a sighting while it is further off than the agent follows
+(`host_clock_off`): `agent_clocks` holds that agent's offset and when it was measured. A clock
+that agrees removes the row, written once per worker and agent until it is off again: a fleet
+whose clocks agree costs no write after each worker's first poll of each agent.
 """
 
 from __future__ import annotations
@@ -21,8 +27,16 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from control_plane.types import Connection
+from ground.limits import MAX_HOST_CLOCK_OFFSET_SECONDS
 
-__all__ = ["SeenRecorder"]
+__all__ = ["SeenRecorder", "host_clock_off"]
+
+
+def host_clock_off(offset_seconds: int) -> bool:
+    """Whether a host's clock, `offset_seconds` from the control plane's, is further off than the
+    agent follows (it then plans on a wrong clock)."""
+    return abs(offset_seconds) > MAX_HOST_CLOCK_OFFSET_SECONDS
+
 
 # Every worker of every replica writes its own batch, and at a fleet's pace their batches name
 # the same agents (an agent's polls reach every worker). Rows are locked in one order — the
@@ -75,6 +89,20 @@ WITH due AS (
 UPDATE agents a SET trust_root_version = due.version FROM due WHERE a.id = due.id
 """
 
+# The hosts' clocks: the off ones kept with when they were measured, the agreeing ones removed.
+_STORE_CLOCKS_OFF = """
+INSERT INTO agent_clocks (agent_id, offset_seconds, measured_at)
+SELECT v.id, v.offset_seconds, v.at
+  FROM unnest(%(ids)s::uuid[], %(offsets)s::bigint[], %(ats)s::timestamptz[])
+       AS v(id, offset_seconds, at)
+ WHERE EXISTS (SELECT 1 FROM agents a WHERE a.id = v.id)
+ ORDER BY v.id
+ON CONFLICT (agent_id) DO UPDATE
+   SET offset_seconds = EXCLUDED.offset_seconds, measured_at = EXCLUDED.measured_at
+ WHERE agent_clocks.measured_at <= EXCLUDED.measured_at
+"""
+_REMOVE_CLOCKS_AGREEING = "DELETE FROM agent_clocks WHERE agent_id = ANY(%(ids)s::uuid[])"
+
 
 class SeenRecorder:
     """`saw` is a few dictionary operations under a lock; `write` sends the batch."""
@@ -92,20 +120,37 @@ class SeenRecorder:
         self._host_stamped: dict[tuple[UUID, str], datetime] = {}
         self._held: dict[UUID, int] = {}  # to write
         self._held_known: dict[UUID, int] = {}  # written or read, per agent
+        # Per agent: its host's offset in seconds while off, None once it agrees (to write) …
+        self._clocks: dict[UUID, tuple[int | None, datetime]] = {}
+        # … and whether this worker last wrote or read it off.
+        self._clock_off_known: dict[UUID, bool] = {}
 
     def saw(
-        self, agent_id: UUID, host_id: str | None, now: datetime, *, held: int | None = None
+        self,
+        agent_id: UUID,
+        host_id: str | None,
+        now: datetime,
+        *,
+        held: int | None = None,
+        clock: int | None = None,
     ) -> None:
         """A poll answered from memory at `now` (or a claim refused `window_closed`, which no
-        statement stamps); `held`: the trust root version it reported."""
+        statement stamps); `held`: the trust root version it reported; `clock`: its host's
+        clock minus the control plane's, in seconds, when it said its time."""
         with self._lock:
             if held is not None and self._held_known.get(agent_id) != held:
                 self._held_known[agent_id] = held
                 self._held[agent_id] = held
             last = self._stamped.get(agent_id)
-            if last is None or now - last >= self._resolution or last > now:
+            due = last is None or now - last >= self._resolution or last > now
+            if due:
                 self._stamped[agent_id] = now
                 self._agents[agent_id] = now
+            if clock is not None:
+                off = host_clock_off(clock)
+                if (off and due) or (not off and self._clock_off_known.get(agent_id) is not False):
+                    self._clocks[agent_id] = (clock if off else None, now)
+                self._clock_off_known[agent_id] = off
             if host_id is not None:
                 key = (agent_id, host_id)
                 last_host = self._host_stamped.get(key)
@@ -114,12 +159,21 @@ class SeenRecorder:
                     self._hosts[key] = now
 
     def stamped(
-        self, agent_id: UUID, host_id: str | None, now: datetime, *, held: int | None = None
+        self,
+        agent_id: UUID,
+        host_id: str | None,
+        now: datetime,
+        *,
+        held: int | None = None,
+        clock: int | None = None,
     ) -> None:
-        """The database read stamped this sighting (and the root it reported, `held`) itself:
-        nothing to write for a while."""
+        """The database read stamped this sighting (and the root it reported, `held`, and its
+        host's clock, `clock`) itself: nothing to write for a while."""
         with self._lock:
             self._stamped[agent_id] = now
+            if clock is not None:
+                self._clock_off_known[agent_id] = host_clock_off(clock)
+                self._clocks.pop(agent_id, None)
             if held is not None:
                 self._held_known[agent_id] = held
                 self._held.pop(agent_id, None)
@@ -128,7 +182,7 @@ class SeenRecorder:
 
     def pending(self) -> int:
         with self._lock:
-            return len(self._agents) + len(self._hosts) + len(self._held)
+            return len(self._agents) + len(self._hosts) + len(self._held) + len(self._clocks)
 
     def write(self, conn: Connection) -> int:
         """Write the noted sightings (autocommit); on an error they are noted again."""
@@ -136,8 +190,11 @@ class SeenRecorder:
             agents, self._agents = self._agents, {}
             hosts, self._hosts = self._hosts, {}
             held, self._held = self._held, {}
-        if not agents and not hosts and not held:
+            clocks, self._clocks = self._clocks, {}
+        if not agents and not hosts and not held and not clocks:
             return 0
+        off = {agent_id: seen for agent_id, seen in clocks.items() if seen[0] is not None}
+        agreeing = [agent_id for agent_id, (offset, _) in clocks.items() if offset is None]
         try:
             if agents:
                 conn.execute(
@@ -160,6 +217,17 @@ class SeenRecorder:
                 )
             if held:
                 conn.execute(_STORE_HELD, {"ids": list(held), "versions": list(held.values())})
+            if off:
+                conn.execute(
+                    _STORE_CLOCKS_OFF,
+                    {
+                        "ids": list(off),
+                        "offsets": [offset for offset, _ in off.values()],
+                        "ats": [at for _, at in off.values()],
+                    },
+                )
+            if agreeing:
+                conn.execute(_REMOVE_CLOCKS_AGREEING, {"ids": agreeing})
         except Exception:
             with self._lock:
                 for agent_id, at in agents.items():
@@ -168,6 +236,8 @@ class SeenRecorder:
                     self._hosts.setdefault(key, at)
                 for agent_id, version in held.items():
                     self._held.setdefault(agent_id, version)
+                for agent_id, seen in clocks.items():
+                    self._clocks.setdefault(agent_id, seen)
             raise
         with self._lock:
             # Bounded: an agent not heard from for a while is noted again when it returns.
@@ -176,4 +246,6 @@ class SeenRecorder:
                 self._host_stamped.clear()
             if len(self._held_known) > 500_000:
                 self._held_known.clear()
-        return len(agents) + len(hosts) + len(held)
+            if len(self._clock_off_known) > 500_000:
+                self._clock_off_known.clear()
+        return len(agents) + len(hosts) + len(held) + len(clocks)

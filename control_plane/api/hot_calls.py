@@ -7,7 +7,7 @@ from datetime import datetime
 
 from starlette.responses import JSONResponse, Response
 
-from control_plane.agent_config.services import held_trust_root
+from control_plane.agent_config.services import held_trust_root, host_clock_offset
 from control_plane.answers_cache.in_flight import GrantsInFlight, KnownRoom
 from control_plane.answers_cache.own_writes import ReplicaWrites
 from control_plane.api.answers import refusal_response
@@ -41,10 +41,16 @@ class ServicesFromMemory:
         *,
         host_id: str | None,
         trust_root: str | None,
+        host_time: str | None,
         if_none_match: str | None,
     ) -> Response | None:
         versioned = self._services.agent_config.remembered(
-            secret_sha256, track, now, host_id=host_id, held=held_trust_root(trust_root)
+            secret_sha256,
+            track,
+            now,
+            host_id=host_id,
+            held=held_trust_root(trust_root),
+            clock=host_clock_offset(host_time, now),
         )
         if versioned is None:
             return None

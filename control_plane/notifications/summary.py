@@ -37,6 +37,8 @@ class SlotOutcome:
     # Why a failed or rolled-back run ended so (`ground.contract.OutcomeReason`'s value).
     outcome_reason: str | None = None
     miss_reason: MissReason | str | None = None
+    # A `host_clock` miss: the host's clock minus the control plane's, in seconds, as measured.
+    host_clock_offset_seconds: int | None = None
     # `updater`: the run updated nachtwacht's own agent (its failure says so); else `agent`.
     product: str = "agent"
 
@@ -105,7 +107,15 @@ def notification_body(
         ],
         "failures_already_reported_today": repeated,
         "missed": [
-            {**_agent(o), "reason": o.miss_reason}
+            {
+                **_agent(o),
+                "reason": o.miss_reason,
+                **(
+                    {}
+                    if o.host_clock_offset_seconds is None
+                    else {"host_clock_offset_seconds": o.host_clock_offset_seconds}
+                ),
+            }
             for o in sorted(missed, key=lambda o: o.agent_name)
         ],
         "missed_by_reason": dict(sorted(Counter(o.miss_reason for o in missed).items())),

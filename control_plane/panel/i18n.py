@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from datetime import date, datetime, tzinfo
+from datetime import date, datetime, timedelta, tzinfo
 from functools import cache
 from pathlib import Path
 
-from babel import Locale, dates, numbers
+from babel import Locale, dates, numbers, units
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
 from babel.support import Translations
@@ -139,3 +139,18 @@ class Language:
 
     def number(self, value: float) -> str:
         return numbers.format_decimal(value, locale=self.code)
+
+    def duration(self, length: timedelta) -> str:
+        """ "3 days 2 hours", "3 Tage 2 Stunden": a length of time in whole days and hours (hours
+        alone under a day, days alone from ten days on; minutes under an hour), CLDR's long
+        units."""
+        days, seconds = divmod(round(length.total_seconds()), 86_400)
+        hours, minutes = seconds // 3_600, seconds % 3_600 // 60
+        parts = [(days, "duration-day")] if days else []
+        if hours and days < 10:
+            parts.append((hours, "duration-hour"))
+        if not parts:
+            parts.append((minutes, "duration-minute"))
+        return " ".join(
+            units.format_unit(value, unit, length="long", locale=self.code) for value, unit in parts
+        )

@@ -30,7 +30,8 @@ FORECAST_NIGHTS = 3
 LOOK_BACK = timedelta(hours=24)
 # How a slot's runs stack, bottom up: what went well, what is still going, what went wrong.
 OUTCOME_ORDER = ("succeeded", "up_to_date", "claimed", "failed", "rolled_back", "missed")
-# The legend's order: the agent's side, the limits, our side, the holds, and what cannot be told.
+# The legend's order: the agent's side, the limits, our side, the holds, the host's clock, and
+# what cannot be told.
 MISS_REASONS: tuple[str, ...] = tuple(
     reason.value
     for reason in (
@@ -39,6 +40,7 @@ MISS_REASONS: tuple[str, ...] = tuple(
         MissReason.BRAKE,
         MissReason.PLATFORM_UNAVAILABLE,
         MissReason.HELD,
+        MissReason.HOST_CLOCK,
         MissReason.UNKNOWN,
     )
 )

@@ -10,7 +10,7 @@ notifications, `rollout_wording` the releases' rollout, pins and holds.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from control_plane.accounts.services import (
@@ -23,6 +23,8 @@ from control_plane.panel.i18n import Language
 from control_plane.runs.views import RunView
 from ground.contract import RefusalCode
 from ground.contract.wording import (
+    HOST_CLOCK_AHEAD_WORDS,
+    HOST_CLOCK_BEHIND_WORDS,
     MISS_REASON_WORDS,
     OUTCOME_REASON_WORDS,
     PATCH_FALLBACK_WORDS,
@@ -35,6 +37,7 @@ from shared_planner.schedule_problems import ScheduleProblem, ScheduleProblemKin
 __all__ = [
     "ONLINE_WITHIN",
     "PreviewNight",
+    "host_clock_miss",
     "is_online",
     "key_name",
     "miss_reason",
@@ -162,6 +165,13 @@ def stopped_release_text(lang: Language, version: str) -> str:
         "the rollout of release %(version)s was stopped (halted, or paused by its own brake)",
         version=version,
     )
+
+
+def host_clock_miss(lang: Language, offset_seconds: int) -> str:
+    """A slot missed because the host's clock was `offset_seconds` off the control plane's (host
+    minus control plane), said with how far and which way."""
+    words = HOST_CLOCK_AHEAD_WORDS if offset_seconds > 0 else HOST_CLOCK_BEHIND_WORDS
+    return lang.gettext(words, offset=lang.duration(timedelta(seconds=abs(offset_seconds))))
 
 
 def outcome_reason(lang: Language, reason: str | None) -> str | None:

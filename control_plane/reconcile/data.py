@@ -126,19 +126,27 @@ SELECT c.agent_id, c.org_id, c.slot_key, c.slot_at, c.window_closes,
            WHEN latest.reason IS NOT NULL THEN %(throttled)s
            WHEN c.platform_down THEN %(platform_unavailable)s
            WHEN a.last_seen_at IS NULL OR a.last_seen_at < c.slot_at THEN %(offline)s
-           -- Seen, no refusal on record: `seen_reason` (brake when the brake was on in the
-           -- window, which a braked agent reads in its config and so does not ask; else unknown).
+           -- Seen, no refusal on record: `seen.reason` (brake when the brake was on in the
+           -- window, which a braked agent reads in its config and so does not ask; else
+           -- host_clock when its host's clock was further off than it follows, measured in or
+           -- after the window and not put right since; else unknown).
            -- No stretches recorded (before migration 0009): seen since, but when is unknown.
-           WHEN a.online_since IS NULL THEN c.seen_reason
+           WHEN a.online_since IS NULL THEN seen.reason
            -- The current stretch reaches into the window: seen in it, no refusal known.
-           WHEN a.online_since < c.window_closes THEN c.seen_reason
+           WHEN a.online_since < c.window_closes THEN seen.reason
            -- The previous stretch ended inside or after the window: seen, or cannot tell.
-           WHEN a.previous_seen_at >= c.slot_at THEN c.seen_reason
+           WHEN a.previous_seen_at >= c.slot_at THEN seen.reason
            -- Not seen from before the window opened until after it closed.
            ELSE %(offline)s
-       END AS miss_reason
+       END AS miss_reason,
+       clock.offset_seconds AS clock_offset_seconds
   FROM candidate c
   JOIN agents a ON a.id = c.agent_id
+  LEFT JOIN agent_clocks clock ON clock.agent_id = c.agent_id AND clock.measured_at >= c.slot_at
+ CROSS JOIN LATERAL (
+        SELECT CASE WHEN c.seen_reason = %(unknown)s AND clock.agent_id IS NOT NULL
+                    THEN %(host_clock)s ELSE c.seen_reason END AS reason
+       ) seen
   LEFT JOIN LATERAL (
         SELECT f.reason FROM claim_refusals f
          WHERE f.agent_id = c.agent_id AND f.slot_key = c.slot_key
@@ -158,7 +166,8 @@ SELECT c.agent_id, c.org_id, c.slot_key, c.slot_at, c.window_closes,
 """
 
 # The misses `_UNCONSUMED` found, in one statement, with their `update.missed` events; a run a
-# claim made for the slot meanwhile wins.
+# claim made for the slot meanwhile wins. A `host_clock` miss's event keeps the offset measured
+# (`host_clock_offset_seconds`), for the people told to say how far off the clock was.
 _INSERT_MISSED = """
 WITH inserted AS (
     INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, miss_reason,
@@ -172,9 +181,15 @@ WITH inserted AS (
     RETURNING id, agent_id, org_id, slot_key, slot_at, finished_at, miss_reason
 ), timeline AS (
     INSERT INTO events (org_id, agent_id, run_id, kind, actor_kind, at, data)
-    SELECT org_id, agent_id, id, 'update.missed', 'schedule', finished_at,
-           jsonb_build_object('slot_key', slot_key, 'reason', miss_reason)
-      FROM inserted
+    SELECT i.org_id, i.agent_id, i.id, 'update.missed', 'schedule', i.finished_at,
+           jsonb_build_object('slot_key', i.slot_key, 'reason', i.miss_reason)
+           || CASE WHEN i.miss_reason = %(host_clock)s
+                   THEN jsonb_build_object('host_clock_offset_seconds', o.offset_seconds)
+                   ELSE '{}'::jsonb END
+      FROM inserted i
+      LEFT JOIN unnest(%(agent_ids)s::uuid[], %(keys)s::text[], %(offsets)s::bigint[])
+           AS o(agent_id, slot_key, offset_seconds)
+        ON o.agent_id = i.agent_id AND o.slot_key = i.slot_key
 )
 SELECT agent_id, slot_key, slot_at, miss_reason FROM inserted
 """
@@ -214,6 +229,8 @@ def missed_parameters(unconsumed: Sequence[dict[str, Any]], now: datetime) -> di
         "ats": [row["slot_at"] for row in unconsumed],
         "closes": [row["window_closes"] for row in unconsumed],
         "reasons": [row["miss_reason"] for row in unconsumed],
+        "offsets": [row["clock_offset_seconds"] for row in unconsumed],
+        "host_clock": MissReason.HOST_CLOCK.value,
         "now": now,
     }
 
@@ -269,11 +286,19 @@ SELECT org_id, slot_at,
  ORDER BY slot_at, org_id
 """
 
+# A `host_clock` miss's offset is read from its `update.missed` event (by the run's id, one
+# index lookup per such miss), as the missed pass measured it.
 _SLOT_RUNS = """
 SELECT r.id AS run_id, r.agent_id, a.name AS agent_name, r.status, r.version, r.error,
        r.miss_reason, r.outcome_reason,
        coalesce((SELECT rel.product FROM releases rel WHERE rel.id = r.release_id), 'agent')
-       AS product
+       AS product,
+       CASE WHEN r.miss_reason = 'host_clock' THEN (
+            SELECT (e.data ->> 'host_clock_offset_seconds')::bigint FROM events e
+             WHERE e.run_id = r.id AND e.kind = 'update.missed'
+               AND jsonb_typeof(e.data -> 'host_clock_offset_seconds') = 'number'
+             LIMIT 1)
+       END AS host_clock_offset_seconds
   FROM runs r JOIN agents a ON a.id = r.agent_id
  WHERE r.org_id = %s AND r.slot_at = %s AND r.trigger = 'schedule'
 """

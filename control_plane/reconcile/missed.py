@@ -14,9 +14,20 @@ earlier ones). The reason is a fact where one exists:
                (no replica's liveness mark covers it: `liveness`)
     offline    no refusal, and the agent was not seen within the window (judged from its stretches
                of polls, so an agent that polls just after the window closed is still offline)
+    host_clock seen within the window, no refusal on record, and its host's clock further off
+               the control plane's than the agent follows (one day,
+               `ground.limits.MAX_HOST_CLOCK_OFFSET_SECONDS`): the agent planned on a wrong clock
+               and asked for another day's slot. Judged from `agent_clocks`, the disagreement the
+               agent's polls said (their `Date` header), measured in or after the window and
+               not put right since; the event keeps the offset. An agent that does not say its
+               time (a release before contract 6) keeps the reasons below.
     unknown    seen within the window, but no refusal is on record (e.g. lost in a crash before
                it was written, or the agent first asked in the window's grant margin: a claim
                refused `window_closed` is a sighting too)
+
+Precedence, first that holds: a refusal on record (brake, throttled) > platform_unavailable >
+offline > brake (seen while the brake was on: it would not have asked on any clock) > host_clock
+> unknown.
 
 When both a cap and the brake refused it, the reason refused first most recently wins: that is what
 kept the agent out at the end of the window.

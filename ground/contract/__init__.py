@@ -71,6 +71,7 @@ __all__ = [
     "ENROLL_PATH",
     "HOLD_PATH",
     "HOST_ID_HEADER",
+    "HOST_TIME_HEADER",
     "MANUAL_UPDATES_PATH",
     "NOT_THE_BUILDS_FAILURE",
     "PLATFORM_PARAM",
@@ -138,7 +139,9 @@ API_PREFIX = f"/v{API_VERSION}"
 #       `global_cap` like a scheduled one: the agent waits and claims it again at its next minute
 #       (agents before 4 end the request on any refusal, and are granted it outside the caps)
 #   5   `OutcomeReason.WINDOW_CLOSED`: the switch was refused because the window had closed
-CONTRACT_VERSION = 5
+#   6   the agent's requests carry `HOST_TIME_HEADER` (its host's clock); agents before 6 send
+#       none, and their misses keep the reasons they had
+CONTRACT_VERSION = 6
 CONTRACT_VERSION_HEADER = "X-Nachtwacht-Contract"
 
 # Every answer the control plane gives (304s and errors included) carries its clock's reading at
@@ -154,6 +157,13 @@ HOST_ID_HEADER = "X-Nachtwacht-Host-Id"
 # positive integer). Absent from an agent that holds none (it still verifies releases with its
 # trusted-key files) and from agents older than trust roots.
 TRUST_ROOT_VERSION_HEADER = "X-Nachtwacht-Trust-Root"
+
+# Optional, sent by an agent with every request: HTTP's own `Date` header (RFC 9110: a client may
+# send it when the server is to judge the difference between the two clocks), its host's clock
+# as an IMF-fixdate (`ground.instants.format_http_date`). The control plane reads it on the config
+# poll and keeps a disagreement beyond what the agent follows (`ground.limits`): a miss while it
+# lasts is `MissReason.HOST_CLOCK`. Anything but an IMF-fixdate is ignored.
+HOST_TIME_HEADER = "Date"
 
 CONFIG_PATH = f"{API_PREFIX}/agent/config"
 CLAIMS_PATH = f"{API_PREFIX}/agent/claims"

@@ -270,6 +270,9 @@ class MissReason(enum.StrEnum):
     PLATFORM_UNAVAILABLE = "platform_unavailable"
     # The agent was held (by its customer, an operator, or the host's `agent hold`).
     HELD = "held"
+    # The agent was seen, and its host's clock was further off the control plane's than the
+    # agent follows (`ground.limits.MAX_HOST_CLOCK_OFFSET_SECONDS`): it planned on a wrong clock.
+    HOST_CLOCK = "host_clock"
 
 
 class OfferReason(enum.StrEnum):

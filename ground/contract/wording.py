@@ -23,6 +23,8 @@ from ground.contract.codes import (
 )
 
 __all__ = [
+    "HOST_CLOCK_AHEAD_WORDS",
+    "HOST_CLOCK_BEHIND_WORDS",
     "MISS_REASON_WORDS",
     "OFFER_REASON_WORDS",
     "OUTCOME_REASON_WORDS",
@@ -66,7 +68,19 @@ MISS_REASON_WORDS: Mapping[MissReason, str] = MappingProxyType(
         MissReason.PLATFORM_UNAVAILABLE: N_("our control plane was unavailable"),
         MissReason.HELD: N_("the agent is on hold"),
         MissReason.UNKNOWN: N_("reason unknown"),
+        MissReason.HOST_CLOCK: N_(
+            "the host's clock was more than a day off; set up time synchronisation on the host"
+        ),
     }
+)
+
+# The same miss where the offset measured is known (the `update.missed` event keeps it), said
+# after "missed:"; `%(offset)s` is a length of time ("3 days").
+HOST_CLOCK_BEHIND_WORDS = N_(
+    "the host's clock was %(offset)s behind; set up time synchronisation on the host"
+)
+HOST_CLOCK_AHEAD_WORDS = N_(
+    "the host's clock was %(offset)s ahead; set up time synchronisation on the host"
 )
 
 # Why a slot was given up without a run (`runs.skip_reason`, a refusal that consumes the slot

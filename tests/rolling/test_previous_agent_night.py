@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -166,3 +167,24 @@ def test_the_previous_releases_agent_is_granted_an_update_now_outside_the_caps(
         ).fetchall()
     assert counted == [(None, "false")]
     assert daemon.named("manual.refused") == []
+
+
+def test_the_previous_releases_agent_days_off_is_served_and_misses_as_before(
+    night: Night, previous_release: Subprocesses
+) -> None:
+    """It sends no `Date`: the control plane cannot tell its host's clock, serves it as ever,
+    and its missed slot keeps the reason it had (`unknown`), never `host_clock`."""
+    night.publish("1.5.0", 42)
+    host = add_previous_release_host(night, "web-01", previous_release)
+    host.clock_setting = night.clock.shifted(-timedelta(days=3)).setting
+    daemon = start_previous_release_daemon(host, previous_release)
+    daemon.wait_for("config.synced")
+    while not [run for run in night.runs(host) if run["slot_key"] == SLOT]:
+        assert night.clock.now() < local("2026-11-30T03:40"), "no pass recorded the miss"
+        night.clock.wait_until(night.clock.now() + timedelta(minutes=1))
+    runs = [(r["status"], r["miss_reason"]) for r in night.runs(host) if r["slot_key"] == SLOT]
+    assert runs == [("missed", "unknown")]
+    with psycopg.connect(night.plane.database_url) as conn:
+        kept = conn.execute("SELECT count(*) FROM agent_clocks").fetchone()
+    assert kept == (0,)
+    assert "Traceback" not in daemon.stderr(), daemon.stderr()

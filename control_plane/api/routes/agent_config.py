@@ -8,7 +8,11 @@ from datetime import datetime
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from control_plane.agent_config.services import VersionedConfig, held_trust_root
+from control_plane.agent_config.services import (
+    VersionedConfig,
+    held_trust_root,
+    host_clock_offset,
+)
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import (
     AgentCredential,
@@ -21,6 +25,7 @@ from control_plane.registry import Services
 from ground.contract import (
     CHANNEL_PARAM,
     CONFIG_PATH,
+    HOST_TIME_HEADER,
     PLATFORM_PARAM,
     TRUST_ROOT_VERSION_HEADER,
     AgentConfig,
@@ -73,13 +78,16 @@ async def agent_config(
     track = ReleaseTrack(channel=channel, platform=platform)
     # Read from the request like the host id: an optional report every agent poll may carry.
     held = held_trust_root(request.headers.get(TRUST_ROOT_VERSION_HEADER))
+    # Sent twice, the host's clock is no one value: ignored (as the middleware hands it here).
+    dates = request.headers.getlist(HOST_TIME_HEADER)
+    clock = host_clock_offset(dates[0] if len(dates) == 1 else None, now)
     # From memory when the change feed keeps it exact: no thread hop, no database.
     versioned = services.agent_config.remembered(
-        credential.secret_sha256, track, now, host_id=credential.host_id, held=held
+        credential.secret_sha256, track, now, host_id=credential.host_id, held=held, clock=clock
     )
     if versioned is None:
         versioned = await in_database_thread(
-            request, lambda: _config(services, credential, track, now, held)
+            request, lambda: _config(services, credential, track, now, held, clock)
         )
     headers = {"ETag": versioned.etag, "Cache-Control": "no-cache"}
     if etag_matches(if_none_match, versioned.etag):
@@ -93,14 +101,15 @@ def _config(
     track: ReleaseTrack,
     now: datetime,
     held: int | None,
+    clock: int | None,
 ) -> VersionedConfig:
     found = services.agent_config.config_as(
-        credential.secret_sha256, track, now, host_id=credential.host_id, held=held
+        credential.secret_sha256, track, now, host_id=credential.host_id, held=held, clock=clock
     )
     if found is not None:
         return found
     caller = credential.principal(services)  # the 401 or 403, when that is why nothing was found
     assert caller.agent_id is not None
     return services.agent_config.config(
-        caller.agent_id, track, now, host_id=credential.host_id, held=held
+        caller.agent_id, track, now, host_id=credential.host_id, held=held, clock=clock
     )

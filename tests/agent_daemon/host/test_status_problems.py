@@ -210,7 +210,8 @@ def test_every_time_status_shows_carries_the_platforms_zone() -> None:
 
 def test_a_host_clock_beyond_the_bound_is_named_first_thing() -> None:
     """A host more than a day off plans on the wrong day and asks for no slot; the control
-    plane can only record the miss as `unknown`. `agent status` names the clock."""
+    plane records the miss as `host_clock`. `agent status` names the clock, and the miss in the
+    panel's words."""
     status = _status()
     assert status.cached is not None
     off = dataclasses.replace(
@@ -219,6 +220,7 @@ def test_a_host_clock_beyond_the_bound_is_named_first_thing() -> None:
     text = render_status(off)
     assert "  ! this host's clock is more than a day off the control plane's" in text
     assert "set the host's clock right (NTP)" in text
+    assert "(host_clock: the host's clock was more than a day off;" in text
     behind = dataclasses.replace(
         status, cached=dataclasses.replace(status.cached, offset_seconds=-86400.0)
     )

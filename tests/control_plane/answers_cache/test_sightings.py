@@ -16,6 +16,7 @@ from control_plane.answers_cache.feed import ChangeFeed
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import CONFIG_PATH
+from ground.instants import format_http_date
 from tests.control_plane.conftest import Agent, Api, Org
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, Fleet
 from tests.worlds.clocks import ManualClock
@@ -113,3 +114,45 @@ def test_offline_through_the_window_and_back_from_memory_is_missed_as_offline(
     fleet.reconcile(AFTER_NIGHT)
 
     assert list(fleet.missed().values()) == ["offline"]
+
+
+def _kept_clock(database_url: str, agent: Agent) -> tuple[int, datetime] | None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT offset_seconds, measured_at FROM agent_clocks WHERE agent_id = %s",
+            [agent.agent_id],
+        ).fetchone()
+
+
+def test_a_hosts_clock_said_to_memory_is_kept_while_off_and_removed_once_right(
+    api: Api,
+    services: Services,
+    feed: ChangeFeed,
+    clock: ManualClock,
+    database_url: str,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    """The polls after the first are answered from memory: the host's clock they say (`Date`)
+    is kept as the database's answer keeps it — off by more than a day, with when it was
+    measured — and removed by the first poll whose clock is right."""
+    agent = make_agent(make_org())
+
+    def poll(host_clock: datetime) -> None:
+        with api.client(agent.agent_key) as client:
+            answer = client.get(CONFIG_PATH, headers={"Date": format_http_date(host_clock)})
+        assert answer.status_code == 200
+        feed.read_once()
+
+    behind = timedelta(days=2)
+    for minute in range(3):
+        clock.set(START + timedelta(minutes=minute))
+        poll(clock.now() - behind)
+    assert services.answers.size() == 1
+    assert _kept_clock(database_url, agent) == (
+        -int(behind.total_seconds()),
+        START + timedelta(minutes=2),
+    )
+    clock.set(START + timedelta(minutes=3))
+    poll(clock.now() + timedelta(seconds=1))
+    assert _kept_clock(database_url, agent) is None

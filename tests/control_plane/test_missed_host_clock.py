@@ -1,0 +1,236 @@
+"""A host whose clock is further off than its agent follows: the config poll's `Date` header says
+the host's clock, the control plane keeps the disagreement (`agent_clocks`), and a slot missed
+while it lasts is `host_clock`, with the offset on its event. Agents that say nothing, clocks that
+agree and hostile headers change nothing: those misses keep the reasons they had."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from unittest.mock import ANY
+from uuid import UUID
+
+import pytest
+
+from control_plane.answers_cache.seen import SeenRecorder
+from control_plane.events.trail import Actor
+from control_plane.registry import Services
+from control_plane.types import Pool
+from ground.instants import format_http_date
+from tests.control_plane.conftest import Api
+from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
+from tests.worlds.clocks import ManualClock
+
+IN_THE_WINDOW = NIGHT + timedelta(minutes=3)
+THREE_DAYS = timedelta(days=3)
+
+
+@pytest.fixture
+def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]:
+    made = Fleet(pool, services, clock)
+    yield made
+    made.close()
+
+
+def _poll(api: Api, agent_key: str, *headers: tuple[str, str]) -> int:
+    with api.client(agent_key) as client:
+        answer = client.get("/v1/agent/config", headers=list(headers))
+    return answer.status_code
+
+
+def _date(instant: datetime) -> tuple[str, str]:
+    return ("Date", format_http_date(instant))
+
+
+def _clocks(fleet: Fleet) -> list[tuple[UUID, int]]:
+    return [
+        (row["agent_id"], row["offset_seconds"])
+        for row in fleet.rows("SELECT agent_id, offset_seconds FROM agent_clocks")
+    ]
+
+
+def _miss_event(fleet: Fleet, agent_id: str) -> dict[str, object]:
+    event = fleet.one(
+        "SELECT data FROM events WHERE agent_id = %s AND kind = 'update.missed'", [agent_id]
+    )
+    data: dict[str, object] = event["data"]
+    return data
+
+
+@pytest.mark.parametrize("wrong_by", [-THREE_DAYS, THREE_DAYS], ids=["behind", "ahead"])
+def test_a_host_clock_days_off_misses_as_host_clock_with_its_offset(
+    api: Api, fleet: Fleet, make_org, make_agent, wrong_by: timedelta
+) -> None:
+    agent = make_agent(make_org("Acme"), "web-01")
+    fleet.clock.set(IN_THE_WINDOW)
+    assert _poll(api, agent.agent_key, _date(IN_THE_WINDOW + wrong_by)) == 200
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "host_clock"}
+    offset = int(wrong_by.total_seconds())
+    assert _miss_event(fleet, agent.agent_id) == {
+        "slot_key": NIGHT_KEY,
+        "reason": "host_clock",
+        "host_clock_offset_seconds": offset,
+    }
+
+
+def test_a_host_clock_hours_off_is_followed_by_the_agent_and_its_miss_stays_unknown(
+    api: Api, fleet: Fleet, make_org, make_agent
+) -> None:
+    # Within the day the agent follows, it plans on the control plane's clock: a miss is not
+    # the clock's doing, and nothing is kept.
+    agent = make_agent(make_org("Acme"), "web-01")
+    fleet.clock.set(IN_THE_WINDOW)
+    assert _poll(api, agent.agent_key, _date(IN_THE_WINDOW - timedelta(hours=23))) == 200
+    assert _clocks(fleet) == []
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "unknown"}
+    assert _miss_event(fleet, agent.agent_id) == {"slot_key": NIGHT_KEY, "reason": "unknown"}
+
+
+def test_an_agent_that_says_no_time_is_served_and_keeps_the_old_reasons(
+    api: Api, fleet: Fleet, make_org, make_agent
+) -> None:
+    # The previous release's agents send no `Date`.
+    org = make_org("Acme")
+    seen = make_agent(org, "web-01")
+    make_agent(org, "web-02")  # never seen
+    fleet.clock.set(IN_THE_WINDOW)
+    assert _poll(api, seen.agent_key) == 200
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "unknown", "web-02": "offline"}
+
+
+def test_a_clock_put_right_before_the_window_leaves_the_miss_unknown(
+    api: Api, fleet: Fleet, make_org, make_agent
+) -> None:
+    agent = make_agent(make_org("Acme"), "web-01")
+    fleet.clock.set(NIGHT - timedelta(hours=2))
+    assert _poll(api, agent.agent_key, _date(NIGHT - THREE_DAYS)) == 200
+    assert len(_clocks(fleet)) == 1
+    fleet.clock.set(IN_THE_WINDOW)
+    assert _poll(api, agent.agent_key, _date(IN_THE_WINDOW + timedelta(seconds=2))) == 200
+    assert _clocks(fleet) == []
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "unknown"}
+
+
+def test_a_clock_off_before_the_window_and_an_agent_gone_since_is_offline(
+    api: Api, fleet: Fleet, make_org, make_agent
+) -> None:
+    agent = make_agent(make_org("Acme"), "web-01")
+    fleet.clock.set(NIGHT - timedelta(hours=2))
+    assert _poll(api, agent.agent_key, _date(NIGHT - THREE_DAYS)) == 200
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "offline"}
+
+
+def test_the_brake_comes_before_the_hosts_clock(
+    api: Api, fleet: Fleet, services: Services, make_org, make_agent
+) -> None:
+    # A braked agent would not have asked on any clock.
+    agent = make_agent(make_org("Acme"), "web-01")
+    services.brake.set(
+        engaged=True,
+        reason="incident 45",
+        revoke_outstanding=True,
+        actor=Actor(kind="operator", name="tests"),
+        now=NIGHT - timedelta(hours=1),
+    )
+    fleet.clock.set(IN_THE_WINDOW)
+    assert _poll(api, agent.agent_key, _date(IN_THE_WINDOW - THREE_DAYS)) == 200
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "brake"}
+
+
+# Each three days off the window's 02:03 UTC (Friday 27 November) where it names a day at all, so
+# a reader that took it would keep it and blame the host's clock.
+HOSTILE_DATES = [
+    pytest.param("not a date", id="garbage"),
+    pytest.param("", id="empty"),
+    pytest.param("Mon, 27 Nov 2026 02:03:00 GMT", id="weekday_not_the_days"),
+    pytest.param("Tue, 31 Nov 2026 02:03:00 GMT", id="no_such_day"),
+    pytest.param("Fri, 27 Nov 2026 02:03:00 CET", id="not_gmt"),
+    pytest.param("Fri, 27 Nov 2026 02:03:00 +0000", id="numeric_zone"),
+    pytest.param("Friday, 27-Nov-26 02:03:00 GMT", id="rfc_850"),
+    pytest.param("Fri Nov 27 02:03:00 2026", id="asctime"),
+    pytest.param("2026-11-27T02:03:00Z", id="rfc_3339"),
+    pytest.param("Fri, 27 Nov 2026 02:03:60 GMT", id="second_60"),
+    pytest.param("Fri, 27 Nov 2026 02:03:00 GMT\u00a0", id="trailing_byte"),
+    pytest.param("Mon, 01 Jan 0001 00:00:00 GMT", id="year_1"),
+    pytest.param("Wed, 31 Dec 1969 23:59:59 GMT", id="before_1970"),
+    pytest.param("Fri, 31 Dec 9999 23:59:59 GMT", id="year_9999"),
+    pytest.param("Thu, 01 Jan 1970 00:00:00 GMT " + "x" * 6000, id="huge"),
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE_DATES)
+def test_a_date_that_is_no_host_clock_is_ignored_and_the_poll_served(
+    api: Api, fleet: Fleet, make_org, make_agent, value: str
+) -> None:
+    agent = make_agent(make_org("Acme"), "web-01")
+    fleet.clock.set(IN_THE_WINDOW)
+    with api.client(agent.agent_key) as client:
+        answer = client.get("/v1/agent/config", headers={"Date": value.encode("latin-1")})
+    assert answer.status_code == 200, answer.text
+    assert _clocks(fleet) == []
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "unknown"}
+
+
+@pytest.mark.parametrize(
+    "second", [IN_THE_WINDOW - THREE_DAYS, IN_THE_WINDOW], ids=["same", "another"]
+)
+def test_two_dates_in_one_poll_are_served_and_ignored(
+    api: Api, fleet: Fleet, make_org, make_agent, second: datetime
+) -> None:
+    agent = make_agent(make_org("Acme"), "web-01")
+    fleet.clock.set(IN_THE_WINDOW)
+    assert _poll(api, agent.agent_key, _date(IN_THE_WINDOW - THREE_DAYS), _date(second)) == 200
+    assert _clocks(fleet) == []
+
+
+def test_the_sightings_from_memory_keep_and_remove_a_hosts_clock(pool: Pool, fleet: Fleet) -> None:
+    agent = fleet.agent(fleet.org(), "web-01")
+    agent_id = UUID(str(agent.id))
+    recorder = SeenRecorder(
+        resolution=timedelta(seconds=30),
+        host_every=timedelta(minutes=5),
+        stretch_gap=timedelta(minutes=3),
+    )
+    at = datetime(2026, 11, 30, 2, 3, tzinfo=UTC)
+    recorder.saw(agent_id, None, at, clock=-259_200)
+    with pool.connection() as conn:
+        recorder.write(conn)
+    assert _clocks(fleet) == [(agent_id, -259_200)]
+    # Within the resolution: nothing new to write; a clock that agrees removes the row once.
+    recorder.saw(agent_id, None, at + timedelta(seconds=5), clock=-259_199)
+    assert recorder.pending() == 0
+    recorder.saw(agent_id, None, at + timedelta(minutes=1), clock=1)
+    with pool.connection() as conn:
+        recorder.write(conn)
+    assert _clocks(fleet) == []
+    recorder.saw(agent_id, None, at + timedelta(minutes=2), clock=0)
+    assert recorder.pending() == 1  # the sighting only
+
+
+def test_the_notification_names_the_agent_with_its_hosts_offset(
+    api: Api, fleet: Fleet, make_org, make_agent
+) -> None:
+    org = make_org("Acme")
+    wrong = make_agent(org, "web-01")
+    make_agent(org, "web-02")  # never seen
+    fleet.clock.set(IN_THE_WINDOW)
+    assert _poll(api, wrong.agent_key, _date(IN_THE_WINDOW - THREE_DAYS)) == 200
+    fleet.reconcile(AFTER_NIGHT)
+    [notification] = fleet.notifications(UUID(str(org.org_id)))
+    assert notification["body"]["missed"] == [
+        {
+            "agent_id": str(wrong.agent_id),
+            "name": "web-01",
+            "reason": "host_clock",
+            "host_clock_offset_seconds": -int(THREE_DAYS.total_seconds()),
+        },
+        {"agent_id": ANY, "name": "web-02", "reason": "offline"},
+    ]
+    assert notification["body"]["missed_by_reason"] == {"host_clock": 1, "offline": 1}
