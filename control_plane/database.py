@@ -107,6 +107,7 @@ __all__ = [
     "login_shell_warning",
     "make_server_user",
     "open_pool",
+    "reconcile_bounds",
     "server_user_command",
     "told_something",
 ]
@@ -401,6 +402,14 @@ class SessionBounds:
             for name, seconds in settings
             if seconds is not None
         )
+
+
+def reconcile_bounds(requests: SessionBounds) -> SessionBounds:
+    """The reconcile worker's pool's bounds: the requests' lock timeout, no statement timeout
+    (see the module's docstring)."""
+    return SessionBounds(
+        lock_timeout_seconds=requests.lock_timeout_seconds, statement_timeout_seconds=None
+    )
 
 
 def bounded_conninfo(conninfo: str, bounds: SessionBounds | None) -> str:

@@ -42,7 +42,7 @@ from control_plane.answers_cache import AnswerMemory, ReplicaWrites
 from control_plane.answers_cache.feed import feed_running
 from control_plane.api.app import create_app
 from control_plane.config import ServeSettings, load_trusted_keys
-from control_plane.database import SessionBounds, open_pool
+from control_plane.database import open_pool, reconcile_bounds
 from control_plane.errors import ConfigurationError, ControlPlaneError, DatabaseUnavailable
 from control_plane.events.trail import Actor
 from control_plane.ready_line import ready_line
@@ -149,10 +149,7 @@ def _serve_worker(
             min_size=1,
             max_size=2,
             timeout=RECONCILE_POOL_WAIT_SECONDS,
-            bounds=SessionBounds(
-                lock_timeout_seconds=settings.request_bounds.lock_timeout_seconds,
-                statement_timeout_seconds=None,
-            ),
+            bounds=reconcile_bounds(settings.request_bounds),
         )
     except BaseException:
         pool.close()

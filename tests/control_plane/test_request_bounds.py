@@ -1,0 +1,237 @@
+"""The bounds of the requests' connections: a statement that runs too long is cancelled and
+answered 503; the reconcile worker's passes are not cut by them; the URL and the settings change
+them, and a bad value is refused naming where it came from."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from control_plane.api import app as api_app
+from control_plane.brake import services as brake_services
+from control_plane.config import DatabaseLocation, ServeSettings, request_bounds
+from control_plane.database import (
+    REQUEST_LOCK_TIMEOUT_SECONDS,
+    REQUEST_STATEMENT_TIMEOUT_SECONDS,
+    SessionBounds,
+    bounded_conninfo,
+    open_pool,
+    reconcile_bounds,
+)
+from control_plane.errors import ConfigurationError
+from control_plane.reconcile import passes
+from control_plane.reconcile.worker import ReconcileWorker
+from control_plane.registry import build_services
+from control_plane.rollout import kept_offers
+from control_plane.types import Pool
+from signed_release.keys import key_id
+from tests.control_plane.conftest import serve_in_thread
+from tests.control_plane.lock_waits import wait_for_a_lock_wait
+from tests.worlds.clocks import ManualClock
+
+# Short bounds, so the test waits little; the statement that runs too long takes twice as long.
+STATEMENT_TIMEOUT_SECONDS = 0.3
+SLOW_SECONDS = 2 * STATEMENT_TIMEOUT_SECONDS
+BOUNDS = SessionBounds(
+    lock_timeout_seconds=0.2, statement_timeout_seconds=STATEMENT_TIMEOUT_SECONDS
+)
+
+
+@pytest.fixture
+def bounded_pool(database_url: str) -> Iterator[Pool]:
+    opened = open_pool(database_url, min_size=1, max_size=2, bounds=BOUNDS)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _slowed(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`original`, after a statement on its connection that runs `SLOW_SECONDS`."""
+
+    def slow(conn: psycopg.Connection[Any], *args: Any, **kwargs: Any) -> Any:
+        conn.execute("SELECT pg_sleep(%s)", [SLOW_SECONDS])
+        return original(conn, *args, **kwargs)
+
+    return slow
+
+
+def test_a_statement_that_runs_too_long_is_cancelled_and_answered_503(
+    bounded_pool: Pool,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    key = Ed25519PrivateKey.generate()
+    services = build_services(bounded_pool, {key_id(key.public_key()): key.public_key()})
+    operator_key = services.accounts.create_operator_key("tests")
+    # The seam: reading the brake runs a statement longer than the bound first.
+    monkeypatch.setattr(brake_services, "brake_state", _slowed(brake_services.brake_state))
+    with (
+        caplog.at_level(logging.ERROR, logger=api_app.__name__),
+        serve_in_thread(services, clock) as server,
+    ):
+        started = time.monotonic()
+        answer = httpx.get(
+            f"{server.base_url}/v1/admin/brake",
+            headers={"Authorization": f"Bearer {operator_key}"},
+            timeout=30,
+        )
+        took = time.monotonic() - started
+    assert answer.status_code == 503, answer.text[:200]
+    assert answer.json()["detail"]["code"] == "database_unavailable"
+    assert took < SLOW_SECONDS, took
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("GET /v1/admin/brake answered 503 database_unavailable:"), lines
+    assert "canceling statement due to statement timeout" in lines[0]
+    assert "--request-statement-timeout-seconds" in lines[0]
+    assert not any(record.exc_info for record in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("bounds", "finished"),
+    [
+        pytest.param(reconcile_bounds(BOUNDS), True, id="the_workers_bounds"),
+        pytest.param(BOUNDS, False, id="the_requests_bounds"),
+    ],
+)
+def test_the_reconcile_workers_pass_is_not_cut_by_the_requests_statement_timeout(
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    bounds: SessionBounds,
+    finished: bool,
+) -> None:
+    """A pass that runs a statement longer than a request may finishes on the worker's pool
+    (the same pass on the requests' pool is cut: the seam is slow enough)."""
+    monkeypatch.setattr(passes, "read_settings", _slowed(passes.read_settings))
+    clock = ManualClock(datetime(2026, 11, 30, 6, 0, tzinfo=UTC))
+    pool = open_pool(database_url, min_size=1, max_size=2, bounds=bounds)
+    worker = ReconcileWorker(pool, clock, database_url, identity="bounded")
+    try:
+        report = worker.tick()
+    finally:
+        worker.stop()
+        pool.close()
+    assert (report is not None) is finished
+
+
+def _shown(pool: Pool, name: str) -> str:
+    with pool.connection() as conn:
+        row = conn.execute(f"SHOW {name}").fetchone()
+    assert row is not None
+    return str(row[name])
+
+
+def test_the_requests_connections_carry_their_bounds_and_the_urls_own_win(
+    database_url: str,
+) -> None:
+    pool = open_pool(database_url, min_size=1, max_size=1, bounds=SessionBounds())
+    try:
+        assert _shown(pool, "lock_timeout") == f"{REQUEST_LOCK_TIMEOUT_SECONDS:g}s"
+        assert _shown(pool, "statement_timeout") == f"{REQUEST_STATEMENT_TIMEOUT_SECONDS:g}s"
+    finally:
+        pool.close()
+    own = f"{database_url} options='-c lock_timeout=7s -c search_path=public'"
+    pool = open_pool(own, min_size=1, max_size=1, bounds=SessionBounds())
+    try:
+        assert _shown(pool, "lock_timeout") == "7s"
+        assert _shown(pool, "search_path") == "public"
+        assert _shown(pool, "statement_timeout") == f"{REQUEST_STATEMENT_TIMEOUT_SECONDS:g}s"
+    finally:
+        pool.close()
+    worker = open_pool(database_url, min_size=1, max_size=1, bounds=reconcile_bounds(BOUNDS))
+    try:
+        assert _shown(worker, "statement_timeout") == "0"
+        assert _shown(worker, "lock_timeout") == "200ms"
+    finally:
+        worker.close()
+
+
+def test_a_pool_without_bounds_leaves_the_url_as_it_is() -> None:
+    url = "host=db-a dbname=n options='-c search_path=x'"
+    assert bounded_conninfo(url, None) == url
+
+
+def test_the_bounds_are_far_below_an_agents_request_timeout_and_the_pool_wait() -> None:
+    settings = ServeSettings(database=DatabaseLocation(url="postgresql:///x"))
+    bounds = settings.request_bounds
+    assert bounds == SessionBounds()
+    assert bounds.lock_timeout_seconds is not None
+    assert bounds.statement_timeout_seconds is not None
+    # A request queued for a connection behind those waiting for a lock gets one in time.
+    assert bounds.lock_timeout_seconds < settings.pool_wait_seconds
+    # Within the load balancer's retry window (8 s) and an agent's request timeout (10 s).
+    assert settings.pool_wait_seconds + bounds.statement_timeout_seconds <= 8
+
+
+def test_the_bounds_come_from_the_flags_else_the_environment() -> None:
+    env = {
+        "NACHTWACHT_REQUEST_LOCK_TIMEOUT_SECONDS": "1.5",
+        "NACHTWACHT_REQUEST_STATEMENT_TIMEOUT_SECONDS": "4",
+    }
+    assert request_bounds(None, None, env) == SessionBounds(
+        lock_timeout_seconds=1.5, statement_timeout_seconds=4
+    )
+    assert request_bounds(3, None, env) == SessionBounds(
+        lock_timeout_seconds=3, statement_timeout_seconds=4
+    )
+    assert request_bounds(None, None, {}) == SessionBounds()
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "61", "soon"])
+def test_a_bound_out_of_range_in_the_environment_is_refused_naming_the_variable(raw: str) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        request_bounds(None, None, {"NACHTWACHT_REQUEST_LOCK_TIMEOUT_SECONDS": raw})
+    assert str(refused.value).startswith(f"NACHTWACHT_REQUEST_LOCK_TIMEOUT_SECONDS: {raw!r} is")
+
+
+@pytest.mark.parametrize("seconds", [0, -1, 61])
+def test_a_bound_out_of_range_is_refused_naming_the_flag(seconds: float) -> None:
+    with pytest.raises(ConfigurationError, match="--request-statement-timeout-seconds"):
+        ServeSettings(
+            database=DatabaseLocation(url="postgresql:///x"),
+            request_bounds=SessionBounds(statement_timeout_seconds=seconds),
+        )
+
+
+def test_the_worker_waits_for_a_lock_as_long_as_a_request_and_runs_unbounded() -> None:
+    bounds = reconcile_bounds(SessionBounds(lock_timeout_seconds=1.5))
+    assert bounds == SessionBounds(lock_timeout_seconds=1.5, statement_timeout_seconds=None)
+    assert bounds.options() == "-c lock_timeout=1500"
+
+
+def test_a_views_refresh_waits_for_another_refresh_longer_than_the_lock_timeout(
+    database_url: str,
+) -> None:
+    """The kept offers' refresh after a fleet-wide write holds its lock for seconds on a large
+    fleet; a view's refresh waits for it instead of answering 503 at the requests' lock bound
+    (its statement's bound still holds)."""
+    bounds = SessionBounds(lock_timeout_seconds=0.2, statement_timeout_seconds=10)
+    pool = open_pool(database_url, min_size=1, max_size=1, bounds=bounds)
+    finished: list[int] = []
+    try:
+        with psycopg.connect(database_url) as other, other.transaction():
+            other.execute("SELECT pg_advisory_xact_lock(hashtext('nachtwacht.agent_offers'))")
+            refreshing = threading.Thread(target=lambda: finished.append(_refresh(pool)))
+            refreshing.start()
+            wait_for_a_lock_wait(database_url)
+            time.sleep(3 * 0.2)
+        refreshing.join(30)
+    finally:
+        pool.close()
+    assert finished == [0]
+
+
+def _refresh(pool: Pool) -> int:
+    with pool.connection() as conn:
+        return kept_offers.refresh(conn)
