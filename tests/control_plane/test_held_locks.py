@@ -115,11 +115,20 @@ def _tokens(database_url: str, org_id: str) -> int:
     return int(row[0])
 
 
-def test_a_held_row_lock_refuses_only_the_claims_behind_it_and_only_while_it_is_held(
-    control_plane_server: Callable[..., RunningControlPlane],
-    pool: Pool,
-    database_url: str,
-) -> None:
+@dataclass(frozen=True)
+class World:
+    server: RunningControlPlane
+    held_org: str
+    held: list[str]  # the agents' keys
+    other_org: str
+    other: list[str]
+
+
+def _world(
+    control_plane_server: Callable[..., RunningControlPlane], pool: Pool, database_url: str
+) -> World:
+    """A release, two organisations of `POOL_SIZE` agents each, and `serve` with a pool of that
+    many connections at 03:01, the slot open."""
     key = Ed25519PrivateKey.generate()
     services = build_services(pool, {key_id(key.public_key()): key.public_key()})
     now = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
@@ -151,45 +160,93 @@ def test_a_held_row_lock_refuses_only_the_claims_behind_it_and_only_while_it_is_
             "20",
         ],
     )
-    url = server.base_url
     # The reconcile worker's first pass (it refreshes every agent's kept offer) is over: what
     # follows is the requests' alone.
     wait_until(lambda: _passes(database_url) > 0, what="the reconcile worker's first pass")
+    return World(server, str(held_org.org_id), held, str(other_org.org_id), other)
+
+
+def _refused_within_the_bound(answers: list[Answer], sent: int) -> None:
+    assert [answer.code for answer in answers] == ["database_unavailable"] * sent, answers
+    assert {answer.status for answer in answers} == {503}
+    # Refused after the bound, not after the lock was let go (the threads were joined while it
+    # was held), with room for a loaded machine.
+    assert max(answer.seconds for answer in answers) < LOCK_TIMEOUT_SECONDS + 3
+
+
+def test_a_held_row_lock_refuses_only_the_claims_behind_it_and_only_while_it_is_held(
+    control_plane_server: Callable[..., RunningControlPlane],
+    pool: Pool,
+    database_url: str,
+) -> None:
+    world = _world(control_plane_server, pool, database_url)
+    url = world.server.base_url
 
     with psycopg.connect(database_url, autocommit=True) as operator:
         # An operator's `psql`: BEGIN; SELECT … FOR UPDATE; and off for coffee. A grant's run
         # names its agent (a foreign key): its insert waits for this lock.
         operator.execute("BEGIN")
         operator.execute(
-            "SELECT id FROM agents WHERE org_id = %s FOR UPDATE", [held_org.org_id]
+            "SELECT id FROM agents WHERE org_id = %s FOR UPDATE", [world.held_org]
         ).fetchall()
         # As many of the held organisation's claims as the pool has connections.
-        stuck_threads, stuck = _in_threads([lambda k=k: _claim(url, k) for k in held])
+        stuck_threads, stuck = _in_threads([lambda k=k: _claim(url, k) for k in world.held])
         wait_for_a_lock_wait(database_url, sessions=POOL_SIZE)
         served_threads, served = _in_threads(
-            [lambda k=k: _claim(url, k) for k in other]
-            + [lambda k=k: _poll(url, k) for k in other]
+            [lambda k=k: _claim(url, k) for k in world.other]
+            + [lambda k=k: _poll(url, k) for k in world.other]
             + [lambda: _health(url)]
         )
         for thread in [*stuck_threads, *served_threads]:
             thread.join(60)
-        assert _tokens(database_url, str(held_org.org_id)) == 0
+        assert _tokens(database_url, world.held_org) == 0
         operator.execute("ROLLBACK")
 
-    print(f"behind the lock: {stuck}\nthe others: {served}\n{server.stderr()}")
-    assert [answer.code for answer in stuck] == ["database_unavailable"] * POOL_SIZE, stuck
-    assert {answer.status for answer in stuck} == {503}
-    # Refused after the bound, not after the lock was let go (the threads were joined while it
-    # was held), with room for a loaded machine.
-    assert max(answer.seconds for answer in stuck) < LOCK_TIMEOUT_SECONDS + 3
+    print(f"behind the lock: {stuck}\nthe others: {served}")
+    _refused_within_the_bound(stuck, POOL_SIZE)
     assert (
         sorted(answer.status for answer in served) == [200] * (POOL_SIZE + 1) + [201] * POOL_SIZE
     ), served
 
     # The lock let go: the same claims are granted, once each.
-    again = [_claim(url, k) for k in held]
+    again = [_claim(url, k) for k in world.held]
     assert [answer.status for answer in again] == [201] * POOL_SIZE, again
-    assert _tokens(database_url, str(held_org.org_id)) == POOL_SIZE
-    stderr = server.stderr()
+    assert _tokens(database_url, world.held_org) == POOL_SIZE
+    stderr = world.server.stderr()
     assert "Traceback" not in stderr, stderr
-    assert "lock_timeout" in stderr, stderr
+    assert "canceling statement due to lock timeout" in stderr, stderr
+
+
+def test_a_held_table_lock_refuses_the_claims_and_the_polls_are_served(
+    control_plane_server: Callable[..., RunningControlPlane],
+    pool: Pool,
+    database_url: str,
+) -> None:
+    """`LOCK TABLE tokens` by hand stops every grant, of every organisation: those claims are
+    refused within the bound; what does not write a token — the polls, `/healthz` — is served."""
+    world = _world(control_plane_server, pool, database_url)
+    url = world.server.base_url
+    keys = [*world.held, *world.other]
+    # Claims of both organisations, as many as the pool has connections.
+    claiming = [*world.held[: POOL_SIZE - 1], world.other[0]]
+
+    with psycopg.connect(database_url, autocommit=True) as operator:
+        operator.execute("BEGIN")
+        operator.execute("LOCK TABLE tokens IN EXCLUSIVE MODE")  # reads pass, writes wait
+        stuck_threads, stuck = _in_threads([lambda k=k: _claim(url, k) for k in claiming])
+        wait_for_a_lock_wait(database_url, sessions=POOL_SIZE)
+        served_threads, served = _in_threads(
+            [lambda k=k: _poll(url, k) for k in keys] + [lambda: _health(url)]
+        )
+        for thread in [*stuck_threads, *served_threads]:
+            thread.join(60)
+        operator.execute("ROLLBACK")
+
+    print(f"behind the lock: {stuck}\nthe others: {served}")
+    _refused_within_the_bound(stuck, POOL_SIZE)
+    assert [answer.status for answer in served] == [200] * (len(keys) + 1), served
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+    again = [_claim(url, k) for k in keys]
+    assert [answer.status for answer in again] == [201] * len(keys), again
+    assert "Traceback" not in world.server.stderr()
