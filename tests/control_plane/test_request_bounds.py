@@ -16,6 +16,9 @@ import psycopg
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from control_plane.answers_cache import warm_up
+from control_plane.answers_cache.memory import AnswerMemory, Changes
+from control_plane.answers_cache.warm_up import SlotWarmUp
 from control_plane.api import app as api_app
 from control_plane.brake import services as brake_services
 from control_plane.config import DatabaseLocation, ServeSettings, request_bounds
@@ -33,7 +36,7 @@ from control_plane.reconcile.worker import ReconcileWorker
 from control_plane.registry import build_services
 from control_plane.releases import services as release_services
 from control_plane.rollout import kept_offers
-from control_plane.types import Pool
+from control_plane.types import Connection, Pool
 from signed_release.keys import key_id
 from tests.control_plane.conftest import serve_in_thread, sign_release
 from tests.control_plane.lock_waits import wait_for_a_lock_wait
@@ -295,3 +298,28 @@ def test_a_publish_waits_for_another_publisher_longer_than_the_requests_bounds(
     finally:
         pool.close()
     assert published == [release.version]
+
+
+def test_a_warm_up_cut_by_the_statement_bound_leaves_the_claim_to_go_on(
+    bounded_pool: Pool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fleet too large to read within a request's statement bound is not warmed up: the claim
+    that asked goes on, on its connection, answered by its own read."""
+    memory = AnswerMemory()
+    memory.apply(Changes(everything=True), read_started=time.monotonic())  # as the feed does
+    assert memory.epoch is not None
+
+    def slow_read(conn: Connection, slot_key: str, at: datetime, limit: int) -> list[Any]:
+        conn.execute("SELECT pg_sleep(%s)", [SLOW_SECONDS])
+        return []
+
+    at = datetime(2026, 11, 30, 2, 1, tzinfo=UTC)
+    with (
+        caplog.at_level(logging.WARNING, logger=warm_up.__name__),
+        bounded_pool.connection() as conn,
+    ):
+        assert SlotWarmUp(memory, slow_read).ask(conn, "2026-11-30T03:00", at) == 0
+        assert conn.execute("SELECT 1 AS one").fetchone() == {"one": 1}
+    [line] = [record.getMessage() for record in caplog.records]
+    assert "warm-up of slot 2026-11-30T03:00 not done" in line
+    assert "statement timeout" in line
