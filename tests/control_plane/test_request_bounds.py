@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -17,7 +17,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane.answers_cache import warm_up
+from control_plane.answers_cache.feed import ChangeFeed
 from control_plane.answers_cache.memory import AnswerMemory, Changes
+from control_plane.answers_cache.seen import SeenRecorder
 from control_plane.answers_cache.warm_up import SlotWarmUp
 from control_plane.api import app as api_app
 from control_plane.brake import services as brake_services
@@ -323,3 +325,24 @@ def test_a_warm_up_cut_by_the_statement_bound_leaves_the_claim_to_go_on(
     [line] = [record.getMessage() for record in caplog.records]
     assert "warm-up of slot 2026-11-30T03:00 not done" in line
     assert "statement timeout" in line
+
+
+def test_the_feeds_connection_keeps_the_urls_own_options(database_url: str) -> None:
+    """The change feed sets its own statement bound; the URL's other options (a schema's
+    `search_path`, say) are kept, not replaced."""
+    own = f"{database_url} options='-c search_path=public,pg_catalog'"
+    seen = SeenRecorder(
+        resolution=timedelta(seconds=30),
+        host_every=timedelta(minutes=5),
+        stretch_gap=timedelta(minutes=3),
+    )
+    feed = ChangeFeed(own, AnswerMemory(), seen)
+    try:
+        feed.read_once()
+        conn = feed._connection()
+        shown = conn.execute("SELECT current_setting('search_path') AS s").fetchone()
+        bound = conn.execute("SELECT current_setting('statement_timeout') AS s").fetchone()
+    finally:
+        feed.stop()
+    assert shown == {"s": "public,pg_catalog"}
+    assert bound == {"s": "1s"}
