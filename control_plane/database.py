@@ -130,9 +130,10 @@ RECONNECT_SECONDS = 3.0
 # ones waiting for a held lock gets one when they give up, before its own wait runs out.
 REQUEST_LOCK_TIMEOUT_SECONDS = 2.0
 # How long one statement of a request may run at all (its lock waits included): twice the longest
-# statement a request runs on a large fleet (the kept offers' refresh after a fleet-wide change,
-# 2.6 s for 10,000 agents, in several statements); with the pool's wait, still within the load
-# balancer's 8 s to try another replica and an agent's 10 s.
+# a request runs on a large fleet (the kept offers' refresh after a fleet-wide change, 2.6 s for
+# 10,000 agents, in several statements); with the pool's wait (8 s), still below an agent's
+# request timeout (10 s), so the agent hears the 503. Publishing a release stores its build
+# without it (`releases.services`), and a slot's warm-up cut by it is skipped (`warm_up`).
 REQUEST_STATEMENT_TIMEOUT_SECONDS = 5.0
 # The bounds a setting may give: above 0 (libpq's 0 would be "no bound"), at most a minute.
 MAX_REQUEST_TIMEOUT_SECONDS = 60.0
