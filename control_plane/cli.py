@@ -74,6 +74,7 @@ from control_plane.config import (
     load_trusted_keys,
     pool_wait_seconds,
     release_key_paths,
+    request_bounds,
     settings_from_env,
     webhook_policy,
 )
@@ -160,6 +161,19 @@ def _add_serve(commands: Any) -> None:
         type=float,
         help="how long a request waits for a database connection before answering 503 "
         "database_unavailable (3; $NACHTWACHT_POOL_WAIT_SECONDS)",
+    )
+    serve.add_argument(
+        "--request-lock-timeout-seconds",
+        type=float,
+        help="how long a request's statement waits for a lock another session holds before it "
+        "is cancelled and answered 503 database_unavailable "
+        "(2; $NACHTWACHT_REQUEST_LOCK_TIMEOUT_SECONDS)",
+    )
+    serve.add_argument(
+        "--request-statement-timeout-seconds",
+        type=float,
+        help="how long one statement of a request may run before it is cancelled and answered "
+        "503 database_unavailable (5; $NACHTWACHT_REQUEST_STATEMENT_TIMEOUT_SECONDS)",
     )
     serve.add_argument(
         "--workers",
@@ -625,6 +639,9 @@ def _serve(args: argparse.Namespace) -> int:
         migrate=not args.no_migrate,
         pool_size=args.pool_size,
         pool_wait_seconds=pool_wait_seconds(args.pool_wait_seconds),
+        request_bounds=request_bounds(
+            args.request_lock_timeout_seconds, args.request_statement_timeout_seconds
+        ),
         workers=args.workers,
         log_level=args.log_level,
         platform_settings=settings_from_env(vars(args)),

@@ -15,7 +15,15 @@ from typing import Any
 import platformdirs
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from control_plane.database import DATABASE_URL_ENV, MAX_POOL_WAIT_SECONDS, POOL_WAIT_SECONDS
+from control_plane.database import (
+    DATABASE_URL_ENV,
+    MAX_POOL_WAIT_SECONDS,
+    MAX_REQUEST_TIMEOUT_SECONDS,
+    POOL_WAIT_SECONDS,
+    REQUEST_LOCK_TIMEOUT_SECONDS,
+    REQUEST_STATEMENT_TIMEOUT_SECONDS,
+    SessionBounds,
+)
 from control_plane.errors import ConfigurationError
 from control_plane.notifications.addresses import WebhookAddressPolicy
 from signed_release.errors import ReleaseError
@@ -25,12 +33,15 @@ __all__ = [
     "DATA_DIR_ENV",
     "POOL_WAIT_ENV",
     "RELEASE_KEYS_ENV",
+    "REQUEST_LOCK_TIMEOUT_ENV",
+    "REQUEST_STATEMENT_TIMEOUT_ENV",
     "DatabaseLocation",
     "ServeSettings",
     "default_data_dir",
     "load_trusted_keys",
     "pool_wait_seconds",
     "release_key_paths",
+    "request_bounds",
     "settings_from_env",
     "webhook_policy",
 ]
@@ -41,6 +52,8 @@ OUTBOUND_NETWORKS_ENV = "NACHTWACHT_OUTBOUND_ALLOW_NETWORKS"
 # The older name of the same setting, from when only webhooks used it.
 WEBHOOK_NETWORKS_ENV = "NACHTWACHT_WEBHOOK_ALLOW_NETWORKS"
 POOL_WAIT_ENV = "NACHTWACHT_POOL_WAIT_SECONDS"
+REQUEST_LOCK_TIMEOUT_ENV = "NACHTWACHT_REQUEST_LOCK_TIMEOUT_SECONDS"
+REQUEST_STATEMENT_TIMEOUT_ENV = "NACHTWACHT_REQUEST_STATEMENT_TIMEOUT_SECONDS"
 
 # `control serve` flags that seed the platform settings, and their environment variables.
 SETTINGS_ENV = {
@@ -109,6 +122,8 @@ class ServeSettings:
     pool_size: int = 10
     # How long a request waits for a pooled connection before it is a 503 (database down).
     pool_wait_seconds: float = POOL_WAIT_SECONDS
+    # The lock and statement timeouts of the API's request connections (`database`).
+    request_bounds: SessionBounds = field(default_factory=SessionBounds)
     # Worker processes over one socket; each has its own pool of `pool_size` connections.
     workers: int = 1
     log_level: str = "warning"
@@ -130,29 +145,71 @@ class ServeSettings:
                 f"--pool-wait-seconds: {self.pool_wait_seconds} is out of range "
                 f"(expected more than 0 and at most {MAX_POOL_WAIT_SECONDS:g})"
             )
+        for flag, seconds in (
+            ("--request-lock-timeout-seconds", self.request_bounds.lock_timeout_seconds),
+            ("--request-statement-timeout-seconds", self.request_bounds.statement_timeout_seconds),
+        ):
+            if seconds is not None and not 0 < seconds <= MAX_REQUEST_TIMEOUT_SECONDS:
+                raise ConfigurationError(
+                    f"{flag}: {seconds} is out of range "
+                    f"(expected more than 0 and at most {MAX_REQUEST_TIMEOUT_SECONDS:g})"
+                )
+
+
+def _seconds(
+    flag: float | None, variable: str, default: float, most: float, environ: Mapping[str, str]
+) -> float:
+    """The flag's value, else the environment variable's (checked under its own name), else
+    `default`."""
+    if flag is not None:
+        return flag
+    raw = environ.get(variable, "").strip()
+    if not raw:
+        return default
+    try:
+        seconds = float(raw)
+    except ValueError as exc:
+        raise ConfigurationError(
+            f"{variable}: {raw!r} is not a number of seconds (e.g. {default:g})"
+        ) from exc
+    # Checked here too, under the name the value was given by (ServeSettings names the flag).
+    if not 0 < seconds <= most:
+        raise ConfigurationError(
+            f"{variable}: {raw!r} is out of range (expected more than 0 and at most {most:g})"
+        )
+    return seconds
 
 
 def pool_wait_seconds(flag: float | None, environ: Mapping[str, str] | None = None) -> float:
     """`--pool-wait-seconds`, else NACHTWACHT_POOL_WAIT_SECONDS, else `POOL_WAIT_SECONDS`."""
     env = os.environ if environ is None else environ
-    if flag is not None:
-        return flag
-    raw = env.get(POOL_WAIT_ENV, "").strip()
-    if not raw:
-        return POOL_WAIT_SECONDS
-    try:
-        seconds = float(raw)
-    except ValueError as exc:
-        raise ConfigurationError(
-            f"{POOL_WAIT_ENV}: {raw!r} is not a number of seconds (e.g. 3)"
-        ) from exc
-    # Checked here too, under the name the value was given by (ServeSettings names the flag).
-    if not 0 < seconds <= MAX_POOL_WAIT_SECONDS:
-        raise ConfigurationError(
-            f"{POOL_WAIT_ENV}: {raw!r} is out of range "
-            f"(expected more than 0 and at most {MAX_POOL_WAIT_SECONDS:g})"
-        )
-    return seconds
+    return _seconds(flag, POOL_WAIT_ENV, POOL_WAIT_SECONDS, MAX_POOL_WAIT_SECONDS, env)
+
+
+def request_bounds(
+    lock_timeout: float | None,
+    statement_timeout: float | None,
+    environ: Mapping[str, str] | None = None,
+) -> SessionBounds:
+    """`--request-lock-timeout-seconds` and `--request-statement-timeout-seconds`, else their
+    environment variables, else the defaults (`database.SessionBounds`)."""
+    env = os.environ if environ is None else environ
+    return SessionBounds(
+        lock_timeout_seconds=_seconds(
+            lock_timeout,
+            REQUEST_LOCK_TIMEOUT_ENV,
+            REQUEST_LOCK_TIMEOUT_SECONDS,
+            MAX_REQUEST_TIMEOUT_SECONDS,
+            env,
+        ),
+        statement_timeout_seconds=_seconds(
+            statement_timeout,
+            REQUEST_STATEMENT_TIMEOUT_ENV,
+            REQUEST_STATEMENT_TIMEOUT_SECONDS,
+            MAX_REQUEST_TIMEOUT_SECONDS,
+            env,
+        ),
+    )
 
 
 def release_key_paths(

@@ -43,6 +43,26 @@ likely cut together: left to the pool, a request waits 1 s, then 2 s between dea
 out of its wait at the third), and the request takes a fresh one. Only a request whose statement
 was sent is ever answered 503 for a cut connection: a statement that may have run is never sent
 again (a claim that may have been granted must not be granted twice).
+
+A request never waits long for a lock: the API's pool opens its connections with a
+`lock_timeout` and a `statement_timeout` (`SessionBounds`, given in the libpq `options` of the
+connection, so no request pays a round trip for them). A session that holds a lock a request
+needs — a person's `psql` left in a transaction, a stuck migration — then costs that request a
+503 `database_unavailable` after `REQUEST_LOCK_TIMEOUT_SECONDS`, not its pool connection and
+worker thread for as long as the lock is held: without the bound, the requests behind the lock
+took every connection of the pool, and every other request, of every organisation, was answered
+503 once it had waited for a connection. The bound is below the pool's wait for a connection,
+so a request queued behind the ones that wait for the lock gets its connection when they give
+up. A statement cancelled by a bound ends its transaction, so a grant is written whole or not at
+all.
+
+The reconcile worker's pool has the same `lock_timeout` and no `statement_timeout` (its passes
+may run for seconds). What a pass holds while it waits for a lock, requests wait for in turn —
+the kept offers' refresh, say, has taken every agent's stale mark, which a poll's or a claim's
+write must wait for — so a pass that waited longer than a request would only turn that wait into
+more refused requests; it gives up instead, and the next pass does the work. The admin commands
+(a person watching, who can interrupt) and the migrations (their own `--lock-timeout-seconds`)
+carry no such bounds: `open_pool` without `bounds`.
 """
 
 from __future__ import annotations
@@ -57,6 +77,7 @@ import select
 import subprocess
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -73,15 +94,20 @@ __all__ = [
     "MAX_POOL_WAIT_SECONDS",
     "POOL_WAIT_SECONDS",
     "RECONNECT_SECONDS",
+    "REQUEST_LOCK_TIMEOUT_SECONDS",
+    "REQUEST_STATEMENT_TIMEOUT_SECONDS",
     "SERVER_USER",
     "CutConnectionCheck",
     "EmbeddedPostgres",
+    "SessionBounds",
+    "bounded_conninfo",
     "database_url_with_name",
     "ensure_server_user",
     "first_line",
     "login_shell_warning",
     "make_server_user",
     "open_pool",
+    "reconcile_bounds",
     "server_user_command",
     "told_something",
 ]
@@ -96,6 +122,21 @@ MAX_POOL_WAIT_SECONDS = 60.0
 # gives it up and the next waiting request starts another: the bound on how long a replica keeps
 # answering 503 after the database is back.
 RECONNECT_SECONDS = 3.0
+# How long a request's statement waits for a lock another session holds before it is cancelled
+# (then a 503). A claim's statements take milliseconds, and the longest wait the product itself
+# makes a request's statement do is a round's grants queueing on its counter rows (a few hundred
+# milliseconds in a burst); far below an agent's request timeout (10 s) and the load balancer's
+# (30 s), and below `POOL_WAIT_SECONDS`, so that a request queued for a connection behind the
+# ones waiting for a held lock gets one when they give up, before its own wait runs out.
+REQUEST_LOCK_TIMEOUT_SECONDS = 2.0
+# How long one statement of a request may run at all (its lock waits included): twice the longest
+# a request runs on a large fleet (the kept offers' refresh after a fleet-wide change, 2.6 s for
+# 10,000 agents, in several statements); with the pool's wait (8 s), still below an agent's
+# request timeout (10 s), so the agent hears the 503. Publishing a release stores its build
+# without it (`releases.services`), and a slot's warm-up cut by it is skipped (`warm_up`).
+REQUEST_STATEMENT_TIMEOUT_SECONDS = 5.0
+# The bounds a setting may give: above 0 (libpq's 0 would be "no bound"), at most a minute.
+MAX_REQUEST_TIMEOUT_SECONDS = 60.0
 # How long a process starting up waits for its pool's first connection before it gives up.
 POOL_OPEN_SECONDS = 15.0
 # pgserver's list of the processes using one data directory.
@@ -343,6 +384,47 @@ def _postmaster_pid(pgdata: Path) -> int | None:
         return None
 
 
+@dataclass(frozen=True, kw_only=True)
+class SessionBounds:
+    """A pool's `lock_timeout` and `statement_timeout` in seconds (None: the server's own); the
+    defaults are the API's request connections'."""
+
+    lock_timeout_seconds: float | None = REQUEST_LOCK_TIMEOUT_SECONDS
+    statement_timeout_seconds: float | None = REQUEST_STATEMENT_TIMEOUT_SECONDS
+
+    def options(self) -> str:
+        """The libpq `options` that set the bounds for the session (whole milliseconds)."""
+        settings = (
+            ("lock_timeout", self.lock_timeout_seconds),
+            ("statement_timeout", self.statement_timeout_seconds),
+        )
+        return " ".join(
+            f"-c {name}={max(1, round(seconds * 1000))}"
+            for name, seconds in settings
+            if seconds is not None
+        )
+
+
+def reconcile_bounds(requests: SessionBounds) -> SessionBounds:
+    """The reconcile worker's pool's bounds: the requests' lock timeout, no statement timeout
+    (see the module's docstring)."""
+    return SessionBounds(
+        lock_timeout_seconds=requests.lock_timeout_seconds, statement_timeout_seconds=None
+    )
+
+
+def bounded_conninfo(conninfo: str, bounds: SessionBounds | None) -> str:
+    """`conninfo` with `bounds` set for the session. The URL's own `options` come after ours, and
+    of two values of one setting PostgreSQL keeps the last: a `-c lock_timeout=…` in the URL
+    wins."""
+    if bounds is None:
+        return conninfo
+    params = conninfo_to_dict(conninfo)
+    own = str(params.get("options") or "").strip()
+    params["options"] = f"{bounds.options()} {own}".strip()
+    return make_conninfo("", **params)
+
+
 def told_something(conn: psycopg.Connection[Any]) -> bool:
     """Whether an idle connection has anything to read, without waiting: its server's last words
     and the end of the socket when the session was ended, else (almost always) nothing."""
@@ -383,16 +465,22 @@ def open_pool(
     min_size: int = 1,
     max_size: int = 10,
     timeout: float = POOL_WAIT_SECONDS,
+    bounds: SessionBounds | None = None,
 ) -> ConnectionPool[Any]:
     """A psycopg 3 pool whose rows are dicts; fails with DatabaseUnavailable if nothing answers.
     A request waits at most `timeout` seconds for a connection (then `PoolTimeout`: a 503).
     Its connections go to the newest primary of the URL's hosts, never to a fenced one, and one
-    its server has ended is not handed out (`CutConnectionCheck`)."""
+    its server has ended is not handed out (`CutConnectionCheck`). `bounds`: the lock and
+    statement timeouts every connection is opened with (the API's pool; see the docstring)."""
     fence = fence_for(database_url)
     cut_connections = CutConnectionCheck()
-    pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
+
+    def conninfo() -> str:
         # Called for each new connection: the host last seen at the newest position first.
-        fence.conninfo,
+        return bounded_conninfo(fence.conninfo(), bounds)
+
+    pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
+        conninfo,
         configure=fence.check,
         check=cut_connections,
         reconnect_timeout=RECONNECT_SECONDS,

@@ -2,11 +2,13 @@
 listening socket.
 
 Start-up order: clock → socket (a taken port fails before anything starts) → database
-(embedded or URL) → migrations → settings → workers. Each worker owns its connection pool, its
-services, the refusal flusher and the reconcile loop (the advisory lock makes one worker of all
-replicas the reconcile leader), and runs uvicorn on uvloop with httptools over the inherited
-socket; the kernel spreads connections between them. The caps hold across workers as they do
-across replicas: the database enforces them. The "ready" line comes once every worker accepts.
+(embedded or URL) → migrations → settings → workers. Each worker owns its requests' connection
+pool (every connection opened with the requests' lock and statement timeouts), its services, the
+refusal flusher and the reconcile loop (on a small pool of its own, with the lock timeout only; the
+advisory lock makes one worker of all replicas the reconcile leader), and runs uvicorn on uvloop
+with httptools over the inherited socket; the kernel spreads connections between them. The caps
+hold across workers as they do across replicas: the database enforces them. The "ready" line
+comes once every worker accepts.
 
 SIGTERM and SIGINT stop uvicorn gracefully (in every worker: the supervisor forwards them); then
 each pool closes and the embedded PostgreSQL is let go (stopped, unless another of our processes
@@ -40,7 +42,7 @@ from control_plane.answers_cache import AnswerMemory, ReplicaWrites
 from control_plane.answers_cache.feed import feed_running
 from control_plane.api.app import create_app
 from control_plane.config import ServeSettings, load_trusted_keys
-from control_plane.database import open_pool
+from control_plane.database import open_pool, reconcile_bounds
 from control_plane.errors import ConfigurationError, ControlPlaneError, DatabaseUnavailable
 from control_plane.events.trail import Actor
 from control_plane.ready_line import ready_line
@@ -53,6 +55,8 @@ from ground.start_up import set_aside_start_up_objects
 
 __all__ = ["serve", "uvicorn_options"]
 
+# How long the reconcile worker waits for a connection of its own pool (it is alone on it).
+RECONCILE_POOL_WAIT_SECONDS = 30.0
 # A deadline for a worker that hangs while starting, not a speed expectation.
 WORKER_START_DEADLINE_SECONDS = 120.0
 # <linux/prctl.h>: the signal the calling process gets when its parent dies.
@@ -128,9 +132,28 @@ def _serve_worker(
 ) -> None:
     """One worker: its pool, services and reconcile loop, uvicorn until a signal stops it;
     `writes` is the replica's count of writes, shared by its workers."""
+    # The requests' pool: every statement bounded in how long it waits for a lock and runs.
     pool = open_pool(
-        url, min_size=1, max_size=settings.pool_size, timeout=settings.pool_wait_seconds
+        url,
+        min_size=1,
+        max_size=settings.pool_size,
+        timeout=settings.pool_wait_seconds,
+        bounds=settings.request_bounds,
     )
+    try:
+        # The reconcile worker's own: its passes may run longer than a request may, and a pass
+        # that waits for a lock holds none of the requests' connections; it waits for a lock no
+        # longer than a request does (`database`).
+        worker_pool = open_pool(
+            url,
+            min_size=1,
+            max_size=2,
+            timeout=RECONCILE_POOL_WAIT_SECONDS,
+            bounds=reconcile_bounds(settings.request_bounds),
+        )
+    except BaseException:
+        pool.close()
+        raise
     try:
         services = build_services(
             pool,
@@ -149,13 +172,14 @@ def _serve_worker(
         set_aside_start_up_objects()
         # uvloop: the event loop's own overhead per request is a fraction of asyncio's.
         with (
-            reconcile_running(pool, clock, url, services),
+            reconcile_running(worker_pool, clock, url, services),
             # The agents' answers from memory, kept exact by the change feed.
             feed_running(url, services.answers, services.seen),
             asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
         ):
             runner.run(_run(uvicorn.Server(config), sock, ready))
     finally:
+        worker_pool.close()
         pool.close()
 
 

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from uuid import UUID
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from control_plane.answers_cache.memory import POLL_SECONDS, AnswerMemory, Changes
@@ -192,12 +193,15 @@ class ChangeFeed:
 
     def _connection(self) -> Connection:
         if self._conn is None or self._conn.closed:
+            # The URL's own options come after the feed's bound (the last value of a setting
+            # wins), and are kept: given as an argument, `options` replaces the URL's.
+            own = str(conninfo_to_dict(self._url).get("options") or "")
             self._conn = fenced_connect(
                 self._url,
                 autocommit=True,
                 row_factory=dict_row,
                 connect_timeout=2,
-                options=f"-c statement_timeout={_STATEMENT_TIMEOUT_MS}",
+                options=f"-c statement_timeout={_STATEMENT_TIMEOUT_MS} {own}".strip(),
             )
         return self._conn
 

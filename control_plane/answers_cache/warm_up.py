@@ -16,16 +16,22 @@ are is the claims' business) and remembers them as the hot statement's own reads
 
 A warm-up of a slot is done once per memory epoch (a change of everything, a lapse of the feed,
 forgets every remembered row and starts a new epoch) and at most every `WARM_EVERY_SECONDS`, in
-the request that asked for it (on the connection it already holds; no thread of its own).
+the request that asked for it (on the connection it already holds; no thread of its own). Its
+read is a request's statement, under the requests' `statement_timeout`: a fleet too large to read
+in that time is not warmed up (said in the log), and the claim that asked goes on without it,
+answered as it would have been.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Hashable
 from datetime import datetime
 from uuid import UUID
+
+import psycopg
 
 from control_plane.answers_cache.memory import AnswerMemory
 from control_plane.types import Connection
@@ -37,6 +43,8 @@ __all__ = ["WARM_EVERY_SECONDS", "WARM_LIMIT", "DueFacts", "SlotWarmUp"]
 WARM_LIMIT = 100_000
 # Real seconds between two warm-ups of one slot in one worker, whatever forgot the first.
 WARM_EVERY_SECONDS = 10.0
+logger = logging.getLogger(__name__)
+
 # Slots whose warm-up time is kept (at 03:00 there is one; a few more for schedules' other times).
 _SLOTS_KEPT = 64
 
@@ -85,6 +93,17 @@ class SlotWarmUp:
             self._done[slot_key] = (epoch, now)
         try:
             return self._warm(conn, slot_key, at)
+        except psycopg.errors.QueryCanceled as exc:
+            # The read ran longer than a request's statement may (the connection is left idle:
+            # autocommit). Tried again after `every_seconds`; the claims read their own facts.
+            said = exc.diag.message_primary or type(exc).__name__
+            logger.warning(
+                "warm-up of slot %s not done (%s): the claims read their own facts; a larger"
+                " --request-statement-timeout-seconds lets it finish",
+                slot_key,
+                said,
+            )
+            return 0
         finally:
             with self._lock:
                 self._busy = False

@@ -201,8 +201,39 @@ async def _unreadable_body(request: Request, exc: Exception) -> Response:
     )
 
 
-async def _database_unavailable(_: Request, exc: Exception) -> JSONResponse:
-    logger.error("database error: %s", exc)
+# How much of the database's account of where a cancelled statement waited goes into its line.
+MAX_CONTEXT_LOGGED = 300
+
+
+def cancelled_statement_line(method: str, path: str, exc: Exception) -> str | None:
+    """The one line logged for a request whose statement the database cancelled — by the request
+    connections' `lock_timeout` or `statement_timeout` (`database.SessionBounds`) or by hand —
+    naming the request, the bound and what it waited for; None for any other failure."""
+    if not isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
+        return None
+    said = exc.diag.message_primary or str(exc).strip().split("\n")[0]
+    if "lock timeout" in said:
+        bound = " (the request connections' lock_timeout, --request-lock-timeout-seconds)"
+    elif "statement timeout" in said:
+        bound = " (the request connections' statement_timeout, --request-statement-timeout-seconds)"
+    else:
+        bound = ""
+    context = " ".join((exc.diag.context or "").split())
+    if len(context) > MAX_CONTEXT_LOGGED:
+        context = context[: MAX_CONTEXT_LOGGED - 1] + "…"
+    where = f"; {context}" if context else ""
+    return (
+        f"{method} {path} answered 503 database_unavailable: {said}{bound}{where}"
+        " (pg_blocking_pids() of the sessions waiting for a lock names who holds it)"
+    )
+
+
+async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    cancelled = cancelled_statement_line(request.method, request.url.path, exc)
+    if cancelled is not None:
+        logger.error("%s", cancelled)
+    else:
+        logger.error("database error: %s", exc)
     return JSONResponse(
         {
             "detail": {

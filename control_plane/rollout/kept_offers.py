@@ -18,7 +18,8 @@ opens when the reconcile pass promotes the release, which writes `releases` and 
 everyone). What does end at a time — a hold — and what a claim is refused for now — a halt, a
 brake — are not kept; the views read them live beside the kept offer.
 
-Concurrency: one refresh at a time (a transaction-level advisory lock). Every write adds a row of
+Concurrency: one refresh at a time (a transaction-level advisory lock, waited for without the
+requests' `lock_timeout`). Every write adds a row of
 its own to `agent_offer_marks` (no key, so it never finds one there already), and a refresh takes
 only the rows committed when it deletes them: a write that commits after the refresh read the
 facts leaves its row, and the next refresh computes that agent again. (`agent_offers_stale`, one
@@ -48,6 +49,10 @@ SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::uuid[], %s::text[],
 def refresh(conn: Connection) -> int:
     """Recompute the kept offer of every agent marked stale; how many were."""
     with conn.transaction():
+        # Another refresh may hold the lock for seconds after a fleet-wide write (2.6 s at 10,000
+        # agents): a view waits for it rather than give up at the requests' `lock_timeout`,
+        # which is for locks held by something else; its statement's timeout still bounds it.
+        conn.execute("SET LOCAL lock_timeout = 0")
         conn.execute(_LOCK)
         with conn.cursor(row_factory=tuple_row) as cursor:
             taken = cursor.execute("DELETE FROM agent_offers_stale RETURNING agent_id").fetchall()
