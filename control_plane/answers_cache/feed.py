@@ -124,6 +124,8 @@ class ChangeFeed:
         # While the feed cannot be read: a read every half second would otherwise write two
         # lines a second per worker for a whole outage.
         self._not_read = RepeatedWarning(FAILURE_REPEAT_SECONDS, monotonic=monotonic)
+        # The same for the sightings' batch (a lock held on agents' rows fails it at every read).
+        self._not_written = RepeatedWarning(FAILURE_REPEAT_SECONDS, monotonic=monotonic)
 
     def start(self) -> None:
         self._loop.start(self._run)
@@ -166,9 +168,19 @@ class ChangeFeed:
         except psycopg.Error as exc:
             if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 self._close()  # the next read opens another (and lapses if it cannot)
+            repeat = self._not_written.holds()
+            if repeat is not None:
+                logger.warning(
+                    "sightings of answers from memory not written yet%s (kept for the next"
+                    " read): %s",
+                    "" if repeat.first else f" after {repeat.held_seconds:.0f} s",
+                    exc,
+                )
+            return
+        failed_for = self._not_written.ended()
+        if failed_for is not None:
             logger.warning(
-                "sightings of answers from memory not written yet (kept for the next read): %s",
-                exc,
+                "sightings of answers from memory written again after %.0f s", failed_for
             )
 
     def _say_not_read(self, exc: psycopg.Error) -> None:

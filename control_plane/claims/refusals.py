@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from datetime import datetime
 from uuid import UUID
 
 import psycopg
 
 from control_plane.background import LoopThread
+from control_plane.repeated_warning import RepeatedWarning
 from control_plane.types import Pool
 from ground.contract import RefusalCode
 
@@ -28,6 +30,9 @@ __all__ = ["FACT_REASONS", "RefusalRecorder"]
 FACT_REASONS = frozenset({RefusalCode.ORG_CAP, RefusalCode.GLOBAL_CAP, RefusalCode.BRAKE})
 
 logger = logging.getLogger(__name__)
+
+# While the refusals cannot be written, the warning is repeated this often (real seconds).
+REPEAT_SECONDS = 60.0
 
 # Inserted in the key's order: every worker flushes its own batch, and an agent that asks again
 # every round is refused by more than one worker, so two batches hold the same facts. In the
@@ -56,6 +61,7 @@ class RefusalRecorder:
         max_pending: int = 200_000,
         remembered: int = 200_000,
         flush_interval_seconds: float = 1.0,
+        monotonic: Callable[[], float] | None = None,
     ) -> None:
         self._pool = pool
         self._max_pending = max_pending
@@ -68,6 +74,9 @@ class RefusalRecorder:
         self._refused: Counter[str] = Counter()
         self._dropped = 0
         self._loop = LoopThread("nachtwacht-refusal-flusher")
+        # A flush every second that fails for a whole outage (or behind a held lock) says so
+        # once, then every minute, and once when it writes again.
+        self._not_written = RepeatedWarning(REPEAT_SECONDS, monotonic=monotonic)
 
     def record(self, agent_id: UUID, slot_key: str, reason: RefusalCode, at: datetime) -> None:
         """Note one refusal. Counted for the metrics; kept as a fact when it explains a miss."""
@@ -148,14 +157,26 @@ class RefusalRecorder:
     def stop(self) -> None:
         """Stop the flusher and write what is still buffered."""
         self._loop.stop()
-        self._flush_logged()
+        self.flush_logged()
 
     def _flush_until_stopped(self) -> None:
         while not self._loop.wait(self._interval):
-            self._flush_logged()
+            self.flush_logged()
 
-    def _flush_logged(self) -> None:
+    def flush_logged(self) -> None:
+        """`flush`, a failure said in the log (at once, then every `REPEAT_SECONDS` while it
+        lasts, and once when a flush writes again) instead of raised."""
         try:
             self.flush()
         except psycopg.Error as exc:
-            logger.warning("claim refusals not written yet (kept for the next flush): %s", exc)
+            repeat = self._not_written.holds()
+            if repeat is not None:
+                logger.warning(
+                    "claim refusals not written yet%s (kept for the next flush): %s",
+                    "" if repeat.first else f" after {repeat.held_seconds:.0f} s",
+                    exc,
+                )
+            return
+        failed_for = self._not_written.ended()
+        if failed_for is not None:
+            logger.warning("claim refusals written again after %.0f s", failed_for)

@@ -3,15 +3,17 @@ write per refusal — an in-memory, de-duplicated buffer flushed in batches."""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from uuid import UUID, uuid4
 
 import psycopg
 import pytest
 
-from control_plane.claims.refusals import RefusalRecorder
-from control_plane.database import open_pool
+from control_plane.claims.refusals import REPEAT_SECONDS, RefusalRecorder
+from control_plane.database import SessionBounds, open_pool
 from control_plane.types import Pool
+from ground.contract import RefusalCode
 from tests.control_plane.reconcile_fleet import NIGHT_KEY
 
 AT = datetime(2026, 11, 30, 2, 3, tzinfo=UTC)
@@ -111,3 +113,37 @@ def test_stop_writes_what_is_still_buffered(pool: Pool, agent_id: UUID) -> None:
     recorder.record(agent_id, NIGHT_KEY, "brake", AT)
     recorder.stop()
     assert _facts(pool) == [(NIGHT_KEY, "brake")]
+
+
+def test_a_flush_that_keeps_failing_is_said_once_a_minute_and_when_it_writes_again(
+    database_url: str, agent_id: UUID, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Behind a lock held by hand the flusher fails every second for as long as it lasts: one
+    line, then one a minute, and one when the facts are written."""
+    caplog.set_level(logging.WARNING, "control_plane.claims.refusals")
+    ticks = [1000.0]
+    bounded = open_pool(
+        database_url, bounds=SessionBounds(lock_timeout_seconds=0.2, statement_timeout_seconds=None)
+    )
+    recorder = RefusalRecorder(bounded, monotonic=lambda: ticks[0])
+
+    def said() -> list[str]:
+        return [record.getMessage() for record in caplog.records]
+
+    try:
+        with psycopg.connect(database_url) as operator:
+            operator.execute("LOCK TABLE claim_refusals IN EXCLUSIVE MODE")
+            for _ in range(5):
+                recorder.record(agent_id, NIGHT_KEY, RefusalCode.ORG_CAP, AT)
+                recorder.flush_logged()
+                ticks[0] += 1
+            assert len(said()) == 1 and "claim refusals not written yet (kept" in said()[0]
+            ticks[0] += REPEAT_SECONDS
+            recorder.flush_logged()
+            assert len(said()) == 2 and "not written yet after 65 s" in said()[1], said()
+            operator.rollback()
+        recorder.flush_logged()
+        assert said()[-1] == "claim refusals written again after 65 s"
+        assert _facts(bounded) == [(NIGHT_KEY, "org_cap")]
+    finally:
+        bounded.close()

@@ -3,14 +3,16 @@ that does not, and a transaction that commits late is never skipped."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
 from uuid import UUID
 
 import psycopg
 import pytest
 
 from control_plane.answers_cache import AnswerMemory, Changes
-from control_plane.answers_cache.feed import ChangeFeed, read_changes
+from control_plane.answers_cache.feed import FAILURE_REPEAT_SECONDS, ChangeFeed, read_changes
 from control_plane.registry import Services
 from tests.control_plane.answers_cache.conftest import Ticks
 from tests.control_plane.conftest import Agent, Org
@@ -235,4 +237,44 @@ def test_rows_every_worker_has_read_are_pruned(
             ticks.now += 1.0
             feed.read_once()
         assert conn.execute("SELECT count(*) FROM answer_changes").fetchone() == (0,)
+    feed.stop()
+
+
+def test_sightings_that_cannot_be_written_are_said_once_a_minute_and_when_written_again(
+    database_url: str,
+    services: Services,
+    ticks: Ticks,
+    agent: Agent,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A lock held by hand on the agent's row fails the sightings' batch at every read (twice a
+    second): one line, not two a second, until it is written."""
+    caplog.set_level(logging.WARNING, "control_plane.answers_cache.feed")
+    feed = ChangeFeed(database_url, AnswerMemory(monotonic=ticks), services.seen, monotonic=ticks)
+    feed.read_once()
+
+    def said() -> list[str]:
+        return [
+            record.getMessage() for record in caplog.records if "sightings" in record.getMessage()
+        ]
+
+    with psycopg.connect(database_url) as operator:
+        operator.execute("SELECT id FROM agents WHERE id = %s FOR UPDATE", [agent.agent_id])
+        for _ in range(5):  # the feed's own statement bound cuts each wait
+            services.seen.saw(UUID(agent.agent_id), None, datetime.now(UTC))
+            feed.read_once()
+            ticks.now += 0.5
+        assert len(said()) == 1, said()
+        assert "not written yet" in said()[0]
+        ticks.now += FAILURE_REPEAT_SECONDS
+        feed.read_once()
+        assert len(said()) == 2 and "not written yet after 62 s" in said()[1], said()
+        operator.rollback()
+    feed.read_once()
+    assert said()[-1] == "sightings of answers from memory written again after 62 s"
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT last_seen_at FROM agents WHERE id = %s", [agent.agent_id]
+        ).fetchone()
+    assert row is not None and row[0] is not None  # kept for the next read, then written
     feed.stop()
