@@ -56,6 +56,28 @@ def _agent(world: PanelWorld) -> dict[str, Any]:
     return body
 
 
+def _release_views(world: PanelWorld, operator_key: str) -> list[tuple[object, object]]:
+    """The host's clock as each agent release view says it: the customer's (one agent, the
+    organisation's list) and the operators' (the same two)."""
+    fields = ("host_clock_offset_seconds", "host_clock_measured_at")
+    found = []
+    for key, one, listed in (
+        (world.panel_key, f"/v1/agents/{world.agent_id}/release", "/v1/agent-releases"),
+        (
+            operator_key,
+            f"/v1/admin/agents/{world.agent_id}/release",
+            f"/v1/admin/orgs/{world.org_id}/agent-releases",
+        ),
+    ):
+        with world.client(headers={"Authorization": f"Bearer {key}"}) as client:
+            view = client.get(one)
+            views = client.get(listed)
+        assert view.status_code == 200 and views.status_code == 200
+        (in_list,) = [a for a in views.json()["agents"] if a["agent_id"] == world.agent_id]
+        found += [tuple(view.json()[k] for k in fields), tuple(in_list[k] for k in fields)]
+    return found
+
+
 def _settled(world: PanelWorld, kept: bool) -> dict[str, Any]:
     """The agent's API view once the poll's clock is written (a poll answered from memory is
     written with the next batch, a fraction of a second later)."""
@@ -110,6 +132,9 @@ def test_a_poll_days_behind_is_told_in_every_language_until_a_right_clock(
     assert abs(offset + BEHIND.total_seconds()) <= 5
     measured = datetime.fromisoformat(agent["host_clock_measured_at"])
     assert polled_at <= measured <= polled_at + timedelta(seconds=30)
+    operator_key = panel_world.server.create_operator_key()
+    kept = (offset, agent["host_clock_measured_at"])
+    assert _release_views(panel_world, operator_key) == [kept] * 4
     with sign_in_client(panel_world, panel_world.panel_key) as client:
         for code in LANGUAGES:
             lang = Language(code)
@@ -138,6 +163,7 @@ def test_a_poll_days_behind_is_told_in_every_language_until_a_right_clock(
         agent = _settled(panel_world, kept=False)
         assert agent["host_clock_offset_seconds"] is None
         assert agent["host_clock_measured_at"] is None
+        assert _release_views(panel_world, operator_key) == [(None, None)] * 4
         for code in LANGUAGES:
             notice, row = _shown(panel_world, client, code)
             assert notice is None, code
