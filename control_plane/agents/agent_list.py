@@ -57,7 +57,9 @@ MAX_SEARCH_LENGTH = MAX_NAME_LENGTH
 # pinned     pinned, by its own pin or its organisation's
 # behind     offered a release other than the one it last reported running (nothing offered:
 #            not behind), as the offer rule and the release views judge "up to date"
-AgentState = Literal["failed", "missed", "offline", "held", "pinned", "behind"]
+# clock      its host's clock is further off than the agent follows (`agent_clocks`): its
+#            scheduled slots are missed until the clock is set right
+AgentState = Literal["failed", "missed", "offline", "held", "pinned", "behind", "clock"]
 AGENT_STATES: tuple[AgentState, ...] = get_args(AgentState)
 AgentSort = Literal["name", "version", "outcome", "seen"]
 AGENT_SORTS: tuple[AgentSort, ...] = get_args(AgentSort)
@@ -121,6 +123,7 @@ _STATE_WHERE: dict[AgentState, str] = {
         " OR EXISTS (SELECT 1 FROM pins p WHERE p.org_id = a.org_id))"
     ),
     "behind": " AND a.id = ANY(%(behind)s::uuid[])",
+    "clock": " AND EXISTS (SELECT 1 FROM agent_clocks c WHERE c.agent_id = a.id)",
 }
 
 
@@ -211,7 +214,10 @@ _PAGE_COLUMNS = (
     "SELECT a.id, a.org_id, a.name, a.created_at, a.current_version, a.last_seen_at,"
     " a.update_schedule_enabled, a.update_schedule_times, last.id AS last_run_id,"
     " (SELECT uv.version FROM agent_updater_versions uv WHERE uv.agent_id = a.id)"
-    " AS updater_version"
+    " AS updater_version,"
+    " (SELECT c.offset_seconds FROM agent_clocks c WHERE c.agent_id = a.id)"
+    " AS host_clock_offset_seconds,"
+    " (SELECT c.measured_at FROM agent_clocks c WHERE c.agent_id = a.id) AS host_clock_measured_at"
 )
 
 

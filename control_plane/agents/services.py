@@ -51,7 +51,10 @@ _SELECT_AGENTS = (
     "SELECT id, org_id, name, created_at, current_version, last_seen_at,"
     " update_schedule_enabled, update_schedule_times,"
     " (SELECT uv.version FROM agent_updater_versions uv WHERE uv.agent_id = agents.id)"
-    " AS updater_version FROM agents WHERE deleted_at IS NULL"
+    " AS updater_version, clock.offset_seconds AS host_clock_offset_seconds,"
+    " clock.measured_at AS host_clock_measured_at"
+    " FROM agents LEFT JOIN agent_clocks clock ON clock.agent_id = agents.id"
+    " WHERE deleted_at IS NULL"
 )
 # Two hosts seen within this span answered for one agent credential: a copy of the credential
 # (or a cloned machine), shown on the agent's page rather than silently alternating.
@@ -69,6 +72,11 @@ class AgentSummary:
     schedule: Schedule
     # The version of nachtwacht's own agent (the updater) the host last reported; None: not yet.
     updater_version: str | None = None
+    # The host's clock minus the control plane's, in seconds, while its latest poll that said its
+    # time was further off than the agent follows (`agent_clocks`), and when that was measured;
+    # None while it agrees (or the agent never said). Its scheduled slots are missed meanwhile.
+    host_clock_offset_seconds: int | None = None
+    host_clock_measured_at: Instant | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,6 +162,8 @@ def _summary_fields(row: dict[str, Any]) -> dict[str, Any]:
             enabled=row["update_schedule_enabled"], times=tuple(row["update_schedule_times"])
         ),
         "updater_version": row.get("updater_version"),
+        "host_clock_offset_seconds": row.get("host_clock_offset_seconds"),
+        "host_clock_measured_at": row.get("host_clock_measured_at"),
     }
 
 

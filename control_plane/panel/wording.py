@@ -37,7 +37,9 @@ from shared_planner.schedule_problems import ScheduleProblem, ScheduleProblemKin
 __all__ = [
     "ONLINE_WITHIN",
     "PreviewNight",
+    "host_clock_marker",
     "host_clock_miss",
+    "host_clock_notice",
     "is_online",
     "key_name",
     "miss_reason",
@@ -172,6 +174,32 @@ def host_clock_miss(lang: Language, offset_seconds: int) -> str:
     minus control plane), said with how far and which way."""
     words = HOST_CLOCK_AHEAD_WORDS if offset_seconds > 0 else HOST_CLOCK_BEHIND_WORDS
     return lang.gettext(words, offset=lang.duration(timedelta(seconds=abs(offset_seconds))))
+
+
+def host_clock_notice(lang: Language, offset_seconds: int) -> str:
+    """What a host's clock `offset_seconds` off the control plane's (host minus control plane)
+    costs, said while the disagreement is kept: how far, which way, and that its slots are missed.
+    """
+    offset = lang.duration(timedelta(seconds=abs(offset_seconds)))
+    if offset_seconds > 0:
+        return lang.gettext(
+            "This host's clock is %(offset)s ahead: its scheduled updates are missed, tonight's"
+            " too, until the clock is set right.",
+            offset=offset,
+        )
+    return lang.gettext(
+        "This host's clock is %(offset)s behind: its scheduled updates are missed, tonight's"
+        " too, until the clock is set right.",
+        offset=offset,
+    )
+
+
+def host_clock_marker(lang: Language, offset_seconds: int) -> str:
+    """A few words beside an agent in a list whose host's clock is `offset_seconds` off."""
+    offset = lang.duration(timedelta(seconds=abs(offset_seconds)))
+    if offset_seconds > 0:
+        return lang.gettext("host's clock %(offset)s ahead", offset=offset)
+    return lang.gettext("host's clock %(offset)s behind", offset=offset)
 
 
 def outcome_reason(lang: Language, reason: str | None) -> str | None:

@@ -53,7 +53,7 @@ from control_plane.rollout.stages import (
 )
 from control_plane.rollout.waves import effective_wave
 from control_plane.types import Connection, Pool
-from ground.contract import HoldView, ReleaseTrack
+from ground.contract import HoldView, Instant, ReleaseTrack
 
 __all__ = [
     "AgentRelease",
@@ -111,6 +111,11 @@ class AgentRelease:
     # The first wave of the pair's current release that reaches this agent (None: the pair has
     # no current release); it gets that release once the release is in this wave or later.
     wave: int | None = None
+    # Its host's clock minus the control plane's, in seconds, and when it was measured, while the
+    # latest poll that said its time was further off than the agent follows (`agent_clocks`):
+    # its slots are missed meanwhile, the offer or not. None while the clock agrees.
+    host_clock_offset_seconds: int | None = None
+    host_clock_measured_at: Instant | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -203,6 +208,7 @@ def release_views(
     """Each agent's pair, offer, running version, pin, hold and wave, in the order of `facts`:
     a few queries for the whole list, whatever its length."""
     offers = offers_from(conn, facts, with_plan=True)
+    clocks = _host_clocks(conn, [f.agent_id for f in facts])
     # The releases offered are few: one view of each, shared by the agents offered it.
     offered_views: dict[UUID, OfferedRelease] = {}
     views = []
@@ -228,23 +234,39 @@ def release_views(
                 canary_marked=f.marked,
                 hold=None if hold is None else hold_view(hold),
                 wave=offers.wave_of(f, f.track),
+                host_clock_offset_seconds=clocks.get(f.agent_id, (None, None))[0],
+                host_clock_measured_at=clocks.get(f.agent_id, (None, None))[1],
             )
         )
     return views
 
 
+def _host_clocks(conn: Connection, agent_ids: list[UUID]) -> dict[UUID, tuple[int, datetime]]:
+    """The hosts' clocks kept off (`agent_clocks`) of the agents given: offset and instant."""
+    if not agent_ids:
+        return {}
+    rows = conn.execute(
+        "SELECT agent_id, offset_seconds, measured_at FROM agent_clocks"
+        " WHERE agent_id = ANY(%s::uuid[])",
+        [agent_ids],
+    ).fetchall()
+    return {row["agent_id"]: (row["offset_seconds"], row["measured_at"]) for row in rows}
+
+
 # The kept offers (`control_plane.rollout.kept_offers`) with what the views read live beside
-# them: whether the agent asked yet, what it runs, its canary mark, its hold.
+# them: whether the agent asked yet, what it runs, its canary mark, its hold, its host's clock.
 _KEPT = """
 SELECT o.agent_id, o.channel, o.platform, (t.agent_id IS NOT NULL) AS track_seen,
        o.release_id, o.basis, o.wave, ag.current_version AS running,
        (ca.agent_id IS NOT NULL) AS marked,
-       h.until AS hold_until, h.reason AS hold_reason, h.set_by AS hold_set_by
+       h.until AS hold_until, h.reason AS hold_reason, h.set_by AS hold_set_by,
+       clk.offset_seconds AS clock_offset, clk.measured_at AS clock_measured_at
   FROM agent_offers o
   JOIN agents ag ON ag.id = o.agent_id AND ag.deleted_at IS NULL
   LEFT JOIN agent_tracks t ON t.agent_id = o.agent_id
   LEFT JOIN canary_agents ca ON ca.agent_id = o.agent_id
   LEFT JOIN holds h ON h.agent_id = o.agent_id
+  LEFT JOIN agent_clocks clk ON clk.agent_id = o.agent_id
 """
 _OFFERED = f"""
 SELECT {OFFER_COLUMNS} FROM releases rel {OFFER_HALT} WHERE rel.id = ANY(%s)
@@ -276,7 +298,7 @@ def kept_release_views(
     views = []
     for row in rows:
         agent_id, channel, platform, track_seen, release_id, basis, wave, running, marked = row[:9]
-        until, reason, set_by = row[9:]
+        until, reason, set_by, clock_offset, clock_measured_at = row[9:]
         track = tracks.get((channel, platform)) or tracks.setdefault(
             (channel, platform), ReleaseTrack(channel=channel, platform=platform)
         )
@@ -300,6 +322,8 @@ def kept_release_views(
                 canary_marked=marked,
                 hold=None if hold is None else hold_view(hold),
                 wave=wave,
+                host_clock_offset_seconds=clock_offset,
+                host_clock_measured_at=clock_measured_at,
             )
         )
     return views

@@ -10,7 +10,7 @@ import pytest
 from control_plane.events.services import Actor, EventView
 from control_plane.panel.event_wording import event_line, notification_agents
 from control_plane.panel.i18n import LANGUAGES, Language
-from control_plane.panel.wording import miss_reason
+from control_plane.panel.wording import host_clock_marker, host_clock_notice, miss_reason
 
 AT = datetime(2026, 11, 30, 2, 15, tzinfo=UTC)
 THREE_DAYS_TWO_HOURS = 3 * 86_400 + 2 * 3_600
@@ -86,3 +86,24 @@ def test_a_notification_says_how_far_off_where_its_body_has_it() -> None:
     assert named.what == (
         "missed: the host's clock was 3 days 2 hours ahead; set up time synchronisation on the host"
     )
+
+
+@pytest.mark.parametrize("code", LANGUAGES)
+def test_the_notice_and_the_marker_say_how_far_off_and_which_way(code: str) -> None:
+    lang = Language(code)
+    offset = lang.duration(timedelta(seconds=THREE_DAYS_TWO_HOURS))
+    for say in (host_clock_notice, host_clock_marker):
+        behind, ahead = say(lang, -THREE_DAYS_TWO_HOURS), say(lang, THREE_DAYS_TWO_HOURS)
+        assert offset in behind and offset in ahead
+        assert behind != ahead  # behind is not ahead
+        if code != "en":
+            assert behind != say(Language("en"), -THREE_DAYS_TWO_HOURS), "not translated"
+
+
+def test_the_english_notice() -> None:
+    lang = Language("en")
+    assert host_clock_notice(lang, -THREE_DAYS_TWO_HOURS) == (
+        "This host's clock is 3 days 2 hours behind: its scheduled updates are missed, tonight's"
+        " too, until the clock is set right."
+    )
+    assert host_clock_marker(lang, THREE_DAYS_TWO_HOURS) == "host's clock 3 days 2 hours ahead"

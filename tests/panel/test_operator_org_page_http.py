@@ -4,6 +4,7 @@ organisation (the page used to list, and plan the next slot of, every one of the
 
 from __future__ import annotations
 
+import html
 import re
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
@@ -19,6 +20,8 @@ NOW = datetime(2027, 3, 26, 11, tzinfo=UTC)
 # and 23:00, 5 with their schedule off; 3 whose last run failed, 2 whose last slot was missed.
 FAILED = ["db-000", "db-001", "db-002"]
 MISSED = ["db-003", "db-004"]
+# Whose host's clock was kept further off than its agent follows (a config poll's `Date`).
+CLOCK_OFF = ["db-005"]
 
 
 def _add_fleet(world: PanelWorld) -> None:
@@ -53,6 +56,11 @@ def _add_fleet(world: PanelWorld) -> None:
                     [ids[name] for name in names_of],
                 ],
             )
+        conn.execute(
+            "INSERT INTO agent_clocks (agent_id, offset_seconds, measured_at)"
+            " SELECT a, -266400, %s FROM unnest(%s::uuid[]) AS a",
+            [NOW - timedelta(hours=1), [ids[name] for name in CLOCK_OFF]],
+        )
 
 
 @pytest.fixture
@@ -98,13 +106,17 @@ def test_the_summary_counts_each_state_as_its_view_finds_it(org_fleet: PanelWorl
         states = _rows(page, "org-states")
         assert ("Failed or rolled back at its last run", "3") in states
         assert ("Missed at its last slot", "2") in states
+        assert ("Host's clock wrong: its updates are missed", "1") in states
         failed = client.get(url, params={"state": "failed"}).text
         assert f'href="{url}?state=failed"' in page
         assert sorted(_listed(failed)) == FAILED
+        clock = client.get(url, params={"state": "clock"}).text
+        assert _listed(clock) == CLOCK_OFF
+        assert "host's clock 3 days 2 hours behind" in html.unescape(clock)
         # Every state's count is what its view of the list finds.
         select = page.split('id="state"', 1)[1].split("</select>", 1)[0]
         labels = re.findall(r'<option value="([a-z]+)"[^>]*>([^<]+)</option>', select)
-        assert len(labels) == 6
+        assert len(labels) == 7
         for state, label in labels:
             found = client.get(url, params={"state": state}).text
             count = dict(states)[label]

@@ -1,7 +1,9 @@
 """How the panel words a release's stop, in every language: a slot skipped because its release
 was stopped names that release (its rollout stopped, not every update), a release's own brake is
 not the platform's, and an automatic halt is not the operators'. German keeps one meaning per
-word: "angehalten" is a halt, "pausiert" a hold (the brake is "gebremst" or the "Notbremse")."""
+word: "angehalten" is a halt, "pausiert" a hold (the brake is "gebremst" or the "Notbremse");
+Polish too: "zatrzymane" is a halt, "wstrzymane" a hold, "hamulec" the brake (a stop that may be
+either a halt or the release's brake is "przerwane")."""
 
 from __future__ import annotations
 
@@ -114,4 +116,36 @@ def test_german_uses_each_word_for_one_state() -> None:
             mixed.append(f"halt word for: {english}")
         if re.search(r"(?i)pausier|pause", german) and not re.search(r"(?i)\bhold|\bheld", english):
             mixed.append(f"hold word for: {english}")
+    assert mixed == []
+
+
+def _entries(code: str) -> list[tuple[str, str]]:
+    """Each entry of the language's catalogue as (English, translation), plural forms joined."""
+    with (LOCALES / code / "LC_MESSAGES" / "messages.po").open("rb") as po:
+        catalog = read_po(po)
+    return [
+        (
+            " ".join(message.id if isinstance(message.id, tuple) else (message.id,)),
+            " ".join(message.string if isinstance(message.string, tuple) else (message.string,)),
+        )
+        for message in catalog
+        if message.id
+    ]
+
+
+def test_polish_uses_each_word_for_one_state() -> None:
+    mixed = []
+    for english, polish in _entries("pl"):
+        halt = re.search(r"(?i)\bhalt", english)
+        if re.search(r"(?i)zatrzym", polish) and not halt:
+            mixed.append(f"halt word for: {english}")
+        if halt and not re.search(r"(?i)zatrzym", polish):
+            mixed.append(f"no halt word for: {english}")
+        if re.search(r"(?i)wstrzym", polish) and not re.search(r"(?i)\bhold|\bheld", english):
+            mixed.append(f"hold word for: {english}")
+        # The brake, the platform's or a release's own: in English a brake or a pause (and the
+        # rollout resumed: a release's own brake released).
+        brake = re.search(r"(?i)brake|paus|resumed the rollout", english)
+        if re.search(r"(?i)hamul|hamow", polish) and not brake:
+            mixed.append(f"brake word for: {english}")
     assert mixed == []
