@@ -213,11 +213,9 @@ def bulk_schedule(
     errors: dict[str, str] = {}
     if problem is not None:
         errors["times"] = problem
-    if target == "selected" and not 1 <= len(selected) <= MAX_SELECTED:
-        errors["agent"] = lang.gettext(
-            "Select between 1 and %(count)s agents on this page.",
-            count=lang.number(MAX_SELECTED),
-        )
+    problem = _selection_problem(lang, target=target, selected=selected)
+    if problem is not None:
+        errors["agent"] = problem
     return BulkSchedule(
         enabled=enabled,
         times_text=text,
@@ -321,11 +319,9 @@ def bulk_action(
         if problem is not None:
             errors["reason"] = problem
     reason = reason.strip()
-    if target == "selected" and not 1 <= len(selected) <= MAX_SELECTED:
-        errors["agent"] = lang.gettext(
-            "Select between 1 and %(count)s agents on this page.",
-            count=lang.number(MAX_SELECTED),
-        )
+    problem = _selection_problem(lang, target=target, selected=selected)
+    if problem is not None:
+        errors["agent"] = problem
     return BulkAction(
         action=action,
         until_text=until_text[:40],
@@ -334,6 +330,17 @@ def bulk_action(
         selected=tuple(dict.fromkeys(selected)),
         errors=errors,
     )
+
+
+def _selection_problem(lang: Language, *, target: str, selected: list[UUID]) -> str | None:
+    """What is wrong with a bulk form's selection (None: nothing): aimed at the selected agents,
+    it holds one page's agents at the most, and one at the least."""
+    if target == "selected" and not 1 <= len(selected) <= MAX_SELECTED:
+        return lang.gettext(
+            "Select between 1 and %(count)s agents on this page.",
+            count=lang.number(MAX_SELECTED),
+        )
+    return None
 
 
 def reason_problem(lang: Language, typed: str) -> str | None:
