@@ -1,8 +1,9 @@
-"""Whether an agent is within an organisation's reach: the check every organisation-scoped read and
-write makes first.
+"""Whether an agent is within an organisation's reach, and whether an organisation exists: the
+checks every organisation-scoped read and write makes first.
 
 Below every domain (it reads one table and raises one error), so the domains that take an agent
-id — agents, events, runs, pins, rollout — ask it without importing each other.
+or organisation id — accounts, agents, enrollment, events, runs, pins, rollout — ask it without
+importing each other.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from control_plane.errors import NotFound
 from control_plane.types import Connection
 from ground.contract import AnswerCode
 
-__all__ = ["agent_not_found", "require_agent", "require_agents"]
+__all__ = [
+    "agent_not_found",
+    "org_not_found",
+    "require_agent",
+    "require_agents",
+    "require_org",
+]
 
 
 def agent_not_found(agent_id: UUID) -> NotFound:
@@ -52,3 +59,13 @@ def require_agents(
         if agent_id not in found:
             raise agent_not_found(agent_id)
     return wanted
+
+
+def org_not_found(org_id: UUID) -> NotFound:
+    return NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+
+
+def require_org(conn: Connection, org_id: UUID) -> None:
+    """Raise `org_not_found` unless the organisation exists."""
+    if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
+        raise org_not_found(org_id)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from control_plane.agent_scope import agent_not_found, require_agent, require_agents
+from control_plane.agent_scope import agent_not_found, require_agent, require_agents, require_org
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
@@ -84,8 +84,7 @@ class PinService:
                 event_org = _org_of_agent(conn, agent_id)
             else:
                 assert org_id is not None
-                if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
-                    raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+                require_org(conn, org_id)
                 event_org = org_id
             if version_text is not None and (
                 conn.execute(

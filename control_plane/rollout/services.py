@@ -16,7 +16,7 @@ from uuid import UUID
 
 from psycopg.rows import tuple_row
 
-from control_plane.agent_scope import require_agent
+from control_plane.agent_scope import require_agent, require_org
 from control_plane.errors import NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import required_text
@@ -441,8 +441,7 @@ class RolloutService:
         its pair and offer, by name."""
         wanted = None if agent_ids is None else list(agent_ids)
         with self._pool.connection() as conn:
-            if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
-                raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+            require_org(conn, org_id)
             if wanted is None:
                 return AgentReleaseList(agents=tuple(kept_release_views(conn, now, org_id=org_id)))
             order = conn.execute(

@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
+from control_plane.agent_scope import require_org
 from control_plane.errors import Conflict, InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.releases.release_actions import release_facts, release_row
@@ -207,8 +208,7 @@ def mark_canary_org(
 ) -> bool:
     """Mark (or unmark) an organisation as a canary: each of its agents is in every wave that
     takes the canaries, for every release of its pair; its new state."""
-    if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
-        raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+    require_org(conn, org_id)
     if canary:
         conn.execute(
             "INSERT INTO canary_orgs (org_id, marked_at, marked_by) VALUES (%s, %s, %s)"
