@@ -17,10 +17,13 @@ from ground.contract import AnswerCode
 
 __all__ = [
     "agent_not_found",
+    "agent_owner",
     "org_not_found",
+    "org_of_agent",
     "require_agent",
     "require_agents",
     "require_org",
+    "unknown_agent",
 ]
 
 
@@ -31,6 +34,11 @@ def agent_not_found(agent_id: UUID) -> NotFound:
     )
 
 
+def unknown_agent(agent_id: UUID) -> NotFound:
+    """An agent id that names no live agent, where no organisation scopes the call."""
+    return NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+
+
 def require_agent(conn: Connection, org_id: UUID, agent_id: UUID) -> None:
     """Raise `agent_not_found` unless the agent belongs to the organisation."""
     found = conn.execute(
@@ -39,6 +47,27 @@ def require_agent(conn: Connection, org_id: UUID, agent_id: UUID) -> None:
     ).fetchone()
     if found is None:
         raise agent_not_found(agent_id)
+
+
+def org_of_agent(conn: Connection, agent_id: UUID) -> UUID:
+    """The organisation of a live agent (else `unknown_agent`)."""
+    row = conn.execute(
+        "SELECT org_id FROM agents WHERE id = %s AND deleted_at IS NULL", [agent_id]
+    ).fetchone()
+    if row is None:
+        raise unknown_agent(agent_id)
+    org: UUID = row["org_id"]
+    return org
+
+
+def agent_owner(conn: Connection, agent_id: UUID, org_id: UUID | None) -> UUID:
+    """The organisation an agent's change is recorded under: `org_id`, a customer's call, once
+    the agent is checked to be its (`agent_not_found`); None, for the agent itself and
+    operators, the agent's own."""
+    if org_id is not None:
+        require_agent(conn, org_id, agent_id)
+        return org_id
+    return org_of_agent(conn, agent_id)
 
 
 def require_agents(

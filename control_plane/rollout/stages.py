@@ -30,8 +30,8 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from control_plane.agent_scope import require_org
-from control_plane.errors import Conflict, InvalidInput, NotFound
+from control_plane.agent_scope import org_of_agent, require_org
+from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
 from control_plane.releases.release_actions import release_facts, release_row
 from control_plane.rollout.halts import AUTOMATIC
@@ -179,11 +179,7 @@ def mark_canary(
     conn: Connection, agent_id: UUID, *, canary: bool, actor: Actor, now: datetime
 ) -> bool:
     """Mark (or unmark) an agent as a canary for every release of its pair; its new state."""
-    agent = conn.execute(
-        "SELECT org_id FROM agents WHERE id = %s AND deleted_at IS NULL", [agent_id]
-    ).fetchone()
-    if agent is None:
-        raise NotFound(f"agent {agent_id} does not exist", code="agent_not_found")
+    org_id = org_of_agent(conn, agent_id)
     if canary:
         conn.execute(
             "INSERT INTO canary_agents (agent_id, marked_at, marked_by) VALUES (%s, %s, %s)"
@@ -197,7 +193,7 @@ def mark_canary(
         kind="canary.marked" if canary else "canary.unmarked",
         actor=actor,
         at=now,
-        org_id=agent["org_id"],
+        org_id=org_id,
         agent_id=agent_id,
     )
     return canary
