@@ -35,7 +35,7 @@ def agent_not_found(agent_id: UUID) -> NotFound:
 
 
 def unknown_agent(agent_id: UUID) -> NotFound:
-    """An agent id that names no live agent, where no organisation scopes the call."""
+    """An agent id that names no agent, where no organisation scopes the call."""
     return NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
 
 

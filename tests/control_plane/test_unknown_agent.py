@@ -14,6 +14,7 @@ from control_plane.errors import NotFound
 from control_plane.events.services import EventFilter
 from control_plane.events.trail import Actor
 from control_plane.registry import Services
+from ground.contract import DEFAULT_TRACK
 from tests.control_plane.conftest import Org
 from tests.worlds.clocks import ManualClock
 
@@ -41,6 +42,15 @@ CALLS: dict[str, Callable[[Services, ManualClock], object]] = {
         UNKNOWN, reason="urgent fix", actor=OPERATOR, now=c.now()
     ),
     "canary": lambda s, c: s.rollout.mark_canary(UNKNOWN, canary=True, actor=OPERATOR, now=c.now()),
+    "config": lambda s, c: s.agent_config.config(UNKNOWN, DEFAULT_TRACK, c.now()),
+    "claim": lambda s, c: s.claims.claim_slot(UNKNOWN, "2026-11-30T02:00", None, c.now()),
+    "up_to_date": lambda s, c: s.runs.record_up_to_date(
+        UNKNOWN, "2026-11-30T02:00", "1.0.0", c.now()
+    ),
+    "release_retry": lambda s, c: s.runs.request_release_retry(
+        UNKNOWN, actor=OPERATOR, now=c.now()
+    ),
+    "runs": lambda s, c: s.runs.any_agent_runs(UNKNOWN),
 }
 
 
