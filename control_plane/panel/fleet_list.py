@@ -36,6 +36,7 @@ from control_plane.agents.agent_list import (
 from control_plane.agents.org_summary import OrgAgentSummary
 from control_plane.agents.services import AgentOverview
 from control_plane.events.trail import Actor
+from control_plane.panel import rollout_wording
 from control_plane.panel.backend import missing_or_refused
 from control_plane.panel.i18n import Language
 from control_plane.panel.schedule_editor import EditorState, check_rows
@@ -58,7 +59,6 @@ __all__ = [
     "changed_count",
     "fleet_page",
     "fleet_summary",
-    "hold_problem",
     "read_view",
     "reason_problem",
     "set_schedules",
@@ -314,7 +314,7 @@ def bulk_action(
     errors: dict[str, str] = {}
     if action == "hold":
         if until is None or until <= now or until > now + MAX_HOLD:
-            errors["until"] = hold_problem(lang, "until")
+            errors["until"] = rollout_wording.hold_problem(lang, "until")
         problem = reason_problem(lang, reason)
         if problem is not None:
             errors["reason"] = problem
@@ -378,16 +378,3 @@ def reason_problem(lang: Language, typed: str) -> str | None:
             count=limit,
         )
     return None
-
-
-def hold_problem(lang: Language, field: Literal["until", "reason"]) -> str:
-    """What is wrong with a hold's day or reason, as the one agent's hold form says it."""
-    if field == "until":
-        return lang.gettext(
-            "Choose a day after today, at most %(count)s days ahead.",
-            count=lang.number(MAX_HOLD.days),
-        )
-    return lang.gettext(
-        "Give a reason of at most %(count)s characters.",
-        count=lang.number(MAX_HOLD_REASON_LENGTH),
-    )
