@@ -1,8 +1,9 @@
-"""Whether an agent is within an organisation's reach: the check every organisation-scoped read and
-write makes first.
+"""Whether an agent is within an organisation's reach, and whether an organisation exists: the
+checks every organisation-scoped read and write makes first.
 
 Below every domain (it reads one table and raises one error), so the domains that take an agent
-id — agents, events, runs, pins, rollout — ask it without importing each other.
+or organisation id — accounts, agents, enrollment, events, runs, pins, rollout — ask it without
+importing each other.
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ from control_plane.errors import NotFound
 from control_plane.types import Connection
 from ground.contract import AnswerCode
 
-__all__ = ["agent_not_found", "require_agent", "require_agents"]
+__all__ = [
+    "agent_not_found",
+    "agent_owner",
+    "org_not_found",
+    "org_of_agent",
+    "require_agent",
+    "require_agents",
+    "require_org",
+    "unknown_agent",
+]
 
 
 def agent_not_found(agent_id: UUID) -> NotFound:
@@ -22,6 +32,11 @@ def agent_not_found(agent_id: UUID) -> NotFound:
     return NotFound(
         f"agent {agent_id} does not exist in this organisation", code=AnswerCode.AGENT_NOT_FOUND
     )
+
+
+def unknown_agent(agent_id: UUID) -> NotFound:
+    """An agent id that names no agent, where no organisation scopes the call."""
+    return NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
 
 
 def require_agent(conn: Connection, org_id: UUID, agent_id: UUID) -> None:
@@ -32,6 +47,27 @@ def require_agent(conn: Connection, org_id: UUID, agent_id: UUID) -> None:
     ).fetchone()
     if found is None:
         raise agent_not_found(agent_id)
+
+
+def org_of_agent(conn: Connection, agent_id: UUID) -> UUID:
+    """The organisation of a live agent (else `unknown_agent`)."""
+    row = conn.execute(
+        "SELECT org_id FROM agents WHERE id = %s AND deleted_at IS NULL", [agent_id]
+    ).fetchone()
+    if row is None:
+        raise unknown_agent(agent_id)
+    org: UUID = row["org_id"]
+    return org
+
+
+def agent_owner(conn: Connection, agent_id: UUID, org_id: UUID | None) -> UUID:
+    """The organisation an agent's change is recorded under: `org_id`, a customer's call, once
+    the agent is checked to be its (`agent_not_found`); None, for the agent itself and
+    operators, the agent's own."""
+    if org_id is not None:
+        require_agent(conn, org_id, agent_id)
+        return org_id
+    return org_of_agent(conn, agent_id)
 
 
 def require_agents(
@@ -52,3 +88,13 @@ def require_agents(
         if agent_id not in found:
             raise agent_not_found(agent_id)
     return wanted
+
+
+def org_not_found(org_id: UUID) -> NotFound:
+    return NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+
+
+def require_org(conn: Connection, org_id: UUID) -> None:
+    """Raise `org_not_found` unless the organisation exists."""
+    if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
+        raise org_not_found(org_id)

@@ -7,6 +7,8 @@ every program accepts.
 
 from __future__ import annotations
 
+from typing import Final, Literal
+
 __all__ = [
     "DEFAULT_CATCH_UP_MINUTES",
     "DEFAULT_CHANNEL",
@@ -23,8 +25,10 @@ __all__ = [
     "MAX_VERSION_LENGTH",
     "MIN_CAP",
     "MIN_CATCH_UP_MINUTES",
+    "PRODUCTS",
     "RELEASE_NAME_PATTERN",
     "TIME_PATTERN",
+    "Product",
 ]
 
 # HH:MM, 00:00-23:55, minutes on the five-minute grid. Anchored; plain enough for both Python's `re`
@@ -72,6 +76,11 @@ RELEASE_NAME_PATTERN = "^[a-z0-9][a-z0-9_-]{0,62}$"
 # there was before them.
 DEFAULT_CHANNEL = "stable"
 DEFAULT_PLATFORM = "linux-x86_64"
+
+# The two programs a release can be: the managed agent, or nachtwacht's own agent (the updater).
+# The default first: a manifest or a request that does not name its product means the agent.
+Product = Literal["agent", "updater"]
+PRODUCTS: Final[tuple[Product, ...]] = ("agent", "updater")
 
 # How far a host's clock may be from the control plane's and the agent still plans on the control
 # plane's clock: it learns the difference from every answer and follows it up to this bound, never

@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from signed_release.atomic_files import write_new_file
 from signed_release.errors import KeyFileError
+from signed_release.key_file import read_key_file
 
 __all__ = [
     "PRIVATE_KEY_NAME",
@@ -35,7 +36,6 @@ RELEASE_KEY = "release"
 ROOT_KEY = "root"
 PRIVATE_KEY_NAME = f"{RELEASE_KEY}.key"
 PUBLIC_KEY_NAME = f"{RELEASE_KEY}.pub"
-_MAX_KEY_FILE_BYTES = 16 * 1024
 
 
 def key_id(public_key: Ed25519PublicKey) -> str:
@@ -74,19 +74,9 @@ def generate_key_files(directory: Path, name: str = RELEASE_KEY) -> tuple[Path, 
     return private_path, public_path, key_id(public_key)
 
 
-def _read_key_file(path: Path) -> bytes:
-    try:
-        size = path.stat().st_size
-        if size > _MAX_KEY_FILE_BYTES:
-            raise KeyFileError(f"{path}: {size} bytes is too large for a key file")
-        return path.read_bytes()
-    except OSError as exc:
-        raise KeyFileError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-
-
 def load_private_key(path: Path) -> Ed25519PrivateKey:
     """The signing key; refused when group or others may read it (as ssh refuses such keys)."""
-    data = _read_key_file(path)
+    data = read_key_file(path)
     if data.lstrip().startswith(b"-----BEGIN PUBLIC KEY-----"):
         raise KeyFileError(f"{path}: holds a public key, expected the private .key file beside it")
     try:
@@ -105,7 +95,7 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
 
 
 def load_public_key(path: Path) -> Ed25519PublicKey:
-    data = _read_key_file(path)
+    data = read_key_file(path)
     try:
         key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:

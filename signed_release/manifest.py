@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 from ground.instants import InstantError, format_instant
 from ground.instants import parse_instant as ground_parse_instant
-from ground.limits import RELEASE_NAME_PATTERN
+from ground.limits import PRODUCTS, RELEASE_NAME_PATTERN, Product
 from signed_release.errors import DuplicateField, InvalidField, MalformedManifest
 from signed_release.patch_offer import (
     PatchOffer,
@@ -45,9 +45,6 @@ __all__ = [
 ]
 
 ARTIFACT_FORMAT: Final = "tar.gz"
-Product = Literal["agent", "updater"]
-# The default first: a manifest that does not name its product is an agent build.
-PRODUCTS: Final[tuple[Product, ...]] = ("agent", "updater")
 MAX_MANIFEST_BYTES = 64 * 1024
 # JSON integers beyond 2**53 are not exact in every reader.
 _MAX_JSON_INT = 2**53 - 1

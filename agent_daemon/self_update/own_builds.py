@@ -20,9 +20,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_daemon.disk.atomic_file import fsync_directory, write_bytes_atomically
+from agent_daemon.disk.atomic_file import fsync_directory
 from agent_daemon.errors import SelfUpdateError
-from agent_daemon.updater.layout import COMPLETE_MARKER, InstallLayout
+from agent_daemon.updater.layout import InstallLayout
 from signed_release.versions import is_valid_version
 
 __all__ = [
@@ -107,7 +107,7 @@ def install_build(
     wheel = _agent_wheel(wheels, version)
     sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
     layout.ensure()
-    staging = layout.versions / f".{version}.tmp"
+    staging = layout.staging_dir(version)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     venv = staging / "venv"
@@ -132,9 +132,7 @@ def install_build(
     fsync_directory(staging)
     # A folder without `.complete` is a torn install from an earlier attempt: replaced.
     shutil.rmtree(final, ignore_errors=True)
-    os.rename(staging, final)
-    fsync_directory(layout.versions)
-    write_bytes_atomically(final / COMPLETE_MARKER, f"{sha256}\n".encode(), mode=0o644)
+    layout.complete(staging, version, sha256)
     # A self-update installs one build a release: keep the new one, `current` and `previous`
     # (what the guard goes back to) and remove older ones, so the own root does not grow.
     layout.apply_retention([version], bad=[])

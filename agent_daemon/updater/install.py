@@ -15,10 +15,10 @@ import os
 import shutil
 from pathlib import Path
 
-from agent_daemon.disk.atomic_file import fsync_directory, write_bytes_atomically
+from agent_daemon.disk.atomic_file import fsync_directory
 from agent_daemon.errors import InstallFailed, SelfTestFailed, UnsafeArchive
 from agent_daemon.updater.build_command import CommandFailed, run_bounded
-from agent_daemon.updater.layout import COMPLETE_MARKER, InstallLayout
+from agent_daemon.updater.layout import InstallLayout
 from signed_release.artifact import AGENT_ENTRY_POINT
 from signed_release.build_archive import BuildRefused, unpack_build
 from signed_release.errors import ArtifactError
@@ -65,7 +65,7 @@ def install_build(
             f"this one {sha256}); a version's folder is never modified"
         )
     shutil.rmtree(final, ignore_errors=True)
-    staging = layout.versions / f".{version}.tmp"
+    staging = layout.staging_dir(version)
     shutil.rmtree(staging, ignore_errors=True)
     try:
         # Removes `staging` again on any failure.
@@ -79,10 +79,7 @@ def install_build(
         shutil.rmtree(staging, ignore_errors=True)
         raise InstallFailed(f"build {version} holds no executable {AGENT_ENTRY_POINT}")
     _fsync_tree(staging)
-    os.rename(staging, final)
-    fsync_directory(layout.versions)
-    write_bytes_atomically(final / COMPLETE_MARKER, f"{sha256}\n".encode(), mode=0o644)
-    return final
+    return layout.complete(staging, version, sha256)
 
 
 def self_test(build: Path, version: str, *, user: str | None = None) -> None:

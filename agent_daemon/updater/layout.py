@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from agent_daemon.disk.atomic_file import fsync_directory
+from agent_daemon.disk.atomic_file import fsync_directory, write_bytes_atomically
 from signed_release.versions import is_valid_version, version_key
 
 __all__ = [
@@ -44,6 +44,19 @@ class InstallLayout:
         if not is_valid_version(version):
             raise ValueError(f"version: {version!r} cannot name an install folder")
         return self.versions / version
+
+    def staging_dir(self, version: str) -> Path:
+        """Where a build of `version` is made before it is whole (`versions/.<version>.tmp`)."""
+        return self.version_dir(version).with_name(f".{version}.tmp")
+
+    def complete(self, staging: Path, version: str, sha256: str) -> Path:
+        """Move the build made in `staging` into `versions/<version>/` and write its `.complete`
+        (its sha256) last, each step made durable; the build's folder."""
+        final = self.version_dir(version)
+        os.rename(staging, final)
+        fsync_directory(self.versions)
+        write_bytes_atomically(final / COMPLETE_MARKER, f"{sha256}\n".encode(), mode=0o644)
+        return final
 
     def complete_sha256(self, version: str) -> str | None:
         """The sha256 in the version's `.complete` marker; None when it is not whole."""

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from signed_release.errors import KeyFileError
+from signed_release.key_file import read_key_file
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -28,7 +29,6 @@ __all__ = ["TrustedKeys", "read_trusted_keys"]
 # SEQUENCE { SEQUENCE { OID 1.3.101.112 (Ed25519) }, BIT STRING (0 unused bits) of 32 bytes }.
 _ED25519_SPKI_HEADER = bytes.fromhex("302a300506032b6570032100")
 _RAW_KEY_BYTES = 32
-_MAX_KEY_FILE_BYTES = 16 * 1024
 _PEM_BLOCK = re.compile(
     rb"-----BEGIN PUBLIC KEY-----\r?\n(?P<body>[A-Za-z0-9+/=\s]*?)-----END PUBLIC KEY-----"
 )
@@ -91,13 +91,7 @@ class TrustedKeys(Mapping[str, "Ed25519PublicKey"]):
 
 
 def _raw_public_key(path: Path) -> bytes:
-    try:
-        size = path.stat().st_size
-        if size > _MAX_KEY_FILE_BYTES:
-            raise KeyFileError(f"{path}: {size} bytes is too large for a key file")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise KeyFileError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    data = read_key_file(path)
     blocks = list(_PEM_BLOCK.finditer(data))
     der = b""
     if len(blocks) == 1:

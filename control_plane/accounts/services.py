@@ -23,6 +23,7 @@ from control_plane.accounts.credentials import (
     secret_sha256,
     secrets_match,
 )
+from control_plane.agent_scope import require_org
 from control_plane.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
 from control_plane.events.trail import Actor, ActorKind, record_action
 from control_plane.inputs import plain_name
@@ -239,11 +240,6 @@ def agent_exists(org_id: UUID, name: str) -> Conflict:
     )
 
 
-def _require_org(conn: Connection, org_id: UUID) -> None:
-    if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
-        raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
-
-
 class AccountService:
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
@@ -296,7 +292,7 @@ class AccountService:
             )
         with self._pool.connection() as conn, conn.transaction():
             if org_id is not None:
-                _require_org(conn, org_id)
+                require_org(conn, org_id)
             secret, view = _store_secret(conn, audience, name=clean, now=now, org_id=org_id)
             _issued(conn, view, actor, now or view.created_at, "credential.issued")
         return IssuedCredential(credential=view, secret=secret)
@@ -309,7 +305,7 @@ class AccountService:
         with self._pool.connection() as conn:
             try:
                 with conn.transaction():
-                    _require_org(conn, org_id)
+                    require_org(conn, org_id)
                     issued = add_agent(
                         conn, org_id, clean, now=now, actor=actor or Actor(kind="operator")
                     )

@@ -21,9 +21,9 @@ from typing import Any
 from uuid import UUID
 
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL, HOST_SEEN_EVERY
+from control_plane.agent_scope import unknown_agent
 from control_plane.answers_cache import AnswerMemory, SeenRecorder
 from control_plane.answers_cache.seen import host_clock_off
-from control_plane.errors import NotFound
 from control_plane.releases.services import release_view
 from control_plane.rollout.config import (
     PERSONAL_OFFER_COLUMNS,
@@ -38,7 +38,6 @@ from control_plane.types import Pool
 from ground.contract import (
     CONTRACT_VERSION,
     AgentConfig,
-    AnswerCode,
     BrakeView,
     HoldView,
     ManualUpdateView,
@@ -260,7 +259,7 @@ class AgentConfigService:
             _CONFIG_BY_ID, {"agent_id": agent_id}, track, now, host_id, held, clock
         )
         if found is None:
-            raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+            raise unknown_agent(agent_id)
         return found
 
     def config_as(

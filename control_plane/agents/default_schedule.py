@@ -14,8 +14,8 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
+from control_plane.agent_scope import org_not_found
 from control_plane.agents.schedule import Schedule, validated_schedule
-from control_plane.errors import NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.types import Connection
 
@@ -38,7 +38,7 @@ def read_default_schedule(conn: Connection, org_id: UUID) -> DefaultSchedule:
         [org_id],
     ).fetchone()
     if row is None:
-        raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+        raise org_not_found(org_id)
     if row["enabled"] is None:
         return DefaultSchedule(org_id=org_id, schedule=None)
     return DefaultSchedule(

@@ -24,6 +24,7 @@ from uuid import UUID
 import psycopg
 
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL
+from control_plane.agent_scope import unknown_agent
 from control_plane.answers_cache import AnswerMemory, Changes
 from control_plane.answers_cache.in_flight import GrantsInFlight, KnownRoom
 from control_plane.answers_cache.seen import SeenRecorder
@@ -36,7 +37,7 @@ from control_plane.claims.manual import CAPPED_MANUAL_CONTRACT, claim_manual
 from control_plane.claims.offered import offered_releases
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.refused import slot_consumed
-from control_plane.errors import ClaimRefused, NotFound
+from control_plane.errors import ClaimRefused
 from control_plane.inputs import stored_text
 from control_plane.releases.products import Product
 from control_plane.rollout.gate import (
@@ -50,7 +51,6 @@ from control_plane.types import Connection, Pool
 from control_plane.updater_versions import note_updater_version
 from ground.contract import (
     DEFAULT_TRACK,
-    AnswerCode,
     ClaimRequest,
     Instant,
     RefusalCode,
@@ -251,7 +251,7 @@ class ClaimService:
             _Asking(product=product, updater_version=updater_version),
         )
         if claim is None:
-            raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+            raise unknown_agent(agent_id)
         return claim
 
     def claim_slot_as(

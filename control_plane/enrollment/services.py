@@ -21,6 +21,7 @@ import psycopg
 
 from control_plane.accounts.credentials import secret_sha256
 from control_plane.accounts.services import add_agent, agent_exists
+from control_plane.agent_scope import require_org
 from control_plane.enrollment.rules import (
     TokenState,
     TokenTerms,
@@ -217,8 +218,7 @@ class EnrollmentService:
             raise InvalidInput("actor", actor.kind, "may not make enrollment tokens")
         secret = new_token_secret()
         with self._pool.connection() as conn, conn.transaction():
-            if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
-                raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+            require_org(conn, org_id)
             row = conn.execute(
                 "INSERT INTO enrollment_tokens (org_id, secret_sha256, label, name_pattern,"
                 " uses_allowed, created_at, expires_at, created_by_kind, created_by_id,"

@@ -9,7 +9,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from control_plane.panel import backend, customer_backend, fleet_list, rollout_backend
+from control_plane.panel import (
+    backend,
+    customer_backend,
+    fleet_list,
+    rollout_backend,
+    rollout_wording,
+)
 from control_plane.panel.customer_routes import agents_page
 from control_plane.panel.hold_routes import hold_start
 from control_plane.panel.i18n import Language
@@ -97,7 +103,7 @@ def bulk(
             done = _asked_text(ctx.lang, asked.requested, asked.pending)
     except backend.Refused as exc:
         field: Literal["until", "reason"] = "reason" if exc.field == "reason" else "until"
-        problem = fleet_list.hold_problem(ctx.lang, field)
+        problem = rollout_wording.hold_problem(ctx.lang, field)
         return agents_page(
             ctx, org_id, view, status_code=422, actions=_with_error(form, field, problem)
         )

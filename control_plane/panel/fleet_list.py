@@ -36,6 +36,7 @@ from control_plane.agents.agent_list import (
 from control_plane.agents.org_summary import OrgAgentSummary
 from control_plane.agents.services import AgentOverview
 from control_plane.events.trail import Actor
+from control_plane.panel import rollout_wording
 from control_plane.panel.backend import missing_or_refused
 from control_plane.panel.i18n import Language
 from control_plane.panel.schedule_editor import EditorState, check_rows
@@ -58,7 +59,6 @@ __all__ = [
     "changed_count",
     "fleet_page",
     "fleet_summary",
-    "hold_problem",
     "read_view",
     "reason_problem",
     "set_schedules",
@@ -213,11 +213,9 @@ def bulk_schedule(
     errors: dict[str, str] = {}
     if problem is not None:
         errors["times"] = problem
-    if target == "selected" and not 1 <= len(selected) <= MAX_SELECTED:
-        errors["agent"] = lang.gettext(
-            "Select between 1 and %(count)s agents on this page.",
-            count=lang.number(MAX_SELECTED),
-        )
+    problem = _selection_problem(lang, target=target, selected=selected)
+    if problem is not None:
+        errors["agent"] = problem
     return BulkSchedule(
         enabled=enabled,
         times_text=text,
@@ -316,16 +314,14 @@ def bulk_action(
     errors: dict[str, str] = {}
     if action == "hold":
         if until is None or until <= now or until > now + MAX_HOLD:
-            errors["until"] = hold_problem(lang, "until")
+            errors["until"] = rollout_wording.hold_problem(lang, "until")
         problem = reason_problem(lang, reason)
         if problem is not None:
             errors["reason"] = problem
     reason = reason.strip()
-    if target == "selected" and not 1 <= len(selected) <= MAX_SELECTED:
-        errors["agent"] = lang.gettext(
-            "Select between 1 and %(count)s agents on this page.",
-            count=lang.number(MAX_SELECTED),
-        )
+    problem = _selection_problem(lang, target=target, selected=selected)
+    if problem is not None:
+        errors["agent"] = problem
     return BulkAction(
         action=action,
         until_text=until_text[:40],
@@ -334,6 +330,17 @@ def bulk_action(
         selected=tuple(dict.fromkeys(selected)),
         errors=errors,
     )
+
+
+def _selection_problem(lang: Language, *, target: str, selected: list[UUID]) -> str | None:
+    """What is wrong with a bulk form's selection (None: nothing): aimed at the selected agents,
+    it holds one page's agents at the most, and one at the least."""
+    if target == "selected" and not 1 <= len(selected) <= MAX_SELECTED:
+        return lang.gettext(
+            "Select between 1 and %(count)s agents on this page.",
+            count=lang.number(MAX_SELECTED),
+        )
+    return None
 
 
 def reason_problem(lang: Language, typed: str) -> str | None:
@@ -371,16 +378,3 @@ def reason_problem(lang: Language, typed: str) -> str | None:
             count=limit,
         )
     return None
-
-
-def hold_problem(lang: Language, field: Literal["until", "reason"]) -> str:
-    """What is wrong with a hold's day or reason, as the one agent's hold form says it."""
-    if field == "until":
-        return lang.gettext(
-            "Choose a day after today, at most %(count)s days ahead.",
-            count=lang.number(MAX_HOLD.days),
-        )
-    return lang.gettext(
-        "Give a reason of at most %(count)s characters.",
-        count=lang.number(MAX_HOLD_REASON_LENGTH),
-    )

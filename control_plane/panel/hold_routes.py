@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
 
-from control_plane.panel import backend, fleet_list, rollout_backend
+from control_plane.panel import backend, fleet_list, rollout_backend, rollout_wording
 from control_plane.panel.customer_routes import agent_page
 from control_plane.panel.readers import Csrf, customer_post
 from control_plane.panel.web import PREFIX, redirect
@@ -74,7 +74,9 @@ def hold(
             error = exc.field if exc.field in {"until", "reason"} else "until"
     if error is not None:
         if message is None:
-            message = fleet_list.hold_problem(ctx.lang, "reason" if error == "reason" else "until")
+            message = rollout_wording.hold_problem(
+                ctx.lang, "reason" if error == "reason" else "until"
+            )
         return agent_page(
             ctx,
             org_id,

@@ -7,13 +7,13 @@ Like `wording`: every sentence is made from a catalog message, from the rollout'
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 from control_plane.forecast.model import StageNight
 from control_plane.panel.i18n import Language
 from control_plane.panel.wording import outcome_reason
-from control_plane.pins.holds import MAX_HOLD
+from control_plane.pins.holds import MAX_HOLD, MAX_HOLD_REASON_LENGTH
 from control_plane.rollout.waves import Wave
 from ground.contract import HoldView
 
@@ -21,6 +21,7 @@ __all__ = [
     "agent_flags",
     "halt_run_outcome",
     "halt_run_text",
+    "hold_problem",
     "hold_setter",
     "hold_text",
     "notice_text",
@@ -218,6 +219,20 @@ def operator_agent_saved(lang: Language, saved: str) -> str:
     return done.get(saved, "")
 
 
+def hold_problem(lang: Language, field: Literal["until", "reason"]) -> str:
+    """What is wrong with a hold's day or reason, as every hold form says it: one agent's, the
+    bulk actions', the operator's agent page."""
+    if field == "until":
+        return lang.gettext(
+            "Choose a day after today, at most %(count)s days ahead.",
+            count=lang.number(MAX_HOLD.days),
+        )
+    return lang.gettext(
+        "Give a reason of at most %(count)s characters.",
+        count=lang.number(MAX_HOLD_REASON_LENGTH),
+    )
+
+
 def operator_agent_error(lang: Language, field: str) -> str:
     if field == "version":
         return lang.gettext(
@@ -225,11 +240,10 @@ def operator_agent_error(lang: Language, field: str) -> str:
             " at the version it runs."
         )
     if field == "hold_until":
-        return lang.gettext(
-            "Choose a day after today, at most %(count)s days ahead.",
-            count=lang.number(MAX_HOLD.days),
-        )
-    if field in ("reason", "force_reason", "hold_reason"):
+        return hold_problem(lang, "until")
+    if field == "hold_reason":
+        return hold_problem(lang, "reason")
+    if field in ("reason", "force_reason"):
         return lang.gettext(
             "Give a reason of at most %(count)s characters.", count=lang.number(500)
         )

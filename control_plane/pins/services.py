@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from control_plane.agent_scope import agent_not_found, require_agent, require_agents
+from control_plane.agent_scope import agent_owner, org_of_agent, require_agents, require_org
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import stored_text
 from control_plane.pins.holds import HoldSetter, clear_hold, clear_holds, set_hold, set_holds
-from control_plane.types import Connection, Pool
+from control_plane.types import Pool
 from ground.contract import HoldView, Instant
 from ground.limits import MAX_VERSION_LENGTH
 
@@ -48,16 +48,6 @@ def _pin_view(row: dict[str, object]) -> PinView:
     return PinView(**row)  # type: ignore[arg-type]  # the row's columns are exactly the fields
 
 
-def _org_of_agent(conn: Connection, agent_id: UUID) -> UUID:
-    row = conn.execute(
-        "SELECT org_id FROM agents WHERE id = %s AND deleted_at IS NULL", [agent_id]
-    ).fetchone()
-    if row is None:
-        raise agent_not_found(agent_id)
-    org: UUID = row["org_id"]
-    return org
-
-
 class PinService:
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
@@ -81,11 +71,10 @@ class PinService:
         reason_text = stored_text("reason", reason, MAX_PIN_REASON_LENGTH)
         with self._pool.connection() as conn, conn.transaction():
             if agent_id is not None:
-                event_org = _org_of_agent(conn, agent_id)
+                event_org = org_of_agent(conn, agent_id)
             else:
                 assert org_id is not None
-                if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
-                    raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+                require_org(conn, org_id)
                 event_org = org_id
             if version_text is not None and (
                 conn.execute(
@@ -144,7 +133,7 @@ class PinService:
                     f"{'agent' if agent_id else 'organisation'} {agent_id or org_id} is not pinned",
                     code="pin_not_found",
                 )
-            event_org = _org_of_agent(conn, agent_id) if agent_id is not None else org_id
+            event_org = org_of_agent(conn, agent_id) if agent_id is not None else org_id
             record_action(
                 conn,
                 kind="pin.removed",
@@ -179,7 +168,7 @@ class PinService:
         """Hold the agent until `until`. `org_id` scopes a customer's call (another
         organisation's agent is a 404); None for the agent itself and operators."""
         with self._pool.connection() as conn, conn.transaction():
-            owner = self._owner(conn, agent_id, org_id)
+            owner = agent_owner(conn, agent_id, org_id)
             return set_hold(
                 conn,
                 org_id=owner,
@@ -230,12 +219,5 @@ class PinService:
         self, agent_id: UUID, *, org_id: UUID | None, actor: Actor, now: datetime
     ) -> bool:
         with self._pool.connection() as conn, conn.transaction():
-            owner = self._owner(conn, agent_id, org_id)
+            owner = agent_owner(conn, agent_id, org_id)
             return clear_hold(conn, org_id=owner, agent_id=agent_id, actor=actor, now=now)
-
-    @staticmethod
-    def _owner(conn: Connection, agent_id: UUID, org_id: UUID | None) -> UUID:
-        if org_id is not None:
-            require_agent(conn, org_id, agent_id)
-            return org_id
-        return _org_of_agent(conn, agent_id)

@@ -11,11 +11,9 @@ from __future__ import annotations
 from typing import Final
 
 from control_plane.errors import InvalidInput
-from ground.contract import Product
+from ground.limits import PRODUCTS, Product
 
 __all__ = ["CURRENT_TABLE", "PRODUCTS", "Product", "product_of"]
-
-PRODUCTS: Final[tuple[Product, ...]] = ("agent", "updater")
 
 # Constants only: the name is put into SQL.
 CURRENT_TABLE: Final[dict[Product, str]] = {

@@ -16,7 +16,7 @@ from uuid import UUID
 
 from psycopg.rows import tuple_row
 
-from control_plane.agent_scope import require_agent
+from control_plane.agent_scope import agent_owner, org_of_agent, require_org
 from control_plane.errors import NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import required_text
@@ -455,7 +455,7 @@ class RolloutService:
     def agent_release(self, agent_id: UUID, *, org_id: UUID | None, now: datetime) -> AgentRelease:
         """The agent's pair and offer; `org_id` scopes a customer's call (else a 404)."""
         with self._pool.connection() as conn:
-            owner = _owner(conn, agent_id, org_id)
+            owner = agent_owner(conn, agent_id, org_id)
             return agent_release(conn, agent_id, owner, now)
 
     def org_agent_releases(
@@ -465,8 +465,7 @@ class RolloutService:
         its pair and offer, by name."""
         wanted = None if agent_ids is None else list(agent_ids)
         with self._pool.connection() as conn:
-            if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
-                raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+            require_org(conn, org_id)
             if wanted is None:
                 return AgentReleaseList(agents=tuple(kept_release_views(conn, now, org_id=org_id)))
             order = conn.execute(
@@ -486,7 +485,7 @@ class RolloutService:
             "reason", reason, MAX_HALT_REASON_LENGTH, required_to="force an update (say why)"
         )
         with self._pool.connection() as conn, conn.transaction():
-            owner = _owner(conn, agent_id, None)
+            owner = org_of_agent(conn, agent_id)
             # The update a person already asked for (refused under the brake) is the one
             # forced; else a new manual update. At most one is pending (runs_one_pending_manual).
             run = (
@@ -594,16 +593,3 @@ def rollout_overview(conn: Connection, now: datetime) -> RolloutOverview:
             )
         )
     return RolloutOverview(settings=settings, pairs=tuple(result))
-
-
-def _owner(conn: Connection, agent_id: UUID, org_id: UUID | None) -> UUID:
-    if org_id is not None:
-        require_agent(conn, org_id, agent_id)
-        return org_id
-    row = conn.execute(
-        "SELECT org_id FROM agents WHERE id = %s AND deleted_at IS NULL", [agent_id]
-    ).fetchone()
-    if row is None:
-        raise NotFound(f"agent {agent_id} does not exist", code="agent_not_found")
-    owner: UUID = row["org_id"]
-    return owner

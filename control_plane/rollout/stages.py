@@ -30,7 +30,8 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from control_plane.errors import Conflict, InvalidInput, NotFound
+from control_plane.agent_scope import org_of_agent, require_org
+from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
 from control_plane.releases.release_actions import release_facts, release_row
 from control_plane.rollout.halts import AUTOMATIC
@@ -178,11 +179,7 @@ def mark_canary(
     conn: Connection, agent_id: UUID, *, canary: bool, actor: Actor, now: datetime
 ) -> bool:
     """Mark (or unmark) an agent as a canary for every release of its pair; its new state."""
-    agent = conn.execute(
-        "SELECT org_id FROM agents WHERE id = %s AND deleted_at IS NULL", [agent_id]
-    ).fetchone()
-    if agent is None:
-        raise NotFound(f"agent {agent_id} does not exist", code="agent_not_found")
+    org_id = org_of_agent(conn, agent_id)
     if canary:
         conn.execute(
             "INSERT INTO canary_agents (agent_id, marked_at, marked_by) VALUES (%s, %s, %s)"
@@ -196,7 +193,7 @@ def mark_canary(
         kind="canary.marked" if canary else "canary.unmarked",
         actor=actor,
         at=now,
-        org_id=agent["org_id"],
+        org_id=org_id,
         agent_id=agent_id,
     )
     return canary
@@ -207,8 +204,7 @@ def mark_canary_org(
 ) -> bool:
     """Mark (or unmark) an organisation as a canary: each of its agents is in every wave that
     takes the canaries, for every release of its pair; its new state."""
-    if conn.execute("SELECT 1 FROM orgs WHERE id = %s", [org_id]).fetchone() is None:
-        raise NotFound(f"organisation {org_id} does not exist", code="org_not_found")
+    require_org(conn, org_id)
     if canary:
         conn.execute(
             "INSERT INTO canary_orgs (org_id, marked_at, marked_by) VALUES (%s, %s, %s)"

@@ -11,7 +11,7 @@ from uuid import UUID
 
 import psycopg
 
-from control_plane.agent_scope import require_agent, require_agents
+from control_plane.agent_scope import require_agent, require_agents, unknown_agent
 from control_plane.claims.slots import checked_slot_of
 from control_plane.errors import ClaimRefused, Conflict, Forbidden, InvalidInput, NotFound
 from control_plane.events.services import record_event
@@ -177,7 +177,7 @@ class RunService:
                 [agent_id],
             ).fetchone()
             if agent is None:
-                raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+                raise unknown_agent(agent_id)
             slot = checked_slot_of(agent, slot_key, now)
             existing = self._scheduled_run(conn, agent_id, slot_key)
             if existing is not None:
@@ -304,7 +304,7 @@ class RunService:
                 [now, agent_id],
             ).fetchone()
             if row is None:
-                raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+                raise unknown_agent(agent_id)
             record_action(
                 conn,
                 kind="agent.release_retry_requested",
@@ -436,7 +436,7 @@ class RunService:
         """An operator's view of an agent's runs, a deleted agent's included (its history)."""
         with self._pool.connection() as conn:
             if conn.execute("SELECT 1 FROM agents WHERE id = %s", [agent_id]).fetchone() is None:
-                raise NotFound(f"agent {agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+                raise unknown_agent(agent_id)
             return RunList(runs=latest_runs(conn, agent_id, limit))
 
     def operations(self, org_id: UUID, limit: int = 100) -> Operations:

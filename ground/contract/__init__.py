@@ -46,7 +46,6 @@ from ground.contract.messages import (
     OfferNote,
     OutcomeReport,
     OutcomeStatus,
-    Product,
     ReleaseName,
     ReleaseTrack,
     ReleaseView,
@@ -55,6 +54,7 @@ from ground.contract.messages import (
     TokenView,
 )
 from ground.instants import InstantError, format_instant, parse_instant
+from ground.limits import Product
 
 __all__ = [
     "AGENT_CREDENTIAL_PREFIX",

@@ -37,6 +37,7 @@ from ground.limits import (
     MIN_CATCH_UP_MINUTES,
     RELEASE_NAME_PATTERN,
     TIME_PATTERN,
+    Product,
 )
 
 __all__ = [
@@ -82,8 +83,6 @@ ReleaseName = Annotated[str, StringConstraints(pattern=RELEASE_NAME_PATTERN)]
 
 # `succeeded`, `failed` or `rolled_back`: the end of a claimed run as the agent reports it.
 OutcomeStatus = Literal["succeeded", "failed", "rolled_back"]
-# The two programs a release can be: the managed agent, or nachtwacht's own agent (the updater).
-Product = Literal["agent", "updater"]
 
 
 def _known_zone(name: str) -> str:

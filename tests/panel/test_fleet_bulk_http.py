@@ -295,6 +295,18 @@ def test_a_bad_hold_changes_nothing_and_says_why_at_the_field(
     assert trail(world, "hold.set") == []
 
 
+def test_a_bulk_action_on_no_selected_agent_changes_nothing_and_says_why(
+    fleet: tuple[PanelWorld, dict[str, str]],
+) -> None:
+    world, _ = fleet
+    with sign_in_client(world, world.panel_key) as client:
+        answer = _post(client, "/panel/agents", {"action": "update", "target": "selected"})
+    message = "Select between 1 and 50 agents on this page."
+    assert answer.status_code == 422
+    assert f'<p class="field-error" id="bulk-agent-action-error">{message}</p>' in answer.text
+    assert trail(world, "update.requested") == []
+
+
 def test_in_dutch_the_error_is_in_dutch(fleet: tuple[PanelWorld, dict[str, str]]) -> None:
     world, _ = fleet
     with sign_in_client(world, world.panel_key, headers={"Accept-Language": "nl"}) as client:

@@ -10,6 +10,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
 
 from signed_release.errors import KeyFileError
+from signed_release.key_file import MAX_KEY_FILE_BYTES
 from signed_release.keys import (
     generate_key_files,
     key_id,
@@ -78,3 +79,10 @@ def test_a_key_of_another_algorithm_is_refused(tmp_path: Path) -> None:
 def test_a_missing_key_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(KeyFileError, match=r"nowhere\.pub: cannot be read"):
         load_public_key(tmp_path / "nowhere.pub")
+
+
+def test_a_key_file_over_the_bound_is_refused_naming_its_size(tmp_path: Path) -> None:
+    path = tmp_path / "huge.pub"
+    path.write_bytes(b"-" * (MAX_KEY_FILE_BYTES + 1))
+    with pytest.raises(KeyFileError, match=rf"huge\.pub: {MAX_KEY_FILE_BYTES + 1} bytes is too"):
+        load_public_key(path)

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from fastapi import APIRouter, Request, Response
 
+from control_plane.agent_scope import unknown_agent
 from control_plane.api.agent_contract import agent_contract_of
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import (
@@ -23,12 +24,10 @@ from control_plane.api.deps import (
     services_of,
 )
 from control_plane.claims.services import Claim
-from control_plane.errors import NotFound
 from control_plane.registry import Services
 from ground.contract import (
     CLAIMS_PATH,
     CONTRACT_VERSION_HEADER,
-    AnswerCode,
     ClaimGrant,
     ClaimRequest,
     RefusalCode,
@@ -103,5 +102,5 @@ def _claim(
     caller = credential.principal(services)  # the 401 or 403, when that is why nothing was found
     assert caller.agent_id is not None
     if body.slot_key is not None:
-        raise NotFound(f"agent {caller.agent_id} does not exist", code=AnswerCode.AGENT_NOT_FOUND)
+        raise unknown_agent(caller.agent_id)
     return services.claims.claim(caller.agent_id, body, now, agent_contract=contract)

@@ -19,6 +19,7 @@ from agent_daemon.updater.trusted_keys import TrustedKeys, read_trusted_keys
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from agent_daemon.updater.updater_settings import trusted_keys as as_trusted_keys
 from signed_release.errors import KeyFileError, UnknownKey
+from signed_release.key_file import MAX_KEY_FILE_BYTES
 from signed_release.keys import generate_key_files, load_private_key, load_public_keys
 from signed_release.signature import check_signature, sign_manifest
 from tests.worlds.processes import REPO_ROOT
@@ -90,6 +91,17 @@ def test_a_file_that_is_not_an_ed25519_public_key_is_refused_at_start_naming_it(
     with pytest.raises(KeyFileError, match=expected) as raised:
         read_trusted_keys([path])
     assert str(path) in str(raised.value)
+
+
+def test_a_key_file_over_the_bound_or_missing_is_refused_at_start_naming_it(
+    tmp_path: Path,
+) -> None:
+    huge = tmp_path / "huge.pub"
+    huge.write_bytes(b"-" * (MAX_KEY_FILE_BYTES + 1))
+    with pytest.raises(KeyFileError, match=rf"huge\.pub: {MAX_KEY_FILE_BYTES + 1} bytes is too"):
+        read_trusted_keys([huge])
+    with pytest.raises(KeyFileError, match=r"nowhere\.pub: cannot be read"):
+        read_trusted_keys([tmp_path / "nowhere.pub"])
 
 
 def test_two_key_blocks_in_one_file_are_refused(
