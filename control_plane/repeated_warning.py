@@ -9,12 +9,13 @@ different condition at once again.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Repeat", "RepeatedWarning"]
+__all__ = ["Repeat", "RepeatedWarning", "UnwrittenBatch"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,3 +69,38 @@ class RepeatedWarning:
 
     def _now(self) -> float:
         return self._monotonic() if self._monotonic is not None else time.monotonic()
+
+
+class UnwrittenBatch:
+    """A batch a background thread writes again and again (kept in memory until it is written):
+    a failure is said at once, then at most every `every_seconds` while the writes keep failing
+    (with how long), and once when one is written again. `what` names the batch in the lines,
+    `kept` says until when it is kept ("the next read")."""
+
+    def __init__(
+        self,
+        log: logging.Logger,
+        what: str,
+        kept: str,
+        every_seconds: float,
+        *,
+        monotonic: Callable[[], float] | None = None,
+    ) -> None:
+        self._log = log
+        self._what = what
+        self._kept = kept
+        self._warning = RepeatedWarning(every_seconds, monotonic=monotonic)
+
+    def failed(self, exc: Exception) -> None:
+        repeat = self._warning.holds()
+        if repeat is None:
+            return
+        after = "" if repeat.first else f" after {repeat.held_seconds:.0f} s"
+        self._log.warning(
+            "%s not written yet%s (kept for %s): %s", self._what, after, self._kept, exc
+        )
+
+    def written(self) -> None:
+        failed_for = self._warning.ended()
+        if failed_for is not None:
+            self._log.warning("%s written again after %.0f s", self._what, failed_for)

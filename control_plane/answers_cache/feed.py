@@ -42,7 +42,7 @@ from control_plane.answers_cache.memory import POLL_SECONDS, AnswerMemory, Chang
 from control_plane.answers_cache.seen import SeenRecorder
 from control_plane.background import LoopThread
 from control_plane.database_fence import fenced_connect
-from control_plane.repeated_warning import RepeatedWarning
+from control_plane.repeated_warning import RepeatedWarning, UnwrittenBatch
 from control_plane.types import Connection
 
 __all__ = ["PRUNE_AFTER_SECONDS", "ChangeFeed", "feed_running", "read_changes"]
@@ -125,7 +125,13 @@ class ChangeFeed:
         # lines a second per worker for a whole outage.
         self._not_read = RepeatedWarning(FAILURE_REPEAT_SECONDS, monotonic=monotonic)
         # The same for the sightings' batch (a lock held on agents' rows fails it at every read).
-        self._not_written = RepeatedWarning(FAILURE_REPEAT_SECONDS, monotonic=monotonic)
+        self._sightings = UnwrittenBatch(
+            logger,
+            "sightings of answers from memory",
+            "the next read",
+            FAILURE_REPEAT_SECONDS,
+            monotonic=monotonic,
+        )
 
     def start(self) -> None:
         self._loop.start(self._run)
@@ -168,20 +174,9 @@ class ChangeFeed:
         except psycopg.Error as exc:
             if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 self._close()  # the next read opens another (and lapses if it cannot)
-            repeat = self._not_written.holds()
-            if repeat is not None:
-                logger.warning(
-                    "sightings of answers from memory not written yet%s (kept for the next"
-                    " read): %s",
-                    "" if repeat.first else f" after {repeat.held_seconds:.0f} s",
-                    exc,
-                )
+            self._sightings.failed(exc)
             return
-        failed_for = self._not_written.ended()
-        if failed_for is not None:
-            logger.warning(
-                "sightings of answers from memory written again after %.0f s", failed_for
-            )
+        self._sightings.written()
 
     def _say_not_read(self, exc: psycopg.Error) -> None:
         """The first failure at once, then at most every `FAILURE_REPEAT_SECONDS` while it lasts."""

@@ -19,7 +19,7 @@ from uuid import UUID
 import psycopg
 
 from control_plane.background import LoopThread
-from control_plane.repeated_warning import RepeatedWarning
+from control_plane.repeated_warning import UnwrittenBatch
 from control_plane.types import Pool
 from ground.contract import RefusalCode
 
@@ -76,7 +76,9 @@ class RefusalRecorder:
         self._loop = LoopThread("nachtwacht-refusal-flusher")
         # A flush every second that fails for a whole outage (or behind a held lock) says so
         # once, then every minute, and once when it writes again.
-        self._not_written = RepeatedWarning(REPEAT_SECONDS, monotonic=monotonic)
+        self._unwritten = UnwrittenBatch(
+            logger, "claim refusals", "the next flush", REPEAT_SECONDS, monotonic=monotonic
+        )
 
     def record(self, agent_id: UUID, slot_key: str, reason: RefusalCode, at: datetime) -> None:
         """Note one refusal. Counted for the metrics; kept as a fact when it explains a miss."""
@@ -169,14 +171,6 @@ class RefusalRecorder:
         try:
             self.flush()
         except psycopg.Error as exc:
-            repeat = self._not_written.holds()
-            if repeat is not None:
-                logger.warning(
-                    "claim refusals not written yet%s (kept for the next flush): %s",
-                    "" if repeat.first else f" after {repeat.held_seconds:.0f} s",
-                    exc,
-                )
+            self._unwritten.failed(exc)
             return
-        failed_for = self._not_written.ended()
-        if failed_for is not None:
-            logger.warning("claim refusals written again after %.0f s", failed_for)
+        self._unwritten.written()
