@@ -23,16 +23,16 @@ from control_plane.panel import (
 from control_plane.panel.hold_routes import hold_start
 from control_plane.panel.i18n import Language
 from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
+from control_plane.panel.rollout_wording import MAX_FORCE_REASON
 from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
 from control_plane.pins.holds import MAX_HOLD, MAX_HOLD_REASON_LENGTH
 from control_plane.pins.services import MAX_PIN_REASON_LENGTH
 from ground.limits import MAX_VERSION_LENGTH
 
-__all__ = ["MAX_FORCE_REASON", "router"]
+__all__ = ["router"]
 
 router = APIRouter(prefix=PREFIX + "/operator", include_in_schema=False)
 
-MAX_FORCE_REASON = 500
 Reason = Annotated[str, Form(max_length=2000)]
 
 

@@ -14,10 +14,12 @@ from control_plane.forecast.model import StageNight
 from control_plane.panel.i18n import Language
 from control_plane.panel.wording import outcome_reason
 from control_plane.pins.holds import MAX_HOLD, MAX_HOLD_REASON_LENGTH
+from control_plane.pins.services import MAX_PIN_REASON_LENGTH
 from control_plane.rollout.waves import Wave
 from ground.contract import HoldView
 
 __all__ = [
+    "MAX_FORCE_REASON",
     "agent_flags",
     "halt_run_outcome",
     "halt_run_text",
@@ -37,6 +39,9 @@ __all__ = [
     "unverifiable_text",
     "wave_plan",
 ]
+
+# The reason an operator gives for forcing an update from the panel (the trail keeps it).
+MAX_FORCE_REASON = 500
 
 
 def release_stage(lang: Language, stage: str | None, halted_reason: str | None = None) -> str:
@@ -244,8 +249,9 @@ def operator_agent_error(lang: Language, field: str) -> str:
     if field == "hold_reason":
         return hold_problem(lang, "reason")
     if field in ("reason", "force_reason"):
+        limit = MAX_PIN_REASON_LENGTH if field == "reason" else MAX_FORCE_REASON
         return lang.gettext(
-            "Give a reason of at most %(count)s characters.", count=lang.number(500)
+            "Give a reason of at most %(count)s characters.", count=lang.number(limit)
         )
     return lang.gettext("That could not be done: the agent has no pin to remove.")
 
