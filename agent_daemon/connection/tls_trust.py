@@ -19,11 +19,13 @@ import base64
 import hashlib
 import ssl
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from agent_daemon.connection.network_settings import NetworkSettings, parse_pin
 from agent_daemon.errors import ConfigError
+from ground.instants import format_instant
 
 __all__ = [
     "PublicKeyPinMismatch",
@@ -52,6 +54,9 @@ _NOT_TLS = {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_L
 
 # OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH, _EMAIL_MISMATCH and _IP_ADDRESS_MISMATCH.
 _NAME_MISMATCH = {62, 63, 64}
+# OpenSSL's X509_V_ERR_CERT_NOT_YET_VALID and _CERT_HAS_EXPIRED.
+_NOT_YET_VALID = 9
+_DATES = {_NOT_YET_VALID, 10}
 
 
 class PublicKeyPinMismatch(Exception):
@@ -129,6 +134,25 @@ def causes(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
+def _outside_its_dates(whose: str, detail: str, code: int) -> str:
+    """A certificate refused for its dates, judged by this host's clock (what OpenSSL read): a
+    host whose clock is wrong sees every certificate so, and no CA file helps."""
+    now = format_instant(datetime.now(UTC).replace(microsecond=0))
+    fix_the_clock = (
+        "set the host's clock right (timedatectl set-ntp true, or chrony; NTP's UDP port 123 open)"
+    )
+    if code == _NOT_YET_VALID:
+        return (
+            f"{whose} is not valid yet by this host's clock ({now}; {detail}): the host's clock "
+            f"is probably behind: {fix_the_clock}"
+        )
+    return (
+        f"{whose} has expired by this host's clock ({now}; {detail}): if the clock is right, "
+        f"the certificate must be renewed where it is served; if the clock is ahead, "
+        f"{fix_the_clock}"
+    )
+
+
 def explain_failure(
     exc: BaseException,
     *,
@@ -159,6 +183,8 @@ def explain_failure(
             return f"the server at {where} does not speak TLS on that port; is the URL http://{where}…?"
         if isinstance(cause, ssl.SSLCertVerificationError):
             detail = cause.verify_message or cause.reason or "verification failed"
+            if cause.verify_code in _DATES:
+                return _outside_its_dates(whose, detail, cause.verify_code)
             if cause.verify_code in _NAME_MISMATCH:
                 return (
                     f"{whose} is not valid for {tls_host or control_host} ({detail}): the URL "

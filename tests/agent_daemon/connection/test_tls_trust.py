@@ -7,6 +7,7 @@ import base64
 import hashlib
 import os
 import socket
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -210,3 +211,31 @@ def test_a_client_key_without_its_certificate_is_refused(pki: Pki) -> None:
 def test_relative_paths_are_refused(pki: Pki) -> None:
     with pytest.raises(ValueError, match="expected an absolute path"):
         NetworkSettings(ca_file=Path(os.path.relpath(pki.ca)))
+
+
+# -- certificates outside their dates: the host's clock -------------------------------------------
+
+
+def test_a_certificate_not_valid_yet_points_at_the_hosts_clock(tmp_path: Path) -> None:
+    """A host whose clock is behind (a restored snapshot, a dead battery) sees the control plane's
+    certificate as not valid yet: the fix is its clock, not a CA file."""
+    pki = make_pki(tmp_path / "pki", server_shift=timedelta(days=3))
+    with control_plane(pki) as plane:
+        message = refusal(plane.url, ca_file=str(pki.ca))
+        assert plane.requests == []
+    assert message.startswith(
+        "the control plane's certificate is not valid yet by this host's clock"
+    )
+    assert "certificate is not yet valid" in message  # OpenSSL's own words, kept
+    assert message.endswith("set the host's clock right (timedatectl set-ntp true, or chrony;"
+                            " NTP's UDP port 123 open)")  # fmt: skip
+    assert "--ca-file" not in message
+
+
+def test_an_expired_certificate_names_both_fixes(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path / "pki", server_shift=-timedelta(days=10))
+    with control_plane(pki) as plane:
+        message = refusal(plane.url, ca_file=str(pki.ca))
+    assert message.startswith("the control plane's certificate has expired by this host's clock")
+    assert "the certificate must be renewed where it is served" in message
+    assert "if the clock is ahead, set the host's clock right" in message

@@ -56,8 +56,9 @@ def _issue(
     issuer_key: ec.EllipticCurvePrivateKey,
     usage: x509.ObjectIdentifier | None,
     names: tuple[str, ...] = (),
+    shift: datetime.timedelta = datetime.timedelta(0),
 ) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
+    now = datetime.datetime.now(datetime.UTC) + shift
     builder = (
         x509.CertificateBuilder()
         .subject_name(_name(subject))
@@ -98,14 +99,22 @@ def _pem(path: Path, certificate: x509.Certificate) -> None:
     path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
 
 
-def make_pki(folder: Path, *, ca_name: str = "nachtwacht test CA") -> Pki:
+def make_pki(
+    folder: Path,
+    *,
+    ca_name: str = "nachtwacht test CA",
+    server_shift: datetime.timedelta = datetime.timedelta(0),
+) -> Pki:
+    """`server_shift` moves the server certificate's validity (from 5 minutes before to 2 days
+    after its issue) by that much: days ahead, it is not valid yet; days back, it has expired."""
     folder.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = _issue(subject=ca_name, key=ca_key, issuer=None, issuer_key=ca_key,
                 usage=None)  # fmt: skip
     server_key = ec.generate_private_key(ec.SECP256R1())
     server = _issue(subject="control.example", key=server_key, issuer=ca, issuer_key=ca_key,
-                    usage=ExtendedKeyUsageOID.SERVER_AUTH, names=SERVER_NAMES)  # fmt: skip
+                    usage=ExtendedKeyUsageOID.SERVER_AUTH, names=SERVER_NAMES,
+                    shift=server_shift)  # fmt: skip
     client_key = ec.generate_private_key(ec.SECP256R1())
     client = _issue(subject="web-01", key=client_key, issuer=ca, issuer_key=ca_key,
                     usage=ExtendedKeyUsageOID.CLIENT_AUTH)  # fmt: skip
