@@ -27,7 +27,8 @@ from tests.worlds.clocks import ManualClock
 from tests.worlds.waiting import wait_until
 
 LOGGER = "control_plane.liveness.clock_watch"
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+# Debian's faketime package puts it under the machine's multiarch folder.
+LIBFAKETIMES = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
 
 
 @dataclass(frozen=True)
@@ -129,11 +130,11 @@ def test_each_liveness_mark_reads_the_clock_and_metrics_show_it(
 
 
 def _faketime() -> Path:
-    if not LIBFAKETIME.exists():
+    if not LIBFAKETIMES:
         if os.environ.get("CI"):
             pytest.fail("libfaketime is missing in CI: install Debian's `faketime` package")
         pytest.skip("needs libfaketime (Debian's `faketime`; bin/test installs it as root)")
-    return LIBFAKETIME
+    return LIBFAKETIMES[0]
 
 
 @pytest.mark.slow
