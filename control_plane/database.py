@@ -101,6 +101,7 @@ __all__ = [
     "EmbeddedPostgres",
     "SessionBounds",
     "bounded_conninfo",
+    "bounded_options",
     "database_url_with_name",
     "ensure_server_user",
     "first_line",
@@ -413,15 +414,20 @@ def reconcile_bounds(requests: SessionBounds) -> SessionBounds:
     )
 
 
+def bounded_options(conninfo: str, bounds: SessionBounds) -> str:
+    """The libpq `options` that set `bounds`, followed by `conninfo`'s own: of two values of one
+    setting PostgreSQL keeps the last, so a `-c lock_timeout=…` in the URL wins (and given as an
+    argument, `options` would replace the URL's)."""
+    own = str(conninfo_to_dict(conninfo).get("options") or "").strip()
+    return f"{bounds.options()} {own}".strip()
+
+
 def bounded_conninfo(conninfo: str, bounds: SessionBounds | None) -> str:
-    """`conninfo` with `bounds` set for the session. The URL's own `options` come after ours, and
-    of two values of one setting PostgreSQL keeps the last: a `-c lock_timeout=…` in the URL
-    wins."""
+    """`conninfo` with `bounds` set for the session (`bounded_options`)."""
     if bounds is None:
         return conninfo
     params = conninfo_to_dict(conninfo)
-    own = str(params.get("options") or "").strip()
-    params["options"] = f"{bounds.options()} {own}".strip()
+    params["options"] = bounded_options(conninfo, bounds)
     return make_conninfo("", **params)
 
 

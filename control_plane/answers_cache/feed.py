@@ -35,12 +35,12 @@ from collections.abc import Callable, Iterator
 from uuid import UUID
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from control_plane.answers_cache.memory import POLL_SECONDS, AnswerMemory, Changes
 from control_plane.answers_cache.seen import SeenRecorder
 from control_plane.background import LoopThread
+from control_plane.database import SessionBounds, bounded_options
 from control_plane.database_fence import fenced_connect
 from control_plane.repeated_warning import RepeatedWarning, UnwrittenBatch
 from control_plane.types import Connection
@@ -50,7 +50,8 @@ __all__ = ["PRUNE_AFTER_SECONDS", "ChangeFeed", "feed_running", "read_changes"]
 logger = logging.getLogger(__name__)
 
 PRUNE_AFTER_SECONDS = 60.0
-_STATEMENT_TIMEOUT_MS = 1000
+# The feed's reads are quick; one that is not gives up and the next read starts over.
+_BOUNDS = SessionBounds(lock_timeout_seconds=None, statement_timeout_seconds=1.0)
 
 _READ = """
 SELECT one.horizon, c.xid, c.scope, c.subject
@@ -200,15 +201,12 @@ class ChangeFeed:
 
     def _connection(self) -> Connection:
         if self._conn is None or self._conn.closed:
-            # The URL's own options come after the feed's bound (the last value of a setting
-            # wins), and are kept: given as an argument, `options` replaces the URL's.
-            own = str(conninfo_to_dict(self._url).get("options") or "")
             self._conn = fenced_connect(
                 self._url,
                 autocommit=True,
                 row_factory=dict_row,
                 connect_timeout=2,
-                options=f"-c statement_timeout={_STATEMENT_TIMEOUT_MS} {own}".strip(),
+                options=bounded_options(self._url, _BOUNDS),
             )
         return self._conn
 
