@@ -182,15 +182,7 @@ class ReleaseService:
         with self._pool.connection() as conn:
             root = newest_trust_root(conn)
         signer, parsed = self._verified(manifest, signature, root)
-        if product is not None and product_of(product) != parsed.product:
-            raise InvalidInput(
-                "manifest.product",
-                parsed.product,
-                f"is not the product being published ({product!r}): the build is nachtwacht's "
-                + ("own agent (the updater)" if parsed.product == "updater" else "managed agent")
-                + "; publish it as that product",
-                code="release_rejected",
-            )
+        _check_product(parsed, product)
         _check_artifact(artifact, parsed)
         check_patches(patches or {}, parsed)
         _check_not_expired(parsed, now)
@@ -213,23 +205,13 @@ class ReleaseService:
                 _refuse_unmarked_downgrade(parsed, newer, marked=allow_downgrade)
                 _refuse_another_build_of_the_version(conn, parsed)
             replaced = current_signing_of(conn, parsed)
-            if stage is not None:
-                start = _Start(stage=str(stage), wave=1, since=now)
-            elif replaced is not None:  # the build's rollout goes on where it was
-                start = _Start(
-                    stage=replaced["stage"],
-                    wave=replaced["wave"],
-                    since=replaced["stage_changed_at"] or now,
-                )
-            else:
-                start = _Start(stage=_starting_stage(conn, parsed), wave=1, since=now)
             row = _insert_release(
                 conn,
                 parsed,
                 manifest=manifest,
                 signature=signature,
                 signer=signer,
-                start=start,
+                start=_start_of(conn, parsed, stage=stage, replaced=replaced, now=now),
                 now=now,
             )
             _store_artifact(conn, row, artifact)
@@ -604,6 +586,41 @@ def _refuse_another_build_of_the_version(conn: Connection, parsed: Manifest) -> 
             f"{parsed.agent_version} refuse another build of it; sign that same file again",
             code="release_downgrade",
         )
+
+
+def _check_product(parsed: Manifest, product: object) -> None:
+    """Refuse a manifest that signs the other product than the one the operator means to publish
+    (`product` None: whichever the manifest names)."""
+    if product is not None and product_of(product) != parsed.product:
+        raise InvalidInput(
+            "manifest.product",
+            parsed.product,
+            f"is not the product being published ({product!r}): the build is nachtwacht's "
+            + ("own agent (the updater)" if parsed.product == "updater" else "managed agent")
+            + "; publish it as that product",
+            code="release_rejected",
+        )
+
+
+def _start_of(
+    conn: Connection,
+    parsed: Manifest,
+    *,
+    stage: object,
+    replaced: Mapping[str, Any] | None,
+    now: datetime,
+) -> _Start:
+    """Where a new release's rollout starts: the stage the operator asked for; else where the
+    signing it replaces was (the build's rollout goes on); else the pair's starting stage."""
+    if stage is not None:
+        return _Start(stage=str(stage), wave=1, since=now)
+    if replaced is not None:
+        return _Start(
+            stage=replaced["stage"],
+            wave=replaced["wave"],
+            since=replaced["stage_changed_at"] or now,
+        )
+    return _Start(stage=_starting_stage(conn, parsed), wave=1, since=now)
 
 
 def _starting_stage(conn: Connection, parsed: Manifest) -> str:
