@@ -1,11 +1,20 @@
 """The FastAPI application: every domain's router, the stamps of every answer (the server's time,
 the contract's version), and the mapping of domain errors to `{"detail": …}` answers with their
-status."""
+status.
+
+A request whose statement the database cancelled (a lock held by hand, a runaway statement: the
+request connections' bounds, `database.SessionBounds`) is answered 503 and said in the log as a
+lasting condition (`CancelledRequests`): behind one lock every poll of an organisation's agents
+meets it, forty a minute for forty agents, so the first of each route and bound is said at once
+naming what it waited for, the rest are counted and said at most once a minute, and one line says
+when a request of that route is answered again.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -50,11 +59,12 @@ from control_plane.panel import mount_panel
 from control_plane.panel.form_refusal import form_refused, is_panel_path
 from control_plane.panel.offline_docs import mount_offline_docs
 from control_plane.registry import Services
+from control_plane.repeated_warning import RepeatedWarning
 from ground.clock import Clock
 from ground.contract import API_VERSION, SERVER_TIME_HEADER, AnswerCode, format_instant
 from shared_planner.errors import describe_value
 
-__all__ = ["create_app"]
+__all__ = ["CancelledRequests", "create_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,9 +79,12 @@ class ServerTime:
     here, before the limits and the routes read anything it sent. (One middleware for the
     stamps of every answer: each layer is paid by every request.)"""
 
-    def __init__(self, app: ASGIApp, clock: Clock) -> None:
+    def __init__(
+        self, app: ASGIApp, clock: Clock, cancelled: CancelledRequests | None = None
+    ) -> None:
         self._app = app
         self._clock = clock
+        self._cancelled = cancelled
         # The header names whole seconds: formatted once per second, not once per request
         # (`strftime` was the largest cost this middleware added to a `/healthz`).
         self._stamp: tuple[int, bytes] = (-1, b"")
@@ -98,6 +111,9 @@ class ServerTime:
                 headers.append((_SERVER_TIME, stamp))
                 headers.append(CONTRACT_STAMP)
                 message = {**message, "headers": headers}
+                cancelled = self._cancelled
+                if cancelled is not None and cancelled.holding and message["status"] < 500:
+                    cancelled.answered(scope)
             await send(message)
 
         refusal = agent_refusal(scope)
@@ -203,35 +219,129 @@ async def _unreadable_body(request: Request, exc: Exception) -> Response:
 
 # How much of the database's account of where a cancelled statement waited goes into its line.
 MAX_CONTEXT_LOGGED = 300
+# How often requests of one route cancelled by one bound are said again while it lasts.
+CANCELLED_LOG_EVERY_SECONDS = 60.0
+_BLOCKING_HINT = " (pg_blocking_pids() of the sessions waiting for a lock names who holds it)"
 
 
-def cancelled_statement_line(method: str, path: str, exc: Exception) -> str | None:
-    """The one line logged for a request whose statement the database cancelled — by the request
-    connections' `lock_timeout` or `statement_timeout` (`database.SessionBounds`) or by hand —
-    naming the request, the bound and what it waited for; None for any other failure."""
-    if not isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
-        return None
+def is_cancelled_statement(exc: BaseException) -> bool:
+    """Whether the database cancelled the statement: by a bound (`lock_timeout`,
+    `statement_timeout`) or by hand (`pg_cancel_backend`)."""
+    return isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled)
+
+
+def _cancel_words(exc: psycopg.Error) -> tuple[str, str, str]:
+    """What the database said, the bound that cancelled it (in words, empty when none of the
+    requests' bounds), and where the statement waited (empty when it did not say)."""
     said = exc.diag.message_primary or str(exc).strip().split("\n")[0]
     if "lock timeout" in said:
-        bound = " (the request connections' lock_timeout, --request-lock-timeout-seconds)"
+        bound = "the request connections' lock_timeout, --request-lock-timeout-seconds"
     elif "statement timeout" in said:
-        bound = " (the request connections' statement_timeout, --request-statement-timeout-seconds)"
+        bound = "the request connections' statement_timeout, --request-statement-timeout-seconds"
     else:
         bound = ""
     context = " ".join((exc.diag.context or "").split())
     if len(context) > MAX_CONTEXT_LOGGED:
         context = context[: MAX_CONTEXT_LOGGED - 1] + "…"
+    return said, bound, context
+
+
+def cancelled_statement_line(method: str, path: str, exc: Exception) -> str | None:
+    """The line logged for a request whose statement the database cancelled — by the request
+    connections' `lock_timeout` or `statement_timeout` (`database.SessionBounds`) or by hand —
+    naming the request, the bound and what it waited for; None for any other failure."""
+    if not isinstance(exc, psycopg.Error) or not is_cancelled_statement(exc):
+        return None
+    said, bound, context = _cancel_words(exc)
+    shown_bound = f" ({bound})" if bound else ""
     where = f"; {context}" if context else ""
     return (
-        f"{method} {path} answered 503 database_unavailable: {said}{bound}{where}"
-        " (pg_blocking_pids() of the sessions waiting for a lock names who holds it)"
+        f"{method} {path} answered 503 database_unavailable: {said}{shown_bound}{where}"
+        f"{_BLOCKING_HINT}"
     )
 
 
+def _route_of(scope: Scope) -> str | None:
+    """The pattern of the route that served the request (`/v1/agents/{agent_id}`): every agent's
+    request of one kind is one route. None when no route served it (an answer from memory)."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else None
+
+
+class CancelledRequests:
+    """The log lines of requests whose statement the database cancelled, per route and bound: the
+    first at once (`cancelled_statement_line`: the request, the bound, what it waited for), then
+    at most every `every_seconds` how many more were met and for how long, naming the latest and
+    where it waited; and once when a request of that route is answered again (`answered`, below
+    500). Used from the event loop's thread."""
+
+    def __init__(
+        self,
+        every_seconds: float = CANCELLED_LOG_EVERY_SECONDS,
+        *,
+        monotonic: Callable[[], float] | None = None,
+    ) -> None:
+        self._every = every_seconds
+        self._monotonic = monotonic
+        # Per (method, route, what cancelled it): its warning, and the bound in words.
+        self._held: dict[tuple[str, str, str], tuple[RepeatedWarning, str]] = {}
+
+    @property
+    def holding(self) -> bool:
+        """Whether a route has a request cancelled since it was last answered."""
+        return bool(self._held)
+
+    def cancelled(self, method: str, scope: Scope, path: str, exc: psycopg.Error) -> str | None:
+        """The line to say for this cancelled request now, or None to stay quiet."""
+        route = _route_of(scope) or path
+        said, bound, context = _cancel_words(exc)
+        key = (method, route, bound or said)
+        held = self._held.get(key)
+        if held is None:
+            held = (RepeatedWarning(self._every, monotonic=self._monotonic), bound or said)
+            self._held[key] = held
+        repeat = held[0].holds()
+        if repeat is None:
+            return None
+        if repeat.first:
+            line = cancelled_statement_line(method, path, exc)
+            return (
+                f"{line}; more of {method} {route} cancelled so are counted and said at most"
+                f" every {self._every:.0f} s"
+            )
+        where = f"; the latest, {path}, waited: {context}" if context else f"; the latest, {path}"
+        return (
+            f"{method} {route}: {repeat.unsaid + 1} more requests answered 503"
+            f" database_unavailable ({bound or said}) since the last line, for"
+            f" {repeat.held_seconds:.0f} s now{where}{_BLOCKING_HINT}"
+        )
+
+    def answered(self, scope: Scope) -> None:
+        """A request was answered below 500: when its route had requests cancelled, say it is
+        served again and for how long it was not."""
+        route = _route_of(scope)
+        if route is None:
+            return
+        method = scope.get("method", "")
+        for key in [key for key in self._held if key[0] == method and key[1] == route]:
+            warning, bound = self._held.pop(key)
+            held_seconds = warning.ended()
+            logger.warning(
+                "%s %s answered again, after %.0f s of requests cancelled (%s)",
+                method,
+                route,
+                held_seconds or 0.0,
+                bound,
+            )
+
+
 async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
-    cancelled = cancelled_statement_line(request.method, request.url.path, exc)
-    if cancelled is not None:
-        logger.error("%s", cancelled)
+    if isinstance(exc, psycopg.Error) and is_cancelled_statement(exc):
+        cancelled: CancelledRequests = request.app.state.cancelled
+        line = cancelled.cancelled(request.method, request.scope, request.url.path, exc)
+        if line is not None:
+            logger.error("%s", line)
     else:
         logger.error("database error: %s", exc)
     return JSONResponse(
@@ -267,6 +377,7 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
     )
     app.state.services = services
     app.state.database_threads = database_threads
+    app.state.cancelled = CancelledRequests()
     app.add_exception_handler(RequestRefused, _refused)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _unreadable_body)
@@ -318,5 +429,5 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
     # Innermost of the three: the limits and the server time hold for answers from memory too.
     app.add_middleware(HotAnswers, answers=ServicesFromMemory(services))
     app.add_middleware(RequestLimits)
-    app.add_middleware(ServerTime, clock=clock)
+    app.add_middleware(ServerTime, clock=clock, cancelled=app.state.cancelled)
     return app

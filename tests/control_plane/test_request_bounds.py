@@ -101,6 +101,37 @@ def test_a_statement_that_runs_too_long_is_cancelled_and_answered_503(
     assert not any(record.exc_info for record in caplog.records)
 
 
+def test_requests_cancelled_again_and_again_are_one_line_until_the_route_is_served(
+    bounded_pool: Pool,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    key = Ed25519PrivateKey.generate()
+    services = build_services(bounded_pool, {key_id(key.public_key()): key.public_key()})
+    operator_key = services.accounts.create_operator_key("tests")
+    original = brake_services.brake_state
+    monkeypatch.setattr(brake_services, "brake_state", _slowed(original))
+    headers = {"Authorization": f"Bearer {operator_key}"}
+    with (
+        caplog.at_level(logging.WARNING, logger=api_app.__name__),
+        serve_in_thread(services, clock) as server,
+    ):
+        statuses = [
+            httpx.get(f"{server.base_url}/v1/admin/brake", headers=headers, timeout=30).status_code
+            for _ in range(3)
+        ]
+        monkeypatch.setattr(brake_services, "brake_state", original)
+        served = httpx.get(f"{server.base_url}/v1/admin/brake", headers=headers, timeout=30)
+    assert statuses == [503, 503, 503]
+    assert served.status_code == 200, served.text[:200]
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("GET /v1/admin/brake answered 503 database_unavailable:"), lines
+    assert lines[1].startswith("GET /v1/admin/brake answered again, after "), lines
+    assert "statement_timeout" in lines[1]
+
+
 @pytest.mark.parametrize(
     ("bounds", "finished"),
     [
