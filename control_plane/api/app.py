@@ -7,14 +7,17 @@ request connections' bounds, `database.SessionBounds`) is answered 503 and said 
 lasting condition (`CancelledRequests`): behind one lock every poll of an organisation's agents
 meets it, forty a minute for forty agents, so the first of each route and bound is said at once
 naming what it waited for, the rest are counted and said at most once a minute, and one line says
-when a request of that route is answered again.
+when none has been met for a minute.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -112,8 +115,8 @@ class ServerTime:
                 headers.append(CONTRACT_STAMP)
                 message = {**message, "headers": headers}
                 cancelled = self._cancelled
-                if cancelled is not None and cancelled.holding and message["status"] < 500:
-                    cancelled.answered(scope)
+                if cancelled is not None and cancelled.holding:
+                    cancelled.quiet()
             await send(message)
 
         refusal = agent_refusal(scope)
@@ -269,27 +272,41 @@ def _route_of(scope: Scope) -> str | None:
     return path if isinstance(path, str) else None
 
 
+@dataclass(kw_only=True)
+class _Cancelling:
+    """One route's requests cancelled by one bound: said by `warning`; `last_at` the latest
+    (monotonic seconds), `unsaid` how many were met since the last line."""
+
+    warning: RepeatedWarning
+    bound: str
+    last_at: float
+    unsaid: int = 0
+
+
 class CancelledRequests:
-    """The log lines of requests whose statement the database cancelled, per route and bound: the
-    first at once (`cancelled_statement_line`: the request, the bound, what it waited for), then
-    at most every `every_seconds` how many more were met and for how long, naming the latest and
-    where it waited; and once when a request of that route is answered again (`answered`, below
-    500). Used from the event loop's thread."""
+    """The log lines of requests whose statement the database cancelled, per route (its pattern:
+    every agent's poll is one) and bound: the first at once (`cancelled_statement_line`: the
+    request, the bound, what it waited for), then at most every `every_seconds` how many more
+    were met and for how long, naming the latest and where it waited; and once none was met for
+    `every_seconds`, that it is over (`quiet`, at the next answer of any request). Over by silence,
+    not by a request of the route answered: behind a lock on one organisation's rows the others'
+    requests of the same route are served all along."""
 
     def __init__(
         self,
-        every_seconds: float = CANCELLED_LOG_EVERY_SECONDS,
+        every_seconds: float | None = None,
         *,
         monotonic: Callable[[], float] | None = None,
     ) -> None:
-        self._every = every_seconds
+        self._every = CANCELLED_LOG_EVERY_SECONDS if every_seconds is None else every_seconds
         self._monotonic = monotonic
-        # Per (method, route, what cancelled it): its warning, and the bound in words.
-        self._held: dict[tuple[str, str, str], tuple[RepeatedWarning, str]] = {}
+        self._lock = threading.Lock()
+        # Per (method, route, what cancelled it).
+        self._held: dict[tuple[str, str, str], _Cancelling] = {}
 
     @property
     def holding(self) -> bool:
-        """Whether a route has a request cancelled since it was last answered."""
+        """Whether requests were cancelled and that is not yet said to be over."""
         return bool(self._held)
 
     def cancelled(self, method: str, scope: Scope, path: str, exc: psycopg.Error) -> str | None:
@@ -297,13 +314,19 @@ class CancelledRequests:
         route = _route_of(scope) or path
         said, bound, context = _cancel_words(exc)
         key = (method, route, bound or said)
-        held = self._held.get(key)
-        if held is None:
-            held = (RepeatedWarning(self._every, monotonic=self._monotonic), bound or said)
-            self._held[key] = held
-        repeat = held[0].holds()
-        if repeat is None:
-            return None
+        now = self._now()
+        with self._lock:
+            held = self._held.get(key)
+            if held is None:
+                warning = RepeatedWarning(self._every, monotonic=self._now)
+                held = _Cancelling(warning=warning, bound=bound or said, last_at=now)
+                self._held[key] = held
+            held.last_at = now
+            repeat = held.warning.holds()
+            if repeat is None:
+                held.unsaid += 1
+                return None
+            held.unsaid = 0
         if repeat.first:
             line = cancelled_statement_line(method, path, exc)
             return (
@@ -317,23 +340,28 @@ class CancelledRequests:
             f" {repeat.held_seconds:.0f} s now{where}{_BLOCKING_HINT}"
         )
 
-    def answered(self, scope: Scope) -> None:
-        """A request was answered below 500: when its route had requests cancelled, say it is
-        served again and for how long it was not."""
-        route = _route_of(scope)
-        if route is None:
-            return
-        method = scope.get("method", "")
-        for key in [key for key in self._held if key[0] == method and key[1] == route]:
-            warning, bound = self._held.pop(key)
-            held_seconds = warning.ended()
+    def quiet(self) -> None:
+        """Say, of each route whose requests have not been cancelled for `every_seconds`, that
+        it is over: how long it lasted and how many were met since the last line."""
+        now = self._now()
+        with self._lock:
+            over = [key for key, held in self._held.items() if now - held.last_at >= self._every]
+            ended = [(key, self._held.pop(key)) for key in over]
+        for (method, route, _), held in ended:
+            since_first = held.warning.ended() or 0.0
             logger.warning(
-                "%s %s answered again, after %.0f s of requests cancelled (%s)",
+                "%s %s: no request cancelled (%s) for %.0f s; it lasted %.0f s, %d more since"
+                " the last line",
                 method,
                 route,
-                held_seconds or 0.0,
-                bound,
+                held.bound,
+                now - held.last_at,
+                since_first - (now - held.last_at),
+                held.unsaid,
             )
+
+    def _now(self) -> float:
+        return self._monotonic() if self._monotonic is not None else time.monotonic()
 
 
 async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
