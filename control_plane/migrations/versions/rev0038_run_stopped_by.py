@@ -7,7 +7,9 @@ Revises: 0036 (see `down_revision`)
   was halted (by an operator or on its failures) and `brake` when it was under its own brake when
   the slot was consumed; NULL on every other run and on the runs recorded before. The two are
   undone differently (a halt is resumed, a brake released), and the agent is answered
-  `release_halted` either way.
+  `release_halted` either way. Written only by the insert of the skipped run (which notes its
+  agent's change, `rev0034`); no config or claim answer reads it, so the update trigger does not
+  compare it.
 
 Expand-only: a new nullable column without a default (no row is rewritten), and its CHECK added
 NOT VALID (no row is scanned; every row holds NULL). A replica of the previous release names its
