@@ -63,7 +63,7 @@ the status to the exception handlers.
                     (system identifier, timeline) seen; a multi-host URL's newest host first
     migrate.py      Alembic, written as SQL (migrations/versions/)
     repeated_warning.py  a lasting condition said once, then at most once a period (the fence,
-                    the answers' feed)
+                    the answers' feed, requests cancelled by their bounds)
     startup.py      opening the database a command works on; ready_line.py: the "ready" line
     types.py        the pool and connection type names
 

@@ -14,6 +14,8 @@ naming the field, never a crash further in.
     claim_answer        POST claims → `ClaimGrant` or the refusal's `ErrorDetail`
     confirm_answer      POST confirm → `SwapPermit` or the refusal's `ErrorDetail`
     swap_refusal_reason what a refused confirmation ends the run with
+    token_refusal_reason the outcome reason of a refusal naming the run's token (`token_revoked`,
+                        `token_expired`), for the confirmation and the download alike
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ __all__ = [
     "read_json",
     "server_time",
     "swap_refusal_reason",
+    "token_refusal_reason",
 ]
 
 CONFIG_SOURCE = f"GET {CONFIG_PATH}"
@@ -263,18 +266,27 @@ def confirm_answer(status: int, body: bytes) -> SwapPermit | ErrorDetail:
     return detail
 
 
-_SWAP_REFUSALS = {
+# A refusal that names the run's token, kept as the run's outcome reason: the confirmation's and
+# the download's (`agent_daemon.updater.failure_reasons`) alike.
+_TOKEN_REFUSALS = {
     AnswerCode.TOKEN_REVOKED.value: OutcomeReason.TOKEN_REVOKED,
     AnswerCode.TOKEN_EXPIRED.value: OutcomeReason.TOKEN_EXPIRED,
-    RefusalCode.WINDOW_CLOSED.value: OutcomeReason.WINDOW_CLOSED,
 }
+
+
+def token_refusal_reason(code: str | None) -> OutcomeReason | None:
+    """The outcome reason of a refusal whose `code` names the run's token (revoked by the brake
+    or a halt, or expired); None for any other code."""
+    return _TOKEN_REFUSALS.get(code or "")
 
 
 def swap_refusal_reason(detail: ErrorDetail) -> OutcomeReason:
     """What a refused confirmation ends the run with: the token's code kept; a closed window is
     `window_closed`; any other code (the run unknown or finished) means this run may no longer
     switch, as a revoked token does."""
-    return _SWAP_REFUSALS.get(detail.code, OutcomeReason.TOKEN_REVOKED)
+    if detail.code == RefusalCode.WINDOW_CLOSED.value:
+        return OutcomeReason.WINDOW_CLOSED
+    return token_refusal_reason(detail.code) or OutcomeReason.TOKEN_REVOKED
 
 
 def server_time(header: str | None) -> datetime | None:

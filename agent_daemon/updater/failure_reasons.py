@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 
+from agent_daemon.connection.wire import token_refusal_reason
 from agent_daemon.errors import (
     DownloadFailed,
     DownloadRefused,
@@ -24,7 +25,7 @@ from agent_daemon.errors import (
     UpdateError,
     UpdateInProgress,
 )
-from ground.contract import AnswerCode, OutcomeReason
+from ground.contract import OutcomeReason
 
 __all__ = ["MAX_ERROR_CHARACTERS", "clip", "describe", "failure_reason"]
 
@@ -32,10 +33,6 @@ __all__ = ["MAX_ERROR_CHARACTERS", "clip", "describe", "failure_reason"]
 # (ground.contract.MAX_MESSAGE_LENGTH); messages quoting hostile input are cut well before.
 MAX_ERROR_CHARACTERS = 1000
 
-_TOKEN_REASONS = {
-    AnswerCode.TOKEN_REVOKED.value: OutcomeReason.TOKEN_REVOKED,
-    AnswerCode.TOKEN_EXPIRED.value: OutcomeReason.TOKEN_EXPIRED,
-}
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 # What each of the updater's failures means for the run: its reason, and whether it may pass
@@ -59,7 +56,7 @@ def failure_reason(exc: BaseException) -> tuple[OutcomeReason | None, bool]:
     """Why an update failed (`OutcomeReason`), and whether it may pass within the window:
     the platform unavailable, a cut or stalled download, a full disk, an interruption."""
     if isinstance(exc, DownloadRefused):
-        return _TOKEN_REASONS.get(exc.code or "", OutcomeReason.DOWNLOAD_FAILED), False
+        return token_refusal_reason(exc.code) or OutcomeReason.DOWNLOAD_FAILED, False
     for kind, reason, may_pass in _FAILURES:
         if isinstance(exc, kind):
             return reason, may_pass

@@ -145,7 +145,8 @@ WITH seen AS (
     DO UPDATE SET last_seen_at = greatest(agent_hosts.last_seen_at, EXCLUDED.last_seen_at)
 ), clock_off AS (
     -- The host's clock, when the poll said it and it is further off than the agent follows
-    -- (`answers_cache.seen.host_clock_off`); a clock that agrees removes what was kept.
+    -- (`answers_cache.seen.host_clock_off`); a clock that agrees, or a poll without `Date`,
+    -- removes what was kept.
     INSERT INTO agent_clocks (agent_id, offset_seconds, measured_at)
     SELECT {agent}, %(clock_off)s::bigint, %(now)s
      WHERE %(clock_off)s::bigint IS NOT NULL AND {agent} IS NOT NULL
@@ -231,14 +232,16 @@ class AgentConfigService:
         host_id: str | None = None,
         held: int | None = None,
         clock: int | None = None,
+        no_date: bool = False,
     ) -> VersionedConfig | None:
         """`config_as` from memory, without the database (None: not remembered, or the memory
         is not live); the sighting (and the trust root the agent holds, `held`, and its host's
-        clock, `clock`) is noted for the feed's thread to write."""
+        clock, `clock`, or that its poll said no time, `no_date`) is noted for the feed's thread
+        to write."""
         found = self._memory.recall(_config_key(secret_sha256, track), now=now)
         if not isinstance(found, VersionedConfig):
             return None
-        self._seen.saw(found.agent_id, host_id, now, held=held, clock=clock)
+        self._seen.saw(found.agent_id, host_id, now, held=held, clock=clock, no_date=no_date)
         return found
 
     def config(
@@ -250,13 +253,15 @@ class AgentConfigService:
         host_id: str | None = None,
         held: int | None = None,
         clock: int | None = None,
+        no_date: bool = False,
     ) -> VersionedConfig:
         """The agent's config at `now` (the server's clock) with the release of `track`, and
         records that the agent (and the host answering for it) was seen, the trust root it
         holds (`held`, when it said) and how far off its host's clock is (`clock`: host minus
-        control plane in seconds, when it said)."""
+        control plane in seconds, when it said; `no_date`: the poll sent no `Date` at all, which
+        removes a disagreement kept)."""
         found = self._config(
-            _CONFIG_BY_ID, {"agent_id": agent_id}, track, now, host_id, held, clock
+            _CONFIG_BY_ID, {"agent_id": agent_id}, track, now, host_id, held, clock, no_date
         )
         if found is None:
             raise unknown_agent(agent_id)
@@ -271,6 +276,7 @@ class AgentConfigService:
         host_id: str | None = None,
         held: int | None = None,
         clock: int | None = None,
+        no_date: bool = False,
     ) -> VersionedConfig | None:
         """`config` for the agent behind a presented credential, found in the same statement;
         None when no agent has that valid credential. Remembered when the memory is live."""
@@ -283,9 +289,12 @@ class AgentConfigService:
             host_id,
             held,
             clock,
+            no_date,
         )
         if found is not None and stamp is not None:
-            self._seen.stamped(found.agent_id, host_id, now, held=held, clock=clock)
+            self._seen.stamped(
+                found.agent_id, host_id, now, held=held, clock=clock, no_date=no_date
+            )
             self._memory.remember(
                 _config_key(secret_sha256, track),
                 found,
@@ -304,12 +313,14 @@ class AgentConfigService:
         host_id: str | None,
         held: int | None,
         clock: int | None,
+        no_date: bool,
     ) -> VersionedConfig | None:
         off = clock is not None and host_clock_off(clock)
         parameters = {
             "held": held,
             "clock_off": clock if off else None,
-            "clock_agrees": clock is not None and not off,
+            # A poll without `Date` (a release before contract 6) keeps no disagreement either.
+            "clock_agrees": (clock is not None and not off) or no_date,
             **agent,
             "channel": track.channel,
             "platform": track.platform,

@@ -17,7 +17,11 @@ The host's clock an agent's poll says (its `Date` header, as the offset from the
 clock) is noted like a sighting while it is further off than the agent follows
 (`host_clock_off`): `agent_clocks` holds that agent's offset and when it was measured. A clock
 that agrees removes the row, written once per worker and agent until it is off again: a fleet
-whose clocks agree costs no write after each worker's first poll of each agent.
+whose clocks agree costs no write after each worker's first poll of each agent. So does a poll
+without `Date` (`no_date`: the agent was switched back to a release before contract 6, which does
+not say its time): what is kept is the latest word of a poll, and such a poll has none, so an old
+disagreement is not shown, nor taken for tonight's miss, for ever. A `Date` sent but unreadable
+(or sent twice) says nothing either way and changes nothing.
 """
 
 from __future__ import annotations
@@ -133,10 +137,13 @@ class SeenRecorder:
         *,
         held: int | None = None,
         clock: int | None = None,
+        no_date: bool = False,
     ) -> None:
         """A poll answered from memory at `now` (or a claim refused `window_closed`, which no
         statement stamps); `held`: the trust root version it reported; `clock`: its host's
-        clock minus the control plane's, in seconds, when it said its time."""
+        clock minus the control plane's, in seconds, when it said its time; `no_date`: a poll
+        that said no time at all (an agent of a release before contract 6), which removes a
+        disagreement kept as a clock that agrees does."""
         with self._lock:
             if held is not None and self._held_known.get(agent_id) != held:
                 self._held_known[agent_id] = held
@@ -146,8 +153,8 @@ class SeenRecorder:
             if due:
                 self._stamped[agent_id] = now
                 self._agents[agent_id] = now
-            if clock is not None:
-                off = host_clock_off(clock)
+            if clock is not None or no_date:
+                off = clock is not None and host_clock_off(clock)
                 if (off and due) or (not off and self._clock_off_known.get(agent_id) is not False):
                     self._clocks[agent_id] = (clock if off else None, now)
                 self._clock_off_known[agent_id] = off
@@ -166,13 +173,15 @@ class SeenRecorder:
         *,
         held: int | None = None,
         clock: int | None = None,
+        no_date: bool = False,
     ) -> None:
         """The database read stamped this sighting (and the root it reported, `held`, and its
-        host's clock, `clock`) itself: nothing to write for a while."""
+        host's clock, `clock`, or that it said none, `no_date`) itself: nothing to write for a
+        while."""
         with self._lock:
             self._stamped[agent_id] = now
-            if clock is not None:
-                self._clock_off_known[agent_id] = host_clock_off(clock)
+            if clock is not None or no_date:
+                self._clock_off_known[agent_id] = clock is not None and host_clock_off(clock)
                 self._clocks.pop(agent_id, None)
             if held is not None:
                 self._held_known[agent_id] = held

@@ -1,11 +1,23 @@
 """The FastAPI application: every domain's router, the stamps of every answer (the server's time,
 the contract's version), and the mapping of domain errors to `{"detail": …}` answers with their
-status."""
+status.
+
+A request whose statement the database cancelled (a lock held by hand, a runaway statement: the
+request connections' bounds, `database.SessionBounds`) is answered 503 and said in the log as a
+lasting condition (`CancelledRequests`): behind one lock every poll of an organisation's agents
+meets it, forty a minute for forty agents, so the first of each route and bound is said at once
+naming what it waited for, the rest are counted and said at most once a minute, and one line says
+when none has been met for a minute.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -50,11 +62,12 @@ from control_plane.panel import mount_panel
 from control_plane.panel.form_refusal import form_refused, is_panel_path
 from control_plane.panel.offline_docs import mount_offline_docs
 from control_plane.registry import Services
+from control_plane.repeated_warning import RepeatedWarning
 from ground.clock import Clock
 from ground.contract import API_VERSION, SERVER_TIME_HEADER, AnswerCode, format_instant
 from shared_planner.errors import describe_value
 
-__all__ = ["create_app"]
+__all__ = ["CancelledRequests", "create_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,9 +82,12 @@ class ServerTime:
     here, before the limits and the routes read anything it sent. (One middleware for the
     stamps of every answer: each layer is paid by every request.)"""
 
-    def __init__(self, app: ASGIApp, clock: Clock) -> None:
+    def __init__(
+        self, app: ASGIApp, clock: Clock, cancelled: CancelledRequests | None = None
+    ) -> None:
         self._app = app
         self._clock = clock
+        self._cancelled = cancelled
         # The header names whole seconds: formatted once per second, not once per request
         # (`strftime` was the largest cost this middleware added to a `/healthz`).
         self._stamp: tuple[int, bytes] = (-1, b"")
@@ -98,6 +114,9 @@ class ServerTime:
                 headers.append((_SERVER_TIME, stamp))
                 headers.append(CONTRACT_STAMP)
                 message = {**message, "headers": headers}
+                cancelled = self._cancelled
+                if cancelled is not None and cancelled.holding:
+                    cancelled.quiet()
             await send(message)
 
         refusal = agent_refusal(scope)
@@ -203,35 +222,154 @@ async def _unreadable_body(request: Request, exc: Exception) -> Response:
 
 # How much of the database's account of where a cancelled statement waited goes into its line.
 MAX_CONTEXT_LOGGED = 300
+# How often requests of one route cancelled by one bound are said again while it lasts.
+CANCELLED_LOG_EVERY_SECONDS = 60.0
+_BLOCKING_HINT = " (pg_blocking_pids() of the sessions waiting for a lock names who holds it)"
 
 
-def cancelled_statement_line(method: str, path: str, exc: Exception) -> str | None:
-    """The one line logged for a request whose statement the database cancelled — by the request
-    connections' `lock_timeout` or `statement_timeout` (`database.SessionBounds`) or by hand —
-    naming the request, the bound and what it waited for; None for any other failure."""
-    if not isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
-        return None
+def is_cancelled_statement(exc: BaseException) -> bool:
+    """Whether the database cancelled the statement: by a bound (`lock_timeout`,
+    `statement_timeout`) or by hand (`pg_cancel_backend`)."""
+    return isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled)
+
+
+def _cancel_words(exc: psycopg.Error) -> tuple[str, str, str]:
+    """What the database said, the bound that cancelled it (in words, empty when none of the
+    requests' bounds), and where the statement waited (empty when it did not say)."""
     said = exc.diag.message_primary or str(exc).strip().split("\n")[0]
     if "lock timeout" in said:
-        bound = " (the request connections' lock_timeout, --request-lock-timeout-seconds)"
+        bound = "the request connections' lock_timeout, --request-lock-timeout-seconds"
     elif "statement timeout" in said:
-        bound = " (the request connections' statement_timeout, --request-statement-timeout-seconds)"
+        bound = "the request connections' statement_timeout, --request-statement-timeout-seconds"
     else:
         bound = ""
     context = " ".join((exc.diag.context or "").split())
     if len(context) > MAX_CONTEXT_LOGGED:
         context = context[: MAX_CONTEXT_LOGGED - 1] + "…"
+    return said, bound, context
+
+
+def cancelled_statement_line(method: str, path: str, exc: Exception) -> str | None:
+    """The line logged for a request whose statement the database cancelled — by the request
+    connections' `lock_timeout` or `statement_timeout` (`database.SessionBounds`) or by hand —
+    naming the request, the bound and what it waited for; None for any other failure."""
+    if not isinstance(exc, psycopg.Error) or not is_cancelled_statement(exc):
+        return None
+    said, bound, context = _cancel_words(exc)
+    shown_bound = f" ({bound})" if bound else ""
     where = f"; {context}" if context else ""
     return (
-        f"{method} {path} answered 503 database_unavailable: {said}{bound}{where}"
-        " (pg_blocking_pids() of the sessions waiting for a lock names who holds it)"
+        f"{method} {path} answered 503 database_unavailable: {said}{shown_bound}{where}"
+        f"{_BLOCKING_HINT}"
     )
 
 
+def _route_of(scope: Scope) -> str | None:
+    """The pattern of the route that served the request (`/v1/agents/{agent_id}`): every agent's
+    request of one kind is one route. None when no route served it (an answer from memory)."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else None
+
+
+@dataclass(kw_only=True)
+class _Cancelling:
+    """One route's requests cancelled by one bound: said by `warning`; `last_at` the latest
+    (monotonic seconds), `unsaid` how many were met since the last line."""
+
+    warning: RepeatedWarning
+    bound: str
+    last_at: float
+    unsaid: int = 0
+
+
+class CancelledRequests:
+    """The log lines of requests whose statement the database cancelled, per route (its pattern:
+    every agent's poll is one) and bound: the first at once (`cancelled_statement_line`: the
+    request, the bound, what it waited for), then at most every `every_seconds` how many more
+    were met and for how long, naming the latest and where it waited; and once none was met for
+    `every_seconds`, that it is over (`quiet`, at the next answer of any request). Over by silence,
+    not by a request of the route answered: behind a lock on one organisation's rows the others'
+    requests of the same route are served all along."""
+
+    def __init__(
+        self,
+        every_seconds: float | None = None,
+        *,
+        monotonic: Callable[[], float] | None = None,
+    ) -> None:
+        self._every = CANCELLED_LOG_EVERY_SECONDS if every_seconds is None else every_seconds
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        # Per (method, route, what cancelled it).
+        self._held: dict[tuple[str, str, str], _Cancelling] = {}
+
+    @property
+    def holding(self) -> bool:
+        """Whether requests were cancelled and that is not yet said to be over."""
+        return bool(self._held)
+
+    def cancelled(self, method: str, scope: Scope, path: str, exc: psycopg.Error) -> str | None:
+        """The line to say for this cancelled request now, or None to stay quiet."""
+        route = _route_of(scope) or path
+        said, bound, context = _cancel_words(exc)
+        key = (method, route, bound or said)
+        now = self._now()
+        with self._lock:
+            held = self._held.get(key)
+            if held is None:
+                warning = RepeatedWarning(self._every, monotonic=self._now)
+                held = _Cancelling(warning=warning, bound=bound or said, last_at=now)
+                self._held[key] = held
+            held.last_at = now
+            repeat = held.warning.holds()
+            if repeat is None:
+                held.unsaid += 1
+                return None
+            held.unsaid = 0
+        if repeat.first:
+            line = cancelled_statement_line(method, path, exc)
+            return (
+                f"{line}; more of {method} {route} cancelled so are counted and said at most"
+                f" every {self._every:.0f} s"
+            )
+        where = f"; the latest, {path}, waited: {context}" if context else f"; the latest, {path}"
+        return (
+            f"{method} {route}: {repeat.unsaid + 1} more requests answered 503"
+            f" database_unavailable ({bound or said}) since the last line, for"
+            f" {repeat.held_seconds:.0f} s now{where}{_BLOCKING_HINT}"
+        )
+
+    def quiet(self) -> None:
+        """Say, of each route whose requests have not been cancelled for `every_seconds`, that
+        it is over: how long it lasted and how many were met since the last line."""
+        now = self._now()
+        with self._lock:
+            over = [key for key, held in self._held.items() if now - held.last_at >= self._every]
+            ended = [(key, self._held.pop(key)) for key in over]
+        for (method, route, _), held in ended:
+            since_first = held.warning.ended() or 0.0
+            logger.warning(
+                "%s %s: no request cancelled (%s) for %.0f s; it lasted %.0f s, %d more since"
+                " the last line",
+                method,
+                route,
+                held.bound,
+                now - held.last_at,
+                since_first - (now - held.last_at),
+                held.unsaid,
+            )
+
+    def _now(self) -> float:
+        return self._monotonic() if self._monotonic is not None else time.monotonic()
+
+
 async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
-    cancelled = cancelled_statement_line(request.method, request.url.path, exc)
-    if cancelled is not None:
-        logger.error("%s", cancelled)
+    if isinstance(exc, psycopg.Error) and is_cancelled_statement(exc):
+        cancelled: CancelledRequests = request.app.state.cancelled
+        line = cancelled.cancelled(request.method, request.scope, request.url.path, exc)
+        if line is not None:
+            logger.error("%s", line)
     else:
         logger.error("database error: %s", exc)
     return JSONResponse(
@@ -267,6 +405,7 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
     )
     app.state.services = services
     app.state.database_threads = database_threads
+    app.state.cancelled = CancelledRequests()
     app.add_exception_handler(RequestRefused, _refused)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _unreadable_body)
@@ -318,5 +457,5 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
     # Innermost of the three: the limits and the server time hold for answers from memory too.
     app.add_middleware(HotAnswers, answers=ServicesFromMemory(services))
     app.add_middleware(RequestLimits)
-    app.add_middleware(ServerTime, clock=clock)
+    app.add_middleware(ServerTime, clock=clock, cancelled=app.state.cancelled)
     return app

@@ -51,6 +51,7 @@ class ServicesFromMemory:
             host_id=host_id,
             held=held_trust_root(trust_root),
             clock=host_clock_offset(host_time, now),
+            no_date=host_time is None,
         )
         if versioned is None:
             return None

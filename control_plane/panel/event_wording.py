@@ -104,7 +104,7 @@ def event_line(lang: Language, event: EventView) -> str:
         code = str(event.data.get("reason") or "")
         stopped = event.data.get("release_version")
         reason = (
-            stopped_release_text(lang, str(stopped))
+            stopped_release_text(lang, str(stopped), event.data.get("stopped_by"))
             if code == RELEASE_STOPPED and stopped
             else miss_reason(lang, code)
         )

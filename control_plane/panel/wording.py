@@ -159,10 +159,17 @@ def miss_reason(lang: Language, reason: str | None) -> str:
     return lang.gettext(words)
 
 
-def stopped_release_text(lang: Language, version: str) -> str:
+def stopped_release_text(lang: Language, version: str, stopped_by: object = None) -> str:
     """Why a slot was skipped when its release was stopped (`release_halted`), naming the
-    release: only its rollout stopped, and the slot cannot tell a halt (by an operator or on its
-    failures) from the release's own brake."""
+    release (only its rollout stopped) and what stopped it (`runs.stopped_by`): a halt (by an
+    operator or on its failures, resumed to undo) or the release's own brake (released to undo).
+    A slot recorded before that was kept, or consumed as the stop ended, says either."""
+    if stopped_by == "halt":
+        return lang.gettext("the rollout of release %(version)s was halted", version=version)
+    if stopped_by == "brake":
+        return lang.gettext(
+            "the rollout of release %(version)s was paused by its own brake", version=version
+        )
     return lang.gettext(
         "the rollout of release %(version)s was stopped (halted, or paused by its own brake)",
         version=version,
@@ -259,7 +266,8 @@ def status_text(lang: Language, run: RunView) -> str:
         reason = run.skip_reason or run.miss_reason
         if reason == RELEASE_STOPPED and run.release_version:
             return lang.gettext(
-                "skipped: %(reason)s", reason=stopped_release_text(lang, run.release_version)
+                "skipped: %(reason)s",
+                reason=stopped_release_text(lang, run.release_version, run.stopped_by),
             )
         return lang.gettext("skipped: %(reason)s", reason=miss_reason(lang, reason))
     if status == "claimed":

@@ -82,6 +82,17 @@ def record_held_slot(
     )
 
 
+# What stops a release now: a halt (by an operator or on its failures; undone by a resume) before
+# its own brake (undone by releasing it), as `rollout.offer.Offer.stopped_reason` says them.
+_STOPPED_BY = """
+SELECT CASE WHEN EXISTS (SELECT 1 FROM release_halts halt
+                          WHERE halt.release_id = rel.id AND halt.resumed_at IS NULL)
+            THEN 'halt'
+            WHEN rel.braked_at IS NOT NULL THEN 'brake' END AS stopped_by
+  FROM releases rel WHERE rel.id = %s
+"""
+
+
 def skip_stopped_slot(
     conn: Connection,
     *,
@@ -97,7 +108,14 @@ def skip_stopped_slot(
     tonight. Asking again every minute until the window closes would only load the control plane
     with refusals, and a halt is lifted by a person, rarely within the window; the next slot asks
     again. An agent that does not yet know this refusal consumes the slot asks once more and is
-    answered `release_halted` again while the halt lasts (still this one run)."""
+    answered `release_halted` again while the halt lasts (still this one run).
+
+    The agent is answered `release_halted` whatever stopped the release; the run and its event
+    keep which (`stopped_by`: `halt` or `brake`, read from the release as the slot is consumed),
+    since the customer and the operators undo them differently. None when neither holds any more
+    (resumed or released meanwhile): the run then says "halted, or paused by its own brake"."""
+    row = conn.execute(_STOPPED_BY, [release["id"]]).fetchone()
+    stopped_by = None if row is None else row["stopped_by"]
     record_skipped_slot(
         conn,
         agent_id=agent_id,
@@ -107,7 +125,8 @@ def skip_stopped_slot(
         reason=RefusalCode.RELEASE_HALTED,
         release=release,
         now=now,
-        details={"stopped": why},
+        details={"stopped": why, **({"stopped_by": stopped_by} if stopped_by else {})},
+        stopped_by=stopped_by,
     )
 
 
@@ -123,14 +142,16 @@ def record_skipped_slot(
     now: datetime,
     from_version: str | None = None,
     details: dict[str, str] | None = None,
+    stopped_by: str | None = None,
 ) -> None:
     """The slot consumed by a `skipped` run of the offered release, with its `update.skipped`
-    event (the schedule's act) carrying `details`; nothing when the slot already has a run."""
+    event (the schedule's act) carrying `details`; nothing when the slot already has a run.
+    `stopped_by`: what stopped the release (`halt`, `brake`), for a `release_halted` skip."""
     with conn.transaction():
         run = conn.execute(
             "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, skip_reason,"
-            " release_id, from_version, version, created_at, finished_at)"
-            " VALUES (%s, %s, 'schedule', %s, %s, 'skipped', %s, %s, %s, %s, %s, %s)"
+            " release_id, from_version, version, created_at, finished_at, stopped_by)"
+            " VALUES (%s, %s, 'schedule', %s, %s, 'skipped', %s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (agent_id, slot_key) WHERE trigger = 'schedule' DO NOTHING"
             " RETURNING id",
             [
@@ -144,6 +165,7 @@ def record_skipped_slot(
                 from_version,
                 now,
                 now,
+                stopped_by,
             ],
         ).fetchone()
         if run is not None:

@@ -14,6 +14,7 @@ __all__ = [
     "RUN_COLUMNS",
     "Operation",
     "RunView",
+    "StoppedBy",
     "latest_run_per_agent",
     "latest_runs",
     "operation_view",
@@ -21,11 +22,14 @@ __all__ = [
     "run_view",
 ]
 
+# What stopped the release of a slot skipped `release_halted` (`runs.stopped_by`).
+StoppedBy = Literal["halt", "brake"]
+
 RUN_COLUMNS = (
     "r.id, r.agent_id, r.trigger, r.slot_key, r.slot_at, r.status, r.from_version, r.version,"
     " r.error, r.created_at, r.claimed_at, r.finished_at, rel.agent_version AS release_version,"
     " r.miss_reason, r.outcome_reason, r.switched_at, r.skip_reason, r.outcome_inferred,"
-    " r.delivery, r.patch_fallback_reason"
+    " r.delivery, r.patch_fallback_reason, r.stopped_by"
 )
 
 
@@ -51,6 +55,9 @@ class RunView:
     # Why a slot was consumed without a token (`release_rolled_back`, `held`,
     # `release_halted`).
     skip_reason: str | None = None
+    # For `release_halted`: what stopped the release, `halt` (resumed to undo) or `brake` (its
+    # own brake, released to undo); None when not known (runs recorded before it was kept).
+    stopped_by: StoppedBy | str | None = None
     # True when no report came and the reconcile ended the claim after its window.
     outcome_inferred: bool = False
     # How the build came as the agent reported it (`patch`, `full`; None: it did not say), and
@@ -87,6 +94,7 @@ def _run_fields(row: dict[str, Any]) -> dict[str, Any]:
         "reason": stored_code(OutcomeReason, row["outcome_reason"]),
         "switched_at": row["switched_at"],
         "skip_reason": row["skip_reason"],
+        "stopped_by": row["stopped_by"],
         "outcome_inferred": row["outcome_inferred"],
         "delivery": row["delivery"],
         "patch_fallback_reason": stored_code(PatchFallbackReason, row["patch_fallback_reason"]),

@@ -21,6 +21,7 @@ import psycopg
 import pytest
 
 from control_plane import migrate
+from control_plane.runs.views import StoppedBy
 from ground.contract import (
     HoldView,
     MissReason,
@@ -155,6 +156,7 @@ MIRRORED_CHECKS = [
         set(get_args(DeliveryReport.model_fields["kind"].annotation)),
         id="runs_delivery",
     ),
+    pytest.param("runs_stopped_by_known", set(get_args(StoppedBy)), id="runs_stopped_by"),
     pytest.param(
         "holds_set_by_check",
         set(get_args(HoldView.model_fields["set_by"].annotation)),

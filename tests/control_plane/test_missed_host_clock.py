@@ -115,6 +115,35 @@ def test_a_clock_put_right_before_the_window_leaves_the_miss_unknown(
     assert fleet.missed() == {"web-01": "unknown"}
 
 
+def test_an_agent_switched_back_to_a_release_without_date_leaves_no_clock_kept(
+    api: Api, fleet: Fleet, make_org, make_agent
+) -> None:
+    # Its host's clock was said three days off; then the agent went back to the previous release,
+    # which says no time: the disagreement is no one's latest word, and tonight's miss is not
+    # the clock's doing as far as anyone can tell.
+    agent = make_agent(make_org("Acme"), "web-01")
+    fleet.clock.set(NIGHT - timedelta(hours=2))
+    assert _poll(api, agent.agent_key, _date(NIGHT - THREE_DAYS)) == 200
+    assert len(_clocks(fleet)) == 1
+    fleet.clock.set(IN_THE_WINDOW)
+    assert _poll(api, agent.agent_key, _date(IN_THE_WINDOW - THREE_DAYS)) == 200
+    assert _poll(api, agent.agent_key) == 200
+    assert _clocks(fleet) == []
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "unknown"}
+
+
+def test_an_unreadable_date_keeps_the_clock_kept(
+    api: Api, fleet: Fleet, make_org, make_agent
+) -> None:
+    # A `Date` sent but not read says nothing either way: what was kept stays.
+    agent = make_agent(make_org("Acme"), "web-01")
+    fleet.clock.set(IN_THE_WINDOW)
+    assert _poll(api, agent.agent_key, _date(IN_THE_WINDOW - THREE_DAYS)) == 200
+    assert _poll(api, agent.agent_key, ("Date", "yesterday")) == 200
+    assert _clocks(fleet) == [(UUID(agent.agent_id), -int(THREE_DAYS.total_seconds()))]
+
+
 def test_a_clock_off_before_the_window_and_an_agent_gone_since_is_offline(
     api: Api, fleet: Fleet, make_org, make_agent
 ) -> None:
@@ -211,6 +240,34 @@ def test_the_sightings_from_memory_keep_and_remove_a_hosts_clock(pool: Pool, fle
         recorder.write(conn)
     assert _clocks(fleet) == []
     recorder.saw(agent_id, None, at + timedelta(minutes=2), clock=0)
+    assert recorder.pending() == 1  # the sighting only
+
+
+def test_the_sightings_from_memory_remove_a_hosts_clock_on_a_poll_without_date(
+    pool: Pool, fleet: Fleet
+) -> None:
+    agent = fleet.agent(fleet.org(), "web-01")
+    agent_id = UUID(str(agent.id))
+    recorder = SeenRecorder(
+        resolution=timedelta(seconds=30),
+        host_every=timedelta(minutes=5),
+        stretch_gap=timedelta(minutes=3),
+    )
+    at = datetime(2026, 11, 30, 2, 3, tzinfo=UTC)
+    recorder.saw(agent_id, None, at, clock=-259_200)
+    with pool.connection() as conn:
+        recorder.write(conn)
+    assert _clocks(fleet) == [(agent_id, -259_200)]
+    # A claim's sighting says nothing of the clock; a poll without `Date` removes it, once.
+    recorder.saw(agent_id, None, at + timedelta(minutes=1))
+    with pool.connection() as conn:
+        recorder.write(conn)
+    assert _clocks(fleet) == [(agent_id, -259_200)]
+    recorder.saw(agent_id, None, at + timedelta(minutes=2), no_date=True)
+    with pool.connection() as conn:
+        recorder.write(conn)
+    assert _clocks(fleet) == []
+    recorder.saw(agent_id, None, at + timedelta(minutes=3), no_date=True)
     assert recorder.pending() == 1  # the sighting only
 
 

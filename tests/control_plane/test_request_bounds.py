@@ -101,6 +101,44 @@ def test_a_statement_that_runs_too_long_is_cancelled_and_answered_503(
     assert not any(record.exc_info for record in caplog.records)
 
 
+def test_requests_cancelled_again_and_again_are_one_line_and_then_one_when_over(
+    bounded_pool: Pool,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Said again (or over) after four seconds here, not a minute: the three requests take one.
+    monkeypatch.setattr(api_app, "CANCELLED_LOG_EVERY_SECONDS", 4.0)
+    key = Ed25519PrivateKey.generate()
+    services = build_services(bounded_pool, {key_id(key.public_key()): key.public_key()})
+    operator_key = services.accounts.create_operator_key("tests")
+    original = brake_services.brake_state
+    monkeypatch.setattr(brake_services, "brake_state", _slowed(original))
+    headers = {"Authorization": f"Bearer {operator_key}"}
+    with (
+        caplog.at_level(logging.WARNING, logger=api_app.__name__),
+        serve_in_thread(services, clock) as server,
+    ):
+        statuses = [
+            httpx.get(f"{server.base_url}/v1/admin/brake", headers=headers, timeout=30).status_code
+            for _ in range(3)
+        ]
+        monkeypatch.setattr(brake_services, "brake_state", original)
+        served = httpx.get(f"{server.base_url}/v1/admin/brake", headers=headers, timeout=30)
+        said_while_cancelling = len(caplog.records)
+        time.sleep(4.1)
+        httpx.get(f"{server.base_url}/healthz", timeout=30)
+    assert statuses == [503, 503, 503]
+    assert served.status_code == 200, served.text[:200]
+    lines = [record.getMessage() for record in caplog.records]
+    assert said_while_cancelling == 1, lines
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("GET /v1/admin/brake answered 503 database_unavailable:"), lines
+    assert lines[1].startswith("GET /v1/admin/brake: no request cancelled (the request"), lines
+    assert "statement_timeout" in lines[1]
+    assert lines[1].endswith(", 2 more since the last line"), lines
+
+
 @pytest.mark.parametrize(
     ("bounds", "finished"),
     [

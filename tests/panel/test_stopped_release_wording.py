@@ -26,7 +26,7 @@ AT = datetime(2027, 3, 29, 1, 0, tzinfo=UTC)
 LOCALES = Path(__file__).resolve().parents[2] / "control_plane" / "panel" / "locales"
 
 
-def _skipped(version: str | None) -> RunView:
+def _skipped(version: str | None, stopped_by: str | None = None) -> RunView:
     return RunView(
         run_id=uuid4(),
         agent_id=uuid4(),
@@ -40,6 +40,7 @@ def _skipped(version: str | None) -> RunView:
         error=None,
         miss_reason=None,
         skip_reason="release_halted",
+        stopped_by=stopped_by,
         created_at=AT,
         claimed_at=None,
         finished_at=AT,
@@ -70,6 +71,32 @@ def test_a_slot_skipped_for_a_stopped_release_names_that_release(code: str) -> N
         lang, _event("update.skipped", "schedule", reason="release_halted", release_version="1.6.0")
     )
     assert "1.6.0" in skipped
+
+
+@pytest.mark.parametrize("code", LANGUAGES)
+def test_a_slot_skipped_says_whether_a_halt_or_the_releases_brake_stopped_it(code: str) -> None:
+    """The agent is answered `release_halted` either way; the customer reads which, since a halt
+    is resumed and a brake released."""
+    lang = Language(code)
+    runs = [status_text(lang, _skipped("1.6.0", by)) for by in ("halt", "brake", None)]
+    events = [
+        event_line(
+            lang,
+            _event(
+                "update.skipped",
+                "schedule",
+                reason="release_halted",
+                release_version="1.6.0",
+                **({"stopped_by": by} if by else {}),
+            ),
+        )
+        for by in ("halt", "brake", None)
+    ]
+    for said in (runs, events):
+        assert all("1.6.0" in text for text in said), said
+        assert len(set(said)) == 3, said
+    # A value a newer release may write reads as the shared words, never an error.
+    assert status_text(lang, _skipped("1.6.0", "withdrawn")) == runs[2]
 
 
 @pytest.mark.parametrize("code", LANGUAGES)

@@ -81,13 +81,21 @@ async def agent_config(
     # Sent twice, the host's clock is no one value: ignored (as the middleware hands it here).
     dates = request.headers.getlist(HOST_TIME_HEADER)
     clock = host_clock_offset(dates[0] if len(dates) == 1 else None, now)
+    # No `Date` at all: an agent of a release before contract 6 (switched back, say).
+    no_date = not dates
     # From memory when the change feed keeps it exact: no thread hop, no database.
     versioned = services.agent_config.remembered(
-        credential.secret_sha256, track, now, host_id=credential.host_id, held=held, clock=clock
+        credential.secret_sha256,
+        track,
+        now,
+        host_id=credential.host_id,
+        held=held,
+        clock=clock,
+        no_date=no_date,
     )
     if versioned is None:
         versioned = await in_database_thread(
-            request, lambda: _config(services, credential, track, now, held, clock)
+            request, lambda: _config(services, credential, track, now, held, clock, no_date)
         )
     headers = {"ETag": versioned.etag, "Cache-Control": "no-cache"}
     if etag_matches(if_none_match, versioned.etag):
@@ -102,14 +110,27 @@ def _config(
     now: datetime,
     held: int | None,
     clock: int | None,
+    no_date: bool,
 ) -> VersionedConfig:
     found = services.agent_config.config_as(
-        credential.secret_sha256, track, now, host_id=credential.host_id, held=held, clock=clock
+        credential.secret_sha256,
+        track,
+        now,
+        host_id=credential.host_id,
+        held=held,
+        clock=clock,
+        no_date=no_date,
     )
     if found is not None:
         return found
     caller = credential.principal(services)  # the 401 or 403, when that is why nothing was found
     assert caller.agent_id is not None
     return services.agent_config.config(
-        caller.agent_id, track, now, host_id=credential.host_id, held=held, clock=clock
+        caller.agent_id,
+        track,
+        now,
+        host_id=credential.host_id,
+        held=held,
+        clock=clock,
+        no_date=no_date,
     )

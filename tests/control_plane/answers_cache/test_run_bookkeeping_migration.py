@@ -18,6 +18,7 @@ IN_NO_ANSWER = {
     "notify_considered_at": "the nightly review's stamp",
     "delivery": "how the build came, beside the outcome",
     "patch_fallback_reason": "why a patch fell back to the full build, beside the outcome",
+    "stopped_by": "what stopped a skipped slot's release, written by the run's insert",
 }
 
 ADD_RUN = (

@@ -156,3 +156,33 @@ def test_a_hosts_clock_said_to_memory_is_kept_while_off_and_removed_once_right(
     clock.set(START + timedelta(minutes=3))
     poll(clock.now() + timedelta(seconds=1))
     assert _kept_clock(database_url, agent) is None
+
+
+def test_a_poll_from_memory_without_date_removes_the_hosts_clock_kept(
+    api: Api,
+    services: Services,
+    feed: ChangeFeed,
+    clock: ManualClock,
+    database_url: str,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    """An agent switched back to a release that says no time (before contract 6): its polls,
+    answered from memory, remove the disagreement its host's clock was kept with."""
+    agent = make_agent(make_org())
+
+    def poll(*headers: tuple[str, str]) -> None:
+        with api.client(agent.agent_key) as client:
+            answer = client.get(CONFIG_PATH, headers=list(headers))
+        assert answer.status_code == 200
+        feed.read_once()
+
+    for minute in range(2):
+        clock.set(START + timedelta(minutes=minute))
+        poll(("Date", format_http_date(clock.now() - timedelta(days=2))))
+    assert services.answers.size() == 1
+    assert _kept_clock(database_url, agent) is not None
+    clock.set(START + timedelta(minutes=2))
+    poll()
+    assert services.answers.size() == 1
+    assert _kept_clock(database_url, agent) is None

@@ -235,6 +235,19 @@ def _skipped_runs(rollout: Rollout, agent: Agent) -> list[tuple[str, str | None]
     return [(row["status"], row["skip_reason"]) for row in rows]
 
 
+def _stopped_by(rollout: Rollout, agent: Agent) -> tuple[str | None, object]:
+    """What the skipped run and its `update.skipped` event say stopped the release."""
+    with rollout.pool.connection() as conn:
+        row = conn.execute(
+            "SELECT r.stopped_by, e.data FROM runs r"
+            " JOIN events e ON e.run_id = r.id AND e.kind = 'update.skipped'"
+            " WHERE r.agent_id = %s",
+            [agent.agent_id],
+        ).fetchone()
+    assert row is not None
+    return row["stopped_by"], row["data"].get("stopped_by")
+
+
 def test_a_halted_release_skips_the_slot_once_and_the_agent_stops_asking(
     rollout: Rollout, two_releases: TwoReleases, no_share: None
 ) -> None:
@@ -254,11 +267,13 @@ def test_a_halted_release_skips_the_slot_once_and_the_agent_stops_asking(
     assert len(_skipped_runs(rollout, agent)) == 1
     with rollout.api.client(org.panel_key) as panel:
         (run,) = panel.get(f"/v1/agents/{agent.agent_id}/runs").json()["runs"]
-    assert (run["slot_key"], run["status"], run["skip_reason"]) == (
+    assert (run["slot_key"], run["status"], run["skip_reason"], run["stopped_by"]) == (
         SLOT,
         "skipped",
         "release_halted",
+        "halt",
     )
+    assert _stopped_by(rollout, agent) == ("halt", "halt")
 
 
 def test_a_halt_between_the_claims_check_and_its_grant_skips_the_slot_all_the_same(
@@ -283,6 +298,8 @@ def test_a_halt_between_the_claims_check_and_its_grant_skips_the_slot_all_the_sa
     rollout.clock.set(AT_0301)
     _refused(rollout.claim(agent, from_version="1.4.1"), 409, "release_halted")
     assert _skipped_runs(rollout, agent) == [("skipped", "release_halted")]
+    # Found by the grant's lock, not by the facts: still known to be a halt.
+    assert _stopped_by(rollout, agent) == ("halt", "halt")
 
 
 def test_a_release_under_its_own_brake_skips_the_slot_the_same_way(
@@ -300,6 +317,8 @@ def test_a_release_under_its_own_brake_skips_the_slot_the_same_way(
     rollout.clock.set(AT_0301)
     _refused(rollout.claim(agent, from_version="1.4.1"), 409, "release_halted")
     assert _skipped_runs(rollout, agent) == [("skipped", "release_halted")]
+    # The agent's answer is the same; the run and its event keep that it was the brake.
+    assert _stopped_by(rollout, agent) == ("brake", "brake")
 
 
 def test_the_platform_brake_still_consumes_nothing(
