@@ -64,10 +64,16 @@ from agent_daemon.minute.dispatch import Dispatcher, SelfUpdatePort, UpdaterPort
 from agent_daemon.minute.own_switch import switch_outcome
 from agent_daemon.minute.reporting import ReportSender
 from agent_daemon.minute.trust_root_follow import TrustRootFollower
+from agent_daemon.minute.unreachable_slots import (
+    UNREACHABLE_CONTRACT,
+    note_unreachable,
+    report_of,
+    still_reportable,
+)
 from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn, SwitchRun
 from ground.contract import AgentConfig, ClaimGrant, ClaimRequest, format_instant
 from ground.limits import DEFAULT_CATCH_UP_MINUTES
-from shared_planner import Slot
+from shared_planner import Slot, due_slot
 
 __all__ = ["Daemon"]
 
@@ -185,6 +191,7 @@ class Daemon:
             if roots is not None:
                 # Before anything is planned: an offer is verified with the newest root.
                 roots.follow(reached.config.trust_root_version)
+            state = self._report_unreachable(state, reached.config, now)
             self._reports.flush()
             config = reached.config
         else:
@@ -221,7 +228,64 @@ class Daemon:
             if self._stop_requested():
                 return "parked"
             action = decide(facts, config, self._claim(action), now)
+        if isinstance(action, Wait) and action.reason == "offline":
+            state = self._note_unreachable(state, action, now)
         return self._carry_out(action, state, now, config)
+
+    # -- a slot's window while the control plane cannot be reached (`unreachable_slots`) -------
+
+    def _note_unreachable(self, state: DaemonState, waited: Wait, now: datetime) -> DaemonState:
+        """This minute could not reach the control plane: note the slot it was due to claim (the
+        unanswered claim's, else the one the cached config plans), if any."""
+        request = waited.request
+        slot: Slot | None = None
+        if isinstance(request, ClaimSlot):
+            slot = request.slot
+        elif request is None:
+            slot = self._due_from_cache(state, now)
+        if slot is None:
+            return state
+        state, first = note_unreachable(state, slot, waited.error or "no answer", now)
+        self._keeper.save(state)
+        if first:
+            self._log.emit(
+                "slot.unreachable",
+                level="warning",
+                slot_key=slot.key,
+                error=waited.error,
+                detail="the agent is running but cannot reach the control plane inside this "
+                "slot's window: check the host's proxy, firewall and DNS, or the control plane's "
+                "status page; the control plane is told once it can be reached",
+            )
+        return state
+
+    def _due_from_cache(self, state: DaemonState, now: datetime) -> Slot | None:
+        config = self._sync.cached_config
+        if config is None or not config.schedule.enabled:
+            return None
+        return due_slot(
+            config.schedule.times,
+            now=now,
+            tz=config.timezone,
+            last_consumed=state.last_consumed_at,
+            catch_up=timedelta(minutes=config.catch_up_minutes),
+        )
+
+    def _report_unreachable(
+        self, state: DaemonState, config: AgentConfig, now: datetime
+    ) -> DaemonState:
+        """Reached again: each slot noted while the control plane could not be reached goes to
+        the outbox, and out of the state file — to a control plane that takes such reports."""
+        if not state.unreachable_slots:
+            return state
+        contract = config.contract_version
+        if contract is None or contract < UNREACHABLE_CONTRACT:
+            return state
+        for noted in still_reportable(state, now):
+            self._reports.queue_unreachable(report_of(noted))
+        state = state.model_copy(update={"unreachable_slots": ()})
+        self._keeper.save(state)
+        return state
 
     def _commit_own_build(self, now: datetime) -> bool:
         """A switch to this build of the updater counts once it has polled (just now) and written
