@@ -14,14 +14,13 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from control_plane.misses_lock import MISSES_LOCK
 from control_plane.seeded_rows import seeded_row
 from control_plane.types import Connection
 from ground.contract import MissReason, RefusalCode
 
 __all__ = [
     "FIRST_LOOKBACK",
-    "MISSES_LOCK",
-    "MISSES_LOCK_SHARED",
     "MissedSlot",
     "Progress",
     "SlotCandidate",
@@ -41,11 +40,6 @@ __all__ = [
 ]
 
 FIRST_LOOKBACK = timedelta(days=1)
-
-# The missed pass holds this lock (exclusive) while it reads and writes the misses; a report of an
-# unreachable control plane holds it shared (`control_plane.runs.unreachable`).
-MISSES_LOCK = "SELECT pg_advisory_xact_lock(hashtext('nachtwacht.missed_pass'))"
-MISSES_LOCK_SHARED = "SELECT pg_advisory_xact_lock_shared(hashtext('nachtwacht.missed_pass'))"
 
 
 # -- progress --------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ earlier ones). The reason is a fact where one exists:
                replaces `offline` only: a refusal on record, the platform unavailable, a sighting
                keep theirs. The report may come before this pass or after it (it then corrects
                an `offline` miss it finds); both orders end the same, and a lock
-               (`MISSES_LOCK`) keeps a report from falling between the two.
+               (`control_plane.misses_lock`) keeps a report from falling between the two.
     host_clock seen within the window, no refusal on record, and its host's clock further off
                the control plane's than the agent follows (one day,
                `ground.limits.MAX_HOST_CLOCK_OFFSET_SECONDS`): the agent planned on a wrong clock

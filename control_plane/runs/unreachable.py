@@ -26,7 +26,7 @@ from uuid import UUID
 
 from control_plane.agent_scope import unknown_agent
 from control_plane.errors import InvalidInput
-from control_plane.reconcile.data import MISSES_LOCK_SHARED
+from control_plane.misses_lock import MISSES_LOCK_SHARED
 from control_plane.types import Connection
 from ground.contract import MissReason, UnreachableAnswer, UnreachableReport, format_instant
 from ground.limits import MAX_UNREACHABLE_REPORT_AGE_DAYS
