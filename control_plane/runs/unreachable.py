@@ -66,7 +66,8 @@ RETURNING id
 
 _CORRECT_EVENT = """
 UPDATE events
-   SET data = data || jsonb_build_object('reason', %(unreachable)s, 'unreachable_error', %(error)s)
+   SET data = data || jsonb_build_object('reason', %(unreachable)s::text,
+                                         'unreachable_error', %(error)s::text)
  WHERE run_id = %(run)s AND kind = 'update.missed'
 """
 
