@@ -25,7 +25,6 @@ __all__ = [
     "KeptReason",
     "RunRecord",
     "StateStore",
-    "UnreachableSlot",
 ]
 
 STATE_FORMAT_VERSION = 1
@@ -98,28 +97,11 @@ class RunRecord(_Frozen):
     reason: str | None = None
 
 
-class UnreachableSlot(_Frozen):
-    """A scheduled slot whose window the agent was inside, tried to poll or claim, and could not
-    reach the control plane: kept until it reaches it again and says so
-    (`minute.unreachable_slots`). `error` is the first failure's text; the times are the first
-    and the last try, on the control plane's clock as the agent followed it."""
-
-    slot_key: str
-    slot_at: AwareDatetime
-    error: str
-    first_tried_at: AwareDatetime
-    last_tried_at: AwareDatetime
-    attempts: int = 1
-
-
 class DaemonState(_Frozen):
     last_consumed: ConsumedSlot | None = None
     claim: ClaimInProgress | None = None
     handled_manual_runs: tuple[str, ...] = ()
     recent_runs: tuple[RunRecord, ...] = ()
-    # Absent from a state file of an agent before contract 7 (and ignored by one, after a switch
-    # back: it reports nothing of them).
-    unreachable_slots: tuple[UnreachableSlot, ...] = ()
 
     def consume(self, slot: ConsumedSlot) -> DaemonState:
         if self.last_consumed is not None and self.last_consumed.at >= slot.at:
