@@ -5,12 +5,15 @@ that reports nothing stays `offline`; hostile reports change nothing."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import pytest
 
+from control_plane.reconcile.data import SlotCandidate, insert_missed
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import UNREACHABLE_PATH, format_instant
@@ -151,9 +154,7 @@ def test_the_platform_unavailable_keeps_its_reason(api: Api, fleet: Fleet, agent
     assert fleet.missed() == {"web-01": "platform_unavailable"}
 
 
-def test_an_agent_seen_in_the_window_keeps_its_reason(
-    api: Api, fleet: Fleet, agent: Agent
-) -> None:
+def test_an_agent_seen_in_the_window_keeps_its_reason(api: Api, fleet: Fleet, agent: Agent) -> None:
     # It polled in the window (the way came back), so it was not "not seen": unreachable replaces
     # offline only; the pass says what it says of an agent seen.
     fleet.clock.set(NIGHT + timedelta(minutes=12))
@@ -164,6 +165,32 @@ def test_an_agent_seen_in_the_window_keeps_its_reason(
     ]["result"] == ("recorded")
     fleet.reconcile(AFTER_NIGHT)
     assert fleet.missed() == {"web-01": "unknown"}
+
+
+def test_a_report_during_the_missed_pass_waits_for_it_and_corrects_its_miss(
+    api: Api, fleet: Fleet, agent: Agent, pool: Pool
+) -> None:
+    # The pass has read the slot (no report yet) and is writing `offline` when the report comes:
+    # the report waits for the pass's transaction, then finds the miss and corrects it. Without
+    # the lock it would find no run, be kept as `recorded`, and the miss would stay offline.
+    fleet.clock.set(AFTER_NIGHT)
+    candidate = SlotCandidate(
+        agent_id=UUID(agent.agent_id),
+        org_id=UUID(agent.org_id),
+        slot_key=NIGHT_KEY,
+        slot_at=NIGHT,
+        window_closes=NIGHT + timedelta(minutes=15),
+    )
+    answers: list[tuple[int, dict[str, Any]]] = []
+    reporter = threading.Thread(target=lambda: answers.append(_report(api, agent, _body())))
+    with pool.connection() as conn, conn.transaction():
+        assert [m.reason for m in insert_missed(conn, [candidate], now=AFTER_NIGHT)] == ["offline"]
+        reporter.start()
+        reporter.join(timeout=2)
+        assert reporter.is_alive(), "the report did not wait for the pass"
+    reporter.join(timeout=30)
+    assert [(status, answer["result"]) for status, answer in answers] == [(200, "corrected")]
+    assert _miss(fleet, agent) == UNREACHABLE_MISS
 
 
 @pytest.mark.parametrize(

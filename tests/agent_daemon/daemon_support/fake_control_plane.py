@@ -137,6 +137,8 @@ class FakeControlPlane:
     # balancer with no replica behind it: 502), or with the contract's `database_unavailable`
     # (`answered_by_us`): the control plane itself answered, its database down.
     gateway_status: int | None = None
+    # Only the claims find nothing answering (a load balancer flapping between the poll and it).
+    claims_unreachable: bool = False
     answered_by_us: bool = False
     # Every `UnreachableReport` body as it came, in order (answered only from contract 7 on; an
     # older control plane knows no such path: 404).
@@ -230,6 +232,8 @@ class FakeControlPlane:
             return httpx.Response(HTTPStatus.OK, content=body)
         body = json.loads(request.content or b"{}")
         if line == f"POST {CLAIMS_PATH}":
+            if self.claims_unreachable:
+                raise httpx.ConnectError("connection reset by peer", request=request)
             return self._claim(ClaimRequest.model_validate(body))
         if request.url.path in {HOLD_PATH, MANUAL_UPDATES_PATH}:
             return self._host_request(request.method, request.url.path, body, request.content)

@@ -100,6 +100,16 @@ def test_a_control_plane_of_an_older_contract_is_told_nothing_until_it_speaks_7(
     assert [b["slot_key"] for b in h.control_plane.unreachable_bodies] == [SLOT_KEY]
 
 
+def test_a_claim_that_finds_nothing_answering_notes_its_slot(tmp_path: Path) -> None:
+    # The poll went through, the claim did not: the slot the claim was for is noted.
+    h, clock = make(tmp_path)
+    h.control_plane.claims_unreachable = True
+    assert through_the_window(h, clock, 1) == ["offline"]
+    [noted] = noted_slots(h)
+    assert (noted.slot_key, noted.attempts) == (SLOT_KEY, 1)
+    assert "connection reset" in noted.error
+
+
 def test_a_load_balancers_error_page_is_unreachable(tmp_path: Path) -> None:
     h, clock = make(tmp_path)
     h.control_plane.gateway_status = 502
