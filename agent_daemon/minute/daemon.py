@@ -235,12 +235,14 @@ class Daemon:
                 return "parked"
             action = decide(facts, config, self._claim(action), now)
         if isinstance(action, Wait) and action.reason == "offline":
-            self._note_unreachable(action, now)
+            self._note_unreachable(action, state.last_consumed_at, now)
         return self._carry_out(action, state, now, config)
 
     # -- a slot's window while the control plane cannot be reached (`unreachable_slots`) -------
 
-    def _note_unreachable(self, waited: Wait, now: datetime) -> None:
+    def _note_unreachable(
+        self, waited: Wait, last_consumed_at: datetime | None, now: datetime
+    ) -> None:
         """This minute could not reach the control plane: note the slot it was due to claim (the
         unanswered claim's, else the one the cached config plans), if any."""
         request = waited.request
@@ -248,7 +250,7 @@ class Daemon:
         if isinstance(request, ClaimSlot):
             slot = request.slot
         elif request is None:
-            slot = self._due_from_cache(now)
+            slot = self._due_from_cache(last_consumed_at, now)
         if slot is None:
             return
         noted, first = note_unreachable(
@@ -266,7 +268,7 @@ class Daemon:
                 "status page; the control plane is told once it can be reached",
             )
 
-    def _due_from_cache(self, now: datetime) -> Slot | None:
+    def _due_from_cache(self, last_consumed_at: datetime | None, now: datetime) -> Slot | None:
         config = self._sync.cached_config
         if config is None or not config.schedule.enabled:
             return None
@@ -274,7 +276,7 @@ class Daemon:
             config.schedule.times,
             now=now,
             tz=config.timezone,
-            last_consumed=self._store.load().last_consumed_at,
+            last_consumed=last_consumed_at,
             catch_up=timedelta(minutes=config.catch_up_minutes),
         )
 
