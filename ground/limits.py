@@ -22,6 +22,8 @@ __all__ = [
     "MAX_CATCH_UP_MINUTES",
     "MAX_HOST_CLOCK_OFFSET_SECONDS",
     "MAX_TIMES",
+    "MAX_UNREACHABLE_ERROR_LENGTH",
+    "MAX_UNREACHABLE_REPORT_AGE_DAYS",
     "MAX_VERSION_LENGTH",
     "MIN_CAP",
     "MIN_CATCH_UP_MINUTES",
@@ -91,3 +93,11 @@ PRODUCTS: Final[tuple[Product, ...]] = ("agent", "updater")
 # `host_clock`. Network delay (seconds) and the drift of a clock without time synchronisation (a
 # few seconds a day) are far below it, so neither is ever taken for a wrong clock.
 MAX_HOST_CLOCK_OFFSET_SECONDS = 24 * 60 * 60
+
+# What an agent that could not reach the control plane through a slot's window says of it once it
+# reaches it again (`UnreachableReport`): the first error's text, at most this long (the agent
+# shortens a longer one; the control plane refuses it), and only for a slot at most this many days
+# old (the agent forgets older ones; the control plane refuses them): the reason of an older
+# miss is history the customer has read already.
+MAX_UNREACHABLE_ERROR_LENGTH = 500
+MAX_UNREACHABLE_REPORT_AGE_DAYS = 7

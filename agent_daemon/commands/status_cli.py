@@ -31,6 +31,11 @@ from agent_daemon.disk.held_trust_root import (
     HeldTrustRoot,
     HeldTrustRootFile,
 )
+from agent_daemon.disk.unreachable_file import (
+    UNREACHABLE_FILE_NAME,
+    UnreachableSlot,
+    UnreachableSlotsFile,
+)
 from agent_daemon.errors import DaemonStateError
 from agent_daemon.host.activity import ActivityFile, ActivityRecord
 from agent_daemon.host.status import (
@@ -89,6 +94,7 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
         track=track_of(settings),
         trust_root=trust_root,
         trust_root_error=trust_root_error,
+        unreachable_slots=_unreachable_slots(settings),
     )
     network = network_facts(settings.control_url, settings.network, os.environ)
     own_build = running_build()
@@ -160,6 +166,13 @@ def _updater_step(settings: AgentSettings) -> str | None:
     return f"{progress.step}: {source} -> {progress.version} (run {progress.run_id})"
 
 
+def _unreachable_slots(settings: AgentSettings) -> tuple[UnreachableSlot, ...]:
+    try:
+        return UnreachableSlotsFile(settings.state_dir / UNREACHABLE_FILE_NAME).load().slots
+    except DaemonStateError:
+        return ()
+
+
 def _status_json(status: AgentStatus) -> dict[str, object]:
     cached = status.cached
     pending = pending_update_now(status)
@@ -192,5 +205,7 @@ def _status_json(status: AgentStatus) -> dict[str, object]:
         "activity": None if status.activity is None else status.activity.model_dump(mode="json"),
         # An update requested now that the daemon has not taken up yet (as of the last sync).
         "update_now_pending": None if pending is None else pending.model_dump(mode="json"),
+        # Slots tried through while the control plane could not be reached, not yet told to it.
+        "unreachable_slots": [slot.model_dump(mode="json") for slot in status.unreachable_slots],
         "problems": problems(status),
     }

@@ -27,6 +27,7 @@ from agent_daemon.connection.config_cache import CachedConfig
 from agent_daemon.connection.server_clock import MAX_SERVER_CLOCK_OFFSET
 from agent_daemon.disk.daemon_state import DaemonState, RunRecord
 from agent_daemon.disk.held_trust_root import HeldTrustRoot
+from agent_daemon.disk.unreachable_file import UnreachableSlot
 from agent_daemon.host.activity import ActivityRecord
 from agent_daemon.host.status_times import ago, days_until, describe_slot, until, zoned
 from ground.contract import (
@@ -37,6 +38,7 @@ from ground.contract import (
     RefusalCode,
     ReleaseTrack,
 )
+from ground.contract.plain_text import shown
 from ground.contract.wording import (
     MISS_REASON_WORDS,
     OFFER_REASON_WORDS,
@@ -99,6 +101,9 @@ class AgentStatus:
     # The trust root held (None: the trusted-key files are trusted), or why its file is unusable.
     trust_root: HeldTrustRoot | None = None
     trust_root_error: str | None = None
+    # The slots whose window the daemon was inside while it could not reach the control plane,
+    # not yet told to it (`minute.unreachable_slots`).
+    unreachable_slots: tuple[UnreachableSlot, ...] = ()
 
     @property
     def zone(self) -> ZoneInfo | None:
@@ -197,6 +202,15 @@ def problems(status: AgentStatus) -> list[str]:
         found.append(
             f"control plane unreachable since {zoned(since, tz)} ({ago(since, status.now)}): "
             f"{activity.unreachable_error or 'no answer'}"
+        )
+    for noted in status.unreachable_slots:
+        tried = f"{zoned(noted.first_tried_at, tz)} to {zoned(noted.last_tried_at, tz)}"
+        found.append(
+            f"{describe_slot(noted.slot_key, tz)}: the agent was running but could not reach the "
+            f"control plane in its window ({noted.attempts} tries, {tried}): {shown(noted.error)}"
+            " — check this host's proxy, firewall and DNS, or the control plane's status page;"
+            " once it is reached again the control plane is told, and records the miss as"
+            f" unreachable ({MISS_REASON_WORDS[MissReason.UNREACHABLE]}) instead of offline"
         )
     if activity is not None and activity.platform_unavailable_since is not None:
         since = activity.platform_unavailable_since

@@ -60,6 +60,12 @@ class ConfigSync:
         self._synced_once = False
         self._clock_warned_at: datetime | None = None
 
+    @property
+    def cached_config(self) -> AgentConfig | None:
+        """The config the last reach brought (or the cache held at start): what a minute that
+        cannot reach the control plane knows of the schedule."""
+        return None if self._cached is None else self._cached.config
+
     def load_cached(self) -> None:
         """At start: the config cached by the last run, and the clock offset it was synced at.
         An unusable cache is one log line; the first reach replaces it."""

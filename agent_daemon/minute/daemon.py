@@ -34,7 +34,12 @@ from agent_daemon.disk.daemon_state import (
     RunRecord,
     StateStore,
 )
-from agent_daemon.errors import AgentError, ControlPlaneUnreachable
+from agent_daemon.disk.unreachable_file import (
+    UNREACHABLE_FILE_NAME,
+    UnreachableSlots,
+    UnreachableSlotsFile,
+)
+from agent_daemon.errors import AgentError, ControlPlaneUnreachable, DaemonStateError
 from agent_daemon.host.event_log import EventLog
 from agent_daemon.minute.claim_keeper import ClaimKeeper
 from agent_daemon.minute.claim_window import claim_deadline, claim_is_open
@@ -64,10 +69,16 @@ from agent_daemon.minute.dispatch import Dispatcher, SelfUpdatePort, UpdaterPort
 from agent_daemon.minute.own_switch import switch_outcome
 from agent_daemon.minute.reporting import ReportSender
 from agent_daemon.minute.trust_root_follow import TrustRootFollower
+from agent_daemon.minute.unreachable_slots import (
+    UNREACHABLE_CONTRACT,
+    note_unreachable,
+    report_of,
+    still_reportable,
+)
 from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn, SwitchRun
 from ground.contract import AgentConfig, ClaimGrant, ClaimRequest, format_instant
 from ground.limits import DEFAULT_CATCH_UP_MINUTES
-from shared_planner import Slot
+from shared_planner import Slot, due_slot
 
 __all__ = ["Daemon"]
 
@@ -100,6 +111,7 @@ class Daemon:
         self._roots = trust_roots
         self._updater = updater
         self._store = state_store
+        self._unreachable = UnreachableSlotsFile(state_store.path.parent / UNREACHABLE_FILE_NAME)
         self._reports = ReportSender(outbox=outbox, control=control, log=log)
         self._clock = server_clock
         self._log = log
@@ -185,6 +197,7 @@ class Daemon:
             if roots is not None:
                 # Before anything is planned: an offer is verified with the newest root.
                 roots.follow(reached.config.trust_root_version)
+            self._report_unreachable(reached.config, now)
             self._reports.flush()
             config = reached.config
         else:
@@ -221,7 +234,78 @@ class Daemon:
             if self._stop_requested():
                 return "parked"
             action = decide(facts, config, self._claim(action), now)
+        if isinstance(action, Wait) and action.reason == "offline":
+            self._note_unreachable(action, state.last_consumed_at, now)
         return self._carry_out(action, state, now, config)
+
+    # -- a slot's window while the control plane cannot be reached (`unreachable_slots`) -------
+
+    def _note_unreachable(
+        self, waited: Wait, last_consumed_at: datetime | None, now: datetime
+    ) -> None:
+        """This minute could not reach the control plane: note the slot it was due to claim (the
+        unanswered claim's, else the one the cached config plans), if any."""
+        request = waited.request
+        slot: Slot | None = None
+        if isinstance(request, ClaimSlot):
+            slot = request.slot
+        elif request is None:
+            slot = self._due_from_cache(last_consumed_at, now)
+        if slot is None:
+            return
+        noted, first = note_unreachable(
+            self._read_unreachable(), slot, waited.error or "no answer", now
+        )
+        self._save_unreachable(noted)
+        if first:
+            self._log.emit(
+                "slot.unreachable",
+                level="warning",
+                slot_key=slot.key,
+                error=waited.error,
+                detail="the agent is running but cannot reach the control plane inside this "
+                "slot's window: check the host's proxy, firewall and DNS, or the control plane's "
+                "status page; the control plane is told once it can be reached",
+            )
+
+    def _due_from_cache(self, last_consumed_at: datetime | None, now: datetime) -> Slot | None:
+        config = self._sync.cached_config
+        if config is None or not config.schedule.enabled:
+            return None
+        return due_slot(
+            config.schedule.times,
+            now=now,
+            tz=config.timezone,
+            last_consumed=last_consumed_at,
+            catch_up=timedelta(minutes=config.catch_up_minutes),
+        )
+
+    def _report_unreachable(self, config: AgentConfig, now: datetime) -> None:
+        """Reached again: each slot noted while the control plane could not be reached goes to
+        the outbox, and out of the file — to a control plane that takes such reports."""
+        contract = config.contract_version
+        if contract is None or contract < UNREACHABLE_CONTRACT:
+            return
+        noted = self._read_unreachable()
+        if not noted.slots:
+            return
+        for slot in still_reportable(noted, now):
+            self._reports.queue_unreachable(report_of(slot))
+        self._save_unreachable(UnreachableSlots())
+
+    def _read_unreachable(self) -> UnreachableSlots:
+        try:
+            return self._unreachable.load()
+        except DaemonStateError as exc:
+            # Nothing depends on it but the reason a miss is given: start it afresh.
+            self._log.emit("unreachable_slots.unreadable", level="warning", error=str(exc))
+            return UnreachableSlots()
+
+    def _save_unreachable(self, noted: UnreachableSlots) -> None:
+        try:
+            self._unreachable.save(noted)
+        except OSError as exc:
+            self._log.emit("unreachable_slots.write_failed", level="warning", **error_fields(exc))
 
     def _commit_own_build(self, now: datetime) -> bool:
         """A switch to this build of the updater counts once it has polled (just now) and written

@@ -23,11 +23,13 @@ from agent_daemon.host.event_log import EventLog
 from agent_daemon.updater.update_records import UpdateOutcome
 from ground.contract import (
     RUNS_PATH,
+    UNREACHABLE_PATH,
     AnswerCode,
     DeliveryReport,
     NothingToDoReport,
     OutcomeReason,
     OutcomeReport,
+    UnreachableReport,
     reason_for_contract,
     run_path,
 )
@@ -67,6 +69,18 @@ class ReportSender:
                 path=RUNS_PATH,
                 body=_without_unsaid(body.model_dump(mode="json")),
                 slot_key=slot_key,
+            )
+        )
+
+    def queue_unreachable(self, report: UnreachableReport) -> None:
+        """The slot's window passed (or is passing) while the control plane could not be reached
+        (`unreachable_slots`): said once it can be."""
+        self._put(
+            Report(
+                method="POST",
+                path=UNREACHABLE_PATH,
+                body=report.model_dump(mode="json"),
+                slot_key=report.slot_key,
             )
         )
 

@@ -115,6 +115,12 @@ def notification_body(
                     if o.host_clock_offset_seconds is None
                     else {"host_clock_offset_seconds": o.host_clock_offset_seconds}
                 ),
+                # An `unreachable` miss: the agent's first error, as it said it.
+                **(
+                    {"unreachable_error": o.error}
+                    if o.miss_reason == MissReason.UNREACHABLE and o.error
+                    else {}
+                ),
             }
             for o in sorted(missed, key=lambda o: o.agent_name)
         ],

@@ -16,13 +16,12 @@ from control_plane.panel.i18n import Language
 from control_plane.panel.rollout_wording import hold_setter
 from control_plane.panel.wording import (
     RELEASE_STOPPED,
-    host_clock_miss,
     key_name,
     miss_reason,
+    missed_reason,
     outcome_reason,
     stopped_release_text,
 )
-from ground.contract import MissReason
 
 __all__ = [
     "NAMED_AGENTS",
@@ -110,12 +109,13 @@ def event_line(lang: Language, event: EventView) -> str:
         )
         return lang.gettext("The schedule skipped its slot: %(reason)s.", reason=reason)
     if event.kind == "update.missed":
-        offset = event.data.get("host_clock_offset_seconds")
-        if event.data.get("reason") == MissReason.HOST_CLOCK and type(offset) is int:
-            reason = host_clock_miss(lang, offset)
-            return lang.gettext("The slot was missed: %(reason)s.", reason=reason)
         if event.data.get("reason"):
-            reason = miss_reason(lang, str(event.data["reason"]))
+            reason = missed_reason(
+                lang,
+                str(event.data["reason"]),
+                host_clock_offset_seconds=event.data.get("host_clock_offset_seconds"),
+                unreachable_error=event.data.get("unreachable_error"),
+            )
             return lang.gettext("The slot was missed: %(reason)s.", reason=reason)
         return lang.gettext("The slot was missed.")
     if event.kind == "update.unauthorised":
@@ -344,11 +344,12 @@ def notification_agents(lang: Language, body: Mapping[str, Any]) -> NamedAgents:
     for entry in body.get("failed", []):
         named.append(_named(entry, _failure_words(lang, entry)))
     for entry in body.get("missed", []):
-        offset = entry.get("host_clock_offset_seconds")
-        if entry.get("reason") == MissReason.HOST_CLOCK and type(offset) is int:
-            reason = host_clock_miss(lang, offset)
-        else:
-            reason = miss_reason(lang, entry.get("reason"))
+        reason = missed_reason(
+            lang,
+            entry.get("reason"),
+            host_clock_offset_seconds=entry.get("host_clock_offset_seconds"),
+            unreachable_error=entry.get("unreachable_error"),
+        )
         named.append(_named(entry, lang.gettext("missed: %(reason)s", reason=reason)))
     for entry in body.get("no_outcome", []):
         named.append(_named(entry, lang.gettext("without an outcome yet")))

@@ -36,6 +36,7 @@ MISS_REASONS: tuple[str, ...] = tuple(
     reason.value
     for reason in (
         MissReason.OFFLINE,
+        MissReason.UNREACHABLE,
         MissReason.THROTTLED,
         MissReason.BRAKE,
         MissReason.PLATFORM_UNAVAILABLE,

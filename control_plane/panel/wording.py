@@ -21,7 +21,8 @@ from control_plane.accounts.services import (
 from control_plane.agent_config.services import STRETCH_GAP
 from control_plane.panel.i18n import Language
 from control_plane.runs.views import RunView
-from ground.contract import RefusalCode
+from ground.contract import MissReason, RefusalCode
+from ground.contract.plain_text import shown
 from ground.contract.wording import (
     HOST_CLOCK_AHEAD_WORDS,
     HOST_CLOCK_BEHIND_WORDS,
@@ -30,6 +31,7 @@ from ground.contract.wording import (
     PATCH_FALLBACK_WORDS,
     SKIP_REASON_WORDS,
     UNKNOWN_REASON_WORDS,
+    UNREACHABLE_WORDS,
 )
 from shared_planner import PlannedSlot, WallTime, WallTimeKind
 from shared_planner.schedule_problems import ScheduleProblem, ScheduleProblemKind
@@ -43,6 +45,7 @@ __all__ = [
     "is_online",
     "key_name",
     "miss_reason",
+    "missed_reason",
     "outcome_reason",
     "run_line",
     "schedule_problem_text",
@@ -50,6 +53,7 @@ __all__ = [
     "slot_notes",
     "status_text",
     "stopped_release_text",
+    "unreachable_miss",
 ]
 
 # Looked up by the value the database holds. A miss reason and a skip reason share their words
@@ -209,6 +213,32 @@ def host_clock_marker(lang: Language, offset_seconds: int) -> str:
     return lang.gettext("host's clock %(offset)s behind", offset=offset)
 
 
+def unreachable_miss(lang: Language, error: str) -> str:
+    """A slot missed because the agent could not reach the control plane, with its first error
+    (control characters shown, never obeyed)."""
+    return lang.gettext(UNREACHABLE_WORDS, error=shown(error))
+
+
+def missed_reason(
+    lang: Language,
+    reason: str | None,
+    *,
+    host_clock_offset_seconds: object = None,
+    unreachable_error: object = None,
+) -> str:
+    """Why a slot was missed, with what the miss kept: how far the host's clock was off, or the
+    error of an agent that could not reach the control plane."""
+    if reason == MissReason.HOST_CLOCK and type(host_clock_offset_seconds) is int:
+        return host_clock_miss(lang, host_clock_offset_seconds)
+    if (
+        reason == MissReason.UNREACHABLE
+        and isinstance(unreachable_error, str)
+        and unreachable_error
+    ):
+        return unreachable_miss(lang, unreachable_error)
+    return miss_reason(lang, reason)
+
+
 def outcome_reason(lang: Language, reason: str | None) -> str | None:
     """Why a claimed run ended as it did (`ground.contract.OutcomeReason`), or None for none."""
     if reason is None:
@@ -260,7 +290,8 @@ def status_text(lang: Language, run: RunView) -> str:
             "switched after its permission ended; recorded, not counted as an update"
         )
     if status == "missed":
-        return lang.gettext("missed: %(reason)s", reason=miss_reason(lang, run.miss_reason))
+        why = missed_reason(lang, run.miss_reason, unreachable_error=run.error)
+        return lang.gettext("missed: %(reason)s", reason=why)
     if status == "skipped":
         # A skipped run keeps its reason in `skip_reason` (a missed one in `miss_reason`).
         reason = run.skip_reason or run.miss_reason

@@ -14,6 +14,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from control_plane.misses_lock import MISSES_LOCK
 from control_plane.seeded_rows import seeded_row
 from control_plane.types import Connection
 from ground.contract import MissReason, RefusalCode
@@ -125,7 +126,9 @@ SELECT c.agent_id, c.org_id, c.slot_key, c.slot_at, c.window_closes,
            WHEN latest.reason = %(brake_refusal)s THEN %(brake)s::text
            WHEN latest.reason IS NOT NULL THEN %(throttled)s
            WHEN c.platform_down THEN %(platform_unavailable)s
-           WHEN a.last_seen_at IS NULL OR a.last_seen_at < c.slot_at THEN %(offline)s
+           -- Not seen: `unreachable` when the agent said it tried in the window and could not
+           -- reach us (`unreachable_reports`), else offline.
+           WHEN a.last_seen_at IS NULL OR a.last_seen_at < c.slot_at THEN unseen.reason
            -- Seen, no refusal on record: `seen.reason` (brake when the brake was on in the
            -- window, which a braked agent reads in its config and so does not ask; else
            -- host_clock when its host's clock was further off than it follows, measured in or
@@ -137,11 +140,18 @@ SELECT c.agent_id, c.org_id, c.slot_key, c.slot_at, c.window_closes,
            -- The previous stretch ended inside or after the window: seen, or cannot tell.
            WHEN a.previous_seen_at >= c.slot_at THEN seen.reason
            -- Not seen from before the window opened until after it closed.
-           ELSE %(offline)s
+           ELSE unseen.reason
        END AS miss_reason,
-       clock.offset_seconds AS clock_offset_seconds
+       clock.offset_seconds AS clock_offset_seconds,
+       tried.error AS unreachable_error
   FROM candidate c
   JOIN agents a ON a.id = c.agent_id
+  LEFT JOIN unreachable_reports tried
+         ON tried.agent_id = c.agent_id AND tried.slot_key = c.slot_key
+ CROSS JOIN LATERAL (
+        SELECT CASE WHEN tried.agent_id IS NULL THEN %(offline)s ELSE %(unreachable)s END
+               AS reason
+       ) unseen
   LEFT JOIN agent_clocks clock ON clock.agent_id = c.agent_id AND clock.measured_at >= c.slot_at
  CROSS JOIN LATERAL (
         SELECT CASE WHEN c.seen_reason = %(unknown)s AND clock.agent_id IS NOT NULL
@@ -167,24 +177,30 @@ SELECT c.agent_id, c.org_id, c.slot_key, c.slot_at, c.window_closes,
 
 # The misses `_UNCONSUMED` found, in one statement, with their `update.missed` events; a run a
 # claim made for the slot meanwhile wins. A `host_clock` miss's event keeps the offset measured
-# (`host_clock_offset_seconds`), for the people told to say how far off the clock was.
+# (`host_clock_offset_seconds`), for the people told to say how far off the clock was; an
+# `unreachable` miss keeps the agent's error in the run's `error` and the event's
+# `unreachable_error`, as a report that comes after the miss writes them
+# (`control_plane.runs.unreachable`).
 _INSERT_MISSED = """
 WITH inserted AS (
-    INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, miss_reason,
+    INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, miss_reason, error,
                       created_at, finished_at)
     SELECT m.agent_id, m.org_id, 'schedule', m.slot_key, m.slot_at, 'missed', m.miss_reason,
-           %(now)s, m.window_closes
+           CASE WHEN m.miss_reason = %(unreachable)s THEN m.error END, %(now)s, m.window_closes
       FROM unnest(%(agent_ids)s::uuid[], %(org_ids)s::uuid[], %(keys)s::text[],
-                  %(ats)s::timestamptz[], %(closes)s::timestamptz[], %(reasons)s::text[])
-           AS m(agent_id, org_id, slot_key, slot_at, window_closes, miss_reason)
+                  %(ats)s::timestamptz[], %(closes)s::timestamptz[], %(reasons)s::text[],
+                  %(errors)s::text[])
+           AS m(agent_id, org_id, slot_key, slot_at, window_closes, miss_reason, error)
     ON CONFLICT (agent_id, slot_key) WHERE trigger = 'schedule' DO NOTHING
-    RETURNING id, agent_id, org_id, slot_key, slot_at, finished_at, miss_reason
+    RETURNING id, agent_id, org_id, slot_key, slot_at, finished_at, miss_reason, error
 ), timeline AS (
     INSERT INTO events (org_id, agent_id, run_id, kind, actor_kind, at, data)
     SELECT i.org_id, i.agent_id, i.id, 'update.missed', 'schedule', i.finished_at,
            jsonb_build_object('slot_key', i.slot_key, 'reason', i.miss_reason)
            || CASE WHEN i.miss_reason = %(host_clock)s
                    THEN jsonb_build_object('host_clock_offset_seconds', o.offset_seconds)
+                   WHEN i.miss_reason = %(unreachable)s
+                   THEN jsonb_build_object('unreachable_error', i.error)
                    ELSE '{}'::jsonb END
       FROM inserted i
       LEFT JOIN unnest(%(agent_ids)s::uuid[], %(keys)s::text[], %(offsets)s::bigint[])
@@ -230,7 +246,9 @@ def missed_parameters(unconsumed: Sequence[dict[str, Any]], now: datetime) -> di
         "closes": [row["window_closes"] for row in unconsumed],
         "reasons": [row["miss_reason"] for row in unconsumed],
         "offsets": [row["clock_offset_seconds"] for row in unconsumed],
+        "errors": [row["unreachable_error"] for row in unconsumed],
         "host_clock": MissReason.HOST_CLOCK.value,
+        "unreachable": MissReason.UNREACHABLE.value,
         "now": now,
     }
 
@@ -248,6 +266,10 @@ def insert_missed(
     `braked(candidate)` whether the platform's brake was on during it."""
     if not candidates:
         return []
+    # Taken before the misses are read, held until the transaction ends: a report of an
+    # unreachable control plane either committed before (and is read here) or waits until these
+    # misses are committed (and corrects them). Neither order leaves an `offline` behind.
+    conn.execute(MISSES_LOCK)
     unconsumed = conn.execute(
         _UNCONSUMED, unconsumed_parameters(candidates, platform_down, braked)
     ).fetchall()

@@ -14,6 +14,15 @@ earlier ones). The reason is a fact where one exists:
                (no replica's liveness mark covers it: `liveness`)
     offline    no refusal, and the agent was not seen within the window (judged from its stretches
                of polls, so an agent that polls just after the window closed is still offline)
+    unreachable  as offline, but the agent said, once it reached the control plane again, that it
+               was running and tried to poll or claim inside this slot's window and could not
+               reach us (`unreachable_reports`, written by `control_plane.runs.unreachable`):
+               the way in was broken (the load balancer, its certificate, DNS, a firewall, the
+               host's proxy). The run's `error` and the event keep the agent's first error. It
+               replaces `offline` only: a refusal on record, the platform unavailable, a sighting
+               keep theirs. The report may come before this pass or after it (it then corrects
+               an `offline` miss it finds); both orders end the same, and a lock
+               (`control_plane.misses_lock`) keeps a report from falling between the two.
     host_clock seen within the window, no refusal on record, and its host's clock further off
                the control plane's than the agent follows (one day,
                `ground.limits.MAX_HOST_CLOCK_OFFSET_SECONDS`): the agent planned on a wrong clock
@@ -26,8 +35,8 @@ earlier ones). The reason is a fact where one exists:
                refused `window_closed` is a sighting too)
 
 Precedence, first that holds: a refusal on record (brake, throttled) > platform_unavailable >
-offline > brake (seen while the brake was on: it would not have asked on any clock) > host_clock
-> unknown.
+unreachable > offline > brake (seen while the brake was on: it would not have asked on any clock)
+> host_clock > unknown.
 
 When both a cap and the brake refused it, the reason refused first most recently wins: that is what
 kept the agent out at the end of the window.

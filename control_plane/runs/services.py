@@ -24,6 +24,7 @@ from control_plane.runs.authority import (
 )
 from control_plane.runs.current_version import report_version
 from control_plane.runs.outcomes import Outcome, record_outcome
+from control_plane.runs.unreachable import record_unreachable
 from control_plane.runs.views import (
     RUN_COLUMNS,
     Operation,
@@ -44,6 +45,8 @@ from ground.contract import (
     PatchFallbackReason,
     RefusalCode,
     SwapPermit,
+    UnreachableAnswer,
+    UnreachableReport,
     format_instant,
 )
 from ground.contract.messages import MAX_MESSAGE_LENGTH
@@ -153,6 +156,14 @@ def _insert_manual_run(
 class RunService:
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
+
+    def record_unreachable(
+        self, agent_id: UUID, report: UnreachableReport, now: datetime
+    ) -> UnreachableAnswer:
+        """The agent could not reach the control plane through the slot's window
+        (`control_plane.runs.unreachable`)."""
+        with self._pool.connection() as conn:
+            return record_unreachable(conn, agent_id, report, now)
 
     def record_up_to_date(
         self,

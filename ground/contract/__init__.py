@@ -52,6 +52,9 @@ from ground.contract.messages import (
     ScheduleView,
     SwapPermit,
     TokenView,
+    UnreachableAnswer,
+    UnreachableReport,
+    UnreachableResult,
 )
 from ground.instants import InstantError, format_instant, parse_instant
 from ground.limits import Product
@@ -79,6 +82,7 @@ __all__ = [
     "SERVER_TIME_HEADER",
     "TRUST_ROOTS_PATH",
     "TRUST_ROOT_VERSION_HEADER",
+    "UNREACHABLE_PATH",
     "AgentConfig",
     "AnswerCode",
     "BrakeView",
@@ -111,6 +115,9 @@ __all__ = [
     "ScheduleView",
     "SwapPermit",
     "TokenView",
+    "UnreachableAnswer",
+    "UnreachableReport",
+    "UnreachableResult",
     "artifact_path",
     "confirm_path",
     "format_instant",
@@ -141,7 +148,11 @@ API_PREFIX = f"/v{API_VERSION}"
 #   5   `OutcomeReason.WINDOW_CLOSED`: the switch was refused because the window had closed
 #   6   the agent's requests carry `HOST_TIME_HEADER` (its host's clock); agents before 6 send
 #       none, and their misses keep the reasons they had
-CONTRACT_VERSION = 6
+#   7   `UNREACHABLE_PATH`: the agent says which slot's window it tried through and could not
+#       reach the control plane (`MissReason.UNREACHABLE`); sent only to a control plane that says
+#       it speaks 7 (an older one answers the path 404). Agents before 7 send nothing, and their
+#       misses keep the reasons they had
+CONTRACT_VERSION = 7
 CONTRACT_VERSION_HEADER = "X-Nachtwacht-Contract"
 
 # Every answer the control plane gives (304s and errors included) carries its clock's reading at
@@ -168,6 +179,9 @@ HOST_TIME_HEADER = "Date"
 CONFIG_PATH = f"{API_PREFIX}/agent/config"
 CLAIMS_PATH = f"{API_PREFIX}/agent/claims"
 RUNS_PATH = f"{API_PREFIX}/agent/runs"
+# POST an `UnreachableReport` → 200 `UnreachableAnswer`: the agent could not reach the control
+# plane through a slot's window (sent once it reaches it again).
+UNREACHABLE_PATH = f"{API_PREFIX}/agent/unreachable"
 # PUT a `HoldRequest` (→ `HoldView`), DELETE to release the hold (→ 204).
 HOLD_PATH = f"{API_PREFIX}/agent/hold"
 # POST (no body) → 201 `ManualUpdateView`: the host asks for an update now (`agent update-now`).

@@ -273,6 +273,10 @@ class MissReason(enum.StrEnum):
     # The agent was seen, and its host's clock was further off the control plane's than the
     # agent follows (`ground.limits.MAX_HOST_CLOCK_OFFSET_SECONDS`): it planned on a wrong clock.
     HOST_CLOCK = "host_clock"
+    # The agent was running and tried to poll or claim inside the window, and could not reach the
+    # control plane (a connection refused, DNS, TLS, a timeout, a proxy's or load balancer's
+    # error): it said so once it reached it again (`UnreachableReport`).
+    UNREACHABLE = "unreachable"
 
 
 class OfferReason(enum.StrEnum):

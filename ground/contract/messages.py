@@ -33,6 +33,7 @@ from ground.limits import (
     DEFAULT_PLATFORM,
     MAX_CATCH_UP_MINUTES,
     MAX_TIMES,
+    MAX_UNREACHABLE_ERROR_LENGTH,
     MAX_VERSION_LENGTH,
     MIN_CATCH_UP_MINUTES,
     RELEASE_NAME_PATTERN,
@@ -65,6 +66,9 @@ __all__ = [
     "ScheduleView",
     "SwapPermit",
     "TokenView",
+    "UnreachableAnswer",
+    "UnreachableReport",
+    "UnreachableResult",
 ]
 
 # The longest text any message carries in one field (an error message, a brake's reason); a
@@ -369,6 +373,55 @@ class OutcomeReport(_Request):
     # How the build came (absent: the agent did not say — it is older than the field, or nothing
     # was downloaded); sent only to a control plane of contract 4 or newer.
     delivery: DeliveryReport | None = None
+
+
+# -- POST /v1/agent/unreachable ------------------------------------------------------------------
+
+UnreachableError = Annotated[
+    str,
+    StringConstraints(max_length=MAX_UNREACHABLE_ERROR_LENGTH, pattern=PLAIN_TEXT_PATTERN),
+]
+
+
+class UnreachableReport(_Request):
+    """The agent was running inside the window of its scheduled slot `slot_key`, tried to poll or
+    to claim, and could not reach the control plane (no connection, DNS, TLS, a timeout, or an
+    answer from something on the way: a proxy's or a load balancer's error page). Sent once it
+    reaches the control plane again. `error` is the first failure's text, plain (no control
+    character) and at most `MAX_UNREACHABLE_ERROR_LENGTH` long; the times are the first and the
+    last try, on the control plane's clock as the agent followed it."""
+
+    slot_key: SlotKeyText = Field(examples=["2026-11-30T03:00"])
+    error: UnreachableError = Field(
+        examples=["GET /v1/agent/config: cannot connect ([Errno 111] Connection refused)"]
+    )
+    first_tried_at: Instant
+    last_tried_at: Instant
+    attempts: int = Field(strict=True, ge=1, le=100_000)
+
+    @model_validator(mode="after")
+    def _in_order(self) -> UnreachableReport:
+        if self.last_tried_at < self.first_tried_at:
+            raise ValueError(
+                f"last_tried_at: {self.last_tried_at.isoformat()} is before first_tried_at "
+                f"{self.first_tried_at.isoformat()} (expected the last try at or after the first)"
+            )
+        return self
+
+
+# What became of a report: `corrected` (the slot's miss read `offline` and now reads
+# `unreachable`), `recorded` (no miss yet: the missed pass records it as `unreachable` when the
+# window closes without a run), `unchanged` (the slot ran, was skipped, was missed for a reason
+# that comes first, or was reported before: nothing changed).
+UnreachableResult = Literal["corrected", "recorded", "unchanged"]
+
+
+class UnreachableAnswer(_Answer):
+    """200 for every report the control plane could read; `message` says what it changed."""
+
+    slot_key: SlotKeyText
+    result: UnreachableResult
+    message: Message
 
 
 # -- POST /v1/agent/runs/{run_id}/confirm ---------------------------------------------------------

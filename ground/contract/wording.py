@@ -31,6 +31,7 @@ __all__ = [
     "PATCH_FALLBACK_WORDS",
     "SKIP_REASON_WORDS",
     "UNKNOWN_REASON_WORDS",
+    "UNREACHABLE_WORDS",
 ]
 
 
@@ -71,7 +72,18 @@ MISS_REASON_WORDS: Mapping[MissReason, str] = MappingProxyType(
         MissReason.HOST_CLOCK: N_(
             "the host's clock was more than a day off; set up time synchronisation on the host"
         ),
+        MissReason.UNREACHABLE: N_(
+            "the agent was running but could not reach our control plane; check the host's "
+            "proxy, firewall and DNS, or our status page"
+        ),
     }
+)
+
+# The same miss with the agent's first error (the run's `error`, the event's
+# `unreachable_error`), said after "missed:"; `%(error)s` is the agent's text as it is.
+UNREACHABLE_WORDS = N_(
+    "the agent was running but could not reach our control plane (%(error)s); check the host's "
+    "proxy, firewall and DNS, or our status page"
 )
 
 # The same miss where the offset measured is known (the `update.missed` event keeps it), said

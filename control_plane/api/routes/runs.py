@@ -30,10 +30,13 @@ from control_plane.runs.views import RunView
 from ground.contract import (
     API_PREFIX,
     RUNS_PATH,
+    UNREACHABLE_PATH,
     AnswerCode,
     NothingToDoReport,
     OutcomeReport,
     SwapPermit,
+    UnreachableAnswer,
+    UnreachableReport,
     confirm_path,
 )
 
@@ -84,6 +87,25 @@ def nothing_to_do(
         caller.agent_id, body.slot_key, body.version, now, updater_version=body.updater_version
     )
     return recorded_run(recorded, response)
+
+
+@router.post(
+    UNREACHABLE_PATH,
+    tags=["agent"],
+    response_model=UnreachableAnswer,
+    responses=errors(*AUTHENTICATED, 404, 422),
+)
+def report_unreachable(
+    body: UnreachableReport, request: Request, caller: AgentCaller, now: RequestNow
+) -> UnreachableAnswer:
+    """The agent was running inside its slot's window, tried, and could not reach the control
+    plane; sent once it reaches it again. 200 with what changed: `corrected` (the slot's
+    `offline` miss now reads `unreachable`), `recorded` (kept for the slot's miss, if its window
+    closes without a run), `unchanged` (the slot ran, was skipped, missed for another reason, or
+    was reported before). 422 naming the field for a slot that is not this agent's, has not
+    opened, is older than 7 days, or tries outside its window."""
+    assert caller.agent_id is not None
+    return services_of(request).runs.record_unreachable(caller.agent_id, body, now)
 
 
 @router.patch(

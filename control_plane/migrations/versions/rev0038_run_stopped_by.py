@@ -1,7 +1,7 @@
 """A slot skipped for a stopped release says what stopped it: a halt or the release's own brake.
 
 Revision ID: 0038_run_stopped_by
-Revises: 0036 (see `down_revision`)
+Revises: 0037_unreachable
 
 - `runs.stopped_by`: for a run `skipped` with reason `release_halted`, `halt` when the release
   was halted (by an operator or on its failures) and `brake` when it was under its own brake when
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from alembic import op
 
-PREVIOUS_REVISION = "0036_host_clock"
+PREVIOUS_REVISION = "0037_unreachable"
 
 revision = "0038_run_stopped_by"
 down_revision: str | None = PREVIOUS_REVISION

@@ -38,6 +38,7 @@ from ground.contract import (
     SERVER_TIME_HEADER,
     TRUST_ROOT_VERSION_HEADER,
     TRUST_ROOTS_PATH,
+    UNREACHABLE_PATH,
     AgentConfig,
     AnswerCode,
     BrakeView,
@@ -132,6 +133,16 @@ class FakeControlPlane:
     # The outcome reasons the replica answering the reports knows (None: all of this contract's);
     # another is a 422, as a replica of an older release answers it.
     outcome_reasons_known: frozenset[str] | None = None
+    # Something on the way answers every request with this status and its own page (a load
+    # balancer with no replica behind it: 502), or with the contract's `database_unavailable`
+    # (`answered_by_us`): the control plane itself answered, its database down.
+    gateway_status: int | None = None
+    # Only the claims find nothing answering (a load balancer flapping between the poll and it).
+    claims_unreachable: bool = False
+    answered_by_us: bool = False
+    # Every `UnreachableReport` body as it came, in order (answered only from contract 7 on; an
+    # older control plane knows no such path: 404).
+    unreachable_bodies: list[dict[str, Any]] = field(default_factory=list)
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -195,6 +206,14 @@ class FakeControlPlane:
         self.requests.append(line)
         if not self.online:
             raise httpx.ConnectError("connection refused", request=request)
+        if self.gateway_status is not None:
+            if self.answered_by_us:
+                return self._refuse(self.gateway_status, AnswerCode.DATABASE_UNAVAILABLE.value)
+            return httpx.Response(
+                self.gateway_status,
+                content=b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+                headers={"Content-Type": "text/html"},
+            )
         if request.headers.get("Authorization") != f"Bearer {CREDENTIAL}":
             # The control plane's 401 carries a plain message, no code (control_plane/errors.py).
             return httpx.Response(
@@ -213,6 +232,8 @@ class FakeControlPlane:
             return httpx.Response(HTTPStatus.OK, content=body)
         body = json.loads(request.content or b"{}")
         if line == f"POST {CLAIMS_PATH}":
+            if self.claims_unreachable:
+                raise httpx.ConnectError("connection reset by peer", request=request)
             return self._claim(ClaimRequest.model_validate(body))
         if request.url.path in {HOLD_PATH, MANUAL_UPDATES_PATH}:
             return self._host_request(request.method, request.url.path, body, request.content)
@@ -221,6 +242,12 @@ class FakeControlPlane:
         if self.reports_fail:
             return self._refuse(
                 HTTPStatus.SERVICE_UNAVAILABLE, AnswerCode.DATABASE_UNAVAILABLE.value
+            )
+        if line == f"POST {UNREACHABLE_PATH}" and (self.contract_version or 0) >= 7:
+            self.unreachable_bodies.append(body)
+            return httpx.Response(
+                HTTPStatus.OK,
+                json={"slot_key": body["slot_key"], "result": "corrected", "message": "ok"},
             )
         if line == f"POST {RUNS_PATH}":
             return self._up_to_date(NothingToDoReport.model_validate(body))

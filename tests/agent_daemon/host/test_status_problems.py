@@ -12,6 +12,7 @@ from typing import Any
 from agent_daemon.connection.config_cache import CachedConfig
 from agent_daemon.connection.wire import parse_config
 from agent_daemon.disk.daemon_state import DaemonState
+from agent_daemon.disk.unreachable_file import UnreachableSlot
 from agent_daemon.host.activity import ActivityRecord, Refusal
 from agent_daemon.host.status import AgentStatus, problems, render_status
 from ground.contract import ReleaseTrack
@@ -230,3 +231,23 @@ def test_a_host_clock_beyond_the_bound_is_named_first_thing() -> None:
         status, cached=dataclasses.replace(status.cached, offset_seconds=-5 * 3600.0)
     )
     assert problems(hours) == []
+
+
+def test_a_slot_tried_without_reaching_the_control_plane_is_named_with_what_to_do() -> None:
+    noted = UnreachableSlot(
+        slot_key="2026-11-30T03:00",
+        slot_at=datetime(2026, 11, 30, 2, 0, tzinfo=UTC),
+        error="GET /v1/agent/config: cannot connect \x1b[2J(connection refused)",
+        first_tried_at=datetime(2026, 11, 30, 2, 1, tzinfo=UTC),
+        last_tried_at=datetime(2026, 11, 30, 2, 9, tzinfo=UTC),
+        attempts=9,
+    )
+    text = render_status(dataclasses.replace(_status(), unreachable_slots=(noted,)))
+    assert (
+        "  ! 2026-11-30 03:00 CET: the agent was running but could not reach the control plane in"
+        " its window (9 tries, 2026-11-30 03:01 CET to 2026-11-30 03:09 CET): GET"
+        " /v1/agent/config: cannot connect \ufffd[2J(connection refused) — check this host's"
+        " proxy, firewall and DNS, or the control plane's status page;"
+    ) in text
+    assert "\x1b" not in text
+    assert "records the miss as unreachable" in text

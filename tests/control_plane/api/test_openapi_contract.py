@@ -43,6 +43,9 @@ _UNKNOWN_QUERY = "a query parameter the route does not know is ignored, not refu
 GAPS: dict[tuple[str, str], dict[str, str]] = {
     ("POST", "/v1/agent/claims"): {_ACCEPTS_VALID: "exactly one of slot_key and manual_run_id"},
     ("POST", "/v1/agent/runs"): {_ACCEPTS_VALID: "the slot must have opened (the clock)"},
+    ("POST", "/v1/agent/unreachable"): {
+        _ACCEPTS_VALID: "one of the agent's slots, opened, at most 7 days old, tries in its window"
+    },
     ("POST", ENROLL_PATH): {_ACCEPTS_VALID: "the name must be free in the organisation"},
     ("POST", "/v1/admin/enrollment-tokens"): {
         _ACCEPTS_VALID: "org_id must name an organisation (stored state)"

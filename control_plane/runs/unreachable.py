@@ -1,0 +1,190 @@
+"""What an agent says once it reaches the control plane again after a slot's window it tried
+through and could not reach us (`UnreachableReport`): kept per slot, and the slot's miss reads
+`unreachable` instead of `offline` (the precedence: `control_plane.reconcile.missed`).
+
+The report may come before the missed pass or after it. Before: it is kept, and the pass reads it
+when the window closes without a run. After: an `offline` miss of that slot is corrected here, its
+run's `error` and its `update.missed` event given the agent's error as the pass gives them. The
+pass holds `MISSES_LOCK` while it reads and writes; a report holds it shared, so it either
+commits before the pass reads or waits until the pass's misses are committed and corrects them.
+
+A report changes nothing for a slot that ran, was skipped or was missed for a reason that comes
+first (a refusal, the platform unavailable, a sighting), nor when the slot was reported before (the
+first report is kept): it is answered `unchanged`, saying why. One for a slot that is not this
+agent's, that has not opened yet, older than `MAX_UNREACHABLE_REPORT_AGE_DAYS`, or whose tries lie
+outside the slot's window, is refused (422 naming the field). Only the agent's own slots: the
+credential names the agent, the body names no other.
+
+The notification a slot's review already sent with the miss as `offline` is not sent again: the
+panel, the API and `agent status` show the corrected reason from then on.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from control_plane.agent_scope import unknown_agent
+from control_plane.errors import InvalidInput
+from control_plane.misses_lock import MISSES_LOCK_SHARED
+from control_plane.types import Connection
+from ground.contract import MissReason, UnreachableAnswer, UnreachableReport, format_instant
+from ground.limits import MAX_UNREACHABLE_REPORT_AGE_DAYS
+from shared_planner import PlannerError, Slot, slot_for_key
+
+__all__ = ["TRY_TOLERANCE", "record_unreachable"]
+
+MAX_AGE = timedelta(days=MAX_UNREACHABLE_REPORT_AGE_DAYS)
+# How far a try may lie outside the slot's window and still count as in it: the agent plans on the
+# control plane's clock as it learned it from answers (network delay, drift since the last answer).
+TRY_TOLERANCE = timedelta(minutes=5)
+
+_AGENT = """
+SELECT a.update_schedule_enabled AS enabled, a.update_schedule_times AS times, s.timezone,
+       s.catch_up_minutes
+  FROM agents a CROSS JOIN platform_settings s
+ WHERE a.id = %s AND a.deleted_at IS NULL
+"""
+
+_KEEP = """
+INSERT INTO unreachable_reports (agent_id, slot_key, slot_at, error, first_tried_at,
+                                 last_tried_at, attempts, reported_at)
+VALUES (%(agent)s, %(key)s, %(at)s, %(error)s, %(first)s, %(last)s, %(attempts)s, %(now)s)
+ON CONFLICT (agent_id, slot_key) DO NOTHING
+RETURNING error
+"""
+
+# The agent's reports of slots too old to be reported again: nothing reads them any more.
+_FORGET = "DELETE FROM unreachable_reports WHERE agent_id = %s AND slot_at < %s"
+
+_CORRECT = """
+UPDATE runs SET miss_reason = %(unreachable)s, error = %(error)s
+ WHERE agent_id = %(agent)s AND trigger = 'schedule' AND slot_key = %(key)s
+   AND status = 'missed' AND miss_reason = %(offline)s
+RETURNING id
+"""
+
+_CORRECT_EVENT = """
+UPDATE events
+   SET data = data || jsonb_build_object('reason', %(unreachable)s::text,
+                                         'unreachable_error', %(error)s::text)
+ WHERE run_id = %(run)s AND kind = 'update.missed'
+"""
+
+_SLOT_RUN = """
+SELECT status, miss_reason, skip_reason FROM runs
+ WHERE agent_id = %s AND trigger = 'schedule' AND slot_key = %s
+"""
+
+
+def _slot(agent: dict[str, object], report: UnreachableReport, now: datetime) -> Slot:
+    key = report.slot_key
+    times = agent["times"]
+    if not agent["enabled"] or not isinstance(times, list) or not times:
+        raise InvalidInput(
+            "slot_key", key, "is not a slot: scheduled updates are off for this agent"
+        )
+    try:
+        slot = slot_for_key(times, key, tz=str(agent["timezone"]))
+    except (PlannerError, OverflowError) as exc:
+        raise InvalidInput("slot_key", key, f"is not a slot key ({exc})") from exc
+    if slot is None:
+        raise InvalidInput("slot_key", key, f"is not one of this agent's slots (times {times})")
+    if slot.at > now:
+        raise InvalidInput(
+            "slot_key", key, f"has not started yet (it opens at {format_instant(slot.at)})"
+        )
+    if slot.at < now - MAX_AGE:
+        raise InvalidInput(
+            "slot_key",
+            key,
+            f"is older than {MAX_UNREACHABLE_REPORT_AGE_DAYS} days: its miss is no longer "
+            "corrected",
+        )
+    return slot
+
+
+def _check_tries(slot: Slot, closes: datetime, report: UnreachableReport, now: datetime) -> None:
+    opens, until = slot.at - TRY_TOLERANCE, closes + TRY_TOLERANCE
+    window = f"from {format_instant(slot.at)} until {format_instant(closes)}"
+    for field, at in (
+        ("first_tried_at", report.first_tried_at),
+        ("last_tried_at", report.last_tried_at),
+    ):
+        if not opens <= at <= until:
+            raise InvalidInput(
+                field, format_instant(at), f"is not inside the slot's window ({window})"
+            )
+        if at > now + TRY_TOLERANCE:
+            raise InvalidInput(field, format_instant(at), "is in the future")
+
+
+def record_unreachable(
+    conn: Connection, agent_id: UUID, report: UnreachableReport, now: datetime
+) -> UnreachableAnswer:
+    """Keep the report and correct the slot's `offline` miss, if any (see the module)."""
+    agent = conn.execute(_AGENT, [agent_id]).fetchone()
+    if agent is None:
+        raise unknown_agent(agent_id)
+    slot = _slot(agent, report, now)
+    closes = slot.window_closes(timedelta(minutes=agent["catch_up_minutes"]))
+    _check_tries(slot, closes, report, now)
+    key = report.slot_key
+
+    def answer(result: str, message: str) -> UnreachableAnswer:
+        return UnreachableAnswer.model_validate(
+            {"slot_key": key, "result": result, "message": message}
+        )
+
+    with conn.transaction():
+        conn.execute(MISSES_LOCK_SHARED)
+        conn.execute(_FORGET, [agent_id, now - MAX_AGE])
+        kept = conn.execute(
+            _KEEP,
+            {
+                "agent": agent_id,
+                "key": key,
+                "at": slot.at,
+                "error": report.error,
+                "first": report.first_tried_at,
+                "last": report.last_tried_at,
+                "attempts": report.attempts,
+                "now": now,
+            },
+        ).fetchone()
+        if kept is None:
+            return answer("unchanged", f"slot {key} was reported before: the first report is kept")
+        corrected = conn.execute(
+            _CORRECT,
+            {
+                "agent": agent_id,
+                "key": key,
+                "error": report.error,
+                "unreachable": MissReason.UNREACHABLE.value,
+                "offline": MissReason.OFFLINE.value,
+            },
+        ).fetchone()
+        if corrected is not None:
+            conn.execute(
+                _CORRECT_EVENT,
+                {
+                    "run": corrected["id"],
+                    "error": report.error,
+                    "unreachable": MissReason.UNREACHABLE.value,
+                },
+            )
+            return answer(
+                "corrected", f"slot {key}: the miss recorded as offline now reads unreachable"
+            )
+        run = conn.execute(_SLOT_RUN, [agent_id, key]).fetchone()
+    if run is None:
+        return answer(
+            "recorded",
+            f"slot {key}: kept; if its window closes without a run, the miss reads unreachable",
+        )
+    said = run["miss_reason"] or run["skip_reason"]
+    return answer(
+        "unchanged",
+        f"slot {key} has a run ({run['status']}" + (f": {said}" if said else "") + "): "
+        "nothing changed",
+    )

@@ -1,0 +1,242 @@
+"""An agent that tried through a slot's window and could not reach the control plane says so once
+it can (`POST /v1/agent/unreachable`): the slot's miss reads `unreachable` with the agent's error,
+whether the report comes before the missed pass or after it. It replaces `offline` only; an agent
+that reports nothing stays `offline`; hostile reports change nothing."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from control_plane.reconcile.data import SlotCandidate, insert_missed
+from control_plane.registry import Services
+from control_plane.types import Pool
+from ground.contract import UNREACHABLE_PATH, format_instant
+from tests.control_plane.conftest import Agent, Api
+from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
+from tests.worlds.clocks import ManualClock
+
+ERROR = "GET /v1/agent/config: cannot connect ([Errno 111] Connection refused)"
+
+
+@pytest.fixture
+def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]:
+    made = Fleet(pool, services, clock)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def agent(make_org, make_agent) -> Agent:
+    made: Agent = make_agent(make_org("Acme"), "web-01")
+    return made
+
+
+def _body(**changes: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "slot_key": NIGHT_KEY,
+        "error": ERROR,
+        "first_tried_at": format_instant(NIGHT + timedelta(minutes=1)),
+        "last_tried_at": format_instant(NIGHT + timedelta(minutes=14)),
+        "attempts": 14,
+    }
+    body.update(changes)
+    return body
+
+
+def _report(api: Api, agent: Agent, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    with api.client(agent.agent_key) as client:
+        answer = client.post(UNREACHABLE_PATH, json=body)
+    return answer.status_code, answer.json()
+
+
+def _miss(fleet: Fleet, agent: Agent) -> dict[str, Any]:
+    """What the customer reads of the slot: the run's reason and error, the event's data."""
+    run = fleet.one(
+        "SELECT id, miss_reason, error FROM runs WHERE agent_id = %s AND slot_key = %s",
+        [agent.agent_id, NIGHT_KEY],
+    )
+    event = fleet.one(
+        "SELECT data FROM events WHERE run_id = %s AND kind = 'update.missed'", [run["id"]]
+    )
+    return {"reason": run["miss_reason"], "error": run["error"], "event": event["data"]}
+
+
+UNREACHABLE_MISS = {
+    "reason": "unreachable",
+    "error": ERROR,
+    "event": {"slot_key": NIGHT_KEY, "reason": "unreachable", "unreachable_error": ERROR},
+}
+OFFLINE_MISS = {
+    "reason": "offline",
+    "error": None,
+    "event": {"slot_key": NIGHT_KEY, "reason": "offline"},
+}
+
+
+def test_a_report_after_the_missed_pass_corrects_the_offline_miss(
+    api: Api, fleet: Fleet, agent: Agent
+) -> None:
+    fleet.reconcile(AFTER_NIGHT)
+    assert _miss(fleet, agent) == OFFLINE_MISS
+    fleet.clock.set(AFTER_NIGHT + timedelta(hours=2))
+    status, answer = _report(api, agent, _body())
+    assert status == 200
+    assert answer["result"] == "corrected"
+    assert _miss(fleet, agent) == UNREACHABLE_MISS
+
+
+@pytest.mark.parametrize("reported_at", [NIGHT + timedelta(minutes=10), AFTER_NIGHT])
+def test_a_report_before_the_missed_pass_ends_the_same(
+    api: Api, fleet: Fleet, agent: Agent, reported_at: datetime
+) -> None:
+    # Inside the window (the way came back before it closed, and the agent then did not get its
+    # update in), or after it closed but before the pass.
+    fleet.clock.set(reported_at)
+    status, answer = _report(api, agent, _body(last_tried_at=format_instant(reported_at)))
+    assert (status, answer["result"]) == (200, "recorded")
+    fleet.reconcile(AFTER_NIGHT + timedelta(minutes=1))
+    assert _miss(fleet, agent) == UNREACHABLE_MISS
+
+
+def test_an_agent_that_reports_nothing_stays_offline_and_another_agent_changes_nothing(
+    api: Api, fleet: Fleet, agent: Agent, make_agent, make_org
+) -> None:
+    silent = make_agent(make_org("Other"), "db-01")
+    fleet.clock.set(AFTER_NIGHT)
+    assert _report(api, agent, _body())[1]["result"] == "recorded"
+    fleet.reconcile(AFTER_NIGHT + timedelta(minutes=1))
+    assert _miss(fleet, agent) == UNREACHABLE_MISS
+    assert _miss(fleet, silent) == OFFLINE_MISS
+
+
+def test_a_slot_that_ran_is_unchanged(api: Api, fleet: Fleet, agent: Agent) -> None:
+    fleet.run(fleet_agent(fleet, agent), "succeeded", version="1.0.0")
+    fleet.clock.set(AFTER_NIGHT)
+    status, answer = _report(api, agent, _body())
+    assert (status, answer["result"]) == (200, "unchanged")
+    assert "succeeded" in answer["message"]
+    fleet.reconcile(AFTER_NIGHT + timedelta(minutes=1))
+    assert fleet.missed() == {}
+
+
+def test_a_repeated_report_keeps_the_first(api: Api, fleet: Fleet, agent: Agent) -> None:
+    fleet.reconcile(AFTER_NIGHT)
+    assert _report(api, agent, _body())[1]["result"] == "corrected"
+    status, answer = _report(api, agent, _body(error="something else entirely"))
+    assert (status, answer["result"]) == (200, "unchanged")
+    assert "reported before" in answer["message"]
+    assert _miss(fleet, agent) == UNREACHABLE_MISS
+
+
+def test_the_platform_unavailable_keeps_its_reason(api: Api, fleet: Fleet, agent: Agent) -> None:
+    # Our own outage through the window comes first: the agent could not have reached us either.
+    fleet.sql(
+        "INSERT INTO platform_liveness (replica, started_at, last_mark_at, allowed_gap) VALUES"
+        " ('r1', %s, %s, interval '1 minute'), ('r1', %s, %s, interval '1 minute')",
+        [
+            NIGHT - timedelta(hours=2),
+            NIGHT - timedelta(hours=1),
+            AFTER_NIGHT,
+            AFTER_NIGHT,
+        ],
+    )
+    fleet.clock.set(AFTER_NIGHT)
+    assert _report(api, agent, _body())[1]["result"] == "recorded"
+    fleet.reconcile(AFTER_NIGHT + timedelta(minutes=1))
+    assert fleet.missed() == {"web-01": "platform_unavailable"}
+    assert _report(api, agent, _body())[1]["result"] == "unchanged"
+    assert fleet.missed() == {"web-01": "platform_unavailable"}
+
+
+def test_an_agent_seen_in_the_window_keeps_its_reason(api: Api, fleet: Fleet, agent: Agent) -> None:
+    # It polled in the window (the way came back), so it was not "not seen": unreachable replaces
+    # offline only; the pass says what it says of an agent seen.
+    fleet.clock.set(NIGHT + timedelta(minutes=12))
+    with api.client(agent.agent_key) as client:
+        assert client.get("/v1/agent/config").status_code == 200
+    assert _report(api, agent, _body(last_tried_at=format_instant(NIGHT + timedelta(minutes=11))))[
+        1
+    ]["result"] == ("recorded")
+    fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "unknown"}
+
+
+def test_a_report_during_the_missed_pass_waits_for_it_and_corrects_its_miss(
+    api: Api, fleet: Fleet, agent: Agent, pool: Pool
+) -> None:
+    # The pass has read the slot (no report yet) and is writing `offline` when the report comes:
+    # the report waits for the pass's transaction, then finds the miss and corrects it. Without
+    # the lock it would find no run, be kept as `recorded`, and the miss would stay offline.
+    fleet.clock.set(AFTER_NIGHT)
+    candidate = SlotCandidate(
+        agent_id=UUID(agent.agent_id),
+        org_id=UUID(agent.org_id),
+        slot_key=NIGHT_KEY,
+        slot_at=NIGHT,
+        window_closes=NIGHT + timedelta(minutes=15),
+    )
+    answers: list[tuple[int, dict[str, Any]]] = []
+    reporter = threading.Thread(target=lambda: answers.append(_report(api, agent, _body())))
+    with pool.connection() as conn, conn.transaction():
+        assert [m.reason for m in insert_missed(conn, [candidate], now=AFTER_NIGHT)] == ["offline"]
+        reporter.start()
+        reporter.join(timeout=2)
+        assert reporter.is_alive(), "the report did not wait for the pass"
+    reporter.join(timeout=30)
+    assert [(status, answer["result"]) for status, answer in answers] == [(200, "corrected")]
+    assert _miss(fleet, agent) == UNREACHABLE_MISS
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        pytest.param({"slot_key": "2026-12-01T03:00"}, "slot_key", id="future"),
+        pytest.param({"slot_key": "2026-11-20T03:00"}, "slot_key", id="far_past"),
+        pytest.param({"slot_key": "2026-11-30T03:05"}, "slot_key", id="not_its_slot"),
+        pytest.param({"slot_key": "30/11/2026 03:00"}, "slot_key", id="not_a_key"),
+        pytest.param({"slot_key": "x" * 10_000}, "slot_key", id="absurd_key"),
+        pytest.param(
+            {"first_tried_at": format_instant(NIGHT - timedelta(hours=3))},
+            "first_tried_at",
+            id="tried_before_the_window",
+        ),
+        pytest.param(
+            {"last_tried_at": format_instant(NIGHT + timedelta(hours=3))},
+            "last_tried_at",
+            id="tried_after_the_window",
+        ),
+        pytest.param(
+            {"last_tried_at": format_instant(NIGHT)}, "last_tried_at", id="last_before_first"
+        ),
+        pytest.param({"error": "x" * 501}, "error", id="huge_error"),
+        pytest.param({"error": "refused\x1b[2J\x1b[Hall is well"}, "error", id="control_chars"),
+        pytest.param({"error": "   "}, "error", id="blank_error"),
+        pytest.param({"attempts": 0}, "attempts", id="no_attempt"),
+        pytest.param({"attempts": "3"}, "attempts", id="attempts_as_text"),
+        pytest.param({"agent_id": "00000000-0000-0000-0000-000000000000"}, "agent_id", id="extra"),
+    ],
+)
+def test_a_hostile_report_is_refused_naming_the_field_and_changes_nothing(
+    api: Api, fleet: Fleet, agent: Agent, changes: dict[str, Any], field: str
+) -> None:
+    fleet.reconcile(AFTER_NIGHT)
+    fleet.clock.set(AFTER_NIGHT + timedelta(minutes=5))
+    status, answer = _report(api, agent, _body(**changes))
+    assert status == 422, answer
+    assert field in str(answer), answer
+    assert fleet.rows("SELECT 1 FROM unreachable_reports") == []
+    assert _miss(fleet, agent) == OFFLINE_MISS
+
+
+def fleet_agent(fleet: Fleet, agent: Agent) -> Any:
+    from uuid import UUID
+
+    from tests.control_plane.reconcile_fleet import FleetAgent
+
+    return FleetAgent(id=UUID(agent.agent_id), org_id=UUID(agent.org_id), name="web-01")
