@@ -26,6 +26,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from agent_daemon.connection import wire
+from agent_daemon.connection.http_client import PROXY_EXTENSION
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.errors import (
     BadServerAnswer,
@@ -117,9 +118,7 @@ class ControlPlaneClient:
         foreign = self._not_a_control_plane(response)
         if foreign is not None:
             return BadServerAnswer(f"{source}: {foreign}")
-        content_type = response.headers.get("content-type")
-        found = wire.answer_words(response.status_code, response.content, content_type)
-        return BadServerAnswer(f"{source}: expected {expected}, found {found}")
+        return BadServerAnswer(f"{source}: expected {expected}, found {_words(response)}")
 
     def _not_a_control_plane(self, response: httpx.Response) -> str | None:
         """What answered, in words, when it is not a control plane at all (a proxy's page, a web
@@ -129,6 +128,8 @@ class ControlPlaneClient:
             response.content,
             content_type=response.headers.get("content-type"),
             server=self.server,
+            reason=response.reason_phrase,
+            proxy=response.extensions.get(PROXY_EXTENSION),
         )
 
     def answer_json(self, source: str, response: httpx.Response) -> Any:
@@ -174,15 +175,23 @@ class ControlPlaneClient:
         if server_time is not None and response.status_code < HTTPStatus.BAD_REQUEST:
             self._server_clock.learn(server_time, local_time=self._server_clock.host_now())
         status, body = response.status_code, response.content
-        content_type = response.headers.get("content-type")
         if wire.is_offline(status, body):
             # The control plane's own words (a contract error, e.g. `database_unavailable`): the
-            # platform is unavailable. Anything else (a proxy's 502 page) may be on the way.
+            # platform is unavailable. Anything else (a proxy's 502 page) may be on the way: the
+            # proxy that carried the request is named, and the answer's own status phrase kept.
             answered = wire.error_detail(body) is not None
-            who = "the control plane" if answered else f"the server at {self.server}"
+            proxy = response.extensions.get(PROXY_EXTENSION)
+            if answered:
+                said = f"the control plane answered {_words(response)}"
+            elif proxy is not None:
+                said = (
+                    f"{_words(response)} through the proxy {proxy}, not the control plane's "
+                    f"answer (from the proxy, or a server between it and {self.server})"
+                )
+            else:
+                said = f"the server at {self.server} answered {_words(response)}"
             raise ControlPlaneUnreachable(
-                f"{method} {path}: {who} answered {wire.answer_words(status, body, content_type)}",
-                status=status if answered else None,
+                f"{method} {path}: {said}", status=status if answered else None
             )
         if coded_refusals and wire.error_detail(body) is not None:
             return response
@@ -191,7 +200,7 @@ class ControlPlaneClient:
             if foreign is not None:
                 # Something in front of the control plane: it was not reached this minute.
                 raise ControlPlaneUnreachable(f"{method} {path}: {foreign}")
-            words = wire.answer_words(status, body, content_type)
+            words = wire.answer_words(status, body, response.headers.get("content-type"))
             raise CredentialRefused(
                 f"{method} {path}: the control plane refused the agent's credential "
                 f"({words}); re-enroll the agent",
@@ -224,6 +233,7 @@ class ControlPlaneClient:
                 headers=headers,
                 content=bytes(body),
                 request=streamed.request,
+                extensions=streamed.extensions,
             )
 
     def fetch_config(
@@ -352,6 +362,17 @@ class ControlPlaneClient:
                 f"{source}: refused ({wire.answer_words(status, body, content_type)})"
             )
         return self.answer_json(source, response)
+
+
+def _words(response: httpx.Response) -> str:
+    """The answer in one line, with the status line's own phrase when it is not the standard one
+    (a proxy's `403 Filtered`)."""
+    return wire.answer_words(
+        response.status_code,
+        response.content,
+        response.headers.get("content-type"),
+        response.reason_phrase,
+    )
 
 
 def _parsed(model: type[_ModelT], document: Any, *, source: str) -> _ModelT:

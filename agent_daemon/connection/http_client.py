@@ -30,9 +30,17 @@ from agent_daemon.connection.tls_trust import (
 from agent_daemon.errors import ConfigError
 from ground.contract import CONTRACT_VERSION, CONTRACT_VERSION_HEADER, HOST_ID_HEADER
 
-__all__ = ["USER_AGENT", "build_http_client", "local_host_id", "network_facts"]
+__all__ = [
+    "PROXY_EXTENSION",
+    "USER_AGENT",
+    "build_http_client",
+    "local_host_id",
+    "network_facts",
+]
 
 USER_AGENT = "nachtwacht-agent"
+# The response extension naming the proxy that carried the request (absent when it went direct).
+PROXY_EXTENSION = "nachtwacht_proxy"
 
 _MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
 
@@ -147,6 +155,10 @@ class _AgentTransport(httpx.BaseTransport):
             # Only a proxy answers 407; its page is no news to the admin, its meaning is.
             response.close()
             raise httpx.ProxyError(_proxy_credentials_refused(choice), request=request)
+        if choice is not None:
+            # Whatever answered, the proxy carried the request: a message about an answer that is
+            # not the control plane's names it (`ControlPlaneClient`).
+            response.extensions[PROXY_EXTENSION] = f"{choice.shown} ({choice.source})"
         return response
 
     def close(self) -> None:

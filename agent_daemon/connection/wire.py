@@ -165,42 +165,67 @@ def _phrase(status: int) -> str:
         return ""
 
 
-def answer_words(status: int, body: bytes, content_type: str | None = None) -> str:
+def answer_words(
+    status: int, body: bytes, content_type: str | None = None, reason: str | None = None
+) -> str:
     """An answer in one line: `404 Not Found`, `403 Forbidden (credential for another audience)`,
-    `502 Bad Gateway (an HTML page)`."""
+    `502 Bad Gateway (an HTML page)`. `reason` is the status line's own phrase: one that is not
+    the standard one is the answering server's word (a proxy's `403 Filtered`) and is kept."""
     text = detail_text(body, content_type)
-    return f"{_status_words(status)} ({text})" if text else _status_words(status)
+    words = _status_words(status, reason)
+    return f"{words} ({text})" if text else words
 
 
-def _status_words(status: int) -> str:
-    return f"{status} {_phrase(status)}".rstrip()
+def _status_words(status: int, reason: str | None = None) -> str:
+    phrase = _phrase(status)
+    said = _one_line("".join(c for c in reason or "" if c.isprintable()))
+    if said and said.lower() != phrase.lower():
+        phrase = said
+    return f"{status} {phrase}".rstrip()
 
 
 def not_a_control_plane(
-    status: int, body: bytes, *, content_type: str | None, server: str
+    status: int,
+    body: bytes,
+    *,
+    content_type: str | None,
+    server: str,
+    reason: str | None = None,
+    proxy: str | None = None,
 ) -> str | None:
     """The one line for an answer no nachtwacht control plane gives, naming `server` (the URL the
-    agent was configured with), or None when the answer may well be the control plane's.
+    agent was configured with) and `proxy` (the configured proxy that carried the request, with
+    where it was configured), or None when the answer may well be the control plane's.
 
     A web page is a web server's, a proxy's or a login page's; a 404 or a 401/403 without the
     control plane's JSON `detail` comes from something else at that address or in front of it —
     never a reason to tell the admin that the agent's credential was refused."""
-    words = answer_words(status, body, content_type)
+    words = answer_words(status, body, content_type, reason)
     if is_control_plane_answer(body):
         return None
     if status in {HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN}:
+        if proxy is not None:
+            wants = (
+                "wants credentials" if status == HTTPStatus.UNAUTHORIZED else "refuses the request"
+            )
+            return (
+                f"{words} through the proxy {proxy}, not the control plane's answer: the proxy, "
+                f"or a server between it and {server}, {wants} (check the proxy's rules for the "
+                "control plane's host); the agent's own credential was not judged"
+            )
         return (
             f"{words} from something at {server} that is not the control plane (a proxy, or a "
             "server in front of it, wants credentials): the agent's own credential was not judged"
         )
+    through = f", through the proxy {proxy}" if proxy is not None else ""
     if looks_like_html(body, content_type):
         return (
-            f"the server at {server} answered {_status_words(status)} with an HTML page: it is "
-            "not a nachtwacht control plane (is the URL the control plane's, and is a proxy or a "
-            "login page in the way?)"
+            f"the server at {server} answered {_status_words(status, reason)} with an HTML page"
+            f"{through}: it is not a nachtwacht control plane (is the URL the control plane's, "
+            "and is a proxy or a login page in the way?)"
         )
     if status == HTTPStatus.NOT_FOUND:
-        return f"found {words} at {server}: is the URL the control plane's?"
+        return f"found {words} at {server}{through}: is the URL the control plane's?"
     return None
 
 

@@ -204,10 +204,15 @@ def problems(status: AgentStatus) -> list[str]:
             f"{activity.unreachable_error or 'no answer'}"
         )
     for noted in status.unreachable_slots:
-        tried = f"{zoned(noted.first_tried_at, tz)} to {zoned(noted.last_tried_at, tz)}"
+        tried = (
+            f"1 try, at {zoned(noted.first_tried_at, tz)}"
+            if noted.attempts == 1
+            else f"{noted.attempts} tries, {zoned(noted.first_tried_at, tz)} to "
+            f"{zoned(noted.last_tried_at, tz)}"
+        )
         found.append(
             f"{describe_slot(noted.slot_key, tz)}: the agent was running but could not reach the "
-            f"control plane in its window ({noted.attempts} tries, {tried}): {shown(noted.error)}"
+            f"control plane in its window ({tried}): {shown(noted.error)}"
             " — check this host's proxy, firewall and DNS, or the control plane's status page;"
             " once it is reached again the control plane is told, and records the miss as"
             f" unreachable ({MISS_REASON_WORDS[MissReason.UNREACHABLE]}) instead of offline"

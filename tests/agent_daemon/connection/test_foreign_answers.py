@@ -110,6 +110,48 @@ def test_a_proxys_401_to_a_forwarded_request_is_not_the_agents_credential_refuse
     assert "not the control plane" in text
 
 
+def test_a_proxys_own_403_page_to_a_forwarded_request_is_named_with_its_words_and_the_proxy() -> (
+    None
+):
+    """A proxy's filter (tinyproxy's `403 Filtered` page): the proxy's own status phrase, the
+    proxy that carried the request, what to check — not a refused credential."""
+    with (
+        web_server(403, PAGE, reason="Filtered") as page,
+        http_proxy({"control.example": page.port}) as proxy,
+        pytest.raises(ControlPlaneUnreachable) as caught,
+    ):
+        client("http://control.example:8080", proxy=proxy.url).fetch_config(etag=None)
+    assert one_line(caught) == (
+        f"GET /v1/agent/config: 403 Filtered (an HTML page) through the proxy {proxy.url} "
+        "(agent.toml proxy), not the control plane's answer: the proxy, or a server between it "
+        "and http://control.example:8080, refuses the request (check the proxy's rules for the "
+        "control plane's host); the agent's own credential was not judged"
+    )
+
+
+def test_a_proxys_502_page_names_its_words_and_the_proxy() -> None:
+    with (
+        web_server(502, PAGE, reason="Unable to connect to upstream proxy") as page,
+        http_proxy({"control.example": page.port}) as proxy,
+        pytest.raises(ControlPlaneUnreachable) as caught,
+    ):
+        client("http://control.example:8080", proxy=proxy.url).fetch_config(etag=None)
+    assert caught.value.status is None  # not the platform's outage: something on the way
+    assert one_line(caught) == (
+        "GET /v1/agent/config: 502 Unable to connect to upstream proxy (an HTML page) through the "
+        f"proxy {proxy.url} (agent.toml proxy), not the control plane's answer (from the proxy, "
+        "or a server between it and http://control.example:8080)"
+    )
+
+
+def test_a_502_page_without_a_proxy_names_the_server_and_keeps_a_standard_phrase() -> None:
+    with web_server(502, PAGE) as server, pytest.raises(ControlPlaneUnreachable) as caught:
+        client(server.url).fetch_config(etag=None)
+    assert one_line(caught) == (
+        f"GET /v1/agent/config: the server at {server.url} answered 502 Bad Gateway (an HTML page)"
+    )
+
+
 def test_a_proxys_401_to_a_tunnel_is_the_proxys_refusal() -> None:
     with (
         http_proxy(credentials=("alice", "s3cret"), refusal=401) as proxy,

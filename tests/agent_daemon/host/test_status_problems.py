@@ -251,3 +251,16 @@ def test_a_slot_tried_without_reaching_the_control_plane_is_named_with_what_to_d
     ) in text
     assert "\x1b" not in text
     assert "records the miss as unreachable" in text
+
+
+def test_a_slot_tried_once_says_one_try_and_when() -> None:
+    noted = UnreachableSlot(
+        slot_key="2026-11-30T03:00",
+        slot_at=datetime(2026, 11, 30, 2, 0, tzinfo=UTC),
+        error="GET /v1/agent/config: 403 Filtered (an HTML page)",
+        first_tried_at=datetime(2026, 11, 30, 2, 0, tzinfo=UTC),
+        last_tried_at=datetime(2026, 11, 30, 2, 0, tzinfo=UTC),
+    )
+    text = render_status(dataclasses.replace(_status(), unreachable_slots=(noted,)))
+    assert "in its window (1 try, at 2026-11-30 03:00 CET): GET /v1/agent/config" in text
+    assert "1 tries" not in text

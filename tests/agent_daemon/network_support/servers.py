@@ -177,8 +177,11 @@ class WebServer:
 
 
 @contextlib.contextmanager
-def web_server(status: int, body: bytes, *, content_type: str = "text/html") -> Iterator[WebServer]:
-    """Answers `status` with `body` to every request, as a web server at the wrong URL does."""
+def web_server(
+    status: int, body: bytes, *, content_type: str = "text/html", reason: str | None = None
+) -> Iterator[WebServer]:
+    """Answers `status` with `body` to every request, as a web server at the wrong URL does;
+    `reason` is its status line's phrase when it is not the standard one (`403 Filtered`)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
     found = WebServer(port=server.server_address[1])
 
@@ -190,7 +193,7 @@ def web_server(status: int, body: bytes, *, content_type: str = "text/html") -> 
 
         def _answer(self) -> None:
             found.paths.append(self.path)
-            self.send_response(status)
+            self.send_response(status, reason)
             if body:
                 self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
