@@ -29,6 +29,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict
 from agent_daemon.disk.atomic_file import VersionedModelFile
 from agent_daemon.host.event_log import EventLog, Level
 from ground.contract import AgentConfig
+from ground.limits import MAX_UNREACHABLE_ERROR_LENGTH
 from shared_planner import next_slot
 
 __all__ = [
@@ -113,6 +114,12 @@ def sizes(done: float, total: float) -> str:
 
 def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _error(text: str) -> str:
+    """An error as `agent status` shows it: whole up to the bound an unreachable slot's error has
+    (a proxy's answer, the proxy and what to check run past 200 characters)."""
+    return _short(text, MAX_UNREACHABLE_ERROR_LENGTH)
 
 
 class Activity:
@@ -284,19 +291,19 @@ class Activity:
             since = self._record.unreachable_since or now
             return {
                 "unreachable_since": since,
-                "unreachable_error": _short(error),
-                "doing": f"control plane unreachable since {self._local(since)}: {_short(error)}",
+                "unreachable_error": _error(error),
+                "doing": f"control plane unreachable since {self._local(since)}: {_error(error)}",
             }
         if event == "platform.unavailable":
             return {
                 "platform_unavailable_since": self._record.platform_unavailable_since or now,
-                "platform_unavailable_error": _short(error),
+                "platform_unavailable_error": _error(error),
             }
         if event == "control_plane.credential_refused":
             return {
                 "credential_refused_since": self._record.credential_refused_since or now,
-                "credential_refused_error": _short(error),
-                "doing": f"the control plane refuses the credential: {_short(error)}",
+                "credential_refused_error": _error(error),
+                "doing": f"the control plane refuses the credential: {_error(error)}",
             }
         if event in {"config.synced", "config.changed"} or (
             event.startswith(("claim.", "manual.", "slot.")) and event != "claim.offline"

@@ -23,6 +23,7 @@ from agent_daemon.host.status import (
     render_status,
 )
 from ground.contract import OutcomeReason, RefusalCode
+from ground.limits import MAX_UNREACHABLE_ERROR_LENGTH
 
 NOW = datetime(2026, 11, 30, 2, 10, tzinfo=UTC)  # 03:10 in Amsterdam
 SLOT = "2026-11-30T03:00"
@@ -243,3 +244,31 @@ def test_an_unreachable_control_plane_is_not_learned_as_unavailable() -> None:
     activity.tick_finished("offline", None)
     assert activity.record.platform_unavailable_since is None
     assert activity.record.unreachable_since == NOW
+
+
+# Through a proxy an unreachable control plane's error names the proxy's own answer, the proxy
+# and what to check: well past the 160 characters other lines are cut at.
+_PROXIED = (
+    "GET /v1/agent/config: 403 Filtered (an HTML page) through the proxy http://127.0.0.1:3128 "
+    "(agent.toml proxy), not the control plane's answer: the proxy, or a server between it and "
+    "https://control.example, refuses the request (check the proxy's rules for the control "
+    "plane's host); the agent's own credential was not judged"
+)
+
+
+def test_an_unreachable_error_through_a_proxy_is_shown_whole() -> None:
+    activity, log = _listening_activity()
+    activity.tick_started()
+    log.emit("control_plane.offline", level="warning", step="config", error=_PROXIED)
+    record = activity.record
+    assert record.unreachable_error == _PROXIED
+    assert record.doing.endswith(_PROXIED)
+
+
+def test_an_error_longer_than_the_bound_is_cut_with_an_ellipsis() -> None:
+    activity, log = _listening_activity()
+    activity.tick_started()
+    log.emit("control_plane.credential_refused", level="error", error="x" * 2000)
+    error = activity.record.credential_refused_error
+    assert error is not None and len(error) == MAX_UNREACHABLE_ERROR_LENGTH
+    assert error.endswith("…")
