@@ -43,6 +43,7 @@ from ground.contract import (
     SwapPermit,
     parse_instant,
 )
+from ground.contract.plain_text import clipped
 
 __all__ = [
     "CLAIM_SOURCE",
@@ -154,8 +155,7 @@ def detail_text(body: bytes, content_type: str | None = None) -> str:
 
 
 def _one_line(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _SHOWN_TEXT else flat[: _SHOWN_TEXT - 1] + "…"
+    return clipped(" ".join(text.split()), _SHOWN_TEXT)
 
 
 def _phrase(status: int) -> str:

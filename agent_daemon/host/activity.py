@@ -29,6 +29,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict
 from agent_daemon.disk.atomic_file import VersionedModelFile
 from agent_daemon.host.event_log import EventLog, Level
 from ground.contract import AgentConfig
+from ground.contract.plain_text import clipped
 from ground.limits import MAX_UNREACHABLE_ERROR_LENGTH
 from shared_planner import next_slot
 
@@ -112,14 +113,14 @@ def sizes(done: float, total: float) -> str:
     return f"{done / _MIB:.1f} of {total / _MIB:.1f} MB"
 
 
-def _short(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _short(text: str) -> str:
+    return clipped(text, 160)
 
 
 def _error(text: str) -> str:
     """An error as `agent status` shows it: whole up to the bound an unreachable slot's error has
     (a proxy's answer, the proxy and what to check run past 200 characters)."""
-    return _short(text, MAX_UNREACHABLE_ERROR_LENGTH)
+    return clipped(text, MAX_UNREACHABLE_ERROR_LENGTH)
 
 
 class Activity:

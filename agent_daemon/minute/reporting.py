@@ -34,6 +34,7 @@ from ground.contract import (
     run_path,
 )
 from ground.contract.messages import MAX_MESSAGE_LENGTH
+from ground.contract.plain_text import clipped
 
 __all__ = ["DELIVERY_CONTRACT", "ReportSender"]
 
@@ -85,10 +86,8 @@ class ReportSender:
         )
 
     def queue_outcome(self, *, slot_key: str | None, outcome: UpdateOutcome) -> None:
-        error = outcome.error
-        if error is not None and len(error) > MAX_MESSAGE_LENGTH:
-            # The contract refuses a longer message; a report must never fail to be built.
-            error = error[: MAX_MESSAGE_LENGTH - 1] + "…"
+        # The contract refuses a longer message; a report must never fail to be built.
+        error = None if outcome.error is None else clipped(outcome.error, MAX_MESSAGE_LENGTH)
         body = OutcomeReport(
             status=outcome.status,
             version=outcome.version,

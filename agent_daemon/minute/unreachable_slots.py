@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from agent_daemon.disk.unreachable_file import UnreachableSlot, UnreachableSlots
 from ground.contract import UnreachableReport
-from ground.contract.plain_text import shown
+from ground.contract.plain_text import clipped, shown
 from ground.limits import MAX_UNREACHABLE_ERROR_LENGTH, MAX_UNREACHABLE_REPORT_AGE_DAYS
 from shared_planner import Slot
 
@@ -46,10 +46,7 @@ MAX_AGE = timedelta(days=MAX_UNREACHABLE_REPORT_AGE_DAYS)
 def plain_error(error: str) -> str:
     """`error` as the contract takes it: control characters shown as U+FFFD, at most
     `MAX_UNREACHABLE_ERROR_LENGTH` characters (a longer one ends with an ellipsis)."""
-    text = shown(error).strip() or "no answer"
-    if len(text) > MAX_UNREACHABLE_ERROR_LENGTH:
-        text = text[: MAX_UNREACHABLE_ERROR_LENGTH - 1] + "…"
-    return text
+    return clipped(shown(error).strip() or "no answer", MAX_UNREACHABLE_ERROR_LENGTH)
 
 
 def note_unreachable(

@@ -26,6 +26,7 @@ from agent_daemon.errors import (
     UpdateInProgress,
 )
 from ground.contract import OutcomeReason
+from ground.contract.plain_text import clipped
 
 __all__ = ["MAX_ERROR_CHARACTERS", "clip", "describe", "failure_reason"]
 
@@ -68,7 +69,7 @@ def failure_reason(exc: BaseException) -> tuple[OutcomeReason | None, bool]:
 
 
 def clip(text: str) -> str:
-    return text if len(text) <= MAX_ERROR_CHARACTERS else text[: MAX_ERROR_CHARACTERS - 1] + "…"
+    return clipped(text, MAX_ERROR_CHARACTERS)
 
 
 def describe(exc: BaseException) -> str:

@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from control_plane.errors import RequestRefused
 from ground.contract import ErrorAnswer, ErrorDetail
 from ground.contract.messages import MAX_MESSAGE_LENGTH
+from ground.contract.plain_text import clipped
 
 __all__ = [
     "AUTHENTICATED",
@@ -123,9 +124,7 @@ def errors(
 def bounded_message(message: str) -> str:
     """A message within the contract's bound: an answer echoes the value it refuses, and a huge
     value must not make the message itself break the bound."""
-    if len(message) <= MAX_MESSAGE_LENGTH:
-        return message
-    return message[: MAX_MESSAGE_LENGTH - 1] + "…"
+    return clipped(message, MAX_MESSAGE_LENGTH)
 
 
 # The JSON of `JSONResponse.render`, with one encoder for every refusal: `json.dumps` with

@@ -65,6 +65,7 @@ from control_plane.registry import Services
 from control_plane.repeated_warning import RepeatedWarning
 from ground.clock import Clock
 from ground.contract import API_VERSION, SERVER_TIME_HEADER, AnswerCode, format_instant
+from ground.contract.plain_text import clipped
 from shared_planner.errors import describe_value
 
 __all__ = ["CancelledRequests", "create_app"]
@@ -244,9 +245,7 @@ def _cancel_words(exc: psycopg.Error) -> tuple[str, str, str]:
     else:
         bound = ""
     context = " ".join((exc.diag.context or "").split())
-    if len(context) > MAX_CONTEXT_LOGGED:
-        context = context[: MAX_CONTEXT_LOGGED - 1] + "…"
-    return said, bound, context
+    return said, bound, clipped(context, MAX_CONTEXT_LOGGED)
 
 
 def cancelled_statement_line(method: str, path: str, exc: Exception) -> str | None:

@@ -9,7 +9,13 @@ quotes back as U+FFFD, and the contract's field patterns say the same for reques
 
 from __future__ import annotations
 
-__all__ = ["CONTROL_CHARACTERS", "PLAIN_TEXT_PATTERN", "first_control_character", "shown"]
+__all__ = [
+    "CONTROL_CHARACTERS",
+    "PLAIN_TEXT_PATTERN",
+    "clipped",
+    "first_control_character",
+    "shown",
+]
 
 # A regular-expression class body, written with escapes so schemas carry it as text.
 CONTROL_CHARACTERS = r"\x00-\x1f\x7f-\x9f"
@@ -32,3 +38,8 @@ def first_control_character(text: str) -> str | None:
 def shown(text: str) -> str:
     """`text` to quote back to a reader: each control character as U+FFFD, seen, not obeyed."""
     return "".join("\ufffd" if _is_control(character) else character for character in text)
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text` within `limit` characters: a longer one cut to end with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -9,7 +9,7 @@ import unicodedata
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from ground.contract.plain_text import PLAIN_TEXT_PATTERN, first_control_character, shown
+from ground.contract.plain_text import PLAIN_TEXT_PATTERN, clipped, first_control_character, shown
 
 CONTROL = [
     chr(code) for code in range(sys.maxunicode + 1) if unicodedata.category(chr(code)) == "Cc"
@@ -48,3 +48,10 @@ def test_the_contract_pattern_wants_something_besides_spaces(blank: str) -> None
 
 def test_shown_replaces_each_control_character_and_keeps_the_rest() -> None:
     assert shown("a\x1b[2Jb\x9bc\x00d\u00e9") == "a\ufffd[2Jb\ufffdc\ufffdd\u00e9"
+
+
+def test_clipped_keeps_text_within_the_limit_and_cuts_a_longer_one_with_an_ellipsis() -> None:
+    assert clipped("", 3) == ""
+    assert clipped("abc", 3) == "abc"
+    assert clipped("abcd", 3) == "ab…"
+    assert len(clipped("x" * 2000, 500)) == 500
