@@ -58,6 +58,12 @@ class RepeatedWarning:
             self._said_at, self._unsaid = now, 0
             return repeat
 
+    @property
+    def unsaid(self) -> int:
+        """How many times the condition was met since the last line that said it."""
+        with self._lock:
+            return self._unsaid
+
     def ended(self) -> float | None:
         """The condition no longer holds: how long it held, or None when none did."""
         now = self._now()

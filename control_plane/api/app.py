@@ -274,12 +274,10 @@ def _route_of(scope: Scope) -> str | None:
 @dataclass(kw_only=True)
 class _Cancelling:
     """One route's requests cancelled by one bound: said by `warning`; `last_at` the latest
-    (monotonic seconds), `unsaid` how many were met since the last line."""
+    (monotonic seconds)."""
 
     warning: RepeatedWarning
-    bound: str
     last_at: float
-    unsaid: int = 0
 
 
 class CancelledRequests:
@@ -318,14 +316,12 @@ class CancelledRequests:
             held = self._held.get(key)
             if held is None:
                 warning = RepeatedWarning(self._every, monotonic=self._now)
-                held = _Cancelling(warning=warning, bound=bound or said, last_at=now)
+                held = _Cancelling(warning=warning, last_at=now)
                 self._held[key] = held
             held.last_at = now
             repeat = held.warning.holds()
             if repeat is None:
-                held.unsaid += 1
                 return None
-            held.unsaid = 0
         if repeat.first:
             line = cancelled_statement_line(method, path, exc)
             return (
@@ -346,17 +342,17 @@ class CancelledRequests:
         with self._lock:
             over = [key for key, held in self._held.items() if now - held.last_at >= self._every]
             ended = [(key, self._held.pop(key)) for key in over]
-        for (method, route, _), held in ended:
+        for (method, route, bound), held in ended:
             since_first = held.warning.ended() or 0.0
             logger.warning(
                 "%s %s: no request cancelled (%s) for %.0f s; it lasted %.0f s, %d more since"
                 " the last line",
                 method,
                 route,
-                held.bound,
+                bound,
                 now - held.last_at,
                 since_first - (now - held.last_at),
-                held.unsaid,
+                held.warning.unsaid,
             )
 
     def _now(self) -> float:
