@@ -193,8 +193,18 @@ def describe_run(record: RunRecord, tz: ZoneInfo | None) -> str:
 
 def problems(status: AgentStatus) -> list[str]:
     """What is wrong, one sentence each: what a person on the host should look at first."""
-    found = _daemon_problems(status)
-    cached = status.cached
+    return [
+        *_daemon_problems(status),
+        *_connection_problems(status),
+        *_trust_root_problems(status),
+        *_last_run_problems(status.state, status.zone),
+        *_config_problems(status),
+    ]
+
+
+def _connection_problems(status: AgentStatus) -> list[str]:
+    """The way to the control plane: unreachable, unavailable, or a refusal on record."""
+    found: list[str] = []
     tz = status.zone
     activity = status.activity
     if activity is not None and activity.unreachable_since is not None:
@@ -238,8 +248,15 @@ def problems(status: AgentStatus) -> list[str]:
             f"last refusal {zoned(refusal.at, tz)} ({ago(refusal.at, status.now)}), for "
             f"{about}: {refusal.code} — {refusal.message}"
         )
-    found.extend(_trust_root_problems(status))
-    found.extend(_last_run_problems(status.state, tz))
+    return found
+
+
+def _config_problems(status: AgentStatus) -> list[str]:
+    """What the configuration the agent last fetched says: its clock, a hold, the brake, a release
+    for another channel or platform."""
+    found: list[str] = []
+    cached = status.cached
+    tz = status.zone
     if cached is None:
         return found
     if abs(cached.offset_seconds) >= MAX_SERVER_CLOCK_OFFSET.total_seconds():
