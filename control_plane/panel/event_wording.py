@@ -49,25 +49,6 @@ def event_line(lang: Language, event: EventView) -> str:
         return lang.gettext("Someone in your organisation asked for an update now.")
     if event.kind == "schedule.changed" and who:
         return lang.gettext("%(who)s changed the update schedule.", who=who)
-    if event.kind == "person.removed":
-        return lang.gettext(
-            "%(who)s removed %(name)s.", who=who or "—", name=str(event.data.get("name") or "?")
-        )
-    name = str(event.data.get("name") or "?")
-    if event.kind == "person.role_changed":
-        if event.data.get("to") == "editor":
-            return lang.gettext("%(who)s made %(name)s an editor.", who=who or "—", name=name)
-        return lang.gettext("%(who)s made %(name)s a viewer.", who=who or "—", name=name)
-    if event.kind == "person.invitation_reissued":
-        return lang.gettext(
-            "%(who)s made a new invitation link for %(name)s.", who=who or "—", name=name
-        )
-    if event.kind == "person.password_reset":
-        return lang.gettext("%(who)s reset the password of %(name)s.", who=who or "—", name=name)
-    if event.kind == "person.invited":
-        return lang.gettext(
-            "%(who)s invited %(name)s.", who=who or "—", name=str(event.data.get("name") or "?")
-        )
     if event.kind == "update.started":
         if event.data.get("forced"):
             return lang.gettext("The agent started the update our operators forced.")
@@ -122,11 +103,30 @@ def event_line(lang: Language, event: EventView) -> str:
         return lang.gettext(
             "The agent switched after its permission ended; recorded, not counted as an update."
         )
-    for line in (_rollout_event_line, _operator_event_line):
+    for line in (_people_event_line, _rollout_event_line, _operator_event_line):
         worded = line(lang, event)
         if worded is not None:
             return worded
     return lang.gettext("Other event (%(kind)s).", kind=event.kind)
+
+
+def _people_event_line(lang: Language, event: EventView) -> str | None:
+    """A person's change to the organisation's people; None for any other kind."""
+    who = _person_named(lang, event) or "—"
+    name = str(event.data.get("name") or "?")
+    if event.kind == "person.removed":
+        return lang.gettext("%(who)s removed %(name)s.", who=who, name=name)
+    if event.kind == "person.role_changed":
+        if event.data.get("to") == "editor":
+            return lang.gettext("%(who)s made %(name)s an editor.", who=who, name=name)
+        return lang.gettext("%(who)s made %(name)s a viewer.", who=who, name=name)
+    if event.kind == "person.invitation_reissued":
+        return lang.gettext("%(who)s made a new invitation link for %(name)s.", who=who, name=name)
+    if event.kind == "person.password_reset":
+        return lang.gettext("%(who)s reset the password of %(name)s.", who=who, name=name)
+    if event.kind == "person.invited":
+        return lang.gettext("%(who)s invited %(name)s.", who=who, name=name)
+    return None
 
 
 def _person_named(lang: Language, event: EventView) -> str | None:
