@@ -48,6 +48,8 @@ the status to the exception handlers.
     registry.py     Services: every domain's service, built once by build_services
     agent_scope.py  whether an agent is within an organisation's reach (below every domain)
     seeded_rows.py  the one row of a table its migration inserts (settings, brake, progress)
+    host_sightings.py  the one statement that notes a host answering for an agent (accounts,
+                    agent_config and answers_cache each decide when one is due)
     background.py   LoopThread: the daemon thread behind the feed, the flusher and the worker
     inputs.py       free text checked before it is stored (a NUL is a 422, not a 500)
     errors.py       one exception tree
@@ -69,9 +71,9 @@ the status to the exception handlers.
 
 Layers: ground (clock, contract, limits) → shared_planner, signed_release → this package. The
 folders import each other one way (a test checks there is no circle): `api` → the domains →
-`agent_scope`, `seeded_rows`, `errors`, `types`; the domains import each other only downward
-(e.g. runs → claims.slots, agents → events.trail, runs.views); nothing here imports
-`reconcile`, and `reconcile` imports the domains.
+`agent_scope`, `seeded_rows`, `host_sightings`, `errors`, `types`; the domains import each other
+only downward (e.g. runs → claims.slots, agents → events.trail, runs.views); nothing here
+imports `reconcile`, and `reconcile` imports the domains.
 
 The HTTP contract with the agent is ground.contract and docs/architecture.md; how to run it is
 docs/control_plane.md; the worker is docs/reconcile.md.

@@ -682,14 +682,13 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def main(argv: list[str]) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except (ControlPlaneError, ClockConfigError) as exc:
         # Named as typed, action included: `nachtwacht control enrollment-token create: …`.
         print(
-            f"{command_parser(parser, args).prog}: {in_flags(parser, args, argv, exc)}",
+            f"{command_parser(args).prog}: {in_flags(args, argv, exc)}",
             file=sys.stderr,
         )
         return 1 if isinstance(exc, DatabaseUnavailable) else 2

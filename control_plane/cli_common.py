@@ -33,6 +33,7 @@ from control_plane.startup import opened_database
 from control_plane.types import Pool
 
 __all__ = [
+    "ExclusiveFlags",
     "Parser",
     "add_admin_flags",
     "add_database_flags",
@@ -61,8 +62,38 @@ def cli_actor() -> Actor:
 
 
 class Parser(argparse.ArgumentParser):
+    """A command's parser: a bad flag is one line and exit 2. It keeps the arguments it takes
+    (`arguments`: what `add_argument` returned, `ExclusiveFlags` included), and a parse names
+    the (sub)command it ended in (`command_parser`), so a refusal can name the flag as typed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Before the base class, which adds `--help` through `add_argument`.
+        self.arguments: list[argparse.Action] = []
+        super().__init__(*args, **kwargs)
+        # A subcommand's defaults are set after its parent's: the deepest parser's stays.
+        self.set_defaults(command_parser=self)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.arguments.append(action)
+        return action
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message}\n")
+
+
+class ExclusiveFlags:
+    """Flags of which a command takes at most one (argparse's mutually exclusive group), kept
+    among the command's `arguments` like the rest."""
+
+    def __init__(self, command: Parser, *, required: bool) -> None:
+        self._command = command
+        self._group = command.add_mutually_exclusive_group(required=required)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = self._group.add_argument(*args, **kwargs)
+        self._command.arguments.append(action)
+        return action
 
 
 def add_database_flags(parser: argparse.ArgumentParser) -> None:
@@ -169,16 +200,14 @@ _NOT_FOUND: dict[str, tuple[tuple[str, ...], str]] = {
 _FIELD_DESTINATION = {"body": "file"}
 
 
-def in_flags(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str], exc: Exception
-) -> str:
+def in_flags(args: argparse.Namespace, argv: Sequence[str], exc: Exception) -> str:
     """The refusal's one line in the command line's words: where a service names an API field
     (`wave`, `version`, `release_id`, …) or refuses an id, the line names the flag the operator
     typed (`--wave`, `RELEASE_ID`, …) with the value; every other refusal as the service said it.
     The one place every command's refusals pass through, so a service's wording is never
     repeated per command."""
     message = exc.message if isinstance(exc, RequestRefused) else str(exc)
-    command = command_parser(parser, args)
+    command = command_parser(args)
     if isinstance(exc, RequestRefused) and "field" in exc.fields:
         field = str(exc.fields["field"])
         destination = _FIELD_DESTINATION.get(field, field)
@@ -201,30 +230,22 @@ def in_flags(
     return message
 
 
-def command_parser(
-    parser: argparse.ArgumentParser, args: argparse.Namespace
-) -> argparse.ArgumentParser:
+def command_parser(args: argparse.Namespace) -> Parser:
     """The (sub)command's own parser: `promote`'s, `enrollment-token create`'s, …"""
-    while True:
-        chosen = None
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                chosen = action.choices.get(getattr(args, action.dest, None) or "")
-        if chosen is None:
-            return parser
-        parser = chosen
+    parser: Parser = args.command_parser
+    return parser
 
 
-def _option(command: argparse.ArgumentParser, destination: str) -> str | None:
+def _option(command: Parser, destination: str) -> str | None:
     """The command's option that stores `destination` (its first spelling), else None."""
-    for action in command._actions:
+    for action in command.arguments:
         if action.dest == destination and action.option_strings:
             return str(action.option_strings[0])
     return None
 
 
 def _flag(
-    command: argparse.ArgumentParser,
+    command: Parser,
     args: argparse.Namespace,
     argv: Sequence[str],
     destination: str,
@@ -232,8 +253,8 @@ def _flag(
     """How the operator gave the value stored at `destination`: the option as typed (of its
     aliases, the one on the command line), a positional argument's name, or the environment
     variable `serve` read it from; None when the command has no such flag or it was not given."""
-    for action in command._actions:
-        if action.dest != destination or isinstance(action, argparse._SubParsersAction):
+    for action in command.arguments:
+        if action.dest != destination:
             continue
         if not action.option_strings:
             return str(action.metavar or destination.upper())

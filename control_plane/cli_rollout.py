@@ -23,6 +23,8 @@ from typing import Any
 
 from control_plane.brake.services import BrakeService
 from control_plane.cli_common import (
+    ExclusiveFlags,
+    Parser,
     add_admin_flags,
     admin_pool,
     api_document,
@@ -85,7 +87,7 @@ def add_rollout_commands(commands: Any) -> None:
 def _add_pin_commands(commands: Any) -> None:
     pin = commands.add_parser("pin", help="pin an organisation or one agent to a version")
     _add_scope(pin)
-    version = pin.add_mutually_exclusive_group(required=True)
+    version = ExclusiveFlags(pin, required=True)
     version.add_argument(
         "--version", help="the version to offer (a published release, not withdrawn)"
     )
@@ -100,8 +102,8 @@ def _add_pin_commands(commands: Any) -> None:
     add_admin_flags(unpin)
 
 
-def _add_scope(command: argparse.ArgumentParser) -> None:
-    scope = command.add_mutually_exclusive_group(required=True)
+def _add_scope(command: Parser) -> None:
+    scope = ExclusiveFlags(command, required=True)
     scope.add_argument("--org", help="the organisation's id: every agent of it")
     scope.add_argument("--agent", help="one agent's id (its own pin wins over its organisation's)")
 

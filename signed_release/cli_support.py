@@ -8,13 +8,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import NoReturn
+from typing import NoReturn, Protocol
 
 from signed_release.versions import is_valid_version
 
 __all__ = [
     "CommandParser",
     "ExtraCommand",
+    "Subcommands",
     "UsageError",
     "parse_duration",
     "positive_int",
@@ -38,6 +39,12 @@ class UsageError(Exception):
 class CommandParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, command=self.prog)
+
+
+class Subcommands(Protocol):
+    """What `add_subparsers(parser_class=CommandParser)` returned, as the commands use it."""
+
+    def add_parser(self, name: str, *, help: str, description: str = ...) -> CommandParser: ...
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,6 +18,7 @@ import platform
 import shlex
 import sys
 from pathlib import Path
+from typing import Protocol
 
 from agent_daemon.commands.network_cli import add_network_options
 from agent_daemon.commands.run_cli import run_daemon
@@ -49,6 +50,12 @@ class _UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]  # raise instead of exit
         raise _UsageError(f"{self.prog}: {message}")
+
+
+class _Commands(Protocol):
+    """What `add_subparsers` returned, as the verbs below use it."""
+
+    def add_parser(self, name: str, *, help: str) -> _Parser: ...
 
 
 def _default_platform() -> str:
@@ -117,7 +124,7 @@ def _parser() -> _Parser:
     return parser
 
 
-def _add_self_update_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
+def _add_self_update_commands(commands: _Commands) -> None:
     self_update = commands.add_parser(
         "self-update", help="the updater's own builds: install one from wheels, switch to it"
     )
@@ -216,7 +223,7 @@ def _add_systemd_dir(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_support_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
+def _add_support_commands(commands: _Commands) -> None:
     uninstall = commands.add_parser(
         "uninstall",
         help="stop and disable the service, remove the units `install` wrote (and with --purge "
@@ -242,7 +249,7 @@ def _add_support_commands(commands: argparse._SubParsersAction[_Parser]) -> None
     )
 
 
-def _add_host_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
+def _add_host_commands(commands: _Commands) -> None:
     hold = commands.add_parser(
         "hold", help="skip scheduled updates until a date or time (the control plane records it)"
     )

@@ -26,6 +26,7 @@ from control_plane.accounts.credentials import (
 from control_plane.agent_scope import require_org
 from control_plane.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
 from control_plane.events.trail import Actor, ActorKind, record_action
+from control_plane.host_sightings import stamp_hosts
 from control_plane.inputs import plain_name
 from control_plane.types import Connection, Pool
 from ground.contract import HOST_ID_HEADER, Instant
@@ -61,6 +62,7 @@ HOST_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{8,64}")
 # A host's sighting is written again at most this often (once an hour per host: the poll path
 # stays a read nearly always; a shared identity is judged over a day).
 HOST_SEEN_EVERY = timedelta(hours=1)
+_STAMP_HOST = stamp_hosts("VALUES (%s, %s, %s, %s)")
 
 _ACTOR_KINDS: dict[str, ActorKind] = {
     Audience.AGENT.value: "agent",
@@ -479,13 +481,7 @@ class AccountService:
                 and row["agent_id"] is not None
                 and (row["host_seen_at"] is None or now - row["host_seen_at"] >= HOST_SEEN_EVERY)
             ):
-                conn.execute(
-                    "INSERT INTO agent_hosts (agent_id, host_id, first_seen_at, last_seen_at)"
-                    " VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id, host_id)"
-                    " DO UPDATE SET last_seen_at = greatest(agent_hosts.last_seen_at,"
-                    " EXCLUDED.last_seen_at)",
-                    [row["agent_id"], host_id, now, now],
-                )
+                conn.execute(_STAMP_HOST, [row["agent_id"], host_id, now, now])
         return Principal(
             audience=audience,
             credential_id=row["id"],

@@ -24,6 +24,7 @@ from control_plane.accounts.services import AGENT_OF_CREDENTIAL, HOST_SEEN_EVERY
 from control_plane.agent_scope import unknown_agent
 from control_plane.answers_cache import AnswerMemory, SeenRecorder
 from control_plane.answers_cache.seen import host_clock_off
+from control_plane.host_sightings import stamp_hosts
 from control_plane.releases.services import release_view
 from control_plane.rollout.config import (
     PERSONAL_OFFER_COLUMNS,
@@ -134,15 +135,7 @@ WITH seen AS (
 ), host AS (
     -- The host that answers for this identity, at most once an hour per host: one credential
     -- answered by two hosts shows on the agent page (an agent enrolled twice).
-    INSERT INTO agent_hosts (agent_id, host_id, first_seen_at, last_seen_at)
-    SELECT {agent}, %(host_id)s::text, %(now)s, %(now)s
-     WHERE %(host_id)s::text IS NOT NULL AND {agent} IS NOT NULL
-       AND NOT EXISTS (
-           SELECT 1 FROM agent_hosts h
-            WHERE h.agent_id = {agent} AND h.host_id = %(host_id)s::text
-              AND h.last_seen_at > %(host_stale)s AND h.last_seen_at <= %(now)s)
-    ON CONFLICT (agent_id, host_id)
-    DO UPDATE SET last_seen_at = greatest(agent_hosts.last_seen_at, EXCLUDED.last_seen_at)
+{stamp_host}
 ), clock_off AS (
     -- The host's clock, when the poll said it and it is further off than the agent follows
     -- (`answers_cache.seen.host_clock_off`); a clock that agrees, or a poll without `Date`,
@@ -180,22 +173,32 @@ SELECT a.id, a.org_id, a.name, a.update_schedule_enabled, a.update_schedule_time
 # A sighting is due when the last one is older than LAST_SEEN_RESOLUTION (or in the future: a clock
 # put back).
 _SIGHTING_DUE = "(last_seen_at IS NULL OR last_seen_at <= %(stale)s OR last_seen_at > %(now)s)"
-_CONFIG_BY_ID = _CONFIG.format(
-    due=_SIGHTING_DUE,
-    agent="%(agent_id)s",
-    offer=PERSONAL_OFFER_COLUMNS,
-    track=TRACK_CTE.format(agent="%(agent_id)s"),
-    updater=UPDATER_OFFER_COLUMNS,
-    updater_join=UPDATER_OFFER_JOIN,
-)
-_CONFIG_BY_CREDENTIAL = _CONFIG.format(
-    due=_SIGHTING_DUE,
-    agent=f"({AGENT_OF_CREDENTIAL})",
-    offer=PERSONAL_OFFER_COLUMNS,
-    track=TRACK_CTE.format(agent=f"({AGENT_OF_CREDENTIAL})"),
-    updater=UPDATER_OFFER_COLUMNS,
-    updater_join=UPDATER_OFFER_JOIN,
-)
+# The host's sighting is due when the last one is older than HOST_SEEN_EVERY (or in the future).
+_HOST_SIGHTING = """
+    SELECT {agent}, %(host_id)s::text, %(now)s, %(now)s
+     WHERE %(host_id)s::text IS NOT NULL AND {agent} IS NOT NULL
+       AND NOT EXISTS (
+           SELECT 1 FROM agent_hosts h
+            WHERE h.agent_id = {agent} AND h.host_id = %(host_id)s::text
+              AND h.last_seen_at > %(host_stale)s AND h.last_seen_at <= %(now)s)
+"""
+
+
+def _config_of(agent: str) -> str:
+    """The config statement for the agent that the SQL expression `agent` names."""
+    return _CONFIG.format(
+        due=_SIGHTING_DUE,
+        agent=agent,
+        stamp_host=stamp_hosts(_HOST_SIGHTING.format(agent=agent)),
+        offer=PERSONAL_OFFER_COLUMNS,
+        track=TRACK_CTE.format(agent=agent),
+        updater=UPDATER_OFFER_COLUMNS,
+        updater_join=UPDATER_OFFER_JOIN,
+    )
+
+
+_CONFIG_BY_ID = _config_of("%(agent_id)s")
+_CONFIG_BY_CREDENTIAL = _config_of(f"({AGENT_OF_CREDENTIAL})")
 
 
 def _config_key(secret_sha256: str, track: ReleaseTrack) -> tuple[str, ...]:

@@ -30,6 +30,7 @@ import threading
 from datetime import datetime, timedelta
 from uuid import UUID
 
+from control_plane.host_sightings import stamp_hosts
 from control_plane.types import Connection
 from ground.limits import MAX_HOST_CLOCK_OFFSET_SECONDS
 
@@ -67,16 +68,13 @@ UPDATE agents a
                                THEN a.last_seen_at ELSE a.previous_seen_at END
   FROM due WHERE a.id = due.id
 """
-_STAMP_HOSTS = """
-INSERT INTO agent_hosts (agent_id, host_id, first_seen_at, last_seen_at)
+_STAMP_HOSTS = stamp_hosts("""
 SELECT v.agent_id, v.host_id, v.at, v.at
   FROM unnest(%(agents)s::uuid[], %(hosts)s::text[], %(ats)s::timestamptz[])
        AS v(agent_id, host_id, at)
  WHERE EXISTS (SELECT 1 FROM agents a WHERE a.id = v.agent_id)
  ORDER BY v.agent_id, v.host_id
-ON CONFLICT (agent_id, host_id)
-DO UPDATE SET last_seen_at = greatest(agent_hosts.last_seen_at, EXCLUDED.last_seen_at)
-"""
+""")
 
 
 # Only the agents whose reported root differs from the stored one: a worker that has not seen

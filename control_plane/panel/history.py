@@ -156,7 +156,8 @@ def without_errors(view: HistoryView) -> HistoryView:
     return replace(view, errors={})
 
 
-# The export: one line per row, the columns documented in the panel's docs.
+# The export: one line per row, the columns documented in the panel's docs. A new column goes
+# last: a spreadsheet or script that reads the file by position keeps reading what it read.
 RUN_COLUMNS = (
     "time_utc",
     "agent_id",
@@ -171,6 +172,7 @@ RUN_COLUMNS = (
     "skip_reason",
     "error",
     "run_id",
+    "stopped_by",
 )
 EVENT_COLUMNS = (
     "time_utc",
@@ -232,6 +234,7 @@ def run_lines(runs: Iterable[HistoryRun]) -> Iterator[str]:
                 r.run.skip_reason,
                 r.run.error,
                 r.run.run_id,
+                r.run.stopped_by,
             )
             for r in runs
         ),

@@ -6,6 +6,7 @@ agree and hostile headers change nothing: those misses keep the reasons they had
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from unittest.mock import ANY
 from uuid import UUID
@@ -17,7 +18,7 @@ from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.instants import format_http_date
-from tests.control_plane.conftest import Api
+from tests.control_plane.conftest import Agent, Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
 from tests.worlds.clocks import ManualClock
 
@@ -30,6 +31,25 @@ def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]
     made = Fleet(pool, services, clock)
     yield made
     made.close()
+
+
+@pytest.fixture
+def in_the_window(fleet: Fleet, make_org, make_agent) -> Agent:
+    """Acme's web-01, the control plane's clock three minutes into the night's window."""
+    agent: Agent = make_agent(make_org("Acme"), "web-01")
+    fleet.clock.set(IN_THE_WINDOW)
+    return agent
+
+
+@pytest.fixture
+def off_before_the_window(api: Api, fleet: Fleet, make_org, make_agent) -> Agent:
+    """Acme's web-01, whose poll two hours before the night said its host three days behind:
+    the control plane keeps the host's clock."""
+    agent: Agent = make_agent(make_org("Acme"), "web-01")
+    fleet.clock.set(NIGHT - timedelta(hours=2))
+    assert _poll(api, agent.agent_key, _date(NIGHT - THREE_DAYS)) == 200
+    assert len(_clocks(fleet)) == 1
+    return agent
 
 
 def _poll(api: Api, agent_key: str, *headers: tuple[str, str]) -> int:
@@ -59,10 +79,9 @@ def _miss_event(fleet: Fleet, agent_id: str) -> dict[str, object]:
 
 @pytest.mark.parametrize("wrong_by", [-THREE_DAYS, THREE_DAYS], ids=["behind", "ahead"])
 def test_a_host_clock_days_off_misses_as_host_clock_with_its_offset(
-    api: Api, fleet: Fleet, make_org, make_agent, wrong_by: timedelta
+    api: Api, fleet: Fleet, in_the_window: Agent, wrong_by: timedelta
 ) -> None:
-    agent = make_agent(make_org("Acme"), "web-01")
-    fleet.clock.set(IN_THE_WINDOW)
+    agent = in_the_window
     assert _poll(api, agent.agent_key, _date(IN_THE_WINDOW + wrong_by)) == 200
     fleet.reconcile(AFTER_NIGHT)
     assert fleet.missed() == {"web-01": "host_clock"}
@@ -75,12 +94,11 @@ def test_a_host_clock_days_off_misses_as_host_clock_with_its_offset(
 
 
 def test_a_host_clock_hours_off_is_followed_by_the_agent_and_its_miss_stays_unknown(
-    api: Api, fleet: Fleet, make_org, make_agent
+    api: Api, fleet: Fleet, in_the_window: Agent
 ) -> None:
     # Within the day the agent follows, it plans on the control plane's clock: a miss is not
     # the clock's doing, and nothing is kept.
-    agent = make_agent(make_org("Acme"), "web-01")
-    fleet.clock.set(IN_THE_WINDOW)
+    agent = in_the_window
     assert _poll(api, agent.agent_key, _date(IN_THE_WINDOW - timedelta(hours=23))) == 200
     assert _clocks(fleet) == []
     fleet.reconcile(AFTER_NIGHT)
@@ -101,64 +119,49 @@ def test_an_agent_that_says_no_time_is_served_and_keeps_the_old_reasons(
     assert fleet.missed() == {"web-01": "unknown", "web-02": "offline"}
 
 
-def test_a_clock_put_right_before_the_window_leaves_the_miss_unknown(
-    api: Api, fleet: Fleet, make_org, make_agent
+@pytest.mark.parametrize(
+    "polls",
+    [
+        # The host's clock was put right before the window.
+        pytest.param([(_date(IN_THE_WINDOW + timedelta(seconds=2)),)], id="put_right"),
+        # Still three days off; then the agent went back to the previous release, which says
+        # no time: the disagreement is no one's latest word.
+        pytest.param([(_date(IN_THE_WINDOW - THREE_DAYS),), ()], id="switched_back_without_date"),
+    ],
+)
+def test_a_clock_kept_and_no_longer_said_in_the_window_leaves_the_miss_unknown(
+    api: Api, fleet: Fleet, off_before_the_window: Agent, polls: list[tuple[tuple[str, str], ...]]
 ) -> None:
-    agent = make_agent(make_org("Acme"), "web-01")
-    fleet.clock.set(NIGHT - timedelta(hours=2))
-    assert _poll(api, agent.agent_key, _date(NIGHT - THREE_DAYS)) == 200
-    assert len(_clocks(fleet)) == 1
+    """Tonight's miss is not the clock's doing as far as anyone can tell."""
     fleet.clock.set(IN_THE_WINDOW)
-    assert _poll(api, agent.agent_key, _date(IN_THE_WINDOW + timedelta(seconds=2))) == 200
-    assert _clocks(fleet) == []
-    fleet.reconcile(AFTER_NIGHT)
-    assert fleet.missed() == {"web-01": "unknown"}
-
-
-def test_an_agent_switched_back_to_a_release_without_date_leaves_no_clock_kept(
-    api: Api, fleet: Fleet, make_org, make_agent
-) -> None:
-    # Its host's clock was said three days off; then the agent went back to the previous release,
-    # which says no time: the disagreement is no one's latest word, and tonight's miss is not
-    # the clock's doing as far as anyone can tell.
-    agent = make_agent(make_org("Acme"), "web-01")
-    fleet.clock.set(NIGHT - timedelta(hours=2))
-    assert _poll(api, agent.agent_key, _date(NIGHT - THREE_DAYS)) == 200
-    assert len(_clocks(fleet)) == 1
-    fleet.clock.set(IN_THE_WINDOW)
-    assert _poll(api, agent.agent_key, _date(IN_THE_WINDOW - THREE_DAYS)) == 200
-    assert _poll(api, agent.agent_key) == 200
+    for headers in polls:
+        assert _poll(api, off_before_the_window.agent_key, *headers) == 200
     assert _clocks(fleet) == []
     fleet.reconcile(AFTER_NIGHT)
     assert fleet.missed() == {"web-01": "unknown"}
 
 
 def test_an_unreadable_date_keeps_the_clock_kept(
-    api: Api, fleet: Fleet, make_org, make_agent
+    api: Api, fleet: Fleet, in_the_window: Agent
 ) -> None:
     # A `Date` sent but not read says nothing either way: what was kept stays.
-    agent = make_agent(make_org("Acme"), "web-01")
-    fleet.clock.set(IN_THE_WINDOW)
+    agent = in_the_window
     assert _poll(api, agent.agent_key, _date(IN_THE_WINDOW - THREE_DAYS)) == 200
     assert _poll(api, agent.agent_key, ("Date", "yesterday")) == 200
     assert _clocks(fleet) == [(UUID(agent.agent_id), -int(THREE_DAYS.total_seconds()))]
 
 
 def test_a_clock_off_before_the_window_and_an_agent_gone_since_is_offline(
-    api: Api, fleet: Fleet, make_org, make_agent
+    fleet: Fleet, off_before_the_window: Agent
 ) -> None:
-    agent = make_agent(make_org("Acme"), "web-01")
-    fleet.clock.set(NIGHT - timedelta(hours=2))
-    assert _poll(api, agent.agent_key, _date(NIGHT - THREE_DAYS)) == 200
     fleet.reconcile(AFTER_NIGHT)
     assert fleet.missed() == {"web-01": "offline"}
 
 
 def test_the_brake_comes_before_the_hosts_clock(
-    api: Api, fleet: Fleet, services: Services, make_org, make_agent
+    api: Api, fleet: Fleet, services: Services, in_the_window: Agent
 ) -> None:
     # A braked agent would not have asked on any clock.
-    agent = make_agent(make_org("Acme"), "web-01")
     services.brake.set(
         engaged=True,
         reason="incident 45",
@@ -166,8 +169,7 @@ def test_the_brake_comes_before_the_hosts_clock(
         actor=Actor(kind="operator", name="tests"),
         now=NIGHT - timedelta(hours=1),
     )
-    fleet.clock.set(IN_THE_WINDOW)
-    assert _poll(api, agent.agent_key, _date(IN_THE_WINDOW - THREE_DAYS)) == 200
+    assert _poll(api, in_the_window.agent_key, _date(IN_THE_WINDOW - THREE_DAYS)) == 200
     fleet.reconcile(AFTER_NIGHT)
     assert fleet.missed() == {"web-01": "brake"}
 
@@ -195,11 +197,9 @@ HOSTILE_DATES = [
 
 @pytest.mark.parametrize("value", HOSTILE_DATES)
 def test_a_date_that_is_no_host_clock_is_ignored_and_the_poll_served(
-    api: Api, fleet: Fleet, make_org, make_agent, value: str
+    api: Api, fleet: Fleet, in_the_window: Agent, value: str
 ) -> None:
-    agent = make_agent(make_org("Acme"), "web-01")
-    fleet.clock.set(IN_THE_WINDOW)
-    with api.client(agent.agent_key) as client:
+    with api.client(in_the_window.agent_key) as client:
         answer = client.get("/v1/agent/config", headers={"Date": value.encode("latin-1")})
     assert answer.status_code == 200, answer.text
     assert _clocks(fleet) == []
@@ -211,63 +211,70 @@ def test_a_date_that_is_no_host_clock_is_ignored_and_the_poll_served(
     "second", [IN_THE_WINDOW - THREE_DAYS, IN_THE_WINDOW], ids=["same", "another"]
 )
 def test_two_dates_in_one_poll_are_served_and_ignored(
-    api: Api, fleet: Fleet, make_org, make_agent, second: datetime
+    api: Api, fleet: Fleet, in_the_window: Agent, second: datetime
 ) -> None:
-    agent = make_agent(make_org("Acme"), "web-01")
-    fleet.clock.set(IN_THE_WINDOW)
-    assert _poll(api, agent.agent_key, _date(IN_THE_WINDOW - THREE_DAYS), _date(second)) == 200
+    dates = (_date(IN_THE_WINDOW - THREE_DAYS), _date(second))
+    assert _poll(api, in_the_window.agent_key, *dates) == 200
     assert _clocks(fleet) == []
 
 
-def test_the_sightings_from_memory_keep_and_remove_a_hosts_clock(pool: Pool, fleet: Fleet) -> None:
-    agent = fleet.agent(fleet.org(), "web-01")
-    agent_id = UUID(str(agent.id))
+# The sightings from memory (`SeenRecorder`) of an agent whose host's clock is kept three days
+# behind, as of `SIGHTED`.
+SIGHTED = datetime(2026, 11, 30, 2, 3, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Sightings:
+    recorder: SeenRecorder
+    agent_id: UUID
+    pool: Pool
+
+    def write(self) -> None:
+        with self.pool.connection() as conn:
+            self.recorder.write(conn)
+
+
+@pytest.fixture
+def sightings(pool: Pool, fleet: Fleet) -> Sightings:
+    agent_id = UUID(str(fleet.agent(fleet.org(), "web-01").id))
     recorder = SeenRecorder(
         resolution=timedelta(seconds=30),
         host_every=timedelta(minutes=5),
         stretch_gap=timedelta(minutes=3),
     )
-    at = datetime(2026, 11, 30, 2, 3, tzinfo=UTC)
-    recorder.saw(agent_id, None, at, clock=-259_200)
-    with pool.connection() as conn:
-        recorder.write(conn)
+    kept = Sightings(recorder, agent_id, pool)
+    recorder.saw(agent_id, None, SIGHTED, clock=-259_200)
+    kept.write()
     assert _clocks(fleet) == [(agent_id, -259_200)]
+    return kept
+
+
+def test_the_sightings_from_memory_keep_and_remove_a_hosts_clock(
+    fleet: Fleet, sightings: Sightings
+) -> None:
+    recorder, agent_id = sightings.recorder, sightings.agent_id
     # Within the resolution: nothing new to write; a clock that agrees removes the row once.
-    recorder.saw(agent_id, None, at + timedelta(seconds=5), clock=-259_199)
+    recorder.saw(agent_id, None, SIGHTED + timedelta(seconds=5), clock=-259_199)
     assert recorder.pending() == 0
-    recorder.saw(agent_id, None, at + timedelta(minutes=1), clock=1)
-    with pool.connection() as conn:
-        recorder.write(conn)
+    recorder.saw(agent_id, None, SIGHTED + timedelta(minutes=1), clock=1)
+    sightings.write()
     assert _clocks(fleet) == []
-    recorder.saw(agent_id, None, at + timedelta(minutes=2), clock=0)
+    recorder.saw(agent_id, None, SIGHTED + timedelta(minutes=2), clock=0)
     assert recorder.pending() == 1  # the sighting only
 
 
 def test_the_sightings_from_memory_remove_a_hosts_clock_on_a_poll_without_date(
-    pool: Pool, fleet: Fleet
+    fleet: Fleet, sightings: Sightings
 ) -> None:
-    agent = fleet.agent(fleet.org(), "web-01")
-    agent_id = UUID(str(agent.id))
-    recorder = SeenRecorder(
-        resolution=timedelta(seconds=30),
-        host_every=timedelta(minutes=5),
-        stretch_gap=timedelta(minutes=3),
-    )
-    at = datetime(2026, 11, 30, 2, 3, tzinfo=UTC)
-    recorder.saw(agent_id, None, at, clock=-259_200)
-    with pool.connection() as conn:
-        recorder.write(conn)
-    assert _clocks(fleet) == [(agent_id, -259_200)]
+    recorder, agent_id = sightings.recorder, sightings.agent_id
     # A claim's sighting says nothing of the clock; a poll without `Date` removes it, once.
-    recorder.saw(agent_id, None, at + timedelta(minutes=1))
-    with pool.connection() as conn:
-        recorder.write(conn)
+    recorder.saw(agent_id, None, SIGHTED + timedelta(minutes=1))
+    sightings.write()
     assert _clocks(fleet) == [(agent_id, -259_200)]
-    recorder.saw(agent_id, None, at + timedelta(minutes=2), no_date=True)
-    with pool.connection() as conn:
-        recorder.write(conn)
+    recorder.saw(agent_id, None, SIGHTED + timedelta(minutes=2), no_date=True)
+    sightings.write()
     assert _clocks(fleet) == []
-    recorder.saw(agent_id, None, at + timedelta(minutes=3), no_date=True)
+    recorder.saw(agent_id, None, SIGHTED + timedelta(minutes=3), no_date=True)
     assert recorder.pending() == 1  # the sighting only
 
 

@@ -161,6 +161,31 @@ def test_an_export_holds_every_run_of_its_range_and_defuses_formulas(
     assert {row["kind"] for row in events} == {"update.succeeded"}
 
 
+def test_an_export_says_what_stopped_a_skipped_slots_release_in_its_last_column(
+    panel_world: PanelWorld,
+) -> None:
+    """`stopped_by` is added after every earlier column: a reader by position is not moved."""
+    halted, braked, ran = add_nights(panel_world, panel_world.agent_id, 3)
+    with psycopg.connect(panel_world.server.database_url) as conn:
+        conn.execute(
+            "UPDATE runs SET status = 'skipped', skip_reason = 'release_halted',"
+            " stopped_by = CASE id WHEN %s THEN 'halt' ELSE 'brake' END WHERE id IN (%s, %s)",
+            [UUID(halted), UUID(halted), UUID(braked)],
+        )
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        runs = _exported(client, "/panel/history/runs.csv?from=2027-03-20&to=2027-03-26")
+    assert list(runs[0]) == [
+        "time_utc", "agent_id", "agent_name", "trigger", "slot_utc", "status", "from_version",
+        "version", "reason", "miss_reason", "skip_reason", "error", "run_id", "stopped_by",
+    ]  # fmt: skip
+    stopped = {row["run_id"]: (row["skip_reason"], row["stopped_by"]) for row in runs}
+    assert stopped == {
+        halted: ("release_halted", "halt"),
+        braked: ("release_halted", "brake"),
+        ran: ("", ""),
+    }
+
+
 @pytest.mark.parametrize(
     ("value", "cell"),
     [
