@@ -71,10 +71,12 @@ def test_a_closed_window_reported_to_a_replica_not_yet_upgraded_arrives_as_inter
             granted = http.post(CLAIMS_PATH, json={"slot_key": SLOT, "from_version": "1.4.1"})
             assert granted.status_code == 201, granted.text
             run_id = granted.json()["run_id"]
+            server_clock = ServerClock(SystemClock())
             sender = ReportSender(
                 outbox=Outbox(tmp_path / "outbox"),
-                control=ControlPlaneClient(http=http, server_clock=ServerClock(SystemClock())),
+                control=ControlPlaneClient(http=http, server_clock=server_clock),
                 log=EventLog(now=lambda: datetime.now(UTC), stream=log_lines),
+                now=server_clock.now,
             )
             # An upgraded replica answered this minute's config poll.
             sender.control_plane_contract = CONTRACT_VERSION
