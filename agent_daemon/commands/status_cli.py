@@ -61,6 +61,7 @@ from agent_daemon.settings import (
 from agent_daemon.updater.layout import InstallLayout
 from agent_daemon.updater.updater_state import UpdaterStateStore
 from ground.clock import clock_from_env
+from ground.contract import UNREACHABLE_PATH
 from ground.instants import format_instant
 
 __all__ = ["show_status"]
@@ -76,9 +77,10 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
         server_clock.learn_offset_seconds(cached.offset_seconds)
     state = StateStore(settings.state_dir / STATE_FILE_NAME).load()
     try:
-        pending = len(Outbox(settings.state_dir / OUTBOX_DIR_NAME).pending())
+        reports = Outbox(settings.state_dir / OUTBOX_DIR_NAME).pending()
+        pending = len(reports)
     except DaemonStateError:
-        pending = -1
+        reports, pending = [], -1
     trust_root, trust_root_error = _trust_root_of(settings)
     status = AgentStatus(
         agent_id=settings.agent_id,
@@ -95,6 +97,11 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
         trust_root=trust_root,
         trust_root_error=trust_root_error,
         unreachable_slots=_unreachable_slots(settings),
+        unreachable_reports_waiting=tuple(
+            report.slot_key
+            for report in reports
+            if report.path == UNREACHABLE_PATH and report.slot_key is not None
+        ),
     )
     network = network_facts(settings.control_url, settings.network, os.environ)
     own_build = running_build()
@@ -207,5 +214,7 @@ def _status_json(status: AgentStatus) -> dict[str, object]:
         "update_now_pending": None if pending is None else pending.model_dump(mode="json"),
         # Slots tried through while the control plane could not be reached, not yet told to it.
         "unreachable_slots": [slot.model_dump(mode="json") for slot in status.unreachable_slots],
+        # Their reports queued in the outbox, not delivered yet (the slots' keys).
+        "unreachable_reports_waiting": list(status.unreachable_reports_waiting),
         "problems": problems(status),
     }

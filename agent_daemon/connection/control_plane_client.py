@@ -84,7 +84,12 @@ class NotModified:
 
 @dataclass(frozen=True, kw_only=True)
 class Delivery:
-    outcome: Literal["delivered", "rejected"]
+    """What became of one report. The client says `delivered` or `rejected` (the control plane's
+    answer); the reports' sender may decide `later` (keep it queued, send the rest) or `given_up`
+    (set it aside, the control plane would refuse it now: `detail` says why) for a report whose
+    route a control plane of the previous release does not have (`minute.reporting`)."""
+
+    outcome: Literal["delivered", "rejected", "later", "given_up"]
     status: int
     detail: str = ""
     # The contract's code of a refusal (e.g. `outcome_not_authorised`), when it named one.

@@ -5,6 +5,11 @@ daemon moves on, so a report survives a crash or a restart. `flush` sends them o
 stops at the first one the control plane cannot take now (offline, busy): order is kept. A report
 the control plane refuses for good (a 4xx: e.g. the slot's window closed while the agent was
 offline) is moved to `rejected/` with the reason, so one bad report never blocks the rest.
+
+A report the sender keeps for `later` (the replica reached does not have its route yet, during a
+rolling upgrade) stays where it is and the flush goes on with the reports behind it, which keep
+their order among themselves; it is tried again at the next flush. One the sender has `given_up`
+on is moved to `rejected/` with the sender's reason.
 """
 
 from __future__ import annotations
@@ -65,6 +70,9 @@ class Report:
 class FlushResult:
     delivered: list[Report] = field(default_factory=list)
     rejected: list[tuple[Report, Delivery]] = field(default_factory=list)
+    # Kept queued (`later`) and set aside by the sender (`given_up`), with the sender's words.
+    waiting: list[tuple[Report, Delivery]] = field(default_factory=list)
+    given_up: list[tuple[Report, Delivery]] = field(default_factory=list)
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
     offline: ControlPlaneUnreachable | None = None
 
@@ -108,7 +116,8 @@ class Outbox:
         )
 
     def flush(self, deliver: Callable[[Report], Delivery]) -> FlushResult:
-        """Send pending reports oldest first; stop (keeping order) at the first that must wait."""
+        """Send pending reports oldest first; stop (keeping order) at the first that must wait
+        for the control plane; go on past one the sender keeps for later."""
         result = FlushResult()
         for path in self._files():
             try:
@@ -128,6 +137,11 @@ class Outbox:
             if delivery.outcome == "delivered":
                 path.unlink(missing_ok=True)
                 result.delivered.append(report)
+            elif delivery.outcome == "later":
+                result.waiting.append((report, delivery))
+            elif delivery.outcome == "given_up":
+                self._set_aside(path, {"given_up": delivery.detail})
+                result.given_up.append((report, delivery))
             else:
                 self._set_aside(path, {"status": delivery.status, "detail": delivery.detail})
                 result.rejected.append((report, delivery))

@@ -45,6 +45,7 @@ from ground.contract.wording import (
     OUTCOME_REASON_WORDS,
     SKIP_REASON_WORDS,
 )
+from ground.limits import MAX_UNREACHABLE_REPORT_AGE_DAYS
 from shared_planner import next_slot
 
 __all__ = [
@@ -104,6 +105,9 @@ class AgentStatus:
     # The slots whose window the daemon was inside while it could not reach the control plane,
     # not yet told to it (`minute.unreachable_slots`).
     unreachable_slots: tuple[UnreachableSlot, ...] = ()
+    # The slots whose report of that is in the outbox, waiting for a control plane that takes it
+    # (`minute.reporting`: a replica of an older release has no route for it).
+    unreachable_reports_waiting: tuple[str, ...] = ()
 
     @property
     def zone(self) -> ZoneInfo | None:
@@ -226,6 +230,14 @@ def _connection_problems(status: AgentStatus) -> list[str]:
             " — check this host's proxy, firewall and DNS, or the control plane's status page;"
             " once it is reached again the control plane is told, and records the miss as"
             f" unreachable ({MISS_REASON_WORDS[MissReason.UNREACHABLE]}) instead of offline"
+        )
+    for slot_key in status.unreachable_reports_waiting:
+        found.append(
+            f"{describe_slot(slot_key, tz)}: the agent could not reach the control plane in its "
+            "window, and the report saying so waits in the outbox for a control plane that takes "
+            "it (one of an older release does not): it is sent again each minute, for up to "
+            f"{MAX_UNREACHABLE_REPORT_AGE_DAYS} days after the slot; until then the miss reads"
+            " offline"
         )
     if activity is not None and activity.platform_unavailable_since is not None:
         since = activity.platform_unavailable_since

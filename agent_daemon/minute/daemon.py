@@ -112,7 +112,7 @@ class Daemon:
         self._updater = updater
         self._store = state_store
         self._unreachable = UnreachableSlotsFile(state_store.path.parent / UNREACHABLE_FILE_NAME)
-        self._reports = ReportSender(outbox=outbox, control=control, log=log)
+        self._reports = ReportSender(outbox=outbox, control=control, log=log, now=server_clock.now)
         self._clock = server_clock
         self._log = log
         self._stop_requested = stop_requested
@@ -197,6 +197,9 @@ class Daemon:
             if roots is not None:
                 # Before anything is planned: an offer is verified with the newest root.
                 roots.follow(reached.config.trust_root_version)
+            # The contract this answer speaks, before the outbox is sent: a report says only
+            # what it knows, and waits for a control plane that takes it.
+            self._reports.control_plane_contract = reached.config.contract_version
             self._report_unreachable(reached.config, now)
             self._reports.flush()
             config = reached.config

@@ -9,17 +9,31 @@ A report never depends on the disk that may be full: when the outbox cannot be w
 the report is kept in memory and sent directly, after whatever the outbox still holds. A 409
 `outcome_not_authorised` is the control plane recording a switch it did not authorise as what it
 is: logged as an error and taken out of the outbox (set aside), never retried.
+
+A report that the agent could not reach the control plane through a slot's window
+(`UnreachableReport`) is sent only while the control plane says it speaks contract 7. Behind a
+load balancer during a rolling upgrade, the replica a report reaches may still be of the previous
+release, which has no such route and answers 404 in no contract's words: the report stays queued
+(the reports behind it go on, in their order) and is sent again at the next flush. A 404 in the
+contract's words (an unknown agent) is a refusal like any other. The agent gives up on the report
+(sets it aside, one warning saying why) only once the control plane would refuse it anyway: its
+slot older than `MAX_UNREACHABLE_REPORT_AGE_DAYS`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from http import HTTPStatus
 from typing import Any
 
+from pydantic import ValidationError
+
 from agent_daemon.connection.control_plane_client import ControlPlaneClient, Delivery
-from agent_daemon.connection.outbox import Outbox, Report
+from agent_daemon.connection.outbox import FlushResult, Outbox, Report
 from agent_daemon.errors import ControlPlaneUnreachable, DaemonStateError
 from agent_daemon.host.event_log import EventLog
+from agent_daemon.minute.unreachable_slots import UNREACHABLE_CONTRACT
 from agent_daemon.updater.update_records import UpdateOutcome
 from ground.contract import (
     RUNS_PATH,
@@ -35,18 +49,35 @@ from ground.contract import (
 )
 from ground.contract.messages import MAX_MESSAGE_LENGTH
 from ground.contract.plain_text import clipped
+from ground.limits import MAX_UNREACHABLE_REPORT_AGE_DAYS
 
-__all__ = ["DELIVERY_CONTRACT", "ReportSender"]
+__all__ = ["DELIVERY_CONTRACT", "UNREACHABLE_GIVE_UP_AFTER", "ReportSender"]
 
 # The contract version from which a control plane reads how a build came (`delivery`).
 DELIVERY_CONTRACT = 4
+# An unreachable slot's report not delivered by then is given up: the control plane refuses a slot
+# older than the bound. Counted from the first try, which the agent made once the slot was due by
+# its reckoning of the control plane's clock; the hour covers that reckoning's error, so the agent
+# never gives up on a report the control plane would still take.
+UNREACHABLE_GIVE_UP_AFTER = timedelta(days=MAX_UNREACHABLE_REPORT_AGE_DAYS, hours=1)
 
 
 class ReportSender:
-    def __init__(self, *, outbox: Outbox, control: ControlPlaneClient, log: EventLog) -> None:
+    def __init__(
+        self,
+        *,
+        outbox: Outbox,
+        control: ControlPlaneClient,
+        log: EventLog,
+        now: Callable[[], datetime],
+    ) -> None:
         self._outbox = outbox
         self._control = control
         self._log = log
+        # The control plane's time as the agent follows it (`ServerClock.now`).
+        self._now = now
+        # The slots whose report waits for a replica that takes it: said once per process.
+        self._said_waiting: set[str] = set()
         # Reports the outbox could not hold (its disk full or read-only), oldest first.
         self._unsaved: list[Report] = []
         # The version of nachtwacht's own agent, sent with each report while the control plane
@@ -127,7 +158,7 @@ class ReportSender:
     def flush(self) -> None:
         result = self._outbox.flush(self._deliver)
         if result.offline is None:
-            self._flush_unsaved(result.delivered, result.rejected)
+            self._flush_unsaved(result)
         for report in result.delivered:
             self._log.emit(
                 "report.delivered",
@@ -154,6 +185,21 @@ class ReportSender:
                 http_status=delivery.status,
                 detail=delivery.detail,
             )
+        for report, delivery in result.waiting:
+            if delivery.status == 0 or report.slot_key in self._said_waiting:
+                continue
+            if report.slot_key is not None:
+                self._said_waiting.add(report.slot_key)
+            self._log.emit(
+                "report.waiting_for_route",
+                slot_key=report.slot_key,
+                http_status=delivery.status,
+                detail=delivery.detail,
+            )
+        for report, delivery in result.given_up:
+            self._log.emit(
+                "report.given_up", level="warning", slot_key=report.slot_key, detail=delivery.detail
+            )
         for path, problem in result.unreadable:
             self._log.emit("report.unreadable", level="error", path=str(path), error=problem)
         if result.offline is not None:
@@ -164,20 +210,25 @@ class ReportSender:
                 error=str(result.offline),
             )
 
-    def _flush_unsaved(
-        self, delivered: list[Report], rejected: list[tuple[Report, Delivery]]
-    ) -> None:
-        while self._unsaved:
-            report = self._unsaved[0]
+    def _flush_unsaved(self, result: FlushResult) -> None:
+        """The reports kept in memory, as the outbox sends its own (into `result`)."""
+        kept: list[Report] = []
+        for index, report in enumerate(self._unsaved):
             try:
                 delivery = self._deliver(report)
             except ControlPlaneUnreachable:
-                return
-            self._unsaved.pop(0)
+                kept.extend(self._unsaved[index:])
+                break
             if delivery.outcome == "delivered":
-                delivered.append(report)
+                result.delivered.append(report)
+            elif delivery.outcome == "later":
+                kept.append(report)
+                result.waiting.append((report, delivery))
+            elif delivery.outcome == "given_up":
+                result.given_up.append((report, delivery))
             else:
-                rejected.append((report, delivery))
+                result.rejected.append((report, delivery))
+        self._unsaved = kept
 
     def _pending_count(self) -> int:
         try:
@@ -187,6 +238,8 @@ class ReportSender:
         return on_disk + len(self._unsaved)
 
     def _deliver(self, report: Report) -> Delivery:
+        if report.path == UNREACHABLE_PATH:
+            return self._deliver_unreachable(report)
         delivery = self._control.deliver(report.method, report.path, report.body)
         said = _outcome_reason(report.body.get("reason"))
         older = reason_for_contract(said, None)
@@ -201,6 +254,46 @@ class ReportSender:
             # such a control plane always is, the run's ending still arrives.
             return self._control.deliver(
                 report.method, report.path, {**report.body, "reason": str(older)}
+            )
+        return delivery
+
+    def _deliver_unreachable(self, report: Report) -> Delivery:
+        """Sent while the control plane says it takes it; kept for later while a replica without
+        its route answers; given up once the control plane would refuse it (see the module)."""
+        try:
+            first_tried_at = UnreachableReport.model_validate(report.body).first_tried_at
+        except ValidationError:
+            first_tried_at = None  # the control plane's 422 says what is wrong with it
+        if first_tried_at is not None and first_tried_at < self._now() - UNREACHABLE_GIVE_UP_AFTER:
+            return Delivery(
+                outcome="given_up",
+                status=0,
+                detail=f"slot {report.slot_key}: the control plane was not told that this host "
+                "could not reach it in the slot's window (the control plane reached did not take "
+                "such reports: a release older than this agent's) and the slot is now older than "
+                f"{MAX_UNREACHABLE_REPORT_AGE_DAYS} days, which the control plane no longer "
+                "takes; its miss stays recorded as offline",
+            )
+        if not self._speaks(UNREACHABLE_CONTRACT):
+            # Not sent (status 0): the control plane does not say this minute that it takes it.
+            return Delivery(
+                outcome="later",
+                status=0,
+                detail=f"the control plane does not say it speaks contract {UNREACHABLE_CONTRACT}",
+            )
+        delivery = self._control.deliver(report.method, report.path, report.body)
+        if (
+            delivery.outcome == "rejected"
+            and delivery.status == HTTPStatus.NOT_FOUND
+            and delivery.code is None
+        ):
+            # No such route, in no contract's words: a replica of the previous release.
+            return Delivery(
+                outcome="later",
+                status=delivery.status,
+                detail=f"the control plane reached has no {UNREACHABLE_PATH} yet (404: "
+                f"{delivery.detail}), as a replica of an older release during an upgrade; "
+                "the report is sent again at the next minute",
             )
         return delivery
 

@@ -1,7 +1,8 @@
 """Retention: history older than the platform's `retention_days` is removed, a little at a time.
 
 The reconcile worker (one replica, the advisory lock's holder) walks the fleet after its other
-steps: every agent's expired runs with their events, and its expired claim refusals; every
+steps: every agent's expired runs with their events, its expired claim refusals and its expired
+reports of slots it could not reach the control plane in (`unreachable_reports`); every
 organisation's expired notifications (their webhook deliveries and agent mentions with them) and
 slot reviews; the caps' expired round counters. Each transaction removes at most `rows` rows of
 one table; a tick does at most `transactions_per_tick` of them, pausing between, and the walk

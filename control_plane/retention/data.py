@@ -1,10 +1,10 @@
 """Retention's SQL: which rows have expired, their removal in bounded statements, the progress.
 
 Every statement finds its rows through an index (runs by agent and creation, notifications by
-organisation and creation, events by run, refusals and slot reviews by their key, round counters
-by their round) and removes at most `limit` rows of one table; each is run in its own
-transaction by the walk, together with the progress row's counters, so the counters are exact
-even when a walk stops half-way.
+organisation and creation, events by run, refusals, unreachable reports and slot reviews by their
+key, round counters by their round) and removes at most `limit` rows of one table; each is run
+in its own transaction by the walk, together with the progress row's counters, so the counters
+are exact even when a walk stops half-way.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ __all__ = [
     "remove_expired_refusals",
     "remove_expired_reviews",
     "remove_expired_rounds",
+    "remove_expired_unreachable_reports",
     "remove_runs",
     "save_walk",
     "start_walk",
@@ -72,6 +73,7 @@ COUNTERS = {
     "claim_refusals": "refusals_removed",
     "slot_reviews": "reviews_removed",
     "claim_rounds": "rounds_removed",
+    "unreachable_reports": "unreachable_reports_removed",
 }
 _COUNTED = (
     "jsonb_build_object("
@@ -209,6 +211,20 @@ def remove_expired_refusals(
         "DELETE FROM claim_refusals WHERE ctid IN ("
         " SELECT ctid FROM claim_refusals"
         "  WHERE agent_id = ANY(%(agents)s::uuid[]) AND first_at < %(cutoff)s"
+        "  LIMIT %(limit)s)",
+        {"agents": list(agents), "cutoff": cutoff, "limit": limit},
+    ).rowcount
+
+
+def remove_expired_unreachable_reports(
+    conn: Connection, *, agents: Sequence[UUID], cutoff: datetime, limit: int
+) -> int:
+    """What the agents said of slots they could not reach the control plane in: by then the miss
+    holds the agent's error, and a report of so old a slot changes nothing."""
+    return conn.execute(
+        "DELETE FROM unreachable_reports WHERE ctid IN ("
+        " SELECT ctid FROM unreachable_reports"
+        "  WHERE agent_id = ANY(%(agents)s::uuid[]) AND slot_at < %(cutoff)s"
         "  LIMIT %(limit)s)",
         {"agents": list(agents), "cutoff": cutoff, "limit": limit},
     ).rowcount

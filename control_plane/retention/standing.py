@@ -24,7 +24,8 @@ def read_standing(conn: Connection) -> RetentionStanding:
     row = seeded_row(
         conn,
         "SELECT last_completed_at, walks_completed, runs_removed, events_removed,"
-        " notifications_removed, refusals_removed, reviews_removed, rounds_removed"
+        " notifications_removed, refusals_removed, reviews_removed, rounds_removed,"
+        " unreachable_reports_removed"
         " FROM retention_progress",
     )
     return RetentionStanding(

@@ -5,7 +5,8 @@ its cutoff (`now` minus retention_days) is fixed when it starts and stored, so a
 another replica after a failover removes exactly what the first one would have. It goes through
 three phases, each over its owners in id order:
 
-    agents          expired runs (their events first, in batches of their own), expired refusals
+    agents          expired runs (their events first, in batches of their own), expired refusals,
+                    expired unreachable reports
     organisations   expired notifications, expired slot reviews
     rounds          the caps' round counters older than the cutoff
 
@@ -52,6 +53,7 @@ class RetentionTick:
     refusals: int = 0
     reviews: int = 0
     rounds: int = 0
+    unreachable_reports: int = 0
     completed: bool = False
 
     @property
@@ -63,6 +65,7 @@ class RetentionTick:
             + self.refusals
             + self.reviews
             + self.rounds
+            + self.unreachable_reports
         )
 
 
@@ -129,18 +132,20 @@ class RetentionWalk:
             refusals=tick.removed.get("refusals_removed", 0),
             reviews=tick.removed.get("reviews_removed", 0),
             rounds=tick.removed.get("rounds_removed", 0),
+            unreachable_reports=tick.removed.get("unreachable_reports_removed", 0),
             completed=completed,
         )
         if result.removed:
             logger.info(
                 "retention removed %d runs, %d events, %d notifications, %d claim refusals, "
-                "%d slot reviews, %d round counters in %d transactions",
+                "%d slot reviews, %d round counters, %d unreachable reports in %d transactions",
                 result.runs,
                 result.events,
                 result.notifications,
                 result.refusals,
                 result.reviews,
                 result.rounds,
+                result.unreachable_reports,
                 result.transactions,
             )
         return result
@@ -207,6 +212,16 @@ class RetentionWalk:
                 tick,
                 "refusals_removed",
                 partial(data.remove_expired_refusals, agents=agents, cutoff=cutoff, limit=rows),
+            )
+            self._drain(
+                tick,
+                "unreachable_reports_removed",
+                partial(
+                    data.remove_expired_unreachable_reports,
+                    agents=agents,
+                    cutoff=cutoff,
+                    limit=rows,
+                ),
             )
 
         self._each_group(tick, "agents", after, remove, then="organisations")

@@ -15,6 +15,11 @@ agent's, that has not opened yet, older than `MAX_UNREACHABLE_REPORT_AGE_DAYS`, 
 outside the slot's window, is refused (422 naming the field). Only the agent's own slots: the
 credential names the agent, the body names no other.
 
+A slot is this agent's when its schedule has it, or when a miss of it is on record for this agent
+(its schedule changed or was switched off after the slot: the miss was recorded under the old
+schedule, and the report still corrects it). The recorded slot's instant then bounds the window
+the tries must lie in; a slot neither in the schedule nor on record is refused.
+
 The notification a slot's review already sent with the miss as `offline` is not sent again: the
 panel, the API and `agent status` show the corrected reason from then on.
 """
@@ -30,7 +35,7 @@ from control_plane.misses_lock import MISSES_LOCK_SHARED
 from control_plane.types import Connection
 from ground.contract import MissReason, UnreachableAnswer, UnreachableReport, format_instant
 from ground.limits import MAX_UNREACHABLE_REPORT_AGE_DAYS
-from shared_planner import PlannerError, Slot, slot_for_key
+from shared_planner import PlannerError, Slot, parse_slot_key, slot_for_key
 
 __all__ = ["TRY_TOLERANCE", "record_unreachable"]
 
@@ -71,25 +76,56 @@ UPDATE events
  WHERE run_id = %(run)s AND kind = 'update.missed'
 """
 
+# A miss of this agent's slot on record: the slot was in the schedule the missed pass read.
+_MISS_ON_RECORD = """
+SELECT slot_at FROM runs
+ WHERE agent_id = %s AND trigger = 'schedule' AND slot_key = %s AND status = 'missed'
+"""
+
 _SLOT_RUN = """
 SELECT status, miss_reason, skip_reason FROM runs
  WHERE agent_id = %s AND trigger = 'schedule' AND slot_key = %s
 """
 
 
-def _slot(agent: dict[str, object], report: UnreachableReport, now: datetime) -> Slot:
+def _slot(
+    conn: Connection,
+    agent_id: UUID,
+    agent: dict[str, object],
+    report: UnreachableReport,
+    now: datetime,
+) -> Slot:
+    """The slot the report names: in the agent's schedule, else a miss of it on record."""
     key = report.slot_key
-    times = agent["times"]
-    if not agent["enabled"] or not isinstance(times, list) or not times:
-        raise InvalidInput(
-            "slot_key", key, "is not a slot: scheduled updates are off for this agent"
-        )
     try:
-        slot = slot_for_key(times, key, tz=str(agent["timezone"]))
+        day, wall = parse_slot_key(key)
     except (PlannerError, OverflowError) as exc:
         raise InvalidInput("slot_key", key, f"is not a slot key ({exc})") from exc
+    times = agent["times"] if isinstance(agent["times"], list) else []
+    scheduled = bool(agent["enabled"]) and bool(times)
+    slot = None
+    if scheduled:
+        try:
+            slot = slot_for_key(times, key, tz=str(agent["timezone"]))
+        except (PlannerError, OverflowError) as exc:
+            raise InvalidInput("slot_key", key, f"is not a slot key ({exc})") from exc
     if slot is None:
-        raise InvalidInput("slot_key", key, f"is not one of this agent's slots (times {times})")
+        missed = conn.execute(_MISS_ON_RECORD, [agent_id, key]).fetchone()
+        if missed is not None:
+            slot = Slot(key=key, day=day, wall=wall, at=missed["slot_at"])
+    if slot is None and not scheduled:
+        raise InvalidInput(
+            "slot_key",
+            key,
+            "is not a slot: scheduled updates are off for this agent, and no miss of this slot "
+            "is on record",
+        )
+    if slot is None:
+        raise InvalidInput(
+            "slot_key",
+            key,
+            f"is not one of this agent's slots (times {times}), and no miss of it is on record",
+        )
     if slot.at > now:
         raise InvalidInput(
             "slot_key", key, f"has not started yet (it opens at {format_instant(slot.at)})"
@@ -126,7 +162,7 @@ def record_unreachable(
     agent = conn.execute(_AGENT, [agent_id]).fetchone()
     if agent is None:
         raise unknown_agent(agent_id)
-    slot = _slot(agent, report, now)
+    slot = _slot(conn, agent_id, agent, report, now)
     closes = slot.window_closes(timedelta(minutes=agent["catch_up_minutes"]))
     _check_tries(slot, closes, report, now)
     key = report.slot_key

@@ -194,6 +194,24 @@ class History:
                 [agent_id, at.strftime("%Y-%m-%dT%H:%M"), at],
             )
 
+    def unreachable(self, agent_id: UUID, *, days_ago: float) -> None:
+        """The agent's report that it could not reach the control plane in a slot's window."""
+        at = self.ago(days_ago).replace(second=0, microsecond=0)
+        with self.pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO unreachable_reports (agent_id, slot_key, slot_at, error,"
+                " first_tried_at, last_tried_at, attempts, reported_at)"
+                " VALUES (%s, %s, %s, 'cannot connect', %s, %s, 3, %s)",
+                [
+                    agent_id,
+                    at.strftime("%Y-%m-%dT%H:%M"),
+                    at,
+                    at,
+                    at + timedelta(minutes=2),
+                    at + timedelta(hours=1),
+                ],
+            )
+
     def round(self, org_id: UUID, *, days_ago: float) -> None:
         at = self.ago(days_ago).replace(second=0, microsecond=0)
         with self.pool.connection() as conn:

@@ -17,6 +17,7 @@ from control_plane.reconcile.data import SlotCandidate, insert_missed
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import UNREACHABLE_PATH, format_instant
+from ground.limits import MAX_UNREACHABLE_REPORT_AGE_DAYS
 from tests.control_plane.conftest import Agent, Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
 from tests.worlds.clocks import ManualClock
@@ -231,6 +232,89 @@ def test_a_hostile_report_is_refused_naming_the_field_and_changes_nothing(
     assert status == 422, answer
     assert field in str(answer), answer
     assert fleet.rows("SELECT 1 FROM unreachable_reports") == []
+    assert _miss(fleet, agent) == OFFLINE_MISS
+
+
+def _schedule(fleet: Fleet, agent: Agent, *, enabled: bool = True, times: str = "04:00") -> None:
+    """The agent's schedule changed since the night (by the customer or an operator)."""
+    fleet.sql(
+        "UPDATE agents SET update_schedule_enabled = %s,"
+        " update_schedule_times = jsonb_build_array(%s::text) WHERE id = %s",
+        [enabled, times, agent.agent_id],
+    )
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["times_changed", "switched_off"])
+def test_a_miss_on_record_is_corrected_though_the_schedule_changed_since(
+    api: Api, fleet: Fleet, agent: Agent, enabled: bool
+) -> None:
+    fleet.reconcile(AFTER_NIGHT)
+    assert _miss(fleet, agent) == OFFLINE_MISS
+    _schedule(fleet, agent, enabled=enabled)
+    fleet.clock.set(AFTER_NIGHT + timedelta(hours=2))
+    status, answer = _report(api, agent, _body())
+    assert (status, answer["result"]) == (200, "corrected"), answer
+    assert _miss(fleet, agent) == UNREACHABLE_MISS
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        # In the old schedule, but no miss of it on record (the pass never saw it missed).
+        pytest.param({"slot_key": "2026-11-29T03:00"}, "slot_key", id="old_slot_not_on_record"),
+        pytest.param({"slot_key": "2026-11-30T03:05"}, "slot_key", id="never_a_slot"),
+        # On record, but the tries lie outside the recorded slot's window.
+        pytest.param(
+            {"first_tried_at": format_instant(NIGHT - timedelta(hours=3))},
+            "first_tried_at",
+            id="tried_before_the_recorded_window",
+        ),
+        pytest.param(
+            {"last_tried_at": format_instant(NIGHT + timedelta(hours=3))},
+            "last_tried_at",
+            id="tried_after_the_recorded_window",
+        ),
+    ],
+)
+@pytest.mark.parametrize("enabled", [True, False], ids=["times_changed", "switched_off"])
+def test_after_a_schedule_change_a_slot_neither_scheduled_nor_on_record_is_refused(
+    api: Api, fleet: Fleet, agent: Agent, changes: dict[str, Any], field: str, enabled: bool
+) -> None:
+    fleet.reconcile(AFTER_NIGHT)
+    _schedule(fleet, agent, enabled=enabled)
+    fleet.clock.set(AFTER_NIGHT + timedelta(minutes=5))
+    status, answer = _report(api, agent, _body(**changes))
+    assert status == 422, answer
+    assert field in str(answer), answer
+    assert fleet.rows("SELECT 1 FROM unreachable_reports") == []
+    assert _miss(fleet, agent) == OFFLINE_MISS
+
+
+def test_another_agents_miss_does_not_make_the_slot_this_agents(
+    api: Api, fleet: Fleet, agent: Agent, make_agent, make_org
+) -> None:
+    other = make_agent(make_org("Other"), "db-01")
+    # This agent's schedule moved before the night: only the other one's miss is on record.
+    _schedule(fleet, agent)
+    fleet.reconcile(AFTER_NIGHT)
+    assert _miss(fleet, other) == OFFLINE_MISS
+    fleet.clock.set(AFTER_NIGHT + timedelta(minutes=5))
+    status, answer = _report(api, agent, _body())
+    assert status == 422, answer
+    assert "slot_key" in str(answer) and "no miss of it is on record" in str(answer), answer
+    assert fleet.rows("SELECT 1 FROM unreachable_reports") == []
+    assert _miss(fleet, other) == OFFLINE_MISS
+
+
+def test_a_miss_on_record_older_than_the_bound_is_refused(
+    api: Api, fleet: Fleet, agent: Agent
+) -> None:
+    fleet.reconcile(AFTER_NIGHT)
+    _schedule(fleet, agent)
+    fleet.clock.set(NIGHT + timedelta(days=MAX_UNREACHABLE_REPORT_AGE_DAYS, hours=1))
+    status, answer = _report(api, agent, _body())
+    assert status == 422, answer
+    assert "slot_key" in str(answer) and "older than" in str(answer), answer
     assert _miss(fleet, agent) == OFFLINE_MISS
 
 

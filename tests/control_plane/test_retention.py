@@ -103,6 +103,8 @@ def _seed_a_year_and_more(
         history.notification(org_id, agent_id, days_ago=YOUNG, expect_removed=False)
         history.refusal(agent_id, days_ago=EXPIRED)
         history.refusal(agent_id, days_ago=YOUNG)
+        history.unreachable(agent_id, days_ago=EXPIRED)
+        history.unreachable(agent_id, days_ago=YOUNG)
         history.round(org_id, days_ago=EXPIRED)
         history.round(org_id, days_ago=YOUNG)
     # The trail: old actions with no run stay forever.
@@ -159,6 +161,7 @@ def test_expired_history_goes_and_everything_else_stays_exactly(
         "agent_mentions": len(seeded.removed_notifications),
         "slot_reviews": len(seeded.removed_notifications),
         "claim_refusals": 2,
+        "unreachable_reports": 2,
         "claim_rounds_org": 2,
         "claim_rounds_global": 1,  # both organisations' grants in the same old round
     }
@@ -223,7 +226,14 @@ def _audit_removals(pool: Pool) -> None:
             " BEGIN INSERT INTO removal_audit SELECT txid_current(), TG_TABLE_NAME, count(*)"
             " FROM gone; RETURN NULL; END $$;"
         )
-        for table in ("runs", "events", "notifications", "tokens", "claim_refusals"):
+        for table in (
+            "runs",
+            "events",
+            "notifications",
+            "tokens",
+            "claim_refusals",
+            "unreachable_reports",
+        ):
             conn.execute(
                 f"CREATE TRIGGER audit_{table} AFTER DELETE ON {table}"
                 " REFERENCING OLD TABLE AS gone FOR EACH STATEMENT"
@@ -239,6 +249,7 @@ def test_no_transaction_removes_more_than_a_batch(
         agent_id, org_id = _ids(make_agent(org, f"web-{index:02}"))
         for days in range(EXPIRED, EXPIRED + 8):
             history.run(agent_id, org_id, days_ago=days, events=4, expect_removed=True)
+            history.unreachable(agent_id, days_ago=days)
         history.run(agent_id, org_id, days_ago=YOUNG, expect_removed=False)
         for days in range(EXPIRED, EXPIRED + 5):
             history.notification(org_id, agent_id, days_ago=days + index / 24, expect_removed=True)
@@ -253,7 +264,9 @@ def test_no_transaction_removes_more_than_a_batch(
             " WHERE n > 0 GROUP BY xid"
         ).fetchall()
         left = conn.execute("SELECT count(*) AS n FROM runs").fetchone()
+        unreachable_left = conn.execute("SELECT count(*) AS n FROM unreachable_reports").fetchone()
     assert left == {"n": 3}
+    assert unreachable_left == {"n": 0}
     assert per_transaction, "the walk removed nothing"
     assert max(row["n"] for row in per_transaction) <= SMALL.rows
     # A run's events go in transactions of their own, never with the run.
@@ -361,9 +374,13 @@ def test_the_reconcile_pass_runs_retention_and_metrics_show_it(
     agent_id, org_id = _ids(make_agent(make_org("Acme"), "web-01"))
     history.run(agent_id, org_id, days_ago=EXPIRED, events=3, expect_removed=True)
     history.run(agent_id, org_id, days_ago=YOUNG, expect_removed=False)
+    history.unreachable(agent_id, days_ago=EXPIRED)
+    history.unreachable(agent_id, days_ago=EXPIRED + 1)
+    history.unreachable(agent_id, days_ago=YOUNG)
     report = fleet.reconcile()
     assert report.retention.runs == 1
     assert report.retention.events == 3
+    assert report.retention.unreachable_reports == 2
     assert report.retention.completed
     with pool.connection() as conn:
         trail = conn.execute(
@@ -373,9 +390,11 @@ def test_the_reconcile_pass_runs_retention_and_metrics_show_it(
     assert (trail[0]["actor_kind"], trail[0]["actor_name"]) == ("control_plane", "retention")
     assert trail[0]["data"]["removed"]["runs"] == 1
     assert trail[0]["data"]["removed"]["events"] == 3
+    assert trail[0]["data"]["removed"]["unreachable_reports"] == 2
     text = render_metrics(services.metrics.snapshot(clock.now()))
     assert 'nachtwacht_retention_removed_rows_total{table="runs"} 1' in text
     assert 'nachtwacht_retention_removed_rows_total{table="events"} 3' in text
+    assert 'nachtwacht_retention_removed_rows_total{table="unreachable_reports"} 2' in text
     assert (
         f"nachtwacht_retention_last_completed_timestamp_seconds {int(clock.now().timestamp())}"
         in text

@@ -13,7 +13,10 @@ from typing import Any
 
 import pytest
 
+from agent_daemon.commands.agent_parts import OUTBOX_DIR_NAME
 from agent_daemon.commands.run_cli import EXIT_CONFIG_ERROR
+from agent_daemon.connection.outbox import Outbox, Report
+from ground.contract import UNREACHABLE_PATH
 from tests.worlds.daemons import agent_environment, run_agent
 from tests.worlds.hosts import AgentHost
 
@@ -64,6 +67,29 @@ def test_status_shows_schedule_next_slot_and_that_the_daemon_is_not_running(
     as_json = json.loads(host.status("--json").stdout)
     assert as_json["daemon_running"] is False
     assert as_json["config"]["schedule"] == {"enabled": True, "times": ["03:00"]}
+
+
+def test_status_names_an_unreachable_slots_report_waiting_in_the_outbox(
+    enrolled: tuple[AgentHost, dict[str, str], Any],
+) -> None:
+    host, _, _ = enrolled
+    Outbox(host.state_dir / OUTBOX_DIR_NAME).put(
+        Report(
+            method="POST",
+            path=UNREACHABLE_PATH,
+            body={"slot_key": "2026-11-30T03:00"},
+            slot_key="2026-11-30T03:00",
+        )
+    )
+    result = host.status()
+    assert result.returncode == 0, result.stderr
+    assert "outbox:        1 report(s) waiting to be delivered" in result.stdout
+    assert (
+        "2026-11-30 03:00 CET: the agent could not reach the control plane in its window, and the"
+        " report saying so waits in the outbox"
+    ) in result.stdout
+    as_json = json.loads(host.status("--json").stdout)
+    assert as_json["unreachable_reports_waiting"] == ["2026-11-30T03:00"]
 
 
 def test_enroll_with_an_unknown_credential_is_one_clear_line(

@@ -264,3 +264,14 @@ def test_a_slot_tried_once_says_one_try_and_when() -> None:
     text = render_status(dataclasses.replace(_status(), unreachable_slots=(noted,)))
     assert "in its window (1 try, at 2026-11-30 03:00 CET): GET /v1/agent/config" in text
     assert "1 tries" not in text
+
+
+def test_a_report_of_an_unreachable_slot_waiting_in_the_outbox_is_named() -> None:
+    waiting = dataclasses.replace(_status(), unreachable_reports_waiting=("2026-11-30T03:00",))
+    text = render_status(waiting)
+    assert (
+        "  ! 2026-11-30 03:00 CET: the agent could not reach the control plane in its window, and"
+        " the report saying so waits in the outbox for a control plane that takes it"
+    ) in text
+    assert "for up to 7 days after the slot; until then the miss reads offline" in text
+    assert problems(_status()) == []
