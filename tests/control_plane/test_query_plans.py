@@ -325,6 +325,26 @@ def test_the_missed_slot_insert_looks_up_each_candidates_runs_by_index(
     assert unbounded_reads(seeded_url, recorder.take()) == []
 
 
+def test_the_missed_slot_insert_asks_for_a_slots_runs_slot_first(
+    recorder: Recorder, world: dict[str, Any], seeded_url: str
+) -> None:
+    """Whether the slot already has each candidate's run is read from the index that keeps a
+    slot's runs side by side, not from each agent's pages of its own history."""
+    with psycopg.connect(seeded_url, row_factory=dict_row) as conn:
+        agents = conn.execute("SELECT id, org_id FROM agents").fetchall()
+    slot_at, candidates = _next_night(world, agents)
+    recorder.take()
+    with recorder.pool.connection() as conn, conn.transaction(force_rollback=True):
+        data.insert_missed(conn, candidates, now=slot_at + timedelta(minutes=20))
+    [insert] = [s for s in recorder.take() if "NOT EXISTS" in str(s.query)]
+    used = {
+        node["Index Name"]
+        for node in explained(seeded_url, insert)
+        if node.get("Relation Name") == "runs" and "slot_key" in node.get("Index Cond", "")
+    }
+    assert used == {"runs_slot_agent"}, used
+
+
 def test_the_brakes_spans_are_read_by_the_events_kind_not_over_the_trail(
     recorder: Recorder, seeded_url: str
 ) -> None:
