@@ -26,7 +26,8 @@ on both in turn, so a shared machine that slows down slows both:
 Prints the medians, the ratio year/empty for each, and this process's CPU (the client).
 
     PYTHONPATH=. .venv/bin/python bench/history.py --year-url URL --empty-url URL [--repeat 15]
-    PYTHONPATH=. .venv/bin/python bench/history.py --data-dir DIR   (generates both: ~20 min)
+    PYTHONPATH=. .venv/bin/python bench/history.py --data-dir DIR [--shared-buffers 1GB]
+        (generates both once: ~20 min)
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from typing import Any
 
 import httpx
 import psycopg
+from psycopg import sql
 
 from bench.hotpath import fill_org_counters
 from bench.wrk_load import Request, require_wrk, run_wrk
@@ -363,9 +365,11 @@ def _refused_for_the_caps(planes: dict[str, RunningControlPlane], keys: list[str
     return [key for key in keys if key in kept]
 
 
-def _generate(data_dir: Path, history: History) -> tuple[EmbeddedDatabase, str, str]:
+def _generate(
+    data_dir: Path, history: History, shared_buffers: str | None
+) -> tuple[EmbeddedDatabase, str, str]:
     embedded = EmbeddedDatabase(data_dir)
-    url = embedded.start()
+    url = _started_with(embedded, shared_buffers)
     names = {"year": "nachtwacht_history_year", "empty": "nachtwacht_history_empty"}
     urls = {}
     with psycopg.connect(url, autocommit=True) as conn:
@@ -383,6 +387,24 @@ def _generate(data_dir: Path, history: History) -> tuple[EmbeddedDatabase, str, 
     return embedded, urls["year"], urls["empty"]
 
 
+def _started_with(embedded: EmbeddedDatabase, shared_buffers: str | None) -> str:
+    """The embedded server started with `shared_buffers` (None: PostgreSQL's default of 128 MB):
+    the setting written, and the server started again to take it."""
+    with psycopg.connect(embedded.start(), autocommit=True) as conn:
+        if shared_buffers is None:
+            conn.execute("ALTER SYSTEM RESET shared_buffers")
+        else:
+            conn.execute(
+                sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(sql.Literal(shared_buffers))
+            )
+    embedded.stop()
+    url = embedded.start()
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SHOW shared_buffers").fetchone()
+    print(f"the embedded server's shared_buffers: {row[0] if row else '?'}", flush=True)
+    return url
+
+
 def _analyse(url: str) -> None:
     """Statistics for the fleet without history, as the year's database has them: a database
     never analysed has the planner take `runs` for empty, and the missed pass then reads it
@@ -396,6 +418,10 @@ def main() -> int:
     parser.add_argument("--year-url", help="a database `bench/year_of_history.py` filled")
     parser.add_argument("--empty-url", help="the same fleet, `--fleet-only`")
     parser.add_argument("--data-dir", type=Path, help="or: generate both in an embedded server")
+    parser.add_argument(
+        "--shared-buffers",
+        help="with --data-dir: the embedded server's shared_buffers (e.g. 1GB; default 128MB)",
+    )
     parser.add_argument("--agents", type=int, default=10_000)
     parser.add_argument("--orgs", type=int, default=250)
     parser.add_argument("--repeat", type=int, default=15)
@@ -410,7 +436,7 @@ def main() -> int:
     embedded = None
     if args.data_dir:
         embedded, year_url, empty_url = _generate(
-            args.data_dir, History(agents=args.agents, orgs=args.orgs)
+            args.data_dir, History(agents=args.agents, orgs=args.orgs), args.shared_buffers
         )
     elif args.year_url and args.empty_url:
         year_url, empty_url = args.year_url, args.empty_url
@@ -459,6 +485,9 @@ def main() -> int:
                     seconds = passes[kind][name]()
                     timings.add(name, kind, seconds)
                     print(f"  {name} on {kind}: {seconds:.2f} s", flush=True)
+        # The passes' rolled-back rows out of both, so no autovacuum of them runs under wrk.
+        _without_dead_rows(urls["year"])
+        _as_generated(urls["empty"])
         hot = {} if args.no_hot_path else _hot_path(planes, args.agents, args)
     finally:
         for plane in planes.values():
