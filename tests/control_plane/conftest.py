@@ -20,6 +20,7 @@ from control_plane.registry import Services, build_services
 from control_plane.types import Pool
 from signed_release.keys import key_id
 from signed_release.manifest import Product
+from tests.control_plane.reconcile_fleet import Fleet
 from tests.worlds.clocks import ManualClock
 from tests.worlds.releases import ReleaseFactory
 
@@ -170,6 +171,15 @@ class Agent:
     agent_id: str
     org_id: str
     agent_key: str
+
+
+@pytest.fixture
+def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]:
+    """Organisations and agents with schedules, and the reconcile worker's passes over them
+    (`reconcile_fleet.Fleet`)."""
+    made = Fleet(pool, services, clock)
+    yield made
+    made.close()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
@@ -18,18 +17,9 @@ from control_plane.forecast.model import WaveOutlook, fair_shares, forecast_slot
 from control_plane.forecast.text import render_outlook
 from control_plane.registry import Services
 from control_plane.settings.services import PlatformSettings
-from control_plane.types import Pool
 from tests.conftest import REPO_ROOT, child_environment, nachtwacht_command
 from tests.control_plane.conftest import Api, SignedRelease
 from tests.control_plane.reconcile_fleet import NIGHT, NIGHT_KEY, Fleet
-from tests.worlds.clocks import ManualClock
-
-
-@pytest.fixture
-def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]:
-    made = Fleet(pool, services, clock)
-    yield made
-    made.close()
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ and refused by reason, runs by status and trigger, worker lag, notifications and
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -22,13 +21,6 @@ from tests.worlds.processes import REPO_ROOT
 from tests.worlds.waiting import wait_until
 
 SAMPLE = re.compile(r'^[a-z_]+(\{([a-z_]+="[^"]*",?)*\})? (-?[0-9.e+]+|NaN)$')
-
-
-@pytest.fixture
-def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]:
-    made = Fleet(pool, services, clock)
-    yield made
-    made.close()
 
 
 def _samples(text: str) -> dict[str, float]:

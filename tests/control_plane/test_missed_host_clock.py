@@ -5,7 +5,6 @@ agree and hostile headers change nothing: those misses keep the reasons they had
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from unittest.mock import ANY
@@ -20,17 +19,9 @@ from control_plane.types import Pool
 from ground.instants import format_http_date
 from tests.control_plane.conftest import Agent, Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
-from tests.worlds.clocks import ManualClock
 
 IN_THE_WINDOW = NIGHT + timedelta(minutes=3)
 THREE_DAYS = timedelta(days=3)
-
-
-@pytest.fixture
-def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]:
-    made = Fleet(pool, services, clock)
-    yield made
-    made.close()
 
 
 @pytest.fixture

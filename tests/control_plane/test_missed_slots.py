@@ -3,7 +3,6 @@ one, status `missed`, with the reason as a fact — offline, throttled, brake or
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import psycopg
@@ -15,16 +14,8 @@ from control_plane.registry import Services
 from control_plane.types import Pool
 from tests.control_plane.conftest import Api, sign_release
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, NIGHT, NIGHT_KEY, Fleet
-from tests.worlds.clocks import ManualClock
 
 OPERATOR = Actor(kind="operator", name="tests")
-
-
-@pytest.fixture
-def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]:
-    made = Fleet(pool, services, clock)
-    yield made
-    made.close()
 
 
 def _claim(api: Api, agent_key: str, slot_key: str = NIGHT_KEY) -> int:

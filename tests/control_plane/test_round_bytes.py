@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from uuid import UUID, uuid4
@@ -18,7 +17,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from control_plane.forecast.round_bytes import OrgRound, ReleaseSizes, Waiting, next_rounds
 from control_plane.registry import Services
 from control_plane.settings.services import PlatformSettings
-from control_plane.types import Pool
 from signed_release.manifest import parse_manifest
 from signed_release.patch_offer import PatchOffer
 from signed_release.signature import sign_manifest
@@ -85,13 +83,6 @@ def test_an_organisations_next_round_is_its_first_slot() -> None:
 
 BASE_TAR = "cd" * 32
 PATCH = b"a patch from 1.4.1" * 50
-
-
-@pytest.fixture
-def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]:
-    made = Fleet(pool, services, clock)
-    yield made
-    made.close()
 
 
 def _publish(services: Services, clock: ManualClock, key: Ed25519PrivateKey, *, store: bool) -> int:

@@ -25,7 +25,6 @@ from control_plane.types import Pool
 from signed_release.keys import key_id
 from tests.control_plane.conftest import Api
 from tests.control_plane.reconcile_fleet import AFTER_NIGHT, Fleet
-from tests.worlds.clocks import ManualClock
 
 SECRET = "a-shared-secret-of-enough-length"
 # The receivers here listen on 127.0.0.1: the operator setting that lets webhooks reach loopback
@@ -81,13 +80,6 @@ def receiver() -> Iterator[Receiver]:
         server.shutdown()
         server.server_close()
         thread.join()
-
-
-@pytest.fixture
-def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]:
-    made = Fleet(pool, services, clock)
-    yield made
-    made.close()
 
 
 def _notify_with_webhook(fleet: Fleet, services: Services, url: str) -> UUID:

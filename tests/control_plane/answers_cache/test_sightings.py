@@ -4,17 +4,15 @@ starts a new stretch of sightings (`online_since`) and the end of the previous o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import psycopg
-import pytest
 
 from control_plane.agent_config.services import STRETCH_GAP
 from control_plane.answers_cache.feed import ChangeFeed
 from control_plane.registry import Services
-from control_plane.types import Pool
 from ground.contract import CONFIG_PATH
 from ground.instants import format_http_date
 from tests.control_plane.conftest import Agent, Api, Org
@@ -82,13 +80,6 @@ def test_polls_without_a_gap_from_memory_keep_the_stretch(
         assert _poll(api, agent) == 200
         feed.read_once()
     assert _stretch(database_url, agent) == (START + timedelta(minutes=6), START, None)
-
-
-@pytest.fixture
-def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]:
-    made = Fleet(pool, services, clock)
-    yield made
-    made.close()
 
 
 def test_offline_through_the_window_and_back_from_memory_is_missed_as_offline(

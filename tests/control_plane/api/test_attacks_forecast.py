@@ -5,7 +5,7 @@ organisation shares weighs in its estimated share, as a number."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import date
 from typing import Any
 
@@ -13,21 +13,11 @@ import pytest
 
 from control_plane.errors import InvalidInput
 from control_plane.forecast.services import DAY_PATTERN, parse_day
-from control_plane.registry import Services
-from control_plane.types import Pool
 from shared_planner.wall_clock import FIRST_YEAR, LAST_YEAR
 from tests.control_plane.conftest import Api, Org
 from tests.control_plane.reconcile_fleet import Fleet
-from tests.worlds.clocks import ManualClock
 
 DAY = "2026-12-01"
-
-
-@pytest.fixture
-def fleet(pool: Pool, services: Services, clock: ManualClock) -> Iterator[Fleet]:
-    made = Fleet(pool, services, clock)
-    yield made
-    made.close()
 
 
 def _forecast(api: Api, org: Org) -> dict[str, Any]:
