@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import NoReturn, Protocol
+from typing import NoReturn, Protocol, TypeVar
 
 from signed_release.versions import is_valid_version
 
@@ -41,10 +41,14 @@ class CommandParser(argparse.ArgumentParser):
         raise UsageError(message, command=self.prog)
 
 
-class Subcommands(Protocol):
-    """What `add_subparsers(parser_class=CommandParser)` returned, as the commands use it."""
+_Made = TypeVar("_Made", bound=argparse.ArgumentParser, covariant=True)
 
-    def add_parser(self, name: str, *, help: str, description: str = ...) -> CommandParser: ...
+
+class Subcommands(Protocol[_Made]):
+    """What `add_subparsers(parser_class=…)` returned, as commands use it: it makes parsers of
+    that class (`Subcommands[CommandParser]` here; the agent's command line has its own)."""
+
+    def add_parser(self, name: str, *, help: str, description: str = ...) -> _Made: ...
 
 
 @dataclass(frozen=True, kw_only=True)

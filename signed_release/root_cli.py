@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ground.clock import Clock
 from signed_release.atomic_files import replace_file, write_new_file
-from signed_release.cli_support import Subcommands, UsageError, parse_duration
+from signed_release.cli_support import CommandParser, Subcommands, UsageError, parse_duration
 from signed_release.errors import TrustRootError, TrustRootMalformed
 from signed_release.keys import ROOT_KEY, generate_key_files, key_id, load_private_key
 from signed_release.keys import load_public_key as load_public_key_file
@@ -75,7 +75,7 @@ def _whole_number(value: str) -> int:
     return int(value)
 
 
-def add_root_commands(commands: Subcommands) -> None:
+def add_root_commands(commands: Subcommands[CommandParser]) -> None:
     keygen = commands.add_parser(
         "root-keygen",
         help="write a new root.key (0600) and root.pub; keep root.key offline",

@@ -18,7 +18,6 @@ import platform
 import shlex
 import sys
 from pathlib import Path
-from typing import Protocol
 
 from agent_daemon.commands.network_cli import add_network_options
 from agent_daemon.commands.run_cli import run_daemon
@@ -35,6 +34,7 @@ from agent_daemon.settings import (
 )
 from agent_daemon.updater.updater_settings import FIELD_INFO
 from ground.clock import ClockConfigError
+from signed_release.cli_support import Subcommands
 from signed_release.errors import ReleaseError
 
 __all__ = ["main"]
@@ -50,12 +50,6 @@ class _UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]  # raise instead of exit
         raise _UsageError(f"{self.prog}: {message}")
-
-
-class _Commands(Protocol):
-    """What `add_subparsers` returned, as the verbs below use it."""
-
-    def add_parser(self, name: str, *, help: str) -> _Parser: ...
 
 
 def _default_platform() -> str:
@@ -124,7 +118,7 @@ def _parser() -> _Parser:
     return parser
 
 
-def _add_self_update_commands(commands: _Commands) -> None:
+def _add_self_update_commands(commands: Subcommands[_Parser]) -> None:
     self_update = commands.add_parser(
         "self-update", help="the updater's own builds: install one from wheels, switch to it"
     )
@@ -223,7 +217,7 @@ def _add_systemd_dir(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_support_commands(commands: _Commands) -> None:
+def _add_support_commands(commands: Subcommands[_Parser]) -> None:
     uninstall = commands.add_parser(
         "uninstall",
         help="stop and disable the service, remove the units `install` wrote (and with --purge "
@@ -249,7 +243,7 @@ def _add_support_commands(commands: _Commands) -> None:
     )
 
 
-def _add_host_commands(commands: _Commands) -> None:
+def _add_host_commands(commands: Subcommands[_Parser]) -> None:
     hold = commands.add_parser(
         "hold", help="skip scheduled updates until a date or time (the control plane records it)"
     )
