@@ -207,6 +207,9 @@ def _without_dead_rows(url: str) -> None:
         conn.execute(f"VACUUM (INDEX_CLEANUP ON) {', '.join(PASS_WRITES)}")
 
 
+# Before each pass: the fleet without history as generated, the year's as its next night finds it.
+CLEAN: dict[str, Callable[[str], None]] = {"year": _without_dead_rows, "empty": _as_generated}
+
 # The night's other agents ran: one in fifty missed it, as on a usual night (a host the hot path
 # was refused for its rolled-back release already has its slot's run).
 USUALLY_MISSED = 50
@@ -228,13 +231,15 @@ def _passes(url: str) -> dict[str, Callable[[], float]]:
     pool = open_pool(url, min_size=1, max_size=1)
     now = SLOT_AT + timedelta(minutes=20)
     until = now - timedelta(minutes=1)
+    with pool.connection() as conn:
+        platform = read_settings(conn)
+    window = timedelta(minutes=platform.catch_up_minutes)
 
     def record_missed(conn: psycopg.Connection[Any]) -> None:
-        platform = read_settings(conn)
         record_missed_slots(
             conn,
             timezone=platform.timezone,
-            window=timedelta(minutes=platform.catch_up_minutes),
+            window=window,
             after=SLOT_AT - timedelta(hours=1),
             until=until,
             now=now,
@@ -261,8 +266,6 @@ def _passes(url: str) -> dict[str, Callable[[], float]]:
         with pool.connection() as conn, conn.transaction(force_rollback=True):
             began = time.perf_counter()
             record_missed(conn)
-            platform = read_settings(conn)
-            window = timedelta(minutes=platform.catch_up_minutes)
             end_outlived_claims(conn, window=window, until=until, now=now)
             review_closed_slots(
                 conn,
@@ -478,16 +481,13 @@ def main() -> int:
         for _ in range(max(3, args.repeat // 3)):
             for name in passes["year"]:
                 for kind in KINDS:
-                    if kind == "empty":
-                        _as_generated(urls[kind])
-                    else:
-                        _without_dead_rows(urls[kind])
+                    CLEAN[kind](urls[kind])
                     seconds = passes[kind][name]()
                     timings.add(name, kind, seconds)
                     print(f"  {name} on {kind}: {seconds:.2f} s", flush=True)
         # The passes' rolled-back rows out of both, so no autovacuum of them runs under wrk.
-        _without_dead_rows(urls["year"])
-        _as_generated(urls["empty"])
+        for kind in KINDS:
+            CLEAN[kind](urls[kind])
         hot = {} if args.no_hot_path else _hot_path(planes, args.agents, args)
     finally:
         for plane in planes.values():
