@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,8 +22,8 @@ from uuid import UUID
 from control_plane.accounts.services import AGENT_OF_CREDENTIAL, HOST_SEEN_EVERY
 from control_plane.agent_scope import unknown_agent
 from control_plane.answers_cache import AnswerMemory, SeenRecorder
-from control_plane.answers_cache.seen import host_clock_off
 from control_plane.host_sightings import stamp_hosts
+from control_plane.poll_word import NOTHING_SAID, PollWord
 from control_plane.releases.services import release_view
 from control_plane.rollout.config import (
     PERSONAL_OFFER_COLUMNS,
@@ -47,14 +46,11 @@ from ground.contract import (
     ReleaseTrack,
     ScheduleView,
 )
-from ground.instants import parse_http_date
 
 __all__ = [
     "STRETCH_GAP",
     "AgentConfigService",
     "VersionedConfig",
-    "held_trust_root",
-    "host_clock_offset",
     "offer_note",
 ]
 
@@ -64,34 +60,6 @@ LAST_SEEN_RESOLUTION = timedelta(seconds=30)
 # Polls further apart than this end a stretch of sightings (an agent polls every minute, and
 # `last_seen_at` lags by up to LAST_SEEN_RESOLUTION).
 STRETCH_GAP = timedelta(minutes=3)
-
-# The trust root version an agent says it holds: a positive integer the column can store.
-_HELD_VERSION = re.compile(r"[1-9][0-9]{0,9}")
-_MAX_HELD_VERSION = 2**31 - 1
-
-
-def held_trust_root(header: str | None) -> int | None:
-    """The version in the agent's trust root header; None when absent or not a positive integer
-    (an agent's report, never a reason to refuse its poll)."""
-    if header is None or _HELD_VERSION.fullmatch(header) is None:
-        return None
-    version = int(header)
-    return version if version <= _MAX_HELD_VERSION else None
-
-
-# A `Date` further than this from the control plane's clock is not a host's clock, however
-# broken (a dead clock battery starts at the firmware's date, years back), but a made-up value.
-_MAX_PLAUSIBLE_CLOCK_OFFSET = timedelta(days=100 * 366)
-
-
-def host_clock_offset(header: str | None, now: datetime) -> int | None:
-    """The host's clock minus the control plane's `now`, in whole seconds, from the `Date` header
-    of an agent's poll; None when absent, not an IMF-fixdate, or beyond belief (an agent's
-    report, never a reason to refuse its poll)."""
-    said = parse_http_date(header)
-    if said is None or abs(said - now) > _MAX_PLAUSIBLE_CLOCK_OFFSET:
-        return None
-    return round((said - now).total_seconds())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,7 +106,7 @@ WITH seen AS (
 {stamp_host}
 ), clock_off AS (
     -- The host's clock, when the poll said it and it is further off than the agent follows
-    -- (`answers_cache.seen.host_clock_off`); a clock that agrees, or a poll without `Date`,
+    -- (`poll_word.host_clock_off`); a clock that agrees, or a poll without `Date`,
     -- removes what was kept.
     INSERT INTO agent_clocks (agent_id, offset_seconds, measured_at)
     SELECT {agent}, %(clock_off)s::bigint, %(now)s
@@ -231,20 +199,15 @@ class AgentConfigService:
         secret_sha256: str,
         track: ReleaseTrack,
         now: datetime,
-        *,
-        host_id: str | None = None,
-        held: int | None = None,
-        clock: int | None = None,
-        no_date: bool = False,
+        word: PollWord,
     ) -> VersionedConfig | None:
         """`config_as` from memory, without the database (None: not remembered, or the memory
-        is not live); the sighting (and the trust root the agent holds, `held`, and its host's
-        clock, `clock`, or that its poll said no time, `no_date`) is noted for the feed's thread
-        to write."""
+        is not live); the sighting and the poll's `word` are noted for the feed's thread to
+        write."""
         found = self._memory.recall(_config_key(secret_sha256, track), now=now)
         if not isinstance(found, VersionedConfig):
             return None
-        self._seen.saw(found.agent_id, host_id, now, held=held, clock=clock, no_date=no_date)
+        self._seen.saw(found.agent_id, now, word)
         return found
 
     def config(
@@ -252,20 +215,12 @@ class AgentConfigService:
         agent_id: UUID,
         track: ReleaseTrack,
         now: datetime,
-        *,
-        host_id: str | None = None,
-        held: int | None = None,
-        clock: int | None = None,
-        no_date: bool = False,
+        word: PollWord = NOTHING_SAID,
     ) -> VersionedConfig:
         """The agent's config at `now` (the server's clock) with the release of `track`, and
-        records that the agent (and the host answering for it) was seen, the trust root it
-        holds (`held`, when it said) and how far off its host's clock is (`clock`: host minus
-        control plane in seconds, when it said; `no_date`: the poll sent no `Date` at all, which
-        removes a disagreement kept)."""
-        found = self._config(
-            _CONFIG_BY_ID, {"agent_id": agent_id}, track, now, host_id, held, clock, no_date
-        )
+        records that the agent was seen with what its poll said (`word`: the host answering
+        for it, the trust root it holds, how far off its host's clock is)."""
+        found = self._config(_CONFIG_BY_ID, {"agent_id": agent_id}, track, now, word)
         if found is None:
             raise unknown_agent(agent_id)
         return found
@@ -275,29 +230,16 @@ class AgentConfigService:
         secret_sha256: str,
         track: ReleaseTrack,
         now: datetime,
-        *,
-        host_id: str | None = None,
-        held: int | None = None,
-        clock: int | None = None,
-        no_date: bool = False,
+        word: PollWord,
     ) -> VersionedConfig | None:
         """`config` for the agent behind a presented credential, found in the same statement;
         None when no agent has that valid credential. Remembered when the memory is live."""
         stamp = self._memory.stamp()  # before the read: a change applied meanwhile wins
         found = self._config(
-            _CONFIG_BY_CREDENTIAL,
-            {"secret_sha256": secret_sha256},
-            track,
-            now,
-            host_id,
-            held,
-            clock,
-            no_date,
+            _CONFIG_BY_CREDENTIAL, {"secret_sha256": secret_sha256}, track, now, word
         )
         if found is not None and stamp is not None:
-            self._seen.stamped(
-                found.agent_id, host_id, now, held=held, clock=clock, no_date=no_date
-            )
+            self._seen.stamped(found.agent_id, now, word)
             self._memory.remember(
                 _config_key(secret_sha256, track),
                 found,
@@ -313,24 +255,20 @@ class AgentConfigService:
         agent: dict[str, object],
         track: ReleaseTrack,
         now: datetime,
-        host_id: str | None,
-        held: int | None,
-        clock: int | None,
-        no_date: bool,
+        word: PollWord,
     ) -> VersionedConfig | None:
-        off = clock is not None and host_clock_off(clock)
         parameters = {
-            "held": held,
-            "clock_off": clock if off else None,
+            "held": word.held,
+            "clock_off": word.clock if word.clock_off else None,
             # A poll without `Date` (a release before contract 6) keeps no disagreement either.
-            "clock_agrees": (clock is not None and not off) or no_date,
+            "clock_agrees": word.says_clock and not word.clock_off,
             **agent,
             "channel": track.channel,
             "platform": track.platform,
             "now": now,
             "stale": now - LAST_SEEN_RESOLUTION,
             "stretch_gap": now - STRETCH_GAP,
-            "host_id": host_id,
+            "host_id": word.host_id,
             "host_stale": now - HOST_SEEN_EVERY,
         }
         with self._pool.connection() as conn:

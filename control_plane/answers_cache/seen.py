@@ -31,16 +31,10 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from control_plane.host_sightings import stamp_hosts
+from control_plane.poll_word import NOTHING_SAID, PollWord
 from control_plane.types import Connection
-from ground.limits import MAX_HOST_CLOCK_OFFSET_SECONDS
 
-__all__ = ["SeenRecorder", "host_clock_off"]
-
-
-def host_clock_off(offset_seconds: int) -> bool:
-    """Whether a host's clock, `offset_seconds` from the control plane's, is further off than the
-    agent follows (it then plans on a wrong clock)."""
-    return abs(offset_seconds) > MAX_HOST_CLOCK_OFFSET_SECONDS
+__all__ = ["SeenRecorder"]
 
 
 # Every worker of every replica writes its own batch, and at a fleet's pace their batches name
@@ -127,21 +121,10 @@ class SeenRecorder:
         # … and whether this worker last wrote or read it off.
         self._clock_off_known: dict[UUID, bool] = {}
 
-    def saw(
-        self,
-        agent_id: UUID,
-        host_id: str | None,
-        now: datetime,
-        *,
-        held: int | None = None,
-        clock: int | None = None,
-        no_date: bool = False,
-    ) -> None:
-        """A poll answered from memory at `now` (or a claim refused `window_closed`, which no
-        statement stamps); `held`: the trust root version it reported; `clock`: its host's
-        clock minus the control plane's, in seconds, when it said its time; `no_date`: a poll
-        that said no time at all (an agent of a release before contract 6), which removes a
-        disagreement kept as a clock that agrees does."""
+    def saw(self, agent_id: UUID, now: datetime, word: PollWord = NOTHING_SAID) -> None:
+        """A poll answered from memory at `now`, with what it said of its host (`word`), or a
+        claim refused `window_closed`, which no statement stamps."""
+        held = word.held
         with self._lock:
             if held is not None and self._held_known.get(agent_id) != held:
                 self._held_known[agent_id] = held
@@ -151,41 +134,31 @@ class SeenRecorder:
             if due:
                 self._stamped[agent_id] = now
                 self._agents[agent_id] = now
-            if clock is not None or no_date:
-                off = clock is not None and host_clock_off(clock)
+            if word.says_clock:
+                off = word.clock_off
                 if (off and due) or (not off and self._clock_off_known.get(agent_id) is not False):
-                    self._clocks[agent_id] = (clock if off else None, now)
+                    self._clocks[agent_id] = (word.clock if off else None, now)
                 self._clock_off_known[agent_id] = off
-            if host_id is not None:
-                key = (agent_id, host_id)
+            if word.host_id is not None:
+                key = (agent_id, word.host_id)
                 last_host = self._host_stamped.get(key)
                 if last_host is None or now - last_host >= self._host_every or last_host > now:
                     self._host_stamped[key] = now
                     self._hosts[key] = now
 
-    def stamped(
-        self,
-        agent_id: UUID,
-        host_id: str | None,
-        now: datetime,
-        *,
-        held: int | None = None,
-        clock: int | None = None,
-        no_date: bool = False,
-    ) -> None:
-        """The database read stamped this sighting (and the root it reported, `held`, and its
-        host's clock, `clock`, or that it said none, `no_date`) itself: nothing to write for a
-        while."""
+    def stamped(self, agent_id: UUID, now: datetime, word: PollWord) -> None:
+        """The database read stamped this sighting and what its poll said (`word`) itself:
+        nothing to write for a while."""
         with self._lock:
             self._stamped[agent_id] = now
-            if clock is not None or no_date:
-                self._clock_off_known[agent_id] = clock is not None and host_clock_off(clock)
+            if word.says_clock:
+                self._clock_off_known[agent_id] = word.clock_off
                 self._clocks.pop(agent_id, None)
-            if held is not None:
-                self._held_known[agent_id] = held
+            if word.held is not None:
+                self._held_known[agent_id] = word.held
                 self._held.pop(agent_id, None)
-            if host_id is not None:
-                self._host_stamped[(agent_id, host_id)] = now
+            if word.host_id is not None:
+                self._host_stamped[(agent_id, word.host_id)] = now
 
     def pending(self) -> int:
         with self._lock:

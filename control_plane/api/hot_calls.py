@@ -7,12 +7,12 @@ from datetime import datetime
 
 from starlette.responses import JSONResponse, Response
 
-from control_plane.agent_config.services import held_trust_root, host_clock_offset
 from control_plane.answers_cache.in_flight import GrantsInFlight, KnownRoom
 from control_plane.answers_cache.own_writes import ReplicaWrites
 from control_plane.api.answers import refusal_response
 from control_plane.api.routes.agent_config import etag_matches
 from control_plane.errors import RequestRefused
+from control_plane.poll_word import PollWord
 from control_plane.registry import Services
 from ground.contract import ClaimRequest, ReleaseTrack
 
@@ -44,15 +44,13 @@ class ServicesFromMemory:
         host_time: str | None,
         if_none_match: str | None,
     ) -> Response | None:
-        versioned = self._services.agent_config.remembered(
-            secret_sha256,
-            track,
-            now,
+        word = PollWord.read(
             host_id=host_id,
-            held=held_trust_root(trust_root),
-            clock=host_clock_offset(host_time, now),
-            no_date=host_time is None,
+            trust_root=trust_root,
+            dates=() if host_time is None else (host_time,),
+            now=now,
         )
+        versioned = self._services.agent_config.remembered(secret_sha256, track, now, word)
         if versioned is None:
             return None
         answer_headers = {"ETag": versioned.etag, "Cache-Control": "no-cache"}

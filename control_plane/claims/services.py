@@ -375,7 +375,7 @@ class ClaimService:
         not offline."""
         self._refusals.record(agent_id, slot_key, refusal, now)
         if refusal is RefusalCode.WINDOW_CLOSED and self._seen is not None:
-            self._seen.saw(agent_id, None, now)
+            self._seen.saw(agent_id, now)
 
     def _known_counts(
         self, current_round: datetime, org_id: UUID, read: RoundCounts

@@ -14,6 +14,7 @@ import pytest
 
 from control_plane.accounts.credentials import Audience
 from control_plane.agent_config.services import seen_recorder
+from control_plane.poll_word import PollWord
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import DEFAULT_TRACK
@@ -30,12 +31,12 @@ def _credential_checked(services: Services, pool: Pool, agent: Agent, at: dateti
 
 
 def _config_polled(services: Services, pool: Pool, agent: Agent, at: datetime) -> None:
-    services.agent_config.config(UUID(agent.agent_id), DEFAULT_TRACK, at, host_id=HOST)
+    services.agent_config.config(UUID(agent.agent_id), DEFAULT_TRACK, at, PollWord(host_id=HOST))
 
 
 def _seen_from_memory(services: Services, pool: Pool, agent: Agent, at: datetime) -> None:
     recorder = seen_recorder()
-    recorder.saw(UUID(agent.agent_id), HOST, at)
+    recorder.saw(UUID(agent.agent_id), at, PollWord(host_id=HOST))
     with pool.connection() as conn:
         recorder.write(conn)
 

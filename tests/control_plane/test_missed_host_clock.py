@@ -14,6 +14,7 @@ import pytest
 
 from control_plane.answers_cache.seen import SeenRecorder
 from control_plane.events.trail import Actor
+from control_plane.poll_word import PollWord
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.instants import format_http_date
@@ -234,7 +235,7 @@ def sightings(pool: Pool, fleet: Fleet) -> Sightings:
         stretch_gap=timedelta(minutes=3),
     )
     kept = Sightings(recorder, agent_id, pool)
-    recorder.saw(agent_id, None, SIGHTED, clock=-259_200)
+    recorder.saw(agent_id, SIGHTED, PollWord(clock=-259_200))
     kept.write()
     assert _clocks(fleet) == [(agent_id, -259_200)]
     return kept
@@ -245,12 +246,12 @@ def test_the_sightings_from_memory_keep_and_remove_a_hosts_clock(
 ) -> None:
     recorder, agent_id = sightings.recorder, sightings.agent_id
     # Within the resolution: nothing new to write; a clock that agrees removes the row once.
-    recorder.saw(agent_id, None, SIGHTED + timedelta(seconds=5), clock=-259_199)
+    recorder.saw(agent_id, SIGHTED + timedelta(seconds=5), PollWord(clock=-259_199))
     assert recorder.pending() == 0
-    recorder.saw(agent_id, None, SIGHTED + timedelta(minutes=1), clock=1)
+    recorder.saw(agent_id, SIGHTED + timedelta(minutes=1), PollWord(clock=1))
     sightings.write()
     assert _clocks(fleet) == []
-    recorder.saw(agent_id, None, SIGHTED + timedelta(minutes=2), clock=0)
+    recorder.saw(agent_id, SIGHTED + timedelta(minutes=2), PollWord(clock=0))
     assert recorder.pending() == 1  # the sighting only
 
 
@@ -259,13 +260,13 @@ def test_the_sightings_from_memory_remove_a_hosts_clock_on_a_poll_without_date(
 ) -> None:
     recorder, agent_id = sightings.recorder, sightings.agent_id
     # A claim's sighting says nothing of the clock; a poll without `Date` removes it, once.
-    recorder.saw(agent_id, None, SIGHTED + timedelta(minutes=1))
+    recorder.saw(agent_id, SIGHTED + timedelta(minutes=1))
     sightings.write()
     assert _clocks(fleet) == [(agent_id, -259_200)]
-    recorder.saw(agent_id, None, SIGHTED + timedelta(minutes=2), no_date=True)
+    recorder.saw(agent_id, SIGHTED + timedelta(minutes=2), PollWord(no_date=True))
     sightings.write()
     assert _clocks(fleet) == []
-    recorder.saw(agent_id, None, SIGHTED + timedelta(minutes=3), no_date=True)
+    recorder.saw(agent_id, SIGHTED + timedelta(minutes=3), PollWord(no_date=True))
     assert recorder.pending() == 1  # the sighting only
 
 

@@ -10,8 +10,6 @@ from fastapi.responses import JSONResponse
 
 from control_plane.agent_config.services import (
     VersionedConfig,
-    held_trust_root,
-    host_clock_offset,
 )
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import (
@@ -21,6 +19,7 @@ from control_plane.api.deps import (
     in_database_thread,
     services_of,
 )
+from control_plane.poll_word import PollWord
 from control_plane.registry import Services
 from ground.contract import (
     CHANNEL_PARAM,
@@ -76,26 +75,18 @@ async def agent_config(
     a 304 when nothing but the time changed (each pair has its own ETag)."""
     services = services_of(request)
     track = ReleaseTrack(channel=channel, platform=platform)
-    # Read from the request like the host id: an optional report every agent poll may carry.
-    held = held_trust_root(request.headers.get(TRUST_ROOT_VERSION_HEADER))
-    # Sent twice, the host's clock is no one value: ignored (as the middleware hands it here).
-    dates = request.headers.getlist(HOST_TIME_HEADER)
-    clock = host_clock_offset(dates[0] if len(dates) == 1 else None, now)
-    # No `Date` at all: an agent of a release before contract 6 (switched back, say).
-    no_date = not dates
-    # From memory when the change feed keeps it exact: no thread hop, no database.
-    versioned = services.agent_config.remembered(
-        credential.secret_sha256,
-        track,
-        now,
+    # Read from the request like the host id: optional reports every agent poll may carry.
+    word = PollWord.read(
         host_id=credential.host_id,
-        held=held,
-        clock=clock,
-        no_date=no_date,
+        trust_root=request.headers.get(TRUST_ROOT_VERSION_HEADER),
+        dates=request.headers.getlist(HOST_TIME_HEADER),
+        now=now,
     )
+    # From memory when the change feed keeps it exact: no thread hop, no database.
+    versioned = services.agent_config.remembered(credential.secret_sha256, track, now, word)
     if versioned is None:
         versioned = await in_database_thread(
-            request, lambda: _config(services, credential, track, now, held, clock, no_date)
+            request, lambda: _config(services, credential, track, now, word)
         )
     headers = {"ETag": versioned.etag, "Cache-Control": "no-cache"}
     if etag_matches(if_none_match, versioned.etag):
@@ -108,29 +99,11 @@ def _config(
     credential: PresentedAgentKey,
     track: ReleaseTrack,
     now: datetime,
-    held: int | None,
-    clock: int | None,
-    no_date: bool,
+    word: PollWord,
 ) -> VersionedConfig:
-    found = services.agent_config.config_as(
-        credential.secret_sha256,
-        track,
-        now,
-        host_id=credential.host_id,
-        held=held,
-        clock=clock,
-        no_date=no_date,
-    )
+    found = services.agent_config.config_as(credential.secret_sha256, track, now, word)
     if found is not None:
         return found
     caller = credential.principal(services)  # the 401 or 403, when that is why nothing was found
     assert caller.agent_id is not None
-    return services.agent_config.config(
-        caller.agent_id,
-        track,
-        now,
-        host_id=credential.host_id,
-        held=held,
-        clock=clock,
-        no_date=no_date,
-    )
+    return services.agent_config.config(caller.agent_id, track, now, word)

@@ -24,6 +24,7 @@ from control_plane.answers_cache.feed import ChangeFeed
 from control_plane.answers_cache.seen import SeenRecorder
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.database import open_pool
+from control_plane.poll_word import PollWord
 from control_plane.registry import Services
 from control_plane.types import Pool
 from ground.contract import RefusalCode
@@ -124,9 +125,9 @@ def test_two_workers_sightings_of_the_same_agents_do_not_deadlock(
     )
     # The same two agents and hosts, noted in opposite orders by the two workers.
     for agent_id in agents:
-        first.saw(agent_id, "host-aaaa", AT)
+        first.saw(agent_id, AT, PollWord(host_id="host-aaaa"))
     for agent_id in reversed(agents):
-        second.saw(agent_id, "host-aaaa", AT + timedelta(seconds=1))
+        second.saw(agent_id, AT + timedelta(seconds=1), PollWord(host_id="host-aaaa"))
 
     with pause_at_each_row(database_url, "agents", "UPDATE"):
         failures = _at_once(_write(database_url, first), _write(database_url, second))
@@ -156,9 +157,9 @@ def test_two_workers_hosts_of_the_same_agents_do_not_deadlock(
         for _ in range(2)
     )
     for agent_id in agents:
-        first.saw(agent_id, "host-aaaa", AT)
+        first.saw(agent_id, AT, PollWord(host_id="host-aaaa"))
     for agent_id in reversed(agents):
-        second.saw(agent_id, "host-aaaa", AT)
+        second.saw(agent_id, AT, PollWord(host_id="host-aaaa"))
     # Stamped already: only the hosts are written, each an upsert.
     with pool.connection() as conn:
         conn.execute("UPDATE agents SET last_seen_at = %s WHERE id = ANY(%s)", [AT, agents])
@@ -199,7 +200,7 @@ def test_a_sightings_write_that_fails_leaves_the_memory_answering(
     the agent's row longer. The sighting is kept and written by a later read, and meanwhile the
     memory keeps answering (it was read, so it is exact)."""
     agent_id = agents[0]
-    services.seen.saw(agent_id, None, AT)
+    services.seen.saw(agent_id, AT)
     with psycopg.connect(database_url) as holder:
         holder.execute("SELECT 1 FROM agents WHERE id = %s FOR UPDATE", [agent_id])
         feed.read_once()

@@ -261,7 +261,7 @@ def test_sightings_that_cannot_be_written_are_said_once_a_minute_and_when_writte
     with psycopg.connect(database_url) as operator:
         operator.execute("SELECT id FROM agents WHERE id = %s FOR UPDATE", [agent.agent_id])
         for _ in range(5):  # the feed's own statement bound cuts each wait
-            services.seen.saw(UUID(agent.agent_id), None, datetime.now(UTC))
+            services.seen.saw(UUID(agent.agent_id), datetime.now(UTC))
             feed.read_once()
             ticks.now += 0.5
         assert len(said()) == 1, said()
