@@ -54,8 +54,8 @@ INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, miss_rea
                   notify_considered_at)
 SELECT a.id, a.org_id, 'schedule', to_char(s.at AT TIME ZONE 'Europe/Amsterdam',
        'YYYY-MM-DD"T"HH24:MI'), s.at, s.status,
-       CASE WHEN s.status = 'missed' THEN (ARRAY['offline', 'throttled', 'unknown'])[1 + s.k %% 3]
-       END,
+       CASE WHEN s.status = 'missed'
+            THEN (ARRAY['offline', 'throttled', 'unknown', 'unreachable'])[1 + s.k %% 4] END,
        CASE WHEN s.status IN ('succeeded', 'failed', 'rolled_back') THEN r.id END,
        '1.4.1',
        CASE WHEN s.status IN ('succeeded', 'up_to_date') THEN '1.5.0'
@@ -166,6 +166,15 @@ _AROUND_NOTIFICATIONS = [
      WHERE abs(hashtext(id::text)) % 100 < 3
     """,
     """
+    INSERT INTO unreachable_reports (agent_id, slot_key, slot_at, error, first_tried_at,
+                                     last_tried_at, attempts, reported_at)
+    SELECT agent_id, slot_key, slot_at,
+           'connect to cp.example.com port 443: no route to host (proxy.example.com:3128)',
+           slot_at + interval '10 seconds', slot_at + interval '55 minutes', 56,
+           slot_at + interval '3 hours'
+      FROM runs WHERE miss_reason = 'unreachable'
+    """,
+    """
     INSERT INTO claim_rounds_org (round_start, org_id, granted)
     SELECT date_trunc('minute', claimed_at), org_id, least(count(*), 5)
       FROM runs WHERE claimed_at IS NOT NULL GROUP BY 1, 2
@@ -187,6 +196,7 @@ HISTORY_TABLES = (
     "webhook_attempts",
     "agent_mentions",
     "claim_refusals",
+    "unreachable_reports",
     "claim_rounds_org",
     "claim_rounds_global",
 )
@@ -280,6 +290,7 @@ def one_big_delete(url: str, cutoff: datetime) -> float:
             conn.execute("DELETE FROM runs WHERE created_at < %s", [cutoff])
             conn.execute("DELETE FROM notifications WHERE created_at < %s", [cutoff])
             conn.execute("DELETE FROM claim_refusals WHERE first_at < %s", [cutoff])
+            conn.execute("DELETE FROM unreachable_reports WHERE slot_at < %s", [cutoff])
             conn.execute("DELETE FROM slot_reviews WHERE slot_at < %s", [cutoff])
             conn.execute("DELETE FROM claim_rounds_org WHERE round_start < %s", [cutoff])
             conn.execute("DELETE FROM claim_rounds_global WHERE round_start < %s", [cutoff])
