@@ -318,8 +318,9 @@ def forget_dead_handles(pgdata: Path) -> list[int]:
         from pgserver.postgres_server import PostgresServer
 
     handles = pgdata / _HANDLES_FILE
-    # pgserver's own inter-process lock (it has no public name): the one it takes to add and
-    # remove handles.
+    # pgserver's own inter-process lock, the one it takes to add and remove handles. It has no
+    # public name, and a lock of our own on its lock file would not do: a POSIX lock belongs to the
+    # process, and releasing ours would release pgserver's too.
     with PostgresServer._lock:
         try:
             pids = json.loads(handles.read_text())
@@ -350,11 +351,12 @@ def stop_unclaimed_server(pgdata: Path, *, user: str | None) -> bool:
     server running. Returns whether a server was stopped."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # as in `EmbeddedPostgres.start`
-        from pgserver import _commands
+        import pgserver
         from pgserver.postgres_server import PostgresServer
 
-    # pgserver makes its command functions at import time, so a type checker cannot see them.
-    pg_ctl = cast(Callable[..., str], getattr(_commands, "pg_ctl"))  # noqa: B009
+    # pgserver makes its command functions (one per program it ships) at import time, so a type
+    # checker cannot see them.
+    pg_ctl = cast(Callable[..., str], getattr(pgserver, "pg_ctl"))  # noqa: B009
     forget_dead_handles(pgdata)
     with PostgresServer._lock:
         if _handles(pgdata):
