@@ -9,13 +9,17 @@ The output of a build is untrusted input like everything from the network: it ma
   drained and dropped (never gigabytes in memory), then decoded with replacement characters;
 * runs as the managed agent's user when one is configured (`user=`): the build's code must not
   run as root just because the updater does;
-* inherits the updater's umask (`Updater` sets 0o022 explicitly).
+* inherits the updater's umask (`Updater` sets 0o022 explicitly);
+* is started again for up to a second while its program is "busy" (ETXTBSY): a build unpacked a
+  moment ago cannot be executed while any process still holds it open for writing, and a child
+  that another thread forks in between holds this process's descriptors until its own exec.
 
 Every way it can go wrong is a `CommandFailed` with a readable message; nothing else escapes.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import pwd
 import selectors
@@ -33,6 +37,9 @@ __all__ = ["OUTPUT_LIMIT_BYTES", "CommandFailed", "CommandResult", "run_bounded"
 # stack trace worth reading, and bounds what a broken build can make the updater hold.
 OUTPUT_LIMIT_BYTES = 64 * 1024
 _READ_CHUNK = 64 * 1024
+# How long a program still open for writing elsewhere is tried again, and how often.
+_BUSY_FOR_SECONDS = 1.0
+_BUSY_PAUSE_SECONDS = 0.01
 
 
 class CommandFailed(Exception):
@@ -72,19 +79,26 @@ def run_bounded(
         else:
             # Root's supplementary groups are dropped too: the build gets its user's and no more.
             groups = []
-    try:
-        process = subprocess.Popen(
-            list(command),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            user=uid,
-            group=gid,
-            extra_groups=groups,
-        )
-    except (OSError, ValueError, subprocess.SubprocessError) as exc:
-        raise CommandFailed(f"{shown(command)!r} cannot run: {exc}") from exc
+    busy_until = time.monotonic() + _BUSY_FOR_SECONDS
+    while True:
+        try:
+            process = subprocess.Popen(
+                list(command),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                user=uid,
+                group=gid,
+                extra_groups=groups,
+            )
+            break
+        except OSError as exc:
+            if exc.errno != errno.ETXTBSY or time.monotonic() >= busy_until:
+                raise CommandFailed(f"{shown(command)!r} cannot run: {exc}") from exc
+        except (ValueError, subprocess.SubprocessError) as exc:
+            raise CommandFailed(f"{shown(command)!r} cannot run: {exc}") from exc
+        time.sleep(_BUSY_PAUSE_SECONDS)
     assert process.stdout is not None and process.stderr is not None
     deadline = time.monotonic() + timeout
     streams: tuple[IO[bytes], IO[bytes]] = (process.stdout, process.stderr)

@@ -8,6 +8,7 @@ import pwd
 import select
 import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,6 +67,38 @@ def test_a_child_that_keeps_the_output_open_is_killed_with_its_group(tmp_path: P
 def test_a_command_that_cannot_run_is_a_command_failure() -> None:
     with pytest.raises(CommandFailed, match="cannot run"):
         run_bounded(["/nonexistent/agent", "--version"], timeout=1)
+
+
+def _program(folder: Path) -> Path:
+    program = folder / "provibr-agent"
+    program.write_text("#!/bin/sh\necho 1.4.2\n")
+    program.chmod(0o755)
+    return program
+
+
+def test_a_program_still_open_for_writing_a_moment_is_started_once_it_is_closed(
+    tmp_path: Path,
+) -> None:
+    """A build just unpacked is busy (ETXTBSY) while any process holds it open for writing: a
+    child forked by another thread holds it until its own exec."""
+    program = _program(tmp_path)
+    writer = program.open("ab")
+    closing = threading.Timer(0.2, writer.close)
+    closing.start()
+    try:
+        result = run_bounded([str(program)], timeout=10)
+    finally:
+        closing.join()
+        writer.close()
+    assert (result.returncode, result.stdout) == (0, "1.4.2\n")
+
+
+def test_a_program_kept_open_for_writing_is_a_command_failure_that_says_so(
+    tmp_path: Path,
+) -> None:
+    program = _program(tmp_path)
+    with program.open("ab"), pytest.raises(CommandFailed, match=r"cannot run: .*Text file busy"):
+        run_bounded([str(program)], timeout=10)
 
 
 def test_an_unknown_user_is_a_command_failure() -> None:
