@@ -27,6 +27,7 @@ from control_plane.rollout.services import (
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
 from ground.instants import parse_day_text
+from shared_planner.wall_clock import FIRST_YEAR, LAST_YEAR
 
 __all__ = ["DAY_PATTERN", "ForecastService", "parse_day", "read_scheduled_agents"]
 
@@ -40,6 +41,10 @@ DAY_PATTERN = (
     r"-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])$"
 )
 _DAY = re.compile(DAY_PATTERN)
+_NOT_A_DAY = (
+    f"is not a date in the years {FIRST_YEAR + 1} to {LAST_YEAR - 1}"
+    " (expected YYYY-MM-DD, e.g. 2026-11-30)"
+)
 
 
 def parse_day(field: str, value: object) -> date:
@@ -52,7 +57,7 @@ def parse_day(field: str, value: object) -> date:
             return parse_day_text(value)
         except ValueError:
             pass  # a day the calendar lacks, such as 2026-02-30
-    raise InvalidInput(field, value, "is not a date (expected YYYY-MM-DD, e.g. 2026-11-30)")
+    raise InvalidInput(field, value, _NOT_A_DAY)
 
 
 def read_scheduled_agents(conn: Connection) -> dict[tuple[str, ...], dict[Any, int]]:

@@ -304,7 +304,7 @@ REFUSED = [
     pytest.param(["events", "--kind", " "], "--kind: ' ' is blank", id="events_kind_blank"),
     pytest.param(
         ["forecast", "--date", "2026-02-30"],
-        "--date: '2026-02-30' is not a date (expected YYYY-MM-DD",
+        "--date: '2026-02-30' is not a date in the years 1901 to 8998 (expected YYYY-MM-DD",
         id="forecast_date_absurd",
     ),
     # enrollment tokens: --org, --uses, ID

@@ -160,7 +160,8 @@ def test_a_bad_date_is_named(api: Api, operator_key: str, date: str) -> None:
         response = client.get("/v1/admin/forecast", params={"date": date})
     assert response.status_code == 422
     assert response.json()["detail"]["message"] == (
-        f"date: {date!r} is not a date (expected YYYY-MM-DD, e.g. 2026-11-30)"
+        f"date: {date!r} is not a date in the years 1901 to 8998"
+        " (expected YYYY-MM-DD, e.g. 2026-11-30)"
     )
 
 
@@ -206,7 +207,7 @@ def test_control_forecast_refuses_a_bad_date_in_one_line(database_url: str) -> N
     result = _control(database_url, "forecast", "--date", "tomorrow")
     assert result.returncode == 2
     assert result.stderr == (
-        "nachtwacht control forecast: --date: 'tomorrow' is not a date"
+        "nachtwacht control forecast: --date: 'tomorrow' is not a date in the years 1901 to 8998"
         " (expected YYYY-MM-DD, e.g. 2026-11-30)\n"
     )
 
