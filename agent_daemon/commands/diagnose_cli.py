@@ -197,7 +197,7 @@ def _connectivity(paths: AgentPaths) -> str:
         took = time.monotonic() - started
         agent = answer.config.name if isinstance(answer, FreshConfig) else "unchanged"
         lines.append(f"config poll: answered in {took:.2f} s (agent {agent})")
-        offset = clock.offset.total_seconds()
+        offset = round(clock.offset.total_seconds(), 1) + 0.0  # + 0.0: never "-0.0"
         lines.append(f"clock offset: {offset:+.1f} s (the control plane's clock minus this host's)")
     return "\n".join(lines) + "\n"
 

@@ -420,7 +420,8 @@ def render_status(status: AgentStatus) -> str:
         config = cached.config
         synced = f"{zoned(cached.synced_at, tz)} ({ago(cached.synced_at, status.now)})"
         lines.append(f"config synced: {synced}")
-        lines.append(f"clock offset:  {cached.offset_seconds:+.0f} s (the control plane's clock)")
+        offset = round(cached.offset_seconds)
+        lines.append(f"clock offset:  {offset:+d} s (the control plane's clock)")
         if config.schedule.enabled:
             times = ", ".join(config.schedule.times)
             lines.append(

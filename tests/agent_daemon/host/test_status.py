@@ -23,13 +23,19 @@ CONFIG = {
 }
 
 
-def status(state: DaemonState, *, cached: bool = True, pid: int | None = 4242) -> str:
+def status(
+    state: DaemonState,
+    *,
+    cached: bool = True,
+    pid: int | None = 4242,
+    offset_seconds: float = -3.0,
+) -> str:
     cache = CachedConfig(
         config=parse_config(CONFIG),
         raw=CONFIG,
         etag='"e"',
         synced_at=datetime(2026, 11, 30, 2, 4, tzinfo=UTC),
-        offset_seconds=-3.0,
+        offset_seconds=offset_seconds,
     )
     return render_status(
         AgentStatus(
@@ -88,6 +94,16 @@ def test_status_shows_schedule_next_slot_brake_sync_and_daemon() -> None:
     assert "outbox:        2 report(s) waiting" in text
     assert "updater:       switched: 1.4.1 -> 1.5.0 (run r2)" in text
     assert "last runs:     none yet" in text
+
+
+@pytest.mark.parametrize(
+    ("offset_seconds", "shown"), [(-3.0, "-3 s"), (-0.3, "+0 s"), (0.0, "+0 s"), (2.6, "+3 s")]
+)
+def test_status_shows_the_clock_offset_in_whole_seconds_and_never_minus_zero(
+    offset_seconds: float, shown: str
+) -> None:
+    text = status(DaemonState(), offset_seconds=offset_seconds)
+    assert f"clock offset:  {shown} (the control plane's clock)" in text
 
 
 def test_status_shows_the_update_in_progress() -> None:
