@@ -23,7 +23,7 @@ from agent_daemon.commands.agent_parts import (
 from agent_daemon.commands.network_cli import network_status_lines
 from agent_daemon.connection.config_cache import ConfigCache
 from agent_daemon.connection.http_client import network_facts
-from agent_daemon.connection.outbox import Outbox
+from agent_daemon.connection.outbox import Outbox, SetAside, SetAsideReports
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.daemon_state import StateStore
 from agent_daemon.disk.held_trust_root import (
@@ -39,8 +39,10 @@ from agent_daemon.disk.unreachable_file import (
 from agent_daemon.errors import DaemonStateError
 from agent_daemon.host.activity import ActivityFile, ActivityRecord
 from agent_daemon.host.status import (
+    SET_ASIDE_SHOWN,
     AgentStatus,
     describe_offer_note,
+    describe_set_aside,
     pending_update_now,
     problems,
     render_status,
@@ -83,6 +85,7 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
         reports, pending = [], -1
     trust_root, trust_root_error = _trust_root_of(settings)
     status = AgentStatus(
+        set_aside=_set_aside_of(settings),
         agent_id=settings.agent_id,
         control_url=settings.control_url,
         daemon_pid=daemon_running(settings.state_dir),
@@ -173,6 +176,13 @@ def _updater_step(settings: AgentSettings) -> str | None:
     return f"{progress.step}: {source} -> {progress.version} (run {progress.run_id})"
 
 
+def _set_aside_of(settings: AgentSettings) -> SetAsideReports | None:
+    try:
+        return Outbox(settings.state_dir / OUTBOX_DIR_NAME).set_aside(newest=SET_ASIDE_SHOWN)
+    except OSError:
+        return None  # status still has the rest to say
+
+
 def _unreachable_slots(settings: AgentSettings) -> tuple[UnreachableSlot, ...]:
     try:
         return UnreachableSlotsFile(settings.state_dir / UNREACHABLE_FILE_NAME).load().slots
@@ -216,5 +226,29 @@ def _status_json(status: AgentStatus) -> dict[str, object]:
         "unreachable_slots": [slot.model_dump(mode="json") for slot in status.unreachable_slots],
         # Their reports queued in the outbox, not delivered yet (the slots' keys).
         "unreachable_reports_waiting": list(status.unreachable_reports_waiting),
+        # Reports set aside in the outbox's `rejected/`, never sent again (None: unreadable).
+        "set_aside_reports": None
+        if status.set_aside is None
+        else {
+            "count": status.set_aside.count,
+            "directory": str(status.set_aside.directory),
+            "newest": [_set_aside_json(item, status) for item in status.set_aside.newest],
+        },
         "problems": problems(status),
+    }
+
+
+def _set_aside_json(item: SetAside, status: AgentStatus) -> dict[str, object]:
+    report = item.report
+    return {
+        "file": str(item.path),
+        "set_aside_at": format_instant(item.at),
+        "slot_key": None if report is None else report.slot_key,
+        "run_id": None if report is None else report.run_id,
+        "method": None if report is None else report.method,
+        "path": None if report is None else report.path,
+        # The note as written beside it: `status` and `detail` (refused), `given_up`, `reason`.
+        "why": item.why,
+        "unreadable": item.problem,
+        "words": describe_set_aside(item, status.zone, status.now),
     }
