@@ -263,7 +263,8 @@ class ControlPlaneClient:
     ) -> FreshConfig | NotModified:
         """The config (or 304 for `etag`); `trust_root_version` is the trust root this agent
         holds, told to the control plane with every poll (None: it holds none)."""
-        headers = {"If-None-Match": etag} if etag else {}
+        sent_etag = wire.usable_etag(etag)
+        headers = {"If-None-Match": sent_etag} if sent_etag else {}
         if trust_root_version is not None:
             headers[TRUST_ROOT_VERSION_HEADER] = str(trust_root_version)
         params = {CHANNEL_PARAM: self._track.channel, PLATFORM_PARAM: self._track.platform}
@@ -274,7 +275,9 @@ class ControlPlaneClient:
             raise self.unexpected_answer(wire.CONFIG_SOURCE, response, expected="200 or 304")
         document = self.answer_json(wire.CONFIG_SOURCE, response)
         config = wire.parse_config(document)
-        return FreshConfig(config=config, raw=document, etag=response.headers.get("ETag"))
+        return FreshConfig(
+            config=config, raw=document, etag=wire.usable_etag(response.headers.get("ETag"))
+        )
 
     def fetch_trust_root(self, version: int, *, max_bytes: int) -> bytes | None:
         """The exact bytes of trust root `version`, None while it is not published (404). Not

@@ -180,7 +180,7 @@ def test_reports_set_aside_on_different_nights_do_not_overwrite_each_other(tmp_p
     assert [item.report.run_id for item in held.newest if item.report] == [
         f"run-{night}" for night in reversed(range(2, KEEP_REJECTED + 2))
     ]
-    assert [item.why for item in held.newest][0] == {
+    assert held.newest[0].why == {
         "status": 409,
         "detail": f"night {KEEP_REJECTED + 1}",
     }
