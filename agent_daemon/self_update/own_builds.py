@@ -109,6 +109,24 @@ def install_build(
     layout.ensure()
     staging = layout.staging_dir(version)
     shutil.rmtree(staging, ignore_errors=True)
+    try:
+        _make_venv(staging, wheels, wheel, python=python, timeout_seconds=timeout_seconds)
+    except BaseException:
+        # A half-made venv (tens of MB) would hold a disk that filled until the next attempt.
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    # A folder without `.complete` is a torn install from an earlier attempt: replaced.
+    shutil.rmtree(final, ignore_errors=True)
+    layout.complete(staging, version, sha256)
+    # A self-update installs one build a release: keep the new one, `current` and `previous`
+    # (what the guard goes back to) and remove older ones, so the own root does not grow.
+    layout.apply_retention([version], bad=[])
+    return final
+
+
+def _make_venv(
+    staging: Path, wheels: Path, wheel: Path, *, python: str, timeout_seconds: float
+) -> None:
     staging.mkdir()
     venv = staging / "venv"
     _run([python, "-m", "venv", str(venv)], what=f"{python} -m venv", timeout=timeout_seconds)
@@ -130,13 +148,6 @@ def install_build(
         timeout=timeout_seconds,
     )
     fsync_directory(staging)
-    # A folder without `.complete` is a torn install from an earlier attempt: replaced.
-    shutil.rmtree(final, ignore_errors=True)
-    layout.complete(staging, version, sha256)
-    # A self-update installs one build a release: keep the new one, `current` and `previous`
-    # (what the guard goes back to) and remove older ones, so the own root does not grow.
-    layout.apply_retention([version], bad=[])
-    return final
 
 
 def _agent_wheel(wheels: Path, version: str) -> Path:

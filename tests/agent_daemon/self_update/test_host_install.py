@@ -261,3 +261,36 @@ def test_installing_a_build_removes_older_builds_but_never_current_or_previous(
     install_build(own_root=layout.root, wheels=wheels, version=NEW, python=sys.executable)
     assert layout.installed_versions() == sorted(["0.7.0", "0.9.0", NEW], key=version_key)
     assert (layout.link_target("current"), layout.link_target("previous")) == ("0.9.0", "0.7.0")
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        pytest.param(b"not a zip at all", id="wheel_not_a_zip"),
+        pytest.param(b"", id="wheel_empty_as_on_a_full_disk"),
+    ],
+)
+def test_a_build_that_fails_to_install_leaves_no_half_made_venv_behind(
+    tmp_path: Path, broken: bytes
+) -> None:
+    """pip failing halfway (a wheel cut short when the disk filled): the half-made venv in
+    `versions/.<v>.tmp` is removed at once, not left to hold the full disk until a later
+    self-update; `current`, `previous` and the builds are as they were."""
+    layout = InstallLayout(tmp_path / "own")
+    layout.ensure()
+    for version in ("0.9.0", OLD):
+        folder = layout.version_dir(version)
+        folder.mkdir()
+        (folder / ".complete").write_text("0" * 64 + "\n")
+    layout.point("previous", "0.9.0")
+    layout.point("current", OLD)
+    before = sorted(p.name for p in layout.versions.iterdir())
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / f"nachtwacht_agent-{NEW}-py3-none-any.whl").write_bytes(broken)
+
+    with pytest.raises(SelfUpdateError, match="pip install"):
+        install_build(own_root=layout.root, wheels=wheels, version=NEW, python=sys.executable)
+
+    assert sorted(p.name for p in layout.versions.iterdir()) == before
+    assert (layout.link_target("current"), layout.link_target("previous")) == (OLD, "0.9.0")
