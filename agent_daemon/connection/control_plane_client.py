@@ -163,9 +163,11 @@ class ControlPlaneClient:
         path: str,
         *,
         coded_refusals: bool = False,
-        max_bytes: int | None = None,
+        max_bytes: int = wire.MAX_ANSWER_BYTES,
         **kwargs: Any,
     ) -> httpx.Response:
+        """Every answer of the control plane is read bounded (`_bounded_request`): at most
+        `max_bytes`, and whole within its time, so no answer holds the minute or the memory."""
         # The host's own clock, for the control plane to tell a host whose clock is too far off
         # (the offset this agent follows is learned from the answer's `SERVER_TIME_HEADER`).
         kwargs["headers"] = {
@@ -173,10 +175,7 @@ class ControlPlaneClient:
             **(kwargs.get("headers") or {}),
         }
         try:
-            if max_bytes is None:
-                response = self._http.request(method, path, **kwargs)
-            else:
-                response = self._bounded_request(method, path, max_bytes, **kwargs)
+            response = self._bounded_request(method, path, max_bytes, **kwargs)
         except httpx.TimeoutException as exc:
             raise ControlPlaneUnreachable(f"{method} {path}: no answer in time ({exc})") from exc
         except httpx.TransportError as exc:
@@ -245,10 +244,13 @@ class ControlPlaneClient:
                         f"{len(body)} bytes so far)"
                     )
             # The body is decoded already: the copy must not claim an encoding or a length.
+            # As the bytes came: a header value outside ASCII (a `Server: Café`) is kept as it
+            # is, never decoded and encoded again (which fails).
             headers = [
                 (name, value)
-                for name, value in streamed.headers.multi_items()
-                if name.lower() not in {"content-encoding", "content-length", "transfer-encoding"}
+                for name, value in streamed.headers.raw
+                if name.lower()
+                not in {b"content-encoding", b"content-length", b"transfer-encoding"}
             ]
             return httpx.Response(
                 streamed.status_code,
@@ -329,7 +331,7 @@ class ControlPlaneClient:
         server's or a proxy's page, a body past `MAX_ANSWER_BYTES` or one that never ends). Only
         the control plane's own 4xx refuses a report for good (`rejected`)."""
         try:
-            response = self._request(method, path, json=body, max_bytes=wire.MAX_ANSWER_BYTES)
+            response = self._request(method, path, json=body)
         except BadServerAnswer as exc:
             raise ControlPlaneUnreachable(str(exc)) from exc
         status = response.status_code
