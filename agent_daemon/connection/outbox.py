@@ -108,6 +108,9 @@ class FlushResult:
     waiting: list[tuple[Report, Delivery]] = field(default_factory=list)
     given_up: list[tuple[Report, Delivery]] = field(default_factory=list)
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    # Reports to set aside that `rejected/` could not take (a full disk, a folder this user may
+    # not write): left queued, tried again at the next flush, with the error.
+    not_set_aside: list[tuple[Report | None, str]] = field(default_factory=list)
     offline: ControlPlaneUnreachable | None = None
 
 
@@ -160,8 +163,8 @@ class Outbox:
                     continue
                 report = Report.from_json(document, source=path)
             except DaemonStateError as exc:
-                self._set_aside(path, {"reason": str(exc)})
-                result.unreadable.append((path, str(exc)))
+                if self._try_set_aside(path, {"reason": str(exc)}, None, result):
+                    result.unreadable.append((path, str(exc)))
                 continue
             try:
                 delivery = deliver(report)
@@ -174,12 +177,26 @@ class Outbox:
             elif delivery.outcome == "later":
                 result.waiting.append((report, delivery))
             elif delivery.outcome == "given_up":
-                self._set_aside(path, {"given_up": delivery.detail})
-                result.given_up.append((report, delivery))
+                if self._try_set_aside(path, {"given_up": delivery.detail}, report, result):
+                    result.given_up.append((report, delivery))
             else:
-                self._set_aside(path, {"status": delivery.status, "detail": delivery.detail})
-                result.rejected.append((report, delivery))
+                why = {"status": delivery.status, "detail": delivery.detail}
+                if self._try_set_aside(path, why, report, result):
+                    result.rejected.append((report, delivery))
         return result
+
+    def _try_set_aside(
+        self, path: Path, why: dict[str, Any], report: Report | None, result: FlushResult
+    ) -> bool:
+        """Set `path` aside; when `rejected/` cannot take it, leave it queued (noted in
+        `result`) so the reports behind it and the rest of the minute go on."""
+        try:
+            self._set_aside(path, why)
+        except OSError as exc:
+            where = exc.filename or self.rejected_directory
+            result.not_set_aside.append((report, f"{where}: {exc.strerror or exc}"))
+            return False
+        return True
 
     def _rejected_files(self) -> list[Path]:
         if not self.rejected_directory.is_dir():
