@@ -28,7 +28,7 @@ from pathlib import Path
 
 from agent_daemon.disk.atomic_file import fsync_directory
 from agent_daemon.disk.pid_lock import LockHeld, PidLock
-from agent_daemon.errors import SelfUpdateError
+from agent_daemon.errors import SelfUpdateError, UpdateInProgress
 from agent_daemon.updater.layout import InstallLayout
 from signed_release.versions import is_valid_version
 
@@ -63,14 +63,15 @@ OWN_BUILDS_LOCK_NAME = ".builds.lock"
 @contextmanager
 def own_builds_lock(own_root: Path) -> Iterator[None]:
     """One install or switch of the updater's builds at a time, across processes: another one
-    under way is refused at once (`SelfUpdateError`), never waited for."""
+    under way is refused at once (`UpdateInProgress`: a run it stops may pass, tried again inside
+    its window, as with the managed agent's update lock), never waited for."""
     layout = InstallLayout(own_root)
     layout.ensure()
     lock = PidLock(layout.versions / OWN_BUILDS_LOCK_NAME)
     try:
         lock.acquire()
     except LockHeld as exc:
-        raise SelfUpdateError(
+        raise UpdateInProgress(
             f"another install or switch of the updater's builds is under way (lock {exc.path} "
             f"held by pid {exc.pid or 'unknown'}); one at a time — try again once it has ended"
         ) from exc
