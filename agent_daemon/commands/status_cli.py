@@ -25,7 +25,7 @@ from agent_daemon.connection.config_cache import ConfigCache
 from agent_daemon.connection.http_client import network_facts
 from agent_daemon.connection.outbox import Outbox, SetAside, SetAsideReports
 from agent_daemon.connection.server_clock import ServerClock
-from agent_daemon.disk.daemon_state import StateStore
+from agent_daemon.disk.daemon_state import DaemonState, StateStore
 from agent_daemon.disk.held_trust_root import (
     TRUST_ROOT_FILE_NAME,
     HeldTrustRoot,
@@ -73,11 +73,29 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
     settings = load_settings(paths, for_display=True)
     clock = clock_from_env()
     cache = ConfigCache(settings.state_dir / CONFIG_CACHE_NAME)
-    cached = cache.load()
+    unreadable: list[str] = []
+    try:
+        cached = cache.load()
+    except DaemonStateError as exc:
+        cached = None
+        unreadable.append(
+            f"the cached config cannot be read ({exc}): the daemon fetches it again at its next "
+            "minute that reaches the control plane; until then status shows no schedule"
+        )
     server_clock = ServerClock(clock)
     if cached is not None:
         server_clock.learn_offset_seconds(cached.offset_seconds)
-    state = StateStore(settings.state_dir / STATE_FILE_NAME).load()
+    state_file = settings.state_dir / STATE_FILE_NAME
+    try:
+        state = StateStore(state_file).load()
+    except DaemonStateError as exc:
+        state = DaemonState()
+        unreadable.append(
+            f"the daemon's state file cannot be read ({exc}): the daemon plans and updates "
+            f"nothing while it cannot know which slots it used (one tick.failed line a minute) — "
+            f"move it aside (mv {state_file} {state_file}.unreadable) and the daemon starts "
+            "afresh at its next minute; status shows no runs meanwhile"
+        )
     try:
         reports = Outbox(settings.state_dir / OUTBOX_DIR_NAME).pending()
         pending = len(reports)
@@ -85,6 +103,7 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
         reports, pending = [], -1
     trust_root, trust_root_error = _trust_root_of(settings)
     status = AgentStatus(
+        unreadable_files=tuple(unreadable),
         set_aside=_set_aside_of(settings),
         agent_id=settings.agent_id,
         control_url=settings.control_url,
@@ -234,6 +253,8 @@ def _status_json(status: AgentStatus) -> dict[str, object]:
             "directory": str(status.set_aside.directory),
             "newest": [_set_aside_json(item, status) for item in status.set_aside.newest],
         },
+        # The cached config's and the daemon state's files when they cannot be read, worded.
+        "unreadable_files": list(status.unreadable_files),
         "problems": problems(status),
     }
 

@@ -119,6 +119,8 @@ class AgentStatus:
     # The reports the outbox set aside in `rejected/`: refused for good, given up or unreadable,
     # never sent again (None: the directory could not be read).
     set_aside: SetAsideReports | None = None
+    # The daemon's files status could not read (the cached config, the state), one sentence each.
+    unreadable_files: tuple[str, ...] = ()
 
     @property
     def zone(self) -> ZoneInfo | None:
@@ -209,6 +211,7 @@ def describe_run(record: RunRecord, tz: ZoneInfo | None) -> str:
 def problems(status: AgentStatus) -> list[str]:
     """What is wrong, one sentence each: what a person on the host should look at first."""
     return [
+        *status.unreadable_files,
         *_daemon_problems(status),
         *_connection_problems(status),
         *_trust_root_problems(status),
