@@ -23,9 +23,9 @@ from agent_daemon.commands.agent_parts import (
 from agent_daemon.commands.network_cli import network_status_lines
 from agent_daemon.connection.config_cache import ConfigCache
 from agent_daemon.connection.http_client import network_facts
-from agent_daemon.connection.outbox import Outbox
+from agent_daemon.connection.outbox import Outbox, SetAside, SetAsideReports
 from agent_daemon.connection.server_clock import ServerClock
-from agent_daemon.disk.daemon_state import StateStore
+from agent_daemon.disk.daemon_state import DaemonState, StateStore
 from agent_daemon.disk.held_trust_root import (
     TRUST_ROOT_FILE_NAME,
     HeldTrustRoot,
@@ -39,8 +39,10 @@ from agent_daemon.disk.unreachable_file import (
 from agent_daemon.errors import DaemonStateError
 from agent_daemon.host.activity import ActivityFile, ActivityRecord
 from agent_daemon.host.status import (
+    SET_ASIDE_SHOWN,
     AgentStatus,
     describe_offer_note,
+    describe_set_aside,
     pending_update_now,
     problems,
     render_status,
@@ -71,11 +73,29 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
     settings = load_settings(paths, for_display=True)
     clock = clock_from_env()
     cache = ConfigCache(settings.state_dir / CONFIG_CACHE_NAME)
-    cached = cache.load()
+    unreadable: list[str] = []
+    try:
+        cached = cache.load()
+    except DaemonStateError as exc:
+        cached = None
+        unreadable.append(
+            f"the cached config cannot be read ({exc}): the daemon fetches it again at its next "
+            "minute that reaches the control plane; until then status shows no schedule"
+        )
     server_clock = ServerClock(clock)
     if cached is not None:
         server_clock.learn_offset_seconds(cached.offset_seconds)
-    state = StateStore(settings.state_dir / STATE_FILE_NAME).load()
+    state_file = settings.state_dir / STATE_FILE_NAME
+    try:
+        state = StateStore(state_file).load()
+    except DaemonStateError as exc:
+        state = DaemonState()
+        unreadable.append(
+            f"the daemon's state file cannot be read ({exc}): the daemon plans and updates "
+            f"nothing while it cannot know which slots it used (one tick.failed line a minute) — "
+            f"move it aside (mv {state_file} {state_file}.unreadable) and the daemon starts "
+            "afresh at its next minute; status shows no runs meanwhile"
+        )
     try:
         reports = Outbox(settings.state_dir / OUTBOX_DIR_NAME).pending()
         pending = len(reports)
@@ -83,6 +103,8 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
         reports, pending = [], -1
     trust_root, trust_root_error = _trust_root_of(settings)
     status = AgentStatus(
+        unreadable_files=tuple(unreadable),
+        set_aside=_set_aside_of(settings),
         agent_id=settings.agent_id,
         control_url=settings.control_url,
         daemon_pid=daemon_running(settings.state_dir),
@@ -173,6 +195,13 @@ def _updater_step(settings: AgentSettings) -> str | None:
     return f"{progress.step}: {source} -> {progress.version} (run {progress.run_id})"
 
 
+def _set_aside_of(settings: AgentSettings) -> SetAsideReports | None:
+    try:
+        return Outbox(settings.state_dir / OUTBOX_DIR_NAME).set_aside(newest=SET_ASIDE_SHOWN)
+    except OSError:
+        return None  # status still has the rest to say
+
+
 def _unreachable_slots(settings: AgentSettings) -> tuple[UnreachableSlot, ...]:
     try:
         return UnreachableSlotsFile(settings.state_dir / UNREACHABLE_FILE_NAME).load().slots
@@ -216,5 +245,31 @@ def _status_json(status: AgentStatus) -> dict[str, object]:
         "unreachable_slots": [slot.model_dump(mode="json") for slot in status.unreachable_slots],
         # Their reports queued in the outbox, not delivered yet (the slots' keys).
         "unreachable_reports_waiting": list(status.unreachable_reports_waiting),
+        # Reports set aside in the outbox's `rejected/`, never sent again (None: unreadable).
+        "set_aside_reports": None
+        if status.set_aside is None
+        else {
+            "count": status.set_aside.count,
+            "directory": str(status.set_aside.directory),
+            "newest": [_set_aside_json(item, status) for item in status.set_aside.newest],
+        },
+        # The cached config's and the daemon state's files when they cannot be read, worded.
+        "unreadable_files": list(status.unreadable_files),
         "problems": problems(status),
+    }
+
+
+def _set_aside_json(item: SetAside, status: AgentStatus) -> dict[str, object]:
+    report = item.report
+    return {
+        "file": str(item.path),
+        "set_aside_at": format_instant(item.at),
+        "slot_key": None if report is None else report.slot_key,
+        "run_id": None if report is None else report.run_id,
+        "method": None if report is None else report.method,
+        "path": None if report is None else report.path,
+        # The note as written beside it: `status` and `detail` (refused), `given_up`, `reason`.
+        "why": item.why,
+        "unreadable": item.problem,
+        "words": describe_set_aside(item, status.zone, status.now),
     }

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent_daemon.connection.wire import parse_config
+from agent_daemon.connection.wire import parse_config, usable_etag
 from agent_daemon.disk.atomic_file import read_versioned_json, write_versioned_json
 from agent_daemon.errors import BadServerAnswer, DaemonStateError
 from ground.contract import AgentConfig
@@ -45,7 +45,8 @@ class ConfigCache:
             return CachedConfig(
                 config=parse_config(raw, source=str(self.path)),
                 raw=raw,
-                etag=document.get("etag"),
+                # One a request cannot carry (damaged on disk) is dropped: a plain poll.
+                etag=usable_etag(document.get("etag")),
                 synced_at=parse_instant(document["synced_at"], field="synced_at"),
                 offset_seconds=float(document["offset_seconds"]),
             )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from http import HTTPStatus
+from time import monotonic
 from typing import Any, Literal, TypeVar
 from urllib.parse import urljoin
 
@@ -59,11 +60,15 @@ from ground.contract import (
     confirm_path,
     trust_root_path,
 )
+from ground.contract.plain_text import clipped, shown
 from ground.instants import format_http_date
 
 __all__ = ["ControlPlaneClient", "Delivery", "FreshConfig", "NotModified"]
 
 _ModelT = TypeVar("_ModelT", bound=BaseModel)
+
+# How long a streamed answer's body may take to come whole, in read timeouts.
+ANSWER_BODY_TIMEOUTS = 3
 
 # The new agent and its credential fit in a few hundred bytes; a server that sends more than this
 # is not answering an enrollment.
@@ -158,9 +163,11 @@ class ControlPlaneClient:
         path: str,
         *,
         coded_refusals: bool = False,
-        max_bytes: int | None = None,
+        max_bytes: int = wire.MAX_ANSWER_BYTES,
         **kwargs: Any,
     ) -> httpx.Response:
+        """Every answer of the control plane is read bounded (`_bounded_request`): at most
+        `max_bytes`, and whole within its time, so no answer holds the minute or the memory."""
         # The host's own clock, for the control plane to tell a host whose clock is too far off
         # (the offset this agent follows is learned from the answer's `SERVER_TIME_HEADER`).
         kwargs["headers"] = {
@@ -168,10 +175,7 @@ class ControlPlaneClient:
             **(kwargs.get("headers") or {}),
         }
         try:
-            if max_bytes is None:
-                response = self._http.request(method, path, **kwargs)
-            else:
-                response = self._bounded_request(method, path, max_bytes, **kwargs)
+            response = self._bounded_request(method, path, max_bytes, **kwargs)
         except httpx.TimeoutException as exc:
             raise ControlPlaneUnreachable(f"{method} {path}: no answer in time ({exc})") from exc
         except httpx.TransportError as exc:
@@ -217,7 +221,13 @@ class ControlPlaneClient:
         self, method: str, path: str, max_bytes: int, **kwargs: Any
     ) -> httpx.Response:
         """The answer, its body read only up to `max_bytes`: a server that sends more is refused
-        once that much has come, not read to its end."""
+        once that much has come, not read to its end. The body must also have come whole within
+        `ANSWER_BODY_TIMEOUTS` of the client's read timeout: httpx times each read on its own, so
+        a body that drips a byte per read would otherwise hold the minute for ever."""
+        read_timeout = self._http.timeout.read
+        deadline = (
+            None if read_timeout is None else monotonic() + ANSWER_BODY_TIMEOUTS * read_timeout
+        )
         with self._http.stream(method, path, **kwargs) as streamed:
             body = bytearray()
             for chunk in streamed.iter_bytes():
@@ -227,11 +237,20 @@ class ControlPlaneClient:
                         f"{method} {path}: the answer runs past {max_bytes} bytes, at most "
                         f"{max_bytes} expected"
                     )
+                if deadline is not None and monotonic() > deadline:
+                    raise ControlPlaneUnreachable(
+                        f"{method} {path}: no whole answer in time (its body was still coming "
+                        f"after {ANSWER_BODY_TIMEOUTS * (read_timeout or 0):g} s, "
+                        f"{len(body)} bytes so far)"
+                    )
             # The body is decoded already: the copy must not claim an encoding or a length.
+            # As the bytes came: a header value outside ASCII (a `Server: Café`) is kept as it
+            # is, never decoded and encoded again (which fails).
             headers = [
                 (name, value)
-                for name, value in streamed.headers.multi_items()
-                if name.lower() not in {"content-encoding", "content-length", "transfer-encoding"}
+                for name, value in streamed.headers.raw
+                if name.lower()
+                not in {b"content-encoding", b"content-length", b"transfer-encoding"}
             ]
             return httpx.Response(
                 streamed.status_code,
@@ -246,7 +265,8 @@ class ControlPlaneClient:
     ) -> FreshConfig | NotModified:
         """The config (or 304 for `etag`); `trust_root_version` is the trust root this agent
         holds, told to the control plane with every poll (None: it holds none)."""
-        headers = {"If-None-Match": etag} if etag else {}
+        sent_etag = wire.usable_etag(etag)
+        headers = {"If-None-Match": sent_etag} if sent_etag else {}
         if trust_root_version is not None:
             headers[TRUST_ROOT_VERSION_HEADER] = str(trust_root_version)
         params = {CHANNEL_PARAM: self._track.channel, PLATFORM_PARAM: self._track.platform}
@@ -257,7 +277,9 @@ class ControlPlaneClient:
             raise self.unexpected_answer(wire.CONFIG_SOURCE, response, expected="200 or 304")
         document = self.answer_json(wire.CONFIG_SOURCE, response)
         config = wire.parse_config(document)
-        return FreshConfig(config=config, raw=document, etag=response.headers.get("ETag"))
+        return FreshConfig(
+            config=config, raw=document, etag=wire.usable_etag(response.headers.get("ETag"))
+        )
 
     def fetch_trust_root(self, version: int, *, max_bytes: int) -> bytes | None:
         """The exact bytes of trust root `version`, None while it is not published (404). Not
@@ -304,13 +326,30 @@ class ControlPlaneClient:
         return wire.confirm_answer(response.status_code, response.content)
 
     def deliver(self, method: str, path: str, body: dict[str, Any]) -> Delivery:
-        """Send one report; raises `ControlPlaneUnreachable` when it should be tried again later."""
-        response = self._request(method, path, json=body)
+        """Send one report; raises `ControlPlaneUnreachable` when it should be tried again later:
+        the control plane busy, or an answer that is not the control plane's (a redirect, a web
+        server's or a proxy's page, a body past `MAX_ANSWER_BYTES` or one that never ends). Only
+        the control plane's own 4xx refuses a report for good (`rejected`)."""
+        try:
+            response = self._request(method, path, json=body)
+        except BadServerAnswer as exc:
+            raise ControlPlaneUnreachable(str(exc)) from exc
         status = response.status_code
         if HTTPStatus.OK <= status < HTTPStatus.MULTIPLE_CHOICES:
             return Delivery(outcome="delivered", status=status)
         if status in {HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.TOO_MANY_REQUESTS} or status >= 500:
             raise ControlPlaneUnreachable(f"{method} {path}: busy ({status})")
+        if status < HTTPStatus.BAD_REQUEST:
+            where = response.headers.get("location")
+            to = "" if where is None else f" to {shown(clipped(where, 200))}"
+            raise ControlPlaneUnreachable(
+                f"{method} {path}: the server at {self.server} answered {_words(response)}"
+                f"{to}, which no control plane answers to a report (is the control URL the "
+                "control plane's own, with https?)"
+            )
+        foreign = self._not_a_control_plane(response)
+        if foreign is not None:
+            raise ControlPlaneUnreachable(f"{method} {path}: {foreign}")
         detail = wire.error_detail(response.content)
         return Delivery(
             outcome="rejected",

@@ -10,6 +10,11 @@ A report the sender keeps for `later` (the replica reached does not have its rou
 rolling upgrade) stays where it is and the flush goes on with the reports behind it, which keep
 their order among themselves; it is tried again at the next flush. One the sender has `given_up`
 on is moved to `rejected/` with the sender's reason.
+
+A report set aside is named in `rejected/` by its own sequence there (the outbox's numbers start
+again at 1 whenever it is empty, so the number a report had in the outbox is not unique over
+time), with its `.reason` note beside it: the newest are the highest numbers, and the newest
+`KEEP_REJECTED` are kept. `set_aside` lists them for `agent status`.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +30,7 @@ from agent_daemon.connection.control_plane_client import Delivery
 from agent_daemon.disk.atomic_file import read_versioned_json, write_versioned_json
 from agent_daemon.errors import ControlPlaneUnreachable, DaemonStateError
 
-__all__ = ["FlushResult", "Outbox", "Report"]
+__all__ = ["FlushResult", "Outbox", "Report", "SetAside", "SetAsideReports"]
 
 OUTBOX_FORMAT_VERSION = 1
 KEEP_REJECTED = 50
@@ -59,11 +65,39 @@ class Report:
                 method=method,
                 path=str(document["path"]),
                 body=dict(document["body"]),
-                slot_key=document.get("slot_key"),
-                run_id=document.get("run_id"),
+                slot_key=_text_or_none(document, "slot_key"),
+                run_id=_text_or_none(document, "run_id"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DaemonStateError(f"{source}: not a usable outbox report ({exc})") from exc
+
+
+def _text_or_none(document: dict[str, Any], name: str) -> str | None:
+    value = document.get(name)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{name} {value!r} is not a string")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetAside:
+    """One report in `rejected/`: when it was set aside (its note's time), the note as written
+    (None: no readable note) and the report (None: it could not be read, `problem` says why)."""
+
+    path: Path
+    at: datetime
+    why: dict[str, Any] | None
+    report: Report | None
+    problem: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetAsideReports:
+    """How many reports `rejected/` holds, and the newest of them, newest first."""
+
+    directory: Path
+    count: int
+    newest: tuple[SetAside, ...]
 
 
 @dataclass
@@ -74,6 +108,9 @@ class FlushResult:
     waiting: list[tuple[Report, Delivery]] = field(default_factory=list)
     given_up: list[tuple[Report, Delivery]] = field(default_factory=list)
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    # Reports to set aside that `rejected/` could not take (a full disk, a folder this user may
+    # not write): left queued, tried again at the next flush, with the error.
+    not_set_aside: list[tuple[Report | None, str]] = field(default_factory=list)
     offline: ControlPlaneUnreachable | None = None
 
 
@@ -126,8 +163,8 @@ class Outbox:
                     continue
                 report = Report.from_json(document, source=path)
             except DaemonStateError as exc:
-                self._set_aside(path, {"reason": str(exc)})
-                result.unreadable.append((path, str(exc)))
+                if self._try_set_aside(path, {"reason": str(exc)}, None, result):
+                    result.unreadable.append((path, str(exc)))
                 continue
             try:
                 delivery = deliver(report)
@@ -140,20 +177,83 @@ class Outbox:
             elif delivery.outcome == "later":
                 result.waiting.append((report, delivery))
             elif delivery.outcome == "given_up":
-                self._set_aside(path, {"given_up": delivery.detail})
-                result.given_up.append((report, delivery))
+                if self._try_set_aside(path, {"given_up": delivery.detail}, report, result):
+                    result.given_up.append((report, delivery))
             else:
-                self._set_aside(path, {"status": delivery.status, "detail": delivery.detail})
-                result.rejected.append((report, delivery))
+                why = {"status": delivery.status, "detail": delivery.detail}
+                if self._try_set_aside(path, why, report, result):
+                    result.rejected.append((report, delivery))
         return result
+
+    def _try_set_aside(
+        self, path: Path, why: dict[str, Any], report: Report | None, result: FlushResult
+    ) -> bool:
+        """Set `path` aside; when `rejected/` cannot take it, leave it queued (noted in
+        `result`) so the reports behind it and the rest of the minute go on."""
+        try:
+            self._set_aside(path, why)
+        except OSError as exc:
+            where = exc.filename or self.rejected_directory
+            result.not_set_aside.append((report, f"{where}: {exc.strerror or exc}"))
+            return False
+        return True
+
+    def _rejected_files(self) -> list[Path]:
+        if not self.rejected_directory.is_dir():
+            return []
+        return sorted(p for p in self.rejected_directory.glob("*.json") if p.stem.isdigit())
 
     def _set_aside(self, path: Path, why: dict[str, Any]) -> None:
         self.rejected_directory.mkdir(parents=True, exist_ok=True)
-        note = path.with_suffix(".reason")
+        kept = self._rejected_files()
+        target = self.rejected_directory / f"{int(kept[-1].stem) + 1 if kept else 1:012d}.json"
+        note = target.with_suffix(".reason")
+        # The note first: a report in `rejected/` always has its reason beside it.
         note.write_text(json.dumps(why) + "\n", encoding="utf-8")
-        path.replace(self.rejected_directory / path.name)
-        note.replace(self.rejected_directory / note.name)
-        kept = sorted(self.rejected_directory.glob("*.json"))
-        for old in kept[:-KEEP_REJECTED]:
+        path.replace(target)
+        for old in [*kept, target][:-KEEP_REJECTED]:
             old.unlink(missing_ok=True)
             old.with_suffix(".reason").unlink(missing_ok=True)
+
+    def set_aside(self, *, newest: int) -> SetAsideReports:
+        """The reports in `rejected/`: their number, and the `newest` of them read (newest
+        first). Reads only; a file it cannot read is described, never an error."""
+        files = self._rejected_files()
+        return SetAsideReports(
+            directory=self.rejected_directory,
+            count=len(files),
+            newest=tuple(
+                _read_set_aside(path) for path in reversed(files[-newest:] if newest else [])
+            ),
+        )
+
+
+def _read_set_aside(path: Path) -> SetAside:
+    note = path.with_suffix(".reason")
+    why: dict[str, Any] | None = None
+    try:
+        stamp = note.stat().st_mtime
+        document = json.loads(note.read_bytes())
+        why = document if isinstance(document, dict) else None
+    except (OSError, ValueError, RecursionError):
+        try:
+            stamp = path.stat().st_mtime
+        except OSError:
+            stamp = 0.0
+    report: Report | None = None
+    problem: str | None = None
+    try:
+        document = read_versioned_json(path, format_version=OUTBOX_FORMAT_VERSION)
+        if document is None:
+            problem = f"{path}: no longer there"
+        else:
+            report = Report.from_json(document, source=path)
+    except DaemonStateError as exc:
+        problem = str(exc)
+    return SetAside(
+        path=path,
+        at=datetime.fromtimestamp(stamp, UTC),
+        why=why,
+        report=report,
+        problem=problem,
+    )

@@ -48,6 +48,7 @@ from ground.contract.plain_text import clipped
 __all__ = [
     "CLAIM_SOURCE",
     "CONFIG_SOURCE",
+    "MAX_ETAG_LENGTH",
     "answer_words",
     "claim_answer",
     "confirm_answer",
@@ -64,6 +65,7 @@ __all__ = [
     "server_time",
     "swap_refusal_reason",
     "token_refusal_reason",
+    "usable_etag",
 ]
 
 CONFIG_SOURCE = f"GET {CONFIG_PATH}"
@@ -76,6 +78,21 @@ _SHOWN_TEXT = 200
 # A config or a grant is a few KiB (a grant carries the manifest: at most 64 KiB, in base64).
 # A larger answer is refused before it is parsed.
 MAX_ANSWER_BYTES = 1024 * 1024
+
+
+# An ETag is a quoted string of a few dozen visible ASCII characters (RFC 9110 8.8.3).
+MAX_ETAG_LENGTH = 1024
+
+
+def usable_etag(value: object) -> str | None:
+    """`value` when a request can carry it back in `If-None-Match` (visible ASCII, at most
+    `MAX_ETAG_LENGTH`), else None: the next poll is a plain one, never a request that cannot be
+    sent (the ETag comes from the control plane's answer and the cache file on disk)."""
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_ETAG_LENGTH:
+        return None
+    if not all("!" <= character <= "~" for character in value):
+        return None
+    return value
 
 
 def _not_json(literal: str) -> float:

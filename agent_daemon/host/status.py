@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from agent_daemon.connection.config_cache import CachedConfig
+from agent_daemon.connection.outbox import SetAside, SetAsideReports
 from agent_daemon.connection.server_clock import MAX_SERVER_CLOCK_OFFSET
 from agent_daemon.disk.daemon_state import DaemonState, RunRecord
 from agent_daemon.disk.held_trust_root import HeldTrustRoot
@@ -31,6 +32,8 @@ from agent_daemon.disk.unreachable_file import UnreachableSlot
 from agent_daemon.host.activity import ActivityRecord
 from agent_daemon.host.status_times import ago, days_until, describe_slot, until, zoned
 from ground.contract import (
+    RUNS_PATH,
+    UNREACHABLE_PATH,
     ManualUpdateView,
     MissReason,
     OfferNote,
@@ -38,7 +41,7 @@ from ground.contract import (
     RefusalCode,
     ReleaseTrack,
 )
-from ground.contract.plain_text import shown
+from ground.contract.plain_text import clipped, shown
 from ground.contract.wording import (
     MISS_REASON_WORDS,
     OFFER_REASON_WORDS,
@@ -50,11 +53,13 @@ from shared_planner import next_slot
 
 __all__ = [
     "REASON_WORDS",
+    "SET_ASIDE_SHOWN",
     "TRUST_ROOT_WARNING",
     "AgentStatus",
     "describe_offer_note",
     "describe_reason",
     "describe_run",
+    "describe_set_aside",
     "describe_slot",
     "describe_trust_root",
     "pending_update_now",
@@ -76,6 +81,9 @@ _OUTCOME_WORDS: dict[str, str] = {
     + SKIP_REASON_WORDS[RefusalCode.RELEASE_ROLLED_BACK],
     RefusalCode.RELEASE_HALTED: f"skipped: {SKIP_REASON_WORDS[RefusalCode.RELEASE_HALTED]}",
 }
+
+# How many of the reports set aside `status` describes, newest first (it counts them all).
+SET_ASIDE_SHOWN = 3
 
 # A trust root this close to its expiry is named under "attention": its successor is due.
 TRUST_ROOT_WARNING = timedelta(days=30)
@@ -108,6 +116,11 @@ class AgentStatus:
     # The slots whose report of that is in the outbox, waiting for a control plane that takes it
     # (`minute.reporting`: a replica of an older release has no route for it).
     unreachable_reports_waiting: tuple[str, ...] = ()
+    # The reports the outbox set aside in `rejected/`: refused for good, given up or unreadable,
+    # never sent again (None: the directory could not be read).
+    set_aside: SetAsideReports | None = None
+    # The daemon's files status could not read (the cached config, the state), one sentence each.
+    unreadable_files: tuple[str, ...] = ()
 
     @property
     def zone(self) -> ZoneInfo | None:
@@ -198,6 +211,7 @@ def describe_run(record: RunRecord, tz: ZoneInfo | None) -> str:
 def problems(status: AgentStatus) -> list[str]:
     """What is wrong, one sentence each: what a person on the host should look at first."""
     return [
+        *status.unreadable_files,
         *_daemon_problems(status),
         *_connection_problems(status),
         *_trust_root_problems(status),
@@ -239,6 +253,7 @@ def _connection_problems(status: AgentStatus) -> list[str]:
             f"{MAX_UNREACHABLE_REPORT_AGE_DAYS} days after the slot; until then the miss reads"
             " offline"
         )
+    found.extend(_set_aside_problems(status))
     if activity is not None and activity.platform_unavailable_since is not None:
         since = activity.platform_unavailable_since
         found.append(
@@ -261,6 +276,77 @@ def _connection_problems(status: AgentStatus) -> list[str]:
             f"{about}: {refusal.code} — {refusal.message}"
         )
     return found
+
+
+def _set_aside_problems(status: AgentStatus) -> list[str]:
+    """The reports set aside: what the control plane never recorded, one line for all of them
+    and one for each of the newest."""
+    held = status.set_aside
+    if held is None or held.count == 0:
+        return []
+    newest = (
+        "it is"
+        if held.count == 1
+        else f"the newest {len(held.newest)} are"
+        if held.count > len(held.newest)
+        else "they are"
+    )
+    reports = (
+        "1 report to the control plane was set aside and is"
+        if held.count == 1
+        else f"{held.count} reports to the control plane were set aside and are"
+    )
+    found = [
+        f"{reports} never sent again ({newest} "
+        f"below; each file in {held.directory} has its reason beside it in a .reason file): the "
+        "control plane has no record of what they say — read the reasons, fix what they name, "
+        f"then remove the files (rm {held.directory}/*) to clear this"
+    ]
+    found.extend(describe_set_aside(item, status.zone, status.now) for item in held.newest)
+    return found
+
+
+def describe_set_aside(item: SetAside, tz: ZoneInfo | None, now: datetime) -> str:
+    """`set aside 2026-11-30 03:20 CET (5 minutes ago): the outcome of run 5f0e… (failed) for
+    2026-11-30 03:00 CET — the control plane refused it (409: …) [000000000003.json]`."""
+    return (
+        f"set aside {zoned(item.at, tz)} ({ago(item.at, now)}): {_set_aside_what(item, tz)} — "
+        f"{_set_aside_why(item)} [{item.path.name}]"
+    )
+
+
+def _set_aside_what(item: SetAside, tz: ZoneInfo | None) -> str:
+    report = item.report
+    if report is None:
+        return f"a report that cannot be read ({shown(item.problem or 'unknown')})"
+    slot = "" if report.slot_key is None else f" for {describe_slot(report.slot_key, tz)}"
+    if report.path == UNREACHABLE_PATH:
+        return f"the report that this host could not reach the control plane in the window{slot}"
+    if report.method == "POST" and report.path == RUNS_PATH:
+        return f'the report "already up to date"{slot}'
+    if report.run_id is not None:
+        status = report.body.get("status")
+        ended = f" ({shown(status)})" if isinstance(status, str) else ""
+        return f"the outcome{ended} of run {shown(report.run_id)}{slot or ' (manual)'}"
+    return f"the report {report.method} {shown(report.path)}{slot}"
+
+
+def _set_aside_why(item: SetAside) -> str:
+    """The note's reason in words: the control plane's refusal, the agent giving up, or a file
+    that could not be read."""
+    why = item.why
+    if why is None:
+        return "no reason was recorded beside it"
+    status, detail = why.get("status"), why.get("detail")
+    given_up, unreadable = why.get("given_up"), why.get("reason")
+    if isinstance(status, int) and not isinstance(status, bool):
+        said = f": {shown(clipped(detail, 300))}" if isinstance(detail, str) and detail else ""
+        return f"the control plane refused it for good ({status}{said})"
+    if isinstance(given_up, str):
+        return f"the agent gave up on it: {shown(clipped(given_up, 400))}"
+    if isinstance(unreadable, str):
+        return f"it could not be read, so it was never sent: {shown(clipped(unreadable, 300))}"
+    return f"its reason is not one this agent knows ({shown(clipped(str(why), 200))})"
 
 
 def _config_problems(status: AgentStatus) -> list[str]:

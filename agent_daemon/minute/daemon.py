@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from pydantic import ValidationError
+
 from agent_daemon.connection.config_cache import ConfigCache
 from agent_daemon.connection.control_plane_client import ControlPlaneClient
 from agent_daemon.connection.outbox import Outbox
@@ -39,7 +41,12 @@ from agent_daemon.disk.unreachable_file import (
     UnreachableSlots,
     UnreachableSlotsFile,
 )
-from agent_daemon.errors import AgentError, ControlPlaneUnreachable, DaemonStateError
+from agent_daemon.errors import (
+    AgentError,
+    ControlPlaneUnreachable,
+    DaemonStateError,
+    describe_validation_error,
+)
 from agent_daemon.host.event_log import EventLog
 from agent_daemon.minute.claim_keeper import ClaimKeeper
 from agent_daemon.minute.claim_window import claim_deadline, claim_is_open
@@ -77,6 +84,7 @@ from agent_daemon.minute.unreachable_slots import (
 )
 from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn, SwitchRun
 from ground.contract import AgentConfig, ClaimGrant, ClaimRequest, format_instant
+from ground.contract.plain_text import clipped, shown
 from ground.limits import DEFAULT_CATCH_UP_MINUTES
 from shared_planner import Slot, due_slot
 
@@ -293,15 +301,29 @@ class Daemon:
         if not noted.slots:
             return
         for slot in still_reportable(noted, now):
-            self._reports.queue_unreachable(report_of(slot))
+            try:
+                report = report_of(slot)
+            except ValidationError as exc:
+                # A slot the contract refuses (its file damaged on disk): one line, never a
+                # minute that fails on it again and again.
+                self._log.emit(
+                    "unreachable_slots.unreportable",
+                    level="warning",
+                    slot_key=clipped(shown(slot.slot_key), 64),
+                    error=describe_validation_error(exc, "unreachable slot"),
+                )
+                continue
+            self._reports.queue_unreachable(report)
         self._save_unreachable(UnreachableSlots())
 
     def _read_unreachable(self) -> UnreachableSlots:
         try:
             return self._unreachable.load()
         except DaemonStateError as exc:
-            # Nothing depends on it but the reason a miss is given: start it afresh.
+            # Nothing depends on it but the reason a miss is given: start it afresh (the file
+            # replaced, so the damage is said once, not every minute).
             self._log.emit("unreachable_slots.unreadable", level="warning", error=str(exc))
+            self._save_unreachable(UnreachableSlots())
             return UnreachableSlots()
 
     def _save_unreachable(self, noted: UnreachableSlots) -> None:

@@ -78,6 +78,8 @@ class ReportSender:
         self._now = now
         # The slots whose report waits for a replica that takes it: said once per process.
         self._said_waiting: set[str] = set()
+        # The reports `rejected/` could not take: said once per process each.
+        self._said_not_set_aside: set[str] = set()
         # Reports the outbox could not hold (its disk full or read-only), oldest first.
         self._unsaved: list[Report] = []
         # The version of nachtwacht's own agent, sent with each report while the control plane
@@ -202,6 +204,24 @@ class ReportSender:
             )
         for path, problem in result.unreadable:
             self._log.emit("report.unreadable", level="error", path=str(path), error=problem)
+        for maybe_report, problem in result.not_set_aside:
+            said = (
+                problem
+                if maybe_report is None
+                else f"{maybe_report.method} {maybe_report.path} {maybe_report.slot_key}"
+            )
+            if said in self._said_not_set_aside:
+                continue
+            self._said_not_set_aside.add(said)
+            self._log.emit(
+                "report.set_aside_failed",
+                level="error",
+                slot_key=None if maybe_report is None else maybe_report.slot_key,
+                run_id=None if maybe_report is None else maybe_report.run_id,
+                error=problem,
+                detail="refused for good, or unreadable, but the outbox's rejected/ cannot take "
+                "it: it stays queued and is sent again each minute (said once)",
+            )
         if result.offline is not None:
             self._log.emit(
                 "report.waiting",

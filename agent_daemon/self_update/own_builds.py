@@ -5,6 +5,10 @@ its dependencies, installed with `pip install --no-index` from the wheels shippe
 from an index. It is made in `versions/.<v>.tmp/`, renamed into place, and `.complete` (the agent
 wheel's sha256) is written last, exactly as the managed agent's builds are (`updater.install`).
 
+One install or switch at a time (`own_builds_lock`, a lock in `versions/`): the daemon's at a slot
+and an admin's `agent self-update install | switch` may otherwise meet — one removing the other's
+half-made build, or a build the other is switching to, and `current` left naming nothing.
+
 A venv's console scripts name the interpreter by the path the venv was made at, which the rename
 changes; so everything runs a build as `<build>/venv/bin/python -m nachtwacht`, never through
 `venv/bin/nachtwacht`. The interpreter link and `pyvenv.cfg` do not depend on the folder's name.
@@ -17,11 +21,14 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent_daemon.disk.atomic_file import fsync_directory
-from agent_daemon.errors import SelfUpdateError
+from agent_daemon.disk.pid_lock import LockHeld, PidLock
+from agent_daemon.errors import SelfUpdateError, UpdateInProgress
 from agent_daemon.updater.layout import InstallLayout
 from signed_release.versions import is_valid_version
 
@@ -30,9 +37,11 @@ __all__ = [
     "DEFAULT_OWN_ROOT",
     "INSTALL_TIMEOUT_SECONDS",
     "NOT_AN_OWN_BUILD",
+    "OWN_BUILDS_LOCK_NAME",
     "RunningBuild",
     "build_python",
     "install_build",
+    "own_builds_lock",
     "running_build",
     "self_update_off_reason",
 ]
@@ -46,6 +55,30 @@ NOT_AN_OWN_BUILD = (
     "not installed as one of the updater's own builds (<own root>/versions/<version>/venv): "
     "nachtwacht's own agent is updated by reinstalling it"
 )
+
+# In `versions/`: hidden, and no version's name nor a staging folder's (`.<version>.tmp`).
+OWN_BUILDS_LOCK_NAME = ".builds.lock"
+
+
+@contextmanager
+def own_builds_lock(own_root: Path) -> Iterator[None]:
+    """One install or switch of the updater's builds at a time, across processes: another one
+    under way is refused at once (`UpdateInProgress`: a run it stops may pass, tried again inside
+    its window, as with the managed agent's update lock), never waited for."""
+    layout = InstallLayout(own_root)
+    layout.ensure()
+    lock = PidLock(layout.versions / OWN_BUILDS_LOCK_NAME)
+    try:
+        lock.acquire()
+    except LockHeld as exc:
+        raise UpdateInProgress(
+            f"another install or switch of the updater's builds is under way (lock {exc.path} "
+            f"held by pid {exc.pid or 'unknown'}); one at a time — try again once it has ended"
+        ) from exc
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,10 +138,42 @@ def install_build(
     if layout.complete_sha256(version) is not None:
         return final
     wheel = _agent_wheel(wheels, version)
+    with own_builds_lock(own_root):
+        return _install_locked(layout, wheels, wheel, version, python, timeout_seconds)
+
+
+def _install_locked(
+    layout: InstallLayout,
+    wheels: Path,
+    wheel: Path,
+    version: str,
+    python: str,
+    timeout_seconds: float,
+) -> Path:
+    final = layout.version_dir(version)
+    if layout.complete_sha256(version) is not None:
+        return final  # made by the install that held the lock before
     sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    layout.ensure()
     staging = layout.staging_dir(version)
     shutil.rmtree(staging, ignore_errors=True)
+    try:
+        _make_venv(staging, wheels, wheel, python=python, timeout_seconds=timeout_seconds)
+    except BaseException:
+        # A half-made venv (tens of MB) would hold a disk that filled until the next attempt.
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    # A folder without `.complete` is a torn install from an earlier attempt: replaced.
+    shutil.rmtree(final, ignore_errors=True)
+    layout.complete(staging, version, sha256)
+    # A self-update installs one build a release: keep the new one, `current` and `previous`
+    # (what the guard goes back to) and remove older ones, so the own root does not grow.
+    layout.apply_retention([version], bad=[])
+    return final
+
+
+def _make_venv(
+    staging: Path, wheels: Path, wheel: Path, *, python: str, timeout_seconds: float
+) -> None:
     staging.mkdir()
     venv = staging / "venv"
     _run([python, "-m", "venv", str(venv)], what=f"{python} -m venv", timeout=timeout_seconds)
@@ -130,13 +195,6 @@ def install_build(
         timeout=timeout_seconds,
     )
     fsync_directory(staging)
-    # A folder without `.complete` is a torn install from an earlier attempt: replaced.
-    shutil.rmtree(final, ignore_errors=True)
-    layout.complete(staging, version, sha256)
-    # A self-update installs one build a release: keep the new one, `current` and `previous`
-    # (what the guard goes back to) and remove older ones, so the own root does not grow.
-    layout.apply_retention([version], bad=[])
-    return final
 
 
 def _agent_wheel(wheels: Path, version: str) -> Path:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from agent_daemon.disk.atomic_file import fsync_directory
 from agent_daemon.errors import SelfUpdateError
-from agent_daemon.self_update.own_builds import RunningBuild
+from agent_daemon.self_update.own_builds import RunningBuild, own_builds_lock
 from agent_daemon.self_update.switch_files import (
     PendingSwitch,
     SwitchFiles,
@@ -109,6 +109,28 @@ def switch(
 
     `now` is this host's clock, the one the guard compares the deadline with (`date +%s`). `run`,
     for a switch the daemon makes, is kept beside it for the report of its outcome."""
+    with own_builds_lock(own_root):
+        return _switch_locked(
+            own_root=own_root,
+            state_dir=state_dir,
+            to_version=to_version,
+            now=now,
+            restart=restart,
+            deadline=deadline,
+            run=run,
+        )
+
+
+def _switch_locked(
+    *,
+    own_root: Path,
+    state_dir: Path,
+    to_version: str,
+    now: datetime,
+    restart: Callable[[], None],
+    deadline: timedelta,
+    run: SwitchRun | None,
+) -> PendingSwitch:
     layout = InstallLayout(own_root)
     files = SwitchFiles.under(state_dir)
     if layout.complete_sha256(to_version) is None:

@@ -6,6 +6,7 @@ the report: only for the run of that switch."""
 from __future__ import annotations
 
 import io
+import os
 import sys
 import tarfile
 from datetime import UTC, datetime, timedelta
@@ -14,10 +15,16 @@ from pathlib import Path
 import pytest
 
 from agent_daemon.commands.status_cli import _self_update_line
-from agent_daemon.errors import SelfUpdateError
+from agent_daemon.disk.pid_lock import PidLock
+from agent_daemon.errors import SelfUpdateError, UpdateInProgress
 from agent_daemon.minute.own_switch import switch_outcome
 from agent_daemon.self_update.host_install import HostSelfInstall
-from agent_daemon.self_update.own_builds import RunningBuild, install_build, running_build
+from agent_daemon.self_update.own_builds import (
+    OWN_BUILDS_LOCK_NAME,
+    RunningBuild,
+    install_build,
+    running_build,
+)
 from agent_daemon.self_update.pending_switch import (
     SelfUpdateCheckIn,
     SwitchRun,
@@ -25,6 +32,7 @@ from agent_daemon.self_update.pending_switch import (
     read_switch_report,
 )
 from agent_daemon.self_update.switch_files import SwitchFiles, read_fields, write_fields
+from agent_daemon.updater.failure_reasons import failure_reason
 from agent_daemon.updater.layout import InstallLayout
 from ground.contract import OutcomeReason
 from signed_release.versions import version_key
@@ -261,3 +269,78 @@ def test_installing_a_build_removes_older_builds_but_never_current_or_previous(
     install_build(own_root=layout.root, wheels=wheels, version=NEW, python=sys.executable)
     assert layout.installed_versions() == sorted(["0.7.0", "0.9.0", NEW], key=version_key)
     assert (layout.link_target("current"), layout.link_target("previous")) == ("0.9.0", "0.7.0")
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        pytest.param(b"not a zip at all", id="wheel_not_a_zip"),
+        pytest.param(b"", id="wheel_empty_as_on_a_full_disk"),
+    ],
+)
+def test_a_build_that_fails_to_install_leaves_no_half_made_venv_behind(
+    tmp_path: Path, broken: bytes
+) -> None:
+    """pip failing halfway (a wheel cut short when the disk filled): the half-made venv in
+    `versions/.<v>.tmp` is removed at once, not left to hold the full disk until a later
+    self-update; `current`, `previous` and the builds are as they were."""
+    layout = InstallLayout(tmp_path / "own")
+    layout.ensure()
+    for version in ("0.9.0", OLD):
+        folder = layout.version_dir(version)
+        folder.mkdir()
+        (folder / ".complete").write_text("0" * 64 + "\n")
+    layout.point("previous", "0.9.0")
+    layout.point("current", OLD)
+    before = sorted(p.name for p in layout.versions.iterdir())
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / f"nachtwacht_agent-{NEW}-py3-none-any.whl").write_bytes(broken)
+
+    with pytest.raises(SelfUpdateError, match="pip install"):
+        install_build(own_root=layout.root, wheels=wheels, version=NEW, python=sys.executable)
+
+    assert _builds(layout) == before
+    assert (layout.link_target("current"), layout.link_target("previous")) == (OLD, "0.9.0")
+
+
+def _builds(layout: InstallLayout) -> list[str]:
+    """What `versions/` holds, but the lock of one install at a time."""
+    return sorted(p.name for p in layout.versions.iterdir() if p.name != OWN_BUILDS_LOCK_NAME)
+
+
+def test_an_install_or_a_switch_while_another_is_under_way_is_refused_and_changes_nothing(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    """The daemon installing at a slot and an admin's `self-update install` or `switch` at the
+    same moment: the second is refused at once, naming the holder, and touches nothing — it
+    could otherwise remove the first's half-made build, or the build the first switches to."""
+    layout = InstallLayout(tmp_path / "own")
+    layout.ensure()
+    for version in ("0.9.0", OLD):
+        folder = layout.version_dir(version)
+        folder.mkdir()
+        (folder / ".complete").write_text("0" * 64 + "\n")
+    layout.point("previous", "0.9.0")
+    layout.point("current", OLD)
+    staging = layout.staging_dir(NEW)
+    staging.mkdir()  # the first install's half-made build
+    before = _builds(layout)
+    wheels = tmp_path / "wheels"
+    make_wheel(wheels, NEW, "good")
+
+    with PidLock(layout.versions / OWN_BUILDS_LOCK_NAME):
+        with pytest.raises(UpdateInProgress, match=f"held by pid {os.getpid()}") as raised:
+            install_build(own_root=layout.root, wheels=wheels, version=NEW, python=sys.executable)
+        # The daemon's run it stops may pass: tried again inside its window, no build's failure.
+        assert failure_reason(raised.value) == (OutcomeReason.INTERRUPTED, True)
+        with pytest.raises(UpdateInProgress, match="one at a time"):
+            _host(layout, state_dir).switch("0.9.0", RUN)
+
+    assert _builds(layout) == before
+    assert staging.is_dir()
+    assert (layout.link_target("current"), layout.link_target("previous")) == (OLD, "0.9.0")
+    _untouched(layout, state_dir)
+    # Once it has ended, the install goes ahead.
+    install_build(own_root=layout.root, wheels=wheels, version=NEW, python=sys.executable)
+    assert layout.complete_sha256(NEW) is not None

@@ -1,0 +1,76 @@
+"""`nachtwacht agent status` when the cached config or the daemon's state file cannot be read (cut
+short, not JSON, a newer agent's): it still answers, names the file and what to do under
+`attention`, and shows the rest. It used to end with one error line and nothing else — the moment
+the admin needed it most. Real files, the real command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.agent_daemon.commands.test_run_start_errors import write_enrolled_config
+from tests.agent_daemon.commands.test_status_set_aside import attention
+from tests.worlds.daemons import run_agent
+from tests.worlds.hosts import AgentHost
+
+pytestmark = pytest.mark.slow
+
+DAMAGED = [
+    pytest.param(
+        b'{"format_version": 1, "config": {"agent_id"', "is not valid JSON", id="cut_short"
+    ),
+    pytest.param(b"", "is not valid JSON", id="empty"),
+    pytest.param(b'{"format_version": 7}', "written by a newer nachtwacht agent", id="newer"),
+]
+
+
+@pytest.mark.parametrize(("content", "said"), DAMAGED)
+def test_a_config_cache_that_cannot_be_read_is_a_line_not_a_failure(
+    tmp_path: Path, content: bytes, said: str
+) -> None:
+    host = AgentHost(tmp_path / "host")
+    write_enrolled_config(host)
+    cache = host.state_dir / "config-cache.json"
+    cache.write_bytes(content)
+
+    text = run_agent("status", "--state-dir", str(host.state_dir))
+    assert text.returncode == 0, text.stderr
+    [line] = [line for line in attention(text.stdout) if "cached config" in line]
+    assert line.startswith(f"the cached config cannot be read ({cache}: ")
+    assert said in line
+    assert line.endswith(
+        "the daemon fetches it again at its next minute that reaches the control plane; until "
+        "then status shows no schedule"
+    )
+    assert "config:        never synced" in text.stdout
+    document = json.loads(run_agent("status", "--json", "--state-dir", str(host.state_dir)).stdout)
+    assert document["unreadable_files"] == [line]
+    assert document["config"] is None
+    assert cache.read_bytes() == content  # status only reads
+
+
+@pytest.mark.parametrize(("content", "said"), DAMAGED)
+def test_a_state_file_that_cannot_be_read_says_what_stops_and_what_to_do(
+    tmp_path: Path, content: bytes, said: str
+) -> None:
+    host = AgentHost(tmp_path / "host")
+    write_enrolled_config(host)
+    state = host.state_dir / "daemon-state.json"
+    state.write_bytes(content)
+
+    text = run_agent("status", "--state-dir", str(host.state_dir))
+    assert text.returncode == 0, text.stderr
+    [line] = [line for line in attention(text.stdout) if "state file" in line]
+    assert line.startswith(f"the daemon's state file cannot be read ({state}: ")
+    assert said in line
+    assert (
+        "the daemon plans and updates nothing while it cannot know which slots it used (one "
+        f"tick.failed line a minute) — move it aside (mv {state} {state}.unreadable)"
+    ) in line
+    assert "last runs:     none yet" in text.stdout
+    as_json = run_agent("status", "--json", "--state-dir", str(host.state_dir))
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["unreadable_files"] == [line]
+    assert state.read_bytes() == content
