@@ -74,6 +74,12 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
     clock = clock_from_env()
     cache = ConfigCache(settings.state_dir / CONFIG_CACHE_NAME)
     unreadable: list[str] = []
+    if not settings.state_dir.is_dir():
+        unreadable.append(
+            f"there is no state directory at {settings.state_dir}: no daemon has run with it, so "
+            "nothing below says what a daemon did — if the daemon runs with another state "
+            "directory, name it (--state-dir)"
+        )
     try:
         cached = cache.load()
     except DaemonStateError as exc:

@@ -20,6 +20,7 @@ time), with its `.reason` note beside it: the newest are the highest numbers, an
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,10 +30,13 @@ from typing import Any, Literal
 from agent_daemon.connection.control_plane_client import Delivery
 from agent_daemon.disk.atomic_file import read_versioned_json, write_versioned_json
 from agent_daemon.errors import ControlPlaneUnreachable, DaemonStateError
+from ground.contract import API_PREFIX
 
 __all__ = ["FlushResult", "Outbox", "Report", "SetAside", "SetAsideReports"]
 
 OUTBOX_FORMAT_VERSION = 1
+AGENT_API = f"{API_PREFIX}/agent"
+_REPORT_PATH = re.compile(re.escape(AGENT_API) + r"(?:/[A-Za-z0-9_-]+)+")
 KEEP_REJECTED = 50
 
 
@@ -61,9 +65,13 @@ class Report:
             method = document["method"]
             if method not in {"POST", "PATCH"}:
                 raise ValueError(f"method {method!r} is not POST or PATCH")
+            path = document["path"]
+            if not isinstance(path, str) or _REPORT_PATH.fullmatch(path) is None:
+                # Sent with the agent's credential: never to another host or another API.
+                raise ValueError(f"path {path!r} is not one of the agent's API ({AGENT_API}/…)")
             return cls(
                 method=method,
-                path=str(document["path"]),
+                path=path,
                 body=dict(document["body"]),
                 slot_key=_text_or_none(document, "slot_key"),
                 run_id=_text_or_none(document, "run_id"),

@@ -1,7 +1,7 @@
 """`nachtwacht agent status` when the cached config or the daemon's state file cannot be read (cut
 short, not JSON, a newer agent's): it still answers, names the file and what to do under
-`attention`, and shows the rest. It used to end with one error line and nothing else — the moment
-the admin needed it most. Real files, the real command."""
+`attention`, and shows the rest; likewise a state directory that is not there. Real files, the
+real command."""
 
 from __future__ import annotations
 
@@ -74,3 +74,27 @@ def test_a_state_file_that_cannot_be_read_says_what_stops_and_what_to_do(
     assert as_json.returncode == 0, as_json.stderr
     assert json.loads(as_json.stdout)["unreadable_files"] == [line]
     assert state.read_bytes() == content
+
+
+def test_a_state_directory_that_is_not_there_is_named_not_shown_as_a_daemon_that_did_nothing(
+    tmp_path: Path,
+) -> None:
+    """The config named on its own (`--config`) with the state directory left to its default or
+    mistyped: without this line status reads "never synced" and "none yet", as if the daemon had done
+    nothing."""
+    host = AgentHost(tmp_path / "host")
+    config = write_enrolled_config(host)
+    nowhere = tmp_path / "no-such-state"
+
+    text = run_agent("status", "--state-dir", str(nowhere), "--config", str(config))
+    assert text.returncode == 0, text.stderr
+    [line] = [line for line in attention(text.stdout) if "state directory" in line]
+    assert line == (
+        f"there is no state directory at {nowhere}: no daemon has run with it, so nothing below "
+        "says what a daemon did — if the daemon runs with another state directory, name it "
+        "(--state-dir)"
+    )
+    assert not nowhere.exists()  # status only reads
+
+    there = run_agent("status", "--state-dir", str(host.state_dir), "--config", str(config))
+    assert "state directory" not in there.stdout

@@ -96,3 +96,41 @@ def test_a_report_from_a_newer_agent_is_refused_when_listed(tmp_path: Path) -> N
     (tmp_path / "000000000001.json").write_text('{"format_version": 9}')
     with pytest.raises(DaemonStateError, match="newer"):
         Outbox(tmp_path).pending()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "https://elsewhere.example/v1/agent/runs/run-2",
+        "//elsewhere.example/v1/agent/runs/run-2",
+        "/v1/admin/brake",
+        "/v1/agent/runs/../../admin/brake",
+        "/v1/agent/",
+        "/v1/agent/runs/run-2?next=https://elsewhere.example",
+        "",
+    ],
+)
+def test_a_queued_report_to_anywhere_but_the_agents_api_is_set_aside_never_sent(
+    tmp_path: Path, path: str
+) -> None:
+    """A report goes out with the agent's credential: a path on disk that names another host or
+    another API is never followed."""
+    box = Outbox(tmp_path)
+    box.put(report(1))
+    box.put(report(2))
+    queued = tmp_path / "000000000002.json"
+    queued.write_text(queued.read_text().replace("/v1/agent/runs/run-2", path))
+    box.put(report(3))
+    sent: list[str] = []
+
+    def deliver(r: Report) -> Delivery:
+        sent.append(r.path)
+        return Delivery(outcome="delivered", status=200)
+
+    result = box.flush(deliver)
+    assert sent == ["/v1/agent/runs/run-1", "/v1/agent/runs/run-3"]
+    assert [why for _, why in result.unreadable] == [
+        f"{queued}: not a usable outbox report (path {path!r} is not one of the agent's API"
+        " (/v1/agent/…))"
+    ]
+    assert box.pending() == []
