@@ -427,3 +427,39 @@ def test_a_rollback_with_nothing_to_go_back_to_names_the_to_flag(
         " neither withdrawn nor halted: name the version to go back to (--to)"
     )
     assert snapshot(database_url) == before
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("not a url", id="words"),
+        pytest.param("postgresql://nachtwacht:s3cret@%zz/db", id="bad_percent_escape"),
+        pytest.param("postgresql://nachtwacht:s3cret@[::1/db", id="unclosed_ipv6"),
+        pytest.param("host=db password='s3cret", id="unterminated_quote"),
+    ],
+)
+@pytest.mark.parametrize(
+    "command",
+    [["after-restore"], ["migrate"], ["trust-root", "list"], ["serve", "--port", "0"]],
+    ids=["after_restore", "migrate", "trust_root_list", "serve"],
+)
+def test_a_database_url_that_is_none_is_refused_naming_the_flag_or_variable(
+    database_url: str, url: str, command: list[str]
+) -> None:
+    """A mistyped URL (the flag, or the variable a unit file sets) is the operator's input: one
+    line naming where it came from and what was expected, exit 2, and its password not echoed."""
+    before = snapshot(database_url)
+    prefix = f"nachtwacht control {' '.join(command[:2] if command[0] == 'trust-root' else command[:1])}: "
+    for given, named in (
+        ({"args": ["--database-url", url]}, "--database-url"),
+        ({"env": {"NACHTWACHT_DATABASE_URL": url}}, "NACHTWACHT_DATABASE_URL"),
+    ):
+        result = run_control(*command, *given.get("args", []), env=given.get("env"))
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr
+        line = result.stderr.strip()
+        assert len(line.splitlines()) == 1, result.stderr
+        assert line.startswith(f"{prefix}{named}: is not a PostgreSQL connection string"), line
+        assert "expected" in line, line
+        assert "s3cret" not in line, line
+    assert snapshot(database_url) == before
