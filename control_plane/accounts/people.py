@@ -423,6 +423,10 @@ class PeopleService:
     def sign_in(self, email: str, password: str, *, now: datetime) -> PendingSignIn:
         """The first step: address and password. A person without TOTP gets a new secret.
         A failure is committed before it is raised: it counts towards the lock."""
+        if "\x00" in email:
+            # No address holds one (an invitation refuses it), and PostgreSQL cannot compare one:
+            # an unknown address, answered as one.
+            raise SignInRefused("wrong")
         refusal: SignInRefused | None = None
         with self._pool.connection() as conn, conn.transaction():
             row = conn.execute(
