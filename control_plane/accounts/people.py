@@ -54,6 +54,7 @@ from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import plain_name, stored_text
 from control_plane.types import Connection, Pool
+from ground.contract.plain_text import first_control_character
 
 __all__ = [
     "INVITATION_LIFETIME",
@@ -184,6 +185,15 @@ def checked_person(
     if not isinstance(email, str) or _EMAIL.fullmatch(email.strip()) is None:
         raise InvalidInput("email", email, "must be an e-mail address (name@example.com)")
     stored_text("email", email, MAX_EMAIL)
+    control = first_control_character(email.strip())
+    if control is not None:
+        # Shown on the panel and typed to sign in: it would read as another person's address.
+        raise InvalidInput(
+            "email",
+            email[:40],
+            f"contains the control character U+{ord(control):04X} (expected an e-mail address, "
+            "name@example.com)",
+        )
     if operator:
         return clean_name, email.strip(), "operator"
     if role not in ROLES:
