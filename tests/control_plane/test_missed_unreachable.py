@@ -306,6 +306,33 @@ def test_another_agents_miss_does_not_make_the_slot_this_agents(
     assert _miss(fleet, other) == OFFLINE_MISS
 
 
+@pytest.mark.parametrize(
+    "changed",
+    [
+        # The slot "03:00" now opens at 03:00Z, an hour after the night's did.
+        pytest.param({"timezone": "UTC"}, id="time_zone"),
+        # The window now closes at 02:05Z; the agent tried until 02:14Z, inside the night's.
+        pytest.param({"catch_up_minutes": 5}, id="catch_up_shorter"),
+    ],
+)
+def test_a_miss_on_record_is_judged_by_its_own_window_though_the_platform_changed_since(
+    api: Api, fleet: Fleet, agent: Agent, changed: dict[str, Any]
+) -> None:
+    """The miss on record says when the slot opened and when its window closed, as the pass saw
+    them; an operator changing the zone or the catch-up window afterwards does not move them."""
+    fleet.reconcile(AFTER_NIGHT)
+    assert _miss(fleet, agent) == OFFLINE_MISS
+    fleet.services.settings.update(changed)
+    fleet.clock.set(AFTER_NIGHT + timedelta(hours=2))
+    status, answer = _report(api, agent, _body())
+    assert (status, answer["result"]) == (200, "corrected"), answer
+    assert _miss(fleet, agent) == UNREACHABLE_MISS
+    kept = fleet.one(
+        "SELECT slot_at FROM unreachable_reports WHERE agent_id = %s", [agent.agent_id]
+    )
+    assert kept["slot_at"] == NIGHT
+
+
 def test_a_miss_on_record_older_than_the_bound_is_refused(
     api: Api, fleet: Fleet, agent: Agent
 ) -> None:
