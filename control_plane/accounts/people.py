@@ -52,7 +52,7 @@ from control_plane.accounts.sessions import (
 )
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import plain_name, stored_text
+from control_plane.inputs import first_bidi_control, plain_name, stored_text
 from control_plane.types import Connection, Pool
 from ground.contract.plain_text import first_control_character
 
@@ -185,7 +185,7 @@ def checked_person(
     if not isinstance(email, str) or _EMAIL.fullmatch(email.strip()) is None:
         raise InvalidInput("email", email, "must be an e-mail address (name@example.com)")
     stored_text("email", email, MAX_EMAIL)
-    control = first_control_character(email.strip())
+    control = first_control_character(email.strip()) or first_bidi_control(email)
     if control is not None:
         # Shown on the panel and typed to sign in: it would read as another person's address.
         raise InvalidInput(

@@ -240,6 +240,16 @@ REFUSED = [
         id="org_name_escape",
     ),
     pytest.param(
+        ["create-org", "acme\u202egnp.exe"],
+        "NAME: 'acme\\u202egnp.exe' contains the bidirectional control U+202E",
+        id="org_name_right_to_left_override",
+    ),
+    pytest.param(
+        ["enroll-agent", "--org", "{org}", "--name", "web-01\u2067"],
+        "--name: 'web-01\\u2067' contains the bidirectional control U+2067",
+        id="agent_name_isolate",
+    ),
+    pytest.param(
         ["create-panel-key", "--org", "{org}", "--label", "ops\x07"],
         "--label: 'ops\\x07' contains the control character U+0007",
         id="panel_key_label_bell",
