@@ -83,6 +83,9 @@ def world(
     (tmp_path / "manifest.sig").write_bytes(newer.signature)
     (tmp_path / "other.tar.gz").write_bytes(newer.artifact + b"tampered")
     (tmp_path / "root.json").write_text(json.dumps({"signed": "nothing"}))
+    # The wrong file given as the build: a disk image, say (sparse here: no disk, no memory).
+    with (tmp_path / "disk.img").open("wb") as image:
+        image.truncate(64 * 1024 * 1024)
     return {
         **ids,
         "org": org.org_id,
@@ -348,6 +351,18 @@ REFUSED = [
         ],
         "ARTIFACT: '",
         id="publish_another_build",
+    ),
+    pytest.param(
+        [
+            "publish-release",
+            "{dir}/manifest.json",
+            "{dir}/manifest.sig",
+            "{dir}/disk.img",
+            "--release-public-key",
+            "{public}",
+        ],
+        "ARTIFACT: '{dir}/disk.img' is larger than the manifest's length of ",
+        id="publish_a_file_far_larger_than_the_build",
     ),
     # the server's own commands: --revision, --catch-up-minutes
     pytest.param(
