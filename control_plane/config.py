@@ -101,6 +101,12 @@ class DatabaseLocation:
         if url is not None:
             return cls(url=_checked_url("--database-url", url))
         if data_dir is not None:
+            if not data_dir.strip():
+                # Path("") is the current directory: a new, empty database would be made there.
+                raise ConfigurationError(
+                    "--data-dir: is empty (expected the embedded PostgreSQL's directory, e.g. "
+                    "/var/lib/nachtwacht-control-plane/postgres)"
+                )
             return cls(data_dir=Path(data_dir).expanduser())
         if env.get(DATABASE_URL_ENV):
             return cls(url=_checked_url(DATABASE_URL_ENV, env[DATABASE_URL_ENV]))

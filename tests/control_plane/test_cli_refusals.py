@@ -6,6 +6,7 @@ as real processes on a real database: the refusal is one line naming the flag as
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane.registry import Services
+from tests.conftest import child_environment, nachtwacht_command
 from tests.control_plane.conftest import Agent, Org, sign_release
 from tests.control_plane.test_cli import run_control
 from tests.worlds.clocks import ManualClock
@@ -488,3 +490,26 @@ def test_a_database_url_that_is_none_is_refused_naming_the_flag_or_variable(
         assert "expected" in line, line
         assert "s3cret" not in line, line
     assert snapshot(database_url) == before
+
+
+@pytest.mark.parametrize("blank", ["", "   "], ids=["empty", "spaces"])
+def test_an_empty_data_dir_is_refused_not_taken_for_the_current_directory(
+    tmp_path: Path, blank: str
+) -> None:
+    """`--data-dir "$NACHTWACHT_DATA_DIR"` with the variable unset: the command must not start a
+    new, empty embedded database in the directory it was run from and act on that."""
+    result = subprocess.run(
+        nachtwacht_command("control", "create-org", "Acme", "--data-dir", blank),
+        env=child_environment(None),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stdout
+    assert result.stderr.strip() == (
+        "nachtwacht control create-org: --data-dir: is empty (expected the embedded PostgreSQL's"
+        " directory, e.g. /var/lib/nachtwacht-control-plane/postgres)"
+    )
+    assert list(tmp_path.iterdir()) == []
