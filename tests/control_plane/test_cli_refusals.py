@@ -476,7 +476,8 @@ def test_a_database_url_that_is_none_is_refused_naming_the_flag_or_variable(
     """A mistyped URL (the flag, or the variable a unit file sets) is the operator's input: one
     line naming where it came from and what was expected, exit 2, and its password not echoed."""
     before = snapshot(database_url)
-    prefix = f"nachtwacht control {' '.join(command[:2] if command[0] == 'trust-root' else command[:1])}: "
+    typed = command[:2] if command[0] == "trust-root" else command[:1]
+    prefix = f"nachtwacht control {' '.join(typed)}: "
     for given, named in (
         ({"args": ["--database-url", url]}, "--database-url"),
         ({"env": {"NACHTWACHT_DATABASE_URL": url}}, "NACHTWACHT_DATABASE_URL"),
