@@ -27,6 +27,7 @@ from control_plane.rollout.services import (
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
 from ground.instants import parse_day_text
+from shared_planner.wall_clock import FIRST_YEAR, LAST_YEAR
 
 __all__ = ["DAY_PATTERN", "ForecastService", "parse_day", "read_scheduled_agents"]
 
@@ -40,6 +41,10 @@ DAY_PATTERN = (
     r"-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])$"
 )
 _DAY = re.compile(DAY_PATTERN)
+# The pattern's first and last days, as a refusal names them.
+FIRST_DAY = date(FIRST_YEAR + 1, 1, 1).isoformat()
+LAST_DAY = date(LAST_YEAR - 1, 12, 31).isoformat()
+_ANY_YEAR_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def parse_day(field: str, value: object) -> date:
@@ -52,6 +57,15 @@ def parse_day(field: str, value: object) -> date:
             return parse_day_text(value)
         except ValueError:
             pass  # a day the calendar lacks, such as 2026-02-30
+    elif isinstance(value, str) and _ANY_YEAR_DAY.fullmatch(value) is not None:
+        try:
+            parse_day_text(value)
+        except ValueError:
+            pass
+        else:  # a real day, written as asked, in a year without a forecast
+            raise InvalidInput(
+                field, value, f"is out of range (expected a day from {FIRST_DAY} to {LAST_DAY})"
+            )
     raise InvalidInput(field, value, "is not a date (expected YYYY-MM-DD, e.g. 2026-11-30)")
 
 
