@@ -5,11 +5,13 @@ PostgreSQL's stack trace — and nothing is written anywhere."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 
+from tests.conftest import REPO_ROOT, child_environment, nachtwacht_command
 from tests.control_plane.test_cli import run_control
 from tests.worlds.replicated_postgres import ReplicatedPair, replicated_pair
 
@@ -85,3 +87,34 @@ def test_migrating_a_standby_is_refused_in_one_line() -> None:
                 "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
             ).fetchone()
         assert tables == (0,)
+
+
+def test_after_restore_on_a_server_waiting_for_a_standby_it_lacks_says_so_at_once() -> None:
+    """A base backup keeps the old primary's `synchronous_standby_names`: restored without a
+    standby, every commit waits for one for ever. `after-restore` says so and what to set, in
+    one line, instead of waiting without a word; nothing is changed."""
+    with replicated_pair(synchronous=True) as pair:
+        migrated = run_control("migrate", "--database-url", pair.primary.url)
+        assert migrated.returncode == 0, migrated.stderr
+        pair.stop(pair.standby)
+        result = subprocess.run(
+            nachtwacht_command("control", "after-restore", "--database-url", pair.primary.url),
+            env=child_environment(None),
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        assert result.returncode == 2, result.stdout
+        line = result.stderr.strip()
+        assert len(line.splitlines()) == 1, result.stderr
+        assert line.startswith(
+            "nachtwacht control after-restore: the server waits for a synchronous standby"
+        ), line
+        assert "synchronous_standby_names = ''" in line, line
+        with psycopg.connect(pair.primary.url) as conn:
+            restored = conn.execute(
+                "SELECT count(*) FROM events WHERE kind = 'platform.restored'"
+            ).fetchone()
+        assert restored == (0,)
