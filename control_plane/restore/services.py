@@ -39,6 +39,7 @@ def after_restore(pool: Pool, *, now: datetime, actor: Actor) -> AfterRestore:
 # WAL sender is visible to any role; which of them is synchronous is not).
 _SYNCHRONOUS = """
 SELECT current_setting('synchronous_standby_names') AS names,
+       current_setting('synchronous_commit') IN ('off', 'local') AS commits_wait_for_none,
        (SELECT count(*) FROM pg_stat_replication) AS streaming
 """
 
@@ -47,7 +48,12 @@ def _refuse_a_commit_that_would_wait_for_ever(conn: Connection) -> None:
     """A base backup keeps the old primary's settings: restored without its standbys, a server
     that names synchronous ones makes every commit wait for one, for ever and without a word."""
     row = conn.execute(_SYNCHRONOUS).fetchone()
-    if row is None or not str(row["names"]).strip() or row["streaming"] > 0:
+    if (
+        row is None
+        or not str(row["names"]).strip()
+        or row["commits_wait_for_none"]
+        or row["streaming"] > 0
+    ):
         return
     raise ConfigurationError(
         "the server waits for a synchronous standby before every commit "
