@@ -552,7 +552,11 @@ class PeopleService:
         self, org_id: UUID, *, subject: str, email: str | None
     ) -> PersonView | None:
         """The invited person a provider's verified claims name: by the subject remembered from
-        an earlier sign-in, else by the verified address (and the subject is then remembered)."""
+        an earlier sign-in, else by the verified address (and the subject is then remembered).
+        A claim holding a NUL names nobody: no subject or address on record can hold one, and
+        PostgreSQL could not compare it."""
+        if "\x00" in subject or (email is not None and "\x00" in email):
+            return None
         with self._pool.connection() as conn, conn.transaction():
             row = conn.execute(
                 _SELECT_PERSON + " FROM people p WHERE p.org_id = %s"

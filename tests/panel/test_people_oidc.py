@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import httpx
+import psycopg
 import pytest
 
 from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
@@ -112,3 +113,27 @@ def test_a_person_not_invited_is_refused(loopback_world: PanelWorld, provider: P
         answer = _to_provider_and_back(mallory, loopback_world)
         assert answer.status_code == 401
         assert "did not work" in answer.text
+
+
+@pytest.mark.parametrize(
+    ("subject", "email"),
+    [
+        pytest.param("anna\x00", "anna@example.com", id="nul_in_the_subject"),
+        pytest.param("anna", "anna\x00@example.com", id="nul_in_the_address"),
+    ],
+)
+def test_claims_holding_a_nul_match_nobody_and_change_nothing(
+    loopback_world: PanelWorld, provider: Provider, subject: str, email: str
+) -> None:
+    """The provider is the organisation's own, but what its token says is input all the same:
+    a NUL, which no subject or address on record can hold, is a sign-in refused like any
+    unknown person's, never a server error; no subject is remembered."""
+    _set_up(loopback_world, provider)
+    provider.subject, provider.email = subject, email
+    with loopback_world.client() as stranger:
+        answer = _to_provider_and_back(stranger, loopback_world)
+        assert answer.status_code == 401, answer.text
+        assert stranger.get("/panel/agents").status_code == 303
+    with psycopg.connect(loopback_world.server.database_url) as conn:
+        subjects = conn.execute("SELECT oidc_subject FROM people").fetchall()
+    assert subjects == [(None,)]
