@@ -137,3 +137,34 @@ def test_claims_holding_a_nul_match_nobody_and_change_nothing(
     with psycopg.connect(loopback_world.server.database_url) as conn:
         subjects = conn.execute("SELECT oidc_subject FROM people").fetchall()
     assert subjects == [(None,)]
+
+
+@pytest.mark.parametrize(
+    "client_id",
+    [
+        pytest.param("nachtwacht\x1b[2J", id="terminal_escape"),
+        pytest.param("nachtwacht\x9b", id="c1_control"),
+    ],
+)
+def test_a_client_id_with_a_control_character_is_refused_and_nothing_is_saved(
+    loopback_world: PanelWorld, provider: Provider, client_id: str
+) -> None:
+    """The client id is typed by an editor and shown on the people page and the trail."""
+    with sign_in_client(loopback_world, loopback_world.panel_key) as editor:
+        page = editor.get("/panel/people")
+        saved = editor.post(
+            "/panel/people/oidc",
+            data={
+                "csrf": csrf_of(page.text),
+                "issuer": provider.url,
+                "client_id": client_id,
+                "client_secret": CLIENT_SECRET,
+            },
+        )
+    assert saved.headers["location"].endswith("oidc_error=client")
+    with psycopg.connect(loopback_world.server.database_url) as conn:
+        stored = conn.execute("SELECT count(*) FROM oidc_providers").fetchone()
+        configured = conn.execute(
+            "SELECT count(*) FROM events WHERE kind = 'oidc.configured'"
+        ).fetchone()
+    assert (stored, configured) == ((0,), (0,))
