@@ -80,7 +80,8 @@ UPDATE events
 """
 
 # A miss of this agent's slot on record: the slot was in the schedule the missed pass read, and
-# the run keeps the window the pass judged it by (a miss finishes when its window closes).
+# the run keeps the window the pass judged it by (a miss the pass wrote finishes when its window
+# closes; one a claim wrote, `held`, has no finish).
 _MISS_ON_RECORD = """
 SELECT slot_at, finished_at AS window_closes FROM runs
  WHERE agent_id = %s AND trigger = 'schedule' AND slot_key = %s AND status = 'missed'
@@ -109,18 +110,20 @@ def _slot(
         raise InvalidInput("slot_key", key, f"is not a slot key ({exc})") from exc
     times = agent["times"] if isinstance(agent["times"], list) else []
     scheduled = bool(agent["enabled"]) and bool(times)
+    catch_up = timedelta(minutes=agent["catch_up_minutes"])
     slot = None
     missed = conn.execute(_MISS_ON_RECORD, [agent_id, key]).fetchone()
     if missed is not None:
         slot = Slot(key=key, day=day, wall=wall, at=missed["slot_at"])
-        closes: datetime = missed["window_closes"]
+        # A miss the claim wrote (`held`, when the claim came) has no close on record.
+        closes: datetime = missed["window_closes"] or slot.window_closes(catch_up)
     elif scheduled:
         try:
             slot = slot_for_key(times, key, tz=str(agent["timezone"]))
         except (PlannerError, OverflowError) as exc:
             raise InvalidInput("slot_key", key, f"is not a slot key ({exc})") from exc
         if slot is not None:
-            closes = slot.window_closes(timedelta(minutes=agent["catch_up_minutes"]))
+            closes = slot.window_closes(catch_up)
     if slot is None and not scheduled:
         raise InvalidInput(
             "slot_key",

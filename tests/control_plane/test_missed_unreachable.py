@@ -333,6 +333,21 @@ def test_a_miss_on_record_is_judged_by_its_own_window_though_the_platform_change
     assert kept["slot_at"] == NIGHT
 
 
+def test_a_held_slot_on_record_is_unchanged(api: Api, fleet: Fleet, agent: Agent) -> None:
+    """A held agent's slot is consumed by the claim as a miss `held`, written when the claim
+    came, with no window's close on record: the report still reads its window and changes
+    nothing."""
+    fleet.sql(
+        "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, miss_reason,"
+        " created_at) VALUES (%s, %s, 'schedule', %s, %s, 'missed', 'held', %s)",
+        [agent.agent_id, agent.org_id, NIGHT_KEY, NIGHT, NIGHT + timedelta(minutes=1)],
+    )
+    fleet.clock.set(AFTER_NIGHT + timedelta(hours=1))
+    status, answer = _report(api, agent, _body())
+    assert (status, answer["result"]) == (200, "unchanged"), answer
+    assert "held" in answer["message"]
+
+
 def test_a_miss_on_record_older_than_the_bound_is_refused(
     api: Api, fleet: Fleet, agent: Agent
 ) -> None:
