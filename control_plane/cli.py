@@ -92,7 +92,7 @@ from control_plane.releases.services import ReleaseService
 from control_plane.startup import opened_database
 from ground.clock import ClockConfigError, clock_from_env
 from signed_release.errors import ReleaseError
-from signed_release.manifest import parse_manifest
+from signed_release.manifest import MAX_MANIFEST_BYTES, parse_manifest
 from signed_release.patch_offer import patch_file_name
 
 __all__ = ["main"]
@@ -409,11 +409,43 @@ def _create_operator_key(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_file(field_name: str, path: str) -> bytes:
+def _read_file(field_name: str, path: str, limit: int, what: str) -> bytes:
+    """The file's bytes, read no further than `limit` (a wrong file can be a disk image, or a
+    device that never ends): one larger is refused as `what` says it cannot be."""
     try:
-        return Path(path).read_bytes()
+        with Path(path).open("rb") as opened:
+            data = opened.read(limit + 1)
     except OSError as exc:
         raise ConfigurationError(f"{field_name}: cannot read {path!r} ({exc.strerror})") from exc
+    if len(data) > limit:
+        raise ConfigurationError(f"{field_name}: {path!r} is larger than {what}")
+    return data
+
+
+def _read_release_files(args: argparse.Namespace) -> tuple[bytes, bytes, bytes]:
+    """MANIFEST, SIGNATURE and ARTIFACT, each read within what it can be: the artifact within the
+    length its manifest names (a manifest that cannot be read names none: publishing refuses it
+    before any artifact would be looked at)."""
+    manifest = _read_file(
+        "MANIFEST", args.manifest, MAX_MANIFEST_BYTES, f"any manifest ({MAX_MANIFEST_BYTES} bytes)"
+    )
+    signature = _read_file(
+        "SIGNATURE",
+        args.signature,
+        MAX_MANIFEST_BYTES,
+        f"any signature ({MAX_MANIFEST_BYTES} bytes)",
+    )
+    try:
+        length = parse_manifest(manifest).length
+    except ReleaseError:
+        return manifest, signature, b""
+    artifact = _read_file(
+        "ARTIFACT",
+        args.artifact,
+        length,
+        f"the manifest's length of {length} bytes (not the build it was signed for)",
+    )
+    return manifest, signature, artifact
 
 
 def patches_beside(artifact: Path, manifest: bytes) -> tuple[dict[str, bytes], list[str]]:
@@ -430,7 +462,9 @@ def patches_beside(artifact: Path, manifest: bytes) -> tuple[dict[str, bytes], l
     for offer in offers:
         path = artifact.parent / patch_file_name(offer.base_tar_sha256)
         if path.is_file():
-            found[offer.base_tar_sha256] = _read_file("PATCH", str(path))
+            found[offer.base_tar_sha256] = _read_file(
+                "PATCH", str(path), offer.length, f"the manifest's length of {offer.length} bytes"
+            )
             lines.append(f"patch from {offer.base_version}: {path.name} ({offer.length} bytes)")
         else:
             lines.append(
@@ -442,9 +476,7 @@ def patches_beside(artifact: Path, manifest: bytes) -> tuple[dict[str, bytes], l
 
 def _publish_release(args: argparse.Namespace) -> int:
     keys = load_trusted_keys(release_key_paths(args.release_public_key))
-    manifest = _read_file("MANIFEST", args.manifest)
-    signature = _read_file("SIGNATURE", args.signature)
-    artifact = _read_file("ARTIFACT", args.artifact)
+    manifest, signature, artifact = _read_release_files(args)
     patches, patch_lines = patches_beside(Path(args.artifact), manifest)
     now = clock_from_env().now()
     with admin_pool(args) as pool:

@@ -22,6 +22,7 @@ from control_plane.config import SETTINGS_ENV, DatabaseLocation
 from control_plane.database import first_line, open_pool
 from control_plane.database_fence import fence_for
 from control_plane.errors import (
+    ConfigurationError,
     ControlPlaneError,
     DatabaseUnavailable,
     NotFound,
@@ -33,6 +34,7 @@ from control_plane.startup import opened_database
 from control_plane.types import Pool
 
 __all__ = [
+    "STANDBY_REFUSAL",
     "ExclusiveFlags",
     "Parser",
     "add_admin_flags",
@@ -50,6 +52,14 @@ __all__ = [
     "parse_id",
     "shown_once",
 ]
+
+# What a writing command says when the URL names a standby: the failover went the other way, or the
+# two URLs were mixed up. Reading commands work on a standby and never see it.
+STANDBY_REFUSAL = (
+    "the database is a read-only standby (in recovery), and this command writes: give the "
+    "primary's URL, or every host's with target_session_attrs=read-write (--database-url or "
+    "NACHTWACHT_DATABASE_URL)"
+)
 
 
 def cli_actor() -> Actor:
@@ -136,6 +146,8 @@ def admin_pool(args: argparse.Namespace, *, finishing_restore: bool = False) -> 
         pool = open_pool(url, min_size=1, max_size=1)
         try:
             yield pool
+        except psycopg.errors.ReadOnlySqlTransaction as exc:
+            raise ConfigurationError(STANDBY_REFUSAL) from exc
         finally:
             pool.close()
 

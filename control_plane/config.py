@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
+import psycopg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from psycopg.conninfo import conninfo_to_dict
 
 from control_plane.database import (
     DATABASE_URL_ENV,
@@ -99,6 +101,12 @@ class DatabaseLocation:
         if url is not None:
             return cls(url=_checked_url("--database-url", url))
         if data_dir is not None:
+            if not data_dir.strip():
+                # Path("") is the current directory: a new, empty database would be made there.
+                raise ConfigurationError(
+                    "--data-dir: is empty (expected the embedded PostgreSQL's directory, e.g. "
+                    "/var/lib/nachtwacht-control-plane/postgres)"
+                )
             return cls(data_dir=Path(data_dir).expanduser())
         if env.get(DATABASE_URL_ENV):
             return cls(url=_checked_url(DATABASE_URL_ENV, env[DATABASE_URL_ENV]))
@@ -110,6 +118,15 @@ class DatabaseLocation:
 def _checked_url(field_name: str, url: str) -> str:
     if not url.strip():
         raise ConfigurationError(f"{field_name}: is empty (expected e.g. postgresql://host/db)")
+    try:
+        conninfo_to_dict(url.strip())
+    except psycopg.ProgrammingError as exc:
+        # libpq's reason, without the URI it sometimes quotes whole: it may hold a password.
+        reason = str(exc).split(' in URI: "', 1)[0].strip()
+        raise ConfigurationError(
+            f"{field_name}: is not a PostgreSQL connection string ({reason}); expected "
+            "postgresql://USER@HOST/DATABASE or key=value pairs, e.g. 'host=HOST dbname=DATABASE'"
+        ) from exc
     return url.strip()
 
 

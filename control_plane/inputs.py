@@ -12,7 +12,7 @@ from __future__ import annotations
 from control_plane.errors import InvalidInput
 from ground.contract.plain_text import first_control_character
 
-__all__ = ["plain_name", "required_text", "stored_text"]
+__all__ = ["first_bidi_control", "plain_name", "required_text", "stored_text"]
 
 
 def stored_text(field: str, value: object, limit: int) -> str | None:
@@ -46,10 +46,22 @@ def required_text(field: str, value: object, limit: int, *, required_to: str) ->
     return text
 
 
+# The bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069). No name needs
+# one: its direction follows from its letters. Shown on the trail or a page, one reorders what comes
+# after the name on the line ("Mallory" + U+202E makes the rest of the line read backwards).
+_BIDI_CONTROLS = frozenset(chr(code) for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A)))
+
+
+def first_bidi_control(text: str) -> str | None:
+    """The first bidirectional embedding, override or isolate in `text`, None when it has none."""
+    return next((character for character in text if character in _BIDI_CONTROLS), None)
+
+
 def plain_name(field: str, value: object, limit: int) -> str:
     """A name a person gave (an organisation, an agent, a key, a person), as it is stored: spaces
     around it dropped, something besides them, at most `limit` characters and no control character
-    (names are shown on terminals and in the panel, where one would be obeyed, not read)."""
+    (names are shown on terminals and in the panel, where one would be obeyed, not read), nor a
+    bidirectional control."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field, value, "must be a non-empty name")
     stored_text(field, value, limit)
@@ -57,5 +69,13 @@ def plain_name(field: str, value: object, limit: int) -> str:
     if control is not None:
         raise InvalidInput(
             field, value[:40], f"contains the control character U+{ord(control):04X} (plain text)"
+        )
+    bidi = first_bidi_control(value)
+    if bidi is not None:
+        raise InvalidInput(
+            field,
+            value[:40],
+            f"contains the bidirectional control U+{ord(bidi):04X} (plain text: it would show "
+            "the text after the name in another order)",
         )
     return value.strip()

@@ -69,6 +69,12 @@ def _alembic_connection(database_url: str) -> Iterator[Connection]:
                 "after it were not applied (those before it were) and every replica keeps "
                 "serving: run the migration again (when the long query has ended)"
             ) from exc
+        if isinstance(cause, psycopg.errors.ReadOnlySqlTransaction):
+            raise DatabaseUnavailable(
+                "migration failed: the database is a read-only standby (in recovery): migrate "
+                "the primary, or give every host with target_session_attrs=read-write "
+                f"({first_line(cause)})"
+            ) from exc
         raise DatabaseUnavailable(f"migration failed: {first_line(cause)}") from exc
     finally:
         engine.dispose()

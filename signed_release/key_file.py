@@ -5,6 +5,7 @@ or cannot be read, naming the file."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from signed_release.errors import KeyFileError
@@ -16,10 +17,18 @@ MAX_KEY_FILE_BYTES = 16 * 1024
 
 
 def read_key_file(path: Path) -> bytes:
+    """The file's bytes, read no further than the bound: a pipe or a device (`/dev/zero`) has no
+    size to check first, and would otherwise be read until memory runs out."""
     try:
-        size = path.stat().st_size
-        if size > MAX_KEY_FILE_BYTES:
-            raise KeyFileError(f"{path}: {size} bytes is too large for a key file")
-        return path.read_bytes()
+        with path.open("rb") as opened:
+            size = os.fstat(opened.fileno()).st_size
+            if size > MAX_KEY_FILE_BYTES:
+                raise KeyFileError(f"{path}: {size} bytes is too large for a key file")
+            data = opened.read(MAX_KEY_FILE_BYTES + 1)
     except OSError as exc:
         raise KeyFileError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    if len(data) > MAX_KEY_FILE_BYTES:
+        raise KeyFileError(
+            f"{path}: more than {MAX_KEY_FILE_BYTES} bytes is too large for a key file"
+        )
+    return data

@@ -385,6 +385,9 @@ def _write_out(path: Path, data: bytes) -> TrustRoot:
         write_new_file(path, data, mode=ROOT_FILE_MODE)
     except FileExistsError as exc:
         raise UsageError(f"--out: {path} already exists (refusing to replace it)") from exc
+    except OSError as exc:
+        # Named as asked: the file is written through a temporary one beside it.
+        raise UsageError(f"--out: cannot write {path} ({exc.strerror or exc})") from exc
     root = read_trust_root(data)
     print(f"wrote {path}: {_summary(root)}")
     return root

@@ -51,6 +51,7 @@ from control_plane.notifications.addresses import (
     resolve_host,
 )
 from control_plane.types import Pool
+from ground.contract.plain_text import first_control_character
 
 __all__ = [
     "ADDRESS_REFUSED",
@@ -262,6 +263,15 @@ class OidcService:
                 raise InvalidInput(field, shown, "must be given (from the provider's client)")
         assert isinstance(client_id, str) and isinstance(client_secret, str)
         stored_text("client_id", client_id.strip(), MAX_TEXT)
+        control = first_control_character(client_id.strip())
+        if control is not None:
+            # Typed by an editor, shown on the people page and the trail: plain text only.
+            raise InvalidInput(
+                "client_id",
+                client_id.strip()[:40],
+                f"contains the control character U+{ord(control):04X} (expected the client id "
+                "the provider shows)",
+            )
         if len(client_secret) > MAX_TEXT or "\x00" in client_secret:
             raise InvalidInput("client_secret", "(hidden)", f"must be text of {MAX_TEXT} or less")
         with self._pool.connection() as conn, conn.transaction():

@@ -52,8 +52,9 @@ from control_plane.accounts.sessions import (
 )
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import plain_name, stored_text
+from control_plane.inputs import first_bidi_control, plain_name, stored_text
 from control_plane.types import Connection, Pool
+from ground.contract.plain_text import first_control_character
 
 __all__ = [
     "INVITATION_LIFETIME",
@@ -184,6 +185,15 @@ def checked_person(
     if not isinstance(email, str) or _EMAIL.fullmatch(email.strip()) is None:
         raise InvalidInput("email", email, "must be an e-mail address (name@example.com)")
     stored_text("email", email, MAX_EMAIL)
+    control = first_control_character(email.strip()) or first_bidi_control(email)
+    if control is not None:
+        # Shown on the panel and typed to sign in: it would read as another person's address.
+        raise InvalidInput(
+            "email",
+            email[:40],
+            f"contains the control character U+{ord(control):04X} (expected an e-mail address, "
+            "name@example.com)",
+        )
     if operator:
         return clean_name, email.strip(), "operator"
     if role not in ROLES:
@@ -423,6 +433,10 @@ class PeopleService:
     def sign_in(self, email: str, password: str, *, now: datetime) -> PendingSignIn:
         """The first step: address and password. A person without TOTP gets a new secret.
         A failure is committed before it is raised: it counts towards the lock."""
+        if "\x00" in email:
+            # No address holds one (an invitation refuses it), and PostgreSQL cannot compare one:
+            # an unknown address, answered as one.
+            raise SignInRefused("wrong")
         refusal: SignInRefused | None = None
         with self._pool.connection() as conn, conn.transaction():
             row = conn.execute(
@@ -538,7 +552,11 @@ class PeopleService:
         self, org_id: UUID, *, subject: str, email: str | None
     ) -> PersonView | None:
         """The invited person a provider's verified claims name: by the subject remembered from
-        an earlier sign-in, else by the verified address (and the subject is then remembered)."""
+        an earlier sign-in, else by the verified address (and the subject is then remembered).
+        A claim holding a NUL names nobody: no subject or address on record can hold one, and
+        PostgreSQL could not compare it."""
+        if "\x00" in subject or (email is not None and "\x00" in email):
+            return None
         with self._pool.connection() as conn, conn.transaction():
             row = conn.execute(
                 _SELECT_PERSON + " FROM people p WHERE p.org_id = %s"

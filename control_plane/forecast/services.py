@@ -41,10 +41,10 @@ DAY_PATTERN = (
     r"-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])$"
 )
 _DAY = re.compile(DAY_PATTERN)
-_NOT_A_DAY = (
-    f"is not a date in the years {FIRST_YEAR + 1} to {LAST_YEAR - 1}"
-    " (expected YYYY-MM-DD, e.g. 2026-11-30)"
-)
+# The pattern's first and last days, as a refusal names them.
+FIRST_DAY = date(FIRST_YEAR + 1, 1, 1).isoformat()
+LAST_DAY = date(LAST_YEAR - 1, 12, 31).isoformat()
+_ANY_YEAR_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def parse_day(field: str, value: object) -> date:
@@ -57,7 +57,16 @@ def parse_day(field: str, value: object) -> date:
             return parse_day_text(value)
         except ValueError:
             pass  # a day the calendar lacks, such as 2026-02-30
-    raise InvalidInput(field, value, _NOT_A_DAY)
+    elif isinstance(value, str) and _ANY_YEAR_DAY.fullmatch(value) is not None:
+        try:
+            parse_day_text(value)
+        except ValueError:
+            pass
+        else:  # a real day, written as asked, in a year without a forecast
+            raise InvalidInput(
+                field, value, f"is out of range (expected a day from {FIRST_DAY} to {LAST_DAY})"
+            )
+    raise InvalidInput(field, value, "is not a date (expected YYYY-MM-DD, e.g. 2026-11-30)")
 
 
 def read_scheduled_agents(conn: Connection) -> dict[tuple[str, ...], dict[Any, int]]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from control_plane.database_fence import read_position
+from control_plane.errors import ConfigurationError
 from control_plane.events.trail import Actor, record_action
 from control_plane.types import Connection, Pool
 
@@ -28,9 +29,39 @@ def after_restore(pool: Pool, *, now: datetime, actor: Actor) -> AfterRestore:
     timeline and cluster as restored (the replicas serve a server restored to a point in time,
     or a copy restored into another cluster, only then), in one transaction."""
     with pool.connection() as conn:
+        _refuse_a_commit_that_would_wait_for_ever(conn)
         position = read_position(conn)
         with conn.transaction():
             return _finish(conn, position.system, position.timeline, now=now, actor=actor)
+
+
+# The server's synchronous standbys by name, and how many standbys stream from it now (a row per
+# WAL sender is visible to any role; which of them is synchronous is not).
+_SYNCHRONOUS = """
+SELECT current_setting('synchronous_standby_names') AS names,
+       current_setting('synchronous_commit') IN ('off', 'local') AS commits_wait_for_none,
+       (SELECT count(*) FROM pg_stat_replication) AS streaming
+"""
+
+
+def _refuse_a_commit_that_would_wait_for_ever(conn: Connection) -> None:
+    """A base backup keeps the old primary's settings: restored without its standbys, a server
+    that names synchronous ones makes every commit wait for one, for ever and without a word."""
+    row = conn.execute(_SYNCHRONOUS).fetchone()
+    if (
+        row is None
+        or not str(row["names"]).strip()
+        or row["commits_wait_for_none"]
+        or row["streaming"] > 0
+    ):
+        return
+    raise ConfigurationError(
+        "the server waits for a synchronous standby before every commit "
+        f"(synchronous_standby_names = {row['names']!r}) and none is connected: every write "
+        "would wait for ever. Until the restored server has standbys of its own, set "
+        "synchronous_standby_names = '' (ALTER SYSTEM SET synchronous_standby_names = '', then "
+        "SELECT pg_reload_conf()) and run after-restore again; nothing was changed"
+    )
 
 
 def _finish(

@@ -15,10 +15,12 @@ agent's, that has not opened yet, older than `MAX_UNREACHABLE_REPORT_AGE_DAYS`, 
 outside the slot's window, is refused (422 naming the field). Only the agent's own slots: the
 credential names the agent, the body names no other.
 
-A slot is this agent's when its schedule has it, or when a miss of it is on record for this agent
-(its schedule changed or was switched off after the slot: the miss was recorded under the old
-schedule, and the report still corrects it). The recorded slot's instant then bounds the window
-the tries must lie in; a slot neither in the schedule nor on record is refused.
+A slot is this agent's when a miss of it is on record for this agent, or when its schedule has it.
+A miss on record comes first: it keeps the slot's instant and the window's close as the missed
+pass judged them, and the tries must lie in that window, whatever changed since (the schedule
+changed or was switched off, the operator changed the platform's time zone or catch-up window).
+Before the pass, the schedule under the platform's settings now names the slot and its window; a
+slot neither on record nor in the schedule is refused.
 
 The notification a slot's review already sent with the miss as `offline` is not sent again: the
 panel, the API and `agent status` show the corrected reason from then on.
@@ -27,6 +29,7 @@ panel, the API and `agent status` show the corrected reason from then on.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from control_plane.agent_scope import unknown_agent
@@ -76,9 +79,11 @@ UPDATE events
  WHERE run_id = %(run)s AND kind = 'update.missed'
 """
 
-# A miss of this agent's slot on record: the slot was in the schedule the missed pass read.
+# A miss of this agent's slot on record: the slot was in the schedule the missed pass read, and
+# the run keeps the window the pass judged it by (a miss the pass wrote finishes when its window
+# closes; one a claim wrote, `held`, has no finish).
 _MISS_ON_RECORD = """
-SELECT slot_at FROM runs
+SELECT slot_at, finished_at AS window_closes FROM runs
  WHERE agent_id = %s AND trigger = 'schedule' AND slot_key = %s AND status = 'missed'
 """
 
@@ -91,11 +96,13 @@ SELECT status, miss_reason, skip_reason FROM runs
 def _slot(
     conn: Connection,
     agent_id: UUID,
-    agent: dict[str, object],
+    agent: dict[str, Any],
     report: UnreachableReport,
     now: datetime,
-) -> Slot:
-    """The slot the report names: in the agent's schedule, else a miss of it on record."""
+) -> tuple[Slot, datetime]:
+    """The slot the report names and when its window closes: a miss of it on record (its window
+    as the missed pass judged it, whatever the schedule or the platform's zone and catch-up
+    window say since), else the agent's schedule under the platform's settings now."""
     key = report.slot_key
     try:
         day, wall = parse_slot_key(key)
@@ -103,16 +110,20 @@ def _slot(
         raise InvalidInput("slot_key", key, f"is not a slot key ({exc})") from exc
     times = agent["times"] if isinstance(agent["times"], list) else []
     scheduled = bool(agent["enabled"]) and bool(times)
+    catch_up = timedelta(minutes=agent["catch_up_minutes"])
     slot = None
-    if scheduled:
+    missed = conn.execute(_MISS_ON_RECORD, [agent_id, key]).fetchone()
+    if missed is not None:
+        slot = Slot(key=key, day=day, wall=wall, at=missed["slot_at"])
+        # A miss the claim wrote (`held`, when the claim came) has no close on record.
+        closes: datetime = missed["window_closes"] or slot.window_closes(catch_up)
+    elif scheduled:
         try:
             slot = slot_for_key(times, key, tz=str(agent["timezone"]))
         except (PlannerError, OverflowError) as exc:
             raise InvalidInput("slot_key", key, f"is not a slot key ({exc})") from exc
-    if slot is None:
-        missed = conn.execute(_MISS_ON_RECORD, [agent_id, key]).fetchone()
-        if missed is not None:
-            slot = Slot(key=key, day=day, wall=wall, at=missed["slot_at"])
+        if slot is not None:
+            closes = slot.window_closes(catch_up)
     if slot is None and not scheduled:
         raise InvalidInput(
             "slot_key",
@@ -137,7 +148,7 @@ def _slot(
             f"is older than {MAX_UNREACHABLE_REPORT_AGE_DAYS} days: its miss is no longer "
             "corrected",
         )
-    return slot
+    return slot, closes
 
 
 def _check_tries(slot: Slot, closes: datetime, report: UnreachableReport, now: datetime) -> None:
@@ -162,8 +173,7 @@ def record_unreachable(
     agent = conn.execute(_AGENT, [agent_id]).fetchone()
     if agent is None:
         raise unknown_agent(agent_id)
-    slot = _slot(conn, agent_id, agent, report, now)
-    closes = slot.window_closes(timedelta(minutes=agent["catch_up_minutes"]))
+    slot, closes = _slot(conn, agent_id, agent, report, now)
     _check_tries(slot, closes, report, now)
     key = report.slot_key
 

@@ -6,6 +6,7 @@ as real processes on a real database: the refusal is one line naming the flag as
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from control_plane.registry import Services
+from tests.conftest import child_environment, nachtwacht_command
 from tests.control_plane.conftest import Agent, Org, sign_release
 from tests.control_plane.test_cli import run_control
 from tests.worlds.clocks import ManualClock
@@ -83,6 +85,9 @@ def world(
     (tmp_path / "manifest.sig").write_bytes(newer.signature)
     (tmp_path / "other.tar.gz").write_bytes(newer.artifact + b"tampered")
     (tmp_path / "root.json").write_text(json.dumps({"signed": "nothing"}))
+    # The wrong file given as the build: a disk image, say (sparse here: no disk, no memory).
+    with (tmp_path / "disk.img").open("wb") as image:
+        image.truncate(64 * 1024 * 1024)
     return {
         **ids,
         "org": org.org_id,
@@ -240,6 +245,16 @@ REFUSED = [
         id="org_name_escape",
     ),
     pytest.param(
+        ["create-org", "acme\u202egnp.exe"],
+        "NAME: 'acme\\u202egnp.exe' contains the bidirectional control U+202E",
+        id="org_name_right_to_left_override",
+    ),
+    pytest.param(
+        ["enroll-agent", "--org", "{org}", "--name", "web-01\u2067"],
+        "--name: 'web-01\\u2067' contains the bidirectional control U+2067",
+        id="agent_name_isolate",
+    ),
+    pytest.param(
         ["create-panel-key", "--org", "{org}", "--label", "ops\x07"],
         "--label: 'ops\\x07' contains the control character U+0007",
         id="panel_key_label_bell",
@@ -304,7 +319,7 @@ REFUSED = [
     pytest.param(["events", "--kind", " "], "--kind: ' ' is blank", id="events_kind_blank"),
     pytest.param(
         ["forecast", "--date", "2026-02-30"],
-        "--date: '2026-02-30' is not a date in the years 1901 to 8998 (expected YYYY-MM-DD",
+        "--date: '2026-02-30' is not a date (expected YYYY-MM-DD",
         id="forecast_date_absurd",
     ),
     # enrollment tokens: --org, --uses, ID
@@ -338,6 +353,18 @@ REFUSED = [
         ],
         "ARTIFACT: '",
         id="publish_another_build",
+    ),
+    pytest.param(
+        [
+            "publish-release",
+            "{dir}/manifest.json",
+            "{dir}/manifest.sig",
+            "{dir}/disk.img",
+            "--release-public-key",
+            "{public}",
+        ],
+        "ARTIFACT: '{dir}/disk.img' is larger than the manifest's length of ",
+        id="publish_a_file_far_larger_than_the_build",
     ),
     # the server's own commands: --revision, --catch-up-minutes
     pytest.param(
@@ -427,3 +454,63 @@ def test_a_rollback_with_nothing_to_go_back_to_names_the_to_flag(
         " neither withdrawn nor halted: name the version to go back to (--to)"
     )
     assert snapshot(database_url) == before
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("not a url", id="words"),
+        pytest.param("postgresql://nachtwacht:s3cret@%zz/db", id="bad_percent_escape"),
+        pytest.param("postgresql://nachtwacht:s3cret@[::1/db", id="unclosed_ipv6"),
+        pytest.param("host=db password='s3cret", id="unterminated_quote"),
+    ],
+)
+@pytest.mark.parametrize(
+    "command",
+    [["after-restore"], ["migrate"], ["trust-root", "list"], ["serve", "--port", "0"]],
+    ids=["after_restore", "migrate", "trust_root_list", "serve"],
+)
+def test_a_database_url_that_is_none_is_refused_naming_the_flag_or_variable(
+    database_url: str, url: str, command: list[str]
+) -> None:
+    """A mistyped URL (the flag, or the variable a unit file sets) is the operator's input: one
+    line naming where it came from and what was expected, exit 2, and its password not echoed."""
+    before = snapshot(database_url)
+    typed = command[:2] if command[0] == "trust-root" else command[:1]
+    prefix = f"nachtwacht control {' '.join(typed)}: "
+    for given, named in (
+        ({"args": ["--database-url", url]}, "--database-url"),
+        ({"env": {"NACHTWACHT_DATABASE_URL": url}}, "NACHTWACHT_DATABASE_URL"),
+    ):
+        result = run_control(*command, *given.get("args", []), env=given.get("env"))
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr
+        line = result.stderr.strip()
+        assert len(line.splitlines()) == 1, result.stderr
+        assert line.startswith(f"{prefix}{named}: is not a PostgreSQL connection string"), line
+        assert "expected" in line, line
+        assert "s3cret" not in line, line
+    assert snapshot(database_url) == before
+
+
+@pytest.mark.parametrize("blank", ["", "   "], ids=["empty", "spaces"])
+def test_an_empty_data_dir_is_refused_not_taken_for_the_current_directory(
+    tmp_path: Path, blank: str
+) -> None:
+    """`--data-dir "$NACHTWACHT_DATA_DIR"` with the variable unset: the command must not start a
+    new, empty embedded database in the directory it was run from and act on that."""
+    result = subprocess.run(
+        nachtwacht_command("control", "create-org", "Acme", "--data-dir", blank),
+        env=child_environment(None),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stdout
+    assert result.stderr.strip() == (
+        "nachtwacht control create-org: --data-dir: is empty (expected the embedded PostgreSQL's"
+        " directory, e.g. /var/lib/nachtwacht-control-plane/postgres)"
+    )
+    assert list(tmp_path.iterdir()) == []

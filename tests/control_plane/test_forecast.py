@@ -152,7 +152,6 @@ def test_overlapping_windows_are_named(api: Api, fleet: Fleet, operator_key: str
         pytest.param("2026-11-30T03:00", id="a_slot_key"),
         pytest.param("", id="empty"),
         pytest.param("20261130", id="basic_format"),
-        pytest.param("0999-01-01", id="before_1900"),
     ],
 )
 def test_a_bad_date_is_named(api: Api, operator_key: str, date: str) -> None:
@@ -160,8 +159,7 @@ def test_a_bad_date_is_named(api: Api, operator_key: str, date: str) -> None:
         response = client.get("/v1/admin/forecast", params={"date": date})
     assert response.status_code == 422
     assert response.json()["detail"]["message"] == (
-        f"date: {date!r} is not a date in the years 1901 to 8998"
-        " (expected YYYY-MM-DD, e.g. 2026-11-30)"
+        f"date: {date!r} is not a date (expected YYYY-MM-DD, e.g. 2026-11-30)"
     )
 
 
@@ -207,7 +205,7 @@ def test_control_forecast_refuses_a_bad_date_in_one_line(database_url: str) -> N
     result = _control(database_url, "forecast", "--date", "tomorrow")
     assert result.returncode == 2
     assert result.stderr == (
-        "nachtwacht control forecast: --date: 'tomorrow' is not a date in the years 1901 to 8998"
+        "nachtwacht control forecast: --date: 'tomorrow' is not a date"
         " (expected YYYY-MM-DD, e.g. 2026-11-30)\n"
     )
 

@@ -306,6 +306,48 @@ def test_another_agents_miss_does_not_make_the_slot_this_agents(
     assert _miss(fleet, other) == OFFLINE_MISS
 
 
+@pytest.mark.parametrize(
+    "changed",
+    [
+        # The slot "03:00" now opens at 03:00Z, an hour after the night's did.
+        pytest.param({"timezone": "UTC"}, id="time_zone"),
+        # The window now closes at 02:05Z; the agent tried until 02:14Z, inside the night's.
+        pytest.param({"catch_up_minutes": 5}, id="catch_up_shorter"),
+    ],
+)
+def test_a_miss_on_record_is_judged_by_its_own_window_though_the_platform_changed_since(
+    api: Api, fleet: Fleet, agent: Agent, changed: dict[str, Any]
+) -> None:
+    """The miss on record says when the slot opened and when its window closed, as the pass saw
+    them; an operator changing the zone or the catch-up window afterwards does not move them."""
+    fleet.reconcile(AFTER_NIGHT)
+    assert _miss(fleet, agent) == OFFLINE_MISS
+    fleet.services.settings.update(changed)
+    fleet.clock.set(AFTER_NIGHT + timedelta(hours=2))
+    status, answer = _report(api, agent, _body())
+    assert (status, answer["result"]) == (200, "corrected"), answer
+    assert _miss(fleet, agent) == UNREACHABLE_MISS
+    kept = fleet.one(
+        "SELECT slot_at FROM unreachable_reports WHERE agent_id = %s", [agent.agent_id]
+    )
+    assert kept["slot_at"] == NIGHT
+
+
+def test_a_held_slot_on_record_is_unchanged(api: Api, fleet: Fleet, agent: Agent) -> None:
+    """A held agent's slot is consumed by the claim as a miss `held`, written when the claim
+    came, with no window's close on record: the report still reads its window and changes
+    nothing."""
+    fleet.sql(
+        "INSERT INTO runs (agent_id, org_id, trigger, slot_key, slot_at, status, miss_reason,"
+        " created_at) VALUES (%s, %s, 'schedule', %s, %s, 'missed', 'held', %s)",
+        [agent.agent_id, agent.org_id, NIGHT_KEY, NIGHT, NIGHT + timedelta(minutes=1)],
+    )
+    fleet.clock.set(AFTER_NIGHT + timedelta(hours=1))
+    status, answer = _report(api, agent, _body())
+    assert (status, answer["result"]) == (200, "unchanged"), answer
+    assert "held" in answer["message"]
+
+
 def test_a_miss_on_record_older_than_the_bound_is_refused(
     api: Api, fleet: Fleet, agent: Agent
 ) -> None:

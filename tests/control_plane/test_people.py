@@ -126,6 +126,47 @@ def test_an_invitation_names_its_field_when_refused(services: Services, org_id: 
         _invited(services, org_id, email="not an address")
 
 
+@pytest.mark.parametrize(
+    "email",
+    [
+        pytest.param("anna\x1b[8m@example.com", id="terminal_escape"),
+        pytest.param("anna\x7f@example.com", id="delete"),
+        pytest.param("anna@example.com\x9b", id="c1_control"),
+        pytest.param("anna\x00@example.com", id="nul"),
+        pytest.param("\u202emoc.elpmaxe@anna", id="right_to_left_override"),
+    ],
+)
+def test_an_address_with_a_control_character_is_refused_and_nothing_is_stored(
+    services: Services, org_id: object, pool: Pool, email: str
+) -> None:
+    """An address is shown on the panel and is what a person types to sign in: one with a control
+    character would look like another person's (`anna@example.com`) and be a second account."""
+    _invited(services, org_id)
+    with pytest.raises(InvalidInput) as refused:
+        _invited(services, org_id, email=email)
+    assert str(refused.value).startswith("email: "), refused.value
+    assert "control character" in str(refused.value) or "NUL" in str(refused.value)
+    with pool.connection() as conn:
+        stored = conn.execute("SELECT email FROM people ORDER BY email").fetchall()
+    assert [row["email"] for row in stored] == ["anna@example.com"]
+
+
+def test_a_name_with_a_bidirectional_control_is_refused(services: Services, org_id: object) -> None:
+    """'Mallory\u202e' on the trail would show the rest of its line backwards."""
+    with pytest.raises(InvalidInput) as refused:
+        services.people.invite(
+            org_id,  # type: ignore[arg-type]
+            name="Mallory\u202e",
+            email="mallory@example.com",
+            role="viewer",
+            now=NOW,
+            actor=EDITOR,
+        )
+    assert str(refused.value).startswith("name: "), refused.value
+    assert "bidirectional control U+202E" in str(refused.value)
+    assert services.people.people(org_id) == ()  # type: ignore[arg-type]
+
+
 def test_the_lock_ends_after_its_time(services: Services, org_id: object) -> None:
     token = _invited(services, org_id)
     services.people.accept(token, PASSWORD, now=NOW)

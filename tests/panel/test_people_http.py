@@ -7,6 +7,9 @@ from __future__ import annotations
 import re
 import time
 
+import psycopg
+import pytest
+
 from control_plane.accounts.passwords import TOTP_STEP_SECONDS, totp_code
 from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
 from tests.panel.people_support import (
@@ -135,6 +138,40 @@ def test_an_unknown_address_reads_like_a_wrong_password(panel_world: PanelWorld)
     with panel_world.client() as stranger:
         answer = first_step(stranger, "nobody@example.com")
     assert "refused=wrong" in answer.headers["location"]
+
+
+@pytest.mark.parametrize(
+    "email",
+    [
+        pytest.param("anna\x00@example.com", id="nul_after_the_name"),
+        pytest.param("\x00", id="only_a_nul"),
+    ],
+)
+def test_an_address_with_a_nul_reads_like_a_wrong_password_and_changes_nothing(
+    panel_world: PanelWorld, email: str
+) -> None:
+    """No address holds a NUL (the invitation refuses one), and the database could not compare
+    one: the form is answered as for an unknown address, never with a server error."""
+    with sign_in_client(panel_world, panel_world.panel_key) as editor:
+        link = invite(editor, "Anna de Vries", "anna@example.com", "editor")
+    with panel_world.client() as anna:
+        set_password(anna, link)
+    before = _people(panel_world)
+    with panel_world.client() as stranger:
+        answer = first_step(stranger, email)
+    assert answer.status_code == 303, answer.text
+    assert "refused=wrong" in answer.headers["location"]
+    assert _people(panel_world) == before
+
+
+def _people(world: PanelWorld) -> list[tuple[object, ...]]:
+    """The people and their sign-in state (failures, lock, sessions): what a sign-in changes."""
+    with psycopg.connect(world.server.database_url) as conn:
+        return conn.execute(
+            "SELECT p.email, p.failed_attempts, p.locked_until, count(s.person_id)"
+            " FROM people p LEFT JOIN person_sessions s ON s.person_id = p.id"
+            " GROUP BY p.id ORDER BY p.email"
+        ).fetchall()
 
 
 def test_a_person_signs_out(panel_world: PanelWorld) -> None:

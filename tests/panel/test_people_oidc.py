@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import httpx
+import psycopg
 import pytest
 
 from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
@@ -112,3 +113,58 @@ def test_a_person_not_invited_is_refused(loopback_world: PanelWorld, provider: P
         answer = _to_provider_and_back(mallory, loopback_world)
         assert answer.status_code == 401
         assert "did not work" in answer.text
+
+
+@pytest.mark.parametrize(
+    ("subject", "email"),
+    [
+        pytest.param("anna\x00", "anna@example.com", id="nul_in_the_subject"),
+        pytest.param("anna", "anna\x00@example.com", id="nul_in_the_address"),
+    ],
+)
+def test_claims_holding_a_nul_match_nobody_and_change_nothing(
+    loopback_world: PanelWorld, provider: Provider, subject: str, email: str
+) -> None:
+    """The provider is the organisation's own, but what its token says is input all the same:
+    a NUL, which no subject or address on record can hold, is a sign-in refused like any
+    unknown person's, never a server error; no subject is remembered."""
+    _set_up(loopback_world, provider)
+    provider.subject, provider.email = subject, email
+    with loopback_world.client() as stranger:
+        answer = _to_provider_and_back(stranger, loopback_world)
+        assert answer.status_code == 401, answer.text
+        assert stranger.get("/panel/agents").status_code == 303
+    with psycopg.connect(loopback_world.server.database_url) as conn:
+        subjects = conn.execute("SELECT oidc_subject FROM people").fetchall()
+    assert subjects == [(None,)]
+
+
+@pytest.mark.parametrize(
+    "client_id",
+    [
+        pytest.param("nachtwacht\x1b[2J", id="terminal_escape"),
+        pytest.param("nachtwacht\x9b", id="c1_control"),
+    ],
+)
+def test_a_client_id_with_a_control_character_is_refused_and_nothing_is_saved(
+    loopback_world: PanelWorld, provider: Provider, client_id: str
+) -> None:
+    """The client id is typed by an editor and shown on the people page and the trail."""
+    with sign_in_client(loopback_world, loopback_world.panel_key) as editor:
+        page = editor.get("/panel/people")
+        saved = editor.post(
+            "/panel/people/oidc",
+            data={
+                "csrf": csrf_of(page.text),
+                "issuer": provider.url,
+                "client_id": client_id,
+                "client_secret": CLIENT_SECRET,
+            },
+        )
+    assert saved.headers["location"].endswith("oidc_error=client")
+    with psycopg.connect(loopback_world.server.database_url) as conn:
+        stored = conn.execute("SELECT count(*) FROM oidc_providers").fetchone()
+        configured = conn.execute(
+            "SELECT count(*) FROM events WHERE kind = 'oidc.configured'"
+        ).fetchone()
+    assert (stored, configured) == ((0,), (0,))

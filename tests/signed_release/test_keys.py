@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,27 @@ def test_a_key_file_over_the_bound_is_refused_naming_its_size(tmp_path: Path) ->
     path.write_bytes(b"-" * (MAX_KEY_FILE_BYTES + 1))
     with pytest.raises(KeyFileError, match=rf"huge\.pub: {MAX_KEY_FILE_BYTES + 1} bytes is too"):
         load_public_key(path)
+
+
+def test_a_key_file_with_no_size_is_read_no_further_than_the_bound(tmp_path: Path) -> None:
+    """A pipe or a device (`--release-public-key /dev/zero`, a process substitution fed the wrong
+    thing) reports no size: it is read up to the bound and refused there, never read whole."""
+    fifo = tmp_path / "endless.pub"
+    os.mkfifo(fifo)
+    sent = b"-" * (4 * MAX_KEY_FILE_BYTES)
+
+    def feed() -> None:
+        try:
+            with fifo.open("wb") as pipe:
+                pipe.write(sent)
+        except BrokenPipeError:
+            pass  # the reader stopped at the bound and closed its end: what is expected
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        with pytest.raises(KeyFileError, match=rf"endless\.pub: more than {MAX_KEY_FILE_BYTES}"):
+            load_public_key(fifo)
+    finally:
+        writer.join(timeout=10)
+    assert not writer.is_alive()

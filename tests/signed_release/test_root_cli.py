@@ -332,6 +332,29 @@ def test_root_init_never_replaces_an_existing_file(desk: Desk, signed_v1: Path) 
     assert signed_v1.read_bytes() == before
 
 
+@pytest.mark.parametrize("command", ["root-init", "root-next"])
+def test_an_out_file_that_cannot_be_written_is_named_by_its_flag(
+    desk: Desk, signed_v1: Path, command: str
+) -> None:
+    """A directory that does not exist: the refusal names `--out` and the file asked for, never the
+    temporary file it would have been written through, and leaves nothing behind."""
+    out = desk / "no-such-directory" / "v.json"
+    if command == "root-init":
+        args = [
+            "--root-key", desk.root_key("r1") + ".pub", "--threshold", "1",
+            "--release-key", desk.release_key("rel1") + ".pub",
+        ]  # fmt: skip
+    else:
+        args = ["--previous", str(signed_v1)]
+    code, out_text, err = desk.run(command, *args, "--expires-in", "365d", "--out", str(out))
+    assert code == 2
+    assert out_text == ""
+    assert err.strip() == (
+        f"nachtwacht release {command}: --out: cannot write {out} (No such file or directory)"
+    )
+    assert not out.parent.exists()
+
+
 def test_root_next_never_replaces_an_existing_file(desk: Desk, signed_v1: Path) -> None:
     taken = desk / "v2.json"
     taken.write_bytes(b"someone else's\n")

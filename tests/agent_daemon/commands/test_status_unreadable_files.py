@@ -80,8 +80,8 @@ def test_a_state_directory_that_is_not_there_is_named_not_shown_as_a_daemon_that
     tmp_path: Path,
 ) -> None:
     """The config named on its own (`--config`) with the state directory left to its default or
-    mistyped: without this line status reads "never synced" and "none yet", as if the daemon had done
-    nothing."""
+    mistyped: without this line status reads "never synced" and "none yet", as if the daemon had
+    done nothing."""
     host = AgentHost(tmp_path / "host")
     config = write_enrolled_config(host)
     nowhere = tmp_path / "no-such-state"
