@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import httpx
+import psycopg
 import pytest
 
 from control_plane.api.limits import MAX_BODY_BYTES
@@ -58,11 +59,12 @@ def test_a_signed_in_form_too_large_changes_nothing(panel_world: PanelWorld) -> 
         form = editor.get(agent)
         answer = editor.post(
             agent + "/hold",
-            data={"csrf": csrf_of(form.text), "reason": PASTED},
+            data={"csrf": csrf_of(form.text), "until": "2027-04-02", "reason": PASTED},
         )
         assert answer.status_code == 413
         assert "The form was too large" in answer.text
-        assert "Held" not in editor.get(agent).text
+    with psycopg.connect(panel_world.server.database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM holds").fetchone() == (0,)
 
 
 def _chunks() -> Iterator[bytes]:
