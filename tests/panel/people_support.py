@@ -9,6 +9,7 @@ import httpx
 
 from control_plane.accounts.passwords import TOTP_STEP_SECONDS, totp_code
 from tests.panel.conftest import csrf_of
+from tests.panel.oidc_provider import CLIENT_SECRET
 
 PASSWORD = "correct horse battery staple"
 _SECRET = re.compile(r'id="totp-secret">([A-Z2-7=]+)<')
@@ -26,6 +27,20 @@ def invite(client: httpx.Client, name: str, email: str, role: str) -> str:
     found = _LINK.search(answer.text)
     assert found is not None, answer.text
     return found.group(1)
+
+
+def save_oidc(client: httpx.Client, issuer: str, client_id: str) -> httpx.Response:
+    """The organisation's provider saved by the editor signed in on `client` (the test secret)."""
+    page = client.get("/panel/people")
+    return client.post(
+        "/panel/people/oidc",
+        data={
+            "csrf": csrf_of(page.text),
+            "issuer": issuer,
+            "client_id": client_id,
+            "client_secret": CLIENT_SECRET,
+        },
+    )
 
 
 def set_password(client: httpx.Client, link: str, password: str = PASSWORD) -> httpx.Response:

@@ -18,7 +18,7 @@ from control_plane.accounts.oidc import OidcFailed, OidcProvider, begin
 from control_plane.notifications.addresses import IPAddress, WebhookAddressPolicy
 from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
 from tests.panel.oidc_provider import CLIENT_ID, CLIENT_SECRET, Provider, running_provider
-from tests.panel.people_support import invite
+from tests.panel.people_support import invite, save_oidc
 
 
 @pytest.fixture
@@ -101,16 +101,7 @@ def test_an_endpoint_the_discovery_names_at_a_private_address_is_refused(
     loopback_world: PanelWorld, provider: Provider, field: str, url: str
 ) -> None:
     with sign_in_client(loopback_world, loopback_world.panel_key) as editor:
-        page = editor.get("/panel/people")
-        saved = editor.post(
-            "/panel/people/oidc",
-            data={
-                "csrf": csrf_of(page.text),
-                "issuer": provider.url,
-                "client_id": CLIENT_ID,
-                "client_secret": CLIENT_SECRET,
-            },
-        )
+        saved = save_oidc(editor, provider.url, CLIENT_ID)
         assert saved.status_code == 303, saved.text
         invite(editor, "Anna de Vries", "anna@example.com", "editor")
     provider.endpoints = {field: url}

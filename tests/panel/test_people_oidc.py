@@ -11,9 +11,9 @@ import httpx
 import psycopg
 import pytest
 
-from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
+from tests.panel.conftest import PanelWorld, sign_in_client
 from tests.panel.oidc_provider import CLIENT_ID, CLIENT_SECRET, Provider, running_provider
-from tests.panel.people_support import invite
+from tests.panel.people_support import invite, save_oidc
 
 
 @pytest.fixture
@@ -24,16 +24,7 @@ def provider() -> Iterator[Provider]:
 
 def _set_up(world: PanelWorld, provider: Provider) -> None:
     with sign_in_client(world, world.panel_key) as editor:
-        page = editor.get("/panel/people")
-        saved = editor.post(
-            "/panel/people/oidc",
-            data={
-                "csrf": csrf_of(page.text),
-                "issuer": provider.url,
-                "client_id": CLIENT_ID,
-                "client_secret": CLIENT_SECRET,
-            },
-        )
+        saved = save_oidc(editor, provider.url, CLIENT_ID)
         assert saved.headers["location"].endswith("oidc_saved=1")
         shown = editor.get("/panel/people").text
         assert CLIENT_SECRET not in shown
@@ -151,16 +142,7 @@ def test_a_client_id_with_a_control_character_is_refused_and_nothing_is_saved(
 ) -> None:
     """The client id is typed by an editor and shown on the people page and the trail."""
     with sign_in_client(loopback_world, loopback_world.panel_key) as editor:
-        page = editor.get("/panel/people")
-        saved = editor.post(
-            "/panel/people/oidc",
-            data={
-                "csrf": csrf_of(page.text),
-                "issuer": provider.url,
-                "client_id": client_id,
-                "client_secret": CLIENT_SECRET,
-            },
-        )
+        saved = save_oidc(editor, provider.url, client_id)
     assert saved.headers["location"].endswith("oidc_error=client")
     with psycopg.connect(loopback_world.server.database_url) as conn:
         stored = conn.execute("SELECT count(*) FROM oidc_providers").fetchone()
