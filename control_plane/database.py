@@ -474,12 +474,15 @@ def open_pool(
     max_size: int = 10,
     timeout: float = POOL_WAIT_SECONDS,
     bounds: SessionBounds | None = None,
+    application_name: str | None = None,
 ) -> ConnectionPool[Any]:
     """A psycopg 3 pool whose rows are dicts; fails with DatabaseUnavailable if nothing answers.
     A request waits at most `timeout` seconds for a connection (then `PoolTimeout`: a 503).
     Its connections go to the newest primary of the URL's hosts, never to a fenced one, and one
     its server has ended is not handed out (`CutConnectionCheck`). `bounds`: the lock and
-    statement timeouts every connection is opened with (the API's pool; see the docstring)."""
+    statement timeouts every connection is opened with (the API's pool; see the docstring).
+    `application_name`: how its sessions name themselves (a serving replica's,
+    `control_plane.replica_sessions`)."""
     fence = fence_for(database_url)
     cut_connections = CutConnectionCheck()
 
@@ -496,7 +499,11 @@ def open_pool(
         max_size=max_size,
         # Autocommit: a lone read is its own statement, and every write names its
         # transaction explicitly with `conn.transaction()`.
-        kwargs={"row_factory": dict_row, "autocommit": True},
+        kwargs={
+            "row_factory": dict_row,
+            "autocommit": True,
+            **({} if application_name is None else {"application_name": application_name}),
+        },
         open=False,
         name="nachtwacht",
         timeout=timeout,
