@@ -88,6 +88,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from control_plane.database_fence import fence_for
 from control_plane.errors import DatabaseUnavailable
+from control_plane.replica_sessions import name_session
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -490,20 +491,22 @@ def open_pool(
         # Called for each new connection: the host last seen at the newest position first.
         return bounded_conninfo(fence.conninfo(), bounds)
 
+    def configure(conn: psycopg.Connection[Any]) -> None:
+        fence.check(conn)
+        if application_name is not None:
+            # Only once the fence has admitted the server (`replica_sessions`).
+            name_session(conn, application_name)
+
     pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
         conninfo,
-        configure=fence.check,
+        configure=configure,
         check=cut_connections,
         reconnect_timeout=RECONNECT_SECONDS,
         min_size=min_size,
         max_size=max_size,
         # Autocommit: a lone read is its own statement, and every write names its
         # transaction explicitly with `conn.transaction()`.
-        kwargs={
-            "row_factory": dict_row,
-            "autocommit": True,
-            **({} if application_name is None else {"application_name": application_name}),
-        },
+        kwargs={"row_factory": dict_row, "autocommit": True},
         open=False,
         name="nachtwacht",
         timeout=timeout,

@@ -6,15 +6,24 @@ carries `nachtwacht reconcile <replica identity>` (`control_plane.reconcile.lead
 is set by the replica itself and replaces one the database URL gives. `after-restore` looks for
 these sessions in `pg_stat_activity` before it revokes anything: a replica connected to the
 database it is about to reset is serving agents from it, so the database is live, not restored.
+
+A session takes its name only once the database fence has admitted its server
+(`control_plane.database_fence`): a replica left running across a restore, fenced from the
+restored server until `after-restore` has run, opens a session there now and then only to check
+it and close it again, unnamed. It serves nothing from that server, and does not hold
+`after-restore` up.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import psycopg
 
 from control_plane.types import Connection
 
-__all__ = ["ConnectedReplicas", "connected_replicas", "replica_session_name"]
+__all__ = ["ConnectedReplicas", "connected_replicas", "name_session", "replica_session_name"]
 
 # PostgreSQL keeps the first 63 bytes of an application_name.
 _APPLICATION_NAME_BYTES = 63
@@ -52,6 +61,13 @@ class ConnectedReplicas:
             f"{self.sessions} session(s) of `nachtwacht control serve` are connected to this "
             f"database, from {', '.join(self.addresses)}"
         )
+
+
+def name_session(conn: psycopg.Connection[Any], application_name: str) -> None:
+    """Name `conn`'s session `application_name` (for the rest of the session)."""
+    conn.execute("SELECT set_config('application_name', %s, false)", [application_name])
+    if not conn.autocommit:
+        conn.commit()
 
 
 def connected_replicas(conn: Connection) -> ConnectedReplicas:

@@ -13,8 +13,8 @@ from control_plane.restore import after_restore
 from control_plane.types import Pool
 from tests.conftest import RunningControlPlane
 from tests.control_plane.conftest import Api, SignedRelease
-from tests.control_plane.test_cli import run_control
 from tests.control_plane.reconcile_fleet import NIGHT, NIGHT_KEY
+from tests.control_plane.test_cli import run_control
 from tests.worlds.clocks import ManualClock
 
 OPERATOR = Actor(kind="operator", name="cli:tests")
