@@ -61,9 +61,7 @@ REASONS = [
     pytest.param(
         "operator", "PUT", "/v1/admin/agents/{agent}/pin", {"version": "1.5.0"}, id="agent_pin"
     ),
-    pytest.param(
-        "operator", "PUT", "/v1/admin/orgs/{org}/pin", {"version": "1.5.0"}, id="org_pin"
-    ),
+    pytest.param("operator", "PUT", "/v1/admin/orgs/{org}/pin", {"version": "1.5.0"}, id="org_pin"),
 ]
 
 # Every table these requests write; a refused one leaves each as it was.
