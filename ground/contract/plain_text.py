@@ -23,8 +23,10 @@ from __future__ import annotations
 
 __all__ = [
     "BIDI_CONTROLS",
+    "BIDI_CONTROL_CHARACTERS",
     "CONTROL_CHARACTERS",
     "PLAIN_TEXT_PATTERN",
+    "REASON_PATTERN",
     "clipped",
     "first_bidi_control",
     "first_control_character",
@@ -50,8 +52,13 @@ def first_control_character(text: str) -> str | None:
     return next((character for character in text if _is_control(character)), None)
 
 
-# The bidirectional embeddings, overrides and isolates: U+202A-U+202E and U+2066-U+2069.
+# The bidirectional embeddings, overrides and isolates: U+202A-U+202E and U+2066-U+2069; as a
+# regular-expression class body, in escapes, and as characters.
+BIDI_CONTROL_CHARACTERS = r"\u202a-\u202e\u2066-\u2069"
 BIDI_CONTROLS = frozenset(chr(code) for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A)))
+# A reason a person types: no control character and no bidirectional control. The API's document
+# states it; the services refuse a reason outside it (a 422 naming the field and the character).
+REASON_PATTERN = rf"^[^{CONTROL_CHARACTERS}{BIDI_CONTROL_CHARACTERS}]*$"
 
 
 def first_bidi_control(text: str) -> str | None:
