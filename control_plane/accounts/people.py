@@ -6,7 +6,13 @@ password through it, and at their first sign-in sets up TOTP (the secret shown o
 is two steps: the address and password open a *pending* session, a TOTP code (or the
 organisation's own OpenID Connect provider, `oidc`) verifies it. A code is never accepted twice:
 the last step accepted is stored and only a later one passes. Failed attempts, of either step,
-lock the person's sign-in for a while (`LOCK_AFTER`, `LOCKED_FOR`), whatever the password.
+lock sign-in with that address for a while (`LOCK_AFTER`, `LOCKED_FOR`), whatever the password.
+
+The lock is kept per address as typed, not per person (`sign_in_failures`, by the sha256 of the
+trimmed, lower-case address): an address nobody was invited with is counted and locked exactly as
+a person's, with the same answers, so trying an address tells nobody whether it has an account.
+Every attempt for one address takes that address's row first, so attempts made at the same moment
+are counted one after the other and never more than `LOCK_AFTER` are weighed before the lock.
 
 An editor also changes a person's role, issues a new invitation link (the old one dies) or a
 password reset link, and removes a person; an operator removes another operator. An organisation
@@ -57,6 +63,7 @@ from control_plane.types import Connection, Pool
 from ground.contract.plain_text import first_control_character
 
 __all__ = [
+    "FAILURES_FORGOTTEN_AFTER",
     "INVITATION_LIFETIME",
     "LOCKED_FOR",
     "LOCK_AFTER",
@@ -75,10 +82,13 @@ Role = Literal["viewer", "editor", "operator"]
 # The roles in an organisation; an operator (no organisation) has the role `operator`.
 ROLES: tuple[Role, ...] = ("viewer", "editor")
 INVITATION_LIFETIME = timedelta(days=7)
-# Five wrong passwords or codes in a row lock the person's sign-in for fifteen minutes: a guesser
-# gets twenty tries an hour, a person who mistyped waits a coffee.
+# Five wrong passwords or codes in a row lock sign-in with that address for fifteen minutes: a
+# guesser gets twenty tries an hour, a person who mistyped waits a coffee.
 LOCK_AFTER = 5
 LOCKED_FOR = timedelta(minutes=15)
+# An address not tried for a day is forgotten: its failures count from nought again, and
+# retention removes its row.
+FAILURES_FORGOTTEN_AFTER = timedelta(days=1)
 # The pending step (password given, code not yet) lasts ten minutes.
 PENDING_LIFETIME = timedelta(minutes=10)
 MAX_NAME = 200
@@ -352,6 +362,9 @@ class PeopleService:
         token = secrets.token_urlsafe(32)
         expires_at = now + INVITATION_LIFETIME
         with self._pool.connection() as conn, conn.transaction():
+            if reset:
+                # The address's row before the person's, in the order a sign-in takes them.
+                _forget_failures_of(conn, org_id, person_id)
             person = _live_person(conn, org_id, person_id)
             if person is None:
                 return None
@@ -366,11 +379,7 @@ class PeopleService:
                 "DELETE FROM invitations WHERE person_id = %s AND used_at IS NULL", [person_id]
             )
             if reset:
-                conn.execute(
-                    "UPDATE people SET password_hash = NULL, failed_attempts = 0,"
-                    " locked_until = NULL WHERE id = %s",
-                    [person_id],
-                )
+                conn.execute("UPDATE people SET password_hash = NULL WHERE id = %s", [person_id])
                 conn.execute("DELETE FROM person_sessions WHERE person_id = %s", [person_id])
             conn.execute(
                 "INSERT INTO invitations (token_sha256, person_id, created_at, expires_at)"
@@ -432,23 +441,25 @@ class PeopleService:
 
     def sign_in(self, email: str, password: str, *, now: datetime) -> PendingSignIn:
         """The first step: address and password. A person without TOTP gets a new secret.
-        A failure is committed before it is raised: it counts towards the lock."""
-        if "\x00" in email:
-            # No address holds one (an invitation refuses it), and PostgreSQL cannot compare one:
-            # an unknown address, answered as one.
-            raise SignInRefused("wrong")
+        A failure is committed before it is raised: it counts towards the lock of the address,
+        whether or not it is a person's, and the answers are the same either way."""
+        address = address_sha256(email)
         refusal: SignInRefused | None = None
         with self._pool.connection() as conn, conn.transaction():
-            row = conn.execute(
-                _SELECT_PERSON + ", p.locked_until FROM people p"
-                " WHERE lower(p.email) = lower(%s) AND p.removed_at IS NULL FOR UPDATE",
-                [email.strip()],
-            ).fetchone()
-            if row is not None and _locked(row, now):
+            locked = _attempt(conn, address, now)
+            row = None
+            if not locked and "\x00" not in email:
+                # No address holds a NUL (an invitation refuses one), and PostgreSQL cannot
+                # compare one: such an address is nobody's, answered as any unknown one.
+                row = conn.execute(
+                    _SELECT_PERSON + " FROM people p"
+                    " WHERE lower(p.email) = lower(%s) AND p.removed_at IS NULL FOR UPDATE",
+                    [email.strip()],
+                ).fetchone()
+            if locked:
                 refusal = SignInRefused("locked")
             elif not password_matches(None if row is None else row["password_hash"], password):
-                if row is not None:
-                    _failed(conn, row["id"], now)
+                _failed(conn, address, now)
                 refusal = SignInRefused("wrong")
             else:
                 assert row is not None
@@ -488,28 +499,41 @@ class PeopleService:
         digest = secret_sha256(pending_secret)
         refusal: SignInRefused | None = None
         with self._pool.connection() as conn, conn.transaction():
+            # The address's row first, then the person's: the order the first step takes them.
+            person = conn.execute(
+                "SELECT p.email FROM person_sessions s JOIN people p ON p.id = s.person_id"
+                " WHERE s.secret_sha256 = %s AND s.verified_at IS NULL AND s.expires_at > %s"
+                " AND p.removed_at IS NULL",
+                [digest, now],
+            ).fetchone()
+            address = None if person is None else address_sha256(person["email"])
+            locked = address is not None and _attempt(conn, address, now)
             row = conn.execute(
-                "SELECT p.id, p.totp_secret, p.totp_last_step, p.locked_until"
+                "SELECT p.id, p.totp_secret, p.totp_last_step"
                 " FROM person_sessions s JOIN people p ON p.id = s.person_id"
                 " WHERE s.secret_sha256 = %s AND s.verified_at IS NULL AND s.expires_at > %s"
                 " AND p.removed_at IS NULL FOR UPDATE OF p",
                 [digest, now],
             ).fetchone()
-            if row is None or row["totp_secret"] is None:
+            if address is None or row is None or row["totp_secret"] is None:
                 refusal = SignInRefused("expired")
-            elif _locked(row, now):
+            elif locked:
                 refusal = SignInRefused("locked")
             else:
                 step = totp_step_of(row["totp_secret"], code, now)
                 last = row["totp_last_step"]
                 if step is None or (last is not None and step <= last):
-                    _failed(conn, row["id"], now)
+                    _failed(conn, address, now)
                     refusal = SignInRefused("wrong" if step is None else "reused")
                 else:
                     conn.execute(
-                        "UPDATE people SET totp_last_step = %s, totp_confirmed = true,"
-                        " failed_attempts = 0, locked_until = NULL WHERE id = %s",
+                        "UPDATE people SET totp_last_step = %s, totp_confirmed = true"
+                        " WHERE id = %s",
                         [step, row["id"]],
+                    )
+                    # Signed in: the address's failures count from nought again.
+                    conn.execute(
+                        "DELETE FROM sign_in_failures WHERE address_sha256 = %s", [address]
                     )
                     conn.execute("DELETE FROM person_sessions WHERE secret_sha256 = %s", [digest])
                     secret = _open(conn, row["id"], now, verified=True)
@@ -597,21 +621,55 @@ def _locked_editors(conn: Connection, org_id: UUID | None) -> set[UUID]:
     return {row["id"] for row in rows}
 
 
-def _locked(row: dict[str, Any], now: datetime) -> bool:
+def address_sha256(email: str) -> str:
+    """What the lock knows an address by: the sha256 of the address as typed, trimmed and in lower
+    case (a person's is compared without case, so every spelling of it shares its lock)."""
+    return secret_sha256(email.strip().lower())
+
+
+def _attempt(conn: Connection, address: str, now: datetime) -> bool:
+    """Take the address's row for this attempt (made if it is new: an attempt for the same
+    address waits until this one is decided); whether sign-in with it is locked. Failures of an
+    address not tried for `FAILURES_FORGOTTEN_AFTER` are forgotten."""
+    row = conn.execute(
+        "INSERT INTO sign_in_failures AS f (address_sha256, failed_attempts, last_attempt_at)"
+        " VALUES (%(address)s, 0, %(now)s)"
+        " ON CONFLICT (address_sha256) DO UPDATE SET"
+        "  failed_attempts = CASE WHEN f.last_attempt_at <= %(forgotten)s THEN 0"
+        "   ELSE f.failed_attempts END,"
+        "  last_attempt_at = GREATEST(f.last_attempt_at, %(now)s)"
+        " RETURNING f.locked_until",
+        {"address": address, "now": now, "forgotten": now - FAILURES_FORGOTTEN_AFTER},
+    ).fetchone()
+    assert row is not None
     return row["locked_until"] is not None and row["locked_until"] > now
 
 
-def _failed(conn: Connection, person_id: UUID, now: datetime) -> None:
+def _failed(conn: Connection, address: str, now: datetime) -> None:
     """One more failure; the one that reaches the limit locks sign-in and starts counting anew."""
     conn.execute(
-        "UPDATE people SET"
+        "UPDATE sign_in_failures SET"
         " locked_until = CASE WHEN failed_attempts + 1 >= %(limit)s THEN %(until)s"
         "   ELSE locked_until END,"
         " failed_attempts = CASE WHEN failed_attempts + 1 >= %(limit)s THEN 0"
         "   ELSE failed_attempts + 1 END"
-        " WHERE id = %(id)s",
-        {"limit": LOCK_AFTER, "until": now + LOCKED_FOR, "id": person_id},
+        " WHERE address_sha256 = %(address)s",
+        {"limit": LOCK_AFTER, "until": now + LOCKED_FOR, "address": address},
     )
+
+
+def _forget_failures_of(conn: Connection, org_id: UUID | None, person_id: UUID) -> None:
+    """The person's address starts counting from nought, its lock lifted (a password reset)."""
+    row = conn.execute(
+        "SELECT email FROM people WHERE id = %s AND org_id IS NOT DISTINCT FROM %s"
+        " AND removed_at IS NULL",
+        [person_id, org_id],
+    ).fetchone()
+    if row is not None:
+        conn.execute(
+            "DELETE FROM sign_in_failures WHERE address_sha256 = %s",
+            [address_sha256(row["email"])],
+        )
 
 
 def _open(conn: Connection, person_id: UUID, now: datetime, *, verified: bool) -> str:

@@ -59,7 +59,7 @@ from control_plane.api.routes import pins as pins_routes
 from control_plane.api.routes import rollout as rollout_routes
 from control_plane.errors import RequestRefused
 from control_plane.panel import mount_panel
-from control_plane.panel.form_refusal import form_refused, is_panel_path
+from control_plane.panel.form_refusal import form_refused, form_too_large, is_panel_path
 from control_plane.panel.offline_docs import mount_offline_docs
 from control_plane.registry import Services
 from control_plane.repeated_warning import RepeatedWarning
@@ -451,6 +451,6 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
 
     # Innermost of the three: the limits and the server time hold for answers from memory too.
     app.add_middleware(HotAnswers, answers=ServicesFromMemory(services))
-    app.add_middleware(RequestLimits)
+    app.add_middleware(RequestLimits, too_large_page=form_too_large)
     app.add_middleware(ServerTime, clock=clock, cancelled=app.state.cancelled)
     return app

@@ -8,7 +8,8 @@ database cannot store.
                 without one (chunked) is counted as it arrives and refused the moment it passes
                 the limit. Both: 413 `request_too_large`, whatever the credential (none is checked
                 yet: an unauthenticated sender must not be able to make a replica buffer a large
-                body either).
+                body either). A request the app's `too_large_page` answers (the panel's forms)
+                gets that page instead, with the same status, never the JSON.
     text        a JSON string (key or value) with a NUL character or a lone UTF-16 surrogate,
                 or a NUL in the path or query, is a 422 `invalid_request` naming where it is.
                 PostgreSQL's text holds neither (a NUL fails inside the database, a surrogate
@@ -32,9 +33,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ground.contract import API_PREFIX, AnswerCode
@@ -45,6 +47,7 @@ __all__ = [
     "MAX_RELEASE_BODY_BYTES",
     "STORABLE_TEXT_PATTERN",
     "RequestLimits",
+    "TooLargePage",
     "refused_json",
     "state_storable_text",
 ]
@@ -194,11 +197,17 @@ def _refusal(status: int, code: str, message: str, field: str | None = None) -> 
     return json.dumps({"detail": detail}).encode("utf-8")
 
 
+# The page for a request over its size limit (given the request's scope and the limit in bytes),
+# or None where the API's JSON answers.
+TooLargePage = Callable[[Scope, int], Response | None]
+
+
 class RequestLimits:
     """The ASGI middleware that enforces the module's rules before the application runs."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, too_large_page: TooLargePage | None = None) -> None:
         self._app = app
+        self._too_large_page = too_large_page
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -212,7 +221,7 @@ class RequestLimits:
         limit = _LARGER_BODIES.get((scope["method"], scope["path"]), MAX_BODY_BYTES)
         declared, framed = _declared_body(scope)
         if declared is not None and declared > limit:
-            await _too_large(send, limit)
+            await self._too_large(scope, receive, send, limit)
             return
         if not framed:
             # No Content-Length (or 0) and no Transfer-Encoding: by HTTP/1.1's framing the request
@@ -222,7 +231,7 @@ class RequestLimits:
         try:
             body, last = await _read_body(receive, limit)
         except _TooLarge:
-            await _too_large(send, limit)
+            await self._too_large(scope, receive, send, limit)
             return
         problem = refused_json(body)
         if problem is not None:
@@ -230,6 +239,15 @@ class RequestLimits:
             await _answer(send, 422, _refusal(422, AnswerCode.INVALID_REQUEST, problem, field))
             return
         await self._app(scope, _replay(body, last, receive), send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        page = None if self._too_large_page is None else self._too_large_page(scope, limit)
+        if page is None:
+            await _too_large(send, limit)
+            return
+        # The body was not read to its end: the connection cannot carry another request.
+        page.headers["connection"] = "close"
+        await page(scope, receive, send)
 
 
 def _nul_in_address(scope: Scope) -> str | None:

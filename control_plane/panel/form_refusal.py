@@ -4,7 +4,9 @@ changed, and the reader is told in their language which field, what they sent (s
 secret) and what is expected, with a link back to the form — not the API's JSON.
 
 One place for every form: the API's answer to a request that fails validation
-(`control_plane.api.app`) hands the paths under /panel/ here.
+(`control_plane.api.app`) hands the paths under /panel/ here. So does the door's size limit
+(`control_plane.api.limits`): a form whose whole body is over it (a pasted 100 kB password) gets
+`form_too_large`, the panel's page that says so and names the limit.
 """
 
 from __future__ import annotations
@@ -13,15 +15,17 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from babel import units
 from fastapi import Request
 from fastapi.responses import Response
+from starlette.types import Scope
 
 from control_plane.panel.i18n import Language
 from control_plane.panel.readers import sign_in_again
-from control_plane.panel.web import PREFIX, context_of, page, safe_next
+from control_plane.panel.web import PREFIX, context_of, page, safe_next, unsigned_context
 from ground.contract.plain_text import shown
 
-__all__ = ["field_problem", "form_refused", "is_panel_path"]
+__all__ = ["field_problem", "form_refused", "form_too_large", "is_panel_path"]
 
 # Fields whose value is never shown back: keys, passwords, secrets.
 SECRET_FIELDS = frozenset({"key", "password", "repeated", "secret", "client_secret"})
@@ -140,3 +144,22 @@ def form_refused(request: Request, errors: Sequence[Any]) -> Response:
         return sign_in_again(request)
     problems = [field_problem(ctx.lang, error) for error in errors[:MAX_PROBLEMS_SHOWN]]
     return page(ctx, "form_refused.html", status_code=422, problems=problems, back=_back(request))
+
+
+def form_too_large(scope: Scope, limit: int) -> Response | None:
+    """The page for a panel request whose body is over `limit` bytes (413), in the reader's
+    language; None for a path outside the panel (the API answers its own JSON). Given before the
+    body is read and before any route runs, so nothing was changed: the session is not looked up
+    (no database), the page is the one a signed-out reader sees."""
+    if not is_panel_path(scope["path"]):
+        return None
+    request = Request(scope)
+    ctx = unsigned_context(request)
+    code = ctx.lang.code
+    size = units.format_unit(limit // 1024, "digital-kilobyte", length="short", locale=code)
+    problem = ctx.lang.gettext(
+        "The form was too large: a panel form may hold at most %(size)s (%(bytes)s bytes).",
+        size=size,
+        bytes=ctx.lang.number(limit),
+    )
+    return page(ctx, "form_too_large.html", status_code=413, problem=problem, back=_back(request))

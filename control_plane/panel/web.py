@@ -41,6 +41,7 @@ __all__ = [
     "redirect",
     "refused",
     "safe_next",
+    "unsigned_context",
     "with_headers",
 ]
 
@@ -173,6 +174,23 @@ def context_of(request: Request) -> PanelContext:
     )
     request.state.panel_context = ctx
     return ctx
+
+
+def unsigned_context(request: Request) -> PanelContext:
+    """The request as the panel sees it without asking who sent it: the reader's language, no
+    session (nothing is read from the database). For an answer given before any route runs."""
+    now = request_now(request)
+    code = choose_language(
+        request.cookies.get(LANGUAGE_COOKIE), request.headers.get("accept-language")
+    )
+    return PanelContext(
+        request=request,
+        lang=Language(code),
+        now=now,
+        session_now=now,
+        session=None,
+        session_secret=None,
+    )
 
 
 def latest_context(request: Request) -> PanelContext:

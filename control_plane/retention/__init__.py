@@ -4,9 +4,10 @@ The reconcile worker (one replica, the advisory lock's holder) walks the fleet a
 steps: every agent's expired runs with their events, its expired claim refusals and its expired
 reports of slots it could not reach the control plane in (`unreachable_reports`); every
 organisation's expired notifications (their webhook deliveries and agent mentions with them) and
-slot reviews; the caps' expired round counters. Each transaction removes at most `rows` rows of
-one table; a tick does at most `transactions_per_tick` of them, pausing between, and the walk
-goes on at the next tick where the stored progress says it stands.
+slot reviews; the caps' expired round counters; and, whatever `retention_days` says, the
+sign-in failures of addresses not tried for a day (sign-in has forgotten them). Each transaction
+removes at most `rows` rows of one table; a tick does at most `transactions_per_tick` of them,
+pausing between, and the walk goes on at the next tick where the stored progress says it stands.
 
 What is never removed, whatever its age:
     - a run still in flight (`requested`, `claimed`): it ends as the product ends runs;

@@ -2,9 +2,9 @@
 
 Every statement finds its rows through an index (runs by agent and creation, notifications by
 organisation and creation, events by run, refusals, unreachable reports and slot reviews by their
-key, round counters by their round) and removes at most `limit` rows of one table; each is run
-in its own transaction by the walk, together with the progress row's counters, so the counters
-are exact even when a walk stops half-way.
+key, round counters by their round, sign-in failures by their last attempt) and removes at most
+`limit` rows of one table; each is run in its own transaction by the walk, together with the
+progress row's counters, so the counters are exact even when a walk stops half-way.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ __all__ = [
     "remove_expired_reviews",
     "remove_expired_rounds",
     "remove_expired_unreachable_reports",
+    "remove_forgotten_sign_in_failures",
     "remove_runs",
     "save_walk",
     "start_walk",
@@ -74,6 +75,7 @@ COUNTERS = {
     "slot_reviews": "reviews_removed",
     "claim_rounds": "rounds_removed",
     "unreachable_reports": "unreachable_reports_removed",
+    "sign_in_failures": "sign_in_failures_removed",
 }
 _COUNTED = (
     "jsonb_build_object("
@@ -282,3 +284,14 @@ def remove_expired_rounds(conn: Connection, *, cutoff: datetime, limit: int) -> 
             {"cutoff": cutoff, "limit": limit - removed},
         ).rowcount
     )
+
+
+def remove_forgotten_sign_in_failures(conn: Connection, *, before: datetime, limit: int) -> int:
+    """The failures of addresses not tried since `before`: sign-in has forgotten them already
+    (`accounts.people.FAILURES_FORGOTTEN_AFTER`), and each row names an address someone typed."""
+    return conn.execute(
+        "DELETE FROM sign_in_failures WHERE ctid IN ("
+        " SELECT ctid FROM sign_in_failures WHERE last_attempt_at < %(before)s"
+        "  LIMIT %(limit)s)",
+        {"before": before, "limit": limit},
+    ).rowcount

@@ -25,7 +25,7 @@ def read_standing(conn: Connection) -> RetentionStanding:
         conn,
         "SELECT last_completed_at, walks_completed, runs_removed, events_removed,"
         " notifications_removed, refusals_removed, reviews_removed, rounds_removed,"
-        " unreachable_reports_removed"
+        " unreachable_reports_removed, sign_in_failures_removed"
         " FROM retention_progress",
     )
     return RetentionStanding(

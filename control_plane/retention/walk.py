@@ -8,7 +8,9 @@ three phases, each over its owners in id order:
     agents          expired runs (their events first, in batches of their own), expired refusals,
                     expired unreachable reports
     organisations   expired notifications, expired slot reviews
-    rounds          the caps' round counters older than the cutoff
+    rounds          the caps' round counters older than the cutoff, then the sign-in failures of
+                    addresses not tried for a day before the walk started (sign-in has forgotten
+                    them; they do not wait for `retention_days`)
 
 Every transaction removes at most `rows` rows of one table and adds them to the progress row's
 counters; the position in the walk is saved after each group of owners.
@@ -28,6 +30,7 @@ from functools import partial
 from typing import Literal
 from uuid import UUID
 
+from control_plane.accounts.people import FAILURES_FORGOTTEN_AFTER
 from control_plane.events.trail import Actor, record_action
 from control_plane.retention import data
 from control_plane.retention.batches import RetentionBatches
@@ -54,6 +57,7 @@ class RetentionTick:
     reviews: int = 0
     rounds: int = 0
     unreachable_reports: int = 0
+    sign_in_failures: int = 0
     completed: bool = False
 
     @property
@@ -66,6 +70,7 @@ class RetentionTick:
             + self.reviews
             + self.rounds
             + self.unreachable_reports
+            + self.sign_in_failures
         )
 
 
@@ -133,12 +138,14 @@ class RetentionWalk:
             reviews=tick.removed.get("reviews_removed", 0),
             rounds=tick.removed.get("rounds_removed", 0),
             unreachable_reports=tick.removed.get("unreachable_reports_removed", 0),
+            sign_in_failures=tick.removed.get("sign_in_failures_removed", 0),
             completed=completed,
         )
         if result.removed:
             logger.info(
                 "retention removed %d runs, %d events, %d notifications, %d claim refusals, "
-                "%d slot reviews, %d round counters, %d unreachable reports in %d transactions",
+                "%d slot reviews, %d round counters, %d unreachable reports, %d sign-in failures"
+                " in %d transactions",
                 result.runs,
                 result.events,
                 result.notifications,
@@ -146,6 +153,7 @@ class RetentionWalk:
                 result.reviews,
                 result.rounds,
                 result.unreachable_reports,
+                result.sign_in_failures,
                 result.transactions,
             )
         return result
@@ -180,6 +188,7 @@ class RetentionWalk:
         if phase == "organisations":
             self._organisations(tick, cutoff, after)
         self._rounds(tick, cutoff)
+        self._sign_in_failures(tick, state.started_at or now)
 
         def complete(conn: Connection) -> dict[str, int]:
             removed = data.complete_walk(conn, now=now, by=self._identity)
@@ -280,6 +289,17 @@ class RetentionWalk:
             tick,
             "rounds_removed",
             partial(data.remove_expired_rounds, cutoff=cutoff, limit=self._batches.rows),
+        )
+
+    def _sign_in_failures(self, tick: _Tick, started_at: datetime) -> None:
+        self._drain(
+            tick,
+            "sign_in_failures_removed",
+            partial(
+                data.remove_forgotten_sign_in_failures,
+                before=started_at - FAILURES_FORGOTTEN_AFTER,
+                limit=self._batches.rows,
+            ),
         )
 
     def _once(self, tick: _Tick, column: str, remove: Callable[[Connection], int]) -> int:

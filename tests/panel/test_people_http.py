@@ -165,11 +165,13 @@ def test_an_address_with_a_nul_reads_like_a_wrong_password_and_changes_nothing(
 
 
 def _people(world: PanelWorld) -> list[tuple[object, ...]]:
-    """The people and their sign-in state (failures, lock, sessions): what a sign-in changes."""
+    """The people and their sign-in state (password, code, sessions): what a sign-in changes.
+    (A failure is counted against the address typed, `sign_in_failures`, a person's or not.)"""
     with psycopg.connect(world.server.database_url) as conn:
         return conn.execute(
-            "SELECT p.email, p.failed_attempts, p.locked_until, count(s.person_id)"
-            " FROM people p LEFT JOIN person_sessions s ON s.person_id = p.id"
+            "SELECT p.email, p.password_hash, p.totp_secret, p.totp_last_step,"
+            " count(s.person_id) FROM people p"
+            " LEFT JOIN person_sessions s ON s.person_id = p.id"
             " GROUP BY p.id ORDER BY p.email"
         ).fetchall()
 

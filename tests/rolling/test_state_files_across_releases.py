@@ -67,7 +67,7 @@ state_dir = Path(sys.argv[1])
 StateStore(state_dir / "state.json").save(DAEMON)
 UpdaterStateStore(state_dir / "updater").save(UPDATER)
 Outbox(state_dir / "outbox").put(
-    Report(method="POST", path="/v1/runs/run-0/outcome", body={"status": "succeeded"},
+    Report(method="PATCH", path="/v1/agent/runs/run-0", body={"status": "succeeded"},
            slot_key="2026-11-30T03:00", run_id="run-0")
 )
 """
@@ -137,8 +137,8 @@ def test_the_previous_release_reads_what_this_one_wrote(
     UpdaterStateStore(tmp_path / "updater").save(updater)
     Outbox(tmp_path / "outbox").put(
         Report(
-            method="POST",
-            path="/v1/runs/run-0/outcome",
+            method="PATCH",
+            path="/v1/agent/runs/run-0",
             body={"status": "succeeded"},
             slot_key="2026-11-30T03:00",
             run_id="run-0",

@@ -139,6 +139,27 @@ def test_a_body_over_the_agents_limit_is_refused_at_the_balancer(
     assert all("upstream=-" in line for line in balancer.access() if "/v1/agent/claims" in line)
 
 
+def test_a_panel_form_over_the_limit_gets_the_panels_page_through_the_balancer(
+    balancer: Balancer,
+) -> None:
+    """A pasted 100 kB password: nginx passes it on, and the replica answers with the panel's page
+    in the reader's language, not nginx's own 413 page."""
+    with httpx.Client(
+        base_url=balancer.url,
+        verify=ssl.create_default_context(cafile=str(balancer.ca_file)),
+        timeout=120,
+    ) as reader:
+        answer = reader.post(
+            "/panel/sign-in/person",
+            data={"csrf": "x", "email": "anna@example.com", "password": "x" * 100_000},
+            headers={"accept-language": "nl"},
+        )
+    assert answer.status_code == 413
+    assert answer.headers["content-language"] == "nl"
+    assert "Het formulier was te groot" in answer.text
+    assert "nginx" not in answer.text
+
+
 def test_the_install_command_names_the_balancers_https_address(
     balancer: Balancer, two_replicas: list[RunningControlPlane]
 ) -> None:
