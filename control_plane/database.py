@@ -88,6 +88,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from control_plane.database_fence import fence_for
 from control_plane.errors import DatabaseUnavailable
+from control_plane.replica_sessions import name_session
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -474,12 +475,15 @@ def open_pool(
     max_size: int = 10,
     timeout: float = POOL_WAIT_SECONDS,
     bounds: SessionBounds | None = None,
+    application_name: str | None = None,
 ) -> ConnectionPool[Any]:
     """A psycopg 3 pool whose rows are dicts; fails with DatabaseUnavailable if nothing answers.
     A request waits at most `timeout` seconds for a connection (then `PoolTimeout`: a 503).
     Its connections go to the newest primary of the URL's hosts, never to a fenced one, and one
     its server has ended is not handed out (`CutConnectionCheck`). `bounds`: the lock and
-    statement timeouts every connection is opened with (the API's pool; see the docstring)."""
+    statement timeouts every connection is opened with (the API's pool; see the docstring).
+    `application_name`: how its sessions name themselves (a serving replica's,
+    `control_plane.replica_sessions`)."""
     fence = fence_for(database_url)
     cut_connections = CutConnectionCheck()
 
@@ -487,9 +491,15 @@ def open_pool(
         # Called for each new connection: the host last seen at the newest position first.
         return bounded_conninfo(fence.conninfo(), bounds)
 
+    def configure(conn: psycopg.Connection[Any]) -> None:
+        fence.check(conn)
+        if application_name is not None:
+            # Only once the fence has admitted the server (`replica_sessions`).
+            name_session(conn, application_name)
+
     pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
         conninfo,
-        configure=fence.check,
+        configure=configure,
         check=cut_connections,
         reconnect_timeout=RECONNECT_SECONDS,
         min_size=min_size,

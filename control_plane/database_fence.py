@@ -62,6 +62,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import tuple_row
 
 from control_plane.repeated_warning import RepeatedWarning
+from control_plane.replica_sessions import name_session
 
 __all__ = [
     "CONNECTION_DEFAULTS",
@@ -270,8 +271,11 @@ class DatabaseFence:
         order = [self._hosts[first], *self._hosts[:first], *self._hosts[first + 1 :]]
         return make_conninfo("", **{**self._params, **_host_params(order)})
 
-    def connect(self, **kwargs: Any) -> psycopg.Connection[Any]:
-        """A new connection to the newest primary of the URL, checked (`check`)."""
+    def connect(
+        self, *, application_name: str | None = None, **kwargs: Any
+    ) -> psycopg.Connection[Any]:
+        """A new connection to the newest primary of the URL, checked (`check`); named
+        `application_name` once the check has passed (`replica_sessions.name_session`)."""
         conn = psycopg.connect(self.conninfo(), **kwargs)
         try:
             self.check(conn)
@@ -279,6 +283,8 @@ class DatabaseFence:
             # `check` has asked every host and put the newest first: one more try at once.
             conn = psycopg.connect(self.conninfo(), **kwargs)
             self.check(conn)
+        if application_name is not None:
+            name_session(conn, application_name)
         return conn
 
     def check(self, conn: psycopg.Connection[Any]) -> None:

@@ -5,14 +5,18 @@ for it: unchecked, either would fail inside the database as a 500. The API refus
 door for every request (`control_plane.api.limits`); every service that stores or looks up
 caller-given text passes it through `stored_text` as well, so the CLI and the panel's own calls
 are held to the same rule, as a 422 naming the field.
+
+What a person types to be read by others — a name (`plain_name`), a reason (`plain_text`,
+`required_text`) — holds no control character and no bidirectional control either
+(`ground.contract.plain_text`): a 422 naming the field and the character.
 """
 
 from __future__ import annotations
 
 from control_plane.errors import InvalidInput
-from ground.contract.plain_text import first_control_character
+from ground.contract.plain_text import first_bidi_control, first_control_character
 
-__all__ = ["first_bidi_control", "plain_name", "required_text", "stored_text"]
+__all__ = ["first_bidi_control", "plain_name", "plain_text", "required_text", "stored_text"]
 
 
 def stored_text(field: str, value: object, limit: int) -> str | None:
@@ -34,27 +38,26 @@ def stored_text(field: str, value: object, limit: int) -> str | None:
     return value
 
 
-def required_text(field: str, value: object, limit: int, *, required_to: str) -> str:
-    """`stored_text` that must say something: missing or blank, it is refused as required to do
-    what `required_to` says (a reason kept on the trail, shown to the people it stops)."""
+def plain_text(field: str, value: object, limit: int) -> str | None:
+    """A reason a person may give (None: none given), as it is stored: `stored_text` with no
+    control character and no bidirectional control (shown on the trail, in the panel and on
+    the hosts it stops, one would be obeyed rather than read)."""
     text = stored_text(field, value, limit)
+    if text is not None:
+        _refuse_unplain(field, text, "the text after it")
+    return text
+
+
+def required_text(field: str, value: object, limit: int, *, required_to: str) -> str:
+    """`plain_text` that must say something: missing or blank, it is refused as required to do
+    what `required_to` says (a reason kept on the trail, shown to the people it stops)."""
+    text = plain_text(field, value, limit)
     if text is None:  # JSON's null or left out: no value to quote (Python's `None` means nothing)
         message = f"{field}: missing; it is required to {required_to}"
         raise InvalidInput(field, value, "is required", message=message)
     if not text.strip():
         raise InvalidInput(field, value, f"is required to {required_to}")
     return text
-
-
-# The bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069). No name needs
-# one: its direction follows from its letters. Shown on the trail or a page, one reorders what comes
-# after the name on the line ("Mallory" + U+202E makes the rest of the line read backwards).
-_BIDI_CONTROLS = frozenset(chr(code) for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A)))
-
-
-def first_bidi_control(text: str) -> str | None:
-    """The first bidirectional embedding, override or isolate in `text`, None when it has none."""
-    return next((character for character in text if character in _BIDI_CONTROLS), None)
 
 
 def plain_name(field: str, value: object, limit: int) -> str:
@@ -65,6 +68,11 @@ def plain_name(field: str, value: object, limit: int) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field, value, "must be a non-empty name")
     stored_text(field, value, limit)
+    _refuse_unplain(field, value, "the text after the name")
+    return value.strip()
+
+
+def _refuse_unplain(field: str, value: str, what_turns: str) -> None:
     control = first_control_character(value)
     if control is not None:
         raise InvalidInput(
@@ -76,6 +84,5 @@ def plain_name(field: str, value: object, limit: int) -> str:
             field,
             value[:40],
             f"contains the bidirectional control U+{ord(bidi):04X} (plain text: it would show "
-            "the text after the name in another order)",
+            f"{what_turns} in another order)",
         )
-    return value.strip()

@@ -47,7 +47,8 @@ from control_plane.errors import ConfigurationError, ControlPlaneError, Database
 from control_plane.events.trail import Actor
 from control_plane.ready_line import ready_line
 from control_plane.reconcile import reconcile_running
-from control_plane.registry import build_services
+from control_plane.registry import build_services, replica_identity
+from control_plane.replica_sessions import replica_session_name
 from control_plane.secret_links import ACCESS_LOGGER, SecretLinksHidden
 from control_plane.startup import opened_database
 from ground.clock import Clock, clock_from_env
@@ -131,7 +132,10 @@ def _serve_worker(
     ready: Callable[[], None],
 ) -> None:
     """One worker: its pool, services and reconcile loop, uvicorn until a signal stops it;
-    `writes` is the replica's count of writes, shared by its workers."""
+    `writes` is the replica's count of writes, shared by its workers. Its sessions name it
+    (`replica_sessions`): `after-restore` refuses to run while they are connected."""
+    identity = replica_identity()
+    session_name = replica_session_name(identity)
     # The requests' pool: every statement bounded in how long it waits for a lock and runs.
     pool = open_pool(
         url,
@@ -139,6 +143,7 @@ def _serve_worker(
         max_size=settings.pool_size,
         timeout=settings.pool_wait_seconds,
         bounds=settings.request_bounds,
+        application_name=session_name,
     )
     try:
         # The reconcile worker's own: its passes may run longer than a request may, and a pass
@@ -150,6 +155,7 @@ def _serve_worker(
             max_size=2,
             timeout=RECONCILE_POOL_WAIT_SECONDS,
             bounds=reconcile_bounds(settings.request_bounds),
+            application_name=session_name,
         )
     except BaseException:
         pool.close()
@@ -158,6 +164,7 @@ def _serve_worker(
         services = build_services(
             pool,
             trusted_keys,
+            replica=identity,
             webhook_policy=settings.webhook_policy,
             answers=AnswerMemory(writes=writes),
         )
@@ -174,7 +181,7 @@ def _serve_worker(
         with (
             reconcile_running(worker_pool, clock, url, services),
             # The agents' answers from memory, kept exact by the change feed.
-            feed_running(url, services.answers, services.seen),
+            feed_running(url, services.answers, services.seen, application_name=session_name),
             asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
         ):
             runner.run(_run(uvicorn.Server(config), sock, ready))

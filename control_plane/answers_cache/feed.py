@@ -109,8 +109,10 @@ class ChangeFeed:
         *,
         interval_seconds: float = POLL_SECONDS,
         monotonic: Callable[[], float] = time.monotonic,
+        application_name: str | None = None,
     ) -> None:
         self._url = database_url
+        self._named = {} if application_name is None else {"application_name": application_name}
         self._monotonic = monotonic
         self._memory = memory
         self._seen = seen
@@ -207,6 +209,7 @@ class ChangeFeed:
                 row_factory=dict_row,
                 connect_timeout=2,
                 options=bounded_options(self._url, _BOUNDS),
+                **self._named,
             )
         return self._conn
 
@@ -224,9 +227,16 @@ class ChangeFeed:
 
 
 @contextlib.contextmanager
-def feed_running(database_url: str, memory: AnswerMemory, seen: SeenRecorder) -> Iterator[None]:
-    """The feed's thread for a `with` block (one per serving worker)."""
-    feed = ChangeFeed(database_url, memory, seen)
+def feed_running(
+    database_url: str,
+    memory: AnswerMemory,
+    seen: SeenRecorder,
+    *,
+    application_name: str | None = None,
+) -> Iterator[None]:
+    """The feed's thread for a `with` block (one per serving worker); its session is named
+    `application_name`."""
+    feed = ChangeFeed(database_url, memory, seen, application_name=application_name)
     feed.start()
     try:
         yield

@@ -10,7 +10,7 @@ from datetime import datetime
 from uuid import UUID
 
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import required_text, stored_text
+from control_plane.inputs import plain_text, required_text
 from control_plane.releases.release_actions import (
     release_facts,
     release_not_found,
@@ -50,7 +50,7 @@ def set_release_brake(
             "reason", reason, limit, required_to="engage a release's brake (say why it stops)"
         )
         if engaged
-        else stored_text("reason", reason, limit)
+        else plain_text("reason", reason, limit)
     )
     # The row lock waits for grants in flight (they hold the release FOR SHARE).
     row = conn.execute(

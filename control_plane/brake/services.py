@@ -12,7 +12,7 @@ from uuid import UUID
 from control_plane.brake.release_brake import ReleaseBrake, set_release_brake
 from control_plane.errors import NotFound
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import required_text, stored_text
+from control_plane.inputs import plain_text, required_text
 from control_plane.seeded_rows import seeded_row
 from control_plane.types import Connection, Pool
 from ground.contract import Instant
@@ -84,7 +84,7 @@ class BrakeService:
                 required_to="engage the brake (say why updates stop)",
             )
             if engaged
-            else stored_text("reason", reason, MAX_REASON_LENGTH)
+            else plain_text("reason", reason, MAX_REASON_LENGTH)
         )
         revoked = 0
         with self._pool.connection() as conn, conn.transaction():

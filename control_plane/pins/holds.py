@@ -16,10 +16,9 @@ from uuid import UUID
 
 from control_plane.errors import InvalidInput
 from control_plane.events.trail import Actor, record_actions
-from control_plane.inputs import stored_text
+from control_plane.inputs import plain_text
 from control_plane.types import Connection
 from ground.contract import HoldView, format_instant
-from ground.contract.plain_text import first_control_character
 
 __all__ = [
     "MAX_HOLD",
@@ -125,10 +124,8 @@ def set_holds(
             f"is more than {MAX_HOLD.days} days ahead (at most {format_instant(now + MAX_HOLD)};"
             " to stop updates for good, switch the schedule off)",
         )
-    reason_text = stored_text("reason", reason, MAX_HOLD_REASON_LENGTH)
-    if reason_text is not None and first_control_character(reason_text) is not None:
-        # The reason is shown on the host by `nachtwacht agent status`.
-        raise InvalidInput("reason", reason_text[:40], "contains a control character (plain text)")
+    # The reason is shown on the host by `nachtwacht agent status`.
+    reason_text = plain_text("reason", reason, MAX_HOLD_REASON_LENGTH)
     conn.execute(
         "INSERT INTO holds (agent_id, until, reason, set_by, set_by_id, set_at)"
         " SELECT held.agent_id, %s, %s, %s, %s, %s FROM unnest(%s::uuid[]) AS held(agent_id)"

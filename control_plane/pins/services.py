@@ -16,7 +16,7 @@ from uuid import UUID
 from control_plane.agent_scope import agent_owner, org_of_agent, require_agents, require_org
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import stored_text
+from control_plane.inputs import plain_text, stored_text
 from control_plane.pins.holds import HoldSetter, clear_hold, clear_holds, set_hold, set_holds
 from control_plane.types import Pool
 from ground.contract import HoldView, Instant
@@ -68,7 +68,7 @@ class PinService:
         runs. The version must be one that was published (for some pair) and not withdrawn."""
         assert (org_id is None) != (agent_id is None), "a pin has exactly one scope"
         version_text = stored_text("version", version, MAX_VERSION_LENGTH)
-        reason_text = stored_text("reason", reason, MAX_PIN_REASON_LENGTH)
+        reason_text = plain_text("reason", reason, MAX_PIN_REASON_LENGTH)
         with self._pool.connection() as conn, conn.transaction():
             if agent_id is not None:
                 event_org = org_of_agent(conn, agent_id)

@@ -15,11 +15,14 @@ It also empties the answers' change feed: its rows carry the old server's transa
 which a new server hands out again. The step is idempotent and on the trail
 (`platform.restored`).
 
-    services    `after_restore(pool, now, actor)` -> `AfterRestore`
+It refuses, changing nothing, while sessions of serving replicas are connected to the database
+(`control_plane.replica_sessions`): a database replicas serve from is live, not restored.
+
+    services    `after_restore(pool, now, actor, even_with_replicas_connected)` -> `AfterRestore`
 """
 
 from __future__ import annotations
 
-from control_plane.restore.services import AfterRestore, after_restore
+from control_plane.restore.services import OVERRIDE_FLAG, AfterRestore, after_restore
 
-__all__ = ["AfterRestore", "after_restore"]
+__all__ = ["OVERRIDE_FLAG", "AfterRestore", "after_restore"]

@@ -9,12 +9,16 @@ from datetime import datetime
 from control_plane.database_fence import read_position
 from control_plane.errors import ConfigurationError
 from control_plane.events.trail import Actor, record_action
+from control_plane.replica_sessions import ConnectedReplicas, connected_replicas
 from control_plane.types import Connection, Pool
 
-__all__ = ["RESTORE_REVOCATION", "AfterRestore", "after_restore"]
+__all__ = ["OVERRIDE_FLAG", "RESTORE_REVOCATION", "AfterRestore", "after_restore"]
 
 # The reason a revoked token carries, shown to the agent and on the run's refusal.
 RESTORE_REVOCATION = "restore"
+
+# The command line's flag that runs it while serving replicas are connected.
+OVERRIDE_FLAG = "--even-with-replicas-connected"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,15 +28,45 @@ class AfterRestore:
     at: datetime
 
 
-def after_restore(pool: Pool, *, now: datetime, actor: Actor) -> AfterRestore:
+def after_restore(
+    pool: Pool,
+    *,
+    now: datetime,
+    actor: Actor,
+    even_with_replicas_connected: bool = False,
+) -> AfterRestore:
     """Revoke every outstanding token, empty the answers' change feed and record the server's
     timeline and cluster as restored (the replicas serve a server restored to a point in time,
-    or a copy restored into another cluster, only then), in one transaction."""
+    or a copy restored into another cluster, only then), in one transaction.
+
+    Refused, changing nothing, while sessions of serving replicas are connected to the database
+    (unless `even_with_replicas_connected`): a database replicas serve from is a live one, and
+    revoking its tokens stops the updates its agents are in the middle of."""
     with pool.connection() as conn:
+        replicas = connected_replicas(conn)
+        if replicas.sessions and not even_with_replicas_connected:
+            raise _replicas_connected(replicas)
         _refuse_a_commit_that_would_wait_for_ever(conn)
         position = read_position(conn)
         with conn.transaction():
-            return _finish(conn, position.system, position.timeline, now=now, actor=actor)
+            return _finish(
+                conn,
+                position.system,
+                position.timeline,
+                now=now,
+                actor=actor,
+                replicas_connected=replicas.sessions,
+            )
+
+
+def _replicas_connected(connected: ConnectedReplicas) -> ConfigurationError:
+    return ConfigurationError(
+        f"{connected.describe()}: a database replicas serve from is live, and after-restore "
+        "would revoke the grants of every agent updating from it now. Stop every replica first "
+        "(step 1 of the restore), then run after-restore again; nothing was changed. If these "
+        "sessions serve no agent from this database, run it with "
+        f"{OVERRIDE_FLAG}"
+    )
 
 
 # The server's synchronous standbys by name, and how many standbys stream from it now (a row per
@@ -65,7 +99,13 @@ def _refuse_a_commit_that_would_wait_for_ever(conn: Connection) -> None:
 
 
 def _finish(
-    conn: Connection, system: str, timeline: int, *, now: datetime, actor: Actor
+    conn: Connection,
+    system: str,
+    timeline: int,
+    *,
+    now: datetime,
+    actor: Actor,
+    replicas_connected: int,
 ) -> AfterRestore:
     # First, so the revocation's own change rows (written by the tokens' trigger) stay.
     cleared = conn.execute("DELETE FROM answer_changes").rowcount
@@ -89,6 +129,10 @@ def _finish(
         kind="platform.restored",
         actor=actor,
         at=now,
-        data={"revoked_tokens": revoked, "timeline": timeline},
+        data={
+            "revoked_tokens": revoked,
+            "timeline": timeline,
+            "replica_sessions_connected": replicas_connected,
+        },
     )
     return AfterRestore(tokens_revoked=revoked, feed_rows_cleared=cleared, at=now)

@@ -50,6 +50,7 @@ from ground.contract import (
     format_instant,
 )
 from ground.contract.messages import MAX_MESSAGE_LENGTH
+from ground.contract.plain_text import inert
 from ground.limits import MAX_VERSION_LENGTH
 
 __all__ = [
@@ -277,7 +278,10 @@ class RunService:
         if status not in OUTCOMES:
             raise InvalidInput("status", status, f"is not an outcome (expected one of {OUTCOMES})")
         version_text = stored_text("version", version, MAX_VERSION_LENGTH)
+        # The agent's words, kept; a bidirectional control in them stored inert (`inert`).
         error_text = stored_text("error", error, MAX_ERROR_LENGTH)
+        if error_text is not None:
+            error_text = inert(error_text, MAX_ERROR_LENGTH)
         reported = Outcome(
             status=status,
             version=version_text,

@@ -24,6 +24,9 @@ slot neither on record nor in the schedule is refused.
 
 The notification a slot's review already sent with the miss as `offline` is not sent again: the
 panel, the API and `agent status` show the corrected reason from then on.
+
+The error is kept as the agent sent it, inert (`ground.contract.plain_text.inert`): a
+bidirectional control in it is stored as its visible escape, never obeyed where it is shown.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from control_plane.errors import InvalidInput
 from control_plane.misses_lock import MISSES_LOCK_SHARED
 from control_plane.types import Connection
 from ground.contract import MissReason, UnreachableAnswer, UnreachableReport, format_instant
-from ground.limits import MAX_UNREACHABLE_REPORT_AGE_DAYS
+from ground.contract.plain_text import inert
+from ground.limits import MAX_UNREACHABLE_ERROR_LENGTH, MAX_UNREACHABLE_REPORT_AGE_DAYS
 from shared_planner import PlannerError, Slot, parse_slot_key, slot_for_key
 
 __all__ = ["TRY_TOLERANCE", "record_unreachable"]
@@ -176,6 +180,7 @@ def record_unreachable(
     slot, closes = _slot(conn, agent_id, agent, report, now)
     _check_tries(slot, closes, report, now)
     key = report.slot_key
+    error = inert(report.error, MAX_UNREACHABLE_ERROR_LENGTH)
 
     def answer(result: str, message: str) -> UnreachableAnswer:
         return UnreachableAnswer.model_validate(
@@ -191,7 +196,7 @@ def record_unreachable(
                 "agent": agent_id,
                 "key": key,
                 "at": slot.at,
-                "error": report.error,
+                "error": error,
                 "first": report.first_tried_at,
                 "last": report.last_tried_at,
                 "attempts": report.attempts,
@@ -205,7 +210,7 @@ def record_unreachable(
             {
                 "agent": agent_id,
                 "key": key,
-                "error": report.error,
+                "error": error,
                 "unreachable": MissReason.UNREACHABLE.value,
                 "offline": MissReason.OFFLINE.value,
             },
@@ -215,7 +220,7 @@ def record_unreachable(
                 _CORRECT_EVENT,
                 {
                     "run": corrected["id"],
-                    "error": report.error,
+                    "error": error,
                     "unreachable": MissReason.UNREACHABLE.value,
                 },
             )

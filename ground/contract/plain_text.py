@@ -5,15 +5,32 @@ in the panel. A control character there is obeyed rather than read: an escape se
 an admin's terminal or hide the rest of a line. So text a person gives is refused when it holds
 any of Unicode's control characters (category Cc: C0, DEL and C1). The panel shows each one it
 quotes back as U+FFFD, and the contract's field patterns say the same for requests.
+
+The bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069) are obeyed
+too, by whatever lays the line out: after "Mallory" + U+202E the rest of the line reads backwards.
+No name needs one (its direction follows from its letters) and neither does a reason a person
+types, so names and reasons are refused with one as well (`first_bidi_control`, the service's
+422 naming the field and the character).
+
+Text an agent sends — the error of a run, of an unreachable report — is what it saw, and must
+never be lost to a refusal. It is kept, made inert where it is stored (`inert`): each
+bidirectional control becomes its visible escape, `\\u202e`, so every reader (the panel, the
+command line, the trail, the API's answers and webhooks) gets the same harmless text. Control
+characters in it are the contract's business (the unreachable report's pattern refuses them).
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "BIDI_CONTROLS",
+    "BIDI_CONTROL_CHARACTERS",
     "CONTROL_CHARACTERS",
     "PLAIN_TEXT_PATTERN",
+    "REASON_PATTERN",
     "clipped",
+    "first_bidi_control",
     "first_control_character",
+    "inert",
     "shown",
 ]
 
@@ -33,6 +50,39 @@ def _is_control(character: str) -> bool:
 def first_control_character(text: str) -> str | None:
     """The first control character in `text`, None when it has none."""
     return next((character for character in text if _is_control(character)), None)
+
+
+# The bidirectional embeddings, overrides and isolates: U+202A-U+202E and U+2066-U+2069; as a
+# regular-expression class body, in escapes, and as characters.
+BIDI_CONTROL_CHARACTERS = r"\u202a-\u202e\u2066-\u2069"
+BIDI_CONTROLS = frozenset(chr(code) for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A)))
+# A reason a person types: no control character and no bidirectional control. The API's document
+# states it; the services refuse a reason outside it (a 422 naming the field and the character).
+REASON_PATTERN = rf"^[^{CONTROL_CHARACTERS}{BIDI_CONTROL_CHARACTERS}]*$"
+
+
+def first_bidi_control(text: str) -> str | None:
+    """The first bidirectional embedding, override or isolate in `text`, None when it has none."""
+    return next((character for character in text if character in BIDI_CONTROLS), None)
+
+
+def inert(text: str, limit: int | None = None) -> str:
+    """`text` as it is stored when an agent sent it: each bidirectional control written as its
+    visible escape (`\\u202e`, six characters). Within `limit` characters when one is given: a
+    text the escapes make longer is cut before the escape or character that would pass it, and
+    ends with an ellipsis."""
+    pieces = [f"\\u{ord(c):04x}" if c in BIDI_CONTROLS else c for c in text]
+    escaped = "".join(pieces)
+    if limit is None or len(escaped) <= limit:
+        return escaped
+    kept: list[str] = []
+    size = 0
+    for piece in pieces:
+        if size + len(piece) > limit - 1:
+            break
+        kept.append(piece)
+        size += len(piece)
+    return "".join(kept) + "…"
 
 
 def shown(text: str) -> str:

@@ -3,14 +3,18 @@ trail; the answers' change feed starts empty; an agent holding such a token gets
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from datetime import timedelta
 from uuid import UUID
 
 from control_plane.events.trail import Actor
 from control_plane.restore import after_restore
 from control_plane.types import Pool
+from tests.conftest import RunningControlPlane
 from tests.control_plane.conftest import Api, SignedRelease
 from tests.control_plane.reconcile_fleet import NIGHT, NIGHT_KEY
+from tests.control_plane.test_cli import run_control
 from tests.worlds.clocks import ManualClock
 
 OPERATOR = Actor(kind="operator", name="cli:tests")
@@ -114,3 +118,62 @@ def test_a_replica_whose_clock_is_behind_the_revoking_host_still_gives_no_permit
     with pool.connection() as conn:
         run = conn.execute("SELECT status FROM runs WHERE id = %s", [outstanding]).fetchone()
     assert run is not None and run["status"] == "claimed"
+
+
+def test_after_restore_refuses_while_a_serving_replica_is_connected(
+    pool: Pool,
+    database_url: str,
+    control_plane_server: Callable[..., RunningControlPlane],
+    clock: ManualClock,
+    published: SignedRelease,
+    make_org,
+    make_agent,
+) -> None:
+    # Run on the live database by mistake (the wrong terminal at night), after-restore would
+    # revoke the grants of agents that replica is serving now. It refuses, and changes nothing.
+    org = make_org("Acme")
+    agent = make_agent(org, "web-01")
+    clock.set(NIGHT + timedelta(minutes=2))
+    # The command runs on the host's own clock: a grant that is still outstanding then.
+    _claimed_run(pool, agent.agent_id, org.org_id, expires_in=timedelta(days=3650))
+    replica = control_plane_server()
+
+    def state() -> tuple[int, set[int], int]:
+        """Outstanding tokens, the feed's rows (the replica adds its own), restores on the trail."""
+        with pool.connection() as conn:
+            tokens = conn.execute(
+                "SELECT count(*) AS n FROM tokens WHERE revoked_at IS NULL"
+            ).fetchone()
+            feed = conn.execute("SELECT id FROM answer_changes").fetchall()
+            trail = conn.execute(
+                "SELECT count(*) AS n FROM events WHERE kind = 'platform.restored'"
+            ).fetchone()
+        assert tokens is not None and trail is not None
+        return tokens["n"], {row["id"] for row in feed}, trail["n"]
+
+    tokens, feed, restores = state()
+    assert tokens == 1 and feed and restores == 0
+    refused = run_control("after-restore", "--database-url", database_url)
+    assert refused.returncode == 2, refused.stderr
+    assert "Traceback" not in refused.stderr
+    message = refused.stderr.strip().splitlines()[-1]
+    assert "nachtwacht control serve" in message
+    assert "session(s)" in message and "local socket" in message
+    assert "Stop every replica first" in message
+    assert "--even-with-replicas-connected" in message
+    assert "nothing was changed" in message
+    tokens_after, feed_after, restores_after = state()
+    assert (tokens_after, restores_after) == (1, 0)
+    assert feed <= feed_after
+
+    # The operator who knows the sessions are not serving agents says so.
+    done = run_control(
+        "after-restore", "--database-url", database_url, "--even-with-replicas-connected", "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["tokens_revoked"] == 1
+    assert replica.stop() == 0
+
+    # Once the replica is stopped, no flag is needed.
+    again = run_control("after-restore", "--database-url", database_url)
+    assert again.returncode == 0, again.stderr

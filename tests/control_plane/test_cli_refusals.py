@@ -236,6 +236,27 @@ REFUSED = [
         "--reason: ' ' is required to roll back",
         id="rollback_blank_reason",
     ),
+    # a reason a person types: no bidirectional control, no control character
+    pytest.param(
+        ["halt", "{1.2.0}", "--reason", "disk full\u202e on the canaries"],
+        "--reason: 'disk full\\u202e on the canaries' contains the bidirectional control U+202E",
+        id="halt_reason_right_to_left_override",
+    ),
+    pytest.param(
+        ["brake", "engage", "--reason", "bad build\u2066"],
+        "--reason: 'bad build\\u2066' contains the bidirectional control U+2066",
+        id="brake_reason_isolate",
+    ),
+    pytest.param(
+        ["pin", "--org", "{org}", "--version", "1.0.0", "--reason", "audit\x1b[2J"],
+        "--reason: 'audit\\x1b[2J' contains the control character U+001B",
+        id="pin_reason_escape",
+    ),
+    pytest.param(
+        ["rollback", *PAIR, "--reason", "\u202eback", "--to", "1.0.0"],
+        "--reason: '\\u202eback' contains the bidirectional control U+202E",
+        id="rollback_reason_override",
+    ),
     # the accounts: NAME, --org, --name and its alias --label
     pytest.param(["create-org", ""], "NAME: '' must be a non-empty name", id="org_name_empty"),
     pytest.param(["create-org", "n" * 300], "NAME: 'nnnn", id="org_name_huge"),

@@ -366,3 +366,34 @@ def fleet_agent(fleet: Fleet, agent: Agent) -> Any:
     from tests.control_plane.reconcile_fleet import FleetAgent
 
     return FleetAgent(id=UUID(agent.agent_id), org_id=UUID(agent.org_id), name="web-01")
+
+
+def test_an_error_with_bidirectional_controls_is_kept_inert(
+    api: Api, fleet: Fleet, agent: Agent
+) -> None:
+    # What a proxy on the way answered is the agent's evidence: never refused for a control in
+    # it, but stored with each one as its visible escape, so no reader's line is turned around.
+    fleet.reconcile(AFTER_NIGHT)
+    fleet.clock.set(AFTER_NIGHT + timedelta(hours=2))
+    sent = "502 from proxy \u202eMallory\u2069 (no answer)"
+    inert = "502 from proxy \\u202eMallory\\u2069 (no answer)"
+    status, answer = _report(api, agent, _body(error=sent))
+    assert (status, answer["result"]) == (200, "corrected"), answer
+    assert _miss(fleet, agent) == {
+        "reason": "unreachable",
+        "error": inert,
+        "event": {"slot_key": NIGHT_KEY, "reason": "unreachable", "unreachable_error": inert},
+    }
+    assert fleet.rows("SELECT error FROM unreachable_reports") == [{"error": inert}]
+
+
+def test_an_error_escaped_past_the_limit_is_cut_within_it(
+    api: Api, fleet: Fleet, agent: Agent
+) -> None:
+    # 500 characters as sent; each control written as six makes it longer than the column holds.
+    fleet.clock.set(AFTER_NIGHT)
+    status, answer = _report(api, agent, _body(error="\u202e" * 100 + "x" * 400))
+    assert (status, answer["result"]) == (200, "recorded"), answer
+    fleet.reconcile(AFTER_NIGHT + timedelta(minutes=1))
+    error = _miss(fleet, agent)["error"]
+    assert len(error) <= 500 and error.startswith("\\u202e") and error.endswith("…")

@@ -9,7 +9,14 @@ import unicodedata
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from ground.contract.plain_text import PLAIN_TEXT_PATTERN, clipped, first_control_character, shown
+from ground.contract.plain_text import (
+    PLAIN_TEXT_PATTERN,
+    clipped,
+    first_bidi_control,
+    first_control_character,
+    inert,
+    shown,
+)
 
 CONTROL = [
     chr(code) for code in range(sys.maxunicode + 1) if unicodedata.category(chr(code)) == "Cc"
@@ -55,3 +62,31 @@ def test_clipped_keeps_text_within_the_limit_and_cuts_a_longer_one_with_an_ellip
     assert clipped("abc", 3) == "abc"
     assert clipped("abcd", 3) == "ab…"
     assert len(clipped("x" * 2000, 500)) == 500
+
+
+BIDI = [
+    *(chr(code) for code in range(0x202A, 0x202F)),
+    *(chr(code) for code in range(0x2066, 0x206A)),
+]
+
+
+def test_every_bidirectional_control_and_only_those_is_found() -> None:
+    assert all(first_bidi_control(f"Mallory{c}01") == c for c in BIDI)
+    # Marks that set no direction for what follows, and look-alikes, are not refused.
+    assert (
+        first_bidi_control("web\u200e\u200f\u061c\u200b\u00a0\ufeff01 \u05e9\u05dc\u05d5\u05dd")
+        is None
+    )
+
+
+def test_inert_writes_each_bidirectional_control_as_its_visible_escape() -> None:
+    assert inert("Mallory\u202e said \u2066no\u2069") == "Mallory\\u202e said \\u2066no\\u2069"
+    assert inert("plain \u05e9\u05dc\u05d5\u05dd") == "plain \u05e9\u05dc\u05d5\u05dd"
+    assert all(first_bidi_control(inert(f"a{c}b")) is None for c in BIDI)
+
+
+def test_inert_within_a_limit_never_cuts_an_escape_in_two() -> None:
+    assert inert("ab\u202ecd", 10) == "ab\\u202ecd"
+    assert inert("ab\u202ecd", 9) == "ab\\u202e…"
+    assert inert("ab\u202ecd", 8) == "ab…"
+    assert len(inert("\u202e" * 500, 500)) <= 500

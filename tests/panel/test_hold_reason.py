@@ -164,6 +164,6 @@ def test_the_api_refuses_a_reason_with_a_control_character(panel_world: PanelWor
     detail = answer.json()["detail"]
     assert detail["field"] == "reason"
     assert detail["message"] == (
-        "reason: 'audit \\x1b[2J' contains a control character (plain text)"
+        "reason: 'audit \\x1b[2J' contains the control character U+001B (plain text)"
     )
     assert _held(panel_world) == []

@@ -13,6 +13,7 @@ from control_plane.api.deps import OperatorCaller, RequestNow, services_of
 from control_plane.api.no_body import NoBody
 from control_plane.brake.services import BrakeChange, BrakeState, ReleaseBrake, RevokedToken
 from ground.contract import API_PREFIX
+from ground.contract.plain_text import REASON_PATTERN
 
 __all__ = ["router"]
 
@@ -24,6 +25,7 @@ class BrakeBody(BaseModel):
 
     engaged: StrictBool
     reason: str | None = Field(
+        json_schema_extra={"pattern": REASON_PATTERN},
         default=None,
         max_length=500,
         examples=["bad build 1.5.0"],
@@ -61,6 +63,7 @@ class ReleaseBrakeBody(BaseModel):
 
     engaged: StrictBool
     reason: str | None = Field(
+        json_schema_extra={"pattern": REASON_PATTERN},
         default=None,
         max_length=500,
         examples=["1.6.0 fills the disk"],

@@ -21,6 +21,7 @@ from control_plane.api.no_body import NoBody
 from control_plane.pins.holds import MAX_HOLD_REASON_LENGTH
 from control_plane.pins.services import MAX_PIN_REASON_LENGTH, PinList, PinView
 from ground.contract import API_PREFIX, HOLD_PATH, HoldRequest, HoldView
+from ground.contract.plain_text import REASON_PATTERN
 from ground.limits import MAX_VERSION_LENGTH
 
 __all__ = ["router"]
@@ -77,7 +78,11 @@ class HoldBody(BaseModel):
     until: AwareDatetime = Field(
         examples=["2026-12-07T08:00:00Z"], description="the hold ends then (at most 90 days)"
     )
-    reason: str | None = Field(default=None, max_length=MAX_HOLD_REASON_LENGTH)
+    reason: str | None = Field(
+        default=None,
+        max_length=MAX_HOLD_REASON_LENGTH,
+        json_schema_extra={"pattern": REASON_PATTERN},
+    )
 
 
 @router.put(
@@ -156,7 +161,11 @@ class PinBody(BaseModel):
         description="the version to offer (a published release, not withdrawn); absent or null:"
         " hold at whatever the agent runs",
     )
-    reason: str | None = Field(default=None, max_length=MAX_PIN_REASON_LENGTH)
+    reason: str | None = Field(
+        default=None,
+        max_length=MAX_PIN_REASON_LENGTH,
+        json_schema_extra={"pattern": REASON_PATTERN},
+    )
 
 
 @router.get(

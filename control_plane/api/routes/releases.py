@@ -26,6 +26,7 @@ from control_plane.releases.withdrawal import (
     WithdrawnRelease,
 )
 from ground.contract import API_PREFIX
+from ground.contract.plain_text import REASON_PATTERN
 from ground.limits import MAX_VERSION_LENGTH, RELEASE_NAME_PATTERN
 
 __all__ = ["router"]
@@ -135,6 +136,7 @@ class WithdrawBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str = Field(
+        json_schema_extra={"pattern": REASON_PATTERN},
         min_length=1,
         max_length=MAX_WITHDRAW_REASON_LENGTH,
         examples=["1.6.0 corrupts the cache on upgrade"],
@@ -196,6 +198,7 @@ class RollbackBody(BaseModel):
         " current release that is neither withdrawn nor halted",
     )
     reason: str = Field(
+        json_schema_extra={"pattern": REASON_PATTERN},
         min_length=1,
         max_length=MAX_ROLLBACK_REASON_LENGTH,
         examples=["1.2.0 corrupts the cache on upgrade"],

@@ -26,6 +26,7 @@ from control_plane.rollout.services import (
 from control_plane.rollout.stages import SETTING_BOUNDS, RolloutSettings, StageChange
 from control_plane.rollout.waves import MAX_WAVES, WAVE_BOUNDS
 from ground.contract import API_PREFIX
+from ground.contract.plain_text import REASON_PATTERN
 
 __all__ = ["router"]
 
@@ -36,6 +37,7 @@ class ReasonBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str = Field(
+        json_schema_extra={"pattern": REASON_PATTERN},
         min_length=1,
         max_length=MAX_HALT_REASON_LENGTH,
         examples=["the canaries' disk fills up"],

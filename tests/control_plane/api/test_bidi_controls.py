@@ -1,0 +1,164 @@
+"""The bidirectional controls (U+202A-U+202E, U+2066-U+2069) in free text.
+
+A reason an operator or a customer types (the brake, a halt and its resume, a hold, a withdrawal,
+a forced update, a pin, a promotion, a rollback) is refused with one, as a name is: shown on the
+trail, "disk full" + U+202E would turn the rest of its line around. So is a control character
+(an escape sequence rewrites the terminal of whoever reads it). The refusal is a 422 naming the
+field and the character, and nothing is recorded.
+
+What an agent sends (a run's error) is never lost to a refusal: it is kept, each control stored
+as its visible escape (`\\u202e`), and every reader gets that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from control_plane.types import Pool
+from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.worlds.clocks import ManualClock
+
+SLOT = "2026-11-30T03:00"
+
+# (who asks, method, path with {release}/{agent}/{org}, the body around the reason)
+REASONS = [
+    pytest.param("operator", "PUT", "/v1/admin/brake", {"engaged": True}, id="brake"),
+    pytest.param(
+        "operator",
+        "PUT",
+        "/v1/admin/releases/{release}/brake",
+        {"engaged": True},
+        id="release_brake",
+    ),
+    pytest.param("operator", "POST", "/v1/admin/releases/{release}/halt", {}, id="halt"),
+    pytest.param("operator", "POST", "/v1/admin/releases/{release}/resume", {}, id="resume"),
+    pytest.param("operator", "POST", "/v1/admin/releases/{release}/promote", {}, id="promote"),
+    pytest.param("operator", "POST", "/v1/admin/releases/{release}/withdraw", {}, id="withdraw"),
+    pytest.param(
+        "operator",
+        "POST",
+        "/v1/admin/releases/rollback",
+        {"channel": "stable", "platform": "linux-x86_64"},
+        id="rollback",
+    ),
+    pytest.param(
+        "operator", "POST", "/v1/admin/agents/{agent}/forced-update", {}, id="forced_update"
+    ),
+    pytest.param(
+        "operator",
+        "PUT",
+        "/v1/admin/agents/{agent}/hold",
+        {"until": "2026-12-02T08:00:00Z"},
+        id="operator_hold",
+    ),
+    pytest.param(
+        "panel", "PUT", "/v1/agents/{agent}/hold", {"until": "2026-12-02T08:00:00Z"}, id="hold"
+    ),
+    pytest.param(
+        "operator", "PUT", "/v1/admin/agents/{agent}/pin", {"version": "1.5.0"}, id="agent_pin"
+    ),
+    pytest.param("operator", "PUT", "/v1/admin/orgs/{org}/pin", {"version": "1.5.0"}, id="org_pin"),
+]
+
+# Every table these requests write; a refused one leaves each as it was.
+WATCHED = (
+    "platform_brake",
+    "release_halts",
+    "releases",
+    "holds",
+    "pins",
+    "runs",
+    "tokens",
+    "events",
+)
+
+
+def _snapshot(pool: Pool) -> dict[str, list[str]]:
+    with pool.connection() as conn:
+        return {
+            table: sorted(
+                str(row["r"])
+                for row in conn.execute(f"SELECT row_to_json(t)::text AS r FROM {table} t")  # noqa: S608
+            )
+            for table in WATCHED
+        }
+
+
+@pytest.mark.parametrize(
+    ("character", "named"),
+    [
+        pytest.param("\u202e", "the bidirectional control U+202E", id="right_to_left_override"),
+        pytest.param("\u2067", "the bidirectional control U+2067", id="right_to_left_isolate"),
+        pytest.param("\x1b", "the control character U+001B", id="escape"),
+    ],
+)
+@pytest.mark.parametrize(("audience", "method", "path", "body"), REASONS)
+def test_a_reason_a_person_types_with_a_control_is_a_422_naming_the_field_and_character(
+    api: Api,
+    pool: Pool,
+    clock: ManualClock,
+    operator_key: str,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+    audience: str,
+    method: str,
+    path: str,
+    body: dict[str, Any],
+    character: str,
+    named: str,
+) -> None:
+    del published
+    org = make_org()
+    agent = make_agent(org)
+    clock.set(datetime(2026, 11, 30, 2, 1, tzinfo=UTC))
+    with pool.connection() as conn:
+        release = conn.execute("SELECT id FROM releases").fetchone()
+    assert release is not None
+    url = path.format(release=release["id"], agent=agent.agent_id, org=org.org_id)
+    key = {"operator": operator_key, "panel": org.panel_key}[audience]
+    before = _snapshot(pool)
+    with api.client(key) as client:
+        response = client.request(
+            method, url, json={**body, "reason": f"disk full{character} on the canaries"}
+        )
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail["field"] == "reason"
+    assert detail["message"].startswith("reason: ")
+    assert named in detail["message"], detail["message"]
+    assert _snapshot(pool) == before
+
+
+def test_a_run_error_an_agent_sends_with_bidi_controls_is_kept_inert(
+    api: Api,
+    pool: Pool,
+    clock: ManualClock,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    del published
+    org = make_org()
+    agent = make_agent(org)
+    clock.set(datetime(2026, 11, 30, 2, 1, tzinfo=UTC))
+    with api.client(agent.agent_key) as client:
+        claimed = client.post("/v1/agent/claims", json={"slot_key": SLOT, "from_version": "1.4.1"})
+        assert claimed.status_code == 201, claimed.text
+        run_id = claimed.json()["run_id"]
+        reported = client.patch(
+            f"/v1/agent/runs/{run_id}",
+            json={"status": "failed", "error": "health check: Mallory\u202e\u2066 said no"},
+        )
+    assert reported.status_code == 200, reported.text
+    inert = "health check: Mallory\\u202e\\u2066 said no"
+    with pool.connection() as conn:
+        run = conn.execute("SELECT error FROM runs WHERE id = %s", [run_id]).fetchone()
+    assert run is not None and run["error"] == inert
+    with api.client(org.panel_key) as panel:
+        page = panel.get(f"/v1/agents/{agent.agent_id}").json()
+    assert page["latest_runs"][0]["error"] == inert
