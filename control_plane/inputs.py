@@ -16,7 +16,7 @@ from __future__ import annotations
 from control_plane.errors import InvalidInput
 from ground.contract.plain_text import first_bidi_control, first_control_character
 
-__all__ = ["first_bidi_control", "plain_name", "plain_text", "required_text", "stored_text"]
+__all__ = ["plain_name", "plain_text", "required_text", "stored_text"]
 
 
 def stored_text(field: str, value: object, limit: int) -> str | None:

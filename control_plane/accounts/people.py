@@ -58,9 +58,9 @@ from control_plane.accounts.sessions import (
 )
 from control_plane.errors import Conflict, InvalidInput
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import first_bidi_control, plain_name, stored_text
+from control_plane.inputs import plain_name, stored_text
 from control_plane.types import Connection, Pool
-from ground.contract.plain_text import first_control_character
+from ground.contract.plain_text import first_bidi_control, first_control_character
 
 __all__ = [
     "FAILURES_FORGOTTEN_AFTER",

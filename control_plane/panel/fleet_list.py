@@ -43,7 +43,7 @@ from control_plane.panel.schedule_editor import EditorState, check_rows
 from control_plane.panel.wording import ONLINE_WITHIN
 from control_plane.pins.holds import MAX_HOLD, MAX_HOLD_REASON_LENGTH
 from control_plane.registry import Services
-from ground.contract.plain_text import first_control_character, shown
+from ground.contract.plain_text import first_bidi_control, first_control_character, shown
 
 __all__ = [
     "BULK_ACTIONS",
@@ -368,7 +368,8 @@ def reason_problem(lang: Language, typed: str) -> str | None:
             length=lang.number(len(reason)),
             count=limit,
         )
-    control = first_control_character(reason)
+    # A bidirectional control is one too: it would show the rest of the line in another order.
+    control = first_control_character(reason) or first_bidi_control(reason)
     if control is not None:
         return lang.gettext(
             "Reason: “%(value)s” contains a control character (%(code)s). Say why the updates"

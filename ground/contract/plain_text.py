@@ -86,8 +86,12 @@ def inert(text: str, limit: int | None = None) -> str:
 
 
 def shown(text: str) -> str:
-    """`text` to quote back to a reader: each control character as U+FFFD, seen, not obeyed."""
-    return "".join("\ufffd" if _is_control(character) else character for character in text)
+    """`text` to quote back to a reader: each control character and bidirectional control as
+    U+FFFD, seen, not obeyed."""
+    return "".join(
+        "\ufffd" if _is_control(character) or character in BIDI_CONTROLS else character
+        for character in text
+    )
 
 
 def clipped(text: str, limit: int) -> str:

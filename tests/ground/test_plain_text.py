@@ -57,6 +57,12 @@ def test_shown_replaces_each_control_character_and_keeps_the_rest() -> None:
     assert shown("a\x1b[2Jb\x9bc\x00d\u00e9") == "a\ufffd[2Jb\ufffdc\ufffdd\u00e9"
 
 
+def test_shown_replaces_each_bidirectional_control_too() -> None:
+    assert shown("Mallory\u202e gpj.exe \u2067x\u2069 \u200f") == (
+        "Mallory\ufffd gpj.exe \ufffdx\ufffd \u200f"  # a mark (U+200F) is no control
+    )
+
+
 def test_clipped_keeps_text_within_the_limit_and_cuts_a_longer_one_with_an_ellipsis() -> None:
     assert clipped("", 3) == ""
     assert clipped("abc", 3) == "abc"

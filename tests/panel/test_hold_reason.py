@@ -51,6 +51,12 @@ HOSTILE = [
         id="terminal_escape",
     ),
     pytest.param(
+        "Mallory\u202eaudit week",
+        "Reason: “Mallory\ufffdaudit week” contains a control character (U+202E). Say why the"
+        " updates are held, in plain text of at most 500 characters.",
+        id="right_to_left_override",
+    ),
+    pytest.param(
         "audit\nweek",
         "Reason: “audit\ufffdweek” contains a control character (U+000A). Say why the updates"
         " are held, in plain text of at most 500 characters.",
