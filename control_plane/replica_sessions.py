@@ -2,10 +2,11 @@
 
 Every session a `nachtwacht control serve` worker opens (its pools and its change feed) carries
 the `application_name` `nachtwacht serve <replica identity>`; its reconcile lock's session
-carries `nachtwacht reconcile <replica identity>` (`control_plane.reconcile.leader`). The name
-is set by the replica itself and replaces one the database URL gives. `after-restore` looks for
-these sessions in `pg_stat_activity` before it revokes anything: a replica connected to the
-database it is about to reset is serving agents from it, so the database is live, not restored.
+carries `nachtwacht reconcile <replica identity>` (taken by `control_plane.reconcile.leader`).
+The name is set by the replica itself and replaces one the database URL gives. `after-restore`
+looks for these sessions in `pg_stat_activity` before it revokes anything: a replica connected to
+the database it is about to reset is serving agents from it, so the database is live, not
+restored.
 
 A session takes its name only once the database fence has admitted its server
 (`control_plane.database_fence`): a replica left running across a restore, fenced from the
@@ -23,7 +24,13 @@ import psycopg
 
 from control_plane.types import Connection
 
-__all__ = ["ConnectedReplicas", "connected_replicas", "name_session", "replica_session_name"]
+__all__ = [
+    "ConnectedReplicas",
+    "connected_replicas",
+    "name_session",
+    "reconcile_session_name",
+    "replica_session_name",
+]
 
 # PostgreSQL keeps the first 63 bytes of an application_name.
 _APPLICATION_NAME_BYTES = 63
@@ -31,10 +38,18 @@ SERVE_SESSION_PREFIX = "nachtwacht serve "
 RECONCILE_SESSION_PREFIX = "nachtwacht reconcile "
 
 
+def _session_name(prefix: str, identity: str) -> str:
+    return (prefix + identity).encode()[:_APPLICATION_NAME_BYTES].decode(errors="ignore")
+
+
 def replica_session_name(identity: str) -> str:
     """The `application_name` of a serving replica's sessions."""
-    name = SERVE_SESSION_PREFIX + identity
-    return name.encode()[:_APPLICATION_NAME_BYTES].decode(errors="ignore")
+    return _session_name(SERVE_SESSION_PREFIX, identity)
+
+
+def reconcile_session_name(identity: str) -> str:
+    """The `application_name` of the session that holds (or asks for) the reconcile lock."""
+    return _session_name(RECONCILE_SESSION_PREFIX, identity)
 
 
 # `application_name` is shown to every role; `client_addr` only for the role's own sessions (or

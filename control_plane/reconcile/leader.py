@@ -19,14 +19,12 @@ from dataclasses import dataclass
 import psycopg
 
 from control_plane.database_fence import fenced_connect
+from control_plane.replica_sessions import reconcile_session_name
 
 __all__ = ["RECONCILE_LOCK_KEY", "LeaderLock", "LockHolder"]
 
 # An arbitrary 64-bit key that names "the reconcile worker" in pg_locks.
 RECONCILE_LOCK_KEY = 0x6E61_6368_7477_6163
-
-# PostgreSQL keeps the first 63 bytes of an application_name.
-APPLICATION_NAME_BYTES = 63
 
 # The session holding a session-level advisory lock on a bigint key: PostgreSQL splits the key
 # into classid (high 32 bits) and objid (low 32 bits).
@@ -53,19 +51,13 @@ class LockHolder:
         return f"database session {self.pid} ({name})"
 
 
-def lock_application_name(identity: str) -> str:
-    """How the lock's session names itself in pg_stat_activity: the replica's identity."""
-    name = f"nachtwacht reconcile {identity}"
-    return name.encode()[:APPLICATION_NAME_BYTES].decode(errors="ignore")
-
-
 class LeaderLock:
     def __init__(
         self, database_url: str, *, key: int = RECONCILE_LOCK_KEY, identity: str | None = None
     ) -> None:
         self._database_url = database_url
         self._key = key
-        self._application_name = lock_application_name(identity or "replica")
+        self._application_name = reconcile_session_name(identity or "replica")
         self._conn: psycopg.Connection[tuple[object, ...]] | None = None
         # Who held the lock at the last refused try; None while this replica holds it, or
         # when the holder could not be read.
