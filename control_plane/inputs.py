@@ -51,12 +51,13 @@ def plain_text(field: str, value: object, limit: int) -> str | None:
 def required_text(field: str, value: object, limit: int, *, required_to: str) -> str:
     """`plain_text` that must say something: missing or blank, it is refused as required to do
     what `required_to` says (a reason kept on the trail, shown to the people it stops)."""
-    text = plain_text(field, value, limit)
+    text = stored_text(field, value, limit)
     if text is None:  # JSON's null or left out: no value to quote (Python's `None` means nothing)
         message = f"{field}: missing; it is required to {required_to}"
         raise InvalidInput(field, value, "is required", message=message)
-    if not text.strip():
+    if not text.strip():  # before the plain-text check: a tab or a newline alone says nothing
         raise InvalidInput(field, value, f"is required to {required_to}")
+    _refuse_unplain(field, text, "the text after it")
     return text
 
 
