@@ -9,6 +9,7 @@ holding an executable `install.sh` beside the wheels; it is checked for that ins
 from __future__ import annotations
 
 import hashlib
+import stat
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ def describe_artifact(path: Path, *, product: str = "agent") -> ArtifactFacts:
     digest = hashlib.sha256()
     length = 0
     try:
+        _check_regular_file(path)
         with path.open("rb") as stream:
             while chunk := stream.read(1024 * 1024):
                 digest.update(chunk)
@@ -72,3 +74,22 @@ def describe_artifact(path: Path, *, product: str = "agent") -> ArtifactFacts:
         raise ArtifactError(f"{path}: {entry.path} is not executable (mode {entry.member.mode:o})")
     unpacked = sum(e.size for e in entries)
     return ArtifactFacts(length=length, sha256=digest.hexdigest(), unpacked_size=unpacked)
+
+
+def _check_regular_file(path: Path) -> None:
+    """A build is a file: a device (`/dev/zero`) would be hashed for ever and a named pipe with no
+    writer would never open, so neither is opened."""
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode):
+        kind = (
+            "a directory"
+            if stat.S_ISDIR(mode)
+            else "a named pipe"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket"
+        )
+        raise ArtifactError(
+            f"{path}: is not a regular file but {kind} (expected the build's .tar.gz)"
+        )

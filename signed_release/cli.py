@@ -45,9 +45,15 @@ from signed_release.cli_support import (
 from signed_release.delta_release import find_bases, make_patches
 from signed_release.errors import InvalidField, ReleaseError
 from signed_release.keys import generate_key_files, load_private_key, load_public_keys
-from signed_release.manifest import PRODUCTS, Manifest, format_instant, parse_manifest
+from signed_release.manifest import (
+    MAX_MANIFEST_BYTES,
+    PRODUCTS,
+    Manifest,
+    format_instant,
+    parse_manifest,
+)
 from signed_release.root_cli import ROOT_COMMANDS, add_root_commands, run_root_command
-from signed_release.signature import check_signature, sign_manifest
+from signed_release.signature import MAX_SIGNATURE_FILE_BYTES, check_signature, sign_manifest
 
 __all__ = ["ExtraCommand", "main", "parse_duration", "version_argument"]
 
@@ -209,11 +215,8 @@ def _named(manifest: Manifest) -> str:
 
 def _verify(args: argparse.Namespace) -> int:
     trusted = load_public_keys(args.public_key)
-    try:
-        manifest_bytes = args.manifest.read_bytes()
-        signature_bytes = args.signature.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{exc.filename}: cannot be read ({exc.strerror})") from exc
+    manifest_bytes = _read_within(args.manifest, MAX_MANIFEST_BYTES, "manifest")
+    signature_bytes = _read_within(args.signature, MAX_SIGNATURE_FILE_BYTES, "signature file")
     signer = check_signature(manifest_bytes, signature_bytes, trusted)
     manifest = parse_manifest(manifest_bytes)
     if args.artifact is not None:
@@ -230,6 +233,18 @@ def _verify(args: argparse.Namespace) -> int:
         + (", artifact matches" if args.artifact is not None else "")
     )
     return 0
+
+
+def _read_within(path: Path, limit: int, what: str) -> bytes:
+    """The file's bytes, read no further than `limit`: a device given by mistake has no end."""
+    try:
+        with path.open("rb") as opened:
+            data = opened.read(limit + 1)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    if len(data) > limit:
+        raise UsageError(f"{path}: is larger than any {what} (at most {limit} bytes)")
+    return data
 
 
 def _clock() -> Clock:

@@ -16,10 +16,10 @@ from signed_release.errors import BadSignature, MalformedSignature, ManifestErro
 from signed_release.keys import key_id
 from signed_release.manifest import strict_json_object
 
-__all__ = ["check_signature", "sign_manifest", "signature_key_id"]
+__all__ = ["MAX_SIGNATURE_FILE_BYTES", "check_signature", "sign_manifest", "signature_key_id"]
 
 _KEY_ID = re.compile(r"[0-9a-f]{64}")
-_MAX_SIGNATURE_FILE_BYTES = 4096
+MAX_SIGNATURE_FILE_BYTES = 4096
 
 
 def sign_manifest(manifest_bytes: bytes, private_key: Ed25519PrivateKey) -> bytes:
@@ -34,7 +34,7 @@ def sign_manifest(manifest_bytes: bytes, private_key: Ed25519PrivateKey) -> byte
 def _parse_signature_file(signature_bytes: bytes) -> tuple[str, bytes]:
     try:
         document = strict_json_object(
-            signature_bytes, what="signature file", limit=_MAX_SIGNATURE_FILE_BYTES
+            signature_bytes, what="signature file", limit=MAX_SIGNATURE_FILE_BYTES
         )
     except ManifestError as exc:
         raise MalformedSignature(str(exc)) from exc

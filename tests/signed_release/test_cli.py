@@ -168,3 +168,71 @@ def test_an_unknown_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture[st
     err = capsys.readouterr().err
     assert "invalid choice: 'publish'" in err
     assert err.startswith("nachtwacht release: "), err
+
+
+def _run_bounded(*args: str) -> subprocess.CompletedProcess[str]:
+    # A command that reads a device to its end never returns: the timeout turns that into a
+    # failure of this test instead of a hung run.
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "nachtwacht.cli", "release", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=False,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("which", ["manifest", "signature"])
+def test_verify_reads_a_manifest_or_signature_within_its_bound(tmp_path: Path, which: str) -> None:
+    # A device (or a file far larger than any manifest) given by mistake is not read into
+    # memory until the kernel kills the tool.
+    assert sign_default(tmp_path, "out") == 0
+    files = {
+        "manifest": str(tmp_path / "out/manifest.json"),
+        "signature": str(tmp_path / "out/manifest.sig"),
+    }
+    files[which] = "/dev/zero"
+    result = _run_bounded(
+        "verify", "--public-key", str(tmp_path / "keys/release.pub"),
+        files["manifest"], files["signature"],
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("nachtwacht release verify: "), result.stderr
+    assert "/dev/zero" in result.stderr and "at most" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "directory"])
+def test_an_artifact_that_is_not_a_regular_file_is_refused_at_once(
+    tmp_path: Path, kind: str
+) -> None:
+    # `sign` and `verify --artifact` hash the whole artifact: a device never ends and a named
+    # pipe with no writer never opens. Both are refused before they are opened.
+    assert sign_default(tmp_path, "out") == 0
+    if kind == "device":
+        artifact = "/dev/zero"
+    elif kind == "fifo":
+        artifact = str(tmp_path / "pipe")
+        os.mkfifo(artifact)
+    else:
+        artifact = str(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    signed = _run_bounded(
+        "sign", "--key", str(tmp_path / "keys/release.key"), "--version", "1.5.0",
+        "--platform", "linux-x86_64", "--out", str(tmp_path / "again"), artifact,
+    )  # fmt: skip
+    verified = _run_bounded(
+        "verify", "--public-key", str(tmp_path / "keys/release.pub"), "--artifact", artifact,
+        str(tmp_path / "out/manifest.json"), str(tmp_path / "out/manifest.sig"),
+    )  # fmt: skip
+    for result, command in ((signed, "sign"), (verified, "verify")):
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith(f"nachtwacht release {command}: {artifact}: is not a "), (
+            result.stderr
+        )
+        assert "expected the build's .tar.gz" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
