@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ground.clock import Clock, clock_from_env
 from signed_release.artifact import describe_artifact
+from signed_release.atomic_files import write_new_file
 from signed_release.cli_support import (
     CommandParser,
     ExtraCommand,
@@ -132,6 +133,8 @@ def _keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+_RELEASE_FILES = ("manifest.json", "manifest.sig")
+
 # The manifest's fields `sign` fills from a flag, by the flag's name.
 _SIGN_FLAGS = {
     "manifest_version": "--manifest-version",
@@ -144,6 +147,7 @@ _SIGN_FLAGS = {
 
 def _sign(args: argparse.Namespace, clock: Clock) -> int:
     lifetime = parse_duration(args.expires_in)
+    _check_out(args.out)
     private_key = load_private_key(args.key)
     facts = describe_artifact(args.artifact, product=args.product)
     now = clock.now()
@@ -183,9 +187,7 @@ def _sign(args: argparse.Namespace, clock: Clock) -> int:
         raise InvalidField(flag, str(exc).removeprefix(f"{exc.field}: ")) from exc
     manifest_bytes = manifest.to_bytes()
     signature_bytes = sign_manifest(manifest_bytes, private_key)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "manifest.json").write_bytes(manifest_bytes)
-    (args.out / "manifest.sig").write_bytes(signature_bytes)
+    _write_release(args.out, manifest_bytes, signature_bytes)
     print(
         f"signed {_named(manifest)} for {manifest.channel}/{manifest.platform}: "
         f"manifest_version {manifest.manifest_version}, {facts.length} bytes, "
@@ -207,6 +209,32 @@ def _sign(args: argparse.Namespace, clock: Clock) -> int:
             f"{manifest.platform} --to {manifest.agent_version} --reason …`"
         )
     return 0
+
+
+def _check_out(out: Path) -> None:
+    """Refused before any work: `--out` is not a folder, or holds a release signed before."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(
+            f"--out: {out} is not a folder (expected a folder for manifest.json and manifest.sig)"
+        )
+    for name in _RELEASE_FILES:
+        if (out / name).exists():
+            raise UsageError(
+                f"--out: {out / name} already exists (refusing to replace it: sign into a new "
+                "folder)"
+            )
+
+
+def _write_release(out: Path, manifest_bytes: bytes, signature_bytes: bytes) -> None:
+    """Each file whole or not at all, and never over one that is there."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in zip(_RELEASE_FILES, (manifest_bytes, signature_bytes), strict=True):
+        try:
+            write_new_file(out / name, data, mode=0o644)
+        except FileExistsError as exc:
+            raise UsageError(
+                f"--out: {out / name} already exists (refusing to replace it)"
+            ) from exc
 
 
 def _named(manifest: Manifest) -> str:

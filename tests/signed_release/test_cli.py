@@ -236,3 +236,31 @@ def test_an_artifact_that_is_not_a_regular_file_is_refused_at_once(
         assert "expected the build's .tar.gz" in result.stderr, result.stderr
         assert "Traceback" not in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_signing_never_replaces_a_release_already_in_the_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A second signing into the same --out (another version, a slip of the shell's history) would
+    # silently replace the first release's manifest and signature.
+    assert sign_default(tmp_path, "out") == 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    capsys.readouterr()
+    assert sign_default(tmp_path, "out", "--manifest-version", "7") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nachtwacht release sign: --out: "), err
+    assert "manifest.json already exists (refusing to replace it" in err, err
+    assert len(err.splitlines()) == 1, err
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
+
+
+def test_signing_into_a_file_is_refused_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert sign_default(tmp_path, "out") == 0
+    capsys.readouterr()
+    assert sign_default(tmp_path, "a.tar.gz") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nachtwacht release sign: --out: "), err
+    assert "is not a folder" in err, err
+    assert len(err.splitlines()) == 1, err
