@@ -46,6 +46,10 @@ def key_id(public_key: Ed25519PublicKey) -> str:
 def generate_key_files(directory: Path, name: str = RELEASE_KEY) -> tuple[Path, Path, str]:
     """Write a new key pair `name.key` and `name.pub` into `directory`; returns (private path,
     public path, key id)."""
+    if directory.exists() and not directory.is_dir():
+        raise KeyFileError(
+            f"{directory}: is not a folder (expected a folder for {name}.key and {name}.pub)"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     private_path = directory / f"{name}.key"
     public_path = directory / f"{name}.pub"

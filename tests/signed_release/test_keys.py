@@ -46,6 +46,16 @@ def test_keygen_never_replaces_an_existing_key(tmp_path: Path) -> None:
     assert private_path.read_bytes() == before
 
 
+def test_keygen_into_a_file_is_refused_naming_it(tmp_path: Path) -> None:
+    # `--out` given a file (the build, say) said only "File exists".
+    taken = tmp_path / "agent.tar.gz"
+    taken.write_bytes(b"a build")
+    with pytest.raises(KeyFileError, match=r"agent\.tar\.gz: is not a folder \(expected a folder"):
+        generate_key_files(taken)
+    assert taken.read_bytes() == b"a build"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.tar.gz"]
+
+
 def test_a_private_key_readable_by_others_is_refused(tmp_path: Path) -> None:
     private_path, _, _ = generate_key_files(tmp_path)
     os.chmod(private_path, 0o644)
