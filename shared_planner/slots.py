@@ -288,7 +288,8 @@ def due_slot(
         first = max(first, _floor_seconds(require_aware(last_consumed, field="last_consumed")) + 1)
     if first > last:
         return None
-    best = -1
+    # Every candidate is at or after `first`, which may be below zero (an instant before 1970).
+    best = first - 1
     labels: list[tuple[int, int]] = []
     for at, ordinal, index in _candidates(indices, zone, first, last):
         if at > best:

@@ -37,8 +37,12 @@ schedules = (
     st.lists(st.sampled_from(GRID), min_size=1, max_size=12, unique=True)
     | st.lists(st.sampled_from(GRID[::6]), min_size=8, max_size=48, unique=True)
 ).map(lambda walls: [f"{w:%H:%M}" for w in walls])
+# Mostly the decades agents live in, and now and then any year the planner takes: instants before
+# 1970 are negative Unix seconds, and before the 1970s many zones' offsets had seconds in them.
 instants = st.datetimes(
     min_value=datetime(1995, 1, 1), max_value=datetime(2037, 12, 31), timezones=st.just(UTC)
+) | st.datetimes(
+    min_value=datetime(1901, 1, 3), max_value=datetime(8998, 12, 29), timezones=st.just(UTC)
 )
 # Transitions where dates, gaps and repeats are at their strangest, so random search visits them.
 TRANSITIONS = [
@@ -50,6 +54,10 @@ TRANSITIONS = [
     ("Antarctica/Casey", datetime(2010, 3, 4, 15, tzinfo=UTC)),
     ("Pacific/Apia", datetime(2011, 12, 30, 10, tzinfo=UTC)),
     ("Europe/Dublin", datetime(2027, 3, 28, 1, tzinfo=UTC)),
+    # Offsets with seconds: Amsterdam at +00:19:32 until 1937, Monrovia at -00:44:30 until 1972.
+    ("Europe/Amsterdam", datetime(1937, 6, 30, 22, tzinfo=UTC)),
+    ("Africa/Monrovia", datetime(1972, 1, 7, 0, 44, 30, tzinfo=UTC)),
+    ("Europe/Amsterdam", datetime(1901, 6, 1, 2, 40, 28, tzinfo=UTC)),
 ]
 zones_and_instants = st.tuples(zones, instants) | st.tuples(
     st.sampled_from(TRANSITIONS), st.integers(-36 * 60, 36 * 60)

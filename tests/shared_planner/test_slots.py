@@ -17,6 +17,7 @@ from shared_planner import (
     latest_closed_slot,
     next_slot,
     slots_between,
+    slots_on_day,
 )
 
 AMS = "Europe/Amsterdam"
@@ -242,3 +243,14 @@ def test_a_slot_is_at_or_before_the_latest_closed_slot_exactly_when_its_window_h
     for until in (closes - timedelta(microseconds=1), closes, closes + timedelta(minutes=1)):
         assert (slot.at <= latest_closed_slot(until, catch_up)) == (closes <= until)
     assert slot.at > latest_closed_slot(closes - timedelta(microseconds=1), catch_up)
+
+
+def test_a_slot_before_1970_is_due_like_any_other() -> None:
+    # Before 1970 an instant is a negative number of Unix seconds; Amsterdam's clocks then ran
+    # 19 min 32 s ahead of UTC, so 03:00 was 02:40:28Z.
+    (slot,) = slots_on_day(["03:00"], date(1901, 6, 1), tz="Europe/Amsterdam")
+    assert slot.at == datetime(1901, 6, 1, 2, 40, 28, tzinfo=UTC)
+    now = datetime(1901, 6, 1, 2, 45, tzinfo=UTC)
+    assert due_slot(["03:00"], now=now, tz="Europe/Amsterdam") == slot
+    assert due_slot(["03:00"], now=slot.at - timedelta(seconds=1), tz="Europe/Amsterdam") is None
+    assert due_slot(["00:00"], now=datetime(1969, 12, 31, 0, 1, tzinfo=UTC), tz="UTC") is not None
