@@ -91,6 +91,7 @@ from control_plane.forecast.text import render_forecast, render_outlook
 from control_plane.releases.services import ReleaseService
 from control_plane.startup import opened_database
 from ground.clock import ClockConfigError, clock_from_env
+from signed_release.bounded_read import read_at_most
 from signed_release.errors import ReleaseError
 from signed_release.manifest import MAX_MANIFEST_BYTES, parse_manifest
 from signed_release.patch_offer import patch_file_name
@@ -413,8 +414,7 @@ def _read_file(field_name: str, path: str, limit: int, what: str) -> bytes:
     """The file's bytes, read no further than `limit` (a wrong file can be a disk image, or a
     device that never ends): one larger is refused as `what` says it cannot be."""
     try:
-        with Path(path).open("rb") as opened:
-            data = opened.read(limit + 1)
+        data = read_at_most(Path(path), limit)
     except OSError as exc:
         raise ConfigurationError(f"{field_name}: cannot read {path!r} ({exc.strerror})") from exc
     if len(data) > limit:

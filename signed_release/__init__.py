@@ -19,4 +19,5 @@ not load the cryptography it needs only when an update runs.
                     root-show`: trust roots made and signed offline
     cli_support     what the commands share: the usage error, durations, `ExtraCommand`
     atomic_files    `write_new_file`, `replace_file`: files written whole or not at all
+    bounded_read    `read_at_most`: a file named on a command line, never read to a device's end
 """

@@ -35,6 +35,7 @@ from pathlib import Path
 from ground.clock import Clock, clock_from_env
 from signed_release.artifact import describe_artifact
 from signed_release.atomic_files import write_new_file
+from signed_release.bounded_read import read_at_most
 from signed_release.cli_support import (
     CommandParser,
     ExtraCommand,
@@ -266,8 +267,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _read_within(path: Path, limit: int, what: str) -> bytes:
     """The file's bytes, read no further than `limit`: a device given by mistake has no end."""
     try:
-        with path.open("rb") as opened:
-            data = opened.read(limit + 1)
+        data = read_at_most(path, limit)
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
     if len(data) > limit:

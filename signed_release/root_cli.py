@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ground.clock import Clock
 from signed_release.atomic_files import replace_file, write_new_file
+from signed_release.bounded_read import read_at_most
 from signed_release.cli_support import CommandParser, Subcommands, UsageError, parse_duration
 from signed_release.errors import TrustRootError, TrustRootMalformed
 from signed_release.keys import ROOT_KEY, generate_key_files, key_id, load_private_key
@@ -395,8 +396,7 @@ def _write_out(path: Path, data: bytes) -> TrustRoot:
 
 def _read_root_file(path: Path, flag: str) -> TrustRoot:
     try:
-        with path.open("rb") as file:
-            data = file.read(MAX_ROOT_BYTES + 1)
+        data = read_at_most(path, MAX_ROOT_BYTES)
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot be read ({exc.strerror or exc})") from exc
     try:

@@ -25,6 +25,8 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         text=True,
         env=environment,
         check=False,
+        # A command that reads a device to its end never returns: this turns it into a failure.
+        timeout=120,
     )
 
 
@@ -170,20 +172,6 @@ def test_an_unknown_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture[st
     assert err.startswith("nachtwacht release: "), err
 
 
-def _run_bounded(*args: str) -> subprocess.CompletedProcess[str]:
-    # A command that reads a device to its end never returns: the timeout turns that into a
-    # failure of this test instead of a hung run.
-    environment = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "nachtwacht.cli", "release", *args],
-        capture_output=True,
-        text=True,
-        env=environment,
-        check=False,
-        timeout=60,
-    )
-
-
 @pytest.mark.parametrize("which", ["manifest", "signature"])
 def test_verify_reads_a_manifest_or_signature_within_its_bound(tmp_path: Path, which: str) -> None:
     # A device (or a file far larger than any manifest) given by mistake is not read into
@@ -194,7 +182,7 @@ def test_verify_reads_a_manifest_or_signature_within_its_bound(tmp_path: Path, w
         "signature": str(tmp_path / "out/manifest.sig"),
     }
     files[which] = "/dev/zero"
-    result = _run_bounded(
+    result = run_cli(
         "verify", "--public-key", str(tmp_path / "keys/release.pub"),
         files["manifest"], files["signature"],
     )  # fmt: skip
@@ -220,11 +208,11 @@ def test_an_artifact_that_is_not_a_regular_file_is_refused_at_once(
     else:
         artifact = str(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
-    signed = _run_bounded(
+    signed = run_cli(
         "sign", "--key", str(tmp_path / "keys/release.key"), "--version", "1.5.0",
         "--platform", "linux-x86_64", "--out", str(tmp_path / "again"), artifact,
     )  # fmt: skip
-    verified = _run_bounded(
+    verified = run_cli(
         "verify", "--public-key", str(tmp_path / "keys/release.pub"), "--artifact", artifact,
         str(tmp_path / "out/manifest.json"), str(tmp_path / "out/manifest.sig"),
     )  # fmt: skip
