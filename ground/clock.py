@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from ground.instants import InstantError, parse_instant
+from ground.limits import FIRST_YEAR, LAST_YEAR
 
 __all__ = [
     "FAKE_CLOCK_ENV",
@@ -100,6 +101,12 @@ class FakeClock:
     def __post_init__(self) -> None:
         if self.start.tzinfo is None:
             raise ClockConfigError(f"start: {self.start.isoformat()!r} has no time zone (use ...Z)")
+        if not FIRST_YEAR < self.start.astimezone(UTC).year < LAST_YEAR:
+            # A year inside the planner's on each side: a local date there is still one it plans.
+            raise ClockConfigError(
+                f"start: {self.start.isoformat()!r} is out of range (expected an instant in the "
+                f"years {FIRST_YEAR + 1} to {LAST_YEAR - 1})"
+            )
         if (self.anchor is None) == (self.begins is None):
             raise ClockConfigError(
                 f"anchor: {self.anchor!r}, begins: {self.begins!r} — expected exactly one of them"

@@ -17,7 +17,9 @@ __all__ = [
     "DEFAULT_PLATFORM",
     "DEFAULT_TIMES",
     "DEFAULT_TIMEZONE",
+    "FIRST_YEAR",
     "GRID_MINUTES",
+    "LAST_YEAR",
     "MAX_CAP",
     "MAX_CATCH_UP_MINUTES",
     "MAX_HOST_CLOCK_OFFSET_SECONDS",
@@ -49,6 +51,10 @@ DEFAULT_TIMES = ("03:00",)
 # The platform's one zone, a setting: schedules are wall-clock times there, never UTC, so a
 # slot the panel shows as 03:00 does not move by an hour in summer.
 DEFAULT_TIMEZONE = "Europe/Amsterdam"
+
+# The years the planner answers for, and so any clock the programs run on. Beyond them the walk
+# over neighbouring dates would leave the calendar Python's datetime can hold.
+FIRST_YEAR, LAST_YEAR = 1900, 8999
 
 # The catch-up window: a promise about interruption, not completeness. The upper bound keeps a
 # 03:00 update out of the working day whatever an operator sets: two hours, so a 03:00 slot never

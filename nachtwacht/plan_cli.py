@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 
 from ground.clock import clock_from_env
 from ground.instants import InstantError, parse_day_text, parse_written_time
+from ground.limits import FIRST_YEAR, LAST_YEAR
 from shared_planner import (
     DEFAULT_CATCH_UP,
     MAX_CATCH_UP,
@@ -33,7 +34,6 @@ from shared_planner import (
     resolve_wall_time,
     zone_of,
 )
-from shared_planner.wall_clock import FIRST_YEAR, LAST_YEAR
 
 __all__ = ["main", "render_plan"]
 

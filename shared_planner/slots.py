@@ -22,13 +22,11 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from ground.limits import DEFAULT_CATCH_UP_MINUTES, MAX_CATCH_UP_MINUTES
+from ground.limits import DEFAULT_CATCH_UP_MINUTES, FIRST_YEAR, LAST_YEAR, MAX_CATCH_UP_MINUTES
 from shared_planner.errors import InvalidPlanningInput
 from shared_planner.patterns import GRID_MINUTES, MAX_TIMES
 from shared_planner.schedule import grid_index, parse_times
 from shared_planner.wall_clock import (
-    FIRST_YEAR,
-    LAST_YEAR,
     WallTime,
     describe_wall_time,
     local_instant,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from ground.limits import FIRST_YEAR, LAST_YEAR
 from shared_planner.errors import InvalidPlanningInput, InvalidTimeZone
 
 __all__ = [
@@ -43,11 +44,6 @@ def zone_of(tz: str | ZoneInfo, *, field: str = "tz") -> ZoneInfo:
     except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
         # ValueError: a key such as "../etc/passwd"; OSError: an unreadable zone file.
         raise InvalidTimeZone(tz, field=field) from exc
-
-
-# The years the planner answers for. Beyond them the walk over neighbouring dates would leave the
-# calendar datetime can hold; no schedule is planned that far out.
-FIRST_YEAR, LAST_YEAR = 1900, 8999
 
 
 def _check_year(value: date, *, field: str) -> None:

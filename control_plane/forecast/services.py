@@ -27,7 +27,7 @@ from control_plane.rollout.services import (
 from control_plane.settings.services import read_settings
 from control_plane.types import Connection, Pool
 from ground.instants import parse_day_text
-from shared_planner.wall_clock import FIRST_YEAR, LAST_YEAR
+from ground.limits import FIRST_YEAR, LAST_YEAR
 
 __all__ = ["DAY_PATTERN", "ForecastService", "parse_day", "read_scheduled_agents"]
 

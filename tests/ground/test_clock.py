@@ -92,6 +92,18 @@ SETTING = "2026-10-25T00:50:00Z,anchor=1764465000.0,speed=60"
             "without a comma",
             id="begins_relative",
         ),
+        pytest.param(
+            "9999-12-31T23:59:59Z",
+            f"{FAKE_CLOCK_ENV}: start: '9999-12-31T23:59:59+00:00' is out of range "
+            "(expected an instant in the years 1901 to 8998)",
+            id="start_past_the_years_planned",
+        ),
+        pytest.param(
+            "1900-01-01T00:00:00Z",
+            f"{FAKE_CLOCK_ENV}: start: '1900-01-01T00:00:00+00:00' is out of range "
+            "(expected an instant in the years 1901 to 8998)",
+            id="start_before_the_years_planned",
+        ),
     ],
 )
 def test_a_bad_setting_names_the_value_and_what_was_expected(value: str, message: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from control_plane.errors import InvalidInput
 from control_plane.forecast.services import DAY_PATTERN, parse_day
-from shared_planner.wall_clock import FIRST_YEAR, LAST_YEAR
+from ground.limits import FIRST_YEAR, LAST_YEAR
 from tests.control_plane.conftest import Api, Org
 from tests.control_plane.reconcile_fleet import Fleet
 
