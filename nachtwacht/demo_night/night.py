@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from ground.limits import FIRST_YEAR, LAST_YEAR
 from nachtwacht.demo_night.errors import DemoUsageError
 from shared_planner import PlannerError, resolve_wall_time
 
@@ -24,6 +25,9 @@ NIGHT_START = time(2, 50)
 NIGHT_SLOT = time(3, 0)
 NIGHT_END = time(3, 30)
 LEAD_BEFORE_SLOT = timedelta(minutes=10)
+# The demo's releases are signed this long before the night begins (their `issued_at`): the
+# first instant its clock shows.
+SIGNED_BEFORE_NIGHT = timedelta(days=2)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +76,13 @@ def night_of(day: date, timezone: str) -> Night:
         end = resolve_wall_time(day, NIGHT_END, timezone)
     except PlannerError as exc:
         raise DemoUsageError(f"--date: {day.isoformat()!r} cannot be planned ({exc})") from exc
+    first, last = (start - SIGNED_BEFORE_NIGHT).astimezone(UTC), end.astimezone(UTC)
+    if not FIRST_YEAR < first.year <= last.year < LAST_YEAR:
+        # The years every clock runs in (ground.limits).
+        raise DemoUsageError(
+            f"--date: {day.isoformat()!r} is out of range (expected a night in the years "
+            f"{FIRST_YEAR + 1} to {LAST_YEAR - 1}; the demo's clock starts two days before it)"
+        )
     return Night(
         day=day,
         timezone=timezone,

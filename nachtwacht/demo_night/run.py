@@ -29,7 +29,7 @@ from control_plane.settings.services import SettingsService
 from ground.clock import FAKE_CLOCK_ENV, FakeClock
 from nachtwacht.demo_night.errors import DemoFailed
 from nachtwacht.demo_night.hosts import RealHost
-from nachtwacht.demo_night.night import Night, night_of
+from nachtwacht.demo_night.night import SIGNED_BEFORE_NIGHT, Night, night_of
 from nachtwacht.demo_night.options import DemoOptions
 from nachtwacht.demo_night.platform import ControlPlane, OrgAccount
 from nachtwacht.demo_night.progress import (
@@ -161,7 +161,7 @@ class _Demo:
 
         keys_dir = self.root / "release-keys"
         public_key = make_release_key(keys_dir)
-        signed_at = night.start - timedelta(days=2)
+        signed_at = night.start - SIGNED_BEFORE_NIGHT
         builds = self.root / "builds"
         old = sign_build(
             version=OLD_VERSION,

@@ -250,6 +250,16 @@ def test_sigterm_during_the_night_stops_everything_it_started() -> None:
             id="date_outside_planner",
         ),
         pytest.param(
+            ["--date", "1901-01-02"],
+            "--date: '1901-01-02' is out of range (expected a night in the years 1901 to 8998",
+            id="date_clock_before_the_years",
+        ),
+        pytest.param(
+            ["--date", "8999-06-01"],
+            "--date: '8999-06-01' is out of range (expected a night in the years 1901 to 8998;",
+            id="date_past_the_years",
+        ),
+        pytest.param(
             ["--process-limit", "-1"],
             "--process-limit: '-1' is not a whole number",
             id="limit_negative",
