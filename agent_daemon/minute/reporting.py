@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from agent_daemon.connection.control_plane_client import ControlPlaneClient, Delivery
 from agent_daemon.connection.outbox import FlushResult, Outbox, Report
-from agent_daemon.errors import ControlPlaneUnreachable, DaemonStateError
+from agent_daemon.errors import ControlPlaneUnreachable
 from agent_daemon.host.event_log import EventLog
 from agent_daemon.minute.unreachable_slots import UNREACHABLE_CONTRACT
 from agent_daemon.updater.update_records import UpdateOutcome
@@ -145,7 +145,7 @@ class ReportSender:
 
     def _put(self, report: Report) -> None:
         try:
-            self._outbox.put(report)
+            made_room = self._outbox.put(report)
         except OSError as exc:
             self._unsaved.append(report)
             self._log.emit(
@@ -155,6 +155,18 @@ class ReportSender:
                 run_id=report.run_id,
                 error=f"{exc.filename or 'outbox'}: {exc.strerror or exc}",
                 detail="the report is kept in memory and sent directly",
+            )
+            return
+        if made_room is not None:
+            self._log.emit(
+                "outbox.full",
+                level="warning",
+                slot_key=made_room.slot_key,
+                run_id=made_room.run_id,
+                path=made_room.path,
+                detail=f"{self._outbox.max_pending} reports wait to be delivered, the most the "
+                "outbox holds: the oldest that is not an update's outcome (else the oldest "
+                "outcome) was set aside in outbox/rejected/ to make room, never to be sent",
             )
 
     def flush(self) -> None:
@@ -252,8 +264,8 @@ class ReportSender:
 
     def _pending_count(self) -> int:
         try:
-            on_disk = len(self._outbox.pending())
-        except (OSError, DaemonStateError):
+            on_disk = self._outbox.count()
+        except OSError:
             on_disk = 0
         return on_disk + len(self._unsaved)
 
