@@ -366,8 +366,8 @@ def _config_problems(status: AgentStatus) -> list[str]:
     if abs(cached.offset_seconds) >= MAX_SERVER_CLOCK_OFFSET.total_seconds():
         found.append(
             "this host's clock is more than a day off the control plane's (the offset is kept at"
-            " the 24-hour bound): slots are planned on the wrong day (it asks for another day's"
-            " slot, which is refused), and the control plane records each night's as missed"
+            " the 24-hour bound): on it every slot would be another day's, so none is claimed"
+            " until the clock is right, and the control plane records each night's as missed"
             " (host_clock: " + MISS_REASON_WORDS[MissReason.HOST_CLOCK] + ") — set the host's"
             " clock right"
             " (NTP); the daemon's log says clock.disagrees with the offset it measured"
