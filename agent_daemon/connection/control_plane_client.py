@@ -178,8 +178,14 @@ class ControlPlaneClient:
             response = self._bounded_request(method, path, max_bytes, **kwargs)
         except httpx.TimeoutException as exc:
             raise ControlPlaneUnreachable(f"{method} {path}: no answer in time ({exc})") from exc
-        except httpx.TransportError as exc:
+        except (httpx.ConnectError, httpx.ProxyError, httpx.UnsupportedProtocol) as exc:
             raise ControlPlaneUnreachable(f"{method} {path}: cannot connect ({exc})") from exc
+        except httpx.TransportError as exc:
+            # Connected, and then the connection ended (a proxy or a load balancer closing it, a
+            # server that died): the answer, or part of it, never came. Not DNS, not a firewall.
+            raise ControlPlaneUnreachable(
+                f"{method} {path}: the connection broke off before the whole answer came ({exc})"
+            ) from exc
         server_time = wire.server_time(response.headers.get(SERVER_TIME_HEADER))
         if server_time is not None and response.status_code < HTTPStatus.BAD_REQUEST:
             self._server_clock.learn(server_time, local_time=self._server_clock.host_now())
