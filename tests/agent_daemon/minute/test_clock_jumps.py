@@ -5,15 +5,21 @@ night nothing more than that minute. Real files, the in-memory control plane."""
 
 from __future__ import annotations
 
+import io
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from agent_daemon.connection.wire import parse_config
+from agent_daemon.host.activity import Activity
+from agent_daemon.host.event_log import EventLog
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane
 from tests.agent_daemon.daemon_support.harness import Harness
 from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
 from tests.agent_daemon.minute.slot_world import SLOT_AT, SLOT_KEY
+from tests.agent_daemon.network_support.servers import config_document
 from tests.worlds.clocks import ManualClock
 
 
@@ -84,3 +90,16 @@ def test_nothing_to_do_is_not_reported_for_another_days_slot(
     runs = list(h.control_plane.runs.values())
     assert [(run.slot_key, run.status) for run in runs] == [(SLOT_KEY, "up_to_date")]
     assert h.updater.applied == []
+
+
+def test_while_the_clock_is_off_the_daemon_says_it_claims_nothing_not_a_wrong_days_slot() -> None:
+    """`STATUS=` and `agent status`'s "doing": not "waiting for 03:00 CET on" a day the clock made
+    up, but why no slot is taken."""
+    log = EventLog(now=lambda: SLOT_AT, stream=io.StringIO())
+    activity = Activity(now=lambda: SLOT_AT, log=log, file=None, stuck_after=10, idle_after=100)
+    activity.tick_started()
+    activity.tick_finished("host_clock", parse_config(json.loads(config_document())))
+    assert activity.record.doing == (
+        "no scheduled slot is claimed: this host's clock is more than a day off the control "
+        "plane's (set it right: NTP)"
+    )
