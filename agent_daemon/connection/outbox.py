@@ -12,13 +12,15 @@ their order among themselves; it is tried again at the next flush. One the sende
 on is moved to `rejected/` with the sender's reason.
 
 The outbox holds at most `MAX_PENDING_REPORTS`: an agent that cannot deliver for a year must not
-fill the disk or read for minutes. A report queued at the bound makes room by setting aside the
-oldest queued report that is not an update's outcome (an "already up to date" or a slot the agent
-could not reach us in: by then long past what the control plane takes), or, when only outcomes
-are queued, the oldest outcome: the newest say what the host runs. `put` returns it, for the log
-line; `agent status` names it with its reason. Queueing reads only the newest `DUPLICATE_WINDOW`
-reports (a step run again finds the copy it queued before there; a copy further back is harmless,
-the control plane takes a report twice as once), and counting the queue reads no report.
+fill the disk or read for minutes. A flush sends at most `SENT_PER_FLUSH` reports; a backlog
+goes out over the next minutes, in its order. A report queued at the bound makes room by setting
+aside the oldest queued report that is not an update's outcome (an "already up to date" or a slot
+the agent could not reach us in: the control plane takes neither once its slot is long past),
+or, when only outcomes are queued, the oldest outcome: the newest say what the host runs. `put`
+returns it, for the log line; `agent status` names it with its reason. Queueing reads only the
+newest `DUPLICATE_WINDOW` reports (a step run again finds the copy it queued before there; a
+copy further back is harmless, the control plane takes a report twice as once), and counting
+the queue reads no report.
 
 A report set aside is named in `rejected/` by its own sequence there (the outbox's numbers start
 again at 1 whenever it is empty, so the number a report had in the outbox is not unique over
@@ -44,6 +46,7 @@ from ground.contract import API_PREFIX
 __all__ = [
     "DUPLICATE_WINDOW",
     "MAX_PENDING_REPORTS",
+    "SENT_PER_FLUSH",
     "FlushResult",
     "Outbox",
     "Report",
@@ -55,9 +58,13 @@ OUTBOX_FORMAT_VERSION = 1
 AGENT_API = f"{API_PREFIX}/agent"
 _REPORT_PATH = re.compile(re.escape(AGENT_API) + r"(?:/[A-Za-z0-9_-]+)+")
 KEEP_REJECTED = 50
-# At most this many reports wait: more than a year of the busiest schedule's nights with an
-# outcome each, a few megabytes at most (a report is a few KiB at most).
-MAX_PENDING_REPORTS = 1000
+# At most this many reports wait: a week of the busiest schedule's slots the agent could not
+# reach us in (7 x 288 = 2,016, each reported once it can) with room for the outcomes behind
+# them. A report is about 1 KiB (an outcome's error of 2,000 characters at most), so a few MB.
+MAX_PENDING_REPORTS = 3000
+# At most this many reports are sent by one flush (one minute); a backlog goes out over the
+# next minutes, in order, and no minute spends its slot's window on reports.
+SENT_PER_FLUSH = 100
 # How many of the newest queued reports a new one is compared with before it is queued.
 DUPLICATE_WINDOW = 16
 
@@ -142,6 +149,8 @@ class FlushResult:
     # not write): left queued, tried again at the next flush, with the error.
     not_set_aside: list[tuple[Report | None, str]] = field(default_factory=list)
     offline: ControlPlaneUnreachable | None = None
+    # The flush sent its `SENT_PER_FLUSH` and stopped: more reports wait for the next one.
+    more: bool = False
 
 
 class Outbox:
@@ -224,9 +233,14 @@ class Outbox:
 
     def flush(self, deliver: Callable[[Report], Delivery]) -> FlushResult:
         """Send pending reports oldest first; stop (keeping order) at the first that must wait
-        for the control plane; go on past one the sender keeps for later."""
+        for the control plane, or once `SENT_PER_FLUSH` were sent (`more`); go on past one the
+        sender keeps for later (not sent: status 0, it does not count)."""
         result = FlushResult()
+        sent = 0
         for path in self._files():
+            if sent >= SENT_PER_FLUSH:
+                result.more = True
+                return result
             try:
                 document = read_versioned_json(path, format_version=OUTBOX_FORMAT_VERSION)
                 if document is None:
@@ -241,6 +255,8 @@ class Outbox:
             except ControlPlaneUnreachable as exc:
                 result.offline = exc
                 return result
+            if delivery.status != 0:
+                sent += 1
             if delivery.outcome == "delivered":
                 path.unlink(missing_ok=True)
                 result.delivered.append(report)

@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent_daemon.connection.control_plane_client import ControlPlaneClient, Delivery
-from agent_daemon.connection.outbox import FlushResult, Outbox, Report
+from agent_daemon.connection.outbox import SENT_PER_FLUSH, FlushResult, Outbox, Report
 from agent_daemon.errors import ControlPlaneUnreachable
 from agent_daemon.host.event_log import EventLog
 from agent_daemon.minute.unreachable_slots import UNREACHABLE_CONTRACT
@@ -233,6 +233,13 @@ class ReportSender:
                 error=problem,
                 detail="refused for good, or unreadable, but the outbox's rejected/ cannot take "
                 "it: it stays queued and is sent again each minute (said once)",
+            )
+        if result.more:
+            self._log.emit(
+                "report.backlog",
+                pending=self._pending_count(),
+                detail=f"{SENT_PER_FLUSH} reports were sent this minute, the most one minute "
+                "sends; the rest go out in the next minutes, in their order",
             )
         if result.offline is not None:
             self._log.emit(

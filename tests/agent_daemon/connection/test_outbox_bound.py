@@ -8,8 +8,8 @@ silently, and the rest keeps its order and its bytes."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +17,12 @@ import httpx
 import pytest
 
 from agent_daemon.connection import outbox as outbox_module
-from agent_daemon.connection.control_plane_client import ControlPlaneClient
+from agent_daemon.connection.control_plane_client import ControlPlaneClient, Delivery
 from agent_daemon.connection.http_client import build_http_client
 from agent_daemon.connection.outbox import (
     DUPLICATE_WINDOW,
     MAX_PENDING_REPORTS,
+    SENT_PER_FLUSH,
     Outbox,
     Report,
 )
@@ -33,6 +34,7 @@ from agent_daemon.minute.reporting import ReportSender
 from agent_daemon.updater.update_records import UpdateOutcome
 from ground.clock import SystemClock
 from ground.contract import RUNS_PATH
+from ground.limits import MAX_TIMES
 
 NOW = datetime(2026, 12, 1, 3, 20, tzinfo=UTC)
 
@@ -47,7 +49,7 @@ def outcome(n: int) -> Report:
 
 
 def up_to_date(n: int) -> Report:
-    slot = f"2026-11-{n:02d}T03:00"
+    slot = f"{datetime(2026, 1, 1) + timedelta(days=n - 1):%Y-%m-%d}T03:00"
     return Report(
         method="POST",
         path=RUNS_PATH,
@@ -115,15 +117,21 @@ def test_at_the_bound_the_oldest_report_that_is_no_outcome_is_set_aside(tmp_path
     assert box.set_aside(newest=5).count == 3
 
 
-def _sender(tmp_path: Path, box: Outbox, log: io.StringIO) -> ReportSender:
-    def unreachable(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("connection refused", request=request)
+def _unreachable(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("connection refused", request=request)
 
+
+def _sender(
+    tmp_path: Path,
+    box: Outbox,
+    log: io.StringIO,
+    answer: Callable[[httpx.Request], httpx.Response] = _unreachable,
+) -> ReportSender:
     http = build_http_client(
         base_url="https://control.example",
         credential="nwa_test",
         timeout_seconds=1,
-        transport=httpx.MockTransport(unreachable),
+        transport=httpx.MockTransport(answer),
     )
     clock = SystemClock()
     return ReportSender(
@@ -199,3 +207,64 @@ def test_status_says_when_the_outbox_is_at_its_bound() -> None:
 def test_the_bound_is_the_one_the_docs_name() -> None:
     docs = (Path(__file__).parents[3] / "docs" / "agent_daemon.md").read_text(encoding="utf-8")
     assert f"at most {MAX_PENDING_REPORTS:,} reports" in docs
+
+
+def test_the_bound_holds_a_week_of_the_busiest_schedules_unreachable_reports() -> None:
+    """An agent back after a week cut off queues one report per slot it could not reach us in:
+    every one the control plane still takes fits, with room for the outcomes behind them."""
+    assert MAX_PENDING_REPORTS >= 7 * MAX_TIMES + 500
+
+
+def test_one_flush_sends_at_most_its_share_and_the_rest_follow_in_order(tmp_path: Path) -> None:
+    """A backlog (a week of reports) goes out over several minutes, in order, so that no minute
+    spends its window on reports before it claims tonight's slot."""
+    box = Outbox(tmp_path)
+    total = SENT_PER_FLUSH * 2 + 5
+    for n in range(1, total + 1):
+        box.put(outcome(n))
+    sent: list[str | None] = []
+
+    def deliver(report: Report) -> Delivery:
+        sent.append(report.run_id)
+        return Delivery(outcome="delivered", status=200)
+
+    first = box.flush(deliver)
+    assert len(first.delivered) == SENT_PER_FLUSH
+    assert first.more
+    box.flush(deliver)
+    last = box.flush(deliver)
+    assert not last.more
+    assert sent == [f"run-{n}" for n in range(1, total + 1)]
+    assert box.count() == 0
+
+
+def test_reports_kept_for_later_without_a_request_do_not_use_the_share(tmp_path: Path) -> None:
+    box = Outbox(tmp_path)
+    for n in range(1, SENT_PER_FLUSH + 11):
+        box.put(up_to_date(n) if n <= SENT_PER_FLUSH else outcome(n))
+    # The first SENT_PER_FLUSH wait for a control plane that takes them (no request is made).
+    sent: list[str | None] = []
+
+    def deliver(report: Report) -> Delivery:
+        if report.run_id is None:
+            return Delivery(outcome="later", status=0, detail="not yet")
+        sent.append(report.run_id)
+        return Delivery(outcome="delivered", status=200)
+
+    result = box.flush(deliver)
+    assert len(sent) == 10
+    assert not result.more
+
+
+def test_a_minute_that_leaves_a_backlog_says_how_many_wait(
+    tmp_path: Path, log: io.StringIO
+) -> None:
+    box = Outbox(tmp_path / "outbox")
+    for n in range(1, SENT_PER_FLUSH + 4):
+        box.put(outcome(n))
+    sender = _sender(tmp_path, box, log, lambda request: httpx.Response(200, json={}))
+    sender.flush()
+    lines = [parse_line(text) for text in log.getvalue().splitlines()]
+    assert [line["event"] for line in lines].count("report.delivered") == SENT_PER_FLUSH
+    (backlog,) = [line for line in lines if line["event"] == "report.backlog"]
+    assert backlog["pending"] == 3
