@@ -171,7 +171,8 @@ class ReportSender:
 
     def flush(self) -> None:
         result = self._outbox.flush(self._deliver)
-        if result.offline is None:
+        if result.offline is None and not result.more:
+            # After whatever the outbox still holds: the reports kept in memory are the newest.
             self._flush_unsaved(result)
         for report in result.delivered:
             self._log.emit(
