@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from http import HTTPStatus
-from time import monotonic
 from typing import Any, Literal, TypeVar
 from urllib.parse import urljoin
 
@@ -27,6 +26,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from agent_daemon.connection import wire
+from agent_daemon.connection.deadline import OWN_CONNECTION, Watchdog
 from agent_daemon.connection.http_client import PROXY_EXTENSION
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.errors import (
@@ -67,8 +67,8 @@ __all__ = ["ControlPlaneClient", "Delivery", "FreshConfig", "NotModified"]
 
 _ModelT = TypeVar("_ModelT", bound=BaseModel)
 
-# How long a streamed answer's body may take to come whole, in read timeouts.
-ANSWER_BODY_TIMEOUTS = 3
+# How long a request may take whole — connect, response head and body — in request timeouts.
+ANSWER_TIMEOUTS = 3
 
 # The new agent and its credential fit in a few hundred bytes; a server that sends more than this
 # is not answering an enrollment.
@@ -178,8 +178,14 @@ class ControlPlaneClient:
             response = self._bounded_request(method, path, max_bytes, **kwargs)
         except httpx.TimeoutException as exc:
             raise ControlPlaneUnreachable(f"{method} {path}: no answer in time ({exc})") from exc
-        except httpx.TransportError as exc:
+        except (httpx.ConnectError, httpx.ProxyError, httpx.UnsupportedProtocol) as exc:
             raise ControlPlaneUnreachable(f"{method} {path}: cannot connect ({exc})") from exc
+        except httpx.TransportError as exc:
+            # Connected, and then the connection ended (a proxy or a load balancer closing it, a
+            # server that died): the answer, or part of it, never came. Not DNS, not a firewall.
+            raise ControlPlaneUnreachable(
+                f"{method} {path}: the connection broke off before the whole answer came ({exc})"
+            ) from exc
         server_time = wire.server_time(response.headers.get(SERVER_TIME_HEADER))
         if server_time is not None and response.status_code < HTTPStatus.BAD_REQUEST:
             self._server_clock.learn(server_time, local_time=self._server_clock.host_now())
@@ -221,44 +227,36 @@ class ControlPlaneClient:
         self, method: str, path: str, max_bytes: int, **kwargs: Any
     ) -> httpx.Response:
         """The answer, its body read only up to `max_bytes`: a server that sends more is refused
-        once that much has come, not read to its end. The body must also have come whole within
-        `ANSWER_BODY_TIMEOUTS` of the client's read timeout: httpx times each read on its own, so
-        a body that drips a byte per read would otherwise hold the minute for ever."""
-        read_timeout = self._http.timeout.read
-        deadline = (
-            None if read_timeout is None else monotonic() + ANSWER_BODY_TIMEOUTS * read_timeout
-        )
-        with self._http.stream(method, path, **kwargs) as streamed:
+        once that much has come, not read to its end. The whole exchange — connect, response head
+        and body — must end within `ANSWER_TIMEOUTS` of the client's timeout: httpx times each
+        read on its own, so a head or a body that drips a byte per read would otherwise hold the
+        minute for ever. At that time the watchdog shuts the request's own connection down."""
+        timeout = self._http.timeout.read or self._http.timeout.connect or 0.0
+        total = ANSWER_TIMEOUTS * timeout
+        kwargs["headers"] = {**(kwargs.get("headers") or {}), **OWN_CONNECTION}
+        with Watchdog(total) as watchdog:
+            kwargs["extensions"] = {"trace": watchdog.trace}
             body = bytearray()
-            for chunk in streamed.iter_bytes():
-                body += chunk
-                if len(body) > max_bytes:
-                    raise BadServerAnswer(
-                        f"{method} {path}: the answer runs past {max_bytes} bytes, at most "
-                        f"{max_bytes} expected"
-                    )
-                if deadline is not None and monotonic() > deadline:
-                    raise ControlPlaneUnreachable(
-                        f"{method} {path}: no whole answer in time (its body was still coming "
-                        f"after {ANSWER_BODY_TIMEOUTS * (read_timeout or 0):g} s, "
-                        f"{len(body)} bytes so far)"
-                    )
-            # The body is decoded already: the copy must not claim an encoding or a length.
-            # As the bytes came: a header value outside ASCII (a `Server: Café`) is kept as it
-            # is, never decoded and encoded again (which fails).
-            headers = [
-                (name, value)
-                for name, value in streamed.headers.raw
-                if name.lower()
-                not in {b"content-encoding", b"content-length", b"transfer-encoding"}
-            ]
-            return httpx.Response(
-                streamed.status_code,
-                headers=headers,
-                content=bytes(body),
-                request=streamed.request,
-                extensions=streamed.extensions,
-            )
+            try:
+                with self._http.stream(method, path, **kwargs) as streamed:
+                    for chunk in streamed.iter_bytes():
+                        body += chunk
+                        if len(body) > max_bytes:
+                            raise BadServerAnswer(
+                                f"{method} {path}: the answer runs past {max_bytes} bytes, at "
+                                f"most {max_bytes} expected"
+                            )
+                        if watchdog.expired:
+                            break
+                    if watchdog.expired:
+                        # An answer whose end the shut connection made (a body without a length
+                        # ends at the connection's end) is not the whole answer.
+                        raise _late(method, path, total, streamed, len(body))
+                    return _kept(streamed, bytes(body))
+            except httpx.TransportError as exc:
+                if watchdog.expired:
+                    raise _late(method, path, total, None, len(body)) from exc
+                raise
 
     def fetch_config(
         self, *, etag: str | None, trust_root_version: int | None = None
@@ -406,6 +404,41 @@ class ControlPlaneClient:
                 f"{source}: refused ({wire.answer_words(status, body, content_type)})"
             )
         return self.answer_json(source, response)
+
+
+def _late(
+    method: str, path: str, total: float, response: httpx.Response | None, received: int
+) -> ControlPlaneUnreachable:
+    """A request that did not end within its total time, saying how far it came."""
+    if response is None:
+        came = "no whole answer head"
+    else:
+        came = f"{response.status_code} and {received} bytes of its body"
+    proxy = None if response is None else response.extensions.get(PROXY_EXTENSION)
+    through = "" if proxy is None else f", through the proxy {proxy}"
+    return ControlPlaneUnreachable(
+        f"{method} {path}: no whole answer in time (connect, head and body within {total:g} s; "
+        f"{came} had come{through})"
+    )
+
+
+def _kept(streamed: httpx.Response, body: bytes) -> httpx.Response:
+    """The streamed answer with its whole `body`, for the callers to read as they please."""
+    # The body is decoded already: the copy must not claim an encoding or a length. As the bytes
+    # came: a header value outside ASCII (a `Server: Café`) is kept as it is, never decoded and
+    # encoded again (which fails).
+    headers = [
+        (name, value)
+        for name, value in streamed.headers.raw
+        if name.lower() not in {b"content-encoding", b"content-length", b"transfer-encoding"}
+    ]
+    return httpx.Response(
+        streamed.status_code,
+        headers=headers,
+        content=body,
+        request=streamed.request,
+        extensions=streamed.extensions,
+    )
 
 
 def _words(response: httpx.Response) -> str:

@@ -11,6 +11,17 @@ rolling upgrade) stays where it is and the flush goes on with the reports behind
 their order among themselves; it is tried again at the next flush. One the sender has `given_up`
 on is moved to `rejected/` with the sender's reason.
 
+The outbox holds at most `MAX_PENDING_REPORTS`: an agent that cannot deliver for a year must not
+fill the disk or read for minutes. A flush sends at most `SENT_PER_FLUSH` reports; a backlog
+goes out over the next minutes, in its order. A report queued at the bound makes room by setting
+aside the oldest queued report that is not an update's outcome (an "already up to date" or a slot
+the agent could not reach us in: the control plane takes neither once its slot is long past),
+or, when only outcomes are queued, the oldest outcome: the newest say what the host runs. `put`
+returns it, for the log line; `agent status` names it with its reason. Queueing reads only the
+newest `DUPLICATE_WINDOW` reports (a step run again finds the copy it queued before there; a
+copy further back is harmless, the control plane takes a report twice as once), and counting
+the queue reads no report.
+
 A report set aside is named in `rejected/` by its own sequence there (the outbox's numbers start
 again at 1 whenever it is empty, so the number a report had in the outbox is not unique over
 time), with its `.reason` note beside it: the newest are the highest numbers, and the newest
@@ -32,12 +43,30 @@ from agent_daemon.disk.atomic_file import read_versioned_json, write_versioned_j
 from agent_daemon.errors import ControlPlaneUnreachable, DaemonStateError
 from ground.contract import API_PREFIX
 
-__all__ = ["FlushResult", "Outbox", "Report", "SetAside", "SetAsideReports"]
+__all__ = [
+    "DUPLICATE_WINDOW",
+    "MAX_PENDING_REPORTS",
+    "SENT_PER_FLUSH",
+    "FlushResult",
+    "Outbox",
+    "Report",
+    "SetAside",
+    "SetAsideReports",
+]
 
 OUTBOX_FORMAT_VERSION = 1
 AGENT_API = f"{API_PREFIX}/agent"
 _REPORT_PATH = re.compile(re.escape(AGENT_API) + r"(?:/[A-Za-z0-9_-]+)+")
 KEEP_REJECTED = 50
+# At most this many reports wait: a week of the busiest schedule's slots the agent could not
+# reach us in (7 x 288 = 2,016, each reported once it can) with room for the outcomes behind
+# them. A report is about 1 KiB (an outcome's error of 2,000 characters at most), so a few MB.
+MAX_PENDING_REPORTS = 3000
+# At most this many reports are sent by one flush (one minute); a backlog goes out over the
+# next minutes, in order, and no minute spends its slot's window on reports.
+SENT_PER_FLUSH = 100
+# How many of the newest queued reports a new one is compared with before it is queued.
+DUPLICATE_WINDOW = 16
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,17 +149,24 @@ class FlushResult:
     # not write): left queued, tried again at the next flush, with the error.
     not_set_aside: list[tuple[Report | None, str]] = field(default_factory=list)
     offline: ControlPlaneUnreachable | None = None
+    # The flush sent its `SENT_PER_FLUSH` and stopped: more reports wait for the next one.
+    more: bool = False
 
 
 class Outbox:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, max_pending: int = MAX_PENDING_REPORTS) -> None:
         self.directory = directory
         self.rejected_directory = directory / "rejected"
+        self.max_pending = max_pending
 
     def _files(self) -> list[Path]:
         if not self.directory.is_dir():
             return []
         return sorted(p for p in self.directory.glob("*.json") if p.stem.isdigit())
+
+    def count(self) -> int:
+        """How many reports wait, without reading one."""
+        return len(self._files())
 
     def pending(self) -> list[Report]:
         return [report for _, report in self._pending_with_paths()]
@@ -143,28 +179,68 @@ class Outbox:
                 result.append((path, Report.from_json(document, source=path)))
         return result
 
-    def put(self, report: Report) -> None:
-        """Queue `report` durably; the same report queued twice (a step run again) is kept once."""
+    def put(self, report: Report) -> Report | None:
+        """Queue `report` durably; the same report queued again by a step run again is kept once.
+        At the bound, the report set aside to make room is returned (see the module)."""
         files = self._files()
-        for path in files:
+        for path in files[-DUPLICATE_WINDOW:]:
             try:
                 document = read_versioned_json(path, format_version=OUTBOX_FORMAT_VERSION)
             except DaemonStateError:
                 continue
             if document is not None and document == report.as_json():
-                return
+                return None
         sequence = int(files[-1].stem) + 1 if files else 1
         write_versioned_json(
             self.directory / f"{sequence:012d}.json",
             report.as_json(),
             format_version=OUTBOX_FORMAT_VERSION,
         )
+        if len(files) < self.max_pending:
+            return None
+        try:
+            return self._make_room(files)
+        except OSError:
+            # `rejected/` cannot take it now: the new report is queued all the same (one past
+            # the bound) and the next report queued tries again.
+            return None
+
+    def _make_room(self, files: list[Path]) -> Report | None:
+        """Set aside the oldest queued report that is not an outcome, else the oldest outcome."""
+        oldest_outcome: tuple[Path, Report] | None = None
+        for path in files:
+            try:
+                document = read_versioned_json(path, format_version=OUTBOX_FORMAT_VERSION)
+                if document is None:
+                    continue
+                queued = Report.from_json(document, source=path)
+            except DaemonStateError:
+                continue  # set aside, with its log line, by the next flush
+            if queued.method != "PATCH":
+                return self._set_aside_full(path, queued, len(files))
+            if oldest_outcome is None:
+                oldest_outcome = (path, queued)
+        if oldest_outcome is None:
+            return None
+        return self._set_aside_full(*oldest_outcome, len(files))
+
+    def _set_aside_full(self, path: Path, queued: Report, waiting: int) -> Report:
+        self._set_aside(
+            path,
+            {"outbox_full": f"the outbox was full ({waiting} reports waiting)"},
+        )
+        return queued
 
     def flush(self, deliver: Callable[[Report], Delivery]) -> FlushResult:
         """Send pending reports oldest first; stop (keeping order) at the first that must wait
-        for the control plane; go on past one the sender keeps for later."""
+        for the control plane, or once `SENT_PER_FLUSH` were sent (`more`); go on past one the
+        sender keeps for later (not sent: status 0, it does not count)."""
         result = FlushResult()
+        sent = 0
         for path in self._files():
+            if sent >= SENT_PER_FLUSH:
+                result.more = True
+                return result
             try:
                 document = read_versioned_json(path, format_version=OUTBOX_FORMAT_VERSION)
                 if document is None:
@@ -179,6 +255,8 @@ class Outbox:
             except ControlPlaneUnreachable as exc:
                 result.offline = exc
                 return result
+            if delivery.status != 0:
+                sent += 1
             if delivery.outcome == "delivered":
                 path.unlink(missing_ok=True)
                 result.delivered.append(report)

@@ -51,6 +51,12 @@ _KIB = 1024
 # What the daemon is doing before it is ready.
 _STARTING = "starting"
 _MIB = 1024 * _KIB
+# What a minute on a host clock the agent cannot follow does (`decision.AgentFacts.clock_off`):
+# the next slot by that clock would be another day's.
+_CLOCK_OFF = (
+    "no scheduled slot is claimed: this host's clock is more than a day off the control "
+    "plane's (set it right: NTP)"
+)
 # The tick results of a minute whose claim is asked for again next minute.
 _RETRIED = frozenset({"throttled", "refused", "braked"})
 
@@ -192,7 +198,9 @@ class Activity:
                 )
             self._record = self._record.model_copy(
                 update={
-                    "doing": self._retrying(result) or self._waiting_for(config, now),
+                    "doing": _CLOCK_OFF
+                    if result == "host_clock"
+                    else self._retrying(result) or self._waiting_for(config, now),
                     "update_run_id": None,
                     "update_version": None,
                     "progress": None,

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from agent_daemon.connection.config_cache import CachedConfig
-from agent_daemon.connection.outbox import SetAside, SetAsideReports
+from agent_daemon.connection.outbox import MAX_PENDING_REPORTS, SetAside, SetAsideReports
 from agent_daemon.connection.server_clock import MAX_SERVER_CLOCK_OFFSET
 from agent_daemon.disk.daemon_state import DaemonState, RunRecord
 from agent_daemon.disk.held_trust_root import HeldTrustRoot
@@ -339,11 +339,17 @@ def _set_aside_why(item: SetAside) -> str:
         return "no reason was recorded beside it"
     status, detail = why.get("status"), why.get("detail")
     given_up, unreadable = why.get("given_up"), why.get("reason")
+    full = why.get("outbox_full")
     if isinstance(status, int) and not isinstance(status, bool):
         said = f": {shown(clipped(detail, 300))}" if isinstance(detail, str) and detail else ""
         return f"the control plane refused it for good ({status}{said})"
     if isinstance(given_up, str):
         return f"the agent gave up on it: {shown(clipped(given_up, 400))}"
+    if isinstance(full, str):
+        return (
+            f"{shown(clipped(full, 200))}: it was the oldest, set aside to make room for a newer "
+            "report (the control plane was not reached for a long time)"
+        )
     if isinstance(unreadable, str):
         return f"it could not be read, so it was never sent: {shown(clipped(unreadable, 300))}"
     return f"its reason is not one this agent knows ({shown(clipped(str(why), 200))})"
@@ -360,8 +366,8 @@ def _config_problems(status: AgentStatus) -> list[str]:
     if abs(cached.offset_seconds) >= MAX_SERVER_CLOCK_OFFSET.total_seconds():
         found.append(
             "this host's clock is more than a day off the control plane's (the offset is kept at"
-            " the 24-hour bound): slots are planned on the wrong day (it asks for another day's"
-            " slot, which is refused), and the control plane records each night's as missed"
+            " the 24-hour bound): on it every slot would be another day's, so none is claimed"
+            " until the clock is right, and the control plane records each night's as missed"
             " (host_clock: " + MISS_REASON_WORDS[MissReason.HOST_CLOCK] + ") — set the host's"
             " clock right"
             " (NTP); the daemon's log says clock.disagrees with the offset it measured"
@@ -551,7 +557,12 @@ def render_status(status: AgentStatus) -> str:
         lines.append(f"updater:       {status.updater_step}")
     if status.state.last_consumed is not None:
         lines.append(f"last slot:     {describe_slot(status.state.last_consumed.key, tz)}")
-    lines.append(f"outbox:        {status.pending_reports} report(s) waiting to be delivered")
+    full = (
+        " (the most it holds: each new one sets the oldest aside in outbox/rejected/)"
+        if status.pending_reports >= MAX_PENDING_REPORTS
+        else ""
+    )
+    lines.append(f"outbox:        {status.pending_reports} report(s) waiting to be delivered{full}")
     if status.state.recent_runs:
         lines.append("last runs:")
         for record in reversed(status.state.recent_runs[-10:]):

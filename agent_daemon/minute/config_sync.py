@@ -103,8 +103,8 @@ class ConfigSync:
 
     def check_clock(self, now: datetime) -> None:
         """Say loudly when the host's clock and the control plane's disagree beyond the bound the
-        offset is kept within: plans then run on the host clock plus the bound, not on the
-        server's word."""
+        offset is kept within: the clock then runs on the host clock plus the bound, not on the
+        server's word, and no scheduled slot is planned on it (`AgentFacts.clock_off`)."""
         disagreement = self._clock.disagreement
         if disagreement is None:
             if self._clock_warned_at is not None:
@@ -121,7 +121,9 @@ class ConfigSync:
             measured_offset_seconds=disagreement.total_seconds(),
             bound_seconds=MAX_SERVER_CLOCK_OFFSET.total_seconds(),
             detail="the host's clock and the control plane's differ beyond the bound; the "
-            "offset is kept at the bound — fix the host's clock (NTP) or the control plane's",
+            "offset is kept at the bound, and no scheduled slot is claimed or consumed until "
+            "they agree (the control plane records the night's miss as host_clock) — fix the "
+            "host's clock (NTP) or the control plane's",
         )
 
     def remember(self, reached: Reached, now: datetime) -> None:

@@ -239,6 +239,7 @@ class Daemon:
             updater_floor=None
             if self._self_update is None
             else self._self_update.accepted_floor(now),
+            clock_off=self._clock.disagreement is not None,
         )
         action = decide(facts, config, answer, now)
         while isinstance(action, ClaimSlot | ClaimManual):

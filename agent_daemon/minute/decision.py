@@ -11,6 +11,8 @@ I/O each action asks for and feeds the result back as the next `answer`:
             a claim in the state file ──────────────────────► ResumeClaim
             a manual update not handled yet ────────────────► ClaimManual
             schedule off / no slot due ─────────────────────► Wait          consumes nothing
+            the host's clock off beyond the bound ───────────► Wait          consumes nothing
+              (`AgentFacts.clock_off`: a slot planned on it is another day's)
             nothing to do (release installed, or none) ─────► NothingToDo   consumes the slot
               (an older release is something to do only when freshly signed: see `is_current`)
             the brake named in the config ──────────────────► Wait          consumes nothing
@@ -84,6 +86,7 @@ WaitReason = Literal[
     "credential_refused",
     "bad_config",
     "schedule_off",
+    "host_clock",
     "no_slot",
     "braked",
     "throttled",
@@ -116,6 +119,11 @@ class AgentFacts:
     # accepted (None: not known).
     updater_version: str | None = None
     updater_floor: int | None = None
+    # The host's clock and the control plane's differ beyond the bound the agent follows
+    # (`ServerClock.disagreement`): "now" is then the host's clock plus the bound, another day
+    # than the control plane's, so a scheduled slot is neither claimed nor consumed on it (the
+    # control plane would refuse the claim, and the slot consumed would be a later night's).
+    clock_off: bool = False
 
 
 # -- answers: what the executor found out doing the last action --------------------------------
@@ -299,6 +307,8 @@ def _plan(state: AgentFacts, config: AgentConfig, now: datetime) -> Action:
         return ClaimManual(run_id=str(manual.run_id), from_version=state.installed_version)
     if not config.schedule.enabled:
         return Wait(reason="schedule_off")
+    if state.clock_off:
+        return Wait(reason="host_clock")
     slot = due_slot(
         config.schedule.times,
         now=now,

@@ -30,8 +30,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent_daemon.connection.control_plane_client import ControlPlaneClient, Delivery
-from agent_daemon.connection.outbox import FlushResult, Outbox, Report
-from agent_daemon.errors import ControlPlaneUnreachable, DaemonStateError
+from agent_daemon.connection.outbox import SENT_PER_FLUSH, FlushResult, Outbox, Report
+from agent_daemon.errors import ControlPlaneUnreachable
 from agent_daemon.host.event_log import EventLog
 from agent_daemon.minute.unreachable_slots import UNREACHABLE_CONTRACT
 from agent_daemon.updater.update_records import UpdateOutcome
@@ -145,7 +145,7 @@ class ReportSender:
 
     def _put(self, report: Report) -> None:
         try:
-            self._outbox.put(report)
+            made_room = self._outbox.put(report)
         except OSError as exc:
             self._unsaved.append(report)
             self._log.emit(
@@ -156,10 +156,23 @@ class ReportSender:
                 error=f"{exc.filename or 'outbox'}: {exc.strerror or exc}",
                 detail="the report is kept in memory and sent directly",
             )
+            return
+        if made_room is not None:
+            self._log.emit(
+                "outbox.full",
+                level="warning",
+                slot_key=made_room.slot_key,
+                run_id=made_room.run_id,
+                path=made_room.path,
+                detail=f"{self._outbox.max_pending} reports wait to be delivered, the most the "
+                "outbox holds: the oldest that is not an update's outcome (else the oldest "
+                "outcome) was set aside in outbox/rejected/ to make room, never to be sent",
+            )
 
     def flush(self) -> None:
         result = self._outbox.flush(self._deliver)
-        if result.offline is None:
+        if result.offline is None and not result.more:
+            # After whatever the outbox still holds: the reports kept in memory are the newest.
             self._flush_unsaved(result)
         for report in result.delivered:
             self._log.emit(
@@ -222,6 +235,13 @@ class ReportSender:
                 detail="refused for good, or unreadable, but the outbox's rejected/ cannot take "
                 "it: it stays queued and is sent again each minute (said once)",
             )
+        if result.more:
+            self._log.emit(
+                "report.backlog",
+                pending=self._pending_count(),
+                detail=f"{SENT_PER_FLUSH} reports were sent this minute, the most one minute "
+                "sends; the rest go out in the next minutes, in their order",
+            )
         if result.offline is not None:
             self._log.emit(
                 "report.waiting",
@@ -252,8 +272,8 @@ class ReportSender:
 
     def _pending_count(self) -> int:
         try:
-            on_disk = len(self._outbox.pending())
-        except (OSError, DaemonStateError):
+            on_disk = self._outbox.count()
+        except OSError:
             on_disk = 0
         return on_disk + len(self._unsaved)
 

@@ -5,7 +5,9 @@ what its headers claim). The artifact server in `updater_support` serves the wel
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -19,11 +21,13 @@ class ScriptedServer:
     scripts: list[Script] = field(default_factory=list)
     requests: list[bytes] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
+    # Over TLS with this context (the certificate's name is the caller's to map), else plain.
+    tls: ssl.SSLContext | None = None
 
     @property
     def origin(self) -> str:
         host, port = self.listener.getsockname()[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     def url(self, path: str = "/artifact") -> str:
         return self.origin + path
@@ -39,17 +43,32 @@ class ScriptedServer:
                 return
             threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
 
-    def _answer(self, connection: socket.socket) -> None:
-        with connection, suppress(OSError):
-            head = b""
-            while b"\r\n\r\n" not in head:
-                chunk = connection.recv(4096)
-                if not chunk:
-                    return
-                head += chunk
-            self.requests.append(head)
-            script = self.scripts.pop(0) if self.scripts else not_found
-            script(connection, self)
+    def _answer(self, accepted: socket.socket) -> None:
+        with accepted, suppress(OSError):
+            if self.tls is None:
+                self._script(accepted)
+                return
+            with self.tls.wrap_socket(accepted, server_side=True) as wrapped:
+                self._script(wrapped)
+
+    def _script(self, connection: socket.socket) -> None:
+        head = read_request_head(connection)
+        if head is None:
+            return
+        self.requests.append(head)
+        script = self.scripts.pop(0) if self.scripts else not_found
+        script(connection, self)
+
+
+def read_request_head(connection: socket.socket) -> bytes | None:
+    """The next request's head on `connection`, or None when the client closed it first."""
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = connection.recv(4096)
+        if not chunk:
+            return None
+        head += chunk
+    return head
 
 
 def not_found(connection: socket.socket, server: ScriptedServer) -> None:
@@ -80,10 +99,47 @@ def head_never_ends(interval: float = 0.1) -> Script:
     return send
 
 
+def head_drips(interval: float = 0.05, lasting: float = 15.0) -> Script:
+    """The status line and the headers one byte per `interval` — every single read is fast —
+    with a header that never ends, until `lasting` seconds have passed (then the connection is
+    closed: a client without a bound over the whole head would have waited all that time)."""
+
+    def send(connection: socket.socket, server: ScriptedServer) -> None:
+        ends = time.monotonic() + lasting
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Slow: "
+        sent = 0
+        while not server.stop.is_set() and time.monotonic() < ends:
+            connection.sendall(head[sent : sent + 1] or b"a")
+            sent += 1
+            server.stop.wait(interval)
+
+    return send
+
+
+def answers_then(body: bytes, then: Script) -> Script:
+    """A 200 with `body` on a connection kept open; the next request on that same connection (if
+    the client sends one there) is answered by `then`."""
+
+    def send(connection: socket.socket, server: ScriptedServer) -> None:
+        connection.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        connection.settimeout(5)
+        head = read_request_head(connection)
+        if head is not None:
+            server.requests.append(head)
+            then(connection, server)
+
+    return send
+
+
 @contextmanager
-def scripted_server(*scripts: Script) -> Iterator[ScriptedServer]:
+def scripted_server(
+    *scripts: Script, tls: ssl.SSLContext | None = None
+) -> Iterator[ScriptedServer]:
     listener = socket.create_server(("127.0.0.1", 0))
-    server = ScriptedServer(listener=listener, scripts=list(scripts))
+    server = ScriptedServer(listener=listener, scripts=list(scripts), tls=tls)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

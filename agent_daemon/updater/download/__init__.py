@@ -7,5 +7,7 @@ at the signed `length`, bounded by a read timeout and one deadline, resumed with
     artifact_source   where the artifact may come from and whether the credential goes along
     staging           staging/: the `.part`, its ETag, the finished artifact; free space
     answer            the server's headers read with strict, bounded grammars; an error's code
-    watchdog          one deadline over the whole exchange (shuts the socket down)
+
+The deadline over the whole exchange is `agent_daemon.connection.deadline`'s watchdog, the same
+that bounds every answer of the control plane.
 """

@@ -4,7 +4,8 @@ hard at the signed `length`, bounded by a read timeout and one overall deadline,
 
 This module holds the exchange itself: the request, where the answer's body continues, the copy of
 the body with its length limit and progress, the failures mapped to the agent's errors, and the
-final check; the files, the headers and the deadline are its siblings in this package.
+final check; the files and the headers are its siblings in this package, the deadline's watchdog
+is `agent_daemon.connection.deadline`.
 
 The deadline bounds the whole exchange — connect, response head and body — not only the gaps
 between body chunks: a watchdog shuts the connection's socket down when it passes, which wakes a
@@ -29,6 +30,7 @@ from typing import BinaryIO
 
 import httpx
 
+from agent_daemon.connection.deadline import OWN_CONNECTION, Watchdog
 from agent_daemon.errors import (
     ArtifactMismatch,
     DownloadFailed,
@@ -54,7 +56,6 @@ from agent_daemon.updater.download.staging import (
     remember_etag,
     stored_etag,
 )
-from agent_daemon.updater.download.watchdog import Watchdog
 from agent_daemon.updater.update_records import OnProgress
 
 __all__ = ["ArtifactSpec", "DownloadLimits", "download_artifact"]
@@ -156,7 +157,7 @@ def _kept_from_before(spec: ArtifactSpec, staging: Path) -> Path | Received:
 def _request_headers(spec: ArtifactSpec, staging: Path, received: Received) -> dict[str, str]:
     # identity: byte ranges and the signed length refer to the bytes as stored, not re-encoded.
     # close: a connection of its own, which the deadline's watchdog can see and shut.
-    headers = {"Accept-Encoding": "identity", "Connection": "close"}
+    headers = {"Accept-Encoding": "identity", **OWN_CONNECTION}
     if received.size:
         # If-Range: the server sends the rest only while it is the same artifact, else all of it.
         headers |= {

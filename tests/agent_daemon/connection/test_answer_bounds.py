@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from agent_daemon.connection import wire
-from agent_daemon.connection.control_plane_client import ANSWER_BODY_TIMEOUTS, ControlPlaneClient
+from agent_daemon.connection.control_plane_client import ANSWER_TIMEOUTS, ControlPlaneClient
 from agent_daemon.connection.http_client import build_http_client
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.errors import BadServerAnswer, ControlPlaneUnreachable
@@ -64,7 +64,7 @@ def test_a_body_that_drips_is_cut_at_its_time(
     error, took = _ask(dripping_body, ask)
     assert isinstance(error, ControlPlaneUnreachable)
     assert "no whole answer in time" in str(error)
-    assert took < (ANSWER_BODY_TIMEOUTS + 1) * TIMEOUT_SECONDS
+    assert took < (ANSWER_TIMEOUTS + 1) * TIMEOUT_SECONDS
 
 
 def test_a_header_value_outside_ascii_is_kept_not_a_crash() -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import ssl
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +22,8 @@ from agent_daemon.updater.download.fetch import ArtifactSpec, DownloadLimits, do
 from agent_daemon.updater.updater import Updater
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from ground.clock import SystemClock
-from tests.agent_daemon.scripted_server import head_never_ends, scripted_server
+from tests.agent_daemon.network_support.pki import make_pki
+from tests.agent_daemon.scripted_server import head_drips, head_never_ends, scripted_server
 from tests.agent_daemon.updater_support.host import Host, host_running
 from tests.worlds.artifact_server import ArtifactServer, artifact_server
 
@@ -193,6 +196,34 @@ def test_a_server_that_never_finishes_its_head_is_cut_off_at_the_deadline(tmp_pa
             download_artifact(
                 client, spec, staging=tmp_path / "staging", install_root=tmp_path, limits=limits
             )
+
+
+def test_a_head_that_never_ends_over_tls_is_cut_off_at_the_deadline(tmp_path: Path) -> None:
+    """Over https the connection's socket is wrapped for TLS after it connects, which takes the
+    socket the watchdog saw over: shutting that one down did nothing, and the download over https
+    — every real one — was held as long as the server dripped."""
+    pki = make_pki(tmp_path / "pki")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pki.server_cert, pki.server_key)
+    limits = DownloadLimits(read_timeout=5.0, deadline=1.0, disk_reserve_bytes=0)
+    with (
+        scripted_server(head_drips(lasting=20.0), tls=context) as hostile,
+        httpx.Client(verify=ssl.create_default_context(cafile=pki.ca)) as client,
+    ):
+        spec = ArtifactSpec(
+            url=hostile.url().replace("127.0.0.1", "localhost"),
+            sha256=SPEC_SHA,
+            length=len(ARTIFACT),
+            unpacked_size=1,
+        )
+        started = time.monotonic()
+        with pytest.raises(DownloadStalled, match=r"ran past its deadline of 1 s"):
+            download_artifact(
+                client, spec, staging=tmp_path / "staging", install_root=tmp_path, limits=limits
+            )
+        # The drip ends by itself after 20 s (then the error names the deadline too): only the
+        # time taken tells a deadline that held from one that did not.
+        assert time.monotonic() - started < 10.0
 
 
 def test_the_deadline_watchdog_does_not_cut_a_download_that_finishes_in_time(

@@ -1,0 +1,105 @@
+"""The host's clock jumping days forwards or backwards between two minutes (a VM restored from a
+snapshot, a dead clock battery, an administrator's `date -s`): the agent plans on the control
+plane's clock, which it learns from every answer, and a minute on a wrong clock may cost the
+night nothing more than that minute. Real files, the in-memory control plane."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agent_daemon.connection.wire import parse_config
+from agent_daemon.host.activity import Activity
+from agent_daemon.host.event_log import EventLog
+from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane
+from tests.agent_daemon.daemon_support.harness import Harness
+from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
+from tests.agent_daemon.minute.slot_world import SLOT_AT, SLOT_KEY
+from tests.agent_daemon.network_support.servers import config_document
+from tests.worlds.clocks import ManualClock
+
+
+class JumpingClock:
+    """The host's clock: the control plane's (`base`) plus an error that a test changes."""
+
+    is_fake = True
+    speed = 1.0
+
+    def __init__(self, base: ManualClock) -> None:
+        self._base = base
+        self.error = timedelta(0)
+
+    def now(self) -> datetime:
+        return self._base.now() + self.error
+
+    def real_seconds(self, product_seconds: float) -> float:
+        return product_seconds
+
+    def sleep(self, product_seconds: float) -> None:
+        self._base.sleep(product_seconds)
+
+    def describe(self) -> str:
+        return f"jumping test clock ({self.error})"
+
+
+def _night(tmp_path: Path, jump_days: int, *, installed: str | None) -> Harness:
+    """02:58 on the control plane's clock; at 03:00 the host's clock is `jump_days` off for one
+    minute, then right again for 03:01 and 03:02."""
+    server = ManualClock(SLOT_AT - timedelta(minutes=2))
+    control_plane = FakeControlPlane(now=server.now)
+    host = JumpingClock(server)
+    updater = StubUpdater()
+    updater.installed = installed
+    h = Harness(tmp_path, control_plane, updater, host)
+    assert h.daemon.tick() == "no_slot"
+    server.set(SLOT_AT)
+    host.error = timedelta(days=jump_days)
+    assert h.daemon.tick() == ("host_clock" if abs(jump_days) > 1 else "dispatched")
+    # Nothing was asked for and nothing recorded on the wrong clock.
+    assert h.control_plane.claims() == []
+    assert h.state().last_consumed is None
+    assert h.outbox.pending() == []
+    host.error = timedelta(0)
+    for minute in (1, 2):
+        server.set(SLOT_AT + timedelta(minutes=minute))
+        h.daemon.tick()
+    return h
+
+
+@pytest.mark.parametrize("jump_days", [3, -3, 400, -400])
+def test_a_minute_on_a_clock_days_off_costs_the_night_nothing(
+    tmp_path: Path, jump_days: int
+) -> None:
+    h = _night(tmp_path, jump_days, installed="1.4.1")
+    runs = list(h.control_plane.runs.values())
+    assert [(run.slot_key, run.status) for run in runs] == [(SLOT_KEY, "succeeded")]
+    assert h.updater.applied
+    assert h.state().last_consumed is not None
+    assert h.state().last_consumed.key == SLOT_KEY
+
+
+@pytest.mark.parametrize("jump_days", [3, -3])
+def test_nothing_to_do_is_not_reported_for_another_days_slot(
+    tmp_path: Path, jump_days: int
+) -> None:
+    h = _night(tmp_path, jump_days, installed="1.5.0")
+    runs = list(h.control_plane.runs.values())
+    assert [(run.slot_key, run.status) for run in runs] == [(SLOT_KEY, "up_to_date")]
+    assert h.updater.applied == []
+
+
+def test_while_the_clock_is_off_the_daemon_says_it_claims_nothing_not_a_wrong_days_slot() -> None:
+    """`STATUS=` and `agent status`'s "doing": not "waiting for 03:00 CET on" a day the clock made
+    up, but why no slot is taken."""
+    log = EventLog(now=lambda: SLOT_AT, stream=io.StringIO())
+    activity = Activity(now=lambda: SLOT_AT, log=log, file=None, stuck_after=10, idle_after=100)
+    activity.tick_started()
+    activity.tick_finished("host_clock", parse_config(json.loads(config_document())))
+    assert activity.record.doing == (
+        "no scheduled slot is claimed: this host's clock is more than a day off the control "
+        "plane's (set it right: NTP)"
+    )
