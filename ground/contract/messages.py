@@ -42,6 +42,7 @@ from ground.limits import (
 )
 
 __all__ = [
+    "AGENT_TEXT_MARK",
     "DEFAULT_TRACK",
     "AgentConfig",
     "BrakeView",
@@ -82,6 +83,18 @@ ScheduleTime = Annotated[str, StringConstraints(pattern=TIME_PATTERN)]
 Version = Annotated[str, StringConstraints(min_length=1, max_length=MAX_VERSION_LENGTH)]
 Message = Annotated[str, StringConstraints(max_length=MAX_MESSAGE_LENGTH)]
 SlotKeyText = Annotated[str, StringConstraints(max_length=MAX_SLOT_KEY_LENGTH)]
+# Text an agent reports as it saw it (a run's error, an unreachable report's): never refused for
+# what it holds, a NUL included; the control plane stores it inert (`plain_text.inert`). The mark
+# tells the API's document (and its door, which refuses a NUL in every other string) so.
+AGENT_TEXT_MARK = "x-agent-text"
+_AGENT_TEXT = Field(
+    json_schema_extra={
+        AGENT_TEXT_MARK: True,
+        "description": "what the agent saw: kept, each control character but newline and tab "
+        "(a NUL too) and each bidirectional control stored as its visible escape (`\\u001b`)",
+    }
+)
+AgentMessage = Annotated[str, StringConstraints(max_length=MAX_MESSAGE_LENGTH), _AGENT_TEXT]
 # A channel or a platform, as the manifest names them (`stable`, `linux-x86_64`).
 ReleaseName = Annotated[str, StringConstraints(pattern=RELEASE_NAME_PATTERN)]
 
@@ -360,7 +373,7 @@ class DeliveryReport(_Request):
 class OutcomeReport(_Request):
     status: OutcomeStatus
     version: Version | None = None
-    error: Message | None = None
+    error: AgentMessage | None = None
     # Why it ended so (absent for a plain success); the panel words it per language.
     reason: OutcomeReason | None = None
     # The control plane's time (as the agent learned it) of the switch to the new version, for a
@@ -377,9 +390,11 @@ class OutcomeReport(_Request):
 
 # -- POST /v1/agent/unreachable ------------------------------------------------------------------
 
+# Something besides white space (a search, as JSON Schema's `pattern` is).
 UnreachableError = Annotated[
     str,
-    StringConstraints(max_length=MAX_UNREACHABLE_ERROR_LENGTH, pattern=PLAIN_TEXT_PATTERN),
+    StringConstraints(max_length=MAX_UNREACHABLE_ERROR_LENGTH, pattern=r"\S"),
+    _AGENT_TEXT,
 ]
 
 
@@ -387,9 +402,9 @@ class UnreachableReport(_Request):
     """The agent was running inside the window of its scheduled slot `slot_key`, tried to poll or
     to claim, and could not reach the control plane (no connection, DNS, TLS, a timeout, or an
     answer from something on the way: a proxy's or a load balancer's error page). Sent once it
-    reaches the control plane again. `error` is the first failure's text, plain (no control
-    character) and at most `MAX_UNREACHABLE_ERROR_LENGTH` long; the times are the first and the
-    last try, on the control plane's clock as the agent followed it."""
+    reaches the control plane again. `error` is the first failure's text, something besides
+    white space and at most `MAX_UNREACHABLE_ERROR_LENGTH` long (kept inert); the times are the
+    first and the last try, on the control plane's clock as the agent followed it."""
 
     slot_key: SlotKeyText = Field(examples=["2026-11-30T03:00"])
     error: UnreachableError = Field(

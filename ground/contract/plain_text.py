@@ -13,10 +13,11 @@ types, so names and reasons are refused with one as well (`first_bidi_control`, 
 422 naming the field and the character).
 
 Text an agent sends — the error of a run, of an unreachable report — is what it saw, and must
-never be lost to a refusal. It is kept, made inert where it is stored (`inert`): each
-bidirectional control becomes its visible escape, `\\u202e`, so every reader (the panel, the
-command line, the trail, the API's answers and webhooks) gets the same harmless text. Control
-characters in it are the contract's business (the unreachable report's pattern refuses them).
+never be lost to a refusal. It is kept, made inert where it is stored (`inert`): each control
+character but newline and tab (an escape sequence, a NUL PostgreSQL's text cannot hold), each
+bidirectional control and each lone surrogate becomes its visible escape, `\\u001b`, so every
+reader (the panel, the command line, the trail, the API's answers and webhooks) gets the same
+harmless text.
 """
 
 from __future__ import annotations
@@ -66,12 +67,24 @@ def first_bidi_control(text: str) -> str | None:
     return next((character for character in text if character in BIDI_CONTROLS), None)
 
 
+# What an agent's text keeps as it is among the control characters: it reads as a line break or
+# a gap, and moves no cursor anywhere else.
+_KEPT_CONTROLS = frozenset("\n\t")
+
+
+def _obeyed(character: str) -> bool:
+    """Whether `character` is written as its escape in an agent's text (`inert`)."""
+    if _is_control(character):
+        return character not in _KEPT_CONTROLS
+    return character in BIDI_CONTROLS or 0xD800 <= ord(character) <= 0xDFFF
+
+
 def inert(text: str, limit: int | None = None) -> str:
-    """`text` as it is stored when an agent sent it: each bidirectional control written as its
-    visible escape (`\\u202e`, six characters). Within `limit` characters when one is given: a
-    text the escapes make longer is cut before the escape or character that would pass it, and
-    ends with an ellipsis."""
-    pieces = [f"\\u{ord(c):04x}" if c in BIDI_CONTROLS else c for c in text]
+    """`text` as it is stored when an agent sent it: each control character but newline and tab,
+    each bidirectional control and each lone surrogate written as its visible escape (`\\u001b`,
+    six characters). Within `limit` characters when one is given: a text the escapes make longer
+    is cut before the escape or character that would pass it, and ends with an ellipsis."""
+    pieces = [f"\\u{ord(c):04x}" if _obeyed(c) else c for c in text]
     escaped = "".join(pieces)
     if limit is None or len(escaped) <= limit:
         return escaped
