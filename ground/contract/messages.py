@@ -27,7 +27,7 @@ from pydantic import (
 
 from ground.contract.codes import OfferReason, OutcomeReason, PatchFallbackReason, RefusalCode
 from ground.contract.fields import Instant
-from ground.contract.plain_text import PLAIN_TEXT_PATTERN
+from ground.contract.plain_text import PLAIN_TEXT_PATTERN, REASON_PATTERN
 from ground.limits import (
     DEFAULT_CHANNEL,
     DEFAULT_PLATFORM,
@@ -44,6 +44,7 @@ from ground.limits import (
 __all__ = [
     "AGENT_TEXT_MARK",
     "DEFAULT_TRACK",
+    "MAX_HOLD_REASON_LENGTH",
     "AgentConfig",
     "BrakeView",
     "ClaimGrant",
@@ -456,11 +457,23 @@ class SwapPermit(_Answer):
 # -- PUT / DELETE /v1/agent/hold ------------------------------------------------------------------
 
 
+# The longest reason a hold keeps, whoever sets it (the host, its customer, an operator).
+MAX_HOLD_REASON_LENGTH = 500
+
+
 class HoldRequest(_Request):
-    """The host asks to be held (`nachtwacht agent hold --until`)."""
+    """The host asks to be held (`nachtwacht agent hold --until`). The reason is typed by a
+    person at the host and shown on the trail and by `agent status`: like every reason a person
+    types, it holds no control character and no bidirectional control, at most
+    `MAX_HOLD_REASON_LENGTH` characters. The control plane refuses one outside that with a 422
+    naming the field and the character (`control_plane.inputs.plain_text`); the document states
+    it here (a message this contract had at 2,000 characters; the bound was always 500)."""
 
     until: Instant
-    reason: Message | None = None
+    reason: Message | None = Field(
+        default=None,
+        json_schema_extra={"pattern": REASON_PATTERN, "maxLength": MAX_HOLD_REASON_LENGTH},
+    )
 
 
 # -- every error ----------------------------------------------------------------------------------
