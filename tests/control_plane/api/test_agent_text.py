@@ -151,3 +151,17 @@ def test_a_nul_in_a_key_of_the_outcome_is_still_a_422(
         )
     assert reported.status_code == 422, reported.text
     assert _rows(pool, run_id) == before
+
+
+def test_a_nul_in_the_error_of_a_run_that_is_not_there_is_a_404_not_a_500(
+    api: Api, pool: Pool, world: tuple[Org, Agent]
+) -> None:
+    _, agent = world
+    with api.client(agent.agent_key) as client:
+        reported = client.patch(
+            "/v1/agent/runs/00000000-0000-0000-0000-000000000000", json=_failed("disk\x00full")
+        )
+    assert reported.status_code == 404, reported.text
+    assert reported.json()["detail"]["code"] == "run_not_found"
+    with pool.connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM runs").fetchone() == {"n": 0}
