@@ -10,9 +10,9 @@ What a person types to be read by others — a name (`plain_name`), a reason (`p
 `required_text`) — holds no control character and no bidirectional control either
 (`ground.contract.plain_text`): a 422 naming the field and the character.
 
-What an agent reports as it saw it (`agent_text`: a run's error) is never refused for what it
-holds: it is stored inert, each control character, bidirectional control and lone surrogate
-written as its visible escape.
+What an agent reports as it saw it (`agent_text`: a run's error, the versions it reports) is never
+refused for what it holds: it is stored inert, each control character, bidirectional control and
+lone surrogate written as its visible escape.
 """
 
 from __future__ import annotations

@@ -12,12 +12,12 @@ No name needs one (its direction follows from its letters) and neither does a re
 types, so names and reasons are refused with one as well (`first_bidi_control`, the service's
 422 naming the field and the character).
 
-Text an agent sends — the error of a run, of an unreachable report — is what it saw, and must
-never be lost to a refusal. It is kept, made inert where it is stored (`inert`): each control
-character but newline and tab (an escape sequence, a NUL PostgreSQL's text cannot hold), each
-bidirectional control and each lone surrogate becomes its visible escape, `\\u001b`, so every
-reader (the panel, the command line, the trail, the API's answers and webhooks) gets the same
-harmless text.
+Text an agent sends — the error of a run, of an unreachable report, the versions it reports — is
+what it saw, and must never be lost to a refusal. It is kept, made inert where it is stored
+(`inert`): each control character but newline and tab (an escape sequence, a NUL PostgreSQL's
+text cannot hold), each bidirectional control and each lone surrogate becomes its visible escape,
+`\\u001b`, so every reader (the panel, the command line, the trail, the API's answers and
+webhooks) gets the same harmless text.
 """
 
 from __future__ import annotations

@@ -165,3 +165,58 @@ def test_a_nul_in_the_error_of_a_run_that_is_not_there_is_a_404_not_a_500(
     assert reported.json()["detail"]["code"] == "run_not_found"
     with pool.connection() as conn:
         assert conn.execute("SELECT count(*) AS n FROM runs").fetchone() == {"n": 0}
+
+
+def test_versions_an_agent_sends_are_kept_inert_too(
+    api: Api, pool: Pool, world: tuple[Org, Agent]
+) -> None:
+    # A build whose `--version` prints an escape sequence, or an agent that lies: the versions
+    # are shown on the operators' terminals (the agent list, the runs) and in the panel.
+    _, agent = world
+    with api.client(agent.agent_key) as client:
+        claimed = client.post(
+            "/v1/agent/claims",
+            json={
+                "slot_key": SLOT,
+                "from_version": "1.4\x1b[2J",
+                "updater_version": "0.9\x9b1m",
+            },
+        )
+        assert claimed.status_code == 201, claimed.text
+        run_id = claimed.json()["run_id"]
+        reported = client.patch(
+            f"/v1/agent/runs/{run_id}",
+            json={
+                "status": "succeeded",
+                "version": "1.5.0\x1b]0;x\x07",
+                "updater_version": "1\x7f",
+            },
+        )
+    assert reported.status_code == 200, reported.text
+    with pool.connection() as conn:
+        run = conn.execute(
+            "SELECT from_version, version FROM runs WHERE id = %s", [run_id]
+        ).fetchone()
+        kept = conn.execute(
+            "SELECT a.current_version, uv.version AS updater_version FROM agents a"
+            " LEFT JOIN agent_updater_versions uv ON uv.agent_id = a.id WHERE a.id = %s",
+            [agent.agent_id],
+        ).fetchone()
+    assert run == {"from_version": "1.4\\u001b[2J", "version": "1.5.0\\u001b]0;x\\u0007"}
+    assert kept == {"current_version": "1.5.0\\u001b]0;x\\u0007", "updater_version": "1\\u007f"}
+    assert reported.json()["version"] == "1.5.0\\u001b]0;x\\u0007"
+
+
+def test_a_version_in_a_nothing_to_do_report_is_kept_inert(
+    api: Api, pool: Pool, world: tuple[Org, Agent]
+) -> None:
+    _, agent = world
+    with api.client(agent.agent_key) as client:
+        reported = client.post(
+            "/v1/agent/runs",
+            json={"slot_key": SLOT, "status": "up_to_date", "version": "1.5.0\x1b[8m"},
+        )
+    assert reported.status_code == 201, reported.text
+    with pool.connection() as conn:
+        run = conn.execute("SELECT version FROM runs").fetchone()
+    assert run == {"version": "1.5.0\\u001b[8m"}
