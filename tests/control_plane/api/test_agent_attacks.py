@@ -5,10 +5,12 @@ megabyte. Each is a 4xx naming the field, never a 500, and nothing stored change
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import pytest
 
 from control_plane.types import Pool
@@ -35,8 +37,6 @@ WATCHED = (
 
 
 def _unreachable(**changes: Any) -> str:
-    import json
-
     body: dict[str, Any] = {
         "slot_key": "2026-11-30T03:00",
         "error": "cannot connect",
@@ -229,3 +229,76 @@ def test_the_trails_instant_past_the_calendar_is_a_422_naming_it(
         response = client.get("/v1/admin/events", params={"since": text})
     assert response.status_code == 422, response.text[:2000]
     assert response.json()["detail"]["message"].startswith("since: "), response.text
+
+
+# (headers of a poll as raw bytes, the statuses it may get, the header a 422 must name)
+HOSTILE_HEADERS = [
+    pytest.param([(b"date", b"Fri, 31 Dec 9999 23:59:59 GMT")], 200, None, id="date_year_9999"),
+    pytest.param([(b"date", b"Thu, 01 Jan 1970 00:00:00 GMT")], 200, None, id="date_1970"),
+    pytest.param([(b"date", b"Wed, 31 Dec 1969 23:59:59 GMT")], 200, None, id="date_before_1970"),
+    pytest.param([(b"date", b"Sun, 30 Feb 2026 03:00:00 GMT")], 200, None, id="date_no_such_day"),
+    pytest.param([(b"date", b"x" * 8000)], 200, None, id="date_huge"),
+    pytest.param([(b"date", b"Mon, 30 Nov 2026 02:01:00 GMT\xff")], 200, None, id="date_latin1"),
+    pytest.param(
+        [(b"date", b"Mon, 30 Nov 2026 02:01:00 GMT"), (b"date", b"Mon, 30 Nov 2026 02:01:00 GMT")],
+        200,
+        None,
+        id="date_twice",
+    ),
+    pytest.param([(b"x-nachtwacht-trust-root", b"99999999999")], 200, None, id="root_huge"),
+    pytest.param([(b"x-nachtwacht-trust-root", b"-1")], 200, None, id="root_negative"),
+    pytest.param([(b"x-nachtwacht-trust-root", b"\xff\xfe")], 200, None, id="root_latin1"),
+    pytest.param(
+        [(b"x-nachtwacht-host-id", b"host-\xff\xfe-01")],
+        422,
+        "X-Nachtwacht-Host-Id",
+        id="host_id_latin1",
+    ),
+    # Sent twice, the first is read (as every header the routes read): each is a valid host id.
+    pytest.param(
+        [(b"x-nachtwacht-host-id", b"host-0001"), (b"x-nachtwacht-host-id", b"host-0002")],
+        200,
+        None,
+        id="host_id_twice",
+    ),
+    pytest.param([(b"if-none-match", b'"' + b"a" * 8000 + b'"')], 200, None, id="etag_huge"),
+    pytest.param([(b"if-none-match", b"\xff")], 200, None, id="etag_latin1"),
+]
+
+
+@pytest.mark.parametrize(("headers", "status", "named"), HOSTILE_HEADERS)
+def test_hostile_poll_headers_say_nothing_or_are_a_422_naming_the_header(
+    api: Api,
+    pool: Pool,
+    clock: ManualClock,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+    headers: list[tuple[bytes, bytes]],
+    status: int,
+    named: str | None,
+) -> None:
+    del published
+    agent = make_agent(make_org())
+    clock.set(datetime(2026, 11, 30, 2, 1, tzinfo=UTC))
+    request = httpx.Request(
+        "GET",
+        f"{api.base_url}/v1/agent/config",
+        headers=[(b"authorization", f"Bearer {agent.agent_key}".encode()), *headers],
+    )
+    with httpx.Client(timeout=30) as client:
+        response = client.send(request)
+    assert response.status_code == status, response.text[:2000]
+    if named is not None:
+        assert response.json()["detail"]["message"].startswith(f"{named}: "), response.text
+    with pool.connection() as conn:
+        clocks = conn.execute("SELECT offset_seconds FROM agent_clocks").fetchall()
+        roots = conn.execute("SELECT trust_root_version FROM agents").fetchall()
+    # Only a readable, plausible Date is a host's clock; no held root is made up.
+    if headers[0][1].startswith(b"Thu, 01 Jan 1970"):
+        # Years off is a dead clock battery, not a made-up value: kept (within a hundred years).
+        off = datetime(1970, 1, 1, tzinfo=UTC) - datetime(2026, 11, 30, 2, 1, tzinfo=UTC)
+        assert [row["offset_seconds"] for row in clocks] == [round(off.total_seconds())]
+    else:
+        assert clocks == []
+    assert roots == [{"trust_root_version": None}]
