@@ -137,6 +137,8 @@ def test_a_reason_a_person_types_with_a_control_is_a_422_naming_the_field_and_ch
     assert detail["field"] == "reason"
     assert detail["message"].startswith("reason: ")
     assert named in detail["message"], detail["message"]
+    # The value quoted back is seen, not obeyed: each control as U+FFFD.
+    assert detail["value"] == "disk full\ufffd on the canaries", detail
     assert _snapshot(pool) == before
 
 
