@@ -16,7 +16,8 @@ database cannot store.
                 cannot even be encoded), so a rule at the door covers every field that reaches
                 SQL, including those read before their validator (the claim's `slot_key`). The
                 one exception is text an agent reports as it saw it (`AGENT_TEXT`, the contract's
-                `AGENT_TEXT_MARK`): a NUL in it passes, and its service stores it as `\\u0000`.
+                `AGENT_TEXT_MARK`): a NUL or a lone surrogate in it passes, and is stored as its
+                escape (`\\u0000`, `\\udcff`).
     numbers     `NaN`, `Infinity`, `-Infinity` and a literal beyond a float's range (`1e400`) are
                 not JSON, though Python's parser reads them: a 422 `invalid_request` naming the
                 field and the literal as sent. Past the door no route could even answer about
@@ -70,8 +71,9 @@ _LARGER_BODIES = {
 
 
 # The fields of text an agent reports as it saw it, by method and path (a run's path ends in its
-# id): the service stores a NUL in them inert (`ground.contract.plain_text.inert`), so the door
-# lets it pass. The contract marks the same fields (`AGENT_TEXT_MARK`).
+# id): the contract and the service store a NUL or a lone surrogate in them inert
+# (`ground.contract.plain_text`), so the door lets them pass. The contract marks the same fields
+# (`AGENT_TEXT_MARK`).
 AGENT_TEXT: dict[tuple[str, str], frozenset[str]] = {
     ("PATCH", RUNS_PATH + "/{run_id}"): frozenset({"error"}),
     ("POST", UNREACHABLE_PATH): frozenset({"error"}),
@@ -190,8 +192,8 @@ def _leaves(value: Any, path: str) -> Iterator[tuple[str, object]]:
 
 def refused_json(body: bytes, agent_text: frozenset[str] = frozenset()) -> str | None:
     """The first problem of a JSON body the door refuses (text the database cannot store, a
-    number JSON cannot carry), or None. A NUL in the value of a top-level field named in
-    `agent_text` is no problem (its service stores it inert).
+    number JSON cannot carry), or None. A NUL or a lone surrogate in the value of a top-level
+    field named in `agent_text` is no problem (the contract and its service make it inert).
 
     A body that is not JSON is left to the route (its parser names the problem)."""
     if not _may_be_refused(body):
@@ -204,7 +206,7 @@ def refused_json(body: bytes, agent_text: frozenset[str] = frozenset()) -> str |
         if isinstance(leaf, _NotFinite):
             return _problem(field or "body", leaf.problem())
         if isinstance(leaf, str):
-            why = _bad_character(leaf.replace("\x00", "") if field in agent_text else leaf)
+            why = None if field in agent_text else _bad_character(leaf)
             if why is not None:
                 return _problem(field or "body", why)
     return None

@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -27,7 +28,7 @@ from pydantic import (
 
 from ground.contract.codes import OfferReason, OutcomeReason, PatchFallbackReason, RefusalCode
 from ground.contract.fields import Instant
-from ground.contract.plain_text import PLAIN_TEXT_PATTERN, REASON_PATTERN
+from ground.contract.plain_text import PLAIN_TEXT_PATTERN, REASON_PATTERN, surrogates_escaped
 from ground.limits import (
     DEFAULT_CHANNEL,
     DEFAULT_PLATFORM,
@@ -85,17 +86,26 @@ Version = Annotated[str, StringConstraints(min_length=1, max_length=MAX_VERSION_
 Message = Annotated[str, StringConstraints(max_length=MAX_MESSAGE_LENGTH)]
 SlotKeyText = Annotated[str, StringConstraints(max_length=MAX_SLOT_KEY_LENGTH)]
 # Text an agent reports as it saw it (a run's error, an unreachable report's): never refused for
-# what it holds, a NUL included; the control plane stores it inert (`plain_text.inert`). The mark
-# tells the API's document (and its door, which refuses a NUL in every other string) so.
+# what it holds, a NUL or a lone surrogate included; the control plane stores it inert
+# (`plain_text.inert`). The mark tells the API's document (and its door, which refuses both in
+# every other string) so.
 AGENT_TEXT_MARK = "x-agent-text"
 _AGENT_TEXT = Field(
     json_schema_extra={
         AGENT_TEXT_MARK: True,
         "description": "what the agent saw: kept, each control character but newline and tab "
-        "(a NUL too) and each bidirectional control stored as its visible escape (`\\u001b`)",
+        "(a NUL too), each bidirectional control and each lone surrogate stored as its visible "
+        "escape (`\\u001b`)",
     }
 )
-AgentMessage = Annotated[str, StringConstraints(max_length=MAX_MESSAGE_LENGTH), _AGENT_TEXT]
+# A lone surrogate is written as its escape before the text is read as one (a text holding one is
+# no Unicode, which the model refuses): the agent can build its report, the control plane keep it.
+AgentMessage = Annotated[
+    str,
+    BeforeValidator(surrogates_escaped),
+    StringConstraints(max_length=MAX_MESSAGE_LENGTH),
+    _AGENT_TEXT,
+]
 # A channel or a platform, as the manifest names them (`stable`, `linux-x86_64`).
 ReleaseName = Annotated[str, StringConstraints(pattern=RELEASE_NAME_PATTERN)]
 
@@ -394,6 +404,7 @@ class OutcomeReport(_Request):
 # Something besides white space (a search, as JSON Schema's `pattern` is).
 UnreachableError = Annotated[
     str,
+    BeforeValidator(surrogates_escaped),
     StringConstraints(max_length=MAX_UNREACHABLE_ERROR_LENGTH, pattern=r"\S"),
     _AGENT_TEXT,
 ]

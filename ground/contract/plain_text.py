@@ -33,6 +33,7 @@ __all__ = [
     "first_control_character",
     "inert",
     "shown",
+    "surrogates_escaped",
 ]
 
 # A regular-expression class body, written with escapes so schemas carry it as text.
@@ -96,6 +97,15 @@ def inert(text: str, limit: int | None = None) -> str:
         kept.append(piece)
         size += len(piece)
     return "".join(kept) + "…"
+
+
+def surrogates_escaped(value: object) -> object:
+    """`value` with each lone surrogate written as its escape (`\\udcff`) when it is a text, else
+    as it is: a text a program decoded with `surrogateescape` (a file name that is not UTF-8)
+    becomes one that can be encoded, and stored, at all."""
+    if not isinstance(value, str) or not any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        return value
+    return "".join(f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
 
 
 def shown(text: str) -> str:

@@ -114,3 +114,12 @@ def test_inert_within_a_limit_never_cuts_a_control_escape_in_two() -> None:
     assert inert("ab\x00cd", 9) == "ab\\u0000…"
     assert inert("ab\x00cd", 8) == "ab…"
     assert all(len(inert("\x1b" * 600, limit)) <= limit for limit in range(1, 40))
+
+
+def test_an_agents_error_with_a_lone_surrogate_can_be_built_and_sent() -> None:
+    # `os.fsdecode` of a file name that is not UTF-8: the agent's report must still be built.
+    from ground.contract.messages import OutcomeReport
+
+    report = OutcomeReport(status="failed", error="cannot rename /opt/app/\udcff.tmp")
+    assert report.error == "cannot rename /opt/app/\\udcff.tmp"
+    report.model_dump_json().encode("utf-8")

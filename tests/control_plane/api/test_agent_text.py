@@ -220,3 +220,21 @@ def test_a_version_in_a_nothing_to_do_report_is_kept_inert(
     with pool.connection() as conn:
         run = conn.execute("SELECT version FROM runs").fetchone()
     assert run == {"version": "1.5.0\\u001b[8m"}
+
+
+def test_a_lone_surrogate_in_a_run_error_is_kept_as_its_escape(
+    api: Api, pool: Pool, world: tuple[Org, Agent]
+) -> None:
+    # A file name that is not UTF-8, as Python decodes it (surrogateescape), in the error of a
+    # failed swap: sent by JSON as a lone surrogate, which no storable text can hold.
+    _, agent = world
+    run_id = _claimed(api, agent)
+    raw = '{"status": "failed", "error": "cannot rename /opt/app/\\udcff.tmp"}'
+    with api.client(agent.agent_key) as client:
+        reported = client.patch(
+            f"/v1/agent/runs/{run_id}",
+            content=raw.encode("ascii"),
+            headers={"Content-Type": "application/json"},
+        )
+    assert reported.status_code == 200, reported.text
+    assert _rows(pool, run_id)["error"] == "cannot rename /opt/app/\\udcff.tmp"
