@@ -9,14 +9,18 @@ are held to the same rule, as a 422 naming the field.
 What a person types to be read by others — a name (`plain_name`), a reason (`plain_text`,
 `required_text`) — holds no control character and no bidirectional control either
 (`ground.contract.plain_text`): a 422 naming the field and the character.
+
+What an agent reports as it saw it (`agent_text`: a run's error, the versions it reports) is never
+refused for what it holds: it is stored inert, each control character, bidirectional control and
+lone surrogate written as its visible escape.
 """
 
 from __future__ import annotations
 
 from control_plane.errors import InvalidInput
-from ground.contract.plain_text import first_bidi_control, first_control_character
+from ground.contract.plain_text import first_bidi_control, first_control_character, inert
 
-__all__ = ["plain_name", "plain_text", "required_text", "stored_text"]
+__all__ = ["agent_text", "plain_name", "plain_text", "required_text", "stored_text"]
 
 
 def stored_text(field: str, value: object, limit: int) -> str | None:
@@ -36,6 +40,16 @@ def stored_text(field: str, value: object, limit: int) -> str | None:
             field, value[:40], "contains a lone UTF-16 surrogate (not storable text)"
         ) from exc
     return value
+
+
+def agent_text(field: str, value: object, limit: int) -> str | None:
+    """Text an agent reports as it saw it (None: none), as it is stored: inert
+    (`ground.contract.plain_text.inert`), cut within `limit` characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(field, value, "is not a string")
+    return stored_text(field, inert(value, limit), limit)
 
 
 def plain_text(field: str, value: object, limit: int) -> str | None:

@@ -91,7 +91,14 @@ def parse_instant(text: object, *, field: str = "instant") -> datetime:
         raise InstantError(
             f"{field}: {text!r} is not an RFC 3339 instant (expected e.g. 2026-11-30T02:00:00Z)"
         ) from exc
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError as exc:
+        # Year 1 at +14:00 is year 0 in UTC, 9999 at -14:00 is 10000: no instant holds either.
+        raise InstantError(
+            f"{field}: {text!r} is not an instant between the years 1 and 9999 in UTC (its "
+            "offset carries it past them)"
+        ) from exc
 
 
 def _split_offset(text: str) -> tuple[str, str | None]:

@@ -8,8 +8,16 @@ organisation's own OpenID Connect provider, `oidc`) verifies it. A code is never
 the last step accepted is stored and only a later one passes. Failed attempts, of either step,
 lock sign-in with that address for a while (`LOCK_AFTER`, `LOCKED_FOR`), whatever the password.
 
+An address is matched by one rule, everywhere (`address_key`): trimmed, its ASCII letters A-Z
+folded to a-z, every other character as typed. The same rule matches an address typed at sign-in
+(or a provider's verified address) to a person, keeps one live person per address (the unique
+index on `ADDRESS_KEY_SQL`) and names the address's lock. PostgreSQL's own `lower()` follows the
+database's collation (under a UTF-8 one it folds U+0130 onto `i`, where Python's `str.lower` gives
+`i` and U+0307), so it is asked only under the "C" collation, which folds A-Z and nothing else:
+a spelling that reaches a person is always counted with their address.
+
 The lock is kept per address as typed, not per person (`sign_in_failures`, by the sha256 of the
-trimmed, lower-case address): an address nobody was invited with is counted and locked exactly as
+address's `address_key`): an address nobody was invited with is counted and locked exactly as
 a person's, with the same answers, so trying an address tells nobody whether it has an account.
 Every attempt for one address takes that address's row first, so attempts made at the same moment
 are counted one after the other and never more than `LOCK_AFTER` are weighed before the lock.
@@ -32,6 +40,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import string
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -63,6 +72,7 @@ from control_plane.types import Connection, Pool
 from ground.contract.plain_text import first_bidi_control, first_control_character
 
 __all__ = [
+    "ADDRESS_KEY_SQL",
     "FAILURES_FORGOTTEN_AFTER",
     "INVITATION_LIFETIME",
     "LOCKED_FOR",
@@ -76,6 +86,7 @@ __all__ = [
     "PersonSession",
     "PersonView",
     "SignInRefused",
+    "address_key",
 ]
 
 Role = Literal["viewer", "editor", "operator"]
@@ -453,8 +464,8 @@ class PeopleService:
                 # compare one: such an address is nobody's, answered as any unknown one.
                 row = conn.execute(
                     _SELECT_PERSON + " FROM people p"
-                    " WHERE lower(p.email) = lower(%s) AND p.removed_at IS NULL FOR UPDATE",
-                    [email.strip()],
+                    f" WHERE {ADDRESS_KEY_SQL} = %s AND p.removed_at IS NULL FOR UPDATE",
+                    [address_key(email)],
                 ).fetchone()
             if locked:
                 refusal = SignInRefused("locked")
@@ -590,9 +601,9 @@ class PeopleService:
             if row is None and email:
                 row = conn.execute(
                     _SELECT_PERSON + " FROM people p WHERE p.org_id = %s"
-                    " AND lower(p.email) = lower(%s) AND p.oidc_subject IS NULL"
+                    f" AND {ADDRESS_KEY_SQL} = %s AND p.oidc_subject IS NULL"
                     " AND p.removed_at IS NULL",
-                    [org_id, email],
+                    [org_id, address_key(email)],
                 ).fetchone()
                 if row is not None:
                     conn.execute(
@@ -621,10 +632,22 @@ def _locked_editors(conn: Connection, org_id: UUID | None) -> set[UUID]:
     return {row["id"] for row in rows}
 
 
+# A-Z to a-z and nothing else: the rule PostgreSQL's `lower()` follows under the "C" collation.
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+# The stored address's key in SQL (the people's unique index is on it), whatever the database's
+# collation; compared with `address_key` of the address given.
+ADDRESS_KEY_SQL = 'lower(p.email COLLATE "C")'
+
+
+def address_key(email: str) -> str:
+    """An address as people are matched by it (see the module): trimmed, A-Z folded to a-z."""
+    return email.strip().translate(_ASCII_LOWER)
+
+
 def address_sha256(email: str) -> str:
-    """What the lock knows an address by: the sha256 of the address as typed, trimmed and in lower
-    case (a person's is compared without case, so every spelling of it shares its lock)."""
-    return secret_sha256(email.strip().lower())
+    """What the lock knows an address by: the sha256 of its `address_key`, so every spelling that
+    reaches a person shares the person's lock."""
+    return secret_sha256(address_key(email))
 
 
 def _attempt(conn: Connection, address: str, now: datetime) -> bool:

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from control_plane.errors import RequestRefused
 from ground.contract import ErrorAnswer, ErrorDetail
 from ground.contract.messages import MAX_MESSAGE_LENGTH
-from ground.contract.plain_text import clipped
+from ground.contract.plain_text import clipped, shown
 
 __all__ = [
     "AUTHENTICATED",
@@ -39,13 +39,17 @@ MAX_SHOWN_VALUE = 100
 
 
 def _shortened(text: str) -> str:
+    # Seen, not obeyed: a control character or a bidirectional control is quoted back as U+FFFD
+    # (the message quotes the same value escaped), whoever prints the answer's `value`.
+    text = shown(text)
     if len(text) <= MAX_SHOWN_VALUE:
         return text
     return f"{text[: MAX_SHOWN_VALUE - 1]}… ({len(text)} characters)"
 
 
 def shown_value(value: Any) -> Any:
-    """`value` as a refusal may show it: unchanged when short, else its shortened text."""
+    """`value` as a refusal may show it: unchanged when short, else its shortened text; a text's
+    control characters and bidirectional controls as U+FFFD."""
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, float):

@@ -14,7 +14,10 @@ database cannot store.
                 or a NUL in the path or query, is a 422 `invalid_request` naming where it is.
                 PostgreSQL's text holds neither (a NUL fails inside the database, a surrogate
                 cannot even be encoded), so a rule at the door covers every field that reaches
-                SQL, including those read before their validator (the claim's `slot_key`).
+                SQL, including those read before their validator (the claim's `slot_key`). The
+                one exception is text an agent reports as it saw it (`AGENT_TEXT`, the contract's
+                `AGENT_TEXT_MARK`): a NUL or a lone surrogate in it passes, and is stored as its
+                escape (`\\u0000`, `\\udcff`).
     numbers     `NaN`, `Infinity`, `-Infinity` and a literal beyond a float's range (`1e400`) are
                 not JSON, though Python's parser reads them: a 422 `invalid_request` naming the
                 field and the literal as sent. Past the door no route could even answer about
@@ -39,10 +42,12 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ground.contract import API_PREFIX, AnswerCode
+from ground.contract import API_PREFIX, RUNS_PATH, UNREACHABLE_PATH, AnswerCode
+from ground.contract.messages import AGENT_TEXT_MARK
 from signed_release.trust_root import MAX_ROOT_BYTES
 
 __all__ = [
+    "AGENT_TEXT",
     "MAX_BODY_BYTES",
     "MAX_RELEASE_BODY_BYTES",
     "STORABLE_TEXT_PATTERN",
@@ -65,6 +70,22 @@ _LARGER_BODIES = {
 }
 
 
+# The fields of text an agent reports as it saw it, by method and path (a run's path ends in its
+# id): the contract and the service store a NUL or a lone surrogate in them inert
+# (`ground.contract.plain_text`), so the door lets them pass. The contract marks the same fields
+# (`AGENT_TEXT_MARK`).
+AGENT_TEXT: dict[tuple[str, str], frozenset[str]] = {
+    ("PATCH", RUNS_PATH + "/{run_id}"): frozenset({"error"}),
+    ("POST", UNREACHABLE_PATH): frozenset({"error"}),
+}
+
+
+def _agent_text_fields(method: str, path: str) -> frozenset[str]:
+    if path.startswith(RUNS_PATH + "/") and "/" not in path[len(RUNS_PATH) + 1 :]:
+        path = RUNS_PATH + "/{run_id}"
+    return AGENT_TEXT.get((method, path), frozenset())
+
+
 # The rule on text as the OpenAPI states it for every string without a pattern of its own: no NUL
 # (an ECMA and Python regex alike). A lone surrogate has no pattern that leaves a pair intact in
 # both dialects; it is refused all the same.
@@ -73,7 +94,7 @@ STORABLE_TEXT_PATTERN = r"^[^\u0000]*$"
 
 def state_storable_text(document: Any) -> None:
     """Give every string schema of an OpenAPI `document` (in place) that names no pattern, value
-    list or binary format the rule this module enforces at the door."""
+    list or binary format, and is no agent's text, the rule this module enforces at the door."""
     stack = [document]
     while stack:
         item = stack.pop()
@@ -82,7 +103,7 @@ def state_storable_text(document: Any) -> None:
         elif isinstance(item, dict):
             if (
                 item.get("type") == "string"
-                and not {"pattern", "enum", "const"} & item.keys()
+                and not {"pattern", "enum", "const", AGENT_TEXT_MARK} & item.keys()
                 and item.get("format") not in {"binary", "uuid", "date", "date-time"}
             ):
                 item["pattern"] = STORABLE_TEXT_PATTERN
@@ -169,9 +190,10 @@ def _leaves(value: Any, path: str) -> Iterator[tuple[str, object]]:
             yield where, item
 
 
-def refused_json(body: bytes) -> str | None:
+def refused_json(body: bytes, agent_text: frozenset[str] = frozenset()) -> str | None:
     """The first problem of a JSON body the door refuses (text the database cannot store, a
-    number JSON cannot carry), or None.
+    number JSON cannot carry), or None. A NUL or a lone surrogate in the value of a top-level
+    field named in `agent_text` is no problem (the contract and its service make it inert).
 
     A body that is not JSON is left to the route (its parser names the problem)."""
     if not _may_be_refused(body):
@@ -184,7 +206,7 @@ def refused_json(body: bytes) -> str | None:
         if isinstance(leaf, _NotFinite):
             return _problem(field or "body", leaf.problem())
         if isinstance(leaf, str):
-            why = _bad_character(leaf)
+            why = None if field in agent_text else _bad_character(leaf)
             if why is not None:
                 return _problem(field or "body", why)
     return None
@@ -233,7 +255,7 @@ class RequestLimits:
         except _TooLarge:
             await self._too_large(scope, receive, send, limit)
             return
-        problem = refused_json(body)
+        problem = refused_json(body, _agent_text_fields(scope["method"], scope["path"]))
         if problem is not None:
             field = problem.split(":", 1)[0]
             await _answer(send, 422, _refusal(422, AnswerCode.INVALID_REQUEST, problem, field))

@@ -38,7 +38,7 @@ from control_plane.claims.offered import offered_releases
 from control_plane.claims.refusals import RefusalRecorder
 from control_plane.claims.refused import slot_consumed
 from control_plane.errors import ClaimRefused
-from control_plane.inputs import stored_text
+from control_plane.inputs import agent_text, stored_text
 from control_plane.releases.products import Product
 from control_plane.rollout.gate import (
     note_track,
@@ -192,10 +192,8 @@ class ClaimService:
         """A scheduled slot's or a manual update's token (the request names exactly one), for an
         agent that speaks `agent_contract` (a manual update goes through the caps for an agent
         that waits when they are full: `claims.manual`)."""
-        from_version = stored_text("from_version", request.from_version, MAX_VERSION_LENGTH)
-        updater_version = stored_text(
-            "updater_version", request.updater_version, MAX_VERSION_LENGTH
-        )
+        from_version = agent_text("from_version", request.from_version, MAX_VERSION_LENGTH)
+        updater_version = agent_text("updater_version", request.updater_version, MAX_VERSION_LENGTH)
         if request.manual_run_id is not None:
             try:
                 return claim_manual(
@@ -267,10 +265,10 @@ class ClaimService:
     ) -> Claim | None:
         """`claim_slot` for the agent behind a presented credential, found in the same statement
         (the refusal's one round trip); None when no agent has that valid credential."""
-        checked = stored_text("from_version", from_version, MAX_VERSION_LENGTH)
+        checked = agent_text("from_version", from_version, MAX_VERSION_LENGTH)
         asking = _Asking(
             product=product,
-            updater_version=stored_text("updater_version", updater_version, MAX_VERSION_LENGTH),
+            updater_version=agent_text("updater_version", updater_version, MAX_VERSION_LENGTH),
         )
         return self._claim_slot(
             _HOT_PATH_BY_CREDENTIAL,
@@ -343,7 +341,8 @@ class ClaimService:
         same `refusal_for` as the database's row; when they give none, return the room this
         worker knows of in the claim's round — the caps less the highest counts seen — for the
         database to decide; None when it remembers nothing of the claim (or is not live)."""
-        stored_text("from_version", from_version, MAX_VERSION_LENGTH)
+        # The same check of the text as the database's path (`claim_slot_as`) makes first.
+        agent_text("from_version", from_version, MAX_VERSION_LENGTH)
         facts = self._memory.recall(facts_key(secret_sha256, slot_key, track), now=now)
         if not isinstance(facts, ClaimFacts):
             return None

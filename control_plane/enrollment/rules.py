@@ -38,6 +38,7 @@ __all__ = [
     "install_command",
     "new_token_secret",
     "parse_duration",
+    "token_refusal",
     "trust_file",
     "verdict",
 ]
@@ -153,15 +154,24 @@ class Verdict(enum.Enum):
     NAME_NOT_ALLOWED = AnswerCode.AGENT_NAME_NOT_ALLOWED
 
 
-def verdict(token: TokenState, name: str, now: datetime) -> Verdict:
-    """A use of `token` at `now` for an agent called `name`. Revoked first (a revoked token
-    tells nothing more), then expired, used up, and the name against the pattern."""
+def token_refusal(token: TokenState, now: datetime) -> Verdict | None:
+    """Why `token` cannot be used at `now`, whatever the name: revoked first (a revoked token
+    tells nothing more), then expired, used up; None when it can."""
     if token.revoked_at is not None:
         return Verdict.REVOKED
     if now >= token.expires_at:
         return Verdict.EXPIRED
     if token.uses >= token.uses_allowed:
         return Verdict.USED_UP
+    return None
+
+
+def verdict(token: TokenState, name: str, now: datetime) -> Verdict:
+    """A use of `token` at `now` for an agent called `name`: `token_refusal`, then the name
+    against the pattern."""
+    refused = token_refusal(token, now)
+    if refused is not None:
+        return refused
     if token.name_pattern is not None and not fnmatchcase(name, token.name_pattern):
         return Verdict.NAME_NOT_ALLOWED
     return Verdict.ALLOWED

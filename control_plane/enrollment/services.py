@@ -27,6 +27,7 @@ from control_plane.enrollment.rules import (
     TokenTerms,
     Verdict,
     new_token_secret,
+    token_refusal,
     verdict,
 )
 from control_plane.errors import InvalidInput, NotFound, Unauthenticated
@@ -35,6 +36,7 @@ from control_plane.inputs import plain_name
 from control_plane.types import Connection, Pool
 from ground.contract import AnswerCode, EnrolledAgent, Instant, format_instant
 from ground.contract.messages import MAX_AGENT_NAME_LENGTH
+from ground.contract.plain_text import shown
 
 __all__ = [
     "CREATED_EVENT",
@@ -322,8 +324,10 @@ class EnrollmentService:
         docstring). Refused: 401 unknown or revoked, expired, used up; 422 a name against the
         pattern; 409 a name the organisation already has. Every exchange is counted by its
         result (`enrollment_counts`, for `/metrics`)."""
-        clean = plain_name("name", name, MAX_AGENT_NAME_LENGTH)
         row: dict[str, Any] | None = None
+        # The name as the trail and a refusal give it until it is judged: a name that is not
+        # plain text is written with U+FFFD for each control.
+        clean = shown(name.strip()) if isinstance(name, str) else ""
         with self._pool.connection() as conn:
             try:
                 with conn.transaction():
@@ -336,8 +340,14 @@ class EnrollmentService:
                     judged = (
                         Verdict.REVOKED
                         if row is None
-                        else verdict(_token_state(row, with_pattern=True), clean, now)
+                        else token_refusal(_token_state(row, with_pattern=True), now)
                     )
+                    if judged is None:
+                        assert row is not None
+                        # The name is judged only for a token that could be used: the
+                        # credential before the body (its 422 changes nothing, counts nothing).
+                        clean = plain_name("name", name, MAX_AGENT_NAME_LENGTH)
+                        judged = verdict(_token_state(row, with_pattern=True), clean, now)
                     if judged is Verdict.ALLOWED:
                         assert row is not None
                         return self._use(conn, row, clean, now)

@@ -19,6 +19,7 @@ from control_plane.events.trail import Actor, record_actions
 from control_plane.inputs import plain_text
 from control_plane.types import Connection
 from ground.contract import HoldView, format_instant
+from ground.contract.messages import MAX_HOLD_REASON_LENGTH
 
 __all__ = [
     "MAX_HOLD",
@@ -35,7 +36,6 @@ __all__ = [
 ]
 
 MAX_HOLD = timedelta(days=90)
-MAX_HOLD_REASON_LENGTH = 500
 
 HoldSetter = Literal["agent", "customer", "operator"]
 

@@ -16,7 +16,7 @@ from control_plane.claims.slots import checked_slot_of
 from control_plane.errors import ClaimRefused, Conflict, Forbidden, InvalidInput, NotFound
 from control_plane.events.services import record_event
 from control_plane.events.trail import Actor, ActorKind, record_action
-from control_plane.inputs import stored_text
+from control_plane.inputs import agent_text
 from control_plane.releases.services import ArtifactInfo
 from control_plane.runs.authority import (
     read_lease,
@@ -50,7 +50,6 @@ from ground.contract import (
     format_instant,
 )
 from ground.contract.messages import MAX_MESSAGE_LENGTH
-from ground.contract.plain_text import inert
 from ground.limits import MAX_VERSION_LENGTH
 
 __all__ = [
@@ -177,8 +176,8 @@ class RunService:
     ) -> RecordedRun:
         """Nothing to do: a run row that consumes the slot (idempotent). `updater_version`: the
         version of nachtwacht's own agent the host runs, kept with the agent."""
-        version_text = stored_text("version", version, MAX_VERSION_LENGTH)
-        updater_text = stored_text("updater_version", updater_version, MAX_VERSION_LENGTH)
+        version_text = agent_text("version", version, MAX_VERSION_LENGTH)
+        updater_text = agent_text("updater_version", updater_version, MAX_VERSION_LENGTH)
         with self._pool.connection() as conn:
             agent = conn.execute(
                 "SELECT a.org_id, a.update_schedule_enabled AS enabled,"
@@ -277,11 +276,9 @@ class RunService:
         (`outcome_inferred`) takes the report that comes late, judged the same way."""
         if status not in OUTCOMES:
             raise InvalidInput("status", status, f"is not an outcome (expected one of {OUTCOMES})")
-        version_text = stored_text("version", version, MAX_VERSION_LENGTH)
-        # The agent's words, kept; a bidirectional control in them stored inert (`inert`).
-        error_text = stored_text("error", error, MAX_ERROR_LENGTH)
-        if error_text is not None:
-            error_text = inert(error_text, MAX_ERROR_LENGTH)
+        version_text = agent_text("version", version, MAX_VERSION_LENGTH)
+        # The agent's words, kept, stored inert: an escape sequence or a NUL as its escape.
+        error_text = agent_text("error", error, MAX_ERROR_LENGTH)
         reported = Outcome(
             status=status,
             version=version_text,
@@ -289,7 +286,7 @@ class RunService:
             reason=None if reason is None else OutcomeReason(reason).value,
             # A switch cannot have happened after the report arrived.
             switched_at=None if switched_at is None else min(switched_at, now),
-            updater_version=stored_text("updater_version", updater_version, MAX_VERSION_LENGTH),
+            updater_version=agent_text("updater_version", updater_version, MAX_VERSION_LENGTH),
             delivery=None if delivery is None else delivery.kind,
             patch_fallback_reason=(
                 None

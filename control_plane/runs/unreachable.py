@@ -11,8 +11,9 @@ commits before the pass reads or waits until the pass's misses are committed and
 A report changes nothing for a slot that ran, was skipped or was missed for a reason that comes
 first (a refusal, the platform unavailable, a sighting), nor when the slot was reported before (the
 first report is kept): it is answered `unchanged`, saying why. One for a slot that is not this
-agent's, that has not opened yet, older than `MAX_UNREACHABLE_REPORT_AGE_DAYS`, or whose tries lie
-outside the slot's window, is refused (422 naming the field). Only the agent's own slots: the
+agent's, that started before the agent was enrolled, that has not opened yet, older than
+`MAX_UNREACHABLE_REPORT_AGE_DAYS`, or whose tries lie outside the slot's window, is refused (422
+naming the field). Only the agent's own slots: the
 credential names the agent, the body names no other.
 
 A slot is this agent's when a miss of it is on record for this agent, or when its schedule has it.
@@ -25,8 +26,9 @@ slot neither on record nor in the schedule is refused.
 The notification a slot's review already sent with the miss as `offline` is not sent again: the
 panel, the API and `agent status` show the corrected reason from then on.
 
-The error is kept as the agent sent it, inert (`ground.contract.plain_text.inert`): a
-bidirectional control in it is stored as its visible escape, never obeyed where it is shown.
+The error is kept as the agent sent it, inert (`ground.contract.plain_text.inert`): a control
+character (a NUL too) or a bidirectional control in it is stored as its visible escape, never
+obeyed where it is shown.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ TRY_TOLERANCE = timedelta(minutes=5)
 
 _AGENT = """
 SELECT a.update_schedule_enabled AS enabled, a.update_schedule_times AS times, s.timezone,
-       s.catch_up_minutes
+       s.catch_up_minutes, a.created_at AS enrolled_at
   FROM agents a CROSS JOIN platform_settings s
  WHERE a.id = %s AND a.deleted_at IS NULL
 """
@@ -140,6 +142,14 @@ def _slot(
             "slot_key",
             key,
             f"is not one of this agent's slots (times {times}), and no miss of it is on record",
+        )
+    if slot.at < agent["enrolled_at"]:
+        # The missed pass counts an agent's slots from its enrollment on (`reconcile.missed`).
+        raise InvalidInput(
+            "slot_key",
+            key,
+            f"starts ({format_instant(slot.at)}) before the agent was enrolled "
+            f"({format_instant(agent['enrolled_at'])}): it was never this agent's slot",
         )
     if slot.at > now:
         raise InvalidInput(

@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -27,7 +28,7 @@ from pydantic import (
 
 from ground.contract.codes import OfferReason, OutcomeReason, PatchFallbackReason, RefusalCode
 from ground.contract.fields import Instant
-from ground.contract.plain_text import PLAIN_TEXT_PATTERN
+from ground.contract.plain_text import PLAIN_TEXT_PATTERN, REASON_PATTERN, surrogates_escaped
 from ground.limits import (
     DEFAULT_CHANNEL,
     DEFAULT_PLATFORM,
@@ -42,7 +43,9 @@ from ground.limits import (
 )
 
 __all__ = [
+    "AGENT_TEXT_MARK",
     "DEFAULT_TRACK",
+    "MAX_HOLD_REASON_LENGTH",
     "AgentConfig",
     "BrakeView",
     "ClaimGrant",
@@ -82,6 +85,27 @@ ScheduleTime = Annotated[str, StringConstraints(pattern=TIME_PATTERN)]
 Version = Annotated[str, StringConstraints(min_length=1, max_length=MAX_VERSION_LENGTH)]
 Message = Annotated[str, StringConstraints(max_length=MAX_MESSAGE_LENGTH)]
 SlotKeyText = Annotated[str, StringConstraints(max_length=MAX_SLOT_KEY_LENGTH)]
+# Text an agent reports as it saw it (a run's error, an unreachable report's): never refused for
+# what it holds, a NUL or a lone surrogate included; the control plane stores it inert
+# (`plain_text.inert`). The mark tells the API's document (and its door, which refuses both in
+# every other string) so.
+AGENT_TEXT_MARK = "x-agent-text"
+_AGENT_TEXT = Field(
+    json_schema_extra={
+        AGENT_TEXT_MARK: True,
+        "description": "what the agent saw: kept, each control character but newline and tab "
+        "(a NUL too), each bidirectional control and each lone surrogate stored as its visible "
+        "escape (`\\u001b`)",
+    }
+)
+# A lone surrogate is written as its escape before the text is read as one (a text holding one is
+# no Unicode, which the model refuses): the agent can build its report, the control plane keep it.
+AgentMessage = Annotated[
+    str,
+    BeforeValidator(surrogates_escaped),
+    StringConstraints(max_length=MAX_MESSAGE_LENGTH),
+    _AGENT_TEXT,
+]
 # A channel or a platform, as the manifest names them (`stable`, `linux-x86_64`).
 ReleaseName = Annotated[str, StringConstraints(pattern=RELEASE_NAME_PATTERN)]
 
@@ -360,7 +384,7 @@ class DeliveryReport(_Request):
 class OutcomeReport(_Request):
     status: OutcomeStatus
     version: Version | None = None
-    error: Message | None = None
+    error: AgentMessage | None = None
     # Why it ended so (absent for a plain success); the panel words it per language.
     reason: OutcomeReason | None = None
     # The control plane's time (as the agent learned it) of the switch to the new version, for a
@@ -377,9 +401,12 @@ class OutcomeReport(_Request):
 
 # -- POST /v1/agent/unreachable ------------------------------------------------------------------
 
+# Something besides white space (a search, as JSON Schema's `pattern` is).
 UnreachableError = Annotated[
     str,
-    StringConstraints(max_length=MAX_UNREACHABLE_ERROR_LENGTH, pattern=PLAIN_TEXT_PATTERN),
+    BeforeValidator(surrogates_escaped),
+    StringConstraints(max_length=MAX_UNREACHABLE_ERROR_LENGTH, pattern=r"\S"),
+    _AGENT_TEXT,
 ]
 
 
@@ -387,9 +414,9 @@ class UnreachableReport(_Request):
     """The agent was running inside the window of its scheduled slot `slot_key`, tried to poll or
     to claim, and could not reach the control plane (no connection, DNS, TLS, a timeout, or an
     answer from something on the way: a proxy's or a load balancer's error page). Sent once it
-    reaches the control plane again. `error` is the first failure's text, plain (no control
-    character) and at most `MAX_UNREACHABLE_ERROR_LENGTH` long; the times are the first and the
-    last try, on the control plane's clock as the agent followed it."""
+    reaches the control plane again. `error` is the first failure's text, something besides
+    white space and at most `MAX_UNREACHABLE_ERROR_LENGTH` long (kept inert); the times are the
+    first and the last try, on the control plane's clock as the agent followed it."""
 
     slot_key: SlotKeyText = Field(examples=["2026-11-30T03:00"])
     error: UnreachableError = Field(
@@ -441,11 +468,23 @@ class SwapPermit(_Answer):
 # -- PUT / DELETE /v1/agent/hold ------------------------------------------------------------------
 
 
+# The longest reason a hold keeps, whoever sets it (the host, its customer, an operator).
+MAX_HOLD_REASON_LENGTH = 500
+
+
 class HoldRequest(_Request):
-    """The host asks to be held (`nachtwacht agent hold --until`)."""
+    """The host asks to be held (`nachtwacht agent hold --until`). The reason is typed by a
+    person at the host and shown on the trail and by `agent status`: like every reason a person
+    types, it holds no control character and no bidirectional control, at most
+    `MAX_HOLD_REASON_LENGTH` characters. The control plane refuses one outside that with a 422
+    naming the field and the character (`control_plane.inputs.plain_text`); the document states
+    it here (a message this contract had at 2,000 characters; the bound was always 500)."""
 
     until: Instant
-    reason: Message | None = None
+    reason: Message | None = Field(
+        default=None,
+        json_schema_extra={"pattern": REASON_PATTERN, "maxLength": MAX_HOLD_REASON_LENGTH},
+    )
 
 
 # -- every error ----------------------------------------------------------------------------------

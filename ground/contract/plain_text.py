@@ -12,11 +12,12 @@ No name needs one (its direction follows from its letters) and neither does a re
 types, so names and reasons are refused with one as well (`first_bidi_control`, the service's
 422 naming the field and the character).
 
-Text an agent sends — the error of a run, of an unreachable report — is what it saw, and must
-never be lost to a refusal. It is kept, made inert where it is stored (`inert`): each
-bidirectional control becomes its visible escape, `\\u202e`, so every reader (the panel, the
-command line, the trail, the API's answers and webhooks) gets the same harmless text. Control
-characters in it are the contract's business (the unreachable report's pattern refuses them).
+Text an agent sends — the error of a run, of an unreachable report, the versions it reports — is
+what it saw, and must never be lost to a refusal. It is kept, made inert where it is stored
+(`inert`): each control character but newline and tab (an escape sequence, a NUL PostgreSQL's
+text cannot hold), each bidirectional control and each lone surrogate becomes its visible escape,
+`\\u001b`, so every reader (the panel, the command line, the trail, the API's answers and
+webhooks) gets the same harmless text.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "first_control_character",
     "inert",
     "shown",
+    "surrogates_escaped",
 ]
 
 # A regular-expression class body, written with escapes so schemas carry it as text.
@@ -66,12 +68,24 @@ def first_bidi_control(text: str) -> str | None:
     return next((character for character in text if character in BIDI_CONTROLS), None)
 
 
+# What an agent's text keeps as it is among the control characters: it reads as a line break or
+# a gap, and moves no cursor anywhere else.
+_KEPT_CONTROLS = frozenset("\n\t")
+
+
+def _obeyed(character: str) -> bool:
+    """Whether `character` is written as its escape in an agent's text (`inert`)."""
+    if _is_control(character):
+        return character not in _KEPT_CONTROLS
+    return character in BIDI_CONTROLS or 0xD800 <= ord(character) <= 0xDFFF
+
+
 def inert(text: str, limit: int | None = None) -> str:
-    """`text` as it is stored when an agent sent it: each bidirectional control written as its
-    visible escape (`\\u202e`, six characters). Within `limit` characters when one is given: a
-    text the escapes make longer is cut before the escape or character that would pass it, and
-    ends with an ellipsis."""
-    pieces = [f"\\u{ord(c):04x}" if c in BIDI_CONTROLS else c for c in text]
+    """`text` as it is stored when an agent sent it: each control character but newline and tab,
+    each bidirectional control and each lone surrogate written as its visible escape (`\\u001b`,
+    six characters). Within `limit` characters when one is given: a text the escapes make longer
+    is cut before the escape or character that would pass it, and ends with an ellipsis."""
+    pieces = [f"\\u{ord(c):04x}" if _obeyed(c) else c for c in text]
     escaped = "".join(pieces)
     if limit is None or len(escaped) <= limit:
         return escaped
@@ -83,6 +97,15 @@ def inert(text: str, limit: int | None = None) -> str:
         kept.append(piece)
         size += len(piece)
     return "".join(kept) + "…"
+
+
+def surrogates_escaped(value: object) -> object:
+    """`value` with each lone surrogate written as its escape (`\\udcff`) when it is a text, else
+    as it is: a text a program decoded with `surrogateescape` (a file name that is not UTF-8)
+    becomes one that can be encoded, and stored, at all."""
+    if not isinstance(value, str) or not any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        return value
+    return "".join(f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
 
 
 def shown(text: str) -> str:

@@ -12,11 +12,14 @@ import pytest
 
 from control_plane.accounts import passwords
 from control_plane.accounts.people import (
+    ADDRESS_KEY_SQL,
     FAILURES_FORGOTTEN_AFTER,
     LOCK_AFTER,
     LOCKED_FOR,
     SignInRefused,
+    address_key,
 )
+from control_plane.errors import Conflict
 from control_plane.events.trail import Actor
 from control_plane.registry import Services
 from control_plane.retention import RetentionBatches, RetentionWalk, read_standing
@@ -210,3 +213,119 @@ def test_retention_removes_forgotten_failures_in_batches_and_counts_them(
     with pool.connection() as conn:
         assert read_standing(conn).removed["sign_in_failures"] == 5
     assert _answer(services, UNKNOWN, PASSWORD, walk_at) == "locked"
+
+
+# Spellings of an address that differ in the case of one letter outside A-Z, or in a letter some
+# lower-casing rule folds onto another: the Turkish dotted and dotless i, the German sharp s and
+# its capital, the Kelvin sign, a letter with an umlaut.
+SPELLINGS = [
+    "admin@example.com",
+    "ADMIN@EXAMPLE.COM",
+    "adm\u0130n@example.com",  # İ: lower() in Python gives i + U+0307; PostgreSQL's may give i
+    "ADM\u0130N@example.com",
+    "adm\u0131n@example.com",  # the dotless i
+    "\u00e4dmin@example.com",  # a with umlaut
+    "\u00c4DMIN@example.com",  # its capital
+    "stra\u00dfe@example.com",  # ß
+    "STRA\u1e9eE@example.com",  # ẞ
+    "STRASSE@example.com",
+    "\u212aarin@example.com",  # the Kelvin sign
+    "karin@example.com",
+]
+
+
+def _invited(services: Services, org_id: object, email: str) -> None:
+    issued = services.people.invite(
+        org_id,  # type: ignore[arg-type]
+        name="Someone",
+        email=email,
+        role="editor",
+        now=NOW,
+        actor=EDITOR,
+    )
+    services.people.accept(issued.token, PASSWORD, now=NOW)
+
+
+@pytest.mark.parametrize(
+    "invited",
+    ["admin@example.com", "\u00e4dmin@example.com", "karin@example.com", "stra\u00dfe@example.com"],
+)
+def test_a_spelling_reaches_a_person_exactly_when_it_shares_their_lock(
+    services: Services, org_id: object, invited: str
+) -> None:
+    """One rule matches an address typed at sign-in to a person and to the lock: a spelling that
+    signs the person in is locked with their address, one that is locked with it signs them in —
+    changing the case of one letter never buys a fresh count against a person's password."""
+    _invited(services, org_id, invited)
+    later = NOW + FAILURES_FORGOTTEN_AFTER * 2
+    reaches = {email: _answer(services, email, PASSWORD, later) == "pending" for email in SPELLINGS}
+    assert reaches[invited]
+    locked_at = later + FAILURES_FORGOTTEN_AFTER * 2
+    assert _tries(services, invited, LOCK_AFTER, locked_at) == ["wrong"] * LOCK_AFTER
+    shares = {
+        email: _answer(services, email, PASSWORD, locked_at) == "locked" for email in SPELLINGS
+    }
+    assert reaches == shares
+
+
+@pytest.mark.parametrize("first", ["admin@example.com", "\u00e4dmin@example.com"])
+def test_no_two_people_share_an_address_or_a_lock(
+    services: Services, org_id: object, first: str
+) -> None:
+    """Each spelling invited after `first` is refused at the address, or is a person of its own
+    whose lock is not `first`'s."""
+    _invited(services, org_id, first)
+    at = NOW + FAILURES_FORGOTTEN_AFTER * 2
+    for email in SPELLINGS:
+        try:
+            _invited(services, org_id, email)
+        except Conflict as refused:
+            assert refused.fields["field"] == "email"
+            continue
+        at += FAILURES_FORGOTTEN_AFTER * 2
+        assert _tries(services, email, LOCK_AFTER, at) == ["wrong"] * LOCK_AFTER
+        assert _answer(services, email, PASSWORD, at) == "locked"
+        assert _answer(services, first, PASSWORD, at) == "pending", email
+
+
+def test_the_database_folds_an_address_as_address_key_does(pool: Pool) -> None:
+    """`ADDRESS_KEY_SQL` and `address_key` are one rule in two languages, for every character
+    PostgreSQL's text can hold in the Basic Multilingual Plane and the letters beyond it."""
+    characters = [
+        chr(code) for code in (*range(1, 0xD800), *range(0xE000, 0x10000), *range(0x10400, 0x10450))
+    ]
+    with pool.connection() as conn:
+        for start in range(0, len(characters), 4096):
+            text = "x" + "".join(characters[start : start + 4096]) + "x"
+            row = conn.execute(
+                f"SELECT {ADDRESS_KEY_SQL} AS key FROM (SELECT %s::text AS email) p",  # noqa: S608
+                [text],
+            ).fetchone()
+            assert row is not None
+            assert row["key"] == address_key(text), start
+        index = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'people_live_address'"
+        ).fetchone()
+    assert index is not None
+    assert '(lower((email COLLATE "C")))' in index["indexdef"], index
+    assert "WHERE (removed_at IS NULL)" in index["indexdef"], index
+
+
+def test_a_providers_verified_address_is_matched_by_the_same_rule(
+    services: Services, org_id: object
+) -> None:
+    _invited(services, org_id, "admin@example.com")
+    assert (
+        services.people.person_by_claims(
+            org_id,  # type: ignore[arg-type]
+            subject="s-1",
+            email="adm\u0130n@example.com",
+        )
+        is None
+    )
+    found = services.people.person_by_claims(
+        org_id,  # type: ignore[arg-type]
+        subject="s-2",
+        email=" ADMIN@Example.COM ",
+    )
+    assert found is not None and found.email == "admin@example.com"

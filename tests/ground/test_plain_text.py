@@ -96,3 +96,30 @@ def test_inert_within_a_limit_never_cuts_an_escape_in_two() -> None:
     assert inert("ab\u202ecd", 9) == "ab\\u202e…"
     assert inert("ab\u202ecd", 8) == "ab…"
     assert len(inert("\u202e" * 500, 500)) <= 500
+
+
+def test_inert_writes_each_control_character_as_its_visible_escape_but_newline_and_tab() -> None:
+    sent = "a\x1b[2J\x00b\x7f\x9bc\x85\rd\ne\tf"
+    assert inert(sent) == "a\\u001b[2J\\u0000b\\u007f\\u009bc\\u0085\\u000dd\ne\tf"
+    assert all(first_control_character(inert(f"a{c}b")) is None for c in CONTROL if c not in "\n\t")
+
+
+def test_inert_writes_a_lone_surrogate_as_its_escape_and_keeps_a_pair() -> None:
+    assert inert("a\ud800b\udcffc") == "a\\ud800b\\udcffc"
+    assert inert("a\U0001f600b") == "a\U0001f600b"
+    inert("x\ud800").encode("utf-8")
+
+
+def test_inert_within_a_limit_never_cuts_a_control_escape_in_two() -> None:
+    assert inert("ab\x00cd", 9) == "ab\\u0000…"
+    assert inert("ab\x00cd", 8) == "ab…"
+    assert all(len(inert("\x1b" * 600, limit)) <= limit for limit in range(1, 40))
+
+
+def test_an_agents_error_with_a_lone_surrogate_can_be_built_and_sent() -> None:
+    # `os.fsdecode` of a file name that is not UTF-8: the agent's report must still be built.
+    from ground.contract.messages import OutcomeReport
+
+    report = OutcomeReport(status="failed", error="cannot rename /opt/app/\udcff.tmp")
+    assert report.error == "cannot rename /opt/app/\\udcff.tmp"
+    report.model_dump_json().encode("utf-8")

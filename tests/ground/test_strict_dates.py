@@ -116,3 +116,15 @@ def test_a_written_time_is_read(text: str) -> None:
 def test_a_fake_clock_start_in_another_form_is_refused(text: str) -> None:
     with pytest.raises(ClockConfigError, match=r"is not an ISO 8601 instant|has no time zone"):
         parse_fake_clock(f"{text},speed=1", read_at=0.0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("0001-01-01T00:00:00+14:00", id="year_0_in_utc"),
+        pytest.param("9999-12-31T23:59:59-14:00", id="year_10000_in_utc"),
+    ],
+)
+def test_an_instant_its_offset_carries_past_the_calendar_is_refused_by_name(text: str) -> None:
+    with pytest.raises(InstantError, match=r"^since: .* years 1 and 9999"):
+        parse_instant(text, field="since")

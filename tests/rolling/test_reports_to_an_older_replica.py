@@ -137,6 +137,10 @@ def test_an_unreachable_slot_reported_to_a_replica_not_yet_upgraded_waits_for_an
         log_lines = io.StringIO()
         outbox = Outbox(tmp_path / "outbox")
         first_try = datetime(2026, 11, 30, 2, 0, 30, tzinfo=UTC)
+        # Enrolled the day before: a slot that started before the enrollment is never the
+        # agent's to report (the control plane refuses it).
+        with psycopg.connect(url) as conn:
+            conn.execute("UPDATE agents SET created_at = %s", [first_try - timedelta(days=1)])
 
         def sender_to(base_url: str) -> ReportSender:
             http = clients.enter_context(

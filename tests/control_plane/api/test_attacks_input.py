@@ -92,9 +92,9 @@ HOSTILE = [
         "agent",
         "PATCH",
         "/v1/agent/runs/00000000-0000-0000-0000-000000000000",
-        '{"status": "failed", "error": "disk\\u0000full"}',
-        "error",
-        id="nul_in_outcome_error",
+        '{"status": "failed", "version": "1.5\\u0000"}',
+        "version",
+        id="nul_in_outcome_version",
     ),
     pytest.param(
         "operator",

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 from control_plane.types import Pool
+from ground.contract.messages import MAX_HOLD_REASON_LENGTH
+from ground.contract.plain_text import REASON_PATTERN
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
 from tests.worlds.clocks import ManualClock
 
@@ -57,6 +59,10 @@ REASONS = [
     ),
     pytest.param(
         "panel", "PUT", "/v1/agents/{agent}/hold", {"until": "2026-12-02T08:00:00Z"}, id="hold"
+    ),
+    # The host's hold: its reason is typed by a person at the host (`nachtwacht agent hold`).
+    pytest.param(
+        "agent", "PUT", "/v1/agent/hold", {"until": "2026-12-02T08:00:00Z"}, id="host_hold"
     ),
     pytest.param(
         "operator", "PUT", "/v1/admin/agents/{agent}/pin", {"version": "1.5.0"}, id="agent_pin"
@@ -120,7 +126,7 @@ def test_a_reason_a_person_types_with_a_control_is_a_422_naming_the_field_and_ch
         release = conn.execute("SELECT id FROM releases").fetchone()
     assert release is not None
     url = path.format(release=release["id"], agent=agent.agent_id, org=org.org_id)
-    key = {"operator": operator_key, "panel": org.panel_key}[audience]
+    key = {"operator": operator_key, "panel": org.panel_key, "agent": agent.agent_key}[audience]
     before = _snapshot(pool)
     with api.client(key) as client:
         response = client.request(
@@ -131,6 +137,39 @@ def test_a_reason_a_person_types_with_a_control_is_a_422_naming_the_field_and_ch
     assert detail["field"] == "reason"
     assert detail["message"].startswith("reason: ")
     assert named in detail["message"], detail["message"]
+    # The value quoted back is seen, not obeyed: each control as U+FFFD.
+    assert detail["value"] == "disk full\ufffd on the canaries", detail
+    assert _snapshot(pool) == before
+
+
+def test_every_reason_a_person_types_states_its_pattern_and_bound_in_the_document(
+    api: Api,
+) -> None:
+    with api.client() as client:
+        document = client.get("/openapi.json").json()
+    schemas = document["components"]["schemas"]
+    # Stated beside the `anyOf` of string and null (as every reason's pattern): a string must
+    # match, null is untouched.
+    host = schemas["HoldRequest"]["properties"]["reason"]
+    assert (host["pattern"], host["maxLength"]) == (REASON_PATTERN, MAX_HOLD_REASON_LENGTH)
+    # The same as the customer's and the operators' holds.
+    panel = schemas["HoldBody"]["properties"]["reason"]
+    assert panel["pattern"] == host["pattern"]
+    assert panel["anyOf"][0]["maxLength"] == host["maxLength"]
+
+
+def test_a_host_hold_reason_longer_than_its_bound_is_a_422_naming_the_field(
+    api: Api, pool: Pool, make_org: Callable[..., Org], make_agent: Callable[..., Agent]
+) -> None:
+    agent = make_agent(make_org())
+    before = _snapshot(pool)
+    with api.client(agent.agent_key) as client:
+        response = client.put(
+            "/v1/agent/hold",
+            json={"until": "2026-12-02T08:00:00Z", "reason": "x" * (MAX_HOLD_REASON_LENGTH + 1)},
+        )
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"]["message"].startswith("reason: "), response.text
     assert _snapshot(pool) == before
 
 

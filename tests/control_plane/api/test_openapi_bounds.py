@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from control_plane.api.limits import STORABLE_TEXT_PATTERN
+from control_plane.api.limits import AGENT_TEXT, STORABLE_TEXT_PATTERN
 from control_plane.events.services import KIND_PATTERN
 from control_plane.forecast.services import DAY_PATTERN
 from control_plane.notifications.services import MAX_PAGE
+from ground.contract.messages import AGENT_TEXT_MARK
 from ground.instants import RFC_3339_PATTERN
 from tests.control_plane.conftest import Api, Org
 
@@ -71,6 +72,7 @@ def test_every_free_string_states_that_a_nul_is_refused(api: Api) -> None:
         if "pattern" not in schema
         and "enum" not in schema
         and "const" not in schema
+        and AGENT_TEXT_MARK not in schema
         and schema.get("format") not in {"binary", "uuid", "date", "date-time"}
     ]
     free += [
@@ -79,11 +81,41 @@ def test_every_free_string_states_that_a_nul_is_refused(api: Api) -> None:
         if "pattern" not in schema
         and "enum" not in schema
         and "const" not in schema
+        and AGENT_TEXT_MARK not in schema
         and schema.get("format") not in {"binary", "uuid", "date", "date-time"}
     ]
     assert free == []
     assert re.fullmatch(STORABLE_TEXT_PATTERN, "a\x00b") is None
     assert re.fullmatch(STORABLE_TEXT_PATTERN, "plain text, ünïcode 🌙") is not None
+
+
+def test_the_agent_text_the_document_marks_is_the_text_the_door_lets_a_nul_through(
+    api: Api,
+) -> None:
+    document = _document(api)
+    marked = sorted(
+        where
+        for where, schema in _strings(document["components"]["schemas"], "components")
+        if schema.get(AGENT_TEXT_MARK) is True
+    )
+    assert marked == [
+        "components.OutcomeReport.properties.error.anyOf[0]",
+        "components.UnreachableReport.properties.error",
+    ]
+    bodies = {
+        (method, path): operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        for method, path, operation in (
+            (method.upper(), path, operation)
+            for path, item in document["paths"].items()
+            for method, operation in item.items()
+        )
+        if (method, path) in AGENT_TEXT
+    }
+    assert bodies == {
+        ("PATCH", "/v1/agent/runs/{run_id}"): "#/components/schemas/OutcomeReport",
+        ("POST", "/v1/agent/unreachable"): "#/components/schemas/UnreachableReport",
+    }
+    assert set(AGENT_TEXT.values()) == {frozenset({"error"})}
 
 
 @pytest.mark.parametrize("path", ["/v1/forecast", "/v1/admin/forecast"])

@@ -43,6 +43,9 @@ _UNKNOWN_QUERY = "a query parameter the route does not know is ignored, not refu
 GAPS: dict[tuple[str, str], dict[str, str]] = {
     ("POST", "/v1/agent/claims"): {_ACCEPTS_VALID: "exactly one of slot_key and manual_run_id"},
     ("POST", "/v1/agent/runs"): {_ACCEPTS_VALID: "the slot must have opened (the clock)"},
+    ("PATCH", "/v1/agent/runs/{run_id}"): {
+        _ACCEPTS_VALID: "delivery.fallback_reason only with delivery.kind full"
+    },
     ("POST", "/v1/agent/unreachable"): {
         _ACCEPTS_VALID: "one of the agent's slots, opened, at most 7 days old, tries in its window"
     },

@@ -224,3 +224,42 @@ def test_a_body_that_cannot_be_read_is_described_only_to_a_live_token(
     assert described.json()["detail"]["code"] == "invalid_request"
     assert refused.status_code == 401
     assert refused.json()["detail"]["code"] == "enrollment_token_refused"
+
+
+BIDI_NAME = "web\u202e10-bew"
+
+
+def test_a_name_is_judged_only_for_a_token_that_could_be_used(world: Enrollment) -> None:
+    """The credential before the body: a name with a bidirectional control (which the contract's
+    pattern does not state) is a 422 only for a token that is known, unexpired and has a use
+    left; to an unknown, used-up or expired one it is the 401 that token earns."""
+    before = world.footprint()
+    unknown = world.enroll("nwe_" + "x" * 40, BIDI_NAME)
+    assert unknown.status_code == 401, unknown.text
+    assert unknown.json()["detail"]["code"] == "enrollment_token_refused"
+    assert world.footprint() == before
+
+    used_up = world.token()
+    assert world.enroll(used_up.secret, "web-01").status_code == 201
+    before = world.footprint()
+    answer = world.enroll(used_up.secret, BIDI_NAME)
+    assert answer.status_code == 401, answer.text
+    assert answer.json()["detail"]["code"] == "enrollment_token_used_up"
+    expired = world.token(uses=5)
+    world.later(hours=24)
+    before = world.footprint()
+    answer = world.enroll(expired.secret, BIDI_NAME)
+    assert answer.status_code == 401, answer.text
+    assert answer.json()["detail"]["code"] == "enrollment_token_expired"
+    refused = world.events("enrollment_token.refused")
+    assert [event["data"]["name"] for event in refused] == ["web\ufffd10-bew"] * 2
+    assert world.footprint() == before
+
+    good = world.token()
+    before = world.footprint()
+    answer = world.enroll(good.secret, BIDI_NAME)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"]["message"].startswith("name: "), answer.text
+    assert "U+202E" in answer.json()["detail"]["message"]
+    assert world.footprint() == before
+    assert len(world.events("enrollment_token.refused")) == 2
