@@ -9,7 +9,10 @@ database cannot store.
                 the limit. Both: 413 `request_too_large`, whatever the credential (none is checked
                 yet: an unauthenticated sender must not be able to make a replica buffer a large
                 body either). A request the app's `too_large_page` answers (the panel's forms)
-                gets that page instead, with the same status, never the JSON.
+                gets that page instead, with the same status, never the JSON; before it is
+                sent the rest of the body is read and thrown away, up to `MAX_DRAINED_BYTES`
+                in all: a browser sends the whole body before it reads the answer, and a
+                connection closed with bytes still unread is reset, the page with it.
     text        a JSON string (key or value) with a NUL character or a lone UTF-16 surrogate,
                 or a NUL in the path or query, is a 422 `invalid_request` naming where it is.
                 PostgreSQL's text holds neither (a NUL fails inside the database, a surrogate
@@ -58,6 +61,10 @@ MAX_BODY_BYTES = 64 * 1024
 # A release carries its build base64-encoded (4/3 of its size): room for a build of ~190 MiB.
 MAX_RELEASE_BODY_BYTES = 256 * 1024 * 1024
 RELEASE_UPLOAD = ("POST", f"{API_PREFIX}/admin/releases")
+# How much of a body over its limit is read (and thrown away, never kept) so that its page reaches
+# a browser: the panel forms the shipped nginx site passes on (1 MiB). A larger body gets its page
+# at once, and the connection is closed with the rest unread.
+MAX_DRAINED_BYTES = 1024 * 1024
 # The requests whose body may be larger than `MAX_BODY_BYTES`, and their own limit.
 _LARGER_BODIES = {
     RELEASE_UPLOAD: MAX_RELEASE_BODY_BYTES,
@@ -90,7 +97,12 @@ def state_storable_text(document: Any) -> None:
 
 
 class _TooLarge(Exception):
-    pass
+    """The body passed its limit after `read` bytes; `ended`: its last part had arrived."""
+
+    def __init__(self, read: int, *, ended: bool) -> None:
+        super().__init__(read)
+        self.read = read
+        self.ended = ended
 
 
 def _problem(field: str, why: str) -> str:
@@ -221,7 +233,8 @@ class RequestLimits:
         limit = _LARGER_BODIES.get((scope["method"], scope["path"]), MAX_BODY_BYTES)
         declared, framed = _declared_body(scope)
         if declared is not None and declared > limit:
-            await self._too_large(scope, receive, send, limit)
+            unread = declared if declared <= MAX_DRAINED_BYTES else None
+            await self._too_large(scope, receive, send, limit, unread=unread)
             return
         if not framed:
             # No Content-Length (or 0) and no Transfer-Encoding: by HTTP/1.1's framing the request
@@ -230,8 +243,9 @@ class RequestLimits:
             return
         try:
             body, last = await _read_body(receive, limit)
-        except _TooLarge:
-            await self._too_large(scope, receive, send, limit)
+        except _TooLarge as over:
+            unread = None if over.ended else MAX_DRAINED_BYTES - over.read
+            await self._too_large(scope, receive, send, limit, unread=unread)
             return
         problem = refused_json(body)
         if problem is not None:
@@ -240,12 +254,17 @@ class RequestLimits:
             return
         await self._app(scope, _replay(body, last, receive), send)
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+    async def _too_large(
+        self, scope: Scope, receive: Receive, send: Send, limit: int, *, unread: int | None
+    ) -> None:
+        """`unread`: how much more of the body may be read for its page, None for nothing."""
         page = None if self._too_large_page is None else self._too_large_page(scope, limit)
         if page is None:
             await _too_large(send, limit)
             return
-        # The body was not read to its end: the connection cannot carry another request.
+        if unread is not None and unread > 0:
+            await _drain(receive, unread)
+        # The body may not have been read to its end: the connection carries no other request.
         page.headers["connection"] = "close"
         await page(scope, receive, send)
 
@@ -289,10 +308,23 @@ async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Message | Non
         chunk: bytes = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise _TooLarge
+            raise _TooLarge(size, ended=not message.get("more_body", False))
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks), None
+
+
+async def _drain(receive: Receive, at_most: int) -> None:
+    """Read the rest of a body and throw it away: until its end, the client's disconnect, or
+    `at_most` bytes."""
+    read = 0
+    while read <= at_most:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        read += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 def _replay(body: bytes, last: Message | None, receive: Receive) -> Receive:
