@@ -14,7 +14,8 @@ database cannot store.
                 in all: a browser sends the whole body before it reads the answer, and a
                 connection closed with bytes still unread is reset, the page with it.
     text        a JSON string (key or value) with a NUL character or a lone UTF-16 surrogate,
-                or a NUL in the path or query, is a 422 `invalid_request` naming where it is.
+                or a NUL in the path or query, is a 422 `invalid_request` naming where it is
+                (an address the app's `bad_address_page` answers, the panel's, gets that page).
                 PostgreSQL's text holds neither (a NUL fails inside the database, a surrogate
                 cannot even be encoded), so a rule at the door covers every field that reaches
                 SQL, including those read before their validator (the claim's `slot_key`).
@@ -49,6 +50,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_RELEASE_BODY_BYTES",
     "STORABLE_TEXT_PATTERN",
+    "BadAddressPage",
     "RequestLimits",
     "TooLargePage",
     "refused_json",
@@ -212,14 +214,23 @@ def _refusal(status: int, code: str, message: str, field: str | None = None) -> 
 # The page for a request over its size limit (given the request's scope and the limit in bytes),
 # or None where the API's JSON answers.
 TooLargePage = Callable[[Scope, int], Response | None]
+# The page for a request with a NUL in its address (given its scope), or None where the API's
+# JSON answers.
+BadAddressPage = Callable[[Scope], Response | None]
 
 
 class RequestLimits:
     """The ASGI middleware that enforces the module's rules before the application runs."""
 
-    def __init__(self, app: ASGIApp, too_large_page: TooLargePage | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        too_large_page: TooLargePage | None = None,
+        bad_address_page: BadAddressPage | None = None,
+    ) -> None:
         self._app = app
         self._too_large_page = too_large_page
+        self._bad_address_page = bad_address_page
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -227,6 +238,10 @@ class RequestLimits:
             return
         where = _nul_in_address(scope)
         if where is not None:
+            page = None if self._bad_address_page is None else self._bad_address_page(scope)
+            if page is not None:
+                await self._answer_unread(scope, receive, send, page)
+                return
             message = _problem(where, "contains a NUL character (\\u0000)")
             await _answer(send, 422, _refusal(422, AnswerCode.INVALID_REQUEST, message, where))
             return
@@ -266,6 +281,18 @@ class RequestLimits:
             await _drain(receive, unread)
         # The body may not have been read to its end: the connection carries no other request.
         page.headers["connection"] = "close"
+        await page(scope, receive, send)
+
+    async def _answer_unread(
+        self, scope: Scope, receive: Receive, send: Send, page: Response
+    ) -> None:
+        """`page` for a request whose body nothing read: read it first (up to
+        `MAX_DRAINED_BYTES`), as for a page over the size limit."""
+        declared, framed = _declared_body(scope)
+        if framed:
+            if declared is None or declared <= MAX_DRAINED_BYTES:
+                await _drain(receive, MAX_DRAINED_BYTES)
+            page.headers["connection"] = "close"
         await page(scope, receive, send)
 
 
