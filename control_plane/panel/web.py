@@ -12,7 +12,7 @@ from datetime import date, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -115,13 +115,17 @@ def session_now(request: Request) -> datetime:
 
 
 def safe_next(target: str | None) -> str:
-    """Only a path inside the panel: a link may not send a reader to another site."""
-    if not target:
+    """Only a path inside the panel: a link may not send a reader to another site, nor out of
+    the panel. Anything a browser reads otherwise than it is written (a backslash as a slash,
+    spaces and control characters left out, `..` and `%2e%2e` as a step up) leads to the start."""
+    if not target or any(char <= " " or char == "\x7f" for char in target):
         return PREFIX + "/"
     parts = urlsplit(target)
     if parts.scheme or parts.netloc or not parts.path.startswith(PREFIX + "/"):
         return PREFIX + "/"
     if "\\" in target or target.startswith("//"):
+        return PREFIX + "/"
+    if any(unquote(step) in {".", ".."} for step in parts.path.split("/")):
         return PREFIX + "/"
     return target
 
