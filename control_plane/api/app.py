@@ -65,6 +65,7 @@ from control_plane.panel.form_refusal import (
     form_refused,
     form_too_large,
     is_panel_path,
+    service_refused,
 )
 from control_plane.panel.offline_docs import mount_offline_docs
 from control_plane.registry import Services
@@ -142,8 +143,13 @@ def _field_path(location: tuple[Any, ...]) -> str:
     return path or "body"
 
 
-async def _refused(_: Request, exc: Exception) -> Response:
+async def _refused(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestRefused)
+    if is_panel_path(request.url.path):
+        # A person at a browser: a page in their language, not the API's JSON.
+        page = await run_in_threadpool(service_refused, request, exc)
+        if page is not None:
+            return page
     return refusal_response(exc)
 
 

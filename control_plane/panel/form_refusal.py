@@ -24,6 +24,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from starlette.types import Scope
 
+from control_plane.errors import NotFound, RequestRefused
 from control_plane.panel.i18n import Language
 from control_plane.panel.readers import sign_in_again
 from control_plane.panel.web import (
@@ -45,6 +46,7 @@ __all__ = [
     "form_refused",
     "form_too_large",
     "is_panel_path",
+    "service_refused",
 ]
 
 # Fields whose value is never shown back: keys, passwords, secrets.
@@ -234,3 +236,20 @@ def address_unserved(request: Request, status_code: int, allow: str) -> Response
         answer.status_code = 405
         answer.headers["allow"] = allow
     return answer
+
+
+def service_refused(request: Request, exc: RequestRefused) -> Response | None:
+    """The panel's page for a service's refusal that no panel route turned into its own words
+    (each should): "not found", or "The form was not sent" naming the field and the value, never
+    the API's JSON; None for an address outside the panel. A plain `def`, as `form_refused`."""
+    if not is_panel_path(request.url.path):
+        return None
+    if isinstance(exc, NotFound):
+        return not_found(context_of(request))
+    value = exc.fields.get("value")
+    problem = {
+        "loc": (str(exc.fields.get("field") or ""),),
+        "input": value if isinstance(value, str) else None,
+        "type": "refused",
+    }
+    return form_refused(request, [problem])
