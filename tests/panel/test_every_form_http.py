@@ -155,3 +155,21 @@ def test_another_organisations_agent_is_every_where_not_found(panel_world: Panel
         )
         assert bulk.status_code == 404
         assert _state(panel_world) == before
+
+
+def test_an_operators_agent_page_under_another_organisation_is_not_found(
+    panel_world: PanelWorld,
+) -> None:
+    other = panel_world.server.create_org("Globex")
+    key = panel_world.server.create_operator_key()
+    wrong = f"/panel/operator/orgs/{other['org_id']}/agents/{panel_world.agent_id}"
+    nowhere = f"/panel/operator/orgs/{other['org_id']}/agents/{uuid.uuid4()}"
+    with sign_in_client(panel_world, key) as operator:
+        token = csrf_of(operator.get("/panel/operator").text)
+        before = _state(panel_world)
+        seen = operator.get(wrong)
+        unseen = operator.get(nowhere)
+        forced = operator.post(wrong, data={"csrf": token, "action": "force", "reason": "x"})
+    assert seen.status_code == unseen.status_code == forced.status_code == 404
+    assert "web-01" not in seen.text and "web-01" not in forced.text
+    assert _state(panel_world) == before
