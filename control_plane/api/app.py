@@ -59,7 +59,14 @@ from control_plane.api.routes import pins as pins_routes
 from control_plane.api.routes import rollout as rollout_routes
 from control_plane.errors import RequestRefused
 from control_plane.panel import mount_panel
-from control_plane.panel.form_refusal import form_refused, form_too_large, is_panel_path
+from control_plane.panel.form_refusal import (
+    address_refused,
+    address_unserved,
+    form_refused,
+    form_too_large,
+    is_panel_path,
+    service_refused,
+)
 from control_plane.panel.offline_docs import mount_offline_docs
 from control_plane.registry import Services
 from control_plane.repeated_warning import RepeatedWarning
@@ -136,8 +143,13 @@ def _field_path(location: tuple[Any, ...]) -> str:
     return path or "body"
 
 
-async def _refused(_: Request, exc: Exception) -> Response:
+async def _refused(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestRefused)
+    if is_panel_path(request.url.path):
+        # A person at a browser: a page in their language, not the API's JSON.
+        page = await run_in_threadpool(service_refused, request, exc)
+        if page is not None:
+            return page
     return refusal_response(exc)
 
 
@@ -200,6 +212,12 @@ def _methods_of_path(request: Request) -> str:
 
 async def _unreadable_body(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
+    if is_panel_path(request.url.path) and exc.status_code in {404, 405}:
+        # A person at a browser: the panel's page (or the form's page), not the API's JSON.
+        allow = _methods_of_path(request) if exc.status_code == 405 else ""
+        page = await run_in_threadpool(address_unserved, request, exc.status_code, allow)
+        if page is not None:
+            return page
     if exc.status_code == 405:
         allowed = StarletteHTTPException(405, headers={"Allow": _methods_of_path(request)})
         return await http_exception_handler(request, allowed)
@@ -451,6 +469,8 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
 
     # Innermost of the three: the limits and the server time hold for answers from memory too.
     app.add_middleware(HotAnswers, answers=ServicesFromMemory(services))
-    app.add_middleware(RequestLimits, too_large_page=form_too_large)
+    app.add_middleware(
+        RequestLimits, too_large_page=form_too_large, bad_address_page=address_refused
+    )
     app.add_middleware(ServerTime, clock=clock, cancelled=app.state.cancelled)
     return app

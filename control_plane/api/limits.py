@@ -9,9 +9,13 @@ database cannot store.
                 the limit. Both: 413 `request_too_large`, whatever the credential (none is checked
                 yet: an unauthenticated sender must not be able to make a replica buffer a large
                 body either). A request the app's `too_large_page` answers (the panel's forms)
-                gets that page instead, with the same status, never the JSON.
+                gets that page instead, with the same status, never the JSON; before it is
+                sent the rest of the body is read and thrown away, up to `MAX_DRAINED_BYTES`
+                in all: a browser sends the whole body before it reads the answer, and a
+                connection closed with bytes still unread is reset, the page with it.
     text        a JSON string (key or value) with a NUL character or a lone UTF-16 surrogate,
-                or a NUL in the path or query, is a 422 `invalid_request` naming where it is.
+                or a NUL in the path or query, is a 422 `invalid_request` naming where it is
+                (an address the app's `bad_address_page` answers, the panel's, gets that page).
                 PostgreSQL's text holds neither (a NUL fails inside the database, a surrogate
                 cannot even be encoded), so a rule at the door covers every field that reaches
                 SQL, including those read before their validator (the claim's `slot_key`). The
@@ -51,6 +55,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_RELEASE_BODY_BYTES",
     "STORABLE_TEXT_PATTERN",
+    "BadAddressPage",
     "RequestLimits",
     "TooLargePage",
     "refused_json",
@@ -63,6 +68,10 @@ MAX_BODY_BYTES = 64 * 1024
 # A release carries its build base64-encoded (4/3 of its size): room for a build of ~190 MiB.
 MAX_RELEASE_BODY_BYTES = 256 * 1024 * 1024
 RELEASE_UPLOAD = ("POST", f"{API_PREFIX}/admin/releases")
+# How much of a body over its limit is read (and thrown away, never kept) so that its page reaches
+# a browser: the panel forms the shipped nginx site passes on (1 MiB). A larger body gets its page
+# at once, and the connection is closed with the rest unread.
+MAX_DRAINED_BYTES = 1024 * 1024
 # The requests whose body may be larger than `MAX_BODY_BYTES`, and their own limit.
 _LARGER_BODIES = {
     RELEASE_UPLOAD: MAX_RELEASE_BODY_BYTES,
@@ -111,7 +120,12 @@ def state_storable_text(document: Any) -> None:
 
 
 class _TooLarge(Exception):
-    pass
+    """The body passed its limit after `read` bytes; `ended`: its last part had arrived."""
+
+    def __init__(self, read: int, *, ended: bool) -> None:
+        super().__init__(read)
+        self.read = read
+        self.ended = ended
 
 
 def _problem(field: str, why: str) -> str:
@@ -222,14 +236,23 @@ def _refusal(status: int, code: str, message: str, field: str | None = None) -> 
 # The page for a request over its size limit (given the request's scope and the limit in bytes),
 # or None where the API's JSON answers.
 TooLargePage = Callable[[Scope, int], Response | None]
+# The page for a request with a NUL in its address (given its scope), or None where the API's
+# JSON answers.
+BadAddressPage = Callable[[Scope], Response | None]
 
 
 class RequestLimits:
     """The ASGI middleware that enforces the module's rules before the application runs."""
 
-    def __init__(self, app: ASGIApp, too_large_page: TooLargePage | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        too_large_page: TooLargePage | None = None,
+        bad_address_page: BadAddressPage | None = None,
+    ) -> None:
         self._app = app
         self._too_large_page = too_large_page
+        self._bad_address_page = bad_address_page
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -237,13 +260,18 @@ class RequestLimits:
             return
         where = _nul_in_address(scope)
         if where is not None:
+            page = None if self._bad_address_page is None else self._bad_address_page(scope)
+            if page is not None:
+                await self._answer_unread(scope, receive, send, page)
+                return
             message = _problem(where, "contains a NUL character (\\u0000)")
             await _answer(send, 422, _refusal(422, AnswerCode.INVALID_REQUEST, message, where))
             return
         limit = _LARGER_BODIES.get((scope["method"], scope["path"]), MAX_BODY_BYTES)
         declared, framed = _declared_body(scope)
         if declared is not None and declared > limit:
-            await self._too_large(scope, receive, send, limit)
+            unread = declared if declared <= MAX_DRAINED_BYTES else None
+            await self._too_large(scope, receive, send, limit, unread=unread)
             return
         if not framed:
             # No Content-Length (or 0) and no Transfer-Encoding: by HTTP/1.1's framing the request
@@ -252,8 +280,9 @@ class RequestLimits:
             return
         try:
             body, last = await _read_body(receive, limit)
-        except _TooLarge:
-            await self._too_large(scope, receive, send, limit)
+        except _TooLarge as over:
+            unread = None if over.ended else MAX_DRAINED_BYTES - over.read
+            await self._too_large(scope, receive, send, limit, unread=unread)
             return
         problem = refused_json(body, _agent_text_fields(scope["method"], scope["path"]))
         if problem is not None:
@@ -262,13 +291,30 @@ class RequestLimits:
             return
         await self._app(scope, _replay(body, last, receive), send)
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+    async def _too_large(
+        self, scope: Scope, receive: Receive, send: Send, limit: int, *, unread: int | None
+    ) -> None:
+        """`unread`: how much more of the body may be read for its page, None for nothing."""
         page = None if self._too_large_page is None else self._too_large_page(scope, limit)
         if page is None:
             await _too_large(send, limit)
             return
-        # The body was not read to its end: the connection cannot carry another request.
+        if unread is not None and unread > 0:
+            await _drain(receive, unread)
+        # The body may not have been read to its end: the connection carries no other request.
         page.headers["connection"] = "close"
+        await page(scope, receive, send)
+
+    async def _answer_unread(
+        self, scope: Scope, receive: Receive, send: Send, page: Response
+    ) -> None:
+        """`page` for a request whose body nothing read: read it first (up to
+        `MAX_DRAINED_BYTES`), as for a page over the size limit."""
+        declared, framed = _declared_body(scope)
+        if framed:
+            if declared is None or declared <= MAX_DRAINED_BYTES:
+                await _drain(receive, MAX_DRAINED_BYTES)
+            page.headers["connection"] = "close"
         await page(scope, receive, send)
 
 
@@ -311,10 +357,23 @@ async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Message | Non
         chunk: bytes = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise _TooLarge
+            raise _TooLarge(size, ended=not message.get("more_body", False))
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks), None
+
+
+async def _drain(receive: Receive, at_most: int) -> None:
+    """Read the rest of a body and throw it away: until its end, the client's disconnect, or
+    `at_most` bytes."""
+    read = 0
+    while read <= at_most:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        read += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 def _replay(body: bytes, last: Message | None, receive: Receive) -> Receive:

@@ -24,7 +24,9 @@
                         every form post makes first: ids in the path, then the CSRF token; a
                         reader who may not go on is turned away (`TurnedAway`, answered here)
     form_refusal.py     the page for a form whose field breaks its route's bound (too long, not a
-                        value the form sends): the field, the value and the bound, in words
+                        value the form sends): the field, the value and the bound, in words; a
+                        form too large; an address with a NUL; a path nothing serves or a
+                        method it does not take
     people_backend.py   named people (`accounts.people`): invitations, roles, new links and
                         resets, removals, signing in as oneself
     people_routes.py    people invited by an editor (the link shown once), their role, a new
@@ -59,6 +61,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Route
 
 from control_plane.panel import (
     backend,
@@ -78,7 +81,7 @@ from control_plane.panel import (
     signin_routes,
 )
 from control_plane.panel.readers import TurnedAway
-from control_plane.panel.web import SESSION_CLOCK_STATE, latest_context, not_found
+from control_plane.panel.web import ROUTES_STATE, SESSION_CLOCK_STATE, latest_context, not_found
 from ground.clock import SystemClock
 
 __all__ = ["STATIC_DIR", "mount_panel"]
@@ -99,6 +102,25 @@ def _missing(request: Request, _: Exception) -> Response:
     return not_found(latest_context(request))
 
 
+# In the order their routes are matched.
+ROUTERS = (
+    signin_routes.router,
+    people_routes.router,
+    oidc_routes.router,
+    customer_routes.router,
+    history_routes.router,
+    progress_routes.router,
+    operator_routes.router,
+    release_routes.router,
+    rollout_routes.router,
+    hold_routes.router,
+    bulk_routes.router,
+    default_schedule_routes.router,
+    enrollment_routes.router,
+    credential_routes.router,
+)
+
+
 def mount_panel(app: FastAPI) -> None:
     # Sessions measure a person's attention, which runs on real time: on the demo's fast clock
     # (60x) thirty idle product minutes would pass in thirty seconds, so `demo --keep` would sign
@@ -107,18 +129,12 @@ def mount_panel(app: FastAPI) -> None:
     setattr(app.state, SESSION_CLOCK_STATE, SystemClock())
     app.add_exception_handler(TurnedAway, _turned_away)
     app.add_exception_handler(backend.Missing, _missing)
-    app.include_router(signin_routes.router)
-    app.include_router(people_routes.router)
-    app.include_router(oidc_routes.router)
-    app.include_router(customer_routes.router)
-    app.include_router(history_routes.router)
-    app.include_router(progress_routes.router)
-    app.include_router(operator_routes.router)
-    app.include_router(release_routes.router)
-    app.include_router(rollout_routes.router)
-    app.include_router(hold_routes.router)
-    app.include_router(bulk_routes.router)
-    app.include_router(default_schedule_routes.router)
-    app.include_router(enrollment_routes.router)
-    app.include_router(credential_routes.router)
+    for router in ROUTERS:
+        app.include_router(router)
+    # The routes as they are matched, for the page of a form a request was sent from.
+    setattr(
+        app.state,
+        ROUTES_STATE,
+        tuple(route for router in ROUTERS for route in router.routes if isinstance(route, Route)),
+    )
     app.mount("/panel/static", StaticFiles(directory=STATIC_DIR), name="panel-static")

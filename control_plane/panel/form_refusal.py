@@ -6,26 +6,48 @@ secret) and what is expected, with a link back to the form — not the API's JSO
 One place for every form: the API's answer to a request that fails validation
 (`control_plane.api.app`) hands the paths under /panel/ here. So does the door's size limit
 (`control_plane.api.limits`): a form whose whole body is over it (a pasted 100 kB password) gets
-`form_too_large`, the panel's page that says so and names the limit.
+`form_too_large`, the panel's page that says so and names the limit; and an address with a NUL
+in it gets `address_refused`, which names the parameter (or the path) and shows the value.
+
+What the router answers under /panel/ comes here too (`address_unserved`): a path nothing serves
+is "not found"; a form's address opened as a page leads to the form's page.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from babel import units
 from fastapi import Request
 from fastapi.responses import Response
 from starlette.types import Scope
 
+from control_plane.errors import NotFound, RequestRefused
 from control_plane.panel.i18n import Language
 from control_plane.panel.readers import sign_in_again
-from control_plane.panel.web import PREFIX, context_of, page, safe_next, unsigned_context
+from control_plane.panel.web import (
+    PREFIX,
+    context_of,
+    form_page,
+    not_found,
+    page,
+    redirect,
+    safe_next,
+    unsigned_context,
+)
 from ground.contract.plain_text import shown
 
-__all__ = ["field_problem", "form_refused", "form_too_large", "is_panel_path"]
+__all__ = [
+    "address_refused",
+    "address_unserved",
+    "field_problem",
+    "form_refused",
+    "form_too_large",
+    "is_panel_path",
+    "service_refused",
+]
 
 # Fields whose value is never shown back: keys, passwords, secrets.
 SECRET_FIELDS = frozenset({"key", "password", "repeated", "secret", "client_secret"})
@@ -119,12 +141,14 @@ def field_problem(lang: Language, error: dict[str, Any]) -> str:
 
 
 def _back(request: Request) -> str:
-    """The form's page: where the browser says the form was (this panel only), else the start."""
+    """The form's page (`form_page`), as the browser showed it when it says so (the agent list
+    with its view in the query), else as its address."""
+    form = form_page(request)
     referer = request.headers.get("referer", "")
     parts = urlsplit(referer)
-    if not referer or parts.netloc != request.url.netloc:
-        return PREFIX + "/"
-    return safe_next(parts.path + (f"?{parts.query}" if parts.query else ""))
+    if referer and parts.netloc == request.url.netloc and parts.path == form:
+        return safe_next(parts.path + (f"?{parts.query}" if parts.query else ""))
+    return form
 
 
 def _open_form(path: str) -> bool:
@@ -163,3 +187,69 @@ def form_too_large(scope: Scope, limit: int) -> Response | None:
         bytes=ctx.lang.number(limit),
     )
     return page(ctx, "form_too_large.html", status_code=413, problem=problem, back=_back(request))
+
+
+def _nul_where(scope: Scope) -> tuple[str | None, str]:
+    """The query's parameter holding a NUL and its value, else (None, the path)."""
+    query = bytes(scope.get("query_string", b"")).decode("latin-1")
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if "\x00" in name:
+            return name, name
+        if "\x00" in value:
+            return name, value
+    return None, str(scope["path"])
+
+
+def address_refused(scope: Scope) -> Response | None:
+    """The page for a panel address with a NUL character in its path or query (400), in the
+    reader's language; None for an address outside the panel (the API answers its own JSON).
+    Given before any route runs, like `form_too_large`: nothing was changed, the session is not
+    looked up. Its language links lead to the start, not back to this address."""
+    if not is_panel_path(scope["path"]):
+        return None
+    ctx = unsigned_context(Request(scope))
+    name, value = _nul_where(scope)
+    field = ctx.lang.gettext("Address") if name is None else _shown(name)
+    problem = ctx.lang.gettext(
+        "%(field)s: “%(value)s” holds a NUL character (U+0000, shown as �). No address of the"
+        " panel holds one: open the page from the panel's menu instead.",
+        field=field,
+        value=_shown(value),
+    )
+    return page(
+        ctx, "address_refused.html", status_code=400, back_here=PREFIX + "/", problem=problem
+    )
+
+
+def address_unserved(request: Request, status_code: int, allow: str) -> Response | None:
+    """The panel's answer where the router found no route for a panel address (404) or none for
+    its method (405, `allow` the methods it has); None for any other status or an address
+    outside the panel. A plain `def`: the page reads the session from the database."""
+    if not is_panel_path(request.url.path) or status_code not in {404, 405}:
+        return None
+    if status_code == 405 and request.method in {"GET", "HEAD"}:
+        # A form's address opened as a page (a bookmark, a link copied from the address bar after
+        # a refused form): its form's page.
+        return redirect(form_page(request))
+    answer = not_found(context_of(request))
+    if status_code == 405:
+        answer.status_code = 405
+        answer.headers["allow"] = allow
+    return answer
+
+
+def service_refused(request: Request, exc: RequestRefused) -> Response | None:
+    """The panel's page for a service's refusal that no panel route turned into its own words
+    (each should): "not found", or "The form was not sent" naming the field and the value, never
+    the API's JSON; None for an address outside the panel. A plain `def`, as `form_refused`."""
+    if not is_panel_path(request.url.path):
+        return None
+    if isinstance(exc, NotFound):
+        return not_found(context_of(request))
+    value = exc.fields.get("value")
+    problem = {
+        "loc": (str(exc.fields.get("field") or ""),),
+        "input": value if isinstance(value, str) else None,
+        "type": "refused",
+    }
+    return form_refused(request, [problem])

@@ -59,7 +59,7 @@ class HistoryView:
             org_id=org_id,
             agent_id=self.agent_id,
             since=_midnight(self.first, zone) if self.first else None,
-            until=_midnight(self.last + timedelta(days=1), zone) if self.last else None,
+            until=_end_of(self.last, zone) if self.last else None,
             before=self.before,
             after=self.after,
             limit=limit,
@@ -89,6 +89,14 @@ class HistoryView:
 
 def _midnight(day: date, zone: ZoneInfo) -> datetime:
     return datetime.combine(day, datetime.min.time(), zone)
+
+
+def _end_of(day: date, zone: ZoneInfo) -> datetime:
+    """The instant `day` ends: the next midnight; the calendar's last day, which has none, ends at
+    the last instant a datetime holds."""
+    if day == date.max:
+        return datetime.max.replace(tzinfo=UTC)
+    return _midnight(day + timedelta(days=1), zone)
 
 
 def encode_position(position: Position) -> str:

@@ -5,7 +5,7 @@ so "until 5 December" means the night into 5 December runs again.
 
 from __future__ import annotations
 
-from datetime import datetime, time
+from datetime import UTC, datetime, time
 from typing import Annotated
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
@@ -30,9 +30,13 @@ def hold_start(text: str, zone: ZoneInfo) -> datetime | None:
     text is not a day (YYYY-MM-DD, as the date field sends it)."""
     try:
         day = parse_day_text(text.strip())
-    except ValueError:
+        start = datetime.combine(day, time(0, 0), tzinfo=zone)
+        # The calendar's first day in a zone ahead of UTC began before any instant a datetime
+        # holds: it is no day a hold can end on, said like every day out of range.
+        start.astimezone(UTC)
+    except (ValueError, OverflowError):
         return None
-    return datetime.combine(day, time(0, 0), tzinfo=zone)
+    return start
 
 
 @router.post("/agents/{agent_id}/hold")

@@ -25,7 +25,13 @@ from control_plane.events.trail import Actor
 from control_plane.forecast.model import OrgDayForecast, PlatformDayForecast
 from control_plane.forecast.round_bytes import OrgRound
 from control_plane.metrics.trust_roots import TrustRootStanding
-from control_plane.panel.backend import Missing, Refused, missing_as, refused
+from control_plane.panel.backend import (
+    Missing,
+    Refused,
+    missing_as,
+    refusals_as_panel_errors,
+    refused,
+)
 from control_plane.registry import Services
 from control_plane.releases.withdrawal import ReleaseList, WithdrawnRelease
 from control_plane.rollout.services import RolloutOverview
@@ -189,6 +195,7 @@ def set_brake(
 ) -> BrakeChange:
     # The panel's brake also revokes the tokens already granted: an operator who pulls it in an
     # emergency means "stop", not "stop after the ones already downloading".
-    return services.brake.set(
-        engaged=engaged, reason=reason, revoke_outstanding=True, actor=actor, now=now
-    )
+    with refusals_as_panel_errors("reason"):
+        return services.brake.set(
+            engaged=engaged, reason=reason, revoke_outstanding=True, actor=actor, now=now
+        )

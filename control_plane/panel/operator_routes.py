@@ -14,12 +14,14 @@ from control_plane.forecast.model import ReleaseNight
 from control_plane.panel import backend, operator_backend, wording
 from control_plane.panel.charts import Bar, Series, Stack, stacked_chart
 from control_plane.panel.fleet import fleet_chart, fleet_counts
+from control_plane.panel.i18n import Language
 from control_plane.panel.readers import Csrf, operator_of, operator_post
 from control_plane.panel.tonight import tonight
 from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, page, redirect
 from control_plane.rollout.services import RolloutOverview
 from control_plane.runs.services import SlotOutcomes
 from ground.contract import MissReason
+from ground.contract.plain_text import first_bidi_control, first_control_character, shown
 
 __all__ = ["operator_of", "router"]
 
@@ -181,7 +183,7 @@ def _overview(
     ctx: PanelContext,
     *,
     status_code: int = 200,
-    brake_error: bool = False,
+    brake_error: str | None = None,
     settings_error: str | None = None,
     saved: str | None = None,
 ) -> Response:
@@ -224,12 +226,34 @@ def set_brake(
     ctx = post.ctx
     engage = engaged == "1"
     reason = reason.strip()
-    if (engage and not reason) or len(reason) > MAX_REASON:
-        return _overview(ctx, status_code=422, brake_error=True)
-    operator_backend.set_brake(
-        ctx.services, engaged=engage, reason=reason or None, actor=post.actor, now=ctx.now
-    )
+    problem = _brake_problem(ctx.lang, reason) if engage else None
+    if problem is None:
+        try:
+            operator_backend.set_brake(
+                ctx.services, engaged=engage, reason=reason or None, actor=post.actor, now=ctx.now
+            )
+        except backend.Refused:
+            problem = ctx.lang.gettext("Give a reason of at most 500 characters.")
+    if problem is not None:
+        return _overview(ctx, status_code=422, brake_error=problem)
     return redirect(f"{PREFIX}/operator?saved=brake")
+
+
+def _brake_problem(lang: Language, reason: str) -> str | None:
+    """What is wrong with the brake's reason (None: nothing): agents show it to their hosts'
+    admins, so it must say something, fit its bound and be plain text."""
+    if not reason or len(reason) > MAX_REASON:
+        return lang.gettext("Give a reason of at most 500 characters.")
+    control = first_control_character(reason) or first_bidi_control(reason)
+    if control is not None:
+        return lang.gettext(
+            "Reason: “%(value)s” contains a control character (%(code)s). Give a reason of at"
+            " most %(count)s characters, in plain text.",
+            value=shown(reason[:80]) + ("…" if len(reason) > 80 else ""),
+            code=f"U+{ord(control):04X}",
+            count=lang.number(MAX_REASON),
+        )
+    return None
 
 
 @router.post("/settings")

@@ -6,17 +6,19 @@ with its catalog installed), so a template's `_()` always speaks the right langu
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import date, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
+from starlette.routing import Match, Route
 
 from control_plane.accounts.credentials import Audience
 from control_plane.accounts.sessions import PanelSession
@@ -29,12 +31,15 @@ from ground.clock import Clock
 
 __all__ = [
     "LANGUAGE_COOKIE",
+    "ROUTES_STATE",
     "SESSION_CLOCK_STATE",
     "SESSION_COOKIE",
     "SIGNIN_COOKIE",
     "PanelContext",
     "csrf_ok",
     "forecast_chart",
+    "form_page",
+    "here",
     "not_found",
     "page",
     "public_form_page",
@@ -52,6 +57,8 @@ LANGUAGE_COOKIE = "nw_panel_language"
 PREFIX = "/panel"
 # Where `mount_panel` keeps the clock the sign-in sessions run on (real time; see there).
 SESSION_CLOCK_STATE = "panel_session_clock"
+# Where `mount_panel` keeps the panel's routes, in the order they are matched (`form_page`).
+ROUTES_STATE = "panel_routes"
 
 # The panel loads nothing from elsewhere and runs no inline script: a page that is injected into
 # still cannot call out, and no other site may frame it.
@@ -108,15 +115,67 @@ def session_now(request: Request) -> datetime:
 
 
 def safe_next(target: str | None) -> str:
-    """Only a path inside the panel: a link may not send a reader to another site."""
-    if not target:
+    """Only a path inside the panel: a link may not send a reader to another site, nor out of
+    the panel. Anything a browser reads otherwise than it is written (a backslash as a slash,
+    spaces and control characters left out, `..` and `%2e%2e` as a step up) leads to the start."""
+    if not target or any(char <= " " or char == "\x7f" for char in target):
         return PREFIX + "/"
     parts = urlsplit(target)
     if parts.scheme or parts.netloc or not parts.path.startswith(PREFIX + "/"):
         return PREFIX + "/"
     if "\\" in target or target.startswith("//"):
         return PREFIX + "/"
+    if any(unquote(step) in {".", ".."} for step in parts.path.split("/")):
+        return PREFIX + "/"
     return target
+
+
+_PATH_PARAMETER = re.compile(r"\{([^}:]+)(?::[^}]*)?\}")
+
+
+def _routes(request: Request) -> tuple[Route, ...]:
+    return cast(tuple[Route, ...], getattr(request.app.state, ROUTES_STATE, ()))
+
+
+def _route_of(request: Request) -> tuple[Route, dict[str, Any]] | None:
+    """The panel route the request's address and method lead to, else the first its address
+    does (as the router picks them), with the address's path parameters."""
+    partial: tuple[Route, dict[str, Any]] | None = None
+    for route in _routes(request):
+        match, child = route.matches(request.scope)
+        if match is Match.FULL:
+            return route, child.get("path_params", {})
+        if match is Match.PARTIAL and partial is None:
+            partial = route, child.get("path_params", {})
+    return partial
+
+
+def form_page(request: Request) -> str:
+    """The page of the form a request was sent from: the nearest route at or above the request's
+    own, by its path pattern, that a GET serves (`…/agents/{id}/hold/end` → `…/agents/{id}`,
+    `…/agents/bulk` → `…/agents`, `…/sign-in/person` → `…/sign-in`), with the request's ids
+    put in; else the panel's start."""
+    found = _route_of(request)
+    if found is None:
+        return PREFIX + "/"
+    route, params = found
+    pages = {other.path for other in _routes(request) if "GET" in (other.methods or ())}
+    pattern = route.path
+    while pattern.startswith(PREFIX + "/") and pattern not in pages:
+        pattern = pattern.rsplit("/", 1)[0]
+    if pattern not in pages:
+        return PREFIX + "/"
+    return _PATH_PARAMETER.sub(lambda name: quote(str(params.get(name[1], "")), safe=""), pattern)
+
+
+def here(request: Request) -> str:
+    """Where the page answering `request` can be opened again (the language links come back
+    here): its own address for a GET; for a form's post, the form's page, never the address
+    that only takes the post."""
+    if request.method in {"GET", "HEAD"}:
+        query = request.url.query
+        return request.url.path + (f"?{query}" if query else "")
+    return form_page(request)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,7 +269,16 @@ def with_headers(response: Response) -> Response:
     return response
 
 
-def page(ctx: PanelContext, template: str, status_code: int = 200, **values: Any) -> HTMLResponse:
+def page(
+    ctx: PanelContext,
+    template: str,
+    status_code: int = 200,
+    *,
+    back_here: str | None = None,
+    **values: Any,
+) -> HTMLResponse:
+    """`template` rendered for the reader; `back_here`: where its language links lead, when not
+    `here(request)`."""
     env = environment(ctx.lang.code)
     # The operators' navigation counts their unread notices (halts) on every page.
     unread = (
@@ -225,8 +293,7 @@ def page(ctx: PanelContext, template: str, status_code: int = 200, **values: Any
         language_codes=LANGUAGES,
         session=ctx.session,
         csrf_token=ctx.csrf_token,
-        current_path=ctx.request.url.path
-        + (("?" + ctx.request.url.query) if ctx.request.url.query else ""),
+        current_path=back_here or here(ctx.request),
         prefix=PREFIX,
         **values,
     )

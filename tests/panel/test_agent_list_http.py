@@ -106,11 +106,14 @@ def test_a_bad_parameter_is_answered_at_its_field(
 
 def test_a_nul_in_the_search_is_refused_before_the_panel(fleet: PanelWorld) -> None:
     # The server refuses a NUL anywhere in a query string before any page runs (the database
-    # could not hold it); the list never sees one, and the answer is a refusal, not an error.
+    # could not hold it); the list never sees one, and the answer is the panel's page saying so,
+    # not an error and not the API's JSON.
     with sign_in_client(fleet, fleet.panel_key) as client:
         answer = client.get("/panel/agents?q=db%00")
-    assert answer.status_code == 422
-    assert "NUL" in answer.text
+    assert answer.status_code == 400
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "q: “db\ufffd” holds a NUL character" in answer.text
+    assert listed_names(answer.text) == []
 
 
 def _bulk(client: httpx.Client, url: str, data: dict[str, object]) -> httpx.Response:

@@ -257,8 +257,8 @@ def test_the_page_is_in_the_readers_language_and_quotes_no_control_character(
     assert problem.startswith("Grund: „\ufffd[2J" + "y" * 36 + "…“")
     assert "2.504" in problem and "2.000" in problem
     assert "\x1b" not in answer.text
-    # No Referer: the link leads to the start, never elsewhere.
-    assert 'href="/panel/"' in answer.text
+    # No Referer: the link leads to the form's page, found from the address the form was sent to.
+    assert 'href="/panel/operator">' in answer.text
     assert _state(panel_world) == before
 
 
@@ -277,8 +277,9 @@ def test_a_key_too_long_to_sign_in_with_is_not_shown_back(panel_world: PanelWorl
         "Your panel key or operator key: too long (304 characters). At most 200 characters are"
         " accepted."
     ]
-    # A Referer from another site is not followed.
-    assert 'href="/panel/"' in answer.text
+    # A Referer from another site is not followed: the link leads to the form's own page.
+    assert 'href="/panel/sign-in">' in answer.text
+    assert "elsewhere.example" not in answer.text
 
 
 def test_the_api_still_answers_json(panel_world: PanelWorld) -> None:
