@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -62,6 +63,7 @@ from control_plane.panel import mount_panel
 from control_plane.panel.form_refusal import (
     address_refused,
     address_unserved,
+    failure_page,
     form_refused,
     form_too_large,
     is_panel_path,
@@ -396,6 +398,24 @@ async def _database_unavailable(request: Request, exc: Exception) -> JSONRespons
     )
 
 
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    """An exception nothing else handles (a defect): logged with a short reference, which the
+    panel's page shows the reader (nothing of the exception itself); the API keeps Starlette's
+    plain 500. Starlette raises the exception again after the answer, for the server's log."""
+    reference = secrets.token_hex(6)
+    logger.error(
+        "unexpected exception, reference %s: %s %s",
+        reference,
+        request.method,
+        request.url.path,
+        exc_info=exc,
+    )
+    page = failure_page(request.scope, reference)
+    if page is not None:
+        return page
+    return PlainTextResponse("Internal Server Error", status_code=500)
+
+
 class Health(BaseModel):
     status: str
 
@@ -424,6 +444,7 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
     app.add_exception_handler(StarletteHTTPException, _unreadable_body)
     # Also psycopg_pool.PoolTimeout (every connection busy): agents retry later.
     app.add_exception_handler(psycopg.OperationalError, _database_unavailable)
+    app.add_exception_handler(Exception, _unexpected)
 
     # Routes are matched in order: the liveness probe first, ahead of every domain's routes.
     @app.get("/healthz", tags=["health"], response_model=Health)

@@ -9,10 +9,11 @@ database cannot store.
                 the limit. Both: 413 `request_too_large`, whatever the credential (none is checked
                 yet: an unauthenticated sender must not be able to make a replica buffer a large
                 body either). A request the app's `too_large_page` answers (the panel's forms)
-                gets that page instead, with the same status, never the JSON; before it is
+                gets that page instead, with the same status, never the JSON. Before either is
                 sent the rest of the body is read and thrown away, up to `MAX_DRAINED_BYTES`
-                in all: a browser sends the whole body before it reads the answer, and a
-                connection closed with bytes still unread is reset, the page with it.
+                in all: a browser, and most HTTP clients, send the whole body before they read
+                the answer, and a connection closed with bytes still unread is reset, the answer
+                with it.
     text        a JSON string (key or value) with a NUL character or a lone UTF-16 surrogate,
                 or a NUL in the path or query, is a 422 `invalid_request` naming where it is
                 (an address the app's `bad_address_page` answers, the panel's, gets that page).
@@ -68,9 +69,9 @@ MAX_BODY_BYTES = 64 * 1024
 # A release carries its build base64-encoded (4/3 of its size): room for a build of ~190 MiB.
 MAX_RELEASE_BODY_BYTES = 256 * 1024 * 1024
 RELEASE_UPLOAD = ("POST", f"{API_PREFIX}/admin/releases")
-# How much of a body over its limit is read (and thrown away, never kept) so that its page reaches
-# a browser: the panel forms the shipped nginx site passes on (1 MiB). A larger body gets its page
-# at once, and the connection is closed with the rest unread.
+# How much of a body over its limit is read (and thrown away, never kept) so that its answer
+# reaches a client that sends before it reads: what the shipped nginx site passes on (1 MiB). A
+# larger body gets its answer at once, and the connection is closed with the rest unread.
 MAX_DRAINED_BYTES = 1024 * 1024
 # The requests whose body may be larger than `MAX_BODY_BYTES`, and their own limit.
 _LARGER_BODIES = {
@@ -294,13 +295,15 @@ class RequestLimits:
     async def _too_large(
         self, scope: Scope, receive: Receive, send: Send, limit: int, *, unread: int | None
     ) -> None:
-        """`unread`: how much more of the body may be read for its page, None for nothing."""
+        """`unread`: how much more of the body may be read before the answer, None for nothing.
+        The JSON 413 and the page alike: a client that sends its whole body before it reads
+        is reset, answer and all, by a connection closed with bytes still unread."""
+        if unread is not None and unread > 0:
+            await _drain(receive, unread)
         page = None if self._too_large_page is None else self._too_large_page(scope, limit)
         if page is None:
             await _too_large(send, limit)
             return
-        if unread is not None and unread > 0:
-            await _drain(receive, unread)
         # The body may not have been read to its end: the connection carries no other request.
         page.headers["connection"] = "close"
         await page(scope, receive, send)

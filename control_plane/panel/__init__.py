@@ -26,7 +26,8 @@
     form_refusal.py     the page for a form whose field breaks its route's bound (too long, not a
                         value the form sends): the field, the value and the bound, in words; a
                         form too large; an address with a NUL; a path nothing serves or a
-                        method it does not take
+                        method it does not take; an unexpected exception (500, a reference)
+    flash.py            a bulk form's result carried over its redirect (POST/redirect/GET)
     people_backend.py   named people (`accounts.people`): invitations, roles, new links and
                         resets, removals, signing in as oneself
     people_routes.py    people invited by an editor (the link shown once), their role, a new

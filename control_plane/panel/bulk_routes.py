@@ -1,6 +1,7 @@
 """The agent list's bulk actions: hold, end a hold, update now — for the agents ticked on the
 page or for every agent of the view (see `fleet_list` for the number the button names). Each is
-all or none, and one change per agent on the trail, named by the signed-in key."""
+all or none, and one change per agent on the trail, named by the signed-in key. Done, each
+redirects to the list as the browser showed it, which says the result (`flash`)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from control_plane.panel import (
     rollout_backend,
     rollout_wording,
 )
-from control_plane.panel.customer_routes import agents_page
+from control_plane.panel.customer_routes import agents_page, list_address
+from control_plane.panel.flash import Done, redirect_with
 from control_plane.panel.hold_routes import hold_start
-from control_plane.panel.i18n import Language
 from control_plane.panel.readers import Csrf, customer_post, parse_id
 from control_plane.panel.web import PREFIX, not_found
 
@@ -85,12 +86,12 @@ def bulk(
                 actor=actor,
                 now=ctx.now,
             )
-            done = _held_text(ctx.lang, held, ctx.lang.day(form.until.date()))
+            done = Done("held", held, len(set(agent_ids)) - held, form.until.date())
         elif form.action == "release":
             ended = rollout_backend.end_holds(
                 ctx.services, org_id, agent_ids, actor=actor, now=ctx.now
             )
-            done = _ended_text(ctx.lang, ended, len(agent_ids) - ended)
+            done = Done("released", ended, len(set(agent_ids)) - ended)
         else:
             asked = customer_backend.request_updates(
                 ctx.services,
@@ -100,14 +101,14 @@ def bulk(
                 now=ctx.now,
                 person=post.session.person,
             )
-            done = _asked_text(ctx.lang, asked.requested, asked.pending)
+            done = Done("asked", asked.requested, asked.pending)
     except backend.Refused as exc:
         field: Literal["until", "reason"] = "reason" if exc.field == "reason" else "until"
         problem = rollout_wording.hold_problem(ctx.lang, field)
         return agents_page(
             ctx, org_id, view, status_code=422, actions=_with_error(form, field, problem)
         )
-    return agents_page(ctx, org_id, view, actions=form, done=done)
+    return redirect_with(list_address(q, state, sort), done, secure=ctx.secure)
 
 
 def _with_error(form: fleet_list.BulkAction, field: str, message: str) -> fleet_list.BulkAction:
@@ -119,47 +120,3 @@ def _with_error(form: fleet_list.BulkAction, field: str, message: str) -> fleet_
         selected=form.selected,
         errors={**form.errors, field: message},
     )
-
-
-def _held_text(lang: Language, held: int, day: str) -> str:
-    return lang.ngettext(
-        "%(count)s agent is held until %(day)s.",
-        "%(count)s agents are held until %(day)s.",
-        held,
-        count=lang.number(held),
-        day=day,
-    )
-
-
-def _ended_text(lang: Language, ended: int, without: int) -> str:
-    text = lang.ngettext(
-        "The hold of %(count)s agent ended.",
-        "The holds of %(count)s agents ended.",
-        ended,
-        count=lang.number(ended),
-    )
-    if without:
-        text += " " + lang.ngettext(
-            "%(count)s agent had no hold.",
-            "%(count)s agents had no hold.",
-            without,
-            count=lang.number(without),
-        )
-    return text
-
-
-def _asked_text(lang: Language, asked: int, pending: int) -> str:
-    text = lang.ngettext(
-        "An update now was asked for %(count)s agent; it goes through the caps like any other.",
-        "An update now was asked for %(count)s agents; each goes through the caps like any other.",
-        asked,
-        count=lang.number(asked),
-    )
-    if pending:
-        text += " " + lang.ngettext(
-            "%(count)s agent already had one waiting.",
-            "%(count)s agents already had one waiting.",
-            pending,
-            count=lang.number(pending),
-        )
-    return text

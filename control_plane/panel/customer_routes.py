@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from typing import Annotated
+from urllib.parse import urlencode
 from uuid import UUID
 
 from fastapi import APIRouter, Form, Request
@@ -21,6 +22,14 @@ from control_plane.panel import (
     wording,
 )
 from control_plane.panel.charts import Bar
+from control_plane.panel.flash import (
+    DONE_COOKIE,
+    Done,
+    done_text,
+    forget_done,
+    redirect_with,
+    take_done,
+)
 from control_plane.panel.i18n import Language
 from control_plane.panel.readers import Csrf, customer_of, customer_post, parse_id
 from control_plane.panel.schedule_editor import EditorState, check_rows, editor_preview
@@ -28,7 +37,7 @@ from control_plane.panel.tonight import tonight
 from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, not_found, page, redirect
 from control_plane.pins.holds import MAX_HOLD
 
-__all__ = ["agent_page", "agents_page", "router"]
+__all__ = ["agent_page", "agents_page", "list_address", "router"]
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 
@@ -37,7 +46,24 @@ router = APIRouter(prefix=PREFIX, include_in_schema=False)
 def agents(request: Request) -> Response:
     ctx, org_id = customer_of(request)
     view = fleet_list.read_view(ctx.lang, request.query_params)
-    return _agents_page(ctx, org_id, view)
+    # A bulk form's result, said once after its redirect.
+    done = take_done(request)
+    if done is None:
+        response = _agents_page(ctx, org_id, view)
+    elif done.kind == "schedules":
+        changes = ScheduleChanges(changed=done.first, unchanged=done.second)
+        response = _agents_page(ctx, org_id, view, changes=changes)
+    else:
+        response = _agents_page(ctx, org_id, view, done=done_text(ctx.lang, done))
+    if DONE_COOKIE in request.cookies:
+        forget_done(response, secure=ctx.secure)
+    return response
+
+
+def list_address(q: str, state: str, sort: str) -> str:
+    """The list's address for the view a form was sent from (its values escaped)."""
+    shown = {name: value for name, value in (("q", q), ("state", state), ("sort", sort)) if value}
+    return f"{PREFIX}/agents" + (f"?{urlencode(shown)}" if shown else "")
 
 
 def _agents_page(
@@ -131,7 +157,8 @@ def save_schedules(
             form, errors={"times": ctx.lang.gettext("The list of times could not be read.")}
         )
         return _agents_page(ctx, org_id, view, status_code=422, bulk=unread)
-    return _agents_page(ctx, org_id, view, bulk=form, changes=changes)
+    done = Done("schedules", changes.changed, changes.unchanged)
+    return redirect_with(list_address(q, state, sort), done, secure=ctx.secure)
 
 
 def _agent_page(

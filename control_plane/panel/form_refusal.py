@@ -10,7 +10,8 @@ One place for every form: the API's answer to a request that fails validation
 in it gets `address_refused`, which names the parameter (or the path) and shows the value.
 
 What the router answers under /panel/ comes here too (`address_unserved`): a path nothing serves
-is "not found"; a form's address opened as a page leads to the form's page.
+is "not found"; a form's address opened as a page leads to the form's page. And an unexpected
+exception (`failure_page`): the panel's 500 page, with the reference the log line carries.
 """
 
 from __future__ import annotations
@@ -253,3 +254,16 @@ def service_refused(request: Request, exc: RequestRefused) -> Response | None:
         "type": "refused",
     }
     return form_refused(request, [problem])
+
+
+def failure_page(scope: Scope, reference: str) -> Response | None:
+    """The page for a panel request an unexpected exception ended (500), in the reader's
+    language, showing nothing of the exception but `reference` (the log line with it names the
+    same); None outside the panel. Like `form_too_large`, the session is not looked up: the
+    fault may be the database's."""
+    if not is_panel_path(scope["path"]):
+        return None
+    ctx = unsigned_context(Request(scope))
+    return page(
+        ctx, "server_error.html", status_code=500, back_here=PREFIX + "/", reference=reference
+    )

@@ -4,6 +4,10 @@ operator (the latest setter wins; one hold per agent).
 Bounds: `until` must be in the future and at most `MAX_HOLD` ahead — a hold is a pause ("not
 during the audit next week"), not a way to switch updates off for good; that is the schedule's
 `enabled`, which the customer sees on the agent page.
+
+A hold set again as it is in force — the same `until`, the same reason, set by the same kind of
+setter — changes nothing: its row is not rewritten and no `hold.set` goes on the trail (a reload,
+a double click or a script run twice must not add an entry per agent). The answer says so.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ __all__ = [
     "MAX_HOLD",
     "MAX_HOLD_REASON_LENGTH",
     "ActiveHold",
+    "HoldAnswer",
     "HoldSetter",
     "active_hold",
     "active_holds",
@@ -69,6 +74,12 @@ def active_hold(conn: Connection, agent_id: UUID, now: datetime) -> ActiveHold |
     return active_holds(conn, [agent_id], now).get(agent_id)
 
 
+class HoldAnswer(HoldView):
+    """The hold in force after a request to set it; `changed`: False when it was already so."""
+
+    changed: bool
+
+
 def hold_view(hold: ActiveHold) -> HoldView:
     return HoldView(until=hold.until, reason=hold.reason, set_by=hold.set_by)
 
@@ -83,9 +94,9 @@ def set_hold(
     set_by: HoldSetter,
     actor: Actor,
     now: datetime,
-) -> HoldView:
+) -> HoldAnswer:
     """Hold the agent until `until` (inside the caller's transaction; the agent is checked)."""
-    return set_holds(
+    view, changed = set_holds(
         conn,
         org_id=org_id,
         agent_ids=[agent_id],
@@ -95,6 +106,7 @@ def set_hold(
         actor=actor,
         now=now,
     )
+    return HoldAnswer(**view.model_dump(), changed=bool(changed))
 
 
 def set_holds(
@@ -107,10 +119,11 @@ def set_holds(
     set_by: HoldSetter,
     actor: Actor,
     now: datetime,
-) -> HoldView:
+) -> tuple[HoldView, list[UUID]]:
     """Hold each of the organisation's agents listed until `until`, inside the caller's
     transaction (which checked the agents): one statement for the holds and one for their
-    `hold.set` events, however many agents. The hold each now has."""
+    `hold.set` events, however many agents. The hold each now has, and the agents whose hold
+    changed (in id order): an agent already held so is left as it is, without an event."""
     if not isinstance(until, datetime) or until.tzinfo is None:
         raise InvalidInput("until", until, "is not an aware instant (RFC 3339 with Z or offset)")
     if until <= now:
@@ -126,24 +139,38 @@ def set_holds(
         )
     # The reason is shown on the host by `nachtwacht agent status`.
     reason_text = plain_text("reason", reason, MAX_HOLD_REASON_LENGTH)
-    conn.execute(
+    rows = conn.execute(
         "INSERT INTO holds (agent_id, until, reason, set_by, set_by_id, set_at)"
-        " SELECT held.agent_id, %s, %s, %s, %s, %s FROM unnest(%s::uuid[]) AS held(agent_id)"
+        " SELECT held.agent_id, %(until)s, %(reason)s, %(set_by)s, %(set_by_id)s, %(now)s"
+        " FROM unnest(%(agents)s::uuid[]) AS held(agent_id)"
         " ON CONFLICT (agent_id) DO UPDATE SET"
         " until = EXCLUDED.until, reason = EXCLUDED.reason, set_by = EXCLUDED.set_by,"
-        " set_by_id = EXCLUDED.set_by_id, set_at = EXCLUDED.set_at",
-        [until, reason_text, set_by, actor.id, now, list(agent_ids)],
-    )
+        " set_by_id = EXCLUDED.set_by_id, set_at = EXCLUDED.set_at"
+        # The same hold in force is left alone: no row rewritten, no event below.
+        " WHERE NOT (holds.until = EXCLUDED.until AND holds.until > %(now)s"
+        " AND holds.reason IS NOT DISTINCT FROM EXCLUDED.reason"
+        " AND holds.set_by = EXCLUDED.set_by)"
+        " RETURNING agent_id",
+        {
+            "until": until,
+            "reason": reason_text,
+            "set_by": set_by,
+            "set_by_id": actor.id,
+            "now": now,
+            "agents": list(dict.fromkeys(agent_ids)),
+        },
+    ).fetchall()
+    changed = sorted(row["agent_id"] for row in rows)
     record_actions(
         conn,
         kind="hold.set",
         actor=actor,
         at=now,
         org_id=org_id,
-        agent_ids=agent_ids,
+        agent_ids=changed,
         data={"until": format_instant(until), "reason": reason_text, "set_by": set_by},
     )
-    return HoldView(until=until, reason=reason_text, set_by=set_by)
+    return HoldView(until=until, reason=reason_text, set_by=set_by), changed
 
 
 def clear_hold(

@@ -17,9 +17,16 @@ from control_plane.agent_scope import agent_owner, org_of_agent, require_agents,
 from control_plane.errors import InvalidInput, NotFound
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import plain_text, stored_text
-from control_plane.pins.holds import HoldSetter, clear_hold, clear_holds, set_hold, set_holds
+from control_plane.pins.holds import (
+    HoldAnswer,
+    HoldSetter,
+    clear_hold,
+    clear_holds,
+    set_hold,
+    set_holds,
+)
 from control_plane.types import Pool
-from ground.contract import HoldView, Instant
+from ground.contract import Instant
 from ground.limits import MAX_VERSION_LENGTH
 
 __all__ = ["MAX_PIN_REASON_LENGTH", "PinList", "PinService", "PinView"]
@@ -164,9 +171,10 @@ class PinService:
         set_by: HoldSetter,
         actor: Actor,
         now: datetime,
-    ) -> HoldView:
+    ) -> HoldAnswer:
         """Hold the agent until `until`. `org_id` scopes a customer's call (another
-        organisation's agent is a 404); None for the agent itself and operators."""
+        organisation's agent is a 404); None for the agent itself and operators. The same hold
+        in force changes nothing (`changed` False, no event)."""
         with self._pool.connection() as conn, conn.transaction():
             owner = agent_owner(conn, agent_id, org_id)
             return set_hold(
@@ -191,10 +199,12 @@ class PinService:
         now: datetime,
     ) -> int:
         """A customer's hold of each of the organisation's agents listed, all or none in one
-        transaction (one `hold.set` each on the trail); another organisation's agent is a 404."""
+        transaction (one `hold.set` on the trail for each whose hold changed); another
+        organisation's agent is a 404. How many holds changed: an agent held so already is
+        left as it is."""
         with self._pool.connection() as conn, conn.transaction():
             wanted = require_agents(conn, org_id, agent_ids, lock=True)
-            set_holds(
+            _, changed = set_holds(
                 conn,
                 org_id=org_id,
                 agent_ids=wanted,
@@ -204,7 +214,7 @@ class PinService:
                 actor=actor,
                 now=now,
             )
-            return len(wanted)
+            return len(changed)
 
     def release_holds(
         self, agent_ids: Sequence[UUID], *, org_id: UUID, actor: Actor, now: datetime

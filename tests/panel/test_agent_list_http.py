@@ -118,7 +118,12 @@ def test_a_nul_in_the_search_is_refused_before_the_panel(fleet: PanelWorld) -> N
 
 def _bulk(client: httpx.Client, url: str, data: dict[str, object]) -> httpx.Response:
     page = client.get(url)
-    return client.post("/panel/agents/schedules", data={"csrf": csrf_of(page.text), **data})
+    # A change answers with a redirect to the list (POST/redirect/GET), followed here.
+    return client.post(
+        "/panel/agents/schedules",
+        data={"csrf": csrf_of(page.text), **data},
+        follow_redirects=True,
+    )
 
 
 def test_one_schedule_for_every_agent_of_a_view(fleet: PanelWorld) -> None:

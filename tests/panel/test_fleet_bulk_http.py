@@ -91,7 +91,8 @@ def _post(
     client: httpx.Client, url: str, data: dict[str, object], path: str = "/panel/agents/bulk"
 ) -> httpx.Response:
     page = client.get(url)
-    return client.post(path, data={"csrf": csrf_of(page.text), **data})
+    # A change answers with a redirect to the list (POST/redirect/GET), followed here.
+    return client.post(path, data={"csrf": csrf_of(page.text), **data}, follow_redirects=True)
 
 
 def test_the_pinned_filter_finds_the_pinned_agents(

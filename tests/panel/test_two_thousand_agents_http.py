@@ -114,9 +114,9 @@ def _holds(world: PanelWorld) -> list[tuple[object, ...]]:
 def test_an_update_for_the_whole_view_sent_twice_is_asked_once(big_fleet: PanelWorld) -> None:
     with sign_in_client(big_fleet, big_fleet.panel_key) as client:
         form = _view_form(client) | {"action": "update"}
-        first = client.post("/panel/agents/bulk", data=form)
+        first = client.post("/panel/agents/bulk", data=form, follow_redirects=True)
         after_first = _counts(big_fleet)
-        again = client.post("/panel/agents/bulk", data=form)
+        again = client.post("/panel/agents/bulk", data=form, follow_redirects=True)
     assert first.status_code == 200 and again.status_code == 200
     assert "2,001" in first.text
     assert _counts(big_fleet) == after_first  # no second request, no second trail entry
@@ -131,9 +131,12 @@ def test_a_hold_for_the_whole_view_sent_twice_holds_each_agent_once(
             "until": "2027-04-02",
             "reason": "patch window",
         }
-        first = client.post("/panel/agents/bulk", data=form)
-        holds = _holds(big_fleet)
-        again = client.post("/panel/agents/bulk", data=form)
+        first = client.post("/panel/agents/bulk", data=form, follow_redirects=True)
+        holds, after_first = _holds(big_fleet), _counts(big_fleet)
+        again = client.post("/panel/agents/bulk", data=form, follow_redirects=True)
     assert first.status_code == 200 and again.status_code == 200
+    assert [step.status_code for step in again.history] == [303]  # POST/redirect/GET
     assert len(holds) == AGENTS + 1
     assert _holds(big_fleet) == holds
+    assert _counts(big_fleet) == after_first  # no second trail entry for any agent
+    assert "2,001 agents were already held so: nothing changed for them." in again.text

@@ -18,9 +18,9 @@ from control_plane.api.deps import (
     services_of,
 )
 from control_plane.api.no_body import NoBody
-from control_plane.pins.holds import MAX_HOLD_REASON_LENGTH
+from control_plane.pins.holds import MAX_HOLD_REASON_LENGTH, HoldAnswer
 from control_plane.pins.services import MAX_PIN_REASON_LENGTH, PinList, PinView
-from ground.contract import API_PREFIX, HOLD_PATH, HoldRequest, HoldView
+from ground.contract import API_PREFIX, HOLD_PATH, HoldRequest
 from ground.contract.plain_text import REASON_PATTERN
 from ground.limits import MAX_VERSION_LENGTH
 
@@ -32,15 +32,16 @@ router = APIRouter()
 
 
 @router.put(
-    HOLD_PATH, response_model=HoldView, tags=["agent"], responses=errors(*AUTHENTICATED, 404, 422)
+    HOLD_PATH, response_model=HoldAnswer, tags=["agent"], responses=errors(*AUTHENTICATED, 404, 422)
 )
 def hold_self(
     body: HoldRequest, request: Request, caller: AgentCaller, now: RequestNow
-) -> HoldView:
+) -> HoldAnswer:
     """The host holds itself (`nachtwacht agent hold --until`): its scheduled slots are skipped
     (recorded as missed, reason `held`) until `until`.
     `until`: in the future, at most 90 days ahead (else 422 naming it);
-    a new hold replaces the current one, whoever set it."""
+    a new hold replaces the current one, whoever set it; the same hold again (until, reason,
+    who set it) changes nothing and answers `changed: false`."""
     assert caller.agent_id is not None
     return services_of(request).pins.hold(
         caller.agent_id,
@@ -87,16 +88,17 @@ class HoldBody(BaseModel):
 
 @router.put(
     API_PREFIX + "/agents/{agent_id}/hold",
-    response_model=HoldView,
+    response_model=HoldAnswer,
     tags=["panel"],
     responses=errors(*AUTHENTICATED, 404, 422),
 )
 def hold_agent(
     agent_id: UUID, body: HoldBody, request: Request, caller: PanelCaller, now: RequestNow
-) -> HoldView:
+) -> HoldAnswer:
     """The customer holds one of its agents until a date.
     `until`: in the future, at most 90 days ahead (else 422 naming it);
-    a new hold replaces the current one, whoever set it."""
+    a new hold replaces the current one, whoever set it; the same hold again (until, reason,
+    who set it) changes nothing and answers `changed: false`."""
     assert caller.org_id is not None
     return services_of(request).pins.hold(
         agent_id,
@@ -129,16 +131,17 @@ def release_agent(
 
 @router.put(
     API_PREFIX + "/admin/agents/{agent_id}/hold",
-    response_model=HoldView,
+    response_model=HoldAnswer,
     tags=["operator"],
     responses=errors(*AUTHENTICATED, 404, 422),
 )
 def operator_hold_agent(
     agent_id: UUID, body: HoldBody, request: Request, caller: OperatorCaller, now: RequestNow
-) -> HoldView:
+) -> HoldAnswer:
     """An operator holds an agent until a date.
     `until`: in the future, at most 90 days ahead (else 422 naming it);
-    a new hold replaces the current one, whoever set it."""
+    a new hold replaces the current one, whoever set it; the same hold again (until, reason,
+    who set it) changes nothing and answers `changed: false`."""
     return services_of(request).pins.hold(
         agent_id,
         org_id=None,

@@ -206,8 +206,9 @@ def test_a_held_agent_skips_its_slot_without_a_token(
             f"/v1/agents/{agent.agent_id}/hold", json={"until": until, "reason": "audit"}
         )
     assert held.status_code == 200
-    assert held.json() == {"until": until, "reason": "audit", "set_by": "customer"}
-    assert rollout.config(agent)["hold"] == held.json()
+    hold = {"until": until, "reason": "audit", "set_by": "customer"}
+    assert held.json() == {**hold, "changed": True}
+    assert rollout.config(agent)["hold"] == hold
 
     refused = rollout.claim(agent)
     assert refused.status_code == 409
@@ -231,7 +232,7 @@ def test_a_held_agent_skips_its_slot_without_a_token(
         404,
     )
     assert foreign_list == []
-    assert rollout.config(agent)["hold"] == held.json()  # the stranger changed nothing
+    assert rollout.config(agent)["hold"] == hold  # the stranger changed nothing
 
 
 @pytest.mark.parametrize(
