@@ -106,3 +106,22 @@ def test_a_refusal_that_quotes_stored_text_is_printed_inert(
     assert result.returncode == 2, result.stderr
     assert obeyed(result.stderr.rstrip("\n")) == [], result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        pytest.param(["list-credentials", "--org", "not-an-id"], "--org", id="list_org"),
+        pytest.param(["list-credentials", "--agent", "\x1b[2J"], "--agent", id="list_agent"),
+        pytest.param(["events", "--agent", "x"], "--agent", id="events_agent"),
+    ],
+)
+def test_a_bad_flag_is_named_though_the_database_is_gone(flags: list[str], named: str) -> None:
+    """The flags are judged before the database is reached: with no database listening, the
+    operator is told about the id typed, not about the connection."""
+    result = run_control(*flags, "--database-url", "postgresql://127.0.0.1:1/gone")
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1, result.stderr
+    assert f": {named}: " in line and "is not an id" in line, line
+    assert obeyed(line) == [], line
