@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
+from control_plane.registry import Services
 from control_plane.types import Pool
 from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
 from tests.worlds.clocks import ManualClock
@@ -112,13 +113,34 @@ def test_a_poll_that_says_two_things_is_a_422_naming_it(
         assert _snapshot(pool) == before
 
 
-def test_a_claim_from_two_hosts_at_once_is_a_422_and_changes_nothing(
+@pytest.mark.parametrize(
+    ("headers", "query", "named"),
+    [
+        pytest.param(
+            [(b"x-nachtwacht-host-id", b"host-0001"), (b"x-nachtwacht-host-id", b"host-0002")],
+            "",
+            "X-Nachtwacht-Host-Id",
+            id="two_hosts",
+        ),
+        pytest.param(
+            [(b"x-nachtwacht-contract", b"6"), (b"x-nachtwacht-contract", b"3")],
+            "",
+            "X-Nachtwacht-Contract",
+            id="two_contracts",
+        ),
+        pytest.param([], "?slot=1&slot=2", "slot", id="two_query_values"),
+    ],
+)
+def test_a_claim_that_says_two_things_is_a_422_and_changes_nothing(
     api: Api,
     pool: Pool,
     clock: ManualClock,
     published: SignedRelease,
     make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
+    headers: list[tuple[bytes, bytes]],
+    query: str,
+    named: str,
 ) -> None:
     del published
     agent = make_agent(make_org())
@@ -126,19 +148,18 @@ def test_a_claim_from_two_hosts_at_once_is_a_422_and_changes_nothing(
     before = _snapshot(pool)
     request = httpx.Request(
         "POST",
-        f"{api.base_url}/v1/agent/claims",
+        f"{api.base_url}/v1/agent/claims{query}",
         headers=[
             (b"authorization", f"Bearer {agent.agent_key}".encode()),
             (b"content-type", b"application/json"),
-            (b"x-nachtwacht-host-id", b"host-0001"),
-            (b"x-nachtwacht-host-id", b"host-0002"),
+            *headers,
         ],
         content=b'{"slot_key": "2026-11-30T03:00", "from_version": "1.4.1"}',
     )
     with httpx.Client(timeout=30) as client:
         response = client.send(request)
     assert response.status_code == 422, response.text[:2000]
-    assert response.json()["detail"]["message"].startswith("X-Nachtwacht-Host-Id: ")
+    assert response.json()["detail"]["message"].startswith(f"{named}: ")
     assert _snapshot(pool) == before
 
 
@@ -149,3 +170,46 @@ def test_an_operator_listing_with_two_limits_is_a_422(api: Api, operator_key: st
     assert response.status_code == 422, response.text[:2000]
     assert response.json()["detail"]["message"].startswith("limit: "), response.text
     assert same.status_code == 200, same.text[:2000]
+
+
+def test_a_claim_that_says_two_things_in_a_full_round_is_the_same_422(
+    api: Api,
+    pool: Pool,
+    clock: ManualClock,
+    services: Services,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> None:
+    """Where the answers kept in memory would refuse the claim (the round is full), the routes
+    still judge a request that says two things: the same 422, whichever replica answers."""
+    del published
+    org = make_org()
+    first, second = make_agent(org, "web-01"), make_agent(org, "web-02")
+    services.settings.update({"org_cap": 1})
+    clock.set(datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC))
+    body = b'{"slot_key": "2026-11-30T03:00", "from_version": "1.4.1"}'
+    with api.client(first.agent_key) as client:
+        granted = client.post(
+            "/v1/agent/claims", content=body, headers={"Content-Type": "application/json"}
+        )
+    assert granted.status_code == 201, granted.text[:2000]
+    before = _snapshot(pool)
+    for headers, query in (
+        ([(b"x-nachtwacht-contract", b"6"), (b"x-nachtwacht-contract", b"3")], ""),
+        ([], "?slot=1&slot=2"),
+    ):
+        request = httpx.Request(
+            "POST",
+            f"{api.base_url}/v1/agent/claims{query}",
+            headers=[
+                (b"authorization", f"Bearer {second.agent_key}".encode()),
+                (b"content-type", b"application/json"),
+                *headers,
+            ],
+            content=body,
+        )
+        with httpx.Client(timeout=30) as client:
+            response = client.send(request)
+        assert response.status_code == 422, response.text[:2000]
+    assert _snapshot(pool) == before
