@@ -62,6 +62,7 @@ from control_plane.cli_common import (
     in_flags,
     location,
     parse_id,
+    printed,
     shown_once,
 )
 from control_plane.cli_credentials import CREDENTIAL_COMMANDS, add_credential_commands
@@ -641,13 +642,13 @@ def _migrate(args: argparse.Namespace) -> int:
         fence_for(url).allow_unfinished_restore()
         if args.check:
             applied = migrate.check_migrations(url)
-            print(f"ok: {len(applied)} migrations apply to an empty database, undo and re-apply")
+            printed(f"ok: {len(applied)} migrations apply to an empty database, undo and re-apply")
             return 0
         lock_timeout = args.lock_timeout_seconds or migrate.LOCK_TIMEOUT_SECONDS
         migrate.upgrade(url, args.revision, lock_timeout_seconds=lock_timeout)
         current = migrate.current_revision(url)
         newer = schema_version.is_newer_than_head(current)
-        print(
+        printed(
             f"database at revision {current}"
             + (
                 f", newer than this release's {migrate.head_revision()}: left as it is"
@@ -688,9 +689,9 @@ def _forecast(args: argparse.Namespace) -> int:
     with admin_pool(args) as pool:
         view = ForecastService(pool).platform_day(day)
     if args.json:
-        print(TypeAdapter(PlatformDayForecast).dump_json(view).decode("utf-8"))
+        printed(TypeAdapter(PlatformDayForecast).dump_json(view).decode("utf-8"))
     else:
-        print(render_forecast(view))
+        printed(render_forecast(view))
     return 0
 
 
@@ -719,7 +720,7 @@ def main(argv: list[str]) -> int:
         return COMMANDS[args.command](args)
     except (ControlPlaneError, ClockConfigError) as exc:
         # Named as typed, action included: `nachtwacht control enrollment-token create: …`.
-        print(
+        printed(
             f"{command_parser(args).prog}: {in_flags(args, argv, exc)}",
             file=sys.stderr,
         )

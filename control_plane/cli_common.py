@@ -10,7 +10,7 @@ import contextlib
 import getpass
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 from uuid import UUID
 
 import psycopg
@@ -32,6 +32,7 @@ from control_plane.errors import (
 from control_plane.events.trail import Actor
 from control_plane.startup import opened_database
 from control_plane.types import Pool
+from ground.contract.plain_text import inert
 
 __all__ = [
     "STANDBY_REFUSAL",
@@ -191,11 +192,21 @@ def optional_id(field_name: str, value: str | None) -> UUID | None:
     return None if value is None else parse_id(field_name, value)
 
 
+def printed(text: str, *, file: TextIO | None = None) -> None:
+    """Print `text` to the terminal inert: whatever a stored row holds (a name, a reason, an
+    agent's error from before text was made inert where it is stored), each control character
+    but newline and tab, and each bidirectional control, is printed as its escape (`\\u001b`),
+    read, not obeyed. Every line a command prints goes through here."""
+    print(inert(text), file=file)
+
+
 def emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -> None:
+    """A command's result: `--json` prints the API's answer as one JSON object (every character
+    outside ASCII as its escape), otherwise its lines (`printed`)."""
     if args.json:
-        print(json.dumps(payload))
+        printed(json.dumps(payload))
     else:
-        print("\n".join(lines))
+        printed("\n".join(lines))
 
 
 # A service refuses an id nobody has by the kind of object (its code); the command's words for it,

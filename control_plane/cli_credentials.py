@@ -70,11 +70,14 @@ def _line(view: CredentialView) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
+    # The flags are judged before the database is reached: a bad id is named whatever its state.
+    org_id = optional_id("--org", args.org)
+    agent_id = optional_id("--agent", args.agent)
     with admin_accounts(args) as accounts:
         found = accounts.list_credentials(
             audience=None if args.audience is None else Audience(args.audience),
-            org_id=optional_id("--org", args.org),
-            agent_id=optional_id("--agent", args.agent),
+            org_id=org_id,
+            agent_id=agent_id,
             include_revoked=args.all,
         )
     lines = [_line(view) for view in found.credentials] or ["no credentials"]

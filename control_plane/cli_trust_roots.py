@@ -27,6 +27,7 @@ from control_plane.cli_common import (
     admin_pool,
     cli_actor,
     emit,
+    printed,
 )
 from control_plane.errors import ConfigurationError
 from control_plane.rollout.unverifiable import unverifiable_releases
@@ -139,24 +140,24 @@ def _list(args: argparse.Namespace) -> int:
     with admin_pool(args) as pool:
         listed = TrustRootService(pool, find_unverifiable=unverifiable_releases).list()
     if args.json:
-        print(TypeAdapter(TrustRootList).dump_json(listed).decode("utf-8"))
+        printed(TypeAdapter(TrustRootList).dump_json(listed).decode("utf-8"))
         return 0
     if not listed.roots:
-        print("no trust root published: agents trust their release key files")
+        printed("no trust root published: agents trust their release key files")
     for root in listed.roots:
-        print(
+        printed(
             f"v{root.version}  expires {format_instant(root.expires_at)}  published "
             f"{format_instant(root.published_at)} by {root.published_by}  "
             f"held by {root.agents_holding} agent(s)"
         )
-    print(
+    printed(
         f"agents holding an older version: {listed.agents_holding_older}; "
         f"holding none: {listed.agents_holding_none}"
     )
     for line in _unverifiable_lines(
         listed.unverifiable_releases, root=f"the newest root (v{listed.newest_version})"
     ):
-        print(line)
+        printed(line)
     return 0
 
 

@@ -58,7 +58,7 @@ class PollWord:
     `clock`: its host's clock minus the control plane's, in seconds; `no_date`: the poll sent no
     `Date` at all (an agent of a release before contract 6), which removes a disagreement kept as
     a clock that agrees does. A `Date` sent but unreadable, or sent twice, says nothing either
-    way."""
+    way (twice with two values never gets here: `api.deps.said_once` refuses it)."""
 
     host_id: str | None = None
     held: int | None = None

@@ -52,6 +52,7 @@ from control_plane.replica_sessions import replica_session_name
 from control_plane.secret_links import ACCESS_LOGGER, SecretLinksHidden
 from control_plane.startup import opened_database
 from ground.clock import Clock, clock_from_env
+from ground.contract.plain_text import inert
 from ground.start_up import set_aside_start_up_objects
 
 __all__ = ["serve", "uvicorn_options"]
@@ -323,21 +324,41 @@ def _still_running(pid: int) -> bool:
         return False
 
 
-def _show_the_trail() -> None:
+class InertLines(logging.Formatter):
+    """A log line as the terminal gets it: inert (`ground.contract.plain_text.inert`), each
+    control character but newline and tab, and each bidirectional control, as its escape.
+    A line may quote stored text (a name, an agent's error from before text was made inert where
+    it is stored); the terminal that shows the log reads it, it does not obey it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return inert(super().format(record))
+
+
+def _show_the_logs() -> None:
     # The operators' trail is one line per action on stderr whatever --log-level says: it is
     # the record of who stopped or changed what, not diagnostics.
     trail = logging.getLogger("control_plane.trail")
     if not trail.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s nachtwacht trail: %(message)s"))
+        handler.setFormatter(InertLines("%(asctime)s nachtwacht trail: %(message)s"))
         trail.addHandler(handler)
+        # Its lines are written once, by its own handler, not again by the one below.
+        trail.propagate = False
     trail.setLevel(logging.INFO)
+    # The control plane's warnings, as Python's last resort wrote them (the message alone, from
+    # WARNING up), inert.
+    control_plane = logging.getLogger("control_plane")
+    if not control_plane.handlers:
+        warnings = logging.StreamHandler(sys.stderr)
+        warnings.setLevel(logging.WARNING)
+        warnings.setFormatter(InertLines("%(message)s"))
+        control_plane.addHandler(warnings)
 
 
 def serve(settings: ServeSettings) -> int:
     clock = clock_from_env()
     _announce_clock(clock)
-    _show_the_trail()
+    _show_the_logs()
     trusted_keys = load_trusted_keys(settings.release_public_keys)
     # uvicorn restores these after its graceful shutdown and re-raises the signal it caught.
     signal.signal(signal.SIGTERM, _raise_stop)

@@ -21,9 +21,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from control_plane.accounts.credentials import PREFIXES, Audience, secret_sha256
 from control_plane.accounts.services import Principal, check_host_id
-from control_plane.errors import Unauthenticated
+from control_plane.errors import InvalidInput, Unauthenticated, quoted
 from control_plane.registry import Services
-from ground.contract import HOST_ID_HEADER
+from ground.contract import (
+    CONTRACT_VERSION_HEADER,
+    HOST_ID_HEADER,
+    HOST_TIME_HEADER,
+    TRUST_ROOT_VERSION_HEADER,
+)
 
 __all__ = [
     "ENROLLMENT_SCHEME",
@@ -76,8 +81,46 @@ _ENROLLMENT = HTTPBearer(
 Bearer = HTTPAuthorizationCredentials | None
 
 
+# The headers the routes read a value of (each as the contract spells it), besides the key.
+READ_HEADERS = (
+    HOST_ID_HEADER,
+    TRUST_ROOT_VERSION_HEADER,
+    HOST_TIME_HEADER,
+    CONTRACT_VERSION_HEADER,
+    "If-None-Match",
+    "Range",
+    "If-Range",
+)
+
+
+def said_once(request: Request) -> None:
+    """The 422 for a request that says two different things: a header the routes read, or any
+    query parameter, given twice with different values (`?channel=stable&channel=edge`).
+    Serving it under one of them would be a guess; the same value twice says one thing. Checked
+    before the key is, so nothing is read or recorded for such a request."""
+    for name in READ_HEADERS:
+        _one_value(name, request.headers.getlist(name))
+    for name in dict.fromkeys(request.query_params.keys()):
+        _one_value(name, request.query_params.getlist(name))
+
+
+def _one_value(name: str, values: list[str]) -> None:
+    first = values[0] if values else None
+    other = next((value for value in values if value != first), None)
+    if other is not None:
+        raise InvalidInput(
+            name,
+            other,
+            f"contradicts {quoted(first)} in the same request (expected one value, or the same "
+            "value again)",
+            code="invalid_request",
+        )
+
+
 def _caller(request: Request, bearer: Bearer, audience: Audience) -> Principal:
     secret = None if bearer is None else bearer.credentials
+    if secret is not None:
+        said_once(request)
     return services_of(request).accounts.authenticate(secret, audience)
 
 
@@ -85,6 +128,8 @@ def _caller(request: Request, bearer: Bearer, audience: Audience) -> Principal:
 # optional, internal signal of the contract, and every agent endpoint takes it.
 def agent_caller(request: Request, bearer: Annotated[Bearer, Security(_AGENT)]) -> Principal:
     secret = None if bearer is None else bearer.credentials
+    if secret is not None:
+        said_once(request)
     return services_of(request).accounts.authenticate(
         secret,
         Audience.AGENT,
@@ -123,6 +168,7 @@ async def agent_credential(
     malformed host id is a 422 before anything is read or recorded."""
     if bearer is None:
         raise Unauthenticated("a bearer credential is required (Authorization: Bearer …)")
+    said_once(request)
     host_id = request.headers.get(HOST_ID_HEADER)
     if host_id is not None:
         check_host_id(host_id)

@@ -92,6 +92,7 @@ class ClaimFacts:
     times: tuple[str, ...]
     timezone: str
     catch_up: timedelta
+    enrolled_at: datetime  # its slots close after it (`slots.agents_slot`)
     grant_margin: timedelta  # no new token in the window's last `grant_margin`
     caps: Caps
     brake_engaged: bool
@@ -113,6 +114,7 @@ class ClaimFacts:
             times=tuple(row["times"]),
             timezone=row["timezone"],
             catch_up=timedelta(minutes=row["catch_up_minutes"]),
+            enrolled_at=row["enrolled_at"],
             grant_margin=timedelta(seconds=row["grant_margin_seconds"]),
             caps=Caps(org_cap=row["org_cap"], global_cap=row["global_cap"]),
             brake_engaged=row["brake_engaged"],
@@ -145,6 +147,7 @@ def slot_of(facts: ClaimFacts, slot_key: object, now: datetime) -> Slot:
         times=facts.times,
         timezone=facts.timezone,
         catch_up=facts.catch_up,
+        enrolled_at=facts.enrolled_at,
         now=now,
     )
 

@@ -34,6 +34,7 @@ SELECT c.secret_sha256, a.*,
  CROSS JOIN LATERAL (
         SELECT a.id AS agent_id, a.org_id,
                a.update_schedule_enabled AS enabled, a.update_schedule_times AS times,
+               a.created_at AS enrolled_at,
                (SELECT max(r.slot_at) FROM runs r
                  WHERE r.agent_id = a.id AND r.trigger = 'schedule') AS last_consumed_at
           FROM agents a

@@ -66,6 +66,7 @@ __all__ = ["Claim", "ClaimService", "GrantHistory", "RoundGrants"]
 _HOT_PATH = """
 SELECT a.id AS agent_id, a.org_id,
        a.update_schedule_enabled AS enabled, a.update_schedule_times AS times,
+       a.created_at AS enrolled_at,
        s.timezone, s.catch_up_minutes, s.grant_margin_seconds, s.org_cap, s.global_cap,
        b.engaged AS brake_engaged, b.reason AS brake_reason,
        h.until AS hold_until, h.reason AS hold_reason, h.set_by AS hold_set_by,

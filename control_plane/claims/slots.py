@@ -13,7 +13,7 @@ from control_plane.errors import ClaimRefused
 from ground.contract import RefusalCode, format_instant
 from shared_planner import InvalidPlanningInput, PlannerError, Slot, parse_slot_key, slot_for_key
 
-__all__ = ["checked_slot", "checked_slot_of", "too_late_to_grant"]
+__all__ = ["agents_slot", "checked_slot", "checked_slot_of", "too_late_to_grant"]
 
 
 def _not_a_slot(slot_key: object, why: str) -> ClaimRefused:
@@ -36,6 +36,15 @@ def _valid_slot_key(slot_key: str) -> None:
     parse_slot_key(slot_key)
 
 
+def agents_slot(slot: Slot, catch_up: timedelta, enrolled_at: datetime) -> bool:
+    """Whether a slot of an agent's schedule is the agent's: one whose window closes after the
+    agent was enrolled, a slot under way at enrollment included. The one rule of the claim
+    (`checked_slot`), the missed pass (`reconcile.missed`) and the unreachable report
+    (`runs.unreachable`): a slot the agent could claim is one it is held to, and one it did not
+    take is missed; a slot whose window had closed before it was enrolled was never its own."""
+    return slot.window_closes(catch_up) > enrolled_at
+
+
 def checked_slot(
     slot_key: object,
     *,
@@ -43,6 +52,7 @@ def checked_slot(
     times: Sequence[str],
     timezone: str,
     catch_up: timedelta,
+    enrolled_at: datetime,
     now: datetime,
 ) -> Slot:
     """The agent's slot with this key whose window is open at `now`, or the refusal saying why."""
@@ -73,6 +83,13 @@ def checked_slot(
             f"(catch-up window {int(catch_up.total_seconds() // 60)} minutes)",
             slot_key=slot_key,
         )
+    if not agents_slot(slot, catch_up, enrolled_at):
+        # Open at `now` yet closed at the enrollment: the enrolling replica's clock was ahead.
+        raise _not_a_slot(
+            slot_key,
+            f"closed ({format_instant(closes)}) before the agent was enrolled "
+            f"({format_instant(enrolled_at)}): it was never this agent's slot",
+        )
     return slot
 
 
@@ -97,13 +114,14 @@ def too_late_to_grant(
 
 def checked_slot_of(row: Mapping[str, Any], slot_key: object, now: datetime) -> Slot:
     """`checked_slot` for an agent row read with its schedule and the platform's settings
-    (`enabled`, `times`, `timezone`, `catch_up_minutes`): the claim and the nothing-to-do report
-    check a slot the same way."""
+    (`enabled`, `times`, `timezone`, `catch_up_minutes`, `enrolled_at`): the claim and the
+    nothing-to-do report check a slot the same way."""
     return checked_slot(
         slot_key,
         enabled=row["enabled"],
         times=row["times"],
         timezone=row["timezone"],
         catch_up=timedelta(minutes=row["catch_up_minutes"]),
+        enrolled_at=row["enrolled_at"],
         now=now,
     )

@@ -2,9 +2,10 @@
 closed without one.
 
 The slots come from `shared_planner.slots_on_day` over the platform's zone and each enabled
-agent's current schedule, from the moment the agent was enrolled. A slot is not missed when the
-agent consumed it or a later slot inside its window (consuming the latest open slot supersedes the
-earlier ones). The reason is a fact where one exists:
+agent's current schedule, each slot whose window closes after the agent was enrolled (the
+claim's rule, `claims.slots.agents_slot`: one under way at enrollment is the agent's). A slot is
+not missed when the agent consumed it or a later slot inside its window (consuming the latest open
+slot supersedes the earlier ones). The reason is a fact where one exists:
 
     brake      the claim endpoint refused this agent this slot because of the brake; or, with
                no refusal on record, the agent was seen in the window while the platform's brake
@@ -55,6 +56,7 @@ from uuid import UUID
 from zoneinfo import ZoneInfo
 
 from control_plane.brake.spans import read_brake_spans
+from control_plane.claims.slots import agents_slot
 from control_plane.liveness.marks import read_coverage
 from control_plane.reconcile.data import (
     MissedSlot,
@@ -71,8 +73,8 @@ __all__ = ["MissedSlot", "closed_slot_candidates", "record_missed_slots"]
 def closed_slot_candidates(
     conn: Connection, *, timezone: str, window: timedelta, after: datetime, until: datetime
 ) -> list[SlotCandidate]:
-    """Every enabled agent's slot whose window closed in (after, until] and that began after the
-    agent was enrolled."""
+    """Every enabled agent's slot whose window closed in (after, until] and after the agent was
+    enrolled (`agents_slot`)."""
     by_schedule: dict[tuple[str, ...], list[tuple[UUID, UUID, datetime]]] = defaultdict(list)
     for agent_id, org_id, created_at, times in enabled_schedules(conn):
         by_schedule[times].append((agent_id, org_id, created_at))
@@ -98,7 +100,7 @@ def closed_slot_candidates(
                         window_closes=closes,
                     )
                     for agent_id, org_id, created_at in agents
-                    if slot.at >= created_at
+                    if agents_slot(slot, window, created_at)
                 )
         day += timedelta(days=1)
     return candidates

@@ -182,6 +182,7 @@ class RunService:
             agent = conn.execute(
                 "SELECT a.org_id, a.update_schedule_enabled AS enabled,"
                 " a.update_schedule_times AS times, s.timezone, s.catch_up_minutes,"
+                " a.created_at AS enrolled_at,"
                 " (SELECT max(slot_at) FROM runs WHERE agent_id = a.id AND trigger = 'schedule')"
                 " AS last_consumed_at"
                 " FROM agents a CROSS JOIN platform_settings s WHERE a.id = %s",

@@ -11,7 +11,7 @@ commits before the pass reads or waits until the pass's misses are committed and
 A report changes nothing for a slot that ran, was skipped or was missed for a reason that comes
 first (a refusal, the platform unavailable, a sighting), nor when the slot was reported before (the
 first report is kept): it is answered `unchanged`, saying why. One for a slot that is not this
-agent's, that started before the agent was enrolled, that has not opened yet, older than
+agent's, that closed before the agent was enrolled, that has not opened yet, older than
 `MAX_UNREACHABLE_REPORT_AGE_DAYS`, or whose tries lie outside the slot's window, is refused (422
 naming the field). Only the agent's own slots: the
 credential names the agent, the body names no other.
@@ -38,6 +38,7 @@ from typing import Any
 from uuid import UUID
 
 from control_plane.agent_scope import unknown_agent
+from control_plane.claims.slots import agents_slot
 from control_plane.errors import InvalidInput
 from control_plane.misses_lock import MISSES_LOCK_SHARED
 from control_plane.types import Connection
@@ -143,13 +144,13 @@ def _slot(
             key,
             f"is not one of this agent's slots (times {times}), and no miss of it is on record",
         )
-    if slot.at < agent["enrolled_at"]:
-        # The missed pass counts an agent's slots from its enrollment on (`reconcile.missed`).
+    if not agents_slot(slot, catch_up, agent["enrolled_at"]):
+        # The rule of the claim and the missed pass (`claims.slots.agents_slot`).
         raise InvalidInput(
             "slot_key",
             key,
-            f"starts ({format_instant(slot.at)}) before the agent was enrolled "
-            f"({format_instant(agent['enrolled_at'])}): it was never this agent's slot",
+            f"closed ({format_instant(slot.window_closes(catch_up))}) before the agent was "
+            f"enrolled ({format_instant(agent['enrolled_at'])}): it was never this agent's slot",
         )
     if slot.at > now:
         raise InvalidInput(

@@ -200,13 +200,17 @@ def test_a_date_that_is_no_host_clock_is_ignored_and_the_poll_served(
 
 
 @pytest.mark.parametrize(
-    "second", [IN_THE_WINDOW - THREE_DAYS, IN_THE_WINDOW], ids=["same", "another"]
+    ("second", "status"),
+    [(IN_THE_WINDOW - THREE_DAYS, 200), (IN_THE_WINDOW, 422)],
+    ids=["same_served", "another_refused"],
 )
-def test_two_dates_in_one_poll_are_served_and_ignored(
-    api: Api, fleet: Fleet, in_the_window: Agent, second: datetime
+def test_two_dates_in_one_poll_keep_no_clock(
+    api: Api, fleet: Fleet, in_the_window: Agent, second: datetime, status: int
 ) -> None:
+    """The same `Date` twice is served and says nothing; two different ones say two things, a
+    422 naming `Date` (`api.deps.said_once`)."""
     dates = (_date(IN_THE_WINDOW - THREE_DAYS), _date(second))
-    assert _poll(api, in_the_window.agent_key, *dates) == 200
+    assert _poll(api, in_the_window.agent_key, *dates) == status
     assert _clocks(fleet) == []
 
 

@@ -162,11 +162,23 @@ def test_a_disabled_agent_misses_nothing(fleet: Fleet) -> None:
     assert fleet.missed() == {}
 
 
-def test_a_slot_before_the_agent_was_enrolled_is_not_missed(fleet: Fleet) -> None:
+def test_a_slot_under_way_at_enrollment_is_the_agents_and_missed_when_not_taken(
+    fleet: Fleet,
+) -> None:
+    """The claim can take a slot whose window is open at enrollment, so the agent is held to it:
+    one rule (`claims.slots.agents_slot`) for the claim and the missed pass."""
     fleet.clock.set(NIGHT + timedelta(minutes=1))  # enrolled inside the window, after it opened
     fleet.agent(fleet.org(), "web-01")
     fleet.reconcile(AFTER_NIGHT)
+    assert fleet.missed() == {"web-01": "offline"}
+
+
+def test_a_slot_whose_window_closed_before_enrollment_is_not_missed(fleet: Fleet) -> None:
+    fleet.clock.set(NIGHT + timedelta(minutes=15))  # the window closes at this very instant
+    fleet.agent(fleet.org(), "web-01")
+    fleet.reconcile(AFTER_NIGHT)
     assert fleet.missed() == {}
+    assert fleet.one("SELECT count(*) AS n FROM runs")["n"] == 0
 
 
 def test_a_window_still_open_is_not_missed_yet(fleet: Fleet) -> None:

@@ -248,12 +248,12 @@ def test_a_hostile_report_is_refused_naming_the_field_and_changes_nothing(
     assert fleet.rows("SELECT id, data FROM events ORDER BY id") == events
 
 
-@pytest.mark.parametrize("enrolled_after", [timedelta(seconds=1), timedelta(minutes=10)])
-def test_a_slot_before_the_agent_was_enrolled_is_refused_naming_the_enrollment(
+@pytest.mark.parametrize("enrolled_after", [timedelta(minutes=15), timedelta(minutes=16)])
+def test_a_slot_closed_before_the_agent_was_enrolled_is_refused_naming_the_enrollment(
     api: Api, fleet: Fleet, agent: Agent, enrolled_after: timedelta
 ) -> None:
-    # Enrolled inside the slot's window: the missed pass never counts the slot as the agent's
-    # (`missed.py`: slots from the enrollment on), so a report of it could only be invented.
+    # Enrolled once the slot's window had closed: the missed pass never counts the slot as the
+    # agent's (`claims.slots.agents_slot`), so a report of it could only be invented.
     enrolled = NIGHT + enrolled_after
     fleet.sql("UPDATE agents SET created_at = %s WHERE id = %s", [enrolled, agent.agent_id])
     fleet.reconcile(AFTER_NIGHT)
@@ -268,6 +268,23 @@ def test_a_slot_before_the_agent_was_enrolled_is_refused_naming_the_enrollment(
     assert fleet.rows("SELECT 1 FROM unreachable_reports") == []
     assert fleet.rows("SELECT id, status FROM runs ORDER BY id") == runs
     assert fleet.rows("SELECT id, data FROM events ORDER BY id") == events
+
+
+@pytest.mark.parametrize("enrolled_after", [timedelta(seconds=1), timedelta(minutes=10)])
+def test_a_slot_under_way_at_enrollment_is_the_agents_and_its_miss_corrected(
+    api: Api, fleet: Fleet, agent: Agent, enrolled_after: timedelta
+) -> None:
+    # Enrolled inside the slot's window: the claim could take it, so it is the agent's and its
+    # miss is counted; the agent's report that it could not reach us corrects it.
+    fleet.sql(
+        "UPDATE agents SET created_at = %s WHERE id = %s", [NIGHT + enrolled_after, agent.agent_id]
+    )
+    fleet.reconcile(AFTER_NIGHT)
+    assert _miss(fleet, agent) == OFFLINE_MISS
+    fleet.clock.set(AFTER_NIGHT + timedelta(minutes=5))
+    status, answer = _report(api, agent, _body())
+    assert status == 200, answer
+    assert _miss(fleet, agent) == UNREACHABLE_MISS
 
 
 def _schedule(fleet: Fleet, agent: Agent, *, enabled: bool = True, times: str = "04:00") -> None:

@@ -9,6 +9,9 @@ import pytest
 from control_plane.claims.slots import checked_slot
 from control_plane.errors import ClaimRefused
 
+# Enrolled long before any slot these tests name.
+ENROLLED = datetime(2000, 1, 1, tzinfo=UTC)
+
 NOW = datetime(2026, 11, 30, 2, 5, tzinfo=UTC)  # 03:05 in Amsterdam
 
 
@@ -19,6 +22,7 @@ def check(slot_key: object) -> object:
         times=["03:00"],
         timezone="Europe/Amsterdam",
         catch_up=timedelta(minutes=15),
+        enrolled_at=ENROLLED,
         now=NOW,
     )
 
@@ -43,3 +47,34 @@ def test_a_key_the_planner_cannot_place_is_not_a_slot(slot_key: object) -> None:
         check(slot_key)
     assert refused.value.code == "not_a_slot"
     assert refused.value.status == 422
+
+
+@pytest.mark.parametrize(
+    ("enrolled_at", "claimable"),
+    [
+        pytest.param(datetime(2026, 11, 30, 2, 1, tzinfo=UTC), True, id="enrolled_in_the_window"),
+        pytest.param(datetime(2026, 11, 30, 1, 50, tzinfo=UTC), True, id="enrolled_before"),
+        # The enrolling replica's clock ahead of the claiming one's: the window had closed.
+        pytest.param(datetime(2026, 11, 30, 2, 15, tzinfo=UTC), False, id="enrolled_at_close"),
+        pytest.param(datetime(2026, 11, 30, 2, 16, tzinfo=UTC), False, id="enrolled_after"),
+    ],
+)
+def test_a_slot_is_the_agents_when_its_window_closes_after_enrollment(
+    enrolled_at: datetime, claimable: bool
+) -> None:
+    """The missed pass's rule too (`agents_slot`): what the claim takes, the pass holds it to."""
+    arguments = {
+        "enabled": True,
+        "times": ["03:00"],
+        "timezone": "Europe/Amsterdam",
+        "catch_up": timedelta(minutes=15),
+        "enrolled_at": enrolled_at,
+        "now": NOW,
+    }
+    if claimable:
+        assert checked_slot("2026-11-30T03:00", **arguments).key == "2026-11-30T03:00"  # type: ignore[arg-type]
+        return
+    with pytest.raises(ClaimRefused) as refused:
+        checked_slot("2026-11-30T03:00", **arguments)  # type: ignore[arg-type]
+    assert refused.value.code == "not_a_slot"
+    assert "before the agent was enrolled" in str(refused.value)

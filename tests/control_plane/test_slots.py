@@ -14,6 +14,9 @@ from control_plane.claims.slots import _valid_slot_key, checked_slot
 from control_plane.errors import ClaimRefused
 from shared_planner import due_slot
 
+# Enrolled long before any slot these tests name.
+ENROLLED = datetime(2000, 1, 1, tzinfo=UTC)
+
 ZONES = ["Europe/Amsterdam", "America/New_York", "Australia/Lord_Howe", "America/Santiago", "UTC"]
 GRID = [f"{h:02d}:{m:02d}" for h in range(24) for m in range(0, 60, 5)]
 
@@ -35,7 +38,13 @@ def test_the_planners_due_slot_is_always_accepted(
     if slot is None:
         return
     accepted = checked_slot(
-        slot.key, enabled=True, times=times, timezone=zone, catch_up=window, now=now
+        slot.key,
+        enabled=True,
+        times=times,
+        timezone=zone,
+        catch_up=window,
+        enrolled_at=ENROLLED,
+        now=now,
     )
     assert accepted.at == slot.at
 
@@ -62,6 +71,7 @@ def test_daylight_saving_keys_follow_the_planner(
             times=times,
             timezone="Europe/Amsterdam",
             catch_up=timedelta(minutes=15),
+            enrolled_at=ENROLLED,
             now=now,
         )
         return
@@ -72,6 +82,7 @@ def test_daylight_saving_keys_follow_the_planner(
             times=times,
             timezone="Europe/Amsterdam",
             catch_up=timedelta(minutes=15),
+            enrolled_at=ENROLLED,
             now=now,
         )
     assert refused.value.code == code
@@ -109,6 +120,7 @@ def test_hostile_slot_keys_are_judged_each_time_and_never_remembered() -> None:
                     times=["03:00"],
                     timezone="Europe/Amsterdam",
                     catch_up=timedelta(minutes=15),
+                    enrolled_at=ENROLLED,
                     now=datetime(2026, 11, 30, 2, 5, tzinfo=UTC),
                 )
             assert refused.value.code == "not_a_slot"
@@ -119,6 +131,7 @@ def test_hostile_slot_keys_are_judged_each_time_and_never_remembered() -> None:
         times=["03:00"],
         timezone="Europe/Amsterdam",
         catch_up=timedelta(minutes=15),
+        enrolled_at=ENROLLED,
         now=datetime(2026, 11, 30, 2, 5, tzinfo=UTC),
     )
     assert slot.at == datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
