@@ -246,7 +246,9 @@ class Daemon:
             if self._stop_requested():
                 return "parked"
             action = decide(facts, config, self._claim(action), now)
-        if isinstance(action, Wait) and action.reason == "offline":
+        if isinstance(action, Wait) and action.reason == "offline" and not facts.clock_off:
+            # On a clock off beyond the bound the slot planned is another day's: noted, it would
+            # be refused and set aside (as online, no slot is claimed on it: `decide`).
             self._note_unreachable(action, state.last_consumed_at, now)
         return self._carry_out(action, state, now, config)
 
