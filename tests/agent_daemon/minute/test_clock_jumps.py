@@ -139,3 +139,59 @@ def test_an_offline_minute_on_a_clock_days_off_notes_no_slot(
     assert h.outbox.pending() == []
     assert h.state().last_consumed is None
     assert not (h.state_dir / "outbox" / "rejected").exists()
+
+
+@pytest.mark.parametrize("jump_days", [3, -3])
+def test_a_clock_that_jumps_while_the_control_plane_is_out_of_reach_notes_no_slot(
+    tmp_path: Path, jump_days: int
+) -> None:
+    """The jump comes while no answer can measure it: the time elapsed since the last answer, on
+    a clock no one sets, tells it, and the offline minutes on it note nothing, as the online rule
+    claims nothing; said once (`clock.disagrees`)."""
+    server = ManualClock(SLOT_AT - timedelta(days=1, minutes=2))
+    control_plane = FakeControlPlane(now=server.now, contract_version=7)
+    host = JumpingClock(server)
+    h = Harness(
+        tmp_path, control_plane, StubUpdater(), host, elapsed=lambda: server.now().timestamp()
+    )
+    assert h.daemon.tick() == "no_slot"
+    control_plane.online = False
+    host.error = timedelta(days=jump_days)
+    for minute in range(0, 20):
+        server.set(SLOT_AT - timedelta(days=jump_days, minutes=-minute))
+        assert h.daemon.tick() == "offline"
+        server.set(SLOT_AT + timedelta(minutes=minute))
+        assert h.daemon.tick() == "offline"
+    assert UnreachableSlotsFile(h.state_dir / UNREACHABLE_FILE_NAME).load().slots == ()
+    assert "slot.unreachable" not in h.event_names()
+    said = [e for e in h.events() if e["event"] == "clock.disagrees"]
+    assert said
+    assert all(
+        e["measured_offset_seconds"] == pytest.approx(-jump_days * 86400, abs=3600) for e in said
+    )
+    host.error = timedelta(0)
+    control_plane.online = True
+    server.set(SLOT_AT + timedelta(minutes=30))
+    assert h.daemon.tick() == "no_slot"
+    assert control_plane.unreachable_bodies == []
+    assert not (h.state_dir / "outbox" / "rejected").exists()
+
+
+def test_a_suspended_host_offline_for_days_is_no_jump(tmp_path: Path) -> None:
+    """The host clock and the clock no one sets move together (a host asleep for days, its boot
+    clock counting the sleep): the offline minutes note tonight's slot as usual."""
+    server = ManualClock(SLOT_AT - timedelta(days=3, minutes=-30))
+    control_plane = FakeControlPlane(now=server.now, contract_version=7)
+    h = Harness(
+        tmp_path,
+        control_plane,
+        StubUpdater(),
+        JumpingClock(server),
+        elapsed=lambda: server.now().timestamp(),
+    )
+    assert h.daemon.tick() == "no_slot"
+    control_plane.online = False
+    server.set(SLOT_AT + timedelta(minutes=1))
+    assert h.daemon.tick() == "offline"
+    [noted] = UnreachableSlotsFile(h.state_dir / UNREACHABLE_FILE_NAME).load().slots
+    assert noted.slot_key == SLOT_KEY
