@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 from agent_daemon.commands.agent_parts import (
     CONFIG_CACHE_NAME,
@@ -109,6 +110,8 @@ def show_status(paths: AgentPaths, *, as_json: bool) -> int:
         reports, pending = [], -1
     trust_root, trust_root_error = _trust_root_of(settings)
     status = AgentStatus(
+        state_dir=settings.state_dir,
+        state_dir_free_bytes=_free_bytes(settings),
         unreadable_files=tuple(unreadable),
         set_aside=_set_aside_of(settings),
         agent_id=settings.agent_id,
@@ -174,6 +177,13 @@ def _trust_root_of(settings: AgentSettings) -> tuple[HeldTrustRoot | None, str |
         return held.load(), None
     except DaemonStateError as exc:
         return None, str(exc)
+
+
+def _free_bytes(settings: AgentSettings) -> int | None:
+    try:
+        return shutil.disk_usage(settings.state_dir).free
+    except OSError:
+        return None
 
 
 def _daemon_uid(settings: AgentSettings) -> int | None:
@@ -261,6 +271,7 @@ def _status_json(status: AgentStatus) -> dict[str, object]:
         },
         # The cached config's and the daemon state's files when they cannot be read, worded.
         "unreadable_files": list(status.unreadable_files),
+        "state_dir_free_bytes": status.state_dir_free_bytes,
         "problems": problems(status),
     }
 

@@ -10,6 +10,10 @@ The control plane is not trusted with more than the schedule, though (docs/agent
 
 * the offset is bounded by `MAX_SERVER_CLOCK_OFFSET`; a larger disagreement is kept at the bound and
   reported (`disagreement`), for the daemon to say loudly;
+* between answers (the control plane out of reach) the host's clock is held to the time elapsed
+  since the last answer, on the kernel's boot clock, which no `date -s` or clock step moves and
+  which counts a suspended host's sleep: a host clock that jumped further than the bound since
+  then is `disagreement` too, until the next answer measures it again;
 * the updater judges `expires` on `expiry_clock()`, which never reads earlier than the host's own
   clock: like TUF's freeze defence, the time that decides whether a signed manifest is still
   fresh is one the repository cannot move back. A server can only make it later (stricter).
@@ -19,6 +23,8 @@ from __future__ import annotations
 
 import math
 import threading
+import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from ground.clock import Clock
@@ -35,10 +41,20 @@ class ServerClock:
     """The program's clock plus a learned offset; it satisfies `ground.clock.Clock`, so the
     updater's expiry checks follow server time too."""
 
-    def __init__(self, base: Clock, *, offset: timedelta = timedelta(0)) -> None:
+    def __init__(
+        self,
+        base: Clock,
+        *,
+        offset: timedelta = timedelta(0),
+        elapsed: Callable[[], float] | None = None,
+    ) -> None:
         self._base = base
         self._offset = _bounded(offset)
         self._measured = offset
+        # Product seconds on a clock no one sets (default: the kernel's boot clock at the base
+        # clock's speed), and the control plane's time and that reading at the last answer.
+        self._elapsed = elapsed or (lambda: time.clock_gettime(time.CLOCK_BOOTTIME) * base.speed)
+        self._answered: tuple[datetime, float] | None = None
         # The minute's job and the main thread (status, signals) may both ask.
         self._lock = threading.Lock()
 
@@ -57,6 +73,8 @@ class ServerClock:
 
     def learn(self, server_time: datetime, *, local_time: datetime) -> None:
         self.learn_offset(server_time - local_time)
+        with self._lock:
+            self._answered = (server_time, self._elapsed())
 
     def learn_offset(self, offset: timedelta) -> None:
         with self._lock:
@@ -73,10 +91,18 @@ class ServerClock:
     @property
     def disagreement(self) -> timedelta | None:
         """The offset last measured, when it lies beyond `MAX_SERVER_CLOCK_OFFSET` (and was
-        therefore cut to the bound); None while host and server agree within it."""
+        therefore cut to the bound), or how far the host's clock moved against the time elapsed
+        since the last answer, beyond the bound; None while host and server agree within it."""
         with self._lock:
             measured = self._measured
-        return None if abs(measured) <= MAX_SERVER_CLOCK_OFFSET else measured
+            answered = self._answered
+        if abs(measured) > MAX_SERVER_CLOCK_OFFSET:
+            return measured
+        if answered is None:
+            return None
+        server_time, at = answered
+        moved = self.now() - (server_time + timedelta(seconds=self._elapsed() - at))
+        return None if abs(moved) <= MAX_SERVER_CLOCK_OFFSET else -moved
 
     def expiry_clock(self) -> ExpiryClock:
         """The clock a signed manifest's freshness is judged on: never behind the host's."""

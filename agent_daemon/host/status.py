@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from agent_daemon.connection.config_cache import CachedConfig
@@ -88,6 +89,11 @@ SET_ASIDE_SHOWN = 3
 # A trust root this close to its expiry is named under "attention": its successor is due.
 TRUST_ROOT_WARNING = timedelta(days=30)
 
+# Less room than this on the state directory's file system is named under "attention": the
+# daemon's state file alone can take tens of kB (its last runs with their errors, a claim with its
+# signed manifest), so a write there may fail at any moment.
+STATE_DIR_FULL_BELOW = 64 * 1024
+
 # Why a claimed run ended as it did, in the words the panel says too.
 REASON_WORDS = OUTCOME_REASON_WORDS
 # The outcomes worth a line under "attention".
@@ -121,6 +127,9 @@ class AgentStatus:
     set_aside: SetAsideReports | None = None
     # The daemon's files status could not read (the cached config, the state), one sentence each.
     unreadable_files: tuple[str, ...] = ()
+    # The state directory and the room left on its file system (None: not known).
+    state_dir: Path | None = None
+    state_dir_free_bytes: int | None = None
 
     @property
     def zone(self) -> ZoneInfo | None:
@@ -212,11 +221,27 @@ def problems(status: AgentStatus) -> list[str]:
     """What is wrong, one sentence each: what a person on the host should look at first."""
     return [
         *status.unreadable_files,
+        *_disk_problems(status),
         *_daemon_problems(status),
         *_connection_problems(status),
         *_trust_root_problems(status),
         *_last_run_problems(status.state, status.zone),
         *_config_problems(status),
+    ]
+
+
+def _disk_problems(status: AgentStatus) -> list[str]:
+    """A state directory with no room: the daemon writes none of its files, the activity file
+    this status reads included, so what it shows of the daemon may be old."""
+    free = status.state_dir_free_bytes
+    if free is None or free >= STATE_DIR_FULL_BELOW:
+        return []
+    return [
+        f"the disk of the state directory {status.state_dir} is full ({free} bytes free): the "
+        "daemon cannot save its state or its reports there — a granted update is not started "
+        "until its claim is saved (then it ends failed, disk_full), reports wait in the "
+        "daemon's memory (lost if it stops), and what status shows of the daemon may be old; "
+        "free space there"
     ]
 
 

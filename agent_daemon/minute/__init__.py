@@ -11,8 +11,8 @@ function. Everything else here is the I/O around it.
     trust_root_follow the trust root told with each poll, and walked to the newest announced
     dispatch          step 5: a granted claim through the updater to its recorded, reported
                       outcome; retries inside the window; settles what no claim stands behind
-    claim_keeper      the daemon's state saves when the disk may be full: claims and ended runs
-                      kept in memory
+    claim_keeper      the daemon's way to its state file: a state the disk refused is kept in
+                      memory and planned with; a claim is dispatched only once it is on disk
     claim_window      pure: until when a claimed run may still switch (its window, its token)
     swap_confirmation the updater's last question before a switch, asked of the control plane
     reporting         every report goes through the outbox, with one log line each

@@ -118,7 +118,6 @@ class Daemon:
         self._updater_version: str | None = None
         self._roots = trust_roots
         self._updater = updater
-        self._store = state_store
         self._unreachable = UnreachableSlotsFile(state_store.path.parent / UNREACHABLE_FILE_NAME)
         self._reports = ReportSender(outbox=outbox, control=control, log=log, now=server_clock.now)
         self._clock = server_clock
@@ -151,7 +150,7 @@ class Daemon:
 
     def _start(self) -> None:
         self._sync.load_cached()
-        state = self._store.load()
+        state = self._keeper.load()
         claim = self._keeper.live_claim(state)
         now = self._clock.now()
         if claim is None:
@@ -184,7 +183,7 @@ class Daemon:
     def _tick(self) -> TickResult:
         # First, and with no network: after a rollback the claim of the switch is settled here,
         # never carried on by the build the guard restored.
-        state = self._report_own_switch(self._store.load())
+        state = self._report_own_switch(self._keeper.load())
         claim = self._keeper.live_claim(state)
         state = state.model_copy(update={"claim": claim})
         roots = self._roots
@@ -246,7 +245,9 @@ class Daemon:
             if self._stop_requested():
                 return "parked"
             action = decide(facts, config, self._claim(action), now)
-        if isinstance(action, Wait) and action.reason == "offline":
+        if isinstance(action, Wait) and action.reason == "offline" and not facts.clock_off:
+            # On a clock off beyond the bound the slot planned is another day's: noted, it would
+            # be refused and set aside (as online, no slot is claimed on it: `decide`).
             self._note_unreachable(action, state.last_consumed_at, now)
         return self._carry_out(action, state, now, config)
 
@@ -340,7 +341,8 @@ class Daemon:
         check_in = self._check_in
         if check_in is None or not check_in.awaits_commit():
             return False
-        self._store.save(self._store.load())
+        if not self._keeper.save(self._keeper.load()):
+            return False  # not written: the check-in waits for a minute whose save the disk takes
         committed = check_in.commit(now)
         if committed is None:
             return False
@@ -471,7 +473,7 @@ class Daemon:
             status="up_to_date",
             version=action.version,
         )
-        self._store.save(state.consume(_consumed(slot)).with_run(record))
+        self._keeper.save(state.consume(_consumed(slot)).with_run(record))
         self._log.emit("slot.up_to_date", slot_key=slot.key, version=action.version)
         self._reports.flush()
         return "up_to_date"
@@ -506,7 +508,7 @@ class Daemon:
             status=action.detail.code,
             error=action.detail.message,
         )
-        self._store.save(state.with_manual_handled(action.run_id).with_run(record))
+        self._keeper.save(state.with_manual_handled(action.run_id).with_run(record))
         self._log.emit(
             "manual.refused",
             level="warning",

@@ -122,7 +122,8 @@ class AgentFacts:
     # The host's clock and the control plane's differ beyond the bound the agent follows
     # (`ServerClock.disagreement`): "now" is then the host's clock plus the bound, another day
     # than the control plane's, so a scheduled slot is neither claimed nor consumed on it (the
-    # control plane would refuse the claim, and the slot consumed would be a later night's).
+    # control plane would refuse the claim, and the slot consumed would be a later night's), nor
+    # noted as one the control plane could not be reached in (the daemon's offline minute).
     clock_off: bool = False
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Protocol
 
@@ -164,6 +165,8 @@ class Dispatcher:
         claim = claim.model_copy(update={"phase": "dispatching", "attempts": claim.attempts + 1})
         state = state.model_copy(update={"claim": claim})
         self._keeper.save(state)
+        if not self._keeper.on_disk(claim):
+            return self._wait_for_the_disk(state, claim, now)
         self._log.emit(
             "update.dispatching",
             slot_key=claim.slot_key,
@@ -280,6 +283,43 @@ class Dispatcher:
                 reason=outcome.reason,
             )
         return outcome
+
+    def _wait_for_the_disk(
+        self, state: DaemonState, claim: ClaimInProgress, now: datetime
+    ) -> TickResult:
+        """The claim's run is not in the state file (the disk refused it): it is not handed to the
+        updater, as a restart would forget it and the update could be repeated or lost. It waits
+        for the disk as a failure that may pass — counted, within the window — and then ends
+        `failed` (`disk_full`), nothing switched."""
+        error = (
+            "the claim could not be saved in the daemon's state file (the state directory's disk "
+            "refused the write), so the update was not started: a restart would have forgotten it"
+        )
+        self._log.emit(
+            "claim.unsaved",
+            level="error",
+            slot_key=claim.slot_key,
+            run_id=claim.run_id,
+            attempt=claim.attempts,
+            error=self._keeper.last_write_error or "the state file could not be written",
+            detail=f"{error}; tried again next minute while its window is open, at most "
+            f"{MAX_DISPATCH_ATTEMPTS} times, then reported failed (disk_full): free space in the "
+            "state directory",
+        )
+        unsaved = UpdateOutcome(
+            status="failed",
+            version=self._updater.installed_version(),
+            error=error,
+            run_id=claim.run_id,
+            reason=OutcomeReason.DISK_FULL,
+            retry=True,
+        )
+        if claim.attempts < MAX_DISPATCH_ATTEMPTS and claim_is_open(claim, self._clock.now()):
+            return self._retry_later(state, claim, unsaved, counted=True)
+        self._finish(
+            state, claim, replace(unsaved, error=f"{error}; nothing was switched"), now=now
+        )
+        return "dispatched"
 
     def _retry_later(
         self, state: DaemonState, claim: ClaimInProgress, outcome: UpdateOutcome, *, counted: bool

@@ -6,7 +6,8 @@ queued twice after a restart is harmless. Each delivery, wait or refusal is one 
 bodies are the contract's `NothingToDoReport` and `OutcomeReport`.
 
 A report never depends on the disk that may be full: when the outbox cannot be written
-the report is kept in memory and sent directly, after whatever the outbox still holds. A 409
+the report is kept in memory and sent directly, after whatever the outbox still holds — at most
+`MAX_REPORTS_IN_MEMORY` of them, the one dropped at the bound said in an error line. A 409
 `outcome_not_authorised` is the control plane recording a switch it did not authorise as what it
 is: logged as an error and taken out of the outbox (set aside), never retried.
 
@@ -51,7 +52,18 @@ from ground.contract.messages import MAX_MESSAGE_LENGTH
 from ground.contract.plain_text import clipped
 from ground.limits import MAX_UNREACHABLE_REPORT_AGE_DAYS
 
-__all__ = ["DELIVERY_CONTRACT", "UNREACHABLE_GIVE_UP_AFTER", "ReportSender"]
+__all__ = [
+    "DELIVERY_CONTRACT",
+    "MAX_REPORTS_IN_MEMORY",
+    "UNREACHABLE_GIVE_UP_AFTER",
+    "ReportSender",
+]
+
+# At most this many reports the outbox could not hold wait in memory (about 1 KiB each), for a
+# disk full while the control plane cannot be reached: a day of a schedule with a slot every 15
+# minutes, one report each. At the bound the oldest that is not an update's outcome goes (else
+# the oldest outcome), as the outbox makes room, and is said: it is never sent.
+MAX_REPORTS_IN_MEMORY = 100
 
 # The contract version from which a control plane reads how a build came (`delivery`).
 DELIVERY_CONTRACT = 4
@@ -147,7 +159,6 @@ class ReportSender:
         try:
             made_room = self._outbox.put(report)
         except OSError as exc:
-            self._unsaved.append(report)
             self._log.emit(
                 "outbox.write_failed",
                 level="error",
@@ -156,6 +167,7 @@ class ReportSender:
                 error=f"{exc.filename or 'outbox'}: {exc.strerror or exc}",
                 detail="the report is kept in memory and sent directly",
             )
+            self._keep_in_memory(report)
             return
         if made_room is not None:
             self._log.emit(
@@ -168,6 +180,27 @@ class ReportSender:
                 "outbox holds: the oldest that is not an update's outcome (else the oldest "
                 "outcome) was set aside in outbox/rejected/ to make room, never to be sent",
             )
+
+    def _keep_in_memory(self, report: Report) -> None:
+        """Kept for a direct send, within `MAX_REPORTS_IN_MEMORY`: at the bound the oldest that
+        is not an update's outcome (else the oldest outcome) is dropped, one error line each."""
+        self._unsaved.append(report)
+        if len(self._unsaved) <= MAX_REPORTS_IN_MEMORY:
+            return
+        dropped = next((kept for kept in self._unsaved if kept.method != "PATCH"), self._unsaved[0])
+        self._unsaved.remove(dropped)
+        self._log.emit(
+            "report.dropped",
+            level="error",
+            slot_key=dropped.slot_key,
+            run_id=dropped.run_id,
+            path=dropped.path,
+            status=dropped.body.get("status"),
+            detail=f"{MAX_REPORTS_IN_MEMORY} reports wait in memory, the most it keeps while the "
+            "outbox cannot be written (free space in the state directory) and the control plane "
+            "cannot be reached: this one, the oldest that is not an update's outcome (else the "
+            "oldest outcome), is never sent, and the control plane has no record of it",
+        )
 
     def flush(self) -> None:
         result = self._outbox.flush(self._deliver)

@@ -30,7 +30,7 @@ from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.disk.daemon_state import DaemonState
 from agent_daemon.host.event_log import EventLog, parse_line
 from agent_daemon.host.status import AgentStatus, describe_set_aside, render_status
-from agent_daemon.minute.reporting import ReportSender
+from agent_daemon.minute.reporting import MAX_REPORTS_IN_MEMORY, ReportSender
 from agent_daemon.updater.update_records import UpdateOutcome
 from ground.clock import SystemClock
 from ground.contract import RUNS_PATH
@@ -268,3 +268,65 @@ def test_a_minute_that_leaves_a_backlog_says_how_many_wait(
     assert [line["event"] for line in lines].count("report.delivered") == SENT_PER_FLUSH
     (backlog,) = [line for line in lines if line["event"] == "report.backlog"]
     assert backlog["pending"] == 3
+
+
+def test_reports_the_outbox_cannot_hold_are_bounded_in_memory_and_each_one_dropped_is_said(
+    tmp_path: Path, log: io.StringIO
+) -> None:
+    """The outbox cannot be written (its path is a file here; a full disk alike) and the control
+    plane cannot be reached: the reports kept in memory stop at their bound, the oldest that is
+    not an outcome (an outcome only when nothing else is left) making room, each one an error
+    line naming what it said — the daemon's memory never grows without end, and nothing goes
+    silently."""
+    blocked = tmp_path / "outbox"
+    blocked.write_text("a file where the outbox's folder should be\n")
+    online: list[bool] = []
+    sent: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if not online:
+            raise httpx.ConnectError("connection refused", request=request)
+        sent.append(f"{request.method} {request.url.path} {request.content.decode()}")
+        return httpx.Response(200, json={})
+
+    sender = _sender(tmp_path, Outbox(blocked), log, answer)
+    extra = 7
+    sender.queue_outcome(
+        slot_key=None,
+        outcome=UpdateOutcome(status="failed", version="1.4.1", error="x", run_id="run-1"),
+    )
+    for n in range(1, MAX_REPORTS_IN_MEMORY + extra):
+        sender.queue_up_to_date(slot_key=up_to_date(n).slot_key or "", installed="1.5.0")
+        sender.flush()
+    lines = [parse_line(line) for line in log.getvalue().splitlines()]
+    dropped = [line for line in lines if line["event"] == "report.dropped"]
+    assert [line["slot_key"] for line in dropped] == [
+        up_to_date(n).slot_key for n in range(1, extra + 1)
+    ]
+    assert all(line["level"] == "error" for line in dropped)
+    assert all("never sent" in str(line["detail"]) for line in dropped)
+    assert blocked.read_text() == "a file where the outbox's folder should be\n"
+
+    online.append(True)
+    sender.flush()
+    assert len(sent) == MAX_REPORTS_IN_MEMORY
+    # The outcome kept, first; the newest "already up to date" reports after it, in order.
+    assert sent[0].startswith("PATCH /v1/agent/runs/run-1 ")
+    assert [s.split('"slot_key":"')[1][:16] for s in sent[1:]] == [
+        up_to_date(n).slot_key for n in range(extra + 1, MAX_REPORTS_IN_MEMORY + extra)
+    ]
+
+
+def test_only_outcomes_in_memory_make_room_with_the_oldest_outcome(
+    tmp_path: Path, log: io.StringIO
+) -> None:
+    blocked = tmp_path / "outbox"
+    blocked.write_text("")
+    sender = _sender(tmp_path, Outbox(blocked), log)
+    for n in range(1, MAX_REPORTS_IN_MEMORY + 2):
+        sender.queue_outcome(
+            slot_key=None,
+            outcome=UpdateOutcome(status="succeeded", version="1.5.0", error=None, run_id=f"r{n}"),
+        )
+    lines = [parse_line(line) for line in log.getvalue().splitlines()]
+    assert [line["run_id"] for line in lines if line["event"] == "report.dropped"] == ["r1"]

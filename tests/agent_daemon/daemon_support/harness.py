@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,13 +37,19 @@ class Harness:
     # The daemon follows the trust root (its file in the state directory), trusting these key
     # files' keys (key id → raw key) for version 1; None: it does not follow.
     trust_root_legacy_keys: dict[str, bytes] | None = None
+    # The clock no one sets (`ServerClock`'s `elapsed`, in seconds); None: the host clock's own
+    # reading, so a test that moves the host clock by hand never makes it jump.
+    elapsed: Callable[[], float] | None = None
 
     def __post_init__(self) -> None:
         self.daemon = self.restart()
 
     def restart(self) -> Daemon:
         """A fresh daemon on the same state directory, as after a process restart."""
-        server_clock = ServerClock(self.host_clock)
+        host_clock = self.host_clock
+        server_clock = ServerClock(
+            host_clock, elapsed=self.elapsed or (lambda: host_clock.now().timestamp())
+        )
         http = build_http_client(
             base_url="http://control.test",
             credential=CREDENTIAL,

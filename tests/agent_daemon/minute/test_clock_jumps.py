@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent_daemon.connection.wire import parse_config
+from agent_daemon.disk.unreachable_file import UNREACHABLE_FILE_NAME, UnreachableSlotsFile
 from agent_daemon.host.activity import Activity
 from agent_daemon.host.event_log import EventLog
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane
@@ -103,3 +104,94 @@ def test_while_the_clock_is_off_the_daemon_says_it_claims_nothing_not_a_wrong_da
         "no scheduled slot is claimed: this host's clock is more than a day off the control "
         "plane's (set it right: NTP)"
     )
+
+
+@pytest.mark.parametrize("jump_days", [3, -3])
+def test_an_offline_minute_on_a_clock_days_off_notes_no_slot(
+    tmp_path: Path, jump_days: int
+) -> None:
+    """The clock found off by the last answer, then the control plane out of reach: a slot
+    planned on that clock is another day's, so none is noted as missed for want of the control
+    plane (reported, it would be refused and set aside), as an online minute claims none."""
+    server = ManualClock(SLOT_AT - timedelta(days=1, minutes=2))
+    control_plane = FakeControlPlane(now=server.now, contract_version=7)
+    host = JumpingClock(server)
+    h = Harness(tmp_path, control_plane, StubUpdater(), host)
+    assert h.daemon.tick() == "no_slot"
+    host.error = timedelta(days=jump_days)
+    server.set(SLOT_AT - timedelta(minutes=2))
+    assert h.daemon.tick() == "host_clock"
+    control_plane.online = False
+    # Every minute of the wrong day's window, and of tonight's, on the clock still off.
+    for minute in range(0, 20):
+        server.set(SLOT_AT - timedelta(days=jump_days, minutes=-minute))
+        assert h.daemon.tick() == "offline"
+        server.set(SLOT_AT + timedelta(minutes=minute))
+        assert h.daemon.tick() == "offline"
+    assert UnreachableSlotsFile(h.state_dir / UNREACHABLE_FILE_NAME).load().slots == ()
+    assert "slot.unreachable" not in h.event_names()
+    # Reached again with the clock right: nothing to report for a day the clock made up.
+    host.error = timedelta(0)
+    control_plane.online = True
+    server.set(SLOT_AT + timedelta(minutes=30))
+    assert h.daemon.tick() == "no_slot"
+    assert control_plane.unreachable_bodies == []
+    assert h.outbox.pending() == []
+    assert h.state().last_consumed is None
+    assert not (h.state_dir / "outbox" / "rejected").exists()
+
+
+@pytest.mark.parametrize("jump_days", [3, -3])
+def test_a_clock_that_jumps_while_the_control_plane_is_out_of_reach_notes_no_slot(
+    tmp_path: Path, jump_days: int
+) -> None:
+    """The jump comes while no answer can measure it: the time elapsed since the last answer, on
+    a clock no one sets, tells it, and the offline minutes on it note nothing, as the online rule
+    claims nothing; said once (`clock.disagrees`)."""
+    server = ManualClock(SLOT_AT - timedelta(days=1, minutes=2))
+    control_plane = FakeControlPlane(now=server.now, contract_version=7)
+    host = JumpingClock(server)
+    h = Harness(
+        tmp_path, control_plane, StubUpdater(), host, elapsed=lambda: server.now().timestamp()
+    )
+    assert h.daemon.tick() == "no_slot"
+    control_plane.online = False
+    host.error = timedelta(days=jump_days)
+    for minute in range(0, 20):
+        server.set(SLOT_AT - timedelta(days=jump_days, minutes=-minute))
+        assert h.daemon.tick() == "offline"
+        server.set(SLOT_AT + timedelta(minutes=minute))
+        assert h.daemon.tick() == "offline"
+    assert UnreachableSlotsFile(h.state_dir / UNREACHABLE_FILE_NAME).load().slots == ()
+    assert "slot.unreachable" not in h.event_names()
+    said = [e for e in h.events() if e["event"] == "clock.disagrees"]
+    assert said
+    assert all(
+        e["measured_offset_seconds"] == pytest.approx(-jump_days * 86400, abs=3600) for e in said
+    )
+    host.error = timedelta(0)
+    control_plane.online = True
+    server.set(SLOT_AT + timedelta(minutes=30))
+    assert h.daemon.tick() == "no_slot"
+    assert control_plane.unreachable_bodies == []
+    assert not (h.state_dir / "outbox" / "rejected").exists()
+
+
+def test_a_suspended_host_offline_for_days_is_no_jump(tmp_path: Path) -> None:
+    """The host clock and the clock no one sets move together (a host asleep for days, its boot
+    clock counting the sleep): the offline minutes note tonight's slot as usual."""
+    server = ManualClock(SLOT_AT - timedelta(days=3, minutes=-30))
+    control_plane = FakeControlPlane(now=server.now, contract_version=7)
+    h = Harness(
+        tmp_path,
+        control_plane,
+        StubUpdater(),
+        JumpingClock(server),
+        elapsed=lambda: server.now().timestamp(),
+    )
+    assert h.daemon.tick() == "no_slot"
+    control_plane.online = False
+    server.set(SLOT_AT + timedelta(minutes=1))
+    assert h.daemon.tick() == "offline"
+    [noted] = UnreachableSlotsFile(h.state_dir / UNREACHABLE_FILE_NAME).load().slots
+    assert noted.slot_key == SLOT_KEY

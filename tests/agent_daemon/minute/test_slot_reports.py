@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_daemon.disk.daemon_state import StateStore
 from agent_daemon.minute.dispatch import MAX_DISPATCH_ATTEMPTS
 from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
 from ground.contract import OutcomeReason, PatchFallbackReason
@@ -88,16 +89,23 @@ def test_a_config_that_is_not_json_consumes_nothing(tmp_path: Path) -> None:
     assert h.daemon.tick() == "bad_config"
 
 
-def test_a_full_disk_costs_one_log_line_not_the_daemon(tmp_path: Path) -> None:
-    h, _ = make(tmp_path, release_version="1.4.1")
+def test_a_full_disk_costs_one_log_line_not_the_daemon_nor_a_second_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h, clock = make(tmp_path, release_version="1.4.1")
 
-    def no_space(state: object) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
+    def no_space(store: object, state: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", "daemon-state.json")
 
-    h.daemon._store.save = no_space  # type: ignore[method-assign]
-    assert h.daemon.tick() == "error"
-    failed = [e for e in h.events() if e["event"] == "tick.failed"]
+    monkeypatch.setattr(StateStore, "save", no_space)
+    assert h.daemon.tick() == "up_to_date"
+    failed = [e for e in h.events() if e["event"] == "state.write_failed"]
     assert failed and "No space left" in failed[0]["error"]
+    # The slot consumed in memory: the next minute of its window reports nothing again.
+    clock.advance(minutes=1)
+    assert h.daemon.tick() == "no_slot"
+    assert h.control_plane.requests.count("POST /v1/agent/runs") == 1
+    assert "tick.failed" not in h.event_names()
 
 
 def test_credential_refused_consumes_nothing(tmp_path: Path) -> None:
