@@ -37,6 +37,7 @@ OPEN = ClaimFacts(
     last_consumed_at=None,
     existing_run=None,
     hold=None,
+    enrolled_at=SLOT_AT - timedelta(days=30),
     offered=OfferedRelease(
         release_id=UUID(int=4),
         agent_version="1.5.0",
@@ -268,6 +269,7 @@ def test_the_facts_of_a_hot_row_and_of_a_warmed_row_agree() -> None:
         "hold_until": None,
         "hold_reason": None,
         "hold_set_by": None,
+        "enrolled_at": OPEN.enrolled_at,
         "org_granted": 3,
     }
     assert ClaimFacts.of_row(row, offered=OPEN.offered) == OPEN

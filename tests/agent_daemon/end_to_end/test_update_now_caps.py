@@ -59,7 +59,10 @@ def _update_now_in_the_panel(scenario: Night, agent_ids: list[str]) -> None:
         answer = client.post(
             "/panel/agents/bulk",
             data={"csrf": csrf_of(page.text), "action": "update", "agent": agent_ids},
+            follow_redirects=True,
         )
+    # The form answers with a redirect to the list, which says its result once.
+    assert [r.status_code for r in answer.history] == [303], answer.history
     assert answer.status_code == 200, answer.text
     assert f"An update now was asked for {len(agent_ids)} agents" in answer.text
 
