@@ -38,7 +38,9 @@ recovery target it was started with in its settings (`recovery_target_name`, `_t
 `_xid`, `recovery_target`), which any role may read; a promoted standby has none. So a writable
 server with a recovery target is served only once `after-restore` has recorded its timeline in
 `restored_timelines`; until then it is fenced, whether this process saw its cluster before or
-not. The two commands that must work on it — `migrate` and `after-restore` itself — say so
+not. So is such a server while it still replays towards its target (it takes connections then):
+a session admitted during the replay would stay connected through the promotion. The two
+commands that must work on it — `migrate` and `after-restore` itself — say so
 (`allow_unfinished_restore`). A standby given a recovery target and then promoted is fenced the
 same way until `after-restore` runs on it: set no recovery target on a standby meant to be
 promoted.
@@ -111,14 +113,12 @@ SELECT s.system_identifier::text AS system,
             THEN (SELECT timeline_id FROM pg_control_checkpoint())
             ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int
        END AS timeline,
-       CASE WHEN pg_is_in_recovery() THEN NULL
-            ELSE (SELECT string_agg(name || ' = ' || quote_literal(setting), ', ' ORDER BY name)
-                    FROM pg_settings
-                   WHERE name IN ('recovery_target', 'recovery_target_lsn',
-                                  'recovery_target_name', 'recovery_target_time',
-                                  'recovery_target_xid')
-                     AND setting <> '')
-       END AS recovery_target
+       (SELECT string_agg(name || ' = ' || quote_literal(setting), ', ' ORDER BY name)
+          FROM pg_settings
+         WHERE name IN ('recovery_target', 'recovery_target_lsn',
+                        'recovery_target_name', 'recovery_target_time',
+                        'recovery_target_xid')
+           AND setting <> '') AS recovery_target
   FROM pg_control_system() s
 """
 
