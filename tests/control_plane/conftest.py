@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -205,3 +205,16 @@ def make_agent(services: Services, clock: ManualClock) -> Callable[[Org, str], A
 @pytest.fixture
 def operator_key(services: Services) -> str:
     return services.accounts.create_operator_key("tests")
+
+
+def table_rows(pool: Pool, tables: Sequence[str]) -> dict[str, list[str]]:
+    """Every row of each table as JSON text, sorted: equal before and after a request that was
+    refused means it changed nothing there."""
+    with pool.connection() as conn:
+        return {
+            table: sorted(
+                str(row["r"])
+                for row in conn.execute(f"SELECT row_to_json(t)::text AS r FROM {table} t")  # noqa: S608
+            )
+            for table in tables
+        }

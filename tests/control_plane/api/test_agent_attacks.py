@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from control_plane.types import Pool
-from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.control_plane.conftest import Agent, Api, Org, SignedRelease, table_rows
 from tests.worlds.clocks import ManualClock
 
 NO_RUN = "/v1/agent/runs/00000000-0000-0000-0000-000000000000"
@@ -182,17 +182,6 @@ HOSTILE = [
 ]
 
 
-def _snapshot(pool: Pool) -> dict[str, list[str]]:
-    with pool.connection() as conn:
-        return {
-            table: sorted(
-                str(row["r"])
-                for row in conn.execute(f"SELECT row_to_json(t)::text AS r FROM {table} t")  # noqa: S608
-            )
-            for table in WATCHED
-        }
-
-
 @pytest.mark.parametrize(("method", "path", "raw", "field", "status"), HOSTILE)
 def test_a_hostile_agent_request_is_a_4xx_naming_the_field_and_changes_nothing(
     api: Api,
@@ -210,7 +199,7 @@ def test_a_hostile_agent_request_is_a_4xx_naming_the_field_and_changes_nothing(
     del published
     agent = make_agent(make_org())
     clock.set(datetime(2026, 11, 30, 2, 20, tzinfo=UTC))
-    before = _snapshot(pool)
+    before = table_rows(pool, WATCHED)
     with api.client(agent.agent_key) as client:
         response = client.request(
             method, path, content=raw.encode("utf-8"), headers={"Content-Type": "application/json"}
@@ -219,7 +208,7 @@ def test_a_hostile_agent_request_is_a_4xx_naming_the_field_and_changes_nothing(
     message = response.json()["detail"]["message"]
     assert message.startswith(f"{field}: ") or f"{field}: " in message, message
     assert "Traceback" not in response.text
-    assert _snapshot(pool) == before
+    assert table_rows(pool, WATCHED) == before
 
 
 @pytest.mark.parametrize("text", [BEFORE_ALL, AFTER_ALL])

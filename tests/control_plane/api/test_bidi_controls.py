@@ -21,7 +21,7 @@ import pytest
 from control_plane.types import Pool
 from ground.contract.messages import MAX_HOLD_REASON_LENGTH
 from ground.contract.plain_text import REASON_PATTERN
-from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.control_plane.conftest import Agent, Api, Org, SignedRelease, table_rows
 from tests.worlds.clocks import ManualClock
 
 SLOT = "2026-11-30T03:00"
@@ -83,17 +83,6 @@ WATCHED = (
 )
 
 
-def _snapshot(pool: Pool) -> dict[str, list[str]]:
-    with pool.connection() as conn:
-        return {
-            table: sorted(
-                str(row["r"])
-                for row in conn.execute(f"SELECT row_to_json(t)::text AS r FROM {table} t")  # noqa: S608
-            )
-            for table in WATCHED
-        }
-
-
 @pytest.mark.parametrize(
     ("character", "named"),
     [
@@ -127,7 +116,7 @@ def test_a_reason_a_person_types_with_a_control_is_a_422_naming_the_field_and_ch
     assert release is not None
     url = path.format(release=release["id"], agent=agent.agent_id, org=org.org_id)
     key = {"operator": operator_key, "panel": org.panel_key, "agent": agent.agent_key}[audience]
-    before = _snapshot(pool)
+    before = table_rows(pool, WATCHED)
     with api.client(key) as client:
         response = client.request(
             method, url, json={**body, "reason": f"disk full{character} on the canaries"}
@@ -139,7 +128,7 @@ def test_a_reason_a_person_types_with_a_control_is_a_422_naming_the_field_and_ch
     assert named in detail["message"], detail["message"]
     # The value quoted back is seen, not obeyed: each control as U+FFFD.
     assert detail["value"] == "disk full\ufffd on the canaries", detail
-    assert _snapshot(pool) == before
+    assert table_rows(pool, WATCHED) == before
 
 
 def test_every_reason_a_person_types_states_its_pattern_and_bound_in_the_document(
@@ -162,7 +151,7 @@ def test_a_host_hold_reason_longer_than_its_bound_is_a_422_naming_the_field(
     api: Api, pool: Pool, make_org: Callable[..., Org], make_agent: Callable[..., Agent]
 ) -> None:
     agent = make_agent(make_org())
-    before = _snapshot(pool)
+    before = table_rows(pool, WATCHED)
     with api.client(agent.agent_key) as client:
         response = client.put(
             "/v1/agent/hold",
@@ -170,7 +159,7 @@ def test_a_host_hold_reason_longer_than_its_bound_is_a_422_naming_the_field(
         )
     assert response.status_code == 422, response.text
     assert response.json()["detail"]["message"].startswith("reason: "), response.text
-    assert _snapshot(pool) == before
+    assert table_rows(pool, WATCHED) == before
 
 
 def test_a_run_error_an_agent_sends_with_bidi_controls_is_kept_inert(

@@ -14,7 +14,7 @@ import pytest
 
 from control_plane.registry import Services
 from control_plane.types import Pool
-from tests.control_plane.conftest import Agent, Api, Org, SignedRelease
+from tests.control_plane.conftest import Agent, Api, Org, SignedRelease, table_rows
 from tests.worlds.clocks import ManualClock
 
 WATCHED = (
@@ -29,17 +29,6 @@ WATCHED = (
 )
 
 DATE = b"Mon, 30 Nov 2026 02:01:00 GMT"
-
-
-def _snapshot(pool: Pool) -> dict[str, list[str]]:
-    with pool.connection() as conn:
-        return {
-            table: sorted(
-                str(row["r"])
-                for row in conn.execute(f"SELECT row_to_json(t)::text AS r FROM {table} t")  # noqa: S608
-            )
-            for table in WATCHED
-        }
 
 
 # (extra raw headers, query string, the name a 422 must start with; None: served)
@@ -93,7 +82,7 @@ def test_a_poll_that_says_two_things_is_a_422_naming_it(
     del published
     agent = make_agent(make_org())
     clock.set(datetime(2026, 11, 30, 2, 1, tzinfo=UTC))
-    before = _snapshot(pool)
+    before = table_rows(pool, WATCHED)
     url = f"{api.base_url}/v1/agent/config" + (f"?{query}" if query else "")
     # Twice: the second poll may be answered from memory, which must judge alike.
     for _ in range(2):
@@ -110,7 +99,7 @@ def test_a_poll_that_says_two_things_is_a_422_naming_it(
         assert message.startswith(f"{named}: "), message
         assert "expected one value" in message, message
         assert "Traceback" not in response.text
-        assert _snapshot(pool) == before
+        assert table_rows(pool, WATCHED) == before
 
 
 @pytest.mark.parametrize(
@@ -145,7 +134,7 @@ def test_a_claim_that_says_two_things_is_a_422_and_changes_nothing(
     del published
     agent = make_agent(make_org())
     clock.set(datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC))
-    before = _snapshot(pool)
+    before = table_rows(pool, WATCHED)
     request = httpx.Request(
         "POST",
         f"{api.base_url}/v1/agent/claims{query}",
@@ -160,7 +149,7 @@ def test_a_claim_that_says_two_things_is_a_422_and_changes_nothing(
         response = client.send(request)
     assert response.status_code == 422, response.text[:2000]
     assert response.json()["detail"]["message"].startswith(f"{named}: ")
-    assert _snapshot(pool) == before
+    assert table_rows(pool, WATCHED) == before
 
 
 def test_an_operator_listing_with_two_limits_is_a_422(api: Api, operator_key: str) -> None:
@@ -194,7 +183,7 @@ def test_a_claim_that_says_two_things_in_a_full_round_is_the_same_422(
             "/v1/agent/claims", content=body, headers={"Content-Type": "application/json"}
         )
     assert granted.status_code == 201, granted.text[:2000]
-    before = _snapshot(pool)
+    before = table_rows(pool, WATCHED)
     for headers, query in (
         ([(b"x-nachtwacht-contract", b"6"), (b"x-nachtwacht-contract", b"3")], ""),
         ([], "?slot=1&slot=2"),
@@ -212,4 +201,4 @@ def test_a_claim_that_says_two_things_in_a_full_round_is_the_same_422(
         with httpx.Client(timeout=30) as client:
             response = client.send(request)
         assert response.status_code == 422, response.text[:2000]
-    assert _snapshot(pool) == before
+    assert table_rows(pool, WATCHED) == before
