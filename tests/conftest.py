@@ -324,6 +324,10 @@ def control_plane_server(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[Callable[..., RunningControlPlane]]:
     """A factory that starts `nachtwacht control serve` as a real process (see module docstring)."""
+    # Taken while this fixture is set up, so the database is given back (and dropped) only after
+    # every server started here has stopped: a server whose database was dropped under it waits
+    # for its pool before it stops.
+    own_database_url: str = request.getfixturevalue("database_url")
     started: list[RunningControlPlane] = []
 
     def start(
@@ -335,7 +339,7 @@ def control_plane_server(
         data_dir: Path | None = None,
     ) -> RunningControlPlane:
         if data_dir is None and database_url is None:
-            database_url = request.getfixturevalue("database_url")
+            database_url = own_database_url
             # A copy of the migrated template: `serve` need not load Alembic to migrate it again
             # (it still refuses a database behind the head, which this is not).
             args = ["--no-migrate", *args]
