@@ -40,6 +40,10 @@ class LoopThread:
         """Sleep up to `seconds` (real time); True, at once, when a stop is asked."""
         return self._stopping.wait(seconds)
 
+    def ask_to_stop(self) -> None:
+        """Ask the loop to stop without waiting for it (its owner may have to wake it first)."""
+        self._stopping.set()
+
     def stop(self) -> None:
         """Ask the loop to stop and wait until it has (nothing to do when it never started)."""
         self._stopping.set()

@@ -18,7 +18,11 @@ def reconcile_running(
     pool: Pool, clock: Clock, database_url: str, services: Services
 ) -> Iterator[ReconcileWorker]:
     """Start the flusher and the worker loop; on exit stop both, writing the buffered refusals
-    and giving up the worker's lock so another replica takes over at once."""
+    and giving up the worker's lock so another replica takes over at once.
+
+    `pool` is the worker's own and is closed on exit before the loop is waited for: a loop
+    waiting for a connection while the database is down is woken at once, so a replica asked to
+    stop stops within seconds rather than after the pool's whole wait."""
     # Flushed well inside the worker's settle margin, also on a fast fake clock.
     services.refusals.start(interval_seconds=min(1.0, max(0.05, clock.real_seconds(5))))
     worker = ReconcileWorker(
@@ -33,5 +37,7 @@ def reconcile_running(
     try:
         yield worker
     finally:
+        worker.ask_to_stop()
+        pool.close()
         worker.stop()
         services.refusals.stop()

@@ -88,6 +88,8 @@ class ReconcileWorker:
                     )
                 self._clock_watch.measure(conn, self._clock)
         except psycopg.Error as exc:
+            if self._loop.stopping:
+                return  # the pool was closed to wake this wait: the process is stopping
             # The hole this leaves is the record of the outage.
             logger.warning("liveness mark not written: %s", exc)
 
@@ -95,6 +97,8 @@ class ReconcileWorker:
         """Mark this process alive, be the worker if possible and run one pass; None when another
         replica is the worker."""
         self.mark_alive()
+        if self._loop.stopping:
+            return None
         if not self._lock.try_acquire():
             self._warn_of_a_stale_holder()
             return None
@@ -102,6 +106,11 @@ class ReconcileWorker:
         try:
             report = self._pass.run(self._clock.now())
         except psycopg.Error as exc:
+            if self._loop.stopping:
+                # The pool was closed under it; the pass is idempotent and the next worker's
+                # pass does what this one left.
+                logger.info("reconcile pass ended partway: this replica is stopping")
+                return None
             # The next tick retries; the pass is idempotent. A broken lock connection shows there.
             logger.warning("reconcile pass failed, retrying on the next tick: %s", exc)
             return None
@@ -150,6 +159,11 @@ class ReconcileWorker:
 
     def start(self) -> None:
         self._loop.start(self._run)
+
+    def ask_to_stop(self) -> None:
+        """Ask the loop to stop; `stop` waits for it. Between the two the owner of the pool may
+        close it, which wakes a wait for a connection at once (the database may be down)."""
+        self._loop.ask_to_stop()
 
     def stop(self) -> None:
         self._loop.stop()

@@ -28,6 +28,8 @@ pytestmark = pytest.mark.slow
 
 # Bounds for a failure, not a speed expectation (the machine is shared): the figures are printed.
 RECOVERY_BOUND_SECONDS = 20.0
+# A third of the reconcile pool's wait for a connection, which a stop once waited out.
+STOP_BOUND_SECONDS = 10.0
 
 
 @pytest.fixture
@@ -206,3 +208,28 @@ def test_a_replica_on_one_host_answers_within_seconds_after_the_database_returns
     took = time.monotonic() - back
     print(f"replica on one host answered {took:.2f} s after the database returned")
     assert took < 10.0
+
+
+def test_a_replica_stops_at_once_while_its_database_is_down(
+    pair: ReplicatedPair,
+    control_plane_server: Callable[..., RunningControlPlane],
+) -> None:
+    """A replica asked to stop (systemd's SIGTERM, a rolling restart) while its database is down
+    stops at once and cleanly: its reconcile loop, waiting for a connection that cannot come,
+    must not hold the stop for the whole of its pool's wait."""
+    # A fast clock: the loop ticks every half second, so it is waiting for a connection when the
+    # stop comes.
+    replica = control_plane_server(
+        database_url=pair.primary.url, fake_clock="2026-11-30T01:55:00Z,speed=60"
+    )
+    assert httpx.get(f"{replica.base_url}/healthz", timeout=30).status_code == 200
+    pair.stop(pair.primary)
+    time.sleep(2.0)
+    asked = time.monotonic()
+    code = replica.stop()
+    took = time.monotonic() - asked
+    print(f"replica stopped {took:.2f} s after SIGTERM with its database down")
+    stderr = replica.stderr()
+    assert code == 0, stderr
+    assert "Traceback" not in stderr
+    assert took < STOP_BOUND_SECONDS
