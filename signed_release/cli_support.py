@@ -65,8 +65,8 @@ def parse_duration(value: str, flag: str = "--expires-in") -> timedelta:
     match = _DURATION.fullmatch(value.strip())
     if match is None:
         raise UsageError(
-            f"{flag}: {value!r} is not a duration (expected a number and a unit s, m, h "
-            "or d, e.g. 30d)"
+            f"{flag}: {value!r} is not a duration (expected a whole number from 1 to 999999 "
+            "and a unit s, m, h or d, e.g. 30d)"
         )
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
 

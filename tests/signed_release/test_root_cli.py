@@ -395,6 +395,11 @@ def test_root_next_keeps_the_roles_not_given_and_is_unsigned(desk: Desk, signed_
         pytest.param("23h", "--expires-in: '23h' is less than a day", id="hours"),
         pytest.param("1828d", "--expires-in: '1828d' is more than 5 years", id="past_five_years"),
         pytest.param("999999d", "--expires-in: '999999d' is more than 5 years", id="forever"),
+        pytest.param(
+            "99999999d",
+            "--expires-in: '99999999d' is not a duration (expected a whole number from 1 to 999999",
+            id="past_the_number_it_reads",
+        ),
     ],
 )
 def test_an_absurd_lifetime_is_refused(desk: Desk, expires_in: str, expected: str) -> None:
