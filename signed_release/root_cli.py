@@ -45,6 +45,7 @@ from signed_release.trust_root import (
     self_signed_root,
     sign_trust_root,
     signature_count,
+    signatures_by_strangers,
     signed_by,
     successor_root,
 )
@@ -306,9 +307,17 @@ def _show(args: argparse.Namespace, now: datetime) -> int:
         by_legacy = signed_by(root, legacy)
         known |= by_legacy
         print(f"  trusted release keys: {_met(len(by_legacy), 1)}")
-    others = signature_count(root) - len(known)
-    if others > 0:
-        print(f"  {others} by keys named neither here nor in what is held")
+    strangers = signatures_by_strangers(
+        root, *([] if previous is None else [previous]), raw_keys=(legacy or {}).values()
+    )
+    if strangers > 0:
+        print(f"  {strangers} by keys named neither here nor in what is held")
+    broken = signature_count(root) - len(known) - strangers
+    if broken > 0:
+        print(
+            f"  {broken} by keys named here that do not verify (the file changed after they "
+            "were made, or they were made over another file)"
+        )
     try:
         if previous is not None:
             next_trust_root(previous, root.body)

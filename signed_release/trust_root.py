@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -60,6 +60,7 @@ __all__ = [
     "self_signed_root",
     "sign_trust_root",
     "signature_count",
+    "signatures_by_strangers",
     "signed_by",
     "successor_root",
     "walk_trust_roots",
@@ -193,6 +194,18 @@ def signed_by(candidate: TrustRoot, keys: Mapping[str, bytes]) -> frozenset[str]
 def signature_count(candidate: TrustRoot) -> int:
     """How many signatures the file carries, valid or not, by whichever keys."""
     return len(candidate._metadata.signatures)
+
+
+def signatures_by_strangers(
+    candidate: TrustRoot, *named: TrustRoot, raw_keys: Iterable[bytes] = ()
+) -> int:
+    """How many of `candidate`'s signatures are by keys that neither it, the roots `named`, nor
+    `raw_keys` name: whatever they are, they count for nothing."""
+    known = {keyid for root in (candidate, *named) for keyid in root._metadata.signed.keys}
+    known.update(
+        SSlibKey.from_crypto(Ed25519PublicKey.from_public_bytes(raw)).keyid for raw in raw_keys
+    )
+    return len(set(candidate._metadata.signatures) - known)
 
 
 def _require_threshold(by: TrustRoot, candidate: TrustRoot, whose: str) -> None:

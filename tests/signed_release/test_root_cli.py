@@ -3,6 +3,7 @@ network, one command at a time."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import stat
@@ -512,4 +513,15 @@ def test_a_signature_by_a_key_named_nowhere_is_shown_as_such(desk: Desk, signed_
     assert "signatures: 3\n" in out
     assert "  1 by keys named neither here nor in what is held" in out
     out = desk.ok("root-show", "--trusted-key", stranger + ".pub", str(signed_v1))
+    assert "named neither" not in out
+
+
+def test_signatures_that_no_longer_verify_are_shown_as_such(desk: Desk, signed_v1: Path) -> None:
+    document = json.loads(signed_v1.read_text())
+    document["signed"]["expires"] = "2099-01-01T00:00:00Z"  # changed after both signed it
+    signed_v1.write_text(json.dumps(document))
+    code, out, _ = desk.run("root-show", str(signed_v1))
+    assert code == 1
+    assert "signatures: 2\n" in out
+    assert "  2 by keys named here that do not verify (the file changed after" in out
     assert "named neither" not in out
