@@ -32,7 +32,9 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def pool(database_url: str) -> Iterator[Pool]:
-    opened = open_pool(database_url, min_size=1, max_size=8)
+    # The product's wait (3 s) is for a server; on a test machine loaded by other workers the
+    # pool's first connection alone can take longer, which failed a set-up now and then.
+    opened = open_pool(database_url, min_size=1, max_size=8, timeout=30)
     try:
         yield opened
     finally:
