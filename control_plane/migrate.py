@@ -75,9 +75,22 @@ def _alembic_connection(database_url: str) -> Iterator[Connection]:
                 "the primary, or give every host with target_session_attrs=read-write "
                 f"({first_line(cause)})"
             ) from exc
-        raise DatabaseUnavailable(f"migration failed: {first_line(cause)}") from exc
+        if isinstance(cause, psycopg.errors.UniqueViolation):
+            raise DatabaseUnavailable(
+                f"migration failed: {_with_detail(cause)}: rows already in the database break a"
+                " rule that revision adds, and it was not applied (nor the ones after it; those"
+                " before it were) — the upgrade notes of this release say which rows and what to"
+                " do; then run the migration again"
+            ) from exc
+        raise DatabaseUnavailable(f"migration failed: {_with_detail(cause)}") from exc
     finally:
         engine.dispose()
+
+
+def _with_detail(cause: BaseException) -> str:
+    """PostgreSQL's message and, where it gives one, its detail (which rows, which value)."""
+    detail = cause.diag.message_detail if isinstance(cause, psycopg.Error) else None
+    return first_line(cause) + (f" ({first_line(Exception(detail))})" if detail else "")
 
 
 def head_revision() -> str:
