@@ -8,8 +8,11 @@ everything that plans or ticks asks this clock, so a host whose clock is hours o
 The control plane is not trusted with more than the schedule, though (docs/agent_updater.md
 "Time"):
 
-* the offset is bounded by `MAX_SERVER_CLOCK_OFFSET`; a larger disagreement is kept at the bound and
-  reported (`disagreement`), for the daemon to say loudly;
+* the offset is bounded by `MAX_SERVER_CLOCK_OFFSET`; a disagreement that reaches it is kept at the
+  bound and reported (`disagreement`), for the daemon to say loudly. An offset at the bound is
+  one that was cut to it (`beyond_bound`): the cache keeps the bounded offset, so a daemon
+  restarted on it, and `agent status` reading it, both count the clock as off until an answer
+  measures it again;
 * between answers (the control plane out of reach) the host's clock is held to the time elapsed
   since the last answer, on the kernel's boot clock, which no `date -s` or clock step moves and
   which counts a suspended host's sleep: a host clock that jumped further than the bound since
@@ -30,11 +33,18 @@ from datetime import datetime, timedelta
 from ground.clock import Clock
 from ground.limits import MAX_HOST_CLOCK_OFFSET_SECONDS
 
-__all__ = ["MAX_SERVER_CLOCK_OFFSET", "ExpiryClock", "ServerClock"]
+__all__ = ["MAX_SERVER_CLOCK_OFFSET", "ExpiryClock", "ServerClock", "beyond_bound"]
 
 # A larger gap means a broken clock or a broken answer, and is not followed further (why the bound
 # is where it is: `ground.limits`; the control plane records a miss beyond it as `host_clock`).
 MAX_SERVER_CLOCK_OFFSET = timedelta(seconds=MAX_HOST_CLOCK_OFFSET_SECONDS)
+
+
+def beyond_bound(offset: timedelta) -> bool:
+    """Whether host and control plane disagree further than the agent follows: the one rule for
+    the daemon's planning (`ServerClock.disagreement`) and `agent status`. An offset at the bound
+    counts, as it is what a larger one is kept at (and cached as)."""
+    return abs(offset) >= MAX_SERVER_CLOCK_OFFSET
 
 
 class ServerClock:
@@ -90,19 +100,20 @@ class ServerClock:
 
     @property
     def disagreement(self) -> timedelta | None:
-        """The offset last measured, when it lies beyond `MAX_SERVER_CLOCK_OFFSET` (and was
-        therefore cut to the bound), or how far the host's clock moved against the time elapsed
-        since the last answer, beyond the bound; None while host and server agree within it."""
+        """The offset last measured (or kept on disk), when it lies at or beyond
+        `MAX_SERVER_CLOCK_OFFSET` (`beyond_bound`: it was cut to the bound), or how far the host's
+        clock moved against the time elapsed since the last answer, beyond the bound; None while
+        host and server agree within it."""
         with self._lock:
             measured = self._measured
             answered = self._answered
-        if abs(measured) > MAX_SERVER_CLOCK_OFFSET:
+        if beyond_bound(measured):
             return measured
         if answered is None:
             return None
         server_time, at = answered
         moved = self.now() - (server_time + timedelta(seconds=self._elapsed() - at))
-        return None if abs(moved) <= MAX_SERVER_CLOCK_OFFSET else -moved
+        return -moved if beyond_bound(moved) else None
 
     def expiry_clock(self) -> ExpiryClock:
         """The clock a signed manifest's freshness is judged on: never behind the host's."""
