@@ -1,6 +1,7 @@
 """An attacker's pass over the updater's own release and the trust root it is verified with: a
 build of the updater signed by a key the trust root has retired, under an expired root, under a
-root file someone else wrote (an older version put back by another user). Each is refused by
+root file someone else wrote (an older version put back by another user), a manifest past its
+size bound or with a field twice under a trusted signature. Each is refused by
 verification, before any byte is downloaded, and nothing on disk changes: not the updater's own
 builds and links, not the state directory (the updater's floor, the switch's files, staging),
 not the held trust root. Real roots (`RootChain`), real files; the host's install mechanism is a
@@ -26,6 +27,7 @@ from agent_daemon.updater.trusted_keys import TrustedKeys
 from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from ground.contract import OutcomeReason
+from signed_release.signature import sign_manifest
 from tests.agent_daemon.trust_roots.chain import RootChain
 from tests.worlds.clocks import ManualClock
 from tests.worlds.releases import Release, ReleaseFactory
@@ -183,3 +185,34 @@ def test_an_older_root_put_back_by_another_user_is_refused_and_changes_nothing(
     world.held.path.write_bytes(chain.versions[1])
     os.chown(world.held.path, 12345, 12345)
     _refused(world, _updater_release(factory), "held trust root is unusable")
+
+
+@pytest.mark.parametrize(
+    ("padding", "words"),
+    [
+        pytest.param(70 * 1024, "larger than the limit of 65536", id="manifest_past_64_KiB"),
+        pytest.param(0, "appears more than once", id="duplicate_key"),
+    ],
+)
+def test_an_absurd_manifest_signed_by_a_trusted_key_is_refused_and_changes_nothing(
+    tmp_path: Path, padding: int, words: str
+) -> None:
+    """What the control plane serves is not trusted for its size or its shape, even under a
+    signature the root vouches for: a manifest past its bound, or one whose field appears twice
+    (the last one would win in a naive reader), is refused before anything is read from it."""
+    factory = ReleaseFactory(issued_at=NOW - timedelta(days=2))
+    world = World(tmp_path, RootChain(release_key=factory.key).versions[1], legacy=factory)
+    good = _updater_release(factory)
+    text = good.manifest_bytes.decode()
+    if padding:
+        body = text.rstrip().rstrip("}") + f', "padding": "{"x" * padding}"}}\n'
+    else:
+        body = text.rstrip().rstrip("}") + ', "agent_version": "9.9.9"}\n'
+    manifest = body.encode()
+    release = Release(
+        manifest=good.manifest,
+        manifest_bytes=manifest,
+        signature=sign_manifest(manifest, factory.key),
+        artifact=good.artifact,
+    )
+    _refused(world, release, words)
