@@ -93,6 +93,10 @@ class ActivityRecord(BaseModel):
     credential_refused_since: AwareDatetime | None = None
     credential_refused_error: str | None = None
     last_refusal: Refusal | None = None
+    # How far the daemon's clock found the host's off the control plane's, beyond the bound it
+    # follows (`clock.disagrees`, also when no answer measured it: a jump while offline), until
+    # they agree again (`clock.agrees`): `agent status` says it at once, as the journal does.
+    clock_off_seconds: float | None = None
     # The update being carried out: its run and version, and the last progress shown.
     update_run_id: str | None = None
     update_version: str | None = None
@@ -303,6 +307,13 @@ class Activity:
                 "unreachable_error": _error(error),
                 "doing": f"control plane unreachable since {self._local(since)}: {_error(error)}",
             }
+        if event == "clock.disagrees":
+            measured = fields.get("measured_offset_seconds")
+            return {
+                "clock_off_seconds": float(measured) if isinstance(measured, int | float) else 0.0
+            }
+        if event == "clock.agrees":
+            return {"clock_off_seconds": None}
         if event == "platform.unavailable":
             return {
                 "platform_unavailable_since": self._record.platform_unavailable_since or now,

@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo
 
 from agent_daemon.connection.config_cache import CachedConfig
 from agent_daemon.connection.outbox import MAX_PENDING_REPORTS, SetAside, SetAsideReports
-from agent_daemon.connection.server_clock import MAX_SERVER_CLOCK_OFFSET
+from agent_daemon.connection.server_clock import beyond_bound
 from agent_daemon.disk.daemon_state import DaemonState, RunRecord
 from agent_daemon.disk.held_trust_root import HeldTrustRoot
 from agent_daemon.disk.unreachable_file import UnreachableSlot
@@ -388,10 +388,13 @@ def _config_problems(status: AgentStatus) -> list[str]:
     tz = status.zone
     if cached is None:
         return found
-    if abs(cached.offset_seconds) >= MAX_SERVER_CLOCK_OFFSET.total_seconds():
+    activity = status.activity
+    jumped = activity is not None and activity.clock_off_seconds is not None
+    if jumped or beyond_bound(timedelta(seconds=cached.offset_seconds)):
         found.append(
-            "this host's clock is more than a day off the control plane's (the offset is kept at"
-            " the 24-hour bound): on it every slot would be another day's, so none is claimed"
+            "this host's clock is more than a day off the control plane's (measured by the last"
+            " answer, or by the time elapsed since it; the offset is kept at the 24-hour bound):"
+            " on it every slot would be another day's, so none is claimed"
             " until the clock is right, and the control plane records each night's as missed"
             " (host_clock: " + MISS_REASON_WORDS[MissReason.HOST_CLOCK] + ") — set the host's"
             " clock right"

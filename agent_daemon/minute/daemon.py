@@ -150,7 +150,10 @@ class Daemon:
 
     def _start(self) -> None:
         self._sync.load_cached()
-        state = self._keeper.load()
+        # First: a claim whose run a switch of the updater's own build took over ends with that
+        # switch (`_report_own_switch`), never with its window, which would report it a second
+        # time as "nothing was switched".
+        state = self._report_own_switch(self._keeper.load())
         claim = self._keeper.live_claim(state)
         now = self._clock.now()
         if claim is None:

@@ -222,7 +222,20 @@ class Dispatcher:
             version=under_way.version,
         )
         self._keeper.end(claim.run_id)
-        self._keeper.save(state.model_copy(update={"claim": None}).with_run(record))
+        if not self._keeper.save(state.model_copy(update={"claim": None}).with_run(record)):
+            # The restart goes on: `current` names the new build already, and holding it back
+            # would let the guard take a good build back at its deadline. The claim left in the
+            # state file is ended at the next start by the switch's own record (its run, written
+            # before the links moved), before anything else: never carried on, reported once.
+            self._log.emit(
+                "self_update.claim_unsaved",
+                level="error",
+                slot_key=claim.slot_key,
+                run_id=claim.run_id,
+                error=self._keeper.last_write_error or "the state file could not be written",
+                detail="the claim's end could not be saved before the restart; the next start "
+                "ends it from the switch's record: free space in the state directory",
+            )
         self._log.emit(
             "self_update.switching",
             slot_key=claim.slot_key,

@@ -73,14 +73,30 @@ class TrustRootFollower:
             self._warn_once("trust_root.crashed", announced, **error_fields(exc))
 
     def _load(self) -> HeldTrustRoot | None:
-        if not self._loaded:
-            try:
-                self._held = self._file.load()
-            except DaemonStateError as exc:
-                self._warn_once("trust_root.unusable", None, **error_fields(exc))
-                return None
-            self._loaded = True
-        return self._held
+        """The held root as its file says now: read at every poll, since the updater reads the
+        file each time it verifies — a file put back to an older version (a restored backup) is
+        what the next release would be verified with, so it is said and walked forward again,
+        and the control plane is told the version the file holds."""
+        try:
+            held = self._file.load()
+        except DaemonStateError as exc:
+            self._warn_once("trust_root.unusable", None, **error_fields(exc))
+            self._loaded = False
+            return None
+        before = self._held if self._loaded else None
+        if before is not None and (held is None or held.version < before.version):
+            self._log.emit(
+                "trust_root.went_back",
+                level="warning",
+                held=before.version,
+                on_disk=None if held is None else held.version,
+                file=str(self._file.path),
+                detail="the held trust root's file was replaced by an older version (or removed) "
+                "since this daemon stored it; the chain is walked forward again from it",
+            )
+        self._held = held
+        self._loaded = True
+        return held
 
     def _follow(self, announced: int | None) -> None:
         held = self._load()

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from agent_daemon.connection.config_cache import ConfigCache
 from agent_daemon.connection.wire import parse_config
 from agent_daemon.disk.unreachable_file import UNREACHABLE_FILE_NAME, UnreachableSlotsFile
-from agent_daemon.host.activity import Activity
+from agent_daemon.host.activity import Activity, ActivityFile
 from agent_daemon.host.event_log import EventLog
+from agent_daemon.host.status import AgentStatus, problems
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane
 from tests.agent_daemon.daemon_support.harness import Harness
 from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
@@ -195,3 +197,92 @@ def test_a_suspended_host_offline_for_days_is_no_jump(tmp_path: Path) -> None:
     assert h.daemon.tick() == "offline"
     [noted] = UnreachableSlotsFile(h.state_dir / UNREACHABLE_FILE_NAME).load().slots
     assert noted.slot_key == SLOT_KEY
+
+
+def _status_of(h: Harness, now: datetime) -> AgentStatus:
+    """`agent status` as it reads the daemon's files (the cached config, the state, the
+    activity file)."""
+    return AgentStatus(
+        agent_id="a",
+        control_url="http://control.test",
+        daemon_pid=1,
+        cached=ConfigCache(h.state_dir / "config-cache.json").load(),
+        state=h.state(),
+        pending_reports=h.outbox.count(),
+        installed_version=None,
+        now=now,
+        activity=ActivityFile(h.state_dir).load(),
+    )
+
+
+def _says_clock_off(status: AgentStatus) -> bool:
+    return any("more than a day off" in line for line in problems(status))
+
+
+@pytest.mark.parametrize("jump_days", [3, -3])
+def test_a_daemon_restarted_offline_on_a_clock_off_plans_as_status_says(
+    tmp_path: Path, jump_days: int
+) -> None:
+    """The last answer found the clock off beyond the bound (the offset kept at the bound, and
+    cached so); the daemon restarts while the control plane is out of reach. `agent status` says
+    the clock is off from the cache, and the daemon's minutes must agree: no slot of the day the
+    clock makes up is noted as unreachable, and the journal says the clock is off."""
+    server = ManualClock(SLOT_AT - timedelta(days=1, minutes=2))
+    control_plane = FakeControlPlane(now=server.now, contract_version=7)
+    host = JumpingClock(server)
+    h = Harness(tmp_path, control_plane, StubUpdater(), host)
+    host.error = timedelta(days=jump_days)
+    assert h.daemon.tick() == "host_clock"
+    control_plane.online = False
+    before = len(h.events())
+    h.restart()
+    Activity(
+        now=server.now, log=h.log, file=ActivityFile(h.state_dir), stuck_after=10, idle_after=100
+    )
+    for minute in range(0, 20):
+        server.set(SLOT_AT - timedelta(days=jump_days, minutes=-minute))
+        assert h.daemon.tick() == "offline"
+        server.set(SLOT_AT + timedelta(minutes=minute))
+        assert h.daemon.tick() == "offline"
+    assert _says_clock_off(_status_of(h, server.now()))
+    assert UnreachableSlotsFile(h.state_dir / UNREACHABLE_FILE_NAME).load().slots == ()
+    assert "slot.unreachable" not in h.event_names()
+    assert "clock.disagrees" in h.event_names()[before:]
+
+
+def test_a_jump_found_while_offline_shows_in_status_at_once(tmp_path: Path) -> None:
+    """The journal says `clock.disagrees` at the first offline minute on the jumped clock; so
+    does `agent status`, not only from the next answer — and it stops saying it once the clock
+    agrees again."""
+    server = ManualClock(SLOT_AT - timedelta(days=1, minutes=2))
+    control_plane = FakeControlPlane(now=server.now, contract_version=7)
+    host = JumpingClock(server)
+    h = Harness(
+        tmp_path, control_plane, StubUpdater(), host, elapsed=lambda: server.now().timestamp()
+    )
+    activity = Activity(
+        now=server.now, log=h.log, file=ActivityFile(h.state_dir), stuck_after=10, idle_after=100
+    )
+    activity.tick_started()
+    assert h.daemon.tick() == "no_slot"
+    activity.tick_finished("no_slot", None)
+    assert not _says_clock_off(_status_of(h, server.now()))
+    control_plane.online = False
+    host.error = timedelta(days=3)
+    server.set(SLOT_AT - timedelta(minutes=5))
+    activity.tick_started()
+    assert h.daemon.tick() == "offline"
+    activity.tick_finished("offline", None)
+    assert "clock.disagrees" in h.event_names()
+    status = _status_of(h, server.now())
+    assert _says_clock_off(status)
+    # Still out of reach: the reach is said as well, the clock first of the two.
+    assert any("unreachable" in line or "could not reach" in line for line in problems(status))
+    host.error = timedelta(0)
+    control_plane.online = True
+    server.set(SLOT_AT + timedelta(minutes=30))
+    activity.tick_started()
+    assert h.daemon.tick() == "no_slot"
+    activity.tick_finished("no_slot", None)
+    assert "clock.agrees" in h.event_names()
+    assert not _says_clock_off(_status_of(h, server.now()))

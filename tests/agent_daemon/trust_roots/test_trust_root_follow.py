@@ -335,6 +335,35 @@ def test_an_unusable_held_root_is_said_once_and_never_replaced_from_the_network(
     assert "not writable by group or others" in unusable["error"]
 
 
+def test_a_root_file_put_back_to_an_older_version_is_walked_forward_again_and_said(
+    server: RootServer, tmp_path: Path
+) -> None:
+    """A running daemon holds v3 (v2 retired the first release key); then its file goes back to
+    v1 (a restored backup of the state directory, by its own user): the updater reads the file
+    each time it verifies, so v1's retired key would be trusted again while the daemon still
+    told the control plane it held v3. The next poll reads the file, says so, and walks forward
+    again before anything is planned."""
+    chain = RootChain()
+    chain.next(release_keys=[Ed25519PrivateKey.generate()])
+    chain.extend_to(3)
+    server.roots.update(chain.versions)
+    follower = _holding(chain, tmp_path, server)
+    follower.follower.follow(3)
+    assert follower.held_version() == 3
+    follower.held.save(chain.versions[1])
+
+    assert follower.follower.held_version() == 1
+    follower.follower.follow(3)
+
+    assert follower.held.path.read_bytes() == chain.versions[3]
+    assert follower.follower.held_version() == 3
+    [went_back] = follower.events("trust_root.went_back")
+    assert went_back["level"] == "warning"
+    assert (went_back["held"], went_back["on_disk"]) == (3, 1)
+    assert [event["version"] for event in follower.events("trust_root.updated")] == [2, 3, 2, 3]
+    assert "Traceback" not in follower.stream.getvalue()
+
+
 class _BrokenControl:
     """A control plane client whose fetch fails in a way nobody planned for (one seam)."""
 
