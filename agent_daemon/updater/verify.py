@@ -32,7 +32,7 @@ from agent_daemon.errors import (
     WrongPlatform,
     WrongProduct,
 )
-from signed_release.errors import ManifestError, SignatureError, UnknownKey
+from signed_release.errors import MalformedManifest, ManifestError, SignatureError, UnknownKey
 from signed_release.manifest import Manifest, Product, format_instant, parse_manifest
 from signed_release.signature import check_signature
 from signed_release.versions import is_valid_version, version_key
@@ -92,8 +92,10 @@ def verify_release(
         raise BadReleaseSignature(f"release refused: {exc}") from exc
     try:
         manifest = parse_manifest(manifest_bytes)
-    except ManifestError as exc:
-        raise MalformedRelease(f"release refused: manifest {exc}") from exc
+    except MalformedManifest as exc:  # names the manifest itself: "manifest: not valid JSON …"
+        raise MalformedRelease(f"release refused: {exc}") from exc
+    except ManifestError as exc:  # names the field alone: "expires: …"
+        raise MalformedRelease(f"release refused: manifest field {exc}") from exc
 
     if manifest.product != product:
         raise WrongProduct(

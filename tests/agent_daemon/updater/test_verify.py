@@ -84,17 +84,34 @@ def test_signature_file_garbled(factory: ReleaseFactory) -> None:
 
 
 @pytest.mark.parametrize(
-    "data",
+    ("data", "said"),
     [
-        pytest.param(b'{"manifest_version": 42, "manifest_version": 99}', id="duplicate_key"),
-        pytest.param(b"{not json", id="malformed_json"),
-        pytest.param(b'{"manifest_version": 42}', id="missing_fields"),
+        pytest.param(
+            b'{"manifest_version": 42, "manifest_version": 99}',
+            "release refused: manifest field manifest_version: appears more than once",
+            id="duplicate_key",
+        ),
+        pytest.param(
+            b"{not json", "release refused: manifest: not valid JSON", id="malformed_json"
+        ),
+        pytest.param(
+            b'{"manifest_version": 42}',
+            "release refused: manifest field issued_at: is missing",
+            id="missing_fields",
+        ),
+        pytest.param(
+            b'{"a": "' + b"x" * 70_000 + b'"}',
+            "release refused: manifest: 70009 bytes is larger than the limit of 65536",
+            id="too_large",
+        ),
     ],
 )
-def test_a_signed_but_malformed_manifest(factory: ReleaseFactory, data: bytes) -> None:
+def test_a_signed_but_malformed_manifest(factory: ReleaseFactory, data: bytes, said: str) -> None:
     # Signed by the real key: the signature is good, the content is still refused.
-    with pytest.raises(MalformedRelease, match="release refused: manifest"):
+    with pytest.raises(MalformedRelease) as refused:
         verify(factory, data, sign_manifest(data, factory.key))
+    assert str(refused.value).startswith(said), refused.value
+    assert "manifest manifest" not in str(refused.value)
 
 
 @pytest.mark.parametrize(
