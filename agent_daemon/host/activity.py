@@ -62,7 +62,7 @@ _RETRIED = frozenset({"throttled", "refused", "braked"})
 
 
 class Refusal(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     at: AwareDatetime
     code: str
@@ -72,9 +72,11 @@ class Refusal(BaseModel):
 
 
 class ActivityRecord(BaseModel):
-    """The activity file: what the running daemon is doing and what went wrong lately."""
+    """The activity file: what the running daemon is doing and what went wrong lately. A field
+    this release does not know (a newer daemon's, switched back from) is passed over, as in the
+    other state files: the file only shows, and the running daemon writes it again each minute."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     updated_at: AwareDatetime | None = None
     doing: str = _STARTING
