@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-import httpx
 import pytest
 
 from control_plane.registry import Services
 from control_plane.types import Pool
-from tests.control_plane.conftest import Agent, Api, Org, SignedRelease, table_rows
+from tests.control_plane.api.conftest import JSON, AgentRequests
+from tests.control_plane.conftest import Agent, Api, table_rows
 from tests.worlds.clocks import ManualClock
 
 WATCHED = (
@@ -69,28 +69,17 @@ POLLS = [
 
 @pytest.mark.parametrize(("headers", "query", "named"), POLLS)
 def test_a_poll_that_says_two_things_is_a_422_naming_it(
-    api: Api,
+    agent_requests: AgentRequests,
     pool: Pool,
-    clock: ManualClock,
-    published: SignedRelease,
-    make_org: Callable[..., Org],
-    make_agent: Callable[..., Agent],
     headers: list[tuple[bytes, bytes]],
     query: str,
     named: str | None,
 ) -> None:
-    del published
-    agent = make_agent(make_org())
-    clock.set(datetime(2026, 11, 30, 2, 1, tzinfo=UTC))
     before = table_rows(pool, WATCHED)
-    url = f"{api.base_url}/v1/agent/config" + (f"?{query}" if query else "")
+    path = "/v1/agent/config" + (f"?{query}" if query else "")
     # Twice: the second poll may be answered from memory, which must judge alike.
     for _ in range(2):
-        request = httpx.Request(
-            "GET", url, headers=[(b"authorization", f"Bearer {agent.agent_key}".encode()), *headers]
-        )
-        with httpx.Client(timeout=30) as client:
-            response = client.send(request)
+        response = agent_requests.send("GET", path, headers)
         if named is None:
             assert response.status_code == 200, response.text[:2000]
             continue
@@ -121,32 +110,21 @@ def test_a_poll_that_says_two_things_is_a_422_naming_it(
     ],
 )
 def test_a_claim_that_says_two_things_is_a_422_and_changes_nothing(
-    api: Api,
+    agent_requests: AgentRequests,
     pool: Pool,
     clock: ManualClock,
-    published: SignedRelease,
-    make_org: Callable[..., Org],
-    make_agent: Callable[..., Agent],
     headers: list[tuple[bytes, bytes]],
     query: str,
     named: str,
 ) -> None:
-    del published
-    agent = make_agent(make_org())
     clock.set(datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC))
     before = table_rows(pool, WATCHED)
-    request = httpx.Request(
+    response = agent_requests.send(
         "POST",
-        f"{api.base_url}/v1/agent/claims{query}",
-        headers=[
-            (b"authorization", f"Bearer {agent.agent_key}".encode()),
-            (b"content-type", b"application/json"),
-            *headers,
-        ],
-        content=b'{"slot_key": "2026-11-30T03:00", "from_version": "1.4.1"}',
+        f"/v1/agent/claims{query}",
+        [JSON, *headers],
+        b'{"slot_key": "2026-11-30T03:00", "from_version": "1.4.1"}',
     )
-    with httpx.Client(timeout=30) as client:
-        response = client.send(request)
     assert response.status_code == 422, response.text[:2000]
     assert response.json()["detail"]["message"].startswith(f"{named}: ")
     assert table_rows(pool, WATCHED) == before
@@ -162,19 +140,16 @@ def test_an_operator_listing_with_two_limits_is_a_422(api: Api, operator_key: st
 
 
 def test_a_claim_that_says_two_things_in_a_full_round_is_the_same_422(
+    agent_requests: AgentRequests,
     api: Api,
     pool: Pool,
     clock: ManualClock,
     services: Services,
-    published: SignedRelease,
-    make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
 ) -> None:
     """Where the answers kept in memory would refuse the claim (the round is full), the routes
     still judge a request that says two things: the same 422, whichever replica answers."""
-    del published
-    org = make_org()
-    first, second = make_agent(org, "web-01"), make_agent(org, "web-02")
+    first = make_agent(agent_requests.org, "web-02")
     services.settings.update({"org_cap": 1})
     clock.set(datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC))
     body = b'{"slot_key": "2026-11-30T03:00", "from_version": "1.4.1"}'
@@ -188,17 +163,6 @@ def test_a_claim_that_says_two_things_in_a_full_round_is_the_same_422(
         ([(b"x-nachtwacht-contract", b"6"), (b"x-nachtwacht-contract", b"3")], ""),
         ([], "?slot=1&slot=2"),
     ):
-        request = httpx.Request(
-            "POST",
-            f"{api.base_url}/v1/agent/claims{query}",
-            headers=[
-                (b"authorization", f"Bearer {second.agent_key}".encode()),
-                (b"content-type", b"application/json"),
-                *headers,
-            ],
-            content=body,
-        )
-        with httpx.Client(timeout=30) as client:
-            response = client.send(request)
+        response = agent_requests.send("POST", f"/v1/agent/claims{query}", [JSON, *headers], body)
         assert response.status_code == 422, response.text[:2000]
     assert table_rows(pool, WATCHED) == before
