@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.answers_cache.hot_answers import HotAnswers
 from control_plane.api.agent_contract import CONTRACT_STAMP, agent_refusal
-from control_plane.api.answers import bounded_message, refusal_response
+from control_plane.api.answers import InertJSON, bounded_message, refusal_response
 from control_plane.api.credential_first import credential_refusal
 from control_plane.api.hot_calls import ServicesFromMemory
 from control_plane.api.limits import RequestLimits, state_storable_text
@@ -435,6 +435,8 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
         # /docs is served from local files (mount_offline_docs below); ReDoc would need a CDN.
         docs_url=None,
         redoc_url=None,
+        # Each text of every JSON answer inert, whatever the row it came from holds.
+        default_response_class=InertJSON,
     )
     app.state.services = services
     app.state.database_threads = database_threads
