@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import getpass
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn, TextIO
 from uuid import UUID
@@ -132,6 +133,14 @@ def location(args: argparse.Namespace) -> DatabaseLocation:
     return DatabaseLocation.resolve(url=args.database_url, data_dir=args.data_dir)
 
 
+# A command whose database went away after it connected: what it had not committed was not made
+# (a transaction happened or it did not), and running it again finishes it.
+LOST_PARTWAY = (
+    "the database went away partway (a change not yet committed was not made; run the command "
+    "again once the database answers)"
+)
+
+
 @contextlib.contextmanager
 def admin_pool(args: argparse.Namespace, *, finishing_restore: bool = False) -> Iterator[Pool]:
     """A one-connection pool for a command; `finishing_restore` for `after-restore` alone, which
@@ -144,11 +153,16 @@ def admin_pool(args: argparse.Namespace, *, finishing_restore: bool = False) -> 
             fence_for(url).allow_unfinished_restore()
         schema_version.require_head(url)
         _refuse_a_fenced_server(url)
+        # The pool's own warnings (a connection it discards) are no line of the command's:
+        # a database that goes away is said once, below.
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
         pool = open_pool(url, min_size=1, max_size=1)
         try:
             yield pool
         except psycopg.errors.ReadOnlySqlTransaction as exc:
             raise ConfigurationError(STANDBY_REFUSAL) from exc
+        except psycopg.OperationalError as exc:  # its connection ended, or none to be had
+            raise DatabaseUnavailable(f"{LOST_PARTWAY}: {first_line(exc)}") from exc
         finally:
             pool.close()
 
