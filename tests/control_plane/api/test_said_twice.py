@@ -59,6 +59,25 @@ POLLS = [
         id="date_two_values",
     ),
     pytest.param([(b"date", DATE), (b"date", DATE)], "", None, id="date_same_twice"),
+    # Whichever comes first: one the control plane no longer serves, or one it does.
+    pytest.param(
+        [(b"x-nachtwacht-contract", b"0"), (b"x-nachtwacht-contract", b"7")],
+        "",
+        "X-Nachtwacht-Contract",
+        id="contract_too_old_first",
+    ),
+    pytest.param(
+        [(b"x-nachtwacht-contract", b"7"), (b"x-nachtwacht-contract", b"6")],
+        "",
+        "X-Nachtwacht-Contract",
+        id="contract_two_served",
+    ),
+    pytest.param(
+        [(b"x-nachtwacht-contract", b"seven"), (b"x-nachtwacht-contract", b"7")],
+        "",
+        "X-Nachtwacht-Contract",
+        id="contract_unreadable_first",
+    ),
     pytest.param([], "channel=stable&channel=edge", "channel", id="channel_two_values"),
     pytest.param([], "channel=stable&channel=stable", None, id="channel_same_twice"),
     pytest.param(
