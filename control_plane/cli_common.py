@@ -10,7 +10,9 @@ import contextlib
 import getpass
 import json
 import logging
+import os
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TextIO
 from uuid import UUID
 
@@ -19,8 +21,8 @@ from pydantic import TypeAdapter
 
 from control_plane import schema_version
 from control_plane.accounts.services import AccountService
-from control_plane.config import SETTINGS_ENV, DatabaseLocation
-from control_plane.database import first_line, open_pool
+from control_plane.config import DATA_DIR_ENV, SETTINGS_ENV, DatabaseLocation
+from control_plane.database import EmbeddedPostgres, first_line, open_pool
 from control_plane.database_fence import fence_for
 from control_plane.errors import (
     ConfigurationError,
@@ -146,6 +148,8 @@ def admin_pool(args: argparse.Namespace, *, finishing_restore: bool = False) -> 
     """A one-connection pool for a command; `finishing_restore` for `after-restore` alone, which
     must use a restored server the replicas do not use yet."""
     where = location(args)
+    if finishing_restore and where.data_dir is not None:
+        _require_a_restored_server(args, where.data_dir)
     # The embedded database is this machine's own: bring it up to date. An external one is
     # migrated deliberately, with `nachtwacht control migrate`.
     with opened_database(where, migrate_to_head=where.url is None) as url:
@@ -165,6 +169,21 @@ def admin_pool(args: argparse.Namespace, *, finishing_restore: bool = False) -> 
             raise DatabaseUnavailable(f"{LOST_PARTWAY}: {first_line(exc)}") from exc
         finally:
             pool.close()
+
+
+def _require_a_restored_server(args: argparse.Namespace, data_dir: Path) -> None:
+    """Finishing a restore needs the data directory it was restored into: in one that holds no
+    server (a typo), starting the embedded one would make a new, empty database, and the command
+    would say to start the replicas of a database nobody restored."""
+    if EmbeddedPostgres(data_dir).holds_a_server():
+        return
+    given = "--data-dir" if args.data_dir is not None else DATA_DIR_ENV
+    if args.data_dir is None and not os.environ.get(DATA_DIR_ENV):
+        given = "the default data directory"
+    raise ConfigurationError(
+        f"{given}: {quoted(str(data_dir))} holds no database (expected the data directory the "
+        "backup was restored into); nothing was made or changed"
+    )
 
 
 def _refuse_a_fenced_server(url: str) -> None:
