@@ -14,6 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from control_plane.migrate import head_revision
 from control_plane.types import Pool
 from tests.control_plane.conftest import Agent, Org, SignedRelease, table_rows
 from tests.control_plane.reconcile_fleet import NIGHT
@@ -162,3 +163,44 @@ def test_migrate_with_an_absurd_lock_timeout_is_one_line_naming_it(
             "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
         ).fetchone()
     assert tables == (0,)
+
+
+def test_migrate_to_an_older_revision_goes_nowhere_and_says_where_the_database_is(
+    database_url: str, pool: Pool
+) -> None:
+    """`migrate` only goes forward: an older revision leaves the database at its own, said."""
+    watched = table_rows(pool, WRITTEN)
+    done = run_control(
+        "migrate", "--database-url", database_url, "--revision", "0001_orgs_agents_credentials"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"database at revision {head_revision()}", done.stdout
+    assert table_rows(pool, WRITTEN) == watched
+
+
+@pytest.mark.parametrize(
+    "revision",
+    [
+        pytest.param("9999_from_the_future", id="an_unknown_revision"),
+        pytest.param("base", id="base"),
+        pytest.param("-1", id="relative_down"),
+        pytest.param("head; DROP TABLE runs", id="a_statement"),
+        pytest.param("", id="empty"),
+    ],
+)
+def test_migrate_to_an_absurd_revision_is_one_line_and_changes_nothing(
+    database_url: str, pool: Pool, revision: str
+) -> None:
+    """Never a downgrade, never a trace."""
+    with pool.connection() as conn:
+        before = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    watched = table_rows(pool, WRITTEN)
+    done = run_control("migrate", "--database-url", database_url, "--revision", revision)
+    line = _one_line(done, 2)
+    assert "--revision" in line, line
+    with pool.connection() as conn:
+        after = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+        runs = conn.execute("SELECT to_regclass('runs') IS NOT NULL AS here").fetchone()
+    assert after == before
+    assert runs is not None and runs["here"]
+    assert table_rows(pool, WRITTEN) == watched
