@@ -189,8 +189,8 @@ def test_a_claim_that_says_two_things_in_a_full_round_is_the_same_422(
 
 
 # Every table a request with a key may write, enrollment's too: a refused one leaves each as it
-# was (no event, no refusal counted, no token spent, no agent or key made).
-KEYED = (*WATCHED, "enrollment_tokens", "enrollment_counts")
+# was (no event, no refusal or failed sign-in counted, no token spent, no agent or key made).
+KEYED = (*WATCHED, "enrollment_tokens", "enrollment_counts", "sign_in_failures")
 
 
 def _keys(*secrets: str) -> list[tuple[bytes, bytes]]:
