@@ -56,24 +56,36 @@ def _ended_while_waiting(
         watcher.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])
 
 
+@pytest.mark.parametrize(
+    ("command", "table", "prog"),
+    [
+        pytest.param(
+            ["brake", "engage", "--reason", "disk full on the canaries"],
+            "platform_brake",
+            "brake",
+            id="brake_engage",
+        ),
+        pytest.param(["create-org", "Acme"], "orgs", "create-org", id="create_org"),
+        pytest.param(
+            ["create-operator-key", "--name", "night"],
+            "credentials",
+            "create-operator-key",
+            id="operator_key",
+        ),
+        pytest.param(["after-restore"], "tokens", "after-restore", id="after_restore"),
+    ],
+)
 def test_a_command_whose_backend_is_ended_says_one_line_and_changes_nothing(
-    database_url: str, pool: Pool
+    database_url: str, pool: Pool, command: list[str], table: str, prog: str
 ) -> None:
-    before = table_rows(pool, WATCHED)
-    command: list[subprocess.Popen[str]] = []
+    watched = (*WATCHED, "orgs", "credentials", "answer_changes", "restored_timelines")
+    before = table_rows(pool, watched)
+    running: list[subprocess.Popen[str]] = []
 
     def start() -> None:
-        command.append(
+        running.append(
             subprocess.Popen(
-                nachtwacht_command(
-                    "control",
-                    "brake",
-                    "engage",
-                    "--reason",
-                    "disk full on the canaries",
-                    "--database-url",
-                    database_url,
-                ),
+                nachtwacht_command("control", *command, "--database-url", database_url),
                 env=child_environment(),
                 cwd=REPO_ROOT,
                 stdout=subprocess.PIPE,
@@ -82,22 +94,20 @@ def test_a_command_whose_backend_is_ended_says_one_line_and_changes_nothing(
             )
         )
 
-    _ended_while_waiting(
-        database_url, "SELECT 1 FROM platform_brake FOR UPDATE", "platform_brake", start
-    )
-    [running] = command
+    _ended_while_waiting(database_url, f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE", table, start)
+    [process] = running
     try:
-        stdout, stderr = running.communicate(timeout=DEADLINE_SECONDS)
+        stdout, stderr = process.communicate(timeout=DEADLINE_SECONDS)
     finally:
-        if running.poll() is None:
-            running.kill()
-    assert running.returncode == 1, (running.returncode, stdout, stderr)
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1, (process.returncode, stdout, stderr)
     assert "Traceback" not in stderr, stderr
     lines = stderr.strip().splitlines()
     assert len(lines) == 1, stderr
-    assert lines[0].startswith("nachtwacht control brake: the database went away partway"), lines
-    assert "database" in lines[0], lines
-    assert table_rows(pool, WATCHED) == before
+    assert lines[0].startswith(f"nachtwacht control {prog}: the database went away partway"), lines
+    assert stdout == ""
+    assert table_rows(pool, watched) == before
 
 
 def _unavailable(response: httpx.Response) -> None:
