@@ -53,6 +53,17 @@ def test_after_restore_on_a_data_dir_holding_no_database_is_refused_and_makes_no
     assert not made or list(data_dir.iterdir()) == []
 
 
+def test_after_restore_on_a_data_dir_from_the_environment_holding_no_database_names_it(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "typo"
+    done = run_control("after-restore", env={"NACHTWACHT_DATA_DIR": str(data_dir)})
+    line = _one_line(done, 2)
+    assert line.startswith("nachtwacht control after-restore: NACHTWACHT_DATA_DIR: "), line
+    assert "holds no database" in line, line
+    assert not data_dir.exists()
+
+
 @pytest.mark.slow
 def test_after_restore_on_a_data_dir_holding_its_server_runs(embedded_data_dir: Path) -> None:
     """The data directory a backup was restored into (here: one a command made) is used."""
