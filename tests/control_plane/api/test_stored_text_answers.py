@@ -190,3 +190,28 @@ def test_metrics_labels_carry_a_reported_version_stored_raw_inert(
     )
     assert _OBEYED.search(answer.text) is None, line
     assert "0.9.0\\\\u001b[2J" in line, line
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param({"slot_key": ["2026\u202e", "\x1b[2J"]}, id="a_list_of_texts"),
+        pytest.param({"slot_key": {"k\u2066": "\x9b31m"}}, id="an_object"),
+        pytest.param({"slot_key": SLOT, "from_version": 7, "extra\u202e": 1}, id="a_key"),
+        # Refused at the door (a NUL PostgreSQL cannot store), named by its key.
+        pytest.param({"slot_key": SLOT, "x\u202e\x9b": "nul\x00"}, id="a_key_at_the_door"),
+    ],
+)
+def test_a_refused_body_is_quoted_back_inert(
+    agent_requests: AgentRequests, body: dict[str, Any]
+) -> None:
+    """What a caller sent, quoted back in a 422, is read, not obeyed: JSON that is no text
+    (a list, an object) holds texts too."""
+    response = agent_requests.send(
+        "POST",
+        "/v1/agent/claims",
+        [(b"content-type", b"application/json")],
+        json.dumps(body).encode(),
+    )
+    assert response.status_code == 422, response.text[:2000]
+    assert _obeyed(response.json()) == [], response.json()
