@@ -345,3 +345,26 @@ def test_a_claim_with_two_content_types_is_a_422_naming_it_and_changes_nothing(
     assert response.status_code == 422, response.text[:2000]
     assert response.json()["detail"]["message"].startswith("Content-Type: "), response.text
     assert table_rows(pool, KEYED) == before
+
+
+@pytest.mark.parametrize(("headers", "query", "named"), POLLS)
+def test_a_poll_that_says_two_things_after_one_that_was_served_is_the_same_422(
+    agent_requests: AgentRequests,
+    pool: Pool,
+    headers: list[tuple[bytes, bytes]],
+    query: str,
+    named: str | None,
+) -> None:
+    """The answer kept in memory from a plain poll is never given to one that says two things."""
+    path = "/v1/agent/config" + (f"?{query}" if query else "")
+    for _ in range(2):
+        plain = agent_requests.send("GET", "/v1/agent/config")
+        assert plain.status_code == 200, plain.text[:2000]
+    before = table_rows(pool, WATCHED)
+    response = agent_requests.send("GET", path, headers)
+    if named is None:
+        assert response.status_code == 200, response.text[:2000]
+        return
+    assert response.status_code == 422, response.text[:2000]
+    assert response.json()["detail"]["message"].startswith(f"{named}: ")
+    assert table_rows(pool, WATCHED) == before
