@@ -9,7 +9,10 @@ import argparse
 import contextlib
 import getpass
 import json
+import logging
+import os
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TextIO
 from uuid import UUID
 
@@ -18,8 +21,8 @@ from pydantic import TypeAdapter
 
 from control_plane import schema_version
 from control_plane.accounts.services import AccountService
-from control_plane.config import SETTINGS_ENV, DatabaseLocation
-from control_plane.database import first_line, open_pool
+from control_plane.config import DATA_DIR_ENV, SETTINGS_ENV, DatabaseLocation
+from control_plane.database import EmbeddedPostgres, first_line, open_pool
 from control_plane.database_fence import fence_for
 from control_plane.errors import (
     ConfigurationError,
@@ -132,11 +135,21 @@ def location(args: argparse.Namespace) -> DatabaseLocation:
     return DatabaseLocation.resolve(url=args.database_url, data_dir=args.data_dir)
 
 
+# A command whose database went away after it connected: what it had not committed was not made
+# (a transaction happened or it did not), and running it again finishes it.
+LOST_PARTWAY = (
+    "the database went away partway (a change not yet committed was not made; run the command "
+    "again once the database answers)"
+)
+
+
 @contextlib.contextmanager
 def admin_pool(args: argparse.Namespace, *, finishing_restore: bool = False) -> Iterator[Pool]:
     """A one-connection pool for a command; `finishing_restore` for `after-restore` alone, which
     must use a restored server the replicas do not use yet."""
     where = location(args)
+    if finishing_restore and where.data_dir is not None:
+        _require_a_restored_server(args, where.data_dir)
     # The embedded database is this machine's own: bring it up to date. An external one is
     # migrated deliberately, with `nachtwacht control migrate`.
     with opened_database(where, migrate_to_head=where.url is None) as url:
@@ -144,13 +157,33 @@ def admin_pool(args: argparse.Namespace, *, finishing_restore: bool = False) -> 
             fence_for(url).allow_unfinished_restore()
         schema_version.require_head(url)
         _refuse_a_fenced_server(url)
+        # The pool's own warnings (a connection it discards) are no line of the command's:
+        # a database that goes away is said once, below.
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
         pool = open_pool(url, min_size=1, max_size=1)
         try:
             yield pool
         except psycopg.errors.ReadOnlySqlTransaction as exc:
             raise ConfigurationError(STANDBY_REFUSAL) from exc
+        except psycopg.OperationalError as exc:  # its connection ended, or none to be had
+            raise DatabaseUnavailable(f"{LOST_PARTWAY}: {first_line(exc)}") from exc
         finally:
             pool.close()
+
+
+def _require_a_restored_server(args: argparse.Namespace, data_dir: Path) -> None:
+    """Finishing a restore needs the data directory it was restored into: in one that holds no
+    server (a typo), starting the embedded one would make a new, empty database, and the command
+    would say to start the replicas of a database nobody restored."""
+    if EmbeddedPostgres(data_dir).holds_a_server():
+        return
+    given = "--data-dir" if args.data_dir is not None else DATA_DIR_ENV
+    if args.data_dir is None and not os.environ.get(DATA_DIR_ENV):
+        given = "the default data directory"
+    raise ConfigurationError(
+        f"{given}: {quoted(str(data_dir))} holds no database (expected the data directory the "
+        "backup was restored into); nothing was made or changed"
+    )
 
 
 def _refuse_a_fenced_server(url: str) -> None:

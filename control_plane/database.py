@@ -250,6 +250,10 @@ class EmbeddedPostgres:
     def pgdata(self) -> Path:
         return self.data_dir / "postgres"
 
+    def holds_a_server(self) -> bool:
+        """Whether a PostgreSQL data directory is here already (made by `start`, or restored)."""
+        return (self.pgdata / "PG_VERSION").is_file()
+
     def start(self) -> str:
         """Start (or attach to) the server; returns the URL of the nachtwacht database."""
         with warnings.catch_warnings():

@@ -111,12 +111,15 @@ _READ_HEADERS = {
 
 
 def _headers(scope: Scope) -> dict[bytes, str] | None:
-    """The headers the hot calls read; None when one of them is sent twice (the routes judge)."""
+    """The headers the hot calls read; None when any header is sent twice with two values: the
+    routes judge it (`api.deps.said_once` refuses one they read, the contract's and `Range`
+    among them), never an answer kept for a request that said one thing."""
     found: dict[bytes, str] = {}
+    sent: dict[bytes, bytes] = {}
     for name, value in scope["headers"]:
+        if sent.setdefault(name, value) != value:
+            return None
         if name in _READ_HEADERS:
-            if name in found:
-                return None
             found[name] = value.decode("latin-1")
     return found
 

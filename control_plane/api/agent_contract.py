@@ -51,11 +51,10 @@ CONTRACT_STAMP = (_HEADER, str(CONTRACT_VERSION).encode("ascii"))
 _MAX_DIGITS = 6
 
 
-def _agent_contract(scope: Scope) -> bytes | None:
-    for name, value in scope["headers"]:
-        if name == _HEADER:
-            return bytes(value)
-    return None
+def _agent_contract(scope: Scope) -> tuple[bytes | None, bool]:
+    """(the header's value, None when absent; whether it was sent twice with two values)."""
+    values = [bytes(value) for name, value in scope["headers"] if name == _HEADER]
+    return (values[0] if values else None), len(set(values)) > 1
 
 
 def _refusal(status: int, code: AnswerCode, message: str) -> bytes:
@@ -102,7 +101,12 @@ def agent_refusal(scope: Scope) -> list[Message] | None:
     `CONTRACT_STAMP` (the app's outermost middleware adds it)."""
     if not scope["path"].startswith(AGENT_PATHS):
         return None
-    refused = _judged(_agent_contract(scope))
+    sent, contradicted = _agent_contract(scope)
+    if contradicted:
+        # Judged by neither value: the routes refuse a request that says two things (422,
+        # `api.deps.said_once`), or answer the 401 of one without a key.
+        return None
+    refused = _judged(sent)
     if refused is None:
         return None
     status, body = refused

@@ -6,6 +6,13 @@ of its body, so a panel team can generate a client from `/openapi.json`.
 
 `errors(...)` builds a route's `responses=`; the statuses a route names are the ones its
 dependencies and its service can raise (every credentialed route: 401, 403 and 503).
+
+Every JSON answer is written by `InertJSON` (the app's default, and the config poll's), a refusal
+by `refusal_response`: each text in it inert (`ground.contract.plain_text.inert_values`),
+whatever the row it came from holds. An agent's text is stored inert, but a row stored before
+that, or written by SQL, may hold an escape sequence, a C1 control or a bidirectional override;
+the answer is where every reader (a script, an operator's `curl`) meets it, so it is made inert
+there, once.
 """
 
 from __future__ import annotations
@@ -20,13 +27,14 @@ from starlette.responses import JSONResponse, Response
 from control_plane.errors import RequestRefused
 from ground.contract import ErrorAnswer, ErrorDetail
 from ground.contract.messages import MAX_MESSAGE_LENGTH
-from ground.contract.plain_text import clipped, shown
+from ground.contract.plain_text import clipped, inert_values, shown
 
 __all__ = [
     "AUTHENTICATED",
     "MAX_SHOWN_VALUE",
     "CredentialRefusal",
     "DownloadRefusal",
+    "InertJSON",
     "bounded_message",
     "errors",
     "refusal_response",
@@ -136,6 +144,13 @@ def bounded_message(message: str) -> str:
 _JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
 
 
+class InertJSON(JSONResponse):
+    """A JSON answer whose every text is inert (`inert_values`)."""
+
+    def render(self, content: Any) -> bytes:
+        return super().render(inert_values(content))
+
+
 def refusal_response(exc: RequestRefused) -> Response:
     """The answer to a refused request: `{"detail": …}` with its status, the value shortened
     (the body and headers a `JSONResponse` of it has)."""
@@ -144,5 +159,5 @@ def refusal_response(exc: RequestRefused) -> Response:
         detail = {**detail, "message": bounded_message(detail["message"])}
         if "value" in detail:
             detail["value"] = shown_value(detail["value"])
-    body = _JSON.encode({"detail": detail}).encode("utf-8")
+    body = _JSON.encode(inert_values({"detail": detail})).encode("utf-8")
     return Response(body, status_code=exc.status, media_type=JSONResponse.media_type)

@@ -26,7 +26,7 @@ import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.answers_cache.hot_answers import HotAnswers
 from control_plane.api.agent_contract import CONTRACT_STAMP, agent_refusal
-from control_plane.api.answers import bounded_message, refusal_response
+from control_plane.api.answers import InertJSON, bounded_message, refusal_response
 from control_plane.api.credential_first import credential_refusal
 from control_plane.api.hot_calls import ServicesFromMemory
 from control_plane.api.limits import RequestLimits, state_storable_text
@@ -183,7 +183,7 @@ async def _invalid_request(request: Request, exc: Exception) -> Response:
         reason = str(error.get("msg", "is not valid")).rstrip(".")
         message = f"{field}: {value} — {reason[:1].lower()}{reason[1:]}"
         problems.append({"field": field, "message": message})
-    return JSONResponse(
+    return InertJSON(
         {
             "detail": {
                 "code": AnswerCode.INVALID_REQUEST.value,
@@ -230,7 +230,7 @@ async def _unreadable_body(request: Request, exc: Exception) -> Response:
     refused = await _credential_first(request)
     if refused is not None:
         return refused
-    return JSONResponse(
+    return InertJSON(
         {
             "detail": {
                 "code": AnswerCode.INVALID_REQUEST.value,
@@ -379,7 +379,7 @@ class CancelledRequests:
         return self._monotonic() if self._monotonic is not None else time.monotonic()
 
 
-async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
+async def _database_unavailable(request: Request, exc: Exception) -> InertJSON:
     if isinstance(exc, psycopg.Error) and is_cancelled_statement(exc):
         cancelled: CancelledRequests = request.app.state.cancelled
         line = cancelled.cancelled(request.method, request.scope, request.url.path, exc)
@@ -387,7 +387,7 @@ async def _database_unavailable(request: Request, exc: Exception) -> JSONRespons
             logger.error("%s", line)
     else:
         logger.error("database error: %s", exc)
-    return JSONResponse(
+    return InertJSON(
         {
             "detail": {
                 "code": AnswerCode.DATABASE_UNAVAILABLE.value,
@@ -435,6 +435,8 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
         # /docs is served from local files (mount_offline_docs below); ReDoc would need a CDN.
         docs_url=None,
         redoc_url=None,
+        # Each text of every JSON answer inert, whatever the row it came from holds.
+        default_response_class=InertJSON,
     )
     app.state.services = services
     app.state.database_threads = database_threads

@@ -51,11 +51,17 @@ def _route_scheme(route: object) -> HTTPBearer | None:
 
 async def credential_refusal(request: Request) -> RequestRefused | None:
     """The 401/403 the route would give this request's credential, or None when it is good (or
-    the route takes none). The key is read by the route's own bearer scheme. A database that
+    the route takes none), or the 422 of a request with a key that says two things
+    (`deps.said_once`). The key is read by the route's own bearer scheme. A database that
     cannot be asked raises `psycopg.OperationalError`."""
     scheme = _route_scheme(request.scope.get("route"))
     if scheme is None:
         return None
+    try:
+        # Two keys (or two of another header the routes read): no one credential to judge.
+        deps.said_once_with_a_key(request)
+    except RequestRefused as refused:
+        return refused
     bearer = await scheme(request)
     secret = None if bearer is None else bearer.credentials
     services = deps.services_of(request)

@@ -81,8 +81,12 @@ _ENROLLMENT = HTTPBearer(
 Bearer = HTTPAuthorizationCredentials | None
 
 
-# The headers the routes read a value of (each as the contract spells it), besides the key.
+# The headers the routes read a value of (each as the contract spells it): the key, how the body
+# is to be read, and the contract's.
+AUTHORIZATION = "Authorization"
 READ_HEADERS = (
+    AUTHORIZATION,
+    "Content-Type",
     HOST_ID_HEADER,
     TRUST_ROOT_VERSION_HEADER,
     HOST_TIME_HEADER,
@@ -97,7 +101,11 @@ def said_once(request: Request) -> None:
     """The 422 for a request that says two different things: a header the routes read, or any
     query parameter, given twice with different values (`?channel=stable&channel=edge`).
     Serving it under one of them would be a guess; the same value twice says one thing. Checked
-    before the key is, so nothing is read or recorded for such a request."""
+    before the key is, so nothing is read or recorded for such a request: two keys are one more
+    such header, whatever their scheme (which of them the request stands on would be a guess).
+
+    Judged for every request that presents a key (`said_once_with_a_key`): one without is the
+    401, and learns nothing more."""
     for name in READ_HEADERS:
         _one_value(name, request.headers.getlist(name))
     for name in dict.fromkeys(request.query_params.keys()):
@@ -107,6 +115,16 @@ def said_once(request: Request) -> None:
 def _one_value(name: str, values: list[str]) -> None:
     first = values[0] if values else None
     other = next((value for value in values if value != first), None)
+    if other is not None and name == AUTHORIZATION:
+        # Keys are never said back: an answer is logged where a key must not be.
+        raise InvalidInput(
+            name,
+            None,
+            "",
+            message=f"{name}: two different keys in the same request (expected one key, or the "
+            "same key again)",
+            code="invalid_request",
+        )
     if other is not None:
         raise InvalidInput(
             name,
@@ -117,19 +135,24 @@ def _one_value(name: str, values: list[str]) -> None:
         )
 
 
-def _caller(request: Request, bearer: Bearer, audience: Audience) -> Principal:
-    secret = None if bearer is None else bearer.credentials
-    if secret is not None:
+def said_once_with_a_key(request: Request) -> None:
+    """`said_once` for a request that carries an `Authorization` header at all (one, or more);
+    nothing for one that does not."""
+    if AUTHORIZATION in request.headers:
         said_once(request)
+
+
+def _caller(request: Request, bearer: Bearer, audience: Audience) -> Principal:
+    said_once_with_a_key(request)
+    secret = None if bearer is None else bearer.credentials
     return services_of(request).accounts.authenticate(secret, audience)
 
 
 # The agent's host id is read from the request rather than declared as a parameter: it is an
 # optional, internal signal of the contract, and every agent endpoint takes it.
 def agent_caller(request: Request, bearer: Annotated[Bearer, Security(_AGENT)]) -> Principal:
+    said_once_with_a_key(request)
     secret = None if bearer is None else bearer.credentials
-    if secret is not None:
-        said_once(request)
     return services_of(request).accounts.authenticate(
         secret,
         Audience.AGENT,
@@ -166,9 +189,9 @@ async def agent_credential(
 ) -> PresentedAgentKey:
     """No I/O, so `async`: a missing key is a 401 at once, before the body is looked at; a
     malformed host id is a 422 before anything is read or recorded."""
+    said_once_with_a_key(request)
     if bearer is None:
         raise Unauthenticated("a bearer credential is required (Authorization: Bearer …)")
-    said_once(request)
     host_id = request.headers.get(HOST_ID_HEADER)
     if host_id is not None:
         check_host_id(host_id)
@@ -192,8 +215,12 @@ async def in_database_thread(request: Request, work: Callable[[], _Result]) -> _
     return await anyio.to_thread.run_sync(work, limiter=limiter)
 
 
-async def enrollment_token(bearer: Annotated[Bearer, Security(_ENROLLMENT)]) -> str | None:
-    """The enrollment token as presented (None: none was); the exchange judges it."""
+async def enrollment_token(
+    request: Request, bearer: Annotated[Bearer, Security(_ENROLLMENT)]
+) -> str | None:
+    """The enrollment token as presented (None: none was); the exchange judges it, once the
+    request says one thing (`said_once`)."""
+    said_once_with_a_key(request)
     return None if bearer is None else bearer.credentials
 
 

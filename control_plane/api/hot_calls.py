@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from control_plane.answers_cache.in_flight import GrantsInFlight, KnownRoom
 from control_plane.answers_cache.own_writes import ReplicaWrites
-from control_plane.api.answers import refusal_response
+from control_plane.api.answers import InertJSON, refusal_response
 from control_plane.api.routes.agent_config import etag_matches
 from control_plane.errors import RequestRefused
 from control_plane.poll_word import PollWord
@@ -56,7 +56,7 @@ class ServicesFromMemory:
         answer_headers = {"ETag": versioned.etag, "Cache-Control": "no-cache"}
         if etag_matches(if_none_match, versioned.etag):
             return Response(status_code=304, headers=answer_headers)
-        return JSONResponse(versioned.at(now).model_dump(mode="json"), headers=answer_headers)
+        return InertJSON(versioned.at(now).model_dump(mode="json"), headers=answer_headers)
 
     def refuse_claim(
         self, secret_sha256: str, body: ClaimRequest, now: datetime

@@ -49,6 +49,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ground.contract import API_PREFIX, RUNS_PATH, UNREACHABLE_PATH, AnswerCode
 from ground.contract.messages import AGENT_TEXT_MARK
+from ground.contract.plain_text import inert_values
 from signed_release.trust_root import MAX_ROOT_BYTES
 
 __all__ = [
@@ -231,7 +232,8 @@ def _refusal(status: int, code: str, message: str, field: str | None = None) -> 
     detail: dict[str, Any] = {"code": code, "message": message}
     if field is not None:
         detail["errors"] = [{"field": field, "message": message}]
-    return json.dumps({"detail": detail}).encode("utf-8")
+    # A field is named by the caller's own key: read, not obeyed, as every answer's text.
+    return json.dumps(inert_values({"detail": detail})).encode("utf-8")
 
 
 # The page for a request over its size limit (given the request's scope and the limit in bytes),

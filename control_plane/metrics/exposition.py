@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from control_plane.metrics.services import MetricsSnapshot, ReleaseState
+from ground.contract.plain_text import inert
 
 __all__ = ["CONTENT_TYPE", "render_metrics"]
 
@@ -14,7 +15,9 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    """A label's value as the format writes it, inert first: a label can be a version an agent
+    reported, stored raw before such text was stored inert."""
+    return inert(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def _number(value: float) -> str:

@@ -40,6 +40,7 @@ from control_plane.notifications.addresses import (
 )
 from control_plane.types import Connection, Pool
 from ground.contract import format_instant
+from ground.contract.plain_text import inert_values
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
@@ -113,7 +114,9 @@ def delivery_body(row: dict[str, Any]) -> bytes:
         "created_at": format_instant(row["created_at"]),
         "notification": row["body"],
     }
-    return json.dumps(payload, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    # The stored summary may quote an agent's text from a row that predates its being stored
+    # inert: the customer's receiver gets it inert, as every JSON answer.
+    return json.dumps(inert_values(payload), sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,10 +17,15 @@ what it saw, and must never be lost to a refusal. It is kept, made inert where i
 (`inert`): each control character but newline and tab (an escape sequence, a NUL PostgreSQL's
 text cannot hold), each bidirectional control and each lone surrogate becomes its visible escape,
 `\\u001b`, so every reader (the panel, the command line, the trail, the API's answers and
-webhooks) gets the same harmless text.
+webhooks) gets the same harmless text. A row stored before that (or written by SQL) is made
+inert again on the way out (`inert_values`): the API's every JSON answer
+(`control_plane.api.answers`), every webhook, the command line and the logs.
 """
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 __all__ = [
     "BIDI_CONTROLS",
@@ -32,6 +37,7 @@ __all__ = [
     "first_bidi_control",
     "first_control_character",
     "inert",
+    "inert_values",
     "shown",
     "surrogates_escaped",
 ]
@@ -80,11 +86,19 @@ def _obeyed(character: str) -> bool:
     return character in BIDI_CONTROLS or 0xD800 <= ord(character) <= 0xDFFF
 
 
+# The characters `_obeyed` names, as one class: a text without any of them is inert already.
+_OBEYED_PATTERN = re.compile(
+    rf"(?![\n\t])[{CONTROL_CHARACTERS}{BIDI_CONTROL_CHARACTERS}\ud800-\udfff]"
+)
+
+
 def inert(text: str, limit: int | None = None) -> str:
     """`text` as it is stored when an agent sent it: each control character but newline and tab,
     each bidirectional control and each lone surrogate written as its visible escape (`\\u001b`,
     six characters). Within `limit` characters when one is given: a text the escapes make longer
     is cut before the escape or character that would pass it, and ends with an ellipsis."""
+    if (limit is None or len(text) <= limit) and _OBEYED_PATTERN.search(text) is None:
+        return text
     pieces = [f"\\u{ord(c):04x}" if _obeyed(c) else c for c in text]
     escaped = "".join(pieces)
     if limit is None or len(escaped) <= limit:
@@ -97,6 +111,18 @@ def inert(text: str, limit: int | None = None) -> str:
         kept.append(piece)
         size += len(piece)
     return "".join(kept) + "…"
+
+
+def inert_values(value: Any) -> Any:
+    """`value` (decoded JSON: objects, lists, texts, numbers) with each text in it `inert`, the
+    keys of its objects too: what a JSON answer or a webhook carries of stored text."""
+    if isinstance(value, str):
+        return inert(value)
+    if isinstance(value, dict):
+        return {inert_values(key): inert_values(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [inert_values(item) for item in value]
+    return value
 
 
 def surrogates_escaped(value: object) -> object:

@@ -6,12 +6,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from fastapi import APIRouter, Header, Query, Request, Response
-from fastapi.responses import JSONResponse
 
 from control_plane.agent_config.services import (
     VersionedConfig,
 )
-from control_plane.api.answers import AUTHENTICATED, errors
+from control_plane.api.answers import AUTHENTICATED, InertJSON, errors
 from control_plane.api.deps import (
     AgentCredential,
     PresentedAgentKey,
@@ -91,7 +90,7 @@ async def agent_config(
     headers = {"ETag": versioned.etag, "Cache-Control": "no-cache"}
     if etag_matches(if_none_match, versioned.etag):
         return Response(status_code=304, headers=headers)
-    return JSONResponse(versioned.at(now).model_dump(mode="json"), headers=headers)
+    return InertJSON(versioned.at(now).model_dump(mode="json"), headers=headers)
 
 
 def _config(

@@ -1,5 +1,6 @@
-"""The rollout tests' world, set up once (`test_rollout*.py`): a stable pair with two releases,
-an operator and the calls every rollout test makes, so each test says only what differs.
+"""The API tests' worlds, set up once: an enrolled agent and its raw requests (`agent_requests`,
+for the attack tests), and the rollout tests' (`test_rollout*.py`): a stable pair with two
+releases, an operator and the calls every rollout test makes, so each test says only what differs.
 
 The 03:00 slot of 2026-11-30 in Europe/Amsterdam (CET) is 02:00 UTC; its window closes at 02:15.
 The next night's is 2026-12-01T02:00Z.
@@ -7,7 +8,7 @@ The next night's is 2026-12-01T02:00Z.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +28,56 @@ AT_0301 = datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC)
 ROLLOUT_SETTINGS = "/v1/admin/rollout/settings"
 # Stable 1.5.0 (everyone), then 1.6.0 (canary): what the `two_releases` fixture published.
 TwoReleases = tuple[SignedRelease, SignedRelease]
+
+
+# A raw header saying the body is JSON.
+JSON = (b"content-type", b"application/json")
+# The instant `agent_requests` sets: the 03:00 slot of 2026-11-30 has just opened.
+AT_0301_SHARP = datetime(2026, 11, 30, 2, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class AgentRequests:
+    """An enrolled agent of its own organisation (release 1.5.0 published), and its requests
+    over real HTTP with the headers exactly as given: raw bytes, in order, repeated if repeated."""
+
+    api: Api
+    org: Org
+    agent: Agent
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        headers: Sequence[tuple[bytes, bytes]] = (),
+        content: bytes | None = None,
+        *,
+        with_key: bool = True,
+    ) -> httpx.Response:
+        """`path` with its query; the agent's key first unless `with_key` is False (then only
+        `headers` are sent)."""
+        key = [(b"authorization", f"Bearer {self.agent.agent_key}".encode())] if with_key else []
+        request = httpx.Request(
+            method, f"{self.api.base_url}{path}", headers=[*key, *headers], content=content
+        )
+        with httpx.Client(timeout=30) as client:
+            return client.send(request)
+
+
+@pytest.fixture
+def agent_requests(
+    api: Api,
+    clock: ManualClock,
+    published: SignedRelease,
+    make_org: Callable[..., Org],
+    make_agent: Callable[..., Agent],
+) -> AgentRequests:
+    """An agent enrolled before the night, the clock then set to 03:01 Amsterdam (02:01 UTC)."""
+    del published
+    org = make_org()
+    agent = make_agent(org)
+    clock.set(AT_0301_SHARP)
+    return AgentRequests(api=api, org=org, agent=agent)
 
 
 @pytest.fixture

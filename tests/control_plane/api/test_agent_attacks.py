@@ -6,15 +6,14 @@ megabyte. Each is a 4xx naming the field, never a 500, and nothing stored change
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import pytest
 
 from control_plane.types import Pool
-from tests.control_plane.conftest import Agent, Api, Org, SignedRelease, table_rows
+from tests.control_plane.api.conftest import JSON, AgentRequests
+from tests.control_plane.conftest import Api, table_rows
 from tests.worlds.clocks import ManualClock
 
 NO_RUN = "/v1/agent/runs/00000000-0000-0000-0000-000000000000"
@@ -184,26 +183,18 @@ HOSTILE = [
 
 @pytest.mark.parametrize(("method", "path", "raw", "field", "status"), HOSTILE)
 def test_a_hostile_agent_request_is_a_4xx_naming_the_field_and_changes_nothing(
-    api: Api,
+    agent_requests: AgentRequests,
     pool: Pool,
     clock: ManualClock,
-    published: SignedRelease,
-    make_org: Callable[..., Org],
-    make_agent: Callable[..., Agent],
     method: str,
     path: str,
     raw: str,
     field: str,
     status: int,
 ) -> None:
-    del published
-    agent = make_agent(make_org())
     clock.set(datetime(2026, 11, 30, 2, 20, tzinfo=UTC))
     before = table_rows(pool, WATCHED)
-    with api.client(agent.agent_key) as client:
-        response = client.request(
-            method, path, content=raw.encode("utf-8"), headers={"Content-Type": "application/json"}
-        )
+    response = agent_requests.send(method, path, [JSON], raw.encode("utf-8"))
     assert response.status_code == status, response.text[:2000]
     message = response.json()["detail"]["message"]
     assert message.startswith(f"{field}: ") or f"{field}: " in message, message
@@ -258,26 +249,13 @@ HOSTILE_HEADERS = [
 
 @pytest.mark.parametrize(("headers", "status", "named"), HOSTILE_HEADERS)
 def test_hostile_poll_headers_say_nothing_or_are_a_422_naming_the_header(
-    api: Api,
+    agent_requests: AgentRequests,
     pool: Pool,
-    clock: ManualClock,
-    published: SignedRelease,
-    make_org: Callable[..., Org],
-    make_agent: Callable[..., Agent],
     headers: list[tuple[bytes, bytes]],
     status: int,
     named: str | None,
 ) -> None:
-    del published
-    agent = make_agent(make_org())
-    clock.set(datetime(2026, 11, 30, 2, 1, tzinfo=UTC))
-    request = httpx.Request(
-        "GET",
-        f"{api.base_url}/v1/agent/config",
-        headers=[(b"authorization", f"Bearer {agent.agent_key}".encode()), *headers],
-    )
-    with httpx.Client(timeout=30) as client:
-        response = client.send(request)
+    response = agent_requests.send("GET", "/v1/agent/config", headers)
     assert response.status_code == status, response.text[:2000]
     if named is not None:
         assert response.json()["detail"]["message"].startswith(f"{named}: "), response.text

@@ -12,8 +12,6 @@ as its visible escape (`\\u202e`), and every reader gets that.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,8 +19,8 @@ import pytest
 from control_plane.types import Pool
 from ground.contract.messages import MAX_HOLD_REASON_LENGTH
 from ground.contract.plain_text import REASON_PATTERN
-from tests.control_plane.conftest import Agent, Api, Org, SignedRelease, table_rows
-from tests.worlds.clocks import ManualClock
+from tests.control_plane.api.conftest import AgentRequests
+from tests.control_plane.conftest import Api, table_rows
 
 SLOT = "2026-11-30T03:00"
 
@@ -93,13 +91,10 @@ WATCHED = (
 )
 @pytest.mark.parametrize(("audience", "method", "path", "body"), REASONS)
 def test_a_reason_a_person_types_with_a_control_is_a_422_naming_the_field_and_character(
+    agent_requests: AgentRequests,
     api: Api,
     pool: Pool,
-    clock: ManualClock,
     operator_key: str,
-    published: SignedRelease,
-    make_org: Callable[..., Org],
-    make_agent: Callable[..., Agent],
     audience: str,
     method: str,
     path: str,
@@ -107,10 +102,7 @@ def test_a_reason_a_person_types_with_a_control_is_a_422_naming_the_field_and_ch
     character: str,
     named: str,
 ) -> None:
-    del published
-    org = make_org()
-    agent = make_agent(org)
-    clock.set(datetime(2026, 11, 30, 2, 1, tzinfo=UTC))
+    org, agent = agent_requests.org, agent_requests.agent
     with pool.connection() as conn:
         release = conn.execute("SELECT id FROM releases").fetchone()
     assert release is not None
@@ -148,9 +140,9 @@ def test_every_reason_a_person_types_states_its_pattern_and_bound_in_the_documen
 
 
 def test_a_host_hold_reason_longer_than_its_bound_is_a_422_naming_the_field(
-    api: Api, pool: Pool, make_org: Callable[..., Org], make_agent: Callable[..., Agent]
+    agent_requests: AgentRequests, api: Api, pool: Pool
 ) -> None:
-    agent = make_agent(make_org())
+    agent = agent_requests.agent
     before = table_rows(pool, WATCHED)
     with api.client(agent.agent_key) as client:
         response = client.put(
@@ -163,17 +155,9 @@ def test_a_host_hold_reason_longer_than_its_bound_is_a_422_naming_the_field(
 
 
 def test_a_run_error_an_agent_sends_with_bidi_controls_is_kept_inert(
-    api: Api,
-    pool: Pool,
-    clock: ManualClock,
-    published: SignedRelease,
-    make_org: Callable[..., Org],
-    make_agent: Callable[..., Agent],
+    agent_requests: AgentRequests, api: Api, pool: Pool
 ) -> None:
-    del published
-    org = make_org()
-    agent = make_agent(org)
-    clock.set(datetime(2026, 11, 30, 2, 1, tzinfo=UTC))
+    org, agent = agent_requests.org, agent_requests.agent
     with api.client(agent.agent_key) as client:
         claimed = client.post("/v1/agent/claims", json={"slot_key": SLOT, "from_version": "1.4.1"})
         assert claimed.status_code == 201, claimed.text

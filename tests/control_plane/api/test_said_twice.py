@@ -14,7 +14,8 @@ import pytest
 
 from control_plane.registry import Services
 from control_plane.types import Pool
-from tests.control_plane.conftest import Agent, Api, Org, SignedRelease, table_rows
+from tests.control_plane.api.conftest import JSON, AgentRequests
+from tests.control_plane.conftest import Agent, Api, table_rows
 from tests.worlds.clocks import ManualClock
 
 WATCHED = (
@@ -58,6 +59,25 @@ POLLS = [
         id="date_two_values",
     ),
     pytest.param([(b"date", DATE), (b"date", DATE)], "", None, id="date_same_twice"),
+    # Whichever comes first: one the control plane no longer serves, or one it does.
+    pytest.param(
+        [(b"x-nachtwacht-contract", b"0"), (b"x-nachtwacht-contract", b"7")],
+        "",
+        "X-Nachtwacht-Contract",
+        id="contract_too_old_first",
+    ),
+    pytest.param(
+        [(b"x-nachtwacht-contract", b"7"), (b"x-nachtwacht-contract", b"6")],
+        "",
+        "X-Nachtwacht-Contract",
+        id="contract_two_served",
+    ),
+    pytest.param(
+        [(b"x-nachtwacht-contract", b"seven"), (b"x-nachtwacht-contract", b"7")],
+        "",
+        "X-Nachtwacht-Contract",
+        id="contract_unreadable_first",
+    ),
     pytest.param([], "channel=stable&channel=edge", "channel", id="channel_two_values"),
     pytest.param([], "channel=stable&channel=stable", None, id="channel_same_twice"),
     pytest.param(
@@ -69,28 +89,17 @@ POLLS = [
 
 @pytest.mark.parametrize(("headers", "query", "named"), POLLS)
 def test_a_poll_that_says_two_things_is_a_422_naming_it(
-    api: Api,
+    agent_requests: AgentRequests,
     pool: Pool,
-    clock: ManualClock,
-    published: SignedRelease,
-    make_org: Callable[..., Org],
-    make_agent: Callable[..., Agent],
     headers: list[tuple[bytes, bytes]],
     query: str,
     named: str | None,
 ) -> None:
-    del published
-    agent = make_agent(make_org())
-    clock.set(datetime(2026, 11, 30, 2, 1, tzinfo=UTC))
     before = table_rows(pool, WATCHED)
-    url = f"{api.base_url}/v1/agent/config" + (f"?{query}" if query else "")
+    path = "/v1/agent/config" + (f"?{query}" if query else "")
     # Twice: the second poll may be answered from memory, which must judge alike.
     for _ in range(2):
-        request = httpx.Request(
-            "GET", url, headers=[(b"authorization", f"Bearer {agent.agent_key}".encode()), *headers]
-        )
-        with httpx.Client(timeout=30) as client:
-            response = client.send(request)
+        response = agent_requests.send("GET", path, headers)
         if named is None:
             assert response.status_code == 200, response.text[:2000]
             continue
@@ -121,32 +130,21 @@ def test_a_poll_that_says_two_things_is_a_422_naming_it(
     ],
 )
 def test_a_claim_that_says_two_things_is_a_422_and_changes_nothing(
-    api: Api,
+    agent_requests: AgentRequests,
     pool: Pool,
     clock: ManualClock,
-    published: SignedRelease,
-    make_org: Callable[..., Org],
-    make_agent: Callable[..., Agent],
     headers: list[tuple[bytes, bytes]],
     query: str,
     named: str,
 ) -> None:
-    del published
-    agent = make_agent(make_org())
     clock.set(datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC))
     before = table_rows(pool, WATCHED)
-    request = httpx.Request(
+    response = agent_requests.send(
         "POST",
-        f"{api.base_url}/v1/agent/claims{query}",
-        headers=[
-            (b"authorization", f"Bearer {agent.agent_key}".encode()),
-            (b"content-type", b"application/json"),
-            *headers,
-        ],
-        content=b'{"slot_key": "2026-11-30T03:00", "from_version": "1.4.1"}',
+        f"/v1/agent/claims{query}",
+        [JSON, *headers],
+        b'{"slot_key": "2026-11-30T03:00", "from_version": "1.4.1"}',
     )
-    with httpx.Client(timeout=30) as client:
-        response = client.send(request)
     assert response.status_code == 422, response.text[:2000]
     assert response.json()["detail"]["message"].startswith(f"{named}: ")
     assert table_rows(pool, WATCHED) == before
@@ -162,19 +160,16 @@ def test_an_operator_listing_with_two_limits_is_a_422(api: Api, operator_key: st
 
 
 def test_a_claim_that_says_two_things_in_a_full_round_is_the_same_422(
+    agent_requests: AgentRequests,
     api: Api,
     pool: Pool,
     clock: ManualClock,
     services: Services,
-    published: SignedRelease,
-    make_org: Callable[..., Org],
     make_agent: Callable[..., Agent],
 ) -> None:
     """Where the answers kept in memory would refuse the claim (the round is full), the routes
     still judge a request that says two things: the same 422, whichever replica answers."""
-    del published
-    org = make_org()
-    first, second = make_agent(org, "web-01"), make_agent(org, "web-02")
+    first = make_agent(agent_requests.org, "web-02")
     services.settings.update({"org_cap": 1})
     clock.set(datetime(2026, 11, 30, 2, 1, 15, tzinfo=UTC))
     body = b'{"slot_key": "2026-11-30T03:00", "from_version": "1.4.1"}'
@@ -188,17 +183,188 @@ def test_a_claim_that_says_two_things_in_a_full_round_is_the_same_422(
         ([(b"x-nachtwacht-contract", b"6"), (b"x-nachtwacht-contract", b"3")], ""),
         ([], "?slot=1&slot=2"),
     ):
-        request = httpx.Request(
+        response = agent_requests.send("POST", f"/v1/agent/claims{query}", [JSON, *headers], body)
+        assert response.status_code == 422, response.text[:2000]
+    assert table_rows(pool, WATCHED) == before
+
+
+# Every table a request with a key may write, enrollment's too: a refused one leaves each as it
+# was (no event, no refusal or failed sign-in counted, no token spent, no agent or key made).
+KEYED = (*WATCHED, "enrollment_tokens", "enrollment_counts", "sign_in_failures")
+
+
+def _keys(*secrets: str) -> list[tuple[bytes, bytes]]:
+    return [(b"authorization", f"Bearer {secret}".encode()) for secret in secrets]
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        pytest.param(["agent", "other"], id="two_agents_keys"),
+        pytest.param(["nwa_made_up", "agent"], id="a_made_up_key_first"),
+        pytest.param(["agent", "nwa_made_up"], id="a_made_up_key_second"),
+        pytest.param(["Basic dXNlcjpwdw==", "agent"], id="another_scheme_first"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        pytest.param("GET", "/v1/agent/config", None, id="poll"),
+        pytest.param(
             "POST",
-            f"{api.base_url}/v1/agent/claims{query}",
-            headers=[
-                (b"authorization", f"Bearer {second.agent_key}".encode()),
-                (b"content-type", b"application/json"),
-                *headers,
-            ],
-            content=body,
+            "/v1/agent/claims",
+            b'{"slot_key": "2026-11-30T03:00", "from_version": "1.4.1"}',
+            id="claim",
+        ),
+        # A body that cannot be read is described only to a good key: which one is a guess too.
+        pytest.param("POST", "/v1/agent/claims", b'{"slot_key": 7}', id="claim_unreadable"),
+        pytest.param("PUT", "/v1/agent/hold", b'{"until": "2026-12-02T08:00:00Z"}', id="host_hold"),
+    ],
+)
+def test_an_agent_request_with_two_keys_is_a_422_naming_authorization_and_records_nothing(
+    agent_requests: AgentRequests,
+    pool: Pool,
+    make_agent: Callable[..., Agent],
+    authorization: list[str],
+    method: str,
+    path: str,
+    body: bytes | None,
+) -> None:
+    other = make_agent(agent_requests.org, "web-02")
+    named = {"agent": agent_requests.agent.agent_key, "other": other.agent_key}
+    values = [named.get(value, value) for value in authorization]
+    headers = [
+        (b"authorization", (v if v.startswith("Basic ") else f"Bearer {v}").encode())
+        for v in values
+    ]
+    before = table_rows(pool, KEYED)
+    # Twice: the second may be answered from memory, which must judge alike.
+    for _ in range(2):
+        response = agent_requests.send(
+            method,
+            path,
+            [*headers, (b"x-nachtwacht-host-id", b"host-0001"), (b"date", DATE), JSON],
+            body,
+            with_key=False,
         )
+        assert response.status_code == 422, response.text[:2000]
+        detail = response.json()["detail"]
+        assert detail["code"] == "invalid_request", detail
+        assert detail["message"].startswith("Authorization: "), detail
+        assert "expected one key" in detail["message"], detail
+        # No key is said back, good or made up.
+        assert all(value not in response.text for value in values), response.text
+        assert "Traceback" not in response.text
+        assert table_rows(pool, KEYED) == before
+
+
+def test_the_same_key_twice_says_one_thing_and_is_served(
+    agent_requests: AgentRequests, pool: Pool
+) -> None:
+    key = agent_requests.agent.agent_key
+    response = agent_requests.send("GET", "/v1/agent/config", _keys(key, key), with_key=False)
+    assert response.status_code == 200, response.text[:2000]
+
+
+@pytest.mark.parametrize("order", ["used_up_first", "good_first"])
+def test_an_enrollment_with_two_tokens_is_a_422_and_records_nothing(
+    api: Api, pool: Pool, services: Services, clock: ManualClock, operator_key: str, order: str
+) -> None:
+    """A used-up token and a good one: judged by the first, the exchange would count and record
+    a refusal, or make an agent with a key; it must do neither."""
+    from uuid import UUID
+
+    from control_plane.enrollment.rules import TokenTerms
+    from control_plane.events.trail import Actor
+    from ground.contract import ENROLL_PATH
+
+    org = services.accounts.create_org("Acme", now=clock.now())
+    tokens = [
+        services.enrollment.create(
+            UUID(str(org.org_id)),
+            TokenTerms(),
+            now=clock.now(),
+            actor=Actor(kind="operator", name="cli:tests"),
+        )
+        for _ in range(2)
+    ]
+    used_up, good = (token.secret for token in tokens)
+    with api.client(used_up) as host:
+        assert host.post(ENROLL_PATH, json={"name": "web-00"}).status_code == 201
+    pair = [used_up, good] if order == "used_up_first" else [good, used_up]
+    before = table_rows(pool, KEYED)
+    request = httpx.Request(
+        "POST",
+        f"{api.base_url}{ENROLL_PATH}",
+        headers=[*_keys(*pair), JSON],
+        content=b'{"name": "web-01"}',
+    )
+    with httpx.Client(timeout=30) as client:
+        response = client.send(request)
+    assert response.status_code == 422, response.text[:2000]
+    assert response.json()["detail"]["message"].startswith("Authorization: "), response.text
+    assert used_up not in response.text and good not in response.text
+    assert table_rows(pool, KEYED) == before
+
+
+def test_an_operator_or_panel_request_with_two_keys_is_a_422(
+    agent_requests: AgentRequests, api: Api, pool: Pool, operator_key: str
+) -> None:
+    panel_key = agent_requests.org.panel_key
+    before = table_rows(pool, KEYED)
+    for path, pair in (
+        ("/v1/admin/events", (operator_key, panel_key)),
+        ("/v1/admin/events", (operator_key, "nwo_made_up")),
+        (f"/v1/agents/{agent_requests.agent.agent_id}", (panel_key, operator_key)),
+    ):
+        request = httpx.Request("GET", f"{api.base_url}{path}", headers=_keys(*pair))
         with httpx.Client(timeout=30) as client:
             response = client.send(request)
-        assert response.status_code == 422, response.text[:2000]
+        assert response.status_code == 422, (path, response.text[:2000])
+        assert response.json()["detail"]["message"].startswith("Authorization: ")
+    assert table_rows(pool, KEYED) == before
+
+
+@pytest.mark.parametrize(
+    "types",
+    [
+        pytest.param([JSON, (b"content-type", b"text/plain")], id="json_then_text"),
+        pytest.param([(b"content-type", b"text/plain"), JSON], id="text_then_json"),
+    ],
+)
+def test_a_claim_with_two_content_types_is_a_422_naming_it_and_changes_nothing(
+    agent_requests: AgentRequests, pool: Pool, types: list[tuple[bytes, bytes]]
+) -> None:
+    before = table_rows(pool, KEYED)
+    response = agent_requests.send(
+        "POST",
+        "/v1/agent/claims",
+        types,
+        b'{"slot_key": "2026-11-30T03:00", "from_version": "1.4.1"}',
+    )
+    assert response.status_code == 422, response.text[:2000]
+    assert response.json()["detail"]["message"].startswith("Content-Type: "), response.text
+    assert table_rows(pool, KEYED) == before
+
+
+@pytest.mark.parametrize(("headers", "query", "named"), POLLS)
+def test_a_poll_that_says_two_things_after_one_that_was_served_is_the_same_422(
+    agent_requests: AgentRequests,
+    pool: Pool,
+    headers: list[tuple[bytes, bytes]],
+    query: str,
+    named: str | None,
+) -> None:
+    """The answer kept in memory from a plain poll is never given to one that says two things."""
+    path = "/v1/agent/config" + (f"?{query}" if query else "")
+    for _ in range(2):
+        plain = agent_requests.send("GET", "/v1/agent/config")
+        assert plain.status_code == 200, plain.text[:2000]
+    before = table_rows(pool, WATCHED)
+    response = agent_requests.send("GET", path, headers)
+    if named is None:
+        assert response.status_code == 200, response.text[:2000]
+        return
+    assert response.status_code == 422, response.text[:2000]
+    assert response.json()["detail"]["message"].startswith(f"{named}: ")
     assert table_rows(pool, WATCHED) == before
