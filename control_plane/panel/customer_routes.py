@@ -353,12 +353,9 @@ def _webhook_page(
     secret_shown: str | None = None,
     status_code: int = 200,
     saved: bool = False,
-    tested: customer_backend.WebhookTest | None = None,
 ) -> Response:
     current = customer_backend.webhook(ctx.services, org_id)
-    last_test = tested or (
-        customer_backend.last_webhook_test(ctx.services, org_id) if current else None
-    )
+    last_test = customer_backend.last_webhook_test(ctx.services, org_id) if current else None
     return page(
         ctx,
         "webhook.html",
@@ -404,16 +401,15 @@ def save_webhook(
 
 @router.post("/webhook/test")
 def test_webhook(request: Request, csrf: Csrf = "") -> Response:
-    """Send a signed test delivery now and show what came of it (also recorded in the trail)."""
+    """Send a signed test delivery now, then a redirect to the webhook's page, which shows what
+    came of it from the trail: a reload shows the page again and sends nothing."""
     post = customer_post(request, csrf)
     ctx, org_id = post.ctx, post.org_id
     try:
-        tested = customer_backend.send_webhook_test(
-            ctx.services, org_id, actor=post.actor, now=ctx.now
-        )
+        customer_backend.send_webhook_test(ctx.services, org_id, actor=post.actor, now=ctx.now)
     except backend.Missing:
         return _webhook_page(ctx, org_id, status_code=409)
-    return _webhook_page(ctx, org_id, tested=tested)
+    return redirect(f"{PREFIX}/webhook#test-result")
 
 
 @router.get("/forecast")

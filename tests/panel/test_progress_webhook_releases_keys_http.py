@@ -32,8 +32,12 @@ def test_a_test_delivery_arrives_signed_and_is_recorded(loopback_world: PanelWor
     ):
         set_webhook(loopback_world, receiver.url)
         token = csrf_of(client.get("/panel/webhook").text)
-        answer = client.post("/panel/webhook/test", data={"csrf": token})
-        assert answer.status_code == 200
+        sent = client.post("/panel/webhook/test", data={"csrf": token})
+        # Post/redirect/get: the result is said on the page the redirect opens, and a reload
+        # of that page sends nothing again.
+        assert sent.status_code == 303
+        assert sent.headers["location"] == "/panel/webhook#test-result"
+        answer = client.get("/panel/webhook")
         assert "The test arrived: your address answered HTTP 204." in answer.text
         assert len(receiver.received) == 1
         body, signed = receiver.received[0]
@@ -57,7 +61,7 @@ def test_a_refusing_receiver_is_shown_in_words(loopback_world: PanelWorld) -> No
     ):
         set_webhook(loopback_world, receiver.url)
         token = csrf_of(client.get("/panel/webhook").text)
-        answer = client.post("/panel/webhook/test", data={"csrf": token})
+        answer = client.post("/panel/webhook/test", data={"csrf": token}, follow_redirects=True)
     assert "Der Test ist nicht angekommen: Ihre Adresse antwortete HTTP 500" in answer.text
     assert "did not arrive" not in answer.text
 
@@ -70,7 +74,7 @@ def test_the_test_delivery_keeps_to_the_address_policy(panel_world: PanelWorld) 
     ):
         set_webhook(panel_world, receiver.url)  # stored behind the API's back, as an old row
         token = csrf_of(client.get("/panel/webhook").text)
-        answer = client.post("/panel/webhook/test", data={"csrf": token})
+        answer = client.post("/panel/webhook/test", data={"csrf": token}, follow_redirects=True)
     assert "The test was not sent: the address is not one we may send to" in answer.text
     assert receiver.received == []
 

@@ -1,0 +1,47 @@
+"""A reload in a real browser after a form that acts: the browser's own "resend" must not act
+again. The test delivery answers with a redirect, so a reload opens the page and sends nothing;
+a form that shows a secret once answers a resend with nothing new issued."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+from control_plane.panel.i18n import Language
+from tests.panel.conftest import PanelWorld
+from tests.panel.operator_support import set_webhook, webhook_receiver
+from tests.panel.test_progress_webhook_releases_keys_http import SPRING
+
+pytestmark = pytest.mark.slow
+
+
+def _sign_in(page: Any, world: PanelWorld, key: str) -> None:
+    lang = Language("en")
+    page.goto(world.url)
+    page.get_by_label(lang.gettext("Your panel key or operator key")).fill(key)
+    page.get_by_role("button", name=lang.gettext("Sign in")).click()
+    page.wait_for_load_state()
+
+
+def test_a_reload_after_a_test_delivery_sends_nothing_again(
+    loopback_world: PanelWorld, new_page: Callable[..., Any]
+) -> None:
+    lang = Language("en")
+    page = new_page("en-GB")
+    _sign_in(page, loopback_world, loopback_world.panel_key)
+    with webhook_receiver(204, now=SPRING) as receiver:
+        set_webhook(loopback_world, receiver.url)
+        page.goto(loopback_world.url + "webhook")
+        page.get_by_role("button", name=lang.gettext("Send a test delivery")).click()
+        page.locator("#test-result").wait_for()
+        assert len(receiver.received) == 1
+        page.reload()
+        page.locator("#test-result").wait_for()
+        assert "The test arrived" in page.locator("#test-result").inner_text()
+        assert len(receiver.received) == 1, "the reload sent the test delivery again"
+    with psycopg.connect(loopback_world.server.database_url) as conn:
+        tested = conn.execute("SELECT count(*) FROM events WHERE kind = 'webhook.tested'")
+        assert tested.fetchone() == (1,)
