@@ -31,6 +31,7 @@ from control_plane.panel.flash import (
     take_done,
 )
 from control_plane.panel.i18n import Language
+from control_plane.panel.once import Once, already_sent, remember_sent
 from control_plane.panel.readers import Csrf, customer_of, customer_post, parse_id
 from control_plane.panel.schedule_editor import EditorState, check_rows, editor_preview
 from control_plane.panel.tonight import tonight
@@ -353,6 +354,7 @@ def _webhook_page(
     secret_shown: str | None = None,
     status_code: int = 200,
     saved: bool = False,
+    sent_again: bool = False,
 ) -> Response:
     current = customer_backend.webhook(ctx.services, org_id)
     last_test = customer_backend.last_webhook_test(ctx.services, org_id) if current else None
@@ -365,6 +367,7 @@ def _webhook_page(
         error_field=error_field,
         secret_shown=secret_shown,
         saved=saved,
+        sent_again=sent_again,
         last_test=last_test,
         test_text=event_wording.webhook_test_text(ctx.lang, last_test) if last_test else None,
         zone=backend.platform(ctx.services).zone,
@@ -384,19 +387,26 @@ def save_webhook(
     url: Annotated[str, Form(max_length=2100)] = "",
     secret: Annotated[str, Form(max_length=300)] = "",
     action: Annotated[str, Form()] = "save",
+    once: Once = "",
 ) -> Response:
     post = customer_post(request, csrf)
     ctx, org_id = post.ctx, post.org_id
     if action == "delete":
         customer_backend.delete_webhook(ctx.services, org_id)
         return redirect(f"{PREFIX}/webhook")
+    if already_sent(request, once):
+        return _webhook_page(ctx, org_id, status_code=409, sent_again=True)
     try:
         generated = customer_backend.save_webhook(
             ctx.services, org_id, url, secret or None, now=ctx.now
         )
     except backend.Refused as exc:
         return _webhook_page(ctx, org_id, error_field=exc.field, url=url, status_code=422)
-    return _webhook_page(ctx, org_id, secret_shown=generated, saved=True)
+    # A generated secret is shown once: the form's token kept as used, so a resend replaces
+    # neither the secret nor the address.
+    response = _webhook_page(ctx, org_id, secret_shown=generated, saved=True)
+    remember_sent(request, response, once, secure=ctx.secure)
+    return response
 
 
 @router.post("/webhook/test")

@@ -21,6 +21,7 @@ from control_plane.enrollment.rules import (
 )
 from control_plane.enrollment.services import IssuedEnrollmentToken
 from control_plane.panel import backend, customer_backend
+from control_plane.panel.once import Once, already_sent, remember_sent
 from control_plane.panel.readers import Csrf, customer_of, customer_post
 from control_plane.panel.web import PREFIX, PanelContext, page, redirect
 
@@ -46,6 +47,7 @@ def _tokens_page(
     error_field: str | None = None,
     form: dict[str, str] | None = None,
     revoked: bool = False,
+    sent_again: bool = False,
 ) -> Response:
     assert ctx.session is not None and ctx.session.org_id is not None
     listed = customer_backend.enrollment_tokens(ctx.services, ctx.session.org_id, now=ctx.now)
@@ -69,6 +71,7 @@ def _tokens_page(
             "label": "",
         },
         revoked=revoked,
+        sent_again=sent_again,
         max_uses=MAX_USES,
         max_hours=MAX_HOURS,
         max_text=min(MAX_LABEL_LENGTH, MAX_PATTERN_LENGTH),
@@ -90,9 +93,12 @@ def create(
     hours: Annotated[str, Form(max_length=20)] = "",
     name_pattern: Annotated[str, Form(max_length=300)] = "",
     label: Annotated[str, Form(max_length=300)] = "",
+    once: Once = "",
 ) -> Response:
     post = customer_post(request, csrf)
     ctx = post.ctx
+    if already_sent(request, once):
+        return _tokens_page(ctx, status_code=409, sent_again=True)
     form = {"uses": uses, "hours": hours, "name_pattern": name_pattern, "label": label}
     count = _whole_number(uses)
     lifetime = _whole_number(hours)
@@ -114,7 +120,10 @@ def create(
     except backend.Refused as exc:
         field = exc.field if exc.field in _FIELDS else "label"
         return _tokens_page(ctx, status_code=422, error_field=field, form=form)
-    return _tokens_page(ctx, issued=issued)
+    # The install line, shown once: the form's token kept as used, so a resend makes no other.
+    response = _tokens_page(ctx, issued=issued)
+    remember_sent(request, response, once, secure=ctx.secure)
+    return response
 
 
 @router.post("/enrollment/{token_id}/revoke")

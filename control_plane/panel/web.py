@@ -24,7 +24,12 @@ from control_plane.accounts.credentials import Audience
 from control_plane.accounts.sessions import PanelSession
 from control_plane.panel import backend, event_wording, rollout_backend, rollout_wording, wording
 from control_plane.panel.charts import Bar, bar_chart
-from control_plane.panel.csrf import csrf_token_for, new_signin_token, tokens_match
+from control_plane.panel.csrf import (
+    csrf_token_for,
+    new_once_token,
+    new_signin_token,
+    tokens_match,
+)
 from control_plane.panel.i18n import LANGUAGES, Language, choose_language, language_names
 from control_plane.registry import Services
 from ground.clock import Clock
@@ -293,6 +298,7 @@ def page(
         language_codes=LANGUAGES,
         session=ctx.session,
         csrf_token=ctx.csrf_token,
+        once=new_once_token(),
         current_path=back_here or here(ctx.request),
         prefix=PREFIX,
         **values,

@@ -45,3 +45,32 @@ def test_a_reload_after_a_test_delivery_sends_nothing_again(
     with psycopg.connect(loopback_world.server.database_url) as conn:
         tested = conn.execute("SELECT count(*) FROM events WHERE kind = 'webhook.tested'")
         assert tested.fetchone() == (1,)
+
+
+def test_a_reload_after_issuing_a_key_issues_no_second_key(
+    panel_world: PanelWorld, new_page: Callable[..., Any]
+) -> None:
+    lang = Language("en")
+    page = new_page("en-GB")
+    _sign_in(page, panel_world, panel_world.server.create_operator_key())
+    page.goto(panel_world.url + "operator/credentials")
+    page.locator("#name").fill("night shift")
+    page.get_by_role("button", name=lang.gettext("Issue the key")).click()
+    shown = page.locator("#new-secret code").inner_text()
+    assert shown.startswith("nwo_")
+    page.reload()
+    page.wait_for_load_state()
+    with psycopg.connect(panel_world.server.database_url) as conn:
+        named = conn.execute("SELECT count(*) FROM credentials WHERE name = 'night shift'")
+        assert named.fetchone() == (1,), "the reload issued a second key"
+    assert shown not in page.content()
+    page.locator("#sent-again").wait_for()
+    # The key shown first is the one that works: nothing replaced it.
+    with psycopg.connect(panel_world.server.database_url) as conn:
+        live = conn.execute(
+            "SELECT count(*) FROM credentials WHERE name = 'night shift' AND revoked_at IS NULL"
+        )
+        assert live.fetchone() == (1,)
+    other = new_page("en-GB")
+    _sign_in(other, panel_world, shown)
+    other.get_by_role("heading", name=lang.gettext("Operations")).wait_for()
