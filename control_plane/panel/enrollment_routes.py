@@ -23,7 +23,7 @@ from control_plane.enrollment.services import IssuedEnrollmentToken
 from control_plane.panel import backend, customer_backend
 from control_plane.panel.once import Once, already_sent, remember_sent
 from control_plane.panel.readers import Csrf, customer_of, customer_post
-from control_plane.panel.web import PREFIX, PanelContext, page, redirect
+from control_plane.panel.web import PREFIX, PanelContext, page, redirect, whole_number
 
 __all__ = ["router"]
 
@@ -32,11 +32,6 @@ router = APIRouter(prefix=PREFIX, include_in_schema=False)
 _HOUR = timedelta(hours=1)
 MAX_HOURS = MAX_EXPIRES_IN // _HOUR
 _FIELDS = {"uses", "expires_in", "name_pattern", "label"}
-
-
-def _whole_number(text: str) -> int | None:
-    text = text.strip()
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
 
 
 def _tokens_page(
@@ -100,8 +95,8 @@ def create(
     if already_sent(request, once):
         return _tokens_page(ctx, status_code=409, sent_again=True)
     form = {"uses": uses, "hours": hours, "name_pattern": name_pattern, "label": label}
-    count = _whole_number(uses)
-    lifetime = _whole_number(hours)
+    count = whole_number(uses.strip())
+    lifetime = whole_number(hours.strip())
     if count is None:
         return _tokens_page(ctx, status_code=422, error_field="uses", form=form)
     if lifetime is None or not 1 <= lifetime <= MAX_HOURS:

@@ -13,7 +13,14 @@ from fastapi.responses import Response, StreamingResponse
 from control_plane.history import MAX_EXPORT_DAYS, MAX_NIGHTS, HistoryEvent, HistoryRun
 from control_plane.panel import backend, customer_backend, history
 from control_plane.panel.readers import customer_of
-from control_plane.panel.web import PREFIX, PanelContext, not_found, page, with_headers
+from control_plane.panel.web import (
+    PREFIX,
+    PanelContext,
+    not_found,
+    page,
+    whole_number,
+    with_headers,
+)
 
 __all__ = ["router"]
 
@@ -36,7 +43,8 @@ def export_events(request: Request) -> Response:
 @router.get("/history/versions")
 def versions(request: Request, nights: str = "") -> Response:
     ctx, org_id = customer_of(request)
-    chosen = int(nights) if nights.isdigit() and int(nights) in NIGHT_CHOICES else None
+    number = whole_number(nights)
+    chosen = number if number in NIGHT_CHOICES else None
     error = (
         ctx.lang.gettext(
             "“%(value)s” is not one of the choices (%(choices)s).",

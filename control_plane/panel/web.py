@@ -52,6 +52,7 @@ __all__ = [
     "refused",
     "safe_next",
     "unsigned_context",
+    "whole_number",
     "with_headers",
 ]
 
@@ -262,6 +263,13 @@ def latest_context(request: Request) -> PanelContext:
     saw them), else a new one: for an answer chosen outside the route."""
     known = getattr(request.state, "panel_context", None)
     return known if isinstance(known, PanelContext) else context_of(request)
+
+
+def whole_number(text: str) -> int | None:
+    """`text` read as a whole number the way the panel's fields and addresses write one: ASCII
+    digits only, nine at most (more is past any bound here). `int` alone also reads a sign,
+    `_`, spaces and other scripts' digits, and `str.isdigit` takes a superscript `int` refuses."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
 
 
 def csrf_ok(ctx: PanelContext, presented: str | None) -> bool:
