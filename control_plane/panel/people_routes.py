@@ -20,6 +20,7 @@ from control_plane.accounts.oidc import ADDRESS_REFUSED
 from control_plane.accounts.passwords import MIN_PASSWORD, otpauth_uri
 from control_plane.accounts.people import (
     INVITATION_LIFETIME,
+    MAX_NAME,
     ROLES,
     InvitationRefused,
     PendingSignIn,
@@ -28,6 +29,8 @@ from control_plane.accounts.people import (
 from control_plane.errors import InvalidInput
 from control_plane.panel import backend, oidc_routes, people_backend
 from control_plane.panel.csrf import tokens_match
+from control_plane.panel.form_refusal import not_an_address, not_plain, not_sent_by_form, too_long
+from control_plane.panel.i18n import Language
 from control_plane.panel.once import Once, already_sent, remember_sent
 from control_plane.panel.readers import Csrf, customer_of, customer_post, operator_of, operator_post
 from control_plane.panel.web import (
@@ -63,6 +66,7 @@ def _people_page(
     oidc_issuer: str | None = None,
     reset_link: bool = False,
     person_error: str | None = None,
+    error_text: str | None = None,
     sent_again: bool = False,
 ) -> Response:
     assert ctx.session is not None and ctx.session.org_id is not None
@@ -80,6 +84,7 @@ def _people_page(
         oidc_removed=query.get("oidc_removed") == "1",
         reset_link=reset_link,
         person_error=person_error,
+        error_text=error_text,
         sent_again=sent_again,
         status_code=status_code,
         people=people_backend.people(ctx.services, ctx.session.org_id),
@@ -123,7 +128,8 @@ def invite(
         )
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "email", "role", "email_taken"} else "name"
-        return _people_page(ctx, status_code=422, error_field=field, form=form)
+        text = _person_problem(ctx.lang, field, form)
+        return _people_page(ctx, status_code=422, error_field=field, error_text=text, form=form)
     return _link_shown(ctx, _people_page(ctx, link=_link(ctx, issued.token, reset=False)), once)
 
 
@@ -147,9 +153,27 @@ def change_role(request: Request, person_id: str, csrf: Csrf = "", role: Field =
             ctx.services, post.org_id, parsed, role, actor=post.actor, now=ctx.now
         )
     except backend.Refused as exc:
-        status = 409 if exc.field == "last_editor" else 422
-        return _people_page(ctx, status_code=status, person_error=exc.field)
+        if exc.field == "last_editor":
+            return _people_page(ctx, status_code=409, person_error=exc.field)
+        text = not_sent_by_form(ctx.lang, "role", role)
+        return _people_page(ctx, status_code=422, person_error="role", error_text=text)
     return redirect(f"{PREFIX}/people?role_changed=1")
+
+
+def _person_problem(lang: Language, field: str, form: dict[str, str]) -> str | None:
+    """What is wrong with an invitation's refused field, with the value as typed; None where the
+    page's own sentence says it (nothing given, an address taken)."""
+    value = form.get(field, "")
+    if field == "role":
+        return not_sent_by_form(lang, "role", value)
+    if field not in {"name", "email"}:
+        return None
+    if field == "name" and len(value.strip()) > MAX_NAME:
+        return too_long(lang, "name", value.strip(), MAX_NAME)
+    plain = not_plain(lang, field, value)
+    if plain is not None:
+        return plain
+    return not_an_address(lang, value) if field == "email" and value.strip() else None
 
 
 def _reissued(request: Request, person_id: str, csrf: str, once: str, *, reset: bool) -> Response:
@@ -355,12 +379,14 @@ def _operators_page(
     link: str | None = None,
     error_field: str | None = None,
     form: dict[str, str] | None = None,
+    error_text: str | None = None,
     sent_again: bool = False,
 ) -> Response:
     return page(
         ctx,
         "operator_people.html",
         status_code=status_code,
+        error_text=error_text,
         sent_again=sent_again,
         removed=ctx.request.query_params.get("removed") == "1",
         people=people_backend.people(ctx.services, None),
@@ -398,7 +424,8 @@ def invite_operator(
         )
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "email", "email_taken"} else "name"
-        return _operators_page(ctx, status_code=422, error_field=field, form=form)
+        text = _person_problem(ctx.lang, field, form)
+        return _operators_page(ctx, status_code=422, error_field=field, error_text=text, form=form)
     return _link_shown(ctx, _operators_page(ctx, link=_link(ctx, issued.token, reset=False)), once)
 
 
