@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from control_plane.panel.i18n import Language
-from tests.panel.conftest import PanelWorld
+from tests.panel.conftest import PanelWorld, check_accessibility
 from tests.panel.operator_support import set_webhook, webhook_receiver
 from tests.panel.test_progress_webhook_releases_keys_http import SPRING
 
@@ -65,6 +65,7 @@ def test_a_reload_after_issuing_a_key_issues_no_second_key(
         assert named.fetchone() == (1,), "the reload issued a second key"
     assert shown not in page.content()
     page.locator("#sent-again").wait_for()
+    check_accessibility(page)
     # The key shown first is the one that works: nothing replaced it.
     with psycopg.connect(panel_world.server.database_url) as conn:
         live = conn.execute(
@@ -74,3 +75,28 @@ def test_a_reload_after_issuing_a_key_issues_no_second_key(
     other = new_page("en-GB")
     _sign_in(other, panel_world, shown)
     other.get_by_role("heading", name=lang.gettext("Operations")).wait_for()
+
+
+def test_a_reload_after_an_invitation_makes_no_second_link(
+    panel_world: PanelWorld, new_page: Callable[..., Any]
+) -> None:
+    lang = Language("en")
+    page = new_page("en-GB")
+    _sign_in(page, panel_world, panel_world.panel_key)
+    page.goto(panel_world.url + "people")
+    page.locator("#name").fill("Ana")
+    page.locator("#email").fill("ana@acme.example")
+    page.get_by_role("button", name=lang.gettext("Make the invitation")).click()
+    link = page.locator("#invitation-link code").inner_text()
+    with psycopg.connect(panel_world.server.database_url) as conn:
+        before = conn.execute("SELECT row_to_json(p)::text FROM people p").fetchall()
+    page.reload()
+    page.locator("#sent-again").wait_for()
+    assert link not in page.content()
+    with psycopg.connect(panel_world.server.database_url) as conn:
+        after = conn.execute("SELECT row_to_json(p)::text FROM people p").fetchall()
+    assert after == before and len(after) == 1
+    # The link shown first still opens the page that sets a password.
+    other = new_page("en-GB")
+    opened = other.goto(link)
+    assert opened is not None and opened.status == 200
