@@ -17,7 +17,14 @@ from control_plane.panel.fleet import fleet_chart, fleet_counts
 from control_plane.panel.i18n import Language
 from control_plane.panel.readers import Csrf, operator_of, operator_post
 from control_plane.panel.tonight import tonight
-from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, page, redirect
+from control_plane.panel.web import (
+    PREFIX,
+    PanelContext,
+    forecast_chart,
+    page,
+    redirect,
+    whole_number,
+)
 from control_plane.rollout.services import RolloutOverview
 from control_plane.runs.services import SlotOutcomes
 from ground.contract import MissReason
@@ -273,10 +280,10 @@ def save_settings(
         ("org_cap", org_cap),
         ("global_cap", global_cap),
     ):
-        try:
-            changes[name] = int(text.strip())
-        except ValueError:
+        number = whole_number(text.strip())
+        if number is None:
             return _overview(ctx, status_code=422, settings_error=name)
+        changes[name] = number
     try:
         backend.update_platform(ctx.services, changes, actor=post.actor, now=ctx.now)
     except backend.Refused as exc:
