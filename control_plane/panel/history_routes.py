@@ -21,6 +21,7 @@ from control_plane.panel.web import (
     whole_number,
     with_headers,
 )
+from ground.contract.plain_text import shown
 
 __all__ = ["router"]
 
@@ -48,23 +49,23 @@ def versions(request: Request, nights: str = "") -> Response:
     error = (
         ctx.lang.gettext(
             "“%(value)s” is not one of the choices (%(choices)s).",
-            value=nights[:20],
+            value=shown(nights[:20]),
             choices=", ".join(str(n) for n in sorted(NIGHT_CHOICES)),
         )
         if nights and chosen is None
         else None
     )
-    shown = chosen or NIGHT_CHOICES[0]
+    counted = chosen or NIGHT_CHOICES[0]
     platform = backend.platform(ctx.services)
     per_night = customer_backend.versions_per_night(
-        ctx.services, org_id, nights=shown, zone=platform.zone, now=ctx.now
+        ctx.services, org_id, nights=counted, zone=platform.zone, now=ctx.now
     )
     return page(
         ctx,
         "versions.html",
         status_code=400 if error else 200,
         chart=history.versions_chart(ctx.lang, per_night),
-        nights=shown,
+        nights=counted,
         night_choices=sorted(NIGHT_CHOICES),
         error=error,
     )

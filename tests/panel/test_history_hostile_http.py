@@ -52,3 +52,46 @@ def test_odd_numbers_of_nights_are_said_at_the_field(panel_world: PanelWorld, co
         for nights in ("7", "14", "30"):
             assert client.get(f"/panel/history/versions?nights={nights}").status_code == 200
         assert _rows(panel_world) == before
+
+
+@pytest.mark.parametrize("code", LANGUAGES)
+def test_a_value_with_a_bidirectional_control_is_quoted_seen_not_obeyed(
+    panel_world: PanelWorld, code: str
+) -> None:
+    """A right-to-left override quoted as it came would turn the rest of the sentence around:
+    the history's refusals show it, as every refusal does, as U+FFFD."""
+    lang = Language(code)
+    with sign_in_client(
+        panel_world, panel_world.panel_key, headers={"Accept-Language": code}
+    ) as client:
+        client.get("/panel/history/versions")
+        before = _rows(panel_world)
+        cases = [
+            (
+                "/panel/history/versions?nights=" + quote("\u202e7"),
+                lang.gettext(
+                    "“%(value)s” is not one of the choices (%(choices)s).",
+                    value="\ufffd7",
+                    choices="7, 14, 30",
+                ),
+            ),
+            (
+                "/panel/history/runs?from=" + quote("2027-03-2\u20666"),
+                lang.gettext(
+                    "“%(value)s” is not a date (expected YYYY-MM-DD).", value="2027-03-2\ufffd6"
+                ),
+            ),
+            (
+                "/panel/history/events?to=" + quote("\u202e2027-03-26"),
+                lang.gettext(
+                    "“%(value)s” is not a date (expected YYYY-MM-DD).", value="\ufffd2027-03-26"
+                ),
+            ),
+        ]
+        for address, said in cases:
+            answer = client.get(address)
+            assert answer.status_code == 400
+            text = html.unescape(answer.text)
+            assert said in text, address
+            assert "\u202e" not in text and "\u2066" not in text
+        assert _rows(panel_world) == before
