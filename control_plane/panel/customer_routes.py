@@ -37,6 +37,7 @@ from control_plane.panel.schedule_editor import EditorState, check_rows, editor_
 from control_plane.panel.tonight import tonight
 from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, not_found, page, redirect
 from control_plane.pins.holds import MAX_HOLD
+from ground.contract.plain_text import shown
 
 __all__ = ["agent_page", "agents_page", "list_address", "router"]
 
@@ -364,6 +365,8 @@ def _webhook_page(
         status_code=status_code,
         webhook=current,
         url=url or (current.url if current else ""),
+        # The refused address named in its refusal: its controls shown, not obeyed.
+        url_quoted=shown(url),
         error_field=error_field,
         secret_shown=secret_shown,
         saved=saved,

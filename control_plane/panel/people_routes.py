@@ -42,6 +42,7 @@ from control_plane.panel.web import (
     public_form_page,
     redirect,
 )
+from ground.contract.plain_text import shown
 
 __all__ = ["PENDING_COOKIE", "router"]
 
@@ -79,6 +80,8 @@ def _people_page(
         oidc_saved=query.get("oidc_saved") == "1",
         oidc_error=oidc_error or query.get("oidc_error"),
         oidc_issuer=oidc_issuer,
+        # The refused address named in its refusal: its controls shown, not obeyed.
+        oidc_issuer_quoted=shown(oidc_issuer or ""),
         removed=query.get("removed") == "1",
         role_changed=query.get("role_changed") == "1",
         oidc_removed=query.get("oidc_removed") == "1",

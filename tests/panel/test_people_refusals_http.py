@@ -94,3 +94,26 @@ def test_a_role_the_form_has_no_choice_for_is_said(panel_world: PanelWorld, code
             said = _PERSON_ERROR.findall(answer.text)
             assert [_said(text) for text in said] == [not_sent_by_form(lang, "role", role)]
         assert _rows(panel_world) == before
+
+
+def test_a_refused_provider_address_is_quoted_with_its_controls_shown(
+    panel_world: PanelWorld,
+) -> None:
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        token = csrf_of(client.get("/panel/people").text)
+        before = _rows(panel_world)
+        answer = client.post(
+            "/panel/people/oidc",
+            data={
+                "csrf": token,
+                "issuer": "http://127.0.0.1/\u202eredivorp",
+                "client_id": "nachtwacht",
+                "client_secret": "s" * 20,
+            },
+        )
+        assert answer.status_code == 422
+        said = re.search(r'id="issuer-error">([^<]*)<', answer.text)
+        assert said is not None
+        assert "http://127.0.0.1/\ufffdredivorp" in said.group(1)
+        assert "\u202e" not in said.group(1)
+        assert _rows(panel_world) == before

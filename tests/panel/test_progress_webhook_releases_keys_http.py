@@ -359,3 +359,27 @@ def test_a_webhook_address_the_policy_refuses_is_said_apart_from_a_malformed_one
     assert malformed.status_code == 422
     assert "without a user name or password" in malformed.text
     assert "we send only to public addresses" not in malformed.text
+
+
+def test_a_refused_webhook_address_is_quoted_with_its_controls_shown(
+    panel_world: PanelWorld,
+) -> None:
+    """The address the policy refuses is named in the refusal; a bidirectional control in it is
+    shown as U+FFFD there, never obeyed (it would turn the rest of the sentence around)."""
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        token = csrf_of(client.get("/panel/webhook").text)
+        before = _webhook_rows(panel_world)
+        answer = client.post(
+            "/panel/webhook", data={"csrf": token, "url": "http://127.0.0.1/\u202ekoohbew"}
+        )
+    assert answer.status_code == 422
+    said = re.search(r'id="url-error">([^<]*)<', answer.text)
+    assert said is not None
+    assert "http://127.0.0.1/\ufffdkoohbew" in said.group(1)
+    assert "\u202e" not in said.group(1)
+    assert _webhook_rows(panel_world) == before
+
+
+def _webhook_rows(world: PanelWorld) -> list[tuple[object, ...]]:
+    with psycopg.connect(world.server.database_url) as conn:
+        return conn.execute("SELECT * FROM webhooks").fetchall()
