@@ -14,6 +14,7 @@ from fastapi.responses import Response
 from control_plane.accounts.credentials import Audience
 from control_plane.accounts.services import IssuedCredential
 from control_plane.panel import backend, operator_backend, rollout_backend
+from control_plane.panel.form_refusal import not_plain
 from control_plane.panel.once import Once, already_sent, remember_sent
 from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
 from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
@@ -33,6 +34,7 @@ def _credentials_page(
     show_revoked: bool = False,
     revoked: bool = False,
     sent_again: bool = False,
+    error_text: str | None = None,
 ) -> Response:
     listed = operator_backend.credentials(ctx.services, include_revoked=show_revoked)
     return page(
@@ -46,6 +48,7 @@ def _credentials_page(
         show_revoked=show_revoked,
         revoked=revoked,
         sent_again=sent_again,
+        error_text=error_text,
         own_credential=ctx.session.credential_id if ctx.session else None,
         org_names=rollout_backend.org_names(ctx.services),
         zone=backend.platform(ctx.services).zone,
@@ -84,7 +87,11 @@ def issue(
         )
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "org_id"} else "name"
-        return _credentials_page(ctx, status_code=422, error_field=field, form=form)
+        # A name with a control character was given: said as such, not as a missing name.
+        text = not_plain(ctx.lang, "name", name) if field == "name" else None
+        return _credentials_page(
+            ctx, status_code=422, error_field=field, error_text=text, form=form
+        )
     return _secret_shown(ctx, issued, once)
 
 

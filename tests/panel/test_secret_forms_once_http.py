@@ -6,6 +6,7 @@ not one is ignored, never an error."""
 from __future__ import annotations
 
 import contextlib
+import html
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -293,3 +294,34 @@ def test_the_resent_form_is_said_in_each_language(panel_world: PanelWorld, code:
     assert again.status_code == 409
     assert again.headers["content-language"] == code
     assert said in again.text.replace("&#39;", "'").replace("&quot;", '"')
+
+
+@pytest.mark.parametrize("code", LANGUAGES)
+def test_a_key_name_with_a_control_is_said_as_such(panel_world: PanelWorld, code: str) -> None:
+    """A key's name holding a control character or a bidirectional control is refused at the
+    field naming the value and the character, not as a name that was not given; no key is made."""
+    lang = Language(code)
+    with signed_in(panel_world, "operator", headers={"Accept-Language": code}) as client:
+        shown_page = client.get("/panel/operator/credentials")
+        before = rows(panel_world)
+        for name, control in (("\u202eops", "U+202E"), ("night\x1bshift", "U+001B")):
+            answer = client.post(
+                "/panel/operator/credentials",
+                data={
+                    "csrf": csrf_of(shown_page.text),
+                    "once": once_of(shown_page.text),
+                    "audience": "operator",
+                    "name": name,
+                },
+            )
+            assert answer.status_code == 422
+            said = re.findall(r'id="name-error">([^<]*)<', answer.text)
+            expected = lang.gettext(
+                "%(field)s: “%(value)s” contains a control character (%(code)s). Write it in"
+                " plain text.",
+                field=lang.gettext("Name"),
+                value=name.replace("\u202e", "\ufffd").replace("\x1b", "\ufffd"),
+                code=control,
+            )
+            assert [html.unescape(text) for text in said] == [expected]
+        assert rows(panel_world) == before
