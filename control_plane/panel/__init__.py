@@ -8,7 +8,7 @@
     operator_backend.py   the forecast and nights, the fleet and its trust root, releases,
                           credentials, the brake
     rollout_backend.py    stages, halts, a release's brake, notices, canaries, pins, holds
-    csrf.py             the forms' CSRF tokens (derived from the session's secret)
+    csrf.py             the forms' CSRF tokens (derived from the session's secret), one-use tokens
     i18n.py             the nine languages: catalogs compiled at start, choice, CLDR formatting
     wording.py          the core's facts (problems, DST kinds, run states, reasons) said per
                         language;  event_wording.py  the trail's events, the notifications, a
@@ -28,6 +28,7 @@
                         form too large; an address with a NUL; a path nothing serves or a
                         method it does not take; an unexpected exception (500, a reference)
     flash.py            a bulk form's result carried over its redirect (POST/redirect/GET)
+    once.py             a form that shows a secret once makes nothing when it is sent again
     people_backend.py   named people (`accounts.people`): invitations, roles, new links and
                         resets, removals, signing in as oneself
     people_routes.py    people invited by an editor (the link shown once), their role, a new

@@ -14,6 +14,8 @@ from fastapi.responses import Response
 from control_plane.accounts.credentials import Audience
 from control_plane.accounts.services import IssuedCredential
 from control_plane.panel import backend, operator_backend, rollout_backend
+from control_plane.panel.form_refusal import not_plain
+from control_plane.panel.once import Once, already_sent, remember_sent
 from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
 from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
 
@@ -31,6 +33,8 @@ def _credentials_page(
     form: dict[str, str] | None = None,
     show_revoked: bool = False,
     revoked: bool = False,
+    sent_again: bool = False,
+    error_text: str | None = None,
 ) -> Response:
     listed = operator_backend.credentials(ctx.services, include_revoked=show_revoked)
     return page(
@@ -43,6 +47,8 @@ def _credentials_page(
         form=form or {"audience": "operator", "name": "", "org_id": ""},
         show_revoked=show_revoked,
         revoked=revoked,
+        sent_again=sent_again,
+        error_text=error_text,
         own_credential=ctx.session.credential_id if ctx.session else None,
         org_names=rollout_backend.org_names(ctx.services),
         zone=backend.platform(ctx.services).zone,
@@ -62,9 +68,12 @@ def issue(
     audience: Annotated[str, Form(max_length=20)] = "operator",
     name: Annotated[str, Form(max_length=300)] = "",
     org_id: Annotated[str, Form(max_length=100)] = "",
+    once: Once = "",
 ) -> Response:
     post = operator_post(request, csrf)
     ctx = post.ctx
+    if already_sent(request, once):
+        return _credentials_page(ctx, status_code=409, sent_again=True)
     form = {"audience": audience, "name": name, "org_id": org_id}
     kind = Audience.PANEL if audience == "panel" else Audience.OPERATOR
     org: UUID | None = None
@@ -78,21 +87,34 @@ def issue(
         )
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "org_id"} else "name"
-        return _credentials_page(ctx, status_code=422, error_field=field, form=form)
-    return _credentials_page(ctx, issued=issued)
+        # A name with a control character was given: said as such, not as a missing name.
+        text = not_plain(ctx.lang, "name", name) if field == "name" else None
+        return _credentials_page(
+            ctx, status_code=422, error_field=field, error_text=text, form=form
+        )
+    return _secret_shown(ctx, issued, once)
 
 
 @router.post("/credentials/{credential_id}/rotate")
-def rotate(request: Request, credential_id: str, csrf: Csrf = "") -> Response:
+def rotate(request: Request, credential_id: str, csrf: Csrf = "", once: Once = "") -> Response:
     post = operator_post(request, csrf, credential_id)
     ctx, (parsed,) = post.ctx, post.ids
+    if already_sent(request, once):
+        return _credentials_page(ctx, status_code=409, sent_again=True)
     try:
         issued = operator_backend.rotate_credential(
             ctx.services, parsed, actor=post.actor, now=ctx.now
         )
     except backend.Refused:
         return _credentials_page(ctx, status_code=409, error_field="credential")
-    return _credentials_page(ctx, issued=issued)
+    return _secret_shown(ctx, issued, once)
+
+
+def _secret_shown(ctx: PanelContext, issued: IssuedCredential, once: str) -> Response:
+    """The new secret, shown once: the form's token kept as used, so a resend makes no other."""
+    response = _credentials_page(ctx, issued=issued)
+    remember_sent(ctx.request, response, once, secure=ctx.secure)
+    return response
 
 
 @router.get("/credentials/{credential_id}/revoke")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hmac
 import secrets
 
-__all__ = ["csrf_token_for", "new_signin_token", "tokens_match"]
+__all__ = ["csrf_token_for", "new_once_token", "new_signin_token", "tokens_match"]
 
 
 def csrf_token_for(session_secret: str) -> str:
@@ -23,6 +23,11 @@ def csrf_token_for(session_secret: str) -> str:
 
 def new_signin_token() -> str:
     return secrets.token_urlsafe(32)
+
+
+def new_once_token() -> str:
+    """A form's one-use token, fresh in every page (`once.py`): random, and no secret."""
+    return secrets.token_urlsafe(18)
 
 
 def tokens_match(expected: str | None, presented: str | None) -> bool:

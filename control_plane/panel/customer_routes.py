@@ -31,11 +31,13 @@ from control_plane.panel.flash import (
     take_done,
 )
 from control_plane.panel.i18n import Language
+from control_plane.panel.once import Once, already_sent, remember_sent
 from control_plane.panel.readers import Csrf, customer_of, customer_post, parse_id
 from control_plane.panel.schedule_editor import EditorState, check_rows, editor_preview
 from control_plane.panel.tonight import tonight
 from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, not_found, page, redirect
 from control_plane.pins.holds import MAX_HOLD
+from ground.contract.plain_text import shown
 
 __all__ = ["agent_page", "agents_page", "list_address", "router"]
 
@@ -353,21 +355,22 @@ def _webhook_page(
     secret_shown: str | None = None,
     status_code: int = 200,
     saved: bool = False,
-    tested: customer_backend.WebhookTest | None = None,
+    sent_again: bool = False,
 ) -> Response:
     current = customer_backend.webhook(ctx.services, org_id)
-    last_test = tested or (
-        customer_backend.last_webhook_test(ctx.services, org_id) if current else None
-    )
+    last_test = customer_backend.last_webhook_test(ctx.services, org_id) if current else None
     return page(
         ctx,
         "webhook.html",
         status_code=status_code,
         webhook=current,
         url=url or (current.url if current else ""),
+        # The refused address named in its refusal: its controls shown, not obeyed.
+        url_quoted=shown(url),
         error_field=error_field,
         secret_shown=secret_shown,
         saved=saved,
+        sent_again=sent_again,
         last_test=last_test,
         test_text=event_wording.webhook_test_text(ctx.lang, last_test) if last_test else None,
         zone=backend.platform(ctx.services).zone,
@@ -387,33 +390,39 @@ def save_webhook(
     url: Annotated[str, Form(max_length=2100)] = "",
     secret: Annotated[str, Form(max_length=300)] = "",
     action: Annotated[str, Form()] = "save",
+    once: Once = "",
 ) -> Response:
     post = customer_post(request, csrf)
     ctx, org_id = post.ctx, post.org_id
     if action == "delete":
         customer_backend.delete_webhook(ctx.services, org_id)
         return redirect(f"{PREFIX}/webhook")
+    if already_sent(request, once):
+        return _webhook_page(ctx, org_id, status_code=409, sent_again=True)
     try:
         generated = customer_backend.save_webhook(
             ctx.services, org_id, url, secret or None, now=ctx.now
         )
     except backend.Refused as exc:
         return _webhook_page(ctx, org_id, error_field=exc.field, url=url, status_code=422)
-    return _webhook_page(ctx, org_id, secret_shown=generated, saved=True)
+    # A generated secret is shown once: the form's token kept as used, so a resend replaces
+    # neither the secret nor the address.
+    response = _webhook_page(ctx, org_id, secret_shown=generated, saved=True)
+    remember_sent(request, response, once, secure=ctx.secure)
+    return response
 
 
 @router.post("/webhook/test")
 def test_webhook(request: Request, csrf: Csrf = "") -> Response:
-    """Send a signed test delivery now and show what came of it (also recorded in the trail)."""
+    """Send a signed test delivery now, then a redirect to the webhook's page, which shows what
+    came of it from the trail: a reload shows the page again and sends nothing."""
     post = customer_post(request, csrf)
     ctx, org_id = post.ctx, post.org_id
     try:
-        tested = customer_backend.send_webhook_test(
-            ctx.services, org_id, actor=post.actor, now=ctx.now
-        )
+        customer_backend.send_webhook_test(ctx.services, org_id, actor=post.actor, now=ctx.now)
     except backend.Missing:
         return _webhook_page(ctx, org_id, status_code=409)
-    return _webhook_page(ctx, org_id, tested=tested)
+    return redirect(f"{PREFIX}/webhook#test-result")
 
 
 @router.get("/forecast")

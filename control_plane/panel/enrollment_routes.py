@@ -21,8 +21,9 @@ from control_plane.enrollment.rules import (
 )
 from control_plane.enrollment.services import IssuedEnrollmentToken
 from control_plane.panel import backend, customer_backend
+from control_plane.panel.once import Once, already_sent, remember_sent
 from control_plane.panel.readers import Csrf, customer_of, customer_post
-from control_plane.panel.web import PREFIX, PanelContext, page, redirect
+from control_plane.panel.web import PREFIX, PanelContext, page, redirect, whole_number
 
 __all__ = ["router"]
 
@@ -33,11 +34,6 @@ MAX_HOURS = MAX_EXPIRES_IN // _HOUR
 _FIELDS = {"uses", "expires_in", "name_pattern", "label"}
 
 
-def _whole_number(text: str) -> int | None:
-    text = text.strip()
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
-
-
 def _tokens_page(
     ctx: PanelContext,
     *,
@@ -46,6 +42,7 @@ def _tokens_page(
     error_field: str | None = None,
     form: dict[str, str] | None = None,
     revoked: bool = False,
+    sent_again: bool = False,
 ) -> Response:
     assert ctx.session is not None and ctx.session.org_id is not None
     listed = customer_backend.enrollment_tokens(ctx.services, ctx.session.org_id, now=ctx.now)
@@ -69,6 +66,7 @@ def _tokens_page(
             "label": "",
         },
         revoked=revoked,
+        sent_again=sent_again,
         max_uses=MAX_USES,
         max_hours=MAX_HOURS,
         max_text=min(MAX_LABEL_LENGTH, MAX_PATTERN_LENGTH),
@@ -90,12 +88,15 @@ def create(
     hours: Annotated[str, Form(max_length=20)] = "",
     name_pattern: Annotated[str, Form(max_length=300)] = "",
     label: Annotated[str, Form(max_length=300)] = "",
+    once: Once = "",
 ) -> Response:
     post = customer_post(request, csrf)
     ctx = post.ctx
+    if already_sent(request, once):
+        return _tokens_page(ctx, status_code=409, sent_again=True)
     form = {"uses": uses, "hours": hours, "name_pattern": name_pattern, "label": label}
-    count = _whole_number(uses)
-    lifetime = _whole_number(hours)
+    count = whole_number(uses.strip())
+    lifetime = whole_number(hours.strip())
     if count is None:
         return _tokens_page(ctx, status_code=422, error_field="uses", form=form)
     if lifetime is None or not 1 <= lifetime <= MAX_HOURS:
@@ -114,7 +115,10 @@ def create(
     except backend.Refused as exc:
         field = exc.field if exc.field in _FIELDS else "label"
         return _tokens_page(ctx, status_code=422, error_field=field, form=form)
-    return _tokens_page(ctx, issued=issued)
+    # The install line, shown once: the form's token kept as used, so a resend makes no other.
+    response = _tokens_page(ctx, issued=issued)
+    remember_sent(request, response, once, secure=ctx.secure)
+    return response
 
 
 @router.post("/enrollment/{token_id}/revoke")

@@ -40,6 +40,7 @@ from control_plane.panel import rollout_wording
 from control_plane.panel.backend import missing_or_refused
 from control_plane.panel.i18n import Language
 from control_plane.panel.schedule_editor import EditorState, check_rows
+from control_plane.panel.web import whole_number
 from control_plane.panel.wording import ONLINE_WITHIN
 from control_plane.pins.holds import MAX_HOLD, MAX_HOLD_REASON_LENGTH
 from control_plane.registry import Services
@@ -116,9 +117,7 @@ def read_view(lang: Language, params: Mapping[str, str]) -> FleetView:
         errors["state"] = lang.gettext("Choose one of the listed states.")
     if sort not in SORT_CHOICES:
         errors["sort"] = lang.gettext("Choose one of the listed orders.")
-    # Nine digits at most: more is past any list's end, and Python refuses to read a long one.
-    readable = page_text.isascii() and page_text.isdigit() and len(page_text) <= 9
-    page = int(page_text) if readable else 0
+    page = whole_number(page_text) or 0
     shown = FleetView(
         search=search[:MAX_SEARCH_LENGTH] if "q" in errors else search,
         state=state[:50],

@@ -38,7 +38,7 @@ from control_plane.panel.web import (
     safe_next,
     unsigned_context,
 )
-from ground.contract.plain_text import shown
+from ground.contract.plain_text import first_bidi_control, first_control_character, shown
 
 __all__ = [
     "address_refused",
@@ -47,7 +47,11 @@ __all__ = [
     "form_refused",
     "form_too_large",
     "is_panel_path",
+    "not_an_address",
+    "not_plain",
+    "not_sent_by_form",
     "service_refused",
+    "too_long",
 ]
 
 # Fields whose value is never shown back: keys, passwords, secrets.
@@ -120,14 +124,24 @@ def field_problem(lang: Language, error: dict[str, Any]) -> str:
                 length=lang.number(len(value)),
                 count=lang.number(limit),
             )
-        return lang.gettext(
-            "%(field)s: “%(value)s” is too long (%(length)s characters). At most %(count)s"
-            " characters are accepted.",
-            field=field,
-            value=_shown(value),
-            length=lang.number(len(value)),
-            count=lang.number(limit),
-        )
+        return too_long(lang, name, value, limit)
+    return not_sent_by_form(lang, name, value)
+
+
+def too_long(lang: Language, name: str, value: str, limit: int) -> str:
+    return lang.gettext(
+        "%(field)s: “%(value)s” is too long (%(length)s characters). At most %(count)s"
+        " characters are accepted.",
+        field=field_label(lang, name),
+        value=_shown(value),
+        length=lang.number(len(value)),
+        count=lang.number(limit),
+    )
+
+
+def not_sent_by_form(lang: Language, name: str, value: object) -> str:
+    """A value the form's own controls never send (a choice that is not among its options)."""
+    field = field_label(lang, name)
     if isinstance(value, str) and name not in SECRET_FIELDS:
         return lang.gettext(
             "%(field)s: “%(value)s” is not a value this form sends. Go back and use the form as"
@@ -138,6 +152,28 @@ def field_problem(lang: Language, error: dict[str, Any]) -> str:
     return lang.gettext(
         "%(field)s: not a value this form sends. Go back and use the form as the page shows it.",
         field=field,
+    )
+
+
+def not_plain(lang: Language, name: str, value: str) -> str | None:
+    """A typed value holding a control character or a bidirectional control, said with its field
+    and value (the characters shown, not obeyed); None when it holds neither."""
+    control = first_control_character(value) or first_bidi_control(value)
+    if control is None:
+        return None
+    return lang.gettext(
+        "%(field)s: “%(value)s” contains a control character (%(code)s). Write it in plain text.",
+        field=field_label(lang, name),
+        value=_shown(value),
+        code=f"U+{ord(control):04X}",
+    )
+
+
+def not_an_address(lang: Language, value: str) -> str:
+    return lang.gettext(
+        "%(field)s: “%(value)s” is not an e-mail address. Give one like name@example.com.",
+        field=field_label(lang, "email"),
+        value=_shown(value),
     )
 
 

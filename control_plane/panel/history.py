@@ -24,6 +24,7 @@ from markupsafe import Markup
 from control_plane.history import HistoryEvent, HistoryQuery, HistoryRun, NightVersions, Position
 from control_plane.panel.charts import Series, Stack, stacked_chart
 from control_plane.panel.i18n import Language
+from ground.contract.plain_text import shown
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -136,7 +137,7 @@ def read_view(lang: Language, what: What, params: Mapping[str, str]) -> HistoryV
         days[name] = _day(text) if text else None
         if text and days[name] is None:
             errors[name] = lang.gettext(
-                "“%(value)s” is not a date (expected YYYY-MM-DD).", value=text
+                "“%(value)s” is not a date (expected YYYY-MM-DD).", value=shown(text)
             )
     if days["from"] and days["to"] and days["to"] < days["from"]:
         errors["to"] = lang.gettext("The last day is before the first day.")

@@ -13,7 +13,15 @@ from fastapi.responses import Response, StreamingResponse
 from control_plane.history import MAX_EXPORT_DAYS, MAX_NIGHTS, HistoryEvent, HistoryRun
 from control_plane.panel import backend, customer_backend, history
 from control_plane.panel.readers import customer_of
-from control_plane.panel.web import PREFIX, PanelContext, not_found, page, with_headers
+from control_plane.panel.web import (
+    PREFIX,
+    PanelContext,
+    not_found,
+    page,
+    whole_number,
+    with_headers,
+)
+from ground.contract.plain_text import shown
 
 __all__ = ["router"]
 
@@ -36,27 +44,28 @@ def export_events(request: Request) -> Response:
 @router.get("/history/versions")
 def versions(request: Request, nights: str = "") -> Response:
     ctx, org_id = customer_of(request)
-    chosen = int(nights) if nights.isdigit() and int(nights) in NIGHT_CHOICES else None
+    number = whole_number(nights)
+    chosen = number if number in NIGHT_CHOICES else None
     error = (
         ctx.lang.gettext(
             "“%(value)s” is not one of the choices (%(choices)s).",
-            value=nights[:20],
+            value=shown(nights[:20]),
             choices=", ".join(str(n) for n in sorted(NIGHT_CHOICES)),
         )
         if nights and chosen is None
         else None
     )
-    shown = chosen or NIGHT_CHOICES[0]
+    counted = chosen or NIGHT_CHOICES[0]
     platform = backend.platform(ctx.services)
     per_night = customer_backend.versions_per_night(
-        ctx.services, org_id, nights=shown, zone=platform.zone, now=ctx.now
+        ctx.services, org_id, nights=counted, zone=platform.zone, now=ctx.now
     )
     return page(
         ctx,
         "versions.html",
         status_code=400 if error else 200,
         chart=history.versions_chart(ctx.lang, per_night),
-        nights=shown,
+        nights=counted,
         night_choices=sorted(NIGHT_CHOICES),
         error=error,
     )

@@ -17,11 +17,19 @@ from control_plane.panel.fleet import fleet_chart, fleet_counts
 from control_plane.panel.i18n import Language
 from control_plane.panel.readers import Csrf, operator_of, operator_post
 from control_plane.panel.tonight import tonight
-from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, page, redirect
+from control_plane.panel.web import (
+    PREFIX,
+    PanelContext,
+    forecast_chart,
+    page,
+    redirect,
+    whole_number,
+)
 from control_plane.rollout.services import RolloutOverview
 from control_plane.runs.services import SlotOutcomes
 from ground.contract import MissReason
 from ground.contract.plain_text import first_bidi_control, first_control_character, shown
+from ground.limits import MAX_CAP, MAX_CATCH_UP_MINUTES, MIN_CAP, MIN_CATCH_UP_MINUTES
 
 __all__ = ["operator_of", "router"]
 
@@ -185,8 +193,11 @@ def _overview(
     status_code: int = 200,
     brake_error: str | None = None,
     settings_error: str | None = None,
+    settings_typed: dict[str, str] | None = None,
     saved: str | None = None,
 ) -> Response:
+    """The operators' start page; a refused setting is said at its field, with the values as
+    they were typed (`settings_typed`) in the form."""
     charts, rollout = _night_charts(ctx)
     return page(
         ctx,
@@ -205,6 +216,10 @@ def _overview(
         rollout=rollout,
         brake_error=brake_error,
         settings_error=settings_error,
+        settings_text=(
+            _settings_problem(ctx, settings_error, settings_typed or {}) if settings_error else None
+        ),
+        settings_typed=settings_typed,
         saved=saved,
     )
 
@@ -267,18 +282,69 @@ def save_settings(
 ) -> Response:
     post = operator_post(request, csrf)
     ctx = post.ctx
+    typed = {
+        "timezone": timezone,
+        "catch_up_minutes": catch_up_minutes,
+        "org_cap": org_cap,
+        "global_cap": global_cap,
+    }
     changes: dict[str, object] = {"timezone": timezone.strip()}
-    for name, text in (
-        ("catch_up_minutes", catch_up_minutes),
-        ("org_cap", org_cap),
-        ("global_cap", global_cap),
-    ):
-        try:
-            changes[name] = int(text.strip())
-        except ValueError:
-            return _overview(ctx, status_code=422, settings_error=name)
+    for name in ("catch_up_minutes", "org_cap", "global_cap"):
+        number = whole_number(typed[name].strip())
+        if number is None:
+            return _overview(ctx, status_code=422, settings_error=name, settings_typed=typed)
+        changes[name] = number
     try:
         backend.update_platform(ctx.services, changes, actor=post.actor, now=ctx.now)
     except backend.Refused as exc:
-        return _overview(ctx, status_code=422, settings_error=exc.field)
+        field = exc.field if exc.field in typed else "catch_up_minutes"
+        return _overview(ctx, status_code=422, settings_error=field, settings_typed=typed)
     return redirect(f"{PREFIX}/operator?saved=settings")
+
+
+def _settings_problem(ctx: PanelContext, field: str, typed: dict[str, str]) -> str:
+    """What is wrong with a refused setting: its label, the value as typed (shown, not obeyed)
+    and what is accepted."""
+    lang = ctx.lang
+    value = shown(typed.get(field, "")[:40])
+    label = _settings_label(lang, field)
+    if field == "timezone":
+        return lang.gettext(
+            "%(field)s: “%(value)s” is not a time zone we know. Give its IANA name, such as"
+            " Europe/Amsterdam.",
+            field=label,
+            value=value,
+        )
+    current = backend.platform(ctx.services)
+    number = whole_number(typed.get(field, "").strip())
+    if field == "org_cap" and number is not None and MIN_CAP <= number <= MAX_CAP:
+        total = whole_number(typed.get("global_cap", "").strip())
+        return lang.gettext(
+            "%(field)s: “%(value)s” is more than the updates in total per minute (%(total)s).",
+            field=label,
+            value=value,
+            total=lang.number(total if total is not None else current.global_cap),
+        )
+    if field == "catch_up_minutes":
+        # The window's last minute grants no new token: a window must have one before it.
+        low = max(MIN_CATCH_UP_MINUTES, current.grant_margin_seconds // 60 + 1)
+        high = MAX_CATCH_UP_MINUTES
+    else:
+        low, high = MIN_CAP, MAX_CAP
+    return lang.gettext(
+        "%(field)s: “%(value)s” is not accepted. Give a whole number from %(low)s to %(high)s.",
+        field=label,
+        value=value,
+        low=lang.number(low),
+        high=lang.number(high),
+    )
+
+
+def _settings_label(lang: Language, field: str) -> str:
+    labels = {
+        "timezone": lang.gettext("Time zone of every schedule"),
+        "catch_up_minutes": lang.gettext("Catch-up window (minutes)"),
+        "org_cap": lang.gettext("Updates per organisation per minute"),
+        "global_cap": lang.gettext("Updates in total per minute"),
+    }
+    return labels[field]

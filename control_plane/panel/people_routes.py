@@ -20,6 +20,7 @@ from control_plane.accounts.oidc import ADDRESS_REFUSED
 from control_plane.accounts.passwords import MIN_PASSWORD, otpauth_uri
 from control_plane.accounts.people import (
     INVITATION_LIFETIME,
+    MAX_NAME,
     ROLES,
     InvitationRefused,
     PendingSignIn,
@@ -28,6 +29,9 @@ from control_plane.accounts.people import (
 from control_plane.errors import InvalidInput
 from control_plane.panel import backend, oidc_routes, people_backend
 from control_plane.panel.csrf import tokens_match
+from control_plane.panel.form_refusal import not_an_address, not_plain, not_sent_by_form, too_long
+from control_plane.panel.i18n import Language
+from control_plane.panel.once import Once, already_sent, remember_sent
 from control_plane.panel.readers import Csrf, customer_of, customer_post, operator_of, operator_post
 from control_plane.panel.web import (
     PREFIX,
@@ -38,6 +42,7 @@ from control_plane.panel.web import (
     public_form_page,
     redirect,
 )
+from ground.contract.plain_text import shown
 
 __all__ = ["PENDING_COOKIE", "router"]
 
@@ -62,6 +67,8 @@ def _people_page(
     oidc_issuer: str | None = None,
     reset_link: bool = False,
     person_error: str | None = None,
+    error_text: str | None = None,
+    sent_again: bool = False,
 ) -> Response:
     assert ctx.session is not None and ctx.session.org_id is not None
     query = ctx.request.query_params
@@ -73,11 +80,15 @@ def _people_page(
         oidc_saved=query.get("oidc_saved") == "1",
         oidc_error=oidc_error or query.get("oidc_error"),
         oidc_issuer=oidc_issuer,
+        # The refused address named in its refusal: its controls shown, not obeyed.
+        oidc_issuer_quoted=shown(oidc_issuer or ""),
         removed=query.get("removed") == "1",
         role_changed=query.get("role_changed") == "1",
         oidc_removed=query.get("oidc_removed") == "1",
         reset_link=reset_link,
         person_error=person_error,
+        error_text=error_text,
+        sent_again=sent_again,
         status_code=status_code,
         people=people_backend.people(ctx.services, ctx.session.org_id),
         link=link,
@@ -96,10 +107,17 @@ def people(request: Request) -> Response:
 
 @router.post("/people")
 def invite(
-    request: Request, csrf: Csrf = "", name: Field = "", email: Field = "", role: Field = ""
+    request: Request,
+    csrf: Csrf = "",
+    name: Field = "",
+    email: Field = "",
+    role: Field = "",
+    once: Once = "",
 ) -> Response:
     post = customer_post(request, csrf)
     ctx = post.ctx
+    if already_sent(request, once):
+        return _people_page(ctx, status_code=409, sent_again=True)
     form = {"name": name, "email": email, "role": role}
     try:
         issued = people_backend.invite(
@@ -113,8 +131,9 @@ def invite(
         )
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "email", "role", "email_taken"} else "name"
-        return _people_page(ctx, status_code=422, error_field=field, form=form)
-    return _people_page(ctx, link=_link(ctx, issued.token, reset=False))
+        text = _person_problem(ctx.lang, field, form)
+        return _people_page(ctx, status_code=422, error_field=field, error_text=text, form=form)
+    return _link_shown(ctx, _people_page(ctx, link=_link(ctx, issued.token, reset=False)), once)
 
 
 @router.post("/people/{person_id}/remove")
@@ -137,21 +156,49 @@ def change_role(request: Request, person_id: str, csrf: Csrf = "", role: Field =
             ctx.services, post.org_id, parsed, role, actor=post.actor, now=ctx.now
         )
     except backend.Refused as exc:
-        status = 409 if exc.field == "last_editor" else 422
-        return _people_page(ctx, status_code=status, person_error=exc.field)
+        if exc.field == "last_editor":
+            return _people_page(ctx, status_code=409, person_error=exc.field)
+        text = not_sent_by_form(ctx.lang, "role", role)
+        return _people_page(ctx, status_code=422, person_error="role", error_text=text)
     return redirect(f"{PREFIX}/people?role_changed=1")
 
 
-def _reissued(request: Request, person_id: str, csrf: str, *, reset: bool) -> Response:
+def _person_problem(lang: Language, field: str, form: dict[str, str]) -> str | None:
+    """What is wrong with an invitation's refused field, with the value as typed; None where the
+    page's own sentence says it (nothing given, an address taken)."""
+    value = form.get(field, "")
+    if field == "role":
+        return not_sent_by_form(lang, "role", value)
+    if field not in {"name", "email"}:
+        return None
+    if field == "name" and len(value.strip()) > MAX_NAME:
+        return too_long(lang, "name", value.strip(), MAX_NAME)
+    plain = not_plain(lang, field, value)
+    if plain is not None:
+        return plain
+    return not_an_address(lang, value) if field == "email" and value.strip() else None
+
+
+def _reissued(request: Request, person_id: str, csrf: str, once: str, *, reset: bool) -> Response:
     post = customer_post(request, csrf, person_id)
     ctx, (parsed,) = post.ctx, post.ids
+    if already_sent(request, once):
+        return _people_page(ctx, status_code=409, sent_again=True)
     try:
         issued = people_backend.reissue(
             ctx.services, post.org_id, parsed, reset=reset, actor=post.actor, now=ctx.now
         )
     except backend.Refused as exc:
         return _people_page(ctx, status_code=409, person_error=exc.field)
-    return _people_page(ctx, link=_link(ctx, issued.token, reset=reset), reset_link=reset)
+    shown = _people_page(ctx, link=_link(ctx, issued.token, reset=reset), reset_link=reset)
+    return _link_shown(ctx, shown, once)
+
+
+def _link_shown(ctx: PanelContext, response: Response, once: str) -> Response:
+    """A link, shown once: the form's token kept as used, so a resend of the form makes no other
+    (which would end the link shown, or a password the person set through it meanwhile)."""
+    remember_sent(ctx.request, response, once, secure=ctx.secure)
+    return response
 
 
 def _link(ctx: PanelContext, token: str, *, reset: bool) -> str:
@@ -160,16 +207,16 @@ def _link(ctx: PanelContext, token: str, *, reset: bool) -> str:
 
 
 @router.post("/people/{person_id}/invitation")
-def new_invitation(request: Request, person_id: str, csrf: Csrf = "") -> Response:
+def new_invitation(request: Request, person_id: str, csrf: Csrf = "", once: Once = "") -> Response:
     """A new link for a person who has not used theirs; the earlier link dies."""
-    return _reissued(request, person_id, csrf, reset=False)
+    return _reissued(request, person_id, csrf, once, reset=False)
 
 
 @router.post("/people/{person_id}/reset")
-def reset_password(request: Request, person_id: str, csrf: Csrf = "") -> Response:
+def reset_password(request: Request, person_id: str, csrf: Csrf = "", once: Once = "") -> Response:
     """The person's password and sessions end now; the link lets them choose a new password
     (their TOTP is kept: the link alone signs nobody in)."""
-    return _reissued(request, person_id, csrf, reset=True)
+    return _reissued(request, person_id, csrf, once, reset=True)
 
 
 @router.post("/people/oidc")
@@ -335,11 +382,15 @@ def _operators_page(
     link: str | None = None,
     error_field: str | None = None,
     form: dict[str, str] | None = None,
+    error_text: str | None = None,
+    sent_again: bool = False,
 ) -> Response:
     return page(
         ctx,
         "operator_people.html",
         status_code=status_code,
+        error_text=error_text,
+        sent_again=sent_again,
         removed=ctx.request.query_params.get("removed") == "1",
         people=people_backend.people(ctx.services, None),
         link=link,
@@ -356,11 +407,13 @@ def operators(request: Request) -> Response:
 
 @router.post("/operator/people")
 def invite_operator(
-    request: Request, csrf: Csrf = "", name: Field = "", email: Field = ""
+    request: Request, csrf: Csrf = "", name: Field = "", email: Field = "", once: Once = ""
 ) -> Response:
     """An operator invites another, named: they sign in as themselves (password and TOTP)."""
     post = operator_post(request, csrf)
     ctx = post.ctx
+    if already_sent(request, once):
+        return _operators_page(ctx, status_code=409, sent_again=True)
     form = {"name": name, "email": email}
     try:
         issued = people_backend.invite(
@@ -374,8 +427,9 @@ def invite_operator(
         )
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "email", "email_taken"} else "name"
-        return _operators_page(ctx, status_code=422, error_field=field, form=form)
-    return _operators_page(ctx, link=_link(ctx, issued.token, reset=False))
+        text = _person_problem(ctx.lang, field, form)
+        return _operators_page(ctx, status_code=422, error_field=field, error_text=text, form=form)
+    return _link_shown(ctx, _operators_page(ctx, link=_link(ctx, issued.token, reset=False)), once)
 
 
 @router.post("/operator/people/{person_id}/remove")

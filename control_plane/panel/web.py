@@ -24,7 +24,12 @@ from control_plane.accounts.credentials import Audience
 from control_plane.accounts.sessions import PanelSession
 from control_plane.panel import backend, event_wording, rollout_backend, rollout_wording, wording
 from control_plane.panel.charts import Bar, bar_chart
-from control_plane.panel.csrf import csrf_token_for, new_signin_token, tokens_match
+from control_plane.panel.csrf import (
+    csrf_token_for,
+    new_once_token,
+    new_signin_token,
+    tokens_match,
+)
 from control_plane.panel.i18n import LANGUAGES, Language, choose_language, language_names
 from control_plane.registry import Services
 from ground.clock import Clock
@@ -47,6 +52,7 @@ __all__ = [
     "refused",
     "safe_next",
     "unsigned_context",
+    "whole_number",
     "with_headers",
 ]
 
@@ -259,6 +265,13 @@ def latest_context(request: Request) -> PanelContext:
     return known if isinstance(known, PanelContext) else context_of(request)
 
 
+def whole_number(text: str) -> int | None:
+    """`text` read as a whole number the way the panel's fields and addresses write one: ASCII
+    digits only, nine at most (more is past any bound here). `int` alone also reads a sign,
+    `_`, spaces and other scripts' digits, and `str.isdigit` takes a superscript `int` refuses."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
+
+
 def csrf_ok(ctx: PanelContext, presented: str | None) -> bool:
     return ctx.session is not None and tokens_match(ctx.csrf_token, presented)
 
@@ -293,6 +306,7 @@ def page(
         language_codes=LANGUAGES,
         session=ctx.session,
         csrf_token=ctx.csrf_token,
+        once=new_once_token(),
         current_path=back_here or here(ctx.request),
         prefix=PREFIX,
         **values,

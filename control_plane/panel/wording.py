@@ -85,8 +85,10 @@ def key_name(lang: Language, name: str) -> str:
 
 
 def _shown_value(value: object) -> str:
+    """A refused time quoted back: shortened, its control characters and bidirectional controls
+    shown as U+FFFD (a right-to-left override would turn the rest of the sentence around)."""
     text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= 40 else text[:39] + "…"
+    return shown(text if len(text) <= 40 else text[:39] + "…")
 
 
 def schedule_problem_text(lang: Language, problem: ScheduleProblem) -> str:

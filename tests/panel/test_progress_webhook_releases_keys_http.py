@@ -32,8 +32,12 @@ def test_a_test_delivery_arrives_signed_and_is_recorded(loopback_world: PanelWor
     ):
         set_webhook(loopback_world, receiver.url)
         token = csrf_of(client.get("/panel/webhook").text)
-        answer = client.post("/panel/webhook/test", data={"csrf": token})
-        assert answer.status_code == 200
+        sent = client.post("/panel/webhook/test", data={"csrf": token})
+        # Post/redirect/get: the result is said on the page the redirect opens, and a reload
+        # of that page sends nothing again.
+        assert sent.status_code == 303
+        assert sent.headers["location"] == "/panel/webhook#test-result"
+        answer = client.get("/panel/webhook")
         assert "The test arrived: your address answered HTTP 204." in answer.text
         assert len(receiver.received) == 1
         body, signed = receiver.received[0]
@@ -57,7 +61,7 @@ def test_a_refusing_receiver_is_shown_in_words(loopback_world: PanelWorld) -> No
     ):
         set_webhook(loopback_world, receiver.url)
         token = csrf_of(client.get("/panel/webhook").text)
-        answer = client.post("/panel/webhook/test", data={"csrf": token})
+        answer = client.post("/panel/webhook/test", data={"csrf": token}, follow_redirects=True)
     assert "Der Test ist nicht angekommen: Ihre Adresse antwortete HTTP 500" in answer.text
     assert "did not arrive" not in answer.text
 
@@ -70,7 +74,7 @@ def test_the_test_delivery_keeps_to_the_address_policy(panel_world: PanelWorld) 
     ):
         set_webhook(panel_world, receiver.url)  # stored behind the API's back, as an old row
         token = csrf_of(client.get("/panel/webhook").text)
-        answer = client.post("/panel/webhook/test", data={"csrf": token})
+        answer = client.post("/panel/webhook/test", data={"csrf": token}, follow_redirects=True)
     assert "The test was not sent: the address is not one we may send to" in answer.text
     assert receiver.received == []
 
@@ -208,7 +212,7 @@ def test_credentials_rotate_shows_the_secret_once_and_revoke_asks_first(
         assert secret.group(1) not in client.get("/panel/operator/credentials").text
         # Rotating the customer's first key: a new secret, the old key refused at once.
         first = re.search(
-            r'/panel/operator/credentials/([0-9a-f-]{36})/rotate"[^>]*>\s*<input[^>]*>\s*'
+            r'/panel/operator/credentials/([0-9a-f-]{36})/rotate"[^>]*>\s*(?:<input[^>]*>\s*)+'
             r"<button[^>]*>Rotate first panel key",
             page,
         )
@@ -355,3 +359,27 @@ def test_a_webhook_address_the_policy_refuses_is_said_apart_from_a_malformed_one
     assert malformed.status_code == 422
     assert "without a user name or password" in malformed.text
     assert "we send only to public addresses" not in malformed.text
+
+
+def test_a_refused_webhook_address_is_quoted_with_its_controls_shown(
+    panel_world: PanelWorld,
+) -> None:
+    """The address the policy refuses is named in the refusal; a bidirectional control in it is
+    shown as U+FFFD there, never obeyed (it would turn the rest of the sentence around)."""
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        token = csrf_of(client.get("/panel/webhook").text)
+        before = _webhook_rows(panel_world)
+        answer = client.post(
+            "/panel/webhook", data={"csrf": token, "url": "http://127.0.0.1/\u202ekoohbew"}
+        )
+    assert answer.status_code == 422
+    said = re.search(r'id="url-error">([^<]*)<', answer.text)
+    assert said is not None
+    assert "http://127.0.0.1/\ufffdkoohbew" in said.group(1)
+    assert "\u202e" not in said.group(1)
+    assert _webhook_rows(panel_world) == before
+
+
+def _webhook_rows(world: PanelWorld) -> list[tuple[object, ...]]:
+    with psycopg.connect(world.server.database_url) as conn:
+        return conn.execute("SELECT * FROM webhooks").fetchall()

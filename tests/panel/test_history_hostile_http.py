@@ -1,0 +1,97 @@
+"""The history's pages opened with hostile addresses, as a customer might paste or a script
+send them: every odd value is said at its field in the reader's language (HTTP 400), never
+"Something went wrong", and reading a page changes nothing."""
+
+from __future__ import annotations
+
+import html
+from urllib.parse import quote
+
+import psycopg
+import pytest
+
+from control_plane.panel.i18n import LANGUAGES, Language
+from tests.panel.conftest import PanelWorld, sign_in_client
+
+_TABLES = ("runs", "events", "agents", "panel_sessions")
+
+# Digits Python's `str.isdigit` takes but `int` refuses (a superscript), digits of another
+# script `int` reads (Arabic-Indic seven), and numbers written as `int` alone reads them.
+ODD_NIGHTS = ["²", "³⁰", "\u0667", "\u096d", "1_4", "+7", " 7", "7 ", "9" * 5000, "\u0661\u0664"]
+
+
+def _rows(world: PanelWorld) -> dict[str, list[str]]:
+    with psycopg.connect(world.server.database_url) as conn:
+        return {
+            table: sorted(
+                str(row[0])
+                for row in conn.execute(f"SELECT row_to_json(t)::text FROM {table} t")  # noqa: S608
+            )
+            for table in _TABLES
+        }
+
+
+@pytest.mark.parametrize("code", LANGUAGES)
+def test_odd_numbers_of_nights_are_said_at_the_field(panel_world: PanelWorld, code: str) -> None:
+    lang = Language(code)
+    with sign_in_client(
+        panel_world, panel_world.panel_key, headers={"Accept-Language": code}
+    ) as client:
+        client.get("/panel/history/versions")  # the session's first read marks it used
+        before = _rows(panel_world)
+        for nights in ODD_NIGHTS:
+            answer = client.get(f"/panel/history/versions?nights={quote(nights)}")
+            assert answer.status_code == 400, (nights, answer.text[-400:])
+            said = lang.gettext(
+                "“%(value)s” is not one of the choices (%(choices)s).",
+                value=nights[:20],
+                choices="7, 14, 30",
+            )
+            assert html.escape(said, quote=False) in answer.text.replace("&#34;", '"'), nights
+        # The choices themselves are read as they are.
+        for nights in ("7", "14", "30"):
+            assert client.get(f"/panel/history/versions?nights={nights}").status_code == 200
+        assert _rows(panel_world) == before
+
+
+@pytest.mark.parametrize("code", LANGUAGES)
+def test_a_value_with_a_bidirectional_control_is_quoted_seen_not_obeyed(
+    panel_world: PanelWorld, code: str
+) -> None:
+    """A right-to-left override quoted as it came would turn the rest of the sentence around:
+    the history's refusals show it, as every refusal does, as U+FFFD."""
+    lang = Language(code)
+    with sign_in_client(
+        panel_world, panel_world.panel_key, headers={"Accept-Language": code}
+    ) as client:
+        client.get("/panel/history/versions")
+        before = _rows(panel_world)
+        cases = [
+            (
+                "/panel/history/versions?nights=" + quote("\u202e7"),
+                lang.gettext(
+                    "“%(value)s” is not one of the choices (%(choices)s).",
+                    value="\ufffd7",
+                    choices="7, 14, 30",
+                ),
+            ),
+            (
+                "/panel/history/runs?from=" + quote("2027-03-2\u20666"),
+                lang.gettext(
+                    "“%(value)s” is not a date (expected YYYY-MM-DD).", value="2027-03-2\ufffd6"
+                ),
+            ),
+            (
+                "/panel/history/events?to=" + quote("\u202e2027-03-26"),
+                lang.gettext(
+                    "“%(value)s” is not a date (expected YYYY-MM-DD).", value="\ufffd2027-03-26"
+                ),
+            ),
+        ]
+        for address, said in cases:
+            answer = client.get(address)
+            assert answer.status_code == 400
+            text = html.unescape(answer.text)
+            assert said in text, address
+            assert "\u202e" not in text and "\u2066" not in text
+        assert _rows(panel_world) == before
