@@ -62,7 +62,7 @@ from control_plane.database import open_pool
 from control_plane.forecast.model import forecast_slot
 from control_plane.registry import build_services
 from control_plane.settings.services import PlatformSettings
-from ground.clock import FakeClock, SystemClock
+from ground.clock import FakeClock
 from ground.contract import CHANNEL_PARAM, CONFIG_PATH, PLATFORM_PARAM, RefusalCode
 from nachtwacht.demo_world.clocks import NightClock
 from nachtwacht.demo_world.control_planes import start_control_plane
@@ -71,6 +71,9 @@ from tests.worlds.releases import ReleaseFactory
 
 SLOT_KEY = "2026-11-30T03:00"
 SLOT_AT = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)  # 03:00 CET
+# When the fleet is enrolled and its releases published: the day before the slot, so the slot is
+# each agent's (a slot whose window closed before an agent was enrolled never was).
+SEEDED_AT = SLOT_AT - timedelta(days=1)
 WINDOW = timedelta(minutes=15)
 # Two channels on two platforms: every agent follows one pair, and each pair has its own release.
 PAIRS = [
@@ -140,7 +143,7 @@ def seed(database_url: str, agents: int, orgs: int, workdir: Path) -> list[Agent
     pool = open_pool(database_url, min_size=1, max_size=2)
     try:
         services = build_services(pool, factory.trusted)
-        now = SystemClock().now()
+        now = SEEDED_AT
         # Nobody downloads it: the herd measures claims. Random bytes, so no unpacking to measure.
         artifact = os.urandom(64 * 1024)
         for (channel, platform), version in PAIR_VERSIONS.items():
