@@ -23,6 +23,7 @@ from signed_release.manifest import Product
 from tests.control_plane.reconcile_fleet import Fleet
 from tests.worlds.clocks import ManualClock
 from tests.worlds.releases import ReleaseFactory
+from tests.worlds.rows import rows_in
 
 
 @pytest.fixture
@@ -32,9 +33,11 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def pool(database_url: str) -> Iterator[Pool]:
-    # The product's wait (3 s) is for a server; on a test machine loaded by other workers the
-    # pool's first connection alone can take longer, which failed a set-up now and then.
-    opened = open_pool(database_url, min_size=1, max_size=8, timeout=30)
+    opened = open_pool(database_url, min_size=1, max_size=8)
+    # Its first connection made before the test asks for one: on a machine loaded by other
+    # workers that alone can take longer than a request's wait for a connection (3 s), which
+    # failed a fixture's set-up now and then. Requests still wait as the product's do.
+    opened.wait(timeout=60)
     try:
         yield opened
     finally:
@@ -213,10 +216,4 @@ def table_rows(pool: Pool, tables: Sequence[str]) -> dict[str, list[str]]:
     """Every row of each table as JSON text, sorted: equal before and after a request that was
     refused means it changed nothing there."""
     with pool.connection() as conn:
-        return {
-            table: sorted(
-                str(row["r"])
-                for row in conn.execute(f"SELECT row_to_json(t)::text AS r FROM {table} t")  # noqa: S608
-            )
-            for table in tables
-        }
+        return rows_in(conn, tables)

@@ -11,7 +11,6 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-import psycopg
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -21,6 +20,7 @@ from tests.conftest import child_environment, nachtwacht_command
 from tests.control_plane.conftest import Agent, Org, sign_release
 from tests.control_plane.test_cli import run_control
 from tests.worlds.clocks import ManualClock
+from tests.worlds.rows import rows_at
 
 pytestmark = pytest.mark.slow
 
@@ -43,14 +43,7 @@ WATCHED = (
 
 
 def snapshot(database_url: str) -> dict[str, list[str]]:
-    with psycopg.connect(database_url) as conn:
-        return {
-            table: sorted(
-                row[0]
-                for row in conn.execute(f"SELECT row_to_json(t)::text FROM {table} t")  # noqa: S608
-            )
-            for table in WATCHED
-        }
+    return rows_at(database_url, WATCHED)
 
 
 @pytest.fixture

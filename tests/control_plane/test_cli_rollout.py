@@ -19,6 +19,7 @@ from control_plane.registry import Services
 from tests.control_plane.conftest import Agent, Api, Org, sign_release
 from tests.control_plane.test_cli import run_control
 from tests.worlds.clocks import ManualClock
+from tests.worlds.rows import rows_at
 
 pytestmark = pytest.mark.slow
 
@@ -28,14 +29,7 @@ WATCHED = ("pins", "release_halts", "releases", "platform_brake", "tokens", "eve
 
 
 def snapshot(database_url: str) -> dict[str, list[str]]:
-    with psycopg.connect(database_url) as conn:
-        return {
-            table: sorted(
-                row[0]
-                for row in conn.execute(f"SELECT row_to_json(t)::text FROM {table} t")  # noqa: S608
-            )
-            for table in WATCHED
-        }
+    return rows_at(database_url, WATCHED)
 
 
 def last_event(database_url: str, *, release_id: str | None = None) -> dict[str, Any]:

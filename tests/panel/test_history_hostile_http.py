@@ -7,11 +7,11 @@ from __future__ import annotations
 import html
 from urllib.parse import quote
 
-import psycopg
 import pytest
 
 from control_plane.panel.i18n import LANGUAGES, Language
 from tests.panel.conftest import PanelWorld, sign_in_client
+from tests.worlds.rows import rows_at
 
 _TABLES = ("runs", "events", "agents", "panel_sessions")
 
@@ -21,14 +21,7 @@ ODD_NIGHTS = ["²", "³⁰", "\u0667", "\u096d", "1_4", "+7", " 7", "7 ", "9" * 
 
 
 def _rows(world: PanelWorld) -> dict[str, list[str]]:
-    with psycopg.connect(world.server.database_url) as conn:
-        return {
-            table: sorted(
-                str(row[0])
-                for row in conn.execute(f"SELECT row_to_json(t)::text FROM {table} t")  # noqa: S608
-            )
-            for table in _TABLES
-        }
+    return rows_at(world.server.database_url, _TABLES)
 
 
 @pytest.mark.parametrize("code", LANGUAGES)

@@ -15,6 +15,7 @@ from control_plane.panel.form_refusal import not_an_address, not_plain, not_sent
 from control_plane.panel.i18n import LANGUAGES, Language
 from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
 from tests.panel.people_support import invite
+from tests.worlds.rows import rows_at
 
 _TABLES = ("people", "events", "panel_sessions")
 _FIELD_ERROR = re.compile(r'class="field-error" id="(\w+)-error">([^<]*)<')
@@ -22,14 +23,7 @@ _PERSON_ERROR = re.compile(r'id="person-error">([^<]*)<')
 
 
 def _rows(world: PanelWorld) -> dict[str, list[str]]:
-    with psycopg.connect(world.server.database_url) as conn:
-        return {
-            table: sorted(
-                str(row[0])
-                for row in conn.execute(f"SELECT row_to_json(t)::text FROM {table} t")  # noqa: S608
-            )
-            for table in _TABLES
-        }
+    return rows_at(world.server.database_url, _TABLES)
 
 
 def _said(text: str) -> str:

@@ -9,11 +9,11 @@ import html
 import re
 from urllib.parse import urlencode
 
-import psycopg
 import pytest
 
 from control_plane.panel.i18n import LANGUAGES, Language
 from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
+from tests.worlds.rows import rows_at
 
 _TABLES = ("agents", "events", "orgs")
 _ERRORS = re.compile(r'class="(?:field-error|error)"[^>]*>(.*?)</', re.S)
@@ -22,14 +22,7 @@ BIDI_AND_CONTROLS = ["03:00\u202e", "\u202e03:00", "03:00\u2066", "03:00\x07", "
 
 
 def _rows(world: PanelWorld) -> dict[str, list[str]]:
-    with psycopg.connect(world.server.database_url) as conn:
-        return {
-            table: sorted(
-                str(row[0])
-                for row in conn.execute(f"SELECT row_to_json(t)::text FROM {table} t")  # noqa: S608
-            )
-            for table in _TABLES
-        }
+    return rows_at(world.server.database_url, _TABLES)
 
 
 @pytest.mark.parametrize("code", LANGUAGES)

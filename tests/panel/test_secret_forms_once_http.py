@@ -18,6 +18,7 @@ import pytest
 from control_plane.panel.i18n import LANGUAGES, Language
 from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
 from tests.panel.people_support import invite, set_password
+from tests.worlds.rows import rows_at
 
 _ONCE = re.compile(r'name="once" value="([^"]+)"')
 # The tables any of the forms writes: equal before and after a resend means nothing was made.
@@ -31,14 +32,7 @@ def once_of(html: str) -> str:
 
 
 def rows(world: PanelWorld) -> dict[str, list[str]]:
-    with psycopg.connect(world.server.database_url) as conn:
-        return {
-            table: sorted(
-                str(row[0])
-                for row in conn.execute(f"SELECT row_to_json(t)::text FROM {table} t")  # noqa: S608
-            )
-            for table in TABLES
-        }
+    return rows_at(world.server.database_url, TABLES)
 
 
 @dataclass(frozen=True)
