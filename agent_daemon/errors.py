@@ -48,6 +48,7 @@ Messages say what was expected, what was found, and which field or file.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -300,5 +301,10 @@ def describe_validation_error(exc: ValidationError, source: str | None) -> str:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    # A URL's password (a proxy's, one typed into a control URL) is never quoted back.
+    text = _URL_PASSWORD.sub(r"\1***@", repr(value))
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+# `scheme://user:password@`: the password, up to the `@` that ends it.
+_URL_PASSWORD = re.compile(r"(://[^/@:\s]*:)[^/@\s]*@")

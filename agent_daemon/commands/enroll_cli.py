@@ -29,6 +29,7 @@ import os
 import pwd
 import re
 import shlex
+import stat
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -294,12 +295,20 @@ def _checked_trust_root(path: Path, clock: ServerClock) -> bytes:
     from signed_release.trust_root import MAX_ROOT_BYTES, check_not_expired, self_signed_root
 
     try:
-        size = path.stat().st_size
-        if size > MAX_ROOT_BYTES:
-            raise ConfigError(
-                f"--trust-root: {path}: {size} bytes, at most {MAX_ROOT_BYTES} expected"
-            )
-        data = path.read_bytes()
+        # Opened without waiting: a named pipe would hold the enroll forever.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        with os.fdopen(descriptor, "rb") as opened:
+            info = os.fstat(opened.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ConfigError(
+                    f"--trust-root: {path}: not a regular file (a pipe, a device or a folder) — "
+                    "expected root.json"
+                )
+            if info.st_size > MAX_ROOT_BYTES:
+                raise ConfigError(
+                    f"--trust-root: {path}: {info.st_size} bytes, at most {MAX_ROOT_BYTES} expected"
+                )
+            data = opened.read(MAX_ROOT_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"--trust-root: {path}: cannot be read ({exc.strerror})") from exc
     try:
