@@ -129,3 +129,22 @@ def test_a_state_file_planted_as_a_pipe_or_a_link_is_named_not_read(
     assert "not a regular file" in line or "a symbolic link" in line, line
     assert "the-hash-of-roots-password" not in text.stdout
     assert planted.is_symlink() or stat.S_ISFIFO(planted.lstat().st_mode)
+
+
+@pytest.mark.parametrize("name", ["trust_root.json", "daemon.lock"])
+def test_a_pipe_planted_as_the_trust_root_or_the_lock_does_not_hold_status(
+    tmp_path: Path, name: str
+) -> None:
+    host = AgentHost(tmp_path / "host")
+    write_enrolled_config(host)
+    planted = host.state_dir / name
+    os.mkfifo(planted, 0o644)
+    text = subprocess.run(
+        [sys.executable, "-m", "nachtwacht", "agent", "status", "--state-dir",
+         str(host.state_dir)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert text.returncode == 0, text.stderr
+    if name == "trust_root.json":
+        assert f"{planted}: not a regular file" in text.stdout, text.stdout
+    assert stat.S_ISFIFO(planted.lstat().st_mode)
