@@ -296,6 +296,9 @@ def describe_validation_error(exc: ValidationError, source: str | None) -> str:
             continue
         found = error.get("input")
         message = str(error["msg"]).removeprefix("Value error, ")
+        if error["loc"] and error["loc"][-1] in _SECRET_FIELDS:
+            lines.append(f"{field}: the value given (not shown) — {message}")
+            continue
         lines.append(f"{field}: found {_shown(found)} — {message}")
     return "\n".join(lines)
 
@@ -306,5 +309,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+# Fields whose value is a secret: a refusal names the field, never the value.
+_SECRET_FIELDS = frozenset({"credential"})
 # `scheme://user:password@`: the password, up to the `@` that ends it.
 _URL_PASSWORD = re.compile(r"(://[^/@:\s]*:)[^/@\s]*@")

@@ -74,6 +74,7 @@ __all__ = [
     "UPDATER_DIR_NAME",
     "AgentPaths",
     "AgentSettings",
+    "is_bearer_text",
     "load_settings",
     "render_config",
     "resolve_paths",
@@ -156,13 +157,15 @@ def _http_url(value: str) -> str:
     return value.rstrip("/")
 
 
+def is_bearer_text(value: str) -> bool:
+    """Whether `value` can travel as a bearer secret in an HTTP header: visible ASCII only (no
+    space, no control character, nothing an ASCII header cannot carry)."""
+    return bool(value) and all("!" <= character <= "~" for character in value)
+
+
 def _agent_credential(value: str) -> str:
-    if (
-        not value.startswith(AGENT_CREDENTIAL_PREFIX)
-        or len(value) < 8
-        or any(c.isspace() for c in value)
-    ):
-        raise ValueError("expected an agent credential starting with nwa_")
+    if not value.startswith(AGENT_CREDENTIAL_PREFIX) or len(value) < 8 or not is_bearer_text(value):
+        raise ValueError("expected an agent credential starting with nwa_, visible ASCII only")
     return value
 
 

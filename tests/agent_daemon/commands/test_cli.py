@@ -155,7 +155,7 @@ def test_enroll_refuses_to_replace_a_config_without_force(
                 "--trusted-key",
                 "KEY",
             ],
-            "--credential: found 'secret'",
+            "--credential: the value given (not shown) — expected an agent credential",
             id="not_an_agent_credential",
         ),
         pytest.param(["launch"], "invalid choice: 'launch'", id="unknown_command"),

@@ -241,3 +241,39 @@ def test_a_file_flag_naming_a_pipe_or_device_is_refused_not_waited_on(
     assert line.startswith(f"nachtwacht agent enroll: {flag}: "), line
     assert str(odd) in line
     assert _entries(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("verb", "flag", "secret"),
+    [
+        pytest.param(
+            "enroll", "--credential", "nwa_caf\u00e9-credential", id="credential_not_ascii"
+        ),
+        pytest.param("enroll", "--credential", "nwa_ab\x7fcdefgh", id="credential_control"),
+        pytest.param("enroll", "--credential", "nwe_an-enrollment-token", id="token_as_credential"),
+        pytest.param("install", "--enrollment-token", "nwe_caf\u00e9-token", id="token_not_ascii"),
+        pytest.param("install", "--enrollment-token", "nwe_ab\x1bcdefgh", id="token_control"),
+    ],
+)
+def test_a_secret_that_cannot_be_sent_is_refused_by_its_flag_and_never_shown(
+    tmp_path: Path, verb: str, flag: str, secret: str
+) -> None:
+    host = AgentHost(tmp_path / "host")
+    host.prepare()
+    (tmp_path / "units").mkdir()
+    before = _entries(tmp_path)
+    install = ["--name", "web-01", "--systemd-dir", str(tmp_path / "units")]
+    result = subprocess.run(
+        [sys.executable, "-m", "nachtwacht", "agent", verb, "--state-dir", str(host.state_dir),
+         "--url", "http://127.0.0.1:9", flag, secret, "--trusted-key", str(host.public_key),
+         "--install-root", str(host.install_root), "--restart-command", "true",
+         *(install if verb == "install" else [])],
+        env={**os.environ, **NO_PROXY_ENV}, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    line = one_line(result.stderr)
+    assert line.startswith(f"nachtwacht agent {verb}: {flag}: "), line
+    assert secret not in line
+    assert secret[4:] not in line
+    assert _entries(tmp_path) == before
