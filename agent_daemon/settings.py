@@ -244,6 +244,12 @@ def _check_file_is_private(path: Path, *, for_display: bool) -> int:
         ) from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from exc
+    if not stat.S_ISREG(info.st_mode):
+        # A named pipe would hold every command that reads it (and the daemon) forever.
+        raise ConfigError(
+            f"{path}: not a regular file (a pipe, a device or a folder) — expected the agent's "
+            "config"
+        )
     if info.st_mode & 0o077:
         raise ConfigError(
             f"{path}: mode {stat.S_IMODE(info.st_mode):04o} lets other users read the agent's "

@@ -172,7 +172,10 @@ def _what_stays(
 
 def _install_root(paths: AgentPaths) -> str:
     """The install root the config names (read leniently: uninstall must work with a broken
-    config too), else the default."""
+    config too), else the default. A config that is not a regular file (a named pipe) is not
+    read: it would hold the command forever."""
+    if not paths.config_file.is_file():
+        return DEFAULT_INSTALL_ROOT
     try:
         document = tomllib.loads(paths.config_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):

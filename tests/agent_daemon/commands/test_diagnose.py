@@ -206,3 +206,18 @@ def test_secrets_outside_the_config_are_scrubbed_too(tmp_path: Path) -> None:
         assert secret.encode() not in everything, secret
     assert CREDENTIAL.encode() not in everything
     assert b"http://ops:***@proxy.example:3128" in everything
+
+
+def test_a_config_that_is_a_named_pipe_is_named_and_nothing_waits_on_it(tmp_path: Path) -> None:
+    host = AgentHost(tmp_path / "host")
+    config = write_enrolled_config(host)
+    config.unlink()
+    os.mkfifo(config, 0o600)
+    archive = tmp_path / "support.tar.gz"
+    result = _diagnose_within(host.state_dir, archive, seconds=60)
+    assert result.returncode == 0, result.stderr
+    read = members(archive)
+    assert read["config.toml"] == f"# {config}: not a regular file; not read\n".encode()
+    assert b"not a regular file" in read["status.json"]
+    assert read["connectivity.txt"].startswith(b"not tried: the config cannot be used")
+    assert stat.S_ISFIFO(config.lstat().st_mode)

@@ -4,6 +4,8 @@ on loopback, a recording `systemctl` first on PATH and a unit directory of the t
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -188,3 +190,19 @@ def test_purge_removes_links_in_the_state_directory_never_what_they_point_at(
     assert result.returncode == 0, result.stderr
     assert not os.path.lexists(host.state_dir)
     assert {str(path): path.read_bytes() for path in outside.rglob("*") if path.is_file()} == before
+
+
+def test_a_config_that_is_a_named_pipe_does_not_hold_uninstall(
+    installed: tuple[AgentHost, FakeSystemd],
+) -> None:
+    host, systemd = installed
+    config = host.state_dir / "agent.toml"
+    config.unlink()
+    os.mkfifo(config, 0o600)
+    result = subprocess.run(
+        [sys.executable, "-m", "nachtwacht", "agent", "uninstall", "--state-dir",
+         str(host.state_dir), "--systemd-dir", str(systemd.unit_dir), "--purge", "--yes"],
+        env=systemd.env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert not os.path.lexists(host.state_dir)
