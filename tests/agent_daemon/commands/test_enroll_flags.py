@@ -17,6 +17,7 @@ import pytest
 from tests.agent_daemon.network_support.pki import Pki, make_pki
 from tests.agent_daemon.network_support.proxies import http_proxy
 from tests.agent_daemon.network_support.servers import control_plane
+from tests.agent_daemon.trust_roots.chain import RootChain
 from tests.worlds.hosts import AgentHost
 
 pytestmark = pytest.mark.slow
@@ -276,4 +277,37 @@ def test_a_secret_that_cannot_be_sent_is_refused_by_its_flag_and_never_shown(
     assert line.startswith(f"nachtwacht agent {verb}: {flag}: "), line
     assert secret not in line
     assert secret[4:] not in line
+    assert _entries(tmp_path) == before
+
+
+def test_a_failed_enroll_never_copies_what_a_planted_trust_root_link_points_at(
+    tmp_path: Path,
+) -> None:
+    # The daemon's user owns the state directory; root enrolls again and the enroll fails: what
+    # it puts back must not be a file of root's read through a link.
+    host = AgentHost(tmp_path / "host")
+    host.prepare()
+    host.state_dir.mkdir(parents=True, exist_ok=True)
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$the-hash-of-roots-password:19000:0:99999:7:::\n")
+    secret.chmod(0o600)
+    planted = host.state_dir / "trust_root.json"
+    planted.symlink_to(secret)
+    root = tmp_path / "root.json"
+    root.write_bytes(RootChain().versions[1])
+    before = _entries(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "nachtwacht", "agent", "enroll", "--state-dir", str(host.state_dir),
+         "--url", "http://127.0.0.1:9", "--credential", CREDENTIAL, "--trust-root", str(root),
+         "--install-root", str(host.install_root), "--restart-command", "true"],
+        env={**os.environ, **NO_PROXY_ENV}, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    line = one_line(result.stderr)
+    assert "the-hash-of-roots-password" not in result.stdout + result.stderr
+    for path in host.state_dir.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert b"the-hash-of-roots-password" not in path.read_bytes(), path
+    assert line.startswith(f"nachtwacht agent enroll: {planted}: is a symbolic link"), line
     assert _entries(tmp_path) == before
