@@ -48,6 +48,7 @@ Messages say what was expected, what was found, and which field or file.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -295,10 +296,20 @@ def describe_validation_error(exc: ValidationError, source: str | None) -> str:
             continue
         found = error.get("input")
         message = str(error["msg"]).removeprefix("Value error, ")
+        if error["loc"] and error["loc"][-1] in _SECRET_FIELDS:
+            lines.append(f"{field}: the value given (not shown) — {message}")
+            continue
         lines.append(f"{field}: found {_shown(found)} — {message}")
     return "\n".join(lines)
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    # A URL's password (a proxy's, one typed into a control URL) is never quoted back.
+    text = _URL_PASSWORD.sub(r"\1***@", repr(value))
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+# Fields whose value is a secret: a refusal names the field, never the value.
+_SECRET_FIELDS = frozenset({"credential"})
+# `scheme://user:password@`: the password, up to the `@` that ends it.
+_URL_PASSWORD = re.compile(r"(://[^/@:\s]*:)[^/@\s]*@")

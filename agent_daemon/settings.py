@@ -74,6 +74,7 @@ __all__ = [
     "UPDATER_DIR_NAME",
     "AgentPaths",
     "AgentSettings",
+    "is_bearer_text",
     "load_settings",
     "render_config",
     "resolve_paths",
@@ -132,21 +133,39 @@ def resolve_paths(
 
 
 def _http_url(value: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in {"http", "https"} or not parts.netloc:
-        raise ValueError("expected an http(s) URL such as https://control.example")
+    expected = "expected an http(s) URL such as https://control.example"
+    if not value.isprintable() or any(character.isspace() for character in value):
+        raise ValueError(f"{expected} (no space or control character)")
+    try:
+        parts = urlsplit(value)
+    except ValueError as exc:  # a broken [IPv6] host
+        raise ValueError(f"{expected} ({exc})") from exc
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ValueError(expected)
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"expected a port from 1 to 65535 ({exc})") from exc
+    if port == 0:
+        raise ValueError("expected a port from 1 to 65535")
+    if parts.username is not None or parts.password is not None:
+        # The agent's credential is its own; a password here would be written to the config and
+        # shown by every command that names the control plane.
+        raise ValueError("expected no user or password in it (https://control.example)")
     if parts.query or parts.fragment:
         raise ValueError("expected a base URL without ?query or #fragment")
     return value.rstrip("/")
 
 
+def is_bearer_text(value: str) -> bool:
+    """Whether `value` can travel as a bearer secret in an HTTP header: visible ASCII only (no
+    space, no control character, nothing an ASCII header cannot carry)."""
+    return bool(value) and all("!" <= character <= "~" for character in value)
+
+
 def _agent_credential(value: str) -> str:
-    if (
-        not value.startswith(AGENT_CREDENTIAL_PREFIX)
-        or len(value) < 8
-        or any(c.isspace() for c in value)
-    ):
-        raise ValueError("expected an agent credential starting with nwa_")
+    if not value.startswith(AGENT_CREDENTIAL_PREFIX) or len(value) < 8 or not is_bearer_text(value):
+        raise ValueError("expected an agent credential starting with nwa_, visible ASCII only")
     return value
 
 
@@ -225,6 +244,12 @@ def _check_file_is_private(path: Path, *, for_display: bool) -> int:
         ) from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from exc
+    if not stat.S_ISREG(info.st_mode):
+        # A named pipe would hold every command that reads it (and the daemon) forever.
+        raise ConfigError(
+            f"{path}: not a regular file (a pipe, a device or a folder) — expected the agent's "
+            "config"
+        )
     if info.st_mode & 0o077:
         raise ConfigError(
             f"{path}: mode {stat.S_IMODE(info.st_mode):04o} lets other users read the agent's "
@@ -265,11 +290,19 @@ def _check_network_files(network: NetworkSettings, daemon_uid: int) -> None:
         if path is None:
             continue
         try:
-            info = path.stat()
-            with path.open("rb"):
-                pass
+            # Opened without waiting: a named pipe would hold the command (or the daemon) forever.
+            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+            try:
+                info = os.fstat(descriptor)
+            finally:
+                os.close(descriptor)
         except OSError as exc:
             raise ConfigError(f"{field}: {str(path)!r} cannot be read ({exc.strerror})") from exc
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(
+                f"{field}: {str(path)!r} is not a regular file (a pipe, a device or a folder) — "
+                "expected a PEM file"
+            )
         if field == "ca_file" and (info.st_mode & 0o022 or info.st_uid not in {0, daemon_uid}):
             # Whoever can write the CA file can make the agent trust their own control plane.
             raise ConfigError(

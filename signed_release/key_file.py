@@ -20,7 +20,11 @@ def read_key_file(path: Path) -> bytes:
     """The file's bytes, read no further than the bound: a pipe or a device (`/dev/zero`) has no
     size to check first, and would otherwise be read until memory runs out."""
     try:
-        with path.open("rb") as opened:
+        # Opened without waiting (a named pipe nobody writes to would hold it forever), then read
+        # as usual.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        os.set_blocking(descriptor, True)
+        with os.fdopen(descriptor, "rb") as opened:
             size = os.fstat(opened.fileno()).st_size
             if size > MAX_KEY_FILE_BYTES:
                 raise KeyFileError(f"{path}: {size} bytes is too large for a key file")

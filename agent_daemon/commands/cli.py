@@ -13,6 +13,7 @@ daemon never holds them (docs/agent_daemon.md, "Footprint").
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import shlex
@@ -50,6 +51,19 @@ class _UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]  # raise instead of exit
         raise _UsageError(f"{self.prog}: {message}")
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds above 0 and finite (`nan` would follow forever, `-1` not at all)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(
+            f"found {text!r} — expected a number of seconds above 0, e.g. 1800"
+        )
+    return value
 
 
 def _default_platform() -> str:
@@ -265,7 +279,7 @@ def _add_host_commands(commands: Subcommands[_Parser]) -> None:
     _add_path_options(now)
     now.add_argument(
         "--timeout-seconds",
-        type=float,
+        type=_seconds,
         default=DEFAULT_FOLLOW_SECONDS,
         help=f"stop following after this long (default {DEFAULT_FOLLOW_SECONDS:g}); the update "
         "goes on",

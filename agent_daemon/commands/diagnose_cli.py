@@ -12,19 +12,24 @@
 
 Secrets never go in: the credential is replaced, a proxy's password is shown as `***`, a client
 key is named by its path only, and an artifact URL loses its query (a mirror's signed URL may carry
-a token). Every member is scrubbed once more for the credential and the proxy password before it
-is written, so a secret that reached a log line or an error message is not shipped either. The
-archive is created mode 0600, never over an existing file.
+a token). Every member is scrubbed once more before it is written, of the credential and the proxy
+password and of anything shaped like a secret (a bearer token, a URL's password, a private key),
+so a secret that reached a log line, an error message or a stray file is not shipped either. A
+state file that is a link, a pipe or a device is named, never read. The archive is created mode
+0600, never over an existing file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import os
 import platform
+import re
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -57,6 +62,14 @@ _JOURNAL_TIMEOUT_SECONDS = 60.0
 # State files larger than this are named, not copied: an archive for support stays small.
 _MAX_STATE_FILE_BYTES = 4 * 1024 * 1024
 _DISTRIBUTIONS = ("nachtwacht", "nachtwacht-agent")
+# The product's bearer secrets: an agent credential (`nwa_…`), an enrollment token (`nwe_…`), and
+# the control plane's other keys (`nwp_…`, `nwh_…`), each a prefix and a random tail.
+_BEARER_SECRET = re.compile(rb"\bnw[a-z]_[A-Za-z0-9_-]{8,}")
+_PRIVATE_KEY = re.compile(
+    rb"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.DOTALL
+)
+# A URL's password: `scheme://user:password@` keeps the user, the password becomes `***`.
+_URL_PASSWORD = re.compile(rb"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:\"']*:)[^\s/@\"']+@")
 
 
 def diagnose(paths: AgentPaths, *, out: str | None) -> int:
@@ -107,7 +120,13 @@ def _redacted_config(paths: AgentPaths) -> tuple[str, list[str]]:
     """The config as TOML with its secrets replaced, and the secrets (to scrub everything else
     of). Read leniently: a config `run` refuses is exactly what support needs to see."""
     try:
-        document = tomllib.loads(paths.config_file.read_text(encoding="utf-8"))
+        document = tomllib.loads(
+            _read_regular_file(paths.config_file, follow_links=True).decode("utf-8")
+        )
+    except _NotRegular:
+        return f"# {paths.config_file}: not a regular file; not read\n", []
+    except _TooLarge as exc:
+        return f"# {paths.config_file}: {exc} bytes: too large to include\n", []
     except OSError as exc:
         return f"# {paths.config_file}: cannot be read ({exc.strerror})\n", []
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -204,21 +223,62 @@ def _connectivity(paths: AgentPaths) -> str:
 
 def _state_files(state_dir: Path) -> Iterator[tuple[str, bytes]]:
     """The state directory's JSON files (the outbox's reports included), artifact URLs without
-    their query; the config itself is never among them (it is included redacted)."""
+    their query; the config itself is never among them (it is included redacted).
+
+    The daemon's user may own this directory, and root runs `diagnose`: a symbolic link, a named
+    pipe or a device is named, never followed or read, and no linked folder is walked into."""
     if not state_dir.is_dir():
         return
-    for path in sorted(state_dir.rglob("*.json")):
-        relative = path.relative_to(state_dir).as_posix()
-        try:
-            size = path.stat().st_size
-            data = path.read_bytes() if size <= _MAX_STATE_FILE_BYTES else None
-        except OSError as exc:
-            yield f"{relative}.error.txt", f"cannot be read ({exc.strerror})\n".encode()
-            continue
-        if data is None:
-            yield f"{relative}.skipped.txt", f"{size} bytes: too large to include\n".encode()
-            continue
-        yield relative, _without_url_queries(data)
+    for folder, folders, files in sorted(os.walk(state_dir)):
+        here = Path(folder)
+        for name in sorted(folders):
+            if (here / name).is_symlink():
+                relative = (here / name).relative_to(state_dir).as_posix()
+                yield f"{relative}.skipped.txt", b"a symbolic link; not followed\n"
+        for name in sorted(files):
+            if not name.endswith(".json"):
+                continue
+            relative = (here / name).relative_to(state_dir).as_posix()
+            try:
+                data = _read_regular_file(here / name, follow_links=False)
+            except _NotRegular:
+                yield f"{relative}.skipped.txt", b"not a regular file; not read\n"
+            except _TooLarge as exc:
+                yield f"{relative}.skipped.txt", f"{exc} bytes: too large to include\n".encode()
+            except OSError as exc:
+                yield f"{relative}.error.txt", f"cannot be read ({exc.strerror})\n".encode()
+            else:
+                yield relative, _without_url_queries(data)
+
+
+class _NotRegular(Exception):
+    pass
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _read_regular_file(path: Path, *, follow_links: bool) -> bytes:
+    """The bytes of a regular file of at most `_MAX_STATE_FILE_BYTES`; opened without waiting
+    (a named pipe never blocks the command) and, unless `follow_links`, not through a link."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | (0 if follow_links else os.O_NOFOLLOW)
+    try:
+        descriptor = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _NotRegular from exc
+        raise
+    with os.fdopen(descriptor, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise _NotRegular
+        if info.st_size > _MAX_STATE_FILE_BYTES:
+            raise _TooLarge(info.st_size)
+        data = handle.read(_MAX_STATE_FILE_BYTES + 1)
+    if len(data) > _MAX_STATE_FILE_BYTES:
+        raise _TooLarge(len(data))
+    return data
 
 
 def _without_url_queries(data: bytes) -> bytes:
@@ -247,6 +307,11 @@ def _url_without_query(value: Any) -> Any:
 
 
 def _scrubbed(data: bytes, secrets: list[str]) -> bytes:
+    """`data` without the config's secrets, nor anything shaped like a secret wherever it sits (an
+    older credential in a copy of the config, an enrollment token or a proxy's password in a
+    line a state file kept, a private key pasted somewhere)."""
     for secret in secrets:
         data = data.replace(secret.encode(), REDACTED.encode())
-    return data
+    data = _BEARER_SECRET.sub(REDACTED.encode(), data)
+    data = _PRIVATE_KEY.sub(REDACTED.encode(), data)
+    return _URL_PASSWORD.sub(rb"\1***@", data)

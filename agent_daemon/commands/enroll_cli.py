@@ -25,10 +25,12 @@ command run as that user. It must exist on the host when the agent is enrolled.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import pwd
 import re
 import shlex
+import stat
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -294,12 +296,20 @@ def _checked_trust_root(path: Path, clock: ServerClock) -> bytes:
     from signed_release.trust_root import MAX_ROOT_BYTES, check_not_expired, self_signed_root
 
     try:
-        size = path.stat().st_size
-        if size > MAX_ROOT_BYTES:
-            raise ConfigError(
-                f"--trust-root: {path}: {size} bytes, at most {MAX_ROOT_BYTES} expected"
-            )
-        data = path.read_bytes()
+        # Opened without waiting: a named pipe would hold the enroll forever.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        with os.fdopen(descriptor, "rb") as opened:
+            info = os.fstat(opened.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ConfigError(
+                    f"--trust-root: {path}: not a regular file (a pipe, a device or a folder) — "
+                    "expected root.json"
+                )
+            if info.st_size > MAX_ROOT_BYTES:
+                raise ConfigError(
+                    f"--trust-root: {path}: {info.st_size} bytes, at most {MAX_ROOT_BYTES} expected"
+                )
+            data = opened.read(MAX_ROOT_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"--trust-root: {path}: cannot be read ({exc.strerror})") from exc
     try:
@@ -330,10 +340,22 @@ def _remove_empty(folders: list[Path]) -> None:
 
 
 def _held_bytes(path: Path) -> bytes | None:
+    """The held trust root's bytes, to put back when the enroll fails; None when none is held.
+    Never through a link nor from a pipe: the daemon's user may own the state directory, and
+    what is put back (mode 0644) must not be a file of root's."""
+    expected = "expected the held trust root (a regular file) or none; nothing was changed"
     try:
-        return path.read_bytes()
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ConfigError(f"{path}: is a symbolic link — {expected}") from exc
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from exc
+    with os.fdopen(descriptor, "rb") as opened:
+        if not stat.S_ISREG(os.fstat(opened.fileno()).st_mode):
+            raise ConfigError(f"{path}: not a regular file — {expected}")
+        return opened.read()
 
 
 def _put_back(held: HeldTrustRootFile, before: bytes | None) -> None:

@@ -21,10 +21,18 @@ from zoneinfo import ZoneInfo
 from agent_daemon.disk.daemon_state import RunRecord, StateStore
 from agent_daemon.errors import AgentError, ConfigError, DaemonStateError
 from agent_daemon.host.activity import ActivityFile
+from ground.contract.messages import MAX_HOLD_REASON_LENGTH
+from ground.contract.plain_text import clipped, first_bidi_control, first_control_character
 from ground.instants import DAY_TEXT, parse_written_time
 from shared_planner import resolve_wall_time
 
-__all__ = ["FollowResult", "UsageProblem", "follow_manual_update", "parse_until"]
+__all__ = [
+    "FollowResult",
+    "UsageProblem",
+    "checked_reason",
+    "follow_manual_update",
+    "parse_until",
+]
 
 # ASCII digits only (`\d` would take Arabic-Indic digits too); an instant with its offset is
 # `parse_written_time`'s form, never whatever `fromisoformat` reads (a week date, say).
@@ -59,12 +67,43 @@ def parse_until(text: str, *, now: datetime, zone: ZoneInfo) -> datetime:
             at = parse_written_time(value)
     except ValueError as exc:
         raise UsageProblem(f"--until: {text!r} is not a date or time ({_EXPECTED})") from exc
+    except OverflowError as exc:
+        # An offset that carries the instant past year 9999 or before year 1 in UTC.
+        raise UsageProblem(
+            f"--until: {text!r} is out of range (expected a time within the years 1 to 9999 UTC)"
+        ) from exc
     if at <= now:
         shown = now.astimezone(zone)
         raise UsageProblem(
             f"--until: {text!r} is not in the future (it is now {shown:%Y-%m-%d %H:%M} {zone})"
         )
     return at
+
+
+def checked_reason(reason: str | None) -> str | None:
+    """`--reason` as the control plane takes it (`HoldRequest`: plain text, at most
+    `MAX_HOLD_REASON_LENGTH` characters), or `UsageProblem` naming the value — before anything is
+    asked, so a reason that cannot be sent never reaches the network."""
+    if reason is None:
+        return None
+    quoted = repr(clipped(reason, 40))
+    if len(reason) > MAX_HOLD_REASON_LENGTH:
+        raise UsageProblem(f"--reason: {quoted} is longer than {MAX_HOLD_REASON_LENGTH} characters")
+    if any(0xD800 <= ord(character) <= 0xDFFF for character in reason):
+        raise UsageProblem(f"--reason: {quoted} is not UTF-8 text (expected plain text)")
+    control = first_control_character(reason)
+    if control is not None:
+        raise UsageProblem(
+            f"--reason: {quoted} contains the control character U+{ord(control):04X} "
+            "(expected plain text)"
+        )
+    bidi = first_bidi_control(reason)
+    if bidi is not None:
+        raise UsageProblem(
+            f"--reason: {quoted} contains the bidirectional control U+{ord(bidi):04X} "
+            "(expected plain text)"
+        )
+    return reason
 
 
 def _wall(text: str) -> time:

@@ -21,7 +21,12 @@ from agent_daemon.commands.agent_parts import (
     http_client_for,
     track_of,
 )
-from agent_daemon.commands.host_commands import FollowResult, follow_manual_update, parse_until
+from agent_daemon.commands.host_commands import (
+    FollowResult,
+    checked_reason,
+    follow_manual_update,
+    parse_until,
+)
 from agent_daemon.connection.config_cache import CachedConfig, ConfigCache
 from agent_daemon.connection.control_plane_client import ControlPlaneClient
 from agent_daemon.connection.server_clock import ServerClock
@@ -69,7 +74,7 @@ def hold(paths: AgentPaths, *, until: str, reason: str | None) -> int:
     session = _host_session(paths)
     zone = _zone_of(session)
     at = parse_until(until, now=session.clock.now(), zone=zone)
-    request = HoldRequest(until=at, reason=reason)
+    request = HoldRequest(until=at, reason=checked_reason(reason))
     with http_client_for(session.settings, session.clock) as http:
         held = _host_client(session, http).set_hold(request)
     local = held.until.astimezone(zone)

@@ -47,6 +47,7 @@ from agent_daemon.settings import (
     SYSTEM_STATE_DIR,
     AgentPaths,
     AgentSettings,
+    is_bearer_text,
 )
 from ground.contract import ENROLLMENT_TOKEN_PREFIX, EnrolledAgent, EnrollRequest
 from ground.contract.messages import MAX_AGENT_NAME_LENGTH
@@ -62,11 +63,11 @@ def install(
     args: argparse.Namespace, paths: AgentPaths, environ: Mapping[str, str] = os.environ
 ) -> int:
     token = read_secret(args.enrollment_token)
-    if not token.startswith(ENROLLMENT_TOKEN_PREFIX) or any(c.isspace() for c in token):
+    if not token.startswith(ENROLLMENT_TOKEN_PREFIX) or not is_bearer_text(token):
         raise ConfigError(
             f"--enrollment-token: expected an enrollment token starting with "
-            f"{ENROLLMENT_TOKEN_PREFIX} (not shown); an agent credential (nwa_…) goes to "
-            "`nachtwacht agent enroll --credential`"
+            f"{ENROLLMENT_TOKEN_PREFIX}, visible ASCII only (not shown); an agent credential "
+            "(nwa_…) goes to `nachtwacht agent enroll --credential`"
         )
     request = _enroll_request(args.name or socket.gethostname())
     systemd_dir = Path(args.systemd_dir)

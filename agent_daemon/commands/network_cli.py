@@ -94,7 +94,10 @@ def inherited_proxy(
     has HTTPS_PROXY would be gone when the daemon starts. `--proxy ''` asks for none."""
     if args.proxy is not None:
         return None
-    parts = urlsplit(control_url)
+    try:
+        parts = urlsplit(control_url)
+    except ValueError:
+        return None  # a URL that cannot be read: the staged config names it by its flag
     given = _no_proxy_entries(args)
     # Not validated here: the staged config names a bad --no-proxy entry by its flag.
     route = resolve_route(NetworkSettings.model_construct(no_proxy=given), environ)

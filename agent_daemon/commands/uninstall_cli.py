@@ -129,6 +129,13 @@ def _services_to_stop(ours: list[Path], systemd_dir: Path) -> list[str]:
 def _purge_targets(paths: AgentPaths) -> list[Path]:
     targets: list[Path] = []
     state = paths.state_dir
+    if state.is_symlink():
+        # Which to remove (the link, the folder it points at, or both) is the admin's to say.
+        target = state.resolve()
+        raise ConfigError(
+            f"--state-dir: {state} is a symbolic link to {target} — expected the folder itself "
+            f"(name it: --state-dir {target}); nothing was removed"
+        )
     if state.is_dir() and any((state / name).exists() for name in _STATE_MARKERS):
         targets.append(state)
     config_dir = paths.config_file.parent
@@ -165,7 +172,10 @@ def _what_stays(
 
 def _install_root(paths: AgentPaths) -> str:
     """The install root the config names (read leniently: uninstall must work with a broken
-    config too), else the default."""
+    config too), else the default. A config that is not a regular file (a named pipe) is not
+    read: it would hold the command forever."""
+    if not paths.config_file.is_file():
+        return DEFAULT_INSTALL_ROOT
     try:
         document = tomllib.loads(paths.config_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):

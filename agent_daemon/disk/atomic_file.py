@@ -18,8 +18,10 @@ The previous release's files are held by a test (tests/rolling).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -69,13 +71,26 @@ def write_versioned_json(path: Path, payload: dict[str, Any], *, format_version:
 
 
 def read_versioned_json(path: Path, *, format_version: int) -> dict[str, Any] | None:
-    """The file's fields without `format_version`; None when the file does not exist."""
+    """The file's fields without `format_version`; None when the file does not exist.
+
+    Only a regular file is read: the state directory may be the daemon's own user's while root
+    runs `status` or `diagnose`, so a link planted there is not followed (to a file of root's) and
+    a named pipe is not waited on."""
     try:
-        raw = path.read_bytes()
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DaemonStateError(f"{path}: is a symbolic link; not followed") from exc
         raise DaemonStateError(f"{path}: cannot be read ({exc.strerror})") from exc
+    with os.fdopen(descriptor, "rb") as opened:
+        if not stat.S_ISREG(os.fstat(opened.fileno()).st_mode):
+            raise DaemonStateError(f"{path}: not a regular file (a pipe, a device or a folder)")
+        try:
+            raw = opened.read()
+        except OSError as exc:
+            raise DaemonStateError(f"{path}: cannot be read ({exc.strerror})") from exc
     try:
         document = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -13,6 +13,7 @@ when another user could have written it: the release keys it names are what the 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -21,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from agent_daemon.disk.atomic_file import write_bytes_atomically
 from agent_daemon.errors import DaemonStateError
@@ -60,12 +61,26 @@ class HeldTrustRootFile:
     def load(self) -> HeldTrustRoot | None:
         """The held root, None when this host holds none (it trusts its key files);
         `DaemonStateError` naming the file when it cannot be used."""
+        # Not through a link, and without waiting on a named pipe: the daemon's user may own the
+        # state directory while root reads it (`status`, `diagnose`).
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW
         try:
-            info = self.path.stat()
+            descriptor = os.open(self.path, flags)
         except FileNotFoundError:
             return None
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise DaemonStateError(f"{self.path}: is a symbolic link; not followed") from exc
             raise DaemonStateError(f"{self.path}: cannot be read ({exc.strerror})") from exc
+        with os.fdopen(descriptor, "rb") as opened:
+            return self._checked(opened)
+
+    def _checked(self, opened: BinaryIO) -> HeldTrustRoot:
+        info = os.fstat(opened.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise DaemonStateError(
+                f"{self.path}: not a regular file (a pipe, a device or a folder)"
+            )
         daemon_uid = os.geteuid() if self._daemon_uid is None else self._daemon_uid
         if info.st_mode & 0o022 or info.st_uid not in {0, daemon_uid}:
             raise DaemonStateError(
@@ -78,7 +93,7 @@ class HeldTrustRootFile:
                 f"{self.path}: {info.st_size} bytes, at most {_MAX_FILE_BYTES} expected"
             )
         try:
-            body = self.path.read_bytes()
+            body = opened.read(_MAX_FILE_BYTES + 1)
         except OSError as exc:
             raise DaemonStateError(f"{self.path}: cannot be read ({exc.strerror})") from exc
         try:

@@ -68,7 +68,8 @@ def lock_holder(path: Path) -> int | None:
     """The pid holding the lock at `path` (-1 when it wrote none), or None when nobody holds it.
     Only looks: a shared, non-blocking probe that is let go at once."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        # Without waiting: a named pipe planted in its place would hold the caller forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError:
         return None
     try:

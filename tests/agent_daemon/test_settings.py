@@ -130,7 +130,8 @@ def test_a_missing_config_says_to_enroll(tmp_path: Path) -> None:
         ),
         pytest.param(
             {"credential": "nwp_panel_key"},
-            r"credential: found 'nwp_panel_key' — expected an agent credential starting with nwa_",
+            r"credential: the value given \(not shown\) — expected an agent credential starting "
+            "with nwa_",
             id="panel_credential",
         ),
         pytest.param(

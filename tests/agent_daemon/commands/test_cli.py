@@ -155,10 +155,19 @@ def test_enroll_refuses_to_replace_a_config_without_force(
                 "--trusted-key",
                 "KEY",
             ],
-            "--credential: found 'secret'",
+            "--credential: the value given (not shown) — expected an agent credential",
             id="not_an_agent_credential",
         ),
         pytest.param(["launch"], "invalid choice: 'launch'", id="unknown_command"),
+        *(
+            pytest.param(
+                ["update-now", "--timeout-seconds", value],
+                f"argument --timeout-seconds: found '{value}' — expected a number of seconds "
+                "above 0",
+                id=f"follow_for_{value}",
+            )
+            for value in ("nan", "-1", "0", "inf", "soon")
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_it(
@@ -166,7 +175,7 @@ def test_bad_input_exits_2_with_one_line_naming_it(
 ) -> None:
     host = AgentHost(tmp_path / "host")
     args = [str(host.public_key) if a == "KEY" else a for a in args]
-    if args[0] == "enroll":
+    if args[0] in {"enroll", "update-now"}:
         args += ["--state-dir", str(host.state_dir)]
     result = run_agent(*args)
     assert result.returncode == 2

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -120,3 +122,102 @@ def test_a_config_that_is_not_toml_is_left_out_not_copied(tmp_path: Path) -> Non
     assert b"not valid TOML" in read["config.toml"]
     assert b"not included" in read["config.toml"]
     assert read["connectivity.txt"].startswith(b"not tried: the config cannot be used")
+
+
+def _files_under(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    """Every entry under `root`, not following links: its mode and, for a regular file, its
+    bytes (what must be unchanged after a command)."""
+    seen: dict[str, tuple[int, bytes | None]] = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        data = path.read_bytes() if stat.S_ISREG(info.st_mode) else None
+        seen[str(path.relative_to(root))] = (info.st_mode, data)
+    return seen
+
+
+def _diagnose_within(
+    state_dir: Path, archive: Path, *, seconds: float
+) -> subprocess.CompletedProcess[str]:
+    # Forked by hand, with a deadline: a command that opened a named pipe would wait forever.
+    return subprocess.run(
+        [sys.executable, "-m", "nachtwacht", "agent", "diagnose", "--state-dir", str(state_dir),
+         "--out", str(archive)],
+        env={**os.environ, "PATH": str(archive.parent / "empty-bin")},
+        capture_output=True, text=True, timeout=seconds, check=False,
+    )  # fmt: skip
+
+
+def test_links_pipes_and_devices_in_the_state_directory_are_named_not_read(tmp_path: Path) -> None:
+    # The non-root daemon's user owns the state directory: what it plants there must not carry
+    # root's files (or a hang) into the archive root makes.
+    host = AgentHost(tmp_path / "host")
+    write_enrolled_config(host)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "shadow").write_text("root:$6$the-hash-of-roots-password:19000:0:99999:7:::\n")
+    (outside / "folder").mkdir()
+    (outside / "folder" / "other.json").write_text('{"found": "outside-folder-secret"}')
+    state = host.state_dir
+    (state / "stolen.json").symlink_to(outside / "shadow")
+    (state / "outbox").mkdir(exist_ok=True)
+    (state / "outbox" / "000002.json").symlink_to(outside / "shadow")
+    (state / "linked").symlink_to(outside / "folder", target_is_directory=True)
+    os.mkfifo(state / "pipe.json")
+    (state / "zeros.json").symlink_to("/dev/zero")
+    before = _files_under(tmp_path / "host") | _files_under(outside)
+    archive = tmp_path / "support.tar.gz"
+    result = _diagnose_within(state, archive, seconds=60)
+    assert result.returncode == 0, result.stderr
+    read = members(archive)
+    everything = b"".join(read.values())
+    assert b"the-hash-of-roots-password" not in everything
+    assert b"outside-folder-secret" not in everything
+    for name in ("stolen.json", "outbox/000002.json", "pipe.json", "zeros.json"):
+        assert f"state/{name}" not in read
+        assert b"not a regular file; not read" in read[f"state/{name}.skipped.txt"], name
+    assert not any(name.startswith("state/linked/") for name in read)
+    assert _files_under(tmp_path / "host") | _files_under(outside) == before
+
+
+def test_secrets_outside_the_config_are_scrubbed_too(tmp_path: Path) -> None:
+    # An older credential in a renamed copy of the config, an enrollment token and a proxy
+    # password in an event line kept in a state file, a client key pasted into one: none of them
+    # is the config's, and none may leave the host.
+    host = AgentHost(tmp_path / "host")
+    write_enrolled_config(host)
+    state = host.state_dir
+    old_credential = "nwa_" + "Q" * 43
+    token = "nwe_" + "T7-x" * 10
+    (state / "agent.toml.bak.json").write_text(f'credential = "{old_credential}"\n')
+    (state / "events.json").write_text(
+        json.dumps(
+            {
+                "line": f"enroll with {token} via http://ops:env-proxy-pass@proxy.example:3128",
+                "key": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEF\n"
+                "-----END PRIVATE KEY-----\n",
+            }
+        )
+    )
+    archive = tmp_path / "support.tar.gz"
+    result = _diagnose_within(state, archive, seconds=120)
+    assert result.returncode == 0, result.stderr
+    everything = b"".join(members(archive).values())
+    for secret in (old_credential, token, "env-proxy-pass", "MIIEvQIBADANBgkqhkiG9w0BAQEF"):
+        assert secret.encode() not in everything, secret
+    assert CREDENTIAL.encode() not in everything
+    assert b"http://ops:***@proxy.example:3128" in everything
+
+
+def test_a_config_that_is_a_named_pipe_is_named_and_nothing_waits_on_it(tmp_path: Path) -> None:
+    host = AgentHost(tmp_path / "host")
+    config = write_enrolled_config(host)
+    config.unlink()
+    os.mkfifo(config, 0o600)
+    archive = tmp_path / "support.tar.gz"
+    result = _diagnose_within(host.state_dir, archive, seconds=60)
+    assert result.returncode == 0, result.stderr
+    read = members(archive)
+    assert read["config.toml"] == f"# {config}: not a regular file; not read\n".encode()
+    assert b"not a regular file" in read["status.json"]
+    assert read["connectivity.txt"].startswith(b"not tried: the config cannot be used")
+    assert stat.S_ISFIFO(config.lstat().st_mode)

@@ -5,6 +5,10 @@ processes against a TLS control plane and real proxies on loopback."""
 
 from __future__ import annotations
 
+import os
+import stat
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -13,6 +17,7 @@ import pytest
 from tests.agent_daemon.network_support.pki import Pki, make_pki
 from tests.agent_daemon.network_support.proxies import http_proxy
 from tests.agent_daemon.network_support.servers import control_plane
+from tests.agent_daemon.trust_roots.chain import RootChain
 from tests.worlds.hosts import AgentHost
 
 pytestmark = pytest.mark.slow
@@ -140,3 +145,169 @@ def test_an_agent_user_the_host_does_not_have_is_refused_by_its_flag(tmp_path: P
         "nachtwacht agent enroll: --agent-user: 'no-such-user' is not a user on this host"
     )
     assert not (host.state_dir / "agent.toml").exists()
+
+
+def _entries(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    seen: dict[str, tuple[int, bytes | None]] = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        data = path.read_bytes() if stat.S_ISREG(info.st_mode) else None
+        seen[str(path.relative_to(root))] = (info.st_mode, data)
+    return seen
+
+
+def _enroll_within(host: AgentHost, url: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    # Forked by hand, with a deadline: an enroll that opened a named pipe would wait forever.
+    return subprocess.run(
+        [sys.executable, "-m", "nachtwacht", "agent", "enroll", "--state-dir", str(host.state_dir),
+         "--url", url, "--credential", CREDENTIAL, "--install-root", str(host.install_root),
+         "--restart-command", "true", *extra],
+        env={**os.environ, **NO_PROXY_ENV}, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        pytest.param("https://admin:s3cret-pw@control.example", "--url: found "
+                     "'https://admin:***@control.example' — expected no user or password",
+                     id="credentials"),
+        pytest.param("https://control.example:99999", "--url: found "
+                     "'https://control.example:99999' — expected a port from 1 to 65535",
+                     id="port_too_big"),
+        pytest.param("https://control.example:0", "--url: found 'https://control.example:0' — "
+                     "expected a port from 1 to 65535", id="port_zero"),
+        pytest.param("https://control.example:-1", "--url: found 'https://control.example:-1' — "
+                     "expected a port from 1 to 65535", id="port_negative"),
+        pytest.param("https://[::1", "--url: found 'https://[::1' — expected an http(s) URL",
+                     id="broken_ipv6"),
+        pytest.param("https://control.example/\x1b[2J", "--url: found "
+                     "'https://control.example/\\x1b[2J' — expected an http(s) URL",
+                     id="escape_sequence"),
+        pytest.param("https://:443", "--url: found 'https://:443' — expected an http(s) URL",
+                     id="no_host"),
+    ],
+)  # fmt: skip
+def test_a_control_url_that_cannot_be_used_is_one_line_and_nothing_is_written(
+    tmp_path: Path, url: str, expected: str
+) -> None:
+    host = AgentHost(tmp_path / "host")
+    host.prepare()
+    before = _entries(tmp_path)
+    result = _enroll_within(host, url, "--trusted-key", str(host.public_key))
+    assert result.returncode == 2
+    line = one_line(result.stderr)
+    assert line.startswith(f"nachtwacht agent enroll: {expected}"), line
+    assert "s3cret-pw" not in result.stderr + result.stdout
+    assert _entries(tmp_path) == before
+
+
+def test_a_proxy_refused_is_shown_without_its_password(tmp_path: Path) -> None:
+    host = AgentHost(tmp_path / "host")
+    host.prepare()
+    before = _entries(tmp_path)
+    result = _enroll_within(
+        host, "https://control.example", "--trusted-key", str(host.public_key),
+        "--proxy", "http://ops:pr0xy-pw@proxy.example:70000",
+    )  # fmt: skip
+    assert result.returncode == 2
+    line = one_line(result.stderr)
+    assert line.startswith(
+        "nachtwacht agent enroll: --proxy: found 'http://ops:***@proxy.example:70000' — expected "
+        "a port from 1 to 65535"
+    ), line
+    assert "pr0xy-pw" not in result.stderr + result.stdout
+    assert _entries(tmp_path) == before
+
+
+@pytest.mark.parametrize("flag", ["--ca-file", "--client-cert", "--trusted-key", "--trust-root"])
+@pytest.mark.parametrize("kind", ["named_pipe", "device"])
+def test_a_file_flag_naming_a_pipe_or_device_is_refused_not_waited_on(
+    tmp_path: Path, flag: str, kind: str
+) -> None:
+    host = AgentHost(tmp_path / "host")
+    host.prepare()
+    if kind == "named_pipe":
+        odd = tmp_path / "odd.pem"
+        os.mkfifo(odd, 0o644)
+    else:
+        odd = tmp_path / "odd.pem"
+        odd.symlink_to("/dev/zero")
+    before = _entries(tmp_path)
+    keys = [] if flag == "--trusted-key" else ["--trusted-key", str(host.public_key)]
+    result = _enroll_within(host, "https://control.example", *keys, flag, str(odd))
+    assert result.returncode == 2
+    line = one_line(result.stderr)
+    assert line.startswith(f"nachtwacht agent enroll: {flag}: "), line
+    assert str(odd) in line
+    assert _entries(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("verb", "flag", "secret"),
+    [
+        pytest.param(
+            "enroll", "--credential", "nwa_caf\u00e9-credential", id="credential_not_ascii"
+        ),
+        pytest.param("enroll", "--credential", "nwa_ab\x7fcdefgh", id="credential_control"),
+        pytest.param("enroll", "--credential", "nwe_an-enrollment-token", id="token_as_credential"),
+        pytest.param("install", "--enrollment-token", "nwe_caf\u00e9-token", id="token_not_ascii"),
+        pytest.param("install", "--enrollment-token", "nwe_ab\x1bcdefgh", id="token_control"),
+    ],
+)
+def test_a_secret_that_cannot_be_sent_is_refused_by_its_flag_and_never_shown(
+    tmp_path: Path, verb: str, flag: str, secret: str
+) -> None:
+    host = AgentHost(tmp_path / "host")
+    host.prepare()
+    (tmp_path / "units").mkdir()
+    before = _entries(tmp_path)
+    install = ["--name", "web-01", "--systemd-dir", str(tmp_path / "units")]
+    result = subprocess.run(
+        [sys.executable, "-m", "nachtwacht", "agent", verb, "--state-dir", str(host.state_dir),
+         "--url", "http://127.0.0.1:9", flag, secret, "--trusted-key", str(host.public_key),
+         "--install-root", str(host.install_root), "--restart-command", "true",
+         *(install if verb == "install" else [])],
+        env={**os.environ, **NO_PROXY_ENV}, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    line = one_line(result.stderr)
+    assert line.startswith(f"nachtwacht agent {verb}: {flag}: "), line
+    assert secret not in line
+    assert secret[4:] not in line
+    assert _entries(tmp_path) == before
+
+
+def test_a_failed_enroll_never_copies_what_a_planted_trust_root_link_points_at(
+    tmp_path: Path,
+) -> None:
+    # The daemon's user owns the state directory; root enrolls again and the enroll fails: what
+    # it puts back must not be a file of root's read through a link.
+    host = AgentHost(tmp_path / "host")
+    host.prepare()
+    host.state_dir.mkdir(parents=True, exist_ok=True)
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$the-hash-of-roots-password:19000:0:99999:7:::\n")
+    secret.chmod(0o600)
+    planted = host.state_dir / "trust_root.json"
+    planted.symlink_to(secret)
+    root = tmp_path / "root.json"
+    root.write_bytes(RootChain().versions[1])
+    before = _entries(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "nachtwacht", "agent", "enroll", "--state-dir", str(host.state_dir),
+         "--url", "http://127.0.0.1:9", "--credential", CREDENTIAL, "--trust-root", str(root),
+         "--install-root", str(host.install_root), "--restart-command", "true"],
+        env={**os.environ, **NO_PROXY_ENV}, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    line = one_line(result.stderr)
+    assert "the-hash-of-roots-password" not in result.stdout + result.stderr
+    for path in host.state_dir.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert b"the-hash-of-roots-password" not in path.read_bytes(), path
+    assert line.startswith(f"nachtwacht agent enroll: {planted}: is a symbolic link"), line
+    assert _entries(tmp_path) == before

@@ -4,6 +4,8 @@ daemon's own files."""
 
 from __future__ import annotations
 
+import re
+import stat
 import threading
 import time
 import uuid
@@ -15,13 +17,16 @@ import httpx
 import pytest
 
 from agent_daemon.commands.host_commands import UsageProblem, follow_manual_update, parse_until
+from agent_daemon.commands.host_verbs_cli import hold
 from agent_daemon.connection.control_plane_client import ControlPlaneClient
 from agent_daemon.connection.http_client import build_http_client
 from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.errors import BadServerAnswer
 from agent_daemon.host.activity import Activity, ActivityFile
+from agent_daemon.settings import resolve_paths
 from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
 from ground.contract import HoldRequest, RefusalCode
+from tests.agent_daemon.commands.test_network_cli import write_enrolled_config
 from tests.agent_daemon.daemon_support.fake_control_plane import (
     CREDENTIAL,
     ClaimRefusal,
@@ -30,6 +35,8 @@ from tests.agent_daemon.daemon_support.fake_control_plane import (
 from tests.agent_daemon.daemon_support.harness import Harness
 from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
 from tests.worlds.clocks import ManualClock
+from tests.worlds.daemons import run_agent
+from tests.worlds.hosts import AgentHost
 
 AMSTERDAM = ZoneInfo("Europe/Amsterdam")
 # 2026-11-30 10:00 in Amsterdam (UTC+1).
@@ -78,10 +85,12 @@ def test_until_reads_dates_and_times_in_the_platform_zone(text: str, expected: d
         pytest.param(
             "\u0660\u0666:\u0660\u0660", "is not a date or time", id="arabic_indic_digits"
         ),
+        pytest.param("9999-12-31T23:59:59-12:00", "is out of range", id="after_year_9999_utc"),
+        pytest.param("0001-01-01T00:00:00+14:00", "is out of range", id="before_year_1_utc"),
     ],
 )
 def test_an_until_that_cannot_be_used_names_the_value(text: str, words: str) -> None:
-    with pytest.raises(UsageProblem, match=f"--until: '{text}' {words}"):
+    with pytest.raises(UsageProblem, match=re.escape(f"--until: '{text}' {words}")):
         parse_until(text, now=NOW, zone=AMSTERDAM)
 
 
@@ -243,3 +252,61 @@ def test_update_now_says_when_the_daemon_stops_while_it_follows(tmp_path: Path) 
     )
     assert result.record is None
     assert said[-1] == "the daemon stopped before the update ended; the request stays filed"
+
+
+@pytest.mark.parametrize(
+    ("reason", "words"),
+    [
+        pytest.param("maintenance\x1b[2J", "contains the control character U+001B", id="escape"),
+        pytest.param("db\u202enoitpecxe", "contains the bidirectional control U+202E", id="bidi"),
+        pytest.param("caf\udce9", "is not UTF-8 text", id="bytes_not_utf8"),
+        pytest.param("x" * 501, "is longer than 500 characters", id="too_long"),
+        pytest.param("y" * 100_000, "is longer than 500 characters", id="huge"),
+    ],
+)
+def test_a_hold_reason_that_cannot_be_sent_is_named_before_anything_is_asked(
+    tmp_path: Path, reason: str, words: str
+) -> None:
+    host = AgentHost(tmp_path / "host")
+    write_enrolled_config(host)
+    before = _files_under(tmp_path)
+    # The config names a control plane nobody answers for: the refusal comes before any request.
+    shown = repr(reason if len(reason) <= 40 else reason[:39] + "…")
+    with pytest.raises(UsageProblem) as refused:
+        hold(
+            resolve_paths(state_dir=str(host.state_dir), config_file=None, environ={}),
+            until="2099-01-01",
+            reason=reason,
+        )
+    assert str(refused.value).startswith(f"--reason: {shown} {words}")
+    assert "\x1b" not in str(refused.value)
+    assert "\u202e" not in str(refused.value)
+    assert _files_under(tmp_path) == before
+
+
+def test_a_hold_with_an_impossible_date_or_reason_says_one_line_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    host = AgentHost(tmp_path / "host")
+    write_enrolled_config(host)
+    before = _files_under(tmp_path)
+    for args in (
+        ("--until", "9999-12-31T23:59:59-12:00"),
+        ("--until", "2099-01-01", "--reason", "z" * 3000),
+    ):
+        result = run_agent("hold", "--state-dir", str(host.state_dir), *args)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr
+        assert len(result.stderr.splitlines()) == 1, result.stderr
+        assert result.stderr.startswith(f"nachtwacht agent hold: {args[-2]}: "), result.stderr
+        assert result.stdout == ""
+    assert _files_under(tmp_path) == before
+
+
+def _files_under(root: Path) -> dict[str, tuple[int, bytes | None]]:
+    seen: dict[str, tuple[int, bytes | None]] = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        data = path.read_bytes() if stat.S_ISREG(info.st_mode) else None
+        seen[str(path.relative_to(root))] = (info.st_mode, data)
+    return seen

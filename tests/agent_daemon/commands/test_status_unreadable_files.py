@@ -6,6 +6,10 @@ real command."""
 from __future__ import annotations
 
 import json
+import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,3 +102,49 @@ def test_a_state_directory_that_is_not_there_is_named_not_shown_as_a_daemon_that
 
     there = run_agent("status", "--state-dir", str(host.state_dir), "--config", str(config))
     assert "state directory" not in there.stdout
+
+
+@pytest.mark.parametrize("kind", ["named_pipe", "link_out"])
+@pytest.mark.parametrize("name", ["config-cache.json", "daemon-state.json"])
+def test_a_state_file_planted_as_a_pipe_or_a_link_is_named_not_read(
+    tmp_path: Path, kind: str, name: str
+) -> None:
+    # The non-root daemon's user owns the state directory; root runs status (and diagnose).
+    host = AgentHost(tmp_path / "host")
+    write_enrolled_config(host)
+    planted = host.state_dir / name
+    secret = tmp_path / "shadow"
+    secret.write_text('{"format_version": 1, "stolen": "the-hash-of-roots-password"}')
+    if kind == "named_pipe":
+        os.mkfifo(planted)
+    else:
+        planted.symlink_to(secret)
+    text = subprocess.run(
+        [sys.executable, "-m", "nachtwacht", "agent", "status", "--state-dir",
+         str(host.state_dir)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert text.returncode == 0, text.stderr
+    [line] = [line for line in attention(text.stdout) if str(planted) in line]
+    assert "not a regular file" in line or "a symbolic link" in line, line
+    assert "the-hash-of-roots-password" not in text.stdout
+    assert planted.is_symlink() or stat.S_ISFIFO(planted.lstat().st_mode)
+
+
+@pytest.mark.parametrize("name", ["trust_root.json", "daemon.lock"])
+def test_a_pipe_planted_as_the_trust_root_or_the_lock_does_not_hold_status(
+    tmp_path: Path, name: str
+) -> None:
+    host = AgentHost(tmp_path / "host")
+    write_enrolled_config(host)
+    planted = host.state_dir / name
+    os.mkfifo(planted, 0o644)
+    text = subprocess.run(
+        [sys.executable, "-m", "nachtwacht", "agent", "status", "--state-dir",
+         str(host.state_dir)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert text.returncode == 0, text.stderr
+    if name == "trust_root.json":
+        assert f"{planted}: not a regular file" in text.stdout, text.stdout
+    assert stat.S_ISFIFO(planted.lstat().st_mode)

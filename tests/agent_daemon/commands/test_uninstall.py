@@ -4,6 +4,8 @@ on loopback, a recording `systemctl` first on PATH and a unit directory of the t
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,3 +148,61 @@ def test_the_bundles_units_stay_and_the_admin_is_told_where_they_came_from(
     assert sorted(path.name for path in systemd.unit_dir.iterdir()) == sorted(UNIT_NAMES)
     assert "came with the offline bundle's install.sh" in result.stdout
     assert "apt remove" not in result.stdout
+
+
+def test_purge_refuses_a_state_directory_that_is_a_link_before_changing_anything(
+    installed: tuple[AgentHost, FakeSystemd], tmp_path: Path
+) -> None:
+    # An admin moved the state elsewhere and left a link: which to remove — the link, the folder
+    # it points at, or both — is theirs to say. Nothing is stopped or removed half-way.
+    host, systemd = installed
+    elsewhere = tmp_path / "data" / "state"
+    elsewhere.parent.mkdir()
+    host.state_dir.rename(elsewhere)
+    host.state_dir.symlink_to(elsewhere, target_is_directory=True)
+    before = sorted(str(path) for path in tmp_path.rglob("*"))
+    result = uninstall(host, systemd, "--purge", "--yes")
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"nachtwacht agent uninstall: --state-dir: {host.state_dir} is a symbolic link to "
+        f"{elsewhere} — expected the folder itself (name it: --state-dir {elsewhere}); nothing "
+        "was removed\n"
+    )
+    assert sorted(str(path) for path in tmp_path.rglob("*")) == before
+    assert systemd.calls() == []
+
+
+def test_purge_removes_links_in_the_state_directory_never_what_they_point_at(
+    installed: tuple[AgentHost, FakeSystemd], tmp_path: Path
+) -> None:
+    # The non-root daemon's user owns the state directory; root purges it.
+    host, systemd = installed
+    outside = tmp_path / "outside"
+    (outside / "folder").mkdir(parents=True)
+    (outside / "precious").write_text("root's")
+    (outside / "folder" / "kept").write_text("root's too")
+    (host.state_dir / "a-file").symlink_to(outside / "precious")
+    (host.state_dir / "a-folder").symlink_to(outside / "folder", target_is_directory=True)
+    (host.state_dir / "outbox").mkdir(exist_ok=True)
+    (host.state_dir / "outbox" / "000001.json").symlink_to(outside / "folder")
+    before = {str(path): path.read_bytes() for path in outside.rglob("*") if path.is_file()}
+    result = uninstall(host, systemd, "--purge", "--yes")
+    assert result.returncode == 0, result.stderr
+    assert not os.path.lexists(host.state_dir)
+    assert {str(path): path.read_bytes() for path in outside.rglob("*") if path.is_file()} == before
+
+
+def test_a_config_that_is_a_named_pipe_does_not_hold_uninstall(
+    installed: tuple[AgentHost, FakeSystemd],
+) -> None:
+    host, systemd = installed
+    config = host.state_dir / "agent.toml"
+    config.unlink()
+    os.mkfifo(config, 0o600)
+    result = subprocess.run(
+        [sys.executable, "-m", "nachtwacht", "agent", "uninstall", "--state-dir",
+         str(host.state_dir), "--systemd-dir", str(systemd.unit_dir), "--purge", "--yes"],
+        env=systemd.env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert not os.path.lexists(host.state_dir)
