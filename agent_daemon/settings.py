@@ -62,6 +62,7 @@ from agent_daemon.updater.updater_settings import (
     UpdaterSettings,
 )
 from ground.contract import AGENT_CREDENTIAL_PREFIX
+from ground.planted_files import NotRegularFile, open_regular
 from signed_release.errors import ReleaseError
 
 __all__ = [
@@ -290,19 +291,14 @@ def _check_network_files(network: NetworkSettings, daemon_uid: int) -> None:
         if path is None:
             continue
         try:
-            # Opened without waiting: a named pipe would hold the command (or the daemon) forever.
-            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-            try:
-                info = os.fstat(descriptor)
-            finally:
-                os.close(descriptor)
+            with open_regular(path, follow_links=True) as opened:
+                info = os.fstat(opened.fileno())
+        except NotRegularFile as exc:
+            raise ConfigError(
+                f"{field}: {str(path)!r}: {exc.strerror} — expected a PEM file"
+            ) from exc
         except OSError as exc:
             raise ConfigError(f"{field}: {str(path)!r} cannot be read ({exc.strerror})") from exc
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(
-                f"{field}: {str(path)!r} is not a regular file (a pipe, a device or a folder) — "
-                "expected a PEM file"
-            )
         if field == "ca_file" and (info.st_mode & 0o022 or info.st_uid not in {0, daemon_uid}):
             # Whoever can write the CA file can make the agent trust their own control plane.
             raise ConfigError(

@@ -5,6 +5,8 @@
     instants    the one way an instant is written and read between programs (stdlib only)
     contract    the agent <-> control-plane messages, codes, paths and headers (pydantic)
     start_up    the collector paused while a command imports its part
+    planted_files  a file another party may have put in place, read without following a
+                link where not allowed, never waiting on a pipe, regular files only
 
 The layers, each importing only those below it (docs/architecture.md):
 

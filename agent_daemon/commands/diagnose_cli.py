@@ -22,14 +22,12 @@ state file that is a link, a pipe or a device is named, never read. The archive 
 from __future__ import annotations
 
 import contextlib
-import errno
 import io
 import json
 import os
 import platform
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import tarfile
@@ -52,6 +50,7 @@ from agent_daemon.connection.server_clock import ServerClock
 from agent_daemon.errors import AgentError, ConfigError
 from agent_daemon.settings import AgentPaths, load_settings
 from ground.clock import ClockConfigError, clock_from_env
+from ground.planted_files import NotRegularFile, read_regular
 from signed_release.errors import ReleaseError
 
 __all__ = ["JOURNAL_LINES", "diagnose"]
@@ -123,7 +122,7 @@ def _redacted_config(paths: AgentPaths) -> tuple[str, list[str]]:
         document = tomllib.loads(
             _read_regular_file(paths.config_file, follow_links=True).decode("utf-8")
         )
-    except _NotRegular:
+    except NotRegularFile:
         return f"# {paths.config_file}: not a regular file; not read\n", []
     except _TooLarge as exc:
         return f"# {paths.config_file}: {exc} bytes: too large to include\n", []
@@ -241,7 +240,7 @@ def _state_files(state_dir: Path) -> Iterator[tuple[str, bytes]]:
             relative = (here / name).relative_to(state_dir).as_posix()
             try:
                 data = _read_regular_file(here / name, follow_links=False)
-            except _NotRegular:
+            except NotRegularFile:
                 yield f"{relative}.skipped.txt", b"not a regular file; not read\n"
             except _TooLarge as exc:
                 yield f"{relative}.skipped.txt", f"{exc} bytes: too large to include\n".encode()
@@ -251,33 +250,15 @@ def _state_files(state_dir: Path) -> Iterator[tuple[str, bytes]]:
                 yield relative, _without_url_queries(data)
 
 
-class _NotRegular(Exception):
-    pass
-
-
 class _TooLarge(Exception):
     pass
 
 
 def _read_regular_file(path: Path, *, follow_links: bool) -> bytes:
-    """The bytes of a regular file of at most `_MAX_STATE_FILE_BYTES`; opened without waiting
-    (a named pipe never blocks the command) and, unless `follow_links`, not through a link."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | (0 if follow_links else os.O_NOFOLLOW)
-    try:
-        descriptor = os.open(path, flags)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _NotRegular from exc
-        raise
-    with os.fdopen(descriptor, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise _NotRegular
-        if info.st_size > _MAX_STATE_FILE_BYTES:
-            raise _TooLarge(info.st_size)
-        data = handle.read(_MAX_STATE_FILE_BYTES + 1)
+    """The bytes of a regular file of at most `_MAX_STATE_FILE_BYTES` (`planted_files`)."""
+    data = read_regular(path, _MAX_STATE_FILE_BYTES, follow_links=follow_links)
     if len(data) > _MAX_STATE_FILE_BYTES:
-        raise _TooLarge(len(data))
+        raise _TooLarge(f"more than {_MAX_STATE_FILE_BYTES}")
     return data
 
 

@@ -25,12 +25,10 @@ command run as that user. It must exist on the host when the agent is enrolled.
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import pwd
 import re
 import shlex
-import stat
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -58,6 +56,7 @@ from agent_daemon.settings import (
     write_config,
 )
 from ground.clock import clock_from_env
+from ground.planted_files import NotRegularFile, open_regular, read_regular
 
 __all__ = ["StagedEnrollment", "enroll", "read_secret", "staged_enrollment"]
 
@@ -296,22 +295,13 @@ def _checked_trust_root(path: Path, clock: ServerClock) -> bytes:
     from signed_release.trust_root import MAX_ROOT_BYTES, check_not_expired, self_signed_root
 
     try:
-        # Opened without waiting: a named pipe would hold the enroll forever.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-        with os.fdopen(descriptor, "rb") as opened:
-            info = os.fstat(opened.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise ConfigError(
-                    f"--trust-root: {path}: not a regular file (a pipe, a device or a folder) — "
-                    "expected root.json"
-                )
-            if info.st_size > MAX_ROOT_BYTES:
-                raise ConfigError(
-                    f"--trust-root: {path}: {info.st_size} bytes, at most {MAX_ROOT_BYTES} expected"
-                )
-            data = opened.read(MAX_ROOT_BYTES + 1)
+        data = read_regular(path, MAX_ROOT_BYTES, follow_links=True)
+    except NotRegularFile as exc:
+        raise ConfigError(f"--trust-root: {path}: {exc.strerror} — expected root.json") from exc
     except OSError as exc:
         raise ConfigError(f"--trust-root: {path}: cannot be read ({exc.strerror})") from exc
+    if len(data) > MAX_ROOT_BYTES:
+        raise ConfigError(f"--trust-root: {path}: more than {MAX_ROOT_BYTES} bytes expected")
     try:
         root = self_signed_root(data)
         check_not_expired(root, clock.now())
@@ -345,17 +335,14 @@ def _held_bytes(path: Path) -> bytes | None:
     what is put back (mode 0644) must not be a file of root's."""
     expected = "expected the held trust root (a regular file) or none; nothing was changed"
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW)
+        with open_regular(path, follow_links=False) as opened:
+            return opened.read()
     except FileNotFoundError:
         return None
+    except NotRegularFile as exc:
+        raise ConfigError(f"{path}: {exc.strerror} — {expected}") from exc
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ConfigError(f"{path}: is a symbolic link — {expected}") from exc
         raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from exc
-    with os.fdopen(descriptor, "rb") as opened:
-        if not stat.S_ISREG(os.fstat(opened.fileno()).st_mode):
-            raise ConfigError(f"{path}: not a regular file — {expected}")
-        return opened.read()
 
 
 def _put_back(held: HeldTrustRootFile, before: bytes | None) -> None:

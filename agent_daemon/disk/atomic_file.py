@@ -18,10 +18,8 @@ The previous release's files are held by a test (tests/rolling).
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -29,6 +27,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from agent_daemon.errors import DaemonStateError
+from ground.planted_files import NotRegularFile, open_regular
 
 __all__ = [
     "VersionedModelFile",
@@ -77,20 +76,14 @@ def read_versioned_json(path: Path, *, format_version: int) -> dict[str, Any] | 
     runs `status` or `diagnose`, so a link planted there is not followed (to a file of root's) and
     a named pipe is not waited on."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW)
+        with open_regular(path, follow_links=False) as opened:
+            raw = opened.read()
     except FileNotFoundError:
         return None
+    except NotRegularFile as exc:
+        raise DaemonStateError(f"{path}: {exc.strerror}") from exc
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise DaemonStateError(f"{path}: is a symbolic link; not followed") from exc
         raise DaemonStateError(f"{path}: cannot be read ({exc.strerror})") from exc
-    with os.fdopen(descriptor, "rb") as opened:
-        if not stat.S_ISREG(os.fstat(opened.fileno()).st_mode):
-            raise DaemonStateError(f"{path}: not a regular file (a pipe, a device or a folder)")
-        try:
-            raw = opened.read()
-        except OSError as exc:
-            raise DaemonStateError(f"{path}: cannot be read ({exc.strerror})") from exc
     try:
         document = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

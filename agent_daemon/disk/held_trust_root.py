@@ -13,7 +13,6 @@ when another user could have written it: the release keys it names are what the 
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -26,6 +25,7 @@ from typing import Any, BinaryIO
 
 from agent_daemon.disk.atomic_file import write_bytes_atomically
 from agent_daemon.errors import DaemonStateError
+from ground.planted_files import NotRegularFile, open_regular
 
 __all__ = ["TRUST_ROOT_FILE_NAME", "HeldTrustRoot", "HeldTrustRootFile"]
 
@@ -63,24 +63,19 @@ class HeldTrustRootFile:
         `DaemonStateError` naming the file when it cannot be used."""
         # Not through a link, and without waiting on a named pipe: the daemon's user may own the
         # state directory while root reads it (`status`, `diagnose`).
-        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW
         try:
-            descriptor = os.open(self.path, flags)
+            opened = open_regular(self.path, follow_links=False)
         except FileNotFoundError:
             return None
+        except NotRegularFile as exc:
+            raise DaemonStateError(f"{self.path}: {exc.strerror}") from exc
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise DaemonStateError(f"{self.path}: is a symbolic link; not followed") from exc
             raise DaemonStateError(f"{self.path}: cannot be read ({exc.strerror})") from exc
-        with os.fdopen(descriptor, "rb") as opened:
+        with opened:
             return self._checked(opened)
 
     def _checked(self, opened: BinaryIO) -> HeldTrustRoot:
         info = os.fstat(opened.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise DaemonStateError(
-                f"{self.path}: not a regular file (a pipe, a device or a folder)"
-            )
         daemon_uid = os.geteuid() if self._daemon_uid is None else self._daemon_uid
         if info.st_mode & 0o022 or info.st_uid not in {0, daemon_uid}:
             raise DaemonStateError(
