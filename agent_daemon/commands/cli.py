@@ -156,7 +156,7 @@ def _add_self_update_commands(commands: Subcommands[_Parser]) -> None:
     switch.add_argument("version")
     switch.add_argument(
         "--deadline-seconds",
-        type=float,
+        type=_seconds,
         default=CHECK_IN_DEADLINE.total_seconds(),
         help="the guard goes back unless the new build polls within this long",
     )

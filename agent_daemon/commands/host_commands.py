@@ -24,7 +24,9 @@ from agent_daemon.host.activity import ActivityFile
 from ground.contract.messages import MAX_HOLD_REASON_LENGTH
 from ground.contract.plain_text import clipped, first_bidi_control, first_control_character
 from ground.instants import DAY_TEXT, parse_written_time
+from ground.limits import FIRST_YEAR, LAST_YEAR
 from shared_planner import resolve_wall_time
+from shared_planner.errors import InvalidPlanningInput
 
 __all__ = [
     "FollowResult",
@@ -65,6 +67,12 @@ def parse_until(text: str, *, now: datetime, zone: ZoneInfo) -> datetime:
                 at = resolve_wall_time(today + timedelta(days=1), wall, zone)
         else:
             at = parse_written_time(value)
+    except InvalidPlanningInput as exc:
+        # A date the planner does not place (its years: `ground.limits`).
+        raise UsageProblem(
+            f"--until: {text!r} is out of range (expected a date in the years {FIRST_YEAR} to "
+            f"{LAST_YEAR})"
+        ) from exc
     except ValueError as exc:
         raise UsageProblem(f"--until: {text!r} is not a date or time ({_EXPECTED})") from exc
     except OverflowError as exc:

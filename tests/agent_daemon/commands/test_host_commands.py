@@ -86,6 +86,12 @@ def test_until_reads_dates_and_times_in_the_platform_zone(text: str, expected: d
             "\u0660\u0666:\u0660\u0660", "is not a date or time", id="arabic_indic_digits"
         ),
         pytest.param("9999-12-31T23:59:59-12:00", "is out of range", id="after_year_9999_utc"),
+        pytest.param(
+            "9999-12-31",
+            "is out of range (expected a date in the years 1900 to 8999)",
+            id="past_the_planners_years",
+        ),
+        pytest.param("1800-01-01 03:00", "is out of range", id="before_the_planners_years"),
         pytest.param("0001-01-01T00:00:00+14:00", "is out of range", id="before_year_1_utc"),
     ],
 )

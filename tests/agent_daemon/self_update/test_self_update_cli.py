@@ -62,6 +62,14 @@ def test_install_then_switch_then_status(tmp_path: Path) -> None:
             "wheels: expected one nachtwacht_agent-3.0.0-*.whl in",
             id="no_such_wheel",
         ),
+        *(
+            pytest.param(
+                ["switch", "9.9.9", "--deadline-seconds", value],
+                f"--deadline-seconds: found {value!r} — expected a number of seconds above 0",
+                id=f"deadline_{value}",
+            )
+            for value in ("nan", "inf", "-1", "0")
+        ),
     ],
 )
 def test_a_refused_verb_names_the_field_and_the_value(
