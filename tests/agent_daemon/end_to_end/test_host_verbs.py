@@ -75,7 +75,7 @@ def test_update_now_files_a_manual_run_the_agent_learns_from_its_config(
 ) -> None:
     host, agent, plane, org = enrolled
     state = ("--state-dir", str(host.state_dir))
-    first = run_agent("update-now", *state, "--timeout-seconds", "0")
+    first = run_agent("update-now", *state, "--timeout-seconds", "0.1")
     # No daemon runs here: the request is filed, and the command says it cannot follow it.
     assert first.returncode == 1, first.stderr
     assert first.stderr == ""
@@ -85,7 +85,7 @@ def test_update_now_files_a_manual_run_the_agent_learns_from_its_config(
     config = _config_once(plane, agent, lambda c: c.get("manual_update") is not None)
     assert config["manual_update"]["run_id"] == run_id
     # Asked again while it is pending: the same run, not a second one.
-    again = run_agent("update-now", *state, "--timeout-seconds", "0")
+    again = run_agent("update-now", *state, "--timeout-seconds", "0.1")
     assert f"(run {run_id})" in again.stdout
     # The trail says who asked: the agent (on its host), not a user of the panel.
     events = httpx.get(
