@@ -33,6 +33,16 @@ SLOT = "2026-11-30T03:00"
 LARGER_THAN_NGINX_DEFAULT = 3 * 1024 * 1024
 
 
+def wait_for_lines(balancer: Balancer, containing: str) -> list[str]:
+    """The access log's lines holding `containing`, once there is one: nginx writes a request's
+    line after it has sent the answer, so a client can read the log before it is there."""
+    wait_until(
+        lambda: any(containing in line for line in balancer.access()),
+        what=f"nginx's access log line for {containing}",
+    )
+    return [line for line in balancer.access() if containing in line]
+
+
 @pytest.fixture
 def release_keys(tmp_path: Path) -> Path:
     return generate_key_files(tmp_path / "release-keys")[1].parent
@@ -136,7 +146,9 @@ def test_a_body_over_the_agents_limit_is_refused_at_the_balancer(
     with through(balancer, agent["agent_key"]) as client:
         answer = client.post("/v1/agent/claims", content=b"x" * (65 * 1024))
     assert answer.status_code == 413
-    assert all("upstream=-" in line for line in balancer.access() if "/v1/agent/claims" in line)
+    # nginx writes a request's line once it has answered: wait for it, then read it.
+    claim_lines = wait_for_lines(balancer, "/v1/agent/claims")
+    assert claim_lines and all("upstream=-" in line for line in claim_lines), claim_lines
 
 
 def test_a_panel_form_over_the_limit_gets_the_panels_page_through_the_balancer(
@@ -214,9 +226,8 @@ def test_a_claim_sent_to_a_replica_that_dies_before_answering_is_answered_by_the
             )
             holder.rollback()
         asking.join(timeout=120)
-        lines = balancer.access()
+        claim_lines = wait_for_lines(balancer, "/v1/agent/claims")
     assert [answer.status_code for answer in answers] == [201], [a.text for a in answers]
-    claim_lines = [line for line in lines if "/v1/agent/claims" in line]
     doomed_at = doomed.base_url.removeprefix("http://").rstrip("/")
     survivor_at = survivor.base_url.removeprefix("http://").rstrip("/")
     assert len(claim_lines) == 1 and f"upstream={doomed_at}, {survivor_at} " in claim_lines[0], (
