@@ -91,7 +91,7 @@ class TrustedKeys(Mapping[str, "Ed25519PublicKey"]):
 
 
 def _raw_public_key(path: Path) -> bytes:
-    data = read_key_file(path)
+    data = read_key_file(path, regular_only=True)
     blocks = list(_PEM_BLOCK.finditer(data))
     der = b""
     if len(blocks) == 1:
