@@ -17,25 +17,12 @@ from agent_daemon.updater.trusted_keys import TrustedKeys
 from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from ground.contract import OutcomeReason
+from tests.agent_daemon.self_update.recorder import Recorder
 from tests.worlds.clocks import ManualClock
 from tests.worlds.releases import Release, ReleaseFactory
 
 NOW = datetime(2026, 11, 30, 2, 3, tzinfo=UTC)
 RUNNING = "1.1.0"
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def install(self, bundle: Path, version: str, unpacked_size: int) -> None:
-        self.calls.append(f"install {version}")
-
-    def switch(self, version: str, run: SwitchRun) -> None:
-        self.calls.append(f"switch {version}")
-
-    def restart(self) -> None:
-        self.calls.append("restart")
 
 
 def _settings(tmp_path: Path, factory: ReleaseFactory) -> AgentSettings:

@@ -20,7 +20,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent_daemon.commands.agent_parts import build_self_updater
 from agent_daemon.disk.held_trust_root import HeldTrustRootFile
-from agent_daemon.self_update.pending_switch import SwitchRun
 from agent_daemon.settings import AgentSettings
 from agent_daemon.updater.layout import InstallLayout
 from agent_daemon.updater.trusted_keys import TrustedKeys
@@ -28,6 +27,7 @@ from agent_daemon.updater.update_records import UpdateOutcome, UpdateRequest
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from ground.contract import OutcomeReason
 from signed_release.signature import sign_manifest
+from tests.agent_daemon.self_update.recorder import Recorder
 from tests.agent_daemon.trust_roots.chain import RootChain
 from tests.worlds.clocks import ManualClock
 from tests.worlds.releases import Release, ReleaseFactory
@@ -35,20 +35,6 @@ from tests.worlds.releases import Release, ReleaseFactory
 NOW = datetime(2026, 11, 30, 2, 3, tzinfo=UTC)
 RUNNING = "1.0.0"
 RUN_ID = "6a0d8f8e-52c5-4f11-9d5e-0c1b7a9e3f40"
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def install(self, bundle: Path, version: str, unpacked_size: int) -> None:
-        self.calls.append(f"install {version}")
-
-    def switch(self, version: str, run: SwitchRun) -> None:
-        self.calls.append(f"switch {version}")
-
-    def restart(self) -> None:
-        self.calls.append("restart")
 
 
 def _on_disk(root: Path) -> dict[str, str]:

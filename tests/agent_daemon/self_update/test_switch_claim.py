@@ -24,25 +24,12 @@ from agent_daemon.updater.layout import InstallLayout
 from agent_daemon.updater.trusted_keys import TrustedKeys
 from agent_daemon.updater.updater_settings import UpdaterSettings
 from tests.agent_daemon.self_update.own_build_kit import NEW, OLD, run_guard
+from tests.agent_daemon.self_update.recorder import Recorder
 from tests.worlds.clocks import ManualClock
 from tests.worlds.releases import ReleaseFactory
 
 RUN_ID = "0b6f1c9e-3f59-4b0c-8a51-1f7c0e6b9d22"
 NOW = datetime(2026, 11, 30, 2, 3, tzinfo=UTC)
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def install(self, bundle: Path, version: str, unpacked_size: int) -> None:
-        self.calls.append(f"install {version}")
-
-    def switch(self, version: str, run: SwitchRun) -> None:
-        self.calls.append(f"switch {version}")
-
-    def restart(self) -> None:
-        self.calls.append("restart")
 
 
 def test_the_new_build_ends_the_claim_of_its_own_switch_even_offline(
