@@ -228,7 +228,10 @@ def _check_out(out: Path) -> None:
 
 def _write_release(out: Path, manifest_bytes: bytes, signature_bytes: bytes) -> None:
     """Each file whole or not at all, and never over one that is there."""
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out: {out}: cannot make the folder ({exc.strerror or exc})") from exc
     for name, data in zip(_RELEASE_FILES, (manifest_bytes, signature_bytes), strict=True):
         try:
             write_new_file(out / name, data, mode=0o644)

@@ -50,7 +50,10 @@ def generate_key_files(directory: Path, name: str = RELEASE_KEY) -> tuple[Path, 
         raise KeyFileError(
             f"{directory}: is not a folder (expected a folder for {name}.key and {name}.pub)"
         )
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise KeyFileError(f"{directory}: cannot make the folder ({exc.strerror or exc})") from exc
     private_path = directory / f"{name}.key"
     public_path = directory / f"{name}.pub"
     for path in (private_path, public_path):

@@ -252,3 +252,30 @@ def test_signing_into_a_file_is_refused_naming_the_flag(
     assert err.startswith("nachtwacht release sign: --out: "), err
     assert "is not a folder" in err, err
     assert len(err.splitlines()) == 1, err
+
+
+def test_signing_into_a_folder_that_cannot_be_made_is_refused_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert sign_default(tmp_path, "out") == 0
+    capsys.readouterr()
+    before = sorted(path.name for path in tmp_path.iterdir())
+    # Under a file: no user, root included, can make a folder there.
+    assert sign_default(tmp_path, "a.tar.gz/release") == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"nachtwacht release sign: --out: {tmp_path / 'a.tar.gz/release'}: cannot make the folder"
+        " (Not a directory)\n"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == before
+
+
+def test_keygen_into_a_folder_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    made = run_cli("keygen", "--out", str(tmp_path / "a-file/keys"))
+    assert made.returncode == 2
+    assert made.stderr == (
+        f"nachtwacht release keygen: {tmp_path / 'a-file/keys'}: cannot make the folder"
+        " (Not a directory)\n"
+    )
+    assert [path.name for path in tmp_path.iterdir()] == ["a-file"]
