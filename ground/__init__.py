@@ -7,6 +7,7 @@
     start_up    the collector paused while a command imports its part
     planted_files  a file another party may have put in place, read without following a
                 link where not allowed, never waiting on a pipe, regular files only
+    whole_numbers  a number written in text: ASCII digits and nothing else
 
 The layers, each importing only those below it (docs/architecture.md):
 

@@ -14,6 +14,7 @@ import importlib.util
 from pathlib import Path
 from typing import cast
 
+from ground.whole_numbers import whole_number
 from signed_release.cli import ExtraCommand, version_argument
 from signed_release.cli import main as release_main
 
@@ -21,9 +22,10 @@ __all__ = ["main"]
 
 
 def _byte_count(value: str) -> int:
-    if not value.isdigit():
+    number = whole_number(value)
+    if number is None:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of bytes")
-    return int(value)
+    return number
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import NoReturn, Protocol, TypeVar
 
+from ground.whole_numbers import whole_number
 from signed_release.versions import is_valid_version
 
 __all__ = [
@@ -80,6 +81,7 @@ def version_argument(value: str) -> str:
 
 
 def positive_int(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
+    number = whole_number(value)
+    if number is None or number < 1:
         raise argparse.ArgumentTypeError(f"{value!r} is not a positive integer")
-    return int(value)
+    return number

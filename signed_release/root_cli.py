@@ -26,6 +26,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ground.clock import Clock
+from ground.whole_numbers import whole_number
 from signed_release.atomic_files import replace_file, write_new_file
 from signed_release.bounded_read import read_at_most
 from signed_release.cli_support import CommandParser, Subcommands, UsageError, parse_duration
@@ -72,9 +73,10 @@ _OFFLINE = (
 
 
 def _whole_number(value: str) -> int:
-    if not value.isdigit():
+    number = whole_number(value)
+    if number is None:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number")
-    return int(value)
+    return number
 
 
 def add_root_commands(commands: Subcommands[CommandParser]) -> None:

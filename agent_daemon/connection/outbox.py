@@ -42,6 +42,7 @@ from agent_daemon.connection.control_plane_client import Delivery
 from agent_daemon.disk.atomic_file import read_versioned_json, write_versioned_json
 from agent_daemon.errors import ControlPlaneUnreachable, DaemonStateError
 from ground.contract import API_PREFIX
+from ground.whole_numbers import whole_number
 
 __all__ = [
     "DUPLICATE_WINDOW",
@@ -162,7 +163,7 @@ class Outbox:
     def _files(self) -> list[Path]:
         if not self.directory.is_dir():
             return []
-        return sorted(p for p in self.directory.glob("*.json") if p.stem.isdigit())
+        return sorted(p for p in self.directory.glob("*.json") if _queued_name(p))
 
     def count(self) -> int:
         """How many reports wait, without reading one."""
@@ -287,7 +288,7 @@ class Outbox:
     def _rejected_files(self) -> list[Path]:
         if not self.rejected_directory.is_dir():
             return []
-        return sorted(p for p in self.rejected_directory.glob("*.json") if p.stem.isdigit())
+        return sorted(p for p in self.rejected_directory.glob("*.json") if _queued_name(p))
 
     def _set_aside(self, path: Path, why: dict[str, Any]) -> None:
         self.rejected_directory.mkdir(parents=True, exist_ok=True)
@@ -312,6 +313,12 @@ class Outbox:
                 _read_set_aside(path) for path in reversed(files[-newest:] if newest else [])
             ),
         )
+
+
+def _queued_name(path: Path) -> bool:
+    """A name the outbox gave (`000000000012.json`): any other file in its folder is not one of
+    its reports, whatever `int` would make of its name."""
+    return len(path.stem) == 12 and whole_number(path.stem) is not None
 
 
 def _read_set_aside(path: Path) -> SetAside:

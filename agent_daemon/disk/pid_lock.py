@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from types import TracebackType
 
+from ground.whole_numbers import whole_number
+
 __all__ = ["LockHeld", "PidLock", "lock_holder"]
 
 # "4294967295\n" and some room: a pid is never longer.
@@ -84,5 +86,4 @@ def lock_holder(path: Path) -> int | None:
 
 
 def _pid_in(raw: bytes) -> int | None:
-    text = raw.decode(errors="replace").strip()
-    return int(text) if text.isdigit() else None
+    return whole_number(raw.decode(errors="replace").strip(), max_digits=10)

@@ -35,6 +35,7 @@ from agent_daemon.self_update.switch_files import (
     write_fields,
 )
 from agent_daemon.updater.layout import InstallLayout
+from ground.whole_numbers import whole_number
 
 __all__ = [
     "CHECK_IN_DEADLINE",
@@ -277,7 +278,7 @@ def read_switch_report(state_dir: Path) -> SwitchReport | None:
         run_id=fields["run"],
         to_version=fields["to"],
         switched_at=_instant(fields.get("switched_at")),
-        manifest_version=int(manifest_version) if manifest_version.isdigit() else None,
+        manifest_version=whole_number(manifest_version),
         signer=fields.get("signer") or None,
     )
     return SwitchReport(outcome=outcome, run=run)

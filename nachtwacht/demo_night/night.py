@@ -63,6 +63,13 @@ class Night:
         )
 
 
+def _out_of_range(day: date) -> DemoUsageError:
+    return DemoUsageError(
+        f"--date: {day.isoformat()!r} is out of range (expected a night in the years "
+        f"{FIRST_YEAR + 1} to {LAST_YEAR - 1}; the demo's clock starts two days before it)"
+    )
+
+
 def local_label(instant: datetime, timezone: str) -> str:
     """`03:00 CET` — the wall time a person in the platform's zone sees."""
     shown = instant.astimezone(ZoneInfo(timezone))
@@ -70,6 +77,9 @@ def local_label(instant: datetime, timezone: str) -> str:
 
 
 def night_of(day: date, timezone: str) -> Night:
+    # The years every clock runs in (ground.limits), with room for the two days before.
+    if not FIRST_YEAR < day.year < LAST_YEAR:
+        raise _out_of_range(day)
     try:
         slot_at = resolve_wall_time(day, NIGHT_SLOT, timezone)
         start = min(resolve_wall_time(day, NIGHT_START, timezone), slot_at - LEAD_BEFORE_SLOT)
@@ -78,11 +88,7 @@ def night_of(day: date, timezone: str) -> Night:
         raise DemoUsageError(f"--date: {day.isoformat()!r} cannot be planned ({exc})") from exc
     first, last = (start - SIGNED_BEFORE_NIGHT).astimezone(UTC), end.astimezone(UTC)
     if not FIRST_YEAR < first.year <= last.year < LAST_YEAR:
-        # The years every clock runs in (ground.limits).
-        raise DemoUsageError(
-            f"--date: {day.isoformat()!r} is out of range (expected a night in the years "
-            f"{FIRST_YEAR + 1} to {LAST_YEAR - 1}; the demo's clock starts two days before it)"
-        )
+        raise _out_of_range(day)
     return Night(
         day=day,
         timezone=timezone,

@@ -10,6 +10,7 @@ from typing import NoReturn
 from zoneinfo import ZoneInfo
 
 from ground.instants import parse_day_text
+from ground.whole_numbers import whole_number
 from nachtwacht.demo_night.errors import DemoUsageError
 
 __all__ = [
@@ -108,29 +109,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _whole_number(option: str, raw: str) -> int:
-    text = raw.strip()
-    if not text.isdigit():
-        raise DemoUsageError(f"{option}: {raw!r} is not a whole number (expected e.g. 3)")
-    return int(text)
+def _count(option: str, raw: str, what: str, *, example: int) -> int:
+    number = whole_number(raw.strip())
+    if number is None:
+        raise DemoUsageError(
+            f"{option}: {raw!r} is not a number of {what} (expected 0 or more, e.g. {example})"
+        )
+    return number
 
 
 def _sizes(raw_agents: str | None, raw_orgs: str | None) -> tuple[int, ...]:
-    orgs = None if raw_orgs is None else _whole_number("--orgs", raw_orgs)
+    orgs = None if raw_orgs is None else _count("--orgs", raw_orgs, "organisations", example=3)
     if orgs is not None and orgs < 1:
         raise DemoUsageError(f"--orgs: {orgs} must be at least 1")
     if raw_agents is None:
         count = orgs or len(DEFAULT_SIZES)
         return tuple(DEFAULT_SIZES[i % len(DEFAULT_SIZES)] for i in range(count))
-    parts = [part for part in raw_agents.split(",")]
     sizes = []
-    for part in parts:
-        if not part.strip().isdigit() or int(part) < 1:
+    for part in raw_agents.split(","):
+        size = whole_number(part.strip())
+        if size is None or size < 1:
             raise DemoUsageError(
                 f"--agents: {raw_agents!r} is not a list of agent counts "
                 "(expected positive whole numbers, e.g. 40,8,1 or 5)"
             )
-        sizes.append(int(part))
+        sizes.append(size)
     if len(sizes) == 1:
         return tuple(sizes * (orgs or 1))
     if orgs is not None and orgs != len(sizes):
@@ -168,5 +171,7 @@ def parse_options(argv: list[str], *, now: datetime) -> DemoOptions:
         speed=_speed(args.speed),
         night_of=_night_of(args.date, today=today),
         keep=args.keep,
-        process_limit=_whole_number("--process-limit", args.process_limit),
+        process_limit=_count(
+            "--process-limit", args.process_limit, "agents", example=DEFAULT_PROCESS_LIMIT
+        ),
     )

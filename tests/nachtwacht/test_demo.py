@@ -246,8 +246,13 @@ def test_sigterm_during_the_night_stops_everything_it_started() -> None:
         pytest.param(["--date", "20261025"], "--date: '20261025' is not a date", id="date_basic"),
         pytest.param(
             ["--date", "0100-10-25"],
-            "--date: '0100-10-25' cannot be planned",
+            "--date: '0100-10-25' is out of range (expected a night in the years 1901 to 8998",
             id="date_outside_planner",
+        ),
+        pytest.param(
+            ["--date", "9999-12-31"],
+            "--date: '9999-12-31' is out of range (expected a night in the years 1901 to 8998",
+            id="date_last_day",
         ),
         pytest.param(
             ["--date", "1901-01-02"],
@@ -261,8 +266,20 @@ def test_sigterm_during_the_night_stops_everything_it_started() -> None:
         ),
         pytest.param(
             ["--process-limit", "-1"],
-            "--process-limit: '-1' is not a whole number",
+            "--process-limit: '-1' is not a number of agents (expected 0 or more, e.g. 60)",
             id="limit_negative",
+        ),
+        # Digits `int` takes but a person did not type as a number here.
+        pytest.param(["--agents", "²"], "--agents: '²' is not a list", id="agents_superscript"),
+        pytest.param(["--agents", "٣"], "--agents: '٣' is not a list", id="agents_arabic_digit"),
+        pytest.param(["--agents", "1_0"], "--agents: '1_0' is not a list", id="agents_underscore"),
+        pytest.param(
+            ["--orgs", "²"], "--orgs: '²' is not a number of organisations", id="orgs_superscript"
+        ),
+        pytest.param(
+            ["--process-limit", "²"],
+            "--process-limit: '²' is not a number of agents",
+            id="limit_superscript",
         ),
         pytest.param(["--colour"], "unrecognized arguments: --colour", id="unknown_option"),
     ],

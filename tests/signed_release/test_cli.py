@@ -111,6 +111,15 @@ def test_a_plain_signature_says_nothing_of_downgrades(
         pytest.param(["--expires-in=-1d"], "--expires-in: '-1d'", id="negative"),
         pytest.param(["--expires-in", "0d"], "--expires-in: '0d'", id="zero"),
         pytest.param(["--manifest-version", "0"], "'0' is not a positive integer", id="mv_zero"),
+        pytest.param(
+            ["--manifest-version", "²"], "version: '²' is not a positive integer", id="mv_super"
+        ),
+        pytest.param(
+            ["--manifest-version", "٣"], "version: '٣' is not a positive integer", id="mv_arabic"
+        ),
+        pytest.param(
+            ["--manifest-version", "1_0"], "version: '1_0' is not a positive integer", id="mv_1_0"
+        ),
         pytest.param(["--platform", "Linux X86"], ": --platform: 'Linux X86'", id="bad_platform"),
         pytest.param(["--channel", ""], ": --channel: '' is not a name", id="empty_channel"),
         pytest.param(

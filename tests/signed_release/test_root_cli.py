@@ -428,6 +428,9 @@ def test_the_longest_lifetime_allowed_is_accepted(desk: Desk) -> None:
         pytest.param("0", "--threshold: 0, expected 1 to 2 (the number of root keys)", id="zero"),
         pytest.param("3", "--threshold: 3, expected 1 to 2 (the number of root keys)", id="above"),
         pytest.param("-1", "argument --threshold: '-1' is not a whole number", id="negative"),
+        # Digits `int` would take: a signing machine reads only what a person types as a number.
+        pytest.param("²", "argument --threshold: '²' is not a whole number", id="superscript"),
+        pytest.param("٢", "argument --threshold: '٢' is not a whole number", id="arabic_digit"),
     ],
 )
 def test_a_threshold_no_signing_could_meet_is_refused(

@@ -134,3 +134,19 @@ def test_a_queued_report_to_anywhere_but_the_agents_api_is_set_aside_never_sent(
         " (/v1/agent/…))"
     ]
     assert box.pending() == []
+
+
+@pytest.mark.parametrize("stray", ["²³.json", "٣.json", "99.json", "1_0.json", "+5.json"])
+def test_a_stray_file_named_like_a_number_is_passed_over_and_loses_no_report(
+    tmp_path: Path, stray: str
+) -> None:
+    # Only the outbox names its files (twelve ASCII digits); anything else in the folder, even a
+    # name `int` reads or one that sorts after them, is not a queued report.
+    box = Outbox(tmp_path)
+    box.put(report(1))
+    (tmp_path / stray).write_text('{"not": "a report"}')
+    box.put(report(2))
+    box.put(report(3))
+    assert [r.run_id for r in box.pending()] == ["run-1", "run-2", "run-3"]
+    assert box.count() == 3
+    assert (tmp_path / stray).read_text() == '{"not": "a report"}'

@@ -1,0 +1,21 @@
+"""A whole number written by a person or a file: ASCII digits and nothing else.
+
+Python's `str.isdigit` is true for superscripts and other scripts' digits (`²`, `٣`), and `int`
+takes those digits, surrounding spaces, a sign and `1_0`; a check with one and a read with the
+other lets through what the read then refuses with an exception. Every number nachtwacht reads
+from text outside its own code (a command's option, a name in a folder, a file's line) is read
+here: stdlib only, so every part may import it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["whole_number"]
+
+
+def whole_number(text: str, *, max_digits: int = 19) -> int | None:
+    """The number `text` writes as 1 to `max_digits` ASCII digits, else None (no sign, no space,
+    no `_`; a leading zero is taken). The default is as long as the largest 64-bit number: a
+    caller bounds the value itself."""
+    if not (0 < len(text) <= max_digits and text.isascii() and text.isdigit()):
+        return None
+    return int(text)
