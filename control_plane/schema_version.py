@@ -33,8 +33,8 @@ __all__ = [
 ]
 
 VERSIONS_DIR = Path(__file__).resolve().parent / "migrations" / "versions"
-_FILE_NAME = re.compile(r"rev(\d{4}_[a-z0-9_]+)\.py")
-_REVISION = re.compile(r"(\d{4})_[a-z0-9_]+")
+_FILE_NAME = re.compile(r"rev(\d{4}_[a-z0-9_]+)\.py", re.ASCII)
+_REVISION = re.compile(r"(\d{4})_[a-z0-9_]+", re.ASCII)
 
 
 def head_revision() -> str:

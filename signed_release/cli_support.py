@@ -23,7 +23,7 @@ __all__ = [
     "version_argument",
 ]
 
-_DURATION = re.compile(r"([1-9]\d{0,5})([smhd])")
+_DURATION = re.compile(r"([1-9]\d{0,5})([smhd])", re.ASCII)
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
 

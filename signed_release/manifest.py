@@ -50,7 +50,7 @@ MAX_MANIFEST_BYTES = 64 * 1024
 _MAX_JSON_INT = 2**53 - 1
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 _NAME = re.compile(RELEASE_NAME_PATTERN)
-_INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z")
+_INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z", re.ASCII)
 
 
 def parse_instant(field: str, value: object) -> datetime:

@@ -13,7 +13,9 @@ __all__ = ["VERSION_PATTERN", "is_valid_version", "version_key"]
 _IDENTIFIER = r"(?:0|[1-9]\d{0,8}|\d{0,31}[A-Za-z-][0-9A-Za-z-]{0,31})"
 VERSION_PATTERN = re.compile(
     r"(0|[1-9]\d{0,8})\.(0|[1-9]\d{0,8})\.(0|[1-9]\d{0,8})"
-    rf"(?:-({_IDENTIFIER}(?:\.{_IDENTIFIER}){{0,7}}))?"
+    rf"(?:-({_IDENTIFIER}(?:\.{_IDENTIFIER}){{0,7}}))?",
+    # `\d` is ASCII digits only: `int` reads other scripts' digits too ("1\u0663" is 13).
+    re.ASCII,
 )
 
 # A release sorts after every prerelease of the same MAJOR.MINOR.PATCH.

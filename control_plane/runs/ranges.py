@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 __all__ = ["ByteRange", "Unsatisfiable", "requested_range"]
 
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)", re.ASCII)
 # Offsets past this many digits are beyond any artifact (and would make `int()` slow or refuse):
 # they are read as "beyond the end", never parsed.
 _MAX_DIGITS = 18

@@ -110,6 +110,10 @@ def test_a_plain_signature_says_nothing_of_downgrades(
         pytest.param(["--expires-in", "30"], "--expires-in: '30' is not a duration", id="no_unit"),
         pytest.param(["--expires-in=-1d"], "--expires-in: '-1d'", id="negative"),
         pytest.param(["--expires-in", "0d"], "--expires-in: '0d'", id="zero"),
+        pytest.param(
+            ["--expires-in", "1\u0663d"], "--expires-in: '1\u0663d'", id="arabic_indic_days"
+        ),
+        pytest.param(["--version", "1\u0663.0.0"], "'1\u0663.0.0' is not a version", id="v_arabic"),
         pytest.param(["--manifest-version", "0"], "'0' is not a positive integer", id="mv_zero"),
         pytest.param(
             ["--manifest-version", "²"], "version: '²' is not a positive integer", id="mv_super"

@@ -75,6 +75,12 @@ def test_a_duplicate_key_is_refused_even_when_both_values_agree() -> None:
         pytest.param({"issued_at": "2026-11-30 02:00"}, "issued_at", "02:00", id="not_rfc3339"),
         pytest.param({"expires": "2026-02-30T02:00:00Z"}, "expires", "02-30", id="impossible_date"),
         pytest.param(
+            {"expires": "\u0662\u0660\u0662\u0667-11-30T02:00:00Z"},
+            "expires",
+            "T02:00:00Z",
+            id="arabic_indic_year",
+        ),
+        pytest.param(
             {"expires": "2026-11-30T01:00:00Z"}, "expires", "not after", id="expires_before_issue"
         ),
         pytest.param({"channel": "Stable!"}, "channel", "Stable!", id="channel_chars"),

@@ -31,6 +31,11 @@ def test_versions_order_as_semver(older: str, newer: str) -> None:
         pytest.param("1.5.0-rc.01", id="prerelease_leading_zero"),
         pytest.param("1.5.0-", id="empty_prerelease"),
         pytest.param("1.5.0-rc..1", id="empty_identifier"),
+        # Digits of other scripts: `int` reads "1\u0663" as 13, so two strings would compare
+        # equal and name two folders.
+        pytest.param("1\u0663.0.0", id="arabic_indic_major"),
+        pytest.param("1.5.0-rc.1\u0663", id="arabic_indic_prerelease"),
+        pytest.param("1.\uff15.0", id="fullwidth_minor"),
     ],
 )
 def test_non_versions_are_refused(value: str) -> None:
