@@ -2,7 +2,8 @@
 listening socket.
 
 Start-up order: clock → socket (a taken port fails before anything starts) → database
-(embedded or URL) → migrations → settings → workers. Each worker owns its requests' connection
+(embedded or URL) → migrations → settings → the sessions it may open against what the database
+allows (`connection_budget`, a warning) → workers. Each worker owns its requests' connection
 pool (every connection opened with the requests' lock and statement timeouts), its services, the
 refusal flusher and the reconcile loop (on a small pool of its own, with the lock timeout only; the
 advisory lock makes one worker of all replicas the reconcile leader), and runs uvicorn on uvloop
@@ -42,7 +43,8 @@ from control_plane.answers_cache import AnswerMemory, ReplicaWrites
 from control_plane.answers_cache.feed import feed_running
 from control_plane.api.app import create_app
 from control_plane.config import ServeSettings, load_trusted_keys
-from control_plane.database import open_pool, reconcile_bounds
+from control_plane.connection_budget import say_the_budget
+from control_plane.database import connect, open_pool, reconcile_bounds
 from control_plane.errors import ConfigurationError, ControlPlaneError, DatabaseUnavailable
 from control_plane.events.trail import Actor
 from control_plane.ready_line import ready_line
@@ -370,6 +372,8 @@ def serve(settings: ServeSettings) -> int:
             if not settings.migrate:
                 schema_version.require_head(url)
             _store_platform_settings(url, settings, clock)
+            with connect(url) as conn:
+                say_the_budget(conn, workers=settings.workers, pool_size=settings.pool_size)
 
             # Before the fork: every worker counts its writes where the others see them.
             writes = ReplicaWrites()
