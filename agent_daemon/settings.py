@@ -34,7 +34,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -62,6 +61,7 @@ from agent_daemon.updater.updater_settings import (
     UpdaterSettings,
 )
 from ground.contract import AGENT_CREDENTIAL_PREFIX
+from ground.control_url import check_control_url
 from ground.planted_files import NotRegularFile, open_regular
 from signed_release.errors import ReleaseError
 
@@ -133,31 +133,6 @@ def resolve_paths(
     return AgentPaths(state_dir=chosen_state.absolute(), config_file=chosen_config.absolute())
 
 
-def _http_url(value: str) -> str:
-    expected = "expected an http(s) URL such as https://control.example"
-    if not value.isprintable() or any(character.isspace() for character in value):
-        raise ValueError(f"{expected} (no space or control character)")
-    try:
-        parts = urlsplit(value)
-    except ValueError as exc:  # a broken [IPv6] host
-        raise ValueError(f"{expected} ({exc})") from exc
-    if parts.scheme not in {"http", "https"} or not parts.hostname:
-        raise ValueError(expected)
-    try:
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"expected a port from 1 to 65535 ({exc})") from exc
-    if port == 0:
-        raise ValueError("expected a port from 1 to 65535")
-    if parts.username is not None or parts.password is not None:
-        # The agent's credential is its own; a password here would be written to the config and
-        # shown by every command that names the control plane.
-        raise ValueError("expected no user or password in it (https://control.example)")
-    if parts.query or parts.fragment:
-        raise ValueError("expected a base URL without ?query or #fragment")
-    return value.rstrip("/")
-
-
 def is_bearer_text(value: str) -> bool:
     """Whether `value` can travel as a bearer secret in an HTTP header: visible ASCII only (no
     space, no control character, nothing an ASCII header cannot carry)."""
@@ -177,7 +152,7 @@ def _absolute_key_paths(value: tuple[Path, ...]) -> tuple[Path, ...]:
     return value
 
 
-ControlUrl = Annotated[str, AfterValidator(_http_url)]
+ControlUrl = Annotated[str, AfterValidator(check_control_url)]
 AgentCredential = Annotated[str, AfterValidator(_agent_credential)]
 # None at all is allowed: a host that holds a trust root trusts the root's release keys.
 TrustedKeyFiles = Annotated[tuple[Path, ...], AfterValidator(_absolute_key_paths)]

@@ -41,11 +41,12 @@ from control_plane.enrollment.rules import (
     trust_file,
 )
 from control_plane.enrollment.services import EnrollmentService, EnrollmentTokenView
-from control_plane.errors import InvalidInput
+from control_plane.errors import ControlPlaneError, InvalidInput
 from control_plane.rollout.unverifiable import unverifiable_releases
 from control_plane.trust_roots.services import TrustRootService
 from ground.clock import clock_from_env
 from ground.contract import format_instant
+from ground.control_url import check_control_url, password_hidden
 
 __all__ = ["ENROLLMENT_COMMANDS", "add_enrollment_commands"]
 
@@ -118,9 +119,23 @@ def _line(view: EnrollmentTokenView) -> str:
     return f"{view.id}  " + "; ".join(facts)
 
 
+def _install_url(value: str | None) -> str | None:
+    """`--url` as the agent will take it (the same rule): a line it refuses helps nobody."""
+    if value is None:
+        return None
+    try:
+        return check_control_url(value)
+    except ValueError as exc:
+        raise ControlPlaneError(
+            f"--url: {password_hidden(value)!r} is not an address an agent can reach this "
+            f"control plane at ({exc})"
+        ) from exc
+
+
 def _create(args: argparse.Namespace) -> int:
     org_id = parse_id("--org", args.org)
     terms = _terms(args)
+    url = _install_url(args.url)
     with admin_pool(args) as pool:
         issued = EnrollmentService(pool).create(
             org_id, terms, now=clock_from_env().now(), actor=cli_actor()
@@ -128,7 +143,7 @@ def _create(args: argparse.Namespace) -> int:
         newest_root = TrustRootService(
             pool, find_unverifiable=unverifiable_releases
         ).newest_version()
-    command = install_command(args.url or _URL_TO_FILL, issued.secret, newest_root)
+    command = install_command(url or _URL_TO_FILL, issued.secret, newest_root)
     lines = [
         f"enrollment token {_line(issued.token)}",
         shown_once("token", issued.secret),
@@ -137,7 +152,7 @@ def _create(args: argparse.Namespace) -> int:
         " control plane: the host's admin puts it on the host first, in the folder the line is"
         " run from)",
     ]
-    if args.url is None:
+    if url is None:
         lines.append("(replace URL with the address hosts reach this control plane at, or --url)")
     emit(
         args,

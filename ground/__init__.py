@@ -8,6 +8,7 @@
     planted_files  a file another party may have put in place, read without following a
                 link where not allowed, never waiting on a pipe, regular files only
     whole_numbers  a number written in text: ASCII digits and nothing else
+    control_url    the address an agent reaches its control plane at
 
 The layers, each importing only those below it (docs/architecture.md):
 

@@ -124,6 +124,21 @@ def test_the_install_line_trusts_the_newest_published_trust_root(
         ),
         pytest.param(("--expires-in", "soon"), "--expires-in: 'soon' is not a duration", id="word"),
         pytest.param(("--label", "  "), "--label: '  ' is blank", id="blank_label"),
+        # An install line the agent would refuse, refused here by the agent's own rule.
+        pytest.param(
+            ("--url", "ftp://cp.example"),
+            "--url: 'ftp://cp.example' is not an address an agent can reach this control plane"
+            " at (expected an http(s) URL such as https://control.example)",
+            id="url_not_http",
+        ),
+        pytest.param(("--url", "https://cp example"), "(no space or control", id="url_space"),
+        pytest.param(("--url", "https://cp.example:0"), "port from 1 to 65535", id="url_port"),
+        pytest.param(("--url", "https://cp.example/?a=1"), "without ?query", id="url_query"),
+        pytest.param(
+            ("--url", "https://ops:hunter2@cp.example"),
+            "--url: 'https://ops:***@cp.example' is not an address",
+            id="url_password_not_shown",
+        ),
     ],
 )
 def test_a_bound_is_refused_in_one_line_naming_the_flag(
@@ -136,5 +151,6 @@ def test_a_bound_is_refused_in_one_line_naming_the_flag(
     assert refused.returncode == 2
     assert len(refused.stderr.strip().splitlines()) == 1
     assert expected in refused.stderr, refused.stderr
+    assert "hunter2" not in refused.stderr
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT count(*) FROM enrollment_tokens").fetchone() == (0,)
