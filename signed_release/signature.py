@@ -39,6 +39,11 @@ def _parse_signature_file(signature_bytes: bytes) -> tuple[str, bytes]:
     except ManifestError as exc:
         raise MalformedSignature(str(exc)) from exc
     found_key_id = document.get("key_id")
+    if found_key_id is None:
+        raise MalformedSignature(
+            "has no key_id (expected the manifest.sig `nachtwacht release sign` writes beside "
+            "the manifest)"
+        )
     if not isinstance(found_key_id, str) or not _KEY_ID.fullmatch(found_key_id):
         raise MalformedSignature(
             f"key_id: {found_key_id!r} is not 64 lower-case hex digits (sha256 of the public key)"

@@ -52,7 +52,7 @@ from control_plane.releases.withdrawal import (
 from control_plane.trust_roots.services import newest_trust_root
 from control_plane.types import Connection, Pool
 from ground.contract import ClaimedRelease, ReleaseView, artifact_path, format_instant
-from signed_release.errors import ReleaseError, UnknownKey
+from signed_release.errors import ReleaseError, SignatureError, UnknownKey
 from signed_release.manifest import Manifest, parse_manifest
 from signed_release.signature import check_signature
 from signed_release.trust_root import TrustRoot
@@ -262,7 +262,7 @@ class ReleaseService:
         except UnknownKey as exc:
             if root is None:
                 raise InvalidInput(
-                    "manifest", "(refused)", str(exc), code="release_rejected", message=str(exc)
+                    "signature", "(refused)", str(exc), code="release_rejected", message=str(exc)
                 ) from exc
             # Every agent following the root would refuse it: say which root, not "unknown key".
             raise InvalidInput(
@@ -274,8 +274,11 @@ class ReleaseService:
                 code="release_rejected",
             ) from exc
         except ReleaseError as exc:
+            # A signature that is not one, or does not vouch for these bytes, is the signature's
+            # refusal; the rest is the manifest's.
+            field = "signature" if isinstance(exc, SignatureError) else "manifest"
             raise InvalidInput(
-                "manifest", "(refused)", str(exc), code="release_rejected", message=str(exc)
+                field, "(refused)", str(exc), code="release_rejected", message=str(exc)
             ) from exc
         return signer, parsed
 

@@ -367,8 +367,26 @@ def test_publish_release_refuses_a_tampered_manifest(
         "--release-public-key", str(release_files["public"]),
     )  # fmt: skip
     assert result.returncode == 2
+    assert result.stderr.startswith("nachtwacht control publish-release: SIGNATURE: does not match")
     assert "does not match the manifest bytes" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM releases").fetchone() == (0,)
+
+
+def test_publish_release_with_the_manifest_and_signature_swapped_names_the_signature(
+    database_url: str, release_files: dict[str, Path]
+) -> None:
+    result = run_control(
+        "publish-release", str(release_files["signature"]), str(release_files["manifest"]),
+        str(release_files["artifact"]), "--database-url", database_url,
+        "--release-public-key", str(release_files["public"]),
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr == (
+        "nachtwacht control publish-release: SIGNATURE: has no key_id (expected the manifest.sig"
+        " `nachtwacht release sign` writes beside the manifest)\n"
+    )
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT count(*) FROM releases").fetchone() == (0,)
 

@@ -67,12 +67,18 @@ def _swapped_artifact(release: SignedRelease) -> SignedRelease:
 
 
 @pytest.mark.parametrize(
-    ("attack", "words"),
+    ("attack", "field", "words"),
     [
-        pytest.param(_tampered_manifest, "does not match the manifest bytes", id="tampered"),
-        pytest.param(_other_key, "key", id="unknown_key"),
-        pytest.param(_short_artifact, "does not match the manifest's length", id="short"),
-        pytest.param(_swapped_artifact, "does not match the manifest's sha256", id="swapped"),
+        pytest.param(
+            _tampered_manifest, "signature", "does not match the manifest bytes", id="tampered"
+        ),
+        pytest.param(_other_key, "signature", "key", id="unknown_key"),
+        pytest.param(
+            _short_artifact, "artifact", "does not match the manifest's length", id="short"
+        ),
+        pytest.param(
+            _swapped_artifact, "artifact", "does not match the manifest's sha256", id="swapped"
+        ),
     ],
 )
 def test_a_release_that_cannot_be_verified_is_refused(
@@ -80,6 +86,7 @@ def test_a_release_that_cannot_be_verified_is_refused(
     operator_key: str,
     release_key: Ed25519PrivateKey,
     attack: Callable[[SignedRelease], SignedRelease],
+    field: str,
     words: str,
 ) -> None:
     status, body = _publish(api, operator_key, attack(sign_release(release_key)))
@@ -87,6 +94,7 @@ def test_a_release_that_cannot_be_verified_is_refused(
     detail = body["detail"]
     assert isinstance(detail, dict)
     assert detail["code"] == "release_rejected"
+    assert detail["field"] == field
     assert words in str(detail["message"])
 
 
