@@ -60,6 +60,7 @@ from control_plane.cli_common import (
     command_parser,
     emit,
     in_flags,
+    integer_argument,
     location,
     parse_id,
     printed,
@@ -155,9 +156,13 @@ def _add_serve(commands: Any) -> None:
     serve = commands.add_parser("serve", help="run the HTTP API")
     add_database_flags(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8080, help="TCP port; 0 picks a free one (8080)")
+    serve.add_argument(
+        "--port", type=integer_argument, default=8080, help="TCP port; 0 picks a free one (8080)"
+    )
     serve.add_argument("--no-migrate", action="store_true", help="do not migrate at start-up")
-    serve.add_argument("--pool-size", type=int, default=10, help="database connections (10)")
+    serve.add_argument(
+        "--pool-size", type=integer_argument, default=10, help="database connections (10)"
+    )
     serve.add_argument(
         "--pool-wait-seconds",
         type=float,
@@ -179,7 +184,7 @@ def _add_serve(commands: Any) -> None:
     )
     serve.add_argument(
         "--workers",
-        type=int,
+        type=integer_argument,
         default=os.cpu_count() or 1,
         help="worker processes, each with its own pool (the machine's cores)",
     )
@@ -187,22 +192,24 @@ def _add_serve(commands: Any) -> None:
     serve.add_argument("--timezone", help="store the platform time zone ($NACHTWACHT_TIMEZONE)")
     serve.add_argument(
         "--catch-up-minutes",
-        type=int,
+        type=integer_argument,
         help="store the catch-up window ($NACHTWACHT_CATCH_UP_MINUTES)",
     )
     serve.add_argument(
         "--grant-margin-seconds",
-        type=int,
+        type=integer_argument,
         help="store how long before its window closes a slot gets no new token "
         "(60; 0: until the close; $NACHTWACHT_GRANT_MARGIN_SECONDS)",
     )
-    serve.add_argument("--org-cap", type=int, help="store the per-org cap ($NACHTWACHT_ORG_CAP)")
     serve.add_argument(
-        "--global-cap", type=int, help="store the global cap ($NACHTWACHT_GLOBAL_CAP)"
+        "--org-cap", type=integer_argument, help="store the per-org cap ($NACHTWACHT_ORG_CAP)"
+    )
+    serve.add_argument(
+        "--global-cap", type=integer_argument, help="store the global cap ($NACHTWACHT_GLOBAL_CAP)"
     )
     serve.add_argument(
         "--retention-days",
-        type=int,
+        type=integer_argument,
         help="store how many days runs, events and notifications are kept "
         "(400; $NACHTWACHT_RETENTION_DAYS)",
     )

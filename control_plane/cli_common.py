@@ -36,6 +36,7 @@ from control_plane.events.trail import Actor
 from control_plane.startup import opened_database
 from control_plane.types import Pool
 from ground.contract.plain_text import inert
+from ground.whole_numbers import integer
 
 __all__ = [
     "STANDBY_REFUSAL",
@@ -205,6 +206,16 @@ def admin_accounts(args: argparse.Namespace) -> Iterator[AccountService]:
 def shown_once(what: str, secret: str) -> str:
     """The line that prints a new secret: only its hash is stored, so this is the one chance."""
     return f"{what} (shown once, store it now): {secret}"
+
+
+def integer_argument(text: str) -> int:
+    """An option's whole number, in ASCII digits with an optional `-` (the command's own check
+    then says what range it takes, so a number longer than any is still taken to be worded
+    there): `int` would also take `٣`, `1_0` and spaces."""
+    number = integer(text, max_digits=100)
+    if number is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    return number
 
 
 def parse_id(field_name: str, value: str) -> UUID:

@@ -25,6 +25,7 @@ from control_plane.cli_common import (
     api_document,
     cli_actor,
     emit,
+    integer_argument,
     optional_id,
     parse_id,
     shown_once,
@@ -58,7 +59,7 @@ def add_credential_commands(commands: Any) -> None:
     events.add_argument(
         "--actor-kind", choices=["schedule", "user", "agent", "operator", "control_plane"]
     )
-    events.add_argument("--limit", type=int, default=50)
+    events.add_argument("--limit", type=integer_argument, default=50)
     for command in (listing, events):
         add_admin_flags(command)
 

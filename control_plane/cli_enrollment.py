@@ -28,6 +28,7 @@ from control_plane.cli_common import (
     api_document,
     cli_actor,
     emit,
+    integer_argument,
     optional_id,
     parse_id,
     shown_once,
@@ -63,7 +64,7 @@ def add_enrollment_commands(commands: Any) -> None:
     create.add_argument("--org", required=True, help="the organisation its agents join")
     create.add_argument(
         "--uses",
-        type=int,
+        type=integer_argument,
         default=DEFAULT_USES,
         help="how many hosts may use it (1; at most 10000)",
     )

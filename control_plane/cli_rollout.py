@@ -30,6 +30,7 @@ from control_plane.cli_common import (
     api_document,
     cli_actor,
     emit,
+    integer_argument,
     parse_id,
 )
 from control_plane.errors import ConfigurationError
@@ -56,7 +57,7 @@ def add_rollout_commands(commands: Any) -> None:
         if name == "promote":
             command.add_argument(
                 "--wave",
-                type=int,
+                type=integer_argument,
                 metavar="N",
                 help="move it to this later wave of the plan (default: to everyone)",
             )

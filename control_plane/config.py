@@ -28,6 +28,7 @@ from control_plane.database import (
 )
 from control_plane.errors import ConfigurationError
 from control_plane.notifications.addresses import WebhookAddressPolicy
+from ground.whole_numbers import integer
 from signed_release.errors import ReleaseError
 from signed_release.keys import load_public_keys
 
@@ -285,8 +286,8 @@ def settings_from_env(
             if name == "timezone":
                 chosen[name] = raw
                 continue
-            try:
-                chosen[name] = int(raw)
-            except ValueError as exc:
-                raise ConfigurationError(f"{variable}: {raw!r} is not a whole number") from exc
+            number = integer(raw.strip(), max_digits=100)
+            if number is None:
+                raise ConfigurationError(f"{variable}: {raw!r} is not a whole number")
+            chosen[name] = number
     return chosen

@@ -9,7 +9,7 @@ here: stdlib only, so every part may import it.
 
 from __future__ import annotations
 
-__all__ = ["whole_number"]
+__all__ = ["integer", "whole_number"]
 
 
 def whole_number(text: str, *, max_digits: int = 19) -> int | None:
@@ -19,3 +19,12 @@ def whole_number(text: str, *, max_digits: int = 19) -> int | None:
     if not (0 < len(text) <= max_digits and text.isascii() and text.isdigit()):
         return None
     return int(text)
+
+
+def integer(text: str, *, max_digits: int = 19) -> int | None:
+    """`whole_number` with an optional leading `-`, for a value whose range its reader checks
+    and words itself."""
+    number = whole_number(text.removeprefix("-"), max_digits=max_digits)
+    if number is None:
+        return None
+    return -number if text.startswith("-") else number

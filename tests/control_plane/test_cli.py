@@ -241,6 +241,25 @@ BAD_INPUT = [
         "NACHTWACHT_RETENTION_DAYS: 'forever' is not a whole number",
         id="bad_retention_env",
     ),
+    # Digits `int` takes but nobody types as a number of days or a cap.
+    pytest.param(
+        ["serve", "--port", "0"],
+        {"NACHTWACHT_RETENTION_DAYS": "\u0663\u0660"},
+        "NACHTWACHT_RETENTION_DAYS: '\u0663\u0660' is not a whole number",
+        id="arabic_indic_retention_env",
+    ),
+    pytest.param(
+        ["serve", "--port", "0", "--retention-days", "\u0663\u0660"],
+        {},
+        "argument --retention-days: '\u0663\u0660' is not a whole number",
+        id="arabic_indic_retention_flag",
+    ),
+    pytest.param(
+        ["serve", "--port", "0", "--org-cap", "1_0"],
+        {},
+        "argument --org-cap: '1_0' is not a whole number",
+        id="underscore_cap_flag",
+    ),
     pytest.param(
         ["serve", "--port", "0"],
         {"NACHTWACHT_FAKE_CLOCK": "yesterday"},

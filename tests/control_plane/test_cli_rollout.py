@@ -285,7 +285,7 @@ HOSTILE = [
     ),
     pytest.param(
         ["promote", "{1.2.0}", "--reason", "x", "--wave", "two"],
-        "argument --wave: invalid int value: 'two'",
+        "argument --wave: 'two' is not a whole number",
         id="promote_wave_not_a_number",
     ),
     pytest.param(

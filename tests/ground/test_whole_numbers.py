@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ground.whole_numbers import whole_number
+from ground.whole_numbers import integer, whole_number
 
 
 @pytest.mark.parametrize(
@@ -37,3 +37,16 @@ def test_anything_else_is_not_a_number(text: str) -> None:
 def test_a_caller_may_ask_for_fewer_digits() -> None:
     assert whole_number("4194304", max_digits=7) == 4194304
     assert whole_number("41943040", max_digits=7) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [("0", 0), ("-0", 0), ("-3", -3), ("42", 42), ("--3", None), ("-", None), ("+3", None)],
+)
+def test_an_integer_is_a_whole_number_with_an_optional_minus(text: str, number: int | None) -> None:
+    assert integer(text) == number
+
+
+def test_an_integer_of_other_digits_is_not_one() -> None:
+    assert integer("-\u0663") is None
+    assert integer("\u0663") is None
