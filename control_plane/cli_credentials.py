@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from control_plane.accounts.credentials import Audience
@@ -31,9 +32,9 @@ from control_plane.cli_common import (
     shown_once,
 )
 from control_plane.errors import ConfigurationError
-from control_plane.events.services import EventFilter, EventService
+from control_plane.events.services import MAX_EVENTS_PAGE, EventFilter, EventService
 from ground.clock import clock_from_env
-from ground.instants import format_instant
+from ground.instants import InstantError, format_instant, parse_instant
 
 __all__ = ["CREDENTIAL_COMMANDS", "add_credential_commands"]
 
@@ -58,6 +59,16 @@ def add_credential_commands(commands: Any) -> None:
     events.add_argument("--kind", help='an event kind, or a family ending in "." (credential.)')
     events.add_argument(
         "--actor-kind", choices=["schedule", "user", "agent", "operator", "control_plane"]
+    )
+    events.add_argument(
+        "--since", metavar="INSTANT", help="from this instant on, e.g. 2026-11-30T01:45:00Z"
+    )
+    events.add_argument("--until", metavar="INSTANT", help="before this instant")
+    events.add_argument(
+        "--before-id",
+        type=integer_argument,
+        metavar="ID",
+        help="the next page: events older than this one (the last line of a full page names it)",
     )
     events.add_argument("--limit", type=integer_argument, default=50)
     for command in (listing, events):
@@ -124,23 +135,39 @@ def _delete_agent(args: argparse.Namespace) -> int:
     return 0
 
 
+def _instant_flag(flag: str, text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_instant(text, field=flag)
+    except InstantError as exc:
+        raise ConfigurationError(str(exc)) from exc
+
+
 def _events(args: argparse.Namespace) -> int:
-    if not 1 <= args.limit <= 500:
-        raise ConfigurationError(f"--limit: {args.limit} is out of range (expected 1 to 500)")
+    if not 1 <= args.limit <= MAX_EVENTS_PAGE:
+        raise ConfigurationError(
+            f"--limit: {args.limit} is out of range (expected 1 to {MAX_EVENTS_PAGE})"
+        )
     query = EventFilter(
         org_id=optional_id("--org", args.org),
         agent_id=optional_id("--agent", args.agent),
         kind=args.kind,
         actor_kind=args.actor_kind,
+        since=_instant_flag("--since", args.since),
+        until=_instant_flag("--until", args.until),
+        before_id=args.before_id,
         limit=args.limit,
     )
     with admin_pool(args) as pool:
         page = EventService(pool).trail(query)
     lines = [
-        f"{event.at.isoformat()}  {event.kind}  by {event.actor.kind} "
+        f"{event.at.isoformat()}  #{event.id}  {event.kind}  by {event.actor.kind} "
         f"{event.actor.name or event.actor.id or '-'}  {json.dumps(event.data, default=str)}"
         for event in page.events
     ] or ["no events"]
+    if page.next_before_id is not None:
+        lines.append(f"(more: the same command with --before-id {page.next_before_id})")
     emit(args, api_document(page), lines)
     return 0
 

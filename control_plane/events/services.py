@@ -21,10 +21,12 @@ from control_plane.events.trail import Actor, ActorKind, record_event
 from control_plane.inputs import stored_text
 from control_plane.types import Connection, Pool
 from ground.contract import Instant
+from ground.instants import format_instant
 
 __all__ = [
     "KIND_PATTERN",
     "MAX_EVENTS_PAGE",
+    "MAX_EVENT_ID",
     "Actor",
     "ActorKind",
     "EventFilter",
@@ -39,6 +41,8 @@ __all__ = [
 ]
 
 MAX_EVENTS_PAGE = 500
+# An event's id is a bigint.
+MAX_EVENT_ID = 2**63 - 1
 ACTOR_KINDS: tuple[str, ...] = get_args(ActorKind)
 
 
@@ -114,6 +118,16 @@ class EventService:
                 kind,
                 "is blank (expected an event kind, e.g. release.rolled_back, or a family ending "
                 "in '.', e.g. credential.; leave it out for every kind)",
+            )
+        if query.since is not None and query.until is not None and query.until <= query.since:
+            raise InvalidInput(
+                "until",
+                format_instant(query.until),
+                f"is not after the start ({format_instant(query.since)}): no event could be in it",
+            )
+        if query.before_id is not None and not 1 <= query.before_id <= MAX_EVENT_ID:
+            raise InvalidInput(
+                "before_id", query.before_id, f"is not an event id (expected 1 to {MAX_EVENT_ID})"
             )
         if query.actor_kind is not None and query.actor_kind not in ACTOR_KINDS:
             raise InvalidInput(

@@ -13,6 +13,7 @@ from control_plane.api.deps import OperatorCaller, PanelCaller, services_of
 from control_plane.errors import InvalidInput
 from control_plane.events.services import (
     KIND_PATTERN,
+    MAX_EVENT_ID,
     MAX_EVENTS_PAGE,
     EventFilter,
     Timeline,
@@ -74,7 +75,7 @@ def trail(
     actor_id: Annotated[UUID | None, Query()] = None,
     since: Annotated[str | None, _instant_query("RFC 3339 instant, inclusive")] = None,
     until: Annotated[str | None, _instant_query("RFC 3339 instant, exclusive")] = None,
-    before_id: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
+    before_id: Annotated[int | None, Query(ge=1, le=MAX_EVENT_ID)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_EVENTS_PAGE)] = 100,
 ) -> TrailPage:
     """The trail, newest first: every operator action (brake, settings, releases, credentials,

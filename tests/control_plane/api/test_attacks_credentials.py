@@ -314,6 +314,10 @@ def test_the_trail_filters_by_kind_family_and_actor(
     assert all(event["org_id"] == org.org_id for event in one_org) and one_org
     refused = _operator(api, operator_key, "GET", "/v1/admin/events", params={"limit": 0})
     assert refused.status_code == 422
+    window = {"since": "2026-11-30T02:00:00Z", "until": "2026-11-30T02:00:00Z"}
+    empty = _operator(api, operator_key, "GET", "/v1/admin/events", params=window)
+    assert empty.status_code == 422
+    assert empty.json()["detail"]["field"] == "until"
 
 
 def test_the_command_line_lists_revokes_and_rotates_with_json(
