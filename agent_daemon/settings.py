@@ -47,9 +47,11 @@ from pydantic import (
 )
 
 from agent_daemon.connection.network_settings import (
+    MAX_PEM_FILE_BYTES,
     NETWORK_FILE_FIELDS,
     NetworkSettings,
     check_control_url_transport,
+    pem_file_too_large,
 )
 from agent_daemon.disk.atomic_file import write_bytes_atomically
 from agent_daemon.disk.held_trust_root import TRUST_ROOT_FILE_NAME
@@ -299,6 +301,8 @@ def _check_network_files(network: NetworkSettings, daemon_uid: int) -> None:
             ) from exc
         except OSError as exc:
             raise ConfigError(f"{field}: {str(path)!r} cannot be read ({exc.strerror})") from exc
+        if info.st_size > MAX_PEM_FILE_BYTES:
+            raise pem_file_too_large(field, path)
         if field == "ca_file" and (info.st_mode & 0o022 or info.st_uid not in {0, daemon_uid}):
             # Whoever can write the CA file can make the agent trust their own control plane.
             raise ConfigError(
