@@ -1,6 +1,7 @@
 """A piece of the agent run in a child of its own, under a limit the test process must not take
-on itself: a disk that is full (`full_disk`, inside the child), or a network and mount namespace
-of the test's own (`run_script(..., inside=NEW_NAMESPACES)`).
+on itself: a disk that is full (`full_disk`, inside the child), a network and mount namespace
+of the test's own (`run_script(..., inside=NEW_NAMESPACES)`), or a bound on its memory
+(`at_most_memory`, for `subprocess`'s `preexec_fn`).
 
 The child is a Python interpreter started in the checkout (so it imports `agent_daemon` and the
 tests' kit as the tests do); it prints what the test asserts as one JSON object on its last line
@@ -14,14 +15,14 @@ import resource
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-__all__ = ["NEW_NAMESPACES", "full_disk", "needs_new_namespaces", "run_script"]
+__all__ = ["NEW_NAMESPACES", "at_most_memory", "full_disk", "needs_new_namespaces", "run_script"]
 
 _CHECKOUT = Path(__file__).parents[2]
 
@@ -58,6 +59,17 @@ def needs_new_namespaces() -> None:
     )
     if probe.returncode != 0:
         pytest.skip(f"no user namespaces here: {probe.stderr.strip()}")
+
+
+def at_most_memory(size: int) -> Callable[[], None]:
+    """For `preexec_fn`: the child's address space is bounded at `size` bytes (`RLIMIT_AS`), so
+    a file read whole into memory fails in the child (`MemoryError`) instead of taking the
+    machine's memory."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (size, size))
+
+    return limit
 
 
 @contextmanager
