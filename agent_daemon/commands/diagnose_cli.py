@@ -15,10 +15,9 @@ key is named by its path only, and an artifact URL loses its query (a mirror's s
 a token). Every member is scrubbed once more before it is written, of the credential and the proxy
 password and of anything with the exact shape of a secret (a key or token the control plane
 issues, a URL's password, a private key), so a secret that reached a log line, an error message or
-a stray file is not shipped either, while a path or a version that only starts like a key is
-kept for the engineer who reads it. A
-state file that is a link, a pipe or a device is named, never read. The archive is created mode
-0600, never over an existing file.
+a stray file is not shipped either, while a path or a version that only starts like a key is kept
+for the engineer who reads it. A state file that is a link, a pipe or a device is named, never
+read. The archive is created mode 0600, never over an existing file.
 """
 
 from __future__ import annotations

@@ -106,7 +106,8 @@ def _in_memory(stack: ExitStack, field: str, path: Path) -> str:
         raise pem_file_too_large(field, path)
     descriptor = os.memfd_create(field, os.MFD_CLOEXEC)
     stack.callback(os.close, descriptor)
-    os.write(descriptor, data)
+    with open(descriptor, "wb", closefd=False) as memory:
+        memory.write(data)
     return f"/proc/self/fd/{descriptor}"
 
 
