@@ -46,9 +46,11 @@ from pydantic import (
 )
 
 from agent_daemon.connection.network_settings import (
+    MAX_PEM_FILE_BYTES,
     NETWORK_FILE_FIELDS,
     NetworkSettings,
     check_control_url_transport,
+    pem_file_too_large,
 )
 from agent_daemon.disk.atomic_file import write_bytes_atomically
 from agent_daemon.disk.held_trust_root import TRUST_ROOT_FILE_NAME
@@ -62,7 +64,7 @@ from agent_daemon.updater.updater_settings import (
 )
 from ground.contract import AGENT_CREDENTIAL_PREFIX
 from ground.control_url import check_control_url
-from ground.planted_files import NotRegularFile, open_regular
+from ground.planted_files import NotRegularFile, open_regular, read_regular
 from signed_release.errors import ReleaseError
 
 __all__ = [
@@ -70,6 +72,7 @@ __all__ = [
     "CONFIG_FORMAT_VERSION",
     "DEFAULT_INSTALL_ROOT",
     "DEFAULT_RESTART_COMMAND",
+    "MAX_CONFIG_BYTES",
     "SYSTEM_CONFIG_DIR",
     "SYSTEM_STATE_DIR",
     "UPDATER_DIR_NAME",
@@ -84,6 +87,9 @@ __all__ = [
 
 CONFIG_FILE_NAME = "agent.toml"
 CONFIG_FORMAT_VERSION = 1
+# The most the config holds: its longest lists (trusted keys, no_proxy, artifact origins) are a
+# few KiB. A larger file was not written by `enroll` and is not read to its end.
+MAX_CONFIG_BYTES = 1024 * 1024
 APP_NAME = "nachtwacht-agent"
 # Inside the state directory: the updater's own state file, staging area and update lock.
 UPDATER_DIR_NAME = "updater"
@@ -274,6 +280,8 @@ def _check_network_files(network: NetworkSettings, daemon_uid: int) -> None:
             ) from exc
         except OSError as exc:
             raise ConfigError(f"{field}: {str(path)!r} cannot be read ({exc.strerror})") from exc
+        if info.st_size > MAX_PEM_FILE_BYTES:
+            raise pem_file_too_large(field, path)
         if field == "ca_file" and (info.st_mode & 0o022 or info.st_uid not in {0, daemon_uid}):
             # Whoever can write the CA file can make the agent trust their own control plane.
             raise ConfigError(
@@ -298,9 +306,17 @@ def load_settings(paths: AgentPaths, *, for_display: bool = False) -> AgentSetti
     path = paths.config_file
     daemon_uid = _check_file_is_private(path, for_display=for_display)
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        # Opened as a planted file: the stat above may be of another file than the one read.
+        data = read_regular(path, MAX_CONFIG_BYTES, follow_links=True)
+        if len(data) > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"{path}: larger than {MAX_CONFIG_BYTES} bytes — expected the agent's config"
+            )
+        document = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    except NotRegularFile as exc:
+        raise ConfigError(f"{path}: {exc.strerror} — expected the agent's config") from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from exc
     version = document.get("format_version")

@@ -13,10 +13,11 @@
 Secrets never go in: the credential is replaced, a proxy's password is shown as `***`, a client
 key is named by its path only, and an artifact URL loses its query (a mirror's signed URL may carry
 a token). Every member is scrubbed once more before it is written, of the credential and the proxy
-password and of anything shaped like a secret (a bearer token, a URL's password, a private key),
-so a secret that reached a log line, an error message or a stray file is not shipped either. A
-state file that is a link, a pipe or a device is named, never read. The archive is created mode
-0600, never over an existing file.
+password and of anything with the exact shape of a secret (a key or token the control plane
+issues, a URL's password, a private key), so a secret that reached a log line, an error message or
+a stray file is not shipped either, while a path or a version that only starts like a key is kept
+for the engineer who reads it. A state file that is a link, a pipe or a device is named, never
+read. The archive is created mode 0600, never over an existing file.
 """
 
 from __future__ import annotations
@@ -61,9 +62,15 @@ _JOURNAL_TIMEOUT_SECONDS = 60.0
 # State files larger than this are named, not copied: an archive for support stays small.
 _MAX_STATE_FILE_BYTES = 4 * 1024 * 1024
 _DISTRIBUTIONS = ("nachtwacht", "nachtwacht-agent")
-# The product's bearer secrets: an agent credential (`nwa_…`), an enrollment token (`nwe_…`), and
-# the control plane's other keys (`nwp_…`, `nwh_…`), each a prefix and a random tail.
-_BEARER_SECRET = re.compile(rb"\bnw[a-z]_[A-Za-z0-9_-]{8,}")
+# The secrets the control plane issues, by their exact shape: a prefix naming what it is — an
+# agent credential (`nwa_`), an enrollment token (`nwe_`), a panel or an operator key (`nwp_`,
+# `nwo_`), a webhook secret it generated (`nwh_`) — and `secrets.token_urlsafe(32)`: 43 characters
+# of base64url, as a whole word. A path or a version that merely starts so is kept.
+_TOKEN_CHARACTER = rb"A-Za-z0-9_-"
+_ISSUED_SECRET = re.compile(
+    rb"(?<![" + _TOKEN_CHARACTER + rb"])nw[aepoh]_[" + _TOKEN_CHARACTER + rb"]{43}"
+    rb"(?![" + _TOKEN_CHARACTER + rb"])"
+)
 _PRIVATE_KEY = re.compile(
     rb"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.DOTALL
 )
@@ -293,6 +300,6 @@ def _scrubbed(data: bytes, secrets: list[str]) -> bytes:
     line a state file kept, a private key pasted somewhere)."""
     for secret in secrets:
         data = data.replace(secret.encode(), REDACTED.encode())
-    data = _BEARER_SECRET.sub(REDACTED.encode(), data)
+    data = _ISSUED_SECRET.sub(REDACTED.encode(), data)
     data = _PRIVATE_KEY.sub(REDACTED.encode(), data)
     return _URL_PASSWORD.sub(rb"\1***@", data)

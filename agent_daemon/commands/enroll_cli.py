@@ -46,7 +46,11 @@ from agent_daemon.connection.control_plane_client import ControlPlaneClient, Fre
 from agent_daemon.connection.http_client import network_facts
 from agent_daemon.connection.proxy_route import shown_proxy
 from agent_daemon.connection.server_clock import ServerClock
-from agent_daemon.disk.held_trust_root import TRUST_ROOT_FILE_NAME, HeldTrustRootFile
+from agent_daemon.disk.held_trust_root import (
+    MAX_TRUST_ROOT_FILE_BYTES,
+    TRUST_ROOT_FILE_NAME,
+    HeldTrustRootFile,
+)
 from agent_daemon.errors import BadServerAnswer, ConfigError, CredentialRefused
 from agent_daemon.settings import (
     AgentPaths,
@@ -56,7 +60,7 @@ from agent_daemon.settings import (
     write_config,
 )
 from ground.clock import clock_from_env
-from ground.planted_files import NotRegularFile, open_regular, read_regular
+from ground.planted_files import NotRegularFile, read_regular
 
 __all__ = ["StagedEnrollment", "enroll", "read_secret", "staged_enrollment"]
 
@@ -335,14 +339,16 @@ def _held_bytes(path: Path) -> bytes | None:
     what is put back (mode 0644) must not be a file of root's."""
     expected = "expected the held trust root (a regular file) or none; nothing was changed"
     try:
-        with open_regular(path, follow_links=False) as opened:
-            return opened.read()
+        data = read_regular(path, MAX_TRUST_ROOT_FILE_BYTES, follow_links=False)
     except FileNotFoundError:
         return None
     except NotRegularFile as exc:
         raise ConfigError(f"{path}: {exc.strerror} — {expected}") from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from exc
+    if len(data) > MAX_TRUST_ROOT_FILE_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_TRUST_ROOT_FILE_BYTES} bytes — {expected}")
+    return data
 
 
 def _put_back(held: HeldTrustRootFile, before: bytes | None) -> None:

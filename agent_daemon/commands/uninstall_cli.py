@@ -36,10 +36,12 @@ from agent_daemon.minute.daemon_loop import daemon_running
 from agent_daemon.settings import (
     CONFIG_FILE_NAME,
     DEFAULT_INSTALL_ROOT,
+    MAX_CONFIG_BYTES,
     SYSTEM_CONFIG_DIR,
     UPDATER_DIR_NAME,
     AgentPaths,
 )
+from ground.planted_files import read_regular
 
 __all__ = ["uninstall"]
 
@@ -173,11 +175,12 @@ def _what_stays(
 def _install_root(paths: AgentPaths) -> str:
     """The install root the config names (read leniently: uninstall must work with a broken
     config too), else the default. A config that is not a regular file (a named pipe) is not
-    read: it would hold the command forever."""
-    if not paths.config_file.is_file():
-        return DEFAULT_INSTALL_ROOT
+    read: it would hold the command forever; nor one larger than any config (`MAX_CONFIG_BYTES`)."""
     try:
-        document = tomllib.loads(paths.config_file.read_text(encoding="utf-8"))
+        data = read_regular(paths.config_file, MAX_CONFIG_BYTES, follow_links=True)
+        if len(data) > MAX_CONFIG_BYTES:
+            return DEFAULT_INSTALL_ROOT
+        document = tomllib.loads(data.decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return DEFAULT_INSTALL_ROOT
     value = document.get("install_root")

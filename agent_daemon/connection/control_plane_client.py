@@ -128,6 +128,19 @@ class ControlPlaneClient:
         foreign = self._not_a_control_plane(response)
         if foreign is not None:
             return BadServerAnswer(f"{source}: {foreign}")
+        status = response.status_code
+        if (
+            HTTPStatus.MULTIPLE_CHOICES <= status < HTTPStatus.BAD_REQUEST
+            and status != HTTPStatus.NOT_MODIFIED
+        ):
+            where = response.headers.get("location")
+            to = "" if where is None else f" to {shown(clipped(where, 200))}"
+            return BadServerAnswer(
+                f"{source}: expected {expected}, found {_words(response)}{to}, which no control "
+                "plane answers; the agent follows no redirect (its credential goes only to the "
+                "control URL): is the control URL the control plane's own, with https, or is a "
+                "login page in the way?"
+            )
         return BadServerAnswer(f"{source}: expected {expected}, found {_words(response)}")
 
     def _not_a_control_plane(self, response: httpx.Response) -> str | None:
@@ -237,8 +250,11 @@ class ControlPlaneClient:
         with Watchdog(total) as watchdog:
             kwargs["extensions"] = {"trace": watchdog.trace}
             body = bytearray()
+            # The answer's head once it came: a body the watchdog cut says how far it came.
+            head: httpx.Response | None = None
             try:
                 with self._http.stream(method, path, **kwargs) as streamed:
+                    head = streamed
                     for chunk in streamed.iter_bytes():
                         body += chunk
                         if len(body) > max_bytes:
@@ -255,7 +271,7 @@ class ControlPlaneClient:
                     return _kept(streamed, bytes(body))
             except httpx.TransportError as exc:
                 if watchdog.expired:
-                    raise _late(method, path, total, None, len(body)) from exc
+                    raise _late(method, path, total, head, len(body)) from exc
                 raise
 
     def fetch_config(

@@ -23,6 +23,7 @@ import base64
 import binascii
 import ipaddress
 import re
+from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -32,6 +33,7 @@ from agent_daemon.errors import ConfigError
 from agent_daemon.path_fields import AbsolutePath
 
 __all__ = [
+    "MAX_PEM_FILE_BYTES",
     "NETWORK_FILE_FIELDS",
     "PROXY_SCHEMES",
     "NetworkSettings",
@@ -40,9 +42,22 @@ __all__ = [
     "check_proxy_url",
     "is_loopback_host",
     "parse_pin",
+    "pem_file_too_large",
 ]
 
 PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+# The most `ca_file`, `client_cert` and `client_key` may each hold: a host's whole public bundle
+# (about 200 KiB) with a private CA added fits many times over; OpenSSL never reads further.
+MAX_PEM_FILE_BYTES = 1024 * 1024
+
+
+def pem_file_too_large(field: str, path: Path) -> ConfigError:
+    """The refusal of a PEM file past `MAX_PEM_FILE_BYTES`, when loaded and when read."""
+    return ConfigError(
+        f"{field}: {str(path)!r} is larger than {MAX_PEM_FILE_BYTES} bytes — expected a PEM file"
+    )
+
+
 _HOST_NAME = re.compile(r"(?:\*?\.)?[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?")
 
 

@@ -31,6 +31,7 @@ time), with its `.reason` note beside it: the newest are the highest numbers, an
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,11 +43,13 @@ from agent_daemon.connection.control_plane_client import Delivery
 from agent_daemon.disk.atomic_file import read_versioned_json, write_versioned_json
 from agent_daemon.errors import ControlPlaneUnreachable, DaemonStateError
 from ground.contract import API_PREFIX
+from ground.planted_files import open_regular
 from ground.whole_numbers import whole_number
 
 __all__ = [
     "DUPLICATE_WINDOW",
     "MAX_PENDING_REPORTS",
+    "MAX_REASON_BYTES",
     "SENT_PER_FLUSH",
     "FlushResult",
     "Outbox",
@@ -68,6 +71,8 @@ MAX_PENDING_REPORTS = 3000
 SENT_PER_FLUSH = 100
 # How many of the newest queued reports a new one is compared with before it is queued.
 DUPLICATE_WINDOW = 16
+# The most a set-aside report's reason note holds: a refusal's detail is a few hundred bytes.
+MAX_REASON_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -325,8 +330,14 @@ def _read_set_aside(path: Path) -> SetAside:
     note = path.with_suffix(".reason")
     why: dict[str, Any] | None = None
     try:
-        stamp = note.stat().st_mtime
-        document = json.loads(note.read_bytes())
+        # Root may read what the daemon's user wrote here (`status`): a link is not followed,
+        # a pipe not waited on, a note past its bound not read, each taken as no reason.
+        with open_regular(note, follow_links=False) as opened:
+            stamp = os.fstat(opened.fileno()).st_mtime
+            data = opened.read(MAX_REASON_BYTES + 1)
+        if len(data) > MAX_REASON_BYTES:
+            raise ValueError(f"{note}: more than {MAX_REASON_BYTES} bytes")
+        document = json.loads(data)
         why = document if isinstance(document, dict) else None
     except (OSError, ValueError, RecursionError):
         try:

@@ -9,6 +9,12 @@
   an artifact mirror's certificate is not the control plane's.
 - `client_cert` / `client_key`: presented when a server asks for one (mTLS egress).
 
+The three files are read here within `MAX_PEM_FILE_BYTES` (`ground.planted_files`: a regular
+file, never waited on): a file past it is refused by name, never read to its end. OpenSSL reads a
+file by its name only, so it is handed what was read, as an anonymous file in memory
+(`os.memfd_create`, named by `/proc/self/fd/`): the bytes it loads are the bytes that were
+bounded, whatever happens to the file meanwhile, and a private key is never copied to a disk.
+
 Failures become one sentence naming the fix (`explain_failure`), e.g. "the control plane's
 certificate is not trusted (…): pass --ca-file or fix the host's trust store".
 """
@@ -17,15 +23,23 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import ssl
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent_daemon.connection.network_settings import NetworkSettings, parse_pin
+from agent_daemon.connection.network_settings import (
+    MAX_PEM_FILE_BYTES,
+    NetworkSettings,
+    parse_pin,
+    pem_file_too_large,
+)
 from agent_daemon.errors import ConfigError
 from ground.instants import format_instant
+from ground.planted_files import NotRegularFile, read_regular
 
 __all__ = [
     "PublicKeyPinMismatch",
@@ -79,26 +93,52 @@ def _load_error(field: str, path: Path, exc: Exception) -> ConfigError:
     return ConfigError(f"{field}: {str(path)!r} cannot be used ({reason})")
 
 
+def _in_memory(stack: ExitStack, field: str, path: Path) -> str:
+    """A name OpenSSL can open for the file at `path`, read within `MAX_PEM_FILE_BYTES`: an
+    anonymous file in memory holding its bytes, closed when `stack` closes."""
+    try:
+        data = read_regular(path, MAX_PEM_FILE_BYTES, follow_links=True)
+    except NotRegularFile as exc:
+        raise ConfigError(f"{field}: {str(path)!r}: {exc.strerror} — expected a PEM file") from exc
+    except OSError as exc:
+        raise _load_error(field, path, exc) from exc
+    if len(data) > MAX_PEM_FILE_BYTES:
+        raise pem_file_too_large(field, path)
+    descriptor = os.memfd_create(field, os.MFD_CLOEXEC)
+    stack.callback(os.close, descriptor)
+    with open(descriptor, "wb", closefd=False) as memory:
+        memory.write(data)
+    return f"/proc/self/fd/{descriptor}"
+
+
 def build_ssl_context(network: NetworkSettings) -> ssl.SSLContext:
     """The host's trust store, plus `ca_file`, plus the client certificate; TLS 1.2 at least."""
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    if network.ca_file is not None:
-        try:
-            context.load_verify_locations(cafile=network.ca_file)
-        except (OSError, ValueError) as exc:
-            raise _load_error("ca_file", network.ca_file, exc) from exc
-    if network.client_cert is not None:
-        try:
-            context.load_cert_chain(network.client_cert, network.client_key)
-        except (OSError, ValueError) as exc:
-            if getattr(exc, "reason", None) == "KEY_VALUES_MISMATCH":
-                raise ConfigError(
-                    f"client_key: {str(network.client_key)!r} is not the key of client_cert "
-                    f"{str(network.client_cert)!r}"
-                ) from exc
-            field = "client_cert" if network.client_key is None else "client_cert/client_key"
-            raise _load_error(field, network.client_cert, exc) from exc
+    with ExitStack() as stack:
+        if network.ca_file is not None:
+            ca_file = _in_memory(stack, "ca_file", network.ca_file)
+            try:
+                context.load_verify_locations(cafile=ca_file)
+            except (OSError, ValueError) as exc:
+                raise _load_error("ca_file", network.ca_file, exc) from exc
+        if network.client_cert is not None:
+            client_cert = _in_memory(stack, "client_cert", network.client_cert)
+            client_key = (
+                None
+                if network.client_key is None
+                else _in_memory(stack, "client_key", network.client_key)
+            )
+            try:
+                context.load_cert_chain(client_cert, client_key)
+            except (OSError, ValueError) as exc:
+                if getattr(exc, "reason", None) == "KEY_VALUES_MISMATCH":
+                    raise ConfigError(
+                        f"client_key: {str(network.client_key)!r} is not the key of client_cert "
+                        f"{str(network.client_cert)!r}"
+                    ) from exc
+                field = "client_cert" if network.client_key is None else "client_cert/client_key"
+                raise _load_error(field, network.client_cert, exc) from exc
     return context
 
 

@@ -27,15 +27,20 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from agent_daemon.errors import DaemonStateError
-from ground.planted_files import NotRegularFile, open_regular
+from ground.planted_files import NotRegularFile, read_regular
 
 __all__ = [
+    "MAX_STATE_FILE_BYTES",
     "VersionedModelFile",
     "fsync_directory",
     "read_versioned_json",
     "write_bytes_atomically",
     "write_versioned_json",
 ]
+
+# The most a state file the agent writes holds: the largest, the config cache, keeps one answer
+# of at most 1 MiB, indented. A larger file was not written by the agent and is not read whole.
+MAX_STATE_FILE_BYTES = 16 * 1024 * 1024
 
 
 def fsync_directory(directory: Path) -> None:
@@ -72,18 +77,22 @@ def write_versioned_json(path: Path, payload: dict[str, Any], *, format_version:
 def read_versioned_json(path: Path, *, format_version: int) -> dict[str, Any] | None:
     """The file's fields without `format_version`; None when the file does not exist.
 
-    Only a regular file is read: the state directory may be the daemon's own user's while root
-    runs `status` or `diagnose`, so a link planted there is not followed (to a file of root's) and
-    a named pipe is not waited on."""
+    Only a regular file is read, and at most `MAX_STATE_FILE_BYTES` of it: the state directory may
+    be the daemon's own user's while root runs `status` or `diagnose`, so a link planted there is
+    not followed (to a file of root's), a named pipe is not waited on, and a huge file is not read
+    into memory."""
     try:
-        with open_regular(path, follow_links=False) as opened:
-            raw = opened.read()
+        raw = read_regular(path, MAX_STATE_FILE_BYTES, follow_links=False)
     except FileNotFoundError:
         return None
     except NotRegularFile as exc:
         raise DaemonStateError(f"{path}: {exc.strerror}") from exc
     except OSError as exc:
         raise DaemonStateError(f"{path}: cannot be read ({exc.strerror})") from exc
+    if len(raw) > MAX_STATE_FILE_BYTES:
+        raise DaemonStateError(
+            f"{path}: larger than {MAX_STATE_FILE_BYTES} bytes, more than the agent writes there"
+        )
     try:
         document = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -27,13 +27,18 @@ from agent_daemon.disk.atomic_file import write_bytes_atomically
 from agent_daemon.errors import DaemonStateError
 from ground.planted_files import NotRegularFile, open_regular
 
-__all__ = ["TRUST_ROOT_FILE_NAME", "HeldTrustRoot", "HeldTrustRootFile"]
+__all__ = [
+    "MAX_TRUST_ROOT_FILE_BYTES",
+    "TRUST_ROOT_FILE_NAME",
+    "HeldTrustRoot",
+    "HeldTrustRootFile",
+]
 
 TRUST_ROOT_FILE_NAME = "trust_root.json"
 # TUF's name for the role whose keys sign what gets installed: here, the release manifests.
 _RELEASE_ROLE = "targets"
 # The stored file was bounded when it was verified; a bigger one was not written by the agent.
-_MAX_FILE_BYTES = 512 * 1024
+MAX_TRUST_ROOT_FILE_BYTES = 512 * 1024
 _RAW_KEY_HEX_DIGITS = 64
 
 
@@ -83,12 +88,12 @@ class HeldTrustRootFile:
                 "the trust root names the keys this host trusts, so it must be owned by root or "
                 f"the daemon's user (uid {daemon_uid}) and not writable by group or others"
             )
-        if info.st_size > _MAX_FILE_BYTES:
+        if info.st_size > MAX_TRUST_ROOT_FILE_BYTES:
             raise DaemonStateError(
-                f"{self.path}: {info.st_size} bytes, at most {_MAX_FILE_BYTES} expected"
+                f"{self.path}: {info.st_size} bytes, at most {MAX_TRUST_ROOT_FILE_BYTES} expected"
             )
         try:
-            body = opened.read(_MAX_FILE_BYTES + 1)
+            body = opened.read(MAX_TRUST_ROOT_FILE_BYTES + 1)
         except OSError as exc:
             raise DaemonStateError(f"{self.path}: cannot be read ({exc.strerror})") from exc
         try:

@@ -94,6 +94,11 @@ class ActivityRecord(BaseModel):
     # agent is enrolled again, which `agent status` must say even after the daemon stopped.
     credential_refused_since: AwareDatetime | None = None
     credential_refused_error: str | None = None
+    # The first minute the config poll's answer could not be used (`config.invalid`: a captive
+    # portal's page, a redirect, a body that is no config), and why, until a minute ends
+    # otherwise: no slot is claimed meanwhile, which `agent status` must say.
+    config_unusable_since: AwareDatetime | None = None
+    config_unusable_error: str | None = None
     last_refusal: Refusal | None = None
     # How far the daemon's clock found the host's off the control plane's, beyond the bound it
     # follows (`clock.disagrees`, also when no answer measured it: a jump while offline), until
@@ -196,6 +201,10 @@ class Activity:
             if result != "platform_unavailable":
                 self._record = self._record.model_copy(
                     update={"platform_unavailable_since": None, "platform_unavailable_error": None}
+                )
+            if result != "bad_config":
+                self._record = self._record.model_copy(
+                    update={"config_unusable_since": None, "config_unusable_error": None}
                 )
             if result not in {"credential_refused", "error"}:
                 # A minute that failed on the host (`error`) says nothing about the credential.
@@ -321,6 +330,13 @@ class Activity:
                 "platform_unavailable_since": self._record.platform_unavailable_since or now,
                 "platform_unavailable_error": _error(error),
             }
+        if event == "config.invalid":
+            since = self._record.config_unusable_since or now
+            return {
+                "config_unusable_since": since,
+                "config_unusable_error": _error(error),
+                "doing": _unusable_config(self._local(since), _error(error)),
+            }
         if event == "control_plane.credential_refused":
             return {
                 "credential_refused_since": self._record.credential_refused_since or now,
@@ -377,6 +393,11 @@ class Activity:
                 f"control plane unreachable since {self._local(record.unreachable_since)}: "
                 f"{record.unreachable_error or 'no answer'}"
             )
+        if record.config_unusable_since is not None:
+            return _unusable_config(
+                self._local(record.config_unusable_since),
+                record.config_unusable_error or "not a config",
+            )
         if config is None:
             return "waiting for the first config from the control plane"
         hold = config.hold
@@ -404,6 +425,10 @@ class Activity:
         # On a full disk `status` shows an older activity; the daemon's minutes matter more.
         with contextlib.suppress(OSError):
             self._file.save(record)
+
+
+def _unusable_config(since: str, error: str) -> str:
+    return f"the config poll's answer cannot be used since {since}: {error}"
 
 
 def _same(a: ActivityRecord, b: ActivityRecord) -> bool:

@@ -287,6 +287,15 @@ def _connection_problems(status: AgentStatus) -> list[str]:
             f"({activity.platform_unavailable_error or 'no reason given'}) — an outage on the "
             "platform's side, not this host's network; updates are tried again inside their window"
         )
+    if activity is not None and activity.config_unusable_since is not None:
+        since = activity.config_unusable_since
+        found.append(
+            f"the config poll's answer cannot be used since {zoned(since, tz)} "
+            f"({ago(since, status.now)}): {activity.config_unusable_error or 'not a config'} — "
+            "no slot is claimed and nothing is consumed until a config comes again (the "
+            "reports wait); check what answers at the control URL (a captive portal, a "
+            "proxy's login page, a redirect)"
+        )
     if activity is not None and activity.last_refusal is not None:
         refusal = activity.last_refusal
         about = (

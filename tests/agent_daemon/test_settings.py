@@ -12,6 +12,7 @@ import pytest
 from agent_daemon.commands.agent_parts import build_updater
 from agent_daemon.errors import ConfigError
 from agent_daemon.settings import (
+    MAX_CONFIG_BYTES,
     AgentPaths,
     load_settings,
     render_config,
@@ -200,6 +201,21 @@ def test_not_toml_is_refused(tmp_path: Path) -> None:
     write_config(paths.config_file, "control_url = \n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_settings(paths)
+
+
+def test_a_config_past_its_bound_is_refused_not_read_whole(tmp_path: Path, key_file: Path) -> None:
+    """The config may be the non-root daemon's user's while root reads it (`status`): a file
+    grown past anything the agent writes is named with the limit, never read to its end."""
+    paths = write(tmp_path, fields(key_file))
+    with paths.config_file.open("ab") as opened:
+        opened.write(b"# padding\n" * (MAX_CONFIG_BYTES // 10 + 1))
+    before = paths.config_file.read_bytes()
+    with pytest.raises(ConfigError) as raised:
+        load_settings(paths)
+    assert str(raised.value) == (
+        f"{paths.config_file}: larger than {MAX_CONFIG_BYTES} bytes — expected the agent's config"
+    )
+    assert paths.config_file.read_bytes() == before
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import stat
 import subprocess
 import sys
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from agent_daemon.disk.atomic_file import write_versioned_json
+from control_plane.accounts.credentials import Audience, new_secret
+from control_plane.enrollment.rules import new_token_secret
 from tests.agent_daemon.commands.enrollment_stand_in import stand_in_plane
 from tests.agent_daemon.commands.install_support import FakeSystemd, install
 from tests.agent_daemon.commands.test_network_cli import write_enrolled_config
@@ -187,7 +190,7 @@ def test_secrets_outside_the_config_are_scrubbed_too(tmp_path: Path) -> None:
     write_enrolled_config(host)
     state = host.state_dir
     old_credential = "nwa_" + "Q" * 43
-    token = "nwe_" + "T7-x" * 10
+    token = new_token_secret()
     (state / "agent.toml.bak.json").write_text(f'credential = "{old_credential}"\n')
     (state / "events.json").write_text(
         json.dumps(
@@ -221,3 +224,64 @@ def test_a_config_that_is_a_named_pipe_is_named_and_nothing_waits_on_it(tmp_path
     assert b"not a regular file" in read["status.json"]
     assert read["connectivity.txt"].startswith(b"not tried: the config cannot be used")
     assert stat.S_ISFIFO(config.lstat().st_mode)
+
+
+# Harmless text that only looks like a secret: a prefix `nw?_` and a run of token characters,
+# but not the 43 random characters the control plane issues after it. An engineer needs these.
+LOOK_ALIKES = (
+    "/srv/nwd_backups_2026-12-01/agent.tar.gz",
+    "provibr-agent nwb_release_candidate_7 started",
+    "loaded plugin nwa_compat_layer_20261201",
+    "module nwh_delivery_queue_worker ready",
+    # A real secret's length, glued to more token characters: not a secret's shape either.
+    "id nwo_" + "k" * 43 + "_suffix kept",
+)
+
+
+def test_the_scrub_removes_secrets_by_their_shape_and_keeps_look_alikes(tmp_path: Path) -> None:
+    host = AgentHost(tmp_path / "host")
+    write_enrolled_config(host, proxy=f"http://agent:{PROXY_PASSWORD}@127.0.0.1:9")
+    # The secrets the control plane issues, made by its own code (the webhook's by its rule).
+    found = [
+        new_secret(Audience.AGENT),
+        new_secret(Audience.PANEL),
+        new_secret(Audience.OPERATOR),
+        new_token_secret(),
+        "nwh_" + secrets.token_urlsafe(32),
+    ]
+    lines = [
+        f"Dec 06 03:00:01 host agent[1]: enroll with {found[3]} failed",
+        f"Dec 06 03:00:02 host agent[1]: Authorization: Bearer {found[0]}",
+        f"Dec 06 03:00:03 host agent[1]: keys {found[1]},{found[2]};webhook={found[4]}.",
+        f"Dec 06 03:00:04 host agent[1]: config credential {CREDENTIAL} and {PROXY_PASSWORD}",
+        *(f"Dec 06 03:00:05 host agent[1]: {text}" for text in LOOK_ALIKES),
+    ]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    journal = tmp_path / "journal.txt"
+    journal.write_text("\n".join(lines) + "\n")
+    journalctl = bin_dir / "journalctl"
+    journalctl.write_text(f"#!/bin/sh\nexec cat {journal}\n")
+    journalctl.chmod(0o755)
+    (host.state_dir / "events.json").write_text(json.dumps({"lines": lines}))
+    archive = tmp_path / "support.tar.gz"
+    result = run_agent(
+        "diagnose", "--state-dir", str(host.state_dir), "--out", str(archive),
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    read = members(archive)
+    everything = b"".join(read.values())
+    for secret in (*found, CREDENTIAL, PROXY_PASSWORD):
+        assert secret.encode() not in everything, secret
+        assert secret[4:].encode() not in everything, secret
+    for text in LOOK_ALIKES:
+        assert text.encode() in read["journal.txt"], text
+        assert text.encode() in read["state/events.json"], text
+    kept = read["journal.txt"].decode().splitlines()
+    assert kept[0] == "Dec 06 03:00:01 host agent[1]: enroll with <redacted> failed"
+    assert kept[1] == "Dec 06 03:00:02 host agent[1]: Authorization: Bearer <redacted>"
+    assert kept[2] == (
+        "Dec 06 03:00:03 host agent[1]: keys <redacted>,<redacted>;webhook=<redacted>."
+    )
+    assert kept[3] == "Dec 06 03:00:04 host agent[1]: config credential <redacted> and <redacted>"

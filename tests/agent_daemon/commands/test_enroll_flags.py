@@ -9,11 +9,14 @@ import os
 import stat
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
 import pytest
 
+from agent_daemon.connection.network_settings import MAX_PEM_FILE_BYTES
+from agent_daemon.disk.held_trust_root import MAX_TRUST_ROOT_FILE_BYTES
 from tests.agent_daemon.network_support.pki import Pki, make_pki
 from tests.agent_daemon.network_support.proxies import http_proxy
 from tests.agent_daemon.network_support.servers import control_plane
@@ -147,9 +150,12 @@ def test_an_agent_user_the_host_does_not_have_is_refused_by_its_flag(tmp_path: P
     assert not (host.state_dir / "agent.toml").exists()
 
 
-def _entries(root: Path) -> dict[str, tuple[int, bytes | None]]:
+def _entries(root: Path, *, skip: Path | None = None) -> dict[str, tuple[int, bytes | None]]:
+    """Every entry under `root` with its mode and bytes; `skip` (too large to read) left out."""
     seen: dict[str, tuple[int, bytes | None]] = {}
     for path in sorted(root.rglob("*")):
+        if path == skip:
+            continue
         info = path.lstat()
         data = path.read_bytes() if stat.S_ISREG(info.st_mode) else None
         seen[str(path.relative_to(root))] = (info.st_mode, data)
@@ -244,6 +250,35 @@ def test_a_file_flag_naming_a_pipe_or_device_is_refused_not_waited_on(
     assert _entries(tmp_path) == before
 
 
+@pytest.mark.parametrize("flag", ["--ca-file", "--client-cert", "--client-key"])
+def test_a_pem_file_past_its_bound_is_refused_unread_and_nothing_written(
+    pki: Pki, tmp_path: Path, flag: str
+) -> None:
+    host = AgentHost(tmp_path / "host")
+    host.prepare()
+    huge = tmp_path / "huge.pem"
+    with huge.open("wb") as opened:
+        opened.write(pki.client_key.read_bytes() if flag == "--client-key" else b"")
+        opened.truncate(2 * 1024**3)  # sparse: 2 GiB that take no disk
+    huge.chmod(0o600)
+    files = {"--ca-file": pki.ca, "--client-cert": pki.client_cert, "--client-key": pki.client_key}
+    files[flag] = huge
+    before = _entries(tmp_path, skip=huge)
+    started = time.monotonic()
+    result = _enroll_within(
+        host, "https://control.example", "--trusted-key", str(host.public_key),
+        *(part for name, path in files.items() for part in (name, str(path))),
+    )  # fmt: skip
+    assert time.monotonic() - started < 30
+    assert result.returncode == 2
+    line = one_line(result.stderr)
+    assert line == (
+        f"nachtwacht agent enroll: {flag}: {str(huge)!r} is larger than {MAX_PEM_FILE_BYTES} "
+        "bytes — expected a PEM file"
+    ), line
+    assert _entries(tmp_path, skip=huge) == before
+
+
 @pytest.mark.parametrize(
     ("verb", "flag", "secret"),
     [
@@ -311,3 +346,40 @@ def test_a_failed_enroll_never_copies_what_a_planted_trust_root_link_points_at(
             assert b"the-hash-of-roots-password" not in path.read_bytes(), path
     assert line.startswith(f"nachtwacht agent enroll: {planted}: is a symbolic link"), line
     assert _entries(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "size", [MAX_TRUST_ROOT_FILE_BYTES + 1, 2 * 1024**3], ids=["bound", "2GiB"]
+)
+def test_a_held_trust_root_past_its_bound_is_not_read_and_nothing_changes(
+    tmp_path: Path, size: int
+) -> None:
+    # The daemon's user owns the state directory; root enrolls again: the held root it would
+    # put back is read within its bound, or the enroll stops before it changes anything.
+    host = AgentHost(tmp_path / "host")
+    host.prepare()
+    host.state_dir.mkdir(parents=True, exist_ok=True)
+    planted = host.state_dir / "trust_root.json"
+    with planted.open("wb") as opened:
+        opened.write(b'{"signed": ')
+        opened.truncate(size)  # sparse: takes no disk
+    root = tmp_path / "root.json"
+    root.write_bytes(RootChain().versions[1])
+    before = _entries(tmp_path, skip=planted)
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "nachtwacht", "agent", "enroll", "--state-dir", str(host.state_dir),
+         "--url", "http://127.0.0.1:9", "--credential", CREDENTIAL, "--trust-root", str(root),
+         "--install-root", str(host.install_root), "--restart-command", "true"],
+        env={**os.environ, **NO_PROXY_ENV}, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert time.monotonic() - started < 30
+    assert result.returncode == 2
+    line = one_line(result.stderr)
+    assert line == (
+        f"nachtwacht agent enroll: {planted}: larger than {MAX_TRUST_ROOT_FILE_BYTES} bytes — "
+        "expected the held trust root (a regular file) or none; nothing was changed"
+    ), line
+    assert planted.stat().st_size == size
+    assert _entries(tmp_path, skip=planted) == before

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from agent_daemon.connection.control_plane_client import Delivery
-from agent_daemon.connection.outbox import KEEP_REJECTED, Outbox, Report
+from agent_daemon.connection.outbox import KEEP_REJECTED, MAX_REASON_BYTES, Outbox, Report
 from tests.agent_daemon.commands.test_run_start_errors import write_enrolled_config
 from tests.worlds.daemons import run_agent
 from tests.worlds.hosts import AgentHost
@@ -213,3 +215,45 @@ def test_a_queued_report_whose_slot_is_not_text_is_unreadable_not_a_crash(
     assert sent == []
     assert [str(path.name) for path, _ in result.unreadable] == ["000000000001.json"]
     assert "slot_key" in result.unreadable[0][1]
+
+
+@pytest.mark.parametrize("kind", ["named_pipe", "link_out", "too_large"])
+def test_a_reason_planted_beside_a_report_set_aside_is_not_waited_on_followed_or_read_whole(
+    tmp_path: Path, kind: str
+) -> None:
+    """The non-root daemon's user owns the outbox; root runs `status` (and `diagnose`, which
+    keeps its output): a named pipe there held status for ever, a link led root's read to a file
+    of root's (its words shown), a huge note was read whole. Each is named as no reason."""
+    host = AgentHost(tmp_path / "host")
+    write_enrolled_config(host)
+    outbox = Outbox(host.state_dir / "outbox")
+    set_aside(outbox, outcome("run-7", None), Delivery(outcome="rejected", status=409))
+    note = outbox.rejected_directory / "000000000001.reason"
+    note.unlink()
+    secret = tmp_path / "roots-notes.json"
+    secret.write_text(json.dumps({"reason": "the-hash-of-roots-password"}))
+    if kind == "named_pipe":
+        os.mkfifo(note, 0o644)
+    elif kind == "link_out":
+        note.symlink_to(secret)
+    else:
+        padding = " " * (MAX_REASON_BYTES + 1)
+        note.write_text(json.dumps({"reason": "a reason past its bound"}) + padding)
+    before = note.lstat()
+    text = subprocess.run(
+        [sys.executable, "-m", "nachtwacht", "agent", "status", "--state-dir",
+         str(host.state_dir)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert text.returncode == 0, text.stderr
+    wrong = attention(text.stdout)
+    assert wrong[1].endswith(
+        "the outcome (failed) of run run-7 (manual) — no reason was recorded beside it "
+        "[000000000001.json]"
+    ), wrong
+    assert "the-hash-of-roots-password" not in text.stdout
+    assert "past its bound" not in text.stdout
+    after = note.lstat()
+    assert (after.st_mode, after.st_size, after.st_mtime_ns) == (
+        before.st_mode, before.st_size, before.st_mtime_ns,
+    )  # fmt: skip

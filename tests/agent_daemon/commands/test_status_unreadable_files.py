@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_daemon.disk.atomic_file import MAX_STATE_FILE_BYTES
 from tests.agent_daemon.commands.test_run_start_errors import write_enrolled_config
 from tests.agent_daemon.commands.test_status_set_aside import attention
 from tests.worlds.daemons import run_agent
@@ -27,6 +28,12 @@ DAMAGED = [
     ),
     pytest.param(b"", "is not valid JSON", id="empty"),
     pytest.param(b'{"format_version": 7}', "written by a newer nachtwacht agent", id="newer"),
+    # Valid JSON, but more than the agent ever writes there: not read whole.
+    pytest.param(
+        b'{"format_version": 1}' + b" " * MAX_STATE_FILE_BYTES,
+        f"larger than {MAX_STATE_FILE_BYTES} bytes",
+        id="too_large",
+    ),
 ]
 
 

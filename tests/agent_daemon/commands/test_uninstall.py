@@ -15,6 +15,7 @@ from agent_daemon.commands.unit_files import UNIT_NAMES, WRITTEN_BY_BUNDLE, ship
 from agent_daemon.disk.pid_lock import PidLock
 from tests.agent_daemon.commands.enrollment_stand_in import stand_in_plane
 from tests.agent_daemon.commands.install_support import FakeSystemd, install, uninstall
+from tests.agent_daemon.limited_child import at_most_memory
 from tests.worlds.hosts import AgentHost
 
 pytestmark = pytest.mark.slow
@@ -205,4 +206,22 @@ def test_a_config_that_is_a_named_pipe_does_not_hold_uninstall(
         env=systemd.env(), capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
+    assert not os.path.lexists(host.state_dir)
+
+
+def test_a_config_grown_huge_is_not_read_whole(installed: tuple[AgentHost, FakeSystemd]) -> None:
+    """A 2 GiB config (sparse: no disk) in a process that may hold at most 1 GiB: uninstall
+    goes on without reading it, as with any config it cannot use."""
+    host, systemd = installed
+    config = host.state_dir / "agent.toml"
+    with config.open("ab") as opened:
+        opened.truncate(2 * 1024**3)
+    result = subprocess.run(
+        [sys.executable, "-m", "nachtwacht", "agent", "uninstall", "--state-dir",
+         str(host.state_dir), "--systemd-dir", str(systemd.unit_dir), "--purge", "--yes"],
+        env=systemd.env(), capture_output=True, text=True, timeout=60, check=False,
+        preexec_fn=at_most_memory(1024**3),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
     assert not os.path.lexists(host.state_dir)

@@ -8,13 +8,11 @@ queries asked together), with the resolver's words."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.agent_daemon.limited_child import NEW_NAMESPACES, needs_new_namespaces, run_script
 
 pytestmark = pytest.mark.slow
 
@@ -57,26 +55,10 @@ print(json.dumps({"seconds": time.monotonic() - began, "error": error, "asked": 
 
 
 def _in_namespace(tmp_path: Path, resolv_conf: str, servers: list[str]) -> dict[str, object]:
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        pytest.skip("needs unshare and ip to make a network namespace")
-    probe = subprocess.run(
-        ["unshare", "-rnm", "true"], capture_output=True, text=True, timeout=30, check=False
-    )
-    if probe.returncode != 0:
-        pytest.skip(f"no user namespaces here: {probe.stderr.strip()}")
+    needs_new_namespaces()
     conf = tmp_path / "resolv.conf"
     conf.write_text(resolv_conf, encoding="ascii")
-    done = subprocess.run(
-        ["unshare", "-rnm", sys.executable, "-c", _SCRIPT, str(conf), *servers],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).parents[3],
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    found: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
-    return found
+    return run_script(_SCRIPT, str(conf), *servers, inside=NEW_NAMESPACES)
 
 
 def test_a_silent_name_server_holds_a_poll_timeout_times_attempts_times_servers(

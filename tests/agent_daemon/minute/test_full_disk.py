@@ -1,7 +1,7 @@
 """A state directory on a full disk, for real: the daemon's minutes run in a process whose every
-file write past 0 bytes fails (`RLIMIT_FSIZE`, which Python answers with `EFBIG` rather than a
-signal), as every write on a full disk does. The minutes end, each failure is a line, not one file
-in the state directory changes — no half-written file, no temporary file left behind — and:
+file write past 0 bytes fails (`limited_child.full_disk`), as every write on a full disk does.
+The minutes end, each failure is a line, not one file in the state directory changes — no
+half-written file, no temporary file left behind — and:
 
 - a claim that cannot be saved is never dispatched (after a restart it could be repeated or
   lost): it waits for the disk inside its window, then ends `failed` (`disk_full`), reported once;
@@ -10,24 +10,23 @@ in the state directory changes — no half-written file, no temporary file left 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent_daemon.minute.dispatch import MAX_DISPATCH_ATTEMPTS
+from tests.agent_daemon.limited_child import run_script
 
 pytestmark = pytest.mark.slow
 
 _SCRIPT = """
-import hashlib, json, resource, sys
+import hashlib, json, sys
 from datetime import timedelta
 from pathlib import Path
 from agent_daemon.connection.outbox import Outbox
 from agent_daemon.host.status import AgentStatus, problems
+from tests.agent_daemon.limited_child import full_disk
 from tests.agent_daemon.minute.slot_world import SLOT_AT, make
 
 root = Path(sys.argv[1])
@@ -43,13 +42,12 @@ def files():
     }
 
 before = files()
-resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))
 results = []
-for minute in range(full_minutes):
-    clock.set(SLOT_AT + timedelta(minutes=minute))
-    results.append(h.daemon.tick())
-same_files = before == files()
-resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+with full_disk():
+    for minute in range(full_minutes):
+        clock.set(SLOT_AT + timedelta(minutes=minute))
+        results.append(h.daemon.tick())
+    same_files = before == files()
 for minute in range(full_minutes, full_minutes + room_minutes):
     clock.set(SLOT_AT + timedelta(minutes=minute))
     results.append(h.daemon.tick())
@@ -80,16 +78,7 @@ SLOT_KEY = "2026-11-30T03:00"
 
 def _night(tmp_path: Path, *, installed: str, full: int, room: int = 0) -> dict[str, Any]:
     """The slot's minutes from 03:00: `full` of them on a full disk, then `room` with room."""
-    done = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, str(tmp_path / "state"), installed, str(full), str(room)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).parents[3],
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    found: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    found = run_script(_SCRIPT, str(tmp_path / "state"), installed, str(full), str(room))
     assert found["first"] == "no_slot"
     assert found["same_files"]
     names = [name for name, _, _ in found["events"]]

@@ -1,6 +1,6 @@
 """The disk fills between the switch of the updater's own build and saving the claim's end, for
-real: the daemon's process writes no file past 0 bytes from the switch on (`RLIMIT_FSIZE`, which
-Python answers with `EFBIG`, as every write on a full disk fails).
+real: the daemon's process writes no file past 0 bytes from the switch on
+(`limited_child.full_disk`), as every write on a full disk fails.
 
 The daemon still restarts the unit (`current` names the new build; holding the restart back would
 let the guard take a good build back), says at error level that the claim's end is not saved, and
@@ -10,15 +10,12 @@ outcome is known (the build the guard restored reports it once: test_switch_clai
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agent_daemon.updater.layout import InstallLayout
+from tests.agent_daemon.limited_child import run_script
 from tests.agent_daemon.self_update.own_build_kit import NEW, OLD
 
 pytestmark = pytest.mark.slow
@@ -26,7 +23,8 @@ pytestmark = pytest.mark.slow
 RUN_ID = "0b6f1c9e-3f59-4b0c-8a51-1f7c0e6b9d22"
 
 _SCRIPT = """
-import base64, hashlib, io, json, resource, sys
+import base64, hashlib, io, json, sys
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from agent_daemon.connection.config_cache import ConfigCache
@@ -42,6 +40,7 @@ from agent_daemon.self_update.pending_switch import SelfUpdateCheckIn, switch
 from agent_daemon.updater.update_records import SwitchUnderWay
 from tests.agent_daemon.daemon_support.fake_control_plane import FakeControlPlane
 from tests.agent_daemon.daemon_support.stub_updater import StubUpdater
+from tests.agent_daemon.limited_child import full_disk
 from tests.worlds.clocks import ManualClock
 from tests.worlds.releases import ReleaseFactory
 
@@ -49,6 +48,7 @@ own_root, state_dir, run_id, old, new = (
     Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 )
 NOW = datetime(2026, 11, 30, 2, 3, tzinfo=UTC)
+disk_filled = ExitStack()
 clock = ManualClock(NOW)
 release = ReleaseFactory(issued_at=NOW - timedelta(days=1)).sign(
     b"bundle" * 50, version=new, manifest_version=7, product="updater", unpacked_size=300
@@ -85,7 +85,7 @@ class OwnBuilds:
             restart=lambda: None,
             run=SwitchRun(run_id=request.run_id, to_version=new, switched_at=clock.now()),
         )
-        resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))
+        disk_filled.enter_context(full_disk())
         return SwitchUnderWay(run_id=request.run_id, version=new, switched_at=clock.now())
 
     def restart(self):
@@ -124,7 +124,7 @@ old_daemon.start()
 before = files()
 old_result = old_daemon.tick()
 changed = sorted(k for k in set(before) | set(files()) if before.get(k) != files().get(k))
-resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+disk_filled.close()
 claim_after_switch = store.load().claim
 
 new_log = io.StringIO()
@@ -150,16 +150,7 @@ print(json.dumps({
 def test_a_switch_whose_end_the_full_disk_refuses_restarts_loudly_and_is_ended_once(
     layout: InstallLayout, state_dir: Path
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, str(layout.root), str(state_dir), RUN_ID, OLD, NEW],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=Path(__file__).parents[3],
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    found: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    found = run_script(_SCRIPT, str(layout.root), str(state_dir), RUN_ID, OLD, NEW)
 
     # The old build: switched, could not save the claim's end, restarted all the same, loudly.
     assert found["old_result"] == "dispatched"

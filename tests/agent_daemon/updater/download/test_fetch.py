@@ -1,10 +1,14 @@
 """The download against a real loopback server: hard stop at `length`, read timeout and deadline,
-resume with Range + If-Range, start over when Range is ignored, free space checked first."""
+resume with Range + If-Range (after a close or a reset), start over when Range is ignored, free
+space checked first."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import socket
+import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +24,9 @@ from agent_daemon.errors import (
 )
 from agent_daemon.updater.download.fetch import ArtifactSpec, DownloadLimits, download_artifact
 from agent_daemon.updater.download.staging import final_path, part_path
+from agent_daemon.updater.failure_reasons import failure_reason
+from ground.contract import OutcomeReason
+from tests.agent_daemon.scripted_server import ScriptedServer, raw, scripted_server
 from tests.worlds.artifact_server import ArtifactServer, artifact_server
 
 ARTIFACT = os.urandom(300_000)
@@ -201,3 +208,37 @@ def test_a_finished_download_is_checked_again_before_it_is_used(
     final_path(staging, SHA).write_bytes(b"bit rot")
     assert fetch(server, tmp_path).read_bytes() == ARTIFACT
     assert len(server.requests("/artifact")) == 1
+
+
+def test_a_connection_reset_mid_body_keeps_the_part_and_the_next_attempt_resumes(
+    tmp_path: Path,
+) -> None:
+    """A reset (RST, not an orderly close) in the middle of the artifact: a download failure that
+    may pass, the bytes that came kept, and the next attempt asks only for the rest."""
+    head = b'HTTP/1.1 200 OK\r\nContent-Length: %d\r\nETag: "%s"\r\n\r\n' % (
+        len(ARTIFACT), SHA.encode()
+    )  # fmt: skip
+
+    def reset_midway(connection: socket.socket, server: ScriptedServer) -> None:
+        connection.sendall(head + ARTIFACT[:100_000])
+        time.sleep(0.2)  # the bytes reach the agent before the reset
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    rest = ARTIFACT[100_000:]
+    resumed = raw(
+        b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 100000-%d/%d\r\n"
+        b'Content-Length: %d\r\nETag: "%s"\r\n\r\n%s'
+        % (len(ARTIFACT) - 1, len(ARTIFACT), len(rest), SHA.encode(), rest)
+    )
+    with scripted_server(reset_midway, resumed) as server, httpx.Client() as client:
+        spec = ArtifactSpec(url=server.url(), sha256=SHA, length=len(ARTIFACT), unpacked_size=1)
+        staging = tmp_path / "staging"
+        with pytest.raises(DownloadFailed, match="kept to resume") as raised:
+            download_artifact(client, spec, staging=staging, install_root=tmp_path, limits=LIMITS)
+        assert failure_reason(raised.value) == (OutcomeReason.DOWNLOAD_FAILED, True)
+        assert part_path(staging, SHA).stat().st_size == 100_000
+        path = download_artifact(
+            client, spec, staging=staging, install_root=tmp_path, limits=LIMITS
+        )
+        assert path.read_bytes() == ARTIFACT
+        assert b"range: bytes=100000-" in server.requests[-1].lower()
