@@ -6,6 +6,7 @@ refused request changes nothing."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -14,6 +15,7 @@ import pytest
 
 from control_plane.registry import Services
 from control_plane.types import Pool
+from ground.contract import ENROLL_PATH
 from tests.control_plane.api.conftest import JSON, AgentRequests
 from tests.control_plane.conftest import Agent, Api, table_rows
 from tests.worlds.clocks import ManualClock
@@ -276,7 +278,6 @@ def test_an_enrollment_with_two_tokens_is_a_422_and_records_nothing(
 
     from control_plane.enrollment.rules import TokenTerms
     from control_plane.events.trail import Actor
-    from ground.contract import ENROLL_PATH
 
     org = services.accounts.create_org("Acme", now=clock.now())
     tokens = [
@@ -368,3 +369,66 @@ def test_a_poll_that_says_two_things_after_one_that_was_served_is_the_same_422(
     assert response.status_code == 422, response.text[:2000]
     assert response.json()["detail"]["message"].startswith(f"{named}: ")
     assert table_rows(pool, WATCHED) == before
+
+
+def _agent_operations(services: Services, clock: ManualClock) -> list[tuple[str, str]]:
+    """Every operation under `/v1/agent/` the OpenAPI document lists, its path's ids filled in."""
+    from control_plane.api.agent_contract import AGENT_PATHS
+    from control_plane.api.app import create_app
+
+    found = []
+    for path, operations in create_app(services, clock).openapi()["paths"].items():
+        if path.startswith(AGENT_PATHS):
+            filled = re.sub(r"\{[^}]+\}", "00000000-0000-4000-8000-000000000001", path)
+            found.extend((method.upper(), filled) for method in operations)
+    return found
+
+
+# (the keys sent, the contract headers sent, the status and code expected)
+CONTRACT_FIRST = [
+    pytest.param([], [b"6", b"3"], 422, "invalid_request", id="no_key_two_contracts"),
+    pytest.param([], [b"0", b"7"], 422, "invalid_request", id="no_key_too_old_and_served"),
+    pytest.param(["nwa_made_up"], [b"7", b"six"], 422, "invalid_request", id="made_up_key"),
+    pytest.param(["agent"], [b"7", b"6"], 422, "invalid_request", id="good_key_two_contracts"),
+    pytest.param([], [b"0"], 400, "contract_too_old", id="no_key_too_old"),
+    pytest.param([], [b"0", b"0"], 400, "contract_too_old", id="no_key_too_old_twice"),
+    pytest.param(["agent", "nwa_made_up"], [b"0"], 400, "contract_too_old", id="two_keys_too_old"),
+]
+
+
+@pytest.mark.parametrize(("keys", "contracts", "status", "code"), CONTRACT_FIRST)
+def test_every_agent_route_judges_the_contract_header_before_the_key(
+    agent_requests: AgentRequests,
+    pool: Pool,
+    services: Services,
+    clock: ManualClock,
+    keys: list[str],
+    contracts: list[bytes],
+    status: int,
+    code: str,
+) -> None:
+    """The contract's check comes before anything, key or none: an agent always learns that it
+    is too old, and a request that says two things about its contract is refused as such, never
+    answered with the 401 of a request without a key."""
+    named = {"agent": agent_requests.agent.agent_key}
+    headers = [
+        *_keys(*(named.get(key, key) for key in keys)),
+        *((b"x-nachtwacht-contract", value) for value in contracts),
+        JSON,
+    ]
+    operations = _agent_operations(services, clock)
+    assert ("GET", "/v1/agent/config") in operations and ("POST", ENROLL_PATH) in operations
+    before = table_rows(pool, KEYED)
+    wrong = []
+    for method, path in operations:
+        response = agent_requests.send(method, path, headers, b"{}", with_key=False)
+        detail = response.json().get("detail") if response.content else None
+        if (
+            response.status_code != status
+            or not isinstance(detail, dict)
+            or detail.get("code") != code
+            or not detail["message"].startswith("X-Nachtwacht-Contract: " if status == 422 else "")
+        ):
+            wrong.append((method, path, response.status_code, response.text[:300]))
+    assert wrong == []
+    assert table_rows(pool, KEYED) == before
