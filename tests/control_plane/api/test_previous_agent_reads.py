@@ -237,3 +237,72 @@ def _make_agent(services: Services, clock: ManualClock, org: Org, name: str) -> 
 
     issued = services.accounts.enroll_agent(UUID(org.org_id), name, now=clock.now())
     return Agent(agent_id=str(issued.agent_id), org_id=org.org_id, agent_key=issued.agent_key)
+
+
+# What the previous release's agent may put in a report, at the edges of its own models: an error
+# of 2,000 characters holding every kind of character it may have caught from a failing command
+# (tab, newline, escape, NUL, a bidirectional control), a version of 100.
+_ERROR = ("tar: \t\n\x1b[31m\x00\u202e " * 200)[:2000]
+_VERSION = "1." + "9" * 98
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "switched"),
+    [
+        pytest.param("failed", "platform_unavailable", False, id="platform_unavailable"),
+        pytest.param("failed", "interrupted", False, id="interrupted"),
+        pytest.param("failed", "token_revoked", False, id="token_revoked"),
+        pytest.param("failed", "token_expired", False, id="token_expired"),
+        pytest.param("failed", "disk_full", False, id="disk_full"),
+        pytest.param("failed", "download_failed", False, id="download_failed"),
+        pytest.param("failed", "verification_failed", False, id="verification_failed"),
+        pytest.param("failed", "install_failed", False, id="install_failed"),
+        pytest.param("rolled_back", "health_check_failed", True, id="health_check_failed"),
+        pytest.param("succeeded", None, True, id="succeeded"),
+    ],
+)
+def test_every_report_the_previous_releases_agent_sends_is_taken(
+    api: Api,
+    pool: Any,
+    clock: ManualClock,
+    old_agents: Callable[[str], tuple[Org, OldAgent]],
+    status: str,
+    reason: str | None,
+    switched: bool,
+) -> None:
+    """Each outcome reason the previous release knows, with the widest text it may send: taken
+    (200) and kept (its text inert, cut within its bound), never refused by a bound this release
+    added."""
+    clock.set(AT_0301_SHARP)
+    _, agent = old_agents("Acme")
+    granted = agent.send(
+        "claim", "claim", "POST", "/v1/agent/claims", {**CLAIM, "from_version": _VERSION}
+    )
+    assert granted.status_code == 201, granted.text
+    run_id = granted.json()["run_id"]
+    report: dict[str, Any] = {"status": status, "version": _VERSION, "error": _ERROR}
+    if reason is not None:
+        report["reason"] = reason
+    if switched:
+        report["switched_at"] = "2026-11-30T02:01:30Z"
+    taken = agent.send("report", "error", "PATCH", f"/v1/agent/runs/{run_id}", report)
+    assert taken.status_code == 200, taken.text[:2000]
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT status, outcome_reason, version, error FROM runs WHERE id = %s",
+            [run_id],
+        ).fetchone()
+    assert (row["status"], row["outcome_reason"], row["version"]) == (status, reason, _VERSION)
+    # Kept inert, each control character as its escape, within the message's bound.
+    assert row["error"].startswith("tar: \t\n\\u001b[31m\\u0000\\u202e tar: "), row["error"]
+    assert len(row["error"]) <= 2000
+
+
+def test_the_previous_releases_already_up_to_date_is_taken(
+    clock: ManualClock, old_agents: Callable[[str], tuple[Org, OldAgent]]
+) -> None:
+    clock.set(AT_0301_SHARP)
+    _, agent = old_agents("Acme")
+    body = {"slot_key": SLOT, "status": "up_to_date", "version": _VERSION}
+    taken = agent.send("nothing to do", "error", "POST", "/v1/agent/runs", body)
+    assert taken.status_code in (200, 201), taken.text[:2000]
