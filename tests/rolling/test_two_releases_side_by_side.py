@@ -1,20 +1,24 @@
-"""The previous release's agent polling replicas of both releases during the roll: an answer one
-replica gave is the answer the other gives. The config's ETag is the same whichever release
-answered, so a poll that reaches the other replica gets its 304 (docs/upgrading.md), and each
-replica reads what the other wrote for this agent. Real processes over loopback, one database
-this checkout migrated while the previous release served it."""
+"""The previous release's agent during the roll, answered by a replica of either release over one
+database this checkout migrated while the previous release served it: the config's ETag is the
+same whichever release answered, so a poll that reaches the other replica gets its 304
+(docs/upgrading.md); each replica answers what the other wrote; and a night whose steps land on
+both (claim, download and its resumption, confirm, report) ends as one run. Real processes over
+loopback, the agent's requests as the previous release shapes them."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 
 from control_plane import migrate
-from ground.contract import CONFIG_PATH
+from ground.contract import CLAIMS_PATH, CONFIG_PATH
 from nachtwacht.demo_world.children import Subprocesses
 from nachtwacht.demo_world.control_planes import RunningControlPlane, start_control_plane
 from nachtwacht.demo_world.release_tooling import sign_build
@@ -23,17 +27,25 @@ from signed_release.keys import generate_key_files
 pytestmark = pytest.mark.slow
 
 
+@dataclass(frozen=True)
+class Roll:
+    previous: RunningControlPlane
+    current: RunningControlPlane
+    org_id: str
+    agent_key: str
+    artifact: bytes
+
+
 @pytest.fixture
-def two_replicas(
-    tmp_path: Path, empty_database_url: str, previous_release: Subprocesses
-) -> Iterator[tuple[RunningControlPlane, RunningControlPlane, str]]:
-    """(the previous release's replica, this release's, an agent's key), one database."""
+def roll(tmp_path: Path, empty_database_url: str, previous_release: Subprocesses) -> Iterator[Roll]:
+    """A replica of the previous release and one of this, one database, an agent enrolled and a
+    release published by the previous release before this checkout migrated the database."""
     url = empty_database_url
     migrated = previous_release.run("control", "migrate", "--database-url", url)
     assert migrated.returncode == 0, migrated.stderr
     _, public_key, _ = generate_key_files(tmp_path / "keys")
-    # Product time almost frozen at 10:01 CET: no slot is due.
-    fake_clock = f"2026-11-30T09:01:00Z,anchor={time.time()!r},speed=0.001"
+    # Product time almost frozen at 03:01 CET, inside the 03:00 slot's window.
+    fake_clock = f"2026-11-30T02:01:00Z,anchor={time.time()!r},speed=0.001"
     env = {"NACHTWACHT_RELEASE_PUBLIC_KEYS": str(public_key)}
     previous = start_control_plane(
         stderr_path=tmp_path / "previous.stderr",
@@ -64,7 +76,7 @@ def two_replicas(
             env=env,
             args=["--no-migrate"],
         )
-        yield previous, current, agent_key
+        yield Roll(previous, current, org["org_id"], agent_key, build.artifact.read_bytes())
         assert "Traceback" not in previous.stderr()
         assert "Traceback" not in current.stderr()
     finally:
@@ -82,10 +94,8 @@ def _poll(plane: RunningControlPlane, key: str, etag: str | None = None) -> http
         return client.get(CONFIG_PATH, headers=headers)
 
 
-def test_a_poll_answered_by_one_release_is_a_304_at_the_other(
-    two_replicas: tuple[RunningControlPlane, RunningControlPlane, str],
-) -> None:
-    previous, current, key = two_replicas
+def test_a_poll_answered_by_one_release_is_a_304_at_the_other(roll: Roll) -> None:
+    previous, current, key = roll.previous, roll.current, roll.agent_key
     by_previous = _poll(previous, key)
     by_current = _poll(current, key)
     assert by_previous.status_code == by_current.status_code == 200, by_current.text
@@ -112,10 +122,8 @@ def _config_after(
         time.sleep(0.2)
 
 
-def test_what_one_release_writes_the_other_answers(
-    two_replicas: tuple[RunningControlPlane, RunningControlPlane, str],
-) -> None:
-    previous, current, key = two_replicas
+def test_what_one_release_writes_the_other_answers(roll: Roll) -> None:
+    previous, current, key = roll.previous, roll.current, roll.agent_key
     etag = _poll(previous, key).headers["ETag"]
     assert _poll(current, key, etag).status_code == 304
 
@@ -142,3 +150,64 @@ def test_what_one_release_writes_the_other_answers(
         assert isinstance(seen["hold"], dict) and seen["hold"]["set_by"] == "agent", seen
     assert _poll(previous, key, _poll(current, key).headers["ETag"]).status_code == 304
     assert _poll(current, key, _poll(previous, key).headers["ETag"]).status_code == 304
+
+
+def _agent(plane: RunningControlPlane, key: str) -> httpx.Client:
+    # The previous release's agent: no contract header, no `Date`.
+    headers = {"Authorization": f"Bearer {key}", "X-Nachtwacht-Host-Id": "host-0002"}
+    return httpx.Client(base_url=plane.base_url, headers=headers, timeout=60)
+
+
+@pytest.mark.parametrize("first", ["previous", "current"])
+def test_a_night_that_moves_between_the_releases_ends_as_one_run(roll: Roll, first: str) -> None:
+    """Claimed at one replica; downloaded (whole, and resumed from a byte range), confirmed and
+    reported at the other, then at the first again: each step is taken wherever it lands."""
+    one, other = (
+        (roll.previous, roll.current) if first == "previous" else (roll.current, roll.previous)
+    )
+    key = roll.current.enroll_agent(roll.org_id, f"web-{first}")["agent_key"]
+    claim = {"slot_key": "2026-11-30T03:00", "from_version": "1.4.1"}
+    with _agent(one, key) as at_one, _agent(other, key) as at_other:
+        granted = at_one.post(CLAIMS_PATH, json=claim)
+        assert granted.status_code == 201, granted.text
+        grant = granted.json()
+        # The same grant (this release adds `product`, which the previous one's agent ignores).
+        again = at_other.post(CLAIMS_PATH, json=claim).json()
+        assert _known(again) == _known(grant), (again, grant)
+        url = grant["release"]["artifact_url"]
+        whole = at_other.get(url)
+        assert whole.status_code == 200, whole.text[:500]
+        assert whole.content == roll.artifact
+        tail = at_one.get(url, headers={"Range": "bytes=100-", "If-Range": whole.headers["ETag"]})
+        assert tail.status_code == 206, tail.text[:500]
+        assert whole.content[:100] + tail.content == roll.artifact
+        assert hashlib.sha256(whole.content).hexdigest() in _manifest(grant)
+        run = f"/v1/agent/runs/{grant['run_id']}"
+        permit = at_other.post(f"{run}/confirm")
+        assert permit.status_code == 200, permit.text
+        assert at_one.post(f"{run}/confirm").status_code == 200
+        report = {"status": "succeeded", "version": "1.5.0", "switched_at": "2026-11-30T02:01:00Z"}
+        taken = at_other.patch(run, json=report)
+        assert taken.status_code == 200, taken.text
+        reported_again = at_one.patch(run, json=report)
+        assert reported_again.status_code == 200, reported_again.text
+    with psycopg.connect(roll.current.database_url) as conn:
+        ended = conn.execute(
+            "SELECT status, version FROM runs WHERE agent_id = (SELECT agent_id FROM runs"
+            " WHERE id = %s)",
+            [grant["run_id"]],
+        ).fetchall()
+    assert ended == [("succeeded", "1.5.0")]
+
+
+def _known(grant: dict[str, object]) -> dict[str, object]:
+    """A grant as the previous release's agent reads it."""
+    return {name: value for name, value in grant.items() if name != "product"}
+
+
+def _manifest(grant: dict[str, object]) -> str:
+    import base64
+
+    release = grant["release"]
+    assert isinstance(release, dict)
+    return base64.b64decode(release["manifest_b64"]).decode("utf-8")
