@@ -34,6 +34,8 @@ _CHECKS = tuple(
         (r"no such file or directory", "check that PostgreSQL runs there, and its socket"),
         (r"timeout|timed out", "no answer in time: check the host and port, and any firewall"),
         (r"resolve host|translate host name", "check the host's name (and this machine's DNS)"),
+        (r"network is unreachable|no route to host", "check the network's route to that host"),
+        (r"ssl|certificate", "check the server's certificate and the URL's sslmode, sslrootcert"),
         (
             r"pg_hba\.conf",
             "check that the server's pg_hba.conf lets this host, user and database in",
@@ -69,7 +71,8 @@ def unreachable(database_url: str, exc: BaseException) -> DatabaseUnavailable:
     text = str(exc).strip()
     first = text.splitlines()[0].strip() if text else type(exc).__name__
     reason = _TRIED.sub("", first).strip() or first
-    reason = reason[:1].lower() + reason[1:]
+    if reason[1:2].islower():  # "Connection refused" reads on after a colon; "SSL error" stays
+        reason = reason[:1].lower() + reason[1:]
     password = conninfo_to_dict(database_url).get("password")
     if password:
         reason = reason.replace(str(password), "***")

@@ -149,6 +149,20 @@ def test_a_database_that_does_not_exist_on_a_running_server_is_named(
             id="pg_hba",
         ),
         pytest.param(
+            'connection failed: connection to server at "10.0.0.5", port 5432 failed: SSL error: '
+            "certificate verify failed",
+            "SSL error: certificate verify failed",
+            "check the server's certificate and the URL's sslmode, sslrootcert",
+            id="certificate",
+        ),
+        pytest.param(
+            'connection failed: connection to server at "10.0.0.5", port 5432 failed: Network is '
+            "unreachable",
+            "network is unreachable",
+            "check the network's route to that host",
+            id="no_route",
+        ),
+        pytest.param(
             f"connection failed: something new that quotes {PASSWORD}\n\tand a second line",
             "something new that quotes ***",
             "check the URL's host, port, database, user and password, and that PostgreSQL runs",
