@@ -106,12 +106,13 @@ def agent_refusal(scope: Scope) -> list[Message] | None:
     if not scope["path"].startswith(AGENT_PATHS):
         return None
     values = _agent_contract(scope)
-    try:
-        # Two values: judged by neither, key or none (which one the agent speaks is a guess).
-        one_value(CONTRACT_VERSION_HEADER, [value.decode("latin-1") for value in values])
-    except InvalidInput as contradicted:
-        answer = refusal_response(contradicted)
-        return _messages(answer.status_code, bytes(answer.body))
+    if len(values) > 1:
+        try:
+            # Two values: judged by neither, key or none (which one the agent speaks is a guess).
+            one_value(CONTRACT_VERSION_HEADER, [value.decode("latin-1") for value in values])
+        except InvalidInput as contradicted:
+            answer = refusal_response(contradicted)
+            return _messages(answer.status_code, bytes(answer.body))
     refused = _judged(values[0] if values else None)
     return None if refused is None else _messages(*refused)
 
