@@ -24,7 +24,8 @@ __all__ = ["database_address", "reach", "unreachable"]
 # libpq's words around the reason: which server it tried, then "FATAL:" from the server itself.
 _TRIED = re.compile(
     r'^(?:connection (?:failed|is bad): )?(?:connection to server (?:at "[^"]*"(?:, port \d+)?'
-    r'|on socket "[^"]*") failed: )?(?:FATAL:\s+)?'
+    r'|on socket "[^"]*") failed: )?(?:FATAL:\s+)?',
+    re.ASCII,
 )
 # (a pattern searched in libpq's reason, lower case; what the operator checks), first match wins
 _CHECKS = tuple(
