@@ -6,7 +6,9 @@ agent sends its own with every request; one that sends none is from before the h
 `OLDEST_AGENT_CONTRACT` is refused (400 `contract_too_old`, naming both versions) before any
 route reads it: what such an agent sends or expects may no longer be what the routes mean (an
 agent without the header counts as contract 1, so it is refused too once 1 is no longer served).
-A header that is not a decimal whole number is a 422 `invalid_request` naming it. A contract
+A header that is not a decimal whole number is a 422 `invalid_request` naming it, and so is one
+sent twice with two values (`api.deps.one_value`'s words), with a key or without one: the check
+comes before the key is looked at, so an agent always learns that it is too old. A contract
 newer than this control plane's is served: the agent knows it may meet an older control plane
 (one replica not yet upgraded) and reads what it is answered as such.
 
@@ -21,6 +23,9 @@ import json
 
 from starlette.types import Message, Scope
 
+from control_plane.api.answers import refusal_response
+from control_plane.api.deps import one_value
+from control_plane.errors import InvalidInput
 from ground.contract import API_PREFIX, CONTRACT_VERSION, CONTRACT_VERSION_HEADER, AnswerCode
 
 __all__ = [
@@ -51,10 +56,9 @@ CONTRACT_STAMP = (_HEADER, str(CONTRACT_VERSION).encode("ascii"))
 _MAX_DIGITS = 6
 
 
-def _agent_contract(scope: Scope) -> tuple[bytes | None, bool]:
-    """(the header's value, None when absent; whether it was sent twice with two values)."""
-    values = [bytes(value) for name, value in scope["headers"] if name == _HEADER]
-    return (values[0] if values else None), len(set(values)) > 1
+def _agent_contract(scope: Scope) -> list[bytes]:
+    """The header's values, in the order sent (none when absent)."""
+    return [bytes(value) for name, value in scope["headers"] if name == _HEADER]
 
 
 def _refusal(status: int, code: AnswerCode, message: str) -> bytes:
@@ -101,15 +105,19 @@ def agent_refusal(scope: Scope) -> list[Message] | None:
     `CONTRACT_STAMP` (the app's outermost middleware adds it)."""
     if not scope["path"].startswith(AGENT_PATHS):
         return None
-    sent, contradicted = _agent_contract(scope)
-    if contradicted:
-        # Judged by neither value: the routes refuse a request that says two things (422,
-        # `api.deps.said_once`), or answer the 401 of one without a key.
-        return None
-    refused = _judged(sent)
-    if refused is None:
-        return None
-    status, body = refused
+    values = _agent_contract(scope)
+    if len(values) > 1:
+        try:
+            # Two values: judged by neither, key or none (which one the agent speaks is a guess).
+            one_value(CONTRACT_VERSION_HEADER, [value.decode("latin-1") for value in values])
+        except InvalidInput as contradicted:
+            answer = refusal_response(contradicted)
+            return _messages(answer.status_code, bytes(answer.body))
+    refused = _judged(values[0] if values else None)
+    return None if refused is None else _messages(*refused)
+
+
+def _messages(status: int, body: bytes) -> list[Message]:
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode("ascii")),

@@ -40,6 +40,7 @@ __all__ = [
     "PresentedAgentKey",
     "RequestNow",
     "in_database_thread",
+    "one_value",
     "services_of",
 ]
 
@@ -105,14 +106,17 @@ def said_once(request: Request) -> None:
     such header, whatever their scheme (which of them the request stands on would be a guess).
 
     Judged for every request that presents a key (`said_once_with_a_key`): one without is the
-    401, and learns nothing more."""
+    401, and learns nothing more. The contract's header is judged before that, key or none, by
+    the contract's check (`agent_contract`), with these words."""
     for name in READ_HEADERS:
-        _one_value(name, request.headers.getlist(name))
+        one_value(name, request.headers.getlist(name))
     for name in dict.fromkeys(request.query_params.keys()):
-        _one_value(name, request.query_params.getlist(name))
+        one_value(name, request.query_params.getlist(name))
 
 
-def _one_value(name: str, values: list[str]) -> None:
+def one_value(name: str, values: list[str]) -> None:
+    """The 422 `invalid_request` for `values` of one header or parameter (in the order sent)
+    that say two different things; nothing for none, one, or the same value again."""
     first = values[0] if values else None
     other = next((value for value in values if value != first), None)
     if other is not None and name == AUTHORIZATION:

@@ -35,33 +35,42 @@ def _one_line(done: subprocess.CompletedProcess[str], status: int) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("made", [False, True], ids=["no_such_directory", "an_empty_directory"])
+def _public_tables(database_url: str) -> int:
+    """How many tables the database holds: none where no command made any."""
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.parametrize(
+    ("given", "made"),
+    [
+        pytest.param("--data-dir", False, id="no_such_directory"),
+        pytest.param("--data-dir", True, id="an_empty_directory"),
+        pytest.param("NACHTWACHT_DATA_DIR", False, id="from_the_environment"),
+        pytest.param("NACHTWACHT_DATA_DIR", True, id="an_empty_directory_from_the_environment"),
+    ],
+)
 def test_after_restore_on_a_data_dir_holding_no_database_is_refused_and_makes_none(
-    tmp_path: Path, made: bool
+    tmp_path: Path, given: str, made: bool
 ) -> None:
-    """A typo in `--data-dir` after a restore: the command would start a new embedded server
-    there, migrate it, and say `start the replicas now` of a database nobody restored."""
+    """A typo in `--data-dir` (or the environment's) after a restore: the command would start a
+    new embedded server there, migrate it, and say `start the replicas now` of a database nobody
+    restored."""
     data_dir = tmp_path / "nachtwacht-typo"
     if made:
         data_dir.mkdir()
-    done = run_control("after-restore", "--data-dir", str(data_dir))
+    if given == "--data-dir":
+        done = run_control("after-restore", "--data-dir", str(data_dir))
+    else:
+        done = run_control("after-restore", env={given: str(data_dir)})
     line = _one_line(done, 2)
-    assert line.startswith("nachtwacht control after-restore: --data-dir: "), line
+    assert line.startswith(f"nachtwacht control after-restore: {given}: "), line
     assert str(data_dir) in line and "holds no database" in line, line
     assert done.stdout == ""
     assert data_dir.exists() == made
     assert not made or list(data_dir.iterdir()) == []
-
-
-def test_after_restore_on_a_data_dir_from_the_environment_holding_no_database_names_it(
-    tmp_path: Path,
-) -> None:
-    data_dir = tmp_path / "typo"
-    done = run_control("after-restore", env={"NACHTWACHT_DATA_DIR": str(data_dir)})
-    line = _one_line(done, 2)
-    assert line.startswith("nachtwacht control after-restore: NACHTWACHT_DATA_DIR: "), line
-    assert "holds no database" in line, line
-    assert not data_dir.exists()
 
 
 @pytest.mark.slow
@@ -81,11 +90,7 @@ def test_after_restore_on_a_database_never_migrated_is_refused_and_creates_nothi
     done = run_control("after-restore", "--database-url", empty_database_url)
     line = _one_line(done, 1)
     assert "run `nachtwacht control migrate` first" in line, line
-    with psycopg.connect(empty_database_url) as conn:
-        tables = conn.execute(
-            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
-        ).fetchone()
-    assert tables == (0,)
+    assert _public_tables(empty_database_url) == 0
 
 
 def test_after_restore_twice_in_a_row_revokes_once_and_says_so(
@@ -169,11 +174,7 @@ def test_migrate_with_an_absurd_lock_timeout_is_one_line_naming_it(
     )
     line = _one_line(done, 2)
     assert "--lock-timeout-seconds" in line, line
-    with psycopg.connect(empty_database_url) as conn:
-        tables = conn.execute(
-            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
-        ).fetchone()
-    assert tables == (0,)
+    assert _public_tables(empty_database_url) == 0
 
 
 def test_migrate_to_an_older_revision_goes_nowhere_and_says_where_the_database_is(

@@ -6,6 +6,7 @@ refused request changes nothing."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -14,6 +15,7 @@ import pytest
 
 from control_plane.registry import Services
 from control_plane.types import Pool
+from ground.contract import ENROLL_PATH
 from tests.control_plane.api.conftest import JSON, AgentRequests
 from tests.control_plane.conftest import Agent, Api, table_rows
 from tests.worlds.clocks import ManualClock
@@ -159,6 +161,17 @@ def test_an_operator_listing_with_two_limits_is_a_422(api: Api, operator_key: st
     assert same.status_code == 200, same.text[:2000]
 
 
+@pytest.mark.parametrize(
+    ("headers", "query"),
+    [
+        pytest.param(
+            [(b"x-nachtwacht-contract", b"6"), (b"x-nachtwacht-contract", b"3")],
+            "",
+            id="two_contracts",
+        ),
+        pytest.param([], "?slot=1&slot=2", id="two_query_values"),
+    ],
+)
 def test_a_claim_that_says_two_things_in_a_full_round_is_the_same_422(
     agent_requests: AgentRequests,
     api: Api,
@@ -166,6 +179,8 @@ def test_a_claim_that_says_two_things_in_a_full_round_is_the_same_422(
     clock: ManualClock,
     services: Services,
     make_agent: Callable[..., Agent],
+    headers: list[tuple[bytes, bytes]],
+    query: str,
 ) -> None:
     """Where the answers kept in memory would refuse the claim (the round is full), the routes
     still judge a request that says two things: the same 422, whichever replica answers."""
@@ -179,12 +194,8 @@ def test_a_claim_that_says_two_things_in_a_full_round_is_the_same_422(
         )
     assert granted.status_code == 201, granted.text[:2000]
     before = table_rows(pool, WATCHED)
-    for headers, query in (
-        ([(b"x-nachtwacht-contract", b"6"), (b"x-nachtwacht-contract", b"3")], ""),
-        ([], "?slot=1&slot=2"),
-    ):
-        response = agent_requests.send("POST", f"/v1/agent/claims{query}", [JSON, *headers], body)
-        assert response.status_code == 422, response.text[:2000]
+    response = agent_requests.send("POST", f"/v1/agent/claims{query}", [JSON, *headers], body)
+    assert response.status_code == 422, response.text[:2000]
     assert table_rows(pool, WATCHED) == before
 
 
@@ -195,6 +206,19 @@ KEYED = (*WATCHED, "enrollment_tokens", "enrollment_counts", "sign_in_failures")
 
 def _keys(*secrets: str) -> list[tuple[bytes, bytes]]:
     return [(b"authorization", f"Bearer {secret}".encode()) for secret in secrets]
+
+
+def _raw(
+    api: Api,
+    method: str,
+    path: str,
+    headers: list[tuple[bytes, bytes]],
+    content: bytes | None = None,
+) -> httpx.Response:
+    """A request over real HTTP with exactly `headers` (raw, in order, repeated if repeated)."""
+    request = httpx.Request(method, f"{api.base_url}{path}", headers=headers, content=content)
+    with httpx.Client(timeout=30) as client:
+        return client.send(request)
 
 
 @pytest.mark.parametrize(
@@ -276,7 +300,6 @@ def test_an_enrollment_with_two_tokens_is_a_422_and_records_nothing(
 
     from control_plane.enrollment.rules import TokenTerms
     from control_plane.events.trail import Actor
-    from ground.contract import ENROLL_PATH
 
     org = services.accounts.create_org("Acme", now=clock.now())
     tokens = [
@@ -293,35 +316,35 @@ def test_an_enrollment_with_two_tokens_is_a_422_and_records_nothing(
         assert host.post(ENROLL_PATH, json={"name": "web-00"}).status_code == 201
     pair = [used_up, good] if order == "used_up_first" else [good, used_up]
     before = table_rows(pool, KEYED)
-    request = httpx.Request(
-        "POST",
-        f"{api.base_url}{ENROLL_PATH}",
-        headers=[*_keys(*pair), JSON],
-        content=b'{"name": "web-01"}',
-    )
-    with httpx.Client(timeout=30) as client:
-        response = client.send(request)
+    response = _raw(api, "POST", ENROLL_PATH, [*_keys(*pair), JSON], b'{"name": "web-01"}')
     assert response.status_code == 422, response.text[:2000]
     assert response.json()["detail"]["message"].startswith("Authorization: "), response.text
     assert used_up not in response.text and good not in response.text
     assert table_rows(pool, KEYED) == before
 
 
+@pytest.mark.parametrize(
+    ("path", "pair"),
+    [
+        pytest.param("/v1/admin/events", ("operator", "panel"), id="operator_then_panel"),
+        pytest.param("/v1/admin/events", ("operator", "nwo_made_up"), id="operator_made_up"),
+        pytest.param("/v1/agents/{agent_id}", ("panel", "operator"), id="panel_then_operator"),
+    ],
+)
 def test_an_operator_or_panel_request_with_two_keys_is_a_422(
-    agent_requests: AgentRequests, api: Api, pool: Pool, operator_key: str
+    agent_requests: AgentRequests,
+    api: Api,
+    pool: Pool,
+    operator_key: str,
+    path: str,
+    pair: tuple[str, str],
 ) -> None:
-    panel_key = agent_requests.org.panel_key
+    named = {"operator": operator_key, "panel": agent_requests.org.panel_key}
+    path = path.format(agent_id=agent_requests.agent.agent_id)
     before = table_rows(pool, KEYED)
-    for path, pair in (
-        ("/v1/admin/events", (operator_key, panel_key)),
-        ("/v1/admin/events", (operator_key, "nwo_made_up")),
-        (f"/v1/agents/{agent_requests.agent.agent_id}", (panel_key, operator_key)),
-    ):
-        request = httpx.Request("GET", f"{api.base_url}{path}", headers=_keys(*pair))
-        with httpx.Client(timeout=30) as client:
-            response = client.send(request)
-        assert response.status_code == 422, (path, response.text[:2000])
-        assert response.json()["detail"]["message"].startswith("Authorization: ")
+    response = _raw(api, "GET", path, _keys(*(named.get(key, key) for key in pair)))
+    assert response.status_code == 422, (path, response.text[:2000])
+    assert response.json()["detail"]["message"].startswith("Authorization: ")
     assert table_rows(pool, KEYED) == before
 
 
@@ -368,3 +391,66 @@ def test_a_poll_that_says_two_things_after_one_that_was_served_is_the_same_422(
     assert response.status_code == 422, response.text[:2000]
     assert response.json()["detail"]["message"].startswith(f"{named}: ")
     assert table_rows(pool, WATCHED) == before
+
+
+def _agent_operations(services: Services, clock: ManualClock) -> list[tuple[str, str]]:
+    """Every operation under `/v1/agent/` the OpenAPI document lists, its path's ids filled in."""
+    from control_plane.api.agent_contract import AGENT_PATHS
+    from control_plane.api.app import create_app
+
+    found = []
+    for path, operations in create_app(services, clock).openapi()["paths"].items():
+        if path.startswith(AGENT_PATHS):
+            filled = re.sub(r"\{[^}]+\}", "00000000-0000-4000-8000-000000000001", path)
+            found.extend((method.upper(), filled) for method in operations)
+    return found
+
+
+# (the keys sent, the contract headers sent, the status and code expected)
+CONTRACT_FIRST = [
+    pytest.param([], [b"6", b"3"], 422, "invalid_request", id="no_key_two_contracts"),
+    pytest.param([], [b"0", b"7"], 422, "invalid_request", id="no_key_too_old_and_served"),
+    pytest.param(["nwa_made_up"], [b"7", b"six"], 422, "invalid_request", id="made_up_key"),
+    pytest.param(["agent"], [b"7", b"6"], 422, "invalid_request", id="good_key_two_contracts"),
+    pytest.param([], [b"0"], 400, "contract_too_old", id="no_key_too_old"),
+    pytest.param([], [b"0", b"0"], 400, "contract_too_old", id="no_key_too_old_twice"),
+    pytest.param(["agent", "nwa_made_up"], [b"0"], 400, "contract_too_old", id="two_keys_too_old"),
+]
+
+
+@pytest.mark.parametrize(("keys", "contracts", "status", "code"), CONTRACT_FIRST)
+def test_every_agent_route_judges_the_contract_header_before_the_key(
+    agent_requests: AgentRequests,
+    pool: Pool,
+    services: Services,
+    clock: ManualClock,
+    keys: list[str],
+    contracts: list[bytes],
+    status: int,
+    code: str,
+) -> None:
+    """The contract's check comes before anything, key or none: an agent always learns that it
+    is too old, and a request that says two things about its contract is refused as such, never
+    answered with the 401 of a request without a key."""
+    named = {"agent": agent_requests.agent.agent_key}
+    headers = [
+        *_keys(*(named.get(key, key) for key in keys)),
+        *((b"x-nachtwacht-contract", value) for value in contracts),
+        JSON,
+    ]
+    operations = _agent_operations(services, clock)
+    assert ("GET", "/v1/agent/config") in operations and ("POST", ENROLL_PATH) in operations
+    before = table_rows(pool, KEYED)
+    wrong = []
+    for method, path in operations:
+        response = agent_requests.send(method, path, headers, b"{}", with_key=False)
+        detail = response.json().get("detail") if response.content else None
+        if (
+            response.status_code != status
+            or not isinstance(detail, dict)
+            or detail.get("code") != code
+            or not detail["message"].startswith("X-Nachtwacht-Contract: " if status == 422 else "")
+        ):
+            wrong.append((method, path, response.status_code, response.text[:300]))
+    assert wrong == []
+    assert table_rows(pool, KEYED) == before
