@@ -9,11 +9,11 @@
   an artifact mirror's certificate is not the control plane's.
 - `client_cert` / `client_key`: presented when a server asks for one (mTLS egress).
 
-The three files are read here within `MAX_PEM_FILE_BYTES` (`ground.planted_files`: a regular
-file, never waited on): a file past it is refused by name, never read to its end. OpenSSL reads a
-file by its name only, so it is handed what was read, as an anonymous file in memory
-(`os.memfd_create`, named by `/proc/self/fd/`): the bytes it loads are the bytes that were
-bounded, whatever happens to the file meanwhile, and a private key is never copied to a disk.
+The three files are read within `MAX_PEM_FILE_BYTES` (`ground.planted_files`: a regular file,
+never waited on): a file past it is refused by name, never read to its end. `ca_file` is loaded
+from the bytes that were read (`cadata`); OpenSSL takes a certificate and its key by name only,
+so those two are loaded by name just after their bound was checked (the settings hold them to the
+owner and mode of a root-kept file).
 
 Failures become one sentence naming the fix (`explain_failure`), e.g. "the control plane's
 certificate is not trusted (…): pass --ca-file or fix the host's trust store".
@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import ssl
 from collections.abc import Iterator
-from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -93,9 +91,8 @@ def _load_error(field: str, path: Path, exc: Exception) -> ConfigError:
     return ConfigError(f"{field}: {str(path)!r} cannot be used ({reason})")
 
 
-def _in_memory(stack: ExitStack, field: str, path: Path) -> str:
-    """A name OpenSSL can open for the file at `path`, read within `MAX_PEM_FILE_BYTES`: an
-    anonymous file in memory holding its bytes, closed when `stack` closes."""
+def _bounded(field: str, path: Path) -> bytes:
+    """The file's bytes, read within `MAX_PEM_FILE_BYTES`; a refusal naming `field` otherwise."""
     try:
         data = read_regular(path, MAX_PEM_FILE_BYTES, follow_links=True)
     except NotRegularFile as exc:
@@ -104,41 +101,37 @@ def _in_memory(stack: ExitStack, field: str, path: Path) -> str:
         raise _load_error(field, path, exc) from exc
     if len(data) > MAX_PEM_FILE_BYTES:
         raise pem_file_too_large(field, path)
-    descriptor = os.memfd_create(field, os.MFD_CLOEXEC)
-    stack.callback(os.close, descriptor)
-    with open(descriptor, "wb", closefd=False) as memory:
-        memory.write(data)
-    return f"/proc/self/fd/{descriptor}"
+    return data
 
 
 def build_ssl_context(network: NetworkSettings) -> ssl.SSLContext:
     """The host's trust store, plus `ca_file`, plus the client certificate; TLS 1.2 at least."""
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    with ExitStack() as stack:
-        if network.ca_file is not None:
-            ca_file = _in_memory(stack, "ca_file", network.ca_file)
-            try:
-                context.load_verify_locations(cafile=ca_file)
-            except (OSError, ValueError) as exc:
-                raise _load_error("ca_file", network.ca_file, exc) from exc
-        if network.client_cert is not None:
-            client_cert = _in_memory(stack, "client_cert", network.client_cert)
-            client_key = (
-                None
-                if network.client_key is None
-                else _in_memory(stack, "client_key", network.client_key)
-            )
-            try:
-                context.load_cert_chain(client_cert, client_key)
-            except (OSError, ValueError) as exc:
-                if getattr(exc, "reason", None) == "KEY_VALUES_MISMATCH":
-                    raise ConfigError(
-                        f"client_key: {str(network.client_key)!r} is not the key of client_cert "
-                        f"{str(network.client_cert)!r}"
-                    ) from exc
-                field = "client_cert" if network.client_key is None else "client_cert/client_key"
-                raise _load_error(field, network.client_cert, exc) from exc
+    if network.ca_file is not None:
+        pem = _bounded("ca_file", network.ca_file)
+        try:
+            # PEM is ASCII: text outside its blocks may not be (a comment), and is not read.
+            context.load_verify_locations(cadata=pem.decode("ascii", errors="ignore"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"ca_file: {str(network.ca_file)!r} cannot be used (it holds no certificate "
+                "OpenSSL can load: expected PEM blocks '-----BEGIN CERTIFICATE-----')"
+            ) from exc
+    if network.client_cert is not None:
+        _bounded("client_cert", network.client_cert)
+        if network.client_key is not None:
+            _bounded("client_key", network.client_key)
+        try:
+            context.load_cert_chain(network.client_cert, network.client_key)
+        except (OSError, ValueError) as exc:
+            if getattr(exc, "reason", None) == "KEY_VALUES_MISMATCH":
+                raise ConfigError(
+                    f"client_key: {str(network.client_key)!r} is not the key of client_cert "
+                    f"{str(network.client_cert)!r}"
+                ) from exc
+            field = "client_cert" if network.client_key is None else "client_cert/client_key"
+            raise _load_error(field, network.client_cert, exc) from exc
     return context
 
 
