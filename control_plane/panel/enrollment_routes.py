@@ -21,7 +21,7 @@ from control_plane.enrollment.rules import (
 )
 from control_plane.enrollment.services import IssuedEnrollmentToken
 from control_plane.panel import backend, customer_backend
-from control_plane.panel.once import Once, already_sent, remember_sent
+from control_plane.panel.once import Once, made_once
 from control_plane.panel.readers import Csrf, customer_of, customer_post
 from control_plane.panel.web import PREFIX, PanelContext, page, redirect, whole_number
 
@@ -92,8 +92,6 @@ def create(
 ) -> Response:
     post = customer_post(request, csrf)
     ctx = post.ctx
-    if already_sent(request, once):
-        return _tokens_page(ctx, status_code=409, sent_again=True)
     form = {"uses": uses, "hours": hours, "name_pattern": name_pattern, "label": label}
     count = whole_number(uses.strip())
     lifetime = whole_number(hours.strip())
@@ -102,23 +100,27 @@ def create(
     if lifetime is None or not 1 <= lifetime <= MAX_HOURS:
         return _tokens_page(ctx, status_code=422, error_field="expires_in", form=form)
     try:
-        issued = customer_backend.create_enrollment_token(
+        issued = made_once(
             ctx.services,
-            post.org_id,
-            uses=count,
-            expires_in=lifetime * _HOUR,
-            name_pattern=name_pattern.strip() or None,
-            label=label.strip() or None,
-            actor=post.actor,
+            once,
+            lambda: customer_backend.create_enrollment_token(
+                ctx.services,
+                post.org_id,
+                uses=count,
+                expires_in=lifetime * _HOUR,
+                name_pattern=name_pattern.strip() or None,
+                label=label.strip() or None,
+                actor=post.actor,
+                now=ctx.now,
+            ),
             now=ctx.now,
         )
     except backend.Refused as exc:
         field = exc.field if exc.field in _FIELDS else "label"
         return _tokens_page(ctx, status_code=422, error_field=field, form=form)
-    # The install line, shown once: the form's token kept as used, so a resend makes no other.
-    response = _tokens_page(ctx, issued=issued)
-    remember_sent(request, response, once, secure=ctx.secure)
-    return response
+    if issued is None:  # the form made its token already (`once.py`)
+        return _tokens_page(ctx, status_code=409, sent_again=True)
+    return _tokens_page(ctx, issued=issued)
 
 
 @router.post("/enrollment/{token_id}/revoke")
