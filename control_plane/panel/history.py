@@ -21,7 +21,14 @@ from zoneinfo import ZoneInfo
 
 from markupsafe import Markup
 
-from control_plane.history import HistoryEvent, HistoryQuery, HistoryRun, NightVersions, Position
+from control_plane.history import (
+    DayRange,
+    HistoryEvent,
+    HistoryQuery,
+    HistoryRun,
+    NightVersions,
+    Position,
+)
 from control_plane.panel.charts import Series, Stack, stacked_chart
 from control_plane.panel.i18n import Language
 from ground.contract.plain_text import shown
@@ -59,8 +66,9 @@ class HistoryView:
         return HistoryQuery(
             org_id=org_id,
             agent_id=self.agent_id,
-            since=_midnight(self.first, zone) if self.first else None,
-            until=_end_of(self.last, zone) if self.last else None,
+            days=DayRange(zone=zone, first=self.first, last=self.last)
+            if self.first or self.last
+            else None,
             before=self.before,
             after=self.after,
             limit=limit,
@@ -86,18 +94,6 @@ class HistoryView:
 
     def export_link(self) -> str:
         return f"{self.what}.csv?{urlencode(self.filters())}"
-
-
-def _midnight(day: date, zone: ZoneInfo) -> datetime:
-    return datetime.combine(day, datetime.min.time(), zone)
-
-
-def _end_of(day: date, zone: ZoneInfo) -> datetime:
-    """The instant `day` ends: the next midnight; the calendar's last day, which has none, ends at
-    the last instant a datetime holds."""
-    if day == date.max:
-        return datetime.max.replace(tzinfo=UTC)
-    return _midnight(day + timedelta(days=1), zone)
 
 
 def encode_position(position: Position) -> str:
