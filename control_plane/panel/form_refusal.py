@@ -50,6 +50,8 @@ __all__ = [
     "not_an_address",
     "not_plain",
     "not_sent_by_form",
+    "not_text",
+    "not_whole_in_range",
     "service_refused",
     "too_long",
 ]
@@ -166,6 +168,30 @@ def not_plain(lang: Language, name: str, value: str) -> str | None:
         field=field_label(lang, name),
         value=_shown(value),
         code=f"U+{ord(control):04X}",
+    )
+
+
+def not_whole_in_range(lang: Language, name: str, value: str, low: int, high: int) -> str:
+    """A field that takes a whole number from `low` to `high`, given `value` (not one, or out of
+    that range)."""
+    return lang.gettext(
+        "%(field)s: “%(value)s” is not accepted. Give a whole number from %(low)s to %(high)s.",
+        field=field_label(lang, name),
+        value=_shown(value),
+        low=lang.number(low),
+        high=lang.number(high),
+    )
+
+
+def not_text(lang: Language, name: str, value: str, limit: int) -> str:
+    """A field of plain text of at most `limit` characters, given `value`, which the rules refuse
+    for another reason than its length or a control character."""
+    return lang.gettext(
+        "%(field)s: “%(value)s” is not accepted. Write it in plain text of at most %(count)s"
+        " characters.",
+        field=field_label(lang, name),
+        value=_shown(value),
+        count=lang.number(limit),
     )
 
 
