@@ -9,7 +9,9 @@ import re
 
 import pytest
 
+from control_plane.panel.enrollment_routes import _term_problem
 from control_plane.panel.i18n import LANGUAGES, Language
+from ground.contract.plain_text import shown
 from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
 from tests.worlds.rows import rows_at
 
@@ -95,3 +97,18 @@ def test_each_refusal_quotes_the_value_typed(panel_world: PanelWorld, code: str)
             assert "--enrollment-token" not in answer.text
             assert "<script>x" not in answer.text and "<b>5" not in answer.text
     assert rows_at(panel_world.server.database_url, TABLES) == before
+
+
+@pytest.mark.parametrize("code", LANGUAGES)
+def test_a_text_refused_for_another_reason_is_quoted_too(code: str) -> None:
+    """A label the rules refuse that is neither too long nor holds a control (a lone surrogate,
+    which no browser's form sends) is still said with its field, its value and the rule."""
+    lang = Language(code)
+    said = _term_problem(lang, "label", {**FORM, "label": "rack \ud800"})
+    assert said == lang.gettext(
+        "%(field)s: “%(value)s” is not accepted. Write it in plain text of at most %(count)s"
+        " characters.",
+        field=lang.gettext("What it is for"),
+        value=shown("rack \ud800"),
+        count=lang.number(200),
+    )
