@@ -10,6 +10,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
+from starlette.datastructures import QueryParams
 
 from control_plane.agents.agent_list import ScheduleChanges
 from control_plane.panel import (
@@ -125,7 +126,7 @@ def save_schedules(
     agent whose schedule changed."""
     post = customer_post(request, csrf)
     ctx, org_id = post.ctx, post.org_id
-    view = fleet_list.read_view(ctx.lang, {"q": q, "state": state, "sort": sort})
+    view = fleet_list.read_view(ctx.lang, QueryParams({"q": q, "state": state, "sort": sort}))
     ids = [parse_id(text) for text in (agent or [])[: fleet_list.MAX_SELECTED + 1]]
     if None in ids or target not in {"selected", "matching"} or view.query is None:
         # Not something the page's form sends: the same answer as a bad id.

@@ -54,6 +54,7 @@ __all__ = [
     "not_whole_in_range",
     "service_refused",
     "too_long",
+    "two_values",
 ]
 
 # Fields whose value is never shown back: keys, passwords, secrets.
@@ -99,6 +100,10 @@ def field_label(lang: Language, name: str) -> str:
         "global_cap": lang.gettext("Updates in total per minute"),
         "uses": lang.gettext("How many hosts may use it"),
         "hours": lang.gettext("Valid for how many hours"),
+        "q": lang.gettext("Search by name"),
+        "state": lang.gettext("State"),
+        "sort": lang.gettext("Order"),
+        "page": lang.gettext("Page"),
     }
     return labels.get(name, name)
 
@@ -192,6 +197,17 @@ def not_text(lang: Language, name: str, value: str, limit: int) -> str:
         field=field_label(lang, name),
         value=_shown(value),
         count=lang.number(limit),
+    )
+
+
+def two_values(lang: Language, name: str, first: str, other: str) -> str:
+    """A field given twice with two different values (`?page=1&page=2`): serving one of them
+    would be a guess."""
+    return lang.gettext(
+        "%(field)s: “%(value)s” and “%(other)s”: two values for one field. Give one.",
+        field=field_label(lang, name),
+        value=_shown(first),
+        other=_shown(other),
     )
 
 
