@@ -104,6 +104,8 @@ def field_label(lang: Language, name: str) -> str:
         "state": lang.gettext("State"),
         "sort": lang.gettext("Order"),
         "page": lang.gettext("Page"),
+        "from": lang.gettext("First day"),
+        "to": lang.gettext("Last day"),
     }
     return labels.get(name, name)
 

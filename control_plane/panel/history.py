@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
@@ -20,6 +20,7 @@ from uuid import UUID
 from zoneinfo import ZoneInfo
 
 from markupsafe import Markup
+from starlette.datastructures import QueryParams
 
 from control_plane.history import (
     DayRange,
@@ -30,6 +31,7 @@ from control_plane.history import (
     Position,
 )
 from control_plane.panel.charts import Series, Stack, stacked_chart
+from control_plane.panel.form_refusal import two_values
 from control_plane.panel.i18n import Language
 from ground.contract.plain_text import shown
 
@@ -118,8 +120,9 @@ def _day(text: str) -> date | None:
         return None
 
 
-def read_view(lang: Language, what: What, params: Mapping[str, str]) -> HistoryView:
-    """The view the URL names; each field it cannot read gets its error (the field stays empty)."""
+def read_view(lang: Language, what: What, params: QueryParams) -> HistoryView:
+    """The view the URL names; each field it cannot read gets its error (the field stays empty).
+    A day given twice with two values is one it cannot read: showing either would be a guess."""
     errors: dict[str, str] = {}
     agent_id: UUID | None = None
     if params.get("agent"):
@@ -135,6 +138,11 @@ def read_view(lang: Language, what: What, params: Mapping[str, str]) -> HistoryV
             errors[name] = lang.gettext(
                 "“%(value)s” is not a date (expected YYYY-MM-DD).", value=shown(text)
             )
+        given = params.getlist(name)
+        other = next((value for value in given if value != given[0]), None)
+        if other is not None:
+            days[name] = None
+            errors[name] = two_values(lang, name, given[0], other)
     if days["from"] and days["to"] and days["to"] < days["from"]:
         errors["to"] = lang.gettext("The last day is before the first day.")
     positions: dict[str, Position | None] = {}
