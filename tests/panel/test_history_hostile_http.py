@@ -124,3 +124,41 @@ def test_a_field_given_twice_with_two_values_is_said_not_guessed(
             )
             assert same.status_code == 200, what
         assert _rows(panel_world) == before
+
+
+_TOO_LONG = (
+    "First day “%(first)s”, last day “%(last)s”: %(days)s days. An export holds at most"
+    " %(count)s day."
+)
+_TOO_LONG_PLURAL = (
+    "First day “%(first)s”, last day “%(last)s”: %(days)s days. An export holds at most"
+    " %(count)s days."
+)
+
+
+@pytest.mark.parametrize("code", LANGUAGES)
+def test_an_export_too_long_quotes_its_days(panel_world: PanelWorld, code: str) -> None:
+    """A range of more days than an export holds is said at the range with its first and last
+    day and how many days they make; no file is made, nothing changes."""
+    lang = Language(code)
+    with sign_in_client(
+        panel_world, panel_world.panel_key, headers={"Accept-Language": code}
+    ) as client:
+        client.get("/panel/history/runs")
+        before = _rows(panel_world)
+        ranges = (("2026-03-27", "2027-03-26", 365), ("2026-12-24", "2027-03-26", 93))
+        for first, last, days in ranges:
+            answer = client.get(f"/panel/history/runs.csv?from={first}&to={last}")
+            assert answer.status_code == 400
+            assert answer.headers["content-type"].startswith("text/html")
+            said = lang.ngettext(
+                _TOO_LONG,
+                _TOO_LONG_PLURAL,
+                92,
+                first=first,
+                last=last,
+                days=lang.number(days),
+                count=lang.number(92),
+            )
+            assert said in html.unescape(answer.text)
+        assert _rows(panel_world) == before
