@@ -36,7 +36,7 @@ from psycopg.rows import dict_row
 
 from bench.year_of_history import ZONE, History, fill_history, seed_fleet
 from control_plane.database import open_pool
-from control_plane.history import HistoryQuery, HistoryService, Position
+from control_plane.history import DayRange, HistoryQuery, HistoryService, Position
 from control_plane.history.data import page_statement
 from control_plane.panel.history import event_lines, run_lines
 from nachtwacht.demo_world.databases import EmbeddedDatabase
@@ -160,10 +160,7 @@ def main(argv: list[str]) -> int:
         until = ids["newest"].astimezone(zone).date()
         since = until - timedelta(days=args.export_days - 1)
         export = HistoryQuery(
-            org_id=org,
-            since=datetime.combine(since, datetime.min.time(), zone),
-            until=datetime.combine(until + timedelta(days=1), datetime.min.time(), zone),
-            limit=1,
+            org_id=org, days=DayRange(zone=zone, first=since, last=until), limit=1
         )
         for table, lines in (
             ("runs", lambda: run_lines(service.export_runs(export))),

@@ -4,9 +4,10 @@ every page, closed at sign-out — and ended by their credential's revocation on
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, TypeVar
 from uuid import UUID
 
 from psycopg import sql
@@ -18,6 +19,7 @@ from control_plane.types import Pool
 __all__ = [
     "ABSOLUTE_LIFETIME",
     "IDLE_LIMIT",
+    "ONCE_FORM_PATTERN",
     "OpenedSession",
     "PanelSession",
     "SessionService",
@@ -31,6 +33,13 @@ ABSOLUTE_LIFETIME = timedelta(hours=12)
 IDLE_LIMIT = timedelta(minutes=30)
 # last_seen_at is written at most this often, so browsing does not write on every page.
 TOUCH_EVERY = timedelta(minutes=1)
+# A panel form's one-use token (`panel/once.py`); the table's CHECK holds the same pattern.
+ONCE_FORM_PATTERN = r"[A-Za-z0-9_-]{20,64}"
+# Taking a form's token forgets this many tokens older than a session at most.
+_FORGOTTEN_PER_TAKE = 100
+
+_Made = TypeVar("_Made")
+
 # A session secret is 43 characters; anything far longer is not one, and is not hashed.
 MAX_SESSION_SECRET = 200
 
@@ -95,6 +104,31 @@ class SessionService:
                 [secret_sha256(secret), credential_id, now, now, expires_at],
             )
         return OpenedSession(secret=secret, expires_at=expires_at)
+
+    def made_once(self, token: str, make: Callable[[], _Made], *, now: datetime) -> _Made | None:
+        """`make()` for the form whose one-use token is `token`, or None when that form made its
+        secret already (`panel/once.py`).
+
+        The token's row is inserted in a transaction that stays open while `make()` runs: the
+        same form sent again meanwhile waits on the row, then finds it taken. When `make()`
+        raises (the form was refused), the row goes with the transaction, so the form can be
+        sent again. Tokens older than a session are forgotten a few at a time, skipping any that
+        another form's transaction holds.
+        """
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute(
+                "DELETE FROM panel_sent_forms WHERE token IN (SELECT token FROM panel_sent_forms"
+                " WHERE sent_at <= %s ORDER BY sent_at LIMIT %s FOR UPDATE SKIP LOCKED)",
+                [now - ABSOLUTE_LIFETIME, _FORGOTTEN_PER_TAKE],
+            )
+            taken = conn.execute(
+                "INSERT INTO panel_sent_forms (token, sent_at) VALUES (%s, %s)"
+                " ON CONFLICT (token) DO NOTHING RETURNING token",
+                [token, now],
+            ).fetchone()
+            if taken is None:
+                return None
+            return make()
 
     def find(self, secret: str | None, *, now: datetime) -> PanelSession | None:
         """The live session behind `secret`, or None (unknown, ended, idle, or key revoked)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 from zoneinfo import ZoneInfo
@@ -31,6 +31,7 @@ __all__ = [
     "MAX_EXPORT_DAYS",
     "MAX_NIGHTS",
     "MAX_PAGE",
+    "DayRange",
     "HistoryEvent",
     "HistoryPage",
     "HistoryQuery",
@@ -65,14 +66,40 @@ class Position:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DayRange:
+    """Days of the organisation's calendar in `zone`, `first` to `last` both included (either
+    end open when None). A range is counted in days, whatever their hours (a day of 23 or 25
+    hours is a day); its instants are the first day's midnight and the midnight after the last,
+    or for the calendar's last day, which has none, the last instant a datetime holds."""
+
+    zone: ZoneInfo
+    first: date | None = None
+    last: date | None = None
+
+    @property
+    def since(self) -> datetime | None:
+        if self.first is None:
+            return None
+        return datetime.combine(self.first, datetime.min.time(), self.zone)
+
+    @property
+    def until(self) -> datetime | None:
+        if self.last is None:
+            return None
+        if self.last == date.max:
+            return datetime.max.replace(tzinfo=UTC)
+        return datetime.combine(self.last + timedelta(days=1), datetime.min.time(), self.zone)
+
+
+@dataclass(frozen=True, kw_only=True)
 class HistoryQuery:
-    """One organisation's history, of one agent when `agent_id` is given, in [since, until) when
-    given; a page `before` (older than) or `after` (newer than) a position, else the newest."""
+    """One organisation's history, of one agent when `agent_id` is given, in the range of days
+    `days` when given; a page `before` (older than) or `after` (newer than) a position, else the
+    newest."""
 
     org_id: UUID
     agent_id: UUID | None = None
-    since: datetime | None = None
-    until: datetime | None = None
+    days: DayRange | None = None
     before: Position | None = None
     after: Position | None = None
     limit: int = 50
@@ -82,10 +109,14 @@ class HistoryQuery:
             raise InvalidInput("limit", self.limit, f"is out of range (expected 1 to {MAX_PAGE})")
         if self.before is not None and self.after is not None:
             raise InvalidInput("after", self.after, "is given with `before` (expected one)")
-        for field in ("since", "until"):
-            value = getattr(self, field)
-            if value is not None and value.tzinfo is None:
-                raise InvalidInput(field, value.isoformat(), "has no time zone (expected UTC)")
+
+    @property
+    def since(self) -> datetime | None:
+        return None if self.days is None else self.days.since
+
+    @property
+    def until(self) -> datetime | None:
+        return None if self.days is None else self.days.until
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,17 +214,17 @@ class HistoryService:
     def check_export(self, query: HistoryQuery) -> None:
         """Refuse an export that is not one bounded range of the organisation's own history
         (before anything is streamed: an error then would cut a download short)."""
-        if query.since is None or query.until is None:
+        days = query.days
+        if days is None or days.first is None or days.last is None:
             raise InvalidInput("from", None, "is missing (an export needs a range of days)")
-        if query.until <= query.since:
-            raise InvalidInput(
-                "to", query.until.date().isoformat(), "is before the range's first day"
-            )
-        if query.until - query.since > timedelta(days=MAX_EXPORT_DAYS):
+        held = (days.last - days.first).days + 1
+        if held < 1:
+            raise InvalidInput("to", days.last.isoformat(), "is before the range's first day")
+        if held > MAX_EXPORT_DAYS:
             raise InvalidInput(
                 "to",
-                query.until.date().isoformat(),
-                f"is more than {MAX_EXPORT_DAYS} days after the range's first day",
+                days.last.isoformat(),
+                f"makes a range of {held} days (expected at most {MAX_EXPORT_DAYS})",
             )
         if query.agent_id is not None:
             with self._pool.connection() as conn:

@@ -28,7 +28,7 @@
                         form too large; an address with a NUL; a path nothing serves or a
                         method it does not take; an unexpected exception (500, a reference)
     flash.py            a bulk form's result carried over its redirect (POST/redirect/GET)
-    once.py             a form that shows a secret once makes nothing when it is sent again
+    once.py             a form that shows a secret once makes one, however often it is sent
     people_backend.py   named people (`accounts.people`): invitations, roles, new links and
                         resets, removals, signing in as oneself
     people_routes.py    people invited by an editor (the link shown once), their role, a new

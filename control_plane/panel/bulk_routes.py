@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
+from starlette.datastructures import QueryParams
 
 from control_plane.panel import (
     backend,
@@ -45,7 +46,7 @@ def bulk(
 ) -> Response:
     post = customer_post(request, csrf)
     ctx, org_id = post.ctx, post.org_id
-    view = fleet_list.read_view(ctx.lang, {"q": q, "state": state, "sort": sort})
+    view = fleet_list.read_view(ctx.lang, QueryParams({"q": q, "state": state, "sort": sort}))
     ids = [parse_id(text) for text in (agent or [])[: fleet_list.MAX_SELECTED + 1]]
     chosen = next((name for name in fleet_list.BULK_ACTIONS if name == action), None)
     if None in ids or chosen is None or target not in {"selected", "matching"}:

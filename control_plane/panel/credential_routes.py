@@ -15,7 +15,7 @@ from control_plane.accounts.credentials import Audience
 from control_plane.accounts.services import IssuedCredential
 from control_plane.panel import backend, operator_backend, rollout_backend
 from control_plane.panel.form_refusal import not_plain
-from control_plane.panel.once import Once, already_sent, remember_sent
+from control_plane.panel.once import Once, made_once
 from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
 from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
 
@@ -72,8 +72,6 @@ def issue(
 ) -> Response:
     post = operator_post(request, csrf)
     ctx = post.ctx
-    if already_sent(request, once):
-        return _credentials_page(ctx, status_code=409, sent_again=True)
     form = {"audience": audience, "name": name, "org_id": org_id}
     kind = Audience.PANEL if audience == "panel" else Audience.OPERATOR
     org: UUID | None = None
@@ -82,8 +80,13 @@ def issue(
         if org is None:
             return _credentials_page(ctx, status_code=422, error_field="org_id", form=form)
     try:
-        issued = operator_backend.issue_credential(
-            ctx.services, audience=kind, name=name, org_id=org, actor=post.actor, now=ctx.now
+        issued = made_once(
+            ctx.services,
+            once,
+            lambda: operator_backend.issue_credential(
+                ctx.services, audience=kind, name=name, org_id=org, actor=post.actor, now=ctx.now
+            ),
+            now=ctx.now,
         )
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "org_id"} else "name"
@@ -92,29 +95,32 @@ def issue(
         return _credentials_page(
             ctx, status_code=422, error_field=field, error_text=text, form=form
         )
-    return _secret_shown(ctx, issued, once)
+    return _secret_shown(ctx, issued)
 
 
 @router.post("/credentials/{credential_id}/rotate")
 def rotate(request: Request, credential_id: str, csrf: Csrf = "", once: Once = "") -> Response:
     post = operator_post(request, csrf, credential_id)
     ctx, (parsed,) = post.ctx, post.ids
-    if already_sent(request, once):
-        return _credentials_page(ctx, status_code=409, sent_again=True)
     try:
-        issued = operator_backend.rotate_credential(
-            ctx.services, parsed, actor=post.actor, now=ctx.now
+        issued = made_once(
+            ctx.services,
+            once,
+            lambda: operator_backend.rotate_credential(
+                ctx.services, parsed, actor=post.actor, now=ctx.now
+            ),
+            now=ctx.now,
         )
     except backend.Refused:
         return _credentials_page(ctx, status_code=409, error_field="credential")
-    return _secret_shown(ctx, issued, once)
+    return _secret_shown(ctx, issued)
 
 
-def _secret_shown(ctx: PanelContext, issued: IssuedCredential, once: str) -> Response:
-    """The new secret, shown once: the form's token kept as used, so a resend makes no other."""
-    response = _credentials_page(ctx, issued=issued)
-    remember_sent(ctx.request, response, once, secure=ctx.secure)
-    return response
+def _secret_shown(ctx: PanelContext, issued: IssuedCredential | None) -> Response:
+    """The new secret, shown once; None: the form made its secret already (`once.py`)."""
+    if issued is None:
+        return _credentials_page(ctx, status_code=409, sent_again=True)
+    return _credentials_page(ctx, issued=issued)
 
 
 @router.get("/credentials/{credential_id}/revoke")

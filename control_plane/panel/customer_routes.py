@@ -10,6 +10,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
+from starlette.datastructures import QueryParams
 
 from control_plane.agents.agent_list import ScheduleChanges
 from control_plane.panel import (
@@ -31,7 +32,7 @@ from control_plane.panel.flash import (
     take_done,
 )
 from control_plane.panel.i18n import Language
-from control_plane.panel.once import Once, already_sent, remember_sent
+from control_plane.panel.once import Once, made_once
 from control_plane.panel.readers import Csrf, customer_of, customer_post, parse_id
 from control_plane.panel.schedule_editor import EditorState, check_rows, editor_preview
 from control_plane.panel.tonight import tonight
@@ -125,7 +126,7 @@ def save_schedules(
     agent whose schedule changed."""
     post = customer_post(request, csrf)
     ctx, org_id = post.ctx, post.org_id
-    view = fleet_list.read_view(ctx.lang, {"q": q, "state": state, "sort": sort})
+    view = fleet_list.read_view(ctx.lang, QueryParams({"q": q, "state": state, "sort": sort}))
     ids = [parse_id(text) for text in (agent or [])[: fleet_list.MAX_SELECTED + 1]]
     if None in ids or target not in {"selected", "matching"} or view.query is None:
         # Not something the page's form sends: the same answer as a bad id.
@@ -397,19 +398,24 @@ def save_webhook(
     if action == "delete":
         customer_backend.delete_webhook(ctx.services, org_id)
         return redirect(f"{PREFIX}/webhook")
-    if already_sent(request, once):
-        return _webhook_page(ctx, org_id, status_code=409, sent_again=True)
     try:
-        generated = customer_backend.save_webhook(
-            ctx.services, org_id, url, secret or None, now=ctx.now
+        # A generated secret is shown once: a resend replaces neither it nor the address.
+        saved = made_once(
+            ctx.services,
+            once,
+            lambda: (
+                customer_backend.save_webhook(
+                    ctx.services, org_id, url, secret or None, now=ctx.now
+                ),
+            ),
+            now=ctx.now,
         )
     except backend.Refused as exc:
         return _webhook_page(ctx, org_id, error_field=exc.field, url=url, status_code=422)
-    # A generated secret is shown once: the form's token kept as used, so a resend replaces
-    # neither the secret nor the address.
-    response = _webhook_page(ctx, org_id, secret_shown=generated, saved=True)
-    remember_sent(request, response, once, secure=ctx.secure)
-    return response
+    if saved is None:  # the form was answered already (`once.py`)
+        return _webhook_page(ctx, org_id, status_code=409, sent_again=True)
+    (generated,) = saved
+    return _webhook_page(ctx, org_id, secret_shown=generated, saved=True)
 
 
 @router.post("/webhook/test")

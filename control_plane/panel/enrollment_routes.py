@@ -21,7 +21,9 @@ from control_plane.enrollment.rules import (
 )
 from control_plane.enrollment.services import IssuedEnrollmentToken
 from control_plane.panel import backend, customer_backend
-from control_plane.panel.once import Once, already_sent, remember_sent
+from control_plane.panel.form_refusal import not_plain, not_text, not_whole_in_range, too_long
+from control_plane.panel.i18n import Language
+from control_plane.panel.once import Once, made_once
 from control_plane.panel.readers import Csrf, customer_of, customer_post
 from control_plane.panel.web import PREFIX, PanelContext, page, redirect, whole_number
 
@@ -40,6 +42,7 @@ def _tokens_page(
     status_code: int = 200,
     issued: IssuedEnrollmentToken | None = None,
     error_field: str | None = None,
+    error_text: str | None = None,
     form: dict[str, str] | None = None,
     revoked: bool = False,
     sent_again: bool = False,
@@ -58,6 +61,7 @@ def _tokens_page(
         install_line=None if issued is None else install_command(url, issued.secret, newest_root),
         trust_file=trust_file(newest_root),
         error_field=error_field,
+        error_text=error_text,
         form=form
         or {
             "uses": str(DEFAULT_USES),
@@ -92,33 +96,57 @@ def create(
 ) -> Response:
     post = customer_post(request, csrf)
     ctx = post.ctx
-    if already_sent(request, once):
-        return _tokens_page(ctx, status_code=409, sent_again=True)
     form = {"uses": uses, "hours": hours, "name_pattern": name_pattern, "label": label}
     count = whole_number(uses.strip())
     lifetime = whole_number(hours.strip())
     if count is None:
-        return _tokens_page(ctx, status_code=422, error_field="uses", form=form)
+        return _refused(ctx, "uses", form)
     if lifetime is None or not 1 <= lifetime <= MAX_HOURS:
-        return _tokens_page(ctx, status_code=422, error_field="expires_in", form=form)
+        return _refused(ctx, "expires_in", form)
     try:
-        issued = customer_backend.create_enrollment_token(
+        issued = made_once(
             ctx.services,
-            post.org_id,
-            uses=count,
-            expires_in=lifetime * _HOUR,
-            name_pattern=name_pattern.strip() or None,
-            label=label.strip() or None,
-            actor=post.actor,
+            once,
+            lambda: customer_backend.create_enrollment_token(
+                ctx.services,
+                post.org_id,
+                uses=count,
+                expires_in=lifetime * _HOUR,
+                name_pattern=name_pattern.strip() or None,
+                label=label.strip() or None,
+                actor=post.actor,
+                now=ctx.now,
+            ),
             now=ctx.now,
         )
     except backend.Refused as exc:
-        field = exc.field if exc.field in _FIELDS else "label"
-        return _tokens_page(ctx, status_code=422, error_field=field, form=form)
-    # The install line, shown once: the form's token kept as used, so a resend makes no other.
-    response = _tokens_page(ctx, issued=issued)
-    remember_sent(request, response, once, secure=ctx.secure)
-    return response
+        return _refused(ctx, exc.field if exc.field in _FIELDS else "label", form)
+    if issued is None:  # the form made its token already (`once.py`)
+        return _tokens_page(ctx, status_code=409, sent_again=True)
+    return _tokens_page(ctx, issued=issued)
+
+
+def _refused(ctx: PanelContext, field: str, form: dict[str, str]) -> Response:
+    """The form again with `field` refused next to it: the value typed and what is expected."""
+    return _tokens_page(
+        ctx,
+        status_code=422,
+        error_field=field,
+        error_text=_term_problem(ctx.lang, field, form),
+        form=form,
+    )
+
+
+def _term_problem(lang: Language, field: str, form: dict[str, str]) -> str:
+    if field == "uses":
+        return not_whole_in_range(lang, "uses", form["uses"].strip(), 1, MAX_USES)
+    if field == "expires_in":
+        return not_whole_in_range(lang, "hours", form["hours"].strip(), 1, MAX_HOURS)
+    typed = form[field].strip()
+    limit = MAX_PATTERN_LENGTH if field == "name_pattern" else MAX_LABEL_LENGTH
+    if len(typed) > limit:
+        return too_long(lang, field, typed, limit)
+    return not_plain(lang, field, typed) or not_text(lang, field, typed, limit)
 
 
 @router.post("/enrollment/{token_id}/revoke")

@@ -16,12 +16,13 @@ view is a GET form, so a bookmark reproduces it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 from urllib.parse import urlencode
 from uuid import UUID
+
+from starlette.datastructures import QueryParams
 
 from control_plane.agents.agent_list import (
     AGENT_SORTS,
@@ -38,6 +39,14 @@ from control_plane.agents.services import AgentOverview
 from control_plane.events.trail import Actor
 from control_plane.panel import rollout_wording
 from control_plane.panel.backend import missing_or_refused
+from control_plane.panel.form_refusal import (
+    SHOWN_CHARACTERS,
+    not_plain,
+    not_sent_by_form,
+    not_whole_in_range,
+    too_long,
+    two_values,
+)
 from control_plane.panel.i18n import Language
 from control_plane.panel.schedule_editor import EditorState, check_rows
 from control_plane.panel.web import whole_number
@@ -101,28 +110,34 @@ class FleetView:
         return urlencode(kept)
 
 
-def read_view(lang: Language, params: Mapping[str, str]) -> FleetView:
-    """The view named by the URL's `q`, `state`, `sort` and `page`, each checked on its own."""
+def read_view(lang: Language, params: QueryParams) -> FleetView:
+    """The view named by the URL's `q`, `state`, `sort` and `page`, each checked on its own and
+    said with the value typed; one given twice with two values is refused at its field."""
     search = params.get("q", "")
     state = params.get("state", "")
     sort = params.get("sort", "") or "name"
     page_text = params.get("page", "") or "1"
     errors: dict[str, str] = {}
-    if len(search) > MAX_SEARCH_LENGTH or "\x00" in search:
-        errors["q"] = lang.gettext(
-            "Search for at most %(count)s characters of a name, without NUL characters.",
-            count=lang.number(MAX_SEARCH_LENGTH),
-        )
+    if len(search) > MAX_SEARCH_LENGTH:
+        errors["q"] = too_long(lang, "q", search, MAX_SEARCH_LENGTH)
+    elif "\x00" in search:
+        errors["q"] = not_plain(lang, "q", search) or ""
     if state and state not in STATE_CHOICES:
-        errors["state"] = lang.gettext("Choose one of the listed states.")
+        errors["state"] = not_sent_by_form(lang, "state", state)
     if sort not in SORT_CHOICES:
-        errors["sort"] = lang.gettext("Choose one of the listed orders.")
+        errors["sort"] = not_sent_by_form(lang, "sort", sort)
+    for name in ("q", "state", "sort", "page"):
+        values = params.getlist(name)
+        other = next((value for value in values if value != values[0]), None)
+        if other is not None:
+            errors[name] = two_values(lang, name, values[0], other)
     page = whole_number(page_text) or 0
     shown = FleetView(
         search=search[:MAX_SEARCH_LENGTH] if "q" in errors else search,
         state=state[:50],
         sort=sort[:50],
-        page=page_text[:20],
+        # Enough of it to say it back, shortened, when it is not a page.
+        page=page_text[: SHOWN_CHARACTERS + 1],
     )
     if errors:
         return _with(shown, errors=errors)
@@ -171,9 +186,7 @@ def fleet_page(
         org_id, now=now, query=view.query, online_since=now - ONLINE_WITHIN
     )
     if "page" in view.errors or overview.page > overview.pages:
-        message = lang.gettext(
-            "Choose a page from 1 to %(count)s.", count=lang.number(overview.pages)
-        )
+        message = not_whole_in_range(lang, "page", view.page, 1, overview.pages)
         return _with(view, query=view.query, errors={"page": message}), None
     return view, overview
 

@@ -50,8 +50,11 @@ __all__ = [
     "not_an_address",
     "not_plain",
     "not_sent_by_form",
+    "not_text",
+    "not_whole_in_range",
     "service_refused",
     "too_long",
+    "two_values",
 ]
 
 # Fields whose value is never shown back: keys, passwords, secrets.
@@ -97,6 +100,12 @@ def field_label(lang: Language, name: str) -> str:
         "global_cap": lang.gettext("Updates in total per minute"),
         "uses": lang.gettext("How many hosts may use it"),
         "hours": lang.gettext("Valid for how many hours"),
+        "q": lang.gettext("Search by name"),
+        "state": lang.gettext("State"),
+        "sort": lang.gettext("Order"),
+        "page": lang.gettext("Page"),
+        "from": lang.gettext("First day"),
+        "to": lang.gettext("Last day"),
     }
     return labels.get(name, name)
 
@@ -166,6 +175,41 @@ def not_plain(lang: Language, name: str, value: str) -> str | None:
         field=field_label(lang, name),
         value=_shown(value),
         code=f"U+{ord(control):04X}",
+    )
+
+
+def not_whole_in_range(lang: Language, name: str, value: str, low: int, high: int) -> str:
+    """A field that takes a whole number from `low` to `high`, given `value` (not one, or out of
+    that range)."""
+    return lang.gettext(
+        "%(field)s: “%(value)s” is not accepted. Give a whole number from %(low)s to %(high)s.",
+        field=field_label(lang, name),
+        value=_shown(value),
+        low=lang.number(low),
+        high=lang.number(high),
+    )
+
+
+def not_text(lang: Language, name: str, value: str, limit: int) -> str:
+    """A field of plain text of at most `limit` characters, given `value`, which the rules refuse
+    for another reason than its length or a control character."""
+    return lang.gettext(
+        "%(field)s: “%(value)s” is not accepted. Write it in plain text of at most %(count)s"
+        " characters.",
+        field=field_label(lang, name),
+        value=_shown(value),
+        count=lang.number(limit),
+    )
+
+
+def two_values(lang: Language, name: str, first: str, other: str) -> str:
+    """A field given twice with two different values (`?page=1&page=2`): serving one of them
+    would be a guess."""
+    return lang.gettext(
+        "%(field)s: “%(value)s” and “%(other)s”: two values for one field. Give one.",
+        field=field_label(lang, name),
+        value=_shown(first),
+        other=_shown(other),
     )
 
 

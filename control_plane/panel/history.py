@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
@@ -20,9 +20,18 @@ from uuid import UUID
 from zoneinfo import ZoneInfo
 
 from markupsafe import Markup
+from starlette.datastructures import QueryParams
 
-from control_plane.history import HistoryEvent, HistoryQuery, HistoryRun, NightVersions, Position
+from control_plane.history import (
+    DayRange,
+    HistoryEvent,
+    HistoryQuery,
+    HistoryRun,
+    NightVersions,
+    Position,
+)
 from control_plane.panel.charts import Series, Stack, stacked_chart
+from control_plane.panel.form_refusal import two_values
 from control_plane.panel.i18n import Language
 from ground.contract.plain_text import shown
 
@@ -59,8 +68,9 @@ class HistoryView:
         return HistoryQuery(
             org_id=org_id,
             agent_id=self.agent_id,
-            since=_midnight(self.first, zone) if self.first else None,
-            until=_end_of(self.last, zone) if self.last else None,
+            days=DayRange(zone=zone, first=self.first, last=self.last)
+            if self.first or self.last
+            else None,
             before=self.before,
             after=self.after,
             limit=limit,
@@ -88,18 +98,6 @@ class HistoryView:
         return f"{self.what}.csv?{urlencode(self.filters())}"
 
 
-def _midnight(day: date, zone: ZoneInfo) -> datetime:
-    return datetime.combine(day, datetime.min.time(), zone)
-
-
-def _end_of(day: date, zone: ZoneInfo) -> datetime:
-    """The instant `day` ends: the next midnight; the calendar's last day, which has none, ends at
-    the last instant a datetime holds."""
-    if day == date.max:
-        return datetime.max.replace(tzinfo=UTC)
-    return _midnight(day + timedelta(days=1), zone)
-
-
 def encode_position(position: Position) -> str:
     micros = (position.at - _EPOCH) // timedelta(microseconds=1)
     return f"{micros}.{position.id}"
@@ -122,8 +120,9 @@ def _day(text: str) -> date | None:
         return None
 
 
-def read_view(lang: Language, what: What, params: Mapping[str, str]) -> HistoryView:
-    """The view the URL names; each field it cannot read gets its error (the field stays empty)."""
+def read_view(lang: Language, what: What, params: QueryParams) -> HistoryView:
+    """The view the URL names; each field it cannot read gets its error (the field stays empty).
+    A day given twice with two values is one it cannot read: showing either would be a guess."""
     errors: dict[str, str] = {}
     agent_id: UUID | None = None
     if params.get("agent"):
@@ -139,6 +138,11 @@ def read_view(lang: Language, what: What, params: Mapping[str, str]) -> HistoryV
             errors[name] = lang.gettext(
                 "“%(value)s” is not a date (expected YYYY-MM-DD).", value=shown(text)
             )
+        given = params.getlist(name)
+        other = next((value for value in given if value != given[0]), None)
+        if other is not None:
+            days[name] = None
+            errors[name] = two_values(lang, name, given[0], other)
     if days["from"] and days["to"] and days["to"] < days["from"]:
         errors["to"] = lang.gettext("The last day is before the first day.")
     positions: dict[str, Position | None] = {}

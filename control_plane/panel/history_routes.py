@@ -12,6 +12,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from control_plane.history import MAX_EXPORT_DAYS, MAX_NIGHTS, HistoryEvent, HistoryRun
 from control_plane.panel import backend, customer_backend, history
+from control_plane.panel.i18n import Language
 from control_plane.panel.readers import customer_of
 from control_plane.panel.web import (
     PREFIX,
@@ -121,14 +122,8 @@ def _export(request: Request, what: Literal["runs", "events"]) -> Response:
     try:
         rows = customer_backend.export_history(ctx.services, what, view.query(org_id, zone))
     except backend.Refused:
-        # The range is missing, reversed or too long: said where the range is chosen.
-        message = ctx.lang.ngettext(
-            "An export needs a first and a last day, at most %(count)s day apart.",
-            "An export needs a first and a last day, at most %(count)s days apart.",
-            MAX_EXPORT_DAYS,
-            count=ctx.lang.number(MAX_EXPORT_DAYS),
-        )
-        return _history_page(ctx, org_id, view, export_error=message)
+        # The range is missing or too long: said where the range is chosen.
+        return _history_page(ctx, org_id, view, export_error=_range_refused(ctx.lang, view))
     lines = (
         history.run_lines(r for r in rows if isinstance(r, HistoryRun))
         if what == "runs"
@@ -141,6 +136,29 @@ def _export(request: Request, what: Literal["runs", "events"]) -> Response:
             media_type="text/csv; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{name}"'},
         )
+    )
+
+
+def _range_refused(lang: Language, view: history.HistoryView) -> str:
+    """Why an export of the view's range makes no file: a day missing, or more days than an
+    export holds (said with the days typed and how many they make)."""
+    if view.first is None or view.last is None:
+        return lang.ngettext(
+            "An export needs a first and a last day, at most %(count)s day apart.",
+            "An export needs a first and a last day, at most %(count)s days apart.",
+            MAX_EXPORT_DAYS,
+            count=lang.number(MAX_EXPORT_DAYS),
+        )
+    return lang.ngettext(
+        "First day “%(first)s”, last day “%(last)s”: %(days)s days. An export holds at most"
+        " %(count)s day.",
+        "First day “%(first)s”, last day “%(last)s”: %(days)s days. An export holds at most"
+        " %(count)s days.",
+        MAX_EXPORT_DAYS,
+        first=view.first.isoformat(),
+        last=view.last.isoformat(),
+        days=lang.number((view.last - view.first).days + 1),
+        count=lang.number(MAX_EXPORT_DAYS),
     )
 
 

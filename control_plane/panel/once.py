@@ -1,67 +1,49 @@
-"""A form that shows a secret once answers a second sending of itself with nothing new.
+"""A form that shows a secret once makes it once, however often and however fast it is sent.
 
 A browser's reload of the page that answered a form sends the form again ("resend"), and so does
-going back and forward to it. For the forms that make a secret and show it once (a key issued or
-rotated, a webhook's generated secret, an enrollment token, an invitation or a password reset
-link) that would make a second secret, and end or replace the first one the reader may already
-have copied (a rotated key, a webhook's secret, a person's new password). So each such form
-carries a one-use token (`ONCE_FIELD`, a fresh random value in every page the panel renders);
-the answer that shows the secret keeps the token as used in a cookie of its own (`ONCE_COOKIE`:
-under /panel, HttpOnly, SameSite=Strict, the session's 12 hours at most, the last few tokens).
-The same form sent again carries that token: the route makes nothing and the form's page says
-the secret was shown already and stays valid.
+going back and forward to it, and a double click sends it twice before the first answer is back.
+For the forms that make a secret and show it once (a key issued or rotated, a webhook's generated
+secret, an enrollment token, an invitation or a password reset link) that would make a second
+secret, and end or replace the first one the reader may already have copied (a rotated key, a
+webhook's secret, a person's new password). So each such form carries a one-use token
+(`ONCE_FIELD`, a fresh random value in every page the panel renders), and the control plane
+takes it, in the database, for as long as the secret is being made (`SessionService.made_once`):
+the same form sent again, at once or later, on any replica, makes nothing and the form's page
+says the secret was shown already and stays valid. A form that was refused leaves its token
+untaken, so sending it again is answered as it was.
 
-The cookie holds random tokens only: nothing anyone typed, nothing secret. A token or cookie
-that is not one is ignored (a form without a token, from a page an older release rendered, is
-made as it always was).
+A token that is not one is ignored (a form without a token, from a page an older release
+rendered, is made as it always was).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, TypeVar
 
-from fastapi import Form, Request
-from fastapi.responses import Response
+from fastapi import Form
 
-from control_plane.panel.web import PREFIX
+from control_plane.accounts.sessions import ONCE_FORM_PATTERN
+from control_plane.registry import Services
 
-__all__ = ["ONCE_COOKIE", "ONCE_FIELD", "Once", "already_sent", "remember_sent"]
+__all__ = ["ONCE_FIELD", "Once", "made_once"]
 
-ONCE_COOKIE = "nw_panel_once"
 ONCE_FIELD = "once"
-# The sessions' absolute limit: a form is not sent again after its session ended.
-_SECONDS = 12 * 3600
-# The most tokens kept: a reader with more pages that showed a secret open at once than this
-# could send the oldest again.
-_KEPT = 16
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{20,64}")
+_TOKEN = re.compile(ONCE_FORM_PATTERN)
 
 # The form's one-use token (`csrf.new_once_token`, put in every page as `once`).
 Once = Annotated[str, Form(max_length=200)]
 
-
-def _sent(request: Request) -> list[str]:
-    kept = request.cookies.get(ONCE_COOKIE, "")
-    return [token for token in kept.split(".") if _TOKEN.fullmatch(token)][-_KEPT:]
+_Made = TypeVar("_Made")
 
 
-def already_sent(request: Request, presented: str) -> bool:
-    """Whether this form, carrying the token `presented`, was answered before in this browser."""
-    return _TOKEN.fullmatch(presented) is not None and presented in _sent(request)
-
-
-def remember_sent(request: Request, response: Response, presented: str, *, secure: bool) -> None:
-    """Keep `presented` as used on `response`, the answer that shows the form's secret."""
+def made_once(
+    services: Services, presented: str, make: Callable[[], _Made], *, now: datetime
+) -> _Made | None:
+    """What `make()` made, or None when the form carrying the token `presented` made its secret
+    already. What `make()` raises (a refusal) is raised, and the token stays untaken."""
     if _TOKEN.fullmatch(presented) is None:
-        return
-    kept = [*_sent(request), presented][-_KEPT:]
-    response.set_cookie(
-        ONCE_COOKIE,
-        ".".join(kept),
-        max_age=_SECONDS,
-        path=PREFIX,
-        httponly=True,
-        secure=secure,
-        samesite="strict",
-    )
+        return make()
+    return services.sessions.made_once(presented, make, now=now)

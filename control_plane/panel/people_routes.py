@@ -31,7 +31,7 @@ from control_plane.panel import backend, oidc_routes, people_backend
 from control_plane.panel.csrf import tokens_match
 from control_plane.panel.form_refusal import not_an_address, not_plain, not_sent_by_form, too_long
 from control_plane.panel.i18n import Language
-from control_plane.panel.once import Once, already_sent, remember_sent
+from control_plane.panel.once import Once, made_once
 from control_plane.panel.readers import Csrf, customer_of, customer_post, operator_of, operator_post
 from control_plane.panel.web import (
     PREFIX,
@@ -116,24 +116,29 @@ def invite(
 ) -> Response:
     post = customer_post(request, csrf)
     ctx = post.ctx
-    if already_sent(request, once):
-        return _people_page(ctx, status_code=409, sent_again=True)
     form = {"name": name, "email": email, "role": role}
     try:
-        issued = people_backend.invite(
+        issued = made_once(
             ctx.services,
-            post.org_id,
-            name=name,
-            email=email,
-            role=role,
-            actor=post.actor,
+            once,
+            lambda: people_backend.invite(
+                ctx.services,
+                post.org_id,
+                name=name,
+                email=email,
+                role=role,
+                actor=post.actor,
+                now=ctx.now,
+            ),
             now=ctx.now,
         )
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "email", "role", "email_taken"} else "name"
         text = _person_problem(ctx.lang, field, form)
         return _people_page(ctx, status_code=422, error_field=field, error_text=text, form=form)
-    return _link_shown(ctx, _people_page(ctx, link=_link(ctx, issued.token, reset=False)), once)
+    if issued is None:  # the form made its link already (`once.py`)
+        return _people_page(ctx, status_code=409, sent_again=True)
+    return _people_page(ctx, link=_link(ctx, issued.token, reset=False))
 
 
 @router.post("/people/{person_id}/remove")
@@ -182,23 +187,22 @@ def _person_problem(lang: Language, field: str, form: dict[str, str]) -> str | N
 def _reissued(request: Request, person_id: str, csrf: str, once: str, *, reset: bool) -> Response:
     post = customer_post(request, csrf, person_id)
     ctx, (parsed,) = post.ctx, post.ids
-    if already_sent(request, once):
-        return _people_page(ctx, status_code=409, sent_again=True)
     try:
-        issued = people_backend.reissue(
-            ctx.services, post.org_id, parsed, reset=reset, actor=post.actor, now=ctx.now
+        # A resend makes no other link (which would end the link shown, or a password the
+        # person set through it meanwhile).
+        issued = made_once(
+            ctx.services,
+            once,
+            lambda: people_backend.reissue(
+                ctx.services, post.org_id, parsed, reset=reset, actor=post.actor, now=ctx.now
+            ),
+            now=ctx.now,
         )
     except backend.Refused as exc:
         return _people_page(ctx, status_code=409, person_error=exc.field)
-    shown = _people_page(ctx, link=_link(ctx, issued.token, reset=reset), reset_link=reset)
-    return _link_shown(ctx, shown, once)
-
-
-def _link_shown(ctx: PanelContext, response: Response, once: str) -> Response:
-    """A link, shown once: the form's token kept as used, so a resend of the form makes no other
-    (which would end the link shown, or a password the person set through it meanwhile)."""
-    remember_sent(ctx.request, response, once, secure=ctx.secure)
-    return response
+    if issued is None:  # the form made its link already (`once.py`)
+        return _people_page(ctx, status_code=409, sent_again=True)
+    return _people_page(ctx, link=_link(ctx, issued.token, reset=reset), reset_link=reset)
 
 
 def _link(ctx: PanelContext, token: str, *, reset: bool) -> str:
@@ -412,24 +416,29 @@ def invite_operator(
     """An operator invites another, named: they sign in as themselves (password and TOTP)."""
     post = operator_post(request, csrf)
     ctx = post.ctx
-    if already_sent(request, once):
-        return _operators_page(ctx, status_code=409, sent_again=True)
     form = {"name": name, "email": email}
     try:
-        issued = people_backend.invite(
+        issued = made_once(
             ctx.services,
-            None,
-            name=name,
-            email=email,
-            role="operator",
-            actor=post.actor,
+            once,
+            lambda: people_backend.invite(
+                ctx.services,
+                None,
+                name=name,
+                email=email,
+                role="operator",
+                actor=post.actor,
+                now=ctx.now,
+            ),
             now=ctx.now,
         )
     except backend.Refused as exc:
         field = exc.field if exc.field in {"name", "email", "email_taken"} else "name"
         text = _person_problem(ctx.lang, field, form)
         return _operators_page(ctx, status_code=422, error_field=field, error_text=text, form=form)
-    return _link_shown(ctx, _operators_page(ctx, link=_link(ctx, issued.token, reset=False)), once)
+    if issued is None:  # the form made its link already (`once.py`)
+        return _operators_page(ctx, status_code=409, sent_again=True)
+    return _operators_page(ctx, link=_link(ctx, issued.token, reset=False))
 
 
 @router.post("/operator/people/{person_id}/remove")

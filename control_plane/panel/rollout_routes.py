@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response
+from starlette.datastructures import QueryParams
 
 from control_plane.panel import (
     backend,
@@ -152,7 +153,7 @@ def pin_org(
                 ctx.services, org_id=parsed, version=pinned, reason=why, actor=actor, now=ctx.now
             )
     except backend.Refused as exc:
-        view = fleet_list.read_view(ctx.lang, {})
+        view = fleet_list.read_view(ctx.lang, QueryParams())
         return _org_page(ctx, parsed, view, status_code=422, pin_error=exc.field)
     done = "unpin" if action == "unpin" else "pin"
     return redirect(f"{PREFIX}/operator/orgs/{parsed}?" + urlencode({"saved": done}))

@@ -74,21 +74,57 @@ def test_a_search_means_its_characters(fleet: PanelWorld, search: str, found: li
     assert listed_names(answer.text) == [name.replace("'", "&#39;") for name in found]
 
 
+_NOT_SENT = "is not a value this form sends. Go back and use the form as the page shows it."
+_PAGES = "is not accepted. Give a whole number from 1 to 3."
+
+
 @pytest.mark.parametrize(
     ("query", "field", "message"),
     [
-        pytest.param("state=pinned%3B", "state", "Choose one of the listed states.", id="state"),
-        pytest.param("sort=name%3BDROP", "sort", "Choose one of the listed orders.", id="sort"),
-        pytest.param("page=0", "page", "Choose a page from 1 to 3.", id="page_zero"),
-        pytest.param("page=4", "page", "Choose a page from 1 to 3.", id="past_the_end"),
-        pytest.param("page=x", "page", "Choose a page from 1 to 3.", id="page_not_a_number"),
-        pytest.param("page=%EF%BC%92", "page", "Choose a page from 1 to 3.", id="wide_digit"),
-        pytest.param("page=" + "9" * 5000, "page", "Choose a page from 1 to 3.", id="huge_page"),
+        pytest.param("state=pinned%3B", "state", f"State: “pinned;” {_NOT_SENT}", id="state"),
+        pytest.param(
+            "state=%E2%80%AEheld", "state", f"State: “\ufffdheld” {_NOT_SENT}", id="state_bidi"
+        ),
+        pytest.param("sort=name%3BDROP", "sort", f"Order: “name;DROP” {_NOT_SENT}", id="sort"),
+        pytest.param("sort=NAME", "sort", f"Order: “NAME” {_NOT_SENT}", id="sort_case"),
+        pytest.param("sort=%3Cb%3Ex", "sort", f"Order: “&lt;b&gt;x” {_NOT_SENT}", id="sort_markup"),
+        pytest.param("page=0", "page", f"Page: “0” {_PAGES}", id="page_zero"),
+        pytest.param("page=-1", "page", f"Page: “-1” {_PAGES}", id="page_negative"),
+        pytest.param("page=4", "page", f"Page: “4” {_PAGES}", id="past_the_end"),
+        pytest.param("page=x", "page", f"Page: “x” {_PAGES}", id="page_not_a_number"),
+        pytest.param("page=%2B2", "page", f"Page: “+2” {_PAGES}", id="page_plus"),
+        pytest.param("page=%EF%BC%92", "page", f"Page: “\uff12” {_PAGES}", id="wide_digit"),
+        pytest.param("page=" + "9" * 5000, "page", f"Page: “{'9' * 40}…” {_PAGES}", id="huge_page"),
         pytest.param(
             "q=" + "x" * 10_000,
             "q",
-            "Search for at most 200 characters of a name, without NUL characters.",
+            f"Search by name: “{'x' * 40}…” is too long (10,000 characters). At most 200"
+            " characters are accepted.",
             id="ten_kilobytes",
+        ),
+        pytest.param(
+            "page=1&page=2",
+            "page",
+            "Page: “1” and “2”: two values for one field. Give one.",
+            id="page_twice",
+        ),
+        pytest.param(
+            "sort=name&sort=-name",
+            "sort",
+            "Order: “name” and “-name”: two values for one field. Give one.",
+            id="sort_twice",
+        ),
+        pytest.param(
+            "state=held&state=offline&state=held",
+            "state",
+            "State: “held” and “offline”: two values for one field. Give one.",
+            id="state_twice",
+        ),
+        pytest.param(
+            "q=web&q=db",
+            "q",
+            "Search by name: “web” and “db”: two values for one field. Give one.",
+            id="search_twice",
         ),
     ],
 )
@@ -98,10 +134,19 @@ def test_a_bad_parameter_is_answered_at_its_field(
     with sign_in_client(fleet, fleet.panel_key) as client:
         answer = client.get(f"/panel/agents?{query}")
     assert answer.status_code == 400
-    assert f'<p class="field-error" id="{field}-error">{message}</p>' in answer.text
+    said = re.findall(rf'<p class="field-error" id="{field}-error">([^<]*)</p>', answer.text)
+    assert said == [message]
     assert f'id="{field}"' in answer.text
     assert 'aria-invalid="true"' in answer.text
     assert listed_names(answer.text) == []
+
+
+@pytest.mark.parametrize("query", ["page=2&page=2", "sort=-name&sort=-name", "q=&q=", "x=1&x=2"])
+def test_the_same_value_twice_says_one_thing(fleet: PanelWorld, query: str) -> None:
+    with sign_in_client(fleet, fleet.panel_key) as client:
+        answer = client.get(f"/panel/agents?{query}")
+    assert answer.status_code == 200, answer.text
+    assert listed_names(answer.text) != []
 
 
 def test_a_nul_in_the_search_is_refused_before_the_panel(fleet: PanelWorld) -> None:

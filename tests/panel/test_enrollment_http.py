@@ -131,12 +131,12 @@ def test_another_organisations_token_cannot_be_revoked(panel_world: PanelWorld) 
 
 def test_a_term_out_of_bounds_is_refused_next_to_its_field(panel_world: PanelWorld) -> None:
     cases = [
-        ({"uses": "0"}, "uses-error", "Give a whole number from 1 to 10,000."),
+        ({"uses": "0"}, "uses-error", "“0” is not accepted. Give a whole number from 1 to 10,000."),
         ({"uses": "10001"}, "uses-error", "Give a whole number from 1 to 10,000."),
-        ({"uses": "two"}, "uses-error", "Give a whole number from 1 to 10,000."),
-        ({"hours": "0"}, "hours-error", "Give a whole number of hours from 1 to 720."),
-        ({"hours": "721"}, "hours-error", "Give a whole number of hours from 1 to 720."),
-        ({"name_pattern": "web\t*"}, "name_pattern-error", "A pattern is text of at most 200"),
+        ({"uses": "two"}, "uses-error", "“two” is not accepted."),
+        ({"hours": "0"}, "hours-error", "Give a whole number from 1 to 720."),
+        ({"hours": "721"}, "hours-error", "“721” is not accepted."),
+        ({"name_pattern": "web\t*"}, "name_pattern-error", "contains a control character"),
     ]
     with sign_in_client(panel_world, panel_world.panel_key) as client:
         token = csrf_of(client.get("/panel/enrollment").text)

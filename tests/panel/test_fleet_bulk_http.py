@@ -141,7 +141,7 @@ def test_a_filtered_page_past_the_end_names_the_last_page(
         behind = client.get("/panel/agents", params={"state": "behind", "page": "2"})
     for answer in (failed, behind):
         assert answer.status_code == 400
-        assert "Choose a page from 1 to 1." in answer.text
+        assert "Page: “2” is not accepted. Give a whole number from 1 to 1." in answer.text
 
 
 def test_hold_every_agent_of_a_view_one_change_each(

@@ -95,7 +95,7 @@ def test_a_large_organisation_is_shown_a_page_at_a_time(org_fleet: PanelWorld) -
     assert len(_listed(third.text)) == 21
     # A page past the end is an error at its field, naming the last page.
     assert past.status_code == 400
-    assert "Choose a page from 1 to 3." in past.text
+    assert "Page: “9” is not accepted. Give a whole number from 1 to 3." in past.text
 
 
 def test_the_summary_counts_each_state_as_its_view_finds_it(org_fleet: PanelWorld) -> None:

@@ -58,6 +58,8 @@ def _counts(world: PanelWorld) -> tuple[object, ...]:
         ("sort=--name", "sort"),
         ("state=%25", "state"),
         ("state=offline%27%20OR%201%3D1", "state"),
+        ("page=1&page=41", "page"),
+        ("sort=name&sort=-name", "sort"),
     ],
 )
 def test_an_absurd_view_is_answered_at_its_field(
