@@ -150,7 +150,8 @@ def test_a_command_against_a_stopped_database_says_one_line(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(f"nachtwacht control {command[0]}"), lines
-    assert "Connection refused" in lines[0], lines
+    assert "cannot connect to the database at " in lines[0], lines
+    assert "connection refused — check that PostgreSQL runs on that host" in lines[0], lines
     assert done.stdout == ""
     servers.start(servers.primary)
     assert table_rows(pool, ("platform_brake", "orgs", "events", "restored_timelines")) == before

@@ -78,6 +78,7 @@ GAPS: dict[tuple[str, str], dict[str, str]] = {
         " state); an integer written as 3.0 is refused (strict integers)"
     },
     ("PUT", "/v1/agent/hold"): {_ACCEPTS_VALID: "until must be after now (the clock)"},
+    ("GET", "/v1/admin/events"): {_ACCEPTS_VALID: "until must be after since"},
     ("PUT", "/v1/agents/{agent_id}/hold"): {_ACCEPTS_VALID: "until must be after now (the clock)"},
     ("PUT", "/v1/agents/{agent_id}/schedule"): {_ACCEPTS_VALID: "an enabled schedule needs a time"},
     ("PUT", "/v1/default-schedule"): {_ACCEPTS_VALID: "an enabled schedule needs a time"},
