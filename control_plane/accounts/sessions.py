@@ -4,6 +4,7 @@ every page, closed at sign-out — and ended by their credential's revocation on
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,6 +20,7 @@ from control_plane.types import Pool
 __all__ = [
     "ABSOLUTE_LIFETIME",
     "IDLE_LIMIT",
+    "MADE_ONCE_WAIT_SECONDS",
     "ONCE_FORM_PATTERN",
     "OpenedSession",
     "PanelSession",
@@ -37,6 +39,10 @@ TOUCH_EVERY = timedelta(minutes=1)
 ONCE_FORM_PATTERN = r"[A-Za-z0-9_-]{20,64}"
 # Taking a form's token forgets this many tokens older than a session at most.
 _FORGOTTEN_PER_TAKE = 100
+# How long a second sending of a form waits for the first to make its secret, and how often it
+# looks: making a secret is one short transaction.
+MADE_ONCE_WAIT_SECONDS = 10.0
+_MADE_ONCE_POLL_SECONDS = 0.05
 
 _Made = TypeVar("_Made")
 
@@ -109,26 +115,56 @@ class SessionService:
         """`make()` for the form whose one-use token is `token`, or None when that form made its
         secret already (`panel/once.py`).
 
-        The token's row is inserted in a transaction that stays open while `make()` runs: the
-        same form sent again meanwhile waits on the row, then finds it taken. When `make()`
-        raises (the form was refused), the row goes with the transaction, so the form can be
-        sent again. Tokens older than a session are forgotten a few at a time, skipping any that
-        another form's transaction holds.
+        The sending that takes the token (inserts its row) makes the secret; when `make()` raises
+        (the form was refused), the row is removed again, so the form can be sent again. A second
+        sending meanwhile waits, polling, until the row says `made` (None) or is gone (it tries
+        again, and is refused as the first was). No connection is held while `make()` runs: it
+        takes its own from the same pool, which may hold one (`--pool-size 1`). Tokens older than
+        a session are forgotten a few at a time.
         """
-        with self._pool.connection() as conn, conn.transaction():
-            conn.execute(
-                "DELETE FROM panel_sent_forms WHERE token IN (SELECT token FROM panel_sent_forms"
-                " WHERE sent_at <= %s ORDER BY sent_at LIMIT %s FOR UPDATE SKIP LOCKED)",
-                [now - ABSOLUTE_LIFETIME, _FORGOTTEN_PER_TAKE],
-            )
-            taken = conn.execute(
-                "INSERT INTO panel_sent_forms (token, sent_at) VALUES (%s, %s)"
-                " ON CONFLICT (token) DO NOTHING RETURNING token",
-                [token, now],
-            ).fetchone()
-            if taken is None:
+        deadline = time.monotonic() + MADE_ONCE_WAIT_SECONDS
+        while True:
+            with self._pool.connection() as conn:
+                conn.execute(
+                    "DELETE FROM panel_sent_forms WHERE token IN (SELECT token FROM"
+                    " panel_sent_forms WHERE sent_at <= %s ORDER BY sent_at LIMIT %s)",
+                    [now - ABSOLUTE_LIFETIME, _FORGOTTEN_PER_TAKE],
+                )
+                taken = conn.execute(
+                    "INSERT INTO panel_sent_forms (token, sent_at) VALUES (%s, %s)"
+                    " ON CONFLICT (token) DO NOTHING RETURNING token",
+                    [token, now],
+                ).fetchone()
+            if taken is not None:
+                return self._make_taken(token, make)
+            if self._made_or_gone(token, deadline):
                 return None
-            return make()
+
+    def _make_taken(self, token: str, make: Callable[[], _Made]) -> _Made:
+        try:
+            made = make()
+        except BaseException:
+            with self._pool.connection() as conn:
+                conn.execute("DELETE FROM panel_sent_forms WHERE token = %s", [token])
+            raise
+        with self._pool.connection() as conn:
+            conn.execute("UPDATE panel_sent_forms SET made = true WHERE token = %s", [token])
+        return made
+
+    def _made_or_gone(self, token: str, deadline: float) -> bool:
+        """True once the token's secret is made (or the wait is over: the sending that took it
+        is as good as made); False once its row is gone (its form was refused: take it again)."""
+        while time.monotonic() < deadline:
+            with self._pool.connection() as conn:
+                row = conn.execute(
+                    "SELECT made FROM panel_sent_forms WHERE token = %s", [token]
+                ).fetchone()
+            if row is None:
+                return False
+            if row["made"]:
+                return True
+            time.sleep(_MADE_ONCE_POLL_SECONDS)
+        return True
 
     def find(self, secret: str | None, *, now: datetime) -> PanelSession | None:
         """The live session behind `secret`, or None (unknown, ended, idle, or key revoked)."""
