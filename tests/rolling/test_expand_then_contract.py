@@ -41,8 +41,8 @@ from ground.contract import (
 )
 from nachtwacht.demo_world.children import Subprocesses
 from nachtwacht.demo_world.control_planes import RunningControlPlane, start_control_plane
-from nachtwacht.demo_world.release_tooling import sign_build
 from signed_release.keys import generate_key_files
+from tests.rolling.previous_build import published_by_previous
 from tests.worlds.processes import run_child
 from tests.worlds.waiting import wait_until
 
@@ -207,15 +207,9 @@ def test_no_poll_or_claim_fails_while_the_schema_is_migrated_and_a_new_replica_j
     )
     try:
         agents = _fleet(previous)
-        build = sign_build(
-            version="1.5.0",
-            manifest_version=42,
-            keys_dir=tmp_path / "keys",
-            workdir=tmp_path,
-            clock_setting=fake_clock,
-            launcher=previous_release,
+        published_by_previous(
+            previous, tmp_path, clock_setting=fake_clock, previous_release=previous_release
         )
-        previous.publish_release(build)
 
         loop = Loop(agents=agents)
         loop.serve_from("previous", previous.base_url)

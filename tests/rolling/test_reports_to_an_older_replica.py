@@ -34,8 +34,8 @@ from ground.contract import (
 )
 from nachtwacht.demo_world.children import Subprocesses
 from nachtwacht.demo_world.control_planes import start_control_plane
-from nachtwacht.demo_world.release_tooling import sign_build
 from signed_release.keys import generate_key_files
+from tests.rolling.previous_build import published_by_previous
 
 SLOT = "2026-11-30T03:00"
 
@@ -62,15 +62,9 @@ def test_a_closed_window_reported_to_a_replica_not_yet_upgraded_arrives_as_inter
     try:
         org = previous.create_org("Acme")
         agent_key = previous.enroll_agent(org["org_id"], "web-01")["agent_key"]
-        build = sign_build(
-            version="1.5.0",
-            manifest_version=42,
-            keys_dir=tmp_path / "keys",
-            workdir=tmp_path,
-            clock_setting=fake_clock,
-            launcher=previous_release,
+        published_by_previous(
+            previous, tmp_path, clock_setting=fake_clock, previous_release=previous_release
         )
-        previous.publish_release(build)
         migrate.upgrade(url)
         log_lines = io.StringIO()
         with build_http_client(

@@ -21,8 +21,8 @@ from control_plane import migrate
 from ground.contract import CLAIMS_PATH, CONFIG_PATH
 from nachtwacht.demo_world.children import Subprocesses
 from nachtwacht.demo_world.control_planes import RunningControlPlane, start_control_plane
-from nachtwacht.demo_world.release_tooling import sign_build
 from signed_release.keys import generate_key_files
+from tests.rolling.previous_build import published_by_previous
 
 pytestmark = pytest.mark.slow
 
@@ -59,15 +59,9 @@ def roll(tmp_path: Path, empty_database_url: str, previous_release: Subprocesses
     try:
         org = previous.create_org("Acme")
         agent_key = previous.enroll_agent(org["org_id"], "web-01")["agent_key"]
-        build = sign_build(
-            version="1.5.0",
-            manifest_version=42,
-            keys_dir=tmp_path / "keys",
-            workdir=tmp_path,
-            clock_setting=fake_clock,
-            launcher=previous_release,
+        build = published_by_previous(
+            previous, tmp_path, clock_setting=fake_clock, previous_release=previous_release
         )
-        previous.publish_release(build)
         migrate.upgrade(url)
         current = start_control_plane(
             stderr_path=tmp_path / "current.stderr",
