@@ -27,6 +27,7 @@ from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response
+from psycopg_pool import PoolTimeout
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -37,6 +38,7 @@ from control_plane.answers_cache.hot_answers import HotAnswers
 from control_plane.api.agent_contract import CONTRACT_STAMP, agent_refusal
 from control_plane.api.answers import InertJSON, bounded_message, refusal_response
 from control_plane.api.credential_first import credential_refusal
+from control_plane.api.deps import services_of
 from control_plane.api.hot_calls import ServicesFromMemory
 from control_plane.api.limits import RequestLimits, state_storable_text
 from control_plane.api.routes import (
@@ -380,12 +382,15 @@ class CancelledRequests:
 
 
 async def _database_unavailable(request: Request, exc: Exception) -> InertJSON:
+    unavailable = services_of(request).metrics.unavailable
     if isinstance(exc, psycopg.Error) and is_cancelled_statement(exc):
+        unavailable.count("cancelled")
         cancelled: CancelledRequests = request.app.state.cancelled
         line = cancelled.cancelled(request.method, request.scope, request.url.path, exc)
         if line is not None:
             logger.error("%s", line)
     else:
+        unavailable.count("pool_wait" if isinstance(exc, PoolTimeout) else "connection")
         logger.error("database error: %s", exc)
     return InertJSON(
         {

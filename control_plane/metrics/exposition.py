@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from control_plane.metrics.services import MetricsSnapshot, ReleaseState
+from control_plane.metrics.unavailable import UNAVAILABLE_CAUSES
 from ground.contract.plain_text import inert
 
 __all__ = ["CONTENT_TYPE", "render_metrics"]
@@ -206,6 +207,17 @@ def _replica_families(snapshot: MetricsSnapshot) -> list[str]:
         "counter",
         "Refusal facts this replica could not buffer (database away too long).",
         [({"replica": snapshot.replica}, snapshot.dropped_here)],
+    )
+    lines += _family(
+        "nachtwacht_requests_database_unavailable_total",
+        "counter",
+        "Requests this replica answered 503 database_unavailable since it started, by cause:"
+        " pool_wait (no pooled connection in time), cancelled (a lock or statement timeout),"
+        " connection (the database unreachable or gone).",
+        [
+            ({"cause": cause, "replica": snapshot.replica}, snapshot.unavailable_here.get(cause, 0))
+            for cause in UNAVAILABLE_CAUSES
+        ],
     )
     lines += _family(
         "nachtwacht_clock_offset_seconds",

@@ -12,7 +12,7 @@ figure.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -26,6 +26,7 @@ from control_plane.metrics.trust_roots import (
     TrustRootStanding,
     read_trust_root_standing,
 )
+from control_plane.metrics.unavailable import UnavailableAnswers
 from control_plane.retention.standing import RetentionStanding, read_standing
 from control_plane.rollout.unverifiable import unverifiable_releases
 from control_plane.trust_roots.services import unverifiable_under_newest
@@ -184,6 +185,8 @@ class MetricsSnapshot:
     granted: int
     refused_here: dict[str, int]
     dropped_here: int
+    # This process's 503 `database_unavailable` answers by cause (`metrics.unavailable`).
+    unavailable_here: dict[str, int] = field(default_factory=dict)
     # This process's clock minus the database server's at its last liveness mark (NaN: none yet,
     # or a fake clock): `control_plane.liveness.clock_watch`.
     clock_offset_seconds: float = math.nan
@@ -248,6 +251,8 @@ class MetricsService:
         self._refusals = refusals
         self._replica = replica
         self._clock_watch = clock_watch or ClockWatch()
+        # Counted by the app's answer to a database that is not there (`metrics.unavailable`).
+        self.unavailable = UnavailableAnswers()
 
     def snapshot(self, now: datetime) -> MetricsSnapshot:
         with self._pool.connection() as conn:
@@ -315,6 +320,7 @@ class MetricsService:
             granted=sum(counted.get("tokens_granted", {}).values()),
             refused_here=self._refusals.refused_counts(),
             dropped_here=self._refusals.dropped,
+            unavailable_here=self.unavailable.counts(),
             clock_offset_seconds=self._clock_watch.offset_seconds,
             refusal_facts=_labelled(counted, "claim_refusals"),
             runs=_counts(runs, "trigger", "status"),
