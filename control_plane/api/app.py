@@ -381,6 +381,38 @@ class CancelledRequests:
         return self._monotonic() if self._monotonic is not None else time.monotonic()
 
 
+def _say_unavailable(request: Request, cause: str, exc: Exception) -> None:
+    """A request turned away for want of the database, in the log: the first of a cause at once,
+    then how many more at most every `CANCELLED_LOG_EVERY_SECONDS` (a pool too small for the
+    night is met by every agent's request: a line each would bury the one that says why)."""
+    warning: RepeatedWarning = request.app.state.unavailable_lines
+    repeat = warning.holds(cause)
+    if repeat is None:
+        return
+    said = " ".join(str(exc).split()) or type(exc).__name__
+    if repeat.first:
+        logger.error(
+            "%s %s answered 503 database_unavailable (%s): %s; more are counted"
+            " (nachtwacht_requests_database_unavailable_total) and said at most every %.0f s",
+            request.method,
+            request.url.path,
+            cause,
+            said,
+            CANCELLED_LOG_EVERY_SECONDS,
+        )
+    else:
+        logger.error(
+            "%d more requests answered 503 database_unavailable (%s) in %.0f s; the latest,"
+            " %s %s: %s",
+            repeat.unsaid + 1,
+            cause,
+            repeat.held_seconds,
+            request.method,
+            request.url.path,
+            said,
+        )
+
+
 async def _database_unavailable(request: Request, exc: Exception) -> InertJSON:
     unavailable = services_of(request).metrics.unavailable
     if isinstance(exc, psycopg.Error) and is_cancelled_statement(exc):
@@ -390,8 +422,9 @@ async def _database_unavailable(request: Request, exc: Exception) -> InertJSON:
         if line is not None:
             logger.error("%s", line)
     else:
-        unavailable.count("pool_wait" if isinstance(exc, PoolTimeout) else "connection")
-        logger.error("database error: %s", exc)
+        cause = "pool_wait" if isinstance(exc, PoolTimeout) else "connection"
+        unavailable.count(cause)
+        _say_unavailable(request, cause, exc)
     return InertJSON(
         {
             "detail": {
@@ -446,6 +479,7 @@ def create_app(services: Services, clock: Clock, *, database_threads: int = 10) 
     app.state.services = services
     app.state.database_threads = database_threads
     app.state.cancelled = CancelledRequests()
+    app.state.unavailable_lines = RepeatedWarning(CANCELLED_LOG_EVERY_SECONDS)
     app.add_exception_handler(RequestRefused, _refused)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StarletteHTTPException, _unreadable_body)
