@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from control_plane.accounts.credentials import Audience
@@ -32,9 +31,14 @@ from control_plane.cli_common import (
     shown_once,
 )
 from control_plane.errors import ConfigurationError
-from control_plane.events.services import MAX_EVENTS_PAGE, EventFilter, EventService
+from control_plane.events.services import (
+    MAX_EVENTS_PAGE,
+    EventFilter,
+    EventService,
+    trail_instant,
+)
 from ground.clock import clock_from_env
-from ground.instants import InstantError, format_instant, parse_instant
+from ground.instants import format_instant
 
 __all__ = ["CREDENTIAL_COMMANDS", "add_credential_commands"]
 
@@ -135,15 +139,6 @@ def _delete_agent(args: argparse.Namespace) -> int:
     return 0
 
 
-def _instant_flag(flag: str, text: str | None) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        return parse_instant(text, field=flag)
-    except InstantError as exc:
-        raise ConfigurationError(str(exc)) from exc
-
-
 def _events(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= MAX_EVENTS_PAGE:
         raise ConfigurationError(
@@ -154,8 +149,8 @@ def _events(args: argparse.Namespace) -> int:
         agent_id=optional_id("--agent", args.agent),
         kind=args.kind,
         actor_kind=args.actor_kind,
-        since=_instant_flag("--since", args.since),
-        until=_instant_flag("--until", args.until),
+        since=trail_instant("since", args.since),
+        until=trail_instant("until", args.until),
         before_id=args.before_id,
         limit=args.limit,
     )

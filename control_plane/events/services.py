@@ -21,7 +21,7 @@ from control_plane.events.trail import Actor, ActorKind, record_event
 from control_plane.inputs import stored_text
 from control_plane.types import Connection, Pool
 from ground.contract import Instant
-from ground.instants import format_instant
+from ground.instants import InstantError, format_instant, parse_instant
 
 __all__ = [
     "KIND_PATTERN",
@@ -38,6 +38,7 @@ __all__ = [
     "event_view",
     "list_events",
     "record_event",
+    "trail_instant",
 ]
 
 MAX_EVENTS_PAGE = 500
@@ -49,6 +50,17 @@ ACTOR_KINDS: tuple[str, ...] = get_args(ActorKind)
 # A kind asked for has a visible character (a blank one would match nothing: leave it out for
 # all), and no NUL (`control_plane.api.limits.STORABLE_TEXT_PATTERN`). ECMA and Python alike.
 KIND_PATTERN = r"^[^\u0000]*[^\u0000-\u0020\u007f][^\u0000]*$"
+
+
+def trail_instant(field: str, text: str | None) -> datetime | None:
+    """A bound of the trail (`since`, `until`) as typed: an RFC 3339 instant, or the refusal
+    naming `field` (the API's query parameter, the command line's flag)."""
+    if text is None:
+        return None
+    try:
+        return parse_instant(text, field=field)
+    except InstantError as exc:
+        raise InvalidInput(field, text, "is not an RFC 3339 instant", message=str(exc)) from exc
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -10,7 +9,6 @@ from fastapi import APIRouter, Query, Request
 
 from control_plane.api.answers import AUTHENTICATED, errors
 from control_plane.api.deps import OperatorCaller, PanelCaller, services_of
-from control_plane.errors import InvalidInput
 from control_plane.events.services import (
     KIND_PATTERN,
     MAX_EVENT_ID,
@@ -18,8 +16,9 @@ from control_plane.events.services import (
     EventFilter,
     Timeline,
     TrailPage,
+    trail_instant,
 )
-from ground.contract import API_PREFIX, InstantError, parse_instant
+from ground.contract import API_PREFIX
 from ground.instants import RFC_3339_PATTERN
 
 __all__ = ["router"]
@@ -44,15 +43,6 @@ def _instant_query(description: str) -> Any:
         description=description,
         json_schema_extra={"format": "date-time", "pattern": RFC_3339_PATTERN},
     )
-
-
-def _instant(field: str, text: str | None) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        return parse_instant(text, field=field)
-    except InstantError as exc:
-        raise InvalidInput(field, text, "is not an RFC 3339 instant", message=str(exc)) from exc
 
 
 @router.get("/admin/events", response_model=TrailPage, responses=errors(*AUTHENTICATED, 422))
@@ -89,8 +79,8 @@ def trail(
             kind=kind,
             actor_kind=actor_kind,
             actor_id=actor_id,
-            since=_instant("since", since),
-            until=_instant("until", until),
+            since=trail_instant("since", since),
+            until=trail_instant("until", until),
             before_id=before_id,
             limit=limit,
         )
