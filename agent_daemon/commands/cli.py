@@ -209,12 +209,12 @@ def _add_enrollment_options(parser: argparse.ArgumentParser) -> None:
     # The defaults are the settings model's own, so `enroll` and `run` cannot disagree.
     parser.add_argument(
         "--health-deadline-seconds",
-        type=float,
+        type=_seconds,
         default=FIELD_INFO["health_deadline_seconds"].default,
     )
     parser.add_argument(
         "--request-timeout-seconds",
-        type=float,
+        type=_seconds,
         default=AgentSettings.model_fields["request_timeout_seconds"].default,
     )
     parser.add_argument("--force", action="store_true", help="replace an existing config")

@@ -1,7 +1,8 @@
 """The agent's options in seconds (`update-now --timeout-seconds`, `self-update switch
---deadline-seconds`) read a number as the product reads every number from text: ASCII digits, here
-with one decimal point — never the other forms Python's `float` takes (another script's digits, a
-`_`, surrounding spaces, an exponent, `nan`)."""
+--deadline-seconds`, `enroll --request-timeout-seconds` and `--health-deadline-seconds`) read a
+number as the product reads every number from text: ASCII digits, here with one decimal point —
+never the other forms Python's `float` takes (another script's digits, a `_`, surrounding spaces,
+an exponent, `nan`)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,17 @@ import pytest
 
 from agent_daemon.commands.cli import _parser, main
 
+ENROLL = ["enroll", "--url", "https://control.example", "--credential", "nwa_x"]
 OPTIONS = [
     pytest.param(["update-now", "--timeout-seconds"], "timeout_seconds", id="update_now"),
     pytest.param(
         ["self-update", "switch", "9.9.9", "--deadline-seconds"], "deadline_seconds", id="switch"
+    ),
+    pytest.param(
+        [*ENROLL, "--request-timeout-seconds"], "request_timeout_seconds", id="request_timeout"
+    ),
+    pytest.param(
+        [*ENROLL, "--health-deadline-seconds"], "health_deadline_seconds", id="health_deadline"
     ),
 ]
 
