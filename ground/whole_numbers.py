@@ -9,7 +9,7 @@ here: stdlib only, so every part may import it.
 
 from __future__ import annotations
 
-__all__ = ["integer", "whole_number"]
+__all__ = ["decimal_number", "integer", "whole_number"]
 
 
 def whole_number(text: str, *, max_digits: int = 19) -> int | None:
@@ -28,3 +28,15 @@ def integer(text: str, *, max_digits: int = 19) -> int | None:
     if number is None:
         return None
     return -number if text.startswith("-") else number
+
+
+def decimal_number(text: str, *, max_digits: int = 19) -> float | None:
+    """`whole_number` with an optional decimal point between digits (`2.5`), for a duration a
+    person writes; at most `max_digits` digits in all, else None (no exponent, no `nan` or `inf`,
+    no `.5` or `5.`). The caller bounds the value itself."""
+    whole, point, fraction = text.partition(".")
+    if whole_number(whole, max_digits=max_digits) is None:
+        return None
+    if point and whole_number(fraction, max_digits=max_digits - len(whole)) is None:
+        return None
+    return float(text)

@@ -13,7 +13,6 @@ daemon never holds them (docs/agent_daemon.md, "Footprint").
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
 import shlex
@@ -35,6 +34,7 @@ from agent_daemon.settings import (
 )
 from agent_daemon.updater.updater_settings import FIELD_INFO
 from ground.clock import ClockConfigError
+from ground.whole_numbers import decimal_number
 from signed_release.cli_support import Subcommands
 from signed_release.errors import ReleaseError
 
@@ -54,14 +54,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _seconds(text: str) -> float:
-    """A number of seconds above 0 and finite (`nan` would follow forever, `-1` not at all)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
+    """A number of seconds above 0, in ASCII digits with an optional decimal point (`nan` would
+    follow forever, `-1` not at all; `float` would also take `٣`, `1_0` and ` 5 `)."""
+    value = decimal_number(text)
+    if value is None or value <= 0:
         raise argparse.ArgumentTypeError(
-            f"found {text!r} — expected a number of seconds above 0, e.g. 1800"
+            f"found {text!r} — expected a number of seconds above 0 in ASCII digits, with at "
+            "most one decimal point, e.g. 1800 or 2.5"
         )
     return value
 
@@ -210,12 +209,12 @@ def _add_enrollment_options(parser: argparse.ArgumentParser) -> None:
     # The defaults are the settings model's own, so `enroll` and `run` cannot disagree.
     parser.add_argument(
         "--health-deadline-seconds",
-        type=float,
+        type=_seconds,
         default=FIELD_INFO["health_deadline_seconds"].default,
     )
     parser.add_argument(
         "--request-timeout-seconds",
-        type=float,
+        type=_seconds,
         default=AgentSettings.model_fields["request_timeout_seconds"].default,
     )
     parser.add_argument("--force", action="store_true", help="replace an existing config")

@@ -9,7 +9,9 @@ in anyone else's words (a proxy or a login page in front of the control plane) i
 credential: the control plane was not reached (`ControlPlaneUnreachable`). A 5xx in the contract's
 words (`database_unavailable`) keeps its status on the `ControlPlaneUnreachable`: the platform is
 unavailable, this host is not offline. An answer no control plane gives (a web page, a bare 404)
-is one line saying so (`unexpected_answer`), never the page itself. Every successful answer
+is one line saying so (`unexpected_answer`), never the page itself; to the config poll, a claim or
+a report, such an answer — a captive portal's page, a redirect — is `ControlPlaneUnreachable`:
+the control plane was not reached (`_unless_in_the_way`). Every successful answer
 (2xx, 304) teaches the `ServerClock` the control plane's time; an error answer never does (it may
 come from anything on the way: a proxy, a half-broken replica). What an answer means is read by
 `agent_daemon.connection.wire`, shared with the simulated fleet.
@@ -155,6 +157,19 @@ class ControlPlaneClient:
             proxy=response.extensions.get(PROXY_EXTENSION),
         )
 
+    def _unless_in_the_way(self, source: str, response: httpx.Response, *, expected: str) -> None:
+        """Raises `ControlPlaneUnreachable` for an answer that is plainly not the control plane's:
+        a web page (a captive portal's, a login page's, a proxy's), a redirect (never followed), a
+        404 or 401/403 without its words. The control plane was not reached, as when nothing
+        answers: the minute is offline and consumes nothing, a slot due meanwhile is noted as
+        unreachable with these words, and a report waits. A caller that expects a 3xx (the config
+        poll's 304) reads it before asking this."""
+        status = response.status_code
+        in_the_way = HTTPStatus.MULTIPLE_CHOICES <= status < HTTPStatus.BAD_REQUEST
+        if in_the_way or self._not_a_control_plane(response) is not None:
+            said = self.unexpected_answer(source, response, expected=expected)
+            raise ControlPlaneUnreachable(str(said))
+
     def answer_json(self, source: str, response: httpx.Response) -> Any:
         """The JSON of an answer whose status was expected; a web page is named as what it is."""
         content_type = response.headers.get("content-type")
@@ -287,6 +302,7 @@ class ControlPlaneClient:
         response = self._request("GET", CONFIG_PATH, headers=headers, params=params)
         if response.status_code == HTTPStatus.NOT_MODIFIED:
             return NotModified()
+        self._unless_in_the_way(wire.CONFIG_SOURCE, response, expected="200 or 304")
         if response.status_code != HTTPStatus.OK:
             raise self.unexpected_answer(wire.CONFIG_SOURCE, response, expected="200 or 304")
         document = self.answer_json(wire.CONFIG_SOURCE, response)
@@ -330,6 +346,8 @@ class ControlPlaneClient:
             CLAIMS_PATH,
             json=named.model_dump(mode="json", exclude_none=True, exclude_defaults=True),
         )
+        expected = "201/200 or a refusal with a code"
+        self._unless_in_the_way(wire.CLAIM_SOURCE, response, expected=expected)
         return wire.claim_answer(response.status_code, response.content)
 
     def confirm_swap(self, run_id: str) -> SwapPermit | ErrorDetail:
@@ -341,9 +359,9 @@ class ControlPlaneClient:
 
     def deliver(self, method: str, path: str, body: dict[str, Any]) -> Delivery:
         """Send one report; raises `ControlPlaneUnreachable` when it should be tried again later:
-        the control plane busy, or an answer that is not the control plane's (a redirect, a web
-        server's or a proxy's page, a body past `MAX_ANSWER_BYTES` or one that never ends). Only
-        the control plane's own 4xx refuses a report for good (`rejected`)."""
+        the control plane busy, or an answer that is not the control plane's (`_unless_in_the_way`,
+        a body past `MAX_ANSWER_BYTES` or one that never ends). Only the control plane's own 4xx
+        refuses a report for good (`rejected`)."""
         try:
             response = self._request(method, path, json=body)
         except BadServerAnswer as exc:
@@ -353,17 +371,7 @@ class ControlPlaneClient:
             return Delivery(outcome="delivered", status=status)
         if status in {HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.TOO_MANY_REQUESTS} or status >= 500:
             raise ControlPlaneUnreachable(f"{method} {path}: busy ({status})")
-        if status < HTTPStatus.BAD_REQUEST:
-            where = response.headers.get("location")
-            to = "" if where is None else f" to {shown(clipped(where, 200))}"
-            raise ControlPlaneUnreachable(
-                f"{method} {path}: the server at {self.server} answered {_words(response)}"
-                f"{to}, which no control plane answers to a report (is the control URL the "
-                "control plane's own, with https?)"
-            )
-        foreign = self._not_a_control_plane(response)
-        if foreign is not None:
-            raise ControlPlaneUnreachable(f"{method} {path}: {foreign}")
+        self._unless_in_the_way(f"{method} {path}", response, expected="2xx")
         detail = wire.error_detail(response.content)
         return Delivery(
             outcome="rejected",

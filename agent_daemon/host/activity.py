@@ -94,9 +94,9 @@ class ActivityRecord(BaseModel):
     # agent is enrolled again, which `agent status` must say even after the daemon stopped.
     credential_refused_since: AwareDatetime | None = None
     credential_refused_error: str | None = None
-    # The first minute the config poll's answer could not be used (`config.invalid`: a captive
-    # portal's page, a redirect, a body that is no config), and why, until a minute ends
-    # otherwise: no slot is claimed meanwhile, which `agent status` must say.
+    # The first minute the config poll's answer could not be used (`config.invalid`: JSON that
+    # is no config, a body cut short; a portal's page is the control plane unreached), and why,
+    # until a minute ends otherwise: no slot is claimed meanwhile, which `agent status` must say.
     config_unusable_since: AwareDatetime | None = None
     config_unusable_error: str | None = None
     last_refusal: Refusal | None = None

@@ -293,8 +293,8 @@ def _connection_problems(status: AgentStatus) -> list[str]:
             f"the config poll's answer cannot be used since {zoned(since, tz)} "
             f"({ago(since, status.now)}): {activity.config_unusable_error or 'not a config'} — "
             "no slot is claimed and nothing is consumed until a config comes again (the "
-            "reports wait); check what answers at the control URL (a captive portal, a "
-            "proxy's login page, a redirect)"
+            "reports wait); check what answers at the control URL (JSON that is no config of "
+            "this agent's contract, an answer cut short on the way)"
         )
     if activity is not None and activity.last_refusal is not None:
         refusal = activity.last_refusal

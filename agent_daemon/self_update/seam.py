@@ -145,6 +145,7 @@ class SelfUpdater:
                 sha256=manifest.sha256,
                 length=manifest.length,
                 unpacked_size=manifest.unpacked_size,
+                gzip=True,
             ),
             staging=self._staging,
             install_root=self._settings.install_root,

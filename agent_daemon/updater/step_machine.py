@@ -206,6 +206,7 @@ class StepMachine:
                 sha256=manifest.sha256,
                 length=manifest.length,
                 unpacked_size=manifest.unpacked_size,
+                gzip=True,
             )
         )
         return ("full", fallback)

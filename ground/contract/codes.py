@@ -208,10 +208,17 @@ class OutcomeReason(enum.StrEnum):
 ENDED_BY_CONTROL_PLANE = frozenset({OutcomeReason.TOKEN_REVOKED, OutcomeReason.WINDOW_CLOSED})
 
 # The reasons a `failed` run says nothing of its build, so it counts towards no automatic halt:
-# those above, and the control plane unavailable until the window closed (an outage on the
+# those above, the control plane unavailable until the window closed (an outage on the
 # platform's side, always before the switch; after an outage many runs end so at once, and a good
-# release must not be halted for it). `/metrics` still counts the outage's runs as `failed`.
-NOT_THE_BUILDS_FAILURE = ENDED_BY_CONTROL_PLANE | {OutcomeReason.PLATFORM_UNAVAILABLE}
+# release must not be halted for it), and a download that failed (the build's bytes never came:
+# a cut or stalled connection, a proxy's or captive portal's page or redirect where the build was
+# expected — one customer's network must not halt a release for everyone; bytes that came and
+# are not the signed build are `verification_failed`, which counts). `/metrics` still counts
+# these runs as `failed`.
+NOT_THE_BUILDS_FAILURE = ENDED_BY_CONTROL_PLANE | {
+    OutcomeReason.PLATFORM_UNAVAILABLE,
+    OutcomeReason.DOWNLOAD_FAILED,
+}
 
 # The reasons added after the first contracts: the contract version that added each, and the
 # reason a program of an older contract is told in its place (it refuses a reason it does not

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ground.whole_numbers import integer, whole_number
+from ground.whole_numbers import decimal_number, integer, whole_number
 
 
 @pytest.mark.parametrize(
@@ -50,3 +50,37 @@ def test_an_integer_is_a_whole_number_with_an_optional_minus(text: str, number: 
 def test_an_integer_of_other_digits_is_not_one() -> None:
     assert integer("-\u0663") is None
     assert integer("\u0663") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [("0", 0.0), ("7", 7.0), ("2.5", 2.5), ("0.1", 0.1), ("007.50", 7.5), ("9" * 19, 1e19 - 1)],
+)
+def test_a_decimal_number_is_ascii_digits_with_one_point_between_them(
+    text: str, number: float
+) -> None:
+    assert decimal_number(text) == number
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("", id="empty"),
+        pytest.param("\u0663", id="arabic_indic"),
+        pytest.param("2.\u0665", id="arabic_indic_decimals"),
+        pytest.param("1_0", id="underscore"),
+        pytest.param("1.0_0", id="underscore_in_decimals"),
+        pytest.param(" 5 ", id="spaces"),
+        pytest.param("5.", id="no_decimals"),
+        pytest.param(".5", id="no_whole"),
+        pytest.param("1.2.3", id="two_points"),
+        pytest.param("1e3", id="exponent"),
+        pytest.param("-1.5", id="minus"),
+        pytest.param("+1.5", id="plus"),
+        pytest.param("nan", id="nan"),
+        pytest.param("inf", id="inf"),
+        pytest.param("1" * 10 + "." + "1" * 10, id="twenty_digits_in_all"),
+    ],
+)
+def test_anything_else_is_not_a_decimal_number(text: str) -> None:
+    assert decimal_number(text) is None

@@ -31,6 +31,7 @@ from typing import BinaryIO
 import httpx
 
 from agent_daemon.connection.deadline import OWN_CONNECTION, Watchdog
+from agent_daemon.connection.wire import looks_like_html
 from agent_daemon.errors import (
     ArtifactMismatch,
     DownloadFailed,
@@ -57,8 +58,14 @@ from agent_daemon.updater.download.staging import (
     stored_etag,
 )
 from agent_daemon.updater.update_records import OnProgress
+from ground.contract.plain_text import clipped, shown
 
-__all__ = ["ArtifactSpec", "DownloadLimits", "download_artifact"]
+__all__ = ["GZIP_MAGIC", "ArtifactSpec", "DownloadLimits", "download_artifact"]
+
+# The first bytes of every gzip stream (RFC 1952), so of every build's `.tar.gz`.
+GZIP_MAGIC = b"\x1f\x8b"
+# Said of an answer that is plainly not the artifact: it says nothing of the release.
+_IN_THE_WAY = "answered where the build was expected: a proxy or captive portal in the way?"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +76,9 @@ class ArtifactSpec:
     sha256: str
     length: int
     unpacked_size: int
+    # A build's `.tar.gz` (a patch is not): bytes that are not the signed ones and not even a
+    # gzip stream are plainly not the build, a download that failed rather than a tampered one.
+    gzip: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,7 +206,16 @@ def _transport_failure(
 def _finish(spec: ArtifactSpec, staging: Path, received: Received) -> Path:
     found = received.digest.hexdigest()
     if received.size != spec.length or found != spec.sha256:
+        begins = _first_bytes(part_path(staging, spec.sha256))
         discard(staging, spec.sha256)
+        if spec.gzip and not begins.startswith(GZIP_MAGIC):
+            # Not the release's bytes at all (a portal's page served as a file): a download
+            # that failed, tried again in the window, never a verification failure.
+            if looks_like_html(begins):
+                what = f"an HTML page ({received.size} bytes, not a gzip stream)"
+            else:
+                what = f"{received.size} bytes that are not a gzip stream"
+            raise DownloadFailed(f"download of {shown_url(spec.url)} failed: {what} {_IN_THE_WAY}")
         raise ArtifactMismatch(
             f"release refused: the artifact from {shown_url(spec.url)} is {received.size} bytes "
             f"with sha256 "
@@ -213,6 +232,7 @@ def _accept(
     response: httpx.Response, spec: ArtifactSpec, staging: Path, received: Received
 ) -> Received:
     """Where the body continues: our bytes for a matching 206, nothing when Range was ignored."""
+    _refuse_what_is_not_the_artifact(response, spec)
     if response.status_code == 206 and received.size:
         content_range = response.headers.get("content-range", "")
         if not range_continues(content_range, offset=received.size, length=spec.length):
@@ -249,6 +269,32 @@ def _accept(
     raise DownloadFailed(
         f"download of {shown_url(spec.url)} failed: {named} (expected 200, or 206 when resuming)"
     )
+
+
+def _refuse_what_is_not_the_artifact(response: httpx.Response, spec: ArtifactSpec) -> None:
+    """A redirect (never followed) or a web page is plainly not the artifact: a failed download
+    naming what answered, before a byte is stored (a `.part` from before is kept)."""
+    status = response.status_code
+    # The status line's phrase is the server's text: shown safely, never as it came.
+    words = f"{status} {shown(clipped(response.reason_phrase, 80))}".strip()
+    if 300 <= status < 400 and status != 304:
+        where = response.headers.get("location")
+        to = "" if where is None else f" to {shown(clipped(where, 200))}"
+        answered = f"a redirect ({words}{to}, never followed)"
+    elif status in {200, 206} and looks_like_html(b"", response.headers.get("content-type")):
+        kind = shown(clipped(response.headers.get("content-type", ""), 80))
+        answered = f"an HTML page ({words}, {kind})"
+    else:
+        return
+    raise DownloadFailed(f"download of {shown_url(spec.url)} failed: {answered} {_IN_THE_WAY}")
+
+
+def _first_bytes(path: Path, count: int = 64) -> bytes:
+    try:
+        with path.open("rb") as stored:
+            return stored.read(count)
+    except FileNotFoundError:
+        return b""
 
 
 def _copy_body(

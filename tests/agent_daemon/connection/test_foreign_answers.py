@@ -20,6 +20,7 @@ from agent_daemon.errors import (
     CredentialRefused,
 )
 from ground.clock import SystemClock
+from ground.contract import ClaimRequest
 from tests.agent_daemon.network_support.proxies import http_proxy
 from tests.agent_daemon.network_support.servers import control_plane, web_server
 
@@ -199,7 +200,9 @@ def test_a_login_page_in_front_of_the_control_plane_is_not_the_credential_refuse
 def test_a_web_server_that_is_no_control_plane_is_one_line_with_the_status(
     status: int, words: str
 ) -> None:
-    with web_server(status, PAGE) as server, pytest.raises(BadServerAnswer) as caught:
+    # The control plane was not reached (a captive portal's page is the same answer): unreachable,
+    # as a report's delivery counts it, never a config the agent cannot use.
+    with web_server(status, PAGE) as server, pytest.raises(ControlPlaneUnreachable) as caught:
         client(server.url).fetch_config(etag=None)
     assert one_line(caught) == (
         f"GET /v1/agent/config: the server at {server.url} answered {words} with an HTML page: it "
@@ -209,12 +212,59 @@ def test_a_web_server_that_is_no_control_plane_is_one_line_with_the_status(
 
 
 def test_a_bare_404_names_the_status_and_asks_about_the_url() -> None:
-    with web_server(404, b"") as server, pytest.raises(BadServerAnswer) as caught:
+    with web_server(404, b"") as server, pytest.raises(ControlPlaneUnreachable) as caught:
         client(server.url).fetch_config(etag=None)
     assert one_line(caught) == (
         f"GET /v1/agent/config: found 404 Not Found at {server.url}: is the URL the control "
         "plane's?"
     )
+
+
+CLAIM = ClaimRequest(slot_key="2026-11-30T03:00", from_version="1.4.1")
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "words"),
+    [
+        pytest.param(
+            200,
+            PAGE,
+            "the server at {url} answered 200 OK with an HTML page: it is not a nachtwacht "
+            "control plane (is the URL the control plane's, and is a proxy or a login page in "
+            "the way?)",
+            id="login_page",
+        ),
+        pytest.param(
+            302,
+            b"",
+            "expected 201/200 or a refusal with a code, found 302 Found, which no control plane "
+            "answers; the agent follows no redirect (its credential goes only to the control "
+            "URL): is the control URL the control plane's own, with https, or is a login page in "
+            "the way?",
+            id="redirect",
+        ),
+        pytest.param(
+            404, b"", "found 404 Not Found at {url}: is the URL the control plane's?", id="bare_404"
+        ),
+    ],
+)
+def test_a_claim_answered_by_something_in_the_way_is_the_control_plane_unreachable(
+    status: int, body: bytes, words: str
+) -> None:
+    """A captive portal's page or its redirect in answer to the claim: the control plane was not
+    reached (the slot is noted as unreachable), never a bad answer that ends the minute."""
+    with web_server(status, body) as server, pytest.raises(ControlPlaneUnreachable) as caught:
+        client(server.url).claim(CLAIM)
+    assert one_line(caught) == "POST /v1/agent/claims: " + words.format(url=server.url)
+    assert server.paths == ["/v1/agent/claims"]
+
+
+def test_a_claim_answered_with_no_grant_in_the_control_planes_json_is_still_a_bad_answer() -> None:
+    with (
+        web_server(200, b'{"granted": "yes"}', content_type="application/json") as server,
+        pytest.raises(BadServerAnswer),
+    ):
+        client(server.url).claim(CLAIM)
 
 
 def test_https_to_a_plain_http_port_says_the_port_does_not_speak_tls() -> None:

@@ -24,8 +24,9 @@ from agent_daemon.updater.step_machine import MAX_RUN_ATTEMPTS
 from agent_daemon.updater.update_records import UpdateRequest
 from agent_daemon.updater.updater import Updater
 from ground.clock import SystemClock
+from ground.contract import NOT_THE_BUILDS_FAILURE, OutcomeReason
 from signed_release.signature import sign_manifest
-from tests.agent_daemon.scripted_server import head_then, raw, scripted_server
+from tests.agent_daemon.scripted_server import Script, head_then, raw, scripted_server
 from tests.agent_daemon.updater_support.host import Host, host_running
 from tests.worlds.releases import Release
 
@@ -186,7 +187,7 @@ def test_a_gzip_bomb_is_never_inflated(tmp_path: Path) -> None:
         head = _ok_head(len(bomb), b"Content-Encoding: gzip\r\n")
         with scripted_server(head_then(head, bomb)) as server:
             outcome = host.updater().apply(request_at(release, "run-1", server.url()))
-        assert outcome.status == "failed"
+        assert (outcome.status, outcome.reason) == ("failed", OutcomeReason.VERIFICATION_FAILED)
         assert "expected the signed" in (outcome.error or "")
         assert_untouched(host, outcome.version)
         assert_next_release_installs(host)
@@ -216,9 +217,89 @@ def test_a_redirect_is_not_followed_with_the_credential(tmp_path: Path) -> None:
             updater = Updater(settings=host.settings, client=client, clock=SystemClock())
             outcome = updater.apply(request_at(release, "run-1", server.url()))
         assert outcome.status == "failed"
-        assert "HTTP 302" in (outcome.error or "")
+        assert "a redirect (302 Found to " in (outcome.error or "")
         assert elsewhere.requests == []
         assert_untouched(host, outcome.version)
+
+
+PORTAL_PAGE = b"<!DOCTYPE html><html><body><h1>Welcome to Hotel Wi-Fi</h1>Log in</body></html>"
+NOT_THE_BUILD = "where the build was expected: a proxy or captive portal in the way?"
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        pytest.param(
+            head_then(_ok_head(len(PORTAL_PAGE), b"Content-Type: text/html\r\n"), PORTAL_PAGE),
+            "an HTML page (200 OK, text/html) answered",
+            id="html_content_type",
+        ),
+        pytest.param(
+            head_then(_ok_head(len(PORTAL_PAGE)), PORTAL_PAGE),
+            f"an HTML page ({len(PORTAL_PAGE)} bytes, not a gzip stream) answered",
+            id="html_without_its_type",
+        ),
+        pytest.param(
+            head_then(_ok_head(12, b"Content-Type: application/gzip\r\n"), b"Log in here\n"),
+            "12 bytes that are not a gzip stream answered",
+            id="not_gzip_at_all",
+        ),
+        pytest.param(
+            raw(
+                b"HTTP/1.1 302 Found\r\nLocation: http://portal.example/login\r\n"
+                b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+            ),
+            "a redirect (302 Found to http://portal.example/login, never followed) answered",
+            id="redirect",
+        ),
+    ],
+)
+def test_what_is_plainly_not_the_build_is_a_download_failure_never_a_verification_failure(
+    tmp_path: Path, answer: Script, said: str
+) -> None:
+    """A captive portal's page or its redirect where the artifact is expected says nothing of the
+    release: a failed download naming what answered (tried again in the window, counted towards
+    no halt), never "tampered, or another release's artifact"."""
+    with host_running(tmp_path) as host:
+        release = host.factory.release("1.5.0", 42)
+        with scripted_server(answer) as server:
+            url = server.url()
+            outcome = host.updater().apply(request_at(release, "run-1", url))
+        assert (outcome.status, outcome.reason, outcome.retry) == (
+            "failed",
+            OutcomeReason.DOWNLOAD_FAILED,
+            True,
+        )
+        error = outcome.error or ""
+        assert f"download of {url} failed: {said} {NOT_THE_BUILD}" in error, error
+        assert "tampered" not in error
+        assert "<" not in error
+        assert_untouched(host, outcome.version)
+        assert not list((host.state_dir / "staging").glob("*.part"))
+        assert OutcomeReason.DOWNLOAD_FAILED in NOT_THE_BUILDS_FAILURE
+        assert_next_release_installs(host)
+
+
+def test_a_gzip_stream_that_is_not_the_signed_one_is_still_a_verification_failure(
+    tmp_path: Path,
+) -> None:
+    with host_running(tmp_path) as host:
+        release = host.factory.release("1.5.0", 42)
+        # The signed length, a gzip stream's start, one byte changed: tampered on the way.
+        middle = len(release.artifact) // 2
+        tampered = bytearray(release.artifact)
+        tampered[middle] ^= 0xFF
+        with scripted_server(head_then(_ok_head(len(tampered)), bytes(tampered))) as server:
+            outcome = host.updater().apply(request_at(release, "run-1", server.url()))
+        assert (outcome.status, outcome.reason, outcome.retry) == (
+            "failed",
+            OutcomeReason.VERIFICATION_FAILED,
+            False,
+        )
+        assert "(tampered, or another release's artifact)" in (outcome.error or "")
+        assert OutcomeReason.VERIFICATION_FAILED not in NOT_THE_BUILDS_FAILURE
+        assert_untouched(host, outcome.version)
+        assert_next_release_installs(host)
 
 
 # -- what a signed build does ----------------------------------------------------------------------

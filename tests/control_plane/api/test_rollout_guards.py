@@ -317,14 +317,17 @@ def test_every_action_on_an_unknown_release_is_refused_as_release_not_found(
     assert unknown.json()["detail"]["code"] == "release_not_found"
 
 
-@pytest.mark.parametrize("reason", ["token_revoked", "window_closed", "platform_unavailable"])
+@pytest.mark.parametrize(
+    "reason", ["token_revoked", "window_closed", "platform_unavailable", "download_failed"]
+)
 def test_updates_the_control_plane_stopped_do_not_halt_a_release(
     rollout: Rollout, two_releases: TwoReleases, reason: str
 ) -> None:
     """Failures whose token was revoked (the brake, a halt, a withdrawal), whose switch was
-    refused because the window had closed, or that the control plane could not serve until the
-    window closed (an outage) say nothing of the build: three of them pass neither the count nor
-    the rate; three failures of its own do."""
+    refused because the window had closed, that the control plane could not serve until the
+    window closed (an outage), or whose build never came (a download cut, a captive portal's page
+    where the build was expected) say nothing of the build: three of them pass neither the count
+    nor the rate; three failures of its own do."""
     rollout.settings(halt_failures=3, halt_rate_percent=50)
     granted = rollout.granted_to_everyone(6)
     for agent, run_id in granted[:3]:
