@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 from starlette.routing import Route
@@ -82,6 +82,7 @@ from control_plane.panel import (
     rollout_routes,
     signin_routes,
 )
+from control_plane.panel.form_refusal import one_value_per_field
 from control_plane.panel.readers import TurnedAway
 from control_plane.panel.web import ROUTES_STATE, SESSION_CLOCK_STATE, latest_context, not_found
 from ground.clock import SystemClock
@@ -132,7 +133,8 @@ def mount_panel(app: FastAPI) -> None:
     app.add_exception_handler(TurnedAway, _turned_away)
     app.add_exception_handler(backend.Missing, _missing)
     for router in ROUTERS:
-        app.include_router(router)
+        # A form field given twice with two values is refused before any route reads it.
+        app.include_router(router, dependencies=[Depends(one_value_per_field)])
     # The routes as they are matched, for the page of a form a request was sent from.
     setattr(
         app.state,

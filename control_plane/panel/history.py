@@ -31,7 +31,7 @@ from control_plane.history import (
     Position,
 )
 from control_plane.panel.charts import Series, Stack, stacked_chart
-from control_plane.panel.form_refusal import two_values
+from control_plane.panel.form_refusal import given_twice, two_values
 from control_plane.panel.i18n import Language
 from ground.contract.plain_text import shown
 
@@ -131,6 +131,7 @@ def read_view(lang: Language, what: What, params: QueryParams) -> HistoryView:
         except ValueError:
             errors["agent"] = lang.gettext("This agent could not be found.")
     days: dict[str, date | None] = {}
+    twice = given_twice(params.multi_items())
     for name in ("from", "to"):
         text = params.get(name, "")[:40]
         days[name] = _day(text) if text else None
@@ -138,11 +139,9 @@ def read_view(lang: Language, what: What, params: QueryParams) -> HistoryView:
             errors[name] = lang.gettext(
                 "“%(value)s” is not a date (expected YYYY-MM-DD).", value=shown(text)
             )
-        given = params.getlist(name)
-        other = next((value for value in given if value != given[0]), None)
-        if other is not None:
+        if name in twice:
             days[name] = None
-            errors[name] = two_values(lang, name, given[0], other)
+            errors[name] = two_values(lang, name, *twice[name])
     if days["from"] and days["to"] and days["to"] < days["from"]:
         errors["to"] = lang.gettext("The last day is before the first day.")
     positions: dict[str, Position | None] = {}
