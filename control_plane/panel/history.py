@@ -34,6 +34,7 @@ from control_plane.panel.charts import Series, Stack, stacked_chart
 from control_plane.panel.form_refusal import given_twice, two_values
 from control_plane.panel.i18n import Language
 from ground.contract.plain_text import shown
+from ground.whole_numbers import whole_number
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -105,10 +106,14 @@ def encode_position(position: Position) -> str:
 
 def decode_position(what: What, text: str) -> Position | None:
     """The position in `text`, or None when it is not one this page writes."""
-    micros, _, key = text.partition(".")
+    micros_text, _, key = text.partition(".")
+    micros = whole_number(micros_text)
+    event_id = None if what == "runs" else whole_number(key)
+    if micros is None or (what == "events" and event_id is None):
+        return None
     try:
-        at = _EPOCH + timedelta(microseconds=int(micros))
-        return Position(at=at, id=UUID(key) if what == "runs" else int(key))
+        at = _EPOCH + timedelta(microseconds=micros)
+        return Position(at=at, id=UUID(key) if event_id is None else event_id)
     except (ValueError, OverflowError):
         return None
 
