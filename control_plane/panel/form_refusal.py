@@ -124,7 +124,7 @@ def _shown(text: str) -> str:
 
 def field_problem(lang: Language, error: dict[str, Any]) -> str:
     """One validation error said for a person: the field, the value and what is expected."""
-    location = [str(part) for part in error.get("loc", ()) if part != "body"]
+    location = [str(part) for part in error.get("loc", ()) if part not in {"body", "query"}]
     name = location[0] if location else ""
     field = field_label(lang, name)
     value = error.get("input")
@@ -243,35 +243,46 @@ def given_twice(
 
 
 @cache
-def _many_valued(endpoint: Any) -> frozenset[str]:
-    """The parameters of a route's function that take a list (`list[str] | None`)."""
-    names = set()
-    for name, hint in get_type_hints(endpoint, include_extras=True).items():
+def _parameters(endpoint: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """The names a route's function declares, and those of them that take a list
+    (`list[str] | None`)."""
+    hints = get_type_hints(endpoint, include_extras=True)
+    many = set()
+    for name, hint in hints.items():
         if get_origin(hint) is Annotated:
             hint = get_args(hint)[0]
         if list in {get_origin(hint), *(get_origin(arg) for arg in get_args(hint))}:
-            names.add(name)
-    return frozenset(names)
+            many.add(name)
+    return frozenset(hints), frozenset(many)
 
 
 async def one_value_per_field(request: Request) -> None:
-    """Every panel form's first check (a dependency of every panel route, `mount_panel`): a body
-    that gives a field twice with two values is refused at that field (422, `form_refused`)
-    before the route runs, as a page's query string is, instead of the last value deciding. A
-    field the route takes a list of may come many times."""
-    if request.method != "POST":
-        return
-    form = await request.form()
+    """Every panel route's first check (a dependency of each, `mount_panel`): a form's body that
+    gives a field twice with two values, or an address that so gives a parameter its route
+    declares (`?saved=1&saved=0`), is refused at that field (422, `form_refused`) before the
+    route runs, instead of the last value deciding. A field the route takes a list of may come
+    many times. The agent list's and the history's views read their own parameters and say
+    the same at the field (`given_twice` too)."""
     route = request.scope.get("route")
-    many = _many_valued(route.endpoint) if route is not None else frozenset()
-    twice = given_twice(form.multi_items(), many=many)
-    if twice:
-        raise RequestValidationError(
-            [
-                {"type": TWO_VALUES, "loc": ("body", name), "input": values}
-                for name, values in twice.items()
-            ]
-        )
+    declared, many = (
+        _parameters(route.endpoint) if route is not None else (frozenset(), frozenset())
+    )
+    query = given_twice(
+        ((name, value) for name, value in request.query_params.multi_items() if name in declared),
+        many=many,
+    )
+    body = (
+        given_twice((await request.form()).multi_items(), many=many)
+        if request.method == "POST"
+        else {}
+    )
+    problems = [
+        {"type": TWO_VALUES, "loc": (where, name), "input": values}
+        for where, twice in (("query", query), ("body", body))
+        for name, values in twice.items()
+    ]
+    if problems:
+        raise RequestValidationError(problems)
 
 
 def not_an_address(lang: Language, value: str) -> str:

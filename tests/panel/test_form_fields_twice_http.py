@@ -225,3 +225,29 @@ def test_many_agents_and_many_times_are_still_many(panel_world: PanelWorld) -> N
     with psycopg.connect(panel_world.server.database_url) as conn:
         holds = conn.execute("SELECT count(*) FROM holds").fetchone()
     assert holds is not None and holds[0] == 2
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "/panel/default-schedule?saved=1&saved=0",
+        "/panel/enrollment?revoked=0&revoked=1",
+        "/panel/agents/{agent}?requested=1&requested=0",
+        "/panel/history/versions?nights=7&nights=30",
+    ],
+)
+def test_an_address_that_gives_a_parameter_twice_is_refused_at_it(
+    panel_world: PanelWorld, address: str
+) -> None:
+    """The parameters a page's route declares, as its form's fields: two values are a guess."""
+    url = address.format(agent=panel_world.agent_id)
+    name = url.split("?")[1].split("=")[0]
+    first, other = (pair.split("=")[1] for pair in url.split("?")[1].split("&"))
+    with sign_in_client(panel_world, panel_world.panel_key) as client:
+        before = _state(panel_world)
+        answer = client.get(url)
+        assert answer.status_code == 422, (url, answer.status_code)
+        said = f"{name}: “{first}” and “{other}”: two values for one field"
+        assert said in html.unescape(answer.text), url
+        assert f"query: “{first}”" not in html.unescape(answer.text)
+        assert _state(panel_world) == before

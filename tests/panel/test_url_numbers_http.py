@@ -76,7 +76,9 @@ def test_a_flag_in_an_address_is_digits_only(
         before = _rows(panel_world)
         answer = client.get(url.format(v=quote(odd)))
         assert answer.status_code == 422, (url, odd, answer.status_code)
-        assert "is not a value this form sends" in html.unescape(answer.text)
+        name = url.split("?")[1].split("=")[0]
+        said = f"{name}: “{odd}” is not a value this form sends"
+        assert said in html.unescape(answer.text), (url, odd)
         assert _rows(panel_world) == before
 
 
