@@ -24,9 +24,11 @@
                         every form post makes first: ids in the path, then the CSRF token; a
                         reader who may not go on is turned away (`TurnedAway`, answered here)
     form_refusal.py     the page for a form whose field breaks its route's bound (too long, not a
-                        value the form sends): the field, the value and the bound, in words; a
-                        form too large; an address with a NUL; a path nothing serves or a
-                        method it does not take; an unexpected exception (500, a reference)
+                        value the form sends, a field or parameter given twice with two
+                        values, checked before every route): the field, the value and the
+                        bound, in words; a form too large; an address with a NUL; a path
+                        nothing serves or a method it does not take; an unexpected exception
+                        (500, a reference)
     flash.py            a bulk form's result carried over its redirect (POST/redirect/GET)
     once.py             a form that shows a secret once makes one, however often it is sent
     people_backend.py   named people (`accounts.people`): invitations, roles, new links and

@@ -3,6 +3,10 @@
 changed, and the reader is told in their language which field, what they sent (shortened; never a
 secret) and what is expected, with a link back to the form — not the API's JSON.
 
+A field a form's body gives twice with two values, or a parameter its address so gives, is
+refused here before any route runs (`one_value_per_field`, by `given_twice`, the rule the agent
+list's and the history's views use for their own parameters).
+
 One place for every form: the API's answer to a request that fails validation
 (`control_plane.api.app`) hands the paths under /panel/ here. So does the door's size limit
 (`control_plane.api.limits`): a form whose whole body is over it (a pasted 100 kB password) gets
