@@ -24,9 +24,11 @@
                         every form post makes first: ids in the path, then the CSRF token; a
                         reader who may not go on is turned away (`TurnedAway`, answered here)
     form_refusal.py     the page for a form whose field breaks its route's bound (too long, not a
-                        value the form sends): the field, the value and the bound, in words; a
-                        form too large; an address with a NUL; a path nothing serves or a
-                        method it does not take; an unexpected exception (500, a reference)
+                        value the form sends, a field or parameter given twice with two
+                        values, checked before every route): the field, the value and the
+                        bound, in words; a form too large; an address with a NUL; a path
+                        nothing serves or a method it does not take; an unexpected exception
+                        (500, a reference)
     flash.py            a bulk form's result carried over its redirect (POST/redirect/GET)
     once.py             a form that shows a secret once makes one, however often it is sent
     people_backend.py   named people (`accounts.people`): invitations, roles, new links and
@@ -60,7 +62,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 from starlette.routing import Route
@@ -82,6 +84,7 @@ from control_plane.panel import (
     rollout_routes,
     signin_routes,
 )
+from control_plane.panel.form_refusal import one_value_per_field
 from control_plane.panel.readers import TurnedAway
 from control_plane.panel.web import ROUTES_STATE, SESSION_CLOCK_STATE, latest_context, not_found
 from ground.clock import SystemClock
@@ -132,7 +135,8 @@ def mount_panel(app: FastAPI) -> None:
     app.add_exception_handler(TurnedAway, _turned_away)
     app.add_exception_handler(backend.Missing, _missing)
     for router in ROUTERS:
-        app.include_router(router)
+        # A form field given twice with two values is refused before any route reads it.
+        app.include_router(router, dependencies=[Depends(one_value_per_field)])
     # The routes as they are matched, for the page of a form a request was sent from.
     setattr(
         app.state,

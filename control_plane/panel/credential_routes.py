@@ -17,7 +17,7 @@ from control_plane.panel import backend, operator_backend, rollout_backend
 from control_plane.panel.form_refusal import not_plain
 from control_plane.panel.once import Once, made_once
 from control_plane.panel.readers import Csrf, operator_of, operator_post, parse_id
-from control_plane.panel.web import PREFIX, PanelContext, not_found, page, redirect
+from control_plane.panel.web import PREFIX, PanelContext, WholeNumber, not_found, page, redirect
 
 __all__ = ["router"]
 
@@ -56,7 +56,7 @@ def _credentials_page(
 
 
 @router.get("/credentials")
-def credentials(request: Request, all: int = 0, revoked: int = 0) -> Response:
+def credentials(request: Request, all: WholeNumber = 0, revoked: WholeNumber = 0) -> Response:
     ctx = operator_of(request)
     return _credentials_page(ctx, show_revoked=bool(all), revoked=bool(revoked))
 

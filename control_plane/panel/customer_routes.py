@@ -36,7 +36,15 @@ from control_plane.panel.once import Once, made_once
 from control_plane.panel.readers import Csrf, customer_of, customer_post, parse_id
 from control_plane.panel.schedule_editor import EditorState, check_rows, editor_preview
 from control_plane.panel.tonight import tonight
-from control_plane.panel.web import PREFIX, PanelContext, forecast_chart, not_found, page, redirect
+from control_plane.panel.web import (
+    PREFIX,
+    PanelContext,
+    WholeNumber,
+    forecast_chart,
+    not_found,
+    page,
+    redirect,
+)
 from control_plane.pins.holds import MAX_HOLD
 from ground.contract.plain_text import shown
 
@@ -220,8 +228,8 @@ MAX_HOLD_DAYS = MAX_HOLD.days
 def agent(
     request: Request,
     agent_id: str,
-    saved: int = 0,
-    requested: int = 0,
+    saved: WholeNumber = 0,
+    requested: WholeNumber = 0,
     held: str | None = None,
 ) -> Response:
     ctx, org_id = customer_of(request)
@@ -246,7 +254,7 @@ def save_schedule(
     enabled: Annotated[str | None, Form()] = None,
     times: Annotated[list[str] | None, Form()] = None,
     action: Annotated[str, Form()] = "save",
-    remove: Annotated[int | None, Form()] = None,
+    remove: Annotated[WholeNumber | None, Form()] = None,
 ) -> Response:
     post = customer_post(request, csrf, agent_id)
     ctx, org_id, (parsed,) = post.ctx, post.org_id, post.ids

@@ -11,7 +11,7 @@ from fastapi.responses import Response
 
 from control_plane.panel import backend, customer_backend, fleet_list
 from control_plane.panel.readers import Csrf, customer_of, customer_post
-from control_plane.panel.web import PREFIX, PanelContext, page, redirect
+from control_plane.panel.web import PREFIX, PanelContext, WholeNumber, page, redirect
 
 __all__ = ["router"]
 
@@ -46,7 +46,7 @@ def _page(
 
 
 @router.get("/default-schedule")
-def default_schedule(request: Request, saved: int = 0) -> Response:
+def default_schedule(request: Request, saved: WholeNumber = 0) -> Response:
     ctx, org_id = customer_of(request)
     return _page(ctx, org_id, saved=bool(saved))
 

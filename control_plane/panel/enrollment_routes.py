@@ -25,7 +25,7 @@ from control_plane.panel.form_refusal import not_plain, not_text, not_whole_in_r
 from control_plane.panel.i18n import Language
 from control_plane.panel.once import Once, made_once
 from control_plane.panel.readers import Csrf, customer_of, customer_post
-from control_plane.panel.web import PREFIX, PanelContext, page, redirect, whole_number
+from control_plane.panel.web import PREFIX, PanelContext, WholeNumber, page, redirect, whole_number
 
 __all__ = ["router"]
 
@@ -79,7 +79,7 @@ def _tokens_page(
 
 
 @router.get("/enrollment")
-def tokens(request: Request, revoked: int = 0) -> Response:
+def tokens(request: Request, revoked: WholeNumber = 0) -> Response:
     ctx, _ = customer_of(request)
     return _tokens_page(ctx, revoked=bool(revoked))
 

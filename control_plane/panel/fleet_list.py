@@ -41,6 +41,7 @@ from control_plane.panel import rollout_wording
 from control_plane.panel.backend import missing_or_refused
 from control_plane.panel.form_refusal import (
     SHOWN_CHARACTERS,
+    given_twice,
     not_plain,
     not_sent_by_form,
     not_whole_in_range,
@@ -126,11 +127,9 @@ def read_view(lang: Language, params: QueryParams) -> FleetView:
         errors["state"] = not_sent_by_form(lang, "state", state)
     if sort not in SORT_CHOICES:
         errors["sort"] = not_sent_by_form(lang, "sort", sort)
-    for name in ("q", "state", "sort", "page"):
-        values = params.getlist(name)
-        other = next((value for value in values if value != values[0]), None)
-        if other is not None:
-            errors[name] = two_values(lang, name, values[0], other)
+    for name, (first, other) in given_twice(params.multi_items()).items():
+        if name in {"q", "state", "sort", "page"}:
+            errors[name] = two_values(lang, name, first, other)
     page = whole_number(page_text) or 0
     shown = FleetView(
         search=search[:MAX_SEARCH_LENGTH] if "q" in errors else search,

@@ -3,6 +3,10 @@
 changed, and the reader is told in their language which field, what they sent (shortened; never a
 secret) and what is expected, with a link back to the form — not the API's JSON.
 
+A field a form's body gives twice with two values, or a parameter its address so gives, is
+refused here before any route runs (`one_value_per_field`, by `given_twice`, the rule the agent
+list's and the history's views use for their own parameters).
+
 One place for every form: the API's answer to a request that fails validation
 (`control_plane.api.app`) hands the paths under /panel/ here. So does the door's size limit
 (`control_plane.api.limits`): a form whose whole body is over it (a pasted 100 kB password) gets
@@ -16,12 +20,14 @@ exception (`failure_page`): the panel's 500 page, with the reference the log lin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Collection, Iterable, Sequence
+from functools import cache
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
 from urllib.parse import parse_qsl, urlsplit
 
 from babel import units
 from fastapi import Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.types import Scope
 
@@ -46,12 +52,14 @@ __all__ = [
     "field_problem",
     "form_refused",
     "form_too_large",
+    "given_twice",
     "is_panel_path",
     "not_an_address",
     "not_plain",
     "not_sent_by_form",
     "not_text",
     "not_whole_in_range",
+    "one_value_per_field",
     "service_refused",
     "too_long",
     "two_values",
@@ -67,6 +75,8 @@ MAX_PROBLEMS_SHOWN = 5
 # needs a session.
 OPEN_FORMS = frozenset({"/sign-in", "/sign-in/person", "/sign-in/code"})
 OPEN_FORM_FOLDERS = ("/invitation/", "/reset/")
+# The kind of problem `one_value_per_field` reports, the field's two values its input.
+TWO_VALUES = "two_values"
 
 
 def is_panel_path(path: str) -> bool:
@@ -118,11 +128,13 @@ def _shown(text: str) -> str:
 
 def field_problem(lang: Language, error: dict[str, Any]) -> str:
     """One validation error said for a person: the field, the value and what is expected."""
-    location = [str(part) for part in error.get("loc", ()) if part != "body"]
+    location = [str(part) for part in error.get("loc", ()) if part not in {"body", "query"}]
     name = location[0] if location else ""
     field = field_label(lang, name)
     value = error.get("input")
     kind = error.get("type")
+    if kind == TWO_VALUES and isinstance(value, tuple):
+        return two_values(lang, name, *value)
     if kind == "string_too_long" and isinstance(value, str):
         limit = (error.get("ctx") or {}).get("max_length", 0)
         if name in SECRET_FIELDS:
@@ -204,13 +216,77 @@ def not_text(lang: Language, name: str, value: str, limit: int) -> str:
 
 def two_values(lang: Language, name: str, first: str, other: str) -> str:
     """A field given twice with two different values (`?page=1&page=2`): serving one of them
-    would be a guess."""
+    would be a guess. A secret's values are not shown."""
+    if name in SECRET_FIELDS:
+        return lang.gettext(
+            "%(field)s: two values for one field. Give one.", field=field_label(lang, name)
+        )
     return lang.gettext(
         "%(field)s: “%(value)s” and “%(other)s”: two values for one field. Give one.",
         field=field_label(lang, name),
         value=_shown(first),
         other=_shown(other),
     )
+
+
+def given_twice(
+    items: Iterable[tuple[str, object]], *, many: Collection[str] = ()
+) -> dict[str, tuple[str, str]]:
+    """Each field `items` gives twice with two different values, with its first value and the
+    first other one; a field in `many` (one value per row: the agents ticked, a schedule's times)
+    may have many. The one rule for a page's query string and a form's body alike."""
+    firsts: dict[str, str] = {}
+    found: dict[str, tuple[str, str]] = {}
+    for name, value in items:
+        if name in many or not isinstance(value, str):
+            continue
+        first = firsts.setdefault(name, value)
+        if value != first and name not in found:
+            found[name] = (first, value)
+    return found
+
+
+@cache
+def _parameters(endpoint: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """The names a route's function declares, and those of them that take a list
+    (`list[str] | None`)."""
+    hints = get_type_hints(endpoint, include_extras=True)
+    many = set()
+    for name, hint in hints.items():
+        if get_origin(hint) is Annotated:
+            hint = get_args(hint)[0]
+        if list in {get_origin(hint), *(get_origin(arg) for arg in get_args(hint))}:
+            many.add(name)
+    return frozenset(hints), frozenset(many)
+
+
+async def one_value_per_field(request: Request) -> None:
+    """Every panel route's first check (a dependency of each, `mount_panel`): a form's body that
+    gives a field twice with two values, or an address that so gives a parameter its route
+    declares (`?saved=1&saved=0`), is refused at that field (422, `form_refused`) before the
+    route runs, instead of the last value deciding. A field the route takes a list of may come
+    many times. The agent list's and the history's views read their own parameters and say
+    the same at the field (`given_twice` too)."""
+    route = request.scope.get("route")
+    declared, many = (
+        _parameters(route.endpoint) if route is not None else (frozenset(), frozenset())
+    )
+    query = given_twice(
+        ((name, value) for name, value in request.query_params.multi_items() if name in declared),
+        many=many,
+    )
+    body = (
+        given_twice((await request.form()).multi_items(), many=many)
+        if request.method == "POST"
+        else {}
+    )
+    problems = [
+        {"type": TWO_VALUES, "loc": (where, name), "input": values}
+        for where, twice in (("query", query), ("body", body))
+        for name, values in twice.items()
+    ]
+    if problems:
+        raise RequestValidationError(problems)
 
 
 def not_an_address(lang: Language, value: str) -> str:

@@ -31,9 +31,10 @@ from control_plane.history import (
     Position,
 )
 from control_plane.panel.charts import Series, Stack, stacked_chart
-from control_plane.panel.form_refusal import two_values
+from control_plane.panel.form_refusal import given_twice, two_values
 from control_plane.panel.i18n import Language
 from ground.contract.plain_text import shown
+from ground.whole_numbers import whole_number
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -105,10 +106,14 @@ def encode_position(position: Position) -> str:
 
 def decode_position(what: What, text: str) -> Position | None:
     """The position in `text`, or None when it is not one this page writes."""
-    micros, _, key = text.partition(".")
+    micros_text, _, key = text.partition(".")
+    micros = whole_number(micros_text)
+    event_id = None if what == "runs" else whole_number(key)
+    if micros is None or (what == "events" and event_id is None):
+        return None
     try:
-        at = _EPOCH + timedelta(microseconds=int(micros))
-        return Position(at=at, id=UUID(key) if what == "runs" else int(key))
+        at = _EPOCH + timedelta(microseconds=micros)
+        return Position(at=at, id=UUID(key) if event_id is None else event_id)
     except (ValueError, OverflowError):
         return None
 
@@ -131,6 +136,7 @@ def read_view(lang: Language, what: What, params: QueryParams) -> HistoryView:
         except ValueError:
             errors["agent"] = lang.gettext("This agent could not be found.")
     days: dict[str, date | None] = {}
+    twice = given_twice(params.multi_items())
     for name in ("from", "to"):
         text = params.get(name, "")[:40]
         days[name] = _day(text) if text else None
@@ -138,11 +144,9 @@ def read_view(lang: Language, what: What, params: QueryParams) -> HistoryView:
             errors[name] = lang.gettext(
                 "“%(value)s” is not a date (expected YYYY-MM-DD).", value=shown(text)
             )
-        given = params.getlist(name)
-        other = next((value for value in given if value != given[0]), None)
-        if other is not None:
+        if name in twice:
             days[name] = None
-            errors[name] = two_values(lang, name, given[0], other)
+            errors[name] = two_values(lang, name, *twice[name])
     if days["from"] and days["to"] and days["to"] < days["from"]:
         errors["to"] = lang.gettext("The last day is before the first day.")
     positions: dict[str, Position | None] = {}

@@ -8,6 +8,7 @@ outlives the session), else by the browser's `Accept-Language`, else English.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 from functools import cache
@@ -68,6 +69,11 @@ def _skeleton_pattern(code: str, skeleton: str) -> str:
     return pattern
 
 
+# A language's weight as RFC 9110 writes it: 0 to 1, at most three decimals, ASCII digits
+# (`float` alone also reads `2`, `inf`, `1e3`, `1_0`, a sign, spaces and other scripts' digits).
+_QVALUE = re.compile(r"0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?")
+
+
 def _accepted(header: str) -> list[str]:
     """`Accept-Language` as language codes, most preferred first (q=0 means "not this")."""
     ranked: list[tuple[float, int, str]] = []
@@ -76,10 +82,9 @@ def _accepted(header: str) -> list[str]:
         quality = 1.0
         params = params.strip()
         if params.startswith("q="):
-            try:
-                quality = float(params[2:])
-            except ValueError:
+            if _QVALUE.fullmatch(params[2:]) is None:
                 continue
+            quality = float(params[2:])
         if tag and quality > 0:
             ranked.append((-quality, position, tag.strip().lower()))
     return [tag for _, _, tag in sorted(ranked)]

@@ -18,6 +18,7 @@ from control_plane.panel.web import (
     SESSION_COOKIE,
     SIGNIN_COOKIE,
     PanelContext,
+    WholeNumber,
     context_of,
     csrf_ok,
     public_form_page,
@@ -65,11 +66,11 @@ def _signin_page(
 @router.get("/sign-in")
 def sign_in_form(
     request: Request,
-    signed_out: int = 0,
-    ended: int = 0,
-    invited: int = 0,
-    new_password: int = 0,
-    expired: int = 0,
+    signed_out: WholeNumber = 0,
+    ended: WholeNumber = 0,
+    invited: WholeNumber = 0,
+    new_password: WholeNumber = 0,
+    expired: WholeNumber = 0,
     refused: str = "",
 ) -> Response:
     ctx = context_of(request)

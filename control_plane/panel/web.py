@@ -11,13 +11,15 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Annotated, Any, cast
 from urllib.parse import quote, unquote, urlsplit
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
+from pydantic import BeforeValidator
+from pydantic_core import PydanticCustomError
 from starlette.routing import Match, Route
 
 from control_plane.accounts.credentials import Audience
@@ -33,6 +35,7 @@ from control_plane.panel.csrf import (
 from control_plane.panel.i18n import LANGUAGES, Language, choose_language, language_names
 from control_plane.registry import Services
 from ground.clock import Clock
+from ground.whole_numbers import whole_number as ground_whole_number
 
 __all__ = [
     "LANGUAGE_COOKIE",
@@ -41,6 +44,7 @@ __all__ = [
     "SESSION_COOKIE",
     "SIGNIN_COOKIE",
     "PanelContext",
+    "WholeNumber",
     "csrf_ok",
     "forecast_chart",
     "form_page",
@@ -267,9 +271,23 @@ def latest_context(request: Request) -> PanelContext:
 
 def whole_number(text: str) -> int | None:
     """`text` read as a whole number the way the panel's fields and addresses write one: ASCII
-    digits only, nine at most (more is past any bound here). `int` alone also reads a sign,
-    `_`, spaces and other scripts' digits, and `str.isdigit` takes a superscript `int` refuses."""
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None
+    digits only (the product's rule, `ground.whole_numbers`), nine at most (more is past any
+    bound here)."""
+    return ground_whole_number(text, max_digits=9)
+
+
+def _digits_only(value: object) -> object:
+    """A value `WholeNumber` takes: text of ASCII digits (pydantic's own reading of an `int`
+    also takes a sign, spaces, `_` and `1.0`)."""
+    if isinstance(value, str) and whole_number(value) is None:
+        raise PydanticCustomError("whole_number", "expected a whole number in ASCII digits")
+    return value
+
+
+# A number a route reads from its address or its form (`?saved=1`, a row's remove button):
+# ASCII digits only, as `whole_number` reads them; anything else is refused as a value the
+# panel never sends (`form_refusal.form_refused`).
+WholeNumber = Annotated[int, BeforeValidator(_digits_only)]
 
 
 def csrf_ok(ctx: PanelContext, presented: str | None) -> bool:

@@ -129,10 +129,13 @@ _LAST_MICROS = 253_402_300_799_999_999
 
 
 POSITIONS = [
-    (f"-1.{_ZERO_UUID}", 200, 400),  # 1969 is a time; an event's id is a number
-    ("-1.0", 400, 200),
+    (f"0.{_ZERO_UUID}", 200, 400),  # 1970 is a time; an event's id is a number
+    ("0.0", 400, 200),
+    (f"-1.{_ZERO_UUID}", 400, 400),  # a sign: the links never write one
+    ("-1.0", 400, 400),
     (f"{_LAST_MICROS}.{_ZERO_UUID}", 200, 400),
-    (f"{_LAST_MICROS}.99999999999999999999", 400, 200),
+    (f"{_LAST_MICROS}.9999999999999999999", 400, 200),  # past any event's id, still a number
+    (f"{_LAST_MICROS}.99999999999999999999", 400, 400),  # longer than any number here
     (f"{_LAST_MICROS + 1}.{_ZERO_UUID}", 400, 400),
     ("9" * 30 + ".1", 400, 400),
     ("-" + "9" * 30 + ".1", 400, 400),
@@ -140,7 +143,11 @@ POSITIONS = [
     ("1e30.1", 400, 400),
     ("%C2%B2.1", 400, 400),
     (".", 400, 400),
-    ("%2B1.1", 400, 200),  # a sign `int` reads; a position the links never write
+    ("%2B1.1", 400, 400),  # a sign `int` reads; a position the links never write
+    ("1_0.1", 400, 400),
+    ("%D9%A3.1", 400, 400),  # an Arabic-Indic three
+    ("1.%2B1", 400, 400),
+    ("1.%201", 400, 400),
 ]
 
 

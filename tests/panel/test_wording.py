@@ -228,6 +228,17 @@ def test_the_timeline_never_says_the_customer_asked_for_an_update_an_operator_fo
         pytest.param(None, "ja, it;q=0.3", "it", id="first_we_speak"),
         pytest.param(None, "pl;q=0, sv;q=0.5", "sv", id="q_zero_is_refused"),
         pytest.param("nl", "de", "nl", id="the_choice_wins"),
+        # A weight is 0 to 1 with at most three decimals in ASCII digits (RFC 9110): one written
+        # otherwise does not rank its language above the others.
+        pytest.param(None, "fr;q=2, de", "de", id="q_over_one"),
+        pytest.param(None, "fr;q=inf, de", "de", id="q_infinite"),
+        pytest.param(None, "fr;q=1e3, de", "de", id="q_exponent"),
+        pytest.param(None, "fr;q=1_0, de", "de", id="q_underscore"),
+        pytest.param(None, "de;q=0.5, fr;q=\u0661", "de", id="q_other_script"),
+        pytest.param(None, "de;q=0.5, fr;q= 1", "de", id="q_space"),
+        pytest.param(None, "de;q=0.5, fr;q=+1", "de", id="q_sign"),
+        pytest.param(None, "fr;q=0.5, de;q=0.9", "de", id="q_decimals"),
+        pytest.param(None, "fr;q=1.000, de;q=0.999", "fr", id="q_three_decimals"),
         pytest.param("xx", "fr", "fr", id="an_unknown_choice_is_ignored"),
     ],
 )
