@@ -280,3 +280,34 @@ def _waiting_on_locks(pool: Pool) -> int:
         ).fetchone()
     assert row is not None
     return int(row["n"])
+
+
+@pytest.mark.parametrize(
+    ("client_id", "named"),
+    [
+        pytest.param("nachtwacht\u202e", "bidirectional control U+202E", id="override"),
+        pytest.param("\u2066nachtwacht", "bidirectional control U+2066", id="isolate"),
+        pytest.param("nacht\x1b[8mwacht", "control character U+001B", id="escape"),
+    ],
+)
+def test_a_client_id_with_a_control_is_refused_and_nothing_is_stored(
+    services: Services, org_id: object, pool: Pool, client_id: str, named: str
+) -> None:
+    """A client id is typed by an editor and shown on the people page and the trail: plain text,
+    held to the rule every name keeps."""
+    with pool.connection() as conn:
+        before = conn.execute("SELECT count(*) AS n FROM events").fetchone()
+    with pytest.raises(InvalidInput) as refused:
+        services.oidc.put(
+            org_id,  # type: ignore[arg-type]
+            issuer="https://idp.example",
+            client_id=client_id,
+            client_secret="s3cret",
+            now=NOW,
+            actor=EDITOR,
+        )
+    assert str(refused.value).startswith("client_id: "), refused.value
+    assert named in str(refused.value)
+    assert services.oidc.get(org_id) is None  # type: ignore[arg-type]
+    with pool.connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM events").fetchone() == before
