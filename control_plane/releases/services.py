@@ -52,6 +52,7 @@ from control_plane.releases.withdrawal import (
 from control_plane.trust_roots.services import newest_trust_root
 from control_plane.types import Connection, Pool
 from ground.contract import ClaimedRelease, ReleaseView, artifact_path, format_instant
+from signed_release.artifact import MAX_BUILD_BYTES
 from signed_release.errors import ReleaseError, SignatureError, UnknownKey
 from signed_release.manifest import Manifest, parse_manifest
 from signed_release.signature import check_signature
@@ -405,7 +406,16 @@ def _release_keys(root: TrustRoot) -> dict[str, Ed25519PublicKey]:
 
 
 def _check_artifact(artifact: bytes, parsed: Manifest) -> None:
-    """The bytes are the ones the signed manifest names: its length and its sha256."""
+    """The bytes are the ones the signed manifest names: its length and its sha256; a build the
+    platform takes (`MAX_BUILD_BYTES`, whichever door it came through)."""
+    if parsed.length > MAX_BUILD_BYTES:
+        raise InvalidInput(
+            "artifact",
+            f"{parsed.length} bytes",
+            f"(the manifest's length) is larger than the largest build the platform takes"
+            f" ({MAX_BUILD_BYTES} bytes)",
+            code="release_rejected",
+        )
     if len(artifact) != parsed.length:
         raise InvalidInput(
             "artifact",
