@@ -103,9 +103,13 @@ def plain_label(field: str, value: object, limit: int) -> str | None:
     rule (no control character, no bidirectional control)."""
     if value is None:
         return None
-    if isinstance(value, str) and not value.strip():
+    if not isinstance(value, str):
+        raise InvalidInput(field, value, "is not a string")
+    if not value.strip():
         raise InvalidInput(field, value, "is blank (leave it out instead)")
-    return plain_name(field, value, limit)
+    stored_text(field, value, limit)
+    _refuse_unplain(field, value, "the text after it")
+    return value.strip()
 
 
 def _refuse_unplain(field: str, value: str, what_turns: str) -> None:

@@ -66,6 +66,8 @@ def test_the_service_the_panel_calls_refuses_them_too(
         world.token(**{field: template.format(character)})
     assert refused.value.fields["field"] == field
     assert named in str(refused.value)
+    if character != "\x1b":
+        assert str(refused.value).endswith("would show the text after it in another order)")
     assert table_rows(world.pool, WATCHED) == before
 
 
