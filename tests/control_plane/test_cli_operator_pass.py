@@ -52,6 +52,8 @@ PASSES = [
     pytest.param([WITHDRAW], ["pin", "--org", "{org}", "--version", "1.2.0", *R],
                  "--version: '1.2.0' is not the version of a published release that is not"
                  " withdrawn", id="pin_to_withdrawn"),
+    pytest.param([WITHDRAW], ["brake", "engage", "--release", "{1.2.0}", *R],
+                 "release {1.2.0} (1.2.0) is withdrawn", id="brake_withdrawn"),
     pytest.param([["halt", "{1.2.0}", *R]], ["halt", "{1.2.0}", *R],
                  "release {1.2.0} (1.2.0) is already halted", id="halt_twice"),
     pytest.param([], ["resume", "{1.0.0}", *R],
