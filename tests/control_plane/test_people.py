@@ -145,10 +145,24 @@ def test_an_address_with_a_control_character_is_refused_and_nothing_is_stored(
     with pytest.raises(InvalidInput) as refused:
         _invited(services, org_id, email=email)
     assert str(refused.value).startswith("email: "), refused.value
-    assert "control character" in str(refused.value) or "NUL" in str(refused.value)
+    assert (
+        "control character" in str(refused.value)
+        or "NUL" in str(refused.value)
+        or ("bidirectional control U+202E" in str(refused.value))
+    )
     with pool.connection() as conn:
         stored = conn.execute("SELECT email FROM people ORDER BY email").fetchall()
     assert [row["email"] for row in stored] == ["anna@example.com"]
+
+
+def test_an_address_with_a_bidirectional_control_names_it_as_one(
+    services: Services, org_id: object
+) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        _invited(services, org_id, email="anna\u2067@example.com")
+    assert "contains the bidirectional control U+2067" in str(refused.value), refused.value
+    assert "expected an e-mail address" in str(refused.value)
+    assert services.people.people(org_id) == ()  # type: ignore[arg-type]
 
 
 def test_a_name_with_a_bidirectional_control_is_refused(services: Services, org_id: object) -> None:
