@@ -472,6 +472,8 @@ def patches_beside(artifact: Path, manifest: bytes) -> tuple[dict[str, bytes], l
     lines: list[str] = []
     for offer in offers:
         path = artifact.parent / patch_file_name(offer.base_tar_sha256)
+        if offer.length > MAX_BUILD_BYTES:  # never read: publishing refuses the manifest
+            continue
         if path.is_file():
             found[offer.base_tar_sha256] = _read_file(
                 "PATCH", str(path), offer.length, f"the manifest's length of {offer.length} bytes"

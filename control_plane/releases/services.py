@@ -407,7 +407,7 @@ def _release_keys(root: TrustRoot) -> dict[str, Ed25519PublicKey]:
 
 def _check_artifact(artifact: bytes, parsed: Manifest) -> None:
     """The bytes are the ones the signed manifest names: its length and its sha256; a build the
-    platform takes (`MAX_BUILD_BYTES`, whichever door it came through)."""
+    platform takes (`MAX_BUILD_BYTES`, whichever door it came through), and so is each patch."""
     if parsed.length > MAX_BUILD_BYTES:
         raise InvalidInput(
             "artifact",
@@ -416,6 +416,15 @@ def _check_artifact(artifact: bytes, parsed: Manifest) -> None:
             f" ({MAX_BUILD_BYTES} bytes)",
             code="release_rejected",
         )
+    for offer in parsed.patches:  # each read whole into memory too, by either door
+        if offer.length > MAX_BUILD_BYTES:
+            raise InvalidInput(
+                "patches",
+                f"{offer.length} bytes",
+                f"(the manifest's patch from {offer.base_version}) is larger than the largest"
+                f" build the platform takes ({MAX_BUILD_BYTES} bytes)",
+                code="release_rejected",
+            )
     if len(artifact) != parsed.length:
         raise InvalidInput(
             "artifact",

@@ -21,6 +21,7 @@ from control_plane.registry import Services
 from control_plane.types import Pool
 from signed_release.artifact import MAX_BUILD_BYTES
 from signed_release.manifest import Manifest
+from signed_release.patch_offer import PatchOffer, patch_file_name
 from signed_release.signature import sign_manifest
 from tests.control_plane.conftest import Api, table_rows
 from tests.control_plane.test_cli import run_control
@@ -30,8 +31,24 @@ WATCHED = ("releases", "release_patches", "events")
 ISSUED = datetime(2026, 11, 1, tzinfo=UTC)
 
 
-def _signed_for(key: Ed25519PrivateKey, length: int) -> tuple[bytes, bytes]:
-    """A manifest signed by `key` naming an artifact of `length` bytes, and its signature."""
+def _signed_for(
+    key: Ed25519PrivateKey, length: int, patch_length: int | None = None
+) -> tuple[bytes, bytes]:
+    """A manifest signed by `key` naming an artifact of `length` bytes (and, given
+    `patch_length`, a patch of that many bytes), and its signature."""
+    patches = (
+        ()
+        if patch_length is None
+        else (
+            PatchOffer(
+                base_version="1.4.0",
+                base_tar_length=1000,
+                base_tar_sha256="b" * 64,
+                length=patch_length,
+                sha256="c" * 64,
+            ),
+        )
+    )
     manifest = Manifest(
         manifest_version=42,
         issued_at=ISSUED,
@@ -40,8 +57,12 @@ def _signed_for(key: Ed25519PrivateKey, length: int) -> tuple[bytes, bytes]:
         platform="linux-x86_64",
         agent_version="1.5.0",
         length=length,
-        sha256=hashlib.sha256(b"").hexdigest(),
+        # A small artifact is `length` zero bytes; a large one is never read.
+        sha256=hashlib.sha256(b"\0" * length if length <= 4096 else b"").hexdigest(),
         unpacked_size=length * 2,
+        tar_length=None if patch_length is None else length * 2,
+        tar_sha256=None if patch_length is None else "d" * 64,
+        patches=patches,
     ).to_bytes()
     return manifest, sign_manifest(manifest, key)
 
@@ -115,6 +136,33 @@ def test_publish_release_refuses_a_longer_build_before_reading_it(
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert result.stderr.startswith("nachtwacht control publish-release: ARTIFACT: ")
+    _refusal_names_size_and_bound(result.stderr, size)
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM releases").fetchone() == (0,)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", [MAX_BUILD_BYTES + 1, 5 * 1024**3], ids=["one_over", "5GiB"])
+def test_a_patch_offered_longer_than_the_largest_build_is_refused_unread(
+    database_url: str, tmp_path: Path, size: int
+) -> None:
+    from signed_release.keys import generate_key_files, load_private_key
+
+    private_path, public_path, _ = generate_key_files(tmp_path / "keys")
+    manifest, signature = _signed_for(load_private_key(private_path), 1000, patch_length=size)
+    (tmp_path / "manifest.json").write_bytes(manifest)
+    (tmp_path / "manifest.sig").write_bytes(signature)
+    (tmp_path / "agent.tar.gz").write_bytes(b"\0" * 1000)
+    with (tmp_path / patch_file_name("b" * 64)).open("wb") as stream:
+        stream.truncate(size)
+    result = run_control(
+        "publish-release", str(tmp_path / "manifest.json"), str(tmp_path / "manifest.sig"),
+        str(tmp_path / "agent.tar.gz"), "--database-url", database_url,
+        "--release-public-key", str(public_path),
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     _refusal_names_size_and_bound(result.stderr, size)
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT count(*) FROM releases").fetchone() == (0,)
