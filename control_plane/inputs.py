@@ -8,7 +8,8 @@ are held to the same rule, as a 422 naming the field.
 
 What a person types to be read by others — a name (`plain_name`: an organisation, an agent, a
 credential, a person, an OpenID client id), a label or a pattern one may leave out
-(`plain_label`: an enrollment token's), a reason (`plain_text`, `required_text`) — holds no control
+(`plain_label`: an enrollment token's), an address (`plain_address`: a webhook's URL, an OpenID
+issuer), a reason (`plain_text`, `required_text`) — holds no control
 character and no bidirectional control either (`ground.contract.plain_text`): a 422 naming the
 field and the character. This module is the one home of that rule for every door (the API, the
 command line and the services the panel calls).
@@ -25,6 +26,7 @@ from ground.contract.plain_text import first_bidi_control, first_control_charact
 
 __all__ = [
     "agent_text",
+    "plain_address",
     "plain_label",
     "plain_name",
     "plain_text",
@@ -110,6 +112,15 @@ def plain_label(field: str, value: object, limit: int) -> str | None:
     stored_text(field, value, limit)
     _refuse_unplain(field, value, "the text after it")
     return value.strip()
+
+
+def plain_address(field: str, value: str, limit: int) -> str:
+    """An address a person typed (a URL), as it may be stored: `stored_text` with no control
+    character and no bidirectional control (shown on the panel and the trail, one would be obeyed:
+    "…/\u202egpj.exe" reads as "…/exe.jpg")."""
+    stored_text(field, value, limit)
+    _refuse_unplain(field, value, "the text after it")
+    return value
 
 
 def _refuse_unplain(field: str, value: str, what_turns: str) -> None:

@@ -12,7 +12,7 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from control_plane.errors import InvalidInput, NotFound
-from control_plane.inputs import stored_text
+from control_plane.inputs import plain_address
 from control_plane.notifications.addresses import (
     ADDRESS_REFUSED,
     MAX_URL_LENGTH,
@@ -168,14 +168,13 @@ def checked_webhook(
     The URL's address is held to `policy` (`addresses`): public addresses unless allowed."""
     if not isinstance(url, str) or not url.strip() or "\x00" in url:
         raise InvalidInput("url", url, "must be an http:// or https:// URL")
-    url = url.strip()
+    url = plain_address("url", url.strip(), MAX_URL_LENGTH)
     try:
         (policy or WebhookAddressPolicy()).check_url(url)
     except AddressNotAllowed as exc:
         raise InvalidInput("url", url, str(exc), code=ADDRESS_REFUSED) from exc
     except WebhookAddressRefused as exc:
         raise InvalidInput("url", url, str(exc)) from exc
-    stored_text("url", url, MAX_URL_LENGTH)
     if secret is None:
         return url, None
     if isinstance(secret, str) and "\x00" in secret:
