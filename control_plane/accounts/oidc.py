@@ -41,7 +41,7 @@ from joserfc.jwk import KeySet
 
 from control_plane.errors import InvalidInput
 from control_plane.events.trail import Actor, record_action
-from control_plane.inputs import plain_address, plain_name
+from control_plane.inputs import plain_address, plain_name, stored_text
 from control_plane.notifications.addresses import (
     ADDRESS_REFUSED,
     Resolver,
@@ -121,9 +121,10 @@ def checked_issuer(issuer: object, addresses: WebhookAddressPolicy) -> str:
     Connect compares the two strings as they are."""
     if not isinstance(issuer, str) or not issuer.strip():
         raise InvalidInput("issuer", issuer, "must be the provider's issuer URL (https://…)")
-    clean = plain_address("issuer", issuer.strip(), MAX_TEXT)
+    clean = issuer.strip()
+    stored_text("issuer", clean, MAX_TEXT)
     checked_endpoint("issuer", clean, addresses)
-    return clean
+    return plain_address("issuer", clean, MAX_TEXT)
 
 
 def checked_endpoint(field: str, url: str, addresses: WebhookAddressPolicy) -> None:

@@ -168,13 +168,14 @@ def checked_webhook(
     The URL's address is held to `policy` (`addresses`): public addresses unless allowed."""
     if not isinstance(url, str) or not url.strip() or "\x00" in url:
         raise InvalidInput("url", url, "must be an http:// or https:// URL")
-    url = plain_address("url", url.strip(), MAX_URL_LENGTH)
+    url = url.strip()
     try:
         (policy or WebhookAddressPolicy()).check_url(url)
     except AddressNotAllowed as exc:
         raise InvalidInput("url", url, str(exc), code=ADDRESS_REFUSED) from exc
     except WebhookAddressRefused as exc:
         raise InvalidInput("url", url, str(exc)) from exc
+    plain_address("url", url, MAX_URL_LENGTH)
     if secret is None:
         return url, None
     if isinstance(secret, str) and "\x00" in secret:
