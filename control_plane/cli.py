@@ -93,6 +93,7 @@ from control_plane.forecast.text import render_forecast, render_outlook
 from control_plane.releases.services import ReleaseService
 from control_plane.startup import opened_database
 from ground.clock import ClockConfigError, clock_from_env
+from signed_release.artifact import MAX_BUILD_BYTES
 from signed_release.bounded_read import read_at_most
 from signed_release.errors import ReleaseError
 from signed_release.manifest import MAX_MANIFEST_BYTES, parse_manifest
@@ -432,8 +433,8 @@ def _read_file(field_name: str, path: str, limit: int, what: str) -> bytes:
 
 def _read_release_files(args: argparse.Namespace) -> tuple[bytes, bytes, bytes]:
     """MANIFEST, SIGNATURE and ARTIFACT, each read within what it can be: the artifact within the
-    length its manifest names (a manifest that cannot be read names none: publishing refuses it
-    before any artifact would be looked at)."""
+    length its manifest names (a manifest that cannot be read names none, nor one naming a build
+    larger than the platform takes: publishing refuses it before any artifact is looked at)."""
     manifest = _read_file(
         "MANIFEST", args.manifest, MAX_MANIFEST_BYTES, f"any manifest ({MAX_MANIFEST_BYTES} bytes)"
     )
@@ -446,6 +447,8 @@ def _read_release_files(args: argparse.Namespace) -> tuple[bytes, bytes, bytes]:
     try:
         length = parse_manifest(manifest).length
     except ReleaseError:
+        return manifest, signature, b""
+    if length > MAX_BUILD_BYTES:  # never read: publishing refuses the manifest's length
         return manifest, signature, b""
     artifact = _read_file(
         "ARTIFACT",
@@ -469,6 +472,8 @@ def patches_beside(artifact: Path, manifest: bytes) -> tuple[dict[str, bytes], l
     lines: list[str] = []
     for offer in offers:
         path = artifact.parent / patch_file_name(offer.base_tar_sha256)
+        if offer.length > MAX_BUILD_BYTES:  # never read: publishing refuses the manifest
+            continue
         if path.is_file():
             found[offer.base_tar_sha256] = _read_file(
                 "PATCH", str(path), offer.length, f"the manifest's length of {offer.length} bytes"

@@ -6,9 +6,13 @@ door for every request (`control_plane.api.limits`); every service that stores o
 caller-given text passes it through `stored_text` as well, so the CLI and the panel's own calls
 are held to the same rule, as a 422 naming the field.
 
-What a person types to be read by others — a name (`plain_name`), a reason (`plain_text`,
-`required_text`) — holds no control character and no bidirectional control either
-(`ground.contract.plain_text`): a 422 naming the field and the character.
+What a person types to be read by others — a name (`plain_name`: an organisation, an agent, a
+credential, a person, an OpenID client id), a label or a pattern one may leave out
+(`plain_label`: an enrollment token's), an address (`plain_address`: a webhook's URL, an OpenID
+issuer), a reason (`plain_text`, `required_text`) — holds no control
+character and no bidirectional control either (`ground.contract.plain_text`): a 422 naming the
+field and the character. This module is the one home of that rule for every door (the API, the
+command line and the services the panel calls).
 
 What an agent reports as it saw it (`agent_text`: a run's error, the versions it reports) is never
 refused for what it holds: it is stored inert, each control character, bidirectional control and
@@ -20,7 +24,15 @@ from __future__ import annotations
 from control_plane.errors import InvalidInput
 from ground.contract.plain_text import first_bidi_control, first_control_character, inert
 
-__all__ = ["agent_text", "plain_name", "plain_text", "required_text", "stored_text"]
+__all__ = [
+    "agent_text",
+    "plain_address",
+    "plain_label",
+    "plain_name",
+    "plain_text",
+    "required_text",
+    "stored_text",
+]
 
 
 def stored_text(field: str, value: object, limit: int) -> str | None:
@@ -85,6 +97,30 @@ def plain_name(field: str, value: object, limit: int) -> str:
     stored_text(field, value, limit)
     _refuse_unplain(field, value, "the text after the name")
     return value.strip()
+
+
+def plain_label(field: str, value: object, limit: int) -> str | None:
+    """A label or a pattern a person may leave out (None: none given), as it is stored: spaces
+    around it dropped, refused when blank (leave it out instead), otherwise held to `plain_name`'s
+    rule (no control character, no bidirectional control)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(field, value, "is not a string")
+    if not value.strip():
+        raise InvalidInput(field, value, "is blank (leave it out instead)")
+    stored_text(field, value, limit)
+    _refuse_unplain(field, value, "the text after it")
+    return value.strip()
+
+
+def plain_address(field: str, value: str, limit: int) -> str:
+    """An address a person typed (a URL), as it may be stored: `stored_text` with no control
+    character and no bidirectional control (shown on the panel and the trail, one would be obeyed:
+    "…/\u202egpj.exe" reads as "…/exe.jpg")."""
+    stored_text(field, value, limit)
+    _refuse_unplain(field, value, "the text after it")
+    return value
 
 
 def _refuse_unplain(field: str, value: str, what_turns: str) -> None:

@@ -17,11 +17,21 @@ from pathlib import Path
 from signed_release.build_archive import BuildRefused, lint_build, read_members
 from signed_release.errors import ArtifactError
 
-__all__ = ["AGENT_ENTRY_POINT", "UPDATER_ENTRY_POINT", "ArtifactFacts", "describe_artifact"]
+__all__ = [
+    "AGENT_ENTRY_POINT",
+    "MAX_BUILD_BYTES",
+    "UPDATER_ENTRY_POINT",
+    "ArtifactFacts",
+    "describe_artifact",
+]
 
 AGENT_ENTRY_POINT = "bin/provibr-agent"
 # In the bundle's one top folder (nachtwacht-agent-bundle-<v>-linux-<arch>/install.sh).
 UPDATER_ENTRY_POINT = "install.sh"
+# The largest build the platform takes (docs/releases.md says why): `sign` refuses a longer one
+# before reading it, and so does the control plane at both publishing doors
+# (`control_plane.releases.services`), whose API body is sized from it (`api/limits.py`).
+MAX_BUILD_BYTES = 96 * 1024 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,10 +46,12 @@ def describe_artifact(path: Path, *, product: str = "agent") -> ArtifactFacts:
     length = 0
     try:
         _check_regular_file(path)
+        _check_size(path, path.stat().st_size)
         with path.open("rb") as stream:
             while chunk := stream.read(1024 * 1024):
                 digest.update(chunk)
                 length += len(chunk)
+                _check_size(path, length)  # a file still being written grows as it is read
         with tarfile.open(path, mode="r:gz") as archive:
             entries = lint_build(read_members(archive))
     except OSError as exc:
@@ -74,6 +86,14 @@ def describe_artifact(path: Path, *, product: str = "agent") -> ArtifactFacts:
         raise ArtifactError(f"{path}: {entry.path} is not executable (mode {entry.member.mode:o})")
     unpacked = sum(e.size for e in entries)
     return ArtifactFacts(length=length, sha256=digest.hexdigest(), unpacked_size=unpacked)
+
+
+def _check_size(path: Path, size: int) -> None:
+    if size > MAX_BUILD_BYTES:
+        raise ArtifactError(
+            f"{path}: is {size} bytes, larger than the largest build the platform takes"
+            f" ({MAX_BUILD_BYTES} bytes)"
+        )
 
 
 def _check_regular_file(path: Path) -> None:

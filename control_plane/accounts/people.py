@@ -206,14 +206,19 @@ def checked_person(
     if not isinstance(email, str) or _EMAIL.fullmatch(email.strip()) is None:
         raise InvalidInput("email", email, "must be an e-mail address (name@example.com)")
     stored_text("email", email, MAX_EMAIL)
-    control = first_control_character(email.strip()) or first_bidi_control(email)
-    if control is not None:
+    control = first_control_character(email.strip())
+    bidi = first_bidi_control(email)
+    if control is not None or bidi is not None:
         # Shown on the panel and typed to sign in: it would read as another person's address.
+        named = (
+            f"the control character U+{ord(control):04X}"
+            if control is not None
+            else f"the bidirectional control U+{ord(bidi or ' '):04X}"
+        )
         raise InvalidInput(
             "email",
             email[:40],
-            f"contains the control character U+{ord(control):04X} (expected an e-mail address, "
-            "name@example.com)",
+            f"contains {named} (expected an e-mail address, name@example.com)",
         )
     if operator:
         return clean_name, email.strip(), "operator"

@@ -50,6 +50,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ground.contract import API_PREFIX, RUNS_PATH, UNREACHABLE_PATH, AnswerCode
 from ground.contract.messages import AGENT_TEXT_MARK
 from ground.contract.plain_text import inert_values
+from signed_release.artifact import MAX_BUILD_BYTES
 from signed_release.trust_root import MAX_ROOT_BYTES
 
 __all__ = [
@@ -67,8 +68,9 @@ __all__ = [
 # Every request of the API fits easily: the largest legitimate body besides a release is a
 # schedule of 288 times (about 2.6 KB).
 MAX_BODY_BYTES = 64 * 1024
-# A release carries its build base64-encoded (4/3 of its size): room for a build of ~190 MiB.
-MAX_RELEASE_BODY_BYTES = 256 * 1024 * 1024
+# A release carries its build base64-encoded (4/3 of its size) and its patches: room for the
+# largest build the platform takes and as much again in patches (256 MiB for a 96 MiB build).
+MAX_RELEASE_BODY_BYTES = 2 * 4 * -(-MAX_BUILD_BYTES // 3)
 RELEASE_UPLOAD = ("POST", f"{API_PREFIX}/admin/releases")
 # How much of a body over its limit is read (and thrown away, never kept) so that its answer
 # reaches a client that sends before it reads: what the shipped nginx site passes on (1 MiB). A

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
+from control_plane.errors import Conflict
 from control_plane.events.trail import Actor, record_action
 from control_plane.inputs import plain_text, required_text
 from control_plane.releases.release_actions import (
     release_facts,
-    release_not_found,
+    release_row,
     revoke_release_tokens,
 )
 from control_plane.types import Connection
@@ -52,19 +53,26 @@ def set_release_brake(
         if engaged
         else plain_text("reason", reason, limit)
     )
-    # The row lock waits for grants in flight (they hold the release FOR SHARE).
+    # The row lock waits for grants in flight (they hold the release FOR SHARE). A withdrawn
+    # release is offered to no host: its brake is only released, never engaged.
     row = conn.execute(
         "UPDATE releases SET braked_at = %s, brake_reason = %s, braked_by = %s WHERE id = %s"
-        " RETURNING agent_version, channel, platform",
+        " AND (withdrawn_at IS NULL OR NOT %s) RETURNING agent_version, channel, platform",
         [
             now if engaged else None,
             reason_text if engaged else None,
             (actor.name or actor.kind) if engaged else None,
             release_id,
+            engaged,
         ],
     ).fetchone()
     if row is None:
-        raise release_not_found(release_id)
+        withdrawn = release_row(conn, release_id, "agent_version")
+        raise Conflict(
+            f"release {release_id} ({withdrawn['agent_version']}) is withdrawn: no host is offered"
+            " it, so there is nothing to brake",
+            code="release_withdrawn",
+        )
     revoked = revoke_release_tokens(conn, release_id, because="brake", now=now) if engaged else 0
     record_action(
         conn,

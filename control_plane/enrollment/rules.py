@@ -17,10 +17,9 @@ from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
 
 from control_plane.errors import InvalidInput
-from control_plane.inputs import stored_text
+from control_plane.inputs import plain_label
 from ground.contract import ENROLLMENT_TOKEN_PREFIX, AnswerCode
 from ground.contract.messages import MAX_AGENT_NAME_LENGTH
-from ground.contract.plain_text import first_control_character
 
 __all__ = [
     "DEFAULT_EXPIRES_IN",
@@ -93,18 +92,6 @@ def parse_duration(field: str, text: str) -> timedelta:
     return int(match["count"]) * _UNITS[match["unit"]]
 
 
-def _clean_text(field: str, value: str | None, limit: int) -> str | None:
-    if value is None:
-        return None
-    stored_text(field, value, limit)
-    clean = value.strip()
-    if not clean:
-        raise InvalidInput(field, value, "is blank (leave it out instead)")
-    if first_control_character(clean) is not None:
-        raise InvalidInput(field, value, "contains a control character")
-    return clean
-
-
 @dataclass(frozen=True, kw_only=True)
 class TokenTerms:
     """What a new token allows, checked when it is built: each bound refused naming the field,
@@ -128,9 +115,9 @@ class TokenTerms:
                 EXPIRES_IN_BOUNDS,
             )
         object.__setattr__(
-            self, "name_pattern", _clean_text("name_pattern", self.name_pattern, MAX_PATTERN_LENGTH)
+            self, "name_pattern", plain_label("name_pattern", self.name_pattern, MAX_PATTERN_LENGTH)
         )
-        object.__setattr__(self, "label", _clean_text("label", self.label, MAX_LABEL_LENGTH))
+        object.__setattr__(self, "label", plain_label("label", self.label, MAX_LABEL_LENGTH))
 
 
 @dataclass(frozen=True, kw_only=True)

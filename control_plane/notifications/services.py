@@ -12,7 +12,7 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from control_plane.errors import InvalidInput, NotFound
-from control_plane.inputs import stored_text
+from control_plane.inputs import plain_address
 from control_plane.notifications.addresses import (
     ADDRESS_REFUSED,
     MAX_URL_LENGTH,
@@ -175,7 +175,7 @@ def checked_webhook(
         raise InvalidInput("url", url, str(exc), code=ADDRESS_REFUSED) from exc
     except WebhookAddressRefused as exc:
         raise InvalidInput("url", url, str(exc)) from exc
-    stored_text("url", url, MAX_URL_LENGTH)
+    plain_address("url", url, MAX_URL_LENGTH)
     if secret is None:
         return url, None
     if isinstance(secret, str) and "\x00" in secret:

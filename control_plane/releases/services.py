@@ -52,6 +52,7 @@ from control_plane.releases.withdrawal import (
 from control_plane.trust_roots.services import newest_trust_root
 from control_plane.types import Connection, Pool
 from ground.contract import ClaimedRelease, ReleaseView, artifact_path, format_instant
+from signed_release.artifact import MAX_BUILD_BYTES
 from signed_release.errors import ReleaseError, SignatureError, UnknownKey
 from signed_release.manifest import Manifest, parse_manifest
 from signed_release.signature import check_signature
@@ -405,7 +406,25 @@ def _release_keys(root: TrustRoot) -> dict[str, Ed25519PublicKey]:
 
 
 def _check_artifact(artifact: bytes, parsed: Manifest) -> None:
-    """The bytes are the ones the signed manifest names: its length and its sha256."""
+    """The bytes are the ones the signed manifest names: its length and its sha256; a build the
+    platform takes (`MAX_BUILD_BYTES`, whichever door it came through), and so is each patch."""
+    if parsed.length > MAX_BUILD_BYTES:
+        raise InvalidInput(
+            "artifact",
+            f"{parsed.length} bytes",
+            f"(the manifest's length) is larger than the largest build the platform takes"
+            f" ({MAX_BUILD_BYTES} bytes)",
+            code="release_rejected",
+        )
+    for offer in parsed.patches:  # each read whole into memory too, by either door
+        if offer.length > MAX_BUILD_BYTES:
+            raise InvalidInput(
+                "patches",
+                f"{offer.length} bytes",
+                f"(the manifest's patch from {offer.base_version}) is larger than the largest"
+                f" build the platform takes ({MAX_BUILD_BYTES} bytes)",
+                code="release_rejected",
+            )
     if len(artifact) != parsed.length:
         raise InvalidInput(
             "artifact",

@@ -115,7 +115,7 @@ def _release_for_update(conn: Connection, release_id: UUID) -> dict[str, Any]:
     return release_row(
         conn,
         release_id,
-        "id, agent_version, manifest_version, channel, platform",
+        "id, agent_version, manifest_version, channel, platform, withdrawn_at",
         for_update=True,
     )
 
@@ -137,6 +137,14 @@ def halt_release(
         "reason", reason, MAX_HALT_REASON_LENGTH, required_to="halt a release (say why)"
     )
     release = _release_for_update(conn, release_id)
+    if release["withdrawn_at"] is not None:
+        # Claims of it are refused and its tokens revoked already: a halt would change nothing
+        # but the trail, and say "until it is resumed" of a release a resume does not bring back.
+        raise Conflict(
+            f"release {release_id} ({release['agent_version']}) is withdrawn: no host is offered"
+            " it, so there is nothing to halt",
+            code="release_withdrawn",
+        )
     if conn.execute(
         "SELECT 1 FROM release_halts WHERE release_id = %s AND resumed_at IS NULL", [release_id]
     ).fetchone():
@@ -340,8 +348,8 @@ def halt_on_errors(conn: Connection, now: datetime) -> list[HaltView]:
         {"now": now, "not_the_builds": sorted(r.value for r in NOT_THE_BUILDS_FAILURE)},
     ).fetchall():
         evidence = tuple(zip(row["failed_runs"], row["failed_statuses"], strict=True))
-        made.append(
-            halt_release(
+        try:
+            halt = halt_release(
                 conn,
                 row["id"],
                 cause="errors",
@@ -356,5 +364,7 @@ def halt_on_errors(conn: Connection, now: datetime) -> list[HaltView]:
                 failures=row["failures"],
                 finished=row["finished"],
             )
-        )
+        except Conflict:
+            continue  # halted or withdrawn by an operator since the query: nothing to halt
+        made.append(halt)
     return made

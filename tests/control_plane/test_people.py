@@ -145,10 +145,24 @@ def test_an_address_with_a_control_character_is_refused_and_nothing_is_stored(
     with pytest.raises(InvalidInput) as refused:
         _invited(services, org_id, email=email)
     assert str(refused.value).startswith("email: "), refused.value
-    assert "control character" in str(refused.value) or "NUL" in str(refused.value)
+    assert (
+        "control character" in str(refused.value)
+        or "NUL" in str(refused.value)
+        or ("bidirectional control U+202E" in str(refused.value))
+    )
     with pool.connection() as conn:
         stored = conn.execute("SELECT email FROM people ORDER BY email").fetchall()
     assert [row["email"] for row in stored] == ["anna@example.com"]
+
+
+def test_an_address_with_a_bidirectional_control_names_it_as_one(
+    services: Services, org_id: object
+) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        _invited(services, org_id, email="anna\u2067@example.com")
+    assert "contains the bidirectional control U+2067" in str(refused.value), refused.value
+    assert "expected an e-mail address" in str(refused.value)
+    assert services.people.people(org_id) == ()  # type: ignore[arg-type]
 
 
 def test_a_name_with_a_bidirectional_control_is_refused(services: Services, org_id: object) -> None:
@@ -280,3 +294,34 @@ def _waiting_on_locks(pool: Pool) -> int:
         ).fetchone()
     assert row is not None
     return int(row["n"])
+
+
+@pytest.mark.parametrize(
+    ("client_id", "named"),
+    [
+        pytest.param("nachtwacht\u202e", "bidirectional control U+202E", id="override"),
+        pytest.param("\u2066nachtwacht", "bidirectional control U+2066", id="isolate"),
+        pytest.param("nacht\x1b[8mwacht", "control character U+001B", id="escape"),
+    ],
+)
+def test_a_client_id_with_a_control_is_refused_and_nothing_is_stored(
+    services: Services, org_id: object, pool: Pool, client_id: str, named: str
+) -> None:
+    """A client id is typed by an editor and shown on the people page and the trail: plain text,
+    held to the rule every name keeps."""
+    with pool.connection() as conn:
+        before = conn.execute("SELECT count(*) AS n FROM events").fetchone()
+    with pytest.raises(InvalidInput) as refused:
+        services.oidc.put(
+            org_id,  # type: ignore[arg-type]
+            issuer="https://idp.example",
+            client_id=client_id,
+            client_secret="s3cret",
+            now=NOW,
+            actor=EDITOR,
+        )
+    assert str(refused.value).startswith("client_id: "), refused.value
+    assert named in str(refused.value)
+    assert services.oidc.get(org_id) is None  # type: ignore[arg-type]
+    with pool.connection() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM events").fetchone() == before

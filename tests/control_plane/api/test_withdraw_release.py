@@ -319,3 +319,23 @@ def test_another_manifest_with_a_taken_manifest_version_is_a_conflict(
         refused = operator.post("/v1/admin/releases", json=body)
     assert refused.status_code == 409
     assert refused.json()["detail"]["code"] == "release_not_newer"
+
+
+def test_halting_a_withdrawn_release_is_a_409_and_changes_nothing(
+    api: Api, services: Services, newer: SignedRelease, operator_key: str, pool: Any
+) -> None:
+    """Claims of a withdrawn release are refused and its tokens revoked already: a halt would
+    only add a halt row and an event saying claims wait "until it is resumed"."""
+    from tests.control_plane.conftest import table_rows
+
+    release_id = _release_id(services, "1.6.0")
+    with api.client(operator_key) as client:
+        withdrawn = client.post(f"/v1/admin/releases/{release_id}/withdraw", json={"reason": "x"})
+        assert withdrawn.status_code == 200, withdrawn.text
+        before = table_rows(pool, ("release_halts", "releases", "events", "tokens"))
+        halted = client.post(f"/v1/admin/releases/{release_id}/halt", json={"reason": "x"})
+    assert halted.status_code == 409, halted.text
+    detail = halted.json()["detail"]
+    assert detail["code"] == "release_withdrawn"
+    assert "(1.6.0) is withdrawn" in detail["message"]
+    assert table_rows(pool, ("release_halts", "releases", "events", "tokens")) == before
