@@ -10,46 +10,14 @@ import re
 import uuid
 
 import httpx
-import psycopg
 import pytest
 
 from control_plane.panel import ROUTERS
 from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
+from tests.panel.every_form import address, panel_state, post_routes
 
-# Every table a form writes to, counted, and the rows a form changes in place, read whole.
-STATE_QUERIES = (
-    "SELECT count(*) FROM events",
-    "SELECT count(*) FROM holds",
-    "SELECT count(*) FROM runs",
-    "SELECT count(*) FROM credentials WHERE revoked_at IS NULL",
-    "SELECT count(*) FROM enrollment_tokens",
-    "SELECT count(*) FROM panel_sessions",
-    "SELECT string_agg(id::text || update_schedule_enabled::text || update_schedule_times::text,"
-    " ',' ORDER BY id) FROM agents",
-    "SELECT string_agg(to_jsonb(s)::text, ',') FROM platform_settings s",
-)
 # The forms anyone may send before signing in: a wrong token is refused by their own rule.
 OPEN_FORMS = {"/panel/sign-in", "/panel/sign-in/person", "/panel/sign-in/code"}
-
-
-def _state(world: PanelWorld) -> list[object]:
-    with psycopg.connect(world.server.database_url) as conn:
-        return [conn.execute(query).fetchone() for query in STATE_QUERIES]
-
-
-def _post_routes() -> list[str]:
-    return sorted(
-        {
-            route.path
-            for router in ROUTERS
-            for route in router.routes
-            if "POST" in (getattr(route, "methods", None) or ())
-        }
-    )
-
-
-def _address(pattern: str, ids: dict[str, str]) -> str:
-    return re.sub(r"\{([^}:]+)\}", lambda name: ids.get(name[1], str(uuid.uuid4())), pattern)
 
 
 def _fields() -> dict[str, object]:
@@ -81,9 +49,9 @@ def test_no_form_changes_anything_without_its_token(panel_world: PanelWorld, who
     key = panel_world.panel_key if who == "customer" else panel_world.server.create_operator_key()
     ids = {"agent_id": panel_world.agent_id, "org_id": panel_world.org_id}
     with sign_in_client(panel_world, key) as client:
-        before = _state(panel_world)
-        for pattern in _post_routes():
-            url = _address(pattern, ids)
+        before = panel_state(panel_world)
+        for pattern in post_routes():
+            url = address(pattern, ids)
             for token in (None, "forged", ""):
                 data = _fields() | ({} if token is None else {"csrf": token})
                 answer = client.post(url, data=data)
@@ -94,7 +62,7 @@ def test_no_form_changes_anything_without_its_token(panel_world: PanelWorld, who
                 if answer.status_code != 303:
                     content = answer.headers["content-type"]
                     assert content.startswith("text/html"), (url, answer.text[:200])
-                assert _state(panel_world) == before, (url, token)
+                assert panel_state(panel_world) == before, (url, token)
         assert client.get("/panel/").status_code in {200, 303}  # still signed in
 
 
@@ -127,11 +95,11 @@ def test_another_organisations_agent_is_every_where_not_found(panel_world: Panel
     assert len(patterns) >= 6
     with sign_in_client(panel_world, other["panel_key"]) as client:
         token = csrf_of(client.get("/panel/agents").text)
-        before = _state(panel_world)
+        before = panel_state(panel_world)
         for method, pattern in patterns:
             answers: list[httpx.Response] = []
             for agent_id in (theirs, nowhere):
-                url = _address(pattern, {"agent_id": agent_id, "run_id": nowhere})
+                url = address(pattern, {"agent_id": agent_id, "run_id": nowhere})
                 if method == "GET":
                     answers.append(client.get(url))
                 else:
@@ -154,7 +122,7 @@ def test_another_organisations_agent_is_every_where_not_found(panel_world: Panel
             | {"until": "2027-04-02", "reason": "x"},
         )
         assert bulk.status_code == 404
-        assert _state(panel_world) == before
+        assert panel_state(panel_world) == before
 
 
 def test_an_operators_agent_page_under_another_organisation_is_not_found(
@@ -166,10 +134,10 @@ def test_an_operators_agent_page_under_another_organisation_is_not_found(
     nowhere = f"/panel/operator/orgs/{other['org_id']}/agents/{uuid.uuid4()}"
     with sign_in_client(panel_world, key) as operator:
         token = csrf_of(operator.get("/panel/operator").text)
-        before = _state(panel_world)
+        before = panel_state(panel_world)
         seen = operator.get(wrong)
         unseen = operator.get(nowhere)
         forced = operator.post(wrong, data={"csrf": token, "action": "force", "reason": "x"})
     assert seen.status_code == unseen.status_code == forced.status_code == 404
     assert "web-01" not in seen.text and "web-01" not in forced.text
-    assert _state(panel_world) == before
+    assert panel_state(panel_world) == before

@@ -6,57 +6,24 @@ quotes both values (never a secret's), and nothing changed."""
 from __future__ import annotations
 
 import html
-import re
-import uuid
 from typing import Any
 from urllib.parse import urlencode
 
 import psycopg
 import pytest
 
-from control_plane.panel import ROUTERS
 from tests.panel.conftest import PanelWorld, csrf_of, sign_in_client
+from tests.panel.every_form import address, panel_state, post_routes
 from tests.panel.history_world import add_agent
 
-STATE_QUERIES = (
-    "SELECT count(*) FROM events",
-    "SELECT count(*) FROM holds",
-    "SELECT count(*) FROM runs",
-    "SELECT count(*) FROM credentials WHERE revoked_at IS NULL",
-    "SELECT count(*) FROM enrollment_tokens",
-    "SELECT count(*) FROM panel_sessions",
-    "SELECT string_agg(id::text || update_schedule_enabled::text || update_schedule_times::text,"
-    " ',' ORDER BY id) FROM agents",
-    "SELECT string_agg(to_jsonb(s)::text, ',') FROM platform_settings s",
-)
 # Fields whose values are never shown back.
 SECRETS = {"key", "password", "repeated", "secret", "client_secret"}
-
-
-def _state(world: PanelWorld) -> list[object]:
-    with psycopg.connect(world.server.database_url) as conn:
-        return [conn.execute(query).fetchone() for query in STATE_QUERIES]
 
 
 def _post(client: Any, url: str, pairs: list[tuple[str, str]]) -> Any:
     """`pairs` sent as a browser sends a form, in their order (a name may come twice)."""
     form = {"content-type": "application/x-www-form-urlencoded"}
     return client.post(url, content=urlencode(pairs), headers=form)
-
-
-def _post_routes() -> list[str]:
-    return sorted(
-        {
-            route.path
-            for router in ROUTERS
-            for route in router.routes
-            if "POST" in (getattr(route, "methods", None) or ())
-        }
-    )
-
-
-def _address(pattern: str, ids: dict[str, str]) -> str:
-    return re.sub(r"\{([^}:]+)\}", lambda name: ids.get(name[1], str(uuid.uuid4())), pattern)
 
 
 FIELDS = {
@@ -94,9 +61,9 @@ def test_every_form_refuses_a_field_given_twice(panel_world: PanelWorld, who: st
         token = csrf_of(
             client.get("/panel/operator" if who == "operator" else "/panel/agents").text
         )
-        before = _state(panel_world)
-        for pattern in _post_routes():
-            url = _address(pattern, ids)
+        before = panel_state(panel_world)
+        for pattern in post_routes():
+            url = address(pattern, ids)
             for name in [*FIELDS, "csrf"]:
                 sent = FIELDS | {"csrf": token}
                 other = "other-" + sent[name]
@@ -110,7 +77,7 @@ def test_every_form_refuses_a_field_given_twice(panel_world: PanelWorld, who: st
                     assert sent[name] not in text and other not in text, (url, name)
                 elif name != "csrf":  # the page's own token is in it anyway
                     assert f"“{sent[name]}” and “{other}”" in text, (url, name)
-                assert _state(panel_world) == before, (url, name)
+                assert panel_state(panel_world) == before, (url, name)
         assert client.get("/panel/").status_code in {200, 303}  # still signed in
 
 
@@ -152,7 +119,7 @@ def test_a_bulk_form_with_a_field_twice_changes_nothing(
     """Before, the last value decided: `action=hold&action=update` updated every agent now."""
     with sign_in_client(panel_world, panel_world.panel_key) as client:
         token = csrf_of(client.get("/panel/agents").text)
-        before = _state(panel_world)
+        before = panel_state(panel_world)
         sent = {
             "csrf": token,
             "action": "hold",
@@ -167,7 +134,7 @@ def test_a_bulk_form_with_a_field_twice_changes_nothing(
         answer = _post(client, "/panel/agents/bulk", data)
         assert answer.status_code == 422, answer.text[:300]
         assert f"“{first}” and “{last}”: two values for one field" in html.unescape(answer.text)
-        assert _state(panel_world) == before
+        assert panel_state(panel_world) == before
 
 
 @pytest.mark.parametrize("url", ["/panel/default-schedule", "/panel/agents/schedules"])
@@ -176,7 +143,7 @@ def test_a_schedule_form_that_takes_one_times_field_refuses_two(
 ) -> None:
     with sign_in_client(panel_world, panel_world.panel_key) as client:
         token = csrf_of(client.get("/panel/agents").text)
-        before = _state(panel_world)
+        before = panel_state(panel_world)
         answer = _post(
             client,
             url,
@@ -192,7 +159,7 @@ def test_a_schedule_form_that_takes_one_times_field_refuses_two(
         )
         assert answer.status_code == 422, (url, answer.status_code)
         assert "“04:00” and “05:00”: two values" in html.unescape(answer.text)
-        assert _state(panel_world) == before
+        assert panel_state(panel_world) == before
 
 
 def test_many_agents_and_many_times_are_still_many(panel_world: PanelWorld) -> None:
@@ -244,10 +211,10 @@ def test_an_address_that_gives_a_parameter_twice_is_refused_at_it(
     name = url.split("?")[1].split("=")[0]
     first, other = (pair.split("=")[1] for pair in url.split("?")[1].split("&"))
     with sign_in_client(panel_world, panel_world.panel_key) as client:
-        before = _state(panel_world)
+        before = panel_state(panel_world)
         answer = client.get(url)
         assert answer.status_code == 422, (url, answer.status_code)
         said = f"{name}: “{first}” and “{other}”: two values for one field"
         assert said in html.unescape(answer.text), url
         assert f"query: “{first}”" not in html.unescape(answer.text)
-        assert _state(panel_world) == before
+        assert panel_state(panel_world) == before
