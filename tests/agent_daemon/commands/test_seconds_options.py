@@ -59,9 +59,14 @@ def test_ascii_digits_with_a_decimal_point_are_seconds(
 def test_anything_else_is_refused_naming_the_option_and_the_value(
     command: list[str], name: str, text: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    option = command[-1]
+    # Refused while the command line is read, so a regression fails here before the command
+    # runs: `self-update switch` would act on this host's real install root, `enroll` would go
+    # out to the network.
+    with pytest.raises(Exception, match=f"{option}: found"):
+        _parser().parse_args([*command, text])
     assert main([*command, text]) == 2
     out, err = capsys.readouterr()
-    option = command[-1]
     assert f"{option}: found {text!r} — expected a number of seconds above 0" in err, err
     assert "ASCII digits" in err
     assert "Traceback" not in err
