@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -127,6 +128,17 @@ def test_publish_release_refuses_a_longer_build_before_reading_it(
     (tmp_path / "manifest.sig").write_bytes(signature)
     with (tmp_path / "agent.tar.gz").open("wb") as stream:
         stream.truncate(size)
+    result = _publish_refused(tmp_path, database_url, public_path)
+    assert result.stderr.startswith("nachtwacht control publish-release: ARTIFACT: ")
+    _refusal_names_size_and_bound(result.stderr, size)
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM releases").fetchone() == (0,)
+
+
+def _publish_refused(
+    tmp_path: Path, database_url: str, public_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """`publish-release` of the files in `tmp_path`, refused in one line without a trace."""
     result = run_control(
         "publish-release", str(tmp_path / "manifest.json"), str(tmp_path / "manifest.sig"),
         str(tmp_path / "agent.tar.gz"), "--database-url", database_url,
@@ -135,10 +147,7 @@ def test_publish_release_refuses_a_longer_build_before_reading_it(
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert result.stderr.startswith("nachtwacht control publish-release: ARTIFACT: ")
-    _refusal_names_size_and_bound(result.stderr, size)
-    with psycopg.connect(database_url) as conn:
-        assert conn.execute("SELECT count(*) FROM releases").fetchone() == (0,)
+    return result
 
 
 @pytest.mark.slow
@@ -155,14 +164,7 @@ def test_a_patch_offered_longer_than_the_largest_build_is_refused_unread(
     (tmp_path / "agent.tar.gz").write_bytes(b"\0" * 1000)
     with (tmp_path / patch_file_name("b" * 64)).open("wb") as stream:
         stream.truncate(size)
-    result = run_control(
-        "publish-release", str(tmp_path / "manifest.json"), str(tmp_path / "manifest.sig"),
-        str(tmp_path / "agent.tar.gz"), "--database-url", database_url,
-        "--release-public-key", str(public_path),
-    )  # fmt: skip
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    result = _publish_refused(tmp_path, database_url, public_path)
     _refusal_names_size_and_bound(result.stderr, size)
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT count(*) FROM releases").fetchone() == (0,)
